@@ -1,0 +1,128 @@
+"""The one settings object of automem.
+
+Only this module reads the environment. Components receive the settings (or the slice they
+need) through their constructors. Variable names follow AutoMem where AutoMem has one
+(``AUTOMEM_API_TOKEN``, ``PORT``, ``FALKORDB_HOST``, ``FALKORDB_PORT``, ``QDRANT_URL``,
+``QDRANT_COLLECTION``, ``OPENAI_API_KEY``, ...); everything else is ``AUTOMEM_*``.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import AliasChoices, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def _env(*names: str) -> AliasChoices:
+    return AliasChoices(*names)
+
+
+class Settings(BaseSettings):
+    """Every tunable of automem, read once from the environment.
+
+    Defaults marked "AutoMem" are AutoMem v0.16.1's (../shared/AUTOMEM_API.md).
+    """
+
+    model_config = SettingsConfigDict(extra="ignore", populate_by_name=True)
+
+    # --- runtime -------------------------------------------------------------------------
+    data_dir: Path = Field(Path("./.automem"), validation_alias=_env("AUTOMEM_DATA_DIR"))
+    host: str = Field("127.0.0.1", validation_alias=_env("AUTOMEM_HOST", "HOST"))
+    #: Gateway HTTP port; AutoMem's default is 8001.
+    port: int = Field(8001, validation_alias=_env("PORT", "AUTOMEM_PORT"))
+    grpc_port: int = Field(50051, validation_alias=_env("AUTOMEM_GRPC_PORT"))
+    #: Address the gateway and other services use to reach the gRPC services
+    #: (``host:port``); empty means this process's own gRPC server.
+    grpc_target: str = Field("", validation_alias=_env("AUTOMEM_GRPC_TARGET"))
+    log_level: str = Field("INFO", validation_alias=_env("AUTOMEM_LOG_LEVEL", "LOG_LEVEL"))
+    shutdown_grace_seconds: float = Field(5.0, validation_alias=_env("AUTOMEM_SHUTDOWN_GRACE_SECONDS"))
+
+    # --- NATS ----------------------------------------------------------------------------
+    #: Empty: ``automem up`` starts an embedded nats-server on ``nats_port`` (0 = free port).
+    nats_url: str = Field("", validation_alias=_env("NATS_URL", "AUTOMEM_NATS_URL"))
+    nats_port: int = Field(0, validation_alias=_env("AUTOMEM_NATS_PORT"))
+    stream_name: str = Field("AUTOMEM_EVENTS", validation_alias=_env("AUTOMEM_STREAM_NAME"))
+    subject_prefix: str = Field("automem.v1", validation_alias=_env("AUTOMEM_SUBJECT_PREFIX"))
+    #: Redeliveries before a message is parked on the dead-letter subject.
+    max_deliver: int = Field(5, validation_alias=_env("AUTOMEM_MAX_DELIVER"))
+    ack_wait_seconds: float = Field(30.0, validation_alias=_env("AUTOMEM_ACK_WAIT_SECONDS"))
+
+    # --- FalkorDB ------------------------------------------------------------------------
+    #: Empty: ``automem up`` starts an embedded redis-server + falkordb.so.
+    falkordb_host: str = Field("", validation_alias=_env("FALKORDB_HOST"))
+    falkordb_port: int = Field(0, validation_alias=_env("FALKORDB_PORT"))
+    falkordb_password: str = Field("", validation_alias=_env("FALKORDB_PASSWORD"))
+    #: AutoMem's graph name.
+    graph_name: str = Field("memories", validation_alias=_env("FALKORDB_GRAPH", "AUTOMEM_GRAPH_NAME"))
+
+    # --- Qdrant --------------------------------------------------------------------------
+    #: Empty: embedded qdrant-edge shard under ``data_dir/qdrant``. ``disabled``: no vectors.
+    qdrant_url: str = Field("", validation_alias=_env("QDRANT_URL"))
+    qdrant_api_key: str = Field("", validation_alias=_env("QDRANT_API_KEY"))
+    #: AutoMem's collection name.
+    collection_name: str = Field("memories", validation_alias=_env("QDRANT_COLLECTION", "AUTOMEM_COLLECTION"))
+
+    # --- embeddings ----------------------------------------------------------------------
+    #: ``minilm`` (local ONNX, default), ``wordllama`` (local static) or ``openai``.
+    embedding_provider: str = Field("minilm", validation_alias=_env("AUTOMEM_EMBEDDING_PROVIDER", "EMBEDDING_PROVIDER"))
+    embedding_model: str = Field("text-embedding-3-small", validation_alias=_env("EMBEDDING_MODEL"))
+    vector_size: int = Field(0, validation_alias=_env("VECTOR_SIZE", "AUTOMEM_VECTOR_SIZE"))
+
+    # --- LLM (optional) ------------------------------------------------------------------
+    openai_api_key: str = Field("", validation_alias=_env("OPENAI_API_KEY"))
+    openai_base_url: str = Field("", validation_alias=_env("OPENAI_BASE_URL"))
+    classification_model: str = Field("gpt-4o-mini", validation_alias=_env("CLASSIFICATION_MODEL"))
+    llm_timeout_seconds: float = Field(20.0, validation_alias=_env("AUTOMEM_LLM_TIMEOUT_SECONDS"))
+
+    # --- auth ----------------------------------------------------------------------------
+    api_token: str = Field("", validation_alias=_env("AUTOMEM_API_TOKEN"))
+    admin_token: str = Field("", validation_alias=_env("ADMIN_API_TOKEN", "AUTOMEM_ADMIN_TOKEN"))
+    default_scope: str = Field("default", validation_alias=_env("AUTOMEM_DEFAULT_SCOPE"))
+    allow_query_token: bool = Field(False, validation_alias=_env("AUTOMEM_ALLOW_QUERY_TOKEN"))
+
+    # --- limits (AutoMem's where it has them) --------------------------------------------
+    #: AutoMem rejects content over 2,000 characters.
+    content_max_length: int = Field(2000, validation_alias=_env("AUTOMEM_CONTENT_MAX_LENGTH", "MEMORY_CONTENT_HARD_LIMIT"))
+    #: AutoMem summarises content over 500 characters.
+    content_summary_length: int = Field(500, validation_alias=_env("AUTOMEM_CONTENT_SUMMARY_LENGTH", "MEMORY_CONTENT_SOFT_LIMIT"))
+    batch_max: int = Field(500, validation_alias=_env("AUTOMEM_BATCH_MAX"))
+    recall_max_limit: int = Field(100, validation_alias=_env("AUTOMEM_RECALL_MAX_LIMIT"))
+    by_tag_max_limit: int = Field(200, validation_alias=_env("AUTOMEM_BY_TAG_MAX_LIMIT"))
+    max_body_bytes: int = Field(4 * 1024 * 1024, validation_alias=_env("AUTOMEM_MAX_BODY_BYTES"))
+
+    # --- recall scoring weights (AutoMem's defaults; see services/recall) ---------------
+    search_weight_vector: float = Field(0.35, validation_alias=_env("SEARCH_WEIGHT_VECTOR"))
+    search_weight_keyword: float = Field(0.35, validation_alias=_env("SEARCH_WEIGHT_KEYWORD"))
+    search_weight_relation: float = Field(0.25, validation_alias=_env("SEARCH_WEIGHT_RELATION"))
+    search_weight_tag: float = Field(0.2, validation_alias=_env("SEARCH_WEIGHT_TAG"))
+    search_weight_exact: float = Field(0.2, validation_alias=_env("SEARCH_WEIGHT_EXACT"))
+    search_weight_importance: float = Field(0.1, validation_alias=_env("SEARCH_WEIGHT_IMPORTANCE"))
+    search_weight_recency: float = Field(0.1, validation_alias=_env("SEARCH_WEIGHT_RECENCY"))
+    search_weight_confidence: float = Field(0.05, validation_alias=_env("SEARCH_WEIGHT_CONFIDENCE"))
+    recency_window_days: float = Field(180.0, validation_alias=_env("SEARCH_RECENCY_WINDOW_DAYS"))
+
+    # --- enrichment / consolidation ------------------------------------------------------
+    enrichment_enabled: bool = Field(True, validation_alias=_env("AUTOMEM_ENRICHMENT_ENABLED"))
+    dedup_window_seconds: float = Field(300.0, validation_alias=_env("AUTOMEM_DEDUP_WINDOW_SECONDS"))
+    dedup_enabled: bool = Field(True, validation_alias=_env("AUTOMEM_DEDUP_ENABLED"))
+
+    # --- gateway -------------------------------------------------------------------------
+    gateway_enabled: bool = Field(True, validation_alias=_env("AUTOMEM_GATEWAY_ENABLED"))
+
+    @property
+    def vectors_enabled(self) -> bool:
+        """False when ``QDRANT_URL=disabled``: recall degrades to the graph arms."""
+        return self.qdrant_url.strip().lower() != "disabled"
+
+    @property
+    def qdrant_path(self) -> Path:
+        """Directory of the embedded qdrant-edge shard."""
+        return self.data_dir / "qdrant" / self.collection_name
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings, read from the environment on first use."""
+    return Settings()
