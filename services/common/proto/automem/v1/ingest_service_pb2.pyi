@@ -1,0 +1,190 @@
+from automem.v1 import memory_pb2 as _memory_pb2
+from google.protobuf import field_mask_pb2 as _field_mask_pb2
+from google.protobuf import struct_pb2 as _struct_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class MemoryInput(_message.Message):
+    __slots__ = ("content", "tags", "importance", "confidence", "metadata", "type", "timestamp", "t_valid", "t_invalid", "embedding", "require_review", "metadata_json", "metadata_set")
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    TAGS_FIELD_NUMBER: _ClassVar[int]
+    IMPORTANCE_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    T_VALID_FIELD_NUMBER: _ClassVar[int]
+    T_INVALID_FIELD_NUMBER: _ClassVar[int]
+    EMBEDDING_FIELD_NUMBER: _ClassVar[int]
+    REQUIRE_REVIEW_FIELD_NUMBER: _ClassVar[int]
+    METADATA_JSON_FIELD_NUMBER: _ClassVar[int]
+    METADATA_SET_FIELD_NUMBER: _ClassVar[int]
+    content: str
+    tags: _containers.RepeatedScalarFieldContainer[str]
+    importance: float
+    confidence: float
+    metadata: _struct_pb2.Struct
+    type: str
+    timestamp: str
+    t_valid: str
+    t_invalid: str
+    embedding: _containers.RepeatedScalarFieldContainer[float]
+    require_review: bool
+    metadata_json: str
+    metadata_set: bool
+    def __init__(self, content: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., importance: _Optional[float] = ..., confidence: _Optional[float] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., type: _Optional[str] = ..., timestamp: _Optional[str] = ..., t_valid: _Optional[str] = ..., t_invalid: _Optional[str] = ..., embedding: _Optional[_Iterable[float]] = ..., require_review: _Optional[bool] = ..., metadata_json: _Optional[str] = ..., metadata_set: _Optional[bool] = ...) -> None: ...
+
+class CreateMemoryRequest(_message.Message):
+    __slots__ = ("memory", "scope", "idempotency_key")
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    memory: MemoryInput
+    scope: str
+    idempotency_key: str
+    def __init__(self, memory: _Optional[_Union[MemoryInput, _Mapping]] = ..., scope: _Optional[str] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class CreateMemoryResponse(_message.Message):
+    __slots__ = ("memory", "deduplicated")
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    DEDUPLICATED_FIELD_NUMBER: _ClassVar[int]
+    memory: _memory_pb2.Memory
+    deduplicated: bool
+    def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ..., deduplicated: _Optional[bool] = ...) -> None: ...
+
+class BatchCreateMemoriesRequest(_message.Message):
+    __slots__ = ("memories", "scope", "idempotency_key")
+    MEMORIES_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    memories: _containers.RepeatedCompositeFieldContainer[MemoryInput]
+    scope: str
+    idempotency_key: str
+    def __init__(self, memories: _Optional[_Iterable[_Union[MemoryInput, _Mapping]]] = ..., scope: _Optional[str] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class BatchCreateMemoriesResponse(_message.Message):
+    __slots__ = ("memories",)
+    MEMORIES_FIELD_NUMBER: _ClassVar[int]
+    memories: _containers.RepeatedCompositeFieldContainer[_memory_pb2.Memory]
+    def __init__(self, memories: _Optional[_Iterable[_Union[_memory_pb2.Memory, _Mapping]]] = ...) -> None: ...
+
+class GetMemoryRequest(_message.Message):
+    __slots__ = ("id", "scope", "touch")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    TOUCH_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    scope: str
+    touch: bool
+    def __init__(self, id: _Optional[str] = ..., scope: _Optional[str] = ..., touch: _Optional[bool] = ...) -> None: ...
+
+class GetMemoryResponse(_message.Message):
+    __slots__ = ("memory",)
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    memory: _memory_pb2.Memory
+    def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ...) -> None: ...
+
+class UpdateMemoryRequest(_message.Message):
+    __slots__ = ("id", "scope", "memory", "update_mask", "etag", "add_tags")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_MASK_FIELD_NUMBER: _ClassVar[int]
+    ETAG_FIELD_NUMBER: _ClassVar[int]
+    ADD_TAGS_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    scope: str
+    memory: MemoryInput
+    update_mask: _field_mask_pb2.FieldMask
+    etag: int
+    add_tags: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, id: _Optional[str] = ..., scope: _Optional[str] = ..., memory: _Optional[_Union[MemoryInput, _Mapping]] = ..., update_mask: _Optional[_Union[_field_mask_pb2.FieldMask, _Mapping]] = ..., etag: _Optional[int] = ..., add_tags: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class UpdateMemoryResponse(_message.Message):
+    __slots__ = ("memory",)
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    memory: _memory_pb2.Memory
+    def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ...) -> None: ...
+
+class DeleteMemoryRequest(_message.Message):
+    __slots__ = ("id", "scope", "purge", "reason")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    PURGE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    scope: str
+    purge: bool
+    reason: str
+    def __init__(self, id: _Optional[str] = ..., scope: _Optional[str] = ..., purge: _Optional[bool] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class DeleteMemoryResponse(_message.Message):
+    __slots__ = ("memory",)
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    memory: _memory_pb2.Memory
+    def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ...) -> None: ...
+
+class CreateRelationRequest(_message.Message):
+    __slots__ = ("relation", "scope", "type_name")
+    RELATION_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    TYPE_NAME_FIELD_NUMBER: _ClassVar[int]
+    relation: _memory_pb2.Relation
+    scope: str
+    type_name: str
+    def __init__(self, relation: _Optional[_Union[_memory_pb2.Relation, _Mapping]] = ..., scope: _Optional[str] = ..., type_name: _Optional[str] = ...) -> None: ...
+
+class CreateRelationResponse(_message.Message):
+    __slots__ = ("relation",)
+    RELATION_FIELD_NUMBER: _ClassVar[int]
+    relation: _memory_pb2.Relation
+    def __init__(self, relation: _Optional[_Union[_memory_pb2.Relation, _Mapping]] = ...) -> None: ...
+
+class SupersedeMemoryRequest(_message.Message):
+    __slots__ = ("id", "scope", "replacement", "relation_type", "reason", "idempotency_key")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    REPLACEMENT_FIELD_NUMBER: _ClassVar[int]
+    RELATION_TYPE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    scope: str
+    replacement: MemoryInput
+    relation_type: _memory_pb2.RelationType
+    reason: str
+    idempotency_key: str
+    def __init__(self, id: _Optional[str] = ..., scope: _Optional[str] = ..., replacement: _Optional[_Union[MemoryInput, _Mapping]] = ..., relation_type: _Optional[_Union[_memory_pb2.RelationType, str]] = ..., reason: _Optional[str] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class SupersedeMemoryResponse(_message.Message):
+    __slots__ = ("replacement", "superseded", "relation")
+    REPLACEMENT_FIELD_NUMBER: _ClassVar[int]
+    SUPERSEDED_FIELD_NUMBER: _ClassVar[int]
+    RELATION_FIELD_NUMBER: _ClassVar[int]
+    replacement: _memory_pb2.Memory
+    superseded: _memory_pb2.Memory
+    relation: _memory_pb2.Relation
+    def __init__(self, replacement: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ..., superseded: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ..., relation: _Optional[_Union[_memory_pb2.Relation, _Mapping]] = ...) -> None: ...
+
+class DeleteMemoriesByTagRequest(_message.Message):
+    __slots__ = ("tags", "scope", "dry_run")
+    TAGS_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    tags: _containers.RepeatedScalarFieldContainer[str]
+    scope: str
+    dry_run: bool
+    def __init__(self, tags: _Optional[_Iterable[str]] = ..., scope: _Optional[str] = ..., dry_run: _Optional[bool] = ...) -> None: ...
+
+class DeleteMemoriesByTagResponse(_message.Message):
+    __slots__ = ("memory_ids", "deleted_count")
+    MEMORY_IDS_FIELD_NUMBER: _ClassVar[int]
+    DELETED_COUNT_FIELD_NUMBER: _ClassVar[int]
+    memory_ids: _containers.RepeatedScalarFieldContainer[str]
+    deleted_count: int
+    def __init__(self, memory_ids: _Optional[_Iterable[str]] = ..., deleted_count: _Optional[int] = ...) -> None: ...

@@ -1,0 +1,253 @@
+import datetime
+
+from automem.v1 import memory_pb2 as _memory_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class ReadOptions(_message.Message):
+    __slots__ = ("as_of", "known_at", "state_mode", "include_archived", "include_pending")
+    AS_OF_FIELD_NUMBER: _ClassVar[int]
+    KNOWN_AT_FIELD_NUMBER: _ClassVar[int]
+    STATE_MODE_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_ARCHIVED_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_PENDING_FIELD_NUMBER: _ClassVar[int]
+    as_of: _timestamp_pb2.Timestamp
+    known_at: _timestamp_pb2.Timestamp
+    state_mode: str
+    include_archived: bool
+    include_pending: bool
+    def __init__(self, as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., known_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., state_mode: _Optional[str] = ..., include_archived: _Optional[bool] = ..., include_pending: _Optional[bool] = ...) -> None: ...
+
+class SearchMemoriesRequest(_message.Message):
+    __slots__ = ("scope", "query", "queries", "embedding", "limit", "offset", "sort", "time_query", "start", "end", "tags", "tag_mode", "tag_match", "exclude_tags", "read", "expand_relations", "expand_entities", "relation_limit", "expansion_limit", "expand_min_importance", "expand_min_strength", "min_score", "context", "context_tags", "context_types", "priority_ids", "recency_bias")
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    QUERIES_FIELD_NUMBER: _ClassVar[int]
+    EMBEDDING_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    SORT_FIELD_NUMBER: _ClassVar[int]
+    TIME_QUERY_FIELD_NUMBER: _ClassVar[int]
+    START_FIELD_NUMBER: _ClassVar[int]
+    END_FIELD_NUMBER: _ClassVar[int]
+    TAGS_FIELD_NUMBER: _ClassVar[int]
+    TAG_MODE_FIELD_NUMBER: _ClassVar[int]
+    TAG_MATCH_FIELD_NUMBER: _ClassVar[int]
+    EXCLUDE_TAGS_FIELD_NUMBER: _ClassVar[int]
+    READ_FIELD_NUMBER: _ClassVar[int]
+    EXPAND_RELATIONS_FIELD_NUMBER: _ClassVar[int]
+    EXPAND_ENTITIES_FIELD_NUMBER: _ClassVar[int]
+    RELATION_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    EXPANSION_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    EXPAND_MIN_IMPORTANCE_FIELD_NUMBER: _ClassVar[int]
+    EXPAND_MIN_STRENGTH_FIELD_NUMBER: _ClassVar[int]
+    MIN_SCORE_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_TAGS_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_TYPES_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_IDS_FIELD_NUMBER: _ClassVar[int]
+    RECENCY_BIAS_FIELD_NUMBER: _ClassVar[int]
+    scope: str
+    query: str
+    queries: _containers.RepeatedScalarFieldContainer[str]
+    embedding: _containers.RepeatedScalarFieldContainer[float]
+    limit: int
+    offset: int
+    sort: str
+    time_query: str
+    start: str
+    end: str
+    tags: _containers.RepeatedScalarFieldContainer[str]
+    tag_mode: str
+    tag_match: str
+    exclude_tags: _containers.RepeatedScalarFieldContainer[str]
+    read: ReadOptions
+    expand_relations: bool
+    expand_entities: bool
+    relation_limit: int
+    expansion_limit: int
+    expand_min_importance: float
+    expand_min_strength: float
+    min_score: float
+    context: str
+    context_tags: _containers.RepeatedScalarFieldContainer[str]
+    context_types: _containers.RepeatedScalarFieldContainer[str]
+    priority_ids: _containers.RepeatedScalarFieldContainer[str]
+    recency_bias: str
+    def __init__(self, scope: _Optional[str] = ..., query: _Optional[str] = ..., queries: _Optional[_Iterable[str]] = ..., embedding: _Optional[_Iterable[float]] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ..., sort: _Optional[str] = ..., time_query: _Optional[str] = ..., start: _Optional[str] = ..., end: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., tag_mode: _Optional[str] = ..., tag_match: _Optional[str] = ..., exclude_tags: _Optional[_Iterable[str]] = ..., read: _Optional[_Union[ReadOptions, _Mapping]] = ..., expand_relations: _Optional[bool] = ..., expand_entities: _Optional[bool] = ..., relation_limit: _Optional[int] = ..., expansion_limit: _Optional[int] = ..., expand_min_importance: _Optional[float] = ..., expand_min_strength: _Optional[float] = ..., min_score: _Optional[float] = ..., context: _Optional[str] = ..., context_tags: _Optional[_Iterable[str]] = ..., context_types: _Optional[_Iterable[str]] = ..., priority_ids: _Optional[_Iterable[str]] = ..., recency_bias: _Optional[str] = ...) -> None: ...
+
+class ScoredMemory(_message.Message):
+    __slots__ = ("memory", "score", "final_score", "match_type", "score_components", "replaces_id", "relation_type")
+    class ScoreComponentsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    FINAL_SCORE_FIELD_NUMBER: _ClassVar[int]
+    MATCH_TYPE_FIELD_NUMBER: _ClassVar[int]
+    SCORE_COMPONENTS_FIELD_NUMBER: _ClassVar[int]
+    REPLACES_ID_FIELD_NUMBER: _ClassVar[int]
+    RELATION_TYPE_FIELD_NUMBER: _ClassVar[int]
+    memory: _memory_pb2.Memory
+    score: float
+    final_score: float
+    match_type: str
+    score_components: _containers.ScalarMap[str, float]
+    replaces_id: str
+    relation_type: str
+    def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ..., score: _Optional[float] = ..., final_score: _Optional[float] = ..., match_type: _Optional[str] = ..., score_components: _Optional[_Mapping[str, float]] = ..., replaces_id: _Optional[str] = ..., relation_type: _Optional[str] = ...) -> None: ...
+
+class SearchMemoriesResponse(_message.Message):
+    __slots__ = ("results", "arms", "degraded", "start", "end")
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    ARMS_FIELD_NUMBER: _ClassVar[int]
+    DEGRADED_FIELD_NUMBER: _ClassVar[int]
+    START_FIELD_NUMBER: _ClassVar[int]
+    END_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[ScoredMemory]
+    arms: _containers.RepeatedScalarFieldContainer[str]
+    degraded: _containers.RepeatedScalarFieldContainer[str]
+    start: str
+    end: str
+    def __init__(self, results: _Optional[_Iterable[_Union[ScoredMemory, _Mapping]]] = ..., arms: _Optional[_Iterable[str]] = ..., degraded: _Optional[_Iterable[str]] = ..., start: _Optional[str] = ..., end: _Optional[str] = ...) -> None: ...
+
+class RecallGetMemoryRequest(_message.Message):
+    __slots__ = ("id", "scope", "read", "touch")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    READ_FIELD_NUMBER: _ClassVar[int]
+    TOUCH_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    scope: str
+    read: ReadOptions
+    touch: bool
+    def __init__(self, id: _Optional[str] = ..., scope: _Optional[str] = ..., read: _Optional[_Union[ReadOptions, _Mapping]] = ..., touch: _Optional[bool] = ...) -> None: ...
+
+class RecallGetMemoryResponse(_message.Message):
+    __slots__ = ("memory", "is_current", "current_id")
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    IS_CURRENT_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_ID_FIELD_NUMBER: _ClassVar[int]
+    memory: _memory_pb2.Memory
+    is_current: bool
+    current_id: str
+    def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ..., is_current: _Optional[bool] = ..., current_id: _Optional[str] = ...) -> None: ...
+
+class ListMemoriesByTagRequest(_message.Message):
+    __slots__ = ("scope", "tags", "limit", "offset", "read", "tag_mode", "tag_match")
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    TAGS_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    READ_FIELD_NUMBER: _ClassVar[int]
+    TAG_MODE_FIELD_NUMBER: _ClassVar[int]
+    TAG_MATCH_FIELD_NUMBER: _ClassVar[int]
+    scope: str
+    tags: _containers.RepeatedScalarFieldContainer[str]
+    limit: int
+    offset: int
+    read: ReadOptions
+    tag_mode: str
+    tag_match: str
+    def __init__(self, scope: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ..., read: _Optional[_Union[ReadOptions, _Mapping]] = ..., tag_mode: _Optional[str] = ..., tag_match: _Optional[str] = ...) -> None: ...
+
+class ListMemoriesByTagResponse(_message.Message):
+    __slots__ = ("memories", "has_more", "total")
+    MEMORIES_FIELD_NUMBER: _ClassVar[int]
+    HAS_MORE_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    memories: _containers.RepeatedCompositeFieldContainer[_memory_pb2.Memory]
+    has_more: bool
+    total: int
+    def __init__(self, memories: _Optional[_Iterable[_Union[_memory_pb2.Memory, _Mapping]]] = ..., has_more: _Optional[bool] = ..., total: _Optional[int] = ...) -> None: ...
+
+class StartupRecallRequest(_message.Message):
+    __slots__ = ("scope", "read")
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    READ_FIELD_NUMBER: _ClassVar[int]
+    scope: str
+    read: ReadOptions
+    def __init__(self, scope: _Optional[str] = ..., read: _Optional[_Union[ReadOptions, _Mapping]] = ...) -> None: ...
+
+class StartupRecallResponse(_message.Message):
+    __slots__ = ("critical_lessons", "system_rules")
+    CRITICAL_LESSONS_FIELD_NUMBER: _ClassVar[int]
+    SYSTEM_RULES_FIELD_NUMBER: _ClassVar[int]
+    critical_lessons: _containers.RepeatedCompositeFieldContainer[_memory_pb2.Memory]
+    system_rules: _containers.RepeatedCompositeFieldContainer[_memory_pb2.Memory]
+    def __init__(self, critical_lessons: _Optional[_Iterable[_Union[_memory_pb2.Memory, _Mapping]]] = ..., system_rules: _Optional[_Iterable[_Union[_memory_pb2.Memory, _Mapping]]] = ...) -> None: ...
+
+class ListRelatedMemoriesRequest(_message.Message):
+    __slots__ = ("id", "scope", "relationship_types", "max_depth", "limit", "read")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    RELATIONSHIP_TYPES_FIELD_NUMBER: _ClassVar[int]
+    MAX_DEPTH_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    READ_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    scope: str
+    relationship_types: _containers.RepeatedScalarFieldContainer[str]
+    max_depth: int
+    limit: int
+    read: ReadOptions
+    def __init__(self, id: _Optional[str] = ..., scope: _Optional[str] = ..., relationship_types: _Optional[_Iterable[str]] = ..., max_depth: _Optional[int] = ..., limit: _Optional[int] = ..., read: _Optional[_Union[ReadOptions, _Mapping]] = ...) -> None: ...
+
+class RelatedMemory(_message.Message):
+    __slots__ = ("memory", "relation_type", "strength", "depth")
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    RELATION_TYPE_FIELD_NUMBER: _ClassVar[int]
+    STRENGTH_FIELD_NUMBER: _ClassVar[int]
+    DEPTH_FIELD_NUMBER: _ClassVar[int]
+    memory: _memory_pb2.Memory
+    relation_type: str
+    strength: float
+    depth: int
+    def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ..., relation_type: _Optional[str] = ..., strength: _Optional[float] = ..., depth: _Optional[int] = ...) -> None: ...
+
+class ListRelatedMemoriesResponse(_message.Message):
+    __slots__ = ("related",)
+    RELATED_FIELD_NUMBER: _ClassVar[int]
+    related: _containers.RepeatedCompositeFieldContainer[RelatedMemory]
+    def __init__(self, related: _Optional[_Iterable[_Union[RelatedMemory, _Mapping]]] = ...) -> None: ...
+
+class GetStatsRequest(_message.Message):
+    __slots__ = ("scope",)
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    scope: str
+    def __init__(self, scope: _Optional[str] = ...) -> None: ...
+
+class GetStatsResponse(_message.Message):
+    __slots__ = ("memory_count", "vector_count", "graph_connected", "vectors_connected", "vectors_enabled", "vector_dimensions", "type_counts")
+    class TypeCountsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    MEMORY_COUNT_FIELD_NUMBER: _ClassVar[int]
+    VECTOR_COUNT_FIELD_NUMBER: _ClassVar[int]
+    GRAPH_CONNECTED_FIELD_NUMBER: _ClassVar[int]
+    VECTORS_CONNECTED_FIELD_NUMBER: _ClassVar[int]
+    VECTORS_ENABLED_FIELD_NUMBER: _ClassVar[int]
+    VECTOR_DIMENSIONS_FIELD_NUMBER: _ClassVar[int]
+    TYPE_COUNTS_FIELD_NUMBER: _ClassVar[int]
+    memory_count: int
+    vector_count: int
+    graph_connected: bool
+    vectors_connected: bool
+    vectors_enabled: bool
+    vector_dimensions: int
+    type_counts: _containers.ScalarMap[str, int]
+    def __init__(self, memory_count: _Optional[int] = ..., vector_count: _Optional[int] = ..., graph_connected: _Optional[bool] = ..., vectors_connected: _Optional[bool] = ..., vectors_enabled: _Optional[bool] = ..., vector_dimensions: _Optional[int] = ..., type_counts: _Optional[_Mapping[str, int]] = ...) -> None: ...
