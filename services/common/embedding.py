@@ -43,10 +43,10 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "EmbeddingProvider",
     "MiniLMProvider",
-    "WordLlamaProvider",
     "OpenAICompatibleProvider",
-    "make_provider",
+    "WordLlamaProvider",
     "l2_normalise",
+    "make_provider",
 ]
 
 

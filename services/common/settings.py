@@ -36,6 +36,11 @@ class Settings(BaseSettings):
     #: Address the gateway and other services use to reach the gRPC services
     #: (``host:port``); empty means this process's own gRPC server.
     grpc_target: str = Field("", validation_alias=_env("AUTOMEM_GRPC_TARGET"))
+    #: Per-service addresses (``host:port``) for the distributed mode; empty = grpc_target.
+    ingest_addr: str = Field("", validation_alias=_env("AUTOMEM_INGEST_ADDR"))
+    recall_addr: str = Field("", validation_alias=_env("AUTOMEM_RECALL_ADDR"))
+    enrich_addr: str = Field("", validation_alias=_env("AUTOMEM_ENRICH_ADDR"))
+    consolidate_addr: str = Field("", validation_alias=_env("AUTOMEM_CONSOLIDATE_ADDR"))
     log_level: str = Field("INFO", validation_alias=_env("AUTOMEM_LOG_LEVEL", "LOG_LEVEL"))
     shutdown_grace_seconds: float = Field(5.0, validation_alias=_env("AUTOMEM_SHUTDOWN_GRACE_SECONDS"))
 

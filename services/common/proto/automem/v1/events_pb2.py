@@ -26,15 +26,15 @@ from automem.v1 import memory_pb2 as automem_dot_v1_dot_memory__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17\x61utomem/v1/events.proto\x12\nautomem.v1\x1a\x17\x61utomem/v1/memory.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xce\x02\n\x0bMemoryEvent\x12\x10\n\x08\x65vent_id\x18\x01 \x01(\t\x12#\n\x04type\x18\x02 \x01(\x0e\x32\x15.automem.v1.EventType\x12\x11\n\tmemory_id\x18\x03 \x01(\t\x12\r\n\x05scope\x18\x04 \x01(\t\x12\r\n\x05\x61\x63tor\x18\x05 \x01(\t\x12.\n\nevent_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\"\n\x06\x62\x65\x66ore\x18\x07 \x01(\x0b\x32\x12.automem.v1.Memory\x12!\n\x05\x61\x66ter\x18\x08 \x01(\x0b\x32\x12.automem.v1.Memory\x12\x0f\n\x07version\x18\t \x01(\x03\x12&\n\x08relation\x18\n \x01(\x0b\x32\x14.automem.v1.Relation\x12\x17\n\x0f\x63ontent_changed\x18\x0b \x01(\x08\x12\x0e\n\x06reason\x18\x0c \x01(\t*\xe5\x02\n\tEventType\x12\x1a\n\x16\x45VENT_TYPE_UNSPECIFIED\x10\x00\x12\x1d\n\x19\x45VENT_TYPE_MEMORY_CREATED\x10\x01\x12\x1d\n\x19\x45VENT_TYPE_MEMORY_UPDATED\x10\x02\x12\x1d\n\x19\x45VENT_TYPE_MEMORY_DELETED\x10\x03\x12 \n\x1c\x45VENT_TYPE_MEMORY_SUPERSEDED\x10\x04\x12\x1f\n\x1b\x45VENT_TYPE_RELATION_CREATED\x10\x05\x12\x1e\n\x1a\x45VENT_TYPE_REVIEW_APPROVED\x10\x06\x12\x1e\n\x1a\x45VENT_TYPE_REVIEW_REJECTED\x10\x07\x12\x1e\n\x1a\x45VENT_TYPE_MEMORY_ENRICHED\x10\x08\x12\x1c\n\x18\x45VENT_TYPE_MEMORY_PURGED\x10\t\x12\x1e\n\x1a\x45VENT_TYPE_MEMORY_ARCHIVED\x10\nb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17\x61utomem/v1/events.proto\x12\nautomem.v1\x1a\x17\x61utomem/v1/memory.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe1\x02\n\x0bMemoryEvent\x12\x10\n\x08\x65vent_id\x18\x01 \x01(\t\x12#\n\x04type\x18\x02 \x01(\x0e\x32\x15.automem.v1.EventType\x12\x11\n\tmemory_id\x18\x03 \x01(\t\x12\r\n\x05scope\x18\x04 \x01(\t\x12\r\n\x05\x61\x63tor\x18\x05 \x01(\t\x12.\n\nevent_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\"\n\x06\x62\x65\x66ore\x18\x07 \x01(\x0b\x32\x12.automem.v1.Memory\x12!\n\x05\x61\x66ter\x18\x08 \x01(\x0b\x32\x12.automem.v1.Memory\x12\x0f\n\x07version\x18\t \x01(\x03\x12&\n\x08relation\x18\n \x01(\x0b\x32\x14.automem.v1.Relation\x12\x17\n\x0f\x63ontent_changed\x18\x0b \x01(\x08\x12\x0e\n\x06reason\x18\x0c \x01(\t\x12\x11\n\tembedding\x18\r \x03(\x02*\xe5\x02\n\tEventType\x12\x1a\n\x16\x45VENT_TYPE_UNSPECIFIED\x10\x00\x12\x1d\n\x19\x45VENT_TYPE_MEMORY_CREATED\x10\x01\x12\x1d\n\x19\x45VENT_TYPE_MEMORY_UPDATED\x10\x02\x12\x1d\n\x19\x45VENT_TYPE_MEMORY_DELETED\x10\x03\x12 \n\x1c\x45VENT_TYPE_MEMORY_SUPERSEDED\x10\x04\x12\x1f\n\x1b\x45VENT_TYPE_RELATION_CREATED\x10\x05\x12\x1e\n\x1a\x45VENT_TYPE_REVIEW_APPROVED\x10\x06\x12\x1e\n\x1a\x45VENT_TYPE_REVIEW_REJECTED\x10\x07\x12\x1e\n\x1a\x45VENT_TYPE_MEMORY_ENRICHED\x10\x08\x12\x1c\n\x18\x45VENT_TYPE_MEMORY_PURGED\x10\t\x12\x1e\n\x1a\x45VENT_TYPE_MEMORY_ARCHIVED\x10\nb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'automem.v1.events_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_EVENTTYPE']._serialized_start=435
-  _globals['_EVENTTYPE']._serialized_end=792
+  _globals['_EVENTTYPE']._serialized_start=454
+  _globals['_EVENTTYPE']._serialized_end=811
   _globals['_MEMORYEVENT']._serialized_start=98
-  _globals['_MEMORYEVENT']._serialized_end=432
+  _globals['_MEMORYEVENT']._serialized_end=451
 # @@protoc_insertion_point(module_scope)

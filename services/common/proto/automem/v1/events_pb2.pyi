@@ -2,10 +2,11 @@ import datetime
 
 from automem.v1 import memory_pb2 as _memory_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from collections.abc import Mapping as _Mapping
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
@@ -36,7 +37,7 @@ EVENT_TYPE_MEMORY_PURGED: EventType
 EVENT_TYPE_MEMORY_ARCHIVED: EventType
 
 class MemoryEvent(_message.Message):
-    __slots__ = ("event_id", "type", "memory_id", "scope", "actor", "event_time", "before", "after", "version", "relation", "content_changed", "reason")
+    __slots__ = ("event_id", "type", "memory_id", "scope", "actor", "event_time", "before", "after", "version", "relation", "content_changed", "reason", "embedding")
     EVENT_ID_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
     MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
@@ -49,6 +50,7 @@ class MemoryEvent(_message.Message):
     RELATION_FIELD_NUMBER: _ClassVar[int]
     CONTENT_CHANGED_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    EMBEDDING_FIELD_NUMBER: _ClassVar[int]
     event_id: str
     type: EventType
     memory_id: str
@@ -61,4 +63,5 @@ class MemoryEvent(_message.Message):
     relation: _memory_pb2.Relation
     content_changed: bool
     reason: str
-    def __init__(self, event_id: _Optional[str] = ..., type: _Optional[_Union[EventType, str]] = ..., memory_id: _Optional[str] = ..., scope: _Optional[str] = ..., actor: _Optional[str] = ..., event_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., before: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ..., after: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ..., version: _Optional[int] = ..., relation: _Optional[_Union[_memory_pb2.Relation, _Mapping]] = ..., content_changed: _Optional[bool] = ..., reason: _Optional[str] = ...) -> None: ...
+    embedding: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, event_id: _Optional[str] = ..., type: _Optional[_Union[EventType, str]] = ..., memory_id: _Optional[str] = ..., scope: _Optional[str] = ..., actor: _Optional[str] = ..., event_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., before: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ..., after: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ..., version: _Optional[int] = ..., relation: _Optional[_Union[_memory_pb2.Relation, _Mapping]] = ..., content_changed: _Optional[bool] = ..., reason: _Optional[str] = ..., embedding: _Optional[_Iterable[float]] = ...) -> None: ...

@@ -1,0 +1,135 @@
+{{/*
+Names, labels and small shared snippets. Component workloads are built from templates/lib/.
+*/}}
+
+{{/* automem.name -- the chart name (nameOverride wins). */}}
+{{- define "automem.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* automem.fullname -- "<release>-<chart>" unless the release name already contains it. */}}
+{{- define "automem.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* automem.componentName -- resource name of a component: (dict "ctx" $ "component" "ingest"). */}}
+{{- define "automem.componentName" -}}
+{{- printf "%s-%s" (include "automem.fullname" .ctx | trunc 50 | trimSuffix "-") .component | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* automem.chart -- chart name and version for the helm.sh/chart label. */}}
+{{- define "automem.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+automem.labels -- app.kubernetes.io/* labels of a component.
+Takes (dict "ctx" $ "component" "<component>").
+*/}}
+{{- define "automem.labels" -}}
+helm.sh/chart: {{ include "automem.chart" .ctx }}
+{{ include "automem.selectorLabels" . }}
+app.kubernetes.io/version: {{ .ctx.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .ctx.Release.Service }}
+app.kubernetes.io/part-of: automem
+{{- with .ctx.Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/*
+automem.selectorLabels -- the immutable selector labels of a component.
+Takes (dict "ctx" $ "component" "<component>").
+*/}}
+{{- define "automem.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "automem.name" .ctx }}
+app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{/* automem.serviceAccountName -- the ServiceAccount automem pods use. */}}
+{{- define "automem.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "automem.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* automem.secretName -- the Secret holding tokens and keys (existingSecret wins). */}}
+{{- define "automem.secretName" -}}
+{{- default (include "automem.fullname" .) .Values.existingSecret }}
+{{- end }}
+
+{{/*
+automem.image -- image reference of a component; the component's image block overrides the
+global one. Takes (dict "ctx" $ "values" <component values>).
+*/}}
+{{- define "automem.image" -}}
+{{- $g := .ctx.Values.image }}
+{{- $repo := default $g.repository .values.image.repository }}
+{{- $tag := default (default .ctx.Chart.AppVersion $g.tag) .values.image.tag }}
+{{- $ref := ternary (printf "%s/%s" $g.registry $repo) $repo (ne $g.registry "") }}
+{{- if and $g.digest (not .values.image.tag) (not .values.image.repository) }}
+{{- printf "%s@%s" $ref $g.digest }}
+{{- else }}
+{{- printf "%s:%s" $ref $tag }}
+{{- end }}
+{{- end }}
+
+{{/* automem.natsUrl -- NATS_URL: the in-chart NATS Service or the external URL. */}}
+{{- define "automem.natsUrl" -}}
+{{- if .Values.nats.enabled }}
+{{- printf "nats://%s:4222" (include "automem.componentName" (dict "ctx" . "component" "nats")) }}
+{{- else }}
+{{- .Values.nats.url }}
+{{- end }}
+{{- end }}
+
+{{/* automem.falkordbHost -- FALKORDB_HOST: the in-chart FalkorDB Service or the external host. */}}
+{{- define "automem.falkordbHost" -}}
+{{- if .Values.falkordb.enabled }}
+{{- include "automem.componentName" (dict "ctx" . "component" "falkordb") }}
+{{- else }}
+{{- .Values.falkordb.host }}
+{{- end }}
+{{- end }}
+
+{{/* automem.grpcComponents -- the components that serve gRPC, in a stable order. */}}
+{{- define "automem.grpcComponents" -}}
+ingest recall enrich consolidate
+{{- end }}
+
+{{/*
+automem.healthService -- the grpc.health.v1 service name a component's probes check
+(the name of the component's gRPC service in protos/automem/v1).
+*/}}
+{{- define "automem.healthService" -}}
+{{- $names := dict "ingest" "automem.v1.IngestService" "recall" "automem.v1.RecallService" "enrich" "automem.v1.EnrichService" "consolidate" "automem.v1.ConsolidateService" }}
+{{- get $names . }}
+{{- end }}
+
+{{/* automem.validate -- fail early on combinations the schema cannot express. */}}
+{{- define "automem.validate" -}}
+{{- if and (eq .Values.deploymentMode "SingleBinary") (ne (int .Values.singleBinary.replicas) 1) }}
+{{- fail "singleBinary.replicas must be 1: the consolidate scheduler runs in the single binary" }}
+{{- end }}
+{{- range $c := list "gateway" "ingest" "recall" "enrich" }}
+{{- $a := (index $.Values $c).autoscaling }}
+{{- if and $a.enabled (lt (int $a.maxReplicas) (int $a.minReplicas)) }}
+{{- fail (printf "%s.autoscaling.maxReplicas must be >= minReplicas" $c) }}
+{{- end }}
+{{- if and $a.enabled (eq (int $a.targetCPUUtilizationPercentage) 0) (eq (int $a.targetMemoryUtilizationPercentage) 0) }}
+{{- fail (printf "%s.autoscaling needs a CPU or memory target" $c) }}
+{{- end }}
+{{- end }}
+{{- end }}

@@ -1,0 +1,164 @@
+"""The event bus: NATS JetStream subjects, publishing and durable pull consumers.
+
+Subjects (one place): ``<prefix>.memory.<event>`` for memory events, ``<prefix>.dlq.<consumer>``
+for poison messages. One durable stream (``settings.stream_name``) holds both; it is the
+audit log and the feed for enrichment. Payloads are ``automem.v1.MemoryEvent`` bytes.
+``Nats-Msg-Id`` is the event id, so a republished event is de-duplicated by the server;
+``traceparent`` carries the W3C trace context.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import nats
+from automem.v1 import events_pb2
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, StreamConfig
+from nats.js.errors import NotFoundError
+from opentelemetry import propagate
+
+from services.common.settings import Settings
+
+log = logging.getLogger(__name__)
+
+EVENT_SUFFIX: dict[int, str] = {
+    events_pb2.EVENT_TYPE_MEMORY_CREATED: "created",
+    events_pb2.EVENT_TYPE_MEMORY_UPDATED: "updated",
+    events_pb2.EVENT_TYPE_MEMORY_DELETED: "deleted",
+    events_pb2.EVENT_TYPE_MEMORY_SUPERSEDED: "superseded",
+    events_pb2.EVENT_TYPE_RELATION_CREATED: "related",
+    events_pb2.EVENT_TYPE_REVIEW_APPROVED: "approved",
+    events_pb2.EVENT_TYPE_REVIEW_REJECTED: "rejected",
+    events_pb2.EVENT_TYPE_MEMORY_ENRICHED: "enriched",
+    events_pb2.EVENT_TYPE_MEMORY_PURGED: "purged",
+    events_pb2.EVENT_TYPE_MEMORY_ARCHIVED: "archived",
+}
+
+
+class Subjects:
+    """Subject names, derived from ``settings.subject_prefix``."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self.memory_all = f"{prefix}.memory.>"
+        self.dlq_all = f"{prefix}.dlq.>"
+
+    def memory(self, event_type: int) -> str:
+        """Subject of a memory event, e.g. ``automem.v1.memory.created``."""
+        return f"{self.prefix}.memory.{EVENT_SUFFIX[event_type]}"
+
+    def dlq(self, consumer: str) -> str:
+        """Dead-letter subject of a consumer."""
+        return f"{self.prefix}.dlq.{consumer}"
+
+
+Handler = Callable[[events_pb2.MemoryEvent, Any], Awaitable[None]]
+
+
+class Bus:
+    """A NATS connection with the JetStream context and the automem stream.
+
+    Args:
+        settings: uses ``nats_url``, ``stream_name``, ``subject_prefix``, ``max_deliver``,
+            ``ack_wait_seconds``.
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.subjects = Subjects(settings.subject_prefix)
+        self.nc: nats.NATS | None = None
+        self.js: Any = None
+
+    async def connect(self) -> None:
+        """Connect and create (or update) the stream. Raises on an unreachable server."""
+        self.nc = await nats.connect(
+            self.settings.nats_url, name="automem", max_reconnect_attempts=-1, reconnect_time_wait=0.5
+        )
+        self.js = self.nc.jetstream()
+        config = StreamConfig(
+            name=self.settings.stream_name,
+            subjects=[self.subjects.memory_all, self.subjects.dlq_all],
+            duplicate_window=120.0,
+        )
+        try:
+            await self.js.stream_info(self.settings.stream_name)
+            await self.js.update_stream(config)
+        except NotFoundError:
+            await self.js.add_stream(config)
+
+    @property
+    def connected(self) -> bool:
+        """True when the NATS connection is up."""
+        return bool(self.nc and self.nc.is_connected)
+
+    async def publish_event(self, event: events_pb2.MemoryEvent, timeout: float = 5.0) -> None:
+        """Publish ``event`` on its subject with ``Nats-Msg-Id`` = event id and the current
+        trace context. Raises on failure (the caller puts it in the outbox)."""
+        if self.js is None:
+            raise ConnectionError("bus not connected")
+        headers: dict[str, str] = {"Nats-Msg-Id": event.event_id}
+        propagate.inject(headers)
+        await self.js.publish(
+            self.subjects.memory(event.type), event.SerializeToString(), headers=headers, timeout=timeout
+        )
+
+    async def park(self, consumer: str, data: bytes, headers: dict[str, str] | None, reason: str) -> None:
+        """Put a poison message on the consumer's dead-letter subject."""
+        hdrs = dict(headers or {})
+        hdrs.pop("Nats-Msg-Id", None)
+        hdrs["Automem-Dlq-Reason"] = reason[:500]
+        await self.js.publish(self.subjects.dlq(consumer), data, headers=hdrs)
+
+    async def pull_subscribe(self, durable: str, filter_subject: str | None = None) -> Any:
+        """A durable pull subscription with explicit acks and bounded redelivery."""
+        config = ConsumerConfig(
+            durable_name=durable,
+            ack_policy=AckPolicy.EXPLICIT,
+            deliver_policy=DeliverPolicy.ALL,
+            max_deliver=self.settings.max_deliver,
+            ack_wait=self.settings.ack_wait_seconds,
+            filter_subject=filter_subject or self.subjects.memory_all,
+        )
+        return await self.js.pull_subscribe(
+            filter_subject or self.subjects.memory_all, durable=durable,
+            stream=self.settings.stream_name, config=config,
+        )
+
+    async def events_for(self, memory_id: str | None = None, limit: int = 10_000) -> list[events_pb2.MemoryEvent]:
+        """Every memory event on the stream (oldest first), optionally of one memory.
+
+        Reads with an ephemeral ordered consumer; used by history and backup.
+        """
+        out: list[events_pb2.MemoryEvent] = []
+        info = await self.js.stream_info(self.settings.stream_name)
+        if info.state.messages == 0:
+            return out
+        sub = await self.js.subscribe(self.subjects.memory_all, ordered_consumer=True,
+                                      stream=self.settings.stream_name)
+        try:
+            last = info.state.last_seq
+            while len(out) < limit:
+                try:
+                    msg = await sub.next_msg(timeout=2.0)
+                except (TimeoutError, nats.errors.TimeoutError):
+                    break
+                event = events_pb2.MemoryEvent.FromString(msg.data)
+                if memory_id is None or event.memory_id == memory_id or (
+                    event.relation.source_id == memory_id or event.relation.target_id == memory_id
+                ):
+                    out.append(event)
+                if msg.metadata.sequence.stream >= last:
+                    break
+        finally:
+            await sub.unsubscribe()
+        return out
+
+    async def close(self) -> None:
+        """Drain and close the connection."""
+        if self.nc and not self.nc.is_closed:
+            try:
+                await self.nc.drain()
+            except Exception:  # noqa: BLE001 - closing anyway
+                await self.nc.close()

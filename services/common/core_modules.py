@@ -1,0 +1,85 @@
+"""Internal modules shared by the services: stores, bus, embedder, gRPC server.
+
+None of them is a target; the service modules depend on them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from services.common.modules import Context, Module, register
+
+log = logging.getLogger(__name__)
+
+
+async def _start_graph(ctx: Context) -> None:
+    from services.common.graph import GraphStore
+
+    graph = GraphStore(ctx.settings)
+    await graph.ensure_schema()
+    ctx.objects["graph"] = graph
+
+
+async def _stop_graph(ctx: Context) -> None:
+    await ctx["graph"].close()
+
+
+async def _start_bus(ctx: Context) -> None:
+    from services.common.bus import Bus
+
+    bus = Bus(ctx.settings)
+    await bus.connect()
+    ctx.objects["bus"] = bus
+
+
+async def _stop_bus(ctx: Context) -> None:
+    await ctx["bus"].close()
+
+
+async def _start_publisher(ctx: Context) -> None:
+    from services.common.outbox import EventPublisher
+
+    publisher = EventPublisher(ctx["bus"], ctx["graph"])
+    ctx.objects["publisher"] = publisher
+    ctx.tasks.append(asyncio.create_task(publisher.drain_forever(), name="outbox"))
+
+
+async def _start_embedder(ctx: Context) -> None:
+    from services.common.embedding import make_provider
+
+    ctx.objects["embedder"] = await asyncio.to_thread(make_provider, ctx.settings)
+
+
+async def _start_vectors(ctx: Context) -> None:
+    from services.common.vectors import make_vector_store
+
+    store = make_vector_store(ctx.settings)
+    if store is not None:
+        await store.ensure_collection(ctx["embedder"].dimension)
+    ctx.objects["vectors"] = store
+
+
+async def _stop_vectors(ctx: Context) -> None:
+    store = ctx.get("vectors")
+    if store is not None:
+        await store.close()
+
+
+async def _start_grpc(ctx: Context) -> None:
+    from services.common.grpc_server import Authenticator, GrpcServer
+    from services.common.keys import KeyStore
+
+    keys = KeyStore(ctx["graph"]) if ctx.get("graph") is not None else None
+    ctx.objects["keystore"] = keys
+    ctx.objects["grpc_server"] = GrpcServer(ctx.settings, Authenticator(
+        ctx.settings, keys.lookup if keys else None, keys.any_keys if keys else None))
+
+
+register(Module("graph", start=_start_graph, stop=_stop_graph, target=False))
+register(Module("bus", start=_start_bus, stop=_stop_bus, target=False))
+register(Module("publisher", deps=("graph", "bus"), start=_start_publisher, target=False))
+register(Module("embedder", start=_start_embedder, target=False))
+register(Module("vectors", deps=("embedder",), start=_start_vectors, stop=_stop_vectors, target=False))
+register(Module("grpc-server", deps=("graph",), start=_start_grpc, target=False))
+register(Module("all", deps=("ingest", "recall", "enrich", "consolidate", "gateway")))

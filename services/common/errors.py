@@ -1,0 +1,91 @@
+"""Domain errors and their one mapping to gRPC status codes and HTTP statuses.
+
+Services raise these; the gRPC error interceptor turns them into status codes and the
+gateway turns gRPC codes back into HTTP statuses with a JSON body.
+"""
+
+from __future__ import annotations
+
+import grpc
+
+
+class AutomemError(Exception):
+    """Base class. ``code`` is the gRPC status code; ``field`` names the bad field, if any."""
+
+    code: grpc.StatusCode = grpc.StatusCode.INTERNAL
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+
+class InvalidArgument(AutomemError):
+    """Bad input; the message names the field (HTTP 400)."""
+
+    code = grpc.StatusCode.INVALID_ARGUMENT
+
+
+class NotFound(AutomemError):
+    """No such memory in the caller's scope (HTTP 404)."""
+
+    code = grpc.StatusCode.NOT_FOUND
+
+
+class AlreadyExists(AutomemError):
+    """A tombstone blocks this content (HTTP 409)."""
+
+    code = grpc.StatusCode.ALREADY_EXISTS
+
+
+class Aborted(AutomemError):
+    """The etag/version the write was based on is stale (HTTP 409)."""
+
+    code = grpc.StatusCode.ABORTED
+
+
+class FailedPrecondition(AutomemError):
+    """A state transition that is not allowed (HTTP 409)."""
+
+    code = grpc.StatusCode.FAILED_PRECONDITION
+
+
+class PermissionDenied(AutomemError):
+    """The key may not do this (HTTP 403)."""
+
+    code = grpc.StatusCode.PERMISSION_DENIED
+
+
+class Unauthenticated(AutomemError):
+    """No valid key (HTTP 401)."""
+
+    code = grpc.StatusCode.UNAUTHENTICATED
+
+
+class ResourceExhausted(AutomemError):
+    """A limit was hit; the message names it (HTTP 413/429)."""
+
+    code = grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+class Unavailable(AutomemError):
+    """A backing store is down (HTTP 503)."""
+
+    code = grpc.StatusCode.UNAVAILABLE
+
+
+#: gRPC status code -> HTTP status, used by the gateway.
+HTTP_STATUS: dict[grpc.StatusCode, int] = {
+    grpc.StatusCode.INVALID_ARGUMENT: 400,
+    grpc.StatusCode.OUT_OF_RANGE: 400,
+    grpc.StatusCode.NOT_FOUND: 404,
+    grpc.StatusCode.ALREADY_EXISTS: 409,
+    grpc.StatusCode.ABORTED: 409,
+    grpc.StatusCode.FAILED_PRECONDITION: 409,
+    grpc.StatusCode.PERMISSION_DENIED: 403,
+    grpc.StatusCode.UNAUTHENTICATED: 401,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: 429,
+    grpc.StatusCode.UNAVAILABLE: 503,
+    grpc.StatusCode.DEADLINE_EXCEEDED: 504,
+    grpc.StatusCode.UNIMPLEMENTED: 501,
+}

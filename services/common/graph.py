@@ -1,0 +1,257 @@
+"""The graph store: FalkorDB, the record of truth.
+
+Every value goes in as a Cypher parameter; the only interpolated identifiers are relation
+type names, which are checked against the RelationType enum first. Every memory query binds
+the scope. Node properties come from :func:`services.common.model.memory_to_node`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from falkordb.asyncio import FalkorDB
+
+from services.common.errors import Unavailable
+from services.common.model import (
+    AUTHORABLE_RELATIONS,
+    SYSTEM_RELATIONS,
+    Memory,
+    Relation,
+    memory_to_node,
+    node_to_memory,
+    relation_type_name,
+)
+from services.common.settings import Settings
+
+log = logging.getLogger(__name__)
+
+ALL_RELATIONS = AUTHORABLE_RELATIONS + SYSTEM_RELATIONS
+#: Node properties only enrichment writes (ingest leaves them alone unless content changed).
+ENRICHMENT_FIELDS = ("embedding_status", "enrichment_status", "entities", "summary", "embedding_model")
+
+
+def _rel_label(name: str) -> str:
+    if name not in ALL_RELATIONS and name not in ("MENTIONS",):
+        raise ValueError(f"unknown relation type {name!r}")
+    return name
+
+
+class GraphStore:
+    """Async access to the memory graph in FalkorDB.
+
+    Args:
+        settings: uses ``falkordb_host``, ``falkordb_port``, ``falkordb_password``, ``graph_name``.
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._db = FalkorDB(
+            host=settings.falkordb_host or "127.0.0.1",
+            port=settings.falkordb_port or 6379,
+            password=settings.falkordb_password or None,
+        )
+        self.graph = self._db.select_graph(settings.graph_name)
+        self.name = settings.graph_name
+
+    @property
+    def redis(self) -> Any:
+        """The underlying redis.asyncio connection (for the outbox list)."""
+        return self._db.connection
+
+    async def query(self, cypher: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
+        """Run a Cypher query with parameters; returns the result rows.
+
+        Raises Unavailable when FalkorDB cannot be reached.
+        """
+        try:
+            result = await self.graph.query(cypher, params or {})
+        except (ConnectionError, OSError) as exc:
+            raise Unavailable(f"graph store unreachable: {exc}") from exc
+        return result.result_set
+
+    async def ro_query(self, cypher: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
+        """Read-only query (GRAPH.RO_QUERY)."""
+        try:
+            result = await self.graph.ro_query(cypher, params or {})
+        except (ConnectionError, OSError) as exc:
+            raise Unavailable(f"graph store unreachable: {exc}") from exc
+        return result.result_set
+
+    async def ping(self) -> bool:
+        """True when FalkorDB answers PING."""
+        try:
+            return bool(await self._db.connection.ping())
+        except Exception:  # noqa: BLE001 - health probe
+            return False
+
+    async def ensure_schema(self) -> None:
+        """Create the indexes (idempotent): range on Memory(id, scope, content_hash,
+        event_time), full-text on Memory(content), range on Tombstone and IdempotencyKey."""
+        statements = [
+            "CREATE INDEX FOR (m:Memory) ON (m.id)",
+            "CREATE INDEX FOR (m:Memory) ON (m.scope)",
+            "CREATE INDEX FOR (m:Memory) ON (m.content_hash)",
+            "CREATE INDEX FOR (m:Memory) ON (m.event_time)",
+            "CREATE INDEX FOR (t:Tombstone) ON (t.content_hash)",
+            "CREATE INDEX FOR (k:IdempotencyKey) ON (k.key)",
+            "CREATE INDEX FOR (e:Entity) ON (e.key)",
+            "CALL db.idx.fulltext.createNodeIndex('Memory', 'content')",
+        ]
+        for statement in statements:
+            try:
+                await self.graph.query(statement)
+            except Exception as exc:
+                if "already" not in str(exc).lower():
+                    raise
+
+    async def close(self) -> None:
+        """Close the connection pool."""
+        await self._db.aclose()
+
+    # --- memories ----------------------------------------------------------------------
+
+    async def create_memories(self, memories: Sequence[Memory]) -> None:
+        """Create nodes for ``memories`` in one atomic query."""
+        rows = [memory_to_node(m) for m in memories]
+        await self.query("UNWIND $rows AS row CREATE (m:Memory) SET m = row", {"rows": rows})
+
+    async def get_memory(self, memory_id: str, scope: str | None) -> Memory | None:
+        """The memory with ``memory_id`` in ``scope`` (any scope when None), or None."""
+        found = await self.get_memories([memory_id], scope)
+        return found.get(memory_id)
+
+    async def get_memories(self, ids: Iterable[str], scope: str | None) -> dict[str, Memory]:
+        """Memories by id (missing ids are absent from the result)."""
+        ids = list(dict.fromkeys(ids))
+        if not ids:
+            return {}
+        rows = await self.ro_query(
+            "UNWIND $ids AS mid MATCH (m:Memory {id: mid}) "
+            "WHERE $scope IS NULL OR m.scope = $scope RETURN properties(m)",
+            {"ids": ids, "scope": scope},
+        )
+        return {row[0]["id"]: node_to_memory(row[0]) for row in rows}
+
+    async def replace_memory(
+        self, memory: Memory, expected_version: int | None, *, include_enrichment: bool = False
+    ) -> bool:
+        """Write ``memory``'s properties onto its node when the stored version equals
+        ``expected_version`` (no check when None). Enrichment-owned properties
+        (:data:`ENRICHMENT_FIELDS`) are left alone unless ``include_enrichment`` (a content
+        change resets them). Returns False on a version mismatch or a missing node; one
+        atomic query."""
+        props = memory_to_node(memory)
+        if not include_enrichment:
+            for name in ENRICHMENT_FIELDS:
+                props.pop(name, None)
+        rows = await self.query(
+            "MATCH (m:Memory {id: $id}) WHERE m.scope = $scope "
+            "AND ($expected IS NULL OR m.version = $expected) "
+            "SET m += $props RETURN m.id",
+            {"id": memory.id, "scope": memory.scope, "expected": expected_version, "props": props},
+        )
+        return bool(rows)
+
+    async def set_enrichment(self, memory_id: str, content_hash: str, fields: dict[str, Any]) -> bool:
+        """Enrichment's write: set enrichment-owned ``fields`` only while the node still holds
+        the content that was enriched (``content_hash``), so it never overwrites an edit that
+        landed meanwhile. Returns False when the content changed or the node is gone."""
+        unknown = set(fields) - set(ENRICHMENT_FIELDS)
+        if unknown:
+            raise ValueError(f"not enrichment fields: {sorted(unknown)}")
+        rows = await self.query(
+            "MATCH (m:Memory {id: $id}) WHERE m.content_hash = $hash SET m += $fields RETURN m.id",
+            {"id": memory_id, "hash": content_hash, "fields": fields},
+        )
+        return bool(rows)
+
+    async def purge_memory(self, memory_id: str, scope: str) -> bool:
+        """Remove the node and its edges. Returns False when absent."""
+        rows = await self.query(
+            "MATCH (m:Memory {id: $id}) WHERE m.scope = $scope DETACH DELETE m RETURN 1",
+            {"id": memory_id, "scope": scope},
+        )
+        return bool(rows)
+
+    async def count_memories(self, scope: str | None = None, states: Sequence[str] | None = None) -> int:
+        """Number of Memory nodes (optionally in one scope and states)."""
+        rows = await self.ro_query(
+            "MATCH (m:Memory) WHERE ($scope IS NULL OR m.scope = $scope) "
+            "AND ($states IS NULL OR m.state IN $states) RETURN count(m)",
+            {"scope": scope, "states": list(states) if states else None},
+        )
+        return int(rows[0][0]) if rows else 0
+
+    # --- relations ---------------------------------------------------------------------
+
+    async def create_relation(self, relation: Relation) -> bool:
+        """MERGE a typed edge between two memories of ``relation.scope``; sets strength,
+        create_time (first write only), reason and properties. False when either end is
+        missing in the scope."""
+        label = _rel_label(relation_type_name(relation.type))
+        created = relation.create_time.seconds + relation.create_time.nanos / 1e9
+        rows = await self.query(
+            "MATCH (a:Memory {id: $a}), (b:Memory {id: $b}) "
+            "WHERE a.scope = $scope AND b.scope = $scope "
+            f"MERGE (a)-[r:{label}]->(b) "
+            "ON CREATE SET r.create_time = $created "
+            "SET r.strength = $strength, r.reason = $reason, r.scope = $scope RETURN r.create_time",
+            {"a": relation.source_id, "b": relation.target_id, "scope": relation.scope,
+             "created": created, "strength": float(relation.strength), "reason": relation.reason},
+        )
+        return bool(rows)
+
+    async def outgoing(
+        self, ids: Sequence[str], types: Sequence[str], scope: str
+    ) -> list[tuple[str, str, str, float, float]]:
+        """Edges of the given types leaving ``ids``: (source, type, target, strength,
+        create_time)."""
+        if not ids:
+            return []
+        labels = "|".join(_rel_label(t) for t in types)
+        rows = await self.ro_query(
+            f"UNWIND $ids AS mid MATCH (a:Memory {{id: mid}})-[r:{labels}]->(b:Memory) "
+            "WHERE a.scope = $scope AND b.scope = $scope "
+            "RETURN a.id, type(r), b.id, r.strength, r.create_time",
+            {"ids": list(ids), "scope": scope},
+        )
+        return [(r[0], r[1], r[2], float(r[3] or 0.0), float(r[4] or 0.0)) for r in rows]
+
+    async def neighbours(
+        self, ids: Sequence[str], types: Sequence[str], scope: str
+    ) -> list[tuple[str, str, str, float]]:
+        """Edges of the given types touching ``ids`` in either direction:
+        (seed id, type, other id, strength)."""
+        if not ids:
+            return []
+        labels = "|".join(_rel_label(t) for t in types)
+        rows = await self.ro_query(
+            f"UNWIND $ids AS mid MATCH (a:Memory {{id: mid}})-[r:{labels}]-(b:Memory) "
+            "WHERE a.scope = $scope AND b.scope = $scope "
+            "RETURN a.id, type(r), b.id, r.strength",
+            {"ids": list(ids), "scope": scope},
+        )
+        return [(r[0], r[1], r[2], float(r[3] or 0.0)) for r in rows]
+
+    async def all_relations(self) -> list[dict[str, Any]]:
+        """Every memory-to-memory edge with its properties (for export)."""
+        rows = await self.ro_query(
+            "MATCH (a:Memory)-[r]->(b:Memory) RETURN a.id, type(r), b.id, properties(r)"
+        )
+        return [{"source_id": r[0], "type": r[1], "target_id": r[2], "properties": r[3]} for r in rows]
+
+    # --- search arms -------------------------------------------------------------------
+
+    async def fulltext(self, query: str, scope: str, limit: int) -> list[tuple[str, float]]:
+        """Full-text arm: (id, score) of Memory nodes in ``scope`` matching a sanitised
+        RediSearch query, best first. An empty query returns []."""
+        if not query.strip():
+            return []
+        rows = await self.ro_query(
+            "CALL db.idx.fulltext.queryNodes('Memory', $q) YIELD node, score "
+            "WHERE node.scope = $scope RETURN node.id, score ORDER BY score DESC LIMIT $limit",
+            {"q": query, "scope": scope, "limit": int(limit)},
+        )
+        return [(r[0], float(r[1])) for r in rows]

@@ -1,0 +1,150 @@
+"""The shared ``grpc.aio`` server: auth and error-mapping interceptor, health, reflection.
+
+One server per process; each service module adds its servicer and sets its own health
+status. Domain errors (services/common/errors.py) become status codes here, in one place.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from services.common.auth import Principal, _current, header_scope, set_principal, tokens_equal
+from services.common.errors import AutomemError, Unauthenticated
+from services.common.settings import Settings
+
+log = logging.getLogger(__name__)
+
+KeyLookup = Callable[[str], Awaitable[Principal | None]]
+AnyKeys = Callable[[], Awaitable[bool]]
+
+#: Methods that need no key (health checks and reflection).
+_OPEN_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
+
+
+def bearer_from_metadata(metadata: dict[str, str]) -> str:
+    """The API key of a request: ``authorization: Bearer <key>`` or ``x-api-key``."""
+    auth = metadata.get("authorization", "")
+    if auth.lower().startswith("bearer "):
+        return auth[7:].strip()
+    return metadata.get("x-api-key", "").strip()
+
+
+class Authenticator:
+    """Turns request credentials into a Principal.
+
+    Order: the AutoMem token (``AUTOMEM_API_TOKEN``) → an API key from the key store →
+    Unauthenticated. With no token and no keys configured the service is open and the
+    caller is an anonymous admin on the default scope.
+    """
+
+    def __init__(self, settings: Settings, key_lookup: KeyLookup | None = None,
+                 any_keys: AnyKeys | None = None) -> None:
+        self.settings = settings
+        self.key_lookup = key_lookup
+        self.any_keys = any_keys
+
+    async def authenticate(self, key: str, admin_token: str = "") -> Principal:
+        """Principal for ``key``. Raises Unauthenticated."""
+        s = self.settings
+        is_admin = bool(s.admin_token) and bool(admin_token) and tokens_equal(admin_token, s.admin_token)
+        if key and s.api_token and tokens_equal(key, s.api_token):
+            role = "admin" if (is_admin or not s.admin_token) else "writer"
+            return Principal("automem-token", role, ("*",), s.default_scope)
+        if key and self.key_lookup is not None:
+            principal = await self.key_lookup(key)
+            if principal is not None:
+                return principal
+        if not s.api_token and not (self.any_keys is not None and await self.any_keys()):
+            return Principal("anonymous", "admin", ("*",), s.default_scope)
+        raise Unauthenticated("missing or invalid API key")
+
+
+class AutomemInterceptor(grpc.aio.ServerInterceptor):
+    """Authenticates every call (except health/reflection), binds the principal, and maps
+    AutomemError to its status code."""
+
+    def __init__(self, authenticator: Authenticator) -> None:
+        self.authenticator = authenticator
+
+    async def intercept_service(self, continuation, handler_call_details):  # type: ignore[override]
+        handler = await continuation(handler_call_details)
+        method = handler_call_details.method
+        if handler is None or handler.unary_unary is None or method.startswith(_OPEN_PREFIXES):
+            return handler
+        inner = handler.unary_unary
+        authenticator = self.authenticator
+
+        async def wrapped(request, context: grpc.aio.ServicerContext):
+            metadata = {k.lower(): v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
+            try:
+                principal = await authenticator.authenticate(
+                    bearer_from_metadata(metadata), metadata.get("x-admin-token", "")
+                )
+                token = set_principal(principal)
+                scope_token = header_scope.set(metadata.get("x-automem-scope", ""))
+                try:
+                    return await inner(request, context)
+                finally:
+                    header_scope.reset(scope_token)
+                    _current.reset(token)
+            except AutomemError as exc:
+                await context.abort(exc.code, exc.message)
+
+        return grpc.unary_unary_rpc_method_handler(
+            wrapped,
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+
+
+class GrpcServer:
+    """The process's one gRPC server with health and reflection.
+
+    Args:
+        settings: uses ``grpc_port`` and ``host``.
+        authenticator: checks keys on every call.
+    """
+
+    def __init__(self, settings: Settings, authenticator: Authenticator) -> None:
+        self.settings = settings
+        self.server = grpc.aio.server(interceptors=[AutomemInterceptor(authenticator)])
+        self.health = health.aio.HealthServicer() if hasattr(health, "aio") else health.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        self.service_names: list[str] = [health_pb2.DESCRIPTOR.services_by_name["Health"].full_name]
+        self.port = 0
+
+    def add(self, add_fn: Callable, servicer: object, full_name: str) -> None:
+        """Register a servicer (``add_XServicer_to_server``) under its full service name."""
+        add_fn(servicer, self.server)
+        self.service_names.append(full_name)
+
+    async def set_serving(self, full_name: str, serving: bool) -> None:
+        """Set one service's health status (and the overall "" status)."""
+        status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
+        await _maybe_await(self.health.set(full_name, status))
+        await _maybe_await(self.health.set("", status))
+
+    async def start(self) -> int:
+        """Enable reflection, bind ``host:grpc_port`` (0 = free port), start; returns the port."""
+        reflection.enable_server_reflection([*self.service_names, reflection.SERVICE_NAME], self.server)
+        self.port = self.server.add_insecure_port(f"{self.settings.host}:{self.settings.grpc_port}")
+        if self.port == 0:
+            raise OSError(f"cannot bind gRPC port {self.settings.grpc_port}")
+        await self.server.start()
+        return self.port
+
+    async def stop(self, grace: float) -> None:
+        """Mark everything NOT_SERVING, then stop with ``grace`` seconds for in-flight calls."""
+        for name in self.service_names:
+            await _maybe_await(self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING))
+        await self.server.stop(grace)
+
+
+async def _maybe_await(value: object) -> None:
+    if hasattr(value, "__await__"):
+        await value  # type: ignore[misc]

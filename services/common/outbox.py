@@ -1,0 +1,86 @@
+"""Event publishing with an outbox: nothing acknowledged is lost.
+
+A graph write is acknowledged only after its event is either on the JetStream stream or in
+the outbox, a Redis list in the same FalkorDB server (so it shares the graph's append-only
+file). :meth:`EventPublisher.drain_forever` republishes outbox entries in order when NATS is
+back; the event id is the ``Nats-Msg-Id``, so a republish after an unclear failure is
+de-duplicated by the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+
+from automem.v1 import events_pb2
+
+from services.common.bus import Bus
+from services.common.graph import GraphStore
+
+log = logging.getLogger(__name__)
+
+
+class EventPublisher:
+    """Publishes MemoryEvents, falling back to the outbox.
+
+    Args:
+        bus: the connected bus.
+        graph: the graph store whose Redis holds the outbox list ``automem:outbox:<graph>``.
+    """
+
+    def __init__(self, bus: Bus, graph: GraphStore) -> None:
+        self.bus = bus
+        self.graph = graph
+        self.key = f"automem:outbox:{graph.name}"
+        self._wake = asyncio.Event()
+
+    async def publish(self, event: events_pb2.MemoryEvent) -> bool:
+        """Publish now; on failure append to the outbox. Returns True when published.
+
+        Events queue behind any outbox backlog so per-memory order is kept.
+        """
+        if await self.backlog() == 0:
+            try:
+                await self.bus.publish_event(event, timeout=2.0)
+                return True
+            except Exception as exc:  # noqa: BLE001 - any failure goes to the outbox
+                log.warning("event publish failed, kept in outbox", extra={"event_id": event.event_id,
+                                                                              "error": str(exc)})
+        await self.graph.redis.rpush(self.key, base64.b64encode(event.SerializeToString()).decode())
+        self._wake.set()
+        return False
+
+    async def backlog(self) -> int:
+        """Number of events waiting in the outbox."""
+        return int(await self.graph.redis.llen(self.key))
+
+    async def drain_once(self) -> int:
+        """Publish outbox entries in order until empty or a publish fails; returns how many."""
+        sent = 0
+        while True:
+            raw = await self.graph.redis.lindex(self.key, 0)
+            if raw is None:
+                return sent
+            event = events_pb2.MemoryEvent.FromString(base64.b64decode(raw))
+            try:
+                await self.bus.publish_event(event, timeout=2.0)
+            except Exception:  # noqa: BLE001 - retry later
+                return sent
+            await self.graph.redis.lpop(self.key)
+            sent += 1
+
+    async def drain_forever(self, interval: float = 1.0) -> None:
+        """Background task: drain the outbox every ``interval`` seconds or when woken."""
+        while True:
+            try:
+                sent = await self.drain_once()
+                if sent:
+                    log.info("outbox drained", extra={"events": sent})
+            except Exception as exc:  # noqa: BLE001 - keep the loop alive
+                log.warning("outbox drain failed", extra={"error": str(exc)})
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout=interval)
+            except TimeoutError:
+                pass
+            self._wake.clear()

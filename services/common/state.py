@@ -1,0 +1,165 @@
+"""The one state pass: every read (recall, get, list, by-tag, startup recall, related, export)
+decides what is current here.
+
+Rules (DESIGN.md "Reads"):
+
+* withheld: REJECTED and DELETED always; ARCHIVED and PENDING_REVIEW unless asked for;
+  memories the service did not know at ``known_at`` (record_time > known_at) or had
+  retracted by then; memories outside their valid window at ``as_of``.
+* superseded (an INVALIDATED_BY / EVOLVED_INTO edge, created by ``known_at``, to another
+  memory): replaced by the head of the chain, walked at most :data:`MAX_HOPS` hops,
+  cycle-safe; the head must itself be readable, else the hit is dropped.
+* ``state_mode="history"`` opts out of replacement and of the window check (DELETED and
+  REJECTED stay withheld).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from automem.v1 import memory_pb2
+
+from services.common.graph import GraphStore
+from services.common.model import OPEN_END, SUPERSEDING_RELATIONS, Memory, epoch
+
+#: Longest supersession chain walked (DESIGN.md).
+MAX_HOPS = 5
+
+_ALWAYS_WITHHELD = (memory_pb2.MEMORY_STATE_DELETED, memory_pb2.MEMORY_STATE_REJECTED)
+
+
+@dataclass(frozen=True)
+class ReadAt:
+    """When and how to read: valid time ``as_of`` and system time ``known_at`` (epoch
+    seconds, default now), the mode, and which non-current states to include."""
+
+    as_of: float = field(default_factory=time.time)
+    known_at: float = field(default_factory=time.time)
+    mode: str = "current"
+    include_archived: bool = False
+    include_pending: bool = False
+
+    @property
+    def history(self) -> bool:
+        return self.mode == "history"
+
+
+@dataclass
+class Resolved:
+    """A memory as the state pass returns it: the memory, whether it replaced another
+    (``replaces_id``), and whether it is current."""
+
+    memory: Memory
+    replaces_id: str = ""
+    is_current: bool = True
+
+
+def known(memory: Memory, read: ReadAt) -> bool:
+    """True when the service had recorded and not retracted ``memory`` at ``read.known_at``."""
+    recorded = epoch(memory, "record_time") or epoch(memory, "create_time") or 0.0
+    retracted = epoch(memory, "retract_time") or OPEN_END
+    return recorded <= read.known_at < retracted
+
+
+def in_window(memory: Memory, read: ReadAt) -> bool:
+    """True when ``read.as_of`` lies in ``[valid_from, valid_to)``."""
+    start = epoch(memory, "valid_from") or epoch(memory, "create_time") or 0.0
+    end = epoch(memory, "valid_to") or OPEN_END
+    return start <= read.as_of < end
+
+
+def state_allowed(memory: Memory, read: ReadAt) -> bool:
+    """True unless the trust state withholds the memory under ``read``."""
+    if memory.state in _ALWAYS_WITHHELD:
+        return False
+    if memory.state == memory_pb2.MEMORY_STATE_ARCHIVED and not (read.include_archived or read.history):
+        return False
+    if memory.state == memory_pb2.MEMORY_STATE_PENDING_REVIEW and not (read.include_pending or read.history):
+        return False
+    return memory.type != memory_pb2.MEMORY_TYPE_META_PATTERN or read.history
+
+
+def readable_head(memory: Memory, read: ReadAt) -> bool:
+    """True when ``memory`` may be returned as current (state, knowledge and window)."""
+    return state_allowed(memory, read) and known(memory, read) and in_window(memory, read)
+
+
+async def successors(graph: GraphStore, ids: list[str], scope: str, read: ReadAt) -> dict[str, str]:
+    """For each id, the memory its newest superseding edge (known at ``read.known_at``) points to."""
+    out: dict[str, tuple[float, str]] = {}
+    for source, _type, target, _strength, created in await graph.outgoing(ids, SUPERSEDING_RELATIONS, scope):
+        if created and created > read.known_at:
+            continue
+        if source not in out or created >= out[source][0]:
+            out[source] = (created, target)
+    return {k: v[1] for k, v in out.items()}
+
+
+async def resolve(graph: GraphStore, memories: list[Memory], scope: str, read: ReadAt) -> list[Resolved | None]:
+    """Apply the state pass to ``memories`` (same order; None = withheld).
+
+    Superseded memories are replaced by the head of their chain (≤ 5 hops, cycle-safe).
+    A replacement that appears more than once is kept at its first position only.
+    """
+    results: list[Resolved | None] = [None] * len(memories)
+    if read.history:
+        for i, m in enumerate(memories):
+            if m.state not in _ALWAYS_WITHHELD and known(m, read):
+                results[i] = Resolved(m, is_current=readable_head(m, read) and not m.superseded_by)
+        return results
+    chain_start = {}
+    for i, m in enumerate(memories):
+        if not known(m, read) or m.state in _ALWAYS_WITHHELD:
+            continue
+        chain_start[i] = m
+    nexts = await successors(graph, [m.id for m in chain_start.values()], scope, read) if chain_start else {}
+    heads: dict[int, str] = {i: nexts[m.id] for i, m in chain_start.items() if m.id in nexts}
+    # Walk chains hop by hop for all superseded hits at once.
+    cache: dict[str, Memory] = {}
+    frontier = {i: heads[i] for i in heads}
+    visited = {i: {chain_start[i].id} for i in heads}
+    final: dict[int, Memory | None] = {}
+    for _hop in range(MAX_HOPS):
+        if not frontier:
+            break
+        need = [mid for mid in set(frontier.values()) if mid not in cache]
+        cache.update(await graph.get_memories(need, scope))
+        nxt = await successors(graph, list(set(frontier.values())), scope, read)
+        new_frontier = {}
+        for i, mid in frontier.items():
+            visited[i].add(mid)
+            target = nxt.get(mid)
+            if target and target not in visited[i] and _hop < MAX_HOPS - 1:
+                new_frontier[i] = target
+            else:
+                final[i] = cache.get(mid)
+        frontier = new_frontier
+    for i in frontier:  # ran out of hops: take the last reached
+        final[i] = cache.get(frontier[i])
+    seen: set[str] = set()
+    for i, m in enumerate(memories):
+        if i not in chain_start:
+            continue
+        if i in heads:
+            head = final.get(i)
+            if head is None or not readable_head(head, read) or head.id in seen:
+                continue
+            results[i] = Resolved(head, replaces_id=m.id)
+            seen.add(head.id)
+        elif readable_head(m, read) and m.id not in seen:
+            results[i] = Resolved(m)
+            seen.add(m.id)
+    return results
+
+
+async def resolve_one(graph: GraphStore, memory: Memory, scope: str, read: ReadAt) -> tuple[bool, str]:
+    """(is_current, current head id or "") of one memory, for get-by-id."""
+    if read.history:
+        return readable_head(memory, read) and not memory.superseded_by, ""
+    [resolved] = await resolve(graph, [memory], scope, read)
+    if resolved is None:
+        return False, ""
+    if resolved.replaces_id:
+        return False, resolved.memory.id
+    return True, ""

@@ -1,0 +1,208 @@
+"""The enrichment consumer: a durable JetStream pull consumer that keeps vector points in
+step with the graph.
+
+For each MemoryEvent it reads the memory's *current* record from the graph (the record of
+truth), so redelivered or reordered events never roll a point back:
+
+* gone, DELETED or REJECTED → the point is deleted;
+* content new or changed, no point yet, or another embedding model → embed (or take the
+  caller's embedding) and upsert the point with the payload from the one builder;
+* otherwise → the payload is rewritten (tags, validity window, state).
+
+Then it records ``embedding_status`` on the memory (only while the content is unchanged).
+Explicit acks; a message that fails ``max_deliver`` times is parked on the dead-letter
+subject with a log line and acknowledged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import nats.errors
+from automem.v1 import events_pb2, memory_pb2
+
+from services.common.bus import Bus
+from services.common.embedding import EmbeddingProvider
+from services.common.graph import GraphStore
+from services.common.model import Memory
+from services.common.payload import build_payload
+from services.common.settings import Settings
+from services.common.vectors import VectorStore
+
+log = logging.getLogger(__name__)
+
+DURABLE = "enrich"
+_GONE_STATES = (memory_pb2.MEMORY_STATE_DELETED, memory_pb2.MEMORY_STATE_REJECTED)
+
+
+@dataclass
+class EnrichCounters:
+    """Counters reported by GetEnrichmentStatus and /health."""
+
+    processed: int = 0
+    failed: int = 0
+    dead_lettered: int = 0
+    pending: int = 0
+
+
+def embedding_text(memory: Memory) -> str:
+    """The text embedded for a memory: its content."""
+    return memory.content
+
+
+class EnrichConsumer:
+    """Runs the enrichment loop.
+
+    Args:
+        settings: ``max_deliver``, ``embedding_provider``...
+        bus, graph, vectors: connected stores (vectors None = vectors disabled: the consumer
+            only records status).
+        provider: the embedding provider.
+    """
+
+    def __init__(self, settings: Settings, bus: Bus, graph: GraphStore, vectors: VectorStore | None,
+                 provider: EmbeddingProvider | None) -> None:
+        self.settings = settings
+        self.bus = bus
+        self.graph = graph
+        self.vectors = vectors
+        self.provider = provider
+        self.counters = EnrichCounters()
+        self._stop = asyncio.Event()
+        self.sub: Any = None
+        #: Hooks run after the vector write (entities, links); each gets (memory, event).
+        self.after_embed: list[Any] = []
+
+    async def start(self) -> None:
+        """Create the durable consumer."""
+        self.sub = await self.bus.pull_subscribe(DURABLE)
+
+    async def queue_depth(self) -> int:
+        """Messages not yet delivered plus delivered but unacknowledged."""
+        if self.sub is None:
+            return 0
+        info = await self.sub.consumer_info()
+        return int(info.num_pending + info.num_ack_pending)
+
+    async def run(self, batch: int = 64) -> None:
+        """Fetch and process until :meth:`stop`."""
+        while not self._stop.is_set():
+            try:
+                msgs = await self.sub.fetch(batch, timeout=1.0)
+            except (TimeoutError, nats.errors.TimeoutError):
+                continue
+            except Exception as exc:  # noqa: BLE001 - NATS hiccup: back off, keep going
+                if self._stop.is_set():
+                    break
+                log.warning("enrich fetch failed", extra={"error": str(exc)})
+                await asyncio.sleep(0.5)
+                continue
+            await self.process_batch(msgs)
+
+    def stop(self) -> None:
+        """Ask the loop to end after the current batch."""
+        self._stop.set()
+
+    async def process_batch(self, msgs: list[Any]) -> None:
+        """Process fetched messages: one embedding call for all texts that need one."""
+        events: list[tuple[Any, events_pb2.MemoryEvent]] = []
+        for msg in msgs:
+            try:
+                events.append((msg, events_pb2.MemoryEvent.FromString(msg.data)))
+            except Exception as exc:  # noqa: BLE001 - undecodable: park at once
+                await self._park(msg, f"undecodable event: {exc}")
+        ids = [e.memory_id for _, e in events if e.memory_id]
+        try:
+            current = await self.graph.get_memories(ids, None)
+        except Exception as exc:  # noqa: BLE001 - graph down: retry the whole batch later
+            for msg, _ in events:
+                await self._retry_or_park(msg, f"graph read failed: {exc}")
+            return
+        todo: dict[str, tuple[Memory, events_pb2.MemoryEvent]] = {}
+        for msg, event in events:
+            memory = current.get(event.memory_id)
+            if event.type == events_pb2.EVENT_TYPE_RELATION_CREATED and not event.memory_id:
+                continue
+            if memory is not None:
+                todo[memory.id] = (memory, event)
+        try:
+            await self._apply(todo, {e.memory_id for _, e in events if e.memory_id not in current})
+        except Exception as exc:  # noqa: BLE001
+            log.exception("enrichment batch failed")
+            for msg, _ in events:
+                await self._retry_or_park(msg, f"enrichment failed: {exc}")
+            return
+        for msg, _ in events:
+            await msg.ack()
+            self.counters.processed += 1
+
+    async def _apply(self, todo: dict[str, tuple[Memory, events_pb2.MemoryEvent]], gone: set[str]) -> None:
+        if self.vectors is None:
+            return
+        to_delete = list(gone) + [mid for mid, (m, _) in todo.items() if m.state in _GONE_STATES]
+        if to_delete:
+            await self.vectors.delete(to_delete)
+        live = {mid: pair for mid, pair in todo.items() if pair[0].state not in _GONE_STATES}
+        if not live:
+            return
+        existing = {p.id: p for p in await self.vectors.retrieve(list(live))}
+        model = self.provider.name if self.provider else ""
+        need_embed: list[Memory] = []
+        supplied: dict[str, list[float]] = {}
+        for mid, (memory, event) in live.items():
+            point = existing.get(mid)
+            stale = point is None or point.payload.get("content_hash") != memory.content_hash or (
+                point.payload.get("embedding_model") not in (model, "caller"))
+            if not stale:
+                continue
+            if len(event.embedding) and memory.embedding_status != memory_pb2.EMBEDDING_STATUS_DONE:
+                supplied[mid] = list(event.embedding)
+            else:
+                need_embed.append(memory)
+        vectors: dict[str, Any] = {}
+        if need_embed and self.provider is not None:
+            matrix = await asyncio.to_thread(self.provider.embed, [embedding_text(m) for m in need_embed])
+            vectors = {m.id: matrix[i].tolist() for i, m in enumerate(need_embed)}
+        dimension = self.provider.dimension if self.provider else None
+        for mid, values in supplied.items():
+            memory = live[mid][0]
+            if dimension is not None and len(values) != dimension:
+                log.warning("caller embedding has the wrong size; embedding locally",
+                            extra={"memory_id": mid, "size": len(values), "expected": dimension})
+                if self.provider is not None:
+                    vectors[mid] = (await asyncio.to_thread(self.provider.embed, [embedding_text(memory)]))[0].tolist()
+                continue
+            vectors[mid] = values
+        for mid, (memory, _event) in live.items():
+            if mid in vectors:
+                memory.embedding_model = "caller" if mid in supplied and vectors[mid] is supplied[mid] else model
+                memory.embedding_status = memory_pb2.EMBEDDING_STATUS_DONE
+                await self.vectors.upsert(mid, vectors[mid], build_payload(memory))
+                await self.graph.set_enrichment(mid, memory.content_hash, {
+                    "embedding_status": "EMBEDDING_STATUS_DONE", "embedding_model": memory.embedding_model})
+            elif mid in existing:
+                memory.embedding_model = existing[mid].payload.get("embedding_model", model)
+                await self.vectors.set_payload(mid, build_payload(memory))
+            for hook in self.after_embed:
+                await hook(memory, _event)
+
+    async def _retry_or_park(self, msg: Any, reason: str) -> None:
+        delivered = msg.metadata.num_delivered if msg.metadata else 1
+        if delivered >= self.settings.max_deliver:
+            await self._park(msg, reason)
+        else:
+            await msg.nak(delay=min(2.0 ** delivered * 0.1, 5.0))
+
+    async def _park(self, msg: Any, reason: str) -> None:
+        log.error("event parked on the dead-letter subject",
+                  extra={"subject": self.bus.subjects.dlq(DURABLE), "reason": reason})
+        try:
+            await self.bus.park(DURABLE, msg.data, msg.headers, reason)
+            self.counters.dead_lettered += 1
+            await msg.ack()
+        except Exception:  # noqa: BLE001 - leave it for redelivery
+            log.exception("could not park message")
+        self.counters.failed += 1

@@ -1,0 +1,438 @@
+"""IngestService: the write path.
+
+Each write is one atomic FalkorDB query, then its MemoryEvent goes to JetStream (or the
+outbox when NATS is down). Errors are AutomemError subclasses, mapped to status codes by
+the interceptor.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+from automem.v1 import events_pb2, ingest_service_pb2, ingest_service_pb2_grpc, memory_pb2
+
+from services.common.auth import current_principal, require_role, resolve_scope
+from services.common.errors import Aborted, AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
+from services.common.graph import GraphStore
+from services.common.model import (
+    OPEN_END,
+    SUPERSEDING_RELATIONS,
+    Memory,
+    Relation,
+    epoch,
+    memory_to_node,
+    now,
+    parse_relation_type,
+    relation_type_name,
+    ts,
+)
+from services.common.outbox import EventPublisher
+from services.common.settings import Settings
+from services.ingest.logic import apply_update, build_memory
+
+log = logging.getLogger(__name__)
+
+#: Allowed trust-state transitions (from -> to).
+TRANSITIONS: dict[int, set[int]] = {
+    memory_pb2.MEMORY_STATE_ACTIVE: {memory_pb2.MEMORY_STATE_SUPERSEDED, memory_pb2.MEMORY_STATE_ARCHIVED,
+                                     memory_pb2.MEMORY_STATE_DELETED},
+    memory_pb2.MEMORY_STATE_PENDING_REVIEW: {memory_pb2.MEMORY_STATE_ACTIVE, memory_pb2.MEMORY_STATE_REJECTED,
+                                             memory_pb2.MEMORY_STATE_DELETED},
+    memory_pb2.MEMORY_STATE_SUPERSEDED: {memory_pb2.MEMORY_STATE_ACTIVE, memory_pb2.MEMORY_STATE_ARCHIVED,
+                                         memory_pb2.MEMORY_STATE_DELETED},
+    memory_pb2.MEMORY_STATE_ARCHIVED: {memory_pb2.MEMORY_STATE_ACTIVE, memory_pb2.MEMORY_STATE_DELETED},
+    memory_pb2.MEMORY_STATE_REJECTED: {memory_pb2.MEMORY_STATE_DELETED},
+    memory_pb2.MEMORY_STATE_DELETED: set(),
+}
+
+MAX_UPDATE_RETRIES = 50
+
+
+def check_transition(current: int, target: int) -> None:
+    """Raise FailedPrecondition unless ``current -> target`` is an allowed state transition."""
+    if target not in TRANSITIONS.get(current, set()):
+        from services.common.model import state_name
+
+        raise FailedPrecondition(
+            f"state: cannot move from {state_name(current)} to {state_name(target)}", field="state"
+        )
+
+
+def make_event(
+    event_type: int, *, before: Memory | None, after: Memory | None, reason: str = "",
+    relation: Relation | None = None, content_changed: bool = False, actor: str | None = None,
+    embedding: Any = (),
+) -> events_pb2.MemoryEvent:
+    """A MemoryEvent with a fresh id, the current principal as actor and the time now."""
+    subject = after if after is not None else before
+    event = events_pb2.MemoryEvent(
+        event_id=str(uuid.uuid4()), type=event_type, actor=actor or _actor(),
+        memory_id=subject.id if subject is not None else (relation.source_id if relation else ""),
+        scope=subject.scope if subject is not None else (relation.scope if relation else ""),
+        version=subject.version if subject is not None else 0, reason=reason, content_changed=content_changed,
+    )
+    event.event_time.CopyFrom(ts(now()))
+    if before is not None:
+        event.before.CopyFrom(before)
+    if after is not None:
+        event.after.CopyFrom(after)
+    if relation is not None:
+        event.relation.CopyFrom(relation)
+    event.embedding.extend(embedding)
+    return event
+
+
+def _actor() -> str:
+    try:
+        return current_principal().name
+    except Exception:  # noqa: BLE001 - system writes have no principal
+        return "system"
+
+
+class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
+    """gRPC IngestService over the graph store and the event publisher."""
+
+    def __init__(self, settings: Settings, graph: GraphStore, publisher: EventPublisher) -> None:
+        self.settings = settings
+        self.graph = graph
+        self.publisher = publisher
+
+    # --- helpers -------------------------------------------------------------------
+
+    async def _check_tombstone(self, memory: Memory, field: str = "content") -> None:
+        rows = await self.graph.ro_query(
+            "MATCH (t:Tombstone {content_hash: $h}) WHERE t.scope = $scope AND t.lifted = false "
+            "RETURN t.id, t.memory_id, t.reason LIMIT 1",
+            {"h": memory.content_hash, "scope": memory.scope},
+        )
+        if rows:
+            raise AlreadyExists(
+                f"{field}: this content was rejected in scope {memory.scope!r} "
+                f"(tombstone {rows[0][0]}, memory {rows[0][1]}: {rows[0][2] or 'no reason'}); "
+                "an admin can lift the tombstone",
+                field=field,
+            )
+
+    async def _idempotent(self, scope: str, key: str) -> list[str] | None:
+        if not key:
+            return None
+        rows = await self.graph.ro_query(
+            "MATCH (k:IdempotencyKey {key: $key}) RETURN k.memory_ids", {"key": f"{scope}\x1f{key}"}
+        )
+        return list(rows[0][0]) if rows else None
+
+    async def _remember_key(self, scope: str, key: str, ids: list[str]) -> None:
+        if key:
+            await self.graph.query(
+                "MERGE (k:IdempotencyKey {key: $key}) ON CREATE SET k.memory_ids = $ids, k.create_time = $t",
+                {"key": f"{scope}\x1f{key}", "ids": ids, "t": epoch(Memory(create_time=ts(now())), "create_time")},
+            )
+
+    async def _duplicate_of(self, memory: Memory) -> Memory | None:
+        """An existing current memory with the same content hash, tags and event time in the
+        scope, created within ``dedup_window_seconds``."""
+        if not self.settings.dedup_enabled:
+            return None
+        created = epoch(memory, "create_time") or 0.0
+        rows = await self.graph.ro_query(
+            "MATCH (m:Memory {content_hash: $h}) WHERE m.scope = $scope AND m.state = 'ACTIVE' "
+            "AND m.create_time >= $since AND m.event_time = $event AND m.tags_lower = $tags "
+            "RETURN properties(m) LIMIT 1",
+            {"h": memory.content_hash, "scope": memory.scope, "since": created - self.settings.dedup_window_seconds,
+             "event": epoch(memory, "event_time"), "tags": sorted({t.lower() for t in memory.tags})},
+        )
+        if not rows:
+            return None
+        from services.common.model import node_to_memory
+
+        return node_to_memory(rows[0][0])
+
+    async def _load(self, memory_id: str, scope: str) -> Memory:
+        memory = await self.graph.get_memory(memory_id, scope)
+        if memory is None:
+            raise NotFound(f"memory {memory_id} not found", field="id")
+        return memory
+
+    # --- RPCs ----------------------------------------------------------------------
+
+    async def CreateMemory(self, request, context):
+        """Validate and store one memory; publish MEMORY_CREATED.
+
+        Raises INVALID_ARGUMENT naming the field, ALREADY_EXISTS for tombstoned content.
+        Idempotency key / dedup return the existing memory with ``deduplicated``.
+        """
+        principal = require_role("writer")
+        scope = resolve_scope(request.scope)
+        existing = await self._idempotent(scope, request.idempotency_key)
+        if existing:
+            memory = await self.graph.get_memory(existing[0], scope)
+            if memory is not None:
+                return ingest_service_pb2.CreateMemoryResponse(memory=memory, deduplicated=True)
+        memory = build_memory(request.memory, scope=scope, settings=self.settings, created=now(),
+                              source=principal.name)
+        await self._check_tombstone(memory)
+        duplicate = await self._duplicate_of(memory)
+        if duplicate is not None:
+            await self._remember_key(scope, request.idempotency_key, [duplicate.id])
+            return ingest_service_pb2.CreateMemoryResponse(memory=duplicate, deduplicated=True)
+        await self.graph.create_memories([memory])
+        await self._remember_key(scope, request.idempotency_key, [memory.id])
+        await self.publisher.publish(make_event(
+            events_pb2.EVENT_TYPE_MEMORY_CREATED, before=None, after=memory, content_changed=True,
+            embedding=request.memory.embedding))
+        return ingest_service_pb2.CreateMemoryResponse(memory=memory)
+
+    async def BatchCreateMemories(self, request, context):
+        """Store up to ``batch_max`` (500) memories in one atomic query; all or nothing.
+
+        Raises INVALID_ARGUMENT naming ``memories[i].<field>`` of the first bad item.
+        """
+        principal = require_role("writer")
+        scope = resolve_scope(request.scope)
+        count = len(request.memories)
+        if count == 0:
+            raise InvalidArgument("memories: must hold at least one memory", field="memories")
+        if count > self.settings.batch_max:
+            raise InvalidArgument(f"memories: {count} items exceeds the batch limit of {self.settings.batch_max}",
+                                  field="memories")
+        existing = await self._idempotent(scope, request.idempotency_key)
+        if existing:
+            found = await self.graph.get_memories(existing, scope)
+            return ingest_service_pb2.BatchCreateMemoriesResponse(memories=[found[i] for i in existing if i in found])
+        created = now()
+        memories = [
+            build_memory(item, scope=scope, settings=self.settings, created=created, source=principal.name,
+                         field_prefix=f"memories[{i}].")
+            for i, item in enumerate(request.memories)
+        ]
+        for i, memory in enumerate(memories):
+            await self._check_tombstone(memory, field=f"memories[{i}].content")
+        await self.graph.create_memories(memories)
+        await self._remember_key(scope, request.idempotency_key, [m.id for m in memories])
+        for memory, item in zip(memories, request.memories, strict=True):
+            await self.publisher.publish(make_event(
+                events_pb2.EVENT_TYPE_MEMORY_CREATED, before=None, after=memory, content_changed=True,
+                embedding=item.embedding))
+        return ingest_service_pb2.BatchCreateMemoriesResponse(memories=memories)
+
+    async def GetMemory(self, request, context):
+        """The raw stored record (no state pass); NOT_FOUND when absent in the scope."""
+        require_role("reader")
+        scope = resolve_scope(request.scope)
+        memory = await self._load(request.id, scope)
+        return ingest_service_pb2.GetMemoryResponse(memory=memory)
+
+    async def UpdateMemory(self, request, context):
+        """Apply the fields in ``update_mask``; metadata merges, ``add_tags`` merge.
+
+        With ``etag`` (the version the caller read) a concurrent change gives ABORTED; without,
+        the read-modify-write is retried until it lands on an unchanged version, so concurrent
+        merges never lose a key. Publishes MEMORY_UPDATED with before/after.
+        """
+        require_role("writer")
+        scope = resolve_scope(request.scope)
+        paths = list(request.update_mask.paths)
+        if not paths and not request.add_tags:
+            raise InvalidArgument("update_mask: name at least one field to update", field="update_mask")
+        for _attempt in range(MAX_UPDATE_RETRIES):
+            current = await self._load(request.id, scope)
+            if current.state in (memory_pb2.MEMORY_STATE_DELETED, memory_pb2.MEMORY_STATE_REJECTED):
+                raise FailedPrecondition(f"memory {request.id} is {memory_pb2.MemoryState.Name(current.state)}")
+            if request.etag and current.version != request.etag:
+                raise Aborted(f"etag: memory {request.id} is at version {current.version}, not {request.etag}",
+                              field="etag")
+            updated, content_changed = apply_update(current, request.memory, paths, self.settings, now(),
+                                                    list(request.add_tags))
+            if "content" in paths and content_changed:
+                await self._check_tombstone(updated)
+            if await self.graph.replace_memory(updated, current.version, include_enrichment=content_changed):
+                await self.publisher.publish(make_event(
+                    events_pb2.EVENT_TYPE_MEMORY_UPDATED, before=current, after=updated,
+                    content_changed=content_changed))
+                return ingest_service_pb2.UpdateMemoryResponse(memory=updated)
+            if request.etag:
+                raise Aborted(f"etag: memory {request.id} changed concurrently", field="etag")
+        raise Aborted(f"memory {request.id}: too many concurrent updates, retry")
+
+    async def DeleteMemory(self, request, context):
+        """Tombstone (state DELETED, retract_time now; the vector point goes at once through
+        the event), or with ``purge`` (admin) remove the node. NOT_FOUND when absent."""
+        require_role("admin" if request.purge else "writer")
+        scope = resolve_scope(request.scope)
+        current = await self._load(request.id, scope)
+        if request.purge:
+            await self.graph.purge_memory(current.id, scope)
+            await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_MEMORY_PURGED, before=current, after=None,
+                                                    reason=request.reason))
+            return ingest_service_pb2.DeleteMemoryResponse(memory=current)
+        if current.state == memory_pb2.MEMORY_STATE_DELETED:
+            raise NotFound(f"memory {request.id} not found", field="id")
+        updated = await self._set_state(current, memory_pb2.MEMORY_STATE_DELETED, request.reason)
+        await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_MEMORY_DELETED, before=current, after=updated,
+                                                reason=request.reason))
+        return ingest_service_pb2.DeleteMemoryResponse(memory=updated)
+
+    async def _set_state(self, current: Memory, state: int, reason: str) -> Memory:
+        check_transition(current.state, state)
+        updated = Memory()
+        updated.CopyFrom(current)
+        updated.state = state
+        updated.state_reason = reason
+        updated.version = current.version + 1
+        stamp = now()
+        updated.update_time.CopyFrom(ts(stamp))
+        if state in (memory_pb2.MEMORY_STATE_DELETED, memory_pb2.MEMORY_STATE_REJECTED):
+            updated.retract_time.CopyFrom(ts(stamp))
+        if not await self.graph.replace_memory(updated, current.version):
+            raise Aborted(f"memory {current.id} changed concurrently, retry")
+        return updated
+
+    async def CreateRelation(self, request, context):
+        """MERGE a typed edge; only AutoMem's 11 authorable types; self-links and cross-scope
+        links refused (INVALID_ARGUMENT / NOT_FOUND). An INVALIDATED_BY or EVOLVED_INTO edge
+        marks the source SUPERSEDED (mcp-automem's four-call supersede)."""
+        require_role("writer")
+        scope = resolve_scope(request.scope)
+        rel = Relation()
+        rel.CopyFrom(request.relation)
+        if not rel.type:
+            rel.type = parse_relation_type(request.type_name or "RELATES_TO")
+        elif relation_type_name(rel.type) not in (
+            "RELATES_TO", "LEADS_TO", "OCCURRED_BEFORE", "PREFERS_OVER", "EXEMPLIFIES", "CONTRADICTS",
+            "REINFORCES", "INVALIDATED_BY", "EVOLVED_INTO", "DERIVED_FROM", "PART_OF",
+        ):
+            raise InvalidArgument("type: system relation types cannot be authored", field="type")
+        if not rel.source_id or not rel.target_id:
+            raise InvalidArgument("memory1_id: both memory ids are required", field="memory1_id")
+        if rel.source_id == rel.target_id:
+            raise InvalidArgument("memory2_id: cannot associate a memory with itself", field="memory2_id")
+        if rel.strength < 0 or rel.strength > 1:
+            raise InvalidArgument("strength: must be between 0 and 1", field="strength")
+        rel.scope = scope
+        rel.create_time.CopyFrom(ts(now()))
+        source = await self.graph.get_memory(rel.source_id, scope)
+        target = await self.graph.get_memory(rel.target_id, scope)
+        if source is None:
+            raise NotFound(f"memory {rel.source_id} not found", field="memory1_id")
+        if target is None:
+            raise NotFound(f"memory {rel.target_id} not found", field="memory2_id")
+        if not await self.graph.create_relation(rel):
+            raise NotFound("memory not found", field="memory1_id")
+        await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_RELATION_CREATED, before=None, after=None,
+                                                relation=rel))
+        if relation_type_name(rel.type) in SUPERSEDING_RELATIONS and source.state == memory_pb2.MEMORY_STATE_ACTIVE:
+            updated = Memory()
+            updated.CopyFrom(source)
+            updated.state = memory_pb2.MEMORY_STATE_SUPERSEDED
+            updated.superseded_by = target.id
+            updated.version = source.version + 1
+            updated.update_time.CopyFrom(ts(now()))
+            if await self.graph.replace_memory(updated, source.version):
+                await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_MEMORY_SUPERSEDED, before=source,
+                                                        after=updated, reason=rel.reason))
+        return ingest_service_pb2.CreateRelationResponse(relation=rel)
+
+    async def SupersedeMemory(self, request, context):
+        """Replace memory ``id`` by a new memory in ONE atomic graph query: create the
+        replacement, close the old valid window at the replacement's start, set the old state
+        SUPERSEDED with ``superseded_by``, and write the INVALIDATED_BY/EVOLVED_INTO edge.
+        NOT_FOUND when the old memory is absent; FAILED_PRECONDITION unless it is ACTIVE."""
+        principal = require_role("writer")
+        scope = resolve_scope(request.scope)
+        existing = await self._idempotent(scope, request.idempotency_key)
+        if existing:
+            replacement = await self.graph.get_memory(existing[0], scope)
+            old = await self.graph.get_memory(request.id, scope)
+            if replacement is not None and old is not None:
+                return ingest_service_pb2.SupersedeMemoryResponse(replacement=replacement, superseded=old)
+        old = await self._load(request.id, scope)
+        check_transition(old.state, memory_pb2.MEMORY_STATE_SUPERSEDED)
+        rel_type = request.relation_type or memory_pb2.RELATION_TYPE_INVALIDATED_BY
+        if relation_type_name(rel_type) not in SUPERSEDING_RELATIONS:
+            raise InvalidArgument("supersede_relation: must be INVALIDATED_BY or EVOLVED_INTO",
+                                  field="supersede_relation")
+        stamp = now()
+        new = build_memory(request.replacement, scope=scope, settings=self.settings, created=stamp,
+                           source=principal.name, field_prefix="")
+        await self._check_tombstone(new)
+        closed = Memory()
+        closed.CopyFrom(old)
+        closed.state = memory_pb2.MEMORY_STATE_SUPERSEDED
+        closed.superseded_by = new.id
+        closed.state_reason = request.reason
+        closed.version = old.version + 1
+        closed.update_time.CopyFrom(ts(stamp))
+        start = epoch(new, "valid_from") or epoch(new, "create_time")
+        old_end = epoch(old, "valid_to") or OPEN_END
+        if start is not None and start < old_end:
+            closed.valid_to.CopyFrom(ts(max(start, (epoch(old, "valid_from") or 0.0) + 1e-3)))
+        rel = Relation(source_id=old.id, target_id=new.id, type=rel_type, strength=0.9, scope=scope,
+                       reason=request.reason)
+        rel.create_time.CopyFrom(ts(stamp))
+        await self.supersede_in_graph(old, closed, new, rel)
+        await self._remember_key(scope, request.idempotency_key, [new.id])
+        await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_MEMORY_CREATED, before=None, after=new,
+                                                content_changed=True, embedding=request.replacement.embedding))
+        await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_MEMORY_SUPERSEDED, before=old, after=closed,
+                                                relation=rel, reason=request.reason))
+        return ingest_service_pb2.SupersedeMemoryResponse(replacement=new, superseded=closed, relation=rel)
+
+    async def supersede_in_graph(self, old: Memory, closed: Memory, new: Memory, rel: Relation,
+                                 _fail_after_create: bool = False) -> None:
+        """The atomic graph write of a supersede: one query, so FalkorDB applies all of it or
+        none. ``_fail_after_create`` (tests only) makes the query fail after the create and
+        the old node's update, to show the rollback. Raises Aborted on a concurrent change."""
+        label = relation_type_name(rel.type)
+        failure = "WITH old, new, r WHERE toInteger('not a number') = 1 " if _fail_after_create else ""
+        rows = await self.graph.query(
+            "MATCH (old:Memory {id: $old_id}) WHERE old.scope = $scope AND old.version = $version "
+            "CREATE (new:Memory) SET new = $new_props "
+            "SET old += $old_props "
+            f"CREATE (old)-[r:{label}]->(new) "
+            "SET r.strength = $strength, r.create_time = $created, r.reason = $reason, r.scope = $scope "
+            f"{failure}RETURN new.id",
+            {"old_id": old.id, "scope": old.scope, "version": old.version,
+             "new_props": memory_to_node(new), "old_props": _without_enrichment(memory_to_node(closed)),
+             "strength": rel.strength, "created": epoch(rel, "create_time"), "reason": rel.reason},
+        )
+        if not rows:
+            raise Aborted(f"memory {old.id} changed concurrently, retry")
+
+    async def DeleteMemoriesByTag(self, request, context):
+        """Tombstone every current memory in the caller's scope carrying any of ``tags``
+        (case-insensitive exact match); ``dry_run`` only lists them."""
+        require_role("writer")
+        scope = resolve_scope(request.scope)
+        tags = sorted({t.strip().lower() for t in request.tags if t.strip()})
+        if not tags:
+            raise InvalidArgument("tags: at least one tag is required", field="tags")
+        rows = await self.graph.ro_query(
+            "MATCH (m:Memory) WHERE m.scope = $scope AND m.state <> 'DELETED' "
+            "AND any(t IN m.tags_lower WHERE t IN $tags) RETURN properties(m)",
+            {"scope": scope, "tags": tags},
+        )
+        from services.common.model import node_to_memory
+
+        memories = [node_to_memory(r[0]) for r in rows]
+        if request.dry_run:
+            return ingest_service_pb2.DeleteMemoriesByTagResponse(memory_ids=[m.id for m in memories],
+                                                                  deleted_count=0)
+        deleted: list[str] = []
+        for memory in memories:
+            try:
+                updated = await self._set_state(memory, memory_pb2.MEMORY_STATE_DELETED, "delete by tag")
+            except (FailedPrecondition, Aborted):
+                continue
+            await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_MEMORY_DELETED, before=memory,
+                                                    after=updated, reason="delete by tag"))
+            deleted.append(memory.id)
+        return ingest_service_pb2.DeleteMemoriesByTagResponse(memory_ids=deleted, deleted_count=len(deleted))
+
+
+
+def _without_enrichment(props: dict[str, Any]) -> dict[str, Any]:
+    from services.common.graph import ENRICHMENT_FIELDS
+
+    return {k: v for k, v in props.items() if k not in ENRICHMENT_FIELDS}

@@ -1,0 +1,60 @@
+"""Shared fixtures: one real nats-server and one real FalkorDB for the whole session.
+
+* ``nats_server`` / ``falkordb_server`` (session): the embedded launchers on free ports in a
+  session tmp dir, stopped at the end.
+* ``settings`` (function): a :class:`Settings` pointing at them, with a tmp ``data_dir`` and a
+  unique ``graph_name`` and ``stream_name`` per test, so tests don't see each other's data.
+"""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from services.common.embedded import EmbeddedFalkorDB, EmbeddedNats
+from services.common.settings import Settings
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def nats_server(tmp_path_factory: pytest.TempPathFactory):
+    """A running :class:`EmbeddedNats` (JetStream on) shared by the session."""
+    server = EmbeddedNats(tmp_path_factory.mktemp("nats-session"))
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.stop()
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def falkordb_server(tmp_path_factory: pytest.TempPathFactory):
+    """A running :class:`EmbeddedFalkorDB` shared by the session."""
+    server = EmbeddedFalkorDB(tmp_path_factory.mktemp("falkordb-session"))
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.stop()
+
+
+@pytest.fixture
+def settings(nats_server: EmbeddedNats, falkordb_server: EmbeddedFalkorDB, tmp_path: Path) -> Settings:
+    """Settings for one test: the session servers, a tmp data dir, unique graph and stream."""
+    suffix = uuid.uuid4().hex[:12]
+    return Settings(
+        data_dir=tmp_path / "data",
+        nats_url=nats_server.url,
+        falkordb_host=falkordb_server.host,
+        falkordb_port=falkordb_server.port,
+        graph_name=f"test_{suffix}",
+        stream_name=f"TEST_{suffix.upper()}",
+        subject_prefix=f"test.{suffix}",
+    )

@@ -1,0 +1,496 @@
+"""Contract tests of the Helm chart in deploy/helm/automem.
+
+Everything runs in-process and offline: ``helm_python`` (the Helm v4 SDK) lints and renders
+the chart (= ``helm lint --strict`` / ``helm template``), and ``kubernetes_validate`` checks
+every rendered manifest against the bundled Kubernetes OpenAPI schemas in strict mode
+(unknown fields are errors). Each ``ci/*-values.yaml`` and the chart defaults are checked.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import re
+from pathlib import Path
+from typing import Any
+
+import helm_python
+import kubernetes_validate
+import pytest
+import yaml
+
+CHART = Path(__file__).resolve().parents[2] / "deploy" / "helm" / "automem"
+CI_DIR = CHART / "ci"
+RELEASE = "mem"
+NAMESPACE = "automem"
+#: Kubernetes versions the manifests must be valid for: a current one and the newest bundled.
+K8S_VERSIONS = ("1.33.0", kubernetes_validate.utils.latest_version())
+COMPONENTS = ("gateway", "ingest", "recall", "enrich", "consolidate")
+GRPC_COMPONENTS = ("ingest", "recall", "enrich", "consolidate")
+STATELESS = ("gateway", "ingest", "recall")
+SECRET_KEYS = {
+    "AUTOMEM_API_TOKEN",
+    "ADMIN_API_TOKEN",
+    "OPENAI_API_KEY",
+    "FALKORDB_PASSWORD",
+    "QDRANT_API_KEY",
+}
+#: Kinds from CRDs that the bundled schemas cannot know.
+CRD_KINDS = {"ServiceMonitor"}
+
+VALUES_FILES = sorted(CI_DIR.glob("*-values.yaml"))
+CASES = [pytest.param(None, id="defaults")] + [pytest.param(p.name, id=p.stem) for p in VALUES_FILES]
+
+
+def _values(case: str | None) -> dict[str, Any]:
+    if case is None:
+        return {}
+    return yaml.safe_load((CI_DIR / case).read_text()) or {}
+
+
+@pytest.fixture(scope="module")
+def chart() -> Any:
+    loaded = helm_python.Chart.load(CHART)
+    yield loaded
+    loaded.close()
+
+
+def _render(chart: Any, values: dict[str, Any]) -> list[dict[str, Any]]:
+    """Render ``values`` and return every manifest (NOTES.txt excluded) as a dict."""
+    out = chart.render(values, name=RELEASE, namespace=NAMESPACE)
+    docs: list[dict[str, Any]] = []
+    for path, text in sorted(out.items()):
+        if path.endswith("NOTES.txt"):
+            continue
+        docs.extend(d for d in yaml.safe_load_all(text) if d)
+    return docs
+
+
+@functools.cache
+def _rendered_case(case: str | None) -> tuple[dict[str, Any], ...]:
+    loaded = helm_python.Chart.load(CHART)
+    try:
+        return tuple(_render(loaded, _values(case)))
+    finally:
+        loaded.close()
+
+
+def _kind(docs: Any, kind: str) -> list[dict[str, Any]]:
+    return [d for d in docs if d["kind"] == kind]
+
+
+def _name(component: str) -> str:
+    return f"{RELEASE}-automem-{component}"
+
+
+def _by_component(docs: Any, kind: str) -> dict[str, dict[str, Any]]:
+    return {d["metadata"]["labels"]["app.kubernetes.io/component"]: d for d in _kind(docs, kind)}
+
+
+def _pod_specs(docs: Any) -> list[tuple[str, dict[str, Any]]]:
+    return [
+        (d["metadata"]["name"], d["spec"]["template"]["spec"])
+        for d in docs
+        if d["kind"] in {"Deployment", "StatefulSet", "DaemonSet", "Job"}
+    ]
+
+
+def _configmap_data(docs: Any) -> dict[str, str]:
+    (cm,) = _kind(docs, "ConfigMap")
+    return cm["data"]
+
+
+# --- lint, render, validate -----------------------------------------------------------------
+
+
+def test_required_ci_values_files_exist() -> None:
+    names = {p.name for p in VALUES_FILES}
+    assert {
+        "singlebinary-values.yaml",
+        "distributed-values.yaml",
+        "quickstart-values.yaml",
+        "existing-secret-values.yaml",
+    } <= names
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_chart_passes_strict_lint(case: str | None) -> None:
+    report = helm_python.lint(CHART, _values(case), strict=True, namespace=NAMESPACE)
+    problems = [m for m in report["messages"] if m["severity"] >= 2]
+    assert report["errors"] == [] and problems == [], report
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_every_manifest_is_valid_kubernetes(case: str | None) -> None:
+    docs = _rendered_case(case)
+    assert docs, "nothing rendered"
+    for doc in docs:
+        assert doc["metadata"].get("namespace") in (None, NAMESPACE)
+        if doc["kind"] in CRD_KINDS:
+            continue
+        for version in K8S_VERSIONS:
+            kubernetes_validate.validate(doc, version, strict=True)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_every_resource_has_app_kubernetes_io_labels(case: str | None) -> None:
+    for doc in _rendered_case(case):
+        labels = doc["metadata"]["labels"]
+        assert labels["app.kubernetes.io/name"] == "automem"
+        assert labels["app.kubernetes.io/instance"] == RELEASE
+        assert labels["app.kubernetes.io/managed-by"] == "Helm"
+        assert labels["app.kubernetes.io/component"]
+
+
+# --- deployment modes ---------------------------------------------------------------------
+
+
+def test_distributed_renders_one_deployment_per_component_with_its_target() -> None:
+    docs = _rendered_case("distributed-values.yaml")
+    deployments = _by_component(docs, "Deployment")
+    assert set(deployments) == set(COMPONENTS)
+    for component, dep in deployments.items():
+        assert dep["metadata"]["name"] == _name(component)
+        (container,) = dep["spec"]["template"]["spec"]["containers"]
+        assert container["args"][:2] == ["serve", f"--target={component}"]
+        assert dep["spec"]["selector"]["matchLabels"]["app.kubernetes.io/component"] == component
+    assert deployments["recall"]["spec"]["template"]["spec"]["containers"][0]["args"][2:] == [
+        "--log-format=json"
+    ]
+    services = _by_component(docs, "Service")
+    assert set(services) == set(COMPONENTS)
+    assert [p["port"] for p in services["gateway"]["spec"]["ports"]] == [8001]
+    for component in GRPC_COMPONENTS:
+        assert [(p["name"], p["port"]) for p in services[component]["spec"]["ports"]] == [("grpc", 50051)]
+
+
+@pytest.mark.parametrize("case", [None, "singlebinary-values.yaml", "existing-secret-values.yaml"])
+def test_single_binary_renders_one_deployment_running_every_target(case: str | None) -> None:
+    docs = _rendered_case(case)
+    (dep,) = _kind(docs, "Deployment")
+    assert dep["metadata"]["name"] == _name("single-binary")
+    assert dep["spec"]["replicas"] == 1
+    assert dep["spec"]["strategy"]["type"] == "Recreate"
+    (container,) = dep["spec"]["template"]["spec"]["containers"]
+    assert container["args"][:2] == ["serve", "--target=all"]
+    assert {p["name"]: p["containerPort"] for p in container["ports"]} == {"http": 8001, "grpc": 50051}
+    assert "AUTOMEM_INGEST_ADDR" not in _configmap_data(docs)
+
+
+def test_single_binary_persistence_mounts_a_pvc_as_data_dir() -> None:
+    docs = _rendered_case("singlebinary-values.yaml")
+    (pvc,) = _kind(docs, "PersistentVolumeClaim")
+    assert pvc["spec"]["resources"]["requests"]["storage"] == "5Gi"
+    (dep,) = _kind(docs, "Deployment")
+    volumes = {v["name"]: v for v in dep["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["data"]["persistentVolumeClaim"]["claimName"] == pvc["metadata"]["name"]
+    mounts = {
+        m["name"]: m["mountPath"] for m in dep["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]
+    }
+    assert mounts["data"] == _configmap_data(docs)["AUTOMEM_DATA_DIR"]
+
+
+def test_gateway_finds_every_grpc_service_by_address() -> None:
+    docs = _rendered_case("distributed-values.yaml")
+    data = _configmap_data(docs)
+    services = {s["metadata"]["name"]: s for s in _kind(docs, "Service")}
+    for component in GRPC_COMPONENTS:
+        host, port = data[f"AUTOMEM_{component.upper()}_ADDR"].split(":")
+        assert host == _name(component) and host in services
+        assert int(port) in [p["port"] for p in services[host]["spec"]["ports"]]
+    assert data["AUTOMEM_HOST"] == "0.0.0.0"
+
+
+# --- security and probes ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_every_container_is_non_root_with_read_only_root_filesystem(case: str | None) -> None:
+    pods = _pod_specs(_rendered_case(case))
+    assert pods
+    for name, pod in pods:
+        pod_sc = pod.get("securityContext", {})
+        assert pod_sc.get("seccompProfile", {}).get("type") == "RuntimeDefault", name
+        for container in pod.get("initContainers", []) + pod["containers"]:
+            sc = container["securityContext"]
+            assert sc["readOnlyRootFilesystem"] is True, (name, container["name"])
+            assert sc.get("runAsNonRoot", pod_sc.get("runAsNonRoot")) is True, (name, container["name"])
+            assert sc["allowPrivilegeEscalation"] is False, (name, container["name"])
+            assert sc["capabilities"]["drop"] == ["ALL"], (name, container["name"])
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_automem_containers_run_as_10001_with_a_writable_tmp(case: str | None) -> None:
+    for dep in _kind(_rendered_case(case), "Deployment"):
+        pod = dep["spec"]["template"]["spec"]
+        (container,) = pod["containers"]
+        assert container["securityContext"]["runAsUser"] == 10001
+        assert container["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
+        tmp = next(m for m in container["volumeMounts"] if m["mountPath"] == "/tmp")
+        volume = next(v for v in pod["volumes"] if v["name"] == tmp["name"])
+        assert "emptyDir" in volume
+        assert pod["automountServiceAccountToken"] is False
+
+
+def test_grpc_components_use_native_grpc_probes_and_gateway_http_health() -> None:
+    deployments = _by_component(_rendered_case("distributed-values.yaml"), "Deployment")
+    for component in GRPC_COMPONENTS:
+        (container,) = deployments[component]["spec"]["template"]["spec"]["containers"]
+        for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+            grpc = container[probe]["grpc"]
+            assert grpc["port"] == 50051
+            assert grpc["service"] == f"automem.v1.{component.capitalize()}Service"
+            assert "httpGet" not in container[probe]
+    (gateway,) = deployments["gateway"]["spec"]["template"]["spec"]["containers"]
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert gateway[probe]["httpGet"] == {"path": "/health", "port": "http"}
+
+
+# --- autoscaling and disruption budgets ---------------------------------------------------
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_hpa_exists_only_when_enabled(case: str | None) -> None:
+    values = _values(case)
+    docs = _rendered_case(case)
+    distributed = values.get("deploymentMode") == "Distributed"
+    enabled = {
+        c
+        for c in COMPONENTS
+        if distributed and values.get(c, {}).get("autoscaling", {}).get("enabled", False)
+    }
+    hpas = _by_component(docs, "HorizontalPodAutoscaler")
+    assert set(hpas) == enabled
+    deployments = _by_component(docs, "Deployment")
+    for component, dep in deployments.items():
+        assert ("replicas" in dep["spec"]) == (component not in enabled), component
+    for component, hpa in hpas.items():
+        assert hpa["apiVersion"] == "autoscaling/v2"
+        assert hpa["spec"]["scaleTargetRef"] == {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "name": _name(component),
+        }
+        assert hpa["spec"]["metrics"], component
+
+
+def test_distributed_values_turn_hpa_on_for_the_stateless_parts() -> None:
+    hpas = _by_component(_rendered_case("distributed-values.yaml"), "HorizontalPodAutoscaler")
+    assert set(hpas) == set(STATELESS)
+    metrics = {m["resource"]["name"] for m in hpas["ingest"]["spec"]["metrics"]}
+    assert metrics == {"cpu", "memory"}
+
+
+def test_stateless_components_have_a_pdb_matching_their_pods() -> None:
+    docs = _rendered_case("distributed-values.yaml")
+    pdbs = _by_component(docs, "PodDisruptionBudget")
+    assert set(STATELESS) <= set(pdbs)
+    deployments = _by_component(docs, "Deployment")
+    for component, pdb in pdbs.items():
+        assert pdb["apiVersion"] == "policy/v1"
+        pod_labels = deployments[component]["spec"]["template"]["metadata"]["labels"]
+        assert pdb["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+    assert pdbs["enrich"]["spec"] == {"minAvailable": 1, "selector": pdbs["enrich"]["spec"]["selector"]}
+    assert pdbs["gateway"]["spec"]["maxUnavailable"] == 1
+
+
+def test_consolidate_and_single_binary_cannot_scale_past_one_replica(chart: Any) -> None:
+    for values in (
+        {"deploymentMode": "Distributed", "consolidate": {"replicas": 2}},
+        {"deploymentMode": "Distributed", "consolidate": {"autoscaling": {"enabled": True}}},
+        {"singleBinary": {"replicas": 3}},
+    ):
+        with pytest.raises(helm_python.HelmValuesError):
+            chart.render(values, name=RELEASE, namespace=NAMESPACE)
+
+
+# --- config and secrets -------------------------------------------------------------------
+
+
+def _secret_values(values: dict[str, Any]) -> list[str]:
+    found = [
+        values.get("auth", {}).get("apiToken", ""),
+        values.get("auth", {}).get("adminToken", ""),
+        values.get("auth", {}).get("openaiApiKey", ""),
+        values.get("falkordb", {}).get("password", ""),
+        values.get("qdrant", {}).get("apiKey", ""),
+    ]
+    return [v for v in found if v]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_secrets_never_appear_in_the_configmap(case: str | None) -> None:
+    values = _values(case)
+    docs = _rendered_case(case)
+    data = _configmap_data(docs)
+    assert not SECRET_KEYS & set(data)
+    assert not any(re.search(r"(TOKEN|PASSWORD|API_KEY|SECRET)", k) for k in data), data
+    blob = yaml.safe_dump(data)
+    for secret in _secret_values(values):
+        assert secret not in blob
+    for dep in _kind(docs, "Deployment"):
+        (container,) = dep["spec"]["template"]["spec"]["containers"]
+        by_name = {e["name"]: e for e in container["env"]}
+        for key in SECRET_KEYS:
+            assert "value" not in by_name[key] and by_name[key]["valueFrom"]["secretKeyRef"]["key"] == key
+
+
+def test_secret_values_go_to_the_chart_secret() -> None:
+    values = _values("singlebinary-values.yaml")
+    (secret,) = _kind(_rendered_case("singlebinary-values.yaml"), "Secret")
+    decoded = {k: base64.b64decode(v).decode() for k, v in secret["data"].items()}
+    assert decoded == {
+        "AUTOMEM_API_TOKEN": values["auth"]["apiToken"],
+        "ADMIN_API_TOKEN": values["auth"]["adminToken"],
+        "FALKORDB_PASSWORD": values["falkordb"]["password"],
+        "QDRANT_API_KEY": values["qdrant"]["apiKey"],
+    }
+
+
+def test_empty_tokens_are_generated() -> None:
+    (secret,) = _kind(_rendered_case(None), "Secret")
+    for key in ("AUTOMEM_API_TOKEN", "ADMIN_API_TOKEN"):
+        assert len(base64.b64decode(secret["data"][key])) == 40
+
+
+def test_existing_secret_replaces_the_chart_secret() -> None:
+    docs = _rendered_case("existing-secret-values.yaml")
+    assert _kind(docs, "Secret") == []
+    refs = [
+        env["valueFrom"]["secretKeyRef"]
+        for _, pod in _pod_specs(docs)
+        for container in pod["containers"]
+        for env in container.get("env", [])
+        if "secretKeyRef" in env.get("valueFrom", {})
+    ]
+    assert refs and {r["name"] for r in refs} == {"automem-credentials"}
+    assert all(r["optional"] is True for r in refs)
+    assert _kind(docs, "ServiceAccount") == []
+    (dep,) = _kind(docs, "Deployment")
+    assert dep["spec"]["template"]["spec"]["serviceAccountName"] == "automem"
+
+
+# --- in-chart dependencies ----------------------------------------------------------------
+
+
+def test_quickstart_runs_in_chart_nats_jetstream_and_falkordb_with_pvcs() -> None:
+    docs = _rendered_case("quickstart-values.yaml")
+    sets = _by_component(docs, "StatefulSet")
+    assert set(sets) == {"nats", "falkordb"}
+    (nats,) = sets["nats"]["spec"]["template"]["spec"]["containers"]
+    assert nats["image"].startswith("nats:") and "--jetstream" in nats["args"]
+    (falkordb,) = sets["falkordb"]["spec"]["template"]["spec"]["containers"]
+    assert falkordb["image"].startswith("falkordb/falkordb:")
+    for sts in sets.values():
+        (claim,) = sts["spec"]["volumeClaimTemplates"]
+        assert claim["metadata"]["name"] == "data"
+        services = {s["metadata"]["name"]: s for s in _kind(docs, "Service")}
+        assert sts["spec"]["serviceName"] in services
+        assert services[sts["spec"]["serviceName"]]["spec"]["clusterIP"] == "None"
+    data = _configmap_data(docs)
+    assert data["NATS_URL"] == f"nats://{_name('nats')}:4222"
+    assert data["FALKORDB_HOST"] == _name("falkordb")
+
+
+def test_external_stores_are_used_when_in_chart_ones_are_off() -> None:
+    docs = _rendered_case("distributed-values.yaml")
+    assert _kind(docs, "StatefulSet") == []
+    data = _configmap_data(docs)
+    assert data["NATS_URL"] == "nats://nats.messaging.svc:4222"
+    assert data["FALKORDB_HOST"] == "falkordb.graph.svc"
+    assert data["QDRANT_URL"] == "http://qdrant.vectors.svc:6333"
+    assert data["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://otel-collector.observability.svc:4317"
+    assert data["AUTOMEM_RECALL_MAX_LIMIT"] == "50"
+
+
+def test_service_monitor_is_off_by_default_and_scrapes_gateway_metrics(chart: Any) -> None:
+    assert _kind(_rendered_case(None), "ServiceMonitor") == []
+    docs = _render(chart, {"deploymentMode": "Distributed", "serviceMonitor": {"enabled": True}})
+    (monitor,) = _kind(docs, "ServiceMonitor")
+    assert monitor["spec"]["endpoints"][0]["path"] == "/metrics"
+    gateway = _by_component(docs, "Service")["gateway"]
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= gateway["metadata"]["labels"].items()
+
+
+# --- values schema and documentation -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"unknownKey": True},
+        {"gateway": {"replica": 3}},
+        {"nats": {"enabled": True, "urls": "nats://x:4222"}},
+        {"deploymentMode": "Microservices"},
+        {"config": {"embeddingProvider": "word2vec"}},
+    ],
+    ids=["top-level", "component", "nats", "mode-enum", "provider-enum"],
+)
+def test_unknown_or_invalid_values_fail_schema_validation(chart: Any, values: dict[str, Any]) -> None:
+    with pytest.raises(helm_python.HelmValuesError):
+        chart.validate_schema(values)
+    with pytest.raises(helm_python.HelmValuesError):
+        chart.render(values, name=RELEASE, namespace=NAMESPACE)
+    report = helm_python.lint(CHART, values, strict=True)
+    assert report["errors"], report
+
+
+def test_values_file_with_an_unknown_key_fails_schema_validation(chart: Any, tmp_path: Path) -> None:
+    bad = tmp_path / "typo-values.yaml"
+    bad.write_text("deploymentMode: Distributed\ningest:\n  replicaCount: 3\n")
+    values = helm_python.values_from_yaml(bad.read_text())
+    with pytest.raises(helm_python.HelmValuesError, match="replicaCount"):
+        chart.validate_schema(values)
+
+
+def _schema_paths(schema: dict[str, Any], prefix: str = "") -> set[str]:
+    """Dotted paths of every property the schema declares explicitly."""
+    paths: set[str] = set()
+    for key, sub in schema.get("properties", {}).items():
+        path = f"{prefix}{key}"
+        paths.add(path)
+        paths |= _schema_paths(sub, f"{path}.")
+    return paths
+
+
+def _documented_paths(text: str) -> tuple[set[str], set[str]]:
+    """(every key path in values.yaml, the paths whose comment block starts with "# <path> -- ")."""
+    keys: set[str] = set()
+    documented: set[str] = set()
+    stack: list[tuple[int, str]] = []
+    comment = ""  # first line of the comment block right above the current line
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("#"):
+            comment = comment or stripped
+            continue
+        match = re.match(r"^(\s*)([A-Za-z_][\w.-]*):", line)
+        if match:
+            indent = len(match.group(1))
+            while stack and stack[-1][0] >= indent:
+                stack.pop()
+            path = ".".join([s for _, s in stack] + [match.group(2)])
+            stack.append((indent, match.group(2)))
+            keys.add(path)
+            if comment.startswith(f"# {path} -- "):
+                documented.add(path)
+        comment = ""
+    return keys, documented
+
+
+def test_schema_covers_every_value_and_every_value_is_documented(chart: Any) -> None:
+    schema = chart.schema
+    assert schema["additionalProperties"] is False
+    declared = _schema_paths(schema)
+    keys, documented = _documented_paths((CHART / "values.yaml").read_text())
+    # Every explicitly declared value exists in values.yaml and is documented by a comment
+    # starting with its name; everything else in values.yaml sits under a pass-through map
+    # (resources, securityContext, ...).
+    assert declared <= keys, sorted(declared - keys)
+    assert declared <= documented, sorted(declared - documented)
+    undeclared = keys - declared
+    for path in undeclared:
+        assert any(path.startswith(f"{p}.") for p in declared), path
+    for path in declared:
+        for part in path.split("."):
+            assert re.fullmatch(r"[a-z][A-Za-z0-9]*", part), f"{path} is not camelCase"
