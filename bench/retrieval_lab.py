@@ -139,6 +139,8 @@ class Arms:
             else:
                 dv = embed_cached(kind, [m["content"] for m in c.mems])
             return qv @ dv.T
+        if kind == "qdrant_bm25":
+            return qdrant_bm25_matrix(c, self.all_convs, float(arg or T.CONTEXT_WEIGHT))
         if kind == "bm25":
             return bm25_matrix(c, self.all_convs, arg)
         if kind == "falkor":
@@ -189,6 +191,31 @@ def bm25_matrix(conv: Conv, all_convs: list[Conv], cfg: str) -> np.ndarray:
         for qi, q in enumerate(conv.qs):
             qt = dict.fromkeys(an(q["question"]))
             M[qi, j] = sum(idf.get(t, 0.0) * d_w.get(t, 0.0) for t in qt)
+    return M
+
+
+def qdrant_bm25_matrix(conv: Conv, all_convs: list[Conv], ctxw: float) -> np.ndarray:
+    """BM25 exactly as the service computes it: sparse doc vectors from
+    text.bm25_doc_weights (content + PRECEDED_BY neighbour at ``ctxw``, fixed avg length),
+    query vector from text.bm25_query_weights, IDF over the whole collection (all scopes,
+    Qdrant's ``idf`` modifier: ln(1 + (N - n + 0.5) / (n + 0.5)))."""
+    def vec(cv: Conv, i: int) -> dict[int, float]:
+        p = cv.prev[i]
+        ctx = T.analyze(cv.mems[p]["content"]) if p >= 0 else []
+        return T.bm25_doc_weights(T.analyze(cv.mems[i]["content"]), ctx, context_weight=ctxw)
+    df: Counter = Counter()
+    N = 0
+    for cv in all_convs:
+        for i in range(len(cv.mems)):
+            df.update(vec(cv, i).keys())
+            N += 1
+    idf = {t: math.log(1.0 + (N - n + 0.5) / (n + 0.5)) for t, n in df.items()}
+    docs = [vec(conv, i) for i in range(len(conv.mems))]
+    M = np.zeros((len(conv.qs), len(docs)))
+    for qi, q in enumerate(conv.qs):
+        qv = T.bm25_query_weights(T.analyze(q["question"]))
+        for j, d in enumerate(docs):
+            M[qi, j] = sum(w * idf.get(t, 0.0) * d.get(t, 0.0) for t, w in qv.items())
     return M
 
 
@@ -289,22 +316,16 @@ def top_ids(conv: Conv, scores: np.ndarray, k: int = DEPTH) -> list[str]:
 
 
 def cand_arrays(conv: Conv, arms: Arms, qi: int, spec: dict) -> list[S.Candidate]:
-    """Candidates as the service would see them: top-N of each arm, with arm scores."""
+    """Candidates as the service would see them: top-N of each arm (lexical: only matches),
+    with raw arm scores and the PRECEDED_BY neighbour id."""
     cands: dict[int, dict[str, float]] = defaultdict(dict)
     for arm, (key, n) in spec["arms"].items():
         sc = arms.get(key)[qi]
-        order = np.argsort(-sc, kind="stable")[:n]
-        for i in order:
-            if sc[i] > 0 or arm == "vector":
+        for i in np.argsort(-sc, kind="stable")[:n]:
+            if sc[i] > 0 or arm.startswith("vector"):
                 cands[int(i)][arm] = float(sc[i])
-    out = []
-    for i, a in cands.items():
-        m = conv.mems[i]
-        p = conv.prev[i]
-        out.append(S.Candidate(
-            id=m["id"], arm_scores=a, content=m["content"], timestamp=m["timestamp"],
-            prev_id=conv.ids[p] if p >= 0 else None, order=i))
-    return out
+    return [S.Candidate(id=conv.ids[i], arm_scores=a, prev_id=conv.ids[conv.prev[i]] if conv.prev[i] >= 0 else None,
+                        order=i) for i, a in cands.items()]
 
 
 def method_rankings(convs: list[Conv], arms_by: dict[str, Arms], fn) -> list[dict]:
@@ -334,7 +355,7 @@ def fused(spec: dict, **params):
     """The service recipe: candidates from each arm, then S.rank()."""
     def f(cv, arms, qi, q):
         cands = cand_arrays(cv, arms, qi, spec)
-        ranked = S.rank(q["question"], cands, limit=DEPTH, **params)
+        ranked = S.rank(cands, limit=DEPTH, **params)
         return [r.id for r in ranked]
     return f
 
@@ -353,15 +374,21 @@ def methods(args) -> dict[str, object]:
     M["rrf(bm25raw,minilm)"] = rrf(["bm25:raw,k1=1.5", "minilm:"])
     M["rrf(bm25stem,minilm)"] = rrf(["bm25:", "minilm:"])
     M["rrf(bm25stem,minilm,minilmctx)"] = rrf(["bm25:", "minilm:", "minilm:ctx"])
-    arms_std = {"vector": ("minilm:", 100), "lexical": ("bm25:gidf", 100)}
-    arms_ctx = {"vector": ("minilm:", 100), "vector_ctx": ("minilm:ctx", 100), "lexical": ("bm25:gidf", 100)}
-    M["fuse:vec+lex"] = fused({"arms": arms_std}, weights={"vector": 0.5, "lexical": 0.5}, neighbour=0.0)
-    M["fuse:vec+lex+nb"] = fused({"arms": arms_std}, weights={"vector": 0.5, "lexical": 0.5})
-    M["fuse:vec+ctx+lex"] = fused({"arms": arms_ctx}, neighbour=0.0)
-    M["fuse:vec+ctx+lex+nb (final)"] = fused({"arms": arms_ctx})
-    M["fuse:final rrf"] = fused({"arms": arms_ctx}, fusion="rrf")
-    M["fuse:final wordllama"] = fused({"arms": {"vector": ("wordllama:", 100), "vector_ctx": ("wordllama:ctx", 100),
-                                                "lexical": ("bm25:gidf", 100)}})
+    # --- the service recipe (services/recall/scoring.py defaults) and ablations ---
+    V, L = S.VECTOR_CANDIDATES, S.LEXICAL_CANDIDATES
+    final = {"vector": ("minilm:", V), "lexical": ("qdrant_bm25:", L)}
+    M["qdrant-style bm25 (ctx 0.5) alone"] = single("qdrant_bm25:")
+    M["qdrant-style bm25 (no ctx) alone"] = single("qdrant_bm25:0")
+    M["final: 0.3 minilm + 0.7 bm25ctx, max-norm, nb 0.15"] = fused({"arms": final})
+    M["final without neighbour"] = fused({"arms": final}, neighbour_fraction=0.0)
+    M["final without bm25 context"] = fused({"arms": {"vector": ("minilm:", V), "lexical": ("qdrant_bm25:0", L)}})
+    M["final with equal weights 0.5/0.5"] = fused({"arms": final}, weights={"vector": 0.5, "lexical": 0.5})
+    M["final with rrf fusion"] = fused({"arms": final}, fusion="rrf")
+    M["final with 50+50 candidates"] = fused({"arms": {"vector": ("minilm:", 50), "lexical": ("qdrant_bm25:", 50)}})
+    M["final with minilm ctx-embedding arm"] = fused(
+        {"arms": {**final, "vector_ctx": ("minilm:ctx", V)}},
+        weights={"vector": 0.15, "vector_ctx": 0.15, "lexical": 0.7})
+    M["final, vector=wordllama"] = fused({"arms": {"vector": ("wordllama:", V), "lexical": ("qdrant_bm25:", L)}})
     if args.falkordb or FALKOR_CACHE.exists():
         M["falkor:ft"] = single("falkor:default")
         M["falkor:ft ctx"] = single("falkor:ctx")
@@ -468,7 +495,7 @@ def sweeps() -> dict[str, object]:
                 if vctx:
                     arms["vector_ctx"] = ("minilm:ctx", 100)
                     w = {"vector": wv / 2, "vector_ctx": wv / 2, "lexical": 1 - wv}
-                M[f"fuse lexctx vctx={int(vctx)} wv={wv} nb={nb}"] = fused({"arms": arms}, weights=w, neighbour=nb)
+                M[f"fuse lexctx vctx={int(vctx)} wv={wv} nb={nb}"] = fused({"arms": arms}, weights=w, neighbour_fraction=nb)
     return M
 
 

@@ -12,7 +12,13 @@ from fastapi.responses import JSONResponse
 from google.protobuf import field_mask_pb2
 
 from gateway.app import GatewayError, call
-from gateway.schemas import AssociateRequest, BatchMemoryRequest, MemoryRequest, UpdateMemoryBody, to_memory_input
+from gateway.schemas import (
+    AssociateRequest,
+    BatchMemoryRequest,
+    MemoryRequest,
+    UpdateMemoryBody,
+    to_memory_input,
+)
 from services.common.model import iso, memory_to_json, parse_relation_type, relation_to_json
 
 

@@ -58,3 +58,57 @@ def settings(nats_server: EmbeddedNats, falkordb_server: EmbeddedFalkorDB, tmp_p
         stream_name=f"TEST_{suffix.upper()}",
         subject_prefix=f"test.{suffix}",
     )
+
+
+class RunningService:
+    """A running automem (every target, one process) for a test: ``url`` is the gateway's
+    base URL, ``grpc`` the gRPC address, ``ctx`` the runner context (stores, consumer)."""
+
+    def __init__(self, settings: Settings, runner: object, ctx: object) -> None:
+        self.settings = settings
+        self.runner = runner
+        self.ctx = ctx
+        self.url = f"http://127.0.0.1:{ctx.get('http_port')}"
+        self.grpc = f"127.0.0.1:{ctx.get('grpc_port')}"
+
+    def http(self, **headers: str):
+        """An httpx.AsyncClient on the gateway."""
+        import httpx
+
+        return httpx.AsyncClient(base_url=self.url, headers=headers, timeout=30)
+
+
+async def start_service(settings: Settings, targets: list[str] | None = None) -> RunningService:
+    """Start the chosen targets (default all) in this process on free ports."""
+    from services.common.modules import Runner
+
+    settings = settings.model_copy(update={"port": 0, "grpc_port": 0})
+    runner = Runner(settings, targets or ["all"])
+    ctx = await runner.start()
+    return RunningService(settings, runner, ctx)
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def service(settings: Settings):
+    """The whole service running against the session's NATS and FalkorDB."""
+    running = await start_service(settings)
+    try:
+        yield running
+    finally:
+        await running.runner.stop()
+
+
+async def eventually(check, timeout: float = 15.0, interval: float = 0.1):
+    """Await ``check()`` until it returns a truthy value (returned) or ``timeout`` passes
+    (AssertionError with the last value)."""
+    import asyncio
+    import time
+
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = await check()
+        if last:
+            return last
+        await asyncio.sleep(interval)
+    raise AssertionError(f"condition not met within {timeout}s; last value: {last!r}")

@@ -125,7 +125,8 @@ def ts(value: datetime | float | None) -> timestamp_pb2.Timestamp | None:
     if isinstance(value, datetime):
         out.FromDatetime(value.astimezone(UTC))
     else:
-        out.FromNanoseconds(int(round(float(value) * 1e9)))
+        # Graph times are float epoch seconds: round to whole microseconds.
+        out.FromNanoseconds(int(round(float(value) * 1e6)) * 1000)
     return out
 
 
@@ -159,9 +160,20 @@ def content_hash(content: str) -> str:
     return hashlib.sha256(normal.encode("utf-8")).hexdigest()
 
 
+def _ints(value: Any) -> Any:
+    # Struct holds every number as a double; give integral values back as JSON integers.
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _ints(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_ints(v) for v in value]
+    return value
+
+
 def metadata_dict(memory: Memory) -> dict[str, Any]:
-    """The metadata Struct as a plain dict."""
-    return json_format.MessageToDict(memory.metadata) if memory.HasField("metadata") else {}
+    """The metadata Struct as a plain dict (integral numbers as ints)."""
+    return _ints(json_format.MessageToDict(memory.metadata)) if memory.HasField("metadata") else {}
 
 
 def set_metadata(memory: Memory, value: dict[str, Any]) -> None:

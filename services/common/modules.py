@@ -92,10 +92,10 @@ def resolve(chosen: list[str]) -> list[str]:
 def _load_all() -> None:
     # Importing each component's module file registers it.
     import gateway.module  # noqa: F401
-    import services.common.core_modules  # noqa: F401
-    import services.consolidate.module  # noqa: F401
-    import services.enrich.module  # noqa: F401
-    import services.ingest.module  # noqa: F401
+    import services.common.core_modules
+    import services.consolidate.module
+    import services.enrich.module
+    import services.ingest.module
     import services.recall.module  # noqa: F401
 
 
@@ -114,7 +114,7 @@ class Runner:
             for name in self.order:
                 module = REGISTRY[name]
                 if module.start is not None:
-                    log.info("starting module", extra={"module": name})
+                    log.info("starting module", extra={"component": name})
                     await module.start(self.ctx)
                 self.started.append(module)
             server = self.ctx.get("grpc_server")
@@ -141,8 +141,8 @@ class Runner:
             if module.stop is not None:
                 try:
                     await module.stop(self.ctx)
-                except Exception:  # noqa: BLE001 - keep stopping the rest
-                    log.exception("module stop failed", extra={"module": module.name})
+                except Exception:
+                    log.exception("module stop failed", extra={"component": module.name})
         self.started.clear()
         for task in self.ctx.tasks:
             task.cancel()

@@ -106,6 +106,8 @@ class Settings(BaseSettings):
     search_weight_importance: float = Field(0.1, validation_alias=_env("SEARCH_WEIGHT_IMPORTANCE"))
     search_weight_recency: float = Field(0.1, validation_alias=_env("SEARCH_WEIGHT_RECENCY"))
     search_weight_confidence: float = Field(0.05, validation_alias=_env("SEARCH_WEIGHT_CONFIDENCE"))
+    #: Share of a time-neighbour's score a hit gains (measured on LoCoMo, docs/benchmarks.md).
+    search_weight_neighbour: float = Field(0.3, validation_alias=_env("AUTOMEM_SEARCH_WEIGHT_NEIGHBOUR"))
     recency_window_days: float = Field(180.0, validation_alias=_env("SEARCH_RECENCY_WINDOW_DAYS"))
 
     # --- enrichment / consolidation ------------------------------------------------------

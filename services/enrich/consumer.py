@@ -130,7 +130,7 @@ class EnrichConsumer:
                 todo[memory.id] = (memory, event)
         try:
             await self._apply(todo, {e.memory_id for _, e in events if e.memory_id not in current})
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             log.exception("enrichment batch failed")
             for msg, _ in events:
                 await self._retry_or_park(msg, f"enrichment failed: {exc}")
@@ -203,6 +203,6 @@ class EnrichConsumer:
             await self.bus.park(DURABLE, msg.data, msg.headers, reason)
             self.counters.dead_lettered += 1
             await msg.ack()
-        except Exception:  # noqa: BLE001 - leave it for redelivery
+        except Exception:
             log.exception("could not park message")
         self.counters.failed += 1

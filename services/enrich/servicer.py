@@ -17,9 +17,9 @@ class EnrichServicer(enrich_service_pb2_grpc.EnrichServiceServicer):
         self.settings = settings
         self.consumer = consumer
 
-    async def GetEnrichmentStatus(self, request, context):  # noqa: N802
-        """Queue depth (undelivered + unacknowledged messages) and counters."""
-        require_role("reader")
+    async def GetEnrichmentStatus(self, request, context):
+        """Queue depth (undelivered + unacknowledged messages) and counters (no key needed:
+        it feeds /health)."""
         c = self.consumer.counters
         provider = self.consumer.provider
         return enrich_service_pb2.GetEnrichmentStatusResponse(
@@ -28,7 +28,7 @@ class EnrichServicer(enrich_service_pb2_grpc.EnrichServiceServicer):
             embedding_model=provider.name if provider else "", vector_dimensions=provider.dimension if provider else 0,
         )
 
-    async def ReprocessMemories(self, request, context):  # noqa: N802
+    async def ReprocessMemories(self, request, context):
         """Queue the given memories for enrichment again (admin)."""
         require_role("admin")
         scope = resolve_scope(request.scope)

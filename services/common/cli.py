@@ -1,0 +1,130 @@
+"""The ``automem`` command.
+
+* ``automem up`` — embedded NATS + FalkorDB (+ the in-process Qdrant shard) and every target.
+* ``automem serve --target ingest,recall`` — chosen targets against external servers.
+* ``automem keys create|list|revoke`` — API keys (printed once).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+
+from services.common.settings import Settings, get_settings
+
+log = logging.getLogger("automem")
+
+
+async def _run(settings: Settings, targets: list[str], embedded: bool) -> int:
+    from services.common.embedded import EmbeddedRuntime
+    from services.common.modules import Runner
+
+    runtime = EmbeddedRuntime(settings) if embedded else None
+    if runtime is not None:
+        settings = await runtime.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    runner = Runner(settings, targets)
+    code = 0
+    try:
+        ctx = await runner.start()
+        log.info("automem is up", extra={"targets": targets, "http_port": ctx.get("http_port"),
+                                         "grpc_port": ctx.get("grpc_port"), "data_dir": str(settings.data_dir)})
+        failed = asyncio.create_task(_watch(ctx.tasks))
+        done, _ = await asyncio.wait([asyncio.create_task(stop.wait()), failed], return_when=asyncio.FIRST_COMPLETED)
+        if failed in done and failed.result():
+            code = 1
+    except Exception:
+        log.exception("start failed")
+        code = 1
+    finally:
+        log.info("shutting down")
+        await runner.stop()
+        if runtime is not None:
+            await runtime.stop()
+    return code
+
+
+async def _watch(tasks: list[asyncio.Task]) -> bool:
+    """Returns True when a module's background task dies."""
+    while True:
+        for task in list(tasks):
+            if task.done() and not task.cancelled() and task.exception() is not None:
+                log.error("module task failed", extra={"task": task.get_name(), "error": repr(task.exception())})
+                return True
+        await asyncio.sleep(0.5)
+
+
+async def _keys(settings: Settings, args: argparse.Namespace) -> int:
+    from services.common.embedded import EmbeddedRuntime
+    from services.common.graph import GraphStore
+    from services.common.keys import KeyStore
+
+    runtime = EmbeddedRuntime(settings) if not settings.falkordb_host else None
+    if runtime is not None:
+        settings = await runtime.start()
+    graph = GraphStore(settings)
+    try:
+        store = KeyStore(graph)
+        if args.keys_cmd == "create":
+            secret, info = await store.create(args.role, args.scope, args.default_scope, args.name or "")
+            print(secret)
+            print(f"# key {info.id}: role={info.role} scopes={','.join(info.scopes)} "
+                  f"default_scope={info.default_scope} (shown once)", file=sys.stderr)
+        elif args.keys_cmd == "list":
+            for k in await store.list():
+                print(f"{k.id}\t{k.role}\t{','.join(k.scopes)}\t{k.default_scope}\t"
+                      f"{'revoked' if k.revoked else 'active'}\t{k.name}")
+        elif args.keys_cmd == "revoke":
+            await store.revoke(args.key_id)
+            print(f"revoked {args.key_id}")
+    finally:
+        await graph.close()
+        if runtime is not None:
+            await runtime.stop()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``automem`` command; returns the exit code."""
+    parser = argparse.ArgumentParser(prog="automem", description="Long-term memory service for AI agents")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("up", help="run everything with embedded NATS, FalkorDB and Qdrant")
+    serve = sub.add_parser("serve", help="run chosen targets against external servers")
+    serve.add_argument("--target", default="all", help="comma-separated: all, gateway, ingest, recall, enrich, "
+                                                        "consolidate")
+    keys = sub.add_parser("keys", help="manage API keys")
+    ksub = keys.add_subparsers(dest="keys_cmd", required=True)
+    create = ksub.add_parser("create")
+    create.add_argument("--role", required=True, choices=["reader", "writer", "admin"])
+    create.add_argument("--scope", required=True, action="append", help="scope pattern, e.g. 'acme/*' (repeatable)")
+    create.add_argument("--default-scope", default=None)
+    create.add_argument("--name", default="")
+    ksub.add_parser("list")
+    revoke = ksub.add_parser("revoke")
+    revoke.add_argument("key_id")
+    args = parser.parse_args(argv)
+
+    settings = get_settings()
+    from services.common.logs import configure_logging
+
+    configure_logging(settings.log_level)
+    if args.cmd == "up":
+        return asyncio.run(_run(settings, ["all"], embedded=True))
+    if args.cmd == "serve":
+        targets = [t.strip() for t in args.target.split(",") if t.strip()]
+        return asyncio.run(_run(settings, targets, embedded=False))
+    if args.cmd == "keys":
+        with contextlib.suppress(KeyboardInterrupt):
+            return asyncio.run(_keys(settings, args))
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,19 @@
+"""Registers the ``recall`` target: the RecallService on the shared gRPC server."""
+
+from __future__ import annotations
+
+from automem.v1 import recall_service_pb2, recall_service_pb2_grpc
+
+from services.common.modules import Context, Module, register
+
+
+async def _start(ctx: Context) -> None:
+    from services.recall.servicer import RecallServicer
+
+    servicer = RecallServicer(ctx.settings, ctx["graph"], ctx.get("vectors"), ctx.get("embedder"))
+    ctx.objects["recall"] = servicer
+    ctx["grpc_server"].add(recall_service_pb2_grpc.add_RecallServiceServicer_to_server, servicer,
+                           recall_service_pb2.DESCRIPTOR.services_by_name["RecallService"].full_name)
+
+
+register(Module("recall", deps=("graph", "embedder", "vectors", "grpc-server"), start=_start))

@@ -1,0 +1,392 @@
+"""RecallService: hybrid search and every read mode, all through the one state pass.
+
+Arms (each respects the same :class:`Filters`):
+
+* vector — cosine over the embedded content (Qdrant), pre-filtered by scope/tags/time;
+* keyword — FalkorDB full-text index over content (BM25-like scorer of RediSearch);
+* tags/time — a graph listing when no query text is given (or to fill up);
+* relation — neighbours of the top hits along typed edges (``expand_relations``) and the
+  time-adjacent memories of the same scope (PRECEDED_BY), which lend part of their score.
+
+Candidates are de-duplicated and hydrated from the graph by id; the vector payload is only a
+pre-filter. Scores: :mod:`services.recall.scoring`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import dateparser
+from automem.v1 import memory_pb2, recall_service_pb2, recall_service_pb2_grpc
+
+from services.common.auth import require_role, resolve_scope
+from services.common.embedding import EmbeddingProvider
+from services.common.errors import InvalidArgument, NotFound
+from services.common.graph import GraphStore
+from services.common.model import Memory, epoch, node_to_memory, parse_time, ts
+from services.common.settings import Settings
+from services.common.state import ReadAt, resolve, resolve_one
+from services.common.text import fulltext_query
+from services.common.vectors import VectorStore
+from services.recall.filters import Filters
+from services.recall.ranking import Candidate, ScoreWeights, rank
+
+log = logging.getLogger(__name__)
+
+SORTS = ("score", "time_desc", "time_asc", "updated_desc", "updated_asc")
+#: AutoMem's default recall limit.
+DEFAULT_LIMIT = 5
+#: Candidates fetched per arm: max(limit * CANDIDATE_FACTOR, CANDIDATE_MIN).
+CANDIDATE_FACTOR = 5
+CANDIDATE_MIN = 100
+
+
+def read_at(options: recall_service_pb2.ReadOptions) -> ReadAt:
+    """The state-pass settings of a request (as_of / known_at default to now)."""
+    mode = (options.state_mode or "current").lower()
+    if mode not in ("current", "history"):
+        raise InvalidArgument("state_mode: must be 'current' or 'history'", field="state_mode")
+    current = time.time()
+    return ReadAt(
+        as_of=epoch(options, "as_of") if options.HasField("as_of") else current,
+        known_at=epoch(options, "known_at") if options.HasField("known_at") else current,
+        mode=mode, include_archived=options.include_archived, include_pending=options.include_pending,
+    )
+
+
+def time_window(time_query: str, start: str, end: str, now: datetime | None = None) -> tuple[float | None, float | None]:
+    """(start, end) epoch seconds from ``start``/``end`` (ISO 8601) and/or a natural-language
+    ``time_query`` ("last week", "yesterday", "since March") parsed with dateparser.
+
+    A relative phrase gives the window from the parsed time to now. InvalidArgument names
+    the field that cannot be parsed.
+    """
+    lo = parse_time(start, field="start").timestamp() if start.strip() else None
+    hi = parse_time(end, field="end").timestamp() if end.strip() else None
+    if time_query.strip():
+        reference = now or datetime.now(UTC)
+        text = time_query.strip().lower()
+        for prefix in ("since ", "from ", "after "):
+            text = text.removeprefix(prefix)
+        if text in ("today",):
+            parsed = reference.replace(hour=0, minute=0, second=0, microsecond=0)
+        else:
+            parsed = dateparser.parse(text, settings={"RELATIVE_BASE": reference.replace(tzinfo=None),
+                                                      "PREFER_DATES_FROM": "past", "RETURN_AS_TIMEZONE_AWARE": True,
+                                                      "TIMEZONE": "UTC", "TO_TIMEZONE": "UTC"})
+        if parsed is None:
+            raise InvalidArgument(f"time_query: cannot understand {time_query!r}", field="time_query")
+        if text in ("yesterday",):
+            day = parsed.replace(hour=0, minute=0, second=0, microsecond=0)
+            lo = lo if lo is not None else day.timestamp()
+            hi = hi if hi is not None else day.timestamp() + 86400
+        else:
+            lo = lo if lo is not None else parsed.timestamp()
+            hi = hi if hi is not None else reference.timestamp()
+    if lo is not None and hi is not None and lo > hi:
+        raise InvalidArgument("start: must not be after end", field="start")
+    return lo, hi
+
+
+def _states(read: ReadAt) -> list[str]:
+    states = ["ACTIVE", "SUPERSEDED"]
+    if read.include_archived or read.history:
+        states.append("ARCHIVED")
+    if read.include_pending or read.history:
+        states.append("PENDING_REVIEW")
+    return states
+
+
+class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
+    """gRPC RecallService over the graph (truth), the vector store and the embedder."""
+
+    def __init__(self, settings: Settings, graph: GraphStore, vectors: VectorStore | None,
+                 embedder: EmbeddingProvider | None) -> None:
+        self.settings = settings
+        self.graph = graph
+        self.vectors = vectors
+        self.embedder = embedder
+
+    # --- search --------------------------------------------------------------------
+
+    async def SearchMemories(self, request, context):
+        """Hybrid recall. Empty query + tags/time lists by filters; empty everything lists
+        recent memories. Limit 1..recall_max_limit (default 5, AutoMem). Errors:
+        INVALID_ARGUMENT naming sort, tag_mode, tag_match, start/end/time_query, limit."""
+        require_role("reader")
+        scope = resolve_scope(request.scope)
+        read = read_at(request.read)
+        limit = request.limit or DEFAULT_LIMIT
+        if limit < 1 or limit > self.settings.recall_max_limit:
+            raise InvalidArgument(f"limit: must be between 1 and {self.settings.recall_max_limit}", field="limit")
+        if request.offset < 0:
+            raise InvalidArgument("offset: must not be negative", field="offset")
+        sort = (request.sort or "score").lower()
+        if sort not in SORTS:
+            raise InvalidArgument(f"sort: one of {', '.join(SORTS)}", field="sort")
+        start, end = time_window(request.time_query, request.start, request.end)
+        filters = Filters.build(scope, list(request.tags), request.tag_mode, request.tag_match,
+                                list(request.exclude_tags), start, end)
+        queries = [q for q in [request.query, *request.queries] if q and q.strip()]
+        want = limit + request.offset
+        n_cand = max(want * CANDIDATE_FACTOR, CANDIDATE_MIN)
+        arms_run: list[str] = []
+        degraded: list[str] = []
+        arm_scores: dict[str, dict[str, float]] = {"vector": {}, "keyword": {}}
+
+        if queries or len(request.embedding):
+            if self.vectors is not None and self.embedder is not None:
+                vectors = [list(request.embedding)] if len(request.embedding) else \
+                    (await asyncio.to_thread(self.embedder.embed, queries)).tolist()
+                flt = filters.vector_filter(_states(read))
+                for vec in vectors:
+                    for mid, score in await self.vectors.search(vec, n_cand, flt):
+                        arm_scores["vector"][mid] = max(score, arm_scores["vector"].get(mid, 0.0))
+                arms_run.append("vector")
+            else:
+                degraded.append("vector")
+            for q in queries:
+                ft = fulltext_query(q)
+                if not ft:
+                    continue
+                for mid, score in await self.graph.fulltext(ft, scope, n_cand * 3):
+                    arm_scores["keyword"][mid] = max(score, arm_scores["keyword"].get(mid, 0.0))
+            arms_run.append("keyword")
+        listed: list[str] = []
+        if not queries and not len(request.embedding):
+            listed = await self._list_ids(filters, read, n_cand, sort)
+            arms_run.append("tags" if filters.tags else "time")
+
+        ids = list(dict.fromkeys([*arm_scores["vector"], *arm_scores["keyword"], *listed]))
+        hydrated = await self.graph.get_memories(ids, scope)
+        memories = [hydrated[i] for i in ids if i in hydrated and filters.matches(hydrated[i])]
+        neighbours: dict[str, tuple[str | None, str | None]] = {}
+        if queries:
+            neighbours = await self._time_neighbours(memories, filters)
+        candidates = [
+            Candidate(id=m.id, arm_scores={a: s[m.id] for a, s in arm_scores.items() if m.id in s},
+                      memory=m, prev_id=neighbours.get(m.id, (None, None))[0],
+                      next_id=neighbours.get(m.id, (None, None))[1])
+            for m in memories
+        ]
+        weights = ScoreWeights.from_settings(self.settings)
+        ranked = rank(candidates, weights=weights, query=" ".join(queries), context_tags=list(request.context_tags),
+                      priority_ids=set(request.priority_ids), now=time.time(),
+                      recency_bias=request.recency_bias or "auto")
+        by_id = {c.id: c for c in candidates}
+        ordered = [by_id[r.id].memory for r in ranked]
+        resolved = await resolve(self.graph, ordered, scope, read)
+        results: list[recall_service_pb2.ScoredMemory] = []
+        seen: set[str] = set()
+        for r, res in zip(ranked, resolved, strict=True):
+            if res is None or res.memory.id in seen:
+                continue
+            if not filters.matches(res.memory) and not res.replaces_id:
+                continue
+            if request.min_score and r.score < request.min_score:
+                continue
+            seen.add(res.memory.id)
+            match_type = "state_replacement" if res.replaces_id else r.match_type
+            results.append(recall_service_pb2.ScoredMemory(
+                memory=res.memory, score=r.score, final_score=r.score, match_type=match_type,
+                score_components=r.score_components, replaces_id=res.replaces_id))
+        if request.expand_relations and results:
+            results.extend(await self._expand(results, scope, read, filters, request))
+        if sort != "score":
+            key, reverse = {"time_desc": ("event_time", True), "time_asc": ("event_time", False),
+                            "updated_desc": ("update_time", True), "updated_asc": ("update_time", False)}[sort]
+            results.sort(key=lambda s: epoch(s.memory, key) or 0.0, reverse=reverse)
+        page = results[request.offset: request.offset + limit]
+        return recall_service_pb2.SearchMemoriesResponse(
+            results=page, arms=arms_run, degraded=degraded,
+            start=datetime.fromtimestamp(start, UTC).isoformat() if start is not None else "",
+            end=datetime.fromtimestamp(end, UTC).isoformat() if end is not None else "")
+
+    async def _list_ids(self, filters: Filters, read: ReadAt, limit: int, sort: str) -> list[str]:
+        where, params = filters.cypher("m")
+        order = "m.update_time" if sort.startswith("updated") else "m.event_time"
+        direction = "ASC" if sort.endswith("_asc") else "DESC"
+        params.update({"states": _states(read), "limit": int(limit)})
+        rows = await self.graph.ro_query(
+            f"MATCH (m:Memory) WHERE {where} AND m.state IN $states "
+            f"RETURN m.id ORDER BY {order} {direction}, m.importance DESC LIMIT $limit", params)
+        return [r[0] for r in rows]
+
+    async def _time_neighbours(self, memories: list[Memory], filters: Filters) -> dict[str, tuple[str | None, str | None]]:
+        """For each candidate, the previous and next memory (by event_time) of the same
+        scope that also pass the filters: the PRECEDED_BY neighbourhood."""
+        if not memories:
+            return {}
+        where, params = filters.cypher("n")
+        params["rows"] = [{"id": m.id, "t": epoch(m, "event_time") or 0.0} for m in memories]
+        rows = await self.graph.ro_query(
+            "UNWIND $rows AS row "
+            f"OPTIONAL MATCH (n:Memory) WHERE {where} AND n.event_time < row.t AND n.state = 'ACTIVE' "
+            "WITH row, n ORDER BY n.event_time DESC "
+            "WITH row, collect(n.id)[0] AS prev "
+            f"OPTIONAL MATCH (n:Memory) WHERE {where} AND n.event_time > row.t AND n.state = 'ACTIVE' "
+            "WITH row, prev, n ORDER BY n.event_time ASC "
+            "RETURN row.id, prev, collect(n.id)[0]", params)
+        return {r[0]: (r[1], r[2]) for r in rows}
+
+    async def _expand(self, results: list[recall_service_pb2.ScoredMemory], scope: str, read: ReadAt,
+                      filters: Filters, request: Any) -> list[recall_service_pb2.ScoredMemory]:
+        from services.common.model import AUTHORABLE_RELATIONS
+
+        seeds = [r.memory.id for r in results[: request.relation_limit or 5]]
+        edges = await self.graph.neighbours(seeds, AUTHORABLE_RELATIONS + ("SIMILAR_TO", "DISCOVERED"), scope)
+        have = {r.memory.id for r in results}
+        extra_ids = [(other, rel, strength, seed) for seed, rel, other, strength in edges
+                     if other not in have and strength >= request.expand_min_strength]
+        extra_ids = extra_ids[: request.expansion_limit or 25]
+        found = await self.graph.get_memories([e[0] for e in extra_ids], scope)
+        score_of = {r.memory.id: r.score for r in results}
+        out: list[recall_service_pb2.ScoredMemory] = []
+        mems = [found[e[0]] for e in extra_ids if e[0] in found]
+        resolved = await resolve(self.graph, mems, scope, read)
+        info = {e[0]: e for e in extra_ids}
+        for memory, res in zip(mems, resolved, strict=True):
+            if res is None or res.memory.id in have or res.memory.importance < request.expand_min_importance:
+                continue
+            _other, rel, strength, seed = info[memory.id]
+            score = score_of.get(seed, 0.0) * self.settings.search_weight_relation * max(strength, 0.1)
+            have.add(res.memory.id)
+            out.append(recall_service_pb2.ScoredMemory(
+                memory=res.memory, score=score, final_score=score, match_type="relation",
+                score_components={"relation": score}, relation_type=rel, replaces_id=res.replaces_id))
+        return out
+
+    # --- other reads ---------------------------------------------------------------
+
+    async def GetMemory(self, request, context):
+        """One memory by id through the state pass: a non-current one comes back with its
+        state and window, ``is_current`` false and the current head's id. NOT_FOUND when
+        absent, DELETED or REJECTED (``state_mode=history`` shows REJECTED)."""
+        require_role("reader")
+        scope = resolve_scope(request.scope)
+        read = read_at(request.read)
+        memory = await self.graph.get_memory(request.id, scope)
+        if memory is None or memory.state == memory_pb2.MEMORY_STATE_DELETED or (
+                memory.state == memory_pb2.MEMORY_STATE_REJECTED and not read.history):
+            raise NotFound(f"memory {request.id} not found", field="id")
+        is_current, head = await resolve_one(self.graph, memory, scope, read)
+        if request.touch:
+            stamp = time.time()
+            await self.graph.query("MATCH (m:Memory {id: $id}) WHERE m.scope = $scope SET m.last_access_time = $t",
+                                   {"id": memory.id, "scope": scope, "t": stamp})
+            memory.last_access_time.CopyFrom(ts(stamp))
+        return recall_service_pb2.RecallGetMemoryResponse(memory=memory, is_current=is_current, current_id=head)
+
+    async def ListMemoriesByTag(self, request, context):
+        """Current memories with the tags, newest first, paged (limit ≤ by_tag_max_limit, 200)."""
+        require_role("reader")
+        scope = resolve_scope(request.scope)
+        read = read_at(request.read)
+        limit = request.limit or 20
+        if limit < 1 or limit > self.settings.by_tag_max_limit:
+            raise InvalidArgument(f"limit: must be between 1 and {self.settings.by_tag_max_limit}", field="limit")
+        if request.offset < 0:
+            raise InvalidArgument("offset: must not be negative", field="offset")
+        filters = Filters.build(scope, list(request.tags), request.tag_mode or "any", request.tag_match or "exact",
+                                [], None, None)
+        where, params = filters.cypher("m")
+        params["states"] = _states(read)
+        rows = await self.graph.ro_query(
+            f"MATCH (m:Memory) WHERE {where} AND m.state IN $states RETURN properties(m) "
+            "ORDER BY m.event_time DESC, m.importance DESC", params)
+        memories = [node_to_memory(r[0]) for r in rows]
+        resolved = [r.memory for r in await resolve(self.graph, memories, scope, read) if r is not None]
+        resolved = [m for m in resolved if filters.matches(m)] if not read.history else resolved
+        page = resolved[request.offset: request.offset + limit]
+        return recall_service_pb2.ListMemoriesByTagResponse(
+            memories=page, has_more=len(resolved) > request.offset + limit, total=len(resolved))
+
+    async def StartupRecall(self, request, context):
+        """AutoMem's startup recall: critical lessons (tags critical, lesson, ai-assistant;
+        by importance; up to 10) and system rules (tags system, memory-recall; up to 5),
+        current memories only."""
+        require_role("reader")
+        scope = resolve_scope(request.scope)
+        read = read_at(request.read)
+        out = []
+        for tags, limit in ((["critical", "lesson", "ai-assistant"], 10), (["system", "memory-recall"], 5)):
+            filters = Filters.build(scope, tags, "any", "exact", [], None, None)
+            where, params = filters.cypher("m")
+            params["states"] = _states(read)
+            rows = await self.graph.ro_query(
+                f"MATCH (m:Memory) WHERE {where} AND m.state IN $states RETURN properties(m) "
+                "ORDER BY m.importance DESC, m.event_time DESC LIMIT 200", params)
+            memories = [node_to_memory(r[0]) for r in rows]
+            current = [r.memory for r in await resolve(self.graph, memories, scope, read) if r is not None]
+            out.append(current[:limit])
+        return recall_service_pb2.StartupRecallResponse(critical_lessons=out[0], system_rules=out[1])
+
+    async def ListRelatedMemories(self, request, context):
+        """Neighbours along typed edges up to ``max_depth`` (1..3) hops, through the state
+        pass. NOT_FOUND when the memory is absent in the scope."""
+        require_role("reader")
+        scope = resolve_scope(request.scope)
+        read = read_at(request.read)
+        depth = request.max_depth or 1
+        if depth < 1 or depth > 3:
+            raise InvalidArgument("max_depth: must be between 1 and 3", field="max_depth")
+        limit = request.limit or 20
+        if limit < 1 or limit > 200:
+            raise InvalidArgument("limit: must be between 1 and 200", field="limit")
+        from services.common.model import AUTHORABLE_RELATIONS, SYSTEM_RELATIONS
+
+        types = [t.strip().upper() for t in request.relationship_types if t.strip()] or list(
+            AUTHORABLE_RELATIONS + SYSTEM_RELATIONS)
+        bad = [t for t in types if t not in AUTHORABLE_RELATIONS + SYSTEM_RELATIONS]
+        if bad:
+            raise InvalidArgument(f"relationship_types: unknown {', '.join(bad)}", field="relationship_types")
+        start = await self.graph.get_memory(request.id, scope)
+        if start is None or start.state == memory_pb2.MEMORY_STATE_DELETED:
+            raise NotFound(f"memory {request.id} not found", field="id")
+        seen = {start.id}
+        frontier = [start.id]
+        found: list[tuple[str, str, float, int]] = []
+        for level in range(1, depth + 1):
+            edges = await self.graph.neighbours(frontier, types, scope)
+            frontier = []
+            for _seed, rel, other, strength in edges:
+                if other in seen:
+                    continue
+                seen.add(other)
+                frontier.append(other)
+                found.append((other, rel, strength, level))
+        memories = await self.graph.get_memories([f[0] for f in found], scope)
+        mems = [memories[f[0]] for f in found if f[0] in memories]
+        meta = {f[0]: f for f in found}
+        resolved = await resolve(self.graph, mems, scope, read)
+        out = []
+        emitted: set[str] = {start.id}
+        for m, res in zip(mems, resolved, strict=True):
+            if res is None or res.memory.id in emitted:
+                continue
+            emitted.add(res.memory.id)
+            _id, rel, strength, level = meta[m.id]
+            out.append(recall_service_pb2.RelatedMemory(memory=res.memory, relation_type=rel, strength=strength,
+                                                        depth=level))
+        return recall_service_pb2.ListRelatedMemoriesResponse(related=out[:limit])
+
+    async def GetStats(self, request, context):
+        """Counts and connectivity for /health (no key needed beyond reader)."""
+        graph_ok = await self.graph.ping()
+        memory_count = await self.graph.count_memories(states=["ACTIVE", "SUPERSEDED", "PENDING_REVIEW",
+                                                               "ARCHIVED"]) if graph_ok else 0
+        vector_count, vectors_ok, dims = 0, False, 0
+        if self.vectors is not None:
+            try:
+                vector_count = await self.vectors.count()
+                dims = await self.vectors.dimension() or 0
+                vectors_ok = True
+            except Exception:  # noqa: BLE001 - reported as disconnected
+                vectors_ok = False
+        return recall_service_pb2.GetStatsResponse(
+            memory_count=memory_count, vector_count=vector_count, graph_connected=graph_ok,
+            vectors_connected=vectors_ok, vectors_enabled=self.vectors is not None, vector_dimensions=dims)

@@ -1,0 +1,123 @@
+"""Tests of services.common.embedding with the real local models (no network)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from services.common import embedding as E
+from services.common.settings import Settings
+
+SENTS = [
+    "The cat sat on the mat.",
+    "A kitten is sitting on a rug.",
+    "Quarterly revenue rose five percent.",
+]
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    return E.MiniLMProvider()
+
+
+@pytest.fixture(scope="module")
+def wordllama():
+    return E.WordLlamaProvider()
+
+
+@pytest.fixture(params=["minilm", "wordllama"])
+def provider(request, minilm, wordllama):
+    return {"minilm": minilm, "wordllama": wordllama}[request.param]
+
+
+def test_protocol_and_dimension(minilm, wordllama):
+    assert isinstance(minilm, E.EmbeddingProvider) and minilm.dimension == 384
+    assert isinstance(wordllama, E.EmbeddingProvider) and wordllama.dimension == 256
+
+
+def test_shape_dtype_unit_norm(provider):
+    v = provider.embed(SENTS)
+    assert v.shape == (3, provider.dimension) and v.dtype == np.float32
+    assert np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
+
+
+def test_similar_closer_than_unrelated(provider):
+    v = provider.embed(SENTS)
+    assert v[0] @ v[1] > v[0] @ v[2] + 0.2
+
+
+def test_deterministic_and_batch_independent(provider):
+    a = provider.embed(SENTS)
+    b = provider.embed(list(reversed(SENTS)))[::-1]
+    c = np.vstack([provider.embed([s]) for s in SENTS])
+    assert np.allclose(a, b, atol=1e-5)
+    assert np.allclose(a, c, atol=1e-4)
+
+
+def test_empty_inputs(provider):
+    assert provider.embed([]).shape == (0, provider.dimension)
+    v = provider.embed(["", "   "])
+    assert v.shape == (2, provider.dimension) and np.isfinite(v).all()
+
+
+def test_minilm_empty_string_is_unit(minilm):
+    assert np.linalg.norm(minilm.embed([""])[0]) == pytest.approx(1.0, abs=1e-5)
+
+
+def test_minilm_truncates_long_text(minilm):
+    long = "word " * 2000
+    v = minilm.embed([long, long + " extra tail beyond the limit"])
+    assert np.allclose(v[0], v[1], atol=1e-5)  # both truncated to 256 tokens
+
+
+def test_minilm_known_pair_similarity(minilm):
+    # int8 MiniLM: paraphrase pair ~0.63, unrelated ~0.0 (measured)
+    v = minilm.embed(["The cat sat on the mat.", "A kitten is sitting on a rug.", "Quarterly revenue rose 5%."])
+    assert 0.5 < v[0] @ v[1] < 0.8
+    assert abs(v[0] @ v[2]) < 0.2
+
+
+def test_l2_normalise_zero_row():
+    out = E.l2_normalise(np.array([[3.0, 4.0], [0.0, 0.0]]))
+    assert np.allclose(out, [[0.6, 0.8], [0.0, 0.0]])
+    with pytest.raises(ValueError):
+        E.l2_normalise(np.zeros(3))
+
+
+class _FakeEmbeddings:
+    def __init__(self, dim):
+        self.dim, self.calls = dim, []
+
+    def create(self, **kw):
+        self.calls.append(kw)
+        data = [SimpleNamespace(index=i, embedding=[float(i + 1)] + [0.0] * (self.dim - 1))
+                for i in range(len(kw["input"]))]
+        return SimpleNamespace(data=list(reversed(data)))
+
+
+def test_openai_provider_with_fake_client():
+    fake = SimpleNamespace(embeddings=_FakeEmbeddings(4))
+    p = E.OpenAICompatibleProvider("", "k", "text-embedding-3-small", 4, batch_size=2, client=fake)
+    v = p.embed(["a", "", "c"])
+    assert v.shape == (3, 4) and np.allclose(v[:, 0], 1.0)
+    assert [c["input"] for c in fake.embeddings.calls] == [["a", " "], ["c"]]
+    assert fake.embeddings.calls[0]["dimensions"] == 4
+    bad = E.OpenAICompatibleProvider("", "k", "nomic-embed-text", 8, client=fake)
+    with pytest.raises(ValueError, match="shape"):
+        bad.embed(["a"])
+
+
+def test_make_provider():
+    assert isinstance(E.make_provider(Settings(embedding_provider="wordllama")), E.WordLlamaProvider)
+    assert isinstance(E.make_provider(Settings(embedding_provider="minilm", vector_size=384)), E.MiniLMProvider)
+    with pytest.raises(ValueError, match="VECTOR_SIZE"):
+        E.make_provider(Settings(embedding_provider="minilm", vector_size=768))
+    with pytest.raises(ValueError, match="unknown"):
+        E.make_provider(Settings(embedding_provider="bert"))
+    p = E.make_provider(Settings(embedding_provider="openai", openai_api_key="x",
+                                 openai_base_url="http://127.0.0.1:9/v1"))
+    assert isinstance(p, E.OpenAICompatibleProvider) and p.dimension == 1536
+    with pytest.raises(ValueError, match="VECTOR_SIZE"):
+        E.make_provider(Settings(embedding_provider="openai", embedding_model="custom-model"))
