@@ -132,19 +132,31 @@ class Runner:
         return self.ctx
 
     async def stop(self) -> None:
-        """Stop started modules in reverse order; errors are logged, not raised."""
+        """Stop: gRPC server (NOT_SERVING, then ``grace``), background tasks other than the
+        gateway's, then started modules in reverse order, each bounded by a timeout. Errors are
+        logged, not raised."""
         server = self.ctx.get("grpc_server")
         if server is not None and self.ctx.get("grpc_port"):
             await server.stop(self.ctx.settings.shutdown_grace_seconds)
             self.ctx.objects["grpc_port"] = 0
+        background = [t for t in self.ctx.tasks if t.get_name() != "gateway"]
         for module in reversed(self.started):
-            if module.stop is not None:
-                try:
-                    await module.stop(self.ctx)
-                except Exception:
-                    log.exception("module stop failed", extra={"component": module.name})
+            if module.stop is not None and module.target:
+                await self._stop_one(module)
+        for task in background:
+            task.cancel()
+        await asyncio.gather(*background, return_exceptions=True)
+        for module in reversed(self.started):
+            if module.stop is not None and not module.target:
+                await self._stop_one(module)
         self.started.clear()
         for task in self.ctx.tasks:
             task.cancel()
         await asyncio.gather(*self.ctx.tasks, return_exceptions=True)
         self.ctx.tasks.clear()
+
+    async def _stop_one(self, module: Module) -> None:
+        try:
+            await asyncio.wait_for(module.stop(self.ctx), timeout=15)
+        except Exception:  # noqa: BLE001 - keep stopping the rest
+            log.exception("module stop failed", extra={"component": module.name})

@@ -4,7 +4,8 @@ sparse vectors and FalkorDB (RediSearch) full-text query sanitising.
 Pure functions, no I/O, no model: the same code runs when a memory is written (to build its
 sparse vector) and when a query is read, so both sides always normalise alike.
 
-* :func:`tokenize` — lower-cased ``[a-z0-9]+`` runs (apostrophes inside words are dropped:
+* :func:`tokenize` — lower-cased runs of letters and digits, any script (apostrophes inside
+  words are dropped:
   ``caroline's`` -> ``caroline``, ``don't`` -> ``dont``; the ``'s`` clitic is stripped first).
 * :data:`STOP_WORDS` — a short English function-word list (articles, pronouns, auxiliaries,
   prepositions, conjunctions, question words). Deliberately smaller than spaCy's 326-word
@@ -44,7 +45,7 @@ __all__ = [
 
 _APOS = re.compile(r"[\u2018\u2019\u02bc`]")
 _CLITIC_S = re.compile(r"'s\b")
-_WORD = re.compile(r"[a-z0-9]+(?:'[a-z0-9]+)*")
+_WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)*")
 
 #: English function words removed before BM25 (lower case, apostrophes removed as
 #: :func:`tokenize` does). Articles, pronouns, auxiliaries/modals, prepositions,
@@ -55,7 +56,8 @@ STOP_WORDS: frozenset[str] = frozenset(
 
 
 def tokenize(text: str) -> list[str]:
-    """Lower-cased word tokens of ``text``.
+    """Lower-cased word tokens of ``text``: runs of Unicode letters/digits; ``_`` and
+    punctuation separate tokens; an inner apostrophe is removed, a ``'s`` clitic dropped.
 
     ``"Caroline's 2 dogs don't bark!"`` -> ``["caroline", "2", "dogs", "dont", "bark"]``.
     Never raises; non-string input is converted with ``str``.
@@ -129,10 +131,11 @@ def porter_stem(word: str) -> str:
     """Porter (1980) stem of a lower-case word: ``painting``/``painted``/``paints`` ->
     ``paint``, ``adoption`` -> ``adopt``, ``agencies`` -> ``agenc``.
 
-    Words of one or two letters and words with a non-letter character are returned as given.
+    Words of one or two letters and words with a character outside ASCII a-z are returned
+    as given.
     """
     w = word
-    if len(w) <= 2 or not w.isalpha():
+    if len(w) <= 2 or not (w.isascii() and w.isalpha()):
         return w
     # step 1a
     if w.endswith("sses") or w.endswith("ies"):
@@ -288,28 +291,36 @@ def bm25_query_weights(terms: Iterable[str]) -> dict[int, float]:
 
 # --- FalkorDB / RediSearch full-text query ----------------------------------------------
 
-_FT_WORD = re.compile(r"[A-Za-z0-9]+")
+# word characters of RediSearch's default tokenizer: letters, digits and "_" (any script)
+_FT_WORD = re.compile(r"\w+")
 
 
 def fulltext_query(text: str, *, stop_words: frozenset[str] | None = STOP_WORDS, max_terms: int = 32) -> str:
     """A RediSearch query for ``db.idx.fulltext.queryNodes`` that matches memories containing
     *any* of the words of ``text``.
 
-    Every run of ``[A-Za-z0-9]`` becomes one term (so every RediSearch operator —
-    ``| - @ : " ' ( ) [ ] { } ~ * % $ \\ ; ,`` and backticks — is dropped, and nothing can
-    form a field, prefix, fuzzy or negation clause); stop words and one-character terms are
-    removed; repeats are removed; the rest are OR-ed with ``|`` (RediSearch's default would
-    AND them). At most ``max_terms`` terms. Returns ``""`` when nothing is left — the caller
-    then skips the full-text arm instead of sending an empty query (which is an error).
+    Every run of word characters (Unicode letters, digits, ``_`` — the characters RediSearch
+    keeps inside a token, so ``add_episode`` stays one term as it was indexed) becomes one
+    term, with leading/trailing ``_`` stripped. Every RediSearch operator —
+    ``| - @ : " ' ( ) [ ] { } ~ * % $ \\ ; , .`` and backticks — is dropped, so nothing can
+    form a field, tag, prefix, fuzzy, negation or parameter clause. Stop words and
+    one-character terms are removed, then repeats; the rest are OR-ed with ``|``
+    (RediSearch's default would AND them). At most ``max_terms`` terms. Returns ``""`` when
+    nothing is left — the caller then skips the full-text arm instead of sending an empty
+    query (which is an error).
 
     ``"status: done"`` -> ``"status|done"``; ``"the of and"`` -> ``""``;
-    ``"`add_episode`"`` -> ``"add|episode"``; ``"a/b|c\\d"`` -> ``""``.
+    ``"`add_episode`"`` -> ``"add_episode"``; ``"a/b|c\\d"`` -> ``""``.
+
+    Note: FalkorDB's ``queryNodes`` score is not a relevance score (FalkorDB issue #1208; on
+    LoCoMo its ranking reached recall@10 0.093 against 0.634 for our BM25), so use the
+    full-text index to *find* memories (e.g. before their vectors exist), not to rank them.
     """
     if not isinstance(text, str):
         text = "" if text is None else str(text)
     seen: dict[str, None] = {}
     for raw in _FT_WORD.findall(text):
-        t = raw.lower()
+        t = raw.strip("_").lower()
         if len(t) < 2 or (stop_words is not None and t in stop_words):
             continue
         seen.setdefault(t, None)
