@@ -480,22 +480,18 @@ def main() -> None:
 
 
 def sweeps() -> dict[str, object]:
-    """Staged sweeps (tune on conv-26, read conv-30/41 as the check)."""
+    """Staged sweeps with the service's BM25 (tune on conv-26, read conv-30/41 as the check)."""
     M: dict[str, object] = {}
-    for cw in (0.3, 0.5, 0.7, 1.0):
-        M[f"bm25 ctxw={cw}"] = single(f"bm25:gidf,ctx,ctxw={cw}")
+    for cw in (0.0, 0.3, 0.5, 0.7, 1.0):
+        M[f"bm25 ctxw={cw}"] = single(f"qdrant_bm25:{cw}")
     for k1 in (0.9, 1.2, 1.5):
-        M[f"bm25 ctx k1={k1}"] = single(f"bm25:gidf,ctx,k1={k1}")
-    lex = ("bm25:gidf,ctx", 100)
-    for vctx in (False, True):
-        for wv in (0.2, 0.3, 0.4, 0.5):
-            for nb in (0.0, 0.15, 0.3):
-                arms = {"vector": ("minilm:", 100), "lexical": lex}
-                w = {"vector": wv, "lexical": 1 - wv}
-                if vctx:
-                    arms["vector_ctx"] = ("minilm:ctx", 100)
-                    w = {"vector": wv / 2, "vector_ctx": wv / 2, "lexical": 1 - wv}
-                M[f"fuse lexctx vctx={int(vctx)} wv={wv} nb={nb}"] = fused({"arms": arms}, weights=w, neighbour_fraction=nb)
+        M[f"bm25(lab impl) ctx k1={k1}"] = single(f"bm25:gidf,ctx,k1={k1}")
+    V, L = S.VECTOR_CANDIDATES, S.LEXICAL_CANDIDATES
+    for wv in (0.2, 0.3, 0.4, 0.5):
+        for nb in (0.0, 0.15, 0.3):
+            arms = {"vector": ("minilm:", V), "lexical": ("qdrant_bm25:", L)}
+            w = {"vector": wv, "lexical": round(1 - wv, 2)}
+            M[f"fuse wv={wv} nb={nb}"] = fused({"arms": arms}, weights=w, neighbour_fraction=nb)
     return M
 
 

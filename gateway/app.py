@@ -121,5 +121,11 @@ def create_app(settings: Settings, client: AutomemClient) -> FastAPI:
     routes_memory.install(app)
     routes_recall.install(app)
     routes_ops.install(app)
+
+    # --- MCP: streamable HTTP at /mcp (gateway/mcp_server.py; wraps the app's lifespan) ---
+    from gateway import mcp_server
+
+    mcp_server.mount(app, settings, client)
+    # --- end MCP ---
     return app
 

@@ -3,6 +3,7 @@
 * ``automem up`` — embedded NATS + FalkorDB (+ the in-process Qdrant shard) and every target.
 * ``automem serve --target ingest,recall`` — chosen targets against external servers.
 * ``automem keys create|list|revoke`` — API keys (printed once).
+* ``automem mcp --grpc HOST:PORT`` — the MCP tools over stdio, against a running service.
 """
 
 from __future__ import annotations
@@ -109,6 +110,11 @@ def main(argv: list[str] | None = None) -> int:
     ksub.add_parser("list")
     revoke = ksub.add_parser("revoke")
     revoke.add_argument("key_id")
+    mcp = sub.add_parser("mcp", help="serve the MCP tools over stdio against a running service")
+    mcp.add_argument("--grpc", default=None, help="gRPC address of the service (default: AUTOMEM_GRPC_TARGET, "
+                                                  "else 127.0.0.1:50051)")
+    mcp.add_argument("--api-key", default=None, help="API key (default: AUTOMEM_API_KEY)")
+    mcp.add_argument("--scope", default="", help="scope to act on (default: the key's default scope)")
     args = parser.parse_args(argv)
 
     settings = get_settings()
@@ -120,6 +126,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "serve":
         targets = [t.strip() for t in args.target.split(",") if t.strip()]
         return asyncio.run(_run(settings, targets, embedded=False))
+    if args.cmd == "mcp":
+        from gateway.mcp_server import run_stdio
+
+        return run_stdio(settings, args.grpc, args.api_key, args.scope)
     if args.cmd == "keys":
         with contextlib.suppress(KeyboardInterrupt):
             return asyncio.run(_keys(settings, args))

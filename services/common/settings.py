@@ -118,6 +118,18 @@ class Settings(BaseSettings):
     # --- gateway -------------------------------------------------------------------------
     gateway_enabled: bool = Field(True, validation_alias=_env("AUTOMEM_GATEWAY_ENABLED"))
 
+    # --- telemetry (standard OTEL_* names; the SDK reads the rest, e.g. headers, sampler) -
+    #: ``service.name`` of every span (OTEL_RESOURCE_ATTRIBUTES adds more attributes).
+    otel_service_name: str = Field("automem", validation_alias=_env("OTEL_SERVICE_NAME"))
+    #: OTLP collector endpoint; setting it turns the trace exporter on (off by default).
+    otel_exporter_otlp_endpoint: str = Field(
+        "", validation_alias=_env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"))
+    #: ``otlp`` turns the exporter on (SDK default endpoint), ``none`` keeps it off.
+    otel_traces_exporter: str = Field("", validation_alias=_env("OTEL_TRACES_EXPORTER"))
+    #: ``grpc`` (port 4317, the Python SDK's default) or ``http/protobuf`` (port 4318).
+    otel_exporter_otlp_protocol: str = Field(
+        "grpc", validation_alias=_env("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"))
+
     @property
     def vectors_enabled(self) -> bool:
         """False when ``QDRANT_URL=disabled``: recall degrades to the graph arms."""

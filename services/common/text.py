@@ -51,7 +51,7 @@ _WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)*")
 #: :func:`tokenize` does). Articles, pronouns, auxiliaries/modals, prepositions,
 #: conjunctions, question words and a few fillers; single letters are dropped separately.
 STOP_WORDS: frozenset[str] = frozenset(
-    ["a", "an", "the", "and", "or", "but", "nor", "so", "yet", "if", "then", "than", "that", "this", "these", "those", "there", "here", "i", "me", "my", "mine", "myself", "we", "us", "our", "ours", "ourselves", "you", "your", "yours", "yourself", "yourselves", "he", "him", "his", "himself", "she", "her", "hers", "herself", "it", "its", "itself", "they", "them", "their", "theirs", "themselves", "is", "am", "are", "was", "were", "be", "been", "being", "do", "does", "did", "doing", "done", "have", "has", "had", "having", "will", "would", "shall", "should", "can", "could", "may", "might", "must", "im", "ive", "id", "ill", "youre", "youve", "youd", "youll", "hes", "shes", "its", "were", "theyre", "theyve", "theyd", "dont", "doesnt", "didnt", "isnt", "arent", "wasnt", "werent", "havent", "hasnt", "hadnt", "wont", "wouldnt", "cant", "couldnt", "shouldnt", "of", "to", "in", "on", "at", "by", "for", "with", "from", "into", "onto", "about", "as", "over", "under", "up", "down", "out", "off", "what", "which", "who", "whom", "whose", "when", "where", "why", "how", "not", "no", "also", "just", "very", "too", "any", "some", "all", "each", "both", "oh", "yeah", "hey", "wow", "ok", "okay", "really"]
+    ["a", "an", "the", "and", "or", "but", "nor", "so", "yet", "if", "then", "than", "that", "this", "these", "those", "there", "here", "i", "me", "my", "mine", "myself", "we", "us", "our", "ours", "ourselves", "you", "your", "yours", "yourself", "yourselves", "he", "him", "his", "himself", "she", "her", "hers", "herself", "it", "its", "itself", "they", "them", "their", "theirs", "themselves", "is", "am", "are", "was", "were", "be", "been", "being", "do", "does", "did", "doing", "have", "has", "had", "having", "will", "would", "shall", "should", "can", "could", "may", "might", "must", "im", "ive", "id", "ill", "youre", "youve", "youd", "youll", "hes", "shes", "its", "were", "theyre", "theyve", "theyd", "dont", "doesnt", "didnt", "isnt", "arent", "wasnt", "werent", "havent", "hasnt", "hadnt", "wont", "wouldnt", "cant", "couldnt", "shouldnt", "of", "to", "in", "on", "at", "by", "for", "with", "from", "into", "onto", "about", "as", "over", "under", "up", "down", "out", "off", "what", "which", "who", "whom", "whose", "when", "where", "why", "how", "not", "no", "also", "just", "very", "too", "any", "some", "all", "each", "both", "oh", "yeah", "hey", "wow", "ok", "okay", "really"]
 )
 
 
@@ -235,8 +235,9 @@ BM25_B = 0.75
 BM25_AVG_LEN = 20.0
 #: Weight of the PRECEDED_BY neighbour's terms in a memory's BM25 document. In a conversation
 #: the answer often sits in the turn after the one that names the topic. LoCoMo recall@10
-#: (BM25 alone, bench/retrieval_lab.py --sweep): 0.628 without context, 0.700 / 0.712 /
-#: 0.700 / 0.697 at weights 0.3 / 0.5 / 0.7 / 1.0.
+#: (BM25 alone, bench/retrieval_lab.py --sweep): 0.635 without context, 0.705 / 0.713 /
+#: 0.701 / 0.693 at weights 0.3 / 0.5 / 0.7 / 1.0 (MRR 0.490 / 0.500 / 0.495 / 0.483 / 0.443).
+#: Set 0 for memories whose time neighbour is unrelated.
 CONTEXT_WEIGHT = 0.5
 
 
@@ -313,7 +314,7 @@ def fulltext_query(text: str, *, stop_words: frozenset[str] | None = STOP_WORDS,
     ``"`add_episode`"`` -> ``"add_episode"``; ``"a/b|c\\d"`` -> ``""``.
 
     Note: FalkorDB's ``queryNodes`` score is not a relevance score (FalkorDB issue #1208; on
-    LoCoMo its ranking reached recall@10 0.093 against 0.634 for our BM25), so use the
+    LoCoMo its ranking reached recall@10 0.093 against 0.635 for our BM25), so use the
     full-text index to *find* memories (e.g. before their vectors exist), not to rank them.
     """
     if not isinstance(text, str):

@@ -11,15 +11,15 @@ method                                                recall@10   MRR
 BM25 (rank_bm25, the referee's reference)             0.580       0.427
 MiniLM cosine alone                                   0.509       0.313
 RRF(k=60) of BM25 and MiniLM (reference)              0.574       0.375
-our BM25: stop words + Porter stem                    0.634       0.487
-  + previous turn's terms at weight 0.5               0.713       0.493
-**this recipe** (0.3 vector + 0.7 lexical, max-norm,  **0.734**   **0.523**
+our BM25: stop words + Porter stem                    0.635       0.490
+  + previous turn's terms at weight 0.5               0.713       0.495
+**this recipe** (0.3 vector + 0.7 lexical, max-norm,  **0.733**   **0.527**
 neighbour 0.15)
-  same, without the neighbour expansion               0.737       0.520
-  same, without the previous turn in BM25             0.692       0.513
-  same, weights 0.5 / 0.5                             0.710       0.520
-  same, RRF instead of the weighted sum               0.719       0.486
-  same, WordLlama instead of MiniLM                   0.693       0.508
+  same, without the neighbour expansion               0.738       0.524
+  same, without the previous turn in BM25             0.689       0.516
+  same, weights 0.5 / 0.5                             0.710       0.523
+  same, RRF instead of the weighted sum               0.720       0.488
+  same, WordLlama instead of MiniLM                   0.695       0.511
   FalkorDB full-text index instead of our BM25        0.093       0.050 (alone)
 ====================================================  ==========  =====
 
@@ -40,8 +40,8 @@ The recipe:
 5. **Sort** by the final score, ties by ``order`` (earlier first), then id.
 
 Weights were tuned on conv-26 and checked on conv-30/conv-41 (recall@10 0.748 / 0.720 /
-0.726; MRR 0.500 / 0.551 / 0.531); the optimum is flat: vector weight 0.2-0.4 with
-neighbour 0-0.3 all give recall@10 0.709-0.737 (``bench/retrieval_lab.py --sweep``).
+0.725; MRR 0.499 / 0.551 / 0.542); the optimum is flat: vector weight 0.2-0.4 with
+neighbour 0-0.3 all give recall@10 0.711-0.738 (``bench/retrieval_lab.py --sweep``).
 """
 
 from __future__ import annotations
@@ -65,13 +65,16 @@ __all__ = [
 ]
 
 #: Fusion weights per arm. LoCoMo recall@10 / MRR with neighbour 0.15 at vector weight
-#: 0.2 / 0.3 / 0.4 / 0.5 (lexical = 1 - vector): 0.737/0.518, 0.734/0.520, 0.726/0.518,
-#: 0.707/0.519. Equal weights (AutoMem's 0.35/0.35) are the worst of these.
+#: 0.2 / 0.3 / 0.4 / 0.5 (lexical = 1 - vector): 0.737/0.522, 0.733/0.527, 0.727/0.523,
+#: 0.710/0.523 (``bench/retrieval_lab.py --sweep``; 0.3 was best on conv-26 alone).
+#: Equal weights (AutoMem's 0.35/0.35) are the worst of these.
 DEFAULT_WEIGHTS: Mapping[str, float] = {"vector": 0.3, "lexical": 0.7}
 
 #: Fraction of a time-adjacent candidate's fused score lent to a candidate. LoCoMo at vector
-#: weight 0.3, fraction 0 / 0.15 / 0.3: recall@5 0.643 / 0.667 / 0.663, recall@10
-#: 0.737 / 0.734 / 0.735, recall@20 0.779 / 0.798 / 0.809, MRR 0.518 / 0.520 / 0.526.
+#: weight 0.3, fraction 0 / 0.15 / 0.3: recall@5 0.645 / 0.667 / 0.666, recall@10
+#: 0.738 / 0.733 / 0.736, recall@20 0.780 / 0.798 / 0.809, MRR 0.524 / 0.527 / 0.531
+#: (``--sweep``). A small value: it buys recall@5/@20 at no real cost at @10, and a larger
+#: one leans harder on LoCoMo's dialogue structure than general memories may have.
 NEIGHBOUR_FRACTION = 0.15
 
 #: Candidates to take from the vector arm (the two arms together stay under the 200
@@ -81,7 +84,7 @@ VECTOR_CANDIDATES = 100
 LEXICAL_CANDIDATES = 100
 
 #: k of reciprocal rank fusion (Cormack et al. 2009). RRF is kept for comparison only: with
-#: the same arms it scored recall@10 0.614 / MRR 0.399 on LoCoMo, well below the weighted sum.
+#: the same arms it scored recall@10 0.720 / MRR 0.488 on LoCoMo, below the weighted sum.
 RRF_K = 60
 
 

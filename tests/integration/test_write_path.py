@@ -1,0 +1,259 @@
+"""The write path end to end on real NATS, FalkorDB and the embedded Qdrant shard:
+REST and gRPC round trips, validation, tricky inputs, vector points and their payloads."""
+
+from __future__ import annotations
+
+import json
+
+import grpc
+import pytest
+from automem.v1 import ingest_service_pb2
+
+from services.common.client import AutomemClient
+from services.common.payload import build_payload
+from tests.conftest import eventually
+
+TRICKY = [
+    "line1\nline2",
+    "cr\r\nand\ttab",
+    'json {"rows":5} C:\\p\\',
+    "tpl ${name} $id",
+    "quotes \"double\" 'single' back\\slash and emoji 🧠🚀 ünïcödé",
+]
+METADATA = {"@type": "note", "0be6ffd7-3844-46a3-a699-bf3b77c573cd": "x", "a.b": 1, "sp ace": True,
+            "nested": {"k-1": None, "list": [1, None, "z"]}, "empty": {}}
+
+
+async def _count_nodes(service) -> int:
+    return await service.ctx["graph"].count_memories()
+
+
+async def test_rest_store_and_get_round_trip(service) -> None:
+    async with service.http() as http:
+        r = await http.post("/memory", json={"content": "Use Postgres for storage", "tags": ["db"],
+                                             "importance": 0.8, "type": "decision", "metadata": {"k": "v"}})
+        assert r.status_code == 201, r.text
+        body = r.json()
+        assert body["type"] == "Decision" and body["confidence"] == 0.9
+        assert body["embedding_status"] == "pending" and body["qdrant"] == "queued"
+        mid = body["memory_id"]
+        r = await http.get(f"/memory/{mid}")
+        assert r.status_code == 200
+        memory = r.json()["memory"]
+        assert memory["id"] == mid and memory["content"] == "Use Postgres for storage"
+        assert memory["tags"] == ["db"] and memory["importance"] == 0.8 and memory["metadata"] == {"k": "v"}
+        assert memory["state"] == "ACTIVE" and memory["last_accessed"] is not None
+        r = await http.get("/memory/00000000-0000-0000-0000-000000000000")
+        assert r.status_code == 404 and r.json()["status"] == "error"
+
+
+async def test_grpc_create_and_get_round_trip(service) -> None:
+    async with AutomemClient.connect(service.grpc) as client:
+        memory = await client.create_memory("gRPC memory", tags=["a", "b"], importance=0.3,
+                                            metadata={"n": 1}, timestamp="2024-05-01T10:00:00")
+        got = await client.get_memory(memory.id)
+        assert got.memory.content == "gRPC memory" and list(got.memory.tags) == ["a", "b"]
+        assert got.is_current
+        assert got.memory.event_time.ToJsonString() == "2024-05-01T10:00:00Z"  # naive = UTC
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await client.create_memory("   ")
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "content" in err.value.details()
+
+
+@pytest.mark.parametrize("content", TRICKY)
+async def test_tricky_content_reads_back_byte_for_byte(service, content: str) -> None:
+    async with service.http() as http:
+        r = await http.post("/memory", json={"content": content})
+        assert r.status_code == 201, r.text
+        got = (await http.get(f"/memory/{r.json()['memory_id']}")).json()["memory"]
+        assert got["content"] == content
+
+
+async def test_nul_byte_is_rejected_not_altered(service) -> None:
+    async with service.http() as http:
+        r = await http.post("/memory", json={"content": "a\x00b"})
+        assert r.status_code == 400 and "content" in r.json()["error"]
+    assert await _count_nodes(service) == 0
+
+
+async def test_metadata_reads_back_identical_and_type_key_updates(service) -> None:
+    async with service.http() as http:
+        r = await http.post("/memory", json={"content": "meta", "metadata": METADATA})
+        mid = r.json()["memory_id"]
+        got = (await http.get(f"/memory/{mid}")).json()["memory"]["metadata"]
+        assert json.dumps(got, sort_keys=True) == json.dumps(METADATA, sort_keys=True)
+        r = await http.patch(f"/memory/{mid}", json={"metadata": {"@type": "decision"}})
+        assert r.status_code == 200, r.text
+        got = (await http.get(f"/memory/{mid}")).json()["memory"]["metadata"]
+        assert got["@type"] == "decision" and got["nested"] == METADATA["nested"]
+
+
+@pytest.mark.parametrize(("body", "field"), [
+    ({"content": ""}, "content"),
+    ({"content": " \n\t "}, "content"),
+    ({"content": "x" * 60_000}, "2000"),
+    ({"content": "x", "importance": 1.5}, "importance"),
+    ({"content": "x", "importance": -0.1}, "importance"),
+    ({"content": "x", "confidence": 2}, "confidence"),
+    ({"content": "x", "type": "Opinion"}, "type"),
+    ({"content": "x", "metadata": [1, 2]}, "metadata"),
+    ({"content": "x", "metadata": "text"}, "metadata"),
+    ({"content": "x", "timestamp": "yesterday-ish"}, "timestamp"),
+    ({"content": "x", "t_valid": "2024-13-45"}, "t_valid"),
+    ({"content": "x", "t_invalid": "not a time"}, "t_invalid"),
+    ({"tags": ["no content"]}, "content"),
+])
+async def test_invalid_input_is_rejected_naming_the_field_and_stores_nothing(service, body, field) -> None:
+    async with service.http() as http:
+        r = await http.post("/memory", json=body)
+        assert r.status_code == 400, r.text
+        assert field in r.json()["error"]
+    assert await _count_nodes(service) == 0
+
+
+async def test_lower_case_type_alias_is_accepted(service) -> None:
+    async with service.http() as http:
+        r = await http.post("/memory", json={"content": "I prefer tabs", "type": "preference"})
+        assert r.status_code == 201 and r.json()["type"] == "Preference"
+
+
+async def test_batch_with_one_long_item_is_rejected_whole_naming_the_index(service) -> None:
+    async with service.http() as http:
+        r = await http.post("/memory/batch", json={"memories": [
+            {"content": "first"}, {"content": "x" * 60_000}, {"content": "third"}]})
+        assert r.status_code == 400
+        assert "memories[1].content" in r.json()["error"] and "2000" in r.json()["error"]
+        assert await _count_nodes(service) == 0
+        r = await http.post("/memory/batch", json={"memories": [{"content": f"m{i}"} for i in range(3)]})
+        assert r.status_code == 201 and r.json()["stored"] == 3 and len(r.json()["memory_ids"]) == 3
+        r = await http.post("/memory/batch", json={"memories": [{"content": f"m{i}"} for i in range(501)]})
+        assert r.status_code == 400 and "500" in r.json()["error"]
+    assert await _count_nodes(service) == 3
+
+
+async def _point(service, mid: str):
+    points = await service.ctx["vectors"].retrieve([mid])
+    return points[0] if points else None
+
+
+async def test_store_creates_vector_point_with_full_payload(service) -> None:
+    async with service.http() as http:
+        r = await http.post("/memory", json={"content": "Vectors carry windows", "tags": ["Alpha", "beta"],
+                                             "t_valid": "2024-01-01T00:00:00Z", "t_invalid": "2030-01-01T00:00:00Z"})
+        mid = r.json()["memory_id"]
+    point = await eventually(lambda: _point(service, mid))
+    payload = point.payload
+    assert payload["memory_id"] == mid and payload["scope"] == "default"
+    assert payload["valid_from"] == 1704067200.0 and payload["valid_to"] == 1893456000.0
+    assert payload["tags_lower"] == ["alpha", "beta"] and "alp" in payload["tag_prefixes"]
+    assert payload["state"] == "ACTIVE"
+    memory = await service.ctx["graph"].get_memory(mid, "default")
+    memory.embedding_model = payload["embedding_model"]
+    assert payload == build_payload(memory)  # the one builder, from the graph record
+
+    async def done():
+        async with service.http() as http:
+            m = (await http.get(f"/memory/{mid}")).json()["memory"]
+            return m["embedding_status"] == "done"
+    await eventually(done)
+
+
+async def test_update_of_t_invalid_and_tags_rewrites_payload_and_content_reembeds(service) -> None:
+    async with service.http() as http:
+        mid = (await http.post("/memory", json={"content": "the cat sat", "tags": ["x"]})).json()["memory_id"]
+        first = await eventually(lambda: _point(service, mid))
+        before = await service.ctx["vectors"].retrieve([mid], with_vectors=True)
+        r = await http.patch(f"/memory/{mid}", json={"t_invalid": "2099-01-01T00:00:00Z", "tags": ["y"]})
+        assert r.status_code == 200
+        assert r.json()["memory"]["updated_at"] > (await http.get(f"/memory/{mid}")).json()["memory"]["created_at"]
+
+        async def rewritten():
+            p = await _point(service, mid)
+            return p if p and p.payload["valid_to"] == 4070908800.0 and p.payload["tags"] == ["y"] else None
+        await eventually(rewritten)
+        r = await http.patch(f"/memory/{mid}", json={"content": "quantum chromodynamics lecture notes"})
+        assert r.status_code == 200
+
+        async def reembedded():
+            p = (await service.ctx["vectors"].retrieve([mid], with_vectors=True))[0]
+            return p if p.payload["content"].startswith("quantum") else None
+        after = await eventually(reembedded)
+        assert after.vector != before[0].vector
+        assert first.payload["version"] < after.payload["version"]
+
+
+async def test_delete_tombstones_node_and_removes_point(service) -> None:
+    async with service.http() as http:
+        mid = (await http.post("/memory", json={"content": "to be deleted"})).json()["memory_id"]
+        await eventually(lambda: _point(service, mid))
+        r = await http.delete(f"/memory/{mid}")
+        assert r.status_code == 200 and r.json()["state"] == "DELETED"
+        assert (await http.get(f"/memory/{mid}")).status_code == 404
+
+        async def gone():
+            return await _point(service, mid) is None
+        await eventually(gone)
+        node = await service.ctx["graph"].get_memory(mid, "default")
+        assert node is not None and node.content == "to be deleted"  # history kept
+        r = await http.delete(f"/memory/{mid}?purge=true")
+        assert r.status_code == 200
+        assert await service.ctx["graph"].get_memory(mid, "default") is None
+
+
+async def test_associate_validates_and_creates_edges(service) -> None:
+    async with service.http() as http:
+        a = (await http.post("/memory", json={"content": "alpha"})).json()["memory_id"]
+        b = (await http.post("/memory", json={"content": "beta"})).json()["memory_id"]
+        r = await http.post("/associate", json={"memory1_id": a, "memory2_id": b, "type": "LEADS_TO", "strength": 0.7})
+        assert r.status_code == 201 and r.json()["type"] == "LEADS_TO"
+        assert (await http.post("/associate", json={"memory1_id": a, "memory2_id": a})).status_code == 400
+        assert (await http.post("/associate", json={"memory1_id": a, "memory2_id": b,
+                                                    "type": "SIMILAR_TO"})).status_code == 400
+        r = await http.post("/associate", json={"associations": [
+            {"memory1_id": a, "memory2_id": b, "type": "RELATES_TO"},
+            {"memory1_id": a, "memory2_id": "00000000-0000-0000-0000-000000000000"}]})
+        assert r.status_code == 207 and r.json()["created_count"] == 1 and r.json()["failed_count"] == 1
+        related = (await http.get(f"/memories/{a}/related")).json()
+        assert {m["id"] for m in related["related_memories"]} == {b}
+
+
+async def test_update_time_moves_and_version_increments(service) -> None:
+    async with AutomemClient.connect(service.grpc) as client:
+        m = await client.create_memory("versioned")
+        u = await client.update_memory(m.id, importance=0.9)
+        assert u.version == m.version + 1
+        assert u.update_time.ToNanoseconds() > m.update_time.ToNanoseconds()
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await client.update_memory(m.id, etag=m.version, importance=0.1)
+        assert err.value.code() == grpc.StatusCode.ABORTED
+
+
+async def test_health_reports_counts_and_connections(service) -> None:
+    async with service.http() as http:
+        await http.post("/memory", json={"content": "counted"})
+
+        async def synced():
+            body = (await http.get("/health")).json()
+            return body if body["vector_count"] == 1 else None
+        body = await eventually(synced)
+        assert body["status"] == "healthy" and body["falkordb"] == "connected" and body["qdrant"] == "connected"
+        assert body["memory_count"] == 1 and body["nats"] == "connected" and body["sync_status"] == "synced"
+        assert body["vector_dimensions"] == 384
+
+
+async def test_poison_event_is_parked_on_dead_letter_subject(service) -> None:
+    bus = service.ctx["bus"]
+    await bus.js.publish(bus.subjects.prefix + ".memory.created", b"\xff\xfenot a protobuf",
+                         headers={"Nats-Msg-Id": "poison-1"})
+    sub = await bus.js.subscribe(bus.subjects.dlq("enrich"), stream=bus.settings.stream_name)
+    msg = await sub.next_msg(timeout=15)
+    assert msg.data == b"\xff\xfenot a protobuf" and "undecodable" in msg.headers["Automem-Dlq-Reason"]
+    await sub.unsubscribe()
+
+
+async def test_ingest_request_without_update_mask_is_invalid(service) -> None:
+    async with AutomemClient.connect(service.grpc) as client:
+        m = await client.create_memory("mask")
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await client.ingest.UpdateMemory(ingest_service_pb2.UpdateMemoryRequest(id=m.id))
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "update_mask" in err.value.details()
