@@ -27,7 +27,6 @@ import argparse
 import hashlib
 import json
 import math
-import os
 import subprocess
 import sys
 import time
@@ -39,8 +38,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from services.common import text as T  # noqa: E402
-from services.recall import scoring as S  # noqa: E402
+from services.common import text as T
+from services.recall import scoring as S
 
 SHARED = ROOT.parent / "shared"
 EVAL = SHARED / "bench" / "eval_locomo.py"
@@ -58,8 +57,8 @@ def export(data: Path) -> tuple[list[dict], list[dict]]:
         d.mkdir(parents=True, exist_ok=True)
         subprocess.run([sys.executable, str(EVAL), str(data), "--export", str(d)], check=True,
                        stdout=subprocess.DEVNULL)
-    mems = [json.loads(x) for x in open(d / "memories.jsonl")]
-    qs = [json.loads(x) for x in open(d / "queries.jsonl")]
+    mems = [json.loads(x) for x in (d / "memories.jsonl").read_text().splitlines()]
+    qs = [json.loads(x) for x in (d / "queries.jsonl").read_text().splitlines()]
     return mems, qs
 
 
@@ -158,9 +157,9 @@ def bm25_matrix(conv: Conv, all_convs: list[Conv], cfg: str) -> np.ndarray:
     k1 = float(flags.get("k1", T.BM25_K1))
     b = float(flags.get("b", T.BM25_B))
     if "raw" in flags:
-        an = lambda s: [w for w in T.tokenize(s) if w]  # noqa: E731
+        an = lambda s: [w for w in T.tokenize(s) if w]
     else:
-        an = lambda s: T.analyze(s, stem="nostem" not in flags)  # noqa: E731
+        an = lambda s: T.analyze(s, stem="nostem" not in flags)
     cw = float(flags.get("ctxw", 0.5))
 
     def doc_terms(cv: Conv, i: int) -> Counter:
@@ -259,7 +258,7 @@ def run_falkordb(convs: list[Conv], limit: int = 200) -> None:
                 db = FalkorDB(host="127.0.0.1", port=port)
                 db.connection.ping()
                 break
-            except Exception:
+            except Exception:  # noqa: BLE001 - server still starting
                 time.sleep(0.1)
         out = {}
         variants = {

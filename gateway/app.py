@@ -61,8 +61,6 @@ def credentials(request: Request, settings: Settings) -> list[tuple[str, str]]:
     for header in ("x-admin-token", "x-automem-scope"):
         if request.headers.get(header):
             md.append((header, request.headers[header]))
-    if "traceparent" in request.headers:
-        md.append(("traceparent", request.headers["traceparent"]))
     return md
 
 
@@ -79,7 +77,8 @@ async def call(method: Any, message: Any, request: Request) -> Any:
 
 
 def create_app(settings: Settings, client: AutomemClient) -> FastAPI:
-    """The FastAPI app. ``client`` reaches the services over gRPC."""
+    """The FastAPI app. ``client`` reaches the services over gRPC. Every request gets an
+    OpenTelemetry server span and a latency observation; ``GET /metrics`` serves Prometheus."""
     app = FastAPI(
         title="automem",
         version="0.1.0",
@@ -116,8 +115,11 @@ def create_app(settings: Settings, client: AutomemClient) -> FastAPI:
             return _error_response(413, f"request body exceeds the limit of {settings.max_body_bytes} bytes")
         return await call_next(request)
 
-    from gateway import routes_memory, routes_ops, routes_recall
+    from gateway import metrics, routes_memory, routes_ops, routes_recall
+    from services.common.telemetry import instrument_fastapi
 
+    metrics.install(app)  # outermost of our middlewares: times 413s too
+    instrument_fastapi(app)
     routes_memory.install(app)
     routes_recall.install(app)
     routes_ops.install(app)

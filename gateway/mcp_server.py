@@ -333,7 +333,7 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
             body = {"mode": "id_fetch", "count": 1, "results": [memory], "memory": memory}
             header = f"Memory {memory_id}" + ("" if response.is_current else
                                               f" (not current; current: {response.current_id or 'none'})")
-            return _result(_render(header, body, [memory], format if format != "text" else "items"), body)
+            return _result(_render(header, body, [memory], format), body)
         if exhaustive:
             if not tags:
                 raise ToolError("tags: required with exhaustive: true")

@@ -27,9 +27,11 @@ def _addresses(ctx: Context) -> dict[str, str]:
 async def _serve(ctx: Context) -> None:
     from gateway.app import create_app
     from services.common.client import AutomemClient
+    from services.common.telemetry import grpc_client_interceptors
 
     addrs = _addresses(ctx)
-    client = AutomemClient(addrs["ingest"], addrs["recall"], addrs["enrich"], addrs["consolidate"])
+    client = AutomemClient(addrs["ingest"], addrs["recall"], addrs["enrich"], addrs["consolidate"],
+                           interceptors=grpc_client_interceptors())
     app = create_app(ctx.settings, client)
     config = uvicorn.Config(app, host=ctx.settings.host, port=ctx.settings.port, log_config=None,
                             lifespan="on", access_log=False)
@@ -65,4 +67,4 @@ async def _stop(ctx: Context) -> None:
         await client.close()
 
 
-register(Module("gateway", start=_start, stop=_stop))
+register(Module("gateway", deps=("telemetry",), start=_start, stop=_stop))

@@ -20,6 +20,7 @@ from nats.js.errors import NotFoundError
 from opentelemetry import propagate
 
 from services.common.settings import Settings
+from services.common.telemetry import producer_span
 
 log = logging.getLogger(__name__)
 
@@ -94,15 +95,16 @@ class Bus:
         return bool(self.nc and self.nc.is_connected)
 
     async def publish_event(self, event: events_pb2.MemoryEvent, timeout: float = 5.0) -> None:
-        """Publish ``event`` on its subject with ``Nats-Msg-Id`` = event id and the current
-        trace context. Raises on failure (the caller puts it in the outbox)."""
+        """Publish ``event`` on its subject with ``Nats-Msg-Id`` = event id, inside a PRODUCER
+        span whose context goes in the ``traceparent`` header. Raises on failure (the caller
+        puts it in the outbox)."""
         if self.js is None:
             raise ConnectionError("bus not connected")
-        headers: dict[str, str] = {"Nats-Msg-Id": event.event_id}
-        propagate.inject(headers)
-        await self.js.publish(
-            self.subjects.memory(event.type), event.SerializeToString(), headers=headers, timeout=timeout
-        )
+        subject = self.subjects.memory(event.type)
+        with producer_span(subject, event.event_id):
+            headers: dict[str, str] = {"Nats-Msg-Id": event.event_id}
+            propagate.inject(headers)
+            await self.js.publish(subject, event.SerializeToString(), headers=headers, timeout=timeout)
 
     async def park(self, consumer: str, data: bytes, headers: dict[str, str] | None, reason: str) -> None:
         """Put a poison message on the consumer's dead-letter subject."""

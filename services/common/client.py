@@ -33,16 +33,20 @@ class AutomemClient:
         ingest, recall, enrich, consolidate: ``host:port`` of each service (one address
             serves all in the single-binary mode).
         api_key: sent as ``authorization: Bearer``; ``scope`` as ``x-automem-scope``.
+        interceptors: ``grpc.aio`` client interceptors for every channel (the gateway passes
+            the OpenTelemetry ones).
     """
 
     def __init__(self, ingest: str, recall: str | None = None, enrich: str | None = None,
-                 consolidate: str | None = None, api_key: str = "", scope: str = "") -> None:
+                 consolidate: str | None = None, api_key: str = "", scope: str = "",
+                 interceptors: Sequence[Any] | None = None) -> None:
         addrs = {"ingest": ingest, "recall": recall or ingest, "enrich": enrich or ingest,
                  "consolidate": consolidate or ingest}
         self._channels: dict[str, grpc.aio.Channel] = {}
         for addr in set(addrs.values()):
             self._channels[addr] = grpc.aio.insecure_channel(
-                addr, options=[("grpc.max_receive_message_length", 64 * 1024 * 1024)])
+                addr, options=[("grpc.max_receive_message_length", 64 * 1024 * 1024)],
+                interceptors=list(interceptors) if interceptors else None)
         self.ingest = ingest_service_pb2_grpc.IngestServiceStub(self._channels[addrs["ingest"]])
         self.recall = recall_service_pb2_grpc.RecallServiceStub(self._channels[addrs["recall"]])
         self.enrich = enrich_service_pb2_grpc.EnrichServiceStub(self._channels[addrs["enrich"]])

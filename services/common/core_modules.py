@@ -1,4 +1,4 @@
-"""Internal modules shared by the services: stores, bus, embedder, gRPC server.
+"""Internal modules shared by the services: telemetry, stores, bus, embedder, gRPC server.
 
 None of them is a target; the service modules depend on them.
 """
@@ -11,6 +11,18 @@ import logging
 from services.common.modules import Context, Module, register
 
 log = logging.getLogger(__name__)
+
+
+async def _start_telemetry(ctx: Context) -> None:
+    from services.common.telemetry import configure_tracing
+
+    configure_tracing(ctx.settings)
+
+
+async def _stop_telemetry(ctx: Context) -> None:
+    from services.common.telemetry import flush_tracing
+
+    await asyncio.to_thread(flush_tracing)
 
 
 async def _start_graph(ctx: Context) -> None:
@@ -76,10 +88,11 @@ async def _start_grpc(ctx: Context) -> None:
         ctx.settings, keys.lookup if keys else None, keys.any_keys if keys else None))
 
 
+register(Module("telemetry", start=_start_telemetry, stop=_stop_telemetry, target=False))
 register(Module("graph", start=_start_graph, stop=_stop_graph, target=False))
 register(Module("bus", start=_start_bus, stop=_stop_bus, target=False))
 register(Module("publisher", deps=("graph", "bus"), start=_start_publisher, target=False))
 register(Module("embedder", start=_start_embedder, target=False))
 register(Module("vectors", deps=("embedder",), start=_start_vectors, stop=_stop_vectors, target=False))
-register(Module("grpc-server", deps=("graph",), start=_start_grpc, target=False))
+register(Module("grpc-server", deps=("telemetry", "graph"), start=_start_grpc, target=False))
 register(Module("all", deps=("ingest", "recall", "enrich", "consolidate", "gateway")))

@@ -38,6 +38,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
+from opentelemetry.trace import SpanKind
+
+from services.common.telemetry import traced_methods
 
 if TYPE_CHECKING:  # pragma: no cover
     from services.common.settings import Settings
@@ -50,6 +53,11 @@ __all__ = [
     "l2_normalise",
     "make_provider",
 ]
+
+
+def _span_attributes(provider: Any) -> dict[str, str]:
+    # Attributes of the ``embedding.embed`` span of every provider.
+    return {"automem.embedding.model": provider.name}
 
 
 @runtime_checkable
@@ -101,6 +109,7 @@ def _package_dir(package: str) -> Path:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
+@traced_methods("embedding", ("embed",), _span_attributes, SpanKind.INTERNAL, "automem.embedding.texts")
 class MiniLMProvider:
     """all-MiniLM-L6-v2 (int8 ONNX) on onnxruntime, CPU only, offline.
 
@@ -198,6 +207,7 @@ class MiniLMProvider:
         return l2_normalise(out)
 
 
+@traced_methods("embedding", ("embed",), _span_attributes, SpanKind.INTERNAL, "automem.embedding.texts")
 class WordLlamaProvider:
     """The static WordLlama ``l2_supercat`` model shipped in the ``wordllama`` wheel, offline.
 
@@ -237,6 +247,7 @@ class WordLlamaProvider:
         return l2_normalise(vecs.reshape(len(texts), self.dimension))
 
 
+@traced_methods("embedding", ("embed",), _span_attributes, SpanKind.INTERNAL, "automem.embedding.texts")
 class OpenAICompatibleProvider:
     """Embeddings from an OpenAI-compatible ``/v1/embeddings`` endpoint (sync client).
 

@@ -24,6 +24,7 @@ from services.common.model import (
     relation_type_name,
 )
 from services.common.settings import Settings
+from services.common.telemetry import graph_span
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,7 @@ class GraphStore:
         """The underlying redis.asyncio connection (for the outbox list)."""
         return self._db.connection
 
+    @graph_span("graph.query")
     async def query(self, cypher: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
         """Run a Cypher query with parameters; returns the result rows.
 
@@ -71,6 +73,7 @@ class GraphStore:
             raise Unavailable(f"graph store unreachable: {exc}") from exc
         return result.result_set
 
+    @graph_span("graph.ro_query")
     async def ro_query(self, cypher: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
         """Read-only query (GRAPH.RO_QUERY)."""
         try:

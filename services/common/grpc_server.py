@@ -1,4 +1,4 @@
-"""The shared ``grpc.aio`` server: auth and error-mapping interceptor, health, reflection.
+"""The shared ``grpc.aio`` server: tracing, auth and error-mapping interceptors, health, reflection.
 
 One server per process; each service module adds its servicer and sets its own health
 status. Domain errors (services/common/errors.py) become status codes here, in one place.
@@ -16,6 +16,7 @@ from grpc_reflection.v1alpha import reflection
 from services.common.auth import Principal, _current, header_scope, set_principal, tokens_equal
 from services.common.errors import AutomemError, Unauthenticated
 from services.common.settings import Settings
+from services.common.telemetry import grpc_server_interceptor
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +114,7 @@ class GrpcServer:
 
     def __init__(self, settings: Settings, authenticator: Authenticator) -> None:
         self.settings = settings
-        self.server = grpc.aio.server(interceptors=[AutomemInterceptor(authenticator)])
+        self.server = grpc.aio.server(interceptors=[grpc_server_interceptor(), AutomemInterceptor(authenticator)])
         self.health = health.aio.HealthServicer() if hasattr(health, "aio") else health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         self.service_names: list[str] = [health_pb2.DESCRIPTOR.services_by_name["Health"].full_name]

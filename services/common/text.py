@@ -138,7 +138,7 @@ def porter_stem(word: str) -> str:
     if len(w) <= 2 or not (w.isascii() and w.isalpha()):
         return w
     # step 1a
-    if w.endswith("sses") or w.endswith("ies"):
+    if w.endswith(("sses", "ies")):
         w = w[:-2]
     elif w.endswith("ss"):
         pass

@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
+from services.common.telemetry import traced_methods
+
 if TYPE_CHECKING:  # pragma: no cover
     from services.common.settings import Settings
 
@@ -52,6 +54,16 @@ __all__ = [
     "VectorStore",
     "make_vector_store",
 ]
+
+#: Store calls that get a ``vectors.<method>`` span (services/common/telemetry.py).
+_TRACED = ("ensure_collection", "upsert", "set_payload", "delete", "retrieve", "search", "search_sparse",
+           "count", "scroll", "flush")
+
+
+def _span_attributes(store: Any) -> dict[str, str]:
+    return {"db.system": "qdrant", "db.system.name": "qdrant", "db.collection.name": store.collection,
+            "automem.vector.backend": store.backend}
+
 
 #: Name of the dense vector of every point.
 DENSE = "dense"
@@ -328,6 +340,7 @@ def _sparse_pair(indices: Sequence[int], values: Sequence[float]) -> tuple[list[
 T = TypeVar("T")
 
 
+@traced_methods("vectors", _TRACED, _span_attributes)
 class EdgeVectorStore:
     """Vector store on an in-process qdrant-edge shard (``qdrant_edge.EdgeShard``).
 
@@ -635,6 +648,7 @@ class EdgeVectorStore:
 # --------------------------------------------------------------------------------------
 
 
+@traced_methods("vectors", _TRACED, _span_attributes)
 class ServerVectorStore:
     """Vector store on a Qdrant server through ``qdrant_client.AsyncQdrantClient``.
 

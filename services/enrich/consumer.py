@@ -12,17 +12,23 @@ truth), so redelivered or reordered events never roll a point back:
 Then it records ``embedding_status`` on the memory (only while the content is unchanged).
 Explicit acks; a message that fails ``max_deliver`` times is parked on the dead-letter
 subject with a log line and acknowledged.
+
+Tracing: each message is processed in a CONSUMER span, child of the trace context in its
+headers, so a store request and its asynchronous enrichment are one trace.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
 import nats.errors
 from automem.v1 import events_pb2, memory_pb2
+from opentelemetry import trace
+from opentelemetry.trace import Span
 
 from services.common.bus import Bus
 from services.common.embedding import EmbeddingProvider
@@ -30,6 +36,7 @@ from services.common.graph import GraphStore
 from services.common.model import Memory
 from services.common.payload import build_payload
 from services.common.settings import Settings
+from services.common.telemetry import record_error, start_consumer_span
 from services.common.vectors import VectorStore
 
 log = logging.getLogger(__name__)
@@ -107,31 +114,63 @@ class EnrichConsumer:
         self._stop.set()
 
     async def process_batch(self, msgs: list[Any]) -> None:
-        """Process fetched messages: one embedding call for all texts that need one."""
+        """Process fetched messages: one embedding call for all texts that need one.
+
+        Each message gets a CONSUMER span (child of the context in its headers) that holds
+        its per-memory work (vector upsert, status write, hooks). Work shared by the batch
+        (graph read, vector lookup, the embedding call) runs in the first message's span;
+        the other spans link to it.
+        """
+        spans = {id(msg): self._message_span(msg) for msg in msgs}
+        first = next(iter(spans.values()), None)
+        for span in list(spans.values())[1:]:
+            span.add_link(first.get_span_context(), {"automem.link": "batch_shared_work"})
+        try:
+            with trace.use_span(first, end_on_exit=False) if first is not None else nullcontext():
+                await self._process(msgs, spans)
+        finally:
+            for span in spans.values():
+                span.end()
+
+    def _message_span(self, msg: Any) -> Span:
+        headers = msg.headers or {}
+        metadata = getattr(msg, "metadata", None)
+        attributes = {"messaging.consumer.group.name": DURABLE}
+        if metadata is not None:
+            attributes["messaging.nats.num_delivered"] = int(metadata.num_delivered or 1)
+        return start_consumer_span(msg.subject, headers, headers.get("Nats-Msg-Id", ""), attributes)
+
+    async def _process(self, msgs: list[Any], spans: dict[int, Span]) -> None:
         events: list[tuple[Any, events_pb2.MemoryEvent]] = []
         for msg in msgs:
             try:
                 events.append((msg, events_pb2.MemoryEvent.FromString(msg.data)))
+                spans[id(msg)].set_attribute("automem.memory_id", events[-1][1].memory_id)
             except Exception as exc:  # noqa: BLE001 - undecodable: park at once
+                record_error([spans[id(msg)]], exc)
                 await self._park(msg, f"undecodable event: {exc}")
         ids = [e.memory_id for _, e in events if e.memory_id]
         try:
             current = await self.graph.get_memories(ids, None)
         except Exception as exc:  # noqa: BLE001 - graph down: retry the whole batch later
+            record_error([spans[id(msg)] for msg, _ in events], exc)
             for msg, _ in events:
                 await self._retry_or_park(msg, f"graph read failed: {exc}")
             return
         todo: dict[str, tuple[Memory, events_pb2.MemoryEvent]] = {}
+        span_of: dict[str, Span] = {}
         for msg, event in events:
             memory = current.get(event.memory_id)
             if event.type == events_pb2.EVENT_TYPE_RELATION_CREATED and not event.memory_id:
                 continue
             if memory is not None:
                 todo[memory.id] = (memory, event)
+                span_of[memory.id] = spans[id(msg)]
         try:
-            await self._apply(todo, {e.memory_id for _, e in events if e.memory_id not in current})
+            await self._apply(todo, {e.memory_id for _, e in events if e.memory_id not in current}, span_of)
         except Exception as exc:
             log.exception("enrichment batch failed")
+            record_error([spans[id(msg)] for msg, _ in events], exc)
             for msg, _ in events:
                 await self._retry_or_park(msg, f"enrichment failed: {exc}")
             return
@@ -139,7 +178,10 @@ class EnrichConsumer:
             await msg.ack()
             self.counters.processed += 1
 
-    async def _apply(self, todo: dict[str, tuple[Memory, events_pb2.MemoryEvent]], gone: set[str]) -> None:
+    async def _apply(self, todo: dict[str, tuple[Memory, events_pb2.MemoryEvent]], gone: set[str],
+                     span_of: dict[str, Span] | None = None) -> None:
+        """Bring the vector points of ``todo`` and ``gone`` in step with the graph; the work on
+        one memory runs inside ``span_of[memory_id]`` when given (its message's span)."""
         if self.vectors is None:
             return
         to_delete = list(gone) + [mid for mid, (m, _) in todo.items() if m.state in _GONE_STATES]
@@ -177,17 +219,19 @@ class EnrichConsumer:
                 continue
             vectors[mid] = values
         for mid, (memory, _event) in live.items():
-            if mid in vectors:
-                memory.embedding_model = "caller" if mid in supplied and vectors[mid] is supplied[mid] else model
-                memory.embedding_status = memory_pb2.EMBEDDING_STATUS_DONE
-                await self.vectors.upsert(mid, vectors[mid], build_payload(memory))
-                await self.graph.set_enrichment(mid, memory.content_hash, {
-                    "embedding_status": "EMBEDDING_STATUS_DONE", "embedding_model": memory.embedding_model})
-            elif mid in existing:
-                memory.embedding_model = existing[mid].payload.get("embedding_model", model)
-                await self.vectors.set_payload(mid, build_payload(memory))
-            for hook in self.after_embed:
-                await hook(memory, _event)
+            span = (span_of or {}).get(mid)
+            with trace.use_span(span, end_on_exit=False) if span is not None else nullcontext():
+                if mid in vectors:
+                    memory.embedding_model = "caller" if mid in supplied and vectors[mid] is supplied[mid] else model
+                    memory.embedding_status = memory_pb2.EMBEDDING_STATUS_DONE
+                    await self.vectors.upsert(mid, vectors[mid], build_payload(memory))
+                    await self.graph.set_enrichment(mid, memory.content_hash, {
+                        "embedding_status": "EMBEDDING_STATUS_DONE", "embedding_model": memory.embedding_model})
+                elif mid in existing:
+                    memory.embedding_model = existing[mid].payload.get("embedding_model", model)
+                    await self.vectors.set_payload(mid, build_payload(memory))
+                for hook in self.after_embed:
+                    await hook(memory, _event)
 
     async def _retry_or_park(self, msg: Any, reason: str) -> None:
         delivered = msg.metadata.num_delivered if msg.metadata else 1

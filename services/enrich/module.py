@@ -17,7 +17,7 @@ async def _start(ctx: Context) -> None:
     await consumer.start()
     ctx.objects["enrich_consumer"] = consumer
     ctx.tasks.append(asyncio.create_task(consumer.run(), name="enrich-consumer"))
-    servicer = EnrichServicer(ctx.settings, consumer)
+    servicer = EnrichServicer(ctx.settings, consumer, ctx.get("publisher"))
     ctx["grpc_server"].add(enrich_service_pb2_grpc.add_EnrichServiceServicer_to_server, servicer,
                            enrich_service_pb2.DESCRIPTOR.services_by_name["EnrichService"].full_name)
 

@@ -5,27 +5,30 @@ from __future__ import annotations
 from automem.v1 import enrich_service_pb2, enrich_service_pb2_grpc, events_pb2
 
 from services.common.auth import require_role, resolve_scope
+from services.common.outbox import EventPublisher
 from services.common.settings import Settings
 from services.enrich.consumer import EnrichConsumer
 from services.ingest.servicer import make_event
 
 
 class EnrichServicer(enrich_service_pb2_grpc.EnrichServiceServicer):
-    """gRPC EnrichService over the running consumer."""
+    """gRPC EnrichService over the running consumer (and the outbox, for its backlog)."""
 
-    def __init__(self, settings: Settings, consumer: EnrichConsumer) -> None:
+    def __init__(self, settings: Settings, consumer: EnrichConsumer, publisher: EventPublisher | None = None) -> None:
         self.settings = settings
         self.consumer = consumer
+        self.publisher = publisher
 
     async def GetEnrichmentStatus(self, request, context):
-        """Queue depth (undelivered + unacknowledged messages) and counters (no key needed:
-        it feeds /health)."""
+        """Queue depth (undelivered + unacknowledged messages), counters and the outbox
+        backlog (no key needed: it feeds /health and /metrics)."""
         c = self.consumer.counters
         provider = self.consumer.provider
         return enrich_service_pb2.GetEnrichmentStatusResponse(
             queue_depth=await self.consumer.queue_depth(), pending=c.pending, processed=c.processed,
             failed=c.failed, dead_lettered=c.dead_lettered,
             embedding_model=provider.name if provider else "", vector_dimensions=provider.dimension if provider else 0,
+            outbox_backlog=await self.publisher.backlog() if self.publisher is not None else 0,
         )
 
     async def ReprocessMemories(self, request, context):

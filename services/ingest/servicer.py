@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from datetime import timedelta
 from typing import Any
 
 from automem.v1 import events_pb2, ingest_service_pb2, ingest_service_pb2_grpc, memory_pb2
@@ -202,9 +203,10 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
             found = await self.graph.get_memories(existing, scope)
             return ingest_service_pb2.BatchCreateMemoriesResponse(memories=[found[i] for i in existing if i in found])
         created = now()
+        # One microsecond apart, so the batch's order is kept as record order.
         memories = [
-            build_memory(item, scope=scope, settings=self.settings, created=created, source=principal.name,
-                         field_prefix=f"memories[{i}].")
+            build_memory(item, scope=scope, settings=self.settings, created=created + timedelta(microseconds=i),
+                         source=principal.name, field_prefix=f"memories[{i}].")
             for i, item in enumerate(request.memories)
         ]
         for i, memory in enumerate(memories):

@@ -222,14 +222,17 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
         if not memories:
             return {}
         where, params = filters.cypher("n")
-        params["rows"] = [{"id": m.id, "t": epoch(m, "event_time") or 0.0} for m in memories]
+        params["rows"] = [{"id": m.id, "t": epoch(m, "event_time") or 0.0, "c": epoch(m, "create_time") or 0.0}
+                          for m in memories]
         rows = await self.graph.ro_query(
             "UNWIND $rows AS row "
-            f"OPTIONAL MATCH (n:Memory) WHERE {where} AND n.event_time < row.t AND n.state = 'ACTIVE' "
-            "WITH row, n ORDER BY n.event_time DESC "
+            f"OPTIONAL MATCH (n:Memory) WHERE {where} AND n.state = 'ACTIVE' AND "
+            "(n.event_time < row.t OR (n.event_time = row.t AND n.create_time < row.c)) "
+            "WITH row, n ORDER BY n.event_time DESC, n.create_time DESC "
             "WITH row, collect(n.id)[0] AS prev "
-            f"OPTIONAL MATCH (n:Memory) WHERE {where} AND n.event_time > row.t AND n.state = 'ACTIVE' "
-            "WITH row, prev, n ORDER BY n.event_time ASC "
+            f"OPTIONAL MATCH (n:Memory) WHERE {where} AND n.state = 'ACTIVE' AND "
+            "(n.event_time > row.t OR (n.event_time = row.t AND n.create_time > row.c)) "
+            "WITH row, prev, n ORDER BY n.event_time ASC, n.create_time ASC "
             "RETURN row.id, prev, collect(n.id)[0]", params)
         return {r[0]: (r[1], r[2]) for r in rows}
 

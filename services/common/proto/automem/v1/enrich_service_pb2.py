@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1f\x61utomem/v1/enrich_service.proto\x12\nautomem.v1\"\x1c\n\x1aGetEnrichmentStatusRequest\"\xb1\x01\n\x1bGetEnrichmentStatusResponse\x12\x13\n\x0bqueue_depth\x18\x01 \x01(\x03\x12\x0f\n\x07pending\x18\x02 \x01(\x03\x12\x11\n\tprocessed\x18\x03 \x01(\x03\x12\x0e\n\x06\x66\x61iled\x18\x04 \x01(\x03\x12\x15\n\rdead_lettered\x18\x05 \x01(\x03\x12\x17\n\x0f\x65mbedding_model\x18\x06 \x01(\t\x12\x19\n\x11vector_dimensions\x18\x07 \x01(\x05\"6\n\x18ReprocessMemoriesRequest\x12\x0b\n\x03ids\x18\x01 \x03(\t\x12\r\n\x05scope\x18\x02 \x01(\t\"+\n\x19ReprocessMemoriesResponse\x12\x0e\n\x06queued\x18\x01 \x01(\x05\x32\xd9\x01\n\rEnrichService\x12\x66\n\x13GetEnrichmentStatus\x12&.automem.v1.GetEnrichmentStatusRequest\x1a\'.automem.v1.GetEnrichmentStatusResponse\x12`\n\x11ReprocessMemories\x12$.automem.v1.ReprocessMemoriesRequest\x1a%.automem.v1.ReprocessMemoriesResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1f\x61utomem/v1/enrich_service.proto\x12\nautomem.v1\"\x1c\n\x1aGetEnrichmentStatusRequest\"\xc9\x01\n\x1bGetEnrichmentStatusResponse\x12\x13\n\x0bqueue_depth\x18\x01 \x01(\x03\x12\x0f\n\x07pending\x18\x02 \x01(\x03\x12\x11\n\tprocessed\x18\x03 \x01(\x03\x12\x0e\n\x06\x66\x61iled\x18\x04 \x01(\x03\x12\x15\n\rdead_lettered\x18\x05 \x01(\x03\x12\x17\n\x0f\x65mbedding_model\x18\x06 \x01(\t\x12\x19\n\x11vector_dimensions\x18\x07 \x01(\x05\x12\x16\n\x0eoutbox_backlog\x18\x08 \x01(\x03\"6\n\x18ReprocessMemoriesRequest\x12\x0b\n\x03ids\x18\x01 \x03(\t\x12\r\n\x05scope\x18\x02 \x01(\t\"+\n\x19ReprocessMemoriesResponse\x12\x0e\n\x06queued\x18\x01 \x01(\x05\x32\xd9\x01\n\rEnrichService\x12\x66\n\x13GetEnrichmentStatus\x12&.automem.v1.GetEnrichmentStatusRequest\x1a\'.automem.v1.GetEnrichmentStatusResponse\x12`\n\x11ReprocessMemories\x12$.automem.v1.ReprocessMemoriesRequest\x1a%.automem.v1.ReprocessMemoriesResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,11 +34,11 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETENRICHMENTSTATUSREQUEST']._serialized_start=47
   _globals['_GETENRICHMENTSTATUSREQUEST']._serialized_end=75
   _globals['_GETENRICHMENTSTATUSRESPONSE']._serialized_start=78
-  _globals['_GETENRICHMENTSTATUSRESPONSE']._serialized_end=255
-  _globals['_REPROCESSMEMORIESREQUEST']._serialized_start=257
-  _globals['_REPROCESSMEMORIESREQUEST']._serialized_end=311
-  _globals['_REPROCESSMEMORIESRESPONSE']._serialized_start=313
-  _globals['_REPROCESSMEMORIESRESPONSE']._serialized_end=356
-  _globals['_ENRICHSERVICE']._serialized_start=359
-  _globals['_ENRICHSERVICE']._serialized_end=576
+  _globals['_GETENRICHMENTSTATUSRESPONSE']._serialized_end=279
+  _globals['_REPROCESSMEMORIESREQUEST']._serialized_start=281
+  _globals['_REPROCESSMEMORIESREQUEST']._serialized_end=335
+  _globals['_REPROCESSMEMORIESRESPONSE']._serialized_start=337
+  _globals['_REPROCESSMEMORIESRESPONSE']._serialized_end=380
+  _globals['_ENRICHSERVICE']._serialized_start=383
+  _globals['_ENRICHSERVICE']._serialized_end=600
 # @@protoc_insertion_point(module_scope)

@@ -11,7 +11,7 @@ class GetEnrichmentStatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetEnrichmentStatusResponse(_message.Message):
-    __slots__ = ("queue_depth", "pending", "processed", "failed", "dead_lettered", "embedding_model", "vector_dimensions")
+    __slots__ = ("queue_depth", "pending", "processed", "failed", "dead_lettered", "embedding_model", "vector_dimensions", "outbox_backlog")
     QUEUE_DEPTH_FIELD_NUMBER: _ClassVar[int]
     PENDING_FIELD_NUMBER: _ClassVar[int]
     PROCESSED_FIELD_NUMBER: _ClassVar[int]
@@ -19,6 +19,7 @@ class GetEnrichmentStatusResponse(_message.Message):
     DEAD_LETTERED_FIELD_NUMBER: _ClassVar[int]
     EMBEDDING_MODEL_FIELD_NUMBER: _ClassVar[int]
     VECTOR_DIMENSIONS_FIELD_NUMBER: _ClassVar[int]
+    OUTBOX_BACKLOG_FIELD_NUMBER: _ClassVar[int]
     queue_depth: int
     pending: int
     processed: int
@@ -26,7 +27,8 @@ class GetEnrichmentStatusResponse(_message.Message):
     dead_lettered: int
     embedding_model: str
     vector_dimensions: int
-    def __init__(self, queue_depth: _Optional[int] = ..., pending: _Optional[int] = ..., processed: _Optional[int] = ..., failed: _Optional[int] = ..., dead_lettered: _Optional[int] = ..., embedding_model: _Optional[str] = ..., vector_dimensions: _Optional[int] = ...) -> None: ...
+    outbox_backlog: int
+    def __init__(self, queue_depth: _Optional[int] = ..., pending: _Optional[int] = ..., processed: _Optional[int] = ..., failed: _Optional[int] = ..., dead_lettered: _Optional[int] = ..., embedding_model: _Optional[str] = ..., vector_dimensions: _Optional[int] = ..., outbox_backlog: _Optional[int] = ...) -> None: ...
 
 class ReprocessMemoriesRequest(_message.Message):
     __slots__ = ("ids", "scope")

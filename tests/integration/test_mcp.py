@@ -1,0 +1,255 @@
+"""The MCP server (gateway/mcp_server.py) against a real running automem, with the mcp SDK's
+client: streamable HTTP at ``/mcp`` of the gateway, and ``automem mcp`` over stdio."""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from pathlib import Path
+
+import pytest_asyncio
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from tests.conftest import eventually, start_service
+
+TOKEN = "mcp-test-token"
+TOOLS = {"store_memory", "recall_memory", "associate_memories", "update_memory", "delete_memory",
+         "check_database_health"}
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def secured(settings):
+    """The whole service with an API token, so credential forwarding is exercised."""
+    running = await start_service(settings.model_copy(update={"api_token": TOKEN}))
+    try:
+        yield running
+    finally:
+        await running.runner.stop()
+
+
+def http_client(url: str, **headers: str) -> Client:
+    return Client(streamable_http_client(url, http_client=create_mcp_http_client(headers=headers)))
+
+
+async def call(client: Client, tool: str, **arguments):
+    """Call a tool; returns the structured result; fails on a tool error."""
+    result = await client.call_tool(tool, arguments)
+    assert not result.is_error, result.content[0].text
+    assert result.structured_content is not None
+    return result.structured_content, result.content[0].text
+
+
+async def call_error(client: Client, tool: str, **arguments) -> str:
+    result = await client.call_tool(tool, arguments)
+    assert result.is_error, result
+    return result.content[0].text
+
+
+def assert_window(memory: dict) -> None:
+    assert memory["state"] in ("ACTIVE", "SUPERSEDED", "DELETED", "PENDING_REVIEW", "ARCHIVED")
+    assert "t_valid" in memory and "t_invalid" in memory
+    assert memory["t_valid"]
+
+
+async def test_tools_and_annotations(secured):
+    async with http_client(secured.url + "/mcp", Authorization=f"Bearer {TOKEN}") as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+    assert set(tools) == TOOLS
+    assert tools["recall_memory"].annotations.read_only_hint is True
+    assert tools["check_database_health"].annotations.read_only_hint is True
+    assert tools["delete_memory"].annotations.destructive_hint is True
+    assert tools["update_memory"].annotations.destructive_hint is True
+    assert tools["store_memory"].annotations.read_only_hint is False
+    assert tools["store_memory"].annotations.destructive_hint is False
+    schema = tools["store_memory"].input_schema["properties"]
+    for name in ("content", "memories", "supersedes_memory_id", "supersede_relation", "supersede_reason"):
+        assert name in schema
+    assert set(tools["recall_memory"].input_schema["properties"]["format"]["enum"]) == {
+        "text", "items", "detailed", "json"}
+
+
+async def test_http_credentials_are_forwarded(secured):
+    # No key: the service refuses, as a tool error.
+    async with http_client(secured.url + "/mcp") as client:
+        text = await call_error(client, "store_memory", content="no key here")
+    assert "API key" in text
+    async with http_client(secured.url + "/mcp", **{"X-API-Key": "wrong"}) as client:
+        assert "API key" in await call_error(client, "recall_memory", query="x")
+    async with http_client(secured.url + "/mcp", **{"X-API-Key": TOKEN}) as client:
+        body, _ = await call(client, "store_memory", content="Keys travel in X-API-Key too", tags=["auth"])
+    assert body["memory"]["state"] == "ACTIVE"
+
+
+async def test_http_end_to_end(secured):
+    tag = f"mcp-{uuid.uuid4().hex[:8]}"
+    async with http_client(secured.url + "/mcp", Authorization=f"Bearer {TOKEN}") as client:
+        # store
+        stored, text = await call(client, "store_memory", content="Chose PostgreSQL for the billing service",
+                                  tags=[tag, "database"], importance=0.8, type="Decision",
+                                  metadata={"ticket": 42})
+        first = stored["memory_id"]
+        assert stored["memory"]["type"] == "Decision"
+        assert stored["memory"]["metadata"] == {"ticket": 42}
+        assert_window(stored["memory"])
+        assert stored["memory"]["t_invalid"] is None
+        assert first in text and "ACTIVE" in text
+
+        # field errors name the field
+        assert "type" in await call_error(client, "store_memory", content="x", type="Nonsense")
+        assert "content" in await call_error(client, "store_memory")
+        assert "supersede_relation" in await call_error(client, "store_memory", content="x",
+                                                        supersedes_memory_id=first,
+                                                        supersede_relation="RELATES_TO")
+
+        # batch
+        batch, _ = await call(client, "store_memory", memories=[
+            {"content": "Billing runs nightly at 02:00 UTC", "tags": [tag]},
+            {"content": "Invoices are rendered with WeasyPrint", "tags": [tag], "importance": 0.4}])
+        assert batch["stored"] == 2
+        second, third = batch["memory_ids"]
+
+        # recall by id
+        got, text = await call(client, "recall_memory", memory_id=first)
+        assert got["mode"] == "id_fetch"
+        assert got["memory"]["content"] == "Chose PostgreSQL for the billing service"
+        assert got["memory"]["is_current"] is True
+        assert "state=ACTIVE" in text and "valid=" in text
+        _, text = await call(client, "recall_memory", memory_id=first, format="items")
+        assert "state: ACTIVE" in text and "t_valid:" in text and "t_invalid: None" in text
+
+        # ranked recall
+        async def ranked_has_first():
+            body, _ = await call(client, "recall_memory", query="PostgreSQL billing", tags=[tag], limit=5)
+            return body if first in [r["memory_id"] for r in body["results"]] else None
+
+        ranked = await eventually(ranked_has_first)
+        assert ranked["mode"] == "ranked" and ranked["state_mode"] == "current"
+        for item in ranked["results"]:
+            assert_window(item)
+            assert "final_score" in item
+
+        # update
+        updated, _ = await call(client, "update_memory", memory_id=second, importance=0.9, add_tags=["ops"])
+        assert updated["memory"]["importance"] == 0.9
+        assert set(updated["memory"]["tags"]) == {tag, "ops"}
+        assert "memory_id" in await call_error(client, "update_memory", memory_id=second)
+
+        # associate: one and a batch
+        assoc, _ = await call(client, "associate_memories", memory1_id=first, memory2_id=second,
+                              type="RELATES_TO", strength=0.7)
+        assert assoc["type"] == "RELATES_TO" and assoc["memory1_id"] == first
+        batch_assoc, _ = await call(client, "associate_memories", associations=[
+            {"memory1_id": second, "memory2_id": third, "type": "LEADS_TO", "strength": 0.6},
+            {"memory1_id": second, "memory2_id": third, "type": "NOT_A_TYPE"}])
+        assert batch_assoc["created_count"] == 1 and batch_assoc["failed_count"] == 1
+        assert "associations.1.type" in batch_assoc["failed"][0]["error"]
+
+        # supersede: atomic, the old one is no longer current
+        sup, text = await call(client, "store_memory", content="Moved billing from PostgreSQL to CockroachDB",
+                               tags=[tag, "database"], supersedes_memory_id=first,
+                               supersede_relation="EVOLVED_INTO", supersede_reason="multi-region")
+        replacement = sup["memory_id"]
+        assert sup["superseded_memory_id"] == first
+        assert sup["relation"]["type"] == "EVOLVED_INTO"
+        assert sup["superseded"]["state"] == "SUPERSEDED"
+        assert sup["superseded"]["t_invalid"] is not None
+        assert sup["memory"]["state"] == "ACTIVE" and sup["memory"]["t_invalid"] is None
+        assert "SUPERSEDED" in text
+
+        old, text = await call(client, "recall_memory", memory_id=first, state_mode="history", format="detailed")
+        assert old["memory"]["state"] == "SUPERSEDED"
+        assert old["memory"]["t_invalid"] is not None
+        assert old["memory"]["superseded_by"] == replacement
+        assert "state: SUPERSEDED" in text
+
+        async def ranked_replaced():
+            body, text = await call(client, "recall_memory", query="PostgreSQL billing", tags=[tag], limit=5)
+            ids = [r["memory_id"] for r in body["results"]]
+            return (body, text) if replacement in ids and first not in ids else None
+
+        ranked, text = await eventually(ranked_replaced)
+        hit = next(r for r in ranked["results"] if r["memory_id"] == replacement)
+        assert hit["state"] == "ACTIVE" and hit["t_valid"] and hit["t_invalid"] is None
+        assert "state=ACTIVE" in text and "valid=" in text
+        for fmt in ("items", "detailed", "json"):
+            _, text = await call(client, "recall_memory", query="PostgreSQL billing", tags=[tag], format=fmt)
+            assert '"state"' in text if fmt == "json" else "state: " in text
+            assert "t_valid" in text and "t_invalid" in text
+
+        # history shows the superseded one too
+        history, _ = await call(client, "recall_memory", query="PostgreSQL billing", tags=[tag],
+                                state_mode="history", limit=10)
+        assert first in [r["memory_id"] for r in history["results"]]
+
+        # exhaustive listing by tag
+        listing, _ = await call(client, "recall_memory", tags=[tag], exhaustive=True, limit=2)
+        assert listing["mode"] == "enumeration" and listing["count"] == 2 and listing["has_more"] is True
+        for item in listing["results"]:
+            assert_window(item)
+
+        # delete by tags: preview, then confirm
+        preview, text = await call(client, "delete_memory", tags=[tag])
+        assert preview["dry_run"] is True
+        # the superseded memory carries the tag too, so it goes with its chain
+        assert set(preview["memory_ids"]) == {first, second, third, replacement}
+        assert "confirm" in text
+        still, _ = await call(client, "recall_memory", tags=[tag], exhaustive=True)
+        assert still["count"] == 3
+        done, _ = await call(client, "delete_memory", tags=[tag], confirm=True)
+        assert done["deleted_count"] == 4
+        gone, _ = await call(client, "recall_memory", tags=[tag], exhaustive=True)
+        assert gone["count"] == 0
+
+        # single delete
+        other, _ = await call(client, "store_memory", content="A memory to delete by id")
+        deleted, _ = await call(client, "delete_memory", memory_id=other["memory_id"])
+        assert deleted["state"] == "DELETED"
+        assert "NOT_FOUND" in await call_error(client, "recall_memory", memory_id=other["memory_id"])
+
+        # health
+        health, text = await call(client, "check_database_health")
+        assert health["status"] in ("healthy", "degraded")
+        assert health["falkordb"] == "connected"
+        assert isinstance(health["memory_count"], int)
+        assert text.startswith("status: ")
+
+
+async def test_stdio(secured):
+    command = str(Path(sys.executable).parent / "automem")
+    params = StdioServerParameters(command=command, args=["mcp", "--grpc", secured.grpc, "--api-key", TOKEN],
+                                   cwd=str(Path(__file__).resolve().parents[2]))
+    async with Client(params) as client:
+        names = {t.name for t in (await client.list_tools()).tools}
+        assert names == TOOLS
+        stored, _ = await call(client, "store_memory", content="stdio stores go over gRPC", tags=["stdio"])
+        memory_id = stored["memory_id"]
+        got, _ = await call(client, "recall_memory", memory_id=memory_id)
+        assert got["memory"]["content"] == "stdio stores go over gRPC"
+        assert got["memory"]["state"] == "ACTIVE" and got["memory"]["t_valid"]
+
+        async def ranked():
+            body, _ = await call(client, "recall_memory", query="stdio gRPC stores", tags=["stdio"])
+            return body if memory_id in [r["memory_id"] for r in body["results"]] else None
+
+        await eventually(ranked)
+
+
+async def test_stdio_without_key_is_refused(secured):
+    command = str(Path(sys.executable).parent / "automem")
+    params = StdioServerParameters(command=command, args=["mcp", "--grpc", secured.grpc, "--api-key", ""],
+                                   cwd=str(Path(__file__).resolve().parents[2]))
+    async with Client(params) as client:
+        assert "API key" in await call_error(client, "store_memory", content="refused")
+
+
+async def test_http_legacy_handshake_open_service(service):
+    # A handshake-era client (initialize), on "/mcp/" too; an open service needs no key.
+    url = service.url + "/mcp/"
+    async with Client(streamable_http_client(url), mode="legacy") as client:
+        stored, _ = await call(client, "store_memory", content="Legacy clients work too", tags=["legacy"])
+        got, _ = await call(client, "recall_memory", memory_id=stored["memory_id"], format="json")
+        assert got["memory"]["state"] == "ACTIVE"
+        health, _ = await call(client, "check_database_health")
+        assert health["status"] == "healthy"
