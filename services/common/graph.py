@@ -245,6 +245,28 @@ class GraphStore:
         )
         return [{"source_id": r[0], "type": r[1], "target_id": r[2], "properties": r[3]} for r in rows]
 
+    async def link_predecessors(self, ids: Sequence[str], created: float) -> dict[str, str]:
+        """For each memory, find its predecessor — the latest earlier memory (by event_time,
+        then record order) of the same scope that shares a tag with it (any memory when it
+        has no tags) — write ``(m)-[:PRECEDED_BY]->(prev)``, and return ``{id: prev content}``."""
+        if not ids:
+            return {}
+        rows = await self.query(
+            "UNWIND $ids AS mid MATCH (m:Memory {id: mid}) "
+            "OPTIONAL MATCH (n:Memory) WHERE n.scope = m.scope AND n.id <> m.id "
+            "AND n.state IN ['ACTIVE', 'SUPERSEDED'] "
+            "AND (n.event_time < m.event_time OR (n.event_time = m.event_time AND n.create_time < m.create_time)) "
+            "AND (size(m.tags_lower) = 0 OR any(t IN n.tags_lower WHERE t IN m.tags_lower)) "
+            "WITH m, n ORDER BY n.event_time DESC, n.create_time DESC "
+            "WITH m, collect(n)[0] AS prev "
+            "FOREACH (p IN CASE WHEN prev IS NULL THEN [] ELSE [prev] END | "
+            "  MERGE (m)-[r:PRECEDED_BY]->(p) ON CREATE SET r.create_time = $created, r.strength = 1.0, "
+            "  r.scope = m.scope) "
+            "RETURN m.id, prev.content",
+            {"ids": list(ids), "created": created},
+        )
+        return {r[0]: r[1] for r in rows if r[1] is not None}
+
     # --- search arms -------------------------------------------------------------------
 
     async def fulltext(self, query: str, scope: str, limit: int) -> list[tuple[str, float]]:

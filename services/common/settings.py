@@ -97,9 +97,10 @@ class Settings(BaseSettings):
     by_tag_max_limit: int = Field(200, validation_alias=_env("AUTOMEM_BY_TAG_MAX_LIMIT"))
     max_body_bytes: int = Field(4 * 1024 * 1024, validation_alias=_env("AUTOMEM_MAX_BODY_BYTES"))
 
-    # --- recall scoring weights (AutoMem's defaults; see services/recall) ---------------
-    search_weight_vector: float = Field(0.35, validation_alias=_env("SEARCH_WEIGHT_VECTOR"))
-    search_weight_keyword: float = Field(0.35, validation_alias=_env("SEARCH_WEIGHT_KEYWORD"))
+    # --- recall scoring weights (services/recall/ranking.py) -----------------------------
+    #: Vector and lexical arm weights, measured on LoCoMo (AutoMem's 0.35/0.35 ranked worse).
+    search_weight_vector: float = Field(0.3, validation_alias=_env("SEARCH_WEIGHT_VECTOR"))
+    search_weight_keyword: float = Field(0.7, validation_alias=_env("SEARCH_WEIGHT_KEYWORD"))
     search_weight_relation: float = Field(0.25, validation_alias=_env("SEARCH_WEIGHT_RELATION"))
     search_weight_tag: float = Field(0.2, validation_alias=_env("SEARCH_WEIGHT_TAG"))
     search_weight_exact: float = Field(0.2, validation_alias=_env("SEARCH_WEIGHT_EXACT"))
@@ -107,7 +108,7 @@ class Settings(BaseSettings):
     search_weight_recency: float = Field(0.1, validation_alias=_env("SEARCH_WEIGHT_RECENCY"))
     search_weight_confidence: float = Field(0.05, validation_alias=_env("SEARCH_WEIGHT_CONFIDENCE"))
     #: Share of a time-neighbour's score a hit gains (measured on LoCoMo, docs/benchmarks.md).
-    search_weight_neighbour: float = Field(0.3, validation_alias=_env("AUTOMEM_SEARCH_WEIGHT_NEIGHBOUR"))
+    search_weight_neighbour: float = Field(0.15, validation_alias=_env("AUTOMEM_SEARCH_WEIGHT_NEIGHBOUR"))
     recency_window_days: float = Field(180.0, validation_alias=_env("SEARCH_RECENCY_WINDOW_DAYS"))
 
     # --- enrichment / consolidation ------------------------------------------------------

@@ -30,7 +30,7 @@ from services.common.graph import GraphStore
 from services.common.model import Memory, epoch, node_to_memory, parse_time, ts
 from services.common.settings import Settings
 from services.common.state import ReadAt, resolve, resolve_one
-from services.common.text import fulltext_query
+from services.common.text import analyze, bm25_query_weights, fulltext_query
 from services.common.vectors import VectorStore
 from services.recall.filters import Filters
 from services.recall.ranking import Candidate, ScoreWeights, rank
@@ -149,12 +149,7 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
                 arms_run.append("vector")
             else:
                 degraded.append("vector")
-            for q in queries:
-                ft = fulltext_query(q)
-                if not ft:
-                    continue
-                for mid, score in await self.graph.fulltext(ft, scope, n_cand * 3):
-                    arm_scores["keyword"][mid] = max(score, arm_scores["keyword"].get(mid, 0.0))
+            await self._lexical(queries, scope, filters, read, n_cand, arm_scores["keyword"])
             arms_run.append("keyword")
         listed: list[str] = []
         if not queries and not len(request.embedding):
@@ -206,6 +201,38 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
             start=datetime.fromtimestamp(start, UTC).isoformat() if start is not None else "",
             end=datetime.fromtimestamp(end, UTC).isoformat() if end is not None else "")
 
+    async def _lexical(self, queries: list[str], scope: str, filters: Filters, read: ReadAt, n_cand: int,
+                       out: dict[str, float]) -> None:
+        """Lexical arm: BM25 over the memories' sparse vectors (stemmed terms, stop words
+        removed; measured far better than FalkorDB's full-text score, docs/benchmarks.md).
+        Memories not yet embedded are found through FalkorDB's full-text index and scored by
+        the share of query terms they contain, times the best BM25 score, so a memory is
+        recallable the moment its store is acknowledged."""
+        for q in queries:
+            terms = analyze(q)
+            if self.vectors is not None and terms:
+                weights = bm25_query_weights(terms)
+                keys = sorted(weights)
+                flt = filters.vector_filter(_states(read))
+                for mid, score in await self.vectors.search_sparse(keys, [weights[k] for k in keys], n_cand, flt):
+                    out[mid] = max(score, out.get(mid, 0.0))
+            ft = fulltext_query(q)
+            if not ft:
+                continue
+            hits = [mid for mid, _ in await self.graph.fulltext(ft, scope, n_cand)]
+            unseen = [mid for mid in hits if mid not in out]
+            if not unseen:
+                continue
+            pending = await self.graph.ro_query(
+                "UNWIND $ids AS mid MATCH (m:Memory {id: mid}) WHERE m.embedding_status <> 'EMBEDDING_STATUS_DONE' "
+                "RETURN m.id, m.content", {"ids": unseen})
+            best = max(out.values(), default=1.0)
+            wanted = set(terms)
+            for mid, content in pending:
+                share = len(wanted & set(analyze(content))) / max(len(wanted), 1)
+                if share:
+                    out[mid] = max(out.get(mid, 0.0), share * best)
+
     async def _list_ids(self, filters: Filters, read: ReadAt, limit: int, sort: str) -> list[str]:
         where, params = filters.cypher("m")
         order = "m.update_time" if sort.startswith("updated") else "m.event_time"
@@ -217,24 +244,17 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
         return [r[0] for r in rows]
 
     async def _time_neighbours(self, memories: list[Memory], filters: Filters) -> dict[str, tuple[str | None, str | None]]:
-        """For each candidate, the previous and next memory (by event_time) of the same
-        scope that also pass the filters: the PRECEDED_BY neighbourhood."""
+        """For each candidate, its PRECEDED_BY predecessor and successor among the candidates
+        (edges written by enrichment; one indexed lookup)."""
         if not memories:
             return {}
-        where, params = filters.cypher("n")
-        params["rows"] = [{"id": m.id, "t": epoch(m, "event_time") or 0.0, "c": epoch(m, "create_time") or 0.0}
-                          for m in memories]
+        ids = [m.id for m in memories]
         rows = await self.graph.ro_query(
-            "UNWIND $rows AS row "
-            f"OPTIONAL MATCH (n:Memory) WHERE {where} AND n.state = 'ACTIVE' AND "
-            "(n.event_time < row.t OR (n.event_time = row.t AND n.create_time < row.c)) "
-            "WITH row, n ORDER BY n.event_time DESC, n.create_time DESC "
-            "WITH row, collect(n.id)[0] AS prev "
-            f"OPTIONAL MATCH (n:Memory) WHERE {where} AND n.state = 'ACTIVE' AND "
-            "(n.event_time > row.t OR (n.event_time = row.t AND n.create_time > row.c)) "
-            "WITH row, prev, n ORDER BY n.event_time ASC, n.create_time ASC "
-            "RETURN row.id, prev, collect(n.id)[0]", params)
-        return {r[0]: (r[1], r[2]) for r in rows}
+            "UNWIND $ids AS mid MATCH (m:Memory {id: mid})-[:PRECEDED_BY]->(p:Memory) "
+            "WHERE p.id IN $ids RETURN m.id, p.id", {"ids": ids})
+        prev = {r[0]: r[1] for r in rows}
+        nxt = {p: m for m, p in prev.items()}
+        return {mid: (prev.get(mid), nxt.get(mid)) for mid in ids}
 
     async def _expand(self, results: list[recall_service_pb2.ScoredMemory], scope: str, read: ReadAt,
                       filters: Filters, request: Any) -> list[recall_service_pb2.ScoredMemory]:
