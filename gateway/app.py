@@ -10,6 +10,7 @@ included, is JSON.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 import grpc
@@ -73,7 +74,45 @@ async def call(method: Any, message: Any, request: Request) -> Any:
         status = HTTP_STATUS.get(exc.code(), 500)
         if exc.code() == grpc.StatusCode.UNAVAILABLE and "failed to connect" in (exc.details() or "").lower():
             status = 503
-        raise GatewayError(status, exc.details() or exc.code().name) from None
+        error = GatewayError(status, exc.details() or exc.code().name)
+        error.from_service = True  # the service has checked the credentials
+        raise error from None
+
+
+#: Seconds a successful credentials check is remembered by :func:`auth_error`.
+AUTH_CACHE_SECONDS = 5.0
+
+
+async def auth_error(request: Request) -> JSONResponse | None:
+    """None when the request's credentials are valid and its ``X-Automem-Scope`` allowed;
+    else the 401 / 403 response. The services do the check (a NOT_FOUND lookup of an empty
+    id); the gateway asks only before answering an error of its own (a 400 from validation,
+    413, 404 of an unknown route) and for ``/mcp``, so that a request without a valid key
+    never gets anything but 401. Successes are cached for :data:`AUTH_CACHE_SECONDS`."""
+    from automem.v1 import recall_service_pb2
+
+    app = request.app
+    try:
+        md = credentials(request, app.state.settings)
+    except GatewayError as exc:
+        return _error_response(exc.status, exc.message)
+    cache: dict[tuple, float] = app.state.__dict__.setdefault("_auth_ok", {})
+    key = tuple(md)
+    now = time.monotonic()
+    if cache.get(key, 0.0) > now:
+        return None
+    try:
+        await app.state.client.recall.GetMemory(recall_service_pb2.RecallGetMemoryRequest(id=""), metadata=md,
+                                                timeout=10)
+    except grpc.aio.AioRpcError as exc:
+        if exc.code() in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
+            return _error_response(HTTP_STATUS[exc.code()], exc.details() or exc.code().name)
+        if exc.code() != grpc.StatusCode.NOT_FOUND:
+            return None  # the services are down or busy: let the original answer stand
+    if len(cache) > 10_000:
+        cache.clear()
+    cache[key] = now + AUTH_CACHE_SECONDS
+    return None
 
 
 def create_app(settings: Settings, client: AutomemClient) -> FastAPI:
@@ -89,10 +128,14 @@ def create_app(settings: Settings, client: AutomemClient) -> FastAPI:
 
     @app.exception_handler(GatewayError)
     async def _gateway_error(request: Request, exc: GatewayError) -> JSONResponse:
+        if not getattr(exc, "from_service", False) and exc.status != 401 and (denied := await auth_error(request)):
+            return denied
         return _error_response(exc.status, exc.message, **exc.extra)
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        if denied := await auth_error(request):
+            return denied
         problems = []
         for err in exc.errors():
             loc = [str(p) for p in err.get("loc", ()) if p not in ("body", "query", "path")]
@@ -101,6 +144,8 @@ def create_app(settings: Settings, client: AutomemClient) -> FastAPI:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if denied := await auth_error(request):
+            return denied
         return _error_response(exc.status_code, str(exc.detail))
 
     @app.exception_handler(Exception)
@@ -112,7 +157,12 @@ def create_app(settings: Settings, client: AutomemClient) -> FastAPI:
     async def _limit_body(request: Request, call_next: Any) -> Any:
         length = request.headers.get("content-length")
         if length and length.isdigit() and int(length) > settings.max_body_bytes:
+            if denied := await auth_error(request):
+                return denied
             return _error_response(413, f"request body exceeds the limit of {settings.max_body_bytes} bytes")
+        mcp = request.url.path == "/mcp" or request.url.path.startswith("/mcp/")
+        if mcp and (denied := await auth_error(request)):  # MCP answers 401 over HTTP, as REST does
+            return denied
         return await call_next(request)
 
     from gateway import metrics, routes_memory, routes_ops, routes_recall
@@ -120,9 +170,12 @@ def create_app(settings: Settings, client: AutomemClient) -> FastAPI:
 
     metrics.install(app)  # outermost of our middlewares: times 413s too
     instrument_fastapi(app)
+    routes_recall.install(app)  # before routes_memory: /memory/by-tag must win over /memory/{id}
     routes_memory.install(app)
-    routes_recall.install(app)
     routes_ops.install(app)
+    from gateway import routes_v1  # review queue, tombstones, history, backup
+
+    routes_v1.install(app)
 
     # --- MCP: streamable HTTP at /mcp (gateway/mcp_server.py; wraps the app's lifespan) ---
     from gateway import mcp_server

@@ -11,7 +11,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
-from gateway.app import call
+from gateway.app import auth_error, call
 
 
 class ConsolidateBody(BaseModel):
@@ -75,8 +75,10 @@ def install(app: FastAPI) -> None:
         return JSONResponse(body, status_code=200 if body.get("falkordb") == "connected" else 503)
 
     @app.get("/enrichment/status", tags=["ops"])
-    async def enrichment_status(request: Request) -> dict[str, Any]:
+    async def enrichment_status(request: Request) -> Any:
         """Queue depth and counters of the enrichment consumer."""
+        if denied := await auth_error(request):  # the RPC is open (it feeds /health); this route is not
+            return denied
         status = await call(request.app.state.client.enrich.GetEnrichmentStatus,
                             enrich_service_pb2.GetEnrichmentStatusRequest(), request)
         return {"status": "success", "queue_depth": status.queue_depth, "pending": status.queue_depth,

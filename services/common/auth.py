@@ -37,6 +37,10 @@ class Principal:
         """True when ``scope`` matches one of the principal's patterns (fnmatch, ``*`` wildcards)."""
         return any(fnmatch.fnmatchcase(scope, pattern) for pattern in self.scopes)
 
+    def allows_all(self) -> bool:
+        """True when the principal may use every scope (a bare ``*`` pattern)."""
+        return "*" in self.scopes
+
 
 _current: contextvars.ContextVar[Principal | None] = contextvars.ContextVar("automem_principal", default=None)
 #: Scope named by the request's ``x-automem-scope`` metadata/header.

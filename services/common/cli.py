@@ -4,6 +4,12 @@
 * ``automem serve --target ingest,recall`` — chosen targets against external servers.
 * ``automem keys create|list|revoke`` — API keys (printed once).
 * ``automem mcp --grpc HOST:PORT`` — the MCP tools over stdio, against a running service.
+* ``automem backup [--out FILE]`` — full export (nodes, edges, events) as JSON lines.
+* ``automem restore FILE [--force]`` — recreate an export in an empty data dir / graph.
+* ``automem reindex`` — rebuild every vector point from the graph.
+
+backup/restore/reindex start the embedded servers for ``AUTOMEM_DATA_DIR`` unless external
+ones are configured; run them while ``automem up`` is stopped (the data dir is locked).
 """
 
 from __future__ import annotations
@@ -92,6 +98,67 @@ async def _keys(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+async def _recovery(settings: Settings, args: argparse.Namespace) -> int:
+    """backup / restore / reindex (services/common/backup.py) against the configured stores."""
+    from services.common import backup
+    from services.common.bus import Bus
+    from services.common.embedded import EmbeddedRuntime
+    from services.common.graph import GraphStore
+
+    runtime = EmbeddedRuntime(settings) if not (settings.falkordb_host and settings.nats_url) else None
+    if runtime is not None:
+        settings = await runtime.start()
+    graph = GraphStore(settings)
+    bus = Bus(settings)
+    try:
+        await graph.ensure_schema()
+        if args.cmd == "backup":
+            await bus.connect()
+            to_file = bool(args.out and args.out != "-")
+            out = await asyncio.to_thread(open, args.out, "w", encoding="utf-8") if to_file else sys.stdout
+            try:
+                count = 0
+                async for line in backup.export_lines(graph, None if args.no_events else bus):
+                    out.write(line + "\n")
+                    count += 1
+            finally:
+                if out is not sys.stdout:
+                    out.close()
+            print(f"# {count} records written", file=sys.stderr)
+        elif args.cmd == "restore":
+            await bus.connect()
+            from pathlib import Path
+
+            text = await asyncio.to_thread(Path(args.file).read_text, encoding="utf-8")
+            records = backup.read_lines(text.splitlines())
+            counts = await backup.restore_records(graph, records, bus, force=args.force)
+            print(f"restored {counts['nodes']} nodes, {counts['edges']} edges, {counts['events']} events")
+        elif args.cmd == "reindex":
+            from services.common.embedding import make_provider
+            from services.common.vectors import make_vector_store
+
+            provider = await asyncio.to_thread(make_provider, settings)
+            vectors = make_vector_store(settings)
+            if vectors is None:
+                print("vectors are disabled; nothing to reindex", file=sys.stderr)
+                return 1
+            try:
+                await vectors.ensure_collection(provider.dimension)
+                counts = await backup.reindex(graph, vectors, provider)
+            finally:
+                await vectors.close()
+            print(f"reindexed {counts['reindexed']} memories, removed {counts['removed']} orphaned points")
+    except (RuntimeError, ValueError, OSError) as exc:
+        print(f"automem {args.cmd}: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        await bus.close()
+        await graph.close()
+        if runtime is not None:
+            await runtime.stop()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``automem`` command; returns the exit code."""
     parser = argparse.ArgumentParser(prog="automem", description="Long-term memory service for AI agents")
@@ -115,6 +182,13 @@ def main(argv: list[str] | None = None) -> int:
                                                   "else 127.0.0.1:50051)")
     mcp.add_argument("--api-key", default=None, help="API key (default: AUTOMEM_API_KEY)")
     mcp.add_argument("--scope", default="", help="scope to act on (default: the key's default scope)")
+    backup_cmd = sub.add_parser("backup", help="write a full export (nodes, edges, events) as JSON lines")
+    backup_cmd.add_argument("--out", default="-", help="output file (default: stdout)")
+    backup_cmd.add_argument("--no-events", action="store_true", help="leave the event stream (history) out")
+    restore_cmd = sub.add_parser("restore", help="restore a backup into an empty data dir")
+    restore_cmd.add_argument("file")
+    restore_cmd.add_argument("--force", action="store_true", help="restore even if the graph is not empty")
+    sub.add_parser("reindex", help="rebuild every vector point from the graph")
     args = parser.parse_args(argv)
 
     settings = get_settings()
@@ -130,6 +204,8 @@ def main(argv: list[str] | None = None) -> int:
         from gateway.mcp_server import run_stdio
 
         return run_stdio(settings, args.grpc, args.api_key, args.scope)
+    if args.cmd in ("backup", "restore", "reindex"):
+        return asyncio.run(_recovery(settings, args))
     if args.cmd == "keys":
         with contextlib.suppress(KeyboardInterrupt):
             return asyncio.run(_keys(settings, args))

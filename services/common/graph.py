@@ -30,7 +30,8 @@ log = logging.getLogger(__name__)
 
 ALL_RELATIONS = AUTHORABLE_RELATIONS + SYSTEM_RELATIONS
 #: Node properties only enrichment writes (ingest leaves them alone unless content changed).
-ENRICHMENT_FIELDS = ("embedding_status", "enrichment_status", "entities", "summary", "embedding_model")
+ENRICHMENT_FIELDS = ("embedding_status", "enrichment_status", "entities", "entity_tags", "summary",
+                     "embedding_model")
 
 
 def _rel_label(name: str) -> str:

@@ -6,6 +6,8 @@ status. Domain errors (services/common/errors.py) become status codes here, in o
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -14,7 +16,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from services.common.auth import Principal, _current, header_scope, set_principal, tokens_equal
-from services.common.errors import AutomemError, Unauthenticated
+from services.common.errors import AutomemError, InvalidArgument, ResourceExhausted, Unauthenticated
 from services.common.settings import Settings
 from services.common.telemetry import grpc_server_interceptor
 
@@ -66,42 +68,112 @@ class Authenticator:
         raise Unauthenticated("missing or invalid API key")
 
 
+class RateLimiter:
+    """Per-principal request budget (``AUTOMEM_RATE_LIMIT``, e.g. ``"600/minute"``; several
+    limits separated by ``;``), a moving window from the ``limits`` library kept in memory
+    per process. Off when the setting is empty."""
+
+    def __init__(self, spec: str) -> None:
+        from limits import parse_many
+        from limits.aio.storage import MemoryStorage
+        from limits.aio.strategies import MovingWindowRateLimiter
+
+        self.spec = spec.strip()
+        try:
+            self.items = parse_many(self.spec) if self.spec else []
+        except ValueError as exc:
+            raise InvalidArgument(f"AUTOMEM_RATE_LIMIT: cannot parse {spec!r}: {exc}") from None
+        self._limiter = MovingWindowRateLimiter(MemoryStorage()) if self.items else None
+
+    async def check(self, principal: Principal) -> None:
+        """Count one request of ``principal``; ResourceExhausted naming the limit when over."""
+        if self._limiter is None:
+            return
+        for item in self.items:
+            if not await self._limiter.hit(item, principal.name):
+                raise ResourceExhausted(
+                    f"rate limit exceeded: {item.amount} requests per {item.multiples} "
+                    f"{item.GRANULARITY.name}(s) per key (AUTOMEM_RATE_LIMIT={self.spec})")
+
+
 class AutomemInterceptor(grpc.aio.ServerInterceptor):
-    """Authenticates every call (except health/reflection), binds the principal, and maps
-    AutomemError to its status code."""
+    """Authenticates every call (except health/reflection), applies the per-key rate limit,
+    binds the principal, and maps AutomemError to its status code."""
 
     def __init__(self, authenticator: Authenticator) -> None:
         self.authenticator = authenticator
+        self.limiter = RateLimiter(authenticator.settings.rate_limit)
+
+    async def _enter(self, context: grpc.aio.ServicerContext) -> tuple[contextvars.Token, contextvars.Token]:
+        """Authenticate the call, count it against the key's rate limit and bind the
+        principal and requested scope. Raises AutomemError."""
+        metadata = {k.lower(): v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
+        principal = await self.authenticator.authenticate(
+            bearer_from_metadata(metadata), metadata.get("x-admin-token", ""))
+        await self.limiter.check(principal)
+        return set_principal(principal), header_scope.set(metadata.get("x-automem-scope", ""))
+
+    @staticmethod
+    def _leave(tokens: tuple[contextvars.Token, contextvars.Token]) -> None:
+        with contextlib.suppress(ValueError):  # a stream closed from another context
+            header_scope.reset(tokens[1])
+            _current.reset(tokens[0])
 
     async def intercept_service(self, continuation, handler_call_details):  # type: ignore[override]
         handler = await continuation(handler_call_details)
         method = handler_call_details.method
-        if handler is None or handler.unary_unary is None or method.startswith(_OPEN_PREFIXES):
+        if handler is None or method.startswith(_OPEN_PREFIXES):
             return handler
-        inner = handler.unary_unary
-        authenticator = self.authenticator
+        if handler.unary_unary is not None:
+            inner = handler.unary_unary
 
-        async def wrapped(request, context: grpc.aio.ServicerContext):
-            metadata = {k.lower(): v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
-            try:
-                principal = await authenticator.authenticate(
-                    bearer_from_metadata(metadata), metadata.get("x-admin-token", "")
-                )
-                token = set_principal(principal)
-                scope_token = header_scope.set(metadata.get("x-automem-scope", ""))
+            async def wrapped(request, context: grpc.aio.ServicerContext):
                 try:
-                    return await inner(request, context)
-                finally:
-                    header_scope.reset(scope_token)
-                    _current.reset(token)
-            except AutomemError as exc:
-                await context.abort(exc.code, exc.message)
+                    tokens = await self._enter(context)
+                    try:
+                        return await inner(request, context)
+                    finally:
+                        self._leave(tokens)
+                except AutomemError as exc:
+                    await context.abort(exc.code, exc.message)
 
-        return grpc.unary_unary_rpc_method_handler(
-            wrapped,
-            request_deserializer=handler.request_deserializer,
-            response_serializer=handler.response_serializer,
-        )
+            return grpc.unary_unary_rpc_method_handler(
+                wrapped, request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer)
+        if handler.unary_stream is not None:
+            inner_stream = handler.unary_stream
+
+            async def wrapped_stream(request, context: grpc.aio.ServicerContext):
+                try:
+                    tokens = await self._enter(context)
+                    try:
+                        async for item in inner_stream(request, context):
+                            yield item
+                    finally:
+                        self._leave(tokens)
+                except AutomemError as exc:
+                    await context.abort(exc.code, exc.message)
+
+            return grpc.unary_stream_rpc_method_handler(
+                wrapped_stream, request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer)
+
+        # Client-streaming methods: none exist; refuse rather than run them unauthenticated.
+        async def refuse(request_iterator, context: grpc.aio.ServicerContext):
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, "client-streaming methods are not served")
+
+        if handler.stream_unary is not None:
+            return grpc.stream_unary_rpc_method_handler(
+                refuse, request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer)
+
+        async def refuse_stream(request_iterator, context: grpc.aio.ServicerContext):
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, "client-streaming methods are not served")
+            yield None  # pragma: no cover - makes this an async generator
+
+        return grpc.stream_stream_rpc_method_handler(
+            refuse_stream, request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer)
 
 
 class GrpcServer:

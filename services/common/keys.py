@@ -39,9 +39,10 @@ class KeyStore:
         self._any: tuple[float, bool] | None = None
 
     async def create(self, role: str, scopes: list[str], default_scope: str | None = None,
-                     name: str = "") -> tuple[str, ApiKeyInfo]:
+                     name: str = "", require_review: bool = False) -> tuple[str, ApiKeyInfo]:
         """Mint a key; returns (the secret key, shown once; its info). InvalidArgument for an
-        unknown role, no scopes, or a default scope outside the patterns."""
+        unknown role, no scopes, or a default scope outside the patterns. With
+        ``require_review`` every memory the key writes lands as PENDING_REVIEW."""
         if role not in ROLES:
             raise InvalidArgument(f"role: one of {', '.join(ROLES)}", field="role")
         scopes = [s.strip() for s in scopes if s.strip()]
@@ -56,9 +57,9 @@ class KeyStore:
         info = ApiKeyInfo(key_id, role, scopes, default, False, time.time(), name or key_id)
         await self.graph.query(
             "CREATE (k:ApiKey {id: $id, hash: $hash, role: $role, scopes: $scopes, default_scope: $default, "
-            "revoked: false, create_time: $t, name: $name})",
+            "revoked: false, create_time: $t, name: $name, require_review: $review})",
             {"id": key_id, "hash": hash_key(secret), "role": role, "scopes": scopes, "default": default,
-             "t": info.create_time, "name": info.name},
+             "t": info.create_time, "name": info.name, "review": bool(require_review)},
         )
         self._any = None
         return secret, info
@@ -80,13 +81,15 @@ class KeyStore:
     async def lookup(self, secret: str) -> Principal | None:
         """The principal of a presented key, or None (unknown or revoked)."""
         rows = await self.graph.ro_query(
-            "MATCH (k:ApiKey {hash: $hash}) WHERE k.revoked = false RETURN k.id, k.role, k.scopes, k.default_scope",
+            "MATCH (k:ApiKey {hash: $hash}) WHERE k.revoked = false "
+            "RETURN k.id, k.role, k.scopes, k.default_scope, coalesce(k.require_review, false)",
             {"hash": hash_key(secret)},
         )
         if not rows:
             return None
-        key_id, role, scopes, default = rows[0]
-        return Principal(f"key:{key_id}", role, tuple(scopes), default)
+        key_id, role, scopes, default, review = rows[0]
+        return Principal(f"key:{key_id}", role, tuple(scopes), default,
+                         extra={"require_review": "true"} if review else {})
 
     async def any_keys(self) -> bool:
         """True when at least one unrevoked key exists (cached for a moment)."""

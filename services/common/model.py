@@ -188,7 +188,7 @@ def set_metadata(memory: Memory, value: dict[str, Any]) -> None:
 
 _TIME_FIELDS = (
     "create_time", "update_time", "last_access_time", "event_time",
-    "valid_from", "valid_to", "record_time", "retract_time",
+    "valid_from", "valid_to", "record_time", "retract_time", "superseded_time", "prior_valid_to",
 )
 
 
@@ -217,6 +217,8 @@ def memory_to_node(memory: Memory) -> dict[str, Any]:
         "entities": json.dumps(
             [{"name": e.name, "kind": e.kind, "tag": e.tag} for e in memory.entities], ensure_ascii=False
         ),
+        # Entity tags (enrichment-owned, apart from the user's tags; tag filters match both).
+        "entity_tags": sorted({e.tag.lower() for e in memory.entities if e.tag}),
         "embedding_status": memory_pb2.EmbeddingStatus.Name(memory.embedding_status),
         "enrichment_status": memory_pb2.EnrichmentStatus.Name(memory.enrichment_status),
         "relevance_score": float(memory.relevance_score),
@@ -280,7 +282,8 @@ def memory_to_json(memory: Memory, **extra: Any) -> dict[str, Any]:
     Keys: id, memory_id, content, summary, tags, importance, confidence, type, metadata,
     timestamp, created_at, updated_at, last_accessed, t_valid, t_invalid, recorded_at,
     retracted_at, state, superseded_by, version, scope, content_hash, entities,
-    embedding_status, enrichment_status, relevance_score, source, state_reason, plus ``extra``.
+    embedding_status, enrichment_status, relevance_score, source, state_reason, superseded_at,
+    prior_t_invalid, plus ``extra``.
     """
     body: dict[str, Any] = {
         "id": memory.id,
@@ -314,6 +317,8 @@ def memory_to_json(memory: Memory, **extra: Any) -> dict[str, Any]:
         "relevance_score": memory.relevance_score,
         "source": memory.source or None,
         "state_reason": memory.state_reason or None,
+        "superseded_at": iso(memory, "superseded_time"),
+        "prior_t_invalid": iso(memory, "prior_valid_to"),
     }
     body.update(extra)
     return body

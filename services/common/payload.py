@@ -28,12 +28,14 @@ def tag_prefixes(tags: list[str]) -> list[str]:
 def build_payload(memory: Memory) -> dict[str, Any]:
     """Vector payload of ``memory``.
 
-    Keys: memory_id, scope, tags, tags_lower, tag_prefixes, type, state, importance,
+    Keys: memory_id, scope, tags, tags_lower and tag_prefixes (user tags plus entity tags), type, state, importance,
     confidence, valid_from / valid_to (epoch seconds; open end = 253402300799.0),
     event_time, update_time (epoch seconds), version, content_hash, embedding_model,
     content (informative only; never returned as the body).
     """
     tags = list(memory.tags)
+    # Entity tags (enrichment-owned, services/enrich/entities.py) match tag filters too.
+    entity_tags = [e.tag for e in memory.entities if e.tag]
     valid_from = epoch(memory, "valid_from")
     if valid_from is None:
         valid_from = epoch(memory, "create_time") or 0.0
@@ -41,8 +43,8 @@ def build_payload(memory: Memory) -> dict[str, Any]:
         "memory_id": memory.id,
         "scope": memory.scope,
         "tags": tags,
-        "tags_lower": sorted({t.lower() for t in tags}),
-        "tag_prefixes": tag_prefixes(tags),
+        "tags_lower": sorted({t.lower() for t in tags + entity_tags}),
+        "tag_prefixes": tag_prefixes(tags + entity_tags),
         "type": type_name(memory.type),
         "state": state_name(memory.state),
         "importance": float(memory.importance),

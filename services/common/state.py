@@ -11,6 +11,11 @@ Rules (DESIGN.md "Reads"):
   cycle-safe; the head must itself be readable, else the hit is dropped.
 * ``state_mode="history"`` opts out of replacement and of the window check (DELETED and
   REJECTED stay withheld).
+* bitemporal: a memory superseded *after* ``known_at`` is read as the service believed it
+  then (:func:`as_known`: ACTIVE, its pre-supersede window ``prior_valid_to``), and the
+  superseding edge, created after ``known_at``, is not followed. A chain is followed only to
+  a successor that is readable at ``as_of``: when the replacement's window has not begun at
+  ``as_of``, the superseded memory is what was true then.
 """
 
 from __future__ import annotations
@@ -53,6 +58,30 @@ class Resolved:
     memory: Memory
     replaces_id: str = ""
     is_current: bool = True
+
+
+def as_known(memory: Memory, read: ReadAt) -> Memory:
+    """``memory`` as the service believed it at ``read.known_at``.
+
+    A memory superseded at system time ``superseded_time`` > ``known_at`` was then ACTIVE
+    with its window ending at ``prior_valid_to`` (open when unset) and no successor; any
+    other memory is returned unchanged (the same object).
+    """
+    if memory.state != memory_pb2.MEMORY_STATE_SUPERSEDED or not memory.HasField("superseded_time"):
+        return memory
+    if (epoch(memory, "superseded_time") or 0.0) <= read.known_at:
+        return memory
+    out = Memory()
+    out.CopyFrom(memory)
+    out.state = memory_pb2.MEMORY_STATE_ACTIVE
+    out.superseded_by = ""
+    out.state_reason = ""
+    out.ClearField("superseded_time")
+    out.ClearField("valid_to")
+    if memory.HasField("prior_valid_to"):
+        out.valid_to.CopyFrom(memory.prior_valid_to)
+    out.ClearField("prior_valid_to")
+    return out
 
 
 def known(memory: Memory, read: ReadAt) -> bool:
@@ -99,10 +128,14 @@ async def successors(graph: GraphStore, ids: list[str], scope: str, read: ReadAt
 async def resolve(graph: GraphStore, memories: list[Memory], scope: str, read: ReadAt) -> list[Resolved | None]:
     """Apply the state pass to ``memories`` (same order; None = withheld).
 
-    Superseded memories are replaced by the head of their chain (≤ 5 hops, cycle-safe).
-    A replacement that appears more than once is kept at its first position only.
+    Each memory is first seen as known at ``read.known_at`` (:func:`as_known`). A superseded
+    memory is replaced by the furthest memory along its chain (≤ 5 hops, cycle-safe, edges
+    created by ``known_at``) that is readable at ``as_of``; when none is, the memory itself
+    is returned if readable (what was true at ``as_of``), else withheld. A replacement that
+    appears more than once is kept at its first position only.
     """
     results: list[Resolved | None] = [None] * len(memories)
+    memories = [as_known(m, read) for m in memories]
     if read.history:
         for i, m in enumerate(memories):
             if m.state not in _ALWAYS_WITHHELD and known(m, read):
@@ -114,36 +147,37 @@ async def resolve(graph: GraphStore, memories: list[Memory], scope: str, read: R
             continue
         chain_start[i] = m
     nexts = await successors(graph, [m.id for m in chain_start.values()], scope, read) if chain_start else {}
-    heads: dict[int, str] = {i: nexts[m.id] for i, m in chain_start.items() if m.id in nexts}
-    # Walk chains hop by hop for all superseded hits at once.
+    # Walk chains hop by hop for all superseded hits at once; paths[i] = successors in order.
     cache: dict[str, Memory] = {}
-    frontier = {i: heads[i] for i in heads}
-    visited = {i: {chain_start[i].id} for i in heads}
-    final: dict[int, Memory | None] = {}
+    frontier = {i: nexts[m.id] for i, m in chain_start.items() if m.id in nexts}
+    visited = {i: {chain_start[i].id} for i in frontier}
+    paths: dict[int, list[str]] = {i: [] for i in frontier}
     for _hop in range(MAX_HOPS):
         if not frontier:
             break
         need = [mid for mid in set(frontier.values()) if mid not in cache]
-        cache.update(await graph.get_memories(need, scope))
+        cache.update({k: as_known(v, read) for k, v in (await graph.get_memories(need, scope)).items()})
         nxt = await successors(graph, list(set(frontier.values())), scope, read)
         new_frontier = {}
         for i, mid in frontier.items():
             visited[i].add(mid)
+            paths[i].append(mid)
             target = nxt.get(mid)
-            if target and target not in visited[i] and _hop < MAX_HOPS - 1:
+            if target and target not in visited[i]:
                 new_frontier[i] = target
-            else:
-                final[i] = cache.get(mid)
         frontier = new_frontier
-    for i in frontier:  # ran out of hops: take the last reached
-        final[i] = cache.get(frontier[i])
     seen: set[str] = set()
     for i, m in enumerate(memories):
         if i not in chain_start:
             continue
-        if i in heads:
-            head = final.get(i)
-            if head is None or not readable_head(head, read) or head.id in seen:
+        head = None
+        for mid in reversed(paths.get(i, [])):
+            candidate = cache.get(mid)
+            if candidate is not None and readable_head(candidate, read):
+                head = candidate
+                break
+        if head is not None:
+            if head.id in seen:
                 continue
             results[i] = Resolved(head, replaces_id=m.id)
             seen.add(head.id)
@@ -155,6 +189,7 @@ async def resolve(graph: GraphStore, memories: list[Memory], scope: str, read: R
 
 async def resolve_one(graph: GraphStore, memory: Memory, scope: str, read: ReadAt) -> tuple[bool, str]:
     """(is_current, current head id or "") of one memory, for get-by-id."""
+    memory = as_known(memory, read)
     if read.history:
         return readable_head(memory, read) and not memory.superseded_by, ""
     [resolved] = await resolve(graph, [memory], scope, read)

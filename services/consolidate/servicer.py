@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 from automem.v1 import consolidate_service_pb2, consolidate_service_pb2_grpc, events_pb2
 
-from services.common.auth import require_role, resolve_scope
-from services.common.errors import InvalidArgument
+from services.common.auth import header_scope, require_role, resolve_scope
+from services.common.errors import InvalidArgument, PermissionDenied
 from services.common.graph import GraphStore
 from services.common.model import node_to_memory, ts
 from services.common.outbox import EventPublisher
@@ -54,8 +54,10 @@ class ConsolidateServicer(consolidate_service_pb2_grpc.ConsolidateServiceService
     async def RunConsolidation(self, request, context):
         """Run one task now (``decay`` and ``full`` are implemented; the others report
         nothing to do). ``dry_run`` computes without writing. Run saved to history."""
-        require_role("admin")
-        scope = resolve_scope(request.scope) if request.scope else None
+        principal = require_role("admin")
+        # Every scope only for a key that may use every scope; else the one it names or its default.
+        everything = not request.scope and not header_scope.get() and principal.allows_all()
+        scope = None if everything else resolve_scope(request.scope)
         mode = (request.mode or "full").lower()
         if mode not in MODES:
             raise InvalidArgument(f"mode: one of {', '.join(MODES)}", field="mode")
@@ -66,8 +68,8 @@ class ConsolidateServicer(consolidate_service_pb2_grpc.ConsolidateServiceService
         run.end_time.CopyFrom(ts(time.time()))
         await self.graph.query(
             "CREATE (r:ConsolidationRun {run_id: $id, mode: $mode, dry_run: $dry, start_time: $s, end_time: $e, "
-            "counts: $counts})",
-            {"id": run.run_id, "mode": mode, "dry": request.dry_run, "s": run.start_time.seconds,
+            "counts: $counts, scope: $scope})",
+            {"scope": scope or "*", "id": run.run_id, "mode": mode, "dry": request.dry_run, "s": run.start_time.seconds,
              "e": run.end_time.seconds, "counts": [f"{k}={v}" for k, v in run.counts.items()]})
         return consolidate_service_pb2.RunConsolidationResponse(run=run)
 
@@ -87,12 +89,19 @@ class ConsolidateServicer(consolidate_service_pb2_grpc.ConsolidateServiceService
 
     async def GetConsolidationStatus(self, request, context):
         """Past runs, newest first, paged."""
-        require_role("reader")
+        principal = require_role("reader")
+        # Runs of the caller's scope only, unless its key may use every scope.
+        scope = None if principal.allows_all() and not header_scope.get() else resolve_scope(None)
         size = request.page_size or 20
-        offset = int(request.page_token or 0)
+        try:
+            offset = int(request.page_token or 0)
+        except ValueError:
+            raise InvalidArgument("page_token: not a token this service returned", field="page_token") from None
         rows = await self.graph.ro_query(
-            "MATCH (r:ConsolidationRun) RETURN r.run_id, r.mode, r.dry_run, r.start_time, r.end_time, r.counts "
-            "ORDER BY r.start_time DESC SKIP $skip LIMIT $limit", {"skip": offset, "limit": size + 1})
+            "MATCH (r:ConsolidationRun) WHERE $scope IS NULL OR r.scope = $scope "
+            "RETURN r.run_id, r.mode, r.dry_run, r.start_time, r.end_time, r.counts "
+            "ORDER BY r.start_time DESC SKIP $skip LIMIT $limit",
+            {"skip": max(offset, 0), "limit": size + 1, "scope": scope})
         runs = []
         for r in rows[:size]:
             run = consolidate_service_pb2.ConsolidationRun(run_id=r[0], mode=r[1], dry_run=bool(r[2]))
@@ -109,7 +118,9 @@ class ConsolidateServicer(consolidate_service_pb2_grpc.ConsolidateServiceService
         """Compare current memories with vector points: missing points, orphan points and
         payloads that differ from the builder's. ``repair`` (admin) re-queues missing and
         stale memories for enrichment (the only writer of points) and deletes orphans."""
-        require_role("admin" if request.repair else "reader")
+        principal = require_role("admin" if request.repair else "reader")
+        if not principal.allows_all():
+            raise PermissionDenied("sync spans every scope: it needs a key allowed on all scopes ('*')")
         if self.vectors is None:
             return consolidate_service_pb2.CheckSyncResponse(sync_status="vectors_disabled")
         from services.common.payload import build_payload

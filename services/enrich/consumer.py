@@ -40,6 +40,7 @@ from services.common.text import analyze, bm25_doc_weights
 from services.common.settings import Settings
 from services.common.telemetry import record_error, start_consumer_span
 from services.common.vectors import VectorStore
+from services.enrich.pipeline import Enricher
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +85,10 @@ class EnrichConsumer:
         self.sub: Any = None
         #: Hooks run after the vector write (entities, links); each gets (memory, event).
         self.after_embed: list[Any] = []
+        #: Entities, classification, summary and links (services/enrich/pipeline.py).
+        self.enricher = Enricher(settings, graph, vectors)
+        #: EventPublisher for MEMORY_ENRICHED audit events (set by the module; None = bus only).
+        self.publisher: Any = None
 
     async def start(self) -> None:
         """Create the durable consumer."""
@@ -165,6 +170,8 @@ class EnrichConsumer:
             memory = current.get(event.memory_id)
             if event.type == events_pb2.EVENT_TYPE_RELATION_CREATED and not event.memory_id:
                 continue
+            if event.type == events_pb2.EVENT_TYPE_MEMORY_ENRICHED:
+                continue  # our own audit events: never re-enrich (no loop)
             if memory is not None:
                 todo[memory.id] = (memory, event)
                 span_of[memory.id] = spans[id(msg)]
@@ -193,6 +200,10 @@ class EnrichConsumer:
         if not live:
             return
         existing = {p.id: p for p in await self.vectors.retrieve(list(live))}
+        current_of: dict[str, Memory] = {}  # before the enrichment write, for the audit event
+        for mid, (memory, _event) in live.items():
+            current_of[mid] = Memory()
+            current_of[mid].CopyFrom(memory)
         model = self.provider.name if self.provider else ""
         need_embed: list[Memory] = []
         supplied: dict[str, list[float]] = {}
@@ -206,6 +217,12 @@ class EnrichConsumer:
                 supplied[mid] = list(event.embedding)
             else:
                 need_embed.append(memory)
+        # Entities and LLM classification/summary run while the batch is embedded; they must
+        # be done before the upsert (the payload carries the type and entity tags).
+        embed_ids = {m.id for m in need_embed} | set(supplied)
+        enrich_now = [m for m, e in live.values() if e.content_changed or m.id in embed_ids
+                      or m.enrichment_status != memory_pb2.ENRICHMENT_STATUS_DONE]
+        preparing = asyncio.ensure_future(self.enricher.prepare(enrich_now))
         vectors: dict[str, Any] = {}
         if need_embed and self.provider is not None:
             matrix = await asyncio.to_thread(self.provider.embed, [embedding_text(m) for m in need_embed])
@@ -221,6 +238,10 @@ class EnrichConsumer:
                 continue
             vectors[mid] = values
         sparse = await self._sparse_vectors([live[mid][0] for mid in vectors])
+        prepared = await preparing
+        unembedded = [m.id for m in enrich_now if m.id not in vectors and m.id in existing]
+        old_vectors = {p.id: p.vector for p in await self.vectors.retrieve(unembedded, with_vectors=True)} \
+            if unembedded else {}
         for mid, (memory, _event) in live.items():
             span = (span_of or {}).get(mid)
             with trace.use_span(span, end_on_exit=False) if span is not None else nullcontext():
@@ -228,13 +249,29 @@ class EnrichConsumer:
                     memory.embedding_model = "caller" if mid in supplied and vectors[mid] is supplied[mid] else model
                     memory.embedding_status = memory_pb2.EMBEDDING_STATUS_DONE
                     await self.vectors.upsert(mid, vectors[mid], build_payload(memory), sparse=sparse.get(mid))
-                    await self.graph.set_enrichment(mid, memory.content_hash, {
-                        "embedding_status": "EMBEDDING_STATUS_DONE", "embedding_model": memory.embedding_model})
+                    if await self.graph.set_enrichment(mid, memory.content_hash, {
+                            "embedding_status": "EMBEDDING_STATUS_DONE", "embedding_model": memory.embedding_model}):
+                        await self._publish_enriched(current_of.get(mid), memory)
                 elif mid in existing:
                     memory.embedding_model = existing[mid].payload.get("embedding_model", model)
                     await self.vectors.set_payload(mid, build_payload(memory))
                 for hook in self.after_embed:
                     await hook(memory, _event)
+                if mid in prepared:
+                    await self.enricher.finish(memory, prepared[mid], vectors.get(mid) or old_vectors.get(mid))
+
+    async def _publish_enriched(self, before: Memory | None, after: Memory) -> None:
+        """Append the MEMORY_ENRICHED audit event (before/after the enrichment write)."""
+        from services.ingest.servicer import make_event
+
+        event = make_event(events_pb2.EVENT_TYPE_MEMORY_ENRICHED, before=before, after=after, actor="system:enrich")
+        try:
+            if self.publisher is not None:
+                await self.publisher.publish(event)
+            else:
+                await self.bus.publish_event(event)
+        except Exception as exc:  # noqa: BLE001 - the audit event must not fail enrichment
+            log.warning("could not publish MEMORY_ENRICHED", extra={"memory_id": after.id, "error": str(exc)})
 
     async def _sparse_vectors(self, memories: list[Memory]) -> dict[str, tuple[list[int], list[float]]]:
         """BM25 document weights of each memory's content plus its PRECEDED_BY predecessor's

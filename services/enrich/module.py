@@ -14,6 +14,7 @@ async def _start(ctx: Context) -> None:
     from services.enrich.servicer import EnrichServicer
 
     consumer = EnrichConsumer(ctx.settings, ctx["bus"], ctx["graph"], ctx.get("vectors"), ctx.get("embedder"))
+    consumer.publisher = ctx.get("publisher")
     await consumer.start()
     ctx.objects["enrich_consumer"] = consumer
     ctx.tasks.append(asyncio.create_task(consumer.run(), name="enrich-consumer"))
@@ -26,6 +27,7 @@ async def _stop(ctx: Context) -> None:
     consumer = ctx.get("enrich_consumer")
     if consumer is not None:
         consumer.stop()
+        await consumer.enricher.close()
 
 
 register(Module("enrich", deps=("graph", "bus", "publisher", "embedder", "vectors", "grpc-server"),

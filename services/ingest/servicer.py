@@ -18,7 +18,6 @@ from services.common.auth import current_principal, require_role, resolve_scope
 from services.common.errors import Aborted, AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
 from services.common.graph import GraphStore
 from services.common.model import (
-    OPEN_END,
     SUPERSEDING_RELATIONS,
     Memory,
     Relation,
@@ -32,6 +31,7 @@ from services.common.model import (
 from services.common.outbox import EventPublisher
 from services.common.settings import Settings
 from services.ingest.logic import apply_update, build_memory
+from services.ingest.truth import TruthMixin, close_for_supersede, review_required
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ def _actor() -> str:
         return "system"
 
 
-class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
+class IngestServicer(TruthMixin, ingest_service_pb2_grpc.IngestServiceServicer):
     """gRPC IngestService over the graph store and the event publisher."""
 
     def __init__(self, settings: Settings, graph: GraphStore, publisher: EventPublisher) -> None:
@@ -131,18 +131,36 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
                 {"key": f"{scope}\x1f{key}", "ids": ids, "t": epoch(Memory(create_time=ts(now())), "create_time")},
             )
 
-    async def _duplicate_of(self, memory: Memory) -> Memory | None:
+    async def _create_claimed(self, scope: str, key: str, memories: list[Memory]) -> bool:
+        """Create ``memories`` and claim idempotency ``key`` for them in ONE query, so two
+        concurrent retries with the same key cannot both create. False (nothing written)
+        when the key was already claimed."""
+        ids = [m.id for m in memories]
+        rows = await self.graph.query(
+            "MERGE (k:IdempotencyKey {key: $key}) ON CREATE SET k.memory_ids = $ids, k.create_time = $t "
+            "WITH k WHERE k.memory_ids = $ids "
+            "UNWIND $rows AS row CREATE (m:Memory) SET m = row RETURN count(m)",
+            {"key": f"{scope}\x1f{key}", "ids": ids, "rows": [memory_to_node(m) for m in memories],
+             "t": epoch(memories[0], "create_time")},
+        )
+        return bool(rows and rows[0][0])
+
+    async def _duplicate_of(self, memory: Memory, explicit_time: bool = True) -> Memory | None:
         """An existing current memory with the same content hash, tags and event time in the
-        scope, created within ``dedup_window_seconds``."""
+        scope, created within ``dedup_window_seconds``. Without an explicit ``timestamp`` the
+        event time is the store time, which differs on every retry: then a memory that also
+        had no explicit timestamp (event time = create time) matches."""
         if not self.settings.dedup_enabled:
             return None
         created = epoch(memory, "create_time") or 0.0
         rows = await self.graph.ro_query(
             "MATCH (m:Memory {content_hash: $h}) WHERE m.scope = $scope AND m.state = 'ACTIVE' "
-            "AND m.create_time >= $since AND m.event_time = $event AND m.tags_lower = $tags "
-            "RETURN properties(m) LIMIT 1",
+            "AND m.create_time >= $since AND m.tags_lower = $tags "
+            "AND (($explicit AND m.event_time = $event) OR (NOT $explicit AND m.event_time = m.create_time)) "
+            "RETURN properties(m) ORDER BY m.create_time LIMIT 1",
             {"h": memory.content_hash, "scope": memory.scope, "since": created - self.settings.dedup_window_seconds,
-             "event": epoch(memory, "event_time"), "tags": sorted({t.lower() for t in memory.tags})},
+             "event": epoch(memory, "event_time"), "tags": sorted({t.lower() for t in memory.tags}),
+             "explicit": explicit_time},
         )
         if not rows:
             return None
@@ -171,19 +189,32 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
             memory = await self.graph.get_memory(existing[0], scope)
             if memory is not None:
                 return ingest_service_pb2.CreateMemoryResponse(memory=memory, deduplicated=True)
+        if review_required(principal):
+            request.memory.require_review = True
         memory = build_memory(request.memory, scope=scope, settings=self.settings, created=now(),
                               source=principal.name)
         await self._check_tombstone(memory)
-        duplicate = await self._duplicate_of(memory)
+        duplicate = await self._duplicate_of(memory, explicit_time=bool(request.memory.timestamp.strip()))
         if duplicate is not None:
             await self._remember_key(scope, request.idempotency_key, [duplicate.id])
             return ingest_service_pb2.CreateMemoryResponse(memory=duplicate, deduplicated=True)
-        await self.graph.create_memories([memory])
-        await self._remember_key(scope, request.idempotency_key, [memory.id])
+        if request.idempotency_key:
+            if not await self._create_claimed(scope, request.idempotency_key, [memory]):
+                return await self._replay(scope, request.idempotency_key)
+        else:
+            await self.graph.create_memories([memory])
         await self.publisher.publish(make_event(
             events_pb2.EVENT_TYPE_MEMORY_CREATED, before=None, after=memory, content_changed=True,
             embedding=request.memory.embedding))
         return ingest_service_pb2.CreateMemoryResponse(memory=memory)
+
+    async def _replay(self, scope: str, key: str) -> ingest_service_pb2.CreateMemoryResponse:
+        """The answer to a retry whose key a concurrent request claimed first."""
+        existing = await self._idempotent(scope, key) or []
+        memory = await self.graph.get_memory(existing[0], scope) if existing else None
+        if memory is None:
+            raise Aborted(f"idempotency key {key!r} is being used by a concurrent request; retry", field="idempotency_key")
+        return ingest_service_pb2.CreateMemoryResponse(memory=memory, deduplicated=True)
 
     async def BatchCreateMemories(self, request, context):
         """Store up to ``batch_max`` (500) memories in one atomic query; all or nothing.
@@ -203,6 +234,8 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
             found = await self.graph.get_memories(existing, scope)
             return ingest_service_pb2.BatchCreateMemoriesResponse(memories=[found[i] for i in existing if i in found])
         created = now()
+        for item in request.memories if review_required(principal) else ():
+            item.require_review = True
         # One microsecond apart, so the batch's order is kept as record order.
         memories = [
             build_memory(item, scope=scope, settings=self.settings, created=created + timedelta(microseconds=i),
@@ -211,8 +244,14 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         ]
         for i, memory in enumerate(memories):
             await self._check_tombstone(memory, field=f"memories[{i}].content")
-        await self.graph.create_memories(memories)
-        await self._remember_key(scope, request.idempotency_key, [m.id for m in memories])
+        if request.idempotency_key:
+            if not await self._create_claimed(scope, request.idempotency_key, memories):
+                existing = await self._idempotent(scope, request.idempotency_key) or []
+                found = await self.graph.get_memories(existing, scope)
+                return ingest_service_pb2.BatchCreateMemoriesResponse(
+                    memories=[found[i] for i in existing if i in found])
+        else:
+            await self.graph.create_memories(memories)
         for memory, item in zip(memories, request.memories, strict=True):
             await self.publisher.publish(make_event(
                 events_pb2.EVENT_TYPE_MEMORY_CREATED, before=None, after=memory, content_changed=True,
@@ -329,8 +368,12 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
             updated.CopyFrom(source)
             updated.state = memory_pb2.MEMORY_STATE_SUPERSEDED
             updated.superseded_by = target.id
+            updated.state_reason = rel.reason
             updated.version = source.version + 1
-            updated.update_time.CopyFrom(ts(now()))
+            updated.update_time.CopyFrom(rel.create_time)
+            updated.superseded_time.CopyFrom(rel.create_time)
+            if source.HasField("valid_to"):
+                updated.prior_valid_to.CopyFrom(source.valid_to)
             if await self.graph.replace_memory(updated, source.version):
                 await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_MEMORY_SUPERSEDED, before=source,
                                                         after=updated, reason=rel.reason))
@@ -359,17 +402,8 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         new = build_memory(request.replacement, scope=scope, settings=self.settings, created=stamp,
                            source=principal.name, field_prefix="")
         await self._check_tombstone(new)
-        closed = Memory()
-        closed.CopyFrom(old)
-        closed.state = memory_pb2.MEMORY_STATE_SUPERSEDED
-        closed.superseded_by = new.id
-        closed.state_reason = request.reason
-        closed.version = old.version + 1
-        closed.update_time.CopyFrom(ts(stamp))
-        start = epoch(new, "valid_from") or epoch(new, "create_time")
-        old_end = epoch(old, "valid_to") or OPEN_END
-        if start is not None and start < old_end:
-            closed.valid_to.CopyFrom(ts(max(start, (epoch(old, "valid_from") or 0.0) + 1e-3)))
+        closed = close_for_supersede(old, new.id, epoch(new, "valid_from") or epoch(new, "create_time"), stamp,
+                                     request.reason)
         rel = Relation(source_id=old.id, target_id=new.id, type=rel_type, strength=0.9, scope=scope,
                        reason=request.reason)
         rel.create_time.CopyFrom(ts(stamp))

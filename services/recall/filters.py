@@ -48,7 +48,7 @@ class Filters:
         """True when ``memory`` passes the tag, exclusion and time filters."""
         if memory.scope != self.scope:
             return False
-        have = {t.lower() for t in memory.tags}
+        have = {t.lower() for t in memory.tags} | {e.tag.lower() for e in memory.entities if e.tag}
         if self.exclude_tags and have & set(self.exclude_tags):
             return False
         if self.tags:
@@ -73,17 +73,19 @@ class Filters:
         """A WHERE fragment (without WHERE) and its parameters."""
         parts = [f"{var}.scope = $f_scope"]
         params: dict[str, Any] = {"f_scope": self.scope}
+        # User tags plus entity tags (services/enrich/entities.py).
+        all_tags = f"({var}.tags_lower + coalesce({var}.entity_tags, []))"
         if self.tags:
             params["f_tags"] = self.tags
             if self.tag_match == "exact":
-                one = f"x IN {var}.tags_lower"
+                one = f"x IN {all_tags}"
             else:
-                one = f"any(t IN {var}.tags_lower WHERE t STARTS WITH x)"
+                one = f"any(t IN {all_tags} WHERE t STARTS WITH x)"
             quant = "all" if self.tag_mode == "all" else "any"
             parts.append(f"{quant}(x IN $f_tags WHERE {one})")
         if self.exclude_tags:
             params["f_excl"] = self.exclude_tags
-            parts.append(f"NOT any(t IN {var}.tags_lower WHERE t IN $f_excl)")
+            parts.append(f"NOT any(t IN {all_tags} WHERE t IN $f_excl)")
         if self.start is not None:
             params["f_start"] = self.start
             parts.append(f"{var}.event_time >= $f_start")

@@ -29,7 +29,7 @@ from services.common.errors import InvalidArgument, NotFound
 from services.common.graph import GraphStore
 from services.common.model import Memory, epoch, node_to_memory, parse_time, ts
 from services.common.settings import Settings
-from services.common.state import ReadAt, resolve, resolve_one
+from services.common.state import ReadAt, as_known, resolve, resolve_one
 from services.common.text import analyze, bm25_query_weights, fulltext_query
 from services.common.vectors import VectorStore
 from services.recall.filters import Filters
@@ -189,13 +189,16 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
             results.append(recall_service_pb2.ScoredMemory(
                 memory=res.memory, score=r.score, final_score=r.score, match_type=match_type,
                 score_components=r.score_components, replaces_id=res.replaces_id))
-        if request.expand_relations and results:
-            results.extend(await self._expand(results, scope, read, filters, request))
         if sort != "score":
             key, reverse = {"time_desc": ("event_time", True), "time_asc": ("event_time", False),
                             "updated_desc": ("update_time", True), "updated_asc": ("update_time", False)}[sort]
             results.sort(key=lambda s: epoch(s.memory, key) or 0.0, reverse=reverse)
         page = results[request.offset: request.offset + limit]
+        # Related memories come after the page, up to expansion_limit (AutoMem).
+        if request.expand_relations and page:
+            page.extend(await self._expand(page, scope, read, filters, request))
+        if request.expand_entities and page:
+            page.extend(await self._expand_entities(page, scope, read, request))
         return recall_service_pb2.SearchMemoriesResponse(
             results=page, arms=arms_run, degraded=degraded,
             start=datetime.fromtimestamp(start, UTC).isoformat() if start is not None else "",
@@ -224,8 +227,9 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
             if not unseen:
                 continue
             pending = await self.graph.ro_query(
-                "UNWIND $ids AS mid MATCH (m:Memory {id: mid}) WHERE m.embedding_status <> 'EMBEDDING_STATUS_DONE' "
-                "RETURN m.id, m.content", {"ids": unseen})
+                "UNWIND $ids AS mid MATCH (m:Memory {id: mid}) WHERE m.scope = $scope "
+                "AND m.embedding_status <> 'EMBEDDING_STATUS_DONE' "
+                "RETURN m.id, m.content", {"ids": unseen, "scope": scope})
             best = max(out.values(), default=1.0)
             wanted = set(terms)
             for mid, content in pending:
@@ -251,7 +255,8 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
         ids = [m.id for m in memories]
         rows = await self.graph.ro_query(
             "UNWIND $ids AS mid MATCH (m:Memory {id: mid})-[:PRECEDED_BY]->(p:Memory) "
-            "WHERE p.id IN $ids RETURN m.id, p.id", {"ids": ids})
+            "WHERE m.scope = $scope AND p.scope = $scope AND p.id IN $ids RETURN m.id, p.id",
+            {"ids": ids, "scope": filters.scope})
         prev = {r[0]: r[1] for r in rows}
         nxt = {p: m for m, p in prev.items()}
         return {mid: (prev.get(mid), nxt.get(mid)) for mid in ids}
@@ -283,6 +288,37 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
                 score_components={"relation": score}, relation_type=rel, replaces_id=res.replaces_id))
         return out
 
+    async def _expand_entities(self, results: list[recall_service_pb2.ScoredMemory], scope: str, read: ReadAt,
+                               request: Any) -> list[recall_service_pb2.ScoredMemory]:
+        """Memories that mention an entity the top ``relation_limit`` hits mention (MENTIONS
+        edges to Entity nodes, written by enrichment), ``match_type="entity"``; score = the
+        seed's score x relation weight x 0.5 (one shared entity) up to x 1 (several)."""
+        seeds = [r.memory.id for r in results[: request.relation_limit or 5]]
+        rows = await self.graph.ro_query(
+            "UNWIND $ids AS mid MATCH (a:Memory {id: mid})-[:MENTIONS]->(e:Entity)<-[:MENTIONS]-(b:Memory) "
+            "WHERE a.scope = $scope AND b.scope = $scope AND e.scope = $scope AND b.id <> a.id "
+            "RETURN a.id, b.id, count(e) ORDER BY count(e) DESC", {"ids": seeds, "scope": scope})
+        have = {r.memory.id for r in results}
+        score_of = {r.memory.id: r.score for r in results}
+        best: dict[str, float] = {}
+        for seed, other, shared in rows:
+            if other not in have:
+                score = score_of.get(seed, 0.0) * self.settings.search_weight_relation * min(0.5 * shared, 1.0)
+                best[other] = max(best.get(other, 0.0), score)
+        ordered = sorted(best, key=lambda i: -best[i])[: request.expansion_limit or 25]
+        found = await self.graph.get_memories(ordered, scope)
+        mems = [found[i] for i in ordered if i in found]
+        out: list[recall_service_pb2.ScoredMemory] = []
+        for memory, res in zip(mems, await resolve(self.graph, mems, scope, read), strict=True):
+            if res is None or res.memory.id in have or res.memory.importance < request.expand_min_importance:
+                continue
+            have.add(res.memory.id)
+            score = best[memory.id]
+            out.append(recall_service_pb2.ScoredMemory(
+                memory=res.memory, score=score, final_score=score, match_type="entity",
+                score_components={"entity": score}, replaces_id=res.replaces_id))
+        return out
+
     # --- other reads ---------------------------------------------------------------
 
     async def GetMemory(self, request, context):
@@ -296,6 +332,7 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
         if memory is None or memory.state == memory_pb2.MEMORY_STATE_DELETED or (
                 memory.state == memory_pb2.MEMORY_STATE_REJECTED and not read.history):
             raise NotFound(f"memory {request.id} not found", field="id")
+        memory = as_known(memory, read)  # as the service believed it at known_at
         is_current, head = await resolve_one(self.graph, memory, scope, read)
         if request.touch:
             stamp = time.time()

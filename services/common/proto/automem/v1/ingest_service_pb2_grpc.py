@@ -76,6 +76,41 @@ class IngestServiceStub:
                 request_serializer=automem_dot_v1_dot_ingest__service__pb2.DeleteMemoriesByTagRequest.SerializeToString,
                 response_deserializer=automem_dot_v1_dot_ingest__service__pb2.DeleteMemoriesByTagResponse.FromString,
                 _registered_method=True)
+        self.ListReviewItems = channel.unary_unary(
+                '/automem.v1.IngestService/ListReviewItems',
+                request_serializer=automem_dot_v1_dot_ingest__service__pb2.ListReviewItemsRequest.SerializeToString,
+                response_deserializer=automem_dot_v1_dot_ingest__service__pb2.ListReviewItemsResponse.FromString,
+                _registered_method=True)
+        self.ApproveReviewItem = channel.unary_unary(
+                '/automem.v1.IngestService/ApproveReviewItem',
+                request_serializer=automem_dot_v1_dot_ingest__service__pb2.ApproveReviewItemRequest.SerializeToString,
+                response_deserializer=automem_dot_v1_dot_ingest__service__pb2.ApproveReviewItemResponse.FromString,
+                _registered_method=True)
+        self.RejectReviewItem = channel.unary_unary(
+                '/automem.v1.IngestService/RejectReviewItem',
+                request_serializer=automem_dot_v1_dot_ingest__service__pb2.RejectReviewItemRequest.SerializeToString,
+                response_deserializer=automem_dot_v1_dot_ingest__service__pb2.RejectReviewItemResponse.FromString,
+                _registered_method=True)
+        self.ListTombstones = channel.unary_unary(
+                '/automem.v1.IngestService/ListTombstones',
+                request_serializer=automem_dot_v1_dot_ingest__service__pb2.ListTombstonesRequest.SerializeToString,
+                response_deserializer=automem_dot_v1_dot_ingest__service__pb2.ListTombstonesResponse.FromString,
+                _registered_method=True)
+        self.LiftTombstone = channel.unary_unary(
+                '/automem.v1.IngestService/LiftTombstone',
+                request_serializer=automem_dot_v1_dot_ingest__service__pb2.LiftTombstoneRequest.SerializeToString,
+                response_deserializer=automem_dot_v1_dot_ingest__service__pb2.LiftTombstoneResponse.FromString,
+                _registered_method=True)
+        self.ListMemoryEvents = channel.unary_unary(
+                '/automem.v1.IngestService/ListMemoryEvents',
+                request_serializer=automem_dot_v1_dot_ingest__service__pb2.ListMemoryEventsRequest.SerializeToString,
+                response_deserializer=automem_dot_v1_dot_ingest__service__pb2.ListMemoryEventsResponse.FromString,
+                _registered_method=True)
+        self.ExportBackup = channel.unary_stream(
+                '/automem.v1.IngestService/ExportBackup',
+                request_serializer=automem_dot_v1_dot_ingest__service__pb2.ExportBackupRequest.SerializeToString,
+                response_deserializer=automem_dot_v1_dot_ingest__service__pb2.ExportBackupChunk.FromString,
+                _registered_method=True)
 
 
 class IngestServiceServicer:
@@ -141,6 +176,58 @@ class IngestServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListReviewItems(self, request, context):
+        """Pending review items (memories written for review, supersede proposals), oldest first, paged.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ApproveReviewItem(self, request, context):
+        """Approves a pending item: a memory becomes ACTIVE; a supersede proposal supersedes its
+        target by the proposed memory atomically. FAILED_PRECONDITION unless pending.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RejectReviewItem(self, request, context):
+        """Rejects a pending item with a reason: a memory becomes REJECTED and its content hash is
+        tombstoned in its scope; a supersede proposal is just closed.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListTombstones(self, request, context):
+        """Tombstones of the scope (admin), newest first, paged.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def LiftTombstone(self, request, context):
+        """Lifts a tombstone so the content may be stored again (admin).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListMemoryEvents(self, request, context):
+        """One memory's history: every MemoryEvent about it (or its relations), oldest first, paged.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ExportBackup(self, request, context):
+        """The full export (admin): one JSON object per message (nodes, edges, events); see
+        services/common/backup.py for the record shapes.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_IngestServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -183,6 +270,41 @@ def add_IngestServiceServicer_to_server(servicer, server):
                     servicer.DeleteMemoriesByTag,
                     request_deserializer=automem_dot_v1_dot_ingest__service__pb2.DeleteMemoriesByTagRequest.FromString,
                     response_serializer=automem_dot_v1_dot_ingest__service__pb2.DeleteMemoriesByTagResponse.SerializeToString,
+            ),
+            'ListReviewItems': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListReviewItems,
+                    request_deserializer=automem_dot_v1_dot_ingest__service__pb2.ListReviewItemsRequest.FromString,
+                    response_serializer=automem_dot_v1_dot_ingest__service__pb2.ListReviewItemsResponse.SerializeToString,
+            ),
+            'ApproveReviewItem': grpc.unary_unary_rpc_method_handler(
+                    servicer.ApproveReviewItem,
+                    request_deserializer=automem_dot_v1_dot_ingest__service__pb2.ApproveReviewItemRequest.FromString,
+                    response_serializer=automem_dot_v1_dot_ingest__service__pb2.ApproveReviewItemResponse.SerializeToString,
+            ),
+            'RejectReviewItem': grpc.unary_unary_rpc_method_handler(
+                    servicer.RejectReviewItem,
+                    request_deserializer=automem_dot_v1_dot_ingest__service__pb2.RejectReviewItemRequest.FromString,
+                    response_serializer=automem_dot_v1_dot_ingest__service__pb2.RejectReviewItemResponse.SerializeToString,
+            ),
+            'ListTombstones': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListTombstones,
+                    request_deserializer=automem_dot_v1_dot_ingest__service__pb2.ListTombstonesRequest.FromString,
+                    response_serializer=automem_dot_v1_dot_ingest__service__pb2.ListTombstonesResponse.SerializeToString,
+            ),
+            'LiftTombstone': grpc.unary_unary_rpc_method_handler(
+                    servicer.LiftTombstone,
+                    request_deserializer=automem_dot_v1_dot_ingest__service__pb2.LiftTombstoneRequest.FromString,
+                    response_serializer=automem_dot_v1_dot_ingest__service__pb2.LiftTombstoneResponse.SerializeToString,
+            ),
+            'ListMemoryEvents': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListMemoryEvents,
+                    request_deserializer=automem_dot_v1_dot_ingest__service__pb2.ListMemoryEventsRequest.FromString,
+                    response_serializer=automem_dot_v1_dot_ingest__service__pb2.ListMemoryEventsResponse.SerializeToString,
+            ),
+            'ExportBackup': grpc.unary_stream_rpc_method_handler(
+                    servicer.ExportBackup,
+                    request_deserializer=automem_dot_v1_dot_ingest__service__pb2.ExportBackupRequest.FromString,
+                    response_serializer=automem_dot_v1_dot_ingest__service__pb2.ExportBackupChunk.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -403,6 +525,195 @@ class IngestService:
             '/automem.v1.IngestService/DeleteMemoriesByTag',
             automem_dot_v1_dot_ingest__service__pb2.DeleteMemoriesByTagRequest.SerializeToString,
             automem_dot_v1_dot_ingest__service__pb2.DeleteMemoriesByTagResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListReviewItems(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/automem.v1.IngestService/ListReviewItems',
+            automem_dot_v1_dot_ingest__service__pb2.ListReviewItemsRequest.SerializeToString,
+            automem_dot_v1_dot_ingest__service__pb2.ListReviewItemsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ApproveReviewItem(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/automem.v1.IngestService/ApproveReviewItem',
+            automem_dot_v1_dot_ingest__service__pb2.ApproveReviewItemRequest.SerializeToString,
+            automem_dot_v1_dot_ingest__service__pb2.ApproveReviewItemResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RejectReviewItem(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/automem.v1.IngestService/RejectReviewItem',
+            automem_dot_v1_dot_ingest__service__pb2.RejectReviewItemRequest.SerializeToString,
+            automem_dot_v1_dot_ingest__service__pb2.RejectReviewItemResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListTombstones(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/automem.v1.IngestService/ListTombstones',
+            automem_dot_v1_dot_ingest__service__pb2.ListTombstonesRequest.SerializeToString,
+            automem_dot_v1_dot_ingest__service__pb2.ListTombstonesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LiftTombstone(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/automem.v1.IngestService/LiftTombstone',
+            automem_dot_v1_dot_ingest__service__pb2.LiftTombstoneRequest.SerializeToString,
+            automem_dot_v1_dot_ingest__service__pb2.LiftTombstoneResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListMemoryEvents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/automem.v1.IngestService/ListMemoryEvents',
+            automem_dot_v1_dot_ingest__service__pb2.ListMemoryEventsRequest.SerializeToString,
+            automem_dot_v1_dot_ingest__service__pb2.ListMemoryEventsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ExportBackup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/automem.v1.IngestService/ExportBackup',
+            automem_dot_v1_dot_ingest__service__pb2.ExportBackupRequest.SerializeToString,
+            automem_dot_v1_dot_ingest__service__pb2.ExportBackupChunk.FromString,
             options,
             channel_credentials,
             insecure,

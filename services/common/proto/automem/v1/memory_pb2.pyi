@@ -117,7 +117,7 @@ class Entity(_message.Message):
     def __init__(self, name: _Optional[str] = ..., kind: _Optional[str] = ..., tag: _Optional[str] = ...) -> None: ...
 
 class Memory(_message.Message):
-    __slots__ = ("id", "scope", "content", "summary", "type", "tags", "importance", "confidence", "metadata", "create_time", "update_time", "last_access_time", "event_time", "valid_from", "valid_to", "record_time", "retract_time", "state", "superseded_by", "version", "content_hash", "entities", "embedding_status", "enrichment_status", "relevance_score", "source", "state_reason", "embedding_model")
+    __slots__ = ("id", "scope", "content", "summary", "type", "tags", "importance", "confidence", "metadata", "create_time", "update_time", "last_access_time", "event_time", "valid_from", "valid_to", "record_time", "retract_time", "state", "superseded_by", "version", "content_hash", "entities", "embedding_status", "enrichment_status", "relevance_score", "source", "state_reason", "embedding_model", "superseded_time", "prior_valid_to")
     ID_FIELD_NUMBER: _ClassVar[int]
     SCOPE_FIELD_NUMBER: _ClassVar[int]
     CONTENT_FIELD_NUMBER: _ClassVar[int]
@@ -146,6 +146,8 @@ class Memory(_message.Message):
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     STATE_REASON_FIELD_NUMBER: _ClassVar[int]
     EMBEDDING_MODEL_FIELD_NUMBER: _ClassVar[int]
+    SUPERSEDED_TIME_FIELD_NUMBER: _ClassVar[int]
+    PRIOR_VALID_TO_FIELD_NUMBER: _ClassVar[int]
     id: str
     scope: str
     content: str
@@ -174,7 +176,9 @@ class Memory(_message.Message):
     source: str
     state_reason: str
     embedding_model: str
-    def __init__(self, id: _Optional[str] = ..., scope: _Optional[str] = ..., content: _Optional[str] = ..., summary: _Optional[str] = ..., type: _Optional[_Union[MemoryType, str]] = ..., tags: _Optional[_Iterable[str]] = ..., importance: _Optional[float] = ..., confidence: _Optional[float] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_access_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., event_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_to: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., record_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., retract_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., state: _Optional[_Union[MemoryState, str]] = ..., superseded_by: _Optional[str] = ..., version: _Optional[int] = ..., content_hash: _Optional[str] = ..., entities: _Optional[_Iterable[_Union[Entity, _Mapping]]] = ..., embedding_status: _Optional[_Union[EmbeddingStatus, str]] = ..., enrichment_status: _Optional[_Union[EnrichmentStatus, str]] = ..., relevance_score: _Optional[float] = ..., source: _Optional[str] = ..., state_reason: _Optional[str] = ..., embedding_model: _Optional[str] = ...) -> None: ...
+    superseded_time: _timestamp_pb2.Timestamp
+    prior_valid_to: _timestamp_pb2.Timestamp
+    def __init__(self, id: _Optional[str] = ..., scope: _Optional[str] = ..., content: _Optional[str] = ..., summary: _Optional[str] = ..., type: _Optional[_Union[MemoryType, str]] = ..., tags: _Optional[_Iterable[str]] = ..., importance: _Optional[float] = ..., confidence: _Optional[float] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_access_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., event_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_to: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., record_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., retract_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., state: _Optional[_Union[MemoryState, str]] = ..., superseded_by: _Optional[str] = ..., version: _Optional[int] = ..., content_hash: _Optional[str] = ..., entities: _Optional[_Iterable[_Union[Entity, _Mapping]]] = ..., embedding_status: _Optional[_Union[EmbeddingStatus, str]] = ..., enrichment_status: _Optional[_Union[EnrichmentStatus, str]] = ..., relevance_score: _Optional[float] = ..., source: _Optional[str] = ..., state_reason: _Optional[str] = ..., embedding_model: _Optional[str] = ..., superseded_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., prior_valid_to: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Relation(_message.Message):
     __slots__ = ("source_id", "target_id", "type", "strength", "properties", "create_time", "scope", "reason")

@@ -1,0 +1,164 @@
+"""Links made by enrichment: SIMILAR_TO edges and contradiction (supersede) proposals.
+
+* SIMILAR_TO: the ``similar_top_k`` nearest current memories of the same scope whose cosine
+  similarity is at least ``similar_threshold``; edge new -> neighbour, strength = similarity.
+  Recomputed on every content change (the memory's old outgoing SIMILAR_TO edges go first),
+  written only while the node still holds the enriched content.
+* Contradiction proposals: a neighbour at or above ``contradiction_threshold`` that is current
+  (ACTIVE), not newer than the new memory, and shares an entity with it (or, when neither
+  has entities, is at least ``similar_threshold`` similar), is a candidate. The LLM decides
+  when configured; otherwise (or when it fails) the local rule: a negation on one side only,
+  or a different value — differing numbers, or a few differing words around a shared
+  statement. A positive verdict creates a review-queue item, never a change:
+  ``(:ReviewItem {id, kind: "supersede_proposal", memory_id: new, target_id: old, reason,
+  create_time, status: "pending", scope})`` — MERGEd, so re-enrichment never duplicates it.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import uuid
+from dataclasses import dataclass
+
+from automem.v1 import memory_pb2
+
+from services.common.graph import GraphStore
+from services.common.model import Memory, epoch
+from services.common.settings import Settings
+from services.common.text import analyze
+from services.common.vectors import VectorFilter, VectorStore
+
+log = logging.getLogger(__name__)
+
+NEGATIONS = frozenset(("not", "no", "never", "don't", "doesn't", "didn't", "isn't", "aren't", "wasn't",
+                       "weren't", "won't", "can't", "cannot", "shouldn't", "stopped", "quit", "longer",
+                       "nobody", "nothing", "neither", "nor", "without"))
+_WORD = re.compile(r"[A-Za-z][A-Za-z']*|\d+(?:\.\d+)?")
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+
+
+@dataclass
+class Neighbour:
+    """A nearby memory (from the vector search) and its cosine similarity."""
+
+    id: str
+    score: float
+    payload: dict
+
+
+def contradiction_signal(new: str, old: str) -> str | None:
+    """Local rule: why ``new`` likely contradicts ``old``, or None. Expects the two texts to
+    be about the same thing already (similar, shared entities)."""
+    words_new = [w.lower() for w in _WORD.findall(new)]
+    words_old = [w.lower() for w in _WORD.findall(old)]
+    neg_new = sum(w in NEGATIONS or w.endswith("n't") for w in words_new)
+    neg_old = sum(w in NEGATIONS or w.endswith("n't") for w in words_old)
+    if (neg_new == 0) != (neg_old == 0):
+        return "negation: one states what the other denies"
+    nums_new, nums_old = set(_NUMBER.findall(new)), set(_NUMBER.findall(old))
+    if nums_new and nums_old and nums_new != nums_old:
+        return f"different value: {', '.join(sorted(nums_old))} -> {', '.join(sorted(nums_new))}"
+    terms_new, terms_old = set(analyze(new)), set(analyze(old))
+    shared = terms_new & terms_old
+    only_new, only_old = terms_new - terms_old, terms_old - terms_new
+    if len(shared) >= 2 and only_new and only_old and len(only_new) <= 3 and len(only_old) <= 3 and (
+            len(shared) >= len(only_new | only_old)):
+        return f"different value: {', '.join(sorted(only_old))} -> {', '.join(sorted(only_new))}"
+    return None
+
+
+class LinkBuilder:
+    """Writes SIMILAR_TO edges and supersede proposals for freshly embedded memories."""
+
+    def __init__(self, settings: Settings, graph: GraphStore, vectors: VectorStore, llm: object | None = None) -> None:
+        self.settings = settings
+        self.graph = graph
+        self.vectors = vectors
+        self.llm = llm
+        self.proposals = 0
+
+    async def neighbours(self, memory: Memory, vector: list[float]) -> list[Neighbour]:
+        """Nearest current memories of the memory's scope (itself and MetaPatterns excluded)."""
+        k = max(self.settings.similar_top_k, 5)
+        flt = VectorFilter(scope=memory.scope, states=["ACTIVE"])
+        hits = await self.vectors.search(vector, k + 1, flt)
+        ids = [mid for mid, _ in hits if mid != memory.id]
+        points = {p.id: p for p in await self.vectors.retrieve(ids)} if ids else {}
+        out = []
+        for mid, score in hits:
+            point = points.get(mid)
+            if point is None or point.payload.get("type") == "MetaPattern":
+                continue
+            out.append(Neighbour(mid, float(score), point.payload))
+        return out
+
+    async def link(self, memory: Memory, vector: list[float]) -> tuple[bool, int, int]:
+        """SIMILAR_TO edges and proposals for ``memory``. Returns (written, edges, proposals);
+        written is False when the content changed meanwhile (nothing written)."""
+        if memory.type == memory_pb2.MEMORY_TYPE_META_PATTERN:
+            return True, 0, 0
+        near = await self.neighbours(memory, vector)
+        similar = [n for n in near if n.score >= self.settings.similar_threshold][: self.settings.similar_top_k]
+        rows = await self.graph.query(
+            "MATCH (m:Memory {id: $id}) WHERE m.content_hash = $hash AND m.scope = $scope "
+            "OPTIONAL MATCH (m)-[old:SIMILAR_TO]->(:Memory) DELETE old "
+            "WITH DISTINCT m "
+            "UNWIND (CASE WHEN size($rows) = 0 THEN [null] ELSE $rows END) AS row "
+            "OPTIONAL MATCH (n:Memory {id: row.id}) WHERE n.scope = $scope "
+            "FOREACH (x IN CASE WHEN n IS NULL THEN [] ELSE [n] END | "
+            "  MERGE (m)-[r:SIMILAR_TO]->(x) SET r.strength = row.score, r.create_time = $now, r.scope = $scope) "
+            "RETURN DISTINCT m.id",
+            {"id": memory.id, "hash": memory.content_hash, "scope": memory.scope, "now": time.time(),
+             "rows": [{"id": n.id, "score": n.score} for n in similar]})
+        if not rows:
+            return False, 0, 0
+        proposals = await self._propose(memory, near)
+        return True, len(similar), proposals
+
+    async def _propose(self, memory: Memory, near: list[Neighbour]) -> int:
+        candidates = [n for n in near if n.score >= self.settings.contradiction_threshold
+                      and n.payload.get("content_hash") != memory.content_hash
+                      and float(n.payload.get("event_time", 0.0)) <= (epoch(memory, "event_time") or time.time())]
+        if not candidates:
+            return 0
+        mine = {e.tag for e in memory.entities}
+        found = await self.graph.get_memories([n.id for n in candidates], memory.scope)
+        made = 0
+        for n in candidates:
+            old = found.get(n.id)
+            if old is None or old.state != memory_pb2.MEMORY_STATE_ACTIVE:
+                continue
+            theirs = {e.tag for e in old.entities}
+            shared = mine & theirs
+            if not shared and (mine or theirs or n.score < self.settings.similar_threshold):
+                continue
+            reason = None
+            if self.llm is not None:
+                verdict = await self.llm.contradicts(memory.content, old.content)
+                if verdict is not None:
+                    reason = f"llm: {verdict.reason}" if verdict.contradicts else None
+                    if reason is None:
+                        continue
+            if reason is None:
+                reason = contradiction_signal(memory.content, old.content)
+            if reason is None:
+                continue
+            if shared:
+                reason += f" (shared entities: {', '.join(sorted(shared))}; similarity {n.score:.2f})"
+            else:
+                reason += f" (similarity {n.score:.2f})"
+            await self.propose(memory, old.id, reason)
+            made += 1
+        self.proposals += made
+        return made
+
+    async def propose(self, memory: Memory, target_id: str, reason: str) -> None:
+        """Create (once) the pending supersede proposal ``memory`` -> ``target_id``."""
+        await self.graph.query(
+            "MERGE (r:ReviewItem {kind: 'supersede_proposal', memory_id: $mid, target_id: $tid}) "
+            "ON CREATE SET r.id = $rid, r.reason = $reason, r.create_time = $now, r.status = 'pending', "
+            "r.scope = $scope",
+            {"mid": memory.id, "tid": target_id, "rid": str(uuid.uuid4()), "reason": reason, "now": time.time(),
+             "scope": memory.scope})

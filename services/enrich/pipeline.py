@@ -1,0 +1,151 @@
+"""The enrichment pass of freshly (re-)embedded memories: entities, classification, summary,
+links — every write guarded so that it never overwrites an edit that landed meanwhile.
+
+Two steps around the vector upsert (so the point's payload already carries the new type and
+entity tags):
+
+* :meth:`Enricher.prepare` (before the upsert, for the batch): NER with ``nlp.pipe`` in a
+  worker thread, and — with an LLM configured — type classification and summaries of long
+  content (concurrently); the results go onto the in-memory ``Memory`` messages.
+* :meth:`Enricher.finish` (after the upsert, per memory): writes entities + MENTIONS
+  (:func:`entities.write_entities`), the summary and ``enrichment_status`` (``set_enrichment``),
+  the LLM's type, SIMILAR_TO edges and proposals (:class:`links.LinkBuilder`).
+
+Guards: entity, summary, status and link writes need the node's ``content_hash`` to be the
+enriched one; the LLM's type also needs the node's ``version`` unchanged and the type still
+the rule-based one (so a type the user chose or edited is never replaced). A write refused
+by its guard ends the pass for that memory: the edit's own event re-enriches it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+
+from automem.v1 import memory_pb2
+
+from services.common.classify import FALLBACK_CONFIDENCE, RULE_CONFIDENCE, classify
+from services.common.graph import GraphStore
+from services.common.model import Memory, type_name
+from services.common.settings import Settings
+from services.common.vectors import VectorStore
+from services.enrich.entities import EntityExtractor, write_entities
+from services.enrich.links import LinkBuilder
+from services.enrich.llm import LLM, extractive_summary, llm_configured
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Prepared:
+    """What :meth:`Enricher.prepare` worked out for one memory."""
+
+    entities: list[memory_pb2.Entity] = field(default_factory=list)
+    summary: str | None = None
+    llm_type: int | None = None
+    llm_confidence: float | None = None
+
+
+@dataclass
+class EnrichStats:
+    """Counters of the pass (bench and status)."""
+
+    enriched: int = 0
+    refused: int = 0
+    similar_edges: int = 0
+    proposals: int = 0
+
+
+def auto_classified(memory: Memory) -> bool:
+    """True when the type is the rule-based classifier's (ingest classified it: same type and
+    one of the rule confidences), so an LLM type may replace it."""
+    rule_type, rule_conf = classify(memory.content)
+    return memory.type == rule_type and round(memory.confidence, 6) in (
+        round(rule_conf, 6), RULE_CONFIDENCE, FALLBACK_CONFIDENCE)
+
+
+class Enricher:
+    """Entities, classification, summary and links for the enrichment consumer."""
+
+    def __init__(self, settings: Settings, graph: GraphStore, vectors: VectorStore | None) -> None:
+        self.settings = settings
+        self.graph = graph
+        self.extractor = EntityExtractor() if settings.entities_enabled else None
+        self.llm = LLM(settings) if llm_configured(settings) else None
+        self.links = LinkBuilder(settings, graph, vectors, self.llm) if (
+            settings.links_enabled and vectors is not None) else None
+        self.stats = EnrichStats()
+
+    async def prepare(self, memories: list[Memory]) -> dict[str, Prepared]:
+        """Entities (batched) and LLM classification/summary of ``memories``; sets ``entities``
+        and (when the LLM re-typed an auto-classified memory) ``type``/``confidence`` on them."""
+        out = {m.id: Prepared() for m in memories}
+        if not memories:
+            return out
+        jobs = []
+        if self.extractor is not None:
+            jobs.append(self._entities(memories, out))
+        jobs.extend(self._classify(m, out[m.id]) for m in memories)
+        await asyncio.gather(*jobs)
+        return out
+
+    async def _entities(self, memories: list[Memory], out: dict[str, Prepared]) -> None:
+        found = await self.extractor.extract([m.content for m in memories])
+        for memory, entities in zip(memories, found, strict=True):
+            out[memory.id].entities = entities
+            del memory.entities[:]
+            memory.entities.extend(entities)
+
+    async def _classify(self, memory: Memory, prep: Prepared) -> None:
+        long = len(memory.content) > self.settings.content_summary_length
+        limit = self.settings.summary_max_length
+        want_type = self.llm is not None and memory.type != memory_pb2.MEMORY_TYPE_META_PATTERN and (
+            auto_classified(memory))
+        result = None
+        if self.llm is not None and (want_type or long):
+            result = await self.llm.classify(memory.content, limit if long else None)
+        if result is not None and want_type:
+            from services.common.model import parse_type
+
+            prep.llm_type = parse_type(result.type)
+            prep.llm_confidence = float(result.confidence)
+            memory.type = prep.llm_type
+            memory.confidence = prep.llm_confidence
+        if long:
+            prep.summary = (result.summary if result is not None and result.summary else None) or (
+                extractive_summary(memory.content, limit))
+        elif memory.summary:
+            prep.summary = ""  # short content has no summary; drop a stale one
+
+    async def finish(self, memory: Memory, prep: Prepared, vector: list[float] | None) -> bool:
+        """Write what :meth:`prepare` found, then links. False when an edit landed meanwhile."""
+        ok = True
+        if self.extractor is not None:
+            ok = await write_entities(self.graph, memory.id, memory.scope, memory.content_hash, prep.entities)
+        if ok and prep.llm_type is not None:
+            await self.graph.query(
+                "MATCH (m:Memory {id: $id}) WHERE m.content_hash = $hash AND m.version = $version "
+                "AND m.type = $old_type SET m.type = $type, m.confidence = $conf RETURN m.id",
+                {"id": memory.id, "hash": memory.content_hash, "version": int(memory.version),
+                 "old_type": type_name(classify(memory.content)[0]), "type": type_name(prep.llm_type),
+                 "conf": prep.llm_confidence})
+        if ok and self.links is not None and vector is not None:
+            ok, edges, proposals = await self.links.link(memory, vector)
+            self.stats.similar_edges += edges
+            self.stats.proposals += proposals
+        if ok:
+            fields = {"enrichment_status": "ENRICHMENT_STATUS_DONE"}
+            if prep.summary is not None:
+                fields["summary"] = prep.summary
+            ok = await self.graph.set_enrichment(memory.id, memory.content_hash, fields)
+        if ok:
+            self.stats.enriched += 1
+        else:
+            self.stats.refused += 1
+            log.info("enrichment result dropped: the memory changed meanwhile", extra={"memory_id": memory.id})
+        return ok
+
+    async def close(self) -> None:
+        if self.llm is not None:
+            await self.llm.close()

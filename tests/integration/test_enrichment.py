@@ -1,0 +1,290 @@
+"""Enrichment end to end: entities (Entity nodes, MENTIONS, entity tags), re-enrichment on
+edits, edits landing mid-enrichment, SIMILAR_TO links, contradiction proposals, LLM
+classification/summaries against a loopback OpenAI-compatible server (good, malformed,
+timing out), and the embedding-dimension check at start."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import time
+
+import pytest
+import pytest_asyncio
+
+from services.common.vectors import DimensionMismatchError
+from tests.conftest import eventually, start_service
+
+
+async def _store(http, content: str, **extra) -> str:
+    r = await http.post("/memory", json={"content": content, **extra})
+    assert r.status_code == 201, r.text
+    return r.json()["memory_id"]
+
+
+async def _memory(http, mid: str) -> dict:
+    r = await http.get(f"/memory/{mid}")
+    assert r.status_code == 200, r.text
+    return r.json()["memory"]
+
+
+async def _enriched(http, mid: str, content: str | None = None) -> dict | None:
+    memory = await _memory(http, mid)
+    if memory["enrichment_status"] != "done" or (content is not None and memory["content"] != content):
+        return None
+    return memory
+
+
+async def test_entities_nodes_mentions_tags_and_expand(service) -> None:
+    graph = service.ctx["graph"]
+    async with service.http() as http:
+        a = await _store(http, "We run Postgres 16 on the billing cluster in Berlin.", tags=["infra"])
+        b = await _store(http, "The Postgres backups are taken nightly by Alice Johnson.")
+        memory = await eventually(lambda: _enriched(http, a))
+        assert {"name": "postgres", "kind": "tool", "tag": "entity:tool:postgres"} in memory["entities"]
+        assert memory["tags"] == ["infra"]  # the user's tags are never touched
+        await eventually(lambda: _enriched(http, b))
+        rows = await graph.ro_query(
+            "MATCH (m:Memory)-[:MENTIONS]->(e:Entity {name: 'postgres'}) RETURN m.id, e.kind, e.scope ORDER BY m.id")
+        assert sorted(r[0] for r in rows) == sorted([a, b]) and {r[1] for r in rows} == {"tool"}
+        # entity tags match tag filters (graph arm and vector pre-filter)
+        r = await http.get("/recall", params={"tags": "entity:tool:postgres", "tag_match": "exact", "limit": 10})
+        assert {h["id"] for h in r.json()["results"]} == {a, b}
+        r = await http.get("/recall", params={"query": "billing cluster", "tags": "entity:place", "limit": 10})
+        assert [h["id"] for h in r.json()["results"]] == [a]
+        # expand_entities follows MENTIONS to the other memory about postgres
+        r = await http.get("/recall", params={"query": "billing cluster Berlin", "limit": 1,
+                                              "expand_entities": "true"})
+        hits = r.json()["results"]
+        assert hits[0]["id"] == a
+        assert any(h["id"] == b and h["match_type"] == "entity" for h in hits[1:]), hits
+
+
+async def test_content_update_reenriches_and_drops_stale_entity_tags(service) -> None:
+    async with service.http() as http:
+        mid = await _store(http, "Deploys go through Jenkins in Frankfurt.")
+        memory = await eventually(lambda: _enriched(http, mid))
+        assert "entity:tool:jenkins" in [e["tag"] for e in memory["entities"]]
+        new = "Deploys now go through GitHub Actions run by Microsoft."
+        r = await http.patch(f"/memory/{mid}", json={"content": new})
+        assert r.status_code == 200, r.text
+        memory = await eventually(lambda: _enriched(http, mid, new))
+        tags = [e["tag"] for e in memory["entities"]]
+        assert "entity:tool:jenkins" not in tags and "entity:place:frankfurt" not in tags
+        r = await http.get("/recall", params={"tags": "entity:tool:jenkins", "tag_match": "exact"})
+        assert r.json()["results"] == []
+        rows = await service.ctx["graph"].ro_query(
+            "MATCH (m:Memory {id: $id})-[:MENTIONS]->(e:Entity) RETURN e.name", {"id": mid})
+        assert "jenkins" not in {r[0] for r in rows}
+
+
+async def test_edit_landing_mid_enrichment_is_never_overwritten(service) -> None:
+    consumer = service.ctx["enrich_consumer"]
+    graph = service.ctx["graph"]
+    refused: list[str] = []
+    original_set = graph.set_enrichment
+    target: dict[str, str] = {}
+    edited = asyncio.Event()
+
+    async def record(memory_id, content_hash, fields):
+        ok = await original_set(memory_id, content_hash, fields)
+        if not ok:
+            refused.append(memory_id)
+        return ok
+
+    graph.set_enrichment = record
+    new = "Our cache is Memcached, run by Bob Stone in Paris."
+
+    async def land_edit(memory, event) -> None:
+        # The vector is written; entities, summary and links are not yet: the edit lands now.
+        if memory.id == target.get("id") and not edited.is_set():
+            edited.set()
+            async with service.http() as http:
+                r = await http.patch(f"/memory/{memory.id}", json={"content": new})
+                assert r.status_code == 200, r.text
+
+    consumer.after_embed.append(land_edit)
+    try:
+        async with service.http() as http:
+            target["id"] = mid = await _store(http, "Our cache is Redis, run by Carol King in London.")
+            memory = await eventually(lambda: _enriched(http, mid, new))
+            assert edited.is_set()
+            assert memory["content"] == new
+            tags = {e["tag"] for e in memory["entities"]}
+            assert "entity:tool:memcached" in tags and "entity:place:paris" in tags
+            assert not tags & {"entity:tool:redis", "entity:place:london", "entity:person:carol-king"}
+            assert mid in refused  # the stale pass's write was refused by the content-hash guard
+    finally:
+        consumer.after_embed.remove(land_edit)
+        graph.set_enrichment = original_set
+
+
+async def test_similar_links_and_supersede_proposal(service) -> None:
+    graph = service.ctx["graph"]
+    async with service.http() as http:
+        old = await _store(http, "The billing service uses Postgres 14 as its database.",
+                           timestamp="2024-01-01T00:00:00Z")
+        await eventually(lambda: _enriched(http, old))
+        unrelated = await _store(http, "Lunch on Fridays is pizza with the whole team.")
+        await eventually(lambda: _enriched(http, unrelated))
+        new = await _store(http, "The billing service uses Postgres 16 as its database.",
+                           timestamp="2024-06-01T00:00:00Z")
+        await eventually(lambda: _enriched(http, new))
+        edges = await graph.ro_query("MATCH (a:Memory {id: $id})-[r:SIMILAR_TO]->(b:Memory) RETURN b.id, r.strength",
+                                     {"id": new})
+        assert [e[0] for e in edges] == [old] and edges[0][1] >= service.settings.similar_threshold
+        items = await graph.ro_query(
+            "MATCH (r:ReviewItem) RETURN r.kind, r.memory_id, r.target_id, r.status, r.scope, r.reason, r.id, "
+            "r.create_time")
+        assert len(items) == 1
+        kind, memory_id, target_id, status, scope, reason, rid, created = items[0]
+        assert (kind, memory_id, target_id, status, scope) == ("supersede_proposal", new, old, "pending", "default")
+        assert "14" in reason and "16" in reason and rid and created > 0
+        # a proposal, never a change: both stay current
+        assert (await _memory(http, old))["state"] == "ACTIVE"
+        r = await http.get("/recall", params={"query": "billing database", "limit": 5})
+        assert {old, new} <= {h["id"] for h in r.json()["results"]}
+
+
+async def test_long_content_gets_an_extractive_summary_without_llm(service) -> None:
+    content = ("The migration plan moves every service to Kubernetes. " * 3 + "Budget approved by finance. "
+               + "Rollout starts in spring with the billing service first. " * 6)
+    assert len(content) > service.settings.content_summary_length
+    async with service.http() as http:
+        mid = await _store(http, content.strip(), type="Decision")
+        memory = await eventually(lambda: _enriched(http, mid))
+        assert memory["summary"] and len(memory["summary"]) <= service.settings.summary_max_length
+        assert memory["type"] == "Decision"
+
+
+# --- LLM against a loopback OpenAI-compatible server --------------------------------------
+
+
+class FakeLLM:
+    """A loopback OpenAI-compatible ``/v1/chat/completions``: ``mode`` good|malformed|slow."""
+
+    def __init__(self) -> None:
+        self.mode = "good"
+        self.requests: list[dict] = []
+        self.server = None
+        self.port = 0
+
+    async def start(self) -> None:
+        import uvicorn
+        from fastapi import FastAPI, Request
+
+        app = FastAPI()
+
+        @app.post("/v1/chat/completions")
+        async def chat(request: Request) -> dict:
+            body = await request.json()
+            self.requests.append(body)
+            system = body["messages"][0]["content"]
+            if self.mode == "slow":
+                await asyncio.sleep(5)
+            if self.mode == "malformed":
+                content = "Sure! here it is: {type: Decision, confidence: high"
+            elif "contradicts" in system:
+                content = json.dumps({"contradicts": True, "reason": "the version changed"})
+            else:
+                content = "```json\n" + json.dumps({"type": "preference", "confidence": 0.93,
+                                                    "summary": "LLM summary of the memory."}) + "\n```"
+            return {"id": "x", "object": "chat.completion", "created": int(time.time()), "model": body["model"],
+                    "choices": [{"index": 0, "finish_reason": "stop",
+                                 "message": {"role": "assistant", "content": content}}],
+                    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        self.port = sock.getsockname()[1]
+        sock.close()
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
+                                                    lifespan="off"))
+        self.task = asyncio.create_task(self.server.serve())
+        await eventually(lambda: asyncio.sleep(0, self.server.started))
+
+    async def stop(self) -> None:
+        self.server.should_exit = True
+        await asyncio.wait_for(self.task, 10)
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def fake_llm():
+    llm = FakeLLM()
+    await llm.start()
+    try:
+        yield llm
+    finally:
+        await llm.stop()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def llm_service(settings, fake_llm):
+    running = await start_service(settings.model_copy(update={
+        "openai_base_url": f"http://127.0.0.1:{fake_llm.port}/v1", "openai_api_key": "test",
+        "classification_model": "fake-model", "llm_timeout_seconds": 0.5, "llm_max_retries": 1}))
+    try:
+        yield running
+    finally:
+        await running.runner.stop()
+
+
+LONG = ("I like dark roast coffee brewed strong every morning before standup. " * 10).strip()
+
+
+async def test_llm_classifies_and_summarises(llm_service, fake_llm) -> None:
+    fake_llm.mode = "good"
+    async with llm_service.http() as http:
+        mid = await _store(http, LONG)  # no type: the LLM may replace the rule-based one
+        memory = await eventually(lambda: _enriched(http, mid))
+        assert memory["type"] == "Preference" and memory["confidence"] == pytest.approx(0.93)
+        assert memory["summary"] == "LLM summary of the memory."
+        given = await _store(http, "We decided to ship on Tuesdays.", type="Decision")
+        memory = await eventually(lambda: _enriched(http, given))
+        assert memory["type"] == "Decision"  # a type the user gave is never replaced
+    assert fake_llm.requests and fake_llm.requests[0]["response_format"] == {"type": "json_object"}
+
+
+async def test_llm_malformed_json_falls_back_after_retry(llm_service, fake_llm) -> None:
+    fake_llm.mode = "malformed"
+    before = len(fake_llm.requests)
+    async with llm_service.http() as http:
+        mid = await _store(http, LONG.replace("coffee", "tea"))
+        memory = await eventually(lambda: _enriched(http, mid))
+        assert memory["type"] == "Habit"  # the rule-based type stays
+        assert memory["summary"] and memory["summary"] != "LLM summary of the memory."
+        assert len(memory["summary"]) <= llm_service.settings.summary_max_length
+    assert len(fake_llm.requests) - before == 2  # first attempt + one retry, then rejected
+
+
+async def test_llm_timeout_falls_back(llm_service, fake_llm) -> None:
+    fake_llm.mode = "slow"
+    async with llm_service.http() as http:
+        started = time.monotonic()
+        mid = await _store(http, LONG.replace("coffee", "cocoa"))
+        memory = await eventually(lambda: _enriched(http, mid))
+        assert time.monotonic() - started < 4.5  # two 0.5 s attempts, not the server's 5 s
+        assert memory["type"] == "Habit" and memory["summary"]
+    fake_llm.mode = "good"
+
+
+# --- embedding provider dimension check ---------------------------------------------------
+
+
+async def test_dimension_mismatch_refuses_to_start_and_wipes_nothing(settings) -> None:
+    running = await start_service(settings)  # minilm: 384
+    try:
+        async with running.http() as http:
+            mid = await _store(http, "A memory whose point must survive.")
+        await eventually(lambda: running.ctx["vectors"].count())
+    finally:
+        await running.runner.stop()
+    with pytest.raises(DimensionMismatchError) as err:
+        await start_service(settings.model_copy(update={"embedding_provider": "wordllama"}))
+    assert "384" in str(err.value) and "256" in str(err.value)
+    running = await start_service(settings)
+    try:
+        assert [p.id for p in await running.ctx["vectors"].retrieve([mid])] == [mid]
+    finally:
+        await running.runner.stop()

@@ -1,0 +1,191 @@
+"""Recall: hybrid search, filters, the state pass on every read mode (issue 3 cases)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import eventually
+
+NASTY_QUERIES = ["`add_episode`", "the of and", "?!", "a/b|c\\d", "_", "-foo", "status: done", '"unbalanced']
+
+
+async def _store(http, content: str, **fields) -> str:
+    r = await http.post("/memory", json={"content": content, **fields})
+    assert r.status_code == 201, r.text
+    return r.json()["memory_id"]
+
+
+async def _ids(http, **params) -> list[str]:
+    r = await http.get("/recall", params=params)
+    assert r.status_code == 200, r.text
+    return [h["id"] for h in r.json()["results"]]
+
+
+async def _embedded(service, n: int) -> None:
+    async def check():
+        return await service.ctx["vectors"].count() >= n
+    await eventually(check)
+
+
+@pytest.mark.parametrize("query", NASTY_QUERIES)
+async def test_queries_from_public_bug_reports_never_fail(service, query: str) -> None:
+    async with service.http() as http:
+        await _store(http, "add_episode is the function that stores an episode; status done", tags=["support"])
+        r = await http.get("/recall", params={"query": query, "limit": 5})
+        assert r.status_code == 200, r.text
+        assert isinstance(r.json()["results"], list)
+
+
+async def test_tag_only_empty_and_unknown_tag_and_bare_recall(service) -> None:
+    async with service.http() as http:
+        a = await _store(http, "Customer asked about refunds", tags=["support"])
+        b = await _store(http, "Ticket escalated to tier 2", tags=["support"])
+        await _store(http, "Unrelated roadmap note", tags=["roadmap"])
+        assert set(await _ids(http, tags="support", limit=10)) == {a, b}
+        assert set(await _ids(http, tags="support", query="", limit=10)) == {a, b}
+        assert await _ids(http, tags="no-such-tag", limit=10) == []
+        r = await http.get("/recall")
+        assert r.status_code == 200 and r.json()["count"] == 3  # documented default: recent memories
+
+
+async def test_tag_modes_and_matching(service) -> None:
+    async with service.http() as http:
+        m1 = await _store(http, "one", tags=["alpha"])
+        m2 = await _store(http, "two", tags=["beta"])
+        m3 = await _store(http, "three", tags=["alpha", "beta"])
+        m4 = await _store(http, "four", tags=["alphabet"])
+        m5 = await _store(http, "five", tags=["Alpha"])
+        assert (await http.delete(f"/memory/{m3}")).status_code == 200
+        m6 = await _store(http, "six", tags=["alpha", "beta"])
+
+        async def q(**p):
+            return set(await _ids(http, limit=50, **p))
+        assert await q(tags=["alpha", "beta"], tag_mode="all", tag_match="exact") == {m6}
+        # Documented case rule: tags match case-insensitively, so m5 [Alpha] counts as alpha.
+        assert await q(tags=["alpha", "beta"], tag_mode="any", tag_match="exact") == {m1, m2, m5, m6}
+        assert await q(tags="alpha", tag_match="exact") == {m1, m5, m6}
+        assert await q(tags="alp", tag_match="prefix") == {m1, m4, m5, m6}
+        for result in (await q(tags="alpha"), await q(tags="beta")):
+            assert m3 not in result
+        r = await http.get("/memory/by-tag", params={"tags": "alpha"})
+        assert {m["id"] for m in r.json()["memories"]} == {m1, m5, m6}
+        assert await q(tags="alpha", exclude_tags="beta", tag_match="exact") == {m1, m5}
+
+
+async def test_validity_window_at_as_of_with_query_without_and_with_tag(service) -> None:
+    async with service.http() as http:
+        a = await _store(http, "The office is in Berlin", tags=["office"], t_valid="2024-01-01T00:00:00Z")
+        await _store(http, "The office is in Paris", tags=["office"], t_valid="2030-01-01T00:00:00Z")
+        await _store(http, "The office is in Madrid", tags=["office"], t_valid="2020-01-01T00:00:00Z",
+                     t_invalid="2023-01-01T00:00:00Z")
+        await _embedded(service, 3)
+        as_of = "2025-01-01T00:00:00Z"
+        assert await _ids(http, query="where is the office", as_of=as_of, limit=10) == [a]
+        assert await _ids(http, as_of=as_of, limit=10) == [a]
+        assert await _ids(http, tags="office", as_of=as_of, limit=10) == [a]
+
+
+async def test_memory_stored_already_expired_is_withheld_including_vector_arm(service) -> None:
+    async with service.http() as http:
+        old = await _store(http, "Deploy freeze is in effect for payments", t_valid="2020-01-01T00:00:00Z",
+                           t_invalid="2021-01-01T00:00:00Z")
+        live = await _store(http, "Payments deploys need two reviewers")
+        await _embedded(service, 2)
+        point = (await service.ctx["vectors"].retrieve([old]))[0]
+        assert point.payload["valid_to"] == 1609459200.0  # the window is on the vector payload too
+        r = await http.get("/recall", params={"query": "deploy freeze payments", "limit": 10})
+        assert [h["id"] for h in r.json()["results"]] == [live]
+        assert "vector" in r.json()["arms"]
+        hist = await _ids(http, query="deploy freeze payments", limit=10, state_mode="history")
+        assert old in hist
+
+
+async def test_superseded_memory_is_replaced_by_chain_head_on_every_read(service) -> None:
+    async with service.http() as http:
+        v1 = await _store(http, "The API rate limit is 100 requests per minute", tags=["limits", "critical"])
+        r = await http.post("/memory", json={"content": "The API rate limit is 200 requests per minute",
+                                             "tags": ["limits", "critical"], "supersedes_memory_id": v1})
+        assert r.status_code == 201, r.text
+        v2 = r.json()["memory_id"]
+        r = await http.post(f"/v1/memories/{v2}:supersede", json={"content": "The API rate limit is 500 per minute",
+                                                                  "tags": ["limits", "critical"],
+                                                                  "supersede_relation": "EVOLVED_INTO"})
+        v3 = r.json()["memory_id"]
+        await _embedded(service, 3)
+        r = await http.get("/recall", params={"query": "API rate limit 100 requests", "limit": 5})
+        results = r.json()["results"]
+        assert [h["id"] for h in results] == [v3]
+        got = (await http.get(f"/memory/{v1}")).json()["memory"]
+        assert got["state"] == "SUPERSEDED" and got["is_current"] is False and got["current_id"] == v3
+        assert got["t_invalid"] is not None
+        listed = (await http.get("/memory/by-tag", params={"tags": "limits"})).json()["memories"]
+        assert [m["id"] for m in listed] == [v3]
+        startup = (await http.get("/startup-recall")).json()
+        assert [m["id"] for m in startup["critical_lessons"]] == [v3]
+        history = await _ids(http, query="API rate limit", limit=10, state_mode="history")
+        assert set(history) == {v1, v2, v3}
+
+
+async def test_state_replacement_match_type_names_the_replaced_id(service) -> None:
+    async with service.http() as http:
+        old = await _store(http, "Staging database host is db-old.internal")
+        new = await _store(http, "Staging database host moved to a new cluster")
+        # mcp-automem's four-call supersede ends with an INVALIDATED_BY association.
+        await http.patch(f"/memory/{old}", json={"t_invalid": "2099-01-01T00:00:00Z"})
+        r = await http.post("/associate", json={"memory1_id": old, "memory2_id": new, "type": "INVALIDATED_BY",
+                                                "strength": 0.9})
+        assert r.status_code == 201
+        r = await http.get("/recall", params={"query": "db-old.internal staging host", "limit": 5})
+        hits = r.json()["results"]
+        assert hits[0]["id"] == new
+        replaced = [h for h in hits if h.get("replaces_id") == old]
+        assert replaced and replaced[0]["match_type"] == "state_replacement"
+
+
+async def test_recall_ranks_relevant_memory_first_with_score_components(service) -> None:
+    async with service.http() as http:
+        target = await _store(http, "Alice prefers dark roast coffee in the morning")
+        await _store(http, "The CI pipeline runs on every pull request")
+        await _store(http, "Bob's favourite tea is green tea")
+        await _embedded(service, 3)
+        r = await http.get("/recall", params={"query": "what coffee does Alice like", "limit": 3})
+        top = r.json()["results"][0]
+        assert top["id"] == target
+        assert top["score_components"]["vector"] > 0 and top["score_components"]["keyword"] > 0
+        assert top["match_type"] in ("vector", "keyword")
+
+
+async def test_memory_is_recallable_before_its_embedding_exists(service) -> None:
+    service.ctx["enrich_consumer"].stop()  # no enrichment: only the graph arms can find it
+    async with service.http() as http:
+        mid = await _store(http, "Zanzibar gateway credentials rotate monthly")
+        r = await http.get("/recall", params={"query": "zanzibar credentials", "limit": 5})
+        assert [h["id"] for h in r.json()["results"]] == [mid]
+
+
+async def test_time_filters_and_natural_language_time_query(service) -> None:
+    async with service.http() as http:
+        old = await _store(http, "Quarterly planning happened", timestamp="2023-01-10T10:00:00Z")
+        new = await _store(http, "Retro happened")
+        assert await _ids(http, start="2023-01-01T00:00:00Z", end="2023-02-01T00:00:00Z", limit=10) == [old]
+        assert await _ids(http, time_query="last week", limit=10) == [new]
+        r = await http.get("/recall", params={"time_query": "qwertyuiop zzz"})
+        assert r.status_code == 400 and "time_query" in r.json()["error"]
+        r = await http.get("/recall", params={"limit": 1000})
+        assert r.status_code == 400 and "limit" in r.json()["error"]
+        r = await http.get("/recall", params={"sort": "sideways"})
+        assert r.status_code == 400 and "sort" in r.json()["error"]
+
+
+async def test_related_and_expand_relations_skip_non_current(service) -> None:
+    async with service.http() as http:
+        a = await _store(http, "Service A calls service B")
+        b = await _store(http, "Service B owns the ledger")
+        c = await _store(http, "Service C is retired", t_valid="2020-01-01T00:00:00Z", t_invalid="2021-01-01T00:00:00Z")
+        for other in (b, c):
+            await http.post("/associate", json={"memory1_id": a, "memory2_id": other, "type": "RELATES_TO"})
+        related = (await http.get(f"/memories/{a}/related")).json()["related_memories"]
+        assert [m["id"] for m in related] == [b]
+        r = await http.get("/recall", params={"query": "service A calls", "limit": 1, "expand_relations": "true"})
+        ids = [h["id"] for h in r.json()["results"]]
+        assert ids[0] == a and b in ids and c not in ids

@@ -1,0 +1,463 @@
+"""Scopes and keys (issue 5): one project cannot see or touch another's memories, on REST,
+gRPC and MCP; no request without a valid key gets anything but 401; a reader cannot write.
+
+Keys are minted with the key store of the running service (and, in one test, with the
+``automem keys`` command as a subprocess). Scope A is ``acme/web``, scope B ``globex/app``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+import httpx
+import pytest
+import pytest_asyncio
+from automem.v1 import ingest_service_pb2, memory_pb2, recall_service_pb2
+from google.protobuf import field_mask_pb2
+
+from services.common.client import AutomemClient
+from tests.conftest import RunningService, eventually, start_service
+
+REPO = Path(__file__).resolve().parents[2]
+TOKEN = "scopes-root-token"
+SCOPE_A = "acme/web"
+SCOPE_B = "globex/app"
+
+
+@dataclass
+class World:
+    """A secured service, keys, and memories of scope B that scope A must never reach."""
+
+    service: RunningService
+    key_a: str
+    key_b: str
+    reader_a: str
+    admin_a: str
+    b_ids: list[str]  # b_ids[0] -RELATES_TO-> b_ids[1]; both tagged shared + critical
+    a_id: str  # scope A memory, tagged shared
+
+    def http(self, key: str | None, **headers: str) -> httpx.AsyncClient:
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        return self.service.http(**headers)
+
+
+async def _mint(service: RunningService, role: str, scopes: list[str], default: str) -> str:
+    secret, _info = await service.ctx["keystore"].create(role, scopes, default)
+    return secret
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def world(settings):
+    running = await start_service(settings.model_copy(update={"api_token": TOKEN}))
+    try:
+        key_a = await _mint(running, "writer", ["acme/*"], SCOPE_A)
+        key_b = await _mint(running, "writer", ["globex/*"], SCOPE_B)
+        reader_a = await _mint(running, "reader", ["acme/*"], SCOPE_A)
+        admin_a = await _mint(running, "admin", ["acme/*"], SCOPE_A)
+        b_ids = []
+        async with running.http(Authorization=f"Bearer {key_b}") as http:
+            for text in ("Globex ships the quarterly zephyr report", "Globex zephyr report has a second part"):
+                r = await http.post("/memory", json={"content": text, "tags": ["shared", "critical"],
+                                                     "importance": 0.9})
+                assert r.status_code == 201, r.text
+                assert r.json()["scope"] == SCOPE_B
+                b_ids.append(r.json()["memory_id"])
+            r = await http.post("/associate", json={"memory1_id": b_ids[0], "memory2_id": b_ids[1]})
+            assert r.status_code == 201, r.text
+        async with running.http(Authorization=f"Bearer {key_a}") as http:
+            r = await http.post("/memory", json={"content": "Acme prefers tabs", "tags": ["shared"]})
+            assert r.status_code == 201, r.text
+            assert r.json()["scope"] == SCOPE_A
+            a_id = r.json()["memory_id"]
+        yield World(running, key_a, key_b, reader_a, admin_a, b_ids, a_id)
+    finally:
+        await running.runner.stop()
+
+
+async def _b_untouched(world: World) -> None:
+    """Scope B's memories are as they were stored (version 0 or 1, ACTIVE, content kept)."""
+    async with world.http(world.key_b) as http:
+        for mid in world.b_ids:
+            r = await http.get(f"/memory/{mid}")
+            assert r.status_code == 200, r.text
+            memory = r.json()["memory"]
+            assert memory["state"] == "ACTIVE" and memory["scope"] == SCOPE_B
+            assert memory["content"].startswith("Globex") and memory["superseded_by"] is None
+            assert memory["metadata"] == {}
+        r = await http.get(f"/memories/{world.b_ids[0]}/related")
+        assert [m["id"] for m in r.json()["related_memories"]] == [world.b_ids[1]]
+
+
+def _ids(items: list[dict]) -> set[str]:
+    return {m.get("id") or m.get("memory_id") for m in items}
+
+
+async def _routes(http: httpx.AsyncClient) -> set[tuple[str, str]]:
+    schema = (await http.get("/openapi.json")).json()
+    return {(method.upper(), path) for path, ops in schema["paths"].items() for method in ops}
+
+
+# --- REST ------------------------------------------------------------------------------
+
+
+async def test_rest_other_scope_answers_as_absent(world: World) -> None:
+    b0, b1 = world.b_ids
+    async with world.http(world.key_a) as http:
+        routes = await _routes(http)
+        for mid in world.b_ids:
+            r = await http.get(f"/memory/{mid}")
+            assert r.status_code == 404 and r.json()["status"] == "error", r.text
+        r = await http.patch(f"/memory/{b0}", json={"content": "hijacked", "metadata": {"x": 1}})
+        assert r.status_code == 404, r.text
+        r = await http.patch(f"/memory/{b0}", json={"add_tags": ["x"]})
+        assert r.status_code == 404, r.text
+        r = await http.delete(f"/memory/{b0}")
+        assert r.status_code == 404, r.text
+        r = await http.post(f"/v1/memories/{b0}:supersede", json={"content": "replacement from A"})
+        assert r.status_code == 404, r.text
+        r = await http.post("/memory", json={"content": "replacement via /memory", "supersedes_memory_id": b0})
+        assert r.status_code == 404, r.text
+        # Relations across scopes are refused as if the other end did not exist, either way round.
+        for pair in ((world.a_id, b0), (b0, world.a_id), (b0, b1)):
+            r = await http.post("/associate", json={"memory1_id": pair[0], "memory2_id": pair[1]})
+            assert r.status_code == 404, r.text
+        r = await http.post("/associate", json={"associations": [{"memory1_id": world.a_id, "memory2_id": b0}]})
+        assert r.status_code == 400 and r.json()["failed_count"] == 1 and r.json()["created_count"] == 0
+        r = await http.get(f"/memories/{b0}/related")
+        assert r.status_code == 404, r.text
+        r = await http.get(f"/memories/{world.a_id}/related")
+        assert r.status_code == 200 and r.json()["related_memories"] == []
+        # Reads that list: only scope A.
+        for params in ({"query": "Globex zephyr quarterly report"}, {}, {"tags": "shared"},
+                       {"query": "zephyr", "state_mode": "history"}, {"query": "zephyr", "expand_relations": "true"}):
+            r = await http.get("/recall", params=params)
+            assert r.status_code == 200, r.text
+            assert not (_ids([x["memory"] for x in r.json()["results"]]) & set(world.b_ids)), params
+        r = await http.get("/memory/by-tag", params={"tags": ["shared", "critical"]})
+        assert r.status_code == 200 and _ids(r.json()["memories"]) == {world.a_id}
+        r = await http.get("/startup-recall")
+        assert r.status_code == 200 and r.json()["critical_lessons"] == [] and r.json()["has_critical"] is False
+        # History and export, where the routes exist.
+        for method, path in routes:
+            if "history" in path and "{" in path and method == "GET":
+                r = await http.get(path.replace("{memory_id}", b0).replace("{id}", b0))
+                assert r.status_code == 404 or not r.json().get("events"), (path, r.text)
+        if ("GET", "/backup") in routes:
+            async with world.http(world.admin_a) as admin:
+                r = await admin.get("/backup")
+            assert r.status_code in (200, 403), r.text
+            if r.status_code == 200:
+                assert "Globex" not in r.text and world.b_ids[0] not in r.text
+        # Delete by tag touches only the caller's scope.
+        r = await http.delete("/memory/by-tag", params={"tags": ["shared"]})
+        assert r.status_code == 200 and r.json()["memory_ids"] == [world.a_id], r.text
+    await _b_untouched(world)
+
+
+async def test_rest_scope_header_outside_key_is_403(world: World) -> None:
+    async with world.http(world.key_a, **{"X-Automem-Scope": SCOPE_B}) as http:
+        assert (await http.get(f"/memory/{world.b_ids[0]}")).status_code == 403
+        assert (await http.get("/recall", params={"query": "zephyr"})).status_code == 403
+        assert (await http.post("/memory", json={"content": "into B"})).status_code == 403
+        # Even an invalid request: the scope is refused before the body is judged.
+        assert (await http.post("/memory", json={"nope": 1})).status_code == 403
+    async with world.http(world.key_a) as http:
+        r = await http.post("/memory", json={"content": "into B by body", "scope": SCOPE_B})
+        assert r.status_code == 403 and "scope" in r.json()["error"]
+        # Another scope inside the key's patterns is fine.
+        r = await http.post("/memory", json={"content": "Acme mobile note"}, headers={"X-Automem-Scope": "acme/mobile"})
+        assert r.status_code == 201 and r.json()["scope"] == "acme/mobile"
+        assert (await http.get(f"/memory/{r.json()['memory_id']}")).status_code == 404  # default scope acme/web
+    await _b_untouched(world)
+
+
+async def test_rest_reader_cannot_write(world: World) -> None:
+    async with world.http(world.reader_a) as http:
+        assert (await http.get(f"/memory/{world.a_id}")).status_code == 200
+        assert (await http.get("/recall", params={"query": "tabs"})).status_code == 200
+        writes = [
+            http.post("/memory", json={"content": "reader write"}),
+            http.post("/memory/batch", json={"memories": [{"content": "reader batch"}]}),
+            http.patch(f"/memory/{world.a_id}", json={"importance": 0.1}),
+            http.delete(f"/memory/{world.a_id}"),
+            http.delete("/memory/by-tag", params={"tags": ["shared"]}),
+            http.post(f"/v1/memories/{world.a_id}:supersede", json={"content": "reader supersede"}),
+            http.post("/associate", json={"memory1_id": world.a_id, "memory2_id": world.a_id + "x"}),
+            http.post("/consolidate", json={"mode": "decay", "dry_run": False}),
+        ]
+        for pending in writes:
+            r = await pending
+            assert r.status_code == 403, (r.request.method, r.request.url, r.text)
+            assert r.json()["status"] == "error"
+    async with world.http(world.key_a) as http:  # nothing changed
+        r = await http.get(f"/memory/{world.a_id}")
+        assert r.json()["memory"]["importance"] == 0.5 and r.json()["memory"]["state"] == "ACTIVE"
+
+
+async def test_rest_every_route_needs_a_valid_key(world: World) -> None:
+    """Sweep every route of the OpenAPI schema (plus an unknown route, an oversized body and
+    a malformed body) with no key, a wrong key, a revoked key and a query-string key: 401."""
+    revoked = await _mint(world.service, "admin", ["*"], "default")
+    key_id = revoked.split("_")[1]
+    await world.service.ctx["keystore"].revoke(key_id)
+    async with world.http(None) as http:
+        routes = await _routes(http)
+    assert len(routes) >= 15
+    bad_credentials = [{}, {"Authorization": "Bearer wrong"}, {"X-API-Key": "wrong"},
+                       {"Authorization": f"Bearer {revoked}"}, {"Authorization": "Basic Zm9vOmJhcg=="}]
+    checked = 0
+    for headers in bad_credentials:
+        async with world.service.http(**headers) as http:
+            for method, path in sorted(routes):
+                if path == "/health":
+                    continue
+                url = path.replace("{memory_id}", world.a_id).replace("{id}", world.a_id)
+                for body in (None, {}, {"content": "x"}, "not json"):
+                    kwargs = {"content": body} if isinstance(body, str) else ({"json": body} if body is not None else {})
+                    r = await http.request(method, url, **kwargs)
+                    assert r.status_code == 401, (headers, method, path, body, r.status_code, r.text)
+                    assert r.json()["status"] == "error"
+                    checked += 1
+            for method, url in (("GET", "/no/such/route"), ("PUT", "/memory"), ("GET", "/memory/by-tag")):
+                r = await http.request(method, url)
+                assert r.status_code == 401, (headers, method, url, r.status_code, r.text)
+            r = await http.post("/memory", content=b"x" * (world.service.settings.max_body_bytes + 1),
+                                headers={"Content-Type": "application/json"})
+            assert r.status_code == 401, r.text
+    assert checked > 100
+    # A valid key in the query string is refused (AUTOMEM_ALLOW_QUERY_TOKEN is off).
+    async with world.http(None) as http:
+        r = await http.get(f"/memory/{world.a_id}", params={"api_key": world.key_a})
+        assert r.status_code == 401 and "query string" in r.json()["error"]
+        r = await http.post("/memory", params={"api_key": world.key_a}, json={"content": "via query"})
+        assert r.status_code == 401
+    # /health needs no key and tells nothing scope-specific.
+    async with world.http(None) as http:
+        assert (await http.get("/health")).status_code == 200
+
+
+async def test_rest_automem_token_is_one_principal_on_the_default_scope(world: World) -> None:
+    async with world.http(TOKEN) as http:
+        r = await http.post("/memory", json={"content": "Stored with the AutoMem token", "tags": ["token"]})
+        assert r.status_code == 201 and r.json()["scope"] == "default"
+        token_id = r.json()["memory_id"]
+        assert (await http.get(f"/memory/{world.b_ids[0]}")).status_code == 404
+        r = await http.get("/memory/by-tag", params={"tags": "shared"})
+        assert r.json()["memories"] == []
+    async with world.http(world.key_a) as http:
+        assert (await http.get(f"/memory/{token_id}")).status_code == 404
+    async with world.http(None, **{"X-API-Key": TOKEN}) as http:
+        assert (await http.get(f"/memory/{token_id}")).status_code == 200
+
+
+async def test_query_token_accepted_when_enabled(settings) -> None:
+    running = await start_service(settings.model_copy(update={"api_token": TOKEN, "allow_query_token": True}))
+    try:
+        async with running.http() as http:
+            r = await http.post("/memory", params={"api_key": TOKEN}, json={"content": "query token ok"})
+            assert r.status_code == 201, r.text
+            assert (await http.get(f"/memory/{r.json()['memory_id']}", params={"api_key": "wrong"})).status_code == 401
+            assert (await http.get("/recall")).status_code == 401
+    finally:
+        await running.runner.stop()
+
+
+# --- gRPC ------------------------------------------------------------------------------
+
+
+def _md(key: str | None, scope: str = "") -> list[tuple[str, str]]:
+    md = [("authorization", f"Bearer {key}")] if key else []
+    if scope:
+        md.append(("x-automem-scope", scope))
+    return md
+
+
+async def _code(awaitable) -> grpc.StatusCode:
+    try:
+        await awaitable
+    except grpc.aio.AioRpcError as exc:
+        return exc.code()
+    return grpc.StatusCode.OK
+
+
+async def test_grpc_other_scope_answers_as_absent(world: World) -> None:
+    b0, b1 = world.b_ids
+    nf = grpc.StatusCode.NOT_FOUND
+    async with AutomemClient.connect(world.service.grpc) as client:
+        ing, rec = client.ingest, client.recall
+        md = _md(world.key_a)
+        item = ingest_service_pb2.MemoryInput(content="hijack", metadata_json='{"x": 1}', metadata_set=True)
+        assert await _code(ing.GetMemory(ingest_service_pb2.GetMemoryRequest(id=b0), metadata=md)) == nf
+        assert await _code(rec.GetMemory(recall_service_pb2.RecallGetMemoryRequest(id=b0), metadata=md)) == nf
+        assert await _code(ing.UpdateMemory(ingest_service_pb2.UpdateMemoryRequest(
+            id=b0, memory=item, update_mask=field_mask_pb2.FieldMask(paths=["content", "metadata"])),
+            metadata=md)) == nf
+        assert await _code(ing.UpdateMemory(ingest_service_pb2.UpdateMemoryRequest(id=b0, add_tags=["x"]),
+                                            metadata=md)) == nf
+        assert await _code(ing.DeleteMemory(ingest_service_pb2.DeleteMemoryRequest(id=b0), metadata=md)) == nf
+        assert await _code(ing.SupersedeMemory(ingest_service_pb2.SupersedeMemoryRequest(
+            id=b0, replacement=ingest_service_pb2.MemoryInput(content="replacement")), metadata=md)) == nf
+        for a, b in ((world.a_id, b0), (b0, world.a_id), (b0, b1)):
+            assert await _code(ing.CreateRelation(ingest_service_pb2.CreateRelationRequest(
+                relation=memory_pb2.Relation(source_id=a, target_id=b, strength=0.5)), metadata=md)) == nf
+        assert await _code(rec.ListRelatedMemories(recall_service_pb2.ListRelatedMemoriesRequest(id=b0),
+                                                   metadata=md)) == nf
+        found = await rec.SearchMemories(recall_service_pb2.SearchMemoriesRequest(
+            query="Globex zephyr quarterly report", limit=20), metadata=md)
+        assert not {r.memory.id for r in found.results} & set(world.b_ids)
+        listed = await rec.ListMemoriesByTag(recall_service_pb2.ListMemoriesByTagRequest(tags=["critical"]),
+                                             metadata=md)
+        assert list(listed.memories) == []
+        startup = await rec.StartupRecall(recall_service_pb2.StartupRecallRequest(), metadata=md)
+        assert list(startup.critical_lessons) == [] and list(startup.system_rules) == []
+        if hasattr(ing, "ListMemoryEvents"):
+            code = await _code(ing.ListMemoryEvents(ingest_service_pb2.ListMemoryEventsRequest(id=b0), metadata=md))
+            assert code in (nf, grpc.StatusCode.OK, grpc.StatusCode.UNIMPLEMENTED)
+        # Naming scope B, in the request field or in metadata, is refused.
+        for request_md, scope_field in ((_md(world.key_a, SCOPE_B), ""), (md, SCOPE_B)):
+            code = await _code(ing.GetMemory(ingest_service_pb2.GetMemoryRequest(id=b0, scope=scope_field),
+                                             metadata=request_md))
+            assert code == grpc.StatusCode.PERMISSION_DENIED
+            code = await _code(ing.CreateMemory(ingest_service_pb2.CreateMemoryRequest(
+                memory=ingest_service_pb2.MemoryInput(content="into B"), scope=scope_field), metadata=request_md))
+            assert code == grpc.StatusCode.PERMISSION_DENIED
+            code = await _code(ing.DeleteMemoriesByTag(ingest_service_pb2.DeleteMemoriesByTagRequest(
+                tags=["shared"], scope=scope_field), metadata=request_md))
+            assert code == grpc.StatusCode.PERMISSION_DENIED
+        # Delete by tag in A touches only A.
+        gone = await ing.DeleteMemoriesByTag(ingest_service_pb2.DeleteMemoriesByTagRequest(tags=["critical", "shared"]),
+                                             metadata=md)
+        assert set(gone.memory_ids) <= {world.a_id}
+    await _b_untouched(world)
+
+
+async def test_grpc_keys_and_roles_are_checked_by_the_services(world: World) -> None:
+    """The interceptor itself checks the key: no gateway in between."""
+    async with AutomemClient.connect(world.service.grpc) as client:
+        get = ingest_service_pb2.GetMemoryRequest(id=world.a_id)
+        for md in ([], _md("wrong"), [("x-api-key", "wrong")], _md(TOKEN + "x")):
+            assert await _code(client.ingest.GetMemory(get, metadata=md)) == grpc.StatusCode.UNAUTHENTICATED
+            assert await _code(client.recall.SearchMemories(recall_service_pb2.SearchMemoriesRequest(query="x"),
+                                                            metadata=md)) == grpc.StatusCode.UNAUTHENTICATED
+        assert await _code(client.ingest.GetMemory(get, metadata=[("x-api-key", world.key_a)])) == grpc.StatusCode.OK
+        reader = _md(world.reader_a)
+        assert await _code(client.ingest.GetMemory(get, metadata=reader)) == grpc.StatusCode.OK
+        denied = grpc.StatusCode.PERMISSION_DENIED
+        assert await _code(client.ingest.CreateMemory(ingest_service_pb2.CreateMemoryRequest(
+            memory=ingest_service_pb2.MemoryInput(content="reader")), metadata=reader)) == denied
+        assert await _code(client.ingest.UpdateMemory(ingest_service_pb2.UpdateMemoryRequest(
+            id=world.a_id, add_tags=["r"]), metadata=reader)) == denied
+        assert await _code(client.ingest.DeleteMemory(ingest_service_pb2.DeleteMemoryRequest(id=world.a_id),
+                                                      metadata=reader)) == denied
+        # A writer cannot purge (admin); an admin limited to acme/* cannot check sync of every scope.
+        assert await _code(client.ingest.DeleteMemory(ingest_service_pb2.DeleteMemoryRequest(
+            id=world.a_id, purge=True), metadata=_md(world.key_a))) == denied
+        from automem.v1 import consolidate_service_pb2
+
+        assert await _code(client.consolidate.CheckSync(consolidate_service_pb2.CheckSyncRequest(),
+                                                        metadata=_md(world.admin_a))) == denied
+        # A revoked key stops working at once.
+        secret = await _mint(world.service, "writer", ["acme/*"], SCOPE_A)
+        assert await _code(client.ingest.GetMemory(get, metadata=_md(secret))) == grpc.StatusCode.OK
+        await world.service.ctx["keystore"].revoke(secret.split("_")[1])
+        assert await _code(client.ingest.GetMemory(get, metadata=_md(secret))) == grpc.StatusCode.UNAUTHENTICATED
+
+
+# --- MCP -------------------------------------------------------------------------------
+
+
+async def test_mcp_other_scope_answers_as_absent(world: World) -> None:
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    url = world.service.url + "/mcp"
+    headers = {"Authorization": f"Bearer {world.key_a}"}
+    async with Client(streamable_http_client(url, http_client=create_mcp_http_client(headers=headers))) as client:
+        b0 = world.b_ids[0]
+        for tool, args in (("recall_memory", {"memory_id": b0}),
+                           ("update_memory", {"memory_id": b0, "content": "hijack"}),
+                           ("delete_memory", {"memory_id": b0}),
+                           ("store_memory", {"content": "replacement", "supersedes_memory_id": b0}),
+                           ("associate_memories", {"memory1_id": world.a_id, "memory2_id": b0})):
+            result = await client.call_tool(tool, args)
+            assert result.is_error and "not found" in result.content[0].text.lower(), (tool, result.content)
+        result = await client.call_tool("recall_memory", {"query": "Globex zephyr quarterly report",
+                                                          "format": "json"})
+        assert not result.is_error
+        assert b0 not in json.dumps(result.structured_content) and "Globex" not in result.content[0].text
+        result = await client.call_tool("recall_memory", {"tags": ["critical"], "exhaustive": True, "format": "json"})
+        assert b0 not in json.dumps(result.structured_content)
+    # Without a valid key the MCP endpoint answers 401 over HTTP.
+    for bad in ({}, {"Authorization": "Bearer wrong"}):
+        async with world.service.http(**bad) as http:
+            r = await http.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                                headers={"Accept": "application/json, text/event-stream"})
+            assert r.status_code == 401, r.text
+    await _b_untouched(world)
+
+
+# --- the CLI ---------------------------------------------------------------------------
+
+
+def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "services.common.cli", "keys", *args], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=60, check=False)
+
+
+async def test_cli_keys_create_list_revoke(settings) -> None:
+    env = {**os.environ, "FALKORDB_HOST": settings.falkordb_host, "FALKORDB_PORT": str(settings.falkordb_port),
+           "FALKORDB_GRAPH": settings.graph_name, "AUTOMEM_LOG_LEVEL": "WARNING"}
+    env.pop("AUTOMEM_API_TOKEN", None)
+    created = _cli(env, "create", "--role", "writer", "--scope", "acme/*")
+    assert created.returncode == 0, created.stderr
+    secret = created.stdout.strip()
+    assert secret.startswith("am_") and len(secret.splitlines()) == 1
+    assert "shown once" in created.stderr and secret not in created.stderr
+    key_id = secret.split("_")[1]
+    bad = _cli(env, "create", "--role", "writer", "--scope", "acme/*", "--default-scope", "globex/app")
+    assert bad.returncode != 0
+    listed = _cli(env, "list")
+    assert listed.returncode == 0 and secret not in listed.stdout
+    row = next(line.split("\t") for line in listed.stdout.splitlines() if line.startswith(key_id))
+    assert row[1:5] == ["writer", "acme/*", "acme/default", "active"]
+    # Only the hash is stored.
+    running = await start_service(settings)
+    try:
+        rows = await running.ctx["graph"].ro_query("MATCH (k:ApiKey) RETURN properties(k)")
+        assert secret not in json.dumps(rows) and len(rows) == 1
+        async with running.http(Authorization=f"Bearer {secret}") as http:
+            r = await http.post("/memory", json={"content": "stored with a CLI key"})
+            assert r.status_code == 201 and r.json()["scope"] == "acme/default"
+            assert (await http.post("/memory", json={"content": "x"},
+                                    headers={"X-Automem-Scope": "globex/app"})).status_code == 403
+        async with running.http() as http:  # keys exist: the service is no longer open
+            assert (await http.get("/recall")).status_code == 401
+        revoked = _cli(env, "revoke", key_id)
+        assert revoked.returncode == 0 and key_id in revoked.stdout
+        assert _cli(env, "revoke", "nosuchkey").returncode != 0
+        assert "revoked" in _cli(env, "list").stdout
+
+        async def refused() -> bool:
+            async with running.http(Authorization=f"Bearer {secret}") as http:
+                return (await http.get("/recall")).status_code == 401
+        await eventually(refused, timeout=10)
+    finally:
+        await running.runner.stop()
+
+
+@pytest.mark.parametrize("pattern,scope,allowed", [
+    ("acme/*", "acme/web", True), ("acme/*", "acme", False), ("acme/*", "acmex/web", False),
+    ("acme/web", "acme/web", True), ("acme/web", "acme/web2", False), ("*", "anything/at/all", True),
+])
+def test_scope_patterns(pattern: str, scope: str, allowed: bool) -> None:
+    from services.common.auth import Principal
+
+    assert Principal("k", "writer", (pattern,), "acme/web").allows(scope) is allowed

@@ -1,0 +1,542 @@
+"""The truth model end to end on real NATS, FalkorDB and the embedded Qdrant shard:
+atomic supersede, bitemporal reads, trust states, the review queue and tombstones,
+delete, the audit log (history, outbox) and recovery (backup, restore, reindex)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import time
+import uuid
+from datetime import UTC, datetime
+
+import pytest
+from automem.v1 import events_pb2, ingest_service_pb2
+
+from services.common import backup
+from services.common.bus import Bus
+from services.common.graph import GraphStore
+from services.common.model import Relation, epoch, memory_to_node, now, ts
+from services.common.payload import build_payload
+from services.common.settings import Settings
+from services.ingest.logic import build_memory
+from services.ingest.truth import close_for_supersede
+from tests.conftest import eventually, start_service
+
+
+def _iso(epoch_seconds: float) -> str:
+    return datetime.fromtimestamp(epoch_seconds, UTC).isoformat()
+
+
+async def _store(http, content: str, **fields) -> str:
+    r = await http.post("/memory", json={"content": content, **fields})
+    assert r.status_code == 201, r.text
+    return r.json()["memory_id"]
+
+
+async def _node(service, mid: str) -> dict | None:
+    rows = await service.ctx["graph"].ro_query("MATCH (m:Memory {id: $id}) RETURN properties(m)", {"id": mid})
+    return rows[0][0] if rows else None
+
+
+async def _edges(service) -> list:
+    return await service.ctx["graph"].ro_query("MATCH (a:Memory)-[r]->(b:Memory) WHERE type(r) <> 'PRECEDED_BY' "
+                                               "RETURN a.id, type(r), b.id")
+
+
+async def _by_tag(http, tag: str, **params) -> list[dict]:
+    r = await http.get("/memory/by-tag", params={"tags": tag, **params})
+    assert r.status_code == 200, r.text
+    return r.json()["memories"]
+
+
+async def _history(http, mid: str) -> list[dict]:
+    r = await http.get(f"/v1/memories/{mid}/history")
+    assert r.status_code == 200, r.text
+    return r.json()["events"]
+
+
+# --- 1. supersede ----------------------------------------------------------------------
+
+
+async def test_supersede_failing_between_steps_changes_nothing(service) -> None:
+    async with service.http() as http:
+        old_id = await _store(http, "Deploys run on Fridays", tags=["deploy"])
+    ingest = service.ctx["ingest"]
+    graph = service.ctx["graph"]
+    before = await _node(service, old_id)
+    old = await graph.get_memory(old_id, "default")
+    stamp = now()
+    new = build_memory(ingest_service_pb2.MemoryInput(content="Deploys run on Tuesdays"), scope="default",
+                       settings=service.settings, created=stamp, source="test")
+    closed = close_for_supersede(old, new.id, epoch(new, "valid_from"), stamp, "moved")
+    rel = Relation(source_id=old.id, target_id=new.id, type=8, strength=0.9, scope="default", reason="moved")
+    rel.create_time.CopyFrom(ts(stamp))
+    with pytest.raises(Exception):  # noqa: B017 - any failure of the one query
+        await ingest.supersede_in_graph(old, closed, new, rel, _fail_after_create=True)
+    # The query created the replacement and updated the old node before failing: FalkorDB
+    # rolled all of it back.
+    assert await _node(service, old_id) == before
+    assert before["state"] == "ACTIVE" and before["version"] == 1
+    assert await _node(service, new.id) is None
+    assert await graph.count_memories() == 1
+    assert await _edges(service) == []
+    # The same write without the injected failure applies all of it.
+    await ingest.supersede_in_graph(old, closed, new, rel)
+    after = await _node(service, old_id)
+    assert after["state"] == "SUPERSEDED" and after["superseded_by"] == new.id and after["version"] == 2
+    assert await _edges(service) == [[old_id, "INVALIDATED_BY", new.id]]
+
+
+async def test_automem_four_call_supersede_is_a_supersession(service) -> None:
+    async with service.http() as http:
+        old_id = await _store(http, "The API lives on port 8000", tags=["api"])
+        assert (await http.get(f"/memory/{old_id}")).status_code == 200
+        new_id = await _store(http, "The API lives on port 8001", tags=["api"])
+        r = await http.patch(f"/memory/{old_id}", json={
+            "t_invalid": datetime.now(UTC).isoformat(), "metadata": {"superseded_by": new_id, "deprecated": True}})
+        assert r.status_code == 200, r.text
+        r = await http.post("/associate", json={"memory1_id": old_id, "memory2_id": new_id,
+                                                "type": "INVALIDATED_BY", "strength": 0.9})
+        assert r.status_code == 201, r.text
+        got = (await http.get(f"/memory/{old_id}")).json()["memory"]
+        assert got["state"] == "SUPERSEDED" and got["superseded_by"] == new_id
+        assert got["is_current"] is False and got["current_id"] == new_id and got["superseded_at"]
+        assert [m["id"] for m in await _by_tag(http, "api")] == [new_id]
+        hits = (await http.get("/recall", params={"query": "API port"})).json()["results"]
+        assert [h["id"] for h in hits] == [new_id]
+
+
+# --- 2. bitemporal ---------------------------------------------------------------------
+
+
+async def test_correction_recorded_after_the_fact_reads_bitemporally(service) -> None:
+    """Alice lived in Paris from 1 Jan; on a later day the service learns she moved to Berlin
+    on 1 Feb. "Where did she live on 1 March, as known before the correction?" -> Paris;
+    "as known now" -> Berlin; "on 15 Jan, as known now" -> Paris."""
+    async with service.http() as http:
+        paris = await _store(http, "Alice lives in Paris", tags=["alice"], t_valid="2024-01-01T00:00:00Z")
+        before_paris = epoch((await service.ctx["graph"].get_memory(paris, "default")), "record_time") - 1
+        before_correction = time.time()
+        await asyncio.sleep(0.01)
+        r = await http.post(f"/v1/memories/{paris}:supersede", json={
+            "content": "Alice lives in Berlin", "tags": ["alice"], "t_valid": "2024-02-01T00:00:00Z",
+            "supersede_reason": "she moved"})
+        assert r.status_code == 201, r.text
+        berlin = r.json()["memory_id"]
+        march, january = "2024-03-01T00:00:00Z", "2024-01-15T00:00:00Z"
+        known_then = _iso(before_correction)
+
+        # What was true on 1 March, as the service knew it before the correction: Paris, ACTIVE,
+        # open-ended (the window the correction closed later).
+        then = await _by_tag(http, "alice", as_of=march, known_at=known_then)
+        assert [m["id"] for m in then] == [paris]
+        assert then[0]["state"] == "ACTIVE" and then[0]["t_invalid"] is None and then[0]["superseded_by"] is None
+        # ... and as known now: Berlin.
+        assert [m["id"] for m in await _by_tag(http, "alice", as_of=march)] == [berlin]
+        # What was true on 15 January, as known now: Paris (its window is closed at 1 Feb).
+        jan = await _by_tag(http, "alice", as_of=january)
+        assert [m["id"] for m in jan] == [paris] and jan[0]["t_invalid"].startswith("2024-02-01")
+        # Before Paris was recorded the service knew nothing.
+        assert await _by_tag(http, "alice", as_of=march, known_at=_iso(before_paris)) == []
+
+        # Get by id gives the same answers, with the state.
+        got = (await http.get(f"/memory/{paris}", params={"as_of": march, "known_at": known_then})).json()["memory"]
+        assert got["is_current"] is True and got["state"] == "ACTIVE" and got["current_id"] is None
+        got = (await http.get(f"/memory/{paris}", params={"as_of": march})).json()["memory"]
+        assert got["is_current"] is False and got["state"] == "SUPERSEDED" and got["current_id"] == berlin
+        assert got["prior_t_invalid"] is None and got["t_invalid"].startswith("2024-02-01")
+        got = (await http.get(f"/memory/{paris}", params={"as_of": january})).json()["memory"]
+        assert got["is_current"] is True
+
+        # Ranked recall too.
+        hits = (await http.get("/recall", params={"query": "where does Alice live", "as_of": march,
+                                                  "known_at": known_then})).json()["results"]
+        assert [h["id"] for h in hits] == [paris]
+        hits = (await http.get("/recall", params={"query": "where does Alice live", "as_of": march})).json()["results"]
+        assert [h["id"] for h in hits] == [berlin]
+
+
+# --- 3. trust states -------------------------------------------------------------------
+
+
+async def test_forbidden_transitions_are_refused_and_reads_show_the_state(service) -> None:
+    async with service.http() as http:
+        a = await _store(http, "state one", tags=["st"])
+        b = await _store(http, "state two", tags=["st"])
+        r = await http.post(f"/v1/review-items/{a}:approve")
+        assert r.status_code == 409 and "ACTIVE" in r.json()["error"]  # not pending review
+        assert (await http.delete(f"/memory/{b}")).status_code == 200
+        r = await http.patch(f"/memory/{b}", json={"content": "edited"})
+        assert r.status_code == 409 and "DELETED" in r.json()["error"]
+        r = await http.post(f"/v1/memories/{b}:supersede", json={"content": "new"})
+        assert r.status_code == 409 and "DELETED" in r.json()["error"]
+        r = await http.post(f"/v1/memories/{a}:supersede", json={"content": "state one, revised", "tags": ["st"]})
+        new = r.json()["memory_id"]
+        r = await http.post(f"/v1/memories/{a}:supersede", json={"content": "again"})
+        assert r.status_code == 409 and "SUPERSEDED" in r.json()["error"]
+        listed = await _by_tag(http, "st", state_mode="history")
+        assert {m["id"]: m["state"] for m in listed} == {a: "SUPERSEDED", new: "ACTIVE"}
+        assert all(m["state"] == "ACTIVE" for m in await _by_tag(http, "st"))
+
+
+# --- 4. review queue and tombstones ----------------------------------------------------
+
+
+async def test_review_queue_approve_reject_tombstone_and_lift(service) -> None:
+    async with service.http() as http:
+        ids = [await _store(http, f"needs review {i}", tags=["rv"], require_review=True) for i in range(3)]
+        assert await _by_tag(http, "rv") == []  # pending memories are withheld
+        r = await http.get("/v1/review-items", params={"page_size": 2})
+        page1 = r.json()
+        assert [i["id"] for i in page1["items"]] == ids[:2] and page1["next_page_token"]
+        assert page1["items"][0]["kind"] == "memory" and page1["items"][0]["memory"]["state"] == "PENDING_REVIEW"
+        page2 = (await http.get("/v1/review-items", params={"page_size": 2,
+                                                            "page_token": page1["next_page_token"]})).json()
+        assert [i["id"] for i in page2["items"]] == ids[2:] and page2["next_page_token"] is None
+
+        r = await http.post(f"/v1/review-items/{ids[0]}:approve", json={"reason": "fine"})
+        assert r.status_code == 200, r.text
+        assert r.json()["memory"]["state"] == "ACTIVE" and r.json()["item"]["status"] == "approved"
+        assert [m["id"] for m in await _by_tag(http, "rv")] == [ids[0]]
+
+        r = await http.post(f"/v1/review-items/{ids[1]}:reject", json={"reason": ""})
+        assert r.status_code == 400 and "reason" in r.json()["error"]
+        r = await http.post(f"/v1/review-items/{ids[1]}:reject", json={"reason": "wrong fact"})
+        assert r.status_code == 200, r.text
+        tomb = r.json()["tombstone"]
+        assert r.json()["memory"]["state"] == "REJECTED" and tomb["memory_id"] == ids[1]
+        assert (await http.get(f"/memory/{ids[1]}")).status_code == 404
+        r = await http.post(f"/v1/review-items/{ids[1]}:approve")
+        assert r.status_code == 409  # already decided
+
+        # Same content (any spacing/case) in the same scope is refused, naming the tombstone.
+        r = await http.post("/memory", json={"content": "Needs  review 1"})
+        assert r.status_code == 409 and tomb["id"] in r.json()["error"] and "wrong fact" in r.json()["error"]
+        # Another scope is not blocked.
+        r = await http.post("/memory", json={"content": "needs review 1", "scope": "other/scope"})
+        assert r.status_code == 201
+        listed = (await http.get("/v1/tombstones")).json()["tombstones"]
+        assert [t["id"] for t in listed] == [tomb["id"]]
+        r = await http.post(f"/v1/tombstones/{tomb['id']}:lift")
+        assert r.status_code == 200 and r.json()["tombstone"]["lifted"] is True
+        assert (await http.post("/memory", json={"content": "needs review 1"})).status_code == 201
+
+        decided = (await http.get("/v1/review-items", params={"status": "all"})).json()["items"]
+        assert {i["id"]: i["status"] for i in decided} == {ids[0]: "approved", ids[1]: "rejected", ids[2]: "pending"}
+        events = [e["type"] for e in await _history(http, ids[1])]
+        assert events[:1] == ["EVENT_TYPE_MEMORY_CREATED"] and "EVENT_TYPE_REVIEW_REJECTED" in events
+
+
+async def test_key_that_requires_review_lands_writes_as_pending(service) -> None:
+    from services.common.keys import KeyStore
+
+    store = KeyStore(service.ctx["graph"])
+    admin, _ = await store.create("admin", ["*"], "default")
+    writer, _ = await store.create("writer", ["*"], "default", require_review=True)
+    async with service.http(authorization=f"Bearer {writer}") as http:
+        r = await http.post("/memory", json={"content": "from a reviewed key"})
+        assert r.status_code == 201 and r.json()["state"] == "PENDING_REVIEW"
+        mid = r.json()["memory_id"]
+        r = await http.post(f"/v1/review-items/{mid}:approve")
+        assert r.status_code == 403  # a writer cannot approve its own writes
+    async with service.http(authorization=f"Bearer {admin}") as http:
+        r = await http.post(f"/v1/review-items/{mid}:approve")
+        assert r.status_code == 200 and r.json()["memory"]["state"] == "ACTIVE"
+
+
+async def _proposal(service, memory_id: str, target_id: str) -> str:
+    item_id = str(uuid.uuid4())
+    await service.ctx["graph"].query(
+        "CREATE (:ReviewItem {id: $id, kind: 'supersede_proposal', memory_id: $m, target_id: $t, "
+        "reason: 'contradiction found by enrichment', create_time: $now, status: 'pending', scope: 'default'})",
+        {"id": item_id, "m": memory_id, "t": target_id, "now": time.time()})
+    return item_id
+
+
+async def test_supersede_proposal_approve_supersedes_atomically_and_reject_just_closes(service) -> None:
+    async with service.http() as http:
+        old = await _store(http, "The cache TTL is 60 seconds", tags=["cache"])
+        new = await _store(http, "The cache TTL is 300 seconds", tags=["cache"])
+        other = await _store(http, "The cache lives in Redis", tags=["cache"])
+        keep = await _proposal(service, other, new)
+        item = await _proposal(service, new, old)
+        items = (await http.get("/v1/review-items", params={"kind": "supersede_proposal"})).json()["items"]
+        assert [i["id"] for i in items] == [keep, item]
+        assert items[1]["target"]["id"] == old and items[1]["memory"]["id"] == new
+
+        r = await http.post(f"/v1/review-items/{keep}:reject", json={"reason": "not a contradiction"})
+        assert r.status_code == 200 and r.json()["item"]["status"] == "rejected" and r.json()["tombstone"] is None
+        assert (await _node(service, other))["state"] == "ACTIVE" and (await _node(service, new))["state"] == "ACTIVE"
+
+        r = await http.post(f"/v1/review-items/{item}:approve")
+        assert r.status_code == 200, r.text
+        assert r.json()["superseded"]["state"] == "SUPERSEDED" and r.json()["superseded"]["superseded_by"] == new
+        assert sorted(await _edges(service)) == [[old, "INVALIDATED_BY", new]]
+        got = (await http.get(f"/memory/{old}")).json()["memory"]
+        assert got["current_id"] == new and got["t_invalid"] is not None
+        assert {m["id"] for m in await _by_tag(http, "cache")} == {new, other}
+        types = [e["type"] for e in await _history(http, old)]
+        assert "EVENT_TYPE_MEMORY_SUPERSEDED" in types
+        r = await http.post(f"/v1/review-items/{item}:approve")
+        assert r.status_code == 409
+
+
+# --- 5. delete -------------------------------------------------------------------------
+
+
+async def test_deleted_memory_is_gone_from_every_read(service) -> None:
+    async with service.http() as http:
+        gone = await _store(http, "Never force-push to main", tags=["critical", "git"], importance=0.9)
+        stays = await _store(http, "Rebase feature branches before merging", tags=["critical", "git"])
+        await http.post("/associate", json={"memory1_id": stays, "memory2_id": gone, "type": "RELATES_TO"})
+        await eventually(lambda: service.ctx["vectors"].retrieve([gone]))
+        r = await http.delete("/memory/by-tag", params={"tags": "git", "dry_run": "true"})
+        assert r.json()["dry_run"] is True and sorted(r.json()["memory_ids"]) == sorted([gone, stays])
+        assert r.json()["deleted_count"] == 0 and r.json()["would_delete_count"] == 2
+        assert (await _node(service, gone))["state"] == "ACTIVE"
+
+        assert (await http.delete(f"/memory/{gone}")).status_code == 200
+        assert (await http.get(f"/memory/{gone}")).status_code == 404
+        assert [m["id"] for m in await _by_tag(http, "git")] == [stays]
+        assert [m["id"] for m in await _by_tag(http, "git", state_mode="history")] == [stays]
+        hits = (await http.get("/recall", params={"query": "force-push main"})).json()["results"]
+        assert gone not in [h["id"] for h in hits]
+        startup = (await http.get("/startup-recall")).json()
+        assert [m["id"] for m in startup["critical_lessons"]] == [stays]
+        related = (await http.get(f"/memories/{stays}/related")).json()["related_memories"]
+        assert related == []
+        assert (await http.get(f"/memories/{gone}/related")).status_code == 404
+        await eventually(lambda: _gone(service, gone))
+        # History is kept; purge (admin) removes the node.
+        assert (await _node(service, gone))["state"] == "DELETED"
+        assert (await http.delete(f"/memory/{gone}", params={"purge": "true"})).status_code == 200
+        assert await _node(service, gone) is None
+        types = [e["type"] for e in await _history(http, gone)]
+        assert types[0] == "EVENT_TYPE_MEMORY_CREATED" and types[-2:] == ["EVENT_TYPE_MEMORY_DELETED",
+                                                                          "EVENT_TYPE_MEMORY_PURGED"]
+
+
+async def _gone(service, mid: str) -> bool:
+    return await service.ctx["vectors"].retrieve([mid]) == []
+
+
+# --- 6. audit log ----------------------------------------------------------------------
+
+
+async def test_history_lists_every_mutation_in_order_with_actor_and_before_after(service) -> None:
+    async with service.http() as http:
+        mid = await _store(http, "Use ruff for linting", tags=["lint"])
+        other = await _store(http, "Use black for formatting", tags=["lint"])
+        await http.patch(f"/memory/{mid}", json={"importance": 0.9})
+        await http.post("/associate", json={"memory1_id": mid, "memory2_id": other, "type": "RELATES_TO"})
+        r = await http.post(f"/v1/memories/{mid}:supersede", json={"content": "Use ruff for linting and formatting"})
+        new = r.json()["memory_id"]
+
+        async def enriched():
+            events = await _history(http, mid)
+            return events if "EVENT_TYPE_MEMORY_ENRICHED" in [e["type"] for e in events] else None
+
+        events = await eventually(enriched)
+        types = [e["type"] for e in events if e["type"] != "EVENT_TYPE_MEMORY_ENRICHED"]
+        assert types == ["EVENT_TYPE_MEMORY_CREATED", "EVENT_TYPE_MEMORY_UPDATED", "EVENT_TYPE_RELATION_CREATED",
+                         "EVENT_TYPE_MEMORY_SUPERSEDED"]
+        times = [e["event_time"] for e in events]
+        assert times == sorted(times)
+        assert all(e["actor"] for e in events)
+        update = events[[e["type"] for e in events].index("EVENT_TYPE_MEMORY_UPDATED")]
+        assert update["before"]["importance"] == 0.5 and update["after"]["importance"] == 0.9
+        sup = next(e for e in events if e["type"] == "EVENT_TYPE_MEMORY_SUPERSEDED")
+        assert sup["before"]["state"] == "MEMORY_STATE_ACTIVE" and sup["after"]["superseded_by"] == new
+        enriched_events = [e for e in events if e["type"] == "EVENT_TYPE_MEMORY_ENRICHED"]
+        assert enriched_events[0]["actor"] == "system:enrich"
+        assert enriched_events[0]["after"]["embedding_status"] == "EMBEDDING_STATUS_DONE"
+        # The consumer ignores its own MEMORY_ENRICHED events: one per embedding, no loop.
+        await eventually(lambda: _queue_empty(service))
+        counts = [e["type"] for e in await _history(http, mid)].count("EVENT_TYPE_MEMORY_ENRICHED")
+        assert counts == 1
+    async with service.http() as http:
+        assert (await http.get("/v1/memories/nope/history")).status_code == 404
+
+
+async def _queue_empty(service) -> bool:
+    return await service.ctx["enrich_consumer"].queue_depth() == 0
+
+
+async def test_grpc_list_memory_events_pages_in_order(service) -> None:
+    from services.common.client import AutomemClient
+
+    async with AutomemClient.connect(service.grpc) as client:
+        memory = await client.create_memory("paged history")
+        for i in range(3):
+            await client.update_memory(memory.id, importance=0.1 * (i + 1))
+        first = await client.ingest.ListMemoryEvents(ingest_service_pb2.ListMemoryEventsRequest(id=memory.id,
+                                                                                                page_size=2))
+        rest = await client.ingest.ListMemoryEvents(ingest_service_pb2.ListMemoryEventsRequest(
+            id=memory.id, page_size=100, page_token=first.next_page_token))
+        events = [e for e in [*first.events, *rest.events] if e.type != events_pb2.EVENT_TYPE_MEMORY_ENRICHED]
+        assert [e.type for e in events] == [events_pb2.EVENT_TYPE_MEMORY_CREATED] + [
+            events_pb2.EVENT_TYPE_MEMORY_UPDATED] * 3
+        assert [e.version for e in events] == [1, 2, 3, 4]
+
+
+async def test_event_published_while_nats_is_down_reaches_the_stream_once_it_is_back(
+        settings: Settings, tmp_path) -> None:
+    from services.common.embedded import EmbeddedNats
+
+    nats = EmbeddedNats(tmp_path / "own-nats")
+    await nats.start()
+    port = nats.port
+    running = await start_service(settings.model_copy(update={"nats_url": nats.url}))
+    try:
+        async with running.http() as http:
+            await nats.stop()  # the graph write succeeds, the publish fails
+            r = await http.post("/memory", json={"content": "stored while NATS was down"})
+            assert r.status_code == 201, r.text
+            mid = r.json()["memory_id"]
+            publisher = running.ctx["publisher"]
+            assert await publisher.backlog() == 1
+            assert (await http.get(f"/memory/{mid}")).status_code == 200
+            nats = EmbeddedNats(tmp_path / "own-nats", port=port)
+            await nats.start()
+
+            async def on_stream():
+                if await publisher.backlog():
+                    return None
+                return [e for e in await running.ctx["bus"].events_for(mid)
+                        if e.type == events_pb2.EVENT_TYPE_MEMORY_CREATED]
+
+            created = await eventually(on_stream, timeout=30)
+            assert len(created) == 1 and created[0].after.content == "stored while NATS was down"
+    finally:
+        await running.runner.stop()
+        await nats.stop()
+
+
+# --- 7. recovery -----------------------------------------------------------------------
+
+
+async def _build_history(http, service) -> dict[str, str]:
+    a = await _store(http, "Postgres is the primary store", tags=["db"], t_valid="2024-01-01T00:00:00Z",
+                     t_invalid="2030-01-01T00:00:00Z", metadata={"k": [1, "x"]})
+    b = await _store(http, "Redis caches sessions", tags=["db", "cache"])
+    await http.post("/associate", json={"memory1_id": a, "memory2_id": b, "type": "RELATES_TO", "strength": 0.7})
+    r = await http.post(f"/v1/memories/{a}:supersede", json={"content": "CockroachDB is the primary store",
+                                                              "tags": ["db"], "t_valid": "2025-01-01T00:00:00Z"})
+    c = r.json()["memory_id"]
+    rejected = await _store(http, "The moon is cheese", require_review=True)
+    await http.post(f"/v1/review-items/{rejected}:reject", json={"reason": "false"})
+    gone = await _store(http, "temporary note")
+    await http.delete(f"/memory/{gone}")
+    await eventually(lambda: service.ctx["vectors"].retrieve([c]))
+    return {"a": a, "b": b, "c": c, "rejected": rejected, "gone": gone}
+
+
+async def _snapshot(graph: GraphStore) -> tuple[list, list]:
+    nodes = await graph.ro_query("MATCH (n) RETURN labels(n), properties(n)")
+    edges = await graph.ro_query("MATCH (a)-[r]->(b) RETURN a.id, type(r), b.id, properties(r)")
+    key = repr
+    return sorted(([list(lb), p] for lb, p in nodes), key=key), sorted(edges, key=key)
+
+
+async def test_backup_then_restore_into_an_empty_store_reproduces_everything(service, settings, tmp_path) -> None:
+    async with service.http() as http:
+        ids = await _build_history(http, service)
+        r = await http.get("/backup")
+        assert r.status_code == 200 and r.headers["content-type"].startswith("application/x-ndjson")
+        lines = r.text.splitlines()
+    records = backup.read_lines(lines)
+    kinds = {r["kind"] for r in records}
+    assert {"header", "memory", "edge", "tombstone", "review_item", "event"} <= kinds
+    graph = service.ctx["graph"]
+    before = await _snapshot(graph)
+    events_before = [e.SerializeToString() for e in await service.ctx["bus"].events_for(None)]
+
+    suffix = uuid.uuid4().hex[:10]
+    fresh = settings.model_copy(update={"graph_name": f"restored_{suffix}", "stream_name": f"RESTORED_{suffix.upper()}",
+                                        "subject_prefix": f"restored.{suffix}", "data_dir": tmp_path / "restored"})
+    new_graph, new_bus = GraphStore(fresh), Bus(fresh)
+    await new_bus.connect()
+    try:
+        counts = await backup.restore_records(new_graph, records, new_bus)
+        assert counts["events"] == len(events_before)
+        assert await _snapshot(new_graph) == before  # every node, property, edge and edge property
+        assert [e.SerializeToString() for e in await new_bus.events_for(None)] == events_before
+        with pytest.raises(RuntimeError, match="not empty"):
+            await backup.restore_records(new_graph, records, new_bus)
+    finally:
+        await new_bus.close()
+        await new_graph.close()
+
+    restored = await start_service(fresh)
+    try:
+        async with restored.http() as http:
+            got = (await http.get(f"/memory/{ids['a']}")).json()["memory"]
+            assert got["state"] == "SUPERSEDED" and got["current_id"] == ids["c"]
+            assert got["t_valid"].startswith("2024-01-01") and got["t_invalid"].startswith("2025-01-01")
+            assert got["prior_t_invalid"].startswith("2030-01-01")
+            assert {m["id"] for m in await _by_tag(http, "db")} == {ids["b"], ids["c"]}
+            related = (await http.get(f"/memories/{ids['b']}/related")).json()["related_memories"]
+            assert [x["id"] for x in related] == [ids["c"]]  # a's edge, replaced by its head
+            assert (await http.post("/memory", json={"content": "The moon is cheese"})).status_code == 409
+            original = [e["event_id"] for e in await _history_of(service, ids["a"])]
+            assert [e["event_id"] for e in await _history(http, ids["a"])][:len(original)] == original
+    finally:
+        await restored.runner.stop()
+
+
+async def _history_of(service, mid: str) -> list[dict]:
+    async with service.http() as http:
+        return await _history(http, mid)
+
+
+async def test_reindex_rebuilds_every_vector_point_from_the_graph(service) -> None:
+    async with service.http() as http:
+        ids = await _build_history(http, service)
+    vectors, graph = service.ctx["vectors"], service.ctx["graph"]
+    service.ctx["enrich_consumer"].stop()  # no concurrent writer while we wreck the store
+    await eventually(lambda: _queue_empty(service))
+    live = [ids["a"], ids["b"], ids["c"]]
+    await vectors.delete(live[:2])
+    await vectors.set_payload(ids["c"], {"memory_id": ids["c"], "scope": "default"})  # a payload missing windows
+    orphan = str(uuid.uuid4())
+    await vectors.upsert(orphan, [0.1] * service.ctx["embedder"].dimension, {"memory_id": orphan})
+    counts = await backup.reindex(graph, vectors, service.ctx["embedder"])
+    assert counts == {"reindexed": 3, "removed": 1}
+    points = {p.id: p for p in await vectors.retrieve(live + [ids["rejected"], ids["gone"], orphan])}
+    assert sorted(points) == sorted(live)
+    for mid in live:
+        memory = await graph.get_memory(mid, "default")
+        assert points[mid].payload == build_payload(memory)
+        assert memory_to_node(memory)["embedding_status"] == "EMBEDDING_STATUS_DONE"
+    assert points[ids["a"]].payload["valid_to"] == epoch(await graph.get_memory(ids["a"], "default"), "valid_to")
+
+
+async def test_cli_backup_and_restore_round_trip(service, settings, tmp_path, monkeypatch) -> None:
+    from services.common import cli
+
+    async with service.http() as http:
+        a = await _store(http, "cli backup memory", tags=["cli"])
+    out = tmp_path / "backup.jsonl"
+    env = {"AUTOMEM_DATA_DIR": str(tmp_path / "cli"), "AUTOMEM_NATS_URL": settings.nats_url,
+           "FALKORDB_HOST": settings.falkordb_host, "FALKORDB_PORT": str(settings.falkordb_port),
+           "FALKORDB_GRAPH": settings.graph_name, "AUTOMEM_GRAPH_NAME": settings.graph_name,
+           "AUTOMEM_STREAM_NAME": settings.stream_name, "AUTOMEM_SUBJECT_PREFIX": settings.subject_prefix}
+    fresh = Settings(**{k: v for k, v in settings.model_dump().items()
+                        if k in ("nats_url", "falkordb_host", "falkordb_port", "graph_name", "stream_name",
+                                 "subject_prefix", "data_dir")})
+    assert fresh.graph_name == settings.graph_name
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    from services.common import settings as settings_module
+
+    if hasattr(settings_module.get_settings, "cache_clear"):
+        settings_module.get_settings.cache_clear()
+    if settings_module.get_settings().graph_name != settings.graph_name:
+        pytest.skip("graph name is not settable from the environment")
+    code = await asyncio.to_thread(cli.main, ["backup", "--out", str(out)])
+    assert code == 0
+    lines = out.read_text().splitlines()
+    assert any(f'"id": "{a}"' in line for line in lines)
+    restored = [r for r in backup.read_lines(lines) if r["kind"] == "event"]
+    assert base64.b64decode(restored[0]["data"])
