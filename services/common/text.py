@@ -12,8 +12,7 @@ sparse vector) and when a query is read, so both sides always normalise alike.
   list, which also drops content words such as ``name``, ``move``, ``show`` or ``first``
   that LoCoMo questions depend on.
 * :func:`porter_stem` — M. F. Porter's 1980 suffix-stripping algorithm ("An algorithm for
-  suffix stripping", Program 14(3)), implemented here because no stemmer package is
-  installed; the same family as RediSearch's English Snowball stemmer.
+  suffix stripping", Program 14(3)), from the snowballstemmer package.
 * :func:`analyze` — tokenize, drop stop words, stem: the terms that BM25 sees.
 * :func:`bm25_doc_weights` / :func:`bm25_query_weights` / :func:`term_index` — a BM25
   sparse vector for Qdrant: the document side carries the saturated term frequency
@@ -26,6 +25,8 @@ sparse vector) and when a query is read, so both sides always normalise alike.
 from __future__ import annotations
 
 import re
+
+import snowballstemmer
 import zlib
 from collections.abc import Iterable
 
@@ -72,126 +73,14 @@ def tokenize(text: str) -> list[str]:
 # --- Porter stemmer (1980) --------------------------------------------------------------
 
 
-def _cons(w: str, i: int) -> bool:
-    c = w[i]
-    if c in "aeiou":
-        return False
-    if c == "y":
-        return i == 0 or not _cons(w, i - 1)
-    return True
-
-
-def _m(stem: str) -> int:
-    """Porter's measure m of ``stem``: the number of VC sequences."""
-    n, i, L = 0, 0, len(stem)
-    while i < L and _cons(stem, i):
-        i += 1
-    while i < L:
-        while i < L and not _cons(stem, i):
-            i += 1
-        if i >= L:
-            break
-        n += 1
-        while i < L and _cons(stem, i):
-            i += 1
-    return n
-
-
-def _has_vowel(stem: str) -> bool:
-    return any(not _cons(stem, i) for i in range(len(stem)))
-
-
-def _double_c(w: str) -> bool:
-    return len(w) >= 2 and w[-1] == w[-2] and _cons(w, len(w) - 1)
-
-
-def _cvc(w: str) -> bool:
-    if len(w) < 3:
-        return False
-    return _cons(w, len(w) - 3) and not _cons(w, len(w) - 2) and _cons(w, len(w) - 1) and w[-1] not in "wxy"
-
-
-_STEP2 = [
-    ("ational", "ate"), ("tional", "tion"), ("enci", "ence"), ("anci", "ance"), ("izer", "ize"),
-    ("abli", "able"), ("alli", "al"), ("entli", "ent"), ("eli", "e"), ("ousli", "ous"),
-    ("ization", "ize"), ("ation", "ate"), ("ator", "ate"), ("alism", "al"), ("iveness", "ive"),
-    ("fulness", "ful"), ("ousness", "ous"), ("aliti", "al"), ("iviti", "ive"), ("biliti", "ble"),
-]
-_STEP3 = [
-    ("icate", "ic"), ("ative", ""), ("alize", "al"), ("iciti", "ic"), ("ical", "ic"),
-    ("ful", ""), ("ness", ""),
-]
-_STEP4 = [
-    "al", "ance", "ence", "er", "ic", "able", "ible", "ant", "ement", "ment", "ent",
-    "ion", "ou", "ism", "ate", "iti", "ous", "ive", "ize",
-]
+_PORTER = snowballstemmer.stemmer("porter")
 
 
 def porter_stem(word: str) -> str:
-    """Porter (1980) stem of a lower-case word: ``painting``/``painted``/``paints`` ->
-    ``paint``, ``adoption`` -> ``adopt``, ``agencies`` -> ``agenc``.
-
-    Words of one or two letters and words with a character outside ASCII a-z are returned
-    as given.
-    """
-    w = word
-    if len(w) <= 2 or not (w.isascii() and w.isalpha()):
-        return w
-    # step 1a
-    if w.endswith(("sses", "ies")):
-        w = w[:-2]
-    elif w.endswith("ss"):
-        pass
-    elif w.endswith("s"):
-        w = w[:-1]
-    # step 1b
-    again = False
-    if w.endswith("eed"):
-        if _m(w[:-3]) > 0:
-            w = w[:-1]
-    elif w.endswith("ed") and _has_vowel(w[:-2]):
-        w, again = w[:-2], True
-    elif w.endswith("ing") and _has_vowel(w[:-3]):
-        w, again = w[:-3], True
-    if again:
-        if w.endswith(("at", "bl", "iz")):
-            w += "e"
-        elif _double_c(w) and w[-1] not in "lsz":
-            w = w[:-1]
-        elif _m(w) == 1 and _cvc(w):
-            w += "e"
-    # step 1c
-    if w.endswith("y") and _has_vowel(w[:-1]):
-        w = w[:-1] + "i"
-    # step 2
-    for suf, rep in _STEP2:
-        if w.endswith(suf):
-            if _m(w[: -len(suf)]) > 0:
-                w = w[: -len(suf)] + rep
-            break
-    # step 3
-    for suf, rep in _STEP3:
-        if w.endswith(suf):
-            if _m(w[: -len(suf)]) > 0:
-                w = w[: -len(suf)] + rep
-            break
-    # step 4
-    for suf in _STEP4:
-        if w.endswith(suf):
-            stem = w[: -len(suf)]
-            if _m(stem) > 1 and (suf != "ion" or stem.endswith(("s", "t"))):
-                w = stem
-            break
-    # step 5a
-    if w.endswith("e"):
-        stem = w[:-1]
-        m = _m(stem)
-        if m > 1 or (m == 1 and not _cvc(stem)):
-            w = stem
-    # step 5b
-    if _m(w) > 1 and _double_c(w) and w.endswith("l"):
-        w = w[:-1]
-    return w
+    """M. F. Porter's 1980 suffix-stripping stemmer ("An algorithm for suffix stripping",
+    Program 14(3)), from the snowballstemmer package: ``"painting" -> "paint"``. Words of
+    one or two letters are kept as they are, as in Porter's reference implementation."""
+    return word if len(word) <= 2 else _PORTER.stemWord(word)
 
 
 _STEM_CACHE: dict[str, str] = {}

@@ -421,7 +421,9 @@ class IngestServicer(TruthMixin, ingest_service_pb2_grpc.IngestServiceServicer):
         none. ``_fail_after_create`` (tests only) makes the query fail after the create and
         the old node's update, to show the rollback. Raises Aborted on a concurrent change."""
         label = relation_type_name(rel.type)
-        failure = "WITH old, new, r WHERE toInteger('not a number') = 1 " if _fail_after_create else ""
+        # A runtime error (division by zero) after the writes: FalkorDB undoes the whole query.
+        # (A WHERE that only filters rows out would leave the writes applied.)
+        failure = "WITH old, new, r WHERE 1 / (size(new.id) - size(new.id)) = 0 " if _fail_after_create else ""
         rows = await self.graph.query(
             "MATCH (old:Memory {id: $old_id}) WHERE old.scope = $scope AND old.version = $version "
             "CREATE (new:Memory) SET new = $new_props "
