@@ -305,3 +305,16 @@ class EnrichConsumer:
         except Exception:
             log.exception("could not park message")
         self.counters.failed += 1
+        await self._mark_failed(msg.data)
+
+    async def _mark_failed(self, data: bytes) -> None:
+        """Record EMBEDDING_STATUS_FAILED on the memory of a parked event (when it decodes
+        and the memory still holds the same content)."""
+        try:
+            event = events_pb2.MemoryEvent.FromString(data)
+        except Exception:  # noqa: BLE001 - undecodable: no memory to mark
+            return
+        memory = await self.graph.get_memory(event.memory_id, None) if event.memory_id else None
+        if memory is not None and memory.embedding_status != memory_pb2.EMBEDDING_STATUS_DONE:
+            await self.graph.set_enrichment(memory.id, memory.content_hash,
+                                            {"embedding_status": "EMBEDDING_STATUS_FAILED"})

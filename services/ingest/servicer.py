@@ -426,7 +426,9 @@ class IngestServicer(TruthMixin, ingest_service_pb2_grpc.IngestServiceServicer):
         failure = "WITH old, new, r WHERE 1 / (size(new.id) - size(new.id)) = 0 " if _fail_after_create else ""
         rows = await self.graph.query(
             "MATCH (old:Memory {id: $old_id}) WHERE old.scope = $scope AND old.version = $version "
-            "CREATE (new:Memory) SET new = $new_props "
+            # CREATE with the id inline, then +=: on a failure FalkorDB then undoes the create
+            # too (CREATE (n) SET n = $map left an empty node behind when the query failed).
+            "CREATE (new:Memory {id: $new_props.id}) SET new += $new_props "
             "SET old += $old_props "
             f"CREATE (old)-[r:{label}]->(new) "
             "SET r.strength = $strength, r.create_time = $created, r.reason = $reason, r.scope = $scope "

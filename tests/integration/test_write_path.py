@@ -257,3 +257,38 @@ async def test_ingest_request_without_update_mask_is_invalid(service) -> None:
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await client.ingest.UpdateMemory(ingest_service_pb2.UpdateMemoryRequest(id=m.id))
         assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "update_mask" in err.value.details()
+
+
+class _BrokenProvider:
+    """An embedding provider whose model always fails (a stand-in for a corrupt model file)."""
+
+    name = "broken"
+    dimension = 384
+
+    def embed(self, texts):
+        raise RuntimeError("model file is corrupt")
+
+
+async def test_failing_embedding_is_retried_boundedly_then_parked_and_marked_failed(settings) -> None:
+    from tests.conftest import start_service
+
+    running = await start_service(settings.model_copy(update={"max_deliver": 2}))
+    try:
+        running.ctx["enrich_consumer"].provider = _BrokenProvider()
+        bus = running.ctx["bus"]
+        dlq = await bus.js.subscribe(bus.subjects.dlq("enrich"), stream=bus.settings.stream_name)
+        async with running.http() as http:
+            mid = (await http.post("/memory", json={"content": "cannot be embedded"})).json()["memory_id"]
+            msg = await dlq.next_msg(timeout=30)
+            assert "model file is corrupt" in msg.headers["Automem-Dlq-Reason"]
+
+            async def failed():
+                m = (await http.get(f"/memory/{mid}")).json()["memory"]
+                return m["embedding_status"] == "failed"
+            await eventually(failed)
+            # Still recallable through the graph arms.
+            r = await http.get("/recall", params={"query": "cannot be embedded"})
+            assert [h["id"] for h in r.json()["results"]] == [mid]
+        await dlq.unsubscribe()
+    finally:
+        await running.runner.stop()
