@@ -145,7 +145,8 @@ async def test_store_creates_vector_point_with_full_payload(service) -> None:
     payload = point.payload
     assert payload["memory_id"] == mid and payload["scope"] == "default"
     assert payload["valid_from"] == 1704067200.0 and payload["valid_to"] == 1893456000.0
-    assert payload["tags_lower"] == ["alpha", "beta"] and "alp" in payload["tag_prefixes"]
+    assert payload["tags"] == ["Alpha", "beta"] and "alp" in payload["tag_prefixes"]
+    assert {"alpha", "beta"} <= set(payload["tags_lower"])  # plus any entity:<kind>:<slug> tags
     assert payload["state"] == "ACTIVE"
     memory = await service.ctx["graph"].get_memory(mid, "default")
     memory.embedding_model = payload["embedding_model"]
