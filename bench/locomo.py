@@ -80,13 +80,14 @@ def wait_enriched(client: httpx.Client, count: int, timeout: float = 600) -> flo
     raise SystemExit("enrichment did not finish")
 
 
-def rank_all(client: httpx.Client, queries: list[dict], depth: int) -> tuple[list[dict], list[float]]:
+def rank_all(client: httpx.Client, queries: list[dict], depth: int,
+             extra: dict[str, str] | None = None) -> tuple[list[dict], list[float]]:
     """Ask every question; returns the rankings rows and per-query latencies (ms)."""
     rows, latencies = [], []
     for q in queries:
         t0 = time.perf_counter()
         r = client.get("/recall", params={"query": q["question"], "tags": q["conversation_id"], "tag_match": "exact",
-                                          "limit": depth})
+                                          "limit": depth, **(extra or {})})
         latencies.append((time.perf_counter() - t0) * 1000)
         r.raise_for_status()
         ranked = [h["memory"]["metadata"].get("eval_id") for h in r.json()["results"]]
@@ -103,6 +104,8 @@ def main() -> int:
     parser.add_argument("--out", default=str(ROOT / "bench" / "out"))
     parser.add_argument("--json-out", default="")
     parser.add_argument("--env", action="append", default=[], help="KEY=VALUE for the started service")
+    parser.add_argument("--param", action="append", default=[],
+                        help="KEY=VALUE added to every /recall, e.g. expand_entities=true")
     args = parser.parse_args()
 
     out = Path(args.out)
@@ -122,7 +125,7 @@ def main() -> int:
         with httpx.Client(base_url=url, headers=headers, timeout=120) as client:
             load_s = load(client, memories)
             enrich_s = wait_enriched(client, len(memories))
-            rows, latencies = rank_all(client, queries, args.depth)
+            rows, latencies = rank_all(client, queries, args.depth, dict(kv.split("=", 1) for kv in args.param))
     finally:
         if proc is not None:
             proc.terminate()

@@ -17,13 +17,36 @@ import grpc
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from services.common.client import AutomemClient
-from services.common.errors import HTTP_STATUS
+from services.common.errors import HTTP_STATUS, AutomemError
 from services.common.settings import Settings
 
 log = logging.getLogger(__name__)
+
+
+class ErrorBody(BaseModel):
+    """Every error answer: ``{"status": "error", "error": msg, "message": msg, "code": status}``."""
+
+    model_config = ConfigDict(extra="allow")
+
+    status: str
+    error: str
+    message: str
+    code: int
+
+
+#: Error statuses any route may answer, documented on every operation of the OpenAPI schema.
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorBody, "description": text} for status, text in (
+        (400, "Invalid request; the message names the field"), (401, "Missing or invalid API key"),
+        (403, "The key's role or scopes do not allow this"), (404, "Not found in the caller's scope"),
+        (409, "Stale etag, tombstoned content or a disallowed state change"),
+        (413, "Request body over the size limit"), (429, "Rate limit of the key exceeded"),
+        (503, "A backing store is unavailable"))
+}
 
 
 class GatewayError(Exception):
@@ -122,6 +145,7 @@ def create_app(settings: Settings, client: AutomemClient) -> FastAPI:
         title="automem",
         version="0.1.0",
         description="Long-term memory for AI agents. AutoMem-compatible REST routes plus /v1.",
+        responses=ERROR_RESPONSES,
     )
     app.state.settings = settings
     app.state.client = client
@@ -150,6 +174,11 @@ def create_app(settings: Settings, client: AutomemClient) -> FastAPI:
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        if isinstance(exc, AutomemError):  # a domain check in the gateway (parsing a relation type...)
+            return _error_response(HTTP_STATUS.get(exc.code, 500), exc.message)
+        if isinstance(exc, ValueError) and str(exc).startswith("Value out of range"):
+            # A number that fits the JSON/query type but not the protobuf field (int32 limits).
+            return _error_response(400, f"a numeric parameter is out of range: {str(exc).split(':')[-1].strip()}")
         log.exception("unhandled gateway error")
         return _error_response(500, f"internal error: {type(exc).__name__}")
 

@@ -186,9 +186,12 @@ def install(app: FastAPI) -> None:
                 except GatewayError as exc:
                     failed.append({"index": i, "error": exc.message, "code": exc.status})
             status = 201 if not failed else (207 if succeeded else 400)
-            return JSONResponse({"status": "success" if not failed else "partial", "created_count": len(succeeded),
-                                 "failed_count": len(failed), "succeeded": succeeded, "failed": failed},
-                                status_code=status)
+            body: dict[str, Any] = {"status": "success" if not failed else "partial", "created_count": len(succeeded),
+                                    "failed_count": len(failed), "succeeded": succeeded, "failed": failed}
+            if status == 400:  # nothing created: also an error body
+                message = f"no association was created ({len(failed)} failed); see failed"
+                body.update({"status": "error", "error": message, "message": message, "code": 400})
+            return JSONResponse(body, status_code=status)
         if not body.memory1_id or not body.memory2_id:
             raise GatewayError(400, "memory1_id and memory2_id are required")
         rel = await _associate(client, request, body.memory1_id, body.memory2_id, body.type, body.strength,

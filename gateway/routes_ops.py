@@ -72,6 +72,12 @@ def install(app: FastAPI) -> None:
             memories, points = body["memory_count"], body["vector_count"]
             body["sync_status"] = ("synced" if memories == points else
                                    "orphaned_vectors" if points > memories else "drift_detected")
+            try:  # counts plus the last full drift check (consolidate service)
+                sync = await client.consolidate.GetSyncStatus(consolidate_service_pb2.GetSyncStatusRequest(),
+                                                              metadata=md, timeout=5)
+                body["sync_status"] = sync.sync_status
+            except grpc.aio.AioRpcError:
+                pass
         return JSONResponse(body, status_code=200 if body.get("falkordb") == "connected" else 503)
 
     @app.get("/enrichment/status", tags=["ops"])
@@ -107,8 +113,9 @@ def install(app: FastAPI) -> None:
         """Recent consolidation runs."""
         response = await call(request.app.state.client.consolidate.GetConsolidationStatus,
                               consolidate_service_pb2.GetConsolidationStatusRequest(), request)
-        return {"status": "success", "history": [
+        return {"status": "success", "next_runs": dict(response.next_run_time), "history": [
             {"run_id": r.run_id, "mode": r.mode, "dry_run": r.dry_run, "results": dict(r.counts),
+             "trigger": r.trigger, "error": r.error or None,
              "started_at": datetime.fromtimestamp(r.start_time.seconds, UTC).isoformat()} for r in response.runs]}
 
     @app.post("/admin/sync", tags=["ops"])

@@ -110,7 +110,8 @@ def install(app: FastAPI) -> None:
         return {"status": "success", "memory_id": memory_id, "count": len(events), "events": events,
                 "next_page_token": response.next_page_token or None}
 
-    @app.get("/backup", tags=["ops"])
+    @app.get("/backup", tags=["ops"], response_class=StreamingResponse, responses={
+        200: {"description": "JSON lines", "content": {"application/x-ndjson": {"schema": {"type": "string"}}}}})
     async def backup(request: Request, events: bool = True) -> StreamingResponse:
         """The full export as JSON lines (admin): nodes, edges, events."""
         settings = request.app.state.settings

@@ -133,6 +133,15 @@ async def _recovery(settings: Settings, args: argparse.Namespace) -> int:
             records = backup.read_lines(text.splitlines())
             counts = await backup.restore_records(graph, records, bus, force=args.force)
             print(f"restored {counts['nodes']} nodes, {counts['edges']} edges, {counts['events']} events")
+        elif args.cmd == "reindex" and getattr(args, "provider", ""):
+            from services.enrich.reindex import reindex_with_provider
+
+            result = await reindex_with_provider(settings, args.provider, graph)
+            print(f"reindexed {result['reindexed']} memories with {result['provider']} ({result['dimension']} "
+                  f"dimensions) into {result['collection']}"
+                  + (f"; previous collection kept as {result['previous']}" if result.get("previous") else ""))
+            print(f"start the service with AUTOMEM_EMBEDDING_PROVIDER={args.provider}" if result["switched"] else
+                  f"set QDRANT_COLLECTION={result['collection']} and AUTOMEM_EMBEDDING_PROVIDER={args.provider}")
         elif args.cmd == "reindex":
             from services.common.embedding import make_provider
             from services.common.vectors import make_vector_store
@@ -188,7 +197,9 @@ def main(argv: list[str] | None = None) -> int:
     restore_cmd = sub.add_parser("restore", help="restore a backup into an empty data dir")
     restore_cmd.add_argument("file")
     restore_cmd.add_argument("--force", action="store_true", help="restore even if the graph is not empty")
-    sub.add_parser("reindex", help="rebuild every vector point from the graph")
+    reindex_cmd = sub.add_parser("reindex", help="rebuild every vector point from the graph")
+    reindex_cmd.add_argument("--provider", default="", help="re-embed with this embedding provider (minilm, "
+                             "wordllama, openai) into a new collection and switch over when complete")
     args = parser.parse_args(argv)
 
     settings = get_settings()

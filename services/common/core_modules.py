@@ -58,8 +58,13 @@ async def _start_publisher(ctx: Context) -> None:
 
 
 async def _start_embedder(ctx: Context) -> None:
+    """The embedding provider; None with vectors disabled (nothing would use the model, and
+    loading it is the slowest part of a start)."""
     from services.common.embedding import make_provider
 
+    if not ctx.settings.vectors_enabled:
+        ctx.objects["embedder"] = None
+        return
     ctx.objects["embedder"] = await asyncio.to_thread(make_provider, ctx.settings)
 
 
@@ -68,7 +73,11 @@ async def _start_vectors(ctx: Context) -> None:
 
     store = make_vector_store(ctx.settings)
     if store is not None:
-        await store.ensure_collection(ctx["embedder"].dimension)
+        try:
+            await store.ensure_collection(ctx["embedder"].dimension)
+        except BaseException:
+            await store.close()  # e.g. a dimension mismatch: release the shard, change nothing
+            raise
     ctx.objects["vectors"] = store
 
 

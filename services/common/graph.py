@@ -13,7 +13,7 @@ from typing import Any
 
 from falkordb.asyncio import FalkorDB
 
-from services.common.errors import Unavailable
+from services.common.errors import InvalidArgument, Unavailable
 from services.common.model import (
     AUTHORABLE_RELATIONS,
     SYSTEM_RELATIONS,
@@ -62,12 +62,32 @@ class GraphStore:
         """The underlying redis.asyncio connection (for the outbox list)."""
         return self._db.connection
 
+    @staticmethod
+    def _check_params(value: Any) -> None:
+        """InvalidArgument for a string FalkorDB cannot take as a parameter: a NUL character
+        (its parser stops there) or a lone surrogate (not UTF-8)."""
+        if isinstance(value, str):
+            if "\x00" in value:
+                raise InvalidArgument("a text value contains a NUL character")
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise InvalidArgument("a text value is not valid Unicode (lone surrogate)") from None
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                GraphStore._check_params(k)
+                GraphStore._check_params(v)
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                GraphStore._check_params(v)
+
     @graph_span("graph.query")
     async def query(self, cypher: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
         """Run a Cypher query with parameters; returns the result rows.
 
         Raises Unavailable when FalkorDB cannot be reached.
         """
+        self._check_params(params)
         try:
             result = await self.graph.query(cypher, params or {})
         except (ConnectionError, OSError) as exc:
@@ -77,6 +97,7 @@ class GraphStore:
     @graph_span("graph.ro_query")
     async def ro_query(self, cypher: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
         """Read-only query (GRAPH.RO_QUERY)."""
+        self._check_params(params)
         try:
             result = await self.graph.ro_query(cypher, params or {})
         except (ConnectionError, OSError) as exc:

@@ -27,7 +27,7 @@ AnyKeys = Callable[[], Awaitable[bool]]
 
 #: Methods that need no key (health checks and reflection).
 _OPEN_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.", "/automem.v1.RecallService/GetStats",
-                  "/automem.v1.EnrichService/GetEnrichmentStatus")
+                  "/automem.v1.EnrichService/GetEnrichmentStatus", "/automem.v1.ConsolidateService/GetSyncStatus")
 
 
 def bearer_from_metadata(metadata: dict[str, str]) -> str:

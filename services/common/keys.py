@@ -92,10 +92,11 @@ class KeyStore:
                          extra={"require_review": "true"} if review else {})
 
     async def any_keys(self) -> bool:
-        """True when at least one unrevoked key exists (cached for a moment)."""
+        """True when a key was ever created (cached for a moment). Revoked keys count: revoking
+        the last key must not turn the service back into an open one."""
         if self._any is not None and time.monotonic() - self._any[0] < self.CACHE_SECONDS and self._any[1]:
             return True
-        rows = await self.graph.ro_query("MATCH (k:ApiKey) WHERE k.revoked = false RETURN count(k)")
+        rows = await self.graph.ro_query("MATCH (k:ApiKey) RETURN count(k)")
         value = bool(rows and rows[0][0])
         self._any = (time.monotonic(), value)
         return value

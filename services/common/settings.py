@@ -64,6 +64,7 @@ class Settings(BaseSettings):
 
     # --- Qdrant --------------------------------------------------------------------------
     #: Empty: embedded qdrant-edge shard under ``data_dir/qdrant``. ``disabled``: no vectors.
+    #: ``:memory:`` / ``local:<dir>``: qdrant-client's local mode (tests and development only).
     qdrant_url: str = Field("", validation_alias=_env("QDRANT_URL"))
     qdrant_api_key: str = Field("", validation_alias=_env("QDRANT_API_KEY"))
     #: AutoMem's collection name.
@@ -127,7 +128,7 @@ class Settings(BaseSettings):
     similar_top_k: int = Field(5, validation_alias=_env("AUTOMEM_SIMILAR_TOP_K"))
     similar_threshold: float = Field(0.75, validation_alias=_env("AUTOMEM_SIMILAR_THRESHOLD"))
     #: A supersede proposal needs at least this cosine similarity with a current memory.
-    contradiction_threshold: float = Field(0.6, validation_alias=_env("AUTOMEM_CONTRADICTION_THRESHOLD"))
+    contradiction_threshold: float = Field(0.8, validation_alias=_env("AUTOMEM_CONTRADICTION_THRESHOLD"))
     #: Longest summary written for content over ``content_summary_length``.
     summary_max_length: int = Field(300, validation_alias=_env("AUTOMEM_SUMMARY_MAX_LENGTH"))
     #: LLM calls: retries after the first attempt (tenacity, exponential back-off).

@@ -893,6 +893,9 @@ def make_vector_store(settings: Settings) -> VectorStore | None:
 
     ``qdrant_url == ""``: :class:`EdgeVectorStore` at ``settings.qdrant_path``;
     ``"disabled"`` (any case): ``None`` (recall runs on the graph arms only);
+    ``":memory:"`` or ``"local:<dir>"`` (tests and development only): a
+    :class:`ServerVectorStore` over qdrant-client's pure-Python local mode, in memory or in
+    ``<dir>`` (one process per directory) — the server backend's code path without a server;
     anything else: :class:`ServerVectorStore` at that URL with ``settings.qdrant_api_key``.
     The collection is ``settings.collection_name``. Nothing is opened or created here.
     """
@@ -901,4 +904,10 @@ def make_vector_store(settings: Settings) -> VectorStore | None:
         return None
     if url == "":
         return EdgeVectorStore(settings.qdrant_path, settings.collection_name)
+    if url == ":memory:" or url.startswith("local:"):
+        from qdrant_client import AsyncQdrantClient
+
+        client = AsyncQdrantClient(location=":memory:") if url == ":memory:" else AsyncQdrantClient(
+            path=url.removeprefix("local:"))
+        return ServerVectorStore(collection=settings.collection_name, client=client)
     return ServerVectorStore(url, settings.qdrant_api_key, settings.collection_name)

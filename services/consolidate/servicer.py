@@ -1,9 +1,7 @@
-"""ConsolidateService: decay and graph-vector drift check/repair.
-
-Decay (AutoMem's consolidation): relevance = exp(-age_days / half_life_days · ln 2)
-weighted by importance: ``relevance = importance_floor + (1 - importance_floor) · 2^(-age/half_life)``
-with ``importance_floor = 0.5 · importance`` — an exponential forgetting curve (Ebbinghaus)
-whose floor keeps important memories relevant; half-life 30 days.
+"""ConsolidateService: decay, creative associations, clustering, forget (tasks in
+:mod:`services.consolidate.tasks`; decay's formula in :func:`tasks.relevance`), run history
+(``:ConsolidationRun`` nodes), graph-vector drift check/repair, and the scheduler
+(:mod:`services.consolidate.scheduler`) that runs them periodically.
 """
 
 from __future__ import annotations
@@ -11,27 +9,22 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from automem.v1 import consolidate_service_pb2, consolidate_service_pb2_grpc, events_pb2
 
 from services.common.auth import header_scope, require_role, resolve_scope
-from services.common.errors import InvalidArgument, PermissionDenied
+from services.common.errors import FailedPrecondition, InvalidArgument, PermissionDenied
 from services.common.graph import GraphStore
-from services.common.model import node_to_memory, ts
+from services.common.model import Memory, node_to_memory, ts
 from services.common.outbox import EventPublisher
 from services.common.settings import Settings
 from services.common.vectors import VectorFilter, VectorStore
+from services.consolidate.tasks import HALF_LIFE_DAYS, Tasks, relevance
 from services.ingest.servicer import make_event
 
 MODES = ("full", "decay", "creative", "cluster", "forget")
-#: Half-life of relevance in days.
-HALF_LIFE_DAYS = 30.0
-
-
-def relevance(importance: float, age_days: float, half_life_days: float = HALF_LIFE_DAYS) -> float:
-    """Decayed relevance in 0..1 (see the module docstring for the formula)."""
-    floor = 0.5 * importance
-    return floor + (1.0 - floor) * 2.0 ** (-max(age_days, 0.0) / half_life_days)
+__all__ = ["HALF_LIFE_DAYS", "MODES", "ConsolidateServicer", "relevance"]
 
 
 @dataclass
@@ -50,10 +43,16 @@ class ConsolidateServicer(consolidate_service_pb2_grpc.ConsolidateServiceService
         self.graph = graph
         self.vectors = vectors
         self.publisher = publisher
+        self.tasks = Tasks(settings, graph, vectors, publisher.publish)
+        #: Set by the module: the running scheduler (next run times for the status).
+        self.scheduler = None
+        #: The last full sync check: (time, status).
+        self.last_check: tuple[float, str] | None = None
 
     async def RunConsolidation(self, request, context):
-        """Run one task now (``decay`` and ``full`` are implemented; the others report
-        nothing to do). ``dry_run`` computes without writing. Run saved to history."""
+        """Run one task now: decay, creative, cluster, forget, or full (decay, creative,
+        cluster, and forget when enabled). ``dry_run`` computes and counts without writing;
+        forget without dry run needs ``AUTOMEM_FORGET_ENABLED``. Run saved to history."""
         principal = require_role("admin")
         # Every scope only for a key that may use every scope; else the one it names or its default.
         everything = not request.scope and not header_scope.get() and principal.allows_all()
@@ -61,31 +60,44 @@ class ConsolidateServicer(consolidate_service_pb2_grpc.ConsolidateServiceService
         mode = (request.mode or "full").lower()
         if mode not in MODES:
             raise InvalidArgument(f"mode: one of {', '.join(MODES)}", field="mode")
-        run = consolidate_service_pb2.ConsolidationRun(run_id=str(uuid.uuid4()), mode=mode, dry_run=request.dry_run)
-        run.start_time.CopyFrom(ts(time.time()))
-        if mode in ("decay", "full"):
-            run.counts["decayed"] = await self._decay(scope, request.dry_run)
-        run.end_time.CopyFrom(ts(time.time()))
-        await self.graph.query(
-            "CREATE (r:ConsolidationRun {run_id: $id, mode: $mode, dry_run: $dry, start_time: $s, end_time: $e, "
-            "counts: $counts, scope: $scope})",
-            {"scope": scope or "*", "id": run.run_id, "mode": mode, "dry": request.dry_run, "s": run.start_time.seconds,
-             "e": run.end_time.seconds, "counts": [f"{k}={v}" for k, v in run.counts.items()]})
+        if mode == "forget" and not request.dry_run and not self.settings.forget_enabled:
+            raise FailedPrecondition("forget is off (AUTOMEM_FORGET_ENABLED=false); a dry run shows what it would do")
+        run = await self.run_task(mode, scope, request.dry_run, "manual")
         return consolidate_service_pb2.RunConsolidationResponse(run=run)
 
+    async def run_task(self, mode: str, scope: str | None, dry_run: bool,
+                       trigger: str) -> consolidate_service_pb2.ConsolidationRun:
+        """Run ``mode`` (``sync`` too: the drift check with repair) and persist the run."""
+        run = consolidate_service_pb2.ConsolidationRun(run_id=str(uuid.uuid4()), mode=mode, dry_run=dry_run,
+                                                       trigger=trigger, scope=scope or "*")
+        run.start_time.CopyFrom(ts(time.time()))
+        steps = {"full": ["decay", "creative", "cluster"] + (["forget"] if self.settings.forget_enabled else []),
+                 "sync": []}.get(mode, [mode])
+        try:
+            for step in steps:
+                run.counts.update(await getattr(self.tasks, step)(scope, dry_run))
+            if mode == "sync":
+                result = await self.check_sync(repair=not dry_run)
+                run.counts.update({"missing_vectors": result.missing_vectors, "repaired": result.repaired,
+                                   "orphaned_vectors": result.orphaned_vectors,
+                                   "stale_payloads": result.stale_payloads})
+        except Exception as exc:
+            run.error = f"{type(exc).__name__}: {exc}"
+            if trigger == "manual":
+                raise
+        finally:
+            run.end_time.CopyFrom(ts(time.time()))
+            await self.graph.query(
+                "CREATE (r:ConsolidationRun {run_id: $id, mode: $mode, dry_run: $dry, start_time: $s, end_time: $e, "
+                "counts: $counts, scope: $scope, trigger: $trigger, error: $error})",
+                {"scope": scope or "*", "id": run.run_id, "mode": mode, "dry": dry_run,
+                 "s": run.start_time.seconds + run.start_time.nanos / 1e9,
+                 "e": run.end_time.seconds + run.end_time.nanos / 1e9,
+                 "counts": [f"{k}={v}" for k, v in run.counts.items()], "trigger": trigger, "error": run.error})
+        return run
+
     async def _decay(self, scope: str | None, dry_run: bool) -> int:
-        rows = await self.graph.ro_query(
-            "MATCH (m:Memory) WHERE ($scope IS NULL OR m.scope = $scope) AND m.state = 'ACTIVE' "
-            "RETURN m.id, m.importance, m.event_time, m.last_access_time", {"scope": scope})
-        now = time.time()
-        updates = []
-        for mid, importance, event_time, last_access in rows:
-            ref = max(float(event_time or 0.0), float(last_access or 0.0))
-            updates.append({"id": mid, "r": relevance(float(importance or 0.0), (now - ref) / 86400.0)})
-        if not dry_run and updates:
-            await self.graph.query("UNWIND $rows AS row MATCH (m:Memory {id: row.id}) SET m.relevance_score = row.r",
-                                   {"rows": updates})
-        return len(updates)
+        return (await self.tasks.decay(scope, dry_run))["decayed"]
 
     async def GetConsolidationStatus(self, request, context):
         """Past runs, newest first, paged."""
@@ -99,20 +111,25 @@ class ConsolidateServicer(consolidate_service_pb2_grpc.ConsolidateServiceService
             raise InvalidArgument("page_token: not a token this service returned", field="page_token") from None
         rows = await self.graph.ro_query(
             "MATCH (r:ConsolidationRun) WHERE $scope IS NULL OR r.scope = $scope "
-            "RETURN r.run_id, r.mode, r.dry_run, r.start_time, r.end_time, r.counts "
+            "RETURN r.run_id, r.mode, r.dry_run, r.start_time, r.end_time, r.counts, r.trigger, r.scope, r.error "
             "ORDER BY r.start_time DESC SKIP $skip LIMIT $limit",
             {"skip": max(offset, 0), "limit": size + 1, "scope": scope})
         runs = []
         for r in rows[:size]:
-            run = consolidate_service_pb2.ConsolidationRun(run_id=r[0], mode=r[1], dry_run=bool(r[2]))
+            run = consolidate_service_pb2.ConsolidationRun(run_id=r[0], mode=r[1], dry_run=bool(r[2]),
+                                                           trigger=r[6] or "manual", scope=r[7] or "*", error=r[8] or "")
             run.start_time.CopyFrom(ts(float(r[3])))
             run.end_time.CopyFrom(ts(float(r[4])))
             for item in r[5] or []:
                 k, _, v = item.partition("=")
                 run.counts[k] = int(v)
             runs.append(run)
-        return consolidate_service_pb2.GetConsolidationStatusResponse(
+        response = consolidate_service_pb2.GetConsolidationStatusResponse(
             runs=runs, next_page_token=str(offset + size) if len(rows) > size else "")
+        if self.scheduler is not None:
+            for task, when in self.scheduler.next_run_times().items():
+                response.next_run_time[task] = datetime.fromtimestamp(when, UTC).isoformat()
+        return response
 
     async def CheckSync(self, request, context):
         """Compare current memories with vector points: missing points, orphan points and
@@ -121,6 +138,13 @@ class ConsolidateServicer(consolidate_service_pb2_grpc.ConsolidateServiceService
         principal = require_role("admin" if request.repair else "reader")
         if not principal.allows_all():
             raise PermissionDenied("sync spans every scope: it needs a key allowed on all scopes ('*')")
+        return await self.check_sync(request.repair)
+
+    async def check_sync(self, repair: bool) -> consolidate_service_pb2.CheckSyncResponse:
+        """The drift check (and repair): every current memory has exactly its point with the
+        builder's payload, and no point lacks a memory. Repair re-queues missing/stale memories
+        and orphans as events: the enrichment consumer (the only writer of points) rewrites or
+        deletes their points. The result is remembered for :meth:`GetSyncStatus`."""
         if self.vectors is None:
             return consolidate_service_pb2.CheckSyncResponse(sync_status="vectors_disabled")
         from services.common.payload import build_payload
@@ -147,10 +171,12 @@ class ConsolidateServicer(consolidate_service_pb2_grpc.ConsolidateServiceService
             if build_payload(memory) != point.payload:
                 stale.append(mid)
         repaired = 0
-        if request.repair:
-            if orphans:
-                await self.vectors.delete(orphans)
-                repaired += len(orphans)
+        if repair:
+            for pid in orphans:
+                gone = Memory(id=pid)
+                await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_MEMORY_DELETED, before=gone,
+                                                        after=None, actor="system:sync"))
+                repaired += 1
             for mid in missing + stale:
                 memory = memories[mid]
                 await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_MEMORY_UPDATED, before=memory,
@@ -162,6 +188,29 @@ class ConsolidateServicer(consolidate_service_pb2_grpc.ConsolidateServiceService
             status = "orphaned_vectors"
         if missing or stale:
             status = "drift_detected"
+        self.last_check = (time.time(), "synced" if repair else status)
         return consolidate_service_pb2.CheckSyncResponse(
             sync_status=status, missing_vectors=len(missing), orphaned_vectors=len(orphans),
             stale_payloads=len(stale), repaired=repaired)
+
+    async def GetSyncStatus(self, request, context):
+        """Cheap sync status for /health (no key): from the point and memory counts — fewer
+        points than memories is ``drift_detected``, more is ``orphaned_vectors`` — and, when
+        the counts agree, the last full check's finding (drift that leaves the counts equal)."""
+        response = consolidate_service_pb2.GetSyncStatusResponse()
+        if self.vectors is None:
+            response.sync_status = "vectors_disabled"
+            return response
+        response.memory_count = await self.graph.count_memories(
+            states=["ACTIVE", "SUPERSEDED", "PENDING_REVIEW", "ARCHIVED"])
+        response.vector_count = await self.vectors.count()
+        if response.vector_count < response.memory_count:
+            response.sync_status = "drift_detected"
+        elif response.vector_count > response.memory_count:
+            response.sync_status = "orphaned_vectors"
+        else:
+            response.sync_status = self.last_check[1] if self.last_check else "synced"
+        if self.last_check:
+            response.last_check_time.CopyFrom(ts(self.last_check[0]))
+            response.last_check_status = self.last_check[1]
+        return response

@@ -10,6 +10,10 @@ truth), so redelivered or reordered events never roll a point back:
 * otherwise → the payload is rewritten (tags, validity window, state).
 
 Then it records ``embedding_status`` on the memory (only while the content is unchanged).
+With vectors disabled (``QDRANT_URL=disabled``) there is no point to write: entities,
+classification, summary and PRECEDED_BY links still run and set ``enrichment_status`` DONE,
+while ``embedding_status`` stays PENDING (no vector exists; recall's full-text fallback
+covers exactly the memories that are not embedded), and every event is still acknowledged.
 Explicit acks; a message that fails ``max_deliver`` times is parked on the dead-letter
 subject with a log line and acknowledged.
 
@@ -20,8 +24,8 @@ headers, so a store request and its asynchronous enrichment are one trace.
 from __future__ import annotations
 
 import asyncio
-import time
 import logging
+import time
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
@@ -36,9 +40,9 @@ from services.common.embedding import EmbeddingProvider
 from services.common.graph import GraphStore
 from services.common.model import Memory
 from services.common.payload import build_payload
-from services.common.text import analyze, bm25_doc_weights
 from services.common.settings import Settings
 from services.common.telemetry import record_error, start_consumer_span
+from services.common.text import analyze, bm25_doc_weights
 from services.common.vectors import VectorStore
 from services.enrich.pipeline import Enricher
 
@@ -120,6 +124,17 @@ class EnrichConsumer:
         """Ask the loop to end after the current batch."""
         self._stop.set()
 
+    async def close(self) -> None:
+        """After the loop ended: drop the pull subscription (the durable consumer stays) — a
+        drained pull subscription otherwise stalls the connection's drain — and the LLM client."""
+        if self.sub is not None:
+            try:
+                await self.sub.unsubscribe()
+            except Exception as exc:  # noqa: BLE001 - closing anyway
+                log.debug("unsubscribe failed", extra={"error": str(exc)})
+            self.sub = None
+        await self.enricher.close()
+
     async def process_batch(self, msgs: list[Any]) -> None:
         """Process fetched messages: one embedding call for all texts that need one.
 
@@ -192,6 +207,7 @@ class EnrichConsumer:
         """Bring the vector points of ``todo`` and ``gone`` in step with the graph; the work on
         one memory runs inside ``span_of[memory_id]`` when given (its message's span)."""
         if self.vectors is None:
+            await self._enrich_without_vectors(todo, span_of or {})
             return
         to_delete = list(gone) + [mid for mid, (m, _) in todo.items() if m.state in _GONE_STATES]
         if to_delete:
@@ -259,6 +275,22 @@ class EnrichConsumer:
                     await hook(memory, _event)
                 if mid in prepared:
                     await self.enricher.finish(memory, prepared[mid], vectors.get(mid) or old_vectors.get(mid))
+
+    async def _enrich_without_vectors(self, todo: dict[str, tuple[Memory, events_pb2.MemoryEvent]],
+                                      span_of: dict[str, Span]) -> None:
+        """Vectors disabled: the graph-only part of enrichment (entities, classification,
+        summary, PRECEDED_BY links) for new or changed memories; ``embedding_status`` is left
+        as it is (PENDING: no vector was written)."""
+        enrich_now = [m for m, e in todo.values() if m.state not in _GONE_STATES and (
+            e.content_changed or m.enrichment_status != memory_pb2.ENRICHMENT_STATUS_DONE)]
+        if not enrich_now:
+            return
+        prepared = await self.enricher.prepare(enrich_now)
+        await self.graph.link_predecessors([m.id for m in enrich_now], time.time())
+        for memory in enrich_now:
+            span = span_of.get(memory.id)
+            with trace.use_span(span, end_on_exit=False) if span is not None else nullcontext():
+                await self.enricher.finish(memory, prepared[memory.id], None)
 
     async def _publish_enriched(self, before: Memory | None, after: Memory) -> None:
         """Append the MEMORY_ENRICHED audit event (before/after the enrichment write)."""

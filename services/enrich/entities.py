@@ -46,13 +46,15 @@ KINDS = {
 }
 
 #: Software names the small model tags as ORG/PERSON/PRODUCT: their kind is "tool".
-TOOLS = frozenset("""
-postgres postgresql mysql sqlite redis memcached mongodb kafka nats rabbitmq elasticsearch qdrant falkordb
-docker kubernetes helm terraform ansible nginx apache linux windows macos ubuntu debian python java
-javascript typescript rust golang go ruby php kotlin swift react vue angular django flask fastapi
-node.js nodejs npm pip poetry git github gitlab jira slack aws gcp azure openai pytorch tensorflow
-spacy numpy pandas grpc graphql vscode vim emacs bazel jenkins circleci prometheus grafana
-""".split())
+TOOLS = frozenset((
+    "postgres", "postgresql", "mysql", "sqlite", "redis", "memcached", "mongodb", "kafka", "nats",
+    "rabbitmq", "elasticsearch", "qdrant", "falkordb", "docker", "kubernetes", "terraform", "ansible",
+    "nginx", "linux", "macos", "ubuntu", "debian", "python", "java", "javascript", "typescript", "golang",
+    "ruby", "php", "kotlin", "vue", "angular", "django", "flask", "fastapi", "node.js", "nodejs", "npm",
+    "git", "github", "gitlab", "jira", "aws", "gcp", "azure", "openai", "pytorch", "tensorflow", "spacy",
+    "numpy", "pandas", "grpc", "graphql", "vscode", "vim", "emacs", "bazel", "jenkins", "circleci",
+    "prometheus", "grafana",
+))
 
 _DROP_PREFIX = re.compile(r"^(the|a|an)\s+", re.IGNORECASE)
 _POSSESSIVE = re.compile(r"['’]s$", re.IGNORECASE)

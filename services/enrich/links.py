@@ -4,7 +4,7 @@
   similarity is at least ``similar_threshold``; edge new -> neighbour, strength = similarity.
   Recomputed on every content change (the memory's old outgoing SIMILAR_TO edges go first),
   written only while the node still holds the enriched content.
-* Contradiction proposals: a neighbour at or above ``contradiction_threshold`` that is current
+* Contradiction proposals: a neighbour at or above ``contradiction_threshold`` (0.8) that is current
   (ACTIVE), not newer than the new memory, and shares an entity with it (or, when neither
   has entities, is at least ``similar_threshold`` similar), is a candidate. The LLM decides
   when configured; otherwise (or when it fails) the local rule: a negation on one side only,
@@ -63,8 +63,8 @@ def contradiction_signal(new: str, old: str) -> str | None:
     terms_new, terms_old = set(analyze(new)), set(analyze(old))
     shared = terms_new & terms_old
     only_new, only_old = terms_new - terms_old, terms_old - terms_new
-    if len(shared) >= 2 and only_new and only_old and len(only_new) <= 3 and len(only_old) <= 3 and (
-            len(shared) >= len(only_new | only_old)):
+    if len(shared) >= 3 and only_new and only_old and len(only_new) <= 2 and len(only_old) <= 2 and (
+            len(shared) >= 2 * max(len(only_new), len(only_old))):
         return f"different value: {', '.join(sorted(only_old))} -> {', '.join(sorted(only_new))}"
     return None
 

@@ -136,7 +136,7 @@ class LLM:
                     return parse_reply(reply.choices[0].message.content or "", model)
         except Exception as exc:  # noqa: BLE001 - every failure falls back to local rules
             self.failures += 1
-            log.warning("LLM call failed; using the local fallback", extra={"error": f"{type(exc).__name__}: {exc}"})
+            log.warning("LLM call failed; using the local fallback: %s: %s", type(exc).__name__, exc)
         return None
 
     async def classify(self, content: str, summary_chars: int | None) -> Classification | None:
@@ -168,8 +168,8 @@ _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 
 def extractive_summary(content: str, max_chars: int) -> str:
     """Local summary: the sentences with the highest mean term frequency (stemmed, stop words
-    removed; the first sentence gets a small bonus), kept in their original order, as many
-    as fit in ``max_chars``. Content that fits is returned as is."""
+    removed; the first sentence gets a small bonus; repeated sentences count once), kept in
+    their original order, as many as fit in ``max_chars``. Content that fits is returned as is."""
     text = " ".join(content.split())
     if len(text) <= max_chars:
         return text
@@ -183,10 +183,13 @@ def extractive_summary(content: str, max_chars: int) -> str:
         score = sum(freq.get(t, 0) for t in terms) / (len(terms) + 1) + (0.5 if i == 0 else 0.0)
         scored.append((score, i))
     chosen: list[int] = []
+    seen: set[str] = set()
     used = 0
-    for _score, i in sorted(scored, reverse=True):
+    for _score, i in sorted(scored, key=lambda x: (-x[0], x[1])):
+        key = " ".join(sentences[i].lower().split())
         length = len(sentences[i]) + (1 if chosen else 0)
-        if used + length <= max_chars:
+        if key not in seen and used + length <= max_chars:
+            seen.add(key)
             chosen.append(i)
             used += length
     if not chosen:

@@ -17,7 +17,9 @@ async def _start(ctx: Context) -> None:
     consumer.publisher = ctx.get("publisher")
     await consumer.start()
     ctx.objects["enrich_consumer"] = consumer
-    ctx.tasks.append(asyncio.create_task(consumer.run(), name="enrich-consumer"))
+    task = asyncio.create_task(consumer.run(), name="enrich-consumer")
+    ctx.objects["enrich_task"] = task
+    ctx.tasks.append(task)
     servicer = EnrichServicer(ctx.settings, consumer, ctx.get("publisher"))
     ctx["grpc_server"].add(enrich_service_pb2_grpc.add_EnrichServiceServicer_to_server, servicer,
                            enrich_service_pb2.DESCRIPTOR.services_by_name["EnrichService"].full_name)
@@ -27,7 +29,12 @@ async def _stop(ctx: Context) -> None:
     consumer = ctx.get("enrich_consumer")
     if consumer is not None:
         consumer.stop()
-        await consumer.enricher.close()
+        # Let the loop finish its fetch and batch (fetch timeout 1 s) rather than cancelling it
+        # mid-fetch, which leaves messages in the subscription and stalls the bus drain.
+        task = ctx.get("enrich_task")
+        if task is not None:
+            await asyncio.wait([task], timeout=10)
+        await consumer.close()
 
 
 register(Module("enrich", deps=("graph", "bus", "publisher", "embedder", "vectors", "grpc-server"),

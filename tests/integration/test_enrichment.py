@@ -12,6 +12,7 @@ import time
 
 import pytest
 import pytest_asyncio
+from fastapi import FastAPI, Request
 
 from services.common.vectors import DimensionMismatchError
 from tests.conftest import eventually, start_service
@@ -162,7 +163,6 @@ class FakeLLM:
 
     async def start(self) -> None:
         import uvicorn
-        from fastapi import FastAPI, Request
 
         app = FastAPI()
 
@@ -190,7 +190,7 @@ class FakeLLM:
         self.port = sock.getsockname()[1]
         sock.close()
         self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
-                                                    lifespan="off"))
+                                                    lifespan="off", timeout_graceful_shutdown=1))
         self.task = asyncio.create_task(self.server.serve())
         await eventually(lambda: asyncio.sleep(0, self.server.started))
 
@@ -242,7 +242,7 @@ async def test_llm_malformed_json_falls_back_after_retry(llm_service, fake_llm) 
     async with llm_service.http() as http:
         mid = await _store(http, LONG.replace("coffee", "tea"))
         memory = await eventually(lambda: _enriched(http, mid))
-        assert memory["type"] == "Habit"  # the rule-based type stays
+        assert memory["type"] == "Context"  # the rule-based type stays
         assert memory["summary"] and memory["summary"] != "LLM summary of the memory."
         assert len(memory["summary"]) <= llm_service.settings.summary_max_length
     assert len(fake_llm.requests) - before == 2  # first attempt + one retry, then rejected
@@ -255,7 +255,7 @@ async def test_llm_timeout_falls_back(llm_service, fake_llm) -> None:
         mid = await _store(http, LONG.replace("coffee", "cocoa"))
         memory = await eventually(lambda: _enriched(http, mid))
         assert time.monotonic() - started < 4.5  # two 0.5 s attempts, not the server's 5 s
-        assert memory["type"] == "Habit" and memory["summary"]
+        assert memory["type"] == "Context" and memory["summary"]
     fake_llm.mode = "good"
 
 
@@ -276,5 +276,34 @@ async def test_dimension_mismatch_refuses_to_start_and_wipes_nothing(settings) -
     running = await start_service(settings)
     try:
         assert [p.id for p in await running.ctx["vectors"].retrieve([mid])] == [mid]
+    finally:
+        await running.runner.stop()
+
+
+async def test_reindex_with_another_provider_switches_over(settings) -> None:
+    from services.enrich.reindex import reindex_with_provider
+
+    running = await start_service(settings)  # minilm: 384
+    try:
+        async with running.http() as http:
+            ids = [await _store(http, f"Reindex me, memory {i} about gardening.") for i in range(3)]
+            for mid in ids:
+                await eventually(lambda mid=mid: _enriched(http, mid))
+    finally:
+        await running.runner.stop()
+    result = await reindex_with_provider(settings, "wordllama")
+    assert result["switched"] and result["reindexed"] == 3 and result["dimension"] == 256
+    assert result["previous"] and settings.qdrant_path.with_name(result["previous"].rsplit("/", 1)[-1]).exists()
+    with pytest.raises(DimensionMismatchError):  # the old provider is refused now, naming both sizes
+        await start_service(settings)
+    running = await start_service(settings.model_copy(update={"embedding_provider": "wordllama"}))
+    try:
+        points = await running.ctx["vectors"].retrieve(ids, with_vectors=True)
+        assert len(points) == 3 and all(len(p.vector) == 256 for p in points)
+        assert {p.payload["embedding_model"] for p in points} == {running.ctx["embedder"].name}
+        async with running.http() as http:
+            r = await http.get("/recall", params={"query": "gardening memory", "limit": 3})
+            assert {h["id"] for h in r.json()["results"]} == set(ids)
+            assert (await http.get("/health")).json()["sync_status"] == "synced"
     finally:
         await running.runner.stop()

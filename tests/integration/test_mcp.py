@@ -71,12 +71,14 @@ async def test_tools_and_annotations(secured):
 
 
 async def test_http_credentials_are_forwarded(secured):
-    # No key: the service refuses, as a tool error.
-    async with http_client(secured.url + "/mcp") as client:
-        text = await call_error(client, "store_memory", content="no key here")
-    assert "API key" in text
-    async with http_client(secured.url + "/mcp", **{"X-API-Key": "wrong"}) as client:
-        assert "API key" in await call_error(client, "recall_memory", query="x")
+    # No key or a wrong one: 401 over HTTP, before any MCP message is handled (issue 5).
+    import httpx
+
+    for headers in ({}, {"X-API-Key": "wrong"}):
+        async with httpx.AsyncClient(headers=headers) as raw:
+            r = await raw.post(secured.url + "/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                               headers={"Accept": "application/json, text/event-stream"})
+        assert r.status_code == 401 and "API key" in r.json()["error"]
     async with http_client(secured.url + "/mcp", **{"X-API-Key": TOKEN}) as client:
         body, _ = await call(client, "store_memory", content="Keys travel in X-API-Key too", tags=["auth"])
     assert body["memory"]["state"] == "ACTIVE"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import time
 import uuid
 from datetime import UTC, datetime
@@ -40,7 +41,8 @@ async def _node(service, mid: str) -> dict | None:
 
 
 async def _edges(service) -> list:
-    return await service.ctx["graph"].ro_query("MATCH (a:Memory)-[r]->(b:Memory) WHERE type(r) <> 'PRECEDED_BY' "
+    """Supersession edges (enrichment adds SIMILAR_TO / PRECEDED_BY edges of its own)."""
+    return await service.ctx["graph"].ro_query("MATCH (a:Memory)-[r:INVALIDATED_BY|EVOLVED_INTO]->(b:Memory) "
                                                "RETURN a.id, type(r), b.id")
 
 
@@ -187,11 +189,11 @@ async def test_review_queue_approve_reject_tombstone_and_lift(service) -> None:
     async with service.http() as http:
         ids = [await _store(http, f"needs review {i}", tags=["rv"], require_review=True) for i in range(3)]
         assert await _by_tag(http, "rv") == []  # pending memories are withheld
-        r = await http.get("/v1/review-items", params={"page_size": 2})
+        r = await http.get("/v1/review-items", params={"page_size": 2, "kind": "memory"})
         page1 = r.json()
         assert [i["id"] for i in page1["items"]] == ids[:2] and page1["next_page_token"]
         assert page1["items"][0]["kind"] == "memory" and page1["items"][0]["memory"]["state"] == "PENDING_REVIEW"
-        page2 = (await http.get("/v1/review-items", params={"page_size": 2,
+        page2 = (await http.get("/v1/review-items", params={"page_size": 2, "kind": "memory",
                                                             "page_token": page1["next_page_token"]})).json()
         assert [i["id"] for i in page2["items"]] == ids[2:] and page2["next_page_token"] is None
 
@@ -222,7 +224,7 @@ async def test_review_queue_approve_reject_tombstone_and_lift(service) -> None:
         assert r.status_code == 200 and r.json()["tombstone"]["lifted"] is True
         assert (await http.post("/memory", json={"content": "needs review 1"})).status_code == 201
 
-        decided = (await http.get("/v1/review-items", params={"status": "all"})).json()["items"]
+        decided = (await http.get("/v1/review-items", params={"status": "all", "kind": "memory"})).json()["items"]
         assert {i["id"]: i["status"] for i in decided} == {ids[0]: "approved", ids[1]: "rejected", ids[2]: "pending"}
         events = [e["type"] for e in await _history(http, ids[1])]
         assert events[:1] == ["EVENT_TYPE_MEMORY_CREATED"] and "EVENT_TYPE_REVIEW_REJECTED" in events
@@ -433,15 +435,17 @@ async def _build_history(http, service) -> dict[str, str]:
 
 
 async def _snapshot(graph: GraphStore) -> tuple[list, list]:
+    """Every node (labels, properties) and edge (ends, type, properties), as sorted JSON."""
     nodes = await graph.ro_query("MATCH (n) RETURN labels(n), properties(n)")
-    edges = await graph.ro_query("MATCH (a)-[r]->(b) RETURN a.id, type(r), b.id, properties(r)")
-    key = repr
-    return sorted(([list(lb), p] for lb, p in nodes), key=key), sorted(edges, key=key)
+    edges = await graph.ro_query("MATCH (a)-[r]->(b) RETURN properties(a), type(r), properties(b), properties(r)")
+    return (sorted(json.dumps([list(lb), dict(p)], sort_keys=True) for lb, p in nodes),
+            sorted(json.dumps([dict(a), t, dict(b), dict(p)], sort_keys=True) for a, t, b, p in edges))
 
 
 async def test_backup_then_restore_into_an_empty_store_reproduces_everything(service, settings, tmp_path) -> None:
     async with service.http() as http:
         ids = await _build_history(http, service)
+        await eventually(lambda: _queue_empty(service))  # enrichment done: the graph holds still
         r = await http.get("/backup")
         assert r.status_code == 200 and r.headers["content-type"].startswith("application/x-ndjson")
         lines = r.text.splitlines()
@@ -494,8 +498,8 @@ async def test_reindex_rebuilds_every_vector_point_from_the_graph(service) -> No
     async with service.http() as http:
         ids = await _build_history(http, service)
     vectors, graph = service.ctx["vectors"], service.ctx["graph"]
-    service.ctx["enrich_consumer"].stop()  # no concurrent writer while we wreck the store
     await eventually(lambda: _queue_empty(service))
+    service.ctx["enrich_consumer"].stop()  # no concurrent writer while we wreck the store
     live = [ids["a"], ids["b"], ids["c"]]
     await vectors.delete(live[:2])
     await vectors.set_payload(ids["c"], {"memory_id": ids["c"], "scope": "default"})  # a payload missing windows

@@ -20,7 +20,7 @@ class RunConsolidationRequest(_message.Message):
     def __init__(self, mode: _Optional[str] = ..., dry_run: _Optional[bool] = ..., scope: _Optional[str] = ...) -> None: ...
 
 class ConsolidationRun(_message.Message):
-    __slots__ = ("run_id", "mode", "dry_run", "start_time", "end_time", "counts", "error")
+    __slots__ = ("run_id", "mode", "dry_run", "start_time", "end_time", "counts", "error", "trigger", "scope")
     class CountsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -35,6 +35,8 @@ class ConsolidationRun(_message.Message):
     END_TIME_FIELD_NUMBER: _ClassVar[int]
     COUNTS_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    TRIGGER_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     mode: str
     dry_run: bool
@@ -42,7 +44,9 @@ class ConsolidationRun(_message.Message):
     end_time: _timestamp_pb2.Timestamp
     counts: _containers.ScalarMap[str, int]
     error: str
-    def __init__(self, run_id: _Optional[str] = ..., mode: _Optional[str] = ..., dry_run: _Optional[bool] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., counts: _Optional[_Mapping[str, int]] = ..., error: _Optional[str] = ...) -> None: ...
+    trigger: str
+    scope: str
+    def __init__(self, run_id: _Optional[str] = ..., mode: _Optional[str] = ..., dry_run: _Optional[bool] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., counts: _Optional[_Mapping[str, int]] = ..., error: _Optional[str] = ..., trigger: _Optional[str] = ..., scope: _Optional[str] = ...) -> None: ...
 
 class RunConsolidationResponse(_message.Message):
     __slots__ = ("run",)
@@ -82,6 +86,24 @@ class CheckSyncRequest(_message.Message):
     repair: bool
     scope: str
     def __init__(self, repair: _Optional[bool] = ..., scope: _Optional[str] = ...) -> None: ...
+
+class GetSyncStatusRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetSyncStatusResponse(_message.Message):
+    __slots__ = ("sync_status", "memory_count", "vector_count", "last_check_time", "last_check_status")
+    SYNC_STATUS_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_COUNT_FIELD_NUMBER: _ClassVar[int]
+    VECTOR_COUNT_FIELD_NUMBER: _ClassVar[int]
+    LAST_CHECK_TIME_FIELD_NUMBER: _ClassVar[int]
+    LAST_CHECK_STATUS_FIELD_NUMBER: _ClassVar[int]
+    sync_status: str
+    memory_count: int
+    vector_count: int
+    last_check_time: _timestamp_pb2.Timestamp
+    last_check_status: str
+    def __init__(self, sync_status: _Optional[str] = ..., memory_count: _Optional[int] = ..., vector_count: _Optional[int] = ..., last_check_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_check_status: _Optional[str] = ...) -> None: ...
 
 class CheckSyncResponse(_message.Message):
     __slots__ = ("sync_status", "missing_vectors", "orphaned_vectors", "stale_payloads", "repaired")

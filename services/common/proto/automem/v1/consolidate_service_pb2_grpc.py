@@ -51,6 +51,11 @@ class ConsolidateServiceStub:
                 request_serializer=automem_dot_v1_dot_consolidate__service__pb2.CheckSyncRequest.SerializeToString,
                 response_deserializer=automem_dot_v1_dot_consolidate__service__pb2.CheckSyncResponse.FromString,
                 _registered_method=True)
+        self.GetSyncStatus = channel.unary_unary(
+                '/automem.v1.ConsolidateService/GetSyncStatus',
+                request_serializer=automem_dot_v1_dot_consolidate__service__pb2.GetSyncStatusRequest.SerializeToString,
+                response_deserializer=automem_dot_v1_dot_consolidate__service__pb2.GetSyncStatusResponse.FromString,
+                _registered_method=True)
 
 
 class ConsolidateServiceServicer:
@@ -79,6 +84,14 @@ class ConsolidateServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetSyncStatus(self, request, context):
+        """Cheap sync status for /health (no key needed): point and memory counts, combined
+        with the last full check's finding.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ConsolidateServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -96,6 +109,11 @@ def add_ConsolidateServiceServicer_to_server(servicer, server):
                     servicer.CheckSync,
                     request_deserializer=automem_dot_v1_dot_consolidate__service__pb2.CheckSyncRequest.FromString,
                     response_serializer=automem_dot_v1_dot_consolidate__service__pb2.CheckSyncResponse.SerializeToString,
+            ),
+            'GetSyncStatus': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetSyncStatus,
+                    request_deserializer=automem_dot_v1_dot_consolidate__service__pb2.GetSyncStatusRequest.FromString,
+                    response_serializer=automem_dot_v1_dot_consolidate__service__pb2.GetSyncStatusResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -181,6 +199,33 @@ class ConsolidateService:
             '/automem.v1.ConsolidateService/CheckSync',
             automem_dot_v1_dot_consolidate__service__pb2.CheckSyncRequest.SerializeToString,
             automem_dot_v1_dot_consolidate__service__pb2.CheckSyncResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetSyncStatus(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/automem.v1.ConsolidateService/GetSyncStatus',
+            automem_dot_v1_dot_consolidate__service__pb2.GetSyncStatusRequest.SerializeToString,
+            automem_dot_v1_dot_consolidate__service__pb2.GetSyncStatusResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,199 @@
+"""Consolidation end to end: decay, creative associations, clustering (MetaPatterns withheld
+from recall), forget (off by default, archive before delete, protected memories), dry runs
+and run history, the scheduler, and drift check/repair reflected in /health."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest_asyncio
+
+from services.common.payload import build_payload
+from tests.conftest import eventually, start_service
+
+
+async def _store(http, content: str, **extra) -> str:
+    r = await http.post("/memory", json={"content": content, **extra})
+    assert r.status_code == 201, r.text
+    return r.json()["memory_id"]
+
+
+async def _enriched(http, mid: str) -> dict | None:
+    r = await http.get(f"/memory/{mid}")
+    memory = r.json()["memory"]
+    return memory if memory["enrichment_status"] == "done" else None
+
+
+async def _consolidate(http, mode: str, dry_run: bool) -> dict:
+    r = await http.post("/consolidate", json={"mode": mode, "dry_run": dry_run})
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def tuned(settings):
+    """A service with low link thresholds so small test corpora cluster and associate, and
+    forget enabled (off by default)."""
+    running = await start_service(settings.model_copy(update={
+        "creative_threshold": 0.3, "cluster_threshold": 0.6, "similar_threshold": 0.95, "links_enabled": True,
+        "forget_enabled": True}))
+    try:
+        yield running
+    finally:
+        await running.runner.stop()
+
+
+async def test_decay_dry_run_writes_nothing_and_runs_are_persisted(service) -> None:
+    graph = service.ctx["graph"]
+    async with service.http() as http:
+        mid = await _store(http, "An old note about the office plants.", importance=0.2,
+                           timestamp="2020-01-01T00:00:00Z")
+        body = await _consolidate(http, "decay", True)
+        assert body["dry_run"] is True and body["results"]["decayed"] >= 1
+        rows = await graph.ro_query("MATCH (m:Memory {id: $id}) RETURN m.relevance_score", {"id": mid})
+        assert rows[0][0] == 1.0  # untouched by the dry run
+        body = await _consolidate(http, "decay", False)
+        rows = await graph.ro_query("MATCH (m:Memory {id: $id}) RETURN m.relevance_score", {"id": mid})
+        assert rows[0][0] < 0.2  # years old, low importance: floor 0.1
+        r = await http.get("/consolidate/status")
+        history = r.json()["history"]
+        assert [(h["mode"], h["dry_run"], h["trigger"]) for h in history[:2]] == [
+            ("decay", False, "manual"), ("decay", True, "manual")]
+        assert "decay" in r.json()["next_runs"]  # the scheduler's plan
+
+
+async def test_forget_is_off_by_default(service) -> None:
+    async with service.http() as http:
+        r = await http.post("/consolidate", json={"mode": "forget", "dry_run": False})
+        assert r.status_code == 409 and "AUTOMEM_FORGET_ENABLED" in r.text
+        assert (await _consolidate(http, "forget", True))["results"] == {"archived": 0, "deleted": 0}
+
+
+async def test_creative_and_cluster(tuned) -> None:
+    graph = tuned.ctx["graph"]
+    texts = ["The espresso machine on floor two makes great coffee.",
+             "Coffee from the floor two espresso machine is the best in the office.",
+             "Everyone queues for the espresso machine coffee on floor two each morning.",
+             "Quarterly tax filings are due to the accountant in April."]
+    async with tuned.http() as http:
+        ids = [await _store(http, t) for t in texts]
+        for mid in ids:
+            await eventually(lambda mid=mid: _enriched(http, mid))
+        # dry runs count, write nothing
+        dry = await _consolidate(http, "cluster", True)
+        assert dry["results"]["meta_patterns"] == 1
+        assert not await graph.ro_query("MATCH (m:Memory {type: 'MetaPattern'}) RETURN m.id")
+        dry = await _consolidate(http, "creative", True)
+        assert dry["results"]["discovered"] >= 1
+        assert not await graph.ro_query("MATCH ()-[r:DISCOVERED]->() RETURN r")
+
+        body = await _consolidate(http, "creative", False)
+        edges = await graph.ro_query("MATCH (a:Memory)-[r:DISCOVERED]->(b:Memory) RETURN a.id, b.id, r.strength")
+        assert len(edges) == body["results"]["discovered"] >= 1
+        assert all(e[2] >= 0.3 for e in edges)
+
+        body = await _consolidate(http, "cluster", False)
+        assert body["results"] == {"clusters": 1, "meta_patterns": 1}
+        metas = await graph.ro_query("MATCH (m:Memory {type: 'MetaPattern'}) RETURN m.id, m.content")
+        assert len(metas) == 1 and "Pattern across 3 memories" in metas[0][1]
+        members = await graph.ro_query("MATCH (m:Memory)-[:PART_OF]->(p:Memory {id: $id}) RETURN m.id",
+                                       {"id": metas[0][0]})
+        assert sorted(r[0] for r in members) == sorted(ids[:3])
+        await eventually(lambda: _enriched(http, metas[0][0]))  # embedded like any memory
+        # excluded from recall, and not summarised twice
+        r = await http.get("/recall", params={"query": "espresso machine coffee floor two", "limit": 10})
+        assert metas[0][0] not in {h["id"] for h in r.json()["results"]}
+        again = await _consolidate(http, "cluster", False)
+        assert again["results"]["meta_patterns"] == 0
+
+
+async def test_forget_archives_before_deleting_and_spares_protected(tuned) -> None:
+    graph = tuned.ctx["graph"]
+    async with tuned.http() as http:
+        weak = await _store(http, "A throwaway note about a parking spot.", importance=0.05)
+        decision = await _store(http, "We decided on quarterly planning.", type="Decision", importance=0.05)
+        important = await _store(http, "The production database password rotates monthly.", importance=0.9)
+        for mid in (weak, decision, important):
+            await eventually(lambda mid=mid: _enriched(http, mid))
+        await graph.query("MATCH (m:Memory) SET m.relevance_score = 0.01")
+        dry = await _consolidate(http, "forget", True)
+        assert dry["results"] == {"archived": 1, "deleted": 0}
+        first = await _consolidate(http, "forget", False)
+        assert first["results"] == {"archived": 1, "deleted": 0}  # archived, not yet deleted
+        state = {r[0]: r[1] for r in await graph.ro_query("MATCH (m:Memory) RETURN m.id, m.state")}
+        assert state == {weak: "ARCHIVED", decision: "ACTIVE", important: "ACTIVE"}
+        second = await _consolidate(http, "forget", False)
+        assert second["results"] == {"archived": 0, "deleted": 1}
+        rows = await graph.ro_query("MATCH (m:Memory {id: $id}) RETURN m.state", {"id": weak})
+        assert rows[0][0] == "DELETED"
+
+        async def point_gone():
+            return not await tuned.ctx["vectors"].retrieve([weak])
+        await eventually(point_gone)
+
+
+async def _health(http) -> str:
+    return (await http.get("/health")).json()["sync_status"]
+
+
+async def test_drift_detected_and_repaired(service) -> None:
+    vectors = service.ctx["vectors"]
+    async with service.http() as http:
+        ids = [await _store(http, f"Drift test memory number {i} about sailing.") for i in range(3)]
+        for mid in ids:
+            await eventually(lambda mid=mid: _enriched(http, mid))
+        assert await _health(http) == "synced"
+        await vectors.delete([ids[0]])  # behind the service's back
+        assert await _health(http) == "drift_detected"
+        r = await http.post("/admin/sync")
+        assert r.json()["missing_vectors"] == 1 and r.json()["repaired"] == 1
+        await eventually(lambda: vectors.retrieve([ids[0]]))
+        assert await eventually(lambda: _is(http, "synced"))
+
+        orphan = str(uuid.uuid4())
+        point = (await vectors.retrieve([ids[1]], with_vectors=True))[0]
+        await vectors.upsert(orphan, point.vector, {**point.payload, "memory_id": orphan})
+        assert await _health(http) == "orphaned_vectors"
+        r = await http.post("/admin/sync")
+        assert r.json()["orphaned_vectors"] == 1
+        await eventually(lambda: _is(http, "synced"))
+        assert not await vectors.retrieve([orphan])
+
+        # a stale payload leaves the counts equal: only the full check sees it
+        stale = (await vectors.retrieve([ids[2]]))[0]
+        await vectors.set_payload(ids[2], {**stale.payload, "tags": ["tampered"]})
+        r = await http.post("/admin/sync?dry_run=true")
+        assert r.json()["sync_status"] == "drift_detected" and r.json()["stale_payloads"] == 1
+        assert await _health(http) == "drift_detected"
+        await http.post("/admin/sync")
+        memory = (await service.ctx["graph"].get_memories([ids[2]], None))[ids[2]]
+
+        async def payload_fixed():
+            got = (await vectors.retrieve([ids[2]]))[0].payload
+            memory.embedding_model = got.get("embedding_model", "")
+            return got == build_payload(memory)
+        await eventually(payload_fixed)
+
+
+async def _is(http, status: str) -> bool:
+    return await _health(http) == status
+
+
+async def test_scheduler_repairs_drift_periodically(settings) -> None:
+    running = await start_service(settings.model_copy(update={"sync_check_interval_seconds": 0.5}))
+    try:
+        vectors = running.ctx["vectors"]
+        async with running.http() as http:
+            mid = await _store(http, "Scheduled repair should bring this point back.")
+            await eventually(lambda: _enriched(http, mid))
+            await vectors.delete([mid])
+            started = time.monotonic()
+            await eventually(lambda: vectors.retrieve([mid]))
+            assert time.monotonic() - started < 10
+            await eventually(lambda: _is(http, "synced"))
+            history = (await http.get("/consolidate/status")).json()["history"]
+            assert any(h["mode"] == "sync" and h["trigger"] == "scheduled" and h["results"].get("repaired")
+                       for h in history)
+    finally:
+        await running.runner.stop()

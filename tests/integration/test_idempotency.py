@@ -1,0 +1,164 @@
+"""Idempotent writes (issue 5): ``Idempotency-Key`` (REST header / gRPC field) returns the
+first memory, creates no second node and enriches once; dedup (on by default) returns the
+existing memory with ``deduplicated: true``; mcp-automem's retry of a POST after a 5xx is
+harmless."""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+
+from services.common.client import AutomemClient
+from tests.conftest import eventually, start_service
+
+
+async def _nodes(service) -> int:
+    return await service.ctx["graph"].count_memories()
+
+
+async def _enriched(service, n: int) -> int:
+    async def done():
+        count = await service.ctx["vectors"].count()
+        return count if count >= n and service.ctx["enrich_consumer"].counters.pending == 0 else 0
+    return await eventually(done, timeout=30)
+
+
+def _count_created(service) -> list[str]:
+    """Record the ids of the MEMORY_CREATED events ingest publishes (what triggers enrichment)."""
+    from automem.v1 import events_pb2
+
+    ingest = service.ctx["ingest"]
+    real = ingest.publisher.publish
+    created: list[str] = []
+
+    async def counting(event):
+        if event.type == events_pb2.EVENT_TYPE_MEMORY_CREATED:
+            created.append(event.memory_id)
+        return await real(event)
+
+    ingest.publisher.publish = counting
+    return created
+
+
+async def test_idempotency_key_rest(service) -> None:
+    created = _count_created(service)
+    async with service.http(**{"Idempotency-Key": "store-1"}) as http:
+        bodies = [{"content": "Idempotent store", "tags": ["idem"], "timestamp": f"2024-01-0{i + 1}T00:00:00Z"}
+                  for i in range(3)]  # even a different body: the key wins
+        first = await http.post("/memory", json=bodies[0])
+        assert first.status_code == 201 and first.json()["deduplicated"] is False, first.text
+        mid = first.json()["memory_id"]
+        for body in bodies[1:]:
+            again = await http.post("/memory", json=body)
+            assert again.status_code == 200 and again.json()["memory_id"] == mid
+            assert again.json()["deduplicated"] is True
+        # Concurrent retries with a fresh key: one node.
+        results = await asyncio.gather(*[
+            http.post("/memory", json={"content": f"Concurrent idempotent store {i}"},
+                      headers={"Idempotency-Key": "store-2"}) for i in range(8)])
+        assert all(r.status_code in (200, 201) for r in results), [r.text for r in results]
+        assert len({r.json()["memory_id"] for r in results}) == 1
+        assert sum(r.status_code == 201 for r in results) == 1
+        # Batch with a key.
+        batch = {"memories": [{"content": "Batch idem A"}, {"content": "Batch idem B"}]}
+        b1 = await http.post("/memory/batch", json=batch, headers={"Idempotency-Key": "batch-1"})
+        b2 = await http.post("/memory/batch", json=batch, headers={"Idempotency-Key": "batch-1"})
+        assert b1.status_code == b2.status_code == 201
+        assert b1.json()["memory_ids"] == b2.json()["memory_ids"]
+        # The same key in another scope is another store.
+        other = await http.post("/memory", json=bodies[0], headers={"X-Automem-Scope": "other"})
+        assert other.status_code == 201 and other.json()["memory_id"] != mid
+    assert await _nodes(service) == 5
+    assert await _enriched(service, 5) == 5
+    await asyncio.sleep(0.5)
+    assert len(created) == len(set(created)) == 5  # each memory queued for enrichment once
+    assert await service.ctx["vectors"].count() == 5
+
+
+async def test_idempotency_key_grpc(service) -> None:
+    created = _count_created(service)
+    async with AutomemClient.connect(service.grpc) as client:
+        first = await client.create_memory("gRPC idempotent", idempotency_key="k-1")
+        again = await client.create_memory("gRPC idempotent, retried", idempotency_key="k-1")
+        assert again.id == first.id
+        results = await asyncio.gather(*[client.create_memory(f"parallel {i}", idempotency_key="k-2")
+                                         for i in range(6)])
+        assert len({m.id for m in results}) == 1
+    assert await _nodes(service) == 2
+    assert await _enriched(service, 2) == 2
+    assert len(created) == 2
+
+
+async def test_dedup_on_by_default(service) -> None:
+    async with service.http() as http:
+        body = {"content": "Deduplicated content", "tags": ["b", "a"]}
+        first = await http.post("/memory", json=body)
+        again = await http.post("/memory", json={**body, "tags": ["A", "b"]})
+        assert first.status_code == 201 and first.json()["deduplicated"] is False
+        assert again.status_code == 200 and again.json()["deduplicated"] is True
+        assert again.json()["memory_id"] == first.json()["memory_id"]
+        # Different tags, an explicit different event time, or another scope: a new memory.
+        assert (await http.post("/memory", json={**body, "tags": ["c"]})).status_code == 201
+        timed = {**body, "timestamp": "2024-03-01T00:00:00Z"}
+        assert (await http.post("/memory", json=timed)).status_code == 201
+        assert (await http.post("/memory", json=timed)).json()["deduplicated"] is True
+        timed2 = {**body, "timestamp": "2024-03-02T00:00:00Z"}
+        assert (await http.post("/memory", json=timed2)).status_code == 201
+        assert (await http.post("/memory", json=body, headers={"X-Automem-Scope": "elsewhere"})).status_code == 201
+    assert await _nodes(service) == 5
+
+
+async def test_dedup_can_be_turned_off(settings) -> None:
+    running = await start_service(settings.model_copy(update={"dedup_enabled": False}))
+    try:
+        async with running.http() as http:
+            ids = {(await http.post("/memory", json={"content": "twice"})).json()["memory_id"] for _ in range(2)}
+        assert len(ids) == 2
+    finally:
+        await running.runner.stop()
+
+
+async def test_retry_after_5xx_is_harmless(service) -> None:
+    """mcp-automem retries a POST three times after a 5xx, with no Idempotency-Key: a store
+    that wrote and then failed must not leave a duplicate."""
+    ingest = service.ctx["ingest"]
+    real = ingest.publisher.publish
+    failures = {"left": 1}
+
+    async def flaky(event):
+        if failures["left"]:
+            failures["left"] -= 1
+            raise RuntimeError("simulated failure after the graph write")
+        return await real(event)
+
+    ingest.publisher.publish = flaky
+    try:
+        async with service.http(Authorization="Bearer x") as http:
+            body = {"content": "Stored once despite the retry", "tags": ["retry"], "importance": 0.7}
+            statuses = []
+            for _attempt in range(4):  # the client's loop: first try + 3 retries on 5xx
+                r = await http.post("/memory", json=body)
+                statuses.append(r.status_code)
+                if r.status_code < 500:
+                    break
+            assert statuses[0] == 500 and statuses[-1] == 200, statuses
+            assert r.json()["deduplicated"] is True and r.json()["status"] == "success"
+    finally:
+        ingest.publisher.publish = real
+    assert await _nodes(service) == 1
+
+
+async def test_grpc_dedup_flag(service) -> None:
+    async with AutomemClient.connect(service.grpc) as client:
+        from automem.v1 import ingest_service_pb2
+
+        request = ingest_service_pb2.CreateMemoryRequest(memory=ingest_service_pb2.MemoryInput(content="flagged"))
+        first = await client.ingest.CreateMemory(request)
+        second = await client.ingest.CreateMemory(request)
+        assert not first.deduplicated and second.deduplicated and first.memory.id == second.memory.id
+        try:
+            await client.ingest.CreateMemory(ingest_service_pb2.CreateMemoryRequest(
+                memory=ingest_service_pb2.MemoryInput(content="")))
+        except grpc.aio.AioRpcError as exc:
+            assert exc.code() == grpc.StatusCode.INVALID_ARGUMENT

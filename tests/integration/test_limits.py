@@ -1,0 +1,85 @@
+"""Limits (issue 5): request body size (413), batch size (400 naming 500), recall limit cap
+(400 naming the cap), and the per-key rate limit (429 over REST, RESOURCE_EXHAUSTED over
+gRPC; ``AUTOMEM_RATE_LIMIT``, off by default), each naming the limit."""
+
+from __future__ import annotations
+
+import grpc
+from automem.v1 import recall_service_pb2
+
+from services.common.client import AutomemClient
+from services.common.settings import Settings
+from tests.conftest import start_service
+
+
+async def test_body_batch_and_recall_limits(settings) -> None:
+    running = await start_service(settings.model_copy(update={"max_body_bytes": 64 * 1024}))
+    try:
+        async with running.http() as http:
+            r = await http.post("/memory", json={"content": "x" * (70 * 1024)})
+            assert r.status_code == 413 and "65536 bytes" in r.json()["error"], r.text
+            r = await http.post("/memory/batch", json={"memories": [{"content": f"m{i}"} for i in range(501)]})
+            assert r.status_code == 400 and "500" in r.json()["error"], r.text
+            r = await http.post("/associate", json={"associations": [
+                {"memory1_id": "a", "memory2_id": "b"} for _ in range(501)]})
+            assert r.status_code == 400 and "500" in r.json()["error"], r.text
+            r = await http.get("/recall", params={"query": "x", "limit": 101})
+            assert r.status_code == 400 and "100" in r.json()["error"] and "limit" in r.json()["error"], r.text
+            r = await http.get("/recall", params={"query": "x", "limit": 100})
+            assert r.status_code == 200
+            r = await http.get("/memory/by-tag", params={"tags": "a", "limit": 201})
+            assert r.status_code == 400 and "200" in r.json()["error"], r.text
+            r = await http.post("/memory", json={"content": "y" * 2001})
+            assert r.status_code == 400 and "2000" in r.json()["error"], r.text
+        async with AutomemClient.connect(running.grpc) as client:
+            try:
+                await client.recall.SearchMemories(recall_service_pb2.SearchMemoriesRequest(query="x", limit=1000))
+                raise AssertionError("limit 1000 accepted")
+            except grpc.aio.AioRpcError as exc:
+                assert exc.code() == grpc.StatusCode.INVALID_ARGUMENT and "100" in exc.details()
+    finally:
+        await running.runner.stop()
+
+
+def test_rate_limit_off_by_default() -> None:
+    assert Settings(_env_file=None).rate_limit == ""
+
+
+async def test_rate_limit_per_key(settings) -> None:
+    running = await start_service(settings.model_copy(update={"rate_limit": "5/minute", "api_token": "root"}))
+    try:
+        keys = running.ctx["keystore"]
+        key_a, _ = await keys.create("writer", ["a/*"], "a/x")
+        key_b, _ = await keys.create("writer", ["b/*"], "b/x")
+        async with running.http(Authorization=f"Bearer {key_a}") as http:
+            statuses = [(await http.get("/recall")).status_code for _ in range(5)]
+            assert statuses == [200] * 5
+            r = await http.get("/recall")
+            assert r.status_code == 429, r.text
+            assert "5 requests per 1 minute" in r.json()["error"] and "AUTOMEM_RATE_LIMIT" in r.json()["error"]
+            assert (await http.post("/memory", json={"content": "over the limit"})).status_code == 429
+        async with AutomemClient.connect(running.grpc, api_key=key_a) as client:
+            try:
+                await client.search("x")
+                raise AssertionError("rate limit not applied over gRPC")
+            except grpc.aio.AioRpcError as exc:
+                assert exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "5 requests per 1 minute" in exc.details()
+        # Another key has its own budget; /health is not counted.
+        async with running.http(Authorization=f"Bearer {key_b}") as http:
+            assert (await http.get("/recall")).status_code == 200
+            assert [(await http.get("/health")).status_code for _ in range(8)] == [200] * 8
+    finally:
+        await running.runner.stop()
+
+
+def test_rate_limit_setting_is_parsed() -> None:
+    from services.common.errors import InvalidArgument
+    from services.common.grpc_server import RateLimiter
+
+    assert RateLimiter("").items == []
+    assert [i.amount for i in RateLimiter("50/second;1000/hour").items] == [50, 1000]
+    try:
+        RateLimiter("lots")
+        raise AssertionError("bad spec accepted")
+    except InvalidArgument as exc:
+        assert "AUTOMEM_RATE_LIMIT" in exc.message

@@ -1,0 +1,77 @@
+"""Entities, LLM reply validation/repair, extractive summaries, the contradiction rule,
+decay and scheduler intervals (no servers)."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.common.settings import Settings
+from services.consolidate.scheduler import intervals
+from services.consolidate.tasks import relevance
+from services.enrich.entities import EntityExtractor, entity_tag, normalise, slug
+from services.enrich.links import contradiction_signal
+from services.enrich.llm import Classification, Contradiction, MalformedReply, extractive_summary, parse_reply
+
+
+def test_normalise_slug_and_tag() -> None:
+    assert normalise("The Acme Corp.'s") == "acme corp"
+    assert normalise("  New   York ") == "new york"
+    assert slug("acme corp") == "acme-corp"
+    assert entity_tag("org", "acme corp") == "entity:org:acme-corp"
+
+
+def test_extractor_is_ner_only_batched_and_finds_kinds() -> None:
+    extractor = EntityExtractor()
+    found = extractor.extract_sync(["Alice Johnson moved to Berlin and joined Google.",
+                                    "We use Postgres and Redis.", "nothing to see here"])
+    assert extractor._load().pipe_names == ["ner"]
+    tags = [{e.tag for e in ents} for ents in found]
+    assert {"entity:place:berlin", "entity:org:google"} <= tags[0]
+    assert {"entity:tool:postgres", "entity:tool:redis"} <= tags[1]
+    assert tags[2] == set()
+    assert all(len(ents) == len({e.tag for e in ents}) for ents in found)  # de-duplicated
+
+
+def test_parse_reply_validates_repairs_or_rejects() -> None:
+    ok = parse_reply('{"type": "Decision", "confidence": 0.8}', Classification)
+    assert ok.type == "Decision" and ok.confidence == 0.8
+    repaired = parse_reply('Here:\n```json\n{"type": "preference", "confidence": 1.7, "summary": "s"}\n```',
+                           Classification)
+    assert repaired.type == "Preference" and repaired.confidence == 1.0 and repaired.summary == "s"
+    assert parse_reply('{"contradicts": "yes", "reason": "r"}', Contradiction).contradicts is True
+    for bad in ("no json at all", '{type: Decision', '{"type": "Nonsense", "confidence": 0.5}', "[1, 2]"):
+        with pytest.raises(MalformedReply):
+            parse_reply(bad, Classification)
+
+
+def test_extractive_summary_fits_and_keeps_order() -> None:
+    text = ("Kubernetes migration starts in May. " + "Filler sentence about nothing much. " * 20
+            + "The Kubernetes migration ends in June.")
+    summary = extractive_summary(text, 120)
+    assert len(summary) <= 120 and summary.startswith("Kubernetes migration starts in May.")
+    assert extractive_summary("short", 100) == "short"
+
+
+@pytest.mark.parametrize(("new", "old", "expect"), [
+    ("The billing service uses Postgres 16.", "The billing service uses Postgres 14.", True),
+    ("We do not deploy on Fridays.", "We deploy on Fridays.", True),
+    ("Alice's favourite colour is green.", "Alice's favourite colour is blue.", True),
+    ("The billing service uses Postgres 14.", "The billing service uses Postgres 14 in production too.", False),
+])
+def test_contradiction_rule(new: str, old: str, expect: bool) -> None:
+    assert (contradiction_signal(new, old) is not None) is expect
+
+
+def test_relevance_formula() -> None:
+    assert relevance(0.0, 0.0) == 1.0
+    assert relevance(0.0, 30.0) == pytest.approx(0.5)  # half-life 30 days
+    assert relevance(1.0, 10_000.0) == pytest.approx(0.5)  # the importance floor
+    assert relevance(0.2, 60.0) == pytest.approx(0.1 + 0.9 * 0.25)
+
+
+def test_scheduler_intervals_from_settings() -> None:
+    every = intervals(Settings())
+    assert every == {"decay": 86400.0, "creative": 604800.0, "cluster": 2592000.0, "sync": 3600.0}
+    assert "forget" not in every  # off by default
+    on = intervals(Settings(forget_enabled=True, consolidation_forget_interval_seconds=60, sync_check_interval_seconds=0))
+    assert on["forget"] == 60.0 and "sync" not in on
