@@ -68,6 +68,7 @@ def install(app: FastAPI) -> None:
         except grpc.aio.AioRpcError:
             body["enrichment"] = None
             body["nats"] = "unknown"
+            body["status"] = "degraded"  # enrichment unreachable: stores queue up unenriched
         if "memory_count" in body and body.get("qdrant") == "connected":
             memories, points = body["memory_count"], body["vector_count"]
             body["sync_status"] = ("synced" if memories == points else

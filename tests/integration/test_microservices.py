@@ -190,6 +190,7 @@ async def test_separate_processes_degrade_without_vectors_and_lose_no_event_when
                 i += 1
             health = (await http.get("/health")).json()
             assert health["falkordb"] == "connected" and health["enrichment"] is None
+            assert health["status"] == "degraded"
             # Recallable at once through the graph arms, before enrichment ran.
             r = (await http.get("/recall", params={"query": f"Berlin Kubernetes {marker}", "limit": 100})).json()
             assert r["degraded"] == ["vector"] and "vector" not in r["arms"] and "keyword" in r["arms"]
