@@ -19,6 +19,7 @@ from gateway.schemas import (
     UpdateMemoryBody,
     to_memory_input,
 )
+from services.common.errors import InvalidArgument
 from services.common.model import iso, memory_to_json, parse_relation_type, relation_to_json
 
 
@@ -205,7 +206,7 @@ async def _associate(client: Any, request: Request, a: str, b: str, rel_type: st
                      reason: str | None) -> memory_pb2.Relation:
     try:
         type_value = parse_relation_type(rel_type)
-    except Exception as exc:  # InvalidArgument
+    except InvalidArgument as exc:
         raise GatewayError(400, str(exc)) from None
     response = await call(client.ingest.CreateRelation, ingest_service_pb2.CreateRelationRequest(
         relation=memory_pb2.Relation(source_id=a, target_id=b, type=type_value, strength=strength,

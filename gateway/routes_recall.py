@@ -10,6 +10,7 @@ from automem.v1 import recall_service_pb2
 from fastapi import FastAPI, Query, Request
 
 from gateway.app import GatewayError, call
+from services.common.errors import InvalidArgument
 from services.common.model import memory_to_json, parse_time, ts
 
 
@@ -25,7 +26,7 @@ def read_options(as_of: str | None, known_at: str | None, state_mode: str | None
             options.as_of.CopyFrom(ts(parse_time(as_of, field="as_of")))
         if known_at:
             options.known_at.CopyFrom(ts(parse_time(known_at, field="known_at")))
-    except Exception as exc:  # InvalidArgument
+    except InvalidArgument as exc:
         raise GatewayError(400, str(exc)) from None
     return options
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Self
 
 import grpc
 from automem.v1 import (
@@ -59,7 +59,7 @@ class AutomemClient:
         """A client for a single-binary server at ``address``."""
         return cls(address, **kwargs)
 
-    async def __aenter__(self) -> AutomemClient:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -126,7 +126,7 @@ def ts(value: datetime | float | None) -> timestamp_pb2.Timestamp | None:
         out.FromDatetime(value.astimezone(UTC))
     else:
         # Graph times are float epoch seconds: round to whole microseconds.
-        out.FromNanoseconds(int(round(float(value) * 1e6)) * 1000)
+        out.FromNanoseconds(round(float(value) * 1e6) * 1000)
     return out
 
 

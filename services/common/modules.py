@@ -158,5 +158,5 @@ class Runner:
     async def _stop_one(self, module: Module) -> None:
         try:
             await asyncio.wait_for(module.stop(self.ctx), timeout=15)
-        except Exception:  # noqa: BLE001 - keep stopping the rest
+        except Exception:
             log.exception("module stop failed", extra={"component": module.name})

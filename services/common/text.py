@@ -25,10 +25,10 @@ sparse vector) and when a query is read, so both sides always normalise alike.
 from __future__ import annotations
 
 import re
-
-import snowballstemmer
 import zlib
 from collections.abc import Iterable
+
+import snowballstemmer
 
 __all__ = [
     "BM25_AVG_LEN",

@@ -42,7 +42,7 @@ def _wait_healthy(port: int, proc: subprocess.Popen, timeout: float = 90) -> dic
 
 
 def _children(pid: int) -> list[int]:
-    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout
+    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True, check=True).stdout
     return [int(p) for p in out.split()]
 
 
