@@ -59,9 +59,14 @@ class GatewayError(Exception):
         self.extra = extra
 
 
+#: Seconds a client is asked to wait after a 429 (the rate limiter's smallest window).
+RETRY_AFTER_SECONDS = 1
+
+
 def _error_response(status: int, message: str, **extra: Any) -> JSONResponse:
+    headers = {"Retry-After": str(RETRY_AFTER_SECONDS)} if status == 429 else None
     return JSONResponse({"status": "error", "error": message, "message": message, "code": status, **extra},
-                        status_code=status)
+                        status_code=status, headers=headers)
 
 
 def credentials(request: Request, settings: Settings) -> list[tuple[str, str]]:
@@ -138,6 +143,46 @@ async def auth_error(request: Request) -> JSONResponse | None:
     return None
 
 
+class StreamedBodyLimit:
+    """ASGI middleware: a request body sent without Content-Length (chunked) is counted as it
+    arrives; past ``limit`` bytes the rest is not read and the answer is 413 naming the limit,
+    whatever the app made of the truncated body. Bodies with a Content-Length are checked up
+    front by the HTTP middleware in :func:`create_app`."""
+
+    def __init__(self, app: Any, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or any(k == b"content-length" for k, _ in scope.get("headers", ())):
+            await self.app(scope, receive, send)
+            return
+        seen = 0
+        over = False
+
+        async def capped() -> Any:
+            nonlocal seen, over
+            if over:
+                return {"type": "http.request", "body": b"", "more_body": False}
+            message = await receive()
+            if message.get("type") == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.limit:
+                    over = True
+                    return {"type": "http.request", "body": b"", "more_body": False}
+            return message
+
+        async def guarded_send(message: Any) -> None:
+            if not over:
+                await send(message)
+            elif message["type"] == "http.response.start":
+                response = _error_response(413, f"request body exceeds the limit of {self.limit} bytes")
+                await send({"type": "http.response.start", "status": 413, "headers": response.raw_headers})
+                await send({"type": "http.response.body", "body": response.body})
+
+        await self.app(scope, capped, guarded_send)
+
+
 def create_app(settings: Settings, client: AutomemClient) -> FastAPI:
     """The FastAPI app. ``client`` reaches the services over gRPC. Every request gets an
     OpenTelemetry server span and a latency observation; ``GET /metrics`` serves Prometheus."""
@@ -172,13 +217,27 @@ def create_app(settings: Settings, client: AutomemClient) -> FastAPI:
             return denied
         return _error_response(exc.status_code, str(exc.detail))
 
+    # Handlers for specific classes run in Starlette's ExceptionMiddleware, which answers and
+    # stops there; only the catch-all below is re-raised to the server (and logged by it).
+    @app.exception_handler(AutomemError)
+    async def _domain_error(request: Request, exc: AutomemError) -> JSONResponse:
+        # A domain check in the gateway (parsing a relation type...).
+        if denied := await auth_error(request):
+            return denied
+        return _error_response(HTTP_STATUS.get(exc.code, 500), exc.message)
+
+    @app.exception_handler(ValueError)
+    async def _value_error(request: Request, exc: ValueError) -> JSONResponse:
+        if str(exc).startswith("Value out of range"):
+            # A number that fits the JSON/query type but not the protobuf field (int32 limits).
+            if denied := await auth_error(request):
+                return denied
+            return _error_response(400, f"a numeric parameter is out of range: {str(exc).split(':')[-1].strip()}")
+        log.exception("unhandled gateway error")
+        return _error_response(500, f"internal error: {type(exc).__name__}")
+
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-        if isinstance(exc, AutomemError):  # a domain check in the gateway (parsing a relation type...)
-            return _error_response(HTTP_STATUS.get(exc.code, 500), exc.message)
-        if isinstance(exc, ValueError) and str(exc).startswith("Value out of range"):
-            # A number that fits the JSON/query type but not the protobuf field (int32 limits).
-            return _error_response(400, f"a numeric parameter is out of range: {str(exc).split(':')[-1].strip()}")
         log.exception("unhandled gateway error")
         return _error_response(500, f"internal error: {type(exc).__name__}")
 
@@ -197,6 +256,7 @@ def create_app(settings: Settings, client: AutomemClient) -> FastAPI:
     from gateway import metrics, routes_memory, routes_ops, routes_recall
     from services.common.telemetry import instrument_fastapi
 
+    app.add_middleware(StreamedBodyLimit, limit=settings.max_body_bytes)
     metrics.install(app)  # outermost of our middlewares: times 413s too
     instrument_fastapi(app)
     routes_recall.install(app)  # before routes_memory: /memory/by-tag must win over /memory/{id}

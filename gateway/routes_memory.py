@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from automem.v1 import ingest_service_pb2, memory_pb2, recall_service_pb2
-from fastapi import FastAPI, Query, Request
+from fastapi import FastAPI, Query, Request, Response
 from fastapi.responses import JSONResponse
 from google.protobuf import field_mask_pb2
 
@@ -102,16 +102,17 @@ def install(app: FastAPI) -> None:
         return body
 
     @app.get("/memory/{memory_id}", tags=["memory"])
-    async def get_memory(memory_id: str, request: Request, as_of: str | None = None,
+    async def get_memory(memory_id: str, request: Request, response: Response, as_of: str | None = None,
                          known_at: str | None = None, state_mode: str = "current") -> dict[str, Any]:
         """One memory with its state and validity window; a non-current memory carries the
-        current head's id (``current_id``). Bumps ``last_accessed``. 404 when absent."""
+        current head's id (``current_id``). Bumps ``last_accessed``. 404 when absent. The
+        ``ETag`` header is the version, for ``If-Match`` on PATCH."""
         from gateway.routes_recall import read_options
 
-        response = await call(request.app.state.client.recall.GetMemory, recall_service_pb2.RecallGetMemoryRequest(
+        got = await call(request.app.state.client.recall.GetMemory, recall_service_pb2.RecallGetMemoryRequest(
             id=memory_id, touch=True, read=read_options(as_of, known_at, state_mode)), request)
-        memory = memory_to_json(response.memory, is_current=response.is_current,
-                                current_id=response.current_id or None)
+        memory = memory_to_json(got.memory, is_current=got.is_current, current_id=got.current_id or None)
+        response.headers["ETag"] = f'"{got.memory.version}"'
         return {"status": "success", "memory": memory}
 
     @app.patch("/memory/{memory_id}", tags=["memory"])
@@ -129,14 +130,20 @@ def install(app: FastAPI) -> None:
                 item.metadata_json = json.dumps(value, ensure_ascii=False)
                 item.metadata_set = True
             elif name == "tags":
-                item.tags.extend(value or [])
+                if value is None:
+                    raise GatewayError(400, "tags: must be a list of strings (use [] to clear)")
+                item.tags.extend(value)
             elif value is None and name in ("importance", "confidence"):
                 raise GatewayError(400, f"{name}: must be a number between 0 and 1")
+            elif value is None and name in ("type", "timestamp", "t_valid"):
+                raise GatewayError(400, f"{name}: must not be null")
             elif value is not None:
                 setattr(item, name, value)
             elif name == "content":
                 raise GatewayError(400, "content: must not be empty")
-        etag_raw = body.etag if body.etag is not None else request.headers.get("if-match", "").strip('"')
+        etag_raw = body.etag if body.etag is not None else request.headers.get("if-match", "").removeprefix("W/").strip('"')
+        if etag_raw == "*":
+            etag_raw = 0  # any version
         try:
             etag = int(etag_raw or 0)
         except (TypeError, ValueError):

@@ -14,11 +14,15 @@ import contextvars
 import fnmatch
 import hashlib
 import hmac
+import re
 from dataclasses import dataclass, field
 
-from services.common.errors import PermissionDenied, Unauthenticated
+from services.common.errors import InvalidArgument, PermissionDenied, Unauthenticated
 
 ROLES = ("reader", "writer", "admin")
+#: A scope name, e.g. "acme/web-app": no wildcards, no empty or dot-only segments.
+SCOPE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)*")
+MAX_SCOPE_LENGTH = 200
 _RANK = {name: i for i, name in enumerate(ROLES)}
 
 
@@ -75,6 +79,11 @@ def resolve_scope(requested: str | None) -> str:
     """
     principal = current_principal()
     scope = (requested or "").strip() or header_scope.get().strip() or principal.default_scope
+    if not SCOPE_RE.fullmatch(scope) or len(scope) > MAX_SCOPE_LENGTH:
+        raise InvalidArgument(
+            f"scope: {scope[:80]!r} is not a scope name: '/'-separated segments of letters, digits, "
+            f"'.', '_' or '-', each starting with a letter or digit, at most {MAX_SCOPE_LENGTH} characters",
+            field="scope")
     if not principal.allows(scope):
         raise PermissionDenied(f"scope {scope!r} is not allowed for this key")
     return scope

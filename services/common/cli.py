@@ -215,11 +215,19 @@ def main(argv: list[str] | None = None) -> int:
         from gateway.mcp_server import run_stdio
 
         return run_stdio(settings, args.grpc, args.api_key, args.scope)
-    if args.cmd in ("backup", "restore", "reindex"):
-        return asyncio.run(_recovery(settings, args))
-    if args.cmd == "keys":
-        with contextlib.suppress(KeyboardInterrupt):
-            return asyncio.run(_keys(settings, args))
+    from services.common.embedded import EmbeddedServerError
+    from services.common.errors import AutomemError
+
+    try:
+        if args.cmd in ("backup", "restore", "reindex"):
+            return asyncio.run(_recovery(settings, args))
+        if args.cmd == "keys":
+            with contextlib.suppress(KeyboardInterrupt):
+                return asyncio.run(_keys(settings, args))
+    except (AutomemError, EmbeddedServerError) as exc:
+        # A user error (bad argument, unknown key, a data dir in use): one line, no traceback.
+        print(f"automem {args.cmd}: {exc}", file=sys.stderr)
+        return 1
     return 2
 
 

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import binascii
 import logging
 
 from automem.v1 import events_pb2
+from google.protobuf.message import DecodeError
+from nats.errors import MaxPayloadError
 
 from services.common.bus import Bus
 from services.common.graph import GraphStore
@@ -33,6 +36,8 @@ class EventPublisher:
         self.bus = bus
         self.graph = graph
         self.key = f"automem:outbox:{graph.name}"
+        #: Events the bus refused for good (too large); kept for an operator, never retried.
+        self.dead_key = f"automem:outbox-dead:{graph.name}"
         self._wake = asyncio.Event()
 
     async def publish(self, event: events_pb2.MemoryEvent) -> bool:
@@ -62,9 +67,15 @@ class EventPublisher:
             raw = await self.graph.redis.lindex(self.key, 0)
             if raw is None:
                 return sent
-            event = events_pb2.MemoryEvent.FromString(base64.b64decode(raw))
             try:
+                event = events_pb2.MemoryEvent.FromString(base64.b64decode(raw))
                 await self.bus.publish_event(event, timeout=2.0)
+            except (MaxPayloadError, DecodeError, binascii.Error, KeyError) as exc:
+                # Can never be published (too large for the bus, undecodable, no subject): set
+                # it aside so it does not stall every later event.
+                await self.graph.redis.rpush(self.dead_key, raw)
+                log.error("unpublishable event moved to the dead outbox",
+                          extra={"key": self.dead_key, "error": repr(exc)})
             except Exception:  # noqa: BLE001 - retry later
                 return sent
             await self.graph.redis.lpop(self.key)

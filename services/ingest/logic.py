@@ -91,12 +91,25 @@ def parse_metadata(item: ingest_service_pb2.MemoryInput, field: str = "metadata"
             return {}
         if not isinstance(value, dict):
             raise InvalidArgument(f"{field}: must be a JSON object, got {type(value).__name__}", field=field)
+        _check_metadata_size(item.metadata_json, field)
         return value
     if item.HasField("metadata"):
+        _check_metadata_size(item.metadata.SerializeToString(), field)
         return json_format.MessageToDict(item.metadata)
     if item.metadata_set:
         return {}
     return None
+
+
+#: Largest metadata object, in bytes of JSON. Keeps every event (before + after) well under
+#: NATS's 1 MiB default max_payload, so no event can stall the outbox.
+METADATA_MAX_BYTES = 64 * 1024
+
+
+def _check_metadata_size(raw: str | bytes, field: str) -> None:
+    size = len(raw.encode("utf-8")) if isinstance(raw, str) else len(raw)
+    if size > METADATA_MAX_BYTES:
+        raise InvalidArgument(f"{field}: {size} bytes exceeds the limit of {METADATA_MAX_BYTES} bytes", field=field)
 
 
 def _validate_embedding(values: list[float], field: str) -> None:

@@ -284,6 +284,12 @@ class IngestServicer(TruthMixin, ingest_service_pb2_grpc.IngestServiceServicer):
             if request.etag and current.version != request.etag:
                 raise Aborted(f"etag: memory {request.id} is at version {current.version}, not {request.etag}",
                               field="etag")
+            frozen = {"content", "t_valid", "t_invalid"} & set(paths)
+            if current.state == memory_pb2.MEMORY_STATE_SUPERSEDED and frozen:
+                raise FailedPrecondition(
+                    f"{min(frozen)}: memory {request.id} is SUPERSEDED by {current.superseded_by or 'another'}; "
+                    "its content and window are history — update the current memory instead",
+                    field=min(frozen))
             updated, content_changed = apply_update(current, request.memory, paths, self.settings, now(),
                                                     list(request.add_tags))
             if "content" in paths and content_changed:
@@ -359,6 +365,11 @@ class IngestServicer(TruthMixin, ingest_service_pb2_grpc.IngestServiceServicer):
             raise NotFound(f"memory {rel.source_id} not found", field="memory1_id")
         if target is None:
             raise NotFound(f"memory {rel.target_id} not found", field="memory2_id")
+        if relation_type_name(rel.type) in SUPERSEDING_RELATIONS and target.state != memory_pb2.MEMORY_STATE_ACTIVE:
+            # A supersession must point at a current memory; this also refuses cycles.
+            raise FailedPrecondition(
+                f"memory2_id: {target.id} is {memory_pb2.MemoryState.Name(target.state).removeprefix('MEMORY_STATE_')}"
+                "; a memory can only be superseded by an ACTIVE one", field="memory2_id")
         if not await self.graph.create_relation(rel):
             raise NotFound("memory not found", field="memory1_id")
         await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_RELATION_CREATED, before=None, after=None,

@@ -29,7 +29,7 @@ from services.common.errors import InvalidArgument, NotFound
 from services.common.graph import GraphStore
 from services.common.model import Memory, epoch, node_to_memory, parse_time, ts
 from services.common.settings import Settings
-from services.common.state import ReadAt, as_known, resolve, resolve_one
+from services.common.state import ReadAt, as_known, known, resolve, resolve_one
 from services.common.text import analyze, bm25_query_weights, fulltext_query
 from services.common.vectors import VectorStore
 from services.recall.filters import Filters
@@ -138,6 +138,9 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
         degraded: list[str] = []
         arm_scores: dict[str, dict[str, float]] = {"vector": {}, "keyword": {}}
 
+        if len(request.embedding) and self.embedder is not None and len(request.embedding) != self.embedder.dimension:
+            raise InvalidArgument(f"embedding: has {len(request.embedding)} dimensions; the collection's model "
+                                  f"({self.embedder.name}) uses {self.embedder.dimension}", field="embedding")
         if queries or len(request.embedding):
             if self.vectors is not None and self.embedder is not None:
                 vectors = [list(request.embedding)] if len(request.embedding) else \
@@ -332,6 +335,9 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
         if memory is None or memory.state == memory_pb2.MEMORY_STATE_DELETED or (
                 memory.state == memory_pb2.MEMORY_STATE_REJECTED and not read.history):
             raise NotFound(f"memory {request.id} not found", field="id")
+        if request.read.HasField("known_at") and not known(memory, read):
+            # Not yet recorded at known_at: the service did not know it then.
+            raise NotFound(f"memory {request.id} not found at known_at", field="id")
         memory = as_known(memory, read)  # as the service believed it at known_at
         is_current, head = await resolve_one(self.graph, memory, scope, read)
         if request.touch:

@@ -1,0 +1,131 @@
+"""Regressions for what a hostile client found: each case answers a clear 4xx (never a 500,
+a dropped connection or a stalled pipeline) and stores nothing it shouldn't."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from automem.v1 import events_pb2
+
+from services.common.outbox import EventPublisher
+from tests.conftest import eventually
+
+
+async def _store(http, content: str, **fields) -> str:
+    r = await http.post("/memory", json={"content": content, **fields})
+    assert r.status_code == 201, r.text
+    return r.json()["memory_id"]
+
+
+async def test_oversized_metadata_is_rejected_naming_the_limit(service) -> None:
+    async with service.http() as http:
+        r = await http.post("/memory", json={"content": "big", "metadata": {"blob": "z" * 70_000}})
+        assert r.status_code == 400 and "metadata" in r.json()["error"] and "65536" in r.json()["error"]
+    assert await service.ctx["graph"].count_memories() == 0
+
+
+async def test_event_too_large_for_the_bus_is_set_aside_and_later_events_flow(service) -> None:
+    publisher: EventPublisher = service.ctx["publisher"]
+    huge = events_pb2.MemoryEvent(event_id="too-big", type=events_pb2.EVENT_TYPE_MEMORY_UPDATED, memory_id="x",
+                                  reason="z" * 2_000_000)
+    import base64
+
+    await publisher.graph.redis.rpush(publisher.key, base64.b64encode(huge.SerializeToString()).decode())
+    async with service.http() as http:
+        mid = await _store(http, "stored behind a poison event")
+
+        async def embedded():
+            return (await http.get(f"/memory/{mid}")).json()["memory"]["embedding_status"] == "done"
+        await eventually(embedded, timeout=30)
+    assert await publisher.backlog() == 0
+    assert await publisher.graph.redis.llen(publisher.dead_key) == 1
+
+
+async def test_out_of_range_numbers_answer_400_and_keep_the_connection(service) -> None:
+    async with service.http() as http:
+        for params in ({"tags": "x", "offset": 10**12}, {"query": "x", "relation_limit": 10**12}):
+            path = "/memory/by-tag" if "tags" in params else "/recall"
+            r = await http.get(path, params=params)
+            assert r.status_code == 400 and "out of range" in r.json()["error"]
+            assert (await http.get("/health")).status_code == 200  # same connection still works
+
+
+async def test_query_embedding_of_the_wrong_size_names_the_field(service) -> None:
+    async with service.http() as http:
+        r = await http.get("/recall", params={"embedding": "1,2,3"})
+        assert r.status_code == 400 and "embedding" in r.json()["error"] and "384" in r.json()["error"]
+
+
+async def test_chunked_body_over_the_limit_gets_413(service) -> None:
+    settings = service.settings
+
+    async def chunks():
+        yield b'{"content": "'
+        for _ in range(settings.max_body_bytes // 65536 + 2):
+            yield b"x" * 65536
+        yield b'"}'
+
+    async with service.http() as http:
+        r = await http.post("/memory", content=chunks(), headers={"Content-Type": "application/json"})
+        assert r.status_code == 413 and str(settings.max_body_bytes) in r.json()["error"]
+    assert await service.ctx["graph"].count_memories() == 0
+
+
+async def test_supersession_cycles_and_edits_of_history_are_refused(service) -> None:
+    async with service.http() as http:
+        a = await _store(http, "llamas eat grass")
+        b = await _store(http, "llamas eat hay")
+        r = await http.post("/associate", json={"memory1_id": a, "memory2_id": b, "type": "INVALIDATED_BY"})
+        assert r.status_code == 201
+        r = await http.post("/associate", json={"memory1_id": b, "memory2_id": a, "type": "INVALIDATED_BY"})
+        assert r.status_code == 409 and "ACTIVE" in r.json()["error"]
+        for patch in ({"t_invalid": None}, {"content": "llamas eat everything"}):
+            r = await http.patch(f"/memory/{a}", json=patch)
+            assert r.status_code == 409 and "SUPERSEDED" in r.json()["error"]
+        hits = (await http.get("/recall", params={"query": "llamas"})).json()["results"]
+        assert [h["id"] for h in hits] == [b] and hits[0]["memory"]["state"] == "ACTIVE"
+
+
+async def test_get_before_the_memory_was_recorded_is_404(service) -> None:
+    async with service.http() as http:
+        mid = await _store(http, "recorded today")
+        r = await http.get(f"/memory/{mid}", params={"known_at": "2020-01-01T00:00:00Z"})
+        assert r.status_code == 404
+        r = await http.get(f"/memory/{mid}")
+        assert r.status_code == 200 and r.headers["ETag"] == '"1"'
+        r = await http.patch(f"/memory/{mid}", json={"importance": 0.7}, headers={"If-Match": 'W/"1"'})
+        assert r.status_code == 200
+        r = await http.patch(f"/memory/{mid}", json={"importance": 0.8}, headers={"If-Match": '"1"'})
+        assert r.status_code == 409
+
+
+async def test_null_tags_are_rejected_not_taken_as_empty(service) -> None:
+    async with service.http() as http:
+        mid = await _store(http, "tagged", tags=["keep"])
+        r = await http.patch(f"/memory/{mid}", json={"tags": None})
+        assert r.status_code == 400 and "tags" in r.json()["error"]
+        assert (await http.get(f"/memory/{mid}")).json()["memory"]["tags"] == ["keep"]
+
+
+async def test_scope_names_are_validated(service) -> None:
+    async with service.http() as http:
+        for scope in ("acme/*", "acme/", "acme/web/../../other/x", "/root", "a b"):
+            r = await http.post("/memory", json={"content": "x"}, headers={"X-Automem-Scope": scope})
+            assert r.status_code == 400 and "scope" in r.json()["error"], scope
+        r = await http.post("/memory", json={"content": "x"}, headers={"X-Automem-Scope": "acme/web-app_2.0"})
+        assert r.status_code == 201 and r.json()["scope"] == "acme/web-app_2.0"
+    assert await service.ctx["graph"].count_memories() == 1
+
+
+def test_cli_user_errors_are_one_line_without_traceback(falkordb_server, tmp_path: Path) -> None:
+    env = {**os.environ, "FALKORDB_HOST": falkordb_server.host, "FALKORDB_PORT": str(falkordb_server.port),
+           "FALKORDB_GRAPH": "cli_errors", "AUTOMEM_DATA_DIR": str(tmp_path)}
+    automem = str(Path(sys.executable).parent / "automem")
+    for args in (["keys", "revoke", "nonexistent"], ["keys", "create", "--role", "writer", "--scope", ""]):
+        result = subprocess.run([automem, *args], env=env, capture_output=True, text=True, check=False, timeout=60)
+        assert result.returncode == 1, result
+        assert "Traceback" not in result.stderr
+        assert result.stderr.strip().splitlines()[-1].startswith(f"automem {args[0]}:")
