@@ -228,6 +228,12 @@ def create_app(settings: Settings, client: AutomemClient) -> FastAPI:
 
     @app.exception_handler(ValueError)
     async def _value_error(request: Request, exc: ValueError) -> JSONResponse:
+        if isinstance(exc, UnicodeError):
+            # JSON may carry lone surrogates (\ud800) that no UTF-8 text can hold.
+            if denied := await auth_error(request):
+                return denied
+            return _error_response(400, "text fields must be valid Unicode: a lone surrogate (e.g. \\ud800) "
+                                        "is not allowed")
         if str(exc).startswith("Value out of range"):
             # A number that fits the JSON/query type but not the protobuf field (int32 limits).
             if denied := await auth_error(request):

@@ -67,8 +67,9 @@ def install(app: FastAPI) -> None:
                                             superseded=memory_to_json(response.superseded)), status_code=201)
         response = await call(client.ingest.CreateMemory, ingest_service_pb2.CreateMemoryRequest(
             memory=to_memory_input(body), scope=body.scope or "", idempotency_key=key), request)
+        # 201 either way (AutoMem's contract); ``deduplicated`` tells a retry from a new store.
         return JSONResponse(_store_body(response.memory, started, deduplicated=response.deduplicated),
-                            status_code=200 if response.deduplicated else 201)
+                            status_code=201)
 
     @app.post("/memory/batch", status_code=201, tags=["memory"])
     async def store_batch(body: BatchMemoryRequest, request: Request) -> JSONResponse:

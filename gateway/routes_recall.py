@@ -72,6 +72,8 @@ def install(app: FastAPI) -> None:
         ``state_mode=history``; a superseded hit comes back as its chain head with
         ``match_type: state_replacement``. A bare call lists recent memories."""
         started = time.perf_counter()
+        if limit < 1:
+            raise GatewayError(400, f"limit: must be between 1 and {request.app.state.settings.recall_max_limit}")
         vector: list[float] = []
         if embedding.strip():
             try:
@@ -108,6 +110,8 @@ def install(app: FastAPI) -> None:
         expanded = [t for raw in tags for t in raw.split(",") if t.strip()]
         if not expanded:
             raise GatewayError(400, "tags: at least one tag is required")
+        if limit < 1:
+            raise GatewayError(400, f"limit: must be between 1 and {request.app.state.settings.by_tag_max_limit}")
         response = await call(request.app.state.client.recall.ListMemoriesByTag,
                               recall_service_pb2.ListMemoriesByTagRequest(
                                   tags=expanded, limit=limit, offset=offset, tag_mode=tag_mode, tag_match=tag_match,

@@ -113,9 +113,20 @@ async def restore_records(graph: GraphStore, records: list[dict[str, Any]], bus:
     """Recreate the export in ``graph`` (and the events on ``bus``'s stream).
 
     Refuses (RuntimeError) when the graph already holds nodes or the stream messages,
-    unless ``force``. Returns counts ``{"nodes", "edges", "events"}``.
+    unless ``force``, which first empties both (replace, never merge). Returns counts
+    ``{"nodes", "edges", "events"}``.
     """
-    if not force:
+    if force:
+        # Replace, never merge: the target's graph and event stream are emptied first.
+        try:
+            await graph.graph.delete()
+        except Exception as exc:  # a graph never written is an "empty key"
+            if "empty key" not in str(exc).lower() and "invalid graph operation" not in str(exc).lower():
+                raise
+        await graph.ensure_schema()
+        if bus is not None and bus.js is not None:
+            await bus.js.purge_stream(bus.settings.stream_name)
+    else:
         try:
             existing = await graph.ro_query("MATCH (n) RETURN count(n)")
         except Exception as exc:  # FalkorDB: a graph never written is an "empty key"

@@ -117,14 +117,18 @@ async def _recovery(settings: Settings, args: argparse.Namespace) -> int:
             to_file = bool(args.out and args.out != "-")
             out = await asyncio.to_thread(open, args.out, "w", encoding="utf-8") if to_file else sys.stdout
             try:
-                count = 0
+                count = events = 0
                 async for line in backup.export_lines(graph, None if args.no_events else bus):
                     out.write(line + "\n")
                     count += 1
+                    events += '"kind": "event"' in line
             finally:
                 if out is not sys.stdout:
                     out.close()
-            print(f"# {count} records written", file=sys.stderr)
+            print(f"# {count} records written ({events} events)", file=sys.stderr)
+            if not args.no_events and events == 0 and count > 0:
+                print(f"warning: stream {settings.stream_name!r} at {settings.nats_url} holds no events, so this "
+                      "backup has no history; point NATS_URL at the service's NATS", file=sys.stderr)
         elif args.cmd == "restore":
             await bus.connect()
             from pathlib import Path

@@ -106,7 +106,8 @@ def parse_relation_type(raw: str, *, authorable_only: bool = True, field: str = 
 
 
 def parse_time(raw: str, *, field: str) -> datetime:
-    """Parse an ISO 8601 time; naive times are UTC. Raises InvalidArgument naming ``field``."""
+    """Parse an ISO 8601 time; naive times are UTC; millisecond precision (:func:`to_millis`).
+    Raises InvalidArgument naming ``field``."""
     text = raw.strip()
     try:
         value = datetime.fromisoformat(text.replace("z", "Z"))
@@ -114,7 +115,7 @@ def parse_time(raw: str, *, field: str) -> datetime:
         raise InvalidArgument(f"{field}: not an ISO 8601 time: {raw!r}", field=field) from None
     if value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
-    return value.astimezone(UTC)
+    return to_millis(value.astimezone(UTC))
 
 
 def ts(value: datetime | float | None) -> timestamp_pb2.Timestamp | None:
@@ -146,9 +147,18 @@ def iso(message: Any, name: str) -> str | None:
     return datetime.fromtimestamp(seconds, UTC).isoformat()
 
 
+def to_millis(value: datetime) -> datetime:
+    """``value`` with sub-millisecond digits dropped.
+
+    Times have millisecond precision: the graph keeps them as float epoch seconds and
+    FalkorDB returns 15 significant digits, so a finer time would not read back the same.
+    """
+    return value.replace(microsecond=value.microsecond // 1000 * 1000)
+
+
 def now() -> datetime:
-    """Current UTC time."""
-    return datetime.now(UTC)
+    """Current UTC time, at millisecond precision (:func:`to_millis`)."""
+    return to_millis(datetime.now(UTC))
 
 
 # --- content ---------------------------------------------------------------------------

@@ -166,9 +166,12 @@ async def resolve(graph: GraphStore, memories: list[Memory], scope: str, read: R
             if target and target not in visited[i]:
                 new_frontier[i] = target
         frontier = new_frontier
+    # Chains still going after MAX_HOPS have no head within reach: withhold those hits rather
+    # than return a memory that is itself superseded as current.
+    exhausted = set(frontier)
     seen: set[str] = set()
     for i, m in enumerate(memories):
-        if i not in chain_start:
+        if i not in chain_start or i in exhausted:
             continue
         head = None
         for mid in reversed(paths.get(i, [])):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import math
 import uuid
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from automem.v1 import ingest_service_pb2, memory_pb2
@@ -72,6 +72,9 @@ def validate_tags(tags: list[str], field: str = "tags") -> list[str]:
             raise InvalidArgument(f"{field}: a tag is longer than {MAX_TAG_LENGTH} characters", field=field)
         if "\x00" in tag:
             raise InvalidArgument(f"{field}: tags must not contain NUL characters", field=field)
+        if "," in tag:
+            # AutoMem's tag queries split on commas, so such a tag could never be found.
+            raise InvalidArgument(f"{field}: tags must not contain commas ({tag[:40]!r})", field=field)
         if tag not in out:
             out.append(tag)
     if len(out) > MAX_TAGS:
@@ -92,6 +95,8 @@ def parse_metadata(item: ingest_service_pb2.MemoryInput, field: str = "metadata"
         if not isinstance(value, dict):
             raise InvalidArgument(f"{field}: must be a JSON object, got {type(value).__name__}", field=field)
         _check_metadata_size(item.metadata_json, field)
+        if _depth(value) > METADATA_MAX_DEPTH:
+            raise InvalidArgument(f"{field}: nested deeper than {METADATA_MAX_DEPTH} levels", field=field)
         return value
     if item.HasField("metadata"):
         _check_metadata_size(item.metadata.SerializeToString(), field)
@@ -104,6 +109,21 @@ def parse_metadata(item: ingest_service_pb2.MemoryInput, field: str = "metadata"
 #: Largest metadata object, in bytes of JSON. Keeps every event (before + after) well under
 #: NATS's 1 MiB default max_payload, so no event can stall the outbox.
 METADATA_MAX_BYTES = 64 * 1024
+
+
+#: Deepest nesting of objects/lists in metadata (protobuf Struct decoding stops near 100
+#: levels, and each JSON level is two Struct levels).
+METADATA_MAX_DEPTH = 20
+
+
+def _depth(value: Any, level: int = 0) -> int:
+    if level > METADATA_MAX_DEPTH:
+        return level
+    if isinstance(value, dict):
+        return max((_depth(v, level + 1) for v in value.values()), default=level + 1)
+    if isinstance(value, list):
+        return max((_depth(v, level + 1) for v in value), default=level + 1)
+    return level
 
 
 def _check_metadata_size(raw: str | bytes, field: str) -> None:
@@ -162,12 +182,19 @@ def build_memory(
     _validate_embedding(list(item.embedding), f"{p}embedding")
 
     event_time = parse_time(item.timestamp, field=f"{p}timestamp") if item.timestamp.strip() else created
-    valid_from = parse_time(item.t_valid, field=f"{p}t_valid") if item.t_valid.strip() else created
+    valid_to = parse_time(item.t_invalid, field=f"{p}t_invalid") if item.t_invalid.strip() else None
+    if item.t_valid.strip():
+        valid_from = parse_time(item.t_valid, field=f"{p}t_valid")
+    elif valid_to is not None and valid_to <= created:
+        # Stored already expired (AutoMem allows it): valid from the event time, or just
+        # before the end when the event time is not earlier.
+        valid_from = min(event_time, valid_to - timedelta(milliseconds=1))
+    else:
+        valid_from = created
     for name, value in (("create_time", created), ("update_time", created), ("record_time", created),
                         ("event_time", event_time), ("valid_from", valid_from)):
         getattr(memory, name).CopyFrom(ts(value))
-    if item.t_invalid.strip():
-        valid_to = parse_time(item.t_invalid, field=f"{p}t_invalid")
+    if valid_to is not None:
         if valid_to <= valid_from:
             raise InvalidArgument(f"{p}t_invalid: must be after t_valid", field=f"{p}t_invalid")
         memory.valid_to.CopyFrom(ts(valid_to))
@@ -227,6 +254,10 @@ def apply_update(
             memory.ClearField("valid_to")
     if memory.HasField("valid_to") and memory.valid_to.ToDatetime() <= memory.valid_from.ToDatetime():
         raise InvalidArgument("t_invalid: must be after t_valid", field="t_invalid")
+    # update_time always moves forward, even within the same millisecond.
+    previous = current.update_time.ToDatetime(tzinfo=UTC) if current.HasField("update_time") else None
+    if previous is not None and updated <= previous:
+        updated = previous + timedelta(milliseconds=1)
     memory.update_time.CopyFrom(ts(updated))
     memory.version = current.version + 1
     return memory, changed

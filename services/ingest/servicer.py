@@ -21,6 +21,7 @@ from services.common.model import (
     SUPERSEDING_RELATIONS,
     Memory,
     Relation,
+    content_hash,
     epoch,
     memory_to_node,
     now,
@@ -188,6 +189,10 @@ class IngestServicer(TruthMixin, ingest_service_pb2_grpc.IngestServiceServicer):
         if existing:
             memory = await self.graph.get_memory(existing[0], scope)
             if memory is not None:
+                if memory.content_hash != content_hash(request.memory.content):
+                    raise InvalidArgument(
+                        f"idempotency_key: {request.idempotency_key!r} was used for a different memory "
+                        f"({memory.id}); use a new key for new content", field="idempotency_key")
                 return ingest_service_pb2.CreateMemoryResponse(memory=memory, deduplicated=True)
         if review_required(principal):
             request.memory.require_review = True
@@ -236,9 +241,12 @@ class IngestServicer(TruthMixin, ingest_service_pb2_grpc.IngestServiceServicer):
         created = now()
         for item in request.memories if review_required(principal) else ():
             item.require_review = True
-        # One microsecond apart, so the batch's order is kept as record order.
+        # One millisecond apart (the time precision), ending now, so the batch's order is kept
+        # as record order and no item is recorded in the future.
+        last = len(request.memories) - 1
         memories = [
-            build_memory(item, scope=scope, settings=self.settings, created=created + timedelta(microseconds=i),
+            build_memory(item, scope=scope, settings=self.settings,
+                         created=created - timedelta(milliseconds=last - i),
                          source=principal.name, field_prefix=f"memories[{i}].")
             for i, item in enumerate(request.memories)
         ]

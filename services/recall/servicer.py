@@ -125,6 +125,12 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
             raise InvalidArgument(f"limit: must be between 1 and {self.settings.recall_max_limit}", field="limit")
         if request.offset < 0:
             raise InvalidArgument("offset: must not be negative", field="offset")
+        if (request.recency_bias or "auto") not in ("auto", "on", "off"):
+            raise InvalidArgument("recency_bias: must be 'auto', 'on' or 'off'", field="recency_bias")
+        for name, value, top in (("relation_limit", request.relation_limit, 100),
+                                 ("expansion_limit", request.expansion_limit, 500)):
+            if value < 0 or value > top:
+                raise InvalidArgument(f"{name}: must be between 0 and {top}", field=name)
         sort = (request.sort or "score").lower()
         if sort not in SORTS:
             raise InvalidArgument(f"sort: one of {', '.join(SORTS)}", field="sort")

@@ -3,6 +3,7 @@ a dropped connection or a stalled pipeline) and stores nothing it shouldn't."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
@@ -129,3 +130,93 @@ def test_cli_user_errors_are_one_line_without_traceback(falkordb_server, tmp_pat
         assert result.returncode == 1, result
         assert "Traceback" not in result.stderr
         assert result.stderr.strip().splitlines()[-1].startswith(f"automem {args[0]}:")
+
+
+async def test_deeply_nested_metadata_is_rejected_and_nothing_stored(service) -> None:
+    nested: object = "leaf"
+    for _ in range(50):
+        nested = [nested]
+    async with service.http() as http:
+        r = await http.post("/memory", json={"content": "nest", "metadata": {"d": nested}})
+        assert r.status_code == 400 and "metadata" in r.json()["error"] and "20" in r.json()["error"]
+    assert await service.ctx["graph"].count_memories() == 0
+
+
+async def test_lone_surrogate_is_400_and_the_connection_survives(service) -> None:
+    raw = b'{"content": "bad \\ud800 text"}'
+    async with service.http() as http:
+        r = await http.post("/memory", content=raw, headers={"Content-Type": "application/json"})
+        assert r.status_code == 400 and "surrogate" in r.json()["error"]
+        assert (await http.get("/health")).status_code == 200
+    assert await service.ctx["graph"].count_memories() == 0
+
+
+async def test_already_expired_memory_can_be_stored_without_t_valid(service) -> None:
+    async with service.http() as http:
+        mid = await _store(http, "The old VPN endpoint is vpn1", t_invalid="2020-01-01T00:00:00Z")
+        got = (await http.get(f"/memory/{mid}")).json()["memory"]
+        assert got["t_invalid"] == "2020-01-01T00:00:00+00:00" and got["t_valid"] < got["t_invalid"]
+        assert (await http.get("/recall", params={"query": "VPN endpoint"})).json()["results"] == []
+
+
+async def test_times_read_back_exactly_at_millisecond_precision(service) -> None:
+    async with service.http() as http:
+        r = await http.post("/memory", json={"content": "precise", "timestamp": "2024-05-01T12:00:00.123Z"})
+        stored = r.json()
+        got = (await http.get(f"/memory/{stored['memory_id']}")).json()["memory"]
+        assert got["timestamp"] == "2024-05-01T12:00:00.123000+00:00"
+        assert got["created_at"] == stored["stored_at"] and got["t_valid"] == stored["memory"]["t_valid"]
+
+
+async def test_chain_longer_than_five_hops_never_returns_a_superseded_memory_as_current(service) -> None:
+    async with service.http() as http:
+        chain = [await _store(http, f"release train version {i} of the mobile app", tags=["train"]) for i in range(8)]
+        for old, new in itertools.pairwise(chain):
+            r = await http.post("/associate", json={"memory1_id": old, "memory2_id": new, "type": "EVOLVED_INTO"})
+            assert r.status_code == 201
+        hits = (await http.get("/recall", params={"query": "release train version", "limit": 20})).json()["results"]
+        assert [h["id"] for h in hits] == [chain[-1]]
+        listed = (await http.get("/memory/by-tag", params={"tags": "train"})).json()["memories"]
+        assert [m["id"] for m in listed] == [chain[-1]]
+        got = (await http.get(f"/memory/{chain[2]}")).json()["memory"]
+        assert got["is_current"] is False and got["current_id"] == chain[-1]
+
+
+async def test_commas_in_tags_and_bad_recall_parameters_are_400(service) -> None:
+    async with service.http() as http:
+        r = await http.post("/memory", json={"content": "x", "tags": ["a,b"]})
+        assert r.status_code == 400 and "comma" in r.json()["error"]
+        for params, field in (({"limit": 0}, "limit"), ({"recency_bias": "bogus"}, "recency_bias"),
+                              ({"relation_limit": -1}, "relation_limit"),
+                              ({"expansion_limit": 10**6}, "expansion_limit")):
+            r = await http.get("/recall", params=params)
+            assert r.status_code == 400 and field in r.json()["error"], params
+        r = await http.get("/memory/by-tag", params={"tags": "x", "limit": 0})
+        assert r.status_code == 400 and "limit" in r.json()["error"]
+
+
+async def test_restore_with_force_replaces_instead_of_duplicating(service) -> None:
+    from services.common import backup
+    from services.common.graph import GraphStore
+
+    async with service.http() as http:
+        for i in range(2):
+            await _store(http, f"restorable {i}")
+    records = [r async for r in backup.export_records(service.ctx["graph"], None)]
+    target = GraphStore(service.settings.model_copy(update={"graph_name": service.settings.graph_name + "_copy"}))
+    try:
+        await backup.restore_records(target, records)
+        assert await target.count_memories() == 2
+        await backup.restore_records(target, records, force=True)
+        assert await target.count_memories() == 2
+    finally:
+        await target.close()
+
+
+async def test_idempotency_key_reused_for_other_content_is_refused(service) -> None:
+    async with service.http() as http:
+        r = await http.post("/memory", json={"content": "first"}, headers={"Idempotency-Key": "k-1"})
+        assert r.status_code == 201
+        r = await http.post("/memory", json={"content": "something else"}, headers={"Idempotency-Key": "k-1"})
+        assert r.status_code == 400 and "idempotency_key" in r.json()["error"]
+    assert await service.ctx["graph"].count_memories() == 1

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 
 import grpc
+import pytest
 
 from services.common.client import AutomemClient
 from tests.conftest import eventually, start_service
@@ -45,21 +46,21 @@ async def test_idempotency_key_rest(service) -> None:
     created = _count_created(service)
     async with service.http(**{"Idempotency-Key": "store-1"}) as http:
         bodies = [{"content": "Idempotent store", "tags": ["idem"], "timestamp": f"2024-01-0{i + 1}T00:00:00Z"}
-                  for i in range(3)]  # even a different body: the key wins
+                  for i in range(3)]  # other fields may differ: the key wins
         first = await http.post("/memory", json=bodies[0])
         assert first.status_code == 201 and first.json()["deduplicated"] is False, first.text
         mid = first.json()["memory_id"]
         for body in bodies[1:]:
             again = await http.post("/memory", json=body)
-            assert again.status_code == 200 and again.json()["memory_id"] == mid
+            assert again.status_code == 201 and again.json()["memory_id"] == mid
             assert again.json()["deduplicated"] is True
         # Concurrent retries with a fresh key: one node.
         results = await asyncio.gather(*[
-            http.post("/memory", json={"content": f"Concurrent idempotent store {i}"},
-                      headers={"Idempotency-Key": "store-2"}) for i in range(8)])
-        assert all(r.status_code in (200, 201) for r in results), [r.text for r in results]
+            http.post("/memory", json={"content": "Concurrent idempotent store"},
+                      headers={"Idempotency-Key": "store-2"}) for _ in range(8)])
+        assert all(r.status_code == 201 for r in results), [r.text for r in results]
         assert len({r.json()["memory_id"] for r in results}) == 1
-        assert sum(r.status_code == 201 for r in results) == 1
+        assert sum(r.json()["deduplicated"] is False for r in results) == 1
         # Batch with a key.
         batch = {"memories": [{"content": "Batch idem A"}, {"content": "Batch idem B"}]}
         b1 = await http.post("/memory/batch", json=batch, headers={"Idempotency-Key": "batch-1"})
@@ -80,10 +81,13 @@ async def test_idempotency_key_grpc(service) -> None:
     created = _count_created(service)
     async with AutomemClient.connect(service.grpc) as client:
         first = await client.create_memory("gRPC idempotent", idempotency_key="k-1")
-        again = await client.create_memory("gRPC idempotent, retried", idempotency_key="k-1")
+        again = await client.create_memory("gRPC idempotent", tags=["retried"], idempotency_key="k-1")
         assert again.id == first.id
-        results = await asyncio.gather(*[client.create_memory(f"parallel {i}", idempotency_key="k-2")
-                                         for i in range(6)])
+        with pytest.raises(grpc.aio.AioRpcError) as err:  # the key names one store, not any content
+            await client.create_memory("other content", idempotency_key="k-1")
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "idempotency_key" in err.value.details()
+        results = await asyncio.gather(*[client.create_memory("parallel", idempotency_key="k-2")
+                                         for _ in range(6)])
         assert len({m.id for m in results}) == 1
     assert await _nodes(service) == 2
     assert await _enriched(service, 2) == 2
@@ -96,7 +100,7 @@ async def test_dedup_on_by_default(service) -> None:
         first = await http.post("/memory", json=body)
         again = await http.post("/memory", json={**body, "tags": ["A", "b"]})
         assert first.status_code == 201 and first.json()["deduplicated"] is False
-        assert again.status_code == 200 and again.json()["deduplicated"] is True
+        assert again.status_code == 201 and again.json()["deduplicated"] is True
         assert again.json()["memory_id"] == first.json()["memory_id"]
         # Different tags, an explicit different event time, or another scope: a new memory.
         assert (await http.post("/memory", json={**body, "tags": ["c"]})).status_code == 201
@@ -142,7 +146,7 @@ async def test_retry_after_5xx_is_harmless(service) -> None:
                 statuses.append(r.status_code)
                 if r.status_code < 500:
                     break
-            assert statuses[0] == 500 and statuses[-1] == 200, statuses
+            assert statuses[0] == 500 and statuses[-1] == 201, statuses
             assert r.json()["deduplicated"] is True and r.json()["status"] == "success"
     finally:
         ingest.publisher.publish = real
