@@ -293,8 +293,20 @@ class EnrichConsumer:
                 await self.enricher.finish(memory, prepared[memory.id], None)
 
     async def _publish_enriched(self, before: Memory | None, after: Memory) -> None:
-        """Append the MEMORY_ENRICHED audit event (before/after the enrichment write)."""
+        """Append the MEMORY_ENRICHED audit event: ``after`` is the record as it stands once the
+        enrichment write landed (re-read, so edits made meanwhile show), ``before`` the same
+        record with the enrichment fields as they were."""
         from services.ingest.servicer import make_event
+
+        fresh = await self.graph.get_memory(after.id, None)
+        if fresh is not None:
+            after = fresh
+            previous = Memory()
+            previous.CopyFrom(fresh)
+            if before is not None:
+                previous.embedding_status = before.embedding_status
+                previous.embedding_model = before.embedding_model
+            before = previous
 
         event = make_event(events_pb2.EVENT_TYPE_MEMORY_ENRICHED, before=before, after=after, actor="system:enrich")
         try:

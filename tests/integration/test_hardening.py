@@ -220,3 +220,27 @@ async def test_idempotency_key_reused_for_other_content_is_refused(service) -> N
         r = await http.post("/memory", json={"content": "something else"}, headers={"Idempotency-Key": "k-1"})
         assert r.status_code == 400 and "idempotency_key" in r.json()["error"]
     assert await service.ctx["graph"].count_memories() == 1
+
+
+async def test_enrichment_audit_event_shows_the_record_as_it_stands(service) -> None:
+    import asyncio
+
+    consumer = service.ctx["enrich_consumer"]
+    consumer.stop()
+    await asyncio.sleep(1.2)  # the loop notices within one fetch timeout
+    async with service.http() as http:
+        mid = await _store(http, "audited while enrichment was paused", importance=0.4)
+        assert (await http.patch(f"/memory/{mid}", json={"importance": 0.9})).status_code == 200
+        consumer._stop.clear()
+        task = asyncio.create_task(consumer.run())
+        try:
+            async def enriched_event():
+                events = (await http.get(f"/v1/memories/{mid}/history")).json()["events"]
+                return [e for e in events if e["type"] == "EVENT_TYPE_MEMORY_ENRICHED"]
+            [event] = await eventually(enriched_event, timeout=30)
+            assert event["after"]["version"] == "2" and event["after"]["importance"] == 0.9
+            assert event["after"]["embedding_status"] == "EMBEDDING_STATUS_DONE"
+            assert event["before"]["embedding_status"] == "EMBEDDING_STATUS_PENDING"
+        finally:
+            consumer.stop()
+            await asyncio.wait([task], timeout=5)
