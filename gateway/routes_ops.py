@@ -11,7 +11,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
-from gateway.app import auth_error, call
+from gateway.app import GatewayError, auth_error, call
 
 
 class ConsolidateBody(BaseModel):
@@ -80,6 +80,23 @@ def install(app: FastAPI) -> None:
             except grpc.aio.AioRpcError:
                 pass
         return JSONResponse(body, status_code=200 if body.get("falkordb") == "connected" else 503)
+
+    @app.get("/analyze", tags=["ops"])
+    async def analyze(request: Request, top: int = 20) -> dict[str, Any]:
+        """What the caller's scope holds (AutoMem): type counts, average confidence, entity
+        frequency; plus state counts, average importance and tag frequency."""
+        if top < 1:
+            raise GatewayError(400, "top: must be between 1 and 200")
+        response = await call(request.app.state.client.recall.AnalyzeMemories,
+                              recall_service_pb2.AnalyzeMemoriesRequest(top=top), request)
+        return {
+            "status": "success", "memory_count": response.memory_count,
+            "type_counts": dict(response.type_counts), "state_counts": dict(response.state_counts),
+            "average_confidence": round(response.average_confidence, 4),
+            "average_importance": round(response.average_importance, 4),
+            "entity_frequency": {e.name: e.count for e in response.top_entities},
+            "tag_frequency": {t.name: t.count for t in response.top_tags},
+        }
 
     @app.get("/enrichment/status", tags=["ops"])
     async def enrichment_status(request: Request) -> Any:

@@ -446,6 +446,35 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
                                                         depth=level))
         return recall_service_pb2.ListRelatedMemoriesResponse(related=out[:limit])
 
+    async def AnalyzeMemories(self, request, context):
+        """Type and state counts, average confidence and importance, and the most frequent
+        entity and user tags of the caller's scope (AutoMem's GET /analyze; entity frequency
+        from enrichment's ``entity_tags``). INVALID_ARGUMENT when ``top`` is outside 1..200."""
+        require_role("reader")
+        scope = resolve_scope(request.scope)
+        top = request.top or 20
+        if top < 1 or top > 200:
+            raise InvalidArgument("top: must be between 1 and 200", field="top")
+        params = {"scope": scope, "top": top}
+        states = await self.graph.ro_query(
+            "MATCH (m:Memory) WHERE m.scope = $scope RETURN m.state, count(m)", params)
+        active = ("MATCH (m:Memory) WHERE m.scope = $scope AND m.state = 'ACTIVE' "
+                  "AND m.type <> 'MetaPattern' ")
+        types = await self.graph.ro_query(active + "RETURN m.type, count(m)", params)
+        averages = await self.graph.ro_query(active + "RETURN count(m), avg(m.confidence), avg(m.importance)", params)
+        entities = await self.graph.ro_query(
+            active + "UNWIND coalesce(m.entity_tags, []) AS t RETURN t, count(*) AS n ORDER BY n DESC, t LIMIT $top",
+            params)
+        tags = await self.graph.ro_query(
+            active + "UNWIND m.tags_lower AS t RETURN t, count(*) AS n ORDER BY n DESC, t LIMIT $top", params)
+        count, confidence, importance = averages[0] if averages else (0, 0.0, 0.0)
+        return recall_service_pb2.AnalyzeMemoriesResponse(
+            memory_count=int(count or 0), type_counts={t or "": int(n) for t, n in types},
+            state_counts={st or "": int(n) for st, n in states},
+            average_confidence=float(confidence or 0.0), average_importance=float(importance or 0.0),
+            top_entities=[recall_service_pb2.NamedCount(name=t, count=int(n)) for t, n in entities],
+            top_tags=[recall_service_pb2.NamedCount(name=t, count=int(n)) for t, n in tags])
+
     async def GetStats(self, request, context):
         """Counts and connectivity for /health (no key needed beyond reader)."""
         graph_ok = await self.graph.ping()

@@ -189,3 +189,26 @@ async def test_related_and_expand_relations_skip_non_current(service) -> None:
         r = await http.get("/recall", params={"query": "service A calls", "limit": 1, "expand_relations": "true"})
         ids = [h["id"] for h in r.json()["results"]]
         assert ids[0] == a and b in ids and c not in ids
+
+
+async def test_analyze_reports_the_callers_scope_only(service) -> None:
+    async with service.http() as http:
+        await _store(http, "Alice moved the billing service to Postgres", tags=["db"], type="Decision",
+                     importance=0.8)
+        await _store(http, "Alice prefers short standups", tags=["team", "db"], type="Preference", importance=0.4)
+        r = await http.post("/memory", json={"content": "Elsewhere: Bob visited Paris", "tags": ["db"]},
+                            headers={"X-Automem-Scope": "other/project"})
+        assert r.status_code == 201
+
+        async def enriched():
+            body = (await http.get("/analyze")).json()
+            return body if body["entity_frequency"] else None
+        body = await eventually(enriched, timeout=30)
+        assert body["memory_count"] == 2
+        assert body["type_counts"] == {"Decision": 1, "Preference": 1}
+        assert body["average_importance"] == 0.6 and body["average_confidence"] == 0.9
+        assert body["tag_frequency"] == {"db": 2, "team": 1}
+        assert all(name.startswith("entity:") for name in body["entity_frequency"])
+        assert not any("bob" in name or "paris" in name for name in body["entity_frequency"])
+        for top in (0, -1, 201):
+            assert (await http.get("/analyze", params={"top": top})).status_code == 400

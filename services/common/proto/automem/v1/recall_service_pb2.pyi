@@ -251,3 +251,51 @@ class GetStatsResponse(_message.Message):
     vector_dimensions: int
     type_counts: _containers.ScalarMap[str, int]
     def __init__(self, memory_count: _Optional[int] = ..., vector_count: _Optional[int] = ..., graph_connected: _Optional[bool] = ..., vectors_connected: _Optional[bool] = ..., vectors_enabled: _Optional[bool] = ..., vector_dimensions: _Optional[int] = ..., type_counts: _Optional[_Mapping[str, int]] = ...) -> None: ...
+
+class AnalyzeMemoriesRequest(_message.Message):
+    __slots__ = ("scope", "top")
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    TOP_FIELD_NUMBER: _ClassVar[int]
+    scope: str
+    top: int
+    def __init__(self, scope: _Optional[str] = ..., top: _Optional[int] = ...) -> None: ...
+
+class NamedCount(_message.Message):
+    __slots__ = ("name", "count")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    count: int
+    def __init__(self, name: _Optional[str] = ..., count: _Optional[int] = ...) -> None: ...
+
+class AnalyzeMemoriesResponse(_message.Message):
+    __slots__ = ("memory_count", "type_counts", "state_counts", "average_confidence", "average_importance", "top_entities", "top_tags")
+    class TypeCountsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    class StateCountsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    MEMORY_COUNT_FIELD_NUMBER: _ClassVar[int]
+    TYPE_COUNTS_FIELD_NUMBER: _ClassVar[int]
+    STATE_COUNTS_FIELD_NUMBER: _ClassVar[int]
+    AVERAGE_CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    AVERAGE_IMPORTANCE_FIELD_NUMBER: _ClassVar[int]
+    TOP_ENTITIES_FIELD_NUMBER: _ClassVar[int]
+    TOP_TAGS_FIELD_NUMBER: _ClassVar[int]
+    memory_count: int
+    type_counts: _containers.ScalarMap[str, int]
+    state_counts: _containers.ScalarMap[str, int]
+    average_confidence: float
+    average_importance: float
+    top_entities: _containers.RepeatedCompositeFieldContainer[NamedCount]
+    top_tags: _containers.RepeatedCompositeFieldContainer[NamedCount]
+    def __init__(self, memory_count: _Optional[int] = ..., type_counts: _Optional[_Mapping[str, int]] = ..., state_counts: _Optional[_Mapping[str, int]] = ..., average_confidence: _Optional[float] = ..., average_importance: _Optional[float] = ..., top_entities: _Optional[_Iterable[_Union[NamedCount, _Mapping]]] = ..., top_tags: _Optional[_Iterable[_Union[NamedCount, _Mapping]]] = ...) -> None: ...

@@ -66,6 +66,11 @@ class RecallServiceStub:
                 request_serializer=automem_dot_v1_dot_recall__service__pb2.GetStatsRequest.SerializeToString,
                 response_deserializer=automem_dot_v1_dot_recall__service__pb2.GetStatsResponse.FromString,
                 _registered_method=True)
+        self.AnalyzeMemories = channel.unary_unary(
+                '/automem.v1.RecallService/AnalyzeMemories',
+                request_serializer=automem_dot_v1_dot_recall__service__pb2.AnalyzeMemoriesRequest.SerializeToString,
+                response_deserializer=automem_dot_v1_dot_recall__service__pb2.AnalyzeMemoriesResponse.FromString,
+                _registered_method=True)
 
 
 class RecallServiceServicer:
@@ -115,6 +120,13 @@ class RecallServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AnalyzeMemories(self, request, context):
+        """What the caller's scope holds (AutoMem's GET /analyze).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RecallServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -147,6 +159,11 @@ def add_RecallServiceServicer_to_server(servicer, server):
                     servicer.GetStats,
                     request_deserializer=automem_dot_v1_dot_recall__service__pb2.GetStatsRequest.FromString,
                     response_serializer=automem_dot_v1_dot_recall__service__pb2.GetStatsResponse.SerializeToString,
+            ),
+            'AnalyzeMemories': grpc.unary_unary_rpc_method_handler(
+                    servicer.AnalyzeMemories,
+                    request_deserializer=automem_dot_v1_dot_recall__service__pb2.AnalyzeMemoriesRequest.FromString,
+                    response_serializer=automem_dot_v1_dot_recall__service__pb2.AnalyzeMemoriesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -313,6 +330,33 @@ class RecallService:
             '/automem.v1.RecallService/GetStats',
             automem_dot_v1_dot_recall__service__pb2.GetStatsRequest.SerializeToString,
             automem_dot_v1_dot_recall__service__pb2.GetStatsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AnalyzeMemories(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/automem.v1.RecallService/AnalyzeMemories',
+            automem_dot_v1_dot_recall__service__pb2.AnalyzeMemoriesRequest.SerializeToString,
+            automem_dot_v1_dot_recall__service__pb2.AnalyzeMemoriesResponse.FromString,
             options,
             channel_credentials,
             insecure,
