@@ -10,6 +10,7 @@ included, is JSON.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from typing import Any
 
@@ -90,7 +91,15 @@ def credentials(request: Request, settings: Settings) -> list[tuple[str, str]]:
     for header in ("x-admin-token", "x-automem-scope"):
         if request.headers.get(header):
             md.append((header, request.headers[header]))
+    for name, value in md:
+        # gRPC metadata takes printable ASCII only; anything else can't be a valid key or scope.
+        if not _PRINTABLE.fullmatch(value):
+            status = 400 if name == "x-automem-scope" else 401
+            raise GatewayError(status, f"{name}: header holds characters no key or scope can contain")
     return md
+
+
+_PRINTABLE = re.compile(r"[\x20-\x7e]*")
 
 
 async def call(method: Any, message: Any, request: Request) -> Any:

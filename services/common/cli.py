@@ -20,6 +20,7 @@ import contextlib
 import logging
 import signal
 import sys
+from typing import Any
 
 from services.common.settings import Settings, get_settings
 
@@ -98,6 +99,17 @@ async def _keys(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+async def _connect_bus(bus: Any, timeout: float = 15.0) -> None:
+    """Connect the bus or fail in ``timeout`` seconds naming the URL (a CLI must not hang)."""
+    from services.common.errors import Unavailable
+
+    try:
+        await asyncio.wait_for(bus.connect(), timeout)
+    except (TimeoutError, OSError) as exc:
+        raise Unavailable(f"cannot reach NATS at {bus.settings.nats_url} within {timeout:.0f}s ({exc!r}); "
+                          "set NATS_URL to the service's NATS") from None
+
+
 async def _recovery(settings: Settings, args: argparse.Namespace) -> int:
     """backup / restore / reindex (services/common/backup.py) against the configured stores."""
     from services.common import backup
@@ -113,7 +125,7 @@ async def _recovery(settings: Settings, args: argparse.Namespace) -> int:
     try:
         await graph.ensure_schema()
         if args.cmd == "backup":
-            await bus.connect()
+            await _connect_bus(bus)
             to_file = bool(args.out and args.out != "-")
             out = await asyncio.to_thread(open, args.out, "w", encoding="utf-8") if to_file else sys.stdout
             try:
@@ -130,7 +142,7 @@ async def _recovery(settings: Settings, args: argparse.Namespace) -> int:
                 print(f"warning: stream {settings.stream_name!r} at {settings.nats_url} holds no events, so this "
                       "backup has no history; point NATS_URL at the service's NATS", file=sys.stderr)
         elif args.cmd == "restore":
-            await bus.connect()
+            await _connect_bus(bus)
             from pathlib import Path
 
             text = await asyncio.to_thread(Path(args.file).read_text, encoding="utf-8")

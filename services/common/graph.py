@@ -228,6 +228,28 @@ class GraphStore:
         )
         return bool(rows)
 
+    async def create_superseding_relation(self, relation: Relation, source_props: dict[str, Any],
+                                          expected_version: int | None) -> bool:
+        """Write an INVALIDATED_BY / EVOLVED_INTO edge and the source's new state in ONE query,
+        only while the target is ACTIVE and the source still has ``expected_version`` (no check
+        when None). Two concurrent opposite supersessions can't both land, so no cycle forms.
+        Returns False when the check fails or an end is missing."""
+        label = _rel_label(relation_type_name(relation.type))
+        created = relation.create_time.seconds + relation.create_time.nanos / 1e9
+        rows = await self.query(
+            "MATCH (a:Memory {id: $a}), (b:Memory {id: $b}) "
+            "WHERE a.scope = $scope AND b.scope = $scope AND b.state = 'ACTIVE' "
+            "AND ($expected IS NULL OR a.version = $expected) "
+            f"MERGE (a)-[r:{label}]->(b) "
+            "ON CREATE SET r.create_time = $created "
+            "SET r.strength = $strength, r.reason = $reason, r.scope = $scope "
+            "SET a += $props RETURN r.create_time",
+            {"a": relation.source_id, "b": relation.target_id, "scope": relation.scope, "created": created,
+             "strength": float(relation.strength), "reason": relation.reason, "expected": expected_version,
+             "props": source_props},
+        )
+        return bool(rows)
+
     async def outgoing(
         self, ids: Sequence[str], types: Sequence[str], scope: str
     ) -> list[tuple[str, str, str, float, float]]:

@@ -96,6 +96,12 @@ class RateLimiter:
                     f"{item.GRANULARITY.name}(s) per key (AUTOMEM_RATE_LIMIT={self.spec})")
 
 
+def _short(message: str, limit: int = 1000) -> str:
+    """An error message cut to ``limit`` characters (it travels as gRPC trailing metadata,
+    which has a size cap; a 10 kB id echoed back would turn a 404 into RESOURCE_EXHAUSTED)."""
+    return message if len(message) <= limit else message[:limit] + "…"
+
+
 class AutomemInterceptor(grpc.aio.ServerInterceptor):
     """Authenticates every call (except health/reflection), applies the per-key rate limit,
     binds the principal, and maps AutomemError to its status code."""
@@ -135,7 +141,7 @@ class AutomemInterceptor(grpc.aio.ServerInterceptor):
                     finally:
                         self._leave(tokens)
                 except AutomemError as exc:
-                    await context.abort(exc.code, exc.message)
+                    await context.abort(exc.code, _short(exc.message))
 
             return grpc.unary_unary_rpc_method_handler(
                 wrapped, request_deserializer=handler.request_deserializer,
@@ -152,7 +158,7 @@ class AutomemInterceptor(grpc.aio.ServerInterceptor):
                     finally:
                         self._leave(tokens)
                 except AutomemError as exc:
-                    await context.abort(exc.code, exc.message)
+                    await context.abort(exc.code, _short(exc.message))
 
             return grpc.unary_stream_rpc_method_handler(
                 wrapped_stream, request_deserializer=handler.request_deserializer,

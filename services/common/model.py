@@ -115,7 +115,12 @@ def parse_time(raw: str, *, field: str) -> datetime:
         raise InvalidArgument(f"{field}: not an ISO 8601 time: {raw!r}", field=field) from None
     if value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
-    return to_millis(value.astimezone(UTC))
+    try:
+        value = value.astimezone(UTC)
+        value.timestamp()
+    except (OverflowError, ValueError):
+        raise InvalidArgument(f"{field}: {raw!r} is outside the years 1–9999 in UTC", field=field) from None
+    return to_millis(value)
 
 
 def ts(value: datetime | float | None) -> timestamp_pb2.Timestamp | None:

@@ -242,6 +242,8 @@ def apply_update(
         patch = parse_metadata(item) or {}
         merged_meta = metadata_dict(current)
         merged_meta.update(patch)
+        # The merged object obeys the same limit as a stored one.
+        _check_metadata_size(json.dumps(merged_meta, ensure_ascii=False), "metadata")
         set_metadata(memory, merged_meta)
     if "timestamp" in paths:
         memory.event_time.CopyFrom(ts(parse_time(item.timestamp, field="timestamp")))

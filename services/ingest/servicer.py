@@ -378,11 +378,15 @@ class IngestServicer(TruthMixin, ingest_service_pb2_grpc.IngestServiceServicer):
             raise FailedPrecondition(
                 f"memory2_id: {target.id} is {memory_pb2.MemoryState.Name(target.state).removeprefix('MEMORY_STATE_')}"
                 "; a memory can only be superseded by an ACTIVE one", field="memory2_id")
-        if not await self.graph.create_relation(rel):
-            raise NotFound("memory not found", field="memory1_id")
-        await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_RELATION_CREATED, before=None, after=None,
-                                                relation=rel))
-        if relation_type_name(rel.type) in SUPERSEDING_RELATIONS and source.state == memory_pb2.MEMORY_STATE_ACTIVE:
+        superseding = relation_type_name(rel.type) in SUPERSEDING_RELATIONS
+        if not superseding:
+            if not await self.graph.create_relation(rel):
+                raise NotFound("memory not found", field="memory1_id")
+            await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_RELATION_CREATED, before=None,
+                                                    after=None, relation=rel))
+            return ingest_service_pb2.CreateRelationResponse(relation=rel)
+        updated = None
+        if source.state == memory_pb2.MEMORY_STATE_ACTIVE:
             updated = Memory()
             updated.CopyFrom(source)
             updated.state = memory_pb2.MEMORY_STATE_SUPERSEDED
@@ -393,9 +397,18 @@ class IngestServicer(TruthMixin, ingest_service_pb2_grpc.IngestServiceServicer):
             updated.superseded_time.CopyFrom(rel.create_time)
             if source.HasField("valid_to"):
                 updated.prior_valid_to.CopyFrom(source.valid_to)
-            if await self.graph.replace_memory(updated, source.version):
-                await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_MEMORY_SUPERSEDED, before=source,
-                                                        after=updated, reason=rel.reason))
+        props = _without_enrichment(memory_to_node(updated)) if updated is not None else {}
+        if not await self.graph.create_superseding_relation(rel, props, source.version if updated else None):
+            now_target = await self.graph.get_memory(rel.target_id, scope)
+            if now_target is None or now_target.state != memory_pb2.MEMORY_STATE_ACTIVE:
+                raise FailedPrecondition(f"memory2_id: {rel.target_id} is no longer ACTIVE; a memory can only be "
+                                         "superseded by an ACTIVE one", field="memory2_id")
+            raise Aborted(f"memory {rel.source_id} changed concurrently, retry", field="memory1_id")
+        await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_RELATION_CREATED, before=None, after=None,
+                                                relation=rel))
+        if updated is not None:
+            await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_MEMORY_SUPERSEDED, before=source,
+                                                    after=updated, reason=rel.reason))
         return ingest_service_pb2.CreateRelationResponse(relation=rel)
 
     async def SupersedeMemory(self, request, context):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -80,6 +81,10 @@ def time_window(time_query: str, start: str, end: str, now: datetime | None = No
                                                       "TIMEZONE": "UTC", "TO_TIMEZONE": "UTC"})
         if parsed is None:
             raise InvalidArgument(f"time_query: cannot understand {time_query!r}", field="time_query")
+        try:
+            parsed.timestamp()
+        except (OverflowError, ValueError):
+            raise InvalidArgument(f"time_query: {time_query!r} is outside the years 1–9999", field="time_query") from None
         if text in ("yesterday",):
             day = parsed.replace(hour=0, minute=0, second=0, microsecond=0)
             lo = lo if lo is not None else day.timestamp()
@@ -144,6 +149,8 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
         degraded: list[str] = []
         arm_scores: dict[str, dict[str, float]] = {"vector": {}, "keyword": {}}
 
+        if any(not math.isfinite(v) for v in request.embedding):
+            raise InvalidArgument("embedding: must contain finite numbers", field="embedding")
         if len(request.embedding) and self.embedder is not None and len(request.embedding) != self.embedder.dimension:
             raise InvalidArgument(f"embedding: has {len(request.embedding)} dimensions; the collection's model "
                                   f"({self.embedder.name}) uses {self.embedder.dimension}", field="embedding")

@@ -244,3 +244,71 @@ async def test_enrichment_audit_event_shows_the_record_as_it_stands(service) -> 
         finally:
             consumer.stop()
             await asyncio.wait([task], timeout=5)
+
+
+async def test_header_values_no_key_can_hold_answer_instead_of_hanging(service) -> None:
+    import asyncio
+
+    async with service.http() as http:
+        for headers, status in (({"Authorization": "Bearer tok\tx"}, 401), ({"X-API-Key": "k\x7f"}, 401),
+                                ({"X-Automem-Scope": "acme\tx"}, 400)):
+            r = await asyncio.wait_for(http.get("/recall", params={"query": "x"}, headers=headers), timeout=10)
+            assert r.status_code == status, (headers, r.text)
+        r = await asyncio.wait_for(http.get("/recall", headers=[(b"authorization", "Bearer ü".encode())]), 10)
+        assert r.status_code == 401
+
+
+async def test_concurrent_opposite_supersessions_cannot_form_a_cycle(service) -> None:
+    import asyncio
+
+    async with service.http() as http:
+        for attempt in range(6):
+            x = await _store(http, f"cycle candidate x {attempt}", tags=[f"cyc{attempt}"])
+            y = await _store(http, f"cycle candidate y {attempt}", tags=[f"cyc{attempt}"])
+            results = await asyncio.gather(
+                http.post("/associate", json={"memory1_id": x, "memory2_id": y, "type": "INVALIDATED_BY"}),
+                http.post("/associate", json={"memory1_id": y, "memory2_id": x, "type": "INVALIDATED_BY"}))
+            assert sorted(r.status_code for r in results) == [201, 409], [r.text for r in results]
+            listed = (await http.get("/memory/by-tag", params={"tags": f"cyc{attempt}"})).json()["memories"]
+            assert len(listed) == 1 and listed[0]["state"] == "ACTIVE"
+
+
+async def test_edge_of_calendar_times_are_400_not_500(service) -> None:
+    async with service.http() as http:
+        for body in ({"t_invalid": "0001-01-01T00:00:00+01:00"}, {"timestamp": "9999-12-31T23:59:59-01:00"},
+                     {"t_valid": "0001-01-01T00:30:00+01:00"}):
+            r = await http.post("/memory", json={"content": "edge", **body})
+            assert r.status_code == 400 and next(iter(body)) in r.json()["error"], r.text
+        for params in ({"as_of": "0001-01-01T00:00:00+01:00"}, {"known_at": "9999-12-31T23:59:59-01:00"},
+                       {"start": "0001-01-01T00:00:00+01:00"}):
+            r = await http.get("/recall", params=params)
+            assert r.status_code == 400, r.text
+            assert (await http.get("/health")).status_code == 200
+    assert await service.ctx["graph"].count_memories() == 0
+
+
+async def test_metadata_cannot_grow_past_the_limit_through_patches(service) -> None:
+    async with service.http() as http:
+        mid = await _store(http, "growing")
+        assert (await http.patch(f"/memory/{mid}", json={"metadata": {"a": "x" * 40_000}})).status_code == 200
+        r = await http.patch(f"/memory/{mid}", json={"metadata": {"b": "x" * 40_000}})
+        assert r.status_code == 400 and "metadata" in r.json()["error"]
+
+
+async def test_huge_ids_and_non_finite_query_embeddings_are_clear_errors(service) -> None:
+    async with service.http() as http:
+        a = await _store(http, "anchor")
+        r = await http.post("/associate", json={"memory1_id": a, "memory2_id": "x" * 10_000})
+        assert r.status_code == 404
+        r = await http.get("/recall", params={"embedding": ",".join(["nan"] * 384)})
+        assert r.status_code == 400 and "embedding" in r.json()["error"]
+
+
+def test_backup_with_unreachable_nats_fails_in_one_line(falkordb_server, tmp_path: Path) -> None:
+    env = {**os.environ, "FALKORDB_HOST": falkordb_server.host, "FALKORDB_PORT": str(falkordb_server.port),
+           "FALKORDB_GRAPH": "cli_backup", "NATS_URL": "nats://127.0.0.1:1", "AUTOMEM_DATA_DIR": str(tmp_path)}
+    automem = str(Path(sys.executable).parent / "automem")
+    result = subprocess.run([automem, "backup", "--out", str(tmp_path / "b.jsonl")], env=env, capture_output=True,
+                            text=True, check=False, timeout=90)
+    assert result.returncode == 1, result
+    assert result.stderr.strip().splitlines()[-1].startswith("automem backup: cannot reach NATS")
