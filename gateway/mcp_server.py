@@ -325,6 +325,10 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
         its state and validity window."""
         with _tool_errors():
             read = read_options(as_of, known_at, state_mode, current_only)
+        for name, value, top in (("limit", limit, settings.by_tag_max_limit if exhaustive else settings.recall_max_limit),
+                                 ("offset", offset, 2**31 - 1)):
+            if value < (1 if name == "limit" else 0) or value > top:
+                raise ToolError(f"{name}: must be between {1 if name == 'limit' else 0} and {top}")
         if memory_id:
             response = await call(recall.GetMemory, recall_service_pb2.RecallGetMemoryRequest(
                 id=memory_id, touch=True, read=read), ctx)

@@ -255,3 +255,11 @@ async def test_http_legacy_handshake_open_service(service):
         assert got["memory"]["state"] == "ACTIVE"
         health, _ = await call(client, "check_database_health")
         assert health["status"] == "healthy"
+
+
+async def test_recall_limits_match_rest(secured):
+    async with http_client(secured.url + "/mcp", Authorization=f"Bearer {TOKEN}") as client:
+        for arguments in ({"query": "x", "limit": 0}, {"query": "x", "limit": 10**12}, {"query": "x", "offset": -1},
+                          {"query": "x", "offset": 10**12}):
+            message = await call_error(client, "recall_memory", **arguments)
+            assert next(iter(k for k in arguments if k != "query")) in message
