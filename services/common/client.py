@@ -45,7 +45,10 @@ class AutomemClient:
         self._channels: dict[str, grpc.aio.Channel] = {}
         for addr in set(addrs.values()):
             self._channels[addr] = grpc.aio.insecure_channel(
-                addr, options=[("grpc.max_receive_message_length", 64 * 1024 * 1024)],
+                addr, options=[("grpc.max_receive_message_length", 64 * 1024 * 1024),
+                               # A restarted service is reachable again within seconds, not minutes.
+                               ("grpc.initial_reconnect_backoff_ms", 200),
+                               ("grpc.max_reconnect_backoff_ms", 2000)],
                 interceptors=list(interceptors) if interceptors else None)
         self.ingest = ingest_service_pb2_grpc.IngestServiceStub(self._channels[addrs["ingest"]])
         self.recall = recall_service_pb2_grpc.RecallServiceStub(self._channels[addrs["recall"]])

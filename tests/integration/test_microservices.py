@@ -218,7 +218,10 @@ async def test_separate_processes_degrade_without_vectors_and_lose_no_event_when
             assert info.delivered.consumer_seq >= info.delivered.stream_seq + in_flight_at_kill
             dlq = await bus.js.stream_info(settings.stream_name, subjects_filter=f"{settings.subject_prefix}.dlq.>")
             assert not dlq.state.subjects
-            status = (await http.get("/enrichment/status")).json()
+            async def enrich_status() -> dict | None:  # the gateway's channel reconnects to the new process
+                r = await http.get("/enrichment/status")
+                return r.json() if r.status_code == 200 else None
+            status = await eventually(enrich_status, timeout=30)
             assert status["failed"] == 0 and status["dead_lettered"] == 0 and status["queue_depth"] == 0
 
             # Entities were extracted without vectors; recall still says it is degraded.
