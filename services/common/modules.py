@@ -10,6 +10,7 @@ shared gRPC server once every servicer is registered, and stops in reverse.
 from __future__ import annotations
 
 import asyncio
+import gc
 import graphlib
 import logging
 from collections.abc import Awaitable, Callable
@@ -126,6 +127,11 @@ class Runner:
                 log.info("gRPC server listening", extra={"port": port})
             for hook in self.ctx.get("after_start", []):
                 await hook(self.ctx)
+            # Start-up allocated the models, clients and modules that live as long as the
+            # process: move them out of the collector's generations so a gen-2 collection
+            # no longer walks them (measured pauses of 80-95 ms under load before; issue 10).
+            gc.collect()
+            gc.freeze()
         except BaseException:
             await self.stop()
             raise
