@@ -125,7 +125,8 @@ async def successors(graph: GraphStore, ids: list[str], scope: str, read: ReadAt
     return {k: v[1] for k, v in out.items()}
 
 
-async def resolve(graph: GraphStore, memories: list[Memory], scope: str, read: ReadAt) -> list[Resolved | None]:
+async def resolve(graph: GraphStore, memories: list[Memory], scope: str, read: ReadAt,
+                  seen: set[str] | None = None) -> list[Resolved | None]:
     """Apply the state pass to ``memories`` (same order; None = withheld).
 
     Each memory is first seen as known at ``read.known_at`` (:func:`as_known`). A superseded
@@ -133,6 +134,9 @@ async def resolve(graph: GraphStore, memories: list[Memory], scope: str, read: R
     created by ``known_at``) that is readable at ``as_of``; when none is, the memory itself
     is returned if readable (what was true at ``as_of``), else withheld. A replacement that
     appears more than once is kept at its first position only.
+
+    ``seen``: ids already returned by earlier calls for the same read (recall resolves its
+    ranking in slices); they are withheld here too, and the ids returned are added to it.
     """
     results: list[Resolved | None] = [None] * len(memories)
     memories = [as_known(m, read) for m in memories]
@@ -169,7 +173,7 @@ async def resolve(graph: GraphStore, memories: list[Memory], scope: str, read: R
     # Chains still going after MAX_HOPS have no head within reach: withhold those hits rather
     # than return a memory that is itself superseded as current.
     exhausted = set(frontier)
-    seen: set[str] = set()
+    seen = set() if seen is None else seen
     for i, m in enumerate(memories):
         if i not in chain_start or i in exhausted:
             continue

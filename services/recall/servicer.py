@@ -44,6 +44,11 @@ DEFAULT_LIMIT = 5
 #: Candidates fetched per arm: max(limit * CANDIDATE_FACTOR, CANDIDATE_MIN).
 CANDIDATE_FACTOR = 5
 CANDIDATE_MIN = 100
+#: Extra ranked candidates hydrated beyond the page, for hits the state pass withholds.
+RESOLVE_SLACK = 10
+#: Memories without an embedding yet that the lexical arm scores directly; beyond this many
+#: (a large import in progress, or vectors disabled) it asks FalkorDB's full-text index.
+UNEMBEDDED_SCAN_MAX = 1000
 
 
 def read_at(options: recall_service_pb2.ReadOptions) -> ReadAt:
@@ -104,6 +109,20 @@ def _states(read: ReadAt) -> list[str]:
     if read.include_pending or read.history:
         states.append("PENDING_REVIEW")
     return states
+
+
+def _time_neighbours(memories: list[Memory], preceded_by: dict[str, list[str]]
+                     ) -> dict[str, tuple[str | None, str | None]]:
+    """For each candidate, its PRECEDED_BY predecessor and successor among the candidates
+    (edges written by enrichment; ``preceded_by`` maps an id to the ids its edges point to)."""
+    ids = {m.id for m in memories}
+    prev: dict[str, str] = {}
+    for m in memories:
+        for p in preceded_by.get(m.id, ()):
+            if p in ids:
+                prev[m.id] = p
+    nxt = {p: m for m, p in prev.items()}
+    return {mid: (prev.get(mid), nxt.get(mid)) for mid in ids}
 
 
 class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
@@ -173,11 +192,15 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
             arms_run.append("tags" if filters.tags else "time")
 
         ids = list(dict.fromkeys([*arm_scores["vector"], *arm_scores["keyword"], *listed]))
-        hydrated = await self.graph.get_memories(ids, scope)
-        memories = [hydrated[i] for i in ids if i in hydrated and filters.matches(hydrated[i])]
-        neighbours: dict[str, tuple[str | None, str | None]] = {}
-        if queries:
-            neighbours = await self._time_neighbours(memories, filters)
+        # Rank on the few fields scoring needs (one round trip, no bodies), then hydrate and
+        # resolve only as much of the ranking as the page needs.
+        light: dict[str, Memory] = {}
+        preceded_by: dict[str, list[str]] = {}
+        for props, prev in await self.graph.recall_candidates(ids, scope):
+            light[props["id"]] = node_to_memory(props)
+            preceded_by[props["id"]] = prev
+        memories = [light[i] for i in ids if i in light and filters.matches(light[i])]
+        neighbours = _time_neighbours(memories, preceded_by) if queries else {}
         candidates = [
             Candidate(id=m.id, arm_scores={a: s[m.id] for a, s in arm_scores.items() if m.id in s},
                       memory=m, prev_id=neighbours.get(m.id, (None, None))[0],
@@ -188,23 +211,30 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
         ranked = rank(candidates, weights=weights, query=" ".join(queries), context_tags=list(request.context_tags),
                       priority_ids=set(request.priority_ids), now=time.time(),
                       recency_bias=request.recency_bias or "auto")
-        by_id = {c.id: c for c in candidates}
-        ordered = [by_id[r.id].memory for r in ranked]
-        resolved = await resolve(self.graph, ordered, scope, read)
         results: list[recall_service_pb2.ScoredMemory] = []
         seen: set[str] = set()
-        for r, res in zip(ranked, resolved, strict=True):
-            if res is None or res.memory.id in seen:
-                continue
-            if not filters.matches(res.memory) and not res.replaces_id:
-                continue
-            if request.min_score and r.score < request.min_score:
-                continue
-            seen.add(res.memory.id)
-            match_type = "state_replacement" if res.replaces_id else r.match_type
-            results.append(recall_service_pb2.ScoredMemory(
-                memory=res.memory, score=r.score, final_score=r.score, match_type=match_type,
-                score_components=r.score_components, replaces_id=res.replaces_id))
+        resolved_seen: set[str] = set()
+        pos = 0
+        while pos < len(ranked) and (sort != "score" or len(results) < want):
+            # A time sort orders every result, so it resolves the whole ranking at once.
+            size = len(ranked) if sort != "score" else (want - len(results)) + max(RESOLVE_SLACK, want // 2)
+            chunk = ranked[pos: pos + size]
+            pos += len(chunk)
+            full = await self.graph.get_memories([r.id for r in chunk], scope)
+            chunk = [r for r in chunk if r.id in full]  # purged since the candidates were read
+            resolved = await resolve(self.graph, [full[r.id] for r in chunk], scope, read, seen=resolved_seen)
+            for r, res in zip(chunk, resolved, strict=True):
+                if res is None or res.memory.id in seen:
+                    continue
+                if not filters.matches(res.memory) and not res.replaces_id:
+                    continue
+                if request.min_score and r.score < request.min_score:
+                    continue
+                seen.add(res.memory.id)
+                match_type = "state_replacement" if res.replaces_id else r.match_type
+                results.append(recall_service_pb2.ScoredMemory(
+                    memory=res.memory, score=r.score, final_score=r.score, match_type=match_type,
+                    score_components=r.score_components, replaces_id=res.replaces_id))
         if sort != "score":
             key, reverse = {"time_desc": ("event_time", True), "time_asc": ("event_time", False),
                             "updated_desc": ("update_time", True), "updated_asc": ("update_time", False)}[sort]
@@ -224,9 +254,12 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
                        out: dict[str, float]) -> None:
         """Lexical arm: BM25 over the memories' sparse vectors (stemmed terms, stop words
         removed; measured far better than FalkorDB's full-text score, docs/benchmarks.md).
-        Memories not yet embedded are found through FalkorDB's full-text index and scored by
-        the share of query terms they contain, times the best BM25 score, so a memory is
-        recallable the moment its store is acknowledged."""
+        Memories not yet embedded are scored by the share of query terms they contain, times
+        the best BM25 score, so a memory is recallable the moment its store is acknowledged.
+        They are read through the ``embedding_status`` index (none, normally); only when more
+        than :data:`UNEMBEDDED_SCAN_MAX` wait for their embedding does FalkorDB's full-text index
+        narrow them down first (it cost ~16 ms on every recall, issue 10)."""
+        backlog: list[tuple[str, str]] | None = None
         for q in queries:
             terms = analyze(q)
             if self.vectors is not None and terms:
@@ -235,17 +268,24 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
                 flt = filters.vector_filter(_states(read))
                 for mid, score in await self.vectors.search_sparse(keys, [weights[k] for k in keys], n_cand, flt):
                     out[mid] = max(score, out.get(mid, 0.0))
-            ft = fulltext_query(q)
-            if not ft:
+            if backlog is None:
+                backlog = await self.graph.unembedded(scope, UNEMBEDDED_SCAN_MAX + 1)
+            if len(backlog) <= UNEMBEDDED_SCAN_MAX:
+                pending = [(mid, content) for mid, content in backlog if mid not in out]
+            else:
+                ft = fulltext_query(q)
+                if not ft:
+                    continue
+                hits = [mid for mid, _ in await self.graph.fulltext(ft, scope, n_cand)]
+                unseen = [mid for mid in hits if mid not in out]
+                if not unseen:
+                    continue
+                pending = await self.graph.ro_query(
+                    "UNWIND $ids AS mid MATCH (m:Memory {id: mid}) WHERE m.scope = $scope "
+                    "AND m.embedding_status <> 'EMBEDDING_STATUS_DONE' "
+                    "RETURN m.id, m.content", {"ids": unseen, "scope": scope})
+            if not pending:
                 continue
-            hits = [mid for mid, _ in await self.graph.fulltext(ft, scope, n_cand)]
-            unseen = [mid for mid in hits if mid not in out]
-            if not unseen:
-                continue
-            pending = await self.graph.ro_query(
-                "UNWIND $ids AS mid MATCH (m:Memory {id: mid}) WHERE m.scope = $scope "
-                "AND m.embedding_status <> 'EMBEDDING_STATUS_DONE' "
-                "RETURN m.id, m.content", {"ids": unseen, "scope": scope})
             best = max(out.values(), default=1.0)
             wanted = set(terms)
             for mid, content in pending:
@@ -262,20 +302,6 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
             f"MATCH (m:Memory) WHERE {where} AND m.state IN $states "
             f"RETURN m.id ORDER BY {order} {direction}, m.importance DESC LIMIT $limit", params)
         return [r[0] for r in rows]
-
-    async def _time_neighbours(self, memories: list[Memory], filters: Filters) -> dict[str, tuple[str | None, str | None]]:
-        """For each candidate, its PRECEDED_BY predecessor and successor among the candidates
-        (edges written by enrichment; one indexed lookup)."""
-        if not memories:
-            return {}
-        ids = [m.id for m in memories]
-        rows = await self.graph.ro_query(
-            "UNWIND $ids AS mid MATCH (m:Memory {id: mid})-[:PRECEDED_BY]->(p:Memory) "
-            "WHERE m.scope = $scope AND p.scope = $scope AND p.id IN $ids RETURN m.id, p.id",
-            {"ids": ids, "scope": filters.scope})
-        prev = {r[0]: r[1] for r in rows}
-        nxt = {p: m for m, p in prev.items()}
-        return {mid: (prev.get(mid), nxt.get(mid)) for mid in ids}
 
     async def _expand(self, results: list[recall_service_pb2.ScoredMemory], scope: str, read: ReadAt,
                       filters: Filters, request: Any) -> list[recall_service_pb2.ScoredMemory]:
