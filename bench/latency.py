@@ -101,7 +101,7 @@ def perturbed(turns: list[dict], n: int, seed: int = 7) -> list[dict]:
 def _shift_days(stamp: str, days: int) -> str:
     from datetime import datetime, timedelta
 
-    dt = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    dt = datetime.fromisoformat(stamp)
     return (dt + timedelta(days=days)).isoformat()
 
 
@@ -191,7 +191,7 @@ def wait_enriched(client: httpx.Client, count: int, timeout: float) -> float:
 def pct(values: list[float], q: float) -> float:
     """The ``q`` quantile (0..1) of ``values`` by the nearest-rank method."""
     s = sorted(values)
-    return s[max(0, min(len(s) - 1, int(round(q * len(s))) - 1))]
+    return s[max(0, min(len(s) - 1, round(q * len(s)) - 1))]
 
 
 def summary(latencies: list[float], wall: float | None = None) -> dict[str, float]:
