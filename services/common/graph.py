@@ -7,6 +7,7 @@ the scope. Node properties come from :func:`services.common.model.memory_to_node
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -22,6 +23,7 @@ from services.common.model import (
     memory_to_node,
     node_to_memory,
     relation_type_name,
+    ts,
 )
 from services.common.settings import Settings
 from services.common.telemetry import graph_span
@@ -160,12 +162,35 @@ class GraphStore:
         )
         return {row[0]["id"]: node_to_memory(row[0]) for row in rows}
 
-    async def recall_candidates(self, ids: Sequence[str], scope: str) -> list[tuple[dict[str, Any], list[str]]]:
-        """The fields recall ranks on, for many candidates in one round trip: ``[(props,
-        predecessor ids)]`` where ``props`` holds id, scope, content, tags, entities (JSON text),
-        importance, confidence, event_time and create_time (the node's own shapes, see
-        :func:`services.common.model.memory_to_node`), and the ids its PRECEDED_BY edges point to
-        in the same scope. Ids absent from ``scope`` are left out.
+    async def get_memories_with_successors(
+        self, ids: Iterable[str], scope: str, types: Sequence[str]
+    ) -> tuple[dict[str, Memory], list[tuple[str, str, str, float, float]]]:
+        """:meth:`get_memories` and :meth:`outgoing` (edges of ``types`` leaving ``ids`` to
+        memories of ``scope``) in one round trip, for the state pass of a recall page."""
+        ids = list(dict.fromkeys(ids))
+        if not ids:
+            return {}, []
+        labels = "|".join(_rel_label(t) for t in types)
+        rows = await self.ro_query(
+            "UNWIND $ids AS mid MATCH (m:Memory {id: mid}) WHERE m.scope = $scope "
+            f"OPTIONAL MATCH (m)-[r:{labels}]->(b:Memory) WHERE b.scope = $scope "
+            "RETURN properties(m), collect(CASE WHEN b IS NULL THEN NULL "
+            "ELSE [type(r), b.id, r.strength, r.create_time] END)",
+            {"ids": ids, "scope": scope},
+        )
+        memories: dict[str, Memory] = {}
+        edges: list[tuple[str, str, str, float, float]] = []
+        for props, out in rows:
+            memories[props["id"]] = node_to_memory(props)
+            edges.extend((props["id"], e[0], e[1], float(e[2] or 0.0), float(e[3] or 0.0)) for e in out)
+        return memories, edges
+
+    async def recall_candidates(self, ids: Sequence[str], scope: str) -> list[tuple[Memory, list[str]]]:
+        """The fields recall ranks on, for many candidates in one round trip: ``[(memory,
+        predecessor ids)]`` where ``memory`` has only id, scope, content, tags, entities,
+        importance, confidence, event_time and create_time set (as :func:`node_to_memory`
+        would set them), and the ids are those its PRECEDED_BY edges point to in the same
+        scope. Ids absent from ``scope`` are left out.
 
         Bodies are not read here: recall hydrates only the page (:meth:`get_memories`). The
         predecessor ids come back unfiltered; a ``p.id IN $ids`` test made FalkorDB look up each
@@ -179,8 +204,18 @@ class GraphStore:
             "m.event_time, m.create_time, collect(p.id)",
             {"ids": list(dict.fromkeys(ids)), "scope": scope},
         )
-        keys = ("id", "scope", "content", "tags", "entities", "importance", "confidence", "event_time", "create_time")
-        return [(dict(zip(keys, r[:9], strict=True)), list(r[9])) for r in rows]
+        out = []
+        for mid, mscope, content, tags, entities, importance, confidence, event_time, create_time, prev in rows:
+            memory = Memory(id=mid, scope=mscope or "", content=content or "", tags=list(tags or []),
+                            importance=float(importance or 0.0), confidence=float(confidence or 0.0))
+            for entity in json.loads(entities or "[]"):
+                memory.entities.add(**entity)
+            if event_time is not None:
+                memory.event_time.CopyFrom(ts(float(event_time)))
+            if create_time is not None:
+                memory.create_time.CopyFrom(ts(float(create_time)))
+            out.append((memory, list(prev)))
+        return out
 
     async def unembedded(self, scope: str, limit: int) -> list[tuple[str, str]]:
         """(id, content) of up to ``limit`` memories of ``scope`` whose embedding does not

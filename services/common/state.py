@@ -116,8 +116,14 @@ def readable_head(memory: Memory, read: ReadAt) -> bool:
 
 async def successors(graph: GraphStore, ids: list[str], scope: str, read: ReadAt) -> dict[str, str]:
     """For each id, the memory its newest superseding edge (known at ``read.known_at``) points to."""
+    return newest_successors(await graph.outgoing(ids, SUPERSEDING_RELATIONS, scope), read)
+
+
+def newest_successors(edges: list[tuple[str, str, str, float, float]], read: ReadAt) -> dict[str, str]:
+    """``{source: target}`` of the newest of ``edges`` (superseding edges as
+    :meth:`GraphStore.outgoing` returns them) created by ``read.known_at``, per source."""
     out: dict[str, tuple[float, str]] = {}
-    for source, _type, target, _strength, created in await graph.outgoing(ids, SUPERSEDING_RELATIONS, scope):
+    for source, _type, target, _strength, created in edges:
         if created and created > read.known_at:
             continue
         if source not in out or created >= out[source][0]:
@@ -126,7 +132,8 @@ async def successors(graph: GraphStore, ids: list[str], scope: str, read: ReadAt
 
 
 async def resolve(graph: GraphStore, memories: list[Memory], scope: str, read: ReadAt,
-                  seen: set[str] | None = None) -> list[Resolved | None]:
+                  seen: set[str] | None = None,
+                  outgoing: list[tuple[str, str, str, float, float]] | None = None) -> list[Resolved | None]:
     """Apply the state pass to ``memories`` (same order; None = withheld).
 
     Each memory is first seen as known at ``read.known_at`` (:func:`as_known`). A superseded
@@ -137,6 +144,8 @@ async def resolve(graph: GraphStore, memories: list[Memory], scope: str, read: R
 
     ``seen``: ids already returned by earlier calls for the same read (recall resolves its
     ranking in slices); they are withheld here too, and the ids returned are added to it.
+    ``outgoing``: the superseding edges leaving ``memories``, when the caller read them with
+    the memories (:meth:`GraphStore.get_memories_with_successors`); saves a round trip.
     """
     results: list[Resolved | None] = [None] * len(memories)
     memories = [as_known(m, read) for m in memories]
@@ -150,7 +159,11 @@ async def resolve(graph: GraphStore, memories: list[Memory], scope: str, read: R
         if not known(m, read) or m.state in _ALWAYS_WITHHELD:
             continue
         chain_start[i] = m
-    nexts = await successors(graph, [m.id for m in chain_start.values()], scope, read) if chain_start else {}
+    if outgoing is not None:
+        wanted = {m.id for m in chain_start.values()}
+        nexts = newest_successors([e for e in outgoing if e[0] in wanted], read)
+    else:
+        nexts = await successors(graph, [m.id for m in chain_start.values()], scope, read) if chain_start else {}
     # Walk chains hop by hop for all superseded hits at once; paths[i] = successors in order.
     cache: dict[str, Memory] = {}
     frontier = {i: nexts[m.id] for i, m in chain_start.items() if m.id in nexts}

@@ -28,7 +28,7 @@ from services.common.auth import require_role, resolve_scope
 from services.common.embedding import EmbeddingProvider
 from services.common.errors import InvalidArgument, NotFound
 from services.common.graph import GraphStore
-from services.common.model import Memory, epoch, node_to_memory, parse_time, ts
+from services.common.model import SUPERSEDING_RELATIONS, Memory, epoch, node_to_memory, parse_time, ts
 from services.common.settings import Settings
 from services.common.state import ReadAt, as_known, known, resolve, resolve_one
 from services.common.text import analyze, bm25_query_weights, fulltext_query
@@ -196,9 +196,9 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
         # resolve only as much of the ranking as the page needs.
         light: dict[str, Memory] = {}
         preceded_by: dict[str, list[str]] = {}
-        for props, prev in await self.graph.recall_candidates(ids, scope):
-            light[props["id"]] = node_to_memory(props)
-            preceded_by[props["id"]] = prev
+        for memory, prev in await self.graph.recall_candidates(ids, scope):
+            light[memory.id] = memory
+            preceded_by[memory.id] = prev
         memories = [light[i] for i in ids if i in light and filters.matches(light[i])]
         neighbours = _time_neighbours(memories, preceded_by) if queries else {}
         candidates = [
@@ -220,9 +220,11 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
             size = len(ranked) if sort != "score" else (want - len(results)) + max(RESOLVE_SLACK, want // 2)
             chunk = ranked[pos: pos + size]
             pos += len(chunk)
-            full = await self.graph.get_memories([r.id for r in chunk], scope)
+            full, outgoing = await self.graph.get_memories_with_successors(
+                [r.id for r in chunk], scope, SUPERSEDING_RELATIONS)
             chunk = [r for r in chunk if r.id in full]  # purged since the candidates were read
-            resolved = await resolve(self.graph, [full[r.id] for r in chunk], scope, read, seen=resolved_seen)
+            resolved = await resolve(self.graph, [full[r.id] for r in chunk], scope, read, seen=resolved_seen,
+                                     outgoing=outgoing)
             for r, res in zip(chunk, resolved, strict=True):
                 if res is None or res.memory.id in seen:
                     continue
