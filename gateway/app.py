@@ -153,17 +153,35 @@ async def auth_error(request: Request) -> JSONResponse | None:
 
 
 class StreamedBodyLimit:
-    """ASGI middleware: a request body sent without Content-Length (chunked) is counted as it
-    arrives; past ``limit`` bytes the rest is not read and the answer is 413 naming the limit,
-    whatever the app made of the truncated body. Bodies with a Content-Length are checked up
-    front by the HTTP middleware in :func:`create_app`."""
+    """ASGI middleware for request bodies and ``/mcp`` credentials.
+
+    A body with a Content-Length above ``limit`` bytes gets 413 naming the limit before it is
+    read; a body sent without Content-Length (chunked) is counted as it arrives, and past
+    ``limit`` bytes the rest is not read and the answer is 413, whatever the app made of the
+    truncated body. Both 413s go to callers with valid credentials only (401 otherwise), and
+    ``/mcp`` answers 401 over HTTP as REST does. Plain ASGI rather than Starlette's
+    ``BaseHTTPMiddleware``, which costs a task and a stream per request (issue 10)."""
 
     def __init__(self, app: Any, limit: int) -> None:
         self.app = app
         self.limit = limit
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or any(k == b"content-length" for k, _ in scope.get("headers", ())):
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = next((v for k, v in scope.get("headers", ()) if k == b"content-length"), None)
+        path = scope.get("path", "")
+        mcp = path == "/mcp" or path.startswith("/mcp/")
+        too_long = length is not None and length.isdigit() and int(length) > self.limit
+        if too_long or mcp:
+            denied = await auth_error(Request(scope, receive))
+            if denied is None and too_long:
+                denied = _error_response(413, f"request body exceeds the limit of {self.limit} bytes")
+            if denied is not None:
+                await denied(scope, receive, send)
+                return
+        if length is not None:
             await self.app(scope, receive, send)
             return
         seen = 0
@@ -255,18 +273,6 @@ def create_app(settings: Settings, client: AutomemClient) -> FastAPI:
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled gateway error")
         return _error_response(500, f"internal error: {type(exc).__name__}")
-
-    @app.middleware("http")
-    async def _limit_body(request: Request, call_next: Any) -> Any:
-        length = request.headers.get("content-length")
-        if length and length.isdigit() and int(length) > settings.max_body_bytes:
-            if denied := await auth_error(request):
-                return denied
-            return _error_response(413, f"request body exceeds the limit of {settings.max_body_bytes} bytes")
-        mcp = request.url.path == "/mcp" or request.url.path.startswith("/mcp/")
-        if mcp and (denied := await auth_error(request)):  # MCP answers 401 over HTTP, as REST does
-            return denied
-        return await call_next(request)
 
     from gateway import metrics, routes_memory, routes_ops, routes_recall
     from services.common.telemetry import instrument_fastapi
