@@ -307,12 +307,18 @@ def bench_size(n: int, args: argparse.Namespace, turns: list[dict], questions: l
         copies = max(1, -(-n // len(turns)))
         row["recall"] = measure(svc, questions, copies, args.requests, args.clients)
         row["rss_mib"] = svc.rss_mib()
+        print_row(row)
         svc.stop()
         t0 = time.perf_counter()
-        row["restart_health_s"] = svc.start()
-        with httpx.Client(base_url=svc.url, timeout=300) as client:
-            client.get("/recall", params={"query": questions[0]["question"], "limit": 20}).raise_for_status()
-        row["restart_recall_s"] = time.perf_counter() - t0
+        try:
+            row["restart_health_s"] = svc.start()
+            with httpx.Client(base_url=svc.url, timeout=300) as client:
+                client.get("/recall", params={"query": questions[0]["question"], "limit": 20}).raise_for_status()
+            row["restart_recall_s"] = time.perf_counter() - t0
+        except (SystemExit, httpx.HTTPError) as exc:
+            row["restart_error"] = f"{exc} after {time.perf_counter() - t0:.0f}s"
+        print(f"restart: {row.get('restart_error') or ''}healthy after {row.get('restart_health_s', 0):.1f}s, "
+              f"recall after {row.get('restart_recall_s', 0):.1f}s", flush=True)
     finally:
         svc.stop()
         if tmp is not None:
@@ -324,8 +330,7 @@ def print_row(row: dict[str, Any]) -> None:
     n = row["n"]
     extras = []
     for key, label in (("ingest_per_s", "ingest {:.0f}/s"), ("enrich_per_s", "enrichment {:.0f}/s"),
-                       ("rss_mib", "RSS {:.0f} MiB"), ("restart_health_s", "restart: healthy {:.1f}s"),
-                       ("restart_recall_s", "recall {:.1f}s")):
+                       ("rss_mib", "RSS {:.0f} MiB")):
         if key in row:
             extras.append(label.format(row[key]))
     print(f"\nN = {n:,} ({row.get('memory_count', '?')} stored): " + ", ".join(extras))
@@ -354,7 +359,6 @@ def main() -> int:
     rows = []
     for n in (int(x) for x in args.n.split(",")):
         rows.append(bench_size(n, args, turns, questions))
-        print_row(rows[-1])
     if args.json_out:
         Path(args.json_out).write_text(json.dumps({"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                                                    "command": " ".join(sys.argv), "rows": rows}, indent=1))
