@@ -57,7 +57,7 @@ __all__ = [
 
 #: Store calls that get a ``vectors.<method>`` span (services/common/telemetry.py).
 _TRACED = ("ensure_collection", "upsert", "set_payload", "delete", "retrieve", "search", "search_sparse",
-           "count", "scroll", "flush")
+           "count", "scroll", "newest_event_time", "flush")
 
 
 def _span_attributes(store: Any) -> dict[str, str]:
@@ -240,6 +240,11 @@ class VectorStore(Protocol):
 
         Returns ``(points, next_offset)``; ``next_offset`` is ``None`` on the last page.
         """
+        ...
+
+    async def newest_event_time(self, flt: VectorFilter | None = None) -> float | None:
+        """The largest ``event_time`` (epoch seconds) among the points matching ``flt``, read
+        through the payload index in order (no scan); ``None`` when none match."""
         ...
 
     async def dimension(self) -> int | None:
@@ -614,6 +619,19 @@ class EdgeVectorStore:
         recs, nxt = await self._run(lambda: self._require_sync().scroll(req))
         return [self._point(r) for r in recs], (str(nxt) if nxt is not None else None)
 
+    async def newest_event_time(self, flt: VectorFilter | None = None) -> float | None:
+        import qdrant_edge as qe
+
+        if flt is not None and flt.matches_nothing:
+            return None
+        req = qe.ScrollRequest(limit=1, filter=self._filter(flt), with_payload=True, with_vector=False,
+                               order_by=qe.OrderBy("event_time", qe.Direction.Desc))
+        recs, _ = await self._run(lambda: self._require_sync().scroll(req))
+        for rec in recs:
+            value = (rec.payload or {}).get("event_time")
+            return float(value) if value is not None else None
+        return None
+
     async def dimension(self) -> int | None:
         def work() -> int | None:
             self._open_sync()
@@ -874,6 +892,19 @@ class ServerVectorStore:
             with_vectors=False,
         )
         return [self._point(r) for r in recs], (_pid(nxt) if nxt is not None else None)
+
+    async def newest_event_time(self, flt: VectorFilter | None = None) -> float | None:
+        from qdrant_client import models
+
+        if flt is not None and flt.matches_nothing:
+            return None
+        recs, _ = await self.client.scroll(
+            self.collection, scroll_filter=self._filter(flt), limit=1, with_payload=["event_time"],
+            with_vectors=False, order_by=models.OrderBy(key="event_time", direction=models.Direction.DESC))
+        for rec in recs:
+            value = (rec.payload or {}).get("event_time")
+            return float(value) if value is not None else None
+        return None
 
     async def dimension(self) -> int | None:
         return await self._collection_dim()

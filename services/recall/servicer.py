@@ -49,6 +49,9 @@ RESOLVE_SLACK = 10
 #: Memories without an embedding yet that the lexical arm scores directly; beyond this many
 #: (a large import in progress, or vectors disabled) it asks FalkorDB's full-text index.
 UNEMBEDDED_SCAN_MAX = 1000
+#: Time windows (days back from the newest matching memory) a newest-first listing tries
+#: before sorting the whole scope.
+LIST_WINDOWS_DAYS = (1.0, 16.0, 256.0)
 
 
 def read_at(options: recall_service_pb2.ReadOptions) -> ReadAt:
@@ -296,13 +299,28 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
                     out[mid] = max(out.get(mid, 0.0), share * best)
 
     async def _list_ids(self, filters: Filters, read: ReadAt, limit: int, sort: str) -> list[str]:
+        """Ids of the memories matching ``filters`` in list order (newest first by default),
+        up to ``limit``.
+
+        Newest-first listings look at time windows reaching back from the newest matching
+        memory (read in order from the vector store's payload index) through the
+        ``event_time`` index: a window holding ``limit`` matches holds the first ``limit`` of
+        all, since every memory outside it is older. Only when :data:`LIST_WINDOWS_DAYS` are
+        exhausted does FalkorDB sort the whole scope (47-70 ms at 100,000 memories, issue 10)."""
         where, params = filters.cypher("m")
         order = "m.update_time" if sort.startswith("updated") else "m.event_time"
         direction = "ASC" if sort.endswith("_asc") else "DESC"
         params.update({"states": _states(read), "limit": int(limit)})
-        rows = await self.graph.ro_query(
-            f"MATCH (m:Memory) WHERE {where} AND m.state IN $states "
-            f"RETURN m.id ORDER BY {order} {direction}, m.importance DESC LIMIT $limit", params)
+        match = f"MATCH (m:Memory) WHERE {where} AND m.state IN $states"
+        tail = f" RETURN m.id ORDER BY {order} {direction}, m.importance DESC LIMIT $limit"
+        if order == "m.event_time" and direction == "DESC" and self.vectors is not None:
+            newest = await self.vectors.newest_event_time(filters.vector_filter(_states(read)))
+            for days in LIST_WINDOWS_DAYS if newest is not None else ():
+                params["w_lo"] = newest - days * 86400.0
+                rows = await self.graph.ro_query(match + " AND m.event_time >= $w_lo" + tail, params)
+                if len(rows) >= limit:
+                    return [r[0] for r in rows]
+        rows = await self.graph.ro_query(match + tail, params)
         return [r[0] for r in rows]
 
     async def _expand(self, results: list[recall_service_pb2.ScoredMemory], scope: str, read: ReadAt,

@@ -212,3 +212,31 @@ async def test_analyze_reports_the_callers_scope_only(service) -> None:
         assert not any("bob" in name or "paris" in name for name in body["entity_frequency"])
         for top in (0, -1, 201):
             assert (await http.get("/analyze", params={"top": top})).status_code == 400
+
+
+async def test_newest_first_listing_is_exact_inside_and_beyond_the_time_windows(service) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    base = (datetime.now(UTC) - timedelta(hours=1)).replace(microsecond=0)  # stored to the millisecond
+    recent = [base - timedelta(minutes=5 * i) for i in range(110)]
+    old = [base - timedelta(days=800 + 10 * i) for i in range(20)]
+    stamps = recent + old
+    async with service.http() as http:
+        r = await http.post("/memory/batch", json={"memories": [
+            {"content": f"listing note {i}", "timestamp": t.isoformat(), "tags": ["listing", f"n{i % 2}"]}
+            for i, t in enumerate(stamps)]})
+        assert r.status_code in (200, 201), r.text
+        await _embedded(service, len(stamps))
+        want = sorted(stamps, reverse=True)
+
+        async def page(**params) -> list[datetime]:
+            r = await http.get("/recall", params={"sort": "time_desc", **params})
+            assert r.status_code == 200, r.text
+            return [datetime.fromisoformat(h["memory"]["timestamp"]) for h in r.json()["results"]]
+
+        # limit 20 -> 100 candidates: the 1-day window below the newest memory holds them.
+        assert await page(limit=20) == want[:20]
+        assert await page(limit=20, tags="n1", tag_match="exact") == [t for i, t in sorted(
+            enumerate(stamps), key=lambda p: p[1], reverse=True) if i % 2][:20]
+        # offset 100 -> 600 candidates: no window holds them, the whole scope is sorted.
+        assert await page(limit=20, offset=100) == want[100:120]

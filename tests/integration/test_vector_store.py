@@ -322,6 +322,15 @@ async def test_filter_event_time(world: World):
     assert await world.matching(VectorFilter(event_time_gte=5000.0)) == set()
 
 
+async def test_newest_event_time_follows_the_filter(world: World):
+    # event times: A 1500, B 2500, C 3000, D 4000, E 1000
+    assert await world.store.newest_event_time() == 4000.0
+    assert await world.store.newest_event_time(VectorFilter(event_time_lte=3500.0)) == 3000.0
+    assert await world.store.newest_event_time(VectorFilter(ids=[world.ids["A"], world.ids["E"]])) == 1500.0
+    assert await world.store.newest_event_time(VectorFilter(ids=[])) is None
+    assert await world.store.newest_event_time(VectorFilter(event_time_gte=5000.0)) is None
+
+
 async def test_filter_ids(world: World):
     ids = [world.ids["B"], world.ids["D"], str(uuid.uuid4())]
     assert await world.matching(VectorFilter(ids=ids)) == {"B", "D"}
