@@ -171,18 +171,22 @@ class GraphStore:
         if not ids:
             return {}, []
         labels = "|".join(_rel_label(t) for t in types)
+        # One row per (memory, edge); the far end's scope is compared here, not in Cypher: a
+        # filter on the far node (or an aggregation over the rows) made FalkorDB's plan cost
+        # 10-1,000x more (measured in docs/benchmarks.md, issue 10).
         rows = await self.ro_query(
             "UNWIND $ids AS mid MATCH (m:Memory {id: mid}) WHERE m.scope = $scope "
-            f"OPTIONAL MATCH (m)-[r:{labels}]->(b:Memory) WHERE b.scope = $scope "
-            "RETURN properties(m), collect(CASE WHEN b IS NULL THEN NULL "
-            "ELSE [type(r), b.id, r.strength, r.create_time] END)",
+            f"OPTIONAL MATCH (m)-[r:{labels}]->(b:Memory) "
+            "RETURN properties(m), type(r), b.id, b.scope, r.strength, r.create_time",
             {"ids": ids, "scope": scope},
         )
         memories: dict[str, Memory] = {}
         edges: list[tuple[str, str, str, float, float]] = []
-        for props, out in rows:
-            memories[props["id"]] = node_to_memory(props)
-            edges.extend((props["id"], e[0], e[1], float(e[2] or 0.0), float(e[3] or 0.0)) for e in out)
+        for props, rel, target, target_scope, strength, created in rows:
+            if props["id"] not in memories:
+                memories[props["id"]] = node_to_memory(props)
+            if target is not None and target_scope == scope:
+                edges.append((props["id"], rel, target, float(strength or 0.0), float(created or 0.0)))
         return memories, edges
 
     async def recall_candidates(self, ids: Sequence[str], scope: str) -> list[tuple[Memory, list[str]]]:
@@ -197,25 +201,31 @@ class GraphStore:
         row and cost 100-347 ms for 200 ids (issue 10)."""
         if not ids:
             return []
+        # One row per (memory, PRECEDED_BY edge), grouped here; see get_memories_with_successors
+        # for why the far end's scope is not filtered in Cypher.
         rows = await self.ro_query(
             "UNWIND $ids AS mid MATCH (m:Memory {id: mid}) WHERE m.scope = $scope "
-            "OPTIONAL MATCH (m)-[:PRECEDED_BY]->(p:Memory) WHERE p.scope = $scope "
+            "OPTIONAL MATCH (m)-[:PRECEDED_BY]->(p:Memory) "
             "RETURN m.id, m.scope, m.content, m.tags, m.entities, m.importance, m.confidence, "
-            "m.event_time, m.create_time, collect(p.id)",
+            "m.event_time, m.create_time, p.id, p.scope",
             {"ids": list(dict.fromkeys(ids)), "scope": scope},
         )
-        out = []
-        for mid, mscope, content, tags, entities, importance, confidence, event_time, create_time, prev in rows:
-            memory = Memory(id=mid, scope=mscope or "", content=content or "", tags=list(tags or []),
-                            importance=float(importance or 0.0), confidence=float(confidence or 0.0))
-            for entity in json.loads(entities or "[]"):
-                memory.entities.add(**entity)
-            if event_time is not None:
-                memory.event_time.CopyFrom(ts(float(event_time)))
-            if create_time is not None:
-                memory.create_time.CopyFrom(ts(float(create_time)))
-            out.append((memory, list(prev)))
-        return out
+        out: dict[str, tuple[Memory, list[str]]] = {}
+        for (mid, mscope, content, tags, entities, importance, confidence, event_time, create_time,
+             prev, prev_scope) in rows:
+            if mid not in out:
+                memory = Memory(id=mid, scope=mscope or "", content=content or "", tags=list(tags or []),
+                                importance=float(importance or 0.0), confidence=float(confidence or 0.0))
+                for entity in json.loads(entities or "[]"):
+                    memory.entities.add(**entity)
+                if event_time is not None:
+                    memory.event_time.CopyFrom(ts(float(event_time)))
+                if create_time is not None:
+                    memory.create_time.CopyFrom(ts(float(create_time)))
+                out[mid] = (memory, [])
+            if prev is not None and prev_scope == scope:
+                out[mid][1].append(prev)
+        return list(out.values())
 
     async def unembedded(self, scope: str, limit: int) -> list[tuple[str, str]]:
         """(id, content) of up to ``limit`` memories of ``scope`` whose embedding does not
