@@ -7,7 +7,6 @@ the scope. Node properties come from :func:`services.common.model.memory_to_node
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -191,10 +190,10 @@ class GraphStore:
 
     async def recall_candidates(self, ids: Sequence[str], scope: str) -> list[tuple[Memory, list[str]]]:
         """The fields recall ranks on, for many candidates in one round trip: ``[(memory,
-        predecessor ids)]`` where ``memory`` has only id, scope, content, tags, entities,
-        importance, confidence, event_time and create_time set (as :func:`node_to_memory`
-        would set them), and the ids are those its PRECEDED_BY edges point to in the same
-        scope. Ids absent from ``scope`` are left out.
+        predecessor ids)]`` where ``memory`` has only id, scope, content, tags, importance,
+        confidence, event_time and create_time set (as :func:`node_to_memory` would set them)
+        and one entity per entity tag (``tag`` only, lower-cased), and the ids are those its
+        PRECEDED_BY edges point to in the same scope. Ids absent from ``scope`` are left out.
 
         Bodies are not read here: recall hydrates only the page (:meth:`get_memories`). The
         predecessor ids come back unfiltered; a ``p.id IN $ids`` test made FalkorDB look up each
@@ -206,18 +205,18 @@ class GraphStore:
         rows = await self.ro_query(
             "UNWIND $ids AS mid MATCH (m:Memory {id: mid}) WHERE m.scope = $scope "
             "OPTIONAL MATCH (m)-[:PRECEDED_BY]->(p:Memory) "
-            "RETURN m.id, m.scope, m.content, m.tags, m.entities, m.importance, m.confidence, "
+            "RETURN m.id, m.content, m.tags, m.entity_tags, m.importance, m.confidence, "
             "m.event_time, m.create_time, p.id, p.scope",
             {"ids": list(dict.fromkeys(ids)), "scope": scope},
         )
         out: dict[str, tuple[Memory, list[str]]] = {}
-        for (mid, mscope, content, tags, entities, importance, confidence, event_time, create_time,
+        for (mid, content, tags, entity_tags, importance, confidence, event_time, create_time,
              prev, prev_scope) in rows:
             if mid not in out:
-                memory = Memory(id=mid, scope=mscope or "", content=content or "", tags=list(tags or []),
+                memory = Memory(id=mid, scope=scope, content=content or "", tags=list(tags or []),
                                 importance=float(importance or 0.0), confidence=float(confidence or 0.0))
-                for entity in json.loads(entities or "[]"):
-                    memory.entities.add(**entity)
+                for tag in entity_tags or ():  # the entities' tags, lower-cased (memory_to_node)
+                    memory.entities.add(tag=tag)
                 if event_time is not None:
                     memory.event_time.CopyFrom(ts(float(event_time)))
                 if create_time is not None:
