@@ -27,9 +27,16 @@ from services.common.settings import Settings, get_settings
 log = logging.getLogger("automem")
 
 
+def _without_gateway(targets: list[str]) -> list[str]:
+    """The user-facing targets ``targets`` stands for, the gateway left out."""
+    from services.common.modules import REGISTRY, resolve
+
+    return [name for name in resolve(targets) if REGISTRY[name].target and name not in ("all", "gateway")]
+
+
 async def _run(settings: Settings, targets: list[str], embedded: bool) -> int:
-    from services.common.embedded import EmbeddedRuntime
-    from services.common.modules import Runner
+    from services.common.embedded import EmbeddedRuntime, GatewayProcess
+    from services.common.modules import Runner, resolve
 
     runtime = EmbeddedRuntime(settings) if embedded else None
     if runtime is not None:
@@ -38,10 +45,19 @@ async def _run(settings: Settings, targets: list[str], embedded: bool) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    runner = Runner(settings, targets)
+    # `automem up` runs the gateway as its own process (settings.gateway_process): the
+    # services keep one core, HTTP/JSON and MCP get the other.
+    split = embedded and settings.gateway_process and "gateway" in resolve(targets)
+    runner = Runner(settings, _without_gateway(targets) if split else targets)
+    gateway: GatewayProcess | None = None
     code = 0
     try:
         ctx = await runner.start()
+        if split:
+            gateway = GatewayProcess(settings, f"127.0.0.1:{ctx.get('grpc_port')}")
+            await gateway.start()
+            ctx.objects["http_port"] = gateway.port
+            ctx.tasks.append(asyncio.create_task(gateway.supervise(), name="gateway-supervisor"))
         log.info("automem is up", extra={"targets": targets, "http_port": ctx.get("http_port"),
                                          "grpc_port": ctx.get("grpc_port"), "data_dir": str(settings.data_dir)})
         failed = asyncio.create_task(_watch(ctx.tasks))
@@ -53,6 +69,8 @@ async def _run(settings: Settings, targets: list[str], embedded: bool) -> int:
         code = 1
     finally:
         log.info("shutting down")
+        if gateway is not None:
+            await gateway.stop()
         await runner.stop()
         if runtime is not None:
             await runtime.stop()

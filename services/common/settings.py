@@ -36,6 +36,10 @@ class Settings(BaseSettings):
     #: Address the gateway and other services use to reach the gRPC services
     #: (``host:port``); empty means this process's own gRPC server.
     grpc_target: str = Field("", validation_alias=_env("AUTOMEM_GRPC_TARGET"))
+    #: ``automem up`` serves REST/MCP from a child process (``automem serve --target gateway``
+    #: against this process's gRPC server), so HTTP and JSON work runs on the second core
+    #: (issue 10); false keeps the gateway in the one process.
+    gateway_process: bool = Field(True, validation_alias=_env("AUTOMEM_GATEWAY_PROCESS"))
     #: Per-service addresses (``host:port``) for the distributed mode; empty = grpc_target.
     ingest_addr: str = Field("", validation_alias=_env("AUTOMEM_INGEST_ADDR"))
     recall_addr: str = Field("", validation_alias=_env("AUTOMEM_RECALL_ADDR"))

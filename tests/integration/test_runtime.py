@@ -70,7 +70,7 @@ def test_restart_keeps_every_memory_and_vector_and_sigterm_leaves_no_orphans(tmp
     try:
         _wait_healthy(port, proc)
         servers = _children(proc.pid)
-        assert len(servers) == 2  # nats-server and redis-server
+        assert len(servers) == 3  # nats-server, redis-server and the gateway process
         ids = []
         for i in range(5):
             r = httpx.post(f"http://127.0.0.1:{port}/memory",
