@@ -62,6 +62,8 @@ class EnrichCounters:
     """Counters reported by GetEnrichmentStatus and /health."""
 
     processed: int = 0
+    #: Fetched batches processed (processed / batches = the mean batch size).
+    batches: int = 0
     failed: int = 0
     dead_lettered: int = 0
     pending: int = 0
@@ -167,6 +169,7 @@ class EnrichConsumer:
         first = next(iter(spans.values()), None)
         for span in list(spans.values())[1:]:
             span.add_link(first.get_span_context(), {"automem.link": "batch_shared_work"})
+        self.counters.batches += 1
         keep_alive = asyncio.create_task(self._keep_alive(msgs))
         try:
             with trace.use_span(first, end_on_exit=False) if first is not None else nullcontext():
