@@ -9,15 +9,18 @@ audit log and the feed for enrichment. Payloads are ``automem.v1.MemoryEvent`` b
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import nullcontext
 from typing import Any
 
 import nats
 from automem.v1 import events_pb2
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, StreamConfig
 from nats.js.errors import NotFoundError
-from opentelemetry import propagate
+from opentelemetry import propagate, trace
+from opentelemetry.trace import Span
 
 from services.common.settings import Settings
 from services.common.telemetry import producer_span
@@ -71,6 +74,9 @@ class Bus:
         self.subjects = Subjects(settings.subject_prefix)
         self.nc: nats.NATS | None = None
         self.js: Any = None
+        #: Serialises the sending half of :meth:`publish_events` (nats-py sets up its async-reply
+        #: subscription on the first ``publish_async``; two first calls at once would race).
+        self._send_lock = asyncio.Lock()
 
     async def connect(self) -> None:
         """Connect and create (or update) the stream. Raises on an unreachable server."""
@@ -105,6 +111,41 @@ class Bus:
             headers: dict[str, str] = {"Nats-Msg-Id": event.event_id}
             propagate.inject(headers)
             await self.js.publish(subject, event.SerializeToString(), headers=headers, timeout=timeout)
+
+    async def publish_events(self, events: Sequence[events_pb2.MemoryEvent], timeout: float = 5.0,
+                             parents: Sequence[Span | None] | None = None) -> list[BaseException | None]:
+        """Publish many events pipelined: every event is sent (in order, each in its PRODUCER
+        span with ``Nats-Msg-Id`` and ``traceparent``, as :meth:`publish_event`; the span is a
+        child of ``parents[i]`` when given, else of the current span) before the stream's
+        acknowledgements are awaited together, so a batch costs one round trip instead of one
+        per event. Returns, per event, None when the stream acknowledged it or the error
+        (``TimeoutError`` when no acknowledgement came within ``timeout`` seconds); the caller
+        puts the failed ones in the outbox. Raises ConnectionError when not connected."""
+        if self.js is None:
+            raise ConnectionError("bus not connected")
+        results: list[BaseException | None] = [None] * len(events)
+        futures: dict[int, asyncio.Future] = {}
+        async with self._send_lock:
+            for i, event in enumerate(events):
+                subject = self.subjects.memory(event.type)
+                parent = parents[i] if parents is not None else None
+                with (trace.use_span(parent, end_on_exit=False) if parent is not None else nullcontext()), \
+                        producer_span(subject, event.event_id):
+                    headers: dict[str, str] = {"Nats-Msg-Id": event.event_id}
+                    propagate.inject(headers)
+                    try:
+                        futures[i] = await self.js.publish_async(subject, event.SerializeToString(), headers=headers)
+                    except Exception as exc:  # noqa: BLE001 - reported per event
+                        results[i] = exc
+        if futures:
+            _, pending = await asyncio.wait(futures.values(), timeout=timeout)
+            for i, future in futures.items():
+                if future in pending:
+                    future.cancel()
+                    results[i] = TimeoutError(f"no acknowledgement within {timeout}s")
+                elif future.exception() is not None:
+                    results[i] = future.exception()
+        return results
 
     async def park(self, consumer: str, data: bytes, headers: dict[str, str] | None, reason: str) -> None:
         """Put a poison message on the consumer's dead-letter subject."""

@@ -328,7 +328,8 @@ def make_provider(settings: Settings) -> EmbeddingProvider:
     ``minilm`` (default) -> :class:`MiniLMProvider` (384); ``wordllama`` ->
     :class:`WordLlamaProvider` (256); ``openai`` -> :class:`OpenAICompatibleProvider` with
     ``openai_base_url``, ``openai_api_key``, ``embedding_model`` and ``vector_size`` (0 means
-    the model's known default, e.g. 1536 for text-embedding-3-small).
+    the model's known default, e.g. 1536 for text-embedding-3-small). A non-zero
+    ``embedding_batch_size`` sets the provider's ``batch_size``.
 
     For the local providers a non-zero ``vector_size`` must equal the model's dimension.
 
@@ -337,11 +338,12 @@ def make_provider(settings: Settings) -> EmbeddingProvider:
     """
     kind = (settings.embedding_provider or "minilm").strip().lower()
     size = int(settings.vector_size or 0)
+    batch = {"batch_size": int(settings.embedding_batch_size)} if settings.embedding_batch_size else {}
     provider: EmbeddingProvider
     if kind == "minilm":
-        provider = MiniLMProvider()
+        provider = MiniLMProvider(**batch)
     elif kind == "wordllama":
-        provider = WordLlamaProvider()
+        provider = WordLlamaProvider(**batch)
     elif kind == "openai":
         dim = size or _OPENAI_DIMS.get(settings.embedding_model, 0)
         if not dim:
@@ -349,7 +351,7 @@ def make_provider(settings: Settings) -> EmbeddingProvider:
                 f"VECTOR_SIZE must be set for embedding model {settings.embedding_model!r}"
             )
         return OpenAICompatibleProvider(
-            settings.openai_base_url, settings.openai_api_key, settings.embedding_model, dim
+            settings.openai_base_url, settings.openai_api_key, settings.embedding_model, dim, **batch
         )
     else:
         raise ValueError(

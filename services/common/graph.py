@@ -29,6 +29,16 @@ from services.common.telemetry import graph_span
 
 log = logging.getLogger(__name__)
 
+#: Queries per Redis pipeline in :meth:`GraphStore.ro_query_many`.
+_PIPELINE_CHUNK = 256
+#: Widths (seconds) of the event-time windows :meth:`GraphStore.link_predecessors` searches
+#: back from a memory, narrowest first: 1 ms growing 16-fold to ~35 years, then unbounded
+#: (None). A window holds at most ~16 times the memories between a memory and its
+#: predecessor (for evenly spread times), so a lookup costs the same at 1k or 1M memories;
+#: 1 ms is the time precision of stored times (services/ingest/servicer.py stamps a batch's
+#: items 1 ms apart), so a bulk import finds its predecessor in the first window or two.
+PREDECESSOR_WINDOWS: tuple[float | None, ...] = (*(0.001 * 16.0 ** k for k in range(11)), None)
+
 ALL_RELATIONS = AUTHORABLE_RELATIONS + SYSTEM_RELATIONS
 #: Node properties only enrichment writes (ingest leaves them alone unless content changed).
 ENRICHMENT_FIELDS = ("embedding_status", "enrichment_status", "entities", "entity_tags", "summary",
@@ -105,6 +115,34 @@ class GraphStore:
             raise Unavailable(f"graph store unreachable: {exc}") from exc
         return result.result_set
 
+    @graph_span("graph.ro_query_many")
+    async def ro_query_many(self, queries: Sequence[tuple[str, dict[str, Any]]]) -> list[list[list[Any]]]:
+        """Several read-only queries in one round trip (a Redis pipeline of GRAPH.RO_QUERY);
+        returns each query's rows, in order. Each query is planned with its own parameters,
+        so FalkorDB can combine every indexed condition in one index scan (it does not when the
+        values come from an ``UNWIND`` row). Raises Unavailable when FalkorDB cannot be
+        reached and redis' ``ResponseError`` when a query fails."""
+        from falkordb.asyncio.query_result import QueryResult
+
+        out: list[list[list[Any]]] = []
+        for start in range(0, len(queries), _PIPELINE_CHUNK):
+            chunk = queries[start:start + _PIPELINE_CHUNK]
+            pipe = self.redis.pipeline(transaction=False)
+            for cypher, params in chunk:
+                self._check_params(params)
+                # The client's own parameter header (the form graph.ro_query sends).
+                pipe.execute_command("GRAPH.RO_QUERY", self.name,
+                                     self.graph._build_params_header(params) + cypher, "--compact")
+            try:
+                replies = await pipe.execute()
+            except (ConnectionError, OSError) as exc:
+                raise Unavailable(f"graph store unreachable: {exc}") from exc
+            for reply in replies:
+                result = QueryResult(self.graph)
+                await result.parse(reply)
+                out.append(result.result_set)
+        return out
+
     async def ping(self) -> bool:
         """True when FalkorDB answers PING."""
         try:
@@ -121,6 +159,7 @@ class GraphStore:
             "CREATE INDEX FOR (m:Memory) ON (m.content_hash)",
             "CREATE INDEX FOR (m:Memory) ON (m.event_time)",
             "CREATE INDEX FOR (m:Memory) ON (m.embedding_status)",
+            "CREATE INDEX FOR (m:Memory) ON (m.tags_lower)",
             "CREATE INDEX FOR (t:Tombstone) ON (t.content_hash)",
             "CREATE INDEX FOR (k:IdempotencyKey) ON (k.key)",
             "CREATE INDEX FOR (e:Entity) ON (e.key)",
@@ -271,6 +310,27 @@ class GraphStore:
         )
         return bool(rows)
 
+    async def set_enrichment_many(self, rows: Sequence[tuple[str, str, dict[str, Any]]], *,
+                                  return_nodes: bool = False) -> dict[str, dict[str, Any] | None]:
+        """:meth:`set_enrichment` for many memories in ONE query: ``rows`` are
+        ``(memory_id, content_hash, fields)``; each row is written only while its node still
+        holds ``content_hash``. Returns ``{memory_id: properties}`` for the rows that landed —
+        the node's properties as they stand right after the write when ``return_nodes`` (so
+        an edit that landed before shows), else None. Raises ValueError for a field that is
+        not enrichment-owned (:data:`ENRICHMENT_FIELDS`)."""
+        if not rows:
+            return {}
+        for _, _, fields in rows:
+            unknown = set(fields) - set(ENRICHMENT_FIELDS)
+            if unknown:
+                raise ValueError(f"not enrichment fields: {sorted(unknown)}")
+        found = await self.query(
+            "UNWIND $rows AS row MATCH (m:Memory {id: row.id}) WHERE m.content_hash = row.hash "
+            "SET m += row.fields RETURN m.id, " + ("properties(m)" if return_nodes else "null"),
+            {"rows": [{"id": mid, "hash": h, "fields": fields} for mid, h, fields in rows]},
+        )
+        return {r[0]: r[1] for r in found}
+
     async def purge_memory(self, memory_id: str, scope: str) -> bool:
         """Remove the node and its edges. Returns False when absent."""
         rows = await self.query(
@@ -370,25 +430,47 @@ class GraphStore:
 
     async def link_predecessors(self, ids: Sequence[str], created: float) -> dict[str, str]:
         """For each memory, find its predecessor — the latest earlier memory (by event_time,
-        then record order) of the same scope that shares a tag with it (any memory when it
-        has no tags) — write ``(m)-[:PRECEDED_BY]->(prev)``, and return ``{id: prev content}``."""
+        then create_time) of the same scope, ACTIVE or SUPERSEDED, that shares a tag with it
+        (any memory when it has no tags) — write ``(m)-[:PRECEDED_BY]->(prev)`` (MERGE; a new
+        edge gets ``create_time = created``, strength 1.0 and the scope), and return
+        ``{id: prev content}`` for the memories that have one.
+
+        Indexed, never a scan of the scope: for each (memory, tag) it asks for the best
+        candidate in event-time windows of growing width (:data:`PREDECESSOR_WINDOWS`) back
+        from the memory's event time, each a range-index lookup on ``event_time`` and the
+        array index on ``tags_lower``; the first window holding a candidate holds the latest
+        one. The queries of a step go out as one pipeline (:meth:`ro_query_many`), the edges
+        in one write. Cost: about 0.3 ms of FalkorDB time per (memory, tag, window tried);
+        ``bench/enrich_throughput.py --predecessor-bench`` measures it at 10k and 100k.
+        """
+        ids = list(dict.fromkeys(ids))
         if not ids:
             return {}
-        rows = await self.query(
+        rows = await self.ro_query(
             "UNWIND $ids AS mid MATCH (m:Memory {id: mid}) "
-            "OPTIONAL MATCH (n:Memory) WHERE n.scope = m.scope AND n.id <> m.id "
-            "AND n.state IN ['ACTIVE', 'SUPERSEDED'] "
-            "AND (n.event_time < m.event_time OR (n.event_time = m.event_time AND n.create_time < m.create_time)) "
-            "AND (size(m.tags_lower) = 0 OR any(t IN n.tags_lower WHERE t IN m.tags_lower)) "
-            "WITH m, n ORDER BY n.event_time DESC, n.create_time DESC "
-            "WITH m, collect(n)[0] AS prev "
-            "FOREACH (p IN CASE WHEN prev IS NULL THEN [] ELSE [prev] END | "
-            "  MERGE (m)-[r:PRECEDED_BY]->(p) ON CREATE SET r.create_time = $created, r.strength = 1.0, "
-            "  r.scope = m.scope) "
-            "RETURN m.id, prev.content",
-            {"ids": list(ids), "created": created},
-        )
-        return {r[0]: r[1] for r in rows if r[1] is not None}
+            "RETURN m.id, m.scope, m.event_time, m.create_time, m.tags_lower",
+            {"ids": ids})
+        # (memory id, scope, event time, create time, [tags] or [None] = any tag)
+        todo = [(r[0], r[1], float(r[2]), r[3], list(r[4] or []) or [None]) for r in rows if r[2] is not None]
+        best: dict[str, tuple[str, float, float | None]] = {}
+        for width in PREDECESSOR_WINDOWS:
+            if not todo:
+                break
+            asks = [(mid, scope, t, ct, tag) for mid, scope, t, ct, tags in todo for tag in tags]
+            found = await self.ro_query_many([_predecessor_query(mid, scope, t, ct, tag, width)
+                                              for mid, scope, t, ct, tag in asks])
+            for (mid, *_), hit in zip(asks, found, strict=True):
+                if hit and (mid not in best or _newer(hit[0][1:], best[mid][1:])):
+                    best[mid] = (hit[0][0], float(hit[0][1]), hit[0][2])
+            todo = [item for item in todo if item[0] not in best]
+        if not best:
+            return {}
+        linked = await self.query(
+            "UNWIND $pairs AS pair MATCH (m:Memory {id: pair.id}), (p:Memory {id: pair.prev}) "
+            "MERGE (m)-[r:PRECEDED_BY]->(p) ON CREATE SET r.create_time = $created, r.strength = 1.0, "
+            "r.scope = m.scope RETURN m.id, p.content",
+            {"pairs": [{"id": mid, "prev": prev[0]} for mid, prev in best.items()], "created": created})
+        return {r[0]: r[1] for r in linked if r[1] is not None}
 
     # --- search arms -------------------------------------------------------------------
 
@@ -403,3 +485,30 @@ class GraphStore:
             {"q": query, "scope": scope, "limit": int(limit)},
         )
         return [(r[0], float(r[1])) for r in rows]
+
+
+def _predecessor_query(mid: str, scope: str, t: float, ct: float | None, tag: str | None,
+                       width: float | None) -> tuple[str, dict[str, Any]]:
+    """The best predecessor candidate of memory ``mid`` (event time ``t``, create time ``ct``)
+    sharing ``tag`` (None: any) with event time in ``[t - width, t]`` (``width`` None: no lower
+    bound): ``[[id, event_time, create_time]]`` or no row."""
+    where = ["n.event_time <= $t"]
+    if width is not None:
+        where.append("n.event_time >= $lo")
+    if tag is not None:
+        where.append("$tag IN n.tags_lower")
+    cypher = (
+        "MATCH (n:Memory) WHERE " + " AND ".join(where) + " AND n.scope = $scope AND n.id <> $id "
+        "AND n.state IN ['ACTIVE', 'SUPERSEDED'] AND (n.event_time < $t OR n.create_time < $ct) "
+        "RETURN n.id, n.event_time, n.create_time ORDER BY n.event_time DESC, n.create_time DESC LIMIT 1")
+    return cypher, {"id": mid, "scope": scope, "t": t, "ct": ct, "tag": tag,
+                    "lo": t - width if width is not None else None}
+
+
+def _newer(a: Sequence[Any], b: Sequence[Any]) -> bool:
+    """True when candidate ``a`` = (event_time, create_time) sorts before ``b`` under
+    ``ORDER BY event_time DESC, create_time DESC`` (Cypher sorts null create times first
+    there)."""
+    ka = (float(a[0]), a[1] is None, a[1] if a[1] is not None else 0.0)
+    kb = (float(b[0]), b[1] is None, b[1] if b[1] is not None else 0.0)
+    return ka > kb

@@ -79,6 +79,9 @@ class Settings(BaseSettings):
     embedding_provider: str = Field("minilm", validation_alias=_env("AUTOMEM_EMBEDDING_PROVIDER", "EMBEDDING_PROVIDER"))
     embedding_model: str = Field("text-embedding-3-small", validation_alias=_env("EMBEDDING_MODEL"))
     vector_size: int = Field(0, validation_alias=_env("VECTOR_SIZE", "AUTOMEM_VECTOR_SIZE"))
+    #: Texts per model run (local providers) or per request (``openai``); 0 = the provider's
+    #: own default (MiniLM 32, WordLlama 64, openai 256; services/common/embedding.py).
+    embedding_batch_size: int = Field(0, ge=0, validation_alias=_env("AUTOMEM_EMBEDDING_BATCH_SIZE"))
 
     # --- LLM (optional) ------------------------------------------------------------------
     openai_api_key: str = Field("", validation_alias=_env("OPENAI_API_KEY"))
@@ -128,6 +131,12 @@ class Settings(BaseSettings):
     entities_enabled: bool = Field(True, validation_alias=_env("AUTOMEM_ENTITIES_ENABLED"))
     #: SIMILAR_TO links and contradiction proposals.
     links_enabled: bool = Field(True, validation_alias=_env("AUTOMEM_LINKS_ENABLED"))
+    #: Events the enrichment consumer fetches and enriches as one batch.
+    enrich_batch_size: int = Field(64, ge=1, validation_alias=_env("AUTOMEM_ENRICH_BATCH_SIZE"))
+    #: Bulk path: while more than this many events wait behind a fetched batch (a large
+    #: batch store, an import or a restore), the consumer fetches ``enrich_bulk_batch_size``.
+    enrich_bulk_threshold: int = Field(1000, ge=0, validation_alias=_env("AUTOMEM_ENRICH_BULK_THRESHOLD"))
+    enrich_bulk_batch_size: int = Field(256, ge=1, validation_alias=_env("AUTOMEM_ENRICH_BULK_BATCH_SIZE"))
     #: SIMILAR_TO: at most this many neighbours, each at or above the cosine threshold.
     similar_top_k: int = Field(5, validation_alias=_env("AUTOMEM_SIMILAR_TOP_K"))
     similar_threshold: float = Field(0.75, validation_alias=_env("AUTOMEM_SIMILAR_THRESHOLD"))

@@ -246,16 +246,21 @@ def unsampled() -> Iterator[None]:
 
 def graph_span(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator for ``GraphStore`` query methods ``(self, cypher, params)``: a CLIENT span
-    ``name`` with ``db.system=falkordb``, the graph name and the (parameterised) Cypher."""
+    ``name`` with ``db.system=falkordb``, the graph name and the (parameterised) Cypher. For
+    a batch method ``(self, [(cypher, params), ...])`` the first query's text and the batch
+    size (``db.operation.batch.size``)."""
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(fn)
-        async def wrapper(self: Any, cypher: str, *args: Any, **kwargs: Any) -> Any:
-            words = cypher.split(maxsplit=1)
+        async def wrapper(self: Any, cypher: Any, *args: Any, **kwargs: Any) -> Any:
+            text = cypher if isinstance(cypher, str) else (cypher[0][0] if cypher else "")
+            words = text.split(maxsplit=1)
             attributes = {"db.system": "falkordb", "db.system.name": "falkordb",
                           "db.namespace": str(getattr(self, "name", "")),
                           "db.operation.name": words[0].upper() if words else "",
-                          "db.query.text": cypher[:MAX_QUERY_TEXT]}
+                          "db.query.text": text[:MAX_QUERY_TEXT]}
+            if not isinstance(cypher, str):
+                attributes["db.operation.batch.size"] = len(cypher)
             with _tracer.start_as_current_span(name, kind=SpanKind.CLIENT, attributes=attributes):
                 return await fn(self, cypher, *args, **kwargs)
 
@@ -264,14 +269,15 @@ def graph_span(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     return decorate
 
 
-def traced_methods(prefix: str, methods: Iterable[str],
+def traced_methods(prefix: str, methods: Iterable[str] | Mapping[str, str],
                    attributes: Callable[[Any], Mapping[str, Any]] | None = None,
                    kind: SpanKind = SpanKind.CLIENT,
                    batch_attribute: str = "db.operation.batch.size") -> Callable[[type[T]], type[T]]:
     """Class decorator: a span ``<prefix>.<method>`` around each named method (sync or async)
-    defined on the class. ``attributes(self)`` adds attributes; a first positional argument
-    that is a list or tuple adds ``batch_attribute`` (its length). Exceptions are recorded on
-    the span and re-raised."""
+    defined on the class; ``methods`` may map a method to the operation its span is named
+    after instead (a batch method traced as its operation: ``{"upsert_many": "upsert"}``).
+    ``attributes(self)`` adds attributes; a first positional argument that is a list or tuple
+    adds ``batch_attribute`` (its length). Exceptions are recorded on the span and re-raised."""
 
     def attrs(self: Any, args: tuple[Any, ...]) -> dict[str, Any]:
         out = dict(attributes(self)) if attributes else {}
@@ -296,10 +302,11 @@ def traced_methods(prefix: str, methods: Iterable[str],
         return sync_wrapper
 
     def decorate(cls: type[T]) -> type[T]:
-        for method in methods:
+        names = methods if isinstance(methods, Mapping) else {method: method for method in methods}
+        for method, operation in names.items():
             fn = cls.__dict__.get(method)
             if callable(fn):
-                setattr(cls, method, wrap(fn, f"{prefix}.{method}"))
+                setattr(cls, method, wrap(fn, f"{prefix}.{operation}"))
         return cls
 
     return decorate

@@ -55,9 +55,11 @@ __all__ = [
     "make_vector_store",
 ]
 
-#: Store calls that get a ``vectors.<method>`` span (services/common/telemetry.py).
-_TRACED = ("ensure_collection", "upsert", "set_payload", "delete", "retrieve", "search", "search_sparse",
-           "count", "scroll", "newest_event_time", "flush")
+#: Store calls that get a ``vectors.<operation>`` span (services/common/telemetry.py); the
+#: batch forms are traced as their operation, with ``db.operation.batch.size``.
+_TRACED = {name: name for name in ("ensure_collection", "upsert", "set_payload", "delete", "retrieve", "search",
+                                   "search_sparse", "count", "scroll", "newest_event_time", "flush")} | {
+    "upsert_many": "upsert", "search_many": "search"}
 
 
 def _span_attributes(store: Any) -> dict[str, str]:
@@ -146,6 +148,7 @@ class VectorFilter:
       fields do not match.
     * ``event_time_gte`` / ``event_time_lte``: inclusive bounds on ``event_time`` (epoch s).
     * ``ids``: restrict to these point ids. ``[]`` matches nothing; ``None`` = no filter.
+    * ``exclude_ids``: none of these point ids.
     """
 
     scope: str | None = None
@@ -159,11 +162,20 @@ class VectorFilter:
     event_time_gte: float | None = None
     event_time_lte: float | None = None
     ids: list[str] | None = None
+    exclude_ids: list[str] = field(default_factory=list)
 
     @property
     def matches_nothing(self) -> bool:
         """True when an explicit empty ``states`` or ``ids`` list rules out every point."""
         return (self.states is not None and not self.states) or (self.ids is not None and not self.ids)
+
+
+#: One point to write: ``(id, dense vector, payload, sparse (indices, values) or None)``.
+PointWrite = tuple[str, Sequence[float], dict, "tuple[list[int], list[float]] | None"]
+#: One dense search: ``(vector, limit, filter or None)``.
+SearchRequest = tuple[Sequence[float], int, "VectorFilter | None"]
+#: One hit with its payload: ``(id, score, payload)``.
+ScoredPayload = tuple[str, float, dict]
 
 
 @runtime_checkable
@@ -201,6 +213,10 @@ class VectorStore(Protocol):
         """
         ...
 
+    async def upsert_many(self, points: Sequence[PointWrite]) -> None:
+        """:meth:`upsert` of many points in one store call (one update operation)."""
+        ...
+
     async def set_payload(self, point_id: str, payload: dict) -> None:
         """Replace the whole payload (overwrite, not merge); no-op if the point is missing."""
         ...
@@ -217,6 +233,11 @@ class VectorStore(Protocol):
         self, vector: Sequence[float], limit: int, flt: VectorFilter | None = None
     ) -> list[tuple[str, float]]:
         """Up to ``limit`` ``(id, cosine similarity)`` pairs, best first (exact search)."""
+        ...
+
+    async def search_many(self, requests: Sequence[SearchRequest]) -> list[list[ScoredPayload]]:
+        """:meth:`search` of many ``(vector, limit, filter)`` requests in one store call; per
+        request its ``(id, cosine similarity, payload)`` hits, best first, in request order."""
         ...
 
     async def search_sparse(
@@ -315,6 +336,8 @@ def _conditions(flt: VectorFilter) -> tuple[list[_Cond], list[_Cond]]:
         must.append(("range", "event_time", rng))
     if flt.ids is not None:
         must.append(("ids", [_pid(i) for i in flt.ids]))
+    if flt.exclude_ids:
+        must_not.append(("ids", [_pid(i) for i in flt.exclude_ids]))
     return must, must_not
 
 
@@ -506,19 +529,32 @@ class EdgeVectorStore:
         payload: dict,
         sparse: tuple[list[int], list[float]] | None = None,
     ) -> None:
+        await self._write_points([(point_id, vector, payload, sparse)])
+
+    async def upsert_many(self, points: Sequence[PointWrite]) -> None:
+        await self._write_points(points)
+
+    async def _write_points(self, points: Sequence[PointWrite]) -> None:
         import qdrant_edge as qe
 
-        pid = _pid(point_id)
-        vectors: dict[str, Any] = {DENSE: _dense(vector)}
-        if sparse is not None:
-            idx, val = _sparse_pair(*sparse)
-            if idx:
-                vectors[SPARSE] = qe.SparseVector(idx, val)
+        built = []
+        sizes = set()
+        for point_id, vector, payload, sparse in points:
+            vectors: dict[str, Any] = {DENSE: _dense(vector)}
+            sizes.add(len(vectors[DENSE]))
+            if sparse is not None:
+                idx, val = _sparse_pair(*sparse)
+                if idx:
+                    vectors[SPARSE] = qe.SparseVector(idx, val)
+            built.append(qe.Point(_pid(point_id), vectors, dict(payload)))
+        if not built:
+            return
 
         def work() -> None:
             shard = self._require_sync()
-            _check_dim(self.collection, self._dim, len(vectors[DENSE]))
-            shard.update(qe.UpdateOperation.upsert_points([qe.Point(pid, vectors, dict(payload))]))
+            for size in sizes:
+                _check_dim(self.collection, self._dim, size)
+            shard.update(qe.UpdateOperation.upsert_points(built))
 
         await self._run(work)
 
@@ -577,6 +613,29 @@ class EdgeVectorStore:
 
         vec = [float(x) for x in vector]
         return await self._query(qe.Query.Nearest(vec, using=DENSE), limit, flt, len(vec))
+
+    async def search_many(self, requests: Sequence[SearchRequest]) -> list[list[ScoredPayload]]:
+        import qdrant_edge as qe
+
+        out: list[list[ScoredPayload]] = [[] for _ in requests]
+        asks: list[tuple[int, Any]] = []
+        sizes = {len(vector) for vector, _, _ in requests}
+        for i, (vector, limit, flt) in enumerate(requests):
+            if limit > 0 and not (flt is not None and flt.matches_nothing):
+                query = qe.Query.Nearest([float(x) for x in vector], using=DENSE)
+                asks.append((i, qe.QueryRequest(limit=int(limit), query=query, filter=self._filter(flt),
+                                                with_payload=True, with_vector=False)))
+
+        def work() -> list:
+            shard = self._require_sync()
+            for size in sizes:
+                _check_dim(self.collection, self._dim, size)
+            return shard.query_batch(qe.QueryBatchRequest([req for _, req in asks])) if asks else []
+
+        results = await self._run(work)
+        for (i, _), hits in zip(asks, results, strict=True):
+            out[i] = [(str(p.id), float(p.score), dict(p.payload or {})) for p in hits]
+        return out
 
     async def search_sparse(
         self,
@@ -794,20 +853,26 @@ class ServerVectorStore:
         payload: dict,
         sparse: tuple[list[int], list[float]] | None = None,
     ) -> None:
+        await self._write_points([(point_id, vector, payload, sparse)])
+
+    async def upsert_many(self, points: Sequence[PointWrite]) -> None:
+        await self._write_points(points)
+
+    async def _write_points(self, points: Sequence[PointWrite]) -> None:
         from qdrant_client import models as m
 
-        vec = _dense(vector)
-        _check_dim(self.collection, self._dim, len(vec))
-        vectors: dict[str, Any] = {DENSE: vec}
-        if sparse is not None:
-            idx, val = _sparse_pair(*sparse)
-            if idx:
-                vectors[SPARSE] = m.SparseVector(indices=idx, values=val)
-        await self.client.upsert(
-            self.collection,
-            points=[m.PointStruct(id=_pid(point_id), vector=vectors, payload=dict(payload))],
-            wait=True,
-        )
+        built = []
+        for point_id, vector, payload, sparse in points:
+            vec = _dense(vector)
+            _check_dim(self.collection, self._dim, len(vec))
+            vectors: dict[str, Any] = {DENSE: vec}
+            if sparse is not None:
+                idx, val = _sparse_pair(*sparse)
+                if idx:
+                    vectors[SPARSE] = m.SparseVector(indices=idx, values=val)
+            built.append(m.PointStruct(id=_pid(point_id), vector=vectors, payload=dict(payload)))
+        if built:
+            await self.client.upsert(self.collection, points=built, wait=True)
 
     async def set_payload(self, point_id: str, payload: dict) -> None:
         from qdrant_client import models as m
@@ -857,6 +922,23 @@ class ServerVectorStore:
         vec = [float(x) for x in vector]
         _check_dim(self.collection, self._dim, len(vec))
         return await self._query(vec, DENSE, limit, flt)
+
+    async def search_many(self, requests: Sequence[SearchRequest]) -> list[list[ScoredPayload]]:
+        from qdrant_client import models as m
+
+        out: list[list[ScoredPayload]] = [[] for _ in requests]
+        asks: list[tuple[int, Any]] = []
+        for i, (vector, limit, flt) in enumerate(requests):
+            vec = [float(x) for x in vector]
+            _check_dim(self.collection, self._dim, len(vec))
+            if limit > 0 and not (flt is not None and flt.matches_nothing):
+                asks.append((i, m.QueryRequest(query=vec, using=DENSE, limit=int(limit), filter=self._filter(flt),
+                                               with_payload=True, with_vector=False)))
+        if asks:
+            results = await self.client.query_batch_points(self.collection, requests=[r for _, r in asks])
+            for (i, _), res in zip(asks, results, strict=True):
+                out[i] = [(_pid(p.id), float(p.score), dict(p.payload or {})) for p in res.points]
+        return out
 
     async def search_sparse(
         self,

@@ -10,6 +10,11 @@ truth), so redelivered or reordered events never roll a point back:
 * otherwise → the payload is rewritten (tags, validity window, state).
 
 Then it records ``embedding_status`` on the memory (only while the content is unchanged).
+Everything works per fetched batch, not per memory: one embedding call, NER of the batch
+and the indexed PRECEDED_BY lookup at the same time, one vector upsert, one guarded graph
+write per kind of field, the MEMORY_ENRICHED events pipelined, one ack per message at the
+end. A batch is ``enrich_batch_size`` events, or ``enrich_bulk_batch_size`` while a large
+backlog waits (the bulk path of a big batch store, an import or a restore).
 With vectors disabled (``QDRANT_URL=disabled``) there is no point to write: entities,
 classification, summary and PRECEDED_BY links still run and set ``enrichment_status`` DONE,
 while ``embedding_status`` stays PENDING (no vector exists; recall's full-text fallback
@@ -38,7 +43,7 @@ from opentelemetry.trace import Span
 from services.common.bus import Bus
 from services.common.embedding import EmbeddingProvider
 from services.common.graph import GraphStore
-from services.common.model import Memory
+from services.common.model import Memory, node_to_memory
 from services.common.payload import build_payload
 from services.common.settings import Settings
 from services.common.telemetry import record_error, start_consumer_span
@@ -57,6 +62,8 @@ class EnrichCounters:
     """Counters reported by GetEnrichmentStatus and /health."""
 
     processed: int = 0
+    #: Fetched batches processed (processed / batches = the mean batch size).
+    batches: int = 0
     failed: int = 0
     dead_lettered: int = 0
     pending: int = 0
@@ -105,11 +112,15 @@ class EnrichConsumer:
         info = await self.sub.consumer_info()
         return int(info.num_pending + info.num_ack_pending)
 
-    async def run(self, batch: int = 64) -> None:
-        """Fetch and process until :meth:`stop`."""
+    async def run(self, batch: int | None = None) -> None:
+        """Fetch and process until :meth:`stop`. A fetch asks for ``batch`` events (default
+        ``settings.enrich_batch_size``), or for ``settings.enrich_bulk_batch_size`` while more
+        than ``settings.enrich_bulk_threshold`` events wait behind the last batch (the bulk
+        path: a large batch store, an import or a restore is enriched in large batches)."""
+        size = batch or self.settings.enrich_batch_size
         while not self._stop.is_set():
             try:
-                msgs = await self.sub.fetch(batch, timeout=1.0)
+                msgs = await self.sub.fetch(size, timeout=1.0)
             except (TimeoutError, nats.errors.TimeoutError):
                 continue
             except Exception as exc:  # noqa: BLE001 - NATS hiccup: back off, keep going
@@ -119,6 +130,17 @@ class EnrichConsumer:
                 await asyncio.sleep(0.5)
                 continue
             await self.process_batch(msgs)
+            size = self.fetch_size(msgs, batch)
+
+    def fetch_size(self, msgs: list[Any], batch: int | None = None) -> int:
+        """How many events to fetch after ``msgs``: the bulk batch size while the backlog the
+        server reported with the last of them exceeds ``enrich_bulk_threshold``, else ``batch``
+        (default ``enrich_batch_size``)."""
+        metadata = getattr(msgs[-1], "metadata", None) if msgs else None
+        backlog = int(getattr(metadata, "num_pending", 0) or 0)
+        if backlog > self.settings.enrich_bulk_threshold:
+            return max(self.settings.enrich_bulk_batch_size, batch or 0)
+        return batch or self.settings.enrich_batch_size
 
     def stop(self) -> None:
         """Ask the loop to end after the current batch."""
@@ -147,12 +169,30 @@ class EnrichConsumer:
         first = next(iter(spans.values()), None)
         for span in list(spans.values())[1:]:
             span.add_link(first.get_span_context(), {"automem.link": "batch_shared_work"})
+        self.counters.batches += 1
+        keep_alive = asyncio.create_task(self._keep_alive(msgs))
         try:
             with trace.use_span(first, end_on_exit=False) if first is not None else nullcontext():
                 await self._process(msgs, spans)
         finally:
+            keep_alive.cancel()
             for span in spans.values():
                 span.end()
+
+    async def _keep_alive(self, msgs: list[Any]) -> None:
+        """While a batch is being processed, tell the server every third of ``ack_wait`` that
+        its messages are in progress (a large bulk batch on a busy machine can take longer
+        than ``ack_wait``; they would be redelivered meanwhile)."""
+        interval = max(self.settings.ack_wait_seconds / 3.0, 0.5)
+        while True:
+            await asyncio.sleep(interval)
+            for msg in msgs:
+                if getattr(msg, "_ackd", False):
+                    continue
+                try:
+                    await msg.in_progress()
+                except Exception as exc:  # noqa: BLE001 - best effort; redelivery is safe
+                    log.debug("in-progress signal failed", extra={"error": str(exc)})
 
     def _message_span(self, msg: Any) -> Span:
         headers = msg.headers or {}
@@ -204,10 +244,15 @@ class EnrichConsumer:
 
     async def _apply(self, todo: dict[str, tuple[Memory, events_pb2.MemoryEvent]], gone: set[str],
                      span_of: dict[str, Span] | None = None) -> None:
-        """Bring the vector points of ``todo`` and ``gone`` in step with the graph; the work on
-        one memory runs inside ``span_of[memory_id]`` when given (its message's span)."""
+        """Bring the vector points of ``todo`` and ``gone`` in step with the graph, batched end to
+        end: one embedding call, NER of the batch, the predecessor lookup (all three at the same
+        time), one vector upsert, ONE guarded graph write of the embedding status (which also
+        returns the records for the MEMORY_ENRICHED events, published pipelined), then the
+        batched entity, link and status writes (:meth:`Enricher.finish_many`). Hooks and the
+        per-memory events run inside ``span_of[memory_id]`` when given (its message's span)."""
+        span_of = span_of or {}
         if self.vectors is None:
-            await self._enrich_without_vectors(todo, span_of or {})
+            await self._enrich_without_vectors(todo, span_of)
             return
         to_delete = list(gone) + [mid for mid, (m, _) in todo.items() if m.state in _GONE_STATES]
         if to_delete:
@@ -233,48 +278,69 @@ class EnrichConsumer:
                 supplied[mid] = list(event.embedding)
             else:
                 need_embed.append(memory)
-        # Entities and LLM classification/summary run while the batch is embedded; they must
-        # be done before the upsert (the payload carries the type and entity tags).
+        # Entities and LLM classification/summary must be done before the upsert (the payload
+        # carries the type and entity tags).
         embed_ids = {m.id for m in need_embed} | set(supplied)
         enrich_now = [m for m, e in live.values() if e.content_changed or m.id in embed_ids
                       or m.enrichment_status != memory_pb2.ENRICHMENT_STATUS_DONE]
-        preparing = asyncio.ensure_future(self.enricher.prepare(enrich_now))
-        vectors: dict[str, Any] = {}
-        if need_embed and self.provider is not None:
-            matrix = await asyncio.to_thread(self.provider.embed, [embedding_text(m) for m in need_embed])
-            vectors = {m.id: matrix[i].tolist() for i, m in enumerate(need_embed)}
         dimension = self.provider.dimension if self.provider else None
-        for mid, values in supplied.items():
-            memory = live[mid][0]
+        for mid, values in list(supplied.items()):
             if dimension is not None and len(values) != dimension:
                 log.warning("caller embedding has the wrong size; embedding locally",
                             extra={"memory_id": mid, "size": len(values), "expected": dimension})
-                if self.provider is not None:
-                    vectors[mid] = (await asyncio.to_thread(self.provider.embed, [embedding_text(memory)]))[0].tolist()
-                continue
-            vectors[mid] = values
-        sparse = await self._sparse_vectors([live[mid][0] for mid in vectors])
+                del supplied[mid]
+                need_embed.append(live[mid][0])
+        if self.provider is None:
+            need_embed = []
+        # NER (and the LLM), the embedding and the predecessor lookup run at the same time:
+        # spaCy and onnxruntime work in their own threads, the lookup is graph I/O.
+        preparing = asyncio.ensure_future(self.enricher.prepare(enrich_now))
+        embedding = {m.id for m in need_embed}
+        getting = [mid for mid in live if mid in supplied or mid in embedding]
+        linking = asyncio.ensure_future(self.graph.link_predecessors(getting, time.time())) if getting else None
+        try:
+            vectors: dict[str, Any] = dict(supplied)
+            if need_embed:
+                matrix = await asyncio.to_thread(self.provider.embed, [embedding_text(m) for m in need_embed])
+                vectors.update({m.id: matrix[i].tolist() for i, m in enumerate(need_embed)})
+            previous = await linking if linking is not None else {}
+        except BaseException:
+            for task in (preparing, linking):
+                if task is not None:
+                    task.cancel()
+            raise
+        sparse = _sparse_vectors([live[mid][0] for mid in getting], previous)
         prepared = await preparing
         unembedded = [m.id for m in enrich_now if m.id not in vectors and m.id in existing]
         old_vectors = {p.id: p.vector for p in await self.vectors.retrieve(unembedded, with_vectors=True)} \
             if unembedded else {}
+        points = []
         for mid, (memory, _event) in live.items():
-            span = (span_of or {}).get(mid)
+            if mid in vectors:
+                memory.embedding_model = "caller" if mid in supplied else model
+                memory.embedding_status = memory_pb2.EMBEDDING_STATUS_DONE
+                points.append((mid, vectors[mid], build_payload(memory), sparse.get(mid)))
+            elif mid in existing:
+                memory.embedding_model = existing[mid].payload.get("embedding_model", model)
+                await self.vectors.set_payload(mid, build_payload(memory))
+        if points:
+            await self.vectors.upsert_many(points)
+            landed = await self.graph.set_enrichment_many([
+                (mid, live[mid][0].content_hash, {"embedding_status": "EMBEDDING_STATUS_DONE",
+                                                   "embedding_model": live[mid][0].embedding_model})
+                for mid, _, _, _ in points], return_nodes=True)
+            await self._publish_enriched([(current_of[mid], landed[mid]) for mid, _, _, _ in points if mid in landed],
+                                         span_of)
+        for mid, (memory, event) in live.items():
+            span = span_of.get(mid)
             with trace.use_span(span, end_on_exit=False) if span is not None else nullcontext():
-                if mid in vectors:
-                    memory.embedding_model = "caller" if mid in supplied and vectors[mid] is supplied[mid] else model
-                    memory.embedding_status = memory_pb2.EMBEDDING_STATUS_DONE
-                    await self.vectors.upsert(mid, vectors[mid], build_payload(memory), sparse=sparse.get(mid))
-                    if await self.graph.set_enrichment(mid, memory.content_hash, {
-                            "embedding_status": "EMBEDDING_STATUS_DONE", "embedding_model": memory.embedding_model}):
-                        await self._publish_enriched(current_of.get(mid), memory)
-                elif mid in existing:
-                    memory.embedding_model = existing[mid].payload.get("embedding_model", model)
-                    await self.vectors.set_payload(mid, build_payload(memory))
                 for hook in self.after_embed:
-                    await hook(memory, _event)
-                if mid in prepared:
-                    await self.enricher.finish(memory, prepared[mid], vectors.get(mid) or old_vectors.get(mid))
+                    await hook(memory, event)
+        order = {mid: position for position, mid in enumerate(live)}
+        await self.enricher.finish_many(
+            [(memory, prepared[memory.id], vectors.get(memory.id) or old_vectors.get(memory.id), order[memory.id])
+             for memory, _ in live.values() if memory.id in prepared],
+            {mid: order[mid] for mid in vectors})
 
     async def _enrich_without_vectors(self, todo: dict[str, tuple[Memory, events_pb2.MemoryEvent]],
                                       span_of: dict[str, Span]) -> None:
@@ -285,52 +351,42 @@ class EnrichConsumer:
             e.content_changed or m.enrichment_status != memory_pb2.ENRICHMENT_STATUS_DONE)]
         if not enrich_now:
             return
-        prepared = await self.enricher.prepare(enrich_now)
-        await self.graph.link_predecessors([m.id for m in enrich_now], time.time())
-        for memory in enrich_now:
-            span = span_of.get(memory.id)
-            with trace.use_span(span, end_on_exit=False) if span is not None else nullcontext():
-                await self.enricher.finish(memory, prepared[memory.id], None)
+        prepared, _ = await asyncio.gather(self.enricher.prepare(enrich_now),
+                                           self.graph.link_predecessors([m.id for m in enrich_now], time.time()))
+        await self.enricher.finish_many([(m, prepared[m.id], None, i) for i, m in enumerate(enrich_now)])
 
-    async def _publish_enriched(self, before: Memory | None, after: Memory) -> None:
-        """Append the MEMORY_ENRICHED audit event: ``after`` is the record as it stands once the
-        enrichment write landed (re-read, so edits made meanwhile show), ``before`` the same
-        record with the enrichment fields as they were."""
+    async def _publish_enriched(self, written: list[tuple[Memory, dict[str, Any]]],
+                                span_of: dict[str, Span]) -> None:
+        """Append the MEMORY_ENRICHED audit event of each ``(record before, node properties
+        right after the enrichment write)``: ``after`` is the record as it stands once the
+        write landed (returned by that write, so edits made before it show), ``before`` the
+        same record with the enrichment fields as they were. Published pipelined, each event's
+        PRODUCER span under its memory's message span; failures go to the outbox (or are
+        logged without a publisher: the audit event must not fail enrichment)."""
         from services.ingest.servicer import make_event
 
-        fresh = await self.graph.get_memory(after.id, None)
-        if fresh is not None:
-            after = fresh
+        events = []
+        for before, props in written:
+            after = node_to_memory(props)
             previous = Memory()
-            previous.CopyFrom(fresh)
-            if before is not None:
-                previous.embedding_status = before.embedding_status
-                previous.embedding_model = before.embedding_model
-            before = previous
-
-        event = make_event(events_pb2.EVENT_TYPE_MEMORY_ENRICHED, before=before, after=after, actor="system:enrich")
+            previous.CopyFrom(after)
+            previous.embedding_status = before.embedding_status
+            previous.embedding_model = before.embedding_model
+            events.append(make_event(events_pb2.EVENT_TYPE_MEMORY_ENRICHED, before=previous, after=after,
+                                     actor="system:enrich"))
+        if not events:
+            return
+        parents = [span_of.get(event.memory_id) for event in events]
         try:
             if self.publisher is not None:
-                await self.publisher.publish(event)
+                await self.publisher.publish_many(events, parents)
             else:
-                await self.bus.publish_event(event)
+                failed = [e for e, error in zip(events, await self.bus.publish_events(events, parents=parents),
+                                                strict=True) if error is not None]
+                if failed:
+                    raise RuntimeError(f"{len(failed)} events not acknowledged")
         except Exception as exc:  # noqa: BLE001 - the audit event must not fail enrichment
-            log.warning("could not publish MEMORY_ENRICHED", extra={"memory_id": after.id, "error": str(exc)})
-
-    async def _sparse_vectors(self, memories: list[Memory]) -> dict[str, tuple[list[int], list[float]]]:
-        """BM25 document weights of each memory's content plus its PRECEDED_BY predecessor's
-        content at ``text.CONTEXT_WEIGHT`` (measured on LoCoMo: recall@10 0.629 -> 0.713;
-        docs/benchmarks.md). Writes the PRECEDED_BY edges on the way."""
-        if not memories:
-            return {}
-        prev = await self.graph.link_predecessors([m.id for m in memories], time.time())
-        out = {}
-        for memory in memories:
-            weights = bm25_doc_weights(analyze(memory.content), analyze(prev.get(memory.id, "")))
-            if weights:
-                keys = sorted(weights)
-                out[memory.id] = (keys, [weights[k] for k in keys])
-        return out
+            log.warning("could not publish MEMORY_ENRICHED", extra={"events": len(events), "error": str(exc)})
 
     async def _retry_or_park(self, msg: Any, reason: str) -> None:
         delivered = msg.metadata.num_delivered if msg.metadata else 1
@@ -362,3 +418,16 @@ class EnrichConsumer:
         if memory is not None and memory.embedding_status != memory_pb2.EMBEDDING_STATUS_DONE:
             await self.graph.set_enrichment(memory.id, memory.content_hash,
                                             {"embedding_status": "EMBEDDING_STATUS_FAILED"})
+
+
+def _sparse_vectors(memories: list[Memory], previous: dict[str, str]) -> dict[str, tuple[list[int], list[float]]]:
+    """BM25 document weights of each memory's content plus its PRECEDED_BY predecessor's
+    content (``previous``: id -> content) at ``text.CONTEXT_WEIGHT`` (measured on LoCoMo:
+    recall@10 0.629 -> 0.713; docs/benchmarks.md)."""
+    out = {}
+    for memory in memories:
+        weights = bm25_doc_weights(analyze(memory.content), analyze(previous.get(memory.id, "")))
+        if weights:
+            keys = sorted(weights)
+            out[memory.id] = (keys, [weights[k] for k in keys])
+    return out

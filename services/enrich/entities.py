@@ -162,18 +162,30 @@ async def write_entities(graph: GraphStore, memory_id: str, scope: str, content_
     """Replace the memory's ``entities``, ``entity_tags`` and MENTIONS edges in one query,
     only while the node still holds ``content_hash``. Returns False when the content changed
     (an edit landed) or the node is gone; nothing is written then."""
-    rows = await graph.query(
-        "MATCH (m:Memory {id: $id}) WHERE m.content_hash = $hash AND m.scope = $scope "
-        "SET m.entities = $json, m.entity_tags = $tags "
-        "WITH m OPTIONAL MATCH (m)-[old:MENTIONS]->(:Entity) DELETE old "
-        "WITH DISTINCT m "
-        "FOREACH (ent IN $ents | MERGE (e:Entity {key: ent.key}) "
-        "  ON CREATE SET e.name = ent.name, e.kind = ent.kind, e.scope = $scope "
+    return memory_id in await write_entities_many(graph, [(memory_id, scope, content_hash, entities)])
+
+
+async def write_entities_many(graph: GraphStore,
+                              rows: list[tuple[str, str, str, list[memory_pb2.Entity]]]) -> set[str]:
+    """:func:`write_entities` for many memories in ONE query: ``rows`` are ``(memory_id,
+    scope, content_hash, entities)``. Each row is written (all of its entity data) only while
+    its node still holds ``content_hash`` in ``scope``. Returns the ids written."""
+    if not rows:
+        return set()
+    found = await graph.query(
+        "UNWIND $rows AS row MATCH (m:Memory {id: row.id}) WHERE m.content_hash = row.hash AND m.scope = row.scope "
+        "SET m.entities = row.json, m.entity_tags = row.tags "
+        "WITH m, row OPTIONAL MATCH (m)-[old:MENTIONS]->(:Entity) DELETE old "
+        "WITH DISTINCT m, row "
+        "FOREACH (ent IN row.ents | MERGE (e:Entity {key: ent.key}) "
+        "  ON CREATE SET e.name = ent.name, e.kind = ent.kind, e.scope = row.scope "
         "  MERGE (m)-[:MENTIONS]->(e)) "
         "RETURN m.id",
-        {"id": memory_id, "hash": content_hash, "scope": scope,
-         "json": json.dumps([{"name": e.name, "kind": e.kind, "tag": e.tag} for e in entities], ensure_ascii=False),
-         "tags": sorted({e.tag.lower() for e in entities}),
-         "ents": [{"key": entity_key(scope, e), "name": e.name, "kind": e.kind} for e in entities]},
+        {"rows": [{"id": memory_id, "hash": content_hash, "scope": scope,
+                   "json": json.dumps([{"name": e.name, "kind": e.kind, "tag": e.tag} for e in entities],
+                                      ensure_ascii=False),
+                   "tags": sorted({e.tag.lower() for e in entities}),
+                   "ents": [{"key": entity_key(scope, e), "name": e.name, "kind": e.kind} for e in entities]}
+                  for memory_id, scope, content_hash, entities in rows]},
     )
-    return bool(rows)
+    return {r[0] for r in found}

@@ -20,6 +20,7 @@ import logging
 import re
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from automem.v1 import memory_pb2
@@ -81,41 +82,76 @@ class LinkBuilder:
 
     async def neighbours(self, memory: Memory, vector: list[float]) -> list[Neighbour]:
         """Nearest current memories of the memory's scope (itself and MetaPatterns excluded)."""
+        return (await self.neighbours_many([(memory, vector, 0)]))[0]
+
+    async def neighbours_many(self, items: list[tuple[Memory, list[float], int]],
+                              fresh: Mapping[str, int] | None = None) -> list[list[Neighbour]]:
+        """:meth:`neighbours` of many ``(memory, vector, position in the batch)`` in one
+        batched vector search. ``fresh`` maps the memories whose point the batch wrote to
+        their position: a memory does not see the fresh points of memories after it, so it
+        gets the neighbours it would have got had the batch been enriched one memory after
+        another. (Searched without that exclusion first; the few memories that met a later
+        fresh point are searched again with it — same result, no per-query id lists.)"""
+        fresh = fresh or {}
         k = max(self.settings.similar_top_k, 5)
-        flt = VectorFilter(scope=memory.scope, states=["ACTIVE"])
-        hits = await self.vectors.search(vector, k + 1, flt)
-        ids = [mid for mid, _ in hits if mid != memory.id]
-        points = {p.id: p for p in await self.vectors.retrieve(ids)} if ids else {}
-        out = []
-        for mid, score in hits:
-            point = points.get(mid)
-            if point is None or point.payload.get("type") == "MetaPattern":
-                continue
-            out.append(Neighbour(mid, float(score), point.payload))
-        return out
+        hits = await self.vectors.search_many([
+            (vector, k + 1, VectorFilter(scope=memory.scope, states=["ACTIVE"])) for memory, vector, _ in items])
+        again = [i for i, ((_, _, position), found) in enumerate(zip(items, hits, strict=True))
+                 if any(fresh.get(mid, -1) > position for mid, _, _ in found)]
+        if again:
+            later = sorted(fresh, key=fresh.__getitem__)
+            redo = await self.vectors.search_many([
+                (items[i][1], k + 1, VectorFilter(scope=items[i][0].scope, states=["ACTIVE"],
+                                                  exclude_ids=[mid for mid in later if fresh[mid] > items[i][2]]))
+                for i in again])
+            for i, found in zip(again, redo, strict=True):
+                hits[i] = found
+        return [[Neighbour(mid, score, payload) for mid, score, payload in found
+                 if mid != memory.id and payload.get("type") != "MetaPattern"]
+                for (memory, _, _), found in zip(items, hits, strict=True)]
 
     async def link(self, memory: Memory, vector: list[float]) -> tuple[bool, int, int]:
         """SIMILAR_TO edges and proposals for ``memory``. Returns (written, edges, proposals);
         written is False when the content changed meanwhile (nothing written)."""
-        if memory.type == memory_pb2.MEMORY_TYPE_META_PATTERN:
-            return True, 0, 0
-        near = await self.neighbours(memory, vector)
-        similar = [n for n in near if n.score >= self.settings.similar_threshold][: self.settings.similar_top_k]
+        written, edges, proposals = await self.link_many([(memory, vector, 0)])
+        return memory.id in written, edges, proposals
+
+    async def link_many(self, items: list[tuple[Memory, list[float], int]],
+                        fresh: Mapping[str, int] | None = None) -> tuple[set[str], int, int]:
+        """SIMILAR_TO edges and proposals for many ``(memory, vector, position in the batch)``
+        (``fresh``: see :meth:`neighbours_many`): one vector search call and ONE graph write
+        for the edges of all of them, each memory's part guarded by its content hash;
+        proposals per memory. Returns (ids written, edges, proposals); a memory missing from
+        the ids changed meanwhile and got nothing written. MetaPatterns get no links (and
+        count as written)."""
+        meta = {m.id for m, _, _ in items if m.type == memory_pb2.MEMORY_TYPE_META_PATTERN}
+        items = [item for item in items if item[0].id not in meta]
+        if not items:
+            return meta, 0, 0
+        near_of = await self.neighbours_many(items, fresh)
+        similar_of = [[n for n in near if n.score >= self.settings.similar_threshold][: self.settings.similar_top_k]
+                      for near in near_of]
         rows = await self.graph.query(
-            "MATCH (m:Memory {id: $id}) WHERE m.content_hash = $hash AND m.scope = $scope "
+            "UNWIND $items AS item MATCH (m:Memory {id: item.id}) WHERE m.content_hash = item.hash "
+            "AND m.scope = item.scope "
             "OPTIONAL MATCH (m)-[old:SIMILAR_TO]->(:Memory) DELETE old "
-            "WITH DISTINCT m "
-            "UNWIND (CASE WHEN size($rows) = 0 THEN [null] ELSE $rows END) AS row "
-            "OPTIONAL MATCH (n:Memory {id: row.id}) WHERE n.scope = $scope "
+            "WITH DISTINCT m, item "
+            "UNWIND (CASE WHEN size(item.rows) = 0 THEN [null] ELSE item.rows END) AS row "
+            "OPTIONAL MATCH (n:Memory {id: row.id}) WHERE n.scope = item.scope "
             "FOREACH (x IN CASE WHEN n IS NULL THEN [] ELSE [n] END | "
-            "  MERGE (m)-[r:SIMILAR_TO]->(x) SET r.strength = row.score, r.create_time = $now, r.scope = $scope) "
+            "  MERGE (m)-[r:SIMILAR_TO]->(x) SET r.strength = row.score, r.create_time = $now, r.scope = item.scope) "
             "RETURN DISTINCT m.id",
-            {"id": memory.id, "hash": memory.content_hash, "scope": memory.scope, "now": time.time(),
-             "rows": [{"id": n.id, "score": n.score} for n in similar]})
-        if not rows:
-            return False, 0, 0
-        proposals = await self._propose(memory, near)
-        return True, len(similar), proposals
+            {"now": time.time(), "items": [
+                {"id": memory.id, "hash": memory.content_hash, "scope": memory.scope,
+                 "rows": [{"id": n.id, "score": n.score} for n in similar]}
+                for (memory, _, _), similar in zip(items, similar_of, strict=True)]})
+        written = {r[0] for r in rows}
+        edges = proposals = 0
+        for (memory, _, _), near, similar in zip(items, near_of, similar_of, strict=True):
+            if memory.id in written:
+                edges += len(similar)
+                proposals += await self._propose(memory, near)
+        return written | meta, edges, proposals
 
     async def _propose(self, memory: Memory, near: list[Neighbour]) -> int:
         candidates = [n for n in near if n.score >= self.settings.contradiction_threshold

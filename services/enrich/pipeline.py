@@ -7,9 +7,10 @@ entity tags):
 * :meth:`Enricher.prepare` (before the upsert, for the batch): NER with ``nlp.pipe`` in a
   worker thread, and — with an LLM configured — type classification and summaries of long
   content (concurrently); the results go onto the in-memory ``Memory`` messages.
-* :meth:`Enricher.finish` (after the upsert, per memory): writes entities + MENTIONS
-  (:func:`entities.write_entities`), the summary and ``enrichment_status`` (``set_enrichment``),
-  the LLM's type, SIMILAR_TO edges and proposals (:class:`links.LinkBuilder`).
+* :meth:`Enricher.finish_many` (after the upsert, per batch): writes entities + MENTIONS
+  (:func:`entities.write_entities_many`, one query), the LLM's type, SIMILAR_TO edges and
+  proposals (:class:`links.LinkBuilder`, one search call and one write), the summary and
+  ``enrichment_status`` (``set_enrichment_many``, one query).
 
 Guards: entity, summary, status and link writes need the node's ``content_hash`` to be the
 enriched one; the LLM's type also needs the node's ``version`` unchanged and the type still
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from automem.v1 import memory_pb2
@@ -30,7 +32,7 @@ from services.common.graph import GraphStore
 from services.common.model import Memory, type_name
 from services.common.settings import Settings
 from services.common.vectors import VectorStore
-from services.enrich.entities import EntityExtractor, write_entities
+from services.enrich.entities import EntityExtractor, write_entities_many
 from services.enrich.links import LinkBuilder
 from services.enrich.llm import LLM, extractive_summary, llm_configured
 
@@ -120,30 +122,52 @@ class Enricher:
 
     async def finish(self, memory: Memory, prep: Prepared, vector: list[float] | None) -> bool:
         """Write what :meth:`prepare` found, then links. False when an edit landed meanwhile."""
-        ok = True
+        return memory.id in await self.finish_many([(memory, prep, vector, 0)])
+
+    async def finish_many(self, items: list[tuple[Memory, Prepared, list[float] | None, int]],
+                          fresh: Mapping[str, int] | None = None) -> set[str]:
+        """:meth:`finish` for a batch of ``(memory, prepared, vector or None, position in the
+        batch)``: one guarded graph write for the batch's entities, the LLM's types (one query
+        each, only with an LLM), the links of the batch (:meth:`links.LinkBuilder.link_many`;
+        ``fresh`` maps the memories whose point the batch wrote to their position), one
+        guarded write of the summaries and ``enrichment_status``. A memory whose write is
+        refused (an edit landed) drops out of the later steps. Returns the ids fully
+        enriched."""
+        if not items:
+            return set()
+        ok = {memory.id for memory, _, _, _ in items}
         if self.extractor is not None:
-            ok = await write_entities(self.graph, memory.id, memory.scope, memory.content_hash, prep.entities)
-        if ok and prep.llm_type is not None:
-            await self.graph.query(
-                "MATCH (m:Memory {id: $id}) WHERE m.content_hash = $hash AND m.version = $version "
-                "AND m.type = $old_type SET m.type = $type, m.confidence = $conf RETURN m.id",
-                {"id": memory.id, "hash": memory.content_hash, "version": int(memory.version),
-                 "old_type": type_name(classify(memory.content)[0]), "type": type_name(prep.llm_type),
-                 "conf": prep.llm_confidence})
-        if ok and self.links is not None and vector is not None:
-            ok, edges, proposals = await self.links.link(memory, vector)
-            self.stats.similar_edges += edges
-            self.stats.proposals += proposals
-        if ok:
-            fields = {"enrichment_status": "ENRICHMENT_STATUS_DONE"}
-            if prep.summary is not None:
-                fields["summary"] = prep.summary
-            ok = await self.graph.set_enrichment(memory.id, memory.content_hash, fields)
-        if ok:
-            self.stats.enriched += 1
-        else:
-            self.stats.refused += 1
-            log.info("enrichment result dropped: the memory changed meanwhile", extra={"memory_id": memory.id})
+            ok = await write_entities_many(self.graph, [(m.id, m.scope, m.content_hash, prep.entities)
+                                                        for m, prep, _, _ in items])
+        for memory, prep, _, _ in items:
+            if memory.id in ok and prep.llm_type is not None:
+                await self.graph.query(
+                    "MATCH (m:Memory {id: $id}) WHERE m.content_hash = $hash AND m.version = $version "
+                    "AND m.type = $old_type SET m.type = $type, m.confidence = $conf RETURN m.id",
+                    {"id": memory.id, "hash": memory.content_hash, "version": int(memory.version),
+                     "old_type": type_name(classify(memory.content)[0]), "type": type_name(prep.llm_type),
+                     "conf": prep.llm_confidence})
+        if self.links is not None:
+            linking = [(m, vector, position) for m, _, vector, position in items if m.id in ok and vector is not None]
+            if linking:
+                written, edges, proposals = await self.links.link_many(linking, fresh)
+                ok -= {m.id for m, _, _ in linking} - written
+                self.stats.similar_edges += edges
+                self.stats.proposals += proposals
+        rows = []
+        for memory, prep, _, _ in items:
+            if memory.id in ok:
+                fields = {"enrichment_status": "ENRICHMENT_STATUS_DONE"}
+                if prep.summary is not None:
+                    fields["summary"] = prep.summary
+                rows.append((memory.id, memory.content_hash, fields))
+        ok = set(await self.graph.set_enrichment_many(rows))
+        for memory, _, _, _ in items:
+            if memory.id in ok:
+                self.stats.enriched += 1
+            else:
+                self.stats.refused += 1
+                log.info("enrichment result dropped: the memory changed meanwhile", extra={"memory_id": memory.id})
         return ok
 
     async def close(self) -> None:

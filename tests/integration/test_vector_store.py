@@ -357,6 +357,49 @@ async def test_search_orders_by_cosine(world: World):
     assert await world.store.search(q, limit=0) == []
 
 
+async def test_filter_exclude_ids(world: World):
+    assert await world.matching(VectorFilter(exclude_ids=[world.ids["A"], world.ids["C"]])) == {"B", "D", "E"}
+    assert await world.matching(VectorFilter(scope="s1", exclude_ids=[world.ids["B"]])) == {"A", "C", "E"}
+
+
+async def test_search_many_equals_one_search_per_request_with_payloads(world: World):
+    requests = [([1.0, 0.0, 0.0, 0.0], 10, None),
+                ([0.0, 1.0, 0.0, 0.0], 2, VectorFilter(scope="s1")),
+                ([1.0, 0.0, 0.0, 0.0], 10, VectorFilter(states=["ACTIVE"], exclude_ids=[world.ids["A"]])),
+                ([1.0, 0.0, 0.0, 0.0], 0, None),
+                ([1.0, 0.0, 0.0, 0.0], 5, VectorFilter(ids=[]))]
+    many = await world.store.search_many(requests)
+    assert len(many) == len(requests)
+    for (vector, limit, flt), hits in zip(requests, many, strict=True):
+        single = await world.store.search(vector, limit=limit, flt=flt)
+        assert [(i, pytest.approx(s, abs=1e-6)) for i, s in single] == [(i, s) for i, s, _ in hits]
+        assert all(p == world.payloads[world.name_of[i]] for i, _, p in hits)
+    assert "A" not in world.names(i for i, _, _ in many[2]) and many[2]
+    assert many[3] == [] and many[4] == []
+    assert await world.store.search_many([]) == []
+    with pytest.raises(DimensionMismatchError):
+        await world.store.search_many([([1.0, 0.0], 3, None)])
+
+
+async def test_upsert_many_writes_every_point_like_upsert(world: World):
+    new = {name: str(uuid.uuid4()) for name in ("X", "Y")}
+    await world.store.upsert_many([
+        (new["X"], [0.0, 0.0, 3.0, 0.0], {"scope": "s1", "n": 1}, ([7], [2.0])),
+        (new["Y"], [0.0, 1.0, 0.0, 0.0], {"scope": "s2", "n": 2}, None),
+        (world.ids["A"], [0.0, 0.0, 0.0, 1.0], {"scope": "s9"}, ([], [])),
+    ])
+    x, y, a = await world.store.retrieve([new["X"], new["Y"], world.ids["A"]], with_vectors=True)
+    assert x.payload == {"scope": "s1", "n": 1} and x.vector == pytest.approx([0.0, 0.0, 1.0, 0.0], abs=1e-6)
+    assert x.sparse == ([7], [pytest.approx(2.0)])
+    assert y.payload == {"scope": "s2", "n": 2} and y.sparse is None
+    assert a.payload == {"scope": "s9"} and a.sparse is None  # replaced, sparse dropped
+    assert await world.store.count() == 7
+    await world.store.upsert_many([])
+    with pytest.raises(DimensionMismatchError):
+        await world.store.upsert_many([(str(uuid.uuid4()), [1.0, 0.0], {"scope": "s1"}, None)])
+    assert await world.store.count() == 7
+
+
 async def test_search_wrong_dimension(world: World):
     with pytest.raises(DimensionMismatchError) as err:
         await world.store.search([1.0, 0.0, 0.0], limit=3)
