@@ -96,6 +96,10 @@ class Settings(BaseSettings):
     batch_max: int = Field(500, validation_alias=_env("AUTOMEM_BATCH_MAX"))
     recall_max_limit: int = Field(100, validation_alias=_env("AUTOMEM_RECALL_MAX_LIMIT"))
     by_tag_max_limit: int = Field(200, validation_alias=_env("AUTOMEM_BY_TAG_MAX_LIMIT"))
+    #: Most index rows one by-tag page reads (services/recall/bytag.py) before it is returned
+    #: short with a next_page_token: bounds a page's cost when many memories under the tag are
+    #: withheld or a tag prefix is rare. ~2,000 rows read ≈ 10–20 ms (docs/benchmarks.md).
+    by_tag_scan_max: int = Field(2000, ge=1, validation_alias=_env("AUTOMEM_BY_TAG_SCAN_MAX"))
     max_body_bytes: int = Field(4 * 1024 * 1024, validation_alias=_env("AUTOMEM_MAX_BODY_BYTES"))
     #: Per-key rate limit in the ``limits`` library's notation (``"600/minute"``,
     #: ``"50/second;1000/hour"``); empty = off. Enforced by the gRPC interceptor, so REST,
