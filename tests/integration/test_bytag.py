@@ -156,7 +156,7 @@ async def test_by_tag_page_stops_at_the_scan_bound_and_the_token_continues(setti
     """Ten deleted memories are the newest under the tag: with by_tag_scan_max 4 the first
     pages read only withheld rows, come back empty with has_more, and the tokens still reach
     every current memory."""
-    running = await start_service(settings.model_copy(update={"by_tag_scan_max": 4, "enrichment_enabled": False}))
+    running = await start_service(settings.model_copy(update={"by_tag_scan_max": 4}))
     try:
         async with running.http() as http:
             keep = [await _store(http, f"kept {i}", tags=["crowd"], timestamp=f"2000-01-0{i + 1}T00:00:00Z")
