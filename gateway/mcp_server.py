@@ -289,6 +289,8 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
         limit: Annotated[int, Field(description="Max results (ranked default 5, max 100; listing max "
                                                 "200).")] = 5,
         offset: Annotated[int, Field(description="Results to skip (paging).")] = 0,
+        page_token: Annotated[OptStr, Field(description="Tag listing mode: next_page_token of the previous "
+                                                        "page (cheaper than offset on large tags).")] = None,
         sort: Annotated[Literal["score", "time_desc", "time_asc", "updated_desc", "updated_asc"],
                         Field(description="Ranking order.")] = "score",
         time_query: Annotated[OptStr, Field(description="e.g. 'last week', 'yesterday'.")] = None,
@@ -345,13 +347,15 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
                 raise ToolError(f"limit: at most {settings.by_tag_max_limit} with exhaustive: true")
             response = await call(recall.ListMemoriesByTag, recall_service_pb2.ListMemoriesByTagRequest(
                 tags=tags, limit=limit, offset=offset, tag_mode=tag_mode, tag_match=tag_match or "exact",
-                read=read), ctx)
+                read=read, page_token=page_token or ""), ctx)
             items = [memory_to_json(m) for m in response.memories]
-            body = {"mode": "enumeration", "count": len(items), "total": response.total,
+            total = response.total if response.HasField("total") else None
+            body = {"mode": "enumeration", "count": len(items), "total": total,
                     "has_more": response.has_more, "limit": limit, "offset": offset, "tags": tags,
-                    "results": items}
-            header = (f"{len(items)} of {response.total} memories with tags {', '.join(tags)} "
-                      f"(offset {offset}{', more available' if response.has_more else ''})")
+                    "next_page_token": response.next_page_token or None, "results": items}
+            more = f", more available: page_token {response.next_page_token}" if response.has_more else ""
+            header = (f"{len(items)}{'' if total is None else f' of {total}'} memories with tags {', '.join(tags)} "
+                      f"(offset {offset}{more})")
             return _result(_render(header, body, items, format), body)
         message = recall_service_pb2.SearchMemoriesRequest(
             query=query or "", queries=queries or [], embedding=embedding or [], limit=limit, offset=offset,

@@ -143,4 +143,5 @@ def install(app: FastAPI) -> None:
                               consolidate_service_pb2.CheckSyncRequest(repair=not dry_run), request)
         return {"status": "success", "sync_status": response.sync_status,
                 "missing_vectors": response.missing_vectors, "orphaned_vectors": response.orphaned_vectors,
-                "stale_payloads": response.stale_payloads, "repaired": response.repaired}
+                "stale_payloads": response.stale_payloads, "repaired": response.repaired,
+                "unenriched_past_retention": response.unenriched_past_retention}

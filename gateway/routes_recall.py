@@ -105,8 +105,15 @@ def install(app: FastAPI) -> None:
     @app.get("/memory/by-tag", tags=["recall"])
     async def by_tag(request: Request, tags: list[str] = Query(default=[]), limit: int = 20, offset: int = 0,
                      tag_mode: str = "any", tag_match: str = "exact", as_of: str | None = None,
-                     known_at: str | None = None, state_mode: str | None = None) -> dict[str, Any]:
-        """Current memories with any of ``tags`` (AutoMem; limit ≤ 200), newest first."""
+                     known_at: str | None = None, state_mode: str | None = None, page_token: str = "",
+                     include_total: bool = False) -> dict[str, Any]:
+        """Current memories with any of ``tags`` (AutoMem; limit ≤ 200), newest first.
+
+        Paging: ``next_page_token`` (empty at the end) continues with ``page_token``, at a
+        cost independent of how many memories carry the tag; ``offset`` still skips from the
+        start. ``total`` is null unless known exactly (the listing fit in this page) or
+        ``include_total=true`` (counts them all). ``has_more`` can be true on a page shorter
+        than ``limit`` (many memories under the tag withheld): follow the token."""
         expanded = [t for raw in tags for t in raw.split(",") if t.strip()]
         if not expanded:
             raise GatewayError(400, "tags: at least one tag is required")
@@ -115,10 +122,12 @@ def install(app: FastAPI) -> None:
         response = await call(request.app.state.client.recall.ListMemoriesByTag,
                               recall_service_pb2.ListMemoriesByTagRequest(
                                   tags=expanded, limit=limit, offset=offset, tag_mode=tag_mode, tag_match=tag_match,
-                                  read=read_options(as_of, known_at, state_mode)), request)
+                                  read=read_options(as_of, known_at, state_mode), page_token=page_token,
+                                  include_total=include_total), request)
         memories = [memory_to_json(m) for m in response.memories]
         return {"status": "success", "tags": expanded, "count": len(memories), "limit": limit, "offset": offset,
-                "has_more": response.has_more, "total": response.total, "memories": memories}
+                "has_more": response.has_more, "total": response.total if response.HasField("total") else None,
+                "next_page_token": response.next_page_token or None, "memories": memories}
 
     @app.get("/startup-recall", tags=["recall"])
     async def startup_recall(request: Request) -> dict[str, Any]:

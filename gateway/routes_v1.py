@@ -103,12 +103,15 @@ def install(app: FastAPI) -> None:
 
     @app.get("/v1/memories/{memory_id}/history", tags=["v1"])
     async def history(memory_id: str, request: Request, page_size: int = 100, page_token: str = "") -> dict[str, Any]:
-        """Every MemoryEvent of the memory, oldest first (actor, time, before/after)."""
+        """Every MemoryEvent of the memory, oldest first (actor, time, before/after).
+        ``truncated``: the events before the stream's retention (``retained_since``) are
+        gone, so the history does not start with the memory's creation (docs/retention.md)."""
         response = await call(request.app.state.client.ingest.ListMemoryEvents, ingest_service_pb2.ListMemoryEventsRequest(
             id=memory_id, page_size=page_size, page_token=page_token), request)
         events = [event_json(e) for e in response.events]
         return {"status": "success", "memory_id": memory_id, "count": len(events), "events": events,
-                "next_page_token": response.next_page_token or None}
+                "next_page_token": response.next_page_token or None, "truncated": response.truncated,
+                "retained_since": iso(response, "retained_since_time")}
 
     @app.get("/backup", tags=["ops"], response_class=StreamingResponse, responses={
         200: {"description": "JSON lines", "content": {"application/x-ndjson": {"schema": {"type": "string"}}}}})

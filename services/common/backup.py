@@ -5,7 +5,10 @@ AutoMem rebuilt its graph from the vector payload and lost validity windows and 
 
 * :func:`export_records` — JSON-serialisable records, one per line in a backup file:
 
-  - ``{"kind": "header", "format": "automem-backup/1", "graph": ..., "export_time": ...}``
+  - ``{"kind": "header", "format": "automem-backup/1", "graph": ..., "export_time": ...}``,
+    with the events ``events_retained_since`` (stream time of the oldest event the stream
+    still held, epoch seconds) and ``events_truncated`` (older events were removed by the
+    stream's retention, so the exported history is partial; docs/retention.md)
   - ``{"kind": "memory"|"tombstone"|"review_item"|"node", "ref": <int>, "labels": [...],
     "properties": {...}}`` — every node with every property as stored (times are float
     epoch seconds, open ends 253402300799.0), ``ref`` its id within the export;
@@ -57,7 +60,13 @@ def _ident(name: str) -> str:
 async def export_records(graph: GraphStore, bus: Any = None) -> AsyncIterator[dict[str, Any]]:
     """Every node, edge and (when ``bus`` is given) stream event, as backup records (see the
     module docstring for the shapes). Nodes and edges are paged ``PAGE`` at a time."""
-    yield {"kind": "header", "format": FORMAT, "graph": graph.name, "export_time": time.time()}
+    header: dict[str, Any] = {"kind": "header", "format": FORMAT, "graph": graph.name, "export_time": time.time()}
+    if bus is not None:
+        # The stream holds events for its retention only: say where the exported history begins.
+        retention = await bus.retention()
+        header["events_retained_since"] = retention.first_time
+        header["events_truncated"] = retention.trimmed
+    yield header
     skip = 0
     while True:
         rows = await graph.ro_query(
@@ -114,7 +123,8 @@ async def restore_records(graph: GraphStore, records: list[dict[str, Any]], bus:
 
     Refuses (RuntimeError) when the graph already holds nodes or the stream messages,
     unless ``force``, which first empties both (replace, never merge). Returns counts
-    ``{"nodes", "edges", "events"}``.
+    ``{"nodes", "edges", "events", "events_dropped"}`` (events the target stream's retention
+    removed at once: its ``event_retention_bytes`` is smaller than the backup's events).
     """
     if force:
         # Replace, never merge: the target's graph and event stream are emptied first.
@@ -175,13 +185,18 @@ async def restore_records(graph: GraphStore, records: list[dict[str, Any]], bus:
     for labels in {lb[0] for lb in by_labels if lb}:
         await _try(graph, f"DROP INDEX ON :{labels}({_REF})")
     await graph.ensure_schema()
-    published = 0
-    if bus is not None:
+    published = dropped = 0
+    if bus is not None and events:
+        before = await bus.js.stream_info(bus.settings.stream_name)
         for record in events:
             event = events_pb2.MemoryEvent.FromString(base64.b64decode(record["data"]))
             await bus.publish_event(event)
             published += 1
-    return {"nodes": len(nodes), "edges": len(edges), "events": published}
+        after = await bus.js.stream_info(bus.settings.stream_name)
+        # Republished events start a fresh retention period; a smaller event_retention_bytes
+        # than the backup's events removes the oldest of them at once.
+        dropped = max(0, min(published, after.state.first_seq - (before.state.last_seq + 1)))
+    return {"nodes": len(nodes), "edges": len(edges), "events": published, "events_dropped": dropped}
 
 
 async def _try(graph: GraphStore, statement: str) -> None:

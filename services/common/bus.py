@@ -2,7 +2,9 @@
 
 Subjects (one place): ``<prefix>.memory.<event>`` for memory events, ``<prefix>.dlq.<consumer>``
 for poison messages. One durable stream (``settings.stream_name``) holds both; it is the
-audit log and the feed for enrichment. Payloads are ``automem.v1.MemoryEvent`` bytes.
+audit log and the feed for enrichment, kept for ``event_retention_days`` and up to
+``event_retention_bytes`` (oldest removed first; readers say when history before the
+retention is gone, see :class:`StreamRetention`). Payloads are ``automem.v1.MemoryEvent`` bytes.
 ``Nats-Msg-Id`` is the event id, so a republished event is de-duplicated by the server;
 ``traceparent`` carries the W3C trace context.
 """
@@ -13,16 +15,18 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import nullcontext
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import nats
 from automem.v1 import events_pb2
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, StreamConfig
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, DiscardPolicy, StreamConfig
 from nats.js.errors import NotFoundError
 from opentelemetry import propagate, trace
 from opentelemetry.trace import Span
 
-from services.common.settings import Settings
+from services.common.settings import DUPLICATE_WINDOW_SECONDS, Settings
 from services.common.telemetry import producer_span
 
 log = logging.getLogger(__name__)
@@ -61,6 +65,41 @@ class Subjects:
 Handler = Callable[[events_pb2.MemoryEvent, Any], Awaitable[None]]
 
 
+@dataclass(frozen=True)
+class StreamRetention:
+    """The retained part of the event stream.
+
+    ``first_seq``: sequence of the oldest event still held; events before it were removed
+    (by retention or a purge) when it is above 1 (``trimmed``). ``first_time``: its stream
+    time (epoch seconds; None when the stream is empty). ``max_age_seconds`` / ``max_bytes``:
+    the limits in force (0 / -1 = unlimited).
+    """
+
+    first_seq: int
+    first_time: float | None
+    max_age_seconds: float
+    max_bytes: int
+
+    @property
+    def trimmed(self) -> bool:
+        """True when events before ``first_seq`` no longer exist."""
+        return self.first_seq > 1
+
+
+def _stream_time(value: Any) -> float | None:
+    """Epoch seconds of a JetStream message time (RFC 3339 with nanoseconds, as the server
+    sends it in STREAM.MSG.GET)."""
+    if not value:
+        return None
+    text = str(value).replace("Z", "+00:00")
+    head, dot, rest = text.partition(".")
+    if dot:  # keep microseconds: datetime takes at most six digits
+        digits = "".join(ch for ch in rest if ch.isdigit())
+        zone = rest[len(digits):]
+        text = f"{head}.{digits[:6]}{zone}"
+    return datetime.fromisoformat(text).timestamp()
+
+
 class Bus:
     """A NATS connection with the JetStream context and the automem stream.
 
@@ -84,16 +123,38 @@ class Bus:
             self.settings.nats_url, name="automem", max_reconnect_attempts=-1, reconnect_time_wait=0.5
         )
         self.js = self.nc.jetstream()
-        config = StreamConfig(
-            name=self.settings.stream_name,
-            subjects=[self.subjects.memory_all, self.subjects.dlq_all],
-            duplicate_window=120.0,
-        )
+        config = self.stream_config()
         try:
             await self.js.stream_info(self.settings.stream_name)
             await self.js.update_stream(config)
         except NotFoundError:
             await self.js.add_stream(config)
+
+    def stream_config(self) -> StreamConfig:
+        """The stream's configuration: its subjects, the de-duplication window and the
+        retention limits from settings (``event_retention_days`` → ``max_age``,
+        ``event_retention_bytes`` → ``max_bytes``, 0 = unlimited; the oldest events go first)."""
+        return StreamConfig(
+            name=self.settings.stream_name,
+            subjects=[self.subjects.memory_all, self.subjects.dlq_all],
+            duplicate_window=DUPLICATE_WINDOW_SECONDS,
+            max_age=self.settings.event_retention_days * 86400.0,
+            max_bytes=self.settings.event_retention_bytes or -1,
+            discard=DiscardPolicy.OLD,
+        )
+
+    async def retention(self) -> StreamRetention:
+        """Where the stream's retained history begins (see :class:`StreamRetention`)."""
+        info = await self.js.stream_info(self.settings.stream_name)
+        first_time = None
+        if info.state.messages:
+            try:
+                first_time = _stream_time((await self.js.get_msg(self.settings.stream_name, info.state.first_seq)).time)
+            except NotFoundError:  # removed meanwhile: the next read is newer anyway
+                first_time = None
+        return StreamRetention(first_seq=int(info.state.first_seq), first_time=first_time,
+                               max_age_seconds=float(info.config.max_age or 0.0),
+                               max_bytes=int(info.config.max_bytes or -1))
 
     @property
     def connected(self) -> bool:

@@ -17,9 +17,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import logging
 import signal
 import sys
+from datetime import UTC, datetime
 from typing import Any
 
 from services.common.settings import Settings, get_settings
@@ -148,14 +150,20 @@ async def _recovery(settings: Settings, args: argparse.Namespace) -> int:
             out = await asyncio.to_thread(open, args.out, "w", encoding="utf-8") if to_file else sys.stdout
             try:
                 count = events = 0
+                truncated_since = None
                 async for line in backup.export_lines(graph, None if args.no_events else bus):
                     out.write(line + "\n")
+                    if count == 0 and '"events_truncated": true' in line:
+                        truncated_since = json.loads(line).get("events_retained_since")
                     count += 1
                     events += '"kind": "event"' in line
             finally:
                 if out is not sys.stdout:
                     out.close()
             print(f"# {count} records written ({events} events)", file=sys.stderr)
+            if truncated_since is not None:
+                print("note: the event stream's retention removed older events; the exported history starts at "
+                      f"{datetime.fromtimestamp(truncated_since, UTC).isoformat()}", file=sys.stderr)
             if not args.no_events and events == 0 and count > 0:
                 print(f"warning: stream {settings.stream_name!r} at {settings.nats_url} holds no events, so this "
                       "backup has no history; point NATS_URL at the service's NATS", file=sys.stderr)
@@ -167,6 +175,9 @@ async def _recovery(settings: Settings, args: argparse.Namespace) -> int:
             records = backup.read_lines(text.splitlines())
             counts = await backup.restore_records(graph, records, bus, force=args.force)
             print(f"restored {counts['nodes']} nodes, {counts['edges']} edges, {counts['events']} events")
+            if counts.get("events_dropped"):
+                print(f"warning: the stream's retention (AUTOMEM_EVENT_RETENTION_BYTES) removed the oldest "
+                      f"{counts['events_dropped']} restored events at once; their history is gone", file=sys.stderr)
         elif args.cmd == "reindex" and getattr(args, "provider", ""):
             from services.enrich.reindex import reindex_with_provider
 

@@ -152,7 +152,10 @@ class GraphStore:
 
     async def ensure_schema(self) -> None:
         """Create the indexes (idempotent): range on Memory(id, scope, content_hash,
-        event_time, embedding_status), full-text on Memory(content), range on Tombstone and IdempotencyKey."""
+        event_time, embedding_status, tags_lower, entity_tags), full-text on Memory(content),
+        range on Tombstone and IdempotencyKey. The two tag indexes are on array properties
+        (FalkorDB indexes each element; ``$tag IN m.tags_lower`` uses it) and drive the by-tag
+        listing (services/recall/bytag.py)."""
         statements = [
             "CREATE INDEX FOR (m:Memory) ON (m.id)",
             "CREATE INDEX FOR (m:Memory) ON (m.scope)",
@@ -160,6 +163,7 @@ class GraphStore:
             "CREATE INDEX FOR (m:Memory) ON (m.event_time)",
             "CREATE INDEX FOR (m:Memory) ON (m.embedding_status)",
             "CREATE INDEX FOR (m:Memory) ON (m.tags_lower)",
+            "CREATE INDEX FOR (m:Memory) ON (m.entity_tags)",
             "CREATE INDEX FOR (t:Tombstone) ON (t.content_hash)",
             "CREATE INDEX FOR (k:IdempotencyKey) ON (k.key)",
             "CREATE INDEX FOR (e:Entity) ON (e.key)",

@@ -11,8 +11,11 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+#: JetStream de-duplication window of the event stream (``Nats-Msg-Id``; services/common/bus.py).
+DUPLICATE_WINDOW_SECONDS = 120.0
 
 
 def _env(*names: str) -> AliasChoices:
@@ -57,6 +60,16 @@ class Settings(BaseSettings):
     #: Redeliveries before a message is parked on the dead-letter subject.
     max_deliver: int = Field(5, validation_alias=_env("AUTOMEM_MAX_DELIVER"))
     ack_wait_seconds: float = Field(30.0, validation_alias=_env("AUTOMEM_ACK_WAIT_SECONDS"))
+    #: Retention of the event stream, applied whenever a service connects (services/common/
+    #: bus.py): events older than this many days are removed; 0 = no age limit. The stream
+    #: is the audit log (``/v1/memories/{id}/history``, the events of a backup) and the feed
+    #: of enrichment; what reads it after the retention is described in docs/retention.md.
+    #: Default 90 days; must be 0 or at least the 120 s de-duplication window.
+    event_retention_days: float = Field(90.0, ge=0, validation_alias=_env("AUTOMEM_EVENT_RETENTION_DAYS"))
+    #: ...and the oldest events beyond this size are removed; 0 = no size limit. Default
+    #: 1 GiB: about 400,000 memories' events at the ~2.3 MB per 1,000 stored measured in
+    #: docs/benchmarks.md.
+    event_retention_bytes: int = Field(1 << 30, ge=0, validation_alias=_env("AUTOMEM_EVENT_RETENTION_BYTES"))
 
     # --- FalkorDB ------------------------------------------------------------------------
     #: Empty: ``automem up`` starts an embedded redis-server + falkordb.so.
@@ -103,6 +116,10 @@ class Settings(BaseSettings):
     batch_max: int = Field(500, validation_alias=_env("AUTOMEM_BATCH_MAX"))
     recall_max_limit: int = Field(100, validation_alias=_env("AUTOMEM_RECALL_MAX_LIMIT"))
     by_tag_max_limit: int = Field(200, validation_alias=_env("AUTOMEM_BY_TAG_MAX_LIMIT"))
+    #: Most index rows one by-tag page reads (services/recall/bytag.py) before it is returned
+    #: short with a next_page_token: bounds a page's cost when many memories under the tag are
+    #: withheld or a tag prefix is rare. ~2,000 rows read ≈ 10–20 ms (docs/benchmarks.md).
+    by_tag_scan_max: int = Field(2000, ge=1, validation_alias=_env("AUTOMEM_BY_TAG_SCAN_MAX"))
     max_body_bytes: int = Field(4 * 1024 * 1024, validation_alias=_env("AUTOMEM_MAX_BODY_BYTES"))
     #: Per-key rate limit in the ``limits`` library's notation (``"600/minute"``,
     #: ``"50/second;1000/hour"``); empty = off. Enforced by the gRPC interceptor, so REST,
@@ -189,6 +206,14 @@ class Settings(BaseSettings):
     #: ``grpc`` (port 4317, the Python SDK's default) or ``http/protobuf`` (port 4318).
     otel_exporter_otlp_protocol: str = Field(
         "grpc", validation_alias=_env("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"))
+
+    @field_validator("event_retention_days")
+    @classmethod
+    def _retention_covers_dedup_window(cls, value: float) -> float:
+        if 0 < value * 86400 < DUPLICATE_WINDOW_SECONDS:
+            raise ValueError(f"must be 0 (no age limit) or at least the {DUPLICATE_WINDOW_SECONDS:.0f} s "
+                             "de-duplication window of the event stream")
+        return value
 
     @property
     def vectors_enabled(self) -> bool:

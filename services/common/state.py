@@ -133,14 +133,17 @@ def newest_successors(edges: list[tuple[str, str, str, float, float]], read: Rea
 
 async def resolve(graph: GraphStore, memories: list[Memory], scope: str, read: ReadAt,
                   seen: set[str] | None = None,
-                  outgoing: list[tuple[str, str, str, float, float]] | None = None) -> list[Resolved | None]:
+                  outgoing: list[tuple[str, str, str, float, float]] | None = None,
+                  *, dedupe: bool = True) -> list[Resolved | None]:
     """Apply the state pass to ``memories`` (same order; None = withheld).
 
     Each memory is first seen as known at ``read.known_at`` (:func:`as_known`). A superseded
     memory is replaced by the furthest memory along its chain (≤ 5 hops, cycle-safe, edges
     created by ``known_at``) that is readable at ``as_of``; when none is, the memory itself
     is returned if readable (what was true at ``as_of``), else withheld. A replacement that
-    appears more than once is kept at its first position only.
+    appears more than once is kept at its first position only, unless ``dedupe`` is False:
+    then every position holds its own memory's resolution (the by-tag listing asks "is this
+    memory its own current head?" for each candidate, services/recall/bytag.py).
 
     ``seen``: ids already returned by earlier calls for the same read (recall resolves its
     ranking in slices); they are withheld here too, and the ids returned are added to it.
@@ -197,11 +200,11 @@ async def resolve(graph: GraphStore, memories: list[Memory], scope: str, read: R
                 head = candidate
                 break
         if head is not None:
-            if head.id in seen:
+            if dedupe and head.id in seen:
                 continue
             results[i] = Resolved(head, replaces_id=m.id)
             seen.add(head.id)
-        elif readable_head(m, read) and m.id not in seen:
+        elif readable_head(m, read) and (not dedupe or m.id not in seen):
             results[i] = Resolved(m)
             seen.add(m.id)
     return results

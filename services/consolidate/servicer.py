@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -22,6 +23,8 @@ from services.common.settings import Settings
 from services.common.vectors import VectorFilter, VectorStore
 from services.consolidate.tasks import HALF_LIFE_DAYS, Tasks, relevance
 from services.ingest.servicer import make_event
+
+log = logging.getLogger(__name__)
 
 MODES = ("full", "decay", "creative", "cluster", "forget")
 __all__ = ["HALF_LIFE_DAYS", "MODES", "ConsolidateServicer", "relevance"]
@@ -80,7 +83,8 @@ class ConsolidateServicer(consolidate_service_pb2_grpc.ConsolidateServiceService
                 result = await self.check_sync(repair=not dry_run)
                 run.counts.update({"missing_vectors": result.missing_vectors, "repaired": result.repaired,
                                    "orphaned_vectors": result.orphaned_vectors,
-                                   "stale_payloads": result.stale_payloads})
+                                   "stale_payloads": result.stale_payloads,
+                                   "unenriched_past_retention": result.unenriched_past_retention})
         except Exception as exc:
             run.error = f"{type(exc).__name__}: {exc}"
             if trigger == "manual":
@@ -144,9 +148,21 @@ class ConsolidateServicer(consolidate_service_pb2_grpc.ConsolidateServiceService
         """The drift check (and repair): every current memory has exactly its point with the
         builder's payload, and no point lacks a memory. Repair re-queues missing/stale memories
         and orphans as events: the enrichment consumer (the only writer of points) rewrites or
-        deletes their points. The result is remembered for :meth:`GetSyncStatus`."""
+        deletes their points. The result is remembered for :meth:`GetSyncStatus`.
+
+        Also (vectors enabled or not) memories whose enrichment is still PENDING although the
+        stream no longer holds their last event (removed by ``event_retention_days`` /
+        ``_bytes`` before the enrichment consumer took it) are counted and, with ``repair``,
+        re-queued as MEMORY_UPDATED events."""
+        unenriched = await self._unenriched_past_retention()
+        if repair:
+            for memory in unenriched:
+                await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_MEMORY_UPDATED, before=memory,
+                                                        after=memory, content_changed=True, actor="system:sync"))
         if self.vectors is None:
-            return consolidate_service_pb2.CheckSyncResponse(sync_status="vectors_disabled")
+            return consolidate_service_pb2.CheckSyncResponse(sync_status="vectors_disabled",
+                                                             unenriched_past_retention=len(unenriched),
+                                                             repaired=len(unenriched) if repair else 0)
         from services.common.payload import build_payload
 
         rows = await self.graph.ro_query(
@@ -160,7 +176,8 @@ class ConsolidateServicer(consolidate_service_pb2_grpc.ConsolidateServiceService
             points.update({p.id: p for p in page})
             if offset is None:
                 break
-        missing = [mid for mid in memories if mid not in points]
+        requeued = {m.id for m in unenriched} if repair else set()
+        missing = [mid for mid in memories if mid not in points and mid not in requeued]
         orphans = [pid for pid in points if pid not in memories]
         stale = []
         for mid, point in points.items():
@@ -170,14 +187,14 @@ class ConsolidateServicer(consolidate_service_pb2_grpc.ConsolidateServiceService
             memory.embedding_model = point.payload.get("embedding_model", "")
             if build_payload(memory) != point.payload:
                 stale.append(mid)
-        repaired = 0
+        repaired = len(requeued)
         if repair:
             for pid in orphans:
                 gone = Memory(id=pid)
                 await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_MEMORY_DELETED, before=gone,
                                                         after=None, actor="system:sync"))
                 repaired += 1
-            for mid in missing + stale:
+            for mid in [m for m in missing + stale if m not in requeued]:
                 memory = memories[mid]
                 await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_MEMORY_UPDATED, before=memory,
                                                         after=memory, content_changed=mid in missing,
@@ -191,7 +208,27 @@ class ConsolidateServicer(consolidate_service_pb2_grpc.ConsolidateServiceService
         self.last_check = (time.time(), "synced" if repair else status)
         return consolidate_service_pb2.CheckSyncResponse(
             sync_status=status, missing_vectors=len(missing), orphaned_vectors=len(orphans),
-            stale_payloads=len(stale), repaired=repaired)
+            stale_payloads=len(stale), repaired=repaired, unenriched_past_retention=len(unenriched))
+
+    async def _unenriched_past_retention(self) -> list[Memory]:
+        """Current-ish memories with enrichment PENDING last written before the oldest event
+        the stream still holds: their event is gone, so the consumer will never see it."""
+        bus = getattr(self.publisher, "bus", None)
+        if bus is None or bus.js is None:
+            return []
+        retention = await bus.retention()
+        if not retention.trimmed or retention.first_time is None:
+            return []
+        rows = await self.graph.ro_query(
+            "MATCH (m:Memory) WHERE m.enrichment_status = 'ENRICHMENT_STATUS_PENDING' "
+            "AND m.state IN ['ACTIVE', 'SUPERSEDED', 'PENDING_REVIEW', 'ARCHIVED'] "
+            "AND coalesce(m.update_time, m.create_time) < $since RETURN properties(m)",
+            {"since": retention.first_time})
+        found = [node_to_memory(r[0]) for r in rows]
+        if found:
+            log.warning("memories waiting for enrichment lost their events to the stream's retention",
+                        extra={"count": len(found), "retained_since": retention.first_time})
+        return found
 
     async def GetSyncStatus(self, request, context):
         """Cheap sync status for /health (no key): from the point and memory counts — fewer

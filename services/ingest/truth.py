@@ -368,21 +368,32 @@ class TruthMixin:
 
     async def ListMemoryEvents(self, request, context):
         """Every MemoryEvent of one memory (its own and its relations'), oldest first, from
-        the durable stream. Paged: ``page_size`` ≤ 1000 (0 = 100). NOT_FOUND when the memory
-        has no event in the caller's scope."""
+        the durable stream. Paged: ``page_size`` ≤ 1000 (0 = 100). The stream keeps events
+        for its retention only (``event_retention_days`` / ``_bytes``): ``truncated`` says
+        the retained history does not begin with the memory's MEMORY_CREATED event, and
+        ``retained_since_time`` when the stream's oldest event was written. NOT_FOUND when the
+        memory has no event and no node in the caller's scope."""
         require_role("reader")
         scope = resolve_scope(request.scope)
         size = request.page_size or 100
         if size < 1 or size > MAX_EVENT_PAGE:
             raise InvalidArgument(f"page_size: must be between 1 and {MAX_EVENT_PAGE}", field="page_size")
         offset = _page(request.page_token)
-        events = [e for e in await self.publisher.bus.events_for(request.id, limit=10**9)
+        bus = self.publisher.bus
+        retention = await bus.retention()
+        events = [e for e in await bus.events_for(request.id, limit=10**9)
                   if (e.scope or e.relation.scope) == scope]
-        if not events:
+        if not events and await self.graph.get_memory(request.id, scope) is None:
             raise NotFound(f"memory {request.id} has no history in scope {scope!r}", field="id")
-        return ingest_service_pb2.ListMemoryEventsResponse(
+        created = bool(events) and events[0].type == events_pb2.EVENT_TYPE_MEMORY_CREATED \
+            and events[0].memory_id == request.id
+        response = ingest_service_pb2.ListMemoryEventsResponse(
             events=events[offset: offset + size],
-            next_page_token=_token(offset + size) if offset + size < len(events) else "")
+            next_page_token=_token(offset + size) if offset + size < len(events) else "",
+            truncated=not created)
+        if retention.first_time is not None:
+            response.retained_since_time.CopyFrom(ts(retention.first_time))
+        return response
 
     async def ExportBackup(self, request, context):
         """Stream the full export (admin): one JSON record per chunk (services/common/backup.py)."""

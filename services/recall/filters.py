@@ -48,7 +48,20 @@ class Filters:
         """True when ``memory`` passes the tag, exclusion and time filters."""
         if memory.scope != self.scope:
             return False
-        have = {t.lower() for t in memory.tags} | {e.tag.lower() for e in memory.entities if e.tag}
+        if not self.tags_match({t.lower() for t in memory.tags} | {e.tag.lower() for e in memory.entities if e.tag}):
+            return False
+        if self.start is not None or self.end is not None:
+            t = epoch(memory, "event_time") or epoch(memory, "create_time") or 0.0
+            if self.start is not None and t < self.start:
+                return False
+            if self.end is not None and t > self.end:
+                return False
+        return True
+
+    def tags_match(self, tags: set[str] | list[str]) -> bool:
+        """True when lower-cased ``tags`` (user tags plus entity tags) pass the tag and
+        exclusion filters."""
+        have = set(tags)
         if self.exclude_tags and have & set(self.exclude_tags):
             return False
         if self.tags:
@@ -58,12 +71,6 @@ class Filters:
                 return any(t.startswith(wanted) for t in have)
             results = [hit(t) for t in self.tags]
             if not (all(results) if self.tag_mode == "all" else any(results)):
-                return False
-        if self.start is not None or self.end is not None:
-            t = epoch(memory, "event_time") or epoch(memory, "create_time") or 0.0
-            if self.start is not None and t < self.start:
-                return False
-            if self.end is not None and t > self.end:
                 return False
         return True
 

@@ -33,6 +33,7 @@ from services.common.settings import Settings
 from services.common.state import ReadAt, as_known, known, resolve, resolve_one
 from services.common.text import analyze, bm25_query_weights, fulltext_query
 from services.common.vectors import VectorStore
+from services.recall.bytag import list_by_tag
 from services.recall.filters import Filters
 from services.recall.ranking import Candidate, ScoreWeights, rank
 
@@ -407,7 +408,13 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
         return recall_service_pb2.RecallGetMemoryResponse(memory=memory, is_current=is_current, current_id=head)
 
     async def ListMemoriesByTag(self, request, context):
-        """Current memories with the tags, newest first, paged (limit ≤ by_tag_max_limit, 200)."""
+        """Current memories with the tags, newest first (event_time, importance, id), paged
+        (limit 1..by_tag_max_limit, default 20). Keyset paging with ``page_token`` /
+        ``next_page_token`` (pages read the first page's snapshot); ``offset`` skips current
+        memories from the start. Indexed: a page costs about the same at 100 or 100,000
+        memories under the tag (services/recall/bytag.py). ``total`` only when known exactly
+        (the listing fit in this page, or ``include_total``). Errors: INVALID_ARGUMENT naming
+        limit, offset, tag_mode, tag_match or page_token."""
         require_role("reader")
         scope = resolve_scope(request.scope)
         read = read_at(request.read)
@@ -418,17 +425,17 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
             raise InvalidArgument("offset: must not be negative", field="offset")
         filters = Filters.build(scope, list(request.tags), request.tag_mode or "any", request.tag_match or "exact",
                                 [], None, None)
-        where, params = filters.cypher("m")
-        params["states"] = _states(read)
-        rows = await self.graph.ro_query(
-            f"MATCH (m:Memory) WHERE {where} AND m.state IN $states RETURN properties(m) "
-            "ORDER BY m.event_time DESC, m.importance DESC", params)
-        memories = [node_to_memory(r[0]) for r in rows]
-        resolved = [r.memory for r in await resolve(self.graph, memories, scope, read) if r is not None]
-        resolved = [m for m in resolved if filters.matches(m)] if not read.history else resolved
-        page = resolved[request.offset: request.offset + limit]
-        return recall_service_pb2.ListMemoriesByTagResponse(
-            memories=page, has_more=len(resolved) > request.offset + limit, total=len(resolved))
+        page, token = await list_by_tag(
+            self.graph, filters, read, _states(read), limit=limit, offset=request.offset,
+            page_token=request.page_token, include_total=request.include_total,
+            scan_max=self.settings.by_tag_scan_max,
+            explicit_as_of=epoch(request.read, "as_of") if request.read.HasField("as_of") else None,
+            explicit_known_at=epoch(request.read, "known_at") if request.read.HasField("known_at") else None)
+        response = recall_service_pb2.ListMemoriesByTagResponse(
+            memories=page.memories, has_more=page.has_more, next_page_token=token)
+        if page.total is not None:
+            response.total = page.total
+        return response
 
     async def StartupRecall(self, request, context):
         """AutoMem's startup recall: critical lessons (tags critical, lesson, ai-assistant;

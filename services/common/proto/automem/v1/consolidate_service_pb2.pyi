@@ -106,15 +106,17 @@ class GetSyncStatusResponse(_message.Message):
     def __init__(self, sync_status: _Optional[str] = ..., memory_count: _Optional[int] = ..., vector_count: _Optional[int] = ..., last_check_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_check_status: _Optional[str] = ...) -> None: ...
 
 class CheckSyncResponse(_message.Message):
-    __slots__ = ("sync_status", "missing_vectors", "orphaned_vectors", "stale_payloads", "repaired")
+    __slots__ = ("sync_status", "missing_vectors", "orphaned_vectors", "stale_payloads", "repaired", "unenriched_past_retention")
     SYNC_STATUS_FIELD_NUMBER: _ClassVar[int]
     MISSING_VECTORS_FIELD_NUMBER: _ClassVar[int]
     ORPHANED_VECTORS_FIELD_NUMBER: _ClassVar[int]
     STALE_PAYLOADS_FIELD_NUMBER: _ClassVar[int]
     REPAIRED_FIELD_NUMBER: _ClassVar[int]
+    UNENRICHED_PAST_RETENTION_FIELD_NUMBER: _ClassVar[int]
     sync_status: str
     missing_vectors: int
     orphaned_vectors: int
     stale_payloads: int
     repaired: int
-    def __init__(self, sync_status: _Optional[str] = ..., missing_vectors: _Optional[int] = ..., orphaned_vectors: _Optional[int] = ..., stale_payloads: _Optional[int] = ..., repaired: _Optional[int] = ...) -> None: ...
+    unenriched_past_retention: int
+    def __init__(self, sync_status: _Optional[str] = ..., missing_vectors: _Optional[int] = ..., orphaned_vectors: _Optional[int] = ..., stale_payloads: _Optional[int] = ..., repaired: _Optional[int] = ..., unenriched_past_retention: _Optional[int] = ...) -> None: ...

@@ -356,12 +356,16 @@ class ListMemoryEventsRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ..., scope: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class ListMemoryEventsResponse(_message.Message):
-    __slots__ = ("events", "next_page_token")
+    __slots__ = ("events", "next_page_token", "truncated", "retained_since_time")
     EVENTS_FIELD_NUMBER: _ClassVar[int]
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    RETAINED_SINCE_TIME_FIELD_NUMBER: _ClassVar[int]
     events: _containers.RepeatedCompositeFieldContainer[_events_pb2.MemoryEvent]
     next_page_token: str
-    def __init__(self, events: _Optional[_Iterable[_Union[_events_pb2.MemoryEvent, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+    truncated: bool
+    retained_since_time: _timestamp_pb2.Timestamp
+    def __init__(self, events: _Optional[_Iterable[_Union[_events_pb2.MemoryEvent, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., truncated: _Optional[bool] = ..., retained_since_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ExportBackupRequest(_message.Message):
     __slots__ = ("skip_events",)

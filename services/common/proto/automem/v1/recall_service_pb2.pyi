@@ -144,7 +144,7 @@ class RecallGetMemoryResponse(_message.Message):
     def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ..., is_current: _Optional[bool] = ..., current_id: _Optional[str] = ...) -> None: ...
 
 class ListMemoriesByTagRequest(_message.Message):
-    __slots__ = ("scope", "tags", "limit", "offset", "read", "tag_mode", "tag_match")
+    __slots__ = ("scope", "tags", "limit", "offset", "read", "tag_mode", "tag_match", "page_token", "include_total")
     SCOPE_FIELD_NUMBER: _ClassVar[int]
     TAGS_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
@@ -152,6 +152,8 @@ class ListMemoriesByTagRequest(_message.Message):
     READ_FIELD_NUMBER: _ClassVar[int]
     TAG_MODE_FIELD_NUMBER: _ClassVar[int]
     TAG_MATCH_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_TOTAL_FIELD_NUMBER: _ClassVar[int]
     scope: str
     tags: _containers.RepeatedScalarFieldContainer[str]
     limit: int
@@ -159,17 +161,21 @@ class ListMemoriesByTagRequest(_message.Message):
     read: ReadOptions
     tag_mode: str
     tag_match: str
-    def __init__(self, scope: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ..., read: _Optional[_Union[ReadOptions, _Mapping]] = ..., tag_mode: _Optional[str] = ..., tag_match: _Optional[str] = ...) -> None: ...
+    page_token: str
+    include_total: bool
+    def __init__(self, scope: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ..., read: _Optional[_Union[ReadOptions, _Mapping]] = ..., tag_mode: _Optional[str] = ..., tag_match: _Optional[str] = ..., page_token: _Optional[str] = ..., include_total: _Optional[bool] = ...) -> None: ...
 
 class ListMemoriesByTagResponse(_message.Message):
-    __slots__ = ("memories", "has_more", "total")
+    __slots__ = ("memories", "has_more", "total", "next_page_token")
     MEMORIES_FIELD_NUMBER: _ClassVar[int]
     HAS_MORE_FIELD_NUMBER: _ClassVar[int]
     TOTAL_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     memories: _containers.RepeatedCompositeFieldContainer[_memory_pb2.Memory]
     has_more: bool
     total: int
-    def __init__(self, memories: _Optional[_Iterable[_Union[_memory_pb2.Memory, _Mapping]]] = ..., has_more: _Optional[bool] = ..., total: _Optional[int] = ...) -> None: ...
+    next_page_token: str
+    def __init__(self, memories: _Optional[_Iterable[_Union[_memory_pb2.Memory, _Mapping]]] = ..., has_more: _Optional[bool] = ..., total: _Optional[int] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class StartupRecallRequest(_message.Message):
     __slots__ = ("scope", "read")

@@ -1,0 +1,201 @@
+"""By-tag listing: keyset pages through the state pass (services/recall/bytag.py), on the real
+service (NATS, FalkorDB with its tag indexes, qdrant-edge, the models)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+
+from services.recall import bytag
+from tests.conftest import eventually, start_service
+
+
+async def _store(http, content: str, **fields) -> dict:
+    r = await http.post("/memory", json={"content": content, **fields})
+    assert r.status_code == 201, r.text
+    return r.json()["memory"]
+
+
+async def _page(http, **params) -> dict:
+    r = await http.get("/memory/by-tag", params=params)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+async def _all_pages(http, **params) -> tuple[list[dict], list[dict]]:
+    """Every memory of the listing by following next_page_token; also the pages."""
+    pages = [await _page(http, **params)]
+    while pages[-1]["next_page_token"]:
+        assert pages[-1]["has_more"] is True
+        pages.append(await _page(http, **params, page_token=pages[-1]["next_page_token"]))
+        assert len(pages) < 500, "the token never ran out"
+    assert pages[-1]["has_more"] is False
+    return [m for p in pages for m in p["memories"]], pages
+
+
+def _order(memories: list[dict]) -> list[str]:
+    """Ids in the documented order: event time, then importance descending, then id."""
+    def key(m: dict):
+        return (-datetime.fromisoformat(m["timestamp"]).timestamp(), -m["importance"], m["id"])
+    return [m["id"] for m in sorted(memories, key=key)]
+
+
+async def _fill_tag(http, tag: str) -> tuple[list[dict], set[str]]:
+    """Memories under ``tag`` with ties (one batch: one time), spread and future dates,
+    supersessions (replacement with and without the tag) and deletions. Returns the current
+    memories (as last read) and the ids that must never be listed."""
+    r = await http.post("/memory/batch", json={"memories": [
+        {"content": f"batch note {i} about the {tag} listing", "tags": [tag, "batch"],
+         "importance": [0.3, 0.5, 0.5, 0.9][i % 4]} for i in range(12)]})
+    assert r.status_code == 201, r.text
+    batch_ids = r.json()["memory_ids"]
+    dated = []
+    for i, year in enumerate([2001, 2005, 2005, 2005, 2012, 2019, 2024, 2030, 2090, 1970]):
+        dated.append(await _store(http, f"dated note {i} from {year} ({tag})", tags=[tag.upper()],
+                                  timestamp=f"{year}-03-01T12:00:00Z", importance=0.1 * (i % 5)))
+    singles = [await _store(http, f"single note {i} ({tag})", tags=[tag, "single"]) for i in range(5)]
+    for i in range(3):
+        await _store(http, f"other tag note {i}", tags=["other-" + tag])
+    withheld: set[str] = set()
+    replaced_keep = await _store(http, f"replacement keeping the tag ({tag})", tags=[tag],
+                                 supersedes_memory_id=batch_ids[0])
+    replaced_keep2 = await _store(http, f"second replacement keeping the tag ({tag})", tags=[tag, "v2"],
+                                  supersedes_memory_id=dated[2]["id"])
+    await _store(http, f"replacement without the tag ({tag})", tags=["moved"], supersedes_memory_id=singles[0]["id"])
+    # A replacement dated before the memory it replaces: listed at its own (older) place.
+    older = await _store(http, f"replacement dated earlier ({tag})", tags=[tag], timestamp="2003-01-01T00:00:00Z",
+                         supersedes_memory_id=dated[4]["id"])
+    withheld |= {batch_ids[0], dated[2]["id"], singles[0]["id"], dated[4]["id"]}
+    for mid in (batch_ids[5], dated[6]["id"]):
+        assert (await http.delete(f"/memory/{mid}")).status_code == 200
+        withheld.add(mid)
+    expected_ids = (set(batch_ids) | {d["id"] for d in dated} | {s["id"] for s in singles}
+                    | {replaced_keep["id"], replaced_keep2["id"], older["id"]}) - withheld
+    current = []
+    for mid in expected_ids:
+        r = await http.get(f"/memory/{mid}")
+        assert r.status_code == 200, r.text
+        current.append(r.json()["memory"])
+    return current, withheld
+
+
+@pytest.mark.parametrize("cap", [bytag.PROBE_CAP, 3])
+async def test_by_tag_pages_list_every_current_memory_exactly_once(service, monkeypatch, cap: int) -> None:
+    """cap 3 makes every window overflow: narrowing, the one-time ORDER BY fallback (12
+    memories of one batch share a time) and ties across pages all run."""
+    monkeypatch.setattr(bytag, "PROBE_CAP", cap)
+    async with service.http() as http:
+        current, withheld = await _fill_tag(http, "paged")
+        expected = _order(current)
+        listed, pages = await _all_pages(http, tags="paged", limit=4)
+        ids = [m["id"] for m in listed]
+        assert len(ids) == len(set(ids)), "a memory was listed twice"
+        assert ids == expected
+        assert not set(ids) & withheld
+        assert all(p["total"] is None for p in pages[:-1]) and len(pages) == -(-len(expected) // 4)
+        # Offset paging gives the same sequence.
+        by_offset = []
+        for offset in range(0, len(expected) + 4, 4):
+            by_offset += [m["id"] for m in (await _page(http, tags="paged", limit=4, offset=offset))["memories"]]
+        assert by_offset == expected
+        whole = await _page(http, tags="paged", limit=200)
+        assert [m["id"] for m in whole["memories"]] == expected
+        assert whole["total"] == len(expected) and whole["has_more"] is False and whole["next_page_token"] is None
+        first = await _page(http, tags="paged", limit=5, include_total="true")
+        assert first["total"] == len(expected) and first["has_more"] is True
+
+
+async def test_by_tag_history_mode_pages_superseded_memories_too(service) -> None:
+    async with service.http() as http:
+        current, withheld = await _fill_tag(http, "hist")
+        listed, _ = await _all_pages(http, tags="hist", limit=6, state_mode="history")
+        ids = [m["id"] for m in listed]
+        assert len(ids) == len(set(ids))
+        # Superseded memories are listed in history mode; deleted ones never are.
+        assert {m["id"] for m in current} < set(ids)
+        superseded = {m["id"] for m in listed if m["state"] == "SUPERSEDED"}
+        assert len(superseded) == 4 and superseded < withheld  # all four replaced ones carried the tag
+        assert not any(m["state"] == "DELETED" for m in listed)
+        assert ids == _order(listed)
+
+
+async def test_by_tag_pages_read_the_first_pages_snapshot(service) -> None:
+    async with service.http() as http:
+        memories = [await _store(http, f"snapshot note {i}", tags=["snap"], timestamp=f"20{10 + i}-01-01T00:00:00Z")
+                    for i in range(6)]
+        first = await _page(http, tags="snap", limit=3)
+        assert [m["id"] for m in first["memories"]] == [m["id"] for m in memories[::-1][:3]]
+        # Between pages, an older memory is superseded by a new one under the same tag.
+        new = await _store(http, "snapshot note 1, corrected", tags=["snap"], supersedes_memory_id=memories[1]["id"])
+        second = await _page(http, tags="snap", limit=3, page_token=first["next_page_token"])
+        assert [m["id"] for m in second["memories"]] == [m["id"] for m in memories[::-1][3:]]
+        assert second["memories"][1]["state"] == "ACTIVE"  # as it was known at the first page
+        fresh, _ = await _all_pages(http, tags="snap", limit=3)
+        assert [m["id"] for m in fresh] == [new["id"]] + [m["id"] for m in memories[::-1] if m is not memories[1]]
+
+
+async def test_by_tag_page_token_is_checked(service) -> None:
+    async with service.http() as http:
+        for i in range(3):
+            await _store(http, f"token note {i}", tags=["tok", "tok2"])
+        token = (await _page(http, tags="tok", limit=1))["next_page_token"]
+        assert token
+        for params in ({"tags": "tok2", "page_token": token},  # another listing
+                       {"tags": "tok", "page_token": token, "state_mode": "history"},
+                       {"tags": "tok", "page_token": "not-a-token"},
+                       {"tags": "tok", "page_token": token[:-4]},
+                       {"tags": "tok", "page_token": token, "offset": 1},
+                       {"tags": "tok", "page_token": token, "as_of": "2001-01-01T00:00:00Z"}):
+            r = await http.get("/memory/by-tag", params={"limit": 1, **params})
+            assert r.status_code == 400, (params, r.text)
+            assert "page_token" in r.text or "offset" in r.text
+
+
+async def test_by_tag_page_stops_at_the_scan_bound_and_the_token_continues(settings) -> None:
+    """Ten deleted memories are the newest under the tag: with by_tag_scan_max 4 the first
+    pages read only withheld rows, come back empty with has_more, and the tokens still reach
+    every current memory."""
+    running = await start_service(settings.model_copy(update={"by_tag_scan_max": 4}))
+    try:
+        async with running.http() as http:
+            keep = [await _store(http, f"kept {i}", tags=["crowd"], timestamp=f"2000-01-0{i + 1}T00:00:00Z")
+                    for i in range(3)]
+            for i in range(10):
+                gone = await _store(http, f"withheld {i}", tags=["crowd"], timestamp=f"2020-01-{i + 10}T00:00:00Z")
+                assert (await http.delete(f"/memory/{gone['id']}")).status_code == 200
+            first = await _page(http, tags="crowd", limit=2)
+            assert first["memories"] == [] and first["has_more"] is True and first["next_page_token"]
+            listed, pages = await _all_pages(http, tags="crowd", limit=2)
+            assert [m["id"] for m in listed] == [m["id"] for m in keep[::-1]]
+            assert len(pages) >= 4
+    finally:
+        await running.runner.stop()
+
+
+async def test_by_tag_prefix_all_mode_and_entity_tags(service) -> None:
+    """Exact entity tags use the entity_tags index, prefixes and mixed all-mode are checked
+    on the rows the windows read; all against what enrichment (spaCy) wrote."""
+    async with service.http() as http:
+        met = await _store(http, "Alice Johnson met the team in Berlin to plan the trip.", tags=["trip-2024", "Team"])
+        other = await _store(http, "The budget for the trip was approved.", tags=["trip-2025"])
+        await _store(http, "Unrelated grocery list", tags=["home"])
+
+        async def entity_tags():
+            r = await http.get(f"/memory/{met['id']}")
+            return [e["tag"] for e in r.json()["memory"]["entities"] if e["kind"] == "person"]
+        person = (await eventually(entity_tags, timeout=60))[0]
+        assert person.startswith(bytag.ENTITY_TAG_PREFIX)
+
+        async def ids(**params) -> set[str]:
+            listed, _ = await _all_pages(http, limit=1, **params)
+            return {m["id"] for m in listed}
+        assert await ids(tags=person) == {met["id"]}
+        assert await ids(tags=person.upper()) == {met["id"]}
+        assert await ids(tags="trip-", tag_match="prefix") == {met["id"], other["id"]}
+        assert await ids(tags="entity:person:", tag_match="prefix") >= {met["id"]}
+        assert other["id"] not in await ids(tags="entity:person:", tag_match="prefix")
+        assert await ids(tags=["trip-2024", person], tag_mode="all") == {met["id"]}
+        assert await ids(tags=["trip-2025", person], tag_mode="all") == set()
+        assert await ids(tags=["team", "trip-2024"], tag_mode="all") == {met["id"]}
+        assert await ids(tags=["team", "home"], tag_mode="any") == {met["id"]} | await ids(tags="home")
