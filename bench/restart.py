@@ -46,7 +46,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 LOCOMO = ROOT.parent / "shared" / "data" / "locomo" / "locomo_public.json"
-_LOADED_RE = re.compile(r"DB loaded from (?:append only file|base file \S+|incr file \S+|disk): ([\d.]+) seconds")
+_LOADED_RE = re.compile(r"DB loaded from (?:append only file|disk): ([\d.]+) seconds")
 _NAMES = ["Alice", "Bruno", "Chen", "Dana", "Emeka", "Farah", "Goran", "Hana", "Ivo", "Jun"]
 
 
@@ -85,8 +85,9 @@ class Service:
         self._log = open(log, "ab")  # noqa: SIM115 - closed in stop()
         self.log_offset = log.stat().st_size
         self.started = time.monotonic()
+        # Not the checkout as cwd: `python -m` would import this checkout ahead of PYTHONPATH.
         self.proc = subprocess.Popen([*automem, "up"], env=full_env, stdout=self._log, stderr=self._log,
-                                     cwd=str(ROOT))
+                                     cwd=str(data_dir.parent))
 
     def check_alive(self) -> None:
         if self.proc.poll() is not None:
@@ -244,7 +245,9 @@ def main() -> int:
         target = Path(tmp) / "data"
         shutil.copytree(data_dir, target, ignore=shutil.ignore_patterns("*.sock", "automem.lock"))
         data_dir = target
-    log = data_dir.parent / f"{data_dir.name}-restart.log"
+    source = Path(args.data_dir).resolve()
+    log = source.parent / f"{source.name}-restart-{time.strftime('%Y%m%dT%H%M%S')}.log"
+    print(f"service log: {log}", flush=True)
     results = []
     try:
         expected = None
@@ -254,7 +257,9 @@ def main() -> int:
             try:
                 got = measure_start(svc, expected, args.query, args.timeout)
             except SystemExit as exc:
-                got = {"failed": str(exc).splitlines()[0]}
+                reason = [ln for ln in str(exc).splitlines() if "Error" in ln or "within" in ln or "progress" in ln]
+                got = {"failed": (reason or str(exc).splitlines())[-1][:300],
+                       "failed_after": time.monotonic() - svc.started}
             stop_s = svc.stop()
             got.update({"run": run, "aof_base_bytes": sizes["base"], "aof_incr_bytes": sizes["incr"],
                         "redis_load_seconds": _load_seconds(svc), "stop": stop_s})

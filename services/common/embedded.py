@@ -713,16 +713,42 @@ class EmbeddedFalkorDB:
         finally:
             await client.aclose()
 
+    def aof_base_is_rdb(self) -> bool | None:
+        """Whether the AOF's base file (named in ``appendonlydir/*.manifest``, type ``b``) is an
+        RDB image (starts with ``REDIS``); None when there is no manifest or base yet.
+
+        A data dir written with ``aof-use-rdb-preamble no``, or upgraded by redis from a
+        single-file AOF, has a base of commands instead.
+        """
+        for manifest in (self.db_dir / "appendonlydir").glob("*.manifest"):
+            try:
+                lines = manifest.read_text().splitlines()
+            except OSError:
+                return None
+            for line in lines:
+                words = line.split()
+                fields = dict(zip(words[::2], words[1::2], strict=False))
+                if fields.get("type") == "b" and "file" in fields:
+                    try:
+                        with open(manifest.parent / fields["file"], "rb") as f:
+                            return f.read(5) == b"REDIS"
+                    except OSError:
+                        return None
+        return None
+
     async def _rewrite_if_long(self, when: str, wait: float) -> None:
-        """Rewrite the AOF when its command part is at least :data:`REWRITE_MIN_INCR_BYTES`."""
+        """Rewrite the AOF when its command part is at least :data:`REWRITE_MIN_INCR_BYTES` or
+        its base is not an RDB image."""
         import redis.exceptions
 
         try:
             incr = await self.aof_incr_bytes()
-            if incr < REWRITE_MIN_INCR_BYTES:
+            base_rdb = await asyncio.to_thread(self.aof_base_is_rdb)
+            if incr < REWRITE_MIN_INCR_BYTES and base_rdb is not False:
                 return
             started = time.monotonic()
-            log.info("falkordb AOF has %.1f MB of commands after its base; rewriting it (%s)", incr / 1e6, when)
+            log.info("falkordb AOF has %.1f MB of commands after its %s base; rewriting it (%s)", incr / 1e6,
+                     "RDB" if base_rdb else "command", when)
             done = await self.rewrite_aof(wait)
             if wait:
                 if done:
