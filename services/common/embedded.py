@@ -59,6 +59,9 @@ __all__ = [
 #: Linux ``sun_path`` is 108 bytes; stay well below it.
 _MAX_UNIX_SOCKET_PATH = 100
 _OUTPUT_TAIL_LINES = 60
+#: Server output logged at INFO (the rest of the routine output goes to DEBUG): how long a
+#: start-up load took and what persistence did, which an operator needs to see.
+_INFO_MARKERS = ("DB loaded from", "append only file rewrit", "Restored ", "Starting restore for stream")
 _PR_SET_PDEATHSIG = 1
 
 
@@ -126,6 +129,64 @@ def pid_alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[-1].split()[0] != "Z"
 
 
+def _cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of ``pid`` from ``/proc/<pid>/stat`` (fields 14 and 15,
+    proc(5)); None where there is no procfs or the process is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+class _StartWatch:
+    """Follows a starting server: fails it when it exits, or when it made no progress for
+    ``stall`` seconds.
+
+    Progress is either the server's own measure moving (:meth:`advance`: bytes loaded, log
+    lines) or its CPU time growing: a server busy replaying its data may not answer for many
+    seconds (redis only serves clients between batches of 1,024 replayed AOF commands,
+    ``loadSingleAppendOnlyFile`` in redis' aof.c), and that is still progress. A server that
+    neither reports nor computes anything for ``stall`` seconds is considered hung.
+    """
+
+    def __init__(self, proc: _ServerProcess, stall: float) -> None:
+        self.proc = proc
+        self.stall = stall
+        self.started = self.last_progress = time.monotonic()
+        self._measure: object = None
+        self._cpu = _cpu_seconds(proc.pid) or 0.0
+
+    @property
+    def elapsed(self) -> float:
+        """Seconds since the server was started."""
+        return time.monotonic() - self.started
+
+    def advance(self, measure: object) -> None:
+        """Record the server's own progress measure; a changed value counts as progress."""
+        if measure is not None and measure != self._measure:
+            self._measure = measure
+            self.last_progress = time.monotonic()
+
+    def check(self) -> None:
+        """Raises:
+        EmbeddedServerError: the server exited, or made no progress for ``stall`` seconds
+            (the message carries its output).
+        """
+        if self.proc.exited() is not None:
+            raise self.proc.error("exited before it was ready")
+        cpu = _cpu_seconds(self.proc.pid)
+        now = time.monotonic()
+        if cpu is not None and cpu > self._cpu + 0.01:
+            self._cpu = cpu
+            self.last_progress = now
+        if now - self.last_progress > self.stall:
+            raise self.proc.error(
+                f"made no start-up progress for {self.stall:.0f}s (nothing loaded, no output, "
+                f"no CPU time; {self.elapsed:.0f}s after its start)"
+            )
+
+
 class _ServerProcess:
     """A child server process with its output drained to logging and kept as a short tail."""
 
@@ -181,6 +242,8 @@ class _ServerProcess:
     def _log_line(self, line: str) -> None:
         # nats-server tags lines [INF]/[WRN]/[ERR]/[FTL]; redis marks warnings with " # ".
         level = logging.DEBUG
+        if any(marker in line for marker in _INFO_MARKERS):
+            level = logging.INFO
         if "[ERR]" in line or "[FTL]" in line:
             level = logging.ERROR
         elif "[WRN]" in line or (" # " in line and "Memory overcommit" not in line):
@@ -271,7 +334,7 @@ class EmbeddedNats:
         port: int = 0,
         host: str = "127.0.0.1",
         *,
-        start_timeout: float = 15.0,
+        stall_timeout: float = 60.0,
         stop_grace: float = 10.0,
         pass_fds: tuple[int, ...] = (),
     ) -> None:
@@ -280,7 +343,7 @@ class EmbeddedNats:
         self.host = host
         self.requested_port = port
         self.port: int | None = None
-        self.start_timeout = start_timeout
+        self.stall_timeout = stall_timeout
         self.stop_grace = stop_grace
         self._pass_fds = pass_fds
         self._proc: _ServerProcess | None = None
@@ -307,9 +370,12 @@ class EmbeddedNats:
     async def start(self) -> None:
         """Start nats-server and wait for "Server is ready".
 
+        JetStream recovers its streams before that line (a large store takes a while): the
+        wait lasts as long as the server makes progress (new output lines or CPU time).
+
         Raises:
-            EmbeddedServerError: binary missing, the server exited, or it was not ready
-                within ``start_timeout`` seconds (the message carries its output).
+            EmbeddedServerError: binary missing, the server exited, or it made no progress for
+                ``stall_timeout`` seconds (the message carries its output).
         """
         if self._proc is not None:
             raise EmbeddedServerError("EmbeddedNats already started")
@@ -317,21 +383,19 @@ class EmbeddedNats:
         port = -1 if self.requested_port == 0 else self.requested_port
         argv = [_nats_binary(), "-js", "-sd", str(self.store_dir), "-a", self.host, "-p", str(port)]
         proc = _ServerProcess("nats-server", argv, cwd=self.data_dir, pass_fds=self._pass_fds)
-        deadline = time.monotonic() + self.start_timeout
+        watch = _StartWatch(proc, self.stall_timeout)
         listen_port: int | None = None
         try:
             while True:
                 lines = proc.lines()
+                watch.advance(len(lines))
                 for line in lines:
                     m = _NATS_LISTEN_RE.search(line)
                     if m:
                         listen_port = int(m.group(2))
                 if listen_port is not None and any("Server is ready" in ln for ln in lines):
                     break
-                if proc.exited() is not None:
-                    raise proc.error("exited before it was ready")
-                if time.monotonic() >= deadline:
-                    raise proc.error(f"was not ready within {self.start_timeout:.1f}s")
+                watch.check()
                 await asyncio.sleep(0.01)
         except BaseException:
             await proc.terminate(1.0)
@@ -339,7 +403,8 @@ class EmbeddedNats:
         proc.forget_lines()
         self._proc = proc
         self.port = listen_port
-        log.info("nats-server ready at %s (pid %d, store %s)", self.url, proc.pid, self.store_dir)
+        log.info("nats-server ready at %s in %.1fs (pid %d, store %s)", self.url, watch.elapsed, proc.pid,
+                 self.store_dir)
 
     async def stop(self) -> None:
         """SIGTERM, wait ``stop_grace`` seconds, then SIGKILL. Idempotent; never raises."""
@@ -366,12 +431,47 @@ def _falkordb_paths() -> tuple[str, str]:
     return str(server), str(module)
 
 
+#: ``auto-aof-rewrite-percentage``: redis rewrites the AOF when the commands since the last
+#: rewrite reach this share (in bytes) of the base image. With writes logged as effects (below)
+#: a byte of commands replays about as fast as a byte of image, so a crash restart loads at
+#: most ~1.5x what a clean one does.
+AOF_REWRITE_PERCENTAGE = 50
+#: ``auto-aof-rewrite-min-size``: no automatic rewrite while the whole AOF is smaller (redis'
+#: default is 64mb; a small store then replays up to 64 MB of commands after a crash).
+AOF_REWRITE_MIN_SIZE = "16mb"
+#: FalkorDB module arguments. ``EFFECTS_THRESHOLD 0``: every write query goes to the AOF as
+#: its effects (``GRAPH.EFFECT``: the nodes, edges and properties it changed) rather than as
+#: the query text, so replaying the AOF applies changes instead of re-running every query
+#: (FalkorDB's default, 300 us per change, logs most of our queries as text). Measured on
+#: 20,000 commands of a 10k-memory build: replay 3.0 s with effects, 106 s as queries
+#: (docs/benchmarks.md, "Restart at scale"; the parameter: FalkorDB's configuration docs).
+FALKORDB_MODULE_ARGS = ("EFFECTS_THRESHOLD", "0")
+#: Seconds one readiness probe (PING, INFO) may take before it is retried. A server replaying
+#: its AOF answers only between batches of commands; a slow answer is not a failure.
+_PROBE_TIMEOUT = 2.0
+#: Seconds between two "still loading" log lines.
+_PROGRESS_LOG_INTERVAL = 5.0
+#: An AOF whose command part (the "incr" files after the RDB base) is at least this large is
+#: rewritten after a start and before a clean stop, so the next start loads an RDB image
+#: instead of re-running the commands (measured: docs/benchmarks.md, "Restart at scale").
+REWRITE_MIN_INCR_BYTES = 64 * 1024
+
+
 class EmbeddedFalkorDB:
     """``redis-server`` + the FalkorDB module, AOF under ``data_dir/falkordb``.
 
     ``port=0`` picks a free port (retried if another process takes it first). A unix socket
     ``data_dir/falkordb/redis.sock`` is added when its path is short enough
     (:attr:`unix_socket` is None otherwise).
+
+    Persistence (see :meth:`_argv`): every write is in the append-only file (``appendfsync
+    everysec``; a write is in the file, hence safe from a process kill, before it is
+    acknowledged). The AOF is an RDB image of the data (the "base") plus the commands since
+    it was written (the "incr" part). Loading the image is fast; replaying commands re-runs
+    every query, as slow as when it first ran. So the command part is kept short: redis
+    rewrites the AOF when it grows, :meth:`start` rewrites one that arrives with a long
+    command part (an older data dir, or after a crash), and :meth:`stop` rewrites before the
+    server shuts down (bounded by ``stop_rewrite_timeout`` seconds).
     """
 
     def __init__(
@@ -381,8 +481,9 @@ class EmbeddedFalkorDB:
         host: str = "127.0.0.1",
         *,
         password: str = "",
-        start_timeout: float = 60.0,
+        stall_timeout: float = 60.0,
         stop_grace: float = 15.0,
+        stop_rewrite_timeout: float = 120.0,
         pass_fds: tuple[int, ...] = (),
     ) -> None:
         self.data_dir = Path(data_dir).resolve()
@@ -391,8 +492,11 @@ class EmbeddedFalkorDB:
         self.requested_port = port
         self.port: int | None = None
         self.password = password
-        self.start_timeout = start_timeout
+        self.stall_timeout = stall_timeout
         self.stop_grace = stop_grace
+        self.stop_rewrite_timeout = stop_rewrite_timeout
+        #: Seconds the last start spent until PING answered (loading included).
+        self.load_seconds: float | None = None
         self._pass_fds = pass_fds
         self._proc: _ServerProcess | None = None
         sock = self.db_dir / "redis.sock"
@@ -422,6 +526,16 @@ class EmbeddedFalkorDB:
             "yes",
             "--appendfsync",
             "everysec",
+            # The AOF base is an RDB image (redis' default since 7.0, stated so it stays).
+            "--aof-use-rdb-preamble",
+            "yes",
+            # Rewrite when the commands since the last rewrite reach this share of the base
+            # image, and the whole file at least this size (measured trade-off:
+            # docs/benchmarks.md, "Restart at scale").
+            "--auto-aof-rewrite-percentage",
+            str(AOF_REWRITE_PERCENTAGE),
+            "--auto-aof-rewrite-min-size",
+            AOF_REWRITE_MIN_SIZE,
             "--save",
             "",
             "--logfile",
@@ -431,7 +545,7 @@ class EmbeddedFalkorDB:
             argv += ["--unixsocket", str(self.unix_socket), "--unixsocketperm", "700"]
         if self.password:
             argv += ["--requirepass", self.password]
-        argv += ["--loadmodule", module]
+        argv += ["--loadmodule", module, *FALKORDB_MODULE_ARGS]
         return argv
 
     def _client(self):
@@ -453,9 +567,14 @@ class EmbeddedFalkorDB:
     async def start(self) -> None:
         """Start redis-server with FalkorDB and wait until PING answers.
 
+        While the server loads its data it answers ``LOADING``; the wait follows its progress
+        (``INFO persistence``: bytes loaded, percentage, estimated seconds left, logged every
+        few seconds) for as long as it moves. A start that loaded a long command part
+        rewrites the AOF in the background afterwards (serving meanwhile).
+
         Raises:
-            EmbeddedServerError: binaries missing, the server exited (output included), or
-                PING did not answer within ``start_timeout`` seconds (e.g. a huge AOF load).
+            EmbeddedServerError: binaries missing, the server exited (output included), it
+                refused the password, or it made no progress for ``stall_timeout`` seconds.
         """
         if self._proc is not None:
             raise EmbeddedServerError("EmbeddedFalkorDB already started")
@@ -481,45 +600,173 @@ class EmbeddedFalkorDB:
                 self.port = None
                 raise
             self._proc = proc
-            log.info("falkordb ready at %s:%d (pid %d, dir %s)", self.host, port, proc.pid, self.db_dir)
+            log.info("falkordb ready at %s:%d in %.1fs (pid %d, dir %s)", self.host, port, self.load_seconds or 0.0,
+                     proc.pid, self.db_dir)
+            await self._rewrite_if_long("after loading", 0.0)
             return
 
     async def _wait_ready(self, proc: _ServerProcess) -> None:
         import redis.exceptions
 
-        deadline = time.monotonic() + self.start_timeout
-        last_error: Exception | None = None
+        watch = _StartWatch(proc, self.stall_timeout)
         client = self._client()
+        loading = False
+        next_log = watch.started + _PROGRESS_LOG_INTERVAL
         try:
             while True:
-                if proc.exited() is not None:
-                    raise proc.error("exited before it was ready")
+                watch.check()
                 try:
-                    if await client.ping():
-                        proc.forget_lines()
-                        return
+                    if await asyncio.wait_for(client.ping(), _PROBE_TIMEOUT):
+                        break
                 except redis.exceptions.AuthenticationError as exc:
                     raise proc.error(f"refused authentication: {exc}") from exc
-                except (
-                    redis.exceptions.ConnectionError,
-                    redis.exceptions.TimeoutError,
-                    redis.exceptions.BusyLoadingError,
-                    OSError,
-                ) as exc:
-                    last_error = exc
+                except redis.exceptions.BusyLoadingError:  # a ConnectionError: catch it first
+                    loading = True
+                    info = await self._loading_info(client)
+                    watch.advance(info.get("loading_loaded_bytes"))
+                    if time.monotonic() >= next_log:
+                        next_log = time.monotonic() + _PROGRESS_LOG_INTERVAL
+                        self._log_progress(info, watch.elapsed)
+                except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, TimeoutError, OSError):
+                    # Not listening yet, or busy replaying between two of its answers.
+                    if loading and time.monotonic() >= next_log:
+                        next_log = time.monotonic() + _PROGRESS_LOG_INTERVAL
+                        log.info("falkordb is loading its data (busy, %.0fs so far)", watch.elapsed)
+                await asyncio.sleep(0.05)
+        finally:
+            await client.aclose()
+        proc.forget_lines()
+        self.load_seconds = watch.elapsed
+        if loading:
+            log.info("falkordb loaded its data in %.1fs", watch.elapsed)
+
+    @staticmethod
+    async def _loading_info(client) -> dict:
+        """``INFO persistence`` (redis answers it while loading), or {} when it did not answer."""
+        import redis.exceptions
+
+        try:
+            return dict(await asyncio.wait_for(client.info("persistence"), _PROBE_TIMEOUT))
+        except (redis.exceptions.RedisError, TimeoutError, OSError):
+            return {}
+
+    @staticmethod
+    def _log_progress(info: dict, elapsed: float) -> None:
+        if "loading_loaded_perc" not in info:
+            log.info("falkordb is loading its data (%.0fs so far)", elapsed)
+            return
+        log.info(
+            "falkordb is loading its data: %.1f%% of %.1f MB after %.0fs, about %ss left",
+            float(info.get("loading_loaded_perc", 0.0)),
+            int(info.get("loading_total_bytes", 0)) / 1e6,
+            elapsed,
+            info.get("loading_eta_seconds", "?"),
+        )
+
+    async def aof_incr_bytes(self) -> int:
+        """Bytes of the AOF's command part (``aof_current_size - aof_base_size``).
+
+        Raises:
+            EmbeddedServerError: the server is not started.
+            redis.exceptions.RedisError, OSError: it did not answer.
+        """
+        if self._proc is None:
+            raise EmbeddedServerError("EmbeddedFalkorDB is not started")
+        client = self._client()
+        try:
+            info = await client.info("persistence")
+        finally:
+            await client.aclose()
+        return max(int(info.get("aof_current_size", 0)) - int(info.get("aof_base_size", 0)), 0)
+
+    async def rewrite_aof(self, wait: float = 0.0) -> bool:
+        """Start an AOF rewrite (``BGREWRITEAOF``; joins one already running) and wait up to
+        ``wait`` seconds for it to finish. Returns True when no rewrite is running at the end.
+
+        The rewrite runs in a forked child; until it completes the old base and command part
+        stay the AOF of record, so stopping or killing the server mid-rewrite loses nothing.
+
+        Raises:
+            EmbeddedServerError: the server is not started.
+            redis.exceptions.RedisError, OSError: it did not answer.
+        """
+        import redis.exceptions
+
+        if self._proc is None:
+            raise EmbeddedServerError("EmbeddedFalkorDB is not started")
+        client = self._client()
+        try:
+            try:
+                await client.bgrewriteaof()
+            except redis.exceptions.ResponseError as exc:  # "already in progress"
+                log.debug("BGREWRITEAOF: %s", exc)
+            deadline = time.monotonic() + wait
+            while True:
+                info = await client.info("persistence")
+                if not int(info.get("aof_rewrite_in_progress", 0)) and not int(info.get("aof_rewrite_scheduled", 0)):
+                    if info.get("aof_last_bgrewrite_status", "ok") != "ok":
+                        log.warning("falkordb AOF rewrite failed (status %s)", info.get("aof_last_bgrewrite_status"))
+                    return True
                 if time.monotonic() >= deadline:
-                    raise proc.error(
-                        f"did not answer PING within {self.start_timeout:.1f}s (last error: {last_error})"
-                    )
-                await asyncio.sleep(0.01)
+                    return False
+                await asyncio.sleep(0.05)
         finally:
             await client.aclose()
 
+    def aof_base_is_rdb(self) -> bool | None:
+        """Whether the AOF's base file (named in ``appendonlydir/*.manifest``, type ``b``) is an
+        RDB image (starts with ``REDIS``); None when there is no manifest or base yet.
+
+        A data dir written with ``aof-use-rdb-preamble no``, or upgraded by redis from a
+        single-file AOF, has a base of commands instead.
+        """
+        for manifest in (self.db_dir / "appendonlydir").glob("*.manifest"):
+            try:
+                lines = manifest.read_text().splitlines()
+            except OSError:
+                return None
+            for line in lines:
+                words = line.split()
+                fields = dict(zip(words[::2], words[1::2], strict=False))
+                if fields.get("type") == "b" and "file" in fields:
+                    try:
+                        with open(manifest.parent / fields["file"], "rb") as f:
+                            return f.read(5) == b"REDIS"
+                    except OSError:
+                        return None
+        return None
+
+    async def _rewrite_if_long(self, when: str, wait: float) -> None:
+        """Rewrite the AOF when its command part is at least :data:`REWRITE_MIN_INCR_BYTES` or
+        its base is not an RDB image."""
+        import redis.exceptions
+
+        try:
+            incr = await self.aof_incr_bytes()
+            base_rdb = await asyncio.to_thread(self.aof_base_is_rdb)
+            if incr < REWRITE_MIN_INCR_BYTES and base_rdb is not False:
+                return
+            started = time.monotonic()
+            log.info("falkordb AOF has %.1f MB of commands after its %s base; rewriting it (%s)", incr / 1e6,
+                     "RDB" if base_rdb else "command", when)
+            done = await self.rewrite_aof(wait)
+            if wait:
+                if done:
+                    log.info("falkordb AOF rewritten in %.1fs", time.monotonic() - started)
+                else:
+                    log.warning("falkordb AOF rewrite still running after %.0fs; stopping without it "
+                                "(nothing is lost, the next start replays the commands)", wait)
+        except (redis.exceptions.RedisError, OSError) as exc:
+            log.warning("falkordb AOF rewrite (%s) not started: %r", when, exc)
+
     async def stop(self) -> None:
-        """SHUTDOWN (flushes the AOF), wait ``stop_grace`` s, then SIGTERM/SIGKILL.
+        """Rewrite a long AOF (up to ``stop_rewrite_timeout`` s), SHUTDOWN (flushes the AOF),
+        wait ``stop_grace`` s, then SIGTERM/SIGKILL.
 
         Idempotent; never raises.
         """
+        if self._proc is not None and self._proc.exited() is None and self.stop_rewrite_timeout > 0:
+            await self._rewrite_if_long("before stopping", self.stop_rewrite_timeout)
         proc, self._proc = self._proc, None
         if proc is None:
             return
@@ -654,6 +901,7 @@ class EmbeddedRuntime:
                 self.nats = EmbeddedNats(
                     self.data_dir,
                     port=s.nats_port,
+                    stall_timeout=s.start_stall_seconds,
                     pass_fds=(lock_fd,),
                     stop_grace=max(s.shutdown_grace_seconds, 1.0),
                 )
@@ -665,6 +913,8 @@ class EmbeddedRuntime:
                     port=s.falkordb_port,
                     password=s.falkordb_password,
                     pass_fds=(lock_fd,),
+                    stall_timeout=s.start_stall_seconds,
+                    stop_rewrite_timeout=s.falkordb_stop_rewrite_seconds,
                     stop_grace=max(s.shutdown_grace_seconds, 5.0),
                 )
                 await self.falkordb.start()

@@ -50,6 +50,13 @@ class Settings(BaseSettings):
     consolidate_addr: str = Field("", validation_alias=_env("AUTOMEM_CONSOLIDATE_ADDR"))
     log_level: str = Field("INFO", validation_alias=_env("AUTOMEM_LOG_LEVEL", "LOG_LEVEL"))
     shutdown_grace_seconds: float = Field(5.0, validation_alias=_env("AUTOMEM_SHUTDOWN_GRACE_SECONDS"))
+    #: Embedded servers (``automem up``): a start fails when the server made no progress (data
+    #: loaded, output, CPU time) for this many seconds; a long load that moves is waited for.
+    start_stall_seconds: float = Field(60.0, validation_alias=_env("AUTOMEM_START_STALL_SECONDS"))
+    #: Embedded FalkorDB: longest a clean stop waits for the AOF rewrite that lets the next
+    #: start load an RDB image instead of replaying commands (0 = no rewrite on stop).
+    falkordb_stop_rewrite_seconds: float = Field(
+        120.0, validation_alias=_env("AUTOMEM_FALKORDB_STOP_REWRITE_SECONDS"))
 
     # --- NATS ----------------------------------------------------------------------------
     #: Empty: ``automem up`` starts an embedded nats-server on ``nats_port`` (0 = free port).

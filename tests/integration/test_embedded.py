@@ -155,7 +155,7 @@ async def test_nats_fixed_port_in_use_fails_with_output(tmp_path: Path):
         blocker.bind(("127.0.0.1", 0))
         blocker.listen()
         port = blocker.getsockname()[1]
-        server = EmbeddedNats(tmp_path, port=port, start_timeout=10)
+        server = EmbeddedNats(tmp_path, port=port, stall_timeout=10)
         with pytest.raises(EmbeddedServerError) as excinfo:
             await server.start()
     message = str(excinfo.value)
