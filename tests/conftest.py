@@ -57,6 +57,10 @@ def settings(nats_server: EmbeddedNats, falkordb_server: EmbeddedFalkorDB, tmp_p
         graph_name=f"test_{suffix}",
         stream_name=f"TEST_{suffix.upper()}",
         subject_prefix=f"test.{suffix}",
+        # Every test has its own stream on the session's one nats-server, and JetStream reserves
+        # a stream's max_bytes against the server's storage: the 1 GiB default of a single
+        # service's stream would run the session server out after a few dozen tests.
+        event_retention_bytes=0,
     )
 
 
