@@ -1,13 +1,32 @@
-"""Enrichment throughput: memories/s through the enrichment consumer with NER, embedding and
-links, and with parts switched off.
+"""Ingest and enrichment throughput at N memories, through the service's own write path.
 
-Starts the embedded servers and every target in this process on a temp data dir (one per
-configuration), stores ``--n`` LoCoMo turns through ``POST /memory/batch`` (500 per call), and
-measures from the first store until every memory has ``enrichment_status`` DONE.
+Each run starts the embedded servers and every target in a fresh process on a temp data dir,
+stores N memories through ``POST /memory/batch`` (500 per call, one client, one request
+after the other) and waits until every memory has ``enrichment_status`` DONE (MiniLM
+embedding, BM25 sparse vector with the PRECEDED_BY predecessor, spaCy NER, SIMILAR_TO links
+and proposals: the default configuration). It prints, per run:
+
+* ingest accepted/s: N / the time from the first store request to the last response;
+* enrichment memories/s: N / the time from the first store to the last memory enriched;
+* after ingest: the enrichment rate once every store was accepted (enriched after that
+  moment / the time it took), i.e. the sustained rate with the whole backlog waiting;
+* mean batch size (events per fetched batch) and the RSS of the process.
+
+Texts: the LoCoMo turns (``../shared/data/locomo``, exported by the referee into
+``bench/out/export``), perturbed for copies past the first 1,451 (speaker names replaced,
+conversation tag suffixed with the copy number, times shifted by a week per copy);
+synthetic sentences when the data is missing.
+
+``--ab TREE`` runs the same measurement against another source tree (e.g. an export of the
+commit before a change: ``git archive <rev> | tar -x -C /tmp/base``), A and B interleaved,
+and prints the median of each. ``--predecessors`` measures only the PRECEDED_BY lookup: the
+indexed lookup versus the scan of the whole scope it replaced, on a graph of N memories.
 
 Usage:
-    python bench/enrich_throughput.py                 # n=1000, all configurations
-    python bench/enrich_throughput.py --n 300 --only full
+    python bench/enrich_throughput.py --n 10000
+    python bench/enrich_throughput.py --n 3000 --ab /tmp/automem-base --repeat 3
+    python bench/enrich_throughput.py --n 1000 --config no_links --config embed_only
+    python bench/enrich_throughput.py --predecessors --n 100000
 """
 
 from __future__ import annotations
@@ -15,85 +34,232 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
+import random
+import resource
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-CONFIGS = {
+CONFIGS: dict[str, dict] = {
     "full": {},
     "no_links": {"links_enabled": False},
     "no_entities": {"entities_enabled": False},
     "embed_only": {"links_enabled": False, "entities_enabled": False},
 }
+NAMES = ["Alice", "Bruno", "Chen", "Dalia", "Emeka", "Farah", "Gustav", "Hana", "Ivan", "Jonas", "Keiko", "Lars",
+         "Mira", "Nadia", "Omar", "Priya", "Quinn", "Rosa", "Sven", "Tariq", "Uma", "Viktor", "Wen", "Yara", "Zoe"]
+EXPORT = ROOT / "bench" / "out" / "export" / "memories.jsonl"
+REFEREE = ROOT.parent / "shared" / "bench" / "eval_locomo.py"
+LOCOMO = ROOT.parent / "shared" / "data" / "locomo" / "locomo_public.json"
 
 
-def _texts(n: int) -> list[str]:
-    path = ROOT / "bench" / "out" / "export" / "memories.jsonl"
-    if path.exists():
-        rows = [json.loads(line)["content"] for line in path.open()][:n]
-    else:
-        rows = []
-    while len(rows) < n:
-        rows.append(f"Synthetic memory {len(rows)}: Alice met Bob in Berlin to discuss Postgres and Redis.")
-    return rows
+def memories(n: int) -> list[dict]:
+    """``n`` store requests' items (content, tags, timestamp): LoCoMo turns, perturbed."""
+    if not EXPORT.exists() and REFEREE.exists() and LOCOMO.exists():
+        subprocess.run([sys.executable, str(REFEREE), str(LOCOMO), "--export", str(EXPORT.parent), "--quiet"],
+                       check=True, stdout=subprocess.DEVNULL)
+    base = [json.loads(line) for line in EXPORT.open()] if EXPORT.exists() else []
+    if not base:
+        base = [{"content": f"Synthetic memory {i}: Alice met Bob in Berlin to discuss Postgres and Redis.",
+                 "speaker": "Alice", "tags": ["synthetic", f"session_{i // 20}"], "timestamp": "2024-01-01T00:00:00"}
+                for i in range(1000)]
+    speakers = sorted({b["speaker"] for b in base})
+    out = []
+    for i in range(n):
+        copy, turn = divmod(i, len(base))
+        item = base[turn]
+        content, tags, when = item["content"], list(item["tags"]), item["timestamp"]
+        if copy:
+            rng = random.Random(copy)
+            for speaker in speakers:
+                content = content.replace(speaker, f"{rng.choice(NAMES)}{copy}")
+            tags[0] = f"{tags[0]}-{copy}"
+            stamp = time.mktime(time.strptime(when, "%Y-%m-%dT%H:%M:%S")) + copy * 7 * 86400
+            when = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(stamp))
+        out.append({"content": content, "tags": tags, "timestamp": when})
+    return out
 
 
-async def _one(name: str, update: dict, texts: list[str]) -> float:
+async def measure(n: int, config: str) -> dict:
+    """One run in this process (the source tree is whatever ``services`` imports from)."""
     import httpx
 
     from services.common.embedded import EmbeddedRuntime
     from services.common.modules import Runner
     from services.common.settings import Settings
 
+    items = memories(n)
     with tempfile.TemporaryDirectory(prefix="automem-enrich-bench-") as tmp:
-        settings = Settings(data_dir=Path(tmp), port=0, grpc_port=0, **update)
+        settings = Settings(data_dir=Path(tmp), port=0, grpc_port=0, **CONFIGS[config])
         runtime = EmbeddedRuntime(settings)
         settings = await runtime.start()
         runner = Runner(settings.model_copy(update={"port": 0, "grpc_port": 0}), ["all"])
         try:
             ctx = await runner.start()
-            graph = ctx["graph"]
+            consumer = ctx["enrich_consumer"]
+            stats = consumer.enricher.stats
             # warm the models outside the measurement
             await asyncio.to_thread(ctx["embedder"].embed, ["warm up"])
-            if ctx["enrich_consumer"].enricher.extractor is not None:
-                await ctx["enrich_consumer"].enricher.extractor.warm()
-            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{ctx['http_port']}", timeout=120) as http:
+            if consumer.enricher.extractor is not None:
+                await consumer.enricher.extractor.warm()
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{ctx['http_port']}", timeout=600) as http:
                 started = time.perf_counter()
-                for i in range(0, len(texts), 500):
-                    r = await http.post("/memory/batch", json={"memories": [
-                        {"content": t, "tags": ["bench"]} for t in texts[i: i + 500]]})
+                for i in range(0, n, 500):
+                    r = await http.post("/memory/batch", json={"memories": items[i: i + 500]})
                     r.raise_for_status()
-                while True:
-                    rows = await graph.ro_query(
-                        "MATCH (m:Memory) WHERE m.enrichment_status = 'ENRICHMENT_STATUS_DONE' RETURN count(m)")
-                    if rows[0][0] >= len(texts):
-                        break
-                    await asyncio.sleep(0.2)
-                elapsed = time.perf_counter() - started
-            stats = ctx["enrich_consumer"].enricher.stats
-            print(f"{name:12s} {len(texts) / elapsed:7.1f} memories/s  ({len(texts)} in {elapsed:.1f}s; "
-                  f"SIMILAR_TO edges {stats.similar_edges}, proposals {stats.proposals})", flush=True)
-            return len(texts) / elapsed
+                ingested = time.perf_counter()
+                done_at_ingest = stats.enriched + stats.refused
+                while stats.enriched + stats.refused < n or await consumer.queue_depth() > 0:
+                    await asyncio.sleep(0.25)
+                finished = time.perf_counter()
+            rows = await ctx["graph"].ro_query(
+                "MATCH (m:Memory) WHERE m.enrichment_status = 'ENRICHMENT_STATUS_DONE' RETURN count(m)")
+            batches = getattr(consumer.counters, "batches", 0)
+            return {
+                "n": n, "config": config, "ingest_per_s": n / (ingested - started),
+                "ingest_s": ingested - started, "enrich_per_s": n / (finished - started),
+                "enrich_s": finished - started,
+                "after_ingest_per_s": (n - done_at_ingest) / max(finished - ingested, 1e-9),
+                "enriched_done": int(rows[0][0]), "similar_edges": stats.similar_edges, "proposals": stats.proposals,
+                "mean_batch": consumer.counters.processed / batches if batches else None,
+                "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            }
         finally:
             await runner.stop()
             await runtime.stop()
 
 
-async def main() -> int:
+async def predecessors(n: int, sample: int = 200) -> dict:
+    """ms per memory of the PRECEDED_BY lookup on a graph of ``n`` memories: the indexed
+    lookup (GraphStore.link_predecessors) and the scan of the scope it replaced."""
+    from automem.v1 import memory_pb2
+
+    from services.common.embedded import EmbeddedFalkorDB
+    from services.common.graph import GraphStore
+    from services.common.model import Memory, content_hash, ts
+    from services.common.settings import Settings
+
+    scan = ("UNWIND $ids AS mid MATCH (m:Memory {id: mid}) "
+            "OPTIONAL MATCH (n:Memory) WHERE n.scope = m.scope AND n.id <> m.id "
+            "AND n.state IN ['ACTIVE', 'SUPERSEDED'] "
+            "AND (n.event_time < m.event_time OR (n.event_time = m.event_time AND n.create_time < m.create_time)) "
+            "AND (size(m.tags_lower) = 0 OR any(t IN n.tags_lower WHERE t IN m.tags_lower)) "
+            "WITH m, n ORDER BY n.event_time DESC, n.create_time DESC "
+            "WITH m, collect(n)[0] AS prev RETURN m.id, prev.id")
+    with tempfile.TemporaryDirectory(prefix="automem-pred-bench-") as tmp:
+        server = EmbeddedFalkorDB(Path(tmp))
+        await server.start()
+        graph = GraphStore(Settings(falkordb_host=server.host, falkordb_port=server.port, graph_name="bench"))
+        try:
+            await graph.ensure_schema()
+            items = memories(n)
+            rows = []
+            for i, item in enumerate(items):
+                memory = Memory(id=f"{i:08d}-0000-4000-8000-000000000000", scope="default", content=item["content"],
+                                content_hash=content_hash(item["content"]), tags=item["tags"], version=1)
+                memory.state = memory_pb2.MEMORY_STATE_ACTIVE
+                memory.event_time.CopyFrom(ts(time.mktime(time.strptime(item["timestamp"], "%Y-%m-%dT%H:%M:%S"))))
+                memory.create_time.CopyFrom(ts(1.7e9 + i * 0.001))
+                rows.append(memory)
+            for i in range(0, n, 2000):
+                await graph.create_memories(rows[i:i + 2000])
+            ids = [m.id for m in rows[-sample:]]
+            t = time.perf_counter()
+            await graph.link_predecessors(ids, time.time())
+            indexed = (time.perf_counter() - t) * 1000 / len(ids)
+            scan_ids = ids[: max(10, sample // 10)]
+            t = time.perf_counter()
+            expected = {r[0]: r[1] for r in await graph.ro_query(scan, {"ids": scan_ids})}
+            scanned = (time.perf_counter() - t) * 1000 / len(scan_ids)
+            got = {r[0]: r[1] for r in await graph.ro_query(
+                "UNWIND $ids AS mid MATCH (m:Memory {id: mid})-[:PRECEDED_BY]->(p) RETURN m.id, p.id",
+                {"ids": scan_ids})}
+            same = all(got.get(mid) == prev for mid, prev in expected.items())
+            return {"n": n, "indexed_ms_per_memory": indexed, "scan_ms_per_memory": scanned, "same_predecessors": same}
+        finally:
+            await graph.close()
+            await server.stop()
+
+
+def run_child(tree: str, n: int, config: str, py_spy: str = "") -> dict:
+    """One measurement in a fresh process importing ``services`` from ``tree``."""
+    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as out:
+        path = out.name
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", "--tree", tree, "--n", str(n),
+           "--config", config, "--json-out", path]
+    if py_spy:
+        cmd = [str(Path(sys.executable).parent / "py-spy"), "record", "-r", "25", "-f", "raw", "-o", py_spy,
+               "--", *cmd]
+    subprocess.run(cmd, check=True, stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    result = json.loads(Path(path).read_text())
+    os.unlink(path)
+    return result
+
+
+def _line(label: str, r: dict) -> str:
+    mean = f"{r['mean_batch']:.0f}" if r.get("mean_batch") else "-"
+    return (f"{label:10s} {r['config']:11s} n={r['n']:<7d} ingest {r['ingest_per_s']:7.0f}/s  "
+            f"enrichment {r['enrich_per_s']:6.1f}/s (after ingest {r['after_ingest_per_s']:6.1f}/s, "
+            f"{r['enrich_s']:.0f} s)  batch {mean}  done {r['enriched_done']}  rss {r['rss_mib']:.0f} MiB")
+
+
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=1000)
-    parser.add_argument("--only", default="", help="comma-separated configurations: " + ", ".join(CONFIGS))
+    parser.add_argument("--config", action="append", default=[], help="one of: " + ", ".join(CONFIGS))
+    parser.add_argument("--ab", default="", help="another source tree to compare with (B)")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per variant (A/B interleaved)")
+    parser.add_argument("--predecessors", action="store_true", help="only the PRECEDED_BY lookup cost")
+    parser.add_argument("--py-spy", default="", help="record the (first A) run with py-spy into this raw file")
+    parser.add_argument("--json-out", default="")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--tree", default=str(ROOT), help=argparse.SUPPRESS)
     args = parser.parse_args()
-    texts = _texts(args.n)
-    chosen = [c.strip() for c in args.only.split(",") if c.strip()] or list(CONFIGS)
-    for name in chosen:
-        await _one(name, CONFIGS[name], texts)
+
+    if args.child:
+        sys.path.insert(0, args.tree)
+        os.chdir(args.tree)
+        result = asyncio.run(measure(args.n, (args.config or ["full"])[0]))
+        Path(args.json_out).write_text(json.dumps(result))
+        return 0
+    if args.predecessors:
+        sys.path.insert(0, str(ROOT))
+        result = asyncio.run(predecessors(args.n))
+        print(f"PRECEDED_BY lookup at n={result['n']}: indexed {result['indexed_ms_per_memory']:.2f} ms/memory, "
+              f"scope scan {result['scan_ms_per_memory']:.2f} ms/memory, same predecessors: "
+              f"{result['same_predecessors']}", flush=True)
+        if args.json_out:
+            Path(args.json_out).write_text(json.dumps(result))
+        return 0
+    variants = [("A", str(ROOT))] + ([("B", str(Path(args.ab).resolve()))] if args.ab else [])
+    results: dict[tuple[str, str], list[dict]] = {}
+    for config in args.config or ["full"]:
+        for rep in range(args.repeat):
+            for label, tree in variants:
+                spy = args.py_spy if (args.py_spy and rep == 0 and label == "A") else ""
+                r = run_child(tree, args.n, config, spy)
+                results.setdefault((label, config), []).append(r)
+                print(_line(f"{label} run {rep + 1}", r), flush=True)
+    print(f"\nmedians ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; A = {ROOT}"
+          + (f", B = {args.ab}" if args.ab else "") + ")")
+    summary = []
+    for (label, config), runs in results.items():
+        med = {k: statistics.median(r[k] for r in runs) for k in ("ingest_per_s", "enrich_per_s",
+                                                                   "after_ingest_per_s", "enrich_s", "rss_mib")}
+        med.update(n=args.n, config=config, enriched_done=min(r["enriched_done"] for r in runs),
+                   mean_batch=statistics.median(r["mean_batch"] or 0 for r in runs))
+        summary.append({"variant": label, **med, "runs": runs})
+        print(_line(f"{label} median", med))
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(summary, indent=1))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main()))
+    sys.exit(main())

@@ -116,3 +116,37 @@ async def eventually(check, timeout: float = 15.0, interval: float = 0.1):
             return last
         await asyncio.sleep(interval)
     raise AssertionError(f"condition not met within {timeout}s; last value: {last!r}")
+
+
+class OwnNats:
+    """A running service on a nats-server of its own, which a test stops and starts again
+    (same port and store): ``service``, :meth:`stop`, :meth:`start`."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.dir = tmp_path / "own-nats"
+        self.nats = EmbeddedNats(self.dir)
+        self.port: int | None = None
+        self.service: RunningService | None = None
+
+    async def stop(self) -> None:
+        await self.nats.stop()
+
+    async def start(self) -> None:
+        self.nats = EmbeddedNats(self.dir, port=self.port)
+        await self.nats.start()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def own_nats(settings: Settings, tmp_path: Path):
+    """:class:`OwnNats`: the whole service on its own nats-server (the session's FalkorDB)."""
+    holder = OwnNats(tmp_path)
+    await holder.nats.start()
+    holder.port = holder.nats.port
+    try:
+        holder.service = await start_service(settings.model_copy(update={"nats_url": holder.nats.url}))
+        try:
+            yield holder
+        finally:
+            await holder.service.runner.stop()
+    finally:
+        await holder.nats.stop()

@@ -100,7 +100,7 @@ class Settings(BaseSettings):
     embedding_model: str = Field("text-embedding-3-small", validation_alias=_env("EMBEDDING_MODEL"))
     vector_size: int = Field(0, validation_alias=_env("VECTOR_SIZE", "AUTOMEM_VECTOR_SIZE"))
     #: Texts per model run (local providers) or per request (``openai``); 0 = the provider's
-    #: own default (MiniLM 32, WordLlama 64, openai 256; services/common/embedding.py).
+    #: own default (MiniLM 8, WordLlama 64, openai 256; services/common/embedding.py).
     embedding_batch_size: int = Field(0, ge=0, validation_alias=_env("AUTOMEM_EMBEDDING_BATCH_SIZE"))
 
     # --- LLM (optional) ------------------------------------------------------------------

@@ -307,3 +307,52 @@ async def test_edit_landing_mid_batch_is_never_overwritten_and_the_rest_is_enric
     assert consumer.enricher.stats.refused == refused_before + 1  # only the edited memory's stale pass
     point = (await service.ctx["vectors"].retrieve([ids[1]]))[0]
     assert point.payload["content"] == new and point.payload["embedding_model"] != ""
+
+
+async def test_batch_stored_while_nats_is_down_reaches_the_stream_once_it_is_back(own_nats) -> None:
+    running = own_nats.service
+    async with running.http() as http:
+        await own_nats.stop()  # the graph write succeeds, the pipelined publish fails
+        texts = [f"batch item {i} stored while NATS was down" for i in range(3)]
+        r = await http.post("/memory/batch", json={"memories": [{"content": t} for t in texts]})
+        assert r.status_code == 201, r.text
+        ids = r.json()["memory_ids"]
+        publisher = running.ctx["publisher"]
+        assert await publisher.backlog() == 3
+        await own_nats.start()
+
+        async def on_stream():
+            if await publisher.backlog():
+                return None
+            events = [e for e in await running.ctx["bus"].events_for()
+                      if e.type == events_pb2.EVENT_TYPE_MEMORY_CREATED]
+            return events if len(events) >= 3 else None
+
+        created = await eventually(on_stream, timeout=30)
+        assert sorted(e.memory_id for e in created) == sorted(ids)  # each once, in the stream
+        assert [e.after.content for e in sorted(created, key=lambda e: ids.index(e.memory_id))] == texts
+
+        async def enriched():
+            memories = [(await http.get(f"/memory/{mid}")).json()["memory"] for mid in ids]
+            return all(m["enrichment_status"] == "done" for m in memories)
+        await eventually(enriched, timeout=60)
+
+
+async def test_batch_with_rejected_content_is_refused_whole_naming_the_first_blocked_item(service) -> None:
+    async with service.http() as http:
+        r = await http.post("/memory", json={"content": "a rejected fact", "require_review": True})
+        mid = r.json()["memory_id"]
+        r = await http.post(f"/v1/review-items/{mid}:reject", json={"reason": "wrong fact"})
+        assert r.status_code == 200, r.text
+        tomb = r.json()["tombstone"]
+        before = await service.ctx["graph"].count_memories()
+        r = await http.post("/memory/batch", json={"memories": [
+            {"content": "fine one"}, {"content": "fine two"}, {"content": "A  rejected FACT"},
+            {"content": "a rejected fact"}]})
+        assert r.status_code == 409, r.text
+        error = r.json()["error"]
+        assert "memories[2].content" in error and tomb["id"] in error and "wrong fact" in error
+        assert await service.ctx["graph"].count_memories() == before  # all or nothing
+        r = await http.post("/memory/batch", json={"memories": [{"content": "a rejected fact"}],
+                                                   "scope": "other/scope"})
+        assert r.status_code == 201  # another scope is not blocked

@@ -30,7 +30,7 @@ def _count_created(service) -> list[str]:
     from automem.v1 import events_pb2
 
     ingest = service.ctx["ingest"]
-    real = ingest.publisher.publish
+    real, real_many = ingest.publisher.publish, ingest.publisher.publish_many
     created: list[str] = []
 
     async def counting(event):
@@ -38,7 +38,12 @@ def _count_created(service) -> list[str]:
             created.append(event.memory_id)
         return await real(event)
 
+    async def counting_many(events, *args):  # a batch store publishes its events together
+        created.extend(e.memory_id for e in events if e.type == events_pb2.EVENT_TYPE_MEMORY_CREATED)
+        return await real_many(events, *args)
+
     ingest.publisher.publish = counting
+    ingest.publisher.publish_many = counting_many
     return created
 
 

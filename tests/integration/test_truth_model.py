@@ -19,7 +19,6 @@ from services.common.bus import Bus
 from services.common.graph import GraphStore
 from services.common.model import Relation, epoch, memory_to_node, now, ts
 from services.common.payload import build_payload
-from services.common.settings import Settings
 from services.ingest.logic import build_memory
 from services.ingest.truth import close_for_supersede
 from tests.conftest import eventually, start_service
@@ -382,37 +381,26 @@ async def test_grpc_list_memory_events_pages_in_order(service) -> None:
         assert [e.version for e in events] == [1, 2, 3, 4]
 
 
-async def test_event_published_while_nats_is_down_reaches_the_stream_once_it_is_back(
-        settings: Settings, tmp_path) -> None:
-    from services.common.embedded import EmbeddedNats
+async def test_event_published_while_nats_is_down_reaches_the_stream_once_it_is_back(own_nats) -> None:
+    running = own_nats.service
+    async with running.http() as http:
+        await own_nats.stop()  # the graph write succeeds, the publish fails
+        r = await http.post("/memory", json={"content": "stored while NATS was down"})
+        assert r.status_code == 201, r.text
+        mid = r.json()["memory_id"]
+        publisher = running.ctx["publisher"]
+        assert await publisher.backlog() == 1
+        assert (await http.get(f"/memory/{mid}")).status_code == 200
+        await own_nats.start()
 
-    nats = EmbeddedNats(tmp_path / "own-nats")
-    await nats.start()
-    port = nats.port
-    running = await start_service(settings.model_copy(update={"nats_url": nats.url}))
-    try:
-        async with running.http() as http:
-            await nats.stop()  # the graph write succeeds, the publish fails
-            r = await http.post("/memory", json={"content": "stored while NATS was down"})
-            assert r.status_code == 201, r.text
-            mid = r.json()["memory_id"]
-            publisher = running.ctx["publisher"]
-            assert await publisher.backlog() == 1
-            assert (await http.get(f"/memory/{mid}")).status_code == 200
-            nats = EmbeddedNats(tmp_path / "own-nats", port=port)
-            await nats.start()
+        async def on_stream():
+            if await publisher.backlog():
+                return None
+            return [e for e in await running.ctx["bus"].events_for(mid)
+                    if e.type == events_pb2.EVENT_TYPE_MEMORY_CREATED]
 
-            async def on_stream():
-                if await publisher.backlog():
-                    return None
-                return [e for e in await running.ctx["bus"].events_for(mid)
-                        if e.type == events_pb2.EVENT_TYPE_MEMORY_CREATED]
-
-            created = await eventually(on_stream, timeout=30)
-            assert len(created) == 1 and created[0].after.content == "stored while NATS was down"
-    finally:
-        await running.runner.stop()
-        await nats.stop()
+        created = await eventually(on_stream, timeout=30)
+        assert len(created) == 1 and created[0].after.content == "stored while NATS was down"
 
 
 # --- 7. recovery -----------------------------------------------------------------------
