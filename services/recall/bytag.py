@@ -13,10 +13,13 @@ the ``scope`` index and a *window* of the ``event_time`` index. The walk reads w
 the cursor backwards; each window query returns at most :data:`PROBE_CAP` rows, unordered
 (FalkorDB stops scanning at the LIMIT; an ORDER BY would sort the whole window first), and
 the rows are ordered here. A window that fills the cap was too wide: it is narrowed and read
-again; a window with too few rows is followed by a wider one, sized from the density just
-seen. So a page reads a few hundred index rows whether 100 or 100,000 memories carry the tag
-(measured in bench/bytag.py, docs/benchmarks.md). The width that fit travels in the page
-token, so the next page starts with the right window.
+again, and later windows close in on it by bisection; a window with too few rows is followed
+by a wider one, sized from the density just seen. So a page reads a few windows of at most
+:data:`PROBE_CAP` rows whether 100 or 100,000 memories carry the tag (measured in
+bench/bytag.py, docs/benchmarks.md). The width that fit travels in the page token, so the
+next page starts with the right window; a first page starts from the newest time the last
+first page of the same tags saw (a bounded in-process map, only a starting point: everything
+after it is read first).
 
 Limits of the index (cost then grows with what the windows hold, bounded per page by
 ``Settings.by_tag_scan_max`` rows read):
@@ -26,8 +29,9 @@ Limits of the index (cost then grows with what the windows hold, bounded per pag
   memories and the prefix is checked here, so a rare prefix reads more windows per page;
 * ``tag_mode=all`` with an entity tag (``entity:...``, matched in ``entity_tags`` too) is
   driven by the plain tags of the request (or the first tag) and the rest checked here;
-* many memories with one identical ``event_time`` (a batch stores its memories at one
-  time; imports may give one date) are ordered by an ORDER BY over that one time.
+* memories sharing one ``event_time`` (a batch stores its memories at one time; imports
+  may give one date) are read together, up to :data:`TIES_CAP` in one query, beyond that
+  with an ORDER BY over that one time.
 
 A page whose reads hit ``by_tag_scan_max`` before ``limit`` current memories were found
 (many withheld candidates, or a rare prefix) is returned short with ``has_more`` and a
@@ -41,6 +45,7 @@ import hashlib
 import json
 import math
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,7 +60,9 @@ from services.recall.filters import Filters
 #: ``entity_tags`` property as well; other tags only in ``tags_lower``.
 ENTITY_TAG_PREFIX = "entity:"
 #: Most rows one window query returns (its cost bound); a full window is read again narrower.
-PROBE_CAP = 512
+PROBE_CAP = 128
+#: Most rows read at once at one exact time (a batch stores up to 500 memories at one time).
+TIES_CAP = 512
 #: Width of the first window (seconds) when the token brings none.
 FIRST_WIDTH = 60.0
 #: Times are stored at millisecond precision (services/common/model.py ``parse_time``): a
@@ -115,10 +122,16 @@ class Cursor:
     fingerprint: str
 
 
+def fingerprint_filters(filters: Filters) -> str:
+    """Scope, tags and their matching, as a short hash."""
+    body = json.dumps([filters.scope, filters.tags, filters.tag_mode, filters.tag_match], separators=(",", ":"))
+    return hashlib.sha256(body.encode()).hexdigest()[:16]
+
+
 def fingerprint(filters: Filters, read: ReadAt) -> str:
     """What a token is bound to: scope, tags and their matching, and the read mode."""
-    body = json.dumps([filters.scope, filters.tags, filters.tag_mode, filters.tag_match, read.mode,
-                       read.include_archived, read.include_pending], separators=(",", ":"))
+    body = json.dumps([fingerprint_filters(filters), read.mode, read.include_archived, read.include_pending],
+                      separators=(",", ":"))
     return hashlib.sha256(body.encode()).hexdigest()[:16]
 
 
@@ -181,7 +194,7 @@ class TagWalk:
         filters: scope and tags (``Filters.build``).
         width: first window width in seconds (from the token, or :data:`FIRST_WIDTH`).
         target: rows the caller expects to need; windows are sized to hold about this many.
-        now: the pinned read time; the first window ends there (later times are read first).
+        now: the read time; a first page reads the memories dated after it first.
     """
 
     def __init__(self, graph: GraphStore, filters: Filters, width: float, target: int, now: float) -> None:
@@ -192,6 +205,8 @@ class TagWalk:
         self.now = now
         self.queries = 0
         self._hint = self.width
+        #: Newest event_time at or before ``now`` seen by a first page (for :data:`_NEWEST`).
+        self.newest_past: float | None = None
         drive, self._params, self.check = _drive(filters)
         self._where = "m.scope = $scope" + (f" AND {drive}" if drive else "")
         self._params["scope"] = filters.scope
@@ -202,9 +217,10 @@ class TagWalk:
         tags = list(r[4] or []) + list(r[5] or []) if self.check else []
         return Row(Key(float(r[1]), float(r[2] or 0.0), r[0]), r[3] or "", tags)
 
-    async def _window(self, lo: float | None, hi: float | None) -> list[Row]:
-        """Rows with lo <= event_time < hi (None = unbounded), at most PROBE_CAP, unordered."""
-        where, params = self._where, dict(self._params, cap=PROBE_CAP)
+    async def _window(self, lo: float | None, hi: float | None, cap: int = 0) -> list[Row]:
+        """Rows with lo <= event_time < hi (None = unbounded), at most ``cap`` (default
+        :data:`PROBE_CAP`), unordered."""
+        where, params = self._where, dict(self._params, cap=cap or PROBE_CAP)
         if lo is not None:
             where += " AND m.event_time >= $lo"
             params["lo"] = lo
@@ -216,8 +232,8 @@ class TagWalk:
         return [self._row(r) for r in rows]
 
     async def _newest(self, lo: float | None, hi: float) -> float:
-        """The newest event_time in [lo, hi) (an ORDER BY over the window: rare, see
-        :meth:`rows`)."""
+        """The newest event_time in [lo, hi) (an ORDER BY over the window: only for a window
+        of one millisecond holding more than :data:`PROBE_CAP` rows)."""
         params = dict(self._params, hi=hi, lo=FLOOR if lo is None else lo)
         self.queries += 1
         rows = await self.graph.ro_query(
@@ -227,16 +243,16 @@ class TagWalk:
 
     async def _ties(self, after: Key) -> AsyncIterator[Row]:
         """Rows at exactly ``after.t`` that come after ``after`` in order."""
-        params = dict(self._params, t=after.t, cap=PROBE_CAP)
+        params = dict(self._params, t=after.t, cap=TIES_CAP)
         self.queries += 1
         rows = [self._row(r) for r in await self.graph.ro_query(
             f"MATCH (m:Memory) WHERE {self._where} AND m.event_time = $t RETURN {self._returns} LIMIT $cap", params)]
-        if len(rows) < PROBE_CAP:
+        if len(rows) < TIES_CAP:
             for row in sorted(rows, key=lambda r: r.key.order()):
                 if row.key.order() > after.order():
                     yield row
             return
-        # More than PROBE_CAP memories at one time: page through them in index order.
+        # More than TIES_CAP memories at one time: page through them with ORDER BY.
         imp, last = after.importance, after.id
         while True:
             params.update(imp=imp, last=last)
@@ -247,7 +263,7 @@ class TagWalk:
                 f"RETURN {self._returns} ORDER BY m.importance DESC, m.id LIMIT $cap", params)]
             for row in batch:
                 yield row
-            if len(batch) < PROBE_CAP:
+            if len(batch) < TIES_CAP:
                 return
             imp, last = batch[-1].key.importance, batch[-1].key.id
 
@@ -259,46 +275,108 @@ class TagWalk:
         return min(max(self.width * factor, MIN_WIDTH), OPEN_END - FLOOR)
 
     async def rows(self, after: Key | None) -> AsyncIterator[Row]:
-        """Every row after ``after`` (None = from the newest), in listing order."""
+        """Every row after ``after`` (None = from the newest), in listing order.
+
+        Windows [lo, hi) move from ``hi`` down. A window that fills the cap is read again
+        narrower (÷8), and its lower end is remembered as ``dense``: the rows there are
+        below, so later windows grow by at most half the distance to it (a bisection
+        towards the data instead of overshooting it again)."""
         if after is not None:
             async for row in self._ties(after):
                 yield row
-            hi: float | None = after.t
+            hi: float = after.t
         else:
-            # Memories dated after the read time first (rare: explicit future timestamps).
-            future = await self._window(self.now, None)
+            # Memories dated after the split first: the newest time an earlier first page saw
+            # (when before now) or now; then windows downwards from the split.
+            split = _NEWEST.get(self._cache_key())
+            split = split if split is not None and split < self.now else self.now
+            future = await self._window(split, None)
             if len(future) < PROBE_CAP:
+                past = [r.key.t for r in future if r.key.t <= self.now]
+                if past:
+                    self._note(max(past))
                 for row in sorted(future, key=lambda r: r.key.order()):
                     yield row
-                hi = self.now
+                hi = split
             else:
                 hi = OPEN_END + 1.0
+        dense: float | None = None
         while True:
-            assert hi is not None
             lo: float | None = hi - self.width
             if lo <= FLOOR:
                 lo = None
             rows = await self._window(lo, hi)
             if len(rows) >= PROBE_CAP:
                 if self.width > MIN_WIDTH:
+                    dense = FLOOR if lo is None else lo
                     self.width = max(self.width / MAX_GROWTH, MIN_WIDTH / 2)
                     continue
                 # One millisecond holds more than PROBE_CAP rows: its newest time, in order.
                 newest = await self._newest(lo, hi)
+                self._note(newest)
                 async for row in self._ties(Key(newest, 2.0, "")):  # 2.0: above every importance
                     yield row
                 hi = newest
                 continue
-            self.width = self._hint = self._resize(len(rows))
+            if rows:
+                self._note(max(r.key.t for r in rows))
+            self._hint = self._resize(len(rows))
+            self.width = self._hint
             for row in sorted(rows, key=lambda r: r.key.order()):
                 yield row
             if lo is None:
                 return
             hi = lo
+            if dense is not None:
+                if hi <= dense:
+                    dense = None
+                else:
+                    self.width = min(self.width, max((hi - dense) / 2, MIN_WIDTH))
+
+    def _cache_key(self) -> str:
+        return fingerprint_filters(self.filters)
+
+    def _note(self, t: float) -> None:
+        """Remember the newest time at or before ``now`` a first page reached."""
+        if self.newest_past is None and t <= self.now:
+            self.newest_past = t
+
+    def remember(self) -> None:
+        """Keep this walk's newest time for the next first page of the same tags."""
+        if self.newest_past is not None:
+            _NEWEST.put(self._cache_key(), self.newest_past)
 
     def hint(self) -> float:
         """Window width to start the next page with (sized on the last window read)."""
         return self._hint
+
+
+class _Newest:
+    """A bounded LRU map: listing (scope and tags) -> newest event_time a first page saw.
+
+    Only a starting point: a first page reads everything after it before going down, so a
+    stale entry costs a window, never a memory. At most :data:`NEWEST_ENTRIES` entries."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._data: OrderedDict[str, float] = OrderedDict()
+
+    def get(self, key: str) -> float | None:
+        value = self._data.get(key)
+        if value is not None:
+            self._data.move_to_end(key)
+        return value
+
+    def put(self, key: str, value: float) -> None:
+        self._data[key] = value
+        self._data.move_to_end(key)
+        while len(self._data) > self.size:
+            self._data.popitem(last=False)
+
+
+#: Listings remembered for the first-page start (a few hundred bytes each).
+NEWEST_ENTRIES = 1024
+_NEWEST = _Newest(NEWEST_ENTRIES)
 
 
 class TagListing:
@@ -368,6 +446,8 @@ class TagListing:
                     out.extend(await self._current(batch))
         finally:
             await rows_iter.aclose()
+        if after is None:
+            walk.remember()
         memories = [m for m, _ in out[skip: skip + limit]]
         if len(out) >= want:
             return Page(memories, True, out[skip + limit - 1][1], walk.hint(), scanned=scanned)

@@ -80,11 +80,13 @@ async def _fill_tag(http, tag: str) -> tuple[list[dict], set[str]]:
     return current, withheld
 
 
-@pytest.mark.parametrize("cap", [bytag.PROBE_CAP, 3])
-async def test_by_tag_pages_list_every_current_memory_exactly_once(service, monkeypatch, cap: int) -> None:
-    """cap 3 makes every window overflow: narrowing, the one-time ORDER BY fallback (12
-    memories of one batch share a time) and ties across pages all run."""
-    monkeypatch.setattr(bytag, "PROBE_CAP", cap)
+@pytest.mark.parametrize("caps", [(bytag.PROBE_CAP, bytag.TIES_CAP), (3, 4)])
+async def test_by_tag_pages_list_every_current_memory_exactly_once(service, monkeypatch, caps) -> None:
+    """Caps 3/4 make windows overflow: narrowing, the bisection towards the data, the
+    one-millisecond ORDER BY fallback and the paged ties (12 memories of one batch share a
+    time) all run."""
+    monkeypatch.setattr(bytag, "PROBE_CAP", caps[0])
+    monkeypatch.setattr(bytag, "TIES_CAP", caps[1])
     async with service.http() as http:
         current, withheld = await _fill_tag(http, "paged")
         expected = _order(current)
