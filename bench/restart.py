@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import re
 import shlex
@@ -94,11 +95,13 @@ class Service:
             tail = self.log_path.read_text(errors="replace")[-3000:]
             raise SystemExit(f"automem exited with {self.proc.returncode}; log tail:\n{tail}")
 
-    def stop(self, timeout: float = 600) -> float:
-        """SIGTERM and wait; returns seconds the stop took."""
+    def stop(self, timeout: float = 600, sig: int = signal.SIGTERM) -> float:
+        """Send ``sig`` (SIGKILL: a crash; the servers get SIGTERM from the kernel through
+        PR_SET_PDEATHSIG, so nothing is rewritten or flushed beyond what they do themselves)
+        and wait; returns seconds the stop took."""
         t0 = time.monotonic()
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
+            self.proc.send_signal(sig)
             try:
                 self.proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
@@ -240,6 +243,20 @@ async def fast_build(data_dir: Path, n: int, env: dict[str, str]) -> float:
     return time.monotonic() - t0
 
 
+def write_more(svc: Service, have: int, n: int, timeout: float = 600) -> int:
+    """Store ``n`` more memories and wait until each has its vector; returns ``n``."""
+    memories = texts(have + n)[have:]
+    with httpx.Client(base_url=svc.url, timeout=300) as http:
+        for i in range(0, n, 500):
+            http.post("/memory/batch", json={"memories": memories[i: i + 500]}).raise_for_status()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if http.get("/health").json().get("vector_count", 0) >= have + n:
+                return n
+            time.sleep(1)
+    raise SystemExit(f"the {n} new memories did not all get vectors within {timeout:.0f}s")
+
+
 def _wait_health(svc: Service, timeout: float = 600) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -261,6 +278,9 @@ def main() -> int:
                         "through reindex, no enrichment edges (see fast_build)")
     parser.add_argument("--copy", action="store_true", help="restart a copy of --data-dir (left untouched)")
     parser.add_argument("--runs", type=int, default=3, help="restarts to measure")
+    parser.add_argument("--crash", action="store_true", help="stop each run with SIGKILL instead of SIGTERM")
+    parser.add_argument("--write", type=int, default=0, help="store this many more memories (POST /memory/batch) "
+                        "before each stop, so there is something to replay")
     parser.add_argument("--automem", default=str(Path(sys.executable).parent / "automem"),
                         help="the automem command (split like a shell)")
     parser.add_argument("--env", action="append", default=[], help="KEY=VALUE for the service")
@@ -269,6 +289,7 @@ def main() -> int:
     parser.add_argument("--json-out", default="")
     args = parser.parse_args()
 
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     automem = shlex.split(args.automem)
     env = dict(kv.split("=", 1) for kv in args.env)
     data_dir = Path(args.data_dir).resolve()
@@ -304,11 +325,16 @@ def main() -> int:
                 reason = [ln for ln in str(exc).splitlines() if "Error" in ln or "within" in ln or "progress" in ln]
                 got = {"failed": (reason or str(exc).splitlines())[-1][:300],
                        "failed_after": time.monotonic() - svc.started}
-            stop_s = svc.stop()
+            if args.write and "recall" in got:
+                got["written"] = write_more(svc, got["memory_count"], args.write)
+            stop_s = svc.stop(sig=signal.SIGKILL if args.crash else signal.SIGTERM)
+            if args.crash:  # the servers exit on their own after SIGTERM; let them finish
+                time.sleep(3)
             got.update({"run": run, "aof_base_bytes": sizes["base"], "aof_incr_bytes": sizes["incr"],
                         "redis_load_seconds": _load_seconds(svc), "stop": stop_s})
             results.append(got)
-            expected = expected if expected is not None else got.get("memory_count")
+            if got.get("memory_count") is not None:
+                expected = got["memory_count"] + got.get("written", 0)
             print(json.dumps({k: round(v, 2) if isinstance(v, float) else v for k, v in got.items()}), flush=True)
     finally:
         if tmp is not None:
