@@ -207,15 +207,45 @@ def build(automem: list[str], data_dir: Path, n: int, env: dict[str, str], log: 
     return time.monotonic() - t0
 
 
+async def write_vectors(graph, vectors, provider, batch: int = 500) -> None:
+    """Every memory's vector point as the service writes it (the one payload builder, the
+    configured embedding provider, the BM25 sparse vector of its content; services/common/
+    backup.py ``reindex`` does the same but pages with ORDER BY/SKIP, which takes seconds per
+    page at 100k), then the memory marked embedded and enriched."""
+    import asyncio
+
+    from automem.v1 import memory_pb2
+
+    from services.common.payload import build_payload
+    from services.common.text import analyze, bm25_doc_weights
+
+    ids = [row[0] for row in await graph.ro_query("MATCH (m:Memory) RETURN m.id")]
+    for i in range(0, len(ids), batch):
+        memories = list((await graph.get_memories(ids[i: i + batch], None)).values())
+        matrix = await asyncio.to_thread(provider.embed, [m.content for m in memories])
+        for memory, vector in zip(memories, matrix, strict=True):
+            memory.embedding_model = provider.name
+            memory.embedding_status = memory_pb2.EMBEDDING_STATUS_DONE
+            weights = bm25_doc_weights(analyze(memory.content), analyze(""))
+            keys = sorted(weights)
+            await vectors.upsert(memory.id, vector.tolist(), build_payload(memory),
+                                 sparse=(keys, [weights[k] for k in keys]) if keys else None)
+        await graph.query(
+            "UNWIND $ids AS mid MATCH (m:Memory {id: mid}) SET m.embedding_status = 'EMBEDDING_STATUS_DONE', "
+            "m.embedding_model = $model, m.enrichment_status = 'ENRICHMENT_STATUS_DONE'",
+            {"ids": [m.id for m in memories], "model": provider.name})
+        if (i // batch) % 20 == 19:
+            print(f"  vectors {i + batch}", flush=True)
+    await vectors.flush()
+
+
 async def fast_build(data_dir: Path, n: int, env: dict[str, str]) -> float:
     """A quicker build for large N: the service (without its ``enrich`` target) in this
     process stores the memories through ``POST /memory/batch``, then writes every vector point
-    through its reindex path (services/common/backup.py ``reindex``: payload builder, the
-    configured embedding provider, BM25 sparse vectors) and marks the memories enriched, so
-    the ``enrich`` consumer of the restarted service only acknowledges the stored events.
+    as :func:`write_vectors` does, so the ``enrich`` consumer of the restarted service only
+    acknowledges the stored events.
     No entities, SIMILAR_TO or PRECEDED_BY edges are made (a smaller graph than a full
     enrichment's). Returns seconds."""
-    from services.common.backup import reindex
     from services.common.embedded import EmbeddedRuntime
     from services.common.modules import Runner
     from services.common.settings import Settings
@@ -234,9 +264,8 @@ async def fast_build(data_dir: Path, n: int, env: dict[str, str]) -> float:
                 r.raise_for_status()
                 if (i // 500) % 20 == 19:
                     print(f"  stored {i + 500} in {time.monotonic() - t0:.0f}s", flush=True)
-        counts = await reindex(ctx["graph"], ctx["vectors"], ctx["embedder"], batch=500)
-        print(f"  vectors written {counts} at {time.monotonic() - t0:.0f}s", flush=True)
-        await ctx["graph"].query("MATCH (m:Memory) SET m.enrichment_status = 'ENRICHMENT_STATUS_DONE'")
+        await write_vectors(ctx["graph"], ctx["vectors"], ctx["embedder"])
+        print(f"  vectors written at {time.monotonic() - t0:.0f}s", flush=True)
     finally:
         await runner.stop()
         await runtime.stop()
