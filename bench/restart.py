@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import re
 import shlex
@@ -94,11 +95,13 @@ class Service:
             tail = self.log_path.read_text(errors="replace")[-3000:]
             raise SystemExit(f"automem exited with {self.proc.returncode}; log tail:\n{tail}")
 
-    def stop(self, timeout: float = 600) -> float:
-        """SIGTERM and wait; returns seconds the stop took."""
+    def stop(self, timeout: float = 600, sig: int = signal.SIGTERM) -> float:
+        """Send ``sig`` (SIGKILL: a crash; the servers get SIGTERM from the kernel through
+        PR_SET_PDEATHSIG, so nothing is rewritten or flushed beyond what they do themselves)
+        and wait; returns seconds the stop took."""
         t0 = time.monotonic()
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
+            self.proc.send_signal(sig)
             try:
                 self.proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
@@ -204,15 +207,45 @@ def build(automem: list[str], data_dir: Path, n: int, env: dict[str, str], log: 
     return time.monotonic() - t0
 
 
+async def write_vectors(graph, vectors, provider, batch: int = 500) -> None:
+    """Every memory's vector point as the service writes it (the one payload builder, the
+    configured embedding provider, the BM25 sparse vector of its content; services/common/
+    backup.py ``reindex`` does the same but pages with ORDER BY/SKIP, which takes seconds per
+    page at 100k), then the memory marked embedded and enriched."""
+    import asyncio
+
+    from automem.v1 import memory_pb2
+
+    from services.common.payload import build_payload
+    from services.common.text import analyze, bm25_doc_weights
+
+    ids = [row[0] for row in await graph.ro_query("MATCH (m:Memory) RETURN m.id")]
+    for i in range(0, len(ids), batch):
+        memories = list((await graph.get_memories(ids[i: i + batch], None)).values())
+        matrix = await asyncio.to_thread(provider.embed, [m.content for m in memories])
+        for memory, vector in zip(memories, matrix, strict=True):
+            memory.embedding_model = provider.name
+            memory.embedding_status = memory_pb2.EMBEDDING_STATUS_DONE
+            weights = bm25_doc_weights(analyze(memory.content), analyze(""))
+            keys = sorted(weights)
+            await vectors.upsert(memory.id, vector.tolist(), build_payload(memory),
+                                 sparse=(keys, [weights[k] for k in keys]) if keys else None)
+        await graph.query(
+            "UNWIND $ids AS mid MATCH (m:Memory {id: mid}) SET m.embedding_status = 'EMBEDDING_STATUS_DONE', "
+            "m.embedding_model = $model, m.enrichment_status = 'ENRICHMENT_STATUS_DONE'",
+            {"ids": [m.id for m in memories], "model": provider.name})
+        if (i // batch) % 20 == 19:
+            print(f"  vectors {i + batch}", flush=True)
+    await vectors.flush()
+
+
 async def fast_build(data_dir: Path, n: int, env: dict[str, str]) -> float:
     """A quicker build for large N: the service (without its ``enrich`` target) in this
     process stores the memories through ``POST /memory/batch``, then writes every vector point
-    through its reindex path (services/common/backup.py ``reindex``: payload builder, the
-    configured embedding provider, BM25 sparse vectors) and marks the memories enriched, so
-    the ``enrich`` consumer of the restarted service only acknowledges the stored events.
+    as :func:`write_vectors` does, so the ``enrich`` consumer of the restarted service only
+    acknowledges the stored events.
     No entities, SIMILAR_TO or PRECEDED_BY edges are made (a smaller graph than a full
     enrichment's). Returns seconds."""
-    from services.common.backup import reindex
     from services.common.embedded import EmbeddedRuntime
     from services.common.modules import Runner
     from services.common.settings import Settings
@@ -231,13 +264,26 @@ async def fast_build(data_dir: Path, n: int, env: dict[str, str]) -> float:
                 r.raise_for_status()
                 if (i // 500) % 20 == 19:
                     print(f"  stored {i + 500} in {time.monotonic() - t0:.0f}s", flush=True)
-        counts = await reindex(ctx["graph"], ctx["vectors"], ctx["embedder"], batch=500)
-        print(f"  vectors written {counts} at {time.monotonic() - t0:.0f}s", flush=True)
-        await ctx["graph"].query("MATCH (m:Memory) SET m.enrichment_status = 'ENRICHMENT_STATUS_DONE'")
+        await write_vectors(ctx["graph"], ctx["vectors"], ctx["embedder"])
+        print(f"  vectors written at {time.monotonic() - t0:.0f}s", flush=True)
     finally:
         await runner.stop()
         await runtime.stop()
     return time.monotonic() - t0
+
+
+def write_more(svc: Service, have: int, n: int, timeout: float = 600) -> int:
+    """Store ``n`` more memories and wait until each has its vector; returns ``n``."""
+    memories = texts(have + n)[have:]
+    with httpx.Client(base_url=svc.url, timeout=300) as http:
+        for i in range(0, n, 500):
+            http.post("/memory/batch", json={"memories": memories[i: i + 500]}).raise_for_status()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if http.get("/health").json().get("vector_count", 0) >= have + n:
+                return n
+            time.sleep(1)
+    raise SystemExit(f"the {n} new memories did not all get vectors within {timeout:.0f}s")
 
 
 def _wait_health(svc: Service, timeout: float = 600) -> None:
@@ -261,6 +307,9 @@ def main() -> int:
                         "through reindex, no enrichment edges (see fast_build)")
     parser.add_argument("--copy", action="store_true", help="restart a copy of --data-dir (left untouched)")
     parser.add_argument("--runs", type=int, default=3, help="restarts to measure")
+    parser.add_argument("--crash", action="store_true", help="stop each run with SIGKILL instead of SIGTERM")
+    parser.add_argument("--write", type=int, default=0, help="store this many more memories (POST /memory/batch) "
+                        "before each stop, so there is something to replay")
     parser.add_argument("--automem", default=str(Path(sys.executable).parent / "automem"),
                         help="the automem command (split like a shell)")
     parser.add_argument("--env", action="append", default=[], help="KEY=VALUE for the service")
@@ -269,6 +318,7 @@ def main() -> int:
     parser.add_argument("--json-out", default="")
     args = parser.parse_args()
 
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     automem = shlex.split(args.automem)
     env = dict(kv.split("=", 1) for kv in args.env)
     data_dir = Path(args.data_dir).resolve()
@@ -304,11 +354,16 @@ def main() -> int:
                 reason = [ln for ln in str(exc).splitlines() if "Error" in ln or "within" in ln or "progress" in ln]
                 got = {"failed": (reason or str(exc).splitlines())[-1][:300],
                        "failed_after": time.monotonic() - svc.started}
-            stop_s = svc.stop()
+            if args.write and "recall" in got:
+                got["written"] = write_more(svc, got["memory_count"], args.write)
+            stop_s = svc.stop(sig=signal.SIGKILL if args.crash else signal.SIGTERM)
+            if args.crash:  # the servers exit on their own after SIGTERM; let them finish
+                time.sleep(3)
             got.update({"run": run, "aof_base_bytes": sizes["base"], "aof_incr_bytes": sizes["incr"],
                         "redis_load_seconds": _load_seconds(svc), "stop": stop_s})
             results.append(got)
-            expected = expected if expected is not None else got.get("memory_count")
+            if got.get("memory_count") is not None:
+                expected = got["memory_count"] + got.get("written", 0)
             print(json.dumps({k: round(v, 2) if isinstance(v, float) else v for k, v in got.items()}), flush=True)
     finally:
         if tmp is not None:
