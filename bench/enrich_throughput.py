@@ -10,6 +10,9 @@ and proposals: the default configuration). It prints, per run:
 * enrichment memories/s: N / the time from the first store to the last memory enriched;
 * after ingest: the enrichment rate once every store was accepted (enriched after that
   moment / the time it took), i.e. the sustained rate with the whole backlog waiting;
+* CPU time of the process tree (this process, FalkorDB, NATS) per memory over the whole
+  measurement: what the work costs whatever else runs on the machine (2 free cores at
+  C ms/memory bound the rate at 2000/C memories/s);
 * mean batch size (events per fetched batch) and the RSS of the process.
 
 Texts: the LoCoMo turns (``../shared/data/locomo``, exported by the referee into
@@ -109,6 +112,7 @@ async def measure(n: int, config: str) -> dict:
             if consumer.enricher.extractor is not None:
                 await consumer.enricher.extractor.warm()
             async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{ctx['http_port']}", timeout=600) as http:
+                cpu_started = _tree_cpu()
                 started = time.perf_counter()
                 for i in range(0, n, 500):
                     r = await http.post("/memory/batch", json={"memories": items[i: i + 500]})
@@ -118,6 +122,7 @@ async def measure(n: int, config: str) -> dict:
                 while stats.enriched + stats.refused < n or await consumer.queue_depth() > 0:
                     await asyncio.sleep(0.25)
                 finished = time.perf_counter()
+                cpu = _tree_cpu() - cpu_started
             rows = await ctx["graph"].ro_query(
                 "MATCH (m:Memory) WHERE m.enrichment_status = 'ENRICHMENT_STATUS_DONE' RETURN count(m)")
             batches = getattr(consumer.counters, "batches", 0)
@@ -128,11 +133,27 @@ async def measure(n: int, config: str) -> dict:
                 "after_ingest_per_s": (n - done_at_ingest) / max(finished - ingested, 1e-9),
                 "enriched_done": int(rows[0][0]), "similar_edges": stats.similar_edges, "proposals": stats.proposals,
                 "mean_batch": consumer.counters.processed / batches if batches else None,
+                "cpu_ms_per_memory": cpu * 1000 / n,
                 "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             }
         finally:
             await runner.stop()
             await runtime.stop()
+
+
+def _tree_cpu() -> float:
+    """User + system CPU seconds of this process and its children (FalkorDB, NATS) so far."""
+    import psutil
+
+    me = psutil.Process()
+    total = 0.0
+    for proc in [me, *me.children(recursive=True)]:
+        try:
+            times = proc.cpu_times()
+            total += times.user + times.system
+        except psutil.NoSuchProcess:
+            continue
+    return total
 
 
 async def predecessors(n: int, sample: int = 200) -> dict:
@@ -194,7 +215,8 @@ def run_child(tree: str, n: int, config: str, py_spy: str = "") -> dict:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", "--tree", tree, "--n", str(n),
            "--config", config, "--json-out", path]
     if py_spy:
-        cmd = [str(Path(sys.executable).parent / "py-spy"), "record", "-r", "25", "-f", "raw", "-o", py_spy,
+        cmd = [str(Path(sys.executable).parent / "py-spy"), "record", "-r", "25", "--threads", "-f", "raw",
+               "-o", py_spy,
                "--", *cmd]
     subprocess.run(cmd, check=True, stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
     result = json.loads(Path(path).read_text())
@@ -206,7 +228,8 @@ def _line(label: str, r: dict) -> str:
     mean = f"{r['mean_batch']:.0f}" if r.get("mean_batch") else "-"
     return (f"{label:10s} {r['config']:11s} n={r['n']:<7d} ingest {r['ingest_per_s']:7.0f}/s  "
             f"enrichment {r['enrich_per_s']:6.1f}/s (after ingest {r['after_ingest_per_s']:6.1f}/s, "
-            f"{r['enrich_s']:.0f} s)  batch {mean}  done {r['enriched_done']}  rss {r['rss_mib']:.0f} MiB")
+            f"{r['enrich_s']:.0f} s)  cpu {r['cpu_ms_per_memory']:.1f} ms/memory  batch {mean}  "
+            f"done {r['enriched_done']}  rss {r['rss_mib']:.0f} MiB")
 
 
 def main() -> int:
@@ -251,7 +274,8 @@ def main() -> int:
     summary = []
     for (label, config), runs in results.items():
         med = {k: statistics.median(r[k] for r in runs) for k in ("ingest_per_s", "enrich_per_s",
-                                                                   "after_ingest_per_s", "enrich_s", "rss_mib")}
+                                                                   "after_ingest_per_s", "enrich_s", "rss_mib",
+                                                                   "cpu_ms_per_memory")}
         med.update(n=args.n, config=config, enriched_done=min(r["enriched_done"] for r in runs),
                    mean_batch=statistics.median(r["mean_batch"] or 0 for r in runs))
         summary.append({"variant": label, **med, "runs": runs})

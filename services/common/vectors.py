@@ -235,9 +235,11 @@ class VectorStore(Protocol):
         """Up to ``limit`` ``(id, cosine similarity)`` pairs, best first (exact search)."""
         ...
 
-    async def search_many(self, requests: Sequence[SearchRequest]) -> list[list[ScoredPayload]]:
+    async def search_many(self, requests: Sequence[SearchRequest],
+                          payload_keys: Sequence[str] | None = None) -> list[list[ScoredPayload]]:
         """:meth:`search` of many ``(vector, limit, filter)`` requests in one store call; per
-        request its ``(id, cosine similarity, payload)`` hits, best first, in request order."""
+        request its ``(id, cosine similarity, payload)`` hits, best first, in request order.
+        ``payload_keys``: only these payload keys (None: the whole payload)."""
         ...
 
     async def search_sparse(
@@ -614,8 +616,11 @@ class EdgeVectorStore:
         vec = [float(x) for x in vector]
         return await self._query(qe.Query.Nearest(vec, using=DENSE), limit, flt, len(vec))
 
-    async def search_many(self, requests: Sequence[SearchRequest]) -> list[list[ScoredPayload]]:
+    async def search_many(self, requests: Sequence[SearchRequest],
+                          payload_keys: Sequence[str] | None = None) -> list[list[ScoredPayload]]:
         import qdrant_edge as qe
+
+        with_payload = list(payload_keys) if payload_keys is not None else True
 
         out: list[list[ScoredPayload]] = [[] for _ in requests]
         asks: list[tuple[int, Any]] = []
@@ -624,7 +629,7 @@ class EdgeVectorStore:
             if limit > 0 and not (flt is not None and flt.matches_nothing):
                 query = qe.Query.Nearest([float(x) for x in vector], using=DENSE)
                 asks.append((i, qe.QueryRequest(limit=int(limit), query=query, filter=self._filter(flt),
-                                                with_payload=True, with_vector=False)))
+                                                with_payload=with_payload, with_vector=False)))
 
         def work() -> list:
             shard = self._require_sync()
@@ -923,8 +928,11 @@ class ServerVectorStore:
         _check_dim(self.collection, self._dim, len(vec))
         return await self._query(vec, DENSE, limit, flt)
 
-    async def search_many(self, requests: Sequence[SearchRequest]) -> list[list[ScoredPayload]]:
+    async def search_many(self, requests: Sequence[SearchRequest],
+                          payload_keys: Sequence[str] | None = None) -> list[list[ScoredPayload]]:
         from qdrant_client import models as m
+
+        with_payload = list(payload_keys) if payload_keys is not None else True
 
         out: list[list[ScoredPayload]] = [[] for _ in requests]
         asks: list[tuple[int, Any]] = []
@@ -933,7 +941,7 @@ class ServerVectorStore:
             _check_dim(self.collection, self._dim, len(vec))
             if limit > 0 and not (flt is not None and flt.matches_nothing):
                 asks.append((i, m.QueryRequest(query=vec, using=DENSE, limit=int(limit), filter=self._filter(flt),
-                                               with_payload=True, with_vector=False)))
+                                               with_payload=with_payload, with_vector=False)))
         if asks:
             results = await self.client.query_batch_points(self.collection, requests=[r for _, r in asks])
             for (i, _), res in zip(asks, results, strict=True):

@@ -32,11 +32,12 @@ import asyncio
 import logging
 import time
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import nats.errors
 from automem.v1 import events_pb2, memory_pb2
+from google.protobuf.message import DecodeError
 from opentelemetry import trace
 from opentelemetry.trace import Span
 
@@ -67,6 +68,26 @@ class EnrichCounters:
     failed: int = 0
     dead_lettered: int = 0
     pending: int = 0
+
+
+@dataclass
+class LookAhead:
+    """What the look-ahead computed for a fetched batch: embeddings and entities by text."""
+
+    vectors: dict[str, list[float]] = field(default_factory=dict)
+    entities: dict[str, list[memory_pb2.Entity]] = field(default_factory=dict)
+
+
+async def _none() -> None:
+    return None
+
+
+def _decode(data: bytes) -> events_pb2.MemoryEvent | None:
+    """The event in ``data``, or None when it does not decode (the batch parks it)."""
+    try:
+        return events_pb2.MemoryEvent.FromString(data)
+    except DecodeError:
+        return None
 
 
 def embedding_text(memory: Memory) -> str:
@@ -116,21 +137,72 @@ class EnrichConsumer:
         """Fetch and process until :meth:`stop`. A fetch asks for ``batch`` events (default
         ``settings.enrich_batch_size``), or for ``settings.enrich_bulk_batch_size`` while more
         than ``settings.enrich_bulk_threshold`` events wait behind the last batch (the bulk
-        path: a large batch store, an import or a restore is enriched in large batches)."""
+        path: a large batch store, an import or a restore is enriched in large batches).
+
+        Look-ahead: once a batch's embedding and NER are done and it moves on to its writes,
+        the next batch is fetched and its texts embedded and NER'd meanwhile (:meth:`_look_ahead`),
+        so the models keep working while the graph and vector writes run. The look-ahead
+        only computes what depends on nothing but the text; the batch itself still reads the
+        graph when its turn comes and decides from that."""
         size = batch or self.settings.enrich_batch_size
-        while not self._stop.is_set():
-            try:
-                msgs = await self.sub.fetch(size, timeout=1.0)
-            except (TimeoutError, nats.errors.TimeoutError):
-                continue
-            except Exception as exc:  # noqa: BLE001 - NATS hiccup: back off, keep going
-                if self._stop.is_set():
-                    break
+        ahead: tuple[list[Any], asyncio.Task] | None = None
+        while not self._stop.is_set() or ahead is not None:
+            if ahead is not None:
+                msgs, looked = ahead
+                ahead = None
+            else:
+                msgs, looked = await self._fetch(size, 1.0), None
+                if not msgs:
+                    continue
+            models_done = asyncio.Event()
+            processing = asyncio.create_task(self.process_batch(msgs, looked, models_done))
+            size = self.fetch_size(msgs, batch)
+            waiting = asyncio.create_task(models_done.wait())
+            await asyncio.wait([processing, waiting], return_when=asyncio.FIRST_COMPLETED)
+            waiting.cancel()
+            if not processing.done() and not self._stop.is_set():
+                following = await self._fetch(size, 0.05)
+                if following:
+                    ahead = (following, asyncio.create_task(self._look_ahead(following)))
+            await processing
+
+    async def _fetch(self, size: int, timeout: float) -> list[Any]:
+        """Up to ``size`` messages, waiting at most ``timeout`` seconds; [] on a timeout or a
+        NATS hiccup (logged, then a short back-off)."""
+        try:
+            return await self.sub.fetch(size, timeout=timeout)
+        except (TimeoutError, nats.errors.TimeoutError):
+            return []
+        except Exception as exc:  # noqa: BLE001 - NATS hiccup: back off, keep going
+            if not self._stop.is_set():
                 log.warning("enrich fetch failed", extra={"error": str(exc)})
                 await asyncio.sleep(0.5)
-                continue
-            await self.process_batch(msgs)
-            size = self.fetch_size(msgs, batch)
+            return []
+
+    async def _look_ahead(self, msgs: list[Any]) -> LookAhead:
+        """Embeddings and entities of the texts a fetched batch will most likely need (memories
+        created, or whose content changed, without a caller embedding), keyed by text. Never
+        raises: a failure only means the batch computes them itself."""
+        out = LookAhead()
+        try:
+            events = [e for e in (_decode(msg.data) for msg in msgs) if e is not None]
+            ids = [e.memory_id for e in events if e.memory_id and not len(e.embedding) and (
+                e.type == events_pb2.EVENT_TYPE_MEMORY_CREATED or e.content_changed)]
+            if not ids:
+                return out
+            found = await self.graph.get_memories(ids, None)
+            texts = list(dict.fromkeys(m.content for m in found.values() if m.state not in _GONE_STATES))
+            extractor = self.enricher.extractor
+            jobs = [asyncio.to_thread(self.provider.embed, texts) if self.provider and self.vectors else None,
+                    extractor.extract(texts) if extractor is not None else None]
+            matrix, entities = await asyncio.gather(*(j if j is not None else _none() for j in jobs))
+            if matrix is not None:
+                out.vectors = {text: matrix[i].tolist() for i, text in enumerate(texts)}
+            if entities is not None:
+                out.entities = dict(zip(texts, entities, strict=True))
+        except Exception as exc:  # noqa: BLE001 - only an optimisation
+            log.warning("enrichment look-ahead failed", extra={"error": str(exc)})
+        return out
 
     def fetch_size(self, msgs: list[Any], batch: int | None = None) -> int:
         """How many events to fetch after ``msgs``: the bulk batch size while the backlog the
@@ -157,13 +229,16 @@ class EnrichConsumer:
             self.sub = None
         await self.enricher.close()
 
-    async def process_batch(self, msgs: list[Any]) -> None:
+    async def process_batch(self, msgs: list[Any], looked: asyncio.Future | None = None,
+                            models_done: asyncio.Event | None = None) -> None:
         """Process fetched messages: one embedding call for all texts that need one.
 
+        ``looked``: the batch's :meth:`_look_ahead` (texts already embedded / NER'd);
+        ``models_done`` is set once the batch no longer needs the models (its writes follow).
         Each message gets a CONSUMER span (child of the context in its headers) that holds
-        its per-memory work (vector upsert, status write, hooks). Work shared by the batch
-        (graph read, vector lookup, the embedding call) runs in the first message's span;
-        the other spans link to it.
+        its per-memory work (hooks, its MEMORY_ENRICHED event). Work shared by the batch
+        (graph reads and writes, vector calls, the embedding call) runs in the first
+        message's span; the other spans link to it.
         """
         spans = {id(msg): self._message_span(msg) for msg in msgs}
         first = next(iter(spans.values()), None)
@@ -173,8 +248,10 @@ class EnrichConsumer:
         keep_alive = asyncio.create_task(self._keep_alive(msgs))
         try:
             with trace.use_span(first, end_on_exit=False) if first is not None else nullcontext():
-                await self._process(msgs, spans)
+                await self._process(msgs, spans, await looked if looked is not None else None, models_done)
         finally:
+            if models_done is not None:
+                models_done.set()
             keep_alive.cancel()
             for span in spans.values():
                 span.end()
@@ -202,7 +279,8 @@ class EnrichConsumer:
             attributes["messaging.nats.num_delivered"] = int(metadata.num_delivered or 1)
         return start_consumer_span(msg.subject, headers, headers.get("Nats-Msg-Id", ""), attributes)
 
-    async def _process(self, msgs: list[Any], spans: dict[int, Span]) -> None:
+    async def _process(self, msgs: list[Any], spans: dict[int, Span], looked: LookAhead | None = None,
+                       models_done: asyncio.Event | None = None) -> None:
         events: list[tuple[Any, events_pb2.MemoryEvent]] = []
         for msg in msgs:
             try:
@@ -231,7 +309,8 @@ class EnrichConsumer:
                 todo[memory.id] = (memory, event)
                 span_of[memory.id] = spans[id(msg)]
         try:
-            await self._apply(todo, {e.memory_id for _, e in events if e.memory_id not in current}, span_of)
+            await self._apply(todo, {e.memory_id for _, e in events if e.memory_id not in current}, span_of,
+                              looked, models_done)
         except Exception as exc:
             log.exception("enrichment batch failed")
             record_error([spans[id(msg)] for msg, _ in events], exc)
@@ -243,16 +322,19 @@ class EnrichConsumer:
             self.counters.processed += 1
 
     async def _apply(self, todo: dict[str, tuple[Memory, events_pb2.MemoryEvent]], gone: set[str],
-                     span_of: dict[str, Span] | None = None) -> None:
+                     span_of: dict[str, Span] | None = None, looked: LookAhead | None = None,
+                     models_done: asyncio.Event | None = None) -> None:
         """Bring the vector points of ``todo`` and ``gone`` in step with the graph, batched end to
         end: one embedding call, NER of the batch, the predecessor lookup (all three at the same
         time), one vector upsert, ONE guarded graph write of the embedding status (which also
         returns the records for the MEMORY_ENRICHED events, published pipelined), then the
         batched entity, link and status writes (:meth:`Enricher.finish_many`). Hooks and the
-        per-memory events run inside ``span_of[memory_id]`` when given (its message's span)."""
+        per-memory events run inside ``span_of[memory_id]`` when given (its message's span).
+        Texts ``looked`` (the look-ahead) already embedded or NER'd are not done again;
+        ``models_done`` is set when embedding and NER are over."""
         span_of = span_of or {}
         if self.vectors is None:
-            await self._enrich_without_vectors(todo, span_of)
+            await self._enrich_without_vectors(todo, span_of, looked)
             return
         to_delete = list(gone) + [mid for mid, (m, _) in todo.items() if m.state in _GONE_STATES]
         if to_delete:
@@ -294,15 +376,22 @@ class EnrichConsumer:
             need_embed = []
         # NER (and the LLM), the embedding and the predecessor lookup run at the same time:
         # spaCy and onnxruntime work in their own threads, the lookup is graph I/O.
-        preparing = asyncio.ensure_future(self.enricher.prepare(enrich_now))
+        looked = looked or LookAhead()
+        preparing = asyncio.ensure_future(self.enricher.prepare(enrich_now, looked.entities))
         embedding = {m.id for m in need_embed}
         getting = [mid for mid in live if mid in supplied or mid in embedding]
         linking = asyncio.ensure_future(self.graph.link_predecessors(getting, time.time())) if getting else None
         try:
             vectors: dict[str, Any] = dict(supplied)
-            if need_embed:
-                matrix = await asyncio.to_thread(self.provider.embed, [embedding_text(m) for m in need_embed])
-                vectors.update({m.id: matrix[i].tolist() for i, m in enumerate(need_embed)})
+            ready = {m.id: looked.vectors[embedding_text(m)] for m in need_embed if embedding_text(m) in looked.vectors}
+            vectors.update(ready)
+            rest = [m for m in need_embed if m.id not in ready]
+            if rest:
+                matrix = await asyncio.to_thread(self.provider.embed, [embedding_text(m) for m in rest])
+                vectors.update({m.id: matrix[i].tolist() for i, m in enumerate(rest)})
+            prepared = await preparing
+            if models_done is not None:
+                models_done.set()
             previous = await linking if linking is not None else {}
         except BaseException:
             for task in (preparing, linking):
@@ -310,7 +399,6 @@ class EnrichConsumer:
                     task.cancel()
             raise
         sparse = _sparse_vectors([live[mid][0] for mid in getting], previous)
-        prepared = await preparing
         unembedded = [m.id for m in enrich_now if m.id not in vectors and m.id in existing]
         old_vectors = {p.id: p.vector for p in await self.vectors.retrieve(unembedded, with_vectors=True)} \
             if unembedded else {}
@@ -343,7 +431,7 @@ class EnrichConsumer:
             {mid: order[mid] for mid in vectors})
 
     async def _enrich_without_vectors(self, todo: dict[str, tuple[Memory, events_pb2.MemoryEvent]],
-                                      span_of: dict[str, Span]) -> None:
+                                      span_of: dict[str, Span], looked: LookAhead | None = None) -> None:
         """Vectors disabled: the graph-only part of enrichment (entities, classification,
         summary, PRECEDED_BY links) for new or changed memories; ``embedding_status`` is left
         as it is (PENDING: no vector was written)."""
@@ -351,7 +439,7 @@ class EnrichConsumer:
             e.content_changed or m.enrichment_status != memory_pb2.ENRICHMENT_STATUS_DONE)]
         if not enrich_now:
             return
-        prepared, _ = await asyncio.gather(self.enricher.prepare(enrich_now),
+        prepared, _ = await asyncio.gather(self.enricher.prepare(enrich_now, looked.entities if looked else None),
                                            self.graph.link_predecessors([m.id for m in enrich_now], time.time()))
         await self.enricher.finish_many([(m, prepared[m.id], None, i) for i, m in enumerate(enrich_now)])
 

@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import bisect
 import logging
 import re
 import time
@@ -38,6 +39,10 @@ NEGATIONS = frozenset(("not", "no", "never", "don't", "doesn't", "didn't", "isn'
                        "nobody", "nothing", "neither", "nor", "without"))
 _WORD = re.compile(r"[A-Za-z][A-Za-z']*|\d+(?:\.\d+)?")
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
+#: Extra hits a batched neighbour search asks for, to drop points written later in the batch.
+_SPARE = 16
+#: Payload keys neighbours need (MetaPattern check, contradiction candidates).
+_NEIGHBOUR_KEYS = ("type", "content_hash", "event_time")
 
 
 @dataclass
@@ -90,20 +95,29 @@ class LinkBuilder:
         batched vector search. ``fresh`` maps the memories whose point the batch wrote to
         their position: a memory does not see the fresh points of memories after it, so it
         gets the neighbours it would have got had the batch been enriched one memory after
-        another. (Searched without that exclusion first; the few memories that met a later
-        fresh point are searched again with it — same result, no per-query id lists.)"""
+        another. (Each search asks for up to :data:`_SPARE` more hits than needed and drops
+        those points; the rare memory left short is searched again with them excluded by
+        the filter — the same top hits either way.) Payloads hold ``type``, ``content_hash``
+        and ``event_time`` only."""
         fresh = fresh or {}
         k = max(self.settings.similar_top_k, 5)
+        later = sorted(fresh, key=fresh.__getitem__)
+        positions = [fresh[mid] for mid in later]
+        spare = [min(_SPARE, len(positions) - bisect.bisect_right(positions, position)) for _, _, position in items]
         hits = await self.vectors.search_many([
-            (vector, k + 1, VectorFilter(scope=memory.scope, states=["ACTIVE"])) for memory, vector, _ in items])
-        again = [i for i, ((_, _, position), found) in enumerate(zip(items, hits, strict=True))
-                 if any(fresh.get(mid, -1) > position for mid, _, _ in found)]
+            (vector, k + 1 + extra, VectorFilter(scope=memory.scope, states=["ACTIVE"]))
+            for (memory, vector, _), extra in zip(items, spare, strict=True)], payload_keys=_NEIGHBOUR_KEYS)
+        again = []
+        for i, ((_, _, position), found) in enumerate(zip(items, hits, strict=True)):
+            visible = [hit for hit in found if fresh.get(hit[0], -1) <= position]
+            hits[i] = visible[: k + 1]
+            if len(visible) < k + 1 and len(found) == k + 1 + spare[i]:
+                again.append(i)
         if again:
-            later = sorted(fresh, key=fresh.__getitem__)
             redo = await self.vectors.search_many([
                 (items[i][1], k + 1, VectorFilter(scope=items[i][0].scope, states=["ACTIVE"],
                                                   exclude_ids=[mid for mid in later if fresh[mid] > items[i][2]]))
-                for i in again])
+                for i in again], payload_keys=_NEIGHBOUR_KEYS)
             for i, found in zip(again, redo, strict=True):
                 hits[i] = found
         return [[Neighbour(mid, score, payload) for mid, score, payload in found

@@ -79,23 +79,29 @@ class Enricher:
             settings.links_enabled and vectors is not None) else None
         self.stats = EnrichStats()
 
-    async def prepare(self, memories: list[Memory]) -> dict[str, Prepared]:
+    async def prepare(self, memories: list[Memory],
+                      known: Mapping[str, list[memory_pb2.Entity]] | None = None) -> dict[str, Prepared]:
         """Entities (batched) and LLM classification/summary of ``memories``; sets ``entities``
-        and (when the LLM re-typed an auto-classified memory) ``type``/``confidence`` on them."""
+        and (when the LLM re-typed an auto-classified memory) ``type``/``confidence`` on them.
+        ``known`` maps texts whose entities were already extracted to them (a look-ahead; the
+        entities of a text depend on nothing else); only the other texts go through NER."""
         out = {m.id: Prepared() for m in memories}
         if not memories:
             return out
         jobs = []
         if self.extractor is not None:
-            jobs.append(self._entities(memories, out))
+            jobs.append(self._entities(memories, out, known or {}))
         jobs.extend(self._classify(m, out[m.id]) for m in memories)
         await asyncio.gather(*jobs)
         return out
 
-    async def _entities(self, memories: list[Memory], out: dict[str, Prepared]) -> None:
-        found = await self.extractor.extract([m.content for m in memories])
-        for memory, entities in zip(memories, found, strict=True):
-            out[memory.id].entities = entities
+    async def _entities(self, memories: list[Memory], out: dict[str, Prepared],
+                        known: Mapping[str, list[memory_pb2.Entity]]) -> None:
+        missing = list(dict.fromkeys(m.content for m in memories if m.content not in known))
+        found = dict(zip(missing, await self.extractor.extract(missing), strict=True))
+        for memory in memories:
+            entities = known[memory.content] if memory.content in known else found[memory.content]
+            out[memory.id].entities = list(entities)
             del memory.entities[:]
             memory.entities.extend(entities)
 

@@ -8,10 +8,12 @@ import asyncio
 import random
 import uuid
 
+import pytest
 from automem.v1 import events_pb2, memory_pb2
 
 from services.common.graph import GraphStore
 from services.common.model import Memory, content_hash, ts
+from services.enrich import links
 from services.enrich.entities import write_entities_many
 from tests.conftest import eventually, start_service
 
@@ -227,7 +229,10 @@ async def _enrich_all(service, *, paused: bool) -> dict:
                 await asyncio.wait([task], timeout=5)
 
 
-async def test_a_batch_writes_what_one_memory_at_a_time_writes(settings, tmp_path) -> None:
+@pytest.mark.parametrize("spare", [16, 0], ids=["spare-hits", "re-search"])
+async def test_a_batch_writes_what_one_memory_at_a_time_writes(settings, tmp_path, monkeypatch, spare) -> None:
+    # spare 0: every memory that meets a point written later in the batch is searched again
+    monkeypatch.setattr(links, "_SPARE", spare)
     one_by_one = await start_service(settings.model_copy(update={"enrich_batch_size": 1}))
     try:
         expected = await _enrich_all(one_by_one, paused=False)
@@ -240,7 +245,16 @@ async def test_a_batch_writes_what_one_memory_at_a_time_writes(settings, tmp_pat
     batched = await start_service(batched_settings)
     try:
         consumer = batched.ctx["enrich_consumer"]
+        store, searched_again = batched.ctx["vectors"], []
+        search_many = store.search_many
+
+        async def counting(requests, *args, **kwargs):
+            searched_again.extend(r for r in requests if r[2] is not None and r[2].exclude_ids)
+            return await search_many(requests, *args, **kwargs)
+
+        store.search_many = counting
         got = await _enrich_all(batched, paused=True)
+        assert bool(searched_again) == (spare == 0)
         # one fetch took the whole batch (then the audit events, skipped, in a batch or two)
         assert consumer.counters.processed >= 2 * len(TEXTS) and consumer.counters.batches <= 3
     finally:

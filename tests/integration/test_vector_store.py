@@ -377,6 +377,9 @@ async def test_search_many_equals_one_search_per_request_with_payloads(world: Wo
     assert "A" not in world.names(i for i, _, _ in many[2]) and many[2]
     assert many[3] == [] and many[4] == []
     assert await world.store.search_many([]) == []
+    (some,) = await world.store.search_many(requests[:1], payload_keys=["scope", "version"])
+    assert [p for _, _, p in some] == [{"scope": world.payloads[world.name_of[i]]["scope"],
+                                        "version": world.payloads[world.name_of[i]]["version"]} for i, _, _ in some]
     with pytest.raises(DimensionMismatchError):
         await world.store.search_many([([1.0, 0.0], 3, None)])
 
