@@ -12,8 +12,9 @@ Measured, interleaved A/B/A/B on the same graph:
 
 * ``before``: the by-tag body of main before this change (every memory under the tag read,
   ordered, through the state pass, then sliced) — :func:`before_page`, kept here verbatim;
-* ``after``: :func:`services.recall.bytag.list_by_tag`, first page, and a page reached by
-  following ``next_page_token`` (``deep``);
+* ``after``: :func:`services.recall.bytag.list_by_tag`, first page (the listing's newest time
+  remembered from the previous first page), ``cold`` the same with nothing remembered, and
+  ``deep`` a page reached by following ``next_page_token`` (page 3 for t100, 11 otherwise);
 * ``rest``: ``GET /memory/by-tag?tags=<tag>&limit=20`` end to end (after only).
 
 ``rss``: a fresh service with every target (enrichment on, default models); stores
@@ -23,9 +24,13 @@ RSS of this process and the event stream's bytes after each batch, then the grow
 memories after ``--warmup`` batches. ``--no-vectors`` runs it with ``QDRANT_URL=disabled`` to
 separate the embedded qdrant-edge shard's (native) share.
 
+``arena``: MiniLM embedding time per text with onnxruntime's CPU arena on (before) and off
+(after), interleaved (the memory-growth fix must not cost speed).
+
 Usage:
     python bench/bytag.py pages [--rounds 30] [--json-out F]
     python bench/bytag.py rss [--batches 8] [--warmup 2] [--no-vectors]
+    python bench/bytag.py arena [--calls 200]
 """
 
 from __future__ import annotations
@@ -131,6 +136,7 @@ async def pages(args: argparse.Namespace) -> dict[str, Any]:
     import httpx
 
     from services.common.state import ReadAt
+    from services.recall import bytag
     from services.recall.bytag import list_by_tag
     from services.recall.filters import Filters
 
@@ -143,8 +149,8 @@ async def pages(args: argparse.Namespace) -> dict[str, Any]:
             async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{ctx['http_port']}", timeout=300) as http:
                 await _build(http, args.others)
                 states = ["ACTIVE", "SUPERSEDED"]
-                samples: dict[str, dict[str, list[float]]] = {t: {"before": [], "after": [], "deep": [], "rest": []}
-                                                              for t in SIZES}
+                variants = ["before", "cold", "after", "deep", "rest"]
+                samples: dict[str, dict[str, list[float]]] = {t: {v: [] for v in variants} for t in SIZES}
                 deep_tokens: dict[str, str] = {}
                 for tag, n in SIZES.items():  # a token up to 10 pages in, for the "deep" variant
                     filters = Filters.build("default", [tag], "any", "exact", [], None, None)
@@ -158,10 +164,10 @@ async def pages(args: argparse.Namespace) -> dict[str, Any]:
                 for _round in range(args.rounds):
                     for tag in SIZES:
                         filters = Filters.build("default", [tag], "any", "exact", [], None, None)
-                        order = ["before", "after", "deep", "rest"] if _round % 2 == 0 else \
-                            ["rest", "deep", "after", "before"]
-                        for variant in order:
+                        for variant in variants if _round % 2 == 0 else variants[::-1]:
                             read = ReadAt()
+                            if variant == "cold":
+                                bytag._NEWEST._data.clear()  # no remembered start: a first page ever
                             t0 = time.perf_counter()
                             if variant == "before":
                                 got = await before_page(graph, filters, read, states, 20, 0)
@@ -249,6 +255,39 @@ async def rss(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def arena(args: argparse.Namespace) -> dict[str, Any]:
+    """MiniLM embedding time with onnxruntime's CPU arena and memory patterns on (before)
+    and off (after), interleaved on the same batches (LoCoMo turns, 1..64 texts, varied
+    lengths: the shapes enrichment sends)."""
+    import onnxruntime as ort
+
+    from services.common.embedding import MiniLMProvider
+
+    after = MiniLMProvider()
+    before = MiniLMProvider()
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = after._session.get_session_options().intra_op_num_threads
+    opts.inter_op_num_threads = 1
+    before._session = ort.InferenceSession(after._session._model_path, sess_options=opts,
+                                           providers=["CPUExecutionProvider"])
+    turns = _turns()
+    rnd = random.Random(5)
+    batches = [[rnd.choice(turns) for _ in range(rnd.randint(1, 64))] for _ in range(args.calls)]
+    times: dict[str, list[float]] = {"before": [], "after": []}
+    for i, batch in enumerate(batches):
+        for name in (("before", "after") if i % 2 == 0 else ("after", "before")):
+            provider = before if name == "before" else after
+            t0 = time.perf_counter()
+            provider.embed(batch)
+            times[name].append((time.perf_counter() - t0) * 1000 / len(batch))
+    out = {"command": " ".join(sys.argv), "date": datetime.now(UTC).isoformat(timespec="seconds"), "calls": args.calls}
+    for name, values in times.items():
+        out[name] = {"ms_per_text_p50": round(statistics.median(values), 3)}
+        print(f"{name:6} (arena {'on' if name == 'before' else 'off'}): {statistics.median(values):.3f} ms per text "
+              f"(median of {len(values)} calls)", flush=True)
+    return out
+
+
 async def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="mode", required=True)
@@ -261,8 +300,14 @@ async def main() -> int:
     r.add_argument("--warmup", type=int, default=2)
     r.add_argument("--no-vectors", action="store_true")
     r.add_argument("--json-out", default="")
+    a = sub.add_parser("arena", help="MiniLM embedding time, onnxruntime arena on vs off")
+    a.add_argument("--calls", type=int, default=200)
+    a.add_argument("--json-out", default="")
     args = parser.parse_args()
-    result = await (pages(args) if args.mode == "pages" else rss(args))
+    if args.mode == "arena":
+        result = arena(args)
+    else:
+        result = await (pages(args) if args.mode == "pages" else rss(args))
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(result, indent=2))
     return 0

@@ -79,6 +79,18 @@ def test_minilm_known_pair_similarity(minilm):
     assert abs(v[0] @ v[2]) < 0.2
 
 
+def test_minilm_session_keeps_no_memory_per_input_shape(minilm):
+    """Every call has another shape (batch x padded length); onnxruntime's arena and memory
+    patterns kept memory per shape and the process grew with every 1,000 memories
+    (bench/bytag.py rss). Vectors are unchanged by it."""
+    options = minilm._session.get_session_options()
+    assert options.enable_cpu_mem_arena is False
+    assert options.enable_mem_pattern is False
+    one = minilm.embed(["a short text"])
+    many = minilm.embed(["a short text", "a much longer text " * 20, "x"])
+    assert np.allclose(one[0], many[0], atol=1e-5)
+
+
 def test_l2_normalise_zero_row():
     out = E.l2_normalise(np.array([[3.0, 4.0], [0.0, 0.0]]))
     assert np.allclose(out, [[0.6, 0.8], [0.0, 0.0]])
