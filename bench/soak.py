@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import random
 import statistics
@@ -116,25 +117,29 @@ class Soak:
     async def _by_tag(self, client: httpx.AsyncClient, agent: int) -> None:
         (await client.get("/memory/by-tag", params={"tags": f"agent-{agent}", "limit": 20})).raise_for_status()
 
-    async def _edit(self, client: httpx.AsyncClient, agent: int) -> None:
+    @contextlib.asynccontextmanager
+    async def _claim(self, agent: int):
+        """One of the agent's live memories (or None), kept from the other writers meanwhile."""
         mid = self.pick(agent)
-        if mid is None:
-            return
-        self.ledger.locked.add(mid)
+        if mid is not None:
+            self.ledger.locked.add(mid)
         try:
-            content = self.text()
-            r = await client.patch(f"/memory/{mid}", json={"content": content})
-            r.raise_for_status()
-            self.ledger.content[mid] = content
+            yield mid
         finally:
             self.ledger.locked.discard(mid)
 
+    async def _edit(self, client: httpx.AsyncClient, agent: int) -> None:
+        async with self._claim(agent) as mid:
+            if mid is None:
+                return
+            content = self.text()
+            (await client.patch(f"/memory/{mid}", json={"content": content})).raise_for_status()
+            self.ledger.content[mid] = content
+
     async def _supersede(self, client: httpx.AsyncClient, agent: int) -> None:
-        mid = self.pick(agent)
-        if mid is None:
-            return
-        self.ledger.locked.add(mid)
-        try:
+        async with self._claim(agent) as mid:
+            if mid is None:
+                return
             content = self.text()
             r = await client.post("/memory", json={"content": content, "tags": [f"agent-{agent}", "soak"],
                                                     "supersedes_memory_id": mid})
@@ -143,19 +148,13 @@ class Soak:
             self.ledger.content[new] = content
             self.ledger.replaced_by[mid] = new
             self.ledger.by_agent[agent].append(new)
-        finally:
-            self.ledger.locked.discard(mid)
 
     async def _delete(self, client: httpx.AsyncClient, agent: int) -> None:
-        mid = self.pick(agent)
-        if mid is None:
-            return
-        self.ledger.locked.add(mid)
-        try:
+        async with self._claim(agent) as mid:
+            if mid is None:
+                return
             (await client.delete(f"/memory/{mid}")).raise_for_status()
             self.ledger.content[mid] = None
-        finally:
-            self.ledger.locked.discard(mid)
 
     async def agent(self, agent: int, deadline: float) -> None:
         """Open loop: operations start on schedule whether or not earlier ones finished."""
