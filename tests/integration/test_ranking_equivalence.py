@@ -1,14 +1,21 @@
 """Recall's rankings on the public LoCoMo conversations stay what they were before the hot
-path was rebuilt (issue 10): the same top-20 for (nearly) every question, and evidence
-recall@10 and MRR, scored by the referee, no lower.
+path was rebuilt (issue 10): the same top-10 set for (nearly) every question, nearly the same
+top-20, and evidence recall@10 and MRR, scored by the referee, no lower.
 
-Why "nearly": the int8 MiniLM model quantises activations per batch, so a memory's vector
-depends slightly on which memories enrichment embedded with it (batch size and timing). With
-the ranking code alone changed, all 495 top-20s were identical (docs/benchmarks.md); the
-batched enrichment of issue 10 moved 21 of them below rank 5.
+The int8 MiniLM model quantises activations per ONNX batch, so a memory's vector depends
+slightly on which memories enrichment happened to embed with it (batch size and timing): with
+batches of 8, 21 to 53 of the 495 top-20s moved below rank 5 from run to run. Both the
+reference and this test therefore embed one text per ONNX run (``embedding_batch_size=1``),
+which makes every vector independent of batching. Enrichment still runs concurrently, so the
+similarity links a memory gets depend on which memories were enriched before it: two runs of
+the same code differ in the exact order of ~19 of 495 top-20s, mostly below rank 10 (measured
+2026-12-01: identical top-10 sets 97.6-98.2 %, mean top-20 overlap 0.997-0.998 against the
+reference; the reference code reproduced itself exactly). The test therefore compares top-10
+sets and top-20 overlap, which a ranking change would move far more than that noise.
 
-The reference rankings (tests/data/locomo_rankings_19af833.jsonl) were written by
-``bench/locomo.py`` at commit 19af833. The test loads the same 1,451 turns through
+The reference rankings (tests/data/locomo_rankings_19af833_b1.jsonl) were written by
+``bench/locomo.py`` at commit 19af833 (before the hot path was rebuilt) with the MiniLM
+provider's batch size set to 1. The test loads the same 1,451 turns through
 ``POST /memory/batch`` as the bench does (one memory per turn, timestamped with its session
 date, tagged with conversation id and session), waits for enrichment, asks all 495 questions
 through ``GET /recall?tags=<conv>&tag_match=exact&limit=20`` and compares the turn ids.
@@ -23,12 +30,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import eventually
+from tests.conftest import eventually, start_service
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT.parent / "shared" / "data" / "locomo" / "locomo_public.json"
 REFEREE = ROOT.parent / "shared" / "bench" / "eval_locomo.py"
-REFERENCE = ROOT / "tests" / "data" / "locomo_rankings_19af833.jsonl"
+REFERENCE = ROOT / "tests" / "data" / "locomo_rankings_19af833_b1.jsonl"
 
 
 @pytest.fixture(scope="module")
@@ -42,10 +49,22 @@ def locomo(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict], list[d
     return turns, questions
 
 
-#: Share of questions whose top-20 must be identical to the reference.
-SAME_TOP20 = 0.9
-#: Largest drop of recall@10 / MRR (categories 1-4) put down to embedding-batch noise.
+#: Share of questions whose top-10 set must equal the reference's.
+SAME_TOP10 = 0.95
+#: Smallest mean share of the reference top-20 found in the new top-20.
+TOP20_OVERLAP = 0.99
+#: Largest drop of recall@10 / MRR (categories 1-4) put down to link-order noise.
 NOISE = 0.005
+
+
+@pytest.fixture
+async def service(settings):
+    """The whole service with one text per embedding run (see the module docstring)."""
+    running = await start_service(settings.model_copy(update={"embedding_batch_size": 1}))
+    try:
+        yield running
+    finally:
+        await running.runner.stop()
 
 
 def _overall(rankings: Path, out: Path) -> dict:
@@ -74,6 +93,7 @@ async def test_locomo_rankings_hold_through_the_fast_recall_path(service, locomo
         await eventually(enriched, timeout=600, interval=1.0)
 
         changed = []
+        overlap = []
         rows = []
         for q in questions:
             r = await http.get("/recall", params={"query": q["question"], "tags": q["conversation_id"],
@@ -81,10 +101,13 @@ async def test_locomo_rankings_hold_through_the_fast_recall_path(service, locomo
             assert r.status_code == 200, r.text
             ranked = [h["memory"]["metadata"].get("eval_id") for h in r.json()["results"]]
             rows.append({"qid": q["qid"], "ranked_ids": ranked})
-            if ranked != reference[q["qid"]]:
-                changed.append((q["qid"], reference[q["qid"]][:5], ranked[:5]))
-    assert len(changed) <= (1 - SAME_TOP20) * len(questions), \
-        f"{len(changed)} of {len(questions)} rankings changed, e.g. {changed[:3]}"
+            want = reference[q["qid"]]
+            overlap.append(len(set(ranked) & set(want)) / max(1, len(want)))
+            if set(ranked[:10]) != set(want[:10]):
+                changed.append((q["qid"], want[:10], ranked[:10]))
+    assert len(changed) <= (1 - SAME_TOP10) * len(questions), \
+        f"{len(changed)} of {len(questions)} top-10 sets changed, e.g. {changed[:3]}"
+    assert sum(overlap) / len(overlap) >= TOP20_OVERLAP, sum(overlap) / len(overlap)
     ours = tmp_path / "rankings.jsonl"
     ours.write_text("".join(json.dumps(row) + "\n" for row in rows))
     before, after = _overall(REFERENCE, tmp_path / "before.json"), _overall(ours, tmp_path / "after.json")
