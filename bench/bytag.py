@@ -12,7 +12,7 @@ Measured, interleaved A/B/A/B on the same graph:
 
 * ``before``: the by-tag body of main before this change (every memory under the tag read,
   ordered, through the state pass, then sliced) — :func:`before_page`, kept here verbatim;
-* ``after``: :func:`services.recall.bytag.list_by_tag`, first page (the listing's newest time
+* ``after``: :func:`automem.recall.bytag.list_by_tag`, first page (the listing's newest time
   remembered from the previous first page), ``cold`` the same with nothing remembered, and
   ``deep`` a page reached by following ``next_page_token`` (page 3 for t100, 11 otherwise);
 * ``rest``: ``GET /memory/by-tag?tags=<tag>&limit=20`` end to end (after only).
@@ -71,8 +71,8 @@ def pct(values: list[float], q: float) -> float:
 
 async def before_page(graph: Any, filters: Any, read: Any, states: list[str], limit: int, offset: int) -> list[Any]:
     """main's ListMemoriesByTag body before this change (commit 37924cf), for the A/B."""
-    from services.common.model import node_to_memory
-    from services.common.state import resolve
+    from automem.common.model import node_to_memory
+    from automem.common.state import resolve
 
     where, params = filters.cypher("m")
     params["states"] = states
@@ -86,9 +86,9 @@ async def before_page(graph: Any, filters: Any, read: Any, states: list[str], li
 
 
 async def _start(tmp: Path, targets: list[str], **update: Any) -> tuple[Any, Any, Any]:
-    from services.common.embedded import EmbeddedRuntime
-    from services.common.modules import Runner
-    from services.common.settings import Settings
+    from automem.common.embedded import EmbeddedRuntime
+    from automem.common.modules import Runner
+    from automem.common.settings import Settings
 
     settings = Settings(data_dir=tmp, port=0, grpc_port=0, **update)
     runtime = EmbeddedRuntime(settings)
@@ -135,10 +135,10 @@ async def _build(http: Any, others: int) -> None:
 async def pages(args: argparse.Namespace) -> dict[str, Any]:
     import httpx
 
-    from services.common.state import ReadAt
-    from services.recall import bytag
-    from services.recall.bytag import list_by_tag
-    from services.recall.filters import Filters
+    from automem.common.state import ReadAt
+    from automem.recall import bytag
+    from automem.recall.bytag import list_by_tag
+    from automem.recall.filters import Filters
 
     out: dict[str, Any] = {"command": " ".join(sys.argv), "date": datetime.now(UTC).isoformat(timespec="seconds"),
                            "sizes": SIZES, "rounds": args.rounds, "results": {}}
@@ -261,7 +261,7 @@ def arena(args: argparse.Namespace) -> dict[str, Any]:
     lengths: the shapes enrichment sends)."""
     import onnxruntime as ort
 
-    from services.common.embedding import MiniLMProvider
+    from automem.common.embedding import MiniLMProvider
 
     after = MiniLMProvider()
     before = MiniLMProvider()

@@ -93,9 +93,9 @@ async def measure(n: int, config: str) -> dict:
     """One run in this process (the source tree is whatever ``services`` imports from)."""
     import httpx
 
-    from services.common.embedded import EmbeddedRuntime
-    from services.common.modules import Runner
-    from services.common.settings import Settings
+    from automem.common.embedded import EmbeddedRuntime
+    from automem.common.modules import Runner
+    from automem.common.settings import Settings
 
     items = memories(n)
     with tempfile.TemporaryDirectory(prefix="automem-enrich-bench-") as tmp:
@@ -159,12 +159,11 @@ def _tree_cpu() -> float:
 async def predecessors(n: int, sample: int = 200) -> dict:
     """ms per memory of the PRECEDED_BY lookup on a graph of ``n`` memories: the indexed
     lookup (GraphStore.link_predecessors) and the scan of the scope it replaced."""
+    from automem.common.embedded import EmbeddedFalkorDB
+    from automem.common.graph import GraphStore
+    from automem.common.model import Memory, content_hash, ts
+    from automem.common.settings import Settings
     from automem.v1 import memory_pb2
-
-    from services.common.embedded import EmbeddedFalkorDB
-    from services.common.graph import GraphStore
-    from services.common.model import Memory, content_hash, ts
-    from services.common.settings import Settings
 
     scan = ("UNWIND $ids AS mid MATCH (m:Memory {id: mid}) "
             "OPTIONAL MATCH (n:Memory) WHERE n.scope = m.scope AND n.id <> m.id "

@@ -111,7 +111,7 @@ class Service:
     """``automem up`` as a child process on ``data_dir`` with free HTTP and gRPC ports."""
 
     def __init__(self, data_dir: Path, env_extra: dict[str, str]) -> None:
-        from services.common.embedded import free_port
+        from automem.common.embedded import free_port
 
         self.data_dir = data_dir
         self.port = free_port()
@@ -224,7 +224,7 @@ def run_rest(client: httpx.Client, questions: list[dict], tag_of, with_query: bo
 
 
 async def run_grpc(address: str, questions: list[dict], tag_of, with_query: bool, count: int) -> list[float]:
-    from services.common.client import AutomemClient
+    from automem.common.client import AutomemClient
 
     out = []
     async with AutomemClient.connect(address) as client:

@@ -35,7 +35,7 @@ REFEREE = SHARED / "bench" / "eval_locomo.py"
 
 
 def _start_service(workdir: Path, env_extra: dict[str, str]) -> tuple[subprocess.Popen, str]:
-    from services.common.embedded import free_port
+    from automem.common.embedded import free_port
 
     port = free_port()
     env = {**os.environ, "AUTOMEM_DATA_DIR": str(workdir / "data"), "PORT": str(port), "AUTOMEM_GRPC_PORT": "0",

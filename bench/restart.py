@@ -18,7 +18,7 @@ Usage:
     python bench/restart.py --build 10000 --data-dir /tmp/d10k      # build, then restart 3x
     python bench/restart.py --data-dir /tmp/d10k --copy              # restart a copy of it
     python bench/restart.py --data-dir /tmp/d10k --copy \\
-        --automem "env PYTHONPATH=/tmp/automem-old .venv/bin/python -m services.common.cli"
+        --automem "env PYTHONPATH=/tmp/automem-old .venv/bin/python -m automem.common.cli"
 
 ``--automem`` runs another build of automem (an A/B against an older checkout exported with
 ``git archive``); ``--env KEY=VALUE`` passes settings to the service (e.g. a fast build with
@@ -75,7 +75,7 @@ class Service:
     """``automem up`` as a subprocess on ``data_dir``, output appended to ``log``."""
 
     def __init__(self, automem: list[str], data_dir: Path, log: Path, env: dict[str, str]) -> None:
-        from services.common.embedded import free_port
+        from automem.common.embedded import free_port
 
         self.port = free_port()
         self.falkordb_port = free_port()
@@ -209,15 +209,14 @@ def build(automem: list[str], data_dir: Path, n: int, env: dict[str, str], log: 
 
 async def write_vectors(graph, vectors, provider, batch: int = 500) -> None:
     """Every memory's vector point as the service writes it (the one payload builder, the
-    configured embedding provider, the BM25 sparse vector of its content; services/common/
+    configured embedding provider, the BM25 sparse vector of its content; automem/common/
     backup.py ``reindex`` does the same but pages with ORDER BY/SKIP, which takes seconds per
     page at 100k), then the memory marked embedded and enriched."""
     import asyncio
 
+    from automem.common.payload import build_payload
+    from automem.common.text import analyze, bm25_doc_weights
     from automem.v1 import memory_pb2
-
-    from services.common.payload import build_payload
-    from services.common.text import analyze, bm25_doc_weights
 
     ids = [row[0] for row in await graph.ro_query("MATCH (m:Memory) RETURN m.id")]
     for i in range(0, len(ids), batch):
@@ -246,9 +245,9 @@ async def fast_build(data_dir: Path, n: int, env: dict[str, str]) -> float:
     acknowledges the stored events.
     No entities, SIMILAR_TO or PRECEDED_BY edges are made (a smaller graph than a full
     enrichment's). Returns seconds."""
-    from services.common.embedded import EmbeddedRuntime
-    from services.common.modules import Runner
-    from services.common.settings import Settings
+    from automem.common.embedded import EmbeddedRuntime
+    from automem.common.modules import Runner
+    from automem.common.settings import Settings
 
     t0 = time.monotonic()
     os.environ.update(env)

@@ -38,8 +38,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from services.common import text as T
-from services.recall import scoring as S
+from automem.common import text as T
+from automem.recall import scoring as S
 
 SHARED = ROOT.parent / "shared"
 EVAL = SHARED / "bench" / "eval_locomo.py"
@@ -98,7 +98,7 @@ _PROVIDERS: dict[str, object] = {}
 
 def provider(name: str):
     if name not in _PROVIDERS:
-        from services.common.embedding import MiniLMProvider, WordLlamaProvider
+        from automem.common.embedding import MiniLMProvider, WordLlamaProvider
 
         _PROVIDERS[name] = MiniLMProvider() if name == "minilm" else WordLlamaProvider()
     return _PROVIDERS[name]
@@ -373,7 +373,7 @@ def methods(args) -> dict[str, object]:
     M["rrf(bm25raw,minilm)"] = rrf(["bm25:raw,k1=1.5", "minilm:"])
     M["rrf(bm25stem,minilm)"] = rrf(["bm25:", "minilm:"])
     M["rrf(bm25stem,minilm,minilmctx)"] = rrf(["bm25:", "minilm:", "minilm:ctx"])
-    # --- the service recipe (services/recall/scoring.py defaults) and ablations ---
+    # --- the service recipe (automem/recall/scoring.py defaults) and ablations ---
     V, L = S.VECTOR_CANDIDATES, S.LEXICAL_CANDIDATES
     final = {"vector": ("minilm:", V), "lexical": ("qdrant_bm25:", L)}
     M["qdrant-style bm25 (ctx 0.5) alone"] = single("qdrant_bm25:")

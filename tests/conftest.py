@@ -19,8 +19,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from services.common.embedded import EmbeddedFalkorDB, EmbeddedNats
-from services.common.settings import Settings
+from automem.common.embedded import EmbeddedFalkorDB, EmbeddedNats
+from automem.common.settings import Settings
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
@@ -84,7 +84,7 @@ class RunningService:
 
 async def start_service(settings: Settings, targets: list[str] | None = None) -> RunningService:
     """Start the chosen targets (default all) in this process on free ports."""
-    from services.common.modules import Runner
+    from automem.common.modules import Runner
 
     settings = settings.model_copy(update={"port": 0, "grpc_port": 0})
     runner = Runner(settings, targets or ["all"])

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import uuid
 
-from services.common import backup
-from services.common.bus import Bus
-from services.common.graph import GraphStore
-from services.common.payload import build_payload
+from automem.common import backup
+from automem.common.bus import Bus
+from automem.common.graph import GraphStore
+from automem.common.payload import build_payload
 from tests.conftest import eventually
 
 

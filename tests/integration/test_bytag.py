@@ -1,4 +1,4 @@
-"""By-tag listing: keyset pages through the state pass (services/recall/bytag.py), on the real
+"""By-tag listing: keyset pages through the state pass (automem/recall/bytag.py), on the real
 service (NATS, FalkorDB with its tag indexes, qdrant-edge, the models)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from datetime import datetime
 
 import pytest
 
-from services.recall import bytag
+from automem.recall import bytag
 from tests.conftest import eventually, start_service
 
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 import asyncio
 import random
 
-from automem.v1 import ingest_service_pb2
 from google.protobuf import field_mask_pb2
 
-from services.common.client import AutomemClient
+from automem.common.client import AutomemClient
+from automem.v1 import ingest_service_pb2
 from tests.conftest import eventually
 
 N = 20

@@ -9,7 +9,7 @@ import uuid
 
 import pytest_asyncio
 
-from services.common.payload import build_payload
+from automem.common.payload import build_payload
 from tests.conftest import eventually, start_service
 
 

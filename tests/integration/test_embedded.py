@@ -16,7 +16,7 @@ import nats
 import pytest
 from falkordb.asyncio import FalkorDB
 
-from services.common.embedded import (
+from automem.common.embedded import (
     DataDirLockedError,
     EmbeddedFalkorDB,
     EmbeddedNats,
@@ -25,7 +25,7 @@ from services.common.embedded import (
     free_port,
     pid_alive,
 )
-from services.common.settings import Settings
+from automem.common.settings import Settings
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -271,7 +271,7 @@ async def test_runtime_lock_refuses_second_runtime_on_same_dir(tmp_path: Path):
 
 
 async def test_runtime_lock_is_held_by_the_servers_too(tmp_path: Path):
-    from services.common.embedded import DataDirLock
+    from automem.common.embedded import DataDirLock
 
     rt = EmbeddedRuntime(_settings(tmp_path))
     await rt.start()
@@ -316,8 +316,8 @@ _CHILD = textwrap.dedent("""
     import asyncio, json, sys
     from pathlib import Path
     sys.path.insert(0, sys.argv[2])
-    from services.common.embedded import EmbeddedRuntime
-    from services.common.settings import Settings
+    from automem.common.embedded import EmbeddedRuntime
+    from automem.common.settings import Settings
 
     async def main():
         rt = EmbeddedRuntime(Settings(data_dir=Path(sys.argv[1]), nats_url="", falkordb_host=""))

@@ -14,7 +14,7 @@ import pytest
 import pytest_asyncio
 from fastapi import FastAPI, Request
 
-from services.common.vectors import DimensionMismatchError
+from automem.common.vectors import DimensionMismatchError
 from tests.conftest import eventually, start_service
 
 
@@ -281,7 +281,7 @@ async def test_dimension_mismatch_refuses_to_start_and_wipes_nothing(settings) -
 
 
 async def test_reindex_with_another_provider_switches_over(settings) -> None:
-    from services.enrich.reindex import reindex_with_provider
+    from automem.enrich.reindex import reindex_with_provider
 
     running = await start_service(settings)  # minilm: 384
     try:

@@ -9,12 +9,12 @@ import random
 import uuid
 
 import pytest
-from automem.v1 import events_pb2, memory_pb2
 
-from services.common.graph import GraphStore
-from services.common.model import Memory, content_hash, ts
-from services.enrich import links
-from services.enrich.entities import write_entities_many
+from automem.common.graph import GraphStore
+from automem.common.model import Memory, content_hash, ts
+from automem.enrich import links
+from automem.enrich.entities import write_entities_many
+from automem.v1 import events_pb2, memory_pb2
 from tests.conftest import eventually, start_service
 
 # The PRECEDED_BY rule as the scan of the scope wrote it before the lookup was indexed (the

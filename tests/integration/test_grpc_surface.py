@@ -1,5 +1,5 @@
 """The gRPC surface every server offers: reflection and health (per service, NOT_SERVING once
-shutdown begins), and the typed client (services/common/client.py) over a real server."""
+shutdown begins), and the typed client (automem/common/client.py) over a real server."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ import asyncio
 
 import grpc
 import pytest
-from automem.v1 import memory_pb2
 from google.protobuf.descriptor_pool import DescriptorPool
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
 
-from services.common.client import AutomemClient
-from services.common.settings import Settings
+from automem.common.client import AutomemClient
+from automem.common.settings import Settings
+from automem.v1 import memory_pb2
 from tests.conftest import eventually, start_service
 
 AUTOMEM_SERVICES = ["automem.v1.ConsolidateService", "automem.v1.EnrichService", "automem.v1.IngestService",

@@ -9,9 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from automem.common.outbox import EventPublisher
 from automem.v1 import events_pb2
-
-from services.common.outbox import EventPublisher
 from tests.conftest import eventually
 
 
@@ -196,8 +195,8 @@ async def test_commas_in_tags_and_bad_recall_parameters_are_400(service) -> None
 
 
 async def test_restore_with_force_replaces_instead_of_duplicating(service) -> None:
-    from services.common import backup
-    from services.common.graph import GraphStore
+    from automem.common import backup
+    from automem.common.graph import GraphStore
 
     async with service.http() as http:
         for i in range(2):

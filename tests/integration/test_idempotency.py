@@ -10,7 +10,7 @@ import asyncio
 import grpc
 import pytest
 
-from services.common.client import AutomemClient
+from automem.common.client import AutomemClient
 from tests.conftest import eventually, start_service
 
 

@@ -5,10 +5,10 @@ gRPC; ``AUTOMEM_RATE_LIMIT``, off by default), each naming the limit."""
 from __future__ import annotations
 
 import grpc
-from automem.v1 import recall_service_pb2
 
-from services.common.client import AutomemClient
-from services.common.settings import Settings
+from automem.common.client import AutomemClient
+from automem.common.settings import Settings
+from automem.v1 import recall_service_pb2
 from tests.conftest import start_service
 
 
@@ -73,8 +73,8 @@ async def test_rate_limit_per_key(settings) -> None:
 
 
 def test_rate_limit_setting_is_parsed() -> None:
-    from services.common.errors import InvalidArgument
-    from services.common.grpc_server import RateLimiter
+    from automem.common.errors import InvalidArgument
+    from automem.common.grpc_server import RateLimiter
 
     assert RateLimiter("").items == []
     assert [i.amount for i in RateLimiter("50/second;1000/hour").items] == [50, 1000]

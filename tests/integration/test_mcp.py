@@ -1,4 +1,4 @@
-"""The MCP server (gateway/mcp_server.py) against a real running automem, with the mcp SDK's
+"""The MCP server (automem/gateway/mcp_server.py) against a real running automem, with the mcp SDK's
 client: streamable HTTP at ``/mcp`` of the gateway, and ``automem mcp`` over stdio."""
 
 from __future__ import annotations

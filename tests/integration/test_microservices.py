@@ -22,10 +22,10 @@ import grpc
 import httpx
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from services.common.bus import Bus
-from services.common.embedded import free_port
-from services.common.graph import GraphStore
-from services.common.settings import Settings
+from automem.common.bus import Bus
+from automem.common.embedded import free_port
+from automem.common.graph import GraphStore
+from automem.common.settings import Settings
 from tests.conftest import eventually
 
 AUTOMEM = str(Path(sys.executable).parent / "automem")

@@ -18,7 +18,7 @@ import pytest
 import redis.exceptions
 from falkordb.asyncio import FalkorDB
 
-from services.common.embedded import (
+from automem.common.embedded import (
     REWRITE_MIN_INCR_BYTES,
     EmbeddedFalkorDB,
     EmbeddedServerError,

@@ -1,10 +1,10 @@
 """Restart at scale (issue 10): the embedded service holding 20,000 memories stops and starts
 again with every memory and every vector back, and recall answers.
 
-The service runs as ``automem up`` does (EmbeddedRuntime, then the targets; services/common/
+The service runs as ``automem up`` does (EmbeddedRuntime, then the targets; automem/common/
 cli.py ``_run``), in this process so the test reads the stores through the service's own
 modules. Memories go in through ``POST /memory/batch`` (500 per call); their vector points are
-written by the service's reindex path (services/common/backup.py ``reindex``: the payload
+written by the service's reindex path (automem/common/backup.py ``reindex``: the payload
 builder, WordLlama vectors, BM25 sparse vectors), which takes about a minute where the
 per-memory enrichment consumer would take ten on 2 cores. So both runs leave the ``enrich``
 target out: its consumer would otherwise re-enrich the 20,000 stored events after the restart.
@@ -17,10 +17,10 @@ from typing import Self
 
 import httpx
 
-from services.common.backup import reindex
-from services.common.embedded import EmbeddedRuntime
-from services.common.modules import Runner
-from services.common.settings import Settings
+from automem.common.backup import reindex
+from automem.common.embedded import EmbeddedRuntime
+from automem.common.modules import Runner
+from automem.common.settings import Settings
 
 N_MEMORIES = 20_000
 BATCH = 500

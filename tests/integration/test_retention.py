@@ -1,4 +1,4 @@
-"""Event-stream retention (services/common/bus.py): the limits are applied to the stream on
+"""Event-stream retention (automem/common/bus.py): the limits are applied to the stream on
 the real NATS server, and every reader of the stream says when history older than the
 retention is gone (history, backup) or stops depending on it (enrichment via the sync check)."""
 
@@ -8,9 +8,9 @@ import pytest
 from nats.js.api import DiscardPolicy
 from pydantic import ValidationError
 
-from services.common import backup
-from services.common.bus import Bus
-from services.common.settings import Settings
+from automem.common import backup
+from automem.common.bus import Bus
+from automem.common.settings import Settings
 from tests.conftest import eventually, start_service
 
 #: Every target but enrich: events wait on the stream untaken.

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 
-from services.common.embedded import free_port, pid_alive
+from automem.common.embedded import free_port, pid_alive
 
 AUTOMEM = str(Path(sys.executable).parent / "automem")
 

@@ -18,10 +18,10 @@ import grpc
 import httpx
 import pytest
 import pytest_asyncio
-from automem.v1 import ingest_service_pb2, memory_pb2, recall_service_pb2
 from google.protobuf import field_mask_pb2
 
-from services.common.client import AutomemClient
+from automem.common.client import AutomemClient
+from automem.v1 import ingest_service_pb2, memory_pb2, recall_service_pb2
 from tests.conftest import RunningService, eventually, start_service
 
 REPO = Path(__file__).resolve().parents[2]
@@ -408,7 +408,7 @@ async def test_mcp_other_scope_answers_as_absent(world: World) -> None:
 
 
 def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "services.common.cli", "keys", *args], cwd=REPO, env=env,
+    return subprocess.run([sys.executable, "-m", "automem.common.cli", "keys", *args], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=60, check=False)
 
 
@@ -458,6 +458,6 @@ async def test_cli_keys_create_list_revoke(settings) -> None:
     ("acme/web", "acme/web", True), ("acme/web", "acme/web2", False), ("*", "anything/at/all", True),
 ])
 def test_scope_patterns(pattern: str, scope: str, allowed: bool) -> None:
-    from services.common.auth import Principal
+    from automem.common.auth import Principal
 
     assert Principal("k", "writer", (pattern,), "acme/web").allows(scope) is allowed

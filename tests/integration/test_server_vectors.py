@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from services.common.payload import build_payload
-from services.common.settings import Settings
-from services.common.vectors import ServerVectorStore, make_vector_store
+from automem.common.payload import build_payload
+from automem.common.settings import Settings
+from automem.common.vectors import ServerVectorStore, make_vector_store
 from tests.conftest import eventually, start_service
 
 

@@ -17,9 +17,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind
 from prometheus_client.parser import text_string_to_metric_families
 
-from services.common.logs import _TraceFilter
-from services.common.settings import Settings
-from services.common.telemetry import configure_tracing, detach_exporter
+from automem.common.logs import _TraceFilter
+from automem.common.settings import Settings
+from automem.common.telemetry import configure_tracing, detach_exporter
 from tests.conftest import RunningService, eventually, start_service
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -163,7 +163,7 @@ async def test_logs_inside_a_request_and_its_enrichment_carry_the_trace_id(
 
         def lines() -> tuple[list[logging.LogRecord], list[logging.LogRecord]]:
             return ([r for r in capture.records if r.name == "gateway.access" and r.route == "/memory"],
-                    [r for r in capture.records if r.name == "services.enrich.consumer"
+                    [r for r in capture.records if r.name == "automem.enrich.consumer"
                      and "wrong size" in r.getMessage()])
 
         async def both_logged() -> bool:

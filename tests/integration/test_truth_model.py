@@ -12,15 +12,15 @@ import uuid
 from datetime import UTC, datetime
 
 import pytest
-from automem.v1 import events_pb2, ingest_service_pb2
 
-from services.common import backup
-from services.common.bus import Bus
-from services.common.graph import GraphStore
-from services.common.model import Relation, epoch, memory_to_node, now, ts
-from services.common.payload import build_payload
-from services.ingest.logic import build_memory
-from services.ingest.truth import close_for_supersede
+from automem.common import backup
+from automem.common.bus import Bus
+from automem.common.graph import GraphStore
+from automem.common.model import Relation, epoch, memory_to_node, now, ts
+from automem.common.payload import build_payload
+from automem.ingest.logic import build_memory
+from automem.ingest.truth import close_for_supersede
+from automem.v1 import events_pb2, ingest_service_pb2
 from tests.conftest import eventually, start_service
 
 
@@ -230,7 +230,7 @@ async def test_review_queue_approve_reject_tombstone_and_lift(service) -> None:
 
 
 async def test_key_that_requires_review_lands_writes_as_pending(service) -> None:
-    from services.common.keys import KeyStore
+    from automem.common.keys import KeyStore
 
     store = KeyStore(service.ctx["graph"])
     admin, _ = await store.create("admin", ["*"], "default")
@@ -365,7 +365,7 @@ async def _queue_empty(service) -> bool:
 
 
 async def test_grpc_list_memory_events_pages_in_order(service) -> None:
-    from services.common.client import AutomemClient
+    from automem.common.client import AutomemClient
 
     async with AutomemClient.connect(service.grpc) as client:
         memory = await client.create_memory("paged history")
@@ -505,7 +505,7 @@ async def test_reindex_rebuilds_every_vector_point_from_the_graph(service) -> No
 
 
 async def test_cli_backup_and_restore_round_trip(service, settings, tmp_path, monkeypatch) -> None:
-    from services.common import cli
+    from automem.common import cli
 
     async with service.http() as http:
         a = await _store(http, "cli backup memory", tags=["cli"])
@@ -516,7 +516,7 @@ async def test_cli_backup_and_restore_round_trip(service, settings, tmp_path, mo
            "AUTOMEM_STREAM_NAME": settings.stream_name, "AUTOMEM_SUBJECT_PREFIX": settings.subject_prefix}
     for key, value in env.items():
         monkeypatch.setenv(key, value)
-    from services.common import settings as settings_module
+    from automem.common import settings as settings_module
 
     settings_module.get_settings.cache_clear()
     try:

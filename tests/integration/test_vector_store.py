@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from qdrant_client import AsyncQdrantClient
 
-from services.common.settings import Settings
-from services.common.vectors import (
+from automem.common.settings import Settings
+from automem.common.vectors import (
     OPEN_ENDED,
     CollectionMissingError,
     DimensionMismatchError,
@@ -586,7 +586,7 @@ async def test_concurrent_calls(backend, tmp_path):
 
 _CRASH_WRITER = """
 import asyncio, os, sys, uuid
-from services.common.vectors import EdgeVectorStore
+from automem.common.vectors import EdgeVectorStore
 
 async def main():
     store = EdgeVectorStore(sys.argv[1], "memories")

@@ -7,10 +7,10 @@ import json
 
 import grpc
 import pytest
-from automem.v1 import ingest_service_pb2
 
-from services.common.client import AutomemClient
-from services.common.payload import build_payload
+from automem.common.client import AutomemClient
+from automem.common.payload import build_payload
+from automem.v1 import ingest_service_pb2
 from tests.conftest import eventually
 
 TRICKY = [

@@ -1,4 +1,4 @@
-"""Tests of services.common.embedding with the real local models (no network)."""
+"""Tests of automem.common.embedding with the real local models (no network)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from services.common import embedding as E
-from services.common.settings import Settings
+from automem.common import embedding as E
+from automem.common.settings import Settings
 
 SENTS = [
     "The cat sat on the mat.",

@@ -2,14 +2,14 @@
 
 from pathlib import Path
 
-from services.common import protogen
+from automem.common import protogen
 
 
 def test_generated_code_is_up_to_date_with_protos(tmp_path: Path) -> None:
     fresh = protogen.generate(tmp_path)
     checked_in = protogen.OUT_ROOT
     names = {p.relative_to(tmp_path) for p in fresh}
-    assert names == {p.relative_to(checked_in) for p in (checked_in / "automem").rglob("*")
+    assert names == {p.relative_to(checked_in) for p in (checked_in / "automem" / "v1").rglob("*")
                      if p.is_file() and "__pycache__" not in p.parts}
     stale = [str(n) for n in names if (tmp_path / n).read_bytes() != (checked_in / n).read_bytes()]
     assert not stale, f"generated code is stale, run `make protos`: {stale}"

@@ -1,11 +1,11 @@
-"""Tests of services.recall.scoring (pure functions, asserted values)."""
+"""Tests of automem.recall.scoring (pure functions, asserted values)."""
 
 from __future__ import annotations
 
 import pytest
 
-from services.recall import scoring as S
-from services.recall.scoring import Candidate
+from automem.recall import scoring as S
+from automem.recall.scoring import Candidate
 
 
 def test_normalise_by_max():

@@ -8,8 +8,8 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
-from services.common.settings import Settings
-from services.common.telemetry import (
+from automem.common.settings import Settings
+from automem.common.telemetry import (
     _otlp_exporter,
     configure_tracing,
     detach_exporter,

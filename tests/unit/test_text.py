@@ -1,4 +1,4 @@
-"""Tests of services.common.text: tokenising, stemming, BM25 weights, full-text sanitising."""
+"""Tests of automem.common.text: tokenising, stemming, BM25 weights, full-text sanitising."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from services.common import text as T
+from automem.common import text as T
 
 
 def test_tokenize_lowercases_and_strips_clitics():

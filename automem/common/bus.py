@@ -1,0 +1,268 @@
+"""The event bus: NATS JetStream subjects, publishing and durable pull consumers.
+
+Subjects (one place): ``<prefix>.memory.<event>`` for memory events, ``<prefix>.dlq.<consumer>``
+for poison messages. One durable stream (``settings.stream_name``) holds both; it is the
+audit log and the feed for enrichment, kept for ``event_retention_days`` and up to
+``event_retention_bytes`` (oldest removed first; readers say when history before the
+retention is gone, see :class:`StreamRetention`). Payloads are ``automem.v1.MemoryEvent`` bytes.
+``Nats-Msg-Id`` is the event id, so a republished event is de-duplicated by the server;
+``traceparent`` carries the W3C trace context.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import nats
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, DiscardPolicy, StreamConfig
+from nats.js.errors import NotFoundError
+from opentelemetry import propagate, trace
+from opentelemetry.trace import Span
+
+from automem.common.settings import DUPLICATE_WINDOW_SECONDS, Settings
+from automem.common.telemetry import producer_span
+from automem.v1 import events_pb2
+
+log = logging.getLogger(__name__)
+
+EVENT_SUFFIX: dict[int, str] = {
+    events_pb2.EVENT_TYPE_MEMORY_CREATED: "created",
+    events_pb2.EVENT_TYPE_MEMORY_UPDATED: "updated",
+    events_pb2.EVENT_TYPE_MEMORY_DELETED: "deleted",
+    events_pb2.EVENT_TYPE_MEMORY_SUPERSEDED: "superseded",
+    events_pb2.EVENT_TYPE_RELATION_CREATED: "related",
+    events_pb2.EVENT_TYPE_REVIEW_APPROVED: "approved",
+    events_pb2.EVENT_TYPE_REVIEW_REJECTED: "rejected",
+    events_pb2.EVENT_TYPE_MEMORY_ENRICHED: "enriched",
+    events_pb2.EVENT_TYPE_MEMORY_PURGED: "purged",
+    events_pb2.EVENT_TYPE_MEMORY_ARCHIVED: "archived",
+}
+
+
+class Subjects:
+    """Subject names, derived from ``settings.subject_prefix``."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self.memory_all = f"{prefix}.memory.>"
+        self.dlq_all = f"{prefix}.dlq.>"
+
+    def memory(self, event_type: int) -> str:
+        """Subject of a memory event, e.g. ``automem.v1.memory.created``."""
+        return f"{self.prefix}.memory.{EVENT_SUFFIX[event_type]}"
+
+    def dlq(self, consumer: str) -> str:
+        """Dead-letter subject of a consumer."""
+        return f"{self.prefix}.dlq.{consumer}"
+
+
+Handler = Callable[[events_pb2.MemoryEvent, Any], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class StreamRetention:
+    """The retained part of the event stream.
+
+    ``first_seq``: sequence of the oldest event still held; events before it were removed
+    (by retention or a purge) when it is above 1 (``trimmed``). ``first_time``: its stream
+    time (epoch seconds; None when the stream is empty). ``max_age_seconds`` / ``max_bytes``:
+    the limits in force (0 / -1 = unlimited).
+    """
+
+    first_seq: int
+    first_time: float | None
+    max_age_seconds: float
+    max_bytes: int
+
+    @property
+    def trimmed(self) -> bool:
+        """True when events before ``first_seq`` no longer exist."""
+        return self.first_seq > 1
+
+
+def _stream_time(value: Any) -> float | None:
+    """Epoch seconds of a JetStream message time (RFC 3339 with nanoseconds, as the server
+    sends it in STREAM.MSG.GET)."""
+    if not value:
+        return None
+    text = str(value).replace("Z", "+00:00")
+    head, dot, rest = text.partition(".")
+    if dot:  # keep microseconds: datetime takes at most six digits
+        digits = "".join(ch for ch in rest if ch.isdigit())
+        zone = rest[len(digits):]
+        text = f"{head}.{digits[:6]}{zone}"
+    return datetime.fromisoformat(text).timestamp()
+
+
+class Bus:
+    """A NATS connection with the JetStream context and the automem stream.
+
+    Args:
+        settings: uses ``nats_url``, ``stream_name``, ``subject_prefix``, ``max_deliver``,
+            ``ack_wait_seconds``.
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.subjects = Subjects(settings.subject_prefix)
+        self.nc: nats.NATS | None = None
+        self.js: Any = None
+        #: Serialises the sending half of :meth:`publish_events` (nats-py sets up its async-reply
+        #: subscription on the first ``publish_async``; two first calls at once would race).
+        self._send_lock = asyncio.Lock()
+
+    async def connect(self) -> None:
+        """Connect and create (or update) the stream. Raises on an unreachable server."""
+        self.nc = await nats.connect(
+            self.settings.nats_url, name="automem", max_reconnect_attempts=-1, reconnect_time_wait=0.5
+        )
+        self.js = self.nc.jetstream()
+        config = self.stream_config()
+        try:
+            await self.js.stream_info(self.settings.stream_name)
+            await self.js.update_stream(config)
+        except NotFoundError:
+            await self.js.add_stream(config)
+
+    def stream_config(self) -> StreamConfig:
+        """The stream's configuration: its subjects, the de-duplication window and the
+        retention limits from settings (``event_retention_days`` → ``max_age``,
+        ``event_retention_bytes`` → ``max_bytes``, 0 = unlimited; the oldest events go first)."""
+        return StreamConfig(
+            name=self.settings.stream_name,
+            subjects=[self.subjects.memory_all, self.subjects.dlq_all],
+            duplicate_window=DUPLICATE_WINDOW_SECONDS,
+            max_age=self.settings.event_retention_days * 86400.0,
+            max_bytes=self.settings.event_retention_bytes or -1,
+            discard=DiscardPolicy.OLD,
+        )
+
+    async def retention(self) -> StreamRetention:
+        """Where the stream's retained history begins (see :class:`StreamRetention`)."""
+        info = await self.js.stream_info(self.settings.stream_name)
+        first_time = None
+        if info.state.messages:
+            try:
+                first_time = _stream_time((await self.js.get_msg(self.settings.stream_name, info.state.first_seq)).time)
+            except NotFoundError:  # removed meanwhile: the next read is newer anyway
+                first_time = None
+        return StreamRetention(first_seq=int(info.state.first_seq), first_time=first_time,
+                               max_age_seconds=float(info.config.max_age or 0.0),
+                               max_bytes=int(info.config.max_bytes or -1))
+
+    @property
+    def connected(self) -> bool:
+        """True when the NATS connection is up."""
+        return bool(self.nc and self.nc.is_connected)
+
+    async def publish_event(self, event: events_pb2.MemoryEvent, timeout: float = 5.0) -> None:
+        """Publish ``event`` on its subject with ``Nats-Msg-Id`` = event id, inside a PRODUCER
+        span whose context goes in the ``traceparent`` header. Raises on failure (the caller
+        puts it in the outbox)."""
+        if self.js is None:
+            raise ConnectionError("bus not connected")
+        subject = self.subjects.memory(event.type)
+        with producer_span(subject, event.event_id):
+            headers: dict[str, str] = {"Nats-Msg-Id": event.event_id}
+            propagate.inject(headers)
+            await self.js.publish(subject, event.SerializeToString(), headers=headers, timeout=timeout)
+
+    async def publish_events(self, events: Sequence[events_pb2.MemoryEvent], timeout: float = 5.0,
+                             parents: Sequence[Span | None] | None = None) -> list[BaseException | None]:
+        """Publish many events pipelined: every event is sent (in order, each in its PRODUCER
+        span with ``Nats-Msg-Id`` and ``traceparent``, as :meth:`publish_event`; the span is a
+        child of ``parents[i]`` when given, else of the current span) before the stream's
+        acknowledgements are awaited together, so a batch costs one round trip instead of one
+        per event. Returns, per event, None when the stream acknowledged it or the error
+        (``TimeoutError`` when no acknowledgement came within ``timeout`` seconds); the caller
+        puts the failed ones in the outbox. Raises ConnectionError when not connected."""
+        if self.js is None:
+            raise ConnectionError("bus not connected")
+        results: list[BaseException | None] = [None] * len(events)
+        futures: dict[int, asyncio.Future] = {}
+        async with self._send_lock:
+            for i, event in enumerate(events):
+                subject = self.subjects.memory(event.type)
+                parent = parents[i] if parents is not None else None
+                with (trace.use_span(parent, end_on_exit=False) if parent is not None else nullcontext()), \
+                        producer_span(subject, event.event_id):
+                    headers: dict[str, str] = {"Nats-Msg-Id": event.event_id}
+                    propagate.inject(headers)
+                    try:
+                        futures[i] = await self.js.publish_async(subject, event.SerializeToString(), headers=headers)
+                    except Exception as exc:  # noqa: BLE001 - reported per event
+                        results[i] = exc
+        if futures:
+            _, pending = await asyncio.wait(futures.values(), timeout=timeout)
+            for i, future in futures.items():
+                if future in pending:
+                    future.cancel()
+                    results[i] = TimeoutError(f"no acknowledgement within {timeout}s")
+                elif future.exception() is not None:
+                    results[i] = future.exception()
+        return results
+
+    async def park(self, consumer: str, data: bytes, headers: dict[str, str] | None, reason: str) -> None:
+        """Put a poison message on the consumer's dead-letter subject."""
+        hdrs = dict(headers or {})
+        hdrs.pop("Nats-Msg-Id", None)
+        hdrs["Automem-Dlq-Reason"] = reason[:500]
+        await self.js.publish(self.subjects.dlq(consumer), data, headers=hdrs)
+
+    async def pull_subscribe(self, durable: str, filter_subject: str | None = None) -> Any:
+        """A durable pull subscription with explicit acks and bounded redelivery."""
+        config = ConsumerConfig(
+            durable_name=durable,
+            ack_policy=AckPolicy.EXPLICIT,
+            deliver_policy=DeliverPolicy.ALL,
+            max_deliver=self.settings.max_deliver,
+            ack_wait=self.settings.ack_wait_seconds,
+            filter_subject=filter_subject or self.subjects.memory_all,
+        )
+        return await self.js.pull_subscribe(
+            filter_subject or self.subjects.memory_all, durable=durable,
+            stream=self.settings.stream_name, config=config,
+        )
+
+    async def events_for(self, memory_id: str | None = None, limit: int = 10_000) -> list[events_pb2.MemoryEvent]:
+        """Every memory event on the stream (oldest first), optionally of one memory.
+
+        Reads with an ephemeral ordered consumer; used by history and backup.
+        """
+        out: list[events_pb2.MemoryEvent] = []
+        info = await self.js.stream_info(self.settings.stream_name)
+        if info.state.messages == 0:
+            return out
+        sub = await self.js.subscribe(self.subjects.memory_all, ordered_consumer=True,
+                                      stream=self.settings.stream_name)
+        try:
+            last = info.state.last_seq
+            while len(out) < limit:
+                try:
+                    msg = await sub.next_msg(timeout=2.0)
+                except (TimeoutError, nats.errors.TimeoutError):
+                    break
+                event = events_pb2.MemoryEvent.FromString(msg.data)
+                if memory_id is None or event.memory_id == memory_id or (
+                    event.relation.source_id == memory_id or event.relation.target_id == memory_id
+                ):
+                    out.append(event)
+                if msg.metadata.sequence.stream >= last:
+                    break
+        finally:
+            await sub.unsubscribe()
+        return out
+
+    async def close(self) -> None:
+        """Drain and close the connection."""
+        if self.nc and not self.nc.is_closed:
+            try:
+                await self.nc.drain()
+            except Exception:  # noqa: BLE001 - closing anyway
+                await self.nc.close()

@@ -1,0 +1,280 @@
+"""The ``automem`` command.
+
+* ``automem up`` — embedded NATS + FalkorDB (+ the in-process Qdrant shard) and every target.
+* ``automem serve --target ingest,recall`` — chosen targets against external servers.
+* ``automem keys create|list|revoke`` — API keys (printed once).
+* ``automem mcp --grpc HOST:PORT`` — the MCP tools over stdio, against a running service.
+* ``automem backup [--out FILE]`` — full export (nodes, edges, events) as JSON lines.
+* ``automem restore FILE [--force]`` — recreate an export in an empty data dir / graph.
+* ``automem reindex`` — rebuild every vector point from the graph.
+
+backup/restore/reindex start the embedded servers for ``AUTOMEM_DATA_DIR`` unless external
+ones are configured; run them while ``automem up`` is stopped (the data dir is locked).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import signal
+import sys
+from datetime import UTC, datetime
+from typing import Any
+
+from automem.common.settings import Settings, get_settings
+
+log = logging.getLogger("automem")
+
+
+def _without_gateway(targets: list[str]) -> list[str]:
+    """The user-facing targets ``targets`` stands for, the gateway left out."""
+    from automem.common.modules import REGISTRY, resolve
+
+    return [name for name in resolve(targets) if REGISTRY[name].target and name not in ("all", "gateway")]
+
+
+async def _run(settings: Settings, targets: list[str], embedded: bool) -> int:
+    from automem.common.embedded import EmbeddedRuntime, GatewayProcess
+    from automem.common.modules import Runner, resolve
+
+    runtime = EmbeddedRuntime(settings) if embedded else None
+    if runtime is not None:
+        settings = await runtime.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    # `automem up` runs the gateway as its own process (settings.gateway_process): the
+    # services keep one core, HTTP/JSON and MCP get the other.
+    split = embedded and settings.gateway_process and "gateway" in resolve(targets)
+    runner = Runner(settings, _without_gateway(targets) if split else targets)
+    gateway: GatewayProcess | None = None
+    code = 0
+    try:
+        ctx = await runner.start()
+        if split:
+            gateway = GatewayProcess(settings, f"127.0.0.1:{ctx.get('grpc_port')}")
+            await gateway.start()
+            ctx.objects["http_port"] = gateway.port
+            ctx.tasks.append(asyncio.create_task(gateway.supervise(), name="gateway-supervisor"))
+        log.info("automem is up", extra={"targets": targets, "http_port": ctx.get("http_port"),
+                                         "grpc_port": ctx.get("grpc_port"), "data_dir": str(settings.data_dir)})
+        failed = asyncio.create_task(_watch(ctx.tasks))
+        done, _ = await asyncio.wait([asyncio.create_task(stop.wait()), failed], return_when=asyncio.FIRST_COMPLETED)
+        if failed in done and failed.result():
+            code = 1
+    except Exception:
+        log.exception("start failed")
+        code = 1
+    finally:
+        log.info("shutting down")
+        if gateway is not None:
+            await gateway.stop()
+        await runner.stop()
+        if runtime is not None:
+            await runtime.stop()
+    return code
+
+
+async def _watch(tasks: list[asyncio.Task]) -> bool:
+    """Returns True when a module's background task dies."""
+    while True:
+        for task in list(tasks):
+            if task.done() and not task.cancelled() and task.exception() is not None:
+                log.error("module task failed", extra={"task": task.get_name(), "error": repr(task.exception())})
+                return True
+        await asyncio.sleep(0.5)
+
+
+async def _keys(settings: Settings, args: argparse.Namespace) -> int:
+    from automem.common.embedded import EmbeddedRuntime
+    from automem.common.graph import GraphStore
+    from automem.common.keys import KeyStore
+
+    runtime = EmbeddedRuntime(settings) if not settings.falkordb_host else None
+    if runtime is not None:
+        settings = await runtime.start()
+    graph = GraphStore(settings)
+    try:
+        store = KeyStore(graph)
+        if args.keys_cmd == "create":
+            secret, info = await store.create(args.role, args.scope, args.default_scope, args.name or "")
+            print(secret)
+            print(f"# key {info.id}: role={info.role} scopes={','.join(info.scopes)} "
+                  f"default_scope={info.default_scope} (shown once)", file=sys.stderr)
+        elif args.keys_cmd == "list":
+            for k in await store.list():
+                print(f"{k.id}\t{k.role}\t{','.join(k.scopes)}\t{k.default_scope}\t"
+                      f"{'revoked' if k.revoked else 'active'}\t{k.name}")
+        elif args.keys_cmd == "revoke":
+            await store.revoke(args.key_id)
+            print(f"revoked {args.key_id}")
+    finally:
+        await graph.close()
+        if runtime is not None:
+            await runtime.stop()
+    return 0
+
+
+async def _connect_bus(bus: Any, timeout: float = 15.0) -> None:
+    """Connect the bus or fail in ``timeout`` seconds naming the URL (a CLI must not hang)."""
+    from automem.common.errors import Unavailable
+
+    try:
+        await asyncio.wait_for(bus.connect(), timeout)
+    except (TimeoutError, OSError) as exc:
+        raise Unavailable(f"cannot reach NATS at {bus.settings.nats_url} within {timeout:.0f}s ({exc!r}); "
+                          "set NATS_URL to the service's NATS") from None
+
+
+async def _recovery(settings: Settings, args: argparse.Namespace) -> int:
+    """backup / restore / reindex (automem/common/backup.py) against the configured stores."""
+    from automem.common import backup
+    from automem.common.bus import Bus
+    from automem.common.embedded import EmbeddedRuntime
+    from automem.common.graph import GraphStore
+
+    runtime = EmbeddedRuntime(settings) if not (settings.falkordb_host and settings.nats_url) else None
+    if runtime is not None:
+        settings = await runtime.start()
+    graph = GraphStore(settings)
+    bus = Bus(settings)
+    try:
+        await graph.ensure_schema()
+        if args.cmd == "backup":
+            await _connect_bus(bus)
+            to_file = bool(args.out and args.out != "-")
+            out = await asyncio.to_thread(open, args.out, "w", encoding="utf-8") if to_file else sys.stdout
+            try:
+                count = events = 0
+                truncated_since = None
+                async for line in backup.export_lines(graph, None if args.no_events else bus):
+                    out.write(line + "\n")
+                    if count == 0 and '"events_truncated": true' in line:
+                        truncated_since = json.loads(line).get("events_retained_since")
+                    count += 1
+                    events += '"kind": "event"' in line
+            finally:
+                if out is not sys.stdout:
+                    out.close()
+            print(f"# {count} records written ({events} events)", file=sys.stderr)
+            if truncated_since is not None:
+                print("note: the event stream's retention removed older events; the exported history starts at "
+                      f"{datetime.fromtimestamp(truncated_since, UTC).isoformat()}", file=sys.stderr)
+            if not args.no_events and events == 0 and count > 0:
+                print(f"warning: stream {settings.stream_name!r} at {settings.nats_url} holds no events, so this "
+                      "backup has no history; point NATS_URL at the service's NATS", file=sys.stderr)
+        elif args.cmd == "restore":
+            await _connect_bus(bus)
+            from pathlib import Path
+
+            text = await asyncio.to_thread(Path(args.file).read_text, encoding="utf-8")
+            records = backup.read_lines(text.splitlines())
+            counts = await backup.restore_records(graph, records, bus, force=args.force)
+            print(f"restored {counts['nodes']} nodes, {counts['edges']} edges, {counts['events']} events")
+            if counts.get("events_dropped"):
+                print(f"warning: the stream's retention (AUTOMEM_EVENT_RETENTION_BYTES) removed the oldest "
+                      f"{counts['events_dropped']} restored events at once; their history is gone", file=sys.stderr)
+        elif args.cmd == "reindex" and getattr(args, "provider", ""):
+            from automem.enrich.reindex import reindex_with_provider
+
+            result = await reindex_with_provider(settings, args.provider, graph)
+            print(f"reindexed {result['reindexed']} memories with {result['provider']} ({result['dimension']} "
+                  f"dimensions) into {result['collection']}"
+                  + (f"; previous collection kept as {result['previous']}" if result.get("previous") else ""))
+            print(f"start the service with AUTOMEM_EMBEDDING_PROVIDER={args.provider}" if result["switched"] else
+                  f"set QDRANT_COLLECTION={result['collection']} and AUTOMEM_EMBEDDING_PROVIDER={args.provider}")
+        elif args.cmd == "reindex":
+            from automem.common.embedding import make_provider
+            from automem.common.vectors import make_vector_store
+
+            provider = await asyncio.to_thread(make_provider, settings)
+            vectors = make_vector_store(settings)
+            if vectors is None:
+                print("vectors are disabled; nothing to reindex", file=sys.stderr)
+                return 1
+            try:
+                await vectors.ensure_collection(provider.dimension)
+                counts = await backup.reindex(graph, vectors, provider)
+            finally:
+                await vectors.close()
+            print(f"reindexed {counts['reindexed']} memories, removed {counts['removed']} orphaned points")
+    except (RuntimeError, ValueError, OSError) as exc:
+        print(f"automem {args.cmd}: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        await bus.close()
+        await graph.close()
+        if runtime is not None:
+            await runtime.stop()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``automem`` command; returns the exit code."""
+    parser = argparse.ArgumentParser(prog="automem", description="Long-term memory service for AI agents")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("up", help="run everything with embedded NATS, FalkorDB and Qdrant")
+    serve = sub.add_parser("serve", help="run chosen targets against external servers")
+    serve.add_argument("--target", default="all", help="comma-separated: all, gateway, ingest, recall, enrich, "
+                                                        "consolidate")
+    keys = sub.add_parser("keys", help="manage API keys")
+    ksub = keys.add_subparsers(dest="keys_cmd", required=True)
+    create = ksub.add_parser("create")
+    create.add_argument("--role", required=True, choices=["reader", "writer", "admin"])
+    create.add_argument("--scope", required=True, action="append", help="scope pattern, e.g. 'acme/*' (repeatable)")
+    create.add_argument("--default-scope", default=None)
+    create.add_argument("--name", default="")
+    ksub.add_parser("list")
+    revoke = ksub.add_parser("revoke")
+    revoke.add_argument("key_id")
+    mcp = sub.add_parser("mcp", help="serve the MCP tools over stdio against a running service")
+    mcp.add_argument("--grpc", default=None, help="gRPC address of the service (default: AUTOMEM_GRPC_TARGET, "
+                                                  "else 127.0.0.1:50051)")
+    mcp.add_argument("--api-key", default=None, help="API key (default: AUTOMEM_API_KEY)")
+    mcp.add_argument("--scope", default="", help="scope to act on (default: the key's default scope)")
+    backup_cmd = sub.add_parser("backup", help="write a full export (nodes, edges, events) as JSON lines")
+    backup_cmd.add_argument("--out", default="-", help="output file (default: stdout)")
+    backup_cmd.add_argument("--no-events", action="store_true", help="leave the event stream (history) out")
+    restore_cmd = sub.add_parser("restore", help="restore a backup into an empty data dir")
+    restore_cmd.add_argument("file")
+    restore_cmd.add_argument("--force", action="store_true", help="restore even if the graph is not empty")
+    reindex_cmd = sub.add_parser("reindex", help="rebuild every vector point from the graph")
+    reindex_cmd.add_argument("--provider", default="", help="re-embed with this embedding provider (minilm, "
+                             "wordllama, openai) into a new collection and switch over when complete")
+    args = parser.parse_args(argv)
+
+    settings = get_settings()
+    from automem.common.logs import configure_logging
+
+    configure_logging(settings.log_level)
+    if args.cmd == "up":
+        return asyncio.run(_run(settings, ["all"], embedded=True))
+    if args.cmd == "serve":
+        targets = [t.strip() for t in args.target.split(",") if t.strip()]
+        return asyncio.run(_run(settings, targets, embedded=False))
+    if args.cmd == "mcp":
+        from automem.gateway.mcp_server import run_stdio
+
+        return run_stdio(settings, args.grpc, args.api_key, args.scope)
+    from automem.common.embedded import EmbeddedServerError
+    from automem.common.errors import AutomemError
+
+    try:
+        if args.cmd in ("backup", "restore", "reindex"):
+            return asyncio.run(_recovery(settings, args))
+        if args.cmd == "keys":
+            with contextlib.suppress(KeyboardInterrupt):
+                return asyncio.run(_keys(settings, args))
+    except (AutomemError, EmbeddedServerError) as exc:
+        # A user error (bad argument, unknown key, a data dir in use): one line, no traceback.
+        print(f"automem {args.cmd}: {exc}", file=sys.stderr)
+        return 1
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,140 @@
+"""A small typed Python client over the gRPC API (used by the gateway, the CLI and tests).
+
+Example::
+
+    async with AutomemClient.connect("127.0.0.1:50051", api_key="...") as client:
+        memory = await client.create_memory("Use Postgres", tags=["db"])
+        hits = await client.search("database", limit=5)
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, Self
+
+import grpc
+from google.protobuf import field_mask_pb2
+
+from automem.v1 import (
+    consolidate_service_pb2_grpc,
+    enrich_service_pb2_grpc,
+    ingest_service_pb2,
+    ingest_service_pb2_grpc,
+    memory_pb2,
+    recall_service_pb2,
+    recall_service_pb2_grpc,
+)
+
+
+class AutomemClient:
+    """Stubs for the four services plus typed helpers.
+
+    Args:
+        ingest, recall, enrich, consolidate: ``host:port`` of each service (one address
+            serves all in the single-binary mode).
+        api_key: sent as ``authorization: Bearer``; ``scope`` as ``x-automem-scope``.
+        interceptors: ``grpc.aio`` client interceptors for every channel (the gateway passes
+            the OpenTelemetry ones).
+    """
+
+    def __init__(self, ingest: str, recall: str | None = None, enrich: str | None = None,
+                 consolidate: str | None = None, api_key: str = "", scope: str = "",
+                 interceptors: Sequence[Any] | None = None) -> None:
+        addrs = {"ingest": ingest, "recall": recall or ingest, "enrich": enrich or ingest,
+                 "consolidate": consolidate or ingest}
+        self._channels: dict[str, grpc.aio.Channel] = {}
+        for addr in set(addrs.values()):
+            self._channels[addr] = grpc.aio.insecure_channel(
+                addr, options=[("grpc.max_receive_message_length", 64 * 1024 * 1024),
+                               # A restarted service is reachable again within seconds, not minutes.
+                               ("grpc.initial_reconnect_backoff_ms", 200),
+                               ("grpc.max_reconnect_backoff_ms", 2000)],
+                interceptors=list(interceptors) if interceptors else None)
+        self.ingest = ingest_service_pb2_grpc.IngestServiceStub(self._channels[addrs["ingest"]])
+        self.recall = recall_service_pb2_grpc.RecallServiceStub(self._channels[addrs["recall"]])
+        self.enrich = enrich_service_pb2_grpc.EnrichServiceStub(self._channels[addrs["enrich"]])
+        self.consolidate = consolidate_service_pb2_grpc.ConsolidateServiceStub(self._channels[addrs["consolidate"]])
+        self.api_key = api_key
+        self.scope = scope
+
+    @classmethod
+    def connect(cls, address: str, **kwargs: Any) -> AutomemClient:
+        """A client for a single-binary server at ``address``."""
+        return cls(address, **kwargs)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close every channel."""
+        for channel in self._channels.values():
+            await channel.close()
+
+    def metadata(self) -> list[tuple[str, str]]:
+        """Call metadata carrying the key and scope."""
+        md: list[tuple[str, str]] = []
+        if self.api_key:
+            md.append(("authorization", f"Bearer {self.api_key}"))
+        if self.scope:
+            md.append(("x-automem-scope", self.scope))
+        return md
+
+    # --- typed helpers -------------------------------------------------------------
+
+    async def create_memory(self, content: str, *, tags: Sequence[str] = (), importance: float | None = None,
+                            type: str = "", metadata: dict[str, Any] | None = None, timestamp: str = "",
+                            t_valid: str = "", t_invalid: str = "", scope: str = "",
+                            idempotency_key: str = "") -> memory_pb2.Memory:
+        """Store one memory; returns it. Raises grpc.aio.AioRpcError (INVALID_ARGUMENT...)."""
+        item = ingest_service_pb2.MemoryInput(content=content, tags=list(tags), type=type, timestamp=timestamp,
+                                              t_valid=t_valid, t_invalid=t_invalid)
+        if importance is not None:
+            item.importance = importance
+        if metadata is not None:
+            item.metadata_json = json.dumps(metadata)
+            item.metadata_set = True
+        response = await self.ingest.CreateMemory(
+            ingest_service_pb2.CreateMemoryRequest(memory=item, scope=scope or self.scope,
+                                                   idempotency_key=idempotency_key),
+            metadata=self.metadata())
+        return response.memory
+
+    async def get_memory(self, memory_id: str, *, scope: str = "") -> recall_service_pb2.RecallGetMemoryResponse:
+        """One memory through the state pass (with ``is_current`` and ``current_id``)."""
+        return await self.recall.GetMemory(
+            recall_service_pb2.RecallGetMemoryRequest(id=memory_id, scope=scope or self.scope),
+            metadata=self.metadata())
+
+    async def update_memory(self, memory_id: str, *, etag: int = 0, scope: str = "", **fields: Any) -> memory_pb2.Memory:
+        """Update the given fields (content, tags, importance, type, confidence, timestamp,
+        t_valid, t_invalid, metadata). ABORTED on a stale ``etag``."""
+        item = ingest_service_pb2.MemoryInput()
+        for name, value in fields.items():
+            if name == "metadata":
+                item.metadata_json = json.dumps(value)
+                item.metadata_set = True
+            elif name == "tags":
+                item.tags.extend(value)
+            else:
+                setattr(item, name, value)
+        request = ingest_service_pb2.UpdateMemoryRequest(
+            id=memory_id, scope=scope or self.scope, memory=item, etag=etag,
+            update_mask=field_mask_pb2.FieldMask(paths=list(fields)))
+        return (await self.ingest.UpdateMemory(request, metadata=self.metadata())).memory
+
+    async def delete_memory(self, memory_id: str, *, scope: str = "", purge: bool = False) -> memory_pb2.Memory:
+        """Tombstone (or purge) a memory."""
+        return (await self.ingest.DeleteMemory(
+            ingest_service_pb2.DeleteMemoryRequest(id=memory_id, scope=scope or self.scope, purge=purge),
+            metadata=self.metadata())).memory
+
+    async def search(self, query: str = "", *, limit: int = 10, tags: Sequence[str] = (), scope: str = "",
+                     **options: Any) -> recall_service_pb2.SearchMemoriesResponse:
+        """Ranked recall (SearchMemories) with any request field as a keyword option."""
+        request = recall_service_pb2.SearchMemoriesRequest(query=query, limit=limit, tags=list(tags),
+                                                           scope=scope or self.scope, **options)
+        return await self.recall.SearchMemories(request, metadata=self.metadata())

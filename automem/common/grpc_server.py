@@ -1,0 +1,230 @@
+"""The shared ``grpc.aio`` server: tracing, auth and error-mapping interceptors, health, reflection.
+
+One server per process; each service module adds its servicer and sets its own health
+status. Domain errors (automem/common/errors.py) become status codes here, in one place.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import logging
+from collections.abc import Awaitable, Callable
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from automem.common.auth import Principal, _current, header_scope, set_principal, tokens_equal
+from automem.common.errors import AutomemError, InvalidArgument, ResourceExhausted, Unauthenticated
+from automem.common.settings import Settings
+from automem.common.telemetry import grpc_server_interceptor
+
+log = logging.getLogger(__name__)
+
+KeyLookup = Callable[[str], Awaitable[Principal | None]]
+AnyKeys = Callable[[], Awaitable[bool]]
+
+#: Methods that need no key (health checks and reflection).
+_OPEN_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.", "/automem.v1.RecallService/GetStats",
+                  "/automem.v1.EnrichService/GetEnrichmentStatus", "/automem.v1.ConsolidateService/GetSyncStatus")
+
+
+def bearer_from_metadata(metadata: dict[str, str]) -> str:
+    """The API key of a request: ``authorization: Bearer <key>`` or ``x-api-key``."""
+    auth = metadata.get("authorization", "")
+    if auth.lower().startswith("bearer "):
+        return auth[7:].strip()
+    return metadata.get("x-api-key", "").strip()
+
+
+class Authenticator:
+    """Turns request credentials into a Principal.
+
+    Order: the AutoMem token (``AUTOMEM_API_TOKEN``) → an API key from the key store →
+    Unauthenticated. With no token and no keys configured the service is open and the
+    caller is an anonymous admin on the default scope.
+    """
+
+    def __init__(self, settings: Settings, key_lookup: KeyLookup | None = None,
+                 any_keys: AnyKeys | None = None) -> None:
+        self.settings = settings
+        self.key_lookup = key_lookup
+        self.any_keys = any_keys
+
+    async def authenticate(self, key: str, admin_token: str = "") -> Principal:
+        """Principal for ``key``. Raises Unauthenticated."""
+        s = self.settings
+        is_admin = bool(s.admin_token) and bool(admin_token) and tokens_equal(admin_token, s.admin_token)
+        if key and s.api_token and tokens_equal(key, s.api_token):
+            role = "admin" if (is_admin or not s.admin_token) else "writer"
+            return Principal("automem-token", role, ("*",), s.default_scope)
+        if key and self.key_lookup is not None:
+            principal = await self.key_lookup(key)
+            if principal is not None:
+                return principal
+        if not s.api_token and not (self.any_keys is not None and await self.any_keys()):
+            return Principal("anonymous", "admin", ("*",), s.default_scope)
+        raise Unauthenticated("missing or invalid API key")
+
+
+class RateLimiter:
+    """Per-principal request budget (``AUTOMEM_RATE_LIMIT``, e.g. ``"600/minute"``; several
+    limits separated by ``;``), a moving window from the ``limits`` library kept in memory
+    per process. Off when the setting is empty."""
+
+    def __init__(self, spec: str) -> None:
+        from limits import parse_many
+        from limits.aio.storage import MemoryStorage
+        from limits.aio.strategies import MovingWindowRateLimiter
+
+        self.spec = spec.strip()
+        try:
+            self.items = parse_many(self.spec) if self.spec else []
+        except ValueError as exc:
+            raise InvalidArgument(f"AUTOMEM_RATE_LIMIT: cannot parse {spec!r}: {exc}") from None
+        self._limiter = MovingWindowRateLimiter(MemoryStorage()) if self.items else None
+
+    async def check(self, principal: Principal) -> None:
+        """Count one request of ``principal``; ResourceExhausted naming the limit when over."""
+        if self._limiter is None:
+            return
+        for item in self.items:
+            if not await self._limiter.hit(item, principal.name):
+                raise ResourceExhausted(
+                    f"rate limit exceeded: {item.amount} requests per {item.multiples} "
+                    f"{item.GRANULARITY.name}(s) per key (AUTOMEM_RATE_LIMIT={self.spec})")
+
+
+def _short(message: str, limit: int = 1000) -> str:
+    """An error message cut to ``limit`` characters (it travels as gRPC trailing metadata,
+    which has a size cap; a 10 kB id echoed back would turn a 404 into RESOURCE_EXHAUSTED)."""
+    return message if len(message) <= limit else message[:limit] + "…"
+
+
+class AutomemInterceptor(grpc.aio.ServerInterceptor):
+    """Authenticates every call (except health/reflection), applies the per-key rate limit,
+    binds the principal, and maps AutomemError to its status code."""
+
+    def __init__(self, authenticator: Authenticator) -> None:
+        self.authenticator = authenticator
+        self.limiter = RateLimiter(authenticator.settings.rate_limit)
+
+    async def _enter(self, context: grpc.aio.ServicerContext) -> tuple[contextvars.Token, contextvars.Token]:
+        """Authenticate the call, count it against the key's rate limit and bind the
+        principal and requested scope. Raises AutomemError."""
+        metadata = {k.lower(): v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
+        principal = await self.authenticator.authenticate(
+            bearer_from_metadata(metadata), metadata.get("x-admin-token", ""))
+        await self.limiter.check(principal)
+        return set_principal(principal), header_scope.set(metadata.get("x-automem-scope", ""))
+
+    @staticmethod
+    def _leave(tokens: tuple[contextvars.Token, contextvars.Token]) -> None:
+        with contextlib.suppress(ValueError):  # a stream closed from another context
+            header_scope.reset(tokens[1])
+            _current.reset(tokens[0])
+
+    async def intercept_service(self, continuation, handler_call_details):  # type: ignore[override]
+        handler = await continuation(handler_call_details)
+        method = handler_call_details.method
+        if handler is None or method.startswith(_OPEN_PREFIXES):
+            return handler
+        if handler.unary_unary is not None:
+            inner = handler.unary_unary
+
+            async def wrapped(request, context: grpc.aio.ServicerContext):
+                try:
+                    tokens = await self._enter(context)
+                    try:
+                        return await inner(request, context)
+                    finally:
+                        self._leave(tokens)
+                except AutomemError as exc:
+                    await context.abort(exc.code, _short(exc.message))
+
+            return grpc.unary_unary_rpc_method_handler(
+                wrapped, request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer)
+        if handler.unary_stream is not None:
+            inner_stream = handler.unary_stream
+
+            async def wrapped_stream(request, context: grpc.aio.ServicerContext):
+                try:
+                    tokens = await self._enter(context)
+                    try:
+                        async for item in inner_stream(request, context):
+                            yield item
+                    finally:
+                        self._leave(tokens)
+                except AutomemError as exc:
+                    await context.abort(exc.code, _short(exc.message))
+
+            return grpc.unary_stream_rpc_method_handler(
+                wrapped_stream, request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer)
+
+        # Client-streaming methods: none exist; refuse rather than run them unauthenticated.
+        async def refuse(request_iterator, context: grpc.aio.ServicerContext):
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, "client-streaming methods are not served")
+
+        if handler.stream_unary is not None:
+            return grpc.stream_unary_rpc_method_handler(
+                refuse, request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer)
+
+        async def refuse_stream(request_iterator, context: grpc.aio.ServicerContext):
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, "client-streaming methods are not served")
+            yield None  # pragma: no cover - makes this an async generator
+
+        return grpc.stream_stream_rpc_method_handler(
+            refuse_stream, request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer)
+
+
+class GrpcServer:
+    """The process's one gRPC server with health and reflection.
+
+    Args:
+        settings: uses ``grpc_port`` and ``host``.
+        authenticator: checks keys on every call.
+    """
+
+    def __init__(self, settings: Settings, authenticator: Authenticator) -> None:
+        self.settings = settings
+        self.server = grpc.aio.server(interceptors=[grpc_server_interceptor(), AutomemInterceptor(authenticator)])
+        self.health = health.aio.HealthServicer() if hasattr(health, "aio") else health.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        self.service_names: list[str] = [health_pb2.DESCRIPTOR.services_by_name["Health"].full_name]
+        self.port = 0
+
+    def add(self, add_fn: Callable, servicer: object, full_name: str) -> None:
+        """Register a servicer (``add_XServicer_to_server``) under its full service name."""
+        add_fn(servicer, self.server)
+        self.service_names.append(full_name)
+
+    async def set_serving(self, full_name: str, serving: bool) -> None:
+        """Set one service's health status (and the overall "" status)."""
+        status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
+        await _maybe_await(self.health.set(full_name, status))
+        await _maybe_await(self.health.set("", status))
+
+    async def start(self) -> int:
+        """Enable reflection, bind ``host:grpc_port`` (0 = free port), start; returns the port."""
+        reflection.enable_server_reflection([*self.service_names, reflection.SERVICE_NAME], self.server)
+        self.port = self.server.add_insecure_port(f"{self.settings.host}:{self.settings.grpc_port}")
+        if self.port == 0:
+            raise OSError(f"cannot bind gRPC port {self.settings.grpc_port}")
+        await self.server.start()
+        return self.port
+
+    async def stop(self, grace: float) -> None:
+        """Mark everything NOT_SERVING, then stop with ``grace`` seconds for in-flight calls."""
+        for name in self.service_names:
+            await _maybe_await(self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING))
+        await self.server.stop(grace)
+
+
+async def _maybe_await(value: object) -> None:
+    if hasattr(value, "__await__"):
+        await value  # type: ignore[misc]

@@ -1,0 +1,352 @@
+"""The Memory message and its representations.
+
+One function per representation, each built from the ``automem.v1.Memory`` message:
+
+* :func:`memory_to_node` / :func:`node_to_memory` — FalkorDB node properties (the record of
+  truth). Times are float epoch seconds (UTC), unset = null; metadata and entities are JSON
+  text (FalkorDB properties hold primitives and arrays only).
+* :func:`memory_to_json` — the REST body, with AutoMem's field names.
+* the vector payload lives in :mod:`automem.common.payload`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import unicodedata
+from datetime import UTC, datetime
+from typing import Any
+
+from google.protobuf import json_format, struct_pb2, timestamp_pb2
+
+from automem.common.errors import InvalidArgument
+from automem.v1 import memory_pb2
+
+Memory = memory_pb2.Memory
+Relation = memory_pb2.Relation
+
+#: AutoMem's seven types, by canonical name.
+TYPE_NAMES: dict[int, str] = {
+    memory_pb2.MEMORY_TYPE_DECISION: "Decision",
+    memory_pb2.MEMORY_TYPE_PATTERN: "Pattern",
+    memory_pb2.MEMORY_TYPE_PREFERENCE: "Preference",
+    memory_pb2.MEMORY_TYPE_STYLE: "Style",
+    memory_pb2.MEMORY_TYPE_HABIT: "Habit",
+    memory_pb2.MEMORY_TYPE_INSIGHT: "Insight",
+    memory_pb2.MEMORY_TYPE_CONTEXT: "Context",
+    memory_pb2.MEMORY_TYPE_META_PATTERN: "MetaPattern",
+}
+_TYPE_BY_NAME = {name.lower(): value for value, name in TYPE_NAMES.items() if name != "MetaPattern"}
+
+STATE_NAMES: dict[int, str] = {
+    value: name.removeprefix("MEMORY_STATE_")
+    for name, value in memory_pb2.MemoryState.items()
+    if value
+}
+_STATE_BY_NAME = {v: k for k, v in STATE_NAMES.items()}
+
+#: AutoMem's 11 authorable relation types.
+AUTHORABLE_RELATIONS = (
+    "RELATES_TO", "LEADS_TO", "OCCURRED_BEFORE", "PREFERS_OVER", "EXEMPLIFIES", "CONTRADICTS",
+    "REINFORCES", "INVALIDATED_BY", "EVOLVED_INTO", "DERIVED_FROM", "PART_OF",
+)
+SYSTEM_RELATIONS = ("SIMILAR_TO", "PRECEDED_BY", "DISCOVERED")
+SUPERSEDING_RELATIONS = ("INVALIDATED_BY", "EVOLVED_INTO")
+
+#: Far-future epoch seconds used for an open-ended valid window (9999-12-31T23:59:59Z).
+OPEN_END = 253402300799.0
+
+
+def type_name(value: int) -> str:
+    """Canonical type name ("Decision", ...) of a MemoryType value; "" when unspecified."""
+    return TYPE_NAMES.get(value, "")
+
+
+def parse_type(raw: str, *, field: str = "type") -> int:
+    """MemoryType value of ``raw`` (canonical name or lower-case alias, any case).
+
+    Raises InvalidArgument naming ``field`` for an unknown type.
+    """
+    key = raw.strip().lower()
+    if key.startswith("memory_type_"):
+        key = key.removeprefix("memory_type_")
+    if key not in _TYPE_BY_NAME:
+        allowed = ", ".join(n for n in TYPE_NAMES.values() if n != "MetaPattern")
+        raise InvalidArgument(f"{field}: unknown memory type {raw!r}; one of {allowed}", field=field)
+    return _TYPE_BY_NAME[key]
+
+
+def state_name(value: int) -> str:
+    """"ACTIVE", "SUPERSEDED", ... of a MemoryState value."""
+    return STATE_NAMES.get(value, "ACTIVE")
+
+
+def parse_state(name: str) -> int:
+    """MemoryState value of a name such as "ACTIVE"."""
+    return _STATE_BY_NAME[name.upper().removeprefix("MEMORY_STATE_")]
+
+
+def relation_type_name(value: int) -> str:
+    """"RELATES_TO", ... of a RelationType value."""
+    return memory_pb2.RelationType.Name(value).removeprefix("RELATION_TYPE_")
+
+
+def parse_relation_type(raw: str, *, authorable_only: bool = True, field: str = "type") -> int:
+    """RelationType value of a name (any case). Raises InvalidArgument for unknown types."""
+    key = raw.strip().upper().removeprefix("RELATION_TYPE_")
+    allowed = AUTHORABLE_RELATIONS if authorable_only else AUTHORABLE_RELATIONS + SYSTEM_RELATIONS
+    if key not in allowed:
+        raise InvalidArgument(
+            f"{field}: unknown relation type {raw!r}; one of {', '.join(allowed)}", field=field
+        )
+    return memory_pb2.RelationType.Value("RELATION_TYPE_" + key)
+
+
+# --- time ------------------------------------------------------------------------------
+
+
+def parse_time(raw: str, *, field: str) -> datetime:
+    """Parse an ISO 8601 time; naive times are UTC; millisecond precision (:func:`to_millis`).
+    Raises InvalidArgument naming ``field``."""
+    text = raw.strip()
+    try:
+        value = datetime.fromisoformat(text.replace("z", "Z"))
+    except ValueError:
+        raise InvalidArgument(f"{field}: not an ISO 8601 time: {raw!r}", field=field) from None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    try:
+        value = value.astimezone(UTC)
+        value.timestamp()
+    except (OverflowError, ValueError):
+        raise InvalidArgument(f"{field}: {raw!r} is outside the years 1–9999 in UTC", field=field) from None
+    return to_millis(value)
+
+
+def ts(value: datetime | float | None) -> timestamp_pb2.Timestamp | None:
+    """A protobuf Timestamp from a datetime or epoch seconds (None stays None)."""
+    if value is None:
+        return None
+    out = timestamp_pb2.Timestamp()
+    if isinstance(value, datetime):
+        out.FromDatetime(value.astimezone(UTC))
+    else:
+        # Graph times are float epoch seconds: round to whole microseconds.
+        out.FromNanoseconds(round(float(value) * 1e6) * 1000)
+    return out
+
+
+def epoch(message: Any, name: str) -> float | None:
+    """Epoch seconds of the Timestamp field ``name`` of ``message``; None when unset."""
+    if not message.HasField(name):
+        return None
+    value = getattr(message, name)
+    return value.seconds + value.nanos / 1e9
+
+
+def iso(message: Any, name: str) -> str | None:
+    """RFC 3339 text of a Timestamp field (UTC, "+00:00"); None when unset."""
+    seconds = epoch(message, name)
+    if seconds is None:
+        return None
+    return datetime.fromtimestamp(seconds, UTC).isoformat()
+
+
+def to_millis(value: datetime) -> datetime:
+    """``value`` with sub-millisecond digits dropped.
+
+    Times have millisecond precision: the graph keeps them as float epoch seconds and
+    FalkorDB returns 15 significant digits, so a finer time would not read back the same.
+    """
+    return value.replace(microsecond=value.microsecond // 1000 * 1000)
+
+
+def now() -> datetime:
+    """Current UTC time, at millisecond precision (:func:`to_millis`)."""
+    return to_millis(datetime.now(UTC))
+
+
+# --- content ---------------------------------------------------------------------------
+
+
+def content_hash(content: str) -> str:
+    """sha256 hex of the NFC-normalised, whitespace-collapsed, lower-cased content."""
+    normal = " ".join(unicodedata.normalize("NFC", content).split()).lower()
+    return hashlib.sha256(normal.encode("utf-8")).hexdigest()
+
+
+def _ints(value: Any) -> Any:
+    # Struct holds every number as a double; give integral values back as JSON integers.
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _ints(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_ints(v) for v in value]
+    return value
+
+
+def metadata_dict(memory: Memory) -> dict[str, Any]:
+    """The metadata Struct as a plain dict (integral numbers as ints)."""
+    return _ints(json_format.MessageToDict(memory.metadata)) if memory.HasField("metadata") else {}
+
+
+def set_metadata(memory: Memory, value: dict[str, Any]) -> None:
+    """Replace the metadata Struct with ``value``."""
+    memory.ClearField("metadata")
+    struct = struct_pb2.Struct()
+    struct.update(value)
+    memory.metadata.CopyFrom(struct)
+
+
+# --- graph node ------------------------------------------------------------------------
+
+_TIME_FIELDS = (
+    "create_time", "update_time", "last_access_time", "event_time",
+    "valid_from", "valid_to", "record_time", "retract_time", "superseded_time", "prior_valid_to",
+)
+
+
+def memory_to_node(memory: Memory) -> dict[str, Any]:
+    """FalkorDB node properties of a memory: every field of the message, nothing else.
+
+    Shape: scalars as themselves, times as float epoch seconds or None, ``tags`` as a list,
+    ``tags_lower`` for case-insensitive tag matching, ``metadata``/``entities`` as JSON text,
+    enums by name.
+    """
+    props: dict[str, Any] = {
+        "id": memory.id,
+        "scope": memory.scope,
+        "content": memory.content,
+        "summary": memory.summary,
+        "type": type_name(memory.type),
+        "tags": list(memory.tags),
+        "tags_lower": sorted({t.lower() for t in memory.tags}),
+        "importance": float(memory.importance),
+        "confidence": float(memory.confidence),
+        "metadata": json.dumps(metadata_dict(memory), ensure_ascii=False, sort_keys=True),
+        "state": state_name(memory.state),
+        "superseded_by": memory.superseded_by,
+        "version": int(memory.version),
+        "content_hash": memory.content_hash,
+        "entities": json.dumps(
+            [{"name": e.name, "kind": e.kind, "tag": e.tag} for e in memory.entities], ensure_ascii=False
+        ),
+        # Entity tags (enrichment-owned, apart from the user's tags; tag filters match both).
+        "entity_tags": sorted({e.tag.lower() for e in memory.entities if e.tag}),
+        "embedding_status": memory_pb2.EmbeddingStatus.Name(memory.embedding_status),
+        "enrichment_status": memory_pb2.EnrichmentStatus.Name(memory.enrichment_status),
+        "relevance_score": float(memory.relevance_score),
+        "source": memory.source,
+        "state_reason": memory.state_reason,
+        "embedding_model": memory.embedding_model,
+    }
+    for name in _TIME_FIELDS:
+        props[name] = epoch(memory, name)
+    # Open-ended windows are stored as OPEN_END so range filters need no null checks.
+    if props["valid_to"] is None:
+        props["valid_to"] = OPEN_END
+    if props["retract_time"] is None:
+        props["retract_time"] = OPEN_END
+    return props
+
+
+def node_to_memory(props: dict[str, Any]) -> Memory:
+    """The Memory message of FalkorDB node properties (inverse of :func:`memory_to_node`)."""
+    memory = Memory(
+        id=props.get("id") or "",
+        scope=props.get("scope") or "",
+        content=props.get("content") or "",
+        summary=props.get("summary") or "",
+        tags=list(props.get("tags") or []),
+        importance=float(props.get("importance") or 0.0),
+        confidence=float(props.get("confidence") or 0.0),
+        superseded_by=props.get("superseded_by") or "",
+        version=int(props.get("version") or 0),
+        content_hash=props.get("content_hash") or "",
+        relevance_score=float(props.get("relevance_score") or 0.0),
+        source=props.get("source") or "",
+        state_reason=props.get("state_reason") or "",
+        embedding_model=props.get("embedding_model") or "",
+    )
+    if props.get("type"):
+        memory.type = parse_type(props["type"]) if props["type"] != "MetaPattern" else (
+            memory_pb2.MEMORY_TYPE_META_PATTERN)
+    memory.state = _STATE_BY_NAME.get(props.get("state") or "ACTIVE", memory_pb2.MEMORY_STATE_ACTIVE)
+    set_metadata(memory, json.loads(props.get("metadata") or "{}"))
+    for entity in json.loads(props.get("entities") or "[]"):
+        memory.entities.add(**entity)
+    if props.get("embedding_status"):
+        memory.embedding_status = memory_pb2.EmbeddingStatus.Value(props["embedding_status"])
+    if props.get("enrichment_status"):
+        memory.enrichment_status = memory_pb2.EnrichmentStatus.Value(props["enrichment_status"])
+    for name in _TIME_FIELDS:
+        value = props.get(name)
+        if value is None or (name in ("valid_to", "retract_time") and float(value) >= OPEN_END):
+            continue
+        getattr(memory, name).CopyFrom(ts(float(value)))
+    return memory
+
+
+# --- REST body -------------------------------------------------------------------------
+
+
+def memory_to_json(memory: Memory, **extra: Any) -> dict[str, Any]:
+    """The REST representation of a memory, with AutoMem's field names.
+
+    Keys: id, memory_id, content, summary, tags, importance, confidence, type, metadata,
+    timestamp, created_at, updated_at, last_accessed, t_valid, t_invalid, recorded_at,
+    retracted_at, state, superseded_by, version, scope, content_hash, entities,
+    embedding_status, enrichment_status, relevance_score, source, state_reason, superseded_at,
+    prior_t_invalid, plus ``extra``.
+    """
+    body: dict[str, Any] = {
+        "id": memory.id,
+        "memory_id": memory.id,
+        "content": memory.content,
+        "summary": memory.summary or None,
+        "tags": list(memory.tags),
+        "importance": memory.importance,
+        "confidence": memory.confidence,
+        "type": type_name(memory.type) or None,
+        "metadata": metadata_dict(memory),
+        "timestamp": iso(memory, "event_time"),
+        "created_at": iso(memory, "create_time"),
+        "updated_at": iso(memory, "update_time"),
+        "last_accessed": iso(memory, "last_access_time"),
+        "t_valid": iso(memory, "valid_from"),
+        "t_invalid": iso(memory, "valid_to"),
+        "recorded_at": iso(memory, "record_time"),
+        "retracted_at": iso(memory, "retract_time"),
+        "state": state_name(memory.state),
+        "superseded_by": memory.superseded_by or None,
+        "version": memory.version,
+        "etag": str(memory.version),
+        "scope": memory.scope,
+        "content_hash": memory.content_hash,
+        "entities": [{"name": e.name, "kind": e.kind, "tag": e.tag} for e in memory.entities],
+        "embedding_status": memory_pb2.EmbeddingStatus.Name(memory.embedding_status)
+        .removeprefix("EMBEDDING_STATUS_").lower(),
+        "enrichment_status": memory_pb2.EnrichmentStatus.Name(memory.enrichment_status)
+        .removeprefix("ENRICHMENT_STATUS_").lower(),
+        "relevance_score": memory.relevance_score,
+        "source": memory.source or None,
+        "state_reason": memory.state_reason or None,
+        "superseded_at": iso(memory, "superseded_time"),
+        "prior_t_invalid": iso(memory, "prior_valid_to"),
+    }
+    body.update(extra)
+    return body
+
+
+def relation_to_json(relation: Relation) -> dict[str, Any]:
+    """REST representation of a relation (AutoMem's association fields)."""
+    return {
+        "memory1_id": relation.source_id,
+        "memory2_id": relation.target_id,
+        "type": relation_type_name(relation.type),
+        "strength": relation.strength,
+        "created_at": iso(relation, "create_time"),
+        "reason": relation.reason or None,
+        "properties": json_format.MessageToDict(relation.properties) if relation.HasField("properties") else {},
+    }

@@ -1,0 +1,122 @@
+"""Event publishing with an outbox: nothing acknowledged is lost.
+
+A graph write is acknowledged only after its event is either on the JetStream stream or in
+the outbox, a Redis list in the same FalkorDB server (so it shares the graph's append-only
+file). :meth:`EventPublisher.drain_forever` republishes outbox entries in order when NATS is
+back; the event id is the ``Nats-Msg-Id``, so a republish after an unclear failure is
+de-duplicated by the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import logging
+from collections.abc import Sequence
+
+from google.protobuf.message import DecodeError
+from nats.errors import MaxPayloadError
+from opentelemetry.trace import Span
+
+from automem.common.bus import Bus
+from automem.common.graph import GraphStore
+from automem.v1 import events_pb2
+
+log = logging.getLogger(__name__)
+
+
+class EventPublisher:
+    """Publishes MemoryEvents, falling back to the outbox.
+
+    Args:
+        bus: the connected bus.
+        graph: the graph store whose Redis holds the outbox list ``automem:outbox:<graph>``.
+    """
+
+    def __init__(self, bus: Bus, graph: GraphStore) -> None:
+        self.bus = bus
+        self.graph = graph
+        self.key = f"automem:outbox:{graph.name}"
+        #: Events the bus refused for good (too large); kept for an operator, never retried.
+        self.dead_key = f"automem:outbox-dead:{graph.name}"
+        self._wake = asyncio.Event()
+
+    async def publish(self, event: events_pb2.MemoryEvent) -> bool:
+        """Publish now; on failure append to the outbox. Returns True when published.
+
+        Events queue behind any outbox backlog so per-memory order is kept.
+        """
+        if await self.backlog() == 0:
+            try:
+                await self.bus.publish_event(event, timeout=2.0)
+                return True
+            except Exception as exc:  # noqa: BLE001 - any failure goes to the outbox
+                log.warning("event publish failed, kept in outbox", extra={"event_id": event.event_id,
+                                                                              "error": str(exc)})
+        await self.graph.redis.rpush(self.key, base64.b64encode(event.SerializeToString()).decode())
+        self._wake.set()
+        return False
+
+    async def publish_many(self, events: Sequence[events_pb2.MemoryEvent],
+                           parents: Sequence[Span | None] | None = None) -> int:
+        """:meth:`publish` for many events at once: pipelined on the bus
+        (:meth:`Bus.publish_events`, one round trip; ``parents``: the span each event's
+        PRODUCER span belongs under), the ones that fail appended to the outbox in their order
+        (one RPUSH). Returns how many were published now. Like :meth:`publish`, events queue
+        behind an outbox backlog, so per-memory order is kept."""
+        if not events:
+            return 0
+        failed = list(events)
+        if await self.backlog() == 0:
+            try:
+                results = await self.bus.publish_events(events, timeout=5.0, parents=parents)
+                failed = [event for event, error in zip(events, results, strict=True) if error is not None]
+            except Exception as exc:  # noqa: BLE001 - any failure goes to the outbox
+                log.warning("batch publish failed, kept in outbox", extra={"events": len(events), "error": str(exc)})
+            if failed:
+                log.warning("events not acknowledged, kept in outbox", extra={"events": len(failed)})
+        if failed:
+            await self.graph.redis.rpush(self.key, *[base64.b64encode(e.SerializeToString()).decode() for e in failed])
+            self._wake.set()
+        return len(events) - len(failed)
+
+    async def backlog(self) -> int:
+        """Number of events waiting in the outbox."""
+        return int(await self.graph.redis.llen(self.key))
+
+    async def drain_once(self) -> int:
+        """Publish outbox entries in order until empty or a publish fails; returns how many."""
+        sent = 0
+        while True:
+            raw = await self.graph.redis.lindex(self.key, 0)
+            if raw is None:
+                return sent
+            try:
+                event = events_pb2.MemoryEvent.FromString(base64.b64decode(raw))
+                await self.bus.publish_event(event, timeout=2.0)
+            except (MaxPayloadError, DecodeError, binascii.Error, KeyError) as exc:
+                # Can never be published (too large for the bus, undecodable, no subject): set
+                # it aside so it does not stall every later event.
+                await self.graph.redis.rpush(self.dead_key, raw)
+                log.error("unpublishable event moved to the dead outbox",
+                          extra={"key": self.dead_key, "error": repr(exc)})
+            except Exception:  # noqa: BLE001 - retry later
+                return sent
+            await self.graph.redis.lpop(self.key)
+            sent += 1
+
+    async def drain_forever(self, interval: float = 1.0) -> None:
+        """Background task: drain the outbox every ``interval`` seconds or when woken."""
+        while True:
+            try:
+                sent = await self.drain_once()
+                if sent:
+                    log.info("outbox drained", extra={"events": sent})
+            except Exception as exc:  # noqa: BLE001 - keep the loop alive
+                log.warning("outbox drain failed", extra={"error": str(exc)})
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout=interval)
+            except TimeoutError:
+                pass
+            self._wake.clear()

@@ -1,0 +1,60 @@
+"""The one vector-payload builder.
+
+Every writer of vector points (enrichment, drift repair, reindex) builds the payload with
+:func:`build_payload` from the ``Memory`` message, so no point can hold a partial copy
+(AutoMem weakness 1: its default write path left the validity window out). The payload is a
+pre-filter only: recall hydrates bodies from the graph by id.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from automem.common.model import OPEN_END, Memory, epoch, state_name, type_name
+
+#: Longest tag prefix indexed for ``tag_match=prefix``.
+MAX_PREFIX = 64
+
+
+def tag_prefixes(tags: list[str]) -> list[str]:
+    """Every prefix (1..64 chars) of every lower-cased tag, sorted, de-duplicated."""
+    out: set[str] = set()
+    for tag in tags:
+        low = tag.lower()
+        out.update(low[:i] for i in range(1, min(len(low), MAX_PREFIX) + 1))
+    return sorted(out)
+
+
+def build_payload(memory: Memory) -> dict[str, Any]:
+    """Vector payload of ``memory``.
+
+    Keys: memory_id, scope, tags, tags_lower and tag_prefixes (user tags plus entity tags), type, state, importance,
+    confidence, valid_from / valid_to (epoch seconds; open end = 253402300799.0),
+    event_time, update_time (epoch seconds), version, content_hash, embedding_model,
+    content (informative only; never returned as the body).
+    """
+    tags = list(memory.tags)
+    # Entity tags (enrichment-owned, automem/enrich/entities.py) match tag filters too.
+    entity_tags = [e.tag for e in memory.entities if e.tag]
+    valid_from = epoch(memory, "valid_from")
+    if valid_from is None:
+        valid_from = epoch(memory, "create_time") or 0.0
+    return {
+        "memory_id": memory.id,
+        "scope": memory.scope,
+        "tags": tags,
+        "tags_lower": sorted({t.lower() for t in tags + entity_tags}),
+        "tag_prefixes": tag_prefixes(tags + entity_tags),
+        "type": type_name(memory.type),
+        "state": state_name(memory.state),
+        "importance": float(memory.importance),
+        "confidence": float(memory.confidence),
+        "valid_from": float(valid_from),
+        "valid_to": float(epoch(memory, "valid_to") or OPEN_END),
+        "event_time": float(epoch(memory, "event_time") or epoch(memory, "create_time") or 0.0),
+        "update_time": float(epoch(memory, "update_time") or 0.0),
+        "version": int(memory.version),
+        "content_hash": memory.content_hash,
+        "embedding_model": memory.embedding_model,
+        "content": memory.content,
+    }

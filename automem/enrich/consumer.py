@@ -1,0 +1,521 @@
+"""The enrichment consumer: a durable JetStream pull consumer that keeps vector points in
+step with the graph.
+
+For each MemoryEvent it reads the memory's *current* record from the graph (the record of
+truth), so redelivered or reordered events never roll a point back:
+
+* gone, DELETED or REJECTED → the point is deleted;
+* content new or changed, no point yet, or another embedding model → embed (or take the
+  caller's embedding) and upsert the point with the payload from the one builder;
+* otherwise → the payload is rewritten (tags, validity window, state).
+
+Then it records ``embedding_status`` on the memory (only while the content is unchanged).
+Everything works per fetched batch, not per memory: one embedding call, NER of the batch
+and the indexed PRECEDED_BY lookup at the same time, one vector upsert, one guarded graph
+write per kind of field, the MEMORY_ENRICHED events pipelined, one ack per message at the
+end. A batch is ``enrich_batch_size`` events, or ``enrich_bulk_batch_size`` while a large
+backlog waits (the bulk path of a big batch store, an import or a restore).
+With vectors disabled (``QDRANT_URL=disabled``) there is no point to write: entities,
+classification, summary and PRECEDED_BY links still run and set ``enrichment_status`` DONE,
+while ``embedding_status`` stays PENDING (no vector exists; recall's full-text fallback
+covers exactly the memories that are not embedded), and every event is still acknowledged.
+Explicit acks; a message that fails ``max_deliver`` times is parked on the dead-letter
+subject with a log line and acknowledged.
+
+Tracing: each message is processed in a CONSUMER span, child of the trace context in its
+headers, so a store request and its asynchronous enrichment are one trace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from typing import Any
+
+import nats.errors
+from google.protobuf.message import DecodeError
+from opentelemetry import trace
+from opentelemetry.trace import Span
+
+from automem.common.bus import Bus
+from automem.common.embedding import EmbeddingProvider
+from automem.common.graph import GraphStore
+from automem.common.model import Memory, node_to_memory
+from automem.common.payload import build_payload
+from automem.common.settings import Settings
+from automem.common.telemetry import record_error, start_consumer_span
+from automem.common.text import analyze, bm25_doc_weights
+from automem.common.vectors import VectorStore
+from automem.enrich.pipeline import Enricher
+from automem.v1 import events_pb2, memory_pb2
+
+log = logging.getLogger(__name__)
+
+DURABLE = "enrich"
+_GONE_STATES = (memory_pb2.MEMORY_STATE_DELETED, memory_pb2.MEMORY_STATE_REJECTED)
+
+
+@dataclass
+class EnrichCounters:
+    """Counters reported by GetEnrichmentStatus and /health."""
+
+    processed: int = 0
+    #: Fetched batches processed (processed / batches = the mean batch size).
+    batches: int = 0
+    failed: int = 0
+    dead_lettered: int = 0
+    pending: int = 0
+
+
+@dataclass
+class LookAhead:
+    """What the look-ahead computed for a fetched batch: embeddings and entities by text."""
+
+    vectors: dict[str, list[float]] = field(default_factory=dict)
+    entities: dict[str, list[memory_pb2.Entity]] = field(default_factory=dict)
+
+
+async def _none() -> None:
+    return None
+
+
+def _decode(data: bytes) -> events_pb2.MemoryEvent | None:
+    """The event in ``data``, or None when it does not decode (the batch parks it)."""
+    try:
+        return events_pb2.MemoryEvent.FromString(data)
+    except DecodeError:
+        return None
+
+
+def embedding_text(memory: Memory) -> str:
+    """The text embedded for a memory: its content."""
+    return memory.content
+
+
+class EnrichConsumer:
+    """Runs the enrichment loop.
+
+    Args:
+        settings: ``max_deliver``, ``embedding_provider``...
+        bus, graph, vectors: connected stores (vectors None = vectors disabled: the consumer
+            only records status).
+        provider: the embedding provider.
+    """
+
+    def __init__(self, settings: Settings, bus: Bus, graph: GraphStore, vectors: VectorStore | None,
+                 provider: EmbeddingProvider | None) -> None:
+        self.settings = settings
+        self.bus = bus
+        self.graph = graph
+        self.vectors = vectors
+        self.provider = provider
+        self.counters = EnrichCounters()
+        self._stop = asyncio.Event()
+        self.sub: Any = None
+        #: Hooks run after the vector write (entities, links); each gets (memory, event).
+        self.after_embed: list[Any] = []
+        #: Entities, classification, summary and links (automem/enrich/pipeline.py).
+        self.enricher = Enricher(settings, graph, vectors)
+        #: EventPublisher for MEMORY_ENRICHED audit events (set by the module; None = bus only).
+        self.publisher: Any = None
+
+    async def start(self) -> None:
+        """Create the durable consumer."""
+        self.sub = await self.bus.pull_subscribe(DURABLE)
+
+    async def queue_depth(self) -> int:
+        """Messages not yet delivered plus delivered but unacknowledged."""
+        if self.sub is None:
+            return 0
+        info = await self.sub.consumer_info()
+        return int(info.num_pending + info.num_ack_pending)
+
+    async def run(self, batch: int | None = None) -> None:
+        """Fetch and process until :meth:`stop`. A fetch asks for ``batch`` events (default
+        ``settings.enrich_batch_size``), or for ``settings.enrich_bulk_batch_size`` while more
+        than ``settings.enrich_bulk_threshold`` events wait behind the last batch (the bulk
+        path: a large batch store, an import or a restore is enriched in large batches).
+
+        Look-ahead: once a batch's embedding and NER are done and it moves on to its writes,
+        the next batch is fetched and its texts embedded and NER'd meanwhile (:meth:`_look_ahead`),
+        so the models keep working while the graph and vector writes run. The look-ahead
+        only computes what depends on nothing but the text; the batch itself still reads the
+        graph when its turn comes and decides from that."""
+        size = batch or self.settings.enrich_batch_size
+        ahead: tuple[list[Any], asyncio.Task] | None = None
+        while not self._stop.is_set() or ahead is not None:
+            if ahead is not None:
+                msgs, looked = ahead
+                ahead = None
+            else:
+                msgs, looked = await self._fetch(size, 1.0), None
+                if not msgs:
+                    continue
+            models_done = asyncio.Event()
+            processing = asyncio.create_task(self.process_batch(msgs, looked, models_done))
+            size = self.fetch_size(msgs, batch)
+            waiting = asyncio.create_task(models_done.wait())
+            await asyncio.wait([processing, waiting], return_when=asyncio.FIRST_COMPLETED)
+            waiting.cancel()
+            if not processing.done() and not self._stop.is_set():
+                following = await self._fetch(size, 0.05)
+                if following:
+                    ahead = (following, asyncio.create_task(self._look_ahead(following)))
+            await processing
+
+    async def _fetch(self, size: int, timeout: float) -> list[Any]:
+        """Up to ``size`` messages, waiting at most ``timeout`` seconds; [] on a timeout or a
+        NATS hiccup (logged, then a short back-off)."""
+        try:
+            return await self.sub.fetch(size, timeout=timeout)
+        except (TimeoutError, nats.errors.TimeoutError):
+            return []
+        except Exception as exc:  # noqa: BLE001 - NATS hiccup: back off, keep going
+            if not self._stop.is_set():
+                log.warning("enrich fetch failed", extra={"error": str(exc)})
+                await asyncio.sleep(0.5)
+            return []
+
+    async def _look_ahead(self, msgs: list[Any]) -> LookAhead:
+        """Embeddings and entities of the texts a fetched batch will most likely need (memories
+        created, or whose content changed, without a caller embedding), keyed by text. Never
+        raises: a failure only means the batch computes them itself."""
+        out = LookAhead()
+        try:
+            events = [e for e in (_decode(msg.data) for msg in msgs) if e is not None]
+            ids = [e.memory_id for e in events if e.memory_id and not len(e.embedding) and (
+                e.type == events_pb2.EVENT_TYPE_MEMORY_CREATED or e.content_changed)]
+            if not ids:
+                return out
+            found = await self.graph.get_memories(ids, None)
+            texts = list(dict.fromkeys(m.content for m in found.values() if m.state not in _GONE_STATES))
+            extractor = self.enricher.extractor
+            jobs = [asyncio.to_thread(self.provider.embed, texts) if self.provider and self.vectors else None,
+                    extractor.extract(texts) if extractor is not None else None]
+            matrix, entities = await asyncio.gather(*(j if j is not None else _none() for j in jobs))
+            if matrix is not None:
+                out.vectors = {text: matrix[i].tolist() for i, text in enumerate(texts)}
+            if entities is not None:
+                out.entities = dict(zip(texts, entities, strict=True))
+        except Exception as exc:  # noqa: BLE001 - only an optimisation
+            log.warning("enrichment look-ahead failed", extra={"error": str(exc)})
+        return out
+
+    def fetch_size(self, msgs: list[Any], batch: int | None = None) -> int:
+        """How many events to fetch after ``msgs``: the bulk batch size while the backlog the
+        server reported with the last of them exceeds ``enrich_bulk_threshold``, else ``batch``
+        (default ``enrich_batch_size``)."""
+        metadata = getattr(msgs[-1], "metadata", None) if msgs else None
+        backlog = int(getattr(metadata, "num_pending", 0) or 0)
+        if backlog > self.settings.enrich_bulk_threshold:
+            return max(self.settings.enrich_bulk_batch_size, batch or 0)
+        return batch or self.settings.enrich_batch_size
+
+    def stop(self) -> None:
+        """Ask the loop to end after the current batch."""
+        self._stop.set()
+
+    async def close(self) -> None:
+        """After the loop ended: drop the pull subscription (the durable consumer stays) — a
+        drained pull subscription otherwise stalls the connection's drain — and the LLM client."""
+        if self.sub is not None:
+            try:
+                await self.sub.unsubscribe()
+            except Exception as exc:  # noqa: BLE001 - closing anyway
+                log.debug("unsubscribe failed", extra={"error": str(exc)})
+            self.sub = None
+        await self.enricher.close()
+
+    async def process_batch(self, msgs: list[Any], looked: asyncio.Future | None = None,
+                            models_done: asyncio.Event | None = None) -> None:
+        """Process fetched messages: one embedding call for all texts that need one.
+
+        ``looked``: the batch's :meth:`_look_ahead` (texts already embedded / NER'd);
+        ``models_done`` is set once the batch no longer needs the models (its writes follow).
+        Each message gets a CONSUMER span (child of the context in its headers) that holds
+        its per-memory work (hooks, its MEMORY_ENRICHED event). Work shared by the batch
+        (graph reads and writes, vector calls, the embedding call) runs in the first
+        message's span; the other spans link to it.
+        """
+        spans = {id(msg): self._message_span(msg) for msg in msgs}
+        first = next(iter(spans.values()), None)
+        for span in list(spans.values())[1:]:
+            span.add_link(first.get_span_context(), {"automem.link": "batch_shared_work"})
+        self.counters.batches += 1
+        keep_alive = asyncio.create_task(self._keep_alive(msgs))
+        try:
+            with trace.use_span(first, end_on_exit=False) if first is not None else nullcontext():
+                await self._process(msgs, spans, await looked if looked is not None else None, models_done)
+        finally:
+            if models_done is not None:
+                models_done.set()
+            keep_alive.cancel()
+            for span in spans.values():
+                span.end()
+
+    async def _keep_alive(self, msgs: list[Any]) -> None:
+        """While a batch is being processed, tell the server every third of ``ack_wait`` that
+        its messages are in progress (a large bulk batch on a busy machine can take longer
+        than ``ack_wait``; they would be redelivered meanwhile)."""
+        interval = max(self.settings.ack_wait_seconds / 3.0, 0.5)
+        while True:
+            await asyncio.sleep(interval)
+            for msg in msgs:
+                if getattr(msg, "_ackd", False):
+                    continue
+                try:
+                    await msg.in_progress()
+                except Exception as exc:  # noqa: BLE001 - best effort; redelivery is safe
+                    log.debug("in-progress signal failed", extra={"error": str(exc)})
+
+    def _message_span(self, msg: Any) -> Span:
+        headers = msg.headers or {}
+        metadata = getattr(msg, "metadata", None)
+        attributes = {"messaging.consumer.group.name": DURABLE}
+        if metadata is not None:
+            attributes["messaging.nats.num_delivered"] = int(metadata.num_delivered or 1)
+        return start_consumer_span(msg.subject, headers, headers.get("Nats-Msg-Id", ""), attributes)
+
+    async def _process(self, msgs: list[Any], spans: dict[int, Span], looked: LookAhead | None = None,
+                       models_done: asyncio.Event | None = None) -> None:
+        events: list[tuple[Any, events_pb2.MemoryEvent]] = []
+        for msg in msgs:
+            try:
+                events.append((msg, events_pb2.MemoryEvent.FromString(msg.data)))
+                spans[id(msg)].set_attribute("automem.memory_id", events[-1][1].memory_id)
+            except Exception as exc:  # noqa: BLE001 - undecodable: park at once
+                record_error([spans[id(msg)]], exc)
+                await self._park(msg, f"undecodable event: {exc}")
+        ids = [e.memory_id for _, e in events if e.memory_id]
+        try:
+            current = await self.graph.get_memories(ids, None)
+        except Exception as exc:  # noqa: BLE001 - graph down: retry the whole batch later
+            record_error([spans[id(msg)] for msg, _ in events], exc)
+            for msg, _ in events:
+                await self._retry_or_park(msg, f"graph read failed: {exc}")
+            return
+        todo: dict[str, tuple[Memory, events_pb2.MemoryEvent]] = {}
+        span_of: dict[str, Span] = {}
+        for msg, event in events:
+            memory = current.get(event.memory_id)
+            if event.type == events_pb2.EVENT_TYPE_RELATION_CREATED and not event.memory_id:
+                continue
+            if event.type == events_pb2.EVENT_TYPE_MEMORY_ENRICHED:
+                continue  # our own audit events: never re-enrich (no loop)
+            if memory is not None:
+                todo[memory.id] = (memory, event)
+                span_of[memory.id] = spans[id(msg)]
+        try:
+            await self._apply(todo, {e.memory_id for _, e in events if e.memory_id not in current}, span_of,
+                              looked, models_done)
+        except Exception as exc:
+            log.exception("enrichment batch failed")
+            record_error([spans[id(msg)] for msg, _ in events], exc)
+            for msg, _ in events:
+                await self._retry_or_park(msg, f"enrichment failed: {exc}")
+            return
+        for msg, _ in events:
+            await msg.ack()
+            self.counters.processed += 1
+
+    async def _apply(self, todo: dict[str, tuple[Memory, events_pb2.MemoryEvent]], gone: set[str],
+                     span_of: dict[str, Span] | None = None, looked: LookAhead | None = None,
+                     models_done: asyncio.Event | None = None) -> None:
+        """Bring the vector points of ``todo`` and ``gone`` in step with the graph, batched end to
+        end: one embedding call, NER of the batch, the predecessor lookup (all three at the same
+        time), one vector upsert, ONE guarded graph write of the embedding status (which also
+        returns the records for the MEMORY_ENRICHED events, published pipelined), then the
+        batched entity, link and status writes (:meth:`Enricher.finish_many`). Hooks and the
+        per-memory events run inside ``span_of[memory_id]`` when given (its message's span).
+        Texts ``looked`` (the look-ahead) already embedded or NER'd are not done again;
+        ``models_done`` is set when embedding and NER are over."""
+        span_of = span_of or {}
+        if self.vectors is None:
+            await self._enrich_without_vectors(todo, span_of, looked)
+            return
+        to_delete = list(gone) + [mid for mid, (m, _) in todo.items() if m.state in _GONE_STATES]
+        if to_delete:
+            await self.vectors.delete(to_delete)
+        live = {mid: pair for mid, pair in todo.items() if pair[0].state not in _GONE_STATES}
+        if not live:
+            return
+        existing = {p.id: p for p in await self.vectors.retrieve(list(live))}
+        current_of: dict[str, Memory] = {}  # before the enrichment write, for the audit event
+        for mid, (memory, _event) in live.items():
+            current_of[mid] = Memory()
+            current_of[mid].CopyFrom(memory)
+        model = self.provider.name if self.provider else ""
+        need_embed: list[Memory] = []
+        supplied: dict[str, list[float]] = {}
+        for mid, (memory, event) in live.items():
+            point = existing.get(mid)
+            stale = point is None or point.payload.get("content_hash") != memory.content_hash or (
+                point.payload.get("embedding_model") not in (model, "caller"))
+            if not stale:
+                continue
+            if len(event.embedding) and memory.embedding_status != memory_pb2.EMBEDDING_STATUS_DONE:
+                supplied[mid] = list(event.embedding)
+            else:
+                need_embed.append(memory)
+        # Entities and LLM classification/summary must be done before the upsert (the payload
+        # carries the type and entity tags).
+        embed_ids = {m.id for m in need_embed} | set(supplied)
+        enrich_now = [m for m, e in live.values() if e.content_changed or m.id in embed_ids
+                      or m.enrichment_status != memory_pb2.ENRICHMENT_STATUS_DONE]
+        dimension = self.provider.dimension if self.provider else None
+        for mid, values in list(supplied.items()):
+            if dimension is not None and len(values) != dimension:
+                log.warning("caller embedding has the wrong size; embedding locally",
+                            extra={"memory_id": mid, "size": len(values), "expected": dimension})
+                del supplied[mid]
+                need_embed.append(live[mid][0])
+        if self.provider is None:
+            need_embed = []
+        # NER (and the LLM), the embedding and the predecessor lookup run at the same time:
+        # spaCy and onnxruntime work in their own threads, the lookup is graph I/O.
+        looked = looked or LookAhead()
+        preparing = asyncio.ensure_future(self.enricher.prepare(enrich_now, looked.entities))
+        embedding = {m.id for m in need_embed}
+        getting = [mid for mid in live if mid in supplied or mid in embedding]
+        linking = asyncio.ensure_future(self.graph.link_predecessors(getting, time.time())) if getting else None
+        try:
+            vectors: dict[str, Any] = dict(supplied)
+            ready = {m.id: looked.vectors[embedding_text(m)] for m in need_embed if embedding_text(m) in looked.vectors}
+            vectors.update(ready)
+            rest = [m for m in need_embed if m.id not in ready]
+            if rest:
+                matrix = await asyncio.to_thread(self.provider.embed, [embedding_text(m) for m in rest])
+                vectors.update({m.id: matrix[i].tolist() for i, m in enumerate(rest)})
+            prepared = await preparing
+            if models_done is not None:
+                models_done.set()
+            previous = await linking if linking is not None else {}
+        except BaseException:
+            for task in (preparing, linking):
+                if task is not None:
+                    task.cancel()
+            raise
+        sparse = _sparse_vectors([live[mid][0] for mid in getting], previous)
+        unembedded = [m.id for m in enrich_now if m.id not in vectors and m.id in existing]
+        old_vectors = {p.id: p.vector for p in await self.vectors.retrieve(unembedded, with_vectors=True)} \
+            if unembedded else {}
+        points = []
+        for mid, (memory, _event) in live.items():
+            if mid in vectors:
+                memory.embedding_model = "caller" if mid in supplied else model
+                memory.embedding_status = memory_pb2.EMBEDDING_STATUS_DONE
+                points.append((mid, vectors[mid], build_payload(memory), sparse.get(mid)))
+            elif mid in existing:
+                memory.embedding_model = existing[mid].payload.get("embedding_model", model)
+                await self.vectors.set_payload(mid, build_payload(memory))
+        if points:
+            await self.vectors.upsert_many(points)
+            landed = await self.graph.set_enrichment_many([
+                (mid, live[mid][0].content_hash, {"embedding_status": "EMBEDDING_STATUS_DONE",
+                                                   "embedding_model": live[mid][0].embedding_model})
+                for mid, _, _, _ in points], return_nodes=True)
+            await self._publish_enriched([(current_of[mid], landed[mid]) for mid, _, _, _ in points if mid in landed],
+                                         span_of)
+        for mid, (memory, event) in live.items():
+            span = span_of.get(mid)
+            with trace.use_span(span, end_on_exit=False) if span is not None else nullcontext():
+                for hook in self.after_embed:
+                    await hook(memory, event)
+        order = {mid: position for position, mid in enumerate(live)}
+        await self.enricher.finish_many(
+            [(memory, prepared[memory.id], vectors.get(memory.id) or old_vectors.get(memory.id), order[memory.id])
+             for memory, _ in live.values() if memory.id in prepared],
+            {mid: order[mid] for mid in vectors})
+
+    async def _enrich_without_vectors(self, todo: dict[str, tuple[Memory, events_pb2.MemoryEvent]],
+                                      span_of: dict[str, Span], looked: LookAhead | None = None) -> None:
+        """Vectors disabled: the graph-only part of enrichment (entities, classification,
+        summary, PRECEDED_BY links) for new or changed memories; ``embedding_status`` is left
+        as it is (PENDING: no vector was written)."""
+        enrich_now = [m for m, e in todo.values() if m.state not in _GONE_STATES and (
+            e.content_changed or m.enrichment_status != memory_pb2.ENRICHMENT_STATUS_DONE)]
+        if not enrich_now:
+            return
+        prepared, _ = await asyncio.gather(self.enricher.prepare(enrich_now, looked.entities if looked else None),
+                                           self.graph.link_predecessors([m.id for m in enrich_now], time.time()))
+        await self.enricher.finish_many([(m, prepared[m.id], None, i) for i, m in enumerate(enrich_now)])
+
+    async def _publish_enriched(self, written: list[tuple[Memory, dict[str, Any]]],
+                                span_of: dict[str, Span]) -> None:
+        """Append the MEMORY_ENRICHED audit event of each ``(record before, node properties
+        right after the enrichment write)``: ``after`` is the record as it stands once the
+        write landed (returned by that write, so edits made before it show), ``before`` the
+        same record with the enrichment fields as they were. Published pipelined, each event's
+        PRODUCER span under its memory's message span; failures go to the outbox (or are
+        logged without a publisher: the audit event must not fail enrichment)."""
+        from automem.ingest.servicer import make_event
+
+        events = []
+        for before, props in written:
+            after = node_to_memory(props)
+            previous = Memory()
+            previous.CopyFrom(after)
+            previous.embedding_status = before.embedding_status
+            previous.embedding_model = before.embedding_model
+            events.append(make_event(events_pb2.EVENT_TYPE_MEMORY_ENRICHED, before=previous, after=after,
+                                     actor="system:enrich"))
+        if not events:
+            return
+        parents = [span_of.get(event.memory_id) for event in events]
+        try:
+            if self.publisher is not None:
+                await self.publisher.publish_many(events, parents)
+            else:
+                failed = [e for e, error in zip(events, await self.bus.publish_events(events, parents=parents),
+                                                strict=True) if error is not None]
+                if failed:
+                    raise RuntimeError(f"{len(failed)} events not acknowledged")
+        except Exception as exc:  # noqa: BLE001 - the audit event must not fail enrichment
+            log.warning("could not publish MEMORY_ENRICHED", extra={"events": len(events), "error": str(exc)})
+
+    async def _retry_or_park(self, msg: Any, reason: str) -> None:
+        delivered = msg.metadata.num_delivered if msg.metadata else 1
+        if delivered >= self.settings.max_deliver:
+            await self._park(msg, reason)
+        else:
+            await msg.nak(delay=min(2.0 ** delivered * 0.1, 5.0))
+
+    async def _park(self, msg: Any, reason: str) -> None:
+        log.error("event parked on the dead-letter subject",
+                  extra={"subject": self.bus.subjects.dlq(DURABLE), "reason": reason})
+        try:
+            await self.bus.park(DURABLE, msg.data, msg.headers, reason)
+            self.counters.dead_lettered += 1
+            await msg.ack()
+        except Exception:
+            log.exception("could not park message")
+        self.counters.failed += 1
+        await self._mark_failed(msg.data)
+
+    async def _mark_failed(self, data: bytes) -> None:
+        """Record EMBEDDING_STATUS_FAILED on the memory of a parked event (when it decodes
+        and the memory still holds the same content)."""
+        try:
+            event = events_pb2.MemoryEvent.FromString(data)
+        except Exception:  # noqa: BLE001 - undecodable: no memory to mark
+            return
+        memory = await self.graph.get_memory(event.memory_id, None) if event.memory_id else None
+        if memory is not None and memory.embedding_status != memory_pb2.EMBEDDING_STATUS_DONE:
+            await self.graph.set_enrichment(memory.id, memory.content_hash,
+                                            {"embedding_status": "EMBEDDING_STATUS_FAILED"})
+
+
+def _sparse_vectors(memories: list[Memory], previous: dict[str, str]) -> dict[str, tuple[list[int], list[float]]]:
+    """BM25 document weights of each memory's content plus its PRECEDED_BY predecessor's
+    content (``previous``: id -> content) at ``text.CONTEXT_WEIGHT`` (measured on LoCoMo:
+    recall@10 0.629 -> 0.713; docs/benchmarks.md)."""
+    out = {}
+    for memory in memories:
+        weights = bm25_doc_weights(analyze(memory.content), analyze(previous.get(memory.id, "")))
+        if weights:
+            keys = sorted(weights)
+            out[memory.id] = (keys, [weights[k] for k in keys])
+    return out

@@ -1,0 +1,213 @@
+"""Links made by enrichment: SIMILAR_TO edges and contradiction (supersede) proposals.
+
+* SIMILAR_TO: the ``similar_top_k`` nearest current memories of the same scope whose cosine
+  similarity is at least ``similar_threshold``; edge new -> neighbour, strength = similarity.
+  Recomputed on every content change (the memory's old outgoing SIMILAR_TO edges go first),
+  written only while the node still holds the enriched content.
+* Contradiction proposals: a neighbour at or above ``contradiction_threshold`` (0.8) that is current
+  (ACTIVE), not newer than the new memory, and shares an entity with it (or, when neither
+  has entities, is at least ``similar_threshold`` similar), is a candidate. The LLM decides
+  when configured; otherwise (or when it fails) the local rule: a negation on one side only,
+  or a different value — differing numbers, or a few differing words around a shared
+  statement. A positive verdict creates a review-queue item, never a change:
+  ``(:ReviewItem {id, kind: "supersede_proposal", memory_id: new, target_id: old, reason,
+  create_time, status: "pending", scope})`` — MERGEd, so re-enrichment never duplicates it.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import re
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from automem.common.graph import GraphStore
+from automem.common.model import Memory, epoch
+from automem.common.settings import Settings
+from automem.common.text import analyze
+from automem.common.vectors import VectorFilter, VectorStore
+from automem.v1 import memory_pb2
+
+log = logging.getLogger(__name__)
+
+NEGATIONS = frozenset(("not", "no", "never", "don't", "doesn't", "didn't", "isn't", "aren't", "wasn't",
+                       "weren't", "won't", "can't", "cannot", "shouldn't", "stopped", "quit", "longer",
+                       "nobody", "nothing", "neither", "nor", "without"))
+_WORD = re.compile(r"[A-Za-z][A-Za-z']*|\d+(?:\.\d+)?")
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+#: Extra hits a batched neighbour search asks for, to drop points written later in the batch.
+_SPARE = 16
+#: Payload keys neighbours need (MetaPattern check, contradiction candidates).
+_NEIGHBOUR_KEYS = ("type", "content_hash", "event_time")
+
+
+@dataclass
+class Neighbour:
+    """A nearby memory (from the vector search) and its cosine similarity."""
+
+    id: str
+    score: float
+    payload: dict
+
+
+def contradiction_signal(new: str, old: str) -> str | None:
+    """Local rule: why ``new`` likely contradicts ``old``, or None. Expects the two texts to
+    be about the same thing already (similar, shared entities)."""
+    words_new = [w.lower() for w in _WORD.findall(new)]
+    words_old = [w.lower() for w in _WORD.findall(old)]
+    neg_new = sum(w in NEGATIONS or w.endswith("n't") for w in words_new)
+    neg_old = sum(w in NEGATIONS or w.endswith("n't") for w in words_old)
+    if (neg_new == 0) != (neg_old == 0):
+        return "negation: one states what the other denies"
+    nums_new, nums_old = set(_NUMBER.findall(new)), set(_NUMBER.findall(old))
+    if nums_new and nums_old and nums_new != nums_old:
+        return f"different value: {', '.join(sorted(nums_old))} -> {', '.join(sorted(nums_new))}"
+    terms_new, terms_old = set(analyze(new)), set(analyze(old))
+    shared = terms_new & terms_old
+    only_new, only_old = terms_new - terms_old, terms_old - terms_new
+    if len(shared) >= 3 and only_new and only_old and len(only_new) <= 2 and len(only_old) <= 2 and (
+            len(shared) >= 2 * max(len(only_new), len(only_old))):
+        return f"different value: {', '.join(sorted(only_old))} -> {', '.join(sorted(only_new))}"
+    return None
+
+
+class LinkBuilder:
+    """Writes SIMILAR_TO edges and supersede proposals for freshly embedded memories."""
+
+    def __init__(self, settings: Settings, graph: GraphStore, vectors: VectorStore, llm: object | None = None) -> None:
+        self.settings = settings
+        self.graph = graph
+        self.vectors = vectors
+        self.llm = llm
+        self.proposals = 0
+
+    async def neighbours(self, memory: Memory, vector: list[float]) -> list[Neighbour]:
+        """Nearest current memories of the memory's scope (itself and MetaPatterns excluded)."""
+        return (await self.neighbours_many([(memory, vector, 0)]))[0]
+
+    async def neighbours_many(self, items: list[tuple[Memory, list[float], int]],
+                              fresh: Mapping[str, int] | None = None) -> list[list[Neighbour]]:
+        """:meth:`neighbours` of many ``(memory, vector, position in the batch)`` in one
+        batched vector search. ``fresh`` maps the memories whose point the batch wrote to
+        their position: a memory does not see the fresh points of memories after it, so it
+        gets the neighbours it would have got had the batch been enriched one memory after
+        another. (Each search asks for up to :data:`_SPARE` more hits than needed and drops
+        those points; the rare memory left short is searched again with them excluded by
+        the filter — the same top hits either way.) Payloads hold ``type``, ``content_hash``
+        and ``event_time`` only."""
+        fresh = fresh or {}
+        k = max(self.settings.similar_top_k, 5)
+        later = sorted(fresh, key=fresh.__getitem__)
+        positions = [fresh[mid] for mid in later]
+        spare = [min(_SPARE, len(positions) - bisect.bisect_right(positions, position)) for _, _, position in items]
+        hits = await self.vectors.search_many([
+            (vector, k + 1 + extra, VectorFilter(scope=memory.scope, states=["ACTIVE"]))
+            for (memory, vector, _), extra in zip(items, spare, strict=True)], payload_keys=_NEIGHBOUR_KEYS)
+        again = []
+        for i, ((_, _, position), found) in enumerate(zip(items, hits, strict=True)):
+            visible = [hit for hit in found if fresh.get(hit[0], -1) <= position]
+            hits[i] = visible[: k + 1]
+            if len(visible) < k + 1 and len(found) == k + 1 + spare[i]:
+                again.append(i)
+        if again:
+            redo = await self.vectors.search_many([
+                (items[i][1], k + 1, VectorFilter(scope=items[i][0].scope, states=["ACTIVE"],
+                                                  exclude_ids=[mid for mid in later if fresh[mid] > items[i][2]]))
+                for i in again], payload_keys=_NEIGHBOUR_KEYS)
+            for i, found in zip(again, redo, strict=True):
+                hits[i] = found
+        return [[Neighbour(mid, score, payload) for mid, score, payload in found
+                 if mid != memory.id and payload.get("type") != "MetaPattern"]
+                for (memory, _, _), found in zip(items, hits, strict=True)]
+
+    async def link(self, memory: Memory, vector: list[float]) -> tuple[bool, int, int]:
+        """SIMILAR_TO edges and proposals for ``memory``. Returns (written, edges, proposals);
+        written is False when the content changed meanwhile (nothing written)."""
+        written, edges, proposals = await self.link_many([(memory, vector, 0)])
+        return memory.id in written, edges, proposals
+
+    async def link_many(self, items: list[tuple[Memory, list[float], int]],
+                        fresh: Mapping[str, int] | None = None) -> tuple[set[str], int, int]:
+        """SIMILAR_TO edges and proposals for many ``(memory, vector, position in the batch)``
+        (``fresh``: see :meth:`neighbours_many`): one vector search call and ONE graph write
+        for the edges of all of them, each memory's part guarded by its content hash;
+        proposals per memory. Returns (ids written, edges, proposals); a memory missing from
+        the ids changed meanwhile and got nothing written. MetaPatterns get no links (and
+        count as written)."""
+        meta = {m.id for m, _, _ in items if m.type == memory_pb2.MEMORY_TYPE_META_PATTERN}
+        items = [item for item in items if item[0].id not in meta]
+        if not items:
+            return meta, 0, 0
+        near_of = await self.neighbours_many(items, fresh)
+        similar_of = [[n for n in near if n.score >= self.settings.similar_threshold][: self.settings.similar_top_k]
+                      for near in near_of]
+        rows = await self.graph.query(
+            "UNWIND $items AS item MATCH (m:Memory {id: item.id}) WHERE m.content_hash = item.hash "
+            "AND m.scope = item.scope "
+            "OPTIONAL MATCH (m)-[old:SIMILAR_TO]->(:Memory) DELETE old "
+            "WITH DISTINCT m, item "
+            "UNWIND (CASE WHEN size(item.rows) = 0 THEN [null] ELSE item.rows END) AS row "
+            "OPTIONAL MATCH (n:Memory {id: row.id}) WHERE n.scope = item.scope "
+            "FOREACH (x IN CASE WHEN n IS NULL THEN [] ELSE [n] END | "
+            "  MERGE (m)-[r:SIMILAR_TO]->(x) SET r.strength = row.score, r.create_time = $now, r.scope = item.scope) "
+            "RETURN DISTINCT m.id",
+            {"now": time.time(), "items": [
+                {"id": memory.id, "hash": memory.content_hash, "scope": memory.scope,
+                 "rows": [{"id": n.id, "score": n.score} for n in similar]}
+                for (memory, _, _), similar in zip(items, similar_of, strict=True)]})
+        written = {r[0] for r in rows}
+        edges = proposals = 0
+        for (memory, _, _), near, similar in zip(items, near_of, similar_of, strict=True):
+            if memory.id in written:
+                edges += len(similar)
+                proposals += await self._propose(memory, near)
+        return written | meta, edges, proposals
+
+    async def _propose(self, memory: Memory, near: list[Neighbour]) -> int:
+        candidates = [n for n in near if n.score >= self.settings.contradiction_threshold
+                      and n.payload.get("content_hash") != memory.content_hash
+                      and float(n.payload.get("event_time", 0.0)) <= (epoch(memory, "event_time") or time.time())]
+        if not candidates:
+            return 0
+        mine = {e.tag for e in memory.entities}
+        found = await self.graph.get_memories([n.id for n in candidates], memory.scope)
+        made = 0
+        for n in candidates:
+            old = found.get(n.id)
+            if old is None or old.state != memory_pb2.MEMORY_STATE_ACTIVE:
+                continue
+            theirs = {e.tag for e in old.entities}
+            shared = mine & theirs
+            if not shared and (mine or theirs or n.score < self.settings.similar_threshold):
+                continue
+            reason = None
+            if self.llm is not None:
+                verdict = await self.llm.contradicts(memory.content, old.content)
+                if verdict is not None:
+                    reason = f"llm: {verdict.reason}" if verdict.contradicts else None
+                    if reason is None:
+                        continue
+            if reason is None:
+                reason = contradiction_signal(memory.content, old.content)
+            if reason is None:
+                continue
+            if shared:
+                reason += f" (shared entities: {', '.join(sorted(shared))}; similarity {n.score:.2f})"
+            else:
+                reason += f" (similarity {n.score:.2f})"
+            await self.propose(memory, old.id, reason)
+            made += 1
+        self.proposals += made
+        return made
+
+    async def propose(self, memory: Memory, target_id: str, reason: str) -> None:
+        """Create (once) the pending supersede proposal ``memory`` -> ``target_id``."""
+        await self.graph.query(
+            "MERGE (r:ReviewItem {kind: 'supersede_proposal', memory_id: $mid, target_id: $tid}) "
+            "ON CREATE SET r.id = $rid, r.reason = $reason, r.create_time = $now, r.status = 'pending', "
+            "r.scope = $scope",
+            {"mid": memory.id, "tid": target_id, "rid": str(uuid.uuid4()), "reason": reason, "now": time.time(),
+             "scope": memory.scope})

@@ -1,0 +1,595 @@
+"""The MCP server: mcp-automem's six tools over the gRPC services.
+
+Served two ways:
+
+* streamable HTTP at ``/mcp`` in the gateway (:func:`mount`); the caller's
+  ``Authorization: Bearer`` / ``X-API-Key`` / ``X-Automem-Scope`` headers are forwarded to
+  gRPC exactly as the REST routes forward them (``gateway.app.credentials``);
+* stdio (``automem mcp``, :func:`run_stdio`), talking to a running service over gRPC with
+  the key given on the command line or in ``AUTOMEM_API_KEY``.
+
+The tools are a thin layer: argument checks that only concern the tool's modes, one gRPC call
+per operation (supersede is the atomic SupersedeMemory RPC, bulk delete the
+DeleteMemoriesByTag RPC with ``dry_run`` unless ``confirm: true``), bodies from
+``automem.common.model.memory_to_json``. Every result shows each memory's ``state`` and
+validity window (``t_valid``, ``t_invalid``), in every ``format``. Failures come back as MCP
+tool errors whose message names the field.
+"""
+
+# No ``from __future__ import annotations``: the SDK reads the tools' signatures at runtime.
+
+import asyncio
+import contextlib
+import json
+import os
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+import grpc
+from fastapi import FastAPI
+from google.protobuf import field_mask_pb2
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, Field, ValidationError
+from starlette.requests import Request
+
+from automem.common.client import AutomemClient
+from automem.common.errors import AutomemError
+from automem.common.model import memory_to_json, parse_relation_type, relation_to_json
+from automem.common.settings import Settings
+from automem.gateway.app import GatewayError, credentials
+from automem.gateway.routes_recall import read_options
+from automem.gateway.schemas import MemoryRequest, to_memory_input
+from automem.v1 import enrich_service_pb2, ingest_service_pb2, memory_pb2, recall_service_pb2
+
+INSTRUCTIONS = (
+    "automem is the agent's persistent long-term memory (graph + vectors). Use recall_memory to "
+    "retrieve context (session start, before decisions, when debugging), store_memory to persist "
+    "decisions, patterns, preferences and fixes (with supersedes_memory_id to replace an outdated "
+    "one), associate_memories to link memories. update_memory edits a memory in place, "
+    "delete_memory removes one by id or previews/deletes by tag, check_database_health checks "
+    "the service. Every memory shows its state and validity window (t_valid, t_invalid)."
+)
+
+_TIMEOUT = 60.0
+_UPDATABLE = ("content", "tags", "importance", "type", "confidence", "timestamp", "t_valid", "t_invalid",
+              "metadata")
+
+Format = Literal["text", "items", "detailed", "json"]
+
+
+class _Call:
+    """Calls gRPC methods with the caller's credentials; errors become ToolErrors."""
+
+    def __init__(self, client: AutomemClient, settings: Settings) -> None:
+        self.client = client
+        self.settings = settings
+
+    def metadata(self, ctx: Context | None) -> list[tuple[str, str]]:
+        """The HTTP request's credentials (as the REST routes forward them), else the
+        client's own key (stdio)."""
+        request = None
+        if ctx is not None:
+            with contextlib.suppress(ValueError):
+                request = ctx.request_context.request
+        if isinstance(request, Request):
+            try:
+                return credentials(request, self.settings)
+            except GatewayError as exc:
+                raise ToolError(exc.message) from None
+        return self.client.metadata()
+
+    async def __call__(self, method: Any, message: Any, ctx: Context | None) -> Any:
+        try:
+            return await method(message, metadata=self.metadata(ctx), timeout=_TIMEOUT)
+        except grpc.aio.AioRpcError as exc:
+            raise ToolError(f"{exc.details() or exc.code().name} ({exc.code().name})") from None
+
+
+@contextlib.contextmanager
+def _tool_errors() -> Any:
+    """Validation failures of the tool layer as ToolErrors naming the field."""
+    try:
+        yield
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            loc = ".".join(str(p) for p in err.get("loc", ())) or "arguments"
+            problems.append(f"{loc}: {err.get('msg')}")
+        raise ToolError("; ".join(problems)) from None
+    except (GatewayError, AutomemError) as exc:
+        raise ToolError(exc.message) from None
+
+
+def _result(text: str, structured: dict[str, Any]) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
+
+
+# --- rendering ------------------------------------------------------------------------------
+
+
+def _window(m: dict[str, Any]) -> str:
+    return f"{m.get('t_valid') or '?'} → {m.get('t_invalid') or 'open'}"
+
+
+def _render_memories(items: list[dict[str, Any]], fmt: str) -> str:
+    """Text of a list of memories. Each line/block always shows state and validity window."""
+    if not items:
+        return "No memories found."
+    lines: list[str] = []
+    for i, m in enumerate(items, 1):
+        score = f" score={m['final_score']:.3f}" if isinstance(m.get("final_score"), float) else ""
+        if fmt == "text":
+            lines.append(f"{i}. {m['content']}\n   id={m['memory_id']} state={m['state']} "
+                         f"valid={_window(m)} tags={','.join(m.get('tags') or [])}{score}")
+            continue
+        block = [f"[{i}] {m['memory_id']}", f"content: {m['content']}", f"state: {m['state']}",
+                 f"t_valid: {m.get('t_valid')}", f"t_invalid: {m.get('t_invalid')}",
+                 f"tags: {', '.join(m.get('tags') or [])}", f"importance: {m.get('importance')}"]
+        if m.get("match_type"):
+            block.append(f"match: {m['match_type']}{score}")
+        if m.get("superseded_by"):
+            block.append(f"superseded_by: {m['superseded_by']}")
+        if m.get("replaces_id"):
+            block.append(f"replaces: {m['replaces_id']}")
+        if fmt == "detailed":
+            block += [f"type: {m.get('type')}", f"confidence: {m.get('confidence')}",
+                      f"created_at: {m.get('created_at')}", f"updated_at: {m.get('updated_at')}",
+                      f"metadata keys: {', '.join(sorted((m.get('metadata') or {}).keys())) or '-'}",
+                      f"version: {m.get('version')}"]
+            if m.get("score_components"):
+                block.append("score components: " + ", ".join(
+                    f"{k}={v:.3f}" for k, v in sorted(m["score_components"].items())))
+        lines.append("\n".join(block))
+    return ("\n" if fmt == "text" else "\n\n").join(lines)
+
+
+def _render(header: str, body: dict[str, Any], items: list[dict[str, Any]], fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps(body, ensure_ascii=False, indent=2)
+    return f"{header}\n\n{_render_memories(items, fmt)}"
+
+
+def _scored(item: recall_service_pb2.ScoredMemory) -> dict[str, Any]:
+    body = memory_to_json(item.memory, score=item.score, final_score=item.final_score,
+                          match_type=item.match_type, score_components=dict(item.score_components))
+    if item.replaces_id:
+        body["replaces_id"] = item.replaces_id
+    if item.relation_type:
+        body["relation_type"] = item.relation_type
+    return body
+
+
+# --- argument types -------------------------------------------------------------------------
+
+OptStr = str | None
+OptFloat = float | None
+OptList = list[str] | None
+
+
+class AssociationItem(BaseModel):
+    """One association of a batch."""
+
+    memory1_id: str
+    memory2_id: str
+    type: str = "RELATES_TO"
+    strength: float = 0.5
+    reason: str | None = None
+
+
+class MemoryItem(BaseModel):
+    """One memory of a batch (``POST /memory`` fields)."""
+
+    content: str
+    tags: list[str] = Field(default_factory=list)
+    importance: float | None = None
+    metadata: dict[str, Any] | None = None
+    type: str | None = None
+    confidence: float | None = None
+    timestamp: str | None = None
+    t_valid: str | None = None
+    t_invalid: str | None = None
+
+
+# --- the server -----------------------------------------------------------------------------
+
+
+def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
+    """The MCP server with the six tools, calling the services through ``client``."""
+    server = MCPServer("automem", version="0.1.0", instructions=INSTRUCTIONS)
+    call = _Call(client, settings)
+    ingest, recall = client.ingest, client.recall
+
+    async def store_memory(
+        ctx: Context,
+        content: Annotated[OptStr, Field(description="Single mode: the memory text (XOR with memories).")] = None,
+        tags: Annotated[OptList, Field(description="Tags, e.g. ['project-x', 'auth'].")] = None,
+        importance: Annotated[OptFloat, Field(description="0..1 (default 0.5).")] = None,
+        metadata: Annotated[dict[str, Any] | None, Field(description="A JSON object.")] = None,
+        type: Annotated[OptStr, Field(description="Decision, Pattern, Preference, Style, Habit, Insight "
+                                                  "or Context; classified when absent.")] = None,
+        confidence: Annotated[OptFloat, Field(description="0..1 (0.9 when type is given).")] = None,
+        timestamp: Annotated[OptStr, Field(description="ISO 8601 time of the event (default now).")] = None,
+        t_valid: Annotated[OptStr, Field(description="ISO 8601: valid from (default now).")] = None,
+        t_invalid: Annotated[OptStr, Field(description="ISO 8601: valid until (default open).")] = None,
+        embedding: Annotated[list[float] | None, Field(description="Optional embedding vector.")] = None,
+        supersedes_memory_id: Annotated[OptStr, Field(
+            description="Supersede mode: id of the memory this one replaces (atomic).")] = None,
+        supersede_relation: Annotated[Literal["INVALIDATED_BY", "EVOLVED_INTO"] | None, Field(
+            description="Supersede mode: edge from old to new (default INVALIDATED_BY).")] = None,
+        supersede_reason: Annotated[OptStr, Field(description="Supersede mode: why.")] = None,
+        memories: Annotated[list[MemoryItem] | None, Field(
+            description="Batch mode (XOR with content): up to 500 memories, all or nothing.")] = None,
+    ) -> CallToolResult:
+        """Store one memory (``content``), a batch (``memories``, at most 500, all or nothing),
+        or replace an outdated memory atomically (``content`` + ``supersedes_memory_id``: the
+        old one's window is closed, it becomes SUPERSEDED and an INVALIDATED_BY/EVOLVED_INTO
+        edge links old → new)."""
+        if memories is not None:
+            if content is not None:
+                raise ToolError("content, memories: pass one, not both")
+            if supersedes_memory_id:
+                raise ToolError("supersedes_memory_id: not supported with memories (batch mode)")
+            if not memories:
+                raise ToolError("memories: must not be empty")
+            if len(memories) > settings.batch_max:
+                raise ToolError(f"memories: {len(memories)} items exceeds the batch limit of {settings.batch_max}")
+            with _tool_errors():
+                items = [to_memory_input(MemoryRequest(**m.model_dump(exclude_none=True))) for m in memories]
+            response = await call(ingest.BatchCreateMemories,
+                                  ingest_service_pb2.BatchCreateMemoriesRequest(memories=items), ctx)
+            stored = [memory_to_json(m) for m in response.memories]
+            body = {"stored": len(stored), "memory_ids": [m["memory_id"] for m in stored], "memories": stored,
+                    "message": f"Stored {len(stored)} memories"}
+            return _result(_render(f"Stored {len(stored)} memories.", body, stored, "text"), body)
+        if content is None:
+            raise ToolError("content: required (or memories for batch mode)")
+        fields = {"content": content, "tags": tags, "importance": importance, "metadata": metadata,
+                  "type": type, "confidence": confidence, "timestamp": timestamp, "t_valid": t_valid,
+                  "t_invalid": t_invalid, "embedding": embedding}
+        with _tool_errors():
+            item = to_memory_input(MemoryRequest(**{k: v for k, v in fields.items() if v is not None}))
+        if supersedes_memory_id:
+            with _tool_errors():
+                relation = parse_relation_type(supersede_relation or "INVALIDATED_BY", field="supersede_relation")
+            response = await call(ingest.SupersedeMemory, ingest_service_pb2.SupersedeMemoryRequest(
+                id=supersedes_memory_id, replacement=item, relation_type=relation,
+                reason=supersede_reason or ""), ctx)
+            new, old = memory_to_json(response.replacement), memory_to_json(response.superseded)
+            body = {"memory_id": new["memory_id"], "superseded_memory_id": old["memory_id"],
+                    "association_created": True, "relation": relation_to_json(response.relation),
+                    "memory": new, "superseded": old,
+                    "message": f"Stored {new['memory_id']}; it supersedes {old['memory_id']}"}
+            text = (f"Memory stored: {new['memory_id']} (state {new['state']}, valid {_window(new)})\n"
+                    f"Superseded: {old['memory_id']} (state {old['state']}, valid {_window(old)}) "
+                    f"--{body['relation']['type']}--> {new['memory_id']}")
+            return _result(text, body)
+        if supersede_relation or supersede_reason:
+            raise ToolError("supersedes_memory_id: required with supersede_relation/supersede_reason")
+        response = await call(ingest.CreateMemory, ingest_service_pb2.CreateMemoryRequest(memory=item), ctx)
+        new = memory_to_json(response.memory)
+        body = {"memory_id": new["memory_id"], "deduplicated": response.deduplicated, "memory": new,
+                "message": "Memory already stored (deduplicated)" if response.deduplicated else "Memory stored"}
+        text = (f"{body['message']}: {new['memory_id']} (type {new['type']}, state {new['state']}, "
+                f"valid {_window(new)})")
+        return _result(text, body)
+
+    async def recall_memory(
+        ctx: Context,
+        memory_id: Annotated[OptStr, Field(description="ID fetch mode: one memory by id (other params "
+                                                       "but as_of/known_at/state_mode ignored).")] = None,
+        exhaustive: Annotated[bool, Field(description="Tag listing mode: with tags, a paged listing of every "
+                                                      "memory with any of the tags (not ranked).")] = False,
+        query: Annotated[OptStr, Field(description="Ranked mode: what to look for (natural language).")] = None,
+        queries: Annotated[OptList, Field(description="Several queries; results de-duplicated.")] = None,
+        embedding: Annotated[list[float] | None, Field(description="Query embedding vector.")] = None,
+        limit: Annotated[int, Field(description="Max results (ranked default 5, max 100; listing max "
+                                                "200).")] = 5,
+        offset: Annotated[int, Field(description="Results to skip (paging).")] = 0,
+        page_token: Annotated[OptStr, Field(description="Tag listing mode: next_page_token of the previous "
+                                                        "page (cheaper than offset on large tags).")] = None,
+        sort: Annotated[Literal["score", "time_desc", "time_asc", "updated_desc", "updated_asc"],
+                        Field(description="Ranking order.")] = "score",
+        time_query: Annotated[OptStr, Field(description="e.g. 'last week', 'yesterday'.")] = None,
+        start: Annotated[OptStr, Field(description="ISO 8601 lower bound.")] = None,
+        end: Annotated[OptStr, Field(description="ISO 8601 upper bound.")] = None,
+        tags: Annotated[OptList, Field(description="Tag filter (ranked) or the tags to list (exhaustive).")] = None,
+        tag_mode: Annotated[Literal["any", "all"], Field(description="any (default) or all.")] = "any",
+        tag_match: Annotated[Literal["prefix", "exact"] | None, Field(
+            description="prefix (ranked default) or exact (listing default).")] = None,
+        exclude_tags: Annotated[OptList, Field(description="Ranked mode: tags to exclude.")] = None,
+        state_mode: Annotated[Literal["current", "history"] | None, Field(
+            description="current (default): current memories only; history: superseded too.")] = None,
+        current_only: Annotated[bool | None, Field(description="Legacy form of state_mode.")] = None,
+        as_of: Annotated[OptStr, Field(description="ISO 8601 valid time to read at.")] = None,
+        known_at: Annotated[OptStr, Field(description="ISO 8601 system time to read at.")] = None,
+        expand_relations: bool = False,
+        expand_entities: bool = False,
+        relation_limit: int = 5,
+        expansion_limit: int = 25,
+        expand_min_importance: float = 0.0,
+        expand_min_strength: float = 0.0,
+        min_score: float = 0.0,
+        context: Annotated[OptStr, Field(description="Context label that boosts matching memories.")] = None,
+        context_tags: OptList = None,
+        context_types: OptList = None,
+        priority_ids: OptList = None,
+        recency_bias: Literal["auto", "on", "off"] = "auto",
+        format: Annotated[Format, Field(description="text (default), items (a block per memory), detailed "
+                                                    "(more fields), json (the whole result).")] = "text",
+    ) -> CallToolResult:
+        """Recall memories: by ``memory_id``; by ``tags`` with ``exhaustive: true`` (paged listing,
+        newest first); or ranked hybrid search with the /recall parameters (current memories
+        only by default; a superseded hit comes back as its replacement). Every memory shows
+        its state and validity window."""
+        with _tool_errors():
+            read = read_options(as_of, known_at, state_mode, current_only)
+        for name, value, top in (("limit", limit, settings.by_tag_max_limit if exhaustive else settings.recall_max_limit),
+                                 ("offset", offset, 2**31 - 1)):
+            if value < (1 if name == "limit" else 0) or value > top:
+                raise ToolError(f"{name}: must be between {1 if name == 'limit' else 0} and {top}")
+        if memory_id:
+            response = await call(recall.GetMemory, recall_service_pb2.RecallGetMemoryRequest(
+                id=memory_id, touch=True, read=read), ctx)
+            memory = memory_to_json(response.memory, is_current=response.is_current,
+                                    current_id=response.current_id or None)
+            body = {"mode": "id_fetch", "count": 1, "results": [memory], "memory": memory}
+            header = f"Memory {memory_id}" + ("" if response.is_current else
+                                              f" (not current; current: {response.current_id or 'none'})")
+            return _result(_render(header, body, [memory], format), body)
+        if exhaustive:
+            if not tags:
+                raise ToolError("tags: required with exhaustive: true")
+            if limit > settings.by_tag_max_limit:
+                raise ToolError(f"limit: at most {settings.by_tag_max_limit} with exhaustive: true")
+            response = await call(recall.ListMemoriesByTag, recall_service_pb2.ListMemoriesByTagRequest(
+                tags=tags, limit=limit, offset=offset, tag_mode=tag_mode, tag_match=tag_match or "exact",
+                read=read, page_token=page_token or ""), ctx)
+            items = [memory_to_json(m) for m in response.memories]
+            total = response.total if response.HasField("total") else None
+            body = {"mode": "enumeration", "count": len(items), "total": total,
+                    "has_more": response.has_more, "limit": limit, "offset": offset, "tags": tags,
+                    "next_page_token": response.next_page_token or None, "results": items}
+            more = f", more available: page_token {response.next_page_token}" if response.has_more else ""
+            header = (f"{len(items)}{'' if total is None else f' of {total}'} memories with tags {', '.join(tags)} "
+                      f"(offset {offset}{more})")
+            return _result(_render(header, body, items, format), body)
+        message = recall_service_pb2.SearchMemoriesRequest(
+            query=query or "", queries=queries or [], embedding=embedding or [], limit=limit, offset=offset,
+            sort=sort, time_query=time_query or "", start=start or "", end=end or "", tags=tags or [],
+            tag_mode=tag_mode, tag_match=tag_match or "prefix", exclude_tags=exclude_tags or [], read=read,
+            expand_relations=expand_relations, expand_entities=expand_entities, relation_limit=relation_limit,
+            expansion_limit=expansion_limit, expand_min_importance=expand_min_importance,
+            expand_min_strength=expand_min_strength, min_score=min_score, context=context or "",
+            context_tags=context_tags or [], context_types=context_types or [], priority_ids=priority_ids or [],
+            recency_bias=recency_bias)
+        response = await call(recall.SearchMemories, message, ctx)
+        items = [_scored(r) for r in response.results]
+        body = {"mode": "ranked", "count": len(items), "results": items, "query": query or "",
+                "state_mode": read.state_mode, "sort": sort, "arms": list(response.arms),
+                "degraded": list(response.degraded),
+                "time_window": {"start": response.start or None, "end": response.end or None}}
+        header = f"Found {len(items)} memor{'y' if len(items) == 1 else 'ies'}" + (
+            f" for {query!r}" if query else "") + f" (state_mode {read.state_mode})"
+        return _result(_render(header, body, items, format), body)
+
+    async def associate_memories(
+        ctx: Context,
+        memory1_id: Annotated[OptStr, Field(description="Source memory id.")] = None,
+        memory2_id: Annotated[OptStr, Field(description="Target memory id.")] = None,
+        type: Annotated[str, Field(description="RELATES_TO, LEADS_TO, OCCURRED_BEFORE, PREFERS_OVER, "
+                                               "EXEMPLIFIES, CONTRADICTS, REINFORCES, INVALIDATED_BY, "
+                                               "EVOLVED_INTO, DERIVED_FROM or PART_OF.")] = "RELATES_TO",
+        strength: Annotated[float, Field(description="0..1.")] = 0.5,
+        reason: OptStr = None,
+        associations: Annotated[list[AssociationItem] | None, Field(
+            description="Batch mode: up to 500 associations.")] = None,
+    ) -> CallToolResult:
+        """Link memories with a typed edge (one, or ``associations[]``)."""
+
+        async def one(a: str, b: str, rel: str, weight: float, why: str | None, field: str) -> dict[str, Any]:
+            with _tool_errors():
+                value = parse_relation_type(rel, field=field)
+            response = await call(ingest.CreateRelation, ingest_service_pb2.CreateRelationRequest(
+                relation=memory_pb2.Relation(source_id=a, target_id=b, type=value, strength=weight,
+                                             reason=why or "")), ctx)
+            return relation_to_json(response.relation)
+
+        if associations is not None:
+            if memory1_id or memory2_id:
+                raise ToolError("associations: do not combine with memory1_id/memory2_id")
+            if not associations:
+                raise ToolError("associations: must not be empty")
+            if len(associations) > settings.batch_max:
+                raise ToolError(f"associations: more than {settings.batch_max} items")
+            succeeded, failed = [], []
+            for i, item in enumerate(associations):
+                try:
+                    succeeded.append(await one(item.memory1_id, item.memory2_id, item.type, item.strength,
+                                               item.reason, f"associations.{i}.type"))
+                except ToolError as exc:
+                    failed.append({"index": i, "error": str(exc)})
+            if not succeeded:
+                raise ToolError("associations: none created; " + "; ".join(
+                    f"[{f['index']}] {f['error']}" for f in failed))
+            body = {"success": not failed, "created_count": len(succeeded), "failed_count": len(failed),
+                    "succeeded": succeeded, "failed": failed,
+                    "message": f"Created {len(succeeded)}, failed {len(failed)}"}
+            text = body["message"] + "".join(f"\n  failed [{f['index']}]: {f['error']}" for f in failed)
+            return _result(text, body)
+        if not memory1_id or not memory2_id:
+            raise ToolError("memory1_id, memory2_id: both are required (or associations for batch mode)")
+        relation = await one(memory1_id, memory2_id, type, strength, reason, "type")
+        body = {"success": True, "message": "Association created", **relation}
+        return _result(f"Association created: {memory1_id} --{relation['type']} ({relation['strength']})--> "
+                       f"{memory2_id}", body)
+
+    async def update_memory(
+        ctx: Context,
+        memory_id: Annotated[str, Field(description="Id of the memory to update.")],
+        content: Annotated[OptStr, Field(description="New content (re-embedded).")] = None,
+        tags: Annotated[OptList, Field(description="New tags (replace the existing ones).")] = None,
+        add_tags: Annotated[OptList, Field(description="Tags to add to the existing ones.")] = None,
+        importance: OptFloat = None,
+        metadata: Annotated[dict[str, Any] | None, Field(description="Merged key by key.")] = None,
+        type: OptStr = None,
+        confidence: OptFloat = None,
+        timestamp: OptStr = None,
+        t_valid: Annotated[OptStr, Field(description="ISO 8601: valid from.")] = None,
+        t_invalid: Annotated[OptStr, Field(description="ISO 8601: valid until.")] = None,
+        etag: Annotated[int | None, Field(description="The version read; refused when stale.")] = None,
+    ) -> CallToolResult:
+        """Update fields of a memory in place (to replace an outdated fact, prefer store_memory
+        with supersedes_memory_id, which keeps the history)."""
+        given = {"content": content, "tags": tags, "importance": importance, "metadata": metadata, "type": type,
+                 "confidence": confidence, "timestamp": timestamp, "t_valid": t_valid, "t_invalid": t_invalid}
+        given = {k: v for k, v in given.items() if v is not None}
+        if not given and not add_tags:
+            raise ToolError(f"memory_id: nothing to update; pass at least one of {', '.join(_UPDATABLE)}, add_tags")
+        item = ingest_service_pb2.MemoryInput()
+        for name, value in given.items():
+            if name == "metadata":
+                item.metadata_json = json.dumps(value, ensure_ascii=False)
+                item.metadata_set = True
+            elif name == "tags":
+                item.tags.extend(value)
+            else:
+                setattr(item, name, value)
+        response = await call(ingest.UpdateMemory, ingest_service_pb2.UpdateMemoryRequest(
+            id=memory_id, memory=item, update_mask=field_mask_pb2.FieldMask(paths=sorted(given)),
+            etag=etag or 0, add_tags=add_tags or []), ctx)
+        memory = memory_to_json(response.memory)
+        body = {"memory_id": memory_id, "message": f"Memory {memory_id} updated", "updated": sorted(given),
+                "memory": memory}
+        return _result(f"Memory {memory_id} updated ({', '.join(sorted(given) + (['tags+'] if add_tags else []))})"
+                       f"; state {memory['state']}, valid {_window(memory)}, version {memory['version']}", body)
+
+    async def delete_memory(
+        ctx: Context,
+        memory_id: Annotated[OptStr, Field(description="Delete one memory (XOR with tags).")] = None,
+        tags: Annotated[OptList, Field(description="Bulk mode: every memory with any of these tags. Without "
+                                                   "confirm: true, only previews.")] = None,
+        confirm: Annotated[bool, Field(description="Bulk mode: actually delete (default: preview).")] = False,
+        reason: OptStr = None,
+    ) -> CallToolResult:
+        """Delete a memory by id, or every memory with any of ``tags``. Bulk deletion answers
+        with a preview of what would be deleted unless ``confirm: true``."""
+        if memory_id and tags:
+            raise ToolError("memory_id, tags: pass one, not both")
+        if memory_id:
+            response = await call(ingest.DeleteMemory, ingest_service_pb2.DeleteMemoryRequest(
+                id=memory_id, reason=reason or ""), ctx)
+            memory = memory_to_json(response.memory)
+            body = {"memory_id": memory_id, "state": memory["state"], "memory": memory,
+                    "message": f"Memory {memory_id} deleted"}
+            return _result(f"Memory {memory_id} deleted (state {memory['state']}, valid {_window(memory)})", body)
+        if not tags:
+            raise ToolError("memory_id or tags: one is required")
+        response = await call(ingest.DeleteMemoriesByTag, ingest_service_pb2.DeleteMemoriesByTagRequest(
+            tags=tags, dry_run=not confirm), ctx)
+        ids = list(response.memory_ids)
+        if not confirm:
+            body = {"dry_run": True, "tags": tags, "would_delete_count": len(ids), "memory_ids": ids,
+                    "message": f"Preview: {len(ids)} memories would be deleted; call again with confirm: true"}
+            text = body["message"] + (f"\nIds: {', '.join(ids)}" if ids else "")
+            return _result(text, body)
+        body = {"dry_run": False, "tags": tags, "deleted_count": response.deleted_count, "memory_ids": ids,
+                "message": f"Deleted {response.deleted_count} memories with tags {', '.join(tags)}"}
+        return _result(body["message"], body)
+
+    async def check_database_health() -> CallToolResult:
+        """Status of the service and its stores (healthy | degraded), counts and enrichment queue."""
+        body: dict[str, Any] = {"status": "healthy", "backend": "automem",
+                                "timestamp": datetime.now(UTC).isoformat()}
+        try:  # no credentials: like GET /health
+            stats = await recall.GetStats(recall_service_pb2.GetStatsRequest(), timeout=5)
+            body.update({
+                "falkordb": "connected" if stats.graph_connected else "disconnected",
+                "qdrant": ("connected" if stats.vectors_connected else "disconnected") if stats.vectors_enabled
+                else "disabled",
+                "memory_count": stats.memory_count, "vector_count": stats.vector_count,
+                "vector_dimensions": stats.vector_dimensions})
+            if not stats.graph_connected or (stats.vectors_enabled and not stats.vectors_connected):
+                body["status"] = "degraded"
+        except grpc.aio.AioRpcError as exc:
+            body.update({"status": "error", "falkordb": "unknown", "qdrant": "unknown", "error": exc.details()})
+        try:
+            status = await client.enrich.GetEnrichmentStatus(enrich_service_pb2.GetEnrichmentStatusRequest(),
+                                                             timeout=5)
+            body["enrichment"] = {"queue_depth": status.queue_depth, "processed": status.processed,
+                                  "failed": status.failed, "dead_lettered": status.dead_lettered}
+        except grpc.aio.AioRpcError:
+            body["enrichment"] = None
+        if body.get("qdrant") == "connected":
+            body["sync_status"] = ("synced" if body["memory_count"] == body["vector_count"] else
+                                   "orphaned_vectors" if body["vector_count"] > body["memory_count"]
+                                   else "drift_detected")
+        text = (f"status: {body['status']}\nfalkordb: {body.get('falkordb')}\nqdrant: {body.get('qdrant')}\n"
+                f"memories: {body.get('memory_count')}, vectors: {body.get('vector_count')}"
+                + (f", sync: {body['sync_status']}" if "sync_status" in body else "")
+                + (f"\nerror: {body['error']}" if "error" in body else ""))
+        result = _result(text, body)
+        result.is_error = body["status"] == "error"
+        return result
+
+    def add(fn: Any, title: str, **hints: bool) -> None:
+        server.add_tool(fn, title=title, structured_output=False,
+                        annotations=ToolAnnotations(title=title, openWorldHint=False, **hints))
+
+    add(store_memory, "Store Memory", readOnlyHint=False, destructiveHint=False, idempotentHint=False)
+    add(recall_memory, "Recall Memory", readOnlyHint=True, destructiveHint=False, idempotentHint=True)
+    add(associate_memories, "Associate Memories", readOnlyHint=False, destructiveHint=False, idempotentHint=True)
+    add(update_memory, "Update Memory", readOnlyHint=False, destructiveHint=True, idempotentHint=True)
+    add(delete_memory, "Delete Memory", readOnlyHint=False, destructiveHint=True, idempotentHint=False)
+    add(check_database_health, "Check Database Health", readOnlyHint=True, destructiveHint=False,
+        idempotentHint=True)
+    return server
+
+
+# --- transports -----------------------------------------------------------------------------
+
+
+def mount(app: FastAPI, settings: Settings, client: AutomemClient, path: str = "/mcp") -> MCPServer:
+    """Serve the tools over streamable HTTP at ``path`` of the gateway app.
+
+    Stateless (no MCP session state in the gateway, so replicas need no stickiness) with
+    JSON responses. The session manager runs inside the app's lifespan (wrapped around
+    whatever lifespan the app already has). ``path`` and ``path/`` both answer, without a
+    redirect (the SDK client does not follow one).
+    """
+    server = build_server(client, settings)
+    server.streamable_http_app(streamable_http_path=path, stateless_http=True, json_response=True,
+                               host=settings.host, max_request_body_size=settings.max_body_bytes)
+    endpoint = StreamableHTTPASGIApp(server.session_manager)
+    app.add_route(path, endpoint, include_in_schema=False)
+    app.add_route(path + "/", endpoint, include_in_schema=False)
+    inner = app.router.lifespan_context
+
+    @contextlib.asynccontextmanager
+    async def lifespan(a: Any) -> AsyncIterator[Any]:
+        async with server.session_manager.run(), inner(a) as state:
+            yield state
+
+    app.router.lifespan_context = lifespan
+    app.state.mcp_server = server
+    return server
+
+
+def run_stdio(settings: Settings, grpc_address: str | None = None, api_key: str | None = None,
+              scope: str = "") -> int:
+    """``automem mcp``: the tools over stdio, against the service at ``grpc_address``
+    (default ``AUTOMEM_GRPC_TARGET``, else 127.0.0.1:<AUTOMEM_GRPC_PORT>). The key is
+    ``api_key``, else ``AUTOMEM_API_KEY``, else ``AUTOMEM_API_TOKEN``."""
+    address = grpc_address or settings.grpc_target or f"127.0.0.1:{settings.grpc_port}"
+    key = api_key if api_key is not None else (os.environ.get("AUTOMEM_API_KEY") or settings.api_token)
+
+    async def serve() -> None:
+        async with AutomemClient(address, api_key=key, scope=scope) as client:
+            await build_server(client, settings).run_stdio_async()
+
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(serve())
+    return 0

@@ -1,0 +1,265 @@
+"""Pure ingest logic: validate and normalise caller input into a ``Memory`` message.
+
+No I/O here. Every error is an :class:`InvalidArgument` whose message names the field
+(prefixed with ``memories[i].`` for batch items), so nothing is half-stored.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from google.protobuf import json_format
+
+from automem.common.classify import classify
+from automem.common.errors import InvalidArgument
+from automem.common.model import (
+    Memory,
+    content_hash,
+    metadata_dict,
+    parse_time,
+    parse_type,
+    set_metadata,
+    ts,
+)
+from automem.common.settings import Settings
+from automem.v1 import ingest_service_pb2, memory_pb2
+
+#: AutoMem's default importance.
+DEFAULT_IMPORTANCE = 0.5
+#: AutoMem's confidence when the caller gives the type.
+GIVEN_TYPE_CONFIDENCE = 0.9
+MAX_TAG_LENGTH = 256
+MAX_TAGS = 100
+
+UPDATABLE_PATHS = (
+    "content", "tags", "importance", "type", "confidence", "timestamp", "t_valid", "t_invalid", "metadata",
+)
+
+
+def _unit_interval(value: float, field: str) -> float:
+    if math.isnan(value) or value < 0.0 or value > 1.0:
+        raise InvalidArgument(f"{field}: must be between 0 and 1, got {value}", field=field)
+    return float(value)
+
+
+def validate_content(content: str, settings: Settings, field: str = "content") -> str:
+    """The content as given, or InvalidArgument: empty/whitespace-only, a NUL byte, or longer
+    than ``settings.content_max_length`` characters (AutoMem's 2,000 by default)."""
+    if not content or not content.strip():
+        raise InvalidArgument(f"{field}: must not be empty", field=field)
+    if "\x00" in content:
+        raise InvalidArgument(f"{field}: must not contain NUL (\\u0000) characters", field=field)
+    if len(content) > settings.content_max_length:
+        raise InvalidArgument(
+            f"{field}: {len(content)} characters exceeds the limit of {settings.content_max_length} characters",
+            field=field,
+        )
+    return content
+
+
+def validate_tags(tags: list[str], field: str = "tags") -> list[str]:
+    """Stripped, de-duplicated (first spelling kept) tags; InvalidArgument for too many/long."""
+    out: list[str] = []
+    for tag in tags:
+        tag = tag.strip()
+        if not tag:
+            continue
+        if len(tag) > MAX_TAG_LENGTH:
+            raise InvalidArgument(f"{field}: a tag is longer than {MAX_TAG_LENGTH} characters", field=field)
+        if "\x00" in tag:
+            raise InvalidArgument(f"{field}: tags must not contain NUL characters", field=field)
+        if "," in tag:
+            # AutoMem's tag queries split on commas, so such a tag could never be found.
+            raise InvalidArgument(f"{field}: tags must not contain commas ({tag[:40]!r})", field=field)
+        if tag not in out:
+            out.append(tag)
+    if len(out) > MAX_TAGS:
+        raise InvalidArgument(f"{field}: at most {MAX_TAGS} tags", field=field)
+    return out
+
+
+def parse_metadata(item: ingest_service_pb2.MemoryInput, field: str = "metadata") -> dict[str, Any] | None:
+    """The metadata object of the input; None when not given. InvalidArgument when it is
+    not a JSON object."""
+    if item.metadata_json:
+        try:
+            value = json.loads(item.metadata_json)
+        except json.JSONDecodeError as exc:
+            raise InvalidArgument(f"{field}: not valid JSON ({exc.msg})", field=field) from None
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise InvalidArgument(f"{field}: must be a JSON object, got {type(value).__name__}", field=field)
+        _check_metadata_size(item.metadata_json, field)
+        if _depth(value) > METADATA_MAX_DEPTH:
+            raise InvalidArgument(f"{field}: nested deeper than {METADATA_MAX_DEPTH} levels", field=field)
+        return value
+    if item.HasField("metadata"):
+        _check_metadata_size(item.metadata.SerializeToString(), field)
+        return json_format.MessageToDict(item.metadata)
+    if item.metadata_set:
+        return {}
+    return None
+
+
+#: Largest metadata object, in bytes of JSON. Keeps every event (before + after) well under
+#: NATS's 1 MiB default max_payload, so no event can stall the outbox.
+METADATA_MAX_BYTES = 64 * 1024
+
+
+#: Deepest nesting of objects/lists in metadata (protobuf Struct decoding stops near 100
+#: levels, and each JSON level is two Struct levels).
+METADATA_MAX_DEPTH = 20
+
+
+def _depth(value: Any, level: int = 0) -> int:
+    if level > METADATA_MAX_DEPTH:
+        return level
+    if isinstance(value, dict):
+        return max((_depth(v, level + 1) for v in value.values()), default=level + 1)
+    if isinstance(value, list):
+        return max((_depth(v, level + 1) for v in value), default=level + 1)
+    return level
+
+
+def _check_metadata_size(raw: str | bytes, field: str) -> None:
+    size = len(raw.encode("utf-8")) if isinstance(raw, str) else len(raw)
+    if size > METADATA_MAX_BYTES:
+        raise InvalidArgument(f"{field}: {size} bytes exceeds the limit of {METADATA_MAX_BYTES} bytes", field=field)
+
+
+def _validate_embedding(values: list[float], field: str) -> None:
+    if any(math.isnan(v) or math.isinf(v) for v in values):
+        raise InvalidArgument(f"{field}: must contain finite numbers", field=field)
+
+
+def build_memory(
+    item: ingest_service_pb2.MemoryInput,
+    *,
+    scope: str,
+    settings: Settings,
+    created: datetime,
+    source: str,
+    field_prefix: str = "",
+) -> Memory:
+    """A new ACTIVE (or PENDING_REVIEW) memory from caller input, with a server-minted UUID.
+
+    Defaults (AutoMem): importance 0.5; confidence 0.9 when the type is given, else the
+    classifier's; ``timestamp`` and ``t_valid`` = created time; ``t_invalid`` open.
+    Raises InvalidArgument naming the field.
+    """
+    p = field_prefix
+    content = validate_content(item.content, settings, f"{p}content")
+    memory = Memory(
+        id=str(uuid.uuid4()),
+        scope=scope,
+        content=content,
+        tags=validate_tags(list(item.tags), f"{p}tags"),
+        importance=_unit_interval(item.importance, f"{p}importance")
+        if item.HasField("importance") else DEFAULT_IMPORTANCE,
+        state=memory_pb2.MEMORY_STATE_PENDING_REVIEW if item.require_review else memory_pb2.MEMORY_STATE_ACTIVE,
+        version=1,
+        content_hash=content_hash(content),
+        source=source,
+        embedding_status=memory_pb2.EMBEDDING_STATUS_PENDING,
+        enrichment_status=memory_pb2.ENRICHMENT_STATUS_PENDING,
+        relevance_score=1.0,
+    )
+    if item.type.strip():
+        memory.type = parse_type(item.type, field=f"{p}type")
+        confidence = GIVEN_TYPE_CONFIDENCE
+    else:
+        memory.type, confidence = classify(content)
+    if item.HasField("confidence"):
+        confidence = _unit_interval(item.confidence, f"{p}confidence")
+    memory.confidence = confidence
+    metadata = parse_metadata(item, f"{p}metadata")
+    set_metadata(memory, metadata or {})
+    _validate_embedding(list(item.embedding), f"{p}embedding")
+
+    event_time = parse_time(item.timestamp, field=f"{p}timestamp") if item.timestamp.strip() else created
+    valid_to = parse_time(item.t_invalid, field=f"{p}t_invalid") if item.t_invalid.strip() else None
+    if item.t_valid.strip():
+        valid_from = parse_time(item.t_valid, field=f"{p}t_valid")
+    elif valid_to is not None and valid_to <= created:
+        # Stored already expired (AutoMem allows it): valid from the event time, or just
+        # before the end when the event time is not earlier.
+        valid_from = min(event_time, valid_to - timedelta(milliseconds=1))
+    else:
+        valid_from = created
+    for name, value in (("create_time", created), ("update_time", created), ("record_time", created),
+                        ("event_time", event_time), ("valid_from", valid_from)):
+        getattr(memory, name).CopyFrom(ts(value))
+    if valid_to is not None:
+        if valid_to <= valid_from:
+            raise InvalidArgument(f"{p}t_invalid: must be after t_valid", field=f"{p}t_invalid")
+        memory.valid_to.CopyFrom(ts(valid_to))
+    return memory
+
+
+def apply_update(
+    current: Memory, item: ingest_service_pb2.MemoryInput, paths: list[str], settings: Settings,
+    updated: datetime, add_tags: list[str] | None = None,
+) -> tuple[Memory, bool]:
+    """The updated copy of ``current`` and whether its content changed.
+
+    ``paths`` are the field-mask paths (AutoMem PATCH names). Metadata merges key by key
+    (AutoMem's PATCH); tags replace; ``add_tags`` are merged into the tags. ``update_time``
+    always moves and ``version`` goes up by one. Raises InvalidArgument naming the field.
+    """
+    unknown = [p for p in paths if p not in UPDATABLE_PATHS]
+    if unknown:
+        raise InvalidArgument(f"update_mask: unknown field(s) {', '.join(unknown)}", field="update_mask")
+    memory = Memory()
+    memory.CopyFrom(current)
+    changed = False
+    if "content" in paths:
+        content = validate_content(item.content, settings)
+        changed = content != current.content
+        memory.content = content
+        memory.content_hash = content_hash(content)
+        if changed:
+            memory.embedding_status = memory_pb2.EMBEDDING_STATUS_PENDING
+            memory.enrichment_status = memory_pb2.ENRICHMENT_STATUS_PENDING
+    if "tags" in paths:
+        del memory.tags[:]
+        memory.tags.extend(validate_tags(list(item.tags)))
+    if add_tags:
+        merged = list(memory.tags) + [t for t in validate_tags(add_tags) if t not in memory.tags]
+        del memory.tags[:]
+        memory.tags.extend(merged)
+    if "importance" in paths:
+        memory.importance = _unit_interval(item.importance, "importance")
+    if "confidence" in paths:
+        memory.confidence = _unit_interval(item.confidence, "confidence")
+    if "type" in paths:
+        memory.type = parse_type(item.type)
+    if "metadata" in paths:
+        patch = parse_metadata(item) or {}
+        merged_meta = metadata_dict(current)
+        merged_meta.update(patch)
+        # The merged object obeys the same limit as a stored one.
+        _check_metadata_size(json.dumps(merged_meta, ensure_ascii=False), "metadata")
+        set_metadata(memory, merged_meta)
+    if "timestamp" in paths:
+        memory.event_time.CopyFrom(ts(parse_time(item.timestamp, field="timestamp")))
+    if "t_valid" in paths:
+        memory.valid_from.CopyFrom(ts(parse_time(item.t_valid, field="t_valid")))
+    if "t_invalid" in paths:
+        if item.t_invalid.strip():
+            memory.valid_to.CopyFrom(ts(parse_time(item.t_invalid, field="t_invalid")))
+        else:
+            memory.ClearField("valid_to")
+    if memory.HasField("valid_to") and memory.valid_to.ToDatetime() <= memory.valid_from.ToDatetime():
+        raise InvalidArgument("t_invalid: must be after t_valid", field="t_invalid")
+    # update_time always moves forward, even within the same millisecond.
+    previous = current.update_time.ToDatetime(tzinfo=UTC) if current.HasField("update_time") else None
+    if previous is not None and updated <= previous:
+        updated = previous + timedelta(milliseconds=1)
+    memory.update_time.CopyFrom(ts(updated))
+    memory.version = current.version + 1
+    return memory, changed

@@ -1,0 +1,522 @@
+"""IngestService: the write path.
+
+Each write is one atomic FalkorDB query, then its MemoryEvent goes to JetStream (or the
+outbox when NATS is down). Errors are AutomemError subclasses, mapped to status codes by
+the interceptor.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from automem.common.auth import current_principal, require_role, resolve_scope
+from automem.common.errors import Aborted, AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
+from automem.common.graph import GraphStore
+from automem.common.model import (
+    SUPERSEDING_RELATIONS,
+    Memory,
+    Relation,
+    content_hash,
+    epoch,
+    memory_to_node,
+    now,
+    parse_relation_type,
+    relation_type_name,
+    ts,
+)
+from automem.common.outbox import EventPublisher
+from automem.common.settings import Settings
+from automem.ingest.logic import apply_update, build_memory
+from automem.ingest.truth import TruthMixin, close_for_supersede, review_required
+from automem.v1 import events_pb2, ingest_service_pb2, ingest_service_pb2_grpc, memory_pb2
+
+log = logging.getLogger(__name__)
+
+#: Allowed trust-state transitions (from -> to).
+TRANSITIONS: dict[int, set[int]] = {
+    memory_pb2.MEMORY_STATE_ACTIVE: {memory_pb2.MEMORY_STATE_SUPERSEDED, memory_pb2.MEMORY_STATE_ARCHIVED,
+                                     memory_pb2.MEMORY_STATE_DELETED},
+    memory_pb2.MEMORY_STATE_PENDING_REVIEW: {memory_pb2.MEMORY_STATE_ACTIVE, memory_pb2.MEMORY_STATE_REJECTED,
+                                             memory_pb2.MEMORY_STATE_DELETED},
+    memory_pb2.MEMORY_STATE_SUPERSEDED: {memory_pb2.MEMORY_STATE_ACTIVE, memory_pb2.MEMORY_STATE_ARCHIVED,
+                                         memory_pb2.MEMORY_STATE_DELETED},
+    memory_pb2.MEMORY_STATE_ARCHIVED: {memory_pb2.MEMORY_STATE_ACTIVE, memory_pb2.MEMORY_STATE_DELETED},
+    memory_pb2.MEMORY_STATE_REJECTED: {memory_pb2.MEMORY_STATE_DELETED},
+    memory_pb2.MEMORY_STATE_DELETED: set(),
+}
+
+MAX_UPDATE_RETRIES = 50
+
+
+def check_transition(current: int, target: int) -> None:
+    """Raise FailedPrecondition unless ``current -> target`` is an allowed state transition."""
+    if target not in TRANSITIONS.get(current, set()):
+        from automem.common.model import state_name
+
+        raise FailedPrecondition(
+            f"state: cannot move from {state_name(current)} to {state_name(target)}", field="state"
+        )
+
+
+def make_event(
+    event_type: int, *, before: Memory | None, after: Memory | None, reason: str = "",
+    relation: Relation | None = None, content_changed: bool = False, actor: str | None = None,
+    embedding: Any = (),
+) -> events_pb2.MemoryEvent:
+    """A MemoryEvent with a fresh id, the current principal as actor and the time now."""
+    subject = after if after is not None else before
+    event = events_pb2.MemoryEvent(
+        event_id=str(uuid.uuid4()), type=event_type, actor=actor or _actor(),
+        memory_id=subject.id if subject is not None else (relation.source_id if relation else ""),
+        scope=subject.scope if subject is not None else (relation.scope if relation else ""),
+        version=subject.version if subject is not None else 0, reason=reason, content_changed=content_changed,
+    )
+    event.event_time.CopyFrom(ts(now()))
+    if before is not None:
+        event.before.CopyFrom(before)
+    if after is not None:
+        event.after.CopyFrom(after)
+    if relation is not None:
+        event.relation.CopyFrom(relation)
+    event.embedding.extend(embedding)
+    return event
+
+
+def _actor() -> str:
+    try:
+        return current_principal().name
+    except Exception:  # noqa: BLE001 - system writes have no principal
+        return "system"
+
+
+class IngestServicer(TruthMixin, ingest_service_pb2_grpc.IngestServiceServicer):
+    """gRPC IngestService over the graph store and the event publisher."""
+
+    def __init__(self, settings: Settings, graph: GraphStore, publisher: EventPublisher) -> None:
+        self.settings = settings
+        self.graph = graph
+        self.publisher = publisher
+
+    # --- helpers -------------------------------------------------------------------
+
+    async def _check_tombstone(self, memory: Memory, field: str = "content") -> None:
+        await self._check_tombstones([memory], [field])
+
+    async def _check_tombstones(self, memories: list[Memory], fields: list[str]) -> None:
+        """ALREADY_EXISTS naming ``fields[i]`` for the first of ``memories`` whose content a
+        live tombstone of its scope blocks; one query for all of them."""
+        rows = await self.graph.ro_query(
+            "UNWIND $items AS item MATCH (t:Tombstone {content_hash: item.h}) "
+            "WHERE t.scope = item.scope AND t.lifted = false "
+            "RETURN item.h, item.scope, t.id, t.memory_id, t.reason",
+            {"items": [{"h": h, "scope": scope} for h, scope in
+                       dict.fromkeys((m.content_hash, m.scope) for m in memories)]},
+        )
+        blocked: dict[tuple[str, str], list] = {}
+        for h, scope, *tombstone in rows:
+            blocked.setdefault((h, scope), tombstone)
+        for memory, field in zip(memories, fields, strict=True):
+            tombstone = blocked.get((memory.content_hash, memory.scope))
+            if tombstone is not None:
+                raise AlreadyExists(
+                    f"{field}: this content was rejected in scope {memory.scope!r} "
+                    f"(tombstone {tombstone[0]}, memory {tombstone[1]}: {tombstone[2] or 'no reason'}); "
+                    "an admin can lift the tombstone",
+                    field=field,
+                )
+
+    async def _idempotent(self, scope: str, key: str) -> list[str] | None:
+        if not key:
+            return None
+        rows = await self.graph.ro_query(
+            "MATCH (k:IdempotencyKey {key: $key}) RETURN k.memory_ids", {"key": f"{scope}\x1f{key}"}
+        )
+        return list(rows[0][0]) if rows else None
+
+    async def _remember_key(self, scope: str, key: str, ids: list[str]) -> None:
+        if key:
+            await self.graph.query(
+                "MERGE (k:IdempotencyKey {key: $key}) ON CREATE SET k.memory_ids = $ids, k.create_time = $t",
+                {"key": f"{scope}\x1f{key}", "ids": ids, "t": epoch(Memory(create_time=ts(now())), "create_time")},
+            )
+
+    async def _create_claimed(self, scope: str, key: str, memories: list[Memory]) -> bool:
+        """Create ``memories`` and claim idempotency ``key`` for them in ONE query, so two
+        concurrent retries with the same key cannot both create. False (nothing written)
+        when the key was already claimed."""
+        ids = [m.id for m in memories]
+        rows = await self.graph.query(
+            "MERGE (k:IdempotencyKey {key: $key}) ON CREATE SET k.memory_ids = $ids, k.create_time = $t "
+            "WITH k WHERE k.memory_ids = $ids "
+            "UNWIND $rows AS row CREATE (m:Memory) SET m = row RETURN count(m)",
+            {"key": f"{scope}\x1f{key}", "ids": ids, "rows": [memory_to_node(m) for m in memories],
+             "t": epoch(memories[0], "create_time")},
+        )
+        return bool(rows and rows[0][0])
+
+    async def _duplicate_of(self, memory: Memory, explicit_time: bool = True) -> Memory | None:
+        """An existing current memory with the same content hash, tags and event time in the
+        scope, created within ``dedup_window_seconds``. Without an explicit ``timestamp`` the
+        event time is the store time, which differs on every retry: then a memory that also
+        had no explicit timestamp (event time = create time) matches."""
+        if not self.settings.dedup_enabled:
+            return None
+        created = epoch(memory, "create_time") or 0.0
+        rows = await self.graph.ro_query(
+            "MATCH (m:Memory {content_hash: $h}) WHERE m.scope = $scope AND m.state = 'ACTIVE' "
+            "AND m.create_time >= $since AND m.tags_lower = $tags "
+            "AND (($explicit AND m.event_time = $event) OR (NOT $explicit AND m.event_time = m.create_time)) "
+            "RETURN properties(m) ORDER BY m.create_time LIMIT 1",
+            {"h": memory.content_hash, "scope": memory.scope, "since": created - self.settings.dedup_window_seconds,
+             "event": epoch(memory, "event_time"), "tags": sorted({t.lower() for t in memory.tags}),
+             "explicit": explicit_time},
+        )
+        if not rows:
+            return None
+        from automem.common.model import node_to_memory
+
+        return node_to_memory(rows[0][0])
+
+    async def _load(self, memory_id: str, scope: str) -> Memory:
+        memory = await self.graph.get_memory(memory_id, scope)
+        if memory is None:
+            raise NotFound(f"memory {memory_id} not found", field="id")
+        return memory
+
+    # --- RPCs ----------------------------------------------------------------------
+
+    async def CreateMemory(self, request, context):
+        """Validate and store one memory; publish MEMORY_CREATED.
+
+        Raises INVALID_ARGUMENT naming the field, ALREADY_EXISTS for tombstoned content.
+        Idempotency key / dedup return the existing memory with ``deduplicated``.
+        """
+        principal = require_role("writer")
+        scope = resolve_scope(request.scope)
+        existing = await self._idempotent(scope, request.idempotency_key)
+        if existing:
+            memory = await self.graph.get_memory(existing[0], scope)
+            if memory is not None:
+                if memory.content_hash != content_hash(request.memory.content):
+                    raise InvalidArgument(
+                        f"idempotency_key: {request.idempotency_key!r} was used for a different memory "
+                        f"({memory.id}); use a new key for new content", field="idempotency_key")
+                return ingest_service_pb2.CreateMemoryResponse(memory=memory, deduplicated=True)
+        if review_required(principal):
+            request.memory.require_review = True
+        memory = build_memory(request.memory, scope=scope, settings=self.settings, created=now(),
+                              source=principal.name)
+        await self._check_tombstone(memory)
+        duplicate = await self._duplicate_of(memory, explicit_time=bool(request.memory.timestamp.strip()))
+        if duplicate is not None:
+            await self._remember_key(scope, request.idempotency_key, [duplicate.id])
+            return ingest_service_pb2.CreateMemoryResponse(memory=duplicate, deduplicated=True)
+        if request.idempotency_key:
+            if not await self._create_claimed(scope, request.idempotency_key, [memory]):
+                return await self._replay(scope, request.idempotency_key)
+        else:
+            await self.graph.create_memories([memory])
+        await self.publisher.publish(make_event(
+            events_pb2.EVENT_TYPE_MEMORY_CREATED, before=None, after=memory, content_changed=True,
+            embedding=request.memory.embedding))
+        return ingest_service_pb2.CreateMemoryResponse(memory=memory)
+
+    async def _replay(self, scope: str, key: str) -> ingest_service_pb2.CreateMemoryResponse:
+        """The answer to a retry whose key a concurrent request claimed first."""
+        existing = await self._idempotent(scope, key) or []
+        memory = await self.graph.get_memory(existing[0], scope) if existing else None
+        if memory is None:
+            raise Aborted(f"idempotency key {key!r} is being used by a concurrent request; retry", field="idempotency_key")
+        return ingest_service_pb2.CreateMemoryResponse(memory=memory, deduplicated=True)
+
+    async def BatchCreateMemories(self, request, context):
+        """Store up to ``batch_max`` (500) memories in one atomic query; all or nothing. One
+        tombstone check for the batch, and the MEMORY_CREATED events published pipelined (one
+        round trip; any that fail go to the outbox).
+
+        Raises INVALID_ARGUMENT naming ``memories[i].<field>`` of the first bad item.
+        """
+        principal = require_role("writer")
+        scope = resolve_scope(request.scope)
+        count = len(request.memories)
+        if count == 0:
+            raise InvalidArgument("memories: must hold at least one memory", field="memories")
+        if count > self.settings.batch_max:
+            raise InvalidArgument(f"memories: {count} items exceeds the batch limit of {self.settings.batch_max}",
+                                  field="memories")
+        existing = await self._idempotent(scope, request.idempotency_key)
+        if existing:
+            found = await self.graph.get_memories(existing, scope)
+            return ingest_service_pb2.BatchCreateMemoriesResponse(memories=[found[i] for i in existing if i in found])
+        created = now()
+        for item in request.memories if review_required(principal) else ():
+            item.require_review = True
+        # One millisecond apart (the time precision), ending now, so the batch's order is kept
+        # as record order and no item is recorded in the future.
+        last = len(request.memories) - 1
+        memories = [
+            build_memory(item, scope=scope, settings=self.settings,
+                         created=created - timedelta(milliseconds=last - i),
+                         source=principal.name, field_prefix=f"memories[{i}].")
+            for i, item in enumerate(request.memories)
+        ]
+        await self._check_tombstones(memories, [f"memories[{i}].content" for i in range(len(memories))])
+        if request.idempotency_key:
+            if not await self._create_claimed(scope, request.idempotency_key, memories):
+                existing = await self._idempotent(scope, request.idempotency_key) or []
+                found = await self.graph.get_memories(existing, scope)
+                return ingest_service_pb2.BatchCreateMemoriesResponse(
+                    memories=[found[i] for i in existing if i in found])
+        else:
+            await self.graph.create_memories(memories)
+        await self.publisher.publish_many([
+            make_event(events_pb2.EVENT_TYPE_MEMORY_CREATED, before=None, after=memory, content_changed=True,
+                       embedding=item.embedding)
+            for memory, item in zip(memories, request.memories, strict=True)])
+        return ingest_service_pb2.BatchCreateMemoriesResponse(memories=memories)
+
+    async def GetMemory(self, request, context):
+        """The raw stored record (no state pass); NOT_FOUND when absent in the scope."""
+        require_role("reader")
+        scope = resolve_scope(request.scope)
+        memory = await self._load(request.id, scope)
+        return ingest_service_pb2.GetMemoryResponse(memory=memory)
+
+    async def UpdateMemory(self, request, context):
+        """Apply the fields in ``update_mask``; metadata merges, ``add_tags`` merge.
+
+        With ``etag`` (the version the caller read) a concurrent change gives ABORTED; without,
+        the read-modify-write is retried until it lands on an unchanged version, so concurrent
+        merges never lose a key. Publishes MEMORY_UPDATED with before/after.
+        """
+        require_role("writer")
+        scope = resolve_scope(request.scope)
+        paths = list(request.update_mask.paths)
+        if not paths and not request.add_tags:
+            raise InvalidArgument("update_mask: name at least one field to update", field="update_mask")
+        for _attempt in range(MAX_UPDATE_RETRIES):
+            current = await self._load(request.id, scope)
+            if current.state in (memory_pb2.MEMORY_STATE_DELETED, memory_pb2.MEMORY_STATE_REJECTED):
+                raise FailedPrecondition(f"memory {request.id} is {memory_pb2.MemoryState.Name(current.state)}")
+            if request.etag and current.version != request.etag:
+                raise Aborted(f"etag: memory {request.id} is at version {current.version}, not {request.etag}",
+                              field="etag")
+            frozen = {"content", "t_valid", "t_invalid"} & set(paths)
+            if current.state == memory_pb2.MEMORY_STATE_SUPERSEDED and frozen:
+                raise FailedPrecondition(
+                    f"{min(frozen)}: memory {request.id} is SUPERSEDED by {current.superseded_by or 'another'}; "
+                    "its content and window are history — update the current memory instead",
+                    field=min(frozen))
+            updated, content_changed = apply_update(current, request.memory, paths, self.settings, now(),
+                                                    list(request.add_tags))
+            if "content" in paths and content_changed:
+                await self._check_tombstone(updated)
+            if await self.graph.replace_memory(updated, current.version, include_enrichment=content_changed):
+                await self.publisher.publish(make_event(
+                    events_pb2.EVENT_TYPE_MEMORY_UPDATED, before=current, after=updated,
+                    content_changed=content_changed))
+                return ingest_service_pb2.UpdateMemoryResponse(memory=updated)
+            if request.etag:
+                raise Aborted(f"etag: memory {request.id} changed concurrently", field="etag")
+        raise Aborted(f"memory {request.id}: too many concurrent updates, retry")
+
+    async def DeleteMemory(self, request, context):
+        """Tombstone (state DELETED, retract_time now; the vector point goes at once through
+        the event), or with ``purge`` (admin) remove the node. NOT_FOUND when absent."""
+        require_role("admin" if request.purge else "writer")
+        scope = resolve_scope(request.scope)
+        current = await self._load(request.id, scope)
+        if request.purge:
+            await self.graph.purge_memory(current.id, scope)
+            await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_MEMORY_PURGED, before=current, after=None,
+                                                    reason=request.reason))
+            return ingest_service_pb2.DeleteMemoryResponse(memory=current)
+        if current.state == memory_pb2.MEMORY_STATE_DELETED:
+            raise NotFound(f"memory {request.id} not found", field="id")
+        updated = await self._set_state(current, memory_pb2.MEMORY_STATE_DELETED, request.reason)
+        await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_MEMORY_DELETED, before=current, after=updated,
+                                                reason=request.reason))
+        return ingest_service_pb2.DeleteMemoryResponse(memory=updated)
+
+    async def _set_state(self, current: Memory, state: int, reason: str) -> Memory:
+        check_transition(current.state, state)
+        updated = Memory()
+        updated.CopyFrom(current)
+        updated.state = state
+        updated.state_reason = reason
+        updated.version = current.version + 1
+        stamp = now()
+        updated.update_time.CopyFrom(ts(stamp))
+        if state in (memory_pb2.MEMORY_STATE_DELETED, memory_pb2.MEMORY_STATE_REJECTED):
+            updated.retract_time.CopyFrom(ts(stamp))
+        if not await self.graph.replace_memory(updated, current.version):
+            raise Aborted(f"memory {current.id} changed concurrently, retry")
+        return updated
+
+    async def CreateRelation(self, request, context):
+        """MERGE a typed edge; only AutoMem's 11 authorable types; self-links and cross-scope
+        links refused (INVALID_ARGUMENT / NOT_FOUND). An INVALIDATED_BY or EVOLVED_INTO edge
+        marks the source SUPERSEDED (mcp-automem's four-call supersede)."""
+        require_role("writer")
+        scope = resolve_scope(request.scope)
+        rel = Relation()
+        rel.CopyFrom(request.relation)
+        if not rel.type:
+            rel.type = parse_relation_type(request.type_name or "RELATES_TO")
+        elif relation_type_name(rel.type) not in (
+            "RELATES_TO", "LEADS_TO", "OCCURRED_BEFORE", "PREFERS_OVER", "EXEMPLIFIES", "CONTRADICTS",
+            "REINFORCES", "INVALIDATED_BY", "EVOLVED_INTO", "DERIVED_FROM", "PART_OF",
+        ):
+            raise InvalidArgument("type: system relation types cannot be authored", field="type")
+        if not rel.source_id or not rel.target_id:
+            raise InvalidArgument("memory1_id: both memory ids are required", field="memory1_id")
+        if rel.source_id == rel.target_id:
+            raise InvalidArgument("memory2_id: cannot associate a memory with itself", field="memory2_id")
+        if rel.strength < 0 or rel.strength > 1:
+            raise InvalidArgument("strength: must be between 0 and 1", field="strength")
+        rel.scope = scope
+        rel.create_time.CopyFrom(ts(now()))
+        source = await self.graph.get_memory(rel.source_id, scope)
+        target = await self.graph.get_memory(rel.target_id, scope)
+        if source is None:
+            raise NotFound(f"memory {rel.source_id} not found", field="memory1_id")
+        if target is None:
+            raise NotFound(f"memory {rel.target_id} not found", field="memory2_id")
+        if relation_type_name(rel.type) in SUPERSEDING_RELATIONS and target.state != memory_pb2.MEMORY_STATE_ACTIVE:
+            # A supersession must point at a current memory; this also refuses cycles.
+            raise FailedPrecondition(
+                f"memory2_id: {target.id} is {memory_pb2.MemoryState.Name(target.state).removeprefix('MEMORY_STATE_')}"
+                "; a memory can only be superseded by an ACTIVE one", field="memory2_id")
+        superseding = relation_type_name(rel.type) in SUPERSEDING_RELATIONS
+        if not superseding:
+            if not await self.graph.create_relation(rel):
+                raise NotFound("memory not found", field="memory1_id")
+            await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_RELATION_CREATED, before=None,
+                                                    after=None, relation=rel))
+            return ingest_service_pb2.CreateRelationResponse(relation=rel)
+        updated = None
+        if source.state == memory_pb2.MEMORY_STATE_ACTIVE:
+            updated = Memory()
+            updated.CopyFrom(source)
+            updated.state = memory_pb2.MEMORY_STATE_SUPERSEDED
+            updated.superseded_by = target.id
+            updated.state_reason = rel.reason
+            updated.version = source.version + 1
+            updated.update_time.CopyFrom(rel.create_time)
+            updated.superseded_time.CopyFrom(rel.create_time)
+            if source.HasField("valid_to"):
+                updated.prior_valid_to.CopyFrom(source.valid_to)
+        props = _without_enrichment(memory_to_node(updated)) if updated is not None else {}
+        if not await self.graph.create_superseding_relation(rel, props, source.version if updated else None):
+            now_target = await self.graph.get_memory(rel.target_id, scope)
+            if now_target is None or now_target.state != memory_pb2.MEMORY_STATE_ACTIVE:
+                raise FailedPrecondition(f"memory2_id: {rel.target_id} is no longer ACTIVE; a memory can only be "
+                                         "superseded by an ACTIVE one", field="memory2_id")
+            raise Aborted(f"memory {rel.source_id} changed concurrently, retry", field="memory1_id")
+        await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_RELATION_CREATED, before=None, after=None,
+                                                relation=rel))
+        if updated is not None:
+            await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_MEMORY_SUPERSEDED, before=source,
+                                                    after=updated, reason=rel.reason))
+        return ingest_service_pb2.CreateRelationResponse(relation=rel)
+
+    async def SupersedeMemory(self, request, context):
+        """Replace memory ``id`` by a new memory in ONE atomic graph query: create the
+        replacement, close the old valid window at the replacement's start, set the old state
+        SUPERSEDED with ``superseded_by``, and write the INVALIDATED_BY/EVOLVED_INTO edge.
+        NOT_FOUND when the old memory is absent; FAILED_PRECONDITION unless it is ACTIVE."""
+        principal = require_role("writer")
+        scope = resolve_scope(request.scope)
+        existing = await self._idempotent(scope, request.idempotency_key)
+        if existing:
+            replacement = await self.graph.get_memory(existing[0], scope)
+            old = await self.graph.get_memory(request.id, scope)
+            if replacement is not None and old is not None:
+                return ingest_service_pb2.SupersedeMemoryResponse(replacement=replacement, superseded=old)
+        old = await self._load(request.id, scope)
+        check_transition(old.state, memory_pb2.MEMORY_STATE_SUPERSEDED)
+        rel_type = request.relation_type or memory_pb2.RELATION_TYPE_INVALIDATED_BY
+        if relation_type_name(rel_type) not in SUPERSEDING_RELATIONS:
+            raise InvalidArgument("supersede_relation: must be INVALIDATED_BY or EVOLVED_INTO",
+                                  field="supersede_relation")
+        stamp = now()
+        new = build_memory(request.replacement, scope=scope, settings=self.settings, created=stamp,
+                           source=principal.name, field_prefix="")
+        await self._check_tombstone(new)
+        closed = close_for_supersede(old, new.id, epoch(new, "valid_from") or epoch(new, "create_time"), stamp,
+                                     request.reason)
+        rel = Relation(source_id=old.id, target_id=new.id, type=rel_type, strength=0.9, scope=scope,
+                       reason=request.reason)
+        rel.create_time.CopyFrom(ts(stamp))
+        await self.supersede_in_graph(old, closed, new, rel)
+        await self._remember_key(scope, request.idempotency_key, [new.id])
+        await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_MEMORY_CREATED, before=None, after=new,
+                                                content_changed=True, embedding=request.replacement.embedding))
+        await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_MEMORY_SUPERSEDED, before=old, after=closed,
+                                                relation=rel, reason=request.reason))
+        return ingest_service_pb2.SupersedeMemoryResponse(replacement=new, superseded=closed, relation=rel)
+
+    async def supersede_in_graph(self, old: Memory, closed: Memory, new: Memory, rel: Relation,
+                                 _fail_after_create: bool = False) -> None:
+        """The atomic graph write of a supersede: one query, so FalkorDB applies all of it or
+        none. ``_fail_after_create`` (tests only) makes the query fail after the create and
+        the old node's update, to show the rollback. Raises Aborted on a concurrent change."""
+        label = relation_type_name(rel.type)
+        # A runtime error (division by zero) after the writes: FalkorDB undoes the whole query.
+        # (A WHERE that only filters rows out would leave the writes applied.)
+        failure = "WITH old, new, r WHERE 1 / (size(new.id) - size(new.id)) = 0 " if _fail_after_create else ""
+        rows = await self.graph.query(
+            "MATCH (old:Memory {id: $old_id}) WHERE old.scope = $scope AND old.version = $version "
+            # CREATE with the id inline, then +=: on a failure FalkorDB then undoes the create
+            # too (CREATE (n) SET n = $map left an empty node behind when the query failed).
+            "CREATE (new:Memory {id: $new_props.id}) SET new += $new_props "
+            "SET old += $old_props "
+            f"CREATE (old)-[r:{label}]->(new) "
+            "SET r.strength = $strength, r.create_time = $created, r.reason = $reason, r.scope = $scope "
+            f"{failure}RETURN new.id",
+            {"old_id": old.id, "scope": old.scope, "version": old.version,
+             "new_props": memory_to_node(new), "old_props": _without_enrichment(memory_to_node(closed)),
+             "strength": rel.strength, "created": epoch(rel, "create_time"), "reason": rel.reason},
+        )
+        if not rows:
+            raise Aborted(f"memory {old.id} changed concurrently, retry")
+
+    async def DeleteMemoriesByTag(self, request, context):
+        """Tombstone every current memory in the caller's scope carrying any of ``tags``
+        (case-insensitive exact match); ``dry_run`` only lists them."""
+        require_role("writer")
+        scope = resolve_scope(request.scope)
+        tags = sorted({t.strip().lower() for t in request.tags if t.strip()})
+        if not tags:
+            raise InvalidArgument("tags: at least one tag is required", field="tags")
+        rows = await self.graph.ro_query(
+            "MATCH (m:Memory) WHERE m.scope = $scope AND m.state <> 'DELETED' "
+            "AND any(t IN m.tags_lower WHERE t IN $tags) RETURN properties(m)",
+            {"scope": scope, "tags": tags},
+        )
+        from automem.common.model import node_to_memory
+
+        memories = [node_to_memory(r[0]) for r in rows]
+        if request.dry_run:
+            return ingest_service_pb2.DeleteMemoriesByTagResponse(memory_ids=[m.id for m in memories],
+                                                                  deleted_count=0)
+        deleted: list[str] = []
+        for memory in memories:
+            try:
+                updated = await self._set_state(memory, memory_pb2.MEMORY_STATE_DELETED, "delete by tag")
+            except (FailedPrecondition, Aborted):
+                continue
+            await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_MEMORY_DELETED, before=memory,
+                                                    after=updated, reason="delete by tag"))
+            deleted.append(memory.id)
+        return ingest_service_pb2.DeleteMemoriesByTagResponse(memory_ids=deleted, deleted_count=len(deleted))
+
+
+
+def _without_enrichment(props: dict[str, Any]) -> dict[str, Any]:
+    from automem.common.graph import ENRICHMENT_FIELDS
+
+    return {k: v for k, v in props.items() if k not in ENRICHMENT_FIELDS}

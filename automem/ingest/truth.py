@@ -1,0 +1,405 @@
+"""The truth model's write side, mixed into the IngestService: supersede bookkeeping, the
+review queue, tombstones, per-memory history and the backup export.
+
+Review queue
+  * A memory written for review (``require_review`` or a key that requires review) is a
+    Memory node in state PENDING_REVIEW; while pending, its review item *is* the memory
+    (item id = memory id, kind ``memory``). The decision writes a
+    ``(:ReviewItem {id: <memory id>, kind: "memory", status, decided_by, ...})`` node in the
+    same query as the state change.
+  * Enrichment writes supersede proposals as
+    ``(:ReviewItem {id, kind: "supersede_proposal", memory_id, target_id, reason,
+    create_time, status: "pending", scope})``; approving one supersedes ``target_id`` by the
+    existing ``memory_id`` in ONE graph query (window closed, state SUPERSEDED, edge
+    written, item closed); rejecting just closes it.
+  * Rejecting a memory sets it REJECTED (retract_time now) and creates a
+    ``(:Tombstone {id, content_hash, scope, lifted: false, memory_id, reason, create_time,
+    created_by})`` in the same query; storing that content again in that scope fails with
+    ALREADY_EXISTS naming the tombstone until an admin lifts it.
+
+Every decision publishes a MemoryEvent (REVIEW_APPROVED / REVIEW_REJECTED, plus
+MEMORY_SUPERSEDED for an approved proposal).
+"""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from typing import Any
+
+from automem.common.auth import Principal, require_role, resolve_scope
+from automem.common.errors import Aborted, FailedPrecondition, InvalidArgument, NotFound, PermissionDenied
+from automem.common.model import (
+    OPEN_END,
+    Memory,
+    Relation,
+    epoch,
+    memory_to_node,
+    node_to_memory,
+    now,
+    relation_type_name,
+    state_name,
+    ts,
+)
+from automem.v1 import events_pb2, ingest_service_pb2, memory_pb2
+
+REVIEW_KINDS = ("memory", "supersede_proposal")
+REVIEW_STATUSES = ("pending", "approved", "rejected")
+MAX_REVIEW_PAGE = 200
+MAX_EVENT_PAGE = 1000
+
+
+def review_required(principal: Principal) -> bool:
+    """True when the principal's key makes every write land as PENDING_REVIEW."""
+    return str(principal.extra.get("require_review", "")).lower() in ("1", "true", "yes")
+
+
+def close_for_supersede(old: Memory, new_id: str, new_start: float | None, stamp: Any, reason: str) -> Memory:
+    """The superseded copy of ``old``: state SUPERSEDED, ``superseded_by`` = ``new_id``,
+    version + 1, ``superseded_time`` = ``stamp`` (system time), ``prior_valid_to`` = the
+    window end before (unset when open), and the valid window closed at ``new_start`` when
+    that lies inside it (at least 1 ms after ``valid_from``)."""
+    closed = Memory()
+    closed.CopyFrom(old)
+    closed.state = memory_pb2.MEMORY_STATE_SUPERSEDED
+    closed.superseded_by = new_id
+    closed.state_reason = reason
+    closed.version = old.version + 1
+    closed.update_time.CopyFrom(ts(stamp))
+    closed.superseded_time.CopyFrom(ts(stamp))
+    closed.ClearField("prior_valid_to")
+    if old.HasField("valid_to"):
+        closed.prior_valid_to.CopyFrom(old.valid_to)
+    old_end = epoch(old, "valid_to") or OPEN_END
+    if new_start is not None and new_start < old_end:
+        closed.valid_to.CopyFrom(ts(max(new_start, (epoch(old, "valid_from") or 0.0) + 1e-3)))
+    return closed
+
+
+def _page(token: str) -> int:
+    if not token:
+        return 0
+    try:
+        return max(int(base64.urlsafe_b64decode(token.encode()).decode().removeprefix("o:")), 0)
+    except Exception:  # noqa: BLE001 - any garbage
+        raise InvalidArgument("page_token: not a token from a previous page", field="page_token") from None
+
+
+def _token(offset: int) -> str:
+    return base64.urlsafe_b64encode(f"o:{offset}".encode()).decode()
+
+
+def _item(props: dict[str, Any]) -> ingest_service_pb2.ReviewItem:
+    item = ingest_service_pb2.ReviewItem(
+        id=props.get("id") or "", kind=props.get("kind") or "", memory_id=props.get("memory_id") or "",
+        target_id=props.get("target_id") or "", reason=props.get("reason") or "",
+        status=props.get("status") or "pending", scope=props.get("scope") or "",
+        decided_by=props.get("decided_by") or "", decision_reason=props.get("decision_reason") or "")
+    for name in ("create_time", "decision_time"):
+        if props.get(name) is not None:
+            getattr(item, name).CopyFrom(ts(float(props[name])))
+    return item
+
+
+def _memory_item(memory: Memory) -> ingest_service_pb2.ReviewItem:
+    item = ingest_service_pb2.ReviewItem(id=memory.id, kind="memory", memory_id=memory.id, status="pending",
+                                         scope=memory.scope, reason=memory.state_reason, memory=memory)
+    item.create_time.CopyFrom(memory.create_time)
+    return item
+
+
+def _tombstone(props: dict[str, Any]) -> ingest_service_pb2.Tombstone:
+    out = ingest_service_pb2.Tombstone(
+        id=props.get("id") or "", content_hash=props.get("content_hash") or "", scope=props.get("scope") or "",
+        memory_id=props.get("memory_id") or "", reason=props.get("reason") or "",
+        lifted=bool(props.get("lifted")), created_by=props.get("created_by") or "",
+        lifted_by=props.get("lifted_by") or "")
+    for name in ("create_time", "lift_time"):
+        if props.get(name) is not None:
+            getattr(out, name).CopyFrom(ts(float(props[name])))
+    return out
+
+
+class TruthMixin:
+    """RPCs of the review queue, tombstones, history and export (needs ``self.graph``,
+    ``self.publisher``, ``self.settings``; see IngestServicer)."""
+
+    graph: Any
+    publisher: Any
+    settings: Any
+
+    # --- review queue ---------------------------------------------------------------
+
+    async def ListReviewItems(self, request, context):
+        """Review items of the scope, oldest first: pending memories (PENDING_REVIEW) and
+        ReviewItem nodes (proposals, decided memories) with ``status`` (default pending;
+        "all" for every status) and optional ``kind``. Paged: ``page_size`` ≤ 200 (0 = 50),
+        opaque ``page_token``; empty ``next_page_token`` = last page."""
+        require_role("reader")
+        scope = resolve_scope(request.scope)
+        status = (request.status or "pending").lower()
+        if status not in REVIEW_STATUSES + ("all",):
+            raise InvalidArgument("status: one of pending, approved, rejected, all", field="status")
+        kind = request.kind.lower()
+        if kind and kind not in REVIEW_KINDS:
+            raise InvalidArgument(f"kind: one of {', '.join(REVIEW_KINDS)}", field="kind")
+        size = request.page_size or 50
+        if size < 1 or size > MAX_REVIEW_PAGE:
+            raise InvalidArgument(f"page_size: must be between 1 and {MAX_REVIEW_PAGE}", field="page_size")
+        offset = _page(request.page_token)
+        items: list[ingest_service_pb2.ReviewItem] = []
+        if status in ("pending", "all") and kind in ("", "memory"):
+            rows = await self.graph.ro_query(
+                "MATCH (m:Memory) WHERE m.scope = $scope AND m.state = 'PENDING_REVIEW' RETURN properties(m)",
+                {"scope": scope})
+            items.extend(_memory_item(node_to_memory(r[0])) for r in rows)
+        rows = await self.graph.ro_query(
+            "MATCH (i:ReviewItem) WHERE i.scope = $scope AND ($status = 'all' OR i.status = $status) "
+            "AND ($kind = '' OR i.kind = $kind) RETURN properties(i)",
+            {"scope": scope, "status": status, "kind": kind})
+        items.extend(_item(r[0]) for r in rows)
+        items.sort(key=lambda it: (epoch(it, "create_time") or 0.0, it.id))
+        page = items[offset: offset + size]
+        ids = {i for it in page for i in (it.memory_id, it.target_id) if i}
+        found = await self.graph.get_memories(ids, scope)
+        for it in page:
+            if it.memory_id in found and not it.HasField("memory"):
+                it.memory.CopyFrom(found[it.memory_id])
+            if it.target_id in found:
+                it.target.CopyFrom(found[it.target_id])
+        return ingest_service_pb2.ListReviewItemsResponse(
+            items=page, next_page_token=_token(offset + size) if offset + size < len(items) else "")
+
+    async def _find_item(self, item_id: str, scope: str) -> tuple[dict[str, Any] | None, Memory | None]:
+        """(ReviewItem node properties or None, pending memory or None)."""
+        rows = await self.graph.ro_query(
+            "MATCH (i:ReviewItem {id: $id}) WHERE i.scope = $scope RETURN properties(i)", {"id": item_id, "scope": scope})
+        if rows:
+            return rows[0][0], None
+        memory = await self.graph.get_memory(item_id, scope)
+        if memory is None:
+            raise NotFound(f"review item {item_id} not found", field="id")
+        if memory.state != memory_pb2.MEMORY_STATE_PENDING_REVIEW:
+            raise FailedPrecondition(f"review item {item_id}: memory is {state_name(memory.state)}, not pending review",
+                                     field="id")
+        return None, memory
+
+    async def ApproveReviewItem(self, request, context):
+        """Approve a pending item (admin). A memory goes PENDING_REVIEW → ACTIVE; a supersede
+        proposal supersedes ``target_id`` by ``memory_id`` in one graph query. NOT_FOUND when
+        absent; FAILED_PRECONDITION when already decided or a state forbids it."""
+        principal = require_role("admin")
+        scope = resolve_scope(request.scope)
+        node, pending = await self._find_item(request.id, scope)
+        if node is not None and node.get("status") != "pending":
+            raise FailedPrecondition(f"review item {request.id} is already {node.get('status')}", field="id")
+        if pending is None and node is not None and node.get("kind") == "memory":
+            pending = await self.graph.get_memory(node.get("memory_id") or "", scope)
+            if pending is None:
+                raise NotFound(f"memory {node.get('memory_id')} not found", field="id")
+        stamp = now()
+        if pending is not None:
+            from automem.ingest.servicer import check_transition, make_event
+
+            check_transition(pending.state, memory_pb2.MEMORY_STATE_ACTIVE)
+            approved = Memory()
+            approved.CopyFrom(pending)
+            approved.state = memory_pb2.MEMORY_STATE_ACTIVE
+            approved.state_reason = request.reason
+            approved.version = pending.version + 1
+            approved.update_time.CopyFrom(ts(stamp))
+            item = await self._decide_memory(pending, approved, request.id, "approved", principal.name,
+                                             request.reason, stamp)
+            await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_REVIEW_APPROVED, before=pending,
+                                                    after=approved, reason=request.reason))
+            return ingest_service_pb2.ApproveReviewItemResponse(item=item, memory=approved)
+        return await self._approve_proposal(node, scope, principal, request.reason, stamp)
+
+    async def _decide_memory(self, before: Memory, after: Memory, item_id: str, status: str, actor: str,
+                             reason: str, stamp: Any, tombstone: dict[str, Any] | None = None,
+                             ) -> ingest_service_pb2.ReviewItem:
+        """One query: the memory's new state (version-checked), the decided ReviewItem and,
+        on rejection, the tombstone. Aborted on a concurrent change."""
+        from automem.common.graph import ENRICHMENT_FIELDS
+
+        props = {k: v for k, v in memory_to_node(after).items() if k not in ENRICHMENT_FIELDS}
+        item = {"id": item_id, "kind": "memory", "memory_id": before.id, "target_id": "", "reason": "",
+                "create_time": epoch(before, "create_time"), "status": status, "scope": before.scope,
+                "decided_by": actor, "decision_time": epoch(after, "update_time"), "decision_reason": reason}
+        rows = await self.graph.query(
+            "MATCH (m:Memory {id: $id}) WHERE m.scope = $scope AND m.version = $version "
+            "SET m += $props MERGE (i:ReviewItem {id: $item_id}) SET i += $item "
+            "FOREACH (t IN $tombstones | CREATE (x:Tombstone) SET x = t) RETURN m.id",
+            {"id": before.id, "scope": before.scope, "version": before.version, "props": props,
+             "item_id": item_id, "item": item, "tombstones": [tombstone] if tombstone else []})
+        if not rows:
+            raise Aborted(f"memory {before.id} changed concurrently, retry")
+        return _item(item)
+
+    async def _approve_proposal(self, node: dict[str, Any], scope: str, principal: Principal, reason: str,
+                                stamp: Any) -> ingest_service_pb2.ApproveReviewItemResponse:
+        from automem.ingest.servicer import check_transition, make_event
+
+        new = await self.graph.get_memory(node.get("memory_id") or "", scope)
+        target = await self.graph.get_memory(node.get("target_id") or "", scope)
+        if new is None or target is None:
+            raise NotFound(f"review item {node['id']}: memory {node.get('memory_id') if new is None else node.get('target_id')}"
+                           " not found", field="id")
+        if new.id == target.id:
+            raise FailedPrecondition("review item: a memory cannot supersede itself", field="id")
+        if new.state != memory_pb2.MEMORY_STATE_ACTIVE:
+            raise FailedPrecondition(f"review item {node['id']}: proposed memory {new.id} is "
+                                     f"{state_name(new.state)}, not ACTIVE", field="id")
+        check_transition(target.state, memory_pb2.MEMORY_STATE_SUPERSEDED)
+        why = node.get("reason") or reason
+        closed = close_for_supersede(target, new.id, epoch(new, "valid_from") or epoch(new, "create_time"), stamp, why)
+        rel_name = (node.get("relation_type") or "INVALIDATED_BY").upper()
+        if rel_name not in ("INVALIDATED_BY", "EVOLVED_INTO"):
+            rel_name = "INVALIDATED_BY"
+        rel = Relation(source_id=target.id, target_id=new.id, type=memory_pb2.RelationType.Value(
+            "RELATION_TYPE_" + rel_name), strength=0.9, scope=scope, reason=why)
+        rel.create_time.CopyFrom(ts(stamp))
+        from automem.common.graph import ENRICHMENT_FIELDS
+
+        item = dict(node)
+        item.update({"status": "approved", "decided_by": principal.name, "decision_time": epoch(rel, "create_time"),
+                     "decision_reason": reason})
+        rows = await self.graph.query(
+            "MATCH (i:ReviewItem {id: $item_id}) WHERE i.scope = $scope AND i.status = 'pending' "
+            "MATCH (old:Memory {id: $old_id}) WHERE old.scope = $scope AND old.version = $old_version "
+            "MATCH (new:Memory {id: $new_id}) WHERE new.scope = $scope AND new.state = 'ACTIVE' "
+            "SET old += $old_props, i += $item "
+            f"CREATE (old)-[r:{relation_type_name(rel.type)}]->(new) "
+            "SET r.strength = $strength, r.create_time = $created, r.reason = $reason, r.scope = $scope "
+            "RETURN new.id",
+            {"item_id": node["id"], "scope": scope, "old_id": target.id, "old_version": target.version,
+             "new_id": new.id, "old_props": {k: v for k, v in memory_to_node(closed).items()
+                                             if k not in ENRICHMENT_FIELDS},
+             "item": item, "strength": rel.strength, "created": epoch(rel, "create_time"), "reason": why})
+        if not rows:
+            raise Aborted(f"review item {node['id']}: a memory or the item changed concurrently, retry")
+        await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_MEMORY_SUPERSEDED, before=target, after=closed,
+                                                relation=rel, reason=why))
+        await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_REVIEW_APPROVED, before=new, after=new,
+                                                relation=rel, reason=f"supersede proposal {node['id']} approved"))
+        return ingest_service_pb2.ApproveReviewItemResponse(item=_item(item), memory=new, superseded=closed)
+
+    async def RejectReviewItem(self, request, context):
+        """Reject a pending item with a reason (admin; INVALID_ARGUMENT without one). A
+        memory goes REJECTED (retract_time now) and its content hash is tombstoned in its
+        scope, in one query; a supersede proposal is just closed."""
+        from automem.ingest.servicer import check_transition, make_event
+
+        principal = require_role("admin")
+        scope = resolve_scope(request.scope)
+        if not request.reason.strip():
+            raise InvalidArgument("reason: a rejection needs a reason", field="reason")
+        node, pending = await self._find_item(request.id, scope)
+        if node is not None and node.get("status") != "pending":
+            raise FailedPrecondition(f"review item {request.id} is already {node.get('status')}", field="id")
+        if pending is None and node is not None and node.get("kind") == "memory":
+            pending = await self.graph.get_memory(node.get("memory_id") or "", scope)
+        stamp = now()
+        if pending is not None:
+            check_transition(pending.state, memory_pb2.MEMORY_STATE_REJECTED)
+            rejected = Memory()
+            rejected.CopyFrom(pending)
+            rejected.state = memory_pb2.MEMORY_STATE_REJECTED
+            rejected.state_reason = request.reason
+            rejected.version = pending.version + 1
+            rejected.update_time.CopyFrom(ts(stamp))
+            rejected.retract_time.CopyFrom(ts(stamp))
+            tomb = {"id": str(uuid.uuid4()), "content_hash": pending.content_hash, "scope": pending.scope,
+                    "lifted": False, "memory_id": pending.id, "reason": request.reason,
+                    "create_time": epoch(rejected, "update_time"), "created_by": principal.name}
+            item = await self._decide_memory(pending, rejected, request.id, "rejected", principal.name,
+                                             request.reason, stamp, tombstone=tomb)
+            await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_REVIEW_REJECTED, before=pending,
+                                                    after=rejected, reason=request.reason))
+            return ingest_service_pb2.RejectReviewItemResponse(item=item, memory=rejected, tombstone=_tombstone(tomb))
+        item = dict(node)
+        item.update({"status": "rejected", "decided_by": principal.name, "decision_time": stamp.timestamp(),
+                     "decision_reason": request.reason})
+        rows = await self.graph.query(
+            "MATCH (i:ReviewItem {id: $id}) WHERE i.scope = $scope AND i.status = 'pending' SET i += $item RETURN i.id",
+            {"id": node["id"], "scope": scope, "item": item})
+        if not rows:
+            raise Aborted(f"review item {node['id']} changed concurrently, retry")
+        memory = await self.graph.get_memory(node.get("memory_id") or "", scope)
+        event = make_event(events_pb2.EVENT_TYPE_REVIEW_REJECTED, before=memory, after=memory,
+                           reason=f"supersede proposal {node['id']} rejected: {request.reason}")
+        event.memory_id = node.get("memory_id") or ""
+        event.scope = scope
+        await self.publisher.publish(event)
+        return ingest_service_pb2.RejectReviewItemResponse(item=_item(item), memory=memory)
+
+    # --- tombstones -----------------------------------------------------------------
+
+    async def ListTombstones(self, request, context):
+        """Tombstones of the scope, newest first (admin); lifted ones with ``include_lifted``."""
+        require_role("admin")
+        scope = resolve_scope(request.scope)
+        size = request.page_size or 50
+        if size < 1 or size > MAX_REVIEW_PAGE:
+            raise InvalidArgument(f"page_size: must be between 1 and {MAX_REVIEW_PAGE}", field="page_size")
+        offset = _page(request.page_token)
+        rows = await self.graph.ro_query(
+            "MATCH (t:Tombstone) WHERE t.scope = $scope AND ($all OR t.lifted = false) RETURN properties(t) "
+            "ORDER BY t.create_time DESC, t.id SKIP $skip LIMIT $limit",
+            {"scope": scope, "all": request.include_lifted, "skip": offset, "limit": size + 1})
+        items = [_tombstone(r[0]) for r in rows]
+        return ingest_service_pb2.ListTombstonesResponse(
+            tombstones=items[:size], next_page_token=_token(offset + size) if len(items) > size else "")
+
+    async def LiftTombstone(self, request, context):
+        """Lift a tombstone (admin) so its content may be stored again. NOT_FOUND when absent."""
+        principal = require_role("admin")
+        scope = resolve_scope(request.scope)
+        rows = await self.graph.query(
+            "MATCH (t:Tombstone {id: $id}) WHERE t.scope = $scope "
+            "SET t.lifted = true, t.lift_time = coalesce(t.lift_time, $t), t.lifted_by = coalesce(t.lifted_by, $by) "
+            "RETURN properties(t)", {"id": request.id, "scope": scope, "t": now().timestamp(), "by": principal.name})
+        if not rows:
+            raise NotFound(f"tombstone {request.id} not found", field="id")
+        return ingest_service_pb2.LiftTombstoneResponse(tombstone=_tombstone(rows[0][0]))
+
+    # --- history and export ---------------------------------------------------------
+
+    async def ListMemoryEvents(self, request, context):
+        """Every MemoryEvent of one memory (its own and its relations'), oldest first, from
+        the durable stream. Paged: ``page_size`` ≤ 1000 (0 = 100). The stream keeps events
+        for its retention only (``event_retention_days`` / ``_bytes``): ``truncated`` says
+        the retained history does not begin with the memory's MEMORY_CREATED event, and
+        ``retained_since_time`` when the stream's oldest event was written. NOT_FOUND when the
+        memory has no event and no node in the caller's scope."""
+        require_role("reader")
+        scope = resolve_scope(request.scope)
+        size = request.page_size or 100
+        if size < 1 or size > MAX_EVENT_PAGE:
+            raise InvalidArgument(f"page_size: must be between 1 and {MAX_EVENT_PAGE}", field="page_size")
+        offset = _page(request.page_token)
+        bus = self.publisher.bus
+        retention = await bus.retention()
+        events = [e for e in await bus.events_for(request.id, limit=10**9)
+                  if (e.scope or e.relation.scope) == scope]
+        if not events and await self.graph.get_memory(request.id, scope) is None:
+            raise NotFound(f"memory {request.id} has no history in scope {scope!r}", field="id")
+        created = bool(events) and events[0].type == events_pb2.EVENT_TYPE_MEMORY_CREATED \
+            and events[0].memory_id == request.id
+        response = ingest_service_pb2.ListMemoryEventsResponse(
+            events=events[offset: offset + size],
+            next_page_token=_token(offset + size) if offset + size < len(events) else "",
+            truncated=not created)
+        if retention.first_time is not None:
+            response.retained_since_time.CopyFrom(ts(retention.first_time))
+        return response
+
+    async def ExportBackup(self, request, context):
+        """Stream the full export (admin): one JSON record per chunk (automem/common/backup.py)."""
+        from automem.common.backup import export_lines
+
+        principal = require_role("admin")
+        if not principal.allows_all():  # the export spans every scope
+            raise PermissionDenied("backup exports every scope: it needs a key allowed on all scopes ('*')")
+        async for line in export_lines(self.graph, None if request.skip_events else self.publisher.bus):
+            yield ingest_service_pb2.ExportBackupChunk(json_line=line)

@@ -1,0 +1,120 @@
+"""Recall filters, expressed once and applied three ways: as a Python predicate on hydrated
+memories, as a Cypher WHERE fragment for the graph arms, and as a vector pre-filter.
+
+Tag rule (documented for users): tags are stored as given and matched case-insensitively;
+``tag_match=exact`` compares whole tags, ``prefix`` (AutoMem's default) matches tags that
+start with the given text; ``tag_mode=any`` (default) needs one of the tags, ``all`` every one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from automem.common.errors import InvalidArgument
+from automem.common.model import Memory, epoch
+from automem.common.vectors import VectorFilter
+
+
+@dataclass
+class Filters:
+    """What every arm must respect. Times are epoch seconds on ``event_time``."""
+
+    scope: str
+    tags: list[str] = field(default_factory=list)
+    tag_mode: str = "any"
+    tag_match: str = "prefix"
+    exclude_tags: list[str] = field(default_factory=list)
+    start: float | None = None
+    end: float | None = None
+
+    @classmethod
+    def build(cls, scope: str, tags: list[str], tag_mode: str, tag_match: str, exclude: list[str],
+              start: float | None, end: float | None) -> Filters:
+        """Validated filters. InvalidArgument names ``tag_mode`` / ``tag_match``."""
+        tag_mode = (tag_mode or "any").lower()
+        tag_match = (tag_match or "prefix").lower()
+        if tag_mode not in ("any", "all"):
+            raise InvalidArgument("tag_mode: must be 'any' or 'all'", field="tag_mode")
+        if tag_match not in ("prefix", "exact"):
+            raise InvalidArgument("tag_match: must be 'prefix' or 'exact'", field="tag_match")
+        clean = sorted({t.strip().lower() for t in tags if t and t.strip()})
+        excl = sorted({t.strip().lower() for t in exclude if t and t.strip()})
+        return cls(scope, clean, tag_mode, tag_match, excl, start, end)
+
+    # --- python predicate ----------------------------------------------------------
+
+    def matches(self, memory: Memory) -> bool:
+        """True when ``memory`` passes the tag, exclusion and time filters."""
+        if memory.scope != self.scope:
+            return False
+        if not self.tags_match({t.lower() for t in memory.tags} | {e.tag.lower() for e in memory.entities if e.tag}):
+            return False
+        if self.start is not None or self.end is not None:
+            t = epoch(memory, "event_time") or epoch(memory, "create_time") or 0.0
+            if self.start is not None and t < self.start:
+                return False
+            if self.end is not None and t > self.end:
+                return False
+        return True
+
+    def tags_match(self, tags: set[str] | list[str]) -> bool:
+        """True when lower-cased ``tags`` (user tags plus entity tags) pass the tag and
+        exclusion filters."""
+        have = set(tags)
+        if self.exclude_tags and have & set(self.exclude_tags):
+            return False
+        if self.tags:
+            def hit(wanted: str) -> bool:
+                if self.tag_match == "exact":
+                    return wanted in have
+                return any(t.startswith(wanted) for t in have)
+            results = [hit(t) for t in self.tags]
+            if not (all(results) if self.tag_mode == "all" else any(results)):
+                return False
+        return True
+
+    # --- cypher --------------------------------------------------------------------
+
+    def cypher(self, var: str = "m") -> tuple[str, dict[str, Any]]:
+        """A WHERE fragment (without WHERE) and its parameters."""
+        parts = [f"{var}.scope = $f_scope"]
+        params: dict[str, Any] = {"f_scope": self.scope}
+        # User tags plus entity tags (automem/enrich/entities.py).
+        all_tags = f"({var}.tags_lower + coalesce({var}.entity_tags, []))"
+        if self.tags:
+            params["f_tags"] = self.tags
+            if self.tag_match == "exact":
+                one = f"x IN {all_tags}"
+            else:
+                one = f"any(t IN {all_tags} WHERE t STARTS WITH x)"
+            quant = "all" if self.tag_mode == "all" else "any"
+            parts.append(f"{quant}(x IN $f_tags WHERE {one})")
+        if self.exclude_tags:
+            params["f_excl"] = self.exclude_tags
+            parts.append(f"NOT any(t IN {all_tags} WHERE t IN $f_excl)")
+        if self.start is not None:
+            params["f_start"] = self.start
+            parts.append(f"{var}.event_time >= $f_start")
+        if self.end is not None:
+            params["f_end"] = self.end
+            parts.append(f"{var}.event_time <= $f_end")
+        return " AND ".join(parts), params
+
+    # --- vectors -------------------------------------------------------------------
+
+    def vector_filter(self, states: list[str]) -> VectorFilter:
+        """The vector pre-filter (states as given; windows are checked by the state pass)."""
+        flt = VectorFilter(scope=self.scope, states=states, exclude_tags=list(self.exclude_tags),
+                           event_time_gte=self.start, event_time_lte=self.end)
+        if self.tags:
+            if self.tag_match == "exact":
+                if self.tag_mode == "all":
+                    flt.tags_all = list(self.tags)
+                else:
+                    flt.tags_any = list(self.tags)
+            elif self.tag_mode == "all":
+                flt.prefixes_all = list(self.tags)
+            else:
+                flt.prefixes_any = list(self.tags)
+        return flt

@@ -1,0 +1,109 @@
+"""Recall ranking: the measured fusion of the arms (automem/recall/scoring.py) plus
+AutoMem's metadata components.
+
+final = vector_w · vector/max(vector) + keyword_w · lexical/max(lexical)      (scoring.fuse_weighted)
+      + neighbour_w · best fused score of the PRECEDED_BY neighbours          (scoring.neighbour_boost)
+      + tag · context-tag overlap + exact · (query text contained in content)
+      + importance · importance + confidence · confidence + recency · recency decay
+
+* Arm weights 0.3 / 0.7 and neighbour 0.15 are measured on LoCoMo (scoring.py docstrings,
+  docs/benchmarks.md); AutoMem's 0.35 / 0.35 ranked worse there.
+* tag 0.2, exact 0.2, importance 0.1, recency 0.1 over 180 days, confidence 0.05 are
+  AutoMem's. Recency applies only when ``recency_bias`` is "on", or "auto" with no query.
+* Every weight is a setting (SEARCH_WEIGHT_*). Ties: the earlier memory first, then the id.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from automem.common.model import Memory, epoch
+from automem.common.settings import Settings
+from automem.recall import scoring
+
+
+@dataclass
+class Candidate:
+    """One hydrated candidate with its raw arm scores and time neighbours."""
+
+    id: str
+    arm_scores: dict[str, float]
+    memory: Memory
+    prev_id: str | None = None
+    next_id: str | None = None
+
+
+@dataclass
+class Ranked:
+    """A ranked result: score, the arm that contributed most, and every component."""
+
+    id: str
+    score: float
+    match_type: str
+    score_components: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ScoreWeights:
+    """Weights of the score components (see the module docstring for their sources)."""
+
+    vector: float = 0.3
+    keyword: float = 0.7
+    tag: float = 0.2
+    exact: float = 0.2
+    importance: float = 0.1
+    recency: float = 0.1
+    confidence: float = 0.05
+    neighbour: float = 0.15
+    recency_window_days: float = 180.0
+
+    @classmethod
+    def from_settings(cls, s: Settings) -> ScoreWeights:
+        """The weights held in settings."""
+        return cls(vector=s.search_weight_vector, keyword=s.search_weight_keyword, tag=s.search_weight_tag,
+                   exact=s.search_weight_exact, importance=s.search_weight_importance,
+                   recency=s.search_weight_recency, confidence=s.search_weight_confidence,
+                   neighbour=s.search_weight_neighbour, recency_window_days=s.recency_window_days)
+
+
+def rank(candidates: list[Candidate], *, weights: ScoreWeights, query: str = "", context_tags: list[str] | None = None,
+         priority_ids: set[str] | None = None, now: float = 0.0, recency_bias: str = "auto") -> list[Ranked]:
+    """Rank ``candidates`` best first (see the module docstring for the formula)."""
+    order = {c.id: (epoch(c.memory, "event_time") or 0.0, epoch(c.memory, "create_time") or 0.0) for c in candidates}
+    ordered = sorted(candidates, key=lambda c: order[c.id])
+    fusion_input = [
+        scoring.Candidate(id=c.id, arm_scores={("lexical" if a == "keyword" else a): v for a, v in c.arm_scores.items()},
+                          prev_id=c.prev_id, order=float(i))
+        for i, c in enumerate(ordered)
+    ]
+    arm_weights = {"vector": weights.vector, "lexical": weights.keyword}
+    fused = scoring.fuse_weighted(fusion_input, arm_weights)
+    base = {cid: sum(parts.values()) for cid, parts in fused.items()}
+    boost = scoring.neighbour_boost(fusion_input, base, weights.neighbour)
+    ctx = {t.lower() for t in (context_tags or [])}
+    q = query.strip().lower()
+    use_recency = recency_bias == "on" or (recency_bias == "auto" and not q)
+    window = max(weights.recency_window_days, 1e-9) * 86400.0
+    position = {c.id: i for i, c in enumerate(ordered)}
+    out: list[Ranked] = []
+    for c in candidates:
+        comp = {("keyword" if a == "lexical" else a): v for a, v in fused[c.id].items() if v}
+        if boost.get(c.id):
+            comp["neighbour"] = boost[c.id]
+        m = c.memory
+        if ctx:
+            comp["tag"] = weights.tag * len(ctx & {t.lower() for t in m.tags}) / len(ctx)
+        if q and len(q) > 3 and q in m.content.lower():
+            comp["exact"] = weights.exact
+        comp["importance"] = weights.importance * m.importance
+        comp["confidence"] = weights.confidence * m.confidence
+        if use_recency and now:
+            age = max(0.0, now - (epoch(m, "event_time") or epoch(m, "create_time") or now))
+            comp["recency"] = weights.recency * max(0.0, 1.0 - age / window)
+        if priority_ids and c.id in priority_ids:
+            comp["priority"] = 1.0
+        arm_parts = {a: comp.get(a, 0.0) for a in ("vector", "keyword", "neighbour") if comp.get(a, 0.0) > 0}
+        match_type = max(arm_parts, key=arm_parts.get) if arm_parts else ("tag" if not q else "metadata")
+        out.append(Ranked(c.id, round(sum(comp.values()), 6), match_type, {k: round(v, 6) for k, v in comp.items()}))
+    out.sort(key=lambda r: (-r.score, position[r.id], r.id))
+    return out

@@ -1,0 +1,553 @@
+"""RecallService: hybrid search and every read mode, all through the one state pass.
+
+Arms (each respects the same :class:`Filters`):
+
+* vector — cosine over the embedded content (Qdrant), pre-filtered by scope/tags/time;
+* keyword — FalkorDB full-text index over content (BM25-like scorer of RediSearch);
+* tags/time — a graph listing when no query text is given (or to fill up);
+* relation — neighbours of the top hits along typed edges (``expand_relations``) and the
+  time-adjacent memories of the same scope (PRECEDED_BY), which lend part of their score.
+
+Candidates are de-duplicated and hydrated from the graph by id; the vector payload is only a
+pre-filter. Scores: :mod:`automem.recall.scoring`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import dateparser
+
+from automem.common.auth import require_role, resolve_scope
+from automem.common.embedding import EmbeddingProvider
+from automem.common.errors import InvalidArgument, NotFound
+from automem.common.graph import GraphStore
+from automem.common.model import SUPERSEDING_RELATIONS, Memory, epoch, node_to_memory, parse_time, ts
+from automem.common.settings import Settings
+from automem.common.state import ReadAt, as_known, known, resolve, resolve_one
+from automem.common.text import analyze, bm25_query_weights, fulltext_query
+from automem.common.vectors import VectorStore
+from automem.recall.bytag import list_by_tag
+from automem.recall.filters import Filters
+from automem.recall.ranking import Candidate, ScoreWeights, rank
+from automem.v1 import memory_pb2, recall_service_pb2, recall_service_pb2_grpc
+
+log = logging.getLogger(__name__)
+
+SORTS = ("score", "time_desc", "time_asc", "updated_desc", "updated_asc")
+#: AutoMem's default recall limit.
+DEFAULT_LIMIT = 5
+#: Candidates fetched per arm: max(limit * CANDIDATE_FACTOR, CANDIDATE_MIN).
+CANDIDATE_FACTOR = 5
+CANDIDATE_MIN = 100
+#: Extra ranked candidates hydrated beyond the page, for hits the state pass withholds.
+RESOLVE_SLACK = 10
+#: Memories without an embedding yet that the lexical arm scores directly; beyond this many
+#: (a large import in progress, or vectors disabled) it asks FalkorDB's full-text index.
+UNEMBEDDED_SCAN_MAX = 1000
+#: Time windows (days back from the newest matching memory) a newest-first listing tries
+#: before sorting the whole scope.
+LIST_WINDOWS_DAYS = (1.0, 16.0, 256.0)
+
+
+def read_at(options: recall_service_pb2.ReadOptions) -> ReadAt:
+    """The state-pass settings of a request (as_of / known_at default to now)."""
+    mode = (options.state_mode or "current").lower()
+    if mode not in ("current", "history"):
+        raise InvalidArgument("state_mode: must be 'current' or 'history'", field="state_mode")
+    current = time.time()
+    return ReadAt(
+        as_of=epoch(options, "as_of") if options.HasField("as_of") else current,
+        known_at=epoch(options, "known_at") if options.HasField("known_at") else current,
+        mode=mode, include_archived=options.include_archived, include_pending=options.include_pending,
+    )
+
+
+def time_window(time_query: str, start: str, end: str, now: datetime | None = None) -> tuple[float | None, float | None]:
+    """(start, end) epoch seconds from ``start``/``end`` (ISO 8601) and/or a natural-language
+    ``time_query`` ("last week", "yesterday", "since March") parsed with dateparser.
+
+    A relative phrase gives the window from the parsed time to now. InvalidArgument names
+    the field that cannot be parsed.
+    """
+    lo = parse_time(start, field="start").timestamp() if start.strip() else None
+    hi = parse_time(end, field="end").timestamp() if end.strip() else None
+    if time_query.strip():
+        reference = now or datetime.now(UTC)
+        text = time_query.strip().lower()
+        for prefix in ("since ", "from ", "after "):
+            text = text.removeprefix(prefix)
+        if text in ("today",):
+            parsed = reference.replace(hour=0, minute=0, second=0, microsecond=0)
+        else:
+            parsed = dateparser.parse(text, settings={"RELATIVE_BASE": reference.replace(tzinfo=None),
+                                                      "PREFER_DATES_FROM": "past", "RETURN_AS_TIMEZONE_AWARE": True,
+                                                      "TIMEZONE": "UTC", "TO_TIMEZONE": "UTC"})
+        if parsed is None:
+            raise InvalidArgument(f"time_query: cannot understand {time_query!r}", field="time_query")
+        try:
+            parsed.timestamp()
+        except (OverflowError, ValueError):
+            raise InvalidArgument(f"time_query: {time_query!r} is outside the years 1–9999", field="time_query") from None
+        if text in ("yesterday",):
+            day = parsed.replace(hour=0, minute=0, second=0, microsecond=0)
+            lo = lo if lo is not None else day.timestamp()
+            hi = hi if hi is not None else day.timestamp() + 86400
+        else:
+            lo = lo if lo is not None else parsed.timestamp()
+            hi = hi if hi is not None else reference.timestamp()
+    if lo is not None and hi is not None and lo > hi:
+        raise InvalidArgument("start: must not be after end", field="start")
+    return lo, hi
+
+
+def _states(read: ReadAt) -> list[str]:
+    states = ["ACTIVE", "SUPERSEDED"]
+    if read.include_archived or read.history:
+        states.append("ARCHIVED")
+    if read.include_pending or read.history:
+        states.append("PENDING_REVIEW")
+    return states
+
+
+def _time_neighbours(memories: list[Memory], preceded_by: dict[str, list[str]]
+                     ) -> dict[str, tuple[str | None, str | None]]:
+    """For each candidate, its PRECEDED_BY predecessor and successor among the candidates
+    (edges written by enrichment; ``preceded_by`` maps an id to the ids its edges point to)."""
+    ids = {m.id for m in memories}
+    prev: dict[str, str] = {}
+    for m in memories:
+        for p in preceded_by.get(m.id, ()):
+            if p in ids:
+                prev[m.id] = p
+    nxt = {p: m for m, p in prev.items()}
+    return {mid: (prev.get(mid), nxt.get(mid)) for mid in ids}
+
+
+class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
+    """gRPC RecallService over the graph (truth), the vector store and the embedder."""
+
+    def __init__(self, settings: Settings, graph: GraphStore, vectors: VectorStore | None,
+                 embedder: EmbeddingProvider | None) -> None:
+        self.settings = settings
+        self.graph = graph
+        self.vectors = vectors
+        self.embedder = embedder
+
+    # --- search --------------------------------------------------------------------
+
+    async def SearchMemories(self, request, context):
+        """Hybrid recall. Empty query + tags/time lists by filters; empty everything lists
+        recent memories. Limit 1..recall_max_limit (default 5, AutoMem). Errors:
+        INVALID_ARGUMENT naming sort, tag_mode, tag_match, start/end/time_query, limit."""
+        require_role("reader")
+        scope = resolve_scope(request.scope)
+        read = read_at(request.read)
+        limit = request.limit or DEFAULT_LIMIT
+        if limit < 1 or limit > self.settings.recall_max_limit:
+            raise InvalidArgument(f"limit: must be between 1 and {self.settings.recall_max_limit}", field="limit")
+        if request.offset < 0:
+            raise InvalidArgument("offset: must not be negative", field="offset")
+        if (request.recency_bias or "auto") not in ("auto", "on", "off"):
+            raise InvalidArgument("recency_bias: must be 'auto', 'on' or 'off'", field="recency_bias")
+        for name, value, top in (("relation_limit", request.relation_limit, 100),
+                                 ("expansion_limit", request.expansion_limit, 500)):
+            if value < 0 or value > top:
+                raise InvalidArgument(f"{name}: must be between 0 and {top}", field=name)
+        sort = (request.sort or "score").lower()
+        if sort not in SORTS:
+            raise InvalidArgument(f"sort: one of {', '.join(SORTS)}", field="sort")
+        start, end = time_window(request.time_query, request.start, request.end)
+        filters = Filters.build(scope, list(request.tags), request.tag_mode, request.tag_match,
+                                list(request.exclude_tags), start, end)
+        queries = [q for q in [request.query, *request.queries] if q and q.strip()]
+        want = limit + request.offset
+        n_cand = max(want * CANDIDATE_FACTOR, CANDIDATE_MIN)
+        arms_run: list[str] = []
+        degraded: list[str] = []
+        arm_scores: dict[str, dict[str, float]] = {"vector": {}, "keyword": {}}
+
+        if any(not math.isfinite(v) for v in request.embedding):
+            raise InvalidArgument("embedding: must contain finite numbers", field="embedding")
+        if len(request.embedding) and self.embedder is not None and len(request.embedding) != self.embedder.dimension:
+            raise InvalidArgument(f"embedding: has {len(request.embedding)} dimensions; the collection's model "
+                                  f"({self.embedder.name}) uses {self.embedder.dimension}", field="embedding")
+        if queries or len(request.embedding):
+            if self.vectors is not None and self.embedder is not None:
+                vectors = [list(request.embedding)] if len(request.embedding) else \
+                    (await asyncio.to_thread(self.embedder.embed, queries)).tolist()
+                flt = filters.vector_filter(_states(read))
+                for vec in vectors:
+                    for mid, score in await self.vectors.search(vec, n_cand, flt):
+                        arm_scores["vector"][mid] = max(score, arm_scores["vector"].get(mid, 0.0))
+                arms_run.append("vector")
+            else:
+                degraded.append("vector")
+            await self._lexical(queries, scope, filters, read, n_cand, arm_scores["keyword"])
+            arms_run.append("keyword")
+        listed: list[str] = []
+        if not queries and not len(request.embedding):
+            listed = await self._list_ids(filters, read, n_cand, sort)
+            arms_run.append("tags" if filters.tags else "time")
+
+        ids = list(dict.fromkeys([*arm_scores["vector"], *arm_scores["keyword"], *listed]))
+        # Rank on the few fields scoring needs (one round trip, no bodies), then hydrate and
+        # resolve only as much of the ranking as the page needs.
+        light: dict[str, Memory] = {}
+        preceded_by: dict[str, list[str]] = {}
+        for memory, prev in await self.graph.recall_candidates(ids, scope):
+            light[memory.id] = memory
+            preceded_by[memory.id] = prev
+        memories = [light[i] for i in ids if i in light and filters.matches(light[i])]
+        neighbours = _time_neighbours(memories, preceded_by) if queries else {}
+        candidates = [
+            Candidate(id=m.id, arm_scores={a: s[m.id] for a, s in arm_scores.items() if m.id in s},
+                      memory=m, prev_id=neighbours.get(m.id, (None, None))[0],
+                      next_id=neighbours.get(m.id, (None, None))[1])
+            for m in memories
+        ]
+        weights = ScoreWeights.from_settings(self.settings)
+        ranked = rank(candidates, weights=weights, query=" ".join(queries), context_tags=list(request.context_tags),
+                      priority_ids=set(request.priority_ids), now=time.time(),
+                      recency_bias=request.recency_bias or "auto")
+        results: list[recall_service_pb2.ScoredMemory] = []
+        seen: set[str] = set()
+        resolved_seen: set[str] = set()
+        pos = 0
+        while pos < len(ranked) and (sort != "score" or len(results) < want):
+            # A time sort orders every result, so it resolves the whole ranking at once.
+            size = len(ranked) if sort != "score" else (want - len(results)) + max(RESOLVE_SLACK, want // 2)
+            chunk = ranked[pos: pos + size]
+            pos += len(chunk)
+            full, outgoing = await self.graph.get_memories_with_successors(
+                [r.id for r in chunk], scope, SUPERSEDING_RELATIONS)
+            chunk = [r for r in chunk if r.id in full]  # purged since the candidates were read
+            resolved = await resolve(self.graph, [full[r.id] for r in chunk], scope, read, seen=resolved_seen,
+                                     outgoing=outgoing)
+            for r, res in zip(chunk, resolved, strict=True):
+                if res is None or res.memory.id in seen:
+                    continue
+                if not filters.matches(res.memory) and not res.replaces_id:
+                    continue
+                if request.min_score and r.score < request.min_score:
+                    continue
+                seen.add(res.memory.id)
+                match_type = "state_replacement" if res.replaces_id else r.match_type
+                results.append(recall_service_pb2.ScoredMemory(
+                    memory=res.memory, score=r.score, final_score=r.score, match_type=match_type,
+                    score_components=r.score_components, replaces_id=res.replaces_id))
+        if sort != "score":
+            key, reverse = {"time_desc": ("event_time", True), "time_asc": ("event_time", False),
+                            "updated_desc": ("update_time", True), "updated_asc": ("update_time", False)}[sort]
+            results.sort(key=lambda s: epoch(s.memory, key) or 0.0, reverse=reverse)
+        page = results[request.offset: request.offset + limit]
+        # Related memories come after the page, up to expansion_limit (AutoMem).
+        if request.expand_relations and page:
+            page.extend(await self._expand(page, scope, read, filters, request))
+        if request.expand_entities and page:
+            page.extend(await self._expand_entities(page, scope, read, request))
+        return recall_service_pb2.SearchMemoriesResponse(
+            results=page, arms=arms_run, degraded=degraded,
+            start=datetime.fromtimestamp(start, UTC).isoformat() if start is not None else "",
+            end=datetime.fromtimestamp(end, UTC).isoformat() if end is not None else "")
+
+    async def _lexical(self, queries: list[str], scope: str, filters: Filters, read: ReadAt, n_cand: int,
+                       out: dict[str, float]) -> None:
+        """Lexical arm: BM25 over the memories' sparse vectors (stemmed terms, stop words
+        removed; measured far better than FalkorDB's full-text score, docs/benchmarks.md).
+        Memories not yet embedded are scored by the share of query terms they contain, times
+        the best BM25 score, so a memory is recallable the moment its store is acknowledged.
+        They are read through the ``embedding_status`` index (none, normally); only when more
+        than :data:`UNEMBEDDED_SCAN_MAX` wait for their embedding does FalkorDB's full-text index
+        narrow them down first (it cost ~16 ms on every recall, issue 10)."""
+        backlog: list[tuple[str, str]] | None = None
+        for q in queries:
+            terms = analyze(q)
+            if self.vectors is not None and terms:
+                weights = bm25_query_weights(terms)
+                keys = sorted(weights)
+                flt = filters.vector_filter(_states(read))
+                for mid, score in await self.vectors.search_sparse(keys, [weights[k] for k in keys], n_cand, flt):
+                    out[mid] = max(score, out.get(mid, 0.0))
+            if backlog is None:
+                backlog = await self.graph.unembedded(scope, UNEMBEDDED_SCAN_MAX + 1)
+            if len(backlog) <= UNEMBEDDED_SCAN_MAX:
+                pending = [(mid, content) for mid, content in backlog if mid not in out]
+            else:
+                ft = fulltext_query(q)
+                if not ft:
+                    continue
+                hits = [mid for mid, _ in await self.graph.fulltext(ft, scope, n_cand)]
+                unseen = [mid for mid in hits if mid not in out]
+                if not unseen:
+                    continue
+                pending = await self.graph.ro_query(
+                    "UNWIND $ids AS mid MATCH (m:Memory {id: mid}) WHERE m.scope = $scope "
+                    "AND m.embedding_status <> 'EMBEDDING_STATUS_DONE' "
+                    "RETURN m.id, m.content", {"ids": unseen, "scope": scope})
+            if not pending:
+                continue
+            best = max(out.values(), default=1.0)
+            wanted = set(terms)
+            for mid, content in pending:
+                share = len(wanted & set(analyze(content))) / max(len(wanted), 1)
+                if share:
+                    out[mid] = max(out.get(mid, 0.0), share * best)
+
+    async def _list_ids(self, filters: Filters, read: ReadAt, limit: int, sort: str) -> list[str]:
+        """Ids of the memories matching ``filters`` in list order (newest first by default),
+        up to ``limit``.
+
+        Newest-first listings look at time windows reaching back from the newest matching
+        memory (read in order from the vector store's payload index) through the
+        ``event_time`` index: a window holding ``limit`` matches holds the first ``limit`` of
+        all, since every memory outside it is older. Only when :data:`LIST_WINDOWS_DAYS` are
+        exhausted does FalkorDB sort the whole scope (47-70 ms at 100,000 memories, issue 10)."""
+        where, params = filters.cypher("m")
+        order = "m.update_time" if sort.startswith("updated") else "m.event_time"
+        direction = "ASC" if sort.endswith("_asc") else "DESC"
+        params.update({"states": _states(read), "limit": int(limit)})
+        match = f"MATCH (m:Memory) WHERE {where} AND m.state IN $states"
+        tail = f" RETURN m.id ORDER BY {order} {direction}, m.importance DESC LIMIT $limit"
+        if order == "m.event_time" and direction == "DESC" and self.vectors is not None:
+            newest = await self.vectors.newest_event_time(filters.vector_filter(_states(read)))
+            for days in LIST_WINDOWS_DAYS if newest is not None else ():
+                params["w_lo"] = newest - days * 86400.0
+                rows = await self.graph.ro_query(match + " AND m.event_time >= $w_lo" + tail, params)
+                if len(rows) >= limit:
+                    return [r[0] for r in rows]
+        rows = await self.graph.ro_query(match + tail, params)
+        return [r[0] for r in rows]
+
+    async def _expand(self, results: list[recall_service_pb2.ScoredMemory], scope: str, read: ReadAt,
+                      filters: Filters, request: Any) -> list[recall_service_pb2.ScoredMemory]:
+        from automem.common.model import AUTHORABLE_RELATIONS
+
+        seeds = [r.memory.id for r in results[: request.relation_limit or 5]]
+        edges = await self.graph.neighbours(seeds, AUTHORABLE_RELATIONS + ("SIMILAR_TO", "DISCOVERED"), scope)
+        have = {r.memory.id for r in results}
+        extra_ids = [(other, rel, strength, seed) for seed, rel, other, strength in edges
+                     if other not in have and strength >= request.expand_min_strength]
+        extra_ids = extra_ids[: request.expansion_limit or 25]
+        found = await self.graph.get_memories([e[0] for e in extra_ids], scope)
+        score_of = {r.memory.id: r.score for r in results}
+        out: list[recall_service_pb2.ScoredMemory] = []
+        mems = [found[e[0]] for e in extra_ids if e[0] in found]
+        resolved = await resolve(self.graph, mems, scope, read)
+        info = {e[0]: e for e in extra_ids}
+        for memory, res in zip(mems, resolved, strict=True):
+            if res is None or res.memory.id in have or res.memory.importance < request.expand_min_importance:
+                continue
+            _other, rel, strength, seed = info[memory.id]
+            score = score_of.get(seed, 0.0) * self.settings.search_weight_relation * max(strength, 0.1)
+            have.add(res.memory.id)
+            out.append(recall_service_pb2.ScoredMemory(
+                memory=res.memory, score=score, final_score=score, match_type="relation",
+                score_components={"relation": score}, relation_type=rel, replaces_id=res.replaces_id))
+        return out
+
+    async def _expand_entities(self, results: list[recall_service_pb2.ScoredMemory], scope: str, read: ReadAt,
+                               request: Any) -> list[recall_service_pb2.ScoredMemory]:
+        """Memories that mention an entity the top ``relation_limit`` hits mention (MENTIONS
+        edges to Entity nodes, written by enrichment), ``match_type="entity"``; score = the
+        seed's score x relation weight x 0.5 (one shared entity) up to x 1 (several)."""
+        seeds = [r.memory.id for r in results[: request.relation_limit or 5]]
+        rows = await self.graph.ro_query(
+            "UNWIND $ids AS mid MATCH (a:Memory {id: mid})-[:MENTIONS]->(e:Entity)<-[:MENTIONS]-(b:Memory) "
+            "WHERE a.scope = $scope AND b.scope = $scope AND e.scope = $scope AND b.id <> a.id "
+            "RETURN a.id, b.id, count(e) ORDER BY count(e) DESC", {"ids": seeds, "scope": scope})
+        have = {r.memory.id for r in results}
+        score_of = {r.memory.id: r.score for r in results}
+        best: dict[str, float] = {}
+        for seed, other, shared in rows:
+            if other not in have:
+                score = score_of.get(seed, 0.0) * self.settings.search_weight_relation * min(0.5 * shared, 1.0)
+                best[other] = max(best.get(other, 0.0), score)
+        ordered = sorted(best, key=lambda i: -best[i])[: request.expansion_limit or 25]
+        found = await self.graph.get_memories(ordered, scope)
+        mems = [found[i] for i in ordered if i in found]
+        out: list[recall_service_pb2.ScoredMemory] = []
+        for memory, res in zip(mems, await resolve(self.graph, mems, scope, read), strict=True):
+            if res is None or res.memory.id in have or res.memory.importance < request.expand_min_importance:
+                continue
+            have.add(res.memory.id)
+            score = best[memory.id]
+            out.append(recall_service_pb2.ScoredMemory(
+                memory=res.memory, score=score, final_score=score, match_type="entity",
+                score_components={"entity": score}, replaces_id=res.replaces_id))
+        return out
+
+    # --- other reads ---------------------------------------------------------------
+
+    async def GetMemory(self, request, context):
+        """One memory by id through the state pass: a non-current one comes back with its
+        state and window, ``is_current`` false and the current head's id. NOT_FOUND when
+        absent, DELETED or REJECTED (``state_mode=history`` shows REJECTED)."""
+        require_role("reader")
+        scope = resolve_scope(request.scope)
+        read = read_at(request.read)
+        memory = await self.graph.get_memory(request.id, scope)
+        if memory is None or memory.state == memory_pb2.MEMORY_STATE_DELETED or (
+                memory.state == memory_pb2.MEMORY_STATE_REJECTED and not read.history):
+            raise NotFound(f"memory {request.id} not found", field="id")
+        if request.read.HasField("known_at") and not known(memory, read):
+            # Not yet recorded at known_at: the service did not know it then.
+            raise NotFound(f"memory {request.id} not found at known_at", field="id")
+        memory = as_known(memory, read)  # as the service believed it at known_at
+        is_current, head = await resolve_one(self.graph, memory, scope, read)
+        if request.touch:
+            stamp = time.time()
+            await self.graph.query("MATCH (m:Memory {id: $id}) WHERE m.scope = $scope SET m.last_access_time = $t",
+                                   {"id": memory.id, "scope": scope, "t": stamp})
+            memory.last_access_time.CopyFrom(ts(stamp))
+        return recall_service_pb2.RecallGetMemoryResponse(memory=memory, is_current=is_current, current_id=head)
+
+    async def ListMemoriesByTag(self, request, context):
+        """Current memories with the tags, newest first (event_time, importance, id), paged
+        (limit 1..by_tag_max_limit, default 20). Keyset paging with ``page_token`` /
+        ``next_page_token`` (pages read the first page's snapshot); ``offset`` skips current
+        memories from the start. Indexed: a page costs about the same at 100 or 100,000
+        memories under the tag (automem/recall/bytag.py). ``total`` only when known exactly
+        (the listing fit in this page, or ``include_total``). Errors: INVALID_ARGUMENT naming
+        limit, offset, tag_mode, tag_match or page_token."""
+        require_role("reader")
+        scope = resolve_scope(request.scope)
+        read = read_at(request.read)
+        limit = request.limit or 20
+        if limit < 1 or limit > self.settings.by_tag_max_limit:
+            raise InvalidArgument(f"limit: must be between 1 and {self.settings.by_tag_max_limit}", field="limit")
+        if request.offset < 0:
+            raise InvalidArgument("offset: must not be negative", field="offset")
+        filters = Filters.build(scope, list(request.tags), request.tag_mode or "any", request.tag_match or "exact",
+                                [], None, None)
+        page, token = await list_by_tag(
+            self.graph, filters, read, _states(read), limit=limit, offset=request.offset,
+            page_token=request.page_token, include_total=request.include_total,
+            scan_max=self.settings.by_tag_scan_max,
+            explicit_as_of=epoch(request.read, "as_of") if request.read.HasField("as_of") else None,
+            explicit_known_at=epoch(request.read, "known_at") if request.read.HasField("known_at") else None)
+        response = recall_service_pb2.ListMemoriesByTagResponse(
+            memories=page.memories, has_more=page.has_more, next_page_token=token)
+        if page.total is not None:
+            response.total = page.total
+        return response
+
+    async def StartupRecall(self, request, context):
+        """AutoMem's startup recall: critical lessons (tags critical, lesson, ai-assistant;
+        by importance; up to 10) and system rules (tags system, memory-recall; up to 5),
+        current memories only."""
+        require_role("reader")
+        scope = resolve_scope(request.scope)
+        read = read_at(request.read)
+        out = []
+        for tags, limit in ((["critical", "lesson", "ai-assistant"], 10), (["system", "memory-recall"], 5)):
+            filters = Filters.build(scope, tags, "any", "exact", [], None, None)
+            where, params = filters.cypher("m")
+            params["states"] = _states(read)
+            rows = await self.graph.ro_query(
+                f"MATCH (m:Memory) WHERE {where} AND m.state IN $states RETURN properties(m) "
+                "ORDER BY m.importance DESC, m.event_time DESC LIMIT 200", params)
+            memories = [node_to_memory(r[0]) for r in rows]
+            current = [r.memory for r in await resolve(self.graph, memories, scope, read) if r is not None]
+            out.append(current[:limit])
+        return recall_service_pb2.StartupRecallResponse(critical_lessons=out[0], system_rules=out[1])
+
+    async def ListRelatedMemories(self, request, context):
+        """Neighbours along typed edges up to ``max_depth`` (1..3) hops, through the state
+        pass. NOT_FOUND when the memory is absent in the scope."""
+        require_role("reader")
+        scope = resolve_scope(request.scope)
+        read = read_at(request.read)
+        depth = request.max_depth or 1
+        if depth < 1 or depth > 3:
+            raise InvalidArgument("max_depth: must be between 1 and 3", field="max_depth")
+        limit = request.limit or 20
+        if limit < 1 or limit > 200:
+            raise InvalidArgument("limit: must be between 1 and 200", field="limit")
+        from automem.common.model import AUTHORABLE_RELATIONS, SYSTEM_RELATIONS
+
+        types = [t.strip().upper() for t in request.relationship_types if t.strip()] or list(
+            AUTHORABLE_RELATIONS + SYSTEM_RELATIONS)
+        bad = [t for t in types if t not in AUTHORABLE_RELATIONS + SYSTEM_RELATIONS]
+        if bad:
+            raise InvalidArgument(f"relationship_types: unknown {', '.join(bad)}", field="relationship_types")
+        start = await self.graph.get_memory(request.id, scope)
+        if start is None or start.state == memory_pb2.MEMORY_STATE_DELETED:
+            raise NotFound(f"memory {request.id} not found", field="id")
+        seen = {start.id}
+        frontier = [start.id]
+        found: list[tuple[str, str, float, int]] = []
+        for level in range(1, depth + 1):
+            edges = await self.graph.neighbours(frontier, types, scope)
+            frontier = []
+            for _seed, rel, other, strength in edges:
+                if other in seen:
+                    continue
+                seen.add(other)
+                frontier.append(other)
+                found.append((other, rel, strength, level))
+        memories = await self.graph.get_memories([f[0] for f in found], scope)
+        mems = [memories[f[0]] for f in found if f[0] in memories]
+        meta = {f[0]: f for f in found}
+        resolved = await resolve(self.graph, mems, scope, read)
+        out = []
+        emitted: set[str] = {start.id}
+        for m, res in zip(mems, resolved, strict=True):
+            if res is None or res.memory.id in emitted:
+                continue
+            emitted.add(res.memory.id)
+            _id, rel, strength, level = meta[m.id]
+            out.append(recall_service_pb2.RelatedMemory(memory=res.memory, relation_type=rel, strength=strength,
+                                                        depth=level))
+        return recall_service_pb2.ListRelatedMemoriesResponse(related=out[:limit])
+
+    async def AnalyzeMemories(self, request, context):
+        """Type and state counts, average confidence and importance, and the most frequent
+        entity and user tags of the caller's scope (AutoMem's GET /analyze; entity frequency
+        from enrichment's ``entity_tags``). INVALID_ARGUMENT when ``top`` is outside 1..200."""
+        require_role("reader")
+        scope = resolve_scope(request.scope)
+        top = request.top or 20
+        if top < 1 or top > 200:
+            raise InvalidArgument("top: must be between 1 and 200", field="top")
+        params = {"scope": scope, "top": top}
+        states = await self.graph.ro_query(
+            "MATCH (m:Memory) WHERE m.scope = $scope RETURN m.state, count(m)", params)
+        active = ("MATCH (m:Memory) WHERE m.scope = $scope AND m.state = 'ACTIVE' "
+                  "AND m.type <> 'MetaPattern' ")
+        types = await self.graph.ro_query(active + "RETURN m.type, count(m)", params)
+        averages = await self.graph.ro_query(active + "RETURN count(m), avg(m.confidence), avg(m.importance)", params)
+        entities = await self.graph.ro_query(
+            active + "UNWIND coalesce(m.entity_tags, []) AS t RETURN t, count(*) AS n ORDER BY n DESC, t LIMIT $top",
+            params)
+        tags = await self.graph.ro_query(
+            active + "UNWIND m.tags_lower AS t RETURN t, count(*) AS n ORDER BY n DESC, t LIMIT $top", params)
+        count, confidence, importance = averages[0] if averages else (0, 0.0, 0.0)
+        return recall_service_pb2.AnalyzeMemoriesResponse(
+            memory_count=int(count or 0), type_counts={t or "": int(n) for t, n in types},
+            state_counts={st or "": int(n) for st, n in states},
+            average_confidence=float(confidence or 0.0), average_importance=float(importance or 0.0),
+            top_entities=[recall_service_pb2.NamedCount(name=t, count=int(n)) for t, n in entities],
+            top_tags=[recall_service_pb2.NamedCount(name=t, count=int(n)) for t, n in tags])
+
+    async def GetStats(self, request, context):
+        """Counts and connectivity for /health (no key needed beyond reader)."""
+        graph_ok = await self.graph.ping()
+        memory_count = await self.graph.count_memories(states=["ACTIVE", "SUPERSEDED", "PENDING_REVIEW",
+                                                               "ARCHIVED"]) if graph_ok else 0
+        vector_count, vectors_ok, dims = 0, False, 0
+        if self.vectors is not None:
+            try:
+                vector_count = await self.vectors.count()
+                dims = await self.vectors.dimension() or 0
+                vectors_ok = True
+            except Exception:  # noqa: BLE001 - reported as disconnected
+                vectors_ok = False
+        return recall_service_pb2.GetStatsResponse(
+            memory_count=memory_count, vector_count=vector_count, graph_connected=graph_ok,
+            vectors_connected=vectors_ok, vectors_enabled=self.vectors is not None, vector_dimensions=dims)
