@@ -30,6 +30,7 @@ test: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/buf lint protos
 
 bench-locomo: $(STAMP)
 	$(PY) bench/locomo.py

@@ -402,4 +402,4 @@ class TruthMixin:
         if not principal.allows_all():  # the export spans every scope
             raise PermissionDenied("backup exports every scope: it needs a key allowed on all scopes ('*')")
         async for line in export_lines(self.graph, None if request.skip_events else self.publisher.bus):
-            yield ingest_service_pb2.ExportBackupChunk(json_line=line)
+            yield ingest_service_pb2.ExportBackupResponse(json_line=line)
