@@ -461,7 +461,8 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
 
     async def ListRelatedMemories(self, request, context):
         """Neighbours along typed edges up to ``max_depth`` (1..3) hops, through the state
-        pass, nearest first, paged (``page_size`` 1..200, default 20; ``page_token`` /
+        pass, nearest first (then strongest edge, type, id), paged (``page_size`` 1..200,
+        default 20; ``page_token`` /
         ``next_page_token``, AIP-158). NOT_FOUND when the memory is absent in the scope;
         INVALID_ARGUMENT naming max_depth, page_size or page_token."""
         require_role("reader")
@@ -490,7 +491,8 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
         for level in range(1, depth + 1):
             edges = await self.graph.neighbours(frontier, types, scope)
             frontier = []
-            for _seed, rel, other, strength in edges:
+            # A stable order, so pages follow one another: strongest edge first, then type, id.
+            for _seed, rel, other, strength in sorted(edges, key=lambda e: (-e[3], e[1], e[2])):
                 if other in seen:
                     continue
                 seen.add(other)

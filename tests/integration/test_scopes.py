@@ -371,6 +371,31 @@ async def test_grpc_keys_and_roles_are_checked_by_the_services(world: World) -> 
         assert await _code(client.recall.GetMemory(get, metadata=_md(secret))) == grpc.StatusCode.UNAUTHENTICATED
 
 
+async def test_whoami_names_the_caller_and_checks_the_scope_it_asks_for(world: World) -> None:
+    """The gateway's credentials check (RecallService.WhoAmI): the key's principal, role and
+    scopes, the scope a request would act on, and the same refusals every RPC gives."""
+    async with AutomemClient.connect(world.service.grpc) as client:
+        me = await client.recall.WhoAmI(recall_service_pb2.WhoAmIRequest(), metadata=_md(world.reader_a))
+        assert me.role == "reader" and list(me.scopes) == ["acme/*"] and me.scope == SCOPE_A and me.principal
+        asked = await client.recall.WhoAmI(recall_service_pb2.WhoAmIRequest(),
+                                           metadata=_md(world.key_a, "acme/other"))
+        assert asked.role == "writer" and asked.scope == "acme/other"
+        assert await _code(client.recall.WhoAmI(recall_service_pb2.WhoAmIRequest(scope=SCOPE_B),
+                                                metadata=_md(world.key_a))) == grpc.StatusCode.PERMISSION_DENIED
+        assert await _code(client.recall.WhoAmI(recall_service_pb2.WhoAmIRequest(),
+                                                metadata=_md(world.key_a, SCOPE_B))) == grpc.StatusCode.PERMISSION_DENIED
+        for md in ([], _md("wrong")):
+            assert await _code(client.recall.WhoAmI(recall_service_pb2.WhoAmIRequest(),
+                                                    metadata=md)) == grpc.StatusCode.UNAUTHENTICATED
+    # The gateway asks it before answering an error of its own: a 404 route, a 400 body.
+    async with world.http(world.key_a, **{"X-Automem-Scope": SCOPE_B}) as http:
+        assert (await http.get("/no/such/route")).status_code == 403
+        assert (await http.post("/memory", json={"tags": ["no content"]})).status_code == 403
+    async with world.http(world.key_a) as http:
+        assert (await http.get("/no/such/route")).status_code == 404
+        assert (await http.post("/memory", json={"tags": ["no content"]})).status_code == 400
+
+
 # --- MCP -------------------------------------------------------------------------------
 
 
