@@ -92,8 +92,12 @@ class Service:
 
     def check_alive(self) -> None:
         if self.proc.poll() is not None:
-            tail = self.log_path.read_text(errors="replace")[-3000:]
-            raise SystemExit(f"automem exited with {self.proc.returncode}; log tail:\n{tail}")
+            with open(self.log_path, "rb") as f:
+                f.seek(self.log_offset)
+                lines = f.read().decode(errors="replace").splitlines()
+            errors = [ln for ln in lines if "Error:" in ln]
+            raise SystemExit(f"automem exited with {self.proc.returncode}: "
+                             f"{(errors or lines or [''])[0][:400]}")
 
     def stop(self, timeout: float = 600, sig: int = signal.SIGTERM) -> float:
         """Send ``sig`` (SIGKILL: a crash; the servers get SIGTERM from the kernel through
@@ -379,9 +383,7 @@ def main() -> int:
                 if args.write and "recall" in got:
                     got["written"] = write_more(svc, got["memory_count"], args.write)
             except SystemExit as exc:
-                reason = [ln for ln in str(exc).splitlines() if "Error" in ln or "within" in ln or "progress" in ln]
-                got.update({"failed": (reason or str(exc).splitlines())[-1][:300],
-                            "failed_after": time.monotonic() - svc.started})
+                got.update({"failed": str(exc), "failed_after": time.monotonic() - svc.started})
             finally:
                 stop_s = svc.stop(sig=signal.SIGKILL if args.crash else signal.SIGTERM)
             if args.crash:  # the servers exit on their own after SIGTERM; let them finish
