@@ -2,8 +2,8 @@
 
 Given a data dir (or building one of ``--build N`` memories through ``POST /memory/batch``,
 500 per call, and waiting until every memory has its vector), it stops the service with
-SIGTERM, starts ``automem up`` again and prints, for each restart, the seconds from the
-process start until
+SIGTERM (``--crash``: SIGKILL), starts ``automem up`` again and prints, for each restart, the
+seconds from the process start until
 
 * ``falkordb``: FalkorDB answers and has finished loading (``INFO persistence`` ``loading:0``),
   polled on the FalkorDB port the bench hands the service (``FALKORDB_PORT``);
@@ -11,18 +11,22 @@ process start until
 * ``recall``: ``GET /recall?query=…`` answers 200 with results;
 
 plus the FalkorDB load time as redis-server measured it itself (its "DB loaded from append
-only file: X seconds" line, read from ``<falkordb dir>/redis-load.log`` when the launcher
-keeps one, else from the service's log at DEBUG) and the AOF sizes before the start.
+only file: X seconds" line in the service's log; the launcher before restart-at-scale logged
+it only at DEBUG, so it is absent for that code) and the AOF sizes before the start.
 
 Usage:
     python bench/restart.py --build 10000 --data-dir /tmp/d10k      # build, then restart 3x
+    python bench/restart.py --build 100000 --fast --data-dir /tmp/d100k --runs 0
     python bench/restart.py --data-dir /tmp/d10k --copy              # restart a copy of it
+    python bench/restart.py --data-dir /tmp/d10k --copy --crash --write 500 --runs 4
     python bench/restart.py --data-dir /tmp/d10k --copy \\
         --automem "env PYTHONPATH=/tmp/automem-old .venv/bin/python -m services.common.cli"
 
+``--fast`` builds without the per-memory enrichment (see :func:`fast_build`); ``--write N``
+stores N more memories before each stop (so a crash leaves commands to replay);
 ``--automem`` runs another build of automem (an A/B against an older checkout exported with
-``git archive``); ``--env KEY=VALUE`` passes settings to the service (e.g. a fast build with
-``AUTOMEM_EMBEDDING_PROVIDER=wordllama``). Results are also written as JSON (``--json-out``).
+``git archive``); ``--env KEY=VALUE`` passes settings to the service. Results are also
+written as JSON (``--json-out``). Numbers and commands: docs/benchmarks.md, "Restart at scale".
 """
 
 from __future__ import annotations
