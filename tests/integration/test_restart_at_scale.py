@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Self
 
 import httpx
+import pytest
 
 from automem.common.backup import reindex
 from automem.common.embedded import EmbeddedRuntime
@@ -83,6 +84,7 @@ def _contents() -> list[str]:
             for i in range(N_MEMORIES)]
 
 
+@pytest.mark.timeout(900)  # ~2 minutes here; the suite's 300 s default is tight on a busy machine
 async def test_restart_with_20k_memories_brings_back_every_memory_and_vector(tmp_path: Path):
     settings = _settings(tmp_path / "data")
     stored: list[str] = []
