@@ -18,7 +18,7 @@ Usage:
     python bench/restart.py --build 10000 --data-dir /tmp/d10k      # build, then restart 3x
     python bench/restart.py --data-dir /tmp/d10k --copy              # restart a copy of it
     python bench/restart.py --data-dir /tmp/d10k --copy \\
-        --automem "env PYTHONPATH=/tmp/automem-old .venv/bin/python -m automem.common.cli"
+        --automem "env PYTHONPATH=/tmp/automem-old .venv/bin/python -m automem.cli"
 
 ``--automem`` runs another build of automem (an A/B against an older checkout exported with
 ``git archive``); ``--env KEY=VALUE`` passes settings to the service (e.g. a fast build with
@@ -246,8 +246,8 @@ async def fast_build(data_dir: Path, n: int, env: dict[str, str]) -> float:
     No entities, SIMILAR_TO or PRECEDED_BY edges are made (a smaller graph than a full
     enrichment's). Returns seconds."""
     from automem.common.embedded import EmbeddedRuntime
-    from automem.common.modules import Runner
     from automem.common.settings import Settings
+    from automem.runner import Runner
 
     t0 = time.monotonic()
     os.environ.update(env)
@@ -257,13 +257,13 @@ async def fast_build(data_dir: Path, n: int, env: dict[str, str]) -> float:
     try:
         ctx = await runner.start()
         memories = texts(n)
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{ctx['http_port']}", timeout=600) as http:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{ctx.http_port}", timeout=600) as http:
             for i in range(0, n, 500):
                 r = await http.post("/memory/batch", json={"memories": memories[i: i + 500]})
                 r.raise_for_status()
                 if (i // 500) % 20 == 19:
                     print(f"  stored {i + 500} in {time.monotonic() - t0:.0f}s", flush=True)
-        await write_vectors(ctx["graph"], ctx["vectors"], ctx["embedder"])
+        await write_vectors(ctx.graph, ctx.vectors, ctx.embedder)
         print(f"  vectors written at {time.monotonic() - t0:.0f}s", flush=True)
     finally:
         await runner.stop()
