@@ -34,6 +34,12 @@ _ADDRESS_VARS = ("AUTOMEM_GRPC_TARGET", "AUTOMEM_INGEST_ADDR", "AUTOMEM_RECALL_A
                  "AUTOMEM_CONSOLIDATE_ADDR")
 
 
+def local_host(settings: Settings) -> str:
+    """The address other processes on this machine reach this one's servers at:
+    ``settings.host``, or 127.0.0.1 when that is a wildcard."""
+    return "127.0.0.1" if settings.host in ("0.0.0.0", "") else settings.host
+
+
 def address_setting(target: str) -> str | None:
     """The Settings field holding the address of ``target``'s gRPC services
     (``enrich`` -> ``enrich_addr``), or None when the target has none (``gateway``)."""
@@ -58,10 +64,9 @@ class ChildProcess:
     def __init__(self, settings: Settings, target: str) -> None:
         self.settings = settings
         self.target = target
-        host = "127.0.0.1" if settings.host in ("0.0.0.0", "") else settings.host
-        self.host = host
-        self.grpc_port = free_port(host)
-        self.http_port = settings.port or free_port(host)
+        self.host = local_host(settings)
+        self.grpc_port = free_port(self.host)
+        self.http_port = settings.port or free_port(self.host)
         self.proc: subprocess.Popen | None = None
         self.report: dict[str, int] = {}
         self.restarts = 0
@@ -81,9 +86,7 @@ class ChildProcess:
         env = {k: v for k, v in os.environ.items() if k not in _ADDRESS_VARS}
         env.update({"AUTOMEM_DATA_DIR": str(s.data_dir), "NATS_URL": s.nats_url, "FALKORDB_HOST": s.falkordb_host,
                     "FALKORDB_PORT": str(s.falkordb_port), "FALKORDB_PASSWORD": s.falkordb_password,
-                    "AUTOMEM_HOST": s.host, "PORT": str(self.http_port), "AUTOMEM_GRPC_PORT": str(self.grpc_port),
-                    # A child runs its own target only; it never starts children itself.
-                    "AUTOMEM_CHILD_TARGETS": ""})
+                    "AUTOMEM_HOST": s.host, "PORT": str(self.http_port), "AUTOMEM_GRPC_PORT": str(self.grpc_port)})
         env.pop("AUTOMEM_NATS_URL", None)
         if grpc_target:
             env["AUTOMEM_GRPC_TARGET"] = grpc_target

@@ -26,7 +26,7 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
-from automem.children import ChildProcess, address_setting, report_ready
+from automem.children import ChildProcess, address_setting, local_host, report_ready
 from automem.common.embedded import EmbeddedRuntime
 from automem.common.settings import Settings, get_settings
 from automem.runner import Runner, child_targets
@@ -69,7 +69,7 @@ async def _run(settings: Settings, targets: list[str], embedded: bool, ready_fd:
                         in_process)
         ctx = await runner.start()
         env_addresses = {f"AUTOMEM_{t.upper()}_ADDR": a for t, a in addresses.items()}
-        parent = f"127.0.0.1:{ctx.grpc_port}" if ctx.grpc_port else ""
+        parent = f"{local_host(settings)}:{ctx.grpc_port}" if ctx.grpc_port else ""
         for child in children:
             await child.start(child.environment(env_addresses, parent))
             ctx.http_port = ctx.http_port or child.report.get("http_port", 0)
