@@ -36,7 +36,7 @@ from typing import Any
 from automem.common.auth import Principal, require_role, resolve_scope
 from automem.common.errors import Aborted, FailedPrecondition, InvalidArgument, NotFound
 from automem.common.graph import ENRICHMENT_FIELDS, GraphStore
-from automem.common.lifecycle import check_transition, close_for_supersede, make_event
+from automem.common.lifecycle import SUPERSEDING_RELATIONS, check_transition, close_for_supersede, make_event
 from automem.common.model import (
     Memory,
     Relation,
@@ -231,7 +231,7 @@ class ReviewServicer(review_service_pb2_grpc.ReviewServiceServicer):
         why = node.get("reason") or reason
         closed = close_for_supersede(target, new.id, epoch(new, "valid_from") or epoch(new, "create_time"), stamp, why)
         rel_name = (node.get("relation_type") or "INVALIDATED_BY").upper()
-        if rel_name not in ("INVALIDATED_BY", "EVOLVED_INTO"):
+        if rel_name not in SUPERSEDING_RELATIONS:
             rel_name = "INVALIDATED_BY"
         rel = Relation(source_id=target.id, target_id=new.id, type=memory_pb2.RelationType.Value(
             "RELATION_TYPE_" + rel_name), strength=0.9, scope=scope, reason=why)
