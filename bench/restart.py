@@ -20,7 +20,7 @@ Usage:
     python bench/restart.py --data-dir /tmp/d10k --copy              # restart a copy of it
     python bench/restart.py --data-dir /tmp/d10k --copy --crash --write 500 --runs 4
     python bench/restart.py --data-dir /tmp/d10k --copy \\
-        --automem "env PYTHONPATH=/tmp/automem-old .venv/bin/python -m automem.common.cli"
+        --automem "env PYTHONPATH=/tmp/automem-old .venv/bin/python -m automem.cli"
 
 ``--fast`` builds without the per-memory enrichment (see :func:`fast_build`); ``--write N``
 stores N more memories before each stop (so a crash leaves commands to replay);
@@ -277,8 +277,8 @@ async def fast_build(data_dir: Path, n: int, env: dict[str, str]) -> float:
     No entities, SIMILAR_TO or PRECEDED_BY edges are made (a smaller graph than a full
     enrichment's). Returns seconds."""
     from automem.common.embedded import EmbeddedRuntime
-    from automem.common.modules import Runner
     from automem.common.settings import Settings
+    from automem.runner import Runner
 
     t0 = time.monotonic()
     os.environ.update(env)
@@ -288,13 +288,13 @@ async def fast_build(data_dir: Path, n: int, env: dict[str, str]) -> float:
     try:
         ctx = await runner.start()
         memories = texts(n)
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{ctx['http_port']}", timeout=600) as http:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{ctx.http_port}", timeout=600) as http:
             for i in range(0, n, 500):
                 r = await http.post("/memory/batch", json={"memories": memories[i: i + 500]})
                 r.raise_for_status()
                 if (i // 500) % 20 == 19:
                     print(f"  stored {i + 500} in {time.monotonic() - t0:.0f}s", flush=True)
-        await write_vectors(ctx["graph"], ctx["vectors"], ctx["embedder"])
+        await write_vectors(ctx.graph, ctx.vectors, ctx.embedder)
         print(f"  vectors written at {time.monotonic() - t0:.0f}s", flush=True)
         acked = await consume_enrich_backlog(ctx["bus"])
         print(f"  {acked} stored events acknowledged for enrich at {time.monotonic() - t0:.0f}s", flush=True)
