@@ -69,8 +69,8 @@ class Timers:
 async def run(data_dir: Path, mode: str, n: int, questions: list[str], turns: int) -> None:
     from automem.common.client import AutomemClient
     from automem.common.embedded import EmbeddedFalkorDB, EmbeddedNats
-    from automem.common.modules import Runner
     from automem.common.settings import Settings
+    from automem.runner import Runner
 
     nats = EmbeddedNats(data_dir)
     await nats.start()
@@ -82,19 +82,19 @@ async def run(data_dir: Path, mode: str, n: int, questions: list[str], turns: in
     ctx = await runner.start()
     timers = Timers()
     try:
-        count = (await ctx["graph"].ro_query("MATCH (m:Memory) RETURN count(m)"))[0][0]
+        count = (await ctx.graph.ro_query("MATCH (m:Memory) RETURN count(m)"))[0][0]
         sets = max(1, -(-count // turns))  # bench/latency.py: copy k is tagged set-k
         for name in ("recall_candidates", "get_memories_with_successors", "ro_query", "unembedded"):
-            timers.wrap(ctx["graph"], name, "graph." + name)
-        if ctx["vectors"] is not None:
+            timers.wrap(ctx.graph, name, "graph." + name)
+        if ctx.vectors is not None:
             for name in ("search", "search_sparse", "newest_event_time"):
-                timers.wrap(ctx["vectors"], name, "vectors." + name)
-        if ctx["embedder"] is not None:
-            timers.wrap(ctx["embedder"], "embed", "embed")
+                timers.wrap(ctx.vectors, name, "vectors." + name)
+        if ctx.embedder is not None:
+            timers.wrap(ctx.embedder, "embed", "embed")
         import automem.recall.servicer as recall_servicer
         timers.wrap(recall_servicer, "rank", "rank")
         rng = random.Random(1)
-        async with AutomemClient.connect(f"127.0.0.1:{ctx.get('grpc_port')}") as client:
+        async with AutomemClient.connect(f"127.0.0.1:{ctx.grpc_port}") as client:
             async def one(i: int) -> int:
                 kw: dict[str, Any] = {}
                 if "tag" in mode:

@@ -250,7 +250,6 @@ async def consume_enrich_backlog(bus) -> int:
     """Acknowledge every stored event on the ``enrich`` durable consumer (services/enrich/
     consumer.py ``DURABLE``), as a finished enrichment leaves it; returns how many."""
     import nats.errors
-
     from services.enrich.consumer import DURABLE
 
     sub = await bus.pull_subscribe(DURABLE)
@@ -296,7 +295,7 @@ async def fast_build(data_dir: Path, n: int, env: dict[str, str]) -> float:
                     print(f"  stored {i + 500} in {time.monotonic() - t0:.0f}s", flush=True)
         await write_vectors(ctx.graph, ctx.vectors, ctx.embedder)
         print(f"  vectors written at {time.monotonic() - t0:.0f}s", flush=True)
-        acked = await consume_enrich_backlog(ctx["bus"])
+        acked = await consume_enrich_backlog(ctx.bus)
         print(f"  {acked} stored events acknowledged for enrich at {time.monotonic() - t0:.0f}s", flush=True)
     finally:
         await runner.stop()
