@@ -39,15 +39,15 @@ from starlette.requests import Request
 
 from automem.common.client import AutomemClient
 from automem.common.errors import AutomemError
+
+# The relation types a supersede may write: the lifecycle rule the ingest service applies,
+# offered as the tool's choices.
+from automem.common.lifecycle import SUPERSEDING_RELATIONS
 from automem.common.settings import Settings
 from automem.gateway import presenters, usecases
 from automem.gateway.deps import Caller, credentials
 from automem.gateway.errors import GatewayError
 from automem.gateway.schemas import MemoryRequest
-
-# The relation types a supersede may write: the ingest service's rule, offered as the
-# tool's choices. (automem.ingest.servicer holds them until a lifecycle module does.)
-from automem.ingest.servicer import SUPERSEDING_RELATIONS
 
 INSTRUCTIONS = (
     "automem is the agent's persistent long-term memory (graph + vectors). Use recall_memory to "

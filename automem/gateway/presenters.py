@@ -21,6 +21,7 @@ from automem.v1 import (
     ingest_service_pb2,
     memory_pb2,
     recall_service_pb2,
+    review_service_pb2,
 )
 
 
@@ -290,7 +291,7 @@ def sync_json(response: consolidate_service_pb2.CheckSyncResponse) -> dict[str, 
 # --- truth model (/v1) -----------------------------------------------------------------
 
 
-def review_item_json(item: ingest_service_pb2.ReviewItem) -> dict[str, Any]:
+def review_item_json(item: review_service_pb2.ReviewItem) -> dict[str, Any]:
     """A review item (memories as :func:`memory_json`)."""
     return {
         "id": item.id, "kind": item.kind, "status": item.status, "scope": item.scope,
@@ -301,7 +302,7 @@ def review_item_json(item: ingest_service_pb2.ReviewItem) -> dict[str, Any]:
     }
 
 
-def tombstone_json(t: ingest_service_pb2.Tombstone) -> dict[str, Any]:
+def tombstone_json(t: review_service_pb2.Tombstone) -> dict[str, Any]:
     """A tombstone."""
     return {"id": t.id, "content_hash": t.content_hash, "scope": t.scope, "memory_id": t.memory_id or None,
             "reason": t.reason or None, "lifted": t.lifted, "created_at": iso(t, "create_time"),

@@ -35,6 +35,7 @@ from automem.v1 import (
     ingest_service_pb2,
     memory_pb2,
     recall_service_pb2,
+    review_service_pb2,
 )
 
 # --- translation of caller input --------------------------------------------------------
@@ -385,40 +386,40 @@ async def check_sync(call: Caller, *, repair: bool) -> consolidate_service_pb2.C
 
 
 async def review_items(call: Caller, *, status: str, kind: str, page_size: int,
-                       page_token: str) -> ingest_service_pb2.ListReviewItemsResponse:
+                       page_token: str) -> review_service_pb2.ListReviewItemsResponse:
     """A page of the review queue."""
-    return await call(call.client.ingest.ListReviewItems, ingest_service_pb2.ListReviewItemsRequest(
+    return await call(call.client.review.ListReviewItems, review_service_pb2.ListReviewItemsRequest(
         status=status, kind=kind, page_size=page_size, page_token=page_token))
 
 
-async def approve(call: Caller, item_id: str, reason: str) -> ingest_service_pb2.ApproveReviewItemResponse:
+async def approve(call: Caller, item_id: str, reason: str) -> review_service_pb2.ApproveReviewItemResponse:
     """Approve a pending review item (admin)."""
-    return await call(call.client.ingest.ApproveReviewItem,
-                      ingest_service_pb2.ApproveReviewItemRequest(id=item_id, reason=reason))
+    return await call(call.client.review.ApproveReviewItem,
+                      review_service_pb2.ApproveReviewItemRequest(id=item_id, reason=reason))
 
 
-async def reject(call: Caller, item_id: str, reason: str) -> ingest_service_pb2.RejectReviewItemResponse:
+async def reject(call: Caller, item_id: str, reason: str) -> review_service_pb2.RejectReviewItemResponse:
     """Reject a pending review item with a reason (admin)."""
-    return await call(call.client.ingest.RejectReviewItem,
-                      ingest_service_pb2.RejectReviewItemRequest(id=item_id, reason=reason))
+    return await call(call.client.review.RejectReviewItem,
+                      review_service_pb2.RejectReviewItemRequest(id=item_id, reason=reason))
 
 
 async def tombstones(call: Caller, *, include_lifted: bool, page_size: int,
-                     page_token: str) -> ingest_service_pb2.ListTombstonesResponse:
+                     page_token: str) -> review_service_pb2.ListTombstonesResponse:
     """A page of the scope's tombstones (admin)."""
-    return await call(call.client.ingest.ListTombstones, ingest_service_pb2.ListTombstonesRequest(
+    return await call(call.client.review.ListTombstones, review_service_pb2.ListTombstonesRequest(
         include_lifted=include_lifted, page_size=page_size, page_token=page_token))
 
 
-async def lift(call: Caller, tombstone_id: str) -> ingest_service_pb2.LiftTombstoneResponse:
+async def lift(call: Caller, tombstone_id: str) -> review_service_pb2.LiftTombstoneResponse:
     """Lift a tombstone (admin)."""
-    return await call(call.client.ingest.LiftTombstone, ingest_service_pb2.LiftTombstoneRequest(id=tombstone_id))
+    return await call(call.client.review.LiftTombstone, review_service_pb2.LiftTombstoneRequest(id=tombstone_id))
 
 
 async def history(call: Caller, memory_id: str, *, page_size: int,
-                  page_token: str) -> ingest_service_pb2.ListMemoryEventsResponse:
+                  page_token: str) -> review_service_pb2.ListMemoryEventsResponse:
     """A page of a memory's events, oldest first."""
-    return await call(call.client.ingest.ListMemoryEvents, ingest_service_pb2.ListMemoryEventsRequest(
+    return await call(call.client.review.ListMemoryEvents, review_service_pb2.ListMemoryEventsRequest(
         id=memory_id, page_size=page_size, page_token=page_token))
 
 

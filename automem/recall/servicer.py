@@ -28,7 +28,8 @@ from automem.common.embedding import EmbeddingProvider
 from automem.common.enums import enum_word
 from automem.common.errors import InvalidArgument, NotFound
 from automem.common.graph import GraphStore
-from automem.common.model import SUPERSEDING_RELATIONS, Memory, epoch, node_to_memory, ts
+from automem.common.lifecycle import SUPERSEDING_RELATIONS
+from automem.common.model import Memory, epoch, node_to_memory, ts
 from automem.common.paging import decode_offset_token, encode_offset_token
 from automem.common.settings import Settings
 from automem.common.state import ReadAt, as_known, known, resolve, resolve_one
