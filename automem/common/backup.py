@@ -1,7 +1,8 @@
 """Recovery that loses nothing: full export, restore into an empty store, vector reindex.
 
 AutoMem rebuilt its graph from the vector payload and lost validity windows and edges
-(DESIGN.md weakness 4). Here the graph is the record of truth and is exported whole:
+(docs/architecture.md, "What the design fixes in AutoMem", item 4). Here the graph is the
+record of truth and is exported whole:
 
 * :func:`export_records` — JSON-serialisable records, one per line in a backup file:
 

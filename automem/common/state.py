@@ -1,7 +1,7 @@
 """The one state pass: every read (recall, get, list, by-tag, startup recall, related, export)
 decides what is current here.
 
-Rules (DESIGN.md "Reads"):
+Rules (docs/architecture.md, "Where each rule lives"):
 
 * withheld: REJECTED and DELETED always; ARCHIVED and PENDING_REVIEW unless asked for;
   memories the service did not know at ``known_at`` (record_time > known_at) or had
@@ -28,7 +28,7 @@ from automem.common.lifecycle import SUPERSEDING_RELATIONS
 from automem.common.model import OPEN_END, Memory, epoch
 from automem.v1 import memory_pb2
 
-#: Longest supersession chain walked (DESIGN.md).
+#: Longest supersession chain walked (docs/architecture.md, "Where each rule lives").
 MAX_HOPS = 5
 
 _ALWAYS_WITHHELD = (memory_pb2.MEMORY_STATE_DELETED, memory_pb2.MEMORY_STATE_REJECTED)

@@ -1,6 +1,6 @@
-"""Negative evaluations: one test per AutoMem fault listed at the end of DESIGN.md. Each
-asserts the correct behaviour here; the comment in each says how the faulty behaviour would
-make it fail."""
+"""Negative evaluations: one test per AutoMem fault listed in docs/architecture.md ("What
+the design fixes in AutoMem"). Each asserts the correct behaviour here; the comment in each
+says how the faulty behaviour would make it fail."""
 
 from __future__ import annotations
 
