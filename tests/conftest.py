@@ -54,7 +54,7 @@ async def falkordb_server(tmp_path_factory: pytest.TempPathFactory):
         await server.stop()
 
 
-def _settings_for(nats: EmbeddedNats, falkordb: EmbeddedFalkorDB, data_dir: Path) -> Settings:
+def settings_for(nats: EmbeddedNats, falkordb: EmbeddedFalkorDB, data_dir: Path) -> Settings:
     """Settings on the session servers with a data dir and a unique graph, stream and subjects."""
     suffix = uuid.uuid4().hex[:12]
     return Settings(
@@ -75,7 +75,7 @@ def _settings_for(nats: EmbeddedNats, falkordb: EmbeddedFalkorDB, data_dir: Path
 @pytest.fixture
 def settings(nats_server: EmbeddedNats, falkordb_server: EmbeddedFalkorDB, tmp_path: Path) -> Settings:
     """Settings for one test: the session servers, a tmp data dir, unique graph and stream."""
-    return _settings_for(nats_server, falkordb_server, tmp_path / "data")
+    return settings_for(nats_server, falkordb_server, tmp_path / "data")
 
 
 class RunningService:
@@ -165,7 +165,7 @@ async def start_service(settings: Settings, targets: list[str] | None = None) ->
 async def shared_service(nats_server: EmbeddedNats, falkordb_server: EmbeddedFalkorDB,
                          tmp_path_factory: pytest.TempPathFactory):
     """The one whole service of the session (its own graph and stream on the session servers)."""
-    running = await start_service(_settings_for(nats_server, falkordb_server,
+    running = await start_service(settings_for(nats_server, falkordb_server,
                                                 tmp_path_factory.mktemp("shared-service") / "data"))
     try:
         yield running
@@ -173,10 +173,15 @@ async def shared_service(nats_server: EmbeddedNats, falkordb_server: EmbeddedFal
         await running.runner.stop()
 
 
+def fresh_scope() -> str:
+    """A scope name no other test uses: ``t/<12 hex>``."""
+    return f"t/{uuid.uuid4().hex[:12]}"
+
+
 @pytest.fixture
 def service(shared_service: RunningService) -> ScopedService:
-    """The shared service in a fresh scope of this test's own (``t/<12 hex>``)."""
-    return ScopedService(shared_service, f"t/{uuid.uuid4().hex[:12]}")
+    """The shared service in a fresh scope of this test's own."""
+    return ScopedService(shared_service, fresh_scope())
 
 
 @pytest_asyncio.fixture(loop_scope="session")
