@@ -22,7 +22,7 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 install: $(STAMP)
 
 protos: $(STAMP)
-	$(PY) -m automem.common.protogen
+	$(PY) -m automem.protogen
 
 run: $(STAMP)
 	$(VENV)/bin/automem up
@@ -39,6 +39,8 @@ test: test-unit test-integration
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports --no-cache
+	$(VENV)/bin/buf lint protos
 
 bench-locomo: $(STAMP)
 	$(PY) bench/locomo.py

@@ -80,7 +80,7 @@ def settings(nats_server: EmbeddedNats, falkordb_server: EmbeddedFalkorDB, tmp_p
 
 class RunningService:
     """A running automem (every target, one process): ``url`` is the gateway's base URL,
-    ``grpc`` the gRPC address, ``ctx`` the runner context (stores, consumer). Requests carry
+    ``grpc`` the gRPC address, ``ctx`` the runner's :class:`automem.runtime.Runtime` (stores, consumer). Requests carry
     no scope, so they act on the principal's default scope, ``scope`` ("default")."""
 
     scope = "default"
@@ -89,8 +89,8 @@ class RunningService:
         self.settings = settings
         self.runner = runner
         self.ctx = ctx
-        self.url = f"http://127.0.0.1:{ctx.get('http_port')}"
-        self.grpc = f"127.0.0.1:{ctx.get('grpc_port')}"
+        self.url = f"http://127.0.0.1:{ctx.http_port}"
+        self.grpc = f"127.0.0.1:{ctx.grpc_port}"
 
     def http(self, **headers: str):
         """An httpx.AsyncClient on the gateway."""
@@ -143,7 +143,8 @@ class ScopedService:
         return self.shared.http(**headers)
 
     def client(self, **kwargs):
-        """An :class:`AutomemClient` whose calls (typed helpers and raw stubs) carry the scope."""
+        """An :class:`AutomemClient` whose calls (typed helpers and the raw
+        stubs: ingest, review, recall with WhoAmI, enrich, consolidate) carry the scope."""
         from automem.common.client import AutomemClient
 
         kwargs.setdefault("scope", self.scope)
@@ -153,7 +154,7 @@ class ScopedService:
 
 async def start_service(settings: Settings, targets: list[str] | None = None) -> RunningService:
     """Start the chosen targets (default all) in this process on free ports."""
-    from automem.common.modules import Runner
+    from automem.runner import Runner
 
     settings = settings.model_copy(update={"port": 0, "grpc_port": 0})
     runner = Runner(settings, targets or ["all"])

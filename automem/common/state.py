@@ -24,7 +24,8 @@ import time
 from dataclasses import dataclass, field
 
 from automem.common.graph import GraphStore
-from automem.common.model import OPEN_END, SUPERSEDING_RELATIONS, Memory, epoch
+from automem.common.lifecycle import SUPERSEDING_RELATIONS
+from automem.common.model import OPEN_END, Memory, epoch
 from automem.v1 import memory_pb2
 
 #: Longest supersession chain walked (DESIGN.md).

@@ -8,20 +8,36 @@ the interceptor.
 from __future__ import annotations
 
 import logging
-import uuid
 from datetime import timedelta
 from typing import Any
 
-from automem.common.auth import current_principal, require_role, resolve_scope
-from automem.common.errors import Aborted, AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
-from automem.common.graph import GraphStore
-from automem.common.model import (
+from automem.common.auth import require_role, resolve_scope
+from automem.common.backup import export_lines
+from automem.common.errors import (
+    Aborted,
+    AlreadyExists,
+    AutomemError,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+)
+from automem.common.graph import ENRICHMENT_FIELDS, GraphStore
+from automem.common.lifecycle import (
     SUPERSEDING_RELATIONS,
+    check_transition,
+    close_for_supersede,
+    make_event,
+    review_required,
+)
+from automem.common.model import (
+    AUTHORABLE_RELATIONS,
     Memory,
     Relation,
     content_hash,
     epoch,
     memory_to_node,
+    node_to_memory,
     now,
     parse_relation_type,
     relation_type_name,
@@ -29,70 +45,15 @@ from automem.common.model import (
 )
 from automem.common.outbox import EventPublisher
 from automem.common.settings import Settings
-from automem.ingest.logic import apply_update, build_memory
-from automem.ingest.truth import TruthMixin, close_for_supersede, review_required
+from automem.ingest.logic import FIELD_LABELS, apply_update, build_memory
 from automem.v1 import events_pb2, ingest_service_pb2, ingest_service_pb2_grpc, memory_pb2
 
 log = logging.getLogger(__name__)
 
-#: Allowed trust-state transitions (from -> to).
-TRANSITIONS: dict[int, set[int]] = {
-    memory_pb2.MEMORY_STATE_ACTIVE: {memory_pb2.MEMORY_STATE_SUPERSEDED, memory_pb2.MEMORY_STATE_ARCHIVED,
-                                     memory_pb2.MEMORY_STATE_DELETED},
-    memory_pb2.MEMORY_STATE_PENDING_REVIEW: {memory_pb2.MEMORY_STATE_ACTIVE, memory_pb2.MEMORY_STATE_REJECTED,
-                                             memory_pb2.MEMORY_STATE_DELETED},
-    memory_pb2.MEMORY_STATE_SUPERSEDED: {memory_pb2.MEMORY_STATE_ACTIVE, memory_pb2.MEMORY_STATE_ARCHIVED,
-                                         memory_pb2.MEMORY_STATE_DELETED},
-    memory_pb2.MEMORY_STATE_ARCHIVED: {memory_pb2.MEMORY_STATE_ACTIVE, memory_pb2.MEMORY_STATE_DELETED},
-    memory_pb2.MEMORY_STATE_REJECTED: {memory_pb2.MEMORY_STATE_DELETED},
-    memory_pb2.MEMORY_STATE_DELETED: set(),
-}
-
 MAX_UPDATE_RETRIES = 50
 
 
-def check_transition(current: int, target: int) -> None:
-    """Raise FailedPrecondition unless ``current -> target`` is an allowed state transition."""
-    if target not in TRANSITIONS.get(current, set()):
-        from automem.common.model import state_name
-
-        raise FailedPrecondition(
-            f"state: cannot move from {state_name(current)} to {state_name(target)}", field="state"
-        )
-
-
-def make_event(
-    event_type: int, *, before: Memory | None, after: Memory | None, reason: str = "",
-    relation: Relation | None = None, content_changed: bool = False, actor: str | None = None,
-    embedding: Any = (),
-) -> events_pb2.MemoryEvent:
-    """A MemoryEvent with a fresh id, the current principal as actor and the time now."""
-    subject = after if after is not None else before
-    event = events_pb2.MemoryEvent(
-        event_id=str(uuid.uuid4()), type=event_type, actor=actor or _actor(),
-        memory_id=subject.id if subject is not None else (relation.source_id if relation else ""),
-        scope=subject.scope if subject is not None else (relation.scope if relation else ""),
-        version=subject.version if subject is not None else 0, reason=reason, content_changed=content_changed,
-    )
-    event.event_time.CopyFrom(ts(now()))
-    if before is not None:
-        event.before.CopyFrom(before)
-    if after is not None:
-        event.after.CopyFrom(after)
-    if relation is not None:
-        event.relation.CopyFrom(relation)
-    event.embedding.extend(embedding)
-    return event
-
-
-def _actor() -> str:
-    try:
-        return current_principal().name
-    except Exception:  # noqa: BLE001 - system writes have no principal
-        return "system"
-
-
-class IngestServicer(TruthMixin, ingest_service_pb2_grpc.IngestServiceServicer):
+class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
     """gRPC IngestService over the graph store and the event publisher."""
 
     def __init__(self, settings: Settings, graph: GraphStore, publisher: EventPublisher) -> None:
@@ -176,8 +137,6 @@ class IngestServicer(TruthMixin, ingest_service_pb2_grpc.IngestServiceServicer):
         )
         if not rows:
             return None
-        from automem.common.model import node_to_memory
-
         return node_to_memory(rows[0][0])
 
     async def _load(self, memory_id: str, scope: str) -> Memory:
@@ -210,7 +169,7 @@ class IngestServicer(TruthMixin, ingest_service_pb2_grpc.IngestServiceServicer):
         memory = build_memory(request.memory, scope=scope, settings=self.settings, created=now(),
                               source=principal.name)
         await self._check_tombstone(memory)
-        duplicate = await self._duplicate_of(memory, explicit_time=bool(request.memory.timestamp.strip()))
+        duplicate = await self._duplicate_of(memory, explicit_time=request.memory.HasField("event_time"))
         if duplicate is not None:
             await self._remember_key(scope, request.idempotency_key, [duplicate.id])
             return ingest_service_pb2.CreateMemoryResponse(memory=duplicate, deduplicated=True)
@@ -278,13 +237,6 @@ class IngestServicer(TruthMixin, ingest_service_pb2_grpc.IngestServiceServicer):
             for memory, item in zip(memories, request.memories, strict=True)])
         return ingest_service_pb2.BatchCreateMemoriesResponse(memories=memories)
 
-    async def GetMemory(self, request, context):
-        """The raw stored record (no state pass); NOT_FOUND when absent in the scope."""
-        require_role("reader")
-        scope = resolve_scope(request.scope)
-        memory = await self._load(request.id, scope)
-        return ingest_service_pb2.GetMemoryResponse(memory=memory)
-
     async def UpdateMemory(self, request, context):
         """Apply the fields in ``update_mask``; metadata merges, ``add_tags`` merge.
 
@@ -304,7 +256,7 @@ class IngestServicer(TruthMixin, ingest_service_pb2_grpc.IngestServiceServicer):
             if request.etag and current.version != request.etag:
                 raise Aborted(f"etag: memory {request.id} is at version {current.version}, not {request.etag}",
                               field="etag")
-            frozen = {"content", "t_valid", "t_invalid"} & set(paths)
+            frozen = {FIELD_LABELS.get(p, p) for p in {"content", "valid_from", "valid_to"} & set(paths)}
             if current.state == memory_pb2.MEMORY_STATE_SUPERSEDED and frozen:
                 raise FailedPrecondition(
                     f"{min(frozen)}: memory {request.id} is SUPERSEDED by {current.superseded_by or 'another'}; "
@@ -366,10 +318,7 @@ class IngestServicer(TruthMixin, ingest_service_pb2_grpc.IngestServiceServicer):
         rel.CopyFrom(request.relation)
         if not rel.type:
             rel.type = parse_relation_type(request.type_name or "RELATES_TO")
-        elif relation_type_name(rel.type) not in (
-            "RELATES_TO", "LEADS_TO", "OCCURRED_BEFORE", "PREFERS_OVER", "EXEMPLIFIES", "CONTRADICTS",
-            "REINFORCES", "INVALIDATED_BY", "EVOLVED_INTO", "DERIVED_FROM", "PART_OF",
-        ):
+        elif relation_type_name(rel.type) not in AUTHORABLE_RELATIONS:
             raise InvalidArgument("type: system relation types cannot be authored", field="type")
         if not rel.source_id or not rel.target_id:
             raise InvalidArgument("memory1_id: both memory ids are required", field="memory1_id")
@@ -422,6 +371,31 @@ class IngestServicer(TruthMixin, ingest_service_pb2_grpc.IngestServiceServicer):
             await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_MEMORY_SUPERSEDED, before=source,
                                                     after=updated, reason=rel.reason))
         return ingest_service_pb2.CreateRelationResponse(relation=rel)
+
+    async def BatchCreateRelations(self, request, context):
+        """Create each relation as :meth:`CreateRelation` would, one after the other; a
+        failure does not stop the others. Answers the created ones with their request
+        indexes and each failure's index, status code and message (the REST 207 partial
+        answer). INVALID_ARGUMENT naming ``associations`` over ``batch_max`` (500, AutoMem's
+        batch limit)."""
+        require_role("writer")
+        resolve_scope(request.scope)
+        count = len(request.requests)
+        if count > self.settings.batch_max:
+            raise InvalidArgument(f"associations: {count} items exceeds the batch limit of {self.settings.batch_max}",
+                                  field="associations")
+        response = ingest_service_pb2.BatchCreateRelationsResponse()
+        for index, item in enumerate(request.requests):
+            if not item.scope:
+                item.scope = request.scope
+            try:
+                created = await self.CreateRelation(item, context)
+            except AutomemError as exc:
+                response.failures.add(index=index, code=exc.code.value[0], message=exc.message, field=exc.field or "")
+                continue
+            response.relations.append(created.relation)
+            response.indexes.append(index)
+        return response
 
     async def SupersedeMemory(self, request, context):
         """Replace memory ``id`` by a new memory in ONE atomic graph query: create the
@@ -497,8 +471,6 @@ class IngestServicer(TruthMixin, ingest_service_pb2_grpc.IngestServiceServicer):
             "AND any(t IN m.tags_lower WHERE t IN $tags) RETURN properties(m)",
             {"scope": scope, "tags": tags},
         )
-        from automem.common.model import node_to_memory
-
         memories = [node_to_memory(r[0]) for r in rows]
         if request.dry_run:
             return ingest_service_pb2.DeleteMemoriesByTagResponse(memory_ids=[m.id for m in memories],
@@ -514,9 +486,15 @@ class IngestServicer(TruthMixin, ingest_service_pb2_grpc.IngestServiceServicer):
             deleted.append(memory.id)
         return ingest_service_pb2.DeleteMemoriesByTagResponse(memory_ids=deleted, deleted_count=len(deleted))
 
+    async def ExportBackup(self, request, context):
+        """Stream the full export (admin): one JSON record per chunk (automem/common/backup.py)."""
+        principal = require_role("admin")
+        if not principal.allows_all():  # the export spans every scope
+            raise PermissionDenied("backup exports every scope: it needs a key allowed on all scopes ('*')")
+        async for line in export_lines(self.graph, None if request.skip_events else self.publisher.bus):
+            yield ingest_service_pb2.ExportBackupResponse(json_line=line)
+
 
 
 def _without_enrichment(props: dict[str, Any]) -> dict[str, Any]:
-    from automem.common.graph import ENRICHMENT_FIELDS
-
     return {k: v for k, v in props.items() if k not in ENRICHMENT_FIELDS}

@@ -56,9 +56,6 @@ from automem.common.model import OPEN_END, Memory
 from automem.common.state import ReadAt, resolve
 from automem.recall.filters import Filters
 
-#: Entity tags (automem/enrich/entities.py, ``entity:<kind>:<slug>``) are matched in the
-#: ``entity_tags`` property as well; other tags only in ``tags_lower``.
-ENTITY_TAG_PREFIX = "entity:"
 #: Most rows one window query returns (its cost bound); a full window is read again narrower.
 PROBE_CAP = 128
 #: Most rows read at once at one exact time (a batch stores up to 500 memories at one time).
@@ -161,31 +158,6 @@ def decode_token(token: str) -> Cursor:
     return Cursor(Key(t, importance, body["id"]), max(width, MIN_WIDTH), as_of, known_at, body["f"])
 
 
-def _drive(filters: Filters) -> tuple[str, dict[str, Any], bool]:
-    """The index-backed tag predicate: (Cypher fragment or "", parameters, whether the rows
-    must still be checked with :meth:`Filters.tags_match`)."""
-    if not filters.tags:
-        return "", {}, False
-    if filters.tag_match != "exact":
-        return "", {}, True
-    params: dict[str, Any] = {}
-    terms: list[tuple[str, bool]] = []
-    for i, tag in enumerate(filters.tags):
-        params[f"bt{i}"] = tag
-        if tag.startswith(ENTITY_TAG_PREFIX):
-            terms.append((f"($bt{i} IN m.tags_lower OR $bt{i} IN m.entity_tags)", False))
-        else:
-            terms.append((f"$bt{i} IN m.tags_lower", True))
-    if filters.tag_mode == "any":
-        return "(" + " OR ".join(t for t, _ in terms) + ")", params, False
-    plain = [t for t, simple in terms if simple]
-    if len(plain) == len(terms):
-        return " AND ".join(plain), params, False
-    # FalkorDB does not intersect an OR of two array indexes with a range inside an AND:
-    # drive by the plain tags (or the first tag) and check the rest here.
-    return (" AND ".join(plain) if plain else terms[0][0]), params, True
-
-
 class TagWalk:
     """Index rows under the tags in listing order, after a key, read window by window.
 
@@ -207,7 +179,7 @@ class TagWalk:
         self._hint = self.width
         #: Newest event_time at or before ``now`` seen by a first page (for :data:`_NEWEST`).
         self.newest_past: float | None = None
-        drive, self._params, self.check = _drive(filters)
+        drive, self._params, self.check = filters.indexed_tags()
         self._where = "m.scope = $scope" + (f" AND {drive}" if drive else "")
         self._params["scope"] = filters.scope
         self._returns = "m.id, m.event_time, m.importance, m.state" + (

@@ -15,6 +15,10 @@ from automem.common.errors import InvalidArgument
 from automem.common.model import Memory, epoch
 from automem.common.vectors import VectorFilter
 
+#: Entity tags carry this prefix (automem/enrich/entities.py) and are matched in
+#: ``entity_tags`` as well as in ``tags_lower``.
+ENTITY_TAG_PREFIX = "entity:"
+
 
 @dataclass
 class Filters:
@@ -77,19 +81,31 @@ class Filters:
     # --- cypher --------------------------------------------------------------------
 
     def cypher(self, var: str = "m") -> tuple[str, dict[str, Any]]:
-        """A WHERE fragment (without WHERE) and its parameters."""
+        """A WHERE fragment (without WHERE) and its parameters.
+
+        Exact tags are matched through :meth:`indexed_tags` (FalkorDB's array indexes on
+        ``tags_lower`` / ``entity_tags``), with the full list predicate added only where the
+        index fragment alone is not the filter. Measured at 100,000 memories on a tag of 1,451:
+        the list predicate ``any(x IN $tags WHERE x IN (m.tags_lower + m.entity_tags))`` made
+        FalkorDB read the whole scope (72-135 ms); the indexed fragment reads the tag's
+        memories (0.3-1.2 ms), docs/benchmarks.md ("tag-only listing at 100k")."""
         parts = [f"{var}.scope = $f_scope"]
         params: dict[str, Any] = {"f_scope": self.scope}
         # User tags plus entity tags (automem/enrich/entities.py).
         all_tags = f"({var}.tags_lower + coalesce({var}.entity_tags, []))"
         if self.tags:
-            params["f_tags"] = self.tags
-            if self.tag_match == "exact":
-                one = f"x IN {all_tags}"
-            else:
-                one = f"any(t IN {all_tags} WHERE t STARTS WITH x)"
-            quant = "all" if self.tag_mode == "all" else "any"
-            parts.append(f"{quant}(x IN $f_tags WHERE {one})")
+            indexed, extra, check = self.indexed_tags(var)
+            if indexed:
+                parts.append(indexed)
+                params.update(extra)
+            if check:
+                params["f_tags"] = self.tags
+                if self.tag_match == "exact":
+                    one = f"x IN {all_tags}"
+                else:
+                    one = f"any(t IN {all_tags} WHERE t STARTS WITH x)"
+                quant = "all" if self.tag_mode == "all" else "any"
+                parts.append(f"{quant}(x IN $f_tags WHERE {one})")
         if self.exclude_tags:
             params["f_excl"] = self.exclude_tags
             parts.append(f"NOT any(t IN {all_tags} WHERE t IN $f_excl)")
@@ -100,6 +116,35 @@ class Filters:
             params["f_end"] = self.end
             parts.append(f"{var}.event_time <= $f_end")
         return " AND ".join(parts), params
+
+    def indexed_tags(self, var: str = "m") -> tuple[str, dict[str, Any], bool]:
+        """The index-backed tag predicate: (Cypher fragment or "", its parameters ``$bt0``...,
+        whether rows must still be checked against the full tag filter).
+
+        A FalkorDB array index answers membership (``$t IN m.tags_lower``) only, so prefix
+        matching has no fragment. Entity tags (``entity:<kind>:<slug>``,
+        automem/enrich/entities.py) are looked up in ``entity_tags`` as well; plain tags never
+        appear there. FalkorDB does not intersect an OR of two array indexes with a range
+        inside an AND, so ``tag_mode=all`` with an entity tag is driven by the plain tags (or
+        the first tag) and the rest is checked."""
+        if not self.tags:
+            return "", {}, False
+        if self.tag_match != "exact":
+            return "", {}, True
+        params: dict[str, Any] = {}
+        terms: list[tuple[str, bool]] = []
+        for i, tag in enumerate(self.tags):
+            params[f"bt{i}"] = tag
+            if tag.startswith(ENTITY_TAG_PREFIX):
+                terms.append((f"($bt{i} IN {var}.tags_lower OR $bt{i} IN {var}.entity_tags)", False))
+            else:
+                terms.append((f"$bt{i} IN {var}.tags_lower", True))
+        if self.tag_mode == "any":
+            return "(" + " OR ".join(t for t, _ in terms) + ")", params, False
+        plain = [t for t, simple in terms if simple]
+        if len(plain) == len(terms):
+            return " AND ".join(plain), params, False
+        return (" AND ".join(plain) if plain else terms[0][0]), params, True
 
     # --- vectors -------------------------------------------------------------------
 

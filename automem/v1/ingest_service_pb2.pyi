@@ -2,7 +2,6 @@ import datetime
 
 from automem.v1 import memory_pb2 as _memory_pb2
 from google.protobuf import field_mask_pb2 as _field_mask_pb2
-from automem.v1 import events_pb2 as _events_pb2
 from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
@@ -14,16 +13,16 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class MemoryInput(_message.Message):
-    __slots__ = ("content", "tags", "importance", "confidence", "metadata", "type", "timestamp", "t_valid", "t_invalid", "embedding", "require_review", "metadata_json", "metadata_set")
+    __slots__ = ("content", "tags", "importance", "confidence", "metadata", "type", "event_time", "valid_from", "valid_to", "embedding", "require_review", "metadata_json", "metadata_set")
     CONTENT_FIELD_NUMBER: _ClassVar[int]
     TAGS_FIELD_NUMBER: _ClassVar[int]
     IMPORTANCE_FIELD_NUMBER: _ClassVar[int]
     CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
     METADATA_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
-    TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
-    T_VALID_FIELD_NUMBER: _ClassVar[int]
-    T_INVALID_FIELD_NUMBER: _ClassVar[int]
+    EVENT_TIME_FIELD_NUMBER: _ClassVar[int]
+    VALID_FROM_FIELD_NUMBER: _ClassVar[int]
+    VALID_TO_FIELD_NUMBER: _ClassVar[int]
     EMBEDDING_FIELD_NUMBER: _ClassVar[int]
     REQUIRE_REVIEW_FIELD_NUMBER: _ClassVar[int]
     METADATA_JSON_FIELD_NUMBER: _ClassVar[int]
@@ -34,14 +33,14 @@ class MemoryInput(_message.Message):
     confidence: float
     metadata: _struct_pb2.Struct
     type: str
-    timestamp: str
-    t_valid: str
-    t_invalid: str
+    event_time: _timestamp_pb2.Timestamp
+    valid_from: _timestamp_pb2.Timestamp
+    valid_to: _timestamp_pb2.Timestamp
     embedding: _containers.RepeatedScalarFieldContainer[float]
     require_review: bool
     metadata_json: str
     metadata_set: bool
-    def __init__(self, content: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., importance: _Optional[float] = ..., confidence: _Optional[float] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., type: _Optional[str] = ..., timestamp: _Optional[str] = ..., t_valid: _Optional[str] = ..., t_invalid: _Optional[str] = ..., embedding: _Optional[_Iterable[float]] = ..., require_review: _Optional[bool] = ..., metadata_json: _Optional[str] = ..., metadata_set: _Optional[bool] = ...) -> None: ...
+    def __init__(self, content: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., importance: _Optional[float] = ..., confidence: _Optional[float] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., type: _Optional[str] = ..., event_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_to: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., embedding: _Optional[_Iterable[float]] = ..., require_review: _Optional[bool] = ..., metadata_json: _Optional[str] = ..., metadata_set: _Optional[bool] = ...) -> None: ...
 
 class CreateMemoryRequest(_message.Message):
     __slots__ = ("memory", "scope", "idempotency_key")
@@ -76,22 +75,6 @@ class BatchCreateMemoriesResponse(_message.Message):
     MEMORIES_FIELD_NUMBER: _ClassVar[int]
     memories: _containers.RepeatedCompositeFieldContainer[_memory_pb2.Memory]
     def __init__(self, memories: _Optional[_Iterable[_Union[_memory_pb2.Memory, _Mapping]]] = ...) -> None: ...
-
-class GetMemoryRequest(_message.Message):
-    __slots__ = ("id", "scope", "touch")
-    ID_FIELD_NUMBER: _ClassVar[int]
-    SCOPE_FIELD_NUMBER: _ClassVar[int]
-    TOUCH_FIELD_NUMBER: _ClassVar[int]
-    id: str
-    scope: str
-    touch: bool
-    def __init__(self, id: _Optional[str] = ..., scope: _Optional[str] = ..., touch: _Optional[bool] = ...) -> None: ...
-
-class GetMemoryResponse(_message.Message):
-    __slots__ = ("memory",)
-    MEMORY_FIELD_NUMBER: _ClassVar[int]
-    memory: _memory_pb2.Memory
-    def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ...) -> None: ...
 
 class UpdateMemoryRequest(_message.Message):
     __slots__ = ("id", "scope", "memory", "update_mask", "etag", "add_tags")
@@ -149,6 +132,36 @@ class CreateRelationResponse(_message.Message):
     relation: _memory_pb2.Relation
     def __init__(self, relation: _Optional[_Union[_memory_pb2.Relation, _Mapping]] = ...) -> None: ...
 
+class BatchCreateRelationsRequest(_message.Message):
+    __slots__ = ("requests", "scope")
+    REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    requests: _containers.RepeatedCompositeFieldContainer[CreateRelationRequest]
+    scope: str
+    def __init__(self, requests: _Optional[_Iterable[_Union[CreateRelationRequest, _Mapping]]] = ..., scope: _Optional[str] = ...) -> None: ...
+
+class RelationFailure(_message.Message):
+    __slots__ = ("index", "code", "message", "field")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    FIELD_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    code: int
+    message: str
+    field: str
+    def __init__(self, index: _Optional[int] = ..., code: _Optional[int] = ..., message: _Optional[str] = ..., field: _Optional[str] = ...) -> None: ...
+
+class BatchCreateRelationsResponse(_message.Message):
+    __slots__ = ("relations", "indexes", "failures")
+    RELATIONS_FIELD_NUMBER: _ClassVar[int]
+    INDEXES_FIELD_NUMBER: _ClassVar[int]
+    FAILURES_FIELD_NUMBER: _ClassVar[int]
+    relations: _containers.RepeatedCompositeFieldContainer[_memory_pb2.Relation]
+    indexes: _containers.RepeatedScalarFieldContainer[int]
+    failures: _containers.RepeatedCompositeFieldContainer[RelationFailure]
+    def __init__(self, relations: _Optional[_Iterable[_Union[_memory_pb2.Relation, _Mapping]]] = ..., indexes: _Optional[_Iterable[int]] = ..., failures: _Optional[_Iterable[_Union[RelationFailure, _Mapping]]] = ...) -> None: ...
+
 class SupersedeMemoryRequest(_message.Message):
     __slots__ = ("id", "scope", "replacement", "relation_type", "reason", "idempotency_key")
     ID_FIELD_NUMBER: _ClassVar[int]
@@ -193,187 +206,13 @@ class DeleteMemoriesByTagResponse(_message.Message):
     deleted_count: int
     def __init__(self, memory_ids: _Optional[_Iterable[str]] = ..., deleted_count: _Optional[int] = ...) -> None: ...
 
-class ReviewItem(_message.Message):
-    __slots__ = ("id", "kind", "memory_id", "target_id", "reason", "create_time", "status", "scope", "decided_by", "decision_time", "decision_reason", "memory", "target")
-    ID_FIELD_NUMBER: _ClassVar[int]
-    KIND_FIELD_NUMBER: _ClassVar[int]
-    MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
-    TARGET_ID_FIELD_NUMBER: _ClassVar[int]
-    REASON_FIELD_NUMBER: _ClassVar[int]
-    CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
-    STATUS_FIELD_NUMBER: _ClassVar[int]
-    SCOPE_FIELD_NUMBER: _ClassVar[int]
-    DECIDED_BY_FIELD_NUMBER: _ClassVar[int]
-    DECISION_TIME_FIELD_NUMBER: _ClassVar[int]
-    DECISION_REASON_FIELD_NUMBER: _ClassVar[int]
-    MEMORY_FIELD_NUMBER: _ClassVar[int]
-    TARGET_FIELD_NUMBER: _ClassVar[int]
-    id: str
-    kind: str
-    memory_id: str
-    target_id: str
-    reason: str
-    create_time: _timestamp_pb2.Timestamp
-    status: str
-    scope: str
-    decided_by: str
-    decision_time: _timestamp_pb2.Timestamp
-    decision_reason: str
-    memory: _memory_pb2.Memory
-    target: _memory_pb2.Memory
-    def __init__(self, id: _Optional[str] = ..., kind: _Optional[str] = ..., memory_id: _Optional[str] = ..., target_id: _Optional[str] = ..., reason: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., status: _Optional[str] = ..., scope: _Optional[str] = ..., decided_by: _Optional[str] = ..., decision_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., decision_reason: _Optional[str] = ..., memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ..., target: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ...) -> None: ...
-
-class Tombstone(_message.Message):
-    __slots__ = ("id", "content_hash", "scope", "memory_id", "reason", "lifted", "create_time", "lift_time", "created_by", "lifted_by")
-    ID_FIELD_NUMBER: _ClassVar[int]
-    CONTENT_HASH_FIELD_NUMBER: _ClassVar[int]
-    SCOPE_FIELD_NUMBER: _ClassVar[int]
-    MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
-    REASON_FIELD_NUMBER: _ClassVar[int]
-    LIFTED_FIELD_NUMBER: _ClassVar[int]
-    CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
-    LIFT_TIME_FIELD_NUMBER: _ClassVar[int]
-    CREATED_BY_FIELD_NUMBER: _ClassVar[int]
-    LIFTED_BY_FIELD_NUMBER: _ClassVar[int]
-    id: str
-    content_hash: str
-    scope: str
-    memory_id: str
-    reason: str
-    lifted: bool
-    create_time: _timestamp_pb2.Timestamp
-    lift_time: _timestamp_pb2.Timestamp
-    created_by: str
-    lifted_by: str
-    def __init__(self, id: _Optional[str] = ..., content_hash: _Optional[str] = ..., scope: _Optional[str] = ..., memory_id: _Optional[str] = ..., reason: _Optional[str] = ..., lifted: _Optional[bool] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., lift_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_by: _Optional[str] = ..., lifted_by: _Optional[str] = ...) -> None: ...
-
-class ListReviewItemsRequest(_message.Message):
-    __slots__ = ("scope", "page_size", "page_token", "kind", "status")
-    SCOPE_FIELD_NUMBER: _ClassVar[int]
-    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
-    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
-    KIND_FIELD_NUMBER: _ClassVar[int]
-    STATUS_FIELD_NUMBER: _ClassVar[int]
-    scope: str
-    page_size: int
-    page_token: str
-    kind: str
-    status: str
-    def __init__(self, scope: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., kind: _Optional[str] = ..., status: _Optional[str] = ...) -> None: ...
-
-class ListReviewItemsResponse(_message.Message):
-    __slots__ = ("items", "next_page_token")
-    ITEMS_FIELD_NUMBER: _ClassVar[int]
-    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
-    items: _containers.RepeatedCompositeFieldContainer[ReviewItem]
-    next_page_token: str
-    def __init__(self, items: _Optional[_Iterable[_Union[ReviewItem, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
-
-class ApproveReviewItemRequest(_message.Message):
-    __slots__ = ("id", "scope", "reason")
-    ID_FIELD_NUMBER: _ClassVar[int]
-    SCOPE_FIELD_NUMBER: _ClassVar[int]
-    REASON_FIELD_NUMBER: _ClassVar[int]
-    id: str
-    scope: str
-    reason: str
-    def __init__(self, id: _Optional[str] = ..., scope: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
-
-class ApproveReviewItemResponse(_message.Message):
-    __slots__ = ("item", "memory", "superseded")
-    ITEM_FIELD_NUMBER: _ClassVar[int]
-    MEMORY_FIELD_NUMBER: _ClassVar[int]
-    SUPERSEDED_FIELD_NUMBER: _ClassVar[int]
-    item: ReviewItem
-    memory: _memory_pb2.Memory
-    superseded: _memory_pb2.Memory
-    def __init__(self, item: _Optional[_Union[ReviewItem, _Mapping]] = ..., memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ..., superseded: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ...) -> None: ...
-
-class RejectReviewItemRequest(_message.Message):
-    __slots__ = ("id", "scope", "reason")
-    ID_FIELD_NUMBER: _ClassVar[int]
-    SCOPE_FIELD_NUMBER: _ClassVar[int]
-    REASON_FIELD_NUMBER: _ClassVar[int]
-    id: str
-    scope: str
-    reason: str
-    def __init__(self, id: _Optional[str] = ..., scope: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
-
-class RejectReviewItemResponse(_message.Message):
-    __slots__ = ("item", "memory", "tombstone")
-    ITEM_FIELD_NUMBER: _ClassVar[int]
-    MEMORY_FIELD_NUMBER: _ClassVar[int]
-    TOMBSTONE_FIELD_NUMBER: _ClassVar[int]
-    item: ReviewItem
-    memory: _memory_pb2.Memory
-    tombstone: Tombstone
-    def __init__(self, item: _Optional[_Union[ReviewItem, _Mapping]] = ..., memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ..., tombstone: _Optional[_Union[Tombstone, _Mapping]] = ...) -> None: ...
-
-class ListTombstonesRequest(_message.Message):
-    __slots__ = ("scope", "page_size", "page_token", "include_lifted")
-    SCOPE_FIELD_NUMBER: _ClassVar[int]
-    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
-    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
-    INCLUDE_LIFTED_FIELD_NUMBER: _ClassVar[int]
-    scope: str
-    page_size: int
-    page_token: str
-    include_lifted: bool
-    def __init__(self, scope: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., include_lifted: _Optional[bool] = ...) -> None: ...
-
-class ListTombstonesResponse(_message.Message):
-    __slots__ = ("tombstones", "next_page_token")
-    TOMBSTONES_FIELD_NUMBER: _ClassVar[int]
-    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
-    tombstones: _containers.RepeatedCompositeFieldContainer[Tombstone]
-    next_page_token: str
-    def __init__(self, tombstones: _Optional[_Iterable[_Union[Tombstone, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
-
-class LiftTombstoneRequest(_message.Message):
-    __slots__ = ("id", "scope")
-    ID_FIELD_NUMBER: _ClassVar[int]
-    SCOPE_FIELD_NUMBER: _ClassVar[int]
-    id: str
-    scope: str
-    def __init__(self, id: _Optional[str] = ..., scope: _Optional[str] = ...) -> None: ...
-
-class LiftTombstoneResponse(_message.Message):
-    __slots__ = ("tombstone",)
-    TOMBSTONE_FIELD_NUMBER: _ClassVar[int]
-    tombstone: Tombstone
-    def __init__(self, tombstone: _Optional[_Union[Tombstone, _Mapping]] = ...) -> None: ...
-
-class ListMemoryEventsRequest(_message.Message):
-    __slots__ = ("id", "scope", "page_size", "page_token")
-    ID_FIELD_NUMBER: _ClassVar[int]
-    SCOPE_FIELD_NUMBER: _ClassVar[int]
-    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
-    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
-    id: str
-    scope: str
-    page_size: int
-    page_token: str
-    def __init__(self, id: _Optional[str] = ..., scope: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
-
-class ListMemoryEventsResponse(_message.Message):
-    __slots__ = ("events", "next_page_token", "truncated", "retained_since_time")
-    EVENTS_FIELD_NUMBER: _ClassVar[int]
-    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
-    TRUNCATED_FIELD_NUMBER: _ClassVar[int]
-    RETAINED_SINCE_TIME_FIELD_NUMBER: _ClassVar[int]
-    events: _containers.RepeatedCompositeFieldContainer[_events_pb2.MemoryEvent]
-    next_page_token: str
-    truncated: bool
-    retained_since_time: _timestamp_pb2.Timestamp
-    def __init__(self, events: _Optional[_Iterable[_Union[_events_pb2.MemoryEvent, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., truncated: _Optional[bool] = ..., retained_since_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
-
 class ExportBackupRequest(_message.Message):
     __slots__ = ("skip_events",)
     SKIP_EVENTS_FIELD_NUMBER: _ClassVar[int]
     skip_events: bool
     def __init__(self, skip_events: _Optional[bool] = ...) -> None: ...
 
-class ExportBackupChunk(_message.Message):
+class ExportBackupResponse(_message.Message):
     __slots__ = ("json_line",)
     JSON_LINE_FIELD_NUMBER: _ClassVar[int]
     json_line: str

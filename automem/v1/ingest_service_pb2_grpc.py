@@ -46,11 +46,6 @@ class IngestServiceStub:
                 request_serializer=automem_dot_v1_dot_ingest__service__pb2.BatchCreateMemoriesRequest.SerializeToString,
                 response_deserializer=automem_dot_v1_dot_ingest__service__pb2.BatchCreateMemoriesResponse.FromString,
                 _registered_method=True)
-        self.GetMemory = channel.unary_unary(
-                '/automem.v1.IngestService/GetMemory',
-                request_serializer=automem_dot_v1_dot_ingest__service__pb2.GetMemoryRequest.SerializeToString,
-                response_deserializer=automem_dot_v1_dot_ingest__service__pb2.GetMemoryResponse.FromString,
-                _registered_method=True)
         self.UpdateMemory = channel.unary_unary(
                 '/automem.v1.IngestService/UpdateMemory',
                 request_serializer=automem_dot_v1_dot_ingest__service__pb2.UpdateMemoryRequest.SerializeToString,
@@ -66,6 +61,11 @@ class IngestServiceStub:
                 request_serializer=automem_dot_v1_dot_ingest__service__pb2.CreateRelationRequest.SerializeToString,
                 response_deserializer=automem_dot_v1_dot_ingest__service__pb2.CreateRelationResponse.FromString,
                 _registered_method=True)
+        self.BatchCreateRelations = channel.unary_unary(
+                '/automem.v1.IngestService/BatchCreateRelations',
+                request_serializer=automem_dot_v1_dot_ingest__service__pb2.BatchCreateRelationsRequest.SerializeToString,
+                response_deserializer=automem_dot_v1_dot_ingest__service__pb2.BatchCreateRelationsResponse.FromString,
+                _registered_method=True)
         self.SupersedeMemory = channel.unary_unary(
                 '/automem.v1.IngestService/SupersedeMemory',
                 request_serializer=automem_dot_v1_dot_ingest__service__pb2.SupersedeMemoryRequest.SerializeToString,
@@ -76,40 +76,10 @@ class IngestServiceStub:
                 request_serializer=automem_dot_v1_dot_ingest__service__pb2.DeleteMemoriesByTagRequest.SerializeToString,
                 response_deserializer=automem_dot_v1_dot_ingest__service__pb2.DeleteMemoriesByTagResponse.FromString,
                 _registered_method=True)
-        self.ListReviewItems = channel.unary_unary(
-                '/automem.v1.IngestService/ListReviewItems',
-                request_serializer=automem_dot_v1_dot_ingest__service__pb2.ListReviewItemsRequest.SerializeToString,
-                response_deserializer=automem_dot_v1_dot_ingest__service__pb2.ListReviewItemsResponse.FromString,
-                _registered_method=True)
-        self.ApproveReviewItem = channel.unary_unary(
-                '/automem.v1.IngestService/ApproveReviewItem',
-                request_serializer=automem_dot_v1_dot_ingest__service__pb2.ApproveReviewItemRequest.SerializeToString,
-                response_deserializer=automem_dot_v1_dot_ingest__service__pb2.ApproveReviewItemResponse.FromString,
-                _registered_method=True)
-        self.RejectReviewItem = channel.unary_unary(
-                '/automem.v1.IngestService/RejectReviewItem',
-                request_serializer=automem_dot_v1_dot_ingest__service__pb2.RejectReviewItemRequest.SerializeToString,
-                response_deserializer=automem_dot_v1_dot_ingest__service__pb2.RejectReviewItemResponse.FromString,
-                _registered_method=True)
-        self.ListTombstones = channel.unary_unary(
-                '/automem.v1.IngestService/ListTombstones',
-                request_serializer=automem_dot_v1_dot_ingest__service__pb2.ListTombstonesRequest.SerializeToString,
-                response_deserializer=automem_dot_v1_dot_ingest__service__pb2.ListTombstonesResponse.FromString,
-                _registered_method=True)
-        self.LiftTombstone = channel.unary_unary(
-                '/automem.v1.IngestService/LiftTombstone',
-                request_serializer=automem_dot_v1_dot_ingest__service__pb2.LiftTombstoneRequest.SerializeToString,
-                response_deserializer=automem_dot_v1_dot_ingest__service__pb2.LiftTombstoneResponse.FromString,
-                _registered_method=True)
-        self.ListMemoryEvents = channel.unary_unary(
-                '/automem.v1.IngestService/ListMemoryEvents',
-                request_serializer=automem_dot_v1_dot_ingest__service__pb2.ListMemoryEventsRequest.SerializeToString,
-                response_deserializer=automem_dot_v1_dot_ingest__service__pb2.ListMemoryEventsResponse.FromString,
-                _registered_method=True)
         self.ExportBackup = channel.unary_stream(
                 '/automem.v1.IngestService/ExportBackup',
                 request_serializer=automem_dot_v1_dot_ingest__service__pb2.ExportBackupRequest.SerializeToString,
-                response_deserializer=automem_dot_v1_dot_ingest__service__pb2.ExportBackupChunk.FromString,
+                response_deserializer=automem_dot_v1_dot_ingest__service__pb2.ExportBackupResponse.FromString,
                 _registered_method=True)
 
 
@@ -129,13 +99,6 @@ class IngestServiceServicer:
     def BatchCreateMemories(self, request, context):
         """Stores up to 500 memories, all or nothing. INVALID_ARGUMENT names the
         index of the first bad item.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def GetMemory(self, request, context):
-        """Reads one memory by id (no state pass: the raw record). NOT_FOUND when absent.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -162,6 +125,15 @@ class IngestServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def BatchCreateRelations(self, request, context):
+        """Creates up to batch_max (500) edges, each on its own: the ones that fail are reported
+        by index with their status, the others are created (AutoMem's 207 partial answer).
+        INVALID_ARGUMENT when the batch is over the limit.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def SupersedeMemory(self, request, context):
         """Replaces a memory by a new one in one atomic operation.
         """
@@ -171,50 +143,6 @@ class IngestServiceServicer:
 
     def DeleteMemoriesByTag(self, request, context):
         """Tombstones every memory carrying any of the tags (or previews with dry_run).
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def ListReviewItems(self, request, context):
-        """Pending review items (memories written for review, supersede proposals), oldest first, paged.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def ApproveReviewItem(self, request, context):
-        """Approves a pending item: a memory becomes ACTIVE; a supersede proposal supersedes its
-        target by the proposed memory atomically. FAILED_PRECONDITION unless pending.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def RejectReviewItem(self, request, context):
-        """Rejects a pending item with a reason: a memory becomes REJECTED and its content hash is
-        tombstoned in its scope; a supersede proposal is just closed.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def ListTombstones(self, request, context):
-        """Tombstones of the scope (admin), newest first, paged.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def LiftTombstone(self, request, context):
-        """Lifts a tombstone so the content may be stored again (admin).
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def ListMemoryEvents(self, request, context):
-        """One memory's history: every MemoryEvent about it (or its relations), oldest first, paged.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -241,11 +169,6 @@ def add_IngestServiceServicer_to_server(servicer, server):
                     request_deserializer=automem_dot_v1_dot_ingest__service__pb2.BatchCreateMemoriesRequest.FromString,
                     response_serializer=automem_dot_v1_dot_ingest__service__pb2.BatchCreateMemoriesResponse.SerializeToString,
             ),
-            'GetMemory': grpc.unary_unary_rpc_method_handler(
-                    servicer.GetMemory,
-                    request_deserializer=automem_dot_v1_dot_ingest__service__pb2.GetMemoryRequest.FromString,
-                    response_serializer=automem_dot_v1_dot_ingest__service__pb2.GetMemoryResponse.SerializeToString,
-            ),
             'UpdateMemory': grpc.unary_unary_rpc_method_handler(
                     servicer.UpdateMemory,
                     request_deserializer=automem_dot_v1_dot_ingest__service__pb2.UpdateMemoryRequest.FromString,
@@ -261,6 +184,11 @@ def add_IngestServiceServicer_to_server(servicer, server):
                     request_deserializer=automem_dot_v1_dot_ingest__service__pb2.CreateRelationRequest.FromString,
                     response_serializer=automem_dot_v1_dot_ingest__service__pb2.CreateRelationResponse.SerializeToString,
             ),
+            'BatchCreateRelations': grpc.unary_unary_rpc_method_handler(
+                    servicer.BatchCreateRelations,
+                    request_deserializer=automem_dot_v1_dot_ingest__service__pb2.BatchCreateRelationsRequest.FromString,
+                    response_serializer=automem_dot_v1_dot_ingest__service__pb2.BatchCreateRelationsResponse.SerializeToString,
+            ),
             'SupersedeMemory': grpc.unary_unary_rpc_method_handler(
                     servicer.SupersedeMemory,
                     request_deserializer=automem_dot_v1_dot_ingest__service__pb2.SupersedeMemoryRequest.FromString,
@@ -271,40 +199,10 @@ def add_IngestServiceServicer_to_server(servicer, server):
                     request_deserializer=automem_dot_v1_dot_ingest__service__pb2.DeleteMemoriesByTagRequest.FromString,
                     response_serializer=automem_dot_v1_dot_ingest__service__pb2.DeleteMemoriesByTagResponse.SerializeToString,
             ),
-            'ListReviewItems': grpc.unary_unary_rpc_method_handler(
-                    servicer.ListReviewItems,
-                    request_deserializer=automem_dot_v1_dot_ingest__service__pb2.ListReviewItemsRequest.FromString,
-                    response_serializer=automem_dot_v1_dot_ingest__service__pb2.ListReviewItemsResponse.SerializeToString,
-            ),
-            'ApproveReviewItem': grpc.unary_unary_rpc_method_handler(
-                    servicer.ApproveReviewItem,
-                    request_deserializer=automem_dot_v1_dot_ingest__service__pb2.ApproveReviewItemRequest.FromString,
-                    response_serializer=automem_dot_v1_dot_ingest__service__pb2.ApproveReviewItemResponse.SerializeToString,
-            ),
-            'RejectReviewItem': grpc.unary_unary_rpc_method_handler(
-                    servicer.RejectReviewItem,
-                    request_deserializer=automem_dot_v1_dot_ingest__service__pb2.RejectReviewItemRequest.FromString,
-                    response_serializer=automem_dot_v1_dot_ingest__service__pb2.RejectReviewItemResponse.SerializeToString,
-            ),
-            'ListTombstones': grpc.unary_unary_rpc_method_handler(
-                    servicer.ListTombstones,
-                    request_deserializer=automem_dot_v1_dot_ingest__service__pb2.ListTombstonesRequest.FromString,
-                    response_serializer=automem_dot_v1_dot_ingest__service__pb2.ListTombstonesResponse.SerializeToString,
-            ),
-            'LiftTombstone': grpc.unary_unary_rpc_method_handler(
-                    servicer.LiftTombstone,
-                    request_deserializer=automem_dot_v1_dot_ingest__service__pb2.LiftTombstoneRequest.FromString,
-                    response_serializer=automem_dot_v1_dot_ingest__service__pb2.LiftTombstoneResponse.SerializeToString,
-            ),
-            'ListMemoryEvents': grpc.unary_unary_rpc_method_handler(
-                    servicer.ListMemoryEvents,
-                    request_deserializer=automem_dot_v1_dot_ingest__service__pb2.ListMemoryEventsRequest.FromString,
-                    response_serializer=automem_dot_v1_dot_ingest__service__pb2.ListMemoryEventsResponse.SerializeToString,
-            ),
             'ExportBackup': grpc.unary_stream_rpc_method_handler(
                     servicer.ExportBackup,
                     request_deserializer=automem_dot_v1_dot_ingest__service__pb2.ExportBackupRequest.FromString,
-                    response_serializer=automem_dot_v1_dot_ingest__service__pb2.ExportBackupChunk.SerializeToString,
+                    response_serializer=automem_dot_v1_dot_ingest__service__pb2.ExportBackupResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -363,33 +261,6 @@ class IngestService:
             '/automem.v1.IngestService/BatchCreateMemories',
             automem_dot_v1_dot_ingest__service__pb2.BatchCreateMemoriesRequest.SerializeToString,
             automem_dot_v1_dot_ingest__service__pb2.BatchCreateMemoriesResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def GetMemory(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/automem.v1.IngestService/GetMemory',
-            automem_dot_v1_dot_ingest__service__pb2.GetMemoryRequest.SerializeToString,
-            automem_dot_v1_dot_ingest__service__pb2.GetMemoryResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -482,6 +353,33 @@ class IngestService:
             _registered_method=True)
 
     @staticmethod
+    def BatchCreateRelations(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/automem.v1.IngestService/BatchCreateRelations',
+            automem_dot_v1_dot_ingest__service__pb2.BatchCreateRelationsRequest.SerializeToString,
+            automem_dot_v1_dot_ingest__service__pb2.BatchCreateRelationsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def SupersedeMemory(request,
             target,
             options=(),
@@ -536,168 +434,6 @@ class IngestService:
             _registered_method=True)
 
     @staticmethod
-    def ListReviewItems(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/automem.v1.IngestService/ListReviewItems',
-            automem_dot_v1_dot_ingest__service__pb2.ListReviewItemsRequest.SerializeToString,
-            automem_dot_v1_dot_ingest__service__pb2.ListReviewItemsResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def ApproveReviewItem(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/automem.v1.IngestService/ApproveReviewItem',
-            automem_dot_v1_dot_ingest__service__pb2.ApproveReviewItemRequest.SerializeToString,
-            automem_dot_v1_dot_ingest__service__pb2.ApproveReviewItemResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def RejectReviewItem(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/automem.v1.IngestService/RejectReviewItem',
-            automem_dot_v1_dot_ingest__service__pb2.RejectReviewItemRequest.SerializeToString,
-            automem_dot_v1_dot_ingest__service__pb2.RejectReviewItemResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def ListTombstones(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/automem.v1.IngestService/ListTombstones',
-            automem_dot_v1_dot_ingest__service__pb2.ListTombstonesRequest.SerializeToString,
-            automem_dot_v1_dot_ingest__service__pb2.ListTombstonesResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def LiftTombstone(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/automem.v1.IngestService/LiftTombstone',
-            automem_dot_v1_dot_ingest__service__pb2.LiftTombstoneRequest.SerializeToString,
-            automem_dot_v1_dot_ingest__service__pb2.LiftTombstoneResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def ListMemoryEvents(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/automem.v1.IngestService/ListMemoryEvents',
-            automem_dot_v1_dot_ingest__service__pb2.ListMemoryEventsRequest.SerializeToString,
-            automem_dot_v1_dot_ingest__service__pb2.ListMemoryEventsResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
     def ExportBackup(request,
             target,
             options=(),
@@ -713,7 +449,7 @@ class IngestService:
             target,
             '/automem.v1.IngestService/ExportBackup',
             automem_dot_v1_dot_ingest__service__pb2.ExportBackupRequest.SerializeToString,
-            automem_dot_v1_dot_ingest__service__pb2.ExportBackupChunk.FromString,
+            automem_dot_v1_dot_ingest__service__pb2.ExportBackupResponse.FromString,
             options,
             channel_credentials,
             insecure,
