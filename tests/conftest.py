@@ -80,8 +80,9 @@ def settings(nats_server: EmbeddedNats, falkordb_server: EmbeddedFalkorDB, tmp_p
 
 class RunningService:
     """A running automem (every target, one process): ``url`` is the gateway's base URL,
-    ``grpc`` the gRPC address, ``ctx`` the runner's :class:`automem.runtime.Runtime` (stores, consumer). Requests carry
-    no scope, so they act on the principal's default scope, ``scope`` ("default")."""
+    ``grpc`` the gRPC address, ``ctx`` the runner's :class:`automem.runtime.Runtime` (stores,
+    consumer). Requests carry no scope, so they act on the principal's default scope,
+    ``scope`` ("default")."""
 
     scope = "default"
 
