@@ -6,7 +6,9 @@ STAMP := $(VENV)/.installed
 PROTO_SRC := $(wildcard protos/automem/v1/*.proto)
 PROTO_OUT := automem/v1
 
-.PHONY: install run test protos lint bench-locomo clean
+.PHONY: install run test test-unit test-integration protos lint bench-locomo clean
+# Extra pytest arguments, e.g. `make test PYTEST_ARGS="--durations=30"`.
+PYTEST_ARGS ?=
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -25,8 +27,15 @@ protos: $(STAMP)
 run: $(STAMP)
 	$(VENV)/bin/automem up
 
-test: $(STAMP)
-	$(PY) -m pytest -q
+# Unit and offline contract tests (Helm chart): no server process, seconds.
+test-unit: $(STAMP)
+	$(PY) -m pytest -q tests/unit tests/contract $(PYTEST_ARGS)
+
+# Everything on real NATS, FalkorDB, qdrant-edge and the models (one shared service per session).
+test-integration: $(STAMP)
+	$(PY) -m pytest -q tests/integration $(PYTEST_ARGS)
+
+test: test-unit test-integration
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

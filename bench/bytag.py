@@ -18,7 +18,7 @@ Measured, interleaved A/B/A/B on the same graph:
 * ``rest``: ``GET /memory/by-tag?tags=<tag>&limit=20`` end to end (after only).
 
 ``rss``: a fresh service with every target (enrichment on, default models); stores
-``--batches`` batches of 1,000 LoCoMo turns (``../shared/data/locomo``, each with a unique
+``--batches`` batches of 1,000 LoCoMo turns (``--data``, see bench/locomo_files.py; each with a unique
 suffix so new tokens keep arriving, as real text does), waits for enrichment, and prints the
 RSS of this process and the event stream's bytes after each batch, then the growth per 1,000
 memories after ``--warmup`` batches. ``--no-vectors`` runs it with ``QDRANT_URL=disabled`` to
@@ -50,7 +50,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-LOCOMO = ROOT.parent / "shared" / "data" / "locomo" / "locomo_public.json"
+
+from bench import locomo_files
+
 SIZES = {"t100": 100, "t2k": 2_000, "t20k": 20_000}
 PAGE_TARGETS = ["ingest", "recall", "consolidate", "gateway"]
 
@@ -196,8 +198,9 @@ async def pages(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-def _turns() -> list[str]:
-    data = json.loads(LOCOMO.read_text())
+def _turns(path: Path) -> list[str]:
+    """The dialogue turns' texts of the LoCoMo conversations at ``path`` (SystemExit when missing)."""
+    data = json.loads(locomo_files.require_data(path).read_text())
     turns = []
     for conv in data:
         for value in conv["conversation"].values():
@@ -209,7 +212,7 @@ def _turns() -> list[str]:
 async def rss(args: argparse.Namespace) -> dict[str, Any]:
     import httpx
 
-    turns = _turns()
+    turns = _turns(args.data)
     rnd = random.Random(7)
     names = ["Alex", "Jordan", "Maria", "Chen", "Priya", "Tom", "Lena", "Omar"]
     update = {"qdrant_url": "disabled"} if args.no_vectors else {}
@@ -270,7 +273,7 @@ def arena(args: argparse.Namespace) -> dict[str, Any]:
     opts.inter_op_num_threads = 1
     before._session = ort.InferenceSession(after._session._model_path, sess_options=opts,
                                            providers=["CPUExecutionProvider"])
-    turns = _turns()
+    turns = _turns(args.data)
     rnd = random.Random(5)
     batches = [[rnd.choice(turns) for _ in range(rnd.randint(1, 64))] for _ in range(args.calls)]
     times: dict[str, list[float]] = {"before": [], "after": []}
@@ -299,9 +302,11 @@ async def main() -> int:
     r.add_argument("--batches", type=int, default=8)
     r.add_argument("--warmup", type=int, default=2)
     r.add_argument("--no-vectors", action="store_true")
+    locomo_files.add_arguments(r, referee=False)
     r.add_argument("--json-out", default="")
     a = sub.add_parser("arena", help="MiniLM embedding time, onnxruntime arena on vs off")
     a.add_argument("--calls", type=int, default=200)
+    locomo_files.add_arguments(a, referee=False)
     a.add_argument("--json-out", default="")
     args = parser.parse_args()
     if args.mode == "arena":

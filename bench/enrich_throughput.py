@@ -18,7 +18,9 @@ and proposals: the default configuration). It prints, per run:
 Texts: the LoCoMo turns (``../shared/data/locomo``, exported by the referee into
 ``bench/out/export``), perturbed for copies past the first 1,451 (speaker names replaced,
 conversation tag suffixed with the copy number, times shifted by a week per copy);
-synthetic sentences when the data is missing.
+synthetic sentences when the data or the referee is missing (named on stderr; the paths come
+from ``AUTOMEM_LOCOMO_DATA`` / ``AUTOMEM_LOCOMO_REFEREE``, see bench/locomo_files.py, so the
+children of an ``--ab`` run see them too).
 
 ``--ab TREE`` runs the same measurement against another source tree (e.g. an export of the
 commit before a change: ``git archive <rev> | tar -x -C /tmp/base``), A and B interleaved,
@@ -48,6 +50,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench import locomo_files
 
 CONFIGS: dict[str, dict] = {
     "full": {},
@@ -58,15 +63,19 @@ CONFIGS: dict[str, dict] = {
 NAMES = ["Alice", "Bruno", "Chen", "Dalia", "Emeka", "Farah", "Gustav", "Hana", "Ivan", "Jonas", "Keiko", "Lars",
          "Mira", "Nadia", "Omar", "Priya", "Quinn", "Rosa", "Sven", "Tariq", "Uma", "Viktor", "Wen", "Yara", "Zoe"]
 EXPORT = ROOT / "bench" / "out" / "export" / "memories.jsonl"
-REFEREE = ROOT.parent / "shared" / "bench" / "eval_locomo.py"
-LOCOMO = ROOT.parent / "shared" / "data" / "locomo" / "locomo_public.json"
 
 
 def memories(n: int) -> list[dict]:
     """``n`` store requests' items (content, tags, timestamp): LoCoMo turns, perturbed."""
-    if not EXPORT.exists() and REFEREE.exists() and LOCOMO.exists():
-        subprocess.run([sys.executable, str(REFEREE), str(LOCOMO), "--export", str(EXPORT.parent), "--quiet"],
-                       check=True, stdout=subprocess.DEVNULL)
+    referee, data = locomo_files.REFEREE, locomo_files.DATA
+    if not EXPORT.exists():
+        missing = [str(p) for p in (data, referee) if not p.is_file()]
+        if missing:
+            print(f"LoCoMo file(s) not found: {', '.join(missing)}; using synthetic sentences "
+                  f"(set AUTOMEM_LOCOMO_DATA / AUTOMEM_LOCOMO_REFEREE; bench/locomo_files.py)", file=sys.stderr)
+        else:
+            subprocess.run([sys.executable, str(referee), str(data), "--export", str(EXPORT.parent), "--quiet"],
+                           check=True, stdout=subprocess.DEVNULL)
     base = [json.loads(line) for line in EXPORT.open()] if EXPORT.exists() else []
     if not base:
         base = [{"content": f"Synthetic memory {i}: Alice met Bob in Berlin to discuss Postgres and Redis.",

@@ -23,7 +23,8 @@ Usage::
     python bench/latency.py --n 10000 --json-out bench/out/latency.json
 
 Prints one table row per size and configuration and writes JSON (``--json-out``).
-Needs ``../shared/data/locomo/locomo_public.json`` (or ``--data``).
+Needs the LoCoMo conversations and the referee that exports them (``--data``, ``--referee``;
+defaults and where to get them: bench/locomo_files.py).
 """
 
 from __future__ import annotations
@@ -47,21 +48,22 @@ import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-DATA = ROOT.parent / "shared" / "data" / "locomo" / "locomo_public.json"
-REFEREE = ROOT.parent / "shared" / "bench" / "eval_locomo.py"
+
+from bench import locomo_files
+
 NAMES = ["Avery", "Blake", "Casey", "Devon", "Emery", "Finley", "Harper", "Jordan", "Kendall", "Logan",
          "Morgan", "Parker", "Quinn", "Riley", "Rowan", "Sawyer", "Skyler", "Taylor", "Reese", "Hayden"]
 
 
 # --- data --------------------------------------------------------------------------------
 
-def locomo_export(data: Path, out: Path) -> tuple[list[dict], list[dict]]:
-    """(turns, questions) of the referee's export of ``data`` (written once into ``out``)."""
-    if not data.exists():
-        raise SystemExit(f"LoCoMo data not found at {data}; pass --data PATH")
+def locomo_export(data: Path, out: Path, referee: Path = locomo_files.REFEREE) -> tuple[list[dict], list[dict]]:
+    """(turns, questions) of the referee's export of ``data`` (written once into ``out``).
+    SystemExit naming the file when ``data`` or (for a first export) ``referee`` is missing."""
+    locomo_files.require_data(data)
     export = out / "export"
     if not (export / "memories.jsonl").exists():
-        subprocess.run([sys.executable, str(REFEREE), str(data), "--export", str(export), "--quiet"], check=True,
+        subprocess.run([sys.executable, str(locomo_files.require_referee(referee)), str(data), "--export", str(export), "--quiet"], check=True,
                        stdout=subprocess.DEVNULL)
     turns = [json.loads(line) for line in (export / "memories.jsonl").open()]
     questions = [json.loads(line) for line in (export / "queries.jsonl").open()]
@@ -345,7 +347,7 @@ def print_row(row: dict[str, Any]) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", default="1000,10000", help="comma-separated store sizes")
-    parser.add_argument("--data", default=str(DATA), help="LoCoMo conversations (locomo_public.json)")
+    locomo_files.add_arguments(parser)
     parser.add_argument("--data-dir", default="", help="keep each size's data dir under here and reuse it")
     parser.add_argument("--requests", type=int, default=300, help="recalls per sequential configuration")
     parser.add_argument("--clients", type=int, default=8, help="concurrent REST clients")
@@ -355,7 +357,7 @@ def main() -> int:
     args = parser.parse_args()
     out = ROOT / "bench" / "out"
     out.mkdir(parents=True, exist_ok=True)
-    turns, questions = locomo_export(Path(args.data), out)
+    turns, questions = locomo_export(args.data, out, args.referee)
     rows = []
     for n in (int(x) for x in args.n.split(",")):
         rows.append(bench_size(n, args, turns, questions))

@@ -1,13 +1,16 @@
 """LoCoMo evidence-recall benchmark through the REST API, as an agent would use it.
 
-Loads ../shared/data/locomo/locomo_public.json into a running automem (one memory per
-dialogue turn, timestamped with its session date, tagged with its conversation id and
-session, the turn id in metadata), asks every question through ``GET /recall`` (limit 20,
-restricted to its conversation by tag), writes the rankings file and scores it with the
-referee ``../shared/bench/eval_locomo.py --rankings`` (never re-implemented here).
+Loads the LoCoMo conversations (``--data``, default ../shared/data/locomo/locomo_public.json)
+into a running automem (one memory per dialogue turn, timestamped with its session date,
+tagged with its conversation id and session, the turn id in metadata), asks every question
+through ``GET /recall`` (limit 20, restricted to its conversation by tag), writes the rankings
+file and scores it with the referee (``--referee``, default ../shared/bench/eval_locomo.py,
+run with ``--rankings``; never re-implemented here). Neither file ships with the repository:
+bench/locomo_files.py says where to get them.
 
 Usage:
     python bench/locomo.py                       # starts `automem up` on a temp data dir
+    python bench/locomo.py --data locomo_public.json --referee eval_locomo.py   # from a clone
     python bench/locomo.py --url http://127.0.0.1:8001 --token $AUTOMEM_API_TOKEN
     python bench/locomo.py --json-out bench/out/locomo.json
 
@@ -29,9 +32,9 @@ from pathlib import Path
 import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared"
-DATA = SHARED / "data" / "locomo" / "locomo_public.json"
-REFEREE = SHARED / "bench" / "eval_locomo.py"
+sys.path.insert(0, str(ROOT))
+
+from bench import locomo_files
 
 
 def _start_service(workdir: Path, env_extra: dict[str, str]) -> tuple[subprocess.Popen, str]:
@@ -99,7 +102,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--url", default="", help="a running automem; default: start one on a temp data dir")
     parser.add_argument("--token", default=os.environ.get("AUTOMEM_API_TOKEN", ""))
-    parser.add_argument("--data", default=str(DATA))
+    locomo_files.add_arguments(parser)
     parser.add_argument("--depth", type=int, default=20)
     parser.add_argument("--out", default=str(ROOT / "bench" / "out"))
     parser.add_argument("--json-out", default="")
@@ -107,10 +110,11 @@ def main() -> int:
     parser.add_argument("--param", action="append", default=[],
                         help="KEY=VALUE added to every /recall, e.g. expand_entities=true")
     args = parser.parse_args()
+    data, referee = locomo_files.require_data(args.data), locomo_files.require_referee(args.referee)
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    subprocess.run([sys.executable, str(REFEREE), args.data, "--export", str(out / "export"), "--quiet"], check=True,
+    subprocess.run([sys.executable, str(referee), str(data), "--export", str(out / "export"), "--quiet"], check=True,
                    stdout=subprocess.DEVNULL)
     memories = [json.loads(line) for line in (out / "export" / "memories.jsonl").open()]
     queries = [json.loads(line) for line in (out / "export" / "queries.jsonl").open()]
@@ -133,7 +137,7 @@ def main() -> int:
         tmp.cleanup()
     rankings = out / "rankings.jsonl"
     rankings.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    cmd = [sys.executable, str(REFEREE), args.data, "--rankings", str(rankings), "--quiet"]
+    cmd = [sys.executable, str(referee), str(data), "--rankings", str(rankings), "--quiet"]
     if args.json_out:
         cmd += ["--json-out", args.json_out]
     print(f"loaded {len(memories)} memories in {load_s:.1f}s; enrichment finished {enrich_s:.1f}s later")

@@ -25,8 +25,10 @@ Usage:
 ``--fast`` builds without the per-memory enrichment (see :func:`fast_build`); ``--write N``
 stores N more memories before each stop (so a crash leaves commands to replay);
 ``--automem`` runs another build of automem (an A/B against an older checkout exported with
-``git archive``); ``--env KEY=VALUE`` passes settings to the service. Results are also
-written as JSON (``--json-out``). Numbers and commands: docs/benchmarks.md, "Restart at scale".
+``git archive``); ``--env KEY=VALUE`` passes settings to the service (e.g. a fast build with
+``AUTOMEM_EMBEDDING_PROVIDER=wordllama``). Results are also written as JSON (``--json-out``).
+The memories built or written are LoCoMo turns (``--data``; bench/locomo_files.py says where
+to get the file). Numbers and commands: docs/benchmarks.md, "Restart at scale".
 """
 
 from __future__ import annotations
@@ -50,23 +52,22 @@ import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-LOCOMO = ROOT.parent / "shared" / "data" / "locomo" / "locomo_public.json"
+
+from bench import locomo_files
+
 _LOADED_RE = re.compile(r"DB loaded from (?:append only file|disk): ([\d.]+) seconds")
 _NAMES = ["Alice", "Bruno", "Chen", "Dana", "Emeka", "Farah", "Goran", "Hana", "Ivo", "Jun"]
 
 
-def texts(n: int) -> list[dict]:
+def texts(n: int, data: Path) -> list[dict]:
     """``n`` memories from the LoCoMo turns: copy k of a turn has its speakers renamed and a
     ``take k`` marker (so no two contents are equal), tags ``[conversation, copy-k]``."""
-    data = json.loads(LOCOMO.read_text()) if LOCOMO.exists() else []
     turns: list[tuple[str, str, str]] = []
-    for conv in data:
+    for conv in json.loads(locomo_files.require_data(data).read_text()):
         c = conv["conversation"]
         for key, value in c.items():
             if key.startswith("session_") and isinstance(value, list):
                 turns += [(conv["sample_id"], t["speaker"], t["text"]) for t in value]
-    if not turns:
-        turns = [("synthetic", "Alice", "met Bob in Berlin to discuss Postgres and Redis")]
     out = []
     for i in range(n):
         k, (sample, speaker, text) = divmod(i, len(turns))[0], turns[i % len(turns)]
@@ -186,14 +187,14 @@ def aof_sizes(data_dir: Path) -> dict[str, int]:
     return sizes
 
 
-def build(automem: list[str], data_dir: Path, n: int, env: dict[str, str], log: Path) -> float:
+def build(automem: list[str], data_dir: Path, n: int, env: dict[str, str], log: Path, data: Path) -> float:
     """Start the service on an empty ``data_dir``, store ``n`` memories, wait until each has a
     vector and the enrichment queue is empty, stop. Returns seconds."""
     t0 = time.monotonic()
     svc = Service(automem, data_dir, log, env)
     try:
         _wait_health(svc)
-        memories = texts(n)
+        memories = texts(n, data)
         with httpx.Client(base_url=svc.url, timeout=300) as http:
             for i in range(0, n, 500):
                 r = http.post("/memory/batch", json={"memories": memories[i: i + 500]})
@@ -250,7 +251,8 @@ async def consume_enrich_backlog(bus) -> int:
     """Acknowledge every stored event on the ``enrich`` durable consumer (services/enrich/
     consumer.py ``DURABLE``), as a finished enrichment leaves it; returns how many."""
     import nats.errors
-    from services.enrich.consumer import DURABLE
+
+    from automem.enrich.consumer import DURABLE
 
     sub = await bus.pull_subscribe(DURABLE)
     count = 0
@@ -268,7 +270,7 @@ async def consume_enrich_backlog(bus) -> int:
         await sub.unsubscribe()
 
 
-async def fast_build(data_dir: Path, n: int, env: dict[str, str]) -> float:
+async def fast_build(data_dir: Path, n: int, env: dict[str, str], data: Path) -> float:
     """A quicker build for large N: the service (without its ``enrich`` target) in this
     process stores the memories through ``POST /memory/batch``, then writes every vector point
     as :func:`write_vectors` does, and acknowledges the stored events for the ``enrich``
@@ -286,7 +288,7 @@ async def fast_build(data_dir: Path, n: int, env: dict[str, str]) -> float:
     runner = Runner(settings, ["ingest", "recall", "gateway"])
     try:
         ctx = await runner.start()
-        memories = texts(n)
+        memories = texts(n, data)
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{ctx.http_port}", timeout=600) as http:
             for i in range(0, n, 500):
                 r = await http.post("/memory/batch", json={"memories": memories[i: i + 500]})
@@ -303,9 +305,9 @@ async def fast_build(data_dir: Path, n: int, env: dict[str, str]) -> float:
     return time.monotonic() - t0
 
 
-def write_more(svc: Service, have: int, n: int, timeout: float = 600) -> int:
+def write_more(svc: Service, have: int, n: int, data: Path, timeout: float = 600) -> int:
     """Store ``n`` more memories and wait until each has its vector; returns ``n``."""
-    memories = texts(have + n)[have:]
+    memories = texts(have + n, data)[have:]
     with httpx.Client(base_url=svc.url, timeout=300) as http:
         for i in range(0, n, 500):
             http.post("/memory/batch", json={"memories": memories[i: i + 500]}).raise_for_status()
@@ -347,7 +349,10 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=900, help="seconds to wait for one start")
     parser.add_argument("--query", default="what did they talk about at the support group")
     parser.add_argument("--json-out", default="")
+    locomo_files.add_arguments(parser, referee=False)
     args = parser.parse_args()
+    if args.build or args.write:
+        locomo_files.require_data(args.data)
 
     logging.getLogger("httpx").setLevel(logging.WARNING)
     automem = shlex.split(args.automem)
@@ -360,9 +365,10 @@ def main() -> int:
         if args.fast:
             import asyncio
 
-            took = asyncio.run(fast_build(data_dir, args.build, env))
+            took = asyncio.run(fast_build(data_dir, args.build, env, args.data))
         else:
-            took = build(automem, data_dir, args.build, env, data_dir.parent / f"{data_dir.name}-build.log")
+            took = build(automem, data_dir, args.build, env, data_dir.parent / f"{data_dir.name}-build.log",
+                         args.data)
         print(f"built {args.build} memories in {took:.0f}s", flush=True)
     tmp = None
     if args.copy:
@@ -383,9 +389,11 @@ def main() -> int:
             try:
                 got = measure_start(svc, expected, args.query, args.timeout)
                 if args.write and "recall" in got:
-                    got["written"] = write_more(svc, got["memory_count"], args.write)
+                    got["written"] = write_more(svc, got["memory_count"], args.write, args.data)
             except SystemExit as exc:
-                got.update({"failed": str(exc), "failed_after": time.monotonic() - svc.started})
+                reason = [ln for ln in str(exc).splitlines() if "Error" in ln or "within" in ln or "progress" in ln]
+                got.update({"failed": (reason or str(exc).splitlines())[-1][:300],
+                            "failed_after": time.monotonic() - svc.started})
             finally:
                 stop_s = svc.stop(sig=signal.SIGKILL if args.crash else signal.SIGTERM)
             if args.crash:  # the servers exit on their own after SIGTERM; let them finish

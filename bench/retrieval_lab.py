@@ -40,10 +40,10 @@ sys.path.insert(0, str(ROOT))
 
 from automem.common import text as T
 from automem.recall import scoring as S
+from bench import locomo_files
 
-SHARED = ROOT.parent / "shared"
-EVAL = SHARED / "bench" / "eval_locomo.py"
-DATA = SHARED / "data" / "locomo" / "locomo_public.json"
+#: The referee (``--referee``; bench/locomo_files.py says where to get it).
+EVAL = locomo_files.REFEREE
 OUT = ROOT / "bench" / "out" / "lab"
 DEPTH = 20
 
@@ -446,14 +446,16 @@ def embed_speed(convs: list[Conv]) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", type=Path, default=DATA)
+    locomo_files.add_arguments(ap)
     ap.add_argument("--methods", default="", help="comma list of substrings of method names")
     ap.add_argument("--falkordb", action="store_true", help="(re)compute the FalkorDB full-text arm")
     ap.add_argument("--embed-speed", action="store_true")
     ap.add_argument("--sweep", action="store_true", help="parameter sweeps of the fused method")
     args = ap.parse_args()
+    global EVAL
+    EVAL = locomo_files.require_referee(args.referee)
     OUT.mkdir(parents=True, exist_ok=True)
-    convs = load(args.data)
+    convs = load(locomo_files.require_data(args.data))
     if args.embed_speed:
         embed_speed(convs)
         return

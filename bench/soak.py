@@ -42,7 +42,8 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.latency import DATA, Service, locomo_export, pct
+from bench import locomo_files
+from bench.latency import Service, locomo_export, pct
 
 
 @dataclass
@@ -241,7 +242,7 @@ async def wait_drained(url: str, timeout: float) -> float:
 async def run(args: argparse.Namespace, url: str, service: Service | None) -> int:
     out = ROOT / "bench" / "out"
     out.mkdir(parents=True, exist_ok=True)
-    turns, questions = locomo_export(Path(args.data), out)
+    turns, questions = locomo_export(args.data, out, args.referee)
     soak = Soak(url, turns, questions, args)
     deadline = time.monotonic() + args.minutes * 60
     rows: list[dict] = []
@@ -274,7 +275,7 @@ async def run(args: argparse.Namespace, url: str, service: Service | None) -> in
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--url", default="", help="a running automem; default: start one on a temp data dir")
-    parser.add_argument("--data", default=str(DATA))
+    locomo_files.add_arguments(parser)
     parser.add_argument("--minutes", type=float, default=20)
     parser.add_argument("--agents", type=int, default=4)
     parser.add_argument("--stores", type=float, default=40, help="stores per second, all agents together")

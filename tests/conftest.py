@@ -1,9 +1,18 @@
-"""Shared fixtures: one real nats-server and one real FalkorDB for the whole session.
+"""Shared fixtures: one real nats-server, one real FalkorDB and one running automem for the
+whole session; a fresh scope per test.
 
 * ``nats_server`` / ``falkordb_server`` (session): the embedded launchers on free ports in a
   session tmp dir, stopped at the end.
 * ``settings`` (function): a :class:`Settings` pointing at them, with a tmp ``data_dir`` and a
-  unique ``graph_name`` and ``stream_name`` per test, so tests don't see each other's data.
+  unique ``graph_name`` and ``stream_name`` per test, for tests that start a runner of their own.
+* ``service`` (function): the session's one running service (every target, one process), seen
+  through a scope of the test's own (:class:`ScopedService`). Scopes isolate tenants
+  (automem/common/auth.py ``resolve_scope``): the open service's anonymous principal may use
+  every scope, and every REST request and gRPC call of the test names its scope
+  (``X-Automem-Scope`` / ``x-automem-scope``), so tests don't see each other's data.
+* ``own_service`` (function): a whole service on a store of its own, for the tests that count
+  or rewrite the whole store, mint API keys (which close the open service), or stop or replace
+  parts of the running service.
 """
 
 from __future__ import annotations
@@ -45,28 +54,37 @@ async def falkordb_server(tmp_path_factory: pytest.TempPathFactory):
         await server.stop()
 
 
-@pytest.fixture
-def settings(nats_server: EmbeddedNats, falkordb_server: EmbeddedFalkorDB, tmp_path: Path) -> Settings:
-    """Settings for one test: the session servers, a tmp data dir, unique graph and stream."""
+def settings_for(nats: EmbeddedNats, falkordb: EmbeddedFalkorDB, data_dir: Path) -> Settings:
+    """Settings on the session servers with a data dir and a unique graph, stream and subjects."""
     suffix = uuid.uuid4().hex[:12]
     return Settings(
-        data_dir=tmp_path / "data",
-        nats_url=nats_server.url,
-        falkordb_host=falkordb_server.host,
-        falkordb_port=falkordb_server.port,
+        data_dir=data_dir,
+        nats_url=nats.url,
+        falkordb_host=falkordb.host,
+        falkordb_port=falkordb.port,
         graph_name=f"test_{suffix}",
         stream_name=f"TEST_{suffix.upper()}",
         subject_prefix=f"test.{suffix}",
-        # Every test has its own stream on the session's one nats-server, and JetStream reserves
-        # a stream's max_bytes against the server's storage: the 1 GiB default of a single
-        # service's stream would run the session server out after a few dozen tests.
+        # Every runner has its own stream on the session's one nats-server, and JetStream
+        # reserves a stream's max_bytes against the server's storage: the 1 GiB default of a
+        # single service's stream would run the session server out after a few dozen runners.
         event_retention_bytes=0,
     )
 
 
+@pytest.fixture
+def settings(nats_server: EmbeddedNats, falkordb_server: EmbeddedFalkorDB, tmp_path: Path) -> Settings:
+    """Settings for one test: the session servers, a tmp data dir, unique graph and stream."""
+    return settings_for(nats_server, falkordb_server, tmp_path / "data")
+
+
 class RunningService:
-    """A running automem (every target, one process) for a test: ``url`` is the gateway's
-    base URL, ``grpc`` the gRPC address, ``ctx`` the runner context (stores, consumer)."""
+    """A running automem (every target, one process): ``url`` is the gateway's base URL,
+    ``grpc`` the gRPC address, ``ctx`` the runner's :class:`automem.runtime.Runtime` (stores,
+    consumer). Requests carry no scope, so they act on the principal's default scope,
+    ``scope`` ("default")."""
+
+    scope = "default"
 
     def __init__(self, settings: Settings, runner: object, ctx: object) -> None:
         self.settings = settings
@@ -81,6 +99,59 @@ class RunningService:
 
         return httpx.AsyncClient(base_url=self.url, headers=headers, timeout=30)
 
+    def client(self, **kwargs):
+        """An :class:`AutomemClient` on the gRPC server (``kwargs`` as its constructor's)."""
+        from automem.common.client import AutomemClient
+
+        return AutomemClient.connect(self.grpc, **kwargs)
+
+
+def _scope_interceptor(scope: str):
+    """A grpc.aio client interceptor adding ``x-automem-scope: scope`` to every unary call
+    that names no scope of its own."""
+    import grpc
+
+    class ScopeMetadata(grpc.aio.UnaryUnaryClientInterceptor):
+        async def intercept_unary_unary(self, continuation, details, request):
+            metadata = grpc.aio.Metadata(*(details.metadata or ()))
+            if "x-automem-scope" not in metadata:
+                metadata.add("x-automem-scope", scope)
+            details = grpc.aio.ClientCallDetails(details.method, details.timeout, metadata, details.credentials,
+                                                 details.wait_for_ready)
+            return await continuation(details, request)
+
+    return ScopeMetadata()
+
+
+class ScopedService:
+    """The session's shared :class:`RunningService` seen from one test: every REST request
+    (``http``) and gRPC call (``client``) names the test's own ``scope`` unless the test
+    names another. ``url``, ``grpc``, ``settings`` and ``ctx`` are the shared service's; a
+    test does not stop it."""
+
+    def __init__(self, shared: RunningService, scope: str) -> None:
+        self.shared = shared
+        self.scope = scope
+        self.settings = shared.settings
+        self.ctx = shared.ctx
+        self.url = shared.url
+        self.grpc = shared.grpc
+
+    def http(self, **headers: str):
+        """An httpx.AsyncClient on the gateway whose requests carry ``X-Automem-Scope``."""
+        if not any(name.lower() == "x-automem-scope" for name in headers):
+            headers["X-Automem-Scope"] = self.scope
+        return self.shared.http(**headers)
+
+    def client(self, **kwargs):
+        """An :class:`AutomemClient` whose calls (typed helpers and the raw
+        stubs: ingest, review, recall with WhoAmI, enrich, consolidate) carry the scope."""
+        from automem.common.client import AutomemClient
+
+        kwargs.setdefault("scope", self.scope)
+        kwargs["interceptors"] = [*kwargs.get("interceptors", ()), _scope_interceptor(kwargs["scope"])]
+        return AutomemClient.connect(self.grpc, **kwargs)
+
 
 async def start_service(settings: Settings, targets: list[str] | None = None) -> RunningService:
     """Start the chosen targets (default all) in this process on free ports."""
@@ -92,9 +163,32 @@ async def start_service(settings: Settings, targets: list[str] | None = None) ->
     return RunningService(settings, runner, ctx)
 
 
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def shared_service(nats_server: EmbeddedNats, falkordb_server: EmbeddedFalkorDB,
+                         tmp_path_factory: pytest.TempPathFactory):
+    """The one whole service of the session (its own graph and stream on the session servers)."""
+    running = await start_service(settings_for(nats_server, falkordb_server,
+                                                tmp_path_factory.mktemp("shared-service") / "data"))
+    try:
+        yield running
+    finally:
+        await running.runner.stop()
+
+
+def fresh_scope() -> str:
+    """A scope name no other test uses: ``t/<12 hex>``."""
+    return f"t/{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def service(shared_service: RunningService) -> ScopedService:
+    """The shared service in a fresh scope of this test's own."""
+    return ScopedService(shared_service, fresh_scope())
+
+
 @pytest_asyncio.fixture(loop_scope="session")
-async def service(settings: Settings):
-    """The whole service running against the session's NATS and FalkorDB."""
+async def own_service(settings: Settings):
+    """A whole service of this test's own, on the session's NATS and FalkorDB."""
     running = await start_service(settings)
     try:
         yield running

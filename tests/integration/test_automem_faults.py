@@ -38,7 +38,7 @@ async def test_fault_1_vector_payload_carries_the_window_set_at_store_time(servi
         async def payload_matches_graph() -> bool:
             # Enrichment writes the point, then the node's enrichment fields (status, entities)
             # and the payload again: the two agree once it has finished with the memory.
-            memory = await service.ctx.graph.get_memory(expired, "default")
+            memory = await service.ctx.graph.get_memory(expired, service.scope)
             point = await _point(service, expired)
             return point is not None and point.payload == build_payload(memory)
         await eventually(payload_matches_graph)
@@ -73,11 +73,11 @@ async def test_fault_2_id_fetch_tag_listing_and_startup_recall_apply_the_state_p
         assert startup["system_rules"] == []
 
 
-async def test_fault_3_recovery_keeps_validity_windows_and_edges(service, settings, tmp_path) -> None:
+async def test_fault_3_recovery_keeps_validity_windows_and_edges(own_service, settings, tmp_path) -> None:
     """AutoMem rebuilt its graph from the vector payload, losing validity windows and every
     edge. Faulty behaviour: the restored memory would have an open window and no
     INVALIDATED_BY/RELATES_TO edges, so the superseded memory would read as current again."""
-    async with service.http() as http:
+    async with own_service.http() as http:
         a = await _store(http, "Staging runs on k3s", tags=["infra"], t_valid="2023-01-01T00:00:00Z",
                          t_invalid="2030-01-01T00:00:00Z")
         b = await _store(http, "Staging DNS is staging.example.com", tags=["infra"])
@@ -85,7 +85,7 @@ async def test_fault_3_recovery_keeps_validity_windows_and_edges(service, settin
         r = await http.post(f"/v1/memories/{a}:supersede", json={"content": "Staging runs on EKS", "tags": ["infra"],
                                                                   "t_valid": "2024-06-01T00:00:00Z"})
         c = r.json()["memory_id"]
-    records = [r async for r in backup.export_records(service.ctx.graph, service.ctx.bus)]
+    records = [r async for r in backup.export_records(own_service.ctx.graph, own_service.ctx.bus)]
     suffix = uuid.uuid4().hex[:10]
     fresh = settings.model_copy(update={"graph_name": f"fault3_{suffix}", "stream_name": f"FAULT3_{suffix.upper()}",
                                         "subject_prefix": f"fault3.{suffix}"})
@@ -94,7 +94,7 @@ async def test_fault_3_recovery_keeps_validity_windows_and_edges(service, settin
     try:
         await backup.restore_records(graph, records, bus)
         restored = await graph.get_memory(a, "default")
-        original = await service.ctx.graph.get_memory(a, "default")
+        original = await own_service.ctx.graph.get_memory(a, "default")
         assert restored == original  # every field: windows, state, superseded_by, prior window
         assert restored.valid_to.ToJsonString() == "2024-06-01T00:00:00Z"
         assert restored.prior_valid_to.ToJsonString() == "2030-01-01T00:00:00Z"
@@ -128,10 +128,13 @@ async def test_fault_4_supersede_is_never_half_applied(service) -> None:
         finally:
             ingest.supersede_in_graph = original
         graph = service.ctx.graph
-        assert [r[0] for r in await graph.ro_query("MATCH (m:Memory) RETURN m.id")] == [old]
-        node = await graph.get_memory(old, "default")
+        scope = {"scope": service.scope}
+        assert [r[0] for r in await graph.ro_query("MATCH (m:Memory) WHERE m.scope = $scope RETURN m.id",
+                                                   scope)] == [old]
+        node = await graph.get_memory(old, service.scope)
         assert node.state == 1 and node.version == 1 and not node.HasField("valid_to") and not node.superseded_by
-        assert await graph.ro_query("MATCH (:Memory)-[r:INVALIDATED_BY|EVOLVED_INTO]->() RETURN r") == []
+        assert await graph.ro_query("MATCH (m:Memory)-[r:INVALIDATED_BY|EVOLVED_INTO]->() WHERE m.scope = $scope "
+                                    "RETURN r", scope) == []
         listed = (await http.get("/memory/by-tag", params={"tags": "backup"})).json()["memories"]
         assert [m["id"] for m in listed] == [old] and listed[0]["state"] == "ACTIVE"
         # The retry (the client retries 5xx) then applies all of it once.

@@ -14,7 +14,6 @@ import random
 
 from google.protobuf import field_mask_pb2
 
-from automem.common.client import AutomemClient
 from automem.v1 import ingest_service_pb2
 from tests.conftest import eventually
 
@@ -98,7 +97,7 @@ async def test_concurrent_updates_with_etag_land_or_conflict(service) -> None:
 
 
 async def test_grpc_concurrent_updates(service) -> None:
-    async with AutomemClient.connect(service.grpc) as client:
+    async with service.client() as client:
         memory = await client.create_memory("gRPC merge target", tags=["base"])
 
         async def add(i: int, etag: int = 0):

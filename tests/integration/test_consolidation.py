@@ -137,14 +137,14 @@ async def _health(http) -> str:
     return (await http.get("/health")).json()["sync_status"]
 
 
-async def test_drift_detected_and_repaired(service) -> None:
-    vectors = service.ctx.vectors
-    async with service.http() as http:
+async def test_drift_detected_and_repaired(own_service) -> None:
+    vectors = own_service.ctx.vectors
+    async with own_service.http() as http:
         ids = [await _store(http, f"Drift test memory number {i} about sailing.") for i in range(3)]
         for mid in ids:
             await eventually(lambda mid=mid: _enriched(http, mid))
         assert await _health(http) == "synced"
-        await vectors.delete([ids[0]])  # behind the service's back
+        await vectors.delete([ids[0]])  # behind the own_service's back
         assert await _health(http) == "drift_detected"
         r = await http.post("/admin/sync")
         assert r.json()["missing_vectors"] == 1 and r.json()["repaired"] == 1
@@ -167,7 +167,7 @@ async def test_drift_detected_and_repaired(service) -> None:
         assert r.json()["sync_status"] == "drift_detected" and r.json()["stale_payloads"] == 1
         assert await _health(http) == "drift_detected"
         await http.post("/admin/sync")
-        memory = (await service.ctx.graph.get_memories([ids[2]], None))[ids[2]]
+        memory = (await own_service.ctx.graph.get_memories([ids[2]], None))[ids[2]]
 
         async def payload_fixed():
             got = (await vectors.retrieve([ids[2]]))[0].payload

@@ -15,7 +15,7 @@ import pytest_asyncio
 from fastapi import FastAPI, Request
 
 from automem.common.vectors import DimensionMismatchError
-from tests.conftest import eventually, start_service
+from tests.conftest import ScopedService, eventually, fresh_scope, settings_for, start_service
 
 
 async def _store(http, content: str, **extra) -> str:
@@ -47,7 +47,8 @@ async def test_entities_nodes_mentions_tags_and_expand(service) -> None:
         assert memory["tags"] == ["infra"]  # the user's tags are never touched
         await eventually(lambda: _enriched(http, b))
         rows = await graph.ro_query(
-            "MATCH (m:Memory)-[:MENTIONS]->(e:Entity {name: 'postgres'}) RETURN m.id, e.kind, e.scope ORDER BY m.id")
+            "MATCH (m:Memory)-[:MENTIONS]->(e:Entity {name: 'postgres'}) WHERE m.scope = $scope "
+            "RETURN m.id, e.kind, e.scope ORDER BY m.id", {"scope": service.scope})
         assert sorted(r[0] for r in rows) == sorted([a, b]) and {r[1] for r in rows} == {"tool"}
         # entity tags match tag filters (graph arm and vector pre-filter)
         r = await http.get("/recall", params={"tags": "entity:tool:postgres", "tag_match": "exact", "limit": 10})
@@ -126,11 +127,11 @@ async def test_similar_links_and_supersede_proposal(service) -> None:
                                      {"id": new})
         assert [e[0] for e in edges] == [old] and edges[0][1] >= service.settings.similar_threshold
         items = await graph.ro_query(
-            "MATCH (r:ReviewItem) RETURN r.kind, r.memory_id, r.target_id, r.status, r.scope, r.reason, r.id, "
-            "r.create_time")
+            "MATCH (r:ReviewItem) WHERE r.scope = $scope RETURN r.kind, r.memory_id, r.target_id, r.status, "
+            "r.scope, r.reason, r.id, r.create_time", {"scope": service.scope})
         assert len(items) == 1
         kind, memory_id, target_id, status, scope, reason, rid, created = items[0]
-        assert (kind, memory_id, target_id, status, scope) == ("supersede_proposal", new, old, "pending", "default")
+        assert (kind, memory_id, target_id, status, scope) == ("supersede_proposal", new, old, "pending", service.scope)
         assert "14" in reason and "16" in reason and rid and created > 0
         # a proposal, never a change: both stay current
         assert (await _memory(http, old))["state"] == "ACTIVE"
@@ -199,7 +200,7 @@ class FakeLLM:
         await asyncio.wait_for(self.task, 10)
 
 
-@pytest_asyncio.fixture(loop_scope="session")
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def fake_llm():
     llm = FakeLLM()
     await llm.start()
@@ -209,8 +210,10 @@ async def fake_llm():
         await llm.stop()
 
 
-@pytest_asyncio.fixture(loop_scope="session")
-async def llm_service(settings, fake_llm):
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def llm_runner(nats_server, falkordb_server, tmp_path_factory, fake_llm):
+    """One service of this module's LLM tests, classifying through ``fake_llm``."""
+    settings = settings_for(nats_server, falkordb_server, tmp_path_factory.mktemp("llm-service") / "data")
     running = await start_service(settings.model_copy(update={
         "openai_base_url": f"http://127.0.0.1:{fake_llm.port}/v1", "openai_api_key": "test",
         "classification_model": "fake-model", "llm_timeout_seconds": 0.5, "llm_max_retries": 1}))
@@ -220,11 +223,18 @@ async def llm_service(settings, fake_llm):
         await running.runner.stop()
 
 
+@pytest.fixture
+def llm_service(llm_runner) -> ScopedService:
+    """The LLM service in a fresh scope of the test's own."""
+    return ScopedService(llm_runner, fresh_scope())
+
+
 LONG = ("I like dark roast coffee brewed strong every morning before standup. " * 10).strip()
 
 
 async def test_llm_classifies_and_summarises(llm_service, fake_llm) -> None:
     fake_llm.mode = "good"
+    before = len(fake_llm.requests)
     async with llm_service.http() as http:
         mid = await _store(http, LONG)  # no type: the LLM may replace the rule-based one
         memory = await eventually(lambda: _enriched(http, mid))
@@ -233,7 +243,7 @@ async def test_llm_classifies_and_summarises(llm_service, fake_llm) -> None:
         given = await _store(http, "We decided to ship on Tuesdays.", type="Decision")
         memory = await eventually(lambda: _enriched(http, given))
         assert memory["type"] == "Decision"  # a type the user gave is never replaced
-    assert fake_llm.requests and fake_llm.requests[0]["response_format"] == {"type": "json_object"}
+    assert fake_llm.requests[before:] and fake_llm.requests[before]["response_format"] == {"type": "json_object"}
 
 
 async def test_llm_malformed_json_falls_back_after_retry(llm_service, fake_llm) -> None:

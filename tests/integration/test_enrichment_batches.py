@@ -273,16 +273,16 @@ async def test_a_batch_writes_what_one_memory_at_a_time_writes(settings, tmp_pat
         assert max(abs(a - b) for a, b in zip(vector, got["dense"][text], strict=True)) < 1e-3, text
 
 
-async def test_edit_landing_mid_batch_is_never_overwritten_and_the_rest_is_enriched(service) -> None:
-    consumer = service.ctx.enrich_consumer
+async def test_edit_landing_mid_batch_is_never_overwritten_and_the_rest_is_enriched(own_service) -> None:
+    consumer = own_service.ctx.enrich_consumer
     consumer.stop()
-    await asyncio.wait([service.ctx.enrich_task], timeout=5)
+    await asyncio.wait([own_service.ctx.enrich_task], timeout=5)
     refused_before = consumer.enricher.stats.refused
     new = "Our cache is Memcached, run by Bob Stone in Paris."
     texts = ["Deploys go through Jenkins in Frankfurt.", "Our cache is Redis, run by Carol King in London.",
              "Grafana dashboards watch the billing latency.", "Alice Johnson takes the nightly Postgres backups."]
     edited = asyncio.Event()
-    async with service.http() as http:
+    async with own_service.http() as http:
         r = await http.post("/memory/batch", json={"memories": [{"content": t} for t in texts]})
         assert r.status_code == 201, r.text
         ids = r.json()["memory_ids"]
@@ -319,7 +319,7 @@ async def test_edit_landing_mid_batch_is_never_overwritten_and_the_rest_is_enric
     assert "entity:tool:jenkins" in {e["tag"] for e in memories[0]["entities"]}
     assert "entity:tool:grafana" in {e["tag"] for e in memories[2]["entities"]}
     assert consumer.enricher.stats.refused == refused_before + 1  # only the edited memory's stale pass
-    point = (await service.ctx.vectors.retrieve([ids[1]]))[0]
+    point = (await own_service.ctx.vectors.retrieve([ids[1]]))[0]
     assert point.payload["content"] == new and point.payload["embedding_model"] != ""
 
 
@@ -359,14 +359,14 @@ async def test_batch_with_rejected_content_is_refused_whole_naming_the_first_blo
         r = await http.post(f"/v1/review-items/{mid}:reject", json={"reason": "wrong fact"})
         assert r.status_code == 200, r.text
         tomb = r.json()["tombstone"]
-        before = await service.ctx.graph.count_memories()
+        before = await service.ctx.graph.count_memories(service.scope)
         r = await http.post("/memory/batch", json={"memories": [
             {"content": "fine one"}, {"content": "fine two"}, {"content": "A  rejected FACT"},
             {"content": "a rejected fact"}]})
         assert r.status_code == 409, r.text
         error = r.json()["error"]
         assert "memories[2].content" in error and tomb["id"] in error and "wrong fact" in error
-        assert await service.ctx.graph.count_memories() == before  # all or nothing
+        assert await service.ctx.graph.count_memories(service.scope) == before  # all or nothing
         r = await http.post("/memory/batch", json={"memories": [{"content": "a rejected fact"}],
                                                    "scope": "other/scope"})
         assert r.status_code == 201  # another scope is not blocked

@@ -14,7 +14,7 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoRe
 
 from automem.common.client import AutomemClient
 from automem.common.settings import Settings
-from automem.v1 import ingest_service_pb2, memory_pb2, recall_service_pb2
+from automem.v1 import events_pb2, ingest_service_pb2, memory_pb2, recall_service_pb2, review_service_pb2
 from tests.conftest import eventually, start_service
 
 AUTOMEM_SERVICES = ["automem.v1.ConsolidateService", "automem.v1.EnrichService", "automem.v1.IngestService",
@@ -213,3 +213,21 @@ async def test_domain_protos_relations_batch_pages_enums_and_times(settings: Set
             assert len(listed.memories) == 3  # page_size unset: the default page
     finally:
         await running.runner.stop()
+
+
+async def test_scoped_client_names_the_test_scope_on_review_and_whoami(service) -> None:
+    """The ``service`` fixture's client (tests/conftest.py ``ScopedService.client``) carries the
+    test's scope on raw stubs too: WhoAmI answers it, and the ReviewService finds a memory of
+    that scope from a request that names no scope (the default scope would answer NOT_FOUND)."""
+    async with service.client() as client:
+        me = await client.recall.WhoAmI(recall_service_pb2.WhoAmIRequest())
+        assert me.scope == service.scope != "default"
+        memory = await client.create_memory("a memory for the scoped review stub")
+        request = review_service_pb2.ListMemoryEventsRequest(id=memory.id)
+
+        async def created_event_listed() -> bool:
+            return bool((await client.review.ListMemoryEvents(request)).events)
+        await eventually(created_event_listed)
+        history = await client.review.ListMemoryEvents(request)
+        assert [e.memory_id for e in history.events][:1] == [memory.id]
+        assert history.events[0].type == events_pb2.EVENT_TYPE_MEMORY_CREATED and not history.truncated

@@ -10,12 +10,12 @@ import asyncio
 import grpc
 import pytest
 
-from automem.common.client import AutomemClient
 from tests.conftest import eventually, start_service
 
 
-async def _nodes(service) -> int:
-    return await service.ctx.graph.count_memories()
+async def _nodes(service, scope: str | None = None) -> int:
+    """Memory nodes of ``scope`` (None: the whole store)."""
+    return await service.ctx.graph.count_memories(scope)
 
 
 async def _enriched(service, n: int) -> int:
@@ -47,9 +47,9 @@ def _count_created(service) -> list[str]:
     return created
 
 
-async def test_idempotency_key_rest(service) -> None:
-    created = _count_created(service)
-    async with service.http(**{"Idempotency-Key": "store-1"}) as http:
+async def test_idempotency_key_rest(own_service) -> None:
+    created = _count_created(own_service)
+    async with own_service.http(**{"Idempotency-Key": "store-1"}) as http:
         bodies = [{"content": "Idempotent store", "tags": ["idem"], "timestamp": f"2024-01-0{i + 1}T00:00:00Z"}
                   for i in range(3)]  # other fields may differ: the key wins
         first = await http.post("/memory", json=bodies[0])
@@ -75,16 +75,16 @@ async def test_idempotency_key_rest(service) -> None:
         # The same key in another scope is another store.
         other = await http.post("/memory", json=bodies[0], headers={"X-Automem-Scope": "other"})
         assert other.status_code == 201 and other.json()["memory_id"] != mid
-    assert await _nodes(service) == 5
-    assert await _enriched(service, 5) == 5
+    assert await _nodes(own_service) == 5
+    assert await _enriched(own_service, 5) == 5
     await asyncio.sleep(0.5)
     assert len(created) == len(set(created)) == 5  # each memory queued for enrichment once
-    assert await service.ctx.vectors.count() == 5
+    assert await own_service.ctx.vectors.count() == 5
 
 
-async def test_idempotency_key_grpc(service) -> None:
-    created = _count_created(service)
-    async with AutomemClient.connect(service.grpc) as client:
+async def test_idempotency_key_grpc(own_service) -> None:
+    created = _count_created(own_service)
+    async with own_service.client() as client:
         first = await client.create_memory("gRPC idempotent", idempotency_key="k-1")
         again = await client.create_memory("gRPC idempotent", tags=["retried"], idempotency_key="k-1")
         assert again.id == first.id
@@ -94,13 +94,13 @@ async def test_idempotency_key_grpc(service) -> None:
         results = await asyncio.gather(*[client.create_memory("parallel", idempotency_key="k-2")
                                          for _ in range(6)])
         assert len({m.id for m in results}) == 1
-    assert await _nodes(service) == 2
-    assert await _enriched(service, 2) == 2
+    assert await _nodes(own_service) == 2
+    assert await _enriched(own_service, 2) == 2
     assert len(created) == 2
 
 
-async def test_dedup_on_by_default(service) -> None:
-    async with service.http() as http:
+async def test_dedup_on_by_default(own_service) -> None:
+    async with own_service.http() as http:
         body = {"content": "Deduplicated content", "tags": ["b", "a"]}
         first = await http.post("/memory", json=body)
         again = await http.post("/memory", json={**body, "tags": ["A", "b"]})
@@ -115,7 +115,7 @@ async def test_dedup_on_by_default(service) -> None:
         timed2 = {**body, "timestamp": "2024-03-02T00:00:00Z"}
         assert (await http.post("/memory", json=timed2)).status_code == 201
         assert (await http.post("/memory", json=body, headers={"X-Automem-Scope": "elsewhere"})).status_code == 201
-    assert await _nodes(service) == 5
+    assert await _nodes(own_service) == 5
 
 
 async def test_dedup_can_be_turned_off(settings) -> None:
@@ -155,11 +155,11 @@ async def test_retry_after_5xx_is_harmless(service) -> None:
             assert r.json()["deduplicated"] is True and r.json()["status"] == "success"
     finally:
         ingest.publisher.publish = real
-    assert await _nodes(service) == 1
+    assert await _nodes(service, service.scope) == 1
 
 
 async def test_grpc_dedup_flag(service) -> None:
-    async with AutomemClient.connect(service.grpc) as client:
+    async with service.client() as client:
         from automem.v1 import ingest_service_pb2
 
         request = ingest_service_pb2.CreateMemoryRequest(memory=ingest_service_pb2.MemoryInput(content="flagged"))

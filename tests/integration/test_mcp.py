@@ -12,16 +12,18 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from tests.conftest import eventually, start_service
+from tests.conftest import eventually, settings_for, start_service
 
 TOKEN = "mcp-test-token"
 TOOLS = {"store_memory", "recall_memory", "associate_memories", "update_memory", "delete_memory",
          "check_database_health"}
 
 
-@pytest_asyncio.fixture(loop_scope="session")
-async def secured(settings):
-    """The whole service with an API token, so credential forwarding is exercised."""
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def secured(nats_server, falkordb_server, tmp_path_factory):
+    """The whole service with an API token, so credential forwarding is exercised; one for the
+    module (each test's memories carry tags or ids of their own)."""
+    settings = settings_for(nats_server, falkordb_server, tmp_path_factory.mktemp("mcp-secured") / "data")
     running = await start_service(settings.model_copy(update={"api_token": TOKEN}))
     try:
         yield running

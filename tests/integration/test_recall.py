@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from automem.common.vectors import VectorFilter
 from tests.conftest import eventually
 
 NASTY_QUERIES = ["`add_episode`", "the of and", "?!", "a/b|c\\d", "_", "-foo", "status: done", '"unbalanced']
@@ -22,8 +23,9 @@ async def _ids(http, **params) -> list[str]:
 
 
 async def _embedded(service, n: int) -> None:
+    """Wait until ``n`` memories of the test's scope have their vector points."""
     async def check():
-        return await service.ctx.vectors.count() >= n
+        return await service.ctx.vectors.count(VectorFilter(scope=service.scope)) >= n
     await eventually(check)
 
 
@@ -155,9 +157,9 @@ async def test_recall_ranks_relevant_memory_first_with_score_components(service)
         assert top["match_type"] in ("vector", "keyword")
 
 
-async def test_memory_is_recallable_before_its_embedding_exists(service) -> None:
-    service.ctx.enrich_consumer.stop()  # no enrichment: only the graph arms can find it
-    async with service.http() as http:
+async def test_memory_is_recallable_before_its_embedding_exists(own_service) -> None:
+    own_service.ctx.enrich_consumer.stop()  # no enrichment: only the graph arms can find it
+    async with own_service.http() as http:
         mid = await _store(http, "Zanzibar gateway credentials rotate monthly")
         r = await http.get("/recall", params={"query": "zanzibar credentials", "limit": 5})
         assert [h["id"] for h in r.json()["results"]] == [mid]

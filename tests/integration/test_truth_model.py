@@ -40,9 +40,11 @@ async def _node(service, mid: str) -> dict | None:
 
 
 async def _edges(service) -> list:
-    """Supersession edges (enrichment adds SIMILAR_TO / PRECEDED_BY edges of its own)."""
+    """Supersession edges of the test's scope (enrichment adds SIMILAR_TO / PRECEDED_BY edges
+    of its own)."""
     return await service.ctx.graph.ro_query("MATCH (a:Memory)-[r:INVALIDATED_BY|EVOLVED_INTO]->(b:Memory) "
-                                               "RETURN a.id, type(r), b.id")
+                                               "WHERE a.scope = $scope RETURN a.id, type(r), b.id",
+                                               {"scope": service.scope})
 
 
 async def _by_tag(http, tag: str, **params) -> list[dict]:
@@ -66,12 +68,12 @@ async def test_supersede_failing_between_steps_changes_nothing(service) -> None:
     ingest = service.ctx.ingest
     graph = service.ctx.graph
     before = await _node(service, old_id)
-    old = await graph.get_memory(old_id, "default")
+    old = await graph.get_memory(old_id, service.scope)
     stamp = now()
-    new = build_memory(ingest_service_pb2.MemoryInput(content="Deploys run on Tuesdays"), scope="default",
+    new = build_memory(ingest_service_pb2.MemoryInput(content="Deploys run on Tuesdays"), scope=service.scope,
                        settings=service.settings, created=stamp, source="test")
     closed = close_for_supersede(old, new.id, epoch(new, "valid_from"), stamp, "moved")
-    rel = Relation(source_id=old.id, target_id=new.id, type=8, strength=0.9, scope="default", reason="moved")
+    rel = Relation(source_id=old.id, target_id=new.id, type=8, strength=0.9, scope=service.scope, reason="moved")
     rel.create_time.CopyFrom(ts(stamp))
     with pytest.raises(Exception):  # noqa: B017 - any failure of the one query
         await ingest.supersede_in_graph(old, closed, new, rel, _fail_after_create=True)
@@ -80,7 +82,8 @@ async def test_supersede_failing_between_steps_changes_nothing(service) -> None:
     assert await _node(service, old_id) == before
     assert before["state"] == "ACTIVE" and before["version"] == 1
     assert await _node(service, new.id) is None
-    assert await graph.ro_query("MATCH (m:Memory) RETURN m.id") == [[old_id]]  # no (empty) new node
+    assert await graph.ro_query("MATCH (m:Memory) WHERE m.scope = $scope RETURN m.id",
+                                {"scope": service.scope}) == [[old_id]]  # no (empty) new node
     assert await _edges(service) == []
     # The same write without the injected failure applies all of it.
     await ingest.supersede_in_graph(old, closed, new, rel)
@@ -117,7 +120,7 @@ async def test_correction_recorded_after_the_fact_reads_bitemporally(service) ->
     "as known now" -> Berlin; "on 15 Jan, as known now" -> Paris."""
     async with service.http() as http:
         paris = await _store(http, "Alice lives in Paris", tags=["alice"], t_valid="2024-01-01T00:00:00Z")
-        before_paris = epoch((await service.ctx.graph.get_memory(paris, "default")), "record_time") - 1
+        before_paris = epoch((await service.ctx.graph.get_memory(paris, service.scope)), "record_time") - 1
         before_correction = time.time()
         await asyncio.sleep(0.01)
         r = await http.post(f"/v1/memories/{paris}:supersede", json={
@@ -229,19 +232,19 @@ async def test_review_queue_approve_reject_tombstone_and_lift(service) -> None:
         assert events[:1] == ["EVENT_TYPE_MEMORY_CREATED"] and "EVENT_TYPE_REVIEW_REJECTED" in events
 
 
-async def test_key_that_requires_review_lands_writes_as_pending(service) -> None:
+async def test_key_that_requires_review_lands_writes_as_pending(own_service) -> None:
     from automem.common.keys import KeyStore
 
-    store = KeyStore(service.ctx.graph)
+    store = KeyStore(own_service.ctx.graph)
     admin, _ = await store.create("admin", ["*"], "default")
     writer, _ = await store.create("writer", ["*"], "default", require_review=True)
-    async with service.http(authorization=f"Bearer {writer}") as http:
+    async with own_service.http(authorization=f"Bearer {writer}") as http:
         r = await http.post("/memory", json={"content": "from a reviewed key"})
         assert r.status_code == 201 and r.json()["state"] == "PENDING_REVIEW"
         mid = r.json()["memory_id"]
         r = await http.post(f"/v1/review-items/{mid}:approve")
         assert r.status_code == 403  # a writer cannot approve its own writes
-    async with service.http(authorization=f"Bearer {admin}") as http:
+    async with own_service.http(authorization=f"Bearer {admin}") as http:
         r = await http.post(f"/v1/review-items/{mid}:approve")
         assert r.status_code == 200 and r.json()["memory"]["state"] == "ACTIVE"
 
@@ -250,8 +253,8 @@ async def _proposal(service, memory_id: str, target_id: str) -> str:
     item_id = str(uuid.uuid4())
     await service.ctx.graph.query(
         "CREATE (:ReviewItem {id: $id, kind: 'supersede_proposal', memory_id: $m, target_id: $t, "
-        "reason: 'contradiction found by enrichment', create_time: $now, status: 'pending', scope: 'default'})",
-        {"id": item_id, "m": memory_id, "t": target_id, "now": time.time()})
+        "reason: 'contradiction found by enrichment', create_time: $now, status: 'pending', scope: $scope})",
+        {"id": item_id, "m": memory_id, "t": target_id, "now": time.time(), "scope": service.scope})
     return item_id
 
 
@@ -365,9 +368,7 @@ async def _queue_empty(service) -> bool:
 
 
 async def test_grpc_list_memory_events_pages_in_order(service) -> None:
-    from automem.common.client import AutomemClient
-
-    async with AutomemClient.connect(service.grpc) as client:
+    async with service.client() as client:
         memory = await client.create_memory("paged history")
         for i in range(3):
             await client.update_memory(memory.id, importance=0.1 * (i + 1))
@@ -430,19 +431,19 @@ async def _snapshot(graph: GraphStore) -> tuple[list, list]:
             sorted(json.dumps([dict(a), t, dict(b), dict(p)], sort_keys=True) for a, t, b, p in edges))
 
 
-async def test_backup_then_restore_into_an_empty_store_reproduces_everything(service, settings, tmp_path) -> None:
-    async with service.http() as http:
-        ids = await _build_history(http, service)
-        await eventually(lambda: _queue_empty(service))  # enrichment done: the graph holds still
+async def test_backup_then_restore_into_an_empty_store_reproduces_everything(own_service, settings, tmp_path) -> None:
+    async with own_service.http() as http:
+        ids = await _build_history(http, own_service)
+        await eventually(lambda: _queue_empty(own_service))  # enrichment done: the graph holds still
         r = await http.get("/backup")
         assert r.status_code == 200 and r.headers["content-type"].startswith("application/x-ndjson")
         lines = r.text.splitlines()
     records = backup.read_lines(lines)
     kinds = {r["kind"] for r in records}
     assert {"header", "memory", "edge", "tombstone", "review_item", "event"} <= kinds
-    graph = service.ctx.graph
+    graph = own_service.ctx.graph
     before = await _snapshot(graph)
-    events_before = [e.SerializeToString() for e in await service.ctx.bus.events_for(None)]
+    events_before = [e.SerializeToString() for e in await own_service.ctx.bus.events_for(None)]
 
     suffix = uuid.uuid4().hex[:10]
     fresh = settings.model_copy(update={"graph_name": f"restored_{suffix}", "stream_name": f"RESTORED_{suffix.upper()}",
@@ -471,7 +472,7 @@ async def test_backup_then_restore_into_an_empty_store_reproduces_everything(ser
             related = (await http.get(f"/memories/{ids['b']}/related")).json()["related_memories"]
             assert [x["id"] for x in related] == [ids["c"]]  # a's edge, replaced by its head
             assert (await http.post("/memory", json={"content": "The moon is cheese"})).status_code == 409
-            original = [e["event_id"] for e in await _history_of(service, ids["a"])]
+            original = [e["event_id"] for e in await _history_of(own_service, ids["a"])]
             assert [e["event_id"] for e in await _history(http, ids["a"])][:len(original)] == original
     finally:
         await restored.runner.stop()
@@ -482,18 +483,18 @@ async def _history_of(service, mid: str) -> list[dict]:
         return await _history(http, mid)
 
 
-async def test_reindex_rebuilds_every_vector_point_from_the_graph(service) -> None:
-    async with service.http() as http:
-        ids = await _build_history(http, service)
-    vectors, graph = service.ctx.vectors, service.ctx.graph
-    await eventually(lambda: _queue_empty(service))
-    service.ctx.enrich_consumer.stop()  # no concurrent writer while we wreck the store
+async def test_reindex_rebuilds_every_vector_point_from_the_graph(own_service) -> None:
+    async with own_service.http() as http:
+        ids = await _build_history(http, own_service)
+    vectors, graph = own_service.ctx.vectors, own_service.ctx.graph
+    await eventually(lambda: _queue_empty(own_service))
+    own_service.ctx.enrich_consumer.stop()  # no concurrent writer while we wreck the store
     live = [ids["a"], ids["b"], ids["c"]]
     await vectors.delete(live[:2])
     await vectors.set_payload(ids["c"], {"memory_id": ids["c"], "scope": "default"})  # a payload missing windows
     orphan = str(uuid.uuid4())
-    await vectors.upsert(orphan, [0.1] * service.ctx.embedder.dimension, {"memory_id": orphan})
-    counts = await backup.reindex(graph, vectors, service.ctx.embedder)
+    await vectors.upsert(orphan, [0.1] * own_service.ctx.embedder.dimension, {"memory_id": orphan})
+    counts = await backup.reindex(graph, vectors, own_service.ctx.embedder)
     assert counts == {"reindexed": 3, "removed": 1}
     points = {p.id: p for p in await vectors.retrieve(live + [ids["rejected"], ids["gone"], orphan])}
     assert sorted(points) == sorted(live)
@@ -504,9 +505,10 @@ async def test_reindex_rebuilds_every_vector_point_from_the_graph(service) -> No
     assert points[ids["a"]].payload["valid_to"] == epoch(await graph.get_memory(ids["a"], "default"), "valid_to")
 
 
-async def test_cli_backup_and_restore_round_trip(service, settings, tmp_path, monkeypatch) -> None:
+async def test_cli_backup_and_restore_round_trip(service, tmp_path, monkeypatch) -> None:
     from automem import cli
 
+    settings = service.settings
     async with service.http() as http:
         a = await _store(http, "cli backup memory", tags=["cli"])
     out = tmp_path / "backup.jsonl"

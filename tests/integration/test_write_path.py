@@ -8,7 +8,6 @@ import json
 import grpc
 import pytest
 
-from automem.common.client import AutomemClient
 from automem.common.payload import build_payload
 from automem.v1 import ingest_service_pb2
 from tests.conftest import eventually
@@ -25,7 +24,7 @@ METADATA = {"@type": "note", "0be6ffd7-3844-46a3-a699-bf3b77c573cd": "x", "a.b":
 
 
 async def _count_nodes(service) -> int:
-    return await service.ctx.graph.count_memories()
+    return await service.ctx.graph.count_memories(service.scope)
 
 
 async def test_rest_store_and_get_round_trip(service) -> None:
@@ -48,7 +47,7 @@ async def test_rest_store_and_get_round_trip(service) -> None:
 
 
 async def test_grpc_create_and_get_round_trip(service) -> None:
-    async with AutomemClient.connect(service.grpc) as client:
+    async with service.client() as client:
         memory = await client.create_memory("gRPC memory", tags=["a", "b"], importance=0.3,
                                             metadata={"n": 1}, timestamp="2024-05-01T10:00:00")
         got = await client.get_memory(memory.id)
@@ -143,12 +142,12 @@ async def test_store_creates_vector_point_with_full_payload(service) -> None:
         mid = r.json()["memory_id"]
     point = await eventually(lambda: _point(service, mid))
     payload = point.payload
-    assert payload["memory_id"] == mid and payload["scope"] == "default"
+    assert payload["memory_id"] == mid and payload["scope"] == service.scope
     assert payload["valid_from"] == 1704067200.0 and payload["valid_to"] == 1893456000.0
     assert payload["tags"] == ["Alpha", "beta"] and "alp" in payload["tag_prefixes"]
     assert {"alpha", "beta"} <= set(payload["tags_lower"])  # plus any entity:<kind>:<slug> tags
     assert payload["state"] == "ACTIVE"
-    memory = await service.ctx.graph.get_memory(mid, "default")
+    memory = await service.ctx.graph.get_memory(mid, service.scope)
     memory.embedding_model = payload["embedding_model"]
     assert payload == build_payload(memory)  # the one builder, from the graph record
 
@@ -194,11 +193,11 @@ async def test_delete_tombstones_node_and_removes_point(service) -> None:
         async def gone():
             return await _point(service, mid) is None
         await eventually(gone)
-        node = await service.ctx.graph.get_memory(mid, "default")
+        node = await service.ctx.graph.get_memory(mid, service.scope)
         assert node is not None and node.content == "to be deleted"  # history kept
         r = await http.delete(f"/memory/{mid}?purge=true")
         assert r.status_code == 200
-        assert await service.ctx.graph.get_memory(mid, "default") is None
+        assert await service.ctx.graph.get_memory(mid, service.scope) is None
 
 
 async def test_associate_validates_and_creates_edges(service) -> None:
@@ -219,7 +218,7 @@ async def test_associate_validates_and_creates_edges(service) -> None:
 
 
 async def test_update_time_moves_and_version_increments(service) -> None:
-    async with AutomemClient.connect(service.grpc) as client:
+    async with service.client() as client:
         m = await client.create_memory("versioned")
         u = await client.update_memory(m.id, importance=0.9)
         assert u.version == m.version + 1
@@ -229,8 +228,8 @@ async def test_update_time_moves_and_version_increments(service) -> None:
         assert err.value.code() == grpc.StatusCode.ABORTED
 
 
-async def test_health_reports_counts_and_connections(service) -> None:
-    async with service.http() as http:
+async def test_health_reports_counts_and_connections(own_service) -> None:
+    async with own_service.http() as http:
         await http.post("/memory", json={"content": "counted"})
 
         async def synced():
@@ -243,17 +242,21 @@ async def test_health_reports_counts_and_connections(service) -> None:
 
 
 async def test_poison_event_is_parked_on_dead_letter_subject(service) -> None:
+    from nats.js.api import DeliverPolicy
+
     bus = service.ctx.bus
+    # The session's service shares its stream with every test: read only what arrives from now on.
+    sub = await bus.js.subscribe(bus.subjects.dlq("enrich"), stream=bus.settings.stream_name,
+                                 deliver_policy=DeliverPolicy.NEW)
     await bus.js.publish(bus.subjects.prefix + ".memory.created", b"\xff\xfenot a protobuf",
                          headers={"Nats-Msg-Id": "poison-1"})
-    sub = await bus.js.subscribe(bus.subjects.dlq("enrich"), stream=bus.settings.stream_name)
     msg = await sub.next_msg(timeout=15)
     assert msg.data == b"\xff\xfenot a protobuf" and "undecodable" in msg.headers["Automem-Dlq-Reason"]
     await sub.unsubscribe()
 
 
 async def test_ingest_request_without_update_mask_is_invalid(service) -> None:
-    async with AutomemClient.connect(service.grpc) as client:
+    async with service.client() as client:
         m = await client.create_memory("mask")
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await client.ingest.UpdateMemory(ingest_service_pb2.UpdateMemoryRequest(id=m.id))
