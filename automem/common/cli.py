@@ -189,7 +189,7 @@ async def _recovery(settings: Settings, args: argparse.Namespace) -> int:
                   f"set QDRANT_COLLECTION={result['collection']} and AUTOMEM_EMBEDDING_PROVIDER={args.provider}")
         elif args.cmd == "reindex":
             from automem.common.embedding import make_provider
-            from automem.common.vectors import make_vector_store
+            from automem.vectors import make_vector_store
 
             provider = await asyncio.to_thread(make_provider, settings)
             vectors = make_vector_store(settings)

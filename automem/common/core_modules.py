@@ -69,7 +69,7 @@ async def _start_embedder(ctx: Context) -> None:
 
 
 async def _start_vectors(ctx: Context) -> None:
-    from automem.common.vectors import make_vector_store
+    from automem.vectors import make_vector_store
 
     store = make_vector_store(ctx.settings)
     if store is not None:

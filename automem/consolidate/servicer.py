@@ -18,7 +18,7 @@ from automem.common.graph import GraphStore
 from automem.common.model import Memory, node_to_memory, ts
 from automem.common.outbox import EventPublisher
 from automem.common.settings import Settings
-from automem.common.vectors import VectorFilter, VectorStore
+from automem.vectors import VectorFilter, VectorStore
 from automem.consolidate.tasks import HALF_LIFE_DAYS, Tasks, relevance
 from automem.ingest.servicer import make_event
 from automem.v1 import consolidate_service_pb2, consolidate_service_pb2_grpc, events_pb2

@@ -34,7 +34,7 @@ import numpy as np
 from automem.common.graph import GraphStore
 from automem.common.model import Memory, content_hash, node_to_memory, set_metadata, ts
 from automem.common.settings import Settings
-from automem.common.vectors import VectorFilter, VectorStore
+from automem.vectors import VectorFilter, VectorStore
 from automem.enrich.llm import extractive_summary
 from automem.v1 import events_pb2, memory_pb2
 

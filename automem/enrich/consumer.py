@@ -48,7 +48,7 @@ from automem.common.payload import build_payload
 from automem.common.settings import Settings
 from automem.common.telemetry import record_error, start_consumer_span
 from automem.common.text import analyze, bm25_doc_weights
-from automem.common.vectors import VectorStore
+from automem.vectors import VectorStore
 from automem.enrich.pipeline import Enricher
 from automem.v1 import events_pb2, memory_pb2
 

@@ -28,7 +28,7 @@ from automem.common.graph import GraphStore
 from automem.common.model import Memory, epoch
 from automem.common.settings import Settings
 from automem.common.text import analyze
-from automem.common.vectors import VectorFilter, VectorStore
+from automem.vectors import VectorFilter, VectorStore
 from automem.v1 import memory_pb2
 
 log = logging.getLogger(__name__)

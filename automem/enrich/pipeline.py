@@ -29,7 +29,7 @@ from automem.common.classify import FALLBACK_CONFIDENCE, RULE_CONFIDENCE, classi
 from automem.common.graph import GraphStore
 from automem.common.model import Memory, type_name
 from automem.common.settings import Settings
-from automem.common.vectors import VectorStore
+from automem.vectors import VectorStore
 from automem.enrich.entities import EntityExtractor, write_entities_many
 from automem.enrich.links import LinkBuilder
 from automem.enrich.llm import LLM, extractive_summary, llm_configured

@@ -13,7 +13,7 @@ from typing import Any
 
 from automem.common.errors import InvalidArgument
 from automem.common.model import Memory, epoch
-from automem.common.vectors import VectorFilter
+from automem.vectors import VectorFilter
 
 
 @dataclass

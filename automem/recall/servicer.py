@@ -31,7 +31,7 @@ from automem.common.model import SUPERSEDING_RELATIONS, Memory, epoch, node_to_m
 from automem.common.settings import Settings
 from automem.common.state import ReadAt, as_known, known, resolve, resolve_one
 from automem.common.text import analyze, bm25_query_weights, fulltext_query
-from automem.common.vectors import VectorStore
+from automem.vectors import VectorStore
 from automem.recall.bytag import list_by_tag
 from automem.recall.filters import Filters
 from automem.recall.ranking import Candidate, ScoreWeights, rank

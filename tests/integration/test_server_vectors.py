@@ -9,7 +9,7 @@ from pathlib import Path
 
 from automem.common.payload import build_payload
 from automem.common.settings import Settings
-from automem.common.vectors import ServerVectorStore, make_vector_store
+from automem.vectors import ServerVectorStore, make_vector_store
 from tests.conftest import eventually, start_service
 
 
