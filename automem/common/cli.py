@@ -91,7 +91,7 @@ async def _watch(tasks: list[asyncio.Task]) -> bool:
 
 async def _keys(settings: Settings, args: argparse.Namespace) -> int:
     from automem.common.embedded import EmbeddedRuntime
-    from automem.common.graph import GraphStore
+    from automem.graph import GraphStore
     from automem.common.keys import KeyStore
 
     runtime = EmbeddedRuntime(settings) if not settings.falkordb_host else None
@@ -135,7 +135,7 @@ async def _recovery(settings: Settings, args: argparse.Namespace) -> int:
     from automem.common import backup
     from automem.common.bus import Bus
     from automem.common.embedded import EmbeddedRuntime
-    from automem.common.graph import GraphStore
+    from automem.graph import GraphStore
 
     runtime = EmbeddedRuntime(settings) if not (settings.falkordb_host and settings.nats_url) else None
     if runtime is not None:

@@ -26,7 +26,7 @@ async def _stop_telemetry(ctx: Context) -> None:
 
 
 async def _start_graph(ctx: Context) -> None:
-    from automem.common.graph import GraphStore
+    from automem.graph import GraphStore
 
     graph = GraphStore(ctx.settings)
     await graph.ensure_schema()

@@ -20,7 +20,7 @@ from nats.errors import MaxPayloadError
 from opentelemetry.trace import Span
 
 from automem.common.bus import Bus
-from automem.common.graph import GraphStore
+from automem.graph import GraphStore
 from automem.v1 import events_pb2
 
 log = logging.getLogger(__name__)

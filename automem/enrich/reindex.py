@@ -34,7 +34,7 @@ async def reindex_with_provider(settings: Settings, provider_name: str, graph: A
     "previous"}``. Raises ValueError for an unknown provider or disabled vectors."""
     from automem.common import backup
     from automem.common.embedding import make_provider
-    from automem.common.graph import GraphStore
+    from automem.graph import GraphStore
     from automem.vectors import make_vector_store
 
     if not settings.vectors_enabled:

@@ -1,5 +1,6 @@
 """Recall filters, expressed once and applied three ways: as a Python predicate on hydrated
-memories, as a Cypher WHERE fragment for the graph arms, and as a vector pre-filter.
+memories, as a Cypher WHERE fragment for the graph arms (translated by the memories
+repository, :func:`automem.graph.memories.filter_where`), and as a vector pre-filter.
 
 Tag rule (documented for users): tags are stored as given and matched case-insensitively;
 ``tag_match=exact`` compares whole tags, ``prefix`` (AutoMem's default) matches tags that
@@ -9,8 +10,6 @@ start with the given text; ``tag_mode=any`` (default) needs one of the tags, ``a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
-
 from automem.common.errors import InvalidArgument
 from automem.common.model import Memory, epoch
 from automem.vectors import VectorFilter
@@ -73,33 +72,6 @@ class Filters:
             if not (all(results) if self.tag_mode == "all" else any(results)):
                 return False
         return True
-
-    # --- cypher --------------------------------------------------------------------
-
-    def cypher(self, var: str = "m") -> tuple[str, dict[str, Any]]:
-        """A WHERE fragment (without WHERE) and its parameters."""
-        parts = [f"{var}.scope = $f_scope"]
-        params: dict[str, Any] = {"f_scope": self.scope}
-        # User tags plus entity tags (automem/enrich/entities.py).
-        all_tags = f"({var}.tags_lower + coalesce({var}.entity_tags, []))"
-        if self.tags:
-            params["f_tags"] = self.tags
-            if self.tag_match == "exact":
-                one = f"x IN {all_tags}"
-            else:
-                one = f"any(t IN {all_tags} WHERE t STARTS WITH x)"
-            quant = "all" if self.tag_mode == "all" else "any"
-            parts.append(f"{quant}(x IN $f_tags WHERE {one})")
-        if self.exclude_tags:
-            params["f_excl"] = self.exclude_tags
-            parts.append(f"NOT any(t IN {all_tags} WHERE t IN $f_excl)")
-        if self.start is not None:
-            params["f_start"] = self.start
-            parts.append(f"{var}.event_time >= $f_start")
-        if self.end is not None:
-            params["f_end"] = self.end
-            parts.append(f"{var}.event_time <= $f_end")
-        return " AND ".join(parts), params
 
     # --- vectors -------------------------------------------------------------------
 

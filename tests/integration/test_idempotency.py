@@ -15,7 +15,7 @@ from tests.conftest import eventually, start_service
 
 
 async def _nodes(service) -> int:
-    return await service.ctx["graph"].count_memories()
+    return await service.ctx["graph"].memories.count()
 
 
 async def _enriched(service, n: int) -> int:
