@@ -160,9 +160,9 @@ async def predecessors(n: int, sample: int = 200) -> dict:
     """ms per memory of the PRECEDED_BY lookup on a graph of ``n`` memories: the indexed
     lookup (Relations.link_predecessors, automem/graph/relations.py) and the scan of the scope it replaced."""
     from automem.common.embedded import EmbeddedFalkorDB
-    from automem.graph import GraphStore
     from automem.common.model import Memory, content_hash, ts
     from automem.common.settings import Settings
+    from automem.graph import GraphStore
     from automem.v1 import memory_pb2
 
     scan = ("UNWIND $ids AS mid MATCH (m:Memory {id: mid}) "

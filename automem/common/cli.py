@@ -91,8 +91,8 @@ async def _watch(tasks: list[asyncio.Task]) -> bool:
 
 async def _keys(settings: Settings, args: argparse.Namespace) -> int:
     from automem.common.embedded import EmbeddedRuntime
-    from automem.graph import GraphStore
     from automem.common.keys import KeyStore
+    from automem.graph import GraphStore
 
     runtime = EmbeddedRuntime(settings) if not settings.falkordb_host else None
     if runtime is not None:

@@ -23,8 +23,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from automem.graph import GraphStore
 from automem.common.model import OPEN_END, SUPERSEDING_RELATIONS, Memory, epoch
+from automem.graph import GraphStore
 from automem.v1 import memory_pb2
 
 #: Longest supersession chain walked (DESIGN.md).

@@ -31,12 +31,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from automem.graph import GraphStore
 from automem.common.model import Memory, content_hash, set_metadata, ts
 from automem.common.settings import Settings
-from automem.vectors import VectorFilter, VectorStore
 from automem.enrich.llm import extractive_summary
+from automem.graph import GraphStore
 from automem.v1 import events_pb2, memory_pb2
+from automem.vectors import VectorFilter, VectorStore
 
 #: Half-life of relevance in days.
 HALF_LIFE_DAYS = 30.0

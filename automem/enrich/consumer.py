@@ -42,15 +42,15 @@ from opentelemetry.trace import Span
 
 from automem.common.bus import Bus
 from automem.common.embedding import EmbeddingProvider
-from automem.graph import GraphStore
 from automem.common.model import Memory, node_to_memory
 from automem.common.payload import build_payload
 from automem.common.settings import Settings
 from automem.common.telemetry import record_error, start_consumer_span
 from automem.common.text import analyze, bm25_doc_weights
-from automem.vectors import VectorStore
 from automem.enrich.pipeline import Enricher
+from automem.graph import GraphStore
 from automem.v1 import events_pb2, memory_pb2
+from automem.vectors import VectorStore
 
 log = logging.getLogger(__name__)
 

@@ -24,12 +24,12 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from automem.graph import GraphStore
 from automem.common.model import Memory, epoch
 from automem.common.settings import Settings
 from automem.common.text import analyze
-from automem.vectors import VectorFilter, VectorStore
+from automem.graph import GraphStore
 from automem.v1 import memory_pb2
+from automem.vectors import VectorFilter, VectorStore
 
 log = logging.getLogger(__name__)
 

@@ -26,14 +26,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from automem.common.classify import FALLBACK_CONFIDENCE, RULE_CONFIDENCE, classify
-from automem.graph import GraphStore
 from automem.common.model import Memory, type_name
 from automem.common.settings import Settings
-from automem.vectors import VectorStore
 from automem.enrich.entities import EntityExtractor, write_entities_many
 from automem.enrich.links import LinkBuilder
 from automem.enrich.llm import LLM, extractive_summary, llm_configured
+from automem.graph import GraphStore
 from automem.v1 import memory_pb2
+from automem.vectors import VectorStore
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,6 @@ from typing import Any
 
 from automem.common.auth import current_principal, require_role, resolve_scope
 from automem.common.errors import Aborted, AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
-from automem.graph import GraphStore
 from automem.common.model import (
     SUPERSEDING_RELATIONS,
     Memory,
@@ -29,6 +28,7 @@ from automem.common.model import (
 )
 from automem.common.outbox import EventPublisher
 from automem.common.settings import Settings
+from automem.graph import GraphStore
 from automem.ingest.logic import apply_update, build_memory
 from automem.ingest.truth import TruthMixin, close_for_supersede, review_required
 from automem.v1 import events_pb2, ingest_service_pb2, ingest_service_pb2_grpc, memory_pb2

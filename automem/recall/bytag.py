@@ -52,10 +52,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from automem.common.errors import InvalidArgument
-from automem.graph import GraphStore
-from automem.graph.memories import ENTITY_TAG_PREFIX as ENTITY_TAG_PREFIX  # entity tags: see TagIndex
 from automem.common.model import OPEN_END, Memory
 from automem.common.state import ReadAt, resolve
+from automem.graph import GraphStore
 from automem.recall.filters import Filters
 
 #: Most rows one window query returns (its cost bound); a full window is read again narrower.

@@ -10,6 +10,7 @@ start with the given text; ``tag_mode=any`` (default) needs one of the tags, ``a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
 from automem.common.errors import InvalidArgument
 from automem.common.model import Memory, epoch
 from automem.vectors import VectorFilter

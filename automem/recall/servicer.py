@@ -26,16 +26,16 @@ import dateparser
 from automem.common.auth import require_role, resolve_scope
 from automem.common.embedding import EmbeddingProvider
 from automem.common.errors import InvalidArgument, NotFound
-from automem.graph import GraphStore
 from automem.common.model import SUPERSEDING_RELATIONS, Memory, epoch, parse_time, ts
 from automem.common.settings import Settings
 from automem.common.state import ReadAt, as_known, known, resolve, resolve_one
 from automem.common.text import analyze, bm25_query_weights, fulltext_query
-from automem.vectors import VectorStore
+from automem.graph import GraphStore
 from automem.recall.bytag import list_by_tag
 from automem.recall.filters import Filters
 from automem.recall.ranking import Candidate, ScoreWeights, rank
 from automem.v1 import memory_pb2, recall_service_pb2, recall_service_pb2_grpc
+from automem.vectors import VectorStore
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """The embedded backend: the vector store on an in-process qdrant-edge shard.
 
 The interface and its contract: :mod:`automem.vectors.protocol`; filters are spelled by
-:data:`_dialect` through the shared translator (:mod:`automem.vectors.filters`).
+:func:`dialect` through the shared translator (:mod:`automem.vectors.filters`).
 """
 
 from __future__ import annotations
@@ -30,11 +30,11 @@ from automem.vectors.protocol import (
     span_attributes,
 )
 
-__all__ = ["EdgeVectorStore"]
+__all__ = ["EdgeVectorStore", "dialect"]
 
 
 @functools.cache
-def _dialect() -> Dialect:
+def dialect() -> Dialect:
     """qdrant-edge's spelling of filter conditions (imported on first use)."""
     import qdrant_edge as qe
 
@@ -140,7 +140,7 @@ class EdgeVectorStore:
 
     @staticmethod
     def _filter(flt: VectorFilter | None) -> Any:
-        return translate(flt, _dialect())
+        return translate(flt, dialect())
 
     # -- interface ------------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from automem.vectors.protocol import DENSE, SPARSE, DimensionMismatchError, VectorPoint
 
-__all__ = ["check_dim", "dense", "canonical_id", "point_vectors", "read_point", "sparse_pair"]
+__all__ = ["canonical_id", "check_dim", "dense", "point_vectors", "read_point", "sparse_pair"]
 
 
 def canonical_id(value: str | uuid.UUID) -> str:

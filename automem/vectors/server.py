@@ -1,7 +1,7 @@
 """The server backend: the vector store on a Qdrant server through qdrant-client.
 
 The interface and its contract: :mod:`automem.vectors.protocol`; filters are spelled by
-:data:`_dialect` through the shared translator (:mod:`automem.vectors.filters`).
+:func:`dialect` through the shared translator (:mod:`automem.vectors.filters`).
 """
 
 from __future__ import annotations
@@ -27,11 +27,11 @@ from automem.vectors.protocol import (
     span_attributes,
 )
 
-__all__ = ["ServerVectorStore"]
+__all__ = ["ServerVectorStore", "dialect"]
 
 
 @functools.cache
-def _dialect() -> Dialect:
+def dialect() -> Dialect:
     """qdrant-client's spelling of filter conditions (imported on first use)."""
     from qdrant_client import models as m
 
@@ -84,7 +84,7 @@ class ServerVectorStore:
 
     @staticmethod
     def _filter(flt: VectorFilter | None) -> Any:
-        return translate(flt, _dialect())
+        return translate(flt, dialect())
 
     async def _collection_dim(self) -> int | None:
         if not await self.client.collection_exists(self.collection):

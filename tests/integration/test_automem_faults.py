@@ -8,8 +8,8 @@ import uuid
 
 from automem.common import backup
 from automem.common.bus import Bus
-from automem.graph import GraphStore
 from automem.common.payload import build_payload
+from automem.graph import GraphStore
 from tests.conftest import eventually
 
 

@@ -7,6 +7,7 @@ from datetime import datetime
 
 import pytest
 
+from automem.graph.memories import ENTITY_TAG_PREFIX
 from automem.recall import bytag
 from tests.conftest import eventually, start_service
 
@@ -187,7 +188,7 @@ async def test_by_tag_prefix_all_mode_and_entity_tags(service) -> None:
             r = await http.get(f"/memory/{met['id']}")
             return [e["tag"] for e in r.json()["memory"]["entities"] if e["kind"] == "person"]
         person = (await eventually(entity_tags, timeout=60))[0]
-        assert person.startswith(bytag.ENTITY_TAG_PREFIX)
+        assert person.startswith(ENTITY_TAG_PREFIX)
 
         async def ids(**params) -> set[str]:
             listed, _ = await _all_pages(http, limit=1, **params)

@@ -10,10 +10,10 @@ import uuid
 
 import pytest
 
-from automem.graph import GraphStore
 from automem.common.model import Memory, content_hash, ts
 from automem.enrich import links
 from automem.enrich.entities import write_entities_many
+from automem.graph import GraphStore
 from automem.v1 import events_pb2, memory_pb2
 from tests.conftest import eventually, start_service
 

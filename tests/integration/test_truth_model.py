@@ -15,9 +15,9 @@ import pytest
 
 from automem.common import backup
 from automem.common.bus import Bus
-from automem.graph import GraphStore
 from automem.common.model import Relation, epoch, memory_to_node, now, ts
 from automem.common.payload import build_payload
+from automem.graph import GraphStore
 from automem.ingest.logic import build_memory
 from automem.ingest.truth import close_for_supersede
 from automem.v1 import events_pb2, ingest_service_pb2
