@@ -1,6 +1,6 @@
 """The vector store: one small async interface (:mod:`.protocol`), two backends —
 embedded qdrant-edge (:mod:`.edge`) and a Qdrant server (:mod:`.server`) — one filter
-translator (:mod:`.filters`) and shared point helpers (:mod:`.points`).
+translator (:mod:`.filters`) of the shared filter type and shared point helpers (:mod:`.points`).
 
 Callers import from here; :func:`make_vector_store` picks the backend from the settings.
 """
@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from automem.vectors.edge import EdgeVectorStore
-from automem.vectors.filters import VectorFilter
 from automem.vectors.protocol import (
     DENSE,
     OPEN_ENDED,
@@ -21,6 +20,7 @@ from automem.vectors.protocol import (
     PointWrite,
     ScoredPayload,
     SearchRequest,
+    VectorFilter,
     VectorPoint,
     VectorStore,
 )

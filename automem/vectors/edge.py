@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from automem.common.telemetry import traced_methods
-from automem.vectors.filters import Dialect, VectorFilter, translate
+from automem.vectors.filters import Dialect, translate
 from automem.vectors.points import canonical_id, check_dim, dense, point_vectors, read_point, sparse_pair
 from automem.vectors.protocol import (
     DENSE,
@@ -26,6 +26,7 @@ from automem.vectors.protocol import (
     PointWrite,
     ScoredPayload,
     SearchRequest,
+    VectorFilter,
     VectorPoint,
     span_attributes,
 )

@@ -1,7 +1,7 @@
-"""The vector pre-filter and its one translator.
+"""The one translator of the vector pre-filter.
 
-:class:`VectorFilter` says what a query may match; :func:`translate` turns it into the
-filter object of a client library. Both backends share the translation: a backend only
+:class:`automem.vectors.protocol.VectorFilter` says what a query may match;
+:func:`translate` turns it into the filter object of a client library. Both backends share the translation: a backend only
 supplies its :class:`Dialect` (how its library spells a value match, an any-of match, a
 range, an id set and the must / must-not filter), so a filter means the same on the
 embedded shard (``automem/vectors/edge.py``) and on a Qdrant server
@@ -11,47 +11,13 @@ embedded shard (``automem/vectors/edge.py``) and on a Qdrant server
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from automem.vectors.points import canonical_id
+from automem.vectors.protocol import VectorFilter
 
-__all__ = ["Condition", "Dialect", "VectorFilter", "conditions", "translate"]
-
-
-@dataclass
-class VectorFilter:
-    """A payload pre-filter; all set fields are ANDed.
-
-    * ``scope``: exact match on ``scope``.
-    * ``states``: ``state`` is any of these. ``[]`` matches nothing; ``None`` = no filter.
-    * ``tags_any`` / ``tags_all``: any / all of these (lower-cased here) in ``tags_lower``.
-    * ``prefixes_any`` / ``prefixes_all``: any / all of these (lower-cased) in ``tag_prefixes``.
-    * ``exclude_tags``: none of these (lower-cased) in ``tags_lower``.
-    * ``valid_at``: epoch seconds t with ``valid_from <= t < valid_to``; points without both
-      fields do not match.
-    * ``event_time_gte`` / ``event_time_lte``: inclusive bounds on ``event_time`` (epoch s).
-    * ``ids``: restrict to these point ids. ``[]`` matches nothing; ``None`` = no filter.
-    * ``exclude_ids``: none of these point ids.
-    """
-
-    scope: str | None = None
-    states: list[str] | None = None
-    tags_any: list[str] = field(default_factory=list)
-    tags_all: list[str] = field(default_factory=list)
-    prefixes_any: list[str] = field(default_factory=list)
-    prefixes_all: list[str] = field(default_factory=list)
-    exclude_tags: list[str] = field(default_factory=list)
-    valid_at: float | None = None
-    event_time_gte: float | None = None
-    event_time_lte: float | None = None
-    ids: list[str] | None = None
-    exclude_ids: list[str] = field(default_factory=list)
-
-    @property
-    def matches_nothing(self) -> bool:
-        """True when an explicit empty ``states`` or ``ids`` list rules out every point."""
-        return (self.states is not None and not self.states) or (self.ids is not None and not self.ids)
+__all__ = ["Condition", "Dialect", "conditions", "translate"]
 
 
 #: A condition in neutral form, before a dialect spells it:

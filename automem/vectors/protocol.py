@@ -21,18 +21,15 @@ Backends (same behaviour, one test suite: tests/integration/test_vector_store.py
 * :class:`automem.vectors.server.ServerVectorStore`: a Qdrant server through
   ``qdrant_client.AsyncQdrantClient`` (or its pure-Python local mode, for small tests only).
 
-Filters are translated once for both (:mod:`automem.vectors.filters`);
+Filters (:class:`VectorFilter`) are translated once for both (:mod:`automem.vectors.filters`);
 :func:`automem.vectors.make_vector_store` picks a backend from the settings.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
-
-if TYPE_CHECKING:  # pragma: no cover
-    from automem.vectors.filters import VectorFilter
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
 
 __all__ = [
     "DENSE",
@@ -45,6 +42,7 @@ __all__ = [
     "PointWrite",
     "ScoredPayload",
     "SearchRequest",
+    "VectorFilter",
     "VectorPoint",
     "VectorStore",
     "span_attributes",
@@ -131,6 +129,41 @@ class VectorPoint:
     vector: list[float] | None = None
     sparse: tuple[list[int], list[float]] | None = None
 
+
+
+@dataclass
+class VectorFilter:
+    """A payload pre-filter; all set fields are ANDed.
+
+    * ``scope``: exact match on ``scope``.
+    * ``states``: ``state`` is any of these. ``[]`` matches nothing; ``None`` = no filter.
+    * ``tags_any`` / ``tags_all``: any / all of these (lower-cased here) in ``tags_lower``.
+    * ``prefixes_any`` / ``prefixes_all``: any / all of these (lower-cased) in ``tag_prefixes``.
+    * ``exclude_tags``: none of these (lower-cased) in ``tags_lower``.
+    * ``valid_at``: epoch seconds t with ``valid_from <= t < valid_to``; points without both
+      fields do not match.
+    * ``event_time_gte`` / ``event_time_lte``: inclusive bounds on ``event_time`` (epoch s).
+    * ``ids``: restrict to these point ids. ``[]`` matches nothing; ``None`` = no filter.
+    * ``exclude_ids``: none of these point ids.
+    """
+
+    scope: str | None = None
+    states: list[str] | None = None
+    tags_any: list[str] = field(default_factory=list)
+    tags_all: list[str] = field(default_factory=list)
+    prefixes_any: list[str] = field(default_factory=list)
+    prefixes_all: list[str] = field(default_factory=list)
+    exclude_tags: list[str] = field(default_factory=list)
+    valid_at: float | None = None
+    event_time_gte: float | None = None
+    event_time_lte: float | None = None
+    ids: list[str] | None = None
+    exclude_ids: list[str] = field(default_factory=list)
+
+    @property
+    def matches_nothing(self) -> bool:
+        """True when an explicit empty ``states`` or ``ids`` list rules out every point."""
+        return (self.states is not None and not self.states) or (self.ids is not None and not self.ids)
 
 
 #: One point to write: ``(id, dense vector, payload, sparse (indices, values) or None)``.

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from automem.common.telemetry import traced_methods
-from automem.vectors.filters import Dialect, VectorFilter, translate
+from automem.vectors.filters import Dialect, translate
 from automem.vectors.points import canonical_id, check_dim, dense, point_vectors, read_point, sparse_pair
 from automem.vectors.protocol import (
     DENSE,
@@ -23,6 +23,7 @@ from automem.vectors.protocol import (
     PointWrite,
     ScoredPayload,
     SearchRequest,
+    VectorFilter,
     VectorPoint,
     span_attributes,
 )
