@@ -20,7 +20,7 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 install: $(STAMP)
 
 protos: $(STAMP)
-	$(PY) -m automem.common.protogen
+	$(PY) -m automem.protogen
 
 run: $(STAMP)
 	$(VENV)/bin/automem up
@@ -30,6 +30,7 @@ test: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports --no-cache
 
 bench-locomo: $(STAMP)
 	$(PY) bench/locomo.py

@@ -88,8 +88,8 @@ async def before_page(graph: Any, filters: Any, read: Any, states: list[str], li
 
 async def _start(tmp: Path, targets: list[str], **update: Any) -> tuple[Any, Any, Any]:
     from automem.common.embedded import EmbeddedRuntime
-    from automem.common.modules import Runner
     from automem.common.settings import Settings
+    from automem.runner import Runner
 
     settings = Settings(data_dir=tmp, port=0, grpc_port=0, **update)
     runtime = EmbeddedRuntime(settings)
@@ -145,9 +145,9 @@ async def pages(args: argparse.Namespace) -> dict[str, Any]:
                            "sizes": SIZES, "rounds": args.rounds, "results": {}}
     with tempfile.TemporaryDirectory(prefix="automem-bytag-bench-") as tmp:
         runtime, runner, ctx = await _start(Path(tmp), PAGE_TARGETS)
-        graph = ctx["graph"]
+        graph = ctx.graph
         try:
-            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{ctx['http_port']}", timeout=300) as http:
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{ctx.http_port}", timeout=300) as http:
                 await _build(http, args.others)
                 states = ["ACTIVE", "SUPERSEDED"]
                 variants = ["before", "cold", "after", "deep", "rest"]
@@ -218,9 +218,9 @@ async def rss(args: argparse.Namespace) -> dict[str, Any]:
                            "vectors": not args.no_vectors, "batches": []}
     with tempfile.TemporaryDirectory(prefix="automem-rss-bench-") as tmp:
         runtime, runner, ctx = await _start(Path(tmp), ["all"], **update)
-        graph, bus = ctx["graph"], ctx["bus"]
+        graph, bus = ctx.graph, ctx.bus
         try:
-            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{ctx['http_port']}", timeout=300) as http:
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{ctx.http_port}", timeout=300) as http:
                 stored = 0
                 print(f"{'stored':>7} {'rss MiB':>8} {'stream MB':>9}", flush=True)
                 for _batch in range(args.batches):

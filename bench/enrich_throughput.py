@@ -94,8 +94,8 @@ async def measure(n: int, config: str) -> dict:
     import httpx
 
     from automem.common.embedded import EmbeddedRuntime
-    from automem.common.modules import Runner
     from automem.common.settings import Settings
+    from automem.runner import Runner
 
     items = memories(n)
     with tempfile.TemporaryDirectory(prefix="automem-enrich-bench-") as tmp:
@@ -105,13 +105,13 @@ async def measure(n: int, config: str) -> dict:
         runner = Runner(settings.model_copy(update={"port": 0, "grpc_port": 0}), ["all"])
         try:
             ctx = await runner.start()
-            consumer = ctx["enrich_consumer"]
+            consumer = ctx.enrich_consumer
             stats = consumer.enricher.stats
             # warm the models outside the measurement
-            await asyncio.to_thread(ctx["embedder"].embed, ["warm up"])
+            await asyncio.to_thread(ctx.embedder.embed, ["warm up"])
             if consumer.enricher.extractor is not None:
                 await consumer.enricher.extractor.warm()
-            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{ctx['http_port']}", timeout=600) as http:
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{ctx.http_port}", timeout=600) as http:
                 cpu_started = _tree_cpu()
                 started = time.perf_counter()
                 for i in range(0, n, 500):
@@ -123,7 +123,7 @@ async def measure(n: int, config: str) -> dict:
                     await asyncio.sleep(0.25)
                 finished = time.perf_counter()
                 cpu = _tree_cpu() - cpu_started
-            rows = await ctx["graph"].ro_query(
+            rows = await ctx.graph.ro_query(
                 "MATCH (m:Memory) WHERE m.enrichment_status = 'ENRICHMENT_STATUS_DONE' RETURN count(m)")
             batches = getattr(consumer.counters, "batches", 0)
             return {

@@ -2,8 +2,8 @@
 
 Given a data dir (or building one of ``--build N`` memories through ``POST /memory/batch``,
 500 per call, and waiting until every memory has its vector), it stops the service with
-SIGTERM, starts ``automem up`` again and prints, for each restart, the seconds from the
-process start until
+SIGTERM (``--crash``: SIGKILL), starts ``automem up`` again and prints, for each restart, the
+seconds from the process start until
 
 * ``falkordb``: FalkorDB answers and has finished loading (``INFO persistence`` ``loading:0``),
   polled on the FalkorDB port the bench hands the service (``FALKORDB_PORT``);
@@ -11,18 +11,22 @@ process start until
 * ``recall``: ``GET /recall?query=…`` answers 200 with results;
 
 plus the FalkorDB load time as redis-server measured it itself (its "DB loaded from append
-only file: X seconds" line, read from ``<falkordb dir>/redis-load.log`` when the launcher
-keeps one, else from the service's log at DEBUG) and the AOF sizes before the start.
+only file: X seconds" line in the service's log; the launcher before restart-at-scale logged
+it only at DEBUG, so it is absent for that code) and the AOF sizes before the start.
 
 Usage:
     python bench/restart.py --build 10000 --data-dir /tmp/d10k      # build, then restart 3x
+    python bench/restart.py --build 100000 --fast --data-dir /tmp/d100k --runs 0
     python bench/restart.py --data-dir /tmp/d10k --copy              # restart a copy of it
+    python bench/restart.py --data-dir /tmp/d10k --copy --crash --write 500 --runs 4
     python bench/restart.py --data-dir /tmp/d10k --copy \\
-        --automem "env PYTHONPATH=/tmp/automem-old .venv/bin/python -m automem.common.cli"
+        --automem "env PYTHONPATH=/tmp/automem-old .venv/bin/python -m automem.cli"
 
+``--fast`` builds without the per-memory enrichment (see :func:`fast_build`); ``--write N``
+stores N more memories before each stop (so a crash leaves commands to replay);
 ``--automem`` runs another build of automem (an A/B against an older checkout exported with
-``git archive``); ``--env KEY=VALUE`` passes settings to the service (e.g. a fast build with
-``AUTOMEM_EMBEDDING_PROVIDER=wordllama``). Results are also written as JSON (``--json-out``).
+``git archive``); ``--env KEY=VALUE`` passes settings to the service. Results are also
+written as JSON (``--json-out``). Numbers and commands: docs/benchmarks.md, "Restart at scale".
 """
 
 from __future__ import annotations
@@ -92,8 +96,12 @@ class Service:
 
     def check_alive(self) -> None:
         if self.proc.poll() is not None:
-            tail = self.log_path.read_text(errors="replace")[-3000:]
-            raise SystemExit(f"automem exited with {self.proc.returncode}; log tail:\n{tail}")
+            with open(self.log_path, "rb") as f:
+                f.seek(self.log_offset)
+                lines = f.read().decode(errors="replace").splitlines()
+            errors = [ln for ln in lines if "Error:" in ln]
+            raise SystemExit(f"automem exited with {self.proc.returncode}: "
+                             f"{(errors or lines or [''])[0][:400]}")
 
     def stop(self, timeout: float = 600, sig: int = signal.SIGTERM) -> float:
         """Send ``sig`` (SIGKILL: a crash; the servers get SIGTERM from the kernel through
@@ -238,16 +246,38 @@ async def write_vectors(graph, vectors, provider, batch: int = 500) -> None:
     await vectors.flush()
 
 
+async def consume_enrich_backlog(bus) -> int:
+    """Acknowledge every stored event on the ``enrich`` durable consumer (services/enrich/
+    consumer.py ``DURABLE``), as a finished enrichment leaves it; returns how many."""
+    import nats.errors
+    from services.enrich.consumer import DURABLE
+
+    sub = await bus.pull_subscribe(DURABLE)
+    count = 0
+    try:
+        while True:
+            try:
+                msgs = await sub.fetch(1000, timeout=2)
+            except (TimeoutError, nats.errors.TimeoutError):
+                return count
+            for msg in msgs[:-1]:
+                await msg.ack()
+            await msgs[-1].ack_sync()  # the server has every ack of the batch before this one's reply
+            count += len(msgs)
+    finally:
+        await sub.unsubscribe()
+
+
 async def fast_build(data_dir: Path, n: int, env: dict[str, str]) -> float:
     """A quicker build for large N: the service (without its ``enrich`` target) in this
     process stores the memories through ``POST /memory/batch``, then writes every vector point
-    as :func:`write_vectors` does, so the ``enrich`` consumer of the restarted service only
-    acknowledges the stored events.
+    as :func:`write_vectors` does, and acknowledges the stored events for the ``enrich``
+    consumer (:func:`consume_enrich_backlog`), as a finished enrichment would leave them.
     No entities, SIMILAR_TO or PRECEDED_BY edges are made (a smaller graph than a full
     enrichment's). Returns seconds."""
     from automem.common.embedded import EmbeddedRuntime
-    from automem.common.modules import Runner
     from automem.common.settings import Settings
+    from automem.runner import Runner
 
     t0 = time.monotonic()
     os.environ.update(env)
@@ -257,14 +287,16 @@ async def fast_build(data_dir: Path, n: int, env: dict[str, str]) -> float:
     try:
         ctx = await runner.start()
         memories = texts(n)
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{ctx['http_port']}", timeout=600) as http:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{ctx.http_port}", timeout=600) as http:
             for i in range(0, n, 500):
                 r = await http.post("/memory/batch", json={"memories": memories[i: i + 500]})
                 r.raise_for_status()
                 if (i // 500) % 20 == 19:
                     print(f"  stored {i + 500} in {time.monotonic() - t0:.0f}s", flush=True)
-        await write_vectors(ctx["graph"], ctx["vectors"], ctx["embedder"])
+        await write_vectors(ctx.graph, ctx.vectors, ctx.embedder)
         print(f"  vectors written at {time.monotonic() - t0:.0f}s", flush=True)
+        acked = await consume_enrich_backlog(ctx.bus)
+        print(f"  {acked} stored events acknowledged for enrich at {time.monotonic() - t0:.0f}s", flush=True)
     finally:
         await runner.stop()
         await runtime.stop()
@@ -347,15 +379,15 @@ def main() -> int:
         for run in range(1, args.runs + 1):
             sizes = aof_sizes(data_dir)
             svc = Service(automem, data_dir, log, env)
+            got: dict = {}
             try:
                 got = measure_start(svc, expected, args.query, args.timeout)
+                if args.write and "recall" in got:
+                    got["written"] = write_more(svc, got["memory_count"], args.write)
             except SystemExit as exc:
-                reason = [ln for ln in str(exc).splitlines() if "Error" in ln or "within" in ln or "progress" in ln]
-                got = {"failed": (reason or str(exc).splitlines())[-1][:300],
-                       "failed_after": time.monotonic() - svc.started}
-            if args.write and "recall" in got:
-                got["written"] = write_more(svc, got["memory_count"], args.write)
-            stop_s = svc.stop(sig=signal.SIGKILL if args.crash else signal.SIGTERM)
+                got.update({"failed": str(exc), "failed_after": time.monotonic() - svc.started})
+            finally:
+                stop_s = svc.stop(sig=signal.SIGKILL if args.crash else signal.SIGTERM)
             if args.crash:  # the servers exit on their own after SIGTERM; let them finish
                 time.sleep(3)
             got.update({"run": run, "aof_base_bytes": sizes["base"], "aof_incr_bytes": sizes["incr"],

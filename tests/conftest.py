@@ -72,8 +72,8 @@ class RunningService:
         self.settings = settings
         self.runner = runner
         self.ctx = ctx
-        self.url = f"http://127.0.0.1:{ctx.get('http_port')}"
-        self.grpc = f"127.0.0.1:{ctx.get('grpc_port')}"
+        self.url = f"http://127.0.0.1:{ctx.http_port}"
+        self.grpc = f"127.0.0.1:{ctx.grpc_port}"
 
     def http(self, **headers: str):
         """An httpx.AsyncClient on the gateway."""
@@ -84,7 +84,7 @@ class RunningService:
 
 async def start_service(settings: Settings, targets: list[str] | None = None) -> RunningService:
     """Start the chosen targets (default all) in this process on free ports."""
-    from automem.common.modules import Runner
+    from automem.runner import Runner
 
     settings = settings.model_copy(update={"port": 0, "grpc_port": 0})
     runner = Runner(settings, targets or ["all"])

@@ -33,13 +33,14 @@ import base64
 import json
 import time
 from collections.abc import AsyncIterator, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from automem.common.payload import build_payload
 from automem.common.text import analyze, bm25_doc_weights
-from automem.graph import GraphStore
-from automem.graph.dump import identifier
 from automem.v1 import events_pb2, memory_pb2
+
+if TYPE_CHECKING:
+    from automem.graph import GraphStore
 
 FORMAT = "automem-backup/1"
 PAGE = 500
@@ -137,7 +138,7 @@ async def restore_records(graph: GraphStore, records: list[dict[str, Any]], bus:
     by_labels: dict[tuple[str, ...], list[dict[str, Any]]] = {}
     label_of: dict[int, str] = {}
     for record in nodes:
-        labels = tuple(identifier(label) for label in record.get("labels") or [])
+        labels = tuple(graph.dump.identifier(label) for label in record.get("labels") or [])
         by_labels.setdefault(labels, []).append(record)
         label_of[int(record["ref"])] = labels[0] if labels else ""
     for label in {lb[0] for lb in by_labels if lb}:
@@ -148,7 +149,7 @@ async def restore_records(graph: GraphStore, records: list[dict[str, Any]], bus:
             await graph.dump.create_nodes(labels, rows)
     by_type: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     for record in edges:
-        key = (identifier(record["type"]), label_of.get(int(record["source"]), ""),
+        key = (graph.dump.identifier(record["type"]), label_of.get(int(record["source"]), ""),
                label_of.get(int(record["target"]), ""))
         by_type.setdefault(key, []).append(record)
     for (rel_type, a_label, b_label), group in by_type.items():

@@ -24,15 +24,17 @@ from automem.v1 import (
     memory_pb2,
     recall_service_pb2,
     recall_service_pb2_grpc,
+    review_service_pb2_grpc,
 )
 
 
 class AutomemClient:
-    """Stubs for the four services plus typed helpers.
+    """Stubs for the services plus typed helpers.
 
     Args:
-        ingest, recall, enrich, consolidate: ``host:port`` of each service (one address
-            serves all in the single-binary mode).
+        ingest, recall, enrich, consolidate: ``host:port`` of each target (one address
+            serves all in the single-binary mode). The ingest target also serves
+            ReviewService (:attr:`review`).
         api_key: sent as ``authorization: Bearer``; ``scope`` as ``x-automem-scope``.
         interceptors: ``grpc.aio`` client interceptors for every channel (the gateway passes
             the OpenTelemetry ones).
@@ -52,6 +54,7 @@ class AutomemClient:
                                ("grpc.max_reconnect_backoff_ms", 2000)],
                 interceptors=list(interceptors) if interceptors else None)
         self.ingest = ingest_service_pb2_grpc.IngestServiceStub(self._channels[addrs["ingest"]])
+        self.review = review_service_pb2_grpc.ReviewServiceStub(self._channels[addrs["ingest"]])
         self.recall = recall_service_pb2_grpc.RecallServiceStub(self._channels[addrs["recall"]])
         self.enrich = enrich_service_pb2_grpc.EnrichServiceStub(self._channels[addrs["enrich"]])
         self.consolidate = consolidate_service_pb2_grpc.ConsolidateServiceStub(self._channels[addrs["consolidate"]])

@@ -100,8 +100,10 @@ if sys.platform.startswith("linux"):
         _libc_prctl = None
 
 
-def _make_preexec(parent_pid: int):
-    """Return the function run in the child between fork and exec (Linux: PDEATHSIG)."""
+def parent_death_preexec(parent_pid: int):
+    """Return the function to run in a child between fork and exec (``preexec_fn``): it asks
+    Linux to send the child SIGTERM when ``parent_pid`` dies (PR_SET_PDEATHSIG), and exits
+    at once when that parent is already gone."""
     prctl = _libc_prctl
 
     def _preexec() -> None:
@@ -215,7 +217,7 @@ class _ServerProcess:
                 pass_fds=pass_fds,
                 process_group=0,
                 # Safe despite threads: it only calls prctl (resolved before fork), getppid, _exit.
-                preexec_fn=_make_preexec(os.getpid()),  # noqa: PLW1509
+                preexec_fn=parent_death_preexec(os.getpid()),  # noqa: PLW1509
                 text=True,
                 errors="replace",
             )
@@ -959,81 +961,3 @@ class EmbeddedRuntime:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.stop()
-
-
-class GatewayProcess:
-    """The REST/MCP gateway of ``automem up`` in a child process: ``automem serve --target
-    gateway`` against this process's gRPC server (``grpc_address``), on ``settings.host`` and
-    ``settings.port`` (a free port when 0; :attr:`port` tells which).
-
-    The child shares this process's stdout/stderr (its log lines appear as they are), gets
-    SIGTERM when this process dies (PR_SET_PDEATHSIG) and is restarted by :meth:`supervise`
-    when it exits on its own; :attr:`restarts` counts those restarts.
-    """
-
-    def __init__(self, settings: Settings, grpc_address: str) -> None:
-        self.settings = settings
-        self.grpc_address = grpc_address
-        self.port = settings.port or free_port(settings.host if settings.host != "0.0.0.0" else "127.0.0.1")
-        self.proc: subprocess.Popen | None = None
-        self.restarts = 0
-        self._stopping = False
-
-    def _spawn(self) -> None:
-        env = {**os.environ, "AUTOMEM_GRPC_TARGET": self.grpc_address, "PORT": str(self.port),
-               "AUTOMEM_HOST": self.settings.host}
-        for name in ("AUTOMEM_INGEST_ADDR", "AUTOMEM_RECALL_ADDR", "AUTOMEM_ENRICH_ADDR", "AUTOMEM_CONSOLIDATE_ADDR"):
-            env.pop(name, None)
-        argv = [sys.executable, "-m", "automem.common.cli", "serve", "--target", "gateway"]
-        log.info("starting gateway process: %s", " ".join(argv))
-        self.proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL,
-                                     # Safe despite threads: only prctl, getppid, _exit.
-                                     preexec_fn=_make_preexec(os.getpid()))  # noqa: PLW1509
-
-    async def start(self, timeout: float = 120.0) -> None:
-        """Spawn the child and wait until it accepts connections on :attr:`port`.
-
-        Raises:
-            EmbeddedServerError: the child exited, or did not listen within ``timeout`` s.
-        """
-        self._spawn()
-        deadline = time.monotonic() + timeout
-        host = "127.0.0.1" if self.settings.host in ("0.0.0.0", "") else self.settings.host
-        while time.monotonic() < deadline:
-            assert self.proc is not None
-            if self.proc.poll() is not None:
-                raise EmbeddedServerError(f"the gateway process exited with code {self.proc.returncode}")
-            try:
-                _reader, writer = await asyncio.open_connection(host, self.port)
-                writer.close()
-                await writer.wait_closed()
-                return
-            except OSError:
-                await asyncio.sleep(0.1)
-        raise EmbeddedServerError(f"the gateway process did not listen on port {self.port} within {timeout:.0f}s")
-
-    async def supervise(self) -> None:
-        """Restart the child whenever it exits on its own (runs until cancelled)."""
-        while True:
-            await asyncio.sleep(0.5)
-            if self._stopping or self.proc is None or self.proc.poll() is None:
-                continue
-            log.error("gateway process exited; restarting it",
-                      extra={"exit_code": self.proc.returncode, "restarts": self.restarts + 1})
-            self.restarts += 1
-            with contextlib.suppress(EmbeddedServerError):
-                await self.start()
-
-    async def stop(self, grace: float = 10.0) -> None:
-        """SIGTERM, wait up to ``grace`` s, then SIGKILL."""
-        self._stopping = True
-        proc = self.proc
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        while proc.poll() is None and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
-        if proc.poll() is None:
-            proc.kill()
-            await asyncio.to_thread(proc.wait, 5)

@@ -10,10 +10,13 @@ from __future__ import annotations
 import secrets
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from automem.common.auth import ROLES, Principal, hash_key
 from automem.common.errors import InvalidArgument, NotFound
-from automem.graph import GraphStore
+
+if TYPE_CHECKING:
+    from automem.graph import GraphStore
 
 
 @dataclass

@@ -39,10 +39,12 @@ class Settings(BaseSettings):
     #: Address the gateway and other services use to reach the gRPC services
     #: (``host:port``); empty means this process's own gRPC server.
     grpc_target: str = Field("", validation_alias=_env("AUTOMEM_GRPC_TARGET"))
-    #: ``automem up`` serves REST/MCP from a child process (``automem serve --target gateway``
-    #: against this process's gRPC server), so HTTP and JSON work runs on the second core
-    #: (issue 10); false keeps the gateway in the one process.
-    gateway_process: bool = Field(True, validation_alias=_env("AUTOMEM_GATEWAY_PROCESS"))
+    #: Comma-separated targets ``automem up`` runs as child processes of its own (``automem
+    #: serve --target <name>`` on the same NATS and FalkorDB; automem/children.py), so their
+    #: work runs on another core (issue 10). A target needing the embedded vector shard, which
+    #: one process only can open, stays in the parent (automem/runner.py child_targets): with
+    #: the default embedded Qdrant that keeps ``enrich`` in the parent. Empty = one process.
+    child_targets: str = Field("gateway,enrich", validation_alias=_env("AUTOMEM_CHILD_TARGETS"))
     #: Per-service addresses (``host:port``) for the distributed mode; empty = grpc_target.
     ingest_addr: str = Field("", validation_alias=_env("AUTOMEM_INGEST_ADDR"))
     recall_addr: str = Field("", validation_alias=_env("AUTOMEM_RECALL_ADDR"))

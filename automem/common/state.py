@@ -22,10 +22,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from automem.common.model import OPEN_END, SUPERSEDING_RELATIONS, Memory, epoch
-from automem.graph import GraphStore
+from automem.common.lifecycle import SUPERSEDING_RELATIONS
+from automem.common.model import OPEN_END, Memory, epoch
 from automem.v1 import memory_pb2
+
+if TYPE_CHECKING:
+    from automem.graph import GraphStore
 
 #: Longest supersession chain walked (DESIGN.md).
 MAX_HOPS = 5

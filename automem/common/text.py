@@ -20,6 +20,8 @@ sparse vector) and when a query is read, so both sides always normalise alike.
   by IDF (Qdrant ``modifier: idf``), the query side carries 1 per distinct term.
 * :func:`fulltext_query` — turns any user text into a RediSearch query that never raises a
   syntax error: terms are reduced to ``[A-Za-z0-9]`` runs and OR-ed.
+* :func:`extractive_summary` — a local summary from the same terms (enrichment's fallback
+  without an LLM; consolidation's cluster summaries).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ __all__ = [
     "analyze",
     "bm25_doc_weights",
     "bm25_query_weights",
+    "extractive_summary",
     "fulltext_query",
     "porter_stem",
     "term_index",
@@ -217,3 +220,37 @@ def fulltext_query(text: str, *, stop_words: frozenset[str] | None = STOP_WORDS,
         if len(seen) >= max_terms:
             break
     return "|".join(seen)
+
+
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+def extractive_summary(content: str, max_chars: int) -> str:
+    """Local summary: the sentences with the highest mean term frequency (stemmed, stop words
+    removed; the first sentence gets a small bonus; repeated sentences count once), kept in
+    their original order, as many as fit in ``max_chars``. Content that fits is returned as is."""
+    text = " ".join(content.split())
+    if len(text) <= max_chars:
+        return text
+    sentences = [s.strip() for s in _SENTENCE.split(content) if s.strip()]
+    freq: dict[str, int] = {}
+    for term in analyze(content):
+        freq[term] = freq.get(term, 0) + 1
+    scored = []
+    for i, sentence in enumerate(sentences):
+        terms = analyze(sentence)
+        score = sum(freq.get(t, 0) for t in terms) / (len(terms) + 1) + (0.5 if i == 0 else 0.0)
+        scored.append((score, i))
+    chosen: list[int] = []
+    seen: set[str] = set()
+    used = 0
+    for _score, i in sorted(scored, key=lambda x: (-x[0], x[1])):
+        key = " ".join(sentences[i].lower().split())
+        length = len(sentences[i]) + (1 if chosen else 0)
+        if key not in seen and used + length <= max_chars:
+            seen.add(key)
+            chosen.append(i)
+            used += length
+    if not chosen:
+        return sentences[0][: max_chars - 1].rstrip() + "…"
+    return " ".join(sentences[i] for i in sorted(chosen))

@@ -14,12 +14,12 @@ from datetime import UTC, datetime
 
 from automem.common.auth import header_scope, require_role, resolve_scope
 from automem.common.errors import FailedPrecondition, InvalidArgument, PermissionDenied
+from automem.common.lifecycle import make_event
 from automem.common.model import Memory, ts
 from automem.common.outbox import EventPublisher
 from automem.common.settings import Settings
 from automem.consolidate.tasks import HALF_LIFE_DAYS, Tasks, relevance
 from automem.graph import GraphStore
-from automem.ingest.servicer import make_event
 from automem.v1 import consolidate_service_pb2, consolidate_service_pb2_grpc, events_pb2
 from automem.vectors import VectorFilter, VectorStore
 

@@ -31,9 +31,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from automem.common.lifecycle import make_event
 from automem.common.model import Memory, content_hash, set_metadata, ts
 from automem.common.settings import Settings
-from automem.enrich.llm import extractive_summary
+from automem.common.text import extractive_summary
 from automem.graph import GraphStore
 from automem.v1 import events_pb2, memory_pb2
 from automem.vectors import VectorFilter, VectorStore
@@ -69,8 +70,6 @@ class Tasks:
     publish: object
 
     async def _event(self, kind: int, before: Memory | None, after: Memory, content_changed: bool = False) -> None:
-        from automem.ingest.servicer import make_event
-
         await self.publish(make_event(kind, before=before, after=after, content_changed=content_changed,
                                       actor="system:consolidate"))
 

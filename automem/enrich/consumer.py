@@ -42,6 +42,7 @@ from opentelemetry.trace import Span
 
 from automem.common.bus import Bus
 from automem.common.embedding import EmbeddingProvider
+from automem.common.lifecycle import make_event
 from automem.common.model import Memory, node_to_memory
 from automem.common.payload import build_payload
 from automem.common.settings import Settings
@@ -453,8 +454,6 @@ class EnrichConsumer:
         same record with the enrichment fields as they were. Published pipelined, each event's
         PRODUCER span under its memory's message span; failures go to the outbox (or are
         logged without a publisher: the audit event must not fail enrichment)."""
-        from automem.ingest.servicer import make_event
-
         events = []
         for before, props in written:
             after = node_to_memory(props)

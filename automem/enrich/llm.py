@@ -14,7 +14,8 @@ Configured when ``OPENAI_API_KEY`` is set, or ``OPENAI_BASE_URL`` and
   rate limits, 5xx and rejected replies.
 
 When every attempt fails the caller gets ``None`` and falls back to the local rules
-(``automem.common.classify``) or an extractive summary (:func:`extractive_summary`).
+(``automem.common.classify``) or an extractive summary
+(:func:`automem.common.text.extractive_summary`).
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt,
 
 from automem.common.model import TYPE_NAMES
 from automem.common.settings import Settings
-from automem.common.text import analyze
 
 log = logging.getLogger(__name__)
 
@@ -161,37 +161,3 @@ class LLM:
 
     async def close(self) -> None:
         await self.client.close()
-
-
-_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
-
-
-def extractive_summary(content: str, max_chars: int) -> str:
-    """Local summary: the sentences with the highest mean term frequency (stemmed, stop words
-    removed; the first sentence gets a small bonus; repeated sentences count once), kept in
-    their original order, as many as fit in ``max_chars``. Content that fits is returned as is."""
-    text = " ".join(content.split())
-    if len(text) <= max_chars:
-        return text
-    sentences = [s.strip() for s in _SENTENCE.split(content) if s.strip()]
-    freq: dict[str, int] = {}
-    for term in analyze(content):
-        freq[term] = freq.get(term, 0) + 1
-    scored = []
-    for i, sentence in enumerate(sentences):
-        terms = analyze(sentence)
-        score = sum(freq.get(t, 0) for t in terms) / (len(terms) + 1) + (0.5 if i == 0 else 0.0)
-        scored.append((score, i))
-    chosen: list[int] = []
-    seen: set[str] = set()
-    used = 0
-    for _score, i in sorted(scored, key=lambda x: (-x[0], x[1])):
-        key = " ".join(sentences[i].lower().split())
-        length = len(sentences[i]) + (1 if chosen else 0)
-        if key not in seen and used + length <= max_chars:
-            seen.add(key)
-            chosen.append(i)
-            used += length
-    if not chosen:
-        return sentences[0][: max_chars - 1].rstrip() + "…"
-    return " ".join(sentences[i] for i in sorted(chosen))

@@ -28,9 +28,10 @@ from dataclasses import dataclass, field
 from automem.common.classify import FALLBACK_CONFIDENCE, RULE_CONFIDENCE, classify
 from automem.common.model import Memory, type_name
 from automem.common.settings import Settings
+from automem.common.text import extractive_summary
 from automem.enrich.entities import EntityExtractor, write_entities_many
 from automem.enrich.links import LinkBuilder
-from automem.enrich.llm import LLM, extractive_summary, llm_configured
+from automem.enrich.llm import LLM, llm_configured
 from automem.graph import GraphStore
 from automem.v1 import memory_pb2
 from automem.vectors import VectorStore

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from automem.common.auth import require_role, resolve_scope
+from automem.common.lifecycle import make_event
 from automem.common.outbox import EventPublisher
 from automem.common.settings import Settings
 from automem.enrich.consumer import EnrichConsumer
-from automem.ingest.servicer import make_event
 from automem.v1 import enrich_service_pb2, enrich_service_pb2_grpc, events_pb2
 
 

@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from automem.common.errors import HTTP_STATUS
 from automem.common.model import iso, memory_to_json
 from automem.gateway.app import GatewayError, call, credentials
-from automem.v1 import ingest_service_pb2
+from automem.v1 import ingest_service_pb2, review_service_pb2
 
 
 class DecisionBody(BaseModel):
@@ -30,7 +30,7 @@ class DecisionBody(BaseModel):
     reason: str = ""
 
 
-def review_item_json(item: ingest_service_pb2.ReviewItem) -> dict[str, Any]:
+def review_item_json(item: review_service_pb2.ReviewItem) -> dict[str, Any]:
     """REST form of a review item (memories as ``memory_to_json``)."""
     return {
         "id": item.id, "kind": item.kind, "status": item.status, "scope": item.scope,
@@ -42,7 +42,7 @@ def review_item_json(item: ingest_service_pb2.ReviewItem) -> dict[str, Any]:
     }
 
 
-def tombstone_json(t: ingest_service_pb2.Tombstone) -> dict[str, Any]:
+def tombstone_json(t: review_service_pb2.Tombstone) -> dict[str, Any]:
     """REST form of a tombstone."""
     return {"id": t.id, "content_hash": t.content_hash, "scope": t.scope, "memory_id": t.memory_id or None,
             "reason": t.reason or None, "lifted": t.lifted, "created_at": iso(t, "create_time"),
@@ -61,7 +61,7 @@ def install(app: FastAPI) -> None:
     async def list_review_items(request: Request, status: str = "pending", kind: str = "", page_size: int = 50,
                                 page_token: str = "") -> dict[str, Any]:
         """The review queue of the caller's scope, oldest first, paged."""
-        response = await call(request.app.state.client.ingest.ListReviewItems, ingest_service_pb2.ListReviewItemsRequest(
+        response = await call(request.app.state.client.review.ListReviewItems, review_service_pb2.ListReviewItemsRequest(
             status=status, kind=kind, page_size=page_size, page_token=page_token), request)
         items = [review_item_json(i) for i in response.items]
         return {"status": "success", "items": items, "count": len(items),
@@ -70,7 +70,7 @@ def install(app: FastAPI) -> None:
     @app.post("/v1/review-items/{item_id}:approve", tags=["v1"])
     async def approve(item_id: str, request: Request, body: DecisionBody | None = None) -> dict[str, Any]:
         """Approve a pending memory or supersede proposal (admin)."""
-        response = await call(request.app.state.client.ingest.ApproveReviewItem, ingest_service_pb2.ApproveReviewItemRequest(
+        response = await call(request.app.state.client.review.ApproveReviewItem, review_service_pb2.ApproveReviewItemRequest(
             id=item_id, reason=(body.reason if body else "")), request)
         return {"status": "success", "item": review_item_json(response.item),
                 "memory": memory_to_json(response.memory) if response.HasField("memory") else None,
@@ -79,7 +79,7 @@ def install(app: FastAPI) -> None:
     @app.post("/v1/review-items/{item_id}:reject", tags=["v1"])
     async def reject(item_id: str, body: DecisionBody, request: Request) -> dict[str, Any]:
         """Reject with a reason (admin); a rejected memory's content is tombstoned."""
-        response = await call(request.app.state.client.ingest.RejectReviewItem, ingest_service_pb2.RejectReviewItemRequest(
+        response = await call(request.app.state.client.review.RejectReviewItem, review_service_pb2.RejectReviewItemRequest(
             id=item_id, reason=body.reason), request)
         return {"status": "success", "item": review_item_json(response.item),
                 "memory": memory_to_json(response.memory) if response.HasField("memory") else None,
@@ -89,7 +89,7 @@ def install(app: FastAPI) -> None:
     async def list_tombstones(request: Request, include_lifted: bool = False, page_size: int = 50,
                               page_token: str = "") -> dict[str, Any]:
         """Tombstones of the caller's scope (admin)."""
-        response = await call(request.app.state.client.ingest.ListTombstones, ingest_service_pb2.ListTombstonesRequest(
+        response = await call(request.app.state.client.review.ListTombstones, review_service_pb2.ListTombstonesRequest(
             include_lifted=include_lifted, page_size=page_size, page_token=page_token), request)
         return {"status": "success", "tombstones": [tombstone_json(t) for t in response.tombstones],
                 "next_page_token": response.next_page_token or None}
@@ -97,8 +97,8 @@ def install(app: FastAPI) -> None:
     @app.post("/v1/tombstones/{tombstone_id}:lift", tags=["v1"])
     async def lift(tombstone_id: str, request: Request) -> dict[str, Any]:
         """Lift a tombstone (admin): the content may be stored again."""
-        response = await call(request.app.state.client.ingest.LiftTombstone,
-                              ingest_service_pb2.LiftTombstoneRequest(id=tombstone_id), request)
+        response = await call(request.app.state.client.review.LiftTombstone,
+                              review_service_pb2.LiftTombstoneRequest(id=tombstone_id), request)
         return {"status": "success", "tombstone": tombstone_json(response.tombstone)}
 
     @app.get("/v1/memories/{memory_id}/history", tags=["v1"])
@@ -106,7 +106,7 @@ def install(app: FastAPI) -> None:
         """Every MemoryEvent of the memory, oldest first (actor, time, before/after).
         ``truncated``: the events before the stream's retention (``retained_since``) are
         gone, so the history does not start with the memory's creation (docs/retention.md)."""
-        response = await call(request.app.state.client.ingest.ListMemoryEvents, ingest_service_pb2.ListMemoryEventsRequest(
+        response = await call(request.app.state.client.review.ListMemoryEvents, review_service_pb2.ListMemoryEventsRequest(
             id=memory_id, page_size=page_size, page_token=page_token), request)
         events = [event_json(e) for e in response.events]
         return {"status": "success", "memory_id": memory_id, "count": len(events), "events": events,

@@ -30,6 +30,9 @@ def identifier(name: str) -> str:
 class Dump(Repository):
     """Statements over the whole graph."""
 
+    #: The name check (:func:`identifier`), for a restore that checks a whole backup first.
+    identifier = staticmethod(identifier)
+
     async def nodes_page(self, skip: int, limit: int) -> list[list[Any]]:
         """Rows ``[internal id, labels, properties]`` of every node, in internal-id order."""
         return await self.store.ro_query(

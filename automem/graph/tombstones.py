@@ -1,5 +1,5 @@
 """Tombstones (``:Tombstone``): content hashes a rejection blocks from being stored again in
-a scope, until an admin lifts them (automem/ingest/truth.py)."""
+a scope, until an admin lifts them (automem/ingest/review.py)."""
 
 from __future__ import annotations
 

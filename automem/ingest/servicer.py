@@ -8,14 +8,28 @@ the interceptor.
 from __future__ import annotations
 
 import logging
-import uuid
 from datetime import timedelta
 from typing import Any
 
-from automem.common.auth import current_principal, require_role, resolve_scope
-from automem.common.errors import Aborted, AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
-from automem.common.model import (
+from automem.common.auth import require_role, resolve_scope
+from automem.common.backup import export_lines
+from automem.common.errors import (
+    Aborted,
+    AlreadyExists,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+)
+from automem.common.lifecycle import (
     SUPERSEDING_RELATIONS,
+    check_transition,
+    close_for_supersede,
+    make_event,
+    review_required,
+)
+from automem.common.model import (
+    AUTHORABLE_RELATIONS,
     Memory,
     Relation,
     content_hash,
@@ -28,71 +42,16 @@ from automem.common.model import (
 )
 from automem.common.outbox import EventPublisher
 from automem.common.settings import Settings
-from automem.graph import GraphStore
+from automem.graph import ENRICHMENT_FIELDS, GraphStore
 from automem.ingest.logic import apply_update, build_memory
-from automem.ingest.truth import TruthMixin, close_for_supersede, review_required
 from automem.v1 import events_pb2, ingest_service_pb2, ingest_service_pb2_grpc, memory_pb2
 
 log = logging.getLogger(__name__)
 
-#: Allowed trust-state transitions (from -> to).
-TRANSITIONS: dict[int, set[int]] = {
-    memory_pb2.MEMORY_STATE_ACTIVE: {memory_pb2.MEMORY_STATE_SUPERSEDED, memory_pb2.MEMORY_STATE_ARCHIVED,
-                                     memory_pb2.MEMORY_STATE_DELETED},
-    memory_pb2.MEMORY_STATE_PENDING_REVIEW: {memory_pb2.MEMORY_STATE_ACTIVE, memory_pb2.MEMORY_STATE_REJECTED,
-                                             memory_pb2.MEMORY_STATE_DELETED},
-    memory_pb2.MEMORY_STATE_SUPERSEDED: {memory_pb2.MEMORY_STATE_ACTIVE, memory_pb2.MEMORY_STATE_ARCHIVED,
-                                         memory_pb2.MEMORY_STATE_DELETED},
-    memory_pb2.MEMORY_STATE_ARCHIVED: {memory_pb2.MEMORY_STATE_ACTIVE, memory_pb2.MEMORY_STATE_DELETED},
-    memory_pb2.MEMORY_STATE_REJECTED: {memory_pb2.MEMORY_STATE_DELETED},
-    memory_pb2.MEMORY_STATE_DELETED: set(),
-}
-
 MAX_UPDATE_RETRIES = 50
 
 
-def check_transition(current: int, target: int) -> None:
-    """Raise FailedPrecondition unless ``current -> target`` is an allowed state transition."""
-    if target not in TRANSITIONS.get(current, set()):
-        from automem.common.model import state_name
-
-        raise FailedPrecondition(
-            f"state: cannot move from {state_name(current)} to {state_name(target)}", field="state"
-        )
-
-
-def make_event(
-    event_type: int, *, before: Memory | None, after: Memory | None, reason: str = "",
-    relation: Relation | None = None, content_changed: bool = False, actor: str | None = None,
-    embedding: Any = (),
-) -> events_pb2.MemoryEvent:
-    """A MemoryEvent with a fresh id, the current principal as actor and the time now."""
-    subject = after if after is not None else before
-    event = events_pb2.MemoryEvent(
-        event_id=str(uuid.uuid4()), type=event_type, actor=actor or _actor(),
-        memory_id=subject.id if subject is not None else (relation.source_id if relation else ""),
-        scope=subject.scope if subject is not None else (relation.scope if relation else ""),
-        version=subject.version if subject is not None else 0, reason=reason, content_changed=content_changed,
-    )
-    event.event_time.CopyFrom(ts(now()))
-    if before is not None:
-        event.before.CopyFrom(before)
-    if after is not None:
-        event.after.CopyFrom(after)
-    if relation is not None:
-        event.relation.CopyFrom(relation)
-    event.embedding.extend(embedding)
-    return event
-
-
-def _actor() -> str:
-    try:
-        return current_principal().name
-    except Exception:  # noqa: BLE001 - system writes have no principal
-        return "system"
-
-
-class IngestServicer(TruthMixin, ingest_service_pb2_grpc.IngestServiceServicer):
+class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
     """gRPC IngestService over the graph store and the event publisher."""
 
     def __init__(self, settings: Settings, graph: GraphStore, publisher: EventPublisher) -> None:
@@ -332,10 +291,7 @@ class IngestServicer(TruthMixin, ingest_service_pb2_grpc.IngestServiceServicer):
         rel.CopyFrom(request.relation)
         if not rel.type:
             rel.type = parse_relation_type(request.type_name or "RELATES_TO")
-        elif relation_type_name(rel.type) not in (
-            "RELATES_TO", "LEADS_TO", "OCCURRED_BEFORE", "PREFERS_OVER", "EXEMPLIFIES", "CONTRADICTS",
-            "REINFORCES", "INVALIDATED_BY", "EVOLVED_INTO", "DERIVED_FROM", "PART_OF",
-        ):
+        elif relation_type_name(rel.type) not in AUTHORABLE_RELATIONS:
             raise InvalidArgument("type: system relation types cannot be authored", field="type")
         if not rel.source_id or not rel.target_id:
             raise InvalidArgument("memory1_id: both memory ids are required", field="memory1_id")
@@ -457,9 +413,15 @@ class IngestServicer(TruthMixin, ingest_service_pb2_grpc.IngestServiceServicer):
             deleted.append(memory.id)
         return ingest_service_pb2.DeleteMemoriesByTagResponse(memory_ids=deleted, deleted_count=len(deleted))
 
+    async def ExportBackup(self, request, context):
+        """Stream the full export (admin): one JSON record per chunk (automem/common/backup.py)."""
+        principal = require_role("admin")
+        if not principal.allows_all():  # the export spans every scope
+            raise PermissionDenied("backup exports every scope: it needs a key allowed on all scopes ('*')")
+        async for line in export_lines(self.graph, None if request.skip_events else self.publisher.bus):
+            yield ingest_service_pb2.ExportBackupChunk(json_line=line)
+
 
 
 def _without_enrichment(props: dict[str, Any]) -> dict[str, Any]:
-    from automem.graph import ENRICHMENT_FIELDS
-
     return {k: v for k, v in props.items() if k not in ENRICHMENT_FIELDS}

@@ -26,7 +26,8 @@ import dateparser
 from automem.common.auth import require_role, resolve_scope
 from automem.common.embedding import EmbeddingProvider
 from automem.common.errors import InvalidArgument, NotFound
-from automem.common.model import SUPERSEDING_RELATIONS, Memory, epoch, parse_time, ts
+from automem.common.lifecycle import SUPERSEDING_RELATIONS
+from automem.common.model import Memory, epoch, parse_time, ts
 from automem.common.settings import Settings
 from automem.common.state import ReadAt, as_known, known, resolve, resolve_one
 from automem.common.text import analyze, bm25_query_weights, fulltext_query

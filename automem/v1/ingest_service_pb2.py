@@ -24,84 +24,54 @@ _sym_db = _symbol_database.Default()
 
 from automem.v1 import memory_pb2 as automem_dot_v1_dot_memory__pb2
 from google.protobuf import field_mask_pb2 as google_dot_protobuf_dot_field__mask__pb2
-from automem.v1 import events_pb2 as automem_dot_v1_dot_events__pb2
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
-from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1f\x61utomem/v1/ingest_service.proto\x12\nautomem.v1\x1a\x17\x61utomem/v1/memory.proto\x1a google/protobuf/field_mask.proto\x1a\x17\x61utomem/v1/events.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc4\x02\n\x0bMemoryInput\x12\x0f\n\x07\x63ontent\x18\x01 \x01(\t\x12\x0c\n\x04tags\x18\x02 \x03(\t\x12\x17\n\nimportance\x18\x03 \x01(\x01H\x00\x88\x01\x01\x12\x17\n\nconfidence\x18\x04 \x01(\x01H\x01\x88\x01\x01\x12)\n\x08metadata\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x0c\n\x04type\x18\x06 \x01(\t\x12\x11\n\ttimestamp\x18\x07 \x01(\t\x12\x0f\n\x07t_valid\x18\x08 \x01(\t\x12\x11\n\tt_invalid\x18\t \x01(\t\x12\x11\n\tembedding\x18\n \x03(\x02\x12\x16\n\x0erequire_review\x18\x0b \x01(\x08\x12\x15\n\rmetadata_json\x18\x0c \x01(\t\x12\x14\n\x0cmetadata_set\x18\r \x01(\x08\x42\r\n\x0b_importanceB\r\n\x0b_confidence\"f\n\x13\x43reateMemoryRequest\x12\'\n\x06memory\x18\x01 \x01(\x0b\x32\x17.automem.v1.MemoryInput\x12\r\n\x05scope\x18\x02 \x01(\t\x12\x17\n\x0fidempotency_key\x18\x03 \x01(\t\"P\n\x14\x43reateMemoryResponse\x12\"\n\x06memory\x18\x01 \x01(\x0b\x32\x12.automem.v1.Memory\x12\x14\n\x0c\x64\x65\x64uplicated\x18\x02 \x01(\x08\"o\n\x1a\x42\x61tchCreateMemoriesRequest\x12)\n\x08memories\x18\x01 \x03(\x0b\x32\x17.automem.v1.MemoryInput\x12\r\n\x05scope\x18\x02 \x01(\t\x12\x17\n\x0fidempotency_key\x18\x03 \x01(\t\"C\n\x1b\x42\x61tchCreateMemoriesResponse\x12$\n\x08memories\x18\x01 \x03(\x0b\x32\x12.automem.v1.Memory\"<\n\x10GetMemoryRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05scope\x18\x02 \x01(\t\x12\r\n\x05touch\x18\x03 \x01(\x08\"7\n\x11GetMemoryResponse\x12\"\n\x06memory\x18\x01 \x01(\x0b\x32\x12.automem.v1.Memory\"\xaa\x01\n\x13UpdateMemoryRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05scope\x18\x02 \x01(\t\x12\'\n\x06memory\x18\x03 \x01(\x0b\x32\x17.automem.v1.MemoryInput\x12/\n\x0bupdate_mask\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.FieldMask\x12\x0c\n\x04\x65tag\x18\x05 \x01(\x03\x12\x10\n\x08\x61\x64\x64_tags\x18\x06 \x03(\t\":\n\x14UpdateMemoryResponse\x12\"\n\x06memory\x18\x01 \x01(\x0b\x32\x12.automem.v1.Memory\"O\n\x13\x44\x65leteMemoryRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05scope\x18\x02 \x01(\t\x12\r\n\x05purge\x18\x03 \x01(\x08\x12\x0e\n\x06reason\x18\x04 \x01(\t\":\n\x14\x44\x65leteMemoryResponse\x12\"\n\x06memory\x18\x01 \x01(\x0b\x32\x12.automem.v1.Memory\"a\n\x15\x43reateRelationRequest\x12&\n\x08relation\x18\x01 \x01(\x0b\x32\x14.automem.v1.Relation\x12\r\n\x05scope\x18\x02 \x01(\t\x12\x11\n\ttype_name\x18\x03 \x01(\t\"@\n\x16\x43reateRelationResponse\x12&\n\x08relation\x18\x01 \x01(\x0b\x32\x14.automem.v1.Relation\"\xbb\x01\n\x16SupersedeMemoryRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05scope\x18\x02 \x01(\t\x12,\n\x0breplacement\x18\x03 \x01(\x0b\x32\x17.automem.v1.MemoryInput\x12/\n\rrelation_type\x18\x04 \x01(\x0e\x32\x18.automem.v1.RelationType\x12\x0e\n\x06reason\x18\x05 \x01(\t\x12\x17\n\x0fidempotency_key\x18\x06 \x01(\t\"\x92\x01\n\x17SupersedeMemoryResponse\x12\'\n\x0breplacement\x18\x01 \x01(\x0b\x32\x12.automem.v1.Memory\x12&\n\nsuperseded\x18\x02 \x01(\x0b\x32\x12.automem.v1.Memory\x12&\n\x08relation\x18\x03 \x01(\x0b\x32\x14.automem.v1.Relation\"J\n\x1a\x44\x65leteMemoriesByTagRequest\x12\x0c\n\x04tags\x18\x01 \x03(\t\x12\r\n\x05scope\x18\x02 \x01(\t\x12\x0f\n\x07\x64ry_run\x18\x03 \x01(\x08\"H\n\x1b\x44\x65leteMemoriesByTagResponse\x12\x12\n\nmemory_ids\x18\x01 \x03(\t\x12\x15\n\rdeleted_count\x18\x02 \x01(\x05\"\xd4\x02\n\nReviewItem\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x11\n\tmemory_id\x18\x03 \x01(\t\x12\x11\n\ttarget_id\x18\x04 \x01(\t\x12\x0e\n\x06reason\x18\x05 \x01(\t\x12/\n\x0b\x63reate_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0e\n\x06status\x18\x07 \x01(\t\x12\r\n\x05scope\x18\x08 \x01(\t\x12\x12\n\ndecided_by\x18\t \x01(\t\x12\x31\n\rdecision_time\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x17\n\x0f\x64\x65\x63ision_reason\x18\x0b \x01(\t\x12\"\n\x06memory\x18\x0c \x01(\x0b\x32\x12.automem.v1.Memory\x12\"\n\x06target\x18\r \x01(\x0b\x32\x12.automem.v1.Memory\"\xf6\x01\n\tTombstone\x12\n\n\x02id\x18\x01 \x01(\t\x12\x14\n\x0c\x63ontent_hash\x18\x02 \x01(\t\x12\r\n\x05scope\x18\x03 \x01(\t\x12\x11\n\tmemory_id\x18\x04 \x01(\t\x12\x0e\n\x06reason\x18\x05 \x01(\t\x12\x0e\n\x06lifted\x18\x06 \x01(\x08\x12/\n\x0b\x63reate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12-\n\tlift_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\ncreated_by\x18\t \x01(\t\x12\x11\n\tlifted_by\x18\n \x01(\t\"l\n\x16ListReviewItemsRequest\x12\r\n\x05scope\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\x12\x0c\n\x04kind\x18\x04 \x01(\t\x12\x0e\n\x06status\x18\x05 \x01(\t\"Y\n\x17ListReviewItemsResponse\x12%\n\x05items\x18\x01 \x03(\x0b\x32\x16.automem.v1.ReviewItem\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"E\n\x18\x41pproveReviewItemRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05scope\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\"\x8d\x01\n\x19\x41pproveReviewItemResponse\x12$\n\x04item\x18\x01 \x01(\x0b\x32\x16.automem.v1.ReviewItem\x12\"\n\x06memory\x18\x02 \x01(\x0b\x32\x12.automem.v1.Memory\x12&\n\nsuperseded\x18\x03 \x01(\x0b\x32\x12.automem.v1.Memory\"D\n\x17RejectReviewItemRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05scope\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\"\x8e\x01\n\x18RejectReviewItemResponse\x12$\n\x04item\x18\x01 \x01(\x0b\x32\x16.automem.v1.ReviewItem\x12\"\n\x06memory\x18\x02 \x01(\x0b\x32\x12.automem.v1.Memory\x12(\n\ttombstone\x18\x03 \x01(\x0b\x32\x15.automem.v1.Tombstone\"e\n\x15ListTombstonesRequest\x12\r\n\x05scope\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\x12\x16\n\x0einclude_lifted\x18\x04 \x01(\x08\"\\\n\x16ListTombstonesResponse\x12)\n\ntombstones\x18\x01 \x03(\x0b\x32\x15.automem.v1.Tombstone\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"1\n\x14LiftTombstoneRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05scope\x18\x02 \x01(\t\"A\n\x15LiftTombstoneResponse\x12(\n\ttombstone\x18\x01 \x01(\x0b\x32\x15.automem.v1.Tombstone\"[\n\x17ListMemoryEventsRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05scope\x18\x02 \x01(\t\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"\xa8\x01\n\x18ListMemoryEventsResponse\x12\'\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x17.automem.v1.MemoryEvent\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\x12\x11\n\ttruncated\x18\x03 \x01(\x08\x12\x37\n\x13retained_since_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"*\n\x13\x45xportBackupRequest\x12\x13\n\x0bskip_events\x18\x01 \x01(\x08\"&\n\x11\x45xportBackupChunk\x12\x11\n\tjson_line\x18\x01 \x01(\t2\xd4\n\n\rIngestService\x12Q\n\x0c\x43reateMemory\x12\x1f.automem.v1.CreateMemoryRequest\x1a .automem.v1.CreateMemoryResponse\x12\x66\n\x13\x42\x61tchCreateMemories\x12&.automem.v1.BatchCreateMemoriesRequest\x1a\'.automem.v1.BatchCreateMemoriesResponse\x12H\n\tGetMemory\x12\x1c.automem.v1.GetMemoryRequest\x1a\x1d.automem.v1.GetMemoryResponse\x12Q\n\x0cUpdateMemory\x12\x1f.automem.v1.UpdateMemoryRequest\x1a .automem.v1.UpdateMemoryResponse\x12Q\n\x0c\x44\x65leteMemory\x12\x1f.automem.v1.DeleteMemoryRequest\x1a .automem.v1.DeleteMemoryResponse\x12W\n\x0e\x43reateRelation\x12!.automem.v1.CreateRelationRequest\x1a\".automem.v1.CreateRelationResponse\x12Z\n\x0fSupersedeMemory\x12\".automem.v1.SupersedeMemoryRequest\x1a#.automem.v1.SupersedeMemoryResponse\x12\x66\n\x13\x44\x65leteMemoriesByTag\x12&.automem.v1.DeleteMemoriesByTagRequest\x1a\'.automem.v1.DeleteMemoriesByTagResponse\x12Z\n\x0fListReviewItems\x12\".automem.v1.ListReviewItemsRequest\x1a#.automem.v1.ListReviewItemsResponse\x12`\n\x11\x41pproveReviewItem\x12$.automem.v1.ApproveReviewItemRequest\x1a%.automem.v1.ApproveReviewItemResponse\x12]\n\x10RejectReviewItem\x12#.automem.v1.RejectReviewItemRequest\x1a$.automem.v1.RejectReviewItemResponse\x12W\n\x0eListTombstones\x12!.automem.v1.ListTombstonesRequest\x1a\".automem.v1.ListTombstonesResponse\x12T\n\rLiftTombstone\x12 .automem.v1.LiftTombstoneRequest\x1a!.automem.v1.LiftTombstoneResponse\x12]\n\x10ListMemoryEvents\x12#.automem.v1.ListMemoryEventsRequest\x1a$.automem.v1.ListMemoryEventsResponse\x12P\n\x0c\x45xportBackup\x12\x1f.automem.v1.ExportBackupRequest\x1a\x1d.automem.v1.ExportBackupChunk0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1f\x61utomem/v1/ingest_service.proto\x12\nautomem.v1\x1a\x17\x61utomem/v1/memory.proto\x1a google/protobuf/field_mask.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xc4\x02\n\x0bMemoryInput\x12\x0f\n\x07\x63ontent\x18\x01 \x01(\t\x12\x0c\n\x04tags\x18\x02 \x03(\t\x12\x17\n\nimportance\x18\x03 \x01(\x01H\x00\x88\x01\x01\x12\x17\n\nconfidence\x18\x04 \x01(\x01H\x01\x88\x01\x01\x12)\n\x08metadata\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x0c\n\x04type\x18\x06 \x01(\t\x12\x11\n\ttimestamp\x18\x07 \x01(\t\x12\x0f\n\x07t_valid\x18\x08 \x01(\t\x12\x11\n\tt_invalid\x18\t \x01(\t\x12\x11\n\tembedding\x18\n \x03(\x02\x12\x16\n\x0erequire_review\x18\x0b \x01(\x08\x12\x15\n\rmetadata_json\x18\x0c \x01(\t\x12\x14\n\x0cmetadata_set\x18\r \x01(\x08\x42\r\n\x0b_importanceB\r\n\x0b_confidence\"f\n\x13\x43reateMemoryRequest\x12\'\n\x06memory\x18\x01 \x01(\x0b\x32\x17.automem.v1.MemoryInput\x12\r\n\x05scope\x18\x02 \x01(\t\x12\x17\n\x0fidempotency_key\x18\x03 \x01(\t\"P\n\x14\x43reateMemoryResponse\x12\"\n\x06memory\x18\x01 \x01(\x0b\x32\x12.automem.v1.Memory\x12\x14\n\x0c\x64\x65\x64uplicated\x18\x02 \x01(\x08\"o\n\x1a\x42\x61tchCreateMemoriesRequest\x12)\n\x08memories\x18\x01 \x03(\x0b\x32\x17.automem.v1.MemoryInput\x12\r\n\x05scope\x18\x02 \x01(\t\x12\x17\n\x0fidempotency_key\x18\x03 \x01(\t\"C\n\x1b\x42\x61tchCreateMemoriesResponse\x12$\n\x08memories\x18\x01 \x03(\x0b\x32\x12.automem.v1.Memory\"<\n\x10GetMemoryRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05scope\x18\x02 \x01(\t\x12\r\n\x05touch\x18\x03 \x01(\x08\"7\n\x11GetMemoryResponse\x12\"\n\x06memory\x18\x01 \x01(\x0b\x32\x12.automem.v1.Memory\"\xaa\x01\n\x13UpdateMemoryRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05scope\x18\x02 \x01(\t\x12\'\n\x06memory\x18\x03 \x01(\x0b\x32\x17.automem.v1.MemoryInput\x12/\n\x0bupdate_mask\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.FieldMask\x12\x0c\n\x04\x65tag\x18\x05 \x01(\x03\x12\x10\n\x08\x61\x64\x64_tags\x18\x06 \x03(\t\":\n\x14UpdateMemoryResponse\x12\"\n\x06memory\x18\x01 \x01(\x0b\x32\x12.automem.v1.Memory\"O\n\x13\x44\x65leteMemoryRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05scope\x18\x02 \x01(\t\x12\r\n\x05purge\x18\x03 \x01(\x08\x12\x0e\n\x06reason\x18\x04 \x01(\t\":\n\x14\x44\x65leteMemoryResponse\x12\"\n\x06memory\x18\x01 \x01(\x0b\x32\x12.automem.v1.Memory\"a\n\x15\x43reateRelationRequest\x12&\n\x08relation\x18\x01 \x01(\x0b\x32\x14.automem.v1.Relation\x12\r\n\x05scope\x18\x02 \x01(\t\x12\x11\n\ttype_name\x18\x03 \x01(\t\"@\n\x16\x43reateRelationResponse\x12&\n\x08relation\x18\x01 \x01(\x0b\x32\x14.automem.v1.Relation\"\xbb\x01\n\x16SupersedeMemoryRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05scope\x18\x02 \x01(\t\x12,\n\x0breplacement\x18\x03 \x01(\x0b\x32\x17.automem.v1.MemoryInput\x12/\n\rrelation_type\x18\x04 \x01(\x0e\x32\x18.automem.v1.RelationType\x12\x0e\n\x06reason\x18\x05 \x01(\t\x12\x17\n\x0fidempotency_key\x18\x06 \x01(\t\"\x92\x01\n\x17SupersedeMemoryResponse\x12\'\n\x0breplacement\x18\x01 \x01(\x0b\x32\x12.automem.v1.Memory\x12&\n\nsuperseded\x18\x02 \x01(\x0b\x32\x12.automem.v1.Memory\x12&\n\x08relation\x18\x03 \x01(\x0b\x32\x14.automem.v1.Relation\"J\n\x1a\x44\x65leteMemoriesByTagRequest\x12\x0c\n\x04tags\x18\x01 \x03(\t\x12\r\n\x05scope\x18\x02 \x01(\t\x12\x0f\n\x07\x64ry_run\x18\x03 \x01(\x08\"H\n\x1b\x44\x65leteMemoriesByTagResponse\x12\x12\n\nmemory_ids\x18\x01 \x03(\t\x12\x15\n\rdeleted_count\x18\x02 \x01(\x05\"*\n\x13\x45xportBackupRequest\x12\x13\n\x0bskip_events\x18\x01 \x01(\x08\"&\n\x11\x45xportBackupChunk\x12\x11\n\tjson_line\x18\x01 \x01(\t2\xa9\x06\n\rIngestService\x12Q\n\x0c\x43reateMemory\x12\x1f.automem.v1.CreateMemoryRequest\x1a .automem.v1.CreateMemoryResponse\x12\x66\n\x13\x42\x61tchCreateMemories\x12&.automem.v1.BatchCreateMemoriesRequest\x1a\'.automem.v1.BatchCreateMemoriesResponse\x12H\n\tGetMemory\x12\x1c.automem.v1.GetMemoryRequest\x1a\x1d.automem.v1.GetMemoryResponse\x12Q\n\x0cUpdateMemory\x12\x1f.automem.v1.UpdateMemoryRequest\x1a .automem.v1.UpdateMemoryResponse\x12Q\n\x0c\x44\x65leteMemory\x12\x1f.automem.v1.DeleteMemoryRequest\x1a .automem.v1.DeleteMemoryResponse\x12W\n\x0e\x43reateRelation\x12!.automem.v1.CreateRelationRequest\x1a\".automem.v1.CreateRelationResponse\x12Z\n\x0fSupersedeMemory\x12\".automem.v1.SupersedeMemoryRequest\x1a#.automem.v1.SupersedeMemoryResponse\x12\x66\n\x13\x44\x65leteMemoriesByTag\x12&.automem.v1.DeleteMemoriesByTagRequest\x1a\'.automem.v1.DeleteMemoriesByTagResponse\x12P\n\x0c\x45xportBackup\x12\x1f.automem.v1.ExportBackupRequest\x1a\x1d.automem.v1.ExportBackupChunk0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'automem.v1.ingest_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_MEMORYINPUT']._serialized_start=195
-  _globals['_MEMORYINPUT']._serialized_end=519
-  _globals['_CREATEMEMORYREQUEST']._serialized_start=521
-  _globals['_CREATEMEMORYREQUEST']._serialized_end=623
-  _globals['_CREATEMEMORYRESPONSE']._serialized_start=625
-  _globals['_CREATEMEMORYRESPONSE']._serialized_end=705
-  _globals['_BATCHCREATEMEMORIESREQUEST']._serialized_start=707
-  _globals['_BATCHCREATEMEMORIESREQUEST']._serialized_end=818
-  _globals['_BATCHCREATEMEMORIESRESPONSE']._serialized_start=820
-  _globals['_BATCHCREATEMEMORIESRESPONSE']._serialized_end=887
-  _globals['_GETMEMORYREQUEST']._serialized_start=889
-  _globals['_GETMEMORYREQUEST']._serialized_end=949
-  _globals['_GETMEMORYRESPONSE']._serialized_start=951
-  _globals['_GETMEMORYRESPONSE']._serialized_end=1006
-  _globals['_UPDATEMEMORYREQUEST']._serialized_start=1009
-  _globals['_UPDATEMEMORYREQUEST']._serialized_end=1179
-  _globals['_UPDATEMEMORYRESPONSE']._serialized_start=1181
-  _globals['_UPDATEMEMORYRESPONSE']._serialized_end=1239
-  _globals['_DELETEMEMORYREQUEST']._serialized_start=1241
-  _globals['_DELETEMEMORYREQUEST']._serialized_end=1320
-  _globals['_DELETEMEMORYRESPONSE']._serialized_start=1322
-  _globals['_DELETEMEMORYRESPONSE']._serialized_end=1380
-  _globals['_CREATERELATIONREQUEST']._serialized_start=1382
-  _globals['_CREATERELATIONREQUEST']._serialized_end=1479
-  _globals['_CREATERELATIONRESPONSE']._serialized_start=1481
-  _globals['_CREATERELATIONRESPONSE']._serialized_end=1545
-  _globals['_SUPERSEDEMEMORYREQUEST']._serialized_start=1548
-  _globals['_SUPERSEDEMEMORYREQUEST']._serialized_end=1735
-  _globals['_SUPERSEDEMEMORYRESPONSE']._serialized_start=1738
-  _globals['_SUPERSEDEMEMORYRESPONSE']._serialized_end=1884
-  _globals['_DELETEMEMORIESBYTAGREQUEST']._serialized_start=1886
-  _globals['_DELETEMEMORIESBYTAGREQUEST']._serialized_end=1960
-  _globals['_DELETEMEMORIESBYTAGRESPONSE']._serialized_start=1962
-  _globals['_DELETEMEMORIESBYTAGRESPONSE']._serialized_end=2034
-  _globals['_REVIEWITEM']._serialized_start=2037
-  _globals['_REVIEWITEM']._serialized_end=2377
-  _globals['_TOMBSTONE']._serialized_start=2380
-  _globals['_TOMBSTONE']._serialized_end=2626
-  _globals['_LISTREVIEWITEMSREQUEST']._serialized_start=2628
-  _globals['_LISTREVIEWITEMSREQUEST']._serialized_end=2736
-  _globals['_LISTREVIEWITEMSRESPONSE']._serialized_start=2738
-  _globals['_LISTREVIEWITEMSRESPONSE']._serialized_end=2827
-  _globals['_APPROVEREVIEWITEMREQUEST']._serialized_start=2829
-  _globals['_APPROVEREVIEWITEMREQUEST']._serialized_end=2898
-  _globals['_APPROVEREVIEWITEMRESPONSE']._serialized_start=2901
-  _globals['_APPROVEREVIEWITEMRESPONSE']._serialized_end=3042
-  _globals['_REJECTREVIEWITEMREQUEST']._serialized_start=3044
-  _globals['_REJECTREVIEWITEMREQUEST']._serialized_end=3112
-  _globals['_REJECTREVIEWITEMRESPONSE']._serialized_start=3115
-  _globals['_REJECTREVIEWITEMRESPONSE']._serialized_end=3257
-  _globals['_LISTTOMBSTONESREQUEST']._serialized_start=3259
-  _globals['_LISTTOMBSTONESREQUEST']._serialized_end=3360
-  _globals['_LISTTOMBSTONESRESPONSE']._serialized_start=3362
-  _globals['_LISTTOMBSTONESRESPONSE']._serialized_end=3454
-  _globals['_LIFTTOMBSTONEREQUEST']._serialized_start=3456
-  _globals['_LIFTTOMBSTONEREQUEST']._serialized_end=3505
-  _globals['_LIFTTOMBSTONERESPONSE']._serialized_start=3507
-  _globals['_LIFTTOMBSTONERESPONSE']._serialized_end=3572
-  _globals['_LISTMEMORYEVENTSREQUEST']._serialized_start=3574
-  _globals['_LISTMEMORYEVENTSREQUEST']._serialized_end=3665
-  _globals['_LISTMEMORYEVENTSRESPONSE']._serialized_start=3668
-  _globals['_LISTMEMORYEVENTSRESPONSE']._serialized_end=3836
-  _globals['_EXPORTBACKUPREQUEST']._serialized_start=3838
-  _globals['_EXPORTBACKUPREQUEST']._serialized_end=3880
-  _globals['_EXPORTBACKUPCHUNK']._serialized_start=3882
-  _globals['_EXPORTBACKUPCHUNK']._serialized_end=3920
-  _globals['_INGESTSERVICE']._serialized_start=3923
-  _globals['_INGESTSERVICE']._serialized_end=5287
+  _globals['_MEMORYINPUT']._serialized_start=137
+  _globals['_MEMORYINPUT']._serialized_end=461
+  _globals['_CREATEMEMORYREQUEST']._serialized_start=463
+  _globals['_CREATEMEMORYREQUEST']._serialized_end=565
+  _globals['_CREATEMEMORYRESPONSE']._serialized_start=567
+  _globals['_CREATEMEMORYRESPONSE']._serialized_end=647
+  _globals['_BATCHCREATEMEMORIESREQUEST']._serialized_start=649
+  _globals['_BATCHCREATEMEMORIESREQUEST']._serialized_end=760
+  _globals['_BATCHCREATEMEMORIESRESPONSE']._serialized_start=762
+  _globals['_BATCHCREATEMEMORIESRESPONSE']._serialized_end=829
+  _globals['_GETMEMORYREQUEST']._serialized_start=831
+  _globals['_GETMEMORYREQUEST']._serialized_end=891
+  _globals['_GETMEMORYRESPONSE']._serialized_start=893
+  _globals['_GETMEMORYRESPONSE']._serialized_end=948
+  _globals['_UPDATEMEMORYREQUEST']._serialized_start=951
+  _globals['_UPDATEMEMORYREQUEST']._serialized_end=1121
+  _globals['_UPDATEMEMORYRESPONSE']._serialized_start=1123
+  _globals['_UPDATEMEMORYRESPONSE']._serialized_end=1181
+  _globals['_DELETEMEMORYREQUEST']._serialized_start=1183
+  _globals['_DELETEMEMORYREQUEST']._serialized_end=1262
+  _globals['_DELETEMEMORYRESPONSE']._serialized_start=1264
+  _globals['_DELETEMEMORYRESPONSE']._serialized_end=1322
+  _globals['_CREATERELATIONREQUEST']._serialized_start=1324
+  _globals['_CREATERELATIONREQUEST']._serialized_end=1421
+  _globals['_CREATERELATIONRESPONSE']._serialized_start=1423
+  _globals['_CREATERELATIONRESPONSE']._serialized_end=1487
+  _globals['_SUPERSEDEMEMORYREQUEST']._serialized_start=1490
+  _globals['_SUPERSEDEMEMORYREQUEST']._serialized_end=1677
+  _globals['_SUPERSEDEMEMORYRESPONSE']._serialized_start=1680
+  _globals['_SUPERSEDEMEMORYRESPONSE']._serialized_end=1826
+  _globals['_DELETEMEMORIESBYTAGREQUEST']._serialized_start=1828
+  _globals['_DELETEMEMORIESBYTAGREQUEST']._serialized_end=1902
+  _globals['_DELETEMEMORIESBYTAGRESPONSE']._serialized_start=1904
+  _globals['_DELETEMEMORIESBYTAGRESPONSE']._serialized_end=1976
+  _globals['_EXPORTBACKUPREQUEST']._serialized_start=1978
+  _globals['_EXPORTBACKUPREQUEST']._serialized_end=2020
+  _globals['_EXPORTBACKUPCHUNK']._serialized_start=2022
+  _globals['_EXPORTBACKUPCHUNK']._serialized_end=2060
+  _globals['_INGESTSERVICE']._serialized_start=2063
+  _globals['_INGESTSERVICE']._serialized_end=2872
 # @@protoc_insertion_point(module_scope)

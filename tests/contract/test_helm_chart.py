@@ -381,6 +381,11 @@ def test_quickstart_runs_in_chart_nats_jetstream_and_falkordb_with_pvcs() -> Non
     assert nats["image"].startswith("nats:") and "--jetstream" in nats["args"]
     (falkordb,) = sets["falkordb"]["spec"]["template"]["spec"]["containers"]
     assert falkordb["image"].startswith("falkordb/falkordb:")
+    # Restart at scale: the same AOF settings as the embedded launcher.
+    script = falkordb["command"][-1]
+    for option in ("--appendonly yes", "--aof-use-rdb-preamble yes", "--auto-aof-rewrite-percentage 50",
+                   "EFFECTS_THRESHOLD 0"):
+        assert option in script
     for sts in sets.values():
         (claim,) = sts["spec"]["volumeClaimTemplates"]
         assert claim["metadata"]["name"] == "data"

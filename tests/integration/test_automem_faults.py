@@ -20,7 +20,7 @@ async def _store(http, content: str, **fields) -> str:
 
 
 async def _point(service, mid: str):
-    points = await service.ctx["vectors"].retrieve([mid])
+    points = await service.ctx.vectors.retrieve([mid])
     return points[0] if points else None
 
 
@@ -38,7 +38,7 @@ async def test_fault_1_vector_payload_carries_the_window_set_at_store_time(servi
         async def payload_matches_graph() -> bool:
             # Enrichment writes the point, then the node's enrichment fields (status, entities)
             # and the payload again: the two agree once it has finished with the memory.
-            memory = await service.ctx["graph"].memories.get(expired, "default")
+            memory = await service.ctx.graph.memories.get(expired, "default")
             point = await _point(service, expired)
             return point is not None and point.payload == build_payload(memory)
         await eventually(payload_matches_graph)
@@ -85,7 +85,7 @@ async def test_fault_3_recovery_keeps_validity_windows_and_edges(service, settin
         r = await http.post(f"/v1/memories/{a}:supersede", json={"content": "Staging runs on EKS", "tags": ["infra"],
                                                                   "t_valid": "2024-06-01T00:00:00Z"})
         c = r.json()["memory_id"]
-    records = [r async for r in backup.export_records(service.ctx["graph"], service.ctx["bus"])]
+    records = [r async for r in backup.export_records(service.ctx.graph, service.ctx.bus)]
     suffix = uuid.uuid4().hex[:10]
     fresh = settings.model_copy(update={"graph_name": f"fault3_{suffix}", "stream_name": f"FAULT3_{suffix.upper()}",
                                         "subject_prefix": f"fault3.{suffix}"})
@@ -94,7 +94,7 @@ async def test_fault_3_recovery_keeps_validity_windows_and_edges(service, settin
     try:
         await backup.restore_records(graph, records, bus)
         restored = await graph.memories.get(a, "default")
-        original = await service.ctx["graph"].memories.get(a, "default")
+        original = await service.ctx.graph.memories.get(a, "default")
         assert restored == original  # every field: windows, state, superseded_by, prior window
         assert restored.valid_to.ToJsonString() == "2024-06-01T00:00:00Z"
         assert restored.prior_valid_to.ToJsonString() == "2030-01-01T00:00:00Z"
@@ -114,7 +114,7 @@ async def test_fault_4_supersede_is_never_half_applied(service) -> None:
     old memory."""
     async with service.http() as http:
         old = await _store(http, "Backups run nightly at 02:00", tags=["backup"])
-        ingest = service.ctx["ingest"]
+        ingest = service.ctx.ingest
         original = ingest.supersede_in_graph
 
         async def failing(*args, **kwargs):
@@ -127,7 +127,7 @@ async def test_fault_4_supersede_is_never_half_applied(service) -> None:
             assert r.status_code >= 400
         finally:
             ingest.supersede_in_graph = original
-        graph = service.ctx["graph"]
+        graph = service.ctx.graph
         assert [r[0] for r in await graph.ro_query("MATCH (m:Memory) RETURN m.id")] == [old]
         node = await graph.memories.get(old, "default")
         assert node.state == 1 and node.version == 1 and not node.HasField("valid_to") and not node.superseded_by

@@ -120,7 +120,7 @@ async def test_grpc_concurrent_updates(service) -> None:
 async def test_enrichment_never_clobbers_an_edit(service) -> None:
     """Enrichment writes only its own fields, and only while the node holds the content it
     enriched (GraphStore.set_enrichment, guarded by the content hash)."""
-    graph = service.ctx["graph"]
+    graph = service.ctx.graph
     async with service.http() as http:
         stored = await _store(http, "Content as first stored, about Kubernetes")
         mid = stored["memory_id"]
@@ -139,5 +139,5 @@ async def test_enrichment_never_clobbers_an_edit(service) -> None:
     assert memory["content"] == "Edited content, about Postgres"
     assert memory["metadata"] == {"base": True, "edited": True}
     assert memory["summary"] != "stale summary"
-    point = (await service.ctx["vectors"].retrieve([mid]))[0]
+    point = (await service.ctx.vectors.retrieve([mid]))[0]
     assert point.payload.get("content_hash", memory["content_hash"]) == memory["content_hash"]

@@ -45,7 +45,7 @@ async def tuned(settings):
 
 
 async def test_decay_dry_run_writes_nothing_and_runs_are_persisted(service) -> None:
-    graph = service.ctx["graph"]
+    graph = service.ctx.graph
     async with service.http() as http:
         mid = await _store(http, "An old note about the office plants.", importance=0.2,
                            timestamp="2020-01-01T00:00:00Z")
@@ -71,7 +71,7 @@ async def test_forget_is_off_by_default(service) -> None:
 
 
 async def test_creative_and_cluster(tuned) -> None:
-    graph = tuned.ctx["graph"]
+    graph = tuned.ctx.graph
     texts = ["The espresso machine on floor two makes great coffee.",
              "Coffee from the floor two espresso machine is the best in the office.",
              "Everyone queues for the espresso machine coffee on floor two each morning.",
@@ -109,7 +109,7 @@ async def test_creative_and_cluster(tuned) -> None:
 
 
 async def test_forget_archives_before_deleting_and_spares_protected(tuned) -> None:
-    graph = tuned.ctx["graph"]
+    graph = tuned.ctx.graph
     async with tuned.http() as http:
         weak = await _store(http, "A throwaway note about a parking spot.", importance=0.05)
         decision = await _store(http, "We decided on quarterly planning.", type="Decision", importance=0.05)
@@ -129,7 +129,7 @@ async def test_forget_archives_before_deleting_and_spares_protected(tuned) -> No
         assert rows[0][0] == "DELETED"
 
         async def point_gone():
-            return not await tuned.ctx["vectors"].retrieve([weak])
+            return not await tuned.ctx.vectors.retrieve([weak])
         await eventually(point_gone)
 
 
@@ -138,7 +138,7 @@ async def _health(http) -> str:
 
 
 async def test_drift_detected_and_repaired(service) -> None:
-    vectors = service.ctx["vectors"]
+    vectors = service.ctx.vectors
     async with service.http() as http:
         ids = [await _store(http, f"Drift test memory number {i} about sailing.") for i in range(3)]
         for mid in ids:
@@ -167,7 +167,7 @@ async def test_drift_detected_and_repaired(service) -> None:
         assert r.json()["sync_status"] == "drift_detected" and r.json()["stale_payloads"] == 1
         assert await _health(http) == "drift_detected"
         await http.post("/admin/sync")
-        memory = (await service.ctx["graph"].memories.hydrate([ids[2]], None))[ids[2]]
+        memory = (await service.ctx.graph.memories.hydrate([ids[2]], None))[ids[2]]
 
         async def payload_fixed():
             got = (await vectors.retrieve([ids[2]]))[0].payload
@@ -183,7 +183,7 @@ async def _is(http, status: str) -> bool:
 async def test_scheduler_repairs_drift_periodically(settings) -> None:
     running = await start_service(settings.model_copy(update={"sync_check_interval_seconds": 0.5}))
     try:
-        vectors = running.ctx["vectors"]
+        vectors = running.ctx.vectors
         async with running.http() as http:
             mid = await _store(http, "Scheduled repair should bring this point back.")
             await eventually(lambda: _enriched(http, mid))

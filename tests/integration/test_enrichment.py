@@ -38,7 +38,7 @@ async def _enriched(http, mid: str, content: str | None = None) -> dict | None:
 
 
 async def test_entities_nodes_mentions_tags_and_expand(service) -> None:
-    graph = service.ctx["graph"]
+    graph = service.ctx.graph
     async with service.http() as http:
         a = await _store(http, "We run Postgres 16 on the billing cluster in Berlin.", tags=["infra"])
         b = await _store(http, "The Postgres backups are taken nightly by Alice Johnson.")
@@ -75,13 +75,13 @@ async def test_content_update_reenriches_and_drops_stale_entity_tags(service) ->
         assert "entity:tool:jenkins" not in tags and "entity:place:frankfurt" not in tags
         r = await http.get("/recall", params={"tags": "entity:tool:jenkins", "tag_match": "exact"})
         assert r.json()["results"] == []
-        rows = await service.ctx["graph"].ro_query(
+        rows = await service.ctx.graph.ro_query(
             "MATCH (m:Memory {id: $id})-[:MENTIONS]->(e:Entity) RETURN e.name", {"id": mid})
         assert "jenkins" not in {r[0] for r in rows}
 
 
 async def test_edit_landing_mid_enrichment_is_never_overwritten(service) -> None:
-    consumer = service.ctx["enrich_consumer"]
+    consumer = service.ctx.enrich_consumer
     refused_before = consumer.enricher.stats.refused
     target: dict[str, str] = {}
     edited = asyncio.Event()
@@ -112,7 +112,7 @@ async def test_edit_landing_mid_enrichment_is_never_overwritten(service) -> None
 
 
 async def test_similar_links_and_supersede_proposal(service) -> None:
-    graph = service.ctx["graph"]
+    graph = service.ctx.graph
     async with service.http() as http:
         old = await _store(http, "The billing service uses Postgres 14 as its database.",
                            timestamp="2024-01-01T00:00:00Z")
@@ -267,7 +267,7 @@ async def test_dimension_mismatch_refuses_to_start_and_wipes_nothing(settings) -
     try:
         async with running.http() as http:
             mid = await _store(http, "A memory whose point must survive.")
-        await eventually(lambda: running.ctx["vectors"].count())
+        await eventually(lambda: running.ctx.vectors.count())
     finally:
         await running.runner.stop()
     with pytest.raises(DimensionMismatchError) as err:
@@ -275,7 +275,7 @@ async def test_dimension_mismatch_refuses_to_start_and_wipes_nothing(settings) -
     assert "384" in str(err.value) and "256" in str(err.value)
     running = await start_service(settings)
     try:
-        assert [p.id for p in await running.ctx["vectors"].retrieve([mid])] == [mid]
+        assert [p.id for p in await running.ctx.vectors.retrieve([mid])] == [mid]
     finally:
         await running.runner.stop()
 
@@ -298,9 +298,9 @@ async def test_reindex_with_another_provider_switches_over(settings) -> None:
         await start_service(settings)
     running = await start_service(settings.model_copy(update={"embedding_provider": "wordllama"}))
     try:
-        points = await running.ctx["vectors"].retrieve(ids, with_vectors=True)
+        points = await running.ctx.vectors.retrieve(ids, with_vectors=True)
         assert len(points) == 3 and all(len(p.vector) == 256 for p in points)
-        assert {p.payload["embedding_model"] for p in points} == {running.ctx["embedder"].name}
+        assert {p.payload["embedding_model"] for p in points} == {running.ctx.embedder.name}
         async with running.http() as http:
             r = await http.get("/recall", params={"query": "gardening memory", "limit": 3})
             assert {h["id"] for h in r.json()["results"]} == set(ids)

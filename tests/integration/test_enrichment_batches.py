@@ -178,7 +178,7 @@ TEXTS = [
 
 async def _snapshot(service) -> dict:
     """What enrichment wrote, keyed by content (ids differ between services)."""
-    graph = service.ctx["graph"]
+    graph = service.ctx.graph
     nodes = await graph.ro_query("MATCH (m:Memory) RETURN m.id, m.content, m.entities, m.entity_tags, m.summary, "
                                  "m.type, m.confidence, m.enrichment_status, m.embedding_status, m.embedding_model")
     content = {r[0]: r[1] for r in nodes}
@@ -186,8 +186,8 @@ async def _snapshot(service) -> dict:
     preceded = await graph.ro_query("MATCH (a:Memory)-[:PRECEDED_BY]->(b:Memory) RETURN a.id, b.id")
     mentions = await graph.ro_query("MATCH (a:Memory)-[:MENTIONS]->(e:Entity) RETURN a.id, e.key, e.name, e.kind")
     reviews = await graph.ro_query("MATCH (r:ReviewItem) RETURN r.memory_id, r.target_id, r.kind, r.status, r.reason")
-    points = {p.id: p for p in await service.ctx["vectors"].retrieve(list(content), with_vectors=True)}
-    events = [e for e in await service.ctx["bus"].events_for() if e.type == events_pb2.EVENT_TYPE_MEMORY_ENRICHED]
+    points = {p.id: p for p in await service.ctx.vectors.retrieve(list(content), with_vectors=True)}
+    events = [e for e in await service.ctx.bus.events_for() if e.type == events_pb2.EVENT_TYPE_MEMORY_ENRICHED]
     skip = {"memory_id", "update_time", "valid_from"}  # differ with the store time
     return {
         "nodes": {r[1]: r[2:] for r in nodes},
@@ -204,11 +204,11 @@ async def _snapshot(service) -> dict:
 
 
 async def _enrich_all(service, *, paused: bool) -> dict:
-    consumer = service.ctx["enrich_consumer"]
+    consumer = service.ctx.enrich_consumer
     task = None
     if paused:  # let the whole batch queue up, then enrich it in one fetch
         consumer.stop()
-        await asyncio.wait([service.ctx["enrich_task"]], timeout=5)
+        await asyncio.wait([service.ctx.enrich_task], timeout=5)
     async with service.http() as http:
         r = await http.post("/memory/batch", json={"memories": [
             {"content": c, "tags": t, "timestamp": when} for c, t, when in TEXTS]})
@@ -218,7 +218,7 @@ async def _enrich_all(service, *, paused: bool) -> dict:
             task = asyncio.create_task(consumer.run())
         try:
             async def done() -> bool:
-                rows = await service.ctx["graph"].ro_query(
+                rows = await service.ctx.graph.ro_query(
                     "MATCH (m:Memory) WHERE m.enrichment_status = 'ENRICHMENT_STATUS_DONE' RETURN count(m)")
                 return rows[0][0] == len(TEXTS) and await consumer.queue_depth() == 0
             await eventually(done, timeout=120)
@@ -244,8 +244,8 @@ async def test_a_batch_writes_what_one_memory_at_a_time_writes(settings, tmp_pat
         "enrich_batch_size": 64})
     batched = await start_service(batched_settings)
     try:
-        consumer = batched.ctx["enrich_consumer"]
-        store, searched_again = batched.ctx["vectors"], []
+        consumer = batched.ctx.enrich_consumer
+        store, searched_again = batched.ctx.vectors, []
         search_many = store.search_many
 
         async def counting(requests, *args, **kwargs):
@@ -274,9 +274,9 @@ async def test_a_batch_writes_what_one_memory_at_a_time_writes(settings, tmp_pat
 
 
 async def test_edit_landing_mid_batch_is_never_overwritten_and_the_rest_is_enriched(service) -> None:
-    consumer = service.ctx["enrich_consumer"]
+    consumer = service.ctx.enrich_consumer
     consumer.stop()
-    await asyncio.wait([service.ctx["enrich_task"]], timeout=5)
+    await asyncio.wait([service.ctx.enrich_task], timeout=5)
     refused_before = consumer.enricher.stats.refused
     new = "Our cache is Memcached, run by Bob Stone in Paris."
     texts = ["Deploys go through Jenkins in Frankfurt.", "Our cache is Redis, run by Carol King in London.",
@@ -319,7 +319,7 @@ async def test_edit_landing_mid_batch_is_never_overwritten_and_the_rest_is_enric
     assert "entity:tool:jenkins" in {e["tag"] for e in memories[0]["entities"]}
     assert "entity:tool:grafana" in {e["tag"] for e in memories[2]["entities"]}
     assert consumer.enricher.stats.refused == refused_before + 1  # only the edited memory's stale pass
-    point = (await service.ctx["vectors"].retrieve([ids[1]]))[0]
+    point = (await service.ctx.vectors.retrieve([ids[1]]))[0]
     assert point.payload["content"] == new and point.payload["embedding_model"] != ""
 
 
@@ -331,14 +331,14 @@ async def test_batch_stored_while_nats_is_down_reaches_the_stream_once_it_is_bac
         r = await http.post("/memory/batch", json={"memories": [{"content": t} for t in texts]})
         assert r.status_code == 201, r.text
         ids = r.json()["memory_ids"]
-        publisher = running.ctx["publisher"]
+        publisher = running.ctx.publisher
         assert await publisher.backlog() == 3
         await own_nats.start()
 
         async def on_stream():
             if await publisher.backlog():
                 return None
-            events = [e for e in await running.ctx["bus"].events_for()
+            events = [e for e in await running.ctx.bus.events_for()
                       if e.type == events_pb2.EVENT_TYPE_MEMORY_CREATED]
             return events if len(events) >= 3 else None
 
@@ -359,14 +359,14 @@ async def test_batch_with_rejected_content_is_refused_whole_naming_the_first_blo
         r = await http.post(f"/v1/review-items/{mid}:reject", json={"reason": "wrong fact"})
         assert r.status_code == 200, r.text
         tomb = r.json()["tombstone"]
-        before = await service.ctx["graph"].memories.count()
+        before = await service.ctx.graph.memories.count()
         r = await http.post("/memory/batch", json={"memories": [
             {"content": "fine one"}, {"content": "fine two"}, {"content": "A  rejected FACT"},
             {"content": "a rejected fact"}]})
         assert r.status_code == 409, r.text
         error = r.json()["error"]
         assert "memories[2].content" in error and tomb["id"] in error and "wrong fact" in error
-        assert await service.ctx["graph"].memories.count() == before  # all or nothing
+        assert await service.ctx.graph.memories.count() == before  # all or nothing
         r = await http.post("/memory/batch", json={"memories": [{"content": "a rejected fact"}],
                                                    "scope": "other/scope"})
         assert r.status_code == 201  # another scope is not blocked

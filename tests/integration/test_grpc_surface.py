@@ -17,7 +17,9 @@ from automem.v1 import memory_pb2
 from tests.conftest import eventually, start_service
 
 AUTOMEM_SERVICES = ["automem.v1.ConsolidateService", "automem.v1.EnrichService", "automem.v1.IngestService",
-                    "automem.v1.RecallService"]
+                    "automem.v1.RecallService", "automem.v1.ReviewService"]
+#: Services a target serves besides the one it is named after (automem/targets.py).
+ALSO_SERVED = {"ingest": ["automem.v1.ReviewService"]}
 HEALTH = "grpc.health.v1.Health"
 REFLECTION = "grpc.reflection.v1alpha.ServerReflection"
 
@@ -63,10 +65,12 @@ async def test_single_target_server_reflects_and_serves_only_its_service(
     running = await start_service(settings.model_copy(update={"qdrant_url": "disabled"}), [target])
     try:
         names, methods = await asyncio.to_thread(_reflect, running.grpc, service)
-        assert names == sorted([service, HEALTH, REFLECTION]) and methods
-        assert await _health(running.grpc, service) == health_pb2.HealthCheckResponse.SERVING
+        served = [service, *ALSO_SERVED.get(target, [])]
+        assert names == sorted([*served, HEALTH, REFLECTION]) and methods
+        for name in served:
+            assert await _health(running.grpc, name) == health_pb2.HealthCheckResponse.SERVING
         assert await _health(running.grpc, "") == health_pb2.HealthCheckResponse.SERVING
-        other = next(s for s in AUTOMEM_SERVICES if s != service)
+        other = next(s for s in AUTOMEM_SERVICES if s not in served)
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await _health(running.grpc, other)
         assert err.value.code() == grpc.StatusCode.NOT_FOUND

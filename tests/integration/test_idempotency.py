@@ -15,13 +15,13 @@ from tests.conftest import eventually, start_service
 
 
 async def _nodes(service) -> int:
-    return await service.ctx["graph"].memories.count()
+    return await service.ctx.graph.memories.count()
 
 
 async def _enriched(service, n: int) -> int:
     async def done():
-        count = await service.ctx["vectors"].count()
-        return count if count >= n and service.ctx["enrich_consumer"].counters.pending == 0 else 0
+        count = await service.ctx.vectors.count()
+        return count if count >= n and service.ctx.enrich_consumer.counters.pending == 0 else 0
     return await eventually(done, timeout=30)
 
 
@@ -29,7 +29,7 @@ def _count_created(service) -> list[str]:
     """Record the ids of the MEMORY_CREATED events ingest publishes (what triggers enrichment)."""
     from automem.v1 import events_pb2
 
-    ingest = service.ctx["ingest"]
+    ingest = service.ctx.ingest
     real, real_many = ingest.publisher.publish, ingest.publisher.publish_many
     created: list[str] = []
 
@@ -79,7 +79,7 @@ async def test_idempotency_key_rest(service) -> None:
     assert await _enriched(service, 5) == 5
     await asyncio.sleep(0.5)
     assert len(created) == len(set(created)) == 5  # each memory queued for enrichment once
-    assert await service.ctx["vectors"].count() == 5
+    assert await service.ctx.vectors.count() == 5
 
 
 async def test_idempotency_key_grpc(service) -> None:
@@ -131,7 +131,7 @@ async def test_dedup_can_be_turned_off(settings) -> None:
 async def test_retry_after_5xx_is_harmless(service) -> None:
     """mcp-automem retries a POST three times after a 5xx, with no Idempotency-Key: a store
     that wrote and then failed must not leave a duplicate."""
-    ingest = service.ctx["ingest"]
+    ingest = service.ctx.ingest
     real = ingest.publisher.publish
     failures = {"left": 1}
 

@@ -48,7 +48,7 @@ def test_rate_limit_off_by_default() -> None:
 async def test_rate_limit_per_key(settings) -> None:
     running = await start_service(settings.model_copy(update={"rate_limit": "5/minute", "api_token": "root"}))
     try:
-        keys = running.ctx["keystore"]
+        keys = running.ctx.keystore
         key_a, _ = await keys.create("writer", ["a/*"], "a/x")
         key_b, _ = await keys.create("writer", ["b/*"], "b/x")
         async with running.http(Authorization=f"Bearer {key_a}") as http:

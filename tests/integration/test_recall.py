@@ -23,7 +23,7 @@ async def _ids(http, **params) -> list[str]:
 
 async def _embedded(service, n: int) -> None:
     async def check():
-        return await service.ctx["vectors"].count() >= n
+        return await service.ctx.vectors.count() >= n
     await eventually(check)
 
 
@@ -91,7 +91,7 @@ async def test_memory_stored_already_expired_is_withheld_including_vector_arm(se
                            t_invalid="2021-01-01T00:00:00Z")
         live = await _store(http, "Payments deploys need two reviewers")
         await _embedded(service, 2)
-        point = (await service.ctx["vectors"].retrieve([old]))[0]
+        point = (await service.ctx.vectors.retrieve([old]))[0]
         assert point.payload["valid_to"] == 1609459200.0  # the window is on the vector payload too
         r = await http.get("/recall", params={"query": "deploy freeze payments", "limit": 10})
         assert [h["id"] for h in r.json()["results"]] == [live]
@@ -156,7 +156,7 @@ async def test_recall_ranks_relevant_memory_first_with_score_components(service)
 
 
 async def test_memory_is_recallable_before_its_embedding_exists(service) -> None:
-    service.ctx["enrich_consumer"].stop()  # no enrichment: only the graph arms can find it
+    service.ctx.enrich_consumer.stop()  # no enrichment: only the graph arms can find it
     async with service.http() as http:
         mid = await _store(http, "Zanzibar gateway credentials rotate monthly")
         r = await http.get("/recall", params={"query": "zanzibar credentials", "limit": 5})

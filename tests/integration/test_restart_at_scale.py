@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Self
 
 import httpx
+import pytest
 
 from automem.common.backup import reindex
 from automem.common.embedded import EmbeddedRuntime
-from automem.common.modules import Runner
 from automem.common.settings import Settings
+from automem.runner import Runner
 
 N_MEMORIES = 20_000
 BATCH = 500
@@ -61,14 +62,14 @@ class _Up:
             await self.runtime.stop()
 
     def http(self) -> httpx.AsyncClient:
-        return httpx.AsyncClient(base_url=f"http://127.0.0.1:{self.ctx['http_port']}", timeout=300)
+        return httpx.AsyncClient(base_url=f"http://127.0.0.1:{self.ctx.http_port}", timeout=300)
 
     async def graph_ids(self) -> list[str]:
-        rows = await self.ctx["graph"].ro_query("MATCH (m:Memory) RETURN m.id")
+        rows = await self.ctx.graph.ro_query("MATCH (m:Memory) RETURN m.id")
         return [row[0] for row in rows]
 
     async def vector_ids(self) -> list[str]:
-        vectors, ids, offset = self.ctx["vectors"], [], None
+        vectors, ids, offset = self.ctx.vectors, [], None
         while True:
             points, offset = await vectors.scroll(limit=2048, offset=offset)
             ids += [p.id for p in points]
@@ -83,6 +84,7 @@ def _contents() -> list[str]:
             for i in range(N_MEMORIES)]
 
 
+@pytest.mark.timeout(900)  # ~2 minutes here; the suite's 300 s default is tight on a busy machine
 async def test_restart_with_20k_memories_brings_back_every_memory_and_vector(tmp_path: Path):
     settings = _settings(tmp_path / "data")
     stored: list[str] = []
@@ -96,7 +98,7 @@ async def test_restart_with_20k_memories_brings_back_every_memory_and_vector(tmp
                 assert r.status_code == 201, r.text
                 stored += r.json()["memory_ids"]
         assert len(set(stored)) == N_MEMORIES
-        counts = await reindex(up.ctx["graph"], up.ctx["vectors"], up.ctx["embedder"], batch=500)
+        counts = await reindex(up.ctx.graph, up.ctx.vectors, up.ctx.embedder, batch=500)
         assert counts == {"reindexed": N_MEMORIES, "removed": 0}
         graph_before = await up.graph_ids()
         vectors_before = await up.vector_ids()

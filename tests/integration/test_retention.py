@@ -57,7 +57,7 @@ async def _store(http, content: str, **fields) -> str:
 
 
 async def _first_seq(running) -> int:
-    return (await running.ctx["bus"].js.stream_info(running.settings.stream_name)).state.first_seq
+    return (await running.ctx.bus.js.stream_info(running.settings.stream_name)).state.first_seq
 
 
 async def test_history_and_backup_say_when_retention_removed_older_events(settings) -> None:
@@ -86,11 +86,11 @@ async def test_history_and_backup_say_when_retention_removed_older_events(settin
             assert h["truncated"] is False and h["events"][0]["type"] == "EVENT_TYPE_MEMORY_CREATED"
             assert (await http.get("/v1/memories/no-such-memory/history")).status_code == 404
 
-        records = [r async for r in backup.export_records(running.ctx["graph"], running.ctx["bus"])]
+        records = [r async for r in backup.export_records(running.ctx.graph, running.ctx.bus)]
         header = records[0]
         assert header["events_truncated"] is True and header["events_retained_since"] > 0
         events = [r for r in records if r["kind"] == "event"]
-        assert len(events) == (await running.ctx["bus"].js.stream_info(settings.stream_name)).state.messages
+        assert len(events) == (await running.ctx.bus.js.stream_info(settings.stream_name)).state.messages
     finally:
         await running.runner.stop()
 
@@ -117,7 +117,7 @@ async def test_sync_requeues_enrichment_whose_events_retention_removed(settings)
         await running.runner.stop()
     running = await start_service(small)  # now with the enrich target
     try:
-        graph = running.ctx["graph"]
+        graph = running.ctx.graph
 
         async def status():
             return (await graph.memories.get(lost, "default")).enrichment_status

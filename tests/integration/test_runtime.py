@@ -71,6 +71,8 @@ def test_restart_keeps_every_memory_and_vector_and_sigterm_leaves_no_orphans(tmp
         _wait_healthy(port, proc)
         servers = _children(proc.pid)
         assert len(servers) == 3  # nats-server, redis-server and the gateway process
+        # enrich needs the embedded vector shard, which only this process may open: it stays.
+        assert [t for t in map(_target_of, servers) if t] == ["gateway"]
         ids = []
         for i in range(5):
             r = httpx.post(f"http://127.0.0.1:{port}/memory",
@@ -99,6 +101,50 @@ def test_restart_keeps_every_memory_and_vector_and_sigterm_leaves_no_orphans(tmp
         assert "vector" in hits["arms"]
     finally:
         _stop(proc)
+
+
+def _target_of(pid: int) -> str:
+    """The ``--target`` of an ``automem serve`` process ('' for any other process)."""
+    args = subprocess.run(["ps", "-o", "args=", "-p", str(pid)], capture_output=True, text=True,
+                          check=False).stdout.split()
+    return args[args.index("--target") + 1] if "serve" in args and "--target" in args else ""
+
+
+def test_enrich_runs_in_a_child_process_when_no_process_holds_the_vector_shard(tmp_path: Path) -> None:
+    """``AUTOMEM_CHILD_TARGETS`` (default gateway,enrich): with the embedded vector shard,
+    which one process only can open, enrich stays in the main process (the test above: 3
+    children); without it (``QDRANT_URL=disabled``) enrich runs as a child too, the gateway
+    child reaches its EnrichService, and it enriches what the main process's ingest stored."""
+    data = tmp_path / "data"
+    data.mkdir()
+    port = free_port()
+    proc = _start(data, port, {"QDRANT_URL": "disabled"})
+    children: list[int] = []
+    try:
+        _wait_healthy(port, proc)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and len(children) < 4:
+            children = _children(proc.pid)
+            time.sleep(0.3)
+        assert len(children) == 4  # nats-server, redis-server, the gateway and the enrich process
+        assert sorted(filter(None, map(_target_of, children))) == ["enrich", "gateway"]
+        r = httpx.post(f"http://127.0.0.1:{port}/memory", json={"content": "Alice moved the deploys to Tuesday"})
+        assert r.status_code == 201
+        status: dict = {}
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            status = httpx.get(f"http://127.0.0.1:{port}/enrichment/status", timeout=5).json()
+            if status.get("processed", 0) >= 1:
+                break
+            time.sleep(0.3)
+        assert status["processed"] >= 1 and status["failed"] == 0, status
+    finally:
+        _stop(proc)
+    for pid in children:
+        deadline = time.monotonic() + 10
+        while pid_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not pid_alive(pid), f"orphan process {pid}"
 
 
 def test_two_instances_run_side_by_side(tmp_path: Path) -> None:

@@ -30,7 +30,7 @@ async def test_make_vector_store_local_modes_are_server_backends(tmp_path: Path)
 async def test_store_enrich_recall_on_the_server_backend(settings: Settings) -> None:
     running = await start_service(settings.model_copy(update={"qdrant_url": ":memory:"}))
     try:
-        vectors = running.ctx["vectors"]
+        vectors = running.ctx.vectors
         assert isinstance(vectors, ServerVectorStore)
         async with running.http() as http:
             ids = []
@@ -47,9 +47,9 @@ async def test_store_enrich_recall_on_the_server_backend(settings: Settings) -> 
             memory = await eventually(embedded, timeout=30)
             await eventually(lambda: _all(vectors, ids), timeout=30)
             points = {p.id: p for p in await vectors.retrieve(ids, with_vectors=True)}
-            graph_memory = await running.ctx["graph"].memories.get(ids[0], running.settings.default_scope)
+            graph_memory = await running.ctx.graph.memories.get(ids[0], running.settings.default_scope)
             assert points[ids[0]].payload == build_payload(graph_memory)
-            assert len(points[ids[0]].vector) == running.ctx["embedder"].dimension
+            assert len(points[ids[0]].vector) == running.ctx.embedder.dimension
             assert memory["id"] == ids[0]
 
             health = (await http.get("/health")).json()

@@ -133,7 +133,7 @@ async def test_recall_trace_reaches_graph_and_vector_store(traced: tuple[Running
 
 
 async def _processed(service: RunningService) -> bool:
-    consumer = service.ctx["enrich_consumer"]
+    consumer = service.ctx.enrich_consumer
     return consumer.counters.processed >= 1 and await consumer.queue_depth() == 0
 
 
@@ -230,7 +230,7 @@ async def test_metrics_expose_latency_histogram_and_enrichment_queue(traced: tup
                     if s.name.startswith("GET /metrics") or "GetEnrichmentStatus" in s.name]
 
         # With the consumer stopped, a store waits in the queue and the gauge shows it.
-        consumer = service.ctx["enrich_consumer"]
+        consumer = service.ctx.enrich_consumer
         consumer.stop()
         task = next(t for t in service.ctx.tasks if t.get_name() == "enrich-consumer")
         await asyncio.wait_for(task, timeout=10)

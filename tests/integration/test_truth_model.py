@@ -15,12 +15,12 @@ import pytest
 
 from automem.common import backup
 from automem.common.bus import Bus
+from automem.common.lifecycle import close_for_supersede
 from automem.common.model import Relation, epoch, memory_to_node, now, ts
 from automem.common.payload import build_payload
 from automem.graph import GraphStore
 from automem.ingest.logic import build_memory
-from automem.ingest.truth import close_for_supersede
-from automem.v1 import events_pb2, ingest_service_pb2
+from automem.v1 import events_pb2, ingest_service_pb2, review_service_pb2
 from tests.conftest import eventually, start_service
 
 
@@ -35,13 +35,13 @@ async def _store(http, content: str, **fields) -> str:
 
 
 async def _node(service, mid: str) -> dict | None:
-    rows = await service.ctx["graph"].ro_query("MATCH (m:Memory {id: $id}) RETURN properties(m)", {"id": mid})
+    rows = await service.ctx.graph.ro_query("MATCH (m:Memory {id: $id}) RETURN properties(m)", {"id": mid})
     return rows[0][0] if rows else None
 
 
 async def _edges(service) -> list:
     """Supersession edges (enrichment adds SIMILAR_TO / PRECEDED_BY edges of its own)."""
-    return await service.ctx["graph"].ro_query("MATCH (a:Memory)-[r:INVALIDATED_BY|EVOLVED_INTO]->(b:Memory) "
+    return await service.ctx.graph.ro_query("MATCH (a:Memory)-[r:INVALIDATED_BY|EVOLVED_INTO]->(b:Memory) "
                                                "RETURN a.id, type(r), b.id")
 
 
@@ -63,8 +63,8 @@ async def _history(http, mid: str) -> list[dict]:
 async def test_supersede_failing_between_steps_changes_nothing(service) -> None:
     async with service.http() as http:
         old_id = await _store(http, "Deploys run on Fridays", tags=["deploy"])
-    ingest = service.ctx["ingest"]
-    graph = service.ctx["graph"]
+    ingest = service.ctx.ingest
+    graph = service.ctx.graph
     before = await _node(service, old_id)
     old = await graph.memories.get(old_id, "default")
     stamp = now()
@@ -117,7 +117,7 @@ async def test_correction_recorded_after_the_fact_reads_bitemporally(service) ->
     "as known now" -> Berlin; "on 15 Jan, as known now" -> Paris."""
     async with service.http() as http:
         paris = await _store(http, "Alice lives in Paris", tags=["alice"], t_valid="2024-01-01T00:00:00Z")
-        before_paris = epoch((await service.ctx["graph"].memories.get(paris, "default")), "record_time") - 1
+        before_paris = epoch((await service.ctx.graph.memories.get(paris, "default")), "record_time") - 1
         before_correction = time.time()
         await asyncio.sleep(0.01)
         r = await http.post(f"/v1/memories/{paris}:supersede", json={
@@ -232,7 +232,7 @@ async def test_review_queue_approve_reject_tombstone_and_lift(service) -> None:
 async def test_key_that_requires_review_lands_writes_as_pending(service) -> None:
     from automem.common.keys import KeyStore
 
-    store = KeyStore(service.ctx["graph"])
+    store = KeyStore(service.ctx.graph)
     admin, _ = await store.create("admin", ["*"], "default")
     writer, _ = await store.create("writer", ["*"], "default", require_review=True)
     async with service.http(authorization=f"Bearer {writer}") as http:
@@ -248,7 +248,7 @@ async def test_key_that_requires_review_lands_writes_as_pending(service) -> None
 
 async def _proposal(service, memory_id: str, target_id: str) -> str:
     item_id = str(uuid.uuid4())
-    await service.ctx["graph"].query(
+    await service.ctx.graph.query(
         "CREATE (:ReviewItem {id: $id, kind: 'supersede_proposal', memory_id: $m, target_id: $t, "
         "reason: 'contradiction found by enrichment', create_time: $now, status: 'pending', scope: 'default'})",
         {"id": item_id, "m": memory_id, "t": target_id, "now": time.time()})
@@ -291,7 +291,7 @@ async def test_deleted_memory_is_gone_from_every_read(service) -> None:
         gone = await _store(http, "Never force-push to main", tags=["critical", "git"], importance=0.9)
         stays = await _store(http, "Rebase feature branches before merging", tags=["critical", "git"])
         await http.post("/associate", json={"memory1_id": stays, "memory2_id": gone, "type": "RELATES_TO"})
-        await eventually(lambda: service.ctx["vectors"].retrieve([gone]))
+        await eventually(lambda: service.ctx.vectors.retrieve([gone]))
         r = await http.delete("/memory/by-tag", params={"tags": "git", "dry_run": "true"})
         assert r.json()["dry_run"] is True and sorted(r.json()["memory_ids"]) == sorted([gone, stays])
         assert r.json()["deleted_count"] == 0 and r.json()["would_delete_count"] == 2
@@ -319,7 +319,7 @@ async def test_deleted_memory_is_gone_from_every_read(service) -> None:
 
 
 async def _gone(service, mid: str) -> bool:
-    return await service.ctx["vectors"].retrieve([mid]) == []
+    return await service.ctx.vectors.retrieve([mid]) == []
 
 
 # --- 6. audit log ----------------------------------------------------------------------
@@ -361,7 +361,7 @@ async def test_history_lists_every_mutation_in_order_with_actor_and_before_after
 
 
 async def _queue_empty(service) -> bool:
-    return await service.ctx["enrich_consumer"].queue_depth() == 0
+    return await service.ctx.enrich_consumer.queue_depth() == 0
 
 
 async def test_grpc_list_memory_events_pages_in_order(service) -> None:
@@ -371,9 +371,9 @@ async def test_grpc_list_memory_events_pages_in_order(service) -> None:
         memory = await client.create_memory("paged history")
         for i in range(3):
             await client.update_memory(memory.id, importance=0.1 * (i + 1))
-        first = await client.ingest.ListMemoryEvents(ingest_service_pb2.ListMemoryEventsRequest(id=memory.id,
+        first = await client.review.ListMemoryEvents(review_service_pb2.ListMemoryEventsRequest(id=memory.id,
                                                                                                 page_size=2))
-        rest = await client.ingest.ListMemoryEvents(ingest_service_pb2.ListMemoryEventsRequest(
+        rest = await client.review.ListMemoryEvents(review_service_pb2.ListMemoryEventsRequest(
             id=memory.id, page_size=100, page_token=first.next_page_token))
         events = [e for e in [*first.events, *rest.events] if e.type != events_pb2.EVENT_TYPE_MEMORY_ENRICHED]
         assert [e.type for e in events] == [events_pb2.EVENT_TYPE_MEMORY_CREATED] + [
@@ -388,7 +388,7 @@ async def test_event_published_while_nats_is_down_reaches_the_stream_once_it_is_
         r = await http.post("/memory", json={"content": "stored while NATS was down"})
         assert r.status_code == 201, r.text
         mid = r.json()["memory_id"]
-        publisher = running.ctx["publisher"]
+        publisher = running.ctx.publisher
         assert await publisher.backlog() == 1
         assert (await http.get(f"/memory/{mid}")).status_code == 200
         await own_nats.start()
@@ -396,7 +396,7 @@ async def test_event_published_while_nats_is_down_reaches_the_stream_once_it_is_
         async def on_stream():
             if await publisher.backlog():
                 return None
-            return [e for e in await running.ctx["bus"].events_for(mid)
+            return [e for e in await running.ctx.bus.events_for(mid)
                     if e.type == events_pb2.EVENT_TYPE_MEMORY_CREATED]
 
         created = await eventually(on_stream, timeout=30)
@@ -418,7 +418,7 @@ async def _build_history(http, service) -> dict[str, str]:
     await http.post(f"/v1/review-items/{rejected}:reject", json={"reason": "false"})
     gone = await _store(http, "temporary note")
     await http.delete(f"/memory/{gone}")
-    await eventually(lambda: service.ctx["vectors"].retrieve([c]))
+    await eventually(lambda: service.ctx.vectors.retrieve([c]))
     return {"a": a, "b": b, "c": c, "rejected": rejected, "gone": gone}
 
 
@@ -440,9 +440,9 @@ async def test_backup_then_restore_into_an_empty_store_reproduces_everything(ser
     records = backup.read_lines(lines)
     kinds = {r["kind"] for r in records}
     assert {"header", "memory", "edge", "tombstone", "review_item", "event"} <= kinds
-    graph = service.ctx["graph"]
+    graph = service.ctx.graph
     before = await _snapshot(graph)
-    events_before = [e.SerializeToString() for e in await service.ctx["bus"].events_for(None)]
+    events_before = [e.SerializeToString() for e in await service.ctx.bus.events_for(None)]
 
     suffix = uuid.uuid4().hex[:10]
     fresh = settings.model_copy(update={"graph_name": f"restored_{suffix}", "stream_name": f"RESTORED_{suffix.upper()}",
@@ -485,15 +485,15 @@ async def _history_of(service, mid: str) -> list[dict]:
 async def test_reindex_rebuilds_every_vector_point_from_the_graph(service) -> None:
     async with service.http() as http:
         ids = await _build_history(http, service)
-    vectors, graph = service.ctx["vectors"], service.ctx["graph"]
+    vectors, graph = service.ctx.vectors, service.ctx.graph
     await eventually(lambda: _queue_empty(service))
-    service.ctx["enrich_consumer"].stop()  # no concurrent writer while we wreck the store
+    service.ctx.enrich_consumer.stop()  # no concurrent writer while we wreck the store
     live = [ids["a"], ids["b"], ids["c"]]
     await vectors.delete(live[:2])
     await vectors.set_payload(ids["c"], {"memory_id": ids["c"], "scope": "default"})  # a payload missing windows
     orphan = str(uuid.uuid4())
-    await vectors.upsert(orphan, [0.1] * service.ctx["embedder"].dimension, {"memory_id": orphan})
-    counts = await backup.reindex(graph, vectors, service.ctx["embedder"])
+    await vectors.upsert(orphan, [0.1] * service.ctx.embedder.dimension, {"memory_id": orphan})
+    counts = await backup.reindex(graph, vectors, service.ctx.embedder)
     assert counts == {"reindexed": 3, "removed": 1}
     points = {p.id: p for p in await vectors.retrieve(live + [ids["rejected"], ids["gone"], orphan])}
     assert sorted(points) == sorted(live)
@@ -505,7 +505,7 @@ async def test_reindex_rebuilds_every_vector_point_from_the_graph(service) -> No
 
 
 async def test_cli_backup_and_restore_round_trip(service, settings, tmp_path, monkeypatch) -> None:
-    from automem.common import cli
+    from automem import cli
 
     async with service.http() as http:
         a = await _store(http, "cli backup memory", tags=["cli"])

@@ -25,7 +25,7 @@ METADATA = {"@type": "note", "0be6ffd7-3844-46a3-a699-bf3b77c573cd": "x", "a.b":
 
 
 async def _count_nodes(service) -> int:
-    return await service.ctx["graph"].memories.count()
+    return await service.ctx.graph.memories.count()
 
 
 async def test_rest_store_and_get_round_trip(service) -> None:
@@ -132,7 +132,7 @@ async def test_batch_with_one_long_item_is_rejected_whole_naming_the_index(servi
 
 
 async def _point(service, mid: str):
-    points = await service.ctx["vectors"].retrieve([mid])
+    points = await service.ctx.vectors.retrieve([mid])
     return points[0] if points else None
 
 
@@ -148,7 +148,7 @@ async def test_store_creates_vector_point_with_full_payload(service) -> None:
     assert payload["tags"] == ["Alpha", "beta"] and "alp" in payload["tag_prefixes"]
     assert {"alpha", "beta"} <= set(payload["tags_lower"])  # plus any entity:<kind>:<slug> tags
     assert payload["state"] == "ACTIVE"
-    memory = await service.ctx["graph"].memories.get(mid, "default")
+    memory = await service.ctx.graph.memories.get(mid, "default")
     memory.embedding_model = payload["embedding_model"]
     assert payload == build_payload(memory)  # the one builder, from the graph record
 
@@ -163,7 +163,7 @@ async def test_update_of_t_invalid_and_tags_rewrites_payload_and_content_reembed
     async with service.http() as http:
         mid = (await http.post("/memory", json={"content": "the cat sat", "tags": ["x"]})).json()["memory_id"]
         first = await eventually(lambda: _point(service, mid))
-        before = await service.ctx["vectors"].retrieve([mid], with_vectors=True)
+        before = await service.ctx.vectors.retrieve([mid], with_vectors=True)
         r = await http.patch(f"/memory/{mid}", json={"t_invalid": "2099-01-01T00:00:00Z", "tags": ["y"]})
         assert r.status_code == 200
         assert r.json()["memory"]["updated_at"] > (await http.get(f"/memory/{mid}")).json()["memory"]["created_at"]
@@ -176,7 +176,7 @@ async def test_update_of_t_invalid_and_tags_rewrites_payload_and_content_reembed
         assert r.status_code == 200
 
         async def reembedded():
-            p = (await service.ctx["vectors"].retrieve([mid], with_vectors=True))[0]
+            p = (await service.ctx.vectors.retrieve([mid], with_vectors=True))[0]
             return p if p.payload["content"].startswith("quantum") else None
         after = await eventually(reembedded)
         assert after.vector != before[0].vector
@@ -194,11 +194,11 @@ async def test_delete_tombstones_node_and_removes_point(service) -> None:
         async def gone():
             return await _point(service, mid) is None
         await eventually(gone)
-        node = await service.ctx["graph"].memories.get(mid, "default")
+        node = await service.ctx.graph.memories.get(mid, "default")
         assert node is not None and node.content == "to be deleted"  # history kept
         r = await http.delete(f"/memory/{mid}?purge=true")
         assert r.status_code == 200
-        assert await service.ctx["graph"].memories.get(mid, "default") is None
+        assert await service.ctx.graph.memories.get(mid, "default") is None
 
 
 async def test_associate_validates_and_creates_edges(service) -> None:
@@ -243,7 +243,7 @@ async def test_health_reports_counts_and_connections(service) -> None:
 
 
 async def test_poison_event_is_parked_on_dead_letter_subject(service) -> None:
-    bus = service.ctx["bus"]
+    bus = service.ctx.bus
     await bus.js.publish(bus.subjects.prefix + ".memory.created", b"\xff\xfenot a protobuf",
                          headers={"Nats-Msg-Id": "poison-1"})
     sub = await bus.js.subscribe(bus.subjects.dlq("enrich"), stream=bus.settings.stream_name)
@@ -275,8 +275,8 @@ async def test_failing_embedding_is_retried_boundedly_then_parked_and_marked_fai
 
     running = await start_service(settings.model_copy(update={"max_deliver": 2}))
     try:
-        running.ctx["enrich_consumer"].provider = _BrokenProvider()
-        bus = running.ctx["bus"]
+        running.ctx.enrich_consumer.provider = _BrokenProvider()
+        bus = running.ctx.bus
         dlq = await bus.js.subscribe(bus.subjects.dlq("enrich"), stream=bus.settings.stream_name)
         async with running.http() as http:
             mid = (await http.post("/memory", json={"content": "cannot be embedded"})).json()["memory_id"]

@@ -6,11 +6,12 @@ from __future__ import annotations
 import pytest
 
 from automem.common.settings import Settings
+from automem.common.text import extractive_summary
 from automem.consolidate.scheduler import intervals
 from automem.consolidate.tasks import relevance
 from automem.enrich.entities import EntityExtractor, entity_tag, normalise, slug
 from automem.enrich.links import contradiction_signal
-from automem.enrich.llm import Classification, Contradiction, MalformedReply, extractive_summary, parse_reply
+from automem.enrich.llm import Classification, Contradiction, MalformedReply, parse_reply
 
 
 def test_normalise_slug_and_tag() -> None:

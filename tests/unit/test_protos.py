@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from automem.common import protogen
+from automem import protogen
 
 
 def test_generated_code_is_up_to_date_with_protos(tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
 """The pieces both stores share, without servers: the one vector-filter translator
-(automem/vectors/filters.py) and the one node builder behind partial graph writes
-(automem/common/model.py ``node_fields``)."""
+(automem/vectors/filters.py), the one node builder behind partial graph writes
+(automem/common/model.py ``node_fields``) and the graph's tag predicate
+(automem/graph/memories.py ``filter_where`` / ``indexed_tags``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import pytest
 from qdrant_client import models as m
 
 from automem.common.model import OPEN_END, Memory, memory_to_node, node_fields, ts
+from automem.graph.memories import filter_where, indexed_tags
+from automem.recall.filters import Filters
 from automem.v1 import memory_pb2
 from automem.vectors import VectorFilter
 from automem.vectors.filters import conditions, translate
@@ -60,3 +63,23 @@ def test_node_fields_are_the_full_nodes_values() -> None:
         "entities": '[{"name": "Go", "kind": "tool", "tag": "entity:tool:go"}]', "entity_tags": ["entity:tool:go"]}
     with pytest.raises(KeyError):
         node_fields(memory, ("not_a_property",))
+
+
+def test_exact_tags_are_read_through_the_array_indexes() -> None:
+    """Exact tags become index-backed membership terms (docs/benchmarks.md "tag-only listing":
+    the list predicate alone read the whole scope); the list predicate stays only where the
+    index cannot decide (prefix, or ``all`` with an entity tag)."""
+    where, params = filter_where(Filters(scope="acme", tags=["go", "rust"], tag_match="exact"))
+    assert where == "m.scope = $f_scope AND ($bt0 IN m.tags_lower OR $bt1 IN m.tags_lower)"
+    assert params == {"f_scope": "acme", "bt0": "go", "bt1": "rust"}
+    where, _ = filter_where(Filters(scope="acme", tags=["go", "entity:tool:go"], tag_mode="all", tag_match="exact"),
+                            "n")
+    assert where.startswith("n.scope = $f_scope AND $bt0 IN n.tags_lower AND all(x IN $f_tags WHERE x IN ")
+    where, params = filter_where(Filters(scope="acme", tags=["entity:tool:go"], tag_match="exact"))
+    assert where == "m.scope = $f_scope AND (($bt0 IN m.tags_lower OR $bt0 IN m.entity_tags))"
+    where, params = filter_where(Filters(scope="acme", tags=["go"], tag_match="prefix"))
+    assert "$bt0" not in where and "STARTS WITH x" in where and params["f_tags"] == ["go"]
+    assert indexed_tags(Filters(scope="acme", tags=["go"], tag_match="prefix")) == ("", {}, True)
+    assert indexed_tags(Filters(scope="acme")) == ("", {}, False)
+    assert indexed_tags(Filters(scope="acme", tags=["a", "b"], tag_mode="all", tag_match="exact")) == (
+        "$bt0 IN m.tags_lower AND $bt1 IN m.tags_lower", {"bt0": "a", "bt1": "b"}, False)

@@ -1,6 +1,8 @@
 """The ``automem`` command.
 
-* ``automem up`` — embedded NATS + FalkorDB (+ the in-process Qdrant shard) and every target.
+* ``automem up`` — embedded NATS + FalkorDB (+ the in-process Qdrant shard) and every target;
+  those of ``AUTOMEM_CHILD_TARGETS`` that can leave this process run as child processes
+  (automem/children.py; by default the gateway).
 * ``automem serve --target ingest,recall`` — chosen targets against external servers.
 * ``automem keys create|list|revoke`` — API keys (printed once).
 * ``automem mcp --grpc HOST:PORT`` — the MCP tools over stdio, against a running service.
@@ -24,22 +26,26 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
+from automem.children import ChildProcess, address_setting, local_host, report_ready
+from automem.common.embedded import EmbeddedRuntime
 from automem.common.settings import Settings, get_settings
+from automem.runner import Runner, child_targets
 
 log = logging.getLogger("automem")
 
 
-def _without_gateway(targets: list[str]) -> list[str]:
-    """The user-facing targets ``targets`` stands for, the gateway left out."""
-    from automem.common.modules import REGISTRY, resolve
-
-    return [name for name in resolve(targets) if REGISTRY[name].target and name not in ("all", "gateway")]
+def _names(text: str) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
 
 
-async def _run(settings: Settings, targets: list[str], embedded: bool) -> int:
-    from automem.common.embedded import EmbeddedRuntime, GatewayProcess
-    from automem.common.modules import Runner, resolve
+async def _run(settings: Settings, targets: list[str], embedded: bool, ready_fd: int | None = None) -> int:
+    """Run ``targets`` until SIGINT/SIGTERM; returns the exit code.
 
+    ``embedded`` (``automem up``): start the embedded servers first, and run the targets of
+    ``settings.child_targets`` that may leave this process as child processes
+    (automem/children.py). ``ready_fd``: a pipe to report the bound ports on once up (a
+    child of ``automem up``).
+    """
     runtime = EmbeddedRuntime(settings) if embedded else None
     if runtime is not None:
         settings = await runtime.start()
@@ -47,21 +53,31 @@ async def _run(settings: Settings, targets: list[str], embedded: bool) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    # `automem up` runs the gateway as its own process (settings.gateway_process): the
-    # services keep one core, HTTP/JSON and MCP get the other.
-    split = embedded and settings.gateway_process and "gateway" in resolve(targets)
-    runner = Runner(settings, _without_gateway(targets) if split else targets)
-    gateway: GatewayProcess | None = None
     code = 0
+    children: list[ChildProcess] = []
+    runner: Runner | None = None
     try:
+        in_process, child_names = targets, []
+        if embedded:
+            in_process, child_names, kept = child_targets(settings, targets, _names(settings.child_targets))
+            for name, reason in kept.items():
+                log.info("target stays in this process", extra={"target": name, "reason": reason})
+        children = [ChildProcess(settings, name) for name in child_names]
+        # Where each child's services are, known before any process starts.
+        addresses = {c.target: c.grpc_address for c in children if address_setting(c.target)}
+        runner = Runner(settings.model_copy(update={address_setting(t): a for t, a in addresses.items()}),
+                        in_process)
         ctx = await runner.start()
-        if split:
-            gateway = GatewayProcess(settings, f"127.0.0.1:{ctx.get('grpc_port')}")
-            await gateway.start()
-            ctx.objects["http_port"] = gateway.port
-            ctx.tasks.append(asyncio.create_task(gateway.supervise(), name="gateway-supervisor"))
-        log.info("automem is up", extra={"targets": targets, "http_port": ctx.get("http_port"),
-                                         "grpc_port": ctx.get("grpc_port"), "data_dir": str(settings.data_dir)})
+        env_addresses = {f"AUTOMEM_{t.upper()}_ADDR": a for t, a in addresses.items()}
+        parent = f"{local_host(settings)}:{ctx.grpc_port}" if ctx.grpc_port else ""
+        for child in children:
+            await child.start(child.environment(env_addresses, parent))
+            ctx.http_port = ctx.http_port or child.report.get("http_port", 0)
+            ctx.tasks.append(asyncio.create_task(child.supervise(), name=f"{child.target}-supervisor"))
+        if ready_fd is not None:
+            report_ready(ready_fd, ctx.grpc_port, ctx.http_port)
+        log.info("automem is up", extra={"targets": targets, "children": child_names, "http_port": ctx.http_port,
+                                         "grpc_port": ctx.grpc_port, "data_dir": str(settings.data_dir)})
         failed = asyncio.create_task(_watch(ctx.tasks))
         done, _ = await asyncio.wait([asyncio.create_task(stop.wait()), failed], return_when=asyncio.FIRST_COMPLETED)
         if failed in done and failed.result():
@@ -71,9 +87,10 @@ async def _run(settings: Settings, targets: list[str], embedded: bool) -> int:
         code = 1
     finally:
         log.info("shutting down")
-        if gateway is not None:
-            await gateway.stop()
-        await runner.stop()
+        for child in reversed(children):
+            await child.stop()
+        if runner is not None:
+            await runner.stop()
         if runtime is not None:
             await runtime.stop()
     return code
@@ -90,7 +107,6 @@ async def _watch(tasks: list[asyncio.Task]) -> bool:
 
 
 async def _keys(settings: Settings, args: argparse.Namespace) -> int:
-    from automem.common.embedded import EmbeddedRuntime
     from automem.common.keys import KeyStore
     from automem.graph import GraphStore
 
@@ -134,7 +150,6 @@ async def _recovery(settings: Settings, args: argparse.Namespace) -> int:
     """backup / restore / reindex (automem/common/backup.py) against the configured stores."""
     from automem.common import backup
     from automem.common.bus import Bus
-    from automem.common.embedded import EmbeddedRuntime
     from automem.graph import GraphStore
 
     runtime = EmbeddedRuntime(settings) if not (settings.falkordb_host and settings.nats_url) else None
@@ -221,6 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     serve = sub.add_parser("serve", help="run chosen targets against external servers")
     serve.add_argument("--target", default="all", help="comma-separated: all, gateway, ingest, recall, enrich, "
                                                         "consolidate")
+    serve.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
     keys = sub.add_parser("keys", help="manage API keys")
     ksub = keys.add_subparsers(dest="keys_cmd", required=True)
     create = ksub.add_parser("create")
@@ -254,8 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "up":
         return asyncio.run(_run(settings, ["all"], embedded=True))
     if args.cmd == "serve":
-        targets = [t.strip() for t in args.target.split(",") if t.strip()]
-        return asyncio.run(_run(settings, targets, embedded=False))
+        return asyncio.run(_run(settings, _names(args.target), embedded=False, ready_fd=args.ready_fd))
     if args.cmd == "mcp":
         from automem.gateway.mcp_server import run_stdio
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import grpc_tools
 from grpc_tools import protoc
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 PROTO_ROOT = ROOT / "protos"
 OUT_ROOT = ROOT
 

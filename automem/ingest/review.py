@@ -1,5 +1,7 @@
-"""The truth model's write side, mixed into the IngestService: supersede bookkeeping, the
-review queue, tombstones, per-memory history and the backup export.
+"""ReviewService: the truth model's bookkeeping — the review queue, tombstones and
+per-memory history. Served by the ingest target next to IngestService: its decisions are
+writes to the same Memory nodes, with the same graph store, publisher and lifecycle rules
+(automem/common/lifecycle.py).
 
 Review queue
   * A memory written for review (``require_review`` or a key that requires review) is a
@@ -19,6 +21,10 @@ Review queue
 
 Every decision publishes a MemoryEvent (REVIEW_APPROVED / REVIEW_REJECTED, plus
 MEMORY_SUPERSEDED for an approved proposal).
+
+History
+  * ``ListMemoryEvents`` reads one memory's MemoryEvents from the durable stream
+    (automem/common/bus.py), within the stream's retention.
 """
 
 from __future__ import annotations
@@ -28,9 +34,9 @@ import uuid
 from typing import Any
 
 from automem.common.auth import Principal, require_role, resolve_scope
-from automem.common.errors import Aborted, FailedPrecondition, InvalidArgument, NotFound, PermissionDenied
+from automem.common.errors import Aborted, FailedPrecondition, InvalidArgument, NotFound
+from automem.common.lifecycle import SUPERSEDING_RELATIONS, check_transition, close_for_supersede, make_event
 from automem.common.model import (
-    OPEN_END,
     Memory,
     Relation,
     epoch,
@@ -39,39 +45,15 @@ from automem.common.model import (
     state_name,
     ts,
 )
-from automem.v1 import events_pb2, ingest_service_pb2, memory_pb2
+from automem.common.outbox import EventPublisher
+from automem.common.settings import Settings
+from automem.graph import ENRICHMENT_FIELDS, GraphStore
+from automem.v1 import events_pb2, memory_pb2, review_service_pb2, review_service_pb2_grpc
 
 REVIEW_KINDS = ("memory", "supersede_proposal")
 REVIEW_STATUSES = ("pending", "approved", "rejected")
 MAX_REVIEW_PAGE = 200
 MAX_EVENT_PAGE = 1000
-
-
-def review_required(principal: Principal) -> bool:
-    """True when the principal's key makes every write land as PENDING_REVIEW."""
-    return str(principal.extra.get("require_review", "")).lower() in ("1", "true", "yes")
-
-
-def close_for_supersede(old: Memory, new_id: str, new_start: float | None, stamp: Any, reason: str) -> Memory:
-    """The superseded copy of ``old``: state SUPERSEDED, ``superseded_by`` = ``new_id``,
-    version + 1, ``superseded_time`` = ``stamp`` (system time), ``prior_valid_to`` = the
-    window end before (unset when open), and the valid window closed at ``new_start`` when
-    that lies inside it (at least 1 ms after ``valid_from``)."""
-    closed = Memory()
-    closed.CopyFrom(old)
-    closed.state = memory_pb2.MEMORY_STATE_SUPERSEDED
-    closed.superseded_by = new_id
-    closed.state_reason = reason
-    closed.version = old.version + 1
-    closed.update_time.CopyFrom(ts(stamp))
-    closed.superseded_time.CopyFrom(ts(stamp))
-    closed.ClearField("prior_valid_to")
-    if old.HasField("valid_to"):
-        closed.prior_valid_to.CopyFrom(old.valid_to)
-    old_end = epoch(old, "valid_to") or OPEN_END
-    if new_start is not None and new_start < old_end:
-        closed.valid_to.CopyFrom(ts(max(new_start, (epoch(old, "valid_from") or 0.0) + 1e-3)))
-    return closed
 
 
 def _page(token: str) -> int:
@@ -87,8 +69,8 @@ def _token(offset: int) -> str:
     return base64.urlsafe_b64encode(f"o:{offset}".encode()).decode()
 
 
-def _item(props: dict[str, Any]) -> ingest_service_pb2.ReviewItem:
-    item = ingest_service_pb2.ReviewItem(
+def _item(props: dict[str, Any]) -> review_service_pb2.ReviewItem:
+    item = review_service_pb2.ReviewItem(
         id=props.get("id") or "", kind=props.get("kind") or "", memory_id=props.get("memory_id") or "",
         target_id=props.get("target_id") or "", reason=props.get("reason") or "",
         status=props.get("status") or "pending", scope=props.get("scope") or "",
@@ -99,15 +81,15 @@ def _item(props: dict[str, Any]) -> ingest_service_pb2.ReviewItem:
     return item
 
 
-def _memory_item(memory: Memory) -> ingest_service_pb2.ReviewItem:
-    item = ingest_service_pb2.ReviewItem(id=memory.id, kind="memory", memory_id=memory.id, status="pending",
+def _memory_item(memory: Memory) -> review_service_pb2.ReviewItem:
+    item = review_service_pb2.ReviewItem(id=memory.id, kind="memory", memory_id=memory.id, status="pending",
                                          scope=memory.scope, reason=memory.state_reason, memory=memory)
     item.create_time.CopyFrom(memory.create_time)
     return item
 
 
-def _tombstone(props: dict[str, Any]) -> ingest_service_pb2.Tombstone:
-    out = ingest_service_pb2.Tombstone(
+def _tombstone(props: dict[str, Any]) -> review_service_pb2.Tombstone:
+    out = review_service_pb2.Tombstone(
         id=props.get("id") or "", content_hash=props.get("content_hash") or "", scope=props.get("scope") or "",
         memory_id=props.get("memory_id") or "", reason=props.get("reason") or "",
         lifted=bool(props.get("lifted")), created_by=props.get("created_by") or "",
@@ -118,13 +100,14 @@ def _tombstone(props: dict[str, Any]) -> ingest_service_pb2.Tombstone:
     return out
 
 
-class TruthMixin:
-    """RPCs of the review queue, tombstones, history and export (needs ``self.graph``,
-    ``self.publisher``, ``self.settings``; see IngestServicer)."""
+class ReviewServicer(review_service_pb2_grpc.ReviewServiceServicer):
+    """gRPC ReviewService over the graph store and the event publisher (whose bus also
+    serves the history)."""
 
-    graph: Any
-    publisher: Any
-    settings: Any
+    def __init__(self, settings: Settings, graph: GraphStore, publisher: EventPublisher) -> None:
+        self.settings = settings
+        self.graph = graph
+        self.publisher = publisher
 
     # --- review queue ---------------------------------------------------------------
 
@@ -145,7 +128,7 @@ class TruthMixin:
         if size < 1 or size > MAX_REVIEW_PAGE:
             raise InvalidArgument(f"page_size: must be between 1 and {MAX_REVIEW_PAGE}", field="page_size")
         offset = _page(request.page_token)
-        items: list[ingest_service_pb2.ReviewItem] = []
+        items: list[review_service_pb2.ReviewItem] = []
         if status in ("pending", "all") and kind in ("", "memory"):
             items.extend(_memory_item(m) for m in await self.graph.memories.pending_review(scope))
         items.extend(_item(props) for props in await self.graph.review.items(scope, status, kind))
@@ -158,7 +141,7 @@ class TruthMixin:
                 it.memory.CopyFrom(found[it.memory_id])
             if it.target_id in found:
                 it.target.CopyFrom(found[it.target_id])
-        return ingest_service_pb2.ListReviewItemsResponse(
+        return review_service_pb2.ListReviewItemsResponse(
             items=page, next_page_token=_token(offset + size) if offset + size < len(items) else "")
 
     async def _find_item(self, item_id: str, scope: str) -> tuple[dict[str, Any] | None, Memory | None]:
@@ -189,8 +172,6 @@ class TruthMixin:
                 raise NotFound(f"memory {node.get('memory_id')} not found", field="id")
         stamp = now()
         if pending is not None:
-            from automem.ingest.servicer import check_transition, make_event
-
             check_transition(pending.state, memory_pb2.MEMORY_STATE_ACTIVE)
             approved = Memory()
             approved.CopyFrom(pending)
@@ -202,16 +183,14 @@ class TruthMixin:
                                              request.reason, stamp)
             await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_REVIEW_APPROVED, before=pending,
                                                     after=approved, reason=request.reason))
-            return ingest_service_pb2.ApproveReviewItemResponse(item=item, memory=approved)
+            return review_service_pb2.ApproveReviewItemResponse(item=item, memory=approved)
         return await self._approve_proposal(node, scope, principal, request.reason, stamp)
 
     async def _decide_memory(self, before: Memory, after: Memory, item_id: str, status: str, actor: str,
                              reason: str, stamp: Any, tombstone: dict[str, Any] | None = None,
-                             ) -> ingest_service_pb2.ReviewItem:
+                             ) -> review_service_pb2.ReviewItem:
         """One query: the memory's new state (version-checked), the decided ReviewItem and,
         on rejection, the tombstone. Aborted on a concurrent change."""
-        from automem.graph import ENRICHMENT_FIELDS
-
         props = {k: v for k, v in memory_to_node(after).items() if k not in ENRICHMENT_FIELDS}
         item = {"id": item_id, "kind": "memory", "memory_id": before.id, "target_id": "", "reason": "",
                 "create_time": epoch(before, "create_time"), "status": status, "scope": before.scope,
@@ -221,9 +200,7 @@ class TruthMixin:
         return _item(item)
 
     async def _approve_proposal(self, node: dict[str, Any], scope: str, principal: Principal, reason: str,
-                                stamp: Any) -> ingest_service_pb2.ApproveReviewItemResponse:
-        from automem.ingest.servicer import check_transition, make_event
-
+                                stamp: Any) -> review_service_pb2.ApproveReviewItemResponse:
         new = await self.graph.memories.get(node.get("memory_id") or "", scope)
         target = await self.graph.memories.get(node.get("target_id") or "", scope)
         if new is None or target is None:
@@ -238,13 +215,11 @@ class TruthMixin:
         why = node.get("reason") or reason
         closed = close_for_supersede(target, new.id, epoch(new, "valid_from") or epoch(new, "create_time"), stamp, why)
         rel_name = (node.get("relation_type") or "INVALIDATED_BY").upper()
-        if rel_name not in ("INVALIDATED_BY", "EVOLVED_INTO"):
+        if rel_name not in SUPERSEDING_RELATIONS:
             rel_name = "INVALIDATED_BY"
         rel = Relation(source_id=target.id, target_id=new.id, type=memory_pb2.RelationType.Value(
             "RELATION_TYPE_" + rel_name), strength=0.9, scope=scope, reason=why)
         rel.create_time.CopyFrom(ts(stamp))
-        from automem.graph import ENRICHMENT_FIELDS
-
         item = dict(node)
         item.update({"status": "approved", "decided_by": principal.name, "decision_time": epoch(rel, "create_time"),
                      "decision_reason": reason})
@@ -255,14 +230,12 @@ class TruthMixin:
                                                 relation=rel, reason=why))
         await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_REVIEW_APPROVED, before=new, after=new,
                                                 relation=rel, reason=f"supersede proposal {node['id']} approved"))
-        return ingest_service_pb2.ApproveReviewItemResponse(item=_item(item), memory=new, superseded=closed)
+        return review_service_pb2.ApproveReviewItemResponse(item=_item(item), memory=new, superseded=closed)
 
     async def RejectReviewItem(self, request, context):
         """Reject a pending item with a reason (admin; INVALID_ARGUMENT without one). A
         memory goes REJECTED (retract_time now) and its content hash is tombstoned in its
         scope, in one query; a supersede proposal is just closed."""
-        from automem.ingest.servicer import check_transition, make_event
-
         principal = require_role("admin")
         scope = resolve_scope(request.scope)
         if not request.reason.strip():
@@ -289,7 +262,7 @@ class TruthMixin:
                                              request.reason, stamp, tombstone=tomb)
             await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_REVIEW_REJECTED, before=pending,
                                                     after=rejected, reason=request.reason))
-            return ingest_service_pb2.RejectReviewItemResponse(item=item, memory=rejected, tombstone=_tombstone(tomb))
+            return review_service_pb2.RejectReviewItemResponse(item=item, memory=rejected, tombstone=_tombstone(tomb))
         item = dict(node)
         item.update({"status": "rejected", "decided_by": principal.name, "decision_time": stamp.timestamp(),
                      "decision_reason": request.reason})
@@ -301,7 +274,7 @@ class TruthMixin:
         event.memory_id = node.get("memory_id") or ""
         event.scope = scope
         await self.publisher.publish(event)
-        return ingest_service_pb2.RejectReviewItemResponse(item=_item(item), memory=memory)
+        return review_service_pb2.RejectReviewItemResponse(item=_item(item), memory=memory)
 
     # --- tombstones -----------------------------------------------------------------
 
@@ -315,7 +288,7 @@ class TruthMixin:
         offset = _page(request.page_token)
         items = [_tombstone(props) for props in
                  await self.graph.tombstones.page(scope, request.include_lifted, offset, size + 1)]
-        return ingest_service_pb2.ListTombstonesResponse(
+        return review_service_pb2.ListTombstonesResponse(
             tombstones=items[:size], next_page_token=_token(offset + size) if len(items) > size else "")
 
     async def LiftTombstone(self, request, context):
@@ -325,9 +298,9 @@ class TruthMixin:
         lifted = await self.graph.tombstones.lift(request.id, scope, now().timestamp(), principal.name)
         if lifted is None:
             raise NotFound(f"tombstone {request.id} not found", field="id")
-        return ingest_service_pb2.LiftTombstoneResponse(tombstone=_tombstone(lifted))
+        return review_service_pb2.LiftTombstoneResponse(tombstone=_tombstone(lifted))
 
-    # --- history and export ---------------------------------------------------------
+    # --- history ---------------------------------------------------------
 
     async def ListMemoryEvents(self, request, context):
         """Every MemoryEvent of one memory (its own and its relations'), oldest first, from
@@ -350,20 +323,10 @@ class TruthMixin:
             raise NotFound(f"memory {request.id} has no history in scope {scope!r}", field="id")
         created = bool(events) and events[0].type == events_pb2.EVENT_TYPE_MEMORY_CREATED \
             and events[0].memory_id == request.id
-        response = ingest_service_pb2.ListMemoryEventsResponse(
+        response = review_service_pb2.ListMemoryEventsResponse(
             events=events[offset: offset + size],
             next_page_token=_token(offset + size) if offset + size < len(events) else "",
             truncated=not created)
         if retention.first_time is not None:
             response.retained_since_time.CopyFrom(ts(retention.first_time))
         return response
-
-    async def ExportBackup(self, request, context):
-        """Stream the full export (admin): one JSON record per chunk (automem/common/backup.py)."""
-        from automem.common.backup import export_lines
-
-        principal = require_role("admin")
-        if not principal.allows_all():  # the export spans every scope
-            raise PermissionDenied("backup exports every scope: it needs a key allowed on all scopes ('*')")
-        async for line in export_lines(self.graph, None if request.skip_events else self.publisher.bus):
-            yield ingest_service_pb2.ExportBackupChunk(json_line=line)

@@ -1,0 +1,181 @@
+"""Targets of ``automem up`` that run as child processes (``settings.child_targets``).
+
+Each child is ``automem serve --target <name>`` against the stores of the parent (its
+embedded NATS and FalkorDB, passed as ``NATS_URL`` / ``FALKORDB_HOST`` / ``FALKORDB_PORT``)
+so the CPU-heavy work of that target runs on another core (issue 10, item 7). Which targets
+may leave the parent is decided by automem/runner.py :func:`~automem.runner.child_targets`.
+
+Addresses: every child gets its gRPC port before it starts (:attr:`ChildProcess.grpc_port`),
+so the parent can tell each process where the others' services are before any of them is
+up: ``AUTOMEM_<TARGET>_ADDR`` for the targets that run in children, ``AUTOMEM_GRPC_TARGET``
+for the parent's own gRPC server. A child reports that it is up, and the ports it bound,
+as one JSON line on the pipe named by ``--ready-fd`` (automem/cli.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from automem.common.embedded import EmbeddedServerError, free_port, parent_death_preexec
+from automem.common.settings import Settings
+
+log = logging.getLogger(__name__)
+
+#: Per-service address variables a parent sets itself (inherited values would point elsewhere).
+_ADDRESS_VARS = ("AUTOMEM_GRPC_TARGET", "AUTOMEM_INGEST_ADDR", "AUTOMEM_RECALL_ADDR", "AUTOMEM_ENRICH_ADDR",
+                 "AUTOMEM_CONSOLIDATE_ADDR")
+
+
+def local_host(settings: Settings) -> str:
+    """The address other processes on this machine reach this one's servers at:
+    ``settings.host``, or 127.0.0.1 when that is a wildcard."""
+    return "127.0.0.1" if settings.host in ("0.0.0.0", "") else settings.host
+
+
+def address_setting(target: str) -> str | None:
+    """The Settings field holding the address of ``target``'s gRPC services
+    (``enrich`` -> ``enrich_addr``), or None when the target has none (``gateway``)."""
+    name = f"{target}_addr"
+    return name if name in Settings.model_fields else None
+
+
+class ChildProcess:
+    """One target in a child process.
+
+    Args:
+        settings: the parent's effective settings (stores, data dir, host, port).
+        target: the target name.
+
+    The child shares this process's stdout/stderr, gets SIGTERM when this process dies
+    (PR_SET_PDEATHSIG) and is restarted by :meth:`supervise` when it exits on its own
+    (:attr:`restarts` counts those). Its gRPC port (:attr:`grpc_port`) and HTTP port
+    (:attr:`http_port`: ``settings.port``, or a free one when 0) are fixed for its lifetime,
+    restarts included; only a target that serves them binds them.
+    """
+
+    def __init__(self, settings: Settings, target: str) -> None:
+        self.settings = settings
+        self.target = target
+        self.host = local_host(settings)
+        self.grpc_port = free_port(self.host)
+        self.http_port = settings.port or free_port(self.host)
+        self.proc: subprocess.Popen | None = None
+        self.report: dict[str, int] = {}
+        self.restarts = 0
+        self._env: dict[str, str] = {}
+        self._stopping = False
+
+    @property
+    def grpc_address(self) -> str:
+        """``host:port`` of the child's gRPC server."""
+        return f"{self.host}:{self.grpc_port}"
+
+    def environment(self, addresses: dict[str, str], grpc_target: str) -> dict[str, str]:
+        """The child's environment: this process's, with the parent's stores, the child's
+        ports, and ``addresses`` (environment variable -> ``host:port``); ``grpc_target``
+        (the parent's gRPC server, may be empty) for every other service."""
+        s = self.settings
+        env = {k: v for k, v in os.environ.items() if k not in _ADDRESS_VARS}
+        env.update({"AUTOMEM_DATA_DIR": str(s.data_dir), "NATS_URL": s.nats_url, "FALKORDB_HOST": s.falkordb_host,
+                    "FALKORDB_PORT": str(s.falkordb_port), "FALKORDB_PASSWORD": s.falkordb_password,
+                    "AUTOMEM_HOST": s.host, "PORT": str(self.http_port), "AUTOMEM_GRPC_PORT": str(self.grpc_port)})
+        env.pop("AUTOMEM_NATS_URL", None)
+        if grpc_target:
+            env["AUTOMEM_GRPC_TARGET"] = grpc_target
+        env.update(addresses)
+        return env
+
+    def _spawn(self, ready_fd: int) -> None:
+        argv = [sys.executable, "-m", "automem.cli", "serve", "--target", self.target, "--ready-fd", str(ready_fd)]
+        log.info("starting %s process: %s", self.target, " ".join(argv))
+        self.proc = subprocess.Popen(argv, env=self._env, stdin=subprocess.DEVNULL, pass_fds=(ready_fd,),
+                                     # Safe despite threads: only prctl, getppid, _exit.
+                                     preexec_fn=parent_death_preexec(os.getpid()))  # noqa: PLW1509
+
+    async def start(self, env: dict[str, str] | None = None, timeout: float = 120.0) -> None:
+        """Spawn the child (with ``env`` from :meth:`environment`; a restart reuses the last)
+        and wait for its ready report.
+
+        Raises:
+            EmbeddedServerError: the child exited before reporting, or did not report
+                within ``timeout`` seconds (it is then killed).
+        """
+        if env is not None:
+            self._env = env
+        read_fd, write_fd = os.pipe()
+        try:
+            self._spawn(write_fd)
+        except BaseException:
+            os.close(read_fd)
+            raise
+        finally:
+            os.close(write_fd)
+        reading = asyncio.ensure_future(asyncio.to_thread(_read_line, read_fd))
+        try:
+            done, _ = await asyncio.wait([reading], timeout=timeout)
+            if not done:
+                self.proc.kill()  # its end of the pipe closes: the read returns
+                await reading
+                raise EmbeddedServerError(f"the {self.target} process did not start within {timeout:.0f}s")
+            line = reading.result()
+        finally:
+            os.close(read_fd)
+        if not line:
+            code = await asyncio.to_thread(self.proc.wait, 10)
+            raise EmbeddedServerError(f"the {self.target} process exited with code {code} before it was up")
+        self.report = json.loads(line)
+
+    async def supervise(self) -> None:
+        """Restart the child whenever it exits on its own (runs until cancelled)."""
+        while True:
+            await asyncio.sleep(0.5)
+            if self._stopping or self.proc is None or self.proc.poll() is None:
+                continue
+            log.error("%s process exited; restarting it", self.target,
+                      extra={"exit_code": self.proc.returncode, "restarts": self.restarts + 1})
+            self.restarts += 1
+            with contextlib.suppress(EmbeddedServerError):
+                await self.start()
+
+    async def stop(self, grace: float = 10.0) -> None:
+        """SIGTERM, wait up to ``grace`` s, then SIGKILL."""
+        self._stopping = True
+        proc = self.proc
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while proc.poll() is None and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        if proc.poll() is None:
+            proc.kill()
+            await asyncio.to_thread(proc.wait, 5)
+
+
+def _read_line(fd: int) -> str:
+    """Read ``fd`` up to the first newline or end of file (blocking); '' when nothing came."""
+    data = b""
+    while not data.endswith(b"\n"):
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        data += chunk
+    return data.decode(errors="replace").strip()
+
+
+def report_ready(fd: int, grpc_port: int, http_port: int) -> None:
+    """Called in the child once its targets are up: write ``{"grpc_port", "http_port"}`` as
+    one JSON line to ``fd`` (the ``--ready-fd`` pipe) and close it."""
+    with os.fdopen(fd, "w") as pipe:
+        pipe.write(json.dumps({"grpc_port": grpc_port, "http_port": http_port}) + "\n")

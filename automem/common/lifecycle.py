@@ -1,0 +1,111 @@
+"""The lifecycle rules of a memory, read by every service that changes one.
+
+* :data:`TRANSITIONS` / :func:`check_transition` — which trust-state moves are allowed
+  (ingest's deletes and supersedes, the review queue's decisions, consolidation).
+* :data:`SUPERSEDING_RELATIONS` — the relation types that make their source SUPERSEDED
+  (the state pass in automem/common/state.py follows exactly these edges).
+* :func:`close_for_supersede` — the superseded copy of a memory (state, window, version).
+* :func:`review_required` — whether a principal's writes land as PENDING_REVIEW.
+* :func:`make_event` — the one constructor of a :class:`MemoryEvent` (fresh id, actor,
+  time), used by every publisher of events (ingest, review, enrich, consolidate).
+
+Nothing here touches a store; the callers write what these functions build.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from automem.common.auth import Principal, current_principal
+from automem.common.errors import FailedPrecondition
+from automem.common.model import OPEN_END, Memory, Relation, epoch, now, state_name, ts
+from automem.v1 import events_pb2, memory_pb2
+
+#: Allowed trust-state transitions (from -> to).
+TRANSITIONS: dict[int, set[int]] = {
+    memory_pb2.MEMORY_STATE_ACTIVE: {memory_pb2.MEMORY_STATE_SUPERSEDED, memory_pb2.MEMORY_STATE_ARCHIVED,
+                                     memory_pb2.MEMORY_STATE_DELETED},
+    memory_pb2.MEMORY_STATE_PENDING_REVIEW: {memory_pb2.MEMORY_STATE_ACTIVE, memory_pb2.MEMORY_STATE_REJECTED,
+                                             memory_pb2.MEMORY_STATE_DELETED},
+    memory_pb2.MEMORY_STATE_SUPERSEDED: {memory_pb2.MEMORY_STATE_ACTIVE, memory_pb2.MEMORY_STATE_ARCHIVED,
+                                         memory_pb2.MEMORY_STATE_DELETED},
+    memory_pb2.MEMORY_STATE_ARCHIVED: {memory_pb2.MEMORY_STATE_ACTIVE, memory_pb2.MEMORY_STATE_DELETED},
+    memory_pb2.MEMORY_STATE_REJECTED: {memory_pb2.MEMORY_STATE_DELETED},
+    memory_pb2.MEMORY_STATE_DELETED: set(),
+}
+
+#: Relation types whose source is SUPERSEDED by their target (AutoMem's supersede relations).
+SUPERSEDING_RELATIONS = ("INVALIDATED_BY", "EVOLVED_INTO")
+
+
+def check_transition(current: int, target: int) -> None:
+    """Raise FailedPrecondition (field ``state``) unless ``current -> target`` is in
+    :data:`TRANSITIONS`; both are ``MemoryState`` values."""
+    if target not in TRANSITIONS.get(current, set()):
+        raise FailedPrecondition(
+            f"state: cannot move from {state_name(current)} to {state_name(target)}", field="state"
+        )
+
+
+def review_required(principal: Principal) -> bool:
+    """True when the principal's key makes every write land as PENDING_REVIEW (the key's
+    ``require_review`` extra is 1/true/yes; automem/common/keys.py)."""
+    return str(principal.extra.get("require_review", "")).lower() in ("1", "true", "yes")
+
+
+def close_for_supersede(old: Memory, new_id: str, new_start: float | None, stamp: Any, reason: str) -> Memory:
+    """The superseded copy of ``old``: state SUPERSEDED, ``superseded_by`` = ``new_id``,
+    version + 1, ``superseded_time`` = ``stamp`` (a datetime, system time),
+    ``prior_valid_to`` = the window end before (unset when open), and the valid window closed
+    at ``new_start`` (epoch seconds) when that lies inside it (at least 1 ms after
+    ``valid_from``). ``old`` is not changed."""
+    closed = Memory()
+    closed.CopyFrom(old)
+    closed.state = memory_pb2.MEMORY_STATE_SUPERSEDED
+    closed.superseded_by = new_id
+    closed.state_reason = reason
+    closed.version = old.version + 1
+    closed.update_time.CopyFrom(ts(stamp))
+    closed.superseded_time.CopyFrom(ts(stamp))
+    closed.ClearField("prior_valid_to")
+    if old.HasField("valid_to"):
+        closed.prior_valid_to.CopyFrom(old.valid_to)
+    old_end = epoch(old, "valid_to") or OPEN_END
+    if new_start is not None and new_start < old_end:
+        closed.valid_to.CopyFrom(ts(max(new_start, (epoch(old, "valid_from") or 0.0) + 1e-3)))
+    return closed
+
+
+def make_event(
+    event_type: int, *, before: Memory | None, after: Memory | None, reason: str = "",
+    relation: Relation | None = None, content_changed: bool = False, actor: str | None = None,
+    embedding: Any = (),
+) -> events_pb2.MemoryEvent:
+    """A MemoryEvent of ``event_type`` (an ``EventType`` value) with a fresh UUID4 id, the
+    time now, and ``actor`` or else the current principal's name ("system" without one).
+    The subject (memory id, scope, version) is ``after``, else ``before``, else the
+    relation's source; ``embedding`` (floats) travels with MEMORY_CREATED."""
+    subject = after if after is not None else before
+    event = events_pb2.MemoryEvent(
+        event_id=str(uuid.uuid4()), type=event_type, actor=actor or _actor(),
+        memory_id=subject.id if subject is not None else (relation.source_id if relation else ""),
+        scope=subject.scope if subject is not None else (relation.scope if relation else ""),
+        version=subject.version if subject is not None else 0, reason=reason, content_changed=content_changed,
+    )
+    event.event_time.CopyFrom(ts(now()))
+    if before is not None:
+        event.before.CopyFrom(before)
+    if after is not None:
+        event.after.CopyFrom(after)
+    if relation is not None:
+        event.relation.CopyFrom(relation)
+    event.embedding.extend(embedding)
+    return event
+
+
+def _actor() -> str:
+    try:
+        return current_principal().name
+    except Exception:  # noqa: BLE001 - system writes have no principal
+        return "system"

@@ -1,0 +1,162 @@
+"""The module runner (the Loki/dskit "targets" pattern) over the table in automem/targets.py.
+
+:func:`resolve` takes the closure of the chosen targets and orders it with
+``graphlib.TopologicalSorter`` (cycles rejected); :class:`Runner` starts the modules in
+that order on one :class:`~automem.runtime.Runtime`, starts the shared gRPC server once
+every servicer is registered, runs the ``after_start`` hooks, and stops in reverse. The
+runner knows no module by name: what a module needs and provides is in its table entry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import graphlib
+import logging
+from collections.abc import Mapping
+
+from automem.common.settings import Settings
+from automem.runtime import Module, Runtime, Stop
+from automem.targets import MODULES
+
+log = logging.getLogger(__name__)
+
+
+def targets(modules: Mapping[str, Module] = MODULES) -> list[str]:
+    """Names of the user-facing targets, sorted."""
+    return sorted(name for name, m in modules.items() if m.target)
+
+
+def closure(chosen: list[str], modules: Mapping[str, Module] = MODULES) -> set[str]:
+    """Every module ``chosen`` needs, ``chosen`` included. Raises ValueError for an unknown
+    target (or a dependency naming an unknown module)."""
+    unknown = [name for name in chosen if name not in modules or not modules[name].target]
+    if unknown:
+        raise ValueError(f"unknown target(s) {', '.join(unknown)}; choose from {', '.join(targets(modules))}")
+    found: set[str] = set()
+    stack = list(chosen)
+    while stack:
+        name = stack.pop()
+        if name in found:
+            continue
+        if name not in modules:
+            raise ValueError(f"unknown module {name!r}")
+        found.add(name)
+        stack.extend(modules[name].deps)
+    return found
+
+
+def resolve(chosen: list[str], modules: Mapping[str, Module] = MODULES) -> list[str]:
+    """Start order of the closure of ``chosen``. Raises ValueError for an unknown target or
+    a dependency cycle."""
+    names = closure(chosen, modules)
+    sorter = graphlib.TopologicalSorter({name: set(modules[name].deps) for name in names})
+    try:
+        return list(sorter.static_order())
+    except graphlib.CycleError as exc:
+        raise ValueError(f"module dependency cycle: {exc.args[1]}") from exc
+
+
+def child_targets(settings: Settings, chosen: list[str], wanted: list[str],
+                  modules: Mapping[str, Module] = MODULES) -> tuple[list[str], list[str], dict[str, str]]:
+    """Split the targets of ``chosen`` into those this process runs and those ``wanted`` as
+    child processes (``settings.child_targets``).
+
+    A wanted target stays in this process when it is not among ``chosen``'s targets, or
+    when a module it needs is ``single_process`` under ``settings`` (then only this process
+    may open it). Returns ``(in_process, children, kept)`` — ``kept`` maps each wanted
+    target that stays to the reason. Targets without a body (``all``) are dropped. Raises
+    ValueError for an unknown target in ``chosen`` or ``wanted``.
+    """
+    closure([*chosen, *wanted], modules)  # validates both
+    present = [n for n in resolve(chosen, modules) if modules[n].target and modules[n].start is not None]
+    kept: dict[str, str] = {}
+    children: list[str] = []
+    for name in dict.fromkeys(wanted):
+        if name not in present:
+            continue
+        pinned = sorted(d for d in closure([name], modules)
+                        if modules[d].single_process is not None and modules[d].single_process(settings))
+        if pinned:
+            kept[name] = f"needs {', '.join(pinned)}, which only one process can open with these settings"
+        else:
+            children.append(name)
+    return [n for n in present if n not in children], children, kept
+
+
+class Runner:
+    """Starts the chosen targets' modules in order and stops them in reverse.
+
+    Args:
+        settings: the process's settings.
+        chosen: target names (``["all"]``, ``["ingest", "recall"]``...).
+        modules: the table (default: automem/targets.py).
+
+    Raises ValueError (from :func:`resolve`) for unknown targets or a cycle.
+    """
+
+    def __init__(self, settings: Settings, chosen: list[str], modules: Mapping[str, Module] = MODULES) -> None:
+        self.modules = modules
+        self.order = resolve(chosen, modules)
+        self.ctx = Runtime(settings)
+        self._stops: list[tuple[Module, Stop]] = []
+
+    async def start(self) -> Runtime:
+        """Start every module, then the gRPC server if any servicer was added, then the
+        ``after_start`` hooks. On failure, stops what started and re-raises."""
+        rt = self.ctx
+        try:
+            for name in self.order:
+                module = self.modules[name]
+                if module.start is None:
+                    continue
+                log.info("starting module", extra={"component": name})
+                stop = await module.start(rt)
+                if stop is not None:
+                    self._stops.append((module, stop))
+            server = rt.grpc_server
+            if server is not None and len(server.service_names) > 1:
+                rt.grpc_port = await server.start()
+                for name in server.service_names[1:]:
+                    await server.set_serving(name, True)
+                log.info("gRPC server listening", extra={"port": rt.grpc_port})
+            for hook in rt.after_start:
+                await hook(rt)
+            # Start-up allocated the models, clients and modules that live as long as the
+            # process: move them out of the collector's generations so a gen-2 collection
+            # no longer walks them (measured pauses of 80-95 ms under load before; issue 10).
+            gc.collect()
+            gc.freeze()
+        except BaseException:
+            await self.stop()
+            raise
+        return rt
+
+    async def stop(self) -> None:
+        """Stop: the gRPC server (NOT_SERVING, then ``shutdown_grace_seconds``), the targets
+        in reverse start order, the background tasks left running (cancelled), then the
+        internal modules in reverse; each stop bounded by 15 s. Errors are logged, not
+        raised."""
+        rt = self.ctx
+        if rt.grpc_server is not None and rt.grpc_port:
+            await rt.grpc_server.stop(rt.settings.shutdown_grace_seconds)
+            rt.grpc_port = 0
+        stops = list(reversed(self._stops))
+        self._stops.clear()
+        for module, stop in stops:
+            if module.target:
+                await self._stop_one(module, stop)
+        for task in rt.tasks:
+            task.cancel()
+        await asyncio.gather(*rt.tasks, return_exceptions=True)
+        rt.tasks.clear()
+        for module, stop in stops:
+            if not module.target:
+                await self._stop_one(module, stop)
+
+    @staticmethod
+    async def _stop_one(module: Module, stop: Stop) -> None:
+        try:
+            await asyncio.wait_for(stop(), timeout=15)
+        except Exception:
+            log.exception("module stop failed", extra={"component": module.name})

@@ -1,0 +1,251 @@
+"""The target table: every module a process can run, with its dependencies (the Loki/dskit
+"targets" pattern; the runner in automem/runner.py resolves and starts them).
+
+Internal modules (not targets): ``telemetry``, ``graph``, ``bus``, ``publisher`` (the outbox),
+``embedder``, ``vectors``, ``grpc-server``. Targets: ``ingest`` (IngestService and
+ReviewService), ``recall``, ``enrich``, ``consolidate``, ``gateway`` (REST + MCP over
+uvicorn) and ``all``, which has no body.
+
+Each start imports its component's code when it runs, so a process loads only what its own
+targets need (the gateway process never imports spaCy or ONNX Runtime; measured
+``python -X importtime``: 0.35–0.5 s and 20–30 MB per service's import tree).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from automem.common.settings import Settings
+from automem.runtime import Module, Runtime, Stop
+
+log = logging.getLogger(__name__)
+
+
+# --- internal modules ---------------------------------------------------------------------
+
+
+async def _start_telemetry(rt: Runtime) -> Stop:
+    from automem.common.telemetry import configure_tracing, flush_tracing
+
+    configure_tracing(rt.settings)
+
+    async def stop() -> None:
+        await asyncio.to_thread(flush_tracing)
+
+    return stop
+
+
+async def _start_graph(rt: Runtime) -> Stop:
+    from automem.graph import GraphStore
+
+    graph = GraphStore(rt.settings)
+    await graph.ensure_schema()
+    rt.graph = graph
+    return graph.close
+
+
+async def _start_bus(rt: Runtime) -> Stop:
+    from automem.common.bus import Bus
+
+    bus = Bus(rt.settings)
+    await bus.connect()
+    rt.bus = bus
+    return bus.close
+
+
+async def _start_publisher(rt: Runtime) -> None:
+    from automem.common.outbox import EventPublisher
+
+    rt.publisher = EventPublisher(rt.bus, rt.graph)
+    rt.tasks.append(asyncio.create_task(rt.publisher.drain_forever(), name="outbox"))
+
+
+async def _start_embedder(rt: Runtime) -> None:
+    """The embedding provider; None with vectors disabled (nothing would use the model, and
+    loading it is the slowest part of a start)."""
+    from automem.common.embedding import make_provider
+
+    if rt.settings.vectors_enabled:
+        rt.embedder = await asyncio.to_thread(make_provider, rt.settings)
+
+
+async def _start_vectors(rt: Runtime) -> Stop | None:
+    from automem.vectors import make_vector_store
+
+    store = make_vector_store(rt.settings)
+    if store is None:
+        return None
+    try:
+        await store.ensure_collection(rt.embedder.dimension)
+    except BaseException:
+        await store.close()  # e.g. a dimension mismatch: release the shard, change nothing
+        raise
+    rt.vectors = store
+    return store.close
+
+
+def _vectors_in_process(settings: Settings) -> bool:
+    """True when the vector store lives in this process's files or memory: the embedded
+    qdrant-edge shard (``QDRANT_URL`` empty; one opener per directory, a second fails with
+    a WAL ``WouldBlock``; automem/vectors/edge.py) or qdrant-client's local mode
+    (``:memory:`` / ``local:<dir>``). A Qdrant server (any other URL) is shared by all."""
+    url = settings.qdrant_url.strip()
+    return settings.vectors_enabled and (url in ("", ":memory:") or url.startswith("local:"))
+
+
+async def _start_grpc(rt: Runtime) -> None:
+    from automem.common.grpc_server import Authenticator, GrpcServer
+    from automem.common.keys import KeyStore
+
+    keys = KeyStore(rt.graph) if rt.graph is not None else None
+    rt.keystore = keys
+    rt.grpc_server = GrpcServer(rt.settings, Authenticator(
+        rt.settings, keys.lookup if keys else None, keys.any_keys if keys else None))
+
+
+# --- targets ------------------------------------------------------------------------------
+
+
+async def _start_ingest(rt: Runtime) -> None:
+    from automem.ingest.review import ReviewServicer
+    from automem.ingest.servicer import IngestServicer
+    from automem.v1 import (
+        ingest_service_pb2,
+        ingest_service_pb2_grpc,
+        review_service_pb2,
+        review_service_pb2_grpc,
+    )
+
+    rt.ingest = IngestServicer(rt.settings, rt.graph, rt.publisher)
+    rt.grpc_server.add(ingest_service_pb2_grpc.add_IngestServiceServicer_to_server, rt.ingest,
+                       ingest_service_pb2.DESCRIPTOR.services_by_name["IngestService"].full_name)
+    rt.review = ReviewServicer(rt.settings, rt.graph, rt.publisher)
+    rt.grpc_server.add(review_service_pb2_grpc.add_ReviewServiceServicer_to_server, rt.review,
+                       review_service_pb2.DESCRIPTOR.services_by_name["ReviewService"].full_name)
+
+
+async def _start_recall(rt: Runtime) -> None:
+    from automem.recall.servicer import RecallServicer
+    from automem.v1 import recall_service_pb2, recall_service_pb2_grpc
+
+    rt.recall = RecallServicer(rt.settings, rt.graph, rt.vectors, rt.embedder)
+    rt.grpc_server.add(recall_service_pb2_grpc.add_RecallServiceServicer_to_server, rt.recall,
+                       recall_service_pb2.DESCRIPTOR.services_by_name["RecallService"].full_name)
+
+
+async def _start_enrich(rt: Runtime) -> Stop:
+    from automem.enrich.consumer import EnrichConsumer
+    from automem.enrich.servicer import EnrichServicer
+    from automem.v1 import enrich_service_pb2, enrich_service_pb2_grpc
+
+    consumer = EnrichConsumer(rt.settings, rt.bus, rt.graph, rt.vectors, rt.embedder)
+    consumer.publisher = rt.publisher
+    await consumer.start()
+    rt.enrich_consumer = consumer
+    task = rt.enrich_task = asyncio.create_task(consumer.run(), name="enrich-consumer")
+    rt.tasks.append(task)
+    servicer = EnrichServicer(rt.settings, consumer, rt.publisher)
+    rt.grpc_server.add(enrich_service_pb2_grpc.add_EnrichServiceServicer_to_server, servicer,
+                       enrich_service_pb2.DESCRIPTOR.services_by_name["EnrichService"].full_name)
+
+    async def stop() -> None:
+        consumer.stop()
+        # Let the loop finish its fetch and batch (fetch timeout 1 s) rather than cancelling it
+        # mid-fetch, which leaves messages in the subscription and stalls the bus drain.
+        await asyncio.wait([task], timeout=10)
+        await consumer.close()
+
+    return stop
+
+
+async def _start_consolidate(rt: Runtime) -> Stop | None:
+    from automem.consolidate.scheduler import Scheduler
+    from automem.consolidate.servicer import ConsolidateServicer
+    from automem.v1 import consolidate_service_pb2, consolidate_service_pb2_grpc
+
+    servicer = rt.consolidate = ConsolidateServicer(rt.settings, rt.graph, rt.vectors, rt.publisher)
+    rt.grpc_server.add(consolidate_service_pb2_grpc.add_ConsolidateServiceServicer_to_server, servicer,
+                       consolidate_service_pb2.DESCRIPTOR.services_by_name["ConsolidateService"].full_name)
+    if not rt.settings.consolidation_enabled:
+        return None
+    scheduler = rt.consolidate_scheduler = Scheduler(rt.settings, servicer)
+    servicer.scheduler = scheduler
+    rt.tasks.append(asyncio.create_task(scheduler.run(), name="consolidate-scheduler"))
+
+    async def stop() -> None:
+        scheduler.stop()
+
+    return stop
+
+
+def _service_addresses(rt: Runtime) -> dict[str, str]:
+    """Where the gateway reaches each service: ``AUTOMEM_<SERVICE>_ADDR``, else
+    ``AUTOMEM_GRPC_TARGET``, else this process's own gRPC server."""
+    s = rt.settings
+    local = f"127.0.0.1:{rt.grpc_port or s.grpc_port}"
+    default = s.grpc_target or local
+    return {"ingest": s.ingest_addr or default, "recall": s.recall_addr or default,
+            "enrich": s.enrich_addr or default, "consolidate": s.consolidate_addr or default}
+
+
+async def _start_gateway(rt: Runtime) -> Stop:
+    """The FastAPI app on uvicorn, started once the process's gRPC server listens (it may be
+    the gateway's own backend); ``rt.http_port`` is the bound port."""
+    import uvicorn
+
+    from automem.common.client import AutomemClient
+    from automem.common.telemetry import grpc_client_interceptors
+    from automem.gateway.app import create_app
+
+    running: dict[str, object] = {}
+
+    async def serve(rt: Runtime) -> None:
+        addrs = _service_addresses(rt)
+        client = running["client"] = AutomemClient(addrs["ingest"], addrs["recall"], addrs["enrich"],
+                                                   addrs["consolidate"], interceptors=grpc_client_interceptors())
+        config = uvicorn.Config(create_app(rt.settings, client), host=rt.settings.host, port=rt.settings.port,
+                                log_config=None, lifespan="on", access_log=False)
+        server = running["server"] = uvicorn.Server(config)
+        server.install_signal_handlers = lambda: None  # the runner's owner handles signals
+        task = running["task"] = asyncio.create_task(server.serve(), name="gateway")
+        rt.tasks.append(task)
+        for _ in range(200):
+            if server.started:
+                break
+            if task.done():
+                task.result()  # raises the bind error
+            await asyncio.sleep(0.05)
+        rt.http_port = server.servers[0].sockets[0].getsockname()[1] if server.servers else rt.settings.port
+        log.info("gateway listening", extra={"port": rt.http_port})
+
+    rt.after_start.append(serve)
+
+    async def stop() -> None:
+        server, task, client = running.get("server"), running.get("task"), running.get("client")
+        if server is not None:
+            server.should_exit = True
+            await asyncio.wait([task], timeout=5)
+        if client is not None:
+            await client.close()
+        rt.http_port = 0
+
+    return stop
+
+
+#: Every module by name.
+MODULES: dict[str, Module] = {m.name: m for m in (
+    Module("telemetry", start=_start_telemetry, target=False),
+    Module("graph", start=_start_graph, target=False),
+    Module("bus", start=_start_bus, target=False),
+    Module("publisher", deps=("graph", "bus"), start=_start_publisher, target=False),
+    Module("embedder", start=_start_embedder, target=False),
+    Module("vectors", deps=("embedder",), start=_start_vectors, target=False, single_process=_vectors_in_process),
+    Module("grpc-server", deps=("telemetry", "graph"), start=_start_grpc, target=False),
+    Module("ingest", deps=("graph", "publisher", "grpc-server"), start=_start_ingest),
+    Module("recall", deps=("graph", "embedder", "vectors", "grpc-server"), start=_start_recall),
+    Module("enrich", deps=("graph", "bus", "publisher", "embedder", "vectors", "grpc-server"), start=_start_enrich),
+    Module("consolidate", deps=("graph", "publisher", "vectors", "grpc-server"), start=_start_consolidate),
+    Module("gateway", deps=("telemetry",), start=_start_gateway),
+    Module("all", deps=("ingest", "recall", "enrich", "consolidate", "gateway")),
+)}
