@@ -31,6 +31,7 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports --no-cache
+	$(VENV)/bin/buf lint protos
 
 bench-locomo: $(STAMP)
 	$(PY) bench/locomo.py

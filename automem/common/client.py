@@ -16,6 +16,8 @@ from typing import Any, Self
 import grpc
 from google.protobuf import field_mask_pb2
 
+from automem.common.enums import enum_value
+from automem.common.model import parse_time, ts
 from automem.v1 import (
     consolidate_service_pb2_grpc,
     enrich_service_pb2_grpc,
@@ -92,9 +94,11 @@ class AutomemClient:
                             type: str = "", metadata: dict[str, Any] | None = None, timestamp: str = "",
                             t_valid: str = "", t_invalid: str = "", scope: str = "",
                             idempotency_key: str = "") -> memory_pb2.Memory:
-        """Store one memory; returns it. Raises grpc.aio.AioRpcError (INVALID_ARGUMENT...)."""
-        item = ingest_service_pb2.MemoryInput(content=content, tags=list(tags), type=type, timestamp=timestamp,
-                                              t_valid=t_valid, t_invalid=t_invalid)
+        """Store one memory; returns it. Times are ISO 8601 (naive = UTC; empty = default).
+        Raises InvalidArgument for an unparseable time, grpc.aio.AioRpcError (INVALID_ARGUMENT...)
+        from the service."""
+        item = ingest_service_pb2.MemoryInput(content=content, tags=list(tags), type=type)
+        set_input_times(item, {"timestamp": timestamp, "t_valid": t_valid, "t_invalid": t_invalid})
         if importance is not None:
             item.importance = importance
         if metadata is not None:
@@ -106,27 +110,32 @@ class AutomemClient:
             metadata=self.metadata())
         return response.memory
 
-    async def get_memory(self, memory_id: str, *, scope: str = "") -> recall_service_pb2.RecallGetMemoryResponse:
+    async def get_memory(self, memory_id: str, *, scope: str = "") -> recall_service_pb2.GetMemoryResponse:
         """One memory through the state pass (with ``is_current`` and ``current_id``)."""
         return await self.recall.GetMemory(
-            recall_service_pb2.RecallGetMemoryRequest(id=memory_id, scope=scope or self.scope),
+            recall_service_pb2.GetMemoryRequest(id=memory_id, scope=scope or self.scope),
             metadata=self.metadata())
 
     async def update_memory(self, memory_id: str, *, etag: int = 0, scope: str = "", **fields: Any) -> memory_pb2.Memory:
         """Update the given fields (content, tags, importance, type, confidence, timestamp,
-        t_valid, t_invalid, metadata). ABORTED on a stale ``etag``."""
+        t_valid, t_invalid, metadata; times as ISO 8601, ``t_invalid=""`` opens the window).
+        ABORTED on a stale ``etag``."""
         item = ingest_service_pb2.MemoryInput()
+        paths = []
         for name, value in fields.items():
+            paths.append(TIME_FIELDS.get(name, name))
             if name == "metadata":
                 item.metadata_json = json.dumps(value)
                 item.metadata_set = True
             elif name == "tags":
                 item.tags.extend(value)
+            elif name in TIME_FIELDS:
+                set_input_times(item, {name: value})
             else:
                 setattr(item, name, value)
         request = ingest_service_pb2.UpdateMemoryRequest(
             id=memory_id, scope=scope or self.scope, memory=item, etag=etag,
-            update_mask=field_mask_pb2.FieldMask(paths=list(fields)))
+            update_mask=field_mask_pb2.FieldMask(paths=paths))
         return (await self.ingest.UpdateMemory(request, metadata=self.metadata())).memory
 
     async def delete_memory(self, memory_id: str, *, scope: str = "", purge: bool = False) -> memory_pb2.Memory:
@@ -137,7 +146,31 @@ class AutomemClient:
 
     async def search(self, query: str = "", *, limit: int = 10, tags: Sequence[str] = (), scope: str = "",
                      **options: Any) -> recall_service_pb2.SearchMemoriesResponse:
-        """Ranked recall (SearchMemories) with any request field as a keyword option."""
+        """Ranked recall (SearchMemories) with any request field as a keyword option; the
+        enum options (sort, tag_mode, tag_match, recency_bias) also take AutoMem's words
+        ("time_desc", "exact"...). InvalidArgument for a word the enum does not define."""
+        for name, enum in _SEARCH_ENUMS.items():
+            if isinstance(options.get(name), str):
+                options[name] = enum_value(enum, options[name], name)
         request = recall_service_pb2.SearchMemoriesRequest(query=query, limit=limit, tags=list(tags),
                                                            scope=scope or self.scope, **options)
         return await self.recall.SearchMemories(request, metadata=self.metadata())
+
+
+#: SearchMemoriesRequest's enum fields, by name.
+_SEARCH_ENUMS = {"sort": recall_service_pb2.SortOrder, "tag_mode": recall_service_pb2.TagMode,
+                 "tag_match": recall_service_pb2.TagMatch, "recency_bias": recall_service_pb2.RecencyBias}
+
+#: AutoMem's time field names -> the MemoryInput Timestamp fields.
+TIME_FIELDS = {"timestamp": "event_time", "t_valid": "valid_from", "t_invalid": "valid_to"}
+
+
+def set_input_times(item: ingest_service_pb2.MemoryInput, given: dict[str, str | None],
+                    field_prefix: str = "") -> None:
+    """Set the Timestamp fields of ``item`` from ISO 8601 texts under AutoMem's names
+    (``timestamp``, ``t_valid``, ``t_invalid``; naive = UTC; empty or None = unset).
+    InvalidArgument naming ``field_prefix + name`` for a text that is not a time
+    (automem.common.model.parse_time)."""
+    for name, text in given.items():
+        if text and text.strip():
+            getattr(item, TIME_FIELDS[name]).CopyFrom(ts(parse_time(text, field=field_prefix + name)))

@@ -5,7 +5,7 @@ One function per representation, each built from the ``automem.v1.Memory`` messa
 * :func:`memory_to_node` / :func:`node_to_memory` — FalkorDB node properties (the record of
   truth). Times are float epoch seconds (UTC), unset = null; metadata and entities are JSON
   text (FalkorDB properties hold primitives and arrays only).
-* :func:`memory_to_json` — the REST body, with AutoMem's field names.
+* the REST/MCP body lives in :mod:`automem.gateway.presenters`.
 * the vector payload lives in :mod:`automem.common.payload`.
 """
 
@@ -302,67 +302,3 @@ def node_to_memory(props: dict[str, Any]) -> Memory:
             continue
         getattr(memory, name).CopyFrom(ts(float(value)))
     return memory
-
-
-# --- REST body -------------------------------------------------------------------------
-
-
-def memory_to_json(memory: Memory, **extra: Any) -> dict[str, Any]:
-    """The REST representation of a memory, with AutoMem's field names.
-
-    Keys: id, memory_id, content, summary, tags, importance, confidence, type, metadata,
-    timestamp, created_at, updated_at, last_accessed, t_valid, t_invalid, recorded_at,
-    retracted_at, state, superseded_by, version, scope, content_hash, entities,
-    embedding_status, enrichment_status, relevance_score, source, state_reason, superseded_at,
-    prior_t_invalid, plus ``extra``.
-    """
-    body: dict[str, Any] = {
-        "id": memory.id,
-        "memory_id": memory.id,
-        "content": memory.content,
-        "summary": memory.summary or None,
-        "tags": list(memory.tags),
-        "importance": memory.importance,
-        "confidence": memory.confidence,
-        "type": type_name(memory.type) or None,
-        "metadata": metadata_dict(memory),
-        "timestamp": iso(memory, "event_time"),
-        "created_at": iso(memory, "create_time"),
-        "updated_at": iso(memory, "update_time"),
-        "last_accessed": iso(memory, "last_access_time"),
-        "t_valid": iso(memory, "valid_from"),
-        "t_invalid": iso(memory, "valid_to"),
-        "recorded_at": iso(memory, "record_time"),
-        "retracted_at": iso(memory, "retract_time"),
-        "state": state_name(memory.state),
-        "superseded_by": memory.superseded_by or None,
-        "version": memory.version,
-        "etag": str(memory.version),
-        "scope": memory.scope,
-        "content_hash": memory.content_hash,
-        "entities": [{"name": e.name, "kind": e.kind, "tag": e.tag} for e in memory.entities],
-        "embedding_status": memory_pb2.EmbeddingStatus.Name(memory.embedding_status)
-        .removeprefix("EMBEDDING_STATUS_").lower(),
-        "enrichment_status": memory_pb2.EnrichmentStatus.Name(memory.enrichment_status)
-        .removeprefix("ENRICHMENT_STATUS_").lower(),
-        "relevance_score": memory.relevance_score,
-        "source": memory.source or None,
-        "state_reason": memory.state_reason or None,
-        "superseded_at": iso(memory, "superseded_time"),
-        "prior_t_invalid": iso(memory, "prior_valid_to"),
-    }
-    body.update(extra)
-    return body
-
-
-def relation_to_json(relation: Relation) -> dict[str, Any]:
-    """REST representation of a relation (AutoMem's association fields)."""
-    return {
-        "memory1_id": relation.source_id,
-        "memory2_id": relation.target_id,
-        "type": relation_type_name(relation.type),
-        "strength": relation.strength,
-        "created_at": iso(relation, "create_time"),
-        "reason": relation.reason or None,
-        "properties": json_format.MessageToDict(relation.properties) if relation.HasField("properties") else {},
-    }

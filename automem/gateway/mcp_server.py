@@ -8,12 +8,15 @@ Served two ways:
 * stdio (``automem mcp``, :func:`run_stdio`), talking to a running service over gRPC with
   the key given on the command line or in ``AUTOMEM_API_KEY``.
 
-The tools are a thin layer: argument checks that only concern the tool's modes, one gRPC call
-per operation (supersede is the atomic SupersedeMemory RPC, bulk delete the
-DeleteMemoriesByTag RPC with ``dry_run`` unless ``confirm: true``), bodies from
-``automem.common.model.memory_to_json``. Every result shows each memory's ``state`` and
-validity window (``t_valid``, ``t_invalid``), in every ``format``. Failures come back as MCP
-tool errors whose message names the field.
+The tools are thin adapters over the gateway's use cases (automem/gateway/usecases.py), the
+same the REST routes call: a tool checks only what concerns its own modes (which arguments
+go together), the use case translates and makes the one gRPC call (supersede is the atomic
+SupersedeMemory RPC, bulk delete the DeleteMemoriesByTag RPC with ``dry_run`` unless
+``confirm: true``), and the services check limits and rules. Bodies are built by
+automem/gateway/presenters.py; this module renders them as text. Every result shows each
+memory's ``state`` and validity window (``t_valid``, ``t_invalid``), in every ``format``.
+Failures come back as MCP tool errors whose message names the field (and the gRPC status
+when a service answered).
 """
 
 # No ``from __future__ import annotations``: the SDK reads the tools' signatures at runtime.
@@ -26,9 +29,7 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-import grpc
 from fastapi import FastAPI
-from google.protobuf import field_mask_pb2
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
@@ -38,12 +39,15 @@ from starlette.requests import Request
 
 from automem.common.client import AutomemClient
 from automem.common.errors import AutomemError
-from automem.common.model import memory_to_json, parse_relation_type, relation_to_json
+
+# The relation types a supersede may write: the lifecycle rule the ingest service applies,
+# offered as the tool's choices.
+from automem.common.lifecycle import SUPERSEDING_RELATIONS
 from automem.common.settings import Settings
-from automem.gateway.app import GatewayError, credentials
-from automem.gateway.routes_recall import read_options
-from automem.gateway.schemas import MemoryRequest, to_memory_input
-from automem.v1 import enrich_service_pb2, ingest_service_pb2, memory_pb2, recall_service_pb2
+from automem.gateway import presenters, usecases
+from automem.gateway.deps import Caller, credentials
+from automem.gateway.errors import GatewayError
+from automem.gateway.schemas import MemoryRequest
 
 INSTRUCTIONS = (
     "automem is the agent's persistent long-term memory (graph + vectors). Use recall_memory to "
@@ -54,44 +58,36 @@ INSTRUCTIONS = (
     "the service. Every memory shows its state and validity window (t_valid, t_invalid)."
 )
 
-_TIMEOUT = 60.0
 _UPDATABLE = ("content", "tags", "importance", "type", "confidence", "timestamp", "t_valid", "t_invalid",
               "metadata")
 
 Format = Literal["text", "items", "detailed", "json"]
 
 
-class _Call:
-    """Calls gRPC methods with the caller's credentials; errors become ToolErrors."""
-
-    def __init__(self, client: AutomemClient, settings: Settings) -> None:
-        self.client = client
-        self.settings = settings
-
-    def metadata(self, ctx: Context | None) -> list[tuple[str, str]]:
-        """The HTTP request's credentials (as the REST routes forward them), else the
-        client's own key (stdio)."""
-        request = None
-        if ctx is not None:
-            with contextlib.suppress(ValueError):
-                request = ctx.request_context.request
-        if isinstance(request, Request):
-            try:
-                return credentials(request, self.settings)
-            except GatewayError as exc:
-                raise ToolError(exc.message) from None
-        return self.client.metadata()
-
-    async def __call__(self, method: Any, message: Any, ctx: Context | None) -> Any:
+def _caller(client: AutomemClient, settings: Settings, ctx: Context | None) -> Caller:
+    """The tool call's :class:`Caller`: the HTTP request's credentials (as the REST routes
+    forward them), else the client's own key (stdio)."""
+    request = None
+    if ctx is not None:
+        with contextlib.suppress(ValueError):
+            request = ctx.request_context.request
+    if isinstance(request, Request):
         try:
-            return await method(message, metadata=self.metadata(ctx), timeout=_TIMEOUT)
-        except grpc.aio.AioRpcError as exc:
-            raise ToolError(f"{exc.details() or exc.code().name} ({exc.code().name})") from None
+            return Caller(client, credentials(request, settings))
+        except GatewayError as exc:
+            raise ToolError(exc.message) from None
+    return Caller(client, client.metadata())
+
+
+def _tool_message(exc: GatewayError) -> str:
+    """A gateway error as tool-error text: the message, plus the gRPC status a service answered."""
+    return f"{exc.message} ({exc.code.name})" if exc.code is not None else exc.message
 
 
 @contextlib.contextmanager
 def _tool_errors() -> Any:
-    """Validation failures of the tool layer as ToolErrors naming the field."""
+    """Failures of a use case (input validation, service answers) as ToolErrors naming the
+    field."""
     try:
         yield
     except ValidationError as exc:
@@ -100,7 +96,9 @@ def _tool_errors() -> Any:
             loc = ".".join(str(p) for p in err.get("loc", ())) or "arguments"
             problems.append(f"{loc}: {err.get('msg')}")
         raise ToolError("; ".join(problems)) from None
-    except (GatewayError, AutomemError) as exc:
+    except GatewayError as exc:
+        raise ToolError(_tool_message(exc)) from None
+    except AutomemError as exc:
         raise ToolError(exc.message) from None
 
 
@@ -153,21 +151,14 @@ def _render(header: str, body: dict[str, Any], items: list[dict[str, Any]], fmt:
     return f"{header}\n\n{_render_memories(items, fmt)}"
 
 
-def _scored(item: recall_service_pb2.ScoredMemory) -> dict[str, Any]:
-    body = memory_to_json(item.memory, score=item.score, final_score=item.final_score,
-                          match_type=item.match_type, score_components=dict(item.score_components))
-    if item.replaces_id:
-        body["replaces_id"] = item.replaces_id
-    if item.relation_type:
-        body["relation_type"] = item.relation_type
-    return body
-
-
 # --- argument types -------------------------------------------------------------------------
 
 OptStr = str | None
 OptFloat = float | None
 OptList = list[str] | None
+#: A protobuf int32: a number beyond it cannot be sent (the service checks the real range).
+Int32 = Annotated[int, Field(ge=-(2**31), le=2**31 - 1)]
+SupersedeRelation = Literal[SUPERSEDING_RELATIONS]  # type: ignore[valid-type]
 
 
 class AssociationItem(BaseModel):
@@ -200,8 +191,9 @@ class MemoryItem(BaseModel):
 def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
     """The MCP server with the six tools, calling the services through ``client``."""
     server = MCPServer("automem", version="0.1.0", instructions=INSTRUCTIONS)
-    call = _Call(client, settings)
-    ingest, recall = client.ingest, client.recall
+
+    def caller(ctx: Context | None) -> Caller:
+        return _caller(client, settings, ctx)
 
     async def store_memory(
         ctx: Context,
@@ -218,7 +210,7 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
         embedding: Annotated[list[float] | None, Field(description="Optional embedding vector.")] = None,
         supersedes_memory_id: Annotated[OptStr, Field(
             description="Supersede mode: id of the memory this one replaces (atomic).")] = None,
-        supersede_relation: Annotated[Literal["INVALIDATED_BY", "EVOLVED_INTO"] | None, Field(
+        supersede_relation: Annotated[SupersedeRelation | None, Field(
             description="Supersede mode: edge from old to new (default INVALIDATED_BY).")] = None,
         supersede_reason: Annotated[OptStr, Field(description="Supersede mode: why.")] = None,
         memories: Annotated[list[MemoryItem] | None, Field(
@@ -233,15 +225,10 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
                 raise ToolError("content, memories: pass one, not both")
             if supersedes_memory_id:
                 raise ToolError("supersedes_memory_id: not supported with memories (batch mode)")
-            if not memories:
-                raise ToolError("memories: must not be empty")
-            if len(memories) > settings.batch_max:
-                raise ToolError(f"memories: {len(memories)} items exceeds the batch limit of {settings.batch_max}")
             with _tool_errors():
-                items = [to_memory_input(MemoryRequest(**m.model_dump(exclude_none=True))) for m in memories]
-            response = await call(ingest.BatchCreateMemories,
-                                  ingest_service_pb2.BatchCreateMemoriesRequest(memories=items), ctx)
-            stored = [memory_to_json(m) for m in response.memories]
+                bodies = [MemoryRequest(**m.model_dump(exclude_none=True)) for m in memories]
+                response = await usecases.create_memories(caller(ctx), bodies)
+            stored = [presenters.memory_json(m) for m in response.memories]
             body = {"stored": len(stored), "memory_ids": [m["memory_id"] for m in stored], "memories": stored,
                     "message": f"Stored {len(stored)} memories"}
             return _result(_render(f"Stored {len(stored)} memories.", body, stored, "text"), body)
@@ -250,29 +237,28 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
         fields = {"content": content, "tags": tags, "importance": importance, "metadata": metadata,
                   "type": type, "confidence": confidence, "timestamp": timestamp, "t_valid": t_valid,
                   "t_invalid": t_invalid, "embedding": embedding}
+        if not supersedes_memory_id and (supersede_relation or supersede_reason):
+            raise ToolError("supersedes_memory_id: required with supersede_relation/supersede_reason")
         with _tool_errors():
-            item = to_memory_input(MemoryRequest(**{k: v for k, v in fields.items() if v is not None}))
+            request = MemoryRequest(**{k: v for k, v in fields.items() if v is not None})
+            if supersedes_memory_id:
+                replaced = await usecases.supersede_memory(caller(ctx), supersedes_memory_id, request,
+                                                           relation=supersede_relation, reason=supersede_reason or "")
+            else:
+                created = await usecases.create_memory(caller(ctx), request)
         if supersedes_memory_id:
-            with _tool_errors():
-                relation = parse_relation_type(supersede_relation or "INVALIDATED_BY", field="supersede_relation")
-            response = await call(ingest.SupersedeMemory, ingest_service_pb2.SupersedeMemoryRequest(
-                id=supersedes_memory_id, replacement=item, relation_type=relation,
-                reason=supersede_reason or ""), ctx)
-            new, old = memory_to_json(response.replacement), memory_to_json(response.superseded)
+            new, old = presenters.memory_json(replaced.replacement), presenters.memory_json(replaced.superseded)
             body = {"memory_id": new["memory_id"], "superseded_memory_id": old["memory_id"],
-                    "association_created": True, "relation": relation_to_json(response.relation),
+                    "association_created": True, "relation": presenters.relation_json(replaced.relation),
                     "memory": new, "superseded": old,
                     "message": f"Stored {new['memory_id']}; it supersedes {old['memory_id']}"}
             text = (f"Memory stored: {new['memory_id']} (state {new['state']}, valid {_window(new)})\n"
                     f"Superseded: {old['memory_id']} (state {old['state']}, valid {_window(old)}) "
                     f"--{body['relation']['type']}--> {new['memory_id']}")
             return _result(text, body)
-        if supersede_relation or supersede_reason:
-            raise ToolError("supersedes_memory_id: required with supersede_relation/supersede_reason")
-        response = await call(ingest.CreateMemory, ingest_service_pb2.CreateMemoryRequest(memory=item), ctx)
-        new = memory_to_json(response.memory)
-        body = {"memory_id": new["memory_id"], "deduplicated": response.deduplicated, "memory": new,
-                "message": "Memory already stored (deduplicated)" if response.deduplicated else "Memory stored"}
+        new = presenters.memory_json(created.memory)
+        body = {"memory_id": new["memory_id"], "deduplicated": created.deduplicated, "memory": new,
+                "message": "Memory already stored (deduplicated)" if created.deduplicated else "Memory stored"}
         text = (f"{body['message']}: {new['memory_id']} (type {new['type']}, state {new['state']}, "
                 f"valid {_window(new)})")
         return _result(text, body)
@@ -286,9 +272,9 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
         query: Annotated[OptStr, Field(description="Ranked mode: what to look for (natural language).")] = None,
         queries: Annotated[OptList, Field(description="Several queries; results de-duplicated.")] = None,
         embedding: Annotated[list[float] | None, Field(description="Query embedding vector.")] = None,
-        limit: Annotated[int, Field(description="Max results (ranked default 5, max 100; listing max "
-                                                "200).")] = 5,
-        offset: Annotated[int, Field(description="Results to skip (paging).")] = 0,
+        limit: Annotated[Int32, Field(description="Max results (ranked default 5, max 100; listing max "
+                                                  "200).")] = 5,
+        offset: Annotated[Int32, Field(description="Results to skip (paging).")] = 0,
         page_token: Annotated[OptStr, Field(description="Tag listing mode: next_page_token of the previous "
                                                         "page (cheaper than offset on large tags).")] = None,
         sort: Annotated[Literal["score", "time_desc", "time_asc", "updated_desc", "updated_asc"],
@@ -308,8 +294,8 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
         known_at: Annotated[OptStr, Field(description="ISO 8601 system time to read at.")] = None,
         expand_relations: bool = False,
         expand_entities: bool = False,
-        relation_limit: int = 5,
-        expansion_limit: int = 25,
+        relation_limit: Int32 = 5,
+        expansion_limit: Int32 = 25,
         expand_min_importance: float = 0.0,
         expand_min_strength: float = 0.0,
         min_score: float = 0.0,
@@ -326,54 +312,47 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
         only by default; a superseded hit comes back as its replacement). Every memory shows
         its state and validity window."""
         with _tool_errors():
-            read = read_options(as_of, known_at, state_mode, current_only)
-        for name, value, top in (("limit", limit, settings.by_tag_max_limit if exhaustive else settings.recall_max_limit),
-                                 ("offset", offset, 2**31 - 1)):
-            if value < (1 if name == "limit" else 0) or value > top:
-                raise ToolError(f"{name}: must be between {1 if name == 'limit' else 0} and {top}")
+            read = usecases.read_options(as_of, known_at, state_mode, current_only)
+            if memory_id:
+                got = await usecases.get_memory(caller(ctx), memory_id, read)
+            elif exhaustive:
+                listed = await usecases.list_by_tag(caller(ctx), tags or [], read=read, limit=limit, offset=offset,
+                                                    tag_mode=tag_mode, tag_match=tag_match or "",
+                                                    page_token=page_token or "")
+            else:
+                found = await usecases.search(
+                    caller(ctx), read=read, query=query or "", queries=queries or [], embedding=embedding or [],
+                    limit=limit, offset=offset, sort=sort, time_query=time_query or "", start=start or "",
+                    end=end or "", tags=tags or [], tag_mode=tag_mode, tag_match=tag_match or "",
+                    exclude_tags=exclude_tags or [], expand_relations=expand_relations,
+                    expand_entities=expand_entities, relation_limit=relation_limit, expansion_limit=expansion_limit,
+                    expand_min_importance=expand_min_importance, expand_min_strength=expand_min_strength,
+                    min_score=min_score, context=context or "", context_tags=context_tags or [],
+                    context_types=context_types or [], priority_ids=priority_ids or [], recency_bias=recency_bias)
         if memory_id:
-            response = await call(recall.GetMemory, recall_service_pb2.RecallGetMemoryRequest(
-                id=memory_id, touch=True, read=read), ctx)
-            memory = memory_to_json(response.memory, is_current=response.is_current,
-                                    current_id=response.current_id or None)
+            memory = presenters.got_memory_json(got)
             body = {"mode": "id_fetch", "count": 1, "results": [memory], "memory": memory}
-            header = f"Memory {memory_id}" + ("" if response.is_current else
-                                              f" (not current; current: {response.current_id or 'none'})")
+            header = f"Memory {memory_id}" + ("" if got.is_current else
+                                              f" (not current; current: {got.current_id or 'none'})")
             return _result(_render(header, body, [memory], format), body)
         if exhaustive:
-            if not tags:
-                raise ToolError("tags: required with exhaustive: true")
-            if limit > settings.by_tag_max_limit:
-                raise ToolError(f"limit: at most {settings.by_tag_max_limit} with exhaustive: true")
-            response = await call(recall.ListMemoriesByTag, recall_service_pb2.ListMemoriesByTagRequest(
-                tags=tags, limit=limit, offset=offset, tag_mode=tag_mode, tag_match=tag_match or "exact",
-                read=read, page_token=page_token or ""), ctx)
-            items = [memory_to_json(m) for m in response.memories]
-            total = response.total if response.HasField("total") else None
-            body = {"mode": "enumeration", "count": len(items), "total": total,
-                    "has_more": response.has_more, "limit": limit, "offset": offset, "tags": tags,
-                    "next_page_token": response.next_page_token or None, "results": items}
-            more = f", more available: page_token {response.next_page_token}" if response.has_more else ""
-            header = (f"{len(items)}{'' if total is None else f' of {total}'} memories with tags {', '.join(tags)} "
-                      f"(offset {offset}{more})")
+            items = [presenters.memory_json(m) for m in listed.memories]
+            paging = presenters.by_tag_json(listed)
+            body = {"mode": "enumeration", "count": len(items), "total": paging["total"],
+                    "has_more": paging["has_more"], "limit": limit, "offset": offset, "tags": tags,
+                    "next_page_token": paging["next_page_token"], "results": items}
+            more = f", more available: page_token {listed.next_page_token}" if listed.has_more else ""
+            total = paging["total"]
+            header = (f"{len(items)}{'' if total is None else f' of {total}'} memories with tags "
+                      f"{', '.join(tags or [])} (offset {offset}{more})")
             return _result(_render(header, body, items, format), body)
-        message = recall_service_pb2.SearchMemoriesRequest(
-            query=query or "", queries=queries or [], embedding=embedding or [], limit=limit, offset=offset,
-            sort=sort, time_query=time_query or "", start=start or "", end=end or "", tags=tags or [],
-            tag_mode=tag_mode, tag_match=tag_match or "prefix", exclude_tags=exclude_tags or [], read=read,
-            expand_relations=expand_relations, expand_entities=expand_entities, relation_limit=relation_limit,
-            expansion_limit=expansion_limit, expand_min_importance=expand_min_importance,
-            expand_min_strength=expand_min_strength, min_score=min_score, context=context or "",
-            context_tags=context_tags or [], context_types=context_types or [], priority_ids=priority_ids or [],
-            recency_bias=recency_bias)
-        response = await call(recall.SearchMemories, message, ctx)
-        items = [_scored(r) for r in response.results]
+        items = [presenters.scored_flat_json(r) for r in found.results]
+        mode = usecases.state_mode_word(read)
         body = {"mode": "ranked", "count": len(items), "results": items, "query": query or "",
-                "state_mode": read.state_mode, "sort": sort, "arms": list(response.arms),
-                "degraded": list(response.degraded),
-                "time_window": {"start": response.start or None, "end": response.end or None}}
+                "state_mode": mode, "sort": sort, "arms": list(found.arms),
+                "degraded": list(found.degraded), "time_window": presenters.time_window_json(found)}
         header = f"Found {len(items)} memor{'y' if len(items) == 1 else 'ies'}" + (
-            f" for {query!r}" if query else "") + f" (state_mode {read.state_mode})"
+            f" for {query!r}" if query else "") + f" (state_mode {mode})"
         return _result(_render(header, body, items, format), body)
 
     async def associate_memories(
@@ -389,29 +368,18 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
             description="Batch mode: up to 500 associations.")] = None,
     ) -> CallToolResult:
         """Link memories with a typed edge (one, or ``associations[]``)."""
-
-        async def one(a: str, b: str, rel: str, weight: float, why: str | None, field: str) -> dict[str, Any]:
-            with _tool_errors():
-                value = parse_relation_type(rel, field=field)
-            response = await call(ingest.CreateRelation, ingest_service_pb2.CreateRelationRequest(
-                relation=memory_pb2.Relation(source_id=a, target_id=b, type=value, strength=weight,
-                                             reason=why or "")), ctx)
-            return relation_to_json(response.relation)
-
         if associations is not None:
             if memory1_id or memory2_id:
                 raise ToolError("associations: do not combine with memory1_id/memory2_id")
             if not associations:
                 raise ToolError("associations: must not be empty")
-            if len(associations) > settings.batch_max:
-                raise ToolError(f"associations: more than {settings.batch_max} items")
-            succeeded, failed = [], []
-            for i, item in enumerate(associations):
-                try:
-                    succeeded.append(await one(item.memory1_id, item.memory2_id, item.type, item.strength,
-                                               item.reason, f"associations.{i}.type"))
-                except ToolError as exc:
-                    failed.append({"index": i, "error": str(exc)})
+            with _tool_errors():
+                outcome = await usecases.associate_many(
+                    caller(ctx), [usecases.Association(a.memory1_id, a.memory2_id, a.type, a.strength, a.reason)
+                                  for a in associations],
+                    item_field=lambda i, name: f"associations.{i}.{name}")
+            succeeded = [presenters.relation_json(r) for _, r in outcome.created]
+            failed = [{"index": i, "error": _tool_message(e)} for i, e in outcome.failed]
             if not succeeded:
                 raise ToolError("associations: none created; " + "; ".join(
                     f"[{f['index']}] {f['error']}" for f in failed))
@@ -422,7 +390,9 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
             return _result(text, body)
         if not memory1_id or not memory2_id:
             raise ToolError("memory1_id, memory2_id: both are required (or associations for batch mode)")
-        relation = await one(memory1_id, memory2_id, type, strength, reason, "type")
+        with _tool_errors():
+            relation = presenters.relation_json(await usecases.associate(
+                caller(ctx), usecases.Association(memory1_id, memory2_id, type, strength, reason)))
         body = {"success": True, "message": "Association created", **relation}
         return _result(f"Association created: {memory1_id} --{relation['type']} ({relation['strength']})--> "
                        f"{memory2_id}", body)
@@ -449,19 +419,10 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
         given = {k: v for k, v in given.items() if v is not None}
         if not given and not add_tags:
             raise ToolError(f"memory_id: nothing to update; pass at least one of {', '.join(_UPDATABLE)}, add_tags")
-        item = ingest_service_pb2.MemoryInput()
-        for name, value in given.items():
-            if name == "metadata":
-                item.metadata_json = json.dumps(value, ensure_ascii=False)
-                item.metadata_set = True
-            elif name == "tags":
-                item.tags.extend(value)
-            else:
-                setattr(item, name, value)
-        response = await call(ingest.UpdateMemory, ingest_service_pb2.UpdateMemoryRequest(
-            id=memory_id, memory=item, update_mask=field_mask_pb2.FieldMask(paths=sorted(given)),
-            etag=etag or 0, add_tags=add_tags or []), ctx)
-        memory = memory_to_json(response.memory)
+        with _tool_errors():
+            response = await usecases.update_memory(caller(ctx), memory_id, given, add_tags=add_tags or [],
+                                                    etag=etag or 0)
+        memory = presenters.memory_json(response.memory)
         body = {"memory_id": memory_id, "message": f"Memory {memory_id} updated", "updated": sorted(given),
                 "memory": memory}
         return _result(f"Memory {memory_id} updated ({', '.join(sorted(given) + (['tags+'] if add_tags else []))})"
@@ -480,16 +441,16 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
         if memory_id and tags:
             raise ToolError("memory_id, tags: pass one, not both")
         if memory_id:
-            response = await call(ingest.DeleteMemory, ingest_service_pb2.DeleteMemoryRequest(
-                id=memory_id, reason=reason or ""), ctx)
-            memory = memory_to_json(response.memory)
+            with _tool_errors():
+                deleted = await usecases.delete_memory(caller(ctx), memory_id, reason=reason or "")
+            memory = presenters.memory_json(deleted.memory)
             body = {"memory_id": memory_id, "state": memory["state"], "memory": memory,
                     "message": f"Memory {memory_id} deleted"}
             return _result(f"Memory {memory_id} deleted (state {memory['state']}, valid {_window(memory)})", body)
         if not tags:
             raise ToolError("memory_id or tags: one is required")
-        response = await call(ingest.DeleteMemoriesByTag, ingest_service_pb2.DeleteMemoriesByTagRequest(
-            tags=tags, dry_run=not confirm), ctx)
+        with _tool_errors():
+            response = await usecases.delete_by_tag(caller(ctx), tags, dry_run=not confirm)
         ids = list(response.memory_ids)
         if not confirm:
             body = {"dry_run": True, "tags": tags, "would_delete_count": len(ids), "memory_ids": ids,
@@ -504,29 +465,21 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
         """Status of the service and its stores (healthy | degraded), counts and enrichment queue."""
         body: dict[str, Any] = {"status": "healthy", "backend": "automem",
                                 "timestamp": datetime.now(UTC).isoformat()}
-        try:  # no credentials: like GET /health
-            stats = await recall.GetStats(recall_service_pb2.GetStatsRequest(), timeout=5)
-            body.update({
-                "falkordb": "connected" if stats.graph_connected else "disconnected",
-                "qdrant": ("connected" if stats.vectors_connected else "disconnected") if stats.vectors_enabled
-                else "disabled",
-                "memory_count": stats.memory_count, "vector_count": stats.vector_count,
-                "vector_dimensions": stats.vector_dimensions})
-            if not stats.graph_connected or (stats.vectors_enabled and not stats.vectors_connected):
+        found = await usecases.health(client, with_sync=False)  # no credentials: like GET /health
+        if found.stats is not None:
+            stores = presenters.stores_json(found.stats)
+            body.update({k: stores[k] for k in ("falkordb", "qdrant", "memory_count", "vector_count",
+                                                "vector_dimensions")})
+            if presenters.stores_degraded(found.stats):
                 body["status"] = "degraded"
-        except grpc.aio.AioRpcError as exc:
-            body.update({"status": "error", "falkordb": "unknown", "qdrant": "unknown", "error": exc.details()})
-        try:
-            status = await client.enrich.GetEnrichmentStatus(enrich_service_pb2.GetEnrichmentStatusRequest(),
-                                                             timeout=5)
-            body["enrichment"] = {"queue_depth": status.queue_depth, "processed": status.processed,
-                                  "failed": status.failed, "dead_lettered": status.dead_lettered}
-        except grpc.aio.AioRpcError:
-            body["enrichment"] = None
+        else:
+            body.update({"status": "error", "falkordb": "unknown", "qdrant": "unknown", "error": found.stats_error})
+        status = found.enrichment
+        body["enrichment"] = None if status is None else {
+            "queue_depth": status.queue_depth, "processed": status.processed, "failed": status.failed,
+            "dead_lettered": status.dead_lettered}
         if body.get("qdrant") == "connected":
-            body["sync_status"] = ("synced" if body["memory_count"] == body["vector_count"] else
-                                   "orphaned_vectors" if body["vector_count"] > body["memory_count"]
-                                   else "drift_detected")
+            body["sync_status"] = presenters.count_sync_status(body["memory_count"], body["vector_count"])
         text = (f"status: {body['status']}\nfalkordb: {body.get('falkordb')}\nqdrant: {body.get('qdrant')}\n"
                 f"memories: {body.get('memory_count')}, vectors: {body.get('vector_count')}"
                 + (f", sync: {body['sync_status']}" if "sync_status" in body else "")

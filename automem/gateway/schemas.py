@@ -1,4 +1,5 @@
-"""Request bodies of the REST API (AutoMem's field names) and their conversion to protos.
+"""Request bodies of the REST API (AutoMem's field names); automem/gateway/usecases.py
+turns them into protos.
 
 Field types are loose where AutoMem's were (``metadata`` is any JSON value, so a non-object
 is reported by the ingest service naming the field); pydantic reports wrong types as 400s
@@ -7,12 +8,9 @@ naming the field.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
-
-from automem.v1 import ingest_service_pb2
 
 
 class MemoryRequest(BaseModel):
@@ -87,18 +85,20 @@ class AssociateRequest(BaseModel):
     associations: list[Association] | None = None
 
 
-def to_memory_input(body: MemoryRequest) -> ingest_service_pb2.MemoryInput:
-    """The MemoryInput proto of a REST body (times stay strings; the service parses them)."""
-    item = ingest_service_pb2.MemoryInput(
-        content=body.content, tags=body.tags, type=body.type or "", timestamp=body.timestamp or "",
-        t_valid=body.t_valid or "", t_invalid=body.t_invalid or "", embedding=body.embedding or [],
-        require_review=body.require_review,
-    )
-    if body.importance is not None:
-        item.importance = body.importance
-    if body.confidence is not None:
-        item.confidence = body.confidence
-    if "metadata" in body.model_fields_set:
-        item.metadata_set = True
-        item.metadata_json = json.dumps(body.metadata, ensure_ascii=False)
-    return item
+class DecisionBody(BaseModel):
+    """Body of approve / reject: the reason (required to reject)."""
+
+    reason: str = ""
+
+
+class ConsolidateBody(BaseModel):
+    """``POST /consolidate``: mode full|decay|creative|cluster|forget, dry_run."""
+
+    mode: str = "full"
+    dry_run: bool = True
+
+
+class ReprocessBody(BaseModel):
+    """``POST /enrichment/reprocess``: memory ids."""
+
+    ids: list[str]

@@ -20,9 +20,9 @@ from automem.common.model import (
     Memory,
     content_hash,
     metadata_dict,
-    parse_time,
     parse_type,
     set_metadata,
+    to_millis,
     ts,
 )
 from automem.common.settings import Settings
@@ -36,8 +36,11 @@ MAX_TAG_LENGTH = 256
 MAX_TAGS = 100
 
 UPDATABLE_PATHS = (
-    "content", "tags", "importance", "type", "confidence", "timestamp", "t_valid", "t_invalid", "metadata",
+    "content", "tags", "importance", "type", "confidence", "event_time", "valid_from", "valid_to", "metadata",
 )
+#: The names errors give the time fields of MemoryInput: AutoMem's, as REST and MCP callers
+#: send them (``timestamp``, ``t_valid``, ``t_invalid``).
+FIELD_LABELS = {"event_time": "timestamp", "valid_from": "t_valid", "valid_to": "t_invalid"}
 
 
 def _unit_interval(value: float, field: str) -> float:
@@ -132,6 +135,19 @@ def _check_metadata_size(raw: str | bytes, field: str) -> None:
         raise InvalidArgument(f"{field}: {size} bytes exceeds the limit of {METADATA_MAX_BYTES} bytes", field=field)
 
 
+def input_time(item: ingest_service_pb2.MemoryInput, name: str, field_prefix: str = "") -> datetime | None:
+    """The Timestamp field ``name`` of ``item`` as a UTC datetime at millisecond precision
+    (:func:`to_millis`); None when unset. InvalidArgument naming the AutoMem field
+    (:data:`FIELD_LABELS`) when it is outside the years 1-9999."""
+    if not item.HasField(name):
+        return None
+    try:
+        return to_millis(getattr(item, name).ToDatetime(tzinfo=UTC))
+    except (ValueError, OverflowError):
+        field = field_prefix + FIELD_LABELS[name]
+        raise InvalidArgument(f"{field}: outside the years 1–9999", field=field) from None
+
+
 def _validate_embedding(values: list[float], field: str) -> None:
     if any(math.isnan(v) or math.isinf(v) for v in values):
         raise InvalidArgument(f"{field}: must contain finite numbers", field=field)
@@ -181,10 +197,11 @@ def build_memory(
     set_metadata(memory, metadata or {})
     _validate_embedding(list(item.embedding), f"{p}embedding")
 
-    event_time = parse_time(item.timestamp, field=f"{p}timestamp") if item.timestamp.strip() else created
-    valid_to = parse_time(item.t_invalid, field=f"{p}t_invalid") if item.t_invalid.strip() else None
-    if item.t_valid.strip():
-        valid_from = parse_time(item.t_valid, field=f"{p}t_valid")
+    event_time = input_time(item, "event_time", p) or created
+    valid_to = input_time(item, "valid_to", p)
+    given_from = input_time(item, "valid_from", p)
+    if given_from is not None:
+        valid_from = given_from
     elif valid_to is not None and valid_to <= created:
         # Stored already expired (AutoMem allows it): valid from the event time, or just
         # before the end when the event time is not earlier.
@@ -245,13 +262,16 @@ def apply_update(
         # The merged object obeys the same limit as a stored one.
         _check_metadata_size(json.dumps(merged_meta, ensure_ascii=False), "metadata")
         set_metadata(memory, merged_meta)
-    if "timestamp" in paths:
-        memory.event_time.CopyFrom(ts(parse_time(item.timestamp, field="timestamp")))
-    if "t_valid" in paths:
-        memory.valid_from.CopyFrom(ts(parse_time(item.t_valid, field="t_valid")))
-    if "t_invalid" in paths:
-        if item.t_invalid.strip():
-            memory.valid_to.CopyFrom(ts(parse_time(item.t_invalid, field="t_invalid")))
+    for name in ("event_time", "valid_from"):
+        if name in paths:
+            value = input_time(item, name)
+            if value is None:
+                raise InvalidArgument(f"{FIELD_LABELS[name]}: must not be empty", field=FIELD_LABELS[name])
+            getattr(memory, name).CopyFrom(ts(value))
+    if "valid_to" in paths:
+        end = input_time(item, "valid_to")
+        if end is not None:
+            memory.valid_to.CopyFrom(ts(end))
         else:
             memory.ClearField("valid_to")
     if memory.HasField("valid_to") and memory.valid_to.ToDatetime() <= memory.valid_from.ToDatetime():

@@ -16,6 +16,7 @@ from automem.common.backup import export_lines
 from automem.common.errors import (
     Aborted,
     AlreadyExists,
+    AutomemError,
     FailedPrecondition,
     InvalidArgument,
     NotFound,
@@ -43,7 +44,7 @@ from automem.common.model import (
 from automem.common.outbox import EventPublisher
 from automem.common.settings import Settings
 from automem.graph import ENRICHMENT_FIELDS, GraphStore
-from automem.ingest.logic import apply_update, build_memory
+from automem.ingest.logic import FIELD_LABELS, apply_update, build_memory
 from automem.v1 import events_pb2, ingest_service_pb2, ingest_service_pb2_grpc, memory_pb2
 
 log = logging.getLogger(__name__)
@@ -135,7 +136,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         memory = build_memory(request.memory, scope=scope, settings=self.settings, created=now(),
                               source=principal.name)
         await self._check_tombstone(memory)
-        duplicate = await self._duplicate_of(memory, explicit_time=bool(request.memory.timestamp.strip()))
+        duplicate = await self._duplicate_of(memory, explicit_time=request.memory.HasField("event_time"))
         if duplicate is not None:
             await self._remember_key(scope, request.idempotency_key, [duplicate.id])
             return ingest_service_pb2.CreateMemoryResponse(memory=duplicate, deduplicated=True)
@@ -203,13 +204,6 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
             for memory, item in zip(memories, request.memories, strict=True)])
         return ingest_service_pb2.BatchCreateMemoriesResponse(memories=memories)
 
-    async def GetMemory(self, request, context):
-        """The raw stored record (no state pass); NOT_FOUND when absent in the scope."""
-        require_role("reader")
-        scope = resolve_scope(request.scope)
-        memory = await self._load(request.id, scope)
-        return ingest_service_pb2.GetMemoryResponse(memory=memory)
-
     async def UpdateMemory(self, request, context):
         """Apply the fields in ``update_mask``; metadata merges, ``add_tags`` merge.
 
@@ -229,7 +223,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
             if request.etag and current.version != request.etag:
                 raise Aborted(f"etag: memory {request.id} is at version {current.version}, not {request.etag}",
                               field="etag")
-            frozen = {"content", "t_valid", "t_invalid"} & set(paths)
+            frozen = {FIELD_LABELS.get(p, p) for p in {"content", "valid_from", "valid_to"} & set(paths)}
             if current.state == memory_pb2.MEMORY_STATE_SUPERSEDED and frozen:
                 raise FailedPrecondition(
                     f"{min(frozen)}: memory {request.id} is SUPERSEDED by {current.superseded_by or 'another'}; "
@@ -345,6 +339,31 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
                                                     after=updated, reason=rel.reason))
         return ingest_service_pb2.CreateRelationResponse(relation=rel)
 
+    async def BatchCreateRelations(self, request, context):
+        """Create each relation as :meth:`CreateRelation` would, one after the other; a
+        failure does not stop the others. Answers the created ones with their request
+        indexes and each failure's index, status code and message (the REST 207 partial
+        answer). INVALID_ARGUMENT naming ``associations`` over ``batch_max`` (500, AutoMem's
+        batch limit)."""
+        require_role("writer")
+        resolve_scope(request.scope)
+        count = len(request.requests)
+        if count > self.settings.batch_max:
+            raise InvalidArgument(f"associations: {count} items exceeds the batch limit of {self.settings.batch_max}",
+                                  field="associations")
+        response = ingest_service_pb2.BatchCreateRelationsResponse()
+        for index, item in enumerate(request.requests):
+            if not item.scope:
+                item.scope = request.scope
+            try:
+                created = await self.CreateRelation(item, context)
+            except AutomemError as exc:
+                response.failures.add(index=index, code=exc.code.value[0], message=exc.message, field=exc.field or "")
+                continue
+            response.relations.append(created.relation)
+            response.indexes.append(index)
+        return response
+
     async def SupersedeMemory(self, request, context):
         """Replace memory ``id`` by a new memory in ONE atomic graph query: create the
         replacement, close the old valid window at the replacement's start, set the old state
@@ -419,7 +438,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         if not principal.allows_all():  # the export spans every scope
             raise PermissionDenied("backup exports every scope: it needs a key allowed on all scopes ('*')")
         async for line in export_lines(self.graph, None if request.skip_events else self.publisher.bus):
-            yield ingest_service_pb2.ExportBackupChunk(json_line=line)
+            yield ingest_service_pb2.ExportBackupResponse(json_line=line)
 
 
 

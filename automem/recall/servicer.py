@@ -23,11 +23,13 @@ from typing import Any
 
 import dateparser
 
-from automem.common.auth import require_role, resolve_scope
+from automem.common.auth import current_principal, require_role, resolve_scope
 from automem.common.embedding import EmbeddingProvider
+from automem.common.enums import enum_word
 from automem.common.errors import InvalidArgument, NotFound
 from automem.common.lifecycle import SUPERSEDING_RELATIONS
-from automem.common.model import Memory, epoch, parse_time, ts
+from automem.common.model import Memory, epoch, ts
+from automem.common.paging import decode_offset_token, encode_offset_token
 from automem.common.settings import Settings
 from automem.common.state import ReadAt, as_known, known, resolve, resolve_one
 from automem.common.text import analyze, bm25_query_weights, fulltext_query
@@ -40,7 +42,6 @@ from automem.vectors import VectorStore
 
 log = logging.getLogger(__name__)
 
-SORTS = ("score", "time_desc", "time_asc", "updated_desc", "updated_asc")
 #: AutoMem's default recall limit.
 DEFAULT_LIMIT = 5
 #: Candidates fetched per arm: max(limit * CANDIDATE_FACTOR, CANDIDATE_MIN).
@@ -58,9 +59,7 @@ LIST_WINDOWS_DAYS = (1.0, 16.0, 256.0)
 
 def read_at(options: recall_service_pb2.ReadOptions) -> ReadAt:
     """The state-pass settings of a request (as_of / known_at default to now)."""
-    mode = (options.state_mode or "current").lower()
-    if mode not in ("current", "history"):
-        raise InvalidArgument("state_mode: must be 'current' or 'history'", field="state_mode")
+    mode = enum_word(recall_service_pb2.StateMode, options.state_mode, "state_mode", "current")
     current = time.time()
     return ReadAt(
         as_of=epoch(options, "as_of") if options.HasField("as_of") else current,
@@ -69,15 +68,17 @@ def read_at(options: recall_service_pb2.ReadOptions) -> ReadAt:
     )
 
 
-def time_window(time_query: str, start: str, end: str, now: datetime | None = None) -> tuple[float | None, float | None]:
-    """(start, end) epoch seconds from ``start``/``end`` (ISO 8601) and/or a natural-language
-    ``time_query`` ("last week", "yesterday", "since March") parsed with dateparser.
+def time_window(time_query: str, start: float | None, end: float | None,
+                now: datetime | None = None) -> tuple[float | None, float | None]:
+    """(start, end) epoch seconds from ``start``/``end`` (epoch seconds, None = open) and/or
+    a natural-language ``time_query`` ("last week", "yesterday", "since March") parsed with
+    dateparser.
 
-    A relative phrase gives the window from the parsed time to now. InvalidArgument names
-    the field that cannot be parsed.
+    A relative phrase gives the window from the parsed time to now; explicit bounds win over
+    it. InvalidArgument names ``time_query`` when it cannot be parsed, ``start`` when the
+    window ends before it starts.
     """
-    lo = parse_time(start, field="start").timestamp() if start.strip() else None
-    hi = parse_time(end, field="end").timestamp() if end.strip() else None
+    lo, hi = start, end
     if time_query.strip():
         reference = now or datetime.now(UTC)
         text = time_query.strip().lower()
@@ -149,22 +150,21 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
         require_role("reader")
         scope = resolve_scope(request.scope)
         read = read_at(request.read)
-        limit = request.limit or DEFAULT_LIMIT
+        limit = request.limit if request.HasField("limit") else DEFAULT_LIMIT
         if limit < 1 or limit > self.settings.recall_max_limit:
             raise InvalidArgument(f"limit: must be between 1 and {self.settings.recall_max_limit}", field="limit")
         if request.offset < 0:
             raise InvalidArgument("offset: must not be negative", field="offset")
-        if (request.recency_bias or "auto") not in ("auto", "on", "off"):
-            raise InvalidArgument("recency_bias: must be 'auto', 'on' or 'off'", field="recency_bias")
+        recency_bias = enum_word(recall_service_pb2.RecencyBias, request.recency_bias, "recency_bias", "auto")
         for name, value, top in (("relation_limit", request.relation_limit, 100),
                                  ("expansion_limit", request.expansion_limit, 500)):
             if value < 0 or value > top:
                 raise InvalidArgument(f"{name}: must be between 0 and {top}", field=name)
-        sort = (request.sort or "score").lower()
-        if sort not in SORTS:
-            raise InvalidArgument(f"sort: one of {', '.join(SORTS)}", field="sort")
-        start, end = time_window(request.time_query, request.start, request.end)
-        filters = Filters.build(scope, list(request.tags), request.tag_mode, request.tag_match,
+        sort = enum_word(recall_service_pb2.SortOrder, request.sort, "sort", "score")
+        start, end = time_window(request.time_query, epoch(request, "start_time"), epoch(request, "end_time"))
+        filters = Filters.build(scope, list(request.tags),
+                                enum_word(recall_service_pb2.TagMode, request.tag_mode, "tag_mode", "any"),
+                                enum_word(recall_service_pb2.TagMatch, request.tag_match, "tag_match", "prefix"),
                                 list(request.exclude_tags), start, end)
         queries = [q for q in [request.query, *request.queries] if q and q.strip()]
         want = limit + request.offset
@@ -215,7 +215,7 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
         weights = ScoreWeights.from_settings(self.settings)
         ranked = rank(candidates, weights=weights, query=" ".join(queries), context_tags=list(request.context_tags),
                       priority_ids=set(request.priority_ids), now=time.time(),
-                      recency_bias=request.recency_bias or "auto")
+                      recency_bias=recency_bias)
         results: list[recall_service_pb2.ScoredMemory] = []
         seen: set[str] = set()
         resolved_seen: set[str] = set()
@@ -253,9 +253,7 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
         if request.expand_entities and page:
             page.extend(await self._expand_entities(page, scope, read, request))
         return recall_service_pb2.SearchMemoriesResponse(
-            results=page, arms=arms_run, degraded=degraded,
-            start=datetime.fromtimestamp(start, UTC).isoformat() if start is not None else "",
-            end=datetime.fromtimestamp(end, UTC).isoformat() if end is not None else "")
+            results=page, arms=arms_run, degraded=degraded, start_time=ts(start), end_time=ts(end))
 
     async def _lexical(self, queries: list[str], scope: str, filters: Filters, read: ReadAt, n_cand: int,
                        out: dict[str, float]) -> None:
@@ -394,7 +392,7 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
             stamp = time.time()
             await self.graph.memories.touch(memory.id, scope, stamp)
             memory.last_access_time.CopyFrom(ts(stamp))
-        return recall_service_pb2.RecallGetMemoryResponse(memory=memory, is_current=is_current, current_id=head)
+        return recall_service_pb2.GetMemoryResponse(memory=memory, is_current=is_current, current_id=head)
 
     async def ListMemoriesByTag(self, request, context):
         """Current memories with the tags, newest first (event_time, importance, id), paged
@@ -403,16 +401,20 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
         memories from the start. Indexed: a page costs about the same at 100 or 100,000
         memories under the tag (automem/recall/bytag.py). ``total`` only when known exactly
         (the listing fit in this page, or ``include_total``). Errors: INVALID_ARGUMENT naming
-        limit, offset, tag_mode, tag_match or page_token."""
+        page_size, offset, tag_mode, tag_match or page_token."""
         require_role("reader")
         scope = resolve_scope(request.scope)
         read = read_at(request.read)
-        limit = request.limit or 20
+        if not any(t.strip() for t in request.tags):
+            raise InvalidArgument("tags: at least one tag is required", field="tags")
+        limit = request.page_size if request.HasField("page_size") else 20
         if limit < 1 or limit > self.settings.by_tag_max_limit:
             raise InvalidArgument(f"limit: must be between 1 and {self.settings.by_tag_max_limit}", field="limit")
         if request.offset < 0:
             raise InvalidArgument("offset: must not be negative", field="offset")
-        filters = Filters.build(scope, list(request.tags), request.tag_mode or "any", request.tag_match or "exact",
+        filters = Filters.build(scope, list(request.tags),
+                                enum_word(recall_service_pb2.TagMode, request.tag_mode, "tag_mode", "any"),
+                                enum_word(recall_service_pb2.TagMatch, request.tag_match, "tag_match", "exact"),
                                 [], None, None)
         page, token = await list_by_tag(
             self.graph, filters, read, _states(read), limit=limit, offset=request.offset,
@@ -443,16 +445,20 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
 
     async def ListRelatedMemories(self, request, context):
         """Neighbours along typed edges up to ``max_depth`` (1..3) hops, through the state
-        pass. NOT_FOUND when the memory is absent in the scope."""
+        pass, nearest first (then strongest edge, type, id), paged (``page_size`` 1..200,
+        default 20; ``page_token`` /
+        ``next_page_token``, AIP-158). NOT_FOUND when the memory is absent in the scope;
+        INVALID_ARGUMENT naming max_depth, page_size or page_token."""
         require_role("reader")
         scope = resolve_scope(request.scope)
         read = read_at(request.read)
         depth = request.max_depth or 1
         if depth < 1 or depth > 3:
             raise InvalidArgument("max_depth: must be between 1 and 3", field="max_depth")
-        limit = request.limit or 20
+        limit = request.page_size or 20
         if limit < 1 or limit > 200:
             raise InvalidArgument("limit: must be between 1 and 200", field="limit")
+        skip = decode_offset_token(request.page_token, request.id)
         from automem.common.model import AUTHORABLE_RELATIONS, SYSTEM_RELATIONS
 
         types = [t.strip().upper() for t in request.relationship_types if t.strip()] or list(
@@ -469,7 +475,8 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
         for level in range(1, depth + 1):
             edges = await self.graph.relations.neighbours(frontier, types, scope)
             frontier = []
-            for _seed, rel, other, strength in edges:
+            # A stable order, so pages follow one another: strongest edge first, then type, id.
+            for _seed, rel, other, strength in sorted(edges, key=lambda e: (-e[3], e[1], e[2])):
                 if other in seen:
                     continue
                 seen.add(other)
@@ -488,7 +495,10 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
             _id, rel, strength, level = meta[m.id]
             out.append(recall_service_pb2.RelatedMemory(memory=res.memory, relation_type=rel, strength=strength,
                                                         depth=level))
-        return recall_service_pb2.ListRelatedMemoriesResponse(related=out[:limit])
+        following = skip + limit
+        return recall_service_pb2.ListRelatedMemoriesResponse(
+            related=out[skip:following],
+            next_page_token=encode_offset_token(following, request.id) if len(out) > following else "")
 
     async def AnalyzeMemories(self, request, context):
         """Type and state counts, average confidence and importance, and the most frequent
@@ -496,7 +506,7 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
         from enrichment's ``entity_tags``). INVALID_ARGUMENT when ``top`` is outside 1..200."""
         require_role("reader")
         scope = resolve_scope(request.scope)
-        top = request.top or 20
+        top = request.top if request.HasField("top") else 20
         if top < 1 or top > 200:
             raise InvalidArgument("top: must be between 1 and 200", field="top")
         counts = await self.graph.memories.analyze(scope, top)
@@ -508,6 +518,15 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
             average_confidence=float(confidence or 0.0), average_importance=float(importance or 0.0),
             top_entities=[recall_service_pb2.NamedCount(name=t, count=int(n)) for t, n in entities],
             top_tags=[recall_service_pb2.NamedCount(name=t, count=int(n)) for t, n in tags])
+
+    async def WhoAmI(self, request, context):
+        """The caller's principal and the scope its requests act on. The interceptor has
+        checked the key (UNAUTHENTICATED); :func:`resolve_scope` checks the requested scope
+        (PERMISSION_DENIED, INVALID_ARGUMENT). Reads no store: the gateway's credentials check."""
+        principal = current_principal()
+        scope = resolve_scope(request.scope)
+        return recall_service_pb2.WhoAmIResponse(principal=principal.name, role=principal.role,
+                                                 scopes=list(principal.scopes), scope=scope)
 
     async def GetStats(self, request, context):
         """Counts and connectivity for /health (no key needed beyond reader)."""

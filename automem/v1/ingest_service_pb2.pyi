@@ -1,6 +1,9 @@
+import datetime
+
 from automem.v1 import memory_pb2 as _memory_pb2
 from google.protobuf import field_mask_pb2 as _field_mask_pb2
 from google.protobuf import struct_pb2 as _struct_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -10,16 +13,16 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class MemoryInput(_message.Message):
-    __slots__ = ("content", "tags", "importance", "confidence", "metadata", "type", "timestamp", "t_valid", "t_invalid", "embedding", "require_review", "metadata_json", "metadata_set")
+    __slots__ = ("content", "tags", "importance", "confidence", "metadata", "type", "event_time", "valid_from", "valid_to", "embedding", "require_review", "metadata_json", "metadata_set")
     CONTENT_FIELD_NUMBER: _ClassVar[int]
     TAGS_FIELD_NUMBER: _ClassVar[int]
     IMPORTANCE_FIELD_NUMBER: _ClassVar[int]
     CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
     METADATA_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
-    TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
-    T_VALID_FIELD_NUMBER: _ClassVar[int]
-    T_INVALID_FIELD_NUMBER: _ClassVar[int]
+    EVENT_TIME_FIELD_NUMBER: _ClassVar[int]
+    VALID_FROM_FIELD_NUMBER: _ClassVar[int]
+    VALID_TO_FIELD_NUMBER: _ClassVar[int]
     EMBEDDING_FIELD_NUMBER: _ClassVar[int]
     REQUIRE_REVIEW_FIELD_NUMBER: _ClassVar[int]
     METADATA_JSON_FIELD_NUMBER: _ClassVar[int]
@@ -30,14 +33,14 @@ class MemoryInput(_message.Message):
     confidence: float
     metadata: _struct_pb2.Struct
     type: str
-    timestamp: str
-    t_valid: str
-    t_invalid: str
+    event_time: _timestamp_pb2.Timestamp
+    valid_from: _timestamp_pb2.Timestamp
+    valid_to: _timestamp_pb2.Timestamp
     embedding: _containers.RepeatedScalarFieldContainer[float]
     require_review: bool
     metadata_json: str
     metadata_set: bool
-    def __init__(self, content: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., importance: _Optional[float] = ..., confidence: _Optional[float] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., type: _Optional[str] = ..., timestamp: _Optional[str] = ..., t_valid: _Optional[str] = ..., t_invalid: _Optional[str] = ..., embedding: _Optional[_Iterable[float]] = ..., require_review: _Optional[bool] = ..., metadata_json: _Optional[str] = ..., metadata_set: _Optional[bool] = ...) -> None: ...
+    def __init__(self, content: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., importance: _Optional[float] = ..., confidence: _Optional[float] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., type: _Optional[str] = ..., event_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_to: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., embedding: _Optional[_Iterable[float]] = ..., require_review: _Optional[bool] = ..., metadata_json: _Optional[str] = ..., metadata_set: _Optional[bool] = ...) -> None: ...
 
 class CreateMemoryRequest(_message.Message):
     __slots__ = ("memory", "scope", "idempotency_key")
@@ -72,22 +75,6 @@ class BatchCreateMemoriesResponse(_message.Message):
     MEMORIES_FIELD_NUMBER: _ClassVar[int]
     memories: _containers.RepeatedCompositeFieldContainer[_memory_pb2.Memory]
     def __init__(self, memories: _Optional[_Iterable[_Union[_memory_pb2.Memory, _Mapping]]] = ...) -> None: ...
-
-class GetMemoryRequest(_message.Message):
-    __slots__ = ("id", "scope", "touch")
-    ID_FIELD_NUMBER: _ClassVar[int]
-    SCOPE_FIELD_NUMBER: _ClassVar[int]
-    TOUCH_FIELD_NUMBER: _ClassVar[int]
-    id: str
-    scope: str
-    touch: bool
-    def __init__(self, id: _Optional[str] = ..., scope: _Optional[str] = ..., touch: _Optional[bool] = ...) -> None: ...
-
-class GetMemoryResponse(_message.Message):
-    __slots__ = ("memory",)
-    MEMORY_FIELD_NUMBER: _ClassVar[int]
-    memory: _memory_pb2.Memory
-    def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ...) -> None: ...
 
 class UpdateMemoryRequest(_message.Message):
     __slots__ = ("id", "scope", "memory", "update_mask", "etag", "add_tags")
@@ -145,6 +132,36 @@ class CreateRelationResponse(_message.Message):
     relation: _memory_pb2.Relation
     def __init__(self, relation: _Optional[_Union[_memory_pb2.Relation, _Mapping]] = ...) -> None: ...
 
+class BatchCreateRelationsRequest(_message.Message):
+    __slots__ = ("requests", "scope")
+    REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    requests: _containers.RepeatedCompositeFieldContainer[CreateRelationRequest]
+    scope: str
+    def __init__(self, requests: _Optional[_Iterable[_Union[CreateRelationRequest, _Mapping]]] = ..., scope: _Optional[str] = ...) -> None: ...
+
+class RelationFailure(_message.Message):
+    __slots__ = ("index", "code", "message", "field")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    FIELD_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    code: int
+    message: str
+    field: str
+    def __init__(self, index: _Optional[int] = ..., code: _Optional[int] = ..., message: _Optional[str] = ..., field: _Optional[str] = ...) -> None: ...
+
+class BatchCreateRelationsResponse(_message.Message):
+    __slots__ = ("relations", "indexes", "failures")
+    RELATIONS_FIELD_NUMBER: _ClassVar[int]
+    INDEXES_FIELD_NUMBER: _ClassVar[int]
+    FAILURES_FIELD_NUMBER: _ClassVar[int]
+    relations: _containers.RepeatedCompositeFieldContainer[_memory_pb2.Relation]
+    indexes: _containers.RepeatedScalarFieldContainer[int]
+    failures: _containers.RepeatedCompositeFieldContainer[RelationFailure]
+    def __init__(self, relations: _Optional[_Iterable[_Union[_memory_pb2.Relation, _Mapping]]] = ..., indexes: _Optional[_Iterable[int]] = ..., failures: _Optional[_Iterable[_Union[RelationFailure, _Mapping]]] = ...) -> None: ...
+
 class SupersedeMemoryRequest(_message.Message):
     __slots__ = ("id", "scope", "replacement", "relation_type", "reason", "idempotency_key")
     ID_FIELD_NUMBER: _ClassVar[int]
@@ -195,7 +212,7 @@ class ExportBackupRequest(_message.Message):
     skip_events: bool
     def __init__(self, skip_events: _Optional[bool] = ...) -> None: ...
 
-class ExportBackupChunk(_message.Message):
+class ExportBackupResponse(_message.Message):
     __slots__ = ("json_line",)
     JSON_LINE_FIELD_NUMBER: _ClassVar[int]
     json_line: str

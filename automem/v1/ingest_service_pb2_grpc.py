@@ -46,11 +46,6 @@ class IngestServiceStub:
                 request_serializer=automem_dot_v1_dot_ingest__service__pb2.BatchCreateMemoriesRequest.SerializeToString,
                 response_deserializer=automem_dot_v1_dot_ingest__service__pb2.BatchCreateMemoriesResponse.FromString,
                 _registered_method=True)
-        self.GetMemory = channel.unary_unary(
-                '/automem.v1.IngestService/GetMemory',
-                request_serializer=automem_dot_v1_dot_ingest__service__pb2.GetMemoryRequest.SerializeToString,
-                response_deserializer=automem_dot_v1_dot_ingest__service__pb2.GetMemoryResponse.FromString,
-                _registered_method=True)
         self.UpdateMemory = channel.unary_unary(
                 '/automem.v1.IngestService/UpdateMemory',
                 request_serializer=automem_dot_v1_dot_ingest__service__pb2.UpdateMemoryRequest.SerializeToString,
@@ -66,6 +61,11 @@ class IngestServiceStub:
                 request_serializer=automem_dot_v1_dot_ingest__service__pb2.CreateRelationRequest.SerializeToString,
                 response_deserializer=automem_dot_v1_dot_ingest__service__pb2.CreateRelationResponse.FromString,
                 _registered_method=True)
+        self.BatchCreateRelations = channel.unary_unary(
+                '/automem.v1.IngestService/BatchCreateRelations',
+                request_serializer=automem_dot_v1_dot_ingest__service__pb2.BatchCreateRelationsRequest.SerializeToString,
+                response_deserializer=automem_dot_v1_dot_ingest__service__pb2.BatchCreateRelationsResponse.FromString,
+                _registered_method=True)
         self.SupersedeMemory = channel.unary_unary(
                 '/automem.v1.IngestService/SupersedeMemory',
                 request_serializer=automem_dot_v1_dot_ingest__service__pb2.SupersedeMemoryRequest.SerializeToString,
@@ -79,7 +79,7 @@ class IngestServiceStub:
         self.ExportBackup = channel.unary_stream(
                 '/automem.v1.IngestService/ExportBackup',
                 request_serializer=automem_dot_v1_dot_ingest__service__pb2.ExportBackupRequest.SerializeToString,
-                response_deserializer=automem_dot_v1_dot_ingest__service__pb2.ExportBackupChunk.FromString,
+                response_deserializer=automem_dot_v1_dot_ingest__service__pb2.ExportBackupResponse.FromString,
                 _registered_method=True)
 
 
@@ -104,13 +104,6 @@ class IngestServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
-    def GetMemory(self, request, context):
-        """Reads one memory by id (no state pass: the raw record). NOT_FOUND when absent.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
     def UpdateMemory(self, request, context):
         """Updates the fields named in update_mask. ABORTED on a stale etag.
         """
@@ -127,6 +120,15 @@ class IngestServiceServicer:
 
     def CreateRelation(self, request, context):
         """Creates a typed edge between two memories of one scope.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def BatchCreateRelations(self, request, context):
+        """Creates up to batch_max (500) edges, each on its own: the ones that fail are reported
+        by index with their status, the others are created (AutoMem's 207 partial answer).
+        INVALID_ARGUMENT when the batch is over the limit.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -167,11 +169,6 @@ def add_IngestServiceServicer_to_server(servicer, server):
                     request_deserializer=automem_dot_v1_dot_ingest__service__pb2.BatchCreateMemoriesRequest.FromString,
                     response_serializer=automem_dot_v1_dot_ingest__service__pb2.BatchCreateMemoriesResponse.SerializeToString,
             ),
-            'GetMemory': grpc.unary_unary_rpc_method_handler(
-                    servicer.GetMemory,
-                    request_deserializer=automem_dot_v1_dot_ingest__service__pb2.GetMemoryRequest.FromString,
-                    response_serializer=automem_dot_v1_dot_ingest__service__pb2.GetMemoryResponse.SerializeToString,
-            ),
             'UpdateMemory': grpc.unary_unary_rpc_method_handler(
                     servicer.UpdateMemory,
                     request_deserializer=automem_dot_v1_dot_ingest__service__pb2.UpdateMemoryRequest.FromString,
@@ -187,6 +184,11 @@ def add_IngestServiceServicer_to_server(servicer, server):
                     request_deserializer=automem_dot_v1_dot_ingest__service__pb2.CreateRelationRequest.FromString,
                     response_serializer=automem_dot_v1_dot_ingest__service__pb2.CreateRelationResponse.SerializeToString,
             ),
+            'BatchCreateRelations': grpc.unary_unary_rpc_method_handler(
+                    servicer.BatchCreateRelations,
+                    request_deserializer=automem_dot_v1_dot_ingest__service__pb2.BatchCreateRelationsRequest.FromString,
+                    response_serializer=automem_dot_v1_dot_ingest__service__pb2.BatchCreateRelationsResponse.SerializeToString,
+            ),
             'SupersedeMemory': grpc.unary_unary_rpc_method_handler(
                     servicer.SupersedeMemory,
                     request_deserializer=automem_dot_v1_dot_ingest__service__pb2.SupersedeMemoryRequest.FromString,
@@ -200,7 +202,7 @@ def add_IngestServiceServicer_to_server(servicer, server):
             'ExportBackup': grpc.unary_stream_rpc_method_handler(
                     servicer.ExportBackup,
                     request_deserializer=automem_dot_v1_dot_ingest__service__pb2.ExportBackupRequest.FromString,
-                    response_serializer=automem_dot_v1_dot_ingest__service__pb2.ExportBackupChunk.SerializeToString,
+                    response_serializer=automem_dot_v1_dot_ingest__service__pb2.ExportBackupResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -259,33 +261,6 @@ class IngestService:
             '/automem.v1.IngestService/BatchCreateMemories',
             automem_dot_v1_dot_ingest__service__pb2.BatchCreateMemoriesRequest.SerializeToString,
             automem_dot_v1_dot_ingest__service__pb2.BatchCreateMemoriesResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def GetMemory(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/automem.v1.IngestService/GetMemory',
-            automem_dot_v1_dot_ingest__service__pb2.GetMemoryRequest.SerializeToString,
-            automem_dot_v1_dot_ingest__service__pb2.GetMemoryResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -378,6 +353,33 @@ class IngestService:
             _registered_method=True)
 
     @staticmethod
+    def BatchCreateRelations(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/automem.v1.IngestService/BatchCreateRelations',
+            automem_dot_v1_dot_ingest__service__pb2.BatchCreateRelationsRequest.SerializeToString,
+            automem_dot_v1_dot_ingest__service__pb2.BatchCreateRelationsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def SupersedeMemory(request,
             target,
             options=(),
@@ -447,7 +449,7 @@ class IngestService:
             target,
             '/automem.v1.IngestService/ExportBackup',
             automem_dot_v1_dot_ingest__service__pb2.ExportBackupRequest.SerializeToString,
-            automem_dot_v1_dot_ingest__service__pb2.ExportBackupChunk.FromString,
+            automem_dot_v1_dot_ingest__service__pb2.ExportBackupResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -3,12 +3,66 @@ import datetime
 from automem.v1 import memory_pb2 as _memory_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class SortOrder(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SORT_ORDER_UNSPECIFIED: _ClassVar[SortOrder]
+    SORT_ORDER_SCORE: _ClassVar[SortOrder]
+    SORT_ORDER_TIME_DESC: _ClassVar[SortOrder]
+    SORT_ORDER_TIME_ASC: _ClassVar[SortOrder]
+    SORT_ORDER_UPDATED_DESC: _ClassVar[SortOrder]
+    SORT_ORDER_UPDATED_ASC: _ClassVar[SortOrder]
+
+class TagMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TAG_MODE_UNSPECIFIED: _ClassVar[TagMode]
+    TAG_MODE_ANY: _ClassVar[TagMode]
+    TAG_MODE_ALL: _ClassVar[TagMode]
+
+class TagMatch(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TAG_MATCH_UNSPECIFIED: _ClassVar[TagMatch]
+    TAG_MATCH_PREFIX: _ClassVar[TagMatch]
+    TAG_MATCH_EXACT: _ClassVar[TagMatch]
+
+class StateMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    STATE_MODE_UNSPECIFIED: _ClassVar[StateMode]
+    STATE_MODE_CURRENT: _ClassVar[StateMode]
+    STATE_MODE_HISTORY: _ClassVar[StateMode]
+
+class RecencyBias(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    RECENCY_BIAS_UNSPECIFIED: _ClassVar[RecencyBias]
+    RECENCY_BIAS_AUTO: _ClassVar[RecencyBias]
+    RECENCY_BIAS_ON: _ClassVar[RecencyBias]
+    RECENCY_BIAS_OFF: _ClassVar[RecencyBias]
+SORT_ORDER_UNSPECIFIED: SortOrder
+SORT_ORDER_SCORE: SortOrder
+SORT_ORDER_TIME_DESC: SortOrder
+SORT_ORDER_TIME_ASC: SortOrder
+SORT_ORDER_UPDATED_DESC: SortOrder
+SORT_ORDER_UPDATED_ASC: SortOrder
+TAG_MODE_UNSPECIFIED: TagMode
+TAG_MODE_ANY: TagMode
+TAG_MODE_ALL: TagMode
+TAG_MATCH_UNSPECIFIED: TagMatch
+TAG_MATCH_PREFIX: TagMatch
+TAG_MATCH_EXACT: TagMatch
+STATE_MODE_UNSPECIFIED: StateMode
+STATE_MODE_CURRENT: StateMode
+STATE_MODE_HISTORY: StateMode
+RECENCY_BIAS_UNSPECIFIED: RecencyBias
+RECENCY_BIAS_AUTO: RecencyBias
+RECENCY_BIAS_ON: RecencyBias
+RECENCY_BIAS_OFF: RecencyBias
 
 class ReadOptions(_message.Message):
     __slots__ = ("as_of", "known_at", "state_mode", "include_archived", "include_pending")
@@ -19,13 +73,13 @@ class ReadOptions(_message.Message):
     INCLUDE_PENDING_FIELD_NUMBER: _ClassVar[int]
     as_of: _timestamp_pb2.Timestamp
     known_at: _timestamp_pb2.Timestamp
-    state_mode: str
+    state_mode: StateMode
     include_archived: bool
     include_pending: bool
-    def __init__(self, as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., known_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., state_mode: _Optional[str] = ..., include_archived: _Optional[bool] = ..., include_pending: _Optional[bool] = ...) -> None: ...
+    def __init__(self, as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., known_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., state_mode: _Optional[_Union[StateMode, str]] = ..., include_archived: _Optional[bool] = ..., include_pending: _Optional[bool] = ...) -> None: ...
 
 class SearchMemoriesRequest(_message.Message):
-    __slots__ = ("scope", "query", "queries", "embedding", "limit", "offset", "sort", "time_query", "start", "end", "tags", "tag_mode", "tag_match", "exclude_tags", "read", "expand_relations", "expand_entities", "relation_limit", "expansion_limit", "expand_min_importance", "expand_min_strength", "min_score", "context", "context_tags", "context_types", "priority_ids", "recency_bias")
+    __slots__ = ("scope", "query", "queries", "embedding", "limit", "offset", "sort", "time_query", "start_time", "end_time", "tags", "tag_mode", "tag_match", "exclude_tags", "read", "expand_relations", "expand_entities", "relation_limit", "expansion_limit", "expand_min_importance", "expand_min_strength", "min_score", "context", "context_tags", "context_types", "priority_ids", "recency_bias")
     SCOPE_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
     QUERIES_FIELD_NUMBER: _ClassVar[int]
@@ -34,8 +88,8 @@ class SearchMemoriesRequest(_message.Message):
     OFFSET_FIELD_NUMBER: _ClassVar[int]
     SORT_FIELD_NUMBER: _ClassVar[int]
     TIME_QUERY_FIELD_NUMBER: _ClassVar[int]
-    START_FIELD_NUMBER: _ClassVar[int]
-    END_FIELD_NUMBER: _ClassVar[int]
+    START_TIME_FIELD_NUMBER: _ClassVar[int]
+    END_TIME_FIELD_NUMBER: _ClassVar[int]
     TAGS_FIELD_NUMBER: _ClassVar[int]
     TAG_MODE_FIELD_NUMBER: _ClassVar[int]
     TAG_MATCH_FIELD_NUMBER: _ClassVar[int]
@@ -59,13 +113,13 @@ class SearchMemoriesRequest(_message.Message):
     embedding: _containers.RepeatedScalarFieldContainer[float]
     limit: int
     offset: int
-    sort: str
+    sort: SortOrder
     time_query: str
-    start: str
-    end: str
+    start_time: _timestamp_pb2.Timestamp
+    end_time: _timestamp_pb2.Timestamp
     tags: _containers.RepeatedScalarFieldContainer[str]
-    tag_mode: str
-    tag_match: str
+    tag_mode: TagMode
+    tag_match: TagMatch
     exclude_tags: _containers.RepeatedScalarFieldContainer[str]
     read: ReadOptions
     expand_relations: bool
@@ -79,8 +133,8 @@ class SearchMemoriesRequest(_message.Message):
     context_tags: _containers.RepeatedScalarFieldContainer[str]
     context_types: _containers.RepeatedScalarFieldContainer[str]
     priority_ids: _containers.RepeatedScalarFieldContainer[str]
-    recency_bias: str
-    def __init__(self, scope: _Optional[str] = ..., query: _Optional[str] = ..., queries: _Optional[_Iterable[str]] = ..., embedding: _Optional[_Iterable[float]] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ..., sort: _Optional[str] = ..., time_query: _Optional[str] = ..., start: _Optional[str] = ..., end: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., tag_mode: _Optional[str] = ..., tag_match: _Optional[str] = ..., exclude_tags: _Optional[_Iterable[str]] = ..., read: _Optional[_Union[ReadOptions, _Mapping]] = ..., expand_relations: _Optional[bool] = ..., expand_entities: _Optional[bool] = ..., relation_limit: _Optional[int] = ..., expansion_limit: _Optional[int] = ..., expand_min_importance: _Optional[float] = ..., expand_min_strength: _Optional[float] = ..., min_score: _Optional[float] = ..., context: _Optional[str] = ..., context_tags: _Optional[_Iterable[str]] = ..., context_types: _Optional[_Iterable[str]] = ..., priority_ids: _Optional[_Iterable[str]] = ..., recency_bias: _Optional[str] = ...) -> None: ...
+    recency_bias: RecencyBias
+    def __init__(self, scope: _Optional[str] = ..., query: _Optional[str] = ..., queries: _Optional[_Iterable[str]] = ..., embedding: _Optional[_Iterable[float]] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ..., sort: _Optional[_Union[SortOrder, str]] = ..., time_query: _Optional[str] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., tags: _Optional[_Iterable[str]] = ..., tag_mode: _Optional[_Union[TagMode, str]] = ..., tag_match: _Optional[_Union[TagMatch, str]] = ..., exclude_tags: _Optional[_Iterable[str]] = ..., read: _Optional[_Union[ReadOptions, _Mapping]] = ..., expand_relations: _Optional[bool] = ..., expand_entities: _Optional[bool] = ..., relation_limit: _Optional[int] = ..., expansion_limit: _Optional[int] = ..., expand_min_importance: _Optional[float] = ..., expand_min_strength: _Optional[float] = ..., min_score: _Optional[float] = ..., context: _Optional[str] = ..., context_tags: _Optional[_Iterable[str]] = ..., context_types: _Optional[_Iterable[str]] = ..., priority_ids: _Optional[_Iterable[str]] = ..., recency_bias: _Optional[_Union[RecencyBias, str]] = ...) -> None: ...
 
 class ScoredMemory(_message.Message):
     __slots__ = ("memory", "score", "final_score", "match_type", "score_components", "replaces_id", "relation_type")
@@ -108,20 +162,20 @@ class ScoredMemory(_message.Message):
     def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ..., score: _Optional[float] = ..., final_score: _Optional[float] = ..., match_type: _Optional[str] = ..., score_components: _Optional[_Mapping[str, float]] = ..., replaces_id: _Optional[str] = ..., relation_type: _Optional[str] = ...) -> None: ...
 
 class SearchMemoriesResponse(_message.Message):
-    __slots__ = ("results", "arms", "degraded", "start", "end")
+    __slots__ = ("results", "arms", "degraded", "start_time", "end_time")
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     ARMS_FIELD_NUMBER: _ClassVar[int]
     DEGRADED_FIELD_NUMBER: _ClassVar[int]
-    START_FIELD_NUMBER: _ClassVar[int]
-    END_FIELD_NUMBER: _ClassVar[int]
+    START_TIME_FIELD_NUMBER: _ClassVar[int]
+    END_TIME_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[ScoredMemory]
     arms: _containers.RepeatedScalarFieldContainer[str]
     degraded: _containers.RepeatedScalarFieldContainer[str]
-    start: str
-    end: str
-    def __init__(self, results: _Optional[_Iterable[_Union[ScoredMemory, _Mapping]]] = ..., arms: _Optional[_Iterable[str]] = ..., degraded: _Optional[_Iterable[str]] = ..., start: _Optional[str] = ..., end: _Optional[str] = ...) -> None: ...
+    start_time: _timestamp_pb2.Timestamp
+    end_time: _timestamp_pb2.Timestamp
+    def __init__(self, results: _Optional[_Iterable[_Union[ScoredMemory, _Mapping]]] = ..., arms: _Optional[_Iterable[str]] = ..., degraded: _Optional[_Iterable[str]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
-class RecallGetMemoryRequest(_message.Message):
+class GetMemoryRequest(_message.Message):
     __slots__ = ("id", "scope", "read", "touch")
     ID_FIELD_NUMBER: _ClassVar[int]
     SCOPE_FIELD_NUMBER: _ClassVar[int]
@@ -133,7 +187,7 @@ class RecallGetMemoryRequest(_message.Message):
     touch: bool
     def __init__(self, id: _Optional[str] = ..., scope: _Optional[str] = ..., read: _Optional[_Union[ReadOptions, _Mapping]] = ..., touch: _Optional[bool] = ...) -> None: ...
 
-class RecallGetMemoryResponse(_message.Message):
+class GetMemoryResponse(_message.Message):
     __slots__ = ("memory", "is_current", "current_id")
     MEMORY_FIELD_NUMBER: _ClassVar[int]
     IS_CURRENT_FIELD_NUMBER: _ClassVar[int]
@@ -144,10 +198,10 @@ class RecallGetMemoryResponse(_message.Message):
     def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ..., is_current: _Optional[bool] = ..., current_id: _Optional[str] = ...) -> None: ...
 
 class ListMemoriesByTagRequest(_message.Message):
-    __slots__ = ("scope", "tags", "limit", "offset", "read", "tag_mode", "tag_match", "page_token", "include_total")
+    __slots__ = ("scope", "tags", "page_size", "offset", "read", "tag_mode", "tag_match", "page_token", "include_total")
     SCOPE_FIELD_NUMBER: _ClassVar[int]
     TAGS_FIELD_NUMBER: _ClassVar[int]
-    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     OFFSET_FIELD_NUMBER: _ClassVar[int]
     READ_FIELD_NUMBER: _ClassVar[int]
     TAG_MODE_FIELD_NUMBER: _ClassVar[int]
@@ -156,14 +210,14 @@ class ListMemoriesByTagRequest(_message.Message):
     INCLUDE_TOTAL_FIELD_NUMBER: _ClassVar[int]
     scope: str
     tags: _containers.RepeatedScalarFieldContainer[str]
-    limit: int
+    page_size: int
     offset: int
     read: ReadOptions
-    tag_mode: str
-    tag_match: str
+    tag_mode: TagMode
+    tag_match: TagMatch
     page_token: str
     include_total: bool
-    def __init__(self, scope: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ..., read: _Optional[_Union[ReadOptions, _Mapping]] = ..., tag_mode: _Optional[str] = ..., tag_match: _Optional[str] = ..., page_token: _Optional[str] = ..., include_total: _Optional[bool] = ...) -> None: ...
+    def __init__(self, scope: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., page_size: _Optional[int] = ..., offset: _Optional[int] = ..., read: _Optional[_Union[ReadOptions, _Mapping]] = ..., tag_mode: _Optional[_Union[TagMode, str]] = ..., tag_match: _Optional[_Union[TagMatch, str]] = ..., page_token: _Optional[str] = ..., include_total: _Optional[bool] = ...) -> None: ...
 
 class ListMemoriesByTagResponse(_message.Message):
     __slots__ = ("memories", "has_more", "total", "next_page_token")
@@ -194,20 +248,22 @@ class StartupRecallResponse(_message.Message):
     def __init__(self, critical_lessons: _Optional[_Iterable[_Union[_memory_pb2.Memory, _Mapping]]] = ..., system_rules: _Optional[_Iterable[_Union[_memory_pb2.Memory, _Mapping]]] = ...) -> None: ...
 
 class ListRelatedMemoriesRequest(_message.Message):
-    __slots__ = ("id", "scope", "relationship_types", "max_depth", "limit", "read")
+    __slots__ = ("id", "scope", "relationship_types", "max_depth", "page_size", "read", "page_token")
     ID_FIELD_NUMBER: _ClassVar[int]
     SCOPE_FIELD_NUMBER: _ClassVar[int]
     RELATIONSHIP_TYPES_FIELD_NUMBER: _ClassVar[int]
     MAX_DEPTH_FIELD_NUMBER: _ClassVar[int]
-    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     READ_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     id: str
     scope: str
     relationship_types: _containers.RepeatedScalarFieldContainer[str]
     max_depth: int
-    limit: int
+    page_size: int
     read: ReadOptions
-    def __init__(self, id: _Optional[str] = ..., scope: _Optional[str] = ..., relationship_types: _Optional[_Iterable[str]] = ..., max_depth: _Optional[int] = ..., limit: _Optional[int] = ..., read: _Optional[_Union[ReadOptions, _Mapping]] = ...) -> None: ...
+    page_token: str
+    def __init__(self, id: _Optional[str] = ..., scope: _Optional[str] = ..., relationship_types: _Optional[_Iterable[str]] = ..., max_depth: _Optional[int] = ..., page_size: _Optional[int] = ..., read: _Optional[_Union[ReadOptions, _Mapping]] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class RelatedMemory(_message.Message):
     __slots__ = ("memory", "relation_type", "strength", "depth")
@@ -222,10 +278,12 @@ class RelatedMemory(_message.Message):
     def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ..., relation_type: _Optional[str] = ..., strength: _Optional[float] = ..., depth: _Optional[int] = ...) -> None: ...
 
 class ListRelatedMemoriesResponse(_message.Message):
-    __slots__ = ("related",)
+    __slots__ = ("related", "next_page_token")
     RELATED_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     related: _containers.RepeatedCompositeFieldContainer[RelatedMemory]
-    def __init__(self, related: _Optional[_Iterable[_Union[RelatedMemory, _Mapping]]] = ...) -> None: ...
+    next_page_token: str
+    def __init__(self, related: _Optional[_Iterable[_Union[RelatedMemory, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class GetStatsRequest(_message.Message):
     __slots__ = ("scope",)
@@ -305,3 +363,21 @@ class AnalyzeMemoriesResponse(_message.Message):
     top_entities: _containers.RepeatedCompositeFieldContainer[NamedCount]
     top_tags: _containers.RepeatedCompositeFieldContainer[NamedCount]
     def __init__(self, memory_count: _Optional[int] = ..., type_counts: _Optional[_Mapping[str, int]] = ..., state_counts: _Optional[_Mapping[str, int]] = ..., average_confidence: _Optional[float] = ..., average_importance: _Optional[float] = ..., top_entities: _Optional[_Iterable[_Union[NamedCount, _Mapping]]] = ..., top_tags: _Optional[_Iterable[_Union[NamedCount, _Mapping]]] = ...) -> None: ...
+
+class WhoAmIRequest(_message.Message):
+    __slots__ = ("scope",)
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    scope: str
+    def __init__(self, scope: _Optional[str] = ...) -> None: ...
+
+class WhoAmIResponse(_message.Message):
+    __slots__ = ("principal", "role", "scopes", "scope")
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    SCOPES_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    principal: str
+    role: str
+    scopes: _containers.RepeatedScalarFieldContainer[str]
+    scope: str
+    def __init__(self, principal: _Optional[str] = ..., role: _Optional[str] = ..., scopes: _Optional[_Iterable[str]] = ..., scope: _Optional[str] = ...) -> None: ...

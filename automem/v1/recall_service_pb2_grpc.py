@@ -43,8 +43,8 @@ class RecallServiceStub:
                 _registered_method=True)
         self.GetMemory = channel.unary_unary(
                 '/automem.v1.RecallService/GetMemory',
-                request_serializer=automem_dot_v1_dot_recall__service__pb2.RecallGetMemoryRequest.SerializeToString,
-                response_deserializer=automem_dot_v1_dot_recall__service__pb2.RecallGetMemoryResponse.FromString,
+                request_serializer=automem_dot_v1_dot_recall__service__pb2.GetMemoryRequest.SerializeToString,
+                response_deserializer=automem_dot_v1_dot_recall__service__pb2.GetMemoryResponse.FromString,
                 _registered_method=True)
         self.ListMemoriesByTag = channel.unary_unary(
                 '/automem.v1.RecallService/ListMemoriesByTag',
@@ -71,6 +71,11 @@ class RecallServiceStub:
                 request_serializer=automem_dot_v1_dot_recall__service__pb2.AnalyzeMemoriesRequest.SerializeToString,
                 response_deserializer=automem_dot_v1_dot_recall__service__pb2.AnalyzeMemoriesResponse.FromString,
                 _registered_method=True)
+        self.WhoAmI = channel.unary_unary(
+                '/automem.v1.RecallService/WhoAmI',
+                request_serializer=automem_dot_v1_dot_recall__service__pb2.WhoAmIRequest.SerializeToString,
+                response_deserializer=automem_dot_v1_dot_recall__service__pb2.WhoAmIResponse.FromString,
+                _registered_method=True)
 
 
 class RecallServiceServicer:
@@ -86,7 +91,8 @@ class RecallServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetMemory(self, request, context):
-        """One memory with its state (a non-current one carries the current head's id).
+        """One memory by id through the state pass (a non-current one carries the current
+        head's id). The only single-memory read: there is no raw-record read.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -127,6 +133,14 @@ class RecallServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WhoAmI(self, request, context):
+        """Who the caller is and which scope its requests act on: checks the key (UNAUTHENTICATED)
+        and the requested scope (PERMISSION_DENIED, INVALID_ARGUMENT) and does nothing else.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RecallServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -137,8 +151,8 @@ def add_RecallServiceServicer_to_server(servicer, server):
             ),
             'GetMemory': grpc.unary_unary_rpc_method_handler(
                     servicer.GetMemory,
-                    request_deserializer=automem_dot_v1_dot_recall__service__pb2.RecallGetMemoryRequest.FromString,
-                    response_serializer=automem_dot_v1_dot_recall__service__pb2.RecallGetMemoryResponse.SerializeToString,
+                    request_deserializer=automem_dot_v1_dot_recall__service__pb2.GetMemoryRequest.FromString,
+                    response_serializer=automem_dot_v1_dot_recall__service__pb2.GetMemoryResponse.SerializeToString,
             ),
             'ListMemoriesByTag': grpc.unary_unary_rpc_method_handler(
                     servicer.ListMemoriesByTag,
@@ -164,6 +178,11 @@ def add_RecallServiceServicer_to_server(servicer, server):
                     servicer.AnalyzeMemories,
                     request_deserializer=automem_dot_v1_dot_recall__service__pb2.AnalyzeMemoriesRequest.FromString,
                     response_serializer=automem_dot_v1_dot_recall__service__pb2.AnalyzeMemoriesResponse.SerializeToString,
+            ),
+            'WhoAmI': grpc.unary_unary_rpc_method_handler(
+                    servicer.WhoAmI,
+                    request_deserializer=automem_dot_v1_dot_recall__service__pb2.WhoAmIRequest.FromString,
+                    response_serializer=automem_dot_v1_dot_recall__service__pb2.WhoAmIResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -220,8 +239,8 @@ class RecallService:
             request,
             target,
             '/automem.v1.RecallService/GetMemory',
-            automem_dot_v1_dot_recall__service__pb2.RecallGetMemoryRequest.SerializeToString,
-            automem_dot_v1_dot_recall__service__pb2.RecallGetMemoryResponse.FromString,
+            automem_dot_v1_dot_recall__service__pb2.GetMemoryRequest.SerializeToString,
+            automem_dot_v1_dot_recall__service__pb2.GetMemoryResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -357,6 +376,33 @@ class RecallService:
             '/automem.v1.RecallService/AnalyzeMemories',
             automem_dot_v1_dot_recall__service__pb2.AnalyzeMemoriesRequest.SerializeToString,
             automem_dot_v1_dot_recall__service__pb2.AnalyzeMemoriesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WhoAmI(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/automem.v1.RecallService/WhoAmI',
+            automem_dot_v1_dot_recall__service__pb2.WhoAmIRequest.SerializeToString,
+            automem_dot_v1_dot_recall__service__pb2.WhoAmIResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,5 +1,6 @@
 """The gRPC surface every server offers: reflection and health (per service, NOT_SERVING once
-shutdown begins), and the typed client (automem/common/client.py) over a real server."""
+shutdown begins), the typed client (automem/common/client.py) over a real server, and the
+domain shapes of the protos (enums, Timestamps, paging, batch relations)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoRe
 
 from automem.common.client import AutomemClient
 from automem.common.settings import Settings
-from automem.v1 import memory_pb2
+from automem.v1 import ingest_service_pb2, memory_pb2, recall_service_pb2
 from tests.conftest import eventually, start_service
 
 AUTOMEM_SERVICES = ["automem.v1.ConsolidateService", "automem.v1.EnrichService", "automem.v1.IngestService",
@@ -143,5 +144,72 @@ async def test_typed_client_create_get_update_conflict_search_delete(settings: S
             with pytest.raises(grpc.aio.AioRpcError) as err:
                 await client.create_memory("   ")
             assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    finally:
+        await running.runner.stop()
+
+
+async def test_domain_protos_relations_batch_pages_enums_and_times(settings: Settings) -> None:
+    """Issue 11 item 6 over gRPC: BatchCreateRelations answers per item and owns the batch
+    limit; related memories page with page_size / page_token; sort and tag modes are enums;
+    times are Timestamps; a tag listing needs a tag and an explicit page_size 0 is refused."""
+    running = await start_service(settings.model_copy(update={"qdrant_url": "disabled", "batch_max": 3}),
+                                  ["ingest", "recall"])
+    try:
+        async with AutomemClient.connect(running.grpc) as client:
+            hub = await client.create_memory("hub of the relation batch", tags=["batch"],
+                                             timestamp="2024-01-02T03:04:05.678Z", t_invalid="2090-01-01T00:00:00")
+            assert hub.event_time.ToJsonString() == "2024-01-02T03:04:05.678Z"
+            assert hub.valid_to.ToJsonString() == "2090-01-01T00:00:00Z"
+            spokes = [await client.create_memory(f"spoke {i} of the batch", tags=["batch"],
+                                                 timestamp=f"2024-02-0{i + 1}T00:00:00Z") for i in range(2)]
+
+            def link(target: str, type_name: str = "RELATES_TO") -> ingest_service_pb2.CreateRelationRequest:
+                return ingest_service_pb2.CreateRelationRequest(
+                    relation=memory_pb2.Relation(source_id=hub.id, target_id=target, strength=0.5),
+                    type_name=type_name)
+
+            batch = await client.ingest.BatchCreateRelations(ingest_service_pb2.BatchCreateRelationsRequest(
+                requests=[link(spokes[0].id), link(spokes[0].id, "NOT_A_TYPE"), link(spokes[1].id, "leads_to")]),
+                metadata=client.metadata())
+            assert list(batch.indexes) == [0, 2]
+            assert [r.type for r in batch.relations] == [memory_pb2.RELATION_TYPE_RELATES_TO,
+                                                         memory_pb2.RELATION_TYPE_LEADS_TO]
+            assert [(f.index, f.code, f.field) for f in batch.failures] == [
+                (1, grpc.StatusCode.INVALID_ARGUMENT.value[0], "type")]
+            assert batch.failures[0].message.startswith("type: unknown relation type 'NOT_A_TYPE'")
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await client.ingest.BatchCreateRelations(ingest_service_pb2.BatchCreateRelationsRequest(
+                    requests=[link(spokes[0].id)] * 4), metadata=client.metadata())
+            assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "3" in err.value.details()
+
+            first = await client.recall.ListRelatedMemories(recall_service_pb2.ListRelatedMemoriesRequest(
+                id=hub.id, page_size=1), metadata=client.metadata())
+            assert len(first.related) == 1 and first.next_page_token
+            second = await client.recall.ListRelatedMemories(recall_service_pb2.ListRelatedMemoriesRequest(
+                id=hub.id, page_size=1, page_token=first.next_page_token), metadata=client.metadata())
+            assert len(second.related) == 1 and not second.next_page_token
+            assert {first.related[0].memory.id, second.related[0].memory.id} == {s.id for s in spokes}
+            with pytest.raises(grpc.aio.AioRpcError) as err:  # a token of another listing
+                await client.recall.ListRelatedMemories(recall_service_pb2.ListRelatedMemoriesRequest(
+                    id=spokes[0].id, page_token=first.next_page_token), metadata=client.metadata())
+            assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "page_token" in err.value.details()
+
+            oldest = await client.search(tags=["batch"], tag_match="exact", sort="time_asc", limit=3)
+            assert [h.memory.id for h in oldest.results] == [hub.id, spokes[0].id, spokes[1].id]
+            window = await client.recall.SearchMemories(recall_service_pb2.SearchMemoriesRequest(
+                tags=["batch"], tag_match=recall_service_pb2.TAG_MATCH_EXACT,
+                start_time=spokes[0].event_time), metadata=client.metadata())
+            assert {h.memory.id for h in window.results} == {s.id for s in spokes}
+            assert window.start_time == spokes[0].event_time and not window.HasField("end_time")
+
+            for request, field in ((recall_service_pb2.ListMemoriesByTagRequest(), "tags"),
+                                   (recall_service_pb2.ListMemoriesByTagRequest(tags=["batch"], page_size=0),
+                                    "limit")):
+                with pytest.raises(grpc.aio.AioRpcError) as err:
+                    await client.recall.ListMemoriesByTag(request, metadata=client.metadata())
+                assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and field in err.value.details()
+            listed = await client.recall.ListMemoriesByTag(recall_service_pb2.ListMemoriesByTagRequest(
+                tags=["batch"]), metadata=client.metadata())
+            assert len(listed.memories) == 3  # page_size unset: the default page
     finally:
         await running.runner.stop()

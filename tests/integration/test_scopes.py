@@ -294,8 +294,9 @@ async def test_grpc_other_scope_answers_as_absent(world: World) -> None:
         ing, rec = client.ingest, client.recall
         md = _md(world.key_a)
         item = ingest_service_pb2.MemoryInput(content="hijack", metadata_json='{"x": 1}', metadata_set=True)
-        assert await _code(ing.GetMemory(ingest_service_pb2.GetMemoryRequest(id=b0), metadata=md)) == nf
-        assert await _code(rec.GetMemory(recall_service_pb2.RecallGetMemoryRequest(id=b0), metadata=md)) == nf
+        history = recall_service_pb2.ReadOptions(state_mode=recall_service_pb2.STATE_MODE_HISTORY)
+        assert await _code(rec.GetMemory(recall_service_pb2.GetMemoryRequest(id=b0, read=history), metadata=md)) == nf
+        assert await _code(rec.GetMemory(recall_service_pb2.GetMemoryRequest(id=b0), metadata=md)) == nf
         assert await _code(ing.UpdateMemory(ingest_service_pb2.UpdateMemoryRequest(
             id=b0, memory=item, update_mask=field_mask_pb2.FieldMask(paths=["content", "metadata"])),
             metadata=md)) == nf
@@ -322,7 +323,7 @@ async def test_grpc_other_scope_answers_as_absent(world: World) -> None:
         assert code in (nf, grpc.StatusCode.OK, grpc.StatusCode.UNIMPLEMENTED)
         # Naming scope B, in the request field or in metadata, is refused.
         for request_md, scope_field in ((_md(world.key_a, SCOPE_B), ""), (md, SCOPE_B)):
-            code = await _code(ing.GetMemory(ingest_service_pb2.GetMemoryRequest(id=b0, scope=scope_field),
+            code = await _code(rec.GetMemory(recall_service_pb2.GetMemoryRequest(id=b0, scope=scope_field),
                                              metadata=request_md))
             assert code == grpc.StatusCode.PERMISSION_DENIED
             code = await _code(ing.CreateMemory(ingest_service_pb2.CreateMemoryRequest(
@@ -341,14 +342,14 @@ async def test_grpc_other_scope_answers_as_absent(world: World) -> None:
 async def test_grpc_keys_and_roles_are_checked_by_the_services(world: World) -> None:
     """The interceptor itself checks the key: no gateway in between."""
     async with AutomemClient.connect(world.service.grpc) as client:
-        get = ingest_service_pb2.GetMemoryRequest(id=world.a_id)
+        get = recall_service_pb2.GetMemoryRequest(id=world.a_id)
         for md in ([], _md("wrong"), [("x-api-key", "wrong")], _md(TOKEN + "x")):
-            assert await _code(client.ingest.GetMemory(get, metadata=md)) == grpc.StatusCode.UNAUTHENTICATED
+            assert await _code(client.recall.GetMemory(get, metadata=md)) == grpc.StatusCode.UNAUTHENTICATED
             assert await _code(client.recall.SearchMemories(recall_service_pb2.SearchMemoriesRequest(query="x"),
                                                             metadata=md)) == grpc.StatusCode.UNAUTHENTICATED
-        assert await _code(client.ingest.GetMemory(get, metadata=[("x-api-key", world.key_a)])) == grpc.StatusCode.OK
+        assert await _code(client.recall.GetMemory(get, metadata=[("x-api-key", world.key_a)])) == grpc.StatusCode.OK
         reader = _md(world.reader_a)
-        assert await _code(client.ingest.GetMemory(get, metadata=reader)) == grpc.StatusCode.OK
+        assert await _code(client.recall.GetMemory(get, metadata=reader)) == grpc.StatusCode.OK
         denied = grpc.StatusCode.PERMISSION_DENIED
         assert await _code(client.ingest.CreateMemory(ingest_service_pb2.CreateMemoryRequest(
             memory=ingest_service_pb2.MemoryInput(content="reader")), metadata=reader)) == denied
@@ -365,9 +366,34 @@ async def test_grpc_keys_and_roles_are_checked_by_the_services(world: World) -> 
                                                         metadata=_md(world.admin_a))) == denied
         # A revoked key stops working at once.
         secret = await _mint(world.service, "writer", ["acme/*"], SCOPE_A)
-        assert await _code(client.ingest.GetMemory(get, metadata=_md(secret))) == grpc.StatusCode.OK
+        assert await _code(client.recall.GetMemory(get, metadata=_md(secret))) == grpc.StatusCode.OK
         await world.service.ctx.keystore.revoke(secret.split("_")[1])
-        assert await _code(client.ingest.GetMemory(get, metadata=_md(secret))) == grpc.StatusCode.UNAUTHENTICATED
+        assert await _code(client.recall.GetMemory(get, metadata=_md(secret))) == grpc.StatusCode.UNAUTHENTICATED
+
+
+async def test_whoami_names_the_caller_and_checks_the_scope_it_asks_for(world: World) -> None:
+    """The gateway's credentials check (RecallService.WhoAmI): the key's principal, role and
+    scopes, the scope a request would act on, and the same refusals every RPC gives."""
+    async with AutomemClient.connect(world.service.grpc) as client:
+        me = await client.recall.WhoAmI(recall_service_pb2.WhoAmIRequest(), metadata=_md(world.reader_a))
+        assert me.role == "reader" and list(me.scopes) == ["acme/*"] and me.scope == SCOPE_A and me.principal
+        asked = await client.recall.WhoAmI(recall_service_pb2.WhoAmIRequest(),
+                                           metadata=_md(world.key_a, "acme/other"))
+        assert asked.role == "writer" and asked.scope == "acme/other"
+        assert await _code(client.recall.WhoAmI(recall_service_pb2.WhoAmIRequest(scope=SCOPE_B),
+                                                metadata=_md(world.key_a))) == grpc.StatusCode.PERMISSION_DENIED
+        assert await _code(client.recall.WhoAmI(recall_service_pb2.WhoAmIRequest(),
+                                                metadata=_md(world.key_a, SCOPE_B))) == grpc.StatusCode.PERMISSION_DENIED
+        for md in ([], _md("wrong")):
+            assert await _code(client.recall.WhoAmI(recall_service_pb2.WhoAmIRequest(),
+                                                    metadata=md)) == grpc.StatusCode.UNAUTHENTICATED
+    # The gateway asks it before answering an error of its own: a 404 route, a 400 body.
+    async with world.http(world.key_a, **{"X-Automem-Scope": SCOPE_B}) as http:
+        assert (await http.get("/no/such/route")).status_code == 403
+        assert (await http.post("/memory", json={"tags": ["no content"]})).status_code == 403
+    async with world.http(world.key_a) as http:
+        assert (await http.get("/no/such/route")).status_code == 404
+        assert (await http.post("/memory", json={"tags": ["no content"]})).status_code == 400
 
 
 # --- MCP -------------------------------------------------------------------------------

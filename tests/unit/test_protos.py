@@ -1,5 +1,8 @@
 """The checked-in generated code matches the .proto files."""
 
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 from automem import protogen
@@ -21,3 +24,28 @@ def test_generated_code_imports_from_installed_package() -> None:
     memory = memory_pb2.Memory(content="x", state=memory_pb2.MEMORY_STATE_ACTIVE)
     assert memory_pb2.Memory.FromString(memory.SerializeToString()).content == "x"
     assert hasattr(ingest_service_pb2_grpc, "IngestServiceStub")
+
+
+def _buf_lint(root: Path) -> subprocess.CompletedProcess[str]:
+    buf = Path(sys.executable).parent / "buf"
+    return subprocess.run([str(buf), "lint", str(root)], capture_output=True, text=True, check=False)
+
+
+def test_protos_pass_buf_lint_standard() -> None:
+    config = protogen.PROTO_ROOT / "buf.yaml"
+    assert "STANDARD" in config.read_text()
+    result = _buf_lint(protogen.PROTO_ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_buf_lint_with_our_config_refuses_a_non_standard_proto(tmp_path: Path) -> None:
+    # The same configuration catches what STANDARD forbids (a shared request type, an enum
+    # without its _UNSPECIFIED zero value), so the test above can fail.
+    shutil.copy(protogen.PROTO_ROOT / "buf.yaml", tmp_path / "buf.yaml")
+    (tmp_path / "automem" / "v1").mkdir(parents=True)
+    (tmp_path / "automem" / "v1" / "bad_service.proto").write_text(
+        'syntax = "proto3";\npackage automem.v1;\nenum Colour { RED = 0; }\n'
+        "message Empty {}\nservice BadService {\n  rpc Ping(Empty) returns (Empty);\n}\n")
+    result = _buf_lint(tmp_path)
+    assert result.returncode != 0
+    assert "Ping" in result.stdout and "UNSPECIFIED" in result.stdout, result.stdout

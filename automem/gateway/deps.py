@@ -1,0 +1,157 @@
+"""Who calls and through what: the caller's credentials as gRPC metadata, and the
+:class:`Caller` every use case calls the services with.
+
+The FastAPI dependencies (:func:`grpc_client`, :func:`principal`, :func:`scope`,
+:func:`caller`) read them from the HTTP request; the MCP tools build a :class:`Caller` from
+the MCP request's HTTP headers, or from the stdio client's own key.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+import grpc
+from fastapi import Depends, Request
+from fastapi.responses import JSONResponse
+
+from automem.common.client import AutomemClient
+from automem.common.errors import HTTP_STATUS
+from automem.common.settings import Settings
+from automem.gateway.errors import GatewayError, error_response
+from automem.v1 import recall_service_pb2
+
+#: Seconds a service call may take before the gateway gives up (504).
+CALL_TIMEOUT = 60.0
+
+_PRINTABLE = re.compile(r"[\x20-\x7e]*")
+
+
+def _checked(name: str, value: str) -> tuple[str, str]:
+    # gRPC metadata takes printable ASCII only; anything else can't be a valid key or scope.
+    if not _PRINTABLE.fullmatch(value):
+        raise GatewayError(400 if name == "x-automem-scope" else 401,
+                           f"{name}: header holds characters no key or scope can contain")
+    return name, value
+
+
+def principal_metadata(request: Request, settings: Settings) -> list[tuple[str, str]]:
+    """The caller's key (``Authorization`` or ``X-API-Key``; ``?api_key=`` only when
+    ``AUTOMEM_ALLOW_QUERY_TOKEN`` is set, else 401) and ``X-Admin-Token``, as gRPC metadata.
+    GatewayError 401 for a header no key can hold."""
+    md: list[tuple[str, str]] = []
+    auth = request.headers.get("authorization", "")
+    key = request.headers.get("x-api-key", "")
+    query_key = request.query_params.get("api_key", "")
+    if query_key and not (auth or key):
+        if not settings.allow_query_token:
+            raise GatewayError(401, "api_key in the query string is refused; send Authorization: Bearer")
+        key = query_key
+    if auth:
+        md.append(_checked("authorization", auth))
+    elif key:
+        md.append(_checked("x-api-key", key))
+    if request.headers.get("x-admin-token"):
+        md.append(_checked("x-admin-token", request.headers["x-admin-token"]))
+    return md
+
+
+def scope_metadata(request: Request) -> list[tuple[str, str]]:
+    """The requested ``X-Automem-Scope`` as gRPC metadata ([] when absent). GatewayError 400
+    for a header no scope can hold; the service checks the key may use it."""
+    value = request.headers.get("x-automem-scope", "")
+    return [_checked("x-automem-scope", value)] if value else []
+
+
+def credentials(request: Request, settings: Settings) -> list[tuple[str, str]]:
+    """gRPC metadata carrying the caller's credentials and requested scope."""
+    return principal_metadata(request, settings) + scope_metadata(request)
+
+
+@dataclass
+class Caller:
+    """The services as one caller sees them: ``client``'s stubs called with ``metadata``."""
+
+    client: AutomemClient
+    metadata: list[tuple[str, str]]
+
+    async def __call__(self, method: Any, message: Any, timeout: float = CALL_TIMEOUT) -> Any:
+        """``method(message)`` with the caller's metadata. GatewayError for a failed call."""
+        try:
+            return await method(message, metadata=self.metadata, timeout=timeout)
+        except grpc.aio.AioRpcError as exc:
+            raise GatewayError.from_rpc(exc) from None
+
+    def stream(self, method: Any, message: Any, timeout: float) -> Any:
+        """The response stream of a server-streaming ``method`` (errors arrive on reading)."""
+        return method(message, metadata=self.metadata, timeout=timeout)
+
+
+#: Seconds a successful credentials check is remembered by :func:`auth_error`.
+AUTH_CACHE_SECONDS = 5.0
+#: Seconds the WhoAmI call of a credentials check may take.
+AUTH_TIMEOUT = 10.0
+#: Credentials remembered at most; the cache is emptied when it grows past this.
+AUTH_CACHE_MAX = 10_000
+
+
+async def auth_error(request: Request) -> JSONResponse | None:
+    """None when the request's credentials are valid and its ``X-Automem-Scope`` allowed;
+    else the 401 / 403 response (400 for a header no key or scope can hold).
+
+    The services check credentials on every call; the gateway asks (RecallService.WhoAmI)
+    only before answering an error of its own (a 400 from validation, 413, 404 of an unknown
+    route) and for ``/mcp`` and open RPCs, so that a request without a valid key never gets
+    anything but 401. Successes are cached for :data:`AUTH_CACHE_SECONDS`; when the service
+    cannot answer, the original answer stands (None)."""
+    app = request.app
+    try:
+        md = credentials(request, app.state.settings)
+    except GatewayError as exc:
+        return error_response(exc.status, exc.message)
+    cache: dict[tuple, float] = app.state.__dict__.setdefault("_auth_ok", {})
+    key = tuple(md)
+    now = time.monotonic()
+    if cache.get(key, 0.0) > now:
+        return None
+    try:
+        await app.state.client.recall.WhoAmI(recall_service_pb2.WhoAmIRequest(), metadata=md, timeout=AUTH_TIMEOUT)
+    except grpc.aio.AioRpcError as exc:
+        if exc.code() in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
+            return error_response(HTTP_STATUS[exc.code()], exc.details() or exc.code().name)
+        return None  # down, busy, or a malformed scope name: let the original answer stand
+    if len(cache) > AUTH_CACHE_MAX:
+        cache.clear()
+    cache[key] = now + AUTH_CACHE_SECONDS
+    return None
+
+
+# --- FastAPI dependencies --------------------------------------------------------------
+
+
+def grpc_client(request: Request) -> AutomemClient:
+    """The app's gRPC client (one per app, ``app.state.client``)."""
+    return request.app.state.client
+
+
+def principal(request: Request) -> list[tuple[str, str]]:
+    """The request's key and admin token as gRPC metadata (:func:`principal_metadata`)."""
+    return principal_metadata(request, request.app.state.settings)
+
+
+def scope(request: Request) -> list[tuple[str, str]]:
+    """The request's ``X-Automem-Scope`` as gRPC metadata (:func:`scope_metadata`)."""
+    return scope_metadata(request)
+
+
+def caller(client: Annotated[AutomemClient, Depends(grpc_client)],
+           key: Annotated[list[tuple[str, str]], Depends(principal)],
+           requested: Annotated[list[tuple[str, str]], Depends(scope)]) -> Caller:
+    """The :class:`Caller` of a REST request."""
+    return Caller(client, key + requested)
+
+
+#: Route parameter type: ``call: CallerDep``.
+CallerDep = Annotated[Caller, Depends(caller)]

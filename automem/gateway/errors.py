@@ -1,0 +1,56 @@
+"""The gateway's one error type and its translation from gRPC statuses.
+
+Use cases raise :class:`GatewayError` (or the domain's :class:`AutomemError` for input the
+gateway cannot translate, e.g. an unparseable time); the REST app answers it as a JSON error
+with ``status`` as the HTTP status, the MCP tools as a tool error naming ``code``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+from fastapi.responses import JSONResponse
+
+from automem.common.errors import HTTP_STATUS
+
+#: Seconds a client is asked to wait after a 429 (the rate limiter's smallest window).
+RETRY_AFTER_SECONDS = 1
+
+
+class GatewayError(Exception):
+    """An error with an HTTP ``status`` and a ``message`` naming the field.
+
+    ``code`` is the gRPC status when a service answered it (the service has then checked
+    the caller's credentials: ``from_service``); ``extra`` goes into the REST error body.
+    """
+
+    def __init__(self, status: int, message: str, *, code: grpc.StatusCode | None = None, **extra: Any) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.code = code
+        self.extra = extra
+
+    @property
+    def from_service(self) -> bool:
+        """True when a service answered the error (so it has checked the credentials)."""
+        return self.code is not None
+
+    @classmethod
+    def from_rpc(cls, exc: grpc.aio.AioRpcError) -> GatewayError:
+        """The error of a failed call: HTTP status by automem/common/errors.py's one map
+        (500 for unmapped codes; 503 when the service cannot be reached)."""
+        code = exc.code()
+        status = HTTP_STATUS.get(code, 500)
+        if code == grpc.StatusCode.UNAVAILABLE and "failed to connect" in (exc.details() or "").lower():
+            status = 503
+        return cls(status, exc.details() or code.name, code=code)
+
+
+def error_response(status: int, message: str, **extra: Any) -> JSONResponse:
+    """The REST error answer: ``{"status": "error", "error": msg, "message": msg, "code":
+    status, **extra}``, with ``Retry-After`` on a 429."""
+    headers = {"Retry-After": str(RETRY_AFTER_SECONDS)} if status == 429 else None
+    return JSONResponse({"status": "error", "error": message, "message": message, "code": status, **extra},
+                        status_code=status, headers=headers)

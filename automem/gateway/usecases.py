@@ -1,0 +1,446 @@
+"""What the gateway does, once for both doors: the use cases the REST routes
+(automem/gateway/routes_*.py) and the MCP tools (automem/gateway/mcp_server.py) call.
+
+Each use case translates caller input into a service request — times parsed into
+``google.protobuf.Timestamp``, mode words into enums, AutoMem field names into proto fields
+— makes the one gRPC call the operation needs through a :class:`Caller`, and returns the
+service's answer (a proto); the doors present it (automem/gateway/presenters.py). Rules and
+limits (batch sizes, page sizes, relation types a supersede may use, state transitions)
+are the services' own: a use case checks only what it must to build the request (a time
+that is not ISO 8601, a word that names no enum value, a JSON null where the proto has no
+null). Errors: GatewayError (automem/gateway/errors.py) for service answers, InvalidArgument
+naming the field for untranslatable input.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+from google.protobuf import field_mask_pb2
+
+from automem.common.client import TIME_FIELDS, AutomemClient, set_input_times
+from automem.common.enums import enum_value, enum_word
+from automem.common.errors import HTTP_STATUS, InvalidArgument
+from automem.common.model import parse_relation_type, parse_time, ts
+from automem.gateway.deps import Caller
+from automem.gateway.errors import GatewayError
+from automem.gateway.schemas import MemoryRequest
+from automem.v1 import (
+    consolidate_service_pb2,
+    enrich_service_pb2,
+    ingest_service_pb2,
+    memory_pb2,
+    recall_service_pb2,
+    review_service_pb2,
+)
+
+# --- translation of caller input --------------------------------------------------------
+
+
+def read_options(as_of: str | None = None, known_at: str | None = None, state_mode: str | None = None,
+                 current_only: bool | None = None, include_archived: bool = False,
+                 include_pending: bool = False) -> recall_service_pb2.ReadOptions:
+    """The state-pass options of a read. ``state_mode`` current|history wins over the legacy
+    ``current_only`` (false = history); ``as_of`` / ``known_at`` are ISO 8601.
+    InvalidArgument naming ``state_mode``, ``as_of`` or ``known_at``."""
+    mode = state_mode or ("current" if current_only in (None, True) else "history")
+    options = recall_service_pb2.ReadOptions(
+        state_mode=enum_value(recall_service_pb2.StateMode, mode, "state_mode"),
+        include_archived=include_archived, include_pending=include_pending)
+    if as_of:
+        options.as_of.CopyFrom(ts(parse_time(as_of, field="as_of")))
+    if known_at:
+        options.known_at.CopyFrom(ts(parse_time(known_at, field="known_at")))
+    return options
+
+
+def state_mode_word(options: recall_service_pb2.ReadOptions) -> str:
+    """current | history of read options built by :func:`read_options`."""
+    return enum_word(recall_service_pb2.StateMode, options.state_mode, "state_mode", "current")
+
+
+def memory_input(body: MemoryRequest, field_prefix: str = "") -> ingest_service_pb2.MemoryInput:
+    """The MemoryInput of a memory body (``POST /memory`` fields). Times become Timestamps
+    (InvalidArgument naming ``field_prefix`` + timestamp / t_valid / t_invalid); metadata
+    travels as JSON text so the service can name a non-object."""
+    item = ingest_service_pb2.MemoryInput(
+        content=body.content, tags=body.tags, type=body.type or "", embedding=body.embedding or [],
+        require_review=body.require_review)
+    set_input_times(item, {"timestamp": body.timestamp, "t_valid": body.t_valid, "t_invalid": body.t_invalid},
+                    field_prefix)
+    if body.importance is not None:
+        item.importance = body.importance
+    if body.confidence is not None:
+        item.confidence = body.confidence
+    if "metadata" in body.model_fields_set:
+        item.metadata_set = True
+        item.metadata_json = json.dumps(body.metadata, ensure_ascii=False)
+    return item
+
+
+#: Fields whose JSON null has no proto form: the message each answers it with.
+_NOT_NULL = {"tags": "tags: must be a list of strings (use [] to clear)",
+             "importance": "importance: must be a number between 0 and 1",
+             "confidence": "confidence: must be a number between 0 and 1",
+             "type": "type: must not be null", "timestamp": "timestamp: must not be null",
+             "t_valid": "t_valid: must not be null"}
+
+
+def update_input(fields: dict[str, Any]) -> tuple[ingest_service_pb2.MemoryInput, list[str]]:
+    """The MemoryInput and update-mask paths of a PATCH (``fields``: AutoMem names -> the
+    values given, None for a JSON null). ``t_invalid`` null or "" opens the window; null
+    content is empty content (the service refuses it). InvalidArgument naming the field for
+    a null with no proto form or an unparseable time."""
+    item = ingest_service_pb2.MemoryInput()
+    for name, value in fields.items():
+        if value is None and name in _NOT_NULL:
+            raise InvalidArgument(_NOT_NULL[name], field=name)
+        if name == "metadata":
+            item.metadata_json = json.dumps(value, ensure_ascii=False)
+            item.metadata_set = True
+        elif name == "tags":
+            item.tags.extend(value)
+        elif name in TIME_FIELDS:
+            set_input_times(item, {name: value})
+        elif value is not None:
+            setattr(item, name, value)
+    return item, sorted(TIME_FIELDS.get(name, name) for name in fields)
+
+
+def parse_etag(raw: int | str | None) -> int:
+    """The version number of an etag (body ``etag`` or ``If-Match``, quotes and ``W/``
+    dropped); 0 (no check) for none or ``*``. InvalidArgument naming ``etag`` otherwise."""
+    if isinstance(raw, str):
+        raw = raw.removeprefix("W/").strip('"')
+        if raw == "*":
+            return 0
+    try:
+        return int(raw or 0)
+    except (TypeError, ValueError):
+        raise InvalidArgument("etag: must be the memory's version number", field="etag") from None
+
+
+def relation_type(name: str | None, field: str = "type", default: str = "RELATES_TO") -> int:
+    """The RelationType of a name (any case; ``default`` when empty). InvalidArgument naming
+    ``field`` for a name that is no relation type; which types an operation accepts is the
+    ingest service's rule."""
+    return parse_relation_type(name or default, authorable_only=False, field=field)
+
+
+# --- writes -----------------------------------------------------------------------------
+
+
+async def create_memory(call: Caller, body: MemoryRequest, *, scope: str = "",
+                        idempotency_key: str = "") -> ingest_service_pb2.CreateMemoryResponse:
+    """Store one memory (IngestService.CreateMemory); ``deduplicated`` on a retry."""
+    return await call(call.client.ingest.CreateMemory, ingest_service_pb2.CreateMemoryRequest(
+        memory=memory_input(body), scope=scope, idempotency_key=idempotency_key))
+
+
+async def create_memories(call: Caller, bodies: Sequence[MemoryRequest], *, scope: str = "",
+                          idempotency_key: str = "") -> ingest_service_pb2.BatchCreateMemoriesResponse:
+    """Store a batch, all or nothing (IngestService.BatchCreateMemories: it owns the limit).
+    A bad item is named ``memories[i].<field>``."""
+    items = [memory_input(b, f"memories[{i}].") for i, b in enumerate(bodies)]
+    return await call(call.client.ingest.BatchCreateMemories, ingest_service_pb2.BatchCreateMemoriesRequest(
+        memories=items, scope=scope, idempotency_key=idempotency_key))
+
+
+async def supersede_memory(call: Caller, memory_id: str, body: MemoryRequest, *, relation: str | None = None,
+                           reason: str = "", scope: str = "",
+                           idempotency_key: str = "") -> ingest_service_pb2.SupersedeMemoryResponse:
+    """Replace ``memory_id`` by ``body`` atomically (IngestService.SupersedeMemory, which
+    decides the relation types a supersede may use; INVALIDATED_BY when none is given)."""
+    return await call(call.client.ingest.SupersedeMemory, ingest_service_pb2.SupersedeMemoryRequest(
+        id=memory_id, scope=scope, replacement=memory_input(body),
+        relation_type=relation_type(relation, "supersede_relation", "INVALIDATED_BY"), reason=reason,
+        idempotency_key=idempotency_key))
+
+
+async def update_memory(call: Caller, memory_id: str, fields: dict[str, Any], *, add_tags: Sequence[str] = (),
+                        etag: int = 0) -> ingest_service_pb2.UpdateMemoryResponse:
+    """Update the given fields (AutoMem names, see :func:`update_input`) in place; ``etag``
+    0 = no version check (IngestService.UpdateMemory)."""
+    item, paths = update_input(fields)
+    return await call(call.client.ingest.UpdateMemory, ingest_service_pb2.UpdateMemoryRequest(
+        id=memory_id, memory=item, update_mask=field_mask_pb2.FieldMask(paths=paths), etag=etag,
+        add_tags=list(add_tags)))
+
+
+async def delete_memory(call: Caller, memory_id: str, *, purge: bool = False,
+                        reason: str = "") -> ingest_service_pb2.DeleteMemoryResponse:
+    """Tombstone a memory (``purge``: remove it, admin)."""
+    return await call(call.client.ingest.DeleteMemory,
+                      ingest_service_pb2.DeleteMemoryRequest(id=memory_id, purge=purge, reason=reason))
+
+
+async def delete_by_tag(call: Caller, tags: Sequence[str], *,
+                        dry_run: bool) -> ingest_service_pb2.DeleteMemoriesByTagResponse:
+    """Tombstone every memory with any of ``tags``; ``dry_run`` previews the ids."""
+    return await call(call.client.ingest.DeleteMemoriesByTag,
+                      ingest_service_pb2.DeleteMemoriesByTagRequest(tags=list(tags), dry_run=dry_run))
+
+
+@dataclass
+class Association:
+    """One association as a caller gives it (AutoMem's ``/associate`` fields)."""
+
+    memory1_id: str | None
+    memory2_id: str | None
+    type: str | None = "RELATES_TO"
+    strength: float = 0.5
+    reason: str | None = None
+
+    def request(self) -> ingest_service_pb2.CreateRelationRequest:
+        """The CreateRelation request; the type goes by name, the service resolves it."""
+        return ingest_service_pb2.CreateRelationRequest(
+            relation=memory_pb2.Relation(source_id=self.memory1_id or "", target_id=self.memory2_id or "",
+                                         strength=self.strength, reason=self.reason or ""),
+            type_name=self.type or "")
+
+
+@dataclass
+class Associated:
+    """A batch's outcome: ``created`` (index, relation) and ``failed`` (index, error), each in
+    request order."""
+
+    created: list[tuple[int, memory_pb2.Relation]] = field(default_factory=list)
+    failed: list[tuple[int, GatewayError]] = field(default_factory=list)
+
+
+async def associate(call: Caller, association: Association) -> memory_pb2.Relation:
+    """Create one typed edge (IngestService.CreateRelation, which owns the relation types
+    and the checks)."""
+    response = await call(call.client.ingest.CreateRelation, association.request())
+    return response.relation
+
+
+_CODES = {code.value[0]: code for code in grpc.StatusCode}
+
+
+async def associate_many(call: Caller, associations: Sequence[Association],
+                         item_field: Callable[[int, str], str] = lambda i, name: name) -> Associated:
+    """Create a batch of edges, each on its own (IngestService.BatchCreateRelations, which
+    owns the batch limit). A failed item's message names its field as
+    ``item_field(index, field)`` (REST: the field alone; MCP: ``associations.<i>.<field>``)."""
+    response = await call(call.client.ingest.BatchCreateRelations, ingest_service_pb2.BatchCreateRelationsRequest(
+        requests=[a.request() for a in associations]))
+    outcome = Associated(created=list(zip(response.indexes, response.relations, strict=True)))
+    for failure in response.failures:
+        code = _CODES.get(failure.code, grpc.StatusCode.UNKNOWN)
+        message = failure.message
+        if failure.field and message.startswith(failure.field + ":"):
+            message = item_field(failure.index, failure.field) + message[len(failure.field):]
+        outcome.failed.append((failure.index, GatewayError(HTTP_STATUS.get(code, 500), message, code=code)))
+    return outcome
+
+
+# --- reads ------------------------------------------------------------------------------
+
+
+async def get_memory(call: Caller, memory_id: str,
+                     read: recall_service_pb2.ReadOptions) -> recall_service_pb2.GetMemoryResponse:
+    """One memory through the state pass; bumps its ``last_accessed``."""
+    return await call(call.client.recall.GetMemory,
+                      recall_service_pb2.GetMemoryRequest(id=memory_id, touch=True, read=read))
+
+
+async def search(call: Caller, *, read: recall_service_pb2.ReadOptions, query: str = "",
+                 queries: Sequence[str] = (), embedding: Sequence[float] = (), limit: int | None = None,
+                 offset: int = 0, sort: str = "", time_query: str = "", start: str = "", end: str = "",
+                 tags: Sequence[str] = (), tag_mode: str = "", tag_match: str = "",
+                 exclude_tags: Sequence[str] = (), expand_relations: bool = False, expand_entities: bool = False,
+                 relation_limit: int = 5, expansion_limit: int = 25, expand_min_importance: float = 0.0,
+                 expand_min_strength: float = 0.0, min_score: float = 0.0, context: str = "",
+                 context_tags: Sequence[str] = (), context_types: Sequence[str] = (),
+                 priority_ids: Sequence[str] = (), recency_bias: str = "") -> recall_service_pb2.SearchMemoriesResponse:
+    """Ranked hybrid recall (RecallService.SearchMemories) with AutoMem's ``/recall``
+    parameters; ``limit`` None = the service's default, the service checks its range.
+    InvalidArgument naming sort, tag_mode, tag_match, recency_bias, start or end when they
+    cannot be translated."""
+    message = recall_service_pb2.SearchMemoriesRequest(
+        query=query, queries=list(queries), embedding=list(embedding), offset=offset,
+        sort=enum_value(recall_service_pb2.SortOrder, sort, "sort"), time_query=time_query, tags=list(tags),
+        tag_mode=enum_value(recall_service_pb2.TagMode, tag_mode, "tag_mode"),
+        tag_match=enum_value(recall_service_pb2.TagMatch, tag_match, "tag_match"),
+        exclude_tags=list(exclude_tags), read=read, expand_relations=expand_relations,
+        expand_entities=expand_entities, relation_limit=relation_limit, expansion_limit=expansion_limit,
+        expand_min_importance=expand_min_importance, expand_min_strength=expand_min_strength,
+        min_score=min_score, context=context, context_tags=list(context_tags), context_types=list(context_types),
+        priority_ids=list(priority_ids), recency_bias=enum_value(recall_service_pb2.RecencyBias, recency_bias,
+                                                                 "recency_bias"))
+    if limit is not None:
+        message.limit = limit
+    if start and start.strip():
+        message.start_time.CopyFrom(ts(parse_time(start, field="start")))
+    if end and end.strip():
+        message.end_time.CopyFrom(ts(parse_time(end, field="end")))
+    return await call(call.client.recall.SearchMemories, message)
+
+
+async def list_by_tag(call: Caller, tags: Sequence[str], *, read: recall_service_pb2.ReadOptions,
+                      limit: int | None = None, offset: int = 0, tag_mode: str = "", tag_match: str = "",
+                      page_token: str = "", include_total: bool = False) -> recall_service_pb2.ListMemoriesByTagResponse:
+    """A page of the memories under ``tags``, newest first (RecallService.ListMemoriesByTag;
+    ``limit`` None = its default page size)."""
+    message = recall_service_pb2.ListMemoriesByTagRequest(
+        tags=list(tags), offset=offset, read=read, page_token=page_token, include_total=include_total,
+        tag_mode=enum_value(recall_service_pb2.TagMode, tag_mode, "tag_mode"),
+        tag_match=enum_value(recall_service_pb2.TagMatch, tag_match, "tag_match"))
+    if limit is not None:
+        message.page_size = limit
+    return await call(call.client.recall.ListMemoriesByTag, message)
+
+
+async def startup_recall(call: Caller) -> recall_service_pb2.StartupRecallResponse:
+    """Critical lessons and system rules, current memories only."""
+    return await call(call.client.recall.StartupRecall,
+                      recall_service_pb2.StartupRecallRequest(read=read_options()))
+
+
+async def related(call: Caller, memory_id: str, *, types: Sequence[str], max_depth: int, limit: int,
+                  read: recall_service_pb2.ReadOptions) -> recall_service_pb2.ListRelatedMemoriesResponse:
+    """The first page of ``memory_id``'s graph neighbours (``limit`` 0 = the service's default)."""
+    return await call(call.client.recall.ListRelatedMemories, recall_service_pb2.ListRelatedMemoriesRequest(
+        id=memory_id, relationship_types=list(types), max_depth=max_depth, page_size=limit, read=read))
+
+
+async def analyze(call: Caller, top: int) -> recall_service_pb2.AnalyzeMemoriesResponse:
+    """Counts, averages and frequencies of the caller's scope (``top`` checked by the service)."""
+    return await call(call.client.recall.AnalyzeMemories, recall_service_pb2.AnalyzeMemoriesRequest(top=top))
+
+
+# --- operations -------------------------------------------------------------------------
+
+#: Seconds each status call of a health check may take.
+HEALTH_TIMEOUT = 5.0
+
+
+@dataclass
+class Health:
+    """What the services answered to a health check; None (with ``stats_error``) where a
+    call failed."""
+
+    stats: recall_service_pb2.GetStatsResponse | None = None
+    stats_error: str | None = None
+    enrichment: enrich_service_pb2.GetEnrichmentStatusResponse | None = None
+    sync: consolidate_service_pb2.GetSyncStatusResponse | None = None
+
+
+async def health(client: AutomemClient, *, with_sync: bool) -> Health:
+    """Store stats, the enrichment status and (``with_sync``, when the vector store answers)
+    the last sync check: the three open RPCs, no credentials, :data:`HEALTH_TIMEOUT` each."""
+    call = Caller(client, [])
+    out = Health()
+    try:
+        out.stats = await call(client.recall.GetStats, recall_service_pb2.GetStatsRequest(), HEALTH_TIMEOUT)
+    except GatewayError as exc:
+        out.stats_error = exc.message
+    try:
+        out.enrichment = await call(client.enrich.GetEnrichmentStatus,
+                                    enrich_service_pb2.GetEnrichmentStatusRequest(), HEALTH_TIMEOUT)
+    except GatewayError:
+        pass
+    if with_sync and out.stats is not None and out.stats.vectors_enabled and out.stats.vectors_connected:
+        try:
+            out.sync = await call(client.consolidate.GetSyncStatus, consolidate_service_pb2.GetSyncStatusRequest(),
+                                  HEALTH_TIMEOUT)
+        except GatewayError:
+            pass
+    return out
+
+
+async def enrichment_status(call: Caller) -> enrich_service_pb2.GetEnrichmentStatusResponse:
+    """Queue depth and counters of enrichment."""
+    return await call(call.client.enrich.GetEnrichmentStatus, enrich_service_pb2.GetEnrichmentStatusRequest())
+
+
+async def reprocess(call: Caller, ids: Sequence[str]) -> enrich_service_pb2.ReprocessMemoriesResponse:
+    """Re-enrich the given memories (admin)."""
+    return await call(call.client.enrich.ReprocessMemories, enrich_service_pb2.ReprocessMemoriesRequest(ids=ids))
+
+
+async def consolidate(call: Caller, mode: str, dry_run: bool) -> consolidate_service_pb2.ConsolidationRun:
+    """Run one consolidation task now."""
+    response = await call(call.client.consolidate.RunConsolidation,
+                          consolidate_service_pb2.RunConsolidationRequest(mode=mode, dry_run=dry_run))
+    return response.run
+
+
+async def consolidation_status(call: Caller) -> consolidate_service_pb2.GetConsolidationStatusResponse:
+    """Recent consolidation runs and the schedule."""
+    return await call(call.client.consolidate.GetConsolidationStatus,
+                      consolidate_service_pb2.GetConsolidationStatusRequest())
+
+
+async def check_sync(call: Caller, *, repair: bool) -> consolidate_service_pb2.CheckSyncResponse:
+    """Compare graph and vectors; repair with ``repair`` (admin)."""
+    return await call(call.client.consolidate.CheckSync, consolidate_service_pb2.CheckSyncRequest(repair=repair))
+
+
+# --- truth model ------------------------------------------------------------------------
+
+
+async def review_items(call: Caller, *, status: str, kind: str, page_size: int,
+                       page_token: str) -> review_service_pb2.ListReviewItemsResponse:
+    """A page of the review queue."""
+    return await call(call.client.review.ListReviewItems, review_service_pb2.ListReviewItemsRequest(
+        status=status, kind=kind, page_size=page_size, page_token=page_token))
+
+
+async def approve(call: Caller, item_id: str, reason: str) -> review_service_pb2.ApproveReviewItemResponse:
+    """Approve a pending review item (admin)."""
+    return await call(call.client.review.ApproveReviewItem,
+                      review_service_pb2.ApproveReviewItemRequest(id=item_id, reason=reason))
+
+
+async def reject(call: Caller, item_id: str, reason: str) -> review_service_pb2.RejectReviewItemResponse:
+    """Reject a pending review item with a reason (admin)."""
+    return await call(call.client.review.RejectReviewItem,
+                      review_service_pb2.RejectReviewItemRequest(id=item_id, reason=reason))
+
+
+async def tombstones(call: Caller, *, include_lifted: bool, page_size: int,
+                     page_token: str) -> review_service_pb2.ListTombstonesResponse:
+    """A page of the scope's tombstones (admin)."""
+    return await call(call.client.review.ListTombstones, review_service_pb2.ListTombstonesRequest(
+        include_lifted=include_lifted, page_size=page_size, page_token=page_token))
+
+
+async def lift(call: Caller, tombstone_id: str) -> review_service_pb2.LiftTombstoneResponse:
+    """Lift a tombstone (admin)."""
+    return await call(call.client.review.LiftTombstone, review_service_pb2.LiftTombstoneRequest(id=tombstone_id))
+
+
+async def history(call: Caller, memory_id: str, *, page_size: int,
+                  page_token: str) -> review_service_pb2.ListMemoryEventsResponse:
+    """A page of a memory's events, oldest first."""
+    return await call(call.client.review.ListMemoryEvents, review_service_pb2.ListMemoryEventsRequest(
+        id=memory_id, page_size=page_size, page_token=page_token))
+
+
+#: Seconds a full export may stream.
+BACKUP_TIMEOUT = 3600.0
+
+
+async def export_backup(call: Caller, *, events: bool) -> AsyncIterator[str]:
+    """The full export as JSON lines (admin). The first record is read before this returns,
+    so a refused call raises GatewayError here rather than mid-stream."""
+    stream = call.stream(call.client.ingest.ExportBackup,
+                         ingest_service_pb2.ExportBackupRequest(skip_events=not events), BACKUP_TIMEOUT)
+    try:
+        first = await stream.read()
+    except grpc.aio.AioRpcError as exc:
+        raise GatewayError.from_rpc(exc) from None
+
+    async def lines() -> AsyncIterator[str]:
+        chunk = first
+        while chunk is not grpc.aio.EOF:  # read() only: grpc.aio forbids mixing it with iteration
+            yield chunk.json_line + "\n"
+            chunk = await stream.read()
+
+    return lines()
