@@ -107,8 +107,8 @@ async def _watch(tasks: list[asyncio.Task]) -> bool:
 
 
 async def _keys(settings: Settings, args: argparse.Namespace) -> int:
-    from automem.common.graph import GraphStore
     from automem.common.keys import KeyStore
+    from automem.graph import GraphStore
 
     runtime = EmbeddedRuntime(settings) if not settings.falkordb_host else None
     if runtime is not None:
@@ -150,7 +150,7 @@ async def _recovery(settings: Settings, args: argparse.Namespace) -> int:
     """backup / restore / reindex (automem/common/backup.py) against the configured stores."""
     from automem.common import backup
     from automem.common.bus import Bus
-    from automem.common.graph import GraphStore
+    from automem.graph import GraphStore
 
     runtime = EmbeddedRuntime(settings) if not (settings.falkordb_host and settings.nats_url) else None
     if runtime is not None:
@@ -204,7 +204,7 @@ async def _recovery(settings: Settings, args: argparse.Namespace) -> int:
                   f"set QDRANT_COLLECTION={result['collection']} and AUTOMEM_EMBEDDING_PROVIDER={args.provider}")
         elif args.cmd == "reindex":
             from automem.common.embedding import make_provider
-            from automem.common.vectors import make_vector_store
+            from automem.vectors import make_vector_store
 
             provider = await asyncio.to_thread(make_provider, settings)
             vectors = make_vector_store(settings)

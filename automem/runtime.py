@@ -19,17 +19,17 @@ from automem.common.settings import Settings
 if TYPE_CHECKING:
     from automem.common.bus import Bus
     from automem.common.embedding import EmbeddingProvider
-    from automem.common.graph import GraphStore
     from automem.common.grpc_server import GrpcServer
     from automem.common.keys import KeyStore
     from automem.common.outbox import EventPublisher
-    from automem.common.vectors import VectorStore
     from automem.consolidate.scheduler import Scheduler
     from automem.consolidate.servicer import ConsolidateServicer
     from automem.enrich.consumer import EnrichConsumer
+    from automem.graph import GraphStore
     from automem.ingest.review import ReviewServicer
     from automem.ingest.servicer import IngestServicer
     from automem.recall.servicer import RecallServicer
+    from automem.vectors import VectorStore
 
 
 @dataclass(eq=False)

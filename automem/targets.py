@@ -37,7 +37,7 @@ async def _start_telemetry(rt: Runtime) -> Stop:
 
 
 async def _start_graph(rt: Runtime) -> Stop:
-    from automem.common.graph import GraphStore
+    from automem.graph import GraphStore
 
     graph = GraphStore(rt.settings)
     await graph.ensure_schema()
@@ -71,7 +71,7 @@ async def _start_embedder(rt: Runtime) -> None:
 
 
 async def _start_vectors(rt: Runtime) -> Stop | None:
-    from automem.common.vectors import make_vector_store
+    from automem.vectors import make_vector_store
 
     store = make_vector_store(rt.settings)
     if store is None:
@@ -88,7 +88,7 @@ async def _start_vectors(rt: Runtime) -> Stop | None:
 def _vectors_in_process(settings: Settings) -> bool:
     """True when the vector store lives in this process's files or memory: the embedded
     qdrant-edge shard (``QDRANT_URL`` empty; one opener per directory, a second fails with
-    a WAL ``WouldBlock``; automem/common/vectors.py) or qdrant-client's local mode
+    a WAL ``WouldBlock``; automem/vectors/edge.py) or qdrant-client's local mode
     (``:memory:`` / ``local:<dir>``). A Qdrant server (any other URL) is shared by all."""
     url = settings.qdrant_url.strip()
     return settings.vectors_enabled and (url in ("", ":memory:") or url.startswith("local:"))

@@ -75,8 +75,9 @@ async def before_page(graph: Any, filters: Any, read: Any, states: list[str], li
     """main's ListMemoriesByTag body before this change (commit 37924cf), for the A/B."""
     from automem.common.model import node_to_memory
     from automem.common.state import resolve
+    from automem.graph.memories import filter_where
 
-    where, params = filters.cypher("m")
+    where, params = filter_where(filters, "m")
     params["states"] = states
     rows = await graph.ro_query(
         f"MATCH (m:Memory) WHERE {where} AND m.state IN $states RETURN properties(m) "

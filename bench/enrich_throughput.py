@@ -167,11 +167,11 @@ def _tree_cpu() -> float:
 
 async def predecessors(n: int, sample: int = 200) -> dict:
     """ms per memory of the PRECEDED_BY lookup on a graph of ``n`` memories: the indexed
-    lookup (GraphStore.link_predecessors) and the scan of the scope it replaced."""
+    lookup (Relations.link_predecessors, automem/graph/relations.py) and the scan of the scope it replaced."""
     from automem.common.embedded import EmbeddedFalkorDB
-    from automem.common.graph import GraphStore
     from automem.common.model import Memory, content_hash, ts
     from automem.common.settings import Settings
+    from automem.graph import GraphStore
     from automem.v1 import memory_pb2
 
     scan = ("UNWIND $ids AS mid MATCH (m:Memory {id: mid}) "
@@ -197,10 +197,10 @@ async def predecessors(n: int, sample: int = 200) -> dict:
                 memory.create_time.CopyFrom(ts(1.7e9 + i * 0.001))
                 rows.append(memory)
             for i in range(0, n, 2000):
-                await graph.create_memories(rows[i:i + 2000])
+                await graph.memories.create_many(rows[i:i + 2000])
             ids = [m.id for m in rows[-sample:]]
             t = time.perf_counter()
-            await graph.link_predecessors(ids, time.time())
+            await graph.relations.link_predecessors(ids, time.time())
             indexed = (time.perf_counter() - t) * 1000 / len(ids)
             scan_ids = ids[: max(10, sample // 10)]
             t = time.perf_counter()

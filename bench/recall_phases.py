@@ -82,10 +82,11 @@ async def run(data_dir: Path, mode: str, n: int, questions: list[str], turns: in
     ctx = await runner.start()
     timers = Timers()
     try:
-        count = (await ctx.graph.ro_query("MATCH (m:Memory) RETURN count(m)"))[0][0]
+        count = await ctx.graph.memories.count()
         sets = max(1, -(-count // turns))  # bench/latency.py: copy k is tagged set-k
-        for name in ("recall_candidates", "get_memories_with_successors", "ro_query", "unembedded"):
-            timers.wrap(ctx.graph, name, "graph." + name)
+        for name in ("recall_candidates", "hydrate_with_successors", "unembedded"):
+            timers.wrap(ctx.graph.memories, name, "graph.memories." + name)
+        timers.wrap(ctx.graph, "ro_query", "graph.ro_query")
         if ctx.vectors is not None:
             for name in ("search", "search_sparse", "newest_event_time"):
                 timers.wrap(ctx.vectors, name, "vectors." + name)

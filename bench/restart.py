@@ -229,7 +229,7 @@ async def write_vectors(graph, vectors, provider, batch: int = 500) -> None:
 
     ids = [row[0] for row in await graph.ro_query("MATCH (m:Memory) RETURN m.id")]
     for i in range(0, len(ids), batch):
-        memories = list((await graph.get_memories(ids[i: i + batch], None)).values())
+        memories = list((await graph.memories.hydrate(ids[i: i + batch], None)).values())
         matrix = await asyncio.to_thread(provider.embed, [m.content for m in memories])
         for memory, vector in zip(memories, matrix, strict=True):
             memory.embedding_model = provider.name

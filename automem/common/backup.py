@@ -31,30 +31,21 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import json
-import re
 import time
 from collections.abc import AsyncIterator, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from automem.common.graph import GraphStore
-from automem.common.model import node_to_memory
 from automem.common.payload import build_payload
 from automem.common.text import analyze, bm25_doc_weights
 from automem.v1 import events_pb2, memory_pb2
 
+if TYPE_CHECKING:
+    from automem.graph import GraphStore
+
 FORMAT = "automem-backup/1"
 PAGE = 500
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _KIND = {"Memory": "memory", "Tombstone": "tombstone", "ReviewItem": "review_item"}
-_REF = "_automem_restore_ref"
-
-
-def _ident(name: str) -> str:
-    if not _IDENT.match(name):
-        raise ValueError(f"backup: unsafe label or type name {name!r}")
-    return name
 
 
 async def export_records(graph: GraphStore, bus: Any = None) -> AsyncIterator[dict[str, Any]]:
@@ -69,9 +60,7 @@ async def export_records(graph: GraphStore, bus: Any = None) -> AsyncIterator[di
     yield header
     skip = 0
     while True:
-        rows = await graph.ro_query(
-            "MATCH (n) RETURN id(n), labels(n), properties(n) ORDER BY id(n) SKIP $skip LIMIT $limit",
-            {"skip": skip, "limit": PAGE})
+        rows = await graph.dump.nodes_page(skip, PAGE)
         for ref, labels, props in rows:
             labels = list(labels)
             kind = next((_KIND[label] for label in labels if label in _KIND), "node")
@@ -81,9 +70,7 @@ async def export_records(graph: GraphStore, bus: Any = None) -> AsyncIterator[di
         skip += PAGE
     skip = 0
     while True:
-        rows = await graph.ro_query(
-            "MATCH (a)-[r]->(b) RETURN id(a), id(b), type(r), properties(r), id(r) "
-            "ORDER BY id(r) SKIP $skip LIMIT $limit", {"skip": skip, "limit": PAGE})
+        rows = await graph.dump.edges_page(skip, PAGE)
         for source, target, rel_type, props, _rid in rows:
             yield {"kind": "edge", "source": int(source), "target": int(target), "type": rel_type,
                    "properties": dict(props)}
@@ -128,23 +115,19 @@ async def restore_records(graph: GraphStore, records: list[dict[str, Any]], bus:
     """
     if force:
         # Replace, never merge: the target's graph and event stream are emptied first.
-        try:
-            await graph.graph.delete()
-        except Exception as exc:  # a graph never written is an "empty key"
-            if "empty key" not in str(exc).lower() and "invalid graph operation" not in str(exc).lower():
-                raise
+        await graph.dump.drop()
         await graph.ensure_schema()
         if bus is not None and bus.js is not None:
             await bus.js.purge_stream(bus.settings.stream_name)
     else:
         try:
-            existing = await graph.ro_query("MATCH (n) RETURN count(n)")
+            existing = await graph.dump.count_nodes()
         except Exception as exc:  # FalkorDB: a graph never written is an "empty key"
             if "empty key" not in str(exc):
                 raise
-            existing = []
-        if existing and existing[0][0]:
-            raise RuntimeError(f"restore: graph {graph.name!r} is not empty ({existing[0][0]} nodes); "
+            existing = 0
+        if existing:
+            raise RuntimeError(f"restore: graph {graph.name!r} is not empty ({existing} nodes); "
                                "restore into an empty data dir or pass --force")
         if bus is not None and bus.js is not None:
             info = await bus.js.stream_info(bus.settings.stream_name)
@@ -156,34 +139,28 @@ async def restore_records(graph: GraphStore, records: list[dict[str, Any]], bus:
     by_labels: dict[tuple[str, ...], list[dict[str, Any]]] = {}
     label_of: dict[int, str] = {}
     for record in nodes:
-        labels = tuple(_ident(label) for label in record.get("labels") or [])
+        labels = tuple(graph.dump.identifier(label) for label in record.get("labels") or [])
         by_labels.setdefault(labels, []).append(record)
         label_of[int(record["ref"])] = labels[0] if labels else ""
-    for labels in {lb[0] for lb in by_labels if lb}:
-        await _try(graph, f"CREATE INDEX FOR (n:{labels}) ON (n.{_REF})")
+    for label in {lb[0] for lb in by_labels if lb}:
+        await graph.dump.index_refs(label)
     for labels, group in by_labels.items():
-        label_text = "".join(f":{label}" for label in labels)
         for i in range(0, len(group), PAGE):
             rows = [{"ref": int(r["ref"]), "props": r.get("properties") or {}} for r in group[i:i + PAGE]]
-            await graph.query(f"UNWIND $rows AS row CREATE (n{label_text}) SET n = row.props, n.{_REF} = row.ref",
-                              {"rows": rows})
+            await graph.dump.create_nodes(labels, rows)
     by_type: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     for record in edges:
-        key = (_ident(record["type"]), label_of.get(int(record["source"]), ""),
+        key = (graph.dump.identifier(record["type"]), label_of.get(int(record["source"]), ""),
                label_of.get(int(record["target"]), ""))
         by_type.setdefault(key, []).append(record)
     for (rel_type, a_label, b_label), group in by_type.items():
-        a = f":{a_label}" if a_label else ""
-        b = f":{b_label}" if b_label else ""
         for i in range(0, len(group), PAGE):
             rows = [{"s": int(r["source"]), "t": int(r["target"]), "props": r.get("properties") or {}}
                     for r in group[i:i + PAGE]]
-            await graph.query(
-                f"UNWIND $rows AS row MATCH (a{a} {{{_REF}: row.s}}), (b{b} {{{_REF}: row.t}}) "
-                f"CREATE (a)-[r:{rel_type}]->(b) SET r = row.props", {"rows": rows})
-    await graph.query(f"MATCH (n) WHERE n.{_REF} IS NOT NULL SET n.{_REF} = NULL")
-    for labels in {lb[0] for lb in by_labels if lb}:
-        await _try(graph, f"DROP INDEX ON :{labels}({_REF})")
+            await graph.dump.create_edges(rel_type, a_label, b_label, rows)
+    await graph.dump.clear_refs()
+    for label in {lb[0] for lb in by_labels if lb}:
+        await graph.dump.unindex_refs(label)
     await graph.ensure_schema()
     published = dropped = 0
     if bus is not None and events:
@@ -199,11 +176,6 @@ async def restore_records(graph: GraphStore, records: list[dict[str, Any]], bus:
     return {"nodes": len(nodes), "edges": len(edges), "events": published, "events_dropped": dropped}
 
 
-async def _try(graph: GraphStore, statement: str) -> None:
-    with contextlib.suppress(Exception):  # index already there / already gone
-        await graph.query(statement)
-
-
 async def reindex(graph: GraphStore, vectors: Any, provider: Any, batch: int = 64) -> dict[str, int]:
     """Rebuild every vector point from the graph. Returns ``{"reindexed", "removed"}``.
 
@@ -217,15 +189,11 @@ async def reindex(graph: GraphStore, vectors: Any, provider: Any, batch: int = 6
     skip = 0
     count = 0
     while True:
-        rows = await graph.ro_query(
-            "MATCH (m:Memory) WHERE NOT m.state IN ['DELETED', 'REJECTED'] "
-            "OPTIONAL MATCH (m)-[:PRECEDED_BY]->(p:Memory) "
-            "RETURN properties(m), p.content ORDER BY m.id SKIP $skip LIMIT $limit",
-            {"skip": skip, "limit": batch})
+        rows = await graph.memories.reindex_page(skip, batch)
         if not rows:
             break
-        memories = [node_to_memory(r[0]) for r in rows]
-        previous = [r[1] or "" for r in rows]
+        memories = [memory for memory, _ in rows]
+        previous = [prev for _, prev in rows]
         matrix = await asyncio.to_thread(provider.embed, [m.content for m in memories])
         for i, memory in enumerate(memories):
             memory.embedding_model = provider.name
@@ -234,7 +202,7 @@ async def reindex(graph: GraphStore, vectors: Any, provider: Any, batch: int = 6
             keys = sorted(weights)
             sparse = (keys, [weights[k] for k in keys]) if keys else None
             await vectors.upsert(memory.id, matrix[i].tolist(), build_payload(memory), sparse=sparse)
-            await graph.set_enrichment(memory.id, memory.content_hash, {
+            await graph.memories.set_enrichment(memory.id, memory.content_hash, {
                 "embedding_status": "EMBEDDING_STATUS_DONE", "embedding_model": provider.name})
             live.add(memory.id)
             count += 1

@@ -1,4 +1,5 @@
-"""API keys: stored hashed in the graph, each with a role, scope patterns and a default scope.
+"""API keys: stored hashed in the graph (automem/graph/keys.py), each with a role, scope patterns
+and a default scope.
 
 ``automem keys create --role writer --scope 'acme/*'`` prints a new key once; only its
 sha256 is stored. Key format: ``am_<id>_<secret>``.
@@ -9,10 +10,13 @@ from __future__ import annotations
 import secrets
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from automem.common.auth import ROLES, Principal, hash_key
 from automem.common.errors import InvalidArgument, NotFound
-from automem.common.graph import GraphStore
+
+if TYPE_CHECKING:
+    from automem.graph import GraphStore
 
 
 @dataclass
@@ -55,39 +59,27 @@ class KeyStore:
         key_id = secrets.token_hex(6)
         secret = f"am_{key_id}_{secrets.token_urlsafe(24)}"
         info = ApiKeyInfo(key_id, role, scopes, default, False, time.time(), name or key_id)
-        await self.graph.query(
-            "CREATE (k:ApiKey {id: $id, hash: $hash, role: $role, scopes: $scopes, default_scope: $default, "
-            "revoked: false, create_time: $t, name: $name, require_review: $review})",
-            {"id": key_id, "hash": hash_key(secret), "role": role, "scopes": scopes, "default": default,
-             "t": info.create_time, "name": info.name, "review": bool(require_review)},
-        )
+        await self.graph.keys.create(key_id, hash_key(secret), role, scopes, default, info.create_time, info.name,
+                                     require_review)
         self._any = None
         return secret, info
 
     async def list(self) -> list[ApiKeyInfo]:
         """Every key (revoked ones included), oldest first."""
-        rows = await self.graph.ro_query(
-            "MATCH (k:ApiKey) RETURN k.id, k.role, k.scopes, k.default_scope, k.revoked, k.create_time, k.name "
-            "ORDER BY k.create_time"
-        )
+        rows = await self.graph.keys.all()
         return [ApiKeyInfo(r[0], r[1], list(r[2]), r[3], bool(r[4]), float(r[5]), r[6] or r[0]) for r in rows]
 
     async def revoke(self, key_id: str) -> None:
         """Revoke a key by id. NotFound when absent."""
-        rows = await self.graph.query("MATCH (k:ApiKey {id: $id}) SET k.revoked = true RETURN k.id", {"id": key_id})
-        if not rows:
+        if not await self.graph.keys.revoke(key_id):
             raise NotFound(f"key {key_id} not found", field="id")
 
     async def lookup(self, secret: str) -> Principal | None:
         """The principal of a presented key, or None (unknown or revoked)."""
-        rows = await self.graph.ro_query(
-            "MATCH (k:ApiKey {hash: $hash}) WHERE k.revoked = false "
-            "RETURN k.id, k.role, k.scopes, k.default_scope, coalesce(k.require_review, false)",
-            {"hash": hash_key(secret)},
-        )
-        if not rows:
+        row = await self.graph.keys.find_live(hash_key(secret))
+        if row is None:
             return None
-        key_id, role, scopes, default, review = rows[0]
+        key_id, role, scopes, default, review = row
         return Principal(f"key:{key_id}", role, tuple(scopes), default,
                          extra={"require_review": "true"} if review else {})
 
@@ -96,7 +88,6 @@ class KeyStore:
         the last key must not turn the service back into an open one."""
         if self._any is not None and time.monotonic() - self._any[0] < self.CACHE_SECONDS and self._any[1]:
             return True
-        rows = await self.graph.ro_query("MATCH (k:ApiKey) RETURN count(k)")
-        value = bool(rows and rows[0][0])
+        value = await self.graph.keys.count() > 0
         self._any = (time.monotonic(), value)
         return value

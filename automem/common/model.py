@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import unicodedata
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -206,48 +207,64 @@ _TIME_FIELDS = (
 )
 
 
+def _node_time(name: str) -> Callable[[Memory], float | None]:
+    # Open-ended windows are stored as OPEN_END so range filters need no null checks.
+    open_end = name in ("valid_to", "retract_time")
+
+    def build(memory: Memory) -> float | None:
+        value = epoch(memory, name)
+        return OPEN_END if value is None and open_end else value
+
+    return build
+
+
+#: How each node property is built from the message (:func:`memory_to_node`, in this order).
+_NODE_PROPERTIES: dict[str, Callable[[Memory], Any]] = {
+    "id": lambda m: m.id,
+    "scope": lambda m: m.scope,
+    "content": lambda m: m.content,
+    "summary": lambda m: m.summary,
+    "type": lambda m: type_name(m.type),
+    "tags": lambda m: list(m.tags),
+    "tags_lower": lambda m: sorted({t.lower() for t in m.tags}),
+    "importance": lambda m: float(m.importance),
+    "confidence": lambda m: float(m.confidence),
+    "metadata": lambda m: json.dumps(metadata_dict(m), ensure_ascii=False, sort_keys=True),
+    "state": lambda m: state_name(m.state),
+    "superseded_by": lambda m: m.superseded_by,
+    "version": lambda m: int(m.version),
+    "content_hash": lambda m: m.content_hash,
+    "entities": lambda m: json.dumps(
+        [{"name": e.name, "kind": e.kind, "tag": e.tag} for e in m.entities], ensure_ascii=False
+    ),
+    # Entity tags (enrichment-owned, apart from the user's tags; tag filters match both).
+    "entity_tags": lambda m: sorted({e.tag.lower() for e in m.entities if e.tag}),
+    "embedding_status": lambda m: memory_pb2.EmbeddingStatus.Name(m.embedding_status),
+    "enrichment_status": lambda m: memory_pb2.EnrichmentStatus.Name(m.enrichment_status),
+    "relevance_score": lambda m: float(m.relevance_score),
+    "source": lambda m: m.source,
+    "state_reason": lambda m: m.state_reason,
+    "embedding_model": lambda m: m.embedding_model,
+    **{name: _node_time(name) for name in _TIME_FIELDS},
+}
+
+
 def memory_to_node(memory: Memory) -> dict[str, Any]:
     """FalkorDB node properties of a memory: every field of the message, nothing else.
 
     Shape: scalars as themselves, times as float epoch seconds or None, ``tags`` as a list,
     ``tags_lower`` for case-insensitive tag matching, ``metadata``/``entities`` as JSON text,
-    enums by name.
+    enums by name; an open ``valid_to`` / ``retract_time`` is :data:`OPEN_END`.
     """
-    props: dict[str, Any] = {
-        "id": memory.id,
-        "scope": memory.scope,
-        "content": memory.content,
-        "summary": memory.summary,
-        "type": type_name(memory.type),
-        "tags": list(memory.tags),
-        "tags_lower": sorted({t.lower() for t in memory.tags}),
-        "importance": float(memory.importance),
-        "confidence": float(memory.confidence),
-        "metadata": json.dumps(metadata_dict(memory), ensure_ascii=False, sort_keys=True),
-        "state": state_name(memory.state),
-        "superseded_by": memory.superseded_by,
-        "version": int(memory.version),
-        "content_hash": memory.content_hash,
-        "entities": json.dumps(
-            [{"name": e.name, "kind": e.kind, "tag": e.tag} for e in memory.entities], ensure_ascii=False
-        ),
-        # Entity tags (enrichment-owned, apart from the user's tags; tag filters match both).
-        "entity_tags": sorted({e.tag.lower() for e in memory.entities if e.tag}),
-        "embedding_status": memory_pb2.EmbeddingStatus.Name(memory.embedding_status),
-        "enrichment_status": memory_pb2.EnrichmentStatus.Name(memory.enrichment_status),
-        "relevance_score": float(memory.relevance_score),
-        "source": memory.source,
-        "state_reason": memory.state_reason,
-        "embedding_model": memory.embedding_model,
-    }
-    for name in _TIME_FIELDS:
-        props[name] = epoch(memory, name)
-    # Open-ended windows are stored as OPEN_END so range filters need no null checks.
-    if props["valid_to"] is None:
-        props["valid_to"] = OPEN_END
-    if props["retract_time"] is None:
-        props["retract_time"] = OPEN_END
-    return props
+    return {name: build(memory) for name, build in _NODE_PROPERTIES.items()}
+
+
+def node_fields(memory: Memory, names: Iterable[str]) -> dict[str, Any]:
+    """Only the node properties ``names`` of ``memory``, each exactly as :func:`memory_to_node`
+    builds it: the one builder behind partial writes (``SET m += $props``) such as a touch's
+    ``last_access_time`` or decay's ``relevance_score``. KeyError for a name that is not a node
+    property."""
+    return {name: _NODE_PROPERTIES[name](memory) for name in names}
 
 
 def node_to_memory(props: dict[str, Any]) -> Memory:

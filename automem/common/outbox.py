@@ -14,14 +14,17 @@ import base64
 import binascii
 import logging
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from google.protobuf.message import DecodeError
 from nats.errors import MaxPayloadError
 from opentelemetry.trace import Span
 
 from automem.common.bus import Bus
-from automem.common.graph import GraphStore
 from automem.v1 import events_pb2
+
+if TYPE_CHECKING:
+    from automem.graph import GraphStore
 
 log = logging.getLogger(__name__)
 

@@ -22,11 +22,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from automem.common.graph import GraphStore
 from automem.common.lifecycle import SUPERSEDING_RELATIONS
 from automem.common.model import OPEN_END, Memory, epoch
 from automem.v1 import memory_pb2
+
+if TYPE_CHECKING:
+    from automem.graph import GraphStore
 
 #: Longest supersession chain walked (docs/architecture.md, "Where each rule lives").
 MAX_HOPS = 5
@@ -116,12 +119,12 @@ def readable_head(memory: Memory, read: ReadAt) -> bool:
 
 async def successors(graph: GraphStore, ids: list[str], scope: str, read: ReadAt) -> dict[str, str]:
     """For each id, the memory its newest superseding edge (known at ``read.known_at``) points to."""
-    return newest_successors(await graph.outgoing(ids, SUPERSEDING_RELATIONS, scope), read)
+    return newest_successors(await graph.relations.outgoing(ids, SUPERSEDING_RELATIONS, scope), read)
 
 
 def newest_successors(edges: list[tuple[str, str, str, float, float]], read: ReadAt) -> dict[str, str]:
     """``{source: target}`` of the newest of ``edges`` (superseding edges as
-    :meth:`GraphStore.outgoing` returns them) created by ``read.known_at``, per source."""
+    :meth:`automem.graph.relations.Relations.outgoing` returns them) created by ``read.known_at``, per source."""
     out: dict[str, tuple[float, str]] = {}
     for source, _type, target, _strength, created in edges:
         if created and created > read.known_at:
@@ -148,7 +151,7 @@ async def resolve(graph: GraphStore, memories: list[Memory], scope: str, read: R
     ``seen``: ids already returned by earlier calls for the same read (recall resolves its
     ranking in slices); they are withheld here too, and the ids returned are added to it.
     ``outgoing``: the superseding edges leaving ``memories``, when the caller read them with
-    the memories (:meth:`GraphStore.get_memories_with_successors`); saves a round trip.
+    the memories (:meth:`automem.graph.memories.Memories.hydrate_with_successors`); saves a round trip.
     """
     results: list[Resolved | None] = [None] * len(memories)
     memories = [as_known(m, read) for m in memories]
@@ -176,7 +179,7 @@ async def resolve(graph: GraphStore, memories: list[Memory], scope: str, read: R
         if not frontier:
             break
         need = [mid for mid in set(frontier.values()) if mid not in cache]
-        cache.update({k: as_known(v, read) for k, v in (await graph.get_memories(need, scope)).items()})
+        cache.update({k: as_known(v, read) for k, v in (await graph.memories.hydrate(need, scope)).items()})
         nxt = await successors(graph, list(set(frontier.values())), scope, read)
         new_frontier = {}
         for i, mid in frontier.items():

@@ -53,9 +53,7 @@ class Scheduler:
 
     async def _initial(self) -> None:
         now = time.time()
-        rows = await self.servicer.graph.ro_query(
-            "MATCH (r:ConsolidationRun) WHERE r.dry_run = false RETURN r.mode, max(r.end_time)")
-        last = {r[0]: float(r[1] or 0.0) for r in rows}
+        last = await self.servicer.graph.runs.last_end_times()
         for task, every in self.every.items():
             self.next[task] = max(last.get(task, now) + every, now) if task in last else now + every
 

@@ -14,14 +14,14 @@ from datetime import UTC, datetime
 
 from automem.common.auth import header_scope, require_role, resolve_scope
 from automem.common.errors import FailedPrecondition, InvalidArgument, PermissionDenied
-from automem.common.graph import GraphStore
 from automem.common.lifecycle import make_event
-from automem.common.model import Memory, node_to_memory, ts
+from automem.common.model import Memory, ts
 from automem.common.outbox import EventPublisher
 from automem.common.settings import Settings
-from automem.common.vectors import VectorFilter, VectorStore
 from automem.consolidate.tasks import HALF_LIFE_DAYS, Tasks, relevance
+from automem.graph import GraphStore
 from automem.v1 import consolidate_service_pb2, consolidate_service_pb2_grpc, events_pb2
+from automem.vectors import VectorFilter, VectorStore
 
 log = logging.getLogger(__name__)
 
@@ -90,13 +90,10 @@ class ConsolidateServicer(consolidate_service_pb2_grpc.ConsolidateServiceService
                 raise
         finally:
             run.end_time.CopyFrom(ts(time.time()))
-            await self.graph.query(
-                "CREATE (r:ConsolidationRun {run_id: $id, mode: $mode, dry_run: $dry, start_time: $s, end_time: $e, "
-                "counts: $counts, scope: $scope, trigger: $trigger, error: $error})",
-                {"scope": scope or "*", "id": run.run_id, "mode": mode, "dry": dry_run,
-                 "s": run.start_time.seconds + run.start_time.nanos / 1e9,
-                 "e": run.end_time.seconds + run.end_time.nanos / 1e9,
-                 "counts": [f"{k}={v}" for k, v in run.counts.items()], "trigger": trigger, "error": run.error})
+            await self.graph.runs.record(
+                run.run_id, mode, dry_run, run.start_time.seconds + run.start_time.nanos / 1e9,
+                run.end_time.seconds + run.end_time.nanos / 1e9, [f"{k}={v}" for k, v in run.counts.items()],
+                scope or "*", trigger, run.error)
         return run
 
     async def _decay(self, scope: str | None, dry_run: bool) -> int:
@@ -112,11 +109,7 @@ class ConsolidateServicer(consolidate_service_pb2_grpc.ConsolidateServiceService
             offset = int(request.page_token or 0)
         except ValueError:
             raise InvalidArgument("page_token: not a token this service returned", field="page_token") from None
-        rows = await self.graph.ro_query(
-            "MATCH (r:ConsolidationRun) WHERE $scope IS NULL OR r.scope = $scope "
-            "RETURN r.run_id, r.mode, r.dry_run, r.start_time, r.end_time, r.counts, r.trigger, r.scope, r.error "
-            "ORDER BY r.start_time DESC SKIP $skip LIMIT $limit",
-            {"skip": max(offset, 0), "limit": size + 1, "scope": scope})
+        rows = await self.graph.runs.page(scope, max(offset, 0), size + 1)
         runs = []
         for r in rows[:size]:
             run = consolidate_service_pb2.ConsolidationRun(run_id=r[0], mode=r[1], dry_run=bool(r[2]),
@@ -164,10 +157,7 @@ class ConsolidateServicer(consolidate_service_pb2_grpc.ConsolidateServiceService
                                                              repaired=len(unenriched) if repair else 0)
         from automem.common.payload import build_payload
 
-        rows = await self.graph.ro_query(
-            "MATCH (m:Memory) WHERE m.state IN ['ACTIVE', 'SUPERSEDED', 'PENDING_REVIEW', 'ARCHIVED'] "
-            "RETURN properties(m)")
-        memories = {r[0]["id"]: node_to_memory(r[0]) for r in rows}
+        memories = await self.graph.memories.live()
         points = {}
         offset = None
         while True:
@@ -218,12 +208,7 @@ class ConsolidateServicer(consolidate_service_pb2_grpc.ConsolidateServiceService
         retention = await bus.retention()
         if not retention.trimmed or retention.first_time is None:
             return []
-        rows = await self.graph.ro_query(
-            "MATCH (m:Memory) WHERE m.enrichment_status = 'ENRICHMENT_STATUS_PENDING' "
-            "AND m.state IN ['ACTIVE', 'SUPERSEDED', 'PENDING_REVIEW', 'ARCHIVED'] "
-            "AND coalesce(m.update_time, m.create_time) < $since RETURN properties(m)",
-            {"since": retention.first_time})
-        found = [node_to_memory(r[0]) for r in rows]
+        found = await self.graph.memories.pending_enrichment_before(retention.first_time)
         if found:
             log.warning("memories waiting for enrichment lost their events to the stream's retention",
                         extra={"count": len(found), "retained_since": retention.first_time})
@@ -237,7 +222,7 @@ class ConsolidateServicer(consolidate_service_pb2_grpc.ConsolidateServiceService
         if self.vectors is None:
             response.sync_status = "vectors_disabled"
             return response
-        response.memory_count = await self.graph.count_memories(
+        response.memory_count = await self.graph.memories.count(
             states=["ACTIVE", "SUPERSEDED", "PENDING_REVIEW", "ARCHIVED"])
         response.vector_count = await self.vectors.count()
         if response.vector_count < response.memory_count:

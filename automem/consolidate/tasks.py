@@ -31,13 +31,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from automem.common.graph import GraphStore
 from automem.common.lifecycle import make_event
-from automem.common.model import Memory, content_hash, node_to_memory, set_metadata, ts
+from automem.common.model import Memory, content_hash, set_metadata, ts
 from automem.common.settings import Settings
 from automem.common.text import extractive_summary
-from automem.common.vectors import VectorFilter, VectorStore
+from automem.graph import GraphStore
 from automem.v1 import events_pb2, memory_pb2
+from automem.vectors import VectorFilter, VectorStore
 
 #: Half-life of relevance in days.
 HALF_LIFE_DAYS = 30.0
@@ -76,27 +76,17 @@ class Tasks:
     # --- decay ---------------------------------------------------------------------------
 
     async def decay(self, scope: str | None, dry_run: bool) -> dict[str, int]:
-        rows = await self.graph.ro_query(
-            "MATCH (m:Memory) WHERE ($scope IS NULL OR m.scope = $scope) AND m.state IN ['ACTIVE', 'ARCHIVED'] "
-            "RETURN m.id, m.importance, m.event_time, m.last_access_time", {"scope": scope})
+        rows = await self.graph.memories.decay_inputs(scope)
         now = time.time()
         updates = []
         for mid, importance, event_time, last_access in rows:
             ref = max(float(event_time or 0.0), float(last_access or 0.0))
-            updates.append({"id": mid, "r": relevance(float(importance or 0.0), (now - ref) / 86400.0)})
+            updates.append((mid, relevance(float(importance or 0.0), (now - ref) / 86400.0)))
         if not dry_run and updates:
-            await self.graph.query("UNWIND $rows AS row MATCH (m:Memory {id: row.id}) SET m.relevance_score = row.r",
-                                   {"rows": updates})
+            await self.graph.memories.set_relevance(updates)
         return {"decayed": len(updates)}
 
     # --- shared ----------------------------------------------------------------------------
-
-    async def _embedded(self, scope: str | None, limit: int, order: str) -> list[tuple[str, str]]:
-        rows = await self.graph.ro_query(
-            "MATCH (m:Memory) WHERE ($scope IS NULL OR m.scope = $scope) AND m.state = 'ACTIVE' "
-            "AND m.type <> 'MetaPattern' AND m.embedding_status = 'EMBEDDING_STATUS_DONE' "
-            f"RETURN m.id, m.scope ORDER BY {order} LIMIT $limit", {"scope": scope, "limit": limit})
-        return [(r[0], r[1]) for r in rows]
 
     async def _vectors(self, ids: list[str]) -> dict[str, np.ndarray]:
         out = {}
@@ -111,7 +101,7 @@ class Tasks:
     async def creative(self, scope: str | None, dry_run: bool) -> dict[str, int]:
         if self.vectors is None:
             return {"discovered": 0}
-        sample = await self._embedded(scope, CREATIVE_SAMPLE, "rand()")
+        sample = await self.graph.memories.embedded(scope, CREATIVE_SAMPLE, sample=True)
         vecs = await self._vectors([mid for mid, _ in sample])
         pairs: dict[tuple[str, str], tuple[float, str]] = {}
         for mid, mscope in sample:
@@ -124,11 +114,7 @@ class Tasks:
                     pairs[key] = (max(score, pairs.get(key, (0.0, ""))[0]), mscope)
         if not pairs:
             return {"discovered": 0}
-        keys = [list(k) for k in pairs]
-        linked = await self.graph.ro_query(
-            "UNWIND $pairs AS p MATCH (a:Memory {id: p[0]})-[r]-(b:Memory {id: p[1]}) RETURN DISTINCT a.id, b.id",
-            {"pairs": keys})
-        linked_keys = {tuple(sorted((r[0], r[1]))) for r in linked}
+        linked_keys = await self.graph.relations.linked_pairs(list(pairs))
         # MetaPatterns are excluded by the payload type check below.
         fresh = sorted(((s, k, sc) for k, (s, sc) in pairs.items() if k not in linked_keys), reverse=True)
         ids = {i for _, k, _ in fresh for i in k}
@@ -136,14 +122,9 @@ class Tasks:
         fresh = [f for f in fresh if "MetaPattern" not in (types.get(f[1][0]), types.get(f[1][1]))]
         fresh = fresh[: self.settings.creative_max_links]
         if not dry_run and fresh:
-            await self.graph.query(
-                "UNWIND $rows AS row MATCH (a:Memory {id: row.a}), (b:Memory {id: row.b}) "
-                "WHERE a.scope = row.scope AND b.scope = row.scope "
-                "MERGE (a)-[r:DISCOVERED]->(b) ON CREATE SET r.create_time = $now "
-                "SET r.strength = row.s, r.scope = row.scope, r.reason = row.reason",
-                {"now": time.time(), "rows": [{"a": k[0], "b": k[1], "s": s, "scope": sc,
-                                                "reason": f"creative association: similarity {s:.2f}"}
-                                               for s, k, sc in fresh]})
+            await self.graph.relations.create_discovered(
+                [{"a": k[0], "b": k[1], "s": s, "scope": sc, "reason": f"creative association: similarity {s:.2f}"}
+                 for s, k, sc in fresh], time.time())
         return {"discovered": len(fresh)}
 
     # --- cluster ---------------------------------------------------------------------------
@@ -151,11 +132,10 @@ class Tasks:
     async def cluster(self, scope: str | None, dry_run: bool) -> dict[str, int]:
         if self.vectors is None:
             return {"clusters": 0, "meta_patterns": 0}
-        scopes = [scope] if scope is not None else [r[0] for r in await self.graph.ro_query(
-            "MATCH (m:Memory) WHERE m.state = 'ACTIVE' RETURN DISTINCT m.scope")]
+        scopes = [scope] if scope is not None else await self.graph.memories.active_scopes()
         clusters = created = 0
         for sc in scopes:
-            rows = await self._embedded(sc, CLUSTER_MAX, "m.importance DESC, m.event_time DESC")
+            rows = await self.graph.memories.embedded(sc, CLUSTER_MAX)
             ids = [r[0] for r in rows]
             vecs = await self._vectors(ids)
             ids = [i for i in ids if i in vecs]
@@ -178,14 +158,11 @@ class Tasks:
 
     async def _summarise(self, scope: str, member_ids: list[str], dry_run: bool) -> bool:
         key = hashlib.sha256("|".join(sorted(member_ids)).encode()).hexdigest()[:24]
-        exists = await self.graph.ro_query(
-            "MATCH (p:Memory) WHERE p.scope = $scope AND p.type = 'MetaPattern' AND p.state = 'ACTIVE' "
-            "AND p.metadata CONTAINS $key RETURN p.id LIMIT 1", {"scope": scope, "key": key})
-        if exists:
+        if await self.graph.memories.meta_pattern_exists(scope, key):
             return False
         if dry_run:
             return True
-        members = await self.graph.get_memories(member_ids, scope)
+        members = await self.graph.memories.hydrate(member_ids, scope)
         texts = [members[i].content for i in member_ids if i in members]
         summary = extractive_summary(" ".join(t.rstrip(".") + "." for t in texts), self.settings.summary_max_length)
         now = time.time()
@@ -199,11 +176,8 @@ class Tasks:
         set_metadata(meta, {"cluster_key": key, "member_ids": list(member_ids)})
         for name in ("create_time", "update_time", "record_time", "event_time", "valid_from"):
             getattr(meta, name).CopyFrom(ts(now))
-        await self.graph.create_memories([meta])
-        await self.graph.query(
-            "MATCH (p:Memory {id: $pid}) UNWIND $ids AS mid MATCH (m:Memory {id: mid}) WHERE m.scope = p.scope "
-            "MERGE (m)-[r:PART_OF]->(p) ON CREATE SET r.create_time = $now, r.strength = 1.0, r.scope = p.scope, "
-            "r.reason = 'cluster member'", {"pid": meta.id, "ids": list(member_ids), "now": now})
+        await self.graph.memories.create_many([meta])
+        await self.graph.relations.link_members(meta.id, member_ids, now)
         await self._event(events_pb2.EVENT_TYPE_MEMORY_CREATED, None, meta, content_changed=True)
         return True
 
@@ -211,15 +185,9 @@ class Tasks:
 
     async def forget(self, scope: str | None, dry_run: bool) -> dict[str, int]:
         protected = [t.strip() for t in self.settings.forget_protected_types.split(",") if t.strip()]
-        params = {"scope": scope, "types": protected, "imp": self.settings.forget_protected_importance}
-        base = ("MATCH (m:Memory) WHERE ($scope IS NULL OR m.scope = $scope) AND NOT m.type IN $types "
-                "AND m.importance < $imp ")
-        to_delete = await self.graph.ro_query(
-            base + "AND m.state = 'ARCHIVED' AND m.state_reason STARTS WITH $why AND m.relevance_score < $t "
-            "RETURN properties(m)", {**params, "why": FORGOTTEN, "t": self.settings.forget_delete_threshold})
-        to_archive = await self.graph.ro_query(
-            base + "AND m.state = 'ACTIVE' AND m.relevance_score < $t RETURN properties(m)",
-            {**params, "t": self.settings.forget_archive_threshold})
+        to_delete, to_archive = await self.graph.memories.forget_candidates(
+            scope, protected, self.settings.forget_protected_importance, FORGOTTEN,
+            self.settings.forget_delete_threshold, self.settings.forget_archive_threshold)
         if dry_run:
             return {"archived": len(to_archive), "deleted": len(to_delete)}
         done = {"archived": 0, "deleted": 0}
@@ -227,8 +195,7 @@ class Tasks:
         for key, rows, state, kind in (
                 ("deleted", to_delete, memory_pb2.MEMORY_STATE_DELETED, events_pb2.EVENT_TYPE_MEMORY_DELETED),
                 ("archived", to_archive, memory_pb2.MEMORY_STATE_ARCHIVED, events_pb2.EVENT_TYPE_MEMORY_ARCHIVED)):
-            for row in rows:
-                current = node_to_memory(row[0])
+            for current in rows:
                 updated = Memory()
                 updated.CopyFrom(current)
                 updated.state = state
@@ -237,7 +204,7 @@ class Tasks:
                 updated.update_time.CopyFrom(ts(time.time()))
                 if state == memory_pb2.MEMORY_STATE_DELETED:
                     updated.retract_time.CopyFrom(ts(time.time()))
-                if await self.graph.replace_memory(updated, current.version):
+                if await self.graph.memories.replace(updated, current.version):
                     await self._event(kind, current, updated)
                     done[key] += 1
         return done

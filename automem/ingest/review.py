@@ -35,21 +35,19 @@ from typing import Any
 
 from automem.common.auth import Principal, require_role, resolve_scope
 from automem.common.errors import Aborted, FailedPrecondition, InvalidArgument, NotFound
-from automem.common.graph import ENRICHMENT_FIELDS, GraphStore
 from automem.common.lifecycle import SUPERSEDING_RELATIONS, check_transition, close_for_supersede, make_event
 from automem.common.model import (
     Memory,
     Relation,
     epoch,
     memory_to_node,
-    node_to_memory,
     now,
-    relation_type_name,
     state_name,
     ts,
 )
 from automem.common.outbox import EventPublisher
 from automem.common.settings import Settings
+from automem.graph import ENRICHMENT_FIELDS, GraphStore
 from automem.v1 import events_pb2, memory_pb2, review_service_pb2, review_service_pb2_grpc
 
 REVIEW_KINDS = ("memory", "supersede_proposal")
@@ -132,19 +130,12 @@ class ReviewServicer(review_service_pb2_grpc.ReviewServiceServicer):
         offset = _page(request.page_token)
         items: list[review_service_pb2.ReviewItem] = []
         if status in ("pending", "all") and kind in ("", "memory"):
-            rows = await self.graph.ro_query(
-                "MATCH (m:Memory) WHERE m.scope = $scope AND m.state = 'PENDING_REVIEW' RETURN properties(m)",
-                {"scope": scope})
-            items.extend(_memory_item(node_to_memory(r[0])) for r in rows)
-        rows = await self.graph.ro_query(
-            "MATCH (i:ReviewItem) WHERE i.scope = $scope AND ($status = 'all' OR i.status = $status) "
-            "AND ($kind = '' OR i.kind = $kind) RETURN properties(i)",
-            {"scope": scope, "status": status, "kind": kind})
-        items.extend(_item(r[0]) for r in rows)
+            items.extend(_memory_item(m) for m in await self.graph.memories.pending_review(scope))
+        items.extend(_item(props) for props in await self.graph.review.items(scope, status, kind))
         items.sort(key=lambda it: (epoch(it, "create_time") or 0.0, it.id))
         page = items[offset: offset + size]
         ids = {i for it in page for i in (it.memory_id, it.target_id) if i}
-        found = await self.graph.get_memories(ids, scope)
+        found = await self.graph.memories.hydrate(ids, scope)
         for it in page:
             if it.memory_id in found and not it.HasField("memory"):
                 it.memory.CopyFrom(found[it.memory_id])
@@ -155,11 +146,10 @@ class ReviewServicer(review_service_pb2_grpc.ReviewServiceServicer):
 
     async def _find_item(self, item_id: str, scope: str) -> tuple[dict[str, Any] | None, Memory | None]:
         """(ReviewItem node properties or None, pending memory or None)."""
-        rows = await self.graph.ro_query(
-            "MATCH (i:ReviewItem {id: $id}) WHERE i.scope = $scope RETURN properties(i)", {"id": item_id, "scope": scope})
-        if rows:
-            return rows[0][0], None
-        memory = await self.graph.get_memory(item_id, scope)
+        node = await self.graph.review.get(item_id, scope)
+        if node is not None:
+            return node, None
+        memory = await self.graph.memories.get(item_id, scope)
         if memory is None:
             raise NotFound(f"review item {item_id} not found", field="id")
         if memory.state != memory_pb2.MEMORY_STATE_PENDING_REVIEW:
@@ -177,7 +167,7 @@ class ReviewServicer(review_service_pb2_grpc.ReviewServiceServicer):
         if node is not None and node.get("status") != "pending":
             raise FailedPrecondition(f"review item {request.id} is already {node.get('status')}", field="id")
         if pending is None and node is not None and node.get("kind") == "memory":
-            pending = await self.graph.get_memory(node.get("memory_id") or "", scope)
+            pending = await self.graph.memories.get(node.get("memory_id") or "", scope)
             if pending is None:
                 raise NotFound(f"memory {node.get('memory_id')} not found", field="id")
         stamp = now()
@@ -205,20 +195,14 @@ class ReviewServicer(review_service_pb2_grpc.ReviewServiceServicer):
         item = {"id": item_id, "kind": "memory", "memory_id": before.id, "target_id": "", "reason": "",
                 "create_time": epoch(before, "create_time"), "status": status, "scope": before.scope,
                 "decided_by": actor, "decision_time": epoch(after, "update_time"), "decision_reason": reason}
-        rows = await self.graph.query(
-            "MATCH (m:Memory {id: $id}) WHERE m.scope = $scope AND m.version = $version "
-            "SET m += $props MERGE (i:ReviewItem {id: $item_id}) SET i += $item "
-            "FOREACH (t IN $tombstones | CREATE (x:Tombstone) SET x = t) RETURN m.id",
-            {"id": before.id, "scope": before.scope, "version": before.version, "props": props,
-             "item_id": item_id, "item": item, "tombstones": [tombstone] if tombstone else []})
-        if not rows:
+        if not await self.graph.review.decide_memory(before, props, item_id, item, [tombstone] if tombstone else []):
             raise Aborted(f"memory {before.id} changed concurrently, retry")
         return _item(item)
 
     async def _approve_proposal(self, node: dict[str, Any], scope: str, principal: Principal, reason: str,
                                 stamp: Any) -> review_service_pb2.ApproveReviewItemResponse:
-        new = await self.graph.get_memory(node.get("memory_id") or "", scope)
-        target = await self.graph.get_memory(node.get("target_id") or "", scope)
+        new = await self.graph.memories.get(node.get("memory_id") or "", scope)
+        target = await self.graph.memories.get(node.get("target_id") or "", scope)
         if new is None or target is None:
             raise NotFound(f"review item {node['id']}: memory {node.get('memory_id') if new is None else node.get('target_id')}"
                            " not found", field="id")
@@ -239,19 +223,8 @@ class ReviewServicer(review_service_pb2_grpc.ReviewServiceServicer):
         item = dict(node)
         item.update({"status": "approved", "decided_by": principal.name, "decision_time": epoch(rel, "create_time"),
                      "decision_reason": reason})
-        rows = await self.graph.query(
-            "MATCH (i:ReviewItem {id: $item_id}) WHERE i.scope = $scope AND i.status = 'pending' "
-            "MATCH (old:Memory {id: $old_id}) WHERE old.scope = $scope AND old.version = $old_version "
-            "MATCH (new:Memory {id: $new_id}) WHERE new.scope = $scope AND new.state = 'ACTIVE' "
-            "SET old += $old_props, i += $item "
-            f"CREATE (old)-[r:{relation_type_name(rel.type)}]->(new) "
-            "SET r.strength = $strength, r.create_time = $created, r.reason = $reason, r.scope = $scope "
-            "RETURN new.id",
-            {"item_id": node["id"], "scope": scope, "old_id": target.id, "old_version": target.version,
-             "new_id": new.id, "old_props": {k: v for k, v in memory_to_node(closed).items()
-                                             if k not in ENRICHMENT_FIELDS},
-             "item": item, "strength": rel.strength, "created": epoch(rel, "create_time"), "reason": why})
-        if not rows:
+        old_props = {k: v for k, v in memory_to_node(closed).items() if k not in ENRICHMENT_FIELDS}
+        if not await self.graph.review.approve_proposal(node["id"], scope, item, target, old_props, new.id, rel):
             raise Aborted(f"review item {node['id']}: a memory or the item changed concurrently, retry")
         await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_MEMORY_SUPERSEDED, before=target, after=closed,
                                                 relation=rel, reason=why))
@@ -271,7 +244,7 @@ class ReviewServicer(review_service_pb2_grpc.ReviewServiceServicer):
         if node is not None and node.get("status") != "pending":
             raise FailedPrecondition(f"review item {request.id} is already {node.get('status')}", field="id")
         if pending is None and node is not None and node.get("kind") == "memory":
-            pending = await self.graph.get_memory(node.get("memory_id") or "", scope)
+            pending = await self.graph.memories.get(node.get("memory_id") or "", scope)
         stamp = now()
         if pending is not None:
             check_transition(pending.state, memory_pb2.MEMORY_STATE_REJECTED)
@@ -293,12 +266,9 @@ class ReviewServicer(review_service_pb2_grpc.ReviewServiceServicer):
         item = dict(node)
         item.update({"status": "rejected", "decided_by": principal.name, "decision_time": stamp.timestamp(),
                      "decision_reason": request.reason})
-        rows = await self.graph.query(
-            "MATCH (i:ReviewItem {id: $id}) WHERE i.scope = $scope AND i.status = 'pending' SET i += $item RETURN i.id",
-            {"id": node["id"], "scope": scope, "item": item})
-        if not rows:
+        if not await self.graph.review.close_pending(node["id"], scope, item):
             raise Aborted(f"review item {node['id']} changed concurrently, retry")
-        memory = await self.graph.get_memory(node.get("memory_id") or "", scope)
+        memory = await self.graph.memories.get(node.get("memory_id") or "", scope)
         event = make_event(events_pb2.EVENT_TYPE_REVIEW_REJECTED, before=memory, after=memory,
                            reason=f"supersede proposal {node['id']} rejected: {request.reason}")
         event.memory_id = node.get("memory_id") or ""
@@ -316,11 +286,8 @@ class ReviewServicer(review_service_pb2_grpc.ReviewServiceServicer):
         if size < 1 or size > MAX_REVIEW_PAGE:
             raise InvalidArgument(f"page_size: must be between 1 and {MAX_REVIEW_PAGE}", field="page_size")
         offset = _page(request.page_token)
-        rows = await self.graph.ro_query(
-            "MATCH (t:Tombstone) WHERE t.scope = $scope AND ($all OR t.lifted = false) RETURN properties(t) "
-            "ORDER BY t.create_time DESC, t.id SKIP $skip LIMIT $limit",
-            {"scope": scope, "all": request.include_lifted, "skip": offset, "limit": size + 1})
-        items = [_tombstone(r[0]) for r in rows]
+        items = [_tombstone(props) for props in
+                 await self.graph.tombstones.page(scope, request.include_lifted, offset, size + 1)]
         return review_service_pb2.ListTombstonesResponse(
             tombstones=items[:size], next_page_token=_token(offset + size) if len(items) > size else "")
 
@@ -328,13 +295,10 @@ class ReviewServicer(review_service_pb2_grpc.ReviewServiceServicer):
         """Lift a tombstone (admin) so its content may be stored again. NOT_FOUND when absent."""
         principal = require_role("admin")
         scope = resolve_scope(request.scope)
-        rows = await self.graph.query(
-            "MATCH (t:Tombstone {id: $id}) WHERE t.scope = $scope "
-            "SET t.lifted = true, t.lift_time = coalesce(t.lift_time, $t), t.lifted_by = coalesce(t.lifted_by, $by) "
-            "RETURN properties(t)", {"id": request.id, "scope": scope, "t": now().timestamp(), "by": principal.name})
-        if not rows:
+        lifted = await self.graph.tombstones.lift(request.id, scope, now().timestamp(), principal.name)
+        if lifted is None:
             raise NotFound(f"tombstone {request.id} not found", field="id")
-        return review_service_pb2.LiftTombstoneResponse(tombstone=_tombstone(rows[0][0]))
+        return review_service_pb2.LiftTombstoneResponse(tombstone=_tombstone(lifted))
 
     # --- history ---------------------------------------------------------
 
@@ -355,7 +319,7 @@ class ReviewServicer(review_service_pb2_grpc.ReviewServiceServicer):
         retention = await bus.retention()
         events = [e for e in await bus.events_for(request.id, limit=10**9)
                   if (e.scope or e.relation.scope) == scope]
-        if not events and await self.graph.get_memory(request.id, scope) is None:
+        if not events and await self.graph.memories.get(request.id, scope) is None:
             raise NotFound(f"memory {request.id} has no history in scope {scope!r}", field="id")
         created = bool(events) and events[0].type == events_pb2.EVENT_TYPE_MEMORY_CREATED \
             and events[0].memory_id == request.id

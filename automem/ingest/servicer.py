@@ -22,7 +22,6 @@ from automem.common.errors import (
     NotFound,
     PermissionDenied,
 )
-from automem.common.graph import ENRICHMENT_FIELDS, GraphStore
 from automem.common.lifecycle import (
     SUPERSEDING_RELATIONS,
     check_transition,
@@ -37,7 +36,6 @@ from automem.common.model import (
     content_hash,
     epoch,
     memory_to_node,
-    node_to_memory,
     now,
     parse_relation_type,
     relation_type_name,
@@ -45,6 +43,7 @@ from automem.common.model import (
 )
 from automem.common.outbox import EventPublisher
 from automem.common.settings import Settings
+from automem.graph import ENRICHMENT_FIELDS, GraphStore
 from automem.ingest.logic import FIELD_LABELS, apply_update, build_memory
 from automem.v1 import events_pb2, ingest_service_pb2, ingest_service_pb2_grpc, memory_pb2
 
@@ -69,13 +68,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
     async def _check_tombstones(self, memories: list[Memory], fields: list[str]) -> None:
         """ALREADY_EXISTS naming ``fields[i]`` for the first of ``memories`` whose content a
         live tombstone of its scope blocks; one query for all of them."""
-        rows = await self.graph.ro_query(
-            "UNWIND $items AS item MATCH (t:Tombstone {content_hash: item.h}) "
-            "WHERE t.scope = item.scope AND t.lifted = false "
-            "RETURN item.h, item.scope, t.id, t.memory_id, t.reason",
-            {"items": [{"h": h, "scope": scope} for h, scope in
-                       dict.fromkeys((m.content_hash, m.scope) for m in memories)]},
-        )
+        rows = await self.graph.tombstones.blocking([(m.content_hash, m.scope) for m in memories])
         blocked: dict[tuple[str, str], list] = {}
         for h, scope, *tombstone in rows:
             blocked.setdefault((h, scope), tombstone)
@@ -92,31 +85,17 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
     async def _idempotent(self, scope: str, key: str) -> list[str] | None:
         if not key:
             return None
-        rows = await self.graph.ro_query(
-            "MATCH (k:IdempotencyKey {key: $key}) RETURN k.memory_ids", {"key": f"{scope}\x1f{key}"}
-        )
-        return list(rows[0][0]) if rows else None
+        return await self.graph.idempotency.memory_ids(scope, key)
 
     async def _remember_key(self, scope: str, key: str, ids: list[str]) -> None:
         if key:
-            await self.graph.query(
-                "MERGE (k:IdempotencyKey {key: $key}) ON CREATE SET k.memory_ids = $ids, k.create_time = $t",
-                {"key": f"{scope}\x1f{key}", "ids": ids, "t": epoch(Memory(create_time=ts(now())), "create_time")},
-            )
+            await self.graph.idempotency.remember(scope, key, ids, epoch(Memory(create_time=ts(now())), "create_time"))
 
     async def _create_claimed(self, scope: str, key: str, memories: list[Memory]) -> bool:
         """Create ``memories`` and claim idempotency ``key`` for them in ONE query, so two
         concurrent retries with the same key cannot both create. False (nothing written)
         when the key was already claimed."""
-        ids = [m.id for m in memories]
-        rows = await self.graph.query(
-            "MERGE (k:IdempotencyKey {key: $key}) ON CREATE SET k.memory_ids = $ids, k.create_time = $t "
-            "WITH k WHERE k.memory_ids = $ids "
-            "UNWIND $rows AS row CREATE (m:Memory) SET m = row RETURN count(m)",
-            {"key": f"{scope}\x1f{key}", "ids": ids, "rows": [memory_to_node(m) for m in memories],
-             "t": epoch(memories[0], "create_time")},
-        )
-        return bool(rows and rows[0][0])
+        return await self.graph.idempotency.create_claimed(scope, key, memories)
 
     async def _duplicate_of(self, memory: Memory, explicit_time: bool = True) -> Memory | None:
         """An existing current memory with the same content hash, tags and event time in the
@@ -125,22 +104,10 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         had no explicit timestamp (event time = create time) matches."""
         if not self.settings.dedup_enabled:
             return None
-        created = epoch(memory, "create_time") or 0.0
-        rows = await self.graph.ro_query(
-            "MATCH (m:Memory {content_hash: $h}) WHERE m.scope = $scope AND m.state = 'ACTIVE' "
-            "AND m.create_time >= $since AND m.tags_lower = $tags "
-            "AND (($explicit AND m.event_time = $event) OR (NOT $explicit AND m.event_time = m.create_time)) "
-            "RETURN properties(m) ORDER BY m.create_time LIMIT 1",
-            {"h": memory.content_hash, "scope": memory.scope, "since": created - self.settings.dedup_window_seconds,
-             "event": epoch(memory, "event_time"), "tags": sorted({t.lower() for t in memory.tags}),
-             "explicit": explicit_time},
-        )
-        if not rows:
-            return None
-        return node_to_memory(rows[0][0])
+        return await self.graph.memories.duplicate_of(memory, self.settings.dedup_window_seconds, explicit_time)
 
     async def _load(self, memory_id: str, scope: str) -> Memory:
-        memory = await self.graph.get_memory(memory_id, scope)
+        memory = await self.graph.memories.get(memory_id, scope)
         if memory is None:
             raise NotFound(f"memory {memory_id} not found", field="id")
         return memory
@@ -157,7 +124,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         scope = resolve_scope(request.scope)
         existing = await self._idempotent(scope, request.idempotency_key)
         if existing:
-            memory = await self.graph.get_memory(existing[0], scope)
+            memory = await self.graph.memories.get(existing[0], scope)
             if memory is not None:
                 if memory.content_hash != content_hash(request.memory.content):
                     raise InvalidArgument(
@@ -177,7 +144,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
             if not await self._create_claimed(scope, request.idempotency_key, [memory]):
                 return await self._replay(scope, request.idempotency_key)
         else:
-            await self.graph.create_memories([memory])
+            await self.graph.memories.create_many([memory])
         await self.publisher.publish(make_event(
             events_pb2.EVENT_TYPE_MEMORY_CREATED, before=None, after=memory, content_changed=True,
             embedding=request.memory.embedding))
@@ -186,7 +153,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
     async def _replay(self, scope: str, key: str) -> ingest_service_pb2.CreateMemoryResponse:
         """The answer to a retry whose key a concurrent request claimed first."""
         existing = await self._idempotent(scope, key) or []
-        memory = await self.graph.get_memory(existing[0], scope) if existing else None
+        memory = await self.graph.memories.get(existing[0], scope) if existing else None
         if memory is None:
             raise Aborted(f"idempotency key {key!r} is being used by a concurrent request; retry", field="idempotency_key")
         return ingest_service_pb2.CreateMemoryResponse(memory=memory, deduplicated=True)
@@ -208,7 +175,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
                                   field="memories")
         existing = await self._idempotent(scope, request.idempotency_key)
         if existing:
-            found = await self.graph.get_memories(existing, scope)
+            found = await self.graph.memories.hydrate(existing, scope)
             return ingest_service_pb2.BatchCreateMemoriesResponse(memories=[found[i] for i in existing if i in found])
         created = now()
         for item in request.memories if review_required(principal) else ():
@@ -226,11 +193,11 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         if request.idempotency_key:
             if not await self._create_claimed(scope, request.idempotency_key, memories):
                 existing = await self._idempotent(scope, request.idempotency_key) or []
-                found = await self.graph.get_memories(existing, scope)
+                found = await self.graph.memories.hydrate(existing, scope)
                 return ingest_service_pb2.BatchCreateMemoriesResponse(
                     memories=[found[i] for i in existing if i in found])
         else:
-            await self.graph.create_memories(memories)
+            await self.graph.memories.create_many(memories)
         await self.publisher.publish_many([
             make_event(events_pb2.EVENT_TYPE_MEMORY_CREATED, before=None, after=memory, content_changed=True,
                        embedding=item.embedding)
@@ -266,7 +233,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
                                                     list(request.add_tags))
             if "content" in paths and content_changed:
                 await self._check_tombstone(updated)
-            if await self.graph.replace_memory(updated, current.version, include_enrichment=content_changed):
+            if await self.graph.memories.replace(updated, current.version, include_enrichment=content_changed):
                 await self.publisher.publish(make_event(
                     events_pb2.EVENT_TYPE_MEMORY_UPDATED, before=current, after=updated,
                     content_changed=content_changed))
@@ -282,7 +249,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         scope = resolve_scope(request.scope)
         current = await self._load(request.id, scope)
         if request.purge:
-            await self.graph.purge_memory(current.id, scope)
+            await self.graph.memories.purge(current.id, scope)
             await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_MEMORY_PURGED, before=current, after=None,
                                                     reason=request.reason))
             return ingest_service_pb2.DeleteMemoryResponse(memory=current)
@@ -304,7 +271,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         updated.update_time.CopyFrom(ts(stamp))
         if state in (memory_pb2.MEMORY_STATE_DELETED, memory_pb2.MEMORY_STATE_REJECTED):
             updated.retract_time.CopyFrom(ts(stamp))
-        if not await self.graph.replace_memory(updated, current.version):
+        if not await self.graph.memories.replace(updated, current.version):
             raise Aborted(f"memory {current.id} changed concurrently, retry")
         return updated
 
@@ -328,8 +295,8 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
             raise InvalidArgument("strength: must be between 0 and 1", field="strength")
         rel.scope = scope
         rel.create_time.CopyFrom(ts(now()))
-        source = await self.graph.get_memory(rel.source_id, scope)
-        target = await self.graph.get_memory(rel.target_id, scope)
+        source = await self.graph.memories.get(rel.source_id, scope)
+        target = await self.graph.memories.get(rel.target_id, scope)
         if source is None:
             raise NotFound(f"memory {rel.source_id} not found", field="memory1_id")
         if target is None:
@@ -341,7 +308,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
                 "; a memory can only be superseded by an ACTIVE one", field="memory2_id")
         superseding = relation_type_name(rel.type) in SUPERSEDING_RELATIONS
         if not superseding:
-            if not await self.graph.create_relation(rel):
+            if not await self.graph.relations.create(rel):
                 raise NotFound("memory not found", field="memory1_id")
             await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_RELATION_CREATED, before=None,
                                                     after=None, relation=rel))
@@ -359,8 +326,8 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
             if source.HasField("valid_to"):
                 updated.prior_valid_to.CopyFrom(source.valid_to)
         props = _without_enrichment(memory_to_node(updated)) if updated is not None else {}
-        if not await self.graph.create_superseding_relation(rel, props, source.version if updated else None):
-            now_target = await self.graph.get_memory(rel.target_id, scope)
+        if not await self.graph.relations.create_superseding(rel, props, source.version if updated else None):
+            now_target = await self.graph.memories.get(rel.target_id, scope)
             if now_target is None or now_target.state != memory_pb2.MEMORY_STATE_ACTIVE:
                 raise FailedPrecondition(f"memory2_id: {rel.target_id} is no longer ACTIVE; a memory can only be "
                                          "superseded by an ACTIVE one", field="memory2_id")
@@ -406,8 +373,8 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         scope = resolve_scope(request.scope)
         existing = await self._idempotent(scope, request.idempotency_key)
         if existing:
-            replacement = await self.graph.get_memory(existing[0], scope)
-            old = await self.graph.get_memory(request.id, scope)
+            replacement = await self.graph.memories.get(existing[0], scope)
+            old = await self.graph.memories.get(request.id, scope)
             if replacement is not None and old is not None:
                 return ingest_service_pb2.SupersedeMemoryResponse(replacement=replacement, superseded=old)
         old = await self._load(request.id, scope)
@@ -438,24 +405,8 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         """The atomic graph write of a supersede: one query, so FalkorDB applies all of it or
         none. ``_fail_after_create`` (tests only) makes the query fail after the create and
         the old node's update, to show the rollback. Raises Aborted on a concurrent change."""
-        label = relation_type_name(rel.type)
-        # A runtime error (division by zero) after the writes: FalkorDB undoes the whole query.
-        # (A WHERE that only filters rows out would leave the writes applied.)
-        failure = "WITH old, new, r WHERE 1 / (size(new.id) - size(new.id)) = 0 " if _fail_after_create else ""
-        rows = await self.graph.query(
-            "MATCH (old:Memory {id: $old_id}) WHERE old.scope = $scope AND old.version = $version "
-            # CREATE with the id inline, then +=: on a failure FalkorDB then undoes the create
-            # too (CREATE (n) SET n = $map left an empty node behind when the query failed).
-            "CREATE (new:Memory {id: $new_props.id}) SET new += $new_props "
-            "SET old += $old_props "
-            f"CREATE (old)-[r:{label}]->(new) "
-            "SET r.strength = $strength, r.create_time = $created, r.reason = $reason, r.scope = $scope "
-            f"{failure}RETURN new.id",
-            {"old_id": old.id, "scope": old.scope, "version": old.version,
-             "new_props": memory_to_node(new), "old_props": _without_enrichment(memory_to_node(closed)),
-             "strength": rel.strength, "created": epoch(rel, "create_time"), "reason": rel.reason},
-        )
-        if not rows:
+        if not await self.graph.memories.supersede(old, _without_enrichment(memory_to_node(closed)), new, rel,
+                                                   _fail_after_create):
             raise Aborted(f"memory {old.id} changed concurrently, retry")
 
     async def DeleteMemoriesByTag(self, request, context):
@@ -466,12 +417,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         tags = sorted({t.strip().lower() for t in request.tags if t.strip()})
         if not tags:
             raise InvalidArgument("tags: at least one tag is required", field="tags")
-        rows = await self.graph.ro_query(
-            "MATCH (m:Memory) WHERE m.scope = $scope AND m.state <> 'DELETED' "
-            "AND any(t IN m.tags_lower WHERE t IN $tags) RETURN properties(m)",
-            {"scope": scope, "tags": tags},
-        )
-        memories = [node_to_memory(r[0]) for r in rows]
+        memories = await self.graph.memories.with_any_tag(scope, tags)
         if request.dry_run:
             return ingest_service_pb2.DeleteMemoriesByTagResponse(memory_ids=[m.id for m in memories],
                                                                   deleted_count=0)

@@ -8,7 +8,8 @@ superseded memory is never listed in its successor's place (the successor, when 
 the tags, is listed at its own position), so each memory appears at most once across pages.
 
 Cost of a page: FalkorDB range indexes on ``Memory.tags_lower`` and ``Memory.entity_tags``
-(array properties; :meth:`automem.common.graph.GraphStore.ensure_schema`) intersected with
+(array properties; :meth:`automem.graph.store.GraphStore.ensure_schema`; the index reads are
+:class:`automem.graph.memories.TagIndex`) intersected with
 the ``scope`` index and a *window* of the ``event_time`` index. The walk reads windows from
 the cursor backwards; each window query returns at most :data:`PROBE_CAP` rows, unordered
 (FalkorDB stops scanning at the LIMIT; an ORDER BY would sort the whole window first), and
@@ -51,9 +52,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from automem.common.errors import InvalidArgument
-from automem.common.graph import GraphStore
 from automem.common.model import OPEN_END, Memory
 from automem.common.state import ReadAt, resolve
+from automem.graph import GraphStore
 from automem.recall.filters import Filters
 
 #: Most rows one window query returns (its cost bound); a full window is read again narrower.
@@ -179,11 +180,9 @@ class TagWalk:
         self._hint = self.width
         #: Newest event_time at or before ``now`` seen by a first page (for :data:`_NEWEST`).
         self.newest_past: float | None = None
-        drive, self._params, self.check = filters.indexed_tags()
-        self._where = "m.scope = $scope" + (f" AND {drive}" if drive else "")
-        self._params["scope"] = filters.scope
-        self._returns = "m.id, m.event_time, m.importance, m.state" + (
-            ", m.tags_lower, m.entity_tags" if self.check else "")
+        self._index = graph.memories.tag_index(filters)
+        #: Whether rows must still be checked with :meth:`Filters.tags_match`.
+        self.check = self._index.check
 
     def _row(self, r: list[Any]) -> Row:
         tags = list(r[4] or []) + list(r[5] or []) if self.check else []
@@ -192,33 +191,19 @@ class TagWalk:
     async def _window(self, lo: float | None, hi: float | None, cap: int = 0) -> list[Row]:
         """Rows with lo <= event_time < hi (None = unbounded), at most ``cap`` (default
         :data:`PROBE_CAP`), unordered."""
-        where, params = self._where, dict(self._params, cap=cap or PROBE_CAP)
-        if lo is not None:
-            where += " AND m.event_time >= $lo"
-            params["lo"] = lo
-        if hi is not None:
-            where += " AND m.event_time < $hi"
-            params["hi"] = hi
         self.queries += 1
-        rows = await self.graph.ro_query(f"MATCH (m:Memory) WHERE {where} RETURN {self._returns} LIMIT $cap", params)
-        return [self._row(r) for r in rows]
+        return [self._row(r) for r in await self._index.window(lo, hi, cap or PROBE_CAP)]
 
     async def _newest(self, lo: float | None, hi: float) -> float:
         """The newest event_time in [lo, hi) (an ORDER BY over the window: only for a window
         of one millisecond holding more than :data:`PROBE_CAP` rows)."""
-        params = dict(self._params, hi=hi, lo=FLOOR if lo is None else lo)
         self.queries += 1
-        rows = await self.graph.ro_query(
-            f"MATCH (m:Memory) WHERE {self._where} AND m.event_time >= $lo AND m.event_time < $hi "
-            "RETURN m.event_time ORDER BY m.event_time DESC LIMIT 1", params)
-        return float(rows[0][0])
+        return await self._index.newest(FLOOR if lo is None else lo, hi)
 
     async def _ties(self, after: Key) -> AsyncIterator[Row]:
         """Rows at exactly ``after.t`` that come after ``after`` in order."""
-        params = dict(self._params, t=after.t, cap=TIES_CAP)
         self.queries += 1
-        rows = [self._row(r) for r in await self.graph.ro_query(
-            f"MATCH (m:Memory) WHERE {self._where} AND m.event_time = $t RETURN {self._returns} LIMIT $cap", params)]
+        rows = [self._row(r) for r in await self._index.at(after.t, TIES_CAP)]
         if len(rows) < TIES_CAP:
             for row in sorted(rows, key=lambda r: r.key.order()):
                 if row.key.order() > after.order():
@@ -227,12 +212,8 @@ class TagWalk:
         # More than TIES_CAP memories at one time: page through them with ORDER BY.
         imp, last = after.importance, after.id
         while True:
-            params.update(imp=imp, last=last)
             self.queries += 1
-            batch = [self._row(r) for r in await self.graph.ro_query(
-                f"MATCH (m:Memory) WHERE {self._where} AND m.event_time = $t "
-                "AND (m.importance < $imp OR (m.importance = $imp AND m.id > $last)) "
-                f"RETURN {self._returns} ORDER BY m.importance DESC, m.id LIMIT $cap", params)]
+            batch = [self._row(r) for r in await self._index.at_after(after.t, imp, last, TIES_CAP)]
             for row in batch:
                 yield row
             if len(batch) < TIES_CAP:
@@ -372,7 +353,7 @@ class TagListing:
 
     async def _current(self, rows: list[Row]) -> list[tuple[Memory, Key]]:
         """The rows whose memory is its own current head (the state pass), in order."""
-        found = await self.graph.get_memories([r.key.id for r in rows], self.filters.scope)
+        found = await self.graph.memories.hydrate([r.key.id for r in rows], self.filters.scope)
         present = [r for r in rows if r.key.id in found]
         memories = [found[r.key.id] for r in present]
         resolved = await resolve(self.graph, memories, self.filters.scope, self.read, dedupe=False)

@@ -1,5 +1,6 @@
 """Recall filters, expressed once and applied three ways: as a Python predicate on hydrated
-memories, as a Cypher WHERE fragment for the graph arms, and as a vector pre-filter.
+memories, as a Cypher WHERE fragment for the graph arms (translated by the memories
+repository, :func:`automem.graph.memories.filter_where`), and as a vector pre-filter.
 
 Tag rule (documented for users): tags are stored as given and matched case-insensitively;
 ``tag_match=exact`` compares whole tags, ``prefix`` (AutoMem's default) matches tags that
@@ -9,15 +10,10 @@ start with the given text; ``tag_mode=any`` (default) needs one of the tags, ``a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from automem.common.errors import InvalidArgument
 from automem.common.model import Memory, epoch
-from automem.common.vectors import VectorFilter
-
-#: Entity tags carry this prefix (automem/enrich/entities.py) and are matched in
-#: ``entity_tags`` as well as in ``tags_lower``.
-ENTITY_TAG_PREFIX = "entity:"
+from automem.vectors import VectorFilter
 
 
 @dataclass
@@ -77,74 +73,6 @@ class Filters:
             if not (all(results) if self.tag_mode == "all" else any(results)):
                 return False
         return True
-
-    # --- cypher --------------------------------------------------------------------
-
-    def cypher(self, var: str = "m") -> tuple[str, dict[str, Any]]:
-        """A WHERE fragment (without WHERE) and its parameters.
-
-        Exact tags are matched through :meth:`indexed_tags` (FalkorDB's array indexes on
-        ``tags_lower`` / ``entity_tags``), with the full list predicate added only where the
-        index fragment alone is not the filter. Measured at 100,000 memories on a tag of 1,451:
-        the list predicate ``any(x IN $tags WHERE x IN (m.tags_lower + m.entity_tags))`` made
-        FalkorDB read the whole scope (72-135 ms); the indexed fragment reads the tag's
-        memories (0.3-1.2 ms), docs/benchmarks.md ("tag-only listing at 100k")."""
-        parts = [f"{var}.scope = $f_scope"]
-        params: dict[str, Any] = {"f_scope": self.scope}
-        # User tags plus entity tags (automem/enrich/entities.py).
-        all_tags = f"({var}.tags_lower + coalesce({var}.entity_tags, []))"
-        if self.tags:
-            indexed, extra, check = self.indexed_tags(var)
-            if indexed:
-                parts.append(indexed)
-                params.update(extra)
-            if check:
-                params["f_tags"] = self.tags
-                if self.tag_match == "exact":
-                    one = f"x IN {all_tags}"
-                else:
-                    one = f"any(t IN {all_tags} WHERE t STARTS WITH x)"
-                quant = "all" if self.tag_mode == "all" else "any"
-                parts.append(f"{quant}(x IN $f_tags WHERE {one})")
-        if self.exclude_tags:
-            params["f_excl"] = self.exclude_tags
-            parts.append(f"NOT any(t IN {all_tags} WHERE t IN $f_excl)")
-        if self.start is not None:
-            params["f_start"] = self.start
-            parts.append(f"{var}.event_time >= $f_start")
-        if self.end is not None:
-            params["f_end"] = self.end
-            parts.append(f"{var}.event_time <= $f_end")
-        return " AND ".join(parts), params
-
-    def indexed_tags(self, var: str = "m") -> tuple[str, dict[str, Any], bool]:
-        """The index-backed tag predicate: (Cypher fragment or "", its parameters ``$bt0``...,
-        whether rows must still be checked against the full tag filter).
-
-        A FalkorDB array index answers membership (``$t IN m.tags_lower``) only, so prefix
-        matching has no fragment. Entity tags (``entity:<kind>:<slug>``,
-        automem/enrich/entities.py) are looked up in ``entity_tags`` as well; plain tags never
-        appear there. FalkorDB does not intersect an OR of two array indexes with a range
-        inside an AND, so ``tag_mode=all`` with an entity tag is driven by the plain tags (or
-        the first tag) and the rest is checked."""
-        if not self.tags:
-            return "", {}, False
-        if self.tag_match != "exact":
-            return "", {}, True
-        params: dict[str, Any] = {}
-        terms: list[tuple[str, bool]] = []
-        for i, tag in enumerate(self.tags):
-            params[f"bt{i}"] = tag
-            if tag.startswith(ENTITY_TAG_PREFIX):
-                terms.append((f"($bt{i} IN {var}.tags_lower OR $bt{i} IN {var}.entity_tags)", False))
-            else:
-                terms.append((f"$bt{i} IN {var}.tags_lower", True))
-        if self.tag_mode == "any":
-            return "(" + " OR ".join(t for t, _ in terms) + ")", params, False
-        plain = [t for t, simple in terms if simple]
-        if len(plain) == len(terms):
-            return " AND ".join(plain), params, False
-        return (" AND ".join(plain) if plain else terms[0][0]), params, True
 
     # --- vectors -------------------------------------------------------------------
 

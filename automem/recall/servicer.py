@@ -27,18 +27,18 @@ from automem.common.auth import current_principal, require_role, resolve_scope
 from automem.common.embedding import EmbeddingProvider
 from automem.common.enums import enum_word
 from automem.common.errors import InvalidArgument, NotFound
-from automem.common.graph import GraphStore
 from automem.common.lifecycle import SUPERSEDING_RELATIONS
-from automem.common.model import Memory, epoch, node_to_memory, ts
+from automem.common.model import Memory, epoch, ts
 from automem.common.paging import decode_offset_token, encode_offset_token
 from automem.common.settings import Settings
 from automem.common.state import ReadAt, as_known, known, resolve, resolve_one
 from automem.common.text import analyze, bm25_query_weights, fulltext_query
-from automem.common.vectors import VectorStore
+from automem.graph import GraphStore
 from automem.recall.bytag import list_by_tag
 from automem.recall.filters import Filters
 from automem.recall.ranking import Candidate, ScoreWeights, rank
 from automem.v1 import memory_pb2, recall_service_pb2, recall_service_pb2_grpc
+from automem.vectors import VectorStore
 
 log = logging.getLogger(__name__)
 
@@ -201,7 +201,7 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
         # resolve only as much of the ranking as the page needs.
         light: dict[str, Memory] = {}
         preceded_by: dict[str, list[str]] = {}
-        for memory, prev in await self.graph.recall_candidates(ids, scope):
+        for memory, prev in await self.graph.memories.recall_candidates(ids, scope):
             light[memory.id] = memory
             preceded_by[memory.id] = prev
         memories = [light[i] for i in ids if i in light and filters.matches(light[i])]
@@ -225,7 +225,7 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
             size = len(ranked) if sort != "score" else (want - len(results)) + max(RESOLVE_SLACK, want // 2)
             chunk = ranked[pos: pos + size]
             pos += len(chunk)
-            full, outgoing = await self.graph.get_memories_with_successors(
+            full, outgoing = await self.graph.memories.hydrate_with_successors(
                 [r.id for r in chunk], scope, SUPERSEDING_RELATIONS)
             chunk = [r for r in chunk if r.id in full]  # purged since the candidates were read
             resolved = await resolve(self.graph, [full[r.id] for r in chunk], scope, read, seen=resolved_seen,
@@ -274,21 +274,18 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
                 for mid, score in await self.vectors.search_sparse(keys, [weights[k] for k in keys], n_cand, flt):
                     out[mid] = max(score, out.get(mid, 0.0))
             if backlog is None:
-                backlog = await self.graph.unembedded(scope, UNEMBEDDED_SCAN_MAX + 1)
+                backlog = await self.graph.memories.unembedded(scope, UNEMBEDDED_SCAN_MAX + 1)
             if len(backlog) <= UNEMBEDDED_SCAN_MAX:
                 pending = [(mid, content) for mid, content in backlog if mid not in out]
             else:
                 ft = fulltext_query(q)
                 if not ft:
                     continue
-                hits = [mid for mid, _ in await self.graph.fulltext(ft, scope, n_cand)]
+                hits = [mid for mid, _ in await self.graph.memories.fulltext(ft, scope, n_cand)]
                 unseen = [mid for mid in hits if mid not in out]
                 if not unseen:
                     continue
-                pending = await self.graph.ro_query(
-                    "UNWIND $ids AS mid MATCH (m:Memory {id: mid}) WHERE m.scope = $scope "
-                    "AND m.embedding_status <> 'EMBEDDING_STATUS_DONE' "
-                    "RETURN m.id, m.content", {"ids": unseen, "scope": scope})
+                pending = await self.graph.memories.unembedded_among(unseen, scope)
             if not pending:
                 continue
             best = max(out.values(), default=1.0)
@@ -307,33 +304,28 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
         ``event_time`` index: a window holding ``limit`` matches holds the first ``limit`` of
         all, since every memory outside it is older. Only when :data:`LIST_WINDOWS_DAYS` are
         exhausted does FalkorDB sort the whole scope (47-70 ms at 100,000 memories, issue 10)."""
-        where, params = filters.cypher("m")
-        order = "m.update_time" if sort.startswith("updated") else "m.event_time"
-        direction = "ASC" if sort.endswith("_asc") else "DESC"
-        params.update({"states": _states(read), "limit": int(limit)})
-        match = f"MATCH (m:Memory) WHERE {where} AND m.state IN $states"
-        tail = f" RETURN m.id ORDER BY {order} {direction}, m.importance DESC LIMIT $limit"
-        if order == "m.event_time" and direction == "DESC" and self.vectors is not None:
-            newest = await self.vectors.newest_event_time(filters.vector_filter(_states(read)))
+        order = "update_time" if sort.startswith("updated") else "event_time"
+        descending = not sort.endswith("_asc")
+        states = _states(read)
+        if order == "event_time" and descending and self.vectors is not None:
+            newest = await self.vectors.newest_event_time(filters.vector_filter(states))
             for days in LIST_WINDOWS_DAYS if newest is not None else ():
-                params["w_lo"] = newest - days * 86400.0
-                rows = await self.graph.ro_query(match + " AND m.event_time >= $w_lo" + tail, params)
-                if len(rows) >= limit:
-                    return [r[0] for r in rows]
-        rows = await self.graph.ro_query(match + tail, params)
-        return [r[0] for r in rows]
+                ids = await self.graph.memories.list_ids(filters, states, limit, since=newest - days * 86400.0)
+                if len(ids) >= limit:
+                    return ids
+        return await self.graph.memories.list_ids(filters, states, limit, order=order, descending=descending)
 
     async def _expand(self, results: list[recall_service_pb2.ScoredMemory], scope: str, read: ReadAt,
                       filters: Filters, request: Any) -> list[recall_service_pb2.ScoredMemory]:
         from automem.common.model import AUTHORABLE_RELATIONS
 
         seeds = [r.memory.id for r in results[: request.relation_limit or 5]]
-        edges = await self.graph.neighbours(seeds, AUTHORABLE_RELATIONS + ("SIMILAR_TO", "DISCOVERED"), scope)
+        edges = await self.graph.relations.neighbours(seeds, AUTHORABLE_RELATIONS + ("SIMILAR_TO", "DISCOVERED"), scope)
         have = {r.memory.id for r in results}
         extra_ids = [(other, rel, strength, seed) for seed, rel, other, strength in edges
                      if other not in have and strength >= request.expand_min_strength]
         extra_ids = extra_ids[: request.expansion_limit or 25]
-        found = await self.graph.get_memories([e[0] for e in extra_ids], scope)
+        found = await self.graph.memories.hydrate([e[0] for e in extra_ids], scope)
         score_of = {r.memory.id: r.score for r in results}
         out: list[recall_service_pb2.ScoredMemory] = []
         mems = [found[e[0]] for e in extra_ids if e[0] in found]
@@ -356,10 +348,7 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
         edges to Entity nodes, written by enrichment), ``match_type="entity"``; score = the
         seed's score x relation weight x 0.5 (one shared entity) up to x 1 (several)."""
         seeds = [r.memory.id for r in results[: request.relation_limit or 5]]
-        rows = await self.graph.ro_query(
-            "UNWIND $ids AS mid MATCH (a:Memory {id: mid})-[:MENTIONS]->(e:Entity)<-[:MENTIONS]-(b:Memory) "
-            "WHERE a.scope = $scope AND b.scope = $scope AND e.scope = $scope AND b.id <> a.id "
-            "RETURN a.id, b.id, count(e) ORDER BY count(e) DESC", {"ids": seeds, "scope": scope})
+        rows = await self.graph.entities.co_mentioned(seeds, scope)
         have = {r.memory.id for r in results}
         score_of = {r.memory.id: r.score for r in results}
         best: dict[str, float] = {}
@@ -368,7 +357,7 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
                 score = score_of.get(seed, 0.0) * self.settings.search_weight_relation * min(0.5 * shared, 1.0)
                 best[other] = max(best.get(other, 0.0), score)
         ordered = sorted(best, key=lambda i: -best[i])[: request.expansion_limit or 25]
-        found = await self.graph.get_memories(ordered, scope)
+        found = await self.graph.memories.hydrate(ordered, scope)
         mems = [found[i] for i in ordered if i in found]
         out: list[recall_service_pb2.ScoredMemory] = []
         for memory, res in zip(mems, await resolve(self.graph, mems, scope, read), strict=True):
@@ -390,7 +379,7 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
         require_role("reader")
         scope = resolve_scope(request.scope)
         read = read_at(request.read)
-        memory = await self.graph.get_memory(request.id, scope)
+        memory = await self.graph.memories.get(request.id, scope)
         if memory is None or memory.state == memory_pb2.MEMORY_STATE_DELETED or (
                 memory.state == memory_pb2.MEMORY_STATE_REJECTED and not read.history):
             raise NotFound(f"memory {request.id} not found", field="id")
@@ -401,8 +390,7 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
         is_current, head = await resolve_one(self.graph, memory, scope, read)
         if request.touch:
             stamp = time.time()
-            await self.graph.query("MATCH (m:Memory {id: $id}) WHERE m.scope = $scope SET m.last_access_time = $t",
-                                   {"id": memory.id, "scope": scope, "t": stamp})
+            await self.graph.memories.touch(memory.id, scope, stamp)
             memory.last_access_time.CopyFrom(ts(stamp))
         return recall_service_pb2.GetMemoryResponse(memory=memory, is_current=is_current, current_id=head)
 
@@ -450,12 +438,7 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
         out = []
         for tags, limit in ((["critical", "lesson", "ai-assistant"], 10), (["system", "memory-recall"], 5)):
             filters = Filters.build(scope, tags, "any", "exact", [], None, None)
-            where, params = filters.cypher("m")
-            params["states"] = _states(read)
-            rows = await self.graph.ro_query(
-                f"MATCH (m:Memory) WHERE {where} AND m.state IN $states RETURN properties(m) "
-                "ORDER BY m.importance DESC, m.event_time DESC LIMIT 200", params)
-            memories = [node_to_memory(r[0]) for r in rows]
+            memories = await self.graph.memories.most_important(filters, _states(read), 200)
             current = [r.memory for r in await resolve(self.graph, memories, scope, read) if r is not None]
             out.append(current[:limit])
         return recall_service_pb2.StartupRecallResponse(critical_lessons=out[0], system_rules=out[1])
@@ -483,14 +466,14 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
         bad = [t for t in types if t not in AUTHORABLE_RELATIONS + SYSTEM_RELATIONS]
         if bad:
             raise InvalidArgument(f"relationship_types: unknown {', '.join(bad)}", field="relationship_types")
-        start = await self.graph.get_memory(request.id, scope)
+        start = await self.graph.memories.get(request.id, scope)
         if start is None or start.state == memory_pb2.MEMORY_STATE_DELETED:
             raise NotFound(f"memory {request.id} not found", field="id")
         seen = {start.id}
         frontier = [start.id]
         found: list[tuple[str, str, float, int]] = []
         for level in range(1, depth + 1):
-            edges = await self.graph.neighbours(frontier, types, scope)
+            edges = await self.graph.relations.neighbours(frontier, types, scope)
             frontier = []
             # A stable order, so pages follow one another: strongest edge first, then type, id.
             for _seed, rel, other, strength in sorted(edges, key=lambda e: (-e[3], e[1], e[2])):
@@ -499,7 +482,7 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
                 seen.add(other)
                 frontier.append(other)
                 found.append((other, rel, strength, level))
-        memories = await self.graph.get_memories([f[0] for f in found], scope)
+        memories = await self.graph.memories.hydrate([f[0] for f in found], scope)
         mems = [memories[f[0]] for f in found if f[0] in memories]
         meta = {f[0]: f for f in found}
         resolved = await resolve(self.graph, mems, scope, read)
@@ -526,19 +509,9 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
         top = request.top if request.HasField("top") else 20
         if top < 1 or top > 200:
             raise InvalidArgument("top: must be between 1 and 200", field="top")
-        params = {"scope": scope, "top": top}
-        states = await self.graph.ro_query(
-            "MATCH (m:Memory) WHERE m.scope = $scope RETURN m.state, count(m)", params)
-        active = ("MATCH (m:Memory) WHERE m.scope = $scope AND m.state = 'ACTIVE' "
-                  "AND m.type <> 'MetaPattern' ")
-        types = await self.graph.ro_query(active + "RETURN m.type, count(m)", params)
-        averages = await self.graph.ro_query(active + "RETURN count(m), avg(m.confidence), avg(m.importance)", params)
-        entities = await self.graph.ro_query(
-            active + "UNWIND coalesce(m.entity_tags, []) AS t RETURN t, count(*) AS n ORDER BY n DESC, t LIMIT $top",
-            params)
-        tags = await self.graph.ro_query(
-            active + "UNWIND m.tags_lower AS t RETURN t, count(*) AS n ORDER BY n DESC, t LIMIT $top", params)
-        count, confidence, importance = averages[0] if averages else (0, 0.0, 0.0)
+        counts = await self.graph.memories.analyze(scope, top)
+        states, types, entities, tags = counts.states, counts.types, counts.entities, counts.tags
+        count, confidence, importance = counts.averages[0] if counts.averages else (0, 0.0, 0.0)
         return recall_service_pb2.AnalyzeMemoriesResponse(
             memory_count=int(count or 0), type_counts={t or "": int(n) for t, n in types},
             state_counts={st or "": int(n) for st, n in states},
@@ -558,8 +531,8 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
     async def GetStats(self, request, context):
         """Counts and connectivity for /health (no key needed beyond reader)."""
         graph_ok = await self.graph.ping()
-        memory_count = await self.graph.count_memories(states=["ACTIVE", "SUPERSEDED", "PENDING_REVIEW",
-                                                               "ARCHIVED"]) if graph_ok else 0
+        memory_count = await self.graph.memories.count(states=["ACTIVE", "SUPERSEDED", "PENDING_REVIEW",
+                                                                "ARCHIVED"]) if graph_ok else 0
         vector_count, vectors_ok, dims = 0, False, 0
         if self.vectors is not None:
             try:

@@ -8,8 +8,8 @@ import uuid
 
 from automem.common import backup
 from automem.common.bus import Bus
-from automem.common.graph import GraphStore
 from automem.common.payload import build_payload
+from automem.graph import GraphStore
 from tests.conftest import eventually
 
 
@@ -38,7 +38,7 @@ async def test_fault_1_vector_payload_carries_the_window_set_at_store_time(servi
         async def payload_matches_graph() -> bool:
             # Enrichment writes the point, then the node's enrichment fields (status, entities)
             # and the payload again: the two agree once it has finished with the memory.
-            memory = await service.ctx.graph.get_memory(expired, service.scope)
+            memory = await service.ctx.graph.memories.get(expired, service.scope)
             point = await _point(service, expired)
             return point is not None and point.payload == build_payload(memory)
         await eventually(payload_matches_graph)
@@ -93,8 +93,8 @@ async def test_fault_3_recovery_keeps_validity_windows_and_edges(own_service, se
     await bus.connect()
     try:
         await backup.restore_records(graph, records, bus)
-        restored = await graph.get_memory(a, "default")
-        original = await own_service.ctx.graph.get_memory(a, "default")
+        restored = await graph.memories.get(a, "default")
+        original = await own_service.ctx.graph.memories.get(a, "default")
         assert restored == original  # every field: windows, state, superseded_by, prior window
         assert restored.valid_to.ToJsonString() == "2024-06-01T00:00:00Z"
         assert restored.prior_valid_to.ToJsonString() == "2030-01-01T00:00:00Z"
@@ -131,7 +131,7 @@ async def test_fault_4_supersede_is_never_half_applied(service) -> None:
         scope = {"scope": service.scope}
         assert [r[0] for r in await graph.ro_query("MATCH (m:Memory) WHERE m.scope = $scope RETURN m.id",
                                                    scope)] == [old]
-        node = await graph.get_memory(old, service.scope)
+        node = await graph.memories.get(old, service.scope)
         assert node.state == 1 and node.version == 1 and not node.HasField("valid_to") and not node.superseded_by
         assert await graph.ro_query("MATCH (m:Memory)-[r:INVALIDATED_BY|EVOLVED_INTO]->() WHERE m.scope = $scope "
                                     "RETURN r", scope) == []

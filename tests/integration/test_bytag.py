@@ -7,8 +7,8 @@ from datetime import datetime
 
 import pytest
 
+from automem.graph.memories import ENTITY_TAG_PREFIX
 from automem.recall import bytag
-from automem.recall.filters import ENTITY_TAG_PREFIX
 from tests.conftest import eventually, start_service
 
 

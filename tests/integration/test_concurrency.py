@@ -129,7 +129,7 @@ async def test_enrichment_never_clobbers_an_edit(service) -> None:
                                                     "metadata": {"edited": True}})
         assert r.status_code == 200
         # A late enrichment write for the old content changes nothing.
-        assert await graph.set_enrichment(mid, old_hash, {"summary": "stale summary"}) is False
+        assert await graph.memories.set_enrichment(mid, old_hash, {"summary": "stale summary"}) is False
 
         async def settled():
             memory = (await http.get(f"/memory/{mid}")).json()["memory"]

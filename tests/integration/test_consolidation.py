@@ -167,7 +167,7 @@ async def test_drift_detected_and_repaired(own_service) -> None:
         assert r.json()["sync_status"] == "drift_detected" and r.json()["stale_payloads"] == 1
         assert await _health(http) == "drift_detected"
         await http.post("/admin/sync")
-        memory = (await own_service.ctx.graph.get_memories([ids[2]], None))[ids[2]]
+        memory = (await own_service.ctx.graph.memories.hydrate([ids[2]], None))[ids[2]]
 
         async def payload_fixed():
             got = (await vectors.retrieve([ids[2]]))[0].payload

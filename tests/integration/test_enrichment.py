@@ -14,7 +14,7 @@ import pytest
 import pytest_asyncio
 from fastapi import FastAPI, Request
 
-from automem.common.vectors import DimensionMismatchError
+from automem.vectors import DimensionMismatchError
 from tests.conftest import ScopedService, eventually, fresh_scope, settings_for, start_service
 
 

@@ -10,10 +10,10 @@ import uuid
 
 import pytest
 
-from automem.common.graph import GraphStore
 from automem.common.model import Memory, content_hash, ts
 from automem.enrich import links
 from automem.enrich.entities import write_entities_many
+from automem.graph import GraphStore
 from automem.v1 import events_pb2, memory_pb2
 from tests.conftest import eventually, start_service
 
@@ -85,11 +85,11 @@ async def test_predecessor_lookup_picks_what_the_scope_scan_picked(settings) -> 
                                                                       memory_pb2.MEMORY_STATE_SUPERSEDED])
             crowd.append(_memory(f"crowd {i}", event=event, created=T0 + 100 + i * 0.001, tags=tags, state=state))
         memories = list(named.values()) + crowd
-        await graph.create_memories(memories)
+        await graph.memories.create_many(memories)
         ids = [m.id for m in memories]
         expected = {r[0]: r[1] for r in await graph.ro_query(SCAN, {"ids": ids})}
 
-        contents = await graph.link_predecessors(ids, T0)
+        contents = await graph.relations.link_predecessors(ids, T0)
 
         assert await _predecessors(graph, ids) == expected
         by_id = {m.id: m for m in memories}
@@ -104,7 +104,7 @@ async def test_predecessor_lookup_picks_what_the_scope_scan_picked(settings) -> 
         assert pred["a3"] not in (named["gone"].id, named["review"].id, named["other_scope"].id)
         assert pred["untagged"] is not None
         # a second pass (re-enrichment) finds the same and adds no edge
-        await graph.link_predecessors(ids, T0 + 1)
+        await graph.relations.link_predecessors(ids, T0 + 1)
         rows = await graph.ro_query("MATCH (:Memory)-[r:PRECEDED_BY]->(:Memory) RETURN count(r), min(r.create_time)")
         assert rows[0] == [sum(p is not None for p in expected.values()), T0]
     finally:
@@ -117,10 +117,10 @@ async def test_predecessor_lookup_in_a_sole_scope_crowd_without_tags(settings) -
     await graph.ensure_schema()
     try:
         memories = [_memory(f"turn {i}", event=T0 + (i // 10) * 86400.0, created=T0 + i) for i in range(60)]
-        await graph.create_memories(list(reversed(memories)))
+        await graph.memories.create_many(list(reversed(memories)))
         ids = [m.id for m in memories]
         expected = {r[0]: r[1] for r in await graph.ro_query(SCAN, {"ids": ids})}
-        await graph.link_predecessors(ids, T0)
+        await graph.relations.link_predecessors(ids, T0)
         assert await _predecessors(graph, ids) == expected
         assert expected == {m.id: (memories[i - 1].id if i else None) for i, m in enumerate(memories)}
     finally:
@@ -133,11 +133,11 @@ async def test_guarded_batch_writes_skip_memories_edited_meanwhile(settings) -> 
     try:
         kept, edited = _memory("Alice runs Postgres", event=T0, created=T0), _memory("Bob runs Redis", event=T0,
                                                                                         created=T0 + 1)
-        await graph.create_memories([kept, edited])
+        await graph.memories.create_many([kept, edited])
         await graph.query("MATCH (m:Memory {id: $id}) SET m.content = 'edited', m.content_hash = 'new'",
                           {"id": edited.id})
         fields = {"embedding_status": "EMBEDDING_STATUS_DONE", "embedding_model": "m"}
-        landed = await graph.set_enrichment_many([(kept.id, kept.content_hash, fields),
+        landed = await graph.memories.set_enrichment_many([(kept.id, kept.content_hash, fields),
                                                   (edited.id, edited.content_hash, fields)], return_nodes=True)
         assert set(landed) == {kept.id}
         assert landed[kept.id]["embedding_status"] == "EMBEDDING_STATUS_DONE" and landed[kept.id]["content"] == \
@@ -359,14 +359,14 @@ async def test_batch_with_rejected_content_is_refused_whole_naming_the_first_blo
         r = await http.post(f"/v1/review-items/{mid}:reject", json={"reason": "wrong fact"})
         assert r.status_code == 200, r.text
         tomb = r.json()["tombstone"]
-        before = await service.ctx.graph.count_memories(service.scope)
+        before = await service.ctx.graph.memories.count(service.scope)
         r = await http.post("/memory/batch", json={"memories": [
             {"content": "fine one"}, {"content": "fine two"}, {"content": "A  rejected FACT"},
             {"content": "a rejected fact"}]})
         assert r.status_code == 409, r.text
         error = r.json()["error"]
         assert "memories[2].content" in error and tomb["id"] in error and "wrong fact" in error
-        assert await service.ctx.graph.count_memories(service.scope) == before  # all or nothing
+        assert await service.ctx.graph.memories.count(service.scope) == before  # all or nothing
         r = await http.post("/memory/batch", json={"memories": [{"content": "a rejected fact"}],
                                                    "scope": "other/scope"})
         assert r.status_code == 201  # another scope is not blocked

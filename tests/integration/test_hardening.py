@@ -24,7 +24,7 @@ async def test_oversized_metadata_is_rejected_naming_the_limit(service) -> None:
     async with service.http() as http:
         r = await http.post("/memory", json={"content": "big", "metadata": {"blob": "z" * 70_000}})
         assert r.status_code == 400 and "metadata" in r.json()["error"] and "65536" in r.json()["error"]
-    assert await service.ctx.graph.count_memories(service.scope) == 0
+    assert await service.ctx.graph.memories.count(service.scope) == 0
 
 
 async def test_event_too_large_for_the_bus_is_set_aside_and_later_events_flow(own_service) -> None:
@@ -71,7 +71,7 @@ async def test_chunked_body_over_the_limit_gets_413(service) -> None:
     async with service.http() as http:
         r = await http.post("/memory", content=chunks(), headers={"Content-Type": "application/json"})
         assert r.status_code == 413 and str(settings.max_body_bytes) in r.json()["error"]
-    assert await service.ctx.graph.count_memories(service.scope) == 0
+    assert await service.ctx.graph.memories.count(service.scope) == 0
 
 
 async def test_supersession_cycles_and_edits_of_history_are_refused(service) -> None:
@@ -117,7 +117,7 @@ async def test_scope_names_are_validated(own_service) -> None:
             assert r.status_code == 400 and "scope" in r.json()["error"], scope
         r = await http.post("/memory", json={"content": "x"}, headers={"X-Automem-Scope": "acme/web-app_2.0"})
         assert r.status_code == 201 and r.json()["scope"] == "acme/web-app_2.0"
-    assert await own_service.ctx.graph.count_memories() == 1
+    assert await own_service.ctx.graph.memories.count() == 1
 
 
 def test_cli_user_errors_are_one_line_without_traceback(falkordb_server, tmp_path: Path) -> None:
@@ -138,7 +138,7 @@ async def test_deeply_nested_metadata_is_rejected_and_nothing_stored(service) ->
     async with service.http() as http:
         r = await http.post("/memory", json={"content": "nest", "metadata": {"d": nested}})
         assert r.status_code == 400 and "metadata" in r.json()["error"] and "20" in r.json()["error"]
-    assert await service.ctx.graph.count_memories(service.scope) == 0
+    assert await service.ctx.graph.memories.count(service.scope) == 0
 
 
 async def test_lone_surrogate_is_400_and_the_connection_survives(service) -> None:
@@ -147,7 +147,7 @@ async def test_lone_surrogate_is_400_and_the_connection_survives(service) -> Non
         r = await http.post("/memory", content=raw, headers={"Content-Type": "application/json"})
         assert r.status_code == 400 and "surrogate" in r.json()["error"]
         assert (await http.get("/health")).status_code == 200
-    assert await service.ctx.graph.count_memories(service.scope) == 0
+    assert await service.ctx.graph.memories.count(service.scope) == 0
 
 
 async def test_already_expired_memory_can_be_stored_without_t_valid(service) -> None:
@@ -196,7 +196,7 @@ async def test_commas_in_tags_and_bad_recall_parameters_are_400(service) -> None
 
 async def test_restore_with_force_replaces_instead_of_duplicating(own_service) -> None:
     from automem.common import backup
-    from automem.common.graph import GraphStore
+    from automem.graph import GraphStore
 
     async with own_service.http() as http:
         for i in range(2):
@@ -205,9 +205,9 @@ async def test_restore_with_force_replaces_instead_of_duplicating(own_service) -
     target = GraphStore(own_service.settings.model_copy(update={"graph_name": own_service.settings.graph_name + "_copy"}))
     try:
         await backup.restore_records(target, records)
-        assert await target.count_memories() == 2
+        assert await target.memories.count() == 2
         await backup.restore_records(target, records, force=True)
-        assert await target.count_memories() == 2
+        assert await target.memories.count() == 2
     finally:
         await target.close()
 
@@ -218,7 +218,7 @@ async def test_idempotency_key_reused_for_other_content_is_refused(service) -> N
         assert r.status_code == 201
         r = await http.post("/memory", json={"content": "something else"}, headers={"Idempotency-Key": "k-1"})
         assert r.status_code == 400 and "idempotency_key" in r.json()["error"]
-    assert await service.ctx.graph.count_memories(service.scope) == 1
+    assert await service.ctx.graph.memories.count(service.scope) == 1
 
 
 async def test_enrichment_audit_event_shows_the_record_as_it_stands(own_service) -> None:
@@ -283,7 +283,7 @@ async def test_edge_of_calendar_times_are_400_not_500(service) -> None:
             r = await http.get("/recall", params=params)
             assert r.status_code == 400, r.text
             assert (await http.get("/health")).status_code == 200
-    assert await service.ctx.graph.count_memories(service.scope) == 0
+    assert await service.ctx.graph.memories.count(service.scope) == 0
 
 
 async def test_metadata_cannot_grow_past_the_limit_through_patches(service) -> None:

@@ -15,7 +15,7 @@ from tests.conftest import eventually, start_service
 
 async def _nodes(service, scope: str | None = None) -> int:
     """Memory nodes of ``scope`` (None: the whole store)."""
-    return await service.ctx.graph.count_memories(scope)
+    return await service.ctx.graph.memories.count(scope)
 
 
 async def _enriched(service, n: int) -> int:

@@ -24,8 +24,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from automem.common.bus import Bus
 from automem.common.embedded import free_port
-from automem.common.graph import GraphStore
 from automem.common.settings import Settings
+from automem.graph import GraphStore
 from tests.conftest import eventually
 
 AUTOMEM = str(Path(sys.executable).parent / "automem")

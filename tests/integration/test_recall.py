@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from automem.common.vectors import VectorFilter
+from automem.vectors import VectorFilter
 from tests.conftest import eventually
 
 NASTY_QUERIES = ["`add_episode`", "the of and", "?!", "a/b|c\\d", "_", "-foo", "status: done", '"unbalanced']

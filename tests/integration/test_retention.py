@@ -120,7 +120,7 @@ async def test_sync_requeues_enrichment_whose_events_retention_removed(settings)
         graph = running.ctx.graph
 
         async def status():
-            return (await graph.get_memory(lost, "default")).enrichment_status
+            return (await graph.memories.get(lost, "default")).enrichment_status
         async with running.http() as http:
             r = await http.post("/admin/sync")
             assert r.status_code == 200, r.text

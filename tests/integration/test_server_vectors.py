@@ -9,7 +9,7 @@ from pathlib import Path
 
 from automem.common.payload import build_payload
 from automem.common.settings import Settings
-from automem.common.vectors import ServerVectorStore, make_vector_store
+from automem.vectors import ServerVectorStore, make_vector_store
 from tests.conftest import eventually, start_service
 
 
@@ -47,7 +47,7 @@ async def test_store_enrich_recall_on_the_server_backend(settings: Settings) -> 
             memory = await eventually(embedded, timeout=30)
             await eventually(lambda: _all(vectors, ids), timeout=30)
             points = {p.id: p for p in await vectors.retrieve(ids, with_vectors=True)}
-            graph_memory = await running.ctx.graph.get_memory(ids[0], running.settings.default_scope)
+            graph_memory = await running.ctx.graph.memories.get(ids[0], running.settings.default_scope)
             assert points[ids[0]].payload == build_payload(graph_memory)
             assert len(points[ids[0]].vector) == running.ctx.embedder.dimension
             assert memory["id"] == ids[0]

@@ -15,10 +15,10 @@ import pytest
 
 from automem.common import backup
 from automem.common.bus import Bus
-from automem.common.graph import GraphStore
 from automem.common.lifecycle import close_for_supersede
 from automem.common.model import Relation, epoch, memory_to_node, now, ts
 from automem.common.payload import build_payload
+from automem.graph import GraphStore
 from automem.ingest.logic import build_memory
 from automem.v1 import events_pb2, ingest_service_pb2, review_service_pb2
 from tests.conftest import eventually, start_service
@@ -68,7 +68,7 @@ async def test_supersede_failing_between_steps_changes_nothing(service) -> None:
     ingest = service.ctx.ingest
     graph = service.ctx.graph
     before = await _node(service, old_id)
-    old = await graph.get_memory(old_id, service.scope)
+    old = await graph.memories.get(old_id, service.scope)
     stamp = now()
     new = build_memory(ingest_service_pb2.MemoryInput(content="Deploys run on Tuesdays"), scope=service.scope,
                        settings=service.settings, created=stamp, source="test")
@@ -120,7 +120,7 @@ async def test_correction_recorded_after_the_fact_reads_bitemporally(service) ->
     "as known now" -> Berlin; "on 15 Jan, as known now" -> Paris."""
     async with service.http() as http:
         paris = await _store(http, "Alice lives in Paris", tags=["alice"], t_valid="2024-01-01T00:00:00Z")
-        before_paris = epoch((await service.ctx.graph.get_memory(paris, service.scope)), "record_time") - 1
+        before_paris = epoch((await service.ctx.graph.memories.get(paris, service.scope)), "record_time") - 1
         before_correction = time.time()
         await asyncio.sleep(0.01)
         r = await http.post(f"/v1/memories/{paris}:supersede", json={
@@ -499,10 +499,10 @@ async def test_reindex_rebuilds_every_vector_point_from_the_graph(own_service) -
     points = {p.id: p for p in await vectors.retrieve(live + [ids["rejected"], ids["gone"], orphan])}
     assert sorted(points) == sorted(live)
     for mid in live:
-        memory = await graph.get_memory(mid, "default")
+        memory = await graph.memories.get(mid, "default")
         assert points[mid].payload == build_payload(memory)
         assert memory_to_node(memory)["embedding_status"] == "EMBEDDING_STATUS_DONE"
-    assert points[ids["a"]].payload["valid_to"] == epoch(await graph.get_memory(ids["a"], "default"), "valid_to")
+    assert points[ids["a"]].payload["valid_to"] == epoch(await graph.memories.get(ids["a"], "default"), "valid_to")
 
 
 async def test_cli_backup_and_restore_round_trip(service, tmp_path, monkeypatch) -> None:

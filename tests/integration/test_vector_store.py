@@ -16,7 +16,7 @@ import pytest
 from qdrant_client import AsyncQdrantClient
 
 from automem.common.settings import Settings
-from automem.common.vectors import (
+from automem.vectors import (
     OPEN_ENDED,
     CollectionMissingError,
     DimensionMismatchError,
@@ -586,7 +586,7 @@ async def test_concurrent_calls(backend, tmp_path):
 
 _CRASH_WRITER = """
 import asyncio, os, sys, uuid
-from automem.common.vectors import EdgeVectorStore
+from automem.vectors import EdgeVectorStore
 
 async def main():
     store = EdgeVectorStore(sys.argv[1], "memories")

@@ -24,7 +24,7 @@ METADATA = {"@type": "note", "0be6ffd7-3844-46a3-a699-bf3b77c573cd": "x", "a.b":
 
 
 async def _count_nodes(service) -> int:
-    return await service.ctx.graph.count_memories(service.scope)
+    return await service.ctx.graph.memories.count(service.scope)
 
 
 async def test_rest_store_and_get_round_trip(service) -> None:
@@ -147,7 +147,7 @@ async def test_store_creates_vector_point_with_full_payload(service) -> None:
     assert payload["tags"] == ["Alpha", "beta"] and "alp" in payload["tag_prefixes"]
     assert {"alpha", "beta"} <= set(payload["tags_lower"])  # plus any entity:<kind>:<slug> tags
     assert payload["state"] == "ACTIVE"
-    memory = await service.ctx.graph.get_memory(mid, service.scope)
+    memory = await service.ctx.graph.memories.get(mid, service.scope)
     memory.embedding_model = payload["embedding_model"]
     assert payload == build_payload(memory)  # the one builder, from the graph record
 
@@ -193,11 +193,11 @@ async def test_delete_tombstones_node_and_removes_point(service) -> None:
         async def gone():
             return await _point(service, mid) is None
         await eventually(gone)
-        node = await service.ctx.graph.get_memory(mid, service.scope)
+        node = await service.ctx.graph.memories.get(mid, service.scope)
         assert node is not None and node.content == "to be deleted"  # history kept
         r = await http.delete(f"/memory/{mid}?purge=true")
         assert r.status_code == 200
-        assert await service.ctx.graph.get_memory(mid, service.scope) is None
+        assert await service.ctx.graph.memories.get(mid, service.scope) is None
 
 
 async def test_associate_validates_and_creates_edges(service) -> None:

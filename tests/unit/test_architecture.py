@@ -1,6 +1,7 @@
 """The import structure holds: ``lint-imports`` (import-linter) checks the contracts in
-pyproject.toml — startup > gateway > services > common > generated code, the four services
-independent of each other, no import cycle between the siblings of any package."""
+pyproject.toml — startup > gateway > services > stores (graph, vectors) > common > generated
+code, the four services independent of each other, no import cycle between the siblings of
+any package."""
 
 from __future__ import annotations
 

@@ -1,0 +1,91 @@
+"""Whole-graph statements of the backup (automem/common/backup.py): every node and edge,
+paged, for the export, and the bulk creates of a restore.
+
+Labels and relation types read from a backup are interpolated into Cypher, so each is
+checked to be a plain identifier first (:func:`identifier`). Restored nodes carry a
+temporary reference property (:data:`REF`) until their edges are in place.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from automem.graph.repository import Repository
+
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: The node property a restore keys nodes by while it recreates their edges.
+REF = "_automem_restore_ref"
+
+
+def identifier(name: str) -> str:
+    """``name`` when it is a safe label or relation type name; ValueError otherwise."""
+    if not _IDENT.match(name):
+        raise ValueError(f"backup: unsafe label or type name {name!r}")
+    return name
+
+
+class Dump(Repository):
+    """Statements over the whole graph."""
+
+    #: The name check (:func:`identifier`), for a restore that checks a whole backup first.
+    identifier = staticmethod(identifier)
+
+    async def nodes_page(self, skip: int, limit: int) -> list[list[Any]]:
+        """Rows ``[internal id, labels, properties]`` of every node, in internal-id order."""
+        return await self.store.ro_query(
+            "MATCH (n) RETURN id(n), labels(n), properties(n) ORDER BY id(n) SKIP $skip LIMIT $limit",
+            {"skip": skip, "limit": limit})
+
+    async def edges_page(self, skip: int, limit: int) -> list[list[Any]]:
+        """Rows ``[source id, target id, type, properties, edge id]`` of every edge, in
+        edge-id order (ids are FalkorDB's internal ones)."""
+        return await self.store.ro_query(
+            "MATCH (a)-[r]->(b) RETURN id(a), id(b), type(r), properties(r), id(r) "
+            "ORDER BY id(r) SKIP $skip LIMIT $limit", {"skip": skip, "limit": limit})
+
+    async def count_nodes(self) -> int:
+        """Number of nodes. FalkorDB raises an "empty key" error for a graph never written."""
+        rows = await self.store.ro_query("MATCH (n) RETURN count(n)")
+        return int(rows[0][0]) if rows and rows[0][0] else 0
+
+    async def drop(self) -> None:
+        """Delete the whole graph (a graph never written counts as deleted)."""
+        try:
+            await self.store.graph.delete()
+        except Exception as exc:  # a graph never written is an "empty key"
+            if "empty key" not in str(exc).lower() and "invalid graph operation" not in str(exc).lower():
+                raise
+
+    async def index_refs(self, label: str) -> None:
+        """Index :data:`REF` on ``label`` (no error when it exists)."""
+        with contextlib.suppress(Exception):  # index already there
+            await self.store.query(f"CREATE INDEX FOR (n:{identifier(label)}) ON (n.{REF})")
+
+    async def unindex_refs(self, label: str) -> None:
+        """Drop the :data:`REF` index of ``label`` (no error when it is gone)."""
+        with contextlib.suppress(Exception):  # index already gone
+            await self.store.query(f"DROP INDEX ON :{identifier(label)}({REF})")
+
+    async def create_nodes(self, labels: Sequence[str], rows: Sequence[dict[str, Any]]) -> None:
+        """Create one node with ``labels`` per row ``{"ref": int, "props": {...}}``: the
+        properties exactly, plus :data:`REF` = ``ref``."""
+        label_text = "".join(f":{identifier(label)}" for label in labels)
+        await self.store.query(f"UNWIND $rows AS row CREATE (n{label_text}) SET n = row.props, n.{REF} = row.ref",
+                               {"rows": list(rows)})
+
+    async def create_edges(self, rel_type: str, source_label: str, target_label: str,
+                           rows: Sequence[dict[str, Any]]) -> None:
+        """Create one ``rel_type`` edge per row ``{"s": ref, "t": ref, "props": {...}}``
+        between the restored nodes with those :data:`REF` values (labels ``""`` = any)."""
+        a = f":{identifier(source_label)}" if source_label else ""
+        b = f":{identifier(target_label)}" if target_label else ""
+        await self.store.query(
+            f"UNWIND $rows AS row MATCH (a{a} {{{REF}: row.s}}), (b{b} {{{REF}: row.t}}) "
+            f"CREATE (a)-[r:{identifier(rel_type)}]->(b) SET r = row.props", {"rows": list(rows)})
+
+    async def clear_refs(self) -> None:
+        """Remove :data:`REF` from every node."""
+        await self.store.query(f"MATCH (n) WHERE n.{REF} IS NOT NULL SET n.{REF} = NULL")

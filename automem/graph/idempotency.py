@@ -1,0 +1,48 @@
+"""Idempotency keys (``:IdempotencyKey``): a client's retry key and the memories its first
+request created, per scope (automem/ingest/servicer.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from automem.common.model import Memory, epoch, memory_to_node
+from automem.graph.repository import Repository
+
+
+def _key(scope: str, key: str) -> str:
+    # A unit separator keeps scope and key apart (neither contains one).
+    return f"{scope}\x1f{key}"
+
+
+class IdempotencyKeys(Repository):
+    """Statements over ``:IdempotencyKey`` nodes."""
+
+    async def memory_ids(self, scope: str, key: str) -> list[str] | None:
+        """The memory ids claimed by ``key`` in ``scope``, or None when it is unclaimed."""
+        rows = await self.store.ro_query(
+            "MATCH (k:IdempotencyKey {key: $key}) RETURN k.memory_ids", {"key": _key(scope, key)}
+        )
+        return list(rows[0][0]) if rows else None
+
+    async def remember(self, scope: str, key: str, ids: Sequence[str], create_time: float | None) -> None:
+        """Claim ``key`` in ``scope`` for ``ids`` unless it is claimed already (first claim
+        wins; ``create_time`` in epoch seconds)."""
+        await self.store.query(
+            "MERGE (k:IdempotencyKey {key: $key}) ON CREATE SET k.memory_ids = $ids, k.create_time = $t",
+            {"key": _key(scope, key), "ids": list(ids), "t": create_time},
+        )
+
+    async def create_claimed(self, scope: str, key: str, memories: Sequence[Memory]) -> bool:
+        """Create ``memories`` and claim ``key`` for them in ONE query, so two concurrent
+        retries with the same key cannot both create. False (nothing written) when the key
+        was already claimed for other ids. The claim's time is the first memory's
+        ``create_time``."""
+        ids = [m.id for m in memories]
+        rows = await self.store.query(
+            "MERGE (k:IdempotencyKey {key: $key}) ON CREATE SET k.memory_ids = $ids, k.create_time = $t "
+            "WITH k WHERE k.memory_ids = $ids "
+            "UNWIND $rows AS row CREATE (m:Memory) SET m = row RETURN count(m)",
+            {"key": _key(scope, key), "ids": ids, "rows": [memory_to_node(m) for m in memories],
+             "t": epoch(memories[0], "create_time")},
+        )
+        return bool(rows and rows[0][0])

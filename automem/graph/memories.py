@@ -1,0 +1,605 @@
+"""Memory nodes (``:Memory``): every Cypher statement that reads or writes them.
+
+Node properties come from the one node builder (:func:`automem.common.model.memory_to_node`;
+partial writes from :func:`automem.common.model.node_fields`) and are read back with
+:func:`automem.common.model.node_to_memory`. Every query of a memory binds its scope, except
+the maintenance reads that span every scope (decay, sync, export) and writes by id of nodes
+read in the same scope just before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from automem.common.model import (
+    Memory,
+    Relation,
+    epoch,
+    memory_to_node,
+    node_fields,
+    node_to_memory,
+    relation_type_name,
+    ts,
+)
+from automem.graph.relations import relation_label, relation_labels
+from automem.graph.repository import Repository
+
+#: Node properties only enrichment writes (ingest leaves them alone unless content changed).
+ENRICHMENT_FIELDS = ("embedding_status", "enrichment_status", "entities", "entity_tags", "summary",
+                     "embedding_model")
+#: Entity tags (automem/enrich/entities.py, ``entity:<kind>:<slug>``) are matched in the
+#: ``entity_tags`` property as well; other tags only in ``tags_lower``.
+ENTITY_TAG_PREFIX = "entity:"
+#: Node states of memories a sync check compares with the vector points.
+_LIVE_STATES = "['ACTIVE', 'SUPERSEDED', 'PENDING_REVIEW', 'ARCHIVED']"
+
+
+class MemoryFilter(Protocol):
+    """The recall filters a graph listing applies (automem/recall/filters.py ``Filters``):
+    lower-cased ``tags`` matched ``tag_match`` (exact | prefix) with ``tag_mode`` (any |
+    all) in the user and entity tags, none of ``exclude_tags``, ``event_time`` within
+    ``start``..``end`` (epoch seconds, inclusive, None = open)."""
+
+    scope: str
+    tags: list[str]
+    tag_mode: str
+    tag_match: str
+    exclude_tags: list[str]
+    start: float | None
+    end: float | None
+
+
+def filter_where(flt: MemoryFilter, var: str = "m") -> tuple[str, dict[str, Any]]:
+    """A WHERE fragment (without WHERE) over node ``var`` for ``flt``, and its parameters
+    (``f_``-prefixed, plus ``bt0``... from :func:`indexed_tags`).
+
+    Exact tags are matched through :func:`indexed_tags` (FalkorDB's array indexes on
+    ``tags_lower`` / ``entity_tags``), with the full list predicate added only where the
+    index fragment alone is not the filter. Measured at 100,000 memories on a tag of 1,451:
+    the list predicate ``any(x IN $tags WHERE x IN (m.tags_lower + m.entity_tags))`` made
+    FalkorDB read the whole scope (72-135 ms); the indexed fragment reads the tag's
+    memories (0.3-1.2 ms), docs/benchmarks.md ("tag-only listing at 100k")."""
+    parts = [f"{var}.scope = $f_scope"]
+    params: dict[str, Any] = {"f_scope": flt.scope}
+    # User tags plus entity tags (automem/enrich/entities.py).
+    all_tags = f"({var}.tags_lower + coalesce({var}.entity_tags, []))"
+    if flt.tags:
+        indexed, extra, check = indexed_tags(flt, var)
+        if indexed:
+            parts.append(indexed)
+            params.update(extra)
+        if check:
+            params["f_tags"] = flt.tags
+            if flt.tag_match == "exact":
+                one = f"x IN {all_tags}"
+            else:
+                one = f"any(t IN {all_tags} WHERE t STARTS WITH x)"
+            quant = "all" if flt.tag_mode == "all" else "any"
+            parts.append(f"{quant}(x IN $f_tags WHERE {one})")
+    if flt.exclude_tags:
+        params["f_excl"] = flt.exclude_tags
+        parts.append(f"NOT any(t IN {all_tags} WHERE t IN $f_excl)")
+    if flt.start is not None:
+        params["f_start"] = flt.start
+        parts.append(f"{var}.event_time >= $f_start")
+    if flt.end is not None:
+        params["f_end"] = flt.end
+        parts.append(f"{var}.event_time <= $f_end")
+    return " AND ".join(parts), params
+
+
+def indexed_tags(flt: MemoryFilter, var: str = "m") -> tuple[str, dict[str, Any], bool]:
+    """The index-backed tag predicate over node ``var``: (Cypher fragment or "", its
+    parameters ``$bt0``..., whether rows must still be checked against the full tag filter).
+    The one rule for both :func:`filter_where` (recall listings) and :class:`TagIndex` (the
+    by-tag listing).
+
+    A FalkorDB array index answers membership (``$t IN m.tags_lower``) only, so prefix
+    matching has no fragment. Entity tags (``entity:<kind>:<slug>``,
+    automem/enrich/entities.py) are looked up in ``entity_tags`` as well; plain tags never
+    appear there. FalkorDB does not intersect an OR of two array indexes with a range
+    inside an AND, so ``tag_mode=all`` with an entity tag is driven by the plain tags (or
+    the first tag) and the rest is checked."""
+    if not flt.tags:
+        return "", {}, False
+    if flt.tag_match != "exact":
+        return "", {}, True
+    params: dict[str, Any] = {}
+    terms: list[tuple[str, bool]] = []
+    for i, tag in enumerate(flt.tags):
+        params[f"bt{i}"] = tag
+        if tag.startswith(ENTITY_TAG_PREFIX):
+            terms.append((f"($bt{i} IN {var}.tags_lower OR $bt{i} IN {var}.entity_tags)", False))
+        else:
+            terms.append((f"$bt{i} IN {var}.tags_lower", True))
+    if flt.tag_mode == "any":
+        return "(" + " OR ".join(t for t, _ in terms) + ")", params, False
+    plain = [t for t, simple in terms if simple]
+    if len(plain) == len(terms):
+        return " AND ".join(plain), params, False
+    return (" AND ".join(plain) if plain else terms[0][0]), params, True
+
+
+@dataclass
+class ScopeAnalysis:
+    """The rows of :meth:`Memories.analyze`: ``states`` [(state, count)] over the scope;
+    over its ACTIVE memories that are not MetaPatterns: ``types`` [(type, count)],
+    ``averages`` [(count, average confidence, average importance)], ``entities`` and
+    ``tags`` [(tag, count)], most frequent first, then by tag."""
+
+    states: list[list[Any]]
+    types: list[list[Any]]
+    averages: list[list[Any]]
+    entities: list[list[Any]]
+    tags: list[list[Any]]
+
+
+class Memories(Repository):
+    """Statements over ``:Memory`` nodes."""
+
+    # --- create, read -------------------------------------------------------------------
+
+    async def create_many(self, memories: Sequence[Memory]) -> None:
+        """Create nodes for ``memories`` in one atomic query."""
+        rows = [memory_to_node(m) for m in memories]
+        await self.store.query("UNWIND $rows AS row CREATE (m:Memory) SET m = row", {"rows": rows})
+
+    async def get(self, memory_id: str, scope: str | None) -> Memory | None:
+        """The memory with ``memory_id`` in ``scope`` (any scope when None), or None."""
+        found = await self.hydrate([memory_id], scope)
+        return found.get(memory_id)
+
+    async def hydrate(self, ids: Iterable[str], scope: str | None) -> dict[str, Memory]:
+        """Memories by id in one round trip (missing ids are absent from the result)."""
+        ids = list(dict.fromkeys(ids))
+        if not ids:
+            return {}
+        rows = await self.store.ro_query(
+            "UNWIND $ids AS mid MATCH (m:Memory {id: mid}) "
+            "WHERE $scope IS NULL OR m.scope = $scope RETURN properties(m)",
+            {"ids": ids, "scope": scope},
+        )
+        return {row[0]["id"]: node_to_memory(row[0]) for row in rows}
+
+    async def hydrate_with_successors(
+        self, ids: Iterable[str], scope: str, types: Sequence[str]
+    ) -> tuple[dict[str, Memory], list[tuple[str, str, str, float, float]]]:
+        """:meth:`hydrate` and :meth:`automem.graph.relations.Relations.outgoing` (edges of
+        ``types`` leaving ``ids`` to memories of ``scope``) in one round trip, for the state
+        pass of a recall page."""
+        ids = list(dict.fromkeys(ids))
+        if not ids:
+            return {}, []
+        labels = relation_labels(types)
+        # One row per (memory, edge); the far end's scope is compared here, not in Cypher: a
+        # filter on the far node (or an aggregation over the rows) made FalkorDB's plan cost
+        # 10-1,000x more (measured in docs/benchmarks.md, issue 10).
+        rows = await self.store.ro_query(
+            "UNWIND $ids AS mid MATCH (m:Memory {id: mid}) WHERE m.scope = $scope "
+            f"OPTIONAL MATCH (m)-[r:{labels}]->(b:Memory) "
+            "RETURN properties(m), type(r), b.id, b.scope, r.strength, r.create_time",
+            {"ids": ids, "scope": scope},
+        )
+        memories: dict[str, Memory] = {}
+        edges: list[tuple[str, str, str, float, float]] = []
+        for props, rel, target, target_scope, strength, created in rows:
+            if props["id"] not in memories:
+                memories[props["id"]] = node_to_memory(props)
+            if target is not None and target_scope == scope:
+                edges.append((props["id"], rel, target, float(strength or 0.0), float(created or 0.0)))
+        return memories, edges
+
+    async def recall_candidates(self, ids: Sequence[str], scope: str) -> list[tuple[Memory, list[str]]]:
+        """The fields recall ranks on, for many candidates in one round trip: ``[(memory,
+        predecessor ids)]`` where ``memory`` has only id, scope, content, tags, importance,
+        confidence, event_time and create_time set (as :func:`node_to_memory` would set them)
+        and one entity per entity tag (``tag`` only, lower-cased), and the ids are those its
+        PRECEDED_BY edges point to in the same scope. Ids absent from ``scope`` are left out.
+
+        Bodies are not read here: recall hydrates only the page (:meth:`hydrate`). The
+        predecessor ids come back unfiltered; a ``p.id IN $ids`` test made FalkorDB look up each
+        row and cost 100-347 ms for 200 ids (issue 10)."""
+        if not ids:
+            return []
+        # One row per (memory, PRECEDED_BY edge), grouped here; see hydrate_with_successors
+        # for why the far end's scope is not filtered in Cypher.
+        rows = await self.store.ro_query(
+            "UNWIND $ids AS mid MATCH (m:Memory {id: mid}) WHERE m.scope = $scope "
+            "OPTIONAL MATCH (m)-[:PRECEDED_BY]->(p:Memory) "
+            "RETURN m.id, m.content, m.tags, m.entity_tags, m.importance, m.confidence, "
+            "m.event_time, m.create_time, p.id, p.scope",
+            {"ids": list(dict.fromkeys(ids)), "scope": scope},
+        )
+        out: dict[str, tuple[Memory, list[str]]] = {}
+        for (mid, content, tags, entity_tags, importance, confidence, event_time, create_time,
+             prev, prev_scope) in rows:
+            if mid not in out:
+                memory = Memory(id=mid, scope=scope, content=content or "", tags=list(tags or []),
+                                importance=float(importance or 0.0), confidence=float(confidence or 0.0))
+                for tag in entity_tags or ():  # the entities' tags, lower-cased (memory_to_node)
+                    memory.entities.add(tag=tag)
+                if event_time is not None:
+                    memory.event_time.CopyFrom(ts(float(event_time)))
+                if create_time is not None:
+                    memory.create_time.CopyFrom(ts(float(create_time)))
+                out[mid] = (memory, [])
+            if prev is not None and prev_scope == scope:
+                out[mid][1].append(prev)
+        return list(out.values())
+
+    async def count(self, scope: str | None = None, states: Sequence[str] | None = None) -> int:
+        """Number of Memory nodes (optionally in one scope and states)."""
+        rows = await self.store.ro_query(
+            "MATCH (m:Memory) WHERE ($scope IS NULL OR m.scope = $scope) "
+            "AND ($states IS NULL OR m.state IN $states) RETURN count(m)",
+            {"scope": scope, "states": list(states) if states else None},
+        )
+        return int(rows[0][0]) if rows else 0
+
+    async def duplicate_of(self, memory: Memory, window_seconds: float, explicit_time: bool) -> Memory | None:
+        """The oldest ACTIVE memory of ``memory``'s scope with its content hash and tags,
+        created at most ``window_seconds`` before it, and with its event time when
+        ``explicit_time`` (else one whose event time is its create time); or None."""
+        created = epoch(memory, "create_time") or 0.0
+        rows = await self.store.ro_query(
+            "MATCH (m:Memory {content_hash: $h}) WHERE m.scope = $scope AND m.state = 'ACTIVE' "
+            "AND m.create_time >= $since AND m.tags_lower = $tags "
+            "AND (($explicit AND m.event_time = $event) OR (NOT $explicit AND m.event_time = m.create_time)) "
+            "RETURN properties(m) ORDER BY m.create_time LIMIT 1",
+            {"h": memory.content_hash, "scope": memory.scope, "since": created - window_seconds,
+             "event": epoch(memory, "event_time"), "tags": sorted({t.lower() for t in memory.tags}),
+             "explicit": explicit_time},
+        )
+        return node_to_memory(rows[0][0]) if rows else None
+
+    async def pending_review(self, scope: str) -> list[Memory]:
+        """The PENDING_REVIEW memories of ``scope``."""
+        rows = await self.store.ro_query(
+            "MATCH (m:Memory) WHERE m.scope = $scope AND m.state = 'PENDING_REVIEW' RETURN properties(m)",
+            {"scope": scope})
+        return [node_to_memory(r[0]) for r in rows]
+
+    async def with_any_tag(self, scope: str, tags: Sequence[str]) -> list[Memory]:
+        """Memories of ``scope`` not DELETED carrying any of the lower-cased ``tags``."""
+        rows = await self.store.ro_query(
+            "MATCH (m:Memory) WHERE m.scope = $scope AND m.state <> 'DELETED' "
+            "AND any(t IN m.tags_lower WHERE t IN $tags) RETURN properties(m)",
+            {"scope": scope, "tags": list(tags)},
+        )
+        return [node_to_memory(r[0]) for r in rows]
+
+    # --- search and listings ----------------------------------------------------------
+
+    async def fulltext(self, query: str, scope: str, limit: int) -> list[tuple[str, float]]:
+        """Full-text arm: (id, score) of Memory nodes in ``scope`` matching a sanitised
+        RediSearch query, best first. An empty query returns []."""
+        if not query.strip():
+            return []
+        rows = await self.store.ro_query(
+            "CALL db.idx.fulltext.queryNodes('Memory', $q) YIELD node, score "
+            "WHERE node.scope = $scope RETURN node.id, score ORDER BY score DESC LIMIT $limit",
+            {"q": query, "scope": scope, "limit": int(limit)},
+        )
+        return [(r[0], float(r[1])) for r in rows]
+
+    async def unembedded(self, scope: str, limit: int) -> list[tuple[str, str]]:
+        """(id, content) of up to ``limit`` memories of ``scope`` whose embedding does not
+        exist yet (``embedding_status`` other than DONE), through the ``embedding_status``
+        index: the cost grows with the backlog, not with the scope."""
+        rows = await self.store.ro_query(
+            "MATCH (m:Memory) WHERE m.embedding_status IN $statuses AND m.scope = $scope "
+            "RETURN m.id, m.content LIMIT $limit",
+            {"statuses": ["EMBEDDING_STATUS_UNSPECIFIED", "EMBEDDING_STATUS_PENDING", "EMBEDDING_STATUS_FAILED",
+                          "EMBEDDING_STATUS_PROVIDED"], "scope": scope, "limit": int(limit)},
+        )
+        return [(r[0], r[1]) for r in rows]
+
+    async def unembedded_among(self, ids: Sequence[str], scope: str) -> list[tuple[str, str]]:
+        """(id, content) of the memories among ``ids`` in ``scope`` whose embedding is not
+        DONE, by id (the lexical arm's full-text hits when the backlog is large)."""
+        rows = await self.store.ro_query(
+            "UNWIND $ids AS mid MATCH (m:Memory {id: mid}) WHERE m.scope = $scope "
+            "AND m.embedding_status <> 'EMBEDDING_STATUS_DONE' "
+            "RETURN m.id, m.content", {"ids": list(ids), "scope": scope})
+        return [(r[0], r[1]) for r in rows]
+
+    async def list_ids(self, flt: MemoryFilter, states: Sequence[str], limit: int, *, order: str = "event_time",
+                       descending: bool = True, since: float | None = None) -> list[str]:
+        """Ids of up to ``limit`` memories matching ``flt`` in ``states``, ordered by
+        ``order`` (``event_time`` or ``update_time``; then importance, highest first),
+        newest first when ``descending``; only ``event_time >= since`` when ``since`` is
+        given (epoch seconds: a newest-first window, automem/recall/servicer.py)."""
+        if order not in ("event_time", "update_time"):
+            raise ValueError(f"list order must be event_time or update_time, got {order!r}")
+        where, params = filter_where(flt, "m")
+        params.update({"states": list(states), "limit": int(limit)})
+        match = f"MATCH (m:Memory) WHERE {where} AND m.state IN $states"
+        tail = f" RETURN m.id ORDER BY m.{order} {'DESC' if descending else 'ASC'}, m.importance DESC LIMIT $limit"
+        if since is not None:
+            params["w_lo"] = since
+            match += " AND m.event_time >= $w_lo"
+        rows = await self.store.ro_query(match + tail, params)
+        return [r[0] for r in rows]
+
+    async def most_important(self, flt: MemoryFilter, states: Sequence[str], limit: int = 200) -> list[Memory]:
+        """Up to ``limit`` memories matching ``flt`` in ``states``, most important first,
+        then newest (AutoMem's startup recall)."""
+        where, params = filter_where(flt, "m")
+        params["states"] = list(states)
+        rows = await self.store.ro_query(
+            f"MATCH (m:Memory) WHERE {where} AND m.state IN $states RETURN properties(m) "
+            f"ORDER BY m.importance DESC, m.event_time DESC LIMIT {int(limit)}", params)
+        return [node_to_memory(r[0]) for r in rows]
+
+    def tag_index(self, flt: MemoryFilter) -> TagIndex:
+        """The by-tag listing's index reads for ``flt`` (automem/recall/bytag.py)."""
+        return TagIndex(self, flt)
+
+    async def analyze(self, scope: str, top: int) -> ScopeAnalysis:
+        """Counts of ``scope`` for AutoMem's GET /analyze (:class:`ScopeAnalysis`);
+        ``top`` rows at most per frequency list."""
+        params = {"scope": scope, "top": top}
+        states = await self.store.ro_query(
+            "MATCH (m:Memory) WHERE m.scope = $scope RETURN m.state, count(m)", params)
+        active = ("MATCH (m:Memory) WHERE m.scope = $scope AND m.state = 'ACTIVE' "
+                  "AND m.type <> 'MetaPattern' ")
+        types = await self.store.ro_query(active + "RETURN m.type, count(m)", params)
+        averages = await self.store.ro_query(active + "RETURN count(m), avg(m.confidence), avg(m.importance)",
+                                             params)
+        entities = await self.store.ro_query(
+            active + "UNWIND coalesce(m.entity_tags, []) AS t RETURN t, count(*) AS n ORDER BY n DESC, t LIMIT $top",
+            params)
+        tags = await self.store.ro_query(
+            active + "UNWIND m.tags_lower AS t RETURN t, count(*) AS n ORDER BY n DESC, t LIMIT $top", params)
+        return ScopeAnalysis(states, types, averages, entities, tags)
+
+    # --- writes ---------------------------------------------------------------------------
+
+    async def replace(self, memory: Memory, expected_version: int | None, *,
+                      include_enrichment: bool = False) -> bool:
+        """Write ``memory``'s properties onto its node when the stored version equals
+        ``expected_version`` (no check when None). Enrichment-owned properties
+        (:data:`ENRICHMENT_FIELDS`) are left alone unless ``include_enrichment`` (a content
+        change resets them). Returns False on a version mismatch or a missing node; one
+        atomic query."""
+        props = memory_to_node(memory)
+        if not include_enrichment:
+            for name in ENRICHMENT_FIELDS:
+                props.pop(name, None)
+        rows = await self.store.query(
+            "MATCH (m:Memory {id: $id}) WHERE m.scope = $scope "
+            "AND ($expected IS NULL OR m.version = $expected) "
+            "SET m += $props RETURN m.id",
+            {"id": memory.id, "scope": memory.scope, "expected": expected_version, "props": props},
+        )
+        return bool(rows)
+
+    async def supersede(self, old: Memory, old_props: dict[str, Any], new: Memory, relation: Relation,
+                        _fail_after_create: bool = False) -> bool:
+        """The atomic graph write of a supersede, in ONE query (FalkorDB applies all of it or
+        none): while ``old`` still has its version, create ``new``, write ``old_props`` onto
+        ``old`` and create the edge ``relation`` (old -> new). False (nothing written) when
+        the version check fails. ``_fail_after_create`` (tests only) makes the query fail after
+        the writes, to show the rollback."""
+        label = relation_label(relation_type_name(relation.type))
+        # A runtime error (division by zero) after the writes: FalkorDB undoes the whole query.
+        # (A WHERE that only filters rows out would leave the writes applied.)
+        failure = "WITH old, new, r WHERE 1 / (size(new.id) - size(new.id)) = 0 " if _fail_after_create else ""
+        rows = await self.store.query(
+            "MATCH (old:Memory {id: $old_id}) WHERE old.scope = $scope AND old.version = $version "
+            # CREATE with the id inline, then +=: on a failure FalkorDB then undoes the create
+            # too (CREATE (n) SET n = $map left an empty node behind when the query failed).
+            "CREATE (new:Memory {id: $new_props.id}) SET new += $new_props "
+            "SET old += $old_props "
+            f"CREATE (old)-[r:{label}]->(new) "
+            "SET r.strength = $strength, r.create_time = $created, r.reason = $reason, r.scope = $scope "
+            f"{failure}RETURN new.id",
+            {"old_id": old.id, "scope": old.scope, "version": old.version,
+             "new_props": memory_to_node(new), "old_props": old_props,
+             "strength": relation.strength, "created": epoch(relation, "create_time"), "reason": relation.reason},
+        )
+        return bool(rows)
+
+    async def touch(self, memory_id: str, scope: str, when: float) -> None:
+        """Set ``last_access_time`` (epoch seconds ``when``, as the node builder stores it) of
+        the memory in ``scope``; nothing when it is absent."""
+        props = node_fields(Memory(last_access_time=ts(when)), ("last_access_time",))
+        await self.store.query("MATCH (m:Memory {id: $id}) WHERE m.scope = $scope SET m += $props",
+                               {"id": memory_id, "scope": scope, "props": props})
+
+    async def set_relevance(self, scores: Sequence[tuple[str, float]]) -> None:
+        """Set ``relevance_score`` of each ``(memory id, score in 0..1)`` in one query (decay,
+        automem/consolidate/tasks.py; the ids were read in their scope just before)."""
+        rows = [{"id": mid, "props": node_fields(Memory(relevance_score=score), ("relevance_score",))}
+                for mid, score in scores]
+        if rows:
+            await self.store.query("UNWIND $rows AS row MATCH (m:Memory {id: row.id}) SET m += row.props",
+                                   {"rows": rows})
+
+    async def set_classified_type(self, memory: Memory, old_type: str, classified: Memory) -> bool:
+        """The LLM's type and confidence (``classified.type`` / ``.confidence``, through the
+        node builder) onto ``memory``'s node, only while it still holds ``memory``'s content
+        hash and version and the rule-based type ``old_type``. False when it does not."""
+        rows = await self.store.query(
+            "MATCH (m:Memory {id: $id}) WHERE m.content_hash = $hash AND m.version = $version "
+            "AND m.type = $old_type SET m += $props RETURN m.id",
+            {"id": memory.id, "hash": memory.content_hash, "version": int(memory.version), "old_type": old_type,
+             "props": node_fields(classified, ("type", "confidence"))})
+        return bool(rows)
+
+    async def set_enrichment(self, memory_id: str, content_hash: str, fields: dict[str, Any]) -> bool:
+        """Enrichment's write: set enrichment-owned ``fields`` only while the node still holds
+        the content that was enriched (``content_hash``), so it never overwrites an edit that
+        landed meanwhile. Returns False when the content changed or the node is gone."""
+        unknown = set(fields) - set(ENRICHMENT_FIELDS)
+        if unknown:
+            raise ValueError(f"not enrichment fields: {sorted(unknown)}")
+        rows = await self.store.query(
+            "MATCH (m:Memory {id: $id}) WHERE m.content_hash = $hash SET m += $fields RETURN m.id",
+            {"id": memory_id, "hash": content_hash, "fields": fields},
+        )
+        return bool(rows)
+
+    async def set_enrichment_many(self, rows: Sequence[tuple[str, str, dict[str, Any]]], *,
+                                  return_nodes: bool = False) -> dict[str, dict[str, Any] | None]:
+        """:meth:`set_enrichment` for many memories in ONE query: ``rows`` are
+        ``(memory_id, content_hash, fields)``; each row is written only while its node still
+        holds ``content_hash``. Returns ``{memory_id: properties}`` for the rows that landed —
+        the node's properties as they stand right after the write when ``return_nodes`` (so
+        an edit that landed before shows), else None. Raises ValueError for a field that is
+        not enrichment-owned (:data:`ENRICHMENT_FIELDS`)."""
+        if not rows:
+            return {}
+        for _, _, fields in rows:
+            unknown = set(fields) - set(ENRICHMENT_FIELDS)
+            if unknown:
+                raise ValueError(f"not enrichment fields: {sorted(unknown)}")
+        found = await self.store.query(
+            "UNWIND $rows AS row MATCH (m:Memory {id: row.id}) WHERE m.content_hash = row.hash "
+            "SET m += row.fields RETURN m.id, " + ("properties(m)" if return_nodes else "null"),
+            {"rows": [{"id": mid, "hash": h, "fields": fields} for mid, h, fields in rows]},
+        )
+        return {r[0]: r[1] for r in found}
+
+    async def purge(self, memory_id: str, scope: str) -> bool:
+        """Remove the node and its edges. Returns False when absent."""
+        rows = await self.store.query(
+            "MATCH (m:Memory {id: $id}) WHERE m.scope = $scope DETACH DELETE m RETURN 1",
+            {"id": memory_id, "scope": scope},
+        )
+        return bool(rows)
+
+    # --- consolidation and maintenance reads ----------------------------------------------
+
+    async def decay_inputs(self, scope: str | None) -> list[tuple[str, float, float | None, float | None]]:
+        """``(id, importance, event_time, last_access_time)`` of the ACTIVE and ARCHIVED
+        memories of ``scope`` (every scope when None)."""
+        rows = await self.store.ro_query(
+            "MATCH (m:Memory) WHERE ($scope IS NULL OR m.scope = $scope) AND m.state IN ['ACTIVE', 'ARCHIVED'] "
+            "RETURN m.id, m.importance, m.event_time, m.last_access_time", {"scope": scope})
+        return [(r[0], r[1], r[2], r[3]) for r in rows]
+
+    async def embedded(self, scope: str | None, limit: int, *, sample: bool = False) -> list[tuple[str, str]]:
+        """``(id, scope)`` of up to ``limit`` embedded ACTIVE memories (no MetaPatterns) of
+        ``scope`` (every scope when None): a random sample when ``sample``, else the most
+        important first, then newest."""
+        order = "rand()" if sample else "m.importance DESC, m.event_time DESC"
+        rows = await self.store.ro_query(
+            "MATCH (m:Memory) WHERE ($scope IS NULL OR m.scope = $scope) AND m.state = 'ACTIVE' "
+            "AND m.type <> 'MetaPattern' AND m.embedding_status = 'EMBEDDING_STATUS_DONE' "
+            f"RETURN m.id, m.scope ORDER BY {order} LIMIT $limit", {"scope": scope, "limit": limit})
+        return [(r[0], r[1]) for r in rows]
+
+    async def active_scopes(self) -> list[str]:
+        """Every scope holding an ACTIVE memory."""
+        rows = await self.store.ro_query("MATCH (m:Memory) WHERE m.state = 'ACTIVE' RETURN DISTINCT m.scope")
+        return [r[0] for r in rows]
+
+    async def meta_pattern_exists(self, scope: str, cluster_key: str) -> bool:
+        """True when an ACTIVE MetaPattern of ``scope`` carries ``cluster_key`` in its
+        metadata (the cluster is summarised already)."""
+        rows = await self.store.ro_query(
+            "MATCH (p:Memory) WHERE p.scope = $scope AND p.type = 'MetaPattern' AND p.state = 'ACTIVE' "
+            "AND p.metadata CONTAINS $key RETURN p.id LIMIT 1", {"scope": scope, "key": cluster_key})
+        return bool(rows)
+
+    async def forget_candidates(self, scope: str | None, protected_types: Sequence[str], protected_importance: float,
+                                reason_prefix: str, delete_below: float, archive_below: float,
+                                ) -> tuple[list[Memory], list[Memory]]:
+        """``(to delete, to archive)`` for forget, over memories of ``scope`` (every scope
+        when None) not of ``protected_types`` and under ``protected_importance``: ARCHIVED
+        ones whose ``state_reason`` starts with ``reason_prefix`` and relevance is under
+        ``delete_below``; ACTIVE ones with relevance under ``archive_below``."""
+        params = {"scope": scope, "types": list(protected_types), "imp": protected_importance}
+        base = ("MATCH (m:Memory) WHERE ($scope IS NULL OR m.scope = $scope) AND NOT m.type IN $types "
+                "AND m.importance < $imp ")
+        to_delete = await self.store.ro_query(
+            base + "AND m.state = 'ARCHIVED' AND m.state_reason STARTS WITH $why AND m.relevance_score < $t "
+            "RETURN properties(m)", {**params, "why": reason_prefix, "t": delete_below})
+        to_archive = await self.store.ro_query(
+            base + "AND m.state = 'ACTIVE' AND m.relevance_score < $t RETURN properties(m)",
+            {**params, "t": archive_below})
+        return [node_to_memory(r[0]) for r in to_delete], [node_to_memory(r[0]) for r in to_archive]
+
+    async def live(self) -> dict[str, Memory]:
+        """Every ACTIVE, SUPERSEDED, PENDING_REVIEW or ARCHIVED memory of every scope, by id
+        (the sync check)."""
+        rows = await self.store.ro_query(f"MATCH (m:Memory) WHERE m.state IN {_LIVE_STATES} RETURN properties(m)")
+        return {r[0]["id"]: node_to_memory(r[0]) for r in rows}
+
+    async def pending_enrichment_before(self, since: float) -> list[Memory]:
+        """Live memories (as :meth:`live`) whose enrichment is PENDING and that were last
+        written (update, else create time) before ``since`` (epoch seconds)."""
+        rows = await self.store.ro_query(
+            "MATCH (m:Memory) WHERE m.enrichment_status = 'ENRICHMENT_STATUS_PENDING' "
+            f"AND m.state IN {_LIVE_STATES} "
+            "AND coalesce(m.update_time, m.create_time) < $since RETURN properties(m)",
+            {"since": since})
+        return [node_to_memory(r[0]) for r in rows]
+
+    async def reindex_page(self, skip: int, limit: int) -> list[tuple[Memory, str]]:
+        """One page (``skip``/``limit``, in id order) of memories not DELETED or REJECTED,
+        each with its PRECEDED_BY predecessor's content ("" when none): the vector reindex
+        (automem/common/backup.py)."""
+        rows = await self.store.ro_query(
+            "MATCH (m:Memory) WHERE NOT m.state IN ['DELETED', 'REJECTED'] "
+            "OPTIONAL MATCH (m)-[:PRECEDED_BY]->(p:Memory) "
+            "RETURN properties(m), p.content ORDER BY m.id SKIP $skip LIMIT $limit",
+            {"skip": skip, "limit": limit})
+        return [(node_to_memory(r[0]), r[1] or "") for r in rows]
+
+
+class TagIndex:
+    """The index reads of the by-tag listing (automem/recall/bytag.py) for one scope and tag
+    filter: memories under the tags through the ``tags_lower`` / ``entity_tags`` array
+    indexes, the ``scope`` index and a window of the ``event_time`` index.
+
+    Rows are ``[id, event_time, importance, state]`` plus ``tags_lower, entity_tags`` when
+    :attr:`check` is true (the index cannot decide the tag filter alone: a prefix match, or
+    ``all`` with an entity tag; the caller checks those rows itself).
+    """
+
+    def __init__(self, memories: Memories, flt: MemoryFilter) -> None:
+        self.store = memories.store
+        drive, self._params, self.check = indexed_tags(flt)
+        self._where = "m.scope = $scope" + (f" AND {drive}" if drive else "")
+        self._params["scope"] = flt.scope
+        self._returns = "m.id, m.event_time, m.importance, m.state" + (
+            ", m.tags_lower, m.entity_tags" if self.check else "")
+
+    async def window(self, lo: float | None, hi: float | None, cap: int) -> list[list[Any]]:
+        """At most ``cap`` rows with lo <= event_time < hi (None = unbounded), unordered
+        (FalkorDB stops scanning at the LIMIT; an ORDER BY would sort the whole window)."""
+        where, params = self._where, dict(self._params, cap=cap)
+        if lo is not None:
+            where += " AND m.event_time >= $lo"
+            params["lo"] = lo
+        if hi is not None:
+            where += " AND m.event_time < $hi"
+            params["hi"] = hi
+        return await self.store.ro_query(f"MATCH (m:Memory) WHERE {where} RETURN {self._returns} LIMIT $cap", params)
+
+    async def newest(self, lo: float, hi: float) -> float:
+        """The newest event_time in [lo, hi) (an ORDER BY over the window)."""
+        params = dict(self._params, hi=hi, lo=lo)
+        rows = await self.store.ro_query(
+            f"MATCH (m:Memory) WHERE {self._where} AND m.event_time >= $lo AND m.event_time < $hi "
+            "RETURN m.event_time ORDER BY m.event_time DESC LIMIT 1", params)
+        return float(rows[0][0])
+
+    async def at(self, t: float, cap: int) -> list[list[Any]]:
+        """At most ``cap`` rows at exactly event_time ``t``, unordered."""
+        params = dict(self._params, t=t, cap=cap)
+        return await self.store.ro_query(
+            f"MATCH (m:Memory) WHERE {self._where} AND m.event_time = $t RETURN {self._returns} LIMIT $cap", params)
+
+    async def at_after(self, t: float, importance: float, last_id: str, cap: int) -> list[list[Any]]:
+        """At most ``cap`` rows at exactly event_time ``t`` after (``importance``,
+        ``last_id``) in listing order (importance descending, then id), in that order."""
+        params = dict(self._params, t=t, cap=cap, imp=importance, last=last_id)
+        return await self.store.ro_query(
+            f"MATCH (m:Memory) WHERE {self._where} AND m.event_time = $t "
+            "AND (m.importance < $imp OR (m.importance = $imp AND m.id > $last)) "
+            f"RETURN {self._returns} ORDER BY m.importance DESC, m.id LIMIT $cap", params)

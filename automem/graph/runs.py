@@ -1,0 +1,37 @@
+"""Consolidation runs (``:ConsolidationRun``): the persisted history of
+automem/consolidate/servicer.py, read back by its status RPC and its scheduler."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from automem.graph.repository import Repository
+
+
+class ConsolidationRuns(Repository):
+    """Statements over ``:ConsolidationRun`` nodes."""
+
+    async def record(self, run_id: str, mode: str, dry_run: bool, start_time: float, end_time: float,
+                     counts: list[str], scope: str, trigger: str, error: str) -> None:
+        """Store one finished run: times in epoch seconds, ``counts`` as ``name=value``
+        strings, ``scope`` ``*`` for every scope."""
+        await self.store.query(
+            "CREATE (r:ConsolidationRun {run_id: $id, mode: $mode, dry_run: $dry, start_time: $s, end_time: $e, "
+            "counts: $counts, scope: $scope, trigger: $trigger, error: $error})",
+            {"scope": scope, "id": run_id, "mode": mode, "dry": dry_run, "s": start_time, "e": end_time,
+             "counts": counts, "trigger": trigger, "error": error})
+
+    async def page(self, scope: str | None, skip: int, limit: int) -> list[list[Any]]:
+        """Runs of ``scope`` (every run when None), newest first, ``skip``/``limit`` paged:
+        rows ``[run_id, mode, dry_run, start_time, end_time, counts, trigger, scope, error]``."""
+        return await self.store.ro_query(
+            "MATCH (r:ConsolidationRun) WHERE $scope IS NULL OR r.scope = $scope "
+            "RETURN r.run_id, r.mode, r.dry_run, r.start_time, r.end_time, r.counts, r.trigger, r.scope, r.error "
+            "ORDER BY r.start_time DESC SKIP $skip LIMIT $limit",
+            {"skip": skip, "limit": limit, "scope": scope})
+
+    async def last_end_times(self) -> dict[str, float]:
+        """Mode -> end time (epoch seconds) of its latest run that was not a dry run."""
+        rows = await self.store.ro_query(
+            "MATCH (r:ConsolidationRun) WHERE r.dry_run = false RETURN r.mode, max(r.end_time)")
+        return {r[0]: float(r[1] or 0.0) for r in rows}

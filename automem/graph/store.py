@@ -1,0 +1,175 @@
+"""The graph store's connection: FalkorDB, the record of truth.
+
+Every value goes in as a Cypher parameter (:meth:`GraphStore._check_params` refuses what
+FalkorDB cannot take); the Cypher statements live in the repositories of this package, one
+per node kind, reached as attributes of the store (``graph.memories.hydrate(ids, scope)``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from falkordb.asyncio import FalkorDB
+
+from automem.common.errors import InvalidArgument, Unavailable
+from automem.common.settings import Settings
+from automem.common.telemetry import graph_span
+from automem.graph.dump import Dump
+from automem.graph.entities import Entities
+from automem.graph.idempotency import IdempotencyKeys
+from automem.graph.keys import ApiKeys
+from automem.graph.memories import Memories
+from automem.graph.relations import Relations
+from automem.graph.review import Review
+from automem.graph.runs import ConsolidationRuns
+from automem.graph.tombstones import Tombstones
+
+log = logging.getLogger(__name__)
+
+#: Queries per Redis pipeline in :meth:`GraphStore.ro_query_many`.
+_PIPELINE_CHUNK = 256
+
+
+class GraphStore:
+    """Async access to the memory graph in FalkorDB: the connection (queries, pipelines,
+    schema) and one repository per node kind, which hold the Cypher statements:
+    ``memories`` (:class:`automem.graph.memories.Memories`), ``relations``, ``entities``,
+    ``review``, ``tombstones``, ``keys`` (API keys), ``idempotency``, ``runs`` (consolidation runs) and
+    ``dump`` (whole-graph export and restore).
+
+    Args:
+        settings: uses ``falkordb_host``, ``falkordb_port``, ``falkordb_password``, ``graph_name``.
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._db = FalkorDB(
+            host=settings.falkordb_host or "127.0.0.1",
+            port=settings.falkordb_port or 6379,
+            password=settings.falkordb_password or None,
+        )
+        self.graph = self._db.select_graph(settings.graph_name)
+        self.name = settings.graph_name
+        self.memories = Memories(self)
+        self.relations = Relations(self)
+        self.entities = Entities(self)
+        self.review = Review(self)
+        self.tombstones = Tombstones(self)
+        self.keys = ApiKeys(self)
+        self.idempotency = IdempotencyKeys(self)
+        self.runs = ConsolidationRuns(self)
+        self.dump = Dump(self)
+
+    @property
+    def redis(self) -> Any:
+        """The underlying redis.asyncio connection (for the outbox list)."""
+        return self._db.connection
+
+    @staticmethod
+    def _check_params(value: Any) -> None:
+        """InvalidArgument for a string FalkorDB cannot take as a parameter: a NUL character
+        (its parser stops there) or a lone surrogate (not UTF-8)."""
+        if isinstance(value, str):
+            if "\x00" in value:
+                raise InvalidArgument("a text value contains a NUL character")
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise InvalidArgument("a text value is not valid Unicode (lone surrogate)") from None
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                GraphStore._check_params(k)
+                GraphStore._check_params(v)
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                GraphStore._check_params(v)
+
+    @graph_span("graph.query")
+    async def query(self, cypher: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
+        """Run a Cypher query with parameters; returns the result rows.
+
+        Raises Unavailable when FalkorDB cannot be reached.
+        """
+        self._check_params(params)
+        try:
+            result = await self.graph.query(cypher, params or {})
+        except (ConnectionError, OSError) as exc:
+            raise Unavailable(f"graph store unreachable: {exc}") from exc
+        return result.result_set
+
+    @graph_span("graph.ro_query")
+    async def ro_query(self, cypher: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
+        """Read-only query (GRAPH.RO_QUERY)."""
+        self._check_params(params)
+        try:
+            result = await self.graph.ro_query(cypher, params or {})
+        except (ConnectionError, OSError) as exc:
+            raise Unavailable(f"graph store unreachable: {exc}") from exc
+        return result.result_set
+
+    @graph_span("graph.ro_query_many")
+    async def ro_query_many(self, queries: Sequence[tuple[str, dict[str, Any]]]) -> list[list[list[Any]]]:
+        """Several read-only queries in one round trip (a Redis pipeline of GRAPH.RO_QUERY);
+        returns each query's rows, in order. Each query is planned with its own parameters,
+        so FalkorDB can combine every indexed condition in one index scan (it does not when the
+        values come from an ``UNWIND`` row). Raises Unavailable when FalkorDB cannot be
+        reached and redis' ``ResponseError`` when a query fails."""
+        from falkordb.asyncio.query_result import QueryResult
+
+        out: list[list[list[Any]]] = []
+        for start in range(0, len(queries), _PIPELINE_CHUNK):
+            chunk = queries[start:start + _PIPELINE_CHUNK]
+            pipe = self.redis.pipeline(transaction=False)
+            for cypher, params in chunk:
+                self._check_params(params)
+                # The client's own parameter header (the form graph.ro_query sends).
+                pipe.execute_command("GRAPH.RO_QUERY", self.name,
+                                     self.graph._build_params_header(params) + cypher, "--compact")
+            try:
+                replies = await pipe.execute()
+            except (ConnectionError, OSError) as exc:
+                raise Unavailable(f"graph store unreachable: {exc}") from exc
+            for reply in replies:
+                result = QueryResult(self.graph)
+                await result.parse(reply)
+                out.append(result.result_set)
+        return out
+
+    async def ping(self) -> bool:
+        """True when FalkorDB answers PING."""
+        try:
+            return bool(await self._db.connection.ping())
+        except Exception:  # noqa: BLE001 - health probe
+            return False
+
+    async def ensure_schema(self) -> None:
+        """Create the indexes (idempotent): range on Memory(id, scope, content_hash,
+        event_time, embedding_status, tags_lower, entity_tags), full-text on Memory(content),
+        range on Tombstone and IdempotencyKey. The two tag indexes are on array properties
+        (FalkorDB indexes each element; ``$tag IN m.tags_lower`` uses it) and drive the by-tag
+        listing (automem/recall/bytag.py)."""
+        statements = [
+            "CREATE INDEX FOR (m:Memory) ON (m.id)",
+            "CREATE INDEX FOR (m:Memory) ON (m.scope)",
+            "CREATE INDEX FOR (m:Memory) ON (m.content_hash)",
+            "CREATE INDEX FOR (m:Memory) ON (m.event_time)",
+            "CREATE INDEX FOR (m:Memory) ON (m.embedding_status)",
+            "CREATE INDEX FOR (m:Memory) ON (m.tags_lower)",
+            "CREATE INDEX FOR (m:Memory) ON (m.entity_tags)",
+            "CREATE INDEX FOR (t:Tombstone) ON (t.content_hash)",
+            "CREATE INDEX FOR (k:IdempotencyKey) ON (k.key)",
+            "CREATE INDEX FOR (e:Entity) ON (e.key)",
+            "CALL db.idx.fulltext.createNodeIndex('Memory', 'content')",
+        ]
+        for statement in statements:
+            try:
+                await self.graph.query(statement)
+            except Exception as exc:
+                if "already" not in str(exc).lower():
+                    raise
+
+    async def close(self) -> None:
+        """Close the connection pool."""
+        await self._db.aclose()

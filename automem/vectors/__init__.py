@@ -1,0 +1,73 @@
+"""The vector store: one small async interface (:mod:`.protocol`), two backends —
+embedded qdrant-edge (:mod:`.edge`) and a Qdrant server (:mod:`.server`) — one filter
+translator (:mod:`.filters`) of the shared filter type and shared point helpers (:mod:`.points`).
+
+Callers import from here; :func:`make_vector_store` picks the backend from the settings.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from automem.vectors.edge import EdgeVectorStore
+from automem.vectors.protocol import (
+    DENSE,
+    OPEN_ENDED,
+    PAYLOAD_INDEXES,
+    SPARSE,
+    CollectionMissingError,
+    DimensionMismatchError,
+    PointWrite,
+    ScoredPayload,
+    SearchRequest,
+    VectorFilter,
+    VectorPoint,
+    VectorStore,
+)
+from automem.vectors.server import ServerVectorStore
+
+if TYPE_CHECKING:  # pragma: no cover
+    from automem.common.settings import Settings
+
+__all__ = [
+    "DENSE",
+    "OPEN_ENDED",
+    "PAYLOAD_INDEXES",
+    "SPARSE",
+    "CollectionMissingError",
+    "DimensionMismatchError",
+    "EdgeVectorStore",
+    "PointWrite",
+    "ScoredPayload",
+    "SearchRequest",
+    "ServerVectorStore",
+    "VectorFilter",
+    "VectorPoint",
+    "VectorStore",
+    "make_vector_store",
+]
+
+
+def make_vector_store(settings: Settings) -> VectorStore | None:
+    """The vector store the settings ask for.
+
+    ``qdrant_url == ""``: :class:`EdgeVectorStore` at ``settings.qdrant_path``;
+    ``"disabled"`` (any case): ``None`` (recall runs on the graph arms only);
+    ``":memory:"`` or ``"local:<dir>"`` (tests and development only): a
+    :class:`ServerVectorStore` over qdrant-client's pure-Python local mode, in memory or in
+    ``<dir>`` (one process per directory) — the server backend's code path without a server;
+    anything else: :class:`ServerVectorStore` at that URL with ``settings.qdrant_api_key``.
+    The collection is ``settings.collection_name``. Nothing is opened or created here.
+    """
+    url = settings.qdrant_url.strip()
+    if not settings.vectors_enabled:
+        return None
+    if url == "":
+        return EdgeVectorStore(settings.qdrant_path, settings.collection_name)
+    if url == ":memory:" or url.startswith("local:"):
+        from qdrant_client import AsyncQdrantClient
+
+        client = AsyncQdrantClient(location=":memory:") if url == ":memory:" else AsyncQdrantClient(
+            path=url.removeprefix("local:"))
+        return ServerVectorStore(collection=settings.collection_name, client=client)
+    return ServerVectorStore(url, settings.qdrant_api_key, settings.collection_name)
