@@ -25,7 +25,7 @@ def _env(*names: str) -> AliasChoices:
 class Settings(BaseSettings):
     """Every tunable of automem, read once from the environment.
 
-    Defaults marked "AutoMem" are AutoMem v0.16.1's (../shared/AUTOMEM_API.md).
+    Defaults marked "AutoMem" are AutoMem v0.16.1's (github.com/verygoodplugins/automem).
     """
 
     model_config = SettingsConfigDict(extra="ignore", populate_by_name=True)

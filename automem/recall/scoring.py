@@ -2,7 +2,7 @@
 
 The recall path (automem/recall) gathers candidates from its arms, hydrates them from the
 graph and calls :func:`rank`. The recipe and every default below were chosen on LoCoMo with
-bench/retrieval_lab.py and scored by the shared referee (../shared/bench/eval_locomo.py);
+bench/retrieval_lab.py and scored by the LoCoMo referee (located by bench/locomo_files.py);
 categories 1-4, 383 questions, evidence recall@10 / MRR:
 
 ====================================================  ==========  =====
