@@ -93,6 +93,11 @@ class Settings(BaseSettings):
     #: ``:memory:`` / ``local:<dir>``: qdrant-client's local mode (tests and development only).
     qdrant_url: str = Field("", validation_alias=_env("QDRANT_URL"))
     qdrant_api_key: str = Field("", validation_alias=_env("QDRANT_API_KEY"))
+    #: Embedded shard only: build the HNSW index in a child process once this many points
+    #: were written since the last build (0 = never; searches stay flat scans). A flat scan
+    #: costs ~15 ms at 100,000 × 384 on the 2-core project machine, an HNSW search ~1.6 ms
+    #: (docs/benchmarks.md, "HNSW in the background"); below ~20,000 points the scan is a few ms.
+    vector_index_threshold: int = Field(20_000, ge=0, validation_alias=_env("AUTOMEM_VECTOR_INDEX_THRESHOLD"))
     #: AutoMem's collection name.
     collection_name: str = Field("memories", validation_alias=_env("QDRANT_COLLECTION", "AUTOMEM_COLLECTION"))
 

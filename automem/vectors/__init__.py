@@ -63,7 +63,8 @@ def make_vector_store(settings: Settings) -> VectorStore | None:
     if not settings.vectors_enabled:
         return None
     if url == "":
-        return EdgeVectorStore(settings.qdrant_path, settings.collection_name)
+        return EdgeVectorStore(settings.qdrant_path, settings.collection_name,
+                               index_threshold=settings.vector_index_threshold)
     if url == ":memory:" or url.startswith("local:"):
         from qdrant_client import AsyncQdrantClient
 
