@@ -58,6 +58,21 @@ def dialect() -> Dialect:
 T = TypeVar("T")
 
 
+async def _copy_sparse(src: Path, dst: Path) -> None:
+    """Copy the directory ``src`` to ``dst`` keeping holes: qdrant-edge preallocates its WAL
+    and mmap files sparsely (a 5,000-point shard is 20 MB on disk and 267 MB apparent), and
+    ``shutil.copytree`` would write every hole out as zeros. GNU ``cp -a --sparse=always``.
+
+    Raises:
+        RuntimeError: ``cp`` failed (its stderr in the message).
+    """
+    proc = await asyncio.create_subprocess_exec("cp", "-a", "--sparse=always", str(src), str(dst),
+                                                stderr=asyncio.subprocess.PIPE)
+    _, err = await proc.communicate()
+    if proc.returncode != 0:
+        raise RuntimeError(f"copy of {src} to {dst} failed: {err.decode(errors='replace').strip()}")
+
+
 @traced_methods("vectors", TRACED, span_attributes)
 class EdgeVectorStore:
     """Vector store on an in-process qdrant-edge shard (``qdrant_edge.EdgeShard``).
@@ -259,8 +274,10 @@ class EdgeVectorStore:
 
         Returns:
             the child's report (automem/vectors/indexer.py) plus ``replayed`` (writes made
-            during the build and applied to the new shard) and ``seconds`` (wall time of the
-            whole build, copy and swap included).
+            during the build and applied to the new shard), ``seconds`` (wall time of the
+            whole build) and the wall seconds of its steps: ``copy_seconds`` (writes wait),
+            ``child_seconds``, ``load_replay_seconds`` (nothing waits) and ``swap_seconds``
+            (reads and writes wait).
 
         Raises:
             CollectionMissingError: there is no shard yet.
@@ -274,9 +291,10 @@ class EdgeVectorStore:
             await self._run(lambda: self._require_sync().flush())
             points_at_copy = (await self._run(lambda: self._require_sync().info())).points_count
             await asyncio.to_thread(shutil.rmtree, building, True)
-            await asyncio.to_thread(shutil.copytree, self.path, building)
+            await _copy_sparse(self.path, building)
             self._replay = []
             self._since_build = 0
+        steps = {"copy_seconds": time.perf_counter() - started}
         new_shard: Any = None
         proc: asyncio.subprocess.Process | None = None
         try:
@@ -287,13 +305,17 @@ class EdgeVectorStore:
             if proc.returncode != 0:
                 raise RuntimeError(f"index build of {building} failed: {err.decode(errors='replace').strip()}")
             report = json.loads(out.decode().strip().splitlines()[-1])
+            steps["child_seconds"] = time.perf_counter() - started - steps["copy_seconds"]
+            mark = time.perf_counter()
             new_shard = await asyncio.to_thread(qe.EdgeShard.load, str(building))
             done = 0
             while len(self._replay) - done > 64:  # most of the replay without blocking writes
                 batch = self._replay[done:]
                 await asyncio.to_thread(lambda b=batch: [new_shard.update(op) for op in b])
                 done += len(batch)
+            steps["load_replay_seconds"] = time.perf_counter() - mark
             async with self._write_gate:
+                mark = time.perf_counter()
                 rest = self._replay[done:]
 
                 def swap() -> None:
@@ -315,6 +337,7 @@ class EdgeVectorStore:
 
                 await self._run(swap)
                 replayed = done + len(rest)
+                steps["swap_seconds"] = time.perf_counter() - mark
                 self._replay = None
             self._marker_path.write_text(json.dumps({"points": points_at_copy}))
             self._built_points = points_at_copy
@@ -330,7 +353,8 @@ class EdgeVectorStore:
             if building.exists():
                 await asyncio.to_thread(shutil.rmtree, building, True)
         self.index_builds += 1
-        self.last_build = {**report, "replayed": replayed, "seconds": round(time.perf_counter() - started, 3)}
+        self.last_build = {**report, "replayed": replayed, "seconds": round(time.perf_counter() - started, 3),
+                           **{k: round(v, 3) for k, v in steps.items()}}
         log.info("vector index built: %s", self.last_build)
         return self.last_build
 
