@@ -234,11 +234,13 @@ class EdgeVectorStore:
             if check is not None:
                 check()
             shard.update(op)
+            # logged here, in the thread and under the lock, so a write whose caller gave up
+            # (cancelled while the thread ran) is still replayed onto a shard being built
+            if self._replay is not None:
+                self._replay.append(op)
 
         async with self._write_gate:
             await self._run(work)
-            if self._replay is not None:
-                self._replay.append(op)
         if points:
             self._since_build = (self._since_build or 0) + points
             self._maybe_build()
@@ -316,10 +318,11 @@ class EdgeVectorStore:
             steps["load_replay_seconds"] = time.perf_counter() - mark
             async with self._write_gate:
                 mark = time.perf_counter()
-                rest = self._replay[done:]
 
-                def swap() -> None:
+                def swap() -> int:
                     nonlocal new_shard
+                    rest = self._replay[done:]  # under the lock: no write is in flight
+                    self._replay = None
                     for op in rest:
                         new_shard.update(op)
                     new_shard.flush()
@@ -334,11 +337,10 @@ class EdgeVectorStore:
                     building.rename(self.path)
                     shutil.rmtree(self._old_path, ignore_errors=True)
                     self._open_sync()
+                    return len(rest)
 
-                await self._run(swap)
-                replayed = done + len(rest)
+                replayed = done + await self._run(swap)
                 steps["swap_seconds"] = time.perf_counter() - mark
-                self._replay = None
             self._marker_path.write_text(json.dumps({"points": points_at_copy}))
             self._built_points = points_at_copy
         finally:
