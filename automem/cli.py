@@ -280,7 +280,11 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         if args.cmd in ("backup", "restore", "reindex"):
-            return asyncio.run(_recovery(settings, args))
+            from automem.common.timeouts import job_bound
+
+            # Whole-store jobs: their store calls get the job bound, not the request bound.
+            with job_bound(settings.store_job_timeout_seconds):
+                return asyncio.run(_recovery(settings, args))
         if args.cmd == "keys":
             with contextlib.suppress(KeyboardInterrupt):
                 return asyncio.run(_keys(settings, args))

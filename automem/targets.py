@@ -72,6 +72,7 @@ async def _start_embedder(rt: Runtime) -> None:
 
 async def _start_vectors(rt: Runtime) -> Stop | None:
     from automem.vectors import make_vector_store
+    from automem.vectors.bounded import BoundedVectorStore
 
     store = make_vector_store(rt.settings)
     if store is None:
@@ -81,7 +82,7 @@ async def _start_vectors(rt: Runtime) -> Stop | None:
     except BaseException:
         await store.close()  # e.g. a dimension mismatch: release the shard, change nothing
         raise
-    rt.vectors = store
+    rt.vectors = BoundedVectorStore(store, rt.settings.store_timeout_seconds)
     return store.close
 
 
@@ -203,7 +204,8 @@ async def _start_gateway(rt: Runtime) -> Stop:
     async def serve(rt: Runtime) -> None:
         addrs = _service_addresses(rt)
         client = running["client"] = AutomemClient(addrs["ingest"], addrs["recall"], addrs["enrich"],
-                                                   addrs["consolidate"], interceptors=grpc_client_interceptors())
+                                                   addrs["consolidate"], interceptors=grpc_client_interceptors(),
+                                                   call_timeout=rt.settings.call_deadline_seconds)
         config = uvicorn.Config(create_app(rt.settings, client), host=rt.settings.host, port=rt.settings.port,
                                 log_config=None, lifespan="on", access_log=False)
         server = running["server"] = uvicorn.Server(config)

@@ -33,6 +33,7 @@ from automem.common.paging import decode_offset_token, encode_offset_token
 from automem.common.settings import Settings
 from automem.common.state import ReadAt, as_known, known, resolve, resolve_one
 from automem.common.text import analyze, bm25_query_weights, fulltext_query
+from automem.common.timeouts import long_running
 from automem.graph import GraphStore
 from automem.recall.bytag import list_by_tag
 from automem.recall.filters import Filters
@@ -500,6 +501,7 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
             related=out[skip:following],
             next_page_token=encode_offset_token(following, request.id) if len(out) > following else "")
 
+    @long_running
     async def AnalyzeMemories(self, request, context):
         """Type and state counts, average confidence and importance, and the most frequent
         entity and user tags of the caller's scope (AutoMem's GET /analyze; entity frequency
