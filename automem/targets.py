@@ -146,11 +146,19 @@ async def _start_enrich(rt: Runtime) -> Stop:
     rt.enrich_consumer = consumer
     task = rt.enrich_task = asyncio.create_task(consumer.run(), name="enrich-consumer")
     rt.tasks.append(task)
+    sweep = None
+    if rt.settings.pending_sweep_interval_seconds > 0 and rt.vectors is not None:
+        from automem.enrich.pending import PendingSweep
+
+        sweep = PendingSweep(rt.settings, rt.bus, rt.graph, rt.publisher, consumer.sub)
+        rt.tasks.append(asyncio.create_task(sweep.run(), name="pending-sweep"))
     servicer = EnrichServicer(rt.settings, consumer, rt.publisher)
     rt.grpc_server.add(enrich_service_pb2_grpc.add_EnrichServiceServicer_to_server, servicer,
                        enrich_service_pb2.DESCRIPTOR.services_by_name["EnrichService"].full_name)
 
     async def stop() -> None:
+        if sweep is not None:
+            sweep.stop()
         consumer.stop()
         # Let the loop finish its fetch and batch (fetch timeout 1 s) rather than cancelling it
         # mid-fetch, which leaves messages in the subscription and stalls the bus drain.

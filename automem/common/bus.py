@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import Any
 
 import nats
+from google.protobuf.message import DecodeError
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, DiscardPolicy, StreamConfig
 from nats.js.errors import NotFoundError
 from opentelemetry import propagate, trace
@@ -267,10 +268,15 @@ class Bus:
                     msg = await sub.next_msg(timeout=2.0)
                 except (TimeoutError, nats.errors.TimeoutError):
                     break
-                event = events_pb2.MemoryEvent.FromString(msg.data)
-                if memory_id is None or event.memory_id == memory_id or (
+                try:
+                    event = events_pb2.MemoryEvent.FromString(msg.data)
+                except DecodeError:  # a poison message (parked by enrichment): not an event
+                    log.warning("undecodable message on the event stream skipped",
+                                extra={"seq": msg.metadata.sequence.stream})
+                    event = None
+                if event is not None and (memory_id is None or event.memory_id == memory_id or (
                     event.relation.source_id == memory_id or event.relation.target_id == memory_id
-                ):
+                )):
                     out.append(event)
                 if msg.metadata.sequence.stream >= last:
                     break
