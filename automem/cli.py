@@ -67,7 +67,11 @@ async def _run(settings: Settings, targets: list[str], embedded: bool, ready_fd:
         addresses = {c.target: c.grpc_address for c in children if address_setting(c.target)}
         runner = Runner(settings.model_copy(update={address_setting(t): a for t, a in addresses.items()}),
                         in_process)
+        if runtime is not None:
+            runner.ctx.server_restarts = runtime.restarts
         ctx = await runner.start()
+        if runtime is not None and settings.supervise_embedded:
+            ctx.tasks.append(asyncio.create_task(runtime.supervise(), name="embedded-supervisor"))
         env_addresses = {f"AUTOMEM_{t.upper()}_ADDR": a for t, a in addresses.items()}
         parent = f"{local_host(settings)}:{ctx.grpc_port}" if ctx.grpc_port else ""
         for child in children:

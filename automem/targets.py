@@ -131,6 +131,7 @@ async def _start_recall(rt: Runtime) -> None:
     from automem.v1 import recall_service_pb2, recall_service_pb2_grpc
 
     rt.recall = RecallServicer(rt.settings, rt.graph, rt.vectors, rt.embedder)
+    rt.recall.server_restarts = rt.server_restarts
     rt.grpc_server.add(recall_service_pb2_grpc.add_RecallServiceServicer_to_server, rt.recall,
                        recall_service_pb2.DESCRIPTOR.services_by_name["RecallService"].full_name)
 

@@ -141,6 +141,9 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
         self.graph = graph
         self.vectors = vectors
         self.embedder = embedder
+        #: Restarts of the embedded servers by name (set by the recall target from the
+        #: runtime, automem/targets.py), reported by GetStats for /health.
+        self.server_restarts: dict[str, int] = {}
 
     # --- search --------------------------------------------------------------------
 
@@ -545,4 +548,5 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
                 vectors_ok = False
         return recall_service_pb2.GetStatsResponse(
             memory_count=memory_count, vector_count=vector_count, graph_connected=graph_ok,
-            vectors_connected=vectors_ok, vectors_enabled=self.vectors is not None, vector_dimensions=dims)
+            vectors_connected=vectors_ok, vectors_enabled=self.vectors is not None, vector_dimensions=dims,
+            server_restarts=self.server_restarts)
