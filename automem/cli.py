@@ -67,7 +67,11 @@ async def _run(settings: Settings, targets: list[str], embedded: bool, ready_fd:
         addresses = {c.target: c.grpc_address for c in children if address_setting(c.target)}
         runner = Runner(settings.model_copy(update={address_setting(t): a for t, a in addresses.items()}),
                         in_process)
+        if runtime is not None:
+            runner.ctx.server_restarts = runtime.restarts
         ctx = await runner.start()
+        if runtime is not None and settings.supervise_embedded:
+            ctx.tasks.append(asyncio.create_task(runtime.supervise(), name="embedded-supervisor"))
         env_addresses = {f"AUTOMEM_{t.upper()}_ADDR": a for t, a in addresses.items()}
         parent = f"{local_host(settings)}:{ctx.grpc_port}" if ctx.grpc_port else ""
         for child in children:
@@ -280,7 +284,11 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         if args.cmd in ("backup", "restore", "reindex"):
-            return asyncio.run(_recovery(settings, args))
+            from automem.common.timeouts import job_bound
+
+            # Whole-store jobs: their store calls get the job bound, not the request bound.
+            with job_bound(settings.store_job_timeout_seconds):
+                return asyncio.run(_recovery(settings, args))
         if args.cmd == "keys":
             with contextlib.suppress(KeyboardInterrupt):
                 return asyncio.run(_keys(settings, args))

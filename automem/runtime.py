@@ -65,6 +65,9 @@ class Runtime:
     enrich_task: asyncio.Task | None = None
     consolidate: ConsolidateServicer | None = None
     consolidate_scheduler: Scheduler | None = None
+    #: Restarts of the embedded servers by name (automem/common/embedded.py
+    #: ``EmbeddedRuntime.restarts``, shared by reference; empty without embedded servers).
+    server_restarts: dict[str, int] = field(default_factory=dict)
 
 
 #: Stops what a module's start began (returned by that start).

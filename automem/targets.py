@@ -72,6 +72,7 @@ async def _start_embedder(rt: Runtime) -> None:
 
 async def _start_vectors(rt: Runtime) -> Stop | None:
     from automem.vectors import make_vector_store
+    from automem.vectors.bounded import BoundedVectorStore
 
     store = make_vector_store(rt.settings)
     if store is None:
@@ -81,7 +82,7 @@ async def _start_vectors(rt: Runtime) -> Stop | None:
     except BaseException:
         await store.close()  # e.g. a dimension mismatch: release the shard, change nothing
         raise
-    rt.vectors = store
+    rt.vectors = BoundedVectorStore(store, rt.settings.store_timeout_seconds)
     return store.close
 
 
@@ -130,6 +131,7 @@ async def _start_recall(rt: Runtime) -> None:
     from automem.v1 import recall_service_pb2, recall_service_pb2_grpc
 
     rt.recall = RecallServicer(rt.settings, rt.graph, rt.vectors, rt.embedder)
+    rt.recall.server_restarts = rt.server_restarts
     rt.grpc_server.add(recall_service_pb2_grpc.add_RecallServiceServicer_to_server, rt.recall,
                        recall_service_pb2.DESCRIPTOR.services_by_name["RecallService"].full_name)
 
@@ -145,11 +147,19 @@ async def _start_enrich(rt: Runtime) -> Stop:
     rt.enrich_consumer = consumer
     task = rt.enrich_task = asyncio.create_task(consumer.run(), name="enrich-consumer")
     rt.tasks.append(task)
+    sweep = None
+    if rt.settings.pending_sweep_interval_seconds > 0 and rt.vectors is not None:
+        from automem.enrich.pending import PendingSweep
+
+        sweep = PendingSweep(rt.settings, rt.bus, rt.graph, rt.publisher, consumer.sub)
+        rt.tasks.append(asyncio.create_task(sweep.run(), name="pending-sweep"))
     servicer = EnrichServicer(rt.settings, consumer, rt.publisher)
     rt.grpc_server.add(enrich_service_pb2_grpc.add_EnrichServiceServicer_to_server, servicer,
                        enrich_service_pb2.DESCRIPTOR.services_by_name["EnrichService"].full_name)
 
     async def stop() -> None:
+        if sweep is not None:
+            sweep.stop()
         consumer.stop()
         # Let the loop finish its fetch and batch (fetch timeout 1 s) rather than cancelling it
         # mid-fetch, which leaves messages in the subscription and stalls the bus drain.
@@ -203,7 +213,8 @@ async def _start_gateway(rt: Runtime) -> Stop:
     async def serve(rt: Runtime) -> None:
         addrs = _service_addresses(rt)
         client = running["client"] = AutomemClient(addrs["ingest"], addrs["recall"], addrs["enrich"],
-                                                   addrs["consolidate"], interceptors=grpc_client_interceptors())
+                                                   addrs["consolidate"], interceptors=grpc_client_interceptors(),
+                                                   call_timeout=rt.settings.call_deadline_seconds)
         config = uvicorn.Config(create_app(rt.settings, client), host=rt.settings.host, port=rt.settings.port,
                                 log_config=None, lifespan="on", access_log=False)
         server = running["server"] = uvicorn.Server(config)

@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import Any
 
 import nats
+from google.protobuf.message import DecodeError
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, DiscardPolicy, StreamConfig
 from nats.js.errors import NotFoundError
 from opentelemetry import propagate, trace
@@ -27,6 +28,7 @@ from opentelemetry.trace import Span
 
 from automem.common.settings import DUPLICATE_WINDOW_SECONDS, Settings
 from automem.common.telemetry import producer_span
+from automem.common.timeouts import effective_bound, store_call
 from automem.v1 import events_pb2
 
 log = logging.getLogger(__name__)
@@ -105,7 +107,8 @@ class Bus:
 
     Args:
         settings: uses ``nats_url``, ``stream_name``, ``subject_prefix``, ``max_deliver``,
-            ``ack_wait_seconds``.
+            ``ack_wait_seconds``, ``store_timeout_seconds`` (the bound of every call to NATS:
+            automem/common/timeouts.py; StoreTimeout when it passes).
     """
 
     def __init__(self, settings: Settings) -> None:
@@ -113,6 +116,8 @@ class Bus:
         self.subjects = Subjects(settings.subject_prefix)
         self.nc: nats.NATS | None = None
         self.js: Any = None
+        #: Seconds one call to NATS may take (0 = unbounded).
+        self.timeout = settings.store_timeout_seconds
         #: Serialises the sending half of :meth:`publish_events` (nats-py sets up its async-reply
         #: subscription on the first ``publish_async``; two first calls at once would race).
         self._send_lock = asyncio.Lock()
@@ -122,13 +127,19 @@ class Bus:
         self.nc = await nats.connect(
             self.settings.nats_url, name="automem", max_reconnect_attempts=-1, reconnect_time_wait=0.5
         )
-        self.js = self.nc.jetstream()
+        self.js = self.nc.jetstream(timeout=effective_bound(self.timeout) or 5.0)
         config = self.stream_config()
-        try:
-            await self.js.stream_info(self.settings.stream_name)
-            await self.js.update_stream(config)
-        except NotFoundError:
-            await self.js.add_stream(config)
+        async with self.bounded():
+            try:
+                await self.js.stream_info(self.settings.stream_name)
+                await self.js.update_stream(config)
+            except NotFoundError:
+                await self.js.add_stream(config)
+
+    def bounded(self):
+        """Bound the body's NATS calls to ``store_timeout_seconds`` (an async context manager;
+        StoreTimeout, an Unavailable, when it passes; automem/common/timeouts.py)."""
+        return store_call("NATS", self.timeout)
 
     def stream_config(self) -> StreamConfig:
         """The stream's configuration: its subjects, the de-duplication window and the
@@ -145,13 +156,15 @@ class Bus:
 
     async def retention(self) -> StreamRetention:
         """Where the stream's retained history begins (see :class:`StreamRetention`)."""
-        info = await self.js.stream_info(self.settings.stream_name)
-        first_time = None
-        if info.state.messages:
-            try:
-                first_time = _stream_time((await self.js.get_msg(self.settings.stream_name, info.state.first_seq)).time)
-            except NotFoundError:  # removed meanwhile: the next read is newer anyway
-                first_time = None
+        async with self.bounded():
+            info = await self.js.stream_info(self.settings.stream_name)
+            first_time = None
+            if info.state.messages:
+                try:
+                    first_time = _stream_time(
+                        (await self.js.get_msg(self.settings.stream_name, info.state.first_seq)).time)
+                except NotFoundError:  # removed meanwhile: the next read is newer anyway
+                    first_time = None
         return StreamRetention(first_seq=int(info.state.first_seq), first_time=first_time,
                                max_age_seconds=float(info.config.max_age or 0.0),
                                max_bytes=int(info.config.max_bytes or -1))
@@ -161,10 +174,12 @@ class Bus:
         """True when the NATS connection is up."""
         return bool(self.nc and self.nc.is_connected)
 
-    async def publish_event(self, event: events_pb2.MemoryEvent, timeout: float = 5.0) -> None:
+    async def publish_event(self, event: events_pb2.MemoryEvent, timeout: float | None = None) -> None:
         """Publish ``event`` on its subject with ``Nats-Msg-Id`` = event id, inside a PRODUCER
-        span whose context goes in the ``traceparent`` header. Raises on failure (the caller
-        puts it in the outbox)."""
+        span whose context goes in the ``traceparent`` header, waiting ``timeout`` seconds
+        (default the store bound) for the stream's acknowledgement. Raises on failure (the
+        caller puts it in the outbox)."""
+        timeout = timeout or effective_bound(self.timeout) or 5.0
         if self.js is None:
             raise ConnectionError("bus not connected")
         subject = self.subjects.memory(event.type)
@@ -173,7 +188,7 @@ class Bus:
             propagate.inject(headers)
             await self.js.publish(subject, event.SerializeToString(), headers=headers, timeout=timeout)
 
-    async def publish_events(self, events: Sequence[events_pb2.MemoryEvent], timeout: float = 5.0,
+    async def publish_events(self, events: Sequence[events_pb2.MemoryEvent], timeout: float | None = None,
                              parents: Sequence[Span | None] | None = None) -> list[BaseException | None]:
         """Publish many events pipelined: every event is sent (in order, each in its PRODUCER
         span with ``Nats-Msg-Id`` and ``traceparent``, as :meth:`publish_event`; the span is a
@@ -181,7 +196,9 @@ class Bus:
         acknowledgements are awaited together, so a batch costs one round trip instead of one
         per event. Returns, per event, None when the stream acknowledged it or the error
         (``TimeoutError`` when no acknowledgement came within ``timeout`` seconds); the caller
-        puts the failed ones in the outbox. Raises ConnectionError when not connected."""
+        puts the failed ones in the outbox (``timeout`` default: the store bound). Raises
+        ConnectionError when not connected."""
+        timeout = timeout or effective_bound(self.timeout) or 5.0
         if self.js is None:
             raise ConnectionError("bus not connected")
         results: list[BaseException | None] = [None] * len(events)
@@ -213,7 +230,8 @@ class Bus:
         hdrs = dict(headers or {})
         hdrs.pop("Nats-Msg-Id", None)
         hdrs["Automem-Dlq-Reason"] = reason[:500]
-        await self.js.publish(self.subjects.dlq(consumer), data, headers=hdrs)
+        async with self.bounded():
+            await self.js.publish(self.subjects.dlq(consumer), data, headers=hdrs)
 
     async def pull_subscribe(self, durable: str, filter_subject: str | None = None) -> Any:
         """A durable pull subscription with explicit acks and bounded redelivery."""
@@ -225,10 +243,11 @@ class Bus:
             ack_wait=self.settings.ack_wait_seconds,
             filter_subject=filter_subject or self.subjects.memory_all,
         )
-        return await self.js.pull_subscribe(
-            filter_subject or self.subjects.memory_all, durable=durable,
-            stream=self.settings.stream_name, config=config,
-        )
+        async with self.bounded():
+            return await self.js.pull_subscribe(
+                filter_subject or self.subjects.memory_all, durable=durable,
+                stream=self.settings.stream_name, config=config,
+            )
 
     async def events_for(self, memory_id: str | None = None, limit: int = 10_000) -> list[events_pb2.MemoryEvent]:
         """Every memory event on the stream (oldest first), optionally of one memory.
@@ -236,7 +255,8 @@ class Bus:
         Reads with an ephemeral ordered consumer; used by history and backup.
         """
         out: list[events_pb2.MemoryEvent] = []
-        info = await self.js.stream_info(self.settings.stream_name)
+        async with self.bounded():
+            info = await self.js.stream_info(self.settings.stream_name)
         if info.state.messages == 0:
             return out
         sub = await self.js.subscribe(self.subjects.memory_all, ordered_consumer=True,
@@ -248,10 +268,15 @@ class Bus:
                     msg = await sub.next_msg(timeout=2.0)
                 except (TimeoutError, nats.errors.TimeoutError):
                     break
-                event = events_pb2.MemoryEvent.FromString(msg.data)
-                if memory_id is None or event.memory_id == memory_id or (
+                try:
+                    event = events_pb2.MemoryEvent.FromString(msg.data)
+                except DecodeError:  # a poison message (parked by enrichment): not an event
+                    log.warning("undecodable message on the event stream skipped",
+                                extra={"seq": msg.metadata.sequence.stream})
+                    event = None
+                if event is not None and (memory_id is None or event.memory_id == memory_id or (
                     event.relation.source_id == memory_id or event.relation.target_id == memory_id
-                ):
+                )):
                     out.append(event)
                 if msg.metadata.sequence.stream >= last:
                     break

@@ -40,11 +40,14 @@ class AutomemClient:
         api_key: sent as ``authorization: Bearer``; ``scope`` as ``x-automem-scope``.
         interceptors: ``grpc.aio`` client interceptors for every channel (the gateway passes
             the OpenTelemetry ones).
+        call_timeout: the deadline (seconds) callers give a call that names none (the
+            gateway passes ``Settings.call_deadline_seconds``; None = no deadline).
     """
 
     def __init__(self, ingest: str, recall: str | None = None, enrich: str | None = None,
                  consolidate: str | None = None, api_key: str = "", scope: str = "",
-                 interceptors: Sequence[Any] | None = None) -> None:
+                 interceptors: Sequence[Any] | None = None, call_timeout: float | None = None) -> None:
+        self.call_timeout = call_timeout
         addrs = {"ingest": ingest, "recall": recall or ingest, "enrich": enrich or ingest,
                  "consolidate": consolidate or ingest}
         self._channels: dict[str, grpc.aio.Channel] = {}

@@ -408,6 +408,16 @@ class EmbeddedNats:
         log.info("nats-server ready at %s in %.1fs (pid %d, store %s)", self.url, watch.elapsed, proc.pid,
                  self.store_dir)
 
+    async def restart(self) -> None:
+        """Start again after the process exited, on the same port and store (reaps the old
+        process first). Raises like :meth:`start`."""
+        port = self.port
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            await proc.kill_after(0)
+        self.requested_port = port or self.requested_port
+        await self.start()
+
     async def stop(self) -> None:
         """SIGTERM, wait ``stop_grace`` seconds, then SIGKILL. Idempotent; never raises."""
         proc, self._proc = self._proc, None
@@ -765,6 +775,16 @@ class EmbeddedFalkorDB:
         except (redis.exceptions.RedisError, OSError) as exc:
             log.warning("falkordb AOF rewrite (%s) not started: %r", when, exc)
 
+    async def restart(self) -> None:
+        """Start again after the process exited, on the same port and data dir (reaps the
+        old process first; the AOF is replayed). Raises like :meth:`start`."""
+        port = self.port
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            await proc.kill_after(0)
+        self.requested_port = port or self.requested_port
+        await self.start()
+
     async def stop(self) -> None:
         """Rewrite a long AOF (up to ``stop_rewrite_timeout`` s), SHUTDOWN (flushes the AOF),
         wait ``stop_grace`` s, then SIGTERM/SIGKILL.
@@ -871,6 +891,9 @@ class EmbeddedRuntime:
         self.nats: EmbeddedNats | None = None
         self.falkordb: EmbeddedFalkorDB | None = None
         self._effective: Settings | None = None
+        #: Times :meth:`supervise` restarted each server (``nats-server``, ``redis-server``).
+        self.restarts: dict[str, int] = {"nats-server": 0, "redis-server": 0}
+        self._stopping = False
 
     @property
     def settings(self) -> Settings:
@@ -940,6 +963,34 @@ class EmbeddedRuntime:
         )
         return self._effective
 
+    async def supervise(self, interval: float = 0.5) -> None:
+        """Restart a server that exited on its own (killed, crashed) on the same port and
+        data dir, log it and count it in :attr:`restarts`; runs until cancelled or
+        :meth:`stop`. Clients reconnect by themselves: nats-py retries forever
+        (automem/common/bus.py), redis-py opens a new connection on the command after a
+        failed one (automem/graph/store.py). A restart that fails is logged and tried again
+        after ``interval`` (doubled up to 30 s while it keeps failing)."""
+        delay = interval
+        while not self._stopping:
+            await asyncio.sleep(delay)
+            failed = False
+            for name, server in (("nats-server", self.nats), ("redis-server", self.falkordb)):
+                if self._stopping or server is None or server._proc is None or server._proc.exited() is None:
+                    continue
+                proc = server._proc
+                log.error("%s (pid %d) exited with code %s; restarting it on port %s in %s", name, proc.pid,
+                          proc.exited(), server.port, server.data_dir)
+                try:
+                    await server.restart()
+                except (EmbeddedServerError, OSError) as exc:
+                    failed = True
+                    log.error("%s restart failed (retrying): %s", name, exc)
+                    continue
+                self.restarts[name] += 1
+                log.warning("%s restarted (pid %d, port %s, restarts %d)", name, server.pid, server.port,
+                            self.restarts[name])
+            delay = min(delay * 2, 30.0) if failed else interval
+
     async def _stop_servers(self) -> None:
         if self.falkordb is not None:
             await self.falkordb.stop()
@@ -950,6 +1001,7 @@ class EmbeddedRuntime:
 
     async def stop(self) -> None:
         """Stop the servers in reverse start order, then release the lock. Idempotent."""
+        self._stopping = True
         try:
             await self._stop_servers()
         finally:

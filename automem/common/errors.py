@@ -86,6 +86,7 @@ HTTP_STATUS: dict[grpc.StatusCode, int] = {
     grpc.StatusCode.UNAUTHENTICATED: 401,
     grpc.StatusCode.RESOURCE_EXHAUSTED: 429,
     grpc.StatusCode.UNAVAILABLE: 503,
-    grpc.StatusCode.DEADLINE_EXCEEDED: 504,
+    # A call that ran out of its deadline met a stalled store (issue 12, item 10): retry later.
+    grpc.StatusCode.DEADLINE_EXCEEDED: 503,
     grpc.StatusCode.UNIMPLEMENTED: 501,
 }

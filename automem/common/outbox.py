@@ -52,12 +52,13 @@ class EventPublisher:
         """
         if await self.backlog() == 0:
             try:
-                await self.bus.publish_event(event, timeout=2.0)
+                await self.bus.publish_event(event)
                 return True
             except Exception as exc:  # noqa: BLE001 - any failure goes to the outbox
                 log.warning("event publish failed, kept in outbox", extra={"event_id": event.event_id,
                                                                               "error": str(exc)})
-        await self.graph.redis.rpush(self.key, base64.b64encode(event.SerializeToString()).decode())
+        async with self.graph.bounded():
+            await self.graph.redis.rpush(self.key, base64.b64encode(event.SerializeToString()).decode())
         self._wake.set()
         return False
 
@@ -73,40 +74,46 @@ class EventPublisher:
         failed = list(events)
         if await self.backlog() == 0:
             try:
-                results = await self.bus.publish_events(events, timeout=5.0, parents=parents)
+                results = await self.bus.publish_events(events, parents=parents)
                 failed = [event for event, error in zip(events, results, strict=True) if error is not None]
             except Exception as exc:  # noqa: BLE001 - any failure goes to the outbox
                 log.warning("batch publish failed, kept in outbox", extra={"events": len(events), "error": str(exc)})
             if failed:
                 log.warning("events not acknowledged, kept in outbox", extra={"events": len(failed)})
         if failed:
-            await self.graph.redis.rpush(self.key, *[base64.b64encode(e.SerializeToString()).decode() for e in failed])
+            async with self.graph.bounded():
+                await self.graph.redis.rpush(self.key,
+                                             *[base64.b64encode(e.SerializeToString()).decode() for e in failed])
             self._wake.set()
         return len(events) - len(failed)
 
     async def backlog(self) -> int:
         """Number of events waiting in the outbox."""
-        return int(await self.graph.redis.llen(self.key))
+        async with self.graph.bounded():
+            return int(await self.graph.redis.llen(self.key))
 
     async def drain_once(self) -> int:
         """Publish outbox entries in order until empty or a publish fails; returns how many."""
         sent = 0
         while True:
-            raw = await self.graph.redis.lindex(self.key, 0)
+            async with self.graph.bounded():
+                raw = await self.graph.redis.lindex(self.key, 0)
             if raw is None:
                 return sent
             try:
                 event = events_pb2.MemoryEvent.FromString(base64.b64decode(raw))
-                await self.bus.publish_event(event, timeout=2.0)
+                await self.bus.publish_event(event)
             except (MaxPayloadError, DecodeError, binascii.Error, KeyError) as exc:
                 # Can never be published (too large for the bus, undecodable, no subject): set
                 # it aside so it does not stall every later event.
-                await self.graph.redis.rpush(self.dead_key, raw)
+                async with self.graph.bounded():
+                    await self.graph.redis.rpush(self.dead_key, raw)
                 log.error("unpublishable event moved to the dead outbox",
                           extra={"key": self.dead_key, "error": repr(exc)})
             except Exception:  # noqa: BLE001 - retry later
                 return sent
-            await self.graph.redis.lpop(self.key)
+            async with self.graph.bounded():
+                await self.graph.redis.lpop(self.key)
             sent += 1
 
     async def drain_forever(self, interval: float = 1.0) -> None:

@@ -60,6 +60,21 @@ class Settings(BaseSettings):
     falkordb_stop_rewrite_seconds: float = Field(
         120.0, validation_alias=_env("AUTOMEM_FALKORDB_STOP_REWRITE_SECONDS"))
 
+    #: Longest any one call to FalkorDB, NATS or the vector store may take before the request
+    #: answers 503 / UNAVAILABLE with ``Retry-After`` (automem/common/timeouts.py). A few
+    #: seconds: a healthy call takes milliseconds (docs/benchmarks.md), a stalled store never
+    #: answers. 0 = unbounded.
+    store_timeout_seconds: float = Field(
+        5.0, ge=0, validation_alias=_env("AUTOMEM_STORE_TIMEOUT_S", "AUTOMEM_STORE_TIMEOUT_SECONDS"))
+    #: The same bound for maintenance jobs that hold a store longer (restore, reindex,
+    #: consolidation passes, backup export; automem/common/timeouts.py ``job_bound``).
+    store_job_timeout_seconds: float = Field(
+        600.0, ge=0, validation_alias=_env("AUTOMEM_STORE_JOB_TIMEOUT_S", "AUTOMEM_STORE_JOB_TIMEOUT_SECONDS"))
+    #: Embedded servers of ``automem up``: a nats-server or redis-server that exits on its own
+    #: is started again on the same port and data dir (automem/common/embedded.py); false =
+    #: leave it down.
+    supervise_embedded: bool = Field(True, validation_alias=_env("AUTOMEM_SUPERVISE_EMBEDDED"))
+
     # --- NATS ----------------------------------------------------------------------------
     #: Empty: ``automem up`` starts an embedded nats-server on ``nats_port`` (0 = free port).
     nats_url: str = Field("", validation_alias=_env("NATS_URL", "AUTOMEM_NATS_URL"))
@@ -202,6 +217,15 @@ class Settings(BaseSettings):
     #: Clustering: members need this similarity to the seed; clusters need this many members.
     cluster_threshold: float = Field(0.7, validation_alias=_env("AUTOMEM_CLUSTER_THRESHOLD"))
     cluster_min_size: int = Field(3, validation_alias=_env("AUTOMEM_CLUSTER_MIN_SIZE"))
+    #: Pending sweep (automem/enrich/pending.py): memories still ``embedding_status`` PENDING
+    #: this many seconds after their last write, with no event for them left to process, are
+    #: published for enrichment again (a crash between the graph write and the event). Run
+    #: at start and every ``pending_sweep_interval_seconds`` (0 = off).
+    pending_sweep_interval_seconds: float = Field(
+        15.0, ge=0, validation_alias=_env("AUTOMEM_PENDING_SWEEP_INTERVAL_S", "AUTOMEM_PENDING_SWEEP_INTERVAL_SECONDS"))
+    #: Must exceed the time between a graph write and its publish (a few store bounds).
+    pending_sweep_min_age_seconds: float = Field(
+        30.0, ge=0, validation_alias=_env("AUTOMEM_PENDING_SWEEP_MIN_AGE_S", "AUTOMEM_PENDING_SWEEP_MIN_AGE_SECONDS"))
     #: Graph-vs-vector drift check (and repair when ``sync_auto_repair``); 0 = off.
     sync_check_interval_seconds: float = Field(3600.0, validation_alias=_env("AUTOMEM_SYNC_CHECK_INTERVAL_SECONDS"))
     sync_auto_repair: bool = Field(True, validation_alias=_env("AUTOMEM_SYNC_AUTO_REPAIR"))
@@ -228,6 +252,13 @@ class Settings(BaseSettings):
             raise ValueError(f"must be 0 (no age limit) or at least the {DUPLICATE_WINDOW_SECONDS:.0f} s "
                              "de-duplication window of the event stream")
         return value
+
+    @property
+    def call_deadline_seconds(self) -> float | None:
+        """Deadline of the gateway's gRPC calls (automem/gateway/deps.py ``Caller``): three
+        store bounds plus one second, so a service whose store stalls answers UNAVAILABLE
+        (after one bound) before the deadline passes; None when stores are unbounded."""
+        return 3 * self.store_timeout_seconds + 1.0 if self.store_timeout_seconds > 0 else None
 
     @property
     def vectors_enabled(self) -> bool:

@@ -60,8 +60,9 @@ class Scheduler:
     async def _lease(self, task: str, seconds: float) -> bool:
         key = f"automem:{self.settings.graph_name}:consolidate:{task}"
         try:
-            return bool(await self.servicer.graph.redis.set(key, self._owner, nx=True,
-                                                            px=max(int(seconds * 1000), 1000)))
+            async with self.servicer.graph.bounded():
+                return bool(await self.servicer.graph.redis.set(key, self._owner, nx=True,
+                                                                px=max(int(seconds * 1000), 1000)))
         except Exception:  # noqa: BLE001 - no lease store: run anyway (single replica)
             return True
 

@@ -18,6 +18,7 @@ from automem.common.lifecycle import make_event
 from automem.common.model import Memory, ts
 from automem.common.outbox import EventPublisher
 from automem.common.settings import Settings
+from automem.common.timeouts import long_running
 from automem.consolidate.tasks import HALF_LIFE_DAYS, Tasks, relevance
 from automem.graph import GraphStore
 from automem.v1 import consolidate_service_pb2, consolidate_service_pb2_grpc, events_pb2
@@ -67,6 +68,7 @@ class ConsolidateServicer(consolidate_service_pb2_grpc.ConsolidateServiceService
         run = await self.run_task(mode, scope, request.dry_run, "manual")
         return consolidate_service_pb2.RunConsolidationResponse(run=run)
 
+    @long_running
     async def run_task(self, mode: str, scope: str | None, dry_run: bool,
                        trigger: str) -> consolidate_service_pb2.ConsolidationRun:
         """Run ``mode`` (``sync`` too: the drift check with repair) and persist the run."""
@@ -136,6 +138,7 @@ class ConsolidateServicer(consolidate_service_pb2_grpc.ConsolidateServiceService
             raise PermissionDenied("sync spans every scope: it needs a key allowed on all scopes ('*')")
         return await self.check_sync(request.repair)
 
+    @long_running
     async def check_sync(self, repair: bool) -> consolidate_service_pb2.CheckSyncResponse:
         """The drift check (and repair): every current memory has exactly its point with the
         builder's payload, and no point lacks a memory. Repair re-queues missing/stale memories

@@ -405,6 +405,7 @@ class EnrichConsumer:
         old_vectors = {p.id: p.vector for p in await self.vectors.retrieve(unembedded, with_vectors=True)} \
             if unembedded else {}
         points = []
+        settle: list[tuple[str, str, dict[str, Any]]] = []
         for mid, (memory, _event) in live.items():
             if mid in vectors:
                 memory.embedding_model = "caller" if mid in supplied else model
@@ -413,6 +414,13 @@ class EnrichConsumer:
             elif mid in existing:
                 memory.embedding_model = existing[mid].payload.get("embedding_model", model)
                 await self.vectors.set_payload(mid, build_payload(memory))
+                if memory.embedding_status != memory_pb2.EMBEDDING_STATUS_DONE:
+                    # The point is current but the status write was lost (a crash after the
+                    # upsert): record it, or the pending sweep would resend this memory.
+                    settle.append((mid, memory.content_hash, {"embedding_status": "EMBEDDING_STATUS_DONE",
+                                                              "embedding_model": memory.embedding_model}))
+        if settle:
+            await self.graph.memories.set_enrichment_many(settle)
         if points:
             await self.vectors.upsert_many(points)
             landed = await self.graph.memories.set_enrichment_many([

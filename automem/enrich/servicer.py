@@ -6,6 +6,7 @@ from automem.common.auth import require_role, resolve_scope
 from automem.common.lifecycle import make_event
 from automem.common.outbox import EventPublisher
 from automem.common.settings import Settings
+from automem.common.timeouts import long_running
 from automem.enrich.consumer import EnrichConsumer
 from automem.v1 import enrich_service_pb2, enrich_service_pb2_grpc, events_pb2
 
@@ -30,6 +31,7 @@ class EnrichServicer(enrich_service_pb2_grpc.EnrichServiceServicer):
             outbox_backlog=await self.publisher.backlog() if self.publisher is not None else 0,
         )
 
+    @long_running
     async def ReprocessMemories(self, request, context):
         """Queue the given memories for enrichment again (admin)."""
         require_role("admin")

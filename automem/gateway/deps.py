@@ -23,7 +23,9 @@ from automem.common.settings import Settings
 from automem.gateway.errors import GatewayError, error_response
 from automem.v1 import recall_service_pb2
 
-#: Seconds a service call may take before the gateway gives up (504).
+#: Deadline (seconds) of a service call when neither the call nor the client names one, and
+#: of the maintenance calls (consolidation, sync, reprocess, delete by tag, analyze,
+#: history), whose stores run under the job bound (automem/common/timeouts.py).
 CALL_TIMEOUT = 60.0
 
 _PRINTABLE = re.compile(r"[\x20-\x7e]*")
@@ -77,8 +79,12 @@ class Caller:
     client: AutomemClient
     metadata: list[tuple[str, str]]
 
-    async def __call__(self, method: Any, message: Any, timeout: float = CALL_TIMEOUT) -> Any:
-        """``method(message)`` with the caller's metadata. GatewayError for a failed call."""
+    async def __call__(self, method: Any, message: Any, timeout: float | None = None) -> Any:
+        """``method(message)`` with the caller's metadata and a deadline: ``timeout``, else the
+        client's ``call_timeout`` (``Settings.call_deadline_seconds``: derived from the store
+        bound, so a stalled store answers 503 in seconds), else :data:`CALL_TIMEOUT`.
+        GatewayError for a failed call (DEADLINE_EXCEEDED and UNAVAILABLE are 503)."""
+        timeout = timeout or getattr(self.client, "call_timeout", None) or CALL_TIMEOUT
         try:
             return await method(message, metadata=self.metadata, timeout=timeout)
         except grpc.aio.AioRpcError as exc:

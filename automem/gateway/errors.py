@@ -16,6 +16,9 @@ from automem.common.errors import HTTP_STATUS
 
 #: Seconds a client is asked to wait after a 429 (the rate limiter's smallest window).
 RETRY_AFTER_SECONDS = 1
+#: Seconds a client is asked to wait after a 503 (a store stalled, unreachable or being
+#: restarted by ``automem up``'s supervision, which checks every half second).
+RETRY_AFTER_UNAVAILABLE_SECONDS = 2
 
 
 class GatewayError(Exception):
@@ -50,7 +53,8 @@ class GatewayError(Exception):
 
 def error_response(status: int, message: str, **extra: Any) -> JSONResponse:
     """The REST error answer: ``{"status": "error", "error": msg, "message": msg, "code":
-    status, **extra}``, with ``Retry-After`` on a 429."""
-    headers = {"Retry-After": str(RETRY_AFTER_SECONDS)} if status == 429 else None
+    status, **extra}``, with ``Retry-After`` on a 429 and a 503."""
+    retry_after = {429: RETRY_AFTER_SECONDS, 503: RETRY_AFTER_UNAVAILABLE_SECONDS}.get(status)
+    headers = {"Retry-After": str(retry_after)} if retry_after is not None else None
     return JSONResponse({"status": "error", "error": message, "message": message, "code": status, **extra},
                         status_code=status, headers=headers)

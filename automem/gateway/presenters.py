@@ -238,8 +238,10 @@ def analysis_json(response: recall_service_pb2.AnalyzeMemoriesResponse) -> dict[
 
 def stores_json(stats: recall_service_pb2.GetStatsResponse) -> dict[str, Any]:
     """Store connectivity and counts of a GetStats answer (falkordb, qdrant, memory_count,
-    vector_count, vector_dimensions)."""
+    vector_count, vector_dimensions, and ``server_restarts``: restarts of the embedded
+    nats-server / redis-server by name, empty when the service runs none)."""
     return {
+        "server_restarts": dict(stats.server_restarts),
         "falkordb": "connected" if stats.graph_connected else "disconnected",
         "qdrant": ("connected" if stats.vectors_connected else "disconnected") if stats.vectors_enabled
         else "disabled",

@@ -26,7 +26,7 @@ from automem.common.client import TIME_FIELDS, AutomemClient, set_input_times
 from automem.common.enums import enum_value, enum_word
 from automem.common.errors import HTTP_STATUS, InvalidArgument
 from automem.common.model import parse_relation_type, parse_time, ts
-from automem.gateway.deps import Caller
+from automem.gateway.deps import CALL_TIMEOUT, Caller
 from automem.gateway.errors import GatewayError
 from automem.gateway.schemas import MemoryRequest
 from automem.v1 import (
@@ -182,7 +182,7 @@ async def delete_by_tag(call: Caller, tags: Sequence[str], *,
                         dry_run: bool) -> ingest_service_pb2.DeleteMemoriesByTagResponse:
     """Tombstone every memory with any of ``tags``; ``dry_run`` previews the ids."""
     return await call(call.client.ingest.DeleteMemoriesByTag,
-                      ingest_service_pb2.DeleteMemoriesByTagRequest(tags=list(tags), dry_run=dry_run))
+                      ingest_service_pb2.DeleteMemoriesByTagRequest(tags=list(tags), dry_run=dry_run), CALL_TIMEOUT)
 
 
 @dataclass
@@ -311,7 +311,7 @@ async def related(call: Caller, memory_id: str, *, types: Sequence[str], max_dep
 
 async def analyze(call: Caller, top: int) -> recall_service_pb2.AnalyzeMemoriesResponse:
     """Counts, averages and frequencies of the caller's scope (``top`` checked by the service)."""
-    return await call(call.client.recall.AnalyzeMemories, recall_service_pb2.AnalyzeMemoriesRequest(top=top))
+    return await call(call.client.recall.AnalyzeMemories, recall_service_pb2.AnalyzeMemoriesRequest(top=top), CALL_TIMEOUT)
 
 
 # --- operations -------------------------------------------------------------------------
@@ -361,13 +361,13 @@ async def enrichment_status(call: Caller) -> enrich_service_pb2.GetEnrichmentSta
 
 async def reprocess(call: Caller, ids: Sequence[str]) -> enrich_service_pb2.ReprocessMemoriesResponse:
     """Re-enrich the given memories (admin)."""
-    return await call(call.client.enrich.ReprocessMemories, enrich_service_pb2.ReprocessMemoriesRequest(ids=ids))
+    return await call(call.client.enrich.ReprocessMemories, enrich_service_pb2.ReprocessMemoriesRequest(ids=ids), CALL_TIMEOUT)
 
 
 async def consolidate(call: Caller, mode: str, dry_run: bool) -> consolidate_service_pb2.ConsolidationRun:
     """Run one consolidation task now."""
     response = await call(call.client.consolidate.RunConsolidation,
-                          consolidate_service_pb2.RunConsolidationRequest(mode=mode, dry_run=dry_run))
+                          consolidate_service_pb2.RunConsolidationRequest(mode=mode, dry_run=dry_run), CALL_TIMEOUT)
     return response.run
 
 
@@ -379,7 +379,7 @@ async def consolidation_status(call: Caller) -> consolidate_service_pb2.GetConso
 
 async def check_sync(call: Caller, *, repair: bool) -> consolidate_service_pb2.CheckSyncResponse:
     """Compare graph and vectors; repair with ``repair`` (admin)."""
-    return await call(call.client.consolidate.CheckSync, consolidate_service_pb2.CheckSyncRequest(repair=repair))
+    return await call(call.client.consolidate.CheckSync, consolidate_service_pb2.CheckSyncRequest(repair=repair), CALL_TIMEOUT)
 
 
 # --- truth model ------------------------------------------------------------------------
@@ -420,7 +420,7 @@ async def history(call: Caller, memory_id: str, *, page_size: int,
                   page_token: str) -> review_service_pb2.ListMemoryEventsResponse:
     """A page of a memory's events, oldest first."""
     return await call(call.client.review.ListMemoryEvents, review_service_pb2.ListMemoryEventsRequest(
-        id=memory_id, page_size=page_size, page_token=page_token))
+        id=memory_id, page_size=page_size, page_token=page_token), CALL_TIMEOUT)
 
 
 #: Seconds a full export may stream.

@@ -463,6 +463,21 @@ class Memories(Repository):
         )
         return {r[0]: r[1] for r in found}
 
+    async def pending_before(self, cutoff: float, limit: int) -> list[Memory]:
+        """Up to ``limit`` memories of every scope, oldest write first, whose embedding is
+        still to be made (``embedding_status`` PENDING, UNSPECIFIED or PROVIDED; not FAILED,
+        which enrichment parked) and whose last write (``update_time``, epoch seconds) is
+        before ``cutoff``; DELETED and REJECTED ones are left out (they get no vector).
+        Read through the ``embedding_status`` index: the cost grows with the backlog only.
+        The pending sweep's query (automem/enrich/pending.py)."""
+        rows = await self.store.ro_query(
+            "MATCH (m:Memory) WHERE m.embedding_status IN $statuses AND m.update_time < $cutoff "
+            "AND NOT m.state IN $gone RETURN properties(m) ORDER BY m.update_time LIMIT $limit",
+            {"statuses": ["EMBEDDING_STATUS_UNSPECIFIED", "EMBEDDING_STATUS_PENDING", "EMBEDDING_STATUS_PROVIDED"],
+             "cutoff": float(cutoff), "gone": ["DELETED", "REJECTED"],
+             "limit": int(limit)})
+        return [node_to_memory(r[0]) for r in rows]
+
     async def purge(self, memory_id: str, scope: str) -> bool:
         """Remove the node and its edges. Returns False when absent."""
         rows = await self.store.query(

@@ -7,15 +7,20 @@ per node kind, reached as attributes of the store (``graph.memories.hydrate(ids,
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Sequence
+import re
+import time
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
+import redis.exceptions
 from falkordb.asyncio import FalkorDB
 
 from automem.common.errors import InvalidArgument, Unavailable
 from automem.common.settings import Settings
 from automem.common.telemetry import graph_span
+from automem.common.timeouts import effective_bound, job_bound, store_call
 from automem.graph.dump import Dump
 from automem.graph.entities import Entities
 from automem.graph.idempotency import IdempotencyKeys
@@ -30,6 +35,11 @@ log = logging.getLogger(__name__)
 
 #: Queries per Redis pipeline in :meth:`GraphStore.ro_query_many`.
 _PIPELINE_CHUNK = 256
+#: Statements that cannot take the write guard (schema changes).
+_SCHEMA_STATEMENT = re.compile(r"\s*(CREATE\s+INDEX|DROP\s+INDEX|CALL\s+db\.)", re.IGNORECASE)
+#: Errors of a FalkorDB that cannot be reached (redis-py's own ConnectionError and
+#: TimeoutError are not the builtin ones).
+_UNREACHABLE = (ConnectionError, OSError, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
 
 
 class GraphStore:
@@ -45,6 +55,8 @@ class GraphStore:
 
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
+        #: Seconds one call may take (automem/common/timeouts.py; 0 = unbounded).
+        self.timeout = settings.store_timeout_seconds
         self._db = FalkorDB(
             host=settings.falkordb_host or "127.0.0.1",
             port=settings.falkordb_port or 6379,
@@ -64,8 +76,35 @@ class GraphStore:
 
     @property
     def redis(self) -> Any:
-        """The underlying redis.asyncio connection (for the outbox list)."""
+        """The underlying redis.asyncio connection (for the outbox list). Call it inside
+        :meth:`bounded`."""
         return self._db.connection
+
+    @contextlib.asynccontextmanager
+    async def bounded(self) -> AsyncIterator[None]:
+        """Bound the body's FalkorDB calls to ``store_timeout_seconds``
+        (automem/common/timeouts.py): StoreTimeout (503) when FalkorDB does not answer in
+        time, Unavailable when it cannot be reached."""
+        try:
+            async with store_call("FalkorDB", self.timeout):
+                yield
+        except _UNREACHABLE as exc:
+            raise Unavailable(f"graph store unreachable: {exc}") from exc
+
+    def _guard(self, cypher: str, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """The write guard: a write FalkorDB only gets to run after its caller gave up (the
+        server was stopped with the command in its socket buffer, and resumed after the
+        bound) must change nothing, since the caller answered 503. So every write statement
+        starts with ``WITH timestamp() ... WHERE <now> <= $deadline``: past the deadline
+        (the bound from now, in FalkorDB's clock, milliseconds) it matches no row and writes
+        nothing. Schema statements are left alone. Assumes the FalkorDB host's clock agrees
+        with this one's to well within the bound."""
+        bound = effective_bound(self.timeout)
+        if bound is None or _SCHEMA_STATEMENT.match(cypher):
+            return cypher, params
+        guarded = dict(params)
+        guarded["automem_deadline_ms"] = int((time.time() + bound) * 1000)
+        return ("WITH timestamp() AS automem_now WHERE automem_now <= $automem_deadline_ms " + cypher), guarded
 
     @staticmethod
     def _check_params(value: Any) -> None:
@@ -88,25 +127,24 @@ class GraphStore:
 
     @graph_span("graph.query")
     async def query(self, cypher: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
-        """Run a Cypher query with parameters; returns the result rows.
+        """Run a (write) Cypher query with parameters; returns the result rows. Bounded and
+        guarded: see :meth:`bounded` and :meth:`_guard`.
 
-        Raises Unavailable when FalkorDB cannot be reached.
+        Raises Unavailable (StoreTimeout) when FalkorDB cannot be reached or does not answer
+        within the bound.
         """
         self._check_params(params)
-        try:
-            result = await self.graph.query(cypher, params or {})
-        except (ConnectionError, OSError) as exc:
-            raise Unavailable(f"graph store unreachable: {exc}") from exc
+        cypher, guarded = self._guard(cypher, params or {})
+        async with self.bounded():
+            result = await self.graph.query(cypher, guarded)
         return result.result_set
 
     @graph_span("graph.ro_query")
     async def ro_query(self, cypher: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
-        """Read-only query (GRAPH.RO_QUERY)."""
+        """Read-only query (GRAPH.RO_QUERY), bounded like :meth:`query`."""
         self._check_params(params)
-        try:
+        async with self.bounded():
             result = await self.graph.ro_query(cypher, params or {})
-        except (ConnectionError, OSError) as exc:
-            raise Unavailable(f"graph store unreachable: {exc}") from exc
         return result.result_set
 
     @graph_span("graph.ro_query_many")
@@ -115,7 +153,7 @@ class GraphStore:
         returns each query's rows, in order. Each query is planned with its own parameters,
         so FalkorDB can combine every indexed condition in one index scan (it does not when the
         values come from an ``UNWIND`` row). Raises Unavailable when FalkorDB cannot be
-        reached and redis' ``ResponseError`` when a query fails."""
+        reached or does not answer within the bound (each chunk) and redis' ``ResponseError`` when a query fails."""
         from falkordb.asyncio.query_result import QueryResult
 
         out: list[list[list[Any]]] = []
@@ -127,20 +165,19 @@ class GraphStore:
                 # The client's own parameter header (the form graph.ro_query sends).
                 pipe.execute_command("GRAPH.RO_QUERY", self.name,
                                      self.graph._build_params_header(params) + cypher, "--compact")
-            try:
+            async with self.bounded():
                 replies = await pipe.execute()
-            except (ConnectionError, OSError) as exc:
-                raise Unavailable(f"graph store unreachable: {exc}") from exc
-            for reply in replies:
-                result = QueryResult(self.graph)
-                await result.parse(reply)
-                out.append(result.result_set)
+                for reply in replies:
+                    result = QueryResult(self.graph)
+                    await result.parse(reply)
+                    out.append(result.result_set)
         return out
 
     async def ping(self) -> bool:
         """True when FalkorDB answers PING."""
         try:
-            return bool(await self._db.connection.ping())
+            async with self.bounded():
+                return bool(await self._db.connection.ping())
         except Exception:  # noqa: BLE001 - health probe
             return False
 
@@ -165,7 +202,12 @@ class GraphStore:
         ]
         for statement in statements:
             try:
-                await self.graph.query(statement)
+                # Building an index over an existing large graph takes longer than a request.
+                with job_bound(self._settings.store_job_timeout_seconds):
+                    async with self.bounded():
+                        await self.graph.query(statement)
+            except Unavailable:
+                raise
             except Exception as exc:
                 if "already" not in str(exc).lower():
                     raise

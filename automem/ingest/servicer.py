@@ -43,6 +43,7 @@ from automem.common.model import (
 )
 from automem.common.outbox import EventPublisher
 from automem.common.settings import Settings
+from automem.common.timeouts import long_running
 from automem.graph import ENRICHMENT_FIELDS, GraphStore
 from automem.ingest.logic import FIELD_LABELS, apply_update, build_memory
 from automem.v1 import events_pb2, ingest_service_pb2, ingest_service_pb2_grpc, memory_pb2
@@ -409,6 +410,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
                                                    _fail_after_create):
             raise Aborted(f"memory {old.id} changed concurrently, retry")
 
+    @long_running
     async def DeleteMemoriesByTag(self, request, context):
         """Tombstone every current memory in the caller's scope carrying any of ``tags``
         (case-insensitive exact match); ``dry_run`` only lists them."""
@@ -432,6 +434,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
             deleted.append(memory.id)
         return ingest_service_pb2.DeleteMemoriesByTagResponse(memory_ids=deleted, deleted_count=len(deleted))
 
+    @long_running
     async def ExportBackup(self, request, context):
         """Stream the full export (admin): one JSON record per chunk (automem/common/backup.py)."""
         principal = require_role("admin")

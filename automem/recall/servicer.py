@@ -33,6 +33,7 @@ from automem.common.paging import decode_offset_token, encode_offset_token
 from automem.common.settings import Settings
 from automem.common.state import ReadAt, as_known, known, resolve, resolve_one
 from automem.common.text import analyze, bm25_query_weights, fulltext_query
+from automem.common.timeouts import long_running
 from automem.graph import GraphStore
 from automem.recall.bytag import list_by_tag
 from automem.recall.filters import Filters
@@ -140,6 +141,9 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
         self.graph = graph
         self.vectors = vectors
         self.embedder = embedder
+        #: Restarts of the embedded servers by name (set by the recall target from the
+        #: runtime, automem/targets.py), reported by GetStats for /health.
+        self.server_restarts: dict[str, int] = {}
 
     # --- search --------------------------------------------------------------------
 
@@ -500,6 +504,7 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
             related=out[skip:following],
             next_page_token=encode_offset_token(following, request.id) if len(out) > following else "")
 
+    @long_running
     async def AnalyzeMemories(self, request, context):
         """Type and state counts, average confidence and importance, and the most frequent
         entity and user tags of the caller's scope (AutoMem's GET /analyze; entity frequency
@@ -543,4 +548,5 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
                 vectors_ok = False
         return recall_service_pb2.GetStatsResponse(
             memory_count=memory_count, vector_count=vector_count, graph_connected=graph_ok,
-            vectors_connected=vectors_ok, vectors_enabled=self.vectors is not None, vector_dimensions=dims)
+            vectors_connected=vectors_ok, vectors_enabled=self.vectors is not None, vector_dimensions=dims,
+            server_restarts=self.server_restarts)

@@ -292,8 +292,15 @@ class GetStatsRequest(_message.Message):
     def __init__(self, scope: _Optional[str] = ...) -> None: ...
 
 class GetStatsResponse(_message.Message):
-    __slots__ = ("memory_count", "vector_count", "graph_connected", "vectors_connected", "vectors_enabled", "vector_dimensions", "type_counts")
+    __slots__ = ("memory_count", "vector_count", "graph_connected", "vectors_connected", "vectors_enabled", "vector_dimensions", "type_counts", "server_restarts")
     class TypeCountsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    class ServerRestartsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
         VALUE_FIELD_NUMBER: _ClassVar[int]
@@ -307,6 +314,7 @@ class GetStatsResponse(_message.Message):
     VECTORS_ENABLED_FIELD_NUMBER: _ClassVar[int]
     VECTOR_DIMENSIONS_FIELD_NUMBER: _ClassVar[int]
     TYPE_COUNTS_FIELD_NUMBER: _ClassVar[int]
+    SERVER_RESTARTS_FIELD_NUMBER: _ClassVar[int]
     memory_count: int
     vector_count: int
     graph_connected: bool
@@ -314,7 +322,8 @@ class GetStatsResponse(_message.Message):
     vectors_enabled: bool
     vector_dimensions: int
     type_counts: _containers.ScalarMap[str, int]
-    def __init__(self, memory_count: _Optional[int] = ..., vector_count: _Optional[int] = ..., graph_connected: _Optional[bool] = ..., vectors_connected: _Optional[bool] = ..., vectors_enabled: _Optional[bool] = ..., vector_dimensions: _Optional[int] = ..., type_counts: _Optional[_Mapping[str, int]] = ...) -> None: ...
+    server_restarts: _containers.ScalarMap[str, int]
+    def __init__(self, memory_count: _Optional[int] = ..., vector_count: _Optional[int] = ..., graph_connected: _Optional[bool] = ..., vectors_connected: _Optional[bool] = ..., vectors_enabled: _Optional[bool] = ..., vector_dimensions: _Optional[int] = ..., type_counts: _Optional[_Mapping[str, int]] = ..., server_restarts: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class AnalyzeMemoriesRequest(_message.Message):
     __slots__ = ("scope", "top")

@@ -204,22 +204,24 @@ class EdgeVectorStore:
     async def _run(self, fn: Callable[[], T]) -> T:
         """Run ``fn`` in a worker thread, one at a time.
 
-        If the caller is cancelled, the lock is still held until the thread has finished,
-        so a cancelled call never overlaps the next one on the shard.
+        A caller that is cancelled (e.g. by the store bound, automem/vectors/bounded.py)
+        returns at once; the lock stays held until the thread has finished, so a cancelled
+        call never overlaps the next one on the shard.
         """
-        async with self._lock:
+        await self._lock.acquire()
+        try:
             fut = asyncio.ensure_future(asyncio.to_thread(fn))
-            try:
-                return await asyncio.shield(fut)
-            except asyncio.CancelledError:
-                while not fut.done():
-                    try:
-                        await asyncio.wait({fut})  # never raises the thread's own error
-                    except asyncio.CancelledError:
-                        continue
-                if not fut.cancelled():
-                    fut.exception()  # mark retrieved: the caller is gone
-                raise
+        except BaseException:
+            self._lock.release()
+            raise
+
+        def finished(done: asyncio.Future) -> None:
+            self._lock.release()
+            if not done.cancelled():
+                done.exception()  # mark retrieved: the caller may be gone
+
+        fut.add_done_callback(finished)
+        return await asyncio.shield(fut)
 
     @staticmethod
     def _filter(flt: VectorFilter | None) -> Any:

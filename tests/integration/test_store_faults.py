@@ -1,0 +1,204 @@
+"""Stores that stall or die (issue 12, items 10-12), on the real processes.
+
+* A FalkorDB stopped with SIGSTOP: store, recall and get answer 503 with ``Retry-After``
+  after the store bound (automem/common/timeouts.py), not after a minute; the write the
+  server only runs after it resumes changes nothing (the write guard, automem/graph/store.py).
+* A memory written to the graph whose event never went out is published again by the
+  pending sweep (automem/enrich/pending.py) and enriched.
+
+"Within the bound" is never a timed assert: the HTTP client waits far longer than the bound
+(``CLIENT_TIMEOUT``), so a hang shows as a client timeout, and the answer must be the 503.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import httpx
+import pytest
+import pytest_asyncio
+
+from automem.common.embedded import EmbeddedFalkorDB
+from automem.common.errors import Unavailable
+from automem.common.settings import Settings
+from automem.common.timeouts import StoreTimeout
+from automem.graph import GraphStore
+from automem.ingest.logic import build_memory
+from automem.v1 import events_pb2, ingest_service_pb2, memory_pb2
+from tests.conftest import eventually, start_service
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+#: The store bound these tests configure (seconds).
+BOUND = 1.0
+#: The HTTP client's own timeout: many times the bound, so a request that ignored the bound
+#: would fail with a client timeout instead of an answer.
+CLIENT_TIMEOUT = 30.0
+
+
+class StoppableFalkorDB:
+    """A service on a FalkorDB of its own, which the test stops (SIGSTOP) and resumes."""
+
+    def __init__(self, server: EmbeddedFalkorDB, settings: Settings) -> None:
+        self.server = server
+        self.settings = settings
+        self.service = None
+        self.stopped = False
+
+    def stop(self) -> None:
+        os.kill(self.server.pid, signal.SIGSTOP)
+        self.stopped = True
+
+    def resume(self) -> None:
+        if self.stopped:
+            os.kill(self.server.pid, signal.SIGCONT)
+            self.stopped = False
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def stoppable(settings: Settings, tmp_path: Path):
+    server = EmbeddedFalkorDB(tmp_path / "own-falkordb")
+    await server.start()
+    holder = StoppableFalkorDB(server, settings.model_copy(update={
+        "falkordb_host": server.host, "falkordb_port": server.port, "store_timeout_seconds": BOUND}))
+    try:
+        holder.service = await start_service(holder.settings)
+        try:
+            yield holder
+        finally:
+            holder.resume()
+            await holder.service.runner.stop()
+    finally:
+        holder.resume()
+        await server.stop()
+
+
+def _memory(content: str, scope: str, settings: Settings, created: datetime | None = None):
+    return build_memory(ingest_service_pb2.MemoryInput(content=content), scope=scope, settings=settings,
+                        created=created or datetime.now(UTC), source="test")
+
+
+async def test_stopped_falkordb_answers_503_with_retry_after_and_recovers(stoppable) -> None:
+    service = stoppable.service
+    async with httpx.AsyncClient(base_url=service.url, timeout=CLIENT_TIMEOUT) as http:
+        stored = await http.post("/memory", json={"content": "the billing service uses Postgres"})
+        assert stored.status_code in (200, 201), stored.text
+        mid = stored.json()["memory_id"]
+        stoppable.stop()
+        try:
+            answers = {
+                "store": await http.post("/memory", json={"content": "written while the graph is stopped"}),
+                "recall": await http.get("/recall", params={"query": "billing Postgres"}),
+                "get": await http.get(f"/memory/{mid}"),
+            }
+        finally:
+            stoppable.resume()
+        for name, answer in answers.items():
+            assert answer.status_code == 503, (name, answer.status_code, answer.text)
+            assert int(answer.headers["Retry-After"]) > 0, name
+            assert answer.json()["status"] == "error", name
+        # Resumed: the same requests work again on the same connections' pool.
+        again = await http.post("/memory", json={"content": "written after the graph resumed"})
+        assert again.status_code in (200, 201), again.text
+        assert (await http.get(f"/memory/{mid}")).status_code == 200
+        graph = service.ctx.graph
+        assert await graph.memories.count("default") == 2  # the stalled store left nothing
+
+
+async def test_write_the_server_runs_after_its_caller_gave_up_changes_nothing(stoppable) -> None:
+    graph = stoppable.service.ctx.graph
+    memory = _memory("a write that waits in the socket while FalkorDB is stopped", "t/guard", stoppable.settings)
+    stoppable.stop()
+    try:
+        with pytest.raises(StoreTimeout) as raised:
+            await graph.memories.create_many([memory])
+        assert isinstance(raised.value, Unavailable)
+        # Let the bound pass for the command FalkorDB holds unread in its socket.
+        await asyncio.sleep(BOUND + 0.5)
+    finally:
+        stoppable.resume()
+    # FalkorDB now runs the buffered CREATE: past its deadline, it must write nothing.
+    await eventually(graph.ping)
+    assert await graph.memories.get(memory.id, "t/guard") is None
+    assert await graph.memories.count("t/guard") == 0
+
+
+async def test_grpc_call_with_stopped_falkordb_is_unavailable(stoppable) -> None:
+    import grpc
+
+    async with stoppable.service.client() as client:
+        stoppable.stop()
+        try:
+            with pytest.raises(grpc.aio.AioRpcError) as raised:
+                await client.create_memory("stored over gRPC while the graph is stopped")
+        finally:
+            stoppable.resume()
+    assert raised.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert "did not answer within" in raised.value.details()
+
+
+async def _enriched(graph, memory_id: str, scope: str) -> bool:
+    memory = await graph.memories.get(memory_id, scope)
+    return memory is not None and memory.embedding_status == memory_pb2.EMBEDDING_STATUS_DONE
+
+
+async def test_memory_written_without_its_event_is_enriched_after_a_start(settings: Settings) -> None:
+    """The crash point between the graph write and the publish: the node is written through
+    the repository and no event is published; a service started afterwards enriches it."""
+    settings = settings.model_copy(update={"pending_sweep_min_age_seconds": 0.0,
+                                           "pending_sweep_interval_seconds": 3600.0})
+    graph = GraphStore(settings)
+    try:
+        await graph.ensure_schema()
+        orphan = _memory("written to the graph by a process that died before publishing", "default", settings)
+        await graph.memories.create_many([orphan])
+        assert (await graph.memories.get(orphan.id, "default")).embedding_status == memory_pb2.EMBEDDING_STATUS_PENDING
+    finally:
+        await graph.close()
+    service = await start_service(settings)
+    try:
+        # Only the sweep at start can find it (the next round is an hour away).
+        await eventually(lambda: _enriched(service.ctx.graph, orphan.id, "default"), timeout=60)
+        async with service.http() as http:
+            async def counts_match():
+                body = (await http.get("/health")).json()
+                return body["memory_count"] == body["vector_count"] == 1 and body
+            await eventually(counts_match, timeout=60)
+        history = await service.ctx.bus.events_for(orphan.id)
+        created = [e for e in history if e.type == events_pb2.EVENT_TYPE_MEMORY_CREATED]
+        assert [e.actor for e in created] == ["system:pending-sweep"]
+    finally:
+        await service.runner.stop()
+
+
+async def test_running_service_republishes_an_orphan_but_not_a_queued_memory(own_service) -> None:
+    """A round while the service runs: an orphan last written a minute ago is republished
+    even while other events wait; a memory whose event waits in the stream is not (the
+    consumer is stopped, so that event stays unprocessed and the cutoff stays before it)."""
+    from automem.enrich.pending import PendingSweep
+
+    ctx = own_service.ctx
+    settings = own_service.settings.model_copy(update={"pending_sweep_min_age_seconds": 5.0})
+    ctx.enrich_consumer.stop()
+    await asyncio.wait([ctx.enrich_task], timeout=15)
+    sweep = PendingSweep(settings, ctx.bus, ctx.graph, ctx.publisher, ctx.enrich_consumer.sub)
+    orphan = _memory("written without an event a minute ago", "default", settings,
+                     created=datetime.now(UTC) - timedelta(minutes=1))
+    await ctx.graph.memories.create_many([orphan])
+    async with own_service.http() as http:
+        queued = (await http.post("/memory", json={"content": "stored normally, its event is queued"})).json()
+    assert await sweep.sweep_once() == 1
+    assert await sweep.sweep_once() == 0  # sent already: not again while its event waits
+    ctx.enrich_consumer._stop.clear()
+    ctx.tasks.append(asyncio.create_task(ctx.enrich_consumer.run()))
+    for mid in (queued["memory_id"], orphan.id):
+        await eventually(lambda mid=mid: _enriched(ctx.graph, mid, "default"), timeout=60)
+    assert [e.actor for e in await ctx.bus.events_for(orphan.id)
+            if e.type == events_pb2.EVENT_TYPE_MEMORY_CREATED] == ["system:pending-sweep"]
+    # The queued memory was never republished: its only CREATED event is the store's own.
+    assert [e.actor for e in await ctx.bus.events_for(queued["memory_id"])
+            if e.type == events_pb2.EVENT_TYPE_MEMORY_CREATED] == ["anonymous"]
