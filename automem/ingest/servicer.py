@@ -23,6 +23,7 @@ from automem.common.errors import (
     PermissionDenied,
 )
 from automem.common.lifecycle import (
+    GONE_STATES,
     SUPERSEDING_RELATIONS,
     check_transition,
     close_for_supersede,
@@ -276,8 +277,9 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         return updated
 
     async def CreateRelation(self, request, context):
-        """MERGE a typed edge; only AutoMem's 11 authorable types; self-links and cross-scope
-        links refused (INVALID_ARGUMENT / NOT_FOUND). An INVALIDATED_BY or EVOLVED_INTO edge
+        """MERGE a typed edge; only AutoMem's 11 authorable types; self-links refused
+        (INVALID_ARGUMENT); an end that is missing, of another scope, DELETED or REJECTED
+        (``GONE_STATES``) is NOT_FOUND naming memory1_id / memory2_id, and no edge is written. An INVALIDATED_BY or EVOLVED_INTO edge
         marks the source SUPERSEDED (mcp-automem's four-call supersede)."""
         require_role("writer")
         scope = resolve_scope(request.scope)
@@ -295,11 +297,12 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
             raise InvalidArgument("strength: must be between 0 and 1", field="strength")
         rel.scope = scope
         rel.create_time.CopyFrom(ts(now()))
-        source = await self.graph.memories.get(rel.source_id, scope)
-        target = await self.graph.memories.get(rel.target_id, scope)
-        if source is None:
+        found = await self.graph.memories.hydrate([rel.source_id, rel.target_id], scope)
+        source, target = found.get(rel.source_id), found.get(rel.target_id)
+        # Another scope's, deleted and rejected memories are all "not found" to the caller.
+        if source is None or source.state in GONE_STATES:
             raise NotFound(f"memory {rel.source_id} not found", field="memory1_id")
-        if target is None:
+        if target is None or target.state in GONE_STATES:
             raise NotFound(f"memory {rel.target_id} not found", field="memory2_id")
         if relation_type_name(rel.type) in SUPERSEDING_RELATIONS and target.state != memory_pb2.MEMORY_STATE_ACTIVE:
             # A supersession must point at a current memory; this also refuses cycles.
@@ -327,8 +330,13 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
                 updated.prior_valid_to.CopyFrom(source.valid_to)
         props = _without_enrichment(memory_to_node(updated)) if updated is not None else {}
         if not await self.graph.relations.create_superseding(rel, props, source.version if updated else None):
+            now_source = await self.graph.memories.get(rel.source_id, scope)
+            if now_source is None or now_source.state in GONE_STATES:
+                raise NotFound(f"memory {rel.source_id} not found", field="memory1_id")
             now_target = await self.graph.memories.get(rel.target_id, scope)
-            if now_target is None or now_target.state != memory_pb2.MEMORY_STATE_ACTIVE:
+            if now_target is None or now_target.state in GONE_STATES:
+                raise NotFound(f"memory {rel.target_id} not found", field="memory2_id")
+            if now_target.state != memory_pb2.MEMORY_STATE_ACTIVE:
                 raise FailedPrecondition(f"memory2_id: {rel.target_id} is no longer ACTIVE; a memory can only be "
                                          "superseded by an ACTIVE one", field="memory2_id")
             raise Aborted(f"memory {rel.source_id} changed concurrently, retry", field="memory1_id")
