@@ -21,6 +21,7 @@ from automem.common.model import (
     Memory,
     content_hash,
     metadata_dict,
+    node_fields,
     parse_type,
     set_metadata,
     to_millis,
@@ -299,6 +300,30 @@ def build_memory(
             raise InvalidArgument(f"{p}t_invalid: must be after t_valid", field=f"{p}t_invalid")
         memory.valid_to.CopyFrom(ts(valid_to))
     return memory
+
+
+#: The node properties a store's input decides (automem/common/model.py builds them): a
+#: store repeats an earlier memory only when every one of them is equal.
+INPUT_PROPERTIES = ("content", "type", "tags", "importance", "confidence", "metadata", "state", "source",
+                    "event_time", "valid_from", "valid_to")
+
+
+def repeats(existing: Memory, item: ingest_service_pb2.MemoryInput, settings: Settings, source: str) -> bool:
+    """True when storing ``item`` (as ``source``) would store exactly ``existing`` again.
+
+    The dedupe rule (README "Rules worth knowing"): ``item`` is built as if it had been
+    stored at ``existing``'s create time (:func:`build_memory`, so defaulted times —
+    ``timestamp`` and ``t_valid`` = the store time — compare equal on a retry) and every
+    property of :data:`INPUT_PROPERTIES` must equal ``existing``'s: content exactly (not
+    only its hash), type, tags (same spellings, same order), importance, confidence,
+    metadata, review state, writer, event time and validity window. Anything else makes a
+    new memory. A type or confidence that enrichment's classifier changed since counts as
+    different. Raises InvalidArgument like :func:`build_memory` (the item is validated
+    before it is compared).
+    """
+    again = build_memory(item, scope=existing.scope, settings=settings,
+                         created=existing.create_time.ToDatetime(tzinfo=UTC), source=source)
+    return node_fields(again, INPUT_PROPERTIES) == node_fields(existing, INPUT_PROPERTIES)
 
 
 def apply_update(

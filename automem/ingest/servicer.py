@@ -45,7 +45,7 @@ from automem.common.model import (
 from automem.common.outbox import EventPublisher
 from automem.common.settings import Settings
 from automem.graph import ENRICHMENT_FIELDS, GraphStore
-from automem.ingest.logic import FIELD_LABELS, apply_update, build_memory
+from automem.ingest.logic import FIELD_LABELS, apply_update, build_memory, repeats
 from automem.v1 import events_pb2, ingest_service_pb2, ingest_service_pb2_grpc, memory_pb2
 
 log = logging.getLogger(__name__)
@@ -98,14 +98,25 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         when the key was already claimed."""
         return await self.graph.idempotency.create_claimed(scope, key, memories)
 
-    async def _duplicate_of(self, memory: Memory, explicit_time: bool = True) -> Memory | None:
-        """An existing current memory with the same content hash, tags and event time in the
-        scope, created within ``dedup_window_seconds``. Without an explicit ``timestamp`` the
-        event time is the store time, which differs on every retry: then a memory that also
-        had no explicit timestamp (event time = create time) matches."""
+    async def _repeats_of(self, memories: list[Memory], items: list[Any], source: str) -> list[Memory | None]:
+        """For each new memory (built from ``items[i]``), the memory it repeats, or None.
+
+        The dedupe rule, the same for single, batch and MCP stores: a store repeats a memory
+        of its scope with its content hash, ACTIVE or PENDING_REVIEW, created within
+        ``dedup_window_seconds`` — or an earlier item of the same batch — only when every
+        property the input decides is equal (automem/ingest/logic.py ``repeats``). All None
+        when ``dedup_enabled`` is off. One graph round trip for the batch."""
         if not self.settings.dedup_enabled:
-            return None
-        return await self.graph.memories.duplicate_of(memory, self.settings.dedup_window_seconds, explicit_time)
+            return [None] * len(memories)
+        earlier = await self.graph.memories.recent_with_hash(memories, self.settings.dedup_window_seconds)
+        out: list[Memory | None] = []
+        for memory, item in zip(memories, items, strict=True):
+            pool = [m for m in earlier if m.scope == memory.scope and m.content_hash == memory.content_hash]
+            found = next((m for m in pool if repeats(m, item, self.settings, source)), None)
+            out.append(found)
+            if found is None:
+                earlier.append(memory)
+        return out
 
     async def _load(self, memory_id: str, scope: str) -> Memory:
         memory = await self.graph.memories.get(memory_id, scope)
@@ -137,7 +148,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         memory = build_memory(request.memory, scope=scope, settings=self.settings, created=now(),
                               source=principal.name)
         await self._check_tombstone(memory)
-        duplicate = await self._duplicate_of(memory, explicit_time=request.memory.HasField("event_time"))
+        [duplicate] = await self._repeats_of([memory], [request.memory], principal.name)
         if duplicate is not None:
             await self._remember_key(scope, request.idempotency_key, [duplicate.id])
             return ingest_service_pb2.CreateMemoryResponse(memory=duplicate, deduplicated=True)
@@ -162,7 +173,8 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
     async def BatchCreateMemories(self, request, context):
         """Store up to ``batch_max`` (500) memories in one atomic query; all or nothing. One
         tombstone check for the batch, and the MEMORY_CREATED events published pipelined (one
-        round trip; any that fail go to the outbox).
+        round trip; any that fail go to the outbox). An item that repeats a memory (the dedupe
+        rule of :meth:`_repeats_of`) is answered with that memory, ``deduplicated[i]`` set.
 
         Raises INVALID_ARGUMENT naming ``memories[i].<field>`` of the first bad item.
         """
@@ -176,8 +188,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
                                   field="memories")
         existing = await self._idempotent(scope, request.idempotency_key)
         if existing:
-            found = await self.graph.memories.hydrate(existing, scope)
-            return ingest_service_pb2.BatchCreateMemoriesResponse(memories=[found[i] for i in existing if i in found])
+            return await self._batch_replay(scope, existing)
         created = now()
         for item in request.memories if review_required(principal) else ():
             item.require_review = True
@@ -191,19 +202,28 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
             for i, item in enumerate(request.memories)
         ]
         await self._check_tombstones(memories, [f"memories[{i}].content" for i in range(len(memories))])
+        repeated = await self._repeats_of(memories, list(request.memories), principal.name)
+        answer = [earlier or memory for memory, earlier in zip(memories, repeated, strict=True)]
+        new = [(memory, item) for memory, item, earlier in zip(memories, request.memories, repeated, strict=True)
+               if earlier is None]
         if request.idempotency_key:
-            if not await self._create_claimed(scope, request.idempotency_key, memories):
-                existing = await self._idempotent(scope, request.idempotency_key) or []
-                found = await self.graph.memories.hydrate(existing, scope)
-                return ingest_service_pb2.BatchCreateMemoriesResponse(
-                    memories=[found[i] for i in existing if i in found])
-        else:
-            await self.graph.memories.create_many(memories)
+            if not await self.graph.idempotency.create_claimed(scope, request.idempotency_key, [m for m, _ in new],
+                                                               ids=[m.id for m in answer]):
+                return await self._batch_replay(scope, await self._idempotent(scope, request.idempotency_key) or [])
+        elif new:
+            await self.graph.memories.create_many([m for m, _ in new])
         await self.publisher.publish_many([
             make_event(events_pb2.EVENT_TYPE_MEMORY_CREATED, before=None, after=memory, content_changed=True,
                        embedding=item.embedding)
-            for memory, item in zip(memories, request.memories, strict=True)])
-        return ingest_service_pb2.BatchCreateMemoriesResponse(memories=memories)
+            for memory, item in new])
+        return ingest_service_pb2.BatchCreateMemoriesResponse(
+            memories=answer, deduplicated=[earlier is not None for earlier in repeated])
+
+    async def _batch_replay(self, scope: str, ids: list[str]) -> ingest_service_pb2.BatchCreateMemoriesResponse:
+        """The answer to a batch retried with a claimed idempotency key: the memories claimed."""
+        found = await self.graph.memories.hydrate(ids, scope)
+        memories = [found[i] for i in ids if i in found]
+        return ingest_service_pb2.BatchCreateMemoriesResponse(memories=memories, deduplicated=[True] * len(memories))
 
     async def UpdateMemory(self, request, context):
         """Apply the fields in ``update_mask``; metadata merges, ``add_tags`` merge.
