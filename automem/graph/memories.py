@@ -238,16 +238,20 @@ class Memories(Repository):
         )
         return int(rows[0][0]) if rows else 0
 
-    async def recent_with_hash(self, memories: Sequence[Memory], window_seconds: float) -> list[Memory]:
+    async def recent_with_hash(self, memories: Sequence[Memory], window_seconds: float,
+                               same: Sequence[str] = ()) -> list[Memory]:
         """The ACTIVE and PENDING_REVIEW memories sharing a scope and content hash with any of
-        ``memories`` and created at most ``window_seconds`` (epoch seconds) before it, oldest
-        first: the memories a store of ``memories`` may repeat (the dedupe rule is
-        automem/ingest/logic.py ``repeats``). One round trip on the content_hash index."""
-        items = [{"h": m.content_hash, "scope": m.scope, "since": (epoch(m, "create_time") or 0.0) - window_seconds}
-                 for m in memories]
+        ``memories``, created at most ``window_seconds`` (epoch seconds) before it and equal
+        to it in the node properties ``same`` (names of automem/common/model.py's node
+        builder; KeyError for others), oldest first: the memories a store of ``memories``
+        may repeat (the dedupe rule itself is automem/ingest/logic.py ``repeats``). One round
+        trip on the content_hash index."""
+        items = [{"h": m.content_hash, "scope": m.scope, "since": (epoch(m, "create_time") or 0.0) - window_seconds,
+                  "p": node_fields(m, same)} for m in memories]
+        equal = "".join(f" AND m.{name} = it.p.{name}" for name in same)
         rows = await self.store.ro_query(
             "UNWIND $items AS it MATCH (m:Memory {content_hash: it.h}) WHERE m.scope = it.scope "
-            "AND m.state IN ['ACTIVE', 'PENDING_REVIEW'] AND m.create_time >= it.since "
+            f"AND m.state IN ['ACTIVE', 'PENDING_REVIEW'] AND m.create_time >= it.since{equal} "
             "RETURN DISTINCT properties(m) AS p, m.create_time AS t ORDER BY t",
             {"items": items},
         )

@@ -45,7 +45,7 @@ from automem.common.model import (
 from automem.common.outbox import EventPublisher
 from automem.common.settings import Settings
 from automem.graph import ENRICHMENT_FIELDS, GraphStore
-from automem.ingest.logic import FIELD_LABELS, apply_update, build_memory, repeats
+from automem.ingest.logic import FIELD_LABELS, TIMELESS_INPUT_PROPERTIES, apply_update, build_memory, repeats
 from automem.v1 import events_pb2, ingest_service_pb2, ingest_service_pb2_grpc, memory_pb2
 
 log = logging.getLogger(__name__)
@@ -108,7 +108,8 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         when ``dedup_enabled`` is off. One graph round trip for the batch."""
         if not self.settings.dedup_enabled:
             return [None] * len(memories)
-        earlier = await self.graph.memories.recent_with_hash(memories, self.settings.dedup_window_seconds)
+        earlier = await self.graph.memories.recent_with_hash(memories, self.settings.dedup_window_seconds,
+                                                             TIMELESS_INPUT_PROPERTIES)
         out: list[Memory | None] = []
         for memory, item in zip(memories, items, strict=True):
             pool = [m for m in earlier if m.scope == memory.scope and m.content_hash == memory.content_hash]
