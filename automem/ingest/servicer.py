@@ -300,8 +300,9 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
     async def CreateRelation(self, request, context):
         """MERGE a typed edge; only AutoMem's 11 authorable types; self-links refused
         (INVALID_ARGUMENT); an end that is missing, of another scope, DELETED or REJECTED
-        (``GONE_STATES``) is NOT_FOUND naming memory1_id / memory2_id, and no edge is written. An INVALIDATED_BY or EVOLVED_INTO edge
-        marks the source SUPERSEDED (mcp-automem's four-call supersede)."""
+        (``GONE_STATES``) is NOT_FOUND naming memory1_id / memory2_id, and no edge is
+        written. An INVALIDATED_BY or EVOLVED_INTO edge marks the source SUPERSEDED
+        (mcp-automem's four-call supersede)."""
         require_role("writer")
         scope = resolve_scope(request.scope)
         rel = Relation()
