@@ -2,6 +2,7 @@
 
 * :data:`TRANSITIONS` / :func:`check_transition` — which trust-state moves are allowed
   (ingest's deletes and supersedes, the review queue's decisions, consolidation).
+* :data:`GONE_STATES` — the states no relation may be written to or from.
 * :data:`SUPERSEDING_RELATIONS` — the relation types that make their source SUPERSEDED
   (the state pass in automem/common/state.py follows exactly these edges).
 * :func:`close_for_supersede` — the superseded copy of a memory (state, window, version).
@@ -34,6 +35,14 @@ TRANSITIONS: dict[int, set[int]] = {
     memory_pb2.MEMORY_STATE_REJECTED: {memory_pb2.MEMORY_STATE_DELETED},
     memory_pb2.MEMORY_STATE_DELETED: set(),
 }
+
+#: States of a memory that is gone for its callers: every read withholds it
+#: (automem/common/state.py) and no relation may be written to or from it, so an association
+#: with it is NOT_FOUND like one with a memory of another scope (automem/ingest/servicer.py
+#: CreateRelation; automem/graph/relations.py checks it again inside the write).
+GONE_STATES = (memory_pb2.MEMORY_STATE_DELETED, memory_pb2.MEMORY_STATE_REJECTED)
+#: :data:`GONE_STATES` by the names the graph stores.
+GONE_STATE_NAMES = tuple(state_name(s) for s in GONE_STATES)
 
 #: Relation types whose source is SUPERSEDED by their target (AutoMem's supersede relations).
 SUPERSEDING_RELATIONS = ("INVALIDATED_BY", "EVOLVED_INTO")

@@ -187,7 +187,12 @@ def _ints(value: Any) -> Any:
 
 
 def metadata_dict(memory: Memory) -> dict[str, Any]:
-    """The metadata Struct as a plain dict (integral numbers as ints)."""
+    """The metadata Struct as a plain dict, integral numbers as ints.
+
+    Exact for every integer the ingest service accepts: it refuses integers outside
+    ±(2^53−1) (automem/ingest/logic.py ``check_metadata_values``), the range a Struct's
+    double holds exactly. A float with no fraction comes back as an int (``5.0`` → ``5``).
+    """
     return _ints(json_format.MessageToDict(memory.metadata)) if memory.HasField("metadata") else {}
 
 

@@ -119,6 +119,9 @@ def create_app(settings: Settings, client: AutomemClient) -> FastAPI:
         version="0.1.0",
         description="Long-term memory for AI agents. AutoMem-compatible REST routes plus /v1.",
         responses=ERROR_RESPONSES,
+        # No 307 from /memory/<id>/ to /memory/<id>: a path no route matches (an id holding
+        # "/", a trailing slash) is a 404 with the JSON error body, like any unknown path.
+        redirect_slashes=False,
     )
     app.state.settings = settings
     app.state.client = client

@@ -230,7 +230,7 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
                 response = await usecases.create_memories(caller(ctx), bodies)
             stored = [presenters.memory_json(m) for m in response.memories]
             body = {"stored": len(stored), "memory_ids": [m["memory_id"] for m in stored], "memories": stored,
-                    "message": f"Stored {len(stored)} memories"}
+                    "deduplicated": list(response.deduplicated), "message": f"Stored {len(stored)} memories"}
             return _result(_render(f"Stored {len(stored)} memories.", body, stored, "text"), body)
         if content is None:
             raise ToolError("content: required (or memories for batch mode)")

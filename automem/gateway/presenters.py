@@ -136,9 +136,11 @@ def superseded_json(response: ingest_service_pb2.SupersedeMemoryResponse, starte
 
 
 def batch_stored_json(response: ingest_service_pb2.BatchCreateMemoriesResponse, started: float) -> dict[str, Any]:
-    """``POST /memory/batch`` answer."""
+    """``POST /memory/batch`` answer; ``deduplicated[i]`` is true where item i repeated an
+    existing memory (its id is in ``memory_ids``, nothing new was stored for it)."""
     return {"status": "success", "stored": len(response.memories), "memory_ids": [m.id for m in response.memories],
-            "qdrant": "queued", "enrichment": "queued", "query_time_ms": elapsed_ms(started)}
+            "deduplicated": list(response.deduplicated), "qdrant": "queued", "enrichment": "queued",
+            "query_time_ms": elapsed_ms(started)}
 
 
 def associated_json(outcome: Any) -> tuple[int, dict[str, Any]]:

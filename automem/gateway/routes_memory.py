@@ -15,9 +15,15 @@ from fastapi.responses import JSONResponse
 from automem.common.model import iso
 from automem.gateway import presenters, usecases
 from automem.gateway.deps import CallerDep
-from automem.gateway.schemas import AssociateRequest, BatchMemoryRequest, MemoryRequest, UpdateMemoryBody
+from automem.gateway.schemas import (
+    AssociateRequest,
+    BatchMemoryRequest,
+    JsonBodyRoute,
+    MemoryRequest,
+    UpdateMemoryBody,
+)
 
-router = APIRouter()
+router = APIRouter(route_class=JsonBodyRoute)
 
 IdempotencyKey = Annotated[str, Header(alias="idempotency-key", include_in_schema=False)]
 

@@ -15,9 +15,9 @@ from fastapi.responses import JSONResponse
 from automem.common.client import AutomemClient
 from automem.gateway import presenters, usecases
 from automem.gateway.deps import CallerDep, auth_error, grpc_client
-from automem.gateway.schemas import ConsolidateBody, ReprocessBody
+from automem.gateway.schemas import ConsolidateBody, JsonBodyRoute, ReprocessBody
 
-router = APIRouter()
+router = APIRouter(route_class=JsonBodyRoute)
 
 
 @router.get("/health", tags=["ops"])

@@ -14,8 +14,9 @@ from fastapi import APIRouter, Query
 from automem.gateway import presenters, usecases
 from automem.gateway.deps import CallerDep
 from automem.gateway.errors import GatewayError
+from automem.gateway.schemas import JsonBodyRoute
 
-router = APIRouter()
+router = APIRouter(route_class=JsonBodyRoute)
 
 
 def _split(values: list[str]) -> list[str]:

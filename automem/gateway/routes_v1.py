@@ -18,9 +18,9 @@ from fastapi.responses import StreamingResponse
 from automem.common.model import iso
 from automem.gateway import presenters, usecases
 from automem.gateway.deps import CallerDep
-from automem.gateway.schemas import DecisionBody
+from automem.gateway.schemas import DecisionBody, JsonBodyRoute
 
-router = APIRouter()
+router = APIRouter(route_class=JsonBodyRoute)
 
 
 @router.get("/v1/review-items", tags=["v1"])

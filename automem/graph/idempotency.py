@@ -3,6 +3,7 @@ request created, per scope (automem/ingest/servicer.py)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 from automem.common.model import Memory, epoch, memory_to_node
@@ -32,17 +33,19 @@ class IdempotencyKeys(Repository):
             {"key": _key(scope, key), "ids": list(ids), "t": create_time},
         )
 
-    async def create_claimed(self, scope: str, key: str, memories: Sequence[Memory]) -> bool:
-        """Create ``memories`` and claim ``key`` for them in ONE query, so two concurrent
+    async def create_claimed(self, scope: str, key: str, memories: Sequence[Memory],
+                             ids: Sequence[str] | None = None) -> bool:
+        """Create ``memories`` and claim ``key`` for ``ids`` (default: their ids; a batch
+        whose items repeat earlier memories names those too) in ONE query, so two concurrent
         retries with the same key cannot both create. False (nothing written) when the key
         was already claimed for other ids. The claim's time is the first memory's
-        ``create_time``."""
-        ids = [m.id for m in memories]
+        ``create_time`` (now when ``memories`` is empty)."""
+        ids = [m.id for m in memories] if ids is None else list(ids)
         rows = await self.store.query(
             "MERGE (k:IdempotencyKey {key: $key}) ON CREATE SET k.memory_ids = $ids, k.create_time = $t "
             "WITH k WHERE k.memory_ids = $ids "
-            "UNWIND $rows AS row CREATE (m:Memory) SET m = row RETURN count(m)",
+            "FOREACH (row IN $rows | CREATE (m:Memory) SET m = row) RETURN count(k)",
             {"key": _key(scope, key), "ids": ids, "rows": [memory_to_node(m) for m in memories],
-             "t": epoch(memories[0], "create_time")},
+             "t": epoch(memories[0], "create_time") if memories else time.time()},
         )
         return bool(rows and rows[0][0])

@@ -238,21 +238,24 @@ class Memories(Repository):
         )
         return int(rows[0][0]) if rows else 0
 
-    async def duplicate_of(self, memory: Memory, window_seconds: float, explicit_time: bool) -> Memory | None:
-        """The oldest ACTIVE memory of ``memory``'s scope with its content hash and tags,
-        created at most ``window_seconds`` before it, and with its event time when
-        ``explicit_time`` (else one whose event time is its create time); or None."""
-        created = epoch(memory, "create_time") or 0.0
+    async def recent_with_hash(self, memories: Sequence[Memory], window_seconds: float,
+                               same: Sequence[str] = ()) -> list[Memory]:
+        """The ACTIVE and PENDING_REVIEW memories sharing a scope and content hash with any of
+        ``memories``, created at most ``window_seconds`` (epoch seconds) before it and equal
+        to it in the node properties ``same`` (names of automem/common/model.py's node
+        builder; KeyError for others), oldest first: the memories a store of ``memories``
+        may repeat (the dedupe rule itself is automem/ingest/logic.py ``repeats``). One round
+        trip on the content_hash index."""
+        items = [{"h": m.content_hash, "scope": m.scope, "since": (epoch(m, "create_time") or 0.0) - window_seconds,
+                  "p": node_fields(m, same)} for m in memories]
+        equal = "".join(f" AND m.{name} = it.p.{name}" for name in same)
         rows = await self.store.ro_query(
-            "MATCH (m:Memory {content_hash: $h}) WHERE m.scope = $scope AND m.state = 'ACTIVE' "
-            "AND m.create_time >= $since AND m.tags_lower = $tags "
-            "AND (($explicit AND m.event_time = $event) OR (NOT $explicit AND m.event_time = m.create_time)) "
-            "RETURN properties(m) ORDER BY m.create_time LIMIT 1",
-            {"h": memory.content_hash, "scope": memory.scope, "since": created - window_seconds,
-             "event": epoch(memory, "event_time"), "tags": sorted({t.lower() for t in memory.tags}),
-             "explicit": explicit_time},
+            "UNWIND $items AS it MATCH (m:Memory {content_hash: it.h}) WHERE m.scope = it.scope "
+            f"AND m.state IN ['ACTIVE', 'PENDING_REVIEW'] AND m.create_time >= it.since{equal} "
+            "RETURN DISTINCT properties(m) AS p, m.create_time AS t ORDER BY t",
+            {"items": items},
         )
-        return node_to_memory(rows[0][0]) if rows else None
+        return [node_to_memory(row[0]) for row in rows]
 
     async def pending_review(self, scope: str) -> list[Memory]:
         """The PENDING_REVIEW memories of ``scope``."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from automem.common.lifecycle import GONE_STATE_NAMES
 from automem.common.model import AUTHORABLE_RELATIONS, SYSTEM_RELATIONS, Relation, relation_type_name
 from automem.graph.repository import Repository
 
@@ -45,16 +46,17 @@ class Relations(Repository):
 
     async def create(self, relation: Relation) -> bool:
         """MERGE a typed edge between two memories of ``relation.scope``; sets strength,
-        create_time (first write only), reason and properties. False when either end is
-        missing in the scope."""
+        create_time (first write only), reason and properties. False (nothing written) when
+        either end is missing in the scope or gone (DELETED or REJECTED,
+        automem/common/lifecycle.py ``GONE_STATES``)."""
         label = relation_label(relation_type_name(relation.type))
         rows = await self.store.query(
             "MATCH (a:Memory {id: $a}), (b:Memory {id: $b}) "
-            "WHERE a.scope = $scope AND b.scope = $scope "
+            "WHERE a.scope = $scope AND b.scope = $scope AND NOT a.state IN $gone AND NOT b.state IN $gone "
             f"MERGE (a)-[r:{label}]->(b) "
             "ON CREATE SET r.create_time = $created "
             "SET r.strength = $strength, r.reason = $reason, r.scope = $scope RETURN r.create_time",
-            {"a": relation.source_id, "b": relation.target_id, "scope": relation.scope,
+            {"a": relation.source_id, "b": relation.target_id, "scope": relation.scope, "gone": list(GONE_STATE_NAMES),
              "created": _created(relation), "strength": float(relation.strength), "reason": relation.reason},
         )
         return bool(rows)
@@ -62,13 +64,13 @@ class Relations(Repository):
     async def create_superseding(self, relation: Relation, source_props: dict[str, Any],
                                  expected_version: int | None) -> bool:
         """Write an INVALIDATED_BY / EVOLVED_INTO edge and the source's new state in ONE query,
-        only while the target is ACTIVE and the source still has ``expected_version`` (no check
-        when None). Two concurrent opposite supersessions can't both land, so no cycle forms.
+        only while the target is ACTIVE, the source is not gone (DELETED or REJECTED) and still
+        has ``expected_version`` (no check when None). Two concurrent opposite supersessions can't both land, so no cycle forms.
         Returns False when the check fails or an end is missing."""
         label = relation_label(relation_type_name(relation.type))
         rows = await self.store.query(
             "MATCH (a:Memory {id: $a}), (b:Memory {id: $b}) "
-            "WHERE a.scope = $scope AND b.scope = $scope AND b.state = 'ACTIVE' "
+            "WHERE a.scope = $scope AND b.scope = $scope AND b.state = 'ACTIVE' AND NOT a.state IN $gone "
             "AND ($expected IS NULL OR a.version = $expected) "
             f"MERGE (a)-[r:{label}]->(b) "
             "ON CREATE SET r.create_time = $created "
@@ -76,7 +78,7 @@ class Relations(Repository):
             "SET a += $props RETURN r.create_time",
             {"a": relation.source_id, "b": relation.target_id, "scope": relation.scope, "created": _created(relation),
              "strength": float(relation.strength), "reason": relation.reason, "expected": expected_version,
-             "props": source_props},
+             "props": source_props, "gone": list(GONE_STATE_NAMES)},
         )
         return bool(rows)
 

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import json
 import math
+import unicodedata
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from google.protobuf import json_format
+from google.protobuf import struct_pb2
 
 from automem.common.classify import classify
 from automem.common.errors import InvalidArgument
@@ -20,6 +21,7 @@ from automem.common.model import (
     Memory,
     content_hash,
     metadata_dict,
+    node_fields,
     parse_type,
     set_metadata,
     to_millis,
@@ -49,11 +51,20 @@ def _unit_interval(value: float, field: str) -> float:
     return float(value)
 
 
+def is_blank(text: str) -> bool:
+    """True when ``text`` shows nothing: it is empty once whitespace (``str.isspace``) and
+    invisible format characters (Unicode category Cf: U+200B zero width space, U+2060 word
+    joiner, U+FEFF byte order mark, U+00AD soft hyphen, ...) are removed."""
+    return all(ch.isspace() or unicodedata.category(ch) == "Cf" for ch in text)
+
+
 def validate_content(content: str, settings: Settings, field: str = "content") -> str:
-    """The content as given, or InvalidArgument: empty/whitespace-only, a NUL byte, or longer
-    than ``settings.content_max_length`` characters (AutoMem's 2,000 by default)."""
-    if not content or not content.strip():
-        raise InvalidArgument(f"{field}: must not be empty", field=field)
+    """The content as given, or InvalidArgument: blank (:func:`is_blank`: nothing but
+    whitespace and invisible format characters), a NUL byte, or longer than
+    ``settings.content_max_length`` characters (AutoMem's 2,000 by default)."""
+    if is_blank(content):
+        raise InvalidArgument(f"{field}: must not be empty (nothing but whitespace or invisible characters)",
+                              field=field)
     if "\x00" in content:
         raise InvalidArgument(f"{field}: must not contain NUL (\\u0000) characters", field=field)
     if len(content) > settings.content_max_length:
@@ -65,7 +76,8 @@ def validate_content(content: str, settings: Settings, field: str = "content") -
 
 
 def validate_tags(tags: list[str], field: str = "tags") -> list[str]:
-    """Stripped, de-duplicated (first spelling kept) tags; InvalidArgument for too many/long."""
+    """Stripped, de-duplicated (first spelling kept) tags; InvalidArgument naming ``field`` for
+    too many or too long tags, commas, and control characters (U+0000–U+001F, U+007F)."""
     out: list[str] = []
     for tag in tags:
         tag = tag.strip()
@@ -73,8 +85,9 @@ def validate_tags(tags: list[str], field: str = "tags") -> list[str]:
             continue
         if len(tag) > MAX_TAG_LENGTH:
             raise InvalidArgument(f"{field}: a tag is longer than {MAX_TAG_LENGTH} characters", field=field)
-        if "\x00" in tag:
-            raise InvalidArgument(f"{field}: tags must not contain NUL characters", field=field)
+        if _has_control(tag):
+            raise InvalidArgument(f"{field}: tags must not contain NUL or other control characters "
+                                  "(U+0000–U+001F, U+007F)", field=field)
         if "," in tag:
             # AutoMem's tag queries split on commas, so such a tag could never be found.
             raise InvalidArgument(f"{field}: tags must not contain commas ({tag[:40]!r})", field=field)
@@ -86,13 +99,20 @@ def validate_tags(tags: list[str], field: str = "tags") -> list[str]:
 
 
 def parse_metadata(item: ingest_service_pb2.MemoryInput, field: str = "metadata") -> dict[str, Any] | None:
-    """The metadata object of the input; None when not given. InvalidArgument when it is
-    not a JSON object."""
+    """The metadata object of the input; None when not given.
+
+    Shape: a JSON object (``metadata_json`` text, else the ``metadata`` Struct) of at most
+    :data:`METADATA_MAX_BYTES` and :data:`METADATA_MAX_DEPTH` levels whose keys and values
+    pass :func:`check_metadata_values`. Raises InvalidArgument naming the field
+    (``metadata.<key>`` for a bad value or key) otherwise.
+    """
     if item.metadata_json:
         try:
-            value = json.loads(item.metadata_json)
+            value = json.loads(item.metadata_json, parse_constant=_NonFinite)
         except json.JSONDecodeError as exc:
             raise InvalidArgument(f"{field}: not valid JSON ({exc.msg})", field=field) from None
+        except ValueError as exc:  # an integer past sys.get_int_max_str_digits()
+            raise InvalidArgument(f"{field}: a number is too long ({exc})", field=field) from None
         if value is None:
             return {}
         if not isinstance(value, dict):
@@ -100,10 +120,13 @@ def parse_metadata(item: ingest_service_pb2.MemoryInput, field: str = "metadata"
         _check_metadata_size(item.metadata_json, field)
         if _depth(value) > METADATA_MAX_DEPTH:
             raise InvalidArgument(f"{field}: nested deeper than {METADATA_MAX_DEPTH} levels", field=field)
+        check_metadata_values(value, field)
         return value
     if item.HasField("metadata"):
         _check_metadata_size(item.metadata.SerializeToString(), field)
-        return json_format.MessageToDict(item.metadata)
+        value = _struct_to_python(item.metadata)
+        check_metadata_values(value, field)
+        return value
     if item.metadata_set:
         return {}
     return None
@@ -117,6 +140,67 @@ METADATA_MAX_BYTES = 64 * 1024
 #: Deepest nesting of objects/lists in metadata (protobuf Struct decoding stops near 100
 #: levels, and each JSON level is two Struct levels).
 METADATA_MAX_DEPTH = 20
+
+#: Largest integer metadata holds: 2**53 - 1. Metadata is a ``google.protobuf.Struct`` in
+#: the ``Memory`` message (protos/automem/v1/memory.proto), so gRPC clients of any language
+#: get a native map; Struct numbers are IEEE-754 doubles, exact for integers up to 2**53.
+#: I-JSON (RFC 7493 §2.2) names the same range, [-(2**53)+1, (2**53)-1], as the integers
+#: every JSON reader holds exactly. Larger ones are refused rather than rounded: send them
+#: as strings.
+METADATA_MAX_INT = 2**53 - 1
+
+
+class _NonFinite(str):
+    """``NaN`` / ``Infinity`` / ``-Infinity`` as Python's json reads them (its
+    ``parse_constant`` hook), kept apart from strings so they can be refused by path."""
+
+
+def _struct_to_python(value: Any) -> Any:
+    # Not json_format.MessageToDict: it raises a bare ValueError on a NaN number, which
+    # check_metadata_values reports by path instead.
+    if isinstance(value, struct_pb2.Struct):
+        return {key: _struct_to_python(value[key]) for key in value}
+    if isinstance(value, struct_pb2.ListValue):
+        return [_struct_to_python(sub) for sub in value]
+    return value
+
+
+def _has_control(text: str) -> bool:
+    return any(ch < "\x20" or ch == "\x7f" for ch in text)
+
+
+def check_metadata_values(value: Any, field: str = "metadata") -> None:
+    """Refuse what metadata could not give back exactly as it came.
+
+    Walks every key and value, nested ones included, and raises InvalidArgument naming the
+    path (``metadata.a.b``, ``metadata.list[3]``) of the first:
+
+    * integer outside ±:data:`METADATA_MAX_INT` (it would read back rounded, as a float);
+    * ``NaN``, ``Infinity`` or ``-Infinity`` (not JSON numbers, RFC 8259 §6);
+    * key holding NUL, another C0 control character (U+0000–U+001F) or DEL (U+007F) — keys
+      are names, like tags (:func:`validate_tags`).
+
+    Everything else reads back equal: strings, booleans, null, lists, objects, floats (as
+    doubles; the gateway refuses decimals a double cannot hold, automem/gateway/schemas.py)
+    and integers as integers. A number with no fraction reads back as an integer (``5.0`` →
+    ``5``, the same JSON number): the Struct keeps no difference between them.
+    """
+    if isinstance(value, dict):
+        for key, sub in value.items():
+            if _has_control(key):
+                raise InvalidArgument(f"{field}: key {key!r} contains a control character (U+0000–U+001F or "
+                                      "U+007F)", field=field)
+            check_metadata_values(sub, f"{field}.{key}")
+    elif isinstance(value, list):
+        for index, sub in enumerate(value):
+            check_metadata_values(sub, f"{field}[{index}]")
+    elif isinstance(value, _NonFinite) or (isinstance(value, float) and not math.isfinite(value)):
+        name = value if isinstance(value, str) else "NaN" if math.isnan(value) else f"{'-' if value < 0 else ''}Infinity"
+        raise InvalidArgument(f"{field}: {name} is not a JSON number; send a finite number (or null)", field=field)
+    elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > METADATA_MAX_INT:
+        raise InvalidArgument(
+            f"{field}: integer {value} is outside ±{METADATA_MAX_INT} (2^53-1), the integers metadata reads back "
+            "exactly; send it as a string", field=field)
 
 
 def _depth(value: Any, level: int = 0) -> int:
@@ -216,6 +300,34 @@ def build_memory(
             raise InvalidArgument(f"{p}t_invalid: must be after t_valid", field=f"{p}t_invalid")
         memory.valid_to.CopyFrom(ts(valid_to))
     return memory
+
+
+#: The node properties a store's input decides (automem/common/model.py builds them): a
+#: store repeats an earlier memory only when every one of them is equal.
+INPUT_PROPERTIES = ("content", "type", "tags", "importance", "confidence", "metadata", "state", "source",
+                    "event_time", "valid_from", "valid_to")
+#: Those of :data:`INPUT_PROPERTIES` that do not depend on the store time (nor on the
+#: classifier): the graph pre-selects candidates by them, so a flood of stores with the same
+#: content and other fields costs one comparison per store, not one per earlier store.
+TIMELESS_INPUT_PROPERTIES = ("content", "tags", "importance", "metadata", "state", "source")
+
+
+def repeats(existing: Memory, item: ingest_service_pb2.MemoryInput, settings: Settings, source: str) -> bool:
+    """True when storing ``item`` (as ``source``) would store exactly ``existing`` again.
+
+    The dedupe rule (README "Rules worth knowing"): ``item`` is built as if it had been
+    stored at ``existing``'s create time (:func:`build_memory`, so defaulted times —
+    ``timestamp`` and ``t_valid`` = the store time — compare equal on a retry) and every
+    property of :data:`INPUT_PROPERTIES` must equal ``existing``'s: content exactly (not
+    only its hash), type, tags (same spellings, same order), importance, confidence,
+    metadata, review state, writer, event time and validity window. Anything else makes a
+    new memory. A type or confidence that enrichment's classifier changed since counts as
+    different. Raises InvalidArgument like :func:`build_memory` (the item is validated
+    before it is compared).
+    """
+    again = build_memory(item, scope=existing.scope, settings=settings,
+                         created=existing.create_time.ToDatetime(tzinfo=UTC), source=source)
+    return node_fields(again, INPUT_PROPERTIES) == node_fields(existing, INPUT_PROPERTIES)
 
 
 def apply_update(

@@ -23,6 +23,7 @@ from automem.common.errors import (
     PermissionDenied,
 )
 from automem.common.lifecycle import (
+    GONE_STATES,
     SUPERSEDING_RELATIONS,
     check_transition,
     close_for_supersede,
@@ -45,7 +46,7 @@ from automem.common.outbox import EventPublisher
 from automem.common.settings import Settings
 from automem.common.timeouts import long_running
 from automem.graph import ENRICHMENT_FIELDS, GraphStore
-from automem.ingest.logic import FIELD_LABELS, apply_update, build_memory
+from automem.ingest.logic import FIELD_LABELS, TIMELESS_INPUT_PROPERTIES, apply_update, build_memory, repeats
 from automem.v1 import events_pb2, ingest_service_pb2, ingest_service_pb2_grpc, memory_pb2
 
 log = logging.getLogger(__name__)
@@ -98,14 +99,26 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         when the key was already claimed."""
         return await self.graph.idempotency.create_claimed(scope, key, memories)
 
-    async def _duplicate_of(self, memory: Memory, explicit_time: bool = True) -> Memory | None:
-        """An existing current memory with the same content hash, tags and event time in the
-        scope, created within ``dedup_window_seconds``. Without an explicit ``timestamp`` the
-        event time is the store time, which differs on every retry: then a memory that also
-        had no explicit timestamp (event time = create time) matches."""
+    async def _repeats_of(self, memories: list[Memory], items: list[Any], source: str) -> list[Memory | None]:
+        """For each new memory (built from ``items[i]``), the memory it repeats, or None.
+
+        The dedupe rule, the same for single, batch and MCP stores: a store repeats a memory
+        of its scope with its content hash, ACTIVE or PENDING_REVIEW, created within
+        ``dedup_window_seconds`` — or an earlier item of the same batch — only when every
+        property the input decides is equal (automem/ingest/logic.py ``repeats``). All None
+        when ``dedup_enabled`` is off. One graph round trip for the batch."""
         if not self.settings.dedup_enabled:
-            return None
-        return await self.graph.memories.duplicate_of(memory, self.settings.dedup_window_seconds, explicit_time)
+            return [None] * len(memories)
+        earlier = await self.graph.memories.recent_with_hash(memories, self.settings.dedup_window_seconds,
+                                                             TIMELESS_INPUT_PROPERTIES)
+        out: list[Memory | None] = []
+        for memory, item in zip(memories, items, strict=True):
+            pool = [m for m in earlier if m.scope == memory.scope and m.content_hash == memory.content_hash]
+            found = next((m for m in pool if repeats(m, item, self.settings, source)), None)
+            out.append(found)
+            if found is None:
+                earlier.append(memory)
+        return out
 
     async def _load(self, memory_id: str, scope: str) -> Memory:
         memory = await self.graph.memories.get(memory_id, scope)
@@ -137,7 +150,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         memory = build_memory(request.memory, scope=scope, settings=self.settings, created=now(),
                               source=principal.name)
         await self._check_tombstone(memory)
-        duplicate = await self._duplicate_of(memory, explicit_time=request.memory.HasField("event_time"))
+        [duplicate] = await self._repeats_of([memory], [request.memory], principal.name)
         if duplicate is not None:
             await self._remember_key(scope, request.idempotency_key, [duplicate.id])
             return ingest_service_pb2.CreateMemoryResponse(memory=duplicate, deduplicated=True)
@@ -162,7 +175,8 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
     async def BatchCreateMemories(self, request, context):
         """Store up to ``batch_max`` (500) memories in one atomic query; all or nothing. One
         tombstone check for the batch, and the MEMORY_CREATED events published pipelined (one
-        round trip; any that fail go to the outbox).
+        round trip; any that fail go to the outbox). An item that repeats a memory (the dedupe
+        rule of :meth:`_repeats_of`) is answered with that memory, ``deduplicated[i]`` set.
 
         Raises INVALID_ARGUMENT naming ``memories[i].<field>`` of the first bad item.
         """
@@ -176,8 +190,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
                                   field="memories")
         existing = await self._idempotent(scope, request.idempotency_key)
         if existing:
-            found = await self.graph.memories.hydrate(existing, scope)
-            return ingest_service_pb2.BatchCreateMemoriesResponse(memories=[found[i] for i in existing if i in found])
+            return await self._batch_replay(scope, existing)
         created = now()
         for item in request.memories if review_required(principal) else ():
             item.require_review = True
@@ -191,19 +204,28 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
             for i, item in enumerate(request.memories)
         ]
         await self._check_tombstones(memories, [f"memories[{i}].content" for i in range(len(memories))])
+        repeated = await self._repeats_of(memories, list(request.memories), principal.name)
+        answer = [earlier or memory for memory, earlier in zip(memories, repeated, strict=True)]
+        new = [(memory, item) for memory, item, earlier in zip(memories, request.memories, repeated, strict=True)
+               if earlier is None]
         if request.idempotency_key:
-            if not await self._create_claimed(scope, request.idempotency_key, memories):
-                existing = await self._idempotent(scope, request.idempotency_key) or []
-                found = await self.graph.memories.hydrate(existing, scope)
-                return ingest_service_pb2.BatchCreateMemoriesResponse(
-                    memories=[found[i] for i in existing if i in found])
-        else:
-            await self.graph.memories.create_many(memories)
+            if not await self.graph.idempotency.create_claimed(scope, request.idempotency_key, [m for m, _ in new],
+                                                               ids=[m.id for m in answer]):
+                return await self._batch_replay(scope, await self._idempotent(scope, request.idempotency_key) or [])
+        elif new:
+            await self.graph.memories.create_many([m for m, _ in new])
         await self.publisher.publish_many([
             make_event(events_pb2.EVENT_TYPE_MEMORY_CREATED, before=None, after=memory, content_changed=True,
                        embedding=item.embedding)
-            for memory, item in zip(memories, request.memories, strict=True)])
-        return ingest_service_pb2.BatchCreateMemoriesResponse(memories=memories)
+            for memory, item in new])
+        return ingest_service_pb2.BatchCreateMemoriesResponse(
+            memories=answer, deduplicated=[earlier is not None for earlier in repeated])
+
+    async def _batch_replay(self, scope: str, ids: list[str]) -> ingest_service_pb2.BatchCreateMemoriesResponse:
+        """The answer to a batch retried with a claimed idempotency key: the memories claimed."""
+        found = await self.graph.memories.hydrate(ids, scope)
+        memories = [found[i] for i in ids if i in found]
+        return ingest_service_pb2.BatchCreateMemoriesResponse(memories=memories, deduplicated=[True] * len(memories))
 
     async def UpdateMemory(self, request, context):
         """Apply the fields in ``update_mask``; metadata merges, ``add_tags`` merge.
@@ -277,9 +299,11 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         return updated
 
     async def CreateRelation(self, request, context):
-        """MERGE a typed edge; only AutoMem's 11 authorable types; self-links and cross-scope
-        links refused (INVALID_ARGUMENT / NOT_FOUND). An INVALIDATED_BY or EVOLVED_INTO edge
-        marks the source SUPERSEDED (mcp-automem's four-call supersede)."""
+        """MERGE a typed edge; only AutoMem's 11 authorable types; self-links refused
+        (INVALID_ARGUMENT); an end that is missing, of another scope, DELETED or REJECTED
+        (``GONE_STATES``) is NOT_FOUND naming memory1_id / memory2_id, and no edge is
+        written. An INVALIDATED_BY or EVOLVED_INTO edge marks the source SUPERSEDED
+        (mcp-automem's four-call supersede)."""
         require_role("writer")
         scope = resolve_scope(request.scope)
         rel = Relation()
@@ -296,11 +320,12 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
             raise InvalidArgument("strength: must be between 0 and 1", field="strength")
         rel.scope = scope
         rel.create_time.CopyFrom(ts(now()))
-        source = await self.graph.memories.get(rel.source_id, scope)
-        target = await self.graph.memories.get(rel.target_id, scope)
-        if source is None:
+        found = await self.graph.memories.hydrate([rel.source_id, rel.target_id], scope)
+        source, target = found.get(rel.source_id), found.get(rel.target_id)
+        # Another scope's, deleted and rejected memories are all "not found" to the caller.
+        if source is None or source.state in GONE_STATES:
             raise NotFound(f"memory {rel.source_id} not found", field="memory1_id")
-        if target is None:
+        if target is None or target.state in GONE_STATES:
             raise NotFound(f"memory {rel.target_id} not found", field="memory2_id")
         if relation_type_name(rel.type) in SUPERSEDING_RELATIONS and target.state != memory_pb2.MEMORY_STATE_ACTIVE:
             # A supersession must point at a current memory; this also refuses cycles.
@@ -328,8 +353,13 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
                 updated.prior_valid_to.CopyFrom(source.valid_to)
         props = _without_enrichment(memory_to_node(updated)) if updated is not None else {}
         if not await self.graph.relations.create_superseding(rel, props, source.version if updated else None):
+            now_source = await self.graph.memories.get(rel.source_id, scope)
+            if now_source is None or now_source.state in GONE_STATES:
+                raise NotFound(f"memory {rel.source_id} not found", field="memory1_id")
             now_target = await self.graph.memories.get(rel.target_id, scope)
-            if now_target is None or now_target.state != memory_pb2.MEMORY_STATE_ACTIVE:
+            if now_target is None or now_target.state in GONE_STATES:
+                raise NotFound(f"memory {rel.target_id} not found", field="memory2_id")
+            if now_target.state != memory_pb2.MEMORY_STATE_ACTIVE:
                 raise FailedPrecondition(f"memory2_id: {rel.target_id} is no longer ACTIVE; a memory can only be "
                                          "superseded by an ACTIVE one", field="memory2_id")
             raise Aborted(f"memory {rel.source_id} changed concurrently, retry", field="memory1_id")

@@ -28,7 +28,7 @@ from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1f\x61utomem/v1/ingest_service.proto\x12\nautomem.v1\x1a\x17\x61utomem/v1/memory.proto\x1a google/protobuf/field_mask.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xad\x03\n\x0bMemoryInput\x12\x0f\n\x07\x63ontent\x18\x01 \x01(\t\x12\x0c\n\x04tags\x18\x02 \x03(\t\x12\x17\n\nimportance\x18\x03 \x01(\x01H\x00\x88\x01\x01\x12\x17\n\nconfidence\x18\x04 \x01(\x01H\x01\x88\x01\x01\x12)\n\x08metadata\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x0c\n\x04type\x18\x06 \x01(\t\x12.\n\nevent_time\x18\x0e \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nvalid_from\x18\x0f \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\x08valid_to\x18\x10 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x11\n\tembedding\x18\n \x03(\x02\x12\x16\n\x0erequire_review\x18\x0b \x01(\x08\x12\x15\n\rmetadata_json\x18\x0c \x01(\t\x12\x14\n\x0cmetadata_set\x18\r \x01(\x08\x42\r\n\x0b_importanceB\r\n\x0b_confidenceJ\x04\x08\x07\x10\x08J\x04\x08\x08\x10\tJ\x04\x08\t\x10\n\"f\n\x13\x43reateMemoryRequest\x12\'\n\x06memory\x18\x01 \x01(\x0b\x32\x17.automem.v1.MemoryInput\x12\r\n\x05scope\x18\x02 \x01(\t\x12\x17\n\x0fidempotency_key\x18\x03 \x01(\t\"P\n\x14\x43reateMemoryResponse\x12\"\n\x06memory\x18\x01 \x01(\x0b\x32\x12.automem.v1.Memory\x12\x14\n\x0c\x64\x65\x64uplicated\x18\x02 \x01(\x08\"o\n\x1a\x42\x61tchCreateMemoriesRequest\x12)\n\x08memories\x18\x01 \x03(\x0b\x32\x17.automem.v1.MemoryInput\x12\r\n\x05scope\x18\x02 \x01(\t\x12\x17\n\x0fidempotency_key\x18\x03 \x01(\t\"C\n\x1b\x42\x61tchCreateMemoriesResponse\x12$\n\x08memories\x18\x01 \x03(\x0b\x32\x12.automem.v1.Memory\"\xaa\x01\n\x13UpdateMemoryRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05scope\x18\x02 \x01(\t\x12\'\n\x06memory\x18\x03 \x01(\x0b\x32\x17.automem.v1.MemoryInput\x12/\n\x0bupdate_mask\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.FieldMask\x12\x0c\n\x04\x65tag\x18\x05 \x01(\x03\x12\x10\n\x08\x61\x64\x64_tags\x18\x06 \x03(\t\":\n\x14UpdateMemoryResponse\x12\"\n\x06memory\x18\x01 \x01(\x0b\x32\x12.automem.v1.Memory\"O\n\x13\x44\x65leteMemoryRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05scope\x18\x02 \x01(\t\x12\r\n\x05purge\x18\x03 \x01(\x08\x12\x0e\n\x06reason\x18\x04 \x01(\t\":\n\x14\x44\x65leteMemoryResponse\x12\"\n\x06memory\x18\x01 \x01(\x0b\x32\x12.automem.v1.Memory\"a\n\x15\x43reateRelationRequest\x12&\n\x08relation\x18\x01 \x01(\x0b\x32\x14.automem.v1.Relation\x12\r\n\x05scope\x18\x02 \x01(\t\x12\x11\n\ttype_name\x18\x03 \x01(\t\"@\n\x16\x43reateRelationResponse\x12&\n\x08relation\x18\x01 \x01(\x0b\x32\x14.automem.v1.Relation\"a\n\x1b\x42\x61tchCreateRelationsRequest\x12\x33\n\x08requests\x18\x01 \x03(\x0b\x32!.automem.v1.CreateRelationRequest\x12\r\n\x05scope\x18\x02 \x01(\t\"N\n\x0fRelationFailure\x12\r\n\x05index\x18\x01 \x01(\x05\x12\x0c\n\x04\x63ode\x18\x02 \x01(\x05\x12\x0f\n\x07message\x18\x03 \x01(\t\x12\r\n\x05\x66ield\x18\x04 \x01(\t\"\x87\x01\n\x1c\x42\x61tchCreateRelationsResponse\x12\'\n\trelations\x18\x01 \x03(\x0b\x32\x14.automem.v1.Relation\x12\x0f\n\x07indexes\x18\x02 \x03(\x05\x12-\n\x08\x66\x61ilures\x18\x03 \x03(\x0b\x32\x1b.automem.v1.RelationFailure\"\xbb\x01\n\x16SupersedeMemoryRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05scope\x18\x02 \x01(\t\x12,\n\x0breplacement\x18\x03 \x01(\x0b\x32\x17.automem.v1.MemoryInput\x12/\n\rrelation_type\x18\x04 \x01(\x0e\x32\x18.automem.v1.RelationType\x12\x0e\n\x06reason\x18\x05 \x01(\t\x12\x17\n\x0fidempotency_key\x18\x06 \x01(\t\"\x92\x01\n\x17SupersedeMemoryResponse\x12\'\n\x0breplacement\x18\x01 \x01(\x0b\x32\x12.automem.v1.Memory\x12&\n\nsuperseded\x18\x02 \x01(\x0b\x32\x12.automem.v1.Memory\x12&\n\x08relation\x18\x03 \x01(\x0b\x32\x14.automem.v1.Relation\"J\n\x1a\x44\x65leteMemoriesByTagRequest\x12\x0c\n\x04tags\x18\x01 \x03(\t\x12\r\n\x05scope\x18\x02 \x01(\t\x12\x0f\n\x07\x64ry_run\x18\x03 \x01(\x08\"H\n\x1b\x44\x65leteMemoriesByTagResponse\x12\x12\n\nmemory_ids\x18\x01 \x03(\t\x12\x15\n\rdeleted_count\x18\x02 \x01(\x05\"*\n\x13\x45xportBackupRequest\x12\x13\n\x0bskip_events\x18\x01 \x01(\x08\")\n\x14\x45xportBackupResponse\x12\x11\n\tjson_line\x18\x01 \x01(\t2\xcd\x06\n\rIngestService\x12Q\n\x0c\x43reateMemory\x12\x1f.automem.v1.CreateMemoryRequest\x1a .automem.v1.CreateMemoryResponse\x12\x66\n\x13\x42\x61tchCreateMemories\x12&.automem.v1.BatchCreateMemoriesRequest\x1a\'.automem.v1.BatchCreateMemoriesResponse\x12Q\n\x0cUpdateMemory\x12\x1f.automem.v1.UpdateMemoryRequest\x1a .automem.v1.UpdateMemoryResponse\x12Q\n\x0c\x44\x65leteMemory\x12\x1f.automem.v1.DeleteMemoryRequest\x1a .automem.v1.DeleteMemoryResponse\x12W\n\x0e\x43reateRelation\x12!.automem.v1.CreateRelationRequest\x1a\".automem.v1.CreateRelationResponse\x12i\n\x14\x42\x61tchCreateRelations\x12\'.automem.v1.BatchCreateRelationsRequest\x1a(.automem.v1.BatchCreateRelationsResponse\x12Z\n\x0fSupersedeMemory\x12\".automem.v1.SupersedeMemoryRequest\x1a#.automem.v1.SupersedeMemoryResponse\x12\x66\n\x13\x44\x65leteMemoriesByTag\x12&.automem.v1.DeleteMemoriesByTagRequest\x1a\'.automem.v1.DeleteMemoriesByTagResponse\x12S\n\x0c\x45xportBackup\x12\x1f.automem.v1.ExportBackupRequest\x1a .automem.v1.ExportBackupResponse0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1f\x61utomem/v1/ingest_service.proto\x12\nautomem.v1\x1a\x17\x61utomem/v1/memory.proto\x1a google/protobuf/field_mask.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xad\x03\n\x0bMemoryInput\x12\x0f\n\x07\x63ontent\x18\x01 \x01(\t\x12\x0c\n\x04tags\x18\x02 \x03(\t\x12\x17\n\nimportance\x18\x03 \x01(\x01H\x00\x88\x01\x01\x12\x17\n\nconfidence\x18\x04 \x01(\x01H\x01\x88\x01\x01\x12)\n\x08metadata\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x0c\n\x04type\x18\x06 \x01(\t\x12.\n\nevent_time\x18\x0e \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nvalid_from\x18\x0f \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\x08valid_to\x18\x10 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x11\n\tembedding\x18\n \x03(\x02\x12\x16\n\x0erequire_review\x18\x0b \x01(\x08\x12\x15\n\rmetadata_json\x18\x0c \x01(\t\x12\x14\n\x0cmetadata_set\x18\r \x01(\x08\x42\r\n\x0b_importanceB\r\n\x0b_confidenceJ\x04\x08\x07\x10\x08J\x04\x08\x08\x10\tJ\x04\x08\t\x10\n\"f\n\x13\x43reateMemoryRequest\x12\'\n\x06memory\x18\x01 \x01(\x0b\x32\x17.automem.v1.MemoryInput\x12\r\n\x05scope\x18\x02 \x01(\t\x12\x17\n\x0fidempotency_key\x18\x03 \x01(\t\"P\n\x14\x43reateMemoryResponse\x12\"\n\x06memory\x18\x01 \x01(\x0b\x32\x12.automem.v1.Memory\x12\x14\n\x0c\x64\x65\x64uplicated\x18\x02 \x01(\x08\"o\n\x1a\x42\x61tchCreateMemoriesRequest\x12)\n\x08memories\x18\x01 \x03(\x0b\x32\x17.automem.v1.MemoryInput\x12\r\n\x05scope\x18\x02 \x01(\t\x12\x17\n\x0fidempotency_key\x18\x03 \x01(\t\"Y\n\x1b\x42\x61tchCreateMemoriesResponse\x12$\n\x08memories\x18\x01 \x03(\x0b\x32\x12.automem.v1.Memory\x12\x14\n\x0c\x64\x65\x64uplicated\x18\x02 \x03(\x08\"\xaa\x01\n\x13UpdateMemoryRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05scope\x18\x02 \x01(\t\x12\'\n\x06memory\x18\x03 \x01(\x0b\x32\x17.automem.v1.MemoryInput\x12/\n\x0bupdate_mask\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.FieldMask\x12\x0c\n\x04\x65tag\x18\x05 \x01(\x03\x12\x10\n\x08\x61\x64\x64_tags\x18\x06 \x03(\t\":\n\x14UpdateMemoryResponse\x12\"\n\x06memory\x18\x01 \x01(\x0b\x32\x12.automem.v1.Memory\"O\n\x13\x44\x65leteMemoryRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05scope\x18\x02 \x01(\t\x12\r\n\x05purge\x18\x03 \x01(\x08\x12\x0e\n\x06reason\x18\x04 \x01(\t\":\n\x14\x44\x65leteMemoryResponse\x12\"\n\x06memory\x18\x01 \x01(\x0b\x32\x12.automem.v1.Memory\"a\n\x15\x43reateRelationRequest\x12&\n\x08relation\x18\x01 \x01(\x0b\x32\x14.automem.v1.Relation\x12\r\n\x05scope\x18\x02 \x01(\t\x12\x11\n\ttype_name\x18\x03 \x01(\t\"@\n\x16\x43reateRelationResponse\x12&\n\x08relation\x18\x01 \x01(\x0b\x32\x14.automem.v1.Relation\"a\n\x1b\x42\x61tchCreateRelationsRequest\x12\x33\n\x08requests\x18\x01 \x03(\x0b\x32!.automem.v1.CreateRelationRequest\x12\r\n\x05scope\x18\x02 \x01(\t\"N\n\x0fRelationFailure\x12\r\n\x05index\x18\x01 \x01(\x05\x12\x0c\n\x04\x63ode\x18\x02 \x01(\x05\x12\x0f\n\x07message\x18\x03 \x01(\t\x12\r\n\x05\x66ield\x18\x04 \x01(\t\"\x87\x01\n\x1c\x42\x61tchCreateRelationsResponse\x12\'\n\trelations\x18\x01 \x03(\x0b\x32\x14.automem.v1.Relation\x12\x0f\n\x07indexes\x18\x02 \x03(\x05\x12-\n\x08\x66\x61ilures\x18\x03 \x03(\x0b\x32\x1b.automem.v1.RelationFailure\"\xbb\x01\n\x16SupersedeMemoryRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05scope\x18\x02 \x01(\t\x12,\n\x0breplacement\x18\x03 \x01(\x0b\x32\x17.automem.v1.MemoryInput\x12/\n\rrelation_type\x18\x04 \x01(\x0e\x32\x18.automem.v1.RelationType\x12\x0e\n\x06reason\x18\x05 \x01(\t\x12\x17\n\x0fidempotency_key\x18\x06 \x01(\t\"\x92\x01\n\x17SupersedeMemoryResponse\x12\'\n\x0breplacement\x18\x01 \x01(\x0b\x32\x12.automem.v1.Memory\x12&\n\nsuperseded\x18\x02 \x01(\x0b\x32\x12.automem.v1.Memory\x12&\n\x08relation\x18\x03 \x01(\x0b\x32\x14.automem.v1.Relation\"J\n\x1a\x44\x65leteMemoriesByTagRequest\x12\x0c\n\x04tags\x18\x01 \x03(\t\x12\r\n\x05scope\x18\x02 \x01(\t\x12\x0f\n\x07\x64ry_run\x18\x03 \x01(\x08\"H\n\x1b\x44\x65leteMemoriesByTagResponse\x12\x12\n\nmemory_ids\x18\x01 \x03(\t\x12\x15\n\rdeleted_count\x18\x02 \x01(\x05\"*\n\x13\x45xportBackupRequest\x12\x13\n\x0bskip_events\x18\x01 \x01(\x08\")\n\x14\x45xportBackupResponse\x12\x11\n\tjson_line\x18\x01 \x01(\t2\xcd\x06\n\rIngestService\x12Q\n\x0c\x43reateMemory\x12\x1f.automem.v1.CreateMemoryRequest\x1a .automem.v1.CreateMemoryResponse\x12\x66\n\x13\x42\x61tchCreateMemories\x12&.automem.v1.BatchCreateMemoriesRequest\x1a\'.automem.v1.BatchCreateMemoriesResponse\x12Q\n\x0cUpdateMemory\x12\x1f.automem.v1.UpdateMemoryRequest\x1a .automem.v1.UpdateMemoryResponse\x12Q\n\x0c\x44\x65leteMemory\x12\x1f.automem.v1.DeleteMemoryRequest\x1a .automem.v1.DeleteMemoryResponse\x12W\n\x0e\x43reateRelation\x12!.automem.v1.CreateRelationRequest\x1a\".automem.v1.CreateRelationResponse\x12i\n\x14\x42\x61tchCreateRelations\x12\'.automem.v1.BatchCreateRelationsRequest\x1a(.automem.v1.BatchCreateRelationsResponse\x12Z\n\x0fSupersedeMemory\x12\".automem.v1.SupersedeMemoryRequest\x1a#.automem.v1.SupersedeMemoryResponse\x12\x66\n\x13\x44\x65leteMemoriesByTag\x12&.automem.v1.DeleteMemoriesByTagRequest\x1a\'.automem.v1.DeleteMemoriesByTagResponse\x12S\n\x0c\x45xportBackup\x12\x1f.automem.v1.ExportBackupRequest\x1a .automem.v1.ExportBackupResponse0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -44,37 +44,37 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_BATCHCREATEMEMORIESREQUEST']._serialized_start=787
   _globals['_BATCHCREATEMEMORIESREQUEST']._serialized_end=898
   _globals['_BATCHCREATEMEMORIESRESPONSE']._serialized_start=900
-  _globals['_BATCHCREATEMEMORIESRESPONSE']._serialized_end=967
-  _globals['_UPDATEMEMORYREQUEST']._serialized_start=970
-  _globals['_UPDATEMEMORYREQUEST']._serialized_end=1140
-  _globals['_UPDATEMEMORYRESPONSE']._serialized_start=1142
-  _globals['_UPDATEMEMORYRESPONSE']._serialized_end=1200
-  _globals['_DELETEMEMORYREQUEST']._serialized_start=1202
-  _globals['_DELETEMEMORYREQUEST']._serialized_end=1281
-  _globals['_DELETEMEMORYRESPONSE']._serialized_start=1283
-  _globals['_DELETEMEMORYRESPONSE']._serialized_end=1341
-  _globals['_CREATERELATIONREQUEST']._serialized_start=1343
-  _globals['_CREATERELATIONREQUEST']._serialized_end=1440
-  _globals['_CREATERELATIONRESPONSE']._serialized_start=1442
-  _globals['_CREATERELATIONRESPONSE']._serialized_end=1506
-  _globals['_BATCHCREATERELATIONSREQUEST']._serialized_start=1508
-  _globals['_BATCHCREATERELATIONSREQUEST']._serialized_end=1605
-  _globals['_RELATIONFAILURE']._serialized_start=1607
-  _globals['_RELATIONFAILURE']._serialized_end=1685
-  _globals['_BATCHCREATERELATIONSRESPONSE']._serialized_start=1688
-  _globals['_BATCHCREATERELATIONSRESPONSE']._serialized_end=1823
-  _globals['_SUPERSEDEMEMORYREQUEST']._serialized_start=1826
-  _globals['_SUPERSEDEMEMORYREQUEST']._serialized_end=2013
-  _globals['_SUPERSEDEMEMORYRESPONSE']._serialized_start=2016
-  _globals['_SUPERSEDEMEMORYRESPONSE']._serialized_end=2162
-  _globals['_DELETEMEMORIESBYTAGREQUEST']._serialized_start=2164
-  _globals['_DELETEMEMORIESBYTAGREQUEST']._serialized_end=2238
-  _globals['_DELETEMEMORIESBYTAGRESPONSE']._serialized_start=2240
-  _globals['_DELETEMEMORIESBYTAGRESPONSE']._serialized_end=2312
-  _globals['_EXPORTBACKUPREQUEST']._serialized_start=2314
-  _globals['_EXPORTBACKUPREQUEST']._serialized_end=2356
-  _globals['_EXPORTBACKUPRESPONSE']._serialized_start=2358
-  _globals['_EXPORTBACKUPRESPONSE']._serialized_end=2399
-  _globals['_INGESTSERVICE']._serialized_start=2402
-  _globals['_INGESTSERVICE']._serialized_end=3247
+  _globals['_BATCHCREATEMEMORIESRESPONSE']._serialized_end=989
+  _globals['_UPDATEMEMORYREQUEST']._serialized_start=992
+  _globals['_UPDATEMEMORYREQUEST']._serialized_end=1162
+  _globals['_UPDATEMEMORYRESPONSE']._serialized_start=1164
+  _globals['_UPDATEMEMORYRESPONSE']._serialized_end=1222
+  _globals['_DELETEMEMORYREQUEST']._serialized_start=1224
+  _globals['_DELETEMEMORYREQUEST']._serialized_end=1303
+  _globals['_DELETEMEMORYRESPONSE']._serialized_start=1305
+  _globals['_DELETEMEMORYRESPONSE']._serialized_end=1363
+  _globals['_CREATERELATIONREQUEST']._serialized_start=1365
+  _globals['_CREATERELATIONREQUEST']._serialized_end=1462
+  _globals['_CREATERELATIONRESPONSE']._serialized_start=1464
+  _globals['_CREATERELATIONRESPONSE']._serialized_end=1528
+  _globals['_BATCHCREATERELATIONSREQUEST']._serialized_start=1530
+  _globals['_BATCHCREATERELATIONSREQUEST']._serialized_end=1627
+  _globals['_RELATIONFAILURE']._serialized_start=1629
+  _globals['_RELATIONFAILURE']._serialized_end=1707
+  _globals['_BATCHCREATERELATIONSRESPONSE']._serialized_start=1710
+  _globals['_BATCHCREATERELATIONSRESPONSE']._serialized_end=1845
+  _globals['_SUPERSEDEMEMORYREQUEST']._serialized_start=1848
+  _globals['_SUPERSEDEMEMORYREQUEST']._serialized_end=2035
+  _globals['_SUPERSEDEMEMORYRESPONSE']._serialized_start=2038
+  _globals['_SUPERSEDEMEMORYRESPONSE']._serialized_end=2184
+  _globals['_DELETEMEMORIESBYTAGREQUEST']._serialized_start=2186
+  _globals['_DELETEMEMORIESBYTAGREQUEST']._serialized_end=2260
+  _globals['_DELETEMEMORIESBYTAGRESPONSE']._serialized_start=2262
+  _globals['_DELETEMEMORIESBYTAGRESPONSE']._serialized_end=2334
+  _globals['_EXPORTBACKUPREQUEST']._serialized_start=2336
+  _globals['_EXPORTBACKUPREQUEST']._serialized_end=2378
+  _globals['_EXPORTBACKUPRESPONSE']._serialized_start=2380
+  _globals['_EXPORTBACKUPRESPONSE']._serialized_end=2421
+  _globals['_INGESTSERVICE']._serialized_start=2424
+  _globals['_INGESTSERVICE']._serialized_end=3269
 # @@protoc_insertion_point(module_scope)

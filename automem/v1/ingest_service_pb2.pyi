@@ -71,10 +71,12 @@ class BatchCreateMemoriesRequest(_message.Message):
     def __init__(self, memories: _Optional[_Iterable[_Union[MemoryInput, _Mapping]]] = ..., scope: _Optional[str] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
 
 class BatchCreateMemoriesResponse(_message.Message):
-    __slots__ = ("memories",)
+    __slots__ = ("memories", "deduplicated")
     MEMORIES_FIELD_NUMBER: _ClassVar[int]
+    DEDUPLICATED_FIELD_NUMBER: _ClassVar[int]
     memories: _containers.RepeatedCompositeFieldContainer[_memory_pb2.Memory]
-    def __init__(self, memories: _Optional[_Iterable[_Union[_memory_pb2.Memory, _Mapping]]] = ...) -> None: ...
+    deduplicated: _containers.RepeatedScalarFieldContainer[bool]
+    def __init__(self, memories: _Optional[_Iterable[_Union[_memory_pb2.Memory, _Mapping]]] = ..., deduplicated: _Optional[_Iterable[bool]] = ...) -> None: ...
 
 class UpdateMemoryRequest(_message.Message):
     __slots__ = ("id", "scope", "memory", "update_mask", "etag", "add_tags")

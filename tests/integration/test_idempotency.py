@@ -6,9 +6,13 @@ harmless."""
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime
 
 import grpc
 import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 from tests.conftest import eventually, start_service
 
@@ -103,11 +107,13 @@ async def test_dedup_on_by_default(own_service) -> None:
     async with own_service.http() as http:
         body = {"content": "Deduplicated content", "tags": ["b", "a"]}
         first = await http.post("/memory", json=body)
-        again = await http.post("/memory", json={**body, "tags": ["A", "b"]})
+        again = await http.post("/memory", json=body)
         assert first.status_code == 201 and first.json()["deduplicated"] is False
         assert again.status_code == 201 and again.json()["deduplicated"] is True
         assert again.json()["memory_id"] == first.json()["memory_id"]
-        # Different tags, an explicit different event time, or another scope: a new memory.
+        # Tags spelled otherwise, different tags, an explicit different event time, or another
+        # scope: a new memory.
+        assert (await http.post("/memory", json={**body, "tags": ["A", "b"]})).json()["deduplicated"] is False
         assert (await http.post("/memory", json={**body, "tags": ["c"]})).status_code == 201
         timed = {**body, "timestamp": "2024-03-01T00:00:00Z"}
         assert (await http.post("/memory", json=timed)).status_code == 201
@@ -115,7 +121,7 @@ async def test_dedup_on_by_default(own_service) -> None:
         timed2 = {**body, "timestamp": "2024-03-02T00:00:00Z"}
         assert (await http.post("/memory", json=timed2)).status_code == 201
         assert (await http.post("/memory", json=body, headers={"X-Automem-Scope": "elsewhere"})).status_code == 201
-    assert await _nodes(own_service) == 5
+    assert await _nodes(own_service) == 6
 
 
 async def test_dedup_can_be_turned_off(settings) -> None:
@@ -171,3 +177,64 @@ async def test_grpc_dedup_flag(service) -> None:
                 memory=ingest_service_pb2.MemoryInput(content="")))
         except grpc.aio.AioRpcError as exc:
             assert exc.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+#: A store, and one change to each field it decides: each change must make a new memory.
+_BASE = {"content": "Deploys go out on Tuesdays", "tags": ["ops", "Deploy"], "type": "Decision", "importance": 0.7,
+         "confidence": 0.8, "metadata": {"team": "web", "n": 1}, "timestamp": "2026-01-05T10:00:00Z",
+         "t_valid": "2026-01-05T10:00:00Z", "t_invalid": "2099-01-01T00:00:00Z"}
+_CHANGES = {"content": "Deploys go out on tuesdays", "tags": ["ops", "deploy"], "type": "Habit", "importance": 0.71,
+            "confidence": 0.9, "metadata": {"team": "web", "n": 2}, "timestamp": "2026-01-05T10:00:00.001Z",
+            "t_valid": "2026-01-04T10:00:00Z", "t_invalid": "2098-01-01T00:00:00Z", "require_review": True}
+
+
+async def test_dedupe_only_when_every_stored_field_matches(service) -> None:
+    """The dedupe rule (README "Rules worth knowing"): the same store again returns the first
+    memory; a store that differs in any field it decides is a new memory with that field."""
+    async with service.http() as http:
+        first = await http.post("/memory", json=_BASE)
+        assert first.status_code == 201 and first.json()["deduplicated"] is False
+        again = await http.post("/memory", json=dict(reversed(list(_BASE.items()))))
+        assert again.json()["deduplicated"] is True and again.json()["memory_id"] == first.json()["memory_id"]
+        for name, value in _CHANGES.items():
+            r = await http.post("/memory", json={**_BASE, name: value})
+            assert r.status_code == 201 and r.json()["deduplicated"] is False, name
+            stored = (await http.get(f"/memory/{r.json()['memory_id']}",
+                                     params={"state_mode": "history"})).json()["memory"]
+            if name == "require_review":
+                assert stored["state"] == "PENDING_REVIEW"
+            elif name in ("timestamp", "t_valid", "t_invalid"):
+                assert datetime.fromisoformat(stored[name]) == datetime.fromisoformat(value), name
+            else:
+                assert stored[name] == value, name
+        # Without explicit times a retry still repeats the first store (its times were the
+        # store time, as the retry's are).
+        plain = {"content": "A store with default times", "metadata": {"k": 1}}
+        ids = {(await http.post("/memory", json=plain)).json()["memory_id"] for _ in range(3)}
+        assert len(ids) == 1
+    assert await service.ctx.graph.memories.count(service.scope) == 1 + len(_CHANGES) + 1
+
+
+async def test_batch_and_mcp_stores_follow_the_same_dedupe_rule(service) -> None:
+    async with service.http() as http:
+        first = (await http.post("/memory", json=_BASE)).json()["memory_id"]
+        r = await http.post("/memory/batch", json={"memories": [
+            _BASE, {**_BASE, "importance": 0.2}, {**_BASE, "importance": 0.2}, {**_BASE, "metadata": {}}]})
+        assert r.status_code == 201, r.text
+        body = r.json()
+        assert body["deduplicated"] == [True, False, True, False]
+        ids = body["memory_ids"]
+        assert ids[0] == first and ids[1] == ids[2] and len({ids[0], ids[1], ids[3]}) == 3
+        assert (await http.get(f"/memory/{ids[1]}")).json()["memory"]["importance"] == 0.2
+        assert (await http.get(f"/memory/{ids[3]}")).json()["memory"]["metadata"] == {}
+    mcp = Client(streamable_http_client(service.url + "/mcp", http_client=create_mcp_http_client(
+        headers={"X-Automem-Scope": service.scope})))
+    async with mcp as client:
+        stored = await client.call_tool("store_memory", _BASE)
+        assert stored.structured_content["deduplicated"] is True and stored.structured_content["memory_id"] == first
+        stored = await client.call_tool("store_memory", {**_BASE, "type": "Insight"})
+        assert stored.structured_content["deduplicated"] is False
+        batch = await client.call_tool("store_memory", {"memories": [_BASE, {**_BASE, "confidence": 0.1}]})
+        assert batch.structured_content["deduplicated"] == [True, False]
+        assert batch.structured_content["memory_ids"][0] == first
+    assert await service.ctx.graph.memories.count(service.scope) == 5
