@@ -975,16 +975,17 @@ class EmbeddedRuntime:
             await asyncio.sleep(delay)
             failed = False
             for name, server in (("nats-server", self.nats), ("redis-server", self.falkordb)):
-                if self._stopping or server is None or server._proc is None or server._proc.exited() is None:
+                if self._stopping or server is None or server.running:
                     continue
-                proc = server._proc
-                log.error("%s (pid %d) exited with code %s; restarting it on port %s in %s", name, proc.pid,
-                          proc.exited(), server.port, server.data_dir)
+                proc = server._proc  # None after a restart that failed: try again
+                if proc is not None:
+                    log.error("%s (pid %d) exited with code %s; restarting it on port %s in %s", name, proc.pid,
+                              proc.exited(), server.port, server.data_dir)
                 try:
                     await server.restart()
-                except (EmbeddedServerError, OSError) as exc:
+                except Exception as exc:  # noqa: BLE001 - any failure: log, back off, try again
                     failed = True
-                    log.error("%s restart failed (retrying): %s", name, exc)
+                    log.error("%s restart failed (retrying): %r", name, exc)
                     continue
                 self.restarts[name] += 1
                 log.warning("%s restarted (pid %d, port %s, restarts %d)", name, server.pid, server.port,

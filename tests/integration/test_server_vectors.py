@@ -30,7 +30,7 @@ async def test_make_vector_store_local_modes_are_server_backends(tmp_path: Path)
 async def test_store_enrich_recall_on_the_server_backend(settings: Settings) -> None:
     running = await start_service(settings.model_copy(update={"qdrant_url": ":memory:"}))
     try:
-        vectors = running.ctx.vectors
+        vectors = running.ctx.vectors.inner  # under the BoundedVectorStore wrapper
         assert isinstance(vectors, ServerVectorStore)
         async with running.http() as http:
             ids = []

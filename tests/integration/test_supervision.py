@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 
-from automem.common.embedded import free_port, pid_alive
+from automem.common.embedded import EmbeddedRuntime, free_port, pid_alive
 from tests.integration.test_runtime import _start, _stop, _wait_healthy, _wait_vectors
 
 
@@ -79,3 +79,46 @@ def test_killed_servers_are_restarted_on_the_same_port_and_enrichment_goes_on(tm
         assert proc.poll() is None
     finally:
         _stop(proc)
+
+
+async def test_a_restart_that_fails_is_tried_again_until_it_succeeds(tmp_path: Path) -> None:
+    """nats-server killed while its port is taken: the first restarts fail (the port is in
+    use), and the supervisor keeps trying until the port is free again."""
+    import asyncio
+    import socket
+
+    from tests.integration.test_embedded import _settings
+
+    rt = EmbeddedRuntime(_settings(tmp_path / "data", falkordb_host="127.0.0.1", falkordb_port=1))
+    await rt.start()
+    supervisor = asyncio.create_task(rt.supervise(interval=1.0))
+    blocker = socket.socket()
+    try:
+        assert rt.nats is not None
+        port, old = rt.nats.port, rt.nats.pid
+        os.kill(old, signal.SIGKILL)
+        deadline = time.monotonic() + 0.8
+        while True:  # take the port as soon as the killed server let go of it
+            try:
+                blocker.bind(("127.0.0.1", port))
+                blocker.listen()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the killed server kept its port"
+                await asyncio.sleep(0.01)
+        deadline = time.monotonic() + 30
+        while not (rt.nats._proc is None and rt.restarts["nats-server"] == 0):
+            assert time.monotonic() < deadline, "no failed restart"
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(2.5)  # at least one more (failing) try
+        assert rt.restarts["nats-server"] == 0 and not rt.nats.running
+        blocker.close()
+        deadline = time.monotonic() + 60
+        while not rt.nats.running:
+            assert time.monotonic() < deadline, "not restarted after the port was freed"
+            await asyncio.sleep(0.1)
+        assert rt.restarts["nats-server"] == 1 and rt.nats.port == port and rt.nats.pid != old
+    finally:
+        blocker.close()
+        supervisor.cancel()
+        await rt.stop()
