@@ -337,12 +337,14 @@ class EdgeVectorStore:
                         old.close()
                     self.path.rename(self._old_path)
                     building.rename(self.path)
-                    shutil.rmtree(self._old_path, ignore_errors=True)
-                    self._open_sync()
+                    # Not _open_sync: its recovery would delete <dir>.old under the lock (the
+                    # same dimension and counters; a crash from here on: _recover_swap deletes it).
+                    self._shard = qe.EdgeShard.load(str(self.path))
                     return len(rest)
 
                 replayed = done + await self._run(swap)
                 steps["swap_seconds"] = time.perf_counter() - mark
+            await asyncio.to_thread(shutil.rmtree, self._old_path, True)  # nothing waits for this
             self._marker_path.write_text(json.dumps({"points": points_at_copy}))
             self._built_points = points_at_copy
         finally:
