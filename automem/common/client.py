@@ -15,6 +15,7 @@ from typing import Any, Self
 
 import grpc
 from google.protobuf import field_mask_pb2
+from grpc_health.v1 import health_pb2_grpc
 
 from automem.common.enums import enum_value
 from automem.common.model import parse_time, ts
@@ -63,6 +64,8 @@ class AutomemClient:
         self.recall = recall_service_pb2_grpc.RecallServiceStub(self._channels[addrs["recall"]])
         self.enrich = enrich_service_pb2_grpc.EnrichServiceStub(self._channels[addrs["enrich"]])
         self.consolidate = consolidate_service_pb2_grpc.ConsolidateServiceStub(self._channels[addrs["consolidate"]])
+        #: grpc.health.v1 stubs on the channel of each service (ingest, recall, enrich, consolidate).
+        self.health = {name: health_pb2_grpc.HealthStub(self._channels[addr]) for name, addr in addrs.items()}
         self.api_key = api_key
         self.scope = scope
 

@@ -252,9 +252,13 @@ class GrpcServer:
 
     async def set_serving(self, full_name: str, serving: bool) -> None:
         """Set one service's health status (and the overall "" status)."""
+        await self.set_status(full_name, serving)
+        await self.set_status("", serving)
+
+    async def set_status(self, full_name: str, serving: bool) -> None:
+        """Set the health status of ``full_name`` alone ("" = the whole server; automem/common/readiness.py)."""
         status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
         await _maybe_await(self.health.set(full_name, status))
-        await _maybe_await(self.health.set("", status))
 
     async def start(self) -> int:
         """Enable reflection, bind ``host:grpc_port`` (0 = free port), start; returns the port."""

@@ -58,6 +58,9 @@ class Settings(BaseSettings):
     #: One INFO line per REST request and gRPC call (``automem.access``); off = none.
     access_log: bool = Field(True, validation_alias=_env("AUTOMEM_ACCESS_LOG"))
     shutdown_grace_seconds: float = Field(5.0, validation_alias=_env("AUTOMEM_SHUTDOWN_GRACE_SECONDS"))
+    #: Seconds between checks of the stores behind each gRPC service's readiness
+    #: (automem/common/readiness.py); 0 = check once at start only.
+    health_check_interval_seconds: float = Field(5.0, ge=0, validation_alias=_env("AUTOMEM_HEALTH_CHECK_INTERVAL_SECONDS"))
     #: Embedded servers (``automem up``): a start fails when the server made no progress (data
     #: loaded, output, CPU time) for this many seconds; a long load that moves is waited for.
     start_stall_seconds: float = Field(60.0, validation_alias=_env("AUTOMEM_START_STALL_SECONDS"))

@@ -14,6 +14,7 @@ naming the field for untranslatable input.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
@@ -352,6 +353,29 @@ async def health(client: AutomemClient, *, with_sync: bool) -> Health:
         except GatewayError:
             pass
     return out
+
+
+#: The services the gateway's REST and MCP calls need, by client stub, with their health names.
+GATEWAY_NEEDS = {"ingest": "automem.v1.IngestService", "recall": "automem.v1.RecallService"}
+
+
+async def readiness(client: AutomemClient) -> dict[str, bool]:
+    """Whether each service the gateway needs (:data:`GATEWAY_NEEDS`) reports SERVING on
+    grpc.health.v1 — which the service sets from its own stores (automem/common/readiness.py).
+    Unreachable or slower than :data:`HEALTH_TIMEOUT` counts as not serving."""
+    from grpc_health.v1 import health_pb2
+
+    async def one(stub: str, service: str) -> bool:
+        try:
+            answer = await client.health[stub].Check(health_pb2.HealthCheckRequest(service=service),
+                                                     timeout=HEALTH_TIMEOUT)
+        except grpc.aio.AioRpcError:
+            return False
+        return answer.status == health_pb2.HealthCheckResponse.SERVING
+
+    names = list(GATEWAY_NEEDS.items())
+    results = await asyncio.gather(*(one(stub, service) for stub, service in names))
+    return {service: ok for (_, service), ok in zip(names, results, strict=True)}
 
 
 async def enrichment_status(call: Caller) -> enrich_service_pb2.GetEnrichmentStatusResponse:

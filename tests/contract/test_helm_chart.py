@@ -232,18 +232,20 @@ def test_automem_containers_run_as_10001_with_a_writable_tmp(case: str | None) -
         assert pod["automountServiceAccountToken"] is False
 
 
-def test_grpc_components_use_native_grpc_probes_and_gateway_http_health() -> None:
+def test_liveness_is_the_process_alone_and_readiness_the_components_service() -> None:
     deployments = _by_component(_rendered_case("distributed-values.yaml"), "Deployment")
     for component in GRPC_COMPONENTS:
         (container,) = deployments[component]["spec"]["template"]["spec"]["containers"]
         for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
-            grpc = container[probe]["grpc"]
-            assert grpc["port"] == 50051
-            assert grpc["service"] == f"automem.v1.{component.capitalize()}Service"
+            assert container[probe]["grpc"]["port"] == 50051
             assert "httpGet" not in container[probe]
+        for probe in ("startupProbe", "livenessProbe"):
+            assert container[probe]["grpc"]["service"] == "liveness"
+        assert container["readinessProbe"]["grpc"]["service"] == f"automem.v1.{component.capitalize()}Service"
     (gateway,) = deployments["gateway"]["spec"]["template"]["spec"]["containers"]
-    for probe in ("livenessProbe", "readinessProbe"):
-        assert gateway[probe]["httpGet"] == {"path": "/health", "port": "http"}
+    for probe in ("startupProbe", "livenessProbe"):
+        assert gateway[probe]["httpGet"] == {"path": "/livez", "port": "http"}
+    assert gateway["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
 
 
 # --- autoscaling and disruption budgets ---------------------------------------------------
