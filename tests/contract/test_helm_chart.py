@@ -84,7 +84,9 @@ def _name(component: str) -> str:
 
 
 def _by_component(docs: Any, kind: str) -> dict[str, dict[str, Any]]:
-    return {d["metadata"]["labels"]["app.kubernetes.io/component"]: d for d in _kind(docs, kind)}
+    """The one ``kind`` of each component (headless Services left out: see _headless)."""
+    return {d["metadata"]["labels"]["app.kubernetes.io/component"]: d for d in _kind(docs, kind)
+            if not d["metadata"]["name"].endswith("-headless")}
 
 
 def _pod_specs(docs: Any) -> list[tuple[str, dict[str, Any]]]:
@@ -191,14 +193,36 @@ def test_single_binary_persistence_mounts_a_pvc_as_data_dir() -> None:
 
 
 def test_gateway_finds_every_grpc_service_by_address() -> None:
+    # Default: client-side round_robin over a headless Service per component.
     docs = _rendered_case("distributed-values.yaml")
     data = _configmap_data(docs)
     services = {s["metadata"]["name"]: s for s in _kind(docs, "Service")}
     for component in GRPC_COMPONENTS:
-        host, port = data[f"AUTOMEM_{component.upper()}_ADDR"].split(":")
-        assert host == _name(component) and host in services
-        assert int(port) in [p["port"] for p in services[host]["spec"]["ports"]]
+        target = data[f"AUTOMEM_{component.upper()}_ADDR"]
+        assert target == f"dns:///{_name(component)}-headless.{NAMESPACE}.svc.cluster.local:50051"
+        headless = services[f"{_name(component)}-headless"]
+        assert headless["spec"]["clusterIP"] == "None"
+        assert headless["spec"]["selector"] == services[_name(component)]["spec"]["selector"]
+        assert [p["port"] for p in headless["spec"]["ports"]] == [50051]
+    assert data["AUTOMEM_GRPC_LB_POLICY"] == "round_robin"
     assert data["AUTOMEM_HOST"] == "0.0.0.0"
+    # Off: the ClusterIP Services, pick_first, and servers that age connections out.
+    plain = _render_values({**_values("distributed-values.yaml"),
+                            "grpc": {"clientLoadBalancing": False, "maxConnectionAgeSeconds": 300}})
+    data = _configmap_data(plain)
+    assert not [s for s in _kind(plain, "Service") if s["metadata"]["name"].endswith("-headless")]
+    for component in GRPC_COMPONENTS:
+        assert data[f"AUTOMEM_{component.upper()}_ADDR"] == f"{_name(component)}:50051"
+    assert data["AUTOMEM_GRPC_LB_POLICY"] == "pick_first"
+    assert data["AUTOMEM_GRPC_MAX_CONNECTION_AGE_SECONDS"] == "300"
+
+
+def _render_values(values: dict[str, Any]) -> list[dict[str, Any]]:
+    loaded = helm_python.Chart.load(CHART)
+    try:
+        return _render(loaded, values)
+    finally:
+        loaded.close()
 
 
 # --- security and probes ------------------------------------------------------------------

@@ -251,6 +251,27 @@ spec:
       protocol: TCP
       appProtocol: grpc
     {{- end }}
+{{- if and (include "automem.lib.servesGrpc" $c) $ctx.Values.grpc.clientLoadBalancing (eq $ctx.Values.deploymentMode "Distributed") }}
+---
+# Headless: DNS answers with every ready pod, so the gateway's round_robin channel spreads calls.
+apiVersion: v1
+kind: Service
+metadata:
+  name: {{ include "automem.componentName" . }}-headless
+  namespace: {{ $ctx.Release.Namespace }}
+  labels:
+    {{- include "automem.labels" . | nindent 4 }}
+spec:
+  clusterIP: None
+  selector:
+    {{- include "automem.selectorLabels" . | nindent 4 }}
+  ports:
+    - name: grpc
+      port: {{ $ctx.Values.ports.grpc }}
+      targetPort: grpc
+      protocol: TCP
+      appProtocol: grpc
+{{- end }}
 {{- end }}
 
 {{/* automem.lib.hpa -- the HorizontalPodAutoscaler of a component, when enabled. */}}
