@@ -22,10 +22,10 @@ from typing import Any
 import grpc
 from google.protobuf import field_mask_pb2
 
+from automem.common import timewindow
 from automem.common.client import TIME_FIELDS, AutomemClient, set_input_times
 from automem.common.enums import enum_value, enum_word
 from automem.common.errors import HTTP_STATUS, InvalidArgument
-from automem.common import timewindow
 from automem.common.model import parse_relation_type, parse_time, ts
 from automem.gateway.deps import CALL_TIMEOUT, Caller
 from automem.gateway.errors import GatewayError

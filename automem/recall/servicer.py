@@ -29,9 +29,9 @@ from automem.common.model import Memory, epoch, ts
 from automem.common.paging import decode_offset_token, encode_offset_token
 from automem.common.settings import Settings
 from automem.common.state import ReadAt, as_known, known, resolve, resolve_one
-from automem.common.timewindow import resolve as resolve_window
 from automem.common.text import analyze, bm25_query_weights, fulltext_query
 from automem.common.timeouts import long_running
+from automem.common.timewindow import resolve as resolve_window
 from automem.graph import GraphStore
 from automem.recall.bytag import list_by_tag
 from automem.recall.filters import Filters
