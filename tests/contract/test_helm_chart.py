@@ -19,10 +19,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-CHART = Path(__file__).resolve().parents[2] / "deploy" / "helm" / "automem"
-CI_DIR = CHART / "ci"
-RELEASE = "mem"
-NAMESPACE = "automem"
+from tests.helm import CHART, CI_DIR, NAMESPACE, RELEASE, render, values_of
+
 #: Kubernetes versions the manifests must be valid for: a current one and the newest bundled.
 K8S_VERSIONS = ("1.33.0", kubernetes_validate.utils.latest_version())
 COMPONENTS = ("gateway", "ingest", "recall", "enrich", "consolidate")
@@ -42,10 +40,7 @@ VALUES_FILES = sorted(CI_DIR.glob("*-values.yaml"))
 CASES = [pytest.param(None, id="defaults")] + [pytest.param(p.name, id=p.stem) for p in VALUES_FILES]
 
 
-def _values(case: str | None) -> dict[str, Any]:
-    if case is None:
-        return {}
-    return yaml.safe_load((CI_DIR / case).read_text()) or {}
+_values = values_of
 
 
 @pytest.fixture(scope="module")
@@ -68,11 +63,7 @@ def _render(chart: Any, values: dict[str, Any]) -> list[dict[str, Any]]:
 
 @functools.cache
 def _rendered_case(case: str | None) -> tuple[dict[str, Any], ...]:
-    loaded = helm_python.Chart.load(CHART)
-    try:
-        return tuple(_render(loaded, _values(case)))
-    finally:
-        loaded.close()
+    return tuple(render(_values(case)))
 
 
 def _kind(docs: Any, kind: str) -> list[dict[str, Any]]:
@@ -217,12 +208,7 @@ def test_gateway_finds_every_grpc_service_by_address() -> None:
     assert data["AUTOMEM_GRPC_MAX_CONNECTION_AGE_SECONDS"] == "300"
 
 
-def _render_values(values: dict[str, Any]) -> list[dict[str, Any]]:
-    loaded = helm_python.Chart.load(CHART)
-    try:
-        return _render(loaded, values)
-    finally:
-        loaded.close()
+_render_values = render
 
 
 # --- security and probes ------------------------------------------------------------------

@@ -20,7 +20,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from automem.common.client import AutomemClient
 from automem.common.embedded import free_port
 from automem.common.settings import Settings
-from tests.conftest import eventually
+from tests.conftest import eventually, stop_processes
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -77,14 +77,7 @@ async def two_recalls(settings: Settings, tmp_path: Path):
                 await eventually(serving, timeout=90, interval=0.5)
         yield ports, logs
     finally:
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            try:
-                await asyncio.wait_for(proc.wait(), timeout=20)
-            except TimeoutError:
-                proc.kill()
-                await proc.wait()
+        await stop_processes(procs)
 
 
 async def _spread(ports: list[int], logs: list[Path], policy: str) -> list[int]:
