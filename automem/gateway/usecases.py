@@ -136,11 +136,13 @@ def relation_type(name: str | None, field: str = "type", default: str = "RELATES
 # --- writes -----------------------------------------------------------------------------
 
 
-async def create_memory(call: Caller, body: MemoryRequest, *, scope: str = "",
-                        idempotency_key: str = "") -> ingest_service_pb2.CreateMemoryResponse:
-    """Store one memory (IngestService.CreateMemory); ``deduplicated`` on a retry."""
+async def create_memory(call: Caller, body: MemoryRequest, *, scope: str = "", idempotency_key: str = "",
+                        require_unused_key: bool = False) -> ingest_service_pb2.CreateMemoryResponse:
+    """Store one memory (IngestService.CreateMemory); ``deduplicated`` on a retry, or with
+    ``require_unused_key`` a refusal when the key was used (``If-None-Match: *``)."""
     return await call(call.client.ingest.CreateMemory, ingest_service_pb2.CreateMemoryRequest(
-        memory=memory_input(body), scope=scope, idempotency_key=idempotency_key))
+        memory=memory_input(body), scope=scope, idempotency_key=idempotency_key,
+        require_unused_key=require_unused_key))
 
 
 async def create_memories(call: Caller, bodies: Sequence[MemoryRequest], *, scope: str = "",
@@ -153,14 +155,15 @@ async def create_memories(call: Caller, bodies: Sequence[MemoryRequest], *, scop
 
 
 async def supersede_memory(call: Caller, memory_id: str, body: MemoryRequest, *, relation: str | None = None,
-                           reason: str = "", scope: str = "",
-                           idempotency_key: str = "") -> ingest_service_pb2.SupersedeMemoryResponse:
+                           reason: str = "", scope: str = "", idempotency_key: str = "",
+                           etag: int = 0) -> ingest_service_pb2.SupersedeMemoryResponse:
     """Replace ``memory_id`` by ``body`` atomically (IngestService.SupersedeMemory, which
-    decides the relation types a supersede may use; INVALIDATED_BY when none is given)."""
+    decides the relation types a supersede may use; INVALIDATED_BY when none is given);
+    ``etag`` 0 = no version check."""
     return await call(call.client.ingest.SupersedeMemory, ingest_service_pb2.SupersedeMemoryRequest(
         id=memory_id, scope=scope, replacement=memory_input(body),
         relation_type=relation_type(relation, "supersede_relation", "INVALIDATED_BY"), reason=reason,
-        idempotency_key=idempotency_key))
+        idempotency_key=idempotency_key, etag=etag))
 
 
 async def update_memory(call: Caller, memory_id: str, fields: dict[str, Any], *, add_tags: Sequence[str] = (),
@@ -173,11 +176,11 @@ async def update_memory(call: Caller, memory_id: str, fields: dict[str, Any], *,
         add_tags=list(add_tags)))
 
 
-async def delete_memory(call: Caller, memory_id: str, *, purge: bool = False,
-                        reason: str = "") -> ingest_service_pb2.DeleteMemoryResponse:
-    """Tombstone a memory (``purge``: remove it, admin)."""
+async def delete_memory(call: Caller, memory_id: str, *, purge: bool = False, reason: str = "",
+                        etag: int = 0) -> ingest_service_pb2.DeleteMemoryResponse:
+    """Tombstone a memory (``purge``: remove it, admin); ``etag`` 0 = no version check."""
     return await call(call.client.ingest.DeleteMemory,
-                      ingest_service_pb2.DeleteMemoryRequest(id=memory_id, purge=purge, reason=reason))
+                      ingest_service_pb2.DeleteMemoryRequest(id=memory_id, purge=purge, reason=reason, etag=etag))
 
 
 async def delete_by_tag(call: Caller, tags: Sequence[str], *,

@@ -427,18 +427,25 @@ class Memories(Repository):
         return bool(rows)
 
     async def supersede(self, old: Memory, old_props: dict[str, Any], new: Memory, relation: Relation,
-                        _fail_after_create: bool = False) -> bool:
+                        _fail_after_create: bool = False, claim: str | None = None) -> bool:
         """The atomic graph write of a supersede, in ONE query (FalkorDB applies all of it or
         none): while ``old`` still has its version, create ``new``, write ``old_props`` onto
-        ``old`` and create the edge ``relation`` (old -> new). False (nothing written) when
-        the version check fails. ``_fail_after_create`` (tests only) makes the query fail after
-        the writes, to show the rollback."""
+        ``old`` and create the edge ``relation`` (old -> new). With ``claim`` (an
+        ``:IdempotencyKey`` node key, automem/graph/idempotency.py ``node_key``) the same query
+        first claims that key for ``new`` and writes nothing when it is claimed already, so
+        two concurrent supersedes with one key cannot both create. False (nothing written)
+        when the version check or the claim fails. ``_fail_after_create`` (tests only) makes
+        the query fail after the writes, to show the rollback."""
         label = relation_label(relation_type_name(relation.type))
         # A runtime error (division by zero) after the writes: FalkorDB undoes the whole query.
         # (A WHERE that only filters rows out would leave the writes applied.)
         failure = "WITH old, new, r WHERE 1 / (size(new.id) - size(new.id)) = 0 " if _fail_after_create else ""
+        claiming = ("MERGE (k:IdempotencyKey {key: $claim}) "
+                    "ON CREATE SET k.memory_ids = [$new_props.id], k.create_time = $created "
+                    "WITH old, k WHERE k.memory_ids = [$new_props.id] ") if claim else ""
         rows = await self.store.query(
             "MATCH (old:Memory {id: $old_id}) WHERE old.scope = $scope AND old.version = $version "
+            f"{claiming}"
             # CREATE with the id inline, then +=: on a failure FalkorDB then undoes the create
             # too (CREATE (n) SET n = $map left an empty node behind when the query failed).
             "CREATE (new:Memory {id: $new_props.id}) SET new += $new_props "
@@ -448,7 +455,8 @@ class Memories(Repository):
             f"{failure}RETURN new.id",
             {"old_id": old.id, "scope": old.scope, "version": old.version,
              "new_props": memory_to_node(new), "old_props": old_props,
-             "strength": relation.strength, "created": epoch(relation, "create_time"), "reason": relation.reason},
+             "strength": relation.strength, "created": epoch(relation, "create_time"), "reason": relation.reason,
+             "claim": claim},
         )
         return bool(rows)
 
