@@ -272,13 +272,15 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
         query: Annotated[OptStr, Field(description="Ranked mode: what to look for (natural language).")] = None,
         queries: Annotated[OptList, Field(description="Several queries; results de-duplicated.")] = None,
         embedding: Annotated[list[float] | None, Field(description="Query embedding vector.")] = None,
-        limit: Annotated[Int32, Field(description="Max results (ranked default 5, max 100; listing max "
-                                                  "200).")] = 5,
+        limit: Annotated[Int32, Field(description="Max results (ranked default 5, listing 20); more than "
+                                                  "100 (ranked) or 200 (listing) is clamped.")] = 5,
         offset: Annotated[Int32, Field(description="Results to skip (paging).")] = 0,
         page_token: Annotated[OptStr, Field(description="Tag listing mode: next_page_token of the previous "
                                                         "page (cheaper than offset on large tags).")] = None,
         sort: Annotated[Literal["score", "time_desc", "time_asc", "updated_desc", "updated_asc"],
                         Field(description="Ranking order.")] = "score",
+        order_by: Annotated[Literal["score", "time_desc", "time_asc", "updated_desc", "updated_asc"] | None,
+                            Field(description="AutoMem's alias of sort (used when sort is score).")] = None,
         time_query: Annotated[OptStr, Field(description="e.g. 'last week', 'yesterday'.")] = None,
         start: Annotated[OptStr, Field(description="ISO 8601 lower bound.")] = None,
         end: Annotated[OptStr, Field(description="ISO 8601 upper bound.")] = None,
@@ -311,6 +313,8 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
         newest first); or ranked hybrid search with the /recall parameters (current memories
         only by default; a superseded hit comes back as its replacement). Every memory shows
         its state and validity window."""
+        if order_by and sort == "score":
+            sort = order_by  # AutoMem reads order_by when sort is absent (automem/api/recall.py)
         with _tool_errors():
             read = usecases.read_options(as_of, known_at, state_mode, current_only)
             if memory_id:
@@ -339,7 +343,8 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
             items = [presenters.memory_json(m) for m in listed.memories]
             paging = presenters.by_tag_json(listed)
             body = {"mode": "enumeration", "count": len(items), "total": paging["total"],
-                    "has_more": paging["has_more"], "limit": limit, "offset": offset, "tags": tags,
+                    "has_more": paging["has_more"], "limit": listed.page_size, "requested_limit": limit,
+                    "offset": offset, "tags": tags,
                     "next_page_token": paging["next_page_token"], "results": items}
             more = f", more available: page_token {listed.next_page_token}" if listed.has_more else ""
             total = paging["total"]
@@ -349,7 +354,8 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
         items = [presenters.scored_flat_json(r) for r in found.results]
         mode = usecases.state_mode_word(read)
         body = {"mode": "ranked", "count": len(items), "results": items, "query": query or "",
-                "state_mode": mode, "sort": sort, "arms": list(found.arms),
+                "state_mode": mode, "sort": sort, "limit": found.limit, "requested_limit": limit,
+                "arms": list(found.arms),
                 "degraded": list(found.degraded), "time_window": presenters.time_window_json(found)}
         header = f"Found {len(items)} memor{'y' if len(items) == 1 else 'ies'}" + (
             f" for {query!r}" if query else "") + f" (state_mode {mode})"

@@ -28,7 +28,7 @@ def _split(values: list[str]) -> list[str]:
 async def recall(
     call: CallerDep,
     query: str = "", queries: list[str] = Query(default=[]), embedding: str = "",
-    limit: int = 5, offset: int = 0, sort: str = "score",
+    limit: int = 5, offset: int = 0, sort: str = "", order_by: str = "",
     time_query: str = "", start: str = "", end: str = "",
     tags: list[str] = Query(default=[]), tag_mode: str = "any", tag_match: str = "prefix",
     exclude_tags: list[str] = Query(default=[]),
@@ -44,8 +44,12 @@ async def recall(
 ) -> dict[str, Any]:
     """Hybrid recall (AutoMem's parameters and defaults). Current memories only unless
     ``state_mode=history``; a superseded hit comes back as its chain head with
-    ``match_type: state_replacement``. A bare call lists recent memories."""
+    ``match_type: state_replacement``. A bare call lists recent memories. ``order_by`` is
+    read as ``sort`` when ``sort`` is absent (AutoMem's automem/api/recall.py). ``limit``
+    above the maximum (100) is clamped and the applied value answered in ``limit``
+    (``requested_limit`` keeps what was asked); zero or negative is a 400 naming ``limit``."""
     started = time.perf_counter()
+    sort = sort or order_by or "score"
     vector: list[float] = []
     if embedding.strip():
         try:
@@ -66,7 +70,7 @@ async def recall(
     return {
         "status": "success", "results": results, "count": len(results),
         "state_mode": usecases.state_mode_word(read), "query": query, "tags": expanded_tags, "tag_mode": tag_mode,
-        "tag_match": tag_match, "limit": limit, "offset": offset, "sort": sort,
+        "tag_match": tag_match, "limit": found.limit, "requested_limit": limit, "offset": offset, "sort": sort,
         "time_window": presenters.time_window_json(found),
         "as_of": as_of, "known_at": known_at, "arms": list(found.arms),
         "degraded": list(found.degraded), "query_time_ms": presenters.elapsed_ms(started),
@@ -78,7 +82,11 @@ async def by_tag(call: CallerDep, tags: list[str] = Query(default=[]), limit: in
                  tag_mode: str = "any", tag_match: str = "exact", as_of: str | None = None,
                  known_at: str | None = None, state_mode: str | None = None, page_token: str = "",
                  include_total: bool = False) -> dict[str, Any]:
-    """Current memories with any of ``tags`` (AutoMem; limit ≤ 200), newest first.
+    """Current memories with any of ``tags`` (AutoMem), newest first. ``limit`` above 200 is
+    clamped and the applied page size answered in ``limit`` (``requested_limit`` keeps what
+    was asked; AutoMem's automem/api/memory.py clamps the same way); zero or negative is a
+    400 naming ``limit``. ``state_mode=history`` lists superseded, expired, archived and
+    pending memories too: what ``DELETE /memory/by-tag`` would delete.
 
     Paging: ``next_page_token`` (empty at the end) continues with ``page_token``, at a
     cost independent of how many memories carry the tag; ``offset`` still skips from the
@@ -90,7 +98,8 @@ async def by_tag(call: CallerDep, tags: list[str] = Query(default=[]), limit: in
         call, expanded, read=usecases.read_options(as_of, known_at, state_mode), limit=limit, offset=offset,
         tag_mode=tag_mode, tag_match=tag_match, page_token=page_token, include_total=include_total)
     memories = [presenters.memory_json(m) for m in listed.memories]
-    return {"status": "success", "tags": expanded, "count": len(memories), "limit": limit, "offset": offset,
+    return {"status": "success", "tags": expanded, "count": len(memories), "limit": listed.page_size,
+            "requested_limit": limit, "offset": offset,
             **presenters.by_tag_json(listed), "memories": memories}
 
 

@@ -132,6 +132,18 @@ def _time_neighbours(memories: list[Memory], preceded_by: dict[str, list[str]]
     return {mid: (prev.get(mid), nxt.get(mid)) for mid in ids}
 
 
+def clamp_limit(limit: int, maximum: int) -> int:
+    """The number of results a read returns for a requested ``limit``: ``limit``, or
+    ``maximum`` when more was asked for (AutoMem clamps rather than refuses:
+    ``max(1, min(limit, recall_max_limit))`` in automem/api/recall.py, ``min(limit, 200)``
+    in automem/api/memory.py of verygoodplugins/automem). Unlike AutoMem, which turns zero
+    and negative values into 1, they are refused: a caller asking for nothing or less has
+    a bug worth hearing about. InvalidArgument naming ``limit`` when ``limit`` < 1."""
+    if limit < 1:
+        raise InvalidArgument(f"limit: must be at least 1 (at most {maximum} are returned)", field="limit")
+    return min(limit, maximum)
+
+
 class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
     """gRPC RecallService over the graph (truth), the vector store and the embedder."""
 
@@ -149,14 +161,14 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
 
     async def SearchMemories(self, request, context):
         """Hybrid recall. Empty query + tags/time lists by filters; empty everything lists
-        recent memories. Limit 1..recall_max_limit (default 5, AutoMem). Errors:
-        INVALID_ARGUMENT naming sort, tag_mode, tag_match, start/end/time_query, limit."""
+        recent memories. Limit default 5, above ``recall_max_limit`` clamped to it and the
+        applied limit returned in ``limit`` (:func:`clamp_limit`). Errors: INVALID_ARGUMENT
+        naming sort, tag_mode, tag_match, start/end/time_query, limit (zero or negative)."""
         require_role("reader")
         scope = resolve_scope(request.scope)
         read = read_at(request.read)
-        limit = request.limit if request.HasField("limit") else DEFAULT_LIMIT
-        if limit < 1 or limit > self.settings.recall_max_limit:
-            raise InvalidArgument(f"limit: must be between 1 and {self.settings.recall_max_limit}", field="limit")
+        limit = clamp_limit(request.limit if request.HasField("limit") else DEFAULT_LIMIT,
+                            self.settings.recall_max_limit)
         if request.offset < 0:
             raise InvalidArgument("offset: must not be negative", field="offset")
         recency_bias = enum_word(recall_service_pb2.RecencyBias, request.recency_bias, "recency_bias", "auto")
@@ -257,7 +269,7 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
         if request.expand_entities and page:
             page.extend(await self._expand_entities(page, scope, read, request))
         return recall_service_pb2.SearchMemoriesResponse(
-            results=page, arms=arms_run, degraded=degraded, start_time=ts(start), end_time=ts(end))
+            results=page, arms=arms_run, degraded=degraded, start_time=ts(start), end_time=ts(end), limit=limit)
 
     async def _lexical(self, queries: list[str], scope: str, filters: Filters, read: ReadAt, n_cand: int,
                        out: dict[str, float]) -> None:
@@ -400,20 +412,20 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
 
     async def ListMemoriesByTag(self, request, context):
         """Current memories with the tags, newest first (event_time, importance, id), paged
-        (limit 1..by_tag_max_limit, default 20). Keyset paging with ``page_token`` /
+        (default 20; above ``by_tag_max_limit`` clamped to it, the applied size returned in
+        ``page_size``; :func:`clamp_limit`). Keyset paging with ``page_token`` /
         ``next_page_token`` (pages read the first page's snapshot); ``offset`` skips current
         memories from the start. Indexed: a page costs about the same at 100 or 100,000
         memories under the tag (automem/recall/bytag.py). ``total`` only when known exactly
         (the listing fit in this page, or ``include_total``). Errors: INVALID_ARGUMENT naming
-        page_size, offset, tag_mode, tag_match or page_token."""
+        limit (zero or negative), offset, tag_mode, tag_match or page_token."""
         require_role("reader")
         scope = resolve_scope(request.scope)
         read = read_at(request.read)
         if not any(t.strip() for t in request.tags):
             raise InvalidArgument("tags: at least one tag is required", field="tags")
-        limit = request.page_size if request.HasField("page_size") else 20
-        if limit < 1 or limit > self.settings.by_tag_max_limit:
-            raise InvalidArgument(f"limit: must be between 1 and {self.settings.by_tag_max_limit}", field="limit")
+        limit = clamp_limit(request.page_size if request.HasField("page_size") else 20,
+                            self.settings.by_tag_max_limit)
         if request.offset < 0:
             raise InvalidArgument("offset: must not be negative", field="offset")
         filters = Filters.build(scope, list(request.tags),
@@ -427,7 +439,7 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
             explicit_as_of=epoch(request.read, "as_of") if request.read.HasField("as_of") else None,
             explicit_known_at=epoch(request.read, "known_at") if request.read.HasField("known_at") else None)
         response = recall_service_pb2.ListMemoriesByTagResponse(
-            memories=page.memories, has_more=page.has_more, next_page_token=token)
+            memories=page.memories, has_more=page.has_more, next_page_token=token, page_size=limit)
         if page.total is not None:
             response.total = page.total
         return response

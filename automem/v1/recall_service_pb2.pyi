@@ -162,18 +162,20 @@ class ScoredMemory(_message.Message):
     def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ..., score: _Optional[float] = ..., final_score: _Optional[float] = ..., match_type: _Optional[str] = ..., score_components: _Optional[_Mapping[str, float]] = ..., replaces_id: _Optional[str] = ..., relation_type: _Optional[str] = ...) -> None: ...
 
 class SearchMemoriesResponse(_message.Message):
-    __slots__ = ("results", "arms", "degraded", "start_time", "end_time")
+    __slots__ = ("results", "arms", "degraded", "start_time", "end_time", "limit")
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     ARMS_FIELD_NUMBER: _ClassVar[int]
     DEGRADED_FIELD_NUMBER: _ClassVar[int]
     START_TIME_FIELD_NUMBER: _ClassVar[int]
     END_TIME_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[ScoredMemory]
     arms: _containers.RepeatedScalarFieldContainer[str]
     degraded: _containers.RepeatedScalarFieldContainer[str]
     start_time: _timestamp_pb2.Timestamp
     end_time: _timestamp_pb2.Timestamp
-    def __init__(self, results: _Optional[_Iterable[_Union[ScoredMemory, _Mapping]]] = ..., arms: _Optional[_Iterable[str]] = ..., degraded: _Optional[_Iterable[str]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    limit: int
+    def __init__(self, results: _Optional[_Iterable[_Union[ScoredMemory, _Mapping]]] = ..., arms: _Optional[_Iterable[str]] = ..., degraded: _Optional[_Iterable[str]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., limit: _Optional[int] = ...) -> None: ...
 
 class GetMemoryRequest(_message.Message):
     __slots__ = ("id", "scope", "read", "touch")
@@ -220,16 +222,18 @@ class ListMemoriesByTagRequest(_message.Message):
     def __init__(self, scope: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., page_size: _Optional[int] = ..., offset: _Optional[int] = ..., read: _Optional[_Union[ReadOptions, _Mapping]] = ..., tag_mode: _Optional[_Union[TagMode, str]] = ..., tag_match: _Optional[_Union[TagMatch, str]] = ..., page_token: _Optional[str] = ..., include_total: _Optional[bool] = ...) -> None: ...
 
 class ListMemoriesByTagResponse(_message.Message):
-    __slots__ = ("memories", "has_more", "total", "next_page_token")
+    __slots__ = ("memories", "has_more", "total", "next_page_token", "page_size")
     MEMORIES_FIELD_NUMBER: _ClassVar[int]
     HAS_MORE_FIELD_NUMBER: _ClassVar[int]
     TOTAL_FIELD_NUMBER: _ClassVar[int]
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     memories: _containers.RepeatedCompositeFieldContainer[_memory_pb2.Memory]
     has_more: bool
     total: int
     next_page_token: str
-    def __init__(self, memories: _Optional[_Iterable[_Union[_memory_pb2.Memory, _Mapping]]] = ..., has_more: _Optional[bool] = ..., total: _Optional[int] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+    page_size: int
+    def __init__(self, memories: _Optional[_Iterable[_Union[_memory_pb2.Memory, _Mapping]]] = ..., has_more: _Optional[bool] = ..., total: _Optional[int] = ..., next_page_token: _Optional[str] = ..., page_size: _Optional[int] = ...) -> None: ...
 
 class StartupRecallRequest(_message.Message):
     __slots__ = ("scope", "read")
