@@ -115,7 +115,7 @@ class AutomemInterceptor(grpc.aio.ServerInterceptor):
         principal and requested scope. Raises AutomemError."""
         metadata = {k.lower(): v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
         principal = await self.authenticator.authenticate(
-            bearer_from_metadata(metadata), metadata.get("x-admin-token", ""))
+            bearer_from_metadata(metadata), metadata.get("x-admin-token", "") or metadata.get("x-admin-api-key", ""))
         await self.limiter.check(principal)
         return set_principal(principal), header_scope.set(metadata.get("x-automem-scope", ""))
 

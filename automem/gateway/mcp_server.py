@@ -457,15 +457,14 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
             raise ToolError("memory_id or tags: one is required")
         with _tool_errors():
             response = await usecases.delete_by_tag(caller(ctx), tags, dry_run=not confirm)
-        ids = list(response.memory_ids)
+        listed = presenters.deleted_by_tag_json(tags, not confirm, response)
+        lines = [f"- {m['id']} [{m['state']}, valid {_window(m)}] {m['content'][:80]}" for m in listed["memories"]]
         if not confirm:
-            body = {"dry_run": True, "tags": tags, "would_delete_count": len(ids), "memory_ids": ids,
-                    "message": f"Preview: {len(ids)} memories would be deleted; call again with confirm: true"}
-            text = body["message"] + (f"\nIds: {', '.join(ids)}" if ids else "")
-            return _result(text, body)
-        body = {"dry_run": False, "tags": tags, "deleted_count": response.deleted_count, "memory_ids": ids,
-                "message": f"Deleted {response.deleted_count} memories with tags {', '.join(tags)}"}
-        return _result(body["message"], body)
+            body = {**listed, "message": f"Preview: {listed['would_delete_count']} memories would be deleted "
+                                         f"(states {listed['states']}); call again with confirm: true"}
+            return _result("\n".join([body["message"], *lines]), body)
+        body = {**listed, "message": f"Deleted {response.deleted_count} memories with tags {', '.join(tags)}"}
+        return _result("\n".join([body["message"], *lines]), body)
 
     async def check_database_health() -> CallToolResult:
         """Status of the service and its stores (healthy | degraded), counts and enrichment queue."""

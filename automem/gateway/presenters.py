@@ -160,9 +160,17 @@ def associated_json(outcome: Any) -> tuple[int, dict[str, Any]]:
 
 def deleted_by_tag_json(tags: list[str], dry_run: bool,
                         response: ingest_service_pb2.DeleteMemoriesByTagResponse) -> dict[str, Any]:
-    """``DELETE /memory/by-tag`` answer (``would_delete_count`` in a preview)."""
+    """``DELETE /memory/by-tag`` answer (``would_delete_count`` in a preview): the ids, the
+    memories as they were before the delete (``memories``, each with its ``state`` and
+    validity window) and their count by state (``states``, e.g. ``{"ACTIVE": 1,
+    "SUPERSEDED": 1}``)."""
+    memories = [memory_json(m) for m in response.memories]
+    states: dict[str, int] = {}
+    for m in memories:
+        states[m["state"]] = states.get(m["state"], 0) + 1
     body: dict[str, Any] = {"status": "success", "tags": tags, "dry_run": dry_run,
-                            "deleted_count": response.deleted_count, "memory_ids": list(response.memory_ids)}
+                            "deleted_count": response.deleted_count, "memory_ids": list(response.memory_ids),
+                            "states": states, "memories": memories}
     if dry_run:
         body["would_delete_count"] = len(response.memory_ids)
     return body
