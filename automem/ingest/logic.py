@@ -236,10 +236,10 @@ def input_time(item: ingest_service_pb2.MemoryInput, name: str, field_prefix: st
 def validate_embedding(values: list[float], field: str, dimension: int) -> None:
     """Check a caller-supplied embedding: finite numbers, and exactly ``dimension`` of them
     when ``dimension`` is known (non-zero; automem/common/embedding.py
-    ``configured_dimension``). Empty = none given. AutoMem stores a vector of the wrong size
-    as given or replaces it; here it is refused, so a vector from another model cannot end
-    up in the collection nor be swapped silently. InvalidArgument naming ``field`` and both
-    sizes."""
+    ``configured_dimension``). Empty = none given. AutoMem refuses a vector without exactly
+    ``VECTOR_SIZE`` values too (``coerce_embedding`` in automem/embedding/runtime_helpers.py
+    of verygoodplugins/automem); the message here names both sizes. InvalidArgument naming
+    ``field``."""
     if any(math.isnan(v) or math.isinf(v) for v in values):
         raise InvalidArgument(f"{field}: must contain finite numbers", field=field)
     if values and dimension and len(values) != dimension:
