@@ -40,7 +40,7 @@ async def recall(
     expand_min_importance: float = 0.0, expand_min_strength: float = 0.0,
     min_score: float = 0.0, context: str = "", context_tags: list[str] = Query(default=[]),
     context_types: list[str] = Query(default=[]), priority_ids: list[str] = Query(default=[]),
-    recency_bias: str = "auto", format: str | None = None,
+    recency_bias: str = "auto", format: str | None = None, state_debug: bool = False,
 ) -> dict[str, Any]:
     """Hybrid recall (AutoMem's parameters and defaults). Current memories only unless
     ``state_mode=history``; a superseded hit comes back as its chain head with
@@ -61,11 +61,11 @@ async def recall(
     found = await usecases.search(
         call, read=read, query=query, queries=queries, embedding=vector, limit=limit, offset=offset, sort=sort,
         time_query=time_query, start=start, end=end, tags=expanded_tags, tag_mode=tag_mode, tag_match=tag_match,
-        exclude_tags=exclude_tags, expand_relations=expand_relations, expand_entities=expand_entities,
+        exclude_tags=_split(exclude_tags), expand_relations=expand_relations, expand_entities=expand_entities,
         relation_limit=relation_limit, expansion_limit=expansion_limit,
         expand_min_importance=expand_min_importance, expand_min_strength=expand_min_strength, min_score=min_score,
         context=context, context_tags=context_tags, context_types=context_types, priority_ids=priority_ids,
-        recency_bias=recency_bias)
+        recency_bias=recency_bias, state_debug=state_debug)
     results = [presenters.scored_json(r) for r in found.results]
     return {
         "status": "success", "results": results, "count": len(results),
@@ -73,7 +73,13 @@ async def recall(
         "tag_match": tag_match, "limit": found.limit, "requested_limit": limit, "offset": offset, "sort": sort,
         "time_window": presenters.time_window_json(found),
         "as_of": as_of, "known_at": known_at, "arms": list(found.arms),
-        "degraded": list(found.degraded), "query_time_ms": presenters.elapsed_ms(started),
+        "degraded": list(found.degraded), "recency_bias": recency_bias,
+        **presenters.recall_details_json(
+            found, state_mode=usecases.state_mode_word(read), queries=[q for q in [query, *queries] if q.strip()],
+            exclude_tags=_split(exclude_tags), min_score=min_score, expand_relations=expand_relations,
+            expand_entities=expand_entities, relation_limit=relation_limit, expansion_limit=expansion_limit,
+            state_debug=state_debug),
+        "query_time_ms": presenters.elapsed_ms(started),
     }
 
 

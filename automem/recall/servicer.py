@@ -31,7 +31,7 @@ from automem.common.lifecycle import SUPERSEDING_RELATIONS
 from automem.common.model import Memory, epoch, ts
 from automem.common.paging import decode_offset_token, encode_offset_token
 from automem.common.settings import Settings
-from automem.common.state import ReadAt, as_known, known, resolve, resolve_one
+from automem.common.state import ReadAt, as_known, known, resolve, resolve_one, withheld_reason
 from automem.common.text import analyze, bm25_query_weights, fulltext_query
 from automem.common.timeouts import long_running
 from automem.graph import GraphStore
@@ -233,6 +233,8 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
                       priority_ids=set(request.priority_ids), now=time.time(),
                       recency_bias=recency_bias)
         results: list[recall_service_pb2.ScoredMemory] = []
+        state_filter = recall_service_pb2.StateFilter()
+        score_filtered = 0
         seen: set[str] = set()
         resolved_seen: set[str] = set()
         pos = 0
@@ -248,16 +250,32 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
                                      outgoing=outgoing)
             for r, res in zip(chunk, resolved, strict=True):
                 if res is None or res.memory.id in seen:
+                    state_filter.suppressed_count += 1
+                    if request.state_debug:
+                        state_filter.suppressed.add(id=r.id, reason=withheld_reason(full[r.id], read))
                     continue
                 if not filters.matches(res.memory) and not res.replaces_id:
                     continue
                 if request.min_score and r.score < request.min_score:
+                    score_filtered += 1
                     continue
+                if res.replaces_id:
+                    state_filter.suppressed_count += 1
+                    state_filter.replacement_count += 1
+                    if request.state_debug:
+                        state_filter.suppressed.add(id=res.replaces_id, reason=withheld_reason(full[r.id], read),
+                                                    replacement_id=res.memory.id)
                 seen.add(res.memory.id)
                 match_type = "state_replacement" if res.replaces_id else r.match_type
-                results.append(recall_service_pb2.ScoredMemory(
+                scored = recall_service_pb2.ScoredMemory(
                     memory=res.memory, score=r.score, final_score=r.score, match_type=match_type,
-                    score_components=r.score_components, replaces_id=res.replaces_id))
+                    score_components=r.score_components, replaces_id=res.replaces_id)
+                if res.replaces_id:  # the edge it was reached by, as AutoMem's relations[0]
+                    edge = max((e for e in outgoing if e[0] == r.id), key=lambda e: e[4] or 0.0, default=None)
+                    if edge is not None:
+                        scored.relation_type, scored.relation_strength = edge[1], edge[3] or 0.0
+                    scored.relation_from = res.replaces_id
+                results.append(scored)
         if sort != "score":
             key, reverse = {"time_desc": ("event_time", True), "time_asc": ("event_time", False),
                             "updated_desc": ("update_time", True), "updated_asc": ("update_time", False)}[sort]
@@ -269,7 +287,8 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
         if request.expand_entities and page:
             page.extend(await self._expand_entities(page, scope, read, request))
         return recall_service_pb2.SearchMemoriesResponse(
-            results=page, arms=arms_run, degraded=degraded, start_time=ts(start), end_time=ts(end), limit=limit)
+            results=page, arms=arms_run, degraded=degraded, start_time=ts(start), end_time=ts(end), limit=limit,
+            state_filter=state_filter, score_filtered_count=score_filtered)
 
     async def _lexical(self, queries: list[str], scope: str, filters: Filters, read: ReadAt, n_cand: int,
                        out: dict[str, float]) -> None:
@@ -355,7 +374,8 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
             have.add(res.memory.id)
             out.append(recall_service_pb2.ScoredMemory(
                 memory=res.memory, score=score, final_score=score, match_type="relation",
-                score_components={"relation": score}, relation_type=rel, replaces_id=res.replaces_id))
+                score_components={"relation": score}, relation_type=rel, replaces_id=res.replaces_id,
+                relation_from=seed, relation_strength=strength))
         return out
 
     async def _expand_entities(self, results: list[recall_service_pb2.ScoredMemory], scope: str, read: ReadAt,
