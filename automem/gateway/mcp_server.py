@@ -359,7 +359,7 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
                     found, state_mode=mode, queries=[q for q in [query or "", *(queries or [])] if q.strip()],
                     exclude_tags=exclude_tags or [], min_score=min_score, expand_relations=expand_relations,
                     expand_entities=expand_entities, relation_limit=relation_limit, expansion_limit=expansion_limit,
-                    state_debug=False),
+                    state_debug=False, tags=tags or []),
                 "arms": list(found.arms),
                 "degraded": list(found.degraded), "time_window": presenters.time_window_json(found)}
         header = f"Found {len(items)} memor{'y' if len(items) == 1 else 'ies'}" + (

@@ -15,6 +15,7 @@ from typing import Any
 from google.protobuf import json_format
 
 from automem.common.model import iso, metadata_dict, relation_type_name, state_name, type_name
+from automem.common.text import analyze
 from automem.v1 import (
     consolidate_service_pb2,
     enrich_service_pb2,
@@ -235,7 +236,7 @@ def _with_provenance(body: dict[str, Any], item: recall_service_pb2.ScoredMemory
 def recall_details_json(found: recall_service_pb2.SearchMemoriesResponse, *, state_mode: str,
                         queries: list[str], exclude_tags: list[str], min_score: float, expand_relations: bool,
                         expand_entities: bool, relation_limit: int, expansion_limit: int,
-                        state_debug: bool) -> dict[str, Any]:
+                        state_debug: bool, tags: list[str] | None = None) -> dict[str, Any]:
     """The parts of a ``/recall`` answer AutoMem's clients read beyond the results
     (automem/api/recall.py of verygoodplugins/automem; ../shared/AUTOMEM_API.md):
     ``state_filter`` (``current_only``, ``suppressed_count``, ``replacement_count``; with
@@ -243,7 +244,9 @@ def recall_details_json(found: recall_service_pb2.SearchMemoriesResponse, *, sta
     replacements, ``replacements``), ``score_filter`` (``min_score``, ``adaptive_floor``
     false: there is no adaptive floor here, ``filtered_count``), the echoes ``queries`` and
     ``exclude_tags``, ``dedup_removed`` (0: hits are de-duplicated by id before ranking),
-    ``vector_search`` (``enabled``, ``matched``), and with ``expand_relations`` /
+    ``vector_search`` (``enabled``, ``matched``), ``keywords`` of a single query (its words
+    without stop words), ``tag_scope`` when ``tags`` filter (``pool_size_hint`` null: not
+    counted), and with ``expand_relations`` /
     ``expand_entities`` the ``expansion`` / ``entity_expansion`` blocks (seed and expanded
     counts, limits, the entities of the seeds)."""
     results = list(found.results)
@@ -266,6 +269,10 @@ def recall_details_json(found: recall_service_pb2.SearchMemoriesResponse, *, sta
         "vector_search": {"enabled": "vector" in found.arms,
                           "matched": any(r.score_components.get("vector", 0.0) > 0 for r in results)},
     }
+    if len(queries) == 1:
+        body["keywords"] = analyze(queries[0], stem=False)
+    if tags:
+        body["tag_scope"] = {"filtered": True, "pool_size_hint": None, "gated_low_evidence": 0}
     if expand_relations:
         body["expansion"] = {"enabled": True, "seed_count": len(seeds),
                              "expanded_count": sum(r.match_type == "relation" for r in expanded),

@@ -78,7 +78,7 @@ async def recall(
             found, state_mode=usecases.state_mode_word(read), queries=[q for q in [query, *queries] if q.strip()],
             exclude_tags=_split(exclude_tags), min_score=min_score, expand_relations=expand_relations,
             expand_entities=expand_entities, relation_limit=relation_limit, expansion_limit=expansion_limit,
-            state_debug=state_debug),
+            state_debug=state_debug, tags=expanded_tags),
         "query_time_ms": presenters.elapsed_ms(started),
     }
 

@@ -305,3 +305,83 @@ async def test_delete_by_tag_preview_over_grpc_and_mcp_shows_each_state(service)
     async with service.http() as http:
         r = await http.get("/memory/by-tag", params={"tags": "agree", "state_mode": "history"})
         assert r.json()["memories"] == []
+
+
+# --- item 4: the response fields AutoMem's clients read --------------------------------
+
+# ../shared/AUTOMEM_API.md, "Response fields the real client reads from GET /recall" (as
+# observed from mcp-automem v0.15), copied here so the test runs on a fresh clone.
+RECALL_RESULT_FIELDS = ("id", "final_score", "score", "match_type", "match_score", "relation_score",
+                        "score_components", "source", "relations", "related_to", "deduped_from",
+                        "expanded_from_entity", "outside_tag_scope", "jit_enriched", "state_replaces")
+RECALL_MEMORY_FIELDS = ("content", "summary", "tags", "importance", "timestamp", "created_at", "updated_at",
+                        "metadata", "type", "confidence", "last_accessed")
+RECALL_TOP_FIELDS = ("count", "dedup_removed", "query", "sort", "keywords", "time_window", "tags", "exclude_tags",
+                     "tag_mode", "tag_match", "state_mode", "tag_scope", "scope_fallback", "recency_bias",
+                     "score_filter", "queries", "vector_search", "jit_enriched_count", "query_time_ms", "entities",
+                     "expansion", "entity_expansion", "context_priority", "state_filter")
+#: Fields AutoMem only sends for features this service does not have, and why (the client
+#: reads each as optional). docs/automem-compat.md lists them too.
+NOT_APPLICABLE = {
+    "deduped_from": "hits of several queries are merged by id before ranking; no per-source record",
+    "expanded_from_entity": "entity expansion hits carry match_type 'entity' and their seed in relations",
+    "outside_tag_scope": "no scope_fallback: a tag filter is a hard filter",
+    "scope_fallback": "no scope_fallback: a tag filter is a hard filter",
+    "jit_enriched": "no just-in-time enrichment: an unembedded memory is recallable through the lexical arm",
+    "jit_enriched_count": "no just-in-time enrichment",
+    "entities": "entity identity records (AutoMem's identity synthesis) are not kept",
+    "context_priority": "context hints boost scores; no language/context profile is detected",
+}
+
+
+async def test_recall_answers_every_field_automem_clients_read(service) -> None:
+    async with service.http() as http:
+        ledger = await _store(http, "The ledger service keeps every invoice", tags=["contract"])
+        nightly = await _store(http, "Nightly reconciliation job compares bank exports")
+        r = await http.post("/associate", json={"memory1_id": ledger, "memory2_id": nightly, "type": "RELATES_TO",
+                                                "strength": 0.8})
+        assert r.status_code == 201, r.text
+        old = await _store(http, "Billing runs on MySQL five seven", tags=["contract"])
+        r = await http.post(f"/v1/memories/{old}:supersede", json={"content": "Billing moved to managed Postgres",
+                                                                     "tags": ["later"]})
+        new = r.json()["memory_id"]
+        await _store(http, "The ledger secret rotation schedule", tags=["contract", "secret"])
+        r = await http.get("/recall", params={
+            "query": "mysql ledger", "tags": "contract", "exclude_tags": "secret", "expand_relations": "true",
+            "expand_entities": "true", "min_score": "0.000001", "state_debug": "true", "limit": 10})
+        assert r.status_code == 200, r.text
+        body = r.json()
+    by_id = {x["id"]: x for x in body["results"]}
+    assert set(by_id) == {ledger, nightly, new}, body["results"]
+
+    for name in RECALL_TOP_FIELDS:
+        assert name in body or name in NOT_APPLICABLE, name
+    assert body["state_filter"]["suppressed_count"] >= 1 and body["state_filter"]["replacement_count"] == 1
+    assert body["state_filter"]["current_only"] is True
+    assert {"id": old, "reason": "superseded", "replacement_id": new} in body["state_filter"]["suppressed"]
+    assert body["state_filter"]["replacements"][0]["replaces_id"] == old
+    assert body["exclude_tags"] == ["secret"] and body["queries"] == ["mysql ledger"]
+    assert body["score_filter"]["min_score"] == 0.000001 and "filtered_count" in body["score_filter"]
+    assert body["expansion"]["enabled"] and body["expansion"]["expanded_count"] == 1
+    assert body["expansion"]["seed_count"] >= 1 and body["expansion"]["relation_limit"] == 5
+    assert body["entity_expansion"]["enabled"] and "entities_found" in body["entity_expansion"]
+    assert body["keywords"] == ["mysql", "ledger"] and body["tag_scope"]["filtered"] is True
+    assert body["count"] == 3 and body["vector_search"]["enabled"] in (True, False)
+
+    for result in body["results"]:
+        for name in ("id", "final_score", "score", "match_type", "match_score", "score_components", "source"):
+            assert name in result, (name, result)
+        for name in RECALL_MEMORY_FIELDS:
+            assert name in result["memory"], (name, result["memory"])
+    expanded = by_id[nightly]
+    assert expanded["match_type"] == "relation" and expanded["source"] == "graph"
+    assert expanded["relations"] == expanded["related_to"] == [{"type": "RELATES_TO", "strength": 0.8,
+                                                                 "from": ledger}]
+    assert expanded["relation_score"] == expanded["score"]
+    replacement = by_id[new]
+    assert replacement["match_type"] == "state_replacement"
+    assert replacement["state_replaces"] == replacement["replaces_id"] == old
+    assert replacement["relations"][0]["from"] == old and replacement["relations"][0]["type"] == "INVALIDATED_BY"
+    covered = {"relation_score", "relations", "related_to", "state_replaces"}
+    for name in RECALL_RESULT_FIELDS:
+        assert name in covered or name in NOT_APPLICABLE or all(name in x for x in body["results"]), name
