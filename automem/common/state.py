@@ -120,10 +120,12 @@ def readable_head(memory: Memory, read: ReadAt) -> bool:
 def withheld_reason(memory: Memory, read: ReadAt) -> str:
     """Why the state pass does not show ``memory`` itself under ``read`` (for AutoMem's
     ``state_filter`` with ``state_debug``, automem/api/recall.py of verygoodplugins/automem):
-    ``unknown_at_known_at``, ``deleted``, ``rejected``, ``archived``, ``pending_review``,
-    ``superseded``, ``not_yet_valid`` or ``expired``, checked in that order; ``duplicate``
-    when it is readable (another hit already showed it or its chain head)."""
+    ``deleted``, ``rejected``, ``unknown_at_known_at``, ``archived``, ``pending_review``,
+    ``meta_pattern``, ``superseded``, ``not_yet_valid`` or ``expired``, checked in that
+    order; ``duplicate`` when it is readable (another hit already showed it)."""
     memory = as_known(memory, read)
+    if memory.state in _ALWAYS_WITHHELD:
+        return memory_pb2.MemoryState.Name(memory.state).removeprefix("MEMORY_STATE_").lower()
     if not known(memory, read):
         return "unknown_at_known_at"
     if not state_allowed(memory, read):

@@ -250,12 +250,13 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
                                      outgoing=outgoing)
             for r, res in zip(chunk, resolved, strict=True):
                 if res is None or res.memory.id in seen:
-                    # Withheld, or superseded by a head already shown; a current memory shown
+                    # Withheld, or superseded by a head already shown; a readable memory shown
                     # already (as another hit's replacement) is not a suppression.
-                    if res is None or res.replaces_id:
+                    reason = withheld_reason(full[r.id], read)
+                    if reason != "duplicate":
                         state_filter.suppressed_count += 1
                         if request.state_debug:
-                            state_filter.suppressed.add(id=r.id, reason=withheld_reason(full[r.id], read),
+                            state_filter.suppressed.add(id=r.id, reason=reason,
                                                         replacement_id=res.memory.id if res else "")
                     continue
                 if not filters.matches(res.memory) and not res.replaces_id:

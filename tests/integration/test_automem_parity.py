@@ -360,6 +360,8 @@ async def test_recall_answers_every_field_automem_clients_read(service) -> None:
     assert body["state_filter"]["current_only"] is True
     assert {"id": old, "reason": "superseded", "replacement_id": new} in body["state_filter"]["suppressed"]
     assert body["state_filter"]["replacements"][0]["replaces_id"] == old
+    assert body["state_filter"]["suppressed_count"] == len(body["state_filter"]["suppressed"])
+    assert new not in [s["id"] for s in body["state_filter"]["suppressed"]]  # shown, so not suppressed
     assert body["exclude_tags"] == ["secret"] and body["queries"] == ["mysql ledger"]
     assert body["score_filter"]["min_score"] == 0.000001 and "filtered_count" in body["score_filter"]
     assert body["expansion"]["enabled"] and body["expansion"]["expanded_count"] == 1
