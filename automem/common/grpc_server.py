@@ -150,7 +150,7 @@ class AutomemInterceptor(grpc.aio.ServerInterceptor):
         if call is not None:
             call.scope = metadata.get("x-automem-scope", "")[:200]
         principal = await self.authenticator.authenticate(
-            bearer_from_metadata(metadata), metadata.get("x-admin-token", ""))
+            bearer_from_metadata(metadata), metadata.get("x-admin-token", "") or metadata.get("x-admin-api-key", ""))
         if call is not None:
             call.principal = principal.name
         await self.limiter.check(principal)

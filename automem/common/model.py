@@ -39,6 +39,18 @@ TYPE_NAMES: dict[int, str] = {
 }
 _TYPE_BY_NAME = {name.lower(): value for value, name in TYPE_NAMES.items() if name != "MetaPattern"}
 
+#: AutoMem's legacy type names and the canonical type each is stored as (``TYPE_ALIASES`` in
+#: automem/config.py of verygoodplugins/automem; its lower-case canonical names are covered
+#: by :func:`parse_type`'s case-insensitive match). Keys are lower case.
+LEGACY_TYPE_ALIASES: dict[str, str] = {
+    "memory": "Context", "milestone": "Context", "analysis": "Insight", "observation": "Insight",
+    "document": "Context", "meeting_notes": "Context", "template": "Pattern", "project": "Context",
+    "issue": "Insight", "timeline": "Context", "organization": "Context", "person": "Context",
+    "interests": "Preference", "personality": "Preference", "emotional_patterns": "Preference",
+    "relationship_dynamics": "Preference", "personal_situation": "Context", "health_habits": "Habit",
+    "practical_info": "Context", "communication": "Preference", "legal_analysis": "Insight",
+}
+
 STATE_NAMES: dict[int, str] = {
     value: name.removeprefix("MEMORY_STATE_")
     for name, value in memory_pb2.MemoryState.items()
@@ -63,13 +75,18 @@ def type_name(value: int) -> str:
 
 
 def parse_type(raw: str, *, field: str = "type") -> int:
-    """MemoryType value of ``raw`` (canonical name or lower-case alias, any case).
+    """MemoryType value of ``raw``: a canonical name in any case ("decision" is Decision), a
+    proto enum name (``MEMORY_TYPE_DECISION``), or one of AutoMem's legacy names
+    (:data:`LEGACY_TYPE_ALIASES`, e.g. "analysis" is Insight), so a store, an update and a
+    type filter all map a type as AutoMem's ``normalize_memory_type`` (automem/config.py)
+    does. AutoMem matches its aliases case-sensitively; here any case matches.
 
     Raises InvalidArgument naming ``field`` for an unknown type.
     """
     key = raw.strip().lower()
     if key.startswith("memory_type_"):
         key = key.removeprefix("memory_type_")
+    key = LEGACY_TYPE_ALIASES.get(key, key).lower()
     if key not in _TYPE_BY_NAME:
         allowed = ", ".join(n for n in TYPE_NAMES.values() if n != "MetaPattern")
         raise InvalidArgument(f"{field}: unknown memory type {raw!r}; one of {allowed}", field=field)

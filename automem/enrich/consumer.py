@@ -354,6 +354,7 @@ class EnrichConsumer:
         per-memory events run inside ``span_of[memory_id]`` when given (its message's span).
         Texts ``looked`` (the look-ahead) already embedded or NER'd are not done again;
         ``models_done`` is set when embedding and NER are over."""
+        log.debug("enrichment batch", extra={"memories": len(todo), "gone": len(gone)})
         span_of = span_of or {}
         if self.vectors is None:
             await self._enrich_without_vectors(todo, span_of, looked)

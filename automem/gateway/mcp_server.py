@@ -272,13 +272,15 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
         query: Annotated[OptStr, Field(description="Ranked mode: what to look for (natural language).")] = None,
         queries: Annotated[OptList, Field(description="Several queries; results de-duplicated.")] = None,
         embedding: Annotated[list[float] | None, Field(description="Query embedding vector.")] = None,
-        limit: Annotated[Int32, Field(description="Max results (ranked default 5, max 100; listing max "
-                                                  "200).")] = 5,
+        limit: Annotated[Int32, Field(description="Max results (ranked default 5, listing 20); more than "
+                                                  "100 (ranked) or 200 (listing) is clamped.")] = 5,
         offset: Annotated[Int32, Field(description="Results to skip (paging).")] = 0,
         page_token: Annotated[OptStr, Field(description="Tag listing mode: next_page_token of the previous "
                                                         "page (cheaper than offset on large tags).")] = None,
         sort: Annotated[Literal["score", "time_desc", "time_asc", "updated_desc", "updated_asc"],
                         Field(description="Ranking order.")] = "score",
+        order_by: Annotated[Literal["score", "time_desc", "time_asc", "updated_desc", "updated_asc"] | None,
+                            Field(description="AutoMem's alias of sort (used when sort is score).")] = None,
         time_query: Annotated[OptStr, Field(description="e.g. 'yesterday', 'last 7 days', 'March 2026', "
                                                         "'between 2026-01-01 and 2026-02-01'.")] = None,
         start: Annotated[OptStr, Field(description="ISO 8601 lower bound (a date = from its start).")] = None,
@@ -315,6 +317,8 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
         newest first); or ranked hybrid search with the /recall parameters (current memories
         only by default; a superseded hit comes back as its replacement). Every memory shows
         its state and validity window."""
+        if order_by and sort == "score":
+            sort = order_by  # AutoMem reads order_by when sort is absent (automem/api/recall.py)
         with _tool_errors():
             read = usecases.read_options(as_of, known_at, state_mode, current_only)
             if memory_id:
@@ -344,7 +348,8 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
             items = [presenters.memory_json(m) for m in listed.memories]
             paging = presenters.by_tag_json(listed)
             body = {"mode": "enumeration", "count": len(items), "total": paging["total"],
-                    "has_more": paging["has_more"], "limit": limit, "offset": offset, "tags": tags,
+                    "has_more": paging["has_more"], "limit": listed.page_size, "requested_limit": limit,
+                    "offset": offset, "tags": tags,
                     "next_page_token": paging["next_page_token"], "results": items}
             more = f", more available: page_token {listed.next_page_token}" if listed.has_more else ""
             total = paging["total"]
@@ -354,7 +359,13 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
         items = [presenters.scored_flat_json(r) for r in found.results]
         mode = usecases.state_mode_word(read)
         body = {"mode": "ranked", "count": len(items), "results": items, "query": query or "",
-                "state_mode": mode, "sort": sort, "arms": list(found.arms),
+                "state_mode": mode, "sort": sort, "limit": found.limit, "requested_limit": limit,
+                **presenters.recall_details_json(
+                    found, state_mode=mode, queries=[q for q in [query or "", *(queries or [])] if q.strip()],
+                    exclude_tags=exclude_tags or [], min_score=min_score, expand_relations=expand_relations,
+                    expand_entities=expand_entities, relation_limit=relation_limit, expansion_limit=expansion_limit,
+                    state_debug=False, tags=tags or []),
+                "arms": list(found.arms),
                 "degraded": list(found.degraded), "time_window": presenters.time_window_json(found),
                 "time_window_warning": found.time_window_warning or None}
         header = f"Found {len(items)} memor{'y' if len(items) == 1 else 'ies'}" + (
@@ -458,15 +469,14 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
             raise ToolError("memory_id or tags: one is required")
         with _tool_errors():
             response = await usecases.delete_by_tag(caller(ctx), tags, dry_run=not confirm)
-        ids = list(response.memory_ids)
+        listed = presenters.deleted_by_tag_json(tags, not confirm, response)
+        lines = [f"- {m['id']} [{m['state']}, valid {_window(m)}] {m['content'][:80]}" for m in listed["memories"]]
         if not confirm:
-            body = {"dry_run": True, "tags": tags, "would_delete_count": len(ids), "memory_ids": ids,
-                    "message": f"Preview: {len(ids)} memories would be deleted; call again with confirm: true"}
-            text = body["message"] + (f"\nIds: {', '.join(ids)}" if ids else "")
-            return _result(text, body)
-        body = {"dry_run": False, "tags": tags, "deleted_count": response.deleted_count, "memory_ids": ids,
-                "message": f"Deleted {response.deleted_count} memories with tags {', '.join(tags)}"}
-        return _result(body["message"], body)
+            body = {**listed, "message": f"Preview: {listed['would_delete_count']} memories would be deleted "
+                                         f"(states {listed['states']}); call again with confirm: true"}
+            return _result("\n".join([body["message"], *lines]), body)
+        body = {**listed, "message": f"Deleted {response.deleted_count} memories with tags {', '.join(tags)}"}
+        return _result("\n".join([body["message"], *lines]), body)
 
     async def check_database_health() -> CallToolResult:
         """Status of the service and its stores (healthy | degraded), counts and enrichment queue."""

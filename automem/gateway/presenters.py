@@ -15,6 +15,7 @@ from typing import Any
 from google.protobuf import json_format
 
 from automem.common.model import iso, metadata_dict, relation_type_name, state_name, type_name
+from automem.common.text import analyze
 from automem.v1 import (
     consolidate_service_pb2,
     enrich_service_pb2,
@@ -160,9 +161,17 @@ def associated_json(outcome: Any) -> tuple[int, dict[str, Any]]:
 
 def deleted_by_tag_json(tags: list[str], dry_run: bool,
                         response: ingest_service_pb2.DeleteMemoriesByTagResponse) -> dict[str, Any]:
-    """``DELETE /memory/by-tag`` answer (``would_delete_count`` in a preview)."""
+    """``DELETE /memory/by-tag`` answer (``would_delete_count`` in a preview): the ids, the
+    memories as they were before the delete (``memories``, each with its ``state`` and
+    validity window) and their count by state (``states``, e.g. ``{"ACTIVE": 1,
+    "SUPERSEDED": 1}``)."""
+    memories = [memory_json(m) for m in response.memories]
+    states: dict[str, int] = {}
+    for m in memories:
+        states[m["state"]] = states.get(m["state"], 0) + 1
     body: dict[str, Any] = {"status": "success", "tags": tags, "dry_run": dry_run,
-                            "deleted_count": response.deleted_count, "memory_ids": list(response.memory_ids)}
+                            "deleted_count": response.deleted_count, "memory_ids": list(response.memory_ids),
+                            "states": states, "memories": memories}
     if dry_run:
         body["would_delete_count"] = len(response.memory_ids)
     return body
@@ -197,11 +206,82 @@ def scored_flat_json(item: recall_service_pb2.ScoredMemory) -> dict[str, Any]:
     return _with_provenance(body, item)
 
 
+#: Match types whose hit came from the graph rather than the vector store's arms (AutoMem's
+#: result ``source``: "graph" or "qdrant").
+_GRAPH_MATCHES = frozenset({"tag", "time", "metadata", "relation", "entity", "state_replacement"})
+
+
 def _with_provenance(body: dict[str, Any], item: recall_service_pb2.ScoredMemory) -> dict[str, Any]:
+    """AutoMem's provenance fields of a recall result (automem/api/recall.py of
+    verygoodplugins/automem): ``match_score``, ``source``; for a hit reached through an edge
+    (relation expansion, or a state replacement of a superseded hit) ``relations`` /
+    ``related_to`` ``[{type, strength, from}]`` and ``relation_score``; for a replacement
+    ``state_replaces`` (and this service's ``replaces_id``, the same id)."""
+    body["match_score"] = item.score
+    body["source"] = "graph" if item.match_type in _GRAPH_MATCHES else "qdrant"
     if item.replaces_id:
         body["replaces_id"] = item.replaces_id
+        body["state_replaces"] = item.replaces_id
     if item.relation_type:
         body["relation_type"] = item.relation_type
+    if item.relation_from:
+        edge = {"type": item.relation_type or None, "strength": item.relation_strength, "from": item.relation_from}
+        body["relations"] = [edge]
+        body["related_to"] = [edge]
+        if item.match_type == "relation":
+            body["relation_score"] = item.score
+    return body
+
+
+def recall_details_json(found: recall_service_pb2.SearchMemoriesResponse, *, state_mode: str,
+                        queries: list[str], exclude_tags: list[str], min_score: float, expand_relations: bool,
+                        expand_entities: bool, relation_limit: int, expansion_limit: int,
+                        state_debug: bool, tags: list[str] | None = None) -> dict[str, Any]:
+    """The parts of a ``/recall`` answer AutoMem's clients read beyond the results
+    (automem/api/recall.py of verygoodplugins/automem; ../shared/AUTOMEM_API.md):
+    ``state_filter`` (``current_only``, ``suppressed_count``, ``replacement_count``; with
+    ``state_debug`` the withheld hits with their reasons, ``suppressed``, and the
+    replacements, ``replacements``), ``score_filter`` (``min_score``, ``adaptive_floor``
+    false: there is no adaptive floor here, ``filtered_count``), the echoes ``queries`` and
+    ``exclude_tags``, ``dedup_removed`` (0: hits are de-duplicated by id before ranking),
+    ``vector_search`` (``enabled``, ``matched``), ``keywords`` of a single query (its words
+    without stop words), ``tag_scope`` when ``tags`` filter (``pool_size_hint`` null: not
+    counted), and with ``expand_relations`` /
+    ``expand_entities`` the ``expansion`` / ``entity_expansion`` blocks (seed and expanded
+    counts, limits, the entities of the seeds)."""
+    results = list(found.results)
+    expanded = [r for r in results if r.match_type in ("relation", "entity")]
+    seeds = [r for r in results if r.match_type not in ("relation", "entity")][: relation_limit or 5]
+    state_filter: dict[str, Any] = {"current_only": state_mode == "current",
+                                    "suppressed_count": found.state_filter.suppressed_count,
+                                    "replacement_count": found.state_filter.replacement_count}
+    if state_debug:
+        state_filter["suppressed"] = [{"id": s.id, "reason": s.reason, "replacement_id": s.replacement_id or None}
+                                      for s in found.state_filter.suppressed]
+        state_filter["replacements"] = [{"id": r.memory.id, "replaces_id": r.replaces_id,
+                                         "relation_type": r.relation_type or None}
+                                        for r in results if r.replaces_id]
+    body: dict[str, Any] = {
+        "state_filter": state_filter,
+        "score_filter": {"min_score": min_score, "adaptive_floor": False,
+                         "filtered_count": found.score_filtered_count},
+        "queries": queries, "exclude_tags": exclude_tags, "dedup_removed": 0,
+        "vector_search": {"enabled": "vector" in found.arms,
+                          "matched": any(r.score_components.get("vector", 0.0) > 0 for r in results)},
+    }
+    if len(queries) == 1:
+        body["keywords"] = analyze(queries[0], stem=False)
+    if tags:
+        body["tag_scope"] = {"filtered": True, "pool_size_hint": None, "gated_low_evidence": 0}
+    if expand_relations:
+        body["expansion"] = {"enabled": True, "seed_count": len(seeds),
+                             "expanded_count": sum(r.match_type == "relation" for r in expanded),
+                             "relation_limit": relation_limit, "expansion_limit": expansion_limit}
+    if expand_entities:
+        found_entities = list(dict.fromkeys(e.tag or e.name for r in seeds for e in r.memory.entities))
+        body["entity_expansion"] = {"enabled": True,
+                                    "expanded_count": sum(r.match_type == "entity" for r in expanded),
+                                    "entities_found": found_entities[:10]}
     return body
 
 

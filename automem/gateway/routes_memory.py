@@ -95,8 +95,10 @@ async def store_batch(body: BatchMemoryRequest, call: CallerDep,
 @router.delete("/memory/by-tag", tags=["memory"])
 async def delete_by_tag(call: CallerDep, tags: list[str] = Query(default=[]),
                         dry_run: bool = False) -> dict[str, Any]:
-    """Delete (tombstone) every memory of the caller's scope with any of ``tags``;
-    ``dry_run=true`` returns what would be deleted."""
+    """Delete (tombstone) every memory of the caller's scope with any of ``tags`` that
+    ``GET /memory/by-tag?state_mode=history`` lists (current, superseded, expired, archived,
+    pending); ``dry_run=true`` returns what would be deleted. Both answers list the memories
+    with their state (``memories``, ``states``; presenters.deleted_by_tag_json)."""
     return presenters.deleted_by_tag_json(tags, dry_run, await usecases.delete_by_tag(call, tags, dry_run=dry_run))
 
 

@@ -275,12 +275,16 @@ class Memories(Repository):
             {"scope": scope})
         return [node_to_memory(r[0]) for r in rows]
 
-    async def with_any_tag(self, scope: str, tags: Sequence[str]) -> list[Memory]:
-        """Memories of ``scope`` not DELETED carrying any of the lower-cased ``tags``."""
+    async def with_any_tag(self, scope: str, tags: Sequence[str], states: Sequence[str]) -> list[Memory]:
+        """Memories of ``scope`` in one of ``states`` carrying any of the lower-cased ``tags``
+        (an ``entity:`` tag also in ``entity_tags``, as the by-tag listing's exact match:
+        plain tags never appear there), in the listing's order: event time newest first,
+        then importance, then id (automem/recall/bytag.py)."""
         rows = await self.store.ro_query(
-            "MATCH (m:Memory) WHERE m.scope = $scope AND m.state <> 'DELETED' "
-            "AND any(t IN m.tags_lower WHERE t IN $tags) RETURN properties(m)",
-            {"scope": scope, "tags": list(tags)},
+            "MATCH (m:Memory) WHERE m.scope = $scope AND m.state IN $states "
+            "AND any(t IN $tags WHERE t IN m.tags_lower OR t IN coalesce(m.entity_tags, [])) "
+            "RETURN properties(m) ORDER BY m.event_time DESC, m.importance DESC, m.id ASC",
+            {"scope": scope, "tags": list(tags), "states": list(states)},
         )
         return [node_to_memory(r[0]) for r in rows]
 

@@ -53,6 +53,9 @@ from automem.v1 import events_pb2, ingest_service_pb2, ingest_service_pb2_grpc, 
 log = logging.getLogger(__name__)
 
 MAX_UPDATE_RETRIES = 50
+#: States of the memories a delete by tag removes: those the by-tag listing shows with
+#: ``state_mode=history`` (automem/recall/servicer.py ``_states``).
+BY_TAG_DELETABLE_STATES = ("ACTIVE", "SUPERSEDED", "ARCHIVED", "PENDING_REVIEW")
 
 
 class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
@@ -480,18 +483,26 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
 
     @long_running
     async def DeleteMemoriesByTag(self, request, context):
-        """Tombstone every current memory in the caller's scope carrying any of ``tags``
-        (case-insensitive exact match); ``dry_run`` only lists them."""
+        """Tombstone (state DELETED) every memory of the caller's scope carrying any of
+        ``tags`` (case-insensitive exact match, ``entity:`` tags in the entity tags too) in a
+        state the by-tag listing shows with ``state_mode=history``
+        (:data:`BY_TAG_DELETABLE_STATES`): current, superseded, expired, archived and pending
+        memories, so that listing shows every memory this deletes (issue 13 item 7; AutoMem's
+        automem/api/memory.py deletes whatever carries the tags, its listing hides nothing).
+        ``dry_run`` deletes nothing. The answer lists the memories as they were (with their
+        state), in listing order; a real delete lists those it deleted (a memory changed
+        concurrently is skipped, and not listed). REJECTED memories, already retracted and
+        in no listing, stay as they are."""
         require_role("writer")
         scope = resolve_scope(request.scope)
         tags = sorted({t.strip().lower() for t in request.tags if t.strip()})
         if not tags:
             raise InvalidArgument("tags: at least one tag is required", field="tags")
-        memories = await self.graph.memories.with_any_tag(scope, tags)
+        memories = await self.graph.memories.with_any_tag(scope, tags, BY_TAG_DELETABLE_STATES)
         if request.dry_run:
             return ingest_service_pb2.DeleteMemoriesByTagResponse(memory_ids=[m.id for m in memories],
-                                                                  deleted_count=0)
-        deleted: list[str] = []
+                                                                  deleted_count=0, memories=memories)
+        deleted: list[Memory] = []
         for memory in memories:
             try:
                 updated = await self._set_state(memory, memory_pb2.MEMORY_STATE_DELETED, "delete by tag")
@@ -499,8 +510,9 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
                 continue
             await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_MEMORY_DELETED, before=memory,
                                                     after=updated, reason="delete by tag"))
-            deleted.append(memory.id)
-        return ingest_service_pb2.DeleteMemoriesByTagResponse(memory_ids=deleted, deleted_count=len(deleted))
+            deleted.append(memory)
+        return ingest_service_pb2.DeleteMemoriesByTagResponse(
+            memory_ids=[m.id for m in deleted], deleted_count=len(deleted), memories=deleted)
 
     @long_running
     async def ExportBackup(self, request, context):

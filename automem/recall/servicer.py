@@ -28,7 +28,7 @@ from automem.common.lifecycle import SUPERSEDING_RELATIONS
 from automem.common.model import Memory, epoch, ts
 from automem.common.paging import decode_offset_token, encode_offset_token
 from automem.common.settings import Settings
-from automem.common.state import ReadAt, as_known, known, resolve, resolve_one
+from automem.common.state import ReadAt, as_known, known, resolve, resolve_one, withheld_reason
 from automem.common.text import analyze, bm25_query_weights, fulltext_query
 from automem.common.timeouts import long_running
 from automem.common.timewindow import resolve as resolve_window
@@ -90,6 +90,18 @@ def _time_neighbours(memories: list[Memory], preceded_by: dict[str, list[str]]
     return {mid: (prev.get(mid), nxt.get(mid)) for mid in ids}
 
 
+def clamp_limit(limit: int, maximum: int) -> int:
+    """The number of results a read returns for a requested ``limit``: ``limit``, or
+    ``maximum`` when more was asked for (AutoMem clamps rather than refuses:
+    ``max(1, min(limit, recall_max_limit))`` in automem/api/recall.py, ``min(limit, 200)``
+    in automem/api/memory.py of verygoodplugins/automem). Unlike AutoMem, which turns zero
+    and negative values into 1, they are refused: a caller asking for nothing or less has
+    a bug worth hearing about. InvalidArgument naming ``limit`` when ``limit`` < 1."""
+    if limit < 1:
+        raise InvalidArgument(f"limit: must be at least 1 (at most {maximum} are returned)", field="limit")
+    return min(limit, maximum)
+
+
 class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
     """gRPC RecallService over the graph (truth), the vector store and the embedder."""
 
@@ -107,14 +119,15 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
 
     async def SearchMemories(self, request, context):
         """Hybrid recall. Empty query + tags/time lists by filters; empty everything lists
-        recent memories. Limit 1..recall_max_limit (default 5, AutoMem). Errors:
-        INVALID_ARGUMENT naming sort, tag_mode, tag_match, start, tz, limit; window: common/timewindow.py."""
+        recent memories. Limit default 5, above ``recall_max_limit`` clamped to it and the
+        applied limit returned in ``limit`` (:func:`clamp_limit`). Errors: INVALID_ARGUMENT
+        naming sort, tag_mode, tag_match, start, tz, limit (zero or negative); window:
+        common/timewindow.py."""
         require_role("reader")
         scope = resolve_scope(request.scope)
         read = read_at(request.read)
-        limit = request.limit if request.HasField("limit") else DEFAULT_LIMIT
-        if limit < 1 or limit > self.settings.recall_max_limit:
-            raise InvalidArgument(f"limit: must be between 1 and {self.settings.recall_max_limit}", field="limit")
+        limit = clamp_limit(request.limit if request.HasField("limit") else DEFAULT_LIMIT,
+                            self.settings.recall_max_limit)
         if request.offset < 0:
             raise InvalidArgument("offset: must not be negative", field="offset")
         recency_bias = enum_word(recall_service_pb2.RecencyBias, request.recency_bias, "recency_bias", "auto")
@@ -181,6 +194,8 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
                       priority_ids=set(request.priority_ids), now=time.time(),
                       recency_bias=recency_bias)
         results: list[recall_service_pb2.ScoredMemory] = []
+        state_filter = recall_service_pb2.StateFilter()
+        score_filtered = 0
         seen: set[str] = set()
         resolved_seen: set[str] = set()
         pos = 0
@@ -196,16 +211,37 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
                                      outgoing=outgoing)
             for r, res in zip(chunk, resolved, strict=True):
                 if res is None or res.memory.id in seen:
+                    # Withheld, or superseded by a head already shown; a readable memory shown
+                    # already (as another hit's replacement) is not a suppression.
+                    reason = withheld_reason(full[r.id], read)
+                    if reason != "duplicate":
+                        state_filter.suppressed_count += 1
+                        if request.state_debug:
+                            state_filter.suppressed.add(id=r.id, reason=reason,
+                                                        replacement_id=res.memory.id if res else "")
                     continue
                 if not filters.matches(res.memory) and not res.replaces_id:
                     continue
                 if request.min_score and r.score < request.min_score:
+                    score_filtered += 1
                     continue
+                if res.replaces_id:
+                    state_filter.suppressed_count += 1
+                    state_filter.replacement_count += 1
+                    if request.state_debug:
+                        state_filter.suppressed.add(id=res.replaces_id, reason=withheld_reason(full[r.id], read),
+                                                    replacement_id=res.memory.id)
                 seen.add(res.memory.id)
                 match_type = "state_replacement" if res.replaces_id else r.match_type
-                results.append(recall_service_pb2.ScoredMemory(
+                scored = recall_service_pb2.ScoredMemory(
                     memory=res.memory, score=r.score, final_score=r.score, match_type=match_type,
-                    score_components=r.score_components, replaces_id=res.replaces_id))
+                    score_components=r.score_components, replaces_id=res.replaces_id)
+                if res.replaces_id:  # the edge it was reached by, as AutoMem's relations[0]
+                    edge = max((e for e in outgoing if e[0] == r.id), key=lambda e: e[4] or 0.0, default=None)
+                    if edge is not None:
+                        scored.relation_type, scored.relation_strength = edge[1], edge[3] or 0.0
+                    scored.relation_from = res.replaces_id
+                results.append(scored)
         if sort != "score":
             key, reverse = {"time_desc": ("event_time", True), "time_asc": ("event_time", False),
                             "updated_desc": ("update_time", True), "updated_asc": ("update_time", False)}[sort]
@@ -218,7 +254,8 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
             page.extend(await self._expand_entities(page, scope, read, request))
         return recall_service_pb2.SearchMemoriesResponse(
             results=page, arms=arms_run, degraded=degraded, start_time=ts(start), end_time=ts(end),
-            time_window_warning=window.warning)
+            time_window_warning=window.warning, limit=limit, state_filter=state_filter,
+            score_filtered_count=score_filtered)
 
     async def _lexical(self, queries: list[str], scope: str, filters: Filters, read: ReadAt, n_cand: int,
                        out: dict[str, float]) -> None:
@@ -304,7 +341,8 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
             have.add(res.memory.id)
             out.append(recall_service_pb2.ScoredMemory(
                 memory=res.memory, score=score, final_score=score, match_type="relation",
-                score_components={"relation": score}, relation_type=rel, replaces_id=res.replaces_id))
+                score_components={"relation": score}, relation_type=rel, replaces_id=res.replaces_id,
+                relation_from=seed, relation_strength=strength))
         return out
 
     async def _expand_entities(self, results: list[recall_service_pb2.ScoredMemory], scope: str, read: ReadAt,
@@ -361,20 +399,20 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
 
     async def ListMemoriesByTag(self, request, context):
         """Current memories with the tags, newest first (event_time, importance, id), paged
-        (limit 1..by_tag_max_limit, default 20). Keyset paging with ``page_token`` /
+        (default 20; above ``by_tag_max_limit`` clamped to it, the applied size returned in
+        ``page_size``; :func:`clamp_limit`). Keyset paging with ``page_token`` /
         ``next_page_token`` (pages read the first page's snapshot); ``offset`` skips current
         memories from the start. Indexed: a page costs about the same at 100 or 100,000
         memories under the tag (automem/recall/bytag.py). ``total`` only when known exactly
         (the listing fit in this page, or ``include_total``). Errors: INVALID_ARGUMENT naming
-        page_size, offset, tag_mode, tag_match or page_token."""
+        limit (zero or negative), offset, tag_mode, tag_match or page_token."""
         require_role("reader")
         scope = resolve_scope(request.scope)
         read = read_at(request.read)
         if not any(t.strip() for t in request.tags):
             raise InvalidArgument("tags: at least one tag is required", field="tags")
-        limit = request.page_size if request.HasField("page_size") else 20
-        if limit < 1 or limit > self.settings.by_tag_max_limit:
-            raise InvalidArgument(f"limit: must be between 1 and {self.settings.by_tag_max_limit}", field="limit")
+        limit = clamp_limit(request.page_size if request.HasField("page_size") else 20,
+                            self.settings.by_tag_max_limit)
         if request.offset < 0:
             raise InvalidArgument("offset: must not be negative", field="offset")
         filters = Filters.build(scope, list(request.tags),
@@ -388,7 +426,7 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
             explicit_as_of=epoch(request.read, "as_of") if request.read.HasField("as_of") else None,
             explicit_known_at=epoch(request.read, "known_at") if request.read.HasField("known_at") else None)
         response = recall_service_pb2.ListMemoriesByTagResponse(
-            memories=page.memories, has_more=page.has_more, next_page_token=token)
+            memories=page.memories, has_more=page.has_more, next_page_token=token, page_size=limit)
         if page.total is not None:
             response.total = page.total
         return response

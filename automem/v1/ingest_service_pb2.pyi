@@ -207,12 +207,14 @@ class DeleteMemoriesByTagRequest(_message.Message):
     def __init__(self, tags: _Optional[_Iterable[str]] = ..., scope: _Optional[str] = ..., dry_run: _Optional[bool] = ...) -> None: ...
 
 class DeleteMemoriesByTagResponse(_message.Message):
-    __slots__ = ("memory_ids", "deleted_count")
+    __slots__ = ("memory_ids", "deleted_count", "memories")
     MEMORY_IDS_FIELD_NUMBER: _ClassVar[int]
     DELETED_COUNT_FIELD_NUMBER: _ClassVar[int]
+    MEMORIES_FIELD_NUMBER: _ClassVar[int]
     memory_ids: _containers.RepeatedScalarFieldContainer[str]
     deleted_count: int
-    def __init__(self, memory_ids: _Optional[_Iterable[str]] = ..., deleted_count: _Optional[int] = ...) -> None: ...
+    memories: _containers.RepeatedCompositeFieldContainer[_memory_pb2.Memory]
+    def __init__(self, memory_ids: _Optional[_Iterable[str]] = ..., deleted_count: _Optional[int] = ..., memories: _Optional[_Iterable[_Union[_memory_pb2.Memory, _Mapping]]] = ...) -> None: ...
 
 class ExportBackupRequest(_message.Message):
     __slots__ = ("skip_events",)

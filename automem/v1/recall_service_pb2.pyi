@@ -79,7 +79,7 @@ class ReadOptions(_message.Message):
     def __init__(self, as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., known_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., state_mode: _Optional[_Union[StateMode, str]] = ..., include_archived: _Optional[bool] = ..., include_pending: _Optional[bool] = ...) -> None: ...
 
 class SearchMemoriesRequest(_message.Message):
-    __slots__ = ("scope", "query", "queries", "embedding", "limit", "offset", "sort", "time_query", "tz", "start_time", "end_time", "tags", "tag_mode", "tag_match", "exclude_tags", "read", "expand_relations", "expand_entities", "relation_limit", "expansion_limit", "expand_min_importance", "expand_min_strength", "min_score", "context", "context_tags", "context_types", "priority_ids", "recency_bias")
+    __slots__ = ("scope", "query", "queries", "embedding", "limit", "offset", "sort", "time_query", "tz", "start_time", "end_time", "tags", "tag_mode", "tag_match", "exclude_tags", "read", "expand_relations", "expand_entities", "relation_limit", "expansion_limit", "expand_min_importance", "expand_min_strength", "min_score", "context", "context_tags", "context_types", "priority_ids", "recency_bias", "state_debug")
     SCOPE_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
     QUERIES_FIELD_NUMBER: _ClassVar[int]
@@ -108,6 +108,7 @@ class SearchMemoriesRequest(_message.Message):
     CONTEXT_TYPES_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_IDS_FIELD_NUMBER: _ClassVar[int]
     RECENCY_BIAS_FIELD_NUMBER: _ClassVar[int]
+    STATE_DEBUG_FIELD_NUMBER: _ClassVar[int]
     scope: str
     query: str
     queries: _containers.RepeatedScalarFieldContainer[str]
@@ -136,10 +137,11 @@ class SearchMemoriesRequest(_message.Message):
     context_types: _containers.RepeatedScalarFieldContainer[str]
     priority_ids: _containers.RepeatedScalarFieldContainer[str]
     recency_bias: RecencyBias
-    def __init__(self, scope: _Optional[str] = ..., query: _Optional[str] = ..., queries: _Optional[_Iterable[str]] = ..., embedding: _Optional[_Iterable[float]] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ..., sort: _Optional[_Union[SortOrder, str]] = ..., time_query: _Optional[str] = ..., tz: _Optional[str] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., tags: _Optional[_Iterable[str]] = ..., tag_mode: _Optional[_Union[TagMode, str]] = ..., tag_match: _Optional[_Union[TagMatch, str]] = ..., exclude_tags: _Optional[_Iterable[str]] = ..., read: _Optional[_Union[ReadOptions, _Mapping]] = ..., expand_relations: _Optional[bool] = ..., expand_entities: _Optional[bool] = ..., relation_limit: _Optional[int] = ..., expansion_limit: _Optional[int] = ..., expand_min_importance: _Optional[float] = ..., expand_min_strength: _Optional[float] = ..., min_score: _Optional[float] = ..., context: _Optional[str] = ..., context_tags: _Optional[_Iterable[str]] = ..., context_types: _Optional[_Iterable[str]] = ..., priority_ids: _Optional[_Iterable[str]] = ..., recency_bias: _Optional[_Union[RecencyBias, str]] = ...) -> None: ...
+    state_debug: bool
+    def __init__(self, scope: _Optional[str] = ..., query: _Optional[str] = ..., queries: _Optional[_Iterable[str]] = ..., embedding: _Optional[_Iterable[float]] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ..., sort: _Optional[_Union[SortOrder, str]] = ..., time_query: _Optional[str] = ..., tz: _Optional[str] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., tags: _Optional[_Iterable[str]] = ..., tag_mode: _Optional[_Union[TagMode, str]] = ..., tag_match: _Optional[_Union[TagMatch, str]] = ..., exclude_tags: _Optional[_Iterable[str]] = ..., read: _Optional[_Union[ReadOptions, _Mapping]] = ..., expand_relations: _Optional[bool] = ..., expand_entities: _Optional[bool] = ..., relation_limit: _Optional[int] = ..., expansion_limit: _Optional[int] = ..., expand_min_importance: _Optional[float] = ..., expand_min_strength: _Optional[float] = ..., min_score: _Optional[float] = ..., context: _Optional[str] = ..., context_tags: _Optional[_Iterable[str]] = ..., context_types: _Optional[_Iterable[str]] = ..., priority_ids: _Optional[_Iterable[str]] = ..., recency_bias: _Optional[_Union[RecencyBias, str]] = ..., state_debug: _Optional[bool] = ...) -> None: ...
 
 class ScoredMemory(_message.Message):
-    __slots__ = ("memory", "score", "final_score", "match_type", "score_components", "replaces_id", "relation_type")
+    __slots__ = ("memory", "score", "final_score", "match_type", "score_components", "replaces_id", "relation_type", "relation_from", "relation_strength")
     class ScoreComponentsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -154,6 +156,8 @@ class ScoredMemory(_message.Message):
     SCORE_COMPONENTS_FIELD_NUMBER: _ClassVar[int]
     REPLACES_ID_FIELD_NUMBER: _ClassVar[int]
     RELATION_TYPE_FIELD_NUMBER: _ClassVar[int]
+    RELATION_FROM_FIELD_NUMBER: _ClassVar[int]
+    RELATION_STRENGTH_FIELD_NUMBER: _ClassVar[int]
     memory: _memory_pb2.Memory
     score: float
     final_score: float
@@ -161,23 +165,51 @@ class ScoredMemory(_message.Message):
     score_components: _containers.ScalarMap[str, float]
     replaces_id: str
     relation_type: str
-    def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ..., score: _Optional[float] = ..., final_score: _Optional[float] = ..., match_type: _Optional[str] = ..., score_components: _Optional[_Mapping[str, float]] = ..., replaces_id: _Optional[str] = ..., relation_type: _Optional[str] = ...) -> None: ...
+    relation_from: str
+    relation_strength: float
+    def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ..., score: _Optional[float] = ..., final_score: _Optional[float] = ..., match_type: _Optional[str] = ..., score_components: _Optional[_Mapping[str, float]] = ..., replaces_id: _Optional[str] = ..., relation_type: _Optional[str] = ..., relation_from: _Optional[str] = ..., relation_strength: _Optional[float] = ...) -> None: ...
+
+class StateSuppressed(_message.Message):
+    __slots__ = ("id", "reason", "replacement_id")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    REPLACEMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    reason: str
+    replacement_id: str
+    def __init__(self, id: _Optional[str] = ..., reason: _Optional[str] = ..., replacement_id: _Optional[str] = ...) -> None: ...
+
+class StateFilter(_message.Message):
+    __slots__ = ("suppressed_count", "replacement_count", "suppressed")
+    SUPPRESSED_COUNT_FIELD_NUMBER: _ClassVar[int]
+    REPLACEMENT_COUNT_FIELD_NUMBER: _ClassVar[int]
+    SUPPRESSED_FIELD_NUMBER: _ClassVar[int]
+    suppressed_count: int
+    replacement_count: int
+    suppressed: _containers.RepeatedCompositeFieldContainer[StateSuppressed]
+    def __init__(self, suppressed_count: _Optional[int] = ..., replacement_count: _Optional[int] = ..., suppressed: _Optional[_Iterable[_Union[StateSuppressed, _Mapping]]] = ...) -> None: ...
 
 class SearchMemoriesResponse(_message.Message):
-    __slots__ = ("results", "arms", "degraded", "start_time", "end_time", "time_window_warning")
+    __slots__ = ("results", "arms", "degraded", "start_time", "end_time", "time_window_warning", "limit", "state_filter", "score_filtered_count")
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     ARMS_FIELD_NUMBER: _ClassVar[int]
     DEGRADED_FIELD_NUMBER: _ClassVar[int]
     START_TIME_FIELD_NUMBER: _ClassVar[int]
     END_TIME_FIELD_NUMBER: _ClassVar[int]
     TIME_WINDOW_WARNING_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    STATE_FILTER_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FILTERED_COUNT_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[ScoredMemory]
     arms: _containers.RepeatedScalarFieldContainer[str]
     degraded: _containers.RepeatedScalarFieldContainer[str]
     start_time: _timestamp_pb2.Timestamp
     end_time: _timestamp_pb2.Timestamp
     time_window_warning: str
-    def __init__(self, results: _Optional[_Iterable[_Union[ScoredMemory, _Mapping]]] = ..., arms: _Optional[_Iterable[str]] = ..., degraded: _Optional[_Iterable[str]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., time_window_warning: _Optional[str] = ...) -> None: ...
+    limit: int
+    state_filter: StateFilter
+    score_filtered_count: int
+    def __init__(self, results: _Optional[_Iterable[_Union[ScoredMemory, _Mapping]]] = ..., arms: _Optional[_Iterable[str]] = ..., degraded: _Optional[_Iterable[str]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., time_window_warning: _Optional[str] = ..., limit: _Optional[int] = ..., state_filter: _Optional[_Union[StateFilter, _Mapping]] = ..., score_filtered_count: _Optional[int] = ...) -> None: ...
 
 class GetMemoryRequest(_message.Message):
     __slots__ = ("id", "scope", "read", "touch")
@@ -224,16 +256,18 @@ class ListMemoriesByTagRequest(_message.Message):
     def __init__(self, scope: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., page_size: _Optional[int] = ..., offset: _Optional[int] = ..., read: _Optional[_Union[ReadOptions, _Mapping]] = ..., tag_mode: _Optional[_Union[TagMode, str]] = ..., tag_match: _Optional[_Union[TagMatch, str]] = ..., page_token: _Optional[str] = ..., include_total: _Optional[bool] = ...) -> None: ...
 
 class ListMemoriesByTagResponse(_message.Message):
-    __slots__ = ("memories", "has_more", "total", "next_page_token")
+    __slots__ = ("memories", "has_more", "total", "next_page_token", "page_size")
     MEMORIES_FIELD_NUMBER: _ClassVar[int]
     HAS_MORE_FIELD_NUMBER: _ClassVar[int]
     TOTAL_FIELD_NUMBER: _ClassVar[int]
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     memories: _containers.RepeatedCompositeFieldContainer[_memory_pb2.Memory]
     has_more: bool
     total: int
     next_page_token: str
-    def __init__(self, memories: _Optional[_Iterable[_Union[_memory_pb2.Memory, _Mapping]]] = ..., has_more: _Optional[bool] = ..., total: _Optional[int] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+    page_size: int
+    def __init__(self, memories: _Optional[_Iterable[_Union[_memory_pb2.Memory, _Mapping]]] = ..., has_more: _Optional[bool] = ..., total: _Optional[int] = ..., next_page_token: _Optional[str] = ..., page_size: _Optional[int] = ...) -> None: ...
 
 class StartupRecallRequest(_message.Message):
     __slots__ = ("scope", "read")

@@ -173,8 +173,8 @@ async def test_time_filters_and_natural_language_time_query(service) -> None:
         assert await _ids(http, time_query="this week", limit=10) == [new]  # "last week": the week before
         r = await http.get("/recall", params={"time_query": "qwertyuiop zzz"})  # ignored, with a warning
         assert r.status_code == 200 and "time_query" in r.json()["time_window_warning"]
-        r = await http.get("/recall", params={"limit": 1000})
-        assert r.status_code == 400 and "limit" in r.json()["error"]
+        r = await http.get("/recall", params={"limit": 1000})  # clamped, as AutoMem (issue 13 item 2)
+        assert r.status_code == 200 and r.json()["limit"] == 100
         r = await http.get("/recall", params={"sort": "sideways"})
         assert r.status_code == 400 and "sort" in r.json()["error"]
 
