@@ -203,3 +203,13 @@ class ReprocessBody(BaseModel):
     """``POST /enrichment/reprocess``: memory ids."""
 
     ids: list[str]
+
+
+class EntityMergeBody(BaseModel):
+    """``POST /entity/{slug}/merge`` (AutoMem's body, verygoodplugins/automem
+    automem/api/entity.py): ``merge_into`` (the slug to keep, required), ``category`` (for
+    slugs several kinds share), ``reason``."""
+
+    merge_into: str = ""
+    category: str = ""
+    reason: str = ""

@@ -37,6 +37,7 @@ from automem.common.timeouts import long_running
 from automem.graph import GraphStore
 from automem.recall.bytag import list_by_tag
 from automem.recall.filters import Filters
+from automem.recall.graph_views import GraphViews
 from automem.recall.ranking import Candidate, ScoreWeights, rank
 from automem.v1 import memory_pb2, recall_service_pb2, recall_service_pb2_grpc
 from automem.vectors import VectorStore
@@ -132,7 +133,7 @@ def _time_neighbours(memories: list[Memory], preceded_by: dict[str, list[str]]
     return {mid: (prev.get(mid), nxt.get(mid)) for mid in ids}
 
 
-class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
+class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
     """gRPC RecallService over the graph (truth), the vector store and the embedder."""
 
     def __init__(self, settings: Settings, graph: GraphStore, vectors: VectorStore | None,
@@ -550,3 +551,11 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
             memory_count=memory_count, vector_count=vector_count, graph_connected=graph_ok,
             vectors_connected=vectors_ok, vectors_enabled=self.vectors is not None, vector_dimensions=dims,
             server_restarts=self.server_restarts)
+
+    # --- the hooks of the graph and entity reads (automem/recall/graph_views.py) ------------
+
+    def _read_at(self, options: recall_service_pb2.ReadOptions) -> ReadAt:
+        return read_at(options)
+
+    def _states_of(self, read: ReadAt) -> list[str]:
+        return _states(read)
