@@ -144,10 +144,10 @@ class Relations(Repository):
         rows = await self.store.ro_query(
             "UNWIND $ids AS mid MATCH (a:Memory {id: mid})-[r]->(b:Memory) "
             "WHERE a.scope = $scope AND b.scope = $scope "
-            "RETURN a.id, b.id, a.id, type(r), b.id, r.strength "
+            "RETURN a.id AS seed, b.id AS other, a.id AS source, type(r) AS type, b.id AS target, r.strength AS s "
             "UNION ALL UNWIND $ids AS mid MATCH (a:Memory {id: mid})<-[r]-(b:Memory) "
             "WHERE a.scope = $scope AND b.scope = $scope "
-            "RETURN a.id, b.id, b.id, type(r), a.id, r.strength",
+            "RETURN a.id AS seed, b.id AS other, b.id AS source, type(r) AS type, a.id AS target, r.strength AS s",
             {"ids": list(ids), "scope": scope})
         return [(r[0], r[1], r[2], r[3], r[4], float(r[5] or 0.0)) for r in rows]
 
