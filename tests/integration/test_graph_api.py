@@ -272,3 +272,42 @@ async def test_entity_merge_needs_admin(own_service) -> None:
         assert r.status_code == 403, r.text
         assert (await http.get("/entities/merges")).status_code == 403
         assert (await http.get("/entities")).status_code == 200
+
+
+async def test_graph_and_entity_mcp_tools(service) -> None:
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    async with service.http() as http:
+        ids = await _graph_with_history(service, http)
+        tool_mid = await _store(http, "Our deploys use Kubernetes and Terraform for the billing cluster.")
+        await eventually(lambda: _entities_ready(http, [tool_mid]), timeout=60)
+    headers = {"X-Automem-Scope": service.scope}
+    async with Client(streamable_http_client(service.url + "/mcp",
+                                             http_client=create_mcp_http_client(headers=headers))) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        assert tools["graph_snapshot"].annotations.read_only_hint is True
+        assert tools["merge_entities"].annotations.destructive_hint is True
+
+        async def call(tool: str, **arguments):
+            result = await client.call_tool(tool, arguments)
+            assert not result.is_error, result.content[0].text
+            return result.structured_content
+
+        snap = await call("graph_snapshot")
+        nodes = {n["id"]: n for n in snap["nodes"]}
+        assert nodes[ids["old"]]["style"] == "superseded" and ids["foreign"] not in nodes
+        near = await call("graph_neighbors", memory_id=ids["a"], depth=2, include_semantic=False)
+        assert ids["c"] in {n["id"] for n in near["graph_neighbors"]}
+        assert (await call("graph_stats"))["totals"]["nodes"] == 6
+        entities = await call("list_entities", category="tool")
+        assert {"tool:kubernetes", "tool:terraform"} <= {e["id"] for e in entities["entities"]}
+        got = await call("get_entity", slug="kubernetes")
+        assert [m["id"] for m in got["memories"]] == [tool_mid]
+        merged = await call("merge_entities", slug="terraform", merge_into="kubernetes", reason="test")
+        assert merged["merge"]["edges_moved"] == 1
+        undone = await call("merge_entities", undo_merge_id=merged["merge"]["id"])
+        assert undone["merge"]["undone"] is True
+        result = await client.call_tool("graph_neighbors", {"memory_id": ids["a"], "depth": 4})
+        assert result.is_error and "depth" in result.content[0].text
