@@ -101,14 +101,15 @@ class Entities(Repository):
         direct = [e for e in found if e.key.endswith("|" + ref)]
         return (direct or found or [None])[0]
 
-    async def mentioning(self, key: str, scope: str, states: Sequence[str], limit: int) -> list[Memory]:
-        """Up to ``limit`` memories of ``scope`` in ``states`` that mention the entity ``key`` or
-        one merged into it, newest first (event time, then id)."""
+    async def mentioning(self, keys: Sequence[str], scope: str, states: Sequence[str], limit: int) -> list[Memory]:
+        """Up to ``limit`` memories of ``scope`` in ``states`` that mention one of the entities
+        ``keys`` (an entity's key and its ``merged_keys``), newest first (event time, then id)."""
         rows = await self.store.ro_query(
-            "MATCH (e:Entity) WHERE e.scope = $scope AND (e.key = $key OR e.merged_into = $key) "
+            "UNWIND $keys AS k MATCH (e:Entity {key: k}) WHERE e.scope = $scope "
             "MATCH (m:Memory)-[:MENTIONS]->(e) WHERE m.scope = $scope AND m.state IN $states "
-            "WITH DISTINCT m RETURN properties(m) ORDER BY m.event_time DESC, m.id LIMIT $limit",
-            {"key": key, "scope": scope, "states": list(states), "limit": int(limit)})
+            "WITH DISTINCT m RETURN properties(m) AS p, m.event_time AS t, m.id AS id "
+            "ORDER BY t DESC, id LIMIT $limit",
+            {"keys": list(keys), "scope": scope, "states": list(states), "limit": int(limit)})
         return [node_to_memory(r[0]) for r in rows]
 
     async def mention_sets(self, scope: str, live: Sequence[str]) -> list[tuple[EntityRow, set[str]]]:
@@ -117,16 +118,17 @@ class Entities(Repository):
         rows = await self.store.ro_query(
             "MATCH (e:Entity) WHERE e.scope = $scope AND e.merged_into IS NULL "
             "OPTIONAL MATCH (m:Memory)-[:MENTIONS]->(e) WHERE m.state IN $live "
-            "RETURN e.key, e.name, e.kind, e.aliases, count(m), e.merged_into, collect(m.id)",
+            "RETURN e.key, e.name, e.kind, e.aliases, count(m), e.merged_into, e.merged_keys, collect(m.id)",
             {"scope": scope, "live": list(live)})
-        return [(_entity_row(r), set(r[6] or [])) for r in rows]
+        return [(_entity_row(r), set(r[7] or [])) for r in rows]
 
     async def merge(self, record: dict[str, Any]) -> list[str] | None:
         """Merge the entity ``record["alias_key"]`` into ``record["canonical_key"]`` (both of
         ``record["scope"]`` and not merged) in ONE query: every MENTIONS edge to the alias
         moves to the canonical entity, the alias gets ``merged_into``, the canonical entity's
-        ``aliases`` become ``record["aliases"]``, and an ``(:EntityMerge)`` node holding
-        ``record`` (id, scope, keys, actor, create_time, reason, prior_aliases) plus the
+        ``aliases`` and ``merged_keys`` become ``record["aliases"]`` / ``record["merged_keys"]``,
+        and an ``(:EntityMerge)`` node holding ``record`` (id, scope, keys, actor, create_time,
+        reason, prior_aliases, prior_merged_keys) plus the
         moved memory ids (``memory_ids``) and those that already mentioned the canonical
         entity (``shared``) is created. Returns the moved memory ids; None (nothing written)
         when either entity is missing or already merged."""
@@ -138,7 +140,7 @@ class Entities(Repository):
             "OPTIONAL MATCH (m)-[both:MENTIONS]->(c) "
             "WITH a, c, collect(m) AS ms, collect(old) AS olds, "
             "collect(CASE WHEN both IS NULL THEN NULL ELSE m.id END) AS shared "
-            "SET a.merged_into = $rec.canonical_key, c.aliases = $rec.aliases "
+            "SET a.merged_into = $rec.canonical_key, c.aliases = $rec.aliases, c.merged_keys = $rec.merged_keys "
             "CREATE (x:EntityMerge) SET x = $rec, x.memory_ids = [n IN ms | n.id], x.shared = shared, "
             "x.undone = false "
             "FOREACH (n IN ms | MERGE (n)-[:MENTIONS]->(c)) "
@@ -150,14 +152,15 @@ class Entities(Repository):
     async def undo_merge(self, merge_id: str, scope: str, actor: str, when: float) -> bool:
         """Undo the EntityMerge ``merge_id`` of ``scope`` in ONE query: the moved memories
         mention the alias again, lose the canonical edge unless they had it before the merge
-        (``shared``), the alias is unmerged and the canonical entity's aliases return to
-        ``prior_aliases``; the record is marked undone (``undone_by`` = ``actor``, ``undo_time``
+        (``shared``), the alias is unmerged and the canonical entity's aliases and merged keys
+        return to ``prior_aliases`` / ``prior_merged_keys``; the record is marked undone (``undone_by`` = ``actor``, ``undo_time``
         = ``when``). False (nothing written) when the record is missing or already undone."""
         rows = await self.store.query(
             "MATCH (x:EntityMerge {id: $id}) WHERE x.scope = $scope AND x.undone = false "
             "MATCH (a:Entity {key: x.alias_key}), (c:Entity {key: x.canonical_key}) "
             "WHERE a.scope = $scope AND c.scope = $scope "
-            "SET a.merged_into = NULL, c.aliases = x.prior_aliases, x.undone = true, x.undone_by = $actor, "
+            "SET a.merged_into = NULL, c.aliases = x.prior_aliases, c.merged_keys = x.prior_merged_keys, "
+            "x.undone = true, x.undone_by = $actor, "
             "x.undo_time = $when "
             "WITH x, a, c "
             "OPTIONAL MATCH (m:Memory)-[r:MENTIONS]->(c) WHERE m.id IN x.memory_ids "
@@ -179,20 +182,21 @@ class Entities(Repository):
 
 
 #: The tail of an entity read: its reference count (memories in ``$live`` states mentioning
-#: it or an entity merged into it) and the columns :func:`_entity_row` reads.
+#: it or an entity merged into it, found by key through ``merged_keys``: index lookups, no
+#: scan) and the columns :func:`_entity_row` reads.
 _REFERENCES = (
-    "OPTIONAL MATCH (x:Entity) WHERE x.scope = e.scope AND x.merged_into = e.key "
-    "WITH e, collect(x) + [e] AS group UNWIND group AS g "
+    "UNWIND [e.key] + coalesce(e.merged_keys, []) AS k OPTIONAL MATCH (g:Entity {key: k}) "
     "OPTIONAL MATCH (m:Memory)-[:MENTIONS]->(g) WHERE m.state IN $live "
     "WITH e, count(DISTINCT m) AS n "
-    "RETURN e.key, e.name, e.kind, e.aliases, n, e.merged_into ")
+    "RETURN e.key, e.name, e.kind, e.aliases, n, e.merged_into, e.merged_keys ")
 
 
 @dataclass(frozen=True)
 class EntityRow:
     """An Entity node as read: ``key`` (``scope|kind|slug``), name, kind, aliases (slugs of
-    entities merged into it), ``references`` (memories mentioning it) and ``merged_into``
-    (key, "" when not merged)."""
+    entities merged into it), ``references`` (memories mentioning it), ``merged_into`` (key,
+    "" when not merged) and ``merged_keys`` (keys of the entities merged into it, directly or
+    through another)."""
 
     key: str
     name: str
@@ -200,6 +204,7 @@ class EntityRow:
     aliases: tuple[str, ...]
     references: int
     merged_into: str
+    merged_keys: tuple[str, ...] = ()
 
 
 def entity_key_of(scope: str, kind: str, slug: str) -> str:
@@ -216,4 +221,4 @@ def split_entity_key(key: str) -> tuple[str, str, str]:
 
 def _entity_row(row: Sequence[Any]) -> EntityRow:
     return EntityRow(key=row[0], name=row[1] or "", kind=row[2] or "", aliases=tuple(row[3] or ()),
-                     references=int(row[4] or 0), merged_into=row[5] or "")
+                     references=int(row[4] or 0), merged_into=row[5] or "", merged_keys=tuple(row[6] or ()))

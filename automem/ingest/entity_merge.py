@@ -84,7 +84,8 @@ class EntityMerges:
         record = {
             "id": str(uuid.uuid4()), "scope": scope, "alias_key": alias.key, "canonical_key": canonical.key,
             "actor": principal.name, "create_time": now().timestamp(), "reason": request.reason,
-            "prior_aliases": list(canonical.aliases),
+            "prior_aliases": list(canonical.aliases), "prior_merged_keys": list(canonical.merged_keys),
+            "merged_keys": list(dict.fromkeys([*canonical.merged_keys, alias.key, *alias.merged_keys])),
             "aliases": list(dict.fromkeys([*canonical.aliases, alias_slug, *alias.aliases])),
         }
         moved = await self.graph.entities.merge(record)

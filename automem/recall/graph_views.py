@@ -276,7 +276,7 @@ class GraphViews:
             row = canonical[0] if canonical else None
         if row is None:
             raise NotFound(f"slug: no entity {request.slug!r} in this scope", field="slug")
-        memories = await self.graph.entities.mentioning(row.key, scope, self._states_of(read), limit)
+        memories = await self.graph.entities.mentioning([row.key, *row.merged_keys], scope, self._states_of(read), limit)
         return recall_service_pb2.GetEntityResponse(entity=entity_message(row),
                                                     memories=await self._nodes(memories, scope, read))
 

@@ -209,6 +209,12 @@ async def test_entities_list_get_candidates_merge_and_undo(service) -> None:
         assert r.json()["entity"]["id"] == "tool:postgresql"
         assert "tool:postgres" not in {e["id"] for e in (await http.get("/entities")).json()["entities"]}
         assert (await http.post("/entity/postgres/merge", json={"merge_into": "postgresql"})).status_code == 409
+        # a mention enrichment writes after the merge (to the merged entity) counts for the kept one
+        late = await _store(http, "Postgres vacuum settings were tuned for the ledger tables.")
+        await eventually(lambda: _entities_ready(http, [late]), timeout=60)
+        r = await http.get("/entity/postgresql")
+        assert {m["id"] for m in r.json()["memories"]} == {both, long_only, short_only, late}
+        assert r.json()["entity"]["reference_count"] == 4
 
         # audited: the record names who, when, why and what moved
         r = await http.get("/entities/merges")
@@ -222,14 +228,15 @@ async def test_entities_list_get_candidates_merge_and_undo(service) -> None:
         assert r.json()["merge"]["undone"] is True and r.json()["merge"]["undone_at"]
         r = await http.get("/entity/postgres")
         assert r.json()["entity"]["id"] == "tool:postgres"
-        assert {m["id"] for m in r.json()["memories"]} == {both, short_only}
+        assert {m["id"] for m in r.json()["memories"]} == {both, short_only, late}
         r = await http.get("/entity/postgresql")
         assert {m["id"] for m in r.json()["memories"]} == {both, long_only} and r.json()["entity"]["aliases"] == []
         rows = await graph.ro_query(
             "MATCH (m:Memory)-[:MENTIONS]->(e:Entity) WHERE m.scope = $scope AND e.name STARTS WITH 'postgres' "
             "RETURN m.id, e.name ORDER BY m.id, e.name", {"scope": service.scope})
         assert sorted((r[0], r[1]) for r in rows) == sorted(
-            [(both, "postgres"), (both, "postgresql"), (long_only, "postgresql"), (short_only, "postgres")])
+            [(both, "postgres"), (both, "postgresql"), (long_only, "postgresql"), (short_only, "postgres"),
+             (late, "postgres")])
         assert (await http.post(f"/entities/merges/{merge['id']}/undo")).status_code == 409
 
 
