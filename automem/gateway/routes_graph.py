@@ -20,11 +20,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 
 from automem.common.model import AUTHORABLE_RELATIONS, SYSTEM_RELATIONS, TYPE_NAMES
 from automem.gateway import presenters, usecases
-from automem.gateway.deps import CallerDep
+from automem.gateway.deps import CallerDep, auth_error
 from automem.gateway.schemas import EntityMergeBody, JsonBodyRoute
 
 router = APIRouter(route_class=JsonBodyRoute)
@@ -69,15 +69,21 @@ async def stats(call: CallerDep) -> dict[str, Any]:
 
 
 @router.get("/graph/types", tags=["graph"])
-async def types(call: CallerDep) -> dict[str, Any]:
-    """The memory types and their colours (no store is read)."""
+async def types(request: Request) -> Any:
+    """The memory types and their colours (no store is read; the key is checked as on every
+    route, 401/403 otherwise)."""
+    if denied := await auth_error(request):
+        return denied
     names = [n for n in TYPE_NAMES.values() if n != "MetaPattern"]
     return {"status": "success", "types": names, "colors": {n: presenters.TYPE_COLORS[n] for n in names}}
 
 
 @router.get("/graph/relations", tags=["graph"])
-async def relations(call: CallerDep) -> dict[str, Any]:
-    """The relation types (authorable and system) and their colours (no store is read)."""
+async def relations(request: Request) -> Any:
+    """The relation types (authorable and system) and their colours (no store is read; the
+    key is checked as on every route, 401/403 otherwise)."""
+    if denied := await auth_error(request):
+        return denied
     names = sorted(AUTHORABLE_RELATIONS + SYSTEM_RELATIONS)
     return {"status": "success", "relations": names, "authorable": sorted(AUTHORABLE_RELATIONS),
             "colors": {n: presenters.RELATION_COLORS[n] for n in names}}

@@ -279,6 +279,10 @@ async def test_entity_merge_needs_admin(own_service) -> None:
         assert r.status_code == 403, r.text
         assert (await http.get("/entities/merges")).status_code == 403
         assert (await http.get("/entities")).status_code == 200
+        assert (await http.get("/graph/types")).status_code == 200
+    async with own_service.http() as anonymous:  # keys exist: no key, no answer, even without a store read
+        for path in ("/graph/types", "/graph/relations", "/graph/snapshot", "/entities"):
+            assert (await anonymous.get(path)).status_code == 401, path
 
 
 async def test_graph_and_entity_mcp_tools(service) -> None:
