@@ -153,7 +153,7 @@ async def _start_enrich(rt: Runtime) -> Stop:
 
         sweep = PendingSweep(rt.settings, rt.bus, rt.graph, rt.publisher, consumer.sub)
         rt.tasks.append(asyncio.create_task(sweep.run(), name="pending-sweep"))
-    servicer = EnrichServicer(rt.settings, consumer, rt.publisher)
+    servicer = EnrichServicer(rt.settings, consumer, rt.publisher, task)
     rt.grpc_server.add(enrich_service_pb2_grpc.add_EnrichServiceServicer_to_server, servicer,
                        enrich_service_pb2.DESCRIPTOR.services_by_name["EnrichService"].full_name)
 
@@ -181,7 +181,8 @@ async def _start_consolidate(rt: Runtime) -> Stop | None:
         return None
     scheduler = rt.consolidate_scheduler = Scheduler(rt.settings, servicer)
     servicer.scheduler = scheduler
-    rt.tasks.append(asyncio.create_task(scheduler.run(), name="consolidate-scheduler"))
+    scheduler.task = asyncio.create_task(scheduler.run(), name="consolidate-scheduler")
+    rt.tasks.append(scheduler.task)
 
     async def stop() -> None:
         scheduler.stop()

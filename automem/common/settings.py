@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -51,6 +52,11 @@ class Settings(BaseSettings):
     enrich_addr: str = Field("", validation_alias=_env("AUTOMEM_ENRICH_ADDR"))
     consolidate_addr: str = Field("", validation_alias=_env("AUTOMEM_CONSOLIDATE_ADDR"))
     log_level: str = Field("INFO", validation_alias=_env("AUTOMEM_LOG_LEVEL", "LOG_LEVEL"))
+    #: ``json`` (one object per line, for log collectors) or ``text`` (for a terminal);
+    #: ``automem --log-format`` overrides it (automem/common/logs.py).
+    log_format: Literal["json", "text"] = Field("json", validation_alias=_env("AUTOMEM_LOG_FORMAT", "LOG_FORMAT"))
+    #: One INFO line per REST request and gRPC call (``automem.access``); off = none.
+    access_log: bool = Field(True, validation_alias=_env("AUTOMEM_ACCESS_LOG"))
     shutdown_grace_seconds: float = Field(5.0, validation_alias=_env("AUTOMEM_SHUTDOWN_GRACE_SECONDS"))
     #: Embedded servers (``automem up``): a start fails when the server made no progress (data
     #: loaded, output, CPU time) for this many seconds; a long load that moves is waited for.

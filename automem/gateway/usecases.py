@@ -437,6 +437,12 @@ async def reprocess(call: Caller, ids: Sequence[str]) -> enrich_service_pb2.Repr
     return await call(call.client.enrich.ReprocessMemories, enrich_service_pb2.ReprocessMemoriesRequest(ids=ids), CALL_TIMEOUT)
 
 
+async def reembed(call: Caller, batch_size: int, limit: int, force: bool) -> enrich_service_pb2.ReembedMemoriesResponse:
+    """Start re-embedding the caller's scope (admin); progress in :func:`enrichment_status`."""
+    return await call(call.client.enrich.ReembedMemories, enrich_service_pb2.ReembedMemoriesRequest(
+        batch_size=batch_size, limit=limit, force=force), CALL_TIMEOUT)
+
+
 async def consolidate(call: Caller, mode: str, dry_run: bool) -> consolidate_service_pb2.ConsolidationRun:
     """Run one consolidation task now."""
     response = await call(call.client.consolidate.RunConsolidation,

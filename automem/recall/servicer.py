@@ -509,7 +509,10 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
     async def AnalyzeMemories(self, request, context):
         """Type and state counts, average confidence and importance, and the most frequent
         entity and user tags of the caller's scope (AutoMem's GET /analyze; entity frequency
-        from enrichment's ``entity_tags``). INVALID_ARGUMENT when ``top`` is outside 1..200."""
+        from enrichment's ``entity_tags``); AutoMem's analytics: average confidence per type,
+        patterns (MetaPatterns), PREFERS_OVER preferences, counts per UTC hour and the
+        confidence distribution (automem/graph/memories.py ``Memories.analyze``; AutoMem's
+        automem/api/recall.py ``analyze_memories``). INVALID_ARGUMENT when ``top`` is outside 1..200."""
         require_role("reader")
         scope = resolve_scope(request.scope)
         top = request.top if request.HasField("top") else 20
@@ -518,12 +521,23 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         counts = await self.graph.memories.analyze(scope, top)
         states, types, entities, tags = counts.states, counts.types, counts.entities, counts.tags
         count, confidence, importance = counts.averages[0] if counts.averages else (0, 0.0, 0.0)
+        low, medium, high = counts.confidence[0] if counts.confidence else (0, 0, 0)
         return recall_service_pb2.AnalyzeMemoriesResponse(
             memory_count=int(count or 0), type_counts={t or "": int(n) for t, n in types},
             state_counts={st or "": int(n) for st, n in states},
             average_confidence=float(confidence or 0.0), average_importance=float(importance or 0.0),
             top_entities=[recall_service_pb2.NamedCount(name=t, count=int(n)) for t, n in entities],
-            top_tags=[recall_service_pb2.NamedCount(name=t, count=int(n)) for t, n in tags])
+            top_tags=[recall_service_pb2.NamedCount(name=t, count=int(n)) for t, n in tags],
+            type_average_confidence={t or "": float(c or 0.0) for t, c in counts.type_confidence},
+            patterns=[recall_service_pb2.PatternSummary(memory_id=i, description=c or "", confidence=float(f or 0.0),
+                                                        observations=int(n)) for i, c, f, n in counts.patterns],
+            preferences=[recall_service_pb2.PreferenceSummary(prefers=a or "", over=b or "", context=r or "",
+                                                              strength=float(s or 0.0))
+                         for a, b, r, s in counts.preferences],
+            hours=[recall_service_pb2.HourSummary(hour=int(h), count=int(n), average_importance=float(i or 0.0))
+                   for h, n, i in counts.hours if h is not None],
+            confidence_distribution=recall_service_pb2.ConfidenceDistribution(
+                low=int(low or 0), medium=int(medium or 0), high=int(high or 0)))
 
     async def WhoAmI(self, request, context):
         """The caller's principal and the scope its requests act on. The interceptor has

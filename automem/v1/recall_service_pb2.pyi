@@ -342,7 +342,7 @@ class NamedCount(_message.Message):
     def __init__(self, name: _Optional[str] = ..., count: _Optional[int] = ...) -> None: ...
 
 class AnalyzeMemoriesResponse(_message.Message):
-    __slots__ = ("memory_count", "type_counts", "state_counts", "average_confidence", "average_importance", "top_entities", "top_tags")
+    __slots__ = ("memory_count", "type_counts", "state_counts", "average_confidence", "average_importance", "top_entities", "top_tags", "type_average_confidence", "patterns", "preferences", "hours", "confidence_distribution")
     class TypeCountsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -357,6 +357,13 @@ class AnalyzeMemoriesResponse(_message.Message):
         key: str
         value: int
         def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    class TypeAverageConfidenceEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
     MEMORY_COUNT_FIELD_NUMBER: _ClassVar[int]
     TYPE_COUNTS_FIELD_NUMBER: _ClassVar[int]
     STATE_COUNTS_FIELD_NUMBER: _ClassVar[int]
@@ -364,6 +371,11 @@ class AnalyzeMemoriesResponse(_message.Message):
     AVERAGE_IMPORTANCE_FIELD_NUMBER: _ClassVar[int]
     TOP_ENTITIES_FIELD_NUMBER: _ClassVar[int]
     TOP_TAGS_FIELD_NUMBER: _ClassVar[int]
+    TYPE_AVERAGE_CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    PATTERNS_FIELD_NUMBER: _ClassVar[int]
+    PREFERENCES_FIELD_NUMBER: _ClassVar[int]
+    HOURS_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCE_DISTRIBUTION_FIELD_NUMBER: _ClassVar[int]
     memory_count: int
     type_counts: _containers.ScalarMap[str, int]
     state_counts: _containers.ScalarMap[str, int]
@@ -371,7 +383,56 @@ class AnalyzeMemoriesResponse(_message.Message):
     average_importance: float
     top_entities: _containers.RepeatedCompositeFieldContainer[NamedCount]
     top_tags: _containers.RepeatedCompositeFieldContainer[NamedCount]
-    def __init__(self, memory_count: _Optional[int] = ..., type_counts: _Optional[_Mapping[str, int]] = ..., state_counts: _Optional[_Mapping[str, int]] = ..., average_confidence: _Optional[float] = ..., average_importance: _Optional[float] = ..., top_entities: _Optional[_Iterable[_Union[NamedCount, _Mapping]]] = ..., top_tags: _Optional[_Iterable[_Union[NamedCount, _Mapping]]] = ...) -> None: ...
+    type_average_confidence: _containers.ScalarMap[str, float]
+    patterns: _containers.RepeatedCompositeFieldContainer[PatternSummary]
+    preferences: _containers.RepeatedCompositeFieldContainer[PreferenceSummary]
+    hours: _containers.RepeatedCompositeFieldContainer[HourSummary]
+    confidence_distribution: ConfidenceDistribution
+    def __init__(self, memory_count: _Optional[int] = ..., type_counts: _Optional[_Mapping[str, int]] = ..., state_counts: _Optional[_Mapping[str, int]] = ..., average_confidence: _Optional[float] = ..., average_importance: _Optional[float] = ..., top_entities: _Optional[_Iterable[_Union[NamedCount, _Mapping]]] = ..., top_tags: _Optional[_Iterable[_Union[NamedCount, _Mapping]]] = ..., type_average_confidence: _Optional[_Mapping[str, float]] = ..., patterns: _Optional[_Iterable[_Union[PatternSummary, _Mapping]]] = ..., preferences: _Optional[_Iterable[_Union[PreferenceSummary, _Mapping]]] = ..., hours: _Optional[_Iterable[_Union[HourSummary, _Mapping]]] = ..., confidence_distribution: _Optional[_Union[ConfidenceDistribution, _Mapping]] = ...) -> None: ...
+
+class PatternSummary(_message.Message):
+    __slots__ = ("memory_id", "description", "confidence", "observations")
+    MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    OBSERVATIONS_FIELD_NUMBER: _ClassVar[int]
+    memory_id: str
+    description: str
+    confidence: float
+    observations: int
+    def __init__(self, memory_id: _Optional[str] = ..., description: _Optional[str] = ..., confidence: _Optional[float] = ..., observations: _Optional[int] = ...) -> None: ...
+
+class PreferenceSummary(_message.Message):
+    __slots__ = ("prefers", "over", "context", "strength")
+    PREFERS_FIELD_NUMBER: _ClassVar[int]
+    OVER_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    STRENGTH_FIELD_NUMBER: _ClassVar[int]
+    prefers: str
+    over: str
+    context: str
+    strength: float
+    def __init__(self, prefers: _Optional[str] = ..., over: _Optional[str] = ..., context: _Optional[str] = ..., strength: _Optional[float] = ...) -> None: ...
+
+class HourSummary(_message.Message):
+    __slots__ = ("hour", "count", "average_importance")
+    HOUR_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    AVERAGE_IMPORTANCE_FIELD_NUMBER: _ClassVar[int]
+    hour: int
+    count: int
+    average_importance: float
+    def __init__(self, hour: _Optional[int] = ..., count: _Optional[int] = ..., average_importance: _Optional[float] = ...) -> None: ...
+
+class ConfidenceDistribution(_message.Message):
+    __slots__ = ("low", "medium", "high")
+    LOW_FIELD_NUMBER: _ClassVar[int]
+    MEDIUM_FIELD_NUMBER: _ClassVar[int]
+    HIGH_FIELD_NUMBER: _ClassVar[int]
+    low: int
+    medium: int
+    high: int
+    def __init__(self, low: _Optional[int] = ..., medium: _Optional[int] = ..., high: _Optional[int] = ...) -> None: ...
 
 class WhoAmIRequest(_message.Message):
     __slots__ = ("scope",)

@@ -499,3 +499,49 @@ def test_schema_covers_every_value_and_every_value_is_documented(chart: Any) -> 
     for path in declared:
         for part in path.split("."):
             assert re.fullmatch(r"[a-z][A-Za-z0-9]*", part), f"{path} is not camelCase"
+
+
+# --- what the chart runs is what the CLI and the settings accept (issue 15, items 1 and 8) -------
+
+
+def _automem_containers(docs: Any) -> list[tuple[str, dict[str, Any]]]:
+    return [(f"{name}/{c['name']}", c) for name, spec in _pod_specs(docs) for c in spec["containers"]
+            if "automem" in c.get("image", "") and c.get("args")]
+
+
+def _setting_names() -> set[str]:
+    from automem.common.settings import Settings
+
+    names: set[str] = set()
+    for field in Settings.model_fields.values():
+        alias = field.validation_alias
+        names.update(getattr(alias, "choices", None) or ([alias] if isinstance(alias, str) else []))
+    return names
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_every_rendered_command_line_is_accepted_by_the_cli(case: str | None) -> None:
+    from automem.cli import build_parser
+
+    containers = _automem_containers(_rendered_case(case))
+    assert containers
+    for where, container in containers:
+        try:
+            build_parser().parse_args([str(a) for a in container["args"]])
+        except SystemExit as exc:
+            raise AssertionError(f"{where}: automem rejects {container['args']}") from exc
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_every_rendered_variable_is_a_setting(case: str | None) -> None:
+    docs = _rendered_case(case)
+    known = _setting_names()
+    names = set(_configmap_data(docs))
+    referenced: set[str] = set()  # used by Kubernetes' $(NAME) expansion in other values
+    for _, container in _automem_containers(docs):
+        names.update(e["name"] for e in container.get("env", []))
+        for text in [str(e.get("value", "")) for e in container.get("env", [])] + [str(a) for a in container["args"]]:
+            referenced.update(re.findall(r"\$\(([A-Z0-9_]+)\)", text))
+    # OTEL_* are read by the OpenTelemetry SDK itself as well; the rest must be ours.
+    unknown = {n for n in names if n not in known and n not in referenced and not n.startswith("OTEL_")}
+    assert not unknown, f"variables no setting reads: {sorted(unknown)}"
