@@ -176,7 +176,8 @@ class GraphViews:
         edges walked, and (``include_semantic``, default true) up to ``semantic_limit`` (1..20,
         default 5) most similar memories by embedding that are not graph neighbours; all
         through the state pass. NOT_FOUND when the memory is absent, deleted or rejected in
-        the scope; INVALID_ARGUMENT naming depth or semantic_limit."""
+        the scope; INVALID_ARGUMENT naming depth or semantic_limit. The walk never passes
+        through a withheld memory (deleted, rejected...): what lies beyond it is not reached."""
         require_role("reader")
         scope = resolve_scope(request.scope)
         read = self._read_at(request.read)
@@ -184,7 +185,8 @@ class GraphViews:
         semantic_limit = _bounded(request.semantic_limit or None, SEMANTIC_DEFAULT, SEMANTIC_MAX, "semantic_limit")
         include_semantic = request.include_semantic if request.HasField("include_semantic") else True
         start = await self.graph.memories.get(request.id, scope)
-        [center] = await self._nodes([start], scope, read) if start is not None else [None]
+        shown_start = await self._nodes([start], scope, read) if start is not None else []
+        center = shown_start[0] if shown_start else None
         if center is None and start is not None and start.state not in (
                 memory_pb2.MEMORY_STATE_DELETED, memory_pb2.MEMORY_STATE_REJECTED):
             center = recall_service_pb2.GraphNode(memory=as_known(start, read), is_current=False)
@@ -192,24 +194,25 @@ class GraphViews:
             raise NotFound(f"memory {request.id} not found", field="id")
         seen = {start.id}
         frontier = [start.id]
-        found: list[tuple[str, int]] = []
+        neighbours: list[recall_service_pb2.GraphNode] = []
         edges: dict[tuple[str, str, str], float] = {}
         for level in range(1, depth + 1):
-            if not frontier or len(found) >= MAX_NEIGHBOURS:
+            if not frontier or len(neighbours) >= MAX_NEIGHBOURS:
                 break
-            rows = await self.graph.relations.touching(frontier, scope)
-            frontier = []
-            for _seed, other, source, rel, target, strength in sorted(rows, key=lambda e: (-e[5], e[3], e[1])):
-                if other not in seen and len(found) < MAX_NEIGHBOURS:
+            new: list[str] = []
+            for _seed, other, source, rel, target, strength in sorted(
+                    await self.graph.relations.touching(frontier, scope), key=lambda e: (-e[5], e[3], e[1])):
+                if other not in seen and len(neighbours) + len(new) < MAX_NEIGHBOURS:
                     seen.add(other)
-                    frontier.append(other)
-                    found.append((other, level))
+                    new.append(other)
                 edges.setdefault((source, rel, target), strength)
-        hydrated = await self.graph.memories.hydrate([f[0] for f in found], scope)
-        level_of = dict(found)
-        neighbours = await self._nodes([hydrated[i] for i, _ in found if i in hydrated], scope, read)
-        for node in neighbours:
-            node.depth = level_of[node.memory.id]
+            hydrated = await self.graph.memories.hydrate(new, scope)
+            reached = await self._nodes([hydrated[i] for i in new if i in hydrated], scope, read)
+            for node in reached:
+                node.depth = level
+            neighbours.extend(reached)
+            # The walk goes on from what is shown only: never through a withheld memory.
+            frontier = [n.memory.id for n in reached]
         shown = {start.id, *(n.memory.id for n in neighbours)}
         semantic = await self._semantic(start, shown, scope, read, semantic_limit, self._states_of(read)) \
             if include_semantic else []

@@ -331,3 +331,23 @@ async def test_graph_and_entity_mcp_tools(service) -> None:
         assert undone["merge"]["undone"] is True
         result = await client.call_tool("graph_neighbors", {"memory_id": ids["a"], "depth": 4})
         assert result.is_error and "depth" in result.content[0].text
+
+
+async def test_graph_views_never_show_or_walk_through_deleted_memories(service) -> None:
+    async with service.http() as http:
+        x = await _store(http, "Kestrel firmware ships on the third Tuesday.", tags=["walk-x"])
+        y = await _store(http, "The cafeteria serves lentil soup on rainy days.", tags=["walk-y"])
+        z = await _store(http, "Quarterly tax filings go to the accountant in Lyon.", tags=["walk-z"])
+        await _associate(http, x, y)
+        await _associate(http, y, z)
+        r = await http.get(f"/graph/neighbors/{x}", params={"depth": 2, "include_semantic": "false"})
+        assert {y, z} <= {n["id"] for n in r.json()["graph_neighbors"]}
+        assert (await http.delete(f"/memory/{y}")).status_code == 200
+        r = await http.get(f"/graph/neighbors/{x}", params={"depth": 2, "include_semantic": "false"})
+        reached = {n["id"] for n in r.json()["graph_neighbors"]}
+        assert y not in reached and z not in reached, reached
+        assert all(y not in (e["source"], e["target"]) for e in r.json()["edges"])
+        r = await http.get("/graph/snapshot")
+        assert y not in {n["id"] for n in r.json()["nodes"]}
+        assert all(y not in (e["source"], e["target"]) for e in r.json()["edges"])
+        assert (await http.get(f"/graph/neighbors/{y}")).status_code == 404
