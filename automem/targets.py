@@ -215,7 +215,8 @@ async def _start_gateway(rt: Runtime) -> Stop:
         addrs = _service_addresses(rt)
         client = running["client"] = AutomemClient(addrs["ingest"], addrs["recall"], addrs["enrich"],
                                                    addrs["consolidate"], interceptors=grpc_client_interceptors(),
-                                                   call_timeout=rt.settings.call_deadline_seconds)
+                                                   call_timeout=rt.settings.call_deadline_seconds,
+                                                   lb_policy=rt.settings.grpc_lb_policy)
         config = uvicorn.Config(create_app(rt.settings, client), host=rt.settings.host, port=rt.settings.port,
                                 log_config=None, lifespan="on", access_log=False)
         server = running["server"] = uvicorn.Server(config)

@@ -233,13 +233,18 @@ class GrpcServer:
     """The process's one gRPC server with health and reflection.
 
     Args:
-        settings: uses ``grpc_port`` and ``host``.
+        settings: uses ``grpc_port``, ``host`` and ``grpc_max_connection_age_seconds``.
         authenticator: checks keys on every call.
     """
 
     def __init__(self, settings: Settings, authenticator: Authenticator) -> None:
         self.settings = settings
-        self.server = grpc.aio.server(interceptors=[grpc_server_interceptor(), AutomemInterceptor(authenticator)])
+        options = []
+        if settings.grpc_max_connection_age_seconds > 0:  # clients reconnect and re-resolve: load re-balances
+            options = [("grpc.max_connection_age_ms", int(settings.grpc_max_connection_age_seconds * 1000)),
+                       ("grpc.max_connection_age_grace_ms", 5000)]
+        self.server = grpc.aio.server(interceptors=[grpc_server_interceptor(), AutomemInterceptor(authenticator)],
+                                      options=options)
         self.health = health.aio.HealthServicer() if hasattr(health, "aio") else health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         self.service_names: list[str] = [health_pb2.DESCRIPTOR.services_by_name["Health"].full_name]
@@ -252,9 +257,13 @@ class GrpcServer:
 
     async def set_serving(self, full_name: str, serving: bool) -> None:
         """Set one service's health status (and the overall "" status)."""
+        await self.set_status(full_name, serving)
+        await self.set_status("", serving)
+
+    async def set_status(self, full_name: str, serving: bool) -> None:
+        """Set the health status of ``full_name`` alone ("" = the whole server; automem/common/readiness.py)."""
         status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
         await _maybe_await(self.health.set(full_name, status))
-        await _maybe_await(self.health.set("", status))
 
     async def start(self) -> int:
         """Enable reflection, bind ``host:grpc_port`` (0 = free port), start; returns the port."""

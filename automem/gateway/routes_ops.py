@@ -55,6 +55,24 @@ async def health(request: Request, client: Annotated[AutomemClient, Depends(grpc
     return JSONResponse(body, status_code=200 if body.get("falkordb") == "connected" else 503)
 
 
+@router.get("/livez", tags=["ops"])
+async def livez() -> dict[str, str]:
+    """Liveness (no auth): answered by this process alone, whatever its stores do — a
+    FalkorDB outage must not restart the gateway (automem/common/readiness.py)."""
+    return {"status": "alive"}
+
+
+@router.get("/readyz", tags=["ops"])
+async def readyz(client: Annotated[AutomemClient, Depends(grpc_client)]) -> JSONResponse:
+    """Readiness (no auth): 200 when every service the gateway calls reports SERVING on
+    grpc.health.v1 (each sets that from its own stores: FalkorDB, NATS, vectors), else 503;
+    ``services`` lists each one's answer."""
+    services = await usecases.readiness(client)
+    ready = all(services.values())
+    return JSONResponse({"status": "ready" if ready else "not_ready", "services": services},
+                        status_code=200 if ready else 503)
+
+
 @router.get("/analyze", tags=["ops"])
 async def analyze(call: CallerDep, top: int = 20) -> dict[str, Any]:
     """What the caller's scope holds (AutoMem): type counts, average confidence, entity

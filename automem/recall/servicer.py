@@ -18,10 +18,7 @@ import asyncio
 import logging
 import math
 import time
-from datetime import UTC, datetime
 from typing import Any
-
-import dateparser
 
 from automem.common.auth import current_principal, require_role, resolve_scope
 from automem.common.embedding import EmbeddingProvider
@@ -34,6 +31,7 @@ from automem.common.settings import Settings
 from automem.common.state import ReadAt, as_known, known, resolve, resolve_one
 from automem.common.text import analyze, bm25_query_weights, fulltext_query
 from automem.common.timeouts import long_running
+from automem.common.timewindow import resolve as resolve_window
 from automem.graph import GraphStore
 from automem.recall.bytag import list_by_tag
 from automem.recall.filters import Filters
@@ -68,46 +66,6 @@ def read_at(options: recall_service_pb2.ReadOptions) -> ReadAt:
         known_at=epoch(options, "known_at") if options.HasField("known_at") else current,
         mode=mode, include_archived=options.include_archived, include_pending=options.include_pending,
     )
-
-
-def time_window(time_query: str, start: float | None, end: float | None,
-                now: datetime | None = None) -> tuple[float | None, float | None]:
-    """(start, end) epoch seconds from ``start``/``end`` (epoch seconds, None = open) and/or
-    a natural-language ``time_query`` ("last week", "yesterday", "since March") parsed with
-    dateparser.
-
-    A relative phrase gives the window from the parsed time to now; explicit bounds win over
-    it. InvalidArgument names ``time_query`` when it cannot be parsed, ``start`` when the
-    window ends before it starts.
-    """
-    lo, hi = start, end
-    if time_query.strip():
-        reference = now or datetime.now(UTC)
-        text = time_query.strip().lower()
-        for prefix in ("since ", "from ", "after "):
-            text = text.removeprefix(prefix)
-        if text in ("today",):
-            parsed = reference.replace(hour=0, minute=0, second=0, microsecond=0)
-        else:
-            parsed = dateparser.parse(text, settings={"RELATIVE_BASE": reference.replace(tzinfo=None),
-                                                      "PREFER_DATES_FROM": "past", "RETURN_AS_TIMEZONE_AWARE": True,
-                                                      "TIMEZONE": "UTC", "TO_TIMEZONE": "UTC"})
-        if parsed is None:
-            raise InvalidArgument(f"time_query: cannot understand {time_query!r}", field="time_query")
-        try:
-            parsed.timestamp()
-        except (OverflowError, ValueError):
-            raise InvalidArgument(f"time_query: {time_query!r} is outside the years 1–9999", field="time_query") from None
-        if text in ("yesterday",):
-            day = parsed.replace(hour=0, minute=0, second=0, microsecond=0)
-            lo = lo if lo is not None else day.timestamp()
-            hi = hi if hi is not None else day.timestamp() + 86400
-        else:
-            lo = lo if lo is not None else parsed.timestamp()
-            hi = hi if hi is not None else reference.timestamp()
-    if lo is not None and hi is not None and lo > hi:
-        raise InvalidArgument("start: must not be after end", field="start")
-    return lo, hi
 
 
 def _states(read: ReadAt) -> list[str]:
@@ -151,7 +109,7 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
     async def SearchMemories(self, request, context):
         """Hybrid recall. Empty query + tags/time lists by filters; empty everything lists
         recent memories. Limit 1..recall_max_limit (default 5, AutoMem). Errors:
-        INVALID_ARGUMENT naming sort, tag_mode, tag_match, start/end/time_query, limit."""
+        INVALID_ARGUMENT naming sort, tag_mode, tag_match, start, tz, limit; window: common/timewindow.py."""
         require_role("reader")
         scope = resolve_scope(request.scope)
         read = read_at(request.read)
@@ -166,7 +124,9 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
             if value < 0 or value > top:
                 raise InvalidArgument(f"{name}: must be between 0 and {top}", field=name)
         sort = enum_word(recall_service_pb2.SortOrder, request.sort, "sort", "score")
-        start, end = time_window(request.time_query, epoch(request, "start_time"), epoch(request, "end_time"))
+        window = resolve_window(request.time_query, epoch(request, "start_time"), epoch(request, "end_time"),
+                                tz=request.tz)
+        start, end = window.start, window.end
         filters = Filters.build(scope, list(request.tags),
                                 enum_word(recall_service_pb2.TagMode, request.tag_mode, "tag_mode", "any"),
                                 enum_word(recall_service_pb2.TagMatch, request.tag_match, "tag_match", "prefix"),
@@ -258,7 +218,8 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         if request.expand_entities and page:
             page.extend(await self._expand_entities(page, scope, read, request))
         return recall_service_pb2.SearchMemoriesResponse(
-            results=page, arms=arms_run, degraded=degraded, start_time=ts(start), end_time=ts(end))
+            results=page, arms=arms_run, degraded=degraded, start_time=ts(start), end_time=ts(end),
+            time_window_warning=window.warning)
 
     async def _lexical(self, queries: list[str], scope: str, filters: Filters, read: ReadAt, n_cand: int,
                        out: dict[str, float]) -> None:
