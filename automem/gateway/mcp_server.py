@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import json
 import os
+import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
@@ -189,7 +190,8 @@ class MemoryItem(BaseModel):
 
 
 def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
-    """The MCP server with the six tools, calling the services through ``client``."""
+    """The MCP server with the six tools of mcp-automem and the graph and entity tools, calling
+    the services through ``client``."""
     server = MCPServer("automem", version="0.1.0", instructions=INSTRUCTIONS)
 
     def caller(ctx: Context | None) -> Caller:
@@ -505,6 +507,111 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
         result.is_error = body["status"] == "error"
         return result
 
+    # --- graph and entities (REST: automem/gateway/routes_graph.py) -------------------------
+
+    async def graph_snapshot(
+        ctx: Context,
+        limit: Annotated[int | None, Field(description="Nodes, 1..5000 (default 500).")] = None,
+        min_importance: Annotated[float, Field(description="Only memories at least this important (0..1).")] = 0.0,
+        types: Annotated[OptList, Field(description="Only these memory types, e.g. ['Decision'].")] = None,
+        since: Annotated[OptStr, Field(description="ISO 8601: only memories from this time on.")] = None,
+    ) -> CallToolResult:
+        """The memory graph of the scope: the most important memories and the edges among them
+        (a superseded memory is a node marked superseded, with the id of what replaced it)."""
+        started = time.perf_counter()
+        with _tool_errors():
+            found = await usecases.graph_snapshot(caller(ctx), limit=limit, min_importance=min_importance,
+                                                  types=types or [], since=since, read=usecases.read_options())
+        body = presenters.snapshot_json(found, started)
+        lines = [f"{len(body['nodes'])} of {body['stats']['total_nodes']} memories, {len(body['edges'])} edges"]
+        lines += [f"- {n['id']} [{n['type'] or 'Memory'}, {n['style']}] {n['content'][:80]}" for n in body["nodes"]]
+        lines += [f"  {e['source']} -{e['type']}-> {e['target']}" for e in body["edges"]]
+        return _result("\n".join(lines), body)
+
+    async def graph_neighbors(
+        ctx: Context,
+        memory_id: Annotated[str, Field(description="The memory at the centre.")],
+        depth: Annotated[int, Field(description="Hops along relations, 1..3.")] = 1,
+        include_semantic: Annotated[bool, Field(description="Also the most similar memories by meaning.")] = True,
+        semantic_limit: Annotated[int, Field(description="Similar memories, 1..20.")] = 5,
+    ) -> CallToolResult:
+        """A memory's neighbours along relations (up to 3 hops) and its most similar memories."""
+        started = time.perf_counter()
+        with _tool_errors():
+            found = await usecases.graph_neighbors(caller(ctx), memory_id, depth=depth,
+                                                   include_semantic=include_semantic, semantic_limit=semantic_limit,
+                                                   read=usecases.read_options())
+        body = presenters.neighbors_json(found, started)
+        lines = [f"centre {memory_id}: {body['center']['content'][:80]}"]
+        lines += [f"- hop {n['depth']} {n['id']} [{n['style']}] {n['content'][:80]}" for n in body["graph_neighbors"]]
+        lines += [f"- similar {n['similarity']} {n['id']} {n['content'][:80]}" for n in body["semantic_neighbors"]]
+        return _result("\n".join(lines), body)
+
+    async def graph_stats(ctx: Context) -> CallToolResult:
+        """Counts of the scope's memory graph: by type, relation, state, importance and day."""
+        started = time.perf_counter()
+        with _tool_errors():
+            body = presenters.graph_stats_json(await usecases.graph_stats(caller(ctx)), started)
+        return _result(f"{body['totals']['nodes']} memories, {body['totals']['edges']} edges; by type "
+                       f"{body['by_type']}; by relation {body['by_relationship']}", body)
+
+    async def list_entities(
+        ctx: Context,
+        category: Annotated[OptStr, Field(description="Only this kind: person, org, place, tool, ...")] = None,
+        limit: Annotated[int | None, Field(description="1..500 (default 100).")] = None,
+        merge_candidates: Annotated[bool, Field(description="List pairs that may be duplicates instead.")] = False,
+    ) -> CallToolResult:
+        """The entities (people, places, tools...) the scope's memories mention, most mentioned
+        first; or (``merge_candidates``) pairs of entities that may name the same thing."""
+        with _tool_errors():
+            if merge_candidates:
+                found = await usecases.merge_candidates(caller(ctx), limit=limit)
+                items = [presenters.merge_candidate_json(c) for c in found.candidates]
+                text = "\n".join(f"- {c['alias']} -> {c['canonical']} ({c['confidence']:.2f}"
+                                 f"{', auto' if c['auto_merge'] else ''})" for c in items)
+                return _result(text or "No merge candidates", {"candidates": items, "count": len(items)})
+            found = await usecases.entities(caller(ctx), category=category or "", limit=limit)
+        items = [presenters.entity_json(e) for e in found.entities]
+        text = "\n".join(f"- {e['id']} ({e['name']}): {e['reference_count']} memories" for e in items)
+        return _result(text or "No entities", {"entities": items, "count": len(items)})
+
+    async def get_entity(
+        ctx: Context,
+        slug: Annotated[str, Field(description="Entity slug, alias or '<category>:<slug>'.")],
+        category: Annotated[OptStr, Field(description="Kind, when several share the slug.")] = None,
+        memory_limit: Annotated[int | None, Field(description="Memories, 1..500 (default 50).")] = None,
+    ) -> CallToolResult:
+        """One entity and the memories that mention it, newest first."""
+        with _tool_errors():
+            found = await usecases.entity(caller(ctx), slug, category=category or "", memory_limit=memory_limit,
+                                          read=usecases.read_options())
+        body = {"entity": presenters.entity_json(found.entity),
+                "memories": [presenters.graph_node_json(n) for n in found.memories]}
+        lines = [f"{body['entity']['id']} ({body['entity']['name']}), aliases {body['entity']['aliases']}"]
+        lines += [f"- {m['id']} [{m['style']}] {m['content'][:80]}" for m in body["memories"]]
+        return _result("\n".join(lines), body)
+
+    async def merge_entities(
+        ctx: Context,
+        slug: Annotated[OptStr, Field(description="The entity to merge away (with merge_into).")] = None,
+        merge_into: Annotated[OptStr, Field(description="The entity to keep.")] = None,
+        category: OptStr = None,
+        reason: OptStr = None,
+        undo_merge_id: Annotated[OptStr, Field(description="Undo this earlier merge instead.")] = None,
+    ) -> CallToolResult:
+        """Merge one entity into another (admin; recorded, undoable), or undo a merge by the id
+        it answered with."""
+        with _tool_errors():
+            if undo_merge_id:
+                merge = (await usecases.undo_entity_merge(caller(ctx), undo_merge_id)).merge
+            else:
+                merge = (await usecases.merge_entities(caller(ctx), slug or "", merge_into=merge_into or "",
+                                                       category=category or "", reason=reason or "")).merge
+        body = presenters.entity_merge_json(merge)
+        verb = "Undid merge" if undo_merge_id else "Merged"
+        return _result(f"{verb} {body['alias']} into {body['canonical']} ({body['edges_moved']} memories); "
+                       f"merge id {body['id']}", {"merge": body})
+
     def add(fn: Any, title: str, **hints: bool) -> None:
         server.add_tool(fn, title=title, structured_output=False,
                         annotations=ToolAnnotations(title=title, openWorldHint=False, **hints))
@@ -516,6 +623,12 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
     add(delete_memory, "Delete Memory", readOnlyHint=False, destructiveHint=True, idempotentHint=False)
     add(check_database_health, "Check Database Health", readOnlyHint=True, destructiveHint=False,
         idempotentHint=True)
+    add(graph_snapshot, "Graph Snapshot", readOnlyHint=True, destructiveHint=False, idempotentHint=True)
+    add(graph_neighbors, "Graph Neighbors", readOnlyHint=True, destructiveHint=False, idempotentHint=True)
+    add(graph_stats, "Graph Stats", readOnlyHint=True, destructiveHint=False, idempotentHint=True)
+    add(list_entities, "List Entities", readOnlyHint=True, destructiveHint=False, idempotentHint=True)
+    add(get_entity, "Get Entity", readOnlyHint=True, destructiveHint=False, idempotentHint=True)
+    add(merge_entities, "Merge Entities", readOnlyHint=False, destructiveHint=True, idempotentHint=False)
     return server
 
 

@@ -440,3 +440,115 @@ def tombstone_json(t: review_service_pb2.Tombstone) -> dict[str, Any]:
 def event_json(event: Any) -> dict[str, Any]:
     """A MemoryEvent (proto JSON names, enums by name)."""
     return json_format.MessageToDict(event, preserving_proto_field_name=True)
+
+
+# --- graph and entities (AutoMem's automem/api/graph.py and automem/api/entity.py) -------
+
+#: Colours of memory types and relation types for graph viewers (this service's palette;
+#: AutoMem's viewer reads ``color`` per node and edge, and ``meta`` holds the tables).
+TYPE_COLORS = {"Decision": "#2563EB", "Pattern": "#059669", "Preference": "#7C3AED", "Style": "#DB2777",
+               "Habit": "#D97706", "Insight": "#EA580C", "Context": "#4B5563", "MetaPattern": "#0891B2",
+               "Memory": "#9CA3AF"}
+RELATION_COLORS = {"RELATES_TO": "#9CA3AF", "LEADS_TO": "#2563EB", "OCCURRED_BEFORE": "#6B7280",
+                   "PREFERS_OVER": "#7C3AED", "EXEMPLIFIES": "#059669", "CONTRADICTS": "#DC2626",
+                   "REINFORCES": "#16A34A", "INVALIDATED_BY": "#B91C1C", "EVOLVED_INTO": "#0EA5E9",
+                   "DERIVED_FROM": "#A16207", "PART_OF": "#4F46E5", "SIMILAR_TO": "#64748B",
+                   "PRECEDED_BY": "#94A3B8", "DISCOVERED": "#C026D3"}
+#: How a node that is not current is drawn (the state pass keeps superseded memories in graph
+#: views, marked): faded, whatever its confidence.
+SUPERSEDED_OPACITY = 0.25
+
+
+def graph_node_json(node: recall_service_pb2.GraphNode) -> dict[str, Any]:
+    """A graph node: :func:`memory_json` plus AutoMem's viewer fields (``color`` by type,
+    ``radius`` 0.5 + 1.5 x importance, ``opacity`` 0.4 + 0.6 x confidence) and the state
+    pass's verdict: ``is_current``, ``current_id`` (the head of a superseded memory's chain),
+    ``style`` ("current" or "superseded"); a superseded node is drawn at
+    :data:`SUPERSEDED_OPACITY`. ``similarity`` (semantic neighbours) and ``depth`` (graph
+    neighbours) when set."""
+    memory = node.memory
+    kind = type_name(memory.type) or "Memory"
+    body = memory_json(
+        memory, color=TYPE_COLORS.get(kind, TYPE_COLORS["Memory"]), radius=round(0.5 + memory.importance * 1.5, 4),
+        opacity=round(0.4 + memory.confidence * 0.6, 4) if node.is_current else SUPERSEDED_OPACITY,
+        is_current=node.is_current, current_id=node.current_id or None,
+        style="current" if node.is_current else "superseded")
+    if node.similarity:
+        body["similarity"] = node.similarity
+    if node.depth:
+        body["depth"] = node.depth
+    return body
+
+
+def graph_edge_json(edge: recall_service_pb2.GraphEdge) -> dict[str, Any]:
+    """An edge: id ``<source>-<type>-<target>``, source, target, type, strength, color."""
+    return {"id": f"{edge.source_id}-{edge.type}-{edge.target_id}", "source": edge.source_id,
+            "target": edge.target_id, "type": edge.type, "strength": edge.strength,
+            "color": RELATION_COLORS.get(edge.type, "#9CA3AF")}
+
+
+def graph_meta(started: float, **extra: Any) -> dict[str, Any]:
+    """The ``meta`` block of the graph routes: colour tables, ``query_time_ms`` and ``extra``."""
+    return {"type_colors": TYPE_COLORS, "relation_colors": RELATION_COLORS,
+            "query_time_ms": elapsed_ms(started), **extra}
+
+
+def snapshot_json(response: recall_service_pb2.GetGraphSnapshotResponse, started: float) -> dict[str, Any]:
+    """AutoMem's snapshot: ``nodes``, ``edges``, ``stats`` (total_nodes, total_edges,
+    returned_nodes, returned_edges, sampled, sample_ratio), ``meta``."""
+    nodes = [graph_node_json(n) for n in response.nodes]
+    total = response.total_nodes
+    return {"status": "success", "nodes": nodes, "edges": [graph_edge_json(e) for e in response.edges],
+            "stats": {"total_nodes": total, "total_edges": response.total_edges, "returned_nodes": len(nodes),
+                      "returned_edges": len(response.edges), "sampled": len(nodes) < total,
+                      "sample_ratio": len(nodes) / max(total, 1)},
+            "meta": graph_meta(started)}
+
+
+def neighbors_json(response: recall_service_pb2.ListGraphNeighborsResponse, started: float) -> dict[str, Any]:
+    """AutoMem's neighbours answer: ``center``, ``graph_neighbors``, ``semantic_neighbors``,
+    ``edges``, ``meta`` (depth, query_time_ms)."""
+    return {"status": "success", "center": graph_node_json(response.center),
+            "graph_neighbors": [graph_node_json(n) for n in response.graph_neighbors],
+            "semantic_neighbors": [graph_node_json(n) for n in response.semantic_neighbors],
+            "edges": [graph_edge_json(e) for e in response.edges],
+            "meta": graph_meta(started, depth=response.depth)}
+
+
+def graph_stats_json(response: recall_service_pb2.GetGraphStatsResponse, started: float) -> dict[str, Any]:
+    """AutoMem's stats: ``totals`` (nodes, edges), ``by_type``, ``by_relationship``,
+    ``importance_distribution`` (high, medium, low), ``recent_activity`` [{date, count}],
+    plus ``by_state``, ``meta``."""
+    return {"status": "success", "totals": {"nodes": response.total_nodes, "edges": response.total_edges},
+            "by_type": dict(response.by_type), "by_relationship": dict(response.by_relationship),
+            "by_state": dict(response.by_state),
+            "importance_distribution": {"high": response.importance_high, "medium": response.importance_medium,
+                                        "low": response.importance_low},
+            "recent_activity": [{"date": d.date, "count": d.count} for d in response.recent_activity],
+            "meta": graph_meta(started)}
+
+
+def entity_json(entity: recall_service_pb2.GraphEntity) -> dict[str, Any]:
+    """An entity with AutoMem's fields: id, slug, category, name, aliases, reference_count,
+    plus merged_into (null unless merged) and tag (``entity:<category>:<slug>``)."""
+    return {"id": entity.id, "slug": entity.slug, "category": entity.category, "name": entity.name,
+            "aliases": list(entity.aliases), "reference_count": entity.reference_count,
+            "merged_into": entity.merged_into or None, "tag": f"entity:{entity.category}:{entity.slug}"}
+
+
+def merge_candidate_json(candidate: recall_service_pb2.EntityMergeCandidate) -> dict[str, Any]:
+    """AutoMem's candidate: entity_a, entity_b, canonical, alias (ids), confidence, reason,
+    auto_merge."""
+    return {"entity_a": candidate.entity_a.id, "entity_b": candidate.entity_b.id, "canonical": candidate.canonical,
+            "alias": candidate.alias, "confidence": round(candidate.confidence, 4), "reason": candidate.reason,
+            "auto_merge": candidate.auto_merge}
+
+
+def entity_merge_json(merge: review_service_pb2.EntityMerge) -> dict[str, Any]:
+    """An entity merge record: AutoMem's ``merge`` fields (canonical, alias, alias_slug,
+    edges_moved) plus id, actor, reason, created_at, undone, undone_by, undone_at, memory_ids."""
+    return {"id": merge.id, "canonical": merge.canonical, "alias": merge.alias,
+            "alias_slug": merge.alias.split(":", 1)[-1], "edges_moved": merge.edges_moved, "actor": merge.actor,
+            "reason": merge.reason or None, "created_at": iso(merge, "create_time"), "undone": merge.undone,
+            "undone_by": merge.undone_by or None, "undone_at": iso(merge, "undo_time"),
+            "memory_ids": list(merge.memory_ids)}

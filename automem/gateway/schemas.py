@@ -213,3 +213,13 @@ class ReembedBody(BaseModel):
     batch_size: int = Field(32, ge=0)
     limit: int | None = Field(None, ge=0)
     force: bool = False
+
+
+class EntityMergeBody(BaseModel):
+    """``POST /entity/{slug}/merge`` (AutoMem's body, verygoodplugins/automem
+    automem/api/entity.py): ``merge_into`` (the slug to keep, required), ``category`` (for
+    slugs several kinds share), ``reason``."""
+
+    merge_into: str = ""
+    category: str = ""
+    reason: str = ""

@@ -323,6 +323,79 @@ async def analyze(call: Caller, top: int) -> recall_service_pb2.AnalyzeMemoriesR
     return await call(call.client.recall.AnalyzeMemories, recall_service_pb2.AnalyzeMemoriesRequest(top=top), CALL_TIMEOUT)
 
 
+# --- graph and entities ---------------------------------------------------------------
+
+
+async def graph_snapshot(call: Caller, *, limit: int | None, min_importance: float, types: Sequence[str],
+                         since: str | None, read: recall_service_pb2.ReadOptions,
+                         ) -> recall_service_pb2.GetGraphSnapshotResponse:
+    """The scope's graph (``limit`` None = the service's default; ``since`` ISO 8601,
+    InvalidArgument naming ``since``); bounds are checked by the service."""
+    request = recall_service_pb2.GetGraphSnapshotRequest(min_importance=min_importance, types=list(types), read=read)
+    if limit is not None:
+        request.limit = limit
+    if since:
+        request.since.CopyFrom(ts(parse_time(since, field="since")))
+    return await call(call.client.recall.GetGraphSnapshot, request, CALL_TIMEOUT)
+
+
+async def graph_neighbors(call: Caller, memory_id: str, *, depth: int, include_semantic: bool,
+                          semantic_limit: int, read: recall_service_pb2.ReadOptions,
+                          ) -> recall_service_pb2.ListGraphNeighborsResponse:
+    """A memory's graph and semantic neighbours (bounds checked by the service)."""
+    return await call(call.client.recall.ListGraphNeighbors, recall_service_pb2.ListGraphNeighborsRequest(
+        id=memory_id, depth=depth, include_semantic=include_semantic, semantic_limit=semantic_limit, read=read),
+        CALL_TIMEOUT)
+
+
+async def graph_stats(call: Caller) -> recall_service_pb2.GetGraphStatsResponse:
+    """Counts of the scope's graph."""
+    return await call(call.client.recall.GetGraphStats, recall_service_pb2.GetGraphStatsRequest(), CALL_TIMEOUT)
+
+
+async def entities(call: Caller, *, category: str, limit: int | None) -> recall_service_pb2.ListEntitiesResponse:
+    """The scope's entities (``limit`` None = the service's default)."""
+    request = recall_service_pb2.ListEntitiesRequest(category=category)
+    if limit is not None:
+        request.limit = limit
+    return await call(call.client.recall.ListEntities, request)
+
+
+async def entity(call: Caller, slug: str, *, category: str, memory_limit: int | None,
+                 read: recall_service_pb2.ReadOptions) -> recall_service_pb2.GetEntityResponse:
+    """One entity with the memories that mention it."""
+    request = recall_service_pb2.GetEntityRequest(slug=slug, category=category, read=read)
+    if memory_limit is not None:
+        request.memory_limit = memory_limit
+    return await call(call.client.recall.GetEntity, request)
+
+
+async def merge_candidates(call: Caller, *, limit: int | None) -> recall_service_pb2.ListEntityMergeCandidatesResponse:
+    """Entity pairs that may name the same thing."""
+    request = recall_service_pb2.ListEntityMergeCandidatesRequest()
+    if limit is not None:
+        request.limit = limit
+    return await call(call.client.recall.ListEntityMergeCandidates, request, CALL_TIMEOUT)
+
+
+async def merge_entities(call: Caller, slug: str, *, merge_into: str, category: str,
+                         reason: str) -> review_service_pb2.MergeEntitiesResponse:
+    """Merge the entity ``slug`` into ``merge_into`` (admin)."""
+    return await call(call.client.review.MergeEntities, review_service_pb2.MergeEntitiesRequest(
+        slug=slug, merge_into=merge_into, category=category, reason=reason))
+
+
+async def entity_merges(call: Caller, *, page_size: int) -> review_service_pb2.ListEntityMergesResponse:
+    """The scope's entity merges, newest first (admin)."""
+    return await call(call.client.review.ListEntityMerges,
+                      review_service_pb2.ListEntityMergesRequest(page_size=page_size))
+
+
+async def undo_entity_merge(call: Caller, merge_id: str) -> review_service_pb2.UndoEntityMergeResponse:
+    """Undo an entity merge (admin)."""
+    return await call(call.client.review.UndoEntityMerge, review_service_pb2.UndoEntityMergeRequest(id=merge_id))
+
+
 # --- operations -------------------------------------------------------------------------
 
 #: Seconds each status call of a health check may take.

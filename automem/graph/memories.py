@@ -147,6 +147,18 @@ class ScopeAnalysis:
     confidence: list[list[Any]] = field(default_factory=list)
 
 
+@dataclass
+class GraphCounts:
+    """The rows of :meth:`Memories.graph_counts`: ``types`` and ``states`` [(name, count)],
+    ``importance`` (high >= 0.8, medium 0.5..0.8, low < 0.5) and ``days`` [(UTC day number
+    since the epoch, memories created that day)], newest day first."""
+
+    types: list[tuple[str, int]]
+    states: list[tuple[str, int]]
+    importance: tuple[int, ...]
+    days: list[tuple[int, int]]
+
+
 class Memories(Repository):
     """Statements over ``:Memory`` nodes."""
 
@@ -408,6 +420,42 @@ class Memories(Repository):
             query += f" LIMIT {int(limit)}"
         rows = await self.store.ro_query(query, {"scope": scope, "model": model})
         return [r[0] for r in rows]
+
+    # --- graph views (automem/recall/graph_views.py) -------------------------------------------
+
+    async def graph_nodes(self, scope: str, states: Sequence[str], *, min_importance: float,
+                          types: Sequence[str] | None, since: float | None, limit: int) -> list[Memory]:
+        """Up to ``limit`` memories of ``scope`` in ``states`` with importance >= ``min_importance``,
+        of ``types`` (canonical type names; None = any, MetaPatterns only when named) and event
+        time >= ``since`` (epoch seconds; None = any), most important first, then newest, then
+        id: the nodes of a graph snapshot (AutoMem's automem/api/graph.py ``snapshot`` order)."""
+        rows = await self.store.ro_query(
+            "MATCH (m:Memory) WHERE m.scope = $scope AND m.state IN $states AND m.importance >= $min "
+            "AND ($types IS NULL OR m.type IN $types) AND ($types IS NOT NULL OR m.type <> 'MetaPattern') "
+            "AND ($since IS NULL OR m.event_time >= $since) "
+            "RETURN properties(m) AS p ORDER BY m.importance DESC, m.event_time DESC, m.id LIMIT $limit",
+            {"scope": scope, "states": list(states), "min": float(min_importance),
+             "types": list(types) if types else None, "since": since, "limit": int(limit)})
+        return [node_to_memory(r[0]) for r in rows]
+
+    async def graph_counts(self, scope: str, states: Sequence[str], since: float) -> GraphCounts:
+        """Counts of ``scope``'s memories in ``states`` for AutoMem's GET /graph/stats
+        (:class:`GraphCounts`); ``since`` (epoch seconds) starts the activity window."""
+        params = {"scope": scope, "states": list(states), "since": since}
+        base = "MATCH (m:Memory) WHERE m.scope = $scope AND m.state IN $states "
+        [types, states_rows, importance, days] = await self.store.ro_query_many([
+            (base + "RETURN m.type, count(m)", params),
+            (base + "RETURN m.state, count(m)", params),
+            (base + "RETURN sum(CASE WHEN m.importance >= 0.8 THEN 1 ELSE 0 END), "
+                    "sum(CASE WHEN m.importance >= 0.5 AND m.importance < 0.8 THEN 1 ELSE 0 END), "
+                    "sum(CASE WHEN m.importance < 0.5 THEN 1 ELSE 0 END)", params),
+            (base + "AND m.create_time >= $since "
+                    "RETURN toInteger(floor(m.create_time / 86400.0)) AS d, count(m) ORDER BY d DESC", params),
+        ])
+        return GraphCounts(types=[(r[0] or "", int(r[1])) for r in types],
+                           states=[(r[0] or "", int(r[1])) for r in states_rows],
+                           importance=tuple(int(v or 0) for v in importance[0]) if importance else (0, 0, 0),
+                           days=[(int(r[0]), int(r[1])) for r in days])
 
     # --- writes ---------------------------------------------------------------------------
 

@@ -35,6 +35,7 @@ from automem.common.timewindow import resolve as resolve_window
 from automem.graph import GraphStore
 from automem.recall.bytag import list_by_tag
 from automem.recall.filters import Filters
+from automem.recall.graph_views import GraphViews
 from automem.recall.ranking import Candidate, ScoreWeights, rank
 from automem.v1 import memory_pb2, recall_service_pb2, recall_service_pb2_grpc
 from automem.vectors import VectorStore
@@ -102,7 +103,7 @@ def clamp_limit(limit: int, maximum: int) -> int:
     return min(limit, maximum)
 
 
-class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
+class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
     """gRPC RecallService over the graph (truth), the vector store and the embedder."""
 
     def __init__(self, settings: Settings, graph: GraphStore, vectors: VectorStore | None,
@@ -563,3 +564,11 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
             memory_count=memory_count, vector_count=vector_count, graph_connected=graph_ok,
             vectors_connected=vectors_ok, vectors_enabled=self.vectors is not None, vector_dimensions=dims,
             server_restarts=self.server_restarts)
+
+    # --- the hooks of the graph and entity reads (automem/recall/graph_views.py) ------------
+
+    def _read_at(self, options: recall_service_pb2.ReadOptions) -> ReadAt:
+        return read_at(options)
+
+    def _states_of(self, read: ReadAt) -> list[str]:
+        return _states(read)

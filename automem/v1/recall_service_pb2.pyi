@@ -489,3 +489,232 @@ class WhoAmIResponse(_message.Message):
     scopes: _containers.RepeatedScalarFieldContainer[str]
     scope: str
     def __init__(self, principal: _Optional[str] = ..., role: _Optional[str] = ..., scopes: _Optional[_Iterable[str]] = ..., scope: _Optional[str] = ...) -> None: ...
+
+class GraphNode(_message.Message):
+    __slots__ = ("memory", "is_current", "current_id", "similarity", "depth")
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    IS_CURRENT_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_ID_FIELD_NUMBER: _ClassVar[int]
+    SIMILARITY_FIELD_NUMBER: _ClassVar[int]
+    DEPTH_FIELD_NUMBER: _ClassVar[int]
+    memory: _memory_pb2.Memory
+    is_current: bool
+    current_id: str
+    similarity: float
+    depth: int
+    def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ..., is_current: _Optional[bool] = ..., current_id: _Optional[str] = ..., similarity: _Optional[float] = ..., depth: _Optional[int] = ...) -> None: ...
+
+class GraphEdge(_message.Message):
+    __slots__ = ("source_id", "target_id", "type", "strength")
+    SOURCE_ID_FIELD_NUMBER: _ClassVar[int]
+    TARGET_ID_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    STRENGTH_FIELD_NUMBER: _ClassVar[int]
+    source_id: str
+    target_id: str
+    type: str
+    strength: float
+    def __init__(self, source_id: _Optional[str] = ..., target_id: _Optional[str] = ..., type: _Optional[str] = ..., strength: _Optional[float] = ...) -> None: ...
+
+class GetGraphSnapshotRequest(_message.Message):
+    __slots__ = ("scope", "limit", "min_importance", "types", "since", "read")
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    MIN_IMPORTANCE_FIELD_NUMBER: _ClassVar[int]
+    TYPES_FIELD_NUMBER: _ClassVar[int]
+    SINCE_FIELD_NUMBER: _ClassVar[int]
+    READ_FIELD_NUMBER: _ClassVar[int]
+    scope: str
+    limit: int
+    min_importance: float
+    types: _containers.RepeatedScalarFieldContainer[str]
+    since: _timestamp_pb2.Timestamp
+    read: ReadOptions
+    def __init__(self, scope: _Optional[str] = ..., limit: _Optional[int] = ..., min_importance: _Optional[float] = ..., types: _Optional[_Iterable[str]] = ..., since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., read: _Optional[_Union[ReadOptions, _Mapping]] = ...) -> None: ...
+
+class GetGraphSnapshotResponse(_message.Message):
+    __slots__ = ("nodes", "edges", "total_nodes", "total_edges")
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    EDGES_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_NODES_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_EDGES_FIELD_NUMBER: _ClassVar[int]
+    nodes: _containers.RepeatedCompositeFieldContainer[GraphNode]
+    edges: _containers.RepeatedCompositeFieldContainer[GraphEdge]
+    total_nodes: int
+    total_edges: int
+    def __init__(self, nodes: _Optional[_Iterable[_Union[GraphNode, _Mapping]]] = ..., edges: _Optional[_Iterable[_Union[GraphEdge, _Mapping]]] = ..., total_nodes: _Optional[int] = ..., total_edges: _Optional[int] = ...) -> None: ...
+
+class ListGraphNeighborsRequest(_message.Message):
+    __slots__ = ("id", "scope", "depth", "include_semantic", "semantic_limit", "read")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    DEPTH_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_SEMANTIC_FIELD_NUMBER: _ClassVar[int]
+    SEMANTIC_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    READ_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    scope: str
+    depth: int
+    include_semantic: bool
+    semantic_limit: int
+    read: ReadOptions
+    def __init__(self, id: _Optional[str] = ..., scope: _Optional[str] = ..., depth: _Optional[int] = ..., include_semantic: _Optional[bool] = ..., semantic_limit: _Optional[int] = ..., read: _Optional[_Union[ReadOptions, _Mapping]] = ...) -> None: ...
+
+class ListGraphNeighborsResponse(_message.Message):
+    __slots__ = ("center", "graph_neighbors", "semantic_neighbors", "edges", "depth")
+    CENTER_FIELD_NUMBER: _ClassVar[int]
+    GRAPH_NEIGHBORS_FIELD_NUMBER: _ClassVar[int]
+    SEMANTIC_NEIGHBORS_FIELD_NUMBER: _ClassVar[int]
+    EDGES_FIELD_NUMBER: _ClassVar[int]
+    DEPTH_FIELD_NUMBER: _ClassVar[int]
+    center: GraphNode
+    graph_neighbors: _containers.RepeatedCompositeFieldContainer[GraphNode]
+    semantic_neighbors: _containers.RepeatedCompositeFieldContainer[GraphNode]
+    edges: _containers.RepeatedCompositeFieldContainer[GraphEdge]
+    depth: int
+    def __init__(self, center: _Optional[_Union[GraphNode, _Mapping]] = ..., graph_neighbors: _Optional[_Iterable[_Union[GraphNode, _Mapping]]] = ..., semantic_neighbors: _Optional[_Iterable[_Union[GraphNode, _Mapping]]] = ..., edges: _Optional[_Iterable[_Union[GraphEdge, _Mapping]]] = ..., depth: _Optional[int] = ...) -> None: ...
+
+class GetGraphStatsRequest(_message.Message):
+    __slots__ = ("scope",)
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    scope: str
+    def __init__(self, scope: _Optional[str] = ...) -> None: ...
+
+class DayCount(_message.Message):
+    __slots__ = ("date", "count")
+    DATE_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    date: str
+    count: int
+    def __init__(self, date: _Optional[str] = ..., count: _Optional[int] = ...) -> None: ...
+
+class GetGraphStatsResponse(_message.Message):
+    __slots__ = ("total_nodes", "total_edges", "by_type", "by_relationship", "by_state", "importance_high", "importance_medium", "importance_low", "recent_activity")
+    class ByTypeEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    class ByRelationshipEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    class ByStateEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    TOTAL_NODES_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_EDGES_FIELD_NUMBER: _ClassVar[int]
+    BY_TYPE_FIELD_NUMBER: _ClassVar[int]
+    BY_RELATIONSHIP_FIELD_NUMBER: _ClassVar[int]
+    BY_STATE_FIELD_NUMBER: _ClassVar[int]
+    IMPORTANCE_HIGH_FIELD_NUMBER: _ClassVar[int]
+    IMPORTANCE_MEDIUM_FIELD_NUMBER: _ClassVar[int]
+    IMPORTANCE_LOW_FIELD_NUMBER: _ClassVar[int]
+    RECENT_ACTIVITY_FIELD_NUMBER: _ClassVar[int]
+    total_nodes: int
+    total_edges: int
+    by_type: _containers.ScalarMap[str, int]
+    by_relationship: _containers.ScalarMap[str, int]
+    by_state: _containers.ScalarMap[str, int]
+    importance_high: int
+    importance_medium: int
+    importance_low: int
+    recent_activity: _containers.RepeatedCompositeFieldContainer[DayCount]
+    def __init__(self, total_nodes: _Optional[int] = ..., total_edges: _Optional[int] = ..., by_type: _Optional[_Mapping[str, int]] = ..., by_relationship: _Optional[_Mapping[str, int]] = ..., by_state: _Optional[_Mapping[str, int]] = ..., importance_high: _Optional[int] = ..., importance_medium: _Optional[int] = ..., importance_low: _Optional[int] = ..., recent_activity: _Optional[_Iterable[_Union[DayCount, _Mapping]]] = ...) -> None: ...
+
+class GraphEntity(_message.Message):
+    __slots__ = ("id", "slug", "name", "category", "aliases", "reference_count", "merged_into")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    SLUG_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    CATEGORY_FIELD_NUMBER: _ClassVar[int]
+    ALIASES_FIELD_NUMBER: _ClassVar[int]
+    REFERENCE_COUNT_FIELD_NUMBER: _ClassVar[int]
+    MERGED_INTO_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    slug: str
+    name: str
+    category: str
+    aliases: _containers.RepeatedScalarFieldContainer[str]
+    reference_count: int
+    merged_into: str
+    def __init__(self, id: _Optional[str] = ..., slug: _Optional[str] = ..., name: _Optional[str] = ..., category: _Optional[str] = ..., aliases: _Optional[_Iterable[str]] = ..., reference_count: _Optional[int] = ..., merged_into: _Optional[str] = ...) -> None: ...
+
+class ListEntitiesRequest(_message.Message):
+    __slots__ = ("scope", "category", "limit")
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    CATEGORY_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    scope: str
+    category: str
+    limit: int
+    def __init__(self, scope: _Optional[str] = ..., category: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class ListEntitiesResponse(_message.Message):
+    __slots__ = ("entities",)
+    ENTITIES_FIELD_NUMBER: _ClassVar[int]
+    entities: _containers.RepeatedCompositeFieldContainer[GraphEntity]
+    def __init__(self, entities: _Optional[_Iterable[_Union[GraphEntity, _Mapping]]] = ...) -> None: ...
+
+class GetEntityRequest(_message.Message):
+    __slots__ = ("scope", "slug", "category", "memory_limit", "read")
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    SLUG_FIELD_NUMBER: _ClassVar[int]
+    CATEGORY_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    READ_FIELD_NUMBER: _ClassVar[int]
+    scope: str
+    slug: str
+    category: str
+    memory_limit: int
+    read: ReadOptions
+    def __init__(self, scope: _Optional[str] = ..., slug: _Optional[str] = ..., category: _Optional[str] = ..., memory_limit: _Optional[int] = ..., read: _Optional[_Union[ReadOptions, _Mapping]] = ...) -> None: ...
+
+class GetEntityResponse(_message.Message):
+    __slots__ = ("entity", "memories")
+    ENTITY_FIELD_NUMBER: _ClassVar[int]
+    MEMORIES_FIELD_NUMBER: _ClassVar[int]
+    entity: GraphEntity
+    memories: _containers.RepeatedCompositeFieldContainer[GraphNode]
+    def __init__(self, entity: _Optional[_Union[GraphEntity, _Mapping]] = ..., memories: _Optional[_Iterable[_Union[GraphNode, _Mapping]]] = ...) -> None: ...
+
+class ListEntityMergeCandidatesRequest(_message.Message):
+    __slots__ = ("scope", "limit")
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    scope: str
+    limit: int
+    def __init__(self, scope: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class EntityMergeCandidate(_message.Message):
+    __slots__ = ("entity_a", "entity_b", "canonical", "alias", "confidence", "reason", "auto_merge")
+    ENTITY_A_FIELD_NUMBER: _ClassVar[int]
+    ENTITY_B_FIELD_NUMBER: _ClassVar[int]
+    CANONICAL_FIELD_NUMBER: _ClassVar[int]
+    ALIAS_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    AUTO_MERGE_FIELD_NUMBER: _ClassVar[int]
+    entity_a: GraphEntity
+    entity_b: GraphEntity
+    canonical: str
+    alias: str
+    confidence: float
+    reason: str
+    auto_merge: bool
+    def __init__(self, entity_a: _Optional[_Union[GraphEntity, _Mapping]] = ..., entity_b: _Optional[_Union[GraphEntity, _Mapping]] = ..., canonical: _Optional[str] = ..., alias: _Optional[str] = ..., confidence: _Optional[float] = ..., reason: _Optional[str] = ..., auto_merge: _Optional[bool] = ...) -> None: ...
+
+class ListEntityMergeCandidatesResponse(_message.Message):
+    __slots__ = ("candidates",)
+    CANDIDATES_FIELD_NUMBER: _ClassVar[int]
+    candidates: _containers.RepeatedCompositeFieldContainer[EntityMergeCandidate]
+    def __init__(self, candidates: _Optional[_Iterable[_Union[EntityMergeCandidate, _Mapping]]] = ...) -> None: ...
