@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from automem.common.model import Memory, epoch
 from automem.common.settings import Settings
+from automem.common.text import text_key
 from automem.recall import scoring
 
 
@@ -80,8 +81,8 @@ def rank(candidates: list[Candidate], *, weights: ScoreWeights, query: str = "",
     fused = scoring.fuse_weighted(fusion_input, arm_weights)
     base = {cid: sum(parts.values()) for cid, parts in fused.items()}
     boost = scoring.neighbour_boost(fusion_input, base, weights.neighbour)
-    ctx = {t.lower() for t in (context_tags or [])}
-    q = query.strip().lower()
+    ctx = {text_key(t) for t in (context_tags or [])}
+    q = text_key(query.strip())
     use_recency = recency_bias == "on" or (recency_bias == "auto" and not q)
     window = max(weights.recency_window_days, 1e-9) * 86400.0
     position = {c.id: i for i, c in enumerate(ordered)}
@@ -92,8 +93,8 @@ def rank(candidates: list[Candidate], *, weights: ScoreWeights, query: str = "",
             comp["neighbour"] = boost[c.id]
         m = c.memory
         if ctx:
-            comp["tag"] = weights.tag * len(ctx & {t.lower() for t in m.tags}) / len(ctx)
-        if q and len(q) > 3 and q in m.content.lower():
+            comp["tag"] = weights.tag * len(ctx & {text_key(t) for t in m.tags}) / len(ctx)
+        if q and len(q) > 3 and q in text_key(m.content):
             comp["exact"] = weights.exact
         comp["importance"] = weights.importance * m.importance
         comp["confidence"] = weights.confidence * m.confidence
