@@ -568,6 +568,39 @@ class Memories(Repository):
             {"skip": skip, "limit": limit})
         return [(node_to_memory(r[0]), r[1] or "") for r in rows]
 
+    # --- comparison-key migration (automem/enrich/textkeys.py) -------------------------
+
+    async def migration_version(self, name: str) -> int:
+        """The version recorded for migration ``name`` (0 when none ran)."""
+        rows = await self.store.ro_query("MATCH (s:SchemaMigration {name: $name}) RETURN s.version", {"name": name})
+        return int(rows[0][0] or 0) if rows else 0
+
+    async def set_migration_version(self, name: str, version: int) -> None:
+        """Record that migration ``name`` reached ``version``."""
+        await self.store.query("MERGE (s:SchemaMigration {name: $name}) SET s.version = $version",
+                               {"name": name, "version": version})
+
+    async def key_page(self, after: str, limit: int) -> list[tuple[dict[str, Any], str]]:
+        """Up to ``limit`` memories (every state) with id greater than ``after``, in id order:
+        ``[(node properties, PRECEDED_BY predecessor's content or "")]``."""
+        rows = await self.store.ro_query(
+            "MATCH (m:Memory) WHERE m.id > $after WITH m ORDER BY m.id LIMIT $limit "
+            "OPTIONAL MATCH (m)-[:PRECEDED_BY]->(p:Memory) RETURN properties(m), p.content",
+            {"after": after, "limit": limit})
+        return [(r[0], r[1] or "") for r in rows]
+
+    async def set_tag_keys(self, rows: Sequence[dict[str, Any]]) -> int:
+        """Write ``tags_lower`` / ``entity_tags`` of ``rows`` (``{id, version, tags_lower,
+        entity_tags}``) where the node still has that ``version`` (a write in between built
+        its keys already). Returns how many nodes were written."""
+        if not rows:
+            return 0
+        done = await self.store.query(
+            "UNWIND $rows AS r MATCH (m:Memory {id: r.id}) WHERE m.version = r.version "
+            "SET m.tags_lower = r.tags_lower, m.entity_tags = r.entity_tags RETURN count(m)",
+            {"rows": list(rows)})
+        return int(done[0][0]) if done else 0
+
 
 class TagIndex:
     """The index reads of the by-tag listing (automem/recall/bytag.py) for one scope and tag
