@@ -349,10 +349,12 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
         items = [presenters.scored_flat_json(r) for r in found.results]
         mode = usecases.state_mode_word(read)
         body = {"mode": "ranked", "count": len(items), "results": items, "query": query or "",
-                "state_mode": mode, "sort": sort, "arms": list(found.arms),
+                "state_mode": mode, "sort": sort, "offset": offset, **presenters.search_paging_json(found),
+                "arms": list(found.arms),
                 "degraded": list(found.degraded), "time_window": presenters.time_window_json(found)}
         header = f"Found {len(items)} memor{'y' if len(items) == 1 else 'ies'}" + (
-            f" for {query!r}" if query else "") + f" (state_mode {mode})"
+            f" for {query!r}" if query else "") + f" (state_mode {mode}" + (
+            f", more from offset {offset + limit}" if found.has_more else "") + ")"
         return _result(_render(header, body, items, format), body)
 
     async def associate_memories(

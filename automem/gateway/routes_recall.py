@@ -44,7 +44,9 @@ async def recall(
 ) -> dict[str, Any]:
     """Hybrid recall (AutoMem's parameters and defaults). Current memories only unless
     ``state_mode=history``; a superseded hit comes back as its chain head with
-    ``match_type: state_replacement``. A bare call lists recent memories."""
+    ``match_type: state_replacement``. A bare call lists recent memories. Pages (``offset``)
+    of the same request slice one ranking: ``has_more`` says another page follows, ``total``
+    is null unless known exactly (the ranking was read to its end)."""
     started = time.perf_counter()
     vector: list[float] = []
     if embedding.strip():
@@ -67,6 +69,7 @@ async def recall(
         "status": "success", "results": results, "count": len(results),
         "state_mode": usecases.state_mode_word(read), "query": query, "tags": expanded_tags, "tag_mode": tag_mode,
         "tag_match": tag_match, "limit": limit, "offset": offset, "sort": sort,
+        **presenters.search_paging_json(found),
         "time_window": presenters.time_window_json(found),
         "as_of": as_of, "known_at": known_at, "arms": list(found.arms),
         "degraded": list(found.degraded), "query_time_ms": presenters.elapsed_ms(started),

@@ -311,7 +311,7 @@ class Memories(Repository):
     async def list_ids(self, flt: MemoryFilter, states: Sequence[str], limit: int, *, order: str = "event_time",
                        descending: bool = True, since: float | None = None) -> list[str]:
         """Ids of up to ``limit`` memories matching ``flt`` in ``states``, ordered by
-        ``order`` (``event_time`` or ``update_time``; then importance, highest first),
+        ``order`` (``event_time`` or ``update_time``; then importance, highest first; then id),
         newest first when ``descending``; only ``event_time >= since`` when ``since`` is
         given (epoch seconds: a newest-first window, automem/recall/servicer.py)."""
         if order not in ("event_time", "update_time"):
@@ -319,7 +319,9 @@ class Memories(Repository):
         where, params = filter_where(flt, "m")
         params.update({"states": list(states), "limit": int(limit)})
         match = f"MATCH (m:Memory) WHERE {where} AND m.state IN $states"
-        tail = f" RETURN m.id ORDER BY m.{order} {'DESC' if descending else 'ASC'}, m.importance DESC LIMIT $limit"
+        # The id makes the order total, so a longer listing extends a shorter one (recall pages).
+        tail = (f" RETURN m.id ORDER BY m.{order} {'DESC' if descending else 'ASC'}, m.importance DESC, m.id "
+                "LIMIT $limit")
         if since is not None:
             params["w_lo"] = since
             match += " AND m.event_time >= $w_lo"

@@ -10,7 +10,8 @@ final = vector_w · vector/max(vector) + keyword_w · lexical/max(lexical)      
   docs/benchmarks.md); AutoMem's 0.35 / 0.35 ranked worse there.
 * tag 0.2, exact 0.2, importance 0.1, recency 0.1 over 180 days, confidence 0.05 are
   AutoMem's. Recency applies only when ``recency_bias`` is "on", or "auto" with no query.
-* Every weight is a setting (SEARCH_WEIGHT_*). Ties: the earlier memory first, then the id.
+* Every weight is a setting (SEARCH_WEIGHT_*). Ties: the earlier memory first (event time, then
+  create time), then the id, so the order is total and the same for every page (issue 12 item 7).
 """
 
 from __future__ import annotations
@@ -70,7 +71,8 @@ class ScoreWeights:
 def rank(candidates: list[Candidate], *, weights: ScoreWeights, query: str = "", context_tags: list[str] | None = None,
          priority_ids: set[str] | None = None, now: float = 0.0, recency_bias: str = "auto") -> list[Ranked]:
     """Rank ``candidates`` best first (see the module docstring for the formula)."""
-    order = {c.id: (epoch(c.memory, "event_time") or 0.0, epoch(c.memory, "create_time") or 0.0) for c in candidates}
+    order = {c.id: (epoch(c.memory, "event_time") or 0.0, epoch(c.memory, "create_time") or 0.0, c.id)
+             for c in candidates}
     ordered = sorted(candidates, key=lambda c: order[c.id])
     fusion_input = [
         scoring.Candidate(id=c.id, arm_scores={("lexical" if a == "keyword" else a): v for a, v in c.arm_scores.items()},
