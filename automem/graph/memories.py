@@ -30,7 +30,8 @@ from automem.graph.repository import Repository
 ENRICHMENT_FIELDS = ("embedding_status", "enrichment_status", "entities", "entity_tags", "summary",
                      "embedding_model")
 #: Entity tags (automem/enrich/entities.py, ``entity:<kind>:<slug>``) are matched in the
-#: ``entity_tags`` property as well; other tags only in ``tags_lower``.
+#: ``entity_tags`` property as well; other tags only in ``tags_lower``. Both properties hold
+#: comparison keys (automem/common/text.py ``text_key``), not the spellings.
 ENTITY_TAG_PREFIX = "entity:"
 #: Node states of memories a sync check compares with the vector points.
 _LIVE_STATES = "['ACTIVE', 'SUPERSEDED', 'PENDING_REVIEW', 'ARCHIVED']"
@@ -38,7 +39,7 @@ _LIVE_STATES = "['ACTIVE', 'SUPERSEDED', 'PENDING_REVIEW', 'ARCHIVED']"
 
 class MemoryFilter(Protocol):
     """The recall filters a graph listing applies (automem/recall/filters.py ``Filters``):
-    lower-cased ``tags`` matched ``tag_match`` (exact | prefix) with ``tag_mode`` (any |
+    ``tags`` as comparison keys (automem/common/text.py ``text_key``) matched ``tag_match`` (exact | prefix) with ``tag_mode`` (any |
     all) in the user and entity tags, none of ``exclude_tags``, ``event_time`` within
     ``start``..``end`` (epoch seconds, inclusive, None = open)."""
 
@@ -265,7 +266,8 @@ class Memories(Repository):
         return [node_to_memory(r[0]) for r in rows]
 
     async def with_any_tag(self, scope: str, tags: Sequence[str]) -> list[Memory]:
-        """Memories of ``scope`` not DELETED carrying any of the lower-cased ``tags``."""
+        """Memories of ``scope`` not DELETED carrying any of ``tags`` (comparison keys,
+        automem/common/text.py ``text_key``)."""
         rows = await self.store.ro_query(
             "MATCH (m:Memory) WHERE m.scope = $scope AND m.state <> 'DELETED' "
             "AND any(t IN m.tags_lower WHERE t IN $tags) RETURN properties(m)",
