@@ -235,6 +235,12 @@ def fulltext_query(text: str, *, stop_words: frozenset[str] | None = STOP_WORDS,
     ``"status: done"`` -> ``"status|done"``; ``"the of and"`` -> ``""``;
     ``"`add_episode`"`` -> ``"add_episode"``; ``"a/b|c\\d"`` -> ``""``.
 
+    The terms are comparison keys (:func:`text_key`); the index itself holds the content as
+    stored, so a spelling the index does not fold (``straße`` for ``strasse``, an NFD
+    accent) is not found through it. Recall uses this index only to narrow a backlog of more
+    than ``UNEMBEDDED_SCAN_MAX`` memories awaiting their embedding (automem/recall/servicer.py);
+    once embedded, a memory's BM25 terms are keys.
+
     Note: FalkorDB's ``queryNodes`` score is not a relevance score (FalkorDB issue #1208; on
     LoCoMo its ranking reached recall@10 0.093 against 0.635 for our BM25), so use the
     full-text index to *find* memories (e.g. before their vectors exist), not to rank them.
