@@ -148,6 +148,8 @@ class _Tiers:
     offset 0, 20, 40... neither repeat nor skip a memory. The tiers end when no arm filled its
     pool (every matching memory was ranked) or at :data:`CANDIDATE_MAX`. Within a tier the
     order is total: score, then event and create time, then id (automem/recall/ranking.py).
+    Pages read while memories are written, or far enough apart in time that a recency score
+    reaches its floor, rank a changed store and can differ, as any offset paging does.
     """
 
     def __init__(self, svc: RecallServicer, request: Any, scope: str, read: ReadAt, filters: Filters,
@@ -167,7 +169,7 @@ class _Tiers:
 
     async def next(self) -> list[Ranked] | None:
         """The next tier's ranked memories (each not in an earlier tier), or None at the end."""
-        svc, request, n = self.svc, self.request, self.size
+        svc, request = self.svc, self.request
         while not self.done:
             n = self.size
             arm_scores: dict[str, dict[str, float]] = {"vector": {}, "keyword": {}}
