@@ -156,7 +156,7 @@ async def _start_enrich(rt: Runtime) -> Stop:
 
         sweep = PendingSweep(rt.settings, rt.bus, rt.graph, rt.publisher, consumer.sub)
         rt.tasks.append(asyncio.create_task(sweep.run(), name="pending-sweep"))
-    servicer = EnrichServicer(rt.settings, consumer, rt.publisher)
+    servicer = EnrichServicer(rt.settings, consumer, rt.publisher, task)
     rt.grpc_server.add(enrich_service_pb2_grpc.add_EnrichServiceServicer_to_server, servicer,
                        enrich_service_pb2.DESCRIPTOR.services_by_name["EnrichService"].full_name)
 
@@ -184,7 +184,8 @@ async def _start_consolidate(rt: Runtime) -> Stop | None:
         return None
     scheduler = rt.consolidate_scheduler = Scheduler(rt.settings, servicer)
     servicer.scheduler = scheduler
-    rt.tasks.append(asyncio.create_task(scheduler.run(), name="consolidate-scheduler"))
+    scheduler.task = asyncio.create_task(scheduler.run(), name="consolidate-scheduler")
+    rt.tasks.append(scheduler.task)
 
     async def stop() -> None:
         scheduler.stop()
@@ -217,7 +218,8 @@ async def _start_gateway(rt: Runtime) -> Stop:
         addrs = _service_addresses(rt)
         client = running["client"] = AutomemClient(addrs["ingest"], addrs["recall"], addrs["enrich"],
                                                    addrs["consolidate"], interceptors=grpc_client_interceptors(),
-                                                   call_timeout=rt.settings.call_deadline_seconds)
+                                                   call_timeout=rt.settings.call_deadline_seconds,
+                                                   lb_policy=rt.settings.grpc_lb_policy)
         config = uvicorn.Config(create_app(rt.settings, client), host=rt.settings.host, port=rt.settings.port,
                                 log_config=None, lifespan="on", access_log=False)
         server = running["server"] = uvicorn.Server(config)

@@ -182,7 +182,7 @@ def create_app(settings: Settings, client: AutomemClient) -> FastAPI:
     from automem.gateway import mcp_server, metrics, routes_memory, routes_ops, routes_recall, routes_v1
 
     app.add_middleware(StreamedBodyLimit, limit=settings.max_body_bytes)
-    metrics.install(app)  # outermost of our middlewares: times 413s too
+    metrics.install(app, settings.access_log)  # outermost of our middlewares: times 413s too
     instrument_fastapi(app)
     app.include_router(routes_recall.router)  # before routes_memory: /memory/by-tag must win over /memory/{id}
     app.include_router(routes_memory.router)

@@ -279,9 +279,13 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
                                                         "page (cheaper than offset on large tags).")] = None,
         sort: Annotated[Literal["score", "time_desc", "time_asc", "updated_desc", "updated_asc"],
                         Field(description="Ranking order.")] = "score",
-        time_query: Annotated[OptStr, Field(description="e.g. 'last week', 'yesterday'.")] = None,
-        start: Annotated[OptStr, Field(description="ISO 8601 lower bound.")] = None,
-        end: Annotated[OptStr, Field(description="ISO 8601 upper bound.")] = None,
+        time_query: Annotated[OptStr, Field(description="e.g. 'yesterday', 'last 7 days', 'March 2026', "
+                                                        "'between 2026-01-01 and 2026-02-01'.")] = None,
+        start: Annotated[OptStr, Field(description="ISO 8601 lower bound (a date = from its start).")] = None,
+        end: Annotated[OptStr, Field(description="ISO 8601 upper bound (a date = to its end).")] = None,
+        tz: Annotated[OptStr, Field(description="IANA time zone of time_query and date bounds (default "
+                                                "UTC).")] = None,
+        timezone: Annotated[OptStr, Field(description="Alias of tz.")] = None,
         tags: Annotated[OptList, Field(description="Tag filter (ranked) or the tags to list (exhaustive).")] = None,
         tag_mode: Annotated[Literal["any", "all"], Field(description="any (default) or all.")] = "any",
         tag_match: Annotated[Literal["prefix", "exact"] | None, Field(
@@ -328,7 +332,8 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
                     expand_entities=expand_entities, relation_limit=relation_limit, expansion_limit=expansion_limit,
                     expand_min_importance=expand_min_importance, expand_min_strength=expand_min_strength,
                     min_score=min_score, context=context or "", context_tags=context_tags or [],
-                    context_types=context_types or [], priority_ids=priority_ids or [], recency_bias=recency_bias)
+                    context_types=context_types or [], priority_ids=priority_ids or [], recency_bias=recency_bias,
+                    tz=tz or timezone or "")
         if memory_id:
             memory = presenters.got_memory_json(got)
             body = {"mode": "id_fetch", "count": 1, "results": [memory], "memory": memory}
@@ -351,10 +356,12 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
         body = {"mode": "ranked", "count": len(items), "results": items, "query": query or "",
                 "state_mode": mode, "sort": sort, "offset": offset, **presenters.search_paging_json(found),
                 "arms": list(found.arms),
-                "degraded": list(found.degraded), "time_window": presenters.time_window_json(found)}
+                "degraded": list(found.degraded), "time_window": presenters.time_window_json(found),
+                "time_window_warning": found.time_window_warning or None}
         header = f"Found {len(items)} memor{'y' if len(items) == 1 else 'ies'}" + (
             f" for {query!r}" if query else "") + f" (state_mode {mode}" + (
-            f", more from offset {offset + limit}" if found.has_more else "") + ")"
+            f", more from offset {offset + limit}" if found.has_more else "") + ")" + (
+            f"; {found.time_window_warning}" if found.time_window_warning else "")
         return _result(_render(header, body, items, format), body)
 
     async def associate_memories(

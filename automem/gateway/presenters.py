@@ -229,7 +229,9 @@ def related_json(response: recall_service_pb2.ListRelatedMemoriesResponse) -> li
 
 
 def analysis_json(response: recall_service_pb2.AnalyzeMemoriesResponse) -> dict[str, Any]:
-    """``GET /analyze`` answer (averages to four decimals)."""
+    """``GET /analyze`` answer (averages to four decimals), with AutoMem's ``analytics`` block
+    (automem/api/recall.py ``analyze_memories``: memory_types, patterns, preferences,
+    temporal_insights by UTC hour, entity_frequency, confidence_distribution)."""
     return {
         "status": "success", "memory_count": response.memory_count,
         "type_counts": dict(response.type_counts), "state_counts": dict(response.state_counts),
@@ -237,6 +239,22 @@ def analysis_json(response: recall_service_pb2.AnalyzeMemoriesResponse) -> dict[
         "average_importance": round(response.average_importance, 4),
         "entity_frequency": {e.name: e.count for e in response.top_entities},
         "tag_frequency": {t.name: t.count for t in response.top_tags},
+        "analytics": {
+            "memory_types": {t: {"count": n, "average_confidence": round(response.type_average_confidence.get(t, 0.0), 3)}
+                             for t, n in response.type_counts.items()},
+            "patterns": [{"id": p.memory_id, "type": "MetaPattern", "description": p.description,
+                          "confidence": round(p.confidence, 3), "observations": p.observations}
+                         for p in response.patterns],
+            "preferences": [{"prefers": p.prefers, "over": p.over, "context": p.context,
+                             "strength": round(p.strength, 3)} for p in response.preferences],
+            "temporal_insights": {f"hour_{h.hour:02d}": {"count": h.count,
+                                                         "avg_importance": round(h.average_importance, 3)}
+                                  for h in response.hours},
+            "entity_frequency": {e.name: e.count for e in response.top_entities},
+            "confidence_distribution": {"low": response.confidence_distribution.low,
+                                        "medium": response.confidence_distribution.medium,
+                                        "high": response.confidence_distribution.high},
+        },
     }
 
 
@@ -268,11 +286,35 @@ def count_sync_status(memory_count: int, vector_count: int) -> str:
             "orphaned_vectors" if vector_count > memory_count else "drift_detected")
 
 
+def _iso(stamp) -> str | None:
+    """A Timestamp as ISO 8601 (UTC), None when unset."""
+    return stamp.ToDatetime(UTC).isoformat() if stamp.seconds or stamp.nanos else None
+
+
 def enrichment_json(status: enrich_service_pb2.GetEnrichmentStatusResponse) -> dict[str, Any]:
-    """``GET /enrichment/status`` answer."""
-    return {"status": "success", "queue_depth": status.queue_depth, "pending": status.queue_depth,
+    """``GET /enrichment/status`` answer: AutoMem's fields (automem/api/enrichment.py:
+    ``status`` running|stopped from the consumer loop's liveness — AutoMem's ``thread_alive``
+    —, ``queue_size``, ``pending``, ``inflight``, ``max_attempts``, ``stats``,
+    ``classification``) plus ours (``queue_depth``, ``processed``, ``failed``,
+    ``dead_lettered``, ``outbox_backlog``, ``embedding_model``, ``vector_dimensions``) and
+    ``reembed``: the latest ``POST /admin/reembed`` job's progress (None when none ran)."""
+    st, cl = status.stats, status.classification
+    job = status.reembed if status.HasField("reembed") else None
+    return {"status": "running" if status.consumer_running else "stopped",
+            "thread_alive": status.consumer_running,
+            "queue_size": status.queue_depth, "queue_depth": status.queue_depth, "pending": status.queue_depth,
+            "inflight": status.inflight, "max_attempts": status.max_attempts,
             "processed": status.processed, "failed": status.failed, "dead_lettered": status.dead_lettered,
-            "embedding_model": status.embedding_model, "vector_dimensions": status.vector_dimensions}
+            "outbox_backlog": status.outbox_backlog,
+            "embedding_model": status.embedding_model, "vector_dimensions": status.vector_dimensions,
+            "stats": {"processed_total": st.processed_total, "successes": st.successes, "failures": st.failures,
+                      "last_success_id": st.last_success_id or None, "last_success_at": _iso(st.last_success_time),
+                      "last_error": st.last_error or None, "last_error_at": _iso(st.last_error_time)},
+            "classification": {"llm_attempts": cl.llm_attempts, "llm_successes": cl.llm_successes,
+                               "fallbacks": cl.fallbacks},
+            "reembed": None if job is None else {
+                "job_id": job.job_id, "total": job.total, "queued": job.queued, "done": job.done,
+                "complete": job.done >= job.total, "force": job.force, "started_at": _iso(job.start_time)}}
 
 
 def consolidation_json(run: consolidate_service_pb2.ConsolidationRun) -> dict[str, Any]:
@@ -282,8 +324,10 @@ def consolidation_json(run: consolidate_service_pb2.ConsolidationRun) -> dict[st
 
 
 def consolidation_status_json(response: consolidate_service_pb2.GetConsolidationStatusResponse) -> dict[str, Any]:
-    """``GET /consolidate/status`` answer: next runs and recent runs."""
-    return {"status": "success", "next_runs": dict(response.next_run_time), "history": [
+    """``GET /consolidate/status`` answer: next runs, recent runs, and AutoMem's
+    ``thread_alive`` (the scheduler loop runs) and ``tick_seconds`` (automem/api/consolidation.py)."""
+    return {"status": "success", "next_runs": dict(response.next_run_time),
+            "thread_alive": response.scheduler_running, "tick_seconds": response.tick_seconds, "history": [
         {"run_id": r.run_id, "mode": r.mode, "dry_run": r.dry_run, "results": dict(r.counts),
          "trigger": r.trigger, "error": r.error or None,
          "started_at": datetime.fromtimestamp(r.start_time.seconds, UTC).isoformat()} for r in response.runs]}

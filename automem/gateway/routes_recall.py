@@ -41,12 +41,14 @@ async def recall(
     min_score: float = 0.0, context: str = "", context_tags: list[str] = Query(default=[]),
     context_types: list[str] = Query(default=[]), priority_ids: list[str] = Query(default=[]),
     recency_bias: str = "auto", format: str | None = None,
+    time_alias: str = Query(default="", alias="time"), tz: str = "", timezone: str = "",
 ) -> dict[str, Any]:
     """Hybrid recall (AutoMem's parameters and defaults). Current memories only unless
     ``state_mode=history``; a superseded hit comes back as its chain head with
-    ``match_type: state_replacement``. A bare call lists recent memories. Pages (``offset``)
-    of the same request slice one ranking: ``has_more`` says another page follows, ``total``
-    is null unless known exactly (the ranking was read to its end)."""
+    ``match_type: state_replacement``. A bare call lists recent memories. ``time`` is an
+    alias of ``time_query``, ``timezone`` of ``tz`` (automem/common/timewindow.py). Pages
+    (``offset``) of the same request slice one ranking: ``has_more`` says another page
+    follows, ``total`` is null unless known exactly (the ranking was read to its end)."""
     started = time.perf_counter()
     vector: list[float] = []
     if embedding.strip():
@@ -58,12 +60,12 @@ async def recall(
     read = usecases.read_options(as_of, known_at, state_mode, current_only, include_archived, include_pending)
     found = await usecases.search(
         call, read=read, query=query, queries=queries, embedding=vector, limit=limit, offset=offset, sort=sort,
-        time_query=time_query, start=start, end=end, tags=expanded_tags, tag_mode=tag_mode, tag_match=tag_match,
+        time_query=time_query or time_alias, start=start, end=end, tags=expanded_tags, tag_mode=tag_mode, tag_match=tag_match,
         exclude_tags=exclude_tags, expand_relations=expand_relations, expand_entities=expand_entities,
         relation_limit=relation_limit, expansion_limit=expansion_limit,
         expand_min_importance=expand_min_importance, expand_min_strength=expand_min_strength, min_score=min_score,
         context=context, context_tags=context_tags, context_types=context_types, priority_ids=priority_ids,
-        recency_bias=recency_bias)
+        recency_bias=recency_bias, tz=tz or timezone)
     results = [presenters.scored_json(r) for r in found.results]
     return {
         "status": "success", "results": results, "count": len(results),
@@ -71,6 +73,7 @@ async def recall(
         "tag_match": tag_match, "limit": limit, "offset": offset, "sort": sort,
         **presenters.search_paging_json(found),
         "time_window": presenters.time_window_json(found),
+        "time_window_warning": found.time_window_warning or None,
         "as_of": as_of, "known_at": known_at, "arms": list(found.arms),
         "degraded": list(found.degraded), "query_time_ms": presenters.elapsed_ms(started),
     }

@@ -203,3 +203,13 @@ class ReprocessBody(BaseModel):
     """``POST /enrichment/reprocess``: memory ids."""
 
     ids: list[str]
+
+
+class ReembedBody(BaseModel):
+    """``POST /admin/reembed`` (AutoMem's automem/api/admin.py): ``batch_size`` memories per
+    step (0 or absent = 32; above 100 capped at 100, as AutoMem), ``limit`` (0 or absent = all),
+    ``force`` (re-embed memories that already have a vector of the current model)."""
+
+    batch_size: int = Field(32, ge=0)
+    limit: int | None = Field(None, ge=0)
+    force: bool = False

@@ -14,6 +14,7 @@ naming the field for untranslatable input.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from typing import Any
 import grpc
 from google.protobuf import field_mask_pb2
 
+from automem.common import timewindow
 from automem.common.client import TIME_FIELDS, AutomemClient, set_input_times
 from automem.common.enums import enum_value, enum_word
 from automem.common.errors import HTTP_STATUS, InvalidArgument
@@ -257,11 +259,13 @@ async def search(call: Caller, *, read: recall_service_pb2.ReadOptions, query: s
                  relation_limit: int = 5, expansion_limit: int = 25, expand_min_importance: float = 0.0,
                  expand_min_strength: float = 0.0, min_score: float = 0.0, context: str = "",
                  context_tags: Sequence[str] = (), context_types: Sequence[str] = (),
-                 priority_ids: Sequence[str] = (), recency_bias: str = "") -> recall_service_pb2.SearchMemoriesResponse:
+                 priority_ids: Sequence[str] = (), recency_bias: str = "",
+                 tz: str = "") -> recall_service_pb2.SearchMemoriesResponse:
     """Ranked hybrid recall (RecallService.SearchMemories) with AutoMem's ``/recall``
     parameters; ``limit`` None = the service's default, the service checks its range.
-    InvalidArgument naming sort, tag_mode, tag_match, recency_bias, start or end when they
-    cannot be translated."""
+    ``start``/``end`` and ``tz`` are read by automem/common/timewindow.py (a date-only bound
+    covers its whole day in ``tz``). InvalidArgument naming sort, tag_mode, tag_match,
+    recency_bias, tz, start or end when they cannot be translated."""
     message = recall_service_pb2.SearchMemoriesRequest(
         query=query, queries=list(queries), embedding=list(embedding), offset=offset,
         sort=enum_value(recall_service_pb2.SortOrder, sort, "sort"), time_query=time_query, tags=list(tags),
@@ -275,10 +279,12 @@ async def search(call: Caller, *, read: recall_service_pb2.ReadOptions, query: s
                                                                  "recency_bias"))
     if limit is not None:
         message.limit = limit
+    zone = timewindow.zone(tz)
+    message.tz = (tz or "").strip()
     if start and start.strip():
-        message.start_time.CopyFrom(ts(parse_time(start, field="start")))
+        message.start_time.CopyFrom(ts(timewindow.parse_bound(start, field="start", tz=zone)))
     if end and end.strip():
-        message.end_time.CopyFrom(ts(parse_time(end, field="end")))
+        message.end_time.CopyFrom(ts(timewindow.parse_bound(end, field="end", tz=zone, upper=True)))
     return await call(call.client.recall.SearchMemories, message)
 
 
@@ -354,6 +360,29 @@ async def health(client: AutomemClient, *, with_sync: bool) -> Health:
     return out
 
 
+#: The services the gateway's REST and MCP calls need, by client stub, with their health names.
+GATEWAY_NEEDS = {"ingest": "automem.v1.IngestService", "recall": "automem.v1.RecallService"}
+
+
+async def readiness(client: AutomemClient) -> dict[str, bool]:
+    """Whether each service the gateway needs (:data:`GATEWAY_NEEDS`) reports SERVING on
+    grpc.health.v1 — which the service sets from its own stores (automem/common/readiness.py).
+    Unreachable or slower than :data:`HEALTH_TIMEOUT` counts as not serving."""
+    from grpc_health.v1 import health_pb2
+
+    async def one(stub: str, service: str) -> bool:
+        try:
+            answer = await client.health[stub].Check(health_pb2.HealthCheckRequest(service=service),
+                                                     timeout=HEALTH_TIMEOUT)
+        except grpc.aio.AioRpcError:
+            return False
+        return answer.status == health_pb2.HealthCheckResponse.SERVING
+
+    names = list(GATEWAY_NEEDS.items())
+    results = await asyncio.gather(*(one(stub, service) for stub, service in names))
+    return {service: ok for (_, service), ok in zip(names, results, strict=True)}
+
+
 async def enrichment_status(call: Caller) -> enrich_service_pb2.GetEnrichmentStatusResponse:
     """Queue depth and counters of enrichment."""
     return await call(call.client.enrich.GetEnrichmentStatus, enrich_service_pb2.GetEnrichmentStatusRequest())
@@ -362,6 +391,12 @@ async def enrichment_status(call: Caller) -> enrich_service_pb2.GetEnrichmentSta
 async def reprocess(call: Caller, ids: Sequence[str]) -> enrich_service_pb2.ReprocessMemoriesResponse:
     """Re-enrich the given memories (admin)."""
     return await call(call.client.enrich.ReprocessMemories, enrich_service_pb2.ReprocessMemoriesRequest(ids=ids), CALL_TIMEOUT)
+
+
+async def reembed(call: Caller, batch_size: int, limit: int, force: bool) -> enrich_service_pb2.ReembedMemoriesResponse:
+    """Start re-embedding the caller's scope (admin); progress in :func:`enrichment_status`."""
+    return await call(call.client.enrich.ReembedMemories, enrich_service_pb2.ReembedMemoriesRequest(
+        batch_size=batch_size, limit=limit, force=force), CALL_TIMEOUT)
 
 
 async def consolidate(call: Caller, mode: str, dry_run: bool) -> consolidate_service_pb2.ConsolidationRun:

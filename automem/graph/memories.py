@@ -10,7 +10,7 @@ read in the same scope just before.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from automem.common.model import (
@@ -128,13 +128,24 @@ class ScopeAnalysis:
     """The rows of :meth:`Memories.analyze`: ``states`` [(state, count)] over the scope;
     over its ACTIVE memories that are not MetaPatterns: ``types`` [(type, count)],
     ``averages`` [(count, average confidence, average importance)], ``entities`` and
-    ``tags`` [(tag, count)], most frequent first, then by tag."""
+    ``tags`` [(tag, count)], most frequent first, then by tag; ``type_confidence``
+    [(type, average confidence)]; ``patterns`` [(id, content, confidence, PART_OF members)]
+    of the scope's ACTIVE MetaPatterns, most confident first; ``preferences`` [(preferred
+    content, other content, reason, strength)] of PREFERS_OVER edges between ACTIVE memories,
+    strongest first; ``hours`` [(UTC hour of ``event_time``, count, average importance)];
+    ``confidence`` [(low, medium, high)] counts (bands of AutoMem's automem/api/recall.py
+    ``/analyze``: < 0.4, < 0.7, else)."""
 
     states: list[list[Any]]
     types: list[list[Any]]
     averages: list[list[Any]]
     entities: list[list[Any]]
     tags: list[list[Any]]
+    type_confidence: list[list[Any]] = field(default_factory=list)
+    patterns: list[list[Any]] = field(default_factory=list)
+    preferences: list[list[Any]] = field(default_factory=list)
+    hours: list[list[Any]] = field(default_factory=list)
+    confidence: list[list[Any]] = field(default_factory=list)
 
 
 class Memories(Repository):
@@ -360,7 +371,43 @@ class Memories(Repository):
             params)
         tags = await self.store.ro_query(
             active + "UNWIND m.tags_lower AS t RETURN t, count(*) AS n ORDER BY n DESC, t LIMIT $top", params)
-        return ScopeAnalysis(states, types, averages, entities, tags)
+        type_confidence = await self.store.ro_query(active + "RETURN m.type, avg(m.confidence)", params)
+        patterns = await self.store.ro_query(
+            "MATCH (p:Memory) WHERE p.scope = $scope AND p.state = 'ACTIVE' AND p.type = 'MetaPattern' "
+            "OPTIONAL MATCH (x:Memory)-[:PART_OF]->(p) "
+            "RETURN p.id, p.content, p.confidence, count(x) AS n ORDER BY p.confidence DESC, n DESC, p.id LIMIT 10",
+            params)
+        preferences = await self.store.ro_query(
+            "MATCH (a:Memory)-[r:PREFERS_OVER]->(b:Memory) WHERE a.scope = $scope AND a.state = 'ACTIVE' "
+            "AND b.state = 'ACTIVE' RETURN a.content, b.content, r.reason, r.strength "
+            "ORDER BY r.strength DESC, a.id, b.id LIMIT 10", params)
+        hours = await self.store.ro_query(
+            active + "WITH toInteger(floor(m.event_time / 3600.0)) % 24 AS h, m "
+            "RETURN h, count(m), avg(m.importance) ORDER BY h", params)
+        confidence = await self.store.ro_query(
+            active + "RETURN sum(CASE WHEN m.confidence < 0.4 THEN 1 ELSE 0 END), "
+            "sum(CASE WHEN m.confidence >= 0.4 AND m.confidence < 0.7 THEN 1 ELSE 0 END), "
+            "sum(CASE WHEN m.confidence >= 0.7 THEN 1 ELSE 0 END)", params)
+        return ScopeAnalysis(states, types, averages, entities, tags, type_confidence, patterns, preferences,
+                             hours, confidence)
+
+    async def reembed_ids(self, scope: str, model: str, force: bool, limit: int) -> list[str]:
+        """Ids of the memories of ``scope`` a re-embedding job queues, newest first (AutoMem's
+        automem/api/admin.py ``/admin/reembed`` orders by timestamp, newest first): with
+        ``force`` every memory that is not DELETED or REJECTED; otherwise only those whose
+        vector is missing (``embedding_status`` not DONE) or made by another model than
+        ``model``. Memories embedded by their caller (``embedding_model`` "caller") are never
+        selected: the service cannot remake that vector. ``limit`` 0 = all."""
+        where = ("m.scope = $scope AND NOT m.state IN ['DELETED', 'REJECTED'] "
+                 "AND coalesce(m.embedding_model, '') <> 'caller'")
+        if not force:
+            where += (" AND (m.embedding_status <> 'EMBEDDING_STATUS_DONE' OR m.embedding_model IS NULL "
+                      "OR m.embedding_model <> $model)")
+        query = f"MATCH (m:Memory) WHERE {where} RETURN m.id ORDER BY m.event_time DESC, m.id"
+        if limit > 0:
+            query += f" LIMIT {int(limit)}"
+        rows = await self.store.ro_query(query, {"scope": scope, "model": model})
+        return [r[0] for r in rows]
 
     # --- writes ---------------------------------------------------------------------------
 

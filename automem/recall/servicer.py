@@ -18,10 +18,7 @@ import asyncio
 import logging
 import math
 import time
-from datetime import UTC, datetime
 from typing import Any
-
-import dateparser
 
 from automem.common.auth import current_principal, require_role, resolve_scope
 from automem.common.embedding import EmbeddingProvider
@@ -34,6 +31,7 @@ from automem.common.settings import Settings
 from automem.common.state import ReadAt, as_known, known, resolve, resolve_one
 from automem.common.text import analyze, bm25_query_weights, fulltext_query
 from automem.common.timeouts import long_running
+from automem.common.timewindow import resolve as resolve_window
 from automem.graph import GraphStore
 from automem.recall.bytag import list_by_tag
 from automem.recall.filters import Filters
@@ -72,46 +70,6 @@ def read_at(options: recall_service_pb2.ReadOptions) -> ReadAt:
         known_at=epoch(options, "known_at") if options.HasField("known_at") else current,
         mode=mode, include_archived=options.include_archived, include_pending=options.include_pending,
     )
-
-
-def time_window(time_query: str, start: float | None, end: float | None,
-                now: datetime | None = None) -> tuple[float | None, float | None]:
-    """(start, end) epoch seconds from ``start``/``end`` (epoch seconds, None = open) and/or
-    a natural-language ``time_query`` ("last week", "yesterday", "since March") parsed with
-    dateparser.
-
-    A relative phrase gives the window from the parsed time to now; explicit bounds win over
-    it. InvalidArgument names ``time_query`` when it cannot be parsed, ``start`` when the
-    window ends before it starts.
-    """
-    lo, hi = start, end
-    if time_query.strip():
-        reference = now or datetime.now(UTC)
-        text = time_query.strip().lower()
-        for prefix in ("since ", "from ", "after "):
-            text = text.removeprefix(prefix)
-        if text in ("today",):
-            parsed = reference.replace(hour=0, minute=0, second=0, microsecond=0)
-        else:
-            parsed = dateparser.parse(text, settings={"RELATIVE_BASE": reference.replace(tzinfo=None),
-                                                      "PREFER_DATES_FROM": "past", "RETURN_AS_TIMEZONE_AWARE": True,
-                                                      "TIMEZONE": "UTC", "TO_TIMEZONE": "UTC"})
-        if parsed is None:
-            raise InvalidArgument(f"time_query: cannot understand {time_query!r}", field="time_query")
-        try:
-            parsed.timestamp()
-        except (OverflowError, ValueError):
-            raise InvalidArgument(f"time_query: {time_query!r} is outside the years 1–9999", field="time_query") from None
-        if text in ("yesterday",):
-            day = parsed.replace(hour=0, minute=0, second=0, microsecond=0)
-            lo = lo if lo is not None else day.timestamp()
-            hi = hi if hi is not None else day.timestamp() + 86400
-        else:
-            lo = lo if lo is not None else parsed.timestamp()
-            hi = hi if hi is not None else reference.timestamp()
-    if lo is not None and hi is not None and lo > hi:
-        raise InvalidArgument("start: must not be after end", field="start")
-    return lo, hi
 
 
 def _states(read: ReadAt) -> list[str]:
@@ -247,7 +205,7 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
     async def SearchMemories(self, request, context):
         """Hybrid recall. Empty query + tags/time lists by filters; empty everything lists
         recent memories. Limit 1..recall_max_limit (default 5, AutoMem). Errors:
-        INVALID_ARGUMENT naming sort, tag_mode, tag_match, start/end/time_query, limit.
+        INVALID_ARGUMENT naming sort, tag_mode, tag_match, start, tz, limit; window: common/timewindow.py.
 
         Paging: the page is ``offset``..``offset + limit`` of one ranking that does not depend
         on ``offset`` (:class:`_Tiers`), so consecutive pages of the same request return every
@@ -268,7 +226,9 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
             if value < 0 or value > top:
                 raise InvalidArgument(f"{name}: must be between 0 and {top}", field=name)
         sort = enum_word(recall_service_pb2.SortOrder, request.sort, "sort", "score")
-        start, end = time_window(request.time_query, epoch(request, "start_time"), epoch(request, "end_time"))
+        window = resolve_window(request.time_query, epoch(request, "start_time"), epoch(request, "end_time"),
+                                tz=request.tz)
+        start, end = window.start, window.end
         filters = Filters.build(scope, list(request.tags),
                                 enum_word(recall_service_pb2.TagMode, request.tag_mode, "tag_mode", "any"),
                                 enum_word(recall_service_pb2.TagMatch, request.tag_match, "tag_match", "prefix"),
@@ -339,7 +299,7 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
             page.extend(await self._expand_entities(page, scope, read, request))
         response = recall_service_pb2.SearchMemoriesResponse(
             results=page, arms=arms_run, degraded=degraded, start_time=ts(start), end_time=ts(end),
-            has_more=len(results) > want)
+            time_window_warning=window.warning, has_more=len(results) > want)
         if complete:
             response.total = len(results)
         return response
@@ -599,7 +559,10 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
     async def AnalyzeMemories(self, request, context):
         """Type and state counts, average confidence and importance, and the most frequent
         entity and user tags of the caller's scope (AutoMem's GET /analyze; entity frequency
-        from enrichment's ``entity_tags``). INVALID_ARGUMENT when ``top`` is outside 1..200."""
+        from enrichment's ``entity_tags``); AutoMem's analytics: average confidence per type,
+        patterns (MetaPatterns), PREFERS_OVER preferences, counts per UTC hour and the
+        confidence distribution (automem/graph/memories.py ``Memories.analyze``; AutoMem's
+        automem/api/recall.py ``analyze_memories``). INVALID_ARGUMENT when ``top`` is outside 1..200."""
         require_role("reader")
         scope = resolve_scope(request.scope)
         top = request.top if request.HasField("top") else 20
@@ -608,12 +571,23 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
         counts = await self.graph.memories.analyze(scope, top)
         states, types, entities, tags = counts.states, counts.types, counts.entities, counts.tags
         count, confidence, importance = counts.averages[0] if counts.averages else (0, 0.0, 0.0)
+        low, medium, high = counts.confidence[0] if counts.confidence else (0, 0, 0)
         return recall_service_pb2.AnalyzeMemoriesResponse(
             memory_count=int(count or 0), type_counts={t or "": int(n) for t, n in types},
             state_counts={st or "": int(n) for st, n in states},
             average_confidence=float(confidence or 0.0), average_importance=float(importance or 0.0),
             top_entities=[recall_service_pb2.NamedCount(name=t, count=int(n)) for t, n in entities],
-            top_tags=[recall_service_pb2.NamedCount(name=t, count=int(n)) for t, n in tags])
+            top_tags=[recall_service_pb2.NamedCount(name=t, count=int(n)) for t, n in tags],
+            type_average_confidence={t or "": float(c or 0.0) for t, c in counts.type_confidence},
+            patterns=[recall_service_pb2.PatternSummary(memory_id=i, description=c or "", confidence=float(f or 0.0),
+                                                        observations=int(n)) for i, c, f, n in counts.patterns],
+            preferences=[recall_service_pb2.PreferenceSummary(prefers=a or "", over=b or "", context=r or "",
+                                                              strength=float(s or 0.0))
+                         for a, b, r, s in counts.preferences],
+            hours=[recall_service_pb2.HourSummary(hour=int(h), count=int(n), average_importance=float(i or 0.0))
+                   for h, n, i in counts.hours if h is not None],
+            confidence_distribution=recall_service_pb2.ConfidenceDistribution(
+                low=int(low or 0), medium=int(medium or 0), high=int(high or 0)))
 
     async def WhoAmI(self, request, context):
         """The caller's principal and the scope its requests act on. The interceptor has

@@ -79,7 +79,7 @@ class ReadOptions(_message.Message):
     def __init__(self, as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., known_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., state_mode: _Optional[_Union[StateMode, str]] = ..., include_archived: _Optional[bool] = ..., include_pending: _Optional[bool] = ...) -> None: ...
 
 class SearchMemoriesRequest(_message.Message):
-    __slots__ = ("scope", "query", "queries", "embedding", "limit", "offset", "sort", "time_query", "start_time", "end_time", "tags", "tag_mode", "tag_match", "exclude_tags", "read", "expand_relations", "expand_entities", "relation_limit", "expansion_limit", "expand_min_importance", "expand_min_strength", "min_score", "context", "context_tags", "context_types", "priority_ids", "recency_bias")
+    __slots__ = ("scope", "query", "queries", "embedding", "limit", "offset", "sort", "time_query", "tz", "start_time", "end_time", "tags", "tag_mode", "tag_match", "exclude_tags", "read", "expand_relations", "expand_entities", "relation_limit", "expansion_limit", "expand_min_importance", "expand_min_strength", "min_score", "context", "context_tags", "context_types", "priority_ids", "recency_bias")
     SCOPE_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
     QUERIES_FIELD_NUMBER: _ClassVar[int]
@@ -88,6 +88,7 @@ class SearchMemoriesRequest(_message.Message):
     OFFSET_FIELD_NUMBER: _ClassVar[int]
     SORT_FIELD_NUMBER: _ClassVar[int]
     TIME_QUERY_FIELD_NUMBER: _ClassVar[int]
+    TZ_FIELD_NUMBER: _ClassVar[int]
     START_TIME_FIELD_NUMBER: _ClassVar[int]
     END_TIME_FIELD_NUMBER: _ClassVar[int]
     TAGS_FIELD_NUMBER: _ClassVar[int]
@@ -115,6 +116,7 @@ class SearchMemoriesRequest(_message.Message):
     offset: int
     sort: SortOrder
     time_query: str
+    tz: str
     start_time: _timestamp_pb2.Timestamp
     end_time: _timestamp_pb2.Timestamp
     tags: _containers.RepeatedScalarFieldContainer[str]
@@ -134,7 +136,7 @@ class SearchMemoriesRequest(_message.Message):
     context_types: _containers.RepeatedScalarFieldContainer[str]
     priority_ids: _containers.RepeatedScalarFieldContainer[str]
     recency_bias: RecencyBias
-    def __init__(self, scope: _Optional[str] = ..., query: _Optional[str] = ..., queries: _Optional[_Iterable[str]] = ..., embedding: _Optional[_Iterable[float]] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ..., sort: _Optional[_Union[SortOrder, str]] = ..., time_query: _Optional[str] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., tags: _Optional[_Iterable[str]] = ..., tag_mode: _Optional[_Union[TagMode, str]] = ..., tag_match: _Optional[_Union[TagMatch, str]] = ..., exclude_tags: _Optional[_Iterable[str]] = ..., read: _Optional[_Union[ReadOptions, _Mapping]] = ..., expand_relations: _Optional[bool] = ..., expand_entities: _Optional[bool] = ..., relation_limit: _Optional[int] = ..., expansion_limit: _Optional[int] = ..., expand_min_importance: _Optional[float] = ..., expand_min_strength: _Optional[float] = ..., min_score: _Optional[float] = ..., context: _Optional[str] = ..., context_tags: _Optional[_Iterable[str]] = ..., context_types: _Optional[_Iterable[str]] = ..., priority_ids: _Optional[_Iterable[str]] = ..., recency_bias: _Optional[_Union[RecencyBias, str]] = ...) -> None: ...
+    def __init__(self, scope: _Optional[str] = ..., query: _Optional[str] = ..., queries: _Optional[_Iterable[str]] = ..., embedding: _Optional[_Iterable[float]] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ..., sort: _Optional[_Union[SortOrder, str]] = ..., time_query: _Optional[str] = ..., tz: _Optional[str] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., tags: _Optional[_Iterable[str]] = ..., tag_mode: _Optional[_Union[TagMode, str]] = ..., tag_match: _Optional[_Union[TagMatch, str]] = ..., exclude_tags: _Optional[_Iterable[str]] = ..., read: _Optional[_Union[ReadOptions, _Mapping]] = ..., expand_relations: _Optional[bool] = ..., expand_entities: _Optional[bool] = ..., relation_limit: _Optional[int] = ..., expansion_limit: _Optional[int] = ..., expand_min_importance: _Optional[float] = ..., expand_min_strength: _Optional[float] = ..., min_score: _Optional[float] = ..., context: _Optional[str] = ..., context_tags: _Optional[_Iterable[str]] = ..., context_types: _Optional[_Iterable[str]] = ..., priority_ids: _Optional[_Iterable[str]] = ..., recency_bias: _Optional[_Union[RecencyBias, str]] = ...) -> None: ...
 
 class ScoredMemory(_message.Message):
     __slots__ = ("memory", "score", "final_score", "match_type", "score_components", "replaces_id", "relation_type")
@@ -162,7 +164,7 @@ class ScoredMemory(_message.Message):
     def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ..., score: _Optional[float] = ..., final_score: _Optional[float] = ..., match_type: _Optional[str] = ..., score_components: _Optional[_Mapping[str, float]] = ..., replaces_id: _Optional[str] = ..., relation_type: _Optional[str] = ...) -> None: ...
 
 class SearchMemoriesResponse(_message.Message):
-    __slots__ = ("results", "arms", "degraded", "start_time", "end_time", "has_more", "total")
+    __slots__ = ("results", "arms", "degraded", "start_time", "end_time", "has_more", "total", "time_window_warning")
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     ARMS_FIELD_NUMBER: _ClassVar[int]
     DEGRADED_FIELD_NUMBER: _ClassVar[int]
@@ -170,6 +172,7 @@ class SearchMemoriesResponse(_message.Message):
     END_TIME_FIELD_NUMBER: _ClassVar[int]
     HAS_MORE_FIELD_NUMBER: _ClassVar[int]
     TOTAL_FIELD_NUMBER: _ClassVar[int]
+    TIME_WINDOW_WARNING_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[ScoredMemory]
     arms: _containers.RepeatedScalarFieldContainer[str]
     degraded: _containers.RepeatedScalarFieldContainer[str]
@@ -177,7 +180,8 @@ class SearchMemoriesResponse(_message.Message):
     end_time: _timestamp_pb2.Timestamp
     has_more: bool
     total: int
-    def __init__(self, results: _Optional[_Iterable[_Union[ScoredMemory, _Mapping]]] = ..., arms: _Optional[_Iterable[str]] = ..., degraded: _Optional[_Iterable[str]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., has_more: _Optional[bool] = ..., total: _Optional[int] = ...) -> None: ...
+    time_window_warning: str
+    def __init__(self, results: _Optional[_Iterable[_Union[ScoredMemory, _Mapping]]] = ..., arms: _Optional[_Iterable[str]] = ..., degraded: _Optional[_Iterable[str]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., has_more: _Optional[bool] = ..., total: _Optional[int] = ..., time_window_warning: _Optional[str] = ...) -> None: ...
 
 class GetMemoryRequest(_message.Message):
     __slots__ = ("id", "scope", "read", "touch")
@@ -346,7 +350,7 @@ class NamedCount(_message.Message):
     def __init__(self, name: _Optional[str] = ..., count: _Optional[int] = ...) -> None: ...
 
 class AnalyzeMemoriesResponse(_message.Message):
-    __slots__ = ("memory_count", "type_counts", "state_counts", "average_confidence", "average_importance", "top_entities", "top_tags")
+    __slots__ = ("memory_count", "type_counts", "state_counts", "average_confidence", "average_importance", "top_entities", "top_tags", "type_average_confidence", "patterns", "preferences", "hours", "confidence_distribution")
     class TypeCountsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -361,6 +365,13 @@ class AnalyzeMemoriesResponse(_message.Message):
         key: str
         value: int
         def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    class TypeAverageConfidenceEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
     MEMORY_COUNT_FIELD_NUMBER: _ClassVar[int]
     TYPE_COUNTS_FIELD_NUMBER: _ClassVar[int]
     STATE_COUNTS_FIELD_NUMBER: _ClassVar[int]
@@ -368,6 +379,11 @@ class AnalyzeMemoriesResponse(_message.Message):
     AVERAGE_IMPORTANCE_FIELD_NUMBER: _ClassVar[int]
     TOP_ENTITIES_FIELD_NUMBER: _ClassVar[int]
     TOP_TAGS_FIELD_NUMBER: _ClassVar[int]
+    TYPE_AVERAGE_CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    PATTERNS_FIELD_NUMBER: _ClassVar[int]
+    PREFERENCES_FIELD_NUMBER: _ClassVar[int]
+    HOURS_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCE_DISTRIBUTION_FIELD_NUMBER: _ClassVar[int]
     memory_count: int
     type_counts: _containers.ScalarMap[str, int]
     state_counts: _containers.ScalarMap[str, int]
@@ -375,7 +391,56 @@ class AnalyzeMemoriesResponse(_message.Message):
     average_importance: float
     top_entities: _containers.RepeatedCompositeFieldContainer[NamedCount]
     top_tags: _containers.RepeatedCompositeFieldContainer[NamedCount]
-    def __init__(self, memory_count: _Optional[int] = ..., type_counts: _Optional[_Mapping[str, int]] = ..., state_counts: _Optional[_Mapping[str, int]] = ..., average_confidence: _Optional[float] = ..., average_importance: _Optional[float] = ..., top_entities: _Optional[_Iterable[_Union[NamedCount, _Mapping]]] = ..., top_tags: _Optional[_Iterable[_Union[NamedCount, _Mapping]]] = ...) -> None: ...
+    type_average_confidence: _containers.ScalarMap[str, float]
+    patterns: _containers.RepeatedCompositeFieldContainer[PatternSummary]
+    preferences: _containers.RepeatedCompositeFieldContainer[PreferenceSummary]
+    hours: _containers.RepeatedCompositeFieldContainer[HourSummary]
+    confidence_distribution: ConfidenceDistribution
+    def __init__(self, memory_count: _Optional[int] = ..., type_counts: _Optional[_Mapping[str, int]] = ..., state_counts: _Optional[_Mapping[str, int]] = ..., average_confidence: _Optional[float] = ..., average_importance: _Optional[float] = ..., top_entities: _Optional[_Iterable[_Union[NamedCount, _Mapping]]] = ..., top_tags: _Optional[_Iterable[_Union[NamedCount, _Mapping]]] = ..., type_average_confidence: _Optional[_Mapping[str, float]] = ..., patterns: _Optional[_Iterable[_Union[PatternSummary, _Mapping]]] = ..., preferences: _Optional[_Iterable[_Union[PreferenceSummary, _Mapping]]] = ..., hours: _Optional[_Iterable[_Union[HourSummary, _Mapping]]] = ..., confidence_distribution: _Optional[_Union[ConfidenceDistribution, _Mapping]] = ...) -> None: ...
+
+class PatternSummary(_message.Message):
+    __slots__ = ("memory_id", "description", "confidence", "observations")
+    MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    OBSERVATIONS_FIELD_NUMBER: _ClassVar[int]
+    memory_id: str
+    description: str
+    confidence: float
+    observations: int
+    def __init__(self, memory_id: _Optional[str] = ..., description: _Optional[str] = ..., confidence: _Optional[float] = ..., observations: _Optional[int] = ...) -> None: ...
+
+class PreferenceSummary(_message.Message):
+    __slots__ = ("prefers", "over", "context", "strength")
+    PREFERS_FIELD_NUMBER: _ClassVar[int]
+    OVER_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    STRENGTH_FIELD_NUMBER: _ClassVar[int]
+    prefers: str
+    over: str
+    context: str
+    strength: float
+    def __init__(self, prefers: _Optional[str] = ..., over: _Optional[str] = ..., context: _Optional[str] = ..., strength: _Optional[float] = ...) -> None: ...
+
+class HourSummary(_message.Message):
+    __slots__ = ("hour", "count", "average_importance")
+    HOUR_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    AVERAGE_IMPORTANCE_FIELD_NUMBER: _ClassVar[int]
+    hour: int
+    count: int
+    average_importance: float
+    def __init__(self, hour: _Optional[int] = ..., count: _Optional[int] = ..., average_importance: _Optional[float] = ...) -> None: ...
+
+class ConfidenceDistribution(_message.Message):
+    __slots__ = ("low", "medium", "high")
+    LOW_FIELD_NUMBER: _ClassVar[int]
+    MEDIUM_FIELD_NUMBER: _ClassVar[int]
+    HIGH_FIELD_NUMBER: _ClassVar[int]
+    low: int
+    medium: int
+    high: int
+    def __init__(self, low: _Optional[int] = ..., medium: _Optional[int] = ..., high: _Optional[int] = ...) -> None: ...
 
 class WhoAmIRequest(_message.Message):
     __slots__ = ("scope",)

@@ -151,10 +151,10 @@ async def test_logs_inside_a_request_and_its_enrichment_carry_the_trace_id(
         traced: tuple[RunningService, InMemorySpanExporter]):
     service, exporter = traced
     capture = _Capture()
-    root, access = logging.getLogger(), logging.getLogger("gateway.access")
+    root, access = logging.getLogger(), logging.getLogger("automem.access")
     old_level = access.level
     root.addHandler(capture)
-    access.setLevel(logging.DEBUG)
+    access.setLevel(logging.INFO)
     try:
         async with service.http(traceparent=f"00-{TRACE_ID}-{CALLER_SPAN_ID}-01") as http:
             # A caller embedding of the wrong size makes enrichment log a warning and embed locally.
@@ -162,7 +162,8 @@ async def test_logs_inside_a_request_and_its_enrichment_carry_the_trace_id(
         assert response.status_code == 201
 
         def lines() -> tuple[list[logging.LogRecord], list[logging.LogRecord]]:
-            return ([r for r in capture.records if r.name == "gateway.access" and r.route == "/memory"],
+            return ([r for r in capture.records if r.name == "automem.access" and r.kind == "http"
+                     and r.route == "/memory"],
                     [r for r in capture.records if r.name == "automem.enrich.consumer"
                      and "wrong size" in r.getMessage()])
 
