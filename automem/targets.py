@@ -139,8 +139,11 @@ async def _start_recall(rt: Runtime) -> None:
 async def _start_enrich(rt: Runtime) -> Stop:
     from automem.enrich.consumer import EnrichConsumer
     from automem.enrich.servicer import EnrichServicer
+    from automem.enrich.textkeys import migrate_text_keys
     from automem.v1 import enrich_service_pb2, enrich_service_pb2_grpc
 
+    # Keys written under an older text_key rule, before any enrichment writes (issue 12 item 5).
+    await migrate_text_keys(rt.graph, rt.vectors)
     consumer = EnrichConsumer(rt.settings, rt.bus, rt.graph, rt.vectors, rt.embedder)
     consumer.publisher = rt.publisher
     await consumer.start()

@@ -21,6 +21,7 @@ from typing import Any
 from google.protobuf import json_format, struct_pb2, timestamp_pb2
 
 from automem.common.errors import InvalidArgument
+from automem.common.text import text_key
 from automem.v1 import memory_pb2
 
 Memory = memory_pb2.Memory
@@ -248,7 +249,8 @@ _NODE_PROPERTIES: dict[str, Callable[[Memory], Any]] = {
     "summary": lambda m: m.summary,
     "type": lambda m: type_name(m.type),
     "tags": lambda m: list(m.tags),
-    "tags_lower": lambda m: sorted({t.lower() for t in m.tags}),
+    # Comparison keys (automem/common/text.py text_key); the property names predate the rule.
+    "tags_lower": lambda m: sorted({text_key(t) for t in m.tags}),
     "importance": lambda m: float(m.importance),
     "confidence": lambda m: float(m.confidence),
     "metadata": lambda m: json.dumps(metadata_dict(m), ensure_ascii=False, sort_keys=True),
@@ -260,7 +262,7 @@ _NODE_PROPERTIES: dict[str, Callable[[Memory], Any]] = {
         [{"name": e.name, "kind": e.kind, "tag": e.tag} for e in m.entities], ensure_ascii=False
     ),
     # Entity tags (enrichment-owned, apart from the user's tags; tag filters match both).
-    "entity_tags": lambda m: sorted({e.tag.lower() for e in m.entities if e.tag}),
+    "entity_tags": lambda m: sorted({text_key(e.tag) for e in m.entities if e.tag}),
     "embedding_status": lambda m: memory_pb2.EmbeddingStatus.Name(m.embedding_status),
     "enrichment_status": lambda m: memory_pb2.EnrichmentStatus.Name(m.enrichment_status),
     "relevance_score": lambda m: float(m.relevance_score),
@@ -275,7 +277,8 @@ def memory_to_node(memory: Memory) -> dict[str, Any]:
     """FalkorDB node properties of a memory: every field of the message, nothing else.
 
     Shape: scalars as themselves, times as float epoch seconds or None, ``tags`` as a list,
-    ``tags_lower`` for case-insensitive tag matching, ``metadata``/``entities`` as JSON text,
+    ``tags_lower`` / ``entity_tags`` the tags' comparison keys
+    (:func:`automem.common.text.text_key`: NFKC + case folding) for tag matching, ``metadata``/``entities`` as JSON text,
     enums by name; an open ``valid_to`` / ``retract_time`` is :data:`OPEN_END`.
     """
     return {name: build(memory) for name, build in _NODE_PROPERTIES.items()}

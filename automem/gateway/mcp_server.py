@@ -361,7 +361,8 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
         items = [presenters.scored_flat_json(r) for r in found.results]
         mode = usecases.state_mode_word(read)
         body = {"mode": "ranked", "count": len(items), "results": items, "query": query or "",
-                "state_mode": mode, "sort": sort, "limit": found.limit, "requested_limit": limit,
+                "state_mode": mode, "sort": sort, "limit": found.limit, "requested_limit": limit, "offset": offset,
+                **presenters.search_paging_json(found),
                 **presenters.recall_details_json(
                     found, state_mode=mode, queries=[q for q in [query or "", *(queries or [])] if q.strip()],
                     exclude_tags=exclude_tags or [], min_score=min_score, expand_relations=expand_relations,
@@ -371,7 +372,8 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
                 "degraded": list(found.degraded), "time_window": presenters.time_window_json(found),
                 "time_window_warning": found.time_window_warning or None}
         header = f"Found {len(items)} memor{'y' if len(items) == 1 else 'ies'}" + (
-            f" for {query!r}" if query else "") + f" (state_mode {mode})" + (
+            f" for {query!r}" if query else "") + f" (state_mode {mode}" + (
+            f", more from offset {offset + limit}" if found.has_more else "") + ")" + (
             f"; {found.time_window_warning}" if found.time_window_warning else "")
         return _result(_render(header, body, items, format), body)
 

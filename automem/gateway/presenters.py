@@ -285,6 +285,11 @@ def recall_details_json(found: recall_service_pb2.SearchMemoriesResponse, *, sta
     return body
 
 
+def search_paging_json(response: recall_service_pb2.SearchMemoriesResponse) -> dict[str, Any]:
+    """The paging fields of a ranked recall: ``has_more`` and ``total`` (None unless known)."""
+    return {"has_more": response.has_more, "total": response.total if response.HasField("total") else None}
+
+
 def time_window_json(response: recall_service_pb2.SearchMemoriesResponse) -> dict[str, str | None]:
     """The resolved event-time window of a search, RFC 3339 (None = open)."""
     return {"start": iso(response, "start_time"), "end": iso(response, "end_time")}

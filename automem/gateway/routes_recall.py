@@ -51,7 +51,9 @@ async def recall(
     automem/api/recall.py). ``limit`` above the maximum (100) is clamped and the applied
     value answered in ``limit`` (``requested_limit`` keeps what was asked); zero or negative
     is a 400 naming ``limit``. ``state_debug=true`` lists the withheld hits with their
-    reasons under ``state_filter``."""
+    reasons under ``state_filter``. Pages (``offset``) of the same request slice one ranking:
+    ``has_more`` says another page follows, ``total`` is null unless known exactly (the
+    ranking was read to its end)."""
     started = time.perf_counter()
     sort = sort or order_by or "score"
     vector: list[float] = []
@@ -75,6 +77,7 @@ async def recall(
         "status": "success", "results": results, "count": len(results),
         "state_mode": usecases.state_mode_word(read), "query": query, "tags": expanded_tags, "tag_mode": tag_mode,
         "tag_match": tag_match, "limit": found.limit, "requested_limit": limit, "offset": offset, "sort": sort,
+        **presenters.search_paging_json(found),
         "time_window": presenters.time_window_json(found),
         "time_window_warning": found.time_window_warning or None,
         "as_of": as_of, "known_at": known_at, "arms": list(found.arms),

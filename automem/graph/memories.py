@@ -30,7 +30,8 @@ from automem.graph.repository import Repository
 ENRICHMENT_FIELDS = ("embedding_status", "enrichment_status", "entities", "entity_tags", "summary",
                      "embedding_model")
 #: Entity tags (automem/enrich/entities.py, ``entity:<kind>:<slug>``) are matched in the
-#: ``entity_tags`` property as well; other tags only in ``tags_lower``.
+#: ``entity_tags`` property as well; other tags only in ``tags_lower``. Both properties hold
+#: comparison keys (automem/common/text.py ``text_key``), not the spellings.
 ENTITY_TAG_PREFIX = "entity:"
 #: Node states of memories a sync check compares with the vector points.
 _LIVE_STATES = "['ACTIVE', 'SUPERSEDED', 'PENDING_REVIEW', 'ARCHIVED']"
@@ -38,7 +39,7 @@ _LIVE_STATES = "['ACTIVE', 'SUPERSEDED', 'PENDING_REVIEW', 'ARCHIVED']"
 
 class MemoryFilter(Protocol):
     """The recall filters a graph listing applies (automem/recall/filters.py ``Filters``):
-    lower-cased ``tags`` matched ``tag_match`` (exact | prefix) with ``tag_mode`` (any |
+    ``tags`` as comparison keys (automem/common/text.py ``text_key``) matched ``tag_match`` (exact | prefix) with ``tag_mode`` (any |
     all) in the user and entity tags, none of ``exclude_tags``, ``event_time`` within
     ``start``..``end`` (epoch seconds, inclusive, None = open)."""
 
@@ -288,10 +289,10 @@ class Memories(Repository):
         return [node_to_memory(r[0]) for r in rows]
 
     async def with_any_tag(self, scope: str, tags: Sequence[str], states: Sequence[str]) -> list[Memory]:
-        """Memories of ``scope`` in one of ``states`` carrying any of the lower-cased ``tags``
-        (an ``entity:`` tag also in ``entity_tags``, as the by-tag listing's exact match:
-        plain tags never appear there), in the listing's order: event time newest first,
-        then importance, then id (automem/recall/bytag.py)."""
+        """Memories of ``scope`` in one of ``states`` carrying any of ``tags`` (comparison keys,
+        automem/common/text.py ``text_key``; an ``entity:`` tag also in ``entity_tags``, as the
+        by-tag listing's exact match: plain tags never appear there), in the listing's order:
+        event time newest first, then importance, then id (automem/recall/bytag.py)."""
         rows = await self.store.ro_query(
             "MATCH (m:Memory) WHERE m.scope = $scope AND m.state IN $states "
             "AND any(t IN $tags WHERE t IN m.tags_lower OR t IN coalesce(m.entity_tags, [])) "
@@ -338,7 +339,7 @@ class Memories(Repository):
     async def list_ids(self, flt: MemoryFilter, states: Sequence[str], limit: int, *, order: str = "event_time",
                        descending: bool = True, since: float | None = None) -> list[str]:
         """Ids of up to ``limit`` memories matching ``flt`` in ``states``, ordered by
-        ``order`` (``event_time`` or ``update_time``; then importance, highest first),
+        ``order`` (``event_time`` or ``update_time``; then importance, highest first; then id),
         newest first when ``descending``; only ``event_time >= since`` when ``since`` is
         given (epoch seconds: a newest-first window, automem/recall/servicer.py)."""
         if order not in ("event_time", "update_time"):
@@ -346,7 +347,9 @@ class Memories(Repository):
         where, params = filter_where(flt, "m")
         params.update({"states": list(states), "limit": int(limit)})
         match = f"MATCH (m:Memory) WHERE {where} AND m.state IN $states"
-        tail = f" RETURN m.id ORDER BY m.{order} {'DESC' if descending else 'ASC'}, m.importance DESC LIMIT $limit"
+        # The id makes the order total, so a longer listing extends a shorter one (recall pages).
+        tail = (f" RETURN m.id ORDER BY m.{order} {'DESC' if descending else 'ASC'}, m.importance DESC, m.id "
+                "LIMIT $limit")
         if since is not None:
             params["w_lo"] = since
             match += " AND m.event_time >= $w_lo"
@@ -674,6 +677,39 @@ class Memories(Repository):
             "RETURN properties(m), p.content ORDER BY m.id SKIP $skip LIMIT $limit",
             {"skip": skip, "limit": limit})
         return [(node_to_memory(r[0]), r[1] or "") for r in rows]
+
+    # --- comparison-key migration (automem/enrich/textkeys.py) -------------------------
+
+    async def migration_version(self, name: str) -> int:
+        """The version recorded for migration ``name`` (0 when none ran)."""
+        rows = await self.store.ro_query("MATCH (s:SchemaMigration {name: $name}) RETURN s.version", {"name": name})
+        return int(rows[0][0] or 0) if rows else 0
+
+    async def set_migration_version(self, name: str, version: int) -> None:
+        """Record that migration ``name`` reached ``version``."""
+        await self.store.query("MERGE (s:SchemaMigration {name: $name}) SET s.version = $version",
+                               {"name": name, "version": version})
+
+    async def key_page(self, after: str, limit: int) -> list[tuple[dict[str, Any], str]]:
+        """Up to ``limit`` memories (every state) with id greater than ``after``, in id order:
+        ``[(node properties, PRECEDED_BY predecessor's content or "")]``."""
+        rows = await self.store.ro_query(
+            "MATCH (m:Memory) WHERE m.id > $after WITH m ORDER BY m.id LIMIT $limit "
+            "OPTIONAL MATCH (m)-[:PRECEDED_BY]->(p:Memory) RETURN properties(m), p.content",
+            {"after": after, "limit": limit})
+        return [(r[0], r[1] or "") for r in rows]
+
+    async def set_tag_keys(self, rows: Sequence[dict[str, Any]]) -> int:
+        """Write ``tags_lower`` / ``entity_tags`` of ``rows`` (``{id, version, tags_lower,
+        entity_tags}``) where the node still has that ``version`` (a write in between built
+        its keys already). Returns how many nodes were written."""
+        if not rows:
+            return 0
+        done = await self.store.query(
+            "UNWIND $rows AS r MATCH (m:Memory {id: r.id}) WHERE m.version = r.version "
+            "SET m.tags_lower = r.tags_lower, m.entity_tags = r.entity_tags RETURN count(m)",
+            {"rows": list(rows)})
+        return int(done[0][0]) if done else 0
 
 
 class TagIndex:

@@ -44,6 +44,7 @@ from automem.common.model import (
 )
 from automem.common.outbox import EventPublisher
 from automem.common.settings import Settings
+from automem.common.text import text_key
 from automem.common.timeouts import long_running
 from automem.graph import ENRICHMENT_FIELDS, GraphStore
 from automem.graph.idempotency import node_key
@@ -495,7 +496,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         in no listing, stay as they are."""
         require_role("writer")
         scope = resolve_scope(request.scope)
-        tags = sorted({t.strip().lower() for t in request.tags if t.strip()})
+        tags = sorted({text_key(t.strip()) for t in request.tags if t.strip()})
         if not tags:
             raise InvalidArgument("tags: at least one tag is required", field="tags")
         memories = await self.graph.memories.with_any_tag(scope, tags, BY_TAG_DELETABLE_STATES)

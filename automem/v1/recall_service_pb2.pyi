@@ -190,12 +190,14 @@ class StateFilter(_message.Message):
     def __init__(self, suppressed_count: _Optional[int] = ..., replacement_count: _Optional[int] = ..., suppressed: _Optional[_Iterable[_Union[StateSuppressed, _Mapping]]] = ...) -> None: ...
 
 class SearchMemoriesResponse(_message.Message):
-    __slots__ = ("results", "arms", "degraded", "start_time", "end_time", "time_window_warning", "limit", "state_filter", "score_filtered_count")
+    __slots__ = ("results", "arms", "degraded", "start_time", "end_time", "has_more", "total", "time_window_warning", "limit", "state_filter", "score_filtered_count")
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     ARMS_FIELD_NUMBER: _ClassVar[int]
     DEGRADED_FIELD_NUMBER: _ClassVar[int]
     START_TIME_FIELD_NUMBER: _ClassVar[int]
     END_TIME_FIELD_NUMBER: _ClassVar[int]
+    HAS_MORE_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
     TIME_WINDOW_WARNING_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     STATE_FILTER_FIELD_NUMBER: _ClassVar[int]
@@ -205,11 +207,13 @@ class SearchMemoriesResponse(_message.Message):
     degraded: _containers.RepeatedScalarFieldContainer[str]
     start_time: _timestamp_pb2.Timestamp
     end_time: _timestamp_pb2.Timestamp
+    has_more: bool
+    total: int
     time_window_warning: str
     limit: int
     state_filter: StateFilter
     score_filtered_count: int
-    def __init__(self, results: _Optional[_Iterable[_Union[ScoredMemory, _Mapping]]] = ..., arms: _Optional[_Iterable[str]] = ..., degraded: _Optional[_Iterable[str]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., time_window_warning: _Optional[str] = ..., limit: _Optional[int] = ..., state_filter: _Optional[_Union[StateFilter, _Mapping]] = ..., score_filtered_count: _Optional[int] = ...) -> None: ...
+    def __init__(self, results: _Optional[_Iterable[_Union[ScoredMemory, _Mapping]]] = ..., arms: _Optional[_Iterable[str]] = ..., degraded: _Optional[_Iterable[str]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., has_more: _Optional[bool] = ..., total: _Optional[int] = ..., time_window_warning: _Optional[str] = ..., limit: _Optional[int] = ..., state_filter: _Optional[_Union[StateFilter, _Mapping]] = ..., score_filtered_count: _Optional[int] = ...) -> None: ...
 
 class GetMemoryRequest(_message.Message):
     __slots__ = ("id", "scope", "read", "touch")
