@@ -58,13 +58,18 @@ async def export_records(graph: GraphStore, bus: Any = None) -> AsyncIterator[di
         header["events_retained_since"] = retention.first_time
         header["events_truncated"] = retention.trimmed
     yield header
+    # refs number the nodes 0, 1, 2… in internal-id order (not the internal ids themselves,
+    # which have gaps and reuse after deletions): a restore creates the nodes and edges in
+    # file order into an empty graph, so its export numbers and orders them the same way.
+    refs: dict[int, int] = {}
     skip = 0
     while True:
         rows = await graph.dump.nodes_page(skip, PAGE)
-        for ref, labels, props in rows:
+        for internal, labels, props in rows:
             labels = list(labels)
             kind = next((_KIND[label] for label in labels if label in _KIND), "node")
-            yield {"kind": kind, "ref": int(ref), "labels": labels, "properties": dict(props)}
+            ref = refs.setdefault(int(internal), len(refs))
+            yield {"kind": kind, "ref": ref, "labels": labels, "properties": dict(props)}
         if len(rows) < PAGE:
             break
         skip += PAGE
@@ -72,7 +77,7 @@ async def export_records(graph: GraphStore, bus: Any = None) -> AsyncIterator[di
     while True:
         rows = await graph.dump.edges_page(skip, PAGE)
         for source, target, rel_type, props, _rid in rows:
-            yield {"kind": "edge", "source": int(source), "target": int(target), "type": rel_type,
+            yield {"kind": "edge", "source": refs[int(source)], "target": refs[int(target)], "type": rel_type,
                    "properties": dict(props)}
         if len(rows) < PAGE:
             break
@@ -136,30 +141,27 @@ async def restore_records(graph: GraphStore, records: list[dict[str, Any]], bus:
     nodes = [r for r in records if r.get("kind") in ("memory", "tombstone", "review_item", "node")]
     edges = [r for r in records if r.get("kind") == "edge"]
     events = [r for r in records if r.get("kind") == "event"]
-    by_labels: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    # Nodes and edges are created in file order (runs of the same labels / type, PAGE at a
+    # time), so the restored graph's internal ids follow the file and its export is the same.
+    node_labels: list[tuple[str, ...]] = []
     label_of: dict[int, str] = {}
     for record in nodes:
         labels = tuple(graph.dump.identifier(label) for label in record.get("labels") or [])
-        by_labels.setdefault(labels, []).append(record)
+        node_labels.append(labels)
         label_of[int(record["ref"])] = labels[0] if labels else ""
-    for label in {lb[0] for lb in by_labels if lb}:
+    first_labels = {labels[0] for labels in node_labels if labels}
+    for label in first_labels:
         await graph.dump.index_refs(label)
-    for labels, group in by_labels.items():
-        for i in range(0, len(group), PAGE):
-            rows = [{"ref": int(r["ref"]), "props": r.get("properties") or {}} for r in group[i:i + PAGE]]
-            await graph.dump.create_nodes(labels, rows)
-    by_type: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
-    for record in edges:
-        key = (graph.dump.identifier(record["type"]), label_of.get(int(record["source"]), ""),
-               label_of.get(int(record["target"]), ""))
-        by_type.setdefault(key, []).append(record)
-    for (rel_type, a_label, b_label), group in by_type.items():
-        for i in range(0, len(group), PAGE):
-            rows = [{"s": int(r["source"]), "t": int(r["target"]), "props": r.get("properties") or {}}
-                    for r in group[i:i + PAGE]]
-            await graph.dump.create_edges(rel_type, a_label, b_label, rows)
+    for labels, group in _runs(nodes, node_labels):
+        rows = [{"ref": int(r["ref"]), "props": r.get("properties") or {}} for r in group]
+        await graph.dump.create_nodes(labels, rows)
+    edge_keys = [(graph.dump.identifier(r["type"]), label_of.get(int(r["source"]), ""),
+                  label_of.get(int(r["target"]), "")) for r in edges]
+    for (rel_type, a_label, b_label), group in _runs(edges, edge_keys):
+        rows = [{"s": int(r["source"]), "t": int(r["target"]), "props": r.get("properties") or {}} for r in group]
+        await graph.dump.create_edges(rel_type, a_label, b_label, rows)
     await graph.dump.clear_refs()
-    for label in {lb[0] for lb in by_labels if lb}:
+    for label in first_labels:
         await graph.dump.unindex_refs(label)
     await graph.ensure_schema()
     published = dropped = 0
@@ -174,6 +176,16 @@ async def restore_records(graph: GraphStore, records: list[dict[str, Any]], bus:
         # than the backup's events removes the oldest of them at once.
         dropped = max(0, min(published, after.state.first_seq - (before.state.last_seq + 1)))
     return {"nodes": len(nodes), "edges": len(edges), "events": published, "events_dropped": dropped}
+
+
+def _runs(records: list[dict[str, Any]], keys: list[Any]) -> Iterable[tuple[Any, list[dict[str, Any]]]]:
+    """``(key, records)`` for each run of consecutive records with the same key, at most
+    ``PAGE`` records each, in order."""
+    start = 0
+    for i in range(1, len(records) + 1):
+        if i == len(records) or keys[i] != keys[start] or i - start == PAGE:
+            yield keys[start], records[start:i]
+            start = i
 
 
 async def reindex(graph: GraphStore, vectors: Any, provider: Any, batch: int = 64) -> dict[str, int]:
