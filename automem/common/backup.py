@@ -20,7 +20,10 @@ record of truth and is exported whole:
 
 * :func:`restore_records` — recreates nodes (labels and properties exactly), edges and the
   event stream in an *empty* graph/stream (refuses a non-empty one unless ``force``).
-  Events keep their ids (``Nats-Msg-Id``), times and payloads, so history reads the same.
+  Events keep their ids (``Nats-Msg-Id``), times and payloads, so history reads the same;
+  they are history only (enrichment starts after them). Nodes and edges are created in file
+  order and export numbers nodes 0, 1, 2… (``ref``), so backup → restore → backup gives the
+  same lines but for the header's ``export_time`` and ``events_retained_since``.
 * :func:`reindex` — rebuilds every vector point from the graph: payload from the one
   builder (:func:`automem.common.payload.build_payload`), dense vector from the embedding
   provider, BM25 sparse vector with the PRECEDED_BY context as enrichment builds it; points
@@ -36,6 +39,7 @@ import time
 from collections.abc import AsyncIterator, Iterable
 from typing import TYPE_CHECKING, Any
 
+from automem.common.bus import ENRICH_DURABLE
 from automem.common.payload import build_payload
 from automem.common.text import analyze, bm25_doc_weights
 from automem.v1 import events_pb2, memory_pb2
@@ -46,6 +50,8 @@ if TYPE_CHECKING:
 FORMAT = "automem-backup/1"
 PAGE = 500
 _KIND = {"Memory": "memory", "Tombstone": "tombstone", "ReviewItem": "review_item"}
+#: Memory states without a vector point (automem/enrich/consumer.py deletes their points).
+_GONE_STATES = ("DELETED", "REJECTED")
 
 
 async def export_records(graph: GraphStore, bus: Any = None) -> AsyncIterator[dict[str, Any]]:
@@ -114,9 +120,15 @@ async def restore_records(graph: GraphStore, records: list[dict[str, Any]], bus:
     """Recreate the export in ``graph`` (and the events on ``bus``'s stream).
 
     Refuses (RuntimeError) when the graph already holds nodes or the stream messages,
-    unless ``force``, which first empties both (replace, never merge). Returns counts
-    ``{"nodes", "edges", "events", "events_dropped"}`` (events the target stream's retention
-    removed at once: its ``event_retention_bytes`` is smaller than the backup's events).
+    unless ``force``, which first empties both (replace, never merge). Nodes and edges are
+    created in file order, so a backup of the restored graph is the same file (but for the
+    header's times). The enrichment consumer is (re)created to start after the restored
+    events: restored memories keep their enrichment and are not enriched again. The vector
+    index is not restored: rebuild it with :func:`reindex` (``automem restore --reindex``).
+    Returns counts ``{"nodes", "edges", "events", "events_dropped", "live_memories"}``
+    (``events_dropped``: events the target stream's retention removed at once, its
+    ``event_retention_bytes`` being smaller than the backup's events; ``live_memories``:
+    restored memories that are neither DELETED nor REJECTED, i.e. that need a vector point).
     """
     if force:
         # Replace, never merge: the target's graph and event stream are emptied first.
@@ -165,7 +177,7 @@ async def restore_records(graph: GraphStore, records: list[dict[str, Any]], bus:
         await graph.dump.unindex_refs(label)
     await graph.ensure_schema()
     published = dropped = 0
-    if bus is not None and events:
+    if bus is not None and bus.js is not None:
         before = await bus.js.stream_info(bus.settings.stream_name)
         for record in events:
             event = events_pb2.MemoryEvent.FromString(base64.b64decode(record["data"]))
@@ -175,7 +187,14 @@ async def restore_records(graph: GraphStore, records: list[dict[str, Any]], bus:
         # Republished events start a fresh retention period; a smaller event_retention_bytes
         # than the backup's events removes the oldest of them at once.
         dropped = max(0, min(published, after.state.first_seq - (before.state.last_seq + 1)))
-    return {"nodes": len(nodes), "edges": len(edges), "events": published, "events_dropped": dropped}
+        # The restored events are history: the graph already holds their effects (entities,
+        # SIMILAR_TO and PRECEDED_BY edges, statuses). Enrichment starts after them, or it
+        # would enrich every restored memory again (new edges, new create_times, new events).
+        await bus.start_consumer_after(ENRICH_DURABLE, after.state.last_seq)
+    live = sum(1 for r in nodes if r.get("kind") == "memory"
+               and (r.get("properties") or {}).get("state") not in _GONE_STATES)
+    return {"nodes": len(nodes), "edges": len(edges), "events": published, "events_dropped": dropped,
+            "live_memories": live}
 
 
 def _runs(records: list[dict[str, Any]], keys: list[Any]) -> Iterable[tuple[Any, list[dict[str, Any]]]]:
