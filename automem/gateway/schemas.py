@@ -203,3 +203,149 @@ class ReprocessBody(BaseModel):
     """``POST /enrichment/reprocess``: memory ids."""
 
     ids: list[str]
+
+
+# --- the OpenAPI schema tells the truth (issue 12 item 14) -------------------------------
+#
+# The request models above stay loose (AutoMem's types; the services check the values and
+# answer 400 naming the field). What the services enforce is declared here, in one place,
+# on the generated schema: ranges, enums, lengths, required fields and the auth schemes.
+
+
+def _blank_chars() -> str:
+    """A regex character class body of every character :func:`automem.ingest.logic.is_blank`
+    treats as blank (``str.isspace`` or Unicode category Cf), as ranges."""
+    import sys
+    import unicodedata
+
+    chars = [c for c in range(sys.maxunicode + 1)
+             if chr(c).isspace() or unicodedata.category(chr(c)) == "Cf"]
+    ranges: list[tuple[int, int]] = []
+    for c in chars:
+        if ranges and ranges[-1][1] == c - 1:
+            ranges[-1] = (ranges[-1][0], c)
+        else:
+            ranges.append((c, c))
+
+    def esc(c: int) -> str:
+        return f"\\u{c:04x}" if c <= 0xFFFF else chr(c)
+
+    return "".join(esc(a) if a == b else f"{esc(a)}-{esc(b)}" for a, b in ranges)
+
+
+def _enum(words: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    return {"type": "string", "enum": list(words)}
+
+
+def declared_limits(settings: Any) -> tuple[dict[str, dict[str, dict[str, Any]]], dict[str, dict[str, Any]]]:
+    """``(parameters, bodies)``: the constraints the services enforce, for
+    :func:`declare_limits`. ``parameters[path][name]`` is merged into that query parameter's
+    schema on every method of ``path``; ``bodies[component][property]`` into that property
+    of a request-body model (``""``: into the model itself).
+
+    Sources: limits of recall (automem/recall/servicer.py SearchMemories, ListByTag,
+    GetRelated, Analyze; ``limit`` of /recall and /memory/by-tag has a minimum only: above
+    ``recall_max_limit`` / ``by_tag_max_limit`` it is clamped), of ingest
+    (automem/ingest/logic.py validate_content, validate_tags, MAX_TAGS, MAX_TAG_LENGTH,
+    the 0..1 ranges; settings ``content_max_length``, ``batch_max``), of review
+    (automem/ingest/review.py page sizes, statuses, kinds), the enums' words
+    (automem/common/enums.py ``enum_words``) and AutoMem's types and relation types
+    (automem/common/model.py)."""
+    from automem.common.enums import enum_words
+    from automem.common.model import AUTHORABLE_RELATIONS, TYPE_NAMES
+    from automem.v1 import recall_service_pb2 as rs
+
+    state_mode = _enum(enum_words(rs.StateMode))
+    unit = {"type": "number", "minimum": 0, "maximum": 1}
+    types = _enum([n for n in TYPE_NAMES.values() if n != "MetaPattern"])
+    relations = _enum(list(AUTHORABLE_RELATIONS))
+    blank = _blank_chars()
+    content = {"type": "string", "minLength": 1, "maxLength": settings.content_max_length,
+               "pattern": f"^[^\\u0000]*[^{blank}\\u0000][^\\u0000]*$"}
+    tag = {"type": "string", "maxLength": 256, "pattern": "^[^\\u0000-\\u001f\\u007f,]*$"}
+    tags = {"type": "array", "items": tag, "maxItems": 100}
+    when = {"type": "string", "format": "date-time"}  # ISO 8601 (automem/common/model.py parse_time)
+    reads = {"state_mode": state_mode, "as_of": when, "known_at": when}
+    parameters: dict[str, dict[str, dict[str, Any]]] = {
+        "/recall": {
+            "limit": {"minimum": 1}, "offset": {"minimum": 0},
+            "sort": _enum(enum_words(rs.SortOrder)), "tag_mode": _enum(enum_words(rs.TagMode)),
+            "tag_match": _enum(enum_words(rs.TagMatch)), "recency_bias": _enum(enum_words(rs.RecencyBias)),
+            "relation_limit": {"minimum": 0, "maximum": 100}, "expansion_limit": {"minimum": 0, "maximum": 500},
+            "start": when, "end": when, **reads},
+        "/memory/by-tag": {"limit": {"minimum": 1}, "offset": {"minimum": 0},
+                           "tag_mode": _enum(enum_words(rs.TagMode)), "tag_match": _enum(enum_words(rs.TagMatch)),
+                           "tags": {"minItems": 1, "items": {"type": "string", "pattern": "[^\\s,]"}}, **reads},
+        "/memory/{memory_id}": reads,
+        "/memories/{memory_id}/related": {"max_depth": {"minimum": 1, "maximum": 3},
+                                          "limit": {"minimum": 1, "maximum": 200}, **reads},
+        "/analyze": {"top": {"minimum": 1, "maximum": 200}},
+        "/v1/review-items": {"page_size": {"minimum": 1, "maximum": 200},
+                             "status": _enum(["pending", "approved", "rejected", "all"])},
+        "/v1/tombstones": {"page_size": {"minimum": 1, "maximum": 200}},
+        "/v1/memories/{memory_id}/history": {"page_size": {"minimum": 1, "maximum": 1000}},
+    }
+    memory = {"content": content, "tags": tags, "importance": unit, "confidence": unit, "type": types,
+              "supersede_relation": _enum(["INVALIDATED_BY", "EVOLVED_INTO"]),
+              "metadata": {"type": "object"}, "t_valid": when, "t_invalid": when, "timestamp": when}
+    memory_id = {"type": "string", "minLength": 1}
+    bodies: dict[str, dict[str, Any]] = {
+        "MemoryRequest": memory,
+        "BatchMemoryRequest": {"memories": {"minItems": 1, "maxItems": settings.batch_max}},
+        "UpdateMemoryBody": {**{k: v for k, v in memory.items() if k not in ("supersede_relation",)},
+                             "add_tags": tags, "": {"minProperties": 1}},
+        "Association": {"type": relations, "strength": unit, "memory1_id": memory_id, "memory2_id": memory_id},
+        "AssociateRequest": {"type": relations, "strength": unit, "memory1_id": memory_id, "memory2_id": memory_id,
+                             "associations": {"minItems": 1, "maxItems": settings.batch_max},
+                             "": {"anyOf": [{"required": ["memory1_id", "memory2_id"]},
+                                            {"required": ["associations"]}]}},
+        "ConsolidateBody": {"mode": _enum(["full", "decay", "creative", "cluster", "forget"])},
+    }
+    return parameters, bodies
+
+
+#: The auth schemes: ``Authorization: Bearer <key>`` or ``X-API-Key: <key>``
+#: (automem/gateway/deps.py ``principal_metadata``).
+SECURITY_SCHEMES = {"bearer": {"type": "http", "scheme": "bearer"},
+                    "apiKey": {"type": "apiKey", "in": "header", "name": "X-API-Key"}}
+
+
+def _merge(target: dict[str, Any], extra: dict[str, Any]) -> None:
+    """Merge ``extra`` into a property schema; a nullable ``anyOf: [X, null]`` gets it on X."""
+    branches = [b for b in target.get("anyOf", []) if b.get("type") != "null"]
+    place = branches[0] if len(branches) == 1 else target
+    for key, value in extra.items():
+        if key == "items" and isinstance(place.get("items"), dict):
+            place["items"].update(value)
+        elif key == "type" and place is target and "anyOf" in target:
+            continue
+        else:
+            place[key] = value
+
+
+def declare_limits(schema: dict[str, Any], settings: Any, anonymous: bool) -> dict[str, Any]:
+    """Add :func:`declared_limits` and :data:`SECURITY_SCHEMES` to a generated OpenAPI
+    ``schema`` (in place; returned). ``anonymous``: requests without a key are served too
+    (no keys configured), so every operation also lists the empty security requirement."""
+    parameters, bodies = declared_limits(settings)
+    for path, methods in schema.get("paths", {}).items():
+        for operation in methods.values():
+            for parameter in operation.get("parameters", []):
+                extra = parameters.get(path, {}).get(parameter["name"])
+                if extra:
+                    _merge(parameter.setdefault("schema", {}), extra)
+                    if "minItems" in extra:
+                        parameter["required"] = True
+    components = schema.setdefault("components", {})
+    for name, props in bodies.items():
+        model = components.get("schemas", {}).get(name)
+        if model is None:
+            continue
+        for prop, extra in props.items():
+            if prop == "":
+                model.update(extra)
+            elif prop in model.get("properties", {}):
+                _merge(model["properties"][prop], extra)
+    components["securitySchemes"] = SECURITY_SCHEMES
+    schema["security"] = [{"bearer": []}, {"apiKey": []}] + ([{}] if anonymous else [])
+    return schema

@@ -5,7 +5,12 @@ number of examples per operation. A contract test that needs a running service, 
 with the integration tests.
 
 Checks: no 5xx anywhere, status codes the schema documents, JSON content types, and bodies
-that conform to the documented response schemas. Run in a worker thread: the service runs
+that conform to the documented response schemas. Then both directions of "the schema tells
+the truth" (issue 12 item 14), schemathesis's ``positive_data_acceptance`` (a request the
+schema allows is not refused with 400/422) and ``negative_data_rejection`` (a request the
+schema forbids, e.g. a limit past its declared maximum, a value outside an enum, a missing
+required field, is refused with 4xx), each over its own generated data (``GenerationMode``
+POSITIVE / NEGATIVE, the CLI's ``--mode all``). Run in a worker thread: the service runs
 on the test's event loop and schemathesis calls synchronously.
 """
 
@@ -15,46 +20,62 @@ import asyncio
 import os
 
 import hypothesis
+import hypothesis.errors
 import requests
 import schemathesis
 from hypothesis import HealthCheck, Phase
+from schemathesis import GenerationMode
 from schemathesis.checks import (
     content_type_conformance,
+    negative_data_rejection,
     not_a_server_error,
+    positive_data_acceptance,
     response_schema_conformance,
     status_code_conformance,
 )
 
-#: Examples per operation (AUTOMEM_FUZZ_EXAMPLES raises it for a longer local run).
+#: Examples per operation and mode (AUTOMEM_FUZZ_EXAMPLES raises it for a longer local run).
 EXAMPLES = int(os.environ.get("AUTOMEM_FUZZ_EXAMPLES", "12"))
-CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
+CHECKS = {
+    GenerationMode.POSITIVE: [not_a_server_error, status_code_conformance, content_type_conformance,
+                              response_schema_conformance, positive_data_acceptance],
+    GenerationMode.NEGATIVE: [not_a_server_error, content_type_conformance, negative_data_rejection],
+}
 
 
-def _run(operation, base_url: str, session: requests.Session, calls: dict[str, int]) -> None:
-    label = operation.label
+def _run(operation, base_url: str, session: requests.Session, calls: dict[str, int], mode: GenerationMode) -> None:
+    label = f"{mode.value} {operation.label}"
 
-    @hypothesis.given(case=operation.as_strategy())
+    @hypothesis.given(case=operation.as_strategy(generation_mode=mode))
     @hypothesis.settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,
                          phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
     def run(case) -> None:
         response = case.call(base_url=base_url, session=session, timeout=30)
         calls[label] = calls.get(label, 0) + 1
-        case.validate_response(response, checks=CHECKS)
+        case.validate_response(response, checks=CHECKS[mode])
 
     run()
 
 
-def _fuzz(base_url: str) -> dict[str, int]:
+def _fuzz(base_url: str, modes=(GenerationMode.POSITIVE, GenerationMode.NEGATIVE)) -> dict[str, int]:
     schema = schemathesis.openapi.from_url(base_url + "/openapi.json")
     session = requests.Session()
     calls: dict[str, int] = {}
     failures: list[str] = []
+    only = os.environ.get("AUTOMEM_FUZZ_ONLY", "")  # a substring of the operations to run (local runs)
     for result in schema.get_all_operations():
         operation = result.ok()
-        try:
-            _run(operation, base_url, session, calls)
-        except BaseException as exc:  # noqa: BLE001 - collect every operation's failure (groups too)
-            failures.append(f"{operation.label}: {exc}")
+        if only and only not in operation.label:
+            continue
+        for mode in modes:
+            try:
+                _run(operation, base_url, session, calls, mode)
+            except hypothesis.errors.Unsatisfiable:
+                if mode is GenerationMode.POSITIVE:
+                    raise
+                # Nothing to negate: the operation takes no parameter or body (GET /health).
+            except BaseException as exc:  # noqa: BLE001 - collect every operation's failure (groups too)
+                failures.append(f"{mode.value} {operation.label}: {exc}")
     assert not failures, "\n\n".join(failures)
     return calls
 
