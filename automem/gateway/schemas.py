@@ -252,7 +252,7 @@ def declared_limits(settings: Any) -> tuple[dict[str, dict[str, dict[str, Any]]]
     (automem/common/enums.py ``enum_words``) and AutoMem's types and relation types
     (automem/common/model.py)."""
     from automem.common.enums import enum_words
-    from automem.common.model import AUTHORABLE_RELATIONS, TYPE_NAMES
+    from automem.common.model import AUTHORABLE_RELATIONS, SYSTEM_RELATIONS, TYPE_NAMES
     from automem.v1 import recall_service_pb2 as rs
 
     state_mode = _enum(enum_words(rs.StateMode))
@@ -278,10 +278,13 @@ def declared_limits(settings: Any) -> tuple[dict[str, dict[str, dict[str, Any]]]
                            "tags": {"minItems": 1, "items": {"type": "string", "pattern": "[^\\s,]"}}, **reads},
         "/memory/{memory_id}": reads,
         "/memories/{memory_id}/related": {"max_depth": {"minimum": 1, "maximum": 3},
-                                          "limit": {"minimum": 1, "maximum": 200}, **reads},
+                                          "limit": {"minimum": 1, "maximum": 200},
+                                          "relationship_types": {"items": _enum(AUTHORABLE_RELATIONS + SYSTEM_RELATIONS)},
+                                          **reads},
         "/analyze": {"top": {"minimum": 1, "maximum": 200}},
         "/v1/review-items": {"page_size": {"minimum": 1, "maximum": 200},
-                             "status": _enum(["pending", "approved", "rejected", "all"])},
+                             "status": _enum(["pending", "approved", "rejected", "all"]),
+                             "kind": _enum(["", "memory", "supersede_proposal"])},
         "/v1/tombstones": {"page_size": {"minimum": 1, "maximum": 200}},
         "/v1/memories/{memory_id}/history": {"page_size": {"minimum": 1, "maximum": 1000}},
     }
