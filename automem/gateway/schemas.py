@@ -251,6 +251,7 @@ def declared_limits(settings: Any) -> tuple[dict[str, dict[str, dict[str, Any]]]
     (automem/ingest/review.py page sizes, statuses, kinds), the enums' words
     (automem/common/enums.py ``enum_words``) and AutoMem's types and relation types
     (automem/common/model.py)."""
+    from automem.common.auth import MAX_SCOPE_LENGTH, SCOPE_RE
     from automem.common.enums import enum_words
     from automem.common.model import AUTHORABLE_RELATIONS, SYSTEM_RELATIONS, TYPE_NAMES
     from automem.v1 import recall_service_pb2 as rs
@@ -288,20 +289,41 @@ def declared_limits(settings: Any) -> tuple[dict[str, dict[str, dict[str, Any]]]
         "/v1/tombstones": {"page_size": {"minimum": 1, "maximum": 200}},
         "/v1/memories/{memory_id}/history": {"page_size": {"minimum": 1, "maximum": 1000}},
     }
+    metadata = {"anyOf": [{"$ref": "#/components/schemas/MetadataObject"}, {"type": "null"}]}
+    # automem/common/auth.py resolve_scope ("" or absent: the key's default scope).
+    scope = {"type": "string", "maxLength": MAX_SCOPE_LENGTH, "pattern": f"^({SCOPE_RE.pattern})?$"}
+    # A caller embedding is stored as 32-bit floats (automem/v1 MemoryInput.embedding): a
+    # larger magnitude would become infinite, which ingest refuses (_validate_embedding).
+    float32 = 3.4028234663852886e38
+    embedding = {"type": "array", "items": {"type": "number", "minimum": -float32, "maximum": float32}}
     memory = {"content": content, "tags": tags, "importance": unit, "confidence": unit, "type": types,
-              "supersede_relation": _enum(["INVALIDATED_BY", "EVOLVED_INTO"]),
-              "metadata": {"type": "object"}, "t_valid": when, "t_invalid": when, "timestamp": when}
+              "supersede_relation": _enum(["INVALIDATED_BY", "EVOLVED_INTO"]), "embedding": embedding,
+              "metadata": metadata, "t_valid": when, "t_invalid": when, "timestamp": when, "scope": scope}
     memory_id = {"type": "string", "minLength": 1}
+    # PATCH: these take no null (automem/gateway/usecases.py _NOT_NULL; null content is empty
+    # content), and the body must name a field to change (IngestService.UpdateMemory's mask).
+    not_null = {"_not_null": True}
+    updatable = ("content", "tags", "importance", "type", "confidence", "timestamp", "t_valid", "t_invalid",
+                 "metadata")
     bodies: dict[str, dict[str, Any]] = {
         "MemoryRequest": memory,
-        "BatchMemoryRequest": {"memories": {"minItems": 1, "maxItems": settings.batch_max}},
+        "BatchMemoryRequest": {"memories": {"minItems": 1, "maxItems": settings.batch_max}, "scope": scope},
         "UpdateMemoryBody": {**{k: v for k, v in memory.items() if k not in ("supersede_relation",)},
-                             "add_tags": tags, "": {"minProperties": 1}},
+                             **{k: {**memory[k], **not_null} for k in ("content", "tags", "importance", "type",
+                                                                      "confidence", "timestamp", "t_valid")},
+                             "add_tags": {**tags, "minItems": 1},
+                             # A version number, "*" or an HTTP etag of one (usecases.parse_etag).
+                             "etag": {"anyOf": [{"type": "integer"},
+                                                {"type": "string", "pattern": '^(W/)?"*(\\*|[0-9]*)"*$'},
+                                                {"type": "null"}]},
+                             "": {"anyOf": [{"required": [k]} for k in (*updatable, "add_tags")]}},
         "Association": {"type": relations, "strength": unit, "memory1_id": memory_id, "memory2_id": memory_id},
         "AssociateRequest": {"type": relations, "strength": unit, "memory1_id": memory_id, "memory2_id": memory_id,
                              "associations": {"minItems": 1, "maxItems": settings.batch_max},
-                             "": {"anyOf": [{"required": ["memory1_id", "memory2_id"]},
-                                            {"required": ["associations"]}]}},
+                             "": {"anyOf": [{"required": ["memory1_id", "memory2_id"],
+                                             "properties": {"memory1_id": memory_id, "memory2_id": memory_id}},
+                                            {"required": ["associations"],
+                                             "properties": {"associations": {"type": "array"}}}]}},
         "ConsolidateBody": {"mode": _enum(["full", "decay", "creative", "cluster", "forget"])},
     }
     return parameters, bodies
@@ -313,9 +335,37 @@ SECURITY_SCHEMES = {"bearer": {"type": "http", "scheme": "bearer"},
                     "apiKey": {"type": "apiKey", "in": "header", "name": "X-API-Key"}}
 
 
+#: Metadata (automem/ingest/logic.py parse_metadata, check_metadata_values): a JSON object
+#: whose keys hold no control character and whose integers read back exactly (±(2^53-1));
+#: at most METADATA_MAX_DEPTH (20) levels and METADATA_MAX_BYTES (64 KiB) of JSON, which a
+#: JSON Schema cannot count and the descriptions state.
+METADATA_SCHEMAS = {
+    "MetadataObject": {
+        "type": "object", "description": "Any JSON object of at most 20 levels and 64 KiB of JSON.",
+        "propertyNames": {"pattern": "^[^\\u0000-\\u001f\\u007f]*$"},
+        "additionalProperties": {"$ref": "#/components/schemas/MetadataValue"}},
+    "MetadataValue": {"anyOf": [
+        {"type": "string"}, {"type": "boolean"}, {"type": "null"},
+        {"type": "number", "minimum": -(2**53 - 1), "maximum": 2**53 - 1},
+        {"type": "array", "items": {"$ref": "#/components/schemas/MetadataValue"}},
+        {"$ref": "#/components/schemas/MetadataObject"}]},
+}
+
+
 def _merge(target: dict[str, Any], extra: dict[str, Any]) -> None:
-    """Merge ``extra`` into a property schema; a nullable ``anyOf: [X, null]`` gets it on X."""
+    """Merge ``extra`` into a property schema; a nullable ``anyOf: [X, null]`` gets it on X
+    (and loses the null branch when ``extra`` holds ``_not_null``)."""
+    extra = dict(extra)
     branches = [b for b in target.get("anyOf", []) if b.get("type") != "null"]
+    if extra.pop("_not_null", False) and len(branches) == 1:
+        target.pop("anyOf")
+        target.update(branches[0])
+        branches = []
+    if "anyOf" in extra or "$ref" in extra:  # a whole schema of its own
+        for key in ("anyOf", "type", "items", "$ref"):
+            target.pop(key, None)
+        target.update(extra)
+        return
     place = branches[0] if len(branches) == 1 else target
     for key, value in extra.items():
         if key == "items" and isinstance(place.get("items"), dict):
@@ -324,6 +374,26 @@ def _merge(target: dict[str, Any], extra: dict[str, Any]) -> None:
             continue
         else:
             place[key] = value
+
+
+#: No text the graph stores may hold NUL (automem/graph/store.py ``_check_params``: FalkorDB's
+#: parser stops there), so every free string of a request says so.
+NO_NUL = "^[^\\u0000]*$"
+
+
+def _no_nul(node: Any) -> None:
+    """Give every string schema under ``node`` without a pattern, enum or format :data:`NO_NUL`."""
+    if isinstance(node, list):
+        for item in node:
+            _no_nul(item)
+        return
+    if not isinstance(node, dict):
+        return
+    if node.get("type") == "string" and not {"pattern", "enum", "format"} & node.keys():
+        node["pattern"] = NO_NUL
+    for key in ("properties", "items", "anyOf", "allOf", "oneOf", "additionalProperties"):
+        sub = node.get(key)
+        _no_nul(list(sub.values()) if key == "properties" and isinstance(sub, dict) else sub)
 
 
 def declare_limits(schema: dict[str, Any], settings: Any, anonymous: bool) -> dict[str, Any]:
@@ -349,6 +419,20 @@ def declare_limits(schema: dict[str, Any], settings: Any, anonymous: bool) -> di
                 model.update(extra)
             elif prop in model.get("properties", {}):
                 _merge(model["properties"][prop], extra)
+    for name, model in components.get("schemas", {}).items():
+        if name.endswith("Request") or name.endswith("Body") or name == "Association":
+            _no_nul(model)
+    for methods in schema.get("paths", {}).values():
+        for operation in methods.values():
+            for parameter in operation.get("parameters", []):
+                _no_nul(parameter.get("schema"))
+    components.setdefault("schemas", {}).update(METADATA_SCHEMAS)  # metadata is stored as JSON text
+    reject = schema.get("paths", {}).get("/v1/review-items/{item_id}:reject", {}).get("post")
+    if reject is not None:
+        # A rejection needs a reason (automem/ingest/review.py RejectItem); approve shares the model.
+        reject["requestBody"]["content"]["application/json"]["schema"] = {
+            "allOf": [{"$ref": "#/components/schemas/DecisionBody"}], "required": ["reason"],
+            "properties": {"reason": {"type": "string", "pattern": "\\S"}}}
     components["securitySchemes"] = SECURITY_SCHEMES
     schema["security"] = [{"bearer": []}, {"apiKey": []}] + ([{}] if anonymous else [])
     return schema
