@@ -15,6 +15,7 @@ from fastapi.responses import JSONResponse
 from automem.common.model import iso
 from automem.gateway import presenters, usecases
 from automem.gateway.deps import CallerDep
+from automem.gateway.routes_recall import _split
 from automem.gateway.schemas import (
     AssociateRequest,
     BatchMemoryRequest,
@@ -57,8 +58,10 @@ async def store_batch(body: BatchMemoryRequest, call: CallerDep,
 @router.delete("/memory/by-tag", tags=["memory"])
 async def delete_by_tag(call: CallerDep, tags: list[str] = Query(default=[]),
                         dry_run: bool = False) -> dict[str, Any]:
-    """Delete (tombstone) every memory of the caller's scope with any of ``tags``;
-    ``dry_run=true`` returns what would be deleted."""
+    """Delete (tombstone) every memory of the caller's scope with any of ``tags`` (repeated
+    or comma-separated, as ``GET /memory/by-tag`` reads them); ``dry_run=true`` returns what
+    would be deleted."""
+    tags = _split(tags)
     return presenters.deleted_by_tag_json(tags, dry_run, await usecases.delete_by_tag(call, tags, dry_run=dry_run))
 
 

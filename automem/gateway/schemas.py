@@ -276,7 +276,8 @@ def declared_limits(settings: Any) -> tuple[dict[str, dict[str, dict[str, Any]]]
             "start": when, "end": when, **reads},
         "/memory/by-tag": {"limit": {"minimum": 1}, "offset": {"minimum": 0},
                            "tag_mode": _enum(enum_words(rs.TagMode)), "tag_match": _enum(enum_words(rs.TagMatch)),
-                           "tags": {"minItems": 1, "items": {"type": "string", "pattern": "[^\\s,]"}}, **reads},
+                           "tags": {"minItems": 1, "items": {
+                               "type": "string", "pattern": "^[^\\u0000]*[^\\s,\\u0000][^\\u0000]*$"}}, **reads},
         "/memory/{memory_id}": reads,
         "/memories/{memory_id}/related": {"max_depth": {"minimum": 1, "maximum": 3},
                                           "limit": {"minimum": 1, "maximum": 200},

@@ -49,8 +49,6 @@ KNOWN_GAPS = {
     "GET /recall": "limit: declared with a minimum only, as the clamp of branch paritya answers; refused above "
                    "recall_max_limit until that merges",
     "GET /memory/by-tag": "limit clamps with branch paritya, as /recall",
-    "DELETE /memory/by-tag": "a tag made only of commas and blanks is dropped, not refused",
-    "POST /enrichment/reprocess": "some generated id lists are refused with 400, cause not yet diagnosed",
 }
 
 
