@@ -377,6 +377,85 @@ def _merge(target: dict[str, Any], extra: dict[str, Any]) -> None:
             place[key] = value
 
 
+def _obj(required: dict[str, Any], optional: dict[str, Any] | None = None) -> dict[str, Any]:
+    """An object schema with ``required`` properties (and ``optional`` ones); more may come."""
+    return {"type": "object", "required": list(required), "properties": {**required, **(optional or {})},
+            "additionalProperties": True}
+
+
+def response_schemas() -> tuple[dict[str, Any], dict[tuple[str, str, str], dict[str, Any]]]:
+    """``(components, answers)``: the answers of AutoMem's routes (/work/shared/AUTOMEM_API.md,
+    as automem/gateway/presenters.py builds them) as JSON Schemas. ``answers[(path, method,
+    status)]`` is the schema of that answer; ``components`` the shared ``MemoryOut`` and
+    ``RelationOut``. Every answer may carry more fields than listed."""
+    text, number, integer, boolean = ({"type": t} for t in ("string", "number", "integer", "boolean"))
+    maybe = {"type": ["string", "null"]}
+    obj = {"type": "object"}
+    texts = {"type": "array", "items": text}
+    memory_ref = {"$ref": "#/components/schemas/MemoryOut"}
+    memories = {"type": "array", "items": memory_ref}
+    relation_ref = {"$ref": "#/components/schemas/RelationOut"}
+    memory_out = _obj({
+        "id": text, "memory_id": text, "content": text, "summary": maybe, "tags": texts, "importance": number,
+        "confidence": number, "type": maybe, "metadata": obj, "timestamp": maybe, "created_at": maybe,
+        "updated_at": maybe, "last_accessed": maybe, "t_valid": maybe, "t_invalid": maybe, "recorded_at": maybe,
+        "retracted_at": maybe, "state": text, "superseded_by": maybe, "version": integer, "etag": text,
+        "scope": text, "content_hash": text, "entities": {"type": "array", "items": obj},
+        "embedding_status": text, "enrichment_status": text, "relevance_score": number, "source": maybe,
+        "state_reason": maybe, "superseded_at": maybe, "prior_t_invalid": maybe})
+    relation_out = _obj({"memory1_id": text, "memory2_id": text, "type": text, "strength": number,
+                         "created_at": maybe, "reason": maybe, "properties": obj})
+    ok = {"status": text}
+    stored = _obj({**ok, "memory_id": text, "stored_at": maybe, "type": maybe, "confidence": number, "qdrant": text,
+                   "embedding_status": text, "enrichment": text, "metadata": obj, "timestamp": maybe,
+                   "updated_at": maybe, "last_accessed": maybe, "state": text, "scope": text, "memory": memory_ref,
+                   "query_time_ms": number},
+                  {"deduplicated": boolean, "superseded_memory_id": text, "superseded": memory_ref,
+                   "relation": relation_ref})
+    batch_associated = _obj({"status": text, "created_count": integer, "failed_count": integer,
+                             "succeeded": {"type": "array", "items": relation_ref},
+                             "failed": {"type": "array", "items": _obj({"index": integer, "error": text,
+                                                                         "code": integer})}})
+    answers = {
+        ("/memory", "post", "201"): stored,
+        ("/v1/memories/{memory_id}:supersede", "post", "201"): stored,
+        ("/memory/batch", "post", "201"): _obj({**ok, "stored": integer, "memory_ids": texts,
+                                                "deduplicated": {"type": "array", "items": boolean},
+                                                "qdrant": text, "enrichment": text, "query_time_ms": number}),
+        ("/memory/{memory_id}", "get", "200"): _obj({**ok, "memory": memory_ref}),
+        ("/memory/{memory_id}", "patch", "200"): _obj({**ok, "memory_id": text, "memory": memory_ref,
+                                                       "updated_at": maybe, "etag": text}),
+        ("/memory/{memory_id}", "delete", "200"): _obj({**ok, "memory_id": text, "message": text, "state": text,
+                                                        "memory": memory_ref}),
+        ("/memory/by-tag", "delete", "200"): _obj({**ok, "tags": texts, "dry_run": boolean, "deleted_count": integer,
+                                                   "memory_ids": texts}, {"would_delete_count": integer}),
+        ("/memory/by-tag", "get", "200"): _obj({**ok, "tags": texts, "count": integer, "limit": integer,
+                                                "offset": integer, "has_more": boolean,
+                                                "total": {"type": ["integer", "null"]}, "next_page_token": maybe,
+                                                "memories": memories}),
+        ("/recall", "get", "200"): _obj({
+            **ok, "count": integer, "state_mode": text, "query": text, "tags": texts, "limit": integer,
+            "offset": integer, "sort": text, "time_window": _obj({"start": maybe, "end": maybe}),
+            "query_time_ms": number,
+            "results": {"type": "array", "items": _obj({"id": text, "memory": memory_ref, "score": number,
+                                                        "final_score": number, "match_type": text,
+                                                        "score_components": obj})}}),
+        ("/associate", "post", "201"): {"anyOf": [
+            _obj({**ok, "message": text, "memory1_id": text, "memory2_id": text, "type": text,
+                  "relation_type": text, "strength": number}), batch_associated]},
+        ("/associate", "post", "207"): batch_associated,
+        ("/memories/{memory_id}/related", "get", "200"): _obj({
+            **ok, "memory_id": text, "count": integer,
+            "related_memories": {"type": "array", "items": _obj({"id": text, "memory": memory_ref,
+                                                                 "relation_type": text, "strength": number,
+                                                                 "depth": integer})}}),
+        ("/startup-recall", "get", "200"): _obj({**ok, "critical_lessons": memories, "system_rules": memories,
+                                                 "has_critical": boolean, "lesson_count": integer,
+                                                 "rule_count": integer}),
+    }
+    return {"MemoryOut": memory_out, "RelationOut": relation_out}, answers
+
+
 #: No text the graph stores may hold NUL (automem/graph/store.py ``_check_params``: FalkorDB's
 #: parser stops there), so every free string of a request says so.
 NO_NUL = "^[^\\u0000]*$"
@@ -428,6 +507,13 @@ def declare_limits(schema: dict[str, Any], settings: Any, anonymous: bool) -> di
             for parameter in operation.get("parameters", []):
                 _no_nul(parameter.get("schema"))
     components.setdefault("schemas", {}).update(METADATA_SCHEMAS)  # metadata is stored as JSON text
+    shared, answers = response_schemas()
+    components["schemas"].update(shared)
+    for (path, method, status), body in answers.items():
+        operation = schema.get("paths", {}).get(path, {}).get(method)
+        if operation is not None:
+            answer = operation.setdefault("responses", {}).setdefault(status, {"description": "Partial success"})
+            answer["content"] = {"application/json": {"schema": body}}
     reject = schema.get("paths", {}).get("/v1/review-items/{item_id}:reject", {}).get("post")
     if reject is not None:
         # A rejection needs a reason (automem/ingest/review.py RejectItem); approve shares the model.

@@ -146,3 +146,41 @@ async def test_rest_api_conforms_to_its_openapi_schema(own_service) -> None:
     assert len(calls) >= 15 and sum(calls.values()) >= 15 * 2, calls
     async with own_service.http() as http:  # still healthy afterwards
         assert (await http.get("/health")).status_code == 200
+
+
+async def test_automem_answers_match_their_declared_response_models(own_service) -> None:
+    """Each AutoMem route's real answer (memories that exist, so 2xx) validates against the
+    response model /openapi.json declares for it (automem/gateway/schemas.py
+    ``response_schemas``), and the schema names both auth schemes."""
+    import jsonschema
+
+    async with own_service.http() as http:
+        doc = (await http.get("/openapi.json")).json()
+        assert doc["components"]["securitySchemes"]["bearer"] == {"type": "http", "scheme": "bearer"}
+        assert doc["components"]["securitySchemes"]["apiKey"]["name"] == "X-API-Key"
+
+        def check(response, path: str, method: str) -> dict:
+            declared = doc["paths"][path][method]["responses"][str(response.status_code)]
+            schema = declared["content"]["application/json"]["schema"]
+            jsonschema.Draft202012Validator({**schema, "components": doc["components"]}).validate(response.json())
+            return response.json()
+
+        a = check(await http.post("/memory", json={"content": "Schema check memory one", "tags": ["schema"],
+                                                    "metadata": {"n": 1}}), "/memory", "post")["memory_id"]
+        b = check(await http.post("/memory/batch", json={"memories": [{"content": "Schema check memory two"}]}),
+                  "/memory/batch", "post")["memory_ids"][0]
+        check(await http.get(f"/memory/{a}"), "/memory/{memory_id}", "get")
+        check(await http.patch(f"/memory/{a}", json={"importance": 0.7}), "/memory/{memory_id}", "patch")
+        check(await http.post("/associate", json={"memory1_id": a, "memory2_id": b}), "/associate", "post")
+        check(await http.post("/associate", json={"associations": [
+            {"memory1_id": b, "memory2_id": a, "type": "LEADS_TO"}, {"memory1_id": a, "memory2_id": "nope"}]}),
+            "/associate", "post")
+        check(await http.get(f"/memories/{a}/related"), "/memories/{memory_id}/related", "get")
+        check(await http.get("/recall", params={"query": "schema check"}), "/recall", "get")
+        check(await http.get("/memory/by-tag", params={"tags": "schema"}), "/memory/by-tag", "get")
+        check(await http.get("/startup-recall"), "/startup-recall", "get")
+        check(await http.post(f"/v1/memories/{b}:supersede", json={"content": "Schema check memory three"}),
+              "/v1/memories/{memory_id}:supersede", "post")
+        check(await http.delete("/memory/by-tag", params={"tags": "schema", "dry_run": "true"}), "/memory/by-tag",
+              "delete")
+        check(await http.delete(f"/memory/{a}"), "/memory/{memory_id}", "delete")
