@@ -270,7 +270,7 @@ def declared_limits(settings: Any) -> tuple[dict[str, dict[str, dict[str, Any]]]
     parameters: dict[str, dict[str, dict[str, Any]]] = {
         "/recall": {
             "limit": {"minimum": 1}, "offset": {"minimum": 0},
-            "sort": _enum(enum_words(rs.SortOrder)), "tag_mode": _enum(enum_words(rs.TagMode)),
+            "sort": _enum(enum_words(rs.SortOrder)), "order_by": _enum(enum_words(rs.SortOrder)), "tag_mode": _enum(enum_words(rs.TagMode)),
             "tag_match": _enum(enum_words(rs.TagMatch)), "recency_bias": _enum(enum_words(rs.RecencyBias)),
             "relation_limit": {"minimum": 0, "maximum": 100}, "expansion_limit": {"minimum": 0, "maximum": 500},
             "start": when, "end": when, **reads},
