@@ -500,7 +500,7 @@ def declare_limits(schema: dict[str, Any], settings: Any, anonymous: bool) -> di
             elif prop in model.get("properties", {}):
                 _merge(model["properties"][prop], extra)
     for name, model in components.get("schemas", {}).items():
-        if name.endswith("Request") or name.endswith("Body") or name == "Association":
+        if name.endswith(("Request", "Body")) or name == "Association":
             _no_nul(model)
     for methods in schema.get("paths", {}).values():
         for operation in methods.values():
