@@ -8,6 +8,11 @@ naming the field.
 Every JSON body is parsed by :func:`parse_json_body` (through :class:`JsonBodyRoute`, the
 route class of every REST router): the one place where a number JSON cannot carry exactly
 is refused with 400 naming the field, before any model sees the body.
+
+The OpenAPI schema says what the services enforce: :func:`declare_limits` adds the ranges,
+enums, lengths, required fields, response models (:func:`response_schemas`) and auth
+schemes to the generated schema (automem/gateway/app.py serves it at ``/openapi.json``);
+tests/integration/test_openapi_fuzz.py checks both directions with schemathesis.
 """
 
 from __future__ import annotations
