@@ -7,7 +7,8 @@
 * ``automem keys create|list|revoke`` — API keys (printed once).
 * ``automem mcp --grpc HOST:PORT`` — the MCP tools over stdio, against a running service.
 * ``automem backup [--out FILE]`` — full export (nodes, edges, events) as JSON lines.
-* ``automem restore FILE [--force]`` — recreate an export in an empty data dir / graph.
+* ``automem restore FILE [--force] [--reindex]`` — recreate an export in an empty data dir /
+  graph; ``--reindex`` then rebuilds the vector index, otherwise it says when one is needed.
 * ``automem reindex`` — rebuild every vector point from the graph.
 
 backup/restore/reindex start the embedded servers for ``AUTOMEM_DATA_DIR`` unless external
@@ -151,6 +152,45 @@ async def _connect_bus(bus: Any, timeout: float = 15.0) -> None:
                           "set NATS_URL to the service's NATS") from None
 
 
+async def _reindex_vectors(settings: Settings, graph: Any) -> dict[str, int] | None:
+    """Rebuild every vector point from ``graph`` (automem/common/backup.py ``reindex``) with
+    the configured embedding provider. Returns ``{"reindexed", "removed"}``, or None (after
+    saying so on stderr) when vectors are disabled."""
+    from automem.common import backup
+    from automem.common.embedding import make_provider
+    from automem.vectors import make_vector_store
+
+    vectors = make_vector_store(settings)
+    if vectors is None:
+        print("vectors are disabled; nothing to reindex", file=sys.stderr)
+        return None
+    try:
+        provider = await asyncio.to_thread(make_provider, settings)
+        await vectors.ensure_collection(provider.dimension)
+        return await backup.reindex(graph, vectors, provider)
+    finally:
+        await vectors.close()
+
+
+async def _say_if_reindex_needed(settings: Settings, live_memories: int) -> None:
+    """After a restore without ``--reindex``: say on stderr when the vector index does not hold
+    one point per restored live memory (a restore never writes vectors; enrichment does not
+    replay the restored events), naming the command that rebuilds it."""
+    from automem.vectors import make_vector_store
+
+    vectors = make_vector_store(settings)
+    if vectors is None:
+        return
+    try:
+        points = await vectors.count() if await vectors.dimension() is not None else 0
+    finally:
+        await vectors.close()
+    if points != live_memories:
+        print(f"reindex needed: {live_memories} memories restored, the vector index {settings.collection_name!r} "
+              f"holds {points} points; recall by meaning misses them until you run `automem reindex` "
+              "(or restore with --reindex)", file=sys.stderr)
+
+
 async def _recovery(settings: Settings, args: argparse.Namespace) -> int:
     """backup / restore / reindex (automem/common/backup.py) against the configured stores."""
     from automem.common import backup
@@ -198,6 +238,12 @@ async def _recovery(settings: Settings, args: argparse.Namespace) -> int:
             if counts.get("events_dropped"):
                 print(f"warning: the stream's retention (AUTOMEM_EVENT_RETENTION_BYTES) removed the oldest "
                       f"{counts['events_dropped']} restored events at once; their history is gone", file=sys.stderr)
+            if args.reindex:
+                done = await _reindex_vectors(settings, graph)
+                if done is not None:
+                    print(f"reindexed {done['reindexed']} memories, removed {done['removed']} orphaned points")
+            else:
+                await _say_if_reindex_needed(settings, counts["live_memories"])
         elif args.cmd == "reindex" and getattr(args, "provider", ""):
             from automem.enrich.reindex import reindex_with_provider
 
@@ -208,19 +254,9 @@ async def _recovery(settings: Settings, args: argparse.Namespace) -> int:
             print(f"start the service with AUTOMEM_EMBEDDING_PROVIDER={args.provider}" if result["switched"] else
                   f"set QDRANT_COLLECTION={result['collection']} and AUTOMEM_EMBEDDING_PROVIDER={args.provider}")
         elif args.cmd == "reindex":
-            from automem.common.embedding import make_provider
-            from automem.vectors import make_vector_store
-
-            provider = await asyncio.to_thread(make_provider, settings)
-            vectors = make_vector_store(settings)
-            if vectors is None:
-                print("vectors are disabled; nothing to reindex", file=sys.stderr)
+            counts = await _reindex_vectors(settings, graph)
+            if counts is None:
                 return 1
-            try:
-                await vectors.ensure_collection(provider.dimension)
-                counts = await backup.reindex(graph, vectors, provider)
-            finally:
-                await vectors.close()
             print(f"reindexed {counts['reindexed']} memories, removed {counts['removed']} orphaned points")
     except (RuntimeError, ValueError, OSError) as exc:
         print(f"automem {args.cmd}: {exc}", file=sys.stderr)
@@ -289,6 +325,8 @@ def build_parser() -> argparse.ArgumentParser:
     restore_cmd = command("restore", help="restore a backup into an empty data dir")
     restore_cmd.add_argument("file")
     restore_cmd.add_argument("--force", action="store_true", help="restore even if the graph is not empty")
+    restore_cmd.add_argument("--reindex", action="store_true", help="then rebuild the vector index from the "
+                             "restored graph (without it, restore says when a reindex is needed)")
     reindex_cmd = command("reindex", help="rebuild every vector point from the graph")
     reindex_cmd.add_argument("--provider", default="", help="re-embed with this embedding provider (minilm, "
                              "wordllama, openai) into a new collection and switch over when complete")

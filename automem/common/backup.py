@@ -20,7 +20,10 @@ record of truth and is exported whole:
 
 * :func:`restore_records` — recreates nodes (labels and properties exactly), edges and the
   event stream in an *empty* graph/stream (refuses a non-empty one unless ``force``).
-  Events keep their ids (``Nats-Msg-Id``), times and payloads, so history reads the same.
+  Events keep their ids (``Nats-Msg-Id``), times and payloads, so history reads the same;
+  they are history only (enrichment starts after them). Nodes and edges are created in file
+  order and export numbers nodes 0, 1, 2… (``ref``), so backup → restore → backup gives the
+  same lines but for the header's ``export_time`` and ``events_retained_since``.
 * :func:`reindex` — rebuilds every vector point from the graph: payload from the one
   builder (:func:`automem.common.payload.build_payload`), dense vector from the embedding
   provider, BM25 sparse vector with the PRECEDED_BY context as enrichment builds it; points
@@ -36,6 +39,7 @@ import time
 from collections.abc import AsyncIterator, Iterable
 from typing import TYPE_CHECKING, Any
 
+from automem.common.bus import ENRICH_DURABLE
 from automem.common.payload import build_payload
 from automem.common.text import analyze, bm25_doc_weights
 from automem.v1 import events_pb2, memory_pb2
@@ -46,6 +50,8 @@ if TYPE_CHECKING:
 FORMAT = "automem-backup/1"
 PAGE = 500
 _KIND = {"Memory": "memory", "Tombstone": "tombstone", "ReviewItem": "review_item"}
+#: Memory states without a vector point (automem/enrich/consumer.py deletes their points).
+_GONE_STATES = ("DELETED", "REJECTED")
 
 
 async def export_records(graph: GraphStore, bus: Any = None) -> AsyncIterator[dict[str, Any]]:
@@ -58,13 +64,18 @@ async def export_records(graph: GraphStore, bus: Any = None) -> AsyncIterator[di
         header["events_retained_since"] = retention.first_time
         header["events_truncated"] = retention.trimmed
     yield header
+    # refs number the nodes 0, 1, 2… in internal-id order (not the internal ids themselves,
+    # which have gaps and reuse after deletions): a restore creates the nodes and edges in
+    # file order into an empty graph, so its export numbers and orders them the same way.
+    refs: dict[int, int] = {}
     skip = 0
     while True:
         rows = await graph.dump.nodes_page(skip, PAGE)
-        for ref, labels, props in rows:
+        for internal, labels, props in rows:
             labels = list(labels)
             kind = next((_KIND[label] for label in labels if label in _KIND), "node")
-            yield {"kind": kind, "ref": int(ref), "labels": labels, "properties": dict(props)}
+            ref = refs.setdefault(int(internal), len(refs))
+            yield {"kind": kind, "ref": ref, "labels": labels, "properties": dict(props)}
         if len(rows) < PAGE:
             break
         skip += PAGE
@@ -72,7 +83,7 @@ async def export_records(graph: GraphStore, bus: Any = None) -> AsyncIterator[di
     while True:
         rows = await graph.dump.edges_page(skip, PAGE)
         for source, target, rel_type, props, _rid in rows:
-            yield {"kind": "edge", "source": int(source), "target": int(target), "type": rel_type,
+            yield {"kind": "edge", "source": refs[int(source)], "target": refs[int(target)], "type": rel_type,
                    "properties": dict(props)}
         if len(rows) < PAGE:
             break
@@ -109,9 +120,15 @@ async def restore_records(graph: GraphStore, records: list[dict[str, Any]], bus:
     """Recreate the export in ``graph`` (and the events on ``bus``'s stream).
 
     Refuses (RuntimeError) when the graph already holds nodes or the stream messages,
-    unless ``force``, which first empties both (replace, never merge). Returns counts
-    ``{"nodes", "edges", "events", "events_dropped"}`` (events the target stream's retention
-    removed at once: its ``event_retention_bytes`` is smaller than the backup's events).
+    unless ``force``, which first empties both (replace, never merge). Nodes and edges are
+    created in file order, so a backup of the restored graph is the same file (but for the
+    header's times). The enrichment consumer is (re)created to start after the restored
+    events: restored memories keep their enrichment and are not enriched again. The vector
+    index is not restored: rebuild it with :func:`reindex` (``automem restore --reindex``).
+    Returns counts ``{"nodes", "edges", "events", "events_dropped", "live_memories"}``
+    (``events_dropped``: events the target stream's retention removed at once, its
+    ``event_retention_bytes`` being smaller than the backup's events; ``live_memories``:
+    restored memories that are neither DELETED nor REJECTED, i.e. that need a vector point).
     """
     if force:
         # Replace, never merge: the target's graph and event stream are emptied first.
@@ -136,34 +153,31 @@ async def restore_records(graph: GraphStore, records: list[dict[str, Any]], bus:
     nodes = [r for r in records if r.get("kind") in ("memory", "tombstone", "review_item", "node")]
     edges = [r for r in records if r.get("kind") == "edge"]
     events = [r for r in records if r.get("kind") == "event"]
-    by_labels: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    # Nodes and edges are created in file order (runs of the same labels / type, PAGE at a
+    # time), so the restored graph's internal ids follow the file and its export is the same.
+    node_labels: list[tuple[str, ...]] = []
     label_of: dict[int, str] = {}
     for record in nodes:
         labels = tuple(graph.dump.identifier(label) for label in record.get("labels") or [])
-        by_labels.setdefault(labels, []).append(record)
+        node_labels.append(labels)
         label_of[int(record["ref"])] = labels[0] if labels else ""
-    for label in {lb[0] for lb in by_labels if lb}:
+    first_labels = {labels[0] for labels in node_labels if labels}
+    for label in first_labels:
         await graph.dump.index_refs(label)
-    for labels, group in by_labels.items():
-        for i in range(0, len(group), PAGE):
-            rows = [{"ref": int(r["ref"]), "props": r.get("properties") or {}} for r in group[i:i + PAGE]]
-            await graph.dump.create_nodes(labels, rows)
-    by_type: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
-    for record in edges:
-        key = (graph.dump.identifier(record["type"]), label_of.get(int(record["source"]), ""),
-               label_of.get(int(record["target"]), ""))
-        by_type.setdefault(key, []).append(record)
-    for (rel_type, a_label, b_label), group in by_type.items():
-        for i in range(0, len(group), PAGE):
-            rows = [{"s": int(r["source"]), "t": int(r["target"]), "props": r.get("properties") or {}}
-                    for r in group[i:i + PAGE]]
-            await graph.dump.create_edges(rel_type, a_label, b_label, rows)
+    for labels, group in _runs(nodes, node_labels):
+        rows = [{"ref": int(r["ref"]), "props": r.get("properties") or {}} for r in group]
+        await graph.dump.create_nodes(labels, rows)
+    edge_keys = [(graph.dump.identifier(r["type"]), label_of.get(int(r["source"]), ""),
+                  label_of.get(int(r["target"]), "")) for r in edges]
+    for (rel_type, a_label, b_label), group in _runs(edges, edge_keys):
+        rows = [{"s": int(r["source"]), "t": int(r["target"]), "props": r.get("properties") or {}} for r in group]
+        await graph.dump.create_edges(rel_type, a_label, b_label, rows)
     await graph.dump.clear_refs()
-    for label in {lb[0] for lb in by_labels if lb}:
+    for label in first_labels:
         await graph.dump.unindex_refs(label)
     await graph.ensure_schema()
     published = dropped = 0
-    if bus is not None and events:
+    if bus is not None and bus.js is not None:
         before = await bus.js.stream_info(bus.settings.stream_name)
         for record in events:
             event = events_pb2.MemoryEvent.FromString(base64.b64decode(record["data"]))
@@ -173,7 +187,24 @@ async def restore_records(graph: GraphStore, records: list[dict[str, Any]], bus:
         # Republished events start a fresh retention period; a smaller event_retention_bytes
         # than the backup's events removes the oldest of them at once.
         dropped = max(0, min(published, after.state.first_seq - (before.state.last_seq + 1)))
-    return {"nodes": len(nodes), "edges": len(edges), "events": published, "events_dropped": dropped}
+        # The restored events are history: the graph already holds their effects (entities,
+        # SIMILAR_TO and PRECEDED_BY edges, statuses). Enrichment starts after them, or it
+        # would enrich every restored memory again (new edges, new create_times, new events).
+        await bus.start_consumer_after(ENRICH_DURABLE, after.state.last_seq)
+    live = sum(1 for r in nodes if r.get("kind") == "memory"
+               and (r.get("properties") or {}).get("state") not in _GONE_STATES)
+    return {"nodes": len(nodes), "edges": len(edges), "events": published, "events_dropped": dropped,
+            "live_memories": live}
+
+
+def _runs(records: list[dict[str, Any]], keys: list[Any]) -> Iterable[tuple[Any, list[dict[str, Any]]]]:
+    """``(key, records)`` for each run of consecutive records with the same key, at most
+    ``PAGE`` records each, in order."""
+    start = 0
+    for i in range(1, len(records) + 1):
+        if i == len(records) or keys[i] != keys[start] or i - start == PAGE:
+            yield keys[start], records[start:i]
+            start = i
 
 
 async def reindex(graph: GraphStore, vectors: Any, provider: Any, batch: int = 64) -> dict[str, int]:

@@ -33,6 +33,11 @@ from automem.v1 import events_pb2
 
 log = logging.getLogger(__name__)
 
+#: The durable consumer that acts on the memory events (enrichment, automem/enrich/consumer.py).
+#: A restore starts it after the restored events: they are history, already applied to the
+#: restored graph (:meth:`Bus.start_consumer_after`).
+ENRICH_DURABLE = "enrich"
+
 EVENT_SUFFIX: dict[int, str] = {
     events_pb2.EVENT_TYPE_MEMORY_CREATED: "created",
     events_pb2.EVENT_TYPE_MEMORY_UPDATED: "updated",
@@ -233,16 +238,38 @@ class Bus:
         async with self.bounded():
             await self.js.publish(self.subjects.dlq(consumer), data, headers=hdrs)
 
-    async def pull_subscribe(self, durable: str, filter_subject: str | None = None) -> Any:
-        """A durable pull subscription with explicit acks and bounded redelivery."""
-        config = ConsumerConfig(
+    def consumer_config(self, durable: str, filter_subject: str | None = None,
+                        start_seq: int | None = None) -> ConsumerConfig:
+        """The configuration of a durable pull consumer: explicit acks, bounded redelivery,
+        every message of ``filter_subject`` (default: the memory events) from the start of
+        the stream, or from stream sequence ``start_seq`` when given."""
+        return ConsumerConfig(
             durable_name=durable,
             ack_policy=AckPolicy.EXPLICIT,
-            deliver_policy=DeliverPolicy.ALL,
+            deliver_policy=DeliverPolicy.ALL if start_seq is None else DeliverPolicy.BY_START_SEQUENCE,
+            opt_start_seq=start_seq,
             max_deliver=self.settings.max_deliver,
             ack_wait=self.settings.ack_wait_seconds,
             filter_subject=filter_subject or self.subjects.memory_all,
         )
+
+    async def start_consumer_after(self, durable: str, last_seq: int) -> None:
+        """(Re)create the durable consumer ``durable`` so that it starts at stream sequence
+        ``last_seq + 1``: what the stream holds up to ``last_seq`` is never delivered to it.
+        An existing consumer of that name is deleted first. :meth:`pull_subscribe` binds to it
+        later as it is (its configuration is :meth:`consumer_config`'s)."""
+        async with self.bounded():
+            try:
+                await self.js.delete_consumer(self.settings.stream_name, durable)
+            except NotFoundError:
+                pass
+            await self.js.add_consumer(self.settings.stream_name,
+                                       config=self.consumer_config(durable, start_seq=last_seq + 1))
+
+    async def pull_subscribe(self, durable: str, filter_subject: str | None = None) -> Any:
+        """A durable pull subscription with explicit acks and bounded redelivery
+        (:meth:`consumer_config`); an existing consumer of that name is bound as it is."""
+        config = self.consumer_config(durable, filter_subject)
         async with self.bounded():
             return await self.js.pull_subscribe(
                 filter_subject or self.subjects.memory_all, durable=durable,

@@ -40,7 +40,7 @@ from google.protobuf.message import DecodeError
 from opentelemetry import trace
 from opentelemetry.trace import Span
 
-from automem.common.bus import Bus
+from automem.common.bus import ENRICH_DURABLE, Bus
 from automem.common.embedding import EmbeddingProvider
 from automem.common.lifecycle import make_event
 from automem.common.model import Memory, node_to_memory
@@ -55,7 +55,7 @@ from automem.vectors import VectorStore
 
 log = logging.getLogger(__name__)
 
-DURABLE = "enrich"
+DURABLE = ENRICH_DURABLE
 #: Actor of the events a re-embedding job publishes (automem/enrich/servicer.py), counted apart.
 REEMBED_ACTOR = "system:reembed"
 _GONE_STATES = (memory_pb2.MEMORY_STATE_DELETED, memory_pb2.MEMORY_STATE_REJECTED)

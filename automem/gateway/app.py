@@ -198,5 +198,21 @@ def create_app(settings: Settings, client: AutomemClient) -> FastAPI:
     app.include_router(routes_v1.router)  # review queue, tombstones, history, backup
     app.include_router(routes_graph.router)  # /graph/*, /entities, /entity/{slug}
     mcp_server.mount(app, settings, client)  # streamable HTTP at /mcp; wraps the app's lifespan
+    _declare_limits_in_openapi(app, settings)
     return app
+
+
+def _declare_limits_in_openapi(app: FastAPI, settings: Settings) -> None:
+    """``/openapi.json`` carries the limits, enums and auth schemes the services enforce
+    (automem/gateway/schemas.py ``declare_limits``), built once."""
+    from automem.gateway.schemas import declare_limits
+
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = declare_limits(generate(), settings, anonymous=not settings.api_token)
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 

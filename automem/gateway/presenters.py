@@ -146,16 +146,19 @@ def batch_stored_json(response: ingest_service_pb2.BatchCreateMemoriesResponse, 
 
 def associated_json(outcome: Any) -> tuple[int, dict[str, Any]]:
     """HTTP status and answer of a batch ``POST /associate`` (``outcome``: a
-    :class:`automem.gateway.usecases.Associated`): 201 all created, 207 some, 400 none (then
-    also an error body). Failed items are ``{index, error, code}`` (code = HTTP status)."""
+    :class:`automem.gateway.usecases.Associated`): 201 all created, 207 some; none: 400 when
+    an item was invalid, else the first failure's status (404 for a memory that is not
+    there, as a single association answers), with an error body. Failed items are
+    ``{index, error, code}`` (code = HTTP status)."""
     succeeded = [relation_json(r) for _, r in outcome.created]
     failed = [{"index": i, "error": e.message, "code": e.status} for i, e in outcome.failed]
-    status = 201 if not failed else (207 if succeeded else 400)
+    status = 201 if not failed else 207 if succeeded else (
+        400 if any(f["code"] == 400 for f in failed) else failed[0]["code"])
     body: dict[str, Any] = {"status": "success" if not failed else "partial", "created_count": len(succeeded),
                             "failed_count": len(failed), "succeeded": succeeded, "failed": failed}
-    if status == 400:  # nothing created: also an error body
+    if not succeeded and failed:  # nothing created: also an error body
         message = f"no association was created ({len(failed)} failed); see failed"
-        body.update({"status": "error", "error": message, "message": message, "code": 400})
+        body.update({"status": "error", "error": message, "message": message, "code": status})
     return status, body
 
 

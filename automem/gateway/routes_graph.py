@@ -35,7 +35,8 @@ def _split(values: list[str]) -> list[str]:
 
 
 @router.get("/graph/snapshot", tags=["graph"])
-async def snapshot(call: CallerDep, limit: int | None = None, min_importance: float = 0.0,
+async def snapshot(call: CallerDep, limit: int | None = Query(None, ge=1, le=5000),
+                   min_importance: float = Query(0.0, ge=0, le=1),
                    types: list[str] = Query(default=[]), since: str | None = None,
                    state_mode: str | None = None, as_of: str | None = None, known_at: str | None = None,
                    include_archived: bool = False, include_pending: bool = False) -> dict[str, Any]:
@@ -49,8 +50,8 @@ async def snapshot(call: CallerDep, limit: int | None = None, min_importance: fl
 
 
 @router.get("/graph/neighbors/{memory_id}", tags=["graph"])
-async def neighbors(memory_id: str, call: CallerDep, depth: int = 1, include_semantic: bool = True,
-                    semantic_limit: int = 5, state_mode: str | None = None, as_of: str | None = None,
+async def neighbors(memory_id: str, call: CallerDep, depth: int = Query(1, ge=1, le=3), include_semantic: bool = True,
+                    semantic_limit: int = Query(5, ge=1, le=20), state_mode: str | None = None, as_of: str | None = None,
                     known_at: str | None = None) -> dict[str, Any]:
     """A memory, its neighbours up to ``depth`` (1..3) hops and (``include_semantic``) its
     ``semantic_limit`` (1..20) nearest memories by embedding."""
@@ -90,7 +91,7 @@ async def relations(request: Request) -> Any:
 
 
 @router.get("/entities", tags=["entities"])
-async def list_entities(call: CallerDep, category: str = "", limit: int | None = None) -> dict[str, Any]:
+async def list_entities(call: CallerDep, category: str = "", limit: int | None = Query(None, ge=1, le=500)) -> dict[str, Any]:
     """The scope's entities, most referenced first (``limit`` 1..500, default 100)."""
     found = await usecases.entities(call, category=category, limit=limit)
     items = [presenters.entity_json(e) for e in found.entities]
@@ -98,7 +99,7 @@ async def list_entities(call: CallerDep, category: str = "", limit: int | None =
 
 
 @router.get("/entities/merge-candidates", tags=["entities"])
-async def merge_candidates(call: CallerDep, limit: int | None = None) -> dict[str, Any]:
+async def merge_candidates(call: CallerDep, limit: int | None = Query(None, ge=1, le=500)) -> dict[str, Any]:
     """Pairs of entities that may name the same thing, most confident first."""
     found = await usecases.merge_candidates(call, limit=limit)
     items = [presenters.merge_candidate_json(c) for c in found.candidates]
@@ -106,7 +107,7 @@ async def merge_candidates(call: CallerDep, limit: int | None = None) -> dict[st
 
 
 @router.get("/entities/merges", tags=["entities"])
-async def list_merges(call: CallerDep, limit: int = 100) -> dict[str, Any]:
+async def list_merges(call: CallerDep, limit: int = Query(100, ge=1, le=500)) -> dict[str, Any]:
     """The scope's entity merges, newest first (admin): the audit record undo reads."""
     found = await usecases.entity_merges(call, page_size=limit)
     items = [presenters.entity_merge_json(m) for m in found.merges]
@@ -121,7 +122,8 @@ async def undo_merge(merge_id: str, call: CallerDep) -> dict[str, Any]:
 
 
 @router.get("/entity/{slug}", tags=["entities"])
-async def get_entity(slug: str, call: CallerDep, category: str = "", memory_limit: int | None = None,
+async def get_entity(slug: str, call: CallerDep, category: str = "",
+                     memory_limit: int | None = Query(None, ge=1, le=500),
                      state_mode: str | None = None) -> dict[str, Any]:
     """One entity (slug, ``<category>:<slug>`` or alias) and the memories that mention it."""
     found = await usecases.entity(call, slug, category=category, memory_limit=memory_limit,

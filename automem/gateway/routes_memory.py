@@ -19,6 +19,7 @@ from automem.common.model import iso
 from automem.gateway import presenters, usecases
 from automem.gateway.deps import CallerDep
 from automem.gateway.errors import GatewayError
+from automem.gateway.routes_recall import _split
 from automem.gateway.schemas import (
     AssociateRequest,
     BatchMemoryRequest,
@@ -95,10 +96,12 @@ async def store_batch(body: BatchMemoryRequest, call: CallerDep,
 @router.delete("/memory/by-tag", tags=["memory"])
 async def delete_by_tag(call: CallerDep, tags: list[str] = Query(default=[]),
                         dry_run: bool = False) -> dict[str, Any]:
-    """Delete (tombstone) every memory of the caller's scope with any of ``tags`` that
+    """Delete (tombstone) every memory of the caller's scope with any of ``tags`` (repeated
+    or comma-separated, as ``GET /memory/by-tag`` reads them) that
     ``GET /memory/by-tag?state_mode=history`` lists (current, superseded, expired, archived,
     pending); ``dry_run=true`` returns what would be deleted. Both answers list the memories
     with their state (``memories``, ``states``; presenters.deleted_by_tag_json)."""
+    tags = _split(tags)
     return presenters.deleted_by_tag_json(tags, dry_run, await usecases.delete_by_tag(call, tags, dry_run=dry_run))
 
 

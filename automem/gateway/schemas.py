@@ -8,6 +8,11 @@ naming the field.
 Every JSON body is parsed by :func:`parse_json_body` (through :class:`JsonBodyRoute`, the
 route class of every REST router): the one place where a number JSON cannot carry exactly
 is refused with 400 naming the field, before any model sees the body.
+
+The OpenAPI schema says what the services enforce: :func:`declare_limits` adds the ranges,
+enums, lengths, required fields, response models (:func:`response_schemas`) and auth
+schemes to the generated schema (automem/gateway/app.py serves it at ``/openapi.json``);
+tests/integration/test_openapi_fuzz.py checks both directions with schemathesis.
 """
 
 from __future__ import annotations
@@ -210,8 +215,8 @@ class ReembedBody(BaseModel):
     step (0 or absent = 32; above 100 capped at 100, as AutoMem), ``limit`` (0 or absent = all),
     ``force`` (re-embed memories that already have a vector of the current model)."""
 
-    batch_size: int = Field(32, ge=0)
-    limit: int | None = Field(None, ge=0)
+    batch_size: int = Field(32, ge=0, le=2**31 - 1)
+    limit: int | None = Field(None, ge=0, le=2**31 - 1)
     force: bool = False
 
 
@@ -223,3 +228,350 @@ class EntityMergeBody(BaseModel):
     merge_into: str = ""
     category: str = ""
     reason: str = ""
+
+
+# --- the OpenAPI schema tells the truth (issue 12 item 14) -------------------------------
+#
+# The request models above stay loose (AutoMem's types; the services check the values and
+# answer 400 naming the field). What the services enforce is declared here, in one place,
+# on the generated schema: ranges, enums, lengths, required fields and the auth schemes.
+
+
+def _blank_chars() -> str:
+    """A regex character class body of every character :func:`automem.ingest.logic.is_blank`
+    treats as blank (``str.isspace`` or Unicode category Cf), as ranges."""
+    import sys
+    import unicodedata
+
+    chars = [c for c in range(sys.maxunicode + 1)
+             if chr(c).isspace() or unicodedata.category(chr(c)) == "Cf"]
+    ranges: list[tuple[int, int]] = []
+    for c in chars:
+        if ranges and ranges[-1][1] == c - 1:
+            ranges[-1] = (ranges[-1][0], c)
+        else:
+            ranges.append((c, c))
+
+    def esc(c: int) -> str:
+        return f"\\u{c:04x}" if c <= 0xFFFF else chr(c)
+
+    return "".join(esc(a) if a == b else f"{esc(a)}-{esc(b)}" for a, b in ranges)
+
+
+#: The largest ``limit`` / ``offset`` the gateway can carry to a service (int32 proto fields);
+#: a ``limit`` above the service's maximum is clamped to it, not refused.
+INT32_MAX = 2**31 - 1
+
+
+def _enum(words: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    return {"type": "string", "enum": list(words)}
+
+
+def _word(words: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    """A query parameter's words; "" (as absent) means the default."""
+    return _enum(["", *words])
+
+
+def declared_limits(settings: Any) -> tuple[dict[str, dict[str, dict[str, Any]]], dict[str, dict[str, Any]]]:
+    """``(parameters, bodies)``: the constraints the services enforce, for
+    :func:`declare_limits`. ``parameters[path][name]`` is merged into that query parameter's
+    schema on every method of ``path``; ``bodies[component][property]`` into that property
+    of a request-body model (``""``: into the model itself).
+
+    Sources: limits of recall (automem/recall/servicer.py SearchMemories, ListByTag,
+    GetRelated, Analyze; ``limit`` of /recall and /memory/by-tag has a minimum only: above
+    ``recall_max_limit`` / ``by_tag_max_limit`` it is clamped), of ingest
+    (automem/ingest/logic.py validate_content, validate_tags, MAX_TAGS, MAX_TAG_LENGTH,
+    the 0..1 ranges; settings ``content_max_length``, ``batch_max``), of review
+    (automem/ingest/review.py page sizes, statuses, kinds), the enums' words
+    (automem/common/enums.py ``enum_words``) and AutoMem's types and relation types
+    (automem/common/model.py)."""
+    from zoneinfo import available_timezones
+
+    from automem.common.auth import MAX_SCOPE_LENGTH, SCOPE_RE
+    from automem.common.embedding import configured_dimension
+    from automem.common.enums import enum_words
+    from automem.common.model import AUTHORABLE_RELATIONS, SYSTEM_RELATIONS, TYPE_NAMES
+    from automem.v1 import recall_service_pb2 as rs
+
+    state_mode = _enum(enum_words(rs.StateMode))
+    unit = {"type": "number", "minimum": 0, "maximum": 1}
+    types = _enum([n for n in TYPE_NAMES.values() if n != "MetaPattern"])
+    relations = _enum(list(AUTHORABLE_RELATIONS))
+    blank = _blank_chars()
+    content = {"type": "string", "minLength": 1, "maxLength": settings.content_max_length,
+               "pattern": f"^[^\\u0000]*[^{blank}\\u0000][^\\u0000]*$"}
+    tag = {"type": "string", "maxLength": 256, "pattern": "^[^\\u0000-\\u001f\\u007f,]*$"}
+    tags = {"type": "array", "items": tag, "maxItems": 100}
+    when = {"type": "string", "format": "date-time"}  # ISO 8601 (automem/common/model.py parse_time)
+    reads = {"state_mode": state_mode, "as_of": when, "known_at": when}
+    # automem/common/timewindow.py: parse_bound takes an ISO date-time or a date (a whole day
+    # in ``tz``); zone takes "", UTC/Z/GMT or an IANA name of the tz database.
+    bound = {"anyOf": [when, {"type": "string", "format": "date"}]}
+    zones = _enum(["", "UTC", "Z", "GMT", *sorted(available_timezones())])
+    parameters: dict[str, dict[str, dict[str, Any]]] = {
+        "/recall": {
+            "limit": {"minimum": 1, "maximum": INT32_MAX}, "offset": {"minimum": 0, "maximum": INT32_MAX},
+            "sort": _enum(enum_words(rs.SortOrder)), "order_by": _enum(enum_words(rs.SortOrder)), "tag_mode": _enum(enum_words(rs.TagMode)),
+            "tag_match": _enum(enum_words(rs.TagMatch)), "recency_bias": _enum(enum_words(rs.RecencyBias)),
+            "relation_limit": {"minimum": 0, "maximum": 100}, "expansion_limit": {"minimum": 0, "maximum": 500},
+            "start": bound, "end": bound, "tz": zones, "timezone": zones, **reads},
+        "/memory/by-tag": {"limit": {"minimum": 1, "maximum": INT32_MAX}, "offset": {"minimum": 0, "maximum": INT32_MAX},
+                           "tag_mode": _word(enum_words(rs.TagMode)), "tag_match": _word(enum_words(rs.TagMatch)),
+                           "tags": {"minItems": 1, "items": {
+                               "type": "string", "pattern": "^[^\\u0000]*[^\\s,\\u0000][^\\u0000]*$"}}, **reads},
+        "/memory/{memory_id}": reads,
+        # Graph and entity views (automem/recall/graph_views.py; their numeric bounds are the
+        # routes' own Query constraints, automem/gateway/routes_graph.py).
+        "/graph/snapshot": {"since": when, "types": {"items": types}, **reads},
+        "/graph/neighbors/{memory_id}": reads,
+        "/entity/{slug}": {"state_mode": state_mode},
+        "/memories/{memory_id}/related": {"max_depth": {"minimum": 1, "maximum": 3},
+                                          "limit": {"minimum": 1, "maximum": 200},
+                                          "relationship_types": {"items": _enum(AUTHORABLE_RELATIONS + SYSTEM_RELATIONS)},
+                                          **reads},
+        "/analyze": {"top": {"minimum": 1, "maximum": 200}},
+        "/v1/review-items": {"page_size": {"minimum": 1, "maximum": 200},
+                             "status": _enum(["pending", "approved", "rejected", "all"]),
+                             "kind": _enum(["", "memory", "supersede_proposal"])},
+        "/v1/tombstones": {"page_size": {"minimum": 1, "maximum": 200}},
+        "/v1/memories/{memory_id}/history": {"page_size": {"minimum": 1, "maximum": 1000}},
+    }
+    metadata = {"anyOf": [{"$ref": "#/components/schemas/MetadataObject"}, {"type": "null"}]}
+    # automem/common/auth.py resolve_scope ("" or absent: the key's default scope).
+    scope = {"type": "string", "maxLength": MAX_SCOPE_LENGTH, "pattern": f"^({SCOPE_RE.pattern})?$"}
+    # A caller embedding is stored as 32-bit floats (automem/v1 MemoryInput.embedding): a
+    # larger magnitude would become infinite, which ingest refuses (_validate_embedding).
+    float32 = 3.4028234663852886e38
+    number = {"type": "number", "minimum": -float32, "maximum": float32}
+    embedding: dict[str, Any] = {"type": "array", "items": number}
+    dimension = configured_dimension(settings)
+    if dimension:  # the configured model's size (automem/common/embedding.py); [] and null: none given
+        embedding = {"anyOf": [{"type": "null"}, {"type": "array", "maxItems": 0},
+                               {"type": "array", "items": number, "minItems": dimension, "maxItems": dimension}]}
+    memory = {"content": content, "tags": tags, "importance": unit, "confidence": unit, "type": types,
+              "supersede_relation": _enum(["INVALIDATED_BY", "EVOLVED_INTO"]), "embedding": embedding,
+              "metadata": metadata, "t_valid": when, "t_invalid": when, "timestamp": when, "scope": scope}
+    memory_id = {"type": "string", "minLength": 1}
+    # PATCH: these take no null (automem/gateway/usecases.py _NOT_NULL; null content is empty
+    # content), and the body must name a field to change (IngestService.UpdateMemory's mask).
+    not_null = {"_not_null": True}
+    updatable = ("content", "tags", "importance", "type", "confidence", "timestamp", "t_valid", "t_invalid",
+                 "metadata")
+    bodies: dict[str, dict[str, Any]] = {
+        "MemoryRequest": memory,
+        "BatchMemoryRequest": {"memories": {"minItems": 1, "maxItems": settings.batch_max}, "scope": scope},
+        "UpdateMemoryBody": {**{k: v for k, v in memory.items() if k not in ("supersede_relation",)},
+                             **{k: {**memory[k], **not_null} for k in ("content", "tags", "importance", "type",
+                                                                      "confidence", "timestamp", "t_valid")},
+                             "add_tags": {**tags, "minItems": 1},
+                             # A version number, "*" or an HTTP etag of one (usecases.parse_etag).
+                             "etag": {"anyOf": [{"type": "integer"},
+                                                {"type": "string", "pattern": '^(W/)?"*(\\*|[0-9]*)"*$'},
+                                                {"type": "null"}]},
+                             "": {"anyOf": [{"required": [k]} for k in (*updatable, "add_tags")]}},
+        "Association": {"type": relations, "strength": unit, "memory1_id": memory_id, "memory2_id": memory_id},
+        "AssociateRequest": {"type": relations, "strength": unit, "memory1_id": memory_id, "memory2_id": memory_id,
+                             "associations": {"minItems": 1, "maxItems": settings.batch_max},
+                             "": {"anyOf": [{"required": ["memory1_id", "memory2_id"],
+                                             "properties": {"memory1_id": memory_id, "memory2_id": memory_id}},
+                                            {"required": ["associations"],
+                                             "properties": {"associations": {"type": "array"}}}]}},
+        "ConsolidateBody": {"mode": _enum(["full", "decay", "creative", "cluster", "forget"])},
+    }
+    return parameters, bodies
+
+
+#: The auth schemes: ``Authorization: Bearer <key>`` or ``X-API-Key: <key>``
+#: (automem/gateway/deps.py ``principal_metadata``).
+SECURITY_SCHEMES = {"bearer": {"type": "http", "scheme": "bearer"},
+                    "apiKey": {"type": "apiKey", "in": "header", "name": "X-API-Key"}}
+
+
+#: Metadata (automem/ingest/logic.py parse_metadata, check_metadata_values): a JSON object
+#: whose keys hold no control character and whose integers read back exactly (±(2^53-1));
+#: at most METADATA_MAX_DEPTH (20) levels and METADATA_MAX_BYTES (64 KiB) of JSON, which a
+#: JSON Schema cannot count and the descriptions state.
+METADATA_SCHEMAS = {
+    "MetadataObject": {
+        "type": "object", "description": "Any JSON object of at most 20 levels and 64 KiB of JSON.",
+        "propertyNames": {"pattern": "^[^\\u0000-\\u001f\\u007f]*$"},
+        "additionalProperties": {"$ref": "#/components/schemas/MetadataValue"}},
+    "MetadataValue": {"anyOf": [
+        {"type": "string"}, {"type": "boolean"}, {"type": "null"},
+        {"type": "number", "minimum": -(2**53 - 1), "maximum": 2**53 - 1},
+        {"type": "array", "items": {"$ref": "#/components/schemas/MetadataValue"}},
+        {"$ref": "#/components/schemas/MetadataObject"}]},
+}
+
+
+def _merge(target: dict[str, Any], extra: dict[str, Any]) -> None:
+    """Merge ``extra`` into a property schema; a nullable ``anyOf: [X, null]`` gets it on X
+    (and loses the null branch when ``extra`` holds ``_not_null``)."""
+    extra = dict(extra)
+    branches = [b for b in target.get("anyOf", []) if b.get("type") != "null"]
+    if extra.pop("_not_null", False) and len(branches) == 1:
+        target.pop("anyOf")
+        target.update(branches[0])
+        branches = []
+    if "anyOf" in extra or "$ref" in extra:  # a whole schema of its own
+        for key in ("anyOf", "type", "items", "$ref"):
+            target.pop(key, None)
+        target.update(extra)
+        return
+    place = branches[0] if len(branches) == 1 else target
+    for key, value in extra.items():
+        if key == "items" and isinstance(place.get("items"), dict):
+            place["items"].update(value)
+        elif key == "type" and place is target and "anyOf" in target:
+            continue
+        else:
+            place[key] = value
+
+
+def _obj(required: dict[str, Any], optional: dict[str, Any] | None = None) -> dict[str, Any]:
+    """An object schema with ``required`` properties (and ``optional`` ones); more may come."""
+    return {"type": "object", "required": list(required), "properties": {**required, **(optional or {})},
+            "additionalProperties": True}
+
+
+def response_schemas() -> tuple[dict[str, Any], dict[tuple[str, str, str], dict[str, Any]]]:
+    """``(components, answers)``: the answers of AutoMem's routes (/work/shared/AUTOMEM_API.md,
+    as automem/gateway/presenters.py builds them) as JSON Schemas. ``answers[(path, method,
+    status)]`` is the schema of that answer; ``components`` the shared ``MemoryOut`` and
+    ``RelationOut``. Every answer may carry more fields than listed."""
+    text, number, integer, boolean = ({"type": t} for t in ("string", "number", "integer", "boolean"))
+    maybe = {"type": ["string", "null"]}
+    obj = {"type": "object"}
+    texts = {"type": "array", "items": text}
+    memory_ref = {"$ref": "#/components/schemas/MemoryOut"}
+    memories = {"type": "array", "items": memory_ref}
+    relation_ref = {"$ref": "#/components/schemas/RelationOut"}
+    memory_out = _obj({
+        "id": text, "memory_id": text, "content": text, "summary": maybe, "tags": texts, "importance": number,
+        "confidence": number, "type": maybe, "metadata": obj, "timestamp": maybe, "created_at": maybe,
+        "updated_at": maybe, "last_accessed": maybe, "t_valid": maybe, "t_invalid": maybe, "recorded_at": maybe,
+        "retracted_at": maybe, "state": text, "superseded_by": maybe, "version": integer, "etag": text,
+        "scope": text, "content_hash": text, "entities": {"type": "array", "items": obj},
+        "embedding_status": text, "enrichment_status": text, "relevance_score": number, "source": maybe,
+        "state_reason": maybe, "superseded_at": maybe, "prior_t_invalid": maybe})
+    relation_out = _obj({"memory1_id": text, "memory2_id": text, "type": text, "strength": number,
+                         "created_at": maybe, "reason": maybe, "properties": obj})
+    ok = {"status": text}
+    stored = _obj({**ok, "memory_id": text, "stored_at": maybe, "type": maybe, "confidence": number, "qdrant": text,
+                   "embedding_status": text, "enrichment": text, "metadata": obj, "timestamp": maybe,
+                   "updated_at": maybe, "last_accessed": maybe, "state": text, "scope": text, "memory": memory_ref,
+                   "query_time_ms": number},
+                  {"deduplicated": boolean, "superseded_memory_id": text, "superseded": memory_ref,
+                   "relation": relation_ref})
+    batch_associated = _obj({"status": text, "created_count": integer, "failed_count": integer,
+                             "succeeded": {"type": "array", "items": relation_ref},
+                             "failed": {"type": "array", "items": _obj({"index": integer, "error": text,
+                                                                         "code": integer})}})
+    answers = {
+        ("/memory", "post", "201"): stored,
+        ("/v1/memories/{memory_id}:supersede", "post", "201"): stored,
+        ("/memory/batch", "post", "201"): _obj({**ok, "stored": integer, "memory_ids": texts,
+                                                "deduplicated": {"type": "array", "items": boolean},
+                                                "qdrant": text, "enrichment": text, "query_time_ms": number}),
+        ("/memory/{memory_id}", "get", "200"): _obj({**ok, "memory": memory_ref}),
+        ("/memory/{memory_id}", "patch", "200"): _obj({**ok, "memory_id": text, "memory": memory_ref,
+                                                       "updated_at": maybe, "etag": text}),
+        ("/memory/{memory_id}", "delete", "200"): _obj({**ok, "memory_id": text, "message": text, "state": text,
+                                                        "memory": memory_ref}),
+        ("/memory/by-tag", "delete", "200"): _obj({**ok, "tags": texts, "dry_run": boolean, "deleted_count": integer,
+                                                   "memory_ids": texts}, {"would_delete_count": integer}),
+        ("/memory/by-tag", "get", "200"): _obj({**ok, "tags": texts, "count": integer, "limit": integer,
+                                                "offset": integer, "has_more": boolean,
+                                                "total": {"type": ["integer", "null"]}, "next_page_token": maybe,
+                                                "memories": memories}),
+        ("/recall", "get", "200"): _obj({
+            **ok, "count": integer, "state_mode": text, "query": text, "tags": texts, "limit": integer,
+            "offset": integer, "sort": text, "time_window": _obj({"start": maybe, "end": maybe}),
+            "query_time_ms": number,
+            "results": {"type": "array", "items": _obj({"id": text, "memory": memory_ref, "score": number,
+                                                        "final_score": number, "match_type": text,
+                                                        "score_components": obj})}}),
+        ("/associate", "post", "201"): {"anyOf": [
+            _obj({**ok, "message": text, "memory1_id": text, "memory2_id": text, "type": text,
+                  "relation_type": text, "strength": number}), batch_associated]},
+        ("/associate", "post", "207"): batch_associated,
+        ("/memories/{memory_id}/related", "get", "200"): _obj({
+            **ok, "memory_id": text, "count": integer,
+            "related_memories": {"type": "array", "items": _obj({"id": text, "memory": memory_ref,
+                                                                 "relation_type": text, "strength": number,
+                                                                 "depth": integer})}}),
+        ("/startup-recall", "get", "200"): _obj({**ok, "critical_lessons": memories, "system_rules": memories,
+                                                 "has_critical": boolean, "lesson_count": integer,
+                                                 "rule_count": integer}),
+    }
+    return {"MemoryOut": memory_out, "RelationOut": relation_out}, answers
+
+
+#: No text the graph stores may hold NUL (automem/graph/store.py ``_check_params``: FalkorDB's
+#: parser stops there), so every free string of a request says so.
+NO_NUL = "^[^\\u0000]*$"
+
+
+def _no_nul(node: Any) -> None:
+    """Give every string schema under ``node`` without a pattern, enum or format :data:`NO_NUL`."""
+    if isinstance(node, list):
+        for item in node:
+            _no_nul(item)
+        return
+    if not isinstance(node, dict):
+        return
+    if node.get("type") == "string" and not {"pattern", "enum", "format"} & node.keys():
+        node["pattern"] = NO_NUL
+    for key in ("properties", "items", "anyOf", "allOf", "oneOf", "additionalProperties"):
+        sub = node.get(key)
+        _no_nul(list(sub.values()) if key == "properties" and isinstance(sub, dict) else sub)
+
+
+def declare_limits(schema: dict[str, Any], settings: Any, anonymous: bool) -> dict[str, Any]:
+    """Add :func:`declared_limits` and :data:`SECURITY_SCHEMES` to a generated OpenAPI
+    ``schema`` (in place; returned). ``anonymous``: requests without a key are served too
+    (no keys configured), so every operation also lists the empty security requirement."""
+    parameters, bodies = declared_limits(settings)
+    for path, methods in schema.get("paths", {}).items():
+        for operation in methods.values():
+            for parameter in operation.get("parameters", []):
+                extra = parameters.get(path, {}).get(parameter["name"])
+                if extra:
+                    _merge(parameter.setdefault("schema", {}), extra)
+                    if "minItems" in extra:
+                        parameter["required"] = True
+    components = schema.setdefault("components", {})
+    for name, props in bodies.items():
+        model = components.get("schemas", {}).get(name)
+        if model is None:
+            continue
+        for prop, extra in props.items():
+            if prop == "":
+                model.update(extra)
+            elif prop in model.get("properties", {}):
+                _merge(model["properties"][prop], extra)
+    for name, model in components.get("schemas", {}).items():
+        if name.endswith(("Request", "Body")) or name == "Association":
+            _no_nul(model)
+    for methods in schema.get("paths", {}).values():
+        for operation in methods.values():
+            for parameter in operation.get("parameters", []):
+                _no_nul(parameter.get("schema"))
+    components.setdefault("schemas", {}).update(METADATA_SCHEMAS)  # metadata is stored as JSON text
+    shared, answers = response_schemas()
+    components["schemas"].update(shared)
+    for (path, method, status), body in answers.items():
+        operation = schema.get("paths", {}).get(path, {}).get(method)
+        if operation is not None:
+            answer = operation.setdefault("responses", {}).setdefault(status, {"description": "Partial success"})
+            answer["content"] = {"application/json": {"schema": body}}
+    reject = schema.get("paths", {}).get("/v1/review-items/{item_id}:reject", {}).get("post")
+    if reject is not None:
+        # A rejection needs a reason (automem/ingest/review.py RejectItem); approve shares the model.
+        reject["requestBody"]["content"]["application/json"]["schema"] = {
+            "allOf": [{"$ref": "#/components/schemas/DecisionBody"}], "required": ["reason"],
+            "properties": {"reason": {"type": "string", "pattern": "\\S"}}}
+    components["securitySchemes"] = SECURITY_SCHEMES
+    schema["security"] = [{"bearer": []}, {"apiKey": []}] + ([{}] if anonymous else [])
+    return schema

@@ -136,6 +136,17 @@ def relation_type(name: str | None, field: str = "type", default: str = "RELATES
 # --- writes -----------------------------------------------------------------------------
 
 
+def check_supersede_relation(body: MemoryRequest, prefix: str = "") -> None:
+    """A ``supersede_relation`` that is given must be INVALIDATED_BY or EVOLVED_INTO (any case),
+    also where no supersede follows (a batch item, a store without ``supersedes_memory_id``):
+    a word the service would ignore is refused, not silently dropped. InvalidArgument naming
+    ``<prefix>supersede_relation``."""
+    word = body.supersede_relation
+    if word is not None and word.strip().upper() not in ("INVALIDATED_BY", "EVOLVED_INTO"):
+        raise InvalidArgument(f"{prefix}supersede_relation: must be INVALIDATED_BY or EVOLVED_INTO",
+                              field=f"{prefix}supersede_relation")
+
+
 async def create_memory(call: Caller, body: MemoryRequest, *, scope: str = "", idempotency_key: str = "",
                         require_unused_key: bool = False) -> ingest_service_pb2.CreateMemoryResponse:
     """Store one memory (IngestService.CreateMemory); ``deduplicated`` on a retry, or with
@@ -149,6 +160,8 @@ async def create_memories(call: Caller, bodies: Sequence[MemoryRequest], *, scop
                           idempotency_key: str = "") -> ingest_service_pb2.BatchCreateMemoriesResponse:
     """Store a batch, all or nothing (IngestService.BatchCreateMemories: it owns the limit).
     A bad item is named ``memories[i].<field>``."""
+    for i, b in enumerate(bodies):
+        check_supersede_relation(b, f"memories[{i}].")
     items = [memory_input(b, f"memories[{i}].") for i, b in enumerate(bodies)]
     return await call(call.client.ingest.BatchCreateMemories, ingest_service_pb2.BatchCreateMemoriesRequest(
         memories=items, scope=scope, idempotency_key=idempotency_key))

@@ -5,7 +5,12 @@ number of examples per operation. A contract test that needs a running service, 
 with the integration tests.
 
 Checks: no 5xx anywhere, status codes the schema documents, JSON content types, and bodies
-that conform to the documented response schemas. Run in a worker thread: the service runs
+that conform to the documented response schemas. Then both directions of "the schema tells
+the truth" (issue 12 item 14), schemathesis's ``positive_data_acceptance`` (a request the
+schema allows is not refused with 400/422) and ``negative_data_rejection`` (a request the
+schema forbids, e.g. a limit past its declared maximum, a value outside an enum, a missing
+required field, is refused with 4xx), each over its own generated data (``GenerationMode``
+POSITIVE / NEGATIVE, the CLI's ``--mode all``). Run in a worker thread: the service runs
 on the test's event loop and schemathesis calls synchronously.
 """
 
@@ -15,46 +20,120 @@ import asyncio
 import os
 
 import hypothesis
+import hypothesis.errors
 import requests
 import schemathesis
 from hypothesis import HealthCheck, Phase
+from schemathesis import GenerationMode
 from schemathesis.checks import (
     content_type_conformance,
+    negative_data_rejection,
     not_a_server_error,
+    positive_data_acceptance,
     response_schema_conformance,
     status_code_conformance,
 )
 
-#: Examples per operation (AUTOMEM_FUZZ_EXAMPLES raises it for a longer local run).
+#: Examples per operation and mode (AUTOMEM_FUZZ_EXAMPLES raises it for a longer local run).
 EXAMPLES = int(os.environ.get("AUTOMEM_FUZZ_EXAMPLES", "12"))
-CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
+CHECKS = {
+    GenerationMode.POSITIVE: [not_a_server_error, status_code_conformance, content_type_conformance,
+                              response_schema_conformance, positive_data_acceptance],
+    GenerationMode.NEGATIVE: [not_a_server_error, content_type_conformance, negative_data_rejection],
+}
+
+#: Operations the schema does not yet describe exactly: they keep the four checks above in
+#: POSITIVE mode, but positive_data_acceptance / negative_data_rejection are not applied to
+#: them yet (issue 12 item 14, left open; each reason is what the schema cannot say yet).
+KNOWN_GAPS: dict[str, str] = {}
 
 
-def _run(operation, base_url: str, session: requests.Session, calls: dict[str, int]) -> None:
-    label = operation.label
+def _self_link(case) -> bool:
+    """An association of a memory with itself: refused by the service (AutoMem's rule,
+    /work/shared/AUTOMEM_API.md), a relation between two fields JSON Schema cannot state."""
+    body = case.body if isinstance(case.body, dict) else {}
+    pairs = [body, *[a for a in body.get("associations") or [] if isinstance(a, dict)]]
+    return any(p.get("memory1_id") is not None and p.get("memory1_id") == p.get("memory2_id") for p in pairs)
 
-    @hypothesis.given(case=operation.as_strategy())
+
+def _ends_before_start(case) -> bool:
+    """A memory whose ``t_invalid`` is not after its ``t_valid`` (both given): refused by
+    ingest (automem/ingest/logic.py), an order between two fields JSON Schema cannot state."""
+    from datetime import UTC, datetime
+
+    def at(text):
+        value = datetime.fromisoformat(text.replace("z", "Z"))
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+    body = case.body if isinstance(case.body, dict) else {}
+    for item in [body, *[m for m in body.get("memories") or [] if isinstance(m, dict)]]:
+        start, end = item.get("t_valid"), item.get("t_invalid")
+        if isinstance(start, str) and isinstance(end, str):
+            try:
+                if (at(end) - at(start)).total_seconds() < 0.001:
+                    return True
+            except (ValueError, OverflowError):
+                continue
+    return False
+
+
+def _strategy(operation, mode: GenerationMode):
+    """Cases of ``operation`` in ``mode``. ``page_token`` is pinned to "" (the first page): a
+    token is whatever an earlier answer handed out, so one made up is refused. ``start`` and
+    ``end`` of /recall are pinned to "" (absent): they take ISO 8601 date-times with or
+    without an offset and dates (automem/common/timewindow.py parse_bound), a set JSON
+    Schema's ``date-time``/``date`` formats state only in part (a naive time is valid here
+    and not ``date-time``); tests/integration/test_recall_timewindow.py covers them. Positive
+    cases breaking a rule between two fields are left out (:func:`_self_link`,
+    :func:`_ends_before_start`)."""
+    names = {p.name for p in operation.query} if hasattr(operation, "query") else set()
+    pinned = {name: "" for name in ("page_token", "start", "end") if name in names}
+    query = pinned or None
+    strategy = operation.as_strategy(generation_mode=mode, query=query)
+    if mode is GenerationMode.POSITIVE:
+        strategy = strategy.filter(lambda case: not _self_link(case) and not _ends_before_start(case))
+    return strategy
+
+
+def _checks(operation, mode: GenerationMode) -> list:
+    if operation.label in KNOWN_GAPS:
+        return [c for c in CHECKS[GenerationMode.POSITIVE] if c is not positive_data_acceptance]
+    return CHECKS[mode]
+
+
+def _run(operation, base_url: str, session: requests.Session, calls: dict[str, int], mode: GenerationMode) -> None:
+    label = f"{mode.value} {operation.label}"
+
+    @hypothesis.given(case=_strategy(operation, mode))
     @hypothesis.settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,
                          phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
     def run(case) -> None:
         response = case.call(base_url=base_url, session=session, timeout=30)
         calls[label] = calls.get(label, 0) + 1
-        case.validate_response(response, checks=CHECKS)
+        case.validate_response(response, checks=_checks(operation, mode))
 
     run()
 
 
-def _fuzz(base_url: str) -> dict[str, int]:
+def _fuzz(base_url: str, modes=(GenerationMode.POSITIVE, GenerationMode.NEGATIVE)) -> dict[str, int]:
     schema = schemathesis.openapi.from_url(base_url + "/openapi.json")
     session = requests.Session()
     calls: dict[str, int] = {}
     failures: list[str] = []
+    only = os.environ.get("AUTOMEM_FUZZ_ONLY", "")  # a substring of the operations to run (local runs)
     for result in schema.get_all_operations():
         operation = result.ok()
-        try:
-            _run(operation, base_url, session, calls)
-        except BaseException as exc:  # noqa: BLE001 - collect every operation's failure (groups too)
-            failures.append(f"{operation.label}: {exc}")
+        if only and only not in operation.label:
+            continue
+        for mode in modes if operation.label not in KNOWN_GAPS else (GenerationMode.POSITIVE,):
+            try:
+                _run(operation, base_url, session, calls, mode)
+            except hypothesis.errors.Unsatisfiable:
+                if mode is GenerationMode.POSITIVE:
+                    raise
+                # Nothing to negate: the operation takes no parameter or body (GET /health).
+            except BaseException as exc:  # noqa: BLE001 - collect every operation's failure (groups too)
+                failures.append(f"{mode.value} {operation.label}: {exc}")
     assert not failures, "\n\n".join(failures)
     return calls
 
@@ -68,3 +147,41 @@ async def test_rest_api_conforms_to_its_openapi_schema(own_service) -> None:
     assert len(calls) >= 15 and sum(calls.values()) >= 15 * 2, calls
     async with own_service.http() as http:  # still healthy afterwards
         assert (await http.get("/health")).status_code == 200
+
+
+async def test_automem_answers_match_their_declared_response_models(own_service) -> None:
+    """Each AutoMem route's real answer (memories that exist, so 2xx) validates against the
+    response model /openapi.json declares for it (automem/gateway/schemas.py
+    ``response_schemas``), and the schema names both auth schemes."""
+    import jsonschema
+
+    async with own_service.http() as http:
+        doc = (await http.get("/openapi.json")).json()
+        assert doc["components"]["securitySchemes"]["bearer"] == {"type": "http", "scheme": "bearer"}
+        assert doc["components"]["securitySchemes"]["apiKey"]["name"] == "X-API-Key"
+
+        def check(response, path: str, method: str) -> dict:
+            declared = doc["paths"][path][method]["responses"][str(response.status_code)]
+            schema = declared["content"]["application/json"]["schema"]
+            jsonschema.Draft202012Validator({**schema, "components": doc["components"]}).validate(response.json())
+            return response.json()
+
+        a = check(await http.post("/memory", json={"content": "Schema check memory one", "tags": ["schema"],
+                                                    "metadata": {"n": 1}}), "/memory", "post")["memory_id"]
+        b = check(await http.post("/memory/batch", json={"memories": [{"content": "Schema check memory two"}]}),
+                  "/memory/batch", "post")["memory_ids"][0]
+        check(await http.get(f"/memory/{a}"), "/memory/{memory_id}", "get")
+        check(await http.patch(f"/memory/{a}", json={"importance": 0.7}), "/memory/{memory_id}", "patch")
+        check(await http.post("/associate", json={"memory1_id": a, "memory2_id": b}), "/associate", "post")
+        check(await http.post("/associate", json={"associations": [
+            {"memory1_id": b, "memory2_id": a, "type": "LEADS_TO"}, {"memory1_id": a, "memory2_id": "nope"}]}),
+            "/associate", "post")
+        check(await http.get(f"/memories/{a}/related"), "/memories/{memory_id}/related", "get")
+        check(await http.get("/recall", params={"query": "schema check"}), "/recall", "get")
+        check(await http.get("/memory/by-tag", params={"tags": "schema"}), "/memory/by-tag", "get")
+        check(await http.get("/startup-recall"), "/startup-recall", "get")
+        check(await http.post(f"/v1/memories/{b}:supersede", json={"content": "Schema check memory three"}),
+              "/v1/memories/{memory_id}:supersede", "post")
+        check(await http.delete("/memory/by-tag", params={"tags": "schema", "dry_run": "true"}), "/memory/by-tag",
+              "delete")
+        check(await http.delete(f"/memory/{a}"), "/memory/{memory_id}", "delete")

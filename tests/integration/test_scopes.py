@@ -129,7 +129,7 @@ async def test_rest_other_scope_answers_as_absent(world: World) -> None:
             r = await http.post("/associate", json={"memory1_id": pair[0], "memory2_id": pair[1]})
             assert r.status_code == 404, r.text
         r = await http.post("/associate", json={"associations": [{"memory1_id": world.a_id, "memory2_id": b0}]})
-        assert r.status_code == 400 and r.json()["failed_count"] == 1 and r.json()["created_count"] == 0
+        assert r.status_code == 404 and r.json()["failed_count"] == 1 and r.json()["created_count"] == 0
         r = await http.get(f"/memories/{b0}/related")
         assert r.status_code == 404, r.text
         r = await http.get(f"/memories/{world.a_id}/related")

@@ -1,0 +1,191 @@
+"""Backup → restore → backup on real NATS, FalkorDB, the embedded Qdrant shard and the models
+(issue 12 item 13): the second backup equals the first, the restored service adds no events
+and no edges (restored memories are not enriched again), and ``automem restore`` says when
+the vector index must be rebuilt and rebuilds it with ``--reindex``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+
+from automem.common import backup
+from automem.common.bus import Bus
+from automem.graph import GraphStore
+from tests.conftest import eventually, start_service
+
+#: The largest integers metadata keeps exactly (larger ones are refused: test_exact_values.py).
+BIG = {"big": 9007199254740991, "neg": -9007199254740991, "nested": {"list": [1, 2.5, "x", None, True, 2**53 - 2]}}
+
+
+async def _store(http, content: str, **fields) -> str:
+    r = await http.post("/memory", json={"content": content, **fields})
+    assert r.status_code == 201, r.text
+    return r.json()["memory_id"]
+
+
+async def _build(http) -> dict[str, str]:
+    """Memories with entities (enrichment writes Entity nodes and MENTIONS edges), a manual
+    relation, a supersession (INVALIDATED_BY, closed window), big-int metadata, a rejected
+    one and a deleted one (tombstone)."""
+    a = await _store(http, "Alice Johnson runs the Postgres backups of billing every night.", tags=["ops"],
+                     metadata=BIG, t_valid="2024-01-01T00:00:00Z")
+    b = await _store(http, "Bob Smith moved the billing service from Berlin to Paris.", tags=["ops", "billing"])
+    d = await _store(http, "Grafana dashboards watch the billing latency in Paris.", tags=["billing"])
+    r = await http.post("/associate", json={"memory1_id": a, "memory2_id": b, "type": "RELATES_TO", "strength": 0.7})
+    assert r.status_code in (200, 201), r.text
+    r = await http.post(f"/v1/memories/{a}:supersede", json={
+        "content": "Alice Johnson runs the CockroachDB backups of billing every night.", "tags": ["ops"],
+        "t_valid": "2025-01-01T00:00:00Z", "metadata": BIG})
+    assert r.status_code in (200, 201), r.text
+    c = r.json()["memory_id"]
+    rejected = await _store(http, "The moon is cheese", require_review=True)
+    await http.post(f"/v1/review-items/{rejected}:reject", json={"reason": "false"})
+    # SIMILAR_TO: x is enriched before y exists, so only y -> x is written; enriching x
+    # again (a replay of its event after a restore) would add x -> y.
+    x = await _store(http, "The billing service is deployed in the Paris data centre.", tags=["deploy"])
+    await eventually(lambda: _settled_ids(http, [x]))
+    y = await _store(http, "The billing service is deployed to the Paris data centre.", tags=["deploy"])
+    gone = await _store(http, "temporary note about Paris")
+    assert (await http.delete(f"/memory/{gone}")).status_code == 200
+    return {"a": a, "b": b, "c": c, "d": d, "x": x, "y": y}
+
+
+async def _settled_ids(http, ids: list[str]) -> bool:
+    for mid in ids:
+        r = await http.get(f"/memory/{mid}")
+        if r.json()["memory"].get("enrichment_status") != "done":
+            return False
+    return True
+
+
+async def _settled(service, ids: list[str]) -> bool:
+    """Enrichment is over: no queued event and every live memory has its point and DONE status."""
+    if await service.ctx.enrich_consumer.queue_depth():
+        return False
+    if len(await service.ctx.vectors.retrieve(ids)) != len(ids):
+        return False
+    rows = await service.ctx.graph.ro_query(
+        "MATCH (m:Memory) WHERE m.id IN $ids RETURN m.embedding_status, m.enrichment_status", {"ids": ids})
+    return all(e == "EMBEDDING_STATUS_DONE" and s == "ENRICHMENT_STATUS_DONE" for e, s in rows)
+
+
+async def _counts(service) -> tuple[int, int, int]:
+    """(events on the stream, edges, nodes)."""
+    info = await service.ctx.bus.js.stream_info(service.settings.stream_name)
+    edges = (await service.ctx.graph.ro_query("MATCH ()-[r]->() RETURN count(r)"))[0][0]
+    nodes = (await service.ctx.graph.ro_query("MATCH (n) RETURN count(n)"))[0][0]
+    return info.state.messages, edges, nodes
+
+
+async def _backup_lines(service) -> list[str]:
+    return [line async for line in backup.export_lines(service.ctx.graph, service.ctx.bus)]
+
+
+def _canonical(lines: list[str]) -> list[str]:
+    """The lines with the header's times removed (``export_time``, and the stream's own time
+    of its oldest message, ``events_retained_since``, which a restore necessarily renews) and
+    its graph name (this test restores under another name); every other line is compared
+    byte for byte."""
+    header = json.loads(lines[0])
+    assert header["kind"] == "header"
+    header.pop("export_time")
+    header.pop("graph")
+    header.pop("events_retained_since", None)
+    return [json.dumps(header, sort_keys=True), *lines[1:]]
+
+
+async def test_backup_restore_backup_is_identical_and_restore_enriches_nothing(own_service, settings, tmp_path,
+                                                                                 monkeypatch) -> None:
+    from automem import cli
+    from automem.common import settings as settings_module
+
+    async with own_service.http() as http:
+        ids = await _build(http)
+    live = list(ids.values())
+    await eventually(lambda: _settled(own_service, live), timeout=60)
+    first = await _backup_lines(own_service)
+    records = backup.read_lines(first)
+    assert any(r["kind"] == "edge" and r["type"] == "MENTIONS" for r in records)  # enrichment wrote entities
+    assert any(r["kind"] == "edge" and r["type"] == "INVALIDATED_BY" for r in records)
+    assert any(r["kind"] == "edge" and r["type"] == "SIMILAR_TO" for r in records)
+    original_edges = sorted(json.dumps(r["properties"], sort_keys=True) for r in records if r["kind"] == "edge")
+    events_before, edges_before, nodes_before = await _counts(own_service)
+    out = tmp_path / "first.jsonl"
+    out.write_text("\n".join(first) + "\n", encoding="utf-8")
+
+    # Restore into a fresh data dir, graph and stream through the CLI, with --reindex.
+    suffix = uuid.uuid4().hex[:10]
+    fresh = settings.model_copy(update={"graph_name": f"restored_{suffix}", "stream_name": f"RESTORED_{suffix.upper()}",
+                                        "subject_prefix": f"restored.{suffix}", "data_dir": tmp_path / "restored"})
+    env = {"AUTOMEM_DATA_DIR": str(fresh.data_dir), "AUTOMEM_NATS_URL": fresh.nats_url,
+           "FALKORDB_HOST": fresh.falkordb_host, "FALKORDB_PORT": str(fresh.falkordb_port),
+           "FALKORDB_GRAPH": fresh.graph_name, "AUTOMEM_GRAPH_NAME": fresh.graph_name,
+           "AUTOMEM_STREAM_NAME": fresh.stream_name, "AUTOMEM_SUBJECT_PREFIX": fresh.subject_prefix,
+           "AUTOMEM_EVENT_RETENTION_BYTES": "0"}
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    settings_module.get_settings.cache_clear()
+    try:
+        code = await asyncio.to_thread(cli.main, ["restore", str(out), "--reindex"])
+    finally:
+        settings_module.get_settings.cache_clear()
+    assert code == 0
+
+    restored = await start_service(fresh)
+    try:
+        # The restored service has every point (the reindex) and nothing left to enrich.
+        await eventually(lambda: _settled(restored, live), timeout=60)
+        sync = await restored.ctx.consolidate.check_sync(repair=False)
+        assert (sync.sync_status, sync.missing_vectors, sync.stale_payloads) == ("synced", 0, 0)
+        await asyncio.sleep(1.0)  # let an (unwanted) replay of the restored events start
+        await eventually(lambda: _settled(restored, live), timeout=60)
+        assert await _counts(restored) == (events_before, edges_before, nodes_before)
+        second = await _backup_lines(restored)
+    finally:
+        await restored.runner.stop()
+    assert _canonical(second) == _canonical(first)
+    again = backup.read_lines(second)
+    assert sorted(json.dumps(r["properties"], sort_keys=True) for r in again if r["kind"] == "edge") == original_edges
+    metadata = [json.loads(r["properties"]["metadata"]) if isinstance(r["properties"].get("metadata"), str)
+                else r["properties"].get("metadata") for r in again if r["kind"] == "memory"
+                and r["properties"]["id"] in (ids["a"], ids["c"])]
+    assert metadata and all(m is not None for m in metadata)
+
+
+async def test_restore_without_reindex_says_a_reindex_is_needed(own_service, settings, tmp_path, capsys,
+                                                               monkeypatch) -> None:
+    from automem import cli
+    from automem.common import settings as settings_module
+
+    async with own_service.http() as http:
+        mid = await _store(http, "Carol Diaz rotates the TLS certificates.")
+    await eventually(lambda: _settled(own_service, [mid]), timeout=60)
+    out = tmp_path / "b.jsonl"
+    out.write_text("\n".join(await _backup_lines(own_service)) + "\n", encoding="utf-8")
+    suffix = uuid.uuid4().hex[:10]
+    env = {"AUTOMEM_DATA_DIR": str(tmp_path / "r"), "AUTOMEM_NATS_URL": settings.nats_url,
+           "FALKORDB_HOST": settings.falkordb_host, "FALKORDB_PORT": str(settings.falkordb_port),
+           "FALKORDB_GRAPH": f"r_{suffix}", "AUTOMEM_GRAPH_NAME": f"r_{suffix}",
+           "AUTOMEM_STREAM_NAME": f"R_{suffix.upper()}", "AUTOMEM_SUBJECT_PREFIX": f"r.{suffix}",
+           "AUTOMEM_EVENT_RETENTION_BYTES": "0"}
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    settings_module.get_settings.cache_clear()
+    try:
+        code = await asyncio.to_thread(cli.main, ["restore", str(out)])
+    finally:
+        settings_module.get_settings.cache_clear()
+    assert code == 0
+    err = capsys.readouterr().err
+    assert "reindex needed" in err and "1 memories" in err and "--reindex" in err
+    graph = GraphStore(settings.model_copy(update={"graph_name": f"r_{suffix}"}))
+    bus = Bus(settings.model_copy(update={"stream_name": f"R_{suffix.upper()}", "subject_prefix": f"r.{suffix}"}))
+    await bus.connect()
+    try:
+        # The restored events are history only: the enrichment consumer starts after them.
+        info = await bus.js.consumer_info(f"R_{suffix.upper()}", "enrich")
+        assert info.num_pending == 0
+    finally:
+        await bus.close()
+        await graph.close()
