@@ -179,7 +179,15 @@ def create_app(settings: Settings, client: AutomemClient) -> FastAPI:
         return error_response(500, f"internal error: {type(exc).__name__}")
 
     from automem.common.telemetry import instrument_fastapi
-    from automem.gateway import mcp_server, metrics, routes_memory, routes_ops, routes_recall, routes_v1
+    from automem.gateway import (
+        mcp_server,
+        metrics,
+        routes_memory,
+        routes_ops,
+        routes_recall,
+        routes_stream,
+        routes_v1,
+    )
 
     app.add_middleware(StreamedBodyLimit, limit=settings.max_body_bytes)
     metrics.install(app)  # outermost of our middlewares: times 413s too
@@ -187,6 +195,7 @@ def create_app(settings: Settings, client: AutomemClient) -> FastAPI:
     app.include_router(routes_recall.router)  # before routes_memory: /memory/by-tag must win over /memory/{id}
     app.include_router(routes_memory.router)
     app.include_router(routes_ops.router)
+    app.include_router(routes_stream.router)  # /stream, /stream/status (server-sent events)
     app.include_router(routes_v1.router)  # review queue, tombstones, history, backup
     mcp_server.mount(app, settings, client)  # streamable HTTP at /mcp; wraps the app's lifespan
     return app
