@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -110,7 +111,7 @@ def stream_message(item: event_stream_pb2.StreamMemoryEventsResponse) -> ServerS
     which = item.WhichOneof("item")
     if which == "trimmed":
         t = item.trimmed
-        return ServerSentEvent({"type": "stream.trimmed", "timestamp": _now(), "data": {
+        return _sse({"type": "stream.trimmed", "timestamp": _now(), "data": {
             "requested_after": t.requested_after_sequence, "first_retained_id": t.first_retained_sequence,
             "retained_since": iso(t, "retained_since_time"),
             "message": "events after the requested id are no longer held (event retention); "
@@ -123,7 +124,12 @@ def stream_message(item: event_stream_pb2.StreamMemoryEventsResponse) -> ServerS
         event = item.memory_event
         body = {"type": EVENT_NAMES.get(event.type, "memory.event"), "timestamp": iso(event, "event_time"),
                 "event_id": event.event_id, "data": memory_event_data(event)}
-    return ServerSentEvent(body, id=str(item.sequence))
+    return _sse(body, id=str(item.sequence))
+
+
+def _sse(body: dict[str, Any], id: str | None = None) -> ServerSentEvent:
+    # One ``data:`` line of JSON, as AutoMem writes it (json.dumps of the envelope).
+    return ServerSentEvent(json.dumps(body), id=id)
 
 
 def _now() -> str:
@@ -131,7 +137,7 @@ def _now() -> str:
 
 
 def _final(kind: str, last_id: int, message: str) -> ServerSentEvent:
-    return ServerSentEvent({"type": kind, "timestamp": _now(), "data": {
+    return _sse({"type": kind, "timestamp": _now(), "data": {
         "last_event_id": last_id or None, "message": message}})
 
 
