@@ -366,16 +366,20 @@ class ReviewServicer(review_service_pb2_grpc.ReviewServiceServicer):
                 f"after_sequence: {after} is not an event id of this stream (the newest is {retention.last_seq})",
                 field="after_sequence")
         start = after + 1 if after else retention.last_seq + 1
+        notice = None
         if after and start < retention.first_seq:
             notice = event_stream_pb2.StreamEventsTrimmed(requested_after_sequence=after,
                                                           first_retained_sequence=retention.first_seq)
             if retention.first_time is not None:
                 notice.retained_since_time.CopyFrom(ts(retention.first_time))
-            yield event_stream_pb2.StreamMemoryEventsResponse(sequence=after, trimmed=notice)
             start = retention.first_seq
         tail = await bus.tail(start)
-        await context.send_initial_metadata(())  # accepted: the gateway answers 200 from here
         try:
+            # Accepted: the headers go out now, so the gateway answers 200 from here.
+            if notice is not None:
+                yield event_stream_pb2.StreamMemoryEventsResponse(sequence=after, trimmed=notice)
+            else:
+                await context.send_initial_metadata(())
             while True:
                 for seq, subject, data in await tail.fetch(STREAM_BATCH, STREAM_WAIT_SECONDS):
                     item = _stream_item(bus.subjects.is_activity(subject), seq, data, scope, everything)
