@@ -166,7 +166,7 @@ async def stream(request: Request, call: CallerDep,
     rpc = call.stream(call.client.review.StreamMemoryEvents,
                       event_stream_pb2.StreamMemoryEventsRequest(after_sequence=after), timeout=None)
     await _started(rpc)
-    state = request.app.state.__dict__.setdefault("stream_subscribers", {"count": 0})
+    state = request.app.state.__dict__.setdefault("stream_subscribers", {"count": 0, "slow_disconnects": 0})
     bound = settings.stream_buffer_events
 
     async def messages():
@@ -178,6 +178,7 @@ async def stream(request: Request, call: CallerDep,
                 async for item in rpc:
                     if queue.qsize() >= bound:
                         outcome["overflow"] = True
+                        state["slow_disconnects"] += 1
                         break
                     queue.put_nowait(item)
             except grpc.aio.AioRpcError as exc:
@@ -228,12 +229,12 @@ async def _started(rpc: Any) -> None:
 @router.get("/stream/status", tags=["stream"])
 async def stream_status(request: Request) -> Any:
     """AutoMem's ``{"subscribers": n}`` (clients of ``/stream`` on this gateway process),
-    plus where the events come from (``source``: ``jetstream``, durable and resumable), the
+    plus ``slow_disconnects`` (clients cut off with ``stream.overflow`` since the start), where the events come from (``source``: ``jetstream``, durable and resumable), the
     keep-alive interval (seconds), the per-client buffer (events) and whether recalls are
     published (``recall_events``). Authenticated like ``/stream``."""
     if (refused := await auth_error(request)) is not None:
         return refused
     settings = request.app.state.settings
-    return {"subscribers": request.app.state.__dict__.get("stream_subscribers", {"count": 0})["count"],
-            "source": "jetstream", "resumable": True, "keepalive_seconds": settings.stream_keepalive_seconds,
+    state = request.app.state.__dict__.get("stream_subscribers", {"count": 0, "slow_disconnects": 0})
+    return {"subscribers": state["count"], "slow_disconnects": state["slow_disconnects"], "source": "jetstream", "resumable": True, "keepalive_seconds": settings.stream_keepalive_seconds,
             "buffer_events": settings.stream_buffer_events, "recall_events": settings.stream_recall_events}

@@ -24,6 +24,8 @@ from automem.common.bus import Bus
 from automem.v1 import event_stream_pb2, events_pb2
 from tests.conftest import ScopedService, eventually, fresh_scope, start_service
 
+#: Every target but enrich (no enrichment events).
+NO_ENRICH = ["ingest", "recall", "consolidate", "gateway"]
 #: Guard against a hang (the stream never ends by itself); no assert depends on it.
 READ_GUARD = 60.0
 
@@ -193,29 +195,32 @@ def _open_raw_stream(port: int, scope: str) -> socket.socket:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 2048)
     sock.connect(("127.0.0.1", port))
-    sock.sendall(f"GET /stream HTTP/1.1\r\nHost: x\r\nX-Automem-Scope: {scope}\r\nAccept: text/event-stream\r\n\r\n"
+    sock.sendall(f"GET /stream HTTP/1.1\r\nHost: x\r\nX-Automem-Scope: {scope}\r\nAccept: text/event-stream\r\nConnection: close\r\n\r\n"
                  .encode())
     return sock
 
 
-async def test_a_slow_client_gets_a_final_overflow_event_and_resumes_without_loss(service: ScopedService,
-                                                                                   settings) -> None:
-    gateway = await start_service(settings.model_copy(update={"grpc_target": service.grpc,
-                                                              "stream_buffer_events": 5}), ["gateway"])
-    port = int(gateway.url.rsplit(":", 1)[1])
-    sock = await asyncio.to_thread(_open_raw_stream, port, service.scope)
-    tags = [f"{c}" * 200 for c in "abcde"]
+async def test_a_slow_client_gets_a_final_overflow_event_and_resumes_without_loss(settings) -> None:
+    # A service of its own without enrichment (only the stores' events), a buffer of 1 event.
+    running = await start_service(settings.model_copy(update={"stream_buffer_events": 1}), NO_ENRICH)
+    port = int(running.url.rsplit(":", 1)[1])
+    sock = await asyncio.to_thread(_open_raw_stream, port, running.scope)
+    # ~1.6 KB per event: the kernel's socket buffers (loopback autotuning: up to 4 MiB) and the
+    # server's transport buffer fill after a few MiB, then the gateway's 1 waiting event.
+    tags = [c * 250 for c in "abcde"]
     stored: list[str] = []
     try:
-        async with httpx.AsyncClient(base_url=gateway.url, headers={"X-Automem-Scope": service.scope},
-                                     timeout=60) as http:
+        async with running.http() as http:
             await eventually(lambda: _subscribers(http))
-            for _ in range(6):
+            for _ in range(8):
                 r = await http.post("/memory/batch", json={"memories": [
-                    {"content": f"slow client memory {len(stored) + i}", "tags": tags} for i in range(100)]})
+                    {"content": f"slow client memory {len(stored) + i}", "tags": tags} for i in range(500)]})
                 assert r.status_code == 201, r.text
                 stored += r.json()["memory_ids"]
-            # The gateway ends the response after the final event; the socket then reads to EOF.
+            # The gateway, which shares this process's event loop with ingest, catches up with
+            # the stream and finds the client too slow; its last event waits in the socket.
+            await eventually(lambda: _slow_disconnects(http), timeout=READ_GUARD)
+            # The gateway ends the response after the final event (Connection: close: then EOF).
             raw = await asyncio.wait_for(asyncio.to_thread(_read_all, sock), READ_GUARD)
             body = raw.split(b"\r\n\r\n", 1)[1].decode(errors="replace")
             events = _parse_chunked_sse(body)
@@ -230,7 +235,11 @@ async def test_a_slow_client_gets_a_final_overflow_event_and_resumes_without_los
             assert delivered + resumed == stored
     finally:
         sock.close()
-        await gateway.runner.stop()
+        await running.runner.stop()
+
+
+async def _slow_disconnects(http: httpx.AsyncClient) -> bool:
+    return (await http.get("/stream/status")).json()["slow_disconnects"] == 1
 
 
 async def _subscribers(http: httpx.AsyncClient) -> bool:
