@@ -132,6 +132,10 @@ async def _start_recall(rt: Runtime) -> None:
 
     rt.recall = RecallServicer(rt.settings, rt.graph, rt.vectors, rt.embedder)
     rt.recall.server_restarts = rt.server_restarts
+    if rt.settings.stream_recall_events:  # memory.recall events for /stream, when this process has the bus
+        from automem.recall.activity import publish_recalls
+
+        publish_recalls(rt.recall, lambda: rt.bus)
     rt.grpc_server.add(recall_service_pb2_grpc.add_RecallServiceServicer_to_server, rt.recall,
                        recall_service_pb2.DESCRIPTOR.services_by_name["RecallService"].full_name)
 
