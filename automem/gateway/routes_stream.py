@@ -153,7 +153,10 @@ def _last_event_id(header: str | None, query: str | None) -> int:
 _END = object()
 
 
-@router.get("/stream", tags=["stream"])
+# Not in the OpenAPI schema: an endless text/event-stream answer is no JSON operation (and a
+# schema-driven client or fuzzer would wait on it forever); this docstring and
+# docs/automem-compat.md describe it.
+@router.get("/stream", tags=["stream"], include_in_schema=False)
 async def stream(request: Request, call: CallerDep,
                  last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
                  last_event_id_query: Annotated[str | None, Query(alias="last_event_id")] = None) -> EventSourceResponse:

@@ -93,6 +93,7 @@ async def test_another_scopes_events_never_appear(shared_service) -> None:
         reader = Reader(source)
         foreign = await _store(other_http, "a secret of the other scope")
         await other_http.post("/memory", json={"content": "another secret of the other scope"})
+        assert (await other_http.get("/recall", params={"query": "secret"})).status_code == 200
         marker = await _store(http, "my own memory")
         got = await reader.until(_is("memory.store", marker))
     assert all(b["data"]["scope"] == mine.scope for _, b in got)
@@ -292,3 +293,23 @@ async def test_grpc_stream_memory_events_carries_the_scopes_events(service: Scop
     assert item.sequence > 0
     assert item.memory_event.type == events_pb2.EVENT_TYPE_MEMORY_CREATED
     assert item.memory_event.scope == service.scope
+
+
+async def test_recalls_and_consolidation_runs_arrive_with_automems_fields(service: ScopedService) -> None:
+    async with service.http() as http, aconnect_sse(http, "GET", "/stream") as source:
+        reader = Reader(source)
+        await _store(http, "the recall target", tags=["alpha"])
+        r = await http.get("/recall", params={"query": "the recall target", "limit": 7, "tags": "alpha"})
+        assert r.status_code == 200, r.text
+        recall = (await reader.until(lambda _i, b: b["type"] == "memory.recall"))[-1]
+        r = await http.post("/consolidate", json={"mode": "decay", "dry_run": True})
+        assert r.status_code == 200, r.text
+        run = (await reader.until(lambda _i, b: b["type"] == "consolidation.run"))[-1]
+    rid, body = recall
+    assert rid is not None
+    data = body["data"]
+    assert data["query"] == "the recall target" and data["limit"] == 7 and data["tags"] == ["alpha"]
+    assert data["result_count"] >= 0 and data["elapsed_ms"] >= 0 and data["scope"] == service.scope
+    data = run[1]["data"]
+    assert data["task_type"] == "decay" and data["success"] is True and data["steps"] == ["decay"]
+    assert {"affected_count", "elapsed_ms", "next_scheduled"} <= set(data) and data["scope"] == service.scope
