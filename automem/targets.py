@@ -219,7 +219,8 @@ async def _start_gateway(rt: Runtime) -> Stop:
         client = running["client"] = AutomemClient(addrs["ingest"], addrs["recall"], addrs["enrich"],
                                                    addrs["consolidate"], interceptors=grpc_client_interceptors(),
                                                    call_timeout=rt.settings.call_deadline_seconds)
-        config = uvicorn.Config(create_app(rt.settings, client), host=rt.settings.host, port=rt.settings.port,
+        app = running["app"] = create_app(rt.settings, client)
+        config = uvicorn.Config(app, host=rt.settings.host, port=rt.settings.port,
                                 log_config=None, lifespan="on", access_log=False)
         server = running["server"] = uvicorn.Server(config)
         server.install_signal_handlers = lambda: None  # the runner's owner handles signals
@@ -239,6 +240,9 @@ async def _start_gateway(rt: Runtime) -> Stop:
     async def stop() -> None:
         server, task, client = running.get("server"), running.get("task"), running.get("client")
         if server is not None:
+            from automem.gateway.routes_stream import close_streams
+
+            close_streams(running["app"])  # open /stream responses would hold the shutdown
             server.should_exit = True
             await asyncio.wait([task], timeout=5)
         if client is not None:

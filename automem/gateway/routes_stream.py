@@ -14,8 +14,9 @@ event log, read through ReviewService.StreamMemoryEvents (automem/ingest/review.
 * keep-alive comments every ``AUTOMEM_STREAM_KEEPALIVE_SECONDS`` (default 30);
 * a client more than ``AUTOMEM_STREAM_BUFFER_EVENTS`` events behind gets a final
   ``stream.overflow`` event (naming the last id it was sent) and is disconnected; a stream
-  the service ends with an error gets a final ``stream.error`` event. Either way it resumes
-  with ``Last-Event-ID`` and loses nothing.
+  the service ends with an error gets a final ``stream.error`` event, and one the stopping
+  gateway ends a final ``stream.shutdown`` event. Either way it resumes with
+  ``Last-Event-ID`` and loses nothing.
 
 The messages are written by sse-starlette's ``EventSourceResponse``.
 """
@@ -151,6 +152,7 @@ def _last_event_id(header: str | None, query: str | None) -> int:
 
 
 _END = object()
+_SHUTDOWN = object()
 
 
 # Not in the OpenAPI schema: an endless text/event-stream answer is no JSON operation (and a
@@ -171,6 +173,7 @@ async def stream(request: Request, call: CallerDep,
     await _started(rpc)
     state = request.app.state.__dict__.setdefault("stream_subscribers", {"count": 0, "slow_disconnects": 0})
     bound = settings.stream_buffer_events
+    queues: set[asyncio.Queue] = request.app.state.__dict__.setdefault("stream_queues", set())
 
     async def messages():
         queue: asyncio.Queue = asyncio.Queue()
@@ -192,10 +195,15 @@ async def stream(request: Request, call: CallerDep,
                 queue.put_nowait(_END)
 
         state["count"] += 1
+        queues.add(queue)
         task = asyncio.create_task(pump(), name="stream-pump")
         last = after
         try:
             while (item := await queue.get()) is not _END:
+                if item is _SHUTDOWN:
+                    yield _final("stream.shutdown", last, "the gateway is stopping; reconnect with Last-Event-ID "
+                                                          "to resume")
+                    return
                 if item.WhichOneof("item") != "trimmed":
                     last = item.sequence
                 yield stream_message(item)
@@ -206,6 +214,7 @@ async def stream(request: Request, call: CallerDep,
                 yield _final("stream.error", last, f"{outcome['error']}; reconnect with Last-Event-ID to resume")
         finally:
             state["count"] -= 1
+            queues.discard(queue)
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
@@ -214,6 +223,15 @@ async def stream(request: Request, call: CallerDep,
         messages(), ping=settings.stream_keepalive_seconds,
         ping_message_factory=lambda: ServerSentEvent(comment="keepalive"),
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+def close_streams(app: Any) -> None:
+    """End every open ``/stream`` response of ``app`` with a final ``stream.shutdown`` event
+    (the gateway is stopping: uvicorn waits for open responses, and an event stream never
+    ends by itself). Its clients reconnect with ``Last-Event-ID``. Called by the gateway
+    target's stop (automem/targets.py)."""
+    for queue in app.state.__dict__.get("stream_queues", ()):
+        queue.put_nowait(_SHUTDOWN)
 
 
 async def _started(rpc: Any) -> None:

@@ -122,9 +122,18 @@ async def test_resume_through_a_restarted_gateway_loses_nothing(service: ScopedS
     try:
         async with httpx.AsyncClient(base_url=gateway.url, headers=headers, timeout=30) as http, \
                 aconnect_sse(http, "GET", "/stream") as source:
+            reader = Reader(source)
             first = await _store(http, "through the first gateway")
-            (seen, _), = [m for m in await Reader(source).until(_is("memory.store", first))
+            (seen, _), = [m for m in await reader.until(_is("memory.store", first))
                           if m[1]["data"].get("id") == first]
+            # Stopped with the client connected: its stream ends with a final event (and does
+            # not hold the stop).
+            await gateway.runner.stop()
+            rest = await reader.until(lambda _i, b: b["type"] == "stream.shutdown")
+            seen = max([seen] + [i for i, _ in rest if i is not None])  # e.g. its enrichment.complete
+            assert rest[-1][1]["data"]["last_event_id"] == seen
+            with pytest.raises(StopAsyncIteration):
+                await reader.next()
     finally:
         await gateway.runner.stop()
     # Written while no gateway runs (straight to the gRPC service).
