@@ -4,8 +4,8 @@ automem/recall/activity.py): recall latency over REST with the setting on and of
 Starts ``automem up`` (bench/latency.py ``Service``) on a fresh data dir per run, stores
 ``--memories`` synthetic memories through ``POST /memory/batch``, waits for enrichment, then
 sends ``--recalls`` sequential ``GET /recall`` (a query and a tag filter, ``limit=10``) after
-20 warm-up recalls. Runs alternate on/off ``--rounds`` times so drift on a shared machine
-hits both. Prints p50/p95/p99 in ms per run and the median of each setting.
+20 warm-up recalls. Runs alternate on/off ``--rounds`` times (on first in even rounds, off
+first in odd ones) so drift on a shared machine hits both. Prints p50/p95/p99 in ms per run and the median of each setting.
 
 Usage::
 
@@ -67,8 +67,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
     results: dict[bool, list[dict[str, float]]] = {True: [], False: []}
-    for _ in range(args.rounds):
-        for on in (True, False):
+    for k in range(args.rounds):
+        for on in ((True, False) if k % 2 == 0 else (False, True)):
             row = run(on, args)
             results[on].append(row)
             print(f"recall events {'on ' if on else 'off'}: p50 {row['p50']:.2f} ms  p95 {row['p95']:.2f} ms  "
