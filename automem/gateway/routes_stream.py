@@ -120,12 +120,24 @@ def stream_message(item: event_stream_pb2.StreamMemoryEventsResponse) -> ServerS
     if which == "activity_event":
         act = item.activity_event
         body = {"type": act.kind, "timestamp": iso(act, "event_time"), "event_id": act.event_id,
-                "data": {**json_format.MessageToDict(act.data), "scope": act.scope, "actor": act.actor}}
+                "data": {**_whole(json_format.MessageToDict(act.data)), "scope": act.scope, "actor": act.actor}}
     else:
         event = item.memory_event
         body = {"type": EVENT_NAMES.get(event.type, "memory.event"), "timestamp": iso(event, "event_time"),
                 "event_id": event.event_id, "data": memory_event_data(event)}
     return _sse(body, id=str(item.sequence))
+
+
+def _whole(value: Any) -> Any:
+    """``value`` with the integral numbers of a protobuf Struct (all doubles) as ints again:
+    AutoMem's counts, limits and milliseconds are JSON integers."""
+    if isinstance(value, dict):
+        return {k: _whole(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_whole(v) for v in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
 
 
 def _sse(body: dict[str, Any], id: str | None = None) -> ServerSentEvent:

@@ -321,6 +321,8 @@ async def test_recalls_and_consolidation_runs_arrive_with_automems_fields(servic
     data = body["data"]
     assert data["query"] == "the recall target" and data["limit"] == 7 and data["tags"] == ["alpha"]
     assert data["result_count"] >= 0 and data["elapsed_ms"] >= 0 and data["scope"] == service.scope
+    assert all(type(data[k]) is int for k in ("limit", "result_count", "elapsed_ms"))  # JSON integers, as AutoMem
     data = run[1]["data"]
     assert data["task_type"] == "decay" and data["success"] is True and data["steps"] == ["decay"]
     assert {"affected_count", "elapsed_ms", "next_scheduled"} <= set(data) and data["scope"] == service.scope
+    assert type(data["affected_count"]) is int and type(data["elapsed_ms"]) is int
