@@ -158,7 +158,7 @@ def _last_event_id(header: str | None, query: str | None) -> int:
     raw = (header if header is not None else query or "").strip()
     if not raw:
         return 0
-    if not raw.isdigit():
+    if not raw.isdigit() or len(raw) > 18:  # a stream sequence fits an int64
         raise GatewayError(400, f"Last-Event-ID: {raw[:40]!r} is not an id this stream sent (a stream sequence)")
     return int(raw)
 
