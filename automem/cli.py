@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import signal
 import sys
 from datetime import UTC, datetime
@@ -232,45 +233,79 @@ async def _recovery(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``automem`` command; returns the exit code."""
-    parser = argparse.ArgumentParser(prog="automem", description="Long-term memory service for AI agents")
+def _version() -> str:
+    """The installed distribution's version (pyproject.toml ``version``, the one place it is set)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("automem")
+    except PackageNotFoundError:  # running from a source tree that was never installed
+        return "unknown"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``automem`` argument parser. Every command takes ``--log-format json|text`` and
+    ``--log-level`` (overriding ``AUTOMEM_LOG_FORMAT`` / ``AUTOMEM_LOG_LEVEL``,
+    automem/common/logs.py), before or after the command name."""
+    from automem.common.logs import FORMATS
+
+    logging_options = argparse.ArgumentParser(add_help=False)
+    logging_options.add_argument("--log-format", choices=FORMATS, default=argparse.SUPPRESS,
+                                 help="log line format (default: AUTOMEM_LOG_FORMAT, else json)")
+    logging_options.add_argument("--log-level", choices=("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"),
+                                 type=str.upper, default=argparse.SUPPRESS,
+                                 help="log level (default: AUTOMEM_LOG_LEVEL, else INFO)")
+    parser = argparse.ArgumentParser(prog="automem", description="Long-term memory service for AI agents",
+                                     parents=[logging_options])
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("up", help="run everything with embedded NATS, FalkorDB and Qdrant")
-    serve = sub.add_parser("serve", help="run chosen targets against external servers")
+
+    def command(name: str, **kwargs) -> argparse.ArgumentParser:
+        return sub.add_parser(name, parents=[logging_options], **kwargs)
+
+    command("up", help="run everything with embedded NATS, FalkorDB and Qdrant")
+    serve = command("serve", help="run chosen targets against external servers")
     serve.add_argument("--target", default="all", help="comma-separated: all, gateway, ingest, recall, enrich, "
                                                         "consolidate")
     serve.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
-    keys = sub.add_parser("keys", help="manage API keys")
+    keys = command("keys", help="manage API keys")
     ksub = keys.add_subparsers(dest="keys_cmd", required=True)
-    create = ksub.add_parser("create")
+    create = ksub.add_parser("create", parents=[logging_options])
     create.add_argument("--role", required=True, choices=["reader", "writer", "admin"])
     create.add_argument("--scope", required=True, action="append", help="scope pattern, e.g. 'acme/*' (repeatable)")
     create.add_argument("--default-scope", default=None)
     create.add_argument("--name", default="")
-    ksub.add_parser("list")
-    revoke = ksub.add_parser("revoke")
+    ksub.add_parser("list", parents=[logging_options])
+    revoke = ksub.add_parser("revoke", parents=[logging_options])
     revoke.add_argument("key_id")
-    mcp = sub.add_parser("mcp", help="serve the MCP tools over stdio against a running service")
+    mcp = command("mcp", help="serve the MCP tools over stdio against a running service")
     mcp.add_argument("--grpc", default=None, help="gRPC address of the service (default: AUTOMEM_GRPC_TARGET, "
                                                   "else 127.0.0.1:50051)")
     mcp.add_argument("--api-key", default=None, help="API key (default: AUTOMEM_API_KEY)")
     mcp.add_argument("--scope", default="", help="scope to act on (default: the key's default scope)")
-    backup_cmd = sub.add_parser("backup", help="write a full export (nodes, edges, events) as JSON lines")
+    backup_cmd = command("backup", help="write a full export (nodes, edges, events) as JSON lines")
     backup_cmd.add_argument("--out", default="-", help="output file (default: stdout)")
     backup_cmd.add_argument("--no-events", action="store_true", help="leave the event stream (history) out")
-    restore_cmd = sub.add_parser("restore", help="restore a backup into an empty data dir")
+    restore_cmd = command("restore", help="restore a backup into an empty data dir")
     restore_cmd.add_argument("file")
     restore_cmd.add_argument("--force", action="store_true", help="restore even if the graph is not empty")
-    reindex_cmd = sub.add_parser("reindex", help="rebuild every vector point from the graph")
+    reindex_cmd = command("reindex", help="rebuild every vector point from the graph")
     reindex_cmd.add_argument("--provider", default="", help="re-embed with this embedding provider (minilm, "
                              "wordllama, openai) into a new collection and switch over when complete")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``automem`` command; returns the exit code."""
+    args = build_parser().parse_args(argv)
 
     settings = get_settings()
     from automem.common.logs import configure_logging
 
-    configure_logging(settings.log_level)
+    level, fmt = getattr(args, "log_level", settings.log_level), getattr(args, "log_format", settings.log_format)
+    configure_logging(level, fmt)
+    # Child processes (automem/children.py) read the settings from the environment: pass the options on.
+    os.environ["AUTOMEM_LOG_LEVEL"], os.environ["AUTOMEM_LOG_FORMAT"] = level, fmt
     if args.cmd == "up":
         return asyncio.run(_run(settings, ["all"], embedded=True))
     if args.cmd == "serve":

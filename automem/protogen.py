@@ -10,9 +10,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import grpc_tools
-from grpc_tools import protoc
-
 ROOT = Path(__file__).resolve().parents[1]
 PROTO_ROOT = ROOT / "protos"
 OUT_ROOT = ROOT
@@ -26,8 +23,13 @@ def proto_files() -> list[Path]:
 def generate(out_root: Path = OUT_ROOT) -> list[Path]:
     """Compile every proto into ``out_root``; returns the generated files.
 
-    Raises RuntimeError when protoc fails.
+    Raises RuntimeError when protoc fails, ModuleNotFoundError without grpcio-tools (a
+    development tool: requirements-dev.txt, the ``dev`` extra; the installed service never
+    needs it).
     """
+    import grpc_tools
+    from grpc_tools import protoc
+
     out_root.mkdir(parents=True, exist_ok=True)
     include = Path(grpc_tools.__file__).parent / "_proto"
     args = [

@@ -117,8 +117,7 @@ class Runner:
             server = rt.grpc_server
             if server is not None and len(server.service_names) > 1:
                 rt.grpc_port = await server.start()
-                for name in server.service_names[1:]:
-                    await server.set_serving(name, True)
+                await self._watch_readiness(rt)
                 log.info("gRPC server listening", extra={"port": rt.grpc_port})
             for hook in rt.after_start:
                 await hook(rt)
@@ -131,6 +130,36 @@ class Runner:
             await self.stop()
             raise
         return rt
+
+    @staticmethod
+    async def _watch_readiness(rt: Runtime) -> None:
+        """Mark ``liveness`` SERVING, set each service's status from its stores now and keep
+        doing so every ``health_check_interval_seconds`` (automem/common/readiness.py)."""
+        from automem.common.readiness import LIVENESS_SERVICE, ReadinessMonitor
+
+        server = rt.grpc_server
+        await server.set_status(LIVENESS_SERVICE, True)
+        checks = {}
+        if rt.graph is not None:
+            checks["graph"] = rt.graph.ping
+        if rt.bus is not None:
+            bus = rt.bus
+
+            async def bus_up() -> bool:
+                return bus.connected
+            checks["bus"] = bus_up
+        if rt.vectors is not None:
+            vectors = rt.vectors
+
+            async def vectors_up() -> bool:
+                await vectors.dimension()
+                return True
+            checks["vectors"] = vectors_up
+        monitor = rt.readiness = ReadinessMonitor(server.set_status, server.service_names[1:], checks,
+                                                  rt.settings.health_check_interval_seconds)
+        await monitor.check_once()
+        if rt.settings.health_check_interval_seconds > 0:
+            rt.tasks.append(asyncio.create_task(monitor.run(), name="readiness"))
 
     async def stop(self) -> None:
         """Stop: the gRPC server (NOT_SERVING, then ``shutdown_grace_seconds``), the targets

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from automem.common.grpc_server import GrpcServer
     from automem.common.keys import KeyStore
     from automem.common.outbox import EventPublisher
+    from automem.common.readiness import ReadinessMonitor
     from automem.consolidate.scheduler import Scheduler
     from automem.consolidate.servicer import ConsolidateServicer
     from automem.enrich.consumer import EnrichConsumer
@@ -65,6 +66,8 @@ class Runtime:
     enrich_task: asyncio.Task | None = None
     consolidate: ConsolidateServicer | None = None
     consolidate_scheduler: Scheduler | None = None
+    #: Sets each gRPC service's health status from its stores (automem/common/readiness.py).
+    readiness: ReadinessMonitor | None = None
     #: Restarts of the embedded servers by name (automem/common/embedded.py
     #: ``EmbeddedRuntime.restarts``, shared by reference; empty without embedded servers).
     server_restarts: dict[str, int] = field(default_factory=dict)

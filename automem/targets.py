@@ -143,8 +143,11 @@ async def _start_recall(rt: Runtime) -> None:
 async def _start_enrich(rt: Runtime) -> Stop:
     from automem.enrich.consumer import EnrichConsumer
     from automem.enrich.servicer import EnrichServicer
+    from automem.enrich.textkeys import migrate_text_keys
     from automem.v1 import enrich_service_pb2, enrich_service_pb2_grpc
 
+    # Keys written under an older text_key rule, before any enrichment writes (issue 12 item 5).
+    await migrate_text_keys(rt.graph, rt.vectors)
     consumer = EnrichConsumer(rt.settings, rt.bus, rt.graph, rt.vectors, rt.embedder)
     consumer.publisher = rt.publisher
     await consumer.start()
@@ -157,7 +160,7 @@ async def _start_enrich(rt: Runtime) -> Stop:
 
         sweep = PendingSweep(rt.settings, rt.bus, rt.graph, rt.publisher, consumer.sub)
         rt.tasks.append(asyncio.create_task(sweep.run(), name="pending-sweep"))
-    servicer = EnrichServicer(rt.settings, consumer, rt.publisher)
+    servicer = EnrichServicer(rt.settings, consumer, rt.publisher, task)
     rt.grpc_server.add(enrich_service_pb2_grpc.add_EnrichServiceServicer_to_server, servicer,
                        enrich_service_pb2.DESCRIPTOR.services_by_name["EnrichService"].full_name)
 
@@ -185,7 +188,8 @@ async def _start_consolidate(rt: Runtime) -> Stop | None:
         return None
     scheduler = rt.consolidate_scheduler = Scheduler(rt.settings, servicer)
     servicer.scheduler = scheduler
-    rt.tasks.append(asyncio.create_task(scheduler.run(), name="consolidate-scheduler"))
+    scheduler.task = asyncio.create_task(scheduler.run(), name="consolidate-scheduler")
+    rt.tasks.append(scheduler.task)
 
     async def stop() -> None:
         scheduler.stop()
@@ -218,7 +222,8 @@ async def _start_gateway(rt: Runtime) -> Stop:
         addrs = _service_addresses(rt)
         client = running["client"] = AutomemClient(addrs["ingest"], addrs["recall"], addrs["enrich"],
                                                    addrs["consolidate"], interceptors=grpc_client_interceptors(),
-                                                   call_timeout=rt.settings.call_deadline_seconds)
+                                                   call_timeout=rt.settings.call_deadline_seconds,
+                                                   lb_policy=rt.settings.grpc_lb_policy)
         app = running["app"] = create_app(rt.settings, client)
         config = uvicorn.Config(app, host=rt.settings.host, port=rt.settings.port,
                                 log_config=None, lifespan="on", access_log=False)

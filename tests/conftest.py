@@ -244,3 +244,19 @@ async def own_nats(settings: Settings, tmp_path: Path):
             await holder.service.runner.stop()
     finally:
         await holder.nats.stop()
+
+
+async def stop_processes(processes, timeout: float = 20.0) -> None:
+    """SIGTERM every ``asyncio.subprocess.Process`` still running, wait ``timeout`` seconds
+    each, then SIGKILL what is left."""
+    import asyncio
+
+    for process in processes:
+        if process.returncode is None:
+            process.terminate()
+    for process in processes:
+        try:
+            await asyncio.wait_for(process.wait(), timeout=timeout)
+        except TimeoutError:
+            process.kill()
+            await process.wait()

@@ -15,6 +15,7 @@ from typing import Any, Self
 
 import grpc
 from google.protobuf import field_mask_pb2
+from grpc_health.v1 import health_pb2_grpc
 
 from automem.common.enums import enum_value
 from automem.common.model import parse_time, ts
@@ -42,11 +43,15 @@ class AutomemClient:
             the OpenTelemetry ones).
         call_timeout: the deadline (seconds) callers give a call that names none (the
             gateway passes ``Settings.call_deadline_seconds``; None = no deadline).
+        lb_policy: ``round_robin`` (default) or ``pick_first``: with a target that resolves
+            to several addresses (``dns:///`` of a headless Service, ``ipv4:a:1,b:2``),
+            round_robin spreads the calls over all of them (``Settings.grpc_lb_policy``).
     """
 
     def __init__(self, ingest: str, recall: str | None = None, enrich: str | None = None,
                  consolidate: str | None = None, api_key: str = "", scope: str = "",
-                 interceptors: Sequence[Any] | None = None, call_timeout: float | None = None) -> None:
+                 interceptors: Sequence[Any] | None = None, call_timeout: float | None = None,
+                 lb_policy: str = "round_robin") -> None:
         self.call_timeout = call_timeout
         addrs = {"ingest": ingest, "recall": recall or ingest, "enrich": enrich or ingest,
                  "consolidate": consolidate or ingest}
@@ -56,13 +61,17 @@ class AutomemClient:
                 addr, options=[("grpc.max_receive_message_length", 64 * 1024 * 1024),
                                # A restarted service is reachable again within seconds, not minutes.
                                ("grpc.initial_reconnect_backoff_ms", 200),
-                               ("grpc.max_reconnect_backoff_ms", 2000)],
+                               ("grpc.max_reconnect_backoff_ms", 2000),
+                               # Spread calls over every address the target resolves to.
+                               ("grpc.lb_policy_name", lb_policy)],
                 interceptors=list(interceptors) if interceptors else None)
         self.ingest = ingest_service_pb2_grpc.IngestServiceStub(self._channels[addrs["ingest"]])
         self.review = review_service_pb2_grpc.ReviewServiceStub(self._channels[addrs["ingest"]])
         self.recall = recall_service_pb2_grpc.RecallServiceStub(self._channels[addrs["recall"]])
         self.enrich = enrich_service_pb2_grpc.EnrichServiceStub(self._channels[addrs["enrich"]])
         self.consolidate = consolidate_service_pb2_grpc.ConsolidateServiceStub(self._channels[addrs["consolidate"]])
+        #: grpc.health.v1 stubs on the channel of each service (ingest, recall, enrich, consolidate).
+        self.health = {name: health_pb2_grpc.HealthStub(self._channels[addr]) for name, addr in addrs.items()}
         self.api_key = api_key
         self.scope = scope
 

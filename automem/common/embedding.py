@@ -333,6 +333,27 @@ class OpenAICompatibleProvider:
 _OPENAI_DIMS = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3072, "text-embedding-ada-002": 1536}
 
 
+def configured_dimension(settings: Settings) -> int:
+    """The vector length the configured provider produces, without loading the model: what
+    a caller-supplied embedding must have. ``vector_size`` when set, else MiniLM 384,
+    WordLlama 256, an OpenAI-compatible model's known default; 0 (unknown: no check) for an
+    unknown provider or model, and when vectors are disabled (``QDRANT_URL=disabled``: a
+    caller's embedding is not used). Used by the ingest service (automem/ingest/logic.py),
+    which runs without the model."""
+    if not settings.vectors_enabled:
+        return 0
+    if settings.vector_size:
+        return int(settings.vector_size)
+    kind = (settings.embedding_provider or "minilm").strip().lower()
+    if kind == "minilm":
+        return MiniLMProvider.dimension
+    if kind == "wordllama":
+        return 256  # WordLlamaProvider's default (the only weights its wheel ships)
+    if kind == "openai":
+        return _OPENAI_DIMS.get(settings.embedding_model, 0)
+    return 0
+
+
 def make_provider(settings: Settings) -> EmbeddingProvider:
     """Build the provider named by ``settings.embedding_provider``.
 

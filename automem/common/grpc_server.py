@@ -9,7 +9,8 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import logging
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -17,6 +18,7 @@ from grpc_reflection.v1alpha import reflection
 
 from automem.common.auth import Principal, _current, header_scope, set_principal, tokens_equal
 from automem.common.errors import AutomemError, InvalidArgument, ResourceExhausted, Unauthenticated
+from automem.common.logs import access
 from automem.common.settings import Settings
 from automem.common.telemetry import grpc_server_interceptor
 
@@ -102,20 +104,55 @@ def _short(message: str, limit: int = 1000) -> str:
     return message if len(message) <= limit else message[:limit] + "…"
 
 
+def _status_name(context: grpc.aio.ServicerContext, exc: BaseException | None) -> str:
+    """The gRPC status code name a call ended with, for its access line."""
+    if isinstance(exc, AutomemError):
+        return exc.code.name
+    code = None
+    with contextlib.suppress(Exception):  # older grpcio: no code() on the server context
+        code = context.code()
+    if code is not None:
+        return code.name if isinstance(code, grpc.StatusCode) else str(code)
+    if exc is None:
+        return "OK"
+    return "CANCELLED" if isinstance(exc, BaseException) and not isinstance(exc, Exception) else "UNKNOWN"
+
+
+class _CallLog:
+    """What one call's access line needs: start time, principal and requested scope."""
+
+    __slots__ = ("method", "principal", "scope", "start")
+
+    def __init__(self, method: str) -> None:
+        self.method, self.start, self.principal, self.scope = method, time.perf_counter(), "", ""
+
+    def done(self, context: grpc.aio.ServicerContext, exc: BaseException | None) -> None:
+        access("grpc", self.method, "", _status_name(context, exc), time.perf_counter() - self.start,
+               self.principal or "unauthenticated", self.scope)
+
+
 class AutomemInterceptor(grpc.aio.ServerInterceptor):
     """Authenticates every call (except health/reflection), applies the per-key rate limit,
-    binds the principal, and maps AutomemError to its status code."""
+    binds the principal, maps AutomemError to its status code, and writes each call's access
+    line (automem/common/logs.py :func:`access`; health, reflection and the open status
+    reads are not logged: probes call them every few seconds)."""
 
     def __init__(self, authenticator: Authenticator) -> None:
         self.authenticator = authenticator
         self.limiter = RateLimiter(authenticator.settings.rate_limit)
+        self.access_log = authenticator.settings.access_log
 
-    async def _enter(self, context: grpc.aio.ServicerContext) -> tuple[contextvars.Token, contextvars.Token]:
+    async def _enter(self, context: grpc.aio.ServicerContext,
+                     call: _CallLog | None = None) -> tuple[contextvars.Token, contextvars.Token]:
         """Authenticate the call, count it against the key's rate limit and bind the
-        principal and requested scope. Raises AutomemError."""
+        principal and requested scope (noted on ``call``). Raises AutomemError."""
         metadata = {k.lower(): v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
+        if call is not None:
+            call.scope = metadata.get("x-automem-scope", "")[:200]
         principal = await self.authenticator.authenticate(
-            bearer_from_metadata(metadata), metadata.get("x-admin-token", ""))
+            bearer_from_metadata(metadata), metadata.get("x-admin-token", "") or metadata.get("x-admin-api-key", ""))
+        if call is not None:
+            call.principal = principal.name
         await self.limiter.check(principal)
         return set_principal(principal), header_scope.set(metadata.get("x-automem-scope", ""))
 
@@ -124,6 +161,28 @@ class AutomemInterceptor(grpc.aio.ServerInterceptor):
         with contextlib.suppress(ValueError):  # a stream closed from another context
             header_scope.reset(tokens[1])
             _current.reset(tokens[0])
+
+    @contextlib.asynccontextmanager
+    async def _bound(self, context: grpc.aio.ServicerContext, method: str) -> AsyncIterator[None]:
+        """Around one call: authenticate and bind (:meth:`_enter`), unbind after, turn an
+        AutomemError into its status (abort) and write the access line."""
+        call = _CallLog(method) if self.access_log else None
+        failure: BaseException | None = None
+        try:
+            tokens = await self._enter(context, call)
+            try:
+                yield
+            finally:
+                self._leave(tokens)
+        except AutomemError as exc:
+            failure = exc
+            await context.abort(exc.code, _short(exc.message))
+        except BaseException as exc:
+            failure = failure or exc
+            raise
+        finally:
+            if call is not None:
+                call.done(context, failure)
 
     async def intercept_service(self, continuation, handler_call_details):  # type: ignore[override]
         handler = await continuation(handler_call_details)
@@ -134,14 +193,8 @@ class AutomemInterceptor(grpc.aio.ServerInterceptor):
             inner = handler.unary_unary
 
             async def wrapped(request, context: grpc.aio.ServicerContext):
-                try:
-                    tokens = await self._enter(context)
-                    try:
-                        return await inner(request, context)
-                    finally:
-                        self._leave(tokens)
-                except AutomemError as exc:
-                    await context.abort(exc.code, _short(exc.message))
+                async with self._bound(context, method):
+                    return await inner(request, context)
 
             return grpc.unary_unary_rpc_method_handler(
                 wrapped, request_deserializer=handler.request_deserializer,
@@ -150,15 +203,9 @@ class AutomemInterceptor(grpc.aio.ServerInterceptor):
             inner_stream = handler.unary_stream
 
             async def wrapped_stream(request, context: grpc.aio.ServicerContext):
-                try:
-                    tokens = await self._enter(context)
-                    try:
-                        async for item in inner_stream(request, context):
-                            yield item
-                    finally:
-                        self._leave(tokens)
-                except AutomemError as exc:
-                    await context.abort(exc.code, _short(exc.message))
+                async with self._bound(context, method):
+                    async for item in inner_stream(request, context):
+                        yield item
 
             return grpc.unary_stream_rpc_method_handler(
                 wrapped_stream, request_deserializer=handler.request_deserializer,
@@ -186,13 +233,18 @@ class GrpcServer:
     """The process's one gRPC server with health and reflection.
 
     Args:
-        settings: uses ``grpc_port`` and ``host``.
+        settings: uses ``grpc_port``, ``host`` and ``grpc_max_connection_age_seconds``.
         authenticator: checks keys on every call.
     """
 
     def __init__(self, settings: Settings, authenticator: Authenticator) -> None:
         self.settings = settings
-        self.server = grpc.aio.server(interceptors=[grpc_server_interceptor(), AutomemInterceptor(authenticator)])
+        options = []
+        if settings.grpc_max_connection_age_seconds > 0:  # clients reconnect and re-resolve: load re-balances
+            options = [("grpc.max_connection_age_ms", int(settings.grpc_max_connection_age_seconds * 1000)),
+                       ("grpc.max_connection_age_grace_ms", 5000)]
+        self.server = grpc.aio.server(interceptors=[grpc_server_interceptor(), AutomemInterceptor(authenticator)],
+                                      options=options)
         self.health = health.aio.HealthServicer() if hasattr(health, "aio") else health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         self.service_names: list[str] = [health_pb2.DESCRIPTOR.services_by_name["Health"].full_name]
@@ -205,9 +257,13 @@ class GrpcServer:
 
     async def set_serving(self, full_name: str, serving: bool) -> None:
         """Set one service's health status (and the overall "" status)."""
+        await self.set_status(full_name, serving)
+        await self.set_status("", serving)
+
+    async def set_status(self, full_name: str, serving: bool) -> None:
+        """Set the health status of ``full_name`` alone ("" = the whole server; automem/common/readiness.py)."""
         status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
         await _maybe_await(self.health.set(full_name, status))
-        await _maybe_await(self.health.set("", status))
 
     async def start(self) -> int:
         """Enable reflection, bind ``host:grpc_port`` (0 = free port), start; returns the port."""

@@ -21,6 +21,7 @@ from typing import Any
 from google.protobuf import json_format, struct_pb2, timestamp_pb2
 
 from automem.common.errors import InvalidArgument
+from automem.common.text import text_key
 from automem.v1 import memory_pb2
 
 Memory = memory_pb2.Memory
@@ -38,6 +39,18 @@ TYPE_NAMES: dict[int, str] = {
     memory_pb2.MEMORY_TYPE_META_PATTERN: "MetaPattern",
 }
 _TYPE_BY_NAME = {name.lower(): value for value, name in TYPE_NAMES.items() if name != "MetaPattern"}
+
+#: AutoMem's legacy type names and the canonical type each is stored as (``TYPE_ALIASES`` in
+#: automem/config.py of verygoodplugins/automem; its lower-case canonical names are covered
+#: by :func:`parse_type`'s case-insensitive match). Keys are lower case.
+LEGACY_TYPE_ALIASES: dict[str, str] = {
+    "memory": "Context", "milestone": "Context", "analysis": "Insight", "observation": "Insight",
+    "document": "Context", "meeting_notes": "Context", "template": "Pattern", "project": "Context",
+    "issue": "Insight", "timeline": "Context", "organization": "Context", "person": "Context",
+    "interests": "Preference", "personality": "Preference", "emotional_patterns": "Preference",
+    "relationship_dynamics": "Preference", "personal_situation": "Context", "health_habits": "Habit",
+    "practical_info": "Context", "communication": "Preference", "legal_analysis": "Insight",
+}
 
 STATE_NAMES: dict[int, str] = {
     value: name.removeprefix("MEMORY_STATE_")
@@ -63,13 +76,18 @@ def type_name(value: int) -> str:
 
 
 def parse_type(raw: str, *, field: str = "type") -> int:
-    """MemoryType value of ``raw`` (canonical name or lower-case alias, any case).
+    """MemoryType value of ``raw``: a canonical name in any case ("decision" is Decision), a
+    proto enum name (``MEMORY_TYPE_DECISION``), or one of AutoMem's legacy names
+    (:data:`LEGACY_TYPE_ALIASES`, e.g. "analysis" is Insight), so a store, an update and a
+    type filter all map a type as AutoMem's ``normalize_memory_type`` (automem/config.py)
+    does. AutoMem matches its aliases case-sensitively; here any case matches.
 
     Raises InvalidArgument naming ``field`` for an unknown type.
     """
     key = raw.strip().lower()
     if key.startswith("memory_type_"):
         key = key.removeprefix("memory_type_")
+    key = LEGACY_TYPE_ALIASES.get(key, key).lower()
     if key not in _TYPE_BY_NAME:
         allowed = ", ".join(n for n in TYPE_NAMES.values() if n != "MetaPattern")
         raise InvalidArgument(f"{field}: unknown memory type {raw!r}; one of {allowed}", field=field)
@@ -231,7 +249,8 @@ _NODE_PROPERTIES: dict[str, Callable[[Memory], Any]] = {
     "summary": lambda m: m.summary,
     "type": lambda m: type_name(m.type),
     "tags": lambda m: list(m.tags),
-    "tags_lower": lambda m: sorted({t.lower() for t in m.tags}),
+    # Comparison keys (automem/common/text.py text_key); the property names predate the rule.
+    "tags_lower": lambda m: sorted({text_key(t) for t in m.tags}),
     "importance": lambda m: float(m.importance),
     "confidence": lambda m: float(m.confidence),
     "metadata": lambda m: json.dumps(metadata_dict(m), ensure_ascii=False, sort_keys=True),
@@ -243,7 +262,7 @@ _NODE_PROPERTIES: dict[str, Callable[[Memory], Any]] = {
         [{"name": e.name, "kind": e.kind, "tag": e.tag} for e in m.entities], ensure_ascii=False
     ),
     # Entity tags (enrichment-owned, apart from the user's tags; tag filters match both).
-    "entity_tags": lambda m: sorted({e.tag.lower() for e in m.entities if e.tag}),
+    "entity_tags": lambda m: sorted({text_key(e.tag) for e in m.entities if e.tag}),
     "embedding_status": lambda m: memory_pb2.EmbeddingStatus.Name(m.embedding_status),
     "enrichment_status": lambda m: memory_pb2.EnrichmentStatus.Name(m.enrichment_status),
     "relevance_score": lambda m: float(m.relevance_score),
@@ -258,7 +277,8 @@ def memory_to_node(memory: Memory) -> dict[str, Any]:
     """FalkorDB node properties of a memory: every field of the message, nothing else.
 
     Shape: scalars as themselves, times as float epoch seconds or None, ``tags`` as a list,
-    ``tags_lower`` for case-insensitive tag matching, ``metadata``/``entities`` as JSON text,
+    ``tags_lower`` / ``entity_tags`` the tags' comparison keys
+    (:func:`automem.common.text.text_key`: NFKC + case folding) for tag matching, ``metadata``/``entities`` as JSON text,
     enums by name; an open ``valid_to`` / ``retract_time`` is :data:`OPEN_END`.
     """
     return {name: build(memory) for name, build in _NODE_PROPERTIES.items()}

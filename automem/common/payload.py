@@ -11,16 +11,18 @@ from __future__ import annotations
 from typing import Any
 
 from automem.common.model import OPEN_END, Memory, epoch, state_name, type_name
+from automem.common.text import text_key
 
 #: Longest tag prefix indexed for ``tag_match=prefix``.
 MAX_PREFIX = 64
 
 
 def tag_prefixes(tags: list[str]) -> list[str]:
-    """Every prefix (1..64 chars) of every lower-cased tag, sorted, de-duplicated."""
+    """Every prefix (1..64 chars) of every tag's comparison key
+    (:func:`automem.common.text.text_key`), sorted, de-duplicated."""
     out: set[str] = set()
     for tag in tags:
-        low = tag.lower()
+        low = text_key(tag)
         out.update(low[:i] for i in range(1, min(len(low), MAX_PREFIX) + 1))
     return sorted(out)
 
@@ -28,7 +30,8 @@ def tag_prefixes(tags: list[str]) -> list[str]:
 def build_payload(memory: Memory) -> dict[str, Any]:
     """Vector payload of ``memory``.
 
-    Keys: memory_id, scope, tags, tags_lower and tag_prefixes (user tags plus entity tags), type, state, importance,
+    Keys: memory_id, scope, tags, tags_lower and tag_prefixes (comparison keys,
+    :func:`automem.common.text.text_key`, of the user tags plus entity tags), type, state, importance,
     confidence, valid_from / valid_to (epoch seconds; open end = 253402300799.0),
     event_time, update_time (epoch seconds), version, content_hash, embedding_model,
     content (informative only; never returned as the body).
@@ -43,7 +46,7 @@ def build_payload(memory: Memory) -> dict[str, Any]:
         "memory_id": memory.id,
         "scope": memory.scope,
         "tags": tags,
-        "tags_lower": sorted({t.lower() for t in tags + entity_tags}),
+        "tags_lower": sorted({text_key(t) for t in tags + entity_tags}),
         "tag_prefixes": tag_prefixes(tags + entity_tags),
         "type": type_name(memory.type),
         "state": state_name(memory.state),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -51,7 +52,24 @@ class Settings(BaseSettings):
     enrich_addr: str = Field("", validation_alias=_env("AUTOMEM_ENRICH_ADDR"))
     consolidate_addr: str = Field("", validation_alias=_env("AUTOMEM_CONSOLIDATE_ADDR"))
     log_level: str = Field("INFO", validation_alias=_env("AUTOMEM_LOG_LEVEL", "LOG_LEVEL"))
+    #: ``json`` (one object per line, for log collectors) or ``text`` (for a terminal);
+    #: ``automem --log-format`` overrides it (automem/common/logs.py).
+    log_format: Literal["json", "text"] = Field("json", validation_alias=_env("AUTOMEM_LOG_FORMAT", "LOG_FORMAT"))
+    #: One INFO line per REST request and gRPC call (``automem.access``); off = none.
+    access_log: bool = Field(True, validation_alias=_env("AUTOMEM_ACCESS_LOG"))
     shutdown_grace_seconds: float = Field(5.0, validation_alias=_env("AUTOMEM_SHUTDOWN_GRACE_SECONDS"))
+    #: gRPC load-balancing policy of the gateway's channels (``grpc.lb_policy_name``):
+    #: ``round_robin`` spreads calls over every address a target resolves to (a headless
+    #: Service's pods, or ``ipv4:a:1,b:2``); ``pick_first`` keeps one connection.
+    grpc_lb_policy: Literal["round_robin", "pick_first"] = Field(
+        "round_robin", validation_alias=_env("AUTOMEM_GRPC_LB_POLICY"))
+    #: Seconds after which the gRPC server asks a client to reconnect (``grpc.max_connection_age_ms``,
+    #: then 5 s grace), so clients behind a ClusterIP Service re-balance over time; 0 = never.
+    grpc_max_connection_age_seconds: float = Field(
+        0.0, ge=0, validation_alias=_env("AUTOMEM_GRPC_MAX_CONNECTION_AGE_SECONDS"))
+    #: Seconds between checks of the stores behind each gRPC service's readiness
+    #: (automem/common/readiness.py); 0 = check once at start only.
+    health_check_interval_seconds: float = Field(5.0, ge=0, validation_alias=_env("AUTOMEM_HEALTH_CHECK_INTERVAL_SECONDS"))
     #: Embedded servers (``automem up``): a start fails when the server made no progress (data
     #: loaded, output, CPU time) for this many seconds; a long load that moves is waited for.
     start_stall_seconds: float = Field(60.0, validation_alias=_env("AUTOMEM_START_STALL_SECONDS"))

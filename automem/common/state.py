@@ -117,6 +117,32 @@ def readable_head(memory: Memory, read: ReadAt) -> bool:
     return state_allowed(memory, read) and known(memory, read) and in_window(memory, read)
 
 
+def withheld_reason(memory: Memory, read: ReadAt) -> str:
+    """Why the state pass does not show ``memory`` itself under ``read`` (for AutoMem's
+    ``state_filter`` with ``state_debug``, automem/api/recall.py of verygoodplugins/automem):
+    ``deleted``, ``rejected``, ``unknown_at_known_at``, ``archived``, ``pending_review``,
+    ``meta_pattern``, ``superseded``, ``not_yet_valid`` or ``expired``, checked in that
+    order; ``duplicate`` when it is readable (another hit already showed it)."""
+    memory = as_known(memory, read)
+    if memory.state in _ALWAYS_WITHHELD:
+        return memory_pb2.MemoryState.Name(memory.state).removeprefix("MEMORY_STATE_").lower()
+    if not known(memory, read):
+        return "unknown_at_known_at"
+    if not state_allowed(memory, read):
+        if memory.state == memory_pb2.MEMORY_STATE_SUPERSEDED:
+            return "superseded"
+        return "meta_pattern" if memory.type == memory_pb2.MEMORY_TYPE_META_PATTERN else \
+            memory_pb2.MemoryState.Name(memory.state).removeprefix("MEMORY_STATE_").lower()
+    if memory.state == memory_pb2.MEMORY_STATE_SUPERSEDED or memory.superseded_by:
+        return "superseded"
+    start = epoch(memory, "valid_from") or epoch(memory, "create_time") or 0.0
+    if read.as_of < start:
+        return "not_yet_valid"
+    if not in_window(memory, read):
+        return "expired"
+    return "duplicate"
+
+
 async def successors(graph: GraphStore, ids: list[str], scope: str, read: ReadAt) -> dict[str, str]:
     """For each id, the memory its newest superseding edge (known at ``read.known_at``) points to."""
     return newest_successors(await graph.relations.outgoing(ids, SUPERSEDING_RELATIONS, scope), read)

@@ -4,7 +4,11 @@ sparse vectors and FalkorDB (RediSearch) full-text query sanitising.
 Pure functions, no I/O, no model: the same code runs when a memory is written (to build its
 sparse vector) and when a query is read, so both sides always normalise alike.
 
-* :func:`tokenize` — lower-cased runs of letters and digits, any script (apostrophes inside
+* :func:`text_key` — the one comparison key of text: Unicode NFKC, then full case folding
+  (``STRASSE``, ``straße`` and ``Straße`` all give ``strasse``; NFC and NFD spellings give
+  one key). Tags, tag filters, exclusions and the lexical arms compare these keys; stored
+  text is never changed.
+* :func:`tokenize` — case-folded runs of letters and digits, any script (apostrophes inside
   words are dropped:
   ``caroline's`` -> ``caroline``, ``don't`` -> ``dont``; the ``'s`` clitic is stripped first).
 * :data:`STOP_WORDS` — a short English function-word list (articles, pronouns, auxiliaries,
@@ -27,6 +31,7 @@ sparse vector) and when a query is read, so both sides always normalise alike.
 from __future__ import annotations
 
 import re
+import unicodedata
 import zlib
 from collections.abc import Iterable
 
@@ -44,6 +49,7 @@ __all__ = [
     "fulltext_query",
     "porter_stem",
     "term_index",
+    "text_key",
     "tokenize",
 ]
 
@@ -59,8 +65,32 @@ STOP_WORDS: frozenset[str] = frozenset(
 )
 
 
+#: Version of :func:`text_key`'s rule. Keys written under an older rule are rewritten at start
+#: by automem/enrich/textkeys.py (version 0: ``str.lower()`` without normalisation).
+TEXT_KEY_VERSION = 1
+
+
+def text_key(text: str) -> str:
+    """The comparison key of ``text``: ``NFKC(casefold(NFKC(text)))``.
+
+    Unicode's compatibility caseless match (The Unicode Standard, ch. 3.13, D146): two
+    strings are the same for a person when their keys are equal. NFC and NFD spellings of
+    ``café`` give one key; ``casefold`` (not ``lower``) folds ``ß`` to ``ss`` so ``STRASSE``
+    matches ``straße``; NFKC rather than NFC also folds compatibility forms people do not tell
+    apart when typing (full-width ``ＴＡＧ``, the ``ﬁ`` ligature, ``ｶ``), as entity names already
+    are (automem/enrich/entities.py); the price is that ``x²`` and ``x2`` share a key. The
+    outer NFKC re-composes what folding decomposed. Pure; ``str`` in, ``str`` out, never
+    raises. Used for tags (node ``tags_lower`` / ``entity_tags``, payload ``tags_lower`` /
+    ``tag_prefixes``), tag filters and exclusions, and the BM25 / full-text terms. Stored
+    content and tags keep their exact spelling.
+    """
+    if text.isascii():
+        return text.lower()
+    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold())
+
+
 def tokenize(text: str) -> list[str]:
-    """Lower-cased word tokens of ``text``: runs of Unicode letters/digits; ``_`` and
+    """Case-folded (:func:`text_key`) word tokens of ``text``: runs of Unicode letters/digits; ``_`` and
     punctuation separate tokens; an inner apostrophe is removed, a ``'s`` clitic dropped.
 
     ``"Caroline's 2 dogs don't bark!"`` -> ``["caroline", "2", "dogs", "dont", "bark"]``.
@@ -68,7 +98,7 @@ def tokenize(text: str) -> list[str]:
     """
     if not isinstance(text, str):
         text = "" if text is None else str(text)
-    s = _APOS.sub("'", text.lower())
+    s = _APOS.sub("'", text_key(text))
     s = _CLITIC_S.sub("", s)
     return [w.replace("'", "") for w in _WORD.findall(s)]
 
@@ -205,6 +235,12 @@ def fulltext_query(text: str, *, stop_words: frozenset[str] | None = STOP_WORDS,
     ``"status: done"`` -> ``"status|done"``; ``"the of and"`` -> ``""``;
     ``"`add_episode`"`` -> ``"add_episode"``; ``"a/b|c\\d"`` -> ``""``.
 
+    The terms are comparison keys (:func:`text_key`); the index itself holds the content as
+    stored, so a spelling the index does not fold (``straße`` for ``strasse``, an NFD
+    accent) is not found through it. Recall uses this index only to narrow a backlog of more
+    than ``UNEMBEDDED_SCAN_MAX`` memories awaiting their embedding (automem/recall/servicer.py);
+    once embedded, a memory's BM25 terms are keys.
+
     Note: FalkorDB's ``queryNodes`` score is not a relevance score (FalkorDB issue #1208; on
     LoCoMo its ranking reached recall@10 0.093 against 0.635 for our BM25), so use the
     full-text index to *find* memories (e.g. before their vectors exist), not to rank them.
@@ -212,8 +248,8 @@ def fulltext_query(text: str, *, stop_words: frozenset[str] | None = STOP_WORDS,
     if not isinstance(text, str):
         text = "" if text is None else str(text)
     seen: dict[str, None] = {}
-    for raw in _FT_WORD.findall(text):
-        t = raw.strip("_").lower()
+    for raw in _FT_WORD.findall(text_key(text)):
+        t = raw.strip("_")
         if len(t) < 2 or (stop_words is not None and t in stop_words):
             continue
         seen.setdefault(t, None)

@@ -46,6 +46,13 @@ class Scheduler:
         self.next: dict[str, float] = {}
         self._stop = asyncio.Event()
         self._owner = uuid.uuid4().hex
+        #: The task running :meth:`run` (set by automem/targets.py).
+        self.task: asyncio.Task | None = None
+
+    @property
+    def running(self) -> bool:
+        """True while the loop runs (a loop with no task at an interval above 0 ends at once)."""
+        return self.task is not None and not self.task.done()
 
     def next_run_times(self) -> dict[str, float]:
         """Epoch seconds of each task's next run."""

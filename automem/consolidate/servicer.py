@@ -147,7 +147,9 @@ class ConsolidateServicer(consolidate_service_pb2_grpc.ConsolidateServiceService
             runs.append(run)
         response = consolidate_service_pb2.GetConsolidationStatusResponse(
             runs=runs, next_page_token=str(offset + size) if len(rows) > size else "")
+        response.tick_seconds = self.settings.consolidation_tick_seconds
         if self.scheduler is not None:
+            response.scheduler_running = self.scheduler.running
             for task, when in self.scheduler.next_run_times().items():
                 response.next_run_time[task] = datetime.fromtimestamp(when, UTC).isoformat()
         return response

@@ -56,6 +56,8 @@ from automem.vectors import VectorStore
 log = logging.getLogger(__name__)
 
 DURABLE = "enrich"
+#: Actor of the events a re-embedding job publishes (automem/enrich/servicer.py), counted apart.
+REEMBED_ACTOR = "system:reembed"
 _GONE_STATES = (memory_pb2.MEMORY_STATE_DELETED, memory_pb2.MEMORY_STATE_REJECTED)
 
 
@@ -69,6 +71,17 @@ class EnrichCounters:
     failed: int = 0
     dead_lettered: int = 0
     pending: int = 0
+    #: Messages of the batch being processed now.
+    inflight: int = 0
+    #: Events acknowledged after a successful pass, and failed attempts (a retry or a park).
+    successes: int = 0
+    failures: int = 0
+    last_success_id: str = ""
+    last_success_at: float = 0.0
+    last_error: str = ""
+    last_error_at: float = 0.0
+    #: Events of re-embedding jobs (actor ``system:reembed``) processed.
+    reembedded: int = 0
 
 
 @dataclass
@@ -246,6 +259,7 @@ class EnrichConsumer:
         for span in list(spans.values())[1:]:
             span.add_link(first.get_span_context(), {"automem.link": "batch_shared_work"})
         self.counters.batches += 1
+        self.counters.inflight = len(msgs)
         keep_alive = asyncio.create_task(self._keep_alive(msgs))
         try:
             with trace.use_span(first, end_on_exit=False) if first is not None else nullcontext():
@@ -254,6 +268,7 @@ class EnrichConsumer:
             if models_done is not None:
                 models_done.set()
             keep_alive.cancel()
+            self.counters.inflight = 0
             for span in spans.values():
                 span.end()
 
@@ -318,9 +333,15 @@ class EnrichConsumer:
             for msg, _ in events:
                 await self._retry_or_park(msg, f"enrichment failed: {exc}")
             return
-        for msg, _ in events:
+        for msg, event in events:
             await msg.ack()
             self.counters.processed += 1
+            self.counters.successes += 1
+            if event.memory_id:
+                self.counters.last_success_id = event.memory_id
+            if event.actor == REEMBED_ACTOR:
+                self.counters.reembedded += 1
+        self.counters.last_success_at = time.time()
 
     async def _apply(self, todo: dict[str, tuple[Memory, events_pb2.MemoryEvent]], gone: set[str],
                      span_of: dict[str, Span] | None = None, looked: LookAhead | None = None,
@@ -333,6 +354,7 @@ class EnrichConsumer:
         per-memory events run inside ``span_of[memory_id]`` when given (its message's span).
         Texts ``looked`` (the look-ahead) already embedded or NER'd are not done again;
         ``models_done`` is set when embedding and NER are over."""
+        log.debug("enrichment batch", extra={"memories": len(todo), "gone": len(gone)})
         span_of = span_of or {}
         if self.vectors is None:
             await self._enrich_without_vectors(todo, span_of, looked)
@@ -354,7 +376,8 @@ class EnrichConsumer:
         for mid, (memory, event) in live.items():
             point = existing.get(mid)
             stale = point is None or point.payload.get("content_hash") != memory.content_hash or (
-                point.payload.get("embedding_model") not in (model, "caller"))
+                point.payload.get("embedding_model") not in (model, "caller")) or (
+                event.actor == REEMBED_ACTOR and point.payload.get("embedding_model") != "caller")
             if not stale:
                 continue
             if len(event.embedding) and memory.embedding_status != memory_pb2.EMBEDDING_STATUS_DONE:
@@ -486,6 +509,8 @@ class EnrichConsumer:
             log.warning("could not publish MEMORY_ENRICHED", extra={"events": len(events), "error": str(exc)})
 
     async def _retry_or_park(self, msg: Any, reason: str) -> None:
+        self.counters.failures += 1
+        self.counters.last_error, self.counters.last_error_at = reason, time.time()
         delivered = msg.metadata.num_delivered if msg.metadata else 1
         if delivered >= self.settings.max_deliver:
             await self._park(msg, reason)

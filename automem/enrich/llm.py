@@ -115,7 +115,9 @@ class LLM:
         self.client = openai.AsyncOpenAI(api_key=settings.openai_api_key or "not-needed",
                                          base_url=settings.openai_base_url or None,
                                          timeout=settings.llm_timeout_seconds, max_retries=0)
+        #: Attempts sent (retries included), replies that validated, and calls that fell back.
         self.calls = 0
+        self.successes = 0
         self.failures = 0
 
     async def _ask(self, system: str, user: str, model: type[BaseModel]) -> BaseModel | None:
@@ -133,7 +135,9 @@ class LLM:
                         model=self.model, temperature=0,
                         response_format={"type": "json_object"},
                         messages=[{"role": "system", "content": system}, {"role": "user", "content": user}])
-                    return parse_reply(reply.choices[0].message.content or "", model)
+                    parsed = parse_reply(reply.choices[0].message.content or "", model)
+                    self.successes += 1
+                    return parsed
         except Exception as exc:  # noqa: BLE001 - every failure falls back to local rules
             self.failures += 1
             log.warning("LLM call failed; using the local fallback: %s: %s", type(exc).__name__, exc)

@@ -1,35 +1,98 @@
-"""EnrichService: status of the enrichment consumer and re-queueing."""
+"""EnrichService: status of the enrichment consumer, re-queueing and re-embedding."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+
+from google.protobuf.timestamp_pb2 import Timestamp
+
 from automem.common.auth import require_role, resolve_scope
+from automem.common.errors import FailedPrecondition, InvalidArgument
 from automem.common.lifecycle import make_event
 from automem.common.outbox import EventPublisher
 from automem.common.settings import Settings
 from automem.common.timeouts import long_running
-from automem.enrich.consumer import EnrichConsumer
+from automem.enrich.consumer import REEMBED_ACTOR, EnrichConsumer
 from automem.v1 import enrich_service_pb2, enrich_service_pb2_grpc, events_pb2
+
+log = logging.getLogger(__name__)
+
+#: ``batch_size`` of a re-embedding job: default and cap (AutoMem's automem/api/admin.py
+#: ``/admin/reembed``: ``min(int(batch_size or 32), 100)``).
+REEMBED_DEFAULT_BATCH = 32
+REEMBED_MAX_BATCH = 100
+
+
+@dataclass
+class ReembedJob:
+    """The latest re-embedding job of this process; ``done`` is measured against the
+    consumer's ``reembedded`` counter at the job's start (``baseline``)."""
+
+    job_id: str
+    scope: str
+    force: bool
+    total: int
+    start_time: float
+    baseline: int
+    queued: int = 0
+
+
+def _timestamp(epoch: float) -> Timestamp | None:
+    if not epoch:
+        return None
+    out = Timestamp()
+    out.FromNanoseconds(int(epoch * 1e9))
+    return out
 
 
 class EnrichServicer(enrich_service_pb2_grpc.EnrichServiceServicer):
-    """gRPC EnrichService over the running consumer (and the outbox, for its backlog)."""
+    """gRPC EnrichService over the running consumer (and the outbox, for its backlog).
 
-    def __init__(self, settings: Settings, consumer: EnrichConsumer, publisher: EventPublisher | None = None) -> None:
+    ``task`` is the asyncio task running the consumer loop (automem/targets.py): its liveness
+    is the ``consumer_running`` of the status (AutoMem's ``thread_alive``)."""
+
+    def __init__(self, settings: Settings, consumer: EnrichConsumer, publisher: EventPublisher | None = None,
+                 task: asyncio.Task | None = None) -> None:
         self.settings = settings
         self.consumer = consumer
         self.publisher = publisher
+        self.task = task
+        self.reembed: ReembedJob | None = None
+        self._reembed_task: asyncio.Task | None = None
 
     async def GetEnrichmentStatus(self, request, context):
-        """Queue depth (undelivered + unacknowledged messages), counters and the outbox
-        backlog (no key needed: it feeds /health and /metrics)."""
+        """Queue depth (undelivered + unacknowledged messages), counters, the outbox backlog,
+        AutoMem's ``stats`` / ``classification`` / ``inflight`` / ``max_attempts`` and the
+        latest re-embedding job's progress (no key needed: it feeds /health and /metrics)."""
         c = self.consumer.counters
         provider = self.consumer.provider
-        return enrich_service_pb2.GetEnrichmentStatusResponse(
+        llm = self.consumer.enricher.llm
+        out = enrich_service_pb2.GetEnrichmentStatusResponse(
             queue_depth=await self.consumer.queue_depth(), pending=c.pending, processed=c.processed,
             failed=c.failed, dead_lettered=c.dead_lettered,
             embedding_model=provider.name if provider else "", vector_dimensions=provider.dimension if provider else 0,
             outbox_backlog=await self.publisher.backlog() if self.publisher is not None else 0,
+            inflight=c.inflight, consumer_running=self.task is not None and not self.task.done(),
+            max_attempts=self.settings.max_deliver,
+            stats=enrich_service_pb2.EnrichmentStats(
+                processed_total=c.successes + c.failures, successes=c.successes, failures=c.failures,
+                last_success_id=c.last_success_id, last_success_time=_timestamp(c.last_success_at),
+                last_error=c.last_error, last_error_time=_timestamp(c.last_error_at)),
+            classification=enrich_service_pb2.ClassificationStats(
+                llm_attempts=llm.calls if llm else 0, llm_successes=llm.successes if llm else 0,
+                fallbacks=llm.failures if llm else 0),
         )
+        job = self.reembed
+        if job is not None:
+            out.reembed.CopyFrom(enrich_service_pb2.ReembedProgress(
+                job_id=job.job_id, total=job.total, queued=job.queued,
+                done=min(c.reembedded - job.baseline, job.total), start_time=_timestamp(job.start_time),
+                force=job.force, scope=job.scope))
+        return out
 
     @long_running
     async def ReprocessMemories(self, request, context):
@@ -42,3 +105,49 @@ class EnrichServicer(enrich_service_pb2_grpc.EnrichServiceServicer):
                                content_changed=True, actor="system:reprocess")
             await self.consumer.bus.publish_event(event)
         return enrich_service_pb2.ReprocessMemoriesResponse(queued=len(found))
+
+    @long_running
+    async def ReembedMemories(self, request, context):
+        """Re-embed the scope's memories through the enrichment path (admin; AutoMem's
+        ``POST /admin/reembed``, automem/api/admin.py): selects the memories
+        (automem/graph/memories.py ``Memories.reembed_ids``: with ``force`` all, otherwise those
+        without a vector of the current model; newest first; at most ``limit``, 0 = all) and
+        publishes an update event with a content change for each (actor ``system:reembed``),
+        ``batch_size`` at a time, in the background; the consumer embeds them with the same
+        payload builder as any store (the consumer re-embeds a point of a re-embedding event
+        even when it is current; caller-supplied embeddings are never replaced). Returns at once with ``total`` and the job id; progress
+        is ``GetEnrichmentStatus.reembed``.
+
+        ``batch_size``: 0 = 32; above 100 it is capped at 100 (as AutoMem); negative is
+        INVALID_ARGUMENT, as is a negative ``limit``. FAILED_PRECONDITION while a previous
+        job is still publishing."""
+        require_role("admin")
+        scope = resolve_scope(request.scope)
+        if request.batch_size < 0:
+            raise InvalidArgument("batch_size: must be 1..100 (0 = 32)", field="batch_size")
+        if request.limit < 0:
+            raise InvalidArgument("limit: must be 0 (all) or more", field="limit")
+        if self._reembed_task is not None and not self._reembed_task.done():
+            raise FailedPrecondition("a re-embedding job is still queueing; see /enrichment/status")
+        batch = min(request.batch_size or REEMBED_DEFAULT_BATCH, REEMBED_MAX_BATCH)
+        model = self.consumer.provider.name if self.consumer.provider else ""
+        ids = await self.consumer.graph.memories.reembed_ids(scope, model, request.force, request.limit)
+        job = self.reembed = ReembedJob(job_id=uuid.uuid4().hex, scope=scope, force=request.force, total=len(ids),
+                                        start_time=time.time(), baseline=self.consumer.counters.reembedded)
+        self._reembed_task = asyncio.create_task(self._queue(job, ids, batch), name="reembed")
+        return enrich_service_pb2.ReembedMemoriesResponse(total=len(ids), batch_size=batch, job_id=job.job_id)
+
+    async def _queue(self, job: ReembedJob, ids: list[str], batch: int) -> None:
+        """Publish the job's events ``batch`` memories at a time (a memory deleted meanwhile is
+        skipped and counted as done by lowering the total)."""
+        try:
+            for start in range(0, len(ids), batch):
+                chunk = ids[start:start + batch]
+                found = await self.consumer.graph.memories.hydrate(chunk, job.scope)
+                job.total -= len(chunk) - len(found)
+                await asyncio.gather(*(self.consumer.bus.publish_event(make_event(
+                    events_pb2.EVENT_TYPE_MEMORY_UPDATED, before=m, after=m, content_changed=True,
+                    actor=REEMBED_ACTOR)) for m in found.values()))
+                job.queued += len(found)
+        except Exception:  # reported in the log; the status shows how far it got
+            log.exception("re-embedding job stopped", extra={"job_id": job.job_id, "queued": job.queued})

@@ -182,6 +182,7 @@ def create_app(settings: Settings, client: AutomemClient) -> FastAPI:
     from automem.gateway import (
         mcp_server,
         metrics,
+        routes_graph,
         routes_memory,
         routes_ops,
         routes_recall,
@@ -190,13 +191,14 @@ def create_app(settings: Settings, client: AutomemClient) -> FastAPI:
     )
 
     app.add_middleware(StreamedBodyLimit, limit=settings.max_body_bytes)
-    metrics.install(app)  # outermost of our middlewares: times 413s too
+    metrics.install(app, settings.access_log)  # outermost of our middlewares: times 413s too
     instrument_fastapi(app)
     app.include_router(routes_recall.router)  # before routes_memory: /memory/by-tag must win over /memory/{id}
     app.include_router(routes_memory.router)
     app.include_router(routes_ops.router)
     app.include_router(routes_stream.router)  # /stream, /stream/status (server-sent events)
     app.include_router(routes_v1.router)  # review queue, tombstones, history, backup
+    app.include_router(routes_graph.router)  # /graph/*, /entities, /entity/{slug}
     mcp_server.mount(app, settings, client)  # streamable HTTP at /mcp; wraps the app's lifespan
     return app
 

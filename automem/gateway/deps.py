@@ -41,7 +41,9 @@ def _checked(name: str, value: str) -> tuple[str, str]:
 
 def principal_metadata(request: Request, settings: Settings) -> list[tuple[str, str]]:
     """The caller's key (``Authorization`` or ``X-API-Key``; ``?api_key=`` only when
-    ``AUTOMEM_ALLOW_QUERY_TOKEN`` is set, else 401) and ``X-Admin-Token``, as gRPC metadata.
+    ``AUTOMEM_ALLOW_QUERY_TOKEN`` is set, else 401: a key in a URL ends up in logs) and the
+    admin token (``X-Admin-Token``, or ``X-Admin-Api-Key`` as AutoMem's
+    automem/api/auth_helpers.py also accepts), as gRPC metadata (``x-admin-token``).
     GatewayError 401 for a header no key can hold."""
     md: list[tuple[str, str]] = []
     auth = request.headers.get("authorization", "")
@@ -55,8 +57,9 @@ def principal_metadata(request: Request, settings: Settings) -> list[tuple[str, 
         md.append(_checked("authorization", auth))
     elif key:
         md.append(_checked("x-api-key", key))
-    if request.headers.get("x-admin-token"):
-        md.append(_checked("x-admin-token", request.headers["x-admin-token"]))
+    admin = request.headers.get("x-admin-token") or request.headers.get("x-admin-api-key")
+    if admin:
+        md.append(_checked("x-admin-token", admin))
     return md
 
 

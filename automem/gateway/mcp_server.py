@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import json
 import os
+import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
@@ -189,7 +190,8 @@ class MemoryItem(BaseModel):
 
 
 def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
-    """The MCP server with the six tools, calling the services through ``client``."""
+    """The MCP server with the six tools of mcp-automem and the graph and entity tools, calling
+    the services through ``client``."""
     server = MCPServer("automem", version="0.1.0", instructions=INSTRUCTIONS)
 
     def caller(ctx: Context | None) -> Caller:
@@ -272,16 +274,22 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
         query: Annotated[OptStr, Field(description="Ranked mode: what to look for (natural language).")] = None,
         queries: Annotated[OptList, Field(description="Several queries; results de-duplicated.")] = None,
         embedding: Annotated[list[float] | None, Field(description="Query embedding vector.")] = None,
-        limit: Annotated[Int32, Field(description="Max results (ranked default 5, max 100; listing max "
-                                                  "200).")] = 5,
+        limit: Annotated[Int32, Field(description="Max results (ranked default 5, listing 20); more than "
+                                                  "100 (ranked) or 200 (listing) is clamped.")] = 5,
         offset: Annotated[Int32, Field(description="Results to skip (paging).")] = 0,
         page_token: Annotated[OptStr, Field(description="Tag listing mode: next_page_token of the previous "
                                                         "page (cheaper than offset on large tags).")] = None,
         sort: Annotated[Literal["score", "time_desc", "time_asc", "updated_desc", "updated_asc"],
                         Field(description="Ranking order.")] = "score",
-        time_query: Annotated[OptStr, Field(description="e.g. 'last week', 'yesterday'.")] = None,
-        start: Annotated[OptStr, Field(description="ISO 8601 lower bound.")] = None,
-        end: Annotated[OptStr, Field(description="ISO 8601 upper bound.")] = None,
+        order_by: Annotated[Literal["score", "time_desc", "time_asc", "updated_desc", "updated_asc"] | None,
+                            Field(description="AutoMem's alias of sort (used when sort is score).")] = None,
+        time_query: Annotated[OptStr, Field(description="e.g. 'yesterday', 'last 7 days', 'March 2026', "
+                                                        "'between 2026-01-01 and 2026-02-01'.")] = None,
+        start: Annotated[OptStr, Field(description="ISO 8601 lower bound (a date = from its start).")] = None,
+        end: Annotated[OptStr, Field(description="ISO 8601 upper bound (a date = to its end).")] = None,
+        tz: Annotated[OptStr, Field(description="IANA time zone of time_query and date bounds (default "
+                                                "UTC).")] = None,
+        timezone: Annotated[OptStr, Field(description="Alias of tz.")] = None,
         tags: Annotated[OptList, Field(description="Tag filter (ranked) or the tags to list (exhaustive).")] = None,
         tag_mode: Annotated[Literal["any", "all"], Field(description="any (default) or all.")] = "any",
         tag_match: Annotated[Literal["prefix", "exact"] | None, Field(
@@ -311,6 +319,8 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
         newest first); or ranked hybrid search with the /recall parameters (current memories
         only by default; a superseded hit comes back as its replacement). Every memory shows
         its state and validity window."""
+        if order_by and sort == "score":
+            sort = order_by  # AutoMem reads order_by when sort is absent (automem/api/recall.py)
         with _tool_errors():
             read = usecases.read_options(as_of, known_at, state_mode, current_only)
             if memory_id:
@@ -328,7 +338,8 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
                     expand_entities=expand_entities, relation_limit=relation_limit, expansion_limit=expansion_limit,
                     expand_min_importance=expand_min_importance, expand_min_strength=expand_min_strength,
                     min_score=min_score, context=context or "", context_tags=context_tags or [],
-                    context_types=context_types or [], priority_ids=priority_ids or [], recency_bias=recency_bias)
+                    context_types=context_types or [], priority_ids=priority_ids or [], recency_bias=recency_bias,
+                    tz=tz or timezone or "")
         if memory_id:
             memory = presenters.got_memory_json(got)
             body = {"mode": "id_fetch", "count": 1, "results": [memory], "memory": memory}
@@ -339,7 +350,8 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
             items = [presenters.memory_json(m) for m in listed.memories]
             paging = presenters.by_tag_json(listed)
             body = {"mode": "enumeration", "count": len(items), "total": paging["total"],
-                    "has_more": paging["has_more"], "limit": limit, "offset": offset, "tags": tags,
+                    "has_more": paging["has_more"], "limit": listed.page_size, "requested_limit": limit,
+                    "offset": offset, "tags": tags,
                     "next_page_token": paging["next_page_token"], "results": items}
             more = f", more available: page_token {listed.next_page_token}" if listed.has_more else ""
             total = paging["total"]
@@ -349,10 +361,20 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
         items = [presenters.scored_flat_json(r) for r in found.results]
         mode = usecases.state_mode_word(read)
         body = {"mode": "ranked", "count": len(items), "results": items, "query": query or "",
-                "state_mode": mode, "sort": sort, "arms": list(found.arms),
-                "degraded": list(found.degraded), "time_window": presenters.time_window_json(found)}
+                "state_mode": mode, "sort": sort, "limit": found.limit, "requested_limit": limit, "offset": offset,
+                **presenters.search_paging_json(found),
+                **presenters.recall_details_json(
+                    found, state_mode=mode, queries=[q for q in [query or "", *(queries or [])] if q.strip()],
+                    exclude_tags=exclude_tags or [], min_score=min_score, expand_relations=expand_relations,
+                    expand_entities=expand_entities, relation_limit=relation_limit, expansion_limit=expansion_limit,
+                    state_debug=False, tags=tags or []),
+                "arms": list(found.arms),
+                "degraded": list(found.degraded), "time_window": presenters.time_window_json(found),
+                "time_window_warning": found.time_window_warning or None}
         header = f"Found {len(items)} memor{'y' if len(items) == 1 else 'ies'}" + (
-            f" for {query!r}" if query else "") + f" (state_mode {mode})"
+            f" for {query!r}" if query else "") + f" (state_mode {mode}" + (
+            f", more from offset {offset + limit}" if found.has_more else "") + ")" + (
+            f"; {found.time_window_warning}" if found.time_window_warning else "")
         return _result(_render(header, body, items, format), body)
 
     async def associate_memories(
@@ -451,15 +473,14 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
             raise ToolError("memory_id or tags: one is required")
         with _tool_errors():
             response = await usecases.delete_by_tag(caller(ctx), tags, dry_run=not confirm)
-        ids = list(response.memory_ids)
+        listed = presenters.deleted_by_tag_json(tags, not confirm, response)
+        lines = [f"- {m['id']} [{m['state']}, valid {_window(m)}] {m['content'][:80]}" for m in listed["memories"]]
         if not confirm:
-            body = {"dry_run": True, "tags": tags, "would_delete_count": len(ids), "memory_ids": ids,
-                    "message": f"Preview: {len(ids)} memories would be deleted; call again with confirm: true"}
-            text = body["message"] + (f"\nIds: {', '.join(ids)}" if ids else "")
-            return _result(text, body)
-        body = {"dry_run": False, "tags": tags, "deleted_count": response.deleted_count, "memory_ids": ids,
-                "message": f"Deleted {response.deleted_count} memories with tags {', '.join(tags)}"}
-        return _result(body["message"], body)
+            body = {**listed, "message": f"Preview: {listed['would_delete_count']} memories would be deleted "
+                                         f"(states {listed['states']}); call again with confirm: true"}
+            return _result("\n".join([body["message"], *lines]), body)
+        body = {**listed, "message": f"Deleted {response.deleted_count} memories with tags {', '.join(tags)}"}
+        return _result("\n".join([body["message"], *lines]), body)
 
     async def check_database_health() -> CallToolResult:
         """Status of the service and its stores (healthy | degraded), counts and enrichment queue."""
@@ -488,6 +509,111 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
         result.is_error = body["status"] == "error"
         return result
 
+    # --- graph and entities (REST: automem/gateway/routes_graph.py) -------------------------
+
+    async def graph_snapshot(
+        ctx: Context,
+        limit: Annotated[int | None, Field(description="Nodes, 1..5000 (default 500).")] = None,
+        min_importance: Annotated[float, Field(description="Only memories at least this important (0..1).")] = 0.0,
+        types: Annotated[OptList, Field(description="Only these memory types, e.g. ['Decision'].")] = None,
+        since: Annotated[OptStr, Field(description="ISO 8601: only memories from this time on.")] = None,
+    ) -> CallToolResult:
+        """The memory graph of the scope: the most important memories and the edges among them
+        (a superseded memory is a node marked superseded, with the id of what replaced it)."""
+        started = time.perf_counter()
+        with _tool_errors():
+            found = await usecases.graph_snapshot(caller(ctx), limit=limit, min_importance=min_importance,
+                                                  types=types or [], since=since, read=usecases.read_options())
+        body = presenters.snapshot_json(found, started)
+        lines = [f"{len(body['nodes'])} of {body['stats']['total_nodes']} memories, {len(body['edges'])} edges"]
+        lines += [f"- {n['id']} [{n['type'] or 'Memory'}, {n['style']}] {n['content'][:80]}" for n in body["nodes"]]
+        lines += [f"  {e['source']} -{e['type']}-> {e['target']}" for e in body["edges"]]
+        return _result("\n".join(lines), body)
+
+    async def graph_neighbors(
+        ctx: Context,
+        memory_id: Annotated[str, Field(description="The memory at the centre.")],
+        depth: Annotated[int, Field(description="Hops along relations, 1..3.")] = 1,
+        include_semantic: Annotated[bool, Field(description="Also the most similar memories by meaning.")] = True,
+        semantic_limit: Annotated[int, Field(description="Similar memories, 1..20.")] = 5,
+    ) -> CallToolResult:
+        """A memory's neighbours along relations (up to 3 hops) and its most similar memories."""
+        started = time.perf_counter()
+        with _tool_errors():
+            found = await usecases.graph_neighbors(caller(ctx), memory_id, depth=depth,
+                                                   include_semantic=include_semantic, semantic_limit=semantic_limit,
+                                                   read=usecases.read_options())
+        body = presenters.neighbors_json(found, started)
+        lines = [f"centre {memory_id}: {body['center']['content'][:80]}"]
+        lines += [f"- hop {n['depth']} {n['id']} [{n['style']}] {n['content'][:80]}" for n in body["graph_neighbors"]]
+        lines += [f"- similar {n['similarity']} {n['id']} {n['content'][:80]}" for n in body["semantic_neighbors"]]
+        return _result("\n".join(lines), body)
+
+    async def graph_stats(ctx: Context) -> CallToolResult:
+        """Counts of the scope's memory graph: by type, relation, state, importance and day."""
+        started = time.perf_counter()
+        with _tool_errors():
+            body = presenters.graph_stats_json(await usecases.graph_stats(caller(ctx)), started)
+        return _result(f"{body['totals']['nodes']} memories, {body['totals']['edges']} edges; by type "
+                       f"{body['by_type']}; by relation {body['by_relationship']}", body)
+
+    async def list_entities(
+        ctx: Context,
+        category: Annotated[OptStr, Field(description="Only this kind: person, org, place, tool, ...")] = None,
+        limit: Annotated[int | None, Field(description="1..500 (default 100).")] = None,
+        merge_candidates: Annotated[bool, Field(description="List pairs that may be duplicates instead.")] = False,
+    ) -> CallToolResult:
+        """The entities (people, places, tools...) the scope's memories mention, most mentioned
+        first; or (``merge_candidates``) pairs of entities that may name the same thing."""
+        with _tool_errors():
+            if merge_candidates:
+                found = await usecases.merge_candidates(caller(ctx), limit=limit)
+                items = [presenters.merge_candidate_json(c) for c in found.candidates]
+                text = "\n".join(f"- {c['alias']} -> {c['canonical']} ({c['confidence']:.2f}"
+                                 f"{', auto' if c['auto_merge'] else ''})" for c in items)
+                return _result(text or "No merge candidates", {"candidates": items, "count": len(items)})
+            found = await usecases.entities(caller(ctx), category=category or "", limit=limit)
+        items = [presenters.entity_json(e) for e in found.entities]
+        text = "\n".join(f"- {e['id']} ({e['name']}): {e['reference_count']} memories" for e in items)
+        return _result(text or "No entities", {"entities": items, "count": len(items)})
+
+    async def get_entity(
+        ctx: Context,
+        slug: Annotated[str, Field(description="Entity slug, alias or '<category>:<slug>'.")],
+        category: Annotated[OptStr, Field(description="Kind, when several share the slug.")] = None,
+        memory_limit: Annotated[int | None, Field(description="Memories, 1..500 (default 50).")] = None,
+    ) -> CallToolResult:
+        """One entity and the memories that mention it, newest first."""
+        with _tool_errors():
+            found = await usecases.entity(caller(ctx), slug, category=category or "", memory_limit=memory_limit,
+                                          read=usecases.read_options())
+        body = {"entity": presenters.entity_json(found.entity),
+                "memories": [presenters.graph_node_json(n) for n in found.memories]}
+        lines = [f"{body['entity']['id']} ({body['entity']['name']}), aliases {body['entity']['aliases']}"]
+        lines += [f"- {m['id']} [{m['style']}] {m['content'][:80]}" for m in body["memories"]]
+        return _result("\n".join(lines), body)
+
+    async def merge_entities(
+        ctx: Context,
+        slug: Annotated[OptStr, Field(description="The entity to merge away (with merge_into).")] = None,
+        merge_into: Annotated[OptStr, Field(description="The entity to keep.")] = None,
+        category: OptStr = None,
+        reason: OptStr = None,
+        undo_merge_id: Annotated[OptStr, Field(description="Undo this earlier merge instead.")] = None,
+    ) -> CallToolResult:
+        """Merge one entity into another (admin; recorded, undoable), or undo a merge by the id
+        it answered with."""
+        with _tool_errors():
+            if undo_merge_id:
+                merge = (await usecases.undo_entity_merge(caller(ctx), undo_merge_id)).merge
+            else:
+                merge = (await usecases.merge_entities(caller(ctx), slug or "", merge_into=merge_into or "",
+                                                       category=category or "", reason=reason or "")).merge
+        body = presenters.entity_merge_json(merge)
+        verb = "Undid merge" if undo_merge_id else "Merged"
+        return _result(f"{verb} {body['alias']} into {body['canonical']} ({body['edges_moved']} memories); "
+                       f"merge id {body['id']}", {"merge": body})
+
     def add(fn: Any, title: str, **hints: bool) -> None:
         server.add_tool(fn, title=title, structured_output=False,
                         annotations=ToolAnnotations(title=title, openWorldHint=False, **hints))
@@ -499,6 +625,12 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
     add(delete_memory, "Delete Memory", readOnlyHint=False, destructiveHint=True, idempotentHint=False)
     add(check_database_health, "Check Database Health", readOnlyHint=True, destructiveHint=False,
         idempotentHint=True)
+    add(graph_snapshot, "Graph Snapshot", readOnlyHint=True, destructiveHint=False, idempotentHint=True)
+    add(graph_neighbors, "Graph Neighbors", readOnlyHint=True, destructiveHint=False, idempotentHint=True)
+    add(graph_stats, "Graph Stats", readOnlyHint=True, destructiveHint=False, idempotentHint=True)
+    add(list_entities, "List Entities", readOnlyHint=True, destructiveHint=False, idempotentHint=True)
+    add(get_entity, "Get Entity", readOnlyHint=True, destructiveHint=False, idempotentHint=True)
+    add(merge_entities, "Merge Entities", readOnlyHint=False, destructiveHint=True, idempotentHint=False)
     return server
 
 

@@ -32,11 +32,11 @@ from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 
+from automem.common.logs import access
 from automem.common.telemetry import unsampled
 from automem.v1 import enrich_service_pb2
 
 log = logging.getLogger(__name__)
-access_log = logging.getLogger("gateway.access")
 
 UNMATCHED = "<unmatched>"
 #: Longest wait for the enrichment status during a scrape (seconds).
@@ -92,13 +92,36 @@ def _route_template(scope: dict[str, Any]) -> str:
     return path or UNMATCHED
 
 
-class MetricsMiddleware:
-    """ASGI middleware: observes every HTTP request in the latency histogram and writes a
-    DEBUG access line (``gateway.access``, with the request's trace id via the log filter)."""
+def caller_id(headers: list[tuple[bytes, bytes]]) -> tuple[str, str]:
+    """(principal id, requested scope) of a request for its access line, from the raw
+    headers, never echoing a secret: ``key:<id>`` for an API key (``am_<id>_<secret>``,
+    automem/common/keys.py), ``token`` for another bearer / ``X-API-Key`` value, ``anonymous``
+    without one; the scope is ``X-Automem-Scope`` ("" = the key's default)."""
+    credential, scope = "", ""
+    for name, value in headers:
+        if name == b"authorization" and value[:7].lower() == b"bearer ":
+            credential = credential or value[7:].decode("latin-1").strip()
+        elif name == b"x-api-key":
+            credential = credential or value.decode("latin-1").strip()
+        elif name == b"x-automem-scope":
+            scope = value.decode("latin-1")[:200]
+    if not credential:
+        return "anonymous", scope
+    parts = credential.split("_")
+    if len(parts) >= 3 and parts[0] == "am" and parts[1].isalnum() and len(parts[1]) <= 32:
+        return f"key:{parts[1]}", scope
+    return "token", scope
 
-    def __init__(self, app: Any, metrics: GatewayMetrics) -> None:
+
+class MetricsMiddleware:
+    """ASGI middleware: observes every HTTP request in the latency histogram and, when
+    ``access_log``, writes its INFO access line (automem/common/logs.py :func:`access`, with
+    the request's trace id via the log filter)."""
+
+    def __init__(self, app: Any, metrics: GatewayMetrics, access_log: bool = True) -> None:
         self.app = app
         self.metrics = metrics
+        self.access_log = access_log
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -120,16 +143,16 @@ class MetricsMiddleware:
             route = _route_template(scope)
             method = scope.get("method", "")
             self.metrics.request_duration.labels(route, method, str(status)).observe(elapsed)
-            if access_log.isEnabledFor(logging.DEBUG):
-                access_log.debug("request", extra={"route": route, "method": method, "status": status,
-                                                   "duration_ms": round(elapsed * 1000, 3)})
+            if self.access_log:
+                access("http", route, method, status, elapsed, *caller_id(scope.get("headers") or []))
 
 
-def install(app: FastAPI) -> GatewayMetrics:
-    """Add the latency middleware and ``GET /metrics`` to ``app``; returns the metrics."""
+def install(app: FastAPI, access_log: bool = True) -> GatewayMetrics:
+    """Add the latency middleware (with access lines when ``access_log``) and ``GET /metrics``
+    to ``app``; returns the metrics."""
     metrics = GatewayMetrics()
     app.state.metrics = metrics
-    app.add_middleware(MetricsMiddleware, metrics=metrics)
+    app.add_middleware(MetricsMiddleware, metrics=metrics, access_log=access_log)
 
     @app.get("/metrics", tags=["ops"], include_in_schema=False)
     async def prometheus_metrics(request: Request) -> Response:

@@ -15,6 +15,7 @@ from typing import Any
 from google.protobuf import json_format
 
 from automem.common.model import iso, metadata_dict, relation_type_name, state_name, type_name
+from automem.common.text import analyze
 from automem.v1 import (
     consolidate_service_pb2,
     enrich_service_pb2,
@@ -160,9 +161,17 @@ def associated_json(outcome: Any) -> tuple[int, dict[str, Any]]:
 
 def deleted_by_tag_json(tags: list[str], dry_run: bool,
                         response: ingest_service_pb2.DeleteMemoriesByTagResponse) -> dict[str, Any]:
-    """``DELETE /memory/by-tag`` answer (``would_delete_count`` in a preview)."""
+    """``DELETE /memory/by-tag`` answer (``would_delete_count`` in a preview): the ids, the
+    memories as they were before the delete (``memories``, each with its ``state`` and
+    validity window) and their count by state (``states``, e.g. ``{"ACTIVE": 1,
+    "SUPERSEDED": 1}``)."""
+    memories = [memory_json(m) for m in response.memories]
+    states: dict[str, int] = {}
+    for m in memories:
+        states[m["state"]] = states.get(m["state"], 0) + 1
     body: dict[str, Any] = {"status": "success", "tags": tags, "dry_run": dry_run,
-                            "deleted_count": response.deleted_count, "memory_ids": list(response.memory_ids)}
+                            "deleted_count": response.deleted_count, "memory_ids": list(response.memory_ids),
+                            "states": states, "memories": memories}
     if dry_run:
         body["would_delete_count"] = len(response.memory_ids)
     return body
@@ -197,12 +206,88 @@ def scored_flat_json(item: recall_service_pb2.ScoredMemory) -> dict[str, Any]:
     return _with_provenance(body, item)
 
 
+#: Match types whose hit came from the graph rather than the vector store's arms (AutoMem's
+#: result ``source``: "graph" or "qdrant").
+_GRAPH_MATCHES = frozenset({"tag", "time", "metadata", "relation", "entity", "state_replacement"})
+
+
 def _with_provenance(body: dict[str, Any], item: recall_service_pb2.ScoredMemory) -> dict[str, Any]:
+    """AutoMem's provenance fields of a recall result (automem/api/recall.py of
+    verygoodplugins/automem): ``match_score``, ``source``; for a hit reached through an edge
+    (relation expansion, or a state replacement of a superseded hit) ``relations`` /
+    ``related_to`` ``[{type, strength, from}]`` and ``relation_score``; for a replacement
+    ``state_replaces`` (and this service's ``replaces_id``, the same id)."""
+    body["match_score"] = item.score
+    body["source"] = "graph" if item.match_type in _GRAPH_MATCHES else "qdrant"
     if item.replaces_id:
         body["replaces_id"] = item.replaces_id
+        body["state_replaces"] = item.replaces_id
     if item.relation_type:
         body["relation_type"] = item.relation_type
+    if item.relation_from:
+        edge = {"type": item.relation_type or None, "strength": item.relation_strength, "from": item.relation_from}
+        body["relations"] = [edge]
+        body["related_to"] = [edge]
+        if item.match_type == "relation":
+            body["relation_score"] = item.score
     return body
+
+
+def recall_details_json(found: recall_service_pb2.SearchMemoriesResponse, *, state_mode: str,
+                        queries: list[str], exclude_tags: list[str], min_score: float, expand_relations: bool,
+                        expand_entities: bool, relation_limit: int, expansion_limit: int,
+                        state_debug: bool, tags: list[str] | None = None) -> dict[str, Any]:
+    """The parts of a ``/recall`` answer AutoMem's clients read beyond the results
+    (automem/api/recall.py of verygoodplugins/automem; ../shared/AUTOMEM_API.md):
+    ``state_filter`` (``current_only``, ``suppressed_count``, ``replacement_count``; with
+    ``state_debug`` the withheld hits with their reasons, ``suppressed``, and the
+    replacements, ``replacements``), ``score_filter`` (``min_score``, ``adaptive_floor``
+    false: there is no adaptive floor here, ``filtered_count``), the echoes ``queries`` and
+    ``exclude_tags``, ``dedup_removed`` (0: hits are de-duplicated by id before ranking),
+    ``vector_search`` (``enabled``, ``matched``), ``keywords`` of a single query (its words
+    without stop words), ``tag_scope`` when ``tags`` filter (``pool_size_hint`` null: not
+    counted), and with ``expand_relations`` /
+    ``expand_entities`` the ``expansion`` / ``entity_expansion`` blocks (seed and expanded
+    counts, limits, the entities of the seeds)."""
+    results = list(found.results)
+    expanded = [r for r in results if r.match_type in ("relation", "entity")]
+    seeds = [r for r in results if r.match_type not in ("relation", "entity")][: relation_limit or 5]
+    state_filter: dict[str, Any] = {"current_only": state_mode == "current",
+                                    "suppressed_count": found.state_filter.suppressed_count,
+                                    "replacement_count": found.state_filter.replacement_count}
+    if state_debug:
+        state_filter["suppressed"] = [{"id": s.id, "reason": s.reason, "replacement_id": s.replacement_id or None}
+                                      for s in found.state_filter.suppressed]
+        state_filter["replacements"] = [{"id": r.memory.id, "replaces_id": r.replaces_id,
+                                         "relation_type": r.relation_type or None}
+                                        for r in results if r.replaces_id]
+    body: dict[str, Any] = {
+        "state_filter": state_filter,
+        "score_filter": {"min_score": min_score, "adaptive_floor": False,
+                         "filtered_count": found.score_filtered_count},
+        "queries": queries, "exclude_tags": exclude_tags, "dedup_removed": 0,
+        "vector_search": {"enabled": "vector" in found.arms,
+                          "matched": any(r.score_components.get("vector", 0.0) > 0 for r in results)},
+    }
+    if len(queries) == 1:
+        body["keywords"] = analyze(queries[0], stem=False)
+    if tags:
+        body["tag_scope"] = {"filtered": True, "pool_size_hint": None, "gated_low_evidence": 0}
+    if expand_relations:
+        body["expansion"] = {"enabled": True, "seed_count": len(seeds),
+                             "expanded_count": sum(r.match_type == "relation" for r in expanded),
+                             "relation_limit": relation_limit, "expansion_limit": expansion_limit}
+    if expand_entities:
+        found_entities = list(dict.fromkeys(e.tag or e.name for r in seeds for e in r.memory.entities))
+        body["entity_expansion"] = {"enabled": True,
+                                    "expanded_count": sum(r.match_type == "entity" for r in expanded),
+                                    "entities_found": found_entities[:10]}
+    return body
+
+
+def search_paging_json(response: recall_service_pb2.SearchMemoriesResponse) -> dict[str, Any]:
+    """The paging fields of a ranked recall: ``has_more`` and ``total`` (None unless known)."""
+    return {"has_more": response.has_more, "total": response.total if response.HasField("total") else None}
 
 
 def time_window_json(response: recall_service_pb2.SearchMemoriesResponse) -> dict[str, str | None]:
@@ -224,7 +309,9 @@ def related_json(response: recall_service_pb2.ListRelatedMemoriesResponse) -> li
 
 
 def analysis_json(response: recall_service_pb2.AnalyzeMemoriesResponse) -> dict[str, Any]:
-    """``GET /analyze`` answer (averages to four decimals)."""
+    """``GET /analyze`` answer (averages to four decimals), with AutoMem's ``analytics`` block
+    (automem/api/recall.py ``analyze_memories``: memory_types, patterns, preferences,
+    temporal_insights by UTC hour, entity_frequency, confidence_distribution)."""
     return {
         "status": "success", "memory_count": response.memory_count,
         "type_counts": dict(response.type_counts), "state_counts": dict(response.state_counts),
@@ -232,6 +319,22 @@ def analysis_json(response: recall_service_pb2.AnalyzeMemoriesResponse) -> dict[
         "average_importance": round(response.average_importance, 4),
         "entity_frequency": {e.name: e.count for e in response.top_entities},
         "tag_frequency": {t.name: t.count for t in response.top_tags},
+        "analytics": {
+            "memory_types": {t: {"count": n, "average_confidence": round(response.type_average_confidence.get(t, 0.0), 3)}
+                             for t, n in response.type_counts.items()},
+            "patterns": [{"id": p.memory_id, "type": "MetaPattern", "description": p.description,
+                          "confidence": round(p.confidence, 3), "observations": p.observations}
+                         for p in response.patterns],
+            "preferences": [{"prefers": p.prefers, "over": p.over, "context": p.context,
+                             "strength": round(p.strength, 3)} for p in response.preferences],
+            "temporal_insights": {f"hour_{h.hour:02d}": {"count": h.count,
+                                                         "avg_importance": round(h.average_importance, 3)}
+                                  for h in response.hours},
+            "entity_frequency": {e.name: e.count for e in response.top_entities},
+            "confidence_distribution": {"low": response.confidence_distribution.low,
+                                        "medium": response.confidence_distribution.medium,
+                                        "high": response.confidence_distribution.high},
+        },
     }
 
 
@@ -263,11 +366,35 @@ def count_sync_status(memory_count: int, vector_count: int) -> str:
             "orphaned_vectors" if vector_count > memory_count else "drift_detected")
 
 
+def _iso(stamp) -> str | None:
+    """A Timestamp as ISO 8601 (UTC), None when unset."""
+    return stamp.ToDatetime(UTC).isoformat() if stamp.seconds or stamp.nanos else None
+
+
 def enrichment_json(status: enrich_service_pb2.GetEnrichmentStatusResponse) -> dict[str, Any]:
-    """``GET /enrichment/status`` answer."""
-    return {"status": "success", "queue_depth": status.queue_depth, "pending": status.queue_depth,
+    """``GET /enrichment/status`` answer: AutoMem's fields (automem/api/enrichment.py:
+    ``status`` running|stopped from the consumer loop's liveness — AutoMem's ``thread_alive``
+    —, ``queue_size``, ``pending``, ``inflight``, ``max_attempts``, ``stats``,
+    ``classification``) plus ours (``queue_depth``, ``processed``, ``failed``,
+    ``dead_lettered``, ``outbox_backlog``, ``embedding_model``, ``vector_dimensions``) and
+    ``reembed``: the latest ``POST /admin/reembed`` job's progress (None when none ran)."""
+    st, cl = status.stats, status.classification
+    job = status.reembed if status.HasField("reembed") else None
+    return {"status": "running" if status.consumer_running else "stopped",
+            "thread_alive": status.consumer_running,
+            "queue_size": status.queue_depth, "queue_depth": status.queue_depth, "pending": status.queue_depth,
+            "inflight": status.inflight, "max_attempts": status.max_attempts,
             "processed": status.processed, "failed": status.failed, "dead_lettered": status.dead_lettered,
-            "embedding_model": status.embedding_model, "vector_dimensions": status.vector_dimensions}
+            "outbox_backlog": status.outbox_backlog,
+            "embedding_model": status.embedding_model, "vector_dimensions": status.vector_dimensions,
+            "stats": {"processed_total": st.processed_total, "successes": st.successes, "failures": st.failures,
+                      "last_success_id": st.last_success_id or None, "last_success_at": _iso(st.last_success_time),
+                      "last_error": st.last_error or None, "last_error_at": _iso(st.last_error_time)},
+            "classification": {"llm_attempts": cl.llm_attempts, "llm_successes": cl.llm_successes,
+                               "fallbacks": cl.fallbacks},
+            "reembed": None if job is None else {
+                "job_id": job.job_id, "total": job.total, "queued": job.queued, "done": job.done,
+                "complete": job.done >= job.total, "force": job.force, "started_at": _iso(job.start_time)}}
 
 
 def consolidation_json(run: consolidate_service_pb2.ConsolidationRun) -> dict[str, Any]:
@@ -277,8 +404,10 @@ def consolidation_json(run: consolidate_service_pb2.ConsolidationRun) -> dict[st
 
 
 def consolidation_status_json(response: consolidate_service_pb2.GetConsolidationStatusResponse) -> dict[str, Any]:
-    """``GET /consolidate/status`` answer: next runs and recent runs."""
-    return {"status": "success", "next_runs": dict(response.next_run_time), "history": [
+    """``GET /consolidate/status`` answer: next runs, recent runs, and AutoMem's
+    ``thread_alive`` (the scheduler loop runs) and ``tick_seconds`` (automem/api/consolidation.py)."""
+    return {"status": "success", "next_runs": dict(response.next_run_time),
+            "thread_alive": response.scheduler_running, "tick_seconds": response.tick_seconds, "history": [
         {"run_id": r.run_id, "mode": r.mode, "dry_run": r.dry_run, "results": dict(r.counts),
          "trigger": r.trigger, "error": r.error or None,
          "started_at": datetime.fromtimestamp(r.start_time.seconds, UTC).isoformat()} for r in response.runs]}
@@ -316,3 +445,115 @@ def tombstone_json(t: review_service_pb2.Tombstone) -> dict[str, Any]:
 def event_json(event: Any) -> dict[str, Any]:
     """A MemoryEvent (proto JSON names, enums by name)."""
     return json_format.MessageToDict(event, preserving_proto_field_name=True)
+
+
+# --- graph and entities (AutoMem's automem/api/graph.py and automem/api/entity.py) -------
+
+#: Colours of memory types and relation types for graph viewers (this service's palette;
+#: AutoMem's viewer reads ``color`` per node and edge, and ``meta`` holds the tables).
+TYPE_COLORS = {"Decision": "#2563EB", "Pattern": "#059669", "Preference": "#7C3AED", "Style": "#DB2777",
+               "Habit": "#D97706", "Insight": "#EA580C", "Context": "#4B5563", "MetaPattern": "#0891B2",
+               "Memory": "#9CA3AF"}
+RELATION_COLORS = {"RELATES_TO": "#9CA3AF", "LEADS_TO": "#2563EB", "OCCURRED_BEFORE": "#6B7280",
+                   "PREFERS_OVER": "#7C3AED", "EXEMPLIFIES": "#059669", "CONTRADICTS": "#DC2626",
+                   "REINFORCES": "#16A34A", "INVALIDATED_BY": "#B91C1C", "EVOLVED_INTO": "#0EA5E9",
+                   "DERIVED_FROM": "#A16207", "PART_OF": "#4F46E5", "SIMILAR_TO": "#64748B",
+                   "PRECEDED_BY": "#94A3B8", "DISCOVERED": "#C026D3"}
+#: How a node that is not current is drawn (the state pass keeps superseded memories in graph
+#: views, marked): faded, whatever its confidence.
+SUPERSEDED_OPACITY = 0.25
+
+
+def graph_node_json(node: recall_service_pb2.GraphNode) -> dict[str, Any]:
+    """A graph node: :func:`memory_json` plus AutoMem's viewer fields (``color`` by type,
+    ``radius`` 0.5 + 1.5 x importance, ``opacity`` 0.4 + 0.6 x confidence) and the state
+    pass's verdict: ``is_current``, ``current_id`` (the head of a superseded memory's chain),
+    ``style`` ("current" or "superseded"); a superseded node is drawn at
+    :data:`SUPERSEDED_OPACITY`. ``similarity`` (semantic neighbours) and ``depth`` (graph
+    neighbours) when set."""
+    memory = node.memory
+    kind = type_name(memory.type) or "Memory"
+    body = memory_json(
+        memory, color=TYPE_COLORS.get(kind, TYPE_COLORS["Memory"]), radius=round(0.5 + memory.importance * 1.5, 4),
+        opacity=round(0.4 + memory.confidence * 0.6, 4) if node.is_current else SUPERSEDED_OPACITY,
+        is_current=node.is_current, current_id=node.current_id or None,
+        style="current" if node.is_current else "superseded")
+    if node.similarity:
+        body["similarity"] = node.similarity
+    if node.depth:
+        body["depth"] = node.depth
+    return body
+
+
+def graph_edge_json(edge: recall_service_pb2.GraphEdge) -> dict[str, Any]:
+    """An edge: id ``<source>-<type>-<target>``, source, target, type, strength, color."""
+    return {"id": f"{edge.source_id}-{edge.type}-{edge.target_id}", "source": edge.source_id,
+            "target": edge.target_id, "type": edge.type, "strength": edge.strength,
+            "color": RELATION_COLORS.get(edge.type, "#9CA3AF")}
+
+
+def graph_meta(started: float, **extra: Any) -> dict[str, Any]:
+    """The ``meta`` block of the graph routes: colour tables, ``query_time_ms`` and ``extra``."""
+    return {"type_colors": TYPE_COLORS, "relation_colors": RELATION_COLORS,
+            "query_time_ms": elapsed_ms(started), **extra}
+
+
+def snapshot_json(response: recall_service_pb2.GetGraphSnapshotResponse, started: float) -> dict[str, Any]:
+    """AutoMem's snapshot: ``nodes``, ``edges``, ``stats`` (total_nodes, total_edges,
+    returned_nodes, returned_edges, sampled, sample_ratio), ``meta``."""
+    nodes = [graph_node_json(n) for n in response.nodes]
+    total = response.total_nodes
+    return {"status": "success", "nodes": nodes, "edges": [graph_edge_json(e) for e in response.edges],
+            "stats": {"total_nodes": total, "total_edges": response.total_edges, "returned_nodes": len(nodes),
+                      "returned_edges": len(response.edges), "sampled": len(nodes) < total,
+                      "sample_ratio": len(nodes) / max(total, 1)},
+            "meta": graph_meta(started)}
+
+
+def neighbors_json(response: recall_service_pb2.ListGraphNeighborsResponse, started: float) -> dict[str, Any]:
+    """AutoMem's neighbours answer: ``center``, ``graph_neighbors``, ``semantic_neighbors``,
+    ``edges``, ``meta`` (depth, query_time_ms)."""
+    return {"status": "success", "center": graph_node_json(response.center),
+            "graph_neighbors": [graph_node_json(n) for n in response.graph_neighbors],
+            "semantic_neighbors": [graph_node_json(n) for n in response.semantic_neighbors],
+            "edges": [graph_edge_json(e) for e in response.edges],
+            "meta": graph_meta(started, depth=response.depth)}
+
+
+def graph_stats_json(response: recall_service_pb2.GetGraphStatsResponse, started: float) -> dict[str, Any]:
+    """AutoMem's stats: ``totals`` (nodes, edges), ``by_type``, ``by_relationship``,
+    ``importance_distribution`` (high, medium, low), ``recent_activity`` [{date, count}],
+    plus ``by_state``, ``meta``."""
+    return {"status": "success", "totals": {"nodes": response.total_nodes, "edges": response.total_edges},
+            "by_type": dict(response.by_type), "by_relationship": dict(response.by_relationship),
+            "by_state": dict(response.by_state),
+            "importance_distribution": {"high": response.importance_high, "medium": response.importance_medium,
+                                        "low": response.importance_low},
+            "recent_activity": [{"date": d.date, "count": d.count} for d in response.recent_activity],
+            "meta": graph_meta(started)}
+
+
+def entity_json(entity: recall_service_pb2.GraphEntity) -> dict[str, Any]:
+    """An entity with AutoMem's fields: id, slug, category, name, aliases, reference_count,
+    plus merged_into (null unless merged) and tag (``entity:<category>:<slug>``)."""
+    return {"id": entity.id, "slug": entity.slug, "category": entity.category, "name": entity.name,
+            "aliases": list(entity.aliases), "reference_count": entity.reference_count,
+            "merged_into": entity.merged_into or None, "tag": f"entity:{entity.category}:{entity.slug}"}
+
+
+def merge_candidate_json(candidate: recall_service_pb2.EntityMergeCandidate) -> dict[str, Any]:
+    """AutoMem's candidate: entity_a, entity_b, canonical, alias (ids), confidence, reason,
+    auto_merge."""
+    return {"entity_a": candidate.entity_a.id, "entity_b": candidate.entity_b.id, "canonical": candidate.canonical,
+            "alias": candidate.alias, "confidence": round(candidate.confidence, 4), "reason": candidate.reason,
+            "auto_merge": candidate.auto_merge}
+
+
+def entity_merge_json(merge: review_service_pb2.EntityMerge) -> dict[str, Any]:
+    """An entity merge record: AutoMem's ``merge`` fields (canonical, alias, alias_slug,
+    edges_moved) plus id, actor, reason, created_at, undone, undone_by, undone_at, memory_ids."""
+    return {"id": merge.id, "canonical": merge.canonical, "alias": merge.alias,
+            "alias_slug": merge.alias.split(":", 1)[-1], "edges_moved": merge.edges_moved, "actor": merge.actor,
+            "reason": merge.reason or None, "created_at": iso(merge, "create_time"), "undone": merge.undone,
+            "undone_by": merge.undone_by or None, "undone_at": iso(merge, "undo_time"),
+            "memory_ids": list(merge.memory_ids)}

@@ -6,15 +6,19 @@ presents the answer (automem/gateway/presenters.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
+import grpc
 from fastapi import APIRouter, Header, Query, Response
 from fastapi.responses import JSONResponse
 
 from automem.common.model import iso
 from automem.gateway import presenters, usecases
 from automem.gateway.deps import CallerDep
+from automem.gateway.errors import GatewayError
 from automem.gateway.schemas import (
     AssociateRequest,
     BatchMemoryRequest,
@@ -26,19 +30,53 @@ from automem.gateway.schemas import (
 router = APIRouter(route_class=JsonBodyRoute)
 
 IdempotencyKey = Annotated[str, Header(alias="idempotency-key", include_in_schema=False)]
+IfMatch = Annotated[str, Header(alias="if-match", include_in_schema=False)]
+IfNoneMatch = Annotated[str, Header(alias="if-none-match", include_in_schema=False)]
+
+
+@contextlib.asynccontextmanager
+async def conditional(header: str, field: str) -> AsyncIterator[None]:
+    """Around a call made under a conditional request header (RFC 9110 section 13.1): when
+    ``header`` was sent and the service refused the condition — a stale version (ABORTED
+    naming ``etag``) or a used idempotency key (FAILED_PRECONDITION naming it) — answer
+    412 Precondition Failed instead of 409 (AIP-154's status for a stale etag in the body)."""
+    try:
+        yield
+    except GatewayError as exc:
+        if header and exc.code in (grpc.StatusCode.ABORTED, grpc.StatusCode.FAILED_PRECONDITION) and (
+                exc.message.startswith(field)):
+            raise GatewayError(412, exc.message, code=exc.code) from exc
+        raise
+
+
+def _if_none_match(value: str) -> bool:
+    """True for ``If-None-Match: *``; absent is False; any other value is a 400 (a POST
+    creates, so only ``*`` has a meaning here)."""
+    if not value:
+        return False
+    if value.strip() != "*":
+        raise GatewayError(400, "If-None-Match: only * is supported on a create")
+    return True
 
 
 @router.post("/memory", status_code=201, tags=["memory"])
-async def store_memory(body: MemoryRequest, call: CallerDep, idempotency_key: IdempotencyKey = "") -> JSONResponse:
+async def store_memory(body: MemoryRequest, call: CallerDep, idempotency_key: IdempotencyKey = "",
+                       if_none_match: IfNoneMatch = "") -> JSONResponse:
     """Store one memory (AutoMem). With ``supersedes_memory_id`` it atomically replaces
-    that memory. ``Idempotency-Key`` makes retries return the first memory."""
+    that memory. ``Idempotency-Key`` makes retries return the first memory; with
+    ``If-None-Match: *`` a key used before answers 412 instead."""
     started = time.perf_counter()
+    fresh = _if_none_match(if_none_match)
+    if fresh and not idempotency_key:
+        raise GatewayError(400, "If-None-Match: * needs an Idempotency-Key (the resource it refers to)")
     if body.supersedes_memory_id:
         replaced = await usecases.supersede_memory(
             call, body.supersedes_memory_id, body, relation=body.supersede_relation,
             reason=body.supersede_reason or "", scope=body.scope or "", idempotency_key=idempotency_key)
         return JSONResponse(presenters.superseded_json(replaced, started, with_relation=False), status_code=201)
-    created = await usecases.create_memory(call, body, scope=body.scope or "", idempotency_key=idempotency_key)
+    async with conditional(if_none_match, "idempotency_key"):
+        created = await usecases.create_memory(call, body, scope=body.scope or "", idempotency_key=idempotency_key,
+                                               require_unused_key=fresh)
     # 201 either way (AutoMem's contract); ``deduplicated`` tells a retry from a new store.
     return JSONResponse(presenters.stored_json(created.memory, started, deduplicated=created.deduplicated),
                         status_code=201)
@@ -57,8 +95,10 @@ async def store_batch(body: BatchMemoryRequest, call: CallerDep,
 @router.delete("/memory/by-tag", tags=["memory"])
 async def delete_by_tag(call: CallerDep, tags: list[str] = Query(default=[]),
                         dry_run: bool = False) -> dict[str, Any]:
-    """Delete (tombstone) every memory of the caller's scope with any of ``tags``;
-    ``dry_run=true`` returns what would be deleted."""
+    """Delete (tombstone) every memory of the caller's scope with any of ``tags`` that
+    ``GET /memory/by-tag?state_mode=history`` lists (current, superseded, expired, archived,
+    pending); ``dry_run=true`` returns what would be deleted. Both answers list the memories
+    with their state (``memories``, ``states``; presenters.deleted_by_tag_json)."""
     return presenters.deleted_by_tag_json(tags, dry_run, await usecases.delete_by_tag(call, tags, dry_run=dry_run))
 
 
@@ -67,43 +107,50 @@ async def get_memory(memory_id: str, call: CallerDep, response: Response, as_of:
                      known_at: str | None = None, state_mode: str = "current") -> dict[str, Any]:
     """One memory with its state and validity window; a non-current memory carries the
     current head's id (``current_id``). Bumps ``last_accessed``. 404 when absent. The
-    ``ETag`` header is the version, for ``If-Match`` on PATCH."""
+    ``ETag`` header is the version, for ``If-Match`` on PATCH, DELETE and supersede."""
     got = await usecases.get_memory(call, memory_id, usecases.read_options(as_of, known_at, state_mode))
     response.headers["ETag"] = f'"{got.memory.version}"'
     return {"status": "success", "memory": presenters.got_memory_json(got)}
 
 
 @router.patch("/memory/{memory_id}", tags=["memory"])
-async def update_memory(memory_id: str, body: UpdateMemoryBody, call: CallerDep,
-                        if_match: Annotated[str, Header(alias="if-match", include_in_schema=False)] = ""
+async def update_memory(memory_id: str, body: UpdateMemoryBody, call: CallerDep, if_match: IfMatch = ""
                         ) -> dict[str, Any]:
     """Update any subset of content, tags, importance, type, confidence, timestamp,
-    t_valid, t_invalid, metadata (merged). ``etag`` (body) or ``If-Match`` (header):
-    409 when stale. Re-embeds when content changed."""
+    t_valid, t_invalid, metadata (merged). ``If-Match`` (header) stale: 412 (RFC 9110);
+    ``etag`` (body) stale: 409. Re-embeds when content changed."""
     fields = {name: getattr(body, name) for name in body.model_fields_set - {"etag", "add_tags"}}
     etag = usecases.parse_etag(body.etag if body.etag is not None else if_match)
-    updated = await usecases.update_memory(call, memory_id, fields, add_tags=body.add_tags or [], etag=etag)
+    async with conditional(if_match if body.etag is None else "", "etag"):
+        updated = await usecases.update_memory(call, memory_id, fields, add_tags=body.add_tags or [], etag=etag)
     return {"status": "success", "memory_id": memory_id, "memory": presenters.memory_json(updated.memory),
             "updated_at": iso(updated.memory, "update_time"), "etag": str(updated.memory.version)}
 
 
 @router.delete("/memory/{memory_id}", tags=["memory"])
-async def delete_memory(memory_id: str, call: CallerDep, purge: bool = False, reason: str = "") -> dict[str, Any]:
+async def delete_memory(memory_id: str, call: CallerDep, purge: bool = False, reason: str = "",
+                        if_match: IfMatch = "") -> dict[str, Any]:
     """Tombstone a memory (state DELETED; its vector point goes at once). ``purge=true``
-    (admin) removes the node."""
-    deleted = await usecases.delete_memory(call, memory_id, purge=purge, reason=reason)
+    (admin) removes the node. ``If-Match`` with a stale ETag: 412, nothing deleted."""
+    async with conditional(if_match, "etag"):
+        deleted = await usecases.delete_memory(call, memory_id, purge=purge, reason=reason,
+                                               etag=usecases.parse_etag(if_match))
     return {"status": "success", "memory_id": memory_id, "message": "Memory deleted",
             "state": "PURGED" if purge else "DELETED", "memory": presenters.memory_json(deleted.memory)}
 
 
 @router.post("/v1/memories/{memory_id}:supersede", status_code=201, tags=["v1"])
 async def supersede(memory_id: str, body: MemoryRequest, call: CallerDep,
-                    idempotency_key: IdempotencyKey = "") -> JSONResponse:
+                    idempotency_key: IdempotencyKey = "", if_match: IfMatch = "") -> JSONResponse:
     """Replace a memory atomically: creates the replacement, closes the old window,
-    marks it SUPERSEDED and writes the edge — all or nothing."""
+    marks it SUPERSEDED and writes the edge — all or nothing. ``If-Match`` with a stale
+    ETag of the replaced memory: 412. Two calls with one ``Idempotency-Key`` create one
+    replacement and both answer it."""
     started = time.perf_counter()
-    replaced = await usecases.supersede_memory(call, memory_id, body, relation=body.supersede_relation,
-                                               reason=body.supersede_reason or "", idempotency_key=idempotency_key)
+    async with conditional(if_match, "etag"):
+        replaced = await usecases.supersede_memory(call, memory_id, body, relation=body.supersede_relation,
+                                                   reason=body.supersede_reason or "", idempotency_key=idempotency_key,
+                                                   etag=usecases.parse_etag(if_match))
     return JSONResponse(presenters.superseded_json(replaced, started, with_relation=True), status_code=201)
 
 

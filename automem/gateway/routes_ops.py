@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse
 from automem.common.client import AutomemClient
 from automem.gateway import presenters, usecases
 from automem.gateway.deps import CallerDep, auth_error, grpc_client
-from automem.gateway.schemas import ConsolidateBody, JsonBodyRoute, ReprocessBody
+from automem.gateway.schemas import ConsolidateBody, JsonBodyRoute, ReembedBody, ReprocessBody
 
 router = APIRouter(route_class=JsonBodyRoute)
 
@@ -55,6 +55,24 @@ async def health(request: Request, client: Annotated[AutomemClient, Depends(grpc
     return JSONResponse(body, status_code=200 if body.get("falkordb") == "connected" else 503)
 
 
+@router.get("/livez", tags=["ops"])
+async def livez() -> dict[str, str]:
+    """Liveness (no auth): answered by this process alone, whatever its stores do — a
+    FalkorDB outage must not restart the gateway (automem/common/readiness.py)."""
+    return {"status": "alive"}
+
+
+@router.get("/readyz", tags=["ops"])
+async def readyz(client: Annotated[AutomemClient, Depends(grpc_client)]) -> JSONResponse:
+    """Readiness (no auth): 200 when every service the gateway calls reports SERVING on
+    grpc.health.v1 (each sets that from its own stores: FalkorDB, NATS, vectors), else 503;
+    ``services`` lists each one's answer."""
+    services = await usecases.readiness(client)
+    ready = all(services.values())
+    return JSONResponse({"status": "ready" if ready else "not_ready", "services": services},
+                        status_code=200 if ready else 503)
+
+
 @router.get("/analyze", tags=["ops"])
 async def analyze(call: CallerDep, top: int = 20) -> dict[str, Any]:
     """What the caller's scope holds (AutoMem): type counts, average confidence, entity
@@ -64,7 +82,8 @@ async def analyze(call: CallerDep, top: int = 20) -> dict[str, Any]:
 
 @router.get("/enrichment/status", tags=["ops"])
 async def enrichment_status(request: Request, call: CallerDep) -> Any:
-    """Queue depth and counters of the enrichment consumer."""
+    """Queue depth and counters of the enrichment consumer, with AutoMem's fields
+    (automem/gateway/presenters.py ``enrichment_json``)."""
     if denied := await auth_error(request):  # the RPC is open (it feeds /health); this route is not
         return denied
     return presenters.enrichment_json(await usecases.enrichment_status(call))
@@ -74,6 +93,16 @@ async def enrichment_status(request: Request, call: CallerDep) -> Any:
 async def reprocess(body: ReprocessBody, call: CallerDep) -> dict[str, Any]:
     """Re-enrich the given memories (admin)."""
     return {"status": "success", "queued": (await usecases.reprocess(call, body.ids)).queued}
+
+
+@router.post("/admin/reembed", tags=["ops"], status_code=202)
+async def admin_reembed(body: ReembedBody, call: CallerDep) -> dict[str, Any]:
+    """Re-embed the caller's scope through the enrichment path (admin; AutoMem's route, see
+    automem/enrich/servicer.py ``ReembedMemories``). Answers 202 at once with ``total`` and
+    ``job_id``; progress under ``reembed`` in ``GET /enrichment/status``."""
+    response = await usecases.reembed(call, body.batch_size, body.limit or 0, body.force)
+    return {"status": "queued", "job_id": response.job_id, "total": response.total,
+            "batch_size": response.batch_size, "force": body.force, "metadata_preserved": True}
 
 
 @router.post("/consolidate", tags=["ops"])

@@ -28,7 +28,7 @@ def _split(values: list[str]) -> list[str]:
 async def recall(
     call: CallerDep,
     query: str = "", queries: list[str] = Query(default=[]), embedding: str = "",
-    limit: int = 5, offset: int = 0, sort: str = "score",
+    limit: int = 5, offset: int = 0, sort: str = "", order_by: str = "",
     time_query: str = "", start: str = "", end: str = "",
     tags: list[str] = Query(default=[]), tag_mode: str = "any", tag_match: str = "prefix",
     exclude_tags: list[str] = Query(default=[]),
@@ -40,12 +40,22 @@ async def recall(
     expand_min_importance: float = 0.0, expand_min_strength: float = 0.0,
     min_score: float = 0.0, context: str = "", context_tags: list[str] = Query(default=[]),
     context_types: list[str] = Query(default=[]), priority_ids: list[str] = Query(default=[]),
-    recency_bias: str = "auto", format: str | None = None,
+    recency_bias: str = "auto", format: str | None = None, state_debug: bool = False,
+    time_alias: str = Query(default="", alias="time"), tz: str = "", timezone: str = "",
 ) -> dict[str, Any]:
     """Hybrid recall (AutoMem's parameters and defaults). Current memories only unless
     ``state_mode=history``; a superseded hit comes back as its chain head with
-    ``match_type: state_replacement``. A bare call lists recent memories."""
+    ``match_type: state_replacement``. A bare call lists recent memories. ``time`` is an
+    alias of ``time_query``, ``timezone`` of ``tz`` (automem/common/timewindow.py).
+    ``order_by`` is read as ``sort`` when ``sort`` is absent (AutoMem's
+    automem/api/recall.py). ``limit`` above the maximum (100) is clamped and the applied
+    value answered in ``limit`` (``requested_limit`` keeps what was asked); zero or negative
+    is a 400 naming ``limit``. ``state_debug=true`` lists the withheld hits with their
+    reasons under ``state_filter``. Pages (``offset``) of the same request slice one ranking:
+    ``has_more`` says another page follows, ``total`` is null unless known exactly (the
+    ranking was read to its end)."""
     started = time.perf_counter()
+    sort = sort or order_by or "score"
     vector: list[float] = []
     if embedding.strip():
         try:
@@ -56,20 +66,28 @@ async def recall(
     read = usecases.read_options(as_of, known_at, state_mode, current_only, include_archived, include_pending)
     found = await usecases.search(
         call, read=read, query=query, queries=queries, embedding=vector, limit=limit, offset=offset, sort=sort,
-        time_query=time_query, start=start, end=end, tags=expanded_tags, tag_mode=tag_mode, tag_match=tag_match,
-        exclude_tags=exclude_tags, expand_relations=expand_relations, expand_entities=expand_entities,
-        relation_limit=relation_limit, expansion_limit=expansion_limit,
+        time_query=time_query or time_alias, start=start, end=end, tags=expanded_tags, tag_mode=tag_mode,
+        tag_match=tag_match, exclude_tags=_split(exclude_tags), expand_relations=expand_relations,
+        expand_entities=expand_entities, relation_limit=relation_limit, expansion_limit=expansion_limit,
         expand_min_importance=expand_min_importance, expand_min_strength=expand_min_strength, min_score=min_score,
         context=context, context_tags=context_tags, context_types=context_types, priority_ids=priority_ids,
-        recency_bias=recency_bias)
+        recency_bias=recency_bias, tz=tz or timezone, state_debug=state_debug)
     results = [presenters.scored_json(r) for r in found.results]
     return {
         "status": "success", "results": results, "count": len(results),
         "state_mode": usecases.state_mode_word(read), "query": query, "tags": expanded_tags, "tag_mode": tag_mode,
-        "tag_match": tag_match, "limit": limit, "offset": offset, "sort": sort,
+        "tag_match": tag_match, "limit": found.limit, "requested_limit": limit, "offset": offset, "sort": sort,
+        **presenters.search_paging_json(found),
         "time_window": presenters.time_window_json(found),
+        "time_window_warning": found.time_window_warning or None,
         "as_of": as_of, "known_at": known_at, "arms": list(found.arms),
-        "degraded": list(found.degraded), "query_time_ms": presenters.elapsed_ms(started),
+        "degraded": list(found.degraded), "recency_bias": recency_bias,
+        **presenters.recall_details_json(
+            found, state_mode=usecases.state_mode_word(read), queries=[q for q in [query, *queries] if q.strip()],
+            exclude_tags=_split(exclude_tags), min_score=min_score, expand_relations=expand_relations,
+            expand_entities=expand_entities, relation_limit=relation_limit, expansion_limit=expansion_limit,
+            state_debug=state_debug, tags=expanded_tags),
+        "query_time_ms": presenters.elapsed_ms(started),
     }
 
 
@@ -78,7 +96,11 @@ async def by_tag(call: CallerDep, tags: list[str] = Query(default=[]), limit: in
                  tag_mode: str = "any", tag_match: str = "exact", as_of: str | None = None,
                  known_at: str | None = None, state_mode: str | None = None, page_token: str = "",
                  include_total: bool = False) -> dict[str, Any]:
-    """Current memories with any of ``tags`` (AutoMem; limit ≤ 200), newest first.
+    """Current memories with any of ``tags`` (AutoMem), newest first. ``limit`` above 200 is
+    clamped and the applied page size answered in ``limit`` (``requested_limit`` keeps what
+    was asked; AutoMem's automem/api/memory.py clamps the same way); zero or negative is a
+    400 naming ``limit``. ``state_mode=history`` lists superseded, expired, archived and
+    pending memories too: what ``DELETE /memory/by-tag`` would delete.
 
     Paging: ``next_page_token`` (empty at the end) continues with ``page_token``, at a
     cost independent of how many memories carry the tag; ``offset`` still skips from the
@@ -90,7 +112,8 @@ async def by_tag(call: CallerDep, tags: list[str] = Query(default=[]), limit: in
         call, expanded, read=usecases.read_options(as_of, known_at, state_mode), limit=limit, offset=offset,
         tag_mode=tag_mode, tag_match=tag_match, page_token=page_token, include_total=include_total)
     memories = [presenters.memory_json(m) for m in listed.memories]
-    return {"status": "success", "tags": expanded, "count": len(memories), "limit": limit, "offset": offset,
+    return {"status": "success", "tags": expanded, "count": len(memories), "limit": listed.page_size,
+            "requested_limit": limit, "offset": offset,
             **presenters.by_tag_json(listed), "memories": memories}
 
 

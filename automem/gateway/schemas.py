@@ -203,3 +203,23 @@ class ReprocessBody(BaseModel):
     """``POST /enrichment/reprocess``: memory ids."""
 
     ids: list[str]
+
+
+class ReembedBody(BaseModel):
+    """``POST /admin/reembed`` (AutoMem's automem/api/admin.py): ``batch_size`` memories per
+    step (0 or absent = 32; above 100 capped at 100, as AutoMem), ``limit`` (0 or absent = all),
+    ``force`` (re-embed memories that already have a vector of the current model)."""
+
+    batch_size: int = Field(32, ge=0)
+    limit: int | None = Field(None, ge=0)
+    force: bool = False
+
+
+class EntityMergeBody(BaseModel):
+    """``POST /entity/{slug}/merge`` (AutoMem's body, verygoodplugins/automem
+    automem/api/entity.py): ``merge_into`` (the slug to keep, required), ``category`` (for
+    slugs several kinds share), ``reason``."""
+
+    merge_into: str = ""
+    category: str = ""
+    reason: str = ""

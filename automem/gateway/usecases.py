@@ -14,6 +14,7 @@ naming the field for untranslatable input.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from typing import Any
 import grpc
 from google.protobuf import field_mask_pb2
 
+from automem.common import timewindow
 from automem.common.client import TIME_FIELDS, AutomemClient, set_input_times
 from automem.common.enums import enum_value, enum_word
 from automem.common.errors import HTTP_STATUS, InvalidArgument
@@ -134,11 +136,13 @@ def relation_type(name: str | None, field: str = "type", default: str = "RELATES
 # --- writes -----------------------------------------------------------------------------
 
 
-async def create_memory(call: Caller, body: MemoryRequest, *, scope: str = "",
-                        idempotency_key: str = "") -> ingest_service_pb2.CreateMemoryResponse:
-    """Store one memory (IngestService.CreateMemory); ``deduplicated`` on a retry."""
+async def create_memory(call: Caller, body: MemoryRequest, *, scope: str = "", idempotency_key: str = "",
+                        require_unused_key: bool = False) -> ingest_service_pb2.CreateMemoryResponse:
+    """Store one memory (IngestService.CreateMemory); ``deduplicated`` on a retry, or with
+    ``require_unused_key`` a refusal when the key was used (``If-None-Match: *``)."""
     return await call(call.client.ingest.CreateMemory, ingest_service_pb2.CreateMemoryRequest(
-        memory=memory_input(body), scope=scope, idempotency_key=idempotency_key))
+        memory=memory_input(body), scope=scope, idempotency_key=idempotency_key,
+        require_unused_key=require_unused_key))
 
 
 async def create_memories(call: Caller, bodies: Sequence[MemoryRequest], *, scope: str = "",
@@ -151,14 +155,15 @@ async def create_memories(call: Caller, bodies: Sequence[MemoryRequest], *, scop
 
 
 async def supersede_memory(call: Caller, memory_id: str, body: MemoryRequest, *, relation: str | None = None,
-                           reason: str = "", scope: str = "",
-                           idempotency_key: str = "") -> ingest_service_pb2.SupersedeMemoryResponse:
+                           reason: str = "", scope: str = "", idempotency_key: str = "",
+                           etag: int = 0) -> ingest_service_pb2.SupersedeMemoryResponse:
     """Replace ``memory_id`` by ``body`` atomically (IngestService.SupersedeMemory, which
-    decides the relation types a supersede may use; INVALIDATED_BY when none is given)."""
+    decides the relation types a supersede may use; INVALIDATED_BY when none is given);
+    ``etag`` 0 = no version check."""
     return await call(call.client.ingest.SupersedeMemory, ingest_service_pb2.SupersedeMemoryRequest(
         id=memory_id, scope=scope, replacement=memory_input(body),
         relation_type=relation_type(relation, "supersede_relation", "INVALIDATED_BY"), reason=reason,
-        idempotency_key=idempotency_key))
+        idempotency_key=idempotency_key, etag=etag))
 
 
 async def update_memory(call: Caller, memory_id: str, fields: dict[str, Any], *, add_tags: Sequence[str] = (),
@@ -171,11 +176,11 @@ async def update_memory(call: Caller, memory_id: str, fields: dict[str, Any], *,
         add_tags=list(add_tags)))
 
 
-async def delete_memory(call: Caller, memory_id: str, *, purge: bool = False,
-                        reason: str = "") -> ingest_service_pb2.DeleteMemoryResponse:
-    """Tombstone a memory (``purge``: remove it, admin)."""
+async def delete_memory(call: Caller, memory_id: str, *, purge: bool = False, reason: str = "",
+                        etag: int = 0) -> ingest_service_pb2.DeleteMemoryResponse:
+    """Tombstone a memory (``purge``: remove it, admin); ``etag`` 0 = no version check."""
     return await call(call.client.ingest.DeleteMemory,
-                      ingest_service_pb2.DeleteMemoryRequest(id=memory_id, purge=purge, reason=reason))
+                      ingest_service_pb2.DeleteMemoryRequest(id=memory_id, purge=purge, reason=reason, etag=etag))
 
 
 async def delete_by_tag(call: Caller, tags: Sequence[str], *,
@@ -257,11 +262,13 @@ async def search(call: Caller, *, read: recall_service_pb2.ReadOptions, query: s
                  relation_limit: int = 5, expansion_limit: int = 25, expand_min_importance: float = 0.0,
                  expand_min_strength: float = 0.0, min_score: float = 0.0, context: str = "",
                  context_tags: Sequence[str] = (), context_types: Sequence[str] = (),
-                 priority_ids: Sequence[str] = (), recency_bias: str = "") -> recall_service_pb2.SearchMemoriesResponse:
+                 priority_ids: Sequence[str] = (), recency_bias: str = "",
+                 tz: str = "", state_debug: bool = False) -> recall_service_pb2.SearchMemoriesResponse:
     """Ranked hybrid recall (RecallService.SearchMemories) with AutoMem's ``/recall``
     parameters; ``limit`` None = the service's default, the service checks its range.
-    InvalidArgument naming sort, tag_mode, tag_match, recency_bias, start or end when they
-    cannot be translated."""
+    ``start``/``end`` and ``tz`` are read by automem/common/timewindow.py (a date-only bound
+    covers its whole day in ``tz``). InvalidArgument naming sort, tag_mode, tag_match,
+    recency_bias, tz, start or end when they cannot be translated."""
     message = recall_service_pb2.SearchMemoriesRequest(
         query=query, queries=list(queries), embedding=list(embedding), offset=offset,
         sort=enum_value(recall_service_pb2.SortOrder, sort, "sort"), time_query=time_query, tags=list(tags),
@@ -272,13 +279,15 @@ async def search(call: Caller, *, read: recall_service_pb2.ReadOptions, query: s
         expand_min_importance=expand_min_importance, expand_min_strength=expand_min_strength,
         min_score=min_score, context=context, context_tags=list(context_tags), context_types=list(context_types),
         priority_ids=list(priority_ids), recency_bias=enum_value(recall_service_pb2.RecencyBias, recency_bias,
-                                                                 "recency_bias"))
+                                                                 "recency_bias"), state_debug=state_debug)
     if limit is not None:
         message.limit = limit
+    zone = timewindow.zone(tz)
+    message.tz = (tz or "").strip()
     if start and start.strip():
-        message.start_time.CopyFrom(ts(parse_time(start, field="start")))
+        message.start_time.CopyFrom(ts(timewindow.parse_bound(start, field="start", tz=zone)))
     if end and end.strip():
-        message.end_time.CopyFrom(ts(parse_time(end, field="end")))
+        message.end_time.CopyFrom(ts(timewindow.parse_bound(end, field="end", tz=zone, upper=True)))
     return await call(call.client.recall.SearchMemories, message)
 
 
@@ -312,6 +321,79 @@ async def related(call: Caller, memory_id: str, *, types: Sequence[str], max_dep
 async def analyze(call: Caller, top: int) -> recall_service_pb2.AnalyzeMemoriesResponse:
     """Counts, averages and frequencies of the caller's scope (``top`` checked by the service)."""
     return await call(call.client.recall.AnalyzeMemories, recall_service_pb2.AnalyzeMemoriesRequest(top=top), CALL_TIMEOUT)
+
+
+# --- graph and entities ---------------------------------------------------------------
+
+
+async def graph_snapshot(call: Caller, *, limit: int | None, min_importance: float, types: Sequence[str],
+                         since: str | None, read: recall_service_pb2.ReadOptions,
+                         ) -> recall_service_pb2.GetGraphSnapshotResponse:
+    """The scope's graph (``limit`` None = the service's default; ``since`` ISO 8601,
+    InvalidArgument naming ``since``); bounds are checked by the service."""
+    request = recall_service_pb2.GetGraphSnapshotRequest(min_importance=min_importance, types=list(types), read=read)
+    if limit is not None:
+        request.limit = limit
+    if since:
+        request.since.CopyFrom(ts(parse_time(since, field="since")))
+    return await call(call.client.recall.GetGraphSnapshot, request, CALL_TIMEOUT)
+
+
+async def graph_neighbors(call: Caller, memory_id: str, *, depth: int, include_semantic: bool,
+                          semantic_limit: int, read: recall_service_pb2.ReadOptions,
+                          ) -> recall_service_pb2.ListGraphNeighborsResponse:
+    """A memory's graph and semantic neighbours (bounds checked by the service)."""
+    return await call(call.client.recall.ListGraphNeighbors, recall_service_pb2.ListGraphNeighborsRequest(
+        id=memory_id, depth=depth, include_semantic=include_semantic, semantic_limit=semantic_limit, read=read),
+        CALL_TIMEOUT)
+
+
+async def graph_stats(call: Caller) -> recall_service_pb2.GetGraphStatsResponse:
+    """Counts of the scope's graph."""
+    return await call(call.client.recall.GetGraphStats, recall_service_pb2.GetGraphStatsRequest(), CALL_TIMEOUT)
+
+
+async def entities(call: Caller, *, category: str, limit: int | None) -> recall_service_pb2.ListEntitiesResponse:
+    """The scope's entities (``limit`` None = the service's default)."""
+    request = recall_service_pb2.ListEntitiesRequest(category=category)
+    if limit is not None:
+        request.limit = limit
+    return await call(call.client.recall.ListEntities, request)
+
+
+async def entity(call: Caller, slug: str, *, category: str, memory_limit: int | None,
+                 read: recall_service_pb2.ReadOptions) -> recall_service_pb2.GetEntityResponse:
+    """One entity with the memories that mention it."""
+    request = recall_service_pb2.GetEntityRequest(slug=slug, category=category, read=read)
+    if memory_limit is not None:
+        request.memory_limit = memory_limit
+    return await call(call.client.recall.GetEntity, request)
+
+
+async def merge_candidates(call: Caller, *, limit: int | None) -> recall_service_pb2.ListEntityMergeCandidatesResponse:
+    """Entity pairs that may name the same thing."""
+    request = recall_service_pb2.ListEntityMergeCandidatesRequest()
+    if limit is not None:
+        request.limit = limit
+    return await call(call.client.recall.ListEntityMergeCandidates, request, CALL_TIMEOUT)
+
+
+async def merge_entities(call: Caller, slug: str, *, merge_into: str, category: str,
+                         reason: str) -> review_service_pb2.MergeEntitiesResponse:
+    """Merge the entity ``slug`` into ``merge_into`` (admin)."""
+    return await call(call.client.review.MergeEntities, review_service_pb2.MergeEntitiesRequest(
+        slug=slug, merge_into=merge_into, category=category, reason=reason))
+
+
+async def entity_merges(call: Caller, *, page_size: int) -> review_service_pb2.ListEntityMergesResponse:
+    """The scope's entity merges, newest first (admin)."""
+    return await call(call.client.review.ListEntityMerges,
+                      review_service_pb2.ListEntityMergesRequest(page_size=page_size))
+
+
+async def undo_entity_merge(call: Caller, merge_id: str) -> review_service_pb2.UndoEntityMergeResponse:
+    """Undo an entity merge (admin)."""
+    return await call(call.client.review.UndoEntityMerge, review_service_pb2.UndoEntityMergeRequest(id=merge_id))
 
 
 # --- operations -------------------------------------------------------------------------
@@ -354,6 +436,29 @@ async def health(client: AutomemClient, *, with_sync: bool) -> Health:
     return out
 
 
+#: The services the gateway's REST and MCP calls need, by client stub, with their health names.
+GATEWAY_NEEDS = {"ingest": "automem.v1.IngestService", "recall": "automem.v1.RecallService"}
+
+
+async def readiness(client: AutomemClient) -> dict[str, bool]:
+    """Whether each service the gateway needs (:data:`GATEWAY_NEEDS`) reports SERVING on
+    grpc.health.v1 — which the service sets from its own stores (automem/common/readiness.py).
+    Unreachable or slower than :data:`HEALTH_TIMEOUT` counts as not serving."""
+    from grpc_health.v1 import health_pb2
+
+    async def one(stub: str, service: str) -> bool:
+        try:
+            answer = await client.health[stub].Check(health_pb2.HealthCheckRequest(service=service),
+                                                     timeout=HEALTH_TIMEOUT)
+        except grpc.aio.AioRpcError:
+            return False
+        return answer.status == health_pb2.HealthCheckResponse.SERVING
+
+    names = list(GATEWAY_NEEDS.items())
+    results = await asyncio.gather(*(one(stub, service) for stub, service in names))
+    return {service: ok for (_, service), ok in zip(names, results, strict=True)}
+
+
 async def enrichment_status(call: Caller) -> enrich_service_pb2.GetEnrichmentStatusResponse:
     """Queue depth and counters of enrichment."""
     return await call(call.client.enrich.GetEnrichmentStatus, enrich_service_pb2.GetEnrichmentStatusRequest())
@@ -362,6 +467,12 @@ async def enrichment_status(call: Caller) -> enrich_service_pb2.GetEnrichmentSta
 async def reprocess(call: Caller, ids: Sequence[str]) -> enrich_service_pb2.ReprocessMemoriesResponse:
     """Re-enrich the given memories (admin)."""
     return await call(call.client.enrich.ReprocessMemories, enrich_service_pb2.ReprocessMemoriesRequest(ids=ids), CALL_TIMEOUT)
+
+
+async def reembed(call: Caller, batch_size: int, limit: int, force: bool) -> enrich_service_pb2.ReembedMemoriesResponse:
+    """Start re-embedding the caller's scope (admin); progress in :func:`enrichment_status`."""
+    return await call(call.client.enrich.ReembedMemories, enrich_service_pb2.ReembedMemoriesRequest(
+        batch_size=batch_size, limit=limit, force=force), CALL_TIMEOUT)
 
 
 async def consolidate(call: Caller, mode: str, dry_run: bool) -> consolidate_service_pb2.ConsolidationRun:

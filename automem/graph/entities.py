@@ -7,8 +7,10 @@ Entities are per scope (their ``key`` starts with the scope: automem/enrich/enti
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
-from automem.common.model import Memory, node_fields
+from automem.common.model import Memory, node_fields, node_to_memory
 from automem.graph.repository import Repository
 from automem.v1 import memory_pb2
 
@@ -50,3 +52,173 @@ class Entities(Repository):
             "WHERE a.scope = $scope AND b.scope = $scope AND e.scope = $scope AND b.id <> a.id "
             "RETURN a.id, b.id, count(e) ORDER BY count(e) DESC", {"ids": list(ids), "scope": scope})
         return [(r[0], r[1], int(r[2])) for r in rows]
+
+    # --- entity API (automem/recall/graph_views.py, automem/ingest/entity_merge.py) ---------
+
+    async def listing(self, scope: str, kind: str | None, limit: int, live: Sequence[str]) -> list[EntityRow]:
+        """Up to ``limit`` entities of ``scope`` not merged into another (of ``kind``; None =
+        any), most referenced first, then key; the reference count is the memories in ``live``
+        states that mention the entity or one merged into it."""
+        rows = await self.store.ro_query(
+            "MATCH (e:Entity) WHERE e.scope = $scope AND e.merged_into IS NULL AND ($kind IS NULL OR e.kind = $kind) "
+            + _REFERENCES + "ORDER BY n DESC, e.key LIMIT $limit",
+            {"scope": scope, "kind": kind, "limit": int(limit), "live": list(live)})
+        return [_entity_row(r) for r in rows]
+
+    async def find(self, scope: str, keys: Sequence[str], alias_slug: str | None,
+                   live: Sequence[str]) -> list[EntityRow]:
+        """The entities of ``scope`` with one of ``keys`` (merged or not), and the unmerged ones
+        whose ``aliases`` hold ``alias_slug`` (None: none), most referenced first."""
+        rows = await self.store.ro_query(
+            "MATCH (e:Entity) WHERE e.scope = $scope AND (e.key IN $keys OR "
+            "($alias IS NOT NULL AND e.merged_into IS NULL AND $alias IN coalesce(e.aliases, []))) "
+            + _REFERENCES + "ORDER BY n DESC, e.key",
+            {"scope": scope, "keys": list(keys), "alias": alias_slug, "live": list(live)})
+        return [_entity_row(r) for r in rows]
+
+    async def by_slug(self, scope: str, slug: str, live: Sequence[str]) -> list[EntityRow]:
+        """The entities of ``scope`` of any kind whose key ends in ``slug``, most referenced first."""
+        rows = await self.store.ro_query(
+            "MATCH (e:Entity) WHERE e.scope = $scope AND e.key ENDS WITH $suffix "
+            + _REFERENCES + "ORDER BY n DESC, e.key",
+            {"scope": scope, "suffix": "|" + slug, "live": list(live)})
+        return [_entity_row(r) for r in rows]
+
+    async def lookup(self, scope: str, ref: str, kind: str, live: Sequence[str]) -> EntityRow | None:
+        """The entity of ``scope`` that ``ref`` names: ``"<kind>:<slug>"``, or a slug (of
+        ``kind`` when given, else of any kind, the most referenced), else an unmerged entity
+        holding the slug among its ``aliases``. ``ref`` and ``kind`` are compared lower-case.
+        None when nothing matches. The entity may itself be merged (``merged_into`` set)."""
+        ref, kind = ref.strip().lower(), kind.strip().lower()
+        if ":" in ref:
+            kind, ref = ref.split(":", 1)
+        if not ref:
+            return None
+        if kind:
+            found = await self.find(scope, [entity_key_of(scope, kind, ref)], ref, live)
+        else:
+            found = await self.by_slug(scope, ref, live) or await self.find(scope, [], ref, live)
+        direct = [e for e in found if e.key.endswith("|" + ref)]
+        return (direct or found or [None])[0]
+
+    async def mentioning(self, keys: Sequence[str], scope: str, states: Sequence[str], limit: int) -> list[Memory]:
+        """Up to ``limit`` memories of ``scope`` in ``states`` that mention one of the entities
+        ``keys`` (an entity's key and its ``merged_keys``), newest first (event time, then id)."""
+        rows = await self.store.ro_query(
+            "UNWIND $keys AS k MATCH (e:Entity {key: k}) WHERE e.scope = $scope "
+            "MATCH (m:Memory)-[:MENTIONS]->(e) WHERE m.scope = $scope AND m.state IN $states "
+            "WITH DISTINCT m RETURN properties(m) AS p, m.event_time AS t, m.id AS id "
+            "ORDER BY t DESC, id LIMIT $limit",
+            {"keys": list(keys), "scope": scope, "states": list(states), "limit": int(limit)})
+        return [node_to_memory(r[0]) for r in rows]
+
+    async def mention_sets(self, scope: str, live: Sequence[str]) -> list[tuple[EntityRow, set[str]]]:
+        """Every unmerged entity of ``scope`` with the ids of the memories in ``live`` states
+        that mention it (what merge candidates compare)."""
+        rows = await self.store.ro_query(
+            "MATCH (e:Entity) WHERE e.scope = $scope AND e.merged_into IS NULL "
+            "OPTIONAL MATCH (m:Memory)-[:MENTIONS]->(e) WHERE m.state IN $live "
+            "RETURN e.key, e.name, e.kind, e.aliases, count(m), e.merged_into, e.merged_keys, collect(m.id)",
+            {"scope": scope, "live": list(live)})
+        return [(_entity_row(r), set(r[7] or [])) for r in rows]
+
+    async def merge(self, record: dict[str, Any]) -> list[str] | None:
+        """Merge the entity ``record["alias_key"]`` into ``record["canonical_key"]`` (both of
+        ``record["scope"]`` and not merged) in ONE query: every MENTIONS edge to the alias
+        moves to the canonical entity, the alias gets ``merged_into``, the canonical entity's
+        ``aliases`` and ``merged_keys`` become ``record["aliases"]`` / ``record["merged_keys"]``,
+        and an ``(:EntityMerge)`` node holding ``record`` (id, scope, keys, actor, create_time,
+        reason, prior_aliases, prior_merged_keys) plus the
+        moved memory ids (``memory_ids``) and those that already mentioned the canonical
+        entity (``shared``) is created. Returns the moved memory ids; None (nothing written)
+        when either entity is missing or already merged."""
+        rows = await self.store.query(
+            "MATCH (a:Entity {key: $rec.alias_key}), (c:Entity {key: $rec.canonical_key}) "
+            "WHERE a.scope = $rec.scope AND c.scope = $rec.scope AND a.merged_into IS NULL "
+            "AND c.merged_into IS NULL AND a <> c "
+            "OPTIONAL MATCH (m:Memory)-[old:MENTIONS]->(a) "
+            "OPTIONAL MATCH (m)-[both:MENTIONS]->(c) "
+            "WITH a, c, collect(m) AS ms, collect(old) AS olds, "
+            "collect(CASE WHEN both IS NULL THEN NULL ELSE m.id END) AS shared "
+            "SET a.merged_into = $rec.canonical_key, c.aliases = $rec.aliases, c.merged_keys = $rec.merged_keys "
+            "CREATE (x:EntityMerge) SET x = $rec, x.memory_ids = [n IN ms | n.id], x.shared = shared, "
+            "x.undone = false "
+            "FOREACH (n IN ms | MERGE (n)-[:MENTIONS]->(c)) "
+            "FOREACH (r IN olds | DELETE r) "
+            "RETURN x.memory_ids",
+            {"rec": record})
+        return list(rows[0][0] or []) if rows else None
+
+    async def undo_merge(self, merge_id: str, scope: str, actor: str, when: float) -> bool:
+        """Undo the EntityMerge ``merge_id`` of ``scope`` in ONE query: the moved memories
+        mention the alias again, lose the canonical edge unless they had it before the merge
+        (``shared``), the alias is unmerged and the canonical entity's aliases and merged keys
+        return to ``prior_aliases`` / ``prior_merged_keys``; the record is marked undone (``undone_by`` = ``actor``, ``undo_time``
+        = ``when``). False (nothing written) when the record is missing or already undone."""
+        rows = await self.store.query(
+            "MATCH (x:EntityMerge {id: $id}) WHERE x.scope = $scope AND x.undone = false "
+            "MATCH (a:Entity {key: x.alias_key}), (c:Entity {key: x.canonical_key}) "
+            "WHERE a.scope = $scope AND c.scope = $scope "
+            "SET a.merged_into = NULL, c.aliases = x.prior_aliases, c.merged_keys = x.prior_merged_keys, "
+            "x.undone = true, x.undone_by = $actor, "
+            "x.undo_time = $when "
+            "WITH x, a, c "
+            "OPTIONAL MATCH (m:Memory)-[r:MENTIONS]->(c) WHERE m.id IN x.memory_ids "
+            "WITH x, a, collect(m) AS ms, collect(CASE WHEN m.id IN x.shared THEN NULL ELSE r END) AS drop "
+            "FOREACH (n IN ms | MERGE (n)-[:MENTIONS]->(a)) "
+            "FOREACH (r IN drop | DELETE r) "
+            "RETURN x.id",
+            {"id": merge_id, "scope": scope, "actor": actor, "when": when})
+        return bool(rows)
+
+    async def merges(self, scope: str, limit: int, merge_id: str | None = None) -> list[dict[str, Any]]:
+        """The EntityMerge records of ``scope`` (only ``merge_id`` when given), newest first,
+        as property maps."""
+        rows = await self.store.ro_query(
+            "MATCH (x:EntityMerge) WHERE x.scope = $scope AND ($id IS NULL OR x.id = $id) "
+            "RETURN properties(x) ORDER BY x.create_time DESC, x.id LIMIT $limit",
+            {"scope": scope, "id": merge_id, "limit": int(limit)})
+        return [r[0] for r in rows]
+
+
+#: The tail of an entity read: its reference count (memories in ``$live`` states mentioning
+#: it or an entity merged into it, found by key through ``merged_keys``: index lookups, no
+#: scan) and the columns :func:`_entity_row` reads.
+_REFERENCES = (
+    "UNWIND [e.key] + coalesce(e.merged_keys, []) AS k OPTIONAL MATCH (g:Entity {key: k}) "
+    "OPTIONAL MATCH (m:Memory)-[:MENTIONS]->(g) WHERE m.state IN $live "
+    "WITH e, count(DISTINCT m) AS n "
+    "RETURN e.key, e.name, e.kind, e.aliases, n, e.merged_into, e.merged_keys ")
+
+
+@dataclass(frozen=True)
+class EntityRow:
+    """An Entity node as read: ``key`` (``scope|kind|slug``), name, kind, aliases (slugs of
+    entities merged into it), ``references`` (memories mentioning it), ``merged_into`` (key,
+    "" when not merged) and ``merged_keys`` (keys of the entities merged into it, directly or
+    through another)."""
+
+    key: str
+    name: str
+    kind: str
+    aliases: tuple[str, ...]
+    references: int
+    merged_into: str
+    merged_keys: tuple[str, ...] = ()
+
+
+def entity_key_of(scope: str, kind: str, slug: str) -> str:
+    """The key of the Entity node of ``kind`` and ``slug`` in ``scope`` (the form
+    automem/enrich/entities.py ``entity_key`` writes)."""
+    return f"{scope}|{kind}|{slug}"
+
+
+def split_entity_key(key: str) -> tuple[str, str, str]:
+    """``(scope, kind, slug)`` of an Entity key (kind and slug never hold ``|``)."""
+    scope, kind, slug = key.rsplit("|", 2)
+    return scope, kind, slug
+
+
+def _entity_row(row: Sequence[Any]) -> EntityRow:
+    return EntityRow(key=row[0], name=row[1] or "", kind=row[2] or "", aliases=tuple(row[3] or ()),
+                     references=int(row[4] or 0), merged_into=row[5] or "", merged_keys=tuple(row[6] or ()))

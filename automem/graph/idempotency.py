@@ -10,8 +10,9 @@ from automem.common.model import Memory, epoch, memory_to_node
 from automem.graph.repository import Repository
 
 
-def _key(scope: str, key: str) -> str:
-    # A unit separator keeps scope and key apart (neither contains one).
+def node_key(scope: str, key: str) -> str:
+    """The ``key`` property of the ``:IdempotencyKey`` node of ``key`` in ``scope`` (a unit
+    separator keeps the two apart: neither contains one)."""
     return f"{scope}\x1f{key}"
 
 
@@ -21,7 +22,7 @@ class IdempotencyKeys(Repository):
     async def memory_ids(self, scope: str, key: str) -> list[str] | None:
         """The memory ids claimed by ``key`` in ``scope``, or None when it is unclaimed."""
         rows = await self.store.ro_query(
-            "MATCH (k:IdempotencyKey {key: $key}) RETURN k.memory_ids", {"key": _key(scope, key)}
+            "MATCH (k:IdempotencyKey {key: $key}) RETURN k.memory_ids", {"key": node_key(scope, key)}
         )
         return list(rows[0][0]) if rows else None
 
@@ -30,7 +31,7 @@ class IdempotencyKeys(Repository):
         wins; ``create_time`` in epoch seconds)."""
         await self.store.query(
             "MERGE (k:IdempotencyKey {key: $key}) ON CREATE SET k.memory_ids = $ids, k.create_time = $t",
-            {"key": _key(scope, key), "ids": list(ids), "t": create_time},
+            {"key": node_key(scope, key), "ids": list(ids), "t": create_time},
         )
 
     async def create_claimed(self, scope: str, key: str, memories: Sequence[Memory],
@@ -45,7 +46,7 @@ class IdempotencyKeys(Repository):
             "MERGE (k:IdempotencyKey {key: $key}) ON CREATE SET k.memory_ids = $ids, k.create_time = $t "
             "WITH k WHERE k.memory_ids = $ids "
             "FOREACH (row IN $rows | CREATE (m:Memory) SET m = row) RETURN count(k)",
-            {"key": _key(scope, key), "ids": ids, "rows": [memory_to_node(m) for m in memories],
+            {"key": node_key(scope, key), "ids": ids, "rows": [memory_to_node(m) for m in memories],
              "t": epoch(memories[0], "create_time") if memories else time.time()},
         )
         return bool(rows and rows[0][0])

@@ -10,7 +10,7 @@ read in the same scope just before.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from automem.common.model import (
@@ -30,7 +30,8 @@ from automem.graph.repository import Repository
 ENRICHMENT_FIELDS = ("embedding_status", "enrichment_status", "entities", "entity_tags", "summary",
                      "embedding_model")
 #: Entity tags (automem/enrich/entities.py, ``entity:<kind>:<slug>``) are matched in the
-#: ``entity_tags`` property as well; other tags only in ``tags_lower``.
+#: ``entity_tags`` property as well; other tags only in ``tags_lower``. Both properties hold
+#: comparison keys (automem/common/text.py ``text_key``), not the spellings.
 ENTITY_TAG_PREFIX = "entity:"
 #: Node states of memories a sync check compares with the vector points.
 _LIVE_STATES = "['ACTIVE', 'SUPERSEDED', 'PENDING_REVIEW', 'ARCHIVED']"
@@ -38,7 +39,7 @@ _LIVE_STATES = "['ACTIVE', 'SUPERSEDED', 'PENDING_REVIEW', 'ARCHIVED']"
 
 class MemoryFilter(Protocol):
     """The recall filters a graph listing applies (automem/recall/filters.py ``Filters``):
-    lower-cased ``tags`` matched ``tag_match`` (exact | prefix) with ``tag_mode`` (any |
+    ``tags`` as comparison keys (automem/common/text.py ``text_key``) matched ``tag_match`` (exact | prefix) with ``tag_mode`` (any |
     all) in the user and entity tags, none of ``exclude_tags``, ``event_time`` within
     ``start``..``end`` (epoch seconds, inclusive, None = open)."""
 
@@ -127,13 +128,36 @@ class ScopeAnalysis:
     """The rows of :meth:`Memories.analyze`: ``states`` [(state, count)] over the scope;
     over its ACTIVE memories that are not MetaPatterns: ``types`` [(type, count)],
     ``averages`` [(count, average confidence, average importance)], ``entities`` and
-    ``tags`` [(tag, count)], most frequent first, then by tag."""
+    ``tags`` [(tag, count)], most frequent first, then by tag; ``type_confidence``
+    [(type, average confidence)]; ``patterns`` [(id, content, confidence, PART_OF members)]
+    of the scope's ACTIVE MetaPatterns, most confident first; ``preferences`` [(preferred
+    content, other content, reason, strength)] of PREFERS_OVER edges between ACTIVE memories,
+    strongest first; ``hours`` [(UTC hour of ``event_time``, count, average importance)];
+    ``confidence`` [(low, medium, high)] counts (bands of AutoMem's automem/api/recall.py
+    ``/analyze``: < 0.4, < 0.7, else)."""
 
     states: list[list[Any]]
     types: list[list[Any]]
     averages: list[list[Any]]
     entities: list[list[Any]]
     tags: list[list[Any]]
+    type_confidence: list[list[Any]] = field(default_factory=list)
+    patterns: list[list[Any]] = field(default_factory=list)
+    preferences: list[list[Any]] = field(default_factory=list)
+    hours: list[list[Any]] = field(default_factory=list)
+    confidence: list[list[Any]] = field(default_factory=list)
+
+
+@dataclass
+class GraphCounts:
+    """The rows of :meth:`Memories.graph_counts`: ``types`` and ``states`` [(name, count)],
+    ``importance`` (high >= 0.8, medium 0.5..0.8, low < 0.5) and ``days`` [(UTC day number
+    since the epoch, memories created that day)], newest day first."""
+
+    types: list[tuple[str, int]]
+    states: list[tuple[str, int]]
+    importance: tuple[int, ...]
+    days: list[tuple[int, int]]
 
 
 class Memories(Repository):
@@ -264,12 +288,16 @@ class Memories(Repository):
             {"scope": scope})
         return [node_to_memory(r[0]) for r in rows]
 
-    async def with_any_tag(self, scope: str, tags: Sequence[str]) -> list[Memory]:
-        """Memories of ``scope`` not DELETED carrying any of the lower-cased ``tags``."""
+    async def with_any_tag(self, scope: str, tags: Sequence[str], states: Sequence[str]) -> list[Memory]:
+        """Memories of ``scope`` in one of ``states`` carrying any of ``tags`` (comparison keys,
+        automem/common/text.py ``text_key``; an ``entity:`` tag also in ``entity_tags``, as the
+        by-tag listing's exact match: plain tags never appear there), in the listing's order:
+        event time newest first, then importance, then id (automem/recall/bytag.py)."""
         rows = await self.store.ro_query(
-            "MATCH (m:Memory) WHERE m.scope = $scope AND m.state <> 'DELETED' "
-            "AND any(t IN m.tags_lower WHERE t IN $tags) RETURN properties(m)",
-            {"scope": scope, "tags": list(tags)},
+            "MATCH (m:Memory) WHERE m.scope = $scope AND m.state IN $states "
+            "AND any(t IN $tags WHERE t IN m.tags_lower OR t IN coalesce(m.entity_tags, [])) "
+            "RETURN properties(m) ORDER BY m.event_time DESC, m.importance DESC, m.id ASC",
+            {"scope": scope, "tags": list(tags), "states": list(states)},
         )
         return [node_to_memory(r[0]) for r in rows]
 
@@ -311,7 +339,7 @@ class Memories(Repository):
     async def list_ids(self, flt: MemoryFilter, states: Sequence[str], limit: int, *, order: str = "event_time",
                        descending: bool = True, since: float | None = None) -> list[str]:
         """Ids of up to ``limit`` memories matching ``flt`` in ``states``, ordered by
-        ``order`` (``event_time`` or ``update_time``; then importance, highest first),
+        ``order`` (``event_time`` or ``update_time``; then importance, highest first; then id),
         newest first when ``descending``; only ``event_time >= since`` when ``since`` is
         given (epoch seconds: a newest-first window, automem/recall/servicer.py)."""
         if order not in ("event_time", "update_time"):
@@ -319,7 +347,9 @@ class Memories(Repository):
         where, params = filter_where(flt, "m")
         params.update({"states": list(states), "limit": int(limit)})
         match = f"MATCH (m:Memory) WHERE {where} AND m.state IN $states"
-        tail = f" RETURN m.id ORDER BY m.{order} {'DESC' if descending else 'ASC'}, m.importance DESC LIMIT $limit"
+        # The id makes the order total, so a longer listing extends a shorter one (recall pages).
+        tail = (f" RETURN m.id ORDER BY m.{order} {'DESC' if descending else 'ASC'}, m.importance DESC, m.id "
+                "LIMIT $limit")
         if since is not None:
             params["w_lo"] = since
             match += " AND m.event_time >= $w_lo"
@@ -356,7 +386,79 @@ class Memories(Repository):
             params)
         tags = await self.store.ro_query(
             active + "UNWIND m.tags_lower AS t RETURN t, count(*) AS n ORDER BY n DESC, t LIMIT $top", params)
-        return ScopeAnalysis(states, types, averages, entities, tags)
+        type_confidence = await self.store.ro_query(active + "RETURN m.type, avg(m.confidence)", params)
+        patterns = await self.store.ro_query(
+            "MATCH (p:Memory) WHERE p.scope = $scope AND p.state = 'ACTIVE' AND p.type = 'MetaPattern' "
+            "OPTIONAL MATCH (x:Memory)-[:PART_OF]->(p) "
+            "RETURN p.id, p.content, p.confidence, count(x) AS n ORDER BY p.confidence DESC, n DESC, p.id LIMIT 10",
+            params)
+        preferences = await self.store.ro_query(
+            "MATCH (a:Memory)-[r:PREFERS_OVER]->(b:Memory) WHERE a.scope = $scope AND a.state = 'ACTIVE' "
+            "AND b.state = 'ACTIVE' RETURN a.content, b.content, r.reason, r.strength "
+            "ORDER BY r.strength DESC, a.id, b.id LIMIT 10", params)
+        hours = await self.store.ro_query(
+            active + "WITH toInteger(floor(m.event_time / 3600.0)) % 24 AS h, m "
+            "RETURN h, count(m), avg(m.importance) ORDER BY h", params)
+        confidence = await self.store.ro_query(
+            active + "RETURN sum(CASE WHEN m.confidence < 0.4 THEN 1 ELSE 0 END), "
+            "sum(CASE WHEN m.confidence >= 0.4 AND m.confidence < 0.7 THEN 1 ELSE 0 END), "
+            "sum(CASE WHEN m.confidence >= 0.7 THEN 1 ELSE 0 END)", params)
+        return ScopeAnalysis(states, types, averages, entities, tags, type_confidence, patterns, preferences,
+                             hours, confidence)
+
+    async def reembed_ids(self, scope: str, model: str, force: bool, limit: int) -> list[str]:
+        """Ids of the memories of ``scope`` a re-embedding job queues, newest first (AutoMem's
+        automem/api/admin.py ``/admin/reembed`` orders by timestamp, newest first): with
+        ``force`` every memory that is not DELETED or REJECTED; otherwise only those whose
+        vector is missing (``embedding_status`` not DONE) or made by another model than
+        ``model``. Memories embedded by their caller (``embedding_model`` "caller") are never
+        selected: the service cannot remake that vector. ``limit`` 0 = all."""
+        where = ("m.scope = $scope AND NOT m.state IN ['DELETED', 'REJECTED'] "
+                 "AND coalesce(m.embedding_model, '') <> 'caller'")
+        if not force:
+            where += (" AND (m.embedding_status <> 'EMBEDDING_STATUS_DONE' OR m.embedding_model IS NULL "
+                      "OR m.embedding_model <> $model)")
+        query = f"MATCH (m:Memory) WHERE {where} RETURN m.id ORDER BY m.event_time DESC, m.id"
+        if limit > 0:
+            query += f" LIMIT {int(limit)}"
+        rows = await self.store.ro_query(query, {"scope": scope, "model": model})
+        return [r[0] for r in rows]
+
+    # --- graph views (automem/recall/graph_views.py) -------------------------------------------
+
+    async def graph_nodes(self, scope: str, states: Sequence[str], *, min_importance: float,
+                          types: Sequence[str] | None, since: float | None, limit: int) -> list[Memory]:
+        """Up to ``limit`` memories of ``scope`` in ``states`` with importance >= ``min_importance``,
+        of ``types`` (canonical type names; None = any, MetaPatterns only when named) and event
+        time >= ``since`` (epoch seconds; None = any), most important first, then newest, then
+        id: the nodes of a graph snapshot (AutoMem's automem/api/graph.py ``snapshot`` order)."""
+        rows = await self.store.ro_query(
+            "MATCH (m:Memory) WHERE m.scope = $scope AND m.state IN $states AND m.importance >= $min "
+            "AND ($types IS NULL OR m.type IN $types) AND ($types IS NOT NULL OR m.type <> 'MetaPattern') "
+            "AND ($since IS NULL OR m.event_time >= $since) "
+            "RETURN properties(m) AS p ORDER BY m.importance DESC, m.event_time DESC, m.id LIMIT $limit",
+            {"scope": scope, "states": list(states), "min": float(min_importance),
+             "types": list(types) if types else None, "since": since, "limit": int(limit)})
+        return [node_to_memory(r[0]) for r in rows]
+
+    async def graph_counts(self, scope: str, states: Sequence[str], since: float) -> GraphCounts:
+        """Counts of ``scope``'s memories in ``states`` for AutoMem's GET /graph/stats
+        (:class:`GraphCounts`); ``since`` (epoch seconds) starts the activity window."""
+        params = {"scope": scope, "states": list(states), "since": since}
+        base = "MATCH (m:Memory) WHERE m.scope = $scope AND m.state IN $states "
+        [types, states_rows, importance, days] = await self.store.ro_query_many([
+            (base + "RETURN m.type, count(m)", params),
+            (base + "RETURN m.state, count(m)", params),
+            (base + "RETURN sum(CASE WHEN m.importance >= 0.8 THEN 1 ELSE 0 END), "
+                    "sum(CASE WHEN m.importance >= 0.5 AND m.importance < 0.8 THEN 1 ELSE 0 END), "
+                    "sum(CASE WHEN m.importance < 0.5 THEN 1 ELSE 0 END)", params),
+            (base + "AND m.create_time >= $since "
+                    "RETURN toInteger(floor(m.create_time / 86400.0)) AS d, count(m) ORDER BY d DESC", params),
+        ])
+        return GraphCounts(types=[(r[0] or "", int(r[1])) for r in types],
+                           states=[(r[0] or "", int(r[1])) for r in states_rows],
+                           importance=tuple(int(v or 0) for v in importance[0]) if importance else (0, 0, 0),
+                           days=[(int(r[0]), int(r[1])) for r in days])
 
     # --- writes ---------------------------------------------------------------------------
 
@@ -380,18 +482,25 @@ class Memories(Repository):
         return bool(rows)
 
     async def supersede(self, old: Memory, old_props: dict[str, Any], new: Memory, relation: Relation,
-                        _fail_after_create: bool = False) -> bool:
+                        _fail_after_create: bool = False, claim: str | None = None) -> bool:
         """The atomic graph write of a supersede, in ONE query (FalkorDB applies all of it or
         none): while ``old`` still has its version, create ``new``, write ``old_props`` onto
-        ``old`` and create the edge ``relation`` (old -> new). False (nothing written) when
-        the version check fails. ``_fail_after_create`` (tests only) makes the query fail after
-        the writes, to show the rollback."""
+        ``old`` and create the edge ``relation`` (old -> new). With ``claim`` (an
+        ``:IdempotencyKey`` node key, automem/graph/idempotency.py ``node_key``) the same query
+        first claims that key for ``new`` and writes nothing when it is claimed already, so
+        two concurrent supersedes with one key cannot both create. False (nothing written)
+        when the version check or the claim fails. ``_fail_after_create`` (tests only) makes
+        the query fail after the writes, to show the rollback."""
         label = relation_label(relation_type_name(relation.type))
         # A runtime error (division by zero) after the writes: FalkorDB undoes the whole query.
         # (A WHERE that only filters rows out would leave the writes applied.)
         failure = "WITH old, new, r WHERE 1 / (size(new.id) - size(new.id)) = 0 " if _fail_after_create else ""
+        claiming = ("MERGE (k:IdempotencyKey {key: $claim}) "
+                    "ON CREATE SET k.memory_ids = [$new_props.id], k.create_time = $created "
+                    "WITH old, k WHERE k.memory_ids = [$new_props.id] ") if claim else ""
         rows = await self.store.query(
             "MATCH (old:Memory {id: $old_id}) WHERE old.scope = $scope AND old.version = $version "
+            f"{claiming}"
             # CREATE with the id inline, then +=: on a failure FalkorDB then undoes the create
             # too (CREATE (n) SET n = $map left an empty node behind when the query failed).
             "CREATE (new:Memory {id: $new_props.id}) SET new += $new_props "
@@ -401,7 +510,8 @@ class Memories(Repository):
             f"{failure}RETURN new.id",
             {"old_id": old.id, "scope": old.scope, "version": old.version,
              "new_props": memory_to_node(new), "old_props": old_props,
-             "strength": relation.strength, "created": epoch(relation, "create_time"), "reason": relation.reason},
+             "strength": relation.strength, "created": epoch(relation, "create_time"), "reason": relation.reason,
+             "claim": claim},
         )
         return bool(rows)
 
@@ -567,6 +677,39 @@ class Memories(Repository):
             "RETURN properties(m), p.content ORDER BY m.id SKIP $skip LIMIT $limit",
             {"skip": skip, "limit": limit})
         return [(node_to_memory(r[0]), r[1] or "") for r in rows]
+
+    # --- comparison-key migration (automem/enrich/textkeys.py) -------------------------
+
+    async def migration_version(self, name: str) -> int:
+        """The version recorded for migration ``name`` (0 when none ran)."""
+        rows = await self.store.ro_query("MATCH (s:SchemaMigration {name: $name}) RETURN s.version", {"name": name})
+        return int(rows[0][0] or 0) if rows else 0
+
+    async def set_migration_version(self, name: str, version: int) -> None:
+        """Record that migration ``name`` reached ``version``."""
+        await self.store.query("MERGE (s:SchemaMigration {name: $name}) SET s.version = $version",
+                               {"name": name, "version": version})
+
+    async def key_page(self, after: str, limit: int) -> list[tuple[dict[str, Any], str]]:
+        """Up to ``limit`` memories (every state) with id greater than ``after``, in id order:
+        ``[(node properties, PRECEDED_BY predecessor's content or "")]``."""
+        rows = await self.store.ro_query(
+            "MATCH (m:Memory) WHERE m.id > $after WITH m ORDER BY m.id LIMIT $limit "
+            "OPTIONAL MATCH (m)-[:PRECEDED_BY]->(p:Memory) RETURN properties(m), p.content",
+            {"after": after, "limit": limit})
+        return [(r[0], r[1] or "") for r in rows]
+
+    async def set_tag_keys(self, rows: Sequence[dict[str, Any]]) -> int:
+        """Write ``tags_lower`` / ``entity_tags`` of ``rows`` (``{id, version, tags_lower,
+        entity_tags}``) where the node still has that ``version`` (a write in between built
+        its keys already). Returns how many nodes were written."""
+        if not rows:
+            return 0
+        done = await self.store.query(
+            "UNWIND $rows AS r MATCH (m:Memory {id: r.id}) WHERE m.version = r.version "
+            "SET m.tags_lower = r.tags_lower, m.entity_tags = r.entity_tags RETURN count(m)",
+            {"rows": list(rows)})
+        return int(done[0][0]) if done else 0
 
 
 class TagIndex:

@@ -122,6 +122,43 @@ class Relations(Repository):
             {"pairs": [list(p) for p in pairs]})
         return {tuple(sorted((r[0], r[1]))) for r in rows}
 
+    # --- graph views (automem/recall/graph_views.py) ---------------------------------------
+
+    async def among(self, ids: Sequence[str], scope: str) -> list[tuple[str, str, str, float]]:
+        """Edges (any memory-to-memory type) whose two ends are both in ``ids``, as stored:
+        (source, type, target, strength), ordered by source, type, target."""
+        if not ids:
+            return []
+        rows = await self.store.ro_query(
+            "UNWIND $ids AS mid MATCH (a:Memory {id: mid})-[r]->(b:Memory) "
+            "WHERE a.scope = $scope AND b.scope = $scope AND b.id IN $ids "
+            "RETURN a.id, type(r), b.id, r.strength ORDER BY a.id, type(r), b.id",
+            {"ids": list(ids), "scope": scope})
+        return [(r[0], r[1], r[2], float(r[3] or 0.0)) for r in rows]
+
+    async def touching(self, ids: Sequence[str], scope: str) -> list[tuple[str, str, str, str, str, float]]:
+        """Edges (any memory-to-memory type) touching ``ids`` in either direction:
+        (seed id, other id, source, type, target, strength) with source/target as stored."""
+        if not ids:
+            return []
+        rows = await self.store.ro_query(
+            "UNWIND $ids AS mid MATCH (a:Memory {id: mid})-[r]->(b:Memory) "
+            "WHERE a.scope = $scope AND b.scope = $scope "
+            "RETURN a.id AS seed, b.id AS other, a.id AS source, type(r) AS type, b.id AS target, r.strength AS s "
+            "UNION ALL UNWIND $ids AS mid MATCH (a:Memory {id: mid})<-[r]-(b:Memory) "
+            "WHERE a.scope = $scope AND b.scope = $scope "
+            "RETURN a.id AS seed, b.id AS other, b.id AS source, type(r) AS type, a.id AS target, r.strength AS s",
+            {"ids": list(ids), "scope": scope})
+        return [(r[0], r[1], r[2], r[3], r[4], float(r[5] or 0.0)) for r in rows]
+
+    async def counts(self, scope: str, states: Sequence[str]) -> list[tuple[str, int]]:
+        """Edges between memories of ``scope`` whose both ends are in ``states``, by type."""
+        rows = await self.store.ro_query(
+            "MATCH (a:Memory)-[r]->(b:Memory) WHERE a.scope = $scope AND b.scope = $scope "
+            "AND a.state IN $states AND b.state IN $states RETURN type(r), count(r)",
+            {"scope": scope, "states": list(states)})
+        return [(r[0], int(r[1])) for r in rows]
+
     # --- system edges ----------------------------------------------------------------------
 
     async def create_discovered(self, rows: Sequence[dict[str, Any]], now: float) -> None:

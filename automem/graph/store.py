@@ -184,7 +184,7 @@ class GraphStore:
     async def ensure_schema(self) -> None:
         """Create the indexes (idempotent): range on Memory(id, scope, content_hash,
         event_time, embedding_status, tags_lower, entity_tags), full-text on Memory(content),
-        range on Tombstone and IdempotencyKey. The two tag indexes are on array properties
+        range on Tombstone, IdempotencyKey and Entity(key, scope). The two tag indexes are on array properties
         (FalkorDB indexes each element; ``$tag IN m.tags_lower`` uses it) and drive the by-tag
         listing (automem/recall/bytag.py)."""
         statements = [
@@ -198,6 +198,7 @@ class GraphStore:
             "CREATE INDEX FOR (t:Tombstone) ON (t.content_hash)",
             "CREATE INDEX FOR (k:IdempotencyKey) ON (k.key)",
             "CREATE INDEX FOR (e:Entity) ON (e.key)",
+            "CREATE INDEX FOR (e:Entity) ON (e.scope)",
             "CALL db.idx.fulltext.createNodeIndex('Memory', 'content')",
         ]
         for statement in statements:

@@ -16,6 +16,7 @@ from typing import Any
 from google.protobuf import struct_pb2
 
 from automem.common.classify import classify
+from automem.common.embedding import configured_dimension
 from automem.common.errors import InvalidArgument
 from automem.common.model import (
     Memory,
@@ -232,9 +233,18 @@ def input_time(item: ingest_service_pb2.MemoryInput, name: str, field_prefix: st
         raise InvalidArgument(f"{field}: outside the years 1–9999", field=field) from None
 
 
-def _validate_embedding(values: list[float], field: str) -> None:
+def validate_embedding(values: list[float], field: str, dimension: int) -> None:
+    """Check a caller-supplied embedding: finite numbers, and exactly ``dimension`` of them
+    when ``dimension`` is known (non-zero; automem/common/embedding.py
+    ``configured_dimension``). Empty = none given. AutoMem refuses a vector without exactly
+    ``VECTOR_SIZE`` values too (``coerce_embedding`` in automem/embedding/runtime_helpers.py
+    of verygoodplugins/automem); the message here names both sizes. InvalidArgument naming
+    ``field``."""
     if any(math.isnan(v) or math.isinf(v) for v in values):
         raise InvalidArgument(f"{field}: must contain finite numbers", field=field)
+    if values and dimension and len(values) != dimension:
+        raise InvalidArgument(f"{field}: has {len(values)} dimensions; the collection's embedding model uses "
+                              f"{dimension}", field=field)
 
 
 def build_memory(
@@ -249,8 +259,12 @@ def build_memory(
     """A new ACTIVE (or PENDING_REVIEW) memory from caller input, with a server-minted UUID.
 
     Defaults (AutoMem): importance 0.5; confidence 0.9 when the type is given, else the
-    classifier's; ``timestamp`` and ``t_valid`` = created time; ``t_invalid`` open.
-    Raises InvalidArgument naming the field.
+    classifier's; ``timestamp`` = created time; ``t_valid`` = ``timestamp`` when that is in
+    the past (a memory imported with its original date is valid from that date: AutoMem's
+    ``t_valid or created_at`` in automem/api/memory.py, where ``created_at`` is the request's
+    timestamp), else the created time (a future ``timestamp`` does not hide the memory until
+    then); ``t_invalid`` open. A caller ``embedding`` must have as many numbers as the configured
+    model's vectors (:func:`validate_embedding`). Raises InvalidArgument naming the field.
     """
     p = field_prefix
     content = validate_content(item.content, settings, f"{p}content")
@@ -279,7 +293,7 @@ def build_memory(
     memory.confidence = confidence
     metadata = parse_metadata(item, f"{p}metadata")
     set_metadata(memory, metadata or {})
-    _validate_embedding(list(item.embedding), f"{p}embedding")
+    validate_embedding(list(item.embedding), f"{p}embedding", configured_dimension(settings))
 
     event_time = input_time(item, "event_time", p) or created
     valid_to = input_time(item, "valid_to", p)
@@ -290,6 +304,8 @@ def build_memory(
         # Stored already expired (AutoMem allows it): valid from the event time, or just
         # before the end when the event time is not earlier.
         valid_from = min(event_time, valid_to - timedelta(milliseconds=1))
+    elif event_time < created:
+        valid_from = event_time  # backdated: valid from when it happened (AutoMem)
     else:
         valid_from = created
     for name, value in (("create_time", created), ("update_time", created), ("record_time", created),

@@ -53,6 +53,7 @@ from automem.common.model import (
 from automem.common.outbox import EventPublisher
 from automem.common.settings import Settings
 from automem.graph import ENRICHMENT_FIELDS, GraphStore
+from automem.ingest.entity_merge import EntityMerges
 from automem.v1 import event_stream_pb2, events_pb2, memory_pb2, review_service_pb2, review_service_pb2_grpc
 
 REVIEW_KINDS = ("memory", "supersede_proposal")
@@ -109,7 +110,7 @@ def _tombstone(props: dict[str, Any]) -> review_service_pb2.Tombstone:
     return out
 
 
-class ReviewServicer(review_service_pb2_grpc.ReviewServiceServicer):
+class ReviewServicer(EntityMerges, review_service_pb2_grpc.ReviewServiceServicer):
     """gRPC ReviewService over the graph store and the event publisher (whose bus also
     serves the history)."""
 

@@ -44,14 +44,19 @@ from automem.common.model import (
 )
 from automem.common.outbox import EventPublisher
 from automem.common.settings import Settings
+from automem.common.text import text_key
 from automem.common.timeouts import long_running
 from automem.graph import ENRICHMENT_FIELDS, GraphStore
+from automem.graph.idempotency import node_key
 from automem.ingest.logic import FIELD_LABELS, TIMELESS_INPUT_PROPERTIES, apply_update, build_memory, repeats
 from automem.v1 import events_pb2, ingest_service_pb2, ingest_service_pb2_grpc, memory_pb2
 
 log = logging.getLogger(__name__)
 
 MAX_UPDATE_RETRIES = 50
+#: States of the memories a delete by tag removes: those the by-tag listing shows with
+#: ``state_mode=history`` (automem/recall/servicer.py ``_states``).
+BY_TAG_DELETABLE_STATES = ("ACTIVE", "SUPERSEDED", "ARCHIVED", "PENDING_REVIEW")
 
 
 class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
@@ -132,11 +137,15 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         """Validate and store one memory; publish MEMORY_CREATED.
 
         Raises INVALID_ARGUMENT naming the field, ALREADY_EXISTS for tombstoned content.
-        Idempotency key / dedup return the existing memory with ``deduplicated``.
+        Idempotency key / dedup return the existing memory with ``deduplicated`` — unless
+        ``require_unused_key``: then a used key is FAILED_PRECONDITION naming ``idempotency_key``.
         """
         principal = require_role("writer")
         scope = resolve_scope(request.scope)
         existing = await self._idempotent(scope, request.idempotency_key)
+        if existing and request.require_unused_key:
+            raise FailedPrecondition(f"idempotency_key: {request.idempotency_key!r} was used already "
+                                     f"(memory {existing[0]})", field="idempotency_key")
         if existing:
             memory = await self.graph.memories.get(existing[0], scope)
             if memory is not None:
@@ -156,6 +165,9 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
             return ingest_service_pb2.CreateMemoryResponse(memory=duplicate, deduplicated=True)
         if request.idempotency_key:
             if not await self._create_claimed(scope, request.idempotency_key, [memory]):
+                if request.require_unused_key:
+                    raise FailedPrecondition(f"idempotency_key: {request.idempotency_key!r} was used already",
+                                             field="idempotency_key")
                 return await self._replay(scope, request.idempotency_key)
         else:
             await self.graph.memories.create_many([memory])
@@ -267,10 +279,14 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
 
     async def DeleteMemory(self, request, context):
         """Tombstone (state DELETED, retract_time now; the vector point goes at once through
-        the event), or with ``purge`` (admin) remove the node. NOT_FOUND when absent."""
+        the event), or with ``purge`` (admin) remove the node. NOT_FOUND when absent; ABORTED
+        naming ``etag`` when ``etag`` is set and not the memory's version."""
         require_role("admin" if request.purge else "writer")
         scope = resolve_scope(request.scope)
         current = await self._load(request.id, scope)
+        if request.etag and current.version != request.etag:
+            raise Aborted(f"etag: memory {request.id} is at version {current.version}, not {request.etag}",
+                          field="etag")
         if request.purge:
             await self.graph.memories.purge(current.id, scope)
             await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_MEMORY_PURGED, before=current, after=None,
@@ -402,13 +418,24 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         NOT_FOUND when the old memory is absent; FAILED_PRECONDITION unless it is ACTIVE."""
         principal = require_role("writer")
         scope = resolve_scope(request.scope)
-        existing = await self._idempotent(scope, request.idempotency_key)
-        if existing:
-            replacement = await self.graph.memories.get(existing[0], scope)
-            old = await self.graph.memories.get(request.id, scope)
-            if replacement is not None and old is not None:
-                return ingest_service_pb2.SupersedeMemoryResponse(replacement=replacement, superseded=old)
+        replayed = await self._supersede_replay(scope, request)
+        if replayed is not None:
+            return replayed
+        try:
+            return await self._supersede(principal, scope, request)
+        except (Aborted, FailedPrecondition):
+            # A concurrent call with the same key may have won (the old memory is then
+            # SUPERSEDED, or its version moved on): answer that call's replacement.
+            replayed = await self._supersede_replay(scope, request)
+            if replayed is not None:
+                return replayed
+            raise
+
+    async def _supersede(self, principal, scope: str, request) -> ingest_service_pb2.SupersedeMemoryResponse:
+        """:meth:`SupersedeMemory` once its idempotency key was found unused."""
         old = await self._load(request.id, scope)
+        if request.etag and old.version != request.etag:
+            raise Aborted(f"etag: memory {request.id} is at version {old.version}, not {request.etag}", field="etag")
         check_transition(old.state, memory_pb2.MEMORY_STATE_SUPERSEDED)
         rel_type = request.relation_type or memory_pb2.RELATION_TYPE_INVALIDATED_BY
         if relation_type_name(rel_type) not in SUPERSEDING_RELATIONS:
@@ -423,37 +450,60 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         rel = Relation(source_id=old.id, target_id=new.id, type=rel_type, strength=0.9, scope=scope,
                        reason=request.reason)
         rel.create_time.CopyFrom(ts(stamp))
-        await self.supersede_in_graph(old, closed, new, rel)
-        await self._remember_key(scope, request.idempotency_key, [new.id])
+        await self.supersede_in_graph(old, closed, new, rel, claim=request.idempotency_key)
         await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_MEMORY_CREATED, before=None, after=new,
                                                 content_changed=True, embedding=request.replacement.embedding))
         await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_MEMORY_SUPERSEDED, before=old, after=closed,
                                                 relation=rel, reason=request.reason))
         return ingest_service_pb2.SupersedeMemoryResponse(replacement=new, superseded=closed, relation=rel)
 
+    async def _supersede_replay(self, scope: str, request) -> ingest_service_pb2.SupersedeMemoryResponse | None:
+        """The answer to a supersede whose idempotency key is claimed already: the replacement
+        that key created and the memory it replaced (None when the key is unused)."""
+        existing = await self._idempotent(scope, request.idempotency_key)
+        if not existing:
+            return None
+        replacement = await self.graph.memories.get(existing[0], scope)
+        old = await self.graph.memories.get(request.id, scope)
+        if replacement is None or old is None:
+            raise Aborted(f"idempotency_key: {request.idempotency_key!r} was used for another request",
+                          field="idempotency_key")
+        return ingest_service_pb2.SupersedeMemoryResponse(replacement=replacement, superseded=old)
+
     async def supersede_in_graph(self, old: Memory, closed: Memory, new: Memory, rel: Relation,
-                                 _fail_after_create: bool = False) -> None:
+                                 _fail_after_create: bool = False, claim: str = "") -> None:
         """The atomic graph write of a supersede: one query, so FalkorDB applies all of it or
-        none. ``_fail_after_create`` (tests only) makes the query fail after the create and
-        the old node's update, to show the rollback. Raises Aborted on a concurrent change."""
+        none; with ``claim`` (an idempotency key) the same query claims it for ``new``.
+        ``_fail_after_create`` (tests only) makes the query fail after the create and the old
+        node's update, to show the rollback. Raises Aborted on a concurrent change (or a key
+        claimed meanwhile)."""
+        key = node_key(old.scope, claim) if claim else None
         if not await self.graph.memories.supersede(old, _without_enrichment(memory_to_node(closed)), new, rel,
-                                                   _fail_after_create):
+                                                   _fail_after_create, claim=key):
             raise Aborted(f"memory {old.id} changed concurrently, retry")
 
     @long_running
     async def DeleteMemoriesByTag(self, request, context):
-        """Tombstone every current memory in the caller's scope carrying any of ``tags``
-        (case-insensitive exact match); ``dry_run`` only lists them."""
+        """Tombstone (state DELETED) every memory of the caller's scope carrying any of
+        ``tags`` (case-insensitive exact match, ``entity:`` tags in the entity tags too) in a
+        state the by-tag listing shows with ``state_mode=history``
+        (:data:`BY_TAG_DELETABLE_STATES`): current, superseded, expired, archived and pending
+        memories, so that listing shows every memory this deletes (issue 13 item 7; AutoMem's
+        automem/api/memory.py deletes whatever carries the tags, its listing hides nothing).
+        ``dry_run`` deletes nothing. The answer lists the memories as they were (with their
+        state), in listing order; a real delete lists those it deleted (a memory changed
+        concurrently is skipped, and not listed). REJECTED memories, already retracted and
+        in no listing, stay as they are."""
         require_role("writer")
         scope = resolve_scope(request.scope)
-        tags = sorted({t.strip().lower() for t in request.tags if t.strip()})
+        tags = sorted({text_key(t.strip()) for t in request.tags if t.strip()})
         if not tags:
             raise InvalidArgument("tags: at least one tag is required", field="tags")
-        memories = await self.graph.memories.with_any_tag(scope, tags)
+        memories = await self.graph.memories.with_any_tag(scope, tags, BY_TAG_DELETABLE_STATES)
         if request.dry_run:
             return ingest_service_pb2.DeleteMemoriesByTagResponse(memory_ids=[m.id for m in memories],
-                                                                  deleted_count=0)
-        deleted: list[str] = []
+                                                                  deleted_count=0, memories=memories)
+        deleted: list[Memory] = []
         for memory in memories:
             try:
                 updated = await self._set_state(memory, memory_pb2.MEMORY_STATE_DELETED, "delete by tag")
@@ -461,8 +511,9 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
                 continue
             await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_MEMORY_DELETED, before=memory,
                                                     after=updated, reason="delete by tag"))
-            deleted.append(memory.id)
-        return ingest_service_pb2.DeleteMemoriesByTagResponse(memory_ids=deleted, deleted_count=len(deleted))
+            deleted.append(memory)
+        return ingest_service_pb2.DeleteMemoriesByTagResponse(
+            memory_ids=[m.id for m in deleted], deleted_count=len(deleted), memories=deleted)
 
     @long_running
     async def ExportBackup(self, request, context):

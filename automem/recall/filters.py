@@ -2,7 +2,9 @@
 memories, as a Cypher WHERE fragment for the graph arms (translated by the memories
 repository, :func:`automem.graph.memories.filter_where`), and as a vector pre-filter.
 
-Tag rule (documented for users): tags are stored as given and matched case-insensitively;
+Tag rule (documented for users): tags are stored as given and matched by their comparison keys
+(:func:`automem.common.text.text_key`: Unicode NFKC and case folding, so ``STRASSE`` matches
+``straße`` and NFC matches NFD);
 ``tag_match=exact`` compares whole tags, ``prefix`` (AutoMem's default) matches tags that
 start with the given text; ``tag_mode=any`` (default) needs one of the tags, ``all`` every one.
 """
@@ -13,6 +15,7 @@ from dataclasses import dataclass, field
 
 from automem.common.errors import InvalidArgument
 from automem.common.model import Memory, epoch
+from automem.common.text import text_key
 from automem.vectors import VectorFilter
 
 
@@ -38,8 +41,8 @@ class Filters:
             raise InvalidArgument("tag_mode: must be 'any' or 'all'", field="tag_mode")
         if tag_match not in ("prefix", "exact"):
             raise InvalidArgument("tag_match: must be 'prefix' or 'exact'", field="tag_match")
-        clean = sorted({t.strip().lower() for t in tags if t and t.strip()})
-        excl = sorted({t.strip().lower() for t in exclude if t and t.strip()})
+        clean = sorted({text_key(t.strip()) for t in tags if t and t.strip()})
+        excl = sorted({text_key(t.strip()) for t in exclude if t and t.strip()})
         return cls(scope, clean, tag_mode, tag_match, excl, start, end)
 
     # --- python predicate ----------------------------------------------------------
@@ -48,7 +51,8 @@ class Filters:
         """True when ``memory`` passes the tag, exclusion and time filters."""
         if memory.scope != self.scope:
             return False
-        if not self.tags_match({t.lower() for t in memory.tags} | {e.tag.lower() for e in memory.entities if e.tag}):
+        if not self.tags_match({text_key(t) for t in memory.tags} |
+                               {text_key(e.tag) for e in memory.entities if e.tag}):
             return False
         if self.start is not None or self.end is not None:
             t = epoch(memory, "event_time") or epoch(memory, "create_time") or 0.0
@@ -59,7 +63,7 @@ class Filters:
         return True
 
     def tags_match(self, tags: set[str] | list[str]) -> bool:
-        """True when lower-cased ``tags`` (user tags plus entity tags) pass the tag and
+        """True when ``tags`` (comparison keys, :func:`automem.common.text.text_key`) (user tags plus entity tags) pass the tag and
         exclusion filters."""
         have = set(tags)
         if self.exclude_tags and have & set(self.exclude_tags):

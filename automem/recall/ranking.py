@@ -10,7 +10,8 @@ final = vector_w · vector/max(vector) + keyword_w · lexical/max(lexical)      
   docs/benchmarks.md); AutoMem's 0.35 / 0.35 ranked worse there.
 * tag 0.2, exact 0.2, importance 0.1, recency 0.1 over 180 days, confidence 0.05 are
   AutoMem's. Recency applies only when ``recency_bias`` is "on", or "auto" with no query.
-* Every weight is a setting (SEARCH_WEIGHT_*). Ties: the earlier memory first, then the id.
+* Every weight is a setting (SEARCH_WEIGHT_*). Ties: the earlier memory first (event time, then
+  create time), then the id, so the order is total and the same for every page (issue 12 item 7).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 
 from automem.common.model import Memory, epoch
 from automem.common.settings import Settings
+from automem.common.text import text_key
 from automem.recall import scoring
 
 
@@ -69,7 +71,8 @@ class ScoreWeights:
 def rank(candidates: list[Candidate], *, weights: ScoreWeights, query: str = "", context_tags: list[str] | None = None,
          priority_ids: set[str] | None = None, now: float = 0.0, recency_bias: str = "auto") -> list[Ranked]:
     """Rank ``candidates`` best first (see the module docstring for the formula)."""
-    order = {c.id: (epoch(c.memory, "event_time") or 0.0, epoch(c.memory, "create_time") or 0.0) for c in candidates}
+    order = {c.id: (epoch(c.memory, "event_time") or 0.0, epoch(c.memory, "create_time") or 0.0, c.id)
+             for c in candidates}
     ordered = sorted(candidates, key=lambda c: order[c.id])
     fusion_input = [
         scoring.Candidate(id=c.id, arm_scores={("lexical" if a == "keyword" else a): v for a, v in c.arm_scores.items()},
@@ -80,8 +83,8 @@ def rank(candidates: list[Candidate], *, weights: ScoreWeights, query: str = "",
     fused = scoring.fuse_weighted(fusion_input, arm_weights)
     base = {cid: sum(parts.values()) for cid, parts in fused.items()}
     boost = scoring.neighbour_boost(fusion_input, base, weights.neighbour)
-    ctx = {t.lower() for t in (context_tags or [])}
-    q = query.strip().lower()
+    ctx = {text_key(t) for t in (context_tags or [])}
+    q = text_key(query.strip())
     use_recency = recency_bias == "on" or (recency_bias == "auto" and not q)
     window = max(weights.recency_window_days, 1e-9) * 86400.0
     position = {c.id: i for i, c in enumerate(ordered)}
@@ -92,8 +95,8 @@ def rank(candidates: list[Candidate], *, weights: ScoreWeights, query: str = "",
             comp["neighbour"] = boost[c.id]
         m = c.memory
         if ctx:
-            comp["tag"] = weights.tag * len(ctx & {t.lower() for t in m.tags}) / len(ctx)
-        if q and len(q) > 3 and q in m.content.lower():
+            comp["tag"] = weights.tag * len(ctx & {text_key(t) for t in m.tags}) / len(ctx)
+        if q and len(q) > 3 and q in text_key(m.content):
             comp["exact"] = weights.exact
         comp["importance"] = weights.importance * m.importance
         comp["confidence"] = weights.confidence * m.confidence

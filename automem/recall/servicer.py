@@ -18,10 +18,7 @@ import asyncio
 import logging
 import math
 import time
-from datetime import UTC, datetime
 from typing import Any
-
-import dateparser
 
 from automem.common.auth import current_principal, require_role, resolve_scope
 from automem.common.embedding import EmbeddingProvider
@@ -31,13 +28,15 @@ from automem.common.lifecycle import SUPERSEDING_RELATIONS
 from automem.common.model import Memory, epoch, ts
 from automem.common.paging import decode_offset_token, encode_offset_token
 from automem.common.settings import Settings
-from automem.common.state import ReadAt, as_known, known, resolve, resolve_one
+from automem.common.state import ReadAt, as_known, known, resolve, resolve_one, withheld_reason
 from automem.common.text import analyze, bm25_query_weights, fulltext_query
 from automem.common.timeouts import long_running
+from automem.common.timewindow import resolve as resolve_window
 from automem.graph import GraphStore
 from automem.recall.bytag import list_by_tag
 from automem.recall.filters import Filters
-from automem.recall.ranking import Candidate, ScoreWeights, rank
+from automem.recall.graph_views import GraphViews
+from automem.recall.ranking import Candidate, Ranked, ScoreWeights, rank
 from automem.v1 import memory_pb2, recall_service_pb2, recall_service_pb2_grpc
 from automem.vectors import VectorStore
 
@@ -45,9 +44,14 @@ log = logging.getLogger(__name__)
 
 #: AutoMem's default recall limit.
 DEFAULT_LIMIT = 5
-#: Candidates fetched per arm: max(limit * CANDIDATE_FACTOR, CANDIDATE_MIN).
+#: Candidates fetched per arm for the first tier of a ranking: max(limit * CANDIDATE_FACTOR,
+#: CANDIDATE_MIN) (independent of ``offset``, so every page ranks the same pool).
 CANDIDATE_FACTOR = 5
 CANDIDATE_MIN = 100
+#: Each further tier of a ranking fetches TIER_GROWTH times the previous tier's candidates.
+TIER_GROWTH = 4
+#: Most candidates fetched per arm: the ranking of a request ends with the tier of this size.
+CANDIDATE_MAX = 25_600
 #: Extra ranked candidates hydrated beyond the page, for hits the state pass withholds.
 RESOLVE_SLACK = 10
 #: Memories without an embedding yet that the lexical arm scores directly; beyond this many
@@ -67,46 +71,6 @@ def read_at(options: recall_service_pb2.ReadOptions) -> ReadAt:
         known_at=epoch(options, "known_at") if options.HasField("known_at") else current,
         mode=mode, include_archived=options.include_archived, include_pending=options.include_pending,
     )
-
-
-def time_window(time_query: str, start: float | None, end: float | None,
-                now: datetime | None = None) -> tuple[float | None, float | None]:
-    """(start, end) epoch seconds from ``start``/``end`` (epoch seconds, None = open) and/or
-    a natural-language ``time_query`` ("last week", "yesterday", "since March") parsed with
-    dateparser.
-
-    A relative phrase gives the window from the parsed time to now; explicit bounds win over
-    it. InvalidArgument names ``time_query`` when it cannot be parsed, ``start`` when the
-    window ends before it starts.
-    """
-    lo, hi = start, end
-    if time_query.strip():
-        reference = now or datetime.now(UTC)
-        text = time_query.strip().lower()
-        for prefix in ("since ", "from ", "after "):
-            text = text.removeprefix(prefix)
-        if text in ("today",):
-            parsed = reference.replace(hour=0, minute=0, second=0, microsecond=0)
-        else:
-            parsed = dateparser.parse(text, settings={"RELATIVE_BASE": reference.replace(tzinfo=None),
-                                                      "PREFER_DATES_FROM": "past", "RETURN_AS_TIMEZONE_AWARE": True,
-                                                      "TIMEZONE": "UTC", "TO_TIMEZONE": "UTC"})
-        if parsed is None:
-            raise InvalidArgument(f"time_query: cannot understand {time_query!r}", field="time_query")
-        try:
-            parsed.timestamp()
-        except (OverflowError, ValueError):
-            raise InvalidArgument(f"time_query: {time_query!r} is outside the years 1–9999", field="time_query") from None
-        if text in ("yesterday",):
-            day = parsed.replace(hour=0, minute=0, second=0, microsecond=0)
-            lo = lo if lo is not None else day.timestamp()
-            hi = hi if hi is not None else day.timestamp() + 86400
-        else:
-            lo = lo if lo is not None else parsed.timestamp()
-            hi = hi if hi is not None else reference.timestamp()
-    if lo is not None and hi is not None and lo > hi:
-        raise InvalidArgument("start: must not be after end", field="start")
-    return lo, hi
 
 
 def _states(read: ReadAt) -> list[str]:
@@ -132,7 +96,111 @@ def _time_neighbours(memories: list[Memory], preceded_by: dict[str, list[str]]
     return {mid: (prev.get(mid), nxt.get(mid)) for mid in ids}
 
 
-class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
+def clamp_limit(limit: int, maximum: int) -> int:
+    """The number of results a read returns for a requested ``limit``: ``limit``, or
+    ``maximum`` when more was asked for (AutoMem clamps rather than refuses:
+    ``max(1, min(limit, recall_max_limit))`` in automem/api/recall.py, ``min(limit, 200)``
+    in automem/api/memory.py of verygoodplugins/automem). Unlike AutoMem, which turns zero
+    and negative values into 1, they are refused: a caller asking for nothing or less has
+    a bug worth hearing about. InvalidArgument naming ``limit`` when ``limit`` < 1."""
+    if limit < 1:
+        raise InvalidArgument(f"limit: must be at least 1 (at most {maximum} are returned)", field="limit")
+    return min(limit, maximum)
+
+
+class _Tiers:
+    """The ranking of one recall request as a sequence of tiers (issue 12, item 7).
+
+    Tier 0 ranks the candidates of a pool of ``base`` per arm (:data:`CANDIDATE_FACTOR`,
+    :data:`CANDIDATE_MIN`: what recall always ranked for its first page); tier k ranks a pool
+    :data:`TIER_GROWTH` times larger and contributes, in its own order, only the memories no
+    earlier tier ranked. The pools depend on the request but never on ``offset``, so every
+    page of the same request reads one order in which each memory occurs once: pages at
+    offset 0, 20, 40... neither repeat nor skip a memory. The tiers end when no arm filled its
+    pool (every matching memory was ranked) or at :data:`CANDIDATE_MAX`. Within a tier the
+    order is total: score, then event and create time, then id (automem/recall/ranking.py).
+    Pages read while memories are written, or far enough apart in time that a recency score
+    reaches its floor, rank a changed store and can differ, as any offset paging does.
+    """
+
+    def __init__(self, svc: RecallServicer, request: Any, scope: str, read: ReadAt, filters: Filters,
+                 queries: list[str], vectors: list[list[float]], sort: str, recency_bias: str, base: int) -> None:
+        self.svc, self.request, self.scope, self.read, self.filters = svc, request, scope, read, filters
+        self.queries, self.vectors, self.sort, self.recency_bias = queries, vectors, sort, recency_bias
+        self.size = min(base, CANDIDATE_MAX)
+        self.done = False
+        self.first = True
+        #: Arms that ran / were unavailable (of the first tier).
+        self.arms_run: list[str] = []
+        self.degraded: list[str] = []
+        self._ranked: set[str] = set()
+        self._fetched: set[str] = set()
+        self._light: dict[str, Memory] = {}
+        self._preceded_by: dict[str, list[str]] = {}
+
+    async def next(self) -> list[Ranked] | None:
+        """The next tier's ranked memories (each not in an earlier tier), or None at the end."""
+        svc, request = self.svc, self.request
+        while not self.done:
+            n = self.size
+            arm_scores: dict[str, dict[str, float]] = {"vector": {}, "keyword": {}}
+            arms_run: list[str] = []
+            degraded: list[str] = []
+            listed: list[str] = []
+            if self.queries or len(request.embedding):
+                more = False
+                if svc.vectors is not None and svc.embedder is not None:
+                    flt = self.filters.vector_filter(_states(self.read))
+                    for vec in self.vectors:
+                        hits = await svc.vectors.search(vec, n, flt)
+                        more = more or len(hits) >= n
+                        for mid, score in hits:
+                            arm_scores["vector"][mid] = max(score, arm_scores["vector"].get(mid, 0.0))
+                    arms_run.append("vector")
+                else:
+                    degraded.append("vector")
+                more = await svc._lexical(self.queries, self.scope, self.filters, self.read, n,
+                                          arm_scores["keyword"]) or more
+                arms_run.append("keyword")
+            else:
+                listed = await svc._list_ids(self.filters, self.read, n, self.sort)
+                more = len(listed) >= n
+                arms_run.append("tags" if self.filters.tags else "time")
+            if self.first:
+                self.arms_run, self.degraded, self.first = arms_run, degraded, False
+            self.done = not more or n >= CANDIDATE_MAX
+            self.size = min(n * TIER_GROWTH, CANDIDATE_MAX)
+            ranked = await self._rank(list(dict.fromkeys([*arm_scores["vector"], *arm_scores["keyword"], *listed])),
+                                      arm_scores)
+            new = [r for r in ranked if r.id not in self._ranked]
+            self._ranked.update(r.id for r in new)
+            if new:
+                return new
+        return None
+
+    async def _rank(self, ids: list[str], arm_scores: dict[str, dict[str, float]]) -> list[Ranked]:
+        """Rank the pool ``ids`` on the few fields scoring needs (one round trip for the ids
+        not read by an earlier tier, no bodies)."""
+        missing = [i for i in ids if i not in self._fetched]
+        self._fetched.update(missing)
+        for memory, prev in await self.svc.graph.memories.recall_candidates(missing, self.scope):
+            self._light[memory.id] = memory
+            self._preceded_by[memory.id] = prev
+        memories = [self._light[i] for i in ids if i in self._light and self.filters.matches(self._light[i])]
+        neighbours = _time_neighbours(memories, self._preceded_by) if self.queries else {}
+        candidates = [
+            Candidate(id=m.id, arm_scores={a: s[m.id] for a, s in arm_scores.items() if m.id in s},
+                      memory=m, prev_id=neighbours.get(m.id, (None, None))[0],
+                      next_id=neighbours.get(m.id, (None, None))[1])
+            for m in memories
+        ]
+        weights = ScoreWeights.from_settings(self.svc.settings)
+        return rank(candidates, weights=weights, query=" ".join(self.queries),
+                    context_tags=list(self.request.context_tags), priority_ids=set(self.request.priority_ids),
+                    now=time.time(), recency_bias=self.recency_bias)
+
+
+class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
     """gRPC RecallService over the graph (truth), the vector store and the embedder."""
 
     def __init__(self, settings: Settings, graph: GraphStore, vectors: VectorStore | None,
@@ -149,14 +217,21 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
 
     async def SearchMemories(self, request, context):
         """Hybrid recall. Empty query + tags/time lists by filters; empty everything lists
-        recent memories. Limit 1..recall_max_limit (default 5, AutoMem). Errors:
-        INVALID_ARGUMENT naming sort, tag_mode, tag_match, start/end/time_query, limit."""
+        recent memories. Limit default 5, above ``recall_max_limit`` clamped to it and the
+        applied limit returned in ``limit`` (:func:`clamp_limit`). Errors: INVALID_ARGUMENT
+        naming sort, tag_mode, tag_match, start, tz, limit (zero or negative); window:
+        common/timewindow.py.
+
+        Paging: the page is ``offset``..``offset + limit`` of one ranking that does not depend
+        on ``offset`` (:class:`_Tiers`), so consecutive pages of the same request return every
+        result once. ``has_more`` says whether the ranking holds a result after the page (it
+        resolves one more); ``total`` is set when the ranking was read to its end (the last
+        page). A time sort orders each tier's results by time (then id)."""
         require_role("reader")
         scope = resolve_scope(request.scope)
         read = read_at(request.read)
-        limit = request.limit if request.HasField("limit") else DEFAULT_LIMIT
-        if limit < 1 or limit > self.settings.recall_max_limit:
-            raise InvalidArgument(f"limit: must be between 1 and {self.settings.recall_max_limit}", field="limit")
+        limit = clamp_limit(request.limit if request.HasField("limit") else DEFAULT_LIMIT,
+                            self.settings.recall_max_limit)
         if request.offset < 0:
             raise InvalidArgument("offset: must not be negative", field="offset")
         recency_bias = enum_word(recall_service_pb2.RecencyBias, request.recency_bias, "recency_bias", "auto")
@@ -165,117 +240,129 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
             if value < 0 or value > top:
                 raise InvalidArgument(f"{name}: must be between 0 and {top}", field=name)
         sort = enum_word(recall_service_pb2.SortOrder, request.sort, "sort", "score")
-        start, end = time_window(request.time_query, epoch(request, "start_time"), epoch(request, "end_time"))
+        window = resolve_window(request.time_query, epoch(request, "start_time"), epoch(request, "end_time"),
+                                tz=request.tz)
+        start, end = window.start, window.end
         filters = Filters.build(scope, list(request.tags),
                                 enum_word(recall_service_pb2.TagMode, request.tag_mode, "tag_mode", "any"),
                                 enum_word(recall_service_pb2.TagMatch, request.tag_match, "tag_match", "prefix"),
                                 list(request.exclude_tags), start, end)
         queries = [q for q in [request.query, *request.queries] if q and q.strip()]
         want = limit + request.offset
-        n_cand = max(want * CANDIDATE_FACTOR, CANDIDATE_MIN)
-        arms_run: list[str] = []
-        degraded: list[str] = []
-        arm_scores: dict[str, dict[str, float]] = {"vector": {}, "keyword": {}}
 
         if any(not math.isfinite(v) for v in request.embedding):
             raise InvalidArgument("embedding: must contain finite numbers", field="embedding")
         if len(request.embedding) and self.embedder is not None and len(request.embedding) != self.embedder.dimension:
             raise InvalidArgument(f"embedding: has {len(request.embedding)} dimensions; the collection's model "
                                   f"({self.embedder.name}) uses {self.embedder.dimension}", field="embedding")
-        if queries or len(request.embedding):
-            if self.vectors is not None and self.embedder is not None:
-                vectors = [list(request.embedding)] if len(request.embedding) else \
-                    (await asyncio.to_thread(self.embedder.embed, queries)).tolist()
-                flt = filters.vector_filter(_states(read))
-                for vec in vectors:
-                    for mid, score in await self.vectors.search(vec, n_cand, flt):
-                        arm_scores["vector"][mid] = max(score, arm_scores["vector"].get(mid, 0.0))
-                arms_run.append("vector")
-            else:
-                degraded.append("vector")
-            await self._lexical(queries, scope, filters, read, n_cand, arm_scores["keyword"])
-            arms_run.append("keyword")
-        listed: list[str] = []
-        if not queries and not len(request.embedding):
-            listed = await self._list_ids(filters, read, n_cand, sort)
-            arms_run.append("tags" if filters.tags else "time")
-
-        ids = list(dict.fromkeys([*arm_scores["vector"], *arm_scores["keyword"], *listed]))
-        # Rank on the few fields scoring needs (one round trip, no bodies), then hydrate and
-        # resolve only as much of the ranking as the page needs.
-        light: dict[str, Memory] = {}
-        preceded_by: dict[str, list[str]] = {}
-        for memory, prev in await self.graph.memories.recall_candidates(ids, scope):
-            light[memory.id] = memory
-            preceded_by[memory.id] = prev
-        memories = [light[i] for i in ids if i in light and filters.matches(light[i])]
-        neighbours = _time_neighbours(memories, preceded_by) if queries else {}
-        candidates = [
-            Candidate(id=m.id, arm_scores={a: s[m.id] for a, s in arm_scores.items() if m.id in s},
-                      memory=m, prev_id=neighbours.get(m.id, (None, None))[0],
-                      next_id=neighbours.get(m.id, (None, None))[1])
-            for m in memories
-        ]
-        weights = ScoreWeights.from_settings(self.settings)
-        ranked = rank(candidates, weights=weights, query=" ".join(queries), context_tags=list(request.context_tags),
-                      priority_ids=set(request.priority_ids), now=time.time(),
-                      recency_bias=recency_bias)
+        vectors: list[list[float]] = []
+        if (queries or len(request.embedding)) and self.vectors is not None and self.embedder is not None:
+            vectors = [list(request.embedding)] if len(request.embedding) else \
+                (await asyncio.to_thread(self.embedder.embed, queries)).tolist()
+        tiers = _Tiers(self, request, scope, read, filters, queries, vectors, sort, recency_bias,
+                       max(limit * CANDIDATE_FACTOR, CANDIDATE_MIN))
         results: list[recall_service_pb2.ScoredMemory] = []
+        state_filter = recall_service_pb2.StateFilter()
+        score_filtered = 0
         seen: set[str] = set()
         resolved_seen: set[str] = set()
-        pos = 0
-        while pos < len(ranked) and (sort != "score" or len(results) < want):
-            # A time sort orders every result, so it resolves the whole ranking at once.
-            size = len(ranked) if sort != "score" else (want - len(results)) + max(RESOLVE_SLACK, want // 2)
-            chunk = ranked[pos: pos + size]
-            pos += len(chunk)
-            full, outgoing = await self.graph.memories.hydrate_with_successors(
-                [r.id for r in chunk], scope, SUPERSEDING_RELATIONS)
-            chunk = [r for r in chunk if r.id in full]  # purged since the candidates were read
-            resolved = await resolve(self.graph, [full[r.id] for r in chunk], scope, read, seen=resolved_seen,
-                                     outgoing=outgoing)
-            for r, res in zip(chunk, resolved, strict=True):
-                if res is None or res.memory.id in seen:
-                    continue
-                if not filters.matches(res.memory) and not res.replaces_id:
-                    continue
-                if request.min_score and r.score < request.min_score:
-                    continue
-                seen.add(res.memory.id)
-                match_type = "state_replacement" if res.replaces_id else r.match_type
-                results.append(recall_service_pb2.ScoredMemory(
-                    memory=res.memory, score=r.score, final_score=r.score, match_type=match_type,
-                    score_components=r.score_components, replaces_id=res.replaces_id))
-        if sort != "score":
-            key, reverse = {"time_desc": ("event_time", True), "time_asc": ("event_time", False),
-                            "updated_desc": ("update_time", True), "updated_asc": ("update_time", False)}[sort]
-            results.sort(key=lambda s: epoch(s.memory, key) or 0.0, reverse=reverse)
+        # One more result than the page shows tells whether another page follows (has_more).
+        need = want + 1
+        complete = False
+        while len(results) < need:
+            tier = await tiers.next()
+            if tier is None:
+                complete = True
+                break
+            found: list[recall_service_pb2.ScoredMemory] = []
+            pos = 0
+            while pos < len(tier) and (sort != "score" or len(results) + len(found) < need):
+                # A time sort orders every result of the tier, so it resolves the tier at once.
+                size = len(tier) if sort != "score" else (need - len(results) - len(found)) + max(
+                    RESOLVE_SLACK, want // 2)
+                chunk = tier[pos: pos + size]
+                pos += len(chunk)
+                full, outgoing = await self.graph.memories.hydrate_with_successors(
+                    [r.id for r in chunk], scope, SUPERSEDING_RELATIONS)
+                chunk = [r for r in chunk if r.id in full]  # purged since the candidates were read
+                resolved = await resolve(self.graph, [full[r.id] for r in chunk], scope, read, seen=resolved_seen,
+                                         outgoing=outgoing)
+                for r, res in zip(chunk, resolved, strict=True):
+                    if res is None or res.memory.id in seen:
+                        # Withheld, or superseded by a head already shown; a readable memory shown
+                        # already (as another hit's replacement) is not a suppression.
+                        reason = withheld_reason(full[r.id], read)
+                        if reason != "duplicate":
+                            state_filter.suppressed_count += 1
+                            if request.state_debug:
+                                state_filter.suppressed.add(id=r.id, reason=reason,
+                                                            replacement_id=res.memory.id if res else "")
+                        continue
+                    if not filters.matches(res.memory) and not res.replaces_id:
+                        continue
+                    if request.min_score and r.score < request.min_score:
+                        score_filtered += 1
+                        continue
+                    if res.replaces_id:
+                        state_filter.suppressed_count += 1
+                        state_filter.replacement_count += 1
+                        if request.state_debug:
+                            state_filter.suppressed.add(id=res.replaces_id, reason=withheld_reason(full[r.id], read),
+                                                        replacement_id=res.memory.id)
+                    seen.add(res.memory.id)
+                    match_type = "state_replacement" if res.replaces_id else r.match_type
+                    scored = recall_service_pb2.ScoredMemory(
+                        memory=res.memory, score=r.score, final_score=r.score, match_type=match_type,
+                        score_components=r.score_components, replaces_id=res.replaces_id)
+                    if res.replaces_id:  # the edge it was reached by, as AutoMem's relations[0]
+                        edge = max((e for e in outgoing if e[0] == r.id), key=lambda e: e[4] or 0.0, default=None)
+                        if edge is not None:
+                            scored.relation_type, scored.relation_strength = edge[1], edge[3] or 0.0
+                        scored.relation_from = res.replaces_id
+                    found.append(scored)
+            if sort != "score":
+                key, reverse = {"time_desc": ("event_time", True), "time_asc": ("event_time", False),
+                                "updated_desc": ("update_time", True), "updated_asc": ("update_time", False)}[sort]
+                found.sort(key=lambda s: (epoch(s.memory, key) or 0.0, s.memory.id), reverse=reverse)
+            results.extend(found)
+            if pos < len(tier):
+                break  # enough results; the rest of this tier was not read
+        arms_run, degraded = tiers.arms_run, tiers.degraded
         page = results[request.offset: request.offset + limit]
         # Related memories come after the page, up to expansion_limit (AutoMem).
         if request.expand_relations and page:
             page.extend(await self._expand(page, scope, read, filters, request))
         if request.expand_entities and page:
             page.extend(await self._expand_entities(page, scope, read, request))
-        return recall_service_pb2.SearchMemoriesResponse(
-            results=page, arms=arms_run, degraded=degraded, start_time=ts(start), end_time=ts(end))
+        response = recall_service_pb2.SearchMemoriesResponse(
+            results=page, arms=arms_run, degraded=degraded, start_time=ts(start), end_time=ts(end),
+            time_window_warning=window.warning, limit=limit, state_filter=state_filter,
+            score_filtered_count=score_filtered, has_more=len(results) > want)
+        if complete:
+            response.total = len(results)
+        return response
 
     async def _lexical(self, queries: list[str], scope: str, filters: Filters, read: ReadAt, n_cand: int,
-                       out: dict[str, float]) -> None:
+                       out: dict[str, float]) -> bool:
         """Lexical arm: BM25 over the memories' sparse vectors (stemmed terms, stop words
         removed; measured far better than FalkorDB's full-text score, docs/benchmarks.md).
         Memories not yet embedded are scored by the share of query terms they contain, times
         the best BM25 score, so a memory is recallable the moment its store is acknowledged.
         They are read through the ``embedding_status`` index (none, normally); only when more
         than :data:`UNEMBEDDED_SCAN_MAX` wait for their embedding does FalkorDB's full-text index
-        narrow them down first (it cost ~16 ms on every recall, issue 10)."""
+        narrow them down first (it cost ~16 ms on every recall, issue 10). Returns whether a
+        search returned ``n_cand`` hits (a larger pool could hold more)."""
         backlog: list[tuple[str, str]] | None = None
+        more = False
         for q in queries:
             terms = analyze(q)
             if self.vectors is not None and terms:
                 weights = bm25_query_weights(terms)
                 keys = sorted(weights)
                 flt = filters.vector_filter(_states(read))
-                for mid, score in await self.vectors.search_sparse(keys, [weights[k] for k in keys], n_cand, flt):
+                hits = await self.vectors.search_sparse(keys, [weights[k] for k in keys], n_cand, flt)
+                more = more or len(hits) >= n_cand
+                for mid, score in hits:
                     out[mid] = max(score, out.get(mid, 0.0))
             if backlog is None:
                 backlog = await self.graph.memories.unembedded(scope, UNEMBEDDED_SCAN_MAX + 1)
@@ -286,6 +373,7 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
                 if not ft:
                     continue
                 hits = [mid for mid, _ in await self.graph.memories.fulltext(ft, scope, n_cand)]
+                more = more or len(hits) >= n_cand
                 unseen = [mid for mid in hits if mid not in out]
                 if not unseen:
                     continue
@@ -298,6 +386,7 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
                 share = len(wanted & set(analyze(content))) / max(len(wanted), 1)
                 if share:
                     out[mid] = max(out.get(mid, 0.0), share * best)
+        return more
 
     async def _list_ids(self, filters: Filters, read: ReadAt, limit: int, sort: str) -> list[str]:
         """Ids of the memories matching ``filters`` in list order (newest first by default),
@@ -343,7 +432,8 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
             have.add(res.memory.id)
             out.append(recall_service_pb2.ScoredMemory(
                 memory=res.memory, score=score, final_score=score, match_type="relation",
-                score_components={"relation": score}, relation_type=rel, replaces_id=res.replaces_id))
+                score_components={"relation": score}, relation_type=rel, replaces_id=res.replaces_id,
+                relation_from=seed, relation_strength=strength))
         return out
 
     async def _expand_entities(self, results: list[recall_service_pb2.ScoredMemory], scope: str, read: ReadAt,
@@ -400,20 +490,20 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
 
     async def ListMemoriesByTag(self, request, context):
         """Current memories with the tags, newest first (event_time, importance, id), paged
-        (limit 1..by_tag_max_limit, default 20). Keyset paging with ``page_token`` /
+        (default 20; above ``by_tag_max_limit`` clamped to it, the applied size returned in
+        ``page_size``; :func:`clamp_limit`). Keyset paging with ``page_token`` /
         ``next_page_token`` (pages read the first page's snapshot); ``offset`` skips current
         memories from the start. Indexed: a page costs about the same at 100 or 100,000
         memories under the tag (automem/recall/bytag.py). ``total`` only when known exactly
         (the listing fit in this page, or ``include_total``). Errors: INVALID_ARGUMENT naming
-        page_size, offset, tag_mode, tag_match or page_token."""
+        limit (zero or negative), offset, tag_mode, tag_match or page_token."""
         require_role("reader")
         scope = resolve_scope(request.scope)
         read = read_at(request.read)
         if not any(t.strip() for t in request.tags):
             raise InvalidArgument("tags: at least one tag is required", field="tags")
-        limit = request.page_size if request.HasField("page_size") else 20
-        if limit < 1 or limit > self.settings.by_tag_max_limit:
-            raise InvalidArgument(f"limit: must be between 1 and {self.settings.by_tag_max_limit}", field="limit")
+        limit = clamp_limit(request.page_size if request.HasField("page_size") else 20,
+                            self.settings.by_tag_max_limit)
         if request.offset < 0:
             raise InvalidArgument("offset: must not be negative", field="offset")
         filters = Filters.build(scope, list(request.tags),
@@ -427,7 +517,7 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
             explicit_as_of=epoch(request.read, "as_of") if request.read.HasField("as_of") else None,
             explicit_known_at=epoch(request.read, "known_at") if request.read.HasField("known_at") else None)
         response = recall_service_pb2.ListMemoriesByTagResponse(
-            memories=page.memories, has_more=page.has_more, next_page_token=token)
+            memories=page.memories, has_more=page.has_more, next_page_token=token, page_size=limit)
         if page.total is not None:
             response.total = page.total
         return response
@@ -508,7 +598,10 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
     async def AnalyzeMemories(self, request, context):
         """Type and state counts, average confidence and importance, and the most frequent
         entity and user tags of the caller's scope (AutoMem's GET /analyze; entity frequency
-        from enrichment's ``entity_tags``). INVALID_ARGUMENT when ``top`` is outside 1..200."""
+        from enrichment's ``entity_tags``); AutoMem's analytics: average confidence per type,
+        patterns (MetaPatterns), PREFERS_OVER preferences, counts per UTC hour and the
+        confidence distribution (automem/graph/memories.py ``Memories.analyze``; AutoMem's
+        automem/api/recall.py ``analyze_memories``). INVALID_ARGUMENT when ``top`` is outside 1..200."""
         require_role("reader")
         scope = resolve_scope(request.scope)
         top = request.top if request.HasField("top") else 20
@@ -517,12 +610,23 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
         counts = await self.graph.memories.analyze(scope, top)
         states, types, entities, tags = counts.states, counts.types, counts.entities, counts.tags
         count, confidence, importance = counts.averages[0] if counts.averages else (0, 0.0, 0.0)
+        low, medium, high = counts.confidence[0] if counts.confidence else (0, 0, 0)
         return recall_service_pb2.AnalyzeMemoriesResponse(
             memory_count=int(count or 0), type_counts={t or "": int(n) for t, n in types},
             state_counts={st or "": int(n) for st, n in states},
             average_confidence=float(confidence or 0.0), average_importance=float(importance or 0.0),
             top_entities=[recall_service_pb2.NamedCount(name=t, count=int(n)) for t, n in entities],
-            top_tags=[recall_service_pb2.NamedCount(name=t, count=int(n)) for t, n in tags])
+            top_tags=[recall_service_pb2.NamedCount(name=t, count=int(n)) for t, n in tags],
+            type_average_confidence={t or "": float(c or 0.0) for t, c in counts.type_confidence},
+            patterns=[recall_service_pb2.PatternSummary(memory_id=i, description=c or "", confidence=float(f or 0.0),
+                                                        observations=int(n)) for i, c, f, n in counts.patterns],
+            preferences=[recall_service_pb2.PreferenceSummary(prefers=a or "", over=b or "", context=r or "",
+                                                              strength=float(s or 0.0))
+                         for a, b, r, s in counts.preferences],
+            hours=[recall_service_pb2.HourSummary(hour=int(h), count=int(n), average_importance=float(i or 0.0))
+                   for h, n, i in counts.hours if h is not None],
+            confidence_distribution=recall_service_pb2.ConfidenceDistribution(
+                low=int(low or 0), medium=int(medium or 0), high=int(high or 0)))
 
     async def WhoAmI(self, request, context):
         """The caller's principal and the scope its requests act on. The interceptor has
@@ -550,3 +654,11 @@ class RecallServicer(recall_service_pb2_grpc.RecallServiceServicer):
             memory_count=memory_count, vector_count=vector_count, graph_connected=graph_ok,
             vectors_connected=vectors_ok, vectors_enabled=self.vectors is not None, vector_dimensions=dims,
             server_restarts=self.server_restarts)
+
+    # --- the hooks of the graph and entity reads (automem/recall/graph_views.py) ------------
+
+    def _read_at(self, options: recall_service_pb2.ReadOptions) -> ReadAt:
+        return read_at(options)
+
+    def _states_of(self, read: ReadAt) -> list[str]:
+        return _states(read)

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$automem/v1/consolidate_service.proto\x12\nautomem.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"G\n\x17RunConsolidationRequest\x12\x0c\n\x04mode\x18\x01 \x01(\t\x12\x0f\n\x07\x64ry_run\x18\x02 \x01(\x08\x12\r\n\x05scope\x18\x03 \x01(\t\"\xb7\x02\n\x10\x43onsolidationRun\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x0c\n\x04mode\x18\x02 \x01(\t\x12\x0f\n\x07\x64ry_run\x18\x03 \x01(\x08\x12.\n\nstart_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\x08\x65nd_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x38\n\x06\x63ounts\x18\x06 \x03(\x0b\x32(.automem.v1.ConsolidationRun.CountsEntry\x12\r\n\x05\x65rror\x18\x07 \x01(\t\x12\x0f\n\x07trigger\x18\x08 \x01(\t\x12\r\n\x05scope\x18\t \x01(\t\x1a-\n\x0b\x43ountsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\"E\n\x18RunConsolidationResponse\x12)\n\x03run\x18\x01 \x01(\x0b\x32\x1c.automem.v1.ConsolidationRun\"F\n\x1dGetConsolidationStatusRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"\xed\x01\n\x1eGetConsolidationStatusResponse\x12*\n\x04runs\x18\x01 \x03(\x0b\x32\x1c.automem.v1.ConsolidationRun\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\x12R\n\rnext_run_time\x18\x03 \x03(\x0b\x32;.automem.v1.GetConsolidationStatusResponse.NextRunTimeEntry\x1a\x32\n\x10NextRunTimeEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"1\n\x10\x43heckSyncRequest\x12\x0e\n\x06repair\x18\x01 \x01(\x08\x12\r\n\x05scope\x18\x02 \x01(\t\"\x16\n\x14GetSyncStatusRequest\"\xa8\x01\n\x15GetSyncStatusResponse\x12\x13\n\x0bsync_status\x18\x01 \x01(\t\x12\x14\n\x0cmemory_count\x18\x02 \x01(\x03\x12\x14\n\x0cvector_count\x18\x03 \x01(\x03\x12\x33\n\x0flast_check_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x19\n\x11last_check_status\x18\x05 \x01(\t\"\xa8\x01\n\x11\x43heckSyncResponse\x12\x13\n\x0bsync_status\x18\x01 \x01(\t\x12\x17\n\x0fmissing_vectors\x18\x02 \x01(\x03\x12\x18\n\x10orphaned_vectors\x18\x03 \x01(\x03\x12\x16\n\x0estale_payloads\x18\x04 \x01(\x03\x12\x10\n\x08repaired\x18\x05 \x01(\x03\x12!\n\x19unenriched_past_retention\x18\x06 \x01(\x03\x32\x84\x03\n\x12\x43onsolidateService\x12]\n\x10RunConsolidation\x12#.automem.v1.RunConsolidationRequest\x1a$.automem.v1.RunConsolidationResponse\x12o\n\x16GetConsolidationStatus\x12).automem.v1.GetConsolidationStatusRequest\x1a*.automem.v1.GetConsolidationStatusResponse\x12H\n\tCheckSync\x12\x1c.automem.v1.CheckSyncRequest\x1a\x1d.automem.v1.CheckSyncResponse\x12T\n\rGetSyncStatus\x12 .automem.v1.GetSyncStatusRequest\x1a!.automem.v1.GetSyncStatusResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$automem/v1/consolidate_service.proto\x12\nautomem.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"G\n\x17RunConsolidationRequest\x12\x0c\n\x04mode\x18\x01 \x01(\t\x12\x0f\n\x07\x64ry_run\x18\x02 \x01(\x08\x12\r\n\x05scope\x18\x03 \x01(\t\"\xb7\x02\n\x10\x43onsolidationRun\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x0c\n\x04mode\x18\x02 \x01(\t\x12\x0f\n\x07\x64ry_run\x18\x03 \x01(\x08\x12.\n\nstart_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\x08\x65nd_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x38\n\x06\x63ounts\x18\x06 \x03(\x0b\x32(.automem.v1.ConsolidationRun.CountsEntry\x12\r\n\x05\x65rror\x18\x07 \x01(\t\x12\x0f\n\x07trigger\x18\x08 \x01(\t\x12\r\n\x05scope\x18\t \x01(\t\x1a-\n\x0b\x43ountsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\"E\n\x18RunConsolidationResponse\x12)\n\x03run\x18\x01 \x01(\x0b\x32\x1c.automem.v1.ConsolidationRun\"F\n\x1dGetConsolidationStatusRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"\x9e\x02\n\x1eGetConsolidationStatusResponse\x12*\n\x04runs\x18\x01 \x03(\x0b\x32\x1c.automem.v1.ConsolidationRun\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\x12R\n\rnext_run_time\x18\x03 \x03(\x0b\x32;.automem.v1.GetConsolidationStatusResponse.NextRunTimeEntry\x12\x19\n\x11scheduler_running\x18\x04 \x01(\x08\x12\x14\n\x0ctick_seconds\x18\x05 \x01(\x01\x1a\x32\n\x10NextRunTimeEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"1\n\x10\x43heckSyncRequest\x12\x0e\n\x06repair\x18\x01 \x01(\x08\x12\r\n\x05scope\x18\x02 \x01(\t\"\x16\n\x14GetSyncStatusRequest\"\xa8\x01\n\x15GetSyncStatusResponse\x12\x13\n\x0bsync_status\x18\x01 \x01(\t\x12\x14\n\x0cmemory_count\x18\x02 \x01(\x03\x12\x14\n\x0cvector_count\x18\x03 \x01(\x03\x12\x33\n\x0flast_check_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x19\n\x11last_check_status\x18\x05 \x01(\t\"\xa8\x01\n\x11\x43heckSyncResponse\x12\x13\n\x0bsync_status\x18\x01 \x01(\t\x12\x17\n\x0fmissing_vectors\x18\x02 \x01(\x03\x12\x18\n\x10orphaned_vectors\x18\x03 \x01(\x03\x12\x16\n\x0estale_payloads\x18\x04 \x01(\x03\x12\x10\n\x08repaired\x18\x05 \x01(\x03\x12!\n\x19unenriched_past_retention\x18\x06 \x01(\x03\x32\x84\x03\n\x12\x43onsolidateService\x12]\n\x10RunConsolidation\x12#.automem.v1.RunConsolidationRequest\x1a$.automem.v1.RunConsolidationResponse\x12o\n\x16GetConsolidationStatus\x12).automem.v1.GetConsolidationStatusRequest\x1a*.automem.v1.GetConsolidationStatusResponse\x12H\n\tCheckSync\x12\x1c.automem.v1.CheckSyncRequest\x1a\x1d.automem.v1.CheckSyncResponse\x12T\n\rGetSyncStatus\x12 .automem.v1.GetSyncStatusRequest\x1a!.automem.v1.GetSyncStatusResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -47,17 +47,17 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETCONSOLIDATIONSTATUSREQUEST']._serialized_start=543
   _globals['_GETCONSOLIDATIONSTATUSREQUEST']._serialized_end=613
   _globals['_GETCONSOLIDATIONSTATUSRESPONSE']._serialized_start=616
-  _globals['_GETCONSOLIDATIONSTATUSRESPONSE']._serialized_end=853
-  _globals['_GETCONSOLIDATIONSTATUSRESPONSE_NEXTRUNTIMEENTRY']._serialized_start=803
-  _globals['_GETCONSOLIDATIONSTATUSRESPONSE_NEXTRUNTIMEENTRY']._serialized_end=853
-  _globals['_CHECKSYNCREQUEST']._serialized_start=855
-  _globals['_CHECKSYNCREQUEST']._serialized_end=904
-  _globals['_GETSYNCSTATUSREQUEST']._serialized_start=906
-  _globals['_GETSYNCSTATUSREQUEST']._serialized_end=928
-  _globals['_GETSYNCSTATUSRESPONSE']._serialized_start=931
-  _globals['_GETSYNCSTATUSRESPONSE']._serialized_end=1099
-  _globals['_CHECKSYNCRESPONSE']._serialized_start=1102
-  _globals['_CHECKSYNCRESPONSE']._serialized_end=1270
-  _globals['_CONSOLIDATESERVICE']._serialized_start=1273
-  _globals['_CONSOLIDATESERVICE']._serialized_end=1661
+  _globals['_GETCONSOLIDATIONSTATUSRESPONSE']._serialized_end=902
+  _globals['_GETCONSOLIDATIONSTATUSRESPONSE_NEXTRUNTIMEENTRY']._serialized_start=852
+  _globals['_GETCONSOLIDATIONSTATUSRESPONSE_NEXTRUNTIMEENTRY']._serialized_end=902
+  _globals['_CHECKSYNCREQUEST']._serialized_start=904
+  _globals['_CHECKSYNCREQUEST']._serialized_end=953
+  _globals['_GETSYNCSTATUSREQUEST']._serialized_start=955
+  _globals['_GETSYNCSTATUSREQUEST']._serialized_end=977
+  _globals['_GETSYNCSTATUSRESPONSE']._serialized_start=980
+  _globals['_GETSYNCSTATUSRESPONSE']._serialized_end=1148
+  _globals['_CHECKSYNCRESPONSE']._serialized_start=1151
+  _globals['_CHECKSYNCRESPONSE']._serialized_end=1319
+  _globals['_CONSOLIDATESERVICE']._serialized_start=1322
+  _globals['_CONSOLIDATESERVICE']._serialized_end=1710
 # @@protoc_insertion_point(module_scope)

@@ -63,7 +63,7 @@ class GetConsolidationStatusRequest(_message.Message):
     def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class GetConsolidationStatusResponse(_message.Message):
-    __slots__ = ("runs", "next_page_token", "next_run_time")
+    __slots__ = ("runs", "next_page_token", "next_run_time", "scheduler_running", "tick_seconds")
     class NextRunTimeEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -74,10 +74,14 @@ class GetConsolidationStatusResponse(_message.Message):
     RUNS_FIELD_NUMBER: _ClassVar[int]
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     NEXT_RUN_TIME_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULER_RUNNING_FIELD_NUMBER: _ClassVar[int]
+    TICK_SECONDS_FIELD_NUMBER: _ClassVar[int]
     runs: _containers.RepeatedCompositeFieldContainer[ConsolidationRun]
     next_page_token: str
     next_run_time: _containers.ScalarMap[str, str]
-    def __init__(self, runs: _Optional[_Iterable[_Union[ConsolidationRun, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., next_run_time: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    scheduler_running: bool
+    tick_seconds: float
+    def __init__(self, runs: _Optional[_Iterable[_Union[ConsolidationRun, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., next_run_time: _Optional[_Mapping[str, str]] = ..., scheduler_running: _Optional[bool] = ..., tick_seconds: _Optional[float] = ...) -> None: ...
 
 class CheckSyncRequest(_message.Message):
     __slots__ = ("repair", "scope")

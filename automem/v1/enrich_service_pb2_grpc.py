@@ -46,6 +46,11 @@ class EnrichServiceStub:
                 request_serializer=automem_dot_v1_dot_enrich__service__pb2.ReprocessMemoriesRequest.SerializeToString,
                 response_deserializer=automem_dot_v1_dot_enrich__service__pb2.ReprocessMemoriesResponse.FromString,
                 _registered_method=True)
+        self.ReembedMemories = channel.unary_unary(
+                '/automem.v1.EnrichService/ReembedMemories',
+                request_serializer=automem_dot_v1_dot_enrich__service__pb2.ReembedMemoriesRequest.SerializeToString,
+                response_deserializer=automem_dot_v1_dot_enrich__service__pb2.ReembedMemoriesResponse.FromString,
+                _registered_method=True)
 
 
 class EnrichServiceServicer:
@@ -67,6 +72,14 @@ class EnrichServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReembedMemories(self, request, context):
+        """Re-embed the scope's memories through the enrichment path (AutoMem's POST /admin/reembed);
+        progress in GetEnrichmentStatusResponse.reembed.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_EnrichServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -79,6 +92,11 @@ def add_EnrichServiceServicer_to_server(servicer, server):
                     servicer.ReprocessMemories,
                     request_deserializer=automem_dot_v1_dot_enrich__service__pb2.ReprocessMemoriesRequest.FromString,
                     response_serializer=automem_dot_v1_dot_enrich__service__pb2.ReprocessMemoriesResponse.SerializeToString,
+            ),
+            'ReembedMemories': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReembedMemories,
+                    request_deserializer=automem_dot_v1_dot_enrich__service__pb2.ReembedMemoriesRequest.FromString,
+                    response_serializer=automem_dot_v1_dot_enrich__service__pb2.ReembedMemoriesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -137,6 +155,33 @@ class EnrichService:
             '/automem.v1.EnrichService/ReprocessMemories',
             automem_dot_v1_dot_enrich__service__pb2.ReprocessMemoriesRequest.SerializeToString,
             automem_dot_v1_dot_enrich__service__pb2.ReprocessMemoriesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReembedMemories(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/automem.v1.EnrichService/ReembedMemories',
+            automem_dot_v1_dot_enrich__service__pb2.ReembedMemoriesRequest.SerializeToString,
+            automem_dot_v1_dot_enrich__service__pb2.ReembedMemoriesResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -43,14 +43,16 @@ class MemoryInput(_message.Message):
     def __init__(self, content: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., importance: _Optional[float] = ..., confidence: _Optional[float] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., type: _Optional[str] = ..., event_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_to: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., embedding: _Optional[_Iterable[float]] = ..., require_review: _Optional[bool] = ..., metadata_json: _Optional[str] = ..., metadata_set: _Optional[bool] = ...) -> None: ...
 
 class CreateMemoryRequest(_message.Message):
-    __slots__ = ("memory", "scope", "idempotency_key")
+    __slots__ = ("memory", "scope", "idempotency_key", "require_unused_key")
     MEMORY_FIELD_NUMBER: _ClassVar[int]
     SCOPE_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    REQUIRE_UNUSED_KEY_FIELD_NUMBER: _ClassVar[int]
     memory: MemoryInput
     scope: str
     idempotency_key: str
-    def __init__(self, memory: _Optional[_Union[MemoryInput, _Mapping]] = ..., scope: _Optional[str] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+    require_unused_key: bool
+    def __init__(self, memory: _Optional[_Union[MemoryInput, _Mapping]] = ..., scope: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., require_unused_key: _Optional[bool] = ...) -> None: ...
 
 class CreateMemoryResponse(_message.Message):
     __slots__ = ("memory", "deduplicated")
@@ -101,16 +103,18 @@ class UpdateMemoryResponse(_message.Message):
     def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ...) -> None: ...
 
 class DeleteMemoryRequest(_message.Message):
-    __slots__ = ("id", "scope", "purge", "reason")
+    __slots__ = ("id", "scope", "purge", "reason", "etag")
     ID_FIELD_NUMBER: _ClassVar[int]
     SCOPE_FIELD_NUMBER: _ClassVar[int]
     PURGE_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    ETAG_FIELD_NUMBER: _ClassVar[int]
     id: str
     scope: str
     purge: bool
     reason: str
-    def __init__(self, id: _Optional[str] = ..., scope: _Optional[str] = ..., purge: _Optional[bool] = ..., reason: _Optional[str] = ...) -> None: ...
+    etag: int
+    def __init__(self, id: _Optional[str] = ..., scope: _Optional[str] = ..., purge: _Optional[bool] = ..., reason: _Optional[str] = ..., etag: _Optional[int] = ...) -> None: ...
 
 class DeleteMemoryResponse(_message.Message):
     __slots__ = ("memory",)
@@ -165,20 +169,22 @@ class BatchCreateRelationsResponse(_message.Message):
     def __init__(self, relations: _Optional[_Iterable[_Union[_memory_pb2.Relation, _Mapping]]] = ..., indexes: _Optional[_Iterable[int]] = ..., failures: _Optional[_Iterable[_Union[RelationFailure, _Mapping]]] = ...) -> None: ...
 
 class SupersedeMemoryRequest(_message.Message):
-    __slots__ = ("id", "scope", "replacement", "relation_type", "reason", "idempotency_key")
+    __slots__ = ("id", "scope", "replacement", "relation_type", "reason", "idempotency_key", "etag")
     ID_FIELD_NUMBER: _ClassVar[int]
     SCOPE_FIELD_NUMBER: _ClassVar[int]
     REPLACEMENT_FIELD_NUMBER: _ClassVar[int]
     RELATION_TYPE_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    ETAG_FIELD_NUMBER: _ClassVar[int]
     id: str
     scope: str
     replacement: MemoryInput
     relation_type: _memory_pb2.RelationType
     reason: str
     idempotency_key: str
-    def __init__(self, id: _Optional[str] = ..., scope: _Optional[str] = ..., replacement: _Optional[_Union[MemoryInput, _Mapping]] = ..., relation_type: _Optional[_Union[_memory_pb2.RelationType, str]] = ..., reason: _Optional[str] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+    etag: int
+    def __init__(self, id: _Optional[str] = ..., scope: _Optional[str] = ..., replacement: _Optional[_Union[MemoryInput, _Mapping]] = ..., relation_type: _Optional[_Union[_memory_pb2.RelationType, str]] = ..., reason: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., etag: _Optional[int] = ...) -> None: ...
 
 class SupersedeMemoryResponse(_message.Message):
     __slots__ = ("replacement", "superseded", "relation")
@@ -201,12 +207,14 @@ class DeleteMemoriesByTagRequest(_message.Message):
     def __init__(self, tags: _Optional[_Iterable[str]] = ..., scope: _Optional[str] = ..., dry_run: _Optional[bool] = ...) -> None: ...
 
 class DeleteMemoriesByTagResponse(_message.Message):
-    __slots__ = ("memory_ids", "deleted_count")
+    __slots__ = ("memory_ids", "deleted_count", "memories")
     MEMORY_IDS_FIELD_NUMBER: _ClassVar[int]
     DELETED_COUNT_FIELD_NUMBER: _ClassVar[int]
+    MEMORIES_FIELD_NUMBER: _ClassVar[int]
     memory_ids: _containers.RepeatedScalarFieldContainer[str]
     deleted_count: int
-    def __init__(self, memory_ids: _Optional[_Iterable[str]] = ..., deleted_count: _Optional[int] = ...) -> None: ...
+    memories: _containers.RepeatedCompositeFieldContainer[_memory_pb2.Memory]
+    def __init__(self, memory_ids: _Optional[_Iterable[str]] = ..., deleted_count: _Optional[int] = ..., memories: _Optional[_Iterable[_Union[_memory_pb2.Memory, _Mapping]]] = ...) -> None: ...
 
 class ExportBackupRequest(_message.Message):
     __slots__ = ("skip_events",)

@@ -112,7 +112,8 @@ class IngestServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def DeleteMemory(self, request, context):
-        """Tombstones a memory (state DELETED); purge=true removes the node (admin).
+        """Tombstones a memory (state DELETED); purge=true removes the node (admin). ABORTED on a
+        stale etag.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -135,7 +136,8 @@ class IngestServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def SupersedeMemory(self, request, context):
-        """Replaces a memory by a new one in one atomic operation.
+        """Replaces a memory by a new one in one atomic operation. ABORTED on a stale etag; two
+        calls with the same idempotency_key create one replacement and both answer it.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

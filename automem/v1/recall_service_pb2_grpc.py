@@ -76,6 +76,36 @@ class RecallServiceStub:
                 request_serializer=automem_dot_v1_dot_recall__service__pb2.WhoAmIRequest.SerializeToString,
                 response_deserializer=automem_dot_v1_dot_recall__service__pb2.WhoAmIResponse.FromString,
                 _registered_method=True)
+        self.GetGraphSnapshot = channel.unary_unary(
+                '/automem.v1.RecallService/GetGraphSnapshot',
+                request_serializer=automem_dot_v1_dot_recall__service__pb2.GetGraphSnapshotRequest.SerializeToString,
+                response_deserializer=automem_dot_v1_dot_recall__service__pb2.GetGraphSnapshotResponse.FromString,
+                _registered_method=True)
+        self.ListGraphNeighbors = channel.unary_unary(
+                '/automem.v1.RecallService/ListGraphNeighbors',
+                request_serializer=automem_dot_v1_dot_recall__service__pb2.ListGraphNeighborsRequest.SerializeToString,
+                response_deserializer=automem_dot_v1_dot_recall__service__pb2.ListGraphNeighborsResponse.FromString,
+                _registered_method=True)
+        self.GetGraphStats = channel.unary_unary(
+                '/automem.v1.RecallService/GetGraphStats',
+                request_serializer=automem_dot_v1_dot_recall__service__pb2.GetGraphStatsRequest.SerializeToString,
+                response_deserializer=automem_dot_v1_dot_recall__service__pb2.GetGraphStatsResponse.FromString,
+                _registered_method=True)
+        self.ListEntities = channel.unary_unary(
+                '/automem.v1.RecallService/ListEntities',
+                request_serializer=automem_dot_v1_dot_recall__service__pb2.ListEntitiesRequest.SerializeToString,
+                response_deserializer=automem_dot_v1_dot_recall__service__pb2.ListEntitiesResponse.FromString,
+                _registered_method=True)
+        self.GetEntity = channel.unary_unary(
+                '/automem.v1.RecallService/GetEntity',
+                request_serializer=automem_dot_v1_dot_recall__service__pb2.GetEntityRequest.SerializeToString,
+                response_deserializer=automem_dot_v1_dot_recall__service__pb2.GetEntityResponse.FromString,
+                _registered_method=True)
+        self.ListEntityMergeCandidates = channel.unary_unary(
+                '/automem.v1.RecallService/ListEntityMergeCandidates',
+                request_serializer=automem_dot_v1_dot_recall__service__pb2.ListEntityMergeCandidatesRequest.SerializeToString,
+                response_deserializer=automem_dot_v1_dot_recall__service__pb2.ListEntityMergeCandidatesResponse.FromString,
+                _registered_method=True)
 
 
 class RecallServiceServicer:
@@ -141,6 +171,51 @@ class RecallServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetGraphSnapshot(self, request, context):
+        """The scope's memory graph for a viewer (AutoMem's GET /graph/snapshot): the most
+        important memories and the edges among them, through the state pass (a superseded
+        memory is a node marked not current, with its head's id).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListGraphNeighbors(self, request, context):
+        """One memory's graph neighbours up to depth 3 and its nearest memories by embedding
+        (AutoMem's GET /graph/neighbors/{id}).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetGraphStats(self, request, context):
+        """Counts of the scope's graph (AutoMem's GET /graph/stats).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListEntities(self, request, context):
+        """The scope's entities, most mentioned first (AutoMem's GET /entities).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetEntity(self, request, context):
+        """One entity by slug or alias with the memories that mention it (AutoMem's GET /entity/{slug}).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListEntityMergeCandidates(self, request, context):
+        """Pairs of entities that may name the same thing (AutoMem's GET /entities/merge-candidates).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RecallServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -183,6 +258,36 @@ def add_RecallServiceServicer_to_server(servicer, server):
                     servicer.WhoAmI,
                     request_deserializer=automem_dot_v1_dot_recall__service__pb2.WhoAmIRequest.FromString,
                     response_serializer=automem_dot_v1_dot_recall__service__pb2.WhoAmIResponse.SerializeToString,
+            ),
+            'GetGraphSnapshot': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetGraphSnapshot,
+                    request_deserializer=automem_dot_v1_dot_recall__service__pb2.GetGraphSnapshotRequest.FromString,
+                    response_serializer=automem_dot_v1_dot_recall__service__pb2.GetGraphSnapshotResponse.SerializeToString,
+            ),
+            'ListGraphNeighbors': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListGraphNeighbors,
+                    request_deserializer=automem_dot_v1_dot_recall__service__pb2.ListGraphNeighborsRequest.FromString,
+                    response_serializer=automem_dot_v1_dot_recall__service__pb2.ListGraphNeighborsResponse.SerializeToString,
+            ),
+            'GetGraphStats': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetGraphStats,
+                    request_deserializer=automem_dot_v1_dot_recall__service__pb2.GetGraphStatsRequest.FromString,
+                    response_serializer=automem_dot_v1_dot_recall__service__pb2.GetGraphStatsResponse.SerializeToString,
+            ),
+            'ListEntities': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListEntities,
+                    request_deserializer=automem_dot_v1_dot_recall__service__pb2.ListEntitiesRequest.FromString,
+                    response_serializer=automem_dot_v1_dot_recall__service__pb2.ListEntitiesResponse.SerializeToString,
+            ),
+            'GetEntity': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetEntity,
+                    request_deserializer=automem_dot_v1_dot_recall__service__pb2.GetEntityRequest.FromString,
+                    response_serializer=automem_dot_v1_dot_recall__service__pb2.GetEntityResponse.SerializeToString,
+            ),
+            'ListEntityMergeCandidates': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListEntityMergeCandidates,
+                    request_deserializer=automem_dot_v1_dot_recall__service__pb2.ListEntityMergeCandidatesRequest.FromString,
+                    response_serializer=automem_dot_v1_dot_recall__service__pb2.ListEntityMergeCandidatesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -403,6 +508,168 @@ class RecallService:
             '/automem.v1.RecallService/WhoAmI',
             automem_dot_v1_dot_recall__service__pb2.WhoAmIRequest.SerializeToString,
             automem_dot_v1_dot_recall__service__pb2.WhoAmIResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetGraphSnapshot(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/automem.v1.RecallService/GetGraphSnapshot',
+            automem_dot_v1_dot_recall__service__pb2.GetGraphSnapshotRequest.SerializeToString,
+            automem_dot_v1_dot_recall__service__pb2.GetGraphSnapshotResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListGraphNeighbors(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/automem.v1.RecallService/ListGraphNeighbors',
+            automem_dot_v1_dot_recall__service__pb2.ListGraphNeighborsRequest.SerializeToString,
+            automem_dot_v1_dot_recall__service__pb2.ListGraphNeighborsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetGraphStats(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/automem.v1.RecallService/GetGraphStats',
+            automem_dot_v1_dot_recall__service__pb2.GetGraphStatsRequest.SerializeToString,
+            automem_dot_v1_dot_recall__service__pb2.GetGraphStatsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListEntities(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/automem.v1.RecallService/ListEntities',
+            automem_dot_v1_dot_recall__service__pb2.ListEntitiesRequest.SerializeToString,
+            automem_dot_v1_dot_recall__service__pb2.ListEntitiesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetEntity(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/automem.v1.RecallService/GetEntity',
+            automem_dot_v1_dot_recall__service__pb2.GetEntityRequest.SerializeToString,
+            automem_dot_v1_dot_recall__service__pb2.GetEntityResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListEntityMergeCandidates(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/automem.v1.RecallService/ListEntityMergeCandidates',
+            automem_dot_v1_dot_recall__service__pb2.ListEntityMergeCandidatesRequest.SerializeToString,
+            automem_dot_v1_dot_recall__service__pb2.ListEntityMergeCandidatesResponse.FromString,
             options,
             channel_credentials,
             insecure,

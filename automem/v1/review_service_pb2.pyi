@@ -185,3 +185,79 @@ class ListMemoryEventsResponse(_message.Message):
     truncated: bool
     retained_since_time: _timestamp_pb2.Timestamp
     def __init__(self, events: _Optional[_Iterable[_Union[_events_pb2.MemoryEvent, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., truncated: _Optional[bool] = ..., retained_since_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class EntityMerge(_message.Message):
+    __slots__ = ("id", "scope", "alias", "canonical", "edges_moved", "actor", "create_time", "reason", "undone", "undone_by", "undo_time", "memory_ids")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    ALIAS_FIELD_NUMBER: _ClassVar[int]
+    CANONICAL_FIELD_NUMBER: _ClassVar[int]
+    EDGES_MOVED_FIELD_NUMBER: _ClassVar[int]
+    ACTOR_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    UNDONE_FIELD_NUMBER: _ClassVar[int]
+    UNDONE_BY_FIELD_NUMBER: _ClassVar[int]
+    UNDO_TIME_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_IDS_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    scope: str
+    alias: str
+    canonical: str
+    edges_moved: int
+    actor: str
+    create_time: _timestamp_pb2.Timestamp
+    reason: str
+    undone: bool
+    undone_by: str
+    undo_time: _timestamp_pb2.Timestamp
+    memory_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, id: _Optional[str] = ..., scope: _Optional[str] = ..., alias: _Optional[str] = ..., canonical: _Optional[str] = ..., edges_moved: _Optional[int] = ..., actor: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., reason: _Optional[str] = ..., undone: _Optional[bool] = ..., undone_by: _Optional[str] = ..., undo_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., memory_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class MergeEntitiesRequest(_message.Message):
+    __slots__ = ("scope", "slug", "merge_into", "category", "reason")
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    SLUG_FIELD_NUMBER: _ClassVar[int]
+    MERGE_INTO_FIELD_NUMBER: _ClassVar[int]
+    CATEGORY_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    scope: str
+    slug: str
+    merge_into: str
+    category: str
+    reason: str
+    def __init__(self, scope: _Optional[str] = ..., slug: _Optional[str] = ..., merge_into: _Optional[str] = ..., category: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class MergeEntitiesResponse(_message.Message):
+    __slots__ = ("merge",)
+    MERGE_FIELD_NUMBER: _ClassVar[int]
+    merge: EntityMerge
+    def __init__(self, merge: _Optional[_Union[EntityMerge, _Mapping]] = ...) -> None: ...
+
+class ListEntityMergesRequest(_message.Message):
+    __slots__ = ("scope", "page_size")
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    scope: str
+    page_size: int
+    def __init__(self, scope: _Optional[str] = ..., page_size: _Optional[int] = ...) -> None: ...
+
+class ListEntityMergesResponse(_message.Message):
+    __slots__ = ("merges",)
+    MERGES_FIELD_NUMBER: _ClassVar[int]
+    merges: _containers.RepeatedCompositeFieldContainer[EntityMerge]
+    def __init__(self, merges: _Optional[_Iterable[_Union[EntityMerge, _Mapping]]] = ...) -> None: ...
+
+class UndoEntityMergeRequest(_message.Message):
+    __slots__ = ("id", "scope")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    scope: str
+    def __init__(self, id: _Optional[str] = ..., scope: _Optional[str] = ...) -> None: ...
+
+class UndoEntityMergeResponse(_message.Message):
+    __slots__ = ("merge",)
+    MERGE_FIELD_NUMBER: _ClassVar[int]
+    merge: EntityMerge
+    def __init__(self, merge: _Optional[_Union[EntityMerge, _Mapping]] = ...) -> None: ...

@@ -69,6 +69,21 @@ class ReviewServiceStub:
                 request_serializer=automem_dot_v1_dot_review__service__pb2.ListMemoryEventsRequest.SerializeToString,
                 response_deserializer=automem_dot_v1_dot_review__service__pb2.ListMemoryEventsResponse.FromString,
                 _registered_method=True)
+        self.MergeEntities = channel.unary_unary(
+                '/automem.v1.ReviewService/MergeEntities',
+                request_serializer=automem_dot_v1_dot_review__service__pb2.MergeEntitiesRequest.SerializeToString,
+                response_deserializer=automem_dot_v1_dot_review__service__pb2.MergeEntitiesResponse.FromString,
+                _registered_method=True)
+        self.ListEntityMerges = channel.unary_unary(
+                '/automem.v1.ReviewService/ListEntityMerges',
+                request_serializer=automem_dot_v1_dot_review__service__pb2.ListEntityMergesRequest.SerializeToString,
+                response_deserializer=automem_dot_v1_dot_review__service__pb2.ListEntityMergesResponse.FromString,
+                _registered_method=True)
+        self.UndoEntityMerge = channel.unary_unary(
+                '/automem.v1.ReviewService/UndoEntityMerge',
+                request_serializer=automem_dot_v1_dot_review__service__pb2.UndoEntityMergeRequest.SerializeToString,
+                response_deserializer=automem_dot_v1_dot_review__service__pb2.UndoEntityMergeResponse.FromString,
+                _registered_method=True)
         self.StreamMemoryEvents = channel.unary_stream(
                 '/automem.v1.ReviewService/StreamMemoryEvents',
                 request_serializer=automem_dot_v1_dot_event__stream__pb2.StreamMemoryEventsRequest.SerializeToString,
@@ -127,6 +142,30 @@ class ReviewServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def MergeEntities(self, request, context):
+        """Merges one entity into another (admin; AutoMem's POST /entity/{slug}/merge): its MENTIONS
+        edges move to the target, its slug becomes an alias there, and an EntityMerge record
+        (who, when, what moved) is written in the same query.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListEntityMerges(self, request, context):
+        """The scope's entity merges (the audit record), newest first (admin).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UndoEntityMerge(self, request, context):
+        """Undoes a merge from that record (admin): the edges and aliases return as they were.
+        FAILED_PRECONDITION when already undone.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def StreamMemoryEvents(self, request, context):
         """The scope's events as they happen (MemoryEvents and ActivityEvents, oldest first), from
         the durable stream: resumable after any stream sequence; a first StreamEventsTrimmed
@@ -168,6 +207,21 @@ def add_ReviewServiceServicer_to_server(servicer, server):
                     servicer.ListMemoryEvents,
                     request_deserializer=automem_dot_v1_dot_review__service__pb2.ListMemoryEventsRequest.FromString,
                     response_serializer=automem_dot_v1_dot_review__service__pb2.ListMemoryEventsResponse.SerializeToString,
+            ),
+            'MergeEntities': grpc.unary_unary_rpc_method_handler(
+                    servicer.MergeEntities,
+                    request_deserializer=automem_dot_v1_dot_review__service__pb2.MergeEntitiesRequest.FromString,
+                    response_serializer=automem_dot_v1_dot_review__service__pb2.MergeEntitiesResponse.SerializeToString,
+            ),
+            'ListEntityMerges': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListEntityMerges,
+                    request_deserializer=automem_dot_v1_dot_review__service__pb2.ListEntityMergesRequest.FromString,
+                    response_serializer=automem_dot_v1_dot_review__service__pb2.ListEntityMergesResponse.SerializeToString,
+            ),
+            'UndoEntityMerge': grpc.unary_unary_rpc_method_handler(
+                    servicer.UndoEntityMerge,
+                    request_deserializer=automem_dot_v1_dot_review__service__pb2.UndoEntityMergeRequest.FromString,
+                    response_serializer=automem_dot_v1_dot_review__service__pb2.UndoEntityMergeResponse.SerializeToString,
             ),
             'StreamMemoryEvents': grpc.unary_stream_rpc_method_handler(
                     servicer.StreamMemoryEvents,
@@ -341,6 +395,87 @@ class ReviewService:
             '/automem.v1.ReviewService/ListMemoryEvents',
             automem_dot_v1_dot_review__service__pb2.ListMemoryEventsRequest.SerializeToString,
             automem_dot_v1_dot_review__service__pb2.ListMemoryEventsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def MergeEntities(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/automem.v1.ReviewService/MergeEntities',
+            automem_dot_v1_dot_review__service__pb2.MergeEntitiesRequest.SerializeToString,
+            automem_dot_v1_dot_review__service__pb2.MergeEntitiesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListEntityMerges(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/automem.v1.ReviewService/ListEntityMerges',
+            automem_dot_v1_dot_review__service__pb2.ListEntityMergesRequest.SerializeToString,
+            automem_dot_v1_dot_review__service__pb2.ListEntityMergesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UndoEntityMerge(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/automem.v1.ReviewService/UndoEntityMerge',
+            automem_dot_v1_dot_review__service__pb2.UndoEntityMergeRequest.SerializeToString,
+            automem_dot_v1_dot_review__service__pb2.UndoEntityMergeResponse.FromString,
             options,
             channel_credentials,
             insecure,

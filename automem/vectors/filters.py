@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from automem.common.text import text_key
 from automem.vectors.points import canonical_id
 from automem.vectors.protocol import VectorFilter
 
@@ -45,12 +46,13 @@ class Dialect:
 
 
 def _lower(values: Sequence[str]) -> list[str]:
-    return [v.lower() for v in values]
+    # The payload's tags_lower / tag_prefixes hold comparison keys (automem/common/payload.py).
+    return [text_key(v) for v in values]
 
 
 def conditions(flt: VectorFilter) -> tuple[list[Condition], list[Condition]]:
     """``(must, must_not)`` of ``flt`` in neutral form (:data:`Condition`). Tags and prefixes
-    are lower-cased, ids normalised (:func:`automem.vectors.points.canonical_id`, ValueError for a
+    are turned into comparison keys (:func:`automem.common.text.text_key`), ids normalised (:func:`automem.vectors.points.canonical_id`, ValueError for a
     non-UUID)."""
     must: list[Condition] = []
     must_not: list[Condition] = []

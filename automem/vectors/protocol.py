@@ -137,9 +137,10 @@ class VectorFilter:
 
     * ``scope``: exact match on ``scope``.
     * ``states``: ``state`` is any of these. ``[]`` matches nothing; ``None`` = no filter.
-    * ``tags_any`` / ``tags_all``: any / all of these (lower-cased here) in ``tags_lower``.
-    * ``prefixes_any`` / ``prefixes_all``: any / all of these (lower-cased) in ``tag_prefixes``.
-    * ``exclude_tags``: none of these (lower-cased) in ``tags_lower``.
+    * ``tags_any`` / ``tags_all``: any / all of these in ``tags_lower`` (both as comparison
+      keys, :func:`automem.common.text.text_key`: NFKC and case folding, applied here).
+    * ``prefixes_any`` / ``prefixes_all``: any / all of these (as keys) in ``tag_prefixes``.
+    * ``exclude_tags``: none of these (as keys) in ``tags_lower``.
     * ``valid_at``: epoch seconds t with ``valid_from <= t < valid_to``; points without both
       fields do not match.
     * ``event_time_gte`` / ``event_time_lte``: inclusive bounds on ``event_time`` (epoch s).

@@ -19,10 +19,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-CHART = Path(__file__).resolve().parents[2] / "deploy" / "helm" / "automem"
-CI_DIR = CHART / "ci"
-RELEASE = "mem"
-NAMESPACE = "automem"
+from tests.helm import CHART, CI_DIR, NAMESPACE, RELEASE, render, values_of
+
 #: Kubernetes versions the manifests must be valid for: a current one and the newest bundled.
 K8S_VERSIONS = ("1.33.0", kubernetes_validate.utils.latest_version())
 COMPONENTS = ("gateway", "ingest", "recall", "enrich", "consolidate")
@@ -42,10 +40,7 @@ VALUES_FILES = sorted(CI_DIR.glob("*-values.yaml"))
 CASES = [pytest.param(None, id="defaults")] + [pytest.param(p.name, id=p.stem) for p in VALUES_FILES]
 
 
-def _values(case: str | None) -> dict[str, Any]:
-    if case is None:
-        return {}
-    return yaml.safe_load((CI_DIR / case).read_text()) or {}
+_values = values_of
 
 
 @pytest.fixture(scope="module")
@@ -68,11 +63,7 @@ def _render(chart: Any, values: dict[str, Any]) -> list[dict[str, Any]]:
 
 @functools.cache
 def _rendered_case(case: str | None) -> tuple[dict[str, Any], ...]:
-    loaded = helm_python.Chart.load(CHART)
-    try:
-        return tuple(_render(loaded, _values(case)))
-    finally:
-        loaded.close()
+    return tuple(render(_values(case)))
 
 
 def _kind(docs: Any, kind: str) -> list[dict[str, Any]]:
@@ -84,7 +75,9 @@ def _name(component: str) -> str:
 
 
 def _by_component(docs: Any, kind: str) -> dict[str, dict[str, Any]]:
-    return {d["metadata"]["labels"]["app.kubernetes.io/component"]: d for d in _kind(docs, kind)}
+    """The one ``kind`` of each component (headless Services left out: see _headless)."""
+    return {d["metadata"]["labels"]["app.kubernetes.io/component"]: d for d in _kind(docs, kind)
+            if not d["metadata"]["name"].endswith("-headless")}
 
 
 def _pod_specs(docs: Any) -> list[tuple[str, dict[str, Any]]]:
@@ -191,14 +184,31 @@ def test_single_binary_persistence_mounts_a_pvc_as_data_dir() -> None:
 
 
 def test_gateway_finds_every_grpc_service_by_address() -> None:
+    # Default: client-side round_robin over a headless Service per component.
     docs = _rendered_case("distributed-values.yaml")
     data = _configmap_data(docs)
     services = {s["metadata"]["name"]: s for s in _kind(docs, "Service")}
     for component in GRPC_COMPONENTS:
-        host, port = data[f"AUTOMEM_{component.upper()}_ADDR"].split(":")
-        assert host == _name(component) and host in services
-        assert int(port) in [p["port"] for p in services[host]["spec"]["ports"]]
+        target = data[f"AUTOMEM_{component.upper()}_ADDR"]
+        assert target == f"dns:///{_name(component)}-headless.{NAMESPACE}.svc.cluster.local:50051"
+        headless = services[f"{_name(component)}-headless"]
+        assert headless["spec"]["clusterIP"] == "None"
+        assert headless["spec"]["selector"] == services[_name(component)]["spec"]["selector"]
+        assert [p["port"] for p in headless["spec"]["ports"]] == [50051]
+    assert data["AUTOMEM_GRPC_LB_POLICY"] == "round_robin"
     assert data["AUTOMEM_HOST"] == "0.0.0.0"
+    # Off: the ClusterIP Services, pick_first, and servers that age connections out.
+    plain = _render_values({**_values("distributed-values.yaml"),
+                            "grpc": {"clientLoadBalancing": False, "maxConnectionAgeSeconds": 300}})
+    data = _configmap_data(plain)
+    assert not [s for s in _kind(plain, "Service") if s["metadata"]["name"].endswith("-headless")]
+    for component in GRPC_COMPONENTS:
+        assert data[f"AUTOMEM_{component.upper()}_ADDR"] == f"{_name(component)}:50051"
+    assert data["AUTOMEM_GRPC_LB_POLICY"] == "pick_first"
+    assert data["AUTOMEM_GRPC_MAX_CONNECTION_AGE_SECONDS"] == "300"
+
+
+_render_values = render
 
 
 # --- security and probes ------------------------------------------------------------------
@@ -232,18 +242,20 @@ def test_automem_containers_run_as_10001_with_a_writable_tmp(case: str | None) -
         assert pod["automountServiceAccountToken"] is False
 
 
-def test_grpc_components_use_native_grpc_probes_and_gateway_http_health() -> None:
+def test_liveness_is_the_process_alone_and_readiness_the_components_service() -> None:
     deployments = _by_component(_rendered_case("distributed-values.yaml"), "Deployment")
     for component in GRPC_COMPONENTS:
         (container,) = deployments[component]["spec"]["template"]["spec"]["containers"]
         for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
-            grpc = container[probe]["grpc"]
-            assert grpc["port"] == 50051
-            assert grpc["service"] == f"automem.v1.{component.capitalize()}Service"
+            assert container[probe]["grpc"]["port"] == 50051
             assert "httpGet" not in container[probe]
+        for probe in ("startupProbe", "livenessProbe"):
+            assert container[probe]["grpc"]["service"] == "liveness"
+        assert container["readinessProbe"]["grpc"]["service"] == f"automem.v1.{component.capitalize()}Service"
     (gateway,) = deployments["gateway"]["spec"]["template"]["spec"]["containers"]
-    for probe in ("livenessProbe", "readinessProbe"):
-        assert gateway[probe]["httpGet"] == {"path": "/health", "port": "http"}
+    for probe in ("startupProbe", "livenessProbe"):
+        assert gateway[probe]["httpGet"] == {"path": "/livez", "port": "http"}
+    assert gateway["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
 
 
 # --- autoscaling and disruption budgets ---------------------------------------------------
@@ -499,3 +511,49 @@ def test_schema_covers_every_value_and_every_value_is_documented(chart: Any) -> 
     for path in declared:
         for part in path.split("."):
             assert re.fullmatch(r"[a-z][A-Za-z0-9]*", part), f"{path} is not camelCase"
+
+
+# --- what the chart runs is what the CLI and the settings accept (issue 15, items 1 and 8) -------
+
+
+def _automem_containers(docs: Any) -> list[tuple[str, dict[str, Any]]]:
+    return [(f"{name}/{c['name']}", c) for name, spec in _pod_specs(docs) for c in spec["containers"]
+            if "automem" in c.get("image", "") and c.get("args")]
+
+
+def _setting_names() -> set[str]:
+    from automem.common.settings import Settings
+
+    names: set[str] = set()
+    for field in Settings.model_fields.values():
+        alias = field.validation_alias
+        names.update(getattr(alias, "choices", None) or ([alias] if isinstance(alias, str) else []))
+    return names
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_every_rendered_command_line_is_accepted_by_the_cli(case: str | None) -> None:
+    from automem.cli import build_parser
+
+    containers = _automem_containers(_rendered_case(case))
+    assert containers
+    for where, container in containers:
+        try:
+            build_parser().parse_args([str(a) for a in container["args"]])
+        except SystemExit as exc:
+            raise AssertionError(f"{where}: automem rejects {container['args']}") from exc
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_every_rendered_variable_is_a_setting(case: str | None) -> None:
+    docs = _rendered_case(case)
+    known = _setting_names()
+    names = set(_configmap_data(docs))
+    referenced: set[str] = set()  # used by Kubernetes' $(NAME) expansion in other values
+    for _, container in _automem_containers(docs):
+        names.update(e["name"] for e in container.get("env", []))
+        for text in [str(e.get("value", "")) for e in container.get("env", [])] + [str(a) for a in container["args"]]:
+            referenced.update(re.findall(r"\$\(([A-Z0-9_]+)\)", text))
+    # OTEL_* are read by the OpenTelemetry SDK itself as well; the rest must be ours.
+    unknown = {n for n in names if n not in known and n not in referenced and not n.startswith("OTEL_")}
+    assert not unknown, f"variables no setting reads: {sorted(unknown)}"

@@ -4,7 +4,7 @@ Tags on PATCH: AutoMem's ``tags`` field replaces the list (kept for compatibilit
 ``add_tags`` field merges (adds without touching the others). ``metadata`` merges key by key.
 Without an etag the service re-reads and retries until its write lands on an unchanged
 version, so concurrent merges never lose a key or a tag. With an etag (body ``etag`` or
-``If-Match``) an update based on a stale version gets 409 and changes nothing.
+``If-Match``) an update based on a stale version gets 409 (412 for If-Match) and changes nothing.
 """
 
 from __future__ import annotations
@@ -73,8 +73,10 @@ async def test_concurrent_updates_with_etag_land_or_conflict(service) -> None:
         stop.set()
         await background
         landed = [i for i, r in enumerate(results) if r.status_code == 200]
-        conflicts = [i for i, r in enumerate(results) if r.status_code == 409]
+        conflicts = [i for i, r in enumerate(results) if r.status_code in (409, 412)]
         assert len(landed) + len(conflicts) == N, [r.text for r in results]
+        # A stale etag in the body is AIP-154's 409; a failed If-Match is RFC 9110's 412.
+        assert all(results[i].status_code == (409 if i % 2 else 412) for i in conflicts)
         assert len(landed) == 1  # all were based on the same version: exactly one wins
         assert all("etag" in results[i].json()["error"] for i in conflicts)
         memory = (await http.get(f"/memory/{mid}")).json()["memory"]

@@ -99,7 +99,7 @@ async def test_get_before_the_memory_was_recorded_is_404(service) -> None:
         r = await http.patch(f"/memory/{mid}", json={"importance": 0.7}, headers={"If-Match": 'W/"1"'})
         assert r.status_code == 200
         r = await http.patch(f"/memory/{mid}", json={"importance": 0.8}, headers={"If-Match": '"1"'})
-        assert r.status_code == 409
+        assert r.status_code == 412
 
 
 async def test_null_tags_are_rejected_not_taken_as_empty(service) -> None:

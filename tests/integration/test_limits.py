@@ -1,5 +1,5 @@
 """Limits (issue 5): request body size (413), batch size (400 naming 500), recall limit cap
-(400 naming the cap), and the per-key rate limit (429 over REST, RESOURCE_EXHAUSTED over
+(clamped and reported since issue 13; 0 refused naming ``limit``), and the per-key rate limit (429 over REST, RESOURCE_EXHAUSTED over
 gRPC; ``AUTOMEM_RATE_LIMIT``, off by default), each naming the limit."""
 
 from __future__ import annotations
@@ -23,20 +23,22 @@ async def test_body_batch_and_recall_limits(settings) -> None:
             r = await http.post("/associate", json={"associations": [
                 {"memory1_id": "a", "memory2_id": "b"} for _ in range(501)]})
             assert r.status_code == 400 and "500" in r.json()["error"], r.text
+            # Above the cap a limit is clamped and reported, as AutoMem does (issue 13 item 2;
+            # tests/integration/test_automem_parity.py covers it on every door).
             r = await http.get("/recall", params={"query": "x", "limit": 101})
-            assert r.status_code == 400 and "100" in r.json()["error"] and "limit" in r.json()["error"], r.text
-            r = await http.get("/recall", params={"query": "x", "limit": 100})
-            assert r.status_code == 200
+            assert r.status_code == 200 and r.json()["limit"] == 100, r.text
             r = await http.get("/memory/by-tag", params={"tags": "a", "limit": 201})
-            assert r.status_code == 400 and "200" in r.json()["error"], r.text
+            assert r.status_code == 200 and r.json()["limit"] == 200, r.text
             r = await http.post("/memory", json={"content": "y" * 2001})
             assert r.status_code == 400 and "2000" in r.json()["error"], r.text
         async with AutomemClient.connect(running.grpc) as client:
+            found = await client.recall.SearchMemories(recall_service_pb2.SearchMemoriesRequest(query="x", limit=1000))
+            assert found.limit == 100
             try:
-                await client.recall.SearchMemories(recall_service_pb2.SearchMemoriesRequest(query="x", limit=1000))
-                raise AssertionError("limit 1000 accepted")
+                await client.recall.SearchMemories(recall_service_pb2.SearchMemoriesRequest(query="x", limit=0))
+                raise AssertionError("limit 0 accepted")
             except grpc.aio.AioRpcError as exc:
-                assert exc.code() == grpc.StatusCode.INVALID_ARGUMENT and "100" in exc.details()
+                assert exc.code() == grpc.StatusCode.INVALID_ARGUMENT and "limit" in exc.details()
     finally:
         await running.runner.stop()
 

@@ -16,7 +16,8 @@ from tests.conftest import eventually, settings_for, start_service
 
 TOKEN = "mcp-test-token"
 TOOLS = {"store_memory", "recall_memory", "associate_memories", "update_memory", "delete_memory",
-         "check_database_health"}
+         "check_database_health", "graph_snapshot", "graph_neighbors", "graph_stats", "list_entities", "get_entity",
+         "merge_entities"}
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")

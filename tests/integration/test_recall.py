@@ -170,11 +170,11 @@ async def test_time_filters_and_natural_language_time_query(service) -> None:
         old = await _store(http, "Quarterly planning happened", timestamp="2023-01-10T10:00:00Z")
         new = await _store(http, "Retro happened")
         assert await _ids(http, start="2023-01-01T00:00:00Z", end="2023-02-01T00:00:00Z", limit=10) == [old]
-        assert await _ids(http, time_query="last week", limit=10) == [new]
-        r = await http.get("/recall", params={"time_query": "qwertyuiop zzz"})
-        assert r.status_code == 400 and "time_query" in r.json()["error"]
-        r = await http.get("/recall", params={"limit": 1000})
-        assert r.status_code == 400 and "limit" in r.json()["error"]
+        assert await _ids(http, time_query="this week", limit=10) == [new]  # "last week": the week before
+        r = await http.get("/recall", params={"time_query": "qwertyuiop zzz"})  # ignored, with a warning
+        assert r.status_code == 200 and "time_query" in r.json()["time_window_warning"]
+        r = await http.get("/recall", params={"limit": 1000})  # clamped, as AutoMem (issue 13 item 2)
+        assert r.status_code == 200 and r.json()["limit"] == 100
         r = await http.get("/recall", params={"sort": "sideways"})
         assert r.status_code == 400 and "sort" in r.json()["error"]
 

@@ -151,20 +151,22 @@ async def test_logs_inside_a_request_and_its_enrichment_carry_the_trace_id(
         traced: tuple[RunningService, InMemorySpanExporter]):
     service, exporter = traced
     capture = _Capture()
-    root, access = logging.getLogger(), logging.getLogger("gateway.access")
-    old_level = access.level
+    root, access = logging.getLogger(), logging.getLogger("automem.access")
+    consumer = logging.getLogger("automem.enrich.consumer")
+    old_level, old_consumer_level = access.level, consumer.level
     root.addHandler(capture)
-    access.setLevel(logging.DEBUG)
+    access.setLevel(logging.INFO)
+    consumer.setLevel(logging.DEBUG)  # enrichment logs each batch at DEBUG
     try:
         async with service.http(traceparent=f"00-{TRACE_ID}-{CALLER_SPAN_ID}-01") as http:
-            # A caller embedding of the wrong size makes enrichment log a warning and embed locally.
-            response = await http.post("/memory", json={"content": "Prefer small PRs", "embedding": [0.1, 0.2, 0.3]})
+            response = await http.post("/memory", json={"content": "Prefer small PRs"})
         assert response.status_code == 201
 
         def lines() -> tuple[list[logging.LogRecord], list[logging.LogRecord]]:
-            return ([r for r in capture.records if r.name == "gateway.access" and r.route == "/memory"],
+            return ([r for r in capture.records if r.name == "automem.access" and r.kind == "http"
+                     and r.route == "/memory"],
                     [r for r in capture.records if r.name == "automem.enrich.consumer"
-                     and "wrong size" in r.getMessage()])
+                     and r.getMessage() == "enrichment batch"])
 
         async def both_logged() -> bool:
             # The access line is written once the response is sent, possibly after enrichment.
@@ -175,6 +177,7 @@ async def test_logs_inside_a_request_and_its_enrichment_carry_the_trace_id(
     finally:
         root.removeHandler(capture)
         access.setLevel(old_level)
+        consumer.setLevel(old_consumer_level)
     assert len(request_lines) == 1
     assert request_lines[0].trace_id == TRACE_ID
     gateway = _one(_in_trace(exporter, int(TRACE_ID, 16)), SpanKind.SERVER, "POST /memory")

@@ -111,3 +111,15 @@ def test_fulltext_query_sanitises(raw, expected):
 def test_fulltext_query_caps_terms():
     q = T.fulltext_query(" ".join(f"w{i}" for i in range(100)), max_terms=5)
     assert q == "w0|w1|w2|w3|w4"
+
+
+def test_text_key_folds_case_and_normalises() -> None:
+    import unicodedata
+
+    from automem.common.text import text_key
+
+    assert text_key("STRASSE") == text_key("straße") == text_key("Straße") == "strasse"
+    assert text_key(unicodedata.normalize("NFD", "Café")) == text_key(unicodedata.normalize("NFC", "CAFÉ"))
+    assert text_key("ＴＡＧ") == "tag"
+    assert text_key("Plain-ASCII_1") == "plain-ascii_1"
+    assert T.analyze("STRASSE") == T.analyze("straße")

@@ -45,16 +45,31 @@ timeoutSeconds: {{ .timeoutSeconds }}
 failureThreshold: {{ .failureThreshold }}
 {{- end }}
 
-{{/* automem.lib.probeHandler -- httpGet /health for the gateway, native grpc otherwise. */}}
+{{/* automem.lib.probeHandler -- readiness: httpGet /readyz for the gateway, native grpc on the
+component's own service otherwise (NOT_SERVING while a store it needs is unreachable). */}}
 {{- define "automem.lib.probeHandler" -}}
 {{- if include "automem.lib.servesHttp" .component }}
 httpGet:
-  path: /health
+  path: /readyz
   port: http
 {{- else }}
 grpc:
   port: {{ .ctx.Values.ports.grpc }}
   service: {{ include "automem.healthService" .component }}
+{{- end }}
+{{- end }}
+
+{{/* automem.lib.livenessHandler -- liveness and startup: answered by the process alone
+(httpGet /livez, or the grpc health service "liveness"), so a store outage never restarts pods. */}}
+{{- define "automem.lib.livenessHandler" -}}
+{{- if include "automem.lib.servesHttp" .component }}
+httpGet:
+  path: /livez
+  port: http
+{{- else }}
+grpc:
+  port: {{ .ctx.Values.ports.grpc }}
+  service: liveness
 {{- end }}
 {{- end }}
 
@@ -158,10 +173,10 @@ spec:
             {{- toYaml . | nindent 12 }}
             {{- end }}
           startupProbe:
-            {{- include "automem.lib.probeHandler" . | trim | nindent 12 }}
+            {{- include "automem.lib.livenessHandler" . | trim | nindent 12 }}
             {{- include "automem.lib.probeTimings" $ctx.Values.probes.startup | nindent 12 }}
           livenessProbe:
-            {{- include "automem.lib.probeHandler" . | trim | nindent 12 }}
+            {{- include "automem.lib.livenessHandler" . | trim | nindent 12 }}
             {{- include "automem.lib.probeTimings" $ctx.Values.probes.liveness | nindent 12 }}
           readinessProbe:
             {{- include "automem.lib.probeHandler" . | trim | nindent 12 }}
@@ -236,6 +251,27 @@ spec:
       protocol: TCP
       appProtocol: grpc
     {{- end }}
+{{- if and (include "automem.lib.servesGrpc" $c) $ctx.Values.grpc.clientLoadBalancing (eq $ctx.Values.deploymentMode "Distributed") }}
+---
+# Headless: DNS answers with every ready pod, so the gateway's round_robin channel spreads calls.
+apiVersion: v1
+kind: Service
+metadata:
+  name: {{ include "automem.componentName" . }}-headless
+  namespace: {{ $ctx.Release.Namespace }}
+  labels:
+    {{- include "automem.labels" . | nindent 4 }}
+spec:
+  clusterIP: None
+  selector:
+    {{- include "automem.selectorLabels" . | nindent 4 }}
+  ports:
+    - name: grpc
+      port: {{ $ctx.Values.ports.grpc }}
+      targetPort: grpc
+      protocol: TCP
+      appProtocol: grpc
+{{- end }}
 {{- end }}
 
 {{/* automem.lib.hpa -- the HorizontalPodAutoscaler of a component, when enabled. */}}

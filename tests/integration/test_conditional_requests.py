@@ -1,0 +1,112 @@
+"""Conditional requests by the book (issue 14, items 3 and 4), on the real running service:
+``If-Match`` with a stale ETag answers 412 Precondition Failed and changes nothing on PATCH,
+DELETE and supersede (RFC 9110 section 13.1.1); ``If-None-Match: *`` on a create with an
+``Idempotency-Key`` answers 412 when the key was used (section 13.1.2); gRPC answers a stale
+``etag`` with ABORTED everywhere (AIP-154); two concurrent supersedes with one
+``Idempotency-Key`` create one replacement and both answer it."""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+import pytest
+
+from automem.v1 import ingest_service_pb2
+
+
+async def _store(http, content: str, **fields) -> dict:
+    r = await http.post("/memory", json={"content": content, **fields})
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
+async def _etag(http, memory_id: str) -> str:
+    r = await http.get(f"/memory/{memory_id}")
+    assert r.status_code == 200
+    return r.headers["ETag"]
+
+
+async def test_stale_if_match_is_412_on_patch_delete_and_supersede_and_changes_nothing(service) -> None:
+    async with service.http() as http:
+        mid = (await _store(http, "The deploy window is Tuesday"))["memory_id"]
+        stale = await _etag(http, mid)
+        assert (await http.patch(f"/memory/{mid}", json={"importance": 0.9}, headers={"If-Match": stale})
+                ).status_code == 200
+        fresh = await _etag(http, mid)
+        assert fresh != stale
+
+        r = await http.patch(f"/memory/{mid}", json={"importance": 0.1}, headers={"If-Match": stale})
+        assert r.status_code == 412 and "etag" in r.json()["error"]
+        r = await http.delete(f"/memory/{mid}", headers={"If-Match": stale})
+        assert r.status_code == 412 and "etag" in r.json()["error"]
+        r = await http.post(f"/v1/memories/{mid}:supersede", json={"content": "The deploy window is Thursday"},
+                            headers={"If-Match": stale})
+        assert r.status_code == 412 and "etag" in r.json()["error"]
+        memory = (await http.get(f"/memory/{mid}")).json()["memory"]
+        assert memory["importance"] == 0.9 and memory["state"] == "ACTIVE"
+        assert await _etag(http, mid) == fresh
+        listed = (await http.get("/recall", params={"query": "deploy window", "limit": 10})).json()["results"]
+        assert [hit["id"] for hit in listed] == [mid]  # no replacement was created
+
+        # With the current ETag each goes through.
+        r = await http.post(f"/v1/memories/{mid}:supersede", json={"content": "The deploy window is Thursday"},
+                            headers={"If-Match": fresh})
+        assert r.status_code == 201, r.text
+        new_id = r.json()["memory_id"]
+        r = await http.delete(f"/memory/{new_id}", headers={"If-Match": await _etag(http, new_id)})
+        assert r.status_code == 200
+
+
+async def test_if_none_match_star_refuses_a_used_idempotency_key(service) -> None:
+    async with service.http() as http:
+        first = await http.post("/memory", json={"content": "Only once"},
+                                headers={"Idempotency-Key": "once-1", "If-None-Match": "*"})
+        assert first.status_code == 201
+        again = await http.post("/memory", json={"content": "Only once"},
+                                headers={"Idempotency-Key": "once-1", "If-None-Match": "*"})
+        assert again.status_code == 412 and "idempotency_key" in again.json()["error"]
+        # Without the header the same retry is answered with the first memory, as before.
+        replay = await http.post("/memory", json={"content": "Only once"}, headers={"Idempotency-Key": "once-1"})
+        assert replay.status_code == 201 and replay.json()["memory_id"] == first.json()["memory_id"]
+        assert (await http.post("/memory", json={"content": "x"}, headers={"If-None-Match": "*"})).status_code == 400
+        assert (await http.post("/memory", json={"content": "x"},
+                                headers={"Idempotency-Key": "k2", "If-None-Match": '"3"'})).status_code == 400
+
+
+async def test_grpc_stale_etag_is_aborted_on_update_delete_and_supersede(service) -> None:
+    async with service.client() as client:
+        created = (await client.ingest.CreateMemory(ingest_service_pb2.CreateMemoryRequest(
+            memory=ingest_service_pb2.MemoryInput(content="gRPC etag target")))).memory
+        await client.update_memory(created.id, etag=created.version, importance=0.8)
+        calls = [
+            client.ingest.DeleteMemory(ingest_service_pb2.DeleteMemoryRequest(id=created.id, etag=created.version)),
+            client.ingest.SupersedeMemory(ingest_service_pb2.SupersedeMemoryRequest(
+                id=created.id, etag=created.version,
+                replacement=ingest_service_pb2.MemoryInput(content="gRPC etag replacement"))),
+        ]
+        for call in calls:
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await call
+            assert err.value.code() == grpc.StatusCode.ABORTED and "etag" in err.value.details()
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await client.ingest.CreateMemory(ingest_service_pb2.CreateMemoryRequest(
+                memory=ingest_service_pb2.MemoryInput(content="keyed"), idempotency_key="g1"))
+            await client.ingest.CreateMemory(ingest_service_pb2.CreateMemoryRequest(
+                memory=ingest_service_pb2.MemoryInput(content="keyed"), idempotency_key="g1",
+                require_unused_key=True))
+        assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION and "idempotency_key" in err.value.details()
+
+
+@pytest.mark.parametrize("attempt", range(3))
+async def test_concurrent_supersedes_with_one_key_create_one_replacement(service, attempt: int) -> None:
+    async with service.http() as http:
+        mid = (await _store(http, f"Standup is at 9:30 ({attempt})"))["memory_id"]
+        answers = await asyncio.gather(*[
+            http.post(f"/v1/memories/{mid}:supersede", json={"content": f"Standup is at 10:00 ({attempt})"},
+                      headers={"Idempotency-Key": f"move-standup-{attempt}"}) for _ in range(4)])
+        assert all(r.status_code == 201 for r in answers), [r.text for r in answers]
+        ids = {r.json()["memory_id"] for r in answers}
+        assert len(ids) == 1
+        assert (await http.get(f"/memory/{mid}")).json()["memory"]["superseded_by"] == next(iter(ids))
+        assert await service.ctx.graph.memories.count(service.scope) == 2  # the old one and ONE replacement

@@ -1,0 +1,92 @@
+"""Probes that mean the right thing (issue 15, item 2), on the real processes: while the
+service's own FalkorDB is stopped (SIGSTOP), each gRPC service that needs it reports
+NOT_SERVING on grpc.health.v1 and the gateway's ``/readyz`` answers 503, while liveness (the
+gRPC ``liveness`` service, ``/livez``) stays SERVING / 200; after SIGCONT everything is back."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import grpc
+import httpx
+import pytest
+import pytest_asyncio
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from automem.common.embedded import EmbeddedFalkorDB
+from automem.common.readiness import LIVENESS_SERVICE, NEEDS
+from automem.common.settings import Settings
+from tests.conftest import eventually, start_service
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+SERVING, NOT_SERVING = health_pb2.HealthCheckResponse.SERVING, health_pb2.HealthCheckResponse.NOT_SERVING
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def on_own_falkordb(settings: Settings, tmp_path: Path):
+    server = EmbeddedFalkorDB(tmp_path / "own-falkordb")
+    await server.start()
+    stopped = False
+    try:
+        service = await start_service(settings.model_copy(update={
+            "falkordb_host": server.host, "falkordb_port": server.port, "store_timeout_seconds": 1.0,
+            "health_check_interval_seconds": 0.2}))
+        try:
+            def stop() -> None:
+                nonlocal stopped
+                os.kill(server.pid, signal.SIGSTOP)
+                stopped = True
+
+            def resume() -> None:
+                nonlocal stopped
+                if stopped:
+                    os.kill(server.pid, signal.SIGCONT)
+                    stopped = False
+            yield service, stop, resume
+            resume()
+        finally:
+            if stopped:
+                os.kill(server.pid, signal.SIGCONT)
+            await service.runner.stop()
+    finally:
+        await server.stop()
+
+
+async def _statuses(channel: grpc.aio.Channel) -> dict[str, int]:
+    stub = health_pb2_grpc.HealthStub(channel)
+    out = {}
+    for name in [LIVENESS_SERVICE, "", *NEEDS]:
+        out[name] = (await stub.Check(health_pb2.HealthCheckRequest(service=name), timeout=5)).status
+    return out
+
+
+async def test_readiness_follows_falkordb_and_liveness_does_not(on_own_falkordb) -> None:
+    service, stop, resume = on_own_falkordb
+    async with grpc.aio.insecure_channel(service.grpc) as channel, httpx.AsyncClient(
+            base_url=service.url, timeout=30) as http:
+        first = await _statuses(channel)
+        assert set(first.values()) == {SERVING}, (first, service.ctx.readiness.stores)
+        assert (await http.get("/readyz")).status_code == 200
+        assert (await http.get("/livez")).json() == {"status": "alive"}
+
+        stop()
+
+        async def not_ready():
+            statuses = await _statuses(channel)
+            return statuses if all(statuses[name] == NOT_SERVING for name in ["", *NEEDS]) else None
+        statuses = await eventually(not_ready, timeout=30)
+        assert statuses[LIVENESS_SERVICE] == SERVING
+        r = await http.get("/readyz")
+        assert r.status_code == 503 and r.json()["status"] == "not_ready"
+        assert r.json()["services"] == {"automem.v1.IngestService": False, "automem.v1.RecallService": False}
+        assert (await http.get("/livez")).status_code == 200
+
+        resume()
+
+        async def ready():
+            return set((await _statuses(channel)).values()) == {SERVING}
+        await eventually(ready, timeout=30)
+        assert (await http.get("/readyz")).status_code == 200
