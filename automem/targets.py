@@ -132,6 +132,10 @@ async def _start_recall(rt: Runtime) -> None:
 
     rt.recall = RecallServicer(rt.settings, rt.graph, rt.vectors, rt.embedder)
     rt.recall.server_restarts = rt.server_restarts
+    if rt.settings.stream_recall_events:  # memory.recall events for /stream, when this process has the bus
+        from automem.recall.activity import publish_recalls
+
+        publish_recalls(rt.recall, lambda: rt.bus)
     rt.grpc_server.add(recall_service_pb2_grpc.add_RecallServiceServicer_to_server, rt.recall,
                        recall_service_pb2.DESCRIPTOR.services_by_name["RecallService"].full_name)
 
@@ -220,7 +224,8 @@ async def _start_gateway(rt: Runtime) -> Stop:
                                                    addrs["consolidate"], interceptors=grpc_client_interceptors(),
                                                    call_timeout=rt.settings.call_deadline_seconds,
                                                    lb_policy=rt.settings.grpc_lb_policy)
-        config = uvicorn.Config(create_app(rt.settings, client), host=rt.settings.host, port=rt.settings.port,
+        app = running["app"] = create_app(rt.settings, client)
+        config = uvicorn.Config(app, host=rt.settings.host, port=rt.settings.port,
                                 log_config=None, lifespan="on", access_log=False)
         server = running["server"] = uvicorn.Server(config)
         server.install_signal_handlers = lambda: None  # the runner's owner handles signals
@@ -240,6 +245,9 @@ async def _start_gateway(rt: Runtime) -> Stop:
     async def stop() -> None:
         server, task, client = running.get("server"), running.get("task"), running.get("client")
         if server is not None:
+            from automem.gateway.routes_stream import close_streams
+
+            close_streams(running["app"])  # open /stream responses would hold the shutdown
             server.should_exit = True
             await asyncio.wait([task], timeout=5)
         if client is not None:

@@ -1,7 +1,9 @@
 """The event bus: NATS JetStream subjects, publishing and durable pull consumers.
 
-Subjects (one place): ``<prefix>.memory.<event>`` for memory events, ``<prefix>.dlq.<consumer>``
-for poison messages. One durable stream (``settings.stream_name``) holds both; it is the
+Subjects (one place): ``<prefix>.memory.<event>`` for memory events, ``<prefix>.activity.<kind>``
+for activity events (recalls, consolidation runs: ``automem.v1.ActivityEvent``, read only by the
+event stream, :class:`EventTail`), ``<prefix>.dlq.<consumer>`` for poison messages. One durable
+stream (``settings.stream_name``) holds all three; it is the
 audit log and the feed for enrichment, kept for ``event_retention_days`` and up to
 ``event_retention_bytes`` (oldest removed first; readers say when history before the
 retention is gone, see :class:`StreamRetention`). Payloads are ``automem.v1.MemoryEvent`` bytes.
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -29,7 +32,7 @@ from opentelemetry.trace import Span
 from automem.common.settings import DUPLICATE_WINDOW_SECONDS, Settings
 from automem.common.telemetry import producer_span
 from automem.common.timeouts import effective_bound, store_call
-from automem.v1 import events_pb2
+from automem.v1 import event_stream_pb2, events_pb2
 
 log = logging.getLogger(__name__)
 
@@ -59,10 +62,20 @@ class Subjects:
         self.prefix = prefix
         self.memory_all = f"{prefix}.memory.>"
         self.dlq_all = f"{prefix}.dlq.>"
+        self.activity_all = f"{prefix}.activity.>"
 
     def memory(self, event_type: int) -> str:
         """Subject of a memory event, e.g. ``automem.v1.memory.created``."""
         return f"{self.prefix}.memory.{EVENT_SUFFIX[event_type]}"
+
+    def activity(self, kind: str) -> str:
+        """Subject of an activity event, e.g. ``automem.v1.activity.memory_recall`` for the
+        kind ``memory.recall``."""
+        return f"{self.prefix}.activity.{kind.replace('.', '_')}"
+
+    def is_activity(self, subject: str) -> bool:
+        """True when ``subject`` is an activity subject."""
+        return subject.startswith(self.activity_all[:-1])
 
     def dlq(self, consumer: str) -> str:
         """Dead-letter subject of a consumer."""
@@ -86,6 +99,8 @@ class StreamRetention:
     first_time: float | None
     max_age_seconds: float
     max_bytes: int
+    #: Sequence of the newest event (0 when nothing was ever published).
+    last_seq: int = 0
 
     @property
     def trimmed(self) -> bool:
@@ -152,7 +167,7 @@ class Bus:
         ``event_retention_bytes`` → ``max_bytes``, 0 = unlimited; the oldest events go first)."""
         return StreamConfig(
             name=self.settings.stream_name,
-            subjects=[self.subjects.memory_all, self.subjects.dlq_all],
+            subjects=[self.subjects.memory_all, self.subjects.dlq_all, self.subjects.activity_all],
             duplicate_window=DUPLICATE_WINDOW_SECONDS,
             max_age=self.settings.event_retention_days * 86400.0,
             max_bytes=self.settings.event_retention_bytes or -1,
@@ -172,7 +187,7 @@ class Bus:
                     first_time = None
         return StreamRetention(first_seq=int(info.state.first_seq), first_time=first_time,
                                max_age_seconds=float(info.config.max_age or 0.0),
-                               max_bytes=int(info.config.max_bytes or -1))
+                               max_bytes=int(info.config.max_bytes or -1), last_seq=int(info.state.last_seq))
 
     @property
     def connected(self) -> bool:
@@ -229,6 +244,24 @@ class Bus:
                 elif future.exception() is not None:
                     results[i] = future.exception()
         return results
+
+    async def publish_activity(self, event: event_stream_pb2.ActivityEvent, timeout: float | None = None) -> None:
+        """Publish an activity event on its subject (:meth:`Subjects.activity`) with
+        ``Nats-Msg-Id`` = event id, waiting ``timeout`` seconds (default the store bound) for
+        the stream's acknowledgement. Raises on failure; there is no outbox for activity (a
+        lost recall notice is not a lost write)."""
+        timeout = timeout or effective_bound(self.timeout) or 5.0
+        if self.js is None:
+            raise ConnectionError("bus not connected")
+        await self.js.publish(self.subjects.activity(event.kind), event.SerializeToString(),
+                              headers={"Nats-Msg-Id": event.event_id}, timeout=timeout)
+
+    async def tail(self, start_seq: int) -> EventTail:
+        """An :class:`EventTail` reading memory and activity events from stream sequence
+        ``start_seq`` on (≥ 1; a sequence not yet written is waited for)."""
+        tail = EventTail(self, start_seq)
+        await tail.open()
+        return tail
 
     async def park(self, consumer: str, data: bytes, headers: dict[str, str] | None, reason: str) -> None:
         """Put a poison message on the consumer's dead-letter subject."""
@@ -318,3 +351,59 @@ class Bus:
                 await self.nc.drain()
             except Exception:  # noqa: BLE001 - closing anyway
                 await self.nc.close()
+
+
+class EventTail:
+    """Reads the stream's memory and activity events in order from a start sequence, as
+    fast as its reader asks (an ephemeral pull consumer, no acknowledgements: nothing is
+    buffered beyond one fetched batch, so a slow reader holds back nothing but itself).
+    The consumer is removed by :meth:`close`, or by the server after
+    :data:`TAIL_INACTIVE_SECONDS` without a fetch when its reader died.
+
+    Used by ReviewService.StreamMemoryEvents (automem/ingest/review.py).
+    """
+
+    def __init__(self, bus: Bus, start_seq: int) -> None:
+        self.bus = bus
+        self.start_seq = max(int(start_seq), 1)
+        self.sub: Any = None
+        self.name = ""
+
+    async def open(self) -> None:
+        """Create the consumer. StoreTimeout (Unavailable) when NATS does not answer."""
+        subjects = self.bus.subjects
+        stream = self.bus.settings.stream_name
+        self.name = f"tail-{uuid.uuid4().hex}"
+        config = ConsumerConfig(
+            name=self.name, deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=self.start_seq,
+            ack_policy=AckPolicy.NONE, inactive_threshold=TAIL_INACTIVE_SECONDS,
+            filter_subjects=[subjects.memory_all, subjects.activity_all], mem_storage=True,
+        )
+        async with self.bus.bounded():
+            await self.bus.js.add_consumer(stream, config)
+            self.sub = await self.bus.js.pull_subscribe_bind(consumer=self.name, stream=stream)
+
+    async def fetch(self, batch: int, wait: float) -> list[tuple[int, str, bytes]]:
+        """The next events, at most ``batch``, as (stream sequence, subject, payload bytes),
+        oldest first; [] when none came within ``wait`` seconds."""
+        try:
+            msgs = await self.sub.fetch(batch=batch, timeout=wait)
+        except (TimeoutError, nats.errors.TimeoutError):
+            return []
+        return [(int(m.metadata.sequence.stream), m.subject, m.data) for m in msgs]
+
+    async def close(self) -> None:
+        """Remove the consumer (best effort: the server removes it anyway when inactive)."""
+        if self.sub is None:
+            return
+        sub, self.sub = self.sub, None
+        try:
+            await sub.unsubscribe()
+            async with self.bus.bounded():
+                await self.bus.js.delete_consumer(self.bus.settings.stream_name, self.name)
+        except Exception as exc:  # noqa: BLE001 - gone already, or NATS down: the server removes it
+            log.debug("event tail consumer not removed", extra={"consumer": self.name, "error": repr(exc)})
+
+
+#: Seconds an event-stream consumer survives without a fetch (its reader died).
+TAIL_INACTIVE_SECONDS = 60.0

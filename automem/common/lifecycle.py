@@ -9,6 +9,8 @@
 * :func:`review_required` — whether a principal's writes land as PENDING_REVIEW.
 * :func:`make_event` — the one constructor of a :class:`MemoryEvent` (fresh id, actor,
   time), used by every publisher of events (ingest, review, enrich, consolidate).
+* :func:`make_activity` — the one constructor of an ``ActivityEvent`` (a recall, a
+  consolidation run: events of the event stream that change no memory).
 
 Nothing here touches a store; the callers write what these functions build.
 """
@@ -21,7 +23,7 @@ from typing import Any
 from automem.common.auth import Principal, current_principal
 from automem.common.errors import FailedPrecondition
 from automem.common.model import OPEN_END, Memory, Relation, epoch, now, state_name, ts
-from automem.v1 import events_pb2, memory_pb2
+from automem.v1 import event_stream_pb2, events_pb2, memory_pb2
 
 #: Allowed trust-state transitions (from -> to).
 TRANSITIONS: dict[int, set[int]] = {
@@ -110,6 +112,18 @@ def make_event(
     if relation is not None:
         event.relation.CopyFrom(relation)
     event.embedding.extend(embedding)
+    return event
+
+
+def make_activity(kind: str, scope: str, data: dict[str, Any],
+                  actor: str | None = None) -> event_stream_pb2.ActivityEvent:
+    """An ActivityEvent of ``kind`` (AutoMem's event name, e.g. ``memory.recall``) in
+    ``scope`` ("" or "*" = every scope) with a fresh UUID4 id, the time now, ``actor`` or
+    else the current principal's name, and ``data`` (JSON values) as its payload."""
+    event = event_stream_pb2.ActivityEvent(event_id=str(uuid.uuid4()), kind=kind, scope=scope,
+                                           actor=actor or _actor())
+    event.data.update(data)
+    event.event_time.CopyFrom(ts(now()))
     return event
 
 

@@ -250,6 +250,17 @@ class Settings(BaseSettings):
 
     # --- gateway -------------------------------------------------------------------------
     gateway_enabled: bool = Field(True, validation_alias=_env("AUTOMEM_GATEWAY_ENABLED"))
+    #: ``GET /stream`` (automem/gateway/routes_stream.py): seconds between keep-alive comments
+    #: (AutoMem sends one every 30 s, automem/api/stream.py in verygoodplugins/automem).
+    stream_keepalive_seconds: float = Field(30.0, gt=0, validation_alias=_env("AUTOMEM_STREAM_KEEPALIVE_SECONDS"))
+    #: ...and the events one client may have waiting in the gateway before it is disconnected
+    #: with a final ``stream.overflow`` event (it resumes with ``Last-Event-ID``; nothing is lost).
+    stream_buffer_events: int = Field(1000, ge=1, validation_alias=_env("AUTOMEM_STREAM_BUFFER_EVENTS"))
+    #: Publish a ``memory.recall`` activity event for every recall (AutoMem emits one,
+    #: automem/api/runtime_recall_routes.py). Sent after the answer, off the request path, so
+    #: a recall does not wait for it (docs/benchmarks.md, "Recall events"); needs the bus in
+    #: the recall process (always so in ``automem up``).
+    stream_recall_events: bool = Field(True, validation_alias=_env("AUTOMEM_STREAM_RECALL_EVENTS"))
 
     # --- telemetry (standard OTEL_* names; the SDK reads the rest, e.g. headers, sampler) -
     #: ``service.name`` of every span (OTEL_RESOURCE_ATTRIBUTES adds more attributes).

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 
 from automem.common.auth import header_scope, require_role, resolve_scope
 from automem.common.errors import FailedPrecondition, InvalidArgument, PermissionDenied
-from automem.common.lifecycle import make_event
+from automem.common.lifecycle import make_activity, make_event
 from automem.common.model import Memory, ts
 from automem.common.outbox import EventPublisher
 from automem.common.settings import Settings
@@ -96,7 +96,30 @@ class ConsolidateServicer(consolidate_service_pb2_grpc.ConsolidateServiceService
                 run.run_id, mode, dry_run, run.start_time.seconds + run.start_time.nanos / 1e9,
                 run.end_time.seconds + run.end_time.nanos / 1e9, [f"{k}={v}" for k, v in run.counts.items()],
                 scope or "*", trigger, run.error)
+            await self._publish_run(run, steps)
         return run
+
+    async def _publish_run(self, run: consolidate_service_pb2.ConsolidationRun, steps: list[str]) -> None:
+        """The ``consolidation.run`` activity event of a finished run, for ``GET /stream``,
+        with AutoMem's payload (task_type, affected_count, elapsed_ms, success,
+        next_scheduled, steps: automem/consolidation/runtime_scheduler.py in
+        verygoodplugins/automem) plus run_id, dry_run and trigger; in the run's scope ("*" =
+        every scope). Best effort: a failed publish is logged (the run is in the history)."""
+        bus = getattr(self.publisher, "bus", None)
+        if bus is None or not bus.connected:
+            return
+        upcoming = self.scheduler.next_run_times().get(run.mode) if self.scheduler is not None else None
+        elapsed = (run.end_time.seconds - run.start_time.seconds) * 1000 + (
+            run.end_time.nanos - run.start_time.nanos) / 1e6
+        event = make_activity("consolidation.run", run.scope, {
+            "task_type": run.mode, "affected_count": int(sum(run.counts.values())), "elapsed_ms": round(elapsed),
+            "success": not run.error, "next_scheduled": datetime.fromtimestamp(upcoming, UTC).isoformat() if upcoming else "unknown",
+            "steps": steps or [run.mode], "run_id": run.run_id, "dry_run": run.dry_run, "trigger": run.trigger},
+            actor=None if run.trigger == "manual" else "system:consolidate")
+        try:
+            await bus.publish_activity(event)
+        except Exception as exc:  # noqa: BLE001 - the run is recorded anyway
+            log.warning("consolidation event not published", extra={"error": repr(exc)})
 
     async def _decay(self, scope: str | None, dry_run: bool) -> int:
         return (await self.tasks.decay(scope, dry_run))["decayed"]

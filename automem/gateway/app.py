@@ -186,6 +186,7 @@ def create_app(settings: Settings, client: AutomemClient) -> FastAPI:
         routes_memory,
         routes_ops,
         routes_recall,
+        routes_stream,
         routes_v1,
     )
 
@@ -195,6 +196,7 @@ def create_app(settings: Settings, client: AutomemClient) -> FastAPI:
     app.include_router(routes_recall.router)  # before routes_memory: /memory/by-tag must win over /memory/{id}
     app.include_router(routes_memory.router)
     app.include_router(routes_ops.router)
+    app.include_router(routes_stream.router)  # /stream, /stream/status (server-sent events)
     app.include_router(routes_v1.router)  # review queue, tombstones, history, backup
     app.include_router(routes_graph.router)  # /graph/*, /entities, /entity/{slug}
     mcp_server.mount(app, settings, client)  # streamable HTTP at /mcp; wraps the app's lifespan

@@ -25,6 +25,9 @@ MEMORY_SUPERSEDED for an approved proposal).
 History
   * ``ListMemoryEvents`` reads one memory's MemoryEvents from the durable stream
     (automem/common/bus.py), within the stream's retention.
+  * ``StreamMemoryEvents`` follows the scope's events (MemoryEvents and ActivityEvents) on
+    that stream as they are published, from any stream sequence on (the SSE ``/stream`` of
+    automem/gateway/routes_stream.py is built on it).
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ from __future__ import annotations
 import base64
 import uuid
 from typing import Any
+
+from google.protobuf.message import DecodeError
 
 from automem.common.auth import Principal, require_role, resolve_scope
 from automem.common.errors import Aborted, FailedPrecondition, InvalidArgument, NotFound
@@ -49,12 +54,16 @@ from automem.common.outbox import EventPublisher
 from automem.common.settings import Settings
 from automem.graph import ENRICHMENT_FIELDS, GraphStore
 from automem.ingest.entity_merge import EntityMerges
-from automem.v1 import events_pb2, memory_pb2, review_service_pb2, review_service_pb2_grpc
+from automem.v1 import event_stream_pb2, events_pb2, memory_pb2, review_service_pb2, review_service_pb2_grpc
 
 REVIEW_KINDS = ("memory", "supersede_proposal")
 REVIEW_STATUSES = ("pending", "approved", "rejected")
 MAX_REVIEW_PAGE = 200
 MAX_EVENT_PAGE = 1000
+#: Events fetched from the stream at once by StreamMemoryEvents, and the seconds one fetch
+#: waits for new ones.
+STREAM_BATCH = 64
+STREAM_WAIT_SECONDS = 5.0
 
 
 def _page(token: str) -> int:
@@ -331,3 +340,70 @@ class ReviewServicer(EntityMerges, review_service_pb2_grpc.ReviewServiceServicer
         if retention.first_time is not None:
             response.retained_since_time.CopyFrom(ts(retention.first_time))
         return response
+
+    async def StreamMemoryEvents(self, request, context):
+        """Follow the caller's scope on the durable event stream (automem/common/bus.py
+        :class:`EventTail`), oldest first, until the caller goes away.
+
+        Each item carries its JetStream stream ``sequence`` and a MemoryEvent of the scope
+        (its own ``scope``, or its relation's) or an ActivityEvent of the scope (one of scope
+        ``""``/``"*"`` — a consolidation of every scope — only for a key allowed on every
+        scope, as automem/consolidate/servicer.py lists such runs). ``after_sequence`` N > 0
+        resumes: every event of the scope after N follows, none skipped; when events after N
+        were removed by the retention the first item is a ``trimmed`` notice and the stream
+        goes on from the oldest held. 0 = only events published from now on.
+
+        Errors: INVALID_ARGUMENT (field ``after_sequence``) for a negative sequence or one
+        past the newest event; UNAVAILABLE when NATS does not answer (resume with the last
+        sequence received)."""
+        principal = require_role("reader")
+        scope = resolve_scope(request.scope)
+        everything = principal.allows_all()
+        after = request.after_sequence
+        bus = self.publisher.bus
+        retention = await bus.retention()
+        if after < 0 or after > retention.last_seq:
+            raise InvalidArgument(
+                f"after_sequence: {after} is not an event id of this stream (the newest is {retention.last_seq})",
+                field="after_sequence")
+        start = after + 1 if after else retention.last_seq + 1
+        notice = None
+        if after and start < retention.first_seq:
+            notice = event_stream_pb2.StreamEventsTrimmed(requested_after_sequence=after,
+                                                          first_retained_sequence=retention.first_seq)
+            if retention.first_time is not None:
+                notice.retained_since_time.CopyFrom(ts(retention.first_time))
+            start = retention.first_seq
+        tail = await bus.tail(start)
+        try:
+            # Accepted: the headers go out now, so the gateway answers 200 from here.
+            if notice is not None:
+                yield event_stream_pb2.StreamMemoryEventsResponse(sequence=after, trimmed=notice)
+            else:
+                await context.send_initial_metadata(())
+            while True:
+                for seq, subject, data in await tail.fetch(STREAM_BATCH, STREAM_WAIT_SECONDS):
+                    item = _stream_item(bus.subjects.is_activity(subject), seq, data, scope, everything)
+                    if item is not None:
+                        yield item
+        finally:
+            await tail.close()
+
+
+def _stream_item(activity: bool, seq: int, data: bytes, scope: str,
+                 everything: bool) -> event_stream_pb2.StreamMemoryEventsResponse | None:
+    """The stream item of one stream message when the caller may see it: a MemoryEvent of
+    ``scope`` (its own or its relation's), an ActivityEvent of ``scope``, or one of every
+    scope (``""``/``"*"``) when ``everything``. None otherwise, and for an undecodable one."""
+    try:
+        if activity:
+            act = event_stream_pb2.ActivityEvent.FromString(data)
+            if act.scope == scope or (everything and act.scope in ("", "*")):
+                return event_stream_pb2.StreamMemoryEventsResponse(sequence=seq, activity_event=act)
+            return None
+        event = events_pb2.MemoryEvent.FromString(data)
+    except DecodeError:
+        return None
+    if (event.scope or event.relation.scope) != scope:
+        return None
+    return event_stream_pb2.StreamMemoryEventsResponse(sequence=seq, memory_event=event)

@@ -24,58 +24,59 @@ _sym_db = _symbol_database.Default()
 
 from automem.v1 import memory_pb2 as automem_dot_v1_dot_memory__pb2
 from automem.v1 import events_pb2 as automem_dot_v1_dot_events__pb2
+from automem.v1 import event_stream_pb2 as automem_dot_v1_dot_event__stream__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1f\x61utomem/v1/review_service.proto\x12\nautomem.v1\x1a\x17\x61utomem/v1/memory.proto\x1a\x17\x61utomem/v1/events.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd4\x02\n\nReviewItem\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x11\n\tmemory_id\x18\x03 \x01(\t\x12\x11\n\ttarget_id\x18\x04 \x01(\t\x12\x0e\n\x06reason\x18\x05 \x01(\t\x12/\n\x0b\x63reate_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0e\n\x06status\x18\x07 \x01(\t\x12\r\n\x05scope\x18\x08 \x01(\t\x12\x12\n\ndecided_by\x18\t \x01(\t\x12\x31\n\rdecision_time\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x17\n\x0f\x64\x65\x63ision_reason\x18\x0b \x01(\t\x12\"\n\x06memory\x18\x0c \x01(\x0b\x32\x12.automem.v1.Memory\x12\"\n\x06target\x18\r \x01(\x0b\x32\x12.automem.v1.Memory\"\xf6\x01\n\tTombstone\x12\n\n\x02id\x18\x01 \x01(\t\x12\x14\n\x0c\x63ontent_hash\x18\x02 \x01(\t\x12\r\n\x05scope\x18\x03 \x01(\t\x12\x11\n\tmemory_id\x18\x04 \x01(\t\x12\x0e\n\x06reason\x18\x05 \x01(\t\x12\x0e\n\x06lifted\x18\x06 \x01(\x08\x12/\n\x0b\x63reate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12-\n\tlift_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\ncreated_by\x18\t \x01(\t\x12\x11\n\tlifted_by\x18\n \x01(\t\"l\n\x16ListReviewItemsRequest\x12\r\n\x05scope\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\x12\x0c\n\x04kind\x18\x04 \x01(\t\x12\x0e\n\x06status\x18\x05 \x01(\t\"Y\n\x17ListReviewItemsResponse\x12%\n\x05items\x18\x01 \x03(\x0b\x32\x16.automem.v1.ReviewItem\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"E\n\x18\x41pproveReviewItemRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05scope\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\"\x8d\x01\n\x19\x41pproveReviewItemResponse\x12$\n\x04item\x18\x01 \x01(\x0b\x32\x16.automem.v1.ReviewItem\x12\"\n\x06memory\x18\x02 \x01(\x0b\x32\x12.automem.v1.Memory\x12&\n\nsuperseded\x18\x03 \x01(\x0b\x32\x12.automem.v1.Memory\"D\n\x17RejectReviewItemRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05scope\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\"\x8e\x01\n\x18RejectReviewItemResponse\x12$\n\x04item\x18\x01 \x01(\x0b\x32\x16.automem.v1.ReviewItem\x12\"\n\x06memory\x18\x02 \x01(\x0b\x32\x12.automem.v1.Memory\x12(\n\ttombstone\x18\x03 \x01(\x0b\x32\x15.automem.v1.Tombstone\"e\n\x15ListTombstonesRequest\x12\r\n\x05scope\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\x12\x16\n\x0einclude_lifted\x18\x04 \x01(\x08\"\\\n\x16ListTombstonesResponse\x12)\n\ntombstones\x18\x01 \x03(\x0b\x32\x15.automem.v1.Tombstone\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"1\n\x14LiftTombstoneRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05scope\x18\x02 \x01(\t\"A\n\x15LiftTombstoneResponse\x12(\n\ttombstone\x18\x01 \x01(\x0b\x32\x15.automem.v1.Tombstone\"[\n\x17ListMemoryEventsRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05scope\x18\x02 \x01(\t\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"\xa8\x01\n\x18ListMemoryEventsResponse\x12\'\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x17.automem.v1.MemoryEvent\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\x12\x11\n\ttruncated\x18\x03 \x01(\x08\x12\x37\n\x13retained_since_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x95\x02\n\x0b\x45ntityMerge\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05scope\x18\x02 \x01(\t\x12\r\n\x05\x61lias\x18\x03 \x01(\t\x12\x11\n\tcanonical\x18\x04 \x01(\t\x12\x13\n\x0b\x65\x64ges_moved\x18\x05 \x01(\x05\x12\r\n\x05\x61\x63tor\x18\x06 \x01(\t\x12/\n\x0b\x63reate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0e\n\x06reason\x18\x08 \x01(\t\x12\x0e\n\x06undone\x18\t \x01(\x08\x12\x11\n\tundone_by\x18\n \x01(\t\x12-\n\tundo_time\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\nmemory_ids\x18\x0c \x03(\t\"i\n\x14MergeEntitiesRequest\x12\r\n\x05scope\x18\x01 \x01(\t\x12\x0c\n\x04slug\x18\x02 \x01(\t\x12\x12\n\nmerge_into\x18\x03 \x01(\t\x12\x10\n\x08\x63\x61tegory\x18\x04 \x01(\t\x12\x0e\n\x06reason\x18\x05 \x01(\t\"?\n\x15MergeEntitiesResponse\x12&\n\x05merge\x18\x01 \x01(\x0b\x32\x17.automem.v1.EntityMerge\";\n\x17ListEntityMergesRequest\x12\r\n\x05scope\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\"C\n\x18ListEntityMergesResponse\x12\'\n\x06merges\x18\x01 \x03(\x0b\x32\x17.automem.v1.EntityMerge\"3\n\x16UndoEntityMergeRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05scope\x18\x02 \x01(\t\"A\n\x17UndoEntityMergeResponse\x12&\n\x05merge\x18\x01 \x01(\x0b\x32\x17.automem.v1.EntityMerge2\xcb\x06\n\rReviewService\x12Z\n\x0fListReviewItems\x12\".automem.v1.ListReviewItemsRequest\x1a#.automem.v1.ListReviewItemsResponse\x12`\n\x11\x41pproveReviewItem\x12$.automem.v1.ApproveReviewItemRequest\x1a%.automem.v1.ApproveReviewItemResponse\x12]\n\x10RejectReviewItem\x12#.automem.v1.RejectReviewItemRequest\x1a$.automem.v1.RejectReviewItemResponse\x12W\n\x0eListTombstones\x12!.automem.v1.ListTombstonesRequest\x1a\".automem.v1.ListTombstonesResponse\x12T\n\rLiftTombstone\x12 .automem.v1.LiftTombstoneRequest\x1a!.automem.v1.LiftTombstoneResponse\x12]\n\x10ListMemoryEvents\x12#.automem.v1.ListMemoryEventsRequest\x1a$.automem.v1.ListMemoryEventsResponse\x12T\n\rMergeEntities\x12 .automem.v1.MergeEntitiesRequest\x1a!.automem.v1.MergeEntitiesResponse\x12]\n\x10ListEntityMerges\x12#.automem.v1.ListEntityMergesRequest\x1a$.automem.v1.ListEntityMergesResponse\x12Z\n\x0fUndoEntityMerge\x12\".automem.v1.UndoEntityMergeRequest\x1a#.automem.v1.UndoEntityMergeResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1f\x61utomem/v1/review_service.proto\x12\nautomem.v1\x1a\x17\x61utomem/v1/memory.proto\x1a\x17\x61utomem/v1/events.proto\x1a\x1d\x61utomem/v1/event_stream.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd4\x02\n\nReviewItem\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x11\n\tmemory_id\x18\x03 \x01(\t\x12\x11\n\ttarget_id\x18\x04 \x01(\t\x12\x0e\n\x06reason\x18\x05 \x01(\t\x12/\n\x0b\x63reate_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0e\n\x06status\x18\x07 \x01(\t\x12\r\n\x05scope\x18\x08 \x01(\t\x12\x12\n\ndecided_by\x18\t \x01(\t\x12\x31\n\rdecision_time\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x17\n\x0f\x64\x65\x63ision_reason\x18\x0b \x01(\t\x12\"\n\x06memory\x18\x0c \x01(\x0b\x32\x12.automem.v1.Memory\x12\"\n\x06target\x18\r \x01(\x0b\x32\x12.automem.v1.Memory\"\xf6\x01\n\tTombstone\x12\n\n\x02id\x18\x01 \x01(\t\x12\x14\n\x0c\x63ontent_hash\x18\x02 \x01(\t\x12\r\n\x05scope\x18\x03 \x01(\t\x12\x11\n\tmemory_id\x18\x04 \x01(\t\x12\x0e\n\x06reason\x18\x05 \x01(\t\x12\x0e\n\x06lifted\x18\x06 \x01(\x08\x12/\n\x0b\x63reate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12-\n\tlift_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\ncreated_by\x18\t \x01(\t\x12\x11\n\tlifted_by\x18\n \x01(\t\"l\n\x16ListReviewItemsRequest\x12\r\n\x05scope\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\x12\x0c\n\x04kind\x18\x04 \x01(\t\x12\x0e\n\x06status\x18\x05 \x01(\t\"Y\n\x17ListReviewItemsResponse\x12%\n\x05items\x18\x01 \x03(\x0b\x32\x16.automem.v1.ReviewItem\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"E\n\x18\x41pproveReviewItemRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05scope\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\"\x8d\x01\n\x19\x41pproveReviewItemResponse\x12$\n\x04item\x18\x01 \x01(\x0b\x32\x16.automem.v1.ReviewItem\x12\"\n\x06memory\x18\x02 \x01(\x0b\x32\x12.automem.v1.Memory\x12&\n\nsuperseded\x18\x03 \x01(\x0b\x32\x12.automem.v1.Memory\"D\n\x17RejectReviewItemRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05scope\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\"\x8e\x01\n\x18RejectReviewItemResponse\x12$\n\x04item\x18\x01 \x01(\x0b\x32\x16.automem.v1.ReviewItem\x12\"\n\x06memory\x18\x02 \x01(\x0b\x32\x12.automem.v1.Memory\x12(\n\ttombstone\x18\x03 \x01(\x0b\x32\x15.automem.v1.Tombstone\"e\n\x15ListTombstonesRequest\x12\r\n\x05scope\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\x12\x16\n\x0einclude_lifted\x18\x04 \x01(\x08\"\\\n\x16ListTombstonesResponse\x12)\n\ntombstones\x18\x01 \x03(\x0b\x32\x15.automem.v1.Tombstone\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"1\n\x14LiftTombstoneRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05scope\x18\x02 \x01(\t\"A\n\x15LiftTombstoneResponse\x12(\n\ttombstone\x18\x01 \x01(\x0b\x32\x15.automem.v1.Tombstone\"[\n\x17ListMemoryEventsRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05scope\x18\x02 \x01(\t\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"\xa8\x01\n\x18ListMemoryEventsResponse\x12\'\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x17.automem.v1.MemoryEvent\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\x12\x11\n\ttruncated\x18\x03 \x01(\x08\x12\x37\n\x13retained_since_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x95\x02\n\x0b\x45ntityMerge\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05scope\x18\x02 \x01(\t\x12\r\n\x05\x61lias\x18\x03 \x01(\t\x12\x11\n\tcanonical\x18\x04 \x01(\t\x12\x13\n\x0b\x65\x64ges_moved\x18\x05 \x01(\x05\x12\r\n\x05\x61\x63tor\x18\x06 \x01(\t\x12/\n\x0b\x63reate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0e\n\x06reason\x18\x08 \x01(\t\x12\x0e\n\x06undone\x18\t \x01(\x08\x12\x11\n\tundone_by\x18\n \x01(\t\x12-\n\tundo_time\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\nmemory_ids\x18\x0c \x03(\t\"i\n\x14MergeEntitiesRequest\x12\r\n\x05scope\x18\x01 \x01(\t\x12\x0c\n\x04slug\x18\x02 \x01(\t\x12\x12\n\nmerge_into\x18\x03 \x01(\t\x12\x10\n\x08\x63\x61tegory\x18\x04 \x01(\t\x12\x0e\n\x06reason\x18\x05 \x01(\t\"?\n\x15MergeEntitiesResponse\x12&\n\x05merge\x18\x01 \x01(\x0b\x32\x17.automem.v1.EntityMerge\";\n\x17ListEntityMergesRequest\x12\r\n\x05scope\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\"C\n\x18ListEntityMergesResponse\x12\'\n\x06merges\x18\x01 \x03(\x0b\x32\x17.automem.v1.EntityMerge\"3\n\x16UndoEntityMergeRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05scope\x18\x02 \x01(\t\"A\n\x17UndoEntityMergeResponse\x12&\n\x05merge\x18\x01 \x01(\x0b\x32\x17.automem.v1.EntityMerge2\xb2\x07\n\rReviewService\x12Z\n\x0fListReviewItems\x12\".automem.v1.ListReviewItemsRequest\x1a#.automem.v1.ListReviewItemsResponse\x12`\n\x11\x41pproveReviewItem\x12$.automem.v1.ApproveReviewItemRequest\x1a%.automem.v1.ApproveReviewItemResponse\x12]\n\x10RejectReviewItem\x12#.automem.v1.RejectReviewItemRequest\x1a$.automem.v1.RejectReviewItemResponse\x12W\n\x0eListTombstones\x12!.automem.v1.ListTombstonesRequest\x1a\".automem.v1.ListTombstonesResponse\x12T\n\rLiftTombstone\x12 .automem.v1.LiftTombstoneRequest\x1a!.automem.v1.LiftTombstoneResponse\x12]\n\x10ListMemoryEvents\x12#.automem.v1.ListMemoryEventsRequest\x1a$.automem.v1.ListMemoryEventsResponse\x12T\n\rMergeEntities\x12 .automem.v1.MergeEntitiesRequest\x1a!.automem.v1.MergeEntitiesResponse\x12]\n\x10ListEntityMerges\x12#.automem.v1.ListEntityMergesRequest\x1a$.automem.v1.ListEntityMergesResponse\x12Z\n\x0fUndoEntityMerge\x12\".automem.v1.UndoEntityMergeRequest\x1a#.automem.v1.UndoEntityMergeResponse\x12\x65\n\x12StreamMemoryEvents\x12%.automem.v1.StreamMemoryEventsRequest\x1a&.automem.v1.StreamMemoryEventsResponse0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'automem.v1.review_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_REVIEWITEM']._serialized_start=131
-  _globals['_REVIEWITEM']._serialized_end=471
-  _globals['_TOMBSTONE']._serialized_start=474
-  _globals['_TOMBSTONE']._serialized_end=720
-  _globals['_LISTREVIEWITEMSREQUEST']._serialized_start=722
-  _globals['_LISTREVIEWITEMSREQUEST']._serialized_end=830
-  _globals['_LISTREVIEWITEMSRESPONSE']._serialized_start=832
-  _globals['_LISTREVIEWITEMSRESPONSE']._serialized_end=921
-  _globals['_APPROVEREVIEWITEMREQUEST']._serialized_start=923
-  _globals['_APPROVEREVIEWITEMREQUEST']._serialized_end=992
-  _globals['_APPROVEREVIEWITEMRESPONSE']._serialized_start=995
-  _globals['_APPROVEREVIEWITEMRESPONSE']._serialized_end=1136
-  _globals['_REJECTREVIEWITEMREQUEST']._serialized_start=1138
-  _globals['_REJECTREVIEWITEMREQUEST']._serialized_end=1206
-  _globals['_REJECTREVIEWITEMRESPONSE']._serialized_start=1209
-  _globals['_REJECTREVIEWITEMRESPONSE']._serialized_end=1351
-  _globals['_LISTTOMBSTONESREQUEST']._serialized_start=1353
-  _globals['_LISTTOMBSTONESREQUEST']._serialized_end=1454
-  _globals['_LISTTOMBSTONESRESPONSE']._serialized_start=1456
-  _globals['_LISTTOMBSTONESRESPONSE']._serialized_end=1548
-  _globals['_LIFTTOMBSTONEREQUEST']._serialized_start=1550
-  _globals['_LIFTTOMBSTONEREQUEST']._serialized_end=1599
-  _globals['_LIFTTOMBSTONERESPONSE']._serialized_start=1601
-  _globals['_LIFTTOMBSTONERESPONSE']._serialized_end=1666
-  _globals['_LISTMEMORYEVENTSREQUEST']._serialized_start=1668
-  _globals['_LISTMEMORYEVENTSREQUEST']._serialized_end=1759
-  _globals['_LISTMEMORYEVENTSRESPONSE']._serialized_start=1762
-  _globals['_LISTMEMORYEVENTSRESPONSE']._serialized_end=1930
-  _globals['_ENTITYMERGE']._serialized_start=1933
-  _globals['_ENTITYMERGE']._serialized_end=2210
-  _globals['_MERGEENTITIESREQUEST']._serialized_start=2212
-  _globals['_MERGEENTITIESREQUEST']._serialized_end=2317
-  _globals['_MERGEENTITIESRESPONSE']._serialized_start=2319
-  _globals['_MERGEENTITIESRESPONSE']._serialized_end=2382
-  _globals['_LISTENTITYMERGESREQUEST']._serialized_start=2384
-  _globals['_LISTENTITYMERGESREQUEST']._serialized_end=2443
-  _globals['_LISTENTITYMERGESRESPONSE']._serialized_start=2445
-  _globals['_LISTENTITYMERGESRESPONSE']._serialized_end=2512
-  _globals['_UNDOENTITYMERGEREQUEST']._serialized_start=2514
-  _globals['_UNDOENTITYMERGEREQUEST']._serialized_end=2565
-  _globals['_UNDOENTITYMERGERESPONSE']._serialized_start=2567
-  _globals['_UNDOENTITYMERGERESPONSE']._serialized_end=2632
-  _globals['_REVIEWSERVICE']._serialized_start=2635
-  _globals['_REVIEWSERVICE']._serialized_end=3478
+  _globals['_REVIEWITEM']._serialized_start=162
+  _globals['_REVIEWITEM']._serialized_end=502
+  _globals['_TOMBSTONE']._serialized_start=505
+  _globals['_TOMBSTONE']._serialized_end=751
+  _globals['_LISTREVIEWITEMSREQUEST']._serialized_start=753
+  _globals['_LISTREVIEWITEMSREQUEST']._serialized_end=861
+  _globals['_LISTREVIEWITEMSRESPONSE']._serialized_start=863
+  _globals['_LISTREVIEWITEMSRESPONSE']._serialized_end=952
+  _globals['_APPROVEREVIEWITEMREQUEST']._serialized_start=954
+  _globals['_APPROVEREVIEWITEMREQUEST']._serialized_end=1023
+  _globals['_APPROVEREVIEWITEMRESPONSE']._serialized_start=1026
+  _globals['_APPROVEREVIEWITEMRESPONSE']._serialized_end=1167
+  _globals['_REJECTREVIEWITEMREQUEST']._serialized_start=1169
+  _globals['_REJECTREVIEWITEMREQUEST']._serialized_end=1237
+  _globals['_REJECTREVIEWITEMRESPONSE']._serialized_start=1240
+  _globals['_REJECTREVIEWITEMRESPONSE']._serialized_end=1382
+  _globals['_LISTTOMBSTONESREQUEST']._serialized_start=1384
+  _globals['_LISTTOMBSTONESREQUEST']._serialized_end=1485
+  _globals['_LISTTOMBSTONESRESPONSE']._serialized_start=1487
+  _globals['_LISTTOMBSTONESRESPONSE']._serialized_end=1579
+  _globals['_LIFTTOMBSTONEREQUEST']._serialized_start=1581
+  _globals['_LIFTTOMBSTONEREQUEST']._serialized_end=1630
+  _globals['_LIFTTOMBSTONERESPONSE']._serialized_start=1632
+  _globals['_LIFTTOMBSTONERESPONSE']._serialized_end=1697
+  _globals['_LISTMEMORYEVENTSREQUEST']._serialized_start=1699
+  _globals['_LISTMEMORYEVENTSREQUEST']._serialized_end=1790
+  _globals['_LISTMEMORYEVENTSRESPONSE']._serialized_start=1793
+  _globals['_LISTMEMORYEVENTSRESPONSE']._serialized_end=1961
+  _globals['_ENTITYMERGE']._serialized_start=1964
+  _globals['_ENTITYMERGE']._serialized_end=2241
+  _globals['_MERGEENTITIESREQUEST']._serialized_start=2243
+  _globals['_MERGEENTITIESREQUEST']._serialized_end=2348
+  _globals['_MERGEENTITIESRESPONSE']._serialized_start=2350
+  _globals['_MERGEENTITIESRESPONSE']._serialized_end=2413
+  _globals['_LISTENTITYMERGESREQUEST']._serialized_start=2415
+  _globals['_LISTENTITYMERGESREQUEST']._serialized_end=2474
+  _globals['_LISTENTITYMERGESRESPONSE']._serialized_start=2476
+  _globals['_LISTENTITYMERGESRESPONSE']._serialized_end=2543
+  _globals['_UNDOENTITYMERGEREQUEST']._serialized_start=2545
+  _globals['_UNDOENTITYMERGEREQUEST']._serialized_end=2596
+  _globals['_UNDOENTITYMERGERESPONSE']._serialized_start=2598
+  _globals['_UNDOENTITYMERGERESPONSE']._serialized_end=2663
+  _globals['_REVIEWSERVICE']._serialized_start=2666
+  _globals['_REVIEWSERVICE']._serialized_end=3612
 # @@protoc_insertion_point(module_scope)

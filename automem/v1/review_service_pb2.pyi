@@ -2,6 +2,7 @@ import datetime
 
 from automem.v1 import memory_pb2 as _memory_pb2
 from automem.v1 import events_pb2 as _events_pb2
+from automem.v1 import event_stream_pb2 as _event_stream_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor

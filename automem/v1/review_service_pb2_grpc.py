@@ -3,6 +3,7 @@
 import grpc
 import warnings
 
+from automem.v1 import event_stream_pb2 as automem_dot_v1_dot_event__stream__pb2
 from automem.v1 import review_service_pb2 as automem_dot_v1_dot_review__service__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
@@ -83,6 +84,11 @@ class ReviewServiceStub:
                 request_serializer=automem_dot_v1_dot_review__service__pb2.UndoEntityMergeRequest.SerializeToString,
                 response_deserializer=automem_dot_v1_dot_review__service__pb2.UndoEntityMergeResponse.FromString,
                 _registered_method=True)
+        self.StreamMemoryEvents = channel.unary_stream(
+                '/automem.v1.ReviewService/StreamMemoryEvents',
+                request_serializer=automem_dot_v1_dot_event__stream__pb2.StreamMemoryEventsRequest.SerializeToString,
+                response_deserializer=automem_dot_v1_dot_event__stream__pb2.StreamMemoryEventsResponse.FromString,
+                _registered_method=True)
 
 
 class ReviewServiceServicer:
@@ -160,6 +166,15 @@ class ReviewServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def StreamMemoryEvents(self, request, context):
+        """The scope's events as they happen (MemoryEvents and ActivityEvents, oldest first), from
+        the durable stream: resumable after any stream sequence; a first StreamEventsTrimmed
+        item when events after it are no longer held. Never ends by itself.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ReviewServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -207,6 +222,11 @@ def add_ReviewServiceServicer_to_server(servicer, server):
                     servicer.UndoEntityMerge,
                     request_deserializer=automem_dot_v1_dot_review__service__pb2.UndoEntityMergeRequest.FromString,
                     response_serializer=automem_dot_v1_dot_review__service__pb2.UndoEntityMergeResponse.SerializeToString,
+            ),
+            'StreamMemoryEvents': grpc.unary_stream_rpc_method_handler(
+                    servicer.StreamMemoryEvents,
+                    request_deserializer=automem_dot_v1_dot_event__stream__pb2.StreamMemoryEventsRequest.FromString,
+                    response_serializer=automem_dot_v1_dot_event__stream__pb2.StreamMemoryEventsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -456,6 +476,33 @@ class ReviewService:
             '/automem.v1.ReviewService/UndoEntityMerge',
             automem_dot_v1_dot_review__service__pb2.UndoEntityMergeRequest.SerializeToString,
             automem_dot_v1_dot_review__service__pb2.UndoEntityMergeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StreamMemoryEvents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/automem.v1.ReviewService/StreamMemoryEvents',
+            automem_dot_v1_dot_event__stream__pb2.StreamMemoryEventsRequest.SerializeToString,
+            automem_dot_v1_dot_event__stream__pb2.StreamMemoryEventsResponse.FromString,
             options,
             channel_credentials,
             insecure,

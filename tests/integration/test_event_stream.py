@@ -1,0 +1,328 @@
+"""The event stream (issue 13 items 8 and 12): ``GET /stream`` server-sent events and
+ReviewService.StreamMemoryEvents on the real service, fed from the durable JetStream log.
+
+Pins: store/update/delete arrive in order under AutoMem's names and payload shape
+(automem/api/stream.py, automem/api/runtime_memory_routes.py in verygoodplugins/automem);
+another scope's events never appear; ``Last-Event-ID`` resumes with exactly the missed
+events, through the same gateway or a new one; an id older than the retention gets a first
+``stream.trimmed`` event; keep-alive comments come at the configured interval; a client that
+does not read is cut off with a final ``stream.overflow`` event and loses nothing when it
+resumes; the gRPC stream carries the same events."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from typing import Any
+
+import httpx
+import pytest
+from httpx_sse import aconnect_sse
+
+from automem.common.bus import Bus
+from automem.v1 import event_stream_pb2, events_pb2
+from tests.conftest import ScopedService, eventually, fresh_scope, start_service
+
+#: Every target but enrich (no enrichment events).
+NO_ENRICH = ["ingest", "recall", "consolidate", "gateway"]
+#: Guard against a hang (the stream never ends by itself); no assert depends on it.
+READ_GUARD = 60.0
+
+
+class Reader:
+    """The parsed messages of one open ``/stream`` (comments skipped by httpx-sse)."""
+
+    def __init__(self, source: Any) -> None:
+        self.source = source
+        self.it = source.aiter_sse()
+
+    async def next(self) -> tuple[int | None, dict[str, Any]]:
+        sse = await asyncio.wait_for(anext(self.it), READ_GUARD)
+        return (int(sse.id) if sse.id else None), json.loads(sse.data)
+
+    async def until(self, stop) -> list[tuple[int | None, dict[str, Any]]]:
+        """Messages up to and including the first for which ``stop(id, body)`` holds."""
+        out = []
+        while True:
+            item = await self.next()
+            out.append(item)
+            if stop(*item):
+                return out
+
+
+def _is(kind: str, memory_id: str):
+    return lambda _id, body: body["type"] == kind and body["data"].get("id") == memory_id
+
+
+async def _store(http: httpx.AsyncClient, content: str, **extra: Any) -> str:
+    r = await http.post("/memory", json={"content": content, **extra})
+    assert r.status_code == 201, r.text
+    return r.json()["memory_id"]
+
+
+async def test_store_update_delete_arrive_in_order_with_automems_names_and_fields(service: ScopedService) -> None:
+    async with service.http() as http, aconnect_sse(http, "GET", "/stream") as source:
+        assert source.response.status_code == 200
+        assert source.response.headers["content-type"].startswith("text/event-stream")
+        reader = Reader(source)
+        mid = await _store(http, "The deploy runs on Fridays " + "x" * 120, tags=["ops", "deploy"], importance=0.7)
+        assert (await http.patch(f"/memory/{mid}", json={"content": "The deploy runs on Thursdays"})).status_code == 200
+        assert (await http.delete(f"/memory/{mid}")).status_code == 200
+        got = await reader.until(_is("memory.delete", mid))
+    mine = [(i, b) for i, b in got if b["data"].get("id") == mid and b["type"].startswith("memory.")]
+    assert [b["type"] for _, b in mine] == ["memory.store", "memory.update", "memory.delete"]
+    ids = [i for i, _ in got]
+    assert all(isinstance(i, int) for i in ids) and ids == sorted(set(ids))
+    store = mine[0][1]
+    # AutoMem's envelope and memory.store payload.
+    assert set(store) >= {"type", "timestamp", "data"}
+    assert store["data"]["content_preview"] == ("The deploy runs on Fridays " + "x" * 120)[:100] + "..."
+    assert store["data"]["tags"] == ["ops", "deploy"]
+    assert store["data"]["importance"] == pytest.approx(0.7)
+    assert store["data"]["type"] == "Context" or store["data"]["type"]
+    assert store["data"]["size_bytes"] == len("The deploy runs on Fridays " + "x" * 120)
+    assert store["data"]["scope"] == service.scope
+    update = mine[1][1]["data"]
+    assert update["content_preview"] == "The deploy runs on Thursdays" and update["content_changed"] is True
+
+
+async def test_another_scopes_events_never_appear(shared_service) -> None:
+    mine, other = ScopedService(shared_service, fresh_scope()), ScopedService(shared_service, fresh_scope())
+    async with mine.http() as http, other.http() as other_http, aconnect_sse(http, "GET", "/stream") as source:
+        reader = Reader(source)
+        foreign = await _store(other_http, "a secret of the other scope")
+        await other_http.post("/memory", json={"content": "another secret of the other scope"})
+        assert (await other_http.get("/recall", params={"query": "secret"})).status_code == 200
+        marker = await _store(http, "my own memory")
+        got = await reader.until(_is("memory.store", marker))
+    assert all(b["data"]["scope"] == mine.scope for _, b in got)
+    assert foreign not in json.dumps(got) and "secret" not in json.dumps(got)
+
+
+async def test_last_event_id_resumes_with_exactly_the_missed_events(service: ScopedService) -> None:
+    async with service.http() as http:
+        async with aconnect_sse(http, "GET", "/stream") as source:
+            first = await _store(http, "before the disconnect")
+            (seen, _), = [m for m in await Reader(source).until(_is("memory.store", first))
+                          if m[1]["data"].get("id") == first]
+        missed = [await _store(http, f"while away {n}") for n in range(3)]
+        async with aconnect_sse(http, "GET", "/stream", headers={"Last-Event-ID": str(seen)}) as source:
+            got = await Reader(source).until(_is("memory.store", missed[-1]))
+    assert all(i > seen for i, _ in got)
+    assert [b["data"]["id"] for _, b in got if b["type"] == "memory.store"] == missed
+    ids = [i for i, _ in got]
+    assert ids == sorted(set(ids))
+
+
+async def test_resume_through_a_restarted_gateway_loses_nothing(service: ScopedService, settings) -> None:
+    gateway_settings = settings.model_copy(update={"grpc_target": service.grpc})
+    gateway = await start_service(gateway_settings, ["gateway"])
+    headers = {"X-Automem-Scope": service.scope}
+    try:
+        async with httpx.AsyncClient(base_url=gateway.url, headers=headers, timeout=30) as http, \
+                aconnect_sse(http, "GET", "/stream") as source:
+            reader = Reader(source)
+            first = await _store(http, "through the first gateway")
+            (seen, _), = [m for m in await reader.until(_is("memory.store", first))
+                          if m[1]["data"].get("id") == first]
+            # Stopped with the client connected: its stream ends with a final event (and does
+            # not hold the stop).
+            await gateway.runner.stop()
+            rest = await reader.until(lambda _i, b: b["type"] == "stream.shutdown")
+            seen = max([seen] + [i for i, _ in rest if i is not None])  # e.g. its enrichment.complete
+            assert rest[-1][1]["data"]["last_event_id"] == seen
+            with pytest.raises(StopAsyncIteration):
+                await reader.next()
+    finally:
+        await gateway.runner.stop()
+    # Written while no gateway runs (straight to the gRPC service).
+    async with service.client() as client:
+        missed = [(await client.create_memory(f"while the gateway is down {n}")).id for n in range(2)]
+    gateway = await start_service(gateway_settings, ["gateway"])
+    try:
+        async with httpx.AsyncClient(base_url=gateway.url, headers=headers, timeout=30) as http, \
+                aconnect_sse(http, "GET", "/stream", headers={"Last-Event-ID": str(seen)}) as source:
+            got = await Reader(source).until(_is("memory.store", missed[-1]))
+    finally:
+        await gateway.runner.stop()
+    assert [b["data"]["id"] for _, b in got if b["type"] == "memory.store"] == missed
+    assert all(i > seen for i, _ in got)
+
+
+async def test_an_id_older_than_the_retention_gets_a_first_trimmed_event(own_service) -> None:
+    async with own_service.http() as http:
+        first = await _store(http, "soon trimmed")
+        await _store(http, "also trimmed")
+        kept = await _store(http, "kept")
+        bus = Bus(own_service.settings)
+        await bus.connect()
+        try:
+            retention = await bus.retention()
+            await bus.js.purge_stream(own_service.settings.stream_name, seq=retention.last_seq)  # keep the last
+            first_kept = (await bus.retention()).first_seq
+        finally:
+            await bus.close()
+        async with aconnect_sse(http, "GET", "/stream", headers={"Last-Event-ID": "1"}) as source:
+            reader = Reader(source)
+            notice_id, notice = await reader.next()
+            assert notice["type"] == "stream.trimmed" and notice_id is None
+            assert notice["data"]["requested_after"] == 1 and notice["data"]["first_retained_id"] == first_kept
+            nxt, _ = await reader.next()
+            assert nxt == first_kept
+    assert first and kept
+
+
+async def test_bad_last_event_ids_answer_400_naming_the_header(service: ScopedService) -> None:
+    async with service.http() as http:
+        for value in ("abc", "-3", "1.5", "99999999999", "9" * 30):
+            r = await http.get("/stream", headers={"Last-Event-ID": value})
+            assert r.status_code == 400, (value, r.text)
+            assert "Last-Event-ID" in r.json()["message"] or "after_sequence" in r.json()["message"]
+
+
+async def test_keepalive_comments_come_at_the_configured_interval(service: ScopedService, settings) -> None:
+    gateway = await start_service(settings.model_copy(update={"grpc_target": service.grpc,
+                                                              "stream_keepalive_seconds": 0.2}), ["gateway"])
+    try:
+        async with httpx.AsyncClient(base_url=gateway.url, headers={"X-Automem-Scope": service.scope},
+                                     timeout=30) as http, http.stream("GET", "/stream") as response:
+            assert response.status_code == 200
+            lines = response.aiter_lines()
+            comments = 0
+            while comments < 3:
+                # 50 intervals of slack: what this tells apart is 0.2 s from the library's
+                # default (15 s) or AutoMem's 30 s, not a speed.
+                line = await asyncio.wait_for(anext(lines), 10.0)
+                comments += line == ": keepalive"
+            status = (await http.get("/stream/status")).json()
+            assert status["subscribers"] == 1 and status["keepalive_seconds"] == pytest.approx(0.2)
+    finally:
+        await gateway.runner.stop()
+
+
+def _open_raw_stream(port: int, scope: str) -> socket.socket:
+    """A /stream request on a socket with a tiny receive buffer, which the test then does
+    not read (a slow client)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 2048)
+    sock.connect(("127.0.0.1", port))
+    sock.sendall(f"GET /stream HTTP/1.1\r\nHost: x\r\nX-Automem-Scope: {scope}\r\nAccept: text/event-stream\r\nConnection: close\r\n\r\n"
+                 .encode())
+    return sock
+
+
+async def test_a_slow_client_gets_a_final_overflow_event_and_resumes_without_loss(settings) -> None:
+    # A service of its own without enrichment (only the stores' events), a buffer of 1 event.
+    running = await start_service(settings.model_copy(update={"stream_buffer_events": 1}), NO_ENRICH)
+    port = int(running.url.rsplit(":", 1)[1])
+    sock = await asyncio.to_thread(_open_raw_stream, port, running.scope)
+    # ~1.6 KB per event: the kernel's socket buffers (loopback autotuning: up to 4 MiB) and the
+    # server's transport buffer fill after a few MiB, then the gateway's 1 waiting event.
+    tags = [c * 250 for c in "abcde"]
+    stored: list[str] = []
+    try:
+        async with running.http() as http:
+            await eventually(lambda: _subscribers(http))
+            for _ in range(8):
+                r = await http.post("/memory/batch", json={"memories": [
+                    {"content": f"slow client memory {len(stored) + i}", "tags": tags} for i in range(500)]})
+                assert r.status_code == 201, r.text
+                stored += r.json()["memory_ids"]
+            # The gateway, which shares this process's event loop with ingest, catches up with
+            # the stream and finds the client too slow; its last event waits in the socket.
+            await eventually(lambda: _slow_disconnects(http), timeout=READ_GUARD)
+            # The gateway ends the response after the final event (Connection: close: then EOF).
+            raw = await asyncio.wait_for(asyncio.to_thread(_read_all, sock), READ_GUARD)
+            body = raw.split(b"\r\n\r\n", 1)[1].decode(errors="replace")
+            events = _parse_chunked_sse(body)
+            assert events[-1][1]["type"] == "stream.overflow"
+            last = events[-1][1]["data"]["last_event_id"]
+            delivered = [b["data"]["id"] for _, b in events if b["type"] == "memory.store"]
+            assert last == [i for i, _ in events if i is not None][-1]
+            assert len(delivered) < len(stored)
+            async with aconnect_sse(http, "GET", "/stream", headers={"Last-Event-ID": str(last)}) as source:
+                rest = await Reader(source).until(_is("memory.store", stored[-1]))
+            resumed = [b["data"]["id"] for _, b in rest if b["type"] == "memory.store"]
+            assert delivered + resumed == stored
+    finally:
+        sock.close()
+        await running.runner.stop()
+
+
+async def _slow_disconnects(http: httpx.AsyncClient) -> bool:
+    return (await http.get("/stream/status")).json()["slow_disconnects"] == 1
+
+
+async def _subscribers(http: httpx.AsyncClient) -> bool:
+    return (await http.get("/stream/status")).json()["subscribers"] == 1
+
+
+def _read_all(sock: socket.socket) -> bytes:
+    chunks = []
+    while data := sock.recv(65536):
+        chunks.append(data)
+    return b"".join(chunks)
+
+
+def _parse_chunked_sse(body: str) -> list[tuple[int | None, dict[str, Any]]]:
+    """SSE messages of a chunked HTTP body (chunk-size lines dropped)."""
+    out = []
+    text = _dechunk(body)
+    for block in text.replace("\r\n", "\n").split("\n\n"):
+        data = [ln[5:].strip() for ln in block.split("\n") if ln.startswith("data:")]
+        ids = [ln[3:].strip() for ln in block.split("\n") if ln.startswith("id:")]
+        if data:
+            out.append((int(ids[0]) if ids else None, json.loads("\n".join(data))))
+    return out
+
+
+def _dechunk(body: str) -> str:
+    out, rest = [], body
+    while rest:
+        size_line, _, rest = rest.partition("\r\n")
+        size = int(size_line.strip() or "0", 16)
+        if size == 0:
+            break
+        out.append(rest[:size])
+        rest = rest[size + 2:]
+    return "".join(out)
+
+
+async def test_grpc_stream_memory_events_carries_the_scopes_events(service: ScopedService) -> None:
+    async with service.client() as client:
+        call = client.review.StreamMemoryEvents(event_stream_pb2.StreamMemoryEventsRequest(scope=service.scope))
+        await call.initial_metadata()
+        created = await client.create_memory("seen over gRPC")
+        try:
+            while True:
+                item = await asyncio.wait_for(call.read(), READ_GUARD)
+                if item.WhichOneof("item") == "memory_event" and item.memory_event.memory_id == created.id:
+                    break
+        finally:
+            call.cancel()
+    assert item.sequence > 0
+    assert item.memory_event.type == events_pb2.EVENT_TYPE_MEMORY_CREATED
+    assert item.memory_event.scope == service.scope
+
+
+async def test_recalls_and_consolidation_runs_arrive_with_automems_fields(service: ScopedService) -> None:
+    async with service.http() as http, aconnect_sse(http, "GET", "/stream") as source:
+        reader = Reader(source)
+        await _store(http, "the recall target", tags=["alpha"])
+        r = await http.get("/recall", params={"query": "the recall target", "limit": 7, "tags": "alpha"})
+        assert r.status_code == 200, r.text
+        recall = (await reader.until(lambda _i, b: b["type"] == "memory.recall"))[-1]
+        r = await http.post("/consolidate", json={"mode": "decay", "dry_run": True})
+        assert r.status_code == 200, r.text
+        run = (await reader.until(lambda _i, b: b["type"] == "consolidation.run"))[-1]
+    rid, body = recall
+    assert rid is not None
+    data = body["data"]
+    assert data["query"] == "the recall target" and data["limit"] == 7 and data["tags"] == ["alpha"]
+    assert data["result_count"] >= 0 and data["elapsed_ms"] >= 0 and data["scope"] == service.scope
+    assert all(type(data[k]) is int for k in ("limit", "result_count", "elapsed_ms"))  # JSON integers, as AutoMem
+    data = run[1]["data"]
+    assert data["task_type"] == "decay" and data["success"] is True and data["steps"] == ["decay"]
+    assert {"affected_count", "elapsed_ms", "next_scheduled"} <= set(data) and data["scope"] == service.scope
+    assert type(data["affected_count"]) is int and type(data["elapsed_ms"]) is int
