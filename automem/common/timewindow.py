@@ -144,7 +144,10 @@ def parse_phrase(phrase: str, now: datetime, tz: tzinfo = UTC) -> Window | None:
     if not text:
         return None
     try:
-        return _phrase(text, now.astimezone(UTC), tz)
+        window = _phrase(text, now.astimezone(UTC), tz)
+        if window is not None and window.end is not None:
+            last_instant(window.end).timestamp()  # ``before 0001-01-01`` ends before year 1
+        return window
     except (OverflowError, ValueError):
         return None
 

@@ -111,6 +111,18 @@ class StreamedBodyLimit:
         await self.app(scope, capped, guarded_send)
 
 
+def _parameter_holding(request: Request, value: str) -> str:
+    """The name of the query parameter (or ``etag`` for an ``If-Match`` header) whose value
+    is ``value`` — the number a protobuf field could not hold — so its 400 names the field
+    like every other; "" when none does (the number came in a JSON body)."""
+    for name, raw in request.query_params.multi_items():
+        if value in (piece.strip() for piece in raw.split(",")):
+            return name
+    if request.headers.get("if-match", "").removeprefix("W/").strip().strip('"') == value:
+        return "etag"
+    return ""
+
+
 def create_app(settings: Settings, client: AutomemClient) -> FastAPI:
     """The FastAPI app. ``client`` reaches the services over gRPC. Every request gets an
     OpenTelemetry server span and a latency observation; ``GET /metrics`` serves Prometheus."""
@@ -169,7 +181,10 @@ def create_app(settings: Settings, client: AutomemClient) -> FastAPI:
             # A number that fits the JSON/query type but not the protobuf field (int32 limits).
             if denied := await auth_error(request):
                 return denied
-            return error_response(400, f"a numeric parameter is out of range: {str(exc).split(':')[-1].strip()}")
+            value = str(exc).split(":")[-1].strip()
+            name = _parameter_holding(request, value)
+            return error_response(400, f"{name}: out of range: {value}" if name
+                                  else f"a numeric parameter is out of range: {value}")
         log.exception("unhandled gateway error")
         return error_response(500, f"internal error: {type(exc).__name__}")
 

@@ -164,3 +164,10 @@ def caller(client: Annotated[AutomemClient, Depends(grpc_client)],
 
 #: Route parameter type: ``call: CallerDep``.
 CallerDep = Annotated[Caller, Depends(caller)]
+
+
+def split_values(values: list[str]) -> list[str]:
+    """Repeated and comma-separated query values as one list (AutoMem accepts both):
+    ``["a,b", "c"]`` -> ``["a", "b", "c"]``; empty pieces are dropped. Used by
+    ``GET``/``DELETE /memory/by-tag`` and ``/recall`` so both read ``tags=a,b`` alike."""
+    return [v for raw in values for v in raw.split(",") if v.strip()]

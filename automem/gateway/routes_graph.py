@@ -24,14 +24,10 @@ from fastapi import APIRouter, Query, Request
 
 from automem.common.model import AUTHORABLE_RELATIONS, SYSTEM_RELATIONS, TYPE_NAMES
 from automem.gateway import presenters, usecases
-from automem.gateway.deps import CallerDep, auth_error
+from automem.gateway.deps import CallerDep, auth_error, split_values
 from automem.gateway.schemas import EntityMergeBody, JsonBodyRoute
 
 router = APIRouter(route_class=JsonBodyRoute)
-
-
-def _split(values: list[str]) -> list[str]:
-    return [v.strip() for raw in values for v in raw.split(",") if v.strip()]
 
 
 @router.get("/graph/snapshot", tags=["graph"])
@@ -44,7 +40,7 @@ async def snapshot(call: CallerDep, limit: int | None = Query(None, ge=1, le=500
     important first, and the edges among them."""
     started = time.perf_counter()
     found = await usecases.graph_snapshot(
-        call, limit=limit, min_importance=min_importance, types=_split(types), since=since,
+        call, limit=limit, min_importance=min_importance, types=[t.strip() for t in split_values(types)], since=since,
         read=usecases.read_options(as_of, known_at, state_mode, None, include_archived, include_pending))
     return presenters.snapshot_json(found, started)
 

@@ -17,9 +17,8 @@ from fastapi.responses import JSONResponse
 
 from automem.common.model import iso
 from automem.gateway import presenters, usecases
-from automem.gateway.deps import CallerDep
+from automem.gateway.deps import CallerDep, split_values
 from automem.gateway.errors import GatewayError
-from automem.gateway.routes_recall import _split
 from automem.gateway.schemas import (
     AssociateRequest,
     BatchMemoryRequest,
@@ -48,6 +47,18 @@ async def conditional(header: str, field: str) -> AsyncIterator[None]:
                 exc.message.startswith(field)):
             raise GatewayError(412, exc.message, code=exc.code) from exc
         raise
+
+
+def _if_match(value: str) -> int:
+    """The version an ``If-Match`` header asks for (usecases.parse_etag): 0 (no check) when
+    absent or ``*``. A tag that names no version — ``"0"`` or ``""``: versions start at 1 —
+    can never match, so it answers 412 here (RFC 9110 section 13.1.1); passed on, the
+    service would read its 0 as "no check" and write."""
+    version = usecases.parse_etag(value)
+    if version == 0 and value.strip() not in ("", "*"):
+        raise GatewayError(412, f"etag: If-Match {value.strip()} names no version of the memory "
+                                "(versions start at 1)")
+    return version
 
 
 def _if_none_match(value: str) -> bool:
@@ -101,7 +112,7 @@ async def delete_by_tag(call: CallerDep, tags: list[str] = Query(default=[]),
     ``GET /memory/by-tag?state_mode=history`` lists (current, superseded, expired, archived,
     pending); ``dry_run=true`` returns what would be deleted. Both answers list the memories
     with their state (``memories``, ``states``; presenters.deleted_by_tag_json)."""
-    tags = _split(tags)
+    tags = split_values(tags)  # ``tags=a,b`` as GET /memory/by-tag reads it
     return presenters.deleted_by_tag_json(tags, dry_run, await usecases.delete_by_tag(call, tags, dry_run=dry_run))
 
 
@@ -123,7 +134,7 @@ async def update_memory(memory_id: str, body: UpdateMemoryBody, call: CallerDep,
     t_valid, t_invalid, metadata (merged). ``If-Match`` (header) stale: 412 (RFC 9110);
     ``etag`` (body) stale: 409. Re-embeds when content changed."""
     fields = {name: getattr(body, name) for name in body.model_fields_set - {"etag", "add_tags"}}
-    etag = usecases.parse_etag(body.etag if body.etag is not None else if_match)
+    etag = usecases.parse_etag(body.etag) if body.etag is not None else _if_match(if_match)
     async with conditional(if_match if body.etag is None else "", "etag"):
         updated = await usecases.update_memory(call, memory_id, fields, add_tags=body.add_tags or [], etag=etag)
     return {"status": "success", "memory_id": memory_id, "memory": presenters.memory_json(updated.memory),
@@ -137,7 +148,7 @@ async def delete_memory(memory_id: str, call: CallerDep, purge: bool = False, re
     (admin) removes the node. ``If-Match`` with a stale ETag: 412, nothing deleted."""
     async with conditional(if_match, "etag"):
         deleted = await usecases.delete_memory(call, memory_id, purge=purge, reason=reason,
-                                               etag=usecases.parse_etag(if_match))
+                                               etag=_if_match(if_match))
     return {"status": "success", "memory_id": memory_id, "message": "Memory deleted",
             "state": "PURGED" if purge else "DELETED", "memory": presenters.memory_json(deleted.memory)}
 
@@ -153,7 +164,7 @@ async def supersede(memory_id: str, body: MemoryRequest, call: CallerDep,
     async with conditional(if_match, "etag"):
         replaced = await usecases.supersede_memory(call, memory_id, body, relation=body.supersede_relation,
                                                    reason=body.supersede_reason or "", idempotency_key=idempotency_key,
-                                                   etag=usecases.parse_etag(if_match))
+                                                   etag=_if_match(if_match))
     return JSONResponse(presenters.superseded_json(replaced, started, with_relation=True), status_code=201)
 
 

@@ -13,15 +13,11 @@ from fastapi import APIRouter, Query
 
 from automem.gateway import presenters, usecases
 from automem.gateway.deps import CallerDep
+from automem.gateway.deps import split_values as _split
 from automem.gateway.errors import GatewayError
 from automem.gateway.schemas import JsonBodyRoute
 
 router = APIRouter(route_class=JsonBodyRoute)
-
-
-def _split(values: list[str]) -> list[str]:
-    """Repeated and comma-separated query values as one list (AutoMem accepts both)."""
-    return [v for raw in values for v in raw.split(",") if v.strip()]
 
 
 @router.get("/recall", tags=["recall"])

@@ -284,6 +284,24 @@ async def test_delete_by_tag_preview_lists_what_history_listing_shows_and_delete
         assert again["memory_ids"] == [] and again["would_delete_count"] == 0
 
 
+async def test_delete_by_tag_splits_comma_separated_tags_as_the_listing_does(service) -> None:
+    # AutoMem clients send ``tags=a,b``; the listing reads two tags, so the delete must too
+    # (a tag may not hold a comma, so "a,b" can name no single tag).
+    async with service.http() as http:
+        first = await _store(http, "Comma one", tags=["comma-a"])
+        second = await _store(http, "Comma two", tags=["comma-b"])
+        other = await _store(http, "Comma none", tags=["comma-c"])
+        listed = (await http.get("/memory/by-tag", params={"tags": "comma-a,comma-b",
+                                                             "state_mode": "history"})).json()
+        assert sorted(m["id"] for m in listed["memories"]) == sorted([first, second])
+        preview = (await http.delete("/memory/by-tag", params={"tags": "comma-a,comma-b", "dry_run": "true"})).json()
+        assert preview["tags"] == ["comma-a", "comma-b"]
+        assert preview["memory_ids"] == [m["id"] for m in listed["memories"]]
+        deleted = (await http.delete("/memory/by-tag", params={"tags": "comma-a,comma-b"})).json()
+        assert deleted["deleted_count"] == 2
+        assert (await http.get(f"/memory/{other}")).json()["memory"]["state"] == "ACTIVE"
+
+
 async def test_delete_by_tag_preview_over_grpc_and_mcp_shows_each_state(service) -> None:
     async with service.http() as http:
         ids = await _tagged_world(http)

@@ -58,6 +58,30 @@ async def test_stale_if_match_is_412_on_patch_delete_and_supersede_and_changes_n
         assert r.status_code == 200
 
 
+async def test_if_match_naming_no_version_is_412_and_changes_nothing(service) -> None:
+    # Versions start at 1, so ``"0"`` (or an empty tag) can never match; the gRPC ``etag``
+    # field reads 0 as "no check", so the gateway must not pass such a tag on as 0.
+    async with service.http() as http:
+        mid = (await _store(http, "The standup is at nine"))["memory_id"]
+        current = await _etag(http, mid)
+        for tag in ('"0"', '""'):
+            r = await http.patch(f"/memory/{mid}", json={"importance": 0.9}, headers={"If-Match": tag})
+            assert r.status_code == 412 and "etag" in r.json()["error"], (tag, r.text)
+            r = await http.post(f"/v1/memories/{mid}:supersede", json={"content": "The standup is at ten"},
+                                headers={"If-Match": tag})
+            assert r.status_code == 412 and "etag" in r.json()["error"], (tag, r.text)
+            r = await http.delete(f"/memory/{mid}", headers={"If-Match": tag})
+            assert r.status_code == 412 and "etag" in r.json()["error"], (tag, r.text)
+        memory = (await http.get(f"/memory/{mid}")).json()["memory"]
+        assert memory["state"] == "ACTIVE" and memory["importance"] == 0.5
+        assert await _etag(http, mid) == current
+        listed = (await http.get("/recall", params={"query": "standup", "limit": 10})).json()["results"]
+        assert [hit["id"] for hit in listed] == [mid]  # no replacement was created
+        # ``*`` still means "any version" (RFC 9110 section 13.1.1).
+        r = await http.patch(f"/memory/{mid}", json={"importance": 0.7}, headers={"If-Match": "*"})
+        assert r.status_code == 200, r.text
+
+
 async def test_if_none_match_star_refuses_a_used_idempotency_key(service) -> None:
     async with service.http() as http:
         first = await http.post("/memory", json={"content": "Only once"},

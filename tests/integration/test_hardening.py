@@ -51,6 +51,16 @@ async def test_out_of_range_numbers_answer_400_and_keep_the_connection(service) 
             r = await http.get(path, params=params)
             assert r.status_code == 400 and "out of range" in r.json()["error"]
             assert (await http.get("/health")).status_code == 200  # same connection still works
+        # The answer names the parameter (query or If-Match), as every other 400 does.
+        for path, name in (("/recall?limit=99999999999999999999", "limit"), ("/analyze?top=99999999999999999999", "top"),
+                           ("/graph/snapshot?limit=99999999999999999999", "limit"),
+                           ("/memory/by-tag?tags=x&offset=1000000000000", "offset")):
+            r = await http.get(path)
+            assert r.status_code == 400 and r.json()["error"].startswith(f"{name}: "), r.text
+        mid = await _store(http, "numbers beyond int64 in a header")
+        r = await http.patch(f"/memory/{mid}", json={"importance": 0.9},
+                             headers={"If-Match": '"99999999999999999999999"'})
+        assert r.status_code == 400 and r.json()["error"].startswith("etag: "), r.text
 
 
 async def test_query_embedding_of_the_wrong_size_names_the_field(service) -> None:

@@ -111,6 +111,24 @@ async def test_unreadable_phrase_warns_and_still_answers(service) -> None:
         assert "qwertyuiop zzz" in result.structured_content["time_window_warning"]
 
 
+async def test_phrase_ending_before_year_one_warns_instead_of_failing(service) -> None:
+    # ``before 0001-01-01`` ends before the first representable instant: like any phrase
+    # outside the years 1-9999 it is unreadable (warning, no window), never a 500.
+    async with service.http() as http:
+        mid = await _store(http, "The oldest memory of all", "2026-03-15T12:00:00Z")
+        for phrase in ("before 0001-01-01", "until 0001-01-01", "before 0001", "before january 0001"):
+            found, body = await _recall(http, time_query=phrase, query="oldest memory")
+            assert mid in found
+            assert phrase in body["time_window_warning"], body["time_window_warning"]
+            assert body["time_window"] == {"start": None, "end": None}
+        found, body = await _recall(http, time_query="before 0001-01-02")  # still readable
+        assert mid not in found and body["time_window_warning"] is None
+    async with service.client() as client:
+        answer = await client.search("oldest memory", time_query="before 0001-01-01")
+        assert mid in {h.memory.id for h in answer.results}
+        assert "before 0001-01-01" in answer.time_window_warning
+
+
 async def test_tz_changes_the_window(service) -> None:
     async with service.http() as http:
         # 23:30 UTC on 15 March is 08:30 on 16 March in Tokyo (UTC+9).

@@ -29,6 +29,9 @@ TOKEN = "scopes-root-token"
 SCOPE_A = "acme/web"
 SCOPE_B = "globex/app"
 
+#: Routes that answer without a key: AutoMem's /health and the probes (automem/gateway/routes_ops.py).
+OPEN_ROUTES = ("/health", "/livez", "/readyz")
+
 
 @dataclass
 class World:
@@ -216,7 +219,7 @@ async def test_rest_every_route_needs_a_valid_key(world: World) -> None:
     for headers in bad_credentials:
         async with world.service.http(**headers) as http:
             for method, path in sorted(routes):
-                if path == "/health":
+                if path in OPEN_ROUTES:
                     continue
                 url = path.replace("{memory_id}", world.a_id).replace("{id}", world.a_id)
                 for body in (None, {}, {"content": "x"}, "not json"):
@@ -238,9 +241,12 @@ async def test_rest_every_route_needs_a_valid_key(world: World) -> None:
         assert r.status_code == 401 and "query string" in r.json()["error"]
         r = await http.post("/memory", params={"api_key": world.key_a}, json={"content": "via query"})
         assert r.status_code == 401
-    # /health needs no key and tells nothing scope-specific.
+    # /health and the probes need no key and tell nothing scope-specific.
     async with world.http(None) as http:
-        assert (await http.get("/health")).status_code == 200
+        for path in OPEN_ROUTES:
+            r = await http.get(path)
+            assert r.status_code == 200, (path, r.text)
+            assert world.a_id not in r.text and "secret" not in r.text
 
 
 async def test_rest_automem_token_is_one_principal_on_the_default_scope(world: World) -> None:
