@@ -223,8 +223,9 @@ async def predecessors(n: int, sample: int = 200) -> dict:
 
 def models(n: int, layouts: tuple[tuple[int, int], ...] = ((2, 1), (1, 1), (1, 2)),
            ner_batches: tuple[int, ...] = (64, 16, 256)) -> list[str]:
-    """Lines of the ``--models`` report: MiniLM per ``(threads, workers)`` layout and spaCy NER
-    per ``nlp.pipe`` batch size on the first ``n`` texts of :func:`memories`, in calls of 256."""
+    """Lines of the ``--models`` report: MiniLM per ``(threads, workers)`` layout (and the wall
+    ms of one-text calls, as a recall's query embedding) and spaCy NER per ``nlp.pipe`` batch
+    size on the first ``n`` texts of :func:`memories`, in calls of 256."""
     import numpy as np
 
     from automem.common.embedding import MiniLMProvider
@@ -240,8 +241,14 @@ def models(n: int, layouts: tuple[tuple[int, int], ...] = ((2, 1), (1, 1), (1, 2
         vectors = np.vstack([provider.embed(call) for call in calls])
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
         first_vectors = vectors if first_vectors is None else first_vectors
+        one = []
+        for text in texts[:100]:  # one text per call, as a recall's query
+            started = time.perf_counter()
+            provider.embed([text])
+            one.append((time.perf_counter() - started) * 1000)
         lines.append(f"MiniLM threads={threads} workers={workers}: {n / wall:6.1f} texts/s  cpu {cpu * 1000 / n:5.2f} "
-                     f"ms/text  same vectors as the first: {np.array_equal(vectors, first_vectors)}")
+                     f"ms/text  one text p50 {statistics.median(one):5.2f} ms  "
+                     f"same vectors as the first: {np.array_equal(vectors, first_vectors)}")
     for batch in ner_batches:
         extractor = EntityExtractor(batch_size=batch)
         extractor.extract_sync(["Alice met Bob in Berlin."])
