@@ -401,6 +401,7 @@ async def test_look_ahead_takes_texts_from_the_events_and_reads_the_graph_only_f
         consumer.graph.memories.hydrate = hydrate
     texts = {carried.content, "Dana Whitfield keeps the Postgres backups in Oslo."}
     assert set(out.vectors) == texts and set(out.entities) == texts
-    assert reads == [[stored]]
+    # (the service's own consumer may read the stored memory at the same time: look for the ids)
+    assert [stored] in reads and not any(carried.id in ids for ids in reads)
     assert "entity:tool:kafka" in {e.tag for e in out.entities[carried.content]}
     assert out.vectors[carried.content] == consumer.provider.embed([carried.content])[0].tolist()
