@@ -26,12 +26,17 @@ children of an ``--ab`` run see them too).
 commit before a change: ``git archive <rev> | tar -x -C /tmp/base``), A and B interleaved,
 and prints the median of each. ``--predecessors`` measures only the PRECEDED_BY lookup: the
 indexed lookup versus the scan of the whole scope it replaced, on a graph of N memories.
+``--models`` measures only the two models on N texts in calls of 256 (as a bulk batch):
+MiniLM with each ``threads x workers`` layout (texts/s, CPU ms per text, and whether the
+vectors equal the first layout's bit for bit) and spaCy NER with each ``nlp.pipe`` batch size
+(CPU ms per text, entities equal to the first's).
 
 Usage:
     python bench/enrich_throughput.py --n 10000
     python bench/enrich_throughput.py --n 3000 --ab /tmp/automem-base --repeat 3
     python bench/enrich_throughput.py --n 1000 --config no_links --config embed_only
     python bench/enrich_throughput.py --predecessors --n 100000
+    python bench/enrich_throughput.py --models --n 1500
 """
 
 from __future__ import annotations
@@ -216,6 +221,47 @@ async def predecessors(n: int, sample: int = 200) -> dict:
             await server.stop()
 
 
+def models(n: int, layouts: tuple[tuple[int, int], ...] = ((2, 1), (1, 1), (1, 2)),
+           ner_batches: tuple[int, ...] = (64, 16, 256)) -> list[str]:
+    """Lines of the ``--models`` report: MiniLM per ``(threads, workers)`` layout (and the wall
+    ms of one-text calls, as a recall's query embedding) and spaCy NER per ``nlp.pipe`` batch
+    size on the first ``n`` texts of :func:`memories`, in calls of 256."""
+    import numpy as np
+
+    from automem.common.embedding import MiniLMProvider
+    from automem.enrich.entities import EntityExtractor
+
+    texts = [m["content"] for m in memories(n)]
+    calls = [texts[i:i + 256] for i in range(0, n, 256)]
+    lines, first_vectors, first_entities = [], None, None
+    for threads, workers in layouts:
+        provider = MiniLMProvider(threads=threads, workers=workers)
+        provider.embed(["warm up"])
+        cpu, wall = time.process_time(), time.perf_counter()
+        vectors = np.vstack([provider.embed(call) for call in calls])
+        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+        first_vectors = vectors if first_vectors is None else first_vectors
+        one = []
+        for text in texts[:100]:  # one text per call, as a recall's query
+            started = time.perf_counter()
+            provider.embed([text])
+            one.append((time.perf_counter() - started) * 1000)
+        lines.append(f"MiniLM threads={threads} workers={workers}: {n / wall:6.1f} texts/s  cpu {cpu * 1000 / n:5.2f} "
+                     f"ms/text  one text p50 {statistics.median(one):5.2f} ms  "
+                     f"same vectors as the first: {np.array_equal(vectors, first_vectors)}")
+    for batch in ner_batches:
+        extractor = EntityExtractor(batch_size=batch)
+        extractor.extract_sync(["Alice met Bob in Berlin."])
+        cpu = time.process_time()
+        found = [[e.SerializeToString() for e in ents] for call in calls for ents in extractor.extract_sync(call)]
+        cpu = time.process_time() - cpu
+        first_entities = found if first_entities is None else first_entities
+        lines.append(f"spaCy NER nlp.pipe batch_size={batch}: cpu {cpu * 1000 / n:5.2f} ms/text  "
+                     f"same entities as the first: {found == first_entities}")
+    lines.append(f"load average {os.getloadavg()[0]:.1f} ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})")
+    return lines
+
+
 def run_child(tree: str, n: int, config: str, py_spy: str = "") -> dict:
     """One measurement in a fresh process importing ``services`` from ``tree``."""
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as out:
@@ -247,6 +293,7 @@ def main() -> int:
     parser.add_argument("--ab", default="", help="another source tree to compare with (B)")
     parser.add_argument("--repeat", type=int, default=1, help="runs per variant (A/B interleaved)")
     parser.add_argument("--predecessors", action="store_true", help="only the PRECEDED_BY lookup cost")
+    parser.add_argument("--models", action="store_true", help="only the models: MiniLM layouts and NER batch sizes")
     parser.add_argument("--py-spy", default="", help="record the (first A) run with py-spy into this raw file")
     parser.add_argument("--json-out", default="")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -258,6 +305,10 @@ def main() -> int:
         os.chdir(args.tree)
         result = asyncio.run(measure(args.n, (args.config or ["full"])[0]))
         Path(args.json_out).write_text(json.dumps(result))
+        return 0
+    if args.models:
+        for line in models(args.n):
+            print(line, flush=True)
         return 0
     if args.predecessors:
         sys.path.insert(0, str(ROOT))

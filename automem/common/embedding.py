@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import importlib.util
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -124,7 +125,15 @@ class MiniLMProvider:
             default: on the 2-core project machine, shared with other work, batches of 4-8
             embedded LoCoMo turns 1.7x faster than batches of 32 (67-69 vs 40 turns/s, 11.5-12.2
             vs 14.2 ms CPU per turn; medians of 5 interleaved runs, docs/benchmarks.md).
-        threads: onnxruntime intra-op threads (the target machine has 2 cores).
+        threads: onnxruntime intra-op threads of one run. 1 by default: a run of a few short
+            texts splits badly over threads, and on the 2-core project machine one thread per run
+            cost 12-13% less CPU per text than two (docs/benchmarks.md, "Enrichment in parallel
+            ONNX runs"); the vectors are bit-identical either way.
+        workers: ONNX runs at the same time. A call holding several batches spreads them over
+            this many threads (each run with ``threads`` intra-op threads), and concurrent
+            callers share the same bound, so at most ``workers * threads`` cores do embedding
+            work. The batches are the same as serial ones (sorted by length, ``batch_size``
+            each), so the vectors are identical to a serial call's.
         spin: let idle intra-op threads spin-wait for work (onnxruntime's default). Off by
             default: spinning threads burn the CPU that NER, the graph and the other
             requests need; on the shared 2-core machine turning it off took batches of 32
@@ -143,7 +152,8 @@ class MiniLMProvider:
         *,
         max_tokens: int = 256,
         batch_size: int = 8,
-        threads: int = 2,
+        threads: int = 1,
+        workers: int = 2,
         spin: bool = False,
     ) -> None:
         import onnxruntime as ort
@@ -185,9 +195,13 @@ class MiniLMProvider:
         if out.shape and isinstance(out.shape[-1], int) and out.shape[-1] != self.dimension:
             self.dimension = int(out.shape[-1])
         self._output_name = out.name
-        # the Rust tokenizer is thread-safe; the lock keeps one ONNX run at a time so two
-        # callers don't oversubscribe the 2 cores.
-        self._lock = threading.Lock()
+        # the Rust tokenizer is thread-safe and an onnxruntime session may run from several
+        # threads at once; the semaphore bounds the runs at a time (all callers together) to
+        # ``workers`` so they don't oversubscribe the cores.
+        self.workers = max(1, workers)
+        self._runs = threading.BoundedSemaphore(self.workers)
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
 
     def _encode_batch(self, texts: list[str]) -> np.ndarray:
         encs = self._tokenizer.encode_batch(texts)
@@ -201,7 +215,7 @@ class MiniLMProvider:
         feeds: dict[str, np.ndarray] = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self._input_names:
             feeds["token_type_ids"] = np.zeros_like(ids)
-        with self._lock:
+        with self._runs:
             hidden = self._session.run([self._output_name], feeds)[0]  # (b, seq, 384)
         m = mask[:, :, None].astype(np.float32)
         pooled = (hidden * m).sum(axis=1) / np.clip(m.sum(axis=1), 1e-9, None)
@@ -216,10 +230,22 @@ class MiniLMProvider:
         # sort by length so batches pad little; restore the order afterwards
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
-        for start in range(0, len(order), self.batch_size):
-            idx = order[start : start + self.batch_size]
-            out[idx] = self._encode_batch([texts[i] for i in idx])
+        chunks = [order[start : start + self.batch_size] for start in range(0, len(order), self.batch_size)]
+        if len(chunks) == 1 or self.workers == 1:
+            for idx in chunks:
+                out[idx] = self._encode_batch([texts[i] for i in idx])
+        else:
+            results = self._executor().map(lambda idx: self._encode_batch([texts[i] for i in idx]), chunks)
+            for idx, pooled in zip(chunks, results, strict=True):
+                out[idx] = pooled
         return l2_normalise(out)
+
+    def _executor(self) -> ThreadPoolExecutor:
+        """The provider's pool of ``workers`` threads for the batches of one call (made on first use)."""
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="minilm")
+            return self._pool
 
 
 @traced_methods("embedding", ("embed",), _span_attributes, SpanKind.INTERNAL, "automem.embedding.texts")
@@ -361,7 +387,8 @@ def make_provider(settings: Settings) -> EmbeddingProvider:
     :class:`WordLlamaProvider` (256); ``openai`` -> :class:`OpenAICompatibleProvider` with
     ``openai_base_url``, ``openai_api_key``, ``embedding_model`` and ``vector_size`` (0 means
     the model's known default, e.g. 1536 for text-embedding-3-small). A non-zero
-    ``embedding_batch_size`` sets the provider's ``batch_size``.
+    ``embedding_batch_size`` sets the provider's ``batch_size``; ``embedding_threads`` and
+    ``embedding_workers`` set MiniLM's ``threads`` and ``workers``.
 
     For the local providers a non-zero ``vector_size`` must equal the model's dimension.
 
@@ -373,7 +400,7 @@ def make_provider(settings: Settings) -> EmbeddingProvider:
     batch = {"batch_size": int(settings.embedding_batch_size)} if settings.embedding_batch_size else {}
     provider: EmbeddingProvider
     if kind == "minilm":
-        provider = MiniLMProvider(**batch)
+        provider = MiniLMProvider(**batch, threads=settings.embedding_threads, workers=settings.embedding_workers)
     elif kind == "wordllama":
         provider = WordLlamaProvider(**batch)
     elif kind == "openai":

@@ -142,6 +142,11 @@ class Settings(BaseSettings):
     #: Texts per model run (local providers) or per request (``openai``); 0 = the provider's
     #: own default (MiniLM 8, WordLlama 64, openai 256; automem/common/embedding.py).
     embedding_batch_size: int = Field(0, ge=0, validation_alias=_env("AUTOMEM_EMBEDDING_BATCH_SIZE"))
+    #: MiniLM: onnxruntime intra-op threads per run, and runs at the same time (a call's
+    #: batches are spread over them). 1 x 2 uses the 2 cores of the project machine with less
+    #: CPU per text than one run on 2 threads (docs/benchmarks.md; automem/common/embedding.py).
+    embedding_threads: int = Field(1, ge=1, validation_alias=_env("AUTOMEM_EMBEDDING_THREADS"))
+    embedding_workers: int = Field(2, ge=1, validation_alias=_env("AUTOMEM_EMBEDDING_WORKERS"))
 
     # --- LLM (optional) ------------------------------------------------------------------
     openai_api_key: str = Field("", validation_alias=_env("OPENAI_API_KEY"))

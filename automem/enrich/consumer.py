@@ -195,17 +195,22 @@ class EnrichConsumer:
 
     async def _look_ahead(self, msgs: list[Any]) -> LookAhead:
         """Embeddings and entities of the texts a fetched batch will most likely need (memories
-        created, or whose content changed, without a caller embedding), keyed by text. Never
-        raises: a failure only means the batch computes them itself."""
+        created, or whose content changed, without a caller embedding), keyed by text. The
+        texts come from the events' ``after`` records (a graph read only for events without
+        one): the batch looks results up by its current text, so a text edited or deleted
+        meanwhile only costs work that goes unused. Never raises: a failure only means the
+        batch computes them itself."""
         out = LookAhead()
         try:
             events = [e for e in (_decode(msg.data) for msg in msgs) if e is not None]
-            ids = [e.memory_id for e in events if e.memory_id and not len(e.embedding) and (
+            wanted = [e for e in events if e.memory_id and not len(e.embedding) and (
                 e.type == events_pb2.EVENT_TYPE_MEMORY_CREATED or e.content_changed)]
-            if not ids:
+            carried = [e.after for e in wanted if e.HasField("after") and e.after.id == e.memory_id]
+            ids = [e.memory_id for e in wanted if not (e.HasField("after") and e.after.id == e.memory_id)]
+            found = list((await self.graph.memories.hydrate(ids, None)).values()) if ids else []
+            texts = list(dict.fromkeys(m.content for m in [*carried, *found] if m.state not in _GONE_STATES))
+            if not texts:
                 return out
-            found = await self.graph.memories.hydrate(ids, None)
-            texts = list(dict.fromkeys(m.content for m in found.values() if m.state not in _GONE_STATES))
             extractor = self.enricher.extractor
             jobs = [asyncio.to_thread(self.provider.embed, texts) if self.provider and self.vectors else None,
                     extractor.extract(texts) if extractor is not None else None]

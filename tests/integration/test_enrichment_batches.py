@@ -370,3 +370,38 @@ async def test_batch_with_rejected_content_is_refused_whole_naming_the_first_blo
         r = await http.post("/memory/batch", json={"memories": [{"content": "a rejected fact"}],
                                                    "scope": "other/scope"})
         assert r.status_code == 201  # another scope is not blocked
+
+
+async def test_look_ahead_takes_texts_from_the_events_and_reads_the_graph_only_for_the_rest(service) -> None:
+    from types import SimpleNamespace
+
+    from automem.common.lifecycle import make_event
+
+    consumer = service.ctx.enrich_consumer
+    async with service.http() as http:
+        r = await http.post("/memory", json={"content": "Dana Whitfield keeps the Postgres backups in Oslo."})
+        assert r.status_code == 201, r.text
+        stored = r.json()["memory_id"]
+    # an event carrying its record (the memory is not in the graph: only the event knows the text)
+    carried = Memory(id=str(uuid.uuid4()), content="Priya Raman moved the Kafka cluster to Lisbon.")
+    with_after = make_event(events_pb2.EVENT_TYPE_MEMORY_CREATED, before=None, after=carried, actor="test")
+    # an event without one: its text is read from the graph
+    bare = events_pb2.MemoryEvent(type=events_pb2.EVENT_TYPE_MEMORY_CREATED, memory_id=stored)
+    reads = []
+    hydrate = consumer.graph.memories.hydrate
+
+    async def counting(ids, *args, **kwargs):
+        reads.append(list(ids))
+        return await hydrate(ids, *args, **kwargs)
+
+    consumer.graph.memories.hydrate = counting
+    try:
+        out = await consumer._look_ahead([SimpleNamespace(data=e.SerializeToString()) for e in (with_after, bare)])
+    finally:
+        consumer.graph.memories.hydrate = hydrate
+    texts = {carried.content, "Dana Whitfield keeps the Postgres backups in Oslo."}
+    assert set(out.vectors) == texts and set(out.entities) == texts
+    # (the service's own consumer may read the stored memory at the same time: look for the ids)
+    assert [stored] in reads and not any(carried.id in ids for ids in reads)
+    assert "entity:tool:kafka" in {e.tag for e in out.entities[carried.content]}
+    assert out.vectors[carried.content] == consumer.provider.embed([carried.content])[0].tolist()

@@ -56,6 +56,17 @@ def test_deterministic_and_batch_independent(provider):
     assert np.allclose(a, c, atol=1e-4)
 
 
+def test_minilm_parallel_runs_match_one_serial_run(minilm):
+    """Batches spread over concurrent single-thread runs give the vectors of one two-thread
+    serial run bit for bit (the batches are the same; docs/benchmarks.md)."""
+    texts = [f"{s} Note {i} about Alice and Postgres." * (1 + i % 3) for i, s in enumerate(SENTS * 10)]
+    serial = E.MiniLMProvider(threads=2, workers=1).embed(texts)
+    assert minilm.workers == 2
+    assert np.array_equal(minilm.embed(texts), serial)
+    p = E.make_provider(Settings(embedding_threads=2, embedding_workers=3))
+    assert (p.workers, p._session.get_session_options().intra_op_num_threads) == (3, 2)
+
+
 def test_empty_inputs(provider):
     assert provider.embed([]).shape == (0, provider.dimension)
     v = provider.embed(["", "   "])
