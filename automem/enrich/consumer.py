@@ -80,8 +80,8 @@ class EnrichCounters:
     last_success_at: float = 0.0
     last_error: str = ""
     last_error_at: float = 0.0
-    #: Events of re-embedding jobs (actor ``system:reembed``) processed.
-    reembedded: int = 0
+    #: Events of re-embedding jobs (actor ``system:reembed``) processed, by scope.
+    reembedded: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -345,7 +345,7 @@ class EnrichConsumer:
             if event.memory_id:
                 self.counters.last_success_id = event.memory_id
             if event.actor == REEMBED_ACTOR:
-                self.counters.reembedded += 1
+                self.counters.reembedded[event.scope] = self.counters.reembedded.get(event.scope, 0) + 1
         self.counters.last_success_at = time.time()
 
     async def _apply(self, todo: dict[str, tuple[Memory, events_pb2.MemoryEvent]], gone: set[str],

@@ -61,13 +61,14 @@ class EnrichServicer(enrich_service_pb2_grpc.EnrichServiceServicer):
         self.consumer = consumer
         self.publisher = publisher
         self.task = task
-        self.reembed: ReembedJob | None = None
-        self._reembed_task: asyncio.Task | None = None
+        #: The latest re-embedding job of each scope, and the task publishing it.
+        self.reembeds: dict[str, ReembedJob] = {}
+        self._reembed_tasks: dict[str, asyncio.Task] = {}
 
     async def GetEnrichmentStatus(self, request, context):
         """Queue depth (undelivered + unacknowledged messages), counters, the outbox backlog,
-        AutoMem's ``stats`` / ``classification`` / ``inflight`` / ``max_attempts`` and the
-        latest re-embedding job's progress (no key needed: it feeds /health and /metrics)."""
+        AutoMem's ``stats`` / ``classification`` / ``inflight`` / ``max_attempts`` (no key
+        needed: it feeds /health and /metrics; nothing in it belongs to one scope)."""
         c = self.consumer.counters
         provider = self.consumer.provider
         llm = self.consumer.enricher.llm
@@ -86,12 +87,21 @@ class EnrichServicer(enrich_service_pb2_grpc.EnrichServiceServicer):
                 llm_attempts=llm.calls if llm else 0, llm_successes=llm.successes if llm else 0,
                 fallbacks=llm.failures if llm else 0),
         )
-        job = self.reembed
+        return out
+
+    async def GetReembedStatus(self, request, context):
+        """The latest re-embedding job of the caller's scope (reader), unset when none ran
+        there: a job and its counts belong to one scope, so the open GetEnrichmentStatus does
+        not carry them."""
+        require_role("reader")
+        scope = resolve_scope(request.scope)
+        out = enrich_service_pb2.GetReembedStatusResponse()
+        job = self.reembeds.get(scope)
         if job is not None:
+            done = self.consumer.counters.reembedded.get(scope, 0) - job.baseline
             out.reembed.CopyFrom(enrich_service_pb2.ReembedProgress(
-                job_id=job.job_id, total=job.total, queued=job.queued,
-                done=min(c.reembedded - job.baseline, job.total), start_time=_timestamp(job.start_time),
-                force=job.force, scope=job.scope))
+                job_id=job.job_id, total=job.total, queued=job.queued, done=min(done, job.total),
+                start_time=_timestamp(job.start_time), force=job.force, scope=job.scope))
         return out
 
     @long_running
@@ -116,25 +126,27 @@ class EnrichServicer(enrich_service_pb2_grpc.EnrichServiceServicer):
         ``batch_size`` at a time, in the background; the consumer embeds them with the same
         payload builder as any store (the consumer re-embeds a point of a re-embedding event
         even when it is current; caller-supplied embeddings are never replaced). Returns at once with ``total`` and the job id; progress
-        is ``GetEnrichmentStatus.reembed``.
+        is :meth:`GetReembedStatus` of the same scope.
 
         ``batch_size``: 0 = 32; above 100 it is capped at 100 (as AutoMem); negative is
-        INVALID_ARGUMENT, as is a negative ``limit``. FAILED_PRECONDITION while a previous
-        job is still publishing."""
+        INVALID_ARGUMENT, as is a negative ``limit``. FAILED_PRECONDITION while the scope's
+        previous job is still publishing."""
         require_role("admin")
         scope = resolve_scope(request.scope)
         if request.batch_size < 0:
             raise InvalidArgument("batch_size: must be 1..100 (0 = 32)", field="batch_size")
         if request.limit < 0:
             raise InvalidArgument("limit: must be 0 (all) or more", field="limit")
-        if self._reembed_task is not None and not self._reembed_task.done():
-            raise FailedPrecondition("a re-embedding job is still queueing; see /enrichment/status")
+        running = self._reembed_tasks.get(scope)
+        if running is not None and not running.done():
+            raise FailedPrecondition("a re-embedding job of this scope is still queueing; see /enrichment/status")
         batch = min(request.batch_size or REEMBED_DEFAULT_BATCH, REEMBED_MAX_BATCH)
         model = self.consumer.provider.name if self.consumer.provider else ""
         ids = await self.consumer.graph.memories.reembed_ids(scope, model, request.force, request.limit)
-        job = self.reembed = ReembedJob(job_id=uuid.uuid4().hex, scope=scope, force=request.force, total=len(ids),
-                                        start_time=time.time(), baseline=self.consumer.counters.reembedded)
-        self._reembed_task = asyncio.create_task(self._queue(job, ids, batch), name="reembed")
+        job = self.reembeds[scope] = ReembedJob(
+            job_id=uuid.uuid4().hex, scope=scope, force=request.force, total=len(ids), start_time=time.time(),
+            baseline=self.consumer.counters.reembedded.get(scope, 0))
+        self._reembed_tasks[scope] = asyncio.create_task(self._queue(job, ids, batch), name="reembed")
         return enrich_service_pb2.ReembedMemoriesResponse(total=len(ids), batch_size=batch, job_id=job.job_id)
 
     async def _queue(self, job: ReembedJob, ids: list[str], batch: int) -> None:

@@ -374,15 +374,17 @@ def _iso(stamp) -> str | None:
     return stamp.ToDatetime(UTC).isoformat() if stamp.seconds or stamp.nanos else None
 
 
-def enrichment_json(status: enrich_service_pb2.GetEnrichmentStatusResponse) -> dict[str, Any]:
+def enrichment_json(status: enrich_service_pb2.GetEnrichmentStatusResponse,
+                    reembed: enrich_service_pb2.ReembedProgress | None = None) -> dict[str, Any]:
     """``GET /enrichment/status`` answer: AutoMem's fields (automem/api/enrichment.py:
     ``status`` running|stopped from the consumer loop's liveness — AutoMem's ``thread_alive``
     —, ``queue_size``, ``pending``, ``inflight``, ``max_attempts``, ``stats``,
     ``classification``) plus ours (``queue_depth``, ``processed``, ``failed``,
     ``dead_lettered``, ``outbox_backlog``, ``embedding_model``, ``vector_dimensions``) and
-    ``reembed``: the latest ``POST /admin/reembed`` job's progress (None when none ran)."""
+    ``reembed``: the latest ``POST /admin/reembed`` job of the caller's scope (None when none
+    ran there)."""
     st, cl = status.stats, status.classification
-    job = status.reembed if status.HasField("reembed") else None
+    job = reembed
     return {"status": "running" if status.consumer_running else "stopped",
             "thread_alive": status.consumer_running,
             "queue_size": status.queue_depth, "queue_depth": status.queue_depth, "pending": status.queue_depth,

@@ -86,7 +86,7 @@ async def enrichment_status(request: Request, call: CallerDep) -> Any:
     (automem/gateway/presenters.py ``enrichment_json``)."""
     if denied := await auth_error(request):  # the RPC is open (it feeds /health); this route is not
         return denied
-    return presenters.enrichment_json(await usecases.enrichment_status(call))
+    return presenters.enrichment_json(await usecases.enrichment_status(call), await usecases.reembed_status(call))
 
 
 @router.post("/enrichment/reprocess", tags=["ops"])

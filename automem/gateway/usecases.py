@@ -477,6 +477,12 @@ async def enrichment_status(call: Caller) -> enrich_service_pb2.GetEnrichmentSta
     return await call(call.client.enrich.GetEnrichmentStatus, enrich_service_pb2.GetEnrichmentStatusRequest())
 
 
+async def reembed_status(call: Caller) -> enrich_service_pb2.ReembedProgress | None:
+    """The latest re-embedding job of the caller's scope, None when none ran there."""
+    found = await call(call.client.enrich.GetReembedStatus, enrich_service_pb2.GetReembedStatusRequest())
+    return found.reembed if found.HasField("reembed") else None
+
+
 async def reprocess(call: Caller, ids: Sequence[str]) -> enrich_service_pb2.ReprocessMemoriesResponse:
     """Re-enrich the given memories (admin)."""
     return await call(call.client.enrich.ReprocessMemories, enrich_service_pb2.ReprocessMemoriesRequest(ids=ids), CALL_TIMEOUT)

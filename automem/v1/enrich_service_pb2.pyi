@@ -9,12 +9,24 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class GetReembedStatusRequest(_message.Message):
+    __slots__ = ("scope",)
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    scope: str
+    def __init__(self, scope: _Optional[str] = ...) -> None: ...
+
+class GetReembedStatusResponse(_message.Message):
+    __slots__ = ("reembed",)
+    REEMBED_FIELD_NUMBER: _ClassVar[int]
+    reembed: ReembedProgress
+    def __init__(self, reembed: _Optional[_Union[ReembedProgress, _Mapping]] = ...) -> None: ...
+
 class GetEnrichmentStatusRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
 class GetEnrichmentStatusResponse(_message.Message):
-    __slots__ = ("queue_depth", "pending", "processed", "failed", "dead_lettered", "embedding_model", "vector_dimensions", "outbox_backlog", "inflight", "consumer_running", "max_attempts", "stats", "classification", "reembed")
+    __slots__ = ("queue_depth", "pending", "processed", "failed", "dead_lettered", "embedding_model", "vector_dimensions", "outbox_backlog", "inflight", "consumer_running", "max_attempts", "stats", "classification")
     QUEUE_DEPTH_FIELD_NUMBER: _ClassVar[int]
     PENDING_FIELD_NUMBER: _ClassVar[int]
     PROCESSED_FIELD_NUMBER: _ClassVar[int]
@@ -28,7 +40,6 @@ class GetEnrichmentStatusResponse(_message.Message):
     MAX_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     STATS_FIELD_NUMBER: _ClassVar[int]
     CLASSIFICATION_FIELD_NUMBER: _ClassVar[int]
-    REEMBED_FIELD_NUMBER: _ClassVar[int]
     queue_depth: int
     pending: int
     processed: int
@@ -42,8 +53,7 @@ class GetEnrichmentStatusResponse(_message.Message):
     max_attempts: int
     stats: EnrichmentStats
     classification: ClassificationStats
-    reembed: ReembedProgress
-    def __init__(self, queue_depth: _Optional[int] = ..., pending: _Optional[int] = ..., processed: _Optional[int] = ..., failed: _Optional[int] = ..., dead_lettered: _Optional[int] = ..., embedding_model: _Optional[str] = ..., vector_dimensions: _Optional[int] = ..., outbox_backlog: _Optional[int] = ..., inflight: _Optional[int] = ..., consumer_running: _Optional[bool] = ..., max_attempts: _Optional[int] = ..., stats: _Optional[_Union[EnrichmentStats, _Mapping]] = ..., classification: _Optional[_Union[ClassificationStats, _Mapping]] = ..., reembed: _Optional[_Union[ReembedProgress, _Mapping]] = ...) -> None: ...
+    def __init__(self, queue_depth: _Optional[int] = ..., pending: _Optional[int] = ..., processed: _Optional[int] = ..., failed: _Optional[int] = ..., dead_lettered: _Optional[int] = ..., embedding_model: _Optional[str] = ..., vector_dimensions: _Optional[int] = ..., outbox_backlog: _Optional[int] = ..., inflight: _Optional[int] = ..., consumer_running: _Optional[bool] = ..., max_attempts: _Optional[int] = ..., stats: _Optional[_Union[EnrichmentStats, _Mapping]] = ..., classification: _Optional[_Union[ClassificationStats, _Mapping]] = ...) -> None: ...
 
 class EnrichmentStats(_message.Message):
     __slots__ = ("processed_total", "successes", "failures", "last_success_id", "last_success_time", "last_error", "last_error_time")

@@ -51,6 +51,11 @@ class EnrichServiceStub:
                 request_serializer=automem_dot_v1_dot_enrich__service__pb2.ReembedMemoriesRequest.SerializeToString,
                 response_deserializer=automem_dot_v1_dot_enrich__service__pb2.ReembedMemoriesResponse.FromString,
                 _registered_method=True)
+        self.GetReembedStatus = channel.unary_unary(
+                '/automem.v1.EnrichService/GetReembedStatus',
+                request_serializer=automem_dot_v1_dot_enrich__service__pb2.GetReembedStatusRequest.SerializeToString,
+                response_deserializer=automem_dot_v1_dot_enrich__service__pb2.GetReembedStatusResponse.FromString,
+                _registered_method=True)
 
 
 class EnrichServiceServicer:
@@ -80,6 +85,13 @@ class EnrichServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetReembedStatus(self, request, context):
+        """The latest re-embedding job of the caller's scope (reader); unset when none ran.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_EnrichServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -97,6 +109,11 @@ def add_EnrichServiceServicer_to_server(servicer, server):
                     servicer.ReembedMemories,
                     request_deserializer=automem_dot_v1_dot_enrich__service__pb2.ReembedMemoriesRequest.FromString,
                     response_serializer=automem_dot_v1_dot_enrich__service__pb2.ReembedMemoriesResponse.SerializeToString,
+            ),
+            'GetReembedStatus': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetReembedStatus,
+                    request_deserializer=automem_dot_v1_dot_enrich__service__pb2.GetReembedStatusRequest.FromString,
+                    response_serializer=automem_dot_v1_dot_enrich__service__pb2.GetReembedStatusResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -182,6 +199,33 @@ class EnrichService:
             '/automem.v1.EnrichService/ReembedMemories',
             automem_dot_v1_dot_enrich__service__pb2.ReembedMemoriesRequest.SerializeToString,
             automem_dot_v1_dot_enrich__service__pb2.ReembedMemoriesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetReembedStatus(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/automem.v1.EnrichService/GetReembedStatus',
+            automem_dot_v1_dot_enrich__service__pb2.GetReembedStatusRequest.SerializeToString,
+            automem_dot_v1_dot_enrich__service__pb2.GetReembedStatusResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -126,3 +126,16 @@ async def test_analyze_has_automems_analytics_block(service) -> None:
                                              "over": "MySQL for the billing data", "context": "cheaper to run",
                                              "strength": 0.7}]
         assert analytics["patterns"] == []
+
+
+async def test_a_reembed_job_is_seen_only_from_its_own_scope(service) -> None:
+    other = f"{service.scope}-other"
+    async with service.http() as http, service.http(**{"X-Automem-Scope": other}) as elsewhere:
+        await _store(http, "A memory of the scope that re-embeds")
+        r = await http.post("/admin/reembed", json={"force": True})
+        assert r.status_code == 202 and r.json()["total"] == 1
+        mine = (await http.get("/enrichment/status")).json()["reembed"]
+        assert mine is not None and mine["job_id"] == r.json()["job_id"]
+        assert (await elsewhere.get("/enrichment/status")).json()["reembed"] is None
+        # Each scope runs its own job at the same time.
+        assert (await elsewhere.post("/admin/reembed", json={"force": True})).status_code == 202
