@@ -28,6 +28,8 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
+from pydantic import ValidationError
+
 from automem.children import ChildProcess, address_setting, local_host, report_ready
 from automem.common.embedded import EmbeddedRuntime
 from automem.common.settings import Settings, get_settings
@@ -337,7 +339,14 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``automem`` command; returns the exit code."""
     args = build_parser().parse_args(argv)
 
-    settings = get_settings()
+    try:
+        settings = get_settings()
+    except ValidationError as exc:
+        # A bad setting in the environment: one line per bad variable, no traceback, exit 2 (as argparse).
+        for error in exc.errors():
+            names = "/".join(str(part) for part in error.get("loc", ())) or "settings"
+            print(f"automem: setting {names}: {error.get('msg')} (got {error.get('input')!r})", file=sys.stderr)
+        return 2
     from automem.common.logs import configure_logging
 
     level, fmt = getattr(args, "log_level", settings.log_level), getattr(args, "log_format", settings.log_format)

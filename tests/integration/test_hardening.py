@@ -139,6 +139,13 @@ def test_cli_user_errors_are_one_line_without_traceback(falkordb_server, tmp_pat
         assert result.returncode == 1, result
         assert "Traceback" not in result.stderr
         assert result.stderr.strip().splitlines()[-1].startswith(f"automem {args[0]}:")
+    # A bad setting in the environment: one line naming it, exit 2, no traceback.
+    result = subprocess.run([automem, "serve", "--target", "recall"], env={**env, "AUTOMEM_LOG_FORMAT": "xml"},
+                            capture_output=True, text=True, check=False, timeout=60)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result
+    assert result.stderr.strip().splitlines() == [line for line in result.stderr.strip().splitlines()
+                                                  if line.startswith("automem: setting ")]
+    assert "AUTOMEM_LOG_FORMAT" in result.stderr and "'xml'" in result.stderr
 
 
 async def test_deeply_nested_metadata_is_rejected_and_nothing_stored(service) -> None:
