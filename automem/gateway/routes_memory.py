@@ -51,9 +51,14 @@ async def conditional(header: str, field: str) -> AsyncIterator[None]:
 
 def _if_match(value: str) -> int:
     """The version an ``If-Match`` header asks for (usecases.parse_etag): 0 (no check) when
-    absent or ``*``. A tag that names no version — ``"0"`` or ``""``: versions start at 1 —
+    absent or ``*``. A weak tag (``W/"3"``) never matches (the strong comparison, RFC 9110
+    section 13.1.1): 412. A tag that names no version — ``"0"`` or ``""``: versions start at 1 —
     can never match, so it answers 412 here (RFC 9110 section 13.1.1); passed on, the
     service would read its 0 as "no check" and write."""
+    if value.strip().upper().startswith("W/"):
+        # If-Match uses the strong comparison: a weak tag never matches (RFC 9110 section 8.8.3.2).
+        raise GatewayError(412, f"etag: If-Match {value.strip()} is a weak tag, which never matches (RFC 9110); "
+                                'send the ETag as given, e.g. "3"')
     version = usecases.parse_etag(value)
     if version == 0 and value.strip() not in ("", "*"):
         raise GatewayError(412, f"etag: If-Match {value.strip()} names no version of the memory "

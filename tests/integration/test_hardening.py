@@ -106,7 +106,10 @@ async def test_get_before_the_memory_was_recorded_is_404(service) -> None:
         assert r.status_code == 404
         r = await http.get(f"/memory/{mid}")
         assert r.status_code == 200 and r.headers["ETag"] == '"1"'
+        # A weak tag never matches on If-Match (RFC 9110's strong comparison); the strong one does.
         r = await http.patch(f"/memory/{mid}", json={"importance": 0.7}, headers={"If-Match": 'W/"1"'})
+        assert r.status_code == 412 and "weak" in r.json()["error"]
+        r = await http.patch(f"/memory/{mid}", json={"importance": 0.7}, headers={"If-Match": '"1"'})
         assert r.status_code == 200
         r = await http.patch(f"/memory/{mid}", json={"importance": 0.8}, headers={"If-Match": '"1"'})
         assert r.status_code == 412
