@@ -85,11 +85,14 @@ class Entities(Repository):
         return [_entity_row(r) for r in rows]
 
     async def lookup(self, scope: str, ref: str, kind: str, live: Sequence[str]) -> EntityRow | None:
-        """The entity of ``scope`` that ``ref`` names: ``"<kind>:<slug>"``, or a slug (of
+        """The entity of ``scope`` that ``ref`` names: ``"<kind>:<slug>"`` (or its tag form
+        ``"entity:<kind>:<slug>"``), or a slug (of
         ``kind`` when given, else of any kind, the most referenced), else an unmerged entity
         holding the slug among its ``aliases``. ``ref`` and ``kind`` are compared lower-case.
         None when nothing matches. The entity may itself be merged (``merged_into`` set)."""
         ref, kind = ref.strip().lower(), kind.strip().lower()
+        if ref.startswith("entity:"):  # the entity tag form (``entity:<kind>:<slug>``, GET /entities' ``tag``)
+            ref = ref[len("entity:"):]
         if ":" in ref:
             kind, ref = ref.split(":", 1)
         if not ref:

@@ -195,6 +195,8 @@ async def test_entities_list_get_candidates_merge_and_undo(service) -> None:
         assert r.json()["entity"]["id"] == "tool:postgres"
         assert {m["id"] for m in r.json()["memories"]} == {both, short_only}
         assert (await http.get("/entity/tool:postgresql")).json()["entity"]["slug"] == "postgresql"
+        # The tag form /entities answers (``entity:<kind>:<slug>``) names it too.
+        assert (await http.get("/entity/entity:tool:postgresql")).json()["entity"]["slug"] == "postgresql"
         assert (await http.get("/entity/no-such-entity")).status_code == 404
 
         r = await http.get("/entities/merge-candidates")
