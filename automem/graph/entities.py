@@ -91,8 +91,7 @@ class Entities(Repository):
         holding the slug among its ``aliases``. ``ref`` and ``kind`` are compared lower-case.
         None when nothing matches. The entity may itself be merged (``merged_into`` set)."""
         ref, kind = ref.strip().lower(), kind.strip().lower()
-        if ref.startswith("entity:"):  # the entity tag form (``entity:<kind>:<slug>``, GET /entities' ``tag``)
-            ref = ref[len("entity:"):]
+        ref = ref.removeprefix("entity:")  # the tag form ``entity:<kind>:<slug>`` (GET /entities' ``tag``)
         if ":" in ref:
             kind, ref = ref.split(":", 1)
         if not ref:
