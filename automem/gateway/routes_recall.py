@@ -125,7 +125,8 @@ async def startup_recall(call: CallerDep) -> dict[str, Any]:
 
 @router.get("/memories/{memory_id}/related", tags=["recall"])
 async def related(memory_id: str, call: CallerDep, relationship_types: list[str] = Query(default=[]),
-                  max_depth: int = 1, limit: int = 20, as_of: str | None = None,
+                  max_depth: int = Query(1, ge=1, le=3), limit: int = Query(20, ge=1, le=200),
+                  as_of: str | None = None,
                   known_at: str | None = None) -> dict[str, Any]:
     """Graph neighbours up to ``max_depth`` (1..3), current memories only."""
     found = await usecases.related(call, memory_id, types=_split(relationship_types), max_depth=max_depth,

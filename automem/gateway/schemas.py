@@ -331,11 +331,12 @@ def declared_limits(settings: Any) -> tuple[dict[str, dict[str, dict[str, Any]]]
                                           "relationship_types": {"items": _enum(AUTHORABLE_RELATIONS + SYSTEM_RELATIONS)},
                                           **reads},
         "/analyze": {"top": {"minimum": 1, "maximum": 200}},
-        "/v1/review-items": {"page_size": {"minimum": 1, "maximum": 200},
+        # page_size 0 = the service's default (AIP-158; automem/ingest/review.py).
+        "/v1/review-items": {"page_size": {"minimum": 0, "maximum": 200},
                              "status": _enum(["pending", "approved", "rejected", "all"]),
                              "kind": _enum(["", "memory", "supersede_proposal"])},
-        "/v1/tombstones": {"page_size": {"minimum": 1, "maximum": 200}},
-        "/v1/memories/{memory_id}/history": {"page_size": {"minimum": 1, "maximum": 1000}},
+        "/v1/tombstones": {"page_size": {"minimum": 0, "maximum": 200}},
+        "/v1/memories/{memory_id}/history": {"page_size": {"minimum": 0, "maximum": 1000}},
     }
     metadata = {"anyOf": [{"$ref": "#/components/schemas/MetadataObject"}, {"type": "null"}]}
     # automem/common/auth.py resolve_scope ("" or absent: the key's default scope).
