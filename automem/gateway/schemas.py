@@ -213,7 +213,10 @@ class ReprocessBody(BaseModel):
 class ReembedBody(BaseModel):
     """``POST /admin/reembed`` (AutoMem's automem/api/admin.py): ``batch_size`` memories per
     step (0 or absent = 32; above 100 capped at 100, as AutoMem), ``limit`` (0 or absent = all),
-    ``force`` (re-embed memories that already have a vector of the current model)."""
+    ``force`` (re-embed memories that already have a vector of the current model). Strict
+    types: ``true`` is no batch size and ``"yes"`` no boolean (400 naming the field)."""
+
+    model_config = ConfigDict(strict=True)
 
     batch_size: int = Field(32, ge=0, le=2**31 - 1)
     limit: int | None = Field(None, ge=0, le=2**31 - 1)

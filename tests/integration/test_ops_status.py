@@ -80,7 +80,8 @@ async def test_admin_reembed_goes_through_enrichment_and_reports_progress(servic
 
 
 @pytest.mark.parametrize("body, field", [({"batch_size": -1}, "batch_size"), ({"limit": -1}, "limit"),
-                                         ({"force": "maybe"}, "force")])
+                                         ({"force": "maybe"}, "force"), ({"force": "yes"}, "force"),
+                                         ({"batch_size": True}, "batch_size"), ({"limit": "5"}, "limit")])
 async def test_admin_reembed_refuses_bad_values_naming_the_field(service, body, field) -> None:
     async with service.http() as http:
         r = await http.post("/admin/reembed", json=body)
