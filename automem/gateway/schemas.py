@@ -25,7 +25,7 @@ from typing import Any
 
 from fastapi import HTTPException, Request, Response
 from fastapi.routing import APIRoute
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
 
 class _Refused:
@@ -213,14 +213,20 @@ class ReprocessBody(BaseModel):
 class ReembedBody(BaseModel):
     """``POST /admin/reembed`` (AutoMem's automem/api/admin.py): ``batch_size`` memories per
     step (0 or absent = 32; above 100 capped at 100, as AutoMem), ``limit`` (0 or absent = all),
-    ``force`` (re-embed memories that already have a vector of the current model). Strict
-    types: ``true`` is no batch size and ``"yes"`` no boolean (400 naming the field)."""
-
-    model_config = ConfigDict(strict=True)
+    ``force`` (re-embed memories that already have a vector of the current model). JSON types
+    as JSON Schema reads them: ``true`` or ``"5"`` is no integer and ``"yes"`` no boolean (400
+    naming the field); ``5.0`` is the integer 5."""
 
     batch_size: int = Field(32, ge=0, le=2**31 - 1)
     limit: int | None = Field(None, ge=0, le=2**31 - 1)
-    force: bool = False
+    force: StrictBool = False
+
+    @field_validator("batch_size", "limit", mode="before")
+    @classmethod
+    def _json_integer(cls, value: Any) -> Any:
+        if isinstance(value, bool | str):
+            raise ValueError("must be a JSON integer")  # noqa: TRY004 - pydantic turns ValueError into a 400
+        return value
 
 
 class EntityMergeBody(BaseModel):
