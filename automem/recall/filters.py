@@ -11,11 +11,15 @@ start with the given text; ``tag_mode=any`` (default) needs one of the tags, ``a
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
+from automem.common.enums import enum_word
 from automem.common.errors import InvalidArgument
 from automem.common.model import Memory, epoch
+from automem.common.state import ReadAt
 from automem.common.text import text_key
+from automem.v1 import recall_service_pb2
 from automem.vectors import VectorFilter
 
 
@@ -95,3 +99,26 @@ class Filters:
             else:
                 flt.prefixes_any = list(self.tags)
         return flt
+
+
+def read_at(options: recall_service_pb2.ReadOptions) -> ReadAt:
+    """The state-pass settings of a request (as_of / known_at default to now)."""
+    mode = enum_word(recall_service_pb2.StateMode, options.state_mode, "state_mode", "current")
+    current = time.time()
+    return ReadAt(
+        as_of=epoch(options, "as_of") if options.HasField("as_of") else current,
+        known_at=epoch(options, "known_at") if options.HasField("known_at") else current,
+        mode=mode, include_archived=options.include_archived, include_pending=options.include_pending,
+    )
+
+
+def listed_states(read: ReadAt) -> list[str]:
+    """The node states a listing reads under ``read``: ACTIVE and SUPERSEDED (the state pass
+    turns a superseded hit into its head), plus ARCHIVED / PENDING_REVIEW when asked for or in
+    history mode."""
+    states = ["ACTIVE", "SUPERSEDED"]
+    if read.include_archived or read.history:
+        states.append("ARCHIVED")
+    if read.include_pending or read.history:
+        states.append("PENDING_REVIEW")
+    return states

@@ -31,7 +31,7 @@ from automem.common.model import Memory, epoch, parse_type, type_name
 from automem.common.state import ReadAt, as_known, resolve
 from automem.graph import GraphStore
 from automem.graph.entities import EntityRow, split_entity_key
-from automem.recall.filters import Filters
+from automem.recall.filters import Filters, listed_states, read_at
 from automem.v1 import memory_pb2, recall_service_pb2
 
 #: Node bound of a snapshot (AutoMem's default 500; it allows up to 50,000 in one answer,
@@ -121,14 +121,6 @@ class GraphViews:
 
     graph: GraphStore
 
-    def _read_at(self, options: recall_service_pb2.ReadOptions) -> ReadAt:
-        """The state-pass settings of a request (the servicer's ``read_at``)."""
-        raise NotImplementedError
-
-    def _states_of(self, read: ReadAt) -> list[str]:
-        """The node states a listing reads under ``read`` (the servicer's ``_states``)."""
-        raise NotImplementedError
-
     async def _nodes(self, memories: list[Memory], scope: str, read: ReadAt) -> list[recall_service_pb2.GraphNode]:
         """``memories`` through the state pass, same order: withheld ones left out, a superseded
         one kept as itself (as known at ``known_at``), not current, with its head's id."""
@@ -150,13 +142,13 @@ class GraphViews:
         memories. INVALID_ARGUMENT naming limit, min_importance or types."""
         require_role("reader")
         scope = resolve_scope(request.scope)
-        read = self._read_at(request.read)
+        read = read_at(request.read)
         limit = _bounded(request.limit if request.HasField("limit") else None, SNAPSHOT_DEFAULT, SNAPSHOT_MAX,
                          "limit")
         if not 0.0 <= request.min_importance <= 1.0:
             raise InvalidArgument("min_importance: must be between 0 and 1", field="min_importance")
         types = [type_name(parse_type(t, field="types")) for raw in request.types for t in raw.split(",") if t.strip()]
-        states = self._states_of(read)
+        states = listed_states(read)
         memories = await self.graph.memories.graph_nodes(
             scope, states, min_importance=request.min_importance, types=types or None,
             since=epoch(request, "since"), limit=limit)
@@ -180,7 +172,7 @@ class GraphViews:
         through a withheld memory (deleted, rejected...): what lies beyond it is not reached."""
         require_role("reader")
         scope = resolve_scope(request.scope)
-        read = self._read_at(request.read)
+        read = read_at(request.read)
         depth = _bounded(request.depth or None, 1, MAX_DEPTH, "depth")
         semantic_limit = _bounded(request.semantic_limit or None, SEMANTIC_DEFAULT, SEMANTIC_MAX, "semantic_limit")
         include_semantic = request.include_semantic if request.HasField("include_semantic") else True
@@ -214,7 +206,7 @@ class GraphViews:
             # The walk goes on from what is shown only: never through a withheld memory.
             frontier = [n.memory.id for n in reached]
         shown = {start.id, *(n.memory.id for n in neighbours)}
-        semantic = await self._semantic(start, shown, scope, read, semantic_limit, self._states_of(read)) \
+        semantic = await self._semantic(start, shown, scope, read, semantic_limit, listed_states(read)) \
             if include_semantic else []
         return recall_service_pb2.ListGraphNeighborsResponse(
             center=center, graph_neighbors=neighbours, semantic_neighbors=semantic, depth=depth,
@@ -270,7 +262,7 @@ class GraphViews:
         NOT_FOUND naming slug; INVALID_ARGUMENT naming memory_limit."""
         require_role("reader")
         scope = resolve_scope(request.scope)
-        read = self._read_at(request.read)
+        read = read_at(request.read)
         limit = _bounded(request.memory_limit if request.HasField("memory_limit") else None,
                          ENTITY_MEMORIES_DEFAULT, ENTITY_MAX, "memory_limit")
         row = await self.graph.entities.lookup(scope, request.slug, request.category, LIVE_STATES)
@@ -279,7 +271,7 @@ class GraphViews:
             row = canonical[0] if canonical else None
         if row is None:
             raise NotFound(f"slug: no entity {request.slug!r} in this scope", field="slug")
-        memories = await self.graph.entities.mentioning([row.key, *row.merged_keys], scope, self._states_of(read), limit)
+        memories = await self.graph.entities.mentioning([row.key, *row.merged_keys], scope, listed_states(read), limit)
         return recall_service_pb2.GetEntityResponse(entity=entity_message(row),
                                                     memories=await self._nodes(memories, scope, read))
 

@@ -34,7 +34,7 @@ from automem.common.timeouts import long_running
 from automem.common.timewindow import resolve as resolve_window
 from automem.graph import GraphStore
 from automem.recall.bytag import list_by_tag
-from automem.recall.filters import Filters
+from automem.recall.filters import Filters, listed_states, read_at
 from automem.recall.graph_views import GraphViews
 from automem.recall.ranking import Candidate, Ranked, ScoreWeights, rank
 from automem.v1 import memory_pb2, recall_service_pb2, recall_service_pb2_grpc
@@ -60,26 +60,6 @@ UNEMBEDDED_SCAN_MAX = 1000
 #: Time windows (days back from the newest matching memory) a newest-first listing tries
 #: before sorting the whole scope.
 LIST_WINDOWS_DAYS = (1.0, 16.0, 256.0)
-
-
-def read_at(options: recall_service_pb2.ReadOptions) -> ReadAt:
-    """The state-pass settings of a request (as_of / known_at default to now)."""
-    mode = enum_word(recall_service_pb2.StateMode, options.state_mode, "state_mode", "current")
-    current = time.time()
-    return ReadAt(
-        as_of=epoch(options, "as_of") if options.HasField("as_of") else current,
-        known_at=epoch(options, "known_at") if options.HasField("known_at") else current,
-        mode=mode, include_archived=options.include_archived, include_pending=options.include_pending,
-    )
-
-
-def _states(read: ReadAt) -> list[str]:
-    states = ["ACTIVE", "SUPERSEDED"]
-    if read.include_archived or read.history:
-        states.append("ARCHIVED")
-    if read.include_pending or read.history:
-        states.append("PENDING_REVIEW")
-    return states
 
 
 def _time_neighbours(memories: list[Memory], preceded_by: dict[str, list[str]]
@@ -150,7 +130,7 @@ class _Tiers:
             if self.queries or len(request.embedding):
                 more = False
                 if svc.vectors is not None and svc.embedder is not None:
-                    flt = self.filters.vector_filter(_states(self.read))
+                    flt = self.filters.vector_filter(listed_states(self.read))
                     for vec in self.vectors:
                         hits = await svc.vectors.search(vec, n, flt)
                         more = more or len(hits) >= n
@@ -359,7 +339,7 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
             if self.vectors is not None and terms:
                 weights = bm25_query_weights(terms)
                 keys = sorted(weights)
-                flt = filters.vector_filter(_states(read))
+                flt = filters.vector_filter(listed_states(read))
                 hits = await self.vectors.search_sparse(keys, [weights[k] for k in keys], n_cand, flt)
                 more = more or len(hits) >= n_cand
                 for mid, score in hits:
@@ -399,7 +379,7 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         exhausted does FalkorDB sort the whole scope (47-70 ms at 100,000 memories, issue 10)."""
         order = "update_time" if sort.startswith("updated") else "event_time"
         descending = not sort.endswith("_asc")
-        states = _states(read)
+        states = listed_states(read)
         if order == "event_time" and descending and self.vectors is not None:
             newest = await self.vectors.newest_event_time(filters.vector_filter(states))
             for days in LIST_WINDOWS_DAYS if newest is not None else ():
@@ -511,7 +491,7 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
                                 enum_word(recall_service_pb2.TagMatch, request.tag_match, "tag_match", "exact"),
                                 [], None, None)
         page, token = await list_by_tag(
-            self.graph, filters, read, _states(read), limit=limit, offset=request.offset,
+            self.graph, filters, read, listed_states(read), limit=limit, offset=request.offset,
             page_token=request.page_token, include_total=request.include_total,
             scan_max=self.settings.by_tag_scan_max,
             explicit_as_of=epoch(request.read, "as_of") if request.read.HasField("as_of") else None,
@@ -532,7 +512,7 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         out = []
         for tags, limit in ((["critical", "lesson", "ai-assistant"], 10), (["system", "memory-recall"], 5)):
             filters = Filters.build(scope, tags, "any", "exact", [], None, None)
-            memories = await self.graph.memories.most_important(filters, _states(read), 200)
+            memories = await self.graph.memories.most_important(filters, listed_states(read), 200)
             current = [r.memory for r in await resolve(self.graph, memories, scope, read) if r is not None]
             out.append(current[:limit])
         return recall_service_pb2.StartupRecallResponse(critical_lessons=out[0], system_rules=out[1])
@@ -654,11 +634,3 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
             memory_count=memory_count, vector_count=vector_count, graph_connected=graph_ok,
             vectors_connected=vectors_ok, vectors_enabled=self.vectors is not None, vector_dimensions=dims,
             server_restarts=self.server_restarts)
-
-    # --- the hooks of the graph and entity reads (automem/recall/graph_views.py) ------------
-
-    def _read_at(self, options: recall_service_pb2.ReadOptions) -> ReadAt:
-        return read_at(options)
-
-    def _states_of(self, read: ReadAt) -> list[str]:
-        return _states(read)
