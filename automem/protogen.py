@@ -1,8 +1,11 @@
 """Generate the Python code of ``protos/automem/v1`` (``make protos``).
 
 The generated modules live in ``automem/v1`` (never edited by hand)
-and are importable as ``automem.v1.memory_pb2`` etc. ``tests/unit/test_protos.py``
-regenerates into a temporary directory and fails when the checked-in code differs.
+and are importable as ``automem.v1.memory_pb2`` etc. The client distribution
+(``clients/python``) ships its own copy under ``automem_client._proto.automem.v1``
+(:func:`generate_client`), so installing it never puts an ``automem`` package on the path.
+``tests/unit/test_protos.py`` regenerates both into a temporary directory and fails when the
+checked-in code differs.
 """
 
 from __future__ import annotations
@@ -48,6 +51,39 @@ def generate(out_root: Path = OUT_ROOT) -> list[Path]:
     return sorted(p for p in (out_root / "automem" / "v1").rglob("*") if p.is_file())
 
 
+#: Where the client distribution's copy of the generated code lives.
+CLIENT_ROOT = ROOT / "clients" / "python"
+CLIENT_PACKAGE = "automem_client._proto"
+
+
+def generate_client(out_root: Path = CLIENT_ROOT) -> list[Path]:
+    """Generate the stubs of the client distribution into
+    ``out_root/automem_client/_proto/automem/v1``: the same code as :func:`generate` with
+    its imports of ``automem.v1`` pointing at ``automem_client._proto.automem.v1``.
+
+    The descriptors keep their proto file names and package (``automem.v1``), so in a
+    process that loads both copies (a test running server and client) the second adds the
+    identical files to the default pool and shares the first one's message classes; copies
+    built from different protos would clash there, which ``tests/unit/test_protos.py``
+    prevents. Returns the generated files; errors as :func:`generate`.
+    """
+    import tempfile
+
+    target = out_root / Path(*CLIENT_PACKAGE.split(".")) / "automem" / "v1"
+    with tempfile.TemporaryDirectory() as tmp:
+        fresh = generate(Path(tmp))
+        target.mkdir(parents=True, exist_ok=True)
+        for old in target.glob("*_pb2*"):
+            old.unlink()
+        for source in fresh:
+            text = source.read_text().replace("from automem.v1 import", f"from {CLIENT_PACKAGE}.automem.v1 import")
+            (target / source.name).write_text(text)
+    package = out_root / Path(*CLIENT_PACKAGE.split("."))
+    for pkg in (package, package / "automem", target):
+        (pkg / "__init__.py").write_text('"""Generated from protos/ by `make protos` (automem/protogen.py); never edited by hand."""\n')
+    return sorted(p for p in package.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+
+
 if __name__ == "__main__":
-    for path in generate():
+    for path in [*generate(), *generate_client()]:
         print(path.relative_to(ROOT), file=sys.stderr)

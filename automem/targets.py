@@ -213,6 +213,7 @@ async def _start_gateway(rt: Runtime) -> Stop:
     import uvicorn
 
     from automem.common.client import AutomemClient
+    from automem.common.grpc_server import client_tls
     from automem.common.telemetry import grpc_client_interceptors
     from automem.gateway.app import create_app
 
@@ -220,10 +221,12 @@ async def _start_gateway(rt: Runtime) -> Stop:
 
     async def serve(rt: Runtime) -> None:
         addrs = _service_addresses(rt)
+        credentials, server_name = client_tls(rt.settings)
         client = running["client"] = AutomemClient(addrs["ingest"], addrs["recall"], addrs["enrich"],
                                                    addrs["consolidate"], interceptors=grpc_client_interceptors(),
                                                    call_timeout=rt.settings.call_deadline_seconds,
-                                                   lb_policy=rt.settings.grpc_lb_policy)
+                                                   lb_policy=rt.settings.grpc_lb_policy,
+                                                   credentials=credentials, server_name=server_name)
         app = running["app"] = create_app(rt.settings, client)
         config = uvicorn.Config(app, host=rt.settings.host, port=rt.settings.port,
                                 log_config=None, lifespan="on", access_log=False)

@@ -14,7 +14,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
+from google.protobuf import descriptor_pb2, descriptor_pool
+from grpc_reflection.v1alpha import reflection, reflection_pb2
 
 from automem.common.auth import Principal, _current, header_scope, set_principal, tokens_equal
 from automem.common.errors import AutomemError, InvalidArgument, ResourceExhausted, Unauthenticated
@@ -266,9 +267,17 @@ class GrpcServer:
         await _maybe_await(self.health.set(full_name, status))
 
     async def start(self) -> int:
-        """Enable reflection, bind ``host:grpc_port`` (0 = free port), start; returns the port."""
-        reflection.enable_server_reflection([*self.service_names, reflection.SERVICE_NAME], self.server)
-        self.port = self.server.add_insecure_port(f"{self.settings.host}:{self.settings.grpc_port}")
+        """Enable reflection (v1 and v1alpha), bind ``host:grpc_port`` (0 = free port; TLS
+        when ``grpc_tls_cert``/``grpc_tls_key`` are set), start; returns the port. Raises
+        ValueError naming the setting for half a TLS configuration or an unreadable file."""
+        servicer = reflection.aio.ReflectionServicer([*self.service_names, reflection.SERVICE_NAME,
+                                                      REFLECTION_V1_SERVICE], pool=None)
+        reflection_pb2_grpc_add(servicer, self.server)
+        add_reflection_v1(servicer, self.server)
+        address = f"{self.settings.host}:{self.settings.grpc_port}"
+        credentials = server_credentials(self.settings)
+        self.port = (self.server.add_secure_port(address, credentials) if credentials is not None
+                     else self.server.add_insecure_port(address))
         if self.port == 0:
             raise OSError(f"cannot bind gRPC port {self.settings.grpc_port}")
         await self.server.start()
@@ -279,6 +288,87 @@ class GrpcServer:
         for name in self.service_names:
             await _maybe_await(self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING))
         await self.server.stop(grace)
+
+
+def _read_setting_file(path: str, name: str) -> bytes:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except OSError as exc:
+        raise ValueError(f"{name}: cannot read {path!r}: {exc.strerror}") from None
+
+
+def server_credentials(settings: Settings) -> grpc.ServerCredentials | None:
+    """TLS credentials of the gRPC server from ``AUTOMEM_GRPC_TLS_CERT`` (PEM chain) and
+    ``AUTOMEM_GRPC_TLS_KEY`` (PEM key); None when neither is set (plaintext). ValueError
+    naming the setting when only one is set or a file cannot be read."""
+    cert, key = settings.grpc_tls_cert.strip(), settings.grpc_tls_key.strip()
+    if not cert and not key:
+        return None
+    if not cert or not key:
+        missing = "AUTOMEM_GRPC_TLS_CERT" if not cert else "AUTOMEM_GRPC_TLS_KEY"
+        raise ValueError(f"{missing}: TLS needs both AUTOMEM_GRPC_TLS_CERT and AUTOMEM_GRPC_TLS_KEY")
+    pair = (_read_setting_file(key, "AUTOMEM_GRPC_TLS_KEY"), _read_setting_file(cert, "AUTOMEM_GRPC_TLS_CERT"))
+    return grpc.ssl_server_credentials([pair])
+
+
+def client_tls(settings: Settings) -> tuple[grpc.ChannelCredentials | None, str]:
+    """How the process's own clients (gateway, child targets, MCP over stdio) dial a TLS
+    server: channel credentials trusting ``AUTOMEM_GRPC_TLS_CA`` (else the server's own
+    certificate, right for a self-signed one) and the name to check
+    (``AUTOMEM_GRPC_TLS_SERVER_NAME``, "" = the host dialled). (None, "") without TLS."""
+    if not settings.grpc_tls_cert.strip():
+        return None, ""
+    roots_path = settings.grpc_tls_ca.strip() or settings.grpc_tls_cert.strip()
+    name = "AUTOMEM_GRPC_TLS_CA" if settings.grpc_tls_ca.strip() else "AUTOMEM_GRPC_TLS_CERT"
+    roots = _read_setting_file(roots_path, name)
+    return grpc.ssl_channel_credentials(root_certificates=roots), settings.grpc_tls_server_name.strip()
+
+
+#: Server reflection v1 (grpc/reflection/v1/reflection.proto). grpcio-reflection 1.85 serves
+#: only v1alpha; the v1 protocol has the same messages under another package, so its
+#: descriptor is the v1alpha one renamed, registered in the default pool (reflection can
+#: describe it), and both services share one servicer.
+REFLECTION_V1_SERVICE = "grpc.reflection.v1.ServerReflection"
+_REFLECTION_V1_FILE = "grpc/reflection/v1/reflection.proto"
+
+
+def _register_reflection_v1() -> None:
+    """Add grpc/reflection/v1/reflection.proto to the default pool (once): the v1alpha file
+    renamed, so reflection can describe the v1 service it serves."""
+    pool = descriptor_pool.Default()
+    try:
+        pool.FindFileByName(_REFLECTION_V1_FILE)
+        return
+    except KeyError:
+        pass
+    proto = descriptor_pb2.FileDescriptorProto()
+    reflection_pb2.DESCRIPTOR.CopyToProto(proto)
+    proto = descriptor_pb2.FileDescriptorProto.FromString(
+        proto.SerializeToString().replace(b"grpc.reflection.v1alpha", b"grpc.reflection.v1"))
+    proto.name = _REFLECTION_V1_FILE
+    proto.options.Clear()
+    pool.AddSerializedFile(proto.SerializeToString())
+
+
+def reflection_pb2_grpc_add(servicer: object, server: grpc.aio.Server) -> None:
+    """Serve ``servicer`` as grpc.reflection.v1alpha.ServerReflection."""
+    from grpc_reflection.v1alpha import reflection_pb2_grpc
+
+    reflection_pb2_grpc.add_ServerReflectionServicer_to_server(servicer, server)
+
+
+def add_reflection_v1(servicer: object, server: grpc.aio.Server) -> None:
+    """Serve ``servicer`` (the v1alpha reflection servicer) as grpc.reflection.v1.ServerReflection
+    too. The two protocols' messages have the same fields and numbers, so the v1alpha
+    classes read and write the v1 wire format as they are."""
+    _register_reflection_v1()
+    handler = grpc.method_handlers_generic_handler(REFLECTION_V1_SERVICE, {
+        "ServerReflectionInfo": grpc.stream_stream_rpc_method_handler(
+            servicer.ServerReflectionInfo,  # type: ignore[attr-defined]
+            request_deserializer=reflection_pb2.ServerReflectionRequest.FromString,
+            response_serializer=reflection_pb2.ServerReflectionResponse.SerializeToString)})
+    server.add_generic_rpc_handlers((handler,))
 
 
 async def _maybe_await(value: object) -> None:

@@ -67,6 +67,15 @@ class Settings(BaseSettings):
     #: then 5 s grace), so clients behind a ClusterIP Service re-balance over time; 0 = never.
     grpc_max_connection_age_seconds: float = Field(
         0.0, ge=0, validation_alias=_env("AUTOMEM_GRPC_MAX_CONNECTION_AGE_SECONDS"))
+    #: TLS of the gRPC server: PEM certificate chain and private key files; both empty =
+    #: plaintext (the default). The process's own clients (the gateway, child targets) then
+    #: dial it with TLS too, trusting ``grpc_tls_ca`` (empty = the certificate itself, right
+    #: for a self-signed one) and checking the name ``grpc_tls_server_name`` (empty = the host
+    #: dialled, 127.0.0.1 for the process's own server). docs/clients.md, "TLS".
+    grpc_tls_cert: str = Field("", validation_alias=_env("AUTOMEM_GRPC_TLS_CERT"))
+    grpc_tls_key: str = Field("", validation_alias=_env("AUTOMEM_GRPC_TLS_KEY"))
+    grpc_tls_ca: str = Field("", validation_alias=_env("AUTOMEM_GRPC_TLS_CA"))
+    grpc_tls_server_name: str = Field("", validation_alias=_env("AUTOMEM_GRPC_TLS_SERVER_NAME"))
     #: Seconds between checks of the stores behind each gRPC service's readiness
     #: (automem/common/readiness.py); 0 = check once at start only.
     health_check_interval_seconds: float = Field(5.0, ge=0, validation_alias=_env("AUTOMEM_HEALTH_CHECK_INTERVAL_SECONDS"))

@@ -142,7 +142,10 @@ def create_app(settings: Settings, client: AutomemClient) -> FastAPI:
     async def _gateway_error(request: Request, exc: GatewayError) -> JSONResponse:
         if not exc.from_service and exc.status != 401 and (denied := await auth_error(request)):
             return denied
-        return error_response(exc.status, exc.message, **exc.extra)
+        # ``grpc_code``: the status the service answered, so a client tells a stale etag
+        # (ABORTED) from a tombstone (ALREADY_EXISTS) behind one 409 (clients/python).
+        extra = {"grpc_code": exc.code.name, **exc.extra} if exc.code is not None else exc.extra
+        return error_response(exc.status, exc.message, **extra)
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:

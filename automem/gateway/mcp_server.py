@@ -672,7 +672,11 @@ def run_stdio(settings: Settings, grpc_address: str | None = None, api_key: str 
     key = api_key if api_key is not None else (os.environ.get("AUTOMEM_API_KEY") or settings.api_token)
 
     async def serve() -> None:
-        async with AutomemClient(address, api_key=key, scope=scope) as client:
+        from automem.common.grpc_server import client_tls
+
+        credentials, server_name = client_tls(settings)
+        async with AutomemClient(address, api_key=key, scope=scope, credentials=credentials,
+                                 server_name=server_name) as client:
             await build_server(client, settings).run_stdio_async()
 
     with contextlib.suppress(KeyboardInterrupt):

@@ -1,0 +1,56 @@
+"""automem's typed Python client: the same methods over gRPC or REST, blocking
+(:class:`Client`) or asyncio (:class:`AsyncClient`).
+
+    from automem_client import Client
+
+    with Client.grpc("localhost:50051", api_key="...") as client:
+        stored = client.store("We chose Postgres for billing", tags=["db"], type="Decision")
+        hits = client.recall("which database?").results
+
+docs/clients.md of the repository describes every method, its results and errors.
+"""
+
+from automem_client import errors
+from automem_client.client import AsyncClient, Client
+from automem_client.errors import (
+    Aborted,
+    AlreadyExists,
+    AutomemError,
+    Conflict,
+    DeadlineExceeded,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    ResourceExhausted,
+    Unauthenticated,
+    Unavailable,
+    Unimplemented,
+)
+from automem_client.models import (
+    BatchStored,
+    Entity,
+    Health,
+    HistoryEvent,
+    HistoryPage,
+    Memory,
+    MemoryInput,
+    Page,
+    RecallResult,
+    RelatedMemory,
+    Relation,
+    ScoredMemory,
+    Stored,
+    StreamEvent,
+    Superseded,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Aborted", "AlreadyExists", "AsyncClient", "AutomemError", "BatchStored", "Client", "Conflict",
+    "DeadlineExceeded", "Entity", "FailedPrecondition", "Health", "HistoryEvent", "HistoryPage", "InvalidArgument",
+    "Memory", "MemoryInput", "NotFound", "Page", "PermissionDenied", "RecallResult", "RelatedMemory", "Relation",
+    "ResourceExhausted", "ScoredMemory", "Stored", "StreamEvent", "Superseded", "Unauthenticated", "Unavailable",
+    "Unimplemented", "errors",
+]

@@ -1,0 +1,337 @@
+"""The gRPC transport: automem's IngestService, RecallService and ReviewService over one
+``grpc.aio`` channel, answers as the dataclasses of :mod:`automem_client.models`.
+
+Retries are gRPC's own (the channel's service config, :func:`service_config`): reads, and
+the writes that carry an idempotency key (store, batch store, supersede; the client always
+sends one), are retried on UNAVAILABLE with exponential backoff; the service answers a
+repeated key with the first memory (protos/automem/v1/ingest_service.proto
+``CreateMemoryRequest.idempotency_key``), so a retried store never stores twice. Updates,
+deletes and associations are not retried: a second attempt could act on a newer version.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import grpc
+from google.protobuf import field_mask_pb2, timestamp_pb2
+
+from automem_client import errors
+from automem_client._proto.automem.v1 import (
+    event_stream_pb2,
+    ingest_service_pb2,
+    ingest_service_pb2_grpc,
+    memory_pb2,
+    recall_service_pb2,
+    recall_service_pb2_grpc,
+    review_service_pb2_grpc,
+)
+from automem_client.models import (
+    EVENT_NAMES,
+    BatchStored,
+    Health,
+    HistoryEvent,
+    HistoryPage,
+    Memory,
+    MemoryInput,
+    Page,
+    RecallResult,
+    RelatedMemory,
+    Relation,
+    ScoredMemory,
+    Stored,
+    StreamEvent,
+    Superseded,
+    TimeLike,
+    _ts,
+)
+
+#: Methods retried on UNAVAILABLE: every read, and the writes sent with an idempotency key.
+RETRIED_READS = ("automem.v1.RecallService",)
+RETRIED_WRITES = (("automem.v1.IngestService", "CreateMemory"), ("automem.v1.IngestService", "BatchCreateMemories"),
+                  ("automem.v1.IngestService", "SupersedeMemory"),
+                  ("automem.v1.ReviewService", "ListMemoryEvents"))
+
+
+def service_config(max_attempts: int = 4, initial_backoff: float = 0.2, max_backoff: float = 3.0) -> str:
+    """The channel's service config (gRPC's retry design, A6): ``max_attempts`` tries in all
+    (1 = no retry; gRPC caps it at 5), backoff from ``initial_backoff`` seconds doubling up
+    to ``max_backoff``, on UNAVAILABLE only."""
+    if max_attempts <= 1:
+        return json.dumps({"methodConfig": []})
+    policy = {"maxAttempts": max_attempts, "initialBackoff": f"{initial_backoff}s", "maxBackoff": f"{max_backoff}s",
+              "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"]}
+    names = [{"service": s} for s in RETRIED_READS] + [{"service": s, "method": m} for s, m in RETRIED_WRITES]
+    return json.dumps({"methodConfig": [{"name": names, "retryPolicy": policy}]})
+
+
+def _timestamp(value: TimeLike, name: str) -> timestamp_pb2.Timestamp:
+    """A Timestamp of a datetime (naive = UTC) or ISO 8601 text; InvalidArgument naming
+    ``name`` for text that is not one."""
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise errors.InvalidArgument(f"{name}: not an ISO 8601 time: {value!r}") from None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    stamp = timestamp_pb2.Timestamp()
+    stamp.FromDatetime(value.astimezone(UTC))
+    return stamp
+
+
+_TIMES = {"timestamp": "event_time", "t_valid": "valid_from", "t_invalid": "valid_to"}
+
+
+def memory_input(item: MemoryInput, prefix: str = "") -> ingest_service_pb2.MemoryInput:
+    """The MemoryInput message of ``item`` (metadata as JSON text: the service checks it
+    and names the bad key)."""
+    msg = ingest_service_pb2.MemoryInput(content=item.content, tags=list(item.tags), type=item.type or "",
+                                         require_review=item.require_review)
+    if item.importance is not None:
+        msg.importance = item.importance
+    if item.confidence is not None:
+        msg.confidence = item.confidence
+    if item.metadata is not None:
+        msg.metadata_json, msg.metadata_set = json.dumps(item.metadata), True
+    if item.embedding:
+        msg.embedding.extend(item.embedding)
+    for name, target in _TIMES.items():
+        value = getattr(item, name)
+        if value:
+            getattr(msg, target).CopyFrom(_timestamp(value, prefix + name))
+    return msg
+
+
+def _read(as_of: TimeLike | None, known_at: TimeLike | None, state_mode: str | None,
+          include_archived: bool = False, include_pending: bool = False) -> recall_service_pb2.ReadOptions:
+    read = recall_service_pb2.ReadOptions(include_archived=include_archived, include_pending=include_pending)
+    if as_of:
+        read.as_of.CopyFrom(_timestamp(as_of, "as_of"))
+    if known_at:
+        read.known_at.CopyFrom(_timestamp(known_at, "known_at"))
+    if state_mode:
+        read.state_mode = _enum(recall_service_pb2.StateMode, "STATE_MODE_", state_mode, "state_mode")
+    return read
+
+
+def _enum(enum: Any, prefix: str, word: str, name: str) -> int:
+    key = prefix + word.strip().upper().removeprefix(prefix)
+    try:
+        return enum.Value(key)
+    except ValueError:
+        allowed = ", ".join(n.removeprefix(prefix).lower() for n in enum.keys() if not n.endswith("UNSPECIFIED"))
+        raise errors.InvalidArgument(f"{name}: unknown value {word!r} (one of {allowed})") from None
+
+
+def _relation_type(word: str, name: str = "type") -> int:
+    return _enum(memory_pb2.RelationType, "RELATION_TYPE_", word, name)
+
+
+class GrpcTransport:
+    """Async calls over one gRPC channel (see the module docstring).
+
+    Args:
+        target: ``host:port`` (or any gRPC target, e.g. ``dns:///automem:50051``).
+        api_key: sent as ``authorization: Bearer <key>``; scope as ``x-automem-scope``.
+        tls: dial with TLS; ``root_certificates`` (PEM bytes) to trust instead of the
+            system roots; ``server_name`` the name the certificate must carry when it is not
+            the host dialled.
+        timeout: default deadline of a call in seconds (None = none; streams have none).
+        max_attempts: tries per retried call (1 = no retry).
+    """
+
+    def __init__(self, target: str, *, api_key: str = "", scope: str = "", tls: bool = False,
+                 root_certificates: bytes | None = None, server_name: str = "", timeout: float | None = 30.0,
+                 max_attempts: int = 4) -> None:
+        options: list[tuple[str, Any]] = [("grpc.enable_retries", 1),
+                                          ("grpc.service_config", service_config(max_attempts)),
+                                          ("grpc.max_receive_message_length", 64 * 1024 * 1024)]
+        if server_name:
+            options.append(("grpc.ssl_target_name_override", server_name))
+        if tls or root_certificates:
+            credentials = grpc.ssl_channel_credentials(root_certificates=root_certificates)
+            self.channel = grpc.aio.secure_channel(target, credentials, options=options)
+        else:
+            self.channel = grpc.aio.insecure_channel(target, options=options)
+        self.ingest = ingest_service_pb2_grpc.IngestServiceStub(self.channel)
+        self.recall = recall_service_pb2_grpc.RecallServiceStub(self.channel)
+        self.review = review_service_pb2_grpc.ReviewServiceStub(self.channel)
+        self.metadata: list[tuple[str, str]] = []
+        if api_key:
+            self.metadata.append(("authorization", f"Bearer {api_key}"))
+        if scope:
+            self.metadata.append(("x-automem-scope", scope))
+        self.timeout = timeout
+
+    async def close(self) -> None:
+        await self.channel.close()
+
+    async def _call(self, method: Any, request: Any, timeout: float | None) -> Any:
+        try:
+            return await method(request, metadata=self.metadata,
+                                timeout=self.timeout if timeout is None else timeout)
+        except grpc.RpcError as exc:
+            raise errors.from_rpc_error(exc) from None
+
+    # --- writes --------------------------------------------------------------------
+
+    async def store(self, item: MemoryInput, *, idempotency_key: str, timeout: float | None = None) -> Stored:
+        request = ingest_service_pb2.CreateMemoryRequest(memory=memory_input(item), idempotency_key=idempotency_key)
+        answer = await self._call(self.ingest.CreateMemory, request, timeout)
+        return Stored(Memory.from_proto(answer.memory), answer.deduplicated)
+
+    async def store_batch(self, items: Sequence[MemoryInput], *, idempotency_key: str,
+                          timeout: float | None = None) -> BatchStored:
+        request = ingest_service_pb2.BatchCreateMemoriesRequest(
+            memories=[memory_input(item, f"memories[{i}].") for i, item in enumerate(items)],
+            idempotency_key=idempotency_key)
+        answer = await self._call(self.ingest.BatchCreateMemories, request, timeout)
+        return BatchStored([m.id for m in answer.memories], list(answer.deduplicated))
+
+    async def update(self, memory_id: str, fields: dict[str, Any], *, etag: int, add_tags: Sequence[str],
+                     timeout: float | None = None) -> Memory:
+        item = MemoryInput(content=fields.get("content") or "", tags=list(fields.get("tags") or []),
+                           importance=fields.get("importance"), confidence=fields.get("confidence"),
+                           type=fields.get("type"), metadata=fields.get("metadata"),
+                           timestamp=fields.get("timestamp"), t_valid=fields.get("t_valid"),
+                           t_invalid=fields.get("t_invalid"))
+        paths = [_TIMES.get(name, name) for name in fields]
+        request = ingest_service_pb2.UpdateMemoryRequest(
+            id=memory_id, memory=memory_input(item), update_mask=field_mask_pb2.FieldMask(paths=paths), etag=etag,
+            add_tags=list(add_tags))
+        return Memory.from_proto((await self._call(self.ingest.UpdateMemory, request, timeout)).memory)
+
+    async def delete(self, memory_id: str, *, etag: int, purge: bool, reason: str,
+                     timeout: float | None = None) -> Memory:
+        request = ingest_service_pb2.DeleteMemoryRequest(id=memory_id, etag=etag, purge=purge, reason=reason)
+        return Memory.from_proto((await self._call(self.ingest.DeleteMemory, request, timeout)).memory)
+
+    async def supersede(self, memory_id: str, item: MemoryInput, *, relation: str, reason: str, etag: int,
+                        idempotency_key: str, timeout: float | None = None) -> Superseded:
+        request = ingest_service_pb2.SupersedeMemoryRequest(
+            id=memory_id, replacement=memory_input(item), relation_type=_relation_type(relation, "relation"),
+            reason=reason, etag=etag, idempotency_key=idempotency_key)
+        answer = await self._call(self.ingest.SupersedeMemory, request, timeout)
+        return Superseded(Memory.from_proto(answer.replacement), Memory.from_proto(answer.superseded),
+                          Relation.from_proto(answer.relation))
+
+    async def associate(self, memory1_id: str, memory2_id: str, *, type: str, strength: float | None,
+                        reason: str, timeout: float | None = None) -> Relation:
+        relation = memory_pb2.Relation(source_id=memory1_id, target_id=memory2_id, reason=reason,
+                                       strength=0.5 if strength is None else strength)
+        request = ingest_service_pb2.CreateRelationRequest(relation=relation, type_name=type)
+        return Relation.from_proto((await self._call(self.ingest.CreateRelation, request, timeout)).relation)
+
+    # --- reads ---------------------------------------------------------------------
+
+    async def get(self, memory_id: str, *, as_of: TimeLike | None, known_at: TimeLike | None,
+                  state_mode: str | None, timeout: float | None = None) -> Memory:
+        request = recall_service_pb2.GetMemoryRequest(id=memory_id, read=_read(as_of, known_at, state_mode))
+        answer = await self._call(self.recall.GetMemory, request, timeout)
+        return Memory.from_proto(answer.memory, is_current=answer.is_current, current_id=answer.current_id)
+
+    async def recall(self, query: str, options: dict[str, Any], *, timeout: float | None = None) -> RecallResult:
+        o = dict(options)
+        request = recall_service_pb2.SearchMemoriesRequest(
+            query=query, queries=list(o.pop("queries") or []), embedding=list(o.pop("embedding") or []),
+            offset=o.pop("offset"), time_query=o.pop("time_query"), tz=o.pop("tz"), tags=list(o.pop("tags") or []),
+            exclude_tags=list(o.pop("exclude_tags") or []), expand_relations=o.pop("expand_relations"),
+            expand_entities=o.pop("expand_entities"), relation_limit=o.pop("relation_limit"),
+            expansion_limit=o.pop("expansion_limit"), expand_min_importance=o.pop("expand_min_importance"),
+            expand_min_strength=o.pop("expand_min_strength"), min_score=o.pop("min_score"),
+            context=o.pop("context"), context_tags=list(o.pop("context_tags") or []),
+            context_types=list(o.pop("context_types") or []), priority_ids=list(o.pop("priority_ids") or []),
+            state_debug=o.pop("state_debug"),
+            read=_read(o.pop("as_of"), o.pop("known_at"), o.pop("state_mode"), o.pop("include_archived"),
+                       o.pop("include_pending")))
+        limit = o.pop("limit")
+        if limit is not None:
+            request.limit = limit
+        for name, enum, prefix in (("sort", recall_service_pb2.SortOrder, "SORT_ORDER_"),
+                                   ("tag_mode", recall_service_pb2.TagMode, "TAG_MODE_"),
+                                   ("tag_match", recall_service_pb2.TagMatch, "TAG_MATCH_"),
+                                   ("recency_bias", recall_service_pb2.RecencyBias, "RECENCY_BIAS_")):
+            word = o.pop(name)
+            if word:
+                setattr(request, name, _enum(enum, prefix, word, name))
+        for name, target in (("start", "start_time"), ("end", "end_time")):
+            value = o.pop(name)
+            if value:
+                getattr(request, target).CopyFrom(_timestamp(value, name))
+        assert not o, f"unhandled recall options {sorted(o)}"
+        answer = await self._call(self.recall.SearchMemories, request, timeout)
+        return RecallResult(
+            results=[ScoredMemory(Memory.from_proto(r.memory), r.score, r.final_score, r.match_type,
+                                  dict(r.score_components), r.replaces_id or None, r.relation_type or None)
+                     for r in answer.results],
+            has_more=answer.has_more, total=answer.total if answer.HasField("total") else None, limit=answer.limit,
+            time_start=_ts(answer, "start_time"), time_end=_ts(answer, "end_time"),
+            time_window_warning=answer.time_window_warning or None, arms=list(answer.arms),
+            degraded=list(answer.degraded))
+
+    async def list_by_tag(self, tags: Sequence[str], *, page_size: int | None, page_token: str, tag_mode: str,
+                          tag_match: str, as_of: TimeLike | None, known_at: TimeLike | None, state_mode: str | None,
+                          include_total: bool, timeout: float | None = None) -> Page:
+        request = recall_service_pb2.ListMemoriesByTagRequest(
+            tags=list(tags), page_token=page_token, include_total=include_total,
+            read=_read(as_of, known_at, state_mode),
+            tag_mode=_enum(recall_service_pb2.TagMode, "TAG_MODE_", tag_mode, "tag_mode"),
+            tag_match=_enum(recall_service_pb2.TagMatch, "TAG_MATCH_", tag_match, "tag_match"))
+        if page_size is not None:
+            request.page_size = page_size
+        answer = await self._call(self.recall.ListMemoriesByTag, request, timeout)
+        return Page([Memory.from_proto(m) for m in answer.memories], answer.next_page_token or None,
+                    answer.has_more, answer.total if answer.HasField("total") else None)
+
+    async def related(self, memory_id: str, *, relationship_types: Sequence[str], max_depth: int, limit: int,
+                      as_of: TimeLike | None, known_at: TimeLike | None,
+                      timeout: float | None = None) -> list[RelatedMemory]:
+        request = recall_service_pb2.ListRelatedMemoriesRequest(
+            id=memory_id, relationship_types=list(relationship_types), max_depth=max_depth, page_size=limit,
+            read=_read(as_of, known_at, None))
+        answer = await self._call(self.recall.ListRelatedMemories, request, timeout)
+        return [RelatedMemory(Memory.from_proto(r.memory), r.relation_type, r.strength, r.depth)
+                for r in answer.related]
+
+    async def history(self, memory_id: str, *, page_size: int, page_token: str,
+                      timeout: float | None = None) -> HistoryPage:
+        from automem_client._proto.automem.v1 import review_service_pb2
+
+        request = review_service_pb2.ListMemoryEventsRequest(id=memory_id, page_size=page_size, page_token=page_token)
+        answer = await self._call(self.review.ListMemoryEvents, request, timeout)
+        return HistoryPage([HistoryEvent.from_proto(e) for e in answer.events], answer.next_page_token or None,
+                           answer.truncated)
+
+    async def health(self, *, timeout: float | None = None) -> Health:
+        stats = await self._call(self.recall.GetStats, recall_service_pb2.GetStatsRequest(), timeout)
+        degraded = not stats.graph_connected or (stats.vectors_enabled and not stats.vectors_connected)
+        return Health("degraded" if degraded else "healthy", stats.graph_connected, stats.vectors_connected,
+                      stats.memory_count, stats.vector_count)
+
+    async def events(self, *, after_sequence: int) -> AsyncIterator[StreamEvent]:
+        call = self.review.StreamMemoryEvents(
+            event_stream_pb2.StreamMemoryEventsRequest(after_sequence=after_sequence), metadata=self.metadata)
+        try:
+            async for item in call:
+                yield _stream_event(item)
+        except grpc.RpcError as exc:
+            raise errors.from_rpc_error(exc) from None
+        finally:
+            call.cancel()
+
+
+def _stream_event(item: event_stream_pb2.StreamMemoryEventsResponse) -> StreamEvent:
+    which = item.WhichOneof("item")
+    if which == "trimmed":
+        return StreamEvent("stream.trimmed", None)
+    if which == "activity_event":
+        a = item.activity_event
+        return StreamEvent(a.kind, item.sequence, a.event_id, "", _ts(a, "event_time"), a.scope, a.actor)
+    e = item.memory_event
+    return StreamEvent(EVENT_NAMES.get(e.type, "memory.event"), item.sequence, e.event_id,
+                       e.memory_id or e.relation.source_id, _ts(e, "event_time"), e.scope or e.relation.scope,
+                       e.actor)

@@ -1,0 +1,1 @@
+"""Generated from protos/ by `make protos` (automem/protogen.py); never edited by hand."""

@@ -1,0 +1,299 @@
+"""The REST transport: the same calls as :mod:`automem_client._grpc` over the gateway's
+AutoMem routes (../shared/AUTOMEM_API.md; automem/gateway/routes_*.py) with httpx, for
+callers that cannot reach gRPC.
+
+Retries: reads and the writes sent with an ``Idempotency-Key`` (store, batch store,
+supersede) are tried again, up to ``max_attempts`` in all with doubling backoff, when the
+connection fails or the gateway answers 503; the key makes a repeated store answer the
+first memory. Updates, deletes and associations are sent once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+from google.protobuf import json_format
+
+from automem_client import errors
+from automem_client._proto.automem.v1 import events_pb2
+from automem_client.models import (
+    BatchStored,
+    Health,
+    HistoryEvent,
+    HistoryPage,
+    Memory,
+    MemoryInput,
+    Page,
+    RecallResult,
+    RelatedMemory,
+    Relation,
+    ScoredMemory,
+    Stored,
+    StreamEvent,
+    Superseded,
+    TimeLike,
+    _time,
+)
+
+
+def _iso(value: TimeLike | None) -> str | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, datetime):
+        return (value if value.tzinfo else value.replace(tzinfo=UTC)).isoformat()
+    return value
+
+
+def memory_body(item: MemoryInput) -> dict[str, Any]:
+    """POST /memory's body of ``item`` (unset fields left out: the service's defaults)."""
+    body: dict[str, Any] = {"content": item.content, "tags": list(item.tags)}
+    for name in ("importance", "confidence", "type", "metadata", "embedding"):
+        value = getattr(item, name)
+        if value is not None:
+            body[name] = value
+    for name in ("timestamp", "t_valid", "t_invalid"):
+        if (value := _iso(getattr(item, name))) is not None:
+            body[name] = value
+    if item.require_review:
+        body["require_review"] = True
+    return body
+
+
+def _params(**given: Any) -> list[tuple[str, str]]:
+    """Query parameters: lists repeated, booleans as true/false, None and "" left out."""
+    out: list[tuple[str, str]] = []
+    for name, value in given.items():
+        if value is None or value == "" or value == []:
+            continue
+        if isinstance(value, (list, tuple)):
+            out.extend((name, str(v)) for v in value)
+        elif isinstance(value, bool):
+            out.append((name, "true" if value else "false"))
+        elif isinstance(value, datetime):
+            out.append((name, _iso(value) or ""))
+        else:
+            out.append((name, str(value)))
+    return out
+
+
+class RestTransport:
+    """Async calls over the REST gateway (see the module docstring).
+
+    Args:
+        base_url: the gateway, e.g. ``https://automem.example:8001``.
+        api_key: sent as ``Authorization: Bearer <key>``; scope as ``X-Automem-Scope``.
+        verify: TLS verification as httpx takes it (True, False, or an ``ssl.SSLContext``);
+            ``ca_file``: a PEM bundle to trust instead.
+        timeout: default deadline of a call in seconds (None = none).
+        max_attempts: tries per retried call (1 = no retry).
+    """
+
+    def __init__(self, base_url: str, *, api_key: str = "", scope: str = "", verify: Any = True,
+                 ca_file: str | None = None, timeout: float | None = 30.0, max_attempts: int = 4) -> None:
+        headers = {"Accept": "application/json"}
+        if api_key:
+            headers["Authorization"] = f"Bearer {api_key}"
+        if scope:
+            headers["X-Automem-Scope"] = scope
+        if ca_file:
+            import ssl
+
+            verify = ssl.create_default_context(cafile=ca_file)
+        self.http = httpx.AsyncClient(base_url=base_url.rstrip("/"), headers=headers, verify=verify,
+                                      timeout=httpx.Timeout(timeout))
+        self.timeout = timeout
+        self.max_attempts = max(1, max_attempts)
+
+    async def close(self) -> None:
+        await self.http.aclose()
+
+    async def _request(self, method: str, path: str, *, retry: bool, timeout: float | None = None,
+                       ok: tuple[int, ...] = (), **kwargs: Any) -> dict[str, Any]:
+        attempts = self.max_attempts if retry else 1
+        delay = 0.2
+        kwargs["timeout"] = httpx.Timeout(self.timeout if timeout is None else timeout)
+        for attempt in range(1, attempts + 1):
+            try:
+                response = await self.http.request(method, path, **kwargs)
+            except httpx.TimeoutException as exc:
+                raise errors.DeadlineExceeded(f"{method} {path}: {exc.__class__.__name__}") from None
+            except httpx.TransportError as exc:
+                if attempt < attempts:
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 3.0)
+                    continue
+                raise errors.Unavailable(f"{method} {path}: {exc.__class__.__name__}: {exc}") from None
+            if response.status_code == 503 and attempt < attempts:
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 3.0)
+                continue
+            try:
+                body = response.json()
+            except ValueError:
+                body = response.text
+            if response.status_code >= 400 and response.status_code not in ok:
+                raise errors.from_http(response.status_code, body)
+            return body if isinstance(body, dict) else {"body": body}
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # --- writes --------------------------------------------------------------------
+
+    async def store(self, item: MemoryInput, *, idempotency_key: str, timeout: float | None = None) -> Stored:
+        body = await self._request("POST", "/memory", retry=True, timeout=timeout, json=memory_body(item),
+                                   headers={"Idempotency-Key": idempotency_key})
+        return Stored(Memory.from_json(body["memory"]), bool(body.get("deduplicated")))
+
+    async def store_batch(self, items: Sequence[MemoryInput], *, idempotency_key: str,
+                          timeout: float | None = None) -> BatchStored:
+        body = await self._request("POST", "/memory/batch", retry=True, timeout=timeout,
+                                   json={"memories": [memory_body(i) for i in items]},
+                                   headers={"Idempotency-Key": idempotency_key})
+        return BatchStored(list(body["memory_ids"]), [bool(d) for d in body.get("deduplicated", [])])
+
+    async def update(self, memory_id: str, fields: dict[str, Any], *, etag: int, add_tags: Sequence[str],
+                     timeout: float | None = None) -> Memory:
+        body: dict[str, Any] = {k: (_iso(v) if k in ("timestamp", "t_valid", "t_invalid") else v)
+                                for k, v in fields.items()}
+        if etag:
+            body["etag"] = etag
+        if add_tags:
+            body["add_tags"] = list(add_tags)
+        answer = await self._request("PATCH", f"/memory/{memory_id}", retry=False, timeout=timeout, json=body)
+        return Memory.from_json(answer["memory"])
+
+    async def delete(self, memory_id: str, *, etag: int, purge: bool, reason: str,
+                     timeout: float | None = None) -> Memory:
+        headers = {"If-Match": f'"{etag}"'} if etag else {}
+        answer = await self._request("DELETE", f"/memory/{memory_id}", retry=False, timeout=timeout,
+                                     params=_params(purge=purge or None, reason=reason), headers=headers)
+        return Memory.from_json(answer["memory"])
+
+    async def supersede(self, memory_id: str, item: MemoryInput, *, relation: str, reason: str, etag: int,
+                        idempotency_key: str, timeout: float | None = None) -> Superseded:
+        body = memory_body(item)
+        body["supersede_relation"] = relation
+        if reason:
+            body["supersede_reason"] = reason
+        headers = {"Idempotency-Key": idempotency_key}
+        if etag:
+            headers["If-Match"] = f'"{etag}"'
+        answer = await self._request("POST", f"/v1/memories/{memory_id}:supersede", retry=True, timeout=timeout,
+                                     json=body, headers=headers)
+        return Superseded(Memory.from_json(answer["memory"]), Memory.from_json(answer["superseded"]),
+                          Relation.from_json(answer["relation"]) if answer.get("relation") else None)
+
+    async def associate(self, memory1_id: str, memory2_id: str, *, type: str, strength: float | None,
+                        reason: str, timeout: float | None = None) -> Relation:
+        body: dict[str, Any] = {"memory1_id": memory1_id, "memory2_id": memory2_id, "type": type}
+        if strength is not None:
+            body["strength"] = strength
+        if reason:
+            body["reason"] = reason
+        return Relation.from_json(await self._request("POST", "/associate", retry=False, timeout=timeout, json=body))
+
+    # --- reads ---------------------------------------------------------------------
+
+    async def get(self, memory_id: str, *, as_of: TimeLike | None, known_at: TimeLike | None,
+                  state_mode: str | None, timeout: float | None = None) -> Memory:
+        answer = await self._request("GET", f"/memory/{memory_id}", retry=True, timeout=timeout,
+                                     params=_params(as_of=_iso(as_of), known_at=_iso(known_at),
+                                                    state_mode=state_mode))
+        return Memory.from_json(answer["memory"])
+
+    async def recall(self, query: str, options: dict[str, Any], *, timeout: float | None = None) -> RecallResult:
+        o = dict(options)
+        embedding = o.pop("embedding")
+        params = _params(query=query, embedding=",".join(str(v) for v in embedding) if embedding else None,
+                         **{k: (_iso(v) if k in ("start", "end", "as_of", "known_at") else v)
+                            for k, v in o.items()})
+        answer = await self._request("GET", "/recall", retry=True, timeout=timeout, params=params)
+        window = answer.get("time_window") or {}
+        return RecallResult(
+            results=[ScoredMemory(Memory.from_json(r["memory"]), float(r.get("score") or 0.0),
+                                  float(r.get("final_score") or 0.0), r.get("match_type") or "",
+                                  dict(r.get("score_components") or {}), r.get("replaces_id"), r.get("relation_type"))
+                     for r in answer.get("results", [])],
+            has_more=bool(answer.get("has_more")), total=answer.get("total"), limit=int(answer.get("limit") or 0),
+            time_start=_time(window.get("start")), time_end=_time(window.get("end")),
+            time_window_warning=answer.get("time_window_warning"), arms=list(answer.get("arms") or []),
+            degraded=list(answer.get("degraded") or []))
+
+    async def list_by_tag(self, tags: Sequence[str], *, page_size: int | None, page_token: str, tag_mode: str,
+                          tag_match: str, as_of: TimeLike | None, known_at: TimeLike | None, state_mode: str | None,
+                          include_total: bool, timeout: float | None = None) -> Page:
+        params = _params(tags=list(tags), limit=page_size, page_token=page_token, tag_mode=tag_mode.lower(),
+                         tag_match=tag_match.lower(), as_of=_iso(as_of), known_at=_iso(known_at),
+                         state_mode=state_mode, include_total=include_total or None)
+        answer = await self._request("GET", "/memory/by-tag", retry=True, timeout=timeout, params=params)
+        return Page([Memory.from_json(m) for m in answer.get("memories", [])], answer.get("next_page_token"),
+                    bool(answer.get("has_more")), answer.get("total"))
+
+    async def related(self, memory_id: str, *, relationship_types: Sequence[str], max_depth: int, limit: int,
+                      as_of: TimeLike | None, known_at: TimeLike | None,
+                      timeout: float | None = None) -> list[RelatedMemory]:
+        params = _params(relationship_types=list(relationship_types), max_depth=max_depth, limit=limit,
+                         as_of=_iso(as_of), known_at=_iso(known_at))
+        answer = await self._request("GET", f"/memories/{memory_id}/related", retry=True, timeout=timeout,
+                                     params=params)
+        return [RelatedMemory(Memory.from_json(r["memory"]), r.get("relation_type") or "",
+                              float(r.get("strength") or 0.0), int(r.get("depth") or 0))
+                for r in answer.get("related_memories", [])]
+
+    async def history(self, memory_id: str, *, page_size: int, page_token: str,
+                      timeout: float | None = None) -> HistoryPage:
+        answer = await self._request("GET", f"/v1/memories/{memory_id}/history", retry=True, timeout=timeout,
+                                     params=_params(page_size=page_size or None, page_token=page_token))
+        events = [HistoryEvent.from_proto(json_format.ParseDict(e, events_pb2.MemoryEvent(),
+                                                                ignore_unknown_fields=True))
+                  for e in answer.get("events", [])]
+        return HistoryPage(events, answer.get("next_page_token"), bool(answer.get("truncated")))
+
+    async def health(self, *, timeout: float | None = None) -> Health:
+        body = await self._request("GET", "/health", retry=True, timeout=timeout, ok=(503,))
+        return Health(body.get("status", "degraded"), body.get("falkordb") == "connected",
+                      body.get("qdrant") == "connected", int(body.get("memory_count") or 0),
+                      int(body.get("vector_count") or 0))
+
+    async def events(self, *, after_sequence: int) -> AsyncIterator[StreamEvent]:
+        headers = {"Accept": "text/event-stream"}
+        if after_sequence:
+            headers["Last-Event-ID"] = str(after_sequence)
+        async with self.http.stream("GET", "/stream", headers=headers,
+                                    timeout=httpx.Timeout(self.timeout, read=None)) as response:
+            if response.status_code >= 400:
+                await response.aread()
+                try:
+                    body: Any = response.json()
+                except ValueError:
+                    body = response.text
+                raise errors.from_http(response.status_code, body)
+            event_id, data = "", []
+            async for line in response.aiter_lines():
+                if line == "":
+                    if data:
+                        yield _sse_event(event_id, "\n".join(data))
+                    event_id, data = "", []
+                elif line.startswith(":"):
+                    continue  # keep-alive comment
+                else:
+                    name, _, value = line.partition(":")
+                    value = value[1:] if value.startswith(" ") else value
+                    if name == "id":
+                        event_id = value
+                    elif name == "data":
+                        data.append(value)
+
+
+def _sse_event(event_id: str, data: str) -> StreamEvent:
+    """A StreamEvent of one SSE message of ``GET /stream`` (``{"type", "timestamp",
+    "event_id", "data"}``, automem/gateway/routes_stream.py ``stream_message``)."""
+    body = json.loads(data)
+    payload = body.get("data") or {}
+    return StreamEvent(body.get("type", ""), int(event_id) if event_id.isdigit() else None,
+                       body.get("event_id", ""), payload.get("id") or payload.get("memory_id") or "",
+                       _time(body.get("timestamp")), payload.get("scope", ""), payload.get("actor", ""))

@@ -1,0 +1,371 @@
+"""The clients: :class:`AsyncClient` (asyncio) and :class:`Client` (blocking), each over
+gRPC (:meth:`AsyncClient.grpc`) or REST (:meth:`AsyncClient.rest`) with the same methods.
+
+Every method raises the typed errors of :mod:`automem_client.errors` (InvalidArgument with
+``field``, NotFound, Aborted for a stale etag, Unavailable, DeadlineExceeded...). ``timeout``
+is the call's deadline in seconds (default: the client's). Writes that create (``store``,
+``store_batch``, ``supersede``) carry an idempotency key — the caller's, or a fresh UUID —
+so the transports retry them on UNAVAILABLE without storing twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import threading
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from typing import Any, Concatenate, ParamSpec, Self, TypeVar
+
+from automem_client._grpc import GrpcTransport
+from automem_client._rest import RestTransport
+from automem_client.models import (
+    BatchStored,
+    Health,
+    HistoryEvent,
+    HistoryPage,
+    Memory,
+    MemoryInput,
+    Page,
+    RecallResult,
+    RelatedMemory,
+    Relation,
+    Stored,
+    StreamEvent,
+    Superseded,
+    TimeLike,
+)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+_UNSET: Any = object()
+#: update()'s field names (AutoMem's PATCH /memory/{id} body).
+UPDATE_FIELDS = ("content", "tags", "importance", "type", "confidence", "metadata", "timestamp", "t_valid",
+                 "t_invalid")
+
+
+class AsyncClient:
+    """The asyncio client. Build it with :meth:`grpc` or :meth:`rest`; use it as an async
+    context manager or call :meth:`close`."""
+
+    def __init__(self, transport: GrpcTransport | RestTransport) -> None:
+        self.transport = transport
+
+    @classmethod
+    def grpc(cls, target: str, *, api_key: str = "", scope: str = "", tls: bool = False,
+             root_certificates: bytes | str | None = None, server_name: str = "", timeout: float | None = 30.0,
+             max_attempts: int = 4) -> Self:
+        """A client of the gRPC server at ``target`` (``host:port``).
+
+        ``api_key``: the key (``Authorization: Bearer``); ``scope``: the scope every call acts
+        on ("" = the key's default). ``tls``: dial with TLS; ``root_certificates``: PEM bytes,
+        or the path of a PEM file, to trust instead of the system roots (implies TLS);
+        ``server_name``: the name the certificate must carry when not the host dialled.
+        ``timeout``: default deadline in seconds; ``max_attempts``: tries of a retried call.
+        """
+        if isinstance(root_certificates, str):
+            with open(root_certificates, "rb") as handle:
+                root_certificates = handle.read()
+        return cls(GrpcTransport(target, api_key=api_key, scope=scope, tls=tls, root_certificates=root_certificates,
+                                 server_name=server_name, timeout=timeout, max_attempts=max_attempts))
+
+    @classmethod
+    def rest(cls, base_url: str, *, api_key: str = "", scope: str = "", verify: Any = True,
+             ca_file: str | None = None, timeout: float | None = 30.0, max_attempts: int = 4) -> Self:
+        """A client of the REST gateway at ``base_url`` (``http://host:8001``).
+
+        ``verify``: TLS verification as httpx takes it; ``ca_file``: a PEM bundle to trust.
+        The rest as :meth:`grpc`."""
+        return cls(RestTransport(base_url, api_key=api_key, scope=scope, verify=verify, ca_file=ca_file,
+                                 timeout=timeout, max_attempts=max_attempts))
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the channel / HTTP connections."""
+        await self.transport.close()
+
+    # --- writes --------------------------------------------------------------------
+
+    async def store(self, content: str, *, tags: Sequence[str] = (), importance: float | None = None,
+                    confidence: float | None = None, type: str | None = None,
+                    metadata: dict[str, Any] | None = None, timestamp: TimeLike | None = None,
+                    t_valid: TimeLike | None = None, t_invalid: TimeLike | None = None,
+                    embedding: Sequence[float] | None = None, require_review: bool = False,
+                    idempotency_key: str | None = None, timeout: float | None = None) -> Stored:
+        """Store one memory. ``importance``/``confidence`` 0..1 (unset: the service's
+        defaults); ``type`` one of Decision, Pattern, Preference, Style, Habit, Insight,
+        Context (any case; unset = classified); ``metadata`` a JSON object; times as
+        datetime or ISO 8601 (naive = UTC); ``embedding`` stored as given.
+        ``idempotency_key``: the same key answers the first memory (``deduplicated``) instead
+        of storing again; default a fresh UUID per call (so the retries of this call are safe).
+        Errors: InvalidArgument naming the field; AlreadyExists for tombstoned content."""
+        item = MemoryInput(content, list(tags), importance, confidence, type, metadata, timestamp, t_valid,
+                           t_invalid, list(embedding) if embedding else None, require_review)
+        return await self.transport.store(item, idempotency_key=idempotency_key or str(uuid.uuid4()),
+                                          timeout=timeout)
+
+    async def store_batch(self, items: Sequence[MemoryInput | str], *, idempotency_key: str | None = None,
+                          timeout: float | None = None) -> BatchStored:
+        """Store up to 500 memories, all or nothing (a text is ``MemoryInput(text)``).
+        InvalidArgument names the item, e.g. ``memories[3].content``."""
+        inputs = [MemoryInput(i) if isinstance(i, str) else i for i in items]
+        return await self.transport.store_batch(inputs, idempotency_key=idempotency_key or str(uuid.uuid4()),
+                                                timeout=timeout)
+
+    async def update(self, memory_id: str, *, etag: int = 0, add_tags: Sequence[str] = (),
+                     content: str = _UNSET, tags: Sequence[str] = _UNSET, importance: float = _UNSET,
+                     type: str = _UNSET, confidence: float = _UNSET, metadata: dict[str, Any] = _UNSET,
+                     timestamp: TimeLike = _UNSET, t_valid: TimeLike = _UNSET, t_invalid: TimeLike | None = _UNSET,
+                     timeout: float | None = None) -> Memory:
+        """Change the given fields (the others stay); ``metadata`` is merged key by key,
+        ``add_tags`` added to the tags, ``t_invalid=None`` opens the window. ``etag``: the
+        version the change is based on (``memory.version``; 0 = no check): Aborted when the
+        memory changed since. NotFound; InvalidArgument naming the field."""
+        given = {"content": content, "tags": tags, "importance": importance, "type": type,
+                 "confidence": confidence, "metadata": metadata, "timestamp": timestamp, "t_valid": t_valid,
+                 "t_invalid": t_invalid}
+        fields = {k: (list(v) if k == "tags" else v) for k, v in given.items() if v is not _UNSET}
+        return await self.transport.update(memory_id, fields, etag=etag, add_tags=list(add_tags), timeout=timeout)
+
+    async def delete(self, memory_id: str, *, etag: int = 0, purge: bool = False, reason: str = "",
+                     timeout: float | None = None) -> Memory:
+        """Tombstone a memory (state DELETED; ``purge`` removes it, admin keys only). Answers
+        the memory as deleted. ``etag`` as :meth:`update`; NotFound."""
+        return await self.transport.delete(memory_id, etag=etag, purge=purge, reason=reason, timeout=timeout)
+
+    async def supersede(self, memory_id: str, content: str, *, relation: str = "INVALIDATED_BY", reason: str = "",
+                        etag: int = 0, tags: Sequence[str] = (), importance: float | None = None,
+                        confidence: float | None = None, type: str | None = None,
+                        metadata: dict[str, Any] | None = None, timestamp: TimeLike | None = None,
+                        t_valid: TimeLike | None = None, t_invalid: TimeLike | None = None,
+                        idempotency_key: str | None = None, timeout: float | None = None) -> Superseded:
+        """Replace a memory by a new one atomically: the old one becomes SUPERSEDED and
+        recall answers the new one. ``relation``: INVALIDATED_BY or EVOLVED_INTO. ``etag``
+        as :meth:`update`; the key as :meth:`store`. NotFound; FailedPrecondition when it
+        cannot be superseded (e.g. deleted)."""
+        item = MemoryInput(content, list(tags), importance, confidence, type, metadata, timestamp, t_valid,
+                           t_invalid)
+        return await self.transport.supersede(memory_id, item, relation=relation, reason=reason, etag=etag,
+                                              idempotency_key=idempotency_key or str(uuid.uuid4()), timeout=timeout)
+
+    async def associate(self, memory1_id: str, memory2_id: str, *, type: str = "RELATES_TO",
+                        strength: float | None = None, reason: str = "", timeout: float | None = None) -> Relation:
+        """Create the edge ``memory1_id -[type]-> memory2_id`` (AutoMem's 11 authorable types,
+        any case; strength 0..1, default 0.5). InvalidArgument naming ``type`` or
+        ``strength``; NotFound for a memory that is not there."""
+        return await self.transport.associate(memory1_id, memory2_id, type=type, strength=strength, reason=reason,
+                                              timeout=timeout)
+
+    # --- reads ---------------------------------------------------------------------
+
+    async def get(self, memory_id: str, *, as_of: TimeLike | None = None, known_at: TimeLike | None = None,
+                  state_mode: str | None = None, timeout: float | None = None) -> Memory:
+        """One memory with ``is_current`` and ``current_id`` (the head of its chain when
+        superseded). ``as_of``: valid time to read at; ``known_at``: what the service knew
+        then; ``state_mode``: current | history. NotFound."""
+        return await self.transport.get(memory_id, as_of=as_of, known_at=known_at, state_mode=state_mode,
+                                        timeout=timeout)
+
+    async def recall(self, query: str = "", *, queries: Sequence[str] = (), embedding: Sequence[float] = (),
+                     limit: int | None = None, offset: int = 0, sort: str = "", time_query: str = "", tz: str = "",
+                     start: TimeLike | None = None, end: TimeLike | None = None, tags: Sequence[str] = (),
+                     tag_mode: str = "", tag_match: str = "", exclude_tags: Sequence[str] = (),
+                     as_of: TimeLike | None = None, known_at: TimeLike | None = None, state_mode: str | None = None,
+                     include_archived: bool = False, include_pending: bool = False, expand_relations: bool = False,
+                     expand_entities: bool = False, relation_limit: int = 0, expansion_limit: int = 0,
+                     expand_min_importance: float = 0.0, expand_min_strength: float = 0.0, min_score: float = 0.0,
+                     context: str = "", context_tags: Sequence[str] = (), context_types: Sequence[str] = (),
+                     priority_ids: Sequence[str] = (), recency_bias: str = "", state_debug: bool = False,
+                     timeout: float | None = None) -> RecallResult:
+        """Ranked hybrid recall (AutoMem's GET /recall; protos/automem/v1/recall_service.proto
+        SearchMemoriesRequest documents each filter). ``limit`` default 5, above the
+        service maximum clamped (the applied one is ``result.limit``); ``offset`` pages the
+        same ranking. ``sort``: score | time_desc | time_asc | updated_desc | updated_asc;
+        ``time_query``: "yesterday", "last 7 days", ... in zone ``tz``; ``start``/``end``:
+        event-time bounds; ``tag_mode``: any | all; ``tag_match``: prefix | exact;
+        ``recency_bias``: auto | on | off. Enum words are checked by the service over REST
+        and by the client over gRPC (InvalidArgument naming the option either way)."""
+        options: dict[str, Any] = {
+            "queries": list(queries), "embedding": list(embedding), "limit": limit, "offset": offset, "sort": sort,
+            "time_query": time_query, "tz": tz, "start": start, "end": end, "tags": list(tags),
+            "tag_mode": tag_mode, "tag_match": tag_match, "exclude_tags": list(exclude_tags), "as_of": as_of,
+            "known_at": known_at, "state_mode": state_mode, "include_archived": include_archived,
+            "include_pending": include_pending, "expand_relations": expand_relations,
+            "expand_entities": expand_entities, "relation_limit": relation_limit,
+            "expansion_limit": expansion_limit, "expand_min_importance": expand_min_importance,
+            "expand_min_strength": expand_min_strength, "min_score": min_score, "context": context,
+            "context_tags": list(context_tags), "context_types": list(context_types),
+            "priority_ids": list(priority_ids), "recency_bias": recency_bias, "state_debug": state_debug}
+        return await self.transport.recall(query, options, timeout=timeout)
+
+    async def list_by_tag(self, tags: Sequence[str], *, page_size: int | None = None, page_token: str = "",
+                          tag_mode: str = "any", tag_match: str = "exact", as_of: TimeLike | None = None,
+                          known_at: TimeLike | None = None, state_mode: str | None = None,
+                          include_total: bool = False, timeout: float | None = None) -> Page:
+        """One page of the memories under ``tags``, newest first (page size default 20,
+        max 200). Pass ``page.next_page_token`` back for the next page; :meth:`iter_by_tag`
+        does it for you."""
+        return await self.transport.list_by_tag(tags, page_size=page_size, page_token=page_token, tag_mode=tag_mode,
+                                                tag_match=tag_match, as_of=as_of, known_at=known_at,
+                                                state_mode=state_mode, include_total=include_total, timeout=timeout)
+
+    async def iter_by_tag(self, tags: Sequence[str], *, page_size: int | None = 200, tag_mode: str = "any",
+                          tag_match: str = "exact", state_mode: str | None = None,
+                          timeout: float | None = None) -> AsyncIterator[Memory]:
+        """Every memory under ``tags``, page after page (as :meth:`list_by_tag`)."""
+        token = ""
+        while True:
+            page = await self.list_by_tag(tags, page_size=page_size, page_token=token, tag_mode=tag_mode,
+                                          tag_match=tag_match, state_mode=state_mode, timeout=timeout)
+            for memory in page.memories:
+                yield memory
+            if not page.next_page_token:
+                return
+            token = page.next_page_token
+
+    async def related(self, memory_id: str, *, relationship_types: Sequence[str] = (), max_depth: int = 1,
+                      limit: int = 20, as_of: TimeLike | None = None, known_at: TimeLike | None = None,
+                      timeout: float | None = None) -> list[RelatedMemory]:
+        """Graph neighbours up to ``max_depth`` hops (1..3), at most ``limit`` (1..200),
+        current memories only. InvalidArgument naming the option out of range; NotFound."""
+        return await self.transport.related(memory_id, relationship_types=list(relationship_types),
+                                            max_depth=max_depth, limit=limit, as_of=as_of, known_at=known_at,
+                                            timeout=timeout)
+
+    async def history(self, memory_id: str, *, page_size: int = 100, page_token: str = "",
+                      timeout: float | None = None) -> HistoryPage:
+        """One page (at most 1000) of the memory's changes, oldest first; :meth:`iter_history`
+        walks them all. NotFound."""
+        return await self.transport.history(memory_id, page_size=page_size, page_token=page_token, timeout=timeout)
+
+    async def iter_history(self, memory_id: str, *, page_size: int = 100,
+                           timeout: float | None = None) -> AsyncIterator[HistoryEvent]:
+        """Every change of the memory, oldest first."""
+        token = ""
+        while True:
+            page = await self.history(memory_id, page_size=page_size, page_token=token, timeout=timeout)
+            for event in page.events:
+                yield event
+            if not page.next_page_token:
+                return
+            token = page.next_page_token
+
+    async def health(self, *, timeout: float | None = None) -> Health:
+        """The service's state (no key needed): healthy | degraded, stores, counts."""
+        return await self.transport.health(timeout=timeout)
+
+    async def events(self, *, after_sequence: int = 0) -> AsyncIterator[StreamEvent]:
+        """The scope's events as they happen, never ending by itself: break out of the loop
+        to stop. ``after_sequence``: resume after that ``event.sequence`` (0 = from now)."""
+        async for event in self.transport.events(after_sequence=after_sequence):
+            yield event
+
+
+# --- the blocking client ---------------------------------------------------------------------
+
+
+class _Loop:
+    """An event loop on a daemon thread of its own, running the async client's calls."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="automem-client", daemon=True)
+        self.thread.start()
+
+    def run(self, coro: Awaitable[R]) -> R:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()  # type: ignore[arg-type]
+
+    def iterate(self, agen: AsyncIterator[R]) -> Iterator[R]:
+        try:
+            while True:
+                try:
+                    yield self.run(agen.__anext__())
+                except StopAsyncIteration:
+                    return
+        finally:
+            self.run(agen.aclose())  # type: ignore[attr-defined]
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=5)
+        self.loop.close()
+
+
+def _blocking(method: Callable[Concatenate[AsyncClient, P], Awaitable[R]]) -> Callable[Concatenate[Client, P], R]:
+    """The blocking twin of an AsyncClient method: same parameters, same result."""
+
+    @functools.wraps(method)
+    def call(self: Client, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self._loop.run(method(self._async, *args, **kwargs))
+
+    return call
+
+
+def _blocking_iter(method: Callable[Concatenate[AsyncClient, P], AsyncIterator[R]]
+                   ) -> Callable[Concatenate[Client, P], Iterator[R]]:
+    """The blocking twin of an AsyncClient async-iterator method."""
+
+    @functools.wraps(method)
+    def call(self: Client, *args: P.args, **kwargs: P.kwargs) -> Iterator[R]:
+        return self._loop.iterate(method(self._async, *args, **kwargs))
+
+    return call
+
+
+class Client:
+    """The blocking client: :class:`AsyncClient`'s methods, each waiting for its answer
+    (calls run on a private event loop thread). Build it with :meth:`grpc` or :meth:`rest`
+    (same arguments as AsyncClient's); use it as a context manager or call :meth:`close`."""
+
+    def __init__(self, make: Callable[[], AsyncClient]) -> None:
+        self._loop = _Loop()
+
+        async def build() -> AsyncClient:  # channels belong to the loop that made them
+            return make()
+
+        self._async = self._loop.run(build())
+
+    @classmethod
+    def grpc(cls, target: str, **kwargs: Any) -> Client:
+        """As :meth:`AsyncClient.grpc`."""
+        return cls(lambda: AsyncClient.grpc(target, **kwargs))
+
+    @classmethod
+    def rest(cls, base_url: str, **kwargs: Any) -> Client:
+        """As :meth:`AsyncClient.rest`."""
+        return cls(lambda: AsyncClient.rest(base_url, **kwargs))
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connections and stop the loop thread."""
+        if self._loop.loop.is_closed():
+            return
+        self._loop.run(self._async.close())
+        self._loop.stop()
+
+    store = _blocking(AsyncClient.store)
+    store_batch = _blocking(AsyncClient.store_batch)
+    update = _blocking(AsyncClient.update)
+    delete = _blocking(AsyncClient.delete)
+    supersede = _blocking(AsyncClient.supersede)
+    associate = _blocking(AsyncClient.associate)
+    get = _blocking(AsyncClient.get)
+    recall = _blocking(AsyncClient.recall)
+    list_by_tag = _blocking(AsyncClient.list_by_tag)
+    iter_by_tag = _blocking_iter(AsyncClient.iter_by_tag)
+    related = _blocking(AsyncClient.related)
+    history = _blocking(AsyncClient.history)
+    iter_history = _blocking_iter(AsyncClient.iter_history)
+    health = _blocking(AsyncClient.health)
+    events = _blocking_iter(AsyncClient.events)

@@ -1,0 +1,172 @@
+"""Typed errors of the client: one class per gRPC status the service answers, whichever
+transport carried the call.
+
+The service names the bad field at the start of its message, ``"<field>: <what is wrong>"``
+(automem/common/errors.py; e.g. ``"importance: must be between 0 and 1, got 2"``,
+``"memories[3].content: must not be empty"``); the REST gateway sends the same message in its
+JSON error body (automem/gateway/errors.py ``error_response``) plus ``grpc_code``, the
+status the service answered. :func:`field_of` reads the field back.
+"""
+
+from __future__ import annotations
+
+import re
+
+import grpc
+
+#: ``<field>: `` at the start of a message: a name, dotted paths and [index] parts.
+_FIELD = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*(?:\[\d+\])?(?:\.[A-Za-z_][A-Za-z0-9_]*(?:\[\d+\])?)*): ")
+
+
+def field_of(message: str) -> str | None:
+    """The field a service message names (``"tags[2]"``, ``"memories[0].content"``), None
+    when it names none."""
+    match = _FIELD.match(message or "")
+    return match.group(1) if match else None
+
+
+class AutomemError(Exception):
+    """Any error answered by the service or met on the way.
+
+    Attributes:
+        code: the gRPC status (``grpc.StatusCode``); for a REST call, the status the service
+            answered (from the body's ``grpc_code``), else the one the HTTP status stands for.
+        message: the service's message.
+        field: the field the message names, or None.
+        http_status: the HTTP status of a REST call; None over gRPC.
+    """
+
+    code: grpc.StatusCode = grpc.StatusCode.UNKNOWN
+
+    def __init__(self, message: str, *, code: grpc.StatusCode | None = None, field: str | None = None,
+                 http_status: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code
+        self.field = field if field is not None else field_of(message)
+        self.http_status = http_status
+
+    def __str__(self) -> str:
+        return f"{self.code.name}: {self.message}"
+
+
+class InvalidArgument(AutomemError):
+    """Bad input (HTTP 400); ``field`` names it."""
+
+    code = grpc.StatusCode.INVALID_ARGUMENT
+
+
+class NotFound(AutomemError):
+    """No such memory in the scope (HTTP 404)."""
+
+    code = grpc.StatusCode.NOT_FOUND
+
+
+class Conflict(AutomemError):
+    """The write conflicts with the memory's state (HTTP 409/412): one of the three below."""
+
+    code = grpc.StatusCode.ABORTED
+
+
+class AlreadyExists(Conflict):
+    """The content is tombstoned in the scope."""
+
+    code = grpc.StatusCode.ALREADY_EXISTS
+
+
+class Aborted(Conflict):
+    """The etag the write was based on is stale: read the memory again and retry."""
+
+    code = grpc.StatusCode.ABORTED
+
+
+class FailedPrecondition(Conflict):
+    """A state change that is not allowed (e.g. superseding a deleted memory)."""
+
+    code = grpc.StatusCode.FAILED_PRECONDITION
+
+
+class PermissionDenied(AutomemError):
+    """The key may not do this or use that scope (HTTP 403)."""
+
+    code = grpc.StatusCode.PERMISSION_DENIED
+
+
+class Unauthenticated(AutomemError):
+    """No valid API key (HTTP 401)."""
+
+    code = grpc.StatusCode.UNAUTHENTICATED
+
+
+class ResourceExhausted(AutomemError):
+    """A limit was hit (rate limit, size; HTTP 413/429); the message names it."""
+
+    code = grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+class Unavailable(AutomemError):
+    """The service or a store behind it cannot be reached (HTTP 503); retry later."""
+
+    code = grpc.StatusCode.UNAVAILABLE
+
+
+class DeadlineExceeded(AutomemError):
+    """The call's deadline (``timeout``) passed."""
+
+    code = grpc.StatusCode.DEADLINE_EXCEEDED
+
+
+class Unimplemented(AutomemError):
+    """The service does not offer this call (HTTP 501)."""
+
+    code = grpc.StatusCode.UNIMPLEMENTED
+
+
+_BY_CODE: dict[grpc.StatusCode, type[AutomemError]] = {
+    cls.code: cls for cls in (InvalidArgument, NotFound, AlreadyExists, Aborted, FailedPrecondition,
+                              PermissionDenied, Unauthenticated, ResourceExhausted, Unavailable,
+                              DeadlineExceeded, Unimplemented)}
+_BY_CODE[grpc.StatusCode.OUT_OF_RANGE] = InvalidArgument
+
+#: HTTP status -> the gRPC status it stands for when the body names none
+#: (automem/common/errors.py HTTP_STATUS read backwards; 412 is a stale If-Match).
+_HTTP_CODES: dict[int, grpc.StatusCode] = {
+    400: grpc.StatusCode.INVALID_ARGUMENT, 401: grpc.StatusCode.UNAUTHENTICATED,
+    403: grpc.StatusCode.PERMISSION_DENIED, 404: grpc.StatusCode.NOT_FOUND, 409: grpc.StatusCode.ABORTED,
+    412: grpc.StatusCode.ABORTED, 413: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    422: grpc.StatusCode.INVALID_ARGUMENT, 429: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    501: grpc.StatusCode.UNIMPLEMENTED, 503: grpc.StatusCode.UNAVAILABLE, 504: grpc.StatusCode.DEADLINE_EXCEEDED}
+
+
+def error_for(code: grpc.StatusCode, message: str, *, field: str | None = None,
+              http_status: int | None = None) -> AutomemError:
+    """The typed error of a status code (AutomemError itself for a code without a class)."""
+    cls = _BY_CODE.get(code, AutomemError)
+    return cls(message, code=code, field=field, http_status=http_status)
+
+
+def from_rpc_error(exc: grpc.RpcError) -> AutomemError:
+    """The typed error of a failed gRPC call (``grpc.aio.AioRpcError`` or ``grpc.RpcError``)."""
+    code = exc.code() if callable(getattr(exc, "code", None)) else grpc.StatusCode.UNKNOWN
+    details = exc.details() if callable(getattr(exc, "details", None)) else str(exc)
+    return error_for(code, details or code.name)
+
+
+def from_http(status: int, body: object) -> AutomemError:
+    """The typed error of a REST answer with status >= 400 and its decoded JSON body (or
+    text). The gateway's body is ``{"message", "code", "grpc_code"?, "fields"?}``."""
+    message, code = "", None
+    field = None
+    if isinstance(body, dict):
+        message = str(body.get("message") or body.get("error") or body.get("detail") or "")
+        name = body.get("grpc_code")
+        if isinstance(name, str) and name in grpc.StatusCode.__members__:
+            code = grpc.StatusCode[name]
+        fields = body.get("fields")
+        if isinstance(fields, list) and fields and isinstance(fields[0], str):
+            field = field_of(fields[0])
+    elif isinstance(body, str):
+        message = body
+    code = code or _HTTP_CODES.get(status, grpc.StatusCode.INTERNAL if status >= 500 else grpc.StatusCode.UNKNOWN)
+    return error_for(code, message or f"HTTP {status}", field=field, http_status=status)
