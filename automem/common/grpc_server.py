@@ -344,10 +344,17 @@ def _register_reflection_v1() -> None:
         pass
     proto = descriptor_pb2.FileDescriptorProto()
     reflection_pb2.DESCRIPTOR.CopyToProto(proto)
-    proto = descriptor_pb2.FileDescriptorProto.FromString(
-        proto.SerializeToString().replace(b"grpc.reflection.v1alpha", b"grpc.reflection.v1"))
-    proto.name = _REFLECTION_V1_FILE
+    old, new = ".grpc.reflection.v1alpha.", ".grpc.reflection.v1."
+    proto.name, proto.package = _REFLECTION_V1_FILE, "grpc.reflection.v1"
     proto.options.Clear()
+    for message in proto.message_type:
+        for field in message.field:
+            if field.type_name:  # set only where set: a proto2 field has presence
+                field.type_name = field.type_name.replace(old, new)
+    for service in proto.service:
+        for method in service.method:
+            method.input_type = method.input_type.replace(old, new)
+            method.output_type = method.output_type.replace(old, new)
     pool.AddSerializedFile(proto.SerializeToString())
 
 

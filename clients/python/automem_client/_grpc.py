@@ -157,9 +157,9 @@ class GrpcTransport:
             self.channel = grpc.aio.secure_channel(target, credentials, options=options)
         else:
             self.channel = grpc.aio.insecure_channel(target, options=options)
-        self.ingest = ingest_service_pb2_grpc.IngestServiceStub(self.channel)
-        self.recall = recall_service_pb2_grpc.RecallServiceStub(self.channel)
-        self.review = review_service_pb2_grpc.ReviewServiceStub(self.channel)
+        self._ingest = ingest_service_pb2_grpc.IngestServiceStub(self.channel)
+        self._recall = recall_service_pb2_grpc.RecallServiceStub(self.channel)
+        self._review = review_service_pb2_grpc.ReviewServiceStub(self.channel)
         self.metadata: list[tuple[str, str]] = []
         if api_key:
             self.metadata.append(("authorization", f"Bearer {api_key}"))
@@ -181,7 +181,7 @@ class GrpcTransport:
 
     async def store(self, item: MemoryInput, *, idempotency_key: str, timeout: float | None = None) -> Stored:
         request = ingest_service_pb2.CreateMemoryRequest(memory=memory_input(item), idempotency_key=idempotency_key)
-        answer = await self._call(self.ingest.CreateMemory, request, timeout)
+        answer = await self._call(self._ingest.CreateMemory, request, timeout)
         return Stored(Memory.from_proto(answer.memory), answer.deduplicated)
 
     async def store_batch(self, items: Sequence[MemoryInput], *, idempotency_key: str,
@@ -189,7 +189,7 @@ class GrpcTransport:
         request = ingest_service_pb2.BatchCreateMemoriesRequest(
             memories=[memory_input(item, f"memories[{i}].") for i, item in enumerate(items)],
             idempotency_key=idempotency_key)
-        answer = await self._call(self.ingest.BatchCreateMemories, request, timeout)
+        answer = await self._call(self._ingest.BatchCreateMemories, request, timeout)
         return BatchStored([m.id for m in answer.memories], list(answer.deduplicated))
 
     async def update(self, memory_id: str, fields: dict[str, Any], *, etag: int, add_tags: Sequence[str],
@@ -203,19 +203,19 @@ class GrpcTransport:
         request = ingest_service_pb2.UpdateMemoryRequest(
             id=memory_id, memory=memory_input(item), update_mask=field_mask_pb2.FieldMask(paths=paths), etag=etag,
             add_tags=list(add_tags))
-        return Memory.from_proto((await self._call(self.ingest.UpdateMemory, request, timeout)).memory)
+        return Memory.from_proto((await self._call(self._ingest.UpdateMemory, request, timeout)).memory)
 
     async def delete(self, memory_id: str, *, etag: int, purge: bool, reason: str,
                      timeout: float | None = None) -> Memory:
         request = ingest_service_pb2.DeleteMemoryRequest(id=memory_id, etag=etag, purge=purge, reason=reason)
-        return Memory.from_proto((await self._call(self.ingest.DeleteMemory, request, timeout)).memory)
+        return Memory.from_proto((await self._call(self._ingest.DeleteMemory, request, timeout)).memory)
 
     async def supersede(self, memory_id: str, item: MemoryInput, *, relation: str, reason: str, etag: int,
                         idempotency_key: str, timeout: float | None = None) -> Superseded:
         request = ingest_service_pb2.SupersedeMemoryRequest(
             id=memory_id, replacement=memory_input(item), relation_type=_relation_type(relation, "relation"),
             reason=reason, etag=etag, idempotency_key=idempotency_key)
-        answer = await self._call(self.ingest.SupersedeMemory, request, timeout)
+        answer = await self._call(self._ingest.SupersedeMemory, request, timeout)
         return Superseded(Memory.from_proto(answer.replacement), Memory.from_proto(answer.superseded),
                           Relation.from_proto(answer.relation))
 
@@ -224,14 +224,14 @@ class GrpcTransport:
         relation = memory_pb2.Relation(source_id=memory1_id, target_id=memory2_id, reason=reason,
                                        strength=0.5 if strength is None else strength)
         request = ingest_service_pb2.CreateRelationRequest(relation=relation, type_name=type)
-        return Relation.from_proto((await self._call(self.ingest.CreateRelation, request, timeout)).relation)
+        return Relation.from_proto((await self._call(self._ingest.CreateRelation, request, timeout)).relation)
 
     # --- reads ---------------------------------------------------------------------
 
     async def get(self, memory_id: str, *, as_of: TimeLike | None, known_at: TimeLike | None,
                   state_mode: str | None, timeout: float | None = None) -> Memory:
         request = recall_service_pb2.GetMemoryRequest(id=memory_id, read=_read(as_of, known_at, state_mode))
-        answer = await self._call(self.recall.GetMemory, request, timeout)
+        answer = await self._call(self._recall.GetMemory, request, timeout)
         return Memory.from_proto(answer.memory, is_current=answer.is_current, current_id=answer.current_id)
 
     async def recall(self, query: str, options: dict[str, Any], *, timeout: float | None = None) -> RecallResult:
@@ -263,7 +263,7 @@ class GrpcTransport:
             if value:
                 getattr(request, target).CopyFrom(_timestamp(value, name))
         assert not o, f"unhandled recall options {sorted(o)}"
-        answer = await self._call(self.recall.SearchMemories, request, timeout)
+        answer = await self._call(self._recall.SearchMemories, request, timeout)
         return RecallResult(
             results=[ScoredMemory(Memory.from_proto(r.memory), r.score, r.final_score, r.match_type,
                                   dict(r.score_components), r.replaces_id or None, r.relation_type or None)
@@ -283,7 +283,7 @@ class GrpcTransport:
             tag_match=_enum(recall_service_pb2.TagMatch, "TAG_MATCH_", tag_match, "tag_match"))
         if page_size is not None:
             request.page_size = page_size
-        answer = await self._call(self.recall.ListMemoriesByTag, request, timeout)
+        answer = await self._call(self._recall.ListMemoriesByTag, request, timeout)
         return Page([Memory.from_proto(m) for m in answer.memories], answer.next_page_token or None,
                     answer.has_more, answer.total if answer.HasField("total") else None)
 
@@ -293,7 +293,7 @@ class GrpcTransport:
         request = recall_service_pb2.ListRelatedMemoriesRequest(
             id=memory_id, relationship_types=list(relationship_types), max_depth=max_depth, page_size=limit,
             read=_read(as_of, known_at, None))
-        answer = await self._call(self.recall.ListRelatedMemories, request, timeout)
+        answer = await self._call(self._recall.ListRelatedMemories, request, timeout)
         return [RelatedMemory(Memory.from_proto(r.memory), r.relation_type, r.strength, r.depth)
                 for r in answer.related]
 
@@ -302,18 +302,18 @@ class GrpcTransport:
         from automem_client._proto.automem.v1 import review_service_pb2
 
         request = review_service_pb2.ListMemoryEventsRequest(id=memory_id, page_size=page_size, page_token=page_token)
-        answer = await self._call(self.review.ListMemoryEvents, request, timeout)
+        answer = await self._call(self._review.ListMemoryEvents, request, timeout)
         return HistoryPage([HistoryEvent.from_proto(e) for e in answer.events], answer.next_page_token or None,
                            answer.truncated)
 
     async def health(self, *, timeout: float | None = None) -> Health:
-        stats = await self._call(self.recall.GetStats, recall_service_pb2.GetStatsRequest(), timeout)
+        stats = await self._call(self._recall.GetStats, recall_service_pb2.GetStatsRequest(), timeout)
         degraded = not stats.graph_connected or (stats.vectors_enabled and not stats.vectors_connected)
         return Health("degraded" if degraded else "healthy", stats.graph_connected, stats.vectors_connected,
                       stats.memory_count, stats.vector_count)
 
     async def events(self, *, after_sequence: int) -> AsyncIterator[StreamEvent]:
-        call = self.review.StreamMemoryEvents(
+        call = self._review.StreamMemoryEvents(
             event_stream_pb2.StreamMemoryEventsRequest(after_sequence=after_sequence), metadata=self.metadata)
         try:
             async for item in call:

@@ -1,0 +1,495 @@
+"""The client distribution (clients/python, ``automem_client``; issue 16 items 2, 4, 5)
+against the real service: the whole surface over gRPC and REST, blocking and asyncio; errors
+as typed exceptions naming the field; TLS with a certificate made here; a retried store that
+stores once; a 1,000-memory listing walked page by page; the example script; the wheel
+installed alone into an empty virtualenv.
+
+The blocking client runs in a worker thread (``asyncio.to_thread``): the service runs on
+this test's event loop, which must keep turning while the client waits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import ipaddress
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+import pytest_asyncio
+
+from automem_client import (
+    Aborted,
+    AsyncClient,
+    Client,
+    InvalidArgument,
+    MemoryInput,
+    NotFound,
+    Unavailable,
+)
+from tests.conftest import eventually, start_service
+
+ROOT = Path(__file__).resolve().parents[2]
+CLIENT_DIR = ROOT / "clients" / "python"
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+
+class Blocking:
+    """A blocking :class:`Client` seen through the async interface: each call runs in a
+    worker thread; an iterator's items are fetched there one by one."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.client, name)
+        if name in ("iter_by_tag", "iter_history", "events"):
+            def iterate(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+                return _thread_iter(method, args, kwargs)
+
+            return iterate
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            return await asyncio.to_thread(method, *args, **kwargs)
+
+        return call
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self.client.close)
+
+
+async def _thread_iter(method: Any, args: tuple, kwargs: dict) -> AsyncIterator[Any]:
+    iterator = await asyncio.to_thread(method, *args, **kwargs)
+    done = object()
+    try:
+        while (item := await asyncio.to_thread(next, iterator, done)) is not done:
+            yield item
+    finally:
+        await asyncio.to_thread(iterator.close)
+
+
+async def make_client(service: Any, transport: str, mode: str, **kwargs: Any) -> Any:
+    """An AsyncClient, or a blocking Client wrapped in :class:`Blocking`, on ``service``'s
+    gRPC server or REST gateway, acting in the service's scope."""
+    kwargs.setdefault("scope", service.scope)
+    if mode == "async":
+        return AsyncClient.grpc(service.grpc, **kwargs) if transport == "grpc" else AsyncClient.rest(
+            service.url, **kwargs)
+    make = Client.grpc if transport == "grpc" else Client.rest
+    target = service.grpc if transport == "grpc" else service.url
+    return Blocking(await asyncio.to_thread(make, target, **kwargs))
+
+
+VARIANTS = [("grpc", "async"), ("grpc", "sync"), ("rest", "async"), ("rest", "sync")]
+
+
+@pytest.fixture(params=VARIANTS, ids=[f"{t}-{m}" for t, m in VARIANTS])
+def variant(request: pytest.FixtureRequest) -> tuple[str, str]:
+    return request.param
+
+
+async def test_the_whole_surface(service, variant: tuple[str, str]) -> None:
+    transport, mode = variant
+    client = await make_client(service, transport, mode)
+    try:
+        # store: every input field comes back as given
+        stored = await client.store("We chose Postgres for the billing service", tags=["db", "billing"],
+                                    type="decision", importance=0.8, confidence=0.7, metadata={"team": "pay", "n": 3},
+                                    timestamp="2026-03-01T10:00:00Z")
+        memory = stored.memory
+        assert not stored.deduplicated
+        assert (memory.content, memory.type, memory.tags, memory.importance, memory.confidence) == (
+            "We chose Postgres for the billing service", "Decision", ["db", "billing"], 0.8, 0.7)
+        assert memory.metadata == {"team": "pay", "n": 3} and memory.scope == service.scope
+        assert memory.timestamp == dt.datetime(2026, 3, 1, 10, tzinfo=dt.UTC) and memory.version >= 1
+        key = "k-" + memory.id
+        first = await client.store("Billing runs nightly", idempotency_key=key)
+        repeated = await client.store("Billing runs nightly", idempotency_key=key)
+        assert not first.deduplicated and repeated.deduplicated and repeated.id == first.id
+        with pytest.raises(InvalidArgument) as reused:
+            await client.store("other text", idempotency_key=key)
+        assert reused.value.field == "idempotency_key"
+
+        # get, update with etag (stale etag refused, nothing changed), get again
+        got = await client.get(memory.id)
+        assert got.id == memory.id and got.is_current is True and got.state == "ACTIVE"
+        updated = await client.update(memory.id, etag=got.version, importance=0.9, add_tags=["pg"],
+                                      metadata={"extra": True})
+        assert updated.importance == 0.9 and "pg" in updated.tags and updated.version > got.version
+        assert updated.metadata == {"team": "pay", "n": 3, "extra": True}
+        with pytest.raises(Aborted) as stale:
+            await client.update(memory.id, etag=got.version, content="lost update")
+        assert stale.value.code == grpc.StatusCode.ABORTED
+        assert (await client.get(memory.id)).content == memory.content
+
+        # errors name the field
+        with pytest.raises(InvalidArgument) as bad:
+            await client.store("x", importance=2)
+        assert bad.value.field == "importance" and bad.value.code == grpc.StatusCode.INVALID_ARGUMENT
+        with pytest.raises(NotFound):
+            await client.get(str(uuid.uuid4()))
+
+        # batch store, all or nothing; a bad item is named by its index
+        batch = await client.store_batch(["MySQL was considered for billing", MemoryInput("Redis caches sessions",
+                                                                                          tags=["cache"])])
+        assert len(batch.memory_ids) == 2 and batch.deduplicated == [False, False]
+        with pytest.raises(InvalidArgument) as bad_item:
+            await client.store_batch(["fine", MemoryInput("also fine", importance=5)])
+        assert bad_item.value.field == "memories[1].importance"
+
+        # recall with filters
+        found = await client.recall("billing database", tags=["db"], tag_mode="any", tag_match="exact", limit=3,
+                                    start="2026-03-01", end="2026-03-02T00:00:00Z", sort="score",
+                                    recency_bias="off", min_score=0.0, state_mode="current")
+        assert [h.memory.id for h in found.results] == [memory.id] and found.limit == 3
+        assert found.time_start == dt.datetime(2026, 3, 1, tzinfo=dt.UTC)
+        windowed = await client.recall(time_query="last 7 days", tz="Europe/Berlin", exclude_tags=["cache"])
+        assert memory.id not in [h.memory.id for h in windowed.results]  # its event time is older
+        with pytest.raises(InvalidArgument) as bad_tz:
+            await client.recall("x", tz="Mars/Olympus")
+        assert bad_tz.value.field == "tz"
+
+        # by-tag listing and its iterator
+        page = await client.list_by_tag(["db", "cache"], page_size=1, include_total=True)
+        assert len(page.memories) == 1 and page.next_page_token and page.total == 2
+        listed = [m.id async for m in client.iter_by_tag(["db", "cache"], page_size=1)]
+        assert sorted(listed) == sorted([memory.id, batch.memory_ids[1]])
+
+        # associate and related
+        relation = await client.associate(memory.id, batch.memory_ids[0], type="relates_to", strength=0.6,
+                                          reason="alternatives")
+        assert (relation.memory1_id, relation.memory2_id, relation.type) == (memory.id, batch.memory_ids[0],
+                                                                             "RELATES_TO")
+        related = await client.related(memory.id, relationship_types=["RELATES_TO"], max_depth=2, limit=10)
+        assert [r.memory.id for r in related] == [batch.memory_ids[0]] and related[0].relation_type == "RELATES_TO"
+        with pytest.raises(InvalidArgument) as bad_type:
+            await client.associate(memory.id, batch.memory_ids[0], type="LIKES")
+        assert bad_type.value.field == "type"
+
+        # supersede: the old one is no longer current and names its head
+        current = await client.get(memory.id)
+        replaced = await client.supersede(memory.id, "We moved billing to CockroachDB", etag=current.version,
+                                          tags=["db"], reason="scale")
+        assert replaced.superseded.id == memory.id and replaced.superseded.state == "SUPERSEDED"
+        old = await client.get(memory.id)
+        assert old.is_current is False and old.current_id == replaced.replacement.id
+        with pytest.raises(Aborted):
+            await client.supersede(replaced.replacement.id, "stale", etag=99)
+
+        # history, oldest first
+        events = [e async for e in client.iter_history(memory.id, page_size=2)]
+        types = [e.type for e in events]  # enrichment's MEMORY_ENRICHED may come in between
+        assert types[0] == "MEMORY_CREATED" and {"MEMORY_UPDATED", "MEMORY_SUPERSEDED"} <= set(types)
+        assert types.index("MEMORY_UPDATED") < types.index("MEMORY_SUPERSEDED")
+        assert events[0].after is not None and events[0].after.content == memory.content
+
+        # delete with etag, then it is gone
+        victim = batch.memory_ids[1]
+        with pytest.raises(Aborted):
+            await client.delete(victim, etag=99)
+        deleted = await client.delete(victim, etag=(await client.get(victim)).version, reason="cleanup")
+        assert deleted.state == "DELETED"
+        with pytest.raises(NotFound):
+            await client.get(victim)
+
+        health = await client.health()
+        assert health.status == "healthy" and health.graph_connected
+    finally:
+        await client.close()
+
+
+async def test_event_stream_as_an_iterator(service, variant: tuple[str, str]) -> None:
+    transport, mode = variant
+    client = await make_client(service, transport, mode)
+    writer = await make_client(service, "grpc", "async")
+    stored_ids: list[str] = []
+    try:
+        stream = client.events()
+        first = asyncio.ensure_future(anext(stream))
+
+        async def store_until_seen() -> bool:
+            stored_ids.append((await writer.store(f"event probe {uuid.uuid4()}")).id)
+            await asyncio.wait([first], timeout=0.5)
+            return first.done()
+
+        await eventually(store_until_seen, timeout=60)  # the subscription starts "from now"
+        event = first.result()
+        assert event.kind == "memory.store" and event.memory_id in stored_ids and event.sequence
+        # resume after a sequence: the next events follow, none skipped
+        resumed = client.events(after_sequence=event.sequence - 1)
+        again = await anext(resumed)
+        assert again.sequence == event.sequence and again.memory_id == event.memory_id
+        await resumed.aclose()
+        await stream.aclose()
+    finally:
+        await writer.close()
+        await client.close()
+
+
+async def test_a_thousand_memory_listing_iterates_page_by_page(service) -> None:
+    tag = f"bulk-{uuid.uuid4().hex[:8]}"
+    async with AsyncClient.grpc(service.grpc, scope=service.scope) as client:
+        ids: list[str] = []
+        for start in (0, 500):
+            batch = await client.store_batch([MemoryInput(f"bulk memory number {i}", tags=[tag])
+                                              for i in range(start, start + 500)])
+            ids.extend(batch.memory_ids)
+        assert len(set(ids)) == 1000
+        walked = [m.id async for m in client.iter_by_tag([tag], page_size=150)]
+    assert len(walked) == 1000 and set(walked) == set(ids)
+    rest = await asyncio.to_thread(Client.rest, service.url, scope=service.scope)
+    try:
+        walked_rest = await asyncio.to_thread(lambda: [m.id for m in rest.iter_by_tag([tag], page_size=200)])
+    finally:
+        await asyncio.to_thread(rest.close)
+    assert walked_rest == walked  # same order, newest first
+
+
+# --- TLS ---------------------------------------------------------------------------------
+
+
+def _self_signed(tmp: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 and localhost with its key (PEM files)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "automem-test")])
+    now = dt.datetime.now(dt.UTC)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - dt.timedelta(minutes=5))
+            .not_valid_after(now + dt.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost"),
+                                                        x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                           critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    cert_path, key_path = tmp / "server.crt", tmp / "server.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return cert_path, key_path
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def tls_service(settings, tmp_path: Path):
+    """A whole service whose gRPC server speaks TLS only (AUTOMEM_GRPC_TLS_CERT/KEY)."""
+    cert, key = _self_signed(tmp_path)
+    running = await start_service(settings.model_copy(update={"grpc_tls_cert": str(cert),
+                                                              "grpc_tls_key": str(key)}))
+    running.cert = cert
+    try:
+        yield running
+    finally:
+        await running.runner.stop()
+
+
+async def test_tls_with_a_certificate_made_at_test_time(tls_service) -> None:
+    cert = tls_service.cert
+    async with AsyncClient.grpc(tls_service.grpc, root_certificates=str(cert), scope="tls") as client:
+        stored = await client.store("Transport security is on for gRPC", tags=["tls"])
+        listed = await client.list_by_tag(["tls"])
+        assert [m.id for m in listed.memories] == [stored.id]
+    # the blocking client, with the certificate's other name
+    port = tls_service.grpc.rsplit(":", 1)[1]
+    sync = await asyncio.to_thread(Client.grpc, f"localhost:{port}", root_certificates=cert.read_bytes(), scope="tls")
+    try:
+        assert (await asyncio.to_thread(sync.get, stored.id)).content == "Transport security is on for gRPC"
+    finally:
+        await asyncio.to_thread(sync.close)
+    # the gateway in the same process dials its gRPC server with TLS too
+    async with AsyncClient.rest(tls_service.url, scope="tls") as rest:
+        assert (await rest.get(stored.id)).id == stored.id
+    # a plaintext client, or one that does not trust the certificate, gets nowhere
+    async with AsyncClient.grpc(tls_service.grpc, scope="tls", timeout=5, max_attempts=1) as plain:
+        with pytest.raises(Unavailable):
+            await plain.get(stored.id)
+    async with AsyncClient.grpc(tls_service.grpc, tls=True, scope="tls", timeout=5, max_attempts=1) as untrusting:
+        with pytest.raises(Unavailable):
+            await untrusting.get(stored.id)
+
+
+# --- retries -------------------------------------------------------------------------------
+
+
+class DropFirstResponseProxy:
+    """A TCP proxy in front of a gRPC server that, on its first connection, forwards the
+    request but cuts the connection when the server's answer starts (its first HTTP/2
+    HEADERS frame on a stream, RFC 9113 section 4.1): the call was served, the client never
+    hears of it and sees UNAVAILABLE. Later connections pass untouched."""
+
+    def __init__(self, upstream: str) -> None:
+        self.host, port = upstream.rsplit(":", 1)
+        self.upstream_port = int(port)
+        self.dropped = 0
+        self.connections = 0
+        self.server: asyncio.AbstractServer | None = None
+
+    async def start(self) -> str:
+        self.server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        return f"127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+
+    async def stop(self) -> None:
+        if self.server is not None:
+            self.server.close()
+            await self.server.wait_closed()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        armed = self.connections == 1
+        up_reader, up_writer = await asyncio.open_connection(self.host, self.upstream_port)
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            try:
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+            except (ConnectionError, asyncio.IncompleteReadError):
+                pass
+            finally:
+                dst.close()
+
+        async def answers() -> None:  # server -> client, frame by frame while armed
+            try:
+                while armed:
+                    header = await up_reader.readexactly(9)
+                    length, kind = int.from_bytes(header[:3], "big"), header[3]
+                    stream_id = int.from_bytes(header[5:9], "big") & 0x7FFFFFFF
+                    payload = await up_reader.readexactly(length)
+                    if kind == 0x1 and stream_id != 0:  # HEADERS of an answer: drop it all
+                        self.dropped += 1
+                        writer.transport.abort()
+                        up_writer.transport.abort()
+                        return
+                    writer.write(header + payload)
+                    await writer.drain()
+            except (ConnectionError, asyncio.IncompleteReadError):
+                writer.close()
+                return
+            await pipe(up_reader, writer)
+
+        await asyncio.gather(pipe(reader, up_writer), answers(), return_exceptions=True)
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def undeduplicated_service(settings):
+    """A whole service that never de-duplicates equal stores (AUTOMEM_DEDUP_WINDOW_SECONDS=0):
+    only the idempotency key can make a repeated store answer the first memory."""
+    running = await start_service(settings.model_copy(update={"dedup_window_seconds": 0}))
+    try:
+        yield running
+    finally:
+        await running.runner.stop()
+
+
+async def test_a_store_retried_after_a_lost_answer_is_stored_once(undeduplicated_service) -> None:
+    service = undeduplicated_service
+    proxy = DropFirstResponseProxy(service.grpc)
+    address = await proxy.start()
+    try:
+        async with AsyncClient.grpc(address, scope="retry") as client:
+            stored = await client.store("Stored once although its answer was lost", tags=["retry"])
+        assert proxy.dropped == 1 and proxy.connections >= 2  # the first answer never arrived
+        assert stored.deduplicated  # the retry was answered with the first attempt's memory
+        async with AsyncClient.grpc(service.grpc, scope="retry") as direct:
+            listed = await direct.list_by_tag(["retry"], include_total=True)
+        assert [m.id for m in listed.memories] == [stored.id] and listed.total == 1
+        # without a retry policy the lost answer is the caller's error
+        proxy2 = DropFirstResponseProxy(service.grpc)
+        address2 = await proxy2.start()
+        try:
+            async with AsyncClient.grpc(address2, scope="retry-off", max_attempts=1) as once:
+                with pytest.raises(Unavailable):
+                    await once.store("Lost answer, no retry", tags=["retry"])
+        finally:
+            await proxy2.stop()
+    finally:
+        await proxy.stop()
+
+
+# --- reflection v1 -----------------------------------------------------------------------
+
+
+async def test_reflection_v1_lists_and_describes_the_services(service) -> None:
+    from google.protobuf import descriptor_pb2
+    from grpc_reflection.v1alpha import reflection_pb2  # v1's messages have the same wire format
+
+    async with grpc.aio.insecure_channel(service.grpc) as channel:
+        info = channel.stream_stream("/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+                                     request_serializer=reflection_pb2.ServerReflectionRequest.SerializeToString,
+                                     response_deserializer=reflection_pb2.ServerReflectionResponse.FromString)
+        requests = [reflection_pb2.ServerReflectionRequest(list_services=""),
+                    reflection_pb2.ServerReflectionRequest(file_containing_symbol="automem.v1.IngestService"),
+                    reflection_pb2.ServerReflectionRequest(
+                        file_containing_symbol="grpc.reflection.v1.ServerReflection")]
+        answers = [a async for a in info(iter(requests))]
+    names = {s.name for s in answers[0].list_services_response.service}
+    assert {"automem.v1.IngestService", "automem.v1.RecallService", "grpc.reflection.v1.ServerReflection",
+            "grpc.reflection.v1alpha.ServerReflection"} <= names
+    files = [descriptor_pb2.FileDescriptorProto.FromString(b)
+             for b in answers[1].file_descriptor_response.file_descriptor_proto]
+    assert any(f.name == "automem/v1/ingest_service.proto" for f in files)
+    v1 = [descriptor_pb2.FileDescriptorProto.FromString(b)
+          for b in answers[2].file_descriptor_response.file_descriptor_proto]
+    assert v1[0].package == "grpc.reflection.v1" and v1[0].service[0].name == "ServerReflection"
+
+
+# --- the example script and the wheel ----------------------------------------------------------
+
+
+async def _run(*argv: str, env: dict[str, str] | None = None, cwd: str | None = None) -> str:
+    process = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE,
+                                                   stderr=asyncio.subprocess.PIPE, env=env, cwd=cwd)
+    out, err = await process.communicate()
+    assert process.returncode == 0, f"{argv}: {out.decode()[-2000:]}\n{err.decode()[-4000:]}"
+    return out.decode()
+
+
+@pytest.mark.parametrize("transport", ["grpc", "rest"])
+async def test_the_example_script_runs_against_the_service(service, transport: str) -> None:
+    env = {**os.environ, "AUTOMEM_SCOPE": service.scope}
+    target = service.grpc if transport == "grpc" else service.url
+    out = await _run(sys.executable, str(ROOT / "examples" / "quickstart.py"), f"--{transport}", target, env=env)
+    assert "recalled: We chose Postgres" in out, out
+
+
+@pytest.fixture(scope="module")
+def client_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh virtualenv holding the client wheel and nothing but its declared dependencies."""
+    work = tmp_path_factory.mktemp("client-wheel")
+    run = lambda *argv: subprocess.run(argv, check=True, capture_output=True, text=True, timeout=900)  # noqa: E731
+    run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(work / "dist"),
+        str(CLIENT_DIR))
+    (wheel,) = (work / "dist").glob("automem_client-*.whl")
+    run(sys.executable, "-m", "venv", str(work / "venv"))
+    run(str(work / "venv" / "bin" / "pip"), "install", "-q", str(wheel))
+    return work / "venv"
+
+
+async def test_the_client_wheel_alone_stores_and_recalls(client_venv: Path, service) -> None:
+    python = str(client_venv / "bin" / "python")
+    listed = await _run(str(client_venv / "bin" / "pip"), "list", "--format=freeze")
+    names = {line.split("==")[0].lower() for line in listed.split()}
+    assert {"automem-client", "grpcio", "protobuf", "httpx"} <= names
+    assert not names & {"automem", "grpcio-tools", "grpcio-health-checking", "fastapi", "pydantic"}, names
+    script = (
+        "import sys, importlib.util\n"
+        "assert importlib.util.find_spec('automem') is None\n"
+        "from automem_client import Client\n"
+        "with Client.grpc(sys.argv[1], scope=sys.argv[3]) as c:\n"
+        "    m = c.store('The wheel client stores', tags=['wheel']).memory\n"
+        "    print('grpc', [h.memory.id for h in c.recall(tags=['wheel']).results] == [m.id])\n"
+        "with Client.rest(sys.argv[2], scope=sys.argv[3]) as c:\n"
+        "    print('rest', [x.id for x in c.iter_by_tag(['wheel'])] == [m.id])\n")
+    out = await _run(python, "-c", script, service.grpc, service.url, service.scope, cwd=str(client_venv))
+    assert out.split() == ["grpc", "True", "rest", "True"], out
