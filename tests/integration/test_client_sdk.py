@@ -211,24 +211,31 @@ async def test_event_stream_as_an_iterator(service, variant: tuple[str, str]) ->
     client = await make_client(service, transport, mode)
     writer = await make_client(service, "grpc", "async")
     stored_ids: list[str] = []
+    seen: list[Any] = []
     try:
-        stream = client.events()
-        first = asyncio.ensure_future(anext(stream))
+        stream = client.events()  # from now on: store until two events came, one our store's
+        pending = asyncio.ensure_future(anext(stream))
 
-        async def store_until_seen() -> bool:
+        async def store_and_collect() -> bool:
+            nonlocal pending
             stored_ids.append((await writer.store(f"event probe {uuid.uuid4()}")).id)
-            await asyncio.wait([first], timeout=0.5)
-            return first.done()
+            await asyncio.wait([pending], timeout=0.5)
+            while pending.done():
+                seen.append(pending.result())
+                if len(seen) >= 2 and any(e.kind == "memory.store" and e.memory_id in stored_ids for e in seen):
+                    return True
+                pending = asyncio.ensure_future(anext(stream))
+                await asyncio.wait([pending], timeout=0.2)
+            return False
 
-        await eventually(store_until_seen, timeout=60)  # the subscription starts "from now"
-        event = first.result()
-        assert event.kind == "memory.store" and event.memory_id in stored_ids and event.sequence
-        # resume after a sequence: the next events follow, none skipped
-        resumed = client.events(after_sequence=event.sequence - 1)
-        again = await anext(resumed)
-        assert again.sequence == event.sequence and again.memory_id == event.memory_id
-        await resumed.aclose()
+        await eventually(store_and_collect, timeout=60)
         await stream.aclose()
+        assert all(e.scope == service.scope and e.sequence for e in seen)
+        # resume after a sequence: the next event follows, none skipped
+        resumed = client.events(after_sequence=seen[0].sequence)
+        again = await anext(resumed)
+        assert (again.sequence, again.event_id, again.kind) == (seen[1].sequence, seen[1].event_id, seen[1].kind)
+        await resumed.aclose()
     finally:
         await writer.close()
         await client.close()
