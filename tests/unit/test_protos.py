@@ -18,6 +18,20 @@ def test_generated_code_is_up_to_date_with_protos(tmp_path: Path) -> None:
     assert not stale, f"generated code is stale, run `make protos`: {stale}"
 
 
+def test_client_stubs_are_up_to_date_with_protos(tmp_path: Path) -> None:
+    # clients/python ships its own copy (automem_client._proto.automem.v1): `make protos`
+    # regenerates it with the server's; a proto changed without it fails here.
+    fresh = protogen.generate_client(tmp_path)
+    checked_in = protogen.CLIENT_ROOT / "automem_client" / "_proto"
+    names = {p.relative_to(tmp_path / "automem_client" / "_proto") for p in fresh}
+    assert names == {p.relative_to(checked_in) for p in checked_in.rglob("*")
+                     if p.is_file() and "__pycache__" not in p.parts}
+    stale = [str(n) for n in names
+             if (tmp_path / "automem_client" / "_proto" / n).read_bytes() != (checked_in / n).read_bytes()]
+    assert not stale, f"the client's generated code is stale, run `make protos`: {stale}"
+    assert all("from automem.v1 import" not in p.read_text() for p in fresh if p.suffix in (".py", ".pyi"))
+
+
 def test_generated_code_imports_from_installed_package() -> None:
     from automem.v1 import ingest_service_pb2_grpc, memory_pb2
 
