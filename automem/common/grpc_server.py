@@ -13,8 +13,8 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import grpc
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from google.protobuf import descriptor_pb2, descriptor_pool
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2
 
 from automem.common.auth import Principal, _current, header_scope, set_principal, tokens_equal

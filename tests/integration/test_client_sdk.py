@@ -24,7 +24,6 @@ from typing import Any
 import grpc
 import pytest
 import pytest_asyncio
-
 from automem_client import (
     Aborted,
     AsyncClient,
@@ -34,6 +33,7 @@ from automem_client import (
     NotFound,
     Unavailable,
 )
+
 from tests.conftest import eventually, start_service
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -474,7 +474,7 @@ async def test_the_example_script_runs_against_the_service(service, transport: s
 def client_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh virtualenv holding the client wheel and nothing but its declared dependencies."""
     work = tmp_path_factory.mktemp("client-wheel")
-    run = lambda *argv: subprocess.run(argv, check=True, capture_output=True, text=True, timeout=900)  # noqa: E731
+    run = lambda *argv: subprocess.run(argv, check=True, capture_output=True, text=True, timeout=900)
     run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(work / "dist"),
         str(CLIENT_DIR))
     (wheel,) = (work / "dist").glob("automem_client-*.whl")

@@ -73,7 +73,7 @@ def _timestamp(value: TimeLike, name: str) -> timestamp_pb2.Timestamp:
     ``name`` for text that is not one."""
     if isinstance(value, str):
         try:
-            value = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+            value = datetime.fromisoformat(value.strip())
         except ValueError:
             raise errors.InvalidArgument(f"{name}: not an ISO 8601 time: {value!r}") from None
     if value.tzinfo is None:
@@ -123,7 +123,7 @@ def _enum(enum: Any, prefix: str, word: str, name: str) -> int:
     try:
         return enum.Value(key)
     except ValueError:
-        allowed = ", ".join(n.removeprefix(prefix).lower() for n in enum.keys() if not n.endswith("UNSPECIFIED"))
+        allowed = ", ".join(n.removeprefix(prefix).lower() for n in enum.DESCRIPTOR.values_by_name if not n.endswith("UNSPECIFIED"))
         raise errors.InvalidArgument(f"{name}: unknown value {word!r} (one of {allowed})") from None
 
 

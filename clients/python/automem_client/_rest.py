@@ -282,7 +282,7 @@ class RestTransport:
                     continue  # keep-alive comment
                 else:
                     name, _, value = line.partition(":")
-                    value = value[1:] if value.startswith(" ") else value
+                    value = value.removeprefix(" ")
                     if name == "id":
                         event_id = value
                     elif name == "data":
