@@ -63,3 +63,22 @@ def test_buf_lint_with_our_config_refuses_a_non_standard_proto(tmp_path: Path) -
     result = _buf_lint(tmp_path)
     assert result.returncode != 0
     assert "Ping" in result.stdout and "UNSPECIFIED" in result.stdout, result.stdout
+
+
+def test_buf_generate_templates_in_the_docs_are_the_shipped_files() -> None:
+    # docs/clients.md shows buf.gen.yaml templates for Go and TypeScript; docs/buf holds the
+    # same text as files, pointing at this module (protos/, the directory of buf.yaml).
+    import re
+
+    import yaml
+
+    root = protogen.ROOT
+    shown = dict((name, text) for text, name in re.findall(
+        r"```yaml\n(# (buf\.gen\.\w+\.yaml)\n.*?)```", (root / "docs" / "clients.md").read_text(), re.S))
+    assert set(shown) == {"buf.gen.go.yaml", "buf.gen.ts.yaml"}
+    for name, text in shown.items():
+        assert (root / "docs" / "buf" / name).read_text() == text
+        config = yaml.safe_load(text)
+        assert config["version"] == "v2"
+        assert [(root / i["directory"] / "buf.yaml").is_file() for i in config["inputs"]] == [True]
+        assert all(p["remote"].startswith("buf.build/") and p["out"] for p in config["plugins"])
