@@ -22,7 +22,8 @@ AUTOMEM_SERVICES = ["automem.v1.ConsolidateService", "automem.v1.EnrichService",
 #: Services a target serves besides the one it is named after (automem/targets.py).
 ALSO_SERVED = {"ingest": ["automem.v1.ReviewService"]}
 HEALTH = "grpc.health.v1.Health"
-REFLECTION = "grpc.reflection.v1alpha.ServerReflection"
+#: Reflection is served under both protocol versions (automem/common/grpc_server.py).
+REFLECTION = ("grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection")
 
 
 def _reflect(address: str, service: str) -> tuple[list[str], list[str]]:
@@ -46,7 +47,7 @@ async def test_reflection_lists_every_service_and_health_serves_each(settings: S
     running = await start_service(settings.model_copy(update={"qdrant_url": "disabled"}))
     try:
         names, methods = await asyncio.to_thread(_reflect, running.grpc, "automem.v1.IngestService")
-        assert names == sorted([*AUTOMEM_SERVICES, HEALTH, REFLECTION])
+        assert names == sorted([*AUTOMEM_SERVICES, HEALTH, *REFLECTION])
         assert {"CreateMemory", "UpdateMemory", "DeleteMemory", "SupersedeMemory"} <= set(methods)
         for service in ["", *AUTOMEM_SERVICES]:
             assert await _health(running.grpc, service) == health_pb2.HealthCheckResponse.SERVING, service
@@ -67,7 +68,7 @@ async def test_single_target_server_reflects_and_serves_only_its_service(
     try:
         names, methods = await asyncio.to_thread(_reflect, running.grpc, service)
         served = [service, *ALSO_SERVED.get(target, [])]
-        assert names == sorted([*served, HEALTH, REFLECTION]) and methods
+        assert names == sorted([*served, HEALTH, *REFLECTION]) and methods
         for name in served:
             assert await _health(running.grpc, name) == health_pb2.HealthCheckResponse.SERVING
         assert await _health(running.grpc, "") == health_pb2.HealthCheckResponse.SERVING

@@ -73,8 +73,8 @@ def test_buf_generate_templates_in_the_docs_are_the_shipped_files() -> None:
     import yaml
 
     root = protogen.ROOT
-    shown = dict((name, text) for text, name in re.findall(
-        r"```yaml\n(# (buf\.gen\.\w+\.yaml)\n.*?)```", (root / "docs" / "clients.md").read_text(), re.S))
+    shown = {name: text for text, name in re.findall(
+        r"```yaml\n(# (buf\.gen\.\w+\.yaml)\n.*?)```", (root / "docs" / "clients.md").read_text(), re.DOTALL)}
     assert set(shown) == {"buf.gen.go.yaml", "buf.gen.ts.yaml"}
     for name, text in shown.items():
         assert (root / "docs" / "buf" / name).read_text() == text
