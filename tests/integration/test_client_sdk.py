@@ -28,6 +28,7 @@ from automem_client import (
     Aborted,
     AsyncClient,
     Client,
+    DeadlineExceeded,
     InvalidArgument,
     MemoryInput,
     NotFound,
@@ -202,6 +203,10 @@ async def test_the_whole_surface(service, variant: tuple[str, str]) -> None:
 
         health = await client.health()
         assert health.status == "healthy" and health.graph_connected
+
+        # a deadline the call cannot meet
+        with pytest.raises(DeadlineExceeded):
+            await client.recall("billing", timeout=0.000001)
     finally:
         await client.close()
 
