@@ -231,10 +231,11 @@ class AutomemInterceptor(grpc.aio.ServerInterceptor):
 
 
 class GrpcServer:
-    """The process's one gRPC server with health and reflection.
+    """The process's one gRPC server with health and reflection (v1 and v1alpha).
 
     Args:
-        settings: uses ``grpc_port``, ``host`` and ``grpc_max_connection_age_seconds``.
+        settings: uses ``grpc_port``, ``host``, ``grpc_max_connection_age_seconds`` and
+            ``grpc_tls_cert``/``grpc_tls_key`` (TLS when set; :func:`server_credentials`).
         authenticator: checks keys on every call.
     """
 
@@ -272,7 +273,7 @@ class GrpcServer:
         ValueError naming the setting for half a TLS configuration or an unreadable file."""
         servicer = reflection.aio.ReflectionServicer([*self.service_names, reflection.SERVICE_NAME,
                                                       REFLECTION_V1_SERVICE], pool=None)
-        reflection_pb2_grpc_add(servicer, self.server)
+        add_reflection_v1alpha(servicer, self.server)
         add_reflection_v1(servicer, self.server)
         address = f"{self.settings.host}:{self.settings.grpc_port}"
         credentials = server_credentials(self.settings)
@@ -358,7 +359,7 @@ def _register_reflection_v1() -> None:
     pool.AddSerializedFile(proto.SerializeToString())
 
 
-def reflection_pb2_grpc_add(servicer: object, server: grpc.aio.Server) -> None:
+def add_reflection_v1alpha(servicer: object, server: grpc.aio.Server) -> None:
     """Serve ``servicer`` as grpc.reflection.v1alpha.ServerReflection."""
     from grpc_reflection.v1alpha import reflection_pb2_grpc
 

@@ -10,6 +10,8 @@
 docs/clients.md of the repository describes every method, its results and errors.
 """
 
+from importlib import metadata as _metadata
+
 from automem_client import errors
 from automem_client.client import AsyncClient, Client
 from automem_client.errors import (
@@ -45,7 +47,10 @@ from automem_client.models import (
     Superseded,
 )
 
-__version__ = "0.1.0"
+try:  # the one version is clients/python/pyproject.toml's
+    __version__ = _metadata.version("automem-client")
+except _metadata.PackageNotFoundError:  # imported from a source tree that is not installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "Aborted", "AlreadyExists", "AsyncClient", "AutomemError", "BatchStored", "Client", "Conflict",
