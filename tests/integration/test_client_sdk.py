@@ -152,6 +152,16 @@ async def test_the_whole_surface(service, variant: tuple[str, str]) -> None:
                                     recency_bias="off", min_score=0.0, state_mode="current")
         assert [h.memory.id for h in found.results] == [memory.id] and found.limit == 3
         assert found.time_start == dt.datetime(2026, 3, 1, tzinfo=dt.UTC)
+        now = dt.datetime.now(dt.UTC)
+        every = await client.recall(
+            "Postgres", queries=["billing service"], embedding=[0.05] * 384, limit=10, offset=0, sort="time_desc",
+            start=dt.datetime(2026, 1, 1), end="2026-12-31T00:00:00+02:00", tz="UTC", tags=["d"], tag_mode="all",
+            tag_match="prefix", exclude_tags=["cache"], as_of=now, known_at=now, state_mode="history",
+            include_archived=True, include_pending=True, expand_relations=True, expand_entities=True,
+            relation_limit=3, expansion_limit=10, expand_min_importance=0.1, expand_min_strength=0.1,
+            min_score=0.0, context="payments", context_tags=["billing"], context_types=["Decision"],
+            priority_ids=[memory.id], recency_bias="on", state_debug=True)
+        assert memory.id in [h.memory.id for h in every.results]
         windowed = await client.recall(time_query="last 7 days", tz="Europe/Berlin", exclude_tags=["cache"])
         assert memory.id not in [h.memory.id for h in windowed.results]  # its event time is older
         with pytest.raises(InvalidArgument) as bad_tz:

@@ -208,6 +208,9 @@ class RestTransport:
     async def recall(self, query: str, options: dict[str, Any], *, timeout: float | None = None) -> RecallResult:
         o = dict(options)
         embedding = o.pop("embedding")
+        for name in ("relation_limit", "expansion_limit"):  # 0 = the service's default, as over gRPC
+            if not o[name]:
+                del o[name]
         params = _params(query=query, embedding=",".join(str(v) for v in embedding) if embedding else None,
                          **{k: (_iso(v) if k in ("start", "end", "as_of", "known_at") else v)
                             for k, v in o.items()})
