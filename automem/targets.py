@@ -26,11 +26,19 @@ log = logging.getLogger(__name__)
 
 
 async def _start_telemetry(rt: Runtime) -> Stop:
+    """Tracing and metrics of the process; the metrics port (``AUTOMEM_METRICS_PORT``, 0 =
+    none) serves every metric of every target in this process."""
+    from automem.common.metrics import configure_metrics, serve_metrics
     from automem.common.telemetry import configure_tracing, flush_tracing
 
     configure_tracing(rt.settings)
+    configure_metrics(rt.settings)
+    stop_metrics = serve_metrics(rt.settings.host, rt.settings.metrics_port)
+    rt.metrics_port = rt.settings.metrics_port
 
     async def stop() -> None:
+        if stop_metrics is not None:
+            stop_metrics()
         await asyncio.to_thread(flush_tracing)
 
     return stop
@@ -54,11 +62,20 @@ async def _start_bus(rt: Runtime) -> Stop:
     return bus.close
 
 
-async def _start_publisher(rt: Runtime) -> None:
+async def _start_publisher(rt: Runtime) -> Stop:
+    """The outbox publisher and its drain task; the process reports the outbox backlog
+    (``automem.outbox.backlog``, read at scrape time; automem/common/metrics.py)."""
+    from automem.common.metrics import outbox_backlog
     from automem.common.outbox import EventPublisher
 
     rt.publisher = EventPublisher(rt.bus, rt.graph)
     rt.tasks.append(asyncio.create_task(rt.publisher.drain_forever(), name="outbox"))
+    unwatch = outbox_backlog.watch(rt.publisher.backlog, {"db.namespace": rt.graph.name})
+
+    async def stop() -> None:
+        unwatch()
+
+    return stop
 
 
 async def _start_embedder(rt: Runtime) -> None:
@@ -160,11 +177,15 @@ async def _start_enrich(rt: Runtime) -> Stop:
 
         sweep = PendingSweep(rt.settings, rt.bus, rt.graph, rt.publisher, consumer.sub)
         rt.tasks.append(asyncio.create_task(sweep.run(), name="pending-sweep"))
+    from automem.common.metrics import enrichment_queue_depth
+
+    unwatch = enrichment_queue_depth.watch(consumer.queue_depth, consumer.metric_attributes)
     servicer = EnrichServicer(rt.settings, consumer, rt.publisher, task)
     rt.grpc_server.add(enrich_service_pb2_grpc.add_EnrichServiceServicer_to_server, servicer,
                        enrich_service_pb2.DESCRIPTOR.services_by_name["EnrichService"].full_name)
 
     async def stop() -> None:
+        unwatch()
         if sweep is not None:
             sweep.stop()
         consumer.stop()

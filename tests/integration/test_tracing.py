@@ -76,38 +76,96 @@ async def test_rest_store_is_one_trace_through_grpc_nats_and_enrichment(traced: 
     gateway = _one(spans, SpanKind.SERVER, "POST /memory")
     assert gateway.parent is not None and gateway.parent.span_id == int(CALLER_SPAN_ID, 16)  # continues the caller
     assert gateway.parent.is_remote
+    # The stable HTTP conventions, not the old names.
     assert gateway.attributes["http.route"] == "/memory"
-    client = _one(spans, SpanKind.CLIENT, "/automem.v1.IngestService/CreateMemory", parent=gateway)
-    server = _one(spans, SpanKind.SERVER, "/automem.v1.IngestService/CreateMemory", parent=client)
-    assert server.attributes["rpc.service"] == "automem.v1.IngestService"
-    assert server.attributes["rpc.method"] == "CreateMemory"
+    assert gateway.attributes["http.request.method"] == "POST"
+    assert gateway.attributes["http.response.status_code"] == 201
+    assert "http.method" not in gateway.attributes and "http.status_code" not in gateway.attributes
+    method = "automem.v1.IngestService/CreateMemory"
+    client = _one(spans, SpanKind.CLIENT, method, parent=gateway)
+    server = _one(spans, SpanKind.SERVER, method, parent=client)
+    for span in (client, server):  # the current RPC conventions: fully qualified rpc.method, no rpc.service
+        assert span.attributes["rpc.system.name"] == "grpc"
+        assert span.attributes["rpc.method"] == method
+        assert "rpc.service" not in span.attributes and "rpc.system" not in span.attributes
+    assert server.attributes["rpc.response.status_code"] == "OK"
 
-    writes = _children(spans, server, "graph.query")
-    assert writes and all(s.kind == SpanKind.CLIENT and s.attributes["db.system"] == "falkordb" for s in writes)
-    assert any(s.attributes["db.operation.name"] in ("CREATE", "UNWIND") and "CREATE (m:Memory)"
-               in s.attributes["db.query.text"] for s in writes)
-    assert all(s.attributes["db.namespace"] == service.settings.graph_name for s in writes)
+    graph = service.settings.graph_name
+    writes = _children(spans, server, f"GRAPH.QUERY {graph}")
+    assert writes and all(s.kind == SpanKind.CLIENT and s.attributes["db.system.name"] == "falkordb" for s in writes)
+    assert all(s.attributes["db.operation.name"] == "GRAPH.QUERY" and "db.system" not in s.attributes for s in writes)
+    assert any("CREATE (m:Memory)" in s.attributes["db.query.text"] for s in writes)
+    assert all(s.attributes["db.namespace"] == graph for s in writes)
 
     subject = f"{service.settings.subject_prefix}.memory.created"
     publish = _one(spans, SpanKind.PRODUCER, f"publish {subject}", parent=server)
     assert publish.attributes["messaging.system"] == "nats"
     assert publish.attributes["messaging.destination.name"] == subject
+    assert publish.attributes["messaging.operation.type"] == "send"
+    assert publish.attributes["messaging.operation.name"] == "publish"
 
+    # A batch of one message: its process span is the publish's child, and links to it.
     consumer = _one(spans, SpanKind.CONSUMER, f"process {subject}", parent=publish)
-    assert consumer.attributes["automem.memory_id"] == memory_id
+    assert consumer.attributes["messaging.batch.message_count"] == 1
+    assert consumer.attributes["messaging.consumer.group.name"] == "enrich"
+    assert consumer.attributes["messaging.operation.type"] == "process"
     assert consumer.attributes["messaging.message.id"] == publish.attributes["messaging.message.id"]
+    assert [link.context.span_id for link in consumer.links] == [publish.context.span_id]
+    assert consumer.links[0].attributes["messaging.message.id"] == publish.attributes["messaging.message.id"]
     assert consumer.status.is_ok
-    embed = _children(spans, consumer, "embedding.embed")
+    model = service.ctx.embedder.name
+    embed = _children(spans, consumer, f"embeddings {model}")
     assert len(embed) == 1 and embed[0].attributes["automem.embedding.texts"] == 1
-    upsert = _children(spans, consumer, "vectors.upsert")
-    assert len(upsert) == 1 and upsert[0].attributes["db.system"] == "qdrant"
-    assert upsert[0].attributes["db.collection.name"] == service.settings.collection_name
-    assert _children(spans, consumer, "graph.query")  # the embedding status write
-    # No part of the enrichment of this memory ran in another trace.
-    assert {s.context.trace_id for s in exporter.get_finished_spans()
-            if s.attributes.get("automem.memory_id") == memory_id} == {trace_id}
+    assert embed[0].attributes["gen_ai.operation.name"] == "embeddings"
+    assert embed[0].attributes["gen_ai.request.model"] == model
+    collection = service.settings.collection_name
+    upsert = _children(spans, consumer, f"upsert {collection}")
+    assert len(upsert) == 1 and upsert[0].attributes["db.system.name"] == "qdrant"
+    assert upsert[0].attributes["db.collection.name"] == collection
+    assert upsert[0].attributes["db.operation.name"] == "upsert"
+    assert _children(spans, consumer, f"GRAPH.QUERY {graph}")  # the embedding status write
+    assert memory_id
     # Timing is causal: the enrichment starts after the publish that caused it.
     assert consumer.start_time >= publish.start_time
+
+
+async def test_a_batch_of_stores_is_enriched_in_one_span_linked_to_each_producer(
+        traced: tuple[RunningService, InMemorySpanExporter]):
+    """Several messages in one fetched batch: one CONSUMER span in a trace of its own, with a
+    link to each store's PRODUCER span (the messaging conventions for batch processing),
+    instead of the batch's work joining every store's trace."""
+    service, exporter = traced
+    consumer = service.ctx.enrich_consumer
+    consumer.stop()
+    await asyncio.wait_for(service.ctx.enrich_task, timeout=10)
+    callers = [f"{n:032x}" for n in range(0xA1, 0xA4)]
+    subject = f"{service.settings.subject_prefix}.memory.created"
+    async with service.http() as http:
+        for n, trace_hex in enumerate(callers):
+            response = await http.post("/memory", json={"content": f"Batch memory number {n}"},
+                                       headers={"traceparent": f"00-{trace_hex}-{CALLER_SPAN_ID}-01"})
+            assert response.status_code == 201
+    publishes = [_one(_in_trace(exporter, int(t, 16)), SpanKind.PRODUCER, f"publish {subject}") for t in callers]
+
+    msgs = await consumer.sub.fetch(len(callers), timeout=5)
+    assert len(msgs) == len(callers)
+    await consumer.process_batch(msgs)
+
+    batch = _one(exporter.get_finished_spans(), SpanKind.CONSUMER, f"process {subject}")
+    assert batch.parent is None  # a trace of its own...
+    assert batch.context.trace_id not in {int(t, 16) for t in callers}
+    # ...linked to each producer span, with the message id on each link.
+    assert sorted(link.context.span_id for link in batch.links) == sorted(p.context.span_id for p in publishes)
+    assert {link.context.trace_id for link in batch.links} == {int(t, 16) for t in callers}
+    assert sorted(link.attributes["messaging.message.id"] for link in batch.links) == sorted(
+        p.attributes["messaging.message.id"] for p in publishes)
+    assert batch.attributes["messaging.batch.message_count"] == len(callers)
+    # The batch's work is under the batch span: one embedding call for the three texts.
+    embed = _children(exporter.get_finished_spans(), batch, f"embeddings {service.ctx.embedder.name}")
+    assert len(embed) == 1 and embed[0].attributes["automem.embedding.texts"] == len(callers)
+    # Nothing of the enrichment joined the stores' traces (only the publish and what led to it).
+    for trace_hex in callers:
+        assert not [s for s in _in_trace(exporter, int(trace_hex, 16)) if s.kind == SpanKind.CONSUMER]
 
 
 async def test_recall_trace_reaches_graph_and_vector_store(traced: tuple[RunningService, InMemorySpanExporter]):
@@ -122,13 +180,15 @@ async def test_recall_trace_reaches_graph_and_vector_store(traced: tuple[Running
     gateways = [s for s in exporter.get_finished_spans() if s.kind == SpanKind.SERVER and s.name == "GET /recall"]
     assert len(gateways) == 1
     spans = _in_trace(exporter, gateways[0].context.trace_id)
-    client = _one(spans, SpanKind.CLIENT, "/automem.v1.RecallService/SearchMemories", parent=gateways[0])
-    server = _one(spans, SpanKind.SERVER, "/automem.v1.RecallService/SearchMemories", parent=client)
-    reads = _children(spans, server, "graph.ro_query")
-    assert reads and all(s.attributes["db.system"] == "falkordb" for s in reads)
-    search = _children(spans, server, "vectors.search")
+    client = _one(spans, SpanKind.CLIENT, "automem.v1.RecallService/SearchMemories", parent=gateways[0])
+    server = _one(spans, SpanKind.SERVER, "automem.v1.RecallService/SearchMemories", parent=client)
+    reads = [s for s in spans if s.parent is not None and s.parent.span_id == server.context.span_id
+             and s.attributes.get("db.system.name") == "falkordb"]
+    assert reads and all(s.attributes["db.operation.name"] in ("GRAPH.RO_QUERY", "BATCH GRAPH.RO_QUERY")
+                         for s in reads)
+    search = _children(spans, server, f"search {service.settings.collection_name}")
     assert len(search) == 1 and search[0].kind == SpanKind.CLIENT
-    assert len(_children(spans, server, "embedding.embed")) == 1
+    assert len(_children(spans, server, f"embeddings {service.ctx.embedder.name}")) == 1
     assert gateways[0].parent is None  # no traceparent sent: the gateway starts the trace
 
 
