@@ -13,15 +13,15 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import grpc
-from opentelemetry import trace
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
+from opentelemetry import trace
 
 from automem.common.auth import Principal, _current, header_scope, set_principal, tokens_equal
 from automem.common.errors import AutomemError, InvalidArgument, ResourceExhausted, Unauthenticated
 from automem.common.logs import access
-from automem.common.settings import Settings
 from automem.common.metrics import rpc_server_duration
+from automem.common.settings import Settings
 from automem.common.telemetry import SERVER_ERROR_CODES, grpc_server_interceptor, rpc_attributes
 
 log = logging.getLogger(__name__)

@@ -43,13 +43,13 @@ from google.protobuf.message import DecodeError
 from opentelemetry import trace
 from opentelemetry.trace import Span
 
+from automem.common import metrics
 from automem.common.bus import ENRICH_DURABLE, Bus
 from automem.common.embedding import EmbeddingProvider
 from automem.common.lifecycle import make_event
 from automem.common.model import Memory, node_to_memory
 from automem.common.payload import build_payload
 from automem.common.settings import Settings
-from automem.common import metrics
 from automem.common.telemetry import record_error, start_batch_span
 from automem.common.text import analyze, bm25_doc_weights
 from automem.enrich.pipeline import Enricher
