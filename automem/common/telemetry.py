@@ -13,16 +13,21 @@ propagates over gRPC and NATS at almost no cost. Tests attach an exporter with
 ``configure_tracing(settings, exporter=InMemorySpanExporter())`` and take it off again with
 :func:`detach_exporter`.
 
-Where spans come from:
+Where spans come from (names and attributes per the current OpenTelemetry semantic
+conventions; the full list is in docs/observability.md):
 
-* gateway: FastAPI server spans (:func:`instrument_fastapi`), gRPC client spans
-  (:func:`grpc_client_interceptors` on the gateway's channels);
-* services: gRPC server spans (:func:`grpc_server_interceptor` on the one ``grpc.aio`` server);
-* stores: ``graph.query`` / ``graph.ro_query`` (:func:`graph_span`), ``vectors.<method>``
-  and ``embedding.embed`` (:func:`traced_methods`);
-* NATS: a PRODUCER span around each publish (:func:`producer_span`; ``traceparent`` is injected
-  inside it) and a CONSUMER span per delivered message, child of the context extracted from
-  its headers (:func:`start_consumer_span`).
+* gateway: FastAPI server spans ``<METHOD> <route>`` (:func:`instrument_fastapi`, stable HTTP
+  attributes), gRPC client spans (:func:`grpc_client_interceptors` on the gateway's channels);
+* services: gRPC server spans ``automem.v1.<Service>/<Method>`` (:func:`grpc_server_interceptor`
+  on the one ``grpc.aio`` server; ``rpc.system.name``, ``rpc.method``,
+  ``rpc.response.status_code``);
+* stores: ``GRAPH.QUERY <graph>`` / ``GRAPH.RO_QUERY <graph>`` (:func:`graph_span`,
+  ``db.system.name`` = ``falkordb``), ``<operation> <collection>`` (:func:`vector_store_methods`,
+  ``db.system.name`` = ``qdrant``) and ``embeddings <model>`` (:func:`embedding_methods`);
+  the same wrappers record the store-latency and embedding metrics (automem/common/metrics.py);
+* NATS: a PRODUCER span ``publish <subject>`` around each publish (:func:`producer_span`;
+  ``traceparent`` is injected inside it) and one CONSUMER span ``process <subject>`` per
+  fetched batch, linked to every message's producer span (:func:`start_batch_span`).
 """
 
 from __future__ import annotations
