@@ -197,7 +197,11 @@ async def _start_enrich(rt: Runtime) -> Stop:
     return stop
 
 
-async def _start_consolidate(rt: Runtime) -> Stop | None:
+async def _start_consolidate(rt: Runtime) -> Stop:
+    """ConsolidateService, its scheduler (when enabled) and, vectors enabled, the
+    ``automem.vectors.drift`` gauge (GetSyncStatus's count check at scrape time;
+    automem/common/metrics.py)."""
+    from automem.common.metrics import vectors_drift
     from automem.consolidate.scheduler import Scheduler
     from automem.consolidate.servicer import ConsolidateServicer
     from automem.v1 import consolidate_service_pb2, consolidate_service_pb2_grpc
@@ -205,15 +209,26 @@ async def _start_consolidate(rt: Runtime) -> Stop | None:
     servicer = rt.consolidate = ConsolidateServicer(rt.settings, rt.graph, rt.vectors, rt.publisher)
     rt.grpc_server.add(consolidate_service_pb2_grpc.add_ConsolidateServiceServicer_to_server, servicer,
                        consolidate_service_pb2.DESCRIPTOR.services_by_name["ConsolidateService"].full_name)
-    if not rt.settings.consolidation_enabled:
-        return None
-    scheduler = rt.consolidate_scheduler = Scheduler(rt.settings, servicer)
-    servicer.scheduler = scheduler
-    scheduler.task = asyncio.create_task(scheduler.run(), name="consolidate-scheduler")
-    rt.tasks.append(scheduler.task)
+
+    async def drift() -> float:
+        status = await servicer.GetSyncStatus(None, None)
+        return float(status.memory_count - status.vector_count)
+
+    unwatch = vectors_drift.watch(drift, {"db.namespace": rt.graph.name,
+                                          "db.collection.name": rt.settings.collection_name}) \
+        if rt.vectors is not None else None
+    scheduler = None
+    if rt.settings.consolidation_enabled:
+        scheduler = rt.consolidate_scheduler = Scheduler(rt.settings, servicer)
+        servicer.scheduler = scheduler
+        scheduler.task = asyncio.create_task(scheduler.run(), name="consolidate-scheduler")
+        rt.tasks.append(scheduler.task)
 
     async def stop() -> None:
-        scheduler.stop()
+        if scheduler is not None:
+            scheduler.stop()
+        if unwatch is not None:
+            unwatch()
 
     return stop
 

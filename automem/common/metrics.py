@@ -31,6 +31,8 @@ in docs/observability.md):
   ``.redeliveries`` (counters) and ``automem.enrichment.queue_depth`` (gauge: the durable
   consumer's undelivered plus unacknowledged messages, the consumer lag);
 * ``automem.outbox.backlog`` (gauge: events waiting in the publish outbox);
+* ``automem.vectors.drift`` (gauge: current memories minus vector points; the consolidate
+  process, vectors enabled);
 * ``gen_ai.client.operation.duration`` (s; ``gen_ai.operation.name`` = ``embeddings``,
   ``gen_ai.request.model``) and ``automem.embedding.batch.size`` — each embedding call
   (automem/common/embedding.py via telemetry's ``traced_methods``).
@@ -146,6 +148,9 @@ class _AsyncGauge:
 enrichment_queue_depth = _AsyncGauge("automem.enrichment.queue_depth", "{message}",
                                      "Enrichment messages not yet delivered plus delivered but unacknowledged "
                                      "(consumer lag; the same for every replica of one durable consumer)")
+vectors_drift = _AsyncGauge("automem.vectors.drift", "{memory}",
+                            "Current memories minus vector points (positive: memories without a point, negative: "
+                            "orphaned points); the count check of GetSyncStatus, from the consolidate process")
 outbox_backlog = _AsyncGauge("automem.outbox.backlog", "{event}",
                              "Events waiting in the publish outbox (one list per graph, shared by all processes)")
 

@@ -128,6 +128,7 @@ async def test_one_process_exports_every_family_on_its_metrics_port(settings: Se
         assert _total(after, "automem_enrichment_failures_total", **consumer) == 0
         assert _values(after, "automem_enrichment_queue_depth", **consumer) == [0]
         assert _values(after, "automem_outbox_backlog", db_namespace=graph) == [0]
+        assert _values(after, "automem_vectors_drift", db_namespace=graph, db_collection_name=collection) == [0]
 
         # Embedding: calls, time and batch sizes by model.
         model = running.ctx.embedder.name
@@ -149,7 +150,10 @@ async def test_one_process_exports_every_family_on_its_metrics_port(settings: Se
             assert (await http.post("/memory", json={"content": "Queued while enrichment is paused"})).status_code == 201
 
         async def queued() -> bool:
-            return _values(await _scrape(port), "automem_enrichment_queue_depth", **consumer) == [1]
+            page = await _scrape(port)
+            return (_values(page, "automem_enrichment_queue_depth", **consumer) == [1]
+                    # ...and the memory has no vector point yet: drift.
+                    and _values(page, "automem_vectors_drift", db_namespace=graph) == [1])
 
         await eventually(queued)
     finally:
