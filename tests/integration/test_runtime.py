@@ -154,7 +154,8 @@ def _each_process_serves_its_own_metrics(data: Path, port: int, metrics_port: in
     import json
 
     lines = (data.parent / f"automem-{port}.log").read_text(errors="replace").splitlines()
-    up = next(json.loads(line) for line in lines if '"automem is up"' in line and line.startswith("{"))
+    ups = [json.loads(line) for line in lines if '"automem is up"' in line and line.startswith("{")]
+    up = next(u for u in ups if u["children"])  # the parent's line (each child logs one too)
     ports = up["metrics_ports"]
     assert ports["parent"] == metrics_port and set(ports) == {"parent", "gateway", "enrich"}
     assert len(set(ports.values())) == 3
