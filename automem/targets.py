@@ -177,15 +177,20 @@ async def _start_enrich(rt: Runtime) -> Stop:
 
         sweep = PendingSweep(rt.settings, rt.bus, rt.graph, rt.publisher, consumer.sub)
         rt.tasks.append(asyncio.create_task(sweep.run(), name="pending-sweep"))
-    from automem.common.metrics import enrichment_queue_depth
+    from automem.common.metrics import enrichment_queue_depth, enrichment_up
 
-    unwatch = enrichment_queue_depth.watch(consumer.queue_depth, consumer.metric_attributes)
+    async def up() -> float:
+        return 0.0 if task.done() else 1.0
+
+    unwatches = [enrichment_queue_depth.watch(consumer.queue_depth, consumer.metric_attributes),
+                 enrichment_up.watch(up, consumer.metric_attributes)]
     servicer = EnrichServicer(rt.settings, consumer, rt.publisher, task)
     rt.grpc_server.add(enrich_service_pb2_grpc.add_EnrichServiceServicer_to_server, servicer,
                        enrich_service_pb2.DESCRIPTOR.services_by_name["EnrichService"].full_name)
 
     async def stop() -> None:
-        unwatch()
+        for unwatch in unwatches:
+            unwatch()
         if sweep is not None:
             sweep.stop()
         consumer.stop()
@@ -199,9 +204,11 @@ async def _start_enrich(rt: Runtime) -> Stop:
 
 async def _start_consolidate(rt: Runtime) -> Stop:
     """ConsolidateService, its scheduler (when enabled) and, vectors enabled, the
-    ``automem.vectors.drift`` gauge (GetSyncStatus's count check at scrape time;
-    automem/common/metrics.py)."""
-    from automem.common.metrics import vectors_drift
+    ``automem.sync.memories`` / ``automem.sync.vectors`` gauges (GetSyncStatus's count check
+    at scrape time, once for both; automem/common/metrics.py)."""
+    import time
+
+    from automem.common.metrics import sync_memories, sync_vectors
     from automem.consolidate.scheduler import Scheduler
     from automem.consolidate.servicer import ConsolidateServicer
     from automem.v1 import consolidate_service_pb2, consolidate_service_pb2_grpc
@@ -210,13 +217,23 @@ async def _start_consolidate(rt: Runtime) -> Stop:
     rt.grpc_server.add(consolidate_service_pb2_grpc.add_ConsolidateServiceServicer_to_server, servicer,
                        consolidate_service_pb2.DESCRIPTOR.services_by_name["ConsolidateService"].full_name)
 
-    async def drift() -> float:
-        status = await servicer.GetSyncStatus(None, None)
-        return float(status.memory_count - status.vector_count)
+    last: dict[str, object] = {"at": 0.0, "status": None}
 
-    unwatch = vectors_drift.watch(drift, {"db.namespace": rt.graph.name,
-                                          "db.collection.name": rt.settings.collection_name}) \
-        if rt.vectors is not None else None
+    async def counts() -> object:
+        if time.monotonic() - last["at"] > 1.0:  # one GetSyncStatus per scrape for both gauges
+            last["status"], last["at"] = await servicer.GetSyncStatus(None, None), time.monotonic()
+        return last["status"]
+
+    async def memories() -> float:
+        return float((await counts()).memory_count)
+
+    async def vectors() -> float:
+        return float((await counts()).vector_count)
+
+    unwatches = []
+    if rt.vectors is not None:
+        attributes = {"db.namespace": rt.graph.name, "db.collection.name": rt.settings.collection_name}
+        unwatches = [sync_memories.watch(memories, attributes), sync_vectors.watch(vectors, attributes)]
     scheduler = None
     if rt.settings.consolidation_enabled:
         scheduler = rt.consolidate_scheduler = Scheduler(rt.settings, servicer)
@@ -227,7 +244,7 @@ async def _start_consolidate(rt: Runtime) -> Stop:
     async def stop() -> None:
         if scheduler is not None:
             scheduler.stop()
-        if unwatch is not None:
+        for unwatch in unwatches:
             unwatch()
 
     return stop

@@ -31,8 +31,10 @@ in docs/observability.md):
   ``.redeliveries`` (counters) and ``automem.enrichment.queue_depth`` (gauge: the durable
   consumer's undelivered plus unacknowledged messages, the consumer lag);
 * ``automem.outbox.backlog`` (gauge: events waiting in the publish outbox);
-* ``automem.vectors.drift`` (gauge: current memories minus vector points; the consolidate
-  process, vectors enabled);
+* ``automem.enrichment.up`` (gauge: 1 while the process's consumer loop runs);
+* ``automem.sync.memories`` / ``automem.sync.vectors`` (gauges: current memories and vector
+  points, GetSyncStatus's count check; the consolidate process, vectors enabled — their
+  difference is the graph-vector drift);
 * ``gen_ai.client.operation.duration`` (s; ``gen_ai.operation.name`` = ``embeddings``,
   ``gen_ai.request.model``) and ``automem.embedding.batch.size`` — each embedding call
   (automem/common/embedding.py via telemetry's ``traced_methods``).
@@ -148,9 +150,13 @@ class _AsyncGauge:
 enrichment_queue_depth = _AsyncGauge("automem.enrichment.queue_depth", "{message}",
                                      "Enrichment messages not yet delivered plus delivered but unacknowledged "
                                      "(consumer lag; the same for every replica of one durable consumer)")
-vectors_drift = _AsyncGauge("automem.vectors.drift", "{memory}",
-                            "Current memories minus vector points (positive: memories without a point, negative: "
-                            "orphaned points); the count check of GetSyncStatus, from the consolidate process")
+enrichment_up = _AsyncGauge("automem.enrichment.up", "",
+                            "1 while this process's enrichment consumer loop runs, 0 once it stopped")
+sync_memories = _AsyncGauge("automem.sync.memories", "{memory}",
+                            "Current memories (GetSyncStatus's count check, from the consolidate process)")
+sync_vectors = _AsyncGauge("automem.sync.vectors", "{point}",
+                           "Vector points (GetSyncStatus's count check, from the consolidate process); "
+                           "memories minus points is the graph-vector drift")
 outbox_backlog = _AsyncGauge("automem.outbox.backlog", "{event}",
                              "Events waiting in the publish outbox (one list per graph, shared by all processes)")
 

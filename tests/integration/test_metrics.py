@@ -128,7 +128,9 @@ async def test_one_process_exports_every_family_on_its_metrics_port(settings: Se
         assert _total(after, "automem_enrichment_failures_total", **consumer) == 0
         assert _values(after, "automem_enrichment_queue_depth", **consumer) == [0]
         assert _values(after, "automem_outbox_backlog", db_namespace=graph) == [0]
-        assert _values(after, "automem_vectors_drift", db_namespace=graph, db_collection_name=collection) == [0]
+        assert _values(after, "automem_sync_memories", db_namespace=graph, db_collection_name=collection) == [1]
+        assert _values(after, "automem_sync_vectors", db_namespace=graph, db_collection_name=collection) == [1]
+        assert _values(after, "automem_enrichment_up", **consumer) == [1]
 
         # Embedding: calls, time and batch sizes by model.
         model = running.ctx.embedder.name
@@ -139,8 +141,6 @@ async def test_one_process_exports_every_family_on_its_metrics_port(settings: Se
 
         assert "process_cpu_seconds_total" in after or "python_info" in after
         assert "target_info" in after
-        # The gateway relays nothing: the enrichment metrics come from the consumer's process.
-        assert "automem_enrichment_up" not in after
         assert _values(gateway_page, "automem_outbox_backlog", db_namespace=graph) == [0]
 
         # With the consumer paused a store waits in the queue, and the gauge shows it.
@@ -152,8 +152,10 @@ async def test_one_process_exports_every_family_on_its_metrics_port(settings: Se
         async def queued() -> bool:
             page = await _scrape(port)
             return (_values(page, "automem_enrichment_queue_depth", **consumer) == [1]
+                    and _values(page, "automem_enrichment_up", **consumer) == [0]
                     # ...and the memory has no vector point yet: drift.
-                    and _values(page, "automem_vectors_drift", db_namespace=graph) == [1])
+                    and _values(page, "automem_sync_memories", db_namespace=graph) == [2]
+                    and _values(page, "automem_sync_vectors", db_namespace=graph) == [1])
 
         await eventually(queued)
     finally:
@@ -250,8 +252,10 @@ async def test_each_process_serves_its_own_metrics_and_enrich_replicas_count_apa
         # The lag is the durable consumer's: the same on both.
         assert _values(pages["enrich"], "automem_enrichment_queue_depth", **consumer) == [0]
         assert _values(pages["enrich-2"], "automem_enrichment_queue_depth", **consumer) == [0]
-        # The gateway relays no enrichment counters.
+        assert _values(pages["enrich-2"], "automem_enrichment_up", **consumer) == [1]
+        # The gateway relays no enrichment metrics.
         assert "automem_enrichment_processed_total" not in pages["gateway"]
+        assert "automem_enrichment_up" not in pages["gateway"]
     finally:
         codes = cluster.stop_all()
         await graph.close()
