@@ -15,19 +15,24 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
+from opentelemetry import trace
 
 from automem.common.auth import Principal, _current, header_scope, set_principal, tokens_equal
 from automem.common.errors import AutomemError, InvalidArgument, ResourceExhausted, Unauthenticated
 from automem.common.logs import access
+from automem.common.metrics import rpc_server_duration
 from automem.common.settings import Settings
-from automem.common.telemetry import grpc_server_interceptor
+from automem.common.telemetry import SERVER_ERROR_CODES, grpc_server_interceptor, rpc_attributes
 
 log = logging.getLogger(__name__)
 
 KeyLookup = Callable[[str], Awaitable[Principal | None]]
 AnyKeys = Callable[[], Awaitable[bool]]
 
-#: Methods that need no key (health checks and reflection).
+#: Methods neither authenticated nor measured: health checks (probes call them every few
+#: seconds) and reflection.
+_UNMEASURED_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
+#: Methods that need no key (health checks, reflection and the status reads).
 _OPEN_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.", "/automem.v1.RecallService/GetStats",
                   "/automem.v1.EnrichService/GetEnrichmentStatus", "/automem.v1.ConsolidateService/GetSyncStatus")
 
@@ -119,23 +124,36 @@ def _status_name(context: grpc.aio.ServicerContext, exc: BaseException | None) -
 
 
 class _CallLog:
-    """What one call's access line needs: start time, principal and requested scope."""
+    """One call as it ends: its ``rpc.server.call.duration`` sample and span status
+    (automem/common/metrics.py, telemetry.py) and, when ``access_log``, its access line
+    (start time, principal and requested scope)."""
 
-    __slots__ = ("method", "principal", "scope", "start")
+    __slots__ = ("access_log", "method", "principal", "scope", "start")
 
-    def __init__(self, method: str) -> None:
+    def __init__(self, method: str, access_log: bool = True) -> None:
         self.method, self.start, self.principal, self.scope = method, time.perf_counter(), "", ""
+        self.access_log = access_log
 
     def done(self, context: grpc.aio.ServicerContext, exc: BaseException | None) -> None:
-        access("grpc", self.method, "", _status_name(context, exc), time.perf_counter() - self.start,
-               self.principal or "unauthenticated", self.scope)
+        elapsed = time.perf_counter() - self.start
+        status = _status_name(context, exc)
+        attributes = {**rpc_attributes(self.method), "rpc.response.status_code": status}
+        rpc_server_duration.record(elapsed, attributes)
+        span = trace.get_current_span()  # the call's SERVER span (its interceptor runs first)
+        span.set_attribute("rpc.response.status_code", status)
+        if status in SERVER_ERROR_CODES:
+            span.set_status(trace.Status(trace.StatusCode.ERROR, status))
+        if self.access_log:
+            access("grpc", self.method, "", status, elapsed, self.principal or "unauthenticated", self.scope)
 
 
 class AutomemInterceptor(grpc.aio.ServerInterceptor):
     """Authenticates every call (except health/reflection), applies the per-key rate limit,
-    binds the principal, maps AutomemError to its status code, and writes each call's access
-    line (automem/common/logs.py :func:`access`; health, reflection and the open status
-    reads are not logged: probes call them every few seconds)."""
+    binds the principal, maps AutomemError to its status code, records each call's
+    ``rpc.server.call.duration`` and ``rpc.response.status_code`` (the open status reads
+    too; automem/common/metrics.py), and writes each call's access line
+    (automem/common/logs.py :func:`access`; health, reflection and the open status reads are
+    not logged: probes call them every few seconds)."""
 
     def __init__(self, authenticator: Authenticator) -> None:
         self.authenticator = authenticator
@@ -166,7 +184,7 @@ class AutomemInterceptor(grpc.aio.ServerInterceptor):
     async def _bound(self, context: grpc.aio.ServicerContext, method: str) -> AsyncIterator[None]:
         """Around one call: authenticate and bind (:meth:`_enter`), unbind after, turn an
         AutomemError into its status (abort) and write the access line."""
-        call = _CallLog(method) if self.access_log else None
+        call = _CallLog(method, self.access_log)
         failure: BaseException | None = None
         try:
             tokens = await self._enter(context, call)
@@ -181,19 +199,33 @@ class AutomemInterceptor(grpc.aio.ServerInterceptor):
             failure = failure or exc
             raise
         finally:
-            if call is not None:
-                call.done(context, failure)
+            call.done(context, failure)
+
+    @contextlib.asynccontextmanager
+    async def _measured(self, context: grpc.aio.ServicerContext, method: str) -> AsyncIterator[None]:
+        """Around a call of an open method (no key; no access line): its duration sample and
+        span status only."""
+        call = _CallLog(method, access_log=False)
+        failure: BaseException | None = None
+        try:
+            yield
+        except BaseException as exc:
+            failure = exc
+            raise
+        finally:
+            call.done(context, failure)
 
     async def intercept_service(self, continuation, handler_call_details):  # type: ignore[override]
         handler = await continuation(handler_call_details)
         method = handler_call_details.method
-        if handler is None or method.startswith(_OPEN_PREFIXES):
+        if handler is None or method.startswith(_UNMEASURED_PREFIXES):
             return handler
+        bound = self._measured if method.startswith(_OPEN_PREFIXES) else self._bound
         if handler.unary_unary is not None:
             inner = handler.unary_unary
 
             async def wrapped(request, context: grpc.aio.ServicerContext):
-                async with self._bound(context, method):
+                async with bound(context, method):
                     return await inner(request, context)
 
             return grpc.unary_unary_rpc_method_handler(
@@ -203,7 +235,7 @@ class AutomemInterceptor(grpc.aio.ServerInterceptor):
             inner_stream = handler.unary_stream
 
             async def wrapped_stream(request, context: grpc.aio.ServicerContext):
-                async with self._bound(context, method):
+                async with bound(context, method):
                     async for item in inner_stream(request, context):
                         yield item
 

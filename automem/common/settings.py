@@ -37,6 +37,11 @@ class Settings(BaseSettings):
     #: Gateway HTTP port; AutoMem's default is 8001.
     port: int = Field(8001, validation_alias=_env("PORT", "AUTOMEM_PORT"))
     grpc_port: int = Field(50051, validation_alias=_env("AUTOMEM_GRPC_PORT"))
+    #: Port of this process's Prometheus endpoint (every metric of the process, any path;
+    #: automem/common/metrics.py); 0 = none. 9464 is the port registered for the
+    #: OpenTelemetry Prometheus exporter. ``automem up`` gives each child process a free port
+    #: of its own (logged in "automem is up" as ``metrics_ports``).
+    metrics_port: int = Field(9464, ge=0, le=65535, validation_alias=_env("AUTOMEM_METRICS_PORT"))
     #: Address the gateway and other services use to reach the gRPC services
     #: (``host:port``); empty means this process's own gRPC server.
     grpc_target: str = Field("", validation_alias=_env("AUTOMEM_GRPC_TARGET"))
@@ -275,6 +280,10 @@ class Settings(BaseSettings):
         "", validation_alias=_env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"))
     #: ``otlp`` turns the exporter on (SDK default endpoint), ``none`` keeps it off.
     otel_traces_exporter: str = Field("", validation_alias=_env("OTEL_TRACES_EXPORTER"))
+    #: Which semantic conventions the OpenTelemetry instrumentations emit (their own
+    #: variable): ``http`` = the stable HTTP names (``http.request.method``,
+    #: ``http.response.status_code``) on the gateway's spans; ``http/dup`` = old and new.
+    otel_semconv_stability_opt_in: str = Field("http", validation_alias=_env("OTEL_SEMCONV_STABILITY_OPT_IN"))
     #: ``grpc`` (port 4317, the Python SDK's default) or ``http/protobuf`` (port 4318).
     otel_exporter_otlp_protocol: str = Field(
         "grpc", validation_alias=_env("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"))

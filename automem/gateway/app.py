@@ -207,7 +207,7 @@ def create_app(settings: Settings, client: AutomemClient) -> FastAPI:
 
     app.add_middleware(StreamedBodyLimit, limit=settings.max_body_bytes)
     metrics.install(app, settings.access_log)  # outermost of our middlewares: times 413s too
-    instrument_fastapi(app)
+    instrument_fastapi(app, settings.otel_semconv_stability_opt_in)
     app.include_router(routes_recall.router)  # before routes_memory: /memory/by-tag must win over /memory/{id}
     app.include_router(routes_memory.router)
     app.include_router(routes_ops.router)

@@ -152,9 +152,10 @@ def test_distributed_renders_one_deployment_per_component_with_its_target() -> N
     ]
     services = _by_component(docs, "Service")
     assert set(services) == set(COMPONENTS)
-    assert [p["port"] for p in services["gateway"]["spec"]["ports"]] == [8001]
+    assert [p["port"] for p in services["gateway"]["spec"]["ports"]] == [8001, 9464]
     for component in GRPC_COMPONENTS:
-        assert [(p["name"], p["port"]) for p in services[component]["spec"]["ports"]] == [("grpc", 50051)]
+        assert [(p["name"], p["port"]) for p in services[component]["spec"]["ports"]] == [("grpc", 50051),
+                                                                                         ("metrics", 9464)]
 
 
 @pytest.mark.parametrize("case", [None, "singlebinary-values.yaml", "existing-secret-values.yaml"])
@@ -166,7 +167,8 @@ def test_single_binary_renders_one_deployment_running_every_target(case: str | N
     assert dep["spec"]["strategy"]["type"] == "Recreate"
     (container,) = dep["spec"]["template"]["spec"]["containers"]
     assert container["args"][:2] == ["serve", "--target=all"]
-    assert {p["name"]: p["containerPort"] for p in container["ports"]} == {"http": 8001, "grpc": 50051}
+    assert {p["name"]: p["containerPort"] for p in container["ports"]} == {"http": 8001, "grpc": 50051,
+                                                                           "metrics": 9464}
     assert "AUTOMEM_INGEST_ADDR" not in _configmap_data(docs)
 
 
@@ -420,13 +422,38 @@ def test_external_stores_are_used_when_in_chart_ones_are_off() -> None:
     assert data["AUTOMEM_RECALL_MAX_LIMIT"] == "50"
 
 
-def test_service_monitor_is_off_by_default_and_scrapes_gateway_metrics(chart: Any) -> None:
+def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    """True when a Kubernetes label selector (matchLabels, matchExpressions with In) selects ``labels``."""
+    if not selector.get("matchLabels", {}).items() <= labels.items():
+        return False
+    return all(labels.get(e["key"]) in e["values"] for e in selector.get("matchExpressions", [])
+               if e["operator"] == "In")
+
+
+@pytest.mark.parametrize("mode", ["Distributed", "SingleBinary"])
+def test_service_monitor_is_off_by_default_and_scrapes_every_process_metrics_port(chart: Any, mode: str) -> None:
     assert _kind(_rendered_case(None), "ServiceMonitor") == []
-    docs = _render(chart, {"deploymentMode": "Distributed", "serviceMonitor": {"enabled": True}})
+    docs = _render(chart, {"deploymentMode": mode, "serviceMonitor": {"enabled": True}})
     (monitor,) = _kind(docs, "ServiceMonitor")
-    assert monitor["spec"]["endpoints"][0]["path"] == "/metrics"
-    gateway = _by_component(docs, "Service")["gateway"]
-    assert monitor["spec"]["selector"]["matchLabels"].items() <= gateway["metadata"]["labels"].items()
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint["path"] == "/metrics" and endpoint["port"] == "metrics"
+    components = {"Distributed": {"gateway", "ingest", "recall", "enrich", "consolidate"},
+                  "SingleBinary": {"single-binary"}}[mode]
+    # Every automem process: a containerPort "metrics" and AUTOMEM_METRICS_PORT set to it.
+    for deployment in _kind(docs, "Deployment"):
+        (container,) = deployment["spec"]["template"]["spec"]["containers"]
+        port = next(p["containerPort"] for p in container["ports"] if p["name"] == "metrics")
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        assert env["AUTOMEM_METRICS_PORT"] == str(port), deployment["metadata"]["name"]
+    # The ServiceMonitor selects each component's Service, which has the metrics port; the
+    # Services it selects without one (headless gRPC) yield no target, so no pod is scraped twice.
+    scraped = {svc["metadata"]["labels"]["app.kubernetes.io/component"] for svc in _kind(docs, "Service")
+               if _selects(monitor["spec"]["selector"], svc["metadata"]["labels"])
+               and any(p["name"] == "metrics" for p in svc["spec"]["ports"])}
+    assert scraped == components
+    for svc in _kind(docs, "Service"):
+        if svc["spec"].get("clusterIP") == "None":
+            assert all(p["name"] != "metrics" for p in svc["spec"]["ports"])
 
 
 # --- values schema and documentation -------------------------------------------------------

@@ -8,7 +8,7 @@ Kubernetes would give it (the ConfigMap through ``envFrom``, ``value``s, Secret 
 substituted, plus what this machine does not have:
 
 * host names and ports: NATS and FalkorDB → embedded servers the test starts; each process's
-  ``PORT`` / ``AUTOMEM_GRPC_PORT`` → a free port, ``AUTOMEM_HOST`` → 127.0.0.1, the
+  ``PORT`` / ``AUTOMEM_GRPC_PORT`` / ``AUTOMEM_METRICS_PORT`` → a free port, ``AUTOMEM_HOST`` → 127.0.0.1, the
   ``AUTOMEM_<SERVICE>_ADDR`` targets → the port of the process running that service, the
   OTLP endpoint and ``OPENAI_BASE_URL`` → a closed loopback port (no collector, no OpenAI);
 * ``QDRANT_URL`` → ``disabled`` (every values file names a Qdrant *server*, which this
@@ -110,11 +110,12 @@ def _automem_processes(docs: list[dict[str, Any]], values: dict[str, Any]) -> li
 def _localise(procs: list[dict[str, Any]], nats: EmbeddedNats, falkordb: EmbeddedFalkorDB, tmp: Path) -> None:
     """The substitutions of the module docstring, in place."""
     for proc in procs:
-        proc["grpc_port"], proc["http_port"] = free_port(), free_port()
+        proc["grpc_port"], proc["http_port"], proc["metrics_port"] = free_port(), free_port(), free_port()
     where = {service: proc["grpc_port"] for proc in procs for service in SERVICES if service in proc["targets"]}
     closed = free_port()
     for proc in procs:
         env = proc["env"]
+        assert "AUTOMEM_METRICS_PORT" in env, f"{proc['name']}: no metrics port (the ServiceMonitor scrapes it)"
         for service in SERVICES:
             name = f"AUTOMEM_{service.upper()}_ADDR"
             if name in env:
@@ -123,7 +124,7 @@ def _localise(procs: list[dict[str, Any]], nats: EmbeddedNats, falkordb: Embedde
         env.update({"NATS_URL": nats.url, "FALKORDB_HOST": falkordb.host, "FALKORDB_PORT": str(falkordb.port),
                     "QDRANT_URL": "disabled", "AUTOMEM_DATA_DIR": str(tmp / proc["name"]), "AUTOMEM_HOST": "127.0.0.1",
                     "PORT": str(proc["http_port"]), "AUTOMEM_GRPC_PORT": str(proc["grpc_port"]),
-                    "OPENAI_BASE_URL": f"http://127.0.0.1:{closed}/v1"})
+                    "AUTOMEM_METRICS_PORT": str(proc["metrics_port"]), "OPENAI_BASE_URL": f"http://127.0.0.1:{closed}/v1"})
         env.pop("FALKORDB_PASSWORD", None)
         if "OTEL_EXPORTER_OTLP_ENDPOINT" in env:
             env["OTEL_EXPORTER_OTLP_ENDPOINT"] = f"http://127.0.0.1:{closed}"
@@ -187,6 +188,16 @@ async def test_the_rendered_chart_runs_and_serves(case: str, tmp_path: Path) -> 
             if token:
                 assert (await http.get("/recall", params={"tags": "chart"},
                                        headers={"Authorization": "Bearer wrong"})).status_code == 401
+        # Every process serves its own metrics (what the ServiceMonitor scrapes): its own
+        # service.name, and the calls it answered.
+        async with httpx.AsyncClient(timeout=10) as http:
+            for proc in procs:
+                page = (await http.get(f"http://127.0.0.1:{proc['metrics_port']}/metrics")).text
+                assert f'service_name="{proc["env"]["OTEL_SERVICE_NAME"]}"' in page, proc["name"]
+                if "gateway" in proc["targets"]:
+                    assert 'http_route="/memory"' in page, proc["name"]
+                if "ingest" in proc["targets"]:
+                    assert 'rpc_method="automem.v1.IngestService/CreateMemory"' in page, proc["name"]
         for proc, handle in zip(procs, running, strict=True):
             assert handle.returncode is None, f"{proc['name']} exited with {handle.returncode}"
     finally:

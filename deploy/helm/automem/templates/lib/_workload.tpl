@@ -156,6 +156,9 @@ spec:
               containerPort: {{ $ctx.Values.ports.grpc }}
               protocol: TCP
             {{- end }}
+            - name: metrics
+              containerPort: {{ $ctx.Values.ports.metrics }}
+              protocol: TCP
           envFrom:
             - configMapRef:
                 name: {{ include "automem.fullname" $ctx }}
@@ -164,6 +167,8 @@ spec:
               valueFrom:
                 fieldRef:
                   fieldPath: metadata.name
+            - name: AUTOMEM_METRICS_PORT
+              value: {{ $ctx.Values.ports.metrics | quote }}
             - name: OTEL_SERVICE_NAME
               value: automem-{{ $c }}
             - name: OTEL_RESOURCE_ATTRIBUTES
@@ -251,6 +256,11 @@ spec:
       protocol: TCP
       appProtocol: grpc
     {{- end }}
+    - name: metrics
+      port: {{ $ctx.Values.ports.metrics }}
+      targetPort: metrics
+      protocol: TCP
+      appProtocol: http
 {{- if and (include "automem.lib.servesGrpc" $c) $ctx.Values.grpc.clientLoadBalancing (eq $ctx.Values.deploymentMode "Distributed") }}
 ---
 # Headless: DNS answers with every ready pod, so the gateway's round_robin channel spreads calls.
