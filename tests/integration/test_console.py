@@ -138,7 +138,7 @@ async def browsing(browser: Browser, world: World) -> AsyncIterator[Browsing]:
         yield seen
     finally:
         await context.close()
-    outside = [u for u in seen.urls if not (u.startswith((world.service.url + "/", "data:")))]
+    outside = [u for u in seen.urls if not (u.startswith((world.service.url + "/", "blob:" + world.service.url + "/", "data:")))]
     assert seen.urls and not outside, outside
 
 
@@ -229,7 +229,7 @@ async def test_admin_searches_opens_a_memory_its_history_and_graph_and_approves_
     await expect(page.locator(f"[data-item='{world.proposal}']")).to_have_count(0)
     async with world.service.http(Authorization=f"Bearer {world.admin_a}") as http:
         old = (await http.get(f"/memory/{world.target}")).json()["memory"]
-    assert old["state"] == "superseded" and old["current_id"] == world.claim
+    assert old["state"] == "SUPERSEDED" and old["current_id"] == world.claim
 
     # Operations: health, sync, enrichment lag, consolidation history; admin actions.
     await page.goto("/console/ops")
@@ -290,14 +290,12 @@ async def test_a_wrong_key_gets_the_login_form_again_and_no_session(world: World
     assert response is not None and page.url.endswith("/console/login")
 
 
-async def test_docs_load_swagger_ui_and_redoc_from_the_gateway(world: World, browsing: Browsing) -> None:
+async def test_docs_load_swagger_ui_from_the_gateway(world: World, browsing: Browsing) -> None:
     page = await browsing.page()
     await page.goto("/docs")
     await expect(page.locator(".swagger-ui .info .title")).to_contain_text("automem")
     await expect(page.locator(".opblock").first).to_be_visible()
     await _shot(page, "docs")
-    await page.goto("/redoc")
-    await expect(page.locator("h1").first).to_contain_text("automem")
 
 
 async def test_login_cookies_are_http_only_and_same_site_strict(world: World, browsing: Browsing) -> None:

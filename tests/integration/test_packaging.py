@@ -101,7 +101,7 @@ async def test_the_installed_service_stores_and_recalls(installed: Path, tmp_pat
             await eventually(recalled, timeout=60)
             # The console's templates and vendored scripts, and /docs' assets, ship in the wheel.
             for path in ("/console/login", "/console/static/htmx.min.js", "/console/static/cytoscape.min.js",
-                         "/docs", "/docs-static/swagger-ui-bundle.js", "/docs-static/redoc.standalone.js"):
+                         "/docs", "/docs-static/swagger-ui-bundle.js", "/docs-static/swagger-ui.css"):
                 assert (await http.get(path)).status_code == 200, path
     finally:
         await stop_processes([proc])

@@ -70,9 +70,9 @@ DIFF_IGNORED = frozenset({"version", "etag", "updated_at", "last_accessed", "rec
 STATE_FILTERS = {
     "current": ("current", False, False, ""),
     "all": ("history", True, True, ""),
-    "pending": ("history", False, True, "pending"),
-    "superseded": ("history", False, False, "superseded"),
-    "archived": ("history", True, False, "archived"),
+    "pending": ("history", False, True, "PENDING_REVIEW"),
+    "superseded": ("history", False, False, "SUPERSEDED"),
+    "archived": ("history", True, False, "ARCHIVED"),
 }
 _PRINTABLE = re.compile(r"[\x21-\x7e]+")
 
@@ -128,9 +128,9 @@ async def session(request: Request) -> Session:
     return Session(call, who.principal, who.role, who.scope, request.cookies.get(CSRF_COOKIE, ""))
 
 
-def render(request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
-    """The template ``name`` with ``context`` (plus ``request``)."""
-    return templates.TemplateResponse(request, name, context, status_code=status)
+def render(request: Request, name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
+    """The template ``name`` with ``context`` (plus ``request``), answered with ``status_code``."""
+    return templates.TemplateResponse(request, name, context, status_code=status_code)
 
 
 def page(handler: Callable[..., Awaitable[Response]]) -> Callable[..., Awaitable[Response]]:

@@ -8,9 +8,11 @@ document.addEventListener("DOMContentLoaded", function () {
     container: document.getElementById("graph"),
     elements: elements,
     wheelSensitivity: 0.3,
+    maxZoom: 1.3,  // a small neighbourhood is not blown up to fill the canvas
     style: [
       { selector: "node", style: { "background-color": "data(color)", label: "data(label)", "font-size": 10,
-        "text-wrap": "ellipsis", "text-max-width": 140, width: 22, height: 22, color: "#1f2937" } },
+        "text-wrap": "ellipsis", "text-max-width": 150, width: 22, height: 22, color: "#1f2937",
+        "text-valign": "bottom", "text-margin-y": 4 } },
       { selector: "node[role = 'center']", style: { width: 34, height: 34, "border-width": 3, "border-color": "#0f172a" } },
       { selector: "node[style = 'superseded']", style: { opacity: 0.45, "border-width": 2, "border-style": "dashed",
         "border-color": "#6b7280", "background-color": "#ffffff" } },
@@ -21,7 +23,9 @@ document.addEventListener("DOMContentLoaded", function () {
       { selector: "edge[type = 'MENTIONS']", style: { "line-style": "dashed", width: 1, label: "" } },
       { selector: "edge[?semantic]", style: { "line-style": "dotted", "target-arrow-shape": "none" } }
     ],
-    layout: { name: "cose", animate: false, padding: 30, nodeRepulsion: 8000, idealEdgeLength: 90 }
+    // Rings: the memory in the middle, its memory neighbours around it, the entities outside.
+    layout: { name: "concentric", animate: false, padding: 40, minNodeSpacing: 70, levelWidth: function () { return 1; },
+      concentric: function (node) { return { center: 3, entity: 1 }[node.data("role")] || 2; } }
   });
   cy.on("tap", "node", function (evt) {
     var node = evt.target.data();
