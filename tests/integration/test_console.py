@@ -51,6 +51,8 @@ class World:
     proposal: str  # the review item: ``claim`` supersedes ``target``
     claim: str
     target: str
+    scratch: str  # deleted by a test
+    pending: str  # stored for review: rejected (tombstoned) and the tombstone lifted by a test
 
 
 async def _store(http, content: str, **fields) -> dict:
@@ -83,6 +85,8 @@ async def world(nats_server, falkordb_server, tmp_path_factory) -> AsyncIterator
             assert r.status_code == 201, r.text
             target = await _store(http, "Invoices are sent on the first day of the month", tags=["billing"])
             claim = await _store(http, "Invoices are sent on the fifth day of the month", tags=["billing"])
+            scratch = await _store(http, "Scratch note: the staging VPN password rotates weekly", tags=["scratch"])
+            pending = await _store(http, "The moon is made of cheese", tags=["scratch"], require_review=True)
             # The proposal enrichment makes for a contradiction (automem/enrich/links.py), made
             # here through the same statement so the test does not depend on the detector.
             await running.ctx.graph.review.propose_supersede(
@@ -98,7 +102,8 @@ async def world(nats_server, falkordb_server, tmp_path_factory) -> AsyncIterator
 
             await eventually(searchable, timeout=120)
         yield World(running, admin_a, reader_a, writer_b, old["memory_id"], new["memory_id"], got["recorded_at"],
-                    related["memory_id"], proposal, claim["memory_id"], target["memory_id"])
+                    related["memory_id"], proposal, claim["memory_id"], target["memory_id"], scratch["memory_id"],
+                    pending["memory_id"])
     finally:
         await running.runner.stop()
 
@@ -241,6 +246,36 @@ async def test_admin_searches_opens_a_memory_its_history_and_graph_and_approves_
     await expect(page.get_by_test_id("result")).to_contain_text('"dry_run": true')
 
 
+async def test_admin_rejects_a_pending_memory_lifts_its_tombstone_and_deletes_a_memory(
+        world: World, browsing: Browsing) -> None:
+    page = await browsing.page()
+    await _login(page, world.admin_a)
+    await page.goto("/console/review")
+    item = page.locator(f"[data-item='{world.pending}']")
+    await expect(item).to_contain_text("Memory under review")
+    await expect(item).to_contain_text("The moon is made of cheese")
+    await item.locator("input[name=reason]").fill("not a fact")
+    await item.get_by_role("button", name="Reject").click()
+    await expect(page.get_by_test_id("flash")).to_contain_text("rejected")
+    row = page.get_by_test_id("tombstones").locator("tr", has_text=world.pending)
+    await expect(row).to_contain_text("not a fact")
+    await row.get_by_role("button", name="Lift").click()
+    await expect(page.get_by_test_id("flash")).to_contain_text("lifted")
+    await expect(page.get_by_test_id("tombstones")).not_to_contain_text(world.pending)
+    async with world.service.http(Authorization=f"Bearer {world.admin_a}") as http:
+        found = (await http.get("/v1/tombstones", params={"include_lifted": "true"})).json()["tombstones"]
+    assert [t["lifted"] for t in found if t["memory_id"] == world.pending] == [True]
+
+    # A writer's action: delete a memory; its history stays readable.
+    await page.goto(f"/console/memories/{world.scratch}")
+    await page.fill("input[name=reason]", "a password does not belong here")
+    await page.get_by_role("button", name="Delete").click()
+    await expect(page.get_by_test_id("events")).to_contain_text("deleted")
+    await expect(page.get_by_test_id("events")).to_contain_text("a password does not belong here")
+    response = await page.goto(f"/console/memories/{world.scratch}")
+    assert response is not None and response.status == 404
+
+
 async def test_a_reader_sees_read_only_pages_and_a_post_without_the_csrf_token_is_refused(
         world: World, browsing: Browsing) -> None:
     page = await browsing.page()
@@ -248,7 +283,7 @@ async def test_a_reader_sees_read_only_pages_and_a_post_without_the_csrf_token_i
     await expect(page.get_by_test_id("who")).to_contain_text("reader")
     await page.goto(f"/console/memories/{world.new}")
     await expect(page.get_by_test_id("content")).to_contain_text("CockroachDB")
-    await expect(page.get_by_role("button", name="Delete (tombstone)")).to_have_count(0)
+    await expect(page.get_by_role("button", name="Delete")).to_have_count(0)
     await page.goto("/console/review")
     await expect(page.get_by_role("button", name="Approve")).to_have_count(0)
     await expect(page.get_by_test_id("tombstones")).to_contain_text("Admin only")

@@ -65,7 +65,10 @@ TABLE_LIMIT = 50
 #: Hops followed each way along a supersession chain at most.
 CHAIN_HOPS = 20
 #: Memory fields left out of an event's before/after diff (they change on every write).
-DIFF_IGNORED = frozenset({"version", "etag", "updated_at", "last_accessed", "recorded_at"})
+DIFF_IGNORED = frozenset({"version", "etag", "updated_at", "last_accessed", "recorded_at", "id", "memory_id",
+                          "content_hash"})
+#: The fields an event that creates a memory shows (its "after" holds every field).
+CREATED_SHOWN = ("content", "type", "tags", "importance", "state", "t_valid", "t_invalid", "scope")
 #: The state filter's choices: read options and the states a row may have ("" = any).
 STATE_FILTERS = {
     "current": ("current", False, False, ""),
@@ -272,7 +275,8 @@ async def memory(request: Request, memory_id: str, q: str = "") -> Response:
 @router.post("/memories/{memory_id}/delete")
 @page
 async def delete(request: Request, memory_id: str, reason: str = Form(""), csrf_token: str = Form("")) -> Response:
-    """Tombstone the memory (writer; IngestService.DeleteMemory)."""
+    """Delete the memory (writer; IngestService.DeleteMemory: state DELETED, gone from every
+    read, its events kept) and show its history."""
     s = await session(request)
     check_csrf(request, csrf_token)
     await usecases.delete_memory(s.call, memory_id, reason=reason.strip())
@@ -281,6 +285,8 @@ async def delete(request: Request, memory_id: str, reason: str = Form(""), csrf_
 
 def _diff(before: dict[str, Any] | None, after: dict[str, Any] | None) -> list[tuple[str, Any, Any]]:
     """(field, before, after) of the fields an event changed, by :func:`presenters.memory_json` name."""
+    if before is None and after is not None:
+        return [(n, None, after.get(n)) for n in CREATED_SHOWN if after.get(n) not in (None, [], {})]
     before, after = before or {}, after or {}
     names = sorted((set(before) | set(after)) - DIFF_IGNORED)
     return [(n, before.get(n), after.get(n)) for n in names if before.get(n) != after.get(n)]
@@ -317,9 +323,14 @@ async def _chain(call: Caller, start: dict[str, Any]) -> list[dict[str, Any]]:
         chain.append(current)
     first = start["id"]
     for _ in range(CHAIN_HOPS):
-        found = presenters.neighbors_json(await usecases.graph_neighbors(
-            call, first, depth=1, include_semantic=False, semantic_limit=1,
-            read=usecases.read_options(state_mode="history")), 0.0)
+        try:
+            found = presenters.neighbors_json(await usecases.graph_neighbors(
+                call, first, depth=1, include_semantic=False, semantic_limit=1,
+                read=usecases.read_options(state_mode="history")), 0.0)
+        except GatewayError as exc:
+            if exc.status != 404:
+                raise
+            break
         nodes = {n["id"]: n for n in found["graph_neighbors"]}
         older = [nodes[e["source"]] for e in found["edges"]
                  if e["type"] in SUPERSEDING and e["target"] == first and e["source"] in nodes]
@@ -336,8 +347,16 @@ async def history(request: Request, memory_id: str, known_at: str = "") -> Respo
     """Audit events (oldest first, with before/after diffs), the supersession chain and its
     head, and with ``known_at`` the memory as the service knew it then (404 when it did not)."""
     s = await session(request)
-    got = presenters.got_memory_json(await usecases.get_memory(s.call, memory_id, _history_read()))
     events = await usecases.history(s.call, memory_id, page_size=100, page_token="")
+    try:
+        got = presenters.got_memory_json(await usecases.get_memory(s.call, memory_id, _history_read()))
+    except GatewayError as exc:
+        # A deleted (or purged) memory is gone from every read; its audit events are not.
+        last = next((e for e in reversed(events.events) if e.HasField("after") or e.HasField("before")), None)
+        if exc.status != 404 or last is None:
+            raise
+        got = presenters.memory_json(last.after if last.HasField("after") else last.before,
+                                     is_current=False, current_id=None)
     believed, believed_error = None, None
     if known_at.strip():
         try:
@@ -418,7 +437,13 @@ async def review(request: Request, status: str = "pending") -> Response:
             raise
         tombstone_error = exc.message
     return render(request, "review.html", s=s, items=[presenters.review_item_json(i) for i in items.items],
-                  status=status, tombstones=tombstones, tombstone_error=tombstone_error, flash=request.query_params.get("done"))
+                  status=status, tombstones=tombstones, tombstone_error=tombstone_error, flash=_flash(request))
+
+
+def _flash(request: Request) -> str | None:
+    """The outcome word of the action that redirected here (``?done=``), when it is one."""
+    done = request.query_params.get("done")
+    return done if done in ("approved", "rejected", "lifted") else None
 
 
 @router.post("/review/{item_id}/{decision}")
@@ -434,7 +459,7 @@ async def decide(request: Request, item_id: str, decision: str, reason: str = Fo
         await usecases.reject(s.call, item_id, reason.strip())
     else:
         raise GatewayError(404, f"decision: approve or reject, not {decision!r}")
-    return RedirectResponse(f"/console/review?done={decision}d", status_code=303)
+    return RedirectResponse(f"/console/review?done={decision.removesuffix('e')}ed", status_code=303)
 
 
 @router.post("/tombstones/{tombstone_id}/lift")
