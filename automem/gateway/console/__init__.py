@@ -147,12 +147,17 @@ def page(handler: Callable[..., Awaitable[Response]]) -> Callable[..., Awaitable
         except LoginRequired:
             return RedirectResponse("/console/login", status_code=303)
         except GatewayError as exc:
-            return render(request, "error.html", exc.status, status=exc.status, message=exc.message)
+            return _error(request, exc.status, exc.message)
         except AutomemError as exc:
-            status = HTTP_STATUS.get(exc.code, 500)
-            return render(request, "error.html", status, status=status, message=exc.message)
+            return _error(request, HTTP_STATUS.get(exc.code, 500), exc.message)
 
     return wrapped
+
+
+def _error(request: Request, status: int, message: str) -> HTMLResponse:
+    """The error page, or its fragment for an htmx request (swapped into the page)."""
+    name = "_error.html" if request.headers.get("hx-request") == "true" else "error.html"
+    return render(request, name, status, status=status, message=message)
 
 
 def check_csrf(request: Request, sent: str) -> None:
@@ -198,9 +203,25 @@ async def login(request: Request, api_key: str = Form(""), scope: str = Form("")
     return response
 
 
+@router.post("/scope")
+@page
+async def switch_scope(request: Request, scope: str = Form(""), csrf_token: str = Form("")) -> Response:
+    """Act on another scope the key may use ("" = its default scope): the service checks it
+    (403 naming the scope otherwise) before the cookie changes."""
+    await session(request)
+    check_csrf(request, csrf_token)
+    scope = scope.strip()
+    if scope and not _PRINTABLE.fullmatch(scope):
+        raise GatewayError(400, "scope: printable ASCII without spaces")
+    await _who(request, request.cookies.get(KEY_COOKIE, ""), scope)
+    response = RedirectResponse("/console/", status_code=303)
+    _set_cookie(response, request, SCOPE_COOKIE, scope)
+    return response
+
+
 @router.post("/logout")
-async def logout(request: Request, csrf_token: str = Form("")) -> Response:
-    """Drop the session cookies."""
+async def logout(request: Request) -> Response:
+    """Drop the session cookies (no CSRF check: a forged logout only logs out)."""
     response = RedirectResponse("/console/login", status_code=303)
     for name in (KEY_COOKIE, SCOPE_COOKIE, CSRF_COOKIE):
         response.delete_cookie(name, path="/console")
