@@ -246,7 +246,8 @@ def _split(raw: str) -> list[str]:
 async def memories(request: Request, q: str = "", tags: str = "", type: str = "", state: str = "current",
                    start: str = "", end: str = "") -> Response:
     """The memories table. A query, a time range or no filter: ranked recall; tags alone:
-    the by-tag listing, newest first. ``type`` and ``state`` narrow the rows shown."""
+    the by-tag listing, newest first; :data:`TABLE_LIMIT` rows at most. ``type`` and ``state``
+    narrow the rows shown (among those)."""
     s = await session(request)
     if state not in STATE_FILTERS:
         raise GatewayError(400, f"state: one of {', '.join(STATE_FILTERS)}")
