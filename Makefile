@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 PROTO_SRC := $(wildcard protos/automem/v1/*.proto)
 PROTO_OUT := automem/v1
 
-.PHONY: install run test test-unit test-integration protos lint bench-locomo clean
+.PHONY: install browser run test test-unit test-integration protos lint bench-locomo clean
 # Extra pytest arguments, e.g. `make test PYTEST_ARGS="--durations=30"`.
 PYTEST_ARGS ?=
 
@@ -21,6 +21,13 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 
 install: $(STAMP)
 
+# Debian's chromium for the console's browser tests (tests/integration/test_console.py, driven by
+# Playwright through executable_path): installed with apt when missing (as root, or with sudo).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q chromium; }
+
 protos: $(STAMP)
 	$(PY) -m automem.protogen
 
@@ -32,7 +39,7 @@ test-unit: $(STAMP)
 	$(PY) -m pytest -q tests/unit tests/contract $(PYTEST_ARGS)
 
 # Everything on real NATS, FalkorDB, qdrant-edge and the models (one shared service per session).
-test-integration: $(STAMP)
+test-integration: $(STAMP) browser
 	$(PY) -m pytest -q tests/integration $(PYTEST_ARGS)
 
 test: test-unit test-integration

@@ -99,6 +99,10 @@ async def test_the_installed_service_stores_and_recalls(installed: Path, tmp_pat
                 found = await http.get("/recall", params={"query": "installed from the wheel", "limit": 5})
                 return mid in [hit["id"] for hit in found.json()["results"]]
             await eventually(recalled, timeout=60)
+            # The console's templates and vendored scripts, and /docs' assets, ship in the wheel.
+            for path in ("/console/login", "/console/static/htmx.min.js", "/console/static/cytoscape.min.js",
+                         "/docs", "/docs-static/swagger-ui-bundle.js", "/docs-static/swagger-ui.css"):
+                assert (await http.get(path)).status_code == 200, path
     finally:
         await stop_processes([proc])
         await nats.stop()
