@@ -10,6 +10,11 @@
   ``automem_enrichment_up`` — 1 when the scrape could read them. All read at scrape time
   from ``EnrichService.GetEnrichmentStatus`` (over gRPC, so it works in-process and when
   the enrich target runs elsewhere); absent (``up`` 0) when that call fails.
+* ``automem_sync_memories`` / ``automem_sync_vectors`` — memories in the graph that should
+  have a vector point, and the points in the vector store (``ConsolidateService.GetSyncStatus``:
+  two counts, cheap); ``automem_sync_up`` — 1 when they could be read and vectors are on. The
+  chart's ``AutomemGraphVectorDrift`` alert compares them while the enrichment queue is empty
+  (deploy/helm/automem/templates/prometheusrule.yaml).
 * the standard ``process_*`` / ``python_*`` collectors.
 
 Each app has its own registry, so several apps in one process (tests) never clash.
@@ -34,7 +39,7 @@ from prometheus_client.registry import Collector
 
 from automem.common.logs import access
 from automem.common.telemetry import unsampled
-from automem.v1 import enrich_service_pb2
+from automem.v1 import consolidate_service_pb2, enrich_service_pb2
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +73,24 @@ class _EnrichmentCollector(Collector):
                                   "Enrichment messages parked on the dead-letter subject", value=status.dead_lettered)
 
 
+class _SyncCollector(Collector):
+    """Exposes the last GetSyncStatus answer (set just before each scrape)."""
+
+    def __init__(self) -> None:
+        self.status: consolidate_service_pb2.GetSyncStatusResponse | None = None
+
+    def collect(self) -> Iterator[Metric]:
+        status = self.status
+        readable = status is not None and status.sync_status != "vectors_disabled"
+        yield GaugeMetricFamily("automem_sync_up", "1 when the graph and vector counts could be read",
+                                value=1 if readable else 0)
+        if not readable:
+            return
+        yield GaugeMetricFamily("automem_sync_memories", "Memories in the graph that should have a vector point",
+                                value=status.memory_count)
+        yield GaugeMetricFamily("automem_sync_vectors", "Points in the vector store", value=status.vector_count)
+
+
 class GatewayMetrics:
     """The gateway's metrics registry and instruments."""
 
@@ -78,6 +101,8 @@ class GatewayMetrics:
             ("route", "method", "status"), registry=self.registry)
         self.enrichment = _EnrichmentCollector()
         self.registry.register(self.enrichment)
+        self.sync = _SyncCollector()
+        self.registry.register(self.sync)
         for collector in (ProcessCollector, PlatformCollector, GCCollector):
             collector(registry=self.registry)
 
@@ -156,7 +181,7 @@ def install(app: FastAPI, access_log: bool = True) -> GatewayMetrics:
 
     @app.get("/metrics", tags=["ops"], include_in_schema=False)
     async def prometheus_metrics(request: Request) -> Response:
-        """Prometheus text exposition; no auth. Reads the enrichment status first."""
+        """Prometheus text exposition; no auth. Reads the enrichment and sync status first."""
         client = request.app.state.client
         try:
             with unsampled():
@@ -165,6 +190,13 @@ def install(app: FastAPI, access_log: bool = True) -> GatewayMetrics:
         except grpc.aio.AioRpcError as exc:
             log.debug("enrichment status unavailable for /metrics", extra={"error": exc.details()})
             metrics.enrichment.status = None
+        try:
+            with unsampled():
+                metrics.sync.status = await client.consolidate.GetSyncStatus(
+                    consolidate_service_pb2.GetSyncStatusRequest(), timeout=STATUS_TIMEOUT)
+        except grpc.aio.AioRpcError as exc:
+            log.debug("sync status unavailable for /metrics", extra={"error": exc.details()})
+            metrics.sync.status = None
         return Response(metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
     return metrics

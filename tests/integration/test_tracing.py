@@ -227,10 +227,13 @@ async def test_metrics_expose_latency_histogram_and_enrichment_queue(traced: tup
         assert _value(samples, "automem_outbox_backlog") == 0
         assert _value(samples, "automem_enrichment_processed_total") >= 1
         assert _value(samples, "automem_enrichment_failures_total") == 0
+        assert _value(samples, "automem_sync_up") == 1
+        assert _value(samples, "automem_sync_memories") == _value(samples, "automem_sync_vectors") >= 1
         assert "process_cpu_seconds_total" in samples or "python_info" in samples
         # A scrape is not traced, nor is the status call it makes.
         assert not [s for s in exporter.get_finished_spans()
-                    if s.name.startswith("GET /metrics") or "GetEnrichmentStatus" in s.name]
+                    if s.name.startswith("GET /metrics") or "GetEnrichmentStatus" in s.name
+                    or "GetSyncStatus" in s.name]
 
         # With the consumer stopped, a store waits in the queue and the gauge shows it.
         consumer = service.ctx.enrich_consumer
