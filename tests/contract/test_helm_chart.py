@@ -34,7 +34,7 @@ SECRET_KEYS = {
     "QDRANT_API_KEY",
 }
 #: Kinds from CRDs that the bundled schemas cannot know.
-CRD_KINDS = {"ServiceMonitor"}
+CRD_KINDS = {"ServiceMonitor", "PrometheusRule", "HTTPRoute"}
 
 VALUES_FILES = sorted(CI_DIR.glob("*-values.yaml"))
 CASES = [pytest.param(None, id="defaults")] + [pytest.param(p.name, id=p.stem) for p in VALUES_FILES]
@@ -81,15 +81,17 @@ def _by_component(docs: Any, kind: str) -> dict[str, dict[str, Any]]:
 
 
 def _pod_specs(docs: Any) -> list[tuple[str, dict[str, Any]]]:
+    """(name, pod spec) of every workload and bare Pod (the helm test hook)."""
     return [
-        (d["metadata"]["name"], d["spec"]["template"]["spec"])
+        (d["metadata"]["name"], d["spec"]["template"]["spec"] if d["kind"] != "Pod" else d["spec"])
         for d in docs
-        if d["kind"] in {"Deployment", "StatefulSet", "DaemonSet", "Job"}
+        if d["kind"] in {"Deployment", "StatefulSet", "DaemonSet", "Job", "Pod"}
     ]
 
 
 def _configmap_data(docs: Any) -> dict[str, str]:
-    (cm,) = _kind(docs, "ConfigMap")
+    """The settings ConfigMap (not the dashboard's)."""
+    (cm,) = [d for d in _kind(docs, "ConfigMap") if d["metadata"]["name"] == f"{RELEASE}-automem"]
     return cm["data"]
 
 
@@ -233,7 +235,7 @@ def test_every_container_is_non_root_with_read_only_root_filesystem(case: str | 
 def test_automem_containers_run_as_10001_with_a_writable_tmp(case: str | None) -> None:
     for dep in _kind(_rendered_case(case), "Deployment"):
         pod = dep["spec"]["template"]["spec"]
-        (container,) = pod["containers"]
+        container = pod["containers"][0]  # the automem one; sidecars (extraContainers) follow
         assert container["securityContext"]["runAsUser"] == 10001
         assert container["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
         tmp = next(m for m in container["volumeMounts"] if m["mountPath"] == "/tmp")
@@ -341,7 +343,7 @@ def test_secrets_never_appear_in_the_configmap(case: str | None) -> None:
     for secret in _secret_values(values):
         assert secret not in blob
     for dep in _kind(docs, "Deployment"):
-        (container,) = dep["spec"]["template"]["spec"]["containers"]
+        container = dep["spec"]["template"]["spec"]["containers"][0]
         by_name = {e["name"]: e for e in container["env"]}
         for key in SECRET_KEYS:
             assert "value" not in by_name[key] and by_name[key]["valueFrom"]["secretKeyRef"]["key"] == key
