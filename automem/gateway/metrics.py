@@ -22,9 +22,10 @@ Each app has its own registry, so several apps in one process (tests) never clas
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import grpc
@@ -172,6 +173,17 @@ class MetricsMiddleware:
                 access("http", route, method, status, elapsed, *caller_id(scope.get("headers") or []))
 
 
+async def _status(call: Callable[[], Awaitable[Any]], what: str) -> Any:
+    """The answer of one status RPC (``call()`` starts it) for a scrape, untraced; None
+    (logged at DEBUG) when it fails."""
+    try:
+        with unsampled():
+            return await call()
+    except grpc.aio.AioRpcError as exc:
+        log.debug("%s status unavailable for /metrics", what, extra={"error": exc.details()})
+        return None
+
+
 def install(app: FastAPI, access_log: bool = True) -> GatewayMetrics:
     """Add the latency middleware (with access lines when ``access_log``) and ``GET /metrics``
     to ``app``; returns the metrics."""
@@ -183,20 +195,11 @@ def install(app: FastAPI, access_log: bool = True) -> GatewayMetrics:
     async def prometheus_metrics(request: Request) -> Response:
         """Prometheus text exposition; no auth. Reads the enrichment and sync status first."""
         client = request.app.state.client
-        try:
-            with unsampled():
-                metrics.enrichment.status = await client.enrich.GetEnrichmentStatus(
-                    enrich_service_pb2.GetEnrichmentStatusRequest(), timeout=STATUS_TIMEOUT)
-        except grpc.aio.AioRpcError as exc:
-            log.debug("enrichment status unavailable for /metrics", extra={"error": exc.details()})
-            metrics.enrichment.status = None
-        try:
-            with unsampled():
-                metrics.sync.status = await client.consolidate.GetSyncStatus(
-                    consolidate_service_pb2.GetSyncStatusRequest(), timeout=STATUS_TIMEOUT)
-        except grpc.aio.AioRpcError as exc:
-            log.debug("sync status unavailable for /metrics", extra={"error": exc.details()})
-            metrics.sync.status = None
+        metrics.enrichment.status, metrics.sync.status = await asyncio.gather(
+            _status(lambda: client.enrich.GetEnrichmentStatus(enrich_service_pb2.GetEnrichmentStatusRequest(),
+                                                              timeout=STATUS_TIMEOUT), "enrichment"),
+            _status(lambda: client.consolidate.GetSyncStatus(consolidate_service_pb2.GetSyncStatusRequest(),
+                                                             timeout=STATUS_TIMEOUT), "sync"))
         return Response(metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
     return metrics
