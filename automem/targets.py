@@ -266,6 +266,7 @@ async def _start_gateway(rt: Runtime) -> Stop:
     import uvicorn
 
     from automem.common.client import AutomemClient
+    from automem.common.grpc_tls import channel_credentials, channel_options
     from automem.common.telemetry import grpc_client_interceptors
     from automem.gateway.app import create_app
 
@@ -276,7 +277,9 @@ async def _start_gateway(rt: Runtime) -> Stop:
         client = running["client"] = AutomemClient(addrs["ingest"], addrs["recall"], addrs["enrich"],
                                                    addrs["consolidate"], interceptors=grpc_client_interceptors(),
                                                    call_timeout=rt.settings.call_deadline_seconds,
-                                                   lb_policy=rt.settings.grpc_lb_policy)
+                                                   lb_policy=rt.settings.grpc_lb_policy,
+                                                   credentials=channel_credentials(rt.settings),
+                                                   channel_options=channel_options(rt.settings))
         app = running["app"] = create_app(rt.settings, client)
         config = uvicorn.Config(app, host=rt.settings.host, port=rt.settings.port,
                                 log_config=None, lifespan="on", access_log=False)

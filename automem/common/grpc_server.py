@@ -19,6 +19,7 @@ from opentelemetry import trace
 
 from automem.common.auth import Principal, _current, header_scope, set_principal, tokens_equal
 from automem.common.errors import AutomemError, InvalidArgument, ResourceExhausted, Unauthenticated
+from automem.common.grpc_tls import server_credentials
 from automem.common.logs import access
 from automem.common.metrics import rpc_server_duration
 from automem.common.settings import Settings
@@ -265,8 +266,13 @@ class GrpcServer:
     """The process's one gRPC server with health and reflection.
 
     Args:
-        settings: uses ``grpc_port``, ``host`` and ``grpc_max_connection_age_seconds``.
+        settings: uses ``grpc_port``, ``host``, ``grpc_max_connection_age_seconds``, the
+            ``grpc_tls*`` settings (automem/common/grpc_tls.py) and ``grpc_health_port``.
         authenticator: checks keys on every call.
+
+    With ``grpc_health_port`` set, a second server on that port answers
+    ``grpc.health.v1.Health`` alone, in plaintext, from the same health servicer (the
+    kubelet's grpc probes cannot do TLS; the services themselves stay behind TLS).
     """
 
     def __init__(self, settings: Settings, authenticator: Authenticator) -> None:
@@ -281,6 +287,8 @@ class GrpcServer:
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         self.service_names: list[str] = [health_pb2.DESCRIPTOR.services_by_name["Health"].full_name]
         self.port = 0
+        self.health_server: grpc.aio.Server | None = None
+        self.health_port = 0
 
     def add(self, add_fn: Callable, servicer: object, full_name: str) -> None:
         """Register a servicer (``add_XServicer_to_server``) under its full service name."""
@@ -300,9 +308,22 @@ class GrpcServer:
     async def start(self) -> int:
         """Enable reflection, bind ``host:grpc_port`` (0 = free port), start; returns the port."""
         reflection.enable_server_reflection([*self.service_names, reflection.SERVICE_NAME], self.server)
-        self.port = self.server.add_insecure_port(f"{self.settings.host}:{self.settings.grpc_port}")
+        address = f"{self.settings.host}:{self.settings.grpc_port}"
+        credentials = server_credentials(self.settings)  # TlsSettingsError naming the variable
+        if credentials is None:
+            self.port = self.server.add_insecure_port(address)
+        else:
+            self.port = self.server.add_secure_port(address, credentials)
         if self.port == 0:
             raise OSError(f"cannot bind gRPC port {self.settings.grpc_port}")
+        if self.settings.grpc_health_port:
+            self.health_server = grpc.aio.server()
+            health_pb2_grpc.add_HealthServicer_to_server(self.health, self.health_server)
+            self.health_port = self.health_server.add_insecure_port(
+                f"{self.settings.host}:{self.settings.grpc_health_port}")
+            if self.health_port == 0:
+                raise OSError(f"cannot bind AUTOMEM_GRPC_HEALTH_PORT {self.settings.grpc_health_port}")
+            await self.health_server.start()
         await self.server.start()
         return self.port
 
@@ -311,6 +332,8 @@ class GrpcServer:
         for name in self.service_names:
             await _maybe_await(self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING))
         await self.server.stop(grace)
+        if self.health_server is not None:
+            await self.health_server.stop(0)
 
 
 async def _maybe_await(value: object) -> None:

@@ -72,6 +72,26 @@ class Settings(BaseSettings):
     #: then 5 s grace), so clients behind a ClusterIP Service re-balance over time; 0 = never.
     grpc_max_connection_age_seconds: float = Field(
         0.0, ge=0, validation_alias=_env("AUTOMEM_GRPC_MAX_CONNECTION_AGE_SECONDS"))
+    #: TLS on the gRPC port and on every gRPC client channel (automem/common/grpc_tls.py);
+    #: off = plaintext. Servers then need ``grpc_tls_cert_file`` and ``grpc_tls_key_file``.
+    grpc_tls: bool = Field(False, validation_alias=_env("AUTOMEM_GRPC_TLS"))
+    #: PEM certificate chain of this process (the server's; the client's too with client auth).
+    grpc_tls_cert_file: str = Field("", validation_alias=_env("AUTOMEM_GRPC_TLS_CERT_FILE"))
+    #: PEM private key of ``grpc_tls_cert_file``.
+    grpc_tls_key_file: str = Field("", validation_alias=_env("AUTOMEM_GRPC_TLS_KEY_FILE"))
+    #: PEM CA bundle: clients verify servers against it (empty = the system roots); with
+    #: ``grpc_tls_client_auth`` servers verify clients against it.
+    grpc_tls_ca_file: str = Field("", validation_alias=_env("AUTOMEM_GRPC_TLS_CA_FILE"))
+    #: Servers require a client certificate signed by ``grpc_tls_ca_file`` (mutual TLS);
+    #: clients then present ``grpc_tls_cert_file``.
+    grpc_tls_client_auth: bool = Field(False, validation_alias=_env("AUTOMEM_GRPC_TLS_CLIENT_AUTH"))
+    #: Host name clients check the server certificate against instead of the target's
+    #: (``grpc.ssl_target_name_override``); empty = the target's host.
+    grpc_tls_server_name: str = Field("", validation_alias=_env("AUTOMEM_GRPC_TLS_SERVER_NAME"))
+    #: A second, plaintext gRPC port serving only ``grpc.health.v1.Health`` (0 = none): the
+    #: kubelet's native grpc probes cannot speak TLS, so the chart points them here when
+    #: ``grpc_tls`` is on.
+    grpc_health_port: int = Field(0, ge=0, validation_alias=_env("AUTOMEM_GRPC_HEALTH_PORT"))
     #: Seconds between checks of the stores behind each gRPC service's readiness
     #: (automem/common/readiness.py); 0 = check once at start only.
     health_check_interval_seconds: float = Field(5.0, ge=0, validation_alias=_env("AUTOMEM_HEALTH_CHECK_INTERVAL_SECONDS"))
