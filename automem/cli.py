@@ -84,8 +84,10 @@ async def _run(settings: Settings, targets: list[str], embedded: bool, ready_fd:
             ctx.tasks.append(asyncio.create_task(child.supervise(), name=f"{child.target}-supervisor"))
         if ready_fd is not None:
             report_ready(ready_fd, ctx.grpc_port, ctx.http_port)
+        metrics_ports = {"parent": ctx.metrics_port, **{c.target: c.metrics_port for c in children}}
         log.info("automem is up", extra={"targets": targets, "children": child_names, "http_port": ctx.http_port,
-                                         "grpc_port": ctx.grpc_port, "data_dir": str(settings.data_dir)})
+                                         "grpc_port": ctx.grpc_port, "metrics_ports": metrics_ports,
+                                         "data_dir": str(settings.data_dir)})
         failed = asyncio.create_task(_watch(ctx.tasks))
         done, _ = await asyncio.wait([asyncio.create_task(stop.wait()), failed], return_when=asyncio.FIRST_COMPLETED)
         if failed in done and failed.result():

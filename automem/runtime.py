@@ -57,6 +57,8 @@ class Runtime:
     grpc_server: GrpcServer | None = None
     grpc_port: int = 0
     http_port: int = 0
+    #: Port of this process's Prometheus endpoint (0 = none; automem/common/metrics.py).
+    metrics_port: int = 0
     tasks: list[asyncio.Task] = field(default_factory=list)
     after_start: list[Callable[[Runtime], Awaitable[None]]] = field(default_factory=list)
     ingest: IngestServicer | None = None

@@ -26,11 +26,19 @@ log = logging.getLogger(__name__)
 
 
 async def _start_telemetry(rt: Runtime) -> Stop:
+    """Tracing and metrics of the process; the metrics port (``AUTOMEM_METRICS_PORT``, 0 =
+    none) serves every metric of every target in this process."""
+    from automem.common.metrics import configure_metrics, serve_metrics
     from automem.common.telemetry import configure_tracing, flush_tracing
 
     configure_tracing(rt.settings)
+    configure_metrics(rt.settings)
+    stop_metrics = serve_metrics(rt.settings.host, rt.settings.metrics_port)
+    rt.metrics_port = rt.settings.metrics_port
 
     async def stop() -> None:
+        if stop_metrics is not None:
+            stop_metrics()
         await asyncio.to_thread(flush_tracing)
 
     return stop
@@ -54,11 +62,20 @@ async def _start_bus(rt: Runtime) -> Stop:
     return bus.close
 
 
-async def _start_publisher(rt: Runtime) -> None:
+async def _start_publisher(rt: Runtime) -> Stop:
+    """The outbox publisher and its drain task; the process reports the outbox backlog
+    (``automem.outbox.backlog``, read at scrape time; automem/common/metrics.py)."""
+    from automem.common.metrics import outbox_backlog
     from automem.common.outbox import EventPublisher
 
     rt.publisher = EventPublisher(rt.bus, rt.graph)
     rt.tasks.append(asyncio.create_task(rt.publisher.drain_forever(), name="outbox"))
+    unwatch = outbox_backlog.watch(rt.publisher.backlog, {"db.namespace": rt.graph.name})
+
+    async def stop() -> None:
+        unwatch()
+
+    return stop
 
 
 async def _start_embedder(rt: Runtime) -> None:
@@ -160,11 +177,20 @@ async def _start_enrich(rt: Runtime) -> Stop:
 
         sweep = PendingSweep(rt.settings, rt.bus, rt.graph, rt.publisher, consumer.sub)
         rt.tasks.append(asyncio.create_task(sweep.run(), name="pending-sweep"))
+    from automem.common.metrics import enrichment_queue_depth, enrichment_up
+
+    async def up() -> float:
+        return 0.0 if task.done() else 1.0
+
+    unwatches = [enrichment_queue_depth.watch(consumer.queue_depth, consumer.metric_attributes),
+                 enrichment_up.watch(up, consumer.metric_attributes)]
     servicer = EnrichServicer(rt.settings, consumer, rt.publisher, task)
     rt.grpc_server.add(enrich_service_pb2_grpc.add_EnrichServiceServicer_to_server, servicer,
                        enrich_service_pb2.DESCRIPTOR.services_by_name["EnrichService"].full_name)
 
     async def stop() -> None:
+        for unwatch in unwatches:
+            unwatch()
         if sweep is not None:
             sweep.stop()
         consumer.stop()
@@ -176,7 +202,13 @@ async def _start_enrich(rt: Runtime) -> Stop:
     return stop
 
 
-async def _start_consolidate(rt: Runtime) -> Stop | None:
+async def _start_consolidate(rt: Runtime) -> Stop:
+    """ConsolidateService, its scheduler (when enabled) and, vectors enabled, the
+    ``automem.sync.memories`` / ``automem.sync.vectors`` gauges (GetSyncStatus's count check
+    at scrape time, once for both; automem/common/metrics.py)."""
+    import time
+
+    from automem.common.metrics import sync_memories, sync_vectors
     from automem.consolidate.scheduler import Scheduler
     from automem.consolidate.servicer import ConsolidateServicer
     from automem.v1 import consolidate_service_pb2, consolidate_service_pb2_grpc
@@ -184,15 +216,36 @@ async def _start_consolidate(rt: Runtime) -> Stop | None:
     servicer = rt.consolidate = ConsolidateServicer(rt.settings, rt.graph, rt.vectors, rt.publisher)
     rt.grpc_server.add(consolidate_service_pb2_grpc.add_ConsolidateServiceServicer_to_server, servicer,
                        consolidate_service_pb2.DESCRIPTOR.services_by_name["ConsolidateService"].full_name)
-    if not rt.settings.consolidation_enabled:
-        return None
-    scheduler = rt.consolidate_scheduler = Scheduler(rt.settings, servicer)
-    servicer.scheduler = scheduler
-    scheduler.task = asyncio.create_task(scheduler.run(), name="consolidate-scheduler")
-    rt.tasks.append(scheduler.task)
+
+    last: dict[str, object] = {"at": 0.0, "status": None}
+
+    async def counts() -> object:
+        if time.monotonic() - last["at"] > 1.0:  # one GetSyncStatus per scrape for both gauges
+            last["status"], last["at"] = await servicer.GetSyncStatus(None, None), time.monotonic()
+        return last["status"]
+
+    async def memories() -> float:
+        return float((await counts()).memory_count)
+
+    async def vectors() -> float:
+        return float((await counts()).vector_count)
+
+    unwatches = []
+    if rt.vectors is not None:
+        attributes = {"db.namespace": rt.graph.name, "db.collection.name": rt.settings.collection_name}
+        unwatches = [sync_memories.watch(memories, attributes), sync_vectors.watch(vectors, attributes)]
+    scheduler = None
+    if rt.settings.consolidation_enabled:
+        scheduler = rt.consolidate_scheduler = Scheduler(rt.settings, servicer)
+        servicer.scheduler = scheduler
+        scheduler.task = asyncio.create_task(scheduler.run(), name="consolidate-scheduler")
+        rt.tasks.append(scheduler.task)
 
     async def stop() -> None:
-        scheduler.stop()
+        if scheduler is not None:
+            scheduler.stop()
+        for unwatch in unwatches:
+            unwatch()
 
     return stop
 
@@ -213,7 +266,7 @@ async def _start_gateway(rt: Runtime) -> Stop:
     import uvicorn
 
     from automem.common.client import AutomemClient
-    from automem.common.grpc_server import client_tls
+    from automem.common.grpc_tls import channel_credentials, channel_options
     from automem.common.telemetry import grpc_client_interceptors
     from automem.gateway.app import create_app
 
@@ -221,12 +274,12 @@ async def _start_gateway(rt: Runtime) -> Stop:
 
     async def serve(rt: Runtime) -> None:
         addrs = _service_addresses(rt)
-        credentials, server_name = client_tls(rt.settings)
         client = running["client"] = AutomemClient(addrs["ingest"], addrs["recall"], addrs["enrich"],
                                                    addrs["consolidate"], interceptors=grpc_client_interceptors(),
                                                    call_timeout=rt.settings.call_deadline_seconds,
                                                    lb_policy=rt.settings.grpc_lb_policy,
-                                                   credentials=credentials, server_name=server_name)
+                                                   credentials=channel_credentials(rt.settings),
+                                                   channel_options=channel_options(rt.settings))
         app = running["app"] = create_app(rt.settings, client)
         config = uvicorn.Config(app, host=rt.settings.host, port=rt.settings.port,
                                 log_config=None, lifespan="on", access_log=False)

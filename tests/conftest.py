@@ -17,6 +17,7 @@ whole session; a fresh scope per test.
 
 from __future__ import annotations
 
+import os
 import sys
 import uuid
 from pathlib import Path
@@ -25,6 +26,9 @@ import pytest
 import pytest_asyncio
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+# No metrics port unless a test asks for one: the default (9464) would be bound by every
+# service a test starts, in this process and in the processes it spawns (which inherit it).
+os.environ.setdefault("AUTOMEM_METRICS_PORT", "0")
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 

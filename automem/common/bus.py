@@ -8,13 +8,15 @@ audit log and the feed for enrichment, kept for ``event_retention_days`` and up 
 ``event_retention_bytes`` (oldest removed first; readers say when history before the
 retention is gone, see :class:`StreamRetention`). Payloads are ``automem.v1.MemoryEvent`` bytes.
 ``Nats-Msg-Id`` is the event id, so a republished event is de-duplicated by the server;
-``traceparent`` carries the W3C trace context.
+``traceparent`` carries the W3C trace context. Each publish of a memory event records a
+``messaging.client.operation.duration`` sample (automem/common/metrics.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import nullcontext
@@ -30,7 +32,7 @@ from opentelemetry import propagate, trace
 from opentelemetry.trace import Span
 
 from automem.common.settings import DUPLICATE_WINDOW_SECONDS, Settings
-from automem.common.telemetry import producer_span
+from automem.common.telemetry import producer_span, record_publish
 from automem.common.timeouts import effective_bound, store_call
 from automem.v1 import event_stream_pb2, events_pb2
 
@@ -203,10 +205,16 @@ class Bus:
         if self.js is None:
             raise ConnectionError("bus not connected")
         subject = self.subjects.memory(event.type)
-        with producer_span(subject, event.event_id):
-            headers: dict[str, str] = {"Nats-Msg-Id": event.event_id}
-            propagate.inject(headers)
-            await self.js.publish(subject, event.SerializeToString(), headers=headers, timeout=timeout)
+        start = time.perf_counter()
+        try:
+            with producer_span(subject, event.event_id):
+                headers: dict[str, str] = {"Nats-Msg-Id": event.event_id}
+                propagate.inject(headers)
+                await self.js.publish(subject, event.SerializeToString(), headers=headers, timeout=timeout)
+        except BaseException as exc:
+            record_publish(subject, time.perf_counter() - start, exc)
+            raise
+        record_publish(subject, time.perf_counter() - start)
 
     async def publish_events(self, events: Sequence[events_pb2.MemoryEvent], timeout: float | None = None,
                              parents: Sequence[Span | None] | None = None) -> list[BaseException | None]:
@@ -223,6 +231,7 @@ class Bus:
             raise ConnectionError("bus not connected")
         results: list[BaseException | None] = [None] * len(events)
         futures: dict[int, asyncio.Future] = {}
+        start = time.perf_counter()
         async with self._send_lock:
             for i, event in enumerate(events):
                 subject = self.subjects.memory(event.type)
@@ -243,6 +252,9 @@ class Bus:
                     results[i] = TimeoutError(f"no acknowledgement within {timeout}s")
                 elif future.exception() is not None:
                     results[i] = future.exception()
+        elapsed = time.perf_counter() - start  # pipelined: every event waited for the batch's acks
+        for event, error in zip(events, results, strict=True):
+            record_publish(self.subjects.memory(event.type), elapsed, error)
         return results
 
     async def publish_activity(self, event: event_stream_pb2.ActivityEvent, timeout: float | None = None) -> None:

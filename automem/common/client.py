@@ -46,16 +46,17 @@ class AutomemClient:
         lb_policy: ``round_robin`` (default) or ``pick_first``: with a target that resolves
             to several addresses (``dns:///`` of a headless Service, ``ipv4:a:1,b:2``),
             round_robin spreads the calls over all of them (``Settings.grpc_lb_policy``).
-        credentials, server_name: TLS channel credentials (None = plaintext) and the name
-            the server's certificate must carry ("" = the host dialled); the process's own
-            clients get both from automem.common.grpc_server.client_tls.
+        credentials: TLS channel credentials (automem/common/grpc_tls.py
+            ``channel_credentials``); None = plaintext.
+        channel_options: more channel options (``grpc_tls.channel_options``: the TLS server
+            name override).
     """
 
     def __init__(self, ingest: str, recall: str | None = None, enrich: str | None = None,
                  consolidate: str | None = None, api_key: str = "", scope: str = "",
                  interceptors: Sequence[Any] | None = None, call_timeout: float | None = None,
                  lb_policy: str = "round_robin", credentials: grpc.ChannelCredentials | None = None,
-                 server_name: str = "") -> None:
+                 channel_options: Sequence[tuple[str, Any]] = ()) -> None:
         self.call_timeout = call_timeout
         addrs = {"ingest": ingest, "recall": recall or ingest, "enrich": enrich or ingest,
                  "consolidate": consolidate or ingest}
@@ -65,16 +66,14 @@ class AutomemClient:
                    ("grpc.initial_reconnect_backoff_ms", 200),
                    ("grpc.max_reconnect_backoff_ms", 2000),
                    # Spread calls over every address the target resolves to.
-                   ("grpc.lb_policy_name", lb_policy)]
-        if server_name:
-            options.append(("grpc.ssl_target_name_override", server_name))
+                   ("grpc.lb_policy_name", lb_policy), *channel_options]
         for addr in set(addrs.values()):
-            if credentials is not None:
-                self._channels[addr] = grpc.aio.secure_channel(
-                    addr, credentials, options=options, interceptors=list(interceptors) if interceptors else None)
+            chosen = list(interceptors) if interceptors else None
+            if credentials is None:
+                self._channels[addr] = grpc.aio.insecure_channel(addr, options=options, interceptors=chosen)
             else:
-                self._channels[addr] = grpc.aio.insecure_channel(
-                    addr, options=options, interceptors=list(interceptors) if interceptors else None)
+                self._channels[addr] = grpc.aio.secure_channel(addr, credentials, options=options,
+                                                               interceptors=chosen)
         self.ingest = ingest_service_pb2_grpc.IngestServiceStub(self._channels[addrs["ingest"]])
         self.review = review_service_pb2_grpc.ReviewServiceStub(self._channels[addrs["ingest"]])
         self.recall = recall_service_pb2_grpc.RecallServiceStub(self._channels[addrs["recall"]])

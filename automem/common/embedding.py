@@ -39,9 +39,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
-from opentelemetry.trace import SpanKind
 
-from automem.common.telemetry import traced_methods
+from automem.common.telemetry import embedding_methods
 
 if TYPE_CHECKING:  # pragma: no cover
     from automem.common.settings import Settings
@@ -54,11 +53,6 @@ __all__ = [
     "l2_normalise",
     "make_provider",
 ]
-
-
-def _span_attributes(provider: Any) -> dict[str, str]:
-    # Attributes of the ``embedding.embed`` span of every provider.
-    return {"automem.embedding.model": provider.name}
 
 
 @runtime_checkable
@@ -110,7 +104,7 @@ def _package_dir(package: str) -> Path:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
-@traced_methods("embedding", ("embed",), _span_attributes, SpanKind.INTERNAL, "automem.embedding.texts")
+@embedding_methods(("embed",))
 class MiniLMProvider:
     """all-MiniLM-L6-v2 (int8 ONNX) on onnxruntime, CPU only, offline.
 
@@ -248,7 +242,7 @@ class MiniLMProvider:
             return self._pool
 
 
-@traced_methods("embedding", ("embed",), _span_attributes, SpanKind.INTERNAL, "automem.embedding.texts")
+@embedding_methods(("embed",))
 class WordLlamaProvider:
     """The static WordLlama ``l2_supercat`` model shipped in the ``wordllama`` wheel, offline.
 
@@ -288,7 +282,7 @@ class WordLlamaProvider:
         return l2_normalise(vecs.reshape(len(texts), self.dimension))
 
 
-@traced_methods("embedding", ("embed",), _span_attributes, SpanKind.INTERNAL, "automem.embedding.texts")
+@embedding_methods(("embed",))
 class OpenAICompatibleProvider:
     """Embeddings from an OpenAI-compatible ``/v1/embeddings`` endpoint (sync client).
 
@@ -306,6 +300,9 @@ class OpenAICompatibleProvider:
         ValueError: the server returned vectors of another length than ``dimension``.
         openai.OpenAIError: transport or API errors, unchanged.
     """
+
+    #: A remote model: its ``embeddings`` spans are CLIENT spans (automem/common/telemetry.py).
+    remote = True
 
     def __init__(
         self,

@@ -16,19 +16,25 @@ import grpc
 from google.protobuf import descriptor_pb2, descriptor_pool
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2
+from opentelemetry import trace
 
 from automem.common.auth import Principal, _current, header_scope, set_principal, tokens_equal
 from automem.common.errors import AutomemError, InvalidArgument, ResourceExhausted, Unauthenticated
+from automem.common.grpc_tls import server_credentials
 from automem.common.logs import access
+from automem.common.metrics import rpc_server_duration
 from automem.common.settings import Settings
-from automem.common.telemetry import grpc_server_interceptor
+from automem.common.telemetry import SERVER_ERROR_CODES, grpc_server_interceptor, rpc_attributes
 
 log = logging.getLogger(__name__)
 
 KeyLookup = Callable[[str], Awaitable[Principal | None]]
 AnyKeys = Callable[[], Awaitable[bool]]
 
-#: Methods that need no key (health checks and reflection).
+#: Methods neither authenticated nor measured: health checks (probes call them every few
+#: seconds) and reflection.
+_UNMEASURED_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
+#: Methods that need no key (health checks, reflection and the status reads).
 _OPEN_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.", "/automem.v1.RecallService/GetStats",
                   "/automem.v1.EnrichService/GetEnrichmentStatus", "/automem.v1.ConsolidateService/GetSyncStatus")
 
@@ -120,23 +126,36 @@ def _status_name(context: grpc.aio.ServicerContext, exc: BaseException | None) -
 
 
 class _CallLog:
-    """What one call's access line needs: start time, principal and requested scope."""
+    """One call as it ends: its ``rpc.server.call.duration`` sample and span status
+    (automem/common/metrics.py, telemetry.py) and, when ``access_log``, its access line
+    (start time, principal and requested scope)."""
 
-    __slots__ = ("method", "principal", "scope", "start")
+    __slots__ = ("access_log", "method", "principal", "scope", "start")
 
-    def __init__(self, method: str) -> None:
+    def __init__(self, method: str, access_log: bool = True) -> None:
         self.method, self.start, self.principal, self.scope = method, time.perf_counter(), "", ""
+        self.access_log = access_log
 
     def done(self, context: grpc.aio.ServicerContext, exc: BaseException | None) -> None:
-        access("grpc", self.method, "", _status_name(context, exc), time.perf_counter() - self.start,
-               self.principal or "unauthenticated", self.scope)
+        elapsed = time.perf_counter() - self.start
+        status = _status_name(context, exc)
+        attributes = {**rpc_attributes(self.method), "rpc.response.status_code": status}
+        rpc_server_duration.record(elapsed, attributes)
+        span = trace.get_current_span()  # the call's SERVER span (its interceptor runs first)
+        span.set_attribute("rpc.response.status_code", status)
+        if status in SERVER_ERROR_CODES:
+            span.set_status(trace.Status(trace.StatusCode.ERROR, status))
+        if self.access_log:
+            access("grpc", self.method, "", status, elapsed, self.principal or "unauthenticated", self.scope)
 
 
 class AutomemInterceptor(grpc.aio.ServerInterceptor):
     """Authenticates every call (except health/reflection), applies the per-key rate limit,
-    binds the principal, maps AutomemError to its status code, and writes each call's access
-    line (automem/common/logs.py :func:`access`; health, reflection and the open status
-    reads are not logged: probes call them every few seconds)."""
+    binds the principal, maps AutomemError to its status code, records each call's
+    ``rpc.server.call.duration`` and ``rpc.response.status_code`` (the open status reads
+    too; automem/common/metrics.py), and writes each call's access line
+    (automem/common/logs.py :func:`access`; health, reflection and the open status reads are
+    not logged: probes call them every few seconds)."""
 
     def __init__(self, authenticator: Authenticator) -> None:
         self.authenticator = authenticator
@@ -167,7 +186,7 @@ class AutomemInterceptor(grpc.aio.ServerInterceptor):
     async def _bound(self, context: grpc.aio.ServicerContext, method: str) -> AsyncIterator[None]:
         """Around one call: authenticate and bind (:meth:`_enter`), unbind after, turn an
         AutomemError into its status (abort) and write the access line."""
-        call = _CallLog(method) if self.access_log else None
+        call = _CallLog(method, self.access_log)
         failure: BaseException | None = None
         try:
             tokens = await self._enter(context, call)
@@ -182,19 +201,33 @@ class AutomemInterceptor(grpc.aio.ServerInterceptor):
             failure = failure or exc
             raise
         finally:
-            if call is not None:
-                call.done(context, failure)
+            call.done(context, failure)
+
+    @contextlib.asynccontextmanager
+    async def _measured(self, context: grpc.aio.ServicerContext, method: str) -> AsyncIterator[None]:
+        """Around a call of an open method (no key; no access line): its duration sample and
+        span status only."""
+        call = _CallLog(method, access_log=False)
+        failure: BaseException | None = None
+        try:
+            yield
+        except BaseException as exc:
+            failure = exc
+            raise
+        finally:
+            call.done(context, failure)
 
     async def intercept_service(self, continuation, handler_call_details):  # type: ignore[override]
         handler = await continuation(handler_call_details)
         method = handler_call_details.method
-        if handler is None or method.startswith(_OPEN_PREFIXES):
+        if handler is None or method.startswith(_UNMEASURED_PREFIXES):
             return handler
+        bound = self._measured if method.startswith(_OPEN_PREFIXES) else self._bound
         if handler.unary_unary is not None:
             inner = handler.unary_unary
 
             async def wrapped(request, context: grpc.aio.ServicerContext):
-                async with self._bound(context, method):
+                async with bound(context, method):
                     return await inner(request, context)
 
             return grpc.unary_unary_rpc_method_handler(
@@ -204,7 +237,7 @@ class AutomemInterceptor(grpc.aio.ServerInterceptor):
             inner_stream = handler.unary_stream
 
             async def wrapped_stream(request, context: grpc.aio.ServicerContext):
-                async with self._bound(context, method):
+                async with bound(context, method):
                     async for item in inner_stream(request, context):
                         yield item
 
@@ -234,9 +267,13 @@ class GrpcServer:
     """The process's one gRPC server with health and reflection (v1 and v1alpha).
 
     Args:
-        settings: uses ``grpc_port``, ``host``, ``grpc_max_connection_age_seconds`` and
-            ``grpc_tls_cert``/``grpc_tls_key`` (TLS when set; :func:`server_credentials`).
+        settings: uses ``grpc_port``, ``host``, ``grpc_max_connection_age_seconds``, the
+            ``grpc_tls*`` settings (automem/common/grpc_tls.py) and ``grpc_health_port``.
         authenticator: checks keys on every call.
+
+    With ``grpc_health_port`` set, a second server on that port answers
+    ``grpc.health.v1.Health`` alone, in plaintext, from the same health servicer (the
+    kubelet's grpc probes cannot do TLS; the services themselves stay behind TLS).
     """
 
     def __init__(self, settings: Settings, authenticator: Authenticator) -> None:
@@ -251,6 +288,8 @@ class GrpcServer:
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         self.service_names: list[str] = [health_pb2.DESCRIPTOR.services_by_name["Health"].full_name]
         self.port = 0
+        self.health_server: grpc.aio.Server | None = None
+        self.health_port = 0
 
     def add(self, add_fn: Callable, servicer: object, full_name: str) -> None:
         """Register a servicer (``add_XServicer_to_server``) under its full service name."""
@@ -269,18 +308,28 @@ class GrpcServer:
 
     async def start(self) -> int:
         """Enable reflection (v1 and v1alpha), bind ``host:grpc_port`` (0 = free port; TLS
-        when ``grpc_tls_cert``/``grpc_tls_key`` are set), start; returns the port. Raises
-        ValueError naming the setting for half a TLS configuration or an unreadable file."""
+        when ``grpc_tls`` is on, automem/common/grpc_tls.py), start; returns the port. Raises
+        TlsSettingsError (a ValueError) naming the setting of a missing or unreadable file."""
         servicer = reflection.aio.ReflectionServicer([*self.service_names, reflection.SERVICE_NAME,
                                                       REFLECTION_V1_SERVICE], pool=None)
         add_reflection_v1alpha(servicer, self.server)
         add_reflection_v1(servicer, self.server)
         address = f"{self.settings.host}:{self.settings.grpc_port}"
-        credentials = server_credentials(self.settings)
-        self.port = (self.server.add_secure_port(address, credentials) if credentials is not None
-                     else self.server.add_insecure_port(address))
+        credentials = server_credentials(self.settings)  # TlsSettingsError naming the variable
+        if credentials is None:
+            self.port = self.server.add_insecure_port(address)
+        else:
+            self.port = self.server.add_secure_port(address, credentials)
         if self.port == 0:
             raise OSError(f"cannot bind gRPC port {self.settings.grpc_port}")
+        if self.settings.grpc_health_port:
+            self.health_server = grpc.aio.server()
+            health_pb2_grpc.add_HealthServicer_to_server(self.health, self.health_server)
+            self.health_port = self.health_server.add_insecure_port(
+                f"{self.settings.host}:{self.settings.grpc_health_port}")
+            if self.health_port == 0:
+                raise OSError(f"cannot bind AUTOMEM_GRPC_HEALTH_PORT {self.settings.grpc_health_port}")
+            await self.health_server.start()
         await self.server.start()
         return self.port
 
@@ -289,41 +338,8 @@ class GrpcServer:
         for name in self.service_names:
             await _maybe_await(self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING))
         await self.server.stop(grace)
-
-
-def _read_setting_file(path: str, name: str) -> bytes:
-    try:
-        with open(path, "rb") as handle:
-            return handle.read()
-    except OSError as exc:
-        raise ValueError(f"{name}: cannot read {path!r}: {exc.strerror}") from None
-
-
-def server_credentials(settings: Settings) -> grpc.ServerCredentials | None:
-    """TLS credentials of the gRPC server from ``AUTOMEM_GRPC_TLS_CERT`` (PEM chain) and
-    ``AUTOMEM_GRPC_TLS_KEY`` (PEM key); None when neither is set (plaintext). ValueError
-    naming the setting when only one is set or a file cannot be read."""
-    cert, key = settings.grpc_tls_cert.strip(), settings.grpc_tls_key.strip()
-    if not cert and not key:
-        return None
-    if not cert or not key:
-        missing = "AUTOMEM_GRPC_TLS_CERT" if not cert else "AUTOMEM_GRPC_TLS_KEY"
-        raise ValueError(f"{missing}: TLS needs both AUTOMEM_GRPC_TLS_CERT and AUTOMEM_GRPC_TLS_KEY")
-    pair = (_read_setting_file(key, "AUTOMEM_GRPC_TLS_KEY"), _read_setting_file(cert, "AUTOMEM_GRPC_TLS_CERT"))
-    return grpc.ssl_server_credentials([pair])
-
-
-def client_tls(settings: Settings) -> tuple[grpc.ChannelCredentials | None, str]:
-    """How the process's own clients (gateway, child targets, MCP over stdio) dial a TLS
-    server: channel credentials trusting ``AUTOMEM_GRPC_TLS_CA`` (else the server's own
-    certificate, right for a self-signed one) and the name to check
-    (``AUTOMEM_GRPC_TLS_SERVER_NAME``, "" = the host dialled). (None, "") without TLS."""
-    if not settings.grpc_tls_cert.strip():
-        return None, ""
-    roots_path = settings.grpc_tls_ca.strip() or settings.grpc_tls_cert.strip()
-    name = "AUTOMEM_GRPC_TLS_CA" if settings.grpc_tls_ca.strip() else "AUTOMEM_GRPC_TLS_CERT"
-    roots = _read_setting_file(roots_path, name)
-    return grpc.ssl_channel_credentials(root_certificates=roots), settings.grpc_tls_server_name.strip()
+        if self.health_server is not None:
+            await self.health_server.stop(0)
 
 
 #: Server reflection v1 (grpc/reflection/v1/reflection.proto). grpcio-reflection 1.85 serves

@@ -37,6 +37,11 @@ class Settings(BaseSettings):
     #: Gateway HTTP port; AutoMem's default is 8001.
     port: int = Field(8001, validation_alias=_env("PORT", "AUTOMEM_PORT"))
     grpc_port: int = Field(50051, validation_alias=_env("AUTOMEM_GRPC_PORT"))
+    #: Port of this process's Prometheus endpoint (every metric of the process, any path;
+    #: automem/common/metrics.py); 0 = none. 9464 is the port registered for the
+    #: OpenTelemetry Prometheus exporter. ``automem up`` gives each child process a free port
+    #: of its own (logged in "automem is up" as ``metrics_ports``).
+    metrics_port: int = Field(9464, ge=0, le=65535, validation_alias=_env("AUTOMEM_METRICS_PORT"))
     #: Address the gateway and other services use to reach the gRPC services
     #: (``host:port``); empty means this process's own gRPC server.
     grpc_target: str = Field("", validation_alias=_env("AUTOMEM_GRPC_TARGET"))
@@ -67,15 +72,26 @@ class Settings(BaseSettings):
     #: then 5 s grace), so clients behind a ClusterIP Service re-balance over time; 0 = never.
     grpc_max_connection_age_seconds: float = Field(
         0.0, ge=0, validation_alias=_env("AUTOMEM_GRPC_MAX_CONNECTION_AGE_SECONDS"))
-    #: TLS of the gRPC server: PEM certificate chain and private key files; both empty =
-    #: plaintext (the default). The process's own clients (the gateway, child targets) then
-    #: dial it with TLS too, trusting ``grpc_tls_ca`` (empty = the certificate itself, right
-    #: for a self-signed one) and checking the name ``grpc_tls_server_name`` (empty = the host
-    #: dialled, 127.0.0.1 for the process's own server). docs/clients.md, "TLS".
-    grpc_tls_cert: str = Field("", validation_alias=_env("AUTOMEM_GRPC_TLS_CERT"))
-    grpc_tls_key: str = Field("", validation_alias=_env("AUTOMEM_GRPC_TLS_KEY"))
-    grpc_tls_ca: str = Field("", validation_alias=_env("AUTOMEM_GRPC_TLS_CA"))
+    #: TLS on the gRPC port and on every gRPC client channel (automem/common/grpc_tls.py);
+    #: off = plaintext. Servers then need ``grpc_tls_cert_file`` and ``grpc_tls_key_file``.
+    grpc_tls: bool = Field(False, validation_alias=_env("AUTOMEM_GRPC_TLS"))
+    #: PEM certificate chain of this process (the server's; the client's too with client auth).
+    grpc_tls_cert_file: str = Field("", validation_alias=_env("AUTOMEM_GRPC_TLS_CERT_FILE"))
+    #: PEM private key of ``grpc_tls_cert_file``.
+    grpc_tls_key_file: str = Field("", validation_alias=_env("AUTOMEM_GRPC_TLS_KEY_FILE"))
+    #: PEM CA bundle: clients verify servers against it (empty = the system roots); with
+    #: ``grpc_tls_client_auth`` servers verify clients against it.
+    grpc_tls_ca_file: str = Field("", validation_alias=_env("AUTOMEM_GRPC_TLS_CA_FILE"))
+    #: Servers require a client certificate signed by ``grpc_tls_ca_file`` (mutual TLS);
+    #: clients then present ``grpc_tls_cert_file``.
+    grpc_tls_client_auth: bool = Field(False, validation_alias=_env("AUTOMEM_GRPC_TLS_CLIENT_AUTH"))
+    #: Host name clients check the server certificate against instead of the target's
+    #: (``grpc.ssl_target_name_override``); empty = the target's host.
     grpc_tls_server_name: str = Field("", validation_alias=_env("AUTOMEM_GRPC_TLS_SERVER_NAME"))
+    #: A second, plaintext gRPC port serving only ``grpc.health.v1.Health`` (0 = none): the
+    #: kubelet's native grpc probes cannot speak TLS, so the chart points them here when
+    #: ``grpc_tls`` is on.
+    grpc_health_port: int = Field(0, ge=0, validation_alias=_env("AUTOMEM_GRPC_HEALTH_PORT"))
     #: Seconds between checks of the stores behind each gRPC service's readiness
     #: (automem/common/readiness.py); 0 = check once at start only.
     health_check_interval_seconds: float = Field(5.0, ge=0, validation_alias=_env("AUTOMEM_HEALTH_CHECK_INTERVAL_SECONDS"))
@@ -284,6 +300,10 @@ class Settings(BaseSettings):
         "", validation_alias=_env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"))
     #: ``otlp`` turns the exporter on (SDK default endpoint), ``none`` keeps it off.
     otel_traces_exporter: str = Field("", validation_alias=_env("OTEL_TRACES_EXPORTER"))
+    #: Which semantic conventions the OpenTelemetry instrumentations emit (their own
+    #: variable): ``http`` = the stable HTTP names (``http.request.method``,
+    #: ``http.response.status_code``) on the gateway's spans; ``http/dup`` = old and new.
+    otel_semconv_stability_opt_in: str = Field("http", validation_alias=_env("OTEL_SEMCONV_STABILITY_OPT_IN"))
     #: ``grpc`` (port 4317, the Python SDK's default) or ``http/protobuf`` (port 4318).
     otel_exporter_otlp_protocol: str = Field(
         "grpc", validation_alias=_env("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"))

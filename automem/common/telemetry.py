@@ -13,16 +13,21 @@ propagates over gRPC and NATS at almost no cost. Tests attach an exporter with
 ``configure_tracing(settings, exporter=InMemorySpanExporter())`` and take it off again with
 :func:`detach_exporter`.
 
-Where spans come from:
+Where spans come from (names and attributes per the current OpenTelemetry semantic
+conventions; the full list is in docs/observability.md):
 
-* gateway: FastAPI server spans (:func:`instrument_fastapi`), gRPC client spans
-  (:func:`grpc_client_interceptors` on the gateway's channels);
-* services: gRPC server spans (:func:`grpc_server_interceptor` on the one ``grpc.aio`` server);
-* stores: ``graph.query`` / ``graph.ro_query`` (:func:`graph_span`), ``vectors.<method>``
-  and ``embedding.embed`` (:func:`traced_methods`);
-* NATS: a PRODUCER span around each publish (:func:`producer_span`; ``traceparent`` is injected
-  inside it) and a CONSUMER span per delivered message, child of the context extracted from
-  its headers (:func:`start_consumer_span`).
+* gateway: FastAPI server spans ``<METHOD> <route>`` (:func:`instrument_fastapi`, stable HTTP
+  attributes), gRPC client spans (:func:`grpc_client_interceptors` on the gateway's channels);
+* services: gRPC server spans ``automem.v1.<Service>/<Method>`` (:func:`grpc_server_interceptor`
+  on the one ``grpc.aio`` server; ``rpc.system.name``, ``rpc.method``,
+  ``rpc.response.status_code``);
+* stores: ``GRAPH.QUERY <graph>`` / ``GRAPH.RO_QUERY <graph>`` (:func:`graph_span`,
+  ``db.system.name`` = ``falkordb``), ``<operation> <collection>`` (:func:`vector_store_methods`,
+  ``db.system.name`` = ``qdrant``) and ``embeddings <model>`` (:func:`embedding_methods`);
+  the same wrappers record the store-latency and embedding metrics (automem/common/metrics.py);
+* NATS: a PRODUCER span ``publish <subject>`` around each publish (:func:`producer_span`;
+  ``traceparent`` is injected inside it) and one CONSUMER span ``process <subject>`` per
+  fetched batch, linked to every message's producer span (:func:`start_batch_span`).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import functools
 import inspect
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -42,7 +48,7 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
 from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 from opentelemetry.sdk.trace.sampling import Decision, ParentBased, Sampler, SamplingResult, StaticSampler
-from opentelemetry.trace import NonRecordingSpan, Span, SpanContext, SpanKind, TraceFlags
+from opentelemetry.trace import Link, NonRecordingSpan, Span, SpanContext, SpanKind, TraceFlags
 
 from automem.common.settings import Settings
 
@@ -206,27 +212,79 @@ def flush_tracing(timeout_millis: int = 5000) -> bool:
 # --- instrumentation of the frameworks -----------------------------------------------------
 
 
+#: gRPC server status codes that mark a server span failed (the RPC semantic conventions for
+#: gRPC: the others are the caller's errors, not the server's).
+SERVER_ERROR_CODES = frozenset({"UNKNOWN", "DEADLINE_EXCEEDED", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE",
+                                "DATA_LOSS"})
+
+
+def rpc_attributes(full_method: str) -> dict[str, Any]:
+    """The RPC semantic-convention attributes of a gRPC call to ``/package.Service/Method``:
+    ``rpc.system.name`` = ``grpc`` and ``rpc.method`` = ``package.Service/Method`` (fully
+    qualified, which is also the span name)."""
+    return {"rpc.system.name": "grpc", "rpc.method": full_method.lstrip("/")}
+
+
+def _rpc_span(tracer: Any, kind: SpanKind, method: str | bytes, **kwargs: Any) -> Any:
+    """The span of one gRPC call per the current RPC conventions (in place of the
+    instrumentation's older ``rpc.system`` / ``rpc.service`` / short ``rpc.method`` and
+    the ``/``-prefixed name)."""
+    if isinstance(method, bytes):
+        method = method.decode()
+    attributes = rpc_attributes(method)
+    return tracer.start_as_current_span(name=attributes["rpc.method"], kind=kind, attributes=attributes, **kwargs)
+
+
 def grpc_server_interceptor() -> Any:
     """The ``grpc.aio`` server interceptor making a SERVER span per call (health checks
-    excluded); put it first so the auth interceptor runs inside the span."""
+    excluded; opentelemetry-instrumentation-grpc: context extraction, streaming), named and
+    attributed per the current RPC conventions (:func:`rpc_attributes`);
+    ``rpc.response.status_code`` is set by automem's interceptor when the call ends
+    (automem/common/grpc_server.py). Put it first so the auth interceptor runs inside the span."""
     from opentelemetry.instrumentation.grpc import aio_server_interceptor, filters
 
-    return aio_server_interceptor(filter_=filters.negate(filters.health_check()))
+    interceptor = aio_server_interceptor(filter_=filters.negate(filters.health_check()))
+
+    def start_span(handler_call_details: Any, context: Any, set_status_on_exception: bool = False) -> Any:
+        return _rpc_span(interceptor._tracer, SpanKind.SERVER, handler_call_details.method,
+                         set_status_on_exception=set_status_on_exception)
+
+    interceptor._start_span = start_span
+    return interceptor
 
 
 def grpc_client_interceptors() -> list[Any]:
-    """``grpc.aio`` client interceptors: a CLIENT span per call, ``traceparent`` in metadata."""
+    """``grpc.aio`` client interceptors: a CLIENT span per call named and attributed per the
+    current RPC conventions, ``traceparent`` in metadata."""
     from opentelemetry.instrumentation.grpc import aio_client_interceptors
 
-    return list(aio_client_interceptors())
+    interceptors = list(aio_client_interceptors())
+    for interceptor in interceptors:
+        def start_span(method: str | bytes, _interceptor: Any = interceptor, **kwargs: Any) -> Any:
+            return _rpc_span(_interceptor._tracer, SpanKind.CLIENT, method, **kwargs)
+
+        interceptor._start_span = start_span
+    return interceptors
 
 
-def instrument_fastapi(app: Any) -> None:
+def instrument_fastapi(app: Any, semconv_opt_in: str = "http") -> None:
     """SERVER spans for every route of a FastAPI app except ``/metrics`` (scrapes would be
-    one trace each). The per-message ASGI send/receive spans are left out."""
-    from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
+    one trace each), with the stable HTTP conventions (``http.request.method``,
+    ``http.response.status_code``, ``url.path``...: ``OTEL_SEMCONV_STABILITY_OPT_IN``, which
+    the instrumentation reads from the environment, is set to ``semconv_opt_in`` — the
+    setting of the same name — before its first use). The per-message ASGI send/receive
+    spans are left out, and so are the instrumentation's metrics: the gateway records
+    ``http.server.request.duration`` itself, with the route template of unmatched paths too
+    (automem/gateway/metrics.py)."""
+    import os
 
-    FastAPIInstrumentor.instrument_app(app, excluded_urls=r"/metrics(\?.*)?$", exclude_spans=["receive", "send"])
+    from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
+    from opentelemetry.metrics import NoOpMeterProvider
+
+    if semconv_opt_in:
+        os.environ["OTEL_SEMCONV_STABILITY_OPT_IN"] = semconv_opt_in
+    FastAPIInstrumentor.instrument_app(app, excluded_urls=r"/metrics(\?.*)?$", exclude_spans=["receive", "send"],
+                                       meter_provider=NoOpMeterProvider())
 
 
 @contextmanager
@@ -244,77 +302,154 @@ def unsampled() -> Iterator[None]:
 # --- spans of automem's own calls ------------------------------------------------------------
 
 
-def graph_span(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def _error_type(exc: BaseException) -> str:
+    """``error.type`` of a failed call: the exception's class name (low cardinality)."""
+    return type(exc).__name__
+
+
+def graph_span(operation: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator for ``GraphStore`` query methods ``(self, cypher, params)``: a CLIENT span
-    ``name`` with ``db.system=falkordb``, the graph name and the (parameterised) Cypher. For
-    a batch method ``(self, [(cypher, params), ...])`` the first query's text and the batch
-    size (``db.operation.batch.size``)."""
+    ``"<operation> <graph>"`` following the OpenTelemetry database conventions
+    (``db.system.name`` = ``falkordb``, ``db.operation.name`` = the FalkorDB command,
+    ``GRAPH.QUERY`` / ``GRAPH.RO_QUERY``, ``db.namespace`` = the graph, ``db.query.text`` =
+    the parameterised Cypher), and one ``db.client.operation.duration`` sample (with
+    ``error.type`` when it raised; automem/common/metrics.py). For a batch method
+    ``(self, [(cypher, params), ...])`` the operation is ``BATCH <operation>``, with the
+    first query's text and ``db.operation.batch.size``."""
+    from automem.common import metrics
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(fn)
         async def wrapper(self: Any, cypher: Any, *args: Any, **kwargs: Any) -> Any:
-            text = cypher if isinstance(cypher, str) else (cypher[0][0] if cypher else "")
-            words = text.split(maxsplit=1)
-            attributes = {"db.system": "falkordb", "db.system.name": "falkordb",
-                          "db.namespace": str(getattr(self, "name", "")),
-                          "db.operation.name": words[0].upper() if words else "",
-                          "db.query.text": text[:MAX_QUERY_TEXT]}
-            if not isinstance(cypher, str):
+            batch = not isinstance(cypher, str)
+            text = cypher[0][0] if batch and cypher else ("" if batch else cypher)
+            name = f"BATCH {operation}" if batch else operation
+            namespace = str(getattr(self, "name", ""))
+            common = {"db.system.name": "falkordb", "db.operation.name": name, "db.namespace": namespace}
+            attributes: dict[str, Any] = {**common, "db.query.text": text[:MAX_QUERY_TEXT]}
+            if batch:
                 attributes["db.operation.batch.size"] = len(cypher)
-            with _tracer.start_as_current_span(name, kind=SpanKind.CLIENT, attributes=attributes):
-                return await fn(self, cypher, *args, **kwargs)
+            start = time.perf_counter()
+            try:
+                with _tracer.start_as_current_span(f"{name} {namespace}", kind=SpanKind.CLIENT, attributes=attributes):
+                    result = await fn(self, cypher, *args, **kwargs)
+            except BaseException as exc:
+                metrics.db_client_duration.record(time.perf_counter() - start,
+                                                  {**common, "error.type": _error_type(exc)})
+                raise
+            metrics.db_client_duration.record(time.perf_counter() - start, common)
+            return result
 
         return wrapper
 
     return decorate
 
 
-def traced_methods(prefix: str, methods: Iterable[str] | Mapping[str, str],
-                   attributes: Callable[[Any], Mapping[str, Any]] | None = None,
-                   kind: SpanKind = SpanKind.CLIENT,
-                   batch_attribute: str = "db.operation.batch.size") -> Callable[[type[T]], type[T]]:
-    """Class decorator: a span ``<prefix>.<method>`` around each named method (sync or async)
-    defined on the class; ``methods`` may map a method to the operation its span is named
-    after instead (a batch method traced as its operation: ``{"upsert_many": "upsert"}``).
-    ``attributes(self)`` adds attributes; a first positional argument that is a list or tuple
-    adds ``batch_attribute`` (its length). Exceptions are recorded on the span and re-raised."""
+def _instrument(cls: type[T], methods: Mapping[str, str],
+                start: Callable[[Any, str, tuple[Any, ...]], tuple[str, SpanKind, dict[str, Any], dict[str, Any]]],
+                done: Callable[[dict[str, Any], float, tuple[Any, ...]], None]) -> type[T]:
+    """Wrap each method of ``methods`` (method -> operation) defined on ``cls`` (sync or
+    async): ``start(self, operation, args)`` gives (span name, kind, span attributes,
+    metric attributes); the span is current during the call, exceptions are recorded on it
+    and re-raised; ``done(metric attributes, seconds, args)`` records the metrics (with
+    ``error.type`` added when the call raised)."""
 
-    def attrs(self: Any, args: tuple[Any, ...]) -> dict[str, Any]:
-        out = dict(attributes(self)) if attributes else {}
-        if args and isinstance(args[0], list | tuple):
-            out[batch_attribute] = len(args[0])
-        return out
-
-    def wrap(fn: Callable[..., Any], span_name: str) -> Callable[..., Any]:
+    def wrap(fn: Callable[..., Any], operation: str) -> Callable[..., Any]:
         if inspect.iscoroutinefunction(fn):
             @functools.wraps(fn)
             async def async_wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-                with _tracer.start_as_current_span(span_name, kind=kind, attributes=attrs(self, args)):
-                    return await fn(self, *args, **kwargs)
+                name, kind, attributes, measured = start(self, operation, args)
+                began = time.perf_counter()
+                try:
+                    with _tracer.start_as_current_span(name, kind=kind, attributes=attributes):
+                        result = await fn(self, *args, **kwargs)
+                except BaseException as exc:
+                    done({**measured, "error.type": _error_type(exc)}, time.perf_counter() - began, args)
+                    raise
+                done(measured, time.perf_counter() - began, args)
+                return result
 
             return async_wrapper
 
         @functools.wraps(fn)
         def sync_wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-            with _tracer.start_as_current_span(span_name, kind=kind, attributes=attrs(self, args)):
-                return fn(self, *args, **kwargs)
+            name, kind, attributes, measured = start(self, operation, args)
+            began = time.perf_counter()
+            try:
+                with _tracer.start_as_current_span(name, kind=kind, attributes=attributes):
+                    result = fn(self, *args, **kwargs)
+            except BaseException as exc:
+                done({**measured, "error.type": _error_type(exc)}, time.perf_counter() - began, args)
+                raise
+            done(measured, time.perf_counter() - began, args)
+            return result
 
         return sync_wrapper
 
-    def decorate(cls: type[T]) -> type[T]:
-        names = methods if isinstance(methods, Mapping) else {method: method for method in methods}
-        for method, operation in names.items():
-            fn = cls.__dict__.get(method)
-            if callable(fn):
-                setattr(cls, method, wrap(fn, f"{prefix}.{operation}"))
-        return cls
-
-    return decorate
+    for method, operation in methods.items():
+        fn = cls.__dict__.get(method)
+        if callable(fn):
+            setattr(cls, method, wrap(fn, operation))
+    return cls
 
 
-def _messaging_attributes(subject: str, operation: str, message_id: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {"messaging.system": "nats", "messaging.destination.name": subject,
-                           "messaging.operation.type": operation, "messaging.operation.name": operation}
+def vector_store_methods(methods: Mapping[str, str],
+                         attributes: Callable[[Any], Mapping[str, Any]]) -> Callable[[type[T]], type[T]]:
+    """Class decorator of the vector stores: each named method (method -> the operation it
+    is traced as, ``{"upsert_many": "upsert"}``) gets a CLIENT span ``"<operation>
+    <collection>"`` per the database conventions (``db.operation.name``, plus
+    ``attributes(self)``: ``db.system.name``, ``db.collection.name``...; a first
+    positional list or tuple adds ``db.operation.batch.size``) and a
+    ``db.client.operation.duration`` sample (automem/common/metrics.py)."""
+    from automem.common import metrics
+
+    def start(self: Any, operation: str, args: tuple[Any, ...]) -> tuple[str, SpanKind, dict[str, Any],
+                                                                            dict[str, Any]]:
+        base = dict(attributes(self))
+        measured = {"db.system.name": base.get("db.system.name", ""), "db.operation.name": operation,
+                    "db.collection.name": base.get("db.collection.name", "")}
+        span_attributes = {**base, "db.operation.name": operation}
+        if args and isinstance(args[0], list | tuple):
+            span_attributes["db.operation.batch.size"] = len(args[0])
+        return f"{operation} {measured['db.collection.name']}", SpanKind.CLIENT, span_attributes, measured
+
+    def done(measured: dict[str, Any], seconds: float, args: tuple[Any, ...]) -> None:
+        metrics.db_client_duration.record(seconds, measured)
+
+    return lambda cls: _instrument(cls, dict(methods), start, done)
+
+
+def embedding_methods(methods: Iterable[str]) -> Callable[[type[T]], type[T]]:
+    """Class decorator of the embedding providers: each named method ``(self, texts)`` gets
+    a span ``"embeddings <model>"`` per the GenAI conventions (``gen_ai.operation.name`` =
+    ``embeddings``, ``gen_ai.request.model`` = the provider's ``name``,
+    ``automem.embedding.texts`` = the batch size; INTERNAL for a local model, CLIENT for a
+    remote one: a provider with ``remote = True``), and the metrics
+    ``gen_ai.client.operation.duration`` and ``automem.embedding.batch.size``."""
+    from automem.common import metrics
+
+    def start(self: Any, operation: str, args: tuple[Any, ...]) -> tuple[str, SpanKind, dict[str, Any],
+                                                                            dict[str, Any]]:
+        model = str(getattr(self, "name", ""))
+        measured = {"gen_ai.operation.name": "embeddings", "gen_ai.request.model": model}
+        span_attributes: dict[str, Any] = dict(measured)
+        if args and isinstance(args[0], list | tuple):
+            span_attributes["automem.embedding.texts"] = len(args[0])
+        kind = SpanKind.CLIENT if getattr(self, "remote", False) else SpanKind.INTERNAL
+        return f"embeddings {model}", kind, span_attributes, measured
+
+    def done(measured: dict[str, Any], seconds: float, args: tuple[Any, ...]) -> None:
+        metrics.embedding_duration.record(seconds, measured)
+        if args and isinstance(args[0], list | tuple):
+            metrics.embedding_batch_size.record(len(args[0]), {"gen_ai.request.model": measured["gen_ai.request.model"]})
+
+    return lambda cls: _instrument(cls, dict.fromkeys(methods, "embeddings"), start, done)
+
+
+def _messaging_attributes(destination: str, operation: str, operation_type: str,
+                          message_id: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {"messaging.system": "nats", "messaging.destination.name": destination,
+                           "messaging.operation.type": operation_type, "messaging.operation.name": operation}
     if message_id:
         out["messaging.message.id"] = message_id
     return out
@@ -322,23 +457,55 @@ def _messaging_attributes(subject: str, operation: str, message_id: str = "") ->
 
 @contextmanager
 def producer_span(subject: str, message_id: str = "") -> Iterator[Span]:
-    """A PRODUCER span ``publish <subject>``, current inside the block: inject the trace
-    context into the message headers within it so consumers become its children."""
+    """A PRODUCER span ``publish <subject>`` (``messaging.operation.type`` = ``send``,
+    ``messaging.operation.name`` = ``publish``), current inside the block: inject the trace
+    context into the message headers within it; it is the message's creation context, which
+    the consumer links to (:func:`start_batch_span`)."""
     with _tracer.start_as_current_span(f"publish {subject}", kind=SpanKind.PRODUCER,
-                                       attributes=_messaging_attributes(subject, "publish", message_id)) as span:
+                                       attributes=_messaging_attributes(subject, "publish", "send",
+                                                                        message_id)) as span:
         yield span
 
 
-def start_consumer_span(subject: str, headers: Mapping[str, str] | None, message_id: str = "",
-                        attributes: Mapping[str, Any] | None = None) -> Span:
-    """Start (not activate) a CONSUMER span ``process <subject>`` whose parent is the trace
-    context in the message ``headers`` (W3C ``traceparent``); a message without one starts a
-    new trace. End it with ``span.end()``; activate it with ``trace.use_span(span)``."""
-    parent = propagate.extract(dict(headers or {}))
-    span_attributes = _messaging_attributes(subject, "process", message_id)
-    span_attributes.update(attributes or {})
-    return _tracer.start_span(f"process {subject}", context=parent, kind=SpanKind.CONSUMER,
-                              attributes=span_attributes)
+def record_publish(subject: str, seconds: float, error: BaseException | None = None) -> None:
+    """One ``messaging.client.operation.duration`` sample of a publish to ``subject``
+    (``error.type`` when it failed; automem/common/metrics.py)."""
+    from automem.common import metrics
+
+    attributes = {"messaging.system": "nats", "messaging.operation.name": "publish",
+                  "messaging.operation.type": "send", "messaging.destination.name": subject}
+    if error is not None:
+        attributes["error.type"] = _error_type(error)
+    metrics.messaging_client_duration.record(seconds, attributes)
+
+
+def start_batch_span(messages: Sequence[tuple[str, Mapping[str, str] | None, str]], subscription: str,
+                     group: str) -> Span:
+    """Start (not activate) the CONSUMER span ``process <destination>`` of one fetched batch
+    of ``messages`` — ``(subject, headers, message id)`` each — as the OpenTelemetry
+    messaging conventions say for batch processing: one span for the batch, with a LINK to
+    each message's creation context (its ``traceparent``; link attribute
+    ``messaging.message.id``) and ``messaging.batch.message_count``. A batch of one message
+    is also a child of that message's context (the conventions allow it), so a single store
+    and its enrichment stay one trace; a larger batch starts a trace of its own instead of
+    joining hundreds of producers' traces. ``destination``: the subject the messages share,
+    else ``subscription`` (the consumer's filter). End it with ``span.end()``."""
+    contexts = []
+    for subject, headers, message_id in messages:
+        context = trace.get_current_span(propagate.extract(dict(headers or {}))).get_span_context()
+        if context.is_valid:
+            contexts.append((context, {"messaging.message.id": message_id} if message_id else {}))
+    subjects = {subject for subject, _, _ in messages}
+    destination = next(iter(subjects)) if len(subjects) == 1 else subscription
+    attributes = _messaging_attributes(destination, "process", "process")
+    attributes.update({"messaging.consumer.group.name": group, "messaging.destination.subscription.name": group,
+                       "messaging.batch.message_count": len(messages)})
+    if len(messages) == 1 and messages[0][2]:
+        attributes["messaging.message.id"] = messages[0][2]
+    parent = (trace.set_span_in_context(NonRecordingSpan(contexts[0][0]))
+              if len(messages) == 1 and contexts else otel_context.Context())
+    return _tracer.start_span(f"process {destination}", context=parent, kind=SpanKind.CONSUMER,
+                              attributes=attributes, links=[Link(c, a) for c, a in contexts])
 
 
 def record_error(spans: Sequence[Span], exc: BaseException | str) -> None:

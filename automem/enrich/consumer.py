@@ -22,8 +22,11 @@ covers exactly the memories that are not embedded), and every event is still ack
 Explicit acks; a message that fails ``max_deliver`` times is parked on the dead-letter
 subject with a log line and acknowledged.
 
-Tracing: each message is processed in a CONSUMER span, child of the trace context in its
-headers, so a store request and its asynchronous enrichment are one trace.
+Tracing: each fetched batch is processed in one CONSUMER span that links to the producer
+span of every message in it (a child of it when the batch holds a single message, so a lone
+store and its enrichment are one trace); see :meth:`EnrichConsumer.process_batch`. Metrics:
+each replica counts its own messages (automem/common/metrics.py; the queue depth gauge is
+registered by the enrich target, automem/targets.py).
 """
 
 from __future__ import annotations
@@ -40,13 +43,14 @@ from google.protobuf.message import DecodeError
 from opentelemetry import trace
 from opentelemetry.trace import Span
 
+from automem.common import metrics
 from automem.common.bus import ENRICH_DURABLE, Bus
 from automem.common.embedding import EmbeddingProvider
 from automem.common.lifecycle import make_event
 from automem.common.model import Memory, node_to_memory
 from automem.common.payload import build_payload
 from automem.common.settings import Settings
-from automem.common.telemetry import record_error, start_consumer_span
+from automem.common.telemetry import record_error, start_batch_span
 from automem.common.text import analyze, bm25_doc_weights
 from automem.enrich.pipeline import Enricher
 from automem.graph import GraphStore
@@ -248,34 +252,48 @@ class EnrichConsumer:
             self.sub = None
         await self.enricher.close()
 
+    @property
+    def metric_attributes(self) -> dict[str, str]:
+        """Attributes of this consumer's metrics: ``messaging.system``, the durable consumer
+        (``messaging.consumer.group.name``) and the subjects it reads
+        (``messaging.destination.name``, the filter ``<prefix>.memory.>``)."""
+        return {"messaging.system": "nats", "messaging.consumer.group.name": DURABLE,
+                "messaging.destination.name": self.bus.subjects.memory_all}
+
     async def process_batch(self, msgs: list[Any], looked: asyncio.Future | None = None,
                             models_done: asyncio.Event | None = None) -> None:
         """Process fetched messages: one embedding call for all texts that need one.
 
         ``looked``: the batch's :meth:`_look_ahead` (texts already embedded / NER'd);
         ``models_done`` is set once the batch no longer needs the models (its writes follow).
-        Each message gets a CONSUMER span (child of the context in its headers) that holds
-        its per-memory work (hooks, its MEMORY_ENRICHED event). Work shared by the batch
-        (graph reads and writes, vector calls, the embedding call) runs in the first
-        message's span; the other spans link to it.
+        The batch runs in ONE CONSUMER span (automem/common/telemetry.py
+        :func:`~automem.common.telemetry.start_batch_span`) that links to every message's
+        producer span — a child of it when the batch holds one message — so a 500-memory
+        batch is one trace of its own linked to the 500 stores, not part of each. Records
+        ``messaging.client.consumed.messages``, ``automem.enrichment.redeliveries`` and
+        ``messaging.process.duration`` (automem/common/metrics.py).
         """
-        spans = {id(msg): self._message_span(msg) for msg in msgs}
-        first = next(iter(spans.values()), None)
-        for span in list(spans.values())[1:]:
-            span.add_link(first.get_span_context(), {"automem.link": "batch_shared_work"})
+        span = start_batch_span([(m.subject, m.headers, (m.headers or {}).get("Nats-Msg-Id", "")) for m in msgs],
+                                self.bus.subjects.memory_all, DURABLE)
+        attributes = self.metric_attributes
+        metrics.consumed_messages.add(len(msgs), attributes)
+        redelivered = sum(1 for m in msgs if int(getattr(getattr(m, "metadata", None), "num_delivered", 1) or 1) > 1)
+        if redelivered:
+            metrics.enrichment_redeliveries.add(redelivered, attributes)
         self.counters.batches += 1
         self.counters.inflight = len(msgs)
         keep_alive = asyncio.create_task(self._keep_alive(msgs))
+        start = time.perf_counter()
         try:
-            with trace.use_span(first, end_on_exit=False) if first is not None else nullcontext():
-                await self._process(msgs, spans, await looked if looked is not None else None, models_done)
+            with trace.use_span(span, end_on_exit=False):
+                await self._process(msgs, span, await looked if looked is not None else None, models_done)
         finally:
             if models_done is not None:
                 models_done.set()
             keep_alive.cancel()
             self.counters.inflight = 0
-            for span in spans.values():
-                span.end()
+            span.end()
+            metrics.messaging_process_duration.record(time.perf_counter() - start, attributes)
 
     async def _keep_alive(self, msgs: list[Any]) -> None:
         """While a batch is being processed, tell the server every third of ``ack_wait`` that
@@ -292,34 +310,24 @@ class EnrichConsumer:
                 except Exception as exc:  # noqa: BLE001 - best effort; redelivery is safe
                     log.debug("in-progress signal failed", extra={"error": str(exc)})
 
-    def _message_span(self, msg: Any) -> Span:
-        headers = msg.headers or {}
-        metadata = getattr(msg, "metadata", None)
-        attributes = {"messaging.consumer.group.name": DURABLE}
-        if metadata is not None:
-            attributes["messaging.nats.num_delivered"] = int(metadata.num_delivered or 1)
-        return start_consumer_span(msg.subject, headers, headers.get("Nats-Msg-Id", ""), attributes)
-
-    async def _process(self, msgs: list[Any], spans: dict[int, Span], looked: LookAhead | None = None,
+    async def _process(self, msgs: list[Any], span: Span, looked: LookAhead | None = None,
                        models_done: asyncio.Event | None = None) -> None:
         events: list[tuple[Any, events_pb2.MemoryEvent]] = []
         for msg in msgs:
             try:
                 events.append((msg, events_pb2.MemoryEvent.FromString(msg.data)))
-                spans[id(msg)].set_attribute("automem.memory_id", events[-1][1].memory_id)
             except Exception as exc:  # noqa: BLE001 - undecodable: park at once
-                record_error([spans[id(msg)]], exc)
+                record_error([span], exc)
                 await self._park(msg, f"undecodable event: {exc}")
         ids = [e.memory_id for _, e in events if e.memory_id]
         try:
             current = await self.graph.memories.hydrate(ids, None)
         except Exception as exc:  # noqa: BLE001 - graph down: retry the whole batch later
-            record_error([spans[id(msg)] for msg, _ in events], exc)
+            record_error([span], exc)
             for msg, _ in events:
                 await self._retry_or_park(msg, f"graph read failed: {exc}")
             return
         todo: dict[str, tuple[Memory, events_pb2.MemoryEvent]] = {}
-        span_of: dict[str, Span] = {}
         for msg, event in events:
             memory = current.get(event.memory_id)
             if event.type == events_pb2.EVENT_TYPE_RELATION_CREATED and not event.memory_id:
@@ -328,16 +336,16 @@ class EnrichConsumer:
                 continue  # our own audit events: never re-enrich (no loop)
             if memory is not None:
                 todo[memory.id] = (memory, event)
-                span_of[memory.id] = spans[id(msg)]
         try:
-            await self._apply(todo, {e.memory_id for _, e in events if e.memory_id not in current}, span_of,
+            await self._apply(todo, {e.memory_id for _, e in events if e.memory_id not in current}, None,
                               looked, models_done)
         except Exception as exc:
             log.exception("enrichment batch failed")
-            record_error([spans[id(msg)] for msg, _ in events], exc)
+            record_error([span], exc)
             for msg, _ in events:
                 await self._retry_or_park(msg, f"enrichment failed: {exc}")
             return
+        metrics.enrichment_processed.add(len(events), self.metric_attributes)
         for msg, event in events:
             await msg.ack()
             self.counters.processed += 1
@@ -515,6 +523,7 @@ class EnrichConsumer:
 
     async def _retry_or_park(self, msg: Any, reason: str) -> None:
         self.counters.failures += 1
+        metrics.enrichment_failures.add(1, self.metric_attributes)
         self.counters.last_error, self.counters.last_error_at = reason, time.time()
         delivered = msg.metadata.num_delivered if msg.metadata else 1
         if delivered >= self.settings.max_deliver:
@@ -528,6 +537,7 @@ class EnrichConsumer:
         try:
             await self.bus.park(DURABLE, msg.data, msg.headers, reason)
             self.counters.dead_lettered += 1
+            metrics.enrichment_dead_lettered.add(1, self.metric_attributes)
             await msg.ack()
         except Exception:
             log.exception("could not park message")

@@ -134,6 +134,9 @@ def create_app(settings: Settings, client: AutomemClient) -> FastAPI:
         # No 307 from /memory/<id>/ to /memory/<id>: a path no route matches (an id holding
         # "/", a trailing slash) is a 404 with the JSON error body, like any unknown path.
         redirect_slashes=False,
+        # /docs with local assets (automem/gateway/apidocs.py), not FastAPI's CDN pages; no /redoc.
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.settings = settings
     app.state.client = client
@@ -198,6 +201,8 @@ def create_app(settings: Settings, client: AutomemClient) -> FastAPI:
 
     from automem.common.telemetry import instrument_fastapi
     from automem.gateway import (
+        apidocs,
+        console,
         mcp_server,
         metrics,
         routes_graph,
@@ -210,13 +215,15 @@ def create_app(settings: Settings, client: AutomemClient) -> FastAPI:
 
     app.add_middleware(StreamedBodyLimit, limit=settings.max_body_bytes)
     metrics.install(app, settings.access_log)  # outermost of our middlewares: times 413s too
-    instrument_fastapi(app)
+    instrument_fastapi(app, settings.otel_semconv_stability_opt_in)
     app.include_router(routes_recall.router)  # before routes_memory: /memory/by-tag must win over /memory/{id}
     app.include_router(routes_memory.router)
     app.include_router(routes_ops.router)
     app.include_router(routes_stream.router)  # /stream, /stream/status (server-sent events)
     app.include_router(routes_v1.router)  # review queue, tombstones, history, backup
     app.include_router(routes_graph.router)  # /graph/*, /entities, /entity/{slug}
+    apidocs.mount(app)  # /docs: Swagger UI from local files
+    console.mount(app)  # /console: the browser console (HTML, not in the schema)
     mcp_server.mount(app, settings, client)  # streamable HTTP at /mcp; wraps the app's lifespan
     _declare_limits_in_openapi(app, settings)
     return app

@@ -40,6 +40,7 @@ from starlette.requests import Request
 
 from automem.common.client import AutomemClient
 from automem.common.errors import AutomemError
+from automem.common.grpc_tls import channel_credentials, channel_options
 
 # The relation types a supersede may write: the lifecycle rule the ingest service applies,
 # offered as the tool's choices.
@@ -672,11 +673,8 @@ def run_stdio(settings: Settings, grpc_address: str | None = None, api_key: str 
     key = api_key if api_key is not None else (os.environ.get("AUTOMEM_API_KEY") or settings.api_token)
 
     async def serve() -> None:
-        from automem.common.grpc_server import client_tls
-
-        credentials, server_name = client_tls(settings)
-        async with AutomemClient(address, api_key=key, scope=scope, credentials=credentials,
-                                 server_name=server_name) as client:
+        async with AutomemClient(address, api_key=key, scope=scope, credentials=channel_credentials(settings),
+                                 channel_options=channel_options(settings)) as client:
             await build_server(client, settings).run_stdio_async()
 
     with contextlib.suppress(KeyboardInterrupt):

@@ -1,89 +1,34 @@
-"""Prometheus metrics of the gateway at ``GET /metrics`` (no auth, like ``/health``).
+"""The gateway's HTTP metrics and ``GET /metrics`` (no auth, like ``/health``).
 
-* ``automem_http_request_duration_seconds{route,method,status}`` — histogram of request
-  latency by route *template* (``/memory/{memory_id}``, never the raw path; unmatched paths
-  are ``<unmatched>``), measured until the last body byte is sent.
-* ``automem_enrichment_queue_depth`` — enrichment messages not yet delivered plus delivered
-  but unacknowledged (the consumer lag); ``automem_outbox_backlog`` — events waiting in the
-  publish outbox; ``automem_enrichment_processed_total`` / ``_failures_total`` /
-  ``_dead_lettered_total`` — the consumer's counters since it started;
-  ``automem_enrichment_up`` — 1 when the scrape could read them. All read at scrape time
-  from ``EnrichService.GetEnrichmentStatus`` (over gRPC, so it works in-process and when
-  the enrich target runs elsewhere); absent (``up`` 0) when that call fails.
-* the standard ``process_*`` / ``python_*`` collectors.
-
-Each app has its own registry, so several apps in one process (tests) never clash.
+* ``http.server.request.duration`` (Prometheus: ``http_server_request_duration_seconds``)
+  — histogram of request latency with ``http.request.method``, ``http.response.status_code``
+  and ``http.route``: the route *template* (``/memory/{memory_id}``, never the raw path;
+  unmatched paths are ``<unmatched>``), measured until the last body byte is sent
+  (automem/common/metrics.py).
+* ``GET /metrics`` renders the process's registry (automem/common/metrics.py: every
+  metric of every target in this process, ``process_*`` / ``python_*`` included) — the same
+  page the process's metrics port (``AUTOMEM_METRICS_PORT``) serves. The enrichment and
+  outbox metrics come from the processes that own them (each enrich replica its own); the
+  gateway no longer relays one replica's status.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-from collections.abc import Iterator
 from typing import Any
 
-import grpc
-from fastapi import FastAPI, Request
+from fastapi import FastAPI
 from fastapi.responses import Response
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.gc_collector import GCCollector
-from prometheus_client.platform_collector import PlatformCollector
-from prometheus_client.process_collector import ProcessCollector
-from prometheus_client.registry import Collector
+from prometheus_client import CONTENT_TYPE_LATEST
 
+from automem.common import metrics
 from automem.common.logs import access
-from automem.common.telemetry import unsampled
-from automem.v1 import enrich_service_pb2
 
 log = logging.getLogger(__name__)
 
 UNMATCHED = "<unmatched>"
-#: Longest wait for the enrichment status during a scrape (seconds).
-STATUS_TIMEOUT = 2.0
-
-
-class _EnrichmentCollector(Collector):
-    """Exposes the last GetEnrichmentStatus answer (set just before each scrape)."""
-
-    def __init__(self) -> None:
-        self.status: enrich_service_pb2.GetEnrichmentStatusResponse | None = None
-
-    def collect(self) -> Iterator[Metric]:
-        status = self.status
-        yield GaugeMetricFamily("automem_enrichment_up", "1 when the enrichment status could be read",
-                                value=1 if status is not None else 0)
-        if status is None:
-            return
-        yield GaugeMetricFamily("automem_enrichment_queue_depth",
-                                "Enrichment messages undelivered or unacknowledged (consumer lag)",
-                                value=status.queue_depth)
-        yield GaugeMetricFamily("automem_outbox_backlog", "Events waiting in the publish outbox",
-                                value=status.outbox_backlog)
-        yield CounterMetricFamily("automem_enrichment_processed", "Enrichment messages processed",
-                                  value=status.processed)
-        yield CounterMetricFamily("automem_enrichment_failures", "Enrichment message failures (retried or parked)",
-                                  value=status.failed)
-        yield CounterMetricFamily("automem_enrichment_dead_lettered",
-                                  "Enrichment messages parked on the dead-letter subject", value=status.dead_lettered)
-
-
-class GatewayMetrics:
-    """The gateway's metrics registry and instruments."""
-
-    def __init__(self) -> None:
-        self.registry = CollectorRegistry()
-        self.request_duration = Histogram(
-            "automem_http_request_duration_seconds", "HTTP request latency by route template",
-            ("route", "method", "status"), registry=self.registry)
-        self.enrichment = _EnrichmentCollector()
-        self.registry.register(self.enrichment)
-        for collector in (ProcessCollector, PlatformCollector, GCCollector):
-            collector(registry=self.registry)
-
-    def render(self) -> bytes:
-        """The registry in the Prometheus text format."""
-        return generate_latest(self.registry)
 
 
 def _route_template(scope: dict[str, Any]) -> str:
@@ -114,13 +59,12 @@ def caller_id(headers: list[tuple[bytes, bytes]]) -> tuple[str, str]:
 
 
 class MetricsMiddleware:
-    """ASGI middleware: observes every HTTP request in the latency histogram and, when
-    ``access_log``, writes its INFO access line (automem/common/logs.py :func:`access`, with
-    the request's trace id via the log filter)."""
+    """ASGI middleware: observes every HTTP request in ``http.server.request.duration`` and,
+    when ``access_log``, writes its INFO access line (automem/common/logs.py :func:`access`,
+    with the request's trace id via the log filter)."""
 
-    def __init__(self, app: Any, metrics: GatewayMetrics, access_log: bool = True) -> None:
+    def __init__(self, app: Any, access_log: bool = True) -> None:
         self.app = app
-        self.metrics = metrics
         self.access_log = access_log
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -142,29 +86,19 @@ class MetricsMiddleware:
             elapsed = time.perf_counter() - start
             route = _route_template(scope)
             method = scope.get("method", "")
-            self.metrics.request_duration.labels(route, method, str(status)).observe(elapsed)
+            metrics.http_server_duration.record(elapsed, {"http.request.method": method, "http.route": route,
+                                                          "http.response.status_code": status})
             if self.access_log:
                 access("http", route, method, status, elapsed, *caller_id(scope.get("headers") or []))
 
 
-def install(app: FastAPI, access_log: bool = True) -> GatewayMetrics:
+def install(app: FastAPI, access_log: bool = True) -> None:
     """Add the latency middleware (with access lines when ``access_log``) and ``GET /metrics``
-    to ``app``; returns the metrics."""
-    metrics = GatewayMetrics()
-    app.state.metrics = metrics
-    app.add_middleware(MetricsMiddleware, metrics=metrics, access_log=access_log)
+    to ``app``."""
+    app.add_middleware(MetricsMiddleware, access_log=access_log)
 
     @app.get("/metrics", tags=["ops"], include_in_schema=False)
-    async def prometheus_metrics(request: Request) -> Response:
-        """Prometheus text exposition; no auth. Reads the enrichment status first."""
-        client = request.app.state.client
-        try:
-            with unsampled():
-                metrics.enrichment.status = await client.enrich.GetEnrichmentStatus(
-                    enrich_service_pb2.GetEnrichmentStatusRequest(), timeout=STATUS_TIMEOUT)
-        except grpc.aio.AioRpcError as exc:
-            log.debug("enrichment status unavailable for /metrics", extra={"error": exc.details()})
-            metrics.enrichment.status = None
-        return Response(metrics.render(), media_type=CONTENT_TYPE_LATEST)
-
-    return metrics
+    async def prometheus_metrics() -> Response:
+        """Prometheus text exposition of the process's registry; no auth. Rendered in a
+        thread: scrape-time gauges wait for this event loop (automem/common/metrics.py)."""
+        return Response(await asyncio.to_thread(metrics.render), media_type=CONTENT_TYPE_LATEST)

@@ -125,7 +125,7 @@ class GraphStore:
             for v in value:
                 GraphStore._check_params(v)
 
-    @graph_span("graph.query")
+    @graph_span("GRAPH.QUERY")
     async def query(self, cypher: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
         """Run a (write) Cypher query with parameters; returns the result rows. Bounded and
         guarded: see :meth:`bounded` and :meth:`_guard`.
@@ -139,7 +139,7 @@ class GraphStore:
             result = await self.graph.query(cypher, guarded)
         return result.result_set
 
-    @graph_span("graph.ro_query")
+    @graph_span("GRAPH.RO_QUERY")
     async def ro_query(self, cypher: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
         """Read-only query (GRAPH.RO_QUERY), bounded like :meth:`query`."""
         self._check_params(params)
@@ -147,7 +147,7 @@ class GraphStore:
             result = await self.graph.ro_query(cypher, params or {})
         return result.result_set
 
-    @graph_span("graph.ro_query_many")
+    @graph_span("GRAPH.RO_QUERY")
     async def ro_query_many(self, queries: Sequence[tuple[str, dict[str, Any]]]) -> list[list[list[Any]]]:
         """Several read-only queries in one round trip (a Redis pipeline of GRAPH.RO_QUERY);
         returns each query's rows, in order. Each query is planned with its own parameters,

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from automem.common.telemetry import traced_methods
+from automem.common.telemetry import vector_store_methods
 from automem.vectors.filters import Dialect, translate
 from automem.vectors.points import canonical_id, check_dim, dense, point_vectors, read_point, sparse_pair
 from automem.vectors.protocol import (
@@ -73,7 +73,7 @@ async def _copy_sparse(src: Path, dst: Path) -> None:
         raise RuntimeError(f"copy of {src} to {dst} failed: {err.decode(errors='replace').strip()}")
 
 
-@traced_methods("vectors", TRACED, span_attributes)
+@vector_store_methods(TRACED, span_attributes)
 class EdgeVectorStore:
     """Vector store on an in-process qdrant-edge shard (``qdrant_edge.EdgeShard``).
 

@@ -48,7 +48,8 @@ __all__ = [
     "span_attributes",
 ]
 
-#: Store calls that get a ``vectors.<operation>`` span (automem/common/telemetry.py); the
+#: Store calls that get a ``<operation> <collection>`` span and a store-latency sample
+#: (automem/common/telemetry.py ``vector_store_methods``); the
 #: batch forms are traced as their operation, with ``db.operation.batch.size``.
 TRACED = {name: name for name in ("ensure_collection", "upsert", "set_payload", "delete", "retrieve", "search",
                                   "search_sparse", "count", "scroll", "newest_event_time", "flush")} | {
@@ -58,7 +59,7 @@ TRACED = {name: name for name in ("ensure_collection", "upsert", "set_payload", 
 def span_attributes(store: Any) -> dict[str, str]:
     """The attributes of a store call's span: the store's ``collection`` and ``backend``
     (OpenTelemetry database semantic conventions, automem/common/telemetry.py)."""
-    return {"db.system": "qdrant", "db.system.name": "qdrant", "db.collection.name": store.collection,
+    return {"db.system.name": "qdrant", "db.collection.name": store.collection,
             "automem.vector.backend": store.backend}
 
 

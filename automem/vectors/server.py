@@ -11,7 +11,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from automem.common.telemetry import traced_methods
+from automem.common.telemetry import vector_store_methods
 from automem.vectors.filters import Dialect, translate
 from automem.vectors.points import canonical_id, check_dim, dense, point_vectors, read_point, sparse_pair
 from automem.vectors.protocol import (
@@ -45,7 +45,7 @@ def dialect() -> Dialect:
     )
 
 
-@traced_methods("vectors", TRACED, span_attributes)
+@vector_store_methods(TRACED, span_attributes)
 class ServerVectorStore:
     """Vector store on a Qdrant server through ``qdrant_client.AsyncQdrantClient``.
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,7 @@ SECRET_KEYS = {
     "QDRANT_API_KEY",
 }
 #: Kinds from CRDs that the bundled schemas cannot know.
-CRD_KINDS = {"ServiceMonitor"}
+CRD_KINDS = {"ServiceMonitor", "PrometheusRule", "HTTPRoute"}
 
 VALUES_FILES = sorted(CI_DIR.glob("*-values.yaml"))
 CASES = [pytest.param(None, id="defaults")] + [pytest.param(p.name, id=p.stem) for p in VALUES_FILES]
@@ -81,15 +82,17 @@ def _by_component(docs: Any, kind: str) -> dict[str, dict[str, Any]]:
 
 
 def _pod_specs(docs: Any) -> list[tuple[str, dict[str, Any]]]:
+    """(name, pod spec) of every workload and bare Pod (the helm test hook)."""
     return [
-        (d["metadata"]["name"], d["spec"]["template"]["spec"])
+        (d["metadata"]["name"], d["spec"]["template"]["spec"] if d["kind"] != "Pod" else d["spec"])
         for d in docs
-        if d["kind"] in {"Deployment", "StatefulSet", "DaemonSet", "Job"}
+        if d["kind"] in {"Deployment", "StatefulSet", "DaemonSet", "Job", "Pod"}
     ]
 
 
 def _configmap_data(docs: Any) -> dict[str, str]:
-    (cm,) = _kind(docs, "ConfigMap")
+    """The settings ConfigMap (not the dashboard's)."""
+    (cm,) = [d for d in _kind(docs, "ConfigMap") if d["metadata"]["name"] == f"{RELEASE}-automem"]
     return cm["data"]
 
 
@@ -152,9 +155,10 @@ def test_distributed_renders_one_deployment_per_component_with_its_target() -> N
     ]
     services = _by_component(docs, "Service")
     assert set(services) == set(COMPONENTS)
-    assert [p["port"] for p in services["gateway"]["spec"]["ports"]] == [8001]
+    assert [p["port"] for p in services["gateway"]["spec"]["ports"]] == [8001, 9464]
     for component in GRPC_COMPONENTS:
-        assert [(p["name"], p["port"]) for p in services[component]["spec"]["ports"]] == [("grpc", 50051)]
+        assert [(p["name"], p["port"]) for p in services[component]["spec"]["ports"]] == [("grpc", 50051),
+                                                                                         ("metrics", 9464)]
 
 
 @pytest.mark.parametrize("case", [None, "singlebinary-values.yaml", "existing-secret-values.yaml"])
@@ -166,7 +170,8 @@ def test_single_binary_renders_one_deployment_running_every_target(case: str | N
     assert dep["spec"]["strategy"]["type"] == "Recreate"
     (container,) = dep["spec"]["template"]["spec"]["containers"]
     assert container["args"][:2] == ["serve", "--target=all"]
-    assert {p["name"]: p["containerPort"] for p in container["ports"]} == {"http": 8001, "grpc": 50051}
+    assert {p["name"]: p["containerPort"] for p in container["ports"]} == {"http": 8001, "grpc": 50051,
+                                                                           "metrics": 9464}
     assert "AUTOMEM_INGEST_ADDR" not in _configmap_data(docs)
 
 
@@ -233,7 +238,7 @@ def test_every_container_is_non_root_with_read_only_root_filesystem(case: str | 
 def test_automem_containers_run_as_10001_with_a_writable_tmp(case: str | None) -> None:
     for dep in _kind(_rendered_case(case), "Deployment"):
         pod = dep["spec"]["template"]["spec"]
-        (container,) = pod["containers"]
+        container = pod["containers"][0]  # the automem one; sidecars (extraContainers) follow
         assert container["securityContext"]["runAsUser"] == 10001
         assert container["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
         tmp = next(m for m in container["volumeMounts"] if m["mountPath"] == "/tmp")
@@ -341,7 +346,7 @@ def test_secrets_never_appear_in_the_configmap(case: str | None) -> None:
     for secret in _secret_values(values):
         assert secret not in blob
     for dep in _kind(docs, "Deployment"):
-        (container,) = dep["spec"]["template"]["spec"]["containers"]
+        container = dep["spec"]["template"]["spec"]["containers"][0]
         by_name = {e["name"]: e for e in container["env"]}
         for key in SECRET_KEYS:
             assert "value" not in by_name[key] and by_name[key]["valueFrom"]["secretKeyRef"]["key"] == key
@@ -420,13 +425,38 @@ def test_external_stores_are_used_when_in_chart_ones_are_off() -> None:
     assert data["AUTOMEM_RECALL_MAX_LIMIT"] == "50"
 
 
-def test_service_monitor_is_off_by_default_and_scrapes_gateway_metrics(chart: Any) -> None:
+def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    """True when a Kubernetes label selector (matchLabels, matchExpressions with In) selects ``labels``."""
+    if not selector.get("matchLabels", {}).items() <= labels.items():
+        return False
+    return all(labels.get(e["key"]) in e["values"] for e in selector.get("matchExpressions", [])
+               if e["operator"] == "In")
+
+
+@pytest.mark.parametrize("mode", ["Distributed", "SingleBinary"])
+def test_service_monitor_is_off_by_default_and_scrapes_every_process_metrics_port(chart: Any, mode: str) -> None:
     assert _kind(_rendered_case(None), "ServiceMonitor") == []
-    docs = _render(chart, {"deploymentMode": "Distributed", "serviceMonitor": {"enabled": True}})
+    docs = _render(chart, {"deploymentMode": mode, "serviceMonitor": {"enabled": True}})
     (monitor,) = _kind(docs, "ServiceMonitor")
-    assert monitor["spec"]["endpoints"][0]["path"] == "/metrics"
-    gateway = _by_component(docs, "Service")["gateway"]
-    assert monitor["spec"]["selector"]["matchLabels"].items() <= gateway["metadata"]["labels"].items()
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint["path"] == "/metrics" and endpoint["port"] == "metrics"
+    components = {"Distributed": {"gateway", "ingest", "recall", "enrich", "consolidate"},
+                  "SingleBinary": {"single-binary"}}[mode]
+    # Every automem process: a containerPort "metrics" and AUTOMEM_METRICS_PORT set to it.
+    for deployment in _kind(docs, "Deployment"):
+        (container,) = deployment["spec"]["template"]["spec"]["containers"]
+        port = next(p["containerPort"] for p in container["ports"] if p["name"] == "metrics")
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        assert env["AUTOMEM_METRICS_PORT"] == str(port), deployment["metadata"]["name"]
+    # The ServiceMonitor selects each component's Service, which has the metrics port; the
+    # Services it selects without one (headless gRPC) yield no target, so no pod is scraped twice.
+    scraped = {svc["metadata"]["labels"]["app.kubernetes.io/component"] for svc in _kind(docs, "Service")
+               if _selects(monitor["spec"]["selector"], svc["metadata"]["labels"])
+               and any(p["name"] == "metrics" for p in svc["spec"]["ports"])}
+    assert scraped == components
+    for svc in _kind(docs, "Service"):
+        if svc["spec"].get("clusterIP") == "None":
+            assert all(p["name"] != "metrics" for p in svc["spec"]["ports"])
 
 
 # --- values schema and documentation -------------------------------------------------------
@@ -440,8 +470,14 @@ def test_service_monitor_is_off_by_default_and_scrapes_gateway_metrics(chart: An
         {"nats": {"enabled": True, "urls": "nats://x:4222"}},
         {"deploymentMode": "Microservices"},
         {"config": {"embeddingProvider": "word2vec"}},
+        {"ingress": {"enabled": True, "hosts": [{"host": "memory.example.com"}]}},
+        {"grpc": {"tls": {"enabled": "yes"}}},
+        {"prometheusRule": {"for": "ten minutes"}},
+        {"networkPolicy": {"allowAll": True}},
+        {"recall": {"extraVolumes": {"name": "x"}}},
     ],
-    ids=["top-level", "component", "nats", "mode-enum", "provider-enum"],
+    ids=["top-level", "component", "nats", "mode-enum", "provider-enum", "ingress-paths", "tls-bool",
+         "rule-for", "netpol-key", "volumes-list"],
 )
 def test_unknown_or_invalid_values_fail_schema_validation(chart: Any, values: dict[str, Any]) -> None:
     with pytest.raises(helm_python.HelmValuesError):
@@ -557,3 +593,336 @@ def test_every_rendered_variable_is_a_setting(case: str | None) -> None:
     # OTEL_* are read by the OpenTelemetry SDK itself as well; the rest must be ours.
     unknown = {n for n in names if n not in known and n not in referenced and not n.startswith("OTEL_")}
     assert not unknown, f"variables no setting reads: {sorted(unknown)}"
+
+
+# --- optional features (issue 15, item 4) ---------------------------------------------------
+
+FEATURES = "features-values.yaml"
+#: feature -> (values turning it on, the kind it renders).
+OPTIONAL = {
+    "ingress": ({"ingress": {"enabled": True}}, "Ingress"),
+    "httpRoute": ({"httpRoute": {"enabled": True, "parentRefs": [{"name": "public"}]}}, "HTTPRoute"),
+    "networkPolicy": ({"networkPolicy": {"enabled": True}}, "NetworkPolicy"),
+    "prometheusRule": ({"prometheusRule": {"enabled": True}}, "PrometheusRule"),
+    "serviceMonitor": ({"serviceMonitor": {"enabled": True}}, "ServiceMonitor"),
+    "dashboard": ({"dashboard": {"enabled": True}}, "ConfigMap"),
+}
+
+
+def _count(docs: Any, kind: str) -> int:
+    """How many ``kind`` resources (for ConfigMap: dashboards only, not the settings)."""
+    return len([d for d in docs if d["kind"] == kind
+                and (kind != "ConfigMap" or d["metadata"]["name"].endswith("-dashboard"))])
+
+
+@pytest.mark.parametrize("mode", ["SingleBinary", "Distributed"])
+@pytest.mark.parametrize("feature", sorted(OPTIONAL))
+def test_each_optional_feature_renders_only_when_on_and_validates(feature: str, mode: str) -> None:
+    on, kind = OPTIONAL[feature]
+    off_docs = render({"deploymentMode": mode})
+    on_docs = render({"deploymentMode": mode, **on})
+    assert _count(off_docs, kind) == 0, kind
+    assert _count(on_docs, kind) >= 1, kind
+    for doc in on_docs:
+        if doc["kind"] not in CRD_KINDS:
+            for version in K8S_VERSIONS:
+                kubernetes_validate.validate(doc, version, strict=True)
+
+
+def test_the_helm_test_pod_is_on_by_default_and_can_be_turned_off() -> None:
+    (pod,) = _kind(_rendered_case(None), "Pod")
+    assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    assert _kind(render({"tests": {"enabled": False}}), "Pod") == []
+
+
+@pytest.mark.parametrize("case", [None, "quickstart-values.yaml", FEATURES])
+def test_ingress_httproute_and_helm_test_reach_the_http_service(case: str | None) -> None:
+    values = {**_values(case), "ingress": {"enabled": True},
+              "httpRoute": {"enabled": True, "parentRefs": [{"name": "public"}]}}
+    docs = render(values)
+    services = {s["metadata"]["name"]: s for s in _kind(docs, "Service")}
+    component = "gateway" if values.get("deploymentMode") == "Distributed" else "single-binary"
+    http = services[_name(component)]
+    ports = {p["name"]: p["port"] for p in http["spec"]["ports"]}
+    (ingress,) = _kind(docs, "Ingress")
+    for rule in ingress["spec"]["rules"]:
+        for path in rule["http"]["paths"]:
+            assert path["backend"]["service"] == {"name": _name(component), "port": {"name": "http"}}
+    (route,) = _kind(docs, "HTTPRoute")
+    assert route["apiVersion"] == "gateway.networking.k8s.io/v1"
+    assert route["spec"]["parentRefs"] == [{"name": "public"}]
+    (backend,) = route["spec"]["rules"][0]["backendRefs"]
+    assert backend == {"name": _name(component), "port": ports["http"]}
+    (pod,) = _kind(docs, "Pod")
+    env = {e["name"]: e for e in pod["spec"]["containers"][0]["env"]}
+    assert env["AUTOMEM_URL"]["value"] == f"http://{_name(component)}:{ports['http']}"
+    assert env["AUTOMEM_API_TOKEN"]["valueFrom"]["secretKeyRef"]["key"] == "AUTOMEM_API_TOKEN"
+    script = pod["spec"]["containers"][0]["command"][-1]
+    for call in ('http.get("/health")', 'http.post("/memory"', 'http.get("/recall"', "http.delete("):
+        assert call in script
+    compile(script, "helm-test", "exec")  # the script is valid Python
+
+
+def test_httproute_without_a_parent_is_refused(chart: Any) -> None:
+    with pytest.raises(helm_python.HelmRenderError, match="parentRefs"):
+        chart.render({"httpRoute": {"enabled": True}}, name=RELEASE, namespace=NAMESPACE)
+
+
+# NetworkPolicy semantics: which pod may open which named port of which pod.
+
+
+def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if labels.get(key) != value:
+            return False
+    for expr in selector.get("matchExpressions") or []:
+        assert expr["operator"] == "In", expr
+        if labels.get(expr["key"]) not in expr["values"]:
+            return False
+    return True
+
+
+def _allowed(policies: list[dict[str, Any]], source: dict[str, str] | None, target: dict[str, str],
+             port: str) -> bool:
+    """Kubernetes' ingress rule: allowed when no policy selects the target pod, or one that
+    does has a rule whose ports name ``port`` (or has none) and whose peers match the source
+    (``None`` = a pod in another namespace, matched only by namespaceSelector peers or no peers)."""
+    chosen = [p for p in policies if _selects(p["spec"]["podSelector"], target)]
+    if not chosen:
+        return True
+    for policy in chosen:
+        for rule in policy["spec"].get("ingress") or []:
+            if rule.get("ports") and port not in [p["port"] for p in rule["ports"]]:
+                continue
+            peers = rule.get("from")
+            if not peers:
+                return True
+            for peer in peers:
+                if source is None and "namespaceSelector" in peer and "podSelector" not in peer:
+                    return True
+                if source is not None and "podSelector" in peer and "namespaceSelector" not in peer \
+                        and _selects(peer["podSelector"], source):
+                    return True
+    return False
+
+
+def test_network_policies_let_only_the_gateway_take_outside_traffic() -> None:
+    docs = _rendered_case(FEATURES)
+    policies = _kind(docs, "NetworkPolicy")
+    pods = {d["metadata"]["labels"]["app.kubernetes.io/component"]: d["spec"]["template"]["metadata"]["labels"]
+            for d in docs if d["kind"] in ("Deployment", "StatefulSet")}
+    pods["test"] = _kind(docs, "Pod")[0]["metadata"]["labels"]
+    outside = None
+    assert _allowed(policies, outside, pods["gateway"], "http")
+    assert _allowed(policies, pods["test"], pods["gateway"], "http")
+    assert _allowed(policies, outside, pods["gateway"], "metrics")  # from the monitoring namespace
+    services = ("ingest", "recall", "enrich", "consolidate")
+    for target in services:
+        assert not _allowed(policies, outside, pods[target], "grpc"), target
+        assert not _allowed(policies, pods["test"], pods[target], "grpc"), target
+        assert not _allowed(policies, pods["nats"], pods[target], "grpc"), target
+        for caller in ("gateway", *services):
+            assert _allowed(policies, pods[caller], pods[target], "grpc"), (caller, target)
+    for store, port in (("nats", "client"), ("falkordb", "redis")):
+        assert not _allowed(policies, outside, pods[store], port)
+        assert not _allowed(policies, pods["gateway"], pods[store], port)
+        assert not _allowed(policies, pods["test"], pods[store], port)
+        for user in services:
+            assert _allowed(policies, pods[user], pods[store], port), (user, store)
+    # Every policy selects pods that exist, and every named port it opens (but metrics,
+    # which a component may not have) is a container port of those pods.
+    ports = {c: {p["name"] for ctr in d["spec"]["template"]["spec"]["containers"] for p in ctr.get("ports", [])}
+             for d in docs if d["kind"] in ("Deployment", "StatefulSet")
+             for c in [d["metadata"]["labels"]["app.kubernetes.io/component"]]}
+    for policy in policies:
+        (component,) = [c for c, labels in pods.items() if _selects(policy["spec"]["podSelector"], labels)]
+        for rule in policy["spec"]["ingress"]:
+            for port in rule["ports"]:
+                assert port["port"] == "metrics" or port["port"] in ports[component], (component, port)
+
+
+def test_network_policies_in_single_binary_mode() -> None:
+    docs = render({**_values("existing-secret-values.yaml"), "networkPolicy": {"enabled": True}})
+    policies = _kind(docs, "NetworkPolicy")
+    pods = {d["metadata"]["labels"]["app.kubernetes.io/component"]: d["spec"]["template"]["metadata"]["labels"]
+            for d in docs if d["kind"] in ("Deployment", "StatefulSet")}
+    assert _allowed(policies, None, pods["single-binary"], "http")
+    assert not _allowed(policies, None, pods["single-binary"], "grpc")
+    for store, port in (("nats", "client"), ("falkordb", "redis")):
+        assert _allowed(policies, pods["single-binary"], pods[store], port)
+        assert not _allowed(policies, None, pods[store], port)
+
+
+# Scheduling, extra volumes and containers, labels, resources.
+
+
+def _pod(docs: Any, component: str) -> dict[str, Any]:
+    return next(d for d in docs if d["kind"] in ("Deployment", "StatefulSet")
+                and d["metadata"]["labels"]["app.kubernetes.io/component"] == component)["spec"]["template"]
+
+
+def test_replicas_spread_by_zone_and_node_unless_a_component_says_otherwise() -> None:
+    docs = _rendered_case("distributed-values.yaml")
+    for component in ("gateway", "ingest", "recall", "enrich"):
+        spec = _pod(docs, component)["spec"]
+        selector = {"app.kubernetes.io/name": "automem", "app.kubernetes.io/instance": RELEASE,
+                    "app.kubernetes.io/component": component}
+        spreads = {c["topologyKey"]: c for c in spec["topologySpreadConstraints"]}
+        assert set(spreads) == {"topology.kubernetes.io/zone", "kubernetes.io/hostname"}
+        for constraint in spreads.values():
+            assert constraint["whenUnsatisfiable"] == "ScheduleAnyway"
+            assert constraint["labelSelector"]["matchLabels"] == selector
+            assert selector.items() <= _pod(docs, component)["metadata"]["labels"].items()
+        (term,) = spec["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+        assert term["podAffinityTerm"]["labelSelector"]["matchLabels"] == selector
+    # consolidate's own nodeAffinity replaces the default anti-affinity.
+    assert set(_pod(docs, "consolidate")["spec"]["affinity"]) == {"nodeAffinity"}
+    # A component's own constraints win; spreadByDefault false renders none.
+    features = _rendered_case(FEATURES)
+    (own,) = _pod(features, "recall")["spec"]["topologySpreadConstraints"]
+    assert own["whenUnsatisfiable"] == "DoNotSchedule"
+    bare = render({"deploymentMode": "Distributed", "scheduling": {"spreadByDefault": False}})
+    for doc in _kind(bare, "Deployment"):
+        assert "topologySpreadConstraints" not in doc["spec"]["template"]["spec"]
+        assert "affinity" not in doc["spec"]["template"]["spec"]
+
+
+def test_extra_volumes_containers_env_and_pod_metadata() -> None:
+    docs = _rendered_case(FEATURES)
+    enrich = _pod(docs, "enrich")["spec"]
+    assert [c["name"] for c in enrich["containers"]] == ["enrich", "log-shipper"]
+    assert {"name": "ca-bundle", "configMap": {"name": "corporate-ca-bundle"}} in enrich["volumes"]
+    mounts = {m["name"]: m for m in enrich["containers"][0]["volumeMounts"]}
+    assert mounts["ca-bundle"]["mountPath"] == "/etc/ssl/corporate"
+    gateway_env = {e["name"]: e for e in _pod(docs, "gateway")["spec"]["containers"][0]["env"]}
+    assert gateway_env["AUTOMEM_MAX_BODY_BYTES"]["value"] == "2097152"
+    for component in ("gateway", "ingest", "recall", "enrich", "consolidate"):
+        meta = _pod(docs, component)["metadata"]
+        assert meta["labels"]["example.com/tier"] == "backend"
+        assert meta["annotations"]["example.com/team"] == "memory"
+        assert ("example.com/writes" in meta["labels"]) == (component == "ingest")
+    assert _pod(docs, "nats")["metadata"]["annotations"] == {"example.com/store": "nats"}
+
+
+def test_in_chart_nats_and_falkordb_have_resources() -> None:
+    quick = _rendered_case("quickstart-values.yaml")
+    for store in ("nats", "falkordb"):
+        resources = _pod(quick, store)["spec"]["containers"][0]["resources"]
+        assert resources["requests"]["cpu"] and resources["requests"]["memory"] and resources["limits"]["memory"]
+    falkordb = _pod(_rendered_case(FEATURES), "falkordb")["spec"]["containers"][0]["resources"]
+    assert falkordb == {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"memory": "2Gi"}}
+
+
+# gRPC TLS.
+
+
+def test_grpc_tls_mounts_the_secret_and_probes_the_plaintext_health_port() -> None:
+    docs = _rendered_case(FEATURES)
+    data = _configmap_data(docs)
+    directory = "/etc/automem/grpc-tls"
+    assert data["AUTOMEM_GRPC_TLS"] == "true"
+    assert data["AUTOMEM_GRPC_TLS_CERT_FILE"] == f"{directory}/tls.crt"
+    assert data["AUTOMEM_GRPC_TLS_KEY_FILE"] == f"{directory}/tls.key"
+    assert data["AUTOMEM_GRPC_TLS_CA_FILE"] == f"{directory}/ca.crt"
+    assert data["AUTOMEM_GRPC_TLS_CLIENT_AUTH"] == "true"
+    assert data["AUTOMEM_GRPC_HEALTH_PORT"] == "50052"
+    for component in COMPONENTS:
+        spec = _pod(docs, component)["spec"]
+        volume = next(v for v in spec["volumes"] if v["name"] == "grpc-tls")
+        assert volume["secret"]["secretName"] == "automem-grpc-tls"
+        container = spec["containers"][0]
+        mount = next(m for m in container["volumeMounts"] if m["name"] == "grpc-tls")
+        assert mount == {"name": "grpc-tls", "mountPath": directory, "readOnly": True}
+        if component in GRPC_COMPONENTS:
+            ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+            assert ports == {"grpc": 50051, "grpc-health": 50052, "metrics": 9464}
+            for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+                assert container[probe]["grpc"]["port"] == 50052
+    # Off: no TLS variables, probes on the gRPC port.
+    plain = _rendered_case("quickstart-values.yaml")
+    assert not [k for k in _configmap_data(plain) if k.startswith("AUTOMEM_GRPC_TLS")]
+    assert _pod(plain, "recall")["spec"]["containers"][0]["readinessProbe"]["grpc"]["port"] == 50051
+
+
+@pytest.mark.parametrize("tls", [{"enabled": True}, {"enabled": True, "secretName": "x", "healthPort": 50051}],
+                         ids=["no-secret", "same-port"])
+def test_grpc_tls_misconfiguration_is_refused(chart: Any, tls: dict[str, Any]) -> None:
+    with pytest.raises(helm_python.HelmRenderError, match="grpc.tls"):
+        chart.render({"deploymentMode": "Distributed", "grpc": {"tls": tls}}, name=RELEASE, namespace=NAMESPACE)
+
+
+# Alerts and dashboard: only metric names the processes really export.
+
+
+def _exported_names() -> set[str]:
+    """Every sample name a process's registry renders (automem/common/metrics.py) once each
+    instrument has recorded one value and each scrape-time gauge has one source."""
+    import asyncio
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from automem.common import metrics
+    from automem.common.settings import Settings
+
+    metrics.configure_metrics(Settings())
+    for instrument in vars(metrics).values():
+        if hasattr(instrument, "record"):
+            instrument.record(0.01)
+        elif hasattr(instrument, "add"):
+            instrument.add(1)
+
+    async def zero() -> float:
+        return 0.0
+
+    async def scrape() -> bytes:
+        gauges = [g for g in vars(metrics).values() if isinstance(g, metrics._AsyncGauge)]
+        unwatch = [gauge.watch(zero, {}) for gauge in gauges]
+        try:
+            return await asyncio.to_thread(metrics.render)
+        finally:
+            for stop in unwatch:
+                stop()
+
+    text = asyncio.run(scrape()).decode()
+    return {sample.name for family in text_string_to_metric_families(text) for sample in family.samples}
+
+
+def _metric_names(expr: str) -> set[str]:
+    """The metric names of a PromQL expression: label matchers (``{...}``) and grouping
+    label lists (``by (...)``, ``on (...)``) dropped first."""
+    bare = re.sub(r"\{[^}]*\}", "", expr)
+    bare = re.sub(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", "", bare)
+    return set(re.findall(r"\b((?:automem|process|http|rpc|db|messaging|gen_ai)_[a-z0-9_]+)\b", bare))
+
+
+def test_alerts_and_dashboard_use_metric_names_the_processes_export() -> None:
+    exported = _exported_names()
+    docs = _rendered_case(FEATURES)
+    (rule,) = _kind(docs, "PrometheusRule")
+    (group,) = rule["spec"]["groups"]
+    alerts = {r["alert"]: r for r in group["rules"]}
+    assert {"AutomemEnrichmentLag", "AutomemDeadLetters", "AutomemHighErrorRate",
+            "AutomemGraphVectorDrift"} <= set(alerts)
+    assert rule["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    for name, alert in alerts.items():
+        if name == "AutomemGatewayAbsent":  # from the values' additionalRules
+            continue
+        names = _metric_names(alert["expr"])
+        assert names and names <= exported, (name, names - exported)
+        assert f'namespace="{NAMESPACE}"' in alert["expr"], name
+    assert "> 1000" in alerts["AutomemEnrichmentLag"]["expr"]
+    assert "> 0.05" in alerts["AutomemHighErrorRate"]["expr"]
+    dashboards = [d for d in _kind(docs, "ConfigMap") if d["metadata"]["name"].endswith("-dashboard")]
+    (dashboard,) = dashboards
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    board = json.loads(dashboard["data"]["automem.json"])
+    exprs = [t["expr"] for panel in board["panels"] for t in panel["targets"]]
+    assert exprs
+    used: set[str] = set()
+    for expr in exprs:
+        names = _metric_names(expr)
+        assert names and names <= exported, (expr, names - exported)
+        used |= names
+    for family in ("automem_enrichment_queue_depth", "automem_enrichment_dead_lettered_total",
+                   "automem_sync_memories", "automem_sync_vectors", "http_server_request_duration_seconds_bucket"):
+        assert family in used, family

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import ipaddress
 import os
 import subprocess
 import sys
@@ -36,6 +35,7 @@ from automem_client import (
 )
 
 from tests.conftest import eventually, start_service
+from tests.tls import TestCA
 
 ROOT = Path(__file__).resolve().parents[2]
 CLIENT_DIR = ROOT / "clients" / "python"
@@ -278,38 +278,16 @@ async def test_a_thousand_memory_listing_iterates_page_by_page(service) -> None:
 # --- TLS ---------------------------------------------------------------------------------
 
 
-def _self_signed(tmp: Path) -> tuple[Path, Path]:
-    """A self-signed certificate for 127.0.0.1 and localhost with its key (PEM files)."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "automem-test")])
-    now = dt.datetime.now(dt.UTC)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now - dt.timedelta(minutes=5))
-            .not_valid_after(now + dt.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost"),
-                                                        x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-                           critical=False)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .sign(key, hashes.SHA256()))
-    cert_path, key_path = tmp / "server.crt", tmp / "server.key"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
-    return cert_path, key_path
-
-
 @pytest_asyncio.fixture(loop_scope="session")
 async def tls_service(settings, tmp_path: Path):
-    """A whole service whose gRPC server speaks TLS only (AUTOMEM_GRPC_TLS_CERT/KEY)."""
-    cert, key = _self_signed(tmp_path)
-    running = await start_service(settings.model_copy(update={"grpc_tls_cert": str(cert),
-                                                              "grpc_tls_key": str(key)}))
-    running.cert = cert
+    """A whole service whose gRPC server speaks TLS only (AUTOMEM_GRPC_TLS with
+    _CERT_FILE/_KEY_FILE/_CA_FILE, automem/common/grpc_tls.py), its certificate signed by a CA
+    made here (tests/tls.py) for 127.0.0.1 and localhost."""
+    files = TestCA().issue(tmp_path / "tls", ["127.0.0.1", "localhost"])
+    running = await start_service(settings.model_copy(update={
+        "grpc_tls": True, "grpc_tls_cert_file": str(files.cert), "grpc_tls_key_file": str(files.key),
+        "grpc_tls_ca_file": str(files.ca)}))
+    running.ca = files.ca
     try:
         yield running
     finally:
@@ -317,14 +295,14 @@ async def tls_service(settings, tmp_path: Path):
 
 
 async def test_tls_with_a_certificate_made_at_test_time(tls_service) -> None:
-    cert = tls_service.cert
-    async with AsyncClient.grpc(tls_service.grpc, root_certificates=str(cert), scope="tls") as client:
+    ca = tls_service.ca
+    async with AsyncClient.grpc(tls_service.grpc, root_certificates=str(ca), scope="tls") as client:
         stored = await client.store("Transport security is on for gRPC", tags=["tls"])
         listed = await client.list_by_tag(["tls"])
         assert [m.id for m in listed.memories] == [stored.id]
     # the blocking client, with the certificate's other name
     port = tls_service.grpc.rsplit(":", 1)[1]
-    sync = await asyncio.to_thread(Client.grpc, f"localhost:{port}", root_certificates=cert.read_bytes(), scope="tls")
+    sync = await asyncio.to_thread(Client.grpc, f"localhost:{port}", root_certificates=ca.read_bytes(), scope="tls")
     try:
         assert (await asyncio.to_thread(sync.get, stored.id)).content == "Transport security is on for gRPC"
     finally:

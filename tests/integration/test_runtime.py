@@ -117,8 +117,8 @@ def test_enrich_runs_in_a_child_process_when_no_process_holds_the_vector_shard(t
     child reaches its EnrichService, and it enriches what the main process's ingest stored."""
     data = tmp_path / "data"
     data.mkdir()
-    port = free_port()
-    proc = _start(data, port, {"QDRANT_URL": "disabled"})
+    port, metrics_port = free_port(), free_port()
+    proc = _start(data, port, {"QDRANT_URL": "disabled", "AUTOMEM_METRICS_PORT": str(metrics_port)})
     children: list[int] = []
     try:
         _wait_healthy(port, proc)
@@ -138,6 +138,7 @@ def test_enrich_runs_in_a_child_process_when_no_process_holds_the_vector_shard(t
                 break
             time.sleep(0.3)
         assert status["processed"] >= 1 and status["failed"] == 0, status
+        _each_process_serves_its_own_metrics(data, port, metrics_port)
     finally:
         _stop(proc)
     for pid in children:
@@ -145,6 +146,24 @@ def test_enrich_runs_in_a_child_process_when_no_process_holds_the_vector_shard(t
         while pid_alive(pid) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert not pid_alive(pid), f"orphan process {pid}"
+
+
+def _each_process_serves_its_own_metrics(data: Path, port: int, metrics_port: int) -> None:
+    """``automem up`` with children: the parent on ``AUTOMEM_METRICS_PORT``, each child on a port
+    of its own (the ``metrics_ports`` of the "automem is up" line), each page its process's."""
+    import json
+
+    lines = (data.parent / f"automem-{port}.log").read_text(errors="replace").splitlines()
+    ups = [json.loads(line) for line in lines if '"automem is up"' in line and line.startswith("{")]
+    up = next(u for u in ups if u["children"])  # the parent's line (each child logs one too)
+    ports = up["metrics_ports"]
+    assert ports["parent"] == metrics_port and set(ports) == {"parent", "gateway", "enrich"}
+    assert len(set(ports.values())) == 3
+    pages = {name: httpx.get(f"http://127.0.0.1:{p}/metrics", timeout=10).text for name, p in ports.items()}
+    assert 'rpc_method="automem.v1.IngestService/CreateMemory"' in pages["parent"]  # ingest stayed
+    assert 'http_route="/memory"' in pages["gateway"] and 'http_route="/memory"' not in pages["parent"]
+    assert "automem_enrichment_processed_total" in pages["enrich"]
+    assert "automem_enrichment_processed_total" not in pages["parent"]
 
 
 def test_two_instances_run_side_by_side(tmp_path: Path) -> None:

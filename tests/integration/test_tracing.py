@@ -1,4 +1,4 @@
-"""Tracing and metrics against the real running service (NATS, FalkorDB, qdrant-edge).
+"""Tracing against the real running service (NATS, FalkorDB, qdrant-edge).
 
 Spans go to an ``InMemorySpanExporter`` attached for the test only (``traced`` fixture);
 relationships are checked by span and trace ids, not by names alone.
@@ -15,7 +15,6 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
-from prometheus_client.parser import text_string_to_metric_families
 
 from automem.common.logs import _TraceFilter
 from automem.common.settings import Settings
@@ -76,38 +75,96 @@ async def test_rest_store_is_one_trace_through_grpc_nats_and_enrichment(traced: 
     gateway = _one(spans, SpanKind.SERVER, "POST /memory")
     assert gateway.parent is not None and gateway.parent.span_id == int(CALLER_SPAN_ID, 16)  # continues the caller
     assert gateway.parent.is_remote
+    # The stable HTTP conventions, not the old names.
     assert gateway.attributes["http.route"] == "/memory"
-    client = _one(spans, SpanKind.CLIENT, "/automem.v1.IngestService/CreateMemory", parent=gateway)
-    server = _one(spans, SpanKind.SERVER, "/automem.v1.IngestService/CreateMemory", parent=client)
-    assert server.attributes["rpc.service"] == "automem.v1.IngestService"
-    assert server.attributes["rpc.method"] == "CreateMemory"
+    assert gateway.attributes["http.request.method"] == "POST"
+    assert gateway.attributes["http.response.status_code"] == 201
+    assert "http.method" not in gateway.attributes and "http.status_code" not in gateway.attributes
+    method = "automem.v1.IngestService/CreateMemory"
+    client = _one(spans, SpanKind.CLIENT, method, parent=gateway)
+    server = _one(spans, SpanKind.SERVER, method, parent=client)
+    for span in (client, server):  # the current RPC conventions: fully qualified rpc.method, no rpc.service
+        assert span.attributes["rpc.system.name"] == "grpc"
+        assert span.attributes["rpc.method"] == method
+        assert "rpc.service" not in span.attributes and "rpc.system" not in span.attributes
+    assert server.attributes["rpc.response.status_code"] == "OK"
 
-    writes = _children(spans, server, "graph.query")
-    assert writes and all(s.kind == SpanKind.CLIENT and s.attributes["db.system"] == "falkordb" for s in writes)
-    assert any(s.attributes["db.operation.name"] in ("CREATE", "UNWIND") and "CREATE (m:Memory)"
-               in s.attributes["db.query.text"] for s in writes)
-    assert all(s.attributes["db.namespace"] == service.settings.graph_name for s in writes)
+    graph = service.settings.graph_name
+    writes = _children(spans, server, f"GRAPH.QUERY {graph}")
+    assert writes and all(s.kind == SpanKind.CLIENT and s.attributes["db.system.name"] == "falkordb" for s in writes)
+    assert all(s.attributes["db.operation.name"] == "GRAPH.QUERY" and "db.system" not in s.attributes for s in writes)
+    assert any("CREATE (m:Memory)" in s.attributes["db.query.text"] for s in writes)
+    assert all(s.attributes["db.namespace"] == graph for s in writes)
 
     subject = f"{service.settings.subject_prefix}.memory.created"
     publish = _one(spans, SpanKind.PRODUCER, f"publish {subject}", parent=server)
     assert publish.attributes["messaging.system"] == "nats"
     assert publish.attributes["messaging.destination.name"] == subject
+    assert publish.attributes["messaging.operation.type"] == "send"
+    assert publish.attributes["messaging.operation.name"] == "publish"
 
+    # A batch of one message: its process span is the publish's child, and links to it.
     consumer = _one(spans, SpanKind.CONSUMER, f"process {subject}", parent=publish)
-    assert consumer.attributes["automem.memory_id"] == memory_id
+    assert consumer.attributes["messaging.batch.message_count"] == 1
+    assert consumer.attributes["messaging.consumer.group.name"] == "enrich"
+    assert consumer.attributes["messaging.operation.type"] == "process"
     assert consumer.attributes["messaging.message.id"] == publish.attributes["messaging.message.id"]
+    assert [link.context.span_id for link in consumer.links] == [publish.context.span_id]
+    assert consumer.links[0].attributes["messaging.message.id"] == publish.attributes["messaging.message.id"]
     assert consumer.status.is_ok
-    embed = _children(spans, consumer, "embedding.embed")
+    model = service.ctx.embedder.name
+    embed = _children(spans, consumer, f"embeddings {model}")
     assert len(embed) == 1 and embed[0].attributes["automem.embedding.texts"] == 1
-    upsert = _children(spans, consumer, "vectors.upsert")
-    assert len(upsert) == 1 and upsert[0].attributes["db.system"] == "qdrant"
-    assert upsert[0].attributes["db.collection.name"] == service.settings.collection_name
-    assert _children(spans, consumer, "graph.query")  # the embedding status write
-    # No part of the enrichment of this memory ran in another trace.
-    assert {s.context.trace_id for s in exporter.get_finished_spans()
-            if s.attributes.get("automem.memory_id") == memory_id} == {trace_id}
+    assert embed[0].attributes["gen_ai.operation.name"] == "embeddings"
+    assert embed[0].attributes["gen_ai.request.model"] == model
+    collection = service.settings.collection_name
+    upsert = _children(spans, consumer, f"upsert {collection}")
+    assert len(upsert) == 1 and upsert[0].attributes["db.system.name"] == "qdrant"
+    assert upsert[0].attributes["db.collection.name"] == collection
+    assert upsert[0].attributes["db.operation.name"] == "upsert"
+    assert _children(spans, consumer, f"GRAPH.QUERY {graph}")  # the embedding status write
+    assert memory_id
     # Timing is causal: the enrichment starts after the publish that caused it.
     assert consumer.start_time >= publish.start_time
+
+
+async def test_a_batch_of_stores_is_enriched_in_one_span_linked_to_each_producer(
+        traced: tuple[RunningService, InMemorySpanExporter]):
+    """Several messages in one fetched batch: one CONSUMER span in a trace of its own, with a
+    link to each store's PRODUCER span (the messaging conventions for batch processing),
+    instead of the batch's work joining every store's trace."""
+    service, exporter = traced
+    consumer = service.ctx.enrich_consumer
+    consumer.stop()
+    await asyncio.wait_for(service.ctx.enrich_task, timeout=10)
+    callers = [f"{n:032x}" for n in range(0xA1, 0xA4)]
+    subject = f"{service.settings.subject_prefix}.memory.created"
+    async with service.http() as http:
+        for n, trace_hex in enumerate(callers):
+            response = await http.post("/memory", json={"content": f"Batch memory number {n}"},
+                                       headers={"traceparent": f"00-{trace_hex}-{CALLER_SPAN_ID}-01"})
+            assert response.status_code == 201
+    publishes = [_one(_in_trace(exporter, int(t, 16)), SpanKind.PRODUCER, f"publish {subject}") for t in callers]
+
+    msgs = await consumer.sub.fetch(len(callers), timeout=5)
+    assert len(msgs) == len(callers)
+    await consumer.process_batch(msgs)
+
+    batch = _one(exporter.get_finished_spans(), SpanKind.CONSUMER, f"process {subject}")
+    assert batch.parent is None  # a trace of its own...
+    assert batch.context.trace_id not in {int(t, 16) for t in callers}
+    # ...linked to each producer span, with the message id on each link.
+    assert sorted(link.context.span_id for link in batch.links) == sorted(p.context.span_id for p in publishes)
+    assert {link.context.trace_id for link in batch.links} == {int(t, 16) for t in callers}
+    assert sorted(link.attributes["messaging.message.id"] for link in batch.links) == sorted(
+        p.attributes["messaging.message.id"] for p in publishes)
+    assert batch.attributes["messaging.batch.message_count"] == len(callers)
+    # The batch's work is under the batch span: one embedding call for the three texts.
+    embed = _children(exporter.get_finished_spans(), batch, f"embeddings {service.ctx.embedder.name}")
+    assert len(embed) == 1 and embed[0].attributes["automem.embedding.texts"] == len(callers)
+    # Nothing of the enrichment joined the stores' traces (only the publish and what led to it).
+    for trace_hex in callers:
+        assert not [s for s in _in_trace(exporter, int(trace_hex, 16)) if s.kind == SpanKind.CONSUMER]
 
 
 async def test_recall_trace_reaches_graph_and_vector_store(traced: tuple[RunningService, InMemorySpanExporter]):
@@ -122,13 +179,15 @@ async def test_recall_trace_reaches_graph_and_vector_store(traced: tuple[Running
     gateways = [s for s in exporter.get_finished_spans() if s.kind == SpanKind.SERVER and s.name == "GET /recall"]
     assert len(gateways) == 1
     spans = _in_trace(exporter, gateways[0].context.trace_id)
-    client = _one(spans, SpanKind.CLIENT, "/automem.v1.RecallService/SearchMemories", parent=gateways[0])
-    server = _one(spans, SpanKind.SERVER, "/automem.v1.RecallService/SearchMemories", parent=client)
-    reads = _children(spans, server, "graph.ro_query")
-    assert reads and all(s.attributes["db.system"] == "falkordb" for s in reads)
-    search = _children(spans, server, "vectors.search")
+    client = _one(spans, SpanKind.CLIENT, "automem.v1.RecallService/SearchMemories", parent=gateways[0])
+    server = _one(spans, SpanKind.SERVER, "automem.v1.RecallService/SearchMemories", parent=client)
+    reads = [s for s in spans if s.parent is not None and s.parent.span_id == server.context.span_id
+             and s.attributes.get("db.system.name") == "falkordb"]
+    assert reads and all(s.attributes["db.operation.name"] in ("GRAPH.RO_QUERY", "BATCH GRAPH.RO_QUERY")
+                         for s in reads)
+    search = _children(spans, server, f"search {service.settings.collection_name}")
     assert len(search) == 1 and search[0].kind == SpanKind.CLIENT
-    assert len(_children(spans, server, "embedding.embed")) == 1
+    assert len(_children(spans, server, f"embeddings {service.ctx.embedder.name}")) == 1
     assert gateways[0].parent is None  # no traceparent sent: the gateway starts the trace
 
 
@@ -184,65 +243,6 @@ async def test_logs_inside_a_request_and_its_enrichment_carry_the_trace_id(
     assert request_lines[0].span_id == format(gateway.context.span_id, "016x")
     # The asynchronous enrichment, in another task after a NATS hop, logs in the same trace.
     assert warnings[0].trace_id == TRACE_ID
-
-
-def _samples(text: str) -> dict[str, list]:
-    out: dict[str, list] = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            out.setdefault(sample.name, []).append(sample)
-    return out
-
-
-def _value(samples: dict[str, list], name: str, **labels: str) -> float:
-    matches = [s.value for s in samples.get(name, []) if all(s.labels.get(k) == v for k, v in labels.items())]
-    assert len(matches) == 1, f"{name}{labels}: {matches}"
-    return matches[0]
-
-
-async def test_metrics_expose_latency_histogram_and_enrichment_queue(traced: tuple[RunningService, InMemorySpanExporter]):
-    service, exporter = traced
-    async with service.http() as http:
-        stored = await http.post("/memory", json={"content": "The staging DB is Postgres 16"})
-        memory_id = stored.json()["memory_id"]
-        assert (await http.get(f"/memory/{memory_id}")).status_code == 200
-        assert (await http.get("/no/such/route")).status_code == 404
-        await eventually(lambda: _processed(service))
-        response = await http.get("/metrics")
-        assert response.status_code == 200
-        assert response.headers["content-type"].startswith("text/plain")
-        samples = _samples(response.text)
-
-        hist = "automem_http_request_duration_seconds"
-        assert _value(samples, f"{hist}_count", route="/memory", method="POST", status="201") == 1
-        assert 0 < _value(samples, f"{hist}_sum", route="/memory", method="POST", status="201") < 30
-        assert _value(samples, f"{hist}_bucket", route="/memory", method="POST", status="201", le="+Inf") == 1
-        # Route templates, never raw paths (bounded label values).
-        assert _value(samples, f"{hist}_count", route="/memory/{memory_id}", method="GET", status="200") == 1
-        assert _value(samples, f"{hist}_count", route="<unmatched>", method="GET", status="404") == 1
-        assert not any(memory_id in str(s.labels) for s in samples[f"{hist}_count"])
-
-        assert _value(samples, "automem_enrichment_up") == 1
-        assert _value(samples, "automem_enrichment_queue_depth") == 0
-        assert _value(samples, "automem_outbox_backlog") == 0
-        assert _value(samples, "automem_enrichment_processed_total") >= 1
-        assert _value(samples, "automem_enrichment_failures_total") == 0
-        assert "process_cpu_seconds_total" in samples or "python_info" in samples
-        # A scrape is not traced, nor is the status call it makes.
-        assert not [s for s in exporter.get_finished_spans()
-                    if s.name.startswith("GET /metrics") or "GetEnrichmentStatus" in s.name]
-
-        # With the consumer stopped, a store waits in the queue and the gauge shows it.
-        consumer = service.ctx.enrich_consumer
-        consumer.stop()
-        task = next(t for t in service.ctx.tasks if t.get_name() == "enrich-consumer")
-        await asyncio.wait_for(task, timeout=10)
-        assert (await http.post("/memory", json={"content": "Queued while enrichment is paused"})).status_code == 201
-
-        async def queued() -> bool:
-            return _value(_samples((await http.get("/metrics")).text), "automem_enrichment_queue_depth") == 1
-
-        await eventually(queued)
 
 
 async def test_without_an_exporter_spans_are_not_recorded_but_ids_propagate(settings: Settings):

@@ -15,7 +15,7 @@ from automem.common.telemetry import (
     detach_exporter,
     otlp_enabled,
     producer_span,
-    start_consumer_span,
+    start_batch_span,
 )
 
 
@@ -32,27 +32,46 @@ def test_otlp_protocol_picks_the_grpc_or_http_exporter():
     assert isinstance(_otlp_exporter(Settings(otel_exporter_otlp_protocol="http/protobuf")), HttpExporter)
 
 
-def test_consumer_span_is_a_child_of_the_producer_span_through_message_headers():
+def test_batch_span_links_to_each_producer_and_is_a_child_only_of_a_lone_message():
     exporter = InMemorySpanExporter()
     configure_tracing(Settings(), exporter=exporter)
+    subject = "automem.v1.memory.created"
     try:
-        with producer_span("automem.v1.memory.created", "event-1") as producer:
-            headers = {"Nats-Msg-Id": "event-1"}
-            propagate.inject(headers)
-        assert headers["traceparent"].split("-")[2] == format(producer.get_span_context().span_id, "016x")
-        consumer = start_consumer_span("automem.v1.memory.created", headers, "event-1")
-        consumer.end()
-        orphan = start_consumer_span("automem.v1.memory.created", None)
-        orphan.end()
+        producers, headers = [], []
+        for n in range(3):
+            with producer_span(subject, f"event-{n}") as producer:
+                carrier = {"Nats-Msg-Id": f"event-{n}"}
+                propagate.inject(carrier)
+            producers.append(producer.get_span_context())
+            headers.append(carrier)
+        assert headers[0]["traceparent"].split("-")[2] == format(producers[0].span_id, "016x")
+        lone = start_batch_span([(subject, headers[0], "event-0")], "automem.v1.memory.>", "enrich")
+        lone.end()
+        batch = start_batch_span([(subject, h, f"event-{n}") for n, h in enumerate(headers)],
+                                 "automem.v1.memory.>", "enrich")
+        batch.end()
+        mixed = start_batch_span([(subject, headers[1], "event-1"), ("automem.v1.memory.updated", None, "x")],
+                                 "automem.v1.memory.>", "enrich")
+        mixed.end()
     finally:
         detach_exporter(exporter)
-    spans = {s.name + ("/orphan" if s.parent is None and s.kind == SpanKind.CONSUMER else ""): s
-             for s in exporter.get_finished_spans()}
-    done = spans["process automem.v1.memory.created"]
-    assert done.kind == SpanKind.CONSUMER
-    assert done.parent.span_id == producer.get_span_context().span_id and done.parent.is_remote
-    assert done.context.trace_id == producer.get_span_context().trace_id
-    assert done.attributes["messaging.message.id"] == "event-1"
-    assert spans["publish automem.v1.memory.created"].kind == SpanKind.PRODUCER
-    # A message without a traceparent starts its own trace.
-    assert spans["process automem.v1.memory.created/orphan"].context.trace_id != done.context.trace_id
+    consumers = [s for s in exporter.get_finished_spans() if s.kind == SpanKind.CONSUMER]
+    one, three, two = consumers
+    # One message: a child of its producer (one trace), and linked to it.
+    assert one.parent.span_id == producers[0].span_id and one.parent.is_remote
+    assert one.context.trace_id == producers[0].trace_id
+    assert [link.context.span_id for link in one.links] == [producers[0].span_id]
+    assert one.attributes["messaging.message.id"] == "event-0"
+    # Several: a root span of a trace of its own, one link per producer with its message id.
+    assert three.parent is None and three.context.trace_id not in {p.trace_id for p in producers}
+    assert [link.context.span_id for link in three.links] == [p.span_id for p in producers]
+    assert [link.attributes["messaging.message.id"] for link in three.links] == ["event-0", "event-1", "event-2"]
+    assert three.name == f"process {subject}"
+    assert three.attributes["messaging.batch.message_count"] == 3
+    assert three.attributes["messaging.consumer.group.name"] == "enrich"
+    assert three.attributes["messaging.operation.type"] == "process"
+    assert three.attributes["messaging.system"] == "nats"
+    assert "messaging.message.id" not in three.attributes
+    # Subjects differ: named after the subscription; a message without traceparent has no link.
+    assert two.name == "process automem.v1.memory.>" and len(two.links) == 1
+

@@ -104,6 +104,11 @@ global one. Takes (dict "ctx" $ "values" <component values>).
 {{- end }}
 {{- end }}
 
+{{/* automem.httpComponent -- the component serving HTTP: the gateway or the single binary. */}}
+{{- define "automem.httpComponent" -}}
+{{- ternary "single-binary" "gateway" (eq .Values.deploymentMode "SingleBinary") }}
+{{- end }}
+
 {{/* automem.grpcComponents -- the components that serve gRPC, in a stable order. */}}
 {{- define "automem.grpcComponents" -}}
 ingest recall enrich consolidate
@@ -122,6 +127,15 @@ automem.healthService -- the grpc.health.v1 service name a component's probes ch
 {{- define "automem.validate" -}}
 {{- if and (eq .Values.deploymentMode "SingleBinary") (ne (int .Values.singleBinary.replicas) 1) }}
 {{- fail "singleBinary.replicas must be 1: the consolidate scheduler runs in the single binary" }}
+{{- end }}
+{{- if and .Values.grpc.tls.enabled (not .Values.grpc.tls.secretName) }}
+{{- fail "grpc.tls.secretName is required when grpc.tls.enabled is true (a kubernetes.io/tls Secret with tls.crt, tls.key and ca.crt)" }}
+{{- end }}
+{{- if and .Values.grpc.tls.enabled (eq (int .Values.grpc.tls.healthPort) (int .Values.ports.grpc)) }}
+{{- fail "grpc.tls.healthPort must differ from ports.grpc" }}
+{{- end }}
+{{- if and .Values.httpRoute.enabled (not .Values.httpRoute.parentRefs) }}
+{{- fail "httpRoute.parentRefs needs at least one Gateway when httpRoute.enabled is true" }}
 {{- end }}
 {{- range $c := list "gateway" "ingest" "recall" "enrich" }}
 {{- $a := (index $.Values $c).autoscaling }}

@@ -54,7 +54,7 @@ httpGet:
   port: http
 {{- else }}
 grpc:
-  port: {{ .ctx.Values.ports.grpc }}
+  port: {{ include "automem.lib.probePort" .ctx }}
   service: {{ include "automem.healthService" .component }}
 {{- end }}
 {{- end }}
@@ -68,8 +68,56 @@ httpGet:
   port: http
 {{- else }}
 grpc:
-  port: {{ .ctx.Values.ports.grpc }}
+  port: {{ include "automem.lib.probePort" .ctx }}
   service: liveness
+{{- end }}
+{{- end }}
+
+{{/* automem.lib.probePort -- the port of the grpc probes: the gRPC port, or with grpc.tls
+the plaintext health-only port (the kubelet's grpc probes cannot do TLS). */}}
+{{- define "automem.lib.probePort" -}}
+{{- if .Values.grpc.tls.enabled }}{{ .Values.grpc.tls.healthPort }}{{ else }}{{ .Values.ports.grpc }}{{ end }}
+{{- end }}
+
+{{/* automem.lib.tlsMountPath -- where the grpc.tls Secret is mounted. */}}
+{{- define "automem.lib.tlsMountPath" -}}
+/etc/automem/grpc-tls
+{{- end }}
+
+{{/* automem.lib.spread -- topologySpreadConstraints and affinity of a component's pod: its
+own values, else (scheduling.spreadByDefault) soft spreads by zone and node and a preferred
+anti-affinity by node among the component's pods. */}}
+{{- define "automem.lib.spread" -}}
+{{- $ctx := .ctx }}
+{{- $v := index $ctx.Values (include "automem.lib.valuesKey" .component) }}
+{{- $spread := $ctx.Values.scheduling.spreadByDefault }}
+{{- if $v.topologySpreadConstraints }}
+topologySpreadConstraints:
+  {{- toYaml $v.topologySpreadConstraints | nindent 2 }}
+{{- else if $spread }}
+topologySpreadConstraints:
+  {{- range $key := list "topology.kubernetes.io/zone" "kubernetes.io/hostname" }}
+  - maxSkew: {{ $ctx.Values.scheduling.maxSkew }}
+    topologyKey: {{ $key }}
+    whenUnsatisfiable: ScheduleAnyway
+    labelSelector:
+      matchLabels:
+        {{- include "automem.selectorLabels" (dict "ctx" $ctx "component" $.component) | nindent 8 }}
+  {{- end }}
+{{- end }}
+{{- if $v.affinity }}
+affinity:
+  {{- toYaml $v.affinity | nindent 2 }}
+{{- else if $spread }}
+affinity:
+  podAntiAffinity:
+    preferredDuringSchedulingIgnoredDuringExecution:
+      - weight: 100
+        podAffinityTerm:
+          topologyKey: kubernetes.io/hostname
+          labelSelector:
+            matchLabels:
+              {{- include "automem.selectorLabels" (dict "ctx" $ctx "component" .component) | nindent 14 }}
 {{- end }}
 {{- end }}
 
@@ -110,6 +158,9 @@ spec:
       labels:
         {{- include "automem.labels" . | nindent 8 }}
         {{- with $ctx.Values.podLabels }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+        {{- with $v.podLabels }}
         {{- toYaml . | nindent 8 }}
         {{- end }}
       annotations:
@@ -155,7 +206,15 @@ spec:
             - name: grpc
               containerPort: {{ $ctx.Values.ports.grpc }}
               protocol: TCP
+            {{- if $ctx.Values.grpc.tls.enabled }}
+            - name: grpc-health
+              containerPort: {{ $ctx.Values.grpc.tls.healthPort }}
+              protocol: TCP
             {{- end }}
+            {{- end }}
+            - name: metrics
+              containerPort: {{ $ctx.Values.ports.metrics }}
+              protocol: TCP
           envFrom:
             - configMapRef:
                 name: {{ include "automem.fullname" $ctx }}
@@ -164,6 +223,8 @@ spec:
               valueFrom:
                 fieldRef:
                   fieldPath: metadata.name
+            - name: AUTOMEM_METRICS_PORT
+              value: {{ $ctx.Values.ports.metrics | quote }}
             - name: OTEL_SERVICE_NAME
               value: automem-{{ $c }}
             - name: OTEL_RESOURCE_ATTRIBUTES
@@ -192,9 +253,29 @@ spec:
               mountPath: /tmp
             - name: data
               mountPath: /var/lib/automem
+            {{- if $ctx.Values.grpc.tls.enabled }}
+            - name: grpc-tls
+              mountPath: {{ include "automem.lib.tlsMountPath" $ctx }}
+              readOnly: true
+            {{- end }}
+            {{- with $v.extraVolumeMounts }}
+            {{- toYaml . | nindent 12 }}
+            {{- end }}
+        {{- with $v.extraContainers }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
       volumes:
         - name: tmp
           emptyDir: {}
+        {{- if $ctx.Values.grpc.tls.enabled }}
+        - name: grpc-tls
+          secret:
+            secretName: {{ $ctx.Values.grpc.tls.secretName }}
+            defaultMode: 0440
+        {{- end }}
+        {{- with $v.extraVolumes }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
         - name: data
           {{- if and (eq $c "single-binary") $v.persistence.enabled }}
           persistentVolumeClaim:
@@ -210,10 +291,7 @@ spec:
       tolerations:
         {{- toYaml . | nindent 8 }}
       {{- end }}
-      {{- with $v.affinity }}
-      affinity:
-        {{- toYaml . | nindent 8 }}
-      {{- end }}
+      {{- include "automem.lib.spread" . | nindent 6 }}
 {{- end }}
 
 {{/* automem.lib.service -- the Service of a component (http and/or grpc ports). */}}
@@ -251,6 +329,11 @@ spec:
       protocol: TCP
       appProtocol: grpc
     {{- end }}
+    - name: metrics
+      port: {{ $ctx.Values.ports.metrics }}
+      targetPort: metrics
+      protocol: TCP
+      appProtocol: http
 {{- if and (include "automem.lib.servesGrpc" $c) $ctx.Values.grpc.clientLoadBalancing (eq $ctx.Values.deploymentMode "Distributed") }}
 ---
 # Headless: DNS answers with every ready pod, so the gateway's round_robin channel spreads calls.

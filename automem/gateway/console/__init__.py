@@ -1,0 +1,540 @@
+"""The browser console at ``/console`` (issue 17): server-rendered pages over the same use
+cases as the REST routes (automem/gateway/usecases.py), with the same keys and scopes.
+
+Pages (all ``include_in_schema=False``: they are HTML, not API):
+
+* ``GET /console/login``, ``POST /console/login`` (form ``api_key``, optional ``scope``),
+  ``POST /console/logout``.
+* ``GET /console/`` — memories: query, tags, type, state and time-range filters over
+  RecallService.SearchMemories (a query, a time range or no filter) or ListMemoriesByTag
+  (tags alone).
+* ``GET /console/memories/{id}`` — content, metadata, validity window, state, version,
+  entities; the score components when reached from a search (``?q=``).
+* ``GET /console/memories/{id}/history`` — audit events with before/after diffs, the
+  supersession chain with its head, and ``?known_at=`` ("what did we believe at T").
+* ``GET /console/memories/{id}/graph`` — the neighbourhood (ListGraphNeighbors) drawn with
+  the vendored cytoscape.js (static/NOTICE.md).
+* ``GET /console/review`` — pending memories and supersede proposals with their evidence;
+  approve / reject with a reason and tombstone lifting (admin; the review service decides).
+* ``GET /console/ops`` — health, sync status, enrichment lag, consolidation history; admin
+  actions (consolidation dry run, sync repair).
+
+Session: the key (and the scope asked for at login) live in HttpOnly, SameSite=Strict
+cookies on ``/console``; every page calls the services with them as the REST routes do
+(automem/gateway/deps.py ``Caller``), so a key sees exactly what the API shows it. POST
+actions carry a CSRF token (double submit: a random token in a cookie and in the form,
+compared in constant time). Error answers of the services become an error page with the
+HTTP status of the REST routes (automem/common/errors.py).
+"""
+
+from __future__ import annotations
+
+import functools
+import hmac
+import json
+import re
+import secrets
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, FastAPI, Form, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.staticfiles import StaticFiles
+from fastapi.templating import Jinja2Templates
+
+from automem.common.errors import HTTP_STATUS, AutomemError
+from automem.gateway import presenters, usecases
+from automem.gateway.deps import Caller
+from automem.gateway.errors import GatewayError
+from automem.v1 import recall_service_pb2
+
+HERE = Path(__file__).resolve().parent
+templates = Jinja2Templates(directory=str(HERE / "templates"))
+router = APIRouter(prefix="/console", include_in_schema=False)
+
+#: Cookie names: the key, the requested scope, the CSRF token.
+KEY_COOKIE = "automem_console_key"
+SCOPE_COOKIE = "automem_console_scope"
+CSRF_COOKIE = "automem_console_csrf"
+#: Seconds a console session lasts (the cookies' Max-Age).
+SESSION_SECONDS = 8 * 3600
+#: Rows of the memories table at most (the recall service's own limit also applies).
+TABLE_LIMIT = 50
+#: Hops followed each way along a supersession chain at most.
+CHAIN_HOPS = 20
+#: Memory fields left out of an event's before/after diff (they change on every write).
+DIFF_IGNORED = frozenset({"version", "etag", "updated_at", "last_accessed", "recorded_at", "id", "memory_id",
+                          "content_hash"})
+#: The fields an event that creates a memory shows (its "after" holds every field).
+CREATED_SHOWN = ("content", "type", "tags", "importance", "state", "t_valid", "t_invalid", "scope")
+#: The state filter's choices: read options and the states a row may have ("" = any).
+STATE_FILTERS = {
+    "current": ("current", False, False, ""),
+    "all": ("history", True, True, ""),
+    "pending": ("history", False, True, "PENDING_REVIEW"),
+    "superseded": ("history", False, False, "SUPERSEDED"),
+    "archived": ("history", True, False, "ARCHIVED"),
+}
+_PRINTABLE = re.compile(r"[\x21-\x7e]+")
+
+
+@dataclass
+class Session:
+    """One console request's caller: the key's services view and what WhoAmI said of it."""
+
+    call: Caller
+    principal: str
+    role: str
+    scope: str
+    csrf: str
+
+    @property
+    def can_write(self) -> bool:
+        return self.role in ("writer", "admin")
+
+    @property
+    def is_admin(self) -> bool:
+        return self.role == "admin"
+
+
+class LoginRequired(Exception):
+    """No console session, or its key is no longer valid: the page answers a redirect."""
+
+
+def _metadata(key: str, scope: str) -> list[tuple[str, str]]:
+    md = [("authorization", f"Bearer {key}")]
+    return md + ([("x-automem-scope", scope)] if scope else [])
+
+
+async def _who(request: Request, key: str, scope: str) -> recall_service_pb2.WhoAmIResponse:
+    """RecallService.WhoAmI for ``key`` in ``scope``. GatewayError 401/403 from the service."""
+    call = Caller(request.app.state.client, _metadata(key, scope))
+    return await call(call.client.recall.WhoAmI, recall_service_pb2.WhoAmIRequest())
+
+
+async def session(request: Request) -> Session:
+    """The request's :class:`Session` from its cookies. LoginRequired when there is no key or
+    the service refuses it (401, or 403 for a scope the key may no longer use)."""
+    key = request.cookies.get(KEY_COOKIE, "")
+    scope = request.cookies.get(SCOPE_COOKIE, "")
+    if not key or not _PRINTABLE.fullmatch(key) or (scope and not _PRINTABLE.fullmatch(scope)):
+        raise LoginRequired
+    try:
+        who = await _who(request, key, scope)
+    except GatewayError as exc:
+        if exc.status in (401, 403):
+            raise LoginRequired from None
+        raise
+    call = Caller(request.app.state.client, _metadata(key, scope))
+    return Session(call, who.principal, who.role, who.scope, request.cookies.get(CSRF_COOKIE, ""))
+
+
+def render(request: Request, name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
+    """The template ``name`` with ``context`` (plus ``request``), answered with ``status_code``."""
+    return templates.TemplateResponse(request, name, context, status_code=status_code)
+
+
+def page(handler: Callable[..., Awaitable[Response]]) -> Callable[..., Awaitable[Response]]:
+    """A console page: the login page for a missing or refused key, the error page (with the
+    REST status) for a service error or untranslatable input."""
+
+    @functools.wraps(handler)
+    async def wrapped(request: Request, *args: Any, **kwargs: Any) -> Response:
+        try:
+            return await handler(request, *args, **kwargs)
+        except LoginRequired:
+            return RedirectResponse("/console/login", status_code=303)
+        except GatewayError as exc:
+            return _error(request, exc.status, exc.message)
+        except AutomemError as exc:
+            return _error(request, HTTP_STATUS.get(exc.code, 500), exc.message)
+
+    return wrapped
+
+
+def _error(request: Request, status: int, message: str) -> HTMLResponse:
+    """The error page, or its fragment for an htmx request (swapped into the page)."""
+    name = "_error.html" if request.headers.get("hx-request") == "true" else "error.html"
+    return render(request, name, status, status=status, message=message)
+
+
+def check_csrf(request: Request, sent: str) -> None:
+    """GatewayError 403 unless the form's ``csrf_token`` equals the session's CSRF cookie."""
+    expected = request.cookies.get(CSRF_COOKIE, "")
+    if not expected or not hmac.compare_digest(expected.encode(), (sent or "").encode()):
+        raise GatewayError(403, "csrf_token: missing or does not match this session; reload the page")
+
+
+def _set_cookie(response: Response, request: Request, name: str, value: str) -> None:
+    response.set_cookie(name, value, max_age=SESSION_SECONDS, path="/console", httponly=True, samesite="strict",
+                        secure=request.url.scheme == "https")
+
+
+# --- login -------------------------------------------------------------------------------
+
+
+@router.get("/login")
+async def login_form(request: Request) -> Response:
+    """The login form."""
+    return render(request, "login.html", error=None, scope="")
+
+
+@router.post("/login")
+async def login(request: Request, api_key: str = Form(""), scope: str = Form("")) -> Response:
+    """Check the key (and the scope asked for) with the service; on success set the session
+    cookies and go to the memories table, else the form again with the service's answer
+    (401 or 403)."""
+    api_key, scope = api_key.strip(), scope.strip()
+    if not api_key or not _PRINTABLE.fullmatch(api_key):
+        return render(request, "login.html", 400, error="api_key: required, printable ASCII without spaces",
+                      scope=scope)
+    if scope and not _PRINTABLE.fullmatch(scope):
+        return render(request, "login.html", 400, error="scope: printable ASCII without spaces", scope=scope)
+    try:
+        await _who(request, api_key, scope)
+    except GatewayError as exc:
+        return render(request, "login.html", exc.status, error=exc.message, scope=scope)
+    response = RedirectResponse("/console/", status_code=303)
+    _set_cookie(response, request, KEY_COOKIE, api_key)
+    _set_cookie(response, request, SCOPE_COOKIE, scope)
+    _set_cookie(response, request, CSRF_COOKIE, secrets.token_urlsafe(32))
+    return response
+
+
+@router.post("/scope")
+@page
+async def switch_scope(request: Request, scope: str = Form(""), csrf_token: str = Form("")) -> Response:
+    """Act on another scope the key may use ("" = its default scope): the service checks it
+    (403 naming the scope otherwise) before the cookie changes."""
+    await session(request)
+    check_csrf(request, csrf_token)
+    scope = scope.strip()
+    if scope and not _PRINTABLE.fullmatch(scope):
+        raise GatewayError(400, "scope: printable ASCII without spaces")
+    await _who(request, request.cookies.get(KEY_COOKIE, ""), scope)
+    response = RedirectResponse("/console/", status_code=303)
+    _set_cookie(response, request, SCOPE_COOKIE, scope)
+    return response
+
+
+@router.post("/logout")
+async def logout(request: Request) -> Response:
+    """Drop the session cookies (no CSRF check: a forged logout only logs out)."""
+    response = RedirectResponse("/console/login", status_code=303)
+    for name in (KEY_COOKIE, SCOPE_COOKIE, CSRF_COOKIE):
+        response.delete_cookie(name, path="/console")
+    return response
+
+
+# --- memories ----------------------------------------------------------------------------
+
+
+@router.get("")
+async def root() -> Response:
+    """``/console`` -> ``/console/`` (the app does not redirect slashes by itself)."""
+    return RedirectResponse("/console/", status_code=307)
+
+
+def _split(raw: str) -> list[str]:
+    return [t.strip() for t in raw.split(",") if t.strip()]
+
+
+@router.get("/")
+@page
+async def memories(request: Request, q: str = "", tags: str = "", type: str = "", state: str = "current",
+                   start: str = "", end: str = "") -> Response:
+    """The memories table. A query, a time range or no filter: ranked recall; tags alone:
+    the by-tag listing, newest first; :data:`TABLE_LIMIT` rows at most. ``type`` and ``state``
+    narrow the rows shown (among those)."""
+    s = await session(request)
+    if state not in STATE_FILTERS:
+        raise GatewayError(400, f"state: one of {', '.join(STATE_FILTERS)}")
+    mode, archived, pending, wanted = STATE_FILTERS[state]
+    read = usecases.read_options(state_mode=mode, include_archived=archived, include_pending=pending)
+    tag_list = _split(tags)
+    rows: list[dict[str, Any]] = []
+    if tag_list and not (q.strip() or start.strip() or end.strip()):
+        listed = await usecases.list_by_tag(s.call, tag_list, read=read, limit=TABLE_LIMIT)
+        rows = [{"memory": presenters.memory_json(m), "score": None} for m in listed.memories]
+    else:
+        found = await usecases.search(s.call, read=read, query=q.strip(), tags=tag_list, start=start, end=end,
+                                      limit=TABLE_LIMIT)
+        rows = [{"memory": presenters.memory_json(r.memory), "score": r.final_score or r.score,
+                 "match_type": r.match_type} for r in found.results]
+    if type.strip():
+        rows = [r for r in rows if (r["memory"]["type"] or "").lower() == type.strip().lower()]
+    if wanted:
+        rows = [r for r in rows if r["memory"]["state"] == wanted]
+    context = {"s": s, "rows": rows, "q": q, "tags": tags, "type": type, "state": state, "start": start,
+               "end": end, "states": list(STATE_FILTERS), "types": sorted(presenters.TYPE_COLORS)}
+    if request.headers.get("hx-request") == "true":
+        return render(request, "_memory_rows.html", **context)
+    return render(request, "memories.html", **context)
+
+
+def _history_read(known_at: str = "") -> recall_service_pb2.ReadOptions:
+    return usecases.read_options(known_at=known_at or None, state_mode="history", include_archived=True,
+                                 include_pending=True)
+
+
+@router.get("/memories/{memory_id}")
+@page
+async def memory(request: Request, memory_id: str, q: str = "") -> Response:
+    """One memory; with ``q`` (the search it was reached from) its score components."""
+    s = await session(request)
+    got = presenters.got_memory_json(await usecases.get_memory(s.call, memory_id, _history_read()))
+    scored = None
+    if q.strip():
+        found = await usecases.search(s.call, read=usecases.read_options(), query=q.strip(), limit=TABLE_LIMIT)
+        hit = next((r for r in found.results if r.memory.id == memory_id), None)
+        scored = presenters.scored_json(hit) if hit is not None else {}
+    return render(request, "memory.html", s=s, m=got, q=q, scored=scored, tab="memory",
+                  metadata=json.dumps(got["metadata"], indent=2, ensure_ascii=False, sort_keys=True))
+
+
+@router.post("/memories/{memory_id}/delete")
+@page
+async def delete(request: Request, memory_id: str, reason: str = Form(""), csrf_token: str = Form("")) -> Response:
+    """Delete the memory (writer; IngestService.DeleteMemory: state DELETED, gone from every
+    read, its events kept) and show its history."""
+    s = await session(request)
+    check_csrf(request, csrf_token)
+    await usecases.delete_memory(s.call, memory_id, reason=reason.strip())
+    return RedirectResponse(f"/console/memories/{memory_id}/history", status_code=303)
+
+
+def _diff(before: dict[str, Any] | None, after: dict[str, Any] | None) -> list[tuple[str, Any, Any]]:
+    """(field, before, after) of the fields an event changed, by :func:`presenters.memory_json` name."""
+    if before is None and after is not None:
+        return [(n, None, after.get(n)) for n in CREATED_SHOWN if after.get(n) not in (None, [], {})]
+    before, after = before or {}, after or {}
+    names = sorted((set(before) | set(after)) - DIFF_IGNORED)
+    return [(n, before.get(n), after.get(n)) for n in names if before.get(n) != after.get(n)]
+
+
+def _event_row(event: Any) -> dict[str, Any]:
+    body = presenters.event_json(event)
+    before = presenters.memory_json(event.before) if event.HasField("before") else None
+    after = presenters.memory_json(event.after) if event.HasField("after") else None
+    return {"type": body.get("type", "").removeprefix("EVENT_TYPE_").lower().replace("_", " "),
+            "actor": event.actor, "time": body.get("event_time"), "version": event.version,
+            "reason": event.reason, "diff": _diff(before, after),
+            "relation": presenters.relation_json(event.relation) if event.HasField("relation") else None}
+
+
+#: Relation types that link a replaced memory to its replacement (old -> new).
+SUPERSEDING = ("INVALIDATED_BY", "EVOLVED_INTO")
+
+
+async def _chain(call: Caller, start: dict[str, Any]) -> list[dict[str, Any]]:
+    """The supersession chain through ``start``, oldest first: predecessors through the
+    INVALIDATED_BY / EVOLVED_INTO edges that end at a memory, successors through
+    ``superseded_by``; at most :data:`CHAIN_HOPS` each way."""
+    chain = [start]
+    current = start
+    for _ in range(CHAIN_HOPS):
+        nxt = current.get("superseded_by")
+        if not nxt or any(m["id"] == nxt for m in chain):
+            break
+        try:
+            current = presenters.got_memory_json(await usecases.get_memory(call, nxt, _history_read()))
+        except GatewayError:
+            break
+        chain.append(current)
+    first = start["id"]
+    for _ in range(CHAIN_HOPS):
+        try:
+            found = presenters.neighbors_json(await usecases.graph_neighbors(
+                call, first, depth=1, include_semantic=False, semantic_limit=1,
+                read=usecases.read_options(state_mode="history")), 0.0)
+        except GatewayError as exc:
+            if exc.status != 404:
+                raise
+            break
+        nodes = {n["id"]: n for n in found["graph_neighbors"]}
+        older = [nodes[e["source"]] for e in found["edges"]
+                 if e["type"] in SUPERSEDING and e["target"] == first and e["source"] in nodes]
+        if not older or any(m["id"] == older[0]["id"] for m in chain):
+            break
+        chain.insert(0, older[0])
+        first = older[0]["id"]
+    return chain
+
+
+@router.get("/memories/{memory_id}/history")
+@page
+async def history(request: Request, memory_id: str, known_at: str = "") -> Response:
+    """Audit events (oldest first, with before/after diffs), the supersession chain and its
+    head, and with ``known_at`` the memory as the service knew it then (404 when it did not)."""
+    s = await session(request)
+    events = await usecases.history(s.call, memory_id, page_size=100, page_token="")
+    try:
+        got = presenters.got_memory_json(await usecases.get_memory(s.call, memory_id, _history_read()))
+    except GatewayError as exc:
+        # A deleted (or purged) memory is gone from every read; its audit events are not.
+        last = next((e for e in reversed(events.events) if e.HasField("after") or e.HasField("before")), None)
+        if exc.status != 404 or last is None:
+            raise
+        got = presenters.memory_json(last.after if last.HasField("after") else last.before,
+                                     is_current=False, current_id=None)
+    believed, believed_error = None, None
+    if known_at.strip():
+        try:
+            believed = presenters.got_memory_json(
+                await usecases.get_memory(s.call, memory_id, _history_read(known_at.strip())))
+        except GatewayError as exc:
+            if exc.status != 404:
+                raise
+            believed_error = f"not known at {known_at.strip()}"
+    chain = await _chain(s.call, got)
+    head = got.get("current_id") or (chain[-1]["id"] if chain else memory_id)
+    return render(request, "history.html", s=s, m=got, tab="history", events=[_event_row(e) for e in events.events],
+                  truncated=events.truncated, chain=chain, head=head, known_at=known_at, believed=believed,
+                  believed_error=believed_error)
+
+
+@router.get("/memories/{memory_id}/graph")
+@page
+async def graph(request: Request, memory_id: str, depth: int = 2) -> Response:
+    """The memory's neighbourhood: typed edges, the entities each memory mentions, semantic
+    neighbours, superseded memories drawn as such."""
+    s = await session(request)
+    if not 1 <= depth <= 3:
+        raise GatewayError(400, "depth: must be between 1 and 3")
+    got = presenters.got_memory_json(await usecases.get_memory(s.call, memory_id, _history_read()))
+    found = await usecases.graph_neighbors(s.call, memory_id, depth=depth, include_semantic=True, semantic_limit=5,
+                                           read=usecases.read_options(state_mode="history"))
+    data = presenters.neighbors_json(found, 0.0)
+    nodes: dict[str, dict[str, Any]] = {}
+    for role, items in (("center", [data["center"]]), ("graph", data["graph_neighbors"]),
+                        ("semantic", data["semantic_neighbors"])):
+        for n in items:
+            nodes.setdefault(n["id"], {"id": n["id"], "label": _short(n["content"]), "type": n["type"] or "Memory",
+                                       "color": n["color"], "state": n["state"], "style": n["style"],
+                                       "role": role, "similarity": n.get("similarity")})
+    edges = [{"id": e["id"], "source": e["source"], "target": e["target"], "type": e["type"], "color": e["color"]}
+             for e in data["edges"] if e["source"] in nodes and e["target"] in nodes]
+    for n in [data["center"], *data["graph_neighbors"]]:
+        for entity in n.get("entities", []):
+            eid = f"entity:{entity['tag'] or entity['name']}"
+            nodes.setdefault(eid, {"id": eid, "label": entity["name"], "type": "entity", "role": "entity",
+                                   "color": "#F59E0B", "state": "", "style": "entity", "kind": entity["kind"]})
+            edges.append({"id": f"{n['id']}-MENTIONS-{eid}", "source": n["id"], "target": eid, "type": "MENTIONS",
+                          "color": "#F59E0B"})
+    for n in data["semantic_neighbors"]:
+        edges.append({"id": f"{memory_id}-SIMILAR-{n['id']}", "source": memory_id, "target": n["id"],
+                      "type": f"semantic {n.get('similarity', 0):.2f}", "color": "#CBD5E1", "semantic": True})
+    return render(request, "graph.html", s=s, m=got, tab="graph", nodes=list(nodes.values()), edges=edges,
+                  depth=depth, graph_json=script_json({"nodes": list(nodes.values()), "edges": edges}))
+
+
+def script_json(value: Any) -> str:
+    """``value`` as JSON safe inside an HTML ``<script>`` element: ``<``, ``>`` and ``&``
+    escaped as ``\\u003c`` etc., so memory content cannot close the element."""
+    text = json.dumps(value, ensure_ascii=False)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def _short(text: str, size: int = 48) -> str:
+    return text if len(text) <= size else text[: size - 1] + "…"
+
+
+# --- review queue ------------------------------------------------------------------------
+
+
+@router.get("/review")
+@page
+async def review(request: Request, status: str = "pending") -> Response:
+    """Pending memories and supersede proposals with their evidence; tombstones (admin)."""
+    s = await session(request)
+    items = await usecases.review_items(s.call, status=status, kind="", page_size=50, page_token="")
+    tombstones, tombstone_error = [], None
+    try:
+        found = await usecases.tombstones(s.call, include_lifted=False, page_size=50, page_token="")
+        tombstones = [presenters.tombstone_json(t) for t in found.tombstones]
+    except GatewayError as exc:
+        if exc.status != 403:
+            raise
+        tombstone_error = exc.message
+    return render(request, "review.html", s=s, items=[presenters.review_item_json(i) for i in items.items],
+                  status=status, tombstones=tombstones, tombstone_error=tombstone_error, flash=_flash(request))
+
+
+def _flash(request: Request) -> str | None:
+    """The outcome word of the action that redirected here (``?done=``), when it is one."""
+    done = request.query_params.get("done")
+    return done if done in ("approved", "rejected", "lifted") else None
+
+
+@router.post("/review/{item_id}/{decision}")
+@page
+async def decide(request: Request, item_id: str, decision: str, reason: str = Form(""),
+                 csrf_token: str = Form("")) -> Response:
+    """Approve or reject a review item (admin; a rejection needs a reason: the service says so)."""
+    s = await session(request)
+    check_csrf(request, csrf_token)
+    if decision == "approve":
+        await usecases.approve(s.call, item_id, reason.strip())
+    elif decision == "reject":
+        await usecases.reject(s.call, item_id, reason.strip())
+    else:
+        raise GatewayError(404, f"decision: approve or reject, not {decision!r}")
+    return RedirectResponse(f"/console/review?done={decision.removesuffix('e')}ed", status_code=303)
+
+
+@router.post("/tombstones/{tombstone_id}/lift")
+@page
+async def lift(request: Request, tombstone_id: str, csrf_token: str = Form("")) -> Response:
+    """Lift a tombstone (admin)."""
+    s = await session(request)
+    check_csrf(request, csrf_token)
+    await usecases.lift(s.call, tombstone_id)
+    return RedirectResponse("/console/review?done=lifted", status_code=303)
+
+
+# --- operations --------------------------------------------------------------------------
+
+
+@router.get("/ops")
+@page
+async def ops(request: Request) -> Response:
+    """Health, sync status, enrichment lag and consolidation history of the key's scope."""
+    s = await session(request)
+    health = await usecases.health(request.app.state.client, with_sync=True)
+    stores = presenters.stores_json(health.stats) if health.stats is not None else None
+    enrichment = presenters.enrichment_json(await usecases.enrichment_status(s.call),
+                                            await usecases.reembed_status(s.call))
+    consolidation = presenters.consolidation_status_json(await usecases.consolidation_status(s.call))
+    sync = None
+    if health.sync is not None:
+        sync = {"status": health.sync.sync_status}
+    readiness = await usecases.readiness(request.app.state.client)
+    return render(request, "ops.html", s=s, stores=stores, stores_error=health.stats_error, enrichment=enrichment,
+                  consolidation=consolidation, sync=sync, readiness=readiness, result=None)
+
+
+@router.post("/ops/{action}")
+@page
+async def ops_action(request: Request, action: str, csrf_token: str = Form("")) -> Response:
+    """Admin actions: ``consolidate`` (a dry run of the decay task) or ``sync`` (check and
+    repair graph/vector drift); the service refuses other roles (403)."""
+    s = await session(request)
+    check_csrf(request, csrf_token)
+    if action == "consolidate":
+        result = presenters.consolidation_json(await usecases.consolidate(s.call, "decay", True))
+    elif action == "sync":
+        result = presenters.sync_json(await usecases.check_sync(s.call, repair=True))
+    else:
+        raise GatewayError(404, f"action: consolidate or sync, not {action!r}")
+    return render(request, "action.html", s=s, action=action, result=json.dumps(result, indent=2))
+
+
+def mount(app: FastAPI) -> None:
+    """Add the console's pages and its static files (``/console/static``) to ``app``."""
+    app.include_router(router)
+    app.mount("/console/static", StaticFiles(directory=str(HERE / "static")), name="console-static")
+
+
+__all__ = ["mount", "router"]
