@@ -18,6 +18,7 @@ import sys
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import grpc
@@ -213,12 +214,38 @@ async def test_the_whole_surface(service, variant: tuple[str, str]) -> None:
 
         health = await client.health()
         assert health.status == "healthy" and health.graph_connected
-
-        # a deadline the call cannot meet
-        with pytest.raises(DeadlineExceeded):
-            await client.recall("billing", timeout=0.000001)
     finally:
         await client.close()
+
+
+async def _silent_server() -> tuple[asyncio.AbstractServer, int]:
+    """A TCP server on 127.0.0.1 that accepts, reads and never answers: any call to it ends
+    at its deadline (no race with a fast answer, unlike a microsecond deadline on the real
+    service). Returns the server and its port."""
+
+    async def swallow(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while await reader.read(65536):
+                pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(swallow, "127.0.0.1", 0)
+    return server, server.sockets[0].getsockname()[1]
+
+
+async def test_a_deadline_the_call_cannot_meet_is_deadline_exceeded(variant: tuple[str, str]) -> None:
+    transport, mode = variant
+    server, port = await _silent_server()
+    target = f"127.0.0.1:{port}" if transport == "grpc" else f"http://127.0.0.1:{port}"
+    client = await make_client(SimpleNamespace(grpc=target, url=target, scope="deadline"), transport, mode,
+                               max_attempts=1)
+    try:
+        with pytest.raises(DeadlineExceeded):
+            await client.recall("billing", timeout=0.5)
+    finally:
+        await client.close()
+        server.close()
 
 
 async def test_event_stream_as_an_iterator(service, variant: tuple[str, str]) -> None:
