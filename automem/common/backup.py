@@ -176,6 +176,8 @@ async def restore_records(graph: GraphStore, records: list[dict[str, Any]], bus:
     for label in first_labels:
         await graph.dump.unindex_refs(label)
     await graph.ensure_schema()
+    # A backup made before versions existed: its memories get their first version.
+    await graph.versions.migrate()
     published = dropped = 0
     if bus is not None and bus.js is not None:
         before = await bus.js.stream_info(bus.settings.stream_name)

@@ -28,12 +28,13 @@ from automem.common.lifecycle import SUPERSEDING_RELATIONS
 from automem.common.model import Memory, epoch, ts
 from automem.common.paging import decode_offset_token, encode_offset_token
 from automem.common.settings import Settings
-from automem.common.state import ReadAt, as_known, known, resolve, resolve_one, withheld_reason
+from automem.common.state import ReadAt, as_known, hydrate_at, known, resolve, resolve_one, withheld_reason
 from automem.common.text import analyze, bm25_query_weights, fulltext_query
 from automem.common.timeouts import long_running
 from automem.common.timewindow import resolve as resolve_window
 from automem.graph import GraphStore
 from automem.recall.bytag import list_by_tag
+from automem.graph.memories import filter_where
 from automem.recall.filters import Filters, listed_states, read_at
 from automem.recall.graph_views import GraphViews
 from automem.recall.ranking import Candidate, Ranked, ScoreWeights, rank
@@ -74,6 +75,21 @@ def _time_neighbours(memories: list[Memory], preceded_by: dict[str, list[str]]
                 prev[m.id] = p
     nxt = {p: m for m, p in prev.items()}
     return {mid: (prev.get(mid), nxt.get(mid)) for mid in ids}
+
+
+#: Node states whose vector points a past read searches: a memory's state at an earlier
+#: ``known_at`` may differ from its state now (automem/common/state.py ``ReadAt.past``).
+PAST_STATES = ["ACTIVE", "SUPERSEDED", "ARCHIVED", "PENDING_REVIEW"]
+
+
+def arm_filter(filters: Filters, read: ReadAt):
+    """The vector-store filter of the search arms: ``filters`` on the current payload; with
+    ``read.past`` only the scope (and :data:`PAST_STATES`): tags, time and state are then
+    checked on the versions believed at ``known_at`` (``_Tiers._rank``), since a tag removed
+    or a window moved later is not in the current payload. Returns a VectorFilter."""
+    if read.past:
+        return Filters.build(filters.scope, [], "any", "exact", [], None, None).vector_filter(PAST_STATES)
+    return filters.vector_filter(listed_states(read))
 
 
 def clamp_limit(limit: int, maximum: int) -> int:
@@ -130,7 +146,7 @@ class _Tiers:
             if self.queries or len(request.embedding):
                 more = False
                 if svc.vectors is not None and svc.embedder is not None:
-                    flt = self.filters.vector_filter(listed_states(self.read))
+                    flt = arm_filter(self.filters, self.read)
                     for vec in self.vectors:
                         hits = await svc.vectors.search(vec, n, flt)
                         more = more or len(hits) >= n
@@ -163,7 +179,11 @@ class _Tiers:
         not read by an earlier tier, no bodies)."""
         missing = [i for i in ids if i not in self._fetched]
         self._fetched.update(missing)
-        for memory, prev in await self.svc.graph.memories.recall_candidates(missing, self.scope):
+        light = await self.svc.graph.memories.recall_candidates(missing, self.scope)
+        if self.read.past:  # rank and filter the versions believed at known_at
+            believed = await hydrate_at(self.svc.graph, [m.id for m, _ in light], self.scope, self.read)
+            light = [(believed[m.id], prev) for m, prev in light if m.id in believed]
+        for memory, prev in light:
             self._light[memory.id] = memory
             self._preceded_by[memory.id] = prev
         memories = [self._light[i] for i in ids if i in self._light and self.filters.matches(self._light[i])]
@@ -264,6 +284,8 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
                 pos += len(chunk)
                 full, outgoing = await self.graph.memories.hydrate_with_successors(
                     [r.id for r in chunk], scope, SUPERSEDING_RELATIONS)
+                if read.past:
+                    full = await hydrate_at(self.graph, [r.id for r in chunk], scope, read)
                 chunk = [r for r in chunk if r.id in full]  # purged since the candidates were read
                 resolved = await resolve(self.graph, [full[r.id] for r in chunk], scope, read, seen=resolved_seen,
                                          outgoing=outgoing)
@@ -339,7 +361,7 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
             if self.vectors is not None and terms:
                 weights = bm25_query_weights(terms)
                 keys = sorted(weights)
-                flt = filters.vector_filter(listed_states(read))
+                flt = arm_filter(filters, read)
                 hits = await self.vectors.search_sparse(keys, [weights[k] for k in keys], n_cand, flt)
                 more = more or len(hits) >= n_cand
                 for mid, score in hits:
@@ -380,6 +402,10 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         order = "update_time" if sort.startswith("updated") else "event_time"
         descending = not sort.endswith("_asc")
         states = listed_states(read)
+        if read.past:  # the versions believed at known_at (automem/graph/versions.py)
+            where, params = filter_where(filters, "v")
+            return await self.graph.versions.list_ids_at(where, params, states, read.known_at, limit,
+                                                         order=order, descending=descending)
         if order == "event_time" and descending and self.vectors is not None:
             newest = await self.vectors.newest_event_time(filters.vector_filter(states))
             for days in LIST_WINDOWS_DAYS if newest is not None else ():
@@ -398,7 +424,7 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         extra_ids = [(other, rel, strength, seed) for seed, rel, other, strength in edges
                      if other not in have and strength >= request.expand_min_strength]
         extra_ids = extra_ids[: request.expansion_limit or 25]
-        found = await self.graph.memories.hydrate([e[0] for e in extra_ids], scope)
+        found = await hydrate_at(self.graph, [e[0] for e in extra_ids], scope, read)
         score_of = {r.memory.id: r.score for r in results}
         out: list[recall_service_pb2.ScoredMemory] = []
         mems = [found[e[0]] for e in extra_ids if e[0] in found]
@@ -431,7 +457,7 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
                 score = score_of.get(seed, 0.0) * self.settings.search_weight_relation * min(0.5 * shared, 1.0)
                 best[other] = max(best.get(other, 0.0), score)
         ordered = sorted(best, key=lambda i: -best[i])[: request.expansion_limit or 25]
-        found = await self.graph.memories.hydrate(ordered, scope)
+        found = await hydrate_at(self.graph, ordered, scope, read)
         mems = [found[i] for i in ordered if i in found]
         out: list[recall_service_pb2.ScoredMemory] = []
         for memory, res in zip(mems, await resolve(self.graph, mems, scope, read), strict=True):
@@ -453,7 +479,14 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         require_role("reader")
         scope = resolve_scope(request.scope)
         read = read_at(request.read)
-        memory = await self.graph.memories.get(request.id, scope)
+        if request.HasField("version"):
+            return await self._get_version(request, scope, read)
+        if read.past:  # the version believed at known_at (automem/graph/versions.py)
+            memory = (await self.graph.versions.at([request.id], scope, read.known_at)).get(request.id)
+            if memory is None and await self.graph.memories.get(request.id, scope) is not None:
+                raise NotFound(f"memory {request.id} not found at known_at", field="id")
+        else:
+            memory = await self.graph.memories.get(request.id, scope)
         if memory is None or memory.state == memory_pb2.MEMORY_STATE_DELETED or (
                 memory.state == memory_pb2.MEMORY_STATE_REJECTED and not read.history):
             raise NotFound(f"memory {request.id} not found", field="id")
@@ -462,7 +495,7 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
             raise NotFound(f"memory {request.id} not found at known_at", field="id")
         memory = as_known(memory, read)  # as the service believed it at known_at
         is_current, head = await resolve_one(self.graph, memory, scope, read)
-        if request.touch:
+        if request.touch and not read.past:
             stamp = time.time()
             await self.graph.memories.touch(memory.id, scope, stamp)
             memory.last_access_time.CopyFrom(ts(stamp))
@@ -556,7 +589,7 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
                 seen.add(other)
                 frontier.append(other)
                 found.append((other, rel, strength, level))
-        memories = await self.graph.memories.hydrate([f[0] for f in found], scope)
+        memories = await hydrate_at(self.graph, [f[0] for f in found], scope, read)
         mems = [memories[f[0]] for f in found if f[0] in memories]
         meta = {f[0]: f for f in found}
         resolved = await resolve(self.graph, mems, scope, read)
