@@ -23,8 +23,8 @@ from automem.common.model import (
     relation_type_name,
     ts,
 )
-from automem.graph.relations import relation_label, relation_labels
 from automem.graph import versions
+from automem.graph.relations import relation_label, relation_labels
 from automem.graph.repository import Repository
 
 #: Node properties only enrichment writes (ingest leaves them alone unless content changed).

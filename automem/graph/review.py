@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from automem.common.model import Memory, Relation, epoch, relation_type_name
-from automem.graph.relations import relation_label
 from automem.graph import versions
+from automem.graph.relations import relation_label
 from automem.graph.repository import Repository
 
 

@@ -26,11 +26,11 @@ from automem.graph.entities import Entities
 from automem.graph.idempotency import IdempotencyKeys
 from automem.graph.keys import ApiKeys
 from automem.graph.memories import Memories
-from automem.graph.versions import Versions
 from automem.graph.relations import Relations
 from automem.graph.review import Review
 from automem.graph.runs import ConsolidationRuns
 from automem.graph.tombstones import Tombstones
+from automem.graph.versions import Versions
 
 log = logging.getLogger(__name__)
 

@@ -33,8 +33,8 @@ from automem.common.text import analyze, bm25_query_weights, fulltext_query
 from automem.common.timeouts import long_running
 from automem.common.timewindow import resolve as resolve_window
 from automem.graph import GraphStore
-from automem.recall.bytag import list_by_tag
 from automem.graph.memories import filter_where
+from automem.recall.bytag import list_by_tag
 from automem.recall.filters import Filters, listed_states, read_at
 from automem.recall.graph_views import GraphViews
 from automem.recall.ranking import Candidate, Ranked, ScoreWeights, rank
@@ -90,6 +90,34 @@ def arm_filter(filters: Filters, read: ReadAt):
     if read.past:
         return Filters.build(filters.scope, [], "any", "exact", [], None, None).vector_filter(PAST_STATES)
     return filters.vector_filter(listed_states(read))
+
+
+#: Fields a version diff leaves out: they move with every version.
+DIFF_IGNORED = ("version", "update_time")
+
+
+def diff_memories(before: Memory, after: Memory) -> list[recall_service_pb2.FieldChange]:
+    """The fields of the Memory message (proto names, as ``json_format`` writes them) whose
+    values differ between ``before`` and ``after``, in field-number order, each with both
+    values (absent = unset); ``version`` and ``update_time`` are left out
+    (:data:`DIFF_IGNORED`)."""
+    from google.protobuf import json_format, struct_pb2
+
+    a = json_format.MessageToDict(before, preserving_proto_field_name=True)
+    b = json_format.MessageToDict(after, preserving_proto_field_name=True)
+    out = []
+    for fd in Memory.DESCRIPTOR.fields:
+        name = fd.name
+        if name in DIFF_IGNORED or a.get(name) == b.get(name):
+            continue
+        change = recall_service_pb2.FieldChange(field=name)
+        for side, values in (("before", a), ("after", b)):
+            if name in values:
+                value = struct_pb2.Value()
+                json_format.ParseDict(values[name], value)
+                getattr(change, side).CopyFrom(value)
+        out.append(change)
+    return out
 
 
 def clamp_limit(limit: int, maximum: int) -> int:
@@ -501,6 +529,71 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
             memory.last_access_time.CopyFrom(ts(stamp))
         return recall_service_pb2.GetMemoryResponse(memory=memory, is_current=is_current, current_id=head)
 
+    async def _get_version(self, request, scope: str, read: ReadAt) -> recall_service_pb2.GetMemoryResponse:
+        """GetMemory with ``version``: that version's snapshot (automem/graph/versions.py);
+        ``is_current`` when it is the memory's current version and that is current under
+        ``read``. INVALID_ARGUMENT naming ``version`` below 1; NOT_FOUND naming ``id`` when
+        the memory is absent (or DELETED) and ``version`` when it has no such version."""
+        if request.version < 1:
+            raise InvalidArgument("version: must be at least 1", field="version")
+        current = await self.graph.memories.get(request.id, scope)
+        if current is None or current.state == memory_pb2.MEMORY_STATE_DELETED:
+            raise NotFound(f"memory {request.id} not found", field="id")
+        row = await self.graph.versions.get(request.id, scope, request.version)
+        if row is None:
+            raise NotFound(f"version: memory {request.id} has no version {request.version}", field="version")
+        is_current, head = False, ""
+        if row.version == current.version:
+            is_current, head = await resolve_one(self.graph, current, scope, read)
+        return recall_service_pb2.GetMemoryResponse(memory=row.memory, is_current=is_current, current_id=head)
+
+    async def _versioned(self, memory_id: str, scope: str) -> Memory:
+        """The memory whose versions are read; NOT_FOUND naming ``id`` when absent or DELETED."""
+        current = await self.graph.memories.get(memory_id, scope)
+        if current is None or current.state == memory_pb2.MEMORY_STATE_DELETED:
+            raise NotFound(f"memory {memory_id} not found", field="id")
+        return current
+
+    async def ListMemoryVersions(self, request, context):
+        """The versions of one memory, oldest first (automem/graph/versions.py), paged as
+        AIP-158: ``page_size`` 1..100 (0 = 20), ``page_token`` from ``next_page_token``.
+        INVALID_ARGUMENT naming ``page_size`` or ``page_token``; NOT_FOUND naming ``id``."""
+        require_role("reader")
+        scope = resolve_scope(request.scope)
+        size = request.page_size or 20
+        if size < 1 or size > 100:
+            raise InvalidArgument("page_size: must be between 1 and 100", field="page_size")
+        after = decode_offset_token(request.page_token, f"versions:{request.id}")
+        await self._versioned(request.id, scope)
+        rows = await self.graph.versions.page(request.id, scope, after, size + 1)
+        response = recall_service_pb2.ListMemoryVersionsResponse(versions=[
+            recall_service_pb2.MemoryVersion(version=r.version, record_time=ts(r.recorded_at), actor=r.actor,
+                                             changed_fields=r.changed_fields, memory=r.memory)
+            for r in rows[:size]])
+        if len(rows) > size:
+            response.next_page_token = encode_offset_token(rows[size - 1].version, f"versions:{request.id}")
+        return response
+
+    async def DiffMemoryVersions(self, request, context):
+        """The fields of the Memory message that differ between versions ``from_version`` and
+        ``to_version`` of one memory (:func:`diff_memories`). INVALID_ARGUMENT naming
+        ``from_version`` / ``to_version`` below 1; NOT_FOUND naming ``id`` or the version."""
+        require_role("reader")
+        scope = resolve_scope(request.scope)
+        for name in ("from_version", "to_version"):
+            if getattr(request, name) < 1:
+                raise InvalidArgument(f"{name}: must be at least 1", field=name)
+        await self._versioned(request.id, scope)
+        rows = {}
+        for name in ("from_version", "to_version"):
+            row = await self.graph.versions.get(request.id, scope, getattr(request, name))
+            if row is None:
+                raise NotFound(f"{name}: memory {request.id} has no version {getattr(request, name)}", field=name)
+            rows[name] = row
+        return recall_service_pb2.DiffMemoryVersionsResponse(
+            from_version=request.from_version, to_version=request.to_version,
+            changes=diff_memories(rows["from_version"].memory, rows["to_version"].memory))
+
     async def ListMemoriesByTag(self, request, context):
         """Current memories with the tags, newest first (event_time, importance, id), paged
         (default 20; above ``by_tag_max_limit`` clamped to it, the applied size returned in
@@ -573,7 +666,7 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         bad = [t for t in types if t not in AUTHORABLE_RELATIONS + SYSTEM_RELATIONS]
         if bad:
             raise InvalidArgument(f"relationship_types: unknown {', '.join(bad)}", field="relationship_types")
-        start = await self.graph.memories.get(request.id, scope)
+        start = (await hydrate_at(self.graph, [request.id], scope, read)).get(request.id)
         if start is None or start.state == memory_pb2.MEMORY_STATE_DELETED:
             raise NotFound(f"memory {request.id} not found", field="id")
         seen = {start.id}
