@@ -37,7 +37,7 @@ async def _edited(http, tag: str) -> tuple[str, list[float]]:
     and after each write (six points)."""
     points = [await _mark()]
     r = await http.post("/memory", json={"content": "The deploy runs on Fridays", "tags": [tag],
-                                         "importance": 0.3})
+                                         "importance": 0.3, "t_valid": _iso(time.time() - 2 * 86400)})
     assert r.status_code == 201, r.text
     mid = r.json()["memory_id"]
     points.append(await _mark())
@@ -201,9 +201,9 @@ async def test_every_write_records_its_version_atomically(service):
     async with service.http() as http:
         r = await http.post("/memory", json={"content": "Ada Lovelace wrote the first program in London"})
         old = r.json()["memory_id"]
-        r = await http.post(f"/memory/{old}/supersede", json={"content": "Ada Lovelace published notes in 1843"})
+        r = await http.post(f"/v1/memories/{old}:supersede", json={"content": "Ada Lovelace published notes in 1843"})
         assert r.status_code in (200, 201), r.text
-        new = r.json().get("replacement_id") or r.json()["memory_id"]
+        new = r.json()["memory_id"]
         versions = (await http.get(f"/v1/memories/{old}/versions")).json()["versions"]
         assert [v["memory"]["state"] for v in versions] == ["ACTIVE", "SUPERSEDED"]
         assert "state" in versions[1]["changed_fields"]
