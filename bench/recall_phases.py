@@ -31,7 +31,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from latency import DATA, locomo_export
+from latency import locomo_export
+
+from bench.locomo_files import DATA
 
 
 class Timers:
