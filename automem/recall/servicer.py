@@ -77,6 +77,8 @@ def _time_neighbours(memories: list[Memory], preceded_by: dict[str, list[str]]
     return {mid: (prev.get(mid), nxt.get(mid)) for mid in ids}
 
 
+#: Most memories a startup recall at an earlier ``known_at`` reads per tag group.
+STARTUP_PAST_MAX = 5000
 #: Node states whose vector points a past read searches: a memory's state at an earlier
 #: ``known_at`` may differ from its state now (automem/common/state.py ``ReadAt.past``).
 PAST_STATES = ["ACTIVE", "SUPERSEDED", "ARCHIVED", "PENDING_REVIEW"]
@@ -638,7 +640,15 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         out = []
         for tags, limit in ((["critical", "lesson", "ai-assistant"], 10), (["system", "memory-recall"], 5)):
             filters = Filters.build(scope, tags, "any", "exact", [], None, None)
-            memories = await self.graph.memories.most_important(filters, listed_states(read), 200)
+            if read.past:  # the versions believed at known_at carry the tags
+                where, params = filter_where(filters, "v")
+                ids = await self.graph.versions.list_ids_at(where, params, listed_states(read), read.known_at,
+                                                            STARTUP_PAST_MAX)
+                believed = await hydrate_at(self.graph, ids, scope, read)
+                memories = sorted(believed.values(),
+                                  key=lambda m: (-m.importance, -(epoch(m, "event_time") or 0.0), m.id))[:200]
+            else:
+                memories = await self.graph.memories.most_important(filters, listed_states(read), 200)
             current = [r.memory for r in await resolve(self.graph, memories, scope, read) if r is not None]
             out.append(current[:limit])
         return recall_service_pb2.StartupRecallResponse(critical_lessons=out[0], system_rules=out[1])

@@ -210,3 +210,46 @@ async def test_every_write_records_its_version_atomically(service):
         assert [v["version"] for v in (await http.get(f"/v1/memories/{new}/versions")).json()["versions"]] == [1]
     graph = service.ctx.graph
     assert await graph.versions.count(new) == 1
+
+
+async def test_memories_without_versions_get_one_at_start(settings):
+    """A memory stored before versions existed (no MemoryVersion, no migration marker) gets
+    one version from its node when the service starts: read at its record time and listed."""
+    from automem.graph.versions import MIGRATION
+    from tests.conftest import start_service
+
+    running = await start_service(settings)
+    try:
+        async with running.http() as http:
+            r = await http.post("/memory", json={"content": "Stored before versions", "tags": ["old"]})
+            mid = r.json()["memory_id"]
+            assert (await http.patch(f"/memory/{mid}", json={"importance": 0.8})).status_code == 200
+            recorded = r.json()["memory"]["recorded_at"]
+        graph = running.ctx.graph
+        await graph.query("MATCH (v:MemoryVersion) DELETE v")
+        await graph.query("MATCH (s:SchemaMigration {name: $n}) DELETE s", {"n": MIGRATION})
+        async with running.http() as http:
+            assert (await http.get(f"/memory/{mid}", params={"known_at": recorded})).status_code == 404
+    finally:
+        await running.runner.stop()
+    running = await start_service(settings)
+    try:
+        async with running.http() as http:
+            r = await http.get(f"/memory/{mid}", params={"known_at": recorded})
+            assert r.status_code == 200, r.text
+            assert r.json()["memory"]["importance"] == 0.8  # the node as it stood: nothing older is known
+            versions = (await http.get(f"/v1/memories/{mid}/versions")).json()["versions"]
+            assert [(v["version"], v["actor"], v["recorded_at"]) for v in versions] == [(2, "system", recorded)]
+        assert await running.ctx.graph.versions.migrate() == 0  # once per store
+    finally:
+        await running.runner.stop()
+
+
+async def test_purge_removes_every_version(service):
+    async with service.http() as http:
+        r = await http.post("/memory", json={"content": "Purge me with my history"})
+        mid = r.json()["memory_id"]
+        assert (await http.patch(f"/memory/{mid}", json={"importance": 0.9})).status_code == 200
+        assert await service.ctx.graph.versions.count(mid) == 2
+        assert (await http.delete(f"/memory/{mid}", params={"purge": "true"})).status_code == 200
+    assert await service.ctx.graph.versions.count(mid) == 0
