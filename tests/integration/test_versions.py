@@ -253,3 +253,26 @@ async def test_purge_removes_every_version(service):
         assert await service.ctx.graph.versions.count(mid) == 2
         assert (await http.delete(f"/memory/{mid}", params={"purge": "true"})).status_code == 200
     assert await service.ctx.graph.versions.count(mid) == 0
+
+
+async def test_related_and_graph_api_read_the_versions_at_known_at(service):
+    async with service.http() as http:
+        a = (await http.post("/memory", json={"content": "The API gateway is nginx"})).json()["memory_id"]
+        b = (await http.post("/memory", json={"content": "Rate limits are 100 per minute"})).json()["memory_id"]
+        r = await http.post("/associate", json={"memory1_id": a, "memory2_id": b, "type": "RELATES_TO",
+                                                "strength": 0.8})
+        assert r.status_code in (200, 201), r.text
+        then = _iso(await _mark())
+        assert (await http.patch(f"/memory/{b}", json={"content": "Rate limits are 500 per minute",
+                                                        "importance": 0.95})).status_code == 200
+        for known, content in ((then, "Rate limits are 100 per minute"), (None, "Rate limits are 500 per minute")):
+            params = {"known_at": known} if known else {}
+            r = await http.get(f"/memories/{a}/related", params=params)
+            assert r.status_code == 200, r.text
+            assert [x["memory"]["content"] for x in r.json()["related_memories"]] == [content]
+            r = await http.get(f"/graph/neighbors/{a}", params={**params, "include_semantic": "false"})
+            assert r.status_code == 200, r.text
+            assert [n["content"] for n in r.json()["graph_neighbors"]] == [content]
+            r = await http.get("/graph/snapshot", params=params)
+            assert r.status_code == 200, r.text
+            assert {n["id"]: n["content"] for n in r.json()["nodes"]}[b] == content
