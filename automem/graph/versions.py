@@ -12,9 +12,11 @@ Cypher as a memory node (:func:`automem.graph.memories.filter_where` over ``v``)
 version, in the SAME query as the write (:func:`before` / :func:`record` are spliced into
 the statements of automem/graph/memories.py, relations.py, review.py and idempotency.py), so
 a change and its version land together or not at all. Writes that do not move the version
-(enrichment's derived fields, the LLM type) update the snapshot of the version they derived
-from (:func:`amend`); access bookkeeping (``last_access_time``, ``relevance_score``) is not
-versioned. ``recorded_at`` is the system time of the write (the snapshot's ``update_time``,
+(enrichment's derived fields, the LLM type) update the snapshot of the memory's current
+version (:func:`amend`); access bookkeeping (``last_access_time``, ``relevance_score``) is not
+versioned. (Enrichment writes only while the node still holds the content it enriched,
+automem/graph/memories.py ``set_enrichment_many``, so the amended version holds that
+content.) ``recorded_at`` is the system time of the write (the snapshot's ``update_time``,
 else ``record_time``): the version believed from then on, until the next one
 (docs/architecture.md, "Versions"). Only a purge removes versions (``Memories.purge``).
 
@@ -37,9 +39,11 @@ from automem.graph.repository import Repository
 LABEL = "MemoryVersion"
 #: Properties a version holds besides the snapshot.
 KEYS = ("memory_id", "version", "recorded_at", "actor", "changed_fields")
-#: Snapshot properties every write moves or derives, not listed in ``changed_fields``
-#: (``tags_lower`` and ``content_hash`` follow ``tags`` and ``content``).
-UNTRACKED = ("version", "update_time", "tags_lower", "content_hash", "last_access_time", "relevance_score")
+#: Snapshot properties not listed in ``changed_fields``: the keys (``id``, ``scope``), what
+#: every write moves, and what is derived (``tags_lower`` and ``content_hash`` follow
+#: ``tags`` and ``content``).
+UNTRACKED = ("id", "scope", "version", "update_time", "tags_lower", "content_hash", "last_access_time",
+             "relevance_score")
 #: The migration marker (:meth:`Versions.migrate`).
 MIGRATION = "memory_versions"
 MIGRATION_VERSION = 1

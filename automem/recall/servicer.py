@@ -535,12 +535,11 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         """GetMemory with ``version``: that version's snapshot (automem/graph/versions.py);
         ``is_current`` when it is the memory's current version and that is current under
         ``read``. INVALID_ARGUMENT naming ``version`` below 1; NOT_FOUND naming ``id`` when
-        the memory is absent (or DELETED) and ``version`` when it has no such version."""
+        the memory is absent (a DELETED one's versions stay readable) and ``version`` when it
+        has no such version."""
         if request.version < 1:
             raise InvalidArgument("version: must be at least 1", field="version")
-        current = await self.graph.memories.get(request.id, scope)
-        if current is None or current.state == memory_pb2.MEMORY_STATE_DELETED:
-            raise NotFound(f"memory {request.id} not found", field="id")
+        current = await self._versioned(request.id, scope)
         row = await self.graph.versions.get(request.id, scope, request.version)
         if row is None:
             raise NotFound(f"version: memory {request.id} has no version {request.version}", field="version")
@@ -550,9 +549,11 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         return recall_service_pb2.GetMemoryResponse(memory=row.memory, is_current=is_current, current_id=head)
 
     async def _versioned(self, memory_id: str, scope: str) -> Memory:
-        """The memory whose versions are read; NOT_FOUND naming ``id`` when absent or DELETED."""
+        """The memory whose versions are read; NOT_FOUND naming ``id`` when absent from the
+        scope. A DELETED memory's versions stay readable (only a purge removes history,
+        automem/graph/versions.py)."""
         current = await self.graph.memories.get(memory_id, scope)
-        if current is None or current.state == memory_pb2.MEMORY_STATE_DELETED:
+        if current is None:
             raise NotFound(f"memory {memory_id} not found", field="id")
         return current
 

@@ -128,6 +128,21 @@ async def test_known_at_every_field_rest_grpc_mcp(service):
                 ids = [x.get("id") or x.get("memory_id") for x in result.structured_content["results"]]
                 assert (ids == [mid]) == bool(listed and has_later), (i, ids)
         await client.close()
+        # The deleted memory's history stays readable: one version per write.
+        r = await http.get(f"/v1/memories/{mid}/versions")
+        assert r.status_code == 200, r.text
+        versions = r.json()["versions"]
+        assert [v["version"] for v in versions] == [1, 2, 3, 4, 5, 6]
+        # (enrichment may land in between and reset or set its own fields: only the
+        # caller's fields are compared)
+        user = {"content", "tags", "t_invalid", "t_valid", "importance", "state", "retracted_at", "type",
+                "confidence", "metadata", "timestamp"}
+        assert [sorted(set(v["changed_fields"]) & user) for v in versions[1:]] == [
+            ["content"], ["tags"], ["t_invalid"], ["importance"], ["retracted_at", "state"]]
+        assert "id" not in versions[0]["changed_fields"] and "content" in versions[0]["changed_fields"]
+        assert versions[-1]["memory"]["state"] == "DELETED"
+        assert (await http.get(f"/memory/{mid}", params={"version": 2})).json()["memory"]["content"] == \
+            "The deploy runs on Mondays"
 
 
 async def test_versions_listing_paging_version_and_diff(service):
