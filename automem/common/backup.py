@@ -72,6 +72,8 @@ async def export_records(graph: GraphStore, bus: Any = None) -> AsyncIterator[di
     while True:
         rows = await graph.dump.nodes_page(skip, PAGE)
         for internal, labels, props in rows:
+            if int(internal) in refs:
+                continue  # read twice: a node created meanwhile shifted the pages (writes go on during an export)
             labels = list(labels)
             kind = next((_KIND[label] for label in labels if label in _KIND), "node")
             ref = refs.setdefault(int(internal), len(refs))
@@ -83,6 +85,10 @@ async def export_records(graph: GraphStore, bus: Any = None) -> AsyncIterator[di
     while True:
         rows = await graph.dump.edges_page(skip, PAGE)
         for source, target, rel_type, props, _rid in rows:
+            if int(source) not in refs or int(target) not in refs:
+                # An end created after the node pages were read (a write during the export):
+                # the export holds the nodes it read and the edges among them.
+                continue
             yield {"kind": "edge", "source": refs[int(source)], "target": refs[int(target)], "type": rel_type,
                    "properties": dict(props)}
         if len(rows) < PAGE:
