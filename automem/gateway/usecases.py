@@ -261,10 +261,10 @@ async def associate_many(call: Caller, associations: Sequence[Association],
 
 
 async def get_memory(call: Caller, memory_id: str, read: recall_service_pb2.ReadOptions,
-                     version: int | None = None) -> recall_service_pb2.GetMemoryResponse:
-    """One memory through the state pass; bumps its ``last_accessed``. With ``version`` that
-    version of it (automem/graph/versions.py), without a bump."""
-    request = recall_service_pb2.GetMemoryRequest(id=memory_id, touch=version is None, read=read)
+                     touch: bool = True, version: int | None = None) -> recall_service_pb2.GetMemoryResponse:
+    """One memory through the state pass; bumps its ``last_accessed`` unless ``touch`` is False.
+    With ``version`` that version of it (automem/graph/versions.py), without a bump."""
+    request = recall_service_pb2.GetMemoryRequest(id=memory_id, touch=touch and version is None, read=read)
     if version is not None:
         request.version = version
     return await call(call.client.recall.GetMemory, request)
