@@ -49,6 +49,8 @@ async def _start_graph(rt: Runtime) -> Stop:
 
     graph = GraphStore(rt.settings)
     await graph.ensure_schema()
+    # Memories stored before versions existed get their first version (automem/graph/versions.py).
+    await graph.versions.migrate()
     rt.graph = graph
     return graph.close
 

@@ -5,6 +5,9 @@
   ``{reason}`` (admin).
 * ``GET /v1/tombstones?include_lifted=false`` / ``POST /v1/tombstones/{id}:lift`` (admin).
 * ``GET /v1/memories/{id}/history?page_size=100&page_token=`` — MemoryEvents, oldest first.
+* ``GET /v1/memories/{id}/versions?page_size=20&page_token=`` — versions, oldest first
+  (record time, actor, changed fields, the memory as it stood).
+* ``GET /v1/memories/{id}/versions:diff?from=A&to=B`` — the fields that differ.
 * ``GET /backup`` (admin) — the full export as JSON lines (``application/x-ndjson``).
 """
 
@@ -12,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
 
 from automem.common.model import iso
@@ -75,6 +78,33 @@ async def history(memory_id: str, call: CallerDep, page_size: int = 100, page_to
     return {"status": "success", "memory_id": memory_id, "count": len(events), "events": events,
             "next_page_token": page.next_page_token or None, "truncated": page.truncated,
             "retained_since": iso(page, "retained_since_time")}
+
+
+#: Largest version number a query accepts (int64, the Memory message's ``version``).
+MAX_VERSION = 2**63 - 1
+
+
+@router.get("/v1/memories/{memory_id}/versions", tags=["v1"])
+async def versions(memory_id: str, call: CallerDep, page_size: int = Query(0, ge=0, le=100),
+                   page_token: str = "") -> dict[str, Any]:
+    """The memory's versions, oldest first, paged (AIP-158: ``page_size`` 1..100, 0 = 20;
+    ``page_token`` from ``next_page_token``): each with ``recorded_at``, ``actor``,
+    ``changed_fields`` and the memory as it stood (automem/graph/versions.py). 404 when
+    absent; 400 naming ``page_token`` for a token not of this listing."""
+    page = await usecases.memory_versions(call, memory_id, page_size=page_size, page_token=page_token)
+    items = [presenters.version_json(v) for v in page.versions]
+    return {"status": "success", "memory_id": memory_id, "count": len(items), "versions": items,
+            "next_page_token": page.next_page_token or None}
+
+
+@router.get("/v1/memories/{memory_id}/versions:diff", tags=["v1"])
+async def diff(memory_id: str, call: CallerDep, from_version: int = Query(alias="from", ge=1, le=MAX_VERSION),
+               to_version: int = Query(alias="to", ge=1, le=MAX_VERSION)) -> dict[str, Any]:
+    """The fields that differ between versions ``from`` and ``to`` (AIP-136 custom method on
+    the versions collection): ``changes`` [{field, before, after}], AutoMem's field names.
+    404 naming ``from`` / ``to`` when the memory has no such version."""
+    found = await usecases.diff_versions(call, memory_id, from_version, to_version)
+    return {"status": "success", "memory_id": memory_id, **presenters.diff_json(found)}
 
 
 @router.get("/backup", tags=["ops"], response_class=StreamingResponse, responses={

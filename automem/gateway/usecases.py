@@ -261,10 +261,27 @@ async def associate_many(call: Caller, associations: Sequence[Association],
 
 
 async def get_memory(call: Caller, memory_id: str, read: recall_service_pb2.ReadOptions,
-                     touch: bool = True) -> recall_service_pb2.GetMemoryResponse:
-    """One memory through the state pass; bumps its ``last_accessed`` unless ``touch`` is False."""
-    return await call(call.client.recall.GetMemory,
-                      recall_service_pb2.GetMemoryRequest(id=memory_id, touch=touch, read=read))
+                     touch: bool = True, version: int | None = None) -> recall_service_pb2.GetMemoryResponse:
+    """One memory through the state pass; bumps its ``last_accessed`` unless ``touch`` is False.
+    With ``version`` that version of it (automem/graph/versions.py), without a bump."""
+    request = recall_service_pb2.GetMemoryRequest(id=memory_id, touch=touch and version is None, read=read)
+    if version is not None:
+        request.version = version
+    return await call(call.client.recall.GetMemory, request)
+
+
+async def memory_versions(call: Caller, memory_id: str, *, page_size: int,
+                          page_token: str) -> recall_service_pb2.ListMemoryVersionsResponse:
+    """A page of a memory's versions, oldest first."""
+    return await call(call.client.recall.ListMemoryVersions, recall_service_pb2.ListMemoryVersionsRequest(
+        id=memory_id, page_size=page_size, page_token=page_token))
+
+
+async def diff_versions(call: Caller, memory_id: str, from_version: int,
+                        to_version: int) -> recall_service_pb2.DiffMemoryVersionsResponse:
+    """The fields that differ between two versions of a memory."""
+    return await call(call.client.recall.DiffMemoryVersions, recall_service_pb2.DiffMemoryVersionsRequest(
+        id=memory_id, from_version=from_version, to_version=to_version))
 
 
 async def search(call: Caller, *, read: recall_service_pb2.ReadOptions, query: str = "",

@@ -30,6 +30,7 @@ from automem.graph.relations import Relations
 from automem.graph.review import Review
 from automem.graph.runs import ConsolidationRuns
 from automem.graph.tombstones import Tombstones
+from automem.graph.versions import Versions
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +74,7 @@ class GraphStore:
         self.idempotency = IdempotencyKeys(self)
         self.runs = ConsolidationRuns(self)
         self.dump = Dump(self)
+        self.versions = Versions(self)
 
     @property
     def redis(self) -> Any:
@@ -184,7 +186,7 @@ class GraphStore:
     async def ensure_schema(self) -> None:
         """Create the indexes (idempotent): range on Memory(id, scope, content_hash,
         event_time, embedding_status, tags_lower, entity_tags), full-text on Memory(content),
-        range on Tombstone, IdempotencyKey and Entity(key, scope). The two tag indexes are on array properties
+        range on Tombstone, IdempotencyKey, Entity(key, scope) and MemoryVersion(memory_id, scope). The two tag indexes are on array properties
         (FalkorDB indexes each element; ``$tag IN m.tags_lower`` uses it) and drive the by-tag
         listing (automem/recall/bytag.py)."""
         statements = [
@@ -199,6 +201,8 @@ class GraphStore:
             "CREATE INDEX FOR (k:IdempotencyKey) ON (k.key)",
             "CREATE INDEX FOR (e:Entity) ON (e.key)",
             "CREATE INDEX FOR (e:Entity) ON (e.scope)",
+            "CREATE INDEX FOR (v:MemoryVersion) ON (v.memory_id)",
+            "CREATE INDEX FOR (v:MemoryVersion) ON (v.scope)",
             "CALL db.idx.fulltext.createNodeIndex('Memory', 'content')",
         ]
         for statement in statements:
