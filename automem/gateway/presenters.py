@@ -453,8 +453,8 @@ def purge_json(record: review_service_pb2.PurgeRecord) -> dict[str, Any]:
             "memory_ids": list(record.memory_ids), "actor": record.actor or None,
             "purged_at": iso(record, "purge_time"), "reason": record.reason or None, "status": record.status,
             "pending_steps": list(record.pending_steps), "dry_run": record.dry_run,
-            "counts": json_format.MessageToDict(record.counts, preserving_proto_field_name=True,
-                                                always_print_fields_with_no_presence=True)}
+            "counts": {field.name: int(getattr(record.counts, field.name))
+                       for field in record.counts.DESCRIPTOR.fields}}
 
 
 def event_json(event: Any) -> dict[str, Any]:

@@ -32,6 +32,15 @@ _KEYS = ("MATCH (k:IdempotencyKey) WHERE ($all AND k.key STARTS WITH $prefix) "
          "OR (k.key STARTS WITH $prefix AND size([x IN k.memory_ids WHERE x IN $ids]) > 0) ")
 _SCOPE_ENTITIES = "MATCH (e:Entity) WHERE $all AND e.scope = $scope "
 _MERGES = "MATCH (x:EntityMerge) WHERE $all AND x.scope = $scope "
+_PLAN_MEMORIES = ("UNWIND $ids AS mid MATCH (m:Memory {id: mid}) WHERE m.scope = $scope "
+                  "RETURN count(m), sum(CASE WHEN m.embedding_status = 'EMBEDDING_STATUS_DONE' THEN 1 ELSE 0 END)")
+_PLAN_RELATIONS = ("UNWIND $ids AS mid MATCH (m:Memory {id: mid})-[r]-(o) WHERE m.scope = $scope "
+                   "RETURN count(DISTINCT id(r))")
+#: Entities the purge removes: every one of the scope, or those only the purged memories mention.
+_PLAN_ENTITIES = ("MATCH (e:Entity) WHERE $all AND e.scope = $scope RETURN e.key UNION "
+                  "UNWIND $ids AS mid MATCH (m:Memory {id: mid})-[:MENTIONS]->(e:Entity) WHERE m.scope = $scope "
+                  "AND NOT $all WITH DISTINCT e OPTIONAL MATCH (o:Memory)-[:MENTIONS]->(e) WHERE NOT o.id IN $ids "
+                  "WITH e, count(o) AS others WHERE others = 0 RETURN e.key")
 
 
 def _params(ids: Sequence[str], scope: str, whole_scope: bool) -> dict[str, Any]:
@@ -54,21 +63,10 @@ class Purges(Repository):
         entities that would be left unmentioned (every entity of the scope when
         ``whole_scope``). One round trip."""
         p = _params(ids, scope, whole_scope)
-        memories, relations, versions, review, tombstones, keys, orphans, merges = await self.store.ro_query_many([
-            ("UNWIND $ids AS mid MATCH (m:Memory {id: mid}) WHERE m.scope = $scope "
-             "RETURN count(m), sum(CASE WHEN m.embedding_status = 'EMBEDDING_STATUS_DONE' THEN 1 ELSE 0 END)", p),
-            ("UNWIND $ids AS mid MATCH (m:Memory {id: mid})-[r]-(o) WHERE m.scope = $scope "
-             "RETURN count(DISTINCT id(r))", p),
-            (_VERSIONS + "RETURN count(v)", p),
-            (_REVIEW + "RETURN count(i)", p),
-            (_TOMBSTONES + "RETURN count(t)", p),
-            (_KEYS + "RETURN count(k)", p),
-            ("MATCH (e:Entity) WHERE $all AND e.scope = $scope RETURN e.key UNION "
-             "UNWIND $ids AS mid MATCH (m:Memory {id: mid})-[:MENTIONS]->(e:Entity) WHERE m.scope = $scope "
-             "AND NOT $all WITH DISTINCT e OPTIONAL MATCH (o:Memory)-[:MENTIONS]->(e) WHERE NOT o.id IN $ids "
-             "WITH e, count(o) AS others WHERE others = 0 RETURN e.key", p),
-            (_MERGES + "RETURN count(x)", p),
-        ])
+        memories, relations, versions, review, tombstones, keys, orphans, merges = await self.store.ro_query_many(
+            [(_PLAN_MEMORIES, p), (_PLAN_RELATIONS, p), (_VERSIONS + "RETURN count(v)", p),
+             (_REVIEW + "RETURN count(i)", p), (_TOMBSTONES + "RETURN count(t)", p), (_KEYS + "RETURN count(k)", p),
+             (_PLAN_ENTITIES, p), (_MERGES + "RETURN count(x)", p)])
         entity_keys = sorted({r[0] for r in orphans})
         counts = dict.fromkeys(COUNT_NAMES, 0)
         counts.update(memories=int(memories[0][0] or 0), vector_points=int(memories[0][1] or 0),

@@ -211,7 +211,7 @@ class Purger:
                     "purge_id": props["id"], "step": step, "error": str(exc)})
                 raise Unavailable(f"purge {props['id']} stopped at step {step} ({exc.message}); pending steps: "
                                   f"{', '.join(steps)}; repeat the call to resume") from exc
-            except Exception as exc:  # noqa: BLE001 - NATS/Redis errors: the same answer
+            except Exception as exc:  # NATS/Redis errors: the same answer
                 log.warning("purge step failed; the purge stays pending", extra={
                     "purge_id": props["id"], "step": step, "error": repr(exc)})
                 raise Unavailable(f"purge {props['id']} stopped at step {step} ({exc!r}); pending steps: "

@@ -48,8 +48,8 @@ from automem.common.text import text_key
 from automem.common.timeouts import long_running
 from automem.graph import ENRICHMENT_FIELDS, GraphStore
 from automem.graph.idempotency import node_key
-from automem.ingest.purge import Purger
 from automem.ingest.logic import FIELD_LABELS, TIMELESS_INPUT_PROPERTIES, apply_update, build_memory, repeats
+from automem.ingest.purge import Purger
 from automem.v1 import events_pb2, ingest_service_pb2, ingest_service_pb2_grpc, memory_pb2
 
 log = logging.getLogger(__name__)
