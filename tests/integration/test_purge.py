@@ -168,6 +168,23 @@ async def test_purge_by_scope_leaves_other_scopes_untouched(service) -> None:
         assert [h["id"] for h in hits] == [theirs]
 
 
+async def test_purging_a_rejected_memory_removes_its_review_item_and_tombstone(service) -> None:
+    content = f"The moon is made of {MARKER} cheese"
+    async with service.http() as http:
+        mid = await _store(http, content, require_review=True)
+        r = await http.post(f"/v1/review-items/{mid}:reject", json={"reason": "false"})
+        assert r.status_code == 200, r.text
+        assert (await http.post("/memory", json={"content": content})).status_code == 409  # tombstoned
+        r = await http.post(f"/v1/memories/{mid}:purge", json={"reason": "erasure"})
+        assert r.status_code == 200, r.text
+        counts = r.json()["purge"]["counts"]
+        assert (counts["memories"], counts["review_items"], counts["tombstones"]) == (1, 1, 1)
+        assert (await http.get("/v1/tombstones", params={"include_lifted": "true"})).json()["tombstones"] == []
+        items = (await http.get("/v1/review-items", params={"status": "all"})).json()["items"]
+        assert mid not in [i["id"] for i in items]
+        assert (await http.post("/memory", json={"content": content})).status_code == 201  # no tombstone left
+
+
 async def test_purge_needs_an_admin_key_and_a_known_id(settings) -> None:
     running = await start_service(settings.model_copy(update={"api_token": "purge-root-token"}))
     try:
