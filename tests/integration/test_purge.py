@@ -54,6 +54,17 @@ async def _vector_gone(service, memory_id: str) -> bool:
     return await service.ctx.vectors.retrieve([memory_id]) == []
 
 
+async def _settled(service, ids: list[str]) -> bool:
+    """Enrichment is over for ``ids``: nothing queued, each has its point and DONE statuses."""
+    if await service.ctx.enrich_consumer.queue_depth():
+        return False
+    if len(await service.ctx.vectors.retrieve(ids)) != len(ids):
+        return False
+    return await _count(service, "MATCH (m:Memory) WHERE m.id IN $ids AND m.embedding_status = "
+                        "'EMBEDDING_STATUS_DONE' AND m.enrichment_status = 'ENRICHMENT_STATUS_DONE' RETURN count(m)",
+                        ids=ids) == len(ids)
+
+
 async def _count(service, cypher: str, **params) -> int:
     return int((await service.ctx.graph.ro_query(cypher, params))[0][0])
 
@@ -69,7 +80,7 @@ async def test_purge_by_id_removes_every_trace_and_leaves_a_content_free_record(
         assert r.status_code == 201, r.text
         r = await http.patch(f"/memory/{gone}", json={"content": f"Ada keeps two pets {MARKER} on Rottnest island"})
         assert r.status_code == 200, r.text
-        await eventually(lambda: own_service.ctx.vectors.retrieve([gone]), timeout=60)
+        await eventually(lambda: _settled(own_service, [gone, stays]), timeout=60)
         await _write_versions(own_service, gone, scope, [f"Ada keeps a pet {MARKER}", f"Ada keeps two pets {MARKER}"])
         assert await _stream_holding(own_service, MARKER) >= 2
 
