@@ -49,6 +49,7 @@ from automem.common.errors import AutomemError, InvalidArgument, NotFound, Unava
 from automem.common.lifecycle import make_event
 from automem.common.model import ts
 from automem.common.outbox import EventPublisher
+from automem.common.timeouts import long_running
 from automem.graph import GraphStore
 from automem.graph.purges import COUNT_NAMES
 from automem.v1 import event_stream_pb2, events_pb2, review_service_pb2
@@ -266,10 +267,13 @@ def _record(props: dict[str, Any]) -> review_service_pb2.PurgeRecord:
 
 class PurgeRpcs:
     """The purge RPCs of ReviewService (automem/ingest/review.py mixes them in; it provides
-    ``purger``, a :class:`Purger`). Admin only; the scope is the caller's resolved scope."""
+    ``purger``, a :class:`Purger`, and ``settings``). Admin only; the scope is the caller's
+    resolved scope. A purge is a maintenance job: its store calls take the job bound
+    (``store_job_timeout_seconds``, automem/common/timeouts.py)."""
 
     purger: Purger
 
+    @long_running
     async def PurgeMemory(self, request, context):
         """Purge one memory (:meth:`Purger.purge_memory`): NOT_FOUND (``id``) for an unknown
         id, INVALID_ARGUMENT naming ``id``/``reason``, UNAVAILABLE when a step fails (repeat
@@ -279,6 +283,7 @@ class PurgeRpcs:
         record = await self.purger.purge_memory(request.id, scope, principal.name, request.reason, request.dry_run)
         return review_service_pb2.PurgeMemoryResponse(purge=record)
 
+    @long_running
     async def PurgeScope(self, request, context):
         """Purge every memory of the caller's scope (:meth:`Purger.purge_scope`);
         ``confirm_scope`` must repeat it (INVALID_ARGUMENT naming ``confirm_scope``)."""

@@ -82,6 +82,7 @@ async def test_purge_by_id_removes_every_trace_and_leaves_a_content_free_record(
         assert r.status_code == 200, r.text
         await eventually(lambda: _settled(own_service, [gone, stays]), timeout=60)
         await _write_versions(own_service, gone, scope, [f"Ada keeps a pet {MARKER}", f"Ada keeps two pets {MARKER}"])
+        await _write_versions(own_service, stays, scope, ["Ada prefers tea", "Ada prefers tea over coffee"])
         assert await _stream_holding(own_service, MARKER) >= 2
 
         preview = await http.post(f"/v1/memories/{gone}:purge", json={"dry_run": True, "reason": "erasure request"})
@@ -133,6 +134,11 @@ async def test_purge_by_id_removes_every_trace_and_leaves_a_content_free_record(
     await bus.connect()
     try:
         await backup.restore_records(graph, backup.read_lines(lines), bus)
+        versions = ("MATCH (v:MemoryVersion) WHERE v.memory_id IN $ids RETURN properties(v) ORDER BY v.memory_id, "
+                    "v.version")
+        kept = [dict(r[0]) for r in await own_service.ctx.graph.ro_query(versions, {"ids": [gone, stays]})]
+        carried = [dict(r[0]) for r in await graph.ro_query(versions, {"ids": [gone, stays]})]
+        assert len(kept) == 2 and carried == kept  # the kept memory's versions, exactly
         [restored] = await graph.purges.page(scope, 0, 10)
         assert (restored["id"], restored["status"], list(restored["memory_ids"])) == (record["id"], "done", [gone])
         history = await bus.events_for(gone)
