@@ -182,6 +182,7 @@ class Purger:
             record = _record(props)
             record.dry_run = True
             record.status = "dry_run"
+            del record.pending_steps[:]
             return record
         await self.graph.purges.record(props)
         return await self._run(props, entity_keys)
@@ -201,6 +202,8 @@ class Purger:
                 elif step == "outbox":
                     props["count_outbox_events"] = int(props.get("count_outbox_events") or 0) + \
                         await self.publisher.scrub(selection.strip)
+                elif not bus.connected:  # fail fast: under a job bound a call would wait minutes
+                    raise Unavailable("NATS is not connected")
                 elif step == "events":
                     await self.publisher.publish_many([self._notice(props, mid) for mid in ids])
                 elif step == "stream":
@@ -268,12 +271,13 @@ def _record(props: dict[str, Any]) -> review_service_pb2.PurgeRecord:
 class PurgeRpcs:
     """The purge RPCs of ReviewService (automem/ingest/review.py mixes them in; it provides
     ``purger``, a :class:`Purger`, and ``settings``). Admin only; the scope is the caller's
-    resolved scope. A purge is a maintenance job: its store calls take the job bound
-    (``store_job_timeout_seconds``, automem/common/timeouts.py)."""
+    resolved scope. A scope purge is a maintenance job: its store calls take the job bound
+    (``store_job_timeout_seconds``, automem/common/timeouts.py); a purge by id keeps the
+    request bound. Either stops at once when NATS is not connected (the purge stays
+    pending)."""
 
     purger: Purger
 
-    @long_running
     async def PurgeMemory(self, request, context):
         """Purge one memory (:meth:`Purger.purge_memory`): NOT_FOUND (``id``) for an unknown
         id, INVALID_ARGUMENT naming ``id``/``reason``, UNAVAILABLE when a step fails (repeat

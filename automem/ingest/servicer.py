@@ -286,13 +286,17 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         naming ``etag`` when ``etag`` is set and not the memory's version."""
         principal = require_role("admin" if request.purge else "writer")
         scope = resolve_scope(request.scope)
+        if request.purge:  # a purge left pending resumes, though the memory reads as gone
+            found = await self.graph.memories.get(request.id, scope)
+            if found is not None and request.etag and found.version != request.etag:
+                raise Aborted(f"etag: memory {request.id} is at version {found.version}, not {request.etag}",
+                              field="etag")
+            await self.purger.purge_memory(request.id, scope, principal.name, request.reason)
+            return ingest_service_pb2.DeleteMemoryResponse(memory=found or Memory(id=request.id, scope=scope))
         current = await self._load(request.id, scope)
         if request.etag and current.version != request.etag:
             raise Aborted(f"etag: memory {request.id} is at version {current.version}, not {request.etag}",
                           field="etag")
-        if request.purge:
-            await self.purger.purge_memory(current.id, scope, principal.name, request.reason)
-            return ingest_service_pb2.DeleteMemoryResponse(memory=current)
         if current.state == memory_pb2.MEMORY_STATE_DELETED:
             raise NotFound(f"memory {request.id} not found", field="id")
         updated = await self._set_state(current, memory_pb2.MEMORY_STATE_DELETED, request.reason)

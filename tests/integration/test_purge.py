@@ -89,6 +89,7 @@ async def test_purge_by_id_removes_every_trace_and_leaves_a_content_free_record(
         assert preview.status_code == 200, preview.text
         counts = preview.json()["purge"]["counts"]
         assert preview.json()["purge"]["dry_run"] is True and preview.json()["purge"]["id"] is None
+        assert preview.json()["purge"]["status"] == "dry_run" and preview.json()["purge"]["pending_steps"] == []
         assert (counts["memories"], counts["versions"], counts["idempotency_keys"], counts["vector_points"]) == (
             1, 2, 1, 1)
         assert counts["relations"] >= 1 and counts["stream_messages"] >= 2
@@ -256,15 +257,16 @@ async def test_purge_that_fails_half_way_stays_pending_and_the_same_call_resumes
             assert "stream" in r.text and "resume" in r.text
             assert (await http.get(f"/memory/{mid}")).status_code == 404  # the graph step is done
             [pending] = await service.ctx.graph.purges.page(service.scope, 0, 10)
-            assert pending["status"] == "pending" and list(pending["pending_steps"]) == ["stream"]
+            assert pending["status"] == "pending" and list(pending["pending_steps"]) == ["events", "stream"]
         finally:
             await own_nats.start()
 
-        async def resumed():
-            r = await http.post(f"/v1/memories/{mid}:purge", json={})
-            return r.json()["purge"] if r.status_code == 200 else None
-        record = await eventually(resumed, timeout=60)
-        assert record["id"] == pending["id"] and record["status"] == "done"
+        async def resumed():  # AutoMem's delete route with purge resumes it as :purge does
+            r = await http.delete(f"/memory/{mid}", params={"purge": "true"})
+            return r.status_code == 200
+        await eventually(resumed, timeout=60)
+        [record] = (await http.get("/v1/purges")).json()["purges"]
+        assert record["id"] == pending["id"] and record["status"] == "done" and record["pending_steps"] == []
         assert await _stream_holding(service, MARKER) == 0
         await eventually(lambda: _vector_gone(service, mid), timeout=60)
         assert (await http.post(f"/v1/memories/{mid}:purge", json={})).status_code == 404
