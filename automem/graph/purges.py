@@ -112,6 +112,15 @@ class Purges(Repository):
             {"scope": scope, "kind": kind, "mid": memory_id})
         return rows[0][0] if rows else None
 
+    async def all_pending(self, started_before: float) -> list[dict[str, Any]]:
+        """Properties of the pending ``:Purge`` nodes of every scope whose ``purge_time``
+        (epoch seconds) is before ``started_before``, oldest first (the background
+        resumption, a job over every scope)."""
+        rows = await self.store.ro_query(
+            "MATCH (p:Purge) WHERE p.status = 'pending' AND p.purge_time <= $before RETURN properties(p) "
+            "ORDER BY p.purge_time", {"before": float(started_before)})
+        return [r[0] for r in rows]
+
     async def page(self, scope: str, skip: int, limit: int) -> list[dict[str, Any]]:
         """Properties of the ``:Purge`` nodes of ``scope``, newest first, then by id."""
         rows = await self.store.ro_query(

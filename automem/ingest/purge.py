@@ -32,11 +32,13 @@ ids, then the graph removal), ``outbox``, ``events`` (the MEMORY_PURGED events, 
 from the purge id so a retry is de-duplicated by NATS), ``stream``. The node's
 ``pending_steps`` names what remains; when a step fails (a store down) the call fails with
 UNAVAILABLE naming the purge and its remaining steps, and repeating the same call (same
-memory id, or the same scope) resumes that purge instead of starting another.
+memory id, or the same scope) resumes that purge instead of starting another; the ingest
+target also resumes pending purges in the background every 30 s (:meth:`Purger.resume_forever`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import logging
 import time
@@ -60,6 +62,8 @@ STEPS = ("graph", "outbox", "events", "stream")
 #: Namespace of the MEMORY_PURGED event ids (uuid5 of ``<purge id>/<memory id>``).
 _EVENT_NAMESPACE = uuid.UUID("6b1d5c1e-6a53-4a8e-9d0f-2f1f0b7e5a11")
 MAX_REASON = 1000
+#: Seconds between two passes of the background resumption (:meth:`Purger.resume_forever`).
+RESUME_INTERVAL_SECONDS = 30.0
 #: Records one ListPurges page holds at most (default 50).
 MAX_PURGE_PAGE = 200
 
@@ -125,6 +129,38 @@ class Purger:
     def __init__(self, graph: GraphStore, publisher: EventPublisher) -> None:
         self.graph = graph
         self.publisher = publisher
+        #: Seconds between two passes of :meth:`resume_forever`, and the age a pending purge
+        #: must have before a pass takes it (a caller may be resuming it right now).
+        self.resume_interval = RESUME_INTERVAL_SECONDS
+
+    async def resume_pending(self, min_age: float = 0.0) -> list[review_service_pb2.PurgeRecord]:
+        """Resume every pending purge (of every scope) started at least ``min_age`` seconds
+        ago, oldest first; returns the records of those that finished. A purge whose step
+        fails again stays pending (logged) for the next pass."""
+        done = []
+        for props in await self.graph.purges.all_pending(time.time() - min_age):
+            try:
+                done.append(await self._run(props, []))
+            except Unavailable:
+                continue  # logged by _run; the next pass tries again
+        return done
+
+    async def resume_forever(self) -> None:
+        """Background task of the ingest target (automem/targets.py): every
+        :attr:`resume_interval` seconds, :meth:`resume_pending` the purges pending for at
+        least that long, so a purge whose caller never repeats the call still finishes."""
+        last = time.monotonic()
+        while True:
+            await asyncio.sleep(min(self.resume_interval, 1.0))
+            if time.monotonic() - last < self.resume_interval:
+                continue
+            last = time.monotonic()
+            try:
+                finished = await self.resume_pending(self.resume_interval)
+                if finished:
+                    log.info("pending purges resumed", extra={"purges": [r.id for r in finished]})
+            except Exception as exc:  # noqa: BLE001 - keep the loop alive; the graph may be down
+                log.warning("pending purges not resumed", extra={"error": repr(exc)})
 
     async def purge_memory(self, memory_id: str, scope: str, actor: str, reason: str,
                            dry_run: bool = False) -> review_service_pb2.PurgeRecord:

@@ -245,7 +245,10 @@ async def test_purge_needs_an_admin_key_and_a_known_id(settings) -> None:
         await running.runner.stop()
 
 
-async def test_purge_that_fails_half_way_stays_pending_and_the_same_call_resumes_it(own_nats) -> None:
+@pytest.mark.parametrize("resume", ["call", "background"])
+async def test_purge_that_fails_half_way_stays_pending_and_is_resumed(own_nats, resume: str) -> None:
+    """The same call resumes a pending purge (here AutoMem's delete route with ``purge``, as
+    ``:purge`` would); without a caller, the ingest target's background pass does."""
     service = own_nats.service
     async with service.http() as http:
         mid = await _store(http, f"Temporary {MARKER} note about the Paris office")
@@ -261,9 +264,11 @@ async def test_purge_that_fails_half_way_stays_pending_and_the_same_call_resumes
         finally:
             await own_nats.start()
 
-        async def resumed():  # AutoMem's delete route with purge resumes it as :purge does
-            r = await http.delete(f"/memory/{mid}", params={"purge": "true"})
-            return r.status_code == 200
+        async def resumed():
+            if resume == "call":
+                return (await http.delete(f"/memory/{mid}", params={"purge": "true"})).status_code == 200
+            return (await http.get("/v1/purges")).json()["purges"][0]["status"] == "done"
+        service.ctx.review.purger.resume_interval = 0.5 if resume == "background" else 3600.0
         await eventually(resumed, timeout=60)
         [record] = (await http.get("/v1/purges")).json()["purges"]
         assert record["id"] == pending["id"] and record["status"] == "done" and record["pending_steps"] == []
