@@ -17,7 +17,7 @@ from fastapi.responses import JSONResponse
 
 from automem.common.model import iso
 from automem.gateway import presenters, usecases
-from automem.gateway.deps import CallerDep, split_values
+from automem.gateway.deps import Caller, CallerDep, split_values
 from automem.gateway.errors import GatewayError
 from automem.gateway.schemas import (
     AssociateRequest,
@@ -50,11 +50,11 @@ async def conditional(header: str, field: str) -> AsyncIterator[None]:
 
 
 def _if_match(value: str) -> int:
-    """The version an ``If-Match`` header asks for (usecases.parse_etag): 0 (no check) when
-    absent or ``*``. A weak tag (``W/"3"``) never matches (the strong comparison, RFC 9110
-    section 13.1.1): 412. A tag that names no version — ``"0"`` or ``""``: versions start at 1 —
-    can never match, so it answers 412 here (RFC 9110 section 13.1.1); passed on, the
-    service would read its 0 as "no check" and write."""
+    """The version an ``If-Match`` header of one entity tag asks for (usecases.parse_etag): 0
+    (no check) when absent or ``*``. A weak tag (``W/"3"``) never matches (the strong
+    comparison, RFC 9110 section 13.1.1): 412. A tag that names no version — ``"0"`` or ``""``:
+    versions start at 1 — can never match, so it answers 412 here (RFC 9110 section 13.1.1);
+    passed on, the service would read its 0 as "no check" and write."""
     if value.strip().upper().startswith("W/"):
         # If-Match uses the strong comparison: a weak tag never matches (RFC 9110 section 8.8.3.2).
         raise GatewayError(412, f"etag: If-Match {value.strip()} is a weak tag, which never matches (RFC 9110); "
@@ -64,6 +64,40 @@ def _if_match(value: str) -> int:
         raise GatewayError(412, f"etag: If-Match {value.strip()} names no version of the memory "
                                 "(versions start at 1)")
     return version
+
+
+async def _if_match_version(call: Caller, memory_id: str, value: str) -> int:
+    """The version to pass on as ``etag`` for an ``If-Match`` header, which may be a list
+    (``"2", "3"``: the condition holds when any tag matches, RFC 9110 section 13.1.1). One tag
+    is read by :func:`_if_match`. For a list, ``*`` anywhere means no check; weak tags and tags
+    naming no version never match and are dropped (412 when none is left); otherwise the
+    memory's current version is read and passed on when the list names it — the service then
+    checks it atomically with the write, so a change in between still answers 412 — and 412
+    when the list does not name it. 404 when the memory is absent; 400 naming ``etag`` for an
+    entry that is not an entity tag."""
+    entries = [entry.strip() for entry in value.split(",") if entry.strip()]
+    if len(entries) <= 1:
+        return _if_match(value)
+    if "*" in entries:
+        return 0
+    versions = set()
+    for entry in entries:
+        if entry.upper().startswith("W/"):
+            continue
+        if not (len(entry) >= 2 and entry[0] == entry[-1] == '"'):
+            raise GatewayError(400, f"etag: If-Match entry {entry} is not a quoted entity tag (RFC 9110 section 8.8.3)")
+        version = usecases.parse_etag(entry)
+        if version > 0:
+            versions.add(version)
+    if not versions:
+        raise GatewayError(412, f"etag: If-Match {value.strip()} names no version of the memory "
+                                "(weak tags never match; versions start at 1)")
+    read = usecases.read_options(state_mode="history", include_archived=True, include_pending=True)
+    current = (await usecases.get_memory(call, memory_id, read, touch=False)).memory.version
+    if current not in versions:
+        raise GatewayError(412, f"etag: If-Match {value.strip()} names no current version of the memory "
+                                f"(current: \"{current}\")")
+    return current
 
 
 def _if_none_match(value: str) -> bool:
@@ -139,7 +173,7 @@ async def update_memory(memory_id: str, body: UpdateMemoryBody, call: CallerDep,
     t_valid, t_invalid, metadata (merged). ``If-Match`` (header) stale: 412 (RFC 9110);
     ``etag`` (body) stale: 409. Re-embeds when content changed."""
     fields = {name: getattr(body, name) for name in body.model_fields_set - {"etag", "add_tags"}}
-    etag = usecases.parse_etag(body.etag) if body.etag is not None else _if_match(if_match)
+    etag = usecases.parse_etag(body.etag) if body.etag is not None else await _if_match_version(call, memory_id, if_match)
     async with conditional(if_match if body.etag is None else "", "etag"):
         updated = await usecases.update_memory(call, memory_id, fields, add_tags=body.add_tags or [], etag=etag)
     return {"status": "success", "memory_id": memory_id, "memory": presenters.memory_json(updated.memory),
@@ -152,9 +186,9 @@ async def delete_memory(memory_id: str, call: CallerDep, purge: bool = False, re
     """Tombstone a memory (state DELETED; its vector point goes at once). ``purge=true``
     (admin) purges it everywhere, as ``POST /v1/memories/{id}:purge`` (docs/purge.md).
     ``If-Match`` with a stale ETag: 412, nothing deleted."""
+    etag = await _if_match_version(call, memory_id, if_match)
     async with conditional(if_match, "etag"):
-        deleted = await usecases.delete_memory(call, memory_id, purge=purge, reason=reason,
-                                               etag=_if_match(if_match))
+        deleted = await usecases.delete_memory(call, memory_id, purge=purge, reason=reason, etag=etag)
     return {"status": "success", "memory_id": memory_id, "message": "Memory deleted",
             "state": "PURGED" if purge else "DELETED", "memory": presenters.memory_json(deleted.memory)}
 
@@ -167,10 +201,11 @@ async def supersede(memory_id: str, body: MemoryRequest, call: CallerDep,
     ETag of the replaced memory: 412. Two calls with one ``Idempotency-Key`` create one
     replacement and both answer it."""
     started = time.perf_counter()
+    etag = await _if_match_version(call, memory_id, if_match)
     async with conditional(if_match, "etag"):
         replaced = await usecases.supersede_memory(call, memory_id, body, relation=body.supersede_relation,
                                                    reason=body.supersede_reason or "", idempotency_key=idempotency_key,
-                                                   etag=_if_match(if_match))
+                                                   etag=etag)
     return JSONResponse(presenters.superseded_json(replaced, started, with_relation=True), status_code=201)
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Callable, Coroutine
 from decimal import Decimal
 from typing import Any
@@ -68,8 +69,10 @@ def parse_json_body(raw: bytes | str) -> Any:
       decimal, so ``1.50``, ``1E5`` and ``0.1`` pass. Integers stay Python ints of any size
       (their limits are the fields': metadata's in automem/ingest/logic.py).
 
-    Malformed JSON raises ``json.JSONDecodeError`` (FastAPI's 400 with the position); an
-    integer longer than Python's 4,300-digit conversion limit is a 400 naming ``body``.
+    * an integer longer than Python's int conversion limit (``sys.get_int_max_str_digits()``,
+      4,300 digits by default).
+
+    Malformed JSON raises ``json.JSONDecodeError`` (FastAPI's 400 with the position).
     """
     refused = False
 
@@ -87,12 +90,16 @@ def parse_json_body(raw: bytes | str) -> Any:
         return _Refused(f"{text} cannot be held exactly by a 64-bit float (it would read back as "
                         f"{value!r}); send at most 17 significant digits within ±1.7e308")
 
-    try:
-        value = json.loads(raw, parse_constant=constant, parse_float=decimal)
-    except json.JSONDecodeError:
-        raise
-    except ValueError as exc:  # int() past sys.get_int_max_str_digits()
-        raise HTTPException(400, f"body: a number is too long ({exc})") from None
+    def integer(text: str) -> int | _Refused:
+        nonlocal refused
+        limit = sys.get_int_max_str_digits()
+        if limit and len(text.lstrip("-")) > limit:
+            refused = True
+            return _Refused(f"an integer of {len(text.lstrip('-'))} digits is longer than the {limit} "
+                            "digits a number may have here")
+        return int(text)
+
+    value = json.loads(raw, parse_constant=constant, parse_float=decimal, parse_int=integer)
     if refused and (found := _first_refused(value, "")):
         raise HTTPException(400, f"{found[0]}: {found[1]}")
     return value

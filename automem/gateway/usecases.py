@@ -260,11 +260,11 @@ async def associate_many(call: Caller, associations: Sequence[Association],
 # --- reads ------------------------------------------------------------------------------
 
 
-async def get_memory(call: Caller, memory_id: str,
-                     read: recall_service_pb2.ReadOptions) -> recall_service_pb2.GetMemoryResponse:
-    """One memory through the state pass; bumps its ``last_accessed``."""
+async def get_memory(call: Caller, memory_id: str, read: recall_service_pb2.ReadOptions,
+                     touch: bool = True) -> recall_service_pb2.GetMemoryResponse:
+    """One memory through the state pass; bumps its ``last_accessed`` unless ``touch`` is False."""
     return await call(call.client.recall.GetMemory,
-                      recall_service_pb2.GetMemoryRequest(id=memory_id, touch=True, read=read))
+                      recall_service_pb2.GetMemoryRequest(id=memory_id, touch=touch, read=read))
 
 
 async def search(call: Caller, *, read: recall_service_pb2.ReadOptions, query: str = "",

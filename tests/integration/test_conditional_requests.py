@@ -134,3 +134,34 @@ async def test_concurrent_supersedes_with_one_key_create_one_replacement(service
         assert len(ids) == 1
         assert (await http.get(f"/memory/{mid}")).json()["memory"]["superseded_by"] == next(iter(ids))
         assert await service.ctx.graph.memories.count(service.scope) == 2  # the old one and ONE replacement
+
+
+async def test_if_match_list_holds_when_any_tag_is_current(service) -> None:
+    # RFC 9110 section 13.1.1: If-Match is a list; the condition holds when any listed strong
+    # tag matches. A list naming only stale or weak tags is 412 and changes nothing.
+    async with service.http() as http:
+        mid = (await _store(http, "The retro is on Friday"))["memory_id"]
+        first = await _etag(http, mid)  # "1"
+        r = await http.patch(f"/memory/{mid}", json={"importance": 0.6}, headers={"If-Match": first})
+        assert r.status_code == 200, r.text
+        current = await _etag(http, mid)  # "2"
+        for listed in (f'{first}, W/{current}', f'"7", {first}', f'W/{current}, "0"'):
+            r = await http.patch(f"/memory/{mid}", json={"importance": 0.9}, headers={"If-Match": listed})
+            assert r.status_code == 412 and "etag" in r.json()["error"], (listed, r.text)
+            r = await http.delete(f"/memory/{mid}", headers={"If-Match": listed})
+            assert r.status_code == 412, (listed, r.text)
+        assert (await http.get(f"/memory/{mid}")).json()["memory"]["importance"] == 0.6
+        r = await http.patch(f"/memory/{mid}", json={"importance": 0.9}, headers={"If-Match": "3"})
+        assert r.status_code in (400, 412)
+        r = await http.patch(f"/memory/{mid}", json={"importance": 0.8}, headers={"If-Match": f'{first}, 3'})
+        assert r.status_code == 400 and "etag" in r.json()["error"], r.text
+        r = await http.patch(f"/memory/{mid}", json={"importance": 0.8}, headers={"If-Match": f'{first}, {current}'})
+        assert r.status_code == 200, r.text
+        newest = await _etag(http, mid)
+        r = await http.post(f"/v1/memories/{mid}:supersede", json={"content": "The retro is on Thursday"},
+                            headers={"If-Match": f'"99", {newest}'})
+        assert r.status_code == 201, r.text
+        r = await http.delete(f"/memory/{r.json()['memory_id']}", headers={"If-Match": '"5", *'})
+        assert r.status_code == 200, r.text
+        r = await http.delete("/memory/no-such-memory", headers={"If-Match": '"1", "2"'})
+        assert r.status_code == 404, r.text

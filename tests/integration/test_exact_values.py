@@ -140,6 +140,8 @@ async def test_non_finite_and_inexact_numbers_anywhere_in_a_body_are_400_naming_
          "metadata.x: 0.1000000000000000000001 cannot be held"),
         ("POST", "/associate", '{"memory1_id": "a", "memory2_id": "b", "strength": NaN}', "strength: NaN"),
         ("POST", "/memory", 'NaN', "body: NaN"),
+        ("POST", "/memory", '{"content": "long int", "metadata": {"n": [1, ' + "9" * 5000 + ']}}',
+         "metadata.n[1]: an integer of 5000 digits"),
     ]
     async with service.http() as http:
         mid = await _store(http, "target of a NaN patch")
