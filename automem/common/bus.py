@@ -360,8 +360,9 @@ class Bus:
         if info.state.messages == 0:
             return 0
         doomed_seqs: list[int] = []
-        sub = await self.js.subscribe(f"{self.subjects.prefix}.>", ordered_consumer=True,
-                                      stream=self.settings.stream_name)
+        async with self.bounded():  # right after a NATS restart the consumer's creation can stall
+            sub = await self.js.subscribe(f"{self.subjects.prefix}.>", ordered_consumer=True,
+                                          stream=self.settings.stream_name)
         try:
             last = info.state.last_seq
             while True:
