@@ -23,6 +23,9 @@ from automem.v1 import review_service_pb2
 from tests.conftest import eventually, fresh_scope, start_service
 
 MARKER = "quokkaZ7731"
+#: Seconds a purge call may take: it reads the whole event stream once (a shared service's
+#: stream holds every earlier test's events; the machine may be loaded).
+PURGE_WAIT = 300.0
 
 
 async def _store(http, content: str, **fields) -> str:
@@ -85,7 +88,7 @@ async def test_purge_by_id_removes_every_trace_and_leaves_a_content_free_record(
         await _write_versions(own_service, stays, scope, ["Ada prefers tea", "Ada prefers tea over coffee"])
         assert await _stream_holding(own_service, MARKER) >= 2
 
-        preview = await http.post(f"/v1/memories/{gone}:purge", json={"dry_run": True, "reason": "erasure request"})
+        preview = await http.post(f"/v1/memories/{gone}:purge", json={"dry_run": True, "reason": "erasure request"}, timeout=PURGE_WAIT)
         assert preview.status_code == 200, preview.text
         counts = preview.json()["purge"]["counts"]
         assert preview.json()["purge"]["dry_run"] is True and preview.json()["purge"]["id"] is None
@@ -95,7 +98,7 @@ async def test_purge_by_id_removes_every_trace_and_leaves_a_content_free_record(
         assert counts["relations"] >= 1 and counts["stream_messages"] >= 2
         assert (await http.get(f"/memory/{gone}")).status_code == 200  # a dry run removes nothing
 
-        r = await http.post(f"/v1/memories/{gone}:purge", json={"reason": "erasure request"})
+        r = await http.post(f"/v1/memories/{gone}:purge", json={"reason": "erasure request"}, timeout=PURGE_WAIT)
         assert r.status_code == 200, r.text
         record = r.json()["purge"]
         assert record["status"] == "done" and record["pending_steps"] == [] and record["memory_ids"] == [gone]
@@ -122,7 +125,7 @@ async def test_purge_by_id_removes_every_trace_and_leaves_a_content_free_record(
         assert events[0]["actor"] == record["actor"]
         listed = (await http.get("/v1/purges")).json()["purges"]
         assert [p["id"] for p in listed] == [record["id"]] and listed[0]["reason"] == "erasure request"
-        assert (await http.post(f"/v1/memories/{gone}:purge", json={})).status_code == 404
+        assert (await http.post(f"/v1/memories/{gone}:purge", json={}, timeout=PURGE_WAIT)).status_code == 404
 
     # A backup holds nothing of it but the record; a restore carries the record.
     lines = [line async for line in backup.export_lines(own_service.ctx.graph, own_service.ctx.bus)]
@@ -163,9 +166,9 @@ async def test_purge_by_scope_leaves_other_scopes_untouched(service) -> None:
         await eventually(entities_written, timeout=60)
         their_events = len((await http_other.get(f"/v1/memories/{theirs}/history")).json()["events"])
 
-        r = await http.post("/v1/scope:purge", json={"confirm_scope": other})
+        r = await http.post("/v1/scope:purge", json={"confirm_scope": other}, timeout=PURGE_WAIT)
         assert r.status_code == 400 and "confirm_scope" in r.text
-        r = await http.post("/v1/scope:purge", json={"confirm_scope": service.scope, "reason": "tenant left"})
+        r = await http.post("/v1/scope:purge", json={"confirm_scope": service.scope, "reason": "tenant left"}, timeout=PURGE_WAIT)
         assert r.status_code == 200, r.text
         record = r.json()["purge"]
         assert record["kind"] == "scope" and record["status"] == "done" and record["counts"]["memories"] == 2
@@ -193,7 +196,7 @@ async def test_purging_a_rejected_memory_removes_its_review_item_and_tombstone(s
         r = await http.post(f"/v1/review-items/{mid}:reject", json={"reason": "false"})
         assert r.status_code == 200, r.text
         assert (await http.post("/memory", json={"content": content})).status_code == 409  # tombstoned
-        r = await http.post(f"/v1/memories/{mid}:purge", json={"reason": "erasure"})
+        r = await http.post(f"/v1/memories/{mid}:purge", json={"reason": "erasure"}, timeout=PURGE_WAIT)
         assert r.status_code == 200, r.text
         counts = r.json()["purge"]["counts"]
         assert (counts["memories"], counts["review_items"], counts["tombstones"]) == (1, 1, 1)
@@ -210,8 +213,8 @@ async def test_purge_needs_an_admin_key_and_a_known_id(settings) -> None:
         admin, _ = await running.ctx.keystore.create("admin", ["acme/*"], "acme/web")
         async with running.http(Authorization=f"Bearer {writer}") as http:
             mid = await _store(http, "Acme keeps its secrets in the vault")
-            assert (await http.post(f"/v1/memories/{mid}:purge", json={})).status_code == 403
-            assert (await http.post("/v1/scope:purge", json={"confirm_scope": "acme/web"})).status_code == 403
+            assert (await http.post(f"/v1/memories/{mid}:purge", json={}, timeout=PURGE_WAIT)).status_code == 403
+            assert (await http.post("/v1/scope:purge", json={"confirm_scope": "acme/web"}, timeout=PURGE_WAIT)).status_code == 403
             assert (await http.delete(f"/memory/{mid}", params={"purge": "true"})).status_code == 403
         client = running.client(api_key=writer)
         try:
@@ -255,7 +258,7 @@ async def test_purge_that_fails_half_way_stays_pending_and_is_resumed(own_nats, 
         await eventually(lambda: service.ctx.vectors.retrieve([mid]), timeout=60)
         await own_nats.stop()
         try:
-            r = await http.post(f"/v1/memories/{mid}:purge", json={"reason": "half way"})
+            r = await http.post(f"/v1/memories/{mid}:purge", json={"reason": "half way"}, timeout=PURGE_WAIT)
             assert r.status_code == 503, r.text
             assert "stream" in r.text and "resume" in r.text
             assert (await http.get(f"/memory/{mid}")).status_code == 404  # the graph step is done
@@ -274,4 +277,4 @@ async def test_purge_that_fails_half_way_stays_pending_and_is_resumed(own_nats, 
         assert record["id"] == pending["id"] and record["status"] == "done" and record["pending_steps"] == []
         assert await _stream_holding(service, MARKER) == 0
         await eventually(lambda: _vector_gone(service, mid), timeout=60)
-        assert (await http.post(f"/v1/memories/{mid}:purge", json={})).status_code == 404
+        assert (await http.post(f"/v1/memories/{mid}:purge", json={}, timeout=PURGE_WAIT)).status_code == 404
