@@ -447,6 +447,16 @@ def tombstone_json(t: review_service_pb2.Tombstone) -> dict[str, Any]:
             "lifted_at": iso(t, "lift_time"), "created_by": t.created_by or None, "lifted_by": t.lifted_by or None}
 
 
+def purge_json(record: review_service_pb2.PurgeRecord) -> dict[str, Any]:
+    """A purge record (content-free: ids, actor, time, reason, counts)."""
+    return {"id": record.id or None, "kind": record.kind, "scope": record.scope,
+            "memory_ids": list(record.memory_ids), "actor": record.actor or None,
+            "purged_at": iso(record, "purge_time"), "reason": record.reason or None, "status": record.status,
+            "pending_steps": list(record.pending_steps), "dry_run": record.dry_run,
+            "counts": {field.name: int(getattr(record.counts, field.name))
+                       for field in record.counts.DESCRIPTOR.fields}}
+
+
 def event_json(event: Any) -> dict[str, Any]:
     """A MemoryEvent (proto JSON names, enums by name)."""
     return json_format.MessageToDict(event, preserving_proto_field_name=True)

@@ -192,7 +192,8 @@ async def update_memory(memory_id: str, body: UpdateMemoryBody, call: CallerDep,
 async def delete_memory(memory_id: str, call: CallerDep, purge: bool = False, reason: str = "",
                         if_match: IfMatch = "") -> dict[str, Any]:
     """Tombstone a memory (state DELETED; its vector point goes at once). ``purge=true``
-    (admin) removes the node. ``If-Match`` with a stale ETag: 412, nothing deleted."""
+    (admin) purges it everywhere, as ``POST /v1/memories/{id}:purge`` (docs/purge.md).
+    ``If-Match`` with a stale ETag: 412, nothing deleted."""
     etag = await _if_match_version(call, memory_id, if_match)
     async with conditional(if_match, "etag"):
         deleted = await usecases.delete_memory(call, memory_id, purge=purge, reason=reason, etag=etag)

@@ -8,6 +8,9 @@
 * ``GET /v1/memories/{id}/versions?page_size=20&page_token=`` — versions, oldest first
   (record time, actor, changed fields, the memory as it stood).
 * ``GET /v1/memories/{id}/versions:diff?from=A&to=B`` — the fields that differ.
+* ``POST /v1/memories/{id}:purge`` ``{reason?, dry_run?}``, ``POST /v1/scope:purge``
+  ``{confirm_scope, reason?, dry_run?}``, ``GET /v1/purges`` (admin) — purges and their
+  content-free records (automem/ingest/purge.py, docs/purge.md).
 * ``GET /backup`` (admin) — the full export as JSON lines (``application/x-ndjson``).
 """
 
@@ -21,7 +24,7 @@ from fastapi.responses import StreamingResponse
 from automem.common.model import iso
 from automem.gateway import presenters, usecases
 from automem.gateway.deps import CallerDep
-from automem.gateway.schemas import DecisionBody, JsonBodyRoute
+from automem.gateway.schemas import DecisionBody, JsonBodyRoute, PurgeBody, PurgeScopeBody
 
 router = APIRouter(route_class=JsonBodyRoute)
 
@@ -105,6 +108,35 @@ async def diff(memory_id: str, call: CallerDep, from_version: int = Query(alias=
     404 naming ``from`` / ``to`` when the memory has no such version."""
     found = await usecases.diff_versions(call, memory_id, from_version, to_version)
     return {"status": "success", "memory_id": memory_id, **presenters.diff_json(found)}
+
+
+@router.post("/v1/memories/{memory_id}:purge", tags=["v1"])
+async def purge_memory(memory_id: str, call: CallerDep, body: PurgeBody | None = None) -> dict[str, Any]:
+    """Purge one memory everywhere (admin): node, versions, edges, review items, tombstones,
+    idempotency keys, event content and vector point; a content-free purge record stays.
+    ``dry_run`` counts and removes nothing. 404 for an unknown id; 503 when a step failed
+    (the purge stays pending: repeat the call to resume)."""
+    body = body or PurgeBody()
+    done = await usecases.purge_memory(call, memory_id, reason=body.reason, dry_run=body.dry_run)
+    return {"status": "success", "purge": presenters.purge_json(done.purge)}
+
+
+@router.post("/v1/scope:purge", tags=["v1"])
+async def purge_scope(body: PurgeScopeBody, call: CallerDep) -> dict[str, Any]:
+    """Purge every memory of the caller's scope and the scope's entities, review items,
+    tombstones, idempotency keys and activity events (admin; a tenant's right to erasure).
+    ``confirm_scope`` must repeat the scope (400 naming it otherwise)."""
+    done = await usecases.purge_scope(call, confirm_scope=body.confirm_scope, reason=body.reason,
+                                      dry_run=body.dry_run)
+    return {"status": "success", "purge": presenters.purge_json(done.purge)}
+
+
+@router.get("/v1/purges", tags=["v1"])
+async def list_purges(call: CallerDep, page_size: int = 50, page_token: str = "") -> dict[str, Any]:
+    """The scope's purge records, newest first (admin)."""
+    page = await usecases.purges(call, page_size=page_size, page_token=page_token)
+    return {"status": "success", "purges": [presenters.purge_json(p) for p in page.purges],
+            "next_page_token": page.next_page_token or None}
 
 
 @router.get("/backup", tags=["ops"], response_class=StreamingResponse, responses={

@@ -597,16 +597,6 @@ class Memories(Repository):
              "limit": int(limit)})
         return [node_to_memory(r[0]) for r in rows]
 
-    async def purge(self, memory_id: str, scope: str) -> bool:
-        """Remove the node, its edges and its versions (automem/graph/versions.py) in one
-        query. Returns False when absent."""
-        rows = await self.store.query(
-            "MATCH (m:Memory {id: $id}) WHERE m.scope = $scope "
-            f"OPTIONAL MATCH (x:{versions.LABEL} {{memory_id: $id}}) DETACH DELETE x, m RETURN 1",
-            {"id": memory_id, "scope": scope},
-        )
-        return bool(rows)
-
     # --- consolidation and maintenance reads ----------------------------------------------
 
     async def decay_inputs(self, scope: str | None) -> list[tuple[str, float, float | None, float | None]]:

@@ -26,6 +26,7 @@ from automem.graph.entities import Entities
 from automem.graph.idempotency import IdempotencyKeys
 from automem.graph.keys import ApiKeys
 from automem.graph.memories import Memories
+from automem.graph.purges import Purges
 from automem.graph.relations import Relations
 from automem.graph.review import Review
 from automem.graph.runs import ConsolidationRuns
@@ -47,8 +48,8 @@ class GraphStore:
     """Async access to the memory graph in FalkorDB: the connection (queries, pipelines,
     schema) and one repository per node kind, which hold the Cypher statements:
     ``memories`` (:class:`automem.graph.memories.Memories`), ``relations``, ``entities``,
-    ``review``, ``tombstones``, ``keys`` (API keys), ``idempotency``, ``runs`` (consolidation runs) and
-    ``dump`` (whole-graph export and restore).
+    ``review``, ``tombstones``, ``keys`` (API keys), ``idempotency``, ``runs`` (consolidation runs),
+    ``dump`` (whole-graph export and restore) and ``purges`` (admin purges and their records).
 
     Args:
         settings: uses ``falkordb_host``, ``falkordb_port``, ``falkordb_password``, ``graph_name``.
@@ -75,6 +76,7 @@ class GraphStore:
         self.runs = ConsolidationRuns(self)
         self.dump = Dump(self)
         self.versions = Versions(self)
+        self.purges = Purges(self)
 
     @property
     def redis(self) -> Any:
