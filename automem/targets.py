@@ -49,6 +49,8 @@ async def _start_graph(rt: Runtime) -> Stop:
 
     graph = GraphStore(rt.settings)
     await graph.ensure_schema()
+    # Memories stored before versions existed get their first version (automem/graph/versions.py).
+    await graph.versions.migrate()
     rt.graph = graph
     return graph.close
 
@@ -141,6 +143,8 @@ async def _start_ingest(rt: Runtime) -> None:
     rt.review = ReviewServicer(rt.settings, rt.graph, rt.publisher)
     rt.grpc_server.add(review_service_pb2_grpc.add_ReviewServiceServicer_to_server, rt.review,
                        review_service_pb2.DESCRIPTOR.services_by_name["ReviewService"].full_name)
+    # Purges a failed step left pending finish without their caller (automem/ingest/purge.py).
+    rt.tasks.append(asyncio.create_task(rt.review.purger.resume_forever(), name="purge-resume"))
 
 
 async def _start_recall(rt: Runtime) -> None:

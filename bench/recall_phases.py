@@ -11,6 +11,8 @@ Usage::
     python bench/recall_phases.py /var/tmp/am100q/n100000 --mode query --n 100
     python bench/recall_phases.py /var/tmp/am100q/n100000 --mode tag --n 100
 
+``--known-at-ago S`` reads at ``known_at`` = now - S seconds (the versions path).
+
 Modes: ``query`` (no filter), ``query_tag`` (query + the ``set-k`` tag bench/latency.py
 gives each copy), ``tag`` (listing by tag), ``none`` (newest first). The service must not be
 running on the data dir (qdrant-edge opens a shard in one process only).
@@ -31,7 +33,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from latency import DATA, locomo_export
+from latency import locomo_export
+
+from bench.locomo_files import DATA
 
 
 class Timers:
@@ -66,7 +70,7 @@ class Timers:
         self.calls.clear()
 
 
-async def run(data_dir: Path, mode: str, n: int, questions: list[str], turns: int) -> None:
+async def run(data_dir: Path, mode: str, n: int, questions: list[str], turns: int, known_at_ago: float = 0.0) -> None:
     from automem.common.client import AutomemClient
     from automem.common.embedded import EmbeddedFalkorDB, EmbeddedNats
     from automem.common.settings import Settings
@@ -100,6 +104,11 @@ async def run(data_dir: Path, mode: str, n: int, questions: list[str], turns: in
                 kw: dict[str, Any] = {}
                 if "tag" in mode:
                     kw = {"tags": [f"set-{rng.randrange(sets)}"], "tag_match": "exact"}
+                if known_at_ago > 0:  # the past path: versions believed then (automem/graph/versions.py)
+                    from automem.common.model import ts
+                    from automem.v1 import recall_service_pb2
+
+                    kw["read"] = recall_service_pb2.ReadOptions(known_at=ts(time.time() - known_at_ago))
                 r = await client.search(questions[i % len(questions)] if "query" in mode else "", limit=20, **kw)
                 return len(r.results)
             got = [await one(i) for i in range(10)]  # warm-up
@@ -124,12 +133,15 @@ def main() -> int:
     parser.add_argument("--mode", default="query", choices=("query", "query_tag", "tag", "none"))
     parser.add_argument("--n", type=int, default=100, help="recalls to time")
     parser.add_argument("--data", default=str(DATA), help="LoCoMo conversations (locomo_public.json)")
+    parser.add_argument("--known-at-ago", type=float, default=0.0,
+                        help="seconds: read at known_at = now minus this (0 = no known_at, the default path)")
     args = parser.parse_args()
     data_dir = Path(args.data_dir)
     if not (data_dir / "falkordb").is_dir():
         parser.error(f"{data_dir} holds no falkordb/ directory: not a data dir the service built")
     turns, questions = locomo_export(Path(args.data), ROOT / "bench" / "out")
-    asyncio.run(run(data_dir, args.mode, args.n, [q["question"] for q in questions], len(turns)))
+    asyncio.run(run(data_dir, args.mode, args.n, [q["question"] for q in questions], len(turns),
+                    args.known_at_ago))
     return 0
 
 

@@ -56,6 +56,11 @@ def set_principal(principal: Principal | None) -> contextvars.Token:
     return _current.set(principal)
 
 
+def bound_principal() -> Principal | None:
+    """The request's principal, or None outside a request (background work)."""
+    return _current.get()
+
+
 def current_principal() -> Principal:
     """The request's principal. Raises Unauthenticated when none is bound."""
     principal = _current.get()

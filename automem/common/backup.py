@@ -72,6 +72,8 @@ async def export_records(graph: GraphStore, bus: Any = None) -> AsyncIterator[di
     while True:
         rows = await graph.dump.nodes_page(skip, PAGE)
         for internal, labels, props in rows:
+            if int(internal) in refs:
+                continue  # read twice: a node created meanwhile shifted the pages (writes go on during an export)
             labels = list(labels)
             kind = next((_KIND[label] for label in labels if label in _KIND), "node")
             ref = refs.setdefault(int(internal), len(refs))
@@ -83,6 +85,10 @@ async def export_records(graph: GraphStore, bus: Any = None) -> AsyncIterator[di
     while True:
         rows = await graph.dump.edges_page(skip, PAGE)
         for source, target, rel_type, props, _rid in rows:
+            if int(source) not in refs or int(target) not in refs:
+                # An end created after the node pages were read (a write during the export):
+                # the export holds the nodes it read and the edges among them.
+                continue
             yield {"kind": "edge", "source": refs[int(source)], "target": refs[int(target)], "type": rel_type,
                    "properties": dict(props)}
         if len(rows) < PAGE:
@@ -176,6 +182,8 @@ async def restore_records(graph: GraphStore, records: list[dict[str, Any]], bus:
     for label in first_labels:
         await graph.dump.unindex_refs(label)
     await graph.ensure_schema()
+    # A backup made before versions existed: its memories get their first version.
+    await graph.versions.migrate()
     published = dropped = 0
     if bus is not None and bus.js is not None:
         before = await bus.js.stream_info(bus.settings.stream_name)

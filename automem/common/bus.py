@@ -356,6 +356,49 @@ class Bus:
             await sub.unsubscribe()
         return out
 
+    async def scrub(self, doomed: Callable[[str, bytes], bool], dry_run: bool = False) -> int:
+        """Delete from the stream every message (memory, activity and dead-letter subjects)
+        for which ``doomed(subject, payload bytes)`` is true; returns how many (with
+        ``dry_run``, how many would go; nothing is deleted). The purge's stream step
+        (automem/ingest/purge.py).
+
+        Reads the whole stream once with an ephemeral ordered consumer, then deletes by
+        sequence (JetStream ``STREAM.MSG.DELETE``, nats-py ``delete_msg``: the server
+        overwrites the message in its store, the stream keeps the other messages and their
+        sequences). The stream allows it: :meth:`stream_config` sets no ``deny_delete``.
+        Raises StoreTimeout/Unavailable when NATS does not answer (the purge stays pending)."""
+        async with self.bounded():
+            info = await self.js.stream_info(self.settings.stream_name)
+        if info.state.messages == 0:
+            return 0
+        doomed_seqs: list[int] = []
+        async with self.bounded():  # right after a NATS restart the consumer's creation can stall
+            sub = await self.js.subscribe(f"{self.subjects.prefix}.>", ordered_consumer=True,
+                                          stream=self.settings.stream_name)
+        try:
+            last = info.state.last_seq
+            while True:
+                try:
+                    msg = await sub.next_msg(timeout=2.0)
+                except (TimeoutError, nats.errors.TimeoutError):
+                    break
+                seq = msg.metadata.sequence.stream
+                if doomed(msg.subject, msg.data):
+                    doomed_seqs.append(seq)
+                if seq >= last:
+                    break
+        finally:
+            await sub.unsubscribe()
+        if dry_run:
+            return len(doomed_seqs)
+        for seq in doomed_seqs:
+            async with self.bounded():
+                try:
+                    await self.js.delete_msg(self.settings.stream_name, seq)
+                except NotFoundError:  # gone meanwhile (retention, or a purge before)
+                    pass
+        return len(doomed_seqs)
+
     async def close(self) -> None:
         """Drain and close the connection."""
         if self.nc and not self.nc.is_closed:

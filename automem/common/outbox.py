@@ -13,7 +13,7 @@ import asyncio
 import base64
 import binascii
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from google.protobuf.message import DecodeError
@@ -27,6 +27,15 @@ if TYPE_CHECKING:
     from automem.graph import GraphStore
 
 log = logging.getLogger(__name__)
+
+#: Redis script: replace every element of list KEYS[1] equal to ARGV[1] by ARGV[2], in place.
+_REPLACE = """
+local items = redis.call('LRANGE', KEYS[1], 0, -1)
+for i, item in ipairs(items) do
+  if item == ARGV[1] then redis.call('LSET', KEYS[1], i - 1, ARGV[2]) end
+end
+return 1
+"""
 
 
 class EventPublisher:
@@ -91,6 +100,34 @@ class EventPublisher:
         """Number of events waiting in the outbox."""
         async with self.graph.bounded():
             return int(await self.graph.redis.llen(self.key))
+
+    async def scrub(self, rewrite: Callable[[events_pb2.MemoryEvent], events_pb2.MemoryEvent | None],
+                    dry_run: bool = False) -> int:
+        """Rewrite in place every outbox entry (pending and dead) for which ``rewrite(event)``
+        returns a new event (None = keep as it is); returns how many (with ``dry_run``, how
+        many would be; nothing written). The purge's outbox step (automem/ingest/purge.py):
+        an event of a purged memory stays queued (order and the drain's head are kept, so
+        :meth:`drain_once` never pops the wrong entry) but without its content. Each
+        replacement is one atomic Redis script over the list (element equal to the old
+        entry → the new one), so a concurrent drain or append loses nothing."""
+        changed = 0
+        for key in (self.key, self.dead_key):
+            async with self.graph.bounded():
+                entries = await self.graph.redis.lrange(key, 0, -1)
+            for raw in entries:
+                try:
+                    event = events_pb2.MemoryEvent.FromString(base64.b64decode(raw))
+                except (DecodeError, binascii.Error):
+                    continue
+                new = rewrite(event)
+                if new is None:
+                    continue
+                changed += 1
+                if not dry_run:
+                    async with self.graph.bounded():
+                        await self.graph.redis.eval(_REPLACE, 1, key, raw,
+                                                    base64.b64encode(new.SerializeToString()).decode())
+        return changed
 
     async def drain_once(self) -> int:
         """Publish outbox entries in order until empty or a publish fails; returns how many."""

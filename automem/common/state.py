@@ -40,13 +40,16 @@ _ALWAYS_WITHHELD = (memory_pb2.MEMORY_STATE_DELETED, memory_pb2.MEMORY_STATE_REJ
 @dataclass(frozen=True)
 class ReadAt:
     """When and how to read: valid time ``as_of`` and system time ``known_at`` (epoch
-    seconds, default now), the mode, and which non-current states to include."""
+    seconds, default now), the mode, and which non-current states to include. ``past``: the
+    request named a ``known_at`` earlier than now, so memories are read as the version the
+    service believed then (automem/graph/versions.py) instead of their current node."""
 
     as_of: float = field(default_factory=time.time)
     known_at: float = field(default_factory=time.time)
     mode: str = "current"
     include_archived: bool = False
     include_pending: bool = False
+    past: bool = False
 
     @property
     def history(self) -> bool:
@@ -143,6 +146,16 @@ def withheld_reason(memory: Memory, read: ReadAt) -> str:
     return "duplicate"
 
 
+async def hydrate_at(graph: GraphStore, ids: list[str], scope: str | None, read: ReadAt) -> dict[str, Memory]:
+    """Memories by id as ``read`` sees them: the current nodes
+    (:meth:`automem.graph.memories.Memories.hydrate`), or with ``read.past`` the versions
+    believed at ``read.known_at`` (:meth:`automem.graph.versions.Versions.at`; a memory not
+    yet recorded then is absent). Shape: ``{id: Memory}``."""
+    if read.past:
+        return await graph.versions.at(ids, scope, read.known_at)
+    return await graph.memories.hydrate(ids, scope)
+
+
 async def successors(graph: GraphStore, ids: list[str], scope: str, read: ReadAt) -> dict[str, str]:
     """For each id, the memory its newest superseding edge (known at ``read.known_at``) points to."""
     return newest_successors(await graph.relations.outgoing(ids, SUPERSEDING_RELATIONS, scope), read)
@@ -205,7 +218,7 @@ async def resolve(graph: GraphStore, memories: list[Memory], scope: str, read: R
         if not frontier:
             break
         need = [mid for mid in set(frontier.values()) if mid not in cache]
-        cache.update({k: as_known(v, read) for k, v in (await graph.memories.hydrate(need, scope)).items()})
+        cache.update({k: as_known(v, read) for k, v in (await hydrate_at(graph, need, scope, read)).items()})
         nxt = await successors(graph, list(set(frontier.values())), scope, read)
         new_frontier = {}
         for i, mid in frontier.items():

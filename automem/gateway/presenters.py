@@ -447,6 +447,16 @@ def tombstone_json(t: review_service_pb2.Tombstone) -> dict[str, Any]:
             "lifted_at": iso(t, "lift_time"), "created_by": t.created_by or None, "lifted_by": t.lifted_by or None}
 
 
+def purge_json(record: review_service_pb2.PurgeRecord) -> dict[str, Any]:
+    """A purge record (content-free: ids, actor, time, reason, counts)."""
+    return {"id": record.id or None, "kind": record.kind, "scope": record.scope,
+            "memory_ids": list(record.memory_ids), "actor": record.actor or None,
+            "purged_at": iso(record, "purge_time"), "reason": record.reason or None, "status": record.status,
+            "pending_steps": list(record.pending_steps), "dry_run": record.dry_run,
+            "counts": {field.name: int(getattr(record.counts, field.name))
+                       for field in record.counts.DESCRIPTOR.fields}}
+
+
 def event_json(event: Any) -> dict[str, Any]:
     """A MemoryEvent (proto JSON names, enums by name)."""
     return json_format.MessageToDict(event, preserving_proto_field_name=True)
@@ -562,3 +572,38 @@ def entity_merge_json(merge: review_service_pb2.EntityMerge) -> dict[str, Any]:
             "reason": merge.reason or None, "created_at": iso(merge, "create_time"), "undone": merge.undone,
             "undone_by": merge.undone_by or None, "undone_at": iso(merge, "undo_time"),
             "memory_ids": list(merge.memory_ids)}
+
+
+#: Memory message fields (and node properties) under AutoMem's names where they differ
+#: (:func:`memory_json`).
+AUTOMEM_FIELD_NAMES = {
+    "event_time": "timestamp", "create_time": "created_at", "update_time": "updated_at",
+    "last_access_time": "last_accessed", "valid_from": "t_valid", "valid_to": "t_invalid",
+    "record_time": "recorded_at", "retract_time": "retracted_at", "superseded_time": "superseded_at",
+    "prior_valid_to": "prior_t_invalid",
+}
+
+
+def field_name(name: str) -> str:
+    """A Memory field or node property name as :func:`memory_json` spells it."""
+    return AUTOMEM_FIELD_NAMES.get(name, name)
+
+
+def version_json(version: recall_service_pb2.MemoryVersion) -> dict[str, Any]:
+    """One version: ``version``, ``recorded_at`` (RFC 3339), ``actor``, ``changed_fields``
+    (AutoMem's names, :func:`field_name`), ``memory`` (:func:`memory_json`)."""
+    return {"version": version.version, "recorded_at": iso(version, "record_time"), "actor": version.actor,
+            "changed_fields": [field_name(f) for f in version.changed_fields], "memory": memory_json(version.memory)}
+
+
+def diff_json(response: recall_service_pb2.DiffMemoryVersionsResponse) -> dict[str, Any]:
+    """A version diff: ``from``, ``to`` and ``changes`` [{field (AutoMem's name), before,
+    after}] (values as the Memory message's JSON mapping; None = unset)."""
+    from google.protobuf import json_format
+
+    def value(change: recall_service_pb2.FieldChange, side: str) -> Any:
+        return json_format.MessageToDict(getattr(change, side)) if change.HasField(side) else None
+
+    return {"from": response.from_version, "to": response.to_version,
+            "changes": [{"field": field_name(c.field), "before": value(c, "before"), "after": value(c, "after")}
+                        for c in response.changes]}

@@ -27,6 +27,9 @@ from automem.gateway.schemas import (
     UpdateMemoryBody,
 )
 
+#: Largest version number a query accepts (int64, as the Memory message's ``version``).
+MAX_VERSION = 2**63 - 1
+
 router = APIRouter(route_class=JsonBodyRoute)
 
 IdempotencyKey = Annotated[str, Header(alias="idempotency-key", include_in_schema=False)]
@@ -157,11 +160,16 @@ async def delete_by_tag(call: CallerDep, tags: list[str] = Query(default=[]),
 
 @router.get("/memory/{memory_id}", tags=["memory"])
 async def get_memory(memory_id: str, call: CallerDep, response: Response, as_of: str | None = None,
-                     known_at: str | None = None, state_mode: str = "current") -> dict[str, Any]:
+                     known_at: str | None = None, state_mode: str = "current",
+                     version: int | None = Query(None, ge=1, le=MAX_VERSION)) -> dict[str, Any]:
     """One memory with its state and validity window; a non-current memory carries the
     current head's id (``current_id``). Bumps ``last_accessed``. 404 when absent. The
-    ``ETag`` header is the version, for ``If-Match`` on PATCH, DELETE and supersede."""
-    got = await usecases.get_memory(call, memory_id, usecases.read_options(as_of, known_at, state_mode))
+    ``ETag`` header is the version, for ``If-Match`` on PATCH, DELETE and supersede.
+    ``known_at`` earlier than now: every field as the service believed it then;
+    ``version=N``: version N (``GET /v1/memories/{id}/versions``), 404 naming ``version``
+    when it has none."""
+    got = await usecases.get_memory(call, memory_id, usecases.read_options(as_of, known_at, state_mode),
+                                  version=version)
     response.headers["ETag"] = f'"{got.memory.version}"'
     return {"status": "success", "memory": presenters.got_memory_json(got)}
 
@@ -184,7 +192,8 @@ async def update_memory(memory_id: str, body: UpdateMemoryBody, call: CallerDep,
 async def delete_memory(memory_id: str, call: CallerDep, purge: bool = False, reason: str = "",
                         if_match: IfMatch = "") -> dict[str, Any]:
     """Tombstone a memory (state DELETED; its vector point goes at once). ``purge=true``
-    (admin) removes the node. ``If-Match`` with a stale ETag: 412, nothing deleted."""
+    (admin) purges it everywhere, as ``POST /v1/memories/{id}:purge`` (docs/purge.md).
+    ``If-Match`` with a stale ETag: 412, nothing deleted."""
     etag = await _if_match_version(call, memory_id, if_match)
     async with conditional(if_match, "etag"):
         deleted = await usecases.delete_memory(call, memory_id, purge=purge, reason=reason, etag=etag)

@@ -5,6 +5,12 @@
   ``{reason}`` (admin).
 * ``GET /v1/tombstones?include_lifted=false`` / ``POST /v1/tombstones/{id}:lift`` (admin).
 * ``GET /v1/memories/{id}/history?page_size=100&page_token=`` — MemoryEvents, oldest first.
+* ``GET /v1/memories/{id}/versions?page_size=20&page_token=`` — versions, oldest first
+  (record time, actor, changed fields, the memory as it stood).
+* ``GET /v1/memories/{id}/versions:diff?from=A&to=B`` — the fields that differ.
+* ``POST /v1/memories/{id}:purge`` ``{reason?, dry_run?}``, ``POST /v1/scope:purge``
+  ``{confirm_scope, reason?, dry_run?}``, ``GET /v1/purges`` (admin) — purges and their
+  content-free records (automem/ingest/purge.py, docs/purge.md).
 * ``GET /backup`` (admin) — the full export as JSON lines (``application/x-ndjson``).
 """
 
@@ -12,13 +18,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
 
 from automem.common.model import iso
 from automem.gateway import presenters, usecases
 from automem.gateway.deps import CallerDep
-from automem.gateway.schemas import DecisionBody, JsonBodyRoute
+from automem.gateway.schemas import DecisionBody, JsonBodyRoute, PurgeBody, PurgeScopeBody
 
 router = APIRouter(route_class=JsonBodyRoute)
 
@@ -75,6 +81,62 @@ async def history(memory_id: str, call: CallerDep, page_size: int = 100, page_to
     return {"status": "success", "memory_id": memory_id, "count": len(events), "events": events,
             "next_page_token": page.next_page_token or None, "truncated": page.truncated,
             "retained_since": iso(page, "retained_since_time")}
+
+
+#: Largest version number a query accepts (int64, the Memory message's ``version``).
+MAX_VERSION = 2**63 - 1
+
+
+@router.get("/v1/memories/{memory_id}/versions", tags=["v1"])
+async def versions(memory_id: str, call: CallerDep, page_size: int = Query(0, ge=0, le=100),
+                   page_token: str = "") -> dict[str, Any]:
+    """The memory's versions, oldest first, paged (AIP-158: ``page_size`` 1..100, 0 = 20;
+    ``page_token`` from ``next_page_token``): each with ``recorded_at``, ``actor``,
+    ``changed_fields`` and the memory as it stood (automem/graph/versions.py). 404 when
+    absent; 400 naming ``page_token`` for a token not of this listing."""
+    page = await usecases.memory_versions(call, memory_id, page_size=page_size, page_token=page_token)
+    items = [presenters.version_json(v) for v in page.versions]
+    return {"status": "success", "memory_id": memory_id, "count": len(items), "versions": items,
+            "next_page_token": page.next_page_token or None}
+
+
+@router.get("/v1/memories/{memory_id}/versions:diff", tags=["v1"])
+async def diff(memory_id: str, call: CallerDep, from_version: int = Query(alias="from", ge=1, le=MAX_VERSION),
+               to_version: int = Query(alias="to", ge=1, le=MAX_VERSION)) -> dict[str, Any]:
+    """The fields that differ between versions ``from`` and ``to`` (AIP-136 custom method on
+    the versions collection): ``changes`` [{field, before, after}], AutoMem's field names.
+    404 naming ``from`` / ``to`` when the memory has no such version."""
+    found = await usecases.diff_versions(call, memory_id, from_version, to_version)
+    return {"status": "success", "memory_id": memory_id, **presenters.diff_json(found)}
+
+
+@router.post("/v1/memories/{memory_id}:purge", tags=["v1"])
+async def purge_memory(memory_id: str, call: CallerDep, body: PurgeBody | None = None) -> dict[str, Any]:
+    """Purge one memory everywhere (admin): node, versions, edges, review items, tombstones,
+    idempotency keys, event content and vector point; a content-free purge record stays.
+    ``dry_run`` counts and removes nothing. 404 for an unknown id; 503 when a step failed
+    (the purge stays pending: repeat the call to resume)."""
+    body = body or PurgeBody()
+    done = await usecases.purge_memory(call, memory_id, reason=body.reason, dry_run=body.dry_run)
+    return {"status": "success", "purge": presenters.purge_json(done.purge)}
+
+
+@router.post("/v1/scope:purge", tags=["v1"])
+async def purge_scope(body: PurgeScopeBody, call: CallerDep) -> dict[str, Any]:
+    """Purge every memory of the caller's scope and the scope's entities, review items,
+    tombstones, idempotency keys and activity events (admin; a tenant's right to erasure).
+    ``confirm_scope`` must repeat the scope (400 naming it otherwise)."""
+    done = await usecases.purge_scope(call, confirm_scope=body.confirm_scope, reason=body.reason,
+                                      dry_run=body.dry_run)
+    return {"status": "success", "purge": presenters.purge_json(done.purge)}
+
+
+@router.get("/v1/purges", tags=["v1"])
+async def list_purges(call: CallerDep, page_size: int = 50, page_token: str = "") -> dict[str, Any]:
+    """The scope's purge records, newest first (admin)."""
+    page = await usecases.purges(call, page_size=page_size, page_token=page_token)
+    return {"status": "success", "purges": [presenters.purge_json(p) for p in page.purges],
+            "next_page_token": page.next_page_token or None}
 
 
 @router.get("/backup", tags=["ops"], response_class=StreamingResponse, responses={

@@ -204,6 +204,22 @@ class DecisionBody(BaseModel):
     reason: str = ""
 
 
+class PurgeBody(BaseModel):
+    """``POST /v1/memories/{id}:purge`` (admin): ``reason`` (≤ 1000 characters, kept in the
+    content-free purge record), ``dry_run`` (count, remove nothing). Booleans are JSON
+    booleans (``"yes"`` is a 400 naming the field)."""
+
+    reason: str = Field("", max_length=1000)
+    dry_run: StrictBool = False
+
+
+class PurgeScopeBody(PurgeBody):
+    """``POST /v1/scope:purge`` (admin): as :class:`PurgeBody`, plus ``confirm_scope``, which
+    must repeat the scope being purged (the caller's scope)."""
+
+    confirm_scope: str = Field(..., max_length=1000)
+
+
 class ConsolidateBody(BaseModel):
     """``POST /consolidate``: mode full|decay|creative|cluster|forget, dry_run."""
 
@@ -353,6 +369,7 @@ def declared_limits(settings: Any) -> tuple[dict[str, dict[str, dict[str, Any]]]
                              "kind": _enum(["", "memory", "supersede_proposal"])},
         "/v1/tombstones": {"page_size": {"minimum": 0, "maximum": 200}},
         "/v1/memories/{memory_id}/history": {"page_size": {"minimum": 0, "maximum": 1000}},
+        "/v1/purges": {"page_size": {"minimum": 0, "maximum": 200}},
     }
     metadata = {"anyOf": [{"$ref": "#/components/schemas/MetadataObject"}, {"type": "null"}]}
     # automem/common/auth.py resolve_scope ("" or absent: the key's default scope).

@@ -261,10 +261,27 @@ async def associate_many(call: Caller, associations: Sequence[Association],
 
 
 async def get_memory(call: Caller, memory_id: str, read: recall_service_pb2.ReadOptions,
-                     touch: bool = True) -> recall_service_pb2.GetMemoryResponse:
-    """One memory through the state pass; bumps its ``last_accessed`` unless ``touch`` is False."""
-    return await call(call.client.recall.GetMemory,
-                      recall_service_pb2.GetMemoryRequest(id=memory_id, touch=touch, read=read))
+                     touch: bool = True, version: int | None = None) -> recall_service_pb2.GetMemoryResponse:
+    """One memory through the state pass; bumps its ``last_accessed`` unless ``touch`` is False.
+    With ``version`` that version of it (automem/graph/versions.py), without a bump."""
+    request = recall_service_pb2.GetMemoryRequest(id=memory_id, touch=touch and version is None, read=read)
+    if version is not None:
+        request.version = version
+    return await call(call.client.recall.GetMemory, request)
+
+
+async def memory_versions(call: Caller, memory_id: str, *, page_size: int,
+                          page_token: str) -> recall_service_pb2.ListMemoryVersionsResponse:
+    """A page of a memory's versions, oldest first."""
+    return await call(call.client.recall.ListMemoryVersions, recall_service_pb2.ListMemoryVersionsRequest(
+        id=memory_id, page_size=page_size, page_token=page_token))
+
+
+async def diff_versions(call: Caller, memory_id: str, from_version: int,
+                        to_version: int) -> recall_service_pb2.DiffMemoryVersionsResponse:
+    """The fields that differ between two versions of a memory."""
+    return await call(call.client.recall.DiffMemoryVersions, recall_service_pb2.DiffMemoryVersionsRequest(
+        id=memory_id, from_version=from_version, to_version=to_version))
 
 
 async def search(call: Caller, *, read: recall_service_pb2.ReadOptions, query: str = "",
@@ -553,8 +570,30 @@ async def history(call: Caller, memory_id: str, *, page_size: int,
         id=memory_id, page_size=page_size, page_token=page_token), CALL_TIMEOUT)
 
 
+async def purge_memory(call: Caller, memory_id: str, *, reason: str,
+                       dry_run: bool) -> review_service_pb2.PurgeMemoryResponse:
+    """Purge one memory everywhere (admin; automem/ingest/purge.py); ``dry_run`` counts."""
+    return await call(call.client.review.PurgeMemory, review_service_pb2.PurgeMemoryRequest(
+        id=memory_id, reason=reason, dry_run=dry_run), PURGE_TIMEOUT)
+
+
+async def purge_scope(call: Caller, *, confirm_scope: str, reason: str,
+                      dry_run: bool) -> review_service_pb2.PurgeScopeResponse:
+    """Purge every memory of the caller's scope (admin); ``confirm_scope`` repeats it."""
+    return await call(call.client.review.PurgeScope, review_service_pb2.PurgeScopeRequest(
+        confirm_scope=confirm_scope, reason=reason, dry_run=dry_run), PURGE_TIMEOUT)
+
+
+async def purges(call: Caller, *, page_size: int, page_token: str) -> review_service_pb2.ListPurgesResponse:
+    """A page of the scope's purge records, newest first (admin)."""
+    return await call(call.client.review.ListPurges, review_service_pb2.ListPurgesRequest(
+        page_size=page_size, page_token=page_token))
+
+
 #: Seconds a full export may stream.
 BACKUP_TIMEOUT = 3600.0
+#: Seconds a purge may take (it reads the whole event stream once: automem/ingest/purge.py).
+PURGE_TIMEOUT = 3600.0
 
 
 async def export_backup(call: Caller, *, events: bool) -> AsyncIterator[str]:

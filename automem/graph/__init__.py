@@ -13,7 +13,8 @@ in one repository per node kind, reached as its attributes:
 * ``keys`` — :class:`~automem.graph.keys.ApiKeys` (``:ApiKey`` nodes);
 * ``idempotency`` — :class:`~automem.graph.idempotency.IdempotencyKeys`;
 * ``runs`` — :class:`~automem.graph.runs.ConsolidationRuns`;
-* ``dump`` — :class:`~automem.graph.dump.Dump` (whole-graph export and restore).
+* ``dump`` — :class:`~automem.graph.dump.Dump` (whole-graph export and restore);
+* ``purges`` — :class:`~automem.graph.purges.Purges` (admin purges, ``:Purge`` records).
 """
 
 from __future__ import annotations

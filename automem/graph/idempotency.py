@@ -7,6 +7,7 @@ import time
 from collections.abc import Sequence
 
 from automem.common.model import Memory, epoch, memory_to_node
+from automem.graph import versions
 from automem.graph.repository import Repository
 
 
@@ -45,8 +46,9 @@ class IdempotencyKeys(Repository):
         rows = await self.store.query(
             "MERGE (k:IdempotencyKey {key: $key}) ON CREATE SET k.memory_ids = $ids, k.create_time = $t "
             "WITH k WHERE k.memory_ids = $ids "
-            "FOREACH (row IN $rows | CREATE (m:Memory) SET m = row) RETURN count(k)",
-            {"key": node_key(scope, key), "ids": ids, "rows": [memory_to_node(m) for m in memories],
+            "FOREACH (row IN $rows | CREATE (m:Memory) SET m = row " + versions.record_row("row") + ") "
+            "RETURN count(k)",
+            versions.params() | {"key": node_key(scope, key), "ids": ids, "rows": [memory_to_node(m) for m in memories],
              "t": epoch(memories[0], "create_time") if memories else time.time()},
         )
         return bool(rows and rows[0][0])

@@ -23,6 +23,7 @@ from automem.common.model import (
     relation_type_name,
     ts,
 )
+from automem.graph import versions
 from automem.graph.relations import relation_label, relation_labels
 from automem.graph.repository import Repository
 
@@ -166,9 +167,11 @@ class Memories(Repository):
     # --- create, read -------------------------------------------------------------------
 
     async def create_many(self, memories: Sequence[Memory]) -> None:
-        """Create nodes for ``memories`` in one atomic query."""
+        """Create nodes for ``memories`` and their first versions (automem/graph/versions.py)
+        in one atomic query."""
         rows = [memory_to_node(m) for m in memories]
-        await self.store.query("UNWIND $rows AS row CREATE (m:Memory) SET m = row", {"rows": rows})
+        await self.store.query("UNWIND $rows AS row CREATE (m:Memory) SET m = row " + versions.record_row("row"),
+                               versions.params({"rows": rows}))
 
     async def get(self, memory_id: str, scope: str | None) -> Memory | None:
         """The memory with ``memory_id`` in ``scope`` (any scope when None), or None."""
@@ -468,7 +471,7 @@ class Memories(Repository):
         ``expected_version`` (no check when None). Enrichment-owned properties
         (:data:`ENRICHMENT_FIELDS`) are left alone unless ``include_enrichment`` (a content
         change resets them). Returns False on a version mismatch or a missing node; one
-        atomic query."""
+        atomic query, which records the new version (automem/graph/versions.py)."""
         props = memory_to_node(memory)
         if not include_enrichment:
             for name in ENRICHMENT_FIELDS:
@@ -476,8 +479,8 @@ class Memories(Repository):
         rows = await self.store.query(
             "MATCH (m:Memory {id: $id}) WHERE m.scope = $scope "
             "AND ($expected IS NULL OR m.version = $expected) "
-            "SET m += $props RETURN m.id",
-            {"id": memory.id, "scope": memory.scope, "expected": expected_version, "props": props},
+            + versions.before("m") + "SET m += $props " + versions.record("m") + "RETURN m.id",
+            versions.params({"id": memory.id, "scope": memory.scope, "expected": expected_version, "props": props}),
         )
         return bool(rows)
 
@@ -504,14 +507,15 @@ class Memories(Repository):
             # CREATE with the id inline, then +=: on a failure FalkorDB then undoes the create
             # too (CREATE (n) SET n = $map left an empty node behind when the query failed).
             "CREATE (new:Memory {id: $new_props.id}) SET new += $new_props "
-            "SET old += $old_props "
+            + versions.before("old", ["new"]) + "SET old += $old_props " + versions.record("old", ["new"])
+            + versions.record("new", ["old"], created=True) +
             f"CREATE (old)-[r:{label}]->(new) "
             "SET r.strength = $strength, r.create_time = $created, r.reason = $reason, r.scope = $scope "
             f"{failure}RETURN new.id",
-            {"old_id": old.id, "scope": old.scope, "version": old.version,
-             "new_props": memory_to_node(new), "old_props": old_props,
-             "strength": relation.strength, "created": epoch(relation, "create_time"), "reason": relation.reason,
-             "claim": claim},
+            versions.params({"old_id": old.id, "scope": old.scope, "version": old.version,
+                      "new_props": memory_to_node(new), "old_props": old_props,
+                      "strength": relation.strength, "created": epoch(relation, "create_time"),
+                      "reason": relation.reason, "claim": claim}),
         )
         return bool(rows)
 
@@ -537,7 +541,7 @@ class Memories(Repository):
         hash and version and the rule-based type ``old_type``. False when it does not."""
         rows = await self.store.query(
             "MATCH (m:Memory {id: $id}) WHERE m.content_hash = $hash AND m.version = $version "
-            "AND m.type = $old_type SET m += $props RETURN m.id",
+            "AND m.type = $old_type SET m += $props " + versions.amend("m", "$props") + "RETURN m.id",
             {"id": memory.id, "hash": memory.content_hash, "version": int(memory.version), "old_type": old_type,
              "props": node_fields(classified, ("type", "confidence"))})
         return bool(rows)
@@ -550,7 +554,8 @@ class Memories(Repository):
         if unknown:
             raise ValueError(f"not enrichment fields: {sorted(unknown)}")
         rows = await self.store.query(
-            "MATCH (m:Memory {id: $id}) WHERE m.content_hash = $hash SET m += $fields RETURN m.id",
+            "MATCH (m:Memory {id: $id}) WHERE m.content_hash = $hash SET m += $fields "
+            + versions.amend("m", "$fields") + "RETURN m.id",
             {"id": memory_id, "hash": content_hash, "fields": fields},
         )
         return bool(rows)
@@ -571,7 +576,8 @@ class Memories(Repository):
                 raise ValueError(f"not enrichment fields: {sorted(unknown)}")
         found = await self.store.query(
             "UNWIND $rows AS row MATCH (m:Memory {id: row.id}) WHERE m.content_hash = row.hash "
-            "SET m += row.fields RETURN m.id, " + ("properties(m)" if return_nodes else "null"),
+            "SET m += row.fields " + versions.amend("m", "row.fields", ["row"])
+            + "RETURN m.id, " + ("properties(m)" if return_nodes else "null"),
             {"rows": [{"id": mid, "hash": h, "fields": fields} for mid, h, fields in rows]},
         )
         return {r[0]: r[1] for r in found}
@@ -590,14 +596,6 @@ class Memories(Repository):
              "cutoff": float(cutoff), "gone": ["DELETED", "REJECTED"],
              "limit": int(limit)})
         return [node_to_memory(r[0]) for r in rows]
-
-    async def purge(self, memory_id: str, scope: str) -> bool:
-        """Remove the node and its edges. Returns False when absent."""
-        rows = await self.store.query(
-            "MATCH (m:Memory {id: $id}) WHERE m.scope = $scope DETACH DELETE m RETURN 1",
-            {"id": memory_id, "scope": scope},
-        )
-        return bool(rows)
 
     # --- consolidation and maintenance reads ----------------------------------------------
 
@@ -707,7 +705,8 @@ class Memories(Repository):
             return 0
         done = await self.store.query(
             "UNWIND $rows AS r MATCH (m:Memory {id: r.id}) WHERE m.version = r.version "
-            "SET m.tags_lower = r.tags_lower, m.entity_tags = r.entity_tags RETURN count(m)",
+            "SET m.tags_lower = r.tags_lower, m.entity_tags = r.entity_tags "
+            + versions.amend("m", "{tags_lower: r.tags_lower, entity_tags: r.entity_tags}", ["r"]) + "RETURN count(m)",
             {"rows": list(rows)})
         return int(done[0][0]) if done else 0
 

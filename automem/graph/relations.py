@@ -11,6 +11,7 @@ from typing import Any
 
 from automem.common.lifecycle import GONE_STATE_NAMES
 from automem.common.model import AUTHORABLE_RELATIONS, SYSTEM_RELATIONS, Relation, relation_type_name
+from automem.graph import versions
 from automem.graph.repository import Repository
 
 ALL_RELATIONS = AUTHORABLE_RELATIONS + SYSTEM_RELATIONS
@@ -75,8 +76,9 @@ class Relations(Repository):
             f"MERGE (a)-[r:{label}]->(b) "
             "ON CREATE SET r.create_time = $created "
             "SET r.strength = $strength, r.reason = $reason, r.scope = $scope "
-            "SET a += $props RETURN r.create_time",
-            {"a": relation.source_id, "b": relation.target_id, "scope": relation.scope, "created": _created(relation),
+            + (versions.before("a", ["r"]) + "SET a += $props " + versions.record("a", ["r"]) if source_props else "")
+            + "RETURN r.create_time",
+            versions.params() | {"a": relation.source_id, "b": relation.target_id, "scope": relation.scope, "created": _created(relation),
              "strength": float(relation.strength), "reason": relation.reason, "expected": expected_version,
              "props": source_props, "gone": list(GONE_STATE_NAMES)},
         )

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from automem.common.model import Memory, Relation, epoch, relation_type_name
+from automem.graph import versions
 from automem.graph.relations import relation_label
 from automem.graph.repository import Repository
 
@@ -49,9 +50,10 @@ class Review(Repository):
         written) on a version mismatch or a missing memory."""
         rows = await self.store.query(
             "MATCH (m:Memory {id: $id}) WHERE m.scope = $scope AND m.version = $version "
-            "SET m += $props MERGE (i:ReviewItem {id: $item_id}) SET i += $item "
+            + versions.before("m") + "SET m += $props " + versions.record("m")
+            + "MERGE (i:ReviewItem {id: $item_id}) SET i += $item "
             "FOREACH (t IN $tombstones | CREATE (x:Tombstone) SET x = t) RETURN m.id",
-            {"id": before.id, "scope": before.scope, "version": before.version, "props": props,
+            versions.params() | {"id": before.id, "scope": before.scope, "version": before.version, "props": props,
              "item_id": item_id, "item": item, "tombstones": list(tombstones)})
         return bool(rows)
 
@@ -65,11 +67,12 @@ class Review(Repository):
             "MATCH (i:ReviewItem {id: $item_id}) WHERE i.scope = $scope AND i.status = 'pending' "
             "MATCH (old:Memory {id: $old_id}) WHERE old.scope = $scope AND old.version = $old_version "
             "MATCH (new:Memory {id: $new_id}) WHERE new.scope = $scope AND new.state = 'ACTIVE' "
-            "SET old += $old_props, i += $item "
+            "SET i += $item " + versions.before("old", ["new"]) + "SET old += $old_props "
+            + versions.record("old", ["new"]) +
             f"CREATE (old)-[r:{relation_label(relation_type_name(relation.type))}]->(new) "
             "SET r.strength = $strength, r.create_time = $created, r.reason = $reason, r.scope = $scope "
             "RETURN new.id",
-            {"item_id": item_id, "scope": scope, "old_id": old.id, "old_version": old.version,
+            versions.params() | {"item_id": item_id, "scope": scope, "old_id": old.id, "old_version": old.version,
              "new_id": new_id, "old_props": old_props, "item": item, "strength": relation.strength,
              "created": epoch(relation, "create_time"), "reason": relation.reason})
         return bool(rows)

@@ -26,10 +26,12 @@ from automem.graph.entities import Entities
 from automem.graph.idempotency import IdempotencyKeys
 from automem.graph.keys import ApiKeys
 from automem.graph.memories import Memories
+from automem.graph.purges import Purges
 from automem.graph.relations import Relations
 from automem.graph.review import Review
 from automem.graph.runs import ConsolidationRuns
 from automem.graph.tombstones import Tombstones
+from automem.graph.versions import Versions
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +48,8 @@ class GraphStore:
     """Async access to the memory graph in FalkorDB: the connection (queries, pipelines,
     schema) and one repository per node kind, which hold the Cypher statements:
     ``memories`` (:class:`automem.graph.memories.Memories`), ``relations``, ``entities``,
-    ``review``, ``tombstones``, ``keys`` (API keys), ``idempotency``, ``runs`` (consolidation runs) and
-    ``dump`` (whole-graph export and restore).
+    ``review``, ``tombstones``, ``keys`` (API keys), ``idempotency``, ``runs`` (consolidation runs),
+    ``dump`` (whole-graph export and restore) and ``purges`` (admin purges and their records).
 
     Args:
         settings: uses ``falkordb_host``, ``falkordb_port``, ``falkordb_password``, ``graph_name``.
@@ -73,6 +75,8 @@ class GraphStore:
         self.idempotency = IdempotencyKeys(self)
         self.runs = ConsolidationRuns(self)
         self.dump = Dump(self)
+        self.versions = Versions(self)
+        self.purges = Purges(self)
 
     @property
     def redis(self) -> Any:
@@ -184,7 +188,7 @@ class GraphStore:
     async def ensure_schema(self) -> None:
         """Create the indexes (idempotent): range on Memory(id, scope, content_hash,
         event_time, embedding_status, tags_lower, entity_tags), full-text on Memory(content),
-        range on Tombstone, IdempotencyKey and Entity(key, scope). The two tag indexes are on array properties
+        range on Tombstone, IdempotencyKey, Entity(key, scope) and MemoryVersion(memory_id, scope). The two tag indexes are on array properties
         (FalkorDB indexes each element; ``$tag IN m.tags_lower`` uses it) and drive the by-tag
         listing (automem/recall/bytag.py)."""
         statements = [
@@ -199,6 +203,8 @@ class GraphStore:
             "CREATE INDEX FOR (k:IdempotencyKey) ON (k.key)",
             "CREATE INDEX FOR (e:Entity) ON (e.key)",
             "CREATE INDEX FOR (e:Entity) ON (e.scope)",
+            "CREATE INDEX FOR (v:MemoryVersion) ON (v.memory_id)",
+            "CREATE INDEX FOR (v:MemoryVersion) ON (v.scope)",
             "CALL db.idx.fulltext.createNodeIndex('Memory', 'content')",
         ]
         for statement in statements:

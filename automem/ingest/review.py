@@ -22,6 +22,9 @@ Review queue
 Every decision publishes a MemoryEvent (REVIEW_APPROVED / REVIEW_REJECTED, plus
 MEMORY_SUPERSEDED for an approved proposal).
 
+Purges (automem/ingest/purge.py): ``PurgeMemory``, ``PurgeScope``, ``ListPurges`` — the
+only way history disappears; what stays is a content-free ``:Purge`` record.
+
 History
   * ``ListMemoryEvents`` reads one memory's MemoryEvents from the durable stream
     (automem/common/bus.py), within the stream's retention.
@@ -54,6 +57,7 @@ from automem.common.outbox import EventPublisher
 from automem.common.settings import Settings
 from automem.graph import ENRICHMENT_FIELDS, GraphStore
 from automem.ingest.entity_merge import EntityMerges
+from automem.ingest.purge import Purger, PurgeRpcs
 from automem.v1 import event_stream_pb2, events_pb2, memory_pb2, review_service_pb2, review_service_pb2_grpc
 
 REVIEW_KINDS = ("memory", "supersede_proposal")
@@ -110,7 +114,7 @@ def _tombstone(props: dict[str, Any]) -> review_service_pb2.Tombstone:
     return out
 
 
-class ReviewServicer(EntityMerges, review_service_pb2_grpc.ReviewServiceServicer):
+class ReviewServicer(EntityMerges, PurgeRpcs, review_service_pb2_grpc.ReviewServiceServicer):
     """gRPC ReviewService over the graph store and the event publisher (whose bus also
     serves the history)."""
 
@@ -118,6 +122,7 @@ class ReviewServicer(EntityMerges, review_service_pb2_grpc.ReviewServiceServicer
         self.settings = settings
         self.graph = graph
         self.publisher = publisher
+        self.purger = Purger(graph, publisher)
 
     # --- review queue ---------------------------------------------------------------
 

@@ -49,6 +49,7 @@ from automem.common.timeouts import long_running
 from automem.graph import ENRICHMENT_FIELDS, GraphStore
 from automem.graph.idempotency import node_key
 from automem.ingest.logic import FIELD_LABELS, TIMELESS_INPUT_PROPERTIES, apply_update, build_memory, repeats
+from automem.ingest.purge import Purger
 from automem.v1 import events_pb2, ingest_service_pb2, ingest_service_pb2_grpc, memory_pb2
 
 log = logging.getLogger(__name__)
@@ -66,6 +67,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         self.settings = settings
         self.graph = graph
         self.publisher = publisher
+        self.purger = Purger(graph, publisher)
 
     # --- helpers -------------------------------------------------------------------
 
@@ -279,19 +281,22 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
 
     async def DeleteMemory(self, request, context):
         """Tombstone (state DELETED, retract_time now; the vector point goes at once through
-        the event), or with ``purge`` (admin) remove the node. NOT_FOUND when absent; ABORTED
+        the event), or with ``purge`` (admin) purge it everywhere (automem/ingest/purge.py:
+        node, versions, edges, event content, vector). NOT_FOUND when absent; ABORTED
         naming ``etag`` when ``etag`` is set and not the memory's version."""
-        require_role("admin" if request.purge else "writer")
+        principal = require_role("admin" if request.purge else "writer")
         scope = resolve_scope(request.scope)
+        if request.purge:  # a purge left pending resumes, though the memory reads as gone
+            found = await self.graph.memories.get(request.id, scope)
+            if found is not None and request.etag and found.version != request.etag:
+                raise Aborted(f"etag: memory {request.id} is at version {found.version}, not {request.etag}",
+                              field="etag")
+            await self.purger.purge_memory(request.id, scope, principal.name, request.reason)
+            return ingest_service_pb2.DeleteMemoryResponse(memory=found or Memory(id=request.id, scope=scope))
         current = await self._load(request.id, scope)
         if request.etag and current.version != request.etag:
             raise Aborted(f"etag: memory {request.id} is at version {current.version}, not {request.etag}",
                           field="etag")
-        if request.purge:
-            await self.graph.memories.purge(current.id, scope)
-            await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_MEMORY_PURGED, before=current, after=None,
-                                                    reason=request.reason))
-            return ingest_service_pb2.DeleteMemoryResponse(memory=current)
         if current.state == memory_pb2.MEMORY_STATE_DELETED:
             raise NotFound(f"memory {request.id} not found", field="id")
         updated = await self._set_state(current, memory_pb2.MEMORY_STATE_DELETED, request.reason)

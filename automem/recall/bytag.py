@@ -52,10 +52,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from automem.common.errors import InvalidArgument
-from automem.common.model import OPEN_END, Memory
-from automem.common.state import ReadAt, resolve
+from automem.common.model import OPEN_END, Memory, epoch
+from automem.common.state import ReadAt, hydrate_at, resolve
 from automem.graph import GraphStore
+from automem.graph.memories import filter_where
 from automem.recall.filters import Filters
+from automem.v1 import memory_pb2
 
 #: Most rows one window query returns (its cost bound); a full window is read again narrower.
 PROBE_CAP = 128
@@ -118,6 +120,8 @@ class Cursor:
     as_of: float
     known_at: float
     fingerprint: str
+    #: The first page read the versions believed at ``known_at`` (automem/common/state.py ``ReadAt.past``).
+    past: bool = False
 
 
 def fingerprint_filters(filters: Filters) -> str:
@@ -137,6 +141,8 @@ def encode_token(cursor: Cursor) -> str:
     """The opaque ``page_token`` of ``cursor`` (URL-safe base64 of compact JSON)."""
     body = {"v": TOKEN_VERSION, "t": cursor.key.t, "i": cursor.key.importance, "id": cursor.key.id,
             "w": cursor.width, "a": cursor.as_of, "k": cursor.known_at, "f": cursor.fingerprint}
+    if cursor.past:
+        body["p"] = True
     return base64.urlsafe_b64encode(json.dumps(body, separators=(",", ":")).encode()).decode().rstrip("=")
 
 
@@ -156,7 +162,8 @@ def decode_token(token: str) -> Cursor:
     except (ValueError, TypeError, KeyError, AttributeError, UnicodeDecodeError):
         raise InvalidArgument("page_token: not a token of this listing", field="page_token") from None
     t, importance, width, as_of, known_at = values
-    return Cursor(Key(t, importance, body["id"]), max(width, MIN_WIDTH), as_of, known_at, body["f"])
+    return Cursor(Key(t, importance, body["id"]), max(width, MIN_WIDTH), as_of, known_at, body["f"],
+                  body.get("p") is True)
 
 
 class TagWalk:
@@ -353,7 +360,7 @@ class TagListing:
 
     async def _current(self, rows: list[Row]) -> list[tuple[Memory, Key]]:
         """The rows whose memory is its own current head (the state pass), in order."""
-        found = await self.graph.memories.hydrate([r.key.id for r in rows], self.filters.scope)
+        found = await hydrate_at(self.graph, [r.key.id for r in rows], self.filters.scope, self.read)
         present = [r for r in rows if r.key.id in found]
         memories = [found[r.key.id] for r in present]
         resolved = await resolve(self.graph, memories, self.filters.scope, self.read, dedupe=False)
@@ -372,6 +379,8 @@ class TagListing:
         ``width``: first window in seconds. The page stops after ``scan_max`` index rows when
         ``skip`` is 0 (returned short, ``has_more`` true, continuing after the last row read).
         """
+        if self.read.past:
+            return await self._past_page(after, width, limit, skip)
         want = skip + limit + 1
         walk = TagWalk(self.graph, self.filters, width, limit + 1, time.time())
         rows_iter = walk.rows(after).__aiter__()
@@ -409,8 +418,32 @@ class TagListing:
                         scanned=scanned)
         return Page(memories, True, last, walk.hint(), scanned=scanned)
 
+    async def _past_rows(self) -> list[Row]:
+        """Every memory whose version believed at ``known_at`` carries the tags and is in a
+        listed state, in listing order (automem/graph/versions.py ``list_ids_at``: the
+        versions of the scope, no index window; the past path only)."""
+        where, params = filter_where(self.filters, "v")
+        ids = await self.graph.versions.list_ids_at(where, params, sorted(self.states), self.read.known_at,
+                                                    limit=2**31 - 1)
+        found = await hydrate_at(self.graph, ids, self.filters.scope, self.read)
+        rows = [Row(Key(epoch(m, "event_time") or 0.0, m.importance, m.id), memory_pb2.MemoryState.Name(m.state)
+                    .removeprefix("MEMORY_STATE_")) for m in (found[i] for i in ids if i in found)]
+        return sorted(rows, key=lambda r: r.key.order())
+
+    async def _past_page(self, after: Key | None, width: float, limit: int, skip: int) -> Page:
+        """:meth:`page` when ``read.past``: the same order and token, over the versions
+        believed at ``known_at``."""
+        rows = [r for r in await self._past_rows() if after is None or r.key.order() > after.order()]
+        out = await self._current(rows)
+        memories = [m for m, _ in out[skip: skip + limit]]
+        if len(out) > skip + limit:
+            return Page(memories, True, out[skip + limit - 1][1], width, scanned=len(rows))
+        return Page(memories, False, None, width, total=len(out) if after is None else None, scanned=len(rows))
+
     async def count(self) -> int:
         """Every current memory under the tags (reads them all; for ``include_total``)."""
+        if self.read.past:
+            return len(await self._current(await self._past_rows()))
         walk = TagWalk(self.graph, self.filters, FIRST_WIDTH, PROBE_CAP // 2, time.time())
         total = 0
         batch: list[Row] = []
@@ -425,10 +458,10 @@ class TagListing:
         return total
 
 
-def pinned(read: ReadAt, as_of: float, known_at: float) -> ReadAt:
-    """``read`` at a token's pinned times."""
+def pinned(read: ReadAt, as_of: float, known_at: float, past: bool = False) -> ReadAt:
+    """``read`` at a token's pinned times (``past``: the first page read versions)."""
     return ReadAt(as_of=as_of, known_at=known_at, mode=read.mode, include_archived=read.include_archived,
-                  include_pending=read.include_pending)
+                  include_pending=read.include_pending, past=past)
 
 
 async def list_by_tag(graph: GraphStore, filters: Filters, read: ReadAt, states: list[str], *, limit: int,
@@ -456,7 +489,7 @@ async def list_by_tag(graph: GraphStore, filters: Filters, read: ReadAt, states:
                                   (explicit_known_at, cursor.known_at, "known_at")):
             if given is not None and abs(given - kept) > 1e-6:
                 raise InvalidArgument(f"page_token: was issued for another {name}", field="page_token")
-        read = pinned(read, cursor.as_of, cursor.known_at)
+        read = pinned(read, cursor.as_of, cursor.known_at, cursor.past)
         after, width = cursor.key, cursor.width
     listing = TagListing(graph, filters, read, states, scan_max)
     page = await listing.page(after, width, limit, skip=offset)
@@ -464,5 +497,5 @@ async def list_by_tag(graph: GraphStore, filters: Filters, read: ReadAt, states:
         page.total = await listing.count()
     token = ""
     if page.has_more and page.next_key is not None:
-        token = encode_token(Cursor(page.next_key, page.width, read.as_of, read.known_at, print_))
+        token = encode_token(Cursor(page.next_key, page.width, read.as_of, read.known_at, print_, read.past))
     return page, token

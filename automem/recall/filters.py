@@ -102,12 +102,15 @@ class Filters:
 
 
 def read_at(options: recall_service_pb2.ReadOptions) -> ReadAt:
-    """The state-pass settings of a request (as_of / known_at default to now)."""
+    """The state-pass settings of a request (as_of / known_at default to now; a
+    ``known_at`` before now sets ``past``: reads then use the versions believed at it,
+    automem/common/state.py ``hydrate_at``)."""
     mode = enum_word(recall_service_pb2.StateMode, options.state_mode, "state_mode", "current")
     current = time.time()
+    known_at = epoch(options, "known_at") if options.HasField("known_at") else current
     return ReadAt(
         as_of=epoch(options, "as_of") if options.HasField("as_of") else current,
-        known_at=epoch(options, "known_at") if options.HasField("known_at") else current,
+        known_at=known_at, past=known_at < current,
         mode=mode, include_archived=options.include_archived, include_pending=options.include_pending,
     )
 

@@ -28,7 +28,7 @@ from rapidfuzz.distance import Levenshtein
 from automem.common.auth import require_role, resolve_scope
 from automem.common.errors import InvalidArgument, NotFound
 from automem.common.model import Memory, epoch, parse_type, type_name
-from automem.common.state import ReadAt, as_known, resolve
+from automem.common.state import ReadAt, as_known, hydrate_at, resolve
 from automem.graph import GraphStore
 from automem.graph.entities import EntityRow, split_entity_key
 from automem.recall.filters import Filters, listed_states, read_at
@@ -152,6 +152,10 @@ class GraphViews:
         memories = await self.graph.memories.graph_nodes(
             scope, states, min_importance=request.min_importance, types=types or None,
             since=epoch(request, "since"), limit=limit)
+        if read.past:  # each node as the version believed at known_at (automem/graph/versions.py)
+            believed = await hydrate_at(self.graph, [m.id for m in memories], scope, read)
+            memories = [believed[m.id] for m in memories
+                        if m.id in believed and believed[m.id].importance >= request.min_importance]
         nodes = await self._nodes(memories, scope, read)
         shown = [n.memory.id for n in nodes]
         edges = await self.graph.relations.among(shown, scope)
@@ -176,7 +180,7 @@ class GraphViews:
         depth = _bounded(request.depth or None, 1, MAX_DEPTH, "depth")
         semantic_limit = _bounded(request.semantic_limit or None, SEMANTIC_DEFAULT, SEMANTIC_MAX, "semantic_limit")
         include_semantic = request.include_semantic if request.HasField("include_semantic") else True
-        start = await self.graph.memories.get(request.id, scope)
+        start = (await hydrate_at(self.graph, [request.id], scope, read)).get(request.id)
         shown_start = await self._nodes([start], scope, read) if start is not None else []
         center = shown_start[0] if shown_start else None
         if center is None and start is not None and start.state not in (
@@ -198,7 +202,7 @@ class GraphViews:
                     seen.add(other)
                     new.append(other)
                 edges.setdefault((source, rel, target), strength)
-            hydrated = await self.graph.memories.hydrate(new, scope)
+            hydrated = await hydrate_at(self.graph, new, scope, read)
             reached = await self._nodes([hydrated[i] for i in new if i in hydrated], scope, read)
             for node in reached:
                 node.depth = level
@@ -223,7 +227,7 @@ class GraphViews:
         flt = Filters.build(scope, [], "any", "exact", [], None, None).vector_filter(states)
         hits = [(i, s) for i, s in await self.vectors.search(vector, limit + len(shown), flt) if i not in shown]
         score = dict(hits)
-        found = await self.graph.memories.hydrate([i for i, _ in hits], scope)
+        found = await hydrate_at(self.graph, [i for i, _ in hits], scope, read)
         nodes = await self._nodes([found[i] for i, _ in hits if i in found], scope, read)
         for node in nodes:
             node.similarity = round(score[node.memory.id], 4)

@@ -28,11 +28,12 @@ from automem.common.lifecycle import SUPERSEDING_RELATIONS
 from automem.common.model import Memory, epoch, ts
 from automem.common.paging import decode_offset_token, encode_offset_token
 from automem.common.settings import Settings
-from automem.common.state import ReadAt, as_known, known, resolve, resolve_one, withheld_reason
+from automem.common.state import ReadAt, as_known, hydrate_at, known, resolve, resolve_one, withheld_reason
 from automem.common.text import analyze, bm25_query_weights, fulltext_query
 from automem.common.timeouts import long_running
 from automem.common.timewindow import resolve as resolve_window
 from automem.graph import GraphStore
+from automem.graph.memories import filter_where
 from automem.recall.bytag import list_by_tag
 from automem.recall.filters import Filters, listed_states, read_at
 from automem.recall.graph_views import GraphViews
@@ -74,6 +75,51 @@ def _time_neighbours(memories: list[Memory], preceded_by: dict[str, list[str]]
                 prev[m.id] = p
     nxt = {p: m for m, p in prev.items()}
     return {mid: (prev.get(mid), nxt.get(mid)) for mid in ids}
+
+
+#: Most memories a startup recall at an earlier ``known_at`` reads per tag group.
+STARTUP_PAST_MAX = 5000
+#: Node states whose vector points a past read searches: a memory's state at an earlier
+#: ``known_at`` may differ from its state now (automem/common/state.py ``ReadAt.past``).
+PAST_STATES = ["ACTIVE", "SUPERSEDED", "ARCHIVED", "PENDING_REVIEW"]
+
+
+def arm_filter(filters: Filters, read: ReadAt):
+    """The vector-store filter of the search arms: ``filters`` on the current payload; with
+    ``read.past`` only the scope (and :data:`PAST_STATES`): tags, time and state are then
+    checked on the versions believed at ``known_at`` (``_Tiers._rank``), since a tag removed
+    or a window moved later is not in the current payload. Returns a VectorFilter."""
+    if read.past:
+        return Filters.build(filters.scope, [], "any", "exact", [], None, None).vector_filter(PAST_STATES)
+    return filters.vector_filter(listed_states(read))
+
+
+#: Fields a version diff leaves out: they move with every version.
+DIFF_IGNORED = ("version", "update_time")
+
+
+def diff_memories(before: Memory, after: Memory) -> list[recall_service_pb2.FieldChange]:
+    """The fields of the Memory message (proto names, as ``json_format`` writes them) whose
+    values differ between ``before`` and ``after``, in field-number order, each with both
+    values (absent = unset); ``version`` and ``update_time`` are left out
+    (:data:`DIFF_IGNORED`)."""
+    from google.protobuf import json_format, struct_pb2
+
+    a = json_format.MessageToDict(before, preserving_proto_field_name=True)
+    b = json_format.MessageToDict(after, preserving_proto_field_name=True)
+    out = []
+    for fd in Memory.DESCRIPTOR.fields:
+        name = fd.name
+        if name in DIFF_IGNORED or a.get(name) == b.get(name):
+            continue
+        change = recall_service_pb2.FieldChange(field=name)
+        for side, values in (("before", a), ("after", b)):
+            if name in values:
+                value = struct_pb2.Value()
+                json_format.ParseDict(values[name], value)
+                getattr(change, side).CopyFrom(value)
+        out.append(change)
+    return out
 
 
 def clamp_limit(limit: int, maximum: int) -> int:
@@ -130,7 +176,7 @@ class _Tiers:
             if self.queries or len(request.embedding):
                 more = False
                 if svc.vectors is not None and svc.embedder is not None:
-                    flt = self.filters.vector_filter(listed_states(self.read))
+                    flt = arm_filter(self.filters, self.read)
                     for vec in self.vectors:
                         hits = await svc.vectors.search(vec, n, flt)
                         more = more or len(hits) >= n
@@ -163,7 +209,11 @@ class _Tiers:
         not read by an earlier tier, no bodies)."""
         missing = [i for i in ids if i not in self._fetched]
         self._fetched.update(missing)
-        for memory, prev in await self.svc.graph.memories.recall_candidates(missing, self.scope):
+        light = await self.svc.graph.memories.recall_candidates(missing, self.scope)
+        if self.read.past:  # rank and filter the versions believed at known_at
+            believed = await hydrate_at(self.svc.graph, [m.id for m, _ in light], self.scope, self.read)
+            light = [(believed[m.id], prev) for m, prev in light if m.id in believed]
+        for memory, prev in light:
             self._light[memory.id] = memory
             self._preceded_by[memory.id] = prev
         memories = [self._light[i] for i in ids if i in self._light and self.filters.matches(self._light[i])]
@@ -264,6 +314,8 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
                 pos += len(chunk)
                 full, outgoing = await self.graph.memories.hydrate_with_successors(
                     [r.id for r in chunk], scope, SUPERSEDING_RELATIONS)
+                if read.past:
+                    full = await hydrate_at(self.graph, [r.id for r in chunk], scope, read)
                 chunk = [r for r in chunk if r.id in full]  # purged since the candidates were read
                 resolved = await resolve(self.graph, [full[r.id] for r in chunk], scope, read, seen=resolved_seen,
                                          outgoing=outgoing)
@@ -339,7 +391,7 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
             if self.vectors is not None and terms:
                 weights = bm25_query_weights(terms)
                 keys = sorted(weights)
-                flt = filters.vector_filter(listed_states(read))
+                flt = arm_filter(filters, read)
                 hits = await self.vectors.search_sparse(keys, [weights[k] for k in keys], n_cand, flt)
                 more = more or len(hits) >= n_cand
                 for mid, score in hits:
@@ -380,6 +432,10 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         order = "update_time" if sort.startswith("updated") else "event_time"
         descending = not sort.endswith("_asc")
         states = listed_states(read)
+        if read.past:  # the versions believed at known_at (automem/graph/versions.py)
+            where, params = filter_where(filters, "v")
+            return await self.graph.versions.list_ids_at(where, params, states, read.known_at, limit,
+                                                         order=order, descending=descending)
         if order == "event_time" and descending and self.vectors is not None:
             newest = await self.vectors.newest_event_time(filters.vector_filter(states))
             for days in LIST_WINDOWS_DAYS if newest is not None else ():
@@ -398,7 +454,7 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         extra_ids = [(other, rel, strength, seed) for seed, rel, other, strength in edges
                      if other not in have and strength >= request.expand_min_strength]
         extra_ids = extra_ids[: request.expansion_limit or 25]
-        found = await self.graph.memories.hydrate([e[0] for e in extra_ids], scope)
+        found = await hydrate_at(self.graph, [e[0] for e in extra_ids], scope, read)
         score_of = {r.memory.id: r.score for r in results}
         out: list[recall_service_pb2.ScoredMemory] = []
         mems = [found[e[0]] for e in extra_ids if e[0] in found]
@@ -431,7 +487,7 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
                 score = score_of.get(seed, 0.0) * self.settings.search_weight_relation * min(0.5 * shared, 1.0)
                 best[other] = max(best.get(other, 0.0), score)
         ordered = sorted(best, key=lambda i: -best[i])[: request.expansion_limit or 25]
-        found = await self.graph.memories.hydrate(ordered, scope)
+        found = await hydrate_at(self.graph, ordered, scope, read)
         mems = [found[i] for i in ordered if i in found]
         out: list[recall_service_pb2.ScoredMemory] = []
         for memory, res in zip(mems, await resolve(self.graph, mems, scope, read), strict=True):
@@ -453,7 +509,14 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         require_role("reader")
         scope = resolve_scope(request.scope)
         read = read_at(request.read)
-        memory = await self.graph.memories.get(request.id, scope)
+        if request.HasField("version"):
+            return await self._get_version(request, scope, read)
+        if read.past:  # the version believed at known_at (automem/graph/versions.py)
+            memory = (await self.graph.versions.at([request.id], scope, read.known_at)).get(request.id)
+            if memory is None and await self.graph.memories.get(request.id, scope) is not None:
+                raise NotFound(f"memory {request.id} not found at known_at", field="id")
+        else:
+            memory = await self.graph.memories.get(request.id, scope)
         if memory is None or memory.state == memory_pb2.MEMORY_STATE_DELETED or (
                 memory.state == memory_pb2.MEMORY_STATE_REJECTED and not read.history):
             raise NotFound(f"memory {request.id} not found", field="id")
@@ -462,11 +525,77 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
             raise NotFound(f"memory {request.id} not found at known_at", field="id")
         memory = as_known(memory, read)  # as the service believed it at known_at
         is_current, head = await resolve_one(self.graph, memory, scope, read)
-        if request.touch:
+        if request.touch and not read.past:
             stamp = time.time()
             await self.graph.memories.touch(memory.id, scope, stamp)
             memory.last_access_time.CopyFrom(ts(stamp))
         return recall_service_pb2.GetMemoryResponse(memory=memory, is_current=is_current, current_id=head)
+
+    async def _get_version(self, request, scope: str, read: ReadAt) -> recall_service_pb2.GetMemoryResponse:
+        """GetMemory with ``version``: that version's snapshot (automem/graph/versions.py);
+        ``is_current`` when it is the memory's current version and that is current under
+        ``read``. INVALID_ARGUMENT naming ``version`` below 1; NOT_FOUND naming ``id`` when
+        the memory is absent (a DELETED one's versions stay readable) and ``version`` when it
+        has no such version."""
+        if request.version < 1:
+            raise InvalidArgument("version: must be at least 1", field="version")
+        current = await self._versioned(request.id, scope)
+        row = await self.graph.versions.get(request.id, scope, request.version)
+        if row is None:
+            raise NotFound(f"version: memory {request.id} has no version {request.version}", field="version")
+        is_current, head = False, ""
+        if row.version == current.version:
+            is_current, head = await resolve_one(self.graph, current, scope, read)
+        return recall_service_pb2.GetMemoryResponse(memory=row.memory, is_current=is_current, current_id=head)
+
+    async def _versioned(self, memory_id: str, scope: str) -> Memory:
+        """The memory whose versions are read; NOT_FOUND naming ``id`` when absent from the
+        scope. A DELETED memory's versions stay readable (only a purge removes history,
+        automem/graph/versions.py)."""
+        current = await self.graph.memories.get(memory_id, scope)
+        if current is None:
+            raise NotFound(f"memory {memory_id} not found", field="id")
+        return current
+
+    async def ListMemoryVersions(self, request, context):
+        """The versions of one memory, oldest first (automem/graph/versions.py), paged as
+        AIP-158: ``page_size`` 1..100 (0 = 20), ``page_token`` from ``next_page_token``.
+        INVALID_ARGUMENT naming ``page_size`` or ``page_token``; NOT_FOUND naming ``id``."""
+        require_role("reader")
+        scope = resolve_scope(request.scope)
+        size = request.page_size or 20
+        if size < 1 or size > 100:
+            raise InvalidArgument("page_size: must be between 1 and 100", field="page_size")
+        after = decode_offset_token(request.page_token, f"versions:{request.id}")
+        await self._versioned(request.id, scope)
+        rows = await self.graph.versions.page(request.id, scope, after, size + 1)
+        response = recall_service_pb2.ListMemoryVersionsResponse(versions=[
+            recall_service_pb2.MemoryVersion(version=r.version, record_time=ts(r.recorded_at), actor=r.actor,
+                                             changed_fields=r.changed_fields, memory=r.memory)
+            for r in rows[:size]])
+        if len(rows) > size:
+            response.next_page_token = encode_offset_token(rows[size - 1].version, f"versions:{request.id}")
+        return response
+
+    async def DiffMemoryVersions(self, request, context):
+        """The fields of the Memory message that differ between versions ``from_version`` and
+        ``to_version`` of one memory (:func:`diff_memories`). INVALID_ARGUMENT naming
+        ``from_version`` / ``to_version`` below 1; NOT_FOUND naming ``id`` or the version."""
+        require_role("reader")
+        scope = resolve_scope(request.scope)
+        for name in ("from_version", "to_version"):
+            if getattr(request, name) < 1:
+                raise InvalidArgument(f"{name}: must be at least 1", field=name)
+        await self._versioned(request.id, scope)
+        rows = {}
+        for name in ("from_version", "to_version"):
+            row = await self.graph.versions.get(request.id, scope, getattr(request, name))
+            if row is None:
+                raise NotFound(f"{name}: memory {request.id} has no version {getattr(request, name)}", field=name)
+            rows[name] = row
+        return recall_service_pb2.DiffMemoryVersionsResponse(
+            from_version=request.from_version, to_version=request.to_version,
+            changes=diff_memories(rows["from_version"].memory, rows["to_version"].memory))
 
     async def ListMemoriesByTag(self, request, context):
         """Current memories with the tags, newest first (event_time, importance, id), paged
@@ -512,7 +641,15 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         out = []
         for tags, limit in ((["critical", "lesson", "ai-assistant"], 10), (["system", "memory-recall"], 5)):
             filters = Filters.build(scope, tags, "any", "exact", [], None, None)
-            memories = await self.graph.memories.most_important(filters, listed_states(read), 200)
+            if read.past:  # the versions believed at known_at carry the tags
+                where, params = filter_where(filters, "v")
+                ids = await self.graph.versions.list_ids_at(where, params, listed_states(read), read.known_at,
+                                                            STARTUP_PAST_MAX)
+                believed = await hydrate_at(self.graph, ids, scope, read)
+                memories = sorted(believed.values(),
+                                  key=lambda m: (-m.importance, -(epoch(m, "event_time") or 0.0), m.id))[:200]
+            else:
+                memories = await self.graph.memories.most_important(filters, listed_states(read), 200)
             current = [r.memory for r in await resolve(self.graph, memories, scope, read) if r is not None]
             out.append(current[:limit])
         return recall_service_pb2.StartupRecallResponse(critical_lessons=out[0], system_rules=out[1])
@@ -540,7 +677,7 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         bad = [t for t in types if t not in AUTHORABLE_RELATIONS + SYSTEM_RELATIONS]
         if bad:
             raise InvalidArgument(f"relationship_types: unknown {', '.join(bad)}", field="relationship_types")
-        start = await self.graph.memories.get(request.id, scope)
+        start = (await hydrate_at(self.graph, [request.id], scope, read)).get(request.id)
         if start is None or start.state == memory_pb2.MEMORY_STATE_DELETED:
             raise NotFound(f"memory {request.id} not found", field="id")
         seen = {start.id}
@@ -556,7 +693,7 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
                 seen.add(other)
                 frontier.append(other)
                 found.append((other, rel, strength, level))
-        memories = await self.graph.memories.hydrate([f[0] for f in found], scope)
+        memories = await hydrate_at(self.graph, [f[0] for f in found], scope, read)
         mems = [memories[f[0]] for f in found if f[0] in memories]
         meta = {f[0]: f for f in found}
         resolved = await resolve(self.graph, mems, scope, read)

@@ -110,6 +110,12 @@ async def test_backup_restore_backup_is_identical_and_restore_enriches_nothing(o
     assert any(r["kind"] == "edge" and r["type"] == "INVALIDATED_BY" for r in records)
     assert any(r["kind"] == "edge" and r["type"] == "SIMILAR_TO" for r in records)
     original_edges = sorted(json.dumps(r["properties"], sort_keys=True) for r in records if r["kind"] == "edge")
+    # Versions (automem/graph/versions.py) travel as nodes: the superseded memory has two.
+    version_nodes = [r for r in records if "MemoryVersion" in (r.get("labels") or [])]
+    assert {(r["properties"]["memory_id"], r["properties"]["version"]) for r in version_nodes
+            if r["properties"]["memory_id"] == ids["a"]} == {(ids["a"], 1), (ids["a"], 2)}
+    scope = (await own_service.ctx.graph.memories.get(ids["a"], None)).scope
+    original_versions = {mid: await own_service.ctx.graph.versions.page(mid, scope, 0, 100) for mid in live}
     events_before, edges_before, nodes_before = await _counts(own_service)
     out = tmp_path / "first.jsonl"
     out.write_text("\n".join(first) + "\n", encoding="utf-8")
@@ -141,6 +147,8 @@ async def test_backup_restore_backup_is_identical_and_restore_enriches_nothing(o
         await asyncio.sleep(1.0)  # let an (unwanted) replay of the restored events start
         await eventually(lambda: _settled(restored, live), timeout=60)
         assert await _counts(restored) == (events_before, edges_before, nodes_before)
+        for mid, versions in original_versions.items():
+            assert await restored.ctx.graph.versions.page(mid, scope, 0, 100) == versions
         second = await _backup_lines(restored)
     finally:
         await restored.runner.stop()

@@ -85,14 +85,26 @@ def _strategy(operation, mode: GenerationMode):
     Schema's ``date-time``/``date`` formats state only in part (a naive time is valid here
     and not ``date-time``); tests/integration/test_recall_timewindow.py covers them. Positive
     cases breaking a rule between two fields are left out (:func:`_self_link`,
-    :func:`_ends_before_start`)."""
+    :func:`_ends_before_start`); a positive scope purge confirms the caller's scope
+    (:func:`_confirm_own_scope`)."""
     names = {p.name for p in operation.query} if hasattr(operation, "query") else set()
     pinned = {name: "" for name in ("page_token", "start", "end") if name in names}
     query = pinned or None
     strategy = operation.as_strategy(generation_mode=mode, query=query)
     if mode is GenerationMode.POSITIVE:
         strategy = strategy.filter(lambda case: not _self_link(case) and not _ends_before_start(case))
+        if operation.label == "POST /v1/scope:purge":
+            strategy = strategy.map(_confirm_own_scope)
     return strategy
+
+
+def _confirm_own_scope(case):
+    """A scope purge whose ``confirm_scope`` repeats the caller's scope (``default``: the
+    fuzzer sends no ``X-Automem-Scope``), a relation between the body and the caller that
+    JSON Schema cannot state (automem/ingest/purge.py ``purge_scope``)."""
+    if isinstance(case.body, dict):
+        case.body["confirm_scope"] = "default"
+    return case
 
 
 def _checks(operation, mode: GenerationMode) -> list:

@@ -204,6 +204,26 @@ async def test_rest_reader_cannot_write(world: World) -> None:
         assert r.json()["memory"]["importance"] == 0.5 and r.json()["memory"]["state"] == "ACTIVE"
 
 
+async def test_rest_purge_stays_in_the_callers_scope(world: World) -> None:
+    """An admin of acme/* cannot purge (or preview a purge of) a globex memory, nor purge
+    globex/app; purging its own scope leaves scope B as it was (docs/purge.md)."""
+    b0 = world.b_ids[0]
+    async with world.http(world.admin_a) as http:
+        for body in ({"dry_run": True}, {}):
+            assert (await http.post(f"/v1/memories/{b0}:purge", json=body)).status_code == 404
+        r = await http.post("/v1/scope:purge", json={"confirm_scope": SCOPE_B}, headers={"X-Automem-Scope": SCOPE_B})
+        assert r.status_code == 403, r.text
+        r = await http.post("/v1/scope:purge", json={"confirm_scope": SCOPE_B})
+        assert r.status_code == 400 and "confirm_scope" in r.text
+        r = await http.post("/v1/scope:purge", json={"confirm_scope": SCOPE_A, "reason": "tenant left"})
+        assert r.status_code == 200 and r.json()["purge"]["counts"]["memories"] == 1, r.text
+        assert (await http.get(f"/memory/{world.a_id}")).status_code == 404
+        assert (await http.get("/v1/purges", headers={"X-Automem-Scope": SCOPE_B})).status_code == 403
+    async with world.http(world.key_b) as http:
+        assert (await http.get(f"/v1/memories/{b0}/history")).json()["events"][0]["type"] == "EVENT_TYPE_MEMORY_CREATED"
+    await _b_untouched(world)
+
+
 async def test_rest_every_route_needs_a_valid_key(world: World) -> None:
     """Sweep every route of the OpenAPI schema (plus an unknown route, an oversized body and
     a malformed body) with no key, a wrong key, a revoked key and a query-string key: 401."""

@@ -1,0 +1,237 @@
+"""Memory versions (``:MemoryVersion``): every Cypher statement that reads or writes them.
+
+One node per version of a memory, ``(:MemoryVersion {memory_id, scope, version,
+recorded_at, actor, changed_fields, ...})``, keyed by (``memory_id``, ``version``) with an
+index on ``memory_id`` (and ``scope``, for the past listings). Besides those keys it holds a
+full snapshot of the memory node's properties as they stood after the write
+(:func:`automem.common.model.memory_to_node`, ``id`` renamed ``memory_id``), so a snapshot
+is read back with :func:`automem.common.model.node_to_memory` and filtered with the same
+Cypher as a memory node (:func:`automem.graph.memories.filter_where` over ``v``).
+
+``version`` is the memory's own ``version`` (its ETag): every write that moves it records a
+version, in the SAME query as the write (:func:`before` / :func:`record` are spliced into
+the statements of automem/graph/memories.py, relations.py, review.py and idempotency.py), so
+a change and its version land together or not at all. Writes that do not move the version
+(enrichment's derived fields, the LLM type) update the snapshot of the memory's current
+version (:func:`amend`); access bookkeeping (``last_access_time``, ``relevance_score``) is not
+versioned. (Enrichment writes only while the node still holds the content it enriched,
+automem/graph/memories.py ``set_enrichment_many``, so the amended version holds that
+content.) ``recorded_at`` is the system time of the write (the snapshot's ``update_time``,
+else ``record_time``): the version believed from then on, until the next one
+(docs/architecture.md, "Versions"). Only a purge removes versions (``Memories.purge``).
+
+Memories written before versions existed get one version from their current node at start
+(:meth:`Versions.migrate`, recorded under ``:SchemaMigration {name: 'memory_versions'}``),
+recorded at their ``record_time``: what the service believed about them before then is not
+known any more precisely.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from automem.common.auth import bound_principal
+from automem.common.model import Memory, node_to_memory
+from automem.graph.repository import Repository
+
+LABEL = "MemoryVersion"
+#: Properties a version holds besides the snapshot.
+KEYS = ("memory_id", "version", "recorded_at", "actor", "changed_fields")
+#: Snapshot properties not listed in ``changed_fields``: the keys (``id``, ``scope``), what
+#: every write moves, and what is derived (``tags_lower`` and ``content_hash`` follow
+#: ``tags`` and ``content``).
+UNTRACKED = ("id", "scope", "version", "update_time", "tags_lower", "content_hash", "last_access_time",
+             "relevance_score")
+#: The migration marker (:meth:`Versions.migrate`).
+MIGRATION = "memory_versions"
+MIGRATION_VERSION = 1
+#: Actor of writes made outside a request (enrichment, consolidation, migrations).
+SYSTEM_ACTOR = "system"
+
+
+def actor() -> str:
+    """The name of the principal of the current request (automem/common/auth.py binds it
+    per gRPC call), or :data:`SYSTEM_ACTOR` outside a request."""
+    principal = bound_principal()
+    return principal.name if principal is not None else SYSTEM_ACTOR
+
+
+def before(var: str, carry: Sequence[str] = ()) -> str:
+    """Cypher to put before a write's ``SET`` on node ``var``: keeps its properties as
+    ``_b_<var>`` for :func:`record`. ``carry``: other variables the query still needs."""
+    keep = ", ".join([var, *carry])
+    return f"WITH {keep}, properties({var}) AS _b_{var} "
+
+
+def record(var: str, carry: Sequence[str] = (), *, created: bool = False) -> str:
+    """Cypher to put after a write's ``SET`` on node ``var``: creates the version of the node
+    as it now stands (parameter ``$v_actor`` names the actor: :func:`params`). With
+    ``created`` the node is new (no :func:`before`): every field counts as changed. Ends with
+    a ``WITH`` of ``var`` and ``carry``."""
+    keep = ", ".join([var, *carry])
+    if created:
+        changed = f"[k IN keys(_a_{var}) WHERE NOT k IN $v_untracked AND _a_{var}[k] IS NOT NULL]"
+        head = f"WITH {keep}, properties({var}) AS _a_{var} "
+    else:
+        changed = (f"[k IN keys(_a_{var}) WHERE NOT k IN $v_untracked AND "
+                   f"(_b_{var}[k] IS NULL OR _b_{var}[k] <> _a_{var}[k]) AND _a_{var}[k] IS NOT NULL]")
+        head = f"WITH {keep}, _b_{var}, properties({var}) AS _a_{var} "
+    return (head + f"CREATE (_v_{var}:{LABEL}) SET _v_{var} = _a_{var}, _v_{var}.memory_id = _a_{var}.id, "
+            f"_v_{var}.id = null, _v_{var}.actor = $v_actor, "
+            f"_v_{var}.recorded_at = coalesce(_a_{var}.update_time, _a_{var}.record_time, _a_{var}.create_time), "
+            f"_v_{var}.changed_fields = {changed} WITH {keep} ")
+
+
+def record_row(row: str) -> str:
+    """A Cypher update clause (usable inside ``FOREACH``) creating the first version of a
+    memory created from the node-property map ``row``: every field changed."""
+    return (f"CREATE (_v_{row}:{LABEL}) SET _v_{row} = {row}, _v_{row}.memory_id = {row}.id, _v_{row}.id = null, "
+            f"_v_{row}.actor = $v_actor, "
+            f"_v_{row}.recorded_at = coalesce({row}.update_time, {row}.record_time, {row}.create_time), "
+            f"_v_{row}.changed_fields = [k IN keys({row}) WHERE NOT k IN $v_untracked AND {row}[k] IS NOT NULL] ")
+
+
+def amend(var: str, fields: str, carry: Sequence[str] = ()) -> str:
+    """Cypher to put after a write that sets ``fields`` (a Cypher map expression) on node
+    ``var`` without moving its version: the same fields onto the snapshot of its current
+    version. Ends with a ``WITH`` of ``var`` and ``carry``."""
+    keep = ", ".join([var, *carry])
+    return (f"WITH {keep} OPTIONAL MATCH (_v_{var}:{LABEL} {{memory_id: {var}.id}}) "
+            f"WHERE _v_{var}.version = {var}.version "
+            f"FOREACH (_x IN CASE WHEN _v_{var} IS NULL THEN [] ELSE [1] END | SET _v_{var} += {fields}) "
+            f"WITH {keep} ")
+
+
+def params(extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The parameters :func:`record` needs (``v_actor``, ``v_untracked``), plus ``extra``."""
+    return {"v_actor": actor(), "v_untracked": list(UNTRACKED), **(extra or {})}
+
+
+def snapshot_memory(props: dict[str, Any]) -> Memory:
+    """The Memory of a version's properties (its snapshot, ``memory_id`` as ``id``)."""
+    snapshot = {k: v for k, v in props.items() if k not in KEYS}
+    snapshot["id"] = props.get("memory_id")
+    snapshot["version"] = props.get("version")
+    return node_to_memory(snapshot)
+
+
+@dataclass
+class VersionRow:
+    """One version: ``version`` (the memory's version number), ``recorded_at`` (epoch
+    seconds), ``actor`` (principal name or ``system``), ``changed_fields`` (node property
+    names, automem/common/model.py), ``memory`` (the snapshot)."""
+
+    version: int
+    recorded_at: float
+    actor: str
+    changed_fields: list[str] = field(default_factory=list)
+    memory: Memory = field(default_factory=Memory)
+
+
+def _row(props: dict[str, Any]) -> VersionRow:
+    return VersionRow(version=int(props.get("version") or 0), recorded_at=float(props.get("recorded_at") or 0.0),
+                      actor=props.get("actor") or "", changed_fields=list(props.get("changed_fields") or []),
+                      memory=snapshot_memory(props))
+
+
+class Versions(Repository):
+    """Statements over ``:MemoryVersion`` nodes."""
+
+    async def at(self, ids: Iterable[str], scope: str | None, known_at: float) -> dict[str, Memory]:
+        """For each id, the snapshot of its newest version recorded by ``known_at`` (epoch
+        seconds) in ``scope`` (any when None): the memory as the service believed it then.
+        Ids without such a version (not yet recorded then, or purged) are absent. One round
+        trip on the ``memory_id`` index."""
+        ids = list(dict.fromkeys(ids))
+        if not ids:
+            return {}
+        rows = await self.store.ro_query(
+            f"UNWIND $ids AS mid MATCH (v:{LABEL} {{memory_id: mid}}) "
+            "WHERE ($scope IS NULL OR v.scope = $scope) AND v.recorded_at <= $t "
+            "WITH mid, v ORDER BY v.version DESC WITH mid, collect(v)[0] AS w RETURN properties(w)",
+            {"ids": ids, "scope": scope, "t": float(known_at)})
+        return {r[0]["memory_id"]: snapshot_memory(r[0]) for r in rows}
+
+    async def get(self, memory_id: str, scope: str, version: int) -> VersionRow | None:
+        """Version ``version`` of the memory in ``scope``, or None."""
+        rows = await self.store.ro_query(
+            f"MATCH (v:{LABEL} {{memory_id: $id}}) WHERE v.scope = $scope AND v.version = $version "
+            "RETURN properties(v) LIMIT 1", {"id": memory_id, "scope": scope, "version": int(version)})
+        return _row(rows[0][0]) if rows else None
+
+    async def page(self, memory_id: str, scope: str, after: int, limit: int) -> list[VersionRow]:
+        """Up to ``limit`` versions of the memory in ``scope`` with a version number greater
+        than ``after``, oldest first."""
+        rows = await self.store.ro_query(
+            f"MATCH (v:{LABEL} {{memory_id: $id}}) WHERE v.scope = $scope AND v.version > $after "
+            "RETURN properties(v) ORDER BY v.version LIMIT $limit",
+            {"id": memory_id, "scope": scope, "after": int(after), "limit": int(limit)})
+        return [_row(r[0]) for r in rows]
+
+    async def count(self, memory_id: str | None = None) -> int:
+        """Number of versions (of one memory, or of all)."""
+        if memory_id is None:
+            rows = await self.store.ro_query(f"MATCH (v:{LABEL}) RETURN count(v)")
+        else:
+            rows = await self.store.ro_query(f"MATCH (v:{LABEL} {{memory_id: $id}}) RETURN count(v)",
+                                             {"id": memory_id})
+        return int(rows[0][0]) if rows else 0
+
+    async def list_ids_at(self, where: str, where_params: dict[str, Any], states: Sequence[str], known_at: float,
+                          limit: int, *, order: str = "event_time", descending: bool = True) -> list[str]:
+        """Ids of up to ``limit`` memories whose version believed at ``known_at`` matches
+        ``where`` (a fragment over ``v`` from :func:`automem.graph.memories.filter_where`,
+        which binds ``$f_scope``) and is in ``states``, ordered as
+        :meth:`automem.graph.memories.Memories.list_ids`. Reads every version of the scope
+        recorded by ``known_at`` (the ``scope`` index): the past listing, used only when a
+        read names an earlier ``known_at``."""
+        if order not in ("event_time", "update_time"):
+            raise ValueError(f"list order must be event_time or update_time, got {order!r}")
+        rows = await self.store.ro_query(
+            f"MATCH (x:{LABEL}) WHERE x.scope = $f_scope AND x.recorded_at <= $t "
+            "WITH x.memory_id AS mid, max(x.version) AS ver "
+            f"MATCH (v:{LABEL} {{memory_id: mid}}) WHERE v.version = ver AND {where} AND v.state IN $states "
+            f"RETURN v.memory_id ORDER BY v.{order} {'DESC' if descending else 'ASC'}, v.importance DESC, "
+            "v.memory_id LIMIT $limit",
+            {**where_params, "t": float(known_at), "states": list(states), "limit": int(limit)})
+        return [r[0] for r in rows]
+
+    async def migrate_page(self, after: str, limit: int) -> tuple[int, str | None]:
+        """Record a version of each memory with id greater than ``after`` (up to ``limit``, in
+        id order) that has none: its current node, recorded at its ``record_time``, actor
+        ``system``, every field changed. Returns (versions written, last id read or None at
+        the end)."""
+        rows = await self.store.query(
+            "MATCH (m:Memory) WHERE m.id > $after WITH m ORDER BY m.id LIMIT $limit "
+            f"OPTIONAL MATCH (v:{LABEL} {{memory_id: m.id}}) WITH m, count(v) AS n "
+            "WITH m, n, properties(m) AS a "
+            f"FOREACH (_x IN CASE WHEN n = 0 THEN [1] ELSE [] END | CREATE (w:{LABEL}) SET w = a, "
+            "w.memory_id = a.id, w.id = null, w.actor = $actor, "
+            "w.recorded_at = coalesce(a.record_time, a.create_time), "
+            "w.changed_fields = [k IN keys(a) WHERE NOT k IN $untracked AND a[k] IS NOT NULL]) "
+            "RETURN m.id, n",
+            {"after": after, "limit": int(limit), "actor": SYSTEM_ACTOR, "untracked": list(UNTRACKED)})
+        if not rows:
+            return 0, None
+        return sum(1 for r in rows if int(r[1]) == 0), max(r[0] for r in rows)
+
+    async def migrate(self, batch: int = 1000) -> int:
+        """Give every memory without a version its first one (:meth:`migrate_page`), once per
+        store: recorded as :data:`MIGRATION` at :data:`MIGRATION_VERSION` in
+        ``:SchemaMigration`` (as automem/enrich/textkeys.py). Returns the versions written."""
+        rows = await self.store.ro_query("MATCH (s:SchemaMigration {name: $name}) RETURN s.version",
+                                         {"name": MIGRATION})
+        if rows and int(rows[0][0] or 0) >= MIGRATION_VERSION:
+            return 0
+        written, after = 0, ""
+        while True:
+            n, last = await self.migrate_page(after, batch)
+            written += n
+            if last is None:
+                break
+            after = last
+        await self.store.query("MERGE (s:SchemaMigration {name: $name}) SET s.version = $version",
+                               {"name": MIGRATION, "version": MIGRATION_VERSION})
+        return written

@@ -1,0 +1,293 @@
+"""Bitemporal reads for every field and the version history (issue 14 items 1 and 2), on
+the real service: one memory edited five times (content, tags, window, importance, state)
+and read at each point in system time through REST, gRPC and MCP; the versions listing
+(paging), ``GET /memory/{id}?version=N``, the diff, and bad input."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from datetime import UTC, datetime
+
+import grpc
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from automem.common.model import ts
+from automem.v1 import recall_service_pb2
+
+
+def _iso(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).isoformat()
+
+
+async def _mark() -> float:
+    """A system time strictly between two writes."""
+    await asyncio.sleep(0.02)
+    t = time.time()
+    await asyncio.sleep(0.02)
+    return t
+
+
+async def _edited(http, tag: str) -> tuple[str, list[float]]:
+    """A memory under ``tag`` edited five times; the system times before the first write
+    and after each write (six points)."""
+    points = [await _mark()]
+    r = await http.post("/memory", json={"content": "The deploy runs on Fridays", "tags": [tag],
+                                         "importance": 0.3, "t_valid": _iso(time.time() - 2 * 86400)})
+    assert r.status_code == 201, r.text
+    mid = r.json()["memory_id"]
+    points.append(await _mark())
+    edits = [{"content": "The deploy runs on Mondays"},
+             {"tags": [tag, f"{tag}-later"]},
+             {"t_invalid": _iso(time.time() - 86400)},
+             {"importance": 0.9}]
+    for body in edits:
+        r = await http.patch(f"/memory/{mid}", json=body)
+        assert r.status_code == 200, r.text
+        points.append(await _mark())
+    r = await http.delete(f"/memory/{mid}")
+    assert r.status_code == 200, r.text
+    points.append(await _mark())
+    return mid, points
+
+
+#: What the service believed at each point: (readable by id, content, importance, has the
+#: later tag, window closed, listed under the tags at as_of now).
+EXPECTED = [
+    (False, None, None, False, False, False),                          # before the create
+    (True, "The deploy runs on Fridays", 0.3, False, False, True),     # created
+    (True, "The deploy runs on Mondays", 0.3, False, False, True),     # content
+    (True, "The deploy runs on Mondays", 0.3, True, False, True),      # tags
+    (True, "The deploy runs on Mondays", 0.3, True, True, False),      # window closed
+    (True, "The deploy runs on Mondays", 0.9, True, True, False),      # importance
+    (False, None, None, None, None, False),                            # deleted
+]
+
+
+async def test_known_at_every_field_rest_grpc_mcp(service):
+    tag = f"kn-{uuid.uuid4().hex[:8]}"
+    later = f"{tag}-later"
+    async with service.http() as http:
+        mid, points = await _edited(http, tag)
+        client = service.client()
+        mcp = Client(streamable_http_client(
+            service.url + "/mcp/", http_client=create_mcp_http_client(headers={"X-Automem-Scope": service.scope})))
+        async with mcp:
+            for i, (point, (readable, content, importance, has_later, closed, listed)) in enumerate(
+                    zip(points, EXPECTED, strict=True)):
+                known = _iso(point)
+                # REST, get by id
+                r = await http.get(f"/memory/{mid}", params={"known_at": known})
+                if not readable:
+                    assert r.status_code == 404, (i, r.text)
+                else:
+                    assert r.status_code == 200, (i, r.text)
+                    m = r.json()["memory"]
+                    assert (m["content"], m["importance"], later in m["tags"]) == (content, importance, has_later), i
+                    assert (m["t_invalid"] is not None) == closed, i
+                    assert m["state"] == "ACTIVE", i
+                # REST, by tag and recall listing: the tag added later does not match earlier,
+                # the window closed later is open earlier
+                for want_tag, expect in ((tag, listed), (later, listed and has_later)):
+                    r = await http.get("/memory/by-tag", params={"tags": want_tag, "known_at": known})
+                    assert r.status_code == 200, r.text
+                    assert ([x["id"] for x in r.json()["memories"]] == [mid]) == bool(expect), (i, want_tag)
+                    r = await http.get("/recall", params={"tags": want_tag, "tag_match": "exact", "known_at": known})
+                    assert r.status_code == 200, r.text
+                    ids = [x.get("id") or x["memory"]["id"] for x in r.json()["results"]]
+                    assert (ids == [mid]) == bool(expect), (i, want_tag, ids)
+                # gRPC
+                request = recall_service_pb2.GetMemoryRequest(id=mid)
+                request.read.known_at.CopyFrom(ts(point))
+                if not readable:
+                    with pytest.raises(grpc.aio.AioRpcError) as err:
+                        await client.recall.GetMemory(request)
+                    assert err.value.code() == grpc.StatusCode.NOT_FOUND
+                else:
+                    got = (await client.recall.GetMemory(request)).memory
+                    assert (got.content, got.importance, later in got.tags) == (content, importance, has_later), i
+                search = recall_service_pb2.SearchMemoriesRequest(tags=[later], tag_match=recall_service_pb2.TAG_MATCH_EXACT)
+                search.read.known_at.CopyFrom(ts(point))
+                found = await client.recall.SearchMemories(search)
+                assert ([h.memory.id for h in found.results] == [mid]) == bool(listed and has_later), i
+                # MCP
+                result = await mcp.call_tool("recall_memory", {"memory_id": mid, "known_at": known, "format": "json"})
+                if not readable:
+                    assert result.is_error, i
+                else:
+                    assert not result.is_error, result.content[0].text
+                    m = result.structured_content["memory"]
+                    assert (m["content"], m["importance"], later in m["tags"]) == (content, importance, has_later), i
+                result = await mcp.call_tool("recall_memory", {"tags": [later], "tag_match": "exact",
+                                                               "known_at": known, "format": "json"})
+                assert not result.is_error, result.content[0].text
+                ids = [x.get("id") or x.get("memory_id") for x in result.structured_content["results"]]
+                assert (ids == [mid]) == bool(listed and has_later), (i, ids)
+        await client.close()
+        # The deleted memory's history stays readable: one version per write.
+        r = await http.get(f"/v1/memories/{mid}/versions")
+        assert r.status_code == 200, r.text
+        versions = r.json()["versions"]
+        assert [v["version"] for v in versions] == [1, 2, 3, 4, 5, 6]
+        # (enrichment may land in between and reset or set its own fields: only the
+        # caller's fields are compared)
+        user = {"content", "tags", "t_invalid", "t_valid", "importance", "state", "retracted_at", "type",
+                "confidence", "metadata", "timestamp"}
+        assert [sorted(set(v["changed_fields"]) & user) for v in versions[1:]] == [
+            ["content"], ["tags"], ["t_invalid"], ["importance"], ["retracted_at", "state"]]
+        assert "id" not in versions[0]["changed_fields"] and "content" in versions[0]["changed_fields"]
+        assert versions[-1]["memory"]["state"] == "DELETED"
+        assert (await http.get(f"/memory/{mid}", params={"version": 2})).json()["memory"]["content"] == \
+            "The deploy runs on Mondays"
+
+
+async def test_versions_listing_paging_version_and_diff(service):
+    tag = f"vl-{uuid.uuid4().hex[:8]}"
+    async with service.http() as http:
+        r = await http.post("/memory", json={"content": "Version one", "tags": [tag], "importance": 0.2})
+        mid = r.json()["memory_id"]
+        for body in ({"content": "Version two"}, {"tags": [tag, "extra"]}, {"importance": 0.7}):
+            assert (await http.patch(f"/memory/{mid}", json=body)).status_code == 200
+        # paging: 4 versions, 3 pages of at most 2 ... pages of 3
+        seen, token = [], None
+        while True:
+            params = {"page_size": 3, **({"page_token": token} if token else {})}
+            r = await http.get(f"/v1/memories/{mid}/versions", params=params)
+            assert r.status_code == 200, r.text
+            body = r.json()
+            seen.extend(body["versions"])
+            token = body["next_page_token"]
+            if not token:
+                break
+        assert [v["version"] for v in seen] == [1, 2, 3, 4]
+        assert [v["memory"]["content"] for v in seen] == ["Version one", "Version two", "Version two", "Version two"]
+        assert "content" in seen[1]["changed_fields"] and "tags" in seen[2]["changed_fields"]
+        assert seen[3]["changed_fields"] == ["importance"]
+        assert all(v["actor"] and v["recorded_at"] for v in seen)
+        assert [v["recorded_at"] for v in seen] == sorted(v["recorded_at"] for v in seen)
+        # version=N
+        r = await http.get(f"/memory/{mid}", params={"version": 2})
+        assert r.status_code == 200 and r.json()["memory"]["content"] == "Version two"
+        assert r.json()["memory"]["tags"] == [tag]
+        # diff
+        r = await http.get(f"/v1/memories/{mid}/versions:diff", params={"from": 1, "to": 4})
+        assert r.status_code == 200, r.text
+        changes = {c["field"]: (c["before"], c["after"]) for c in r.json()["changes"]}
+        assert changes["content"] == ("Version one", "Version two")
+        assert changes["importance"] == (0.2, 0.7)
+        assert changes["tags"] == ([tag], [tag, "extra"])
+        assert "version" not in changes
+        # bad input: version 0, unknown version, bad token, page size out of range
+        r = await http.get(f"/memory/{mid}", params={"version": 0})
+        assert r.status_code == 400 and "version" in r.text
+        r = await http.get(f"/memory/{mid}", params={"version": 99})
+        assert r.status_code == 404 and "version" in r.text
+        r = await http.get(f"/v1/memories/{mid}/versions:diff", params={"from": 1, "to": 99})
+        assert r.status_code == 404 and "to" in r.text
+        r = await http.get(f"/v1/memories/{mid}/versions", params={"page_token": "nonsense"})
+        assert r.status_code == 400 and "page_token" in r.text
+        r = await http.get(f"/v1/memories/{mid}/versions", params={"page_size": 101})
+        assert r.status_code == 400 and "page_size" in r.text
+        r = await http.get(f"/v1/memories/{uuid.uuid4()}/versions")
+        assert r.status_code == 404
+    # gRPC listing and diff
+    client = service.client()
+    page = await client.recall.ListMemoryVersions(recall_service_pb2.ListMemoryVersionsRequest(id=mid, page_size=2))
+    assert [v.version for v in page.versions] == [1, 2] and page.next_page_token
+    rest = await client.recall.ListMemoryVersions(recall_service_pb2.ListMemoryVersionsRequest(
+        id=mid, page_size=2, page_token=page.next_page_token))
+    assert [v.version for v in rest.versions] == [3, 4] and not rest.next_page_token
+    diff = await client.recall.DiffMemoryVersions(recall_service_pb2.DiffMemoryVersionsRequest(
+        id=mid, from_version=2, to_version=3))
+    assert [c.field for c in diff.changes] == ["tags"]
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await client.recall.ListMemoryVersions(recall_service_pb2.ListMemoryVersionsRequest(id=mid, page_token="x"))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "page_token" in err.value.details()
+    await client.close()
+
+
+async def test_every_write_records_its_version_atomically(service):
+    """Supersede records the old memory's closed version and the replacement's first one;
+    enrichment amends the version it enriched, without a new version."""
+    async with service.http() as http:
+        r = await http.post("/memory", json={"content": "Ada Lovelace wrote the first program in London"})
+        old = r.json()["memory_id"]
+        r = await http.post(f"/v1/memories/{old}:supersede", json={"content": "Ada Lovelace published notes in 1843"})
+        assert r.status_code in (200, 201), r.text
+        new = r.json()["memory_id"]
+        versions = (await http.get(f"/v1/memories/{old}/versions")).json()["versions"]
+        assert [v["memory"]["state"] for v in versions] == ["ACTIVE", "SUPERSEDED"]
+        assert "state" in versions[1]["changed_fields"]
+        assert [v["version"] for v in (await http.get(f"/v1/memories/{new}/versions")).json()["versions"]] == [1]
+    graph = service.ctx.graph
+    assert await graph.versions.count(new) == 1
+
+
+async def test_memories_without_versions_get_one_at_start(settings):
+    """A memory stored before versions existed (no MemoryVersion, no migration marker) gets
+    one version from its node when the service starts: read at its record time and listed."""
+    from automem.graph.versions import MIGRATION
+    from tests.conftest import start_service
+
+    running = await start_service(settings)
+    try:
+        async with running.http() as http:
+            r = await http.post("/memory", json={"content": "Stored before versions", "tags": ["old"]})
+            mid = r.json()["memory_id"]
+            assert (await http.patch(f"/memory/{mid}", json={"importance": 0.8})).status_code == 200
+            recorded = r.json()["memory"]["recorded_at"]
+        graph = running.ctx.graph
+        await graph.query("MATCH (v:MemoryVersion) DELETE v")
+        await graph.query("MATCH (s:SchemaMigration {name: $n}) DELETE s", {"n": MIGRATION})
+        async with running.http() as http:
+            assert (await http.get(f"/memory/{mid}", params={"known_at": recorded})).status_code == 404
+    finally:
+        await running.runner.stop()
+    running = await start_service(settings)
+    try:
+        async with running.http() as http:
+            r = await http.get(f"/memory/{mid}", params={"known_at": recorded})
+            assert r.status_code == 200, r.text
+            assert r.json()["memory"]["importance"] == 0.8  # the node as it stood: nothing older is known
+            versions = (await http.get(f"/v1/memories/{mid}/versions")).json()["versions"]
+            assert [(v["version"], v["actor"], v["recorded_at"]) for v in versions] == [(2, "system", recorded)]
+        assert await running.ctx.graph.versions.migrate() == 0  # once per store
+    finally:
+        await running.runner.stop()
+
+
+async def test_purge_removes_every_version(service):
+    async with service.http() as http:
+        r = await http.post("/memory", json={"content": "Purge me with my history"})
+        mid = r.json()["memory_id"]
+        assert (await http.patch(f"/memory/{mid}", json={"importance": 0.9})).status_code == 200
+        assert await service.ctx.graph.versions.count(mid) == 2
+        assert (await http.delete(f"/memory/{mid}", params={"purge": "true"})).status_code == 200
+    assert await service.ctx.graph.versions.count(mid) == 0
+
+
+async def test_related_and_graph_api_read_the_versions_at_known_at(service):
+    async with service.http() as http:
+        a = (await http.post("/memory", json={"content": "The API gateway is nginx"})).json()["memory_id"]
+        b = (await http.post("/memory", json={"content": "Rate limits are 100 per minute"})).json()["memory_id"]
+        r = await http.post("/associate", json={"memory1_id": a, "memory2_id": b, "type": "RELATES_TO",
+                                                "strength": 0.8})
+        assert r.status_code in (200, 201), r.text
+        then = _iso(await _mark())
+        assert (await http.patch(f"/memory/{b}", json={"content": "Rate limits are 500 per minute",
+                                                        "importance": 0.95})).status_code == 200
+        for known, content in ((then, "Rate limits are 100 per minute"), (None, "Rate limits are 500 per minute")):
+            params = {"known_at": known} if known else {}
+            r = await http.get(f"/memories/{a}/related", params=params)
+            assert r.status_code == 200, r.text
+            assert [x["memory"]["content"] for x in r.json()["related_memories"]] == [content]
+            r = await http.get(f"/graph/neighbors/{a}", params={**params, "include_semantic": "false"})
+            assert r.status_code == 200, r.text
+            assert [n["content"] for n in r.json()["graph_neighbors"]] == [content]
+            r = await http.get("/graph/snapshot", params=params)
+            assert r.status_code == 200, r.text
+            assert {n["id"]: n["content"] for n in r.json()["nodes"]}[b] == content
