@@ -1,6 +1,7 @@
 import datetime
 
 from automem_client._proto.automem.v1 import memory_pb2 as _memory_pb2
+from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
@@ -216,16 +217,18 @@ class SearchMemoriesResponse(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[ScoredMemory, _Mapping]]] = ..., arms: _Optional[_Iterable[str]] = ..., degraded: _Optional[_Iterable[str]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., has_more: _Optional[bool] = ..., total: _Optional[int] = ..., time_window_warning: _Optional[str] = ..., limit: _Optional[int] = ..., state_filter: _Optional[_Union[StateFilter, _Mapping]] = ..., score_filtered_count: _Optional[int] = ...) -> None: ...
 
 class GetMemoryRequest(_message.Message):
-    __slots__ = ("id", "scope", "read", "touch")
+    __slots__ = ("id", "scope", "read", "touch", "version")
     ID_FIELD_NUMBER: _ClassVar[int]
     SCOPE_FIELD_NUMBER: _ClassVar[int]
     READ_FIELD_NUMBER: _ClassVar[int]
     TOUCH_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
     id: str
     scope: str
     read: ReadOptions
     touch: bool
-    def __init__(self, id: _Optional[str] = ..., scope: _Optional[str] = ..., read: _Optional[_Union[ReadOptions, _Mapping]] = ..., touch: _Optional[bool] = ...) -> None: ...
+    version: int
+    def __init__(self, id: _Optional[str] = ..., scope: _Optional[str] = ..., read: _Optional[_Union[ReadOptions, _Mapping]] = ..., touch: _Optional[bool] = ..., version: _Optional[int] = ...) -> None: ...
 
 class GetMemoryResponse(_message.Message):
     __slots__ = ("memory", "is_current", "current_id")
@@ -722,3 +725,69 @@ class ListEntityMergeCandidatesResponse(_message.Message):
     CANDIDATES_FIELD_NUMBER: _ClassVar[int]
     candidates: _containers.RepeatedCompositeFieldContainer[EntityMergeCandidate]
     def __init__(self, candidates: _Optional[_Iterable[_Union[EntityMergeCandidate, _Mapping]]] = ...) -> None: ...
+
+class ListMemoryVersionsRequest(_message.Message):
+    __slots__ = ("id", "scope", "page_size", "page_token")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    scope: str
+    page_size: int
+    page_token: str
+    def __init__(self, id: _Optional[str] = ..., scope: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class MemoryVersion(_message.Message):
+    __slots__ = ("version", "record_time", "actor", "changed_fields", "memory")
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    RECORD_TIME_FIELD_NUMBER: _ClassVar[int]
+    ACTOR_FIELD_NUMBER: _ClassVar[int]
+    CHANGED_FIELDS_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    version: int
+    record_time: _timestamp_pb2.Timestamp
+    actor: str
+    changed_fields: _containers.RepeatedScalarFieldContainer[str]
+    memory: _memory_pb2.Memory
+    def __init__(self, version: _Optional[int] = ..., record_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., actor: _Optional[str] = ..., changed_fields: _Optional[_Iterable[str]] = ..., memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ...) -> None: ...
+
+class ListMemoryVersionsResponse(_message.Message):
+    __slots__ = ("versions", "next_page_token")
+    VERSIONS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    versions: _containers.RepeatedCompositeFieldContainer[MemoryVersion]
+    next_page_token: str
+    def __init__(self, versions: _Optional[_Iterable[_Union[MemoryVersion, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class DiffMemoryVersionsRequest(_message.Message):
+    __slots__ = ("id", "scope", "from_version", "to_version")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    FROM_VERSION_FIELD_NUMBER: _ClassVar[int]
+    TO_VERSION_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    scope: str
+    from_version: int
+    to_version: int
+    def __init__(self, id: _Optional[str] = ..., scope: _Optional[str] = ..., from_version: _Optional[int] = ..., to_version: _Optional[int] = ...) -> None: ...
+
+class FieldChange(_message.Message):
+    __slots__ = ("field", "before", "after")
+    FIELD_FIELD_NUMBER: _ClassVar[int]
+    BEFORE_FIELD_NUMBER: _ClassVar[int]
+    AFTER_FIELD_NUMBER: _ClassVar[int]
+    field: str
+    before: _struct_pb2.Value
+    after: _struct_pb2.Value
+    def __init__(self, field: _Optional[str] = ..., before: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., after: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ...) -> None: ...
+
+class DiffMemoryVersionsResponse(_message.Message):
+    __slots__ = ("from_version", "to_version", "changes")
+    FROM_VERSION_FIELD_NUMBER: _ClassVar[int]
+    TO_VERSION_FIELD_NUMBER: _ClassVar[int]
+    CHANGES_FIELD_NUMBER: _ClassVar[int]
+    from_version: int
+    to_version: int
+    changes: _containers.RepeatedCompositeFieldContainer[FieldChange]
+    def __init__(self, from_version: _Optional[int] = ..., to_version: _Optional[int] = ..., changes: _Optional[_Iterable[_Union[FieldChange, _Mapping]]] = ...) -> None: ...

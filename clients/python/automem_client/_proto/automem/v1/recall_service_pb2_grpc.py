@@ -106,6 +106,16 @@ class RecallServiceStub:
                 request_serializer=automem_dot_v1_dot_recall__service__pb2.ListEntityMergeCandidatesRequest.SerializeToString,
                 response_deserializer=automem_dot_v1_dot_recall__service__pb2.ListEntityMergeCandidatesResponse.FromString,
                 _registered_method=True)
+        self.ListMemoryVersions = channel.unary_unary(
+                '/automem.v1.RecallService/ListMemoryVersions',
+                request_serializer=automem_dot_v1_dot_recall__service__pb2.ListMemoryVersionsRequest.SerializeToString,
+                response_deserializer=automem_dot_v1_dot_recall__service__pb2.ListMemoryVersionsResponse.FromString,
+                _registered_method=True)
+        self.DiffMemoryVersions = channel.unary_unary(
+                '/automem.v1.RecallService/DiffMemoryVersions',
+                request_serializer=automem_dot_v1_dot_recall__service__pb2.DiffMemoryVersionsRequest.SerializeToString,
+                response_deserializer=automem_dot_v1_dot_recall__service__pb2.DiffMemoryVersionsResponse.FromString,
+                _registered_method=True)
 
 
 class RecallServiceServicer:
@@ -216,6 +226,20 @@ class RecallServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListMemoryVersions(self, request, context):
+        """The versions of one memory, oldest first, paged (AIP-158): record time, actor, changed fields.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DiffMemoryVersions(self, request, context):
+        """The fields that differ between two versions of one memory.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RecallServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -288,6 +312,16 @@ def add_RecallServiceServicer_to_server(servicer, server):
                     servicer.ListEntityMergeCandidates,
                     request_deserializer=automem_dot_v1_dot_recall__service__pb2.ListEntityMergeCandidatesRequest.FromString,
                     response_serializer=automem_dot_v1_dot_recall__service__pb2.ListEntityMergeCandidatesResponse.SerializeToString,
+            ),
+            'ListMemoryVersions': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListMemoryVersions,
+                    request_deserializer=automem_dot_v1_dot_recall__service__pb2.ListMemoryVersionsRequest.FromString,
+                    response_serializer=automem_dot_v1_dot_recall__service__pb2.ListMemoryVersionsResponse.SerializeToString,
+            ),
+            'DiffMemoryVersions': grpc.unary_unary_rpc_method_handler(
+                    servicer.DiffMemoryVersions,
+                    request_deserializer=automem_dot_v1_dot_recall__service__pb2.DiffMemoryVersionsRequest.FromString,
+                    response_serializer=automem_dot_v1_dot_recall__service__pb2.DiffMemoryVersionsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -670,6 +704,60 @@ class RecallService:
             '/automem.v1.RecallService/ListEntityMergeCandidates',
             automem_dot_v1_dot_recall__service__pb2.ListEntityMergeCandidatesRequest.SerializeToString,
             automem_dot_v1_dot_recall__service__pb2.ListEntityMergeCandidatesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListMemoryVersions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/automem.v1.RecallService/ListMemoryVersions',
+            automem_dot_v1_dot_recall__service__pb2.ListMemoryVersionsRequest.SerializeToString,
+            automem_dot_v1_dot_recall__service__pb2.ListMemoryVersionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DiffMemoryVersions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/automem.v1.RecallService/DiffMemoryVersions',
+            automem_dot_v1_dot_recall__service__pb2.DiffMemoryVersionsRequest.SerializeToString,
+            automem_dot_v1_dot_recall__service__pb2.DiffMemoryVersionsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -261,3 +261,109 @@ class UndoEntityMergeResponse(_message.Message):
     MERGE_FIELD_NUMBER: _ClassVar[int]
     merge: EntityMerge
     def __init__(self, merge: _Optional[_Union[EntityMerge, _Mapping]] = ...) -> None: ...
+
+class PurgeCounts(_message.Message):
+    __slots__ = ("memories", "versions", "relations", "review_items", "tombstones", "idempotency_keys", "entities", "entity_merges", "stream_messages", "outbox_events", "vector_points")
+    MEMORIES_FIELD_NUMBER: _ClassVar[int]
+    VERSIONS_FIELD_NUMBER: _ClassVar[int]
+    RELATIONS_FIELD_NUMBER: _ClassVar[int]
+    REVIEW_ITEMS_FIELD_NUMBER: _ClassVar[int]
+    TOMBSTONES_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEYS_FIELD_NUMBER: _ClassVar[int]
+    ENTITIES_FIELD_NUMBER: _ClassVar[int]
+    ENTITY_MERGES_FIELD_NUMBER: _ClassVar[int]
+    STREAM_MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    OUTBOX_EVENTS_FIELD_NUMBER: _ClassVar[int]
+    VECTOR_POINTS_FIELD_NUMBER: _ClassVar[int]
+    memories: int
+    versions: int
+    relations: int
+    review_items: int
+    tombstones: int
+    idempotency_keys: int
+    entities: int
+    entity_merges: int
+    stream_messages: int
+    outbox_events: int
+    vector_points: int
+    def __init__(self, memories: _Optional[int] = ..., versions: _Optional[int] = ..., relations: _Optional[int] = ..., review_items: _Optional[int] = ..., tombstones: _Optional[int] = ..., idempotency_keys: _Optional[int] = ..., entities: _Optional[int] = ..., entity_merges: _Optional[int] = ..., stream_messages: _Optional[int] = ..., outbox_events: _Optional[int] = ..., vector_points: _Optional[int] = ...) -> None: ...
+
+class PurgeRecord(_message.Message):
+    __slots__ = ("id", "kind", "scope", "memory_ids", "actor", "purge_time", "reason", "counts", "status", "pending_steps", "dry_run")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_IDS_FIELD_NUMBER: _ClassVar[int]
+    ACTOR_FIELD_NUMBER: _ClassVar[int]
+    PURGE_TIME_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    COUNTS_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    PENDING_STEPS_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    kind: str
+    scope: str
+    memory_ids: _containers.RepeatedScalarFieldContainer[str]
+    actor: str
+    purge_time: _timestamp_pb2.Timestamp
+    reason: str
+    counts: PurgeCounts
+    status: str
+    pending_steps: _containers.RepeatedScalarFieldContainer[str]
+    dry_run: bool
+    def __init__(self, id: _Optional[str] = ..., kind: _Optional[str] = ..., scope: _Optional[str] = ..., memory_ids: _Optional[_Iterable[str]] = ..., actor: _Optional[str] = ..., purge_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., reason: _Optional[str] = ..., counts: _Optional[_Union[PurgeCounts, _Mapping]] = ..., status: _Optional[str] = ..., pending_steps: _Optional[_Iterable[str]] = ..., dry_run: _Optional[bool] = ...) -> None: ...
+
+class PurgeMemoryRequest(_message.Message):
+    __slots__ = ("id", "scope", "reason", "dry_run")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    scope: str
+    reason: str
+    dry_run: bool
+    def __init__(self, id: _Optional[str] = ..., scope: _Optional[str] = ..., reason: _Optional[str] = ..., dry_run: _Optional[bool] = ...) -> None: ...
+
+class PurgeMemoryResponse(_message.Message):
+    __slots__ = ("purge",)
+    PURGE_FIELD_NUMBER: _ClassVar[int]
+    purge: PurgeRecord
+    def __init__(self, purge: _Optional[_Union[PurgeRecord, _Mapping]] = ...) -> None: ...
+
+class PurgeScopeRequest(_message.Message):
+    __slots__ = ("scope", "confirm_scope", "reason", "dry_run")
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    CONFIRM_SCOPE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    scope: str
+    confirm_scope: str
+    reason: str
+    dry_run: bool
+    def __init__(self, scope: _Optional[str] = ..., confirm_scope: _Optional[str] = ..., reason: _Optional[str] = ..., dry_run: _Optional[bool] = ...) -> None: ...
+
+class PurgeScopeResponse(_message.Message):
+    __slots__ = ("purge",)
+    PURGE_FIELD_NUMBER: _ClassVar[int]
+    purge: PurgeRecord
+    def __init__(self, purge: _Optional[_Union[PurgeRecord, _Mapping]] = ...) -> None: ...
+
+class ListPurgesRequest(_message.Message):
+    __slots__ = ("scope", "page_size", "page_token")
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    scope: str
+    page_size: int
+    page_token: str
+    def __init__(self, scope: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListPurgesResponse(_message.Message):
+    __slots__ = ("purges", "next_page_token")
+    PURGES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    purges: _containers.RepeatedCompositeFieldContainer[PurgeRecord]
+    next_page_token: str
+    def __init__(self, purges: _Optional[_Iterable[_Union[PurgeRecord, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...

@@ -89,6 +89,21 @@ class ReviewServiceStub:
                 request_serializer=automem_dot_v1_dot_event__stream__pb2.StreamMemoryEventsRequest.SerializeToString,
                 response_deserializer=automem_dot_v1_dot_event__stream__pb2.StreamMemoryEventsResponse.FromString,
                 _registered_method=True)
+        self.PurgeMemory = channel.unary_unary(
+                '/automem.v1.ReviewService/PurgeMemory',
+                request_serializer=automem_dot_v1_dot_review__service__pb2.PurgeMemoryRequest.SerializeToString,
+                response_deserializer=automem_dot_v1_dot_review__service__pb2.PurgeMemoryResponse.FromString,
+                _registered_method=True)
+        self.PurgeScope = channel.unary_unary(
+                '/automem.v1.ReviewService/PurgeScope',
+                request_serializer=automem_dot_v1_dot_review__service__pb2.PurgeScopeRequest.SerializeToString,
+                response_deserializer=automem_dot_v1_dot_review__service__pb2.PurgeScopeResponse.FromString,
+                _registered_method=True)
+        self.ListPurges = channel.unary_unary(
+                '/automem.v1.ReviewService/ListPurges',
+                request_serializer=automem_dot_v1_dot_review__service__pb2.ListPurgesRequest.SerializeToString,
+                response_deserializer=automem_dot_v1_dot_review__service__pb2.ListPurgesResponse.FromString,
+                _registered_method=True)
 
 
 class ReviewServiceServicer:
@@ -175,6 +190,33 @@ class ReviewServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PurgeMemory(self, request, context):
+        """Purges one memory (admin): its node, versions, edges, review items, tombstones,
+        idempotency keys and the content of its events (stream, dead letters, outbox) go; its
+        vector point goes when enrichment reads the content-free MEMORY_PURGED event. Leaves a
+        content-free Purge record. NOT_FOUND for an unknown id; a failed step leaves the purge
+        pending and the same call resumes it. dry_run counts without removing.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PurgeScope(self, request, context):
+        """Purges every memory of a scope (admin; a tenant's right to erasure): as PurgeMemory for
+        each, plus the scope's entities, entity merges, tombstones, idempotency keys and
+        activity events. confirm_scope must repeat the scope.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListPurges(self, request, context):
+        """The scope's purge records, newest first (admin): the content-free audit of purges.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ReviewServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -227,6 +269,21 @@ def add_ReviewServiceServicer_to_server(servicer, server):
                     servicer.StreamMemoryEvents,
                     request_deserializer=automem_dot_v1_dot_event__stream__pb2.StreamMemoryEventsRequest.FromString,
                     response_serializer=automem_dot_v1_dot_event__stream__pb2.StreamMemoryEventsResponse.SerializeToString,
+            ),
+            'PurgeMemory': grpc.unary_unary_rpc_method_handler(
+                    servicer.PurgeMemory,
+                    request_deserializer=automem_dot_v1_dot_review__service__pb2.PurgeMemoryRequest.FromString,
+                    response_serializer=automem_dot_v1_dot_review__service__pb2.PurgeMemoryResponse.SerializeToString,
+            ),
+            'PurgeScope': grpc.unary_unary_rpc_method_handler(
+                    servicer.PurgeScope,
+                    request_deserializer=automem_dot_v1_dot_review__service__pb2.PurgeScopeRequest.FromString,
+                    response_serializer=automem_dot_v1_dot_review__service__pb2.PurgeScopeResponse.SerializeToString,
+            ),
+            'ListPurges': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPurges,
+                    request_deserializer=automem_dot_v1_dot_review__service__pb2.ListPurgesRequest.FromString,
+                    response_serializer=automem_dot_v1_dot_review__service__pb2.ListPurgesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -503,6 +560,87 @@ class ReviewService:
             '/automem.v1.ReviewService/StreamMemoryEvents',
             automem_dot_v1_dot_event__stream__pb2.StreamMemoryEventsRequest.SerializeToString,
             automem_dot_v1_dot_event__stream__pb2.StreamMemoryEventsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PurgeMemory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/automem.v1.ReviewService/PurgeMemory',
+            automem_dot_v1_dot_review__service__pb2.PurgeMemoryRequest.SerializeToString,
+            automem_dot_v1_dot_review__service__pb2.PurgeMemoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PurgeScope(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/automem.v1.ReviewService/PurgeScope',
+            automem_dot_v1_dot_review__service__pb2.PurgeScopeRequest.SerializeToString,
+            automem_dot_v1_dot_review__service__pb2.PurgeScopeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListPurges(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/automem.v1.ReviewService/ListPurges',
+            automem_dot_v1_dot_review__service__pb2.ListPurgesRequest.SerializeToString,
+            automem_dot_v1_dot_review__service__pb2.ListPurgesResponse.FromString,
             options,
             channel_credentials,
             insecure,
