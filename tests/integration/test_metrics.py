@@ -69,7 +69,13 @@ async def test_one_process_exports_every_family_on_its_metrics_port(settings: Se
             assert (await http.get("/memory/00000000-0000-4000-8000-000000000000")).status_code == 404
 
             async def enriched() -> bool:
-                return _total(await _scrape(port), "automem_enrichment_processed_total", **consumer) >= 1
+                # The enrichment upserts the vector; the sync gauges reuse one GetSyncStatus
+                # for up to a second (automem/targets.py), so wait until they show the point
+                # too, or the scrape below can still see the count from before the upsert.
+                page = await _scrape(port)
+                return (_total(page, "automem_enrichment_processed_total", **consumer) >= 1
+                        and _values(page, "automem_sync_vectors", db_namespace=graph,
+                                    db_collection_name=settings.collection_name) == [1])
 
             await eventually(enriched)
             assert (await http.get("/recall", params={"query": "which database on staging"})).status_code == 200
