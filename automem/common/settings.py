@@ -147,6 +147,11 @@ class Settings(BaseSettings):
     #: CPU per text than one run on 2 threads (docs/benchmarks.md; automem/common/embedding.py).
     embedding_threads: int = Field(1, ge=1, validation_alias=_env("AUTOMEM_EMBEDDING_THREADS"))
     embedding_workers: int = Field(2, ge=1, validation_alias=_env("AUTOMEM_EMBEDDING_WORKERS"))
+    #: glibc malloc: at most this many arenas (0 = glibc's default, 8 per core), and the free
+    #: pages of every arena handed back to the kernel every this many seconds (0 = never);
+    #: automem/common/malloc.py, docs/benchmarks.md "Memory and disk at 100k".
+    malloc_arena_max: int = Field(2, ge=0, validation_alias=_env("AUTOMEM_MALLOC_ARENA_MAX"))
+    malloc_trim_seconds: float = Field(30.0, ge=0, validation_alias=_env("AUTOMEM_MALLOC_TRIM_SECONDS"))
 
     # --- LLM (optional) ------------------------------------------------------------------
     openai_api_key: str = Field("", validation_alias=_env("OPENAI_API_KEY"))
