@@ -88,6 +88,12 @@ class Settings(BaseSettings):
     #: consolidation passes, backup export; automem/common/timeouts.py ``job_bound``).
     store_job_timeout_seconds: float = Field(
         600.0, ge=0, validation_alias=_env("AUTOMEM_STORE_JOB_TIMEOUT_S", "AUTOMEM_STORE_JOB_TIMEOUT_SECONDS"))
+    #: The same bound for the store calls of an enrichment batch (a background job: nobody
+    #: waits for its answer, and a batch that gave up after the request bound is embedded again
+    #: from the start — under a loaded machine the vector store's lock alone waited past 5 s;
+    #: docs/benchmarks.md, "Enrichment on both cores"). 0 = unbounded.
+    enrich_store_timeout_seconds: float = Field(
+        60.0, ge=0, validation_alias=_env("AUTOMEM_ENRICH_STORE_TIMEOUT_S", "AUTOMEM_ENRICH_STORE_TIMEOUT_SECONDS"))
     #: Embedded servers of ``automem up``: a nats-server or redis-server that exits on its own
     #: is started again on the same port and data dir (automem/common/embedded.py); false =
     #: leave it down.
