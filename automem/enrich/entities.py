@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import os
 import re
 import threading
 import unicodedata
@@ -116,6 +117,21 @@ def load_pipeline(model: str) -> Any:
         return _PIPELINES[model]
 
 
+def _worker_start(model: str) -> None:
+    """Initializer of the NER worker process: exit when the parent process is gone (a parent
+    killed without its shutdown would otherwise leave the worker waiting for work forever),
+    then load the pipeline."""
+    parent = multiprocessing.parent_process()
+    if parent is not None:
+        threading.Thread(target=_exit_with, args=(parent,), name="exit-with-parent", daemon=True).start()
+    load_pipeline(model)
+
+
+def _exit_with(parent: Any) -> None:
+    parent.join()  # returns once the parent's sentinel closes: the parent died
+    os._exit(0)
+
+
 def entity_rows(model: str, texts: list[str], batch_size: int) -> list[Rows]:
     """Entities of each text as ``(name, kind, tag)`` rows, de-duplicated by tag in first
     occurrence order: spaCy's entities (:func:`make_entity`), then the gazetteer's tools the
@@ -181,7 +197,7 @@ class EntityExtractor:
         if self._pool is None:
             # spawn: a fresh interpreter, not a fork of this multi-threaded process.
             self._pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
-                                             initializer=load_pipeline, initargs=(self.model,))
+                                             initializer=_worker_start, initargs=(self.model,))
         return self._pool
 
     async def extract(self, texts: list[str]) -> list[list[memory_pb2.Entity]]:

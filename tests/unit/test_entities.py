@@ -56,6 +56,32 @@ async def test_extractor_in_a_worker_process_finds_the_same_entities_and_restart
     assert extractor._pool is None
 
 
+def test_ner_worker_process_exits_when_its_parent_is_killed(tmp_path) -> None:
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    script = tmp_path / "parent.py"
+    script.write_text(
+        "import asyncio, os, signal\n"
+        "from automem.enrich.entities import EntityExtractor\n"
+        "async def main():\n"
+        "    e = EntityExtractor(process=True)\n"
+        "    await e.warm()\n"
+        "    print(*e._pool._processes, flush=True)\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)  # no shutdown of the pool\n"
+        "if __name__ == '__main__':\n"
+        "    asyncio.run(main())\n")
+    done = subprocess.run([sys.executable, str(script)], check=False, capture_output=True, text=True, timeout=600)
+    worker = int(done.stdout.split()[0])
+    deadline = time.monotonic() + 60  # a bound on the wait, not a timed assert
+    while psutil.pid_exists(worker) and psutil.Process(worker).status() != psutil.STATUS_ZOMBIE:
+        assert time.monotonic() < deadline, f"NER worker {worker} outlived its parent"
+        time.sleep(0.2)
+
+
 def test_parse_reply_validates_repairs_or_rejects() -> None:
     ok = parse_reply('{"type": "Decision", "confidence": 0.8}', Classification)
     assert ok.type == "Decision" and ok.confidence == 0.8
