@@ -23,6 +23,7 @@ import multiprocessing
 import os
 import re
 import threading
+import time
 import unicodedata
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -121,14 +122,15 @@ def _worker_start(model: str) -> None:
     """Initializer of the NER worker process: exit when the parent process is gone (a parent
     killed without its shutdown would otherwise leave the worker waiting for work forever),
     then load the pipeline."""
-    parent = multiprocessing.parent_process()
-    if parent is not None:
-        threading.Thread(target=_exit_with, args=(parent,), name="exit-with-parent", daemon=True).start()
+    threading.Thread(target=_exit_with, args=(os.getppid(),), name="exit-with-parent", daemon=True).start()
     load_pipeline(model)
 
 
-def _exit_with(parent: Any) -> None:
-    parent.join()  # returns once the parent's sentinel closes: the parent died
+def _exit_with(parent: int) -> None:
+    # The parent's sentinel pipe is not enough: a worker left behind by a killed parent was
+    # seen waiting for 24 minutes. A process whose parent died is re-parented: poll for that.
+    while os.getppid() == parent:
+        time.sleep(1.0)
     os._exit(0)
 
 

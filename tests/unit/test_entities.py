@@ -57,6 +57,8 @@ async def test_extractor_in_a_worker_process_finds_the_same_entities_and_restart
 
 
 def test_ner_worker_process_exits_when_its_parent_is_killed(tmp_path) -> None:
+    import os
+    import signal
     import subprocess
     import sys
     import time
@@ -70,16 +72,25 @@ def test_ner_worker_process_exits_when_its_parent_is_killed(tmp_path) -> None:
         "async def main():\n"
         "    e = EntityExtractor(process=True)\n"
         "    await e.warm()\n"
-        "    print(*e._pool._processes, flush=True)\n"
+        "    open(os.environ['PID_FILE'], 'w').write(str(next(iter(e._pool._processes))))\n"
+        "    busy = asyncio.create_task(e.extract(['Alice moved to Berlin with Bob.'] * 3000))\n"
+        "    await asyncio.sleep(1.0)  # the worker is in the middle of a call\n"
         "    os.kill(os.getpid(), signal.SIGKILL)  # no shutdown of the pool\n"
         "if __name__ == '__main__':\n"
         "    asyncio.run(main())\n")
-    done = subprocess.run([sys.executable, str(script)], check=False, capture_output=True, text=True, timeout=600)
-    worker = int(done.stdout.split()[0])
+    pid_file = tmp_path / "worker.pid"
+    # no pipes to the child: an orphaned worker would hold them open
+    subprocess.run([sys.executable, str(script)], check=False, timeout=600, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL, env={**os.environ, "PID_FILE": str(pid_file)})
+    worker = int(pid_file.read_text())
     deadline = time.monotonic() + 60  # a bound on the wait, not a timed assert
-    while psutil.pid_exists(worker) and psutil.Process(worker).status() != psutil.STATUS_ZOMBIE:
-        assert time.monotonic() < deadline, f"NER worker {worker} outlived its parent"
-        time.sleep(0.2)
+    try:
+        while psutil.pid_exists(worker) and psutil.Process(worker).status() != psutil.STATUS_ZOMBIE:
+            assert time.monotonic() < deadline, f"NER worker {worker} outlived its parent"
+            time.sleep(0.2)
+    finally:
+        if psutil.pid_exists(worker):
+            os.kill(worker, signal.SIGKILL)
 
 
 def test_parse_reply_validates_repairs_or_rejects() -> None:
