@@ -1,8 +1,8 @@
 """REST recall A/B: two versions of the code serving the same kept data dir, interleaved.
 
 Starts ``automem up`` on ``DATA_DIR`` (a dir bench/latency.py built and kept, e.g.
-``/var/tmp/am100k/n100000``) from this checkout (A) and from ``--b`` (B, another checkout put
-first on ``PYTHONPATH``), one at a time, alternating A B / B A per round, and measures each the
+``/var/tmp/am100k/n100000``) from this checkout or ``--a`` (A) and from ``--b`` (B; another
+checkout is put first on ``PYTHONPATH``), one at a time, alternating A B / B A per round, and measures each the
 way bench/latency.py does: sequential REST recalls with the LoCoMo questions (``limit=20``)
 with a ``set-k`` tag filter and without, then ``--clients`` concurrent clients. Besides the
 wall-time percentiles it reports the CPU time per recall of the whole process tree
@@ -96,6 +96,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("data_dir", help="a data dir bench/latency.py built (the service must not be running on it)")
     parser.add_argument("--b", required=True, help="the other checkout (B)")
+    parser.add_argument("--a", default="", help="the checkout A (default: this one)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--requests", type=int, default=200, help="recalls per sequential configuration")
     parser.add_argument("--clients", type=int, default=8)
@@ -110,8 +111,8 @@ def main() -> int:
     runs: dict[str, list[dict[str, Any]]] = {"A": [], "B": []}
     for rnd in range(args.rounds):
         for name in (("A", "B") if rnd % 2 == 0 else ("B", "A")):
-            r = one_run(data_dir, None if name == "A" else Path(args.b), questions, copies, args.requests,
-                        args.clients)
+            code = (Path(args.a) if args.a else None) if name == "A" else Path(args.b)
+            r = one_run(data_dir, code, questions, copies, args.requests, args.clients)
             runs[name].append(r)
             print(f"round {rnd} {name}: " + ", ".join(
                 f"{k} p50 {v['p50_ms']:.1f} p95 {v['p95_ms']:.1f} CPU {v['cpu_ms']:.1f}"
