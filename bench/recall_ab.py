@@ -61,7 +61,8 @@ def one_run(data_dir: Path, code: Path | None, questions: list[dict], copies: in
     if code is not None:
         env["PYTHONPATH"] = str(code)
         where = subprocess.run([sys.executable, "-c", "import automem; print(automem.__file__)"],
-                               env={**os.environ, **env}, capture_output=True, text=True, check=True).stdout
+                               env={**os.environ, **env}, capture_output=True, text=True, check=True,
+                               cwd="/").stdout
         assert Path(where.strip()).resolve().is_relative_to(code.resolve()), where
     svc = Service(data_dir, env)
     rng = random.Random(11)
@@ -103,8 +104,11 @@ def main() -> int:
     parser.add_argument("--json-out", default="")
     locomo_files.add_arguments(parser)
     args = parser.parse_args()
-    data_dir = Path(args.data_dir)
+    data_dir = Path(args.data_dir).resolve()
     turns, questions = locomo_export(args.data, ROOT / "bench" / "out", args.referee)
+    # ``python -m`` children (the gateway of ``automem up``) import from their working
+    # directory first: not from this checkout's.
+    os.chdir("/")
     # bench/latency.py names the dir n<N> and tags copy k of the LoCoMo turns set-k.
     count = int(data_dir.name.lstrip("n")) if data_dir.name.lstrip("n").isdigit() else len(turns)
     copies = max(1, -(-count // len(turns)))
