@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -103,8 +104,10 @@ def memories(n: int) -> list[dict]:
     return out
 
 
-async def measure(n: int, config: str) -> dict:
-    """One run in this process (the source tree is whatever ``services`` imports from)."""
+async def measure(n: int, config: str, settle: float = 0.0) -> dict:
+    """One run in this process (the source tree is whatever ``services`` imports from).
+    ``settle``: seconds to wait after the last memory is enriched before the resident set of
+    the process tree is read (``rss_end_mib``)."""
     import httpx
 
     from automem.common.embedded import EmbeddedRuntime
@@ -149,10 +152,25 @@ async def measure(n: int, config: str) -> dict:
                 "mean_batch": consumer.counters.processed / batches if batches else None,
                 "cpu_ms_per_memory": cpu * 1000 / n,
                 "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                "rss_end_mib": await _tree_rss_after(settle),
             }
         finally:
             await runner.stop()
             await runtime.stop()
+
+
+async def _tree_rss_after(settle: float) -> float:
+    """Resident set (MiB) of this process and its children (FalkorDB, NATS, worker processes)
+    after ``settle`` seconds of idleness."""
+    import psutil
+
+    await asyncio.sleep(settle)
+    me = psutil.Process()
+    total = 0
+    for proc in (me, *me.children(recursive=True)):
+        with contextlib.suppress(psutil.Error):
+            total += proc.memory_info().rss
+    return total / 2**20
 
 
 def _tree_cpu() -> float:
@@ -262,12 +280,12 @@ def models(n: int, layouts: tuple[tuple[int, int], ...] = ((2, 1), (1, 1), (1, 2
     return lines
 
 
-def run_child(tree: str, n: int, config: str, py_spy: str = "") -> dict:
+def run_child(tree: str, n: int, config: str, py_spy: str = "", settle: float = 0.0) -> dict:
     """One measurement in a fresh process importing ``services`` from ``tree``."""
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as out:
         path = out.name
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", "--tree", tree, "--n", str(n),
-           "--config", config, "--json-out", path]
+           "--config", config, "--json-out", path, "--settle", str(settle)]
     if py_spy:
         cmd = [str(Path(sys.executable).parent / "py-spy"), "record", "-r", "25", "--threads", "-f", "raw",
                "-o", py_spy,
@@ -283,7 +301,8 @@ def _line(label: str, r: dict) -> str:
     return (f"{label:10s} {r['config']:11s} n={r['n']:<7d} ingest {r['ingest_per_s']:7.0f}/s  "
             f"enrichment {r['enrich_per_s']:6.1f}/s (after ingest {r['after_ingest_per_s']:6.1f}/s, "
             f"{r['enrich_s']:.0f} s)  cpu {r['cpu_ms_per_memory']:.1f} ms/memory  batch {mean}  "
-            f"done {r['enriched_done']}  rss {r['rss_mib']:.0f} MiB")
+            f"done {r['enriched_done']}  rss {r['rss_mib']:.0f} MiB (peak), "
+            f"tree {r.get('rss_end_mib', 0):.0f} MiB (end)")
 
 
 def main() -> int:
@@ -296,6 +315,8 @@ def main() -> int:
     parser.add_argument("--models", action="store_true", help="only the models: MiniLM layouts and NER batch sizes")
     parser.add_argument("--py-spy", default="", help="record the (first A) run with py-spy into this raw file")
     parser.add_argument("--json-out", default="")
+    parser.add_argument("--settle", type=float, default=0.0,
+                        help="seconds idle after the last enrichment before the process tree's RSS is read")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--tree", default=str(ROOT), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -303,7 +324,7 @@ def main() -> int:
     if args.child:
         sys.path.insert(0, args.tree)
         os.chdir(args.tree)
-        result = asyncio.run(measure(args.n, (args.config or ["full"])[0]))
+        result = asyncio.run(measure(args.n, (args.config or ["full"])[0], args.settle))
         Path(args.json_out).write_text(json.dumps(result))
         return 0
     if args.models:
@@ -325,7 +346,7 @@ def main() -> int:
         for rep in range(args.repeat):
             for label, tree in variants:
                 spy = args.py_spy if (args.py_spy and rep == 0 and label == "A") else ""
-                r = run_child(tree, args.n, config, spy)
+                r = run_child(tree, args.n, config, spy, args.settle)
                 results.setdefault((label, config), []).append(r)
                 print(_line(f"{label} run {rep + 1}", r), flush=True)
     print(f"\nmedians ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; A = {ROOT}"
@@ -334,7 +355,7 @@ def main() -> int:
     for (label, config), runs in results.items():
         med = {k: statistics.median(r[k] for r in runs) for k in ("ingest_per_s", "enrich_per_s",
                                                                    "after_ingest_per_s", "enrich_s", "rss_mib",
-                                                                   "cpu_ms_per_memory")}
+                                                                   "rss_end_mib", "cpu_ms_per_memory")}
         med.update(n=args.n, config=config, enriched_done=min(r["enriched_done"] for r in runs),
                    mean_batch=statistics.median(r["mean_batch"] or 0 for r in runs))
         summary.append({"variant": label, **med, "runs": runs})

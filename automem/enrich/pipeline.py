@@ -5,7 +5,7 @@ Two steps around the vector upsert (so the point's payload already carries the n
 entity tags):
 
 * :meth:`Enricher.prepare` (before the upsert, for the batch): NER with ``nlp.pipe`` in a
-  worker thread, and — with an LLM configured — type classification and summaries of long
+  worker process (or thread), and — with an LLM configured — type classification and summaries of long
   content (concurrently); the results go onto the in-memory ``Memory`` messages.
 * :meth:`Enricher.finish_many` (after the upsert, per batch): writes entities + MENTIONS
   (:func:`entities.write_entities_many`, one query), the LLM's type, SIMILAR_TO edges and
@@ -73,7 +73,7 @@ class Enricher:
     def __init__(self, settings: Settings, graph: GraphStore, vectors: VectorStore | None) -> None:
         self.settings = settings
         self.graph = graph
-        self.extractor = EntityExtractor() if settings.entities_enabled else None
+        self.extractor = EntityExtractor(process=settings.entities_process) if settings.entities_enabled else None
         self.llm = LLM(settings) if llm_configured(settings) else None
         self.links = LinkBuilder(settings, graph, vectors, self.llm) if (
             settings.links_enabled and vectors is not None) else None
@@ -174,5 +174,7 @@ class Enricher:
         return ok
 
     async def close(self) -> None:
+        if self.extractor is not None:
+            await self.extractor.close()
         if self.llm is not None:
             await self.llm.close()

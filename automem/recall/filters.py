@@ -55,9 +55,9 @@ class Filters:
         """True when ``memory`` passes the tag, exclusion and time filters."""
         if memory.scope != self.scope:
             return False
-        if not self.tags_match({text_key(t) for t in memory.tags} |
-                               {text_key(e.tag) for e in memory.entities if e.tag}):
-            return False
+        if (self.tags or self.exclude_tags) and not self.tags_match(
+                {text_key(t) for t in memory.tags} | {text_key(e.tag) for e in memory.entities if e.tag}):
+            return False  # (no tag filter: every tag set passes, so none is built)
         if self.start is not None or self.end is not None:
             t = epoch(memory, "event_time") or epoch(memory, "create_time") or 0.0
             if self.start is not None and t < self.start:

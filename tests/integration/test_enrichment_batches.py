@@ -405,3 +405,34 @@ async def test_look_ahead_takes_texts_from_the_events_and_reads_the_graph_only_f
     assert [stored] in reads and not any(carried.id in ids for ids in reads)
     assert "entity:tool:kafka" in {e.tag for e in out.entities[carried.content]}
     assert out.vectors[carried.content] == consumer.provider.embed([carried.content])[0].tolist()
+
+
+async def test_batch_store_calls_get_the_enrichment_bound_not_the_request_bound(shared_service) -> None:
+    """An enrichment batch is a background job: its graph and vector calls are bounded by
+    ``enrich_store_timeout_seconds``, not by the request bound, so a store slowed by a loaded
+    machine does not make the batch give up and embed everything again."""
+    from automem.common.timeouts import effective_bound
+
+    settings = shared_service.ctx.settings
+    request_bound, enrich_bound = settings.store_timeout_seconds, settings.enrich_store_timeout_seconds
+    assert request_bound != enrich_bound
+    consumer = shared_service.ctx.enrich_consumer
+    seen: list[float | None] = []
+
+    async def record_bound(memory, event) -> None:
+        seen.append(effective_bound(request_bound))
+
+    consumer.after_embed.append(record_bound)
+    try:
+        async with shared_service.http() as http:
+            r = await http.post("/memory", json={"content": "Bounds of a background job, not of a request."})
+            assert r.status_code == 201, r.text
+            mid = r.json()["memory_id"]
+
+            async def done() -> bool:
+                return (await http.get(f"/memory/{mid}")).json()["memory"]["enrichment_status"] == "done"
+            await eventually(done, timeout=120)
+    finally:
+        consumer.after_embed.remove(record_bound)
+    assert seen and set(seen) == {enrich_bound}
+    assert effective_bound(request_bound) == request_bound  # outside a batch

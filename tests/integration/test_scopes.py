@@ -513,3 +513,57 @@ def test_scope_patterns(pattern: str, scope: str, allowed: bool) -> None:
     from automem.common.auth import Principal
 
     assert Principal("k", "writer", (pattern,), "acme/web").allows(scope) is allowed
+
+
+async def test_key_checks_are_remembered_briefly_and_revocation_still_takes_effect(settings) -> None:
+    """Issue 10: each gRPC call's key check was one graph query. The key store remembers a
+    check for ``CACHE_SECONDS`` (a clock of the test's own, no waiting): a repeated check reads
+    no graph; a key revoked through the same store is refused at once, one revoked by another
+    process (here another store on the same graph, as ``automem keys revoke`` does) once the
+    remembered answer expires; the first key created elsewhere closes an open service the same way."""
+    from automem.common.keys import KeyStore
+    from automem.graph import GraphStore
+
+    graph = GraphStore(settings)
+    await graph.ensure_schema()
+    now = [1000.0]
+    store = KeyStore(graph, clock=lambda: now[0])
+    other = KeyStore(graph)  # another process's store (the CLI's)
+    reads: list[str] = []
+    find_live, count = graph.keys.find_live, graph.keys.count
+
+    async def counted_find(digest):
+        reads.append("find_live")
+        return await find_live(digest)
+
+    async def counted_count():
+        reads.append("count")
+        return await count()
+
+    graph.keys.find_live, graph.keys.count = counted_find, counted_count
+    try:
+        assert await store.any_keys() is False
+        secret, _ = await other.create("writer", ["acme/*"], "acme/web")
+        assert await store.any_keys() is False  # remembered: the open answer holds until it expires
+        now[0] += KeyStore.CACHE_SECONDS + 0.01
+        assert await store.any_keys() is True
+        reads.clear()
+        first = await store.lookup(secret)
+        assert first is not None and first.role == "writer"
+        for _ in range(5):
+            assert await store.lookup(secret) == first
+            assert await store.any_keys() is True
+        assert reads == ["find_live"], reads  # one graph read for six checks
+        # Revoked by another process: refused once the remembered answer expires.
+        await other.revoke(secret.split("_")[1])
+        now[0] += KeyStore.CACHE_SECONDS + 0.01
+        assert await store.lookup(secret) is None
+        # Revoked through this store: refused at once, cached answer or not.
+        second, _ = await store.create("reader", ["acme/*"], "acme/web")
+        assert await store.lookup(second) is not None
+        assert await store.lookup(second) is not None
+        await store.revoke(second.split("_")[1])
+        assert await store.lookup(second) is None
+        assert await store.any_keys() is True  # revoked keys still count: the service stays closed
+    finally:
+        await graph.close()

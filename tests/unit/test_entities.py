@@ -33,6 +33,66 @@ def test_extractor_is_ner_only_batched_and_finds_kinds() -> None:
     assert all(len(ents) == len({e.tag for e in ents}) for ents in found)  # de-duplicated
 
 
+async def test_extractor_in_a_worker_process_finds_the_same_entities_and_restarts_a_dead_worker() -> None:
+    import os
+    import signal
+    from concurrent.futures.process import BrokenProcessPool
+
+    texts = ["Alice Johnson moved to Berlin and joined Google.", "We use Postgres and Redis.",
+             "Caroline went to the LGBTQ support group in Paris on Monday with Melanie.", "nothing to see here"]
+    in_thread = EntityExtractor().extract_sync(texts)
+    extractor = EntityExtractor(process=True)
+    try:
+        in_process = await extractor.extract(texts)
+        assert in_process == in_thread and any(in_process)
+        pids = list(extractor._pool._processes)
+        assert pids and os.getpid() not in pids  # ran in another process
+        os.kill(pids[0], signal.SIGKILL)
+        with pytest.raises(BrokenProcessPool):
+            await extractor.extract(texts)
+        assert await extractor.extract(texts) == in_thread  # a new worker took over
+    finally:
+        await extractor.close()
+    assert extractor._pool is None
+
+
+def test_ner_worker_process_exits_when_its_parent_is_killed(tmp_path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    script = tmp_path / "parent.py"
+    script.write_text(
+        "import asyncio, os, signal\n"
+        "from automem.enrich.entities import EntityExtractor\n"
+        "async def main():\n"
+        "    e = EntityExtractor(process=True)\n"
+        "    await e.warm()\n"
+        "    open(os.environ['PID_FILE'], 'w').write(str(next(iter(e._pool._processes))))\n"
+        "    busy = asyncio.create_task(e.extract(['Alice moved to Berlin with Bob.'] * 3000))\n"
+        "    await asyncio.sleep(1.0)  # the worker is in the middle of a call\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)  # no shutdown of the pool\n"
+        "if __name__ == '__main__':\n"
+        "    asyncio.run(main())\n")
+    pid_file = tmp_path / "worker.pid"
+    # no pipes to the child: an orphaned worker would hold them open
+    subprocess.run([sys.executable, str(script)], check=False, timeout=600, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL, env={**os.environ, "PID_FILE": str(pid_file)})
+    worker = int(pid_file.read_text())
+    deadline = time.monotonic() + 60  # a bound on the wait, not a timed assert
+    try:
+        while psutil.pid_exists(worker) and psutil.Process(worker).status() != psutil.STATUS_ZOMBIE:
+            assert time.monotonic() < deadline, f"NER worker {worker} outlived its parent"
+            time.sleep(0.2)
+    finally:
+        if psutil.pid_exists(worker):
+            os.kill(worker, signal.SIGKILL)
+
+
 def test_parse_reply_validates_repairs_or_rejects() -> None:
     ok = parse_reply('{"type": "Decision", "confidence": 0.8}', Classification)
     assert ok.type == "Decision" and ok.confidence == 0.8
