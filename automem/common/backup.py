@@ -18,6 +18,14 @@ record of truth and is exported whole:
   - ``{"kind": "event", "data": <base64 MemoryEvent>}`` — the event stream (the audit
     log / history), oldest first.
 
+* A past export (``known_at`` earlier than now; docs/architecture.md, "Versions and
+  known_at"): the records as the service believed them at that system time. The header
+  carries ``"known_at": <epoch seconds>``; each memory node is its version current at T
+  (automem/graph/versions.py ``Versions.nodes_at``), memories first recorded after T, versions
+  recorded after T, edges whose ``create_time`` is after T and events after T are left out;
+  other nodes (tombstones, review items, entities) are written as they stand now. It is a
+  snapshot for reading, not a backup: restore refuses it (it lacks the later history).
+
 * :func:`restore_records` — recreates nodes (labels and properties exactly), edges and the
   event stream in an *empty* graph/stream (refuses a non-empty one unless ``force``).
   Events keep their ids (``Nats-Msg-Id``), times and payloads, so history reads the same;
@@ -54,10 +62,17 @@ _KIND = {"Memory": "memory", "Tombstone": "tombstone", "ReviewItem": "review_ite
 _GONE_STATES = ("DELETED", "REJECTED")
 
 
-async def export_records(graph: GraphStore, bus: Any = None) -> AsyncIterator[dict[str, Any]]:
+async def export_records(graph: GraphStore, bus: Any = None,
+                         known_at: float | None = None) -> AsyncIterator[dict[str, Any]]:
     """Every node, edge and (when ``bus`` is given) stream event, as backup records (see the
-    module docstring for the shapes). Nodes and edges are paged ``PAGE`` at a time."""
-    header: dict[str, Any] = {"kind": "header", "format": FORMAT, "graph": graph.name, "export_time": time.time()}
+    module docstring for the shapes). Nodes and edges are paged ``PAGE`` at a time.
+    ``known_at`` (epoch seconds) earlier than now: the past export (module docstring); None
+    or not earlier than now: the full export."""
+    now = time.time()
+    past = known_at is not None and known_at < now
+    header: dict[str, Any] = {"kind": "header", "format": FORMAT, "graph": graph.name, "export_time": now}
+    if past:
+        header["known_at"] = known_at
     if bus is not None:
         # The stream holds events for its retention only: say where the exported history begins.
         retention = await bus.retention()
@@ -71,11 +86,16 @@ async def export_records(graph: GraphStore, bus: Any = None) -> AsyncIterator[di
     skip = 0
     while True:
         rows = await graph.dump.nodes_page(skip, PAGE)
+        believed = await _believed(graph, rows, known_at) if past else {}
         for internal, labels, props in rows:
             if int(internal) in refs:
                 continue  # read twice: a node created meanwhile shifted the pages (writes go on during an export)
             labels = list(labels)
             kind = next((_KIND[label] for label in labels if label in _KIND), "node")
+            if past:
+                props = _at(kind, labels, props, believed, known_at)
+                if props is None:
+                    continue
             ref = refs.setdefault(int(internal), len(refs))
             yield {"kind": kind, "ref": ref, "labels": labels, "properties": dict(props)}
         if len(rows) < PAGE:
@@ -89,6 +109,8 @@ async def export_records(graph: GraphStore, bus: Any = None) -> AsyncIterator[di
                 # An end created after the node pages were read (a write during the export):
                 # the export holds the nodes it read and the edges among them.
                 continue
+            if past and float(props.get("create_time") or 0.0) > known_at:
+                continue  # an edge the service did not know at known_at
             yield {"kind": "edge", "source": refs[int(source)], "target": refs[int(target)], "type": rel_type,
                    "properties": dict(props)}
         if len(rows) < PAGE:
@@ -96,12 +118,30 @@ async def export_records(graph: GraphStore, bus: Any = None) -> AsyncIterator[di
         skip += PAGE
     if bus is not None:
         for event in await bus.events_for(None, limit=10**9):
+            if past and event.event_time.seconds + event.event_time.nanos / 1e9 > known_at:
+                continue
             yield {"kind": "event", "data": base64.b64encode(event.SerializeToString()).decode("ascii")}
 
 
-async def export_lines(graph: GraphStore, bus: Any = None) -> AsyncIterator[str]:
+async def _believed(graph: GraphStore, rows: list[list[Any]], known_at: float) -> dict[str, dict[str, Any]]:
+    """The memory nodes of a page of ``rows`` as believed at ``known_at``, by id."""
+    ids = [props.get("id") for _, labels, props in rows if "Memory" in labels and props.get("id")]
+    return await graph.versions.nodes_at(ids, known_at)
+
+
+def _at(kind: str, labels: list[str], props: dict[str, Any], believed: dict[str, dict[str, Any]],
+        known_at: float) -> dict[str, Any] | None:
+    """A node's properties in the past export, or None when it is left out."""
+    if kind == "memory":
+        return believed.get(props.get("id"))
+    if "MemoryVersion" in labels and float(props.get("recorded_at") or 0.0) > known_at:
+        return None
+    return dict(props)
+
+
+async def export_lines(graph: GraphStore, bus: Any = None, known_at: float | None = None) -> AsyncIterator[str]:
     """:func:`export_records` as JSON text lines (no trailing newline)."""
-    async for record in export_records(graph, bus):
+    async for record in export_records(graph, bus, known_at):
         yield json.dumps(record, ensure_ascii=False, sort_keys=True)
 
 
@@ -125,7 +165,7 @@ async def restore_records(graph: GraphStore, records: list[dict[str, Any]], bus:
                           force: bool = False) -> dict[str, int]:
     """Recreate the export in ``graph`` (and the events on ``bus``'s stream).
 
-    Refuses (RuntimeError) when the graph already holds nodes or the stream messages,
+    Refuses (ValueError naming ``known_at``) a past export (header ``known_at``). Refuses (RuntimeError) when the graph already holds nodes or the stream messages,
     unless ``force``, which first empties both (replace, never merge). Nodes and edges are
     created in file order, so a backup of the restored graph is the same file (but for the
     header's times). The enrichment consumer is (re)created to start after the restored
@@ -136,6 +176,11 @@ async def restore_records(graph: GraphStore, records: list[dict[str, Any]], bus:
     ``event_retention_bytes`` being smaller than the backup's events; ``live_memories``:
     restored memories that are neither DELETED nor REJECTED, i.e. that need a vector point).
     """
+    header = next((r for r in records if r.get("kind") == "header"), {})
+    if header.get("known_at") is not None:
+        raise ValueError(f"restore: this export was made at known_at={header['known_at']} (a snapshot of what "
+                         "the service believed then, for reading; it lacks the later history): "
+                         "restore needs a full export made without known_at")
     if force:
         # Replace, never merge: the target's graph and event stream are emptied first.
         await graph.dump.drop()

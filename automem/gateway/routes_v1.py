@@ -141,8 +141,10 @@ async def list_purges(call: CallerDep, page_size: int = 50, page_token: str = ""
 
 @router.get("/backup", tags=["ops"], response_class=StreamingResponse, responses={
     200: {"description": "JSON lines", "content": {"application/x-ndjson": {"schema": {"type": "string"}}}}})
-async def backup(call: CallerDep, events: bool = True) -> StreamingResponse:
-    """The full export as JSON lines (admin): nodes, edges, events."""
-    lines = await usecases.export_backup(call, events=events)
+async def backup(call: CallerDep, events: bool = True, known_at: str | None = None) -> StreamingResponse:
+    """The full export as JSON lines (admin): nodes, edges, events. ``known_at`` (ISO 8601)
+    earlier than now: the records as the service believed them then, a snapshot for reading
+    that restore refuses (automem/common/backup.py); 400 naming ``known_at`` if malformed."""
+    lines = await usecases.export_backup(call, events=events, known_at=known_at)
     return StreamingResponse(lines, media_type="application/x-ndjson",
                              headers={"Content-Disposition": "attachment; filename=automem-backup.jsonl"})

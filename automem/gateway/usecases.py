@@ -596,11 +596,15 @@ BACKUP_TIMEOUT = 3600.0
 PURGE_TIMEOUT = 3600.0
 
 
-async def export_backup(call: Caller, *, events: bool) -> AsyncIterator[str]:
-    """The full export as JSON lines (admin). The first record is read before this returns,
-    so a refused call raises GatewayError here rather than mid-stream."""
-    stream = call.stream(call.client.ingest.ExportBackup,
-                         ingest_service_pb2.ExportBackupRequest(skip_events=not events), BACKUP_TIMEOUT)
+async def export_backup(call: Caller, *, events: bool, known_at: str | None = None) -> AsyncIterator[str]:
+    """The full export as JSON lines (admin); ``known_at`` (ISO 8601, InvalidArgument naming
+    it) earlier than now: the records as believed then (automem/common/backup.py). The first
+    record is read before this returns, so a refused call raises GatewayError here rather
+    than mid-stream."""
+    request = ingest_service_pb2.ExportBackupRequest(skip_events=not events)
+    if known_at:
+        request.known_at.CopyFrom(ts(parse_time(known_at, field="known_at")))
+    stream = call.stream(call.client.ingest.ExportBackup, request, BACKUP_TIMEOUT)
     try:
         first = await stream.read()
     except grpc.aio.AioRpcError as exc:

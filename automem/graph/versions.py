@@ -154,6 +154,26 @@ class Versions(Repository):
             {"ids": ids, "scope": scope, "t": float(known_at)})
         return {r[0]["memory_id"]: snapshot_memory(r[0]) for r in rows}
 
+    async def nodes_at(self, ids: Iterable[str], known_at: float) -> dict[str, dict[str, Any]]:
+        """For each id, the memory node's properties (``{"id", "version", ...}``, as stored on
+        ``:Memory``) of its newest version recorded by ``known_at`` (epoch seconds), any scope:
+        the node as the service believed it then (the past export, automem/common/backup.py).
+        Ids without such a version are absent. One round trip on the ``memory_id`` index."""
+        ids = list(dict.fromkeys(ids))
+        if not ids:
+            return {}
+        rows = await self.store.ro_query(
+            f"UNWIND $ids AS mid MATCH (v:{LABEL} {{memory_id: mid}}) WHERE v.recorded_at <= $t "
+            "WITH mid, v ORDER BY v.version DESC WITH mid, collect(v)[0] AS w RETURN properties(w)",
+            {"ids": ids, "t": float(known_at)})
+        out: dict[str, dict[str, Any]] = {}
+        for (props,) in rows:
+            node = {k: v for k, v in props.items() if k not in KEYS}
+            node["id"] = props["memory_id"]
+            node["version"] = props.get("version")
+            out[props["memory_id"]] = node
+        return out
+
     async def get(self, memory_id: str, scope: str, version: int) -> VersionRow | None:
         """Version ``version`` of the memory in ``scope``, or None."""
         rows = await self.store.ro_query(

@@ -526,7 +526,8 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         principal = require_role("admin")
         if not principal.allows_all():  # the export spans every scope
             raise PermissionDenied("backup exports every scope: it needs a key allowed on all scopes ('*')")
-        async for line in export_lines(self.graph, None if request.skip_events else self.publisher.bus):
+        known_at = request.known_at.seconds + request.known_at.nanos / 1e9 if request.HasField("known_at") else None
+        async for line in export_lines(self.graph, None if request.skip_events else self.publisher.bus, known_at):
             yield ingest_service_pb2.ExportBackupResponse(json_line=line)
 
 

@@ -217,10 +217,12 @@ class DeleteMemoriesByTagResponse(_message.Message):
     def __init__(self, memory_ids: _Optional[_Iterable[str]] = ..., deleted_count: _Optional[int] = ..., memories: _Optional[_Iterable[_Union[_memory_pb2.Memory, _Mapping]]] = ...) -> None: ...
 
 class ExportBackupRequest(_message.Message):
-    __slots__ = ("skip_events",)
+    __slots__ = ("skip_events", "known_at")
     SKIP_EVENTS_FIELD_NUMBER: _ClassVar[int]
+    KNOWN_AT_FIELD_NUMBER: _ClassVar[int]
     skip_events: bool
-    def __init__(self, skip_events: _Optional[bool] = ...) -> None: ...
+    known_at: _timestamp_pb2.Timestamp
+    def __init__(self, skip_events: _Optional[bool] = ..., known_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ExportBackupResponse(_message.Message):
     __slots__ = ("json_line",)
