@@ -6,6 +6,7 @@ and read at each point in system time through REST, gRPC and MCP; the versions l
 from __future__ import annotations
 
 import asyncio
+import base64
 import time
 import uuid
 from datetime import UTC, datetime
@@ -16,8 +17,9 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
+from automem.common import backup
 from automem.common.model import ts
-from automem.v1 import recall_service_pb2
+from automem.v1 import events_pb2, recall_service_pb2
 
 
 def _iso(t: float) -> str:
@@ -291,3 +293,61 @@ async def test_related_and_graph_api_read_the_versions_at_known_at(service):
             r = await http.get("/graph/snapshot", params=params)
             assert r.status_code == 200, r.text
             assert {n["id"]: n["content"] for n in r.json()["nodes"]}[b] == content
+
+
+async def test_backup_at_known_at_writes_the_records_believed_then(service):
+    """``GET /backup?known_at=T``: each memory as its version current at T, memories,
+    versions, edges and events after T left out; restore refuses it; no ``known_at`` (or one
+    in the future) is the full export (automem/common/backup.py)."""
+    tag = f"kx-{uuid.uuid4().hex[:8]}"
+    async with service.http() as http:
+        a = (await http.post("/memory", json={"content": "The cache is redis", "tags": [tag]})).json()["memory_id"]
+        then = await _mark()
+        assert (await http.patch(f"/memory/{a}", json={"content": "The cache is valkey",
+                                                        "tags": [tag, f"{tag}-new"]})).status_code == 200
+        b = (await http.post("/memory", json={"content": "Queues are NATS", "tags": [tag]})).json()["memory_id"]
+        r = await http.post("/associate", json={"memory1_id": a, "memory2_id": b, "type": "RELATES_TO",
+                                                "strength": 0.8})
+        assert r.status_code in (200, 201), r.text
+
+        async def export(**params) -> list[dict]:
+            r = await http.get("/backup", params=params)
+            assert r.status_code == 200, r.text
+            return backup.read_lines(r.text.splitlines())
+
+        def memories(records: list[dict]) -> dict[str, dict]:
+            return {r["properties"]["id"]: r["properties"] for r in records if r["kind"] == "memory"}
+
+        def versions(records: list[dict], mid: str) -> list[int]:
+            return sorted(r["properties"]["version"] for r in records
+                          if "MemoryVersion" in r.get("labels", ()) and r["properties"]["memory_id"] == mid)
+
+        def event_ids(records: list[dict]) -> set[str]:
+            return {events_pb2.MemoryEvent.FromString(base64.b64decode(r["data"])).memory_id
+                    for r in records if r["kind"] == "event"}
+
+        past = await export(known_at=_iso(then))
+        assert past[0]["known_at"] == pytest.approx(then, abs=1e-3)
+        got = memories(past)
+        assert b not in got
+        assert (got[a]["content"], got[a]["tags"]) == ("The cache is redis", [tag])
+        assert versions(past, a) == [1] and versions(past, b) == []
+        refs = {r["ref"] for r in past if r["kind"] != "header" and "ref" in r}
+        assert all(e["source"] in refs and e["target"] in refs for e in past if e["kind"] == "edge")
+        assert not any(e["type"] == "RELATES_TO" and e["properties"].get("create_time", 0) > then
+                       for e in past if e["kind"] == "edge")
+        assert a in event_ids(past) and b not in event_ids(past)
+        with pytest.raises(ValueError, match="known_at"):
+            await backup.restore_records(service.ctx.graph, past)
+
+        for full in (await export(), await export(known_at=_iso(time.time() + 3600))):
+            assert "known_at" not in full[0]
+            got = memories(full)
+            assert (got[a]["content"], sorted(got[a]["tags"])) == ("The cache is valkey", [tag, f"{tag}-new"])
+            assert got[b]["content"] == "Queues are NATS"
+            assert versions(full, a) == [1, 2] and versions(full, b) == [1]
+            assert {a, b} <= event_ids(full)
+            assert any(e["type"] == "RELATES_TO" for e in full if e["kind"] == "edge")
+
+        r = await http.get("/backup", params={"known_at": "yesterday-ish"})
+        assert r.status_code == 400 and "known_at" in r.text, r.text
