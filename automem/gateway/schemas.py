@@ -368,6 +368,7 @@ def declared_limits(settings: Any) -> tuple[dict[str, dict[str, dict[str, Any]]]
                              "status": _enum(["pending", "approved", "rejected", "all"]),
                              "kind": _enum(["", "memory", "supersede_proposal"])},
         "/v1/tombstones": {"page_size": {"minimum": 0, "maximum": 200}},
+        "/backup": {"known_at": when},  # the export at known_at (automem/common/backup.py)
         "/v1/memories/{memory_id}/history": {"page_size": {"minimum": 0, "maximum": 1000}},
         "/v1/purges": {"page_size": {"minimum": 0, "maximum": 200}},
     }
