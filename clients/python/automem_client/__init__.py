@@ -45,6 +45,10 @@ from automem_client.models import (
     Stored,
     StreamEvent,
     Superseded,
+    FieldChange,
+    MemoryVersion,
+    VersionDiff,
+    VersionsPage,
 )
 
 try:  # the one version is clients/python/pyproject.toml's
@@ -57,5 +61,5 @@ __all__ = [
     "DeadlineExceeded", "Entity", "FailedPrecondition", "Health", "HistoryEvent", "HistoryPage", "InvalidArgument",
     "Memory", "MemoryInput", "NotFound", "Page", "PermissionDenied", "RecallResult", "RelatedMemory", "Relation",
     "ResourceExhausted", "ScoredMemory", "Stored", "StreamEvent", "Superseded", "Unauthenticated", "Unavailable",
-    "Unimplemented", "errors",
+    "Unimplemented", "errors", "FieldChange", "MemoryVersion", "VersionDiff", "VersionsPage",
 ]
