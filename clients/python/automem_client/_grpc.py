@@ -37,6 +37,7 @@ from automem_client.models import (
     HistoryPage,
     Memory,
     MemoryInput,
+    MemoryVersion,
     Page,
     RecallResult,
     RelatedMemory,
@@ -48,7 +49,6 @@ from automem_client.models import (
     TimeLike,
     VersionDiff,
     VersionsPage,
-    MemoryVersion,
     _ts,
 )
 

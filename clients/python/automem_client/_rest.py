@@ -28,6 +28,7 @@ from automem_client.models import (
     HistoryPage,
     Memory,
     MemoryInput,
+    MemoryVersion,
     Page,
     RecallResult,
     RelatedMemory,
@@ -39,7 +40,6 @@ from automem_client.models import (
     TimeLike,
     VersionDiff,
     VersionsPage,
-    MemoryVersion,
     _time,
 )
 

@@ -26,6 +26,7 @@ from automem_client.models import (
     HistoryPage,
     Memory,
     MemoryInput,
+    MemoryVersion,
     Page,
     RecallResult,
     RelatedMemory,
@@ -36,7 +37,6 @@ from automem_client.models import (
     TimeLike,
     VersionDiff,
     VersionsPage,
-    MemoryVersion,
 )
 
 P = ParamSpec("P")
