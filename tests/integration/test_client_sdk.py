@@ -53,7 +53,7 @@ class Blocking:
 
     def __getattr__(self, name: str) -> Any:
         method = getattr(self.client, name)
-        if name in ("iter_by_tag", "iter_history", "events"):
+        if name in ("iter_by_tag", "iter_history", "iter_versions", "events"):
             def iterate(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
                 return _thread_iter(method, args, kwargs)
 
@@ -202,6 +202,32 @@ async def test_the_whole_surface(service, variant: tuple[str, str]) -> None:
         assert types[0] == "MEMORY_CREATED" and {"MEMORY_UPDATED", "MEMORY_SUPERSEDED"} <= set(types)
         assert types.index("MEMORY_UPDATED") < types.index("MEMORY_SUPERSEDED")
         assert events[0].after is not None and events[0].after.content == memory.content
+
+        # versions: edit twice, page through them (one a page), read version 1, diff 1 -> the first edit
+        edited = await client.store("Versioned: the queue is RabbitMQ", tags=["versions"])
+        first = await client.update(edited.id, content="Versioned: the queue is Kafka")
+        await client.update(edited.id, etag=first.version, content="Versioned: the queue is NATS")
+        page = await client.versions(edited.id, page_size=1)
+        assert len(page.versions) == 1 and page.versions[0].version == 1 and page.next_page_token
+        listed = [v async for v in client.iter_versions(edited.id, page_size=1)]
+        numbers = [v.version for v in listed]  # enrichment's versions may come in between
+        assert numbers == sorted(numbers) and numbers[0] == 1 and len(numbers) >= 3
+        contents = [v.memory.content for v in listed]
+        assert contents[0] == "Versioned: the queue is RabbitMQ" and contents[-1] == "Versioned: the queue is NATS"
+        kafka = next(v for v in listed if v.memory.content == "Versioned: the queue is Kafka")
+        assert "content" in kafka.changed_fields and kafka.recorded_at is not None and kafka.actor
+        old_one = await client.get(edited.id, version=1)
+        assert old_one.content == "Versioned: the queue is RabbitMQ" and old_one.version == 1
+        diff = await client.diff_versions(edited.id, 1, kafka.version)
+        assert (diff.from_version, diff.to_version) == (1, kafka.version)
+        change = next(c for c in diff.changes if c.field == "content")
+        assert (change.before, change.after) == ("Versioned: the queue is RabbitMQ", "Versioned: the queue is Kafka")
+        with pytest.raises(NotFound) as no_version:
+            await client.get(edited.id, version=999)
+        assert no_version.value.field == "version"
+        with pytest.raises(NotFound) as no_diff:
+            await client.diff_versions(edited.id, 1, 999)
+        assert no_diff.value.field in ("to", "to_version")
 
         # delete with etag, then it is gone
         victim = batch.memory_ids[1]

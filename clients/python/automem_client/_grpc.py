@@ -37,6 +37,7 @@ from automem_client.models import (
     HistoryPage,
     Memory,
     MemoryInput,
+    MemoryVersion,
     Page,
     RecallResult,
     RelatedMemory,
@@ -46,6 +47,8 @@ from automem_client.models import (
     StreamEvent,
     Superseded,
     TimeLike,
+    VersionDiff,
+    VersionsPage,
     _ts,
 )
 
@@ -229,8 +232,10 @@ class GrpcTransport:
     # --- reads ---------------------------------------------------------------------
 
     async def get(self, memory_id: str, *, as_of: TimeLike | None, known_at: TimeLike | None,
-                  state_mode: str | None, timeout: float | None = None) -> Memory:
+                  state_mode: str | None, version: int | None = None, timeout: float | None = None) -> Memory:
         request = recall_service_pb2.GetMemoryRequest(id=memory_id, read=_read(as_of, known_at, state_mode))
+        if version is not None:
+            request.version = version
         answer = await self._call(self._recall.GetMemory, request, timeout)
         return Memory.from_proto(answer.memory, is_current=answer.is_current, current_id=answer.current_id)
 
@@ -305,6 +310,19 @@ class GrpcTransport:
         answer = await self._call(self._review.ListMemoryEvents, request, timeout)
         return HistoryPage([HistoryEvent.from_proto(e) for e in answer.events], answer.next_page_token or None,
                            answer.truncated)
+
+    async def versions(self, memory_id: str, *, page_size: int, page_token: str,
+                       timeout: float | None = None) -> VersionsPage:
+        request = recall_service_pb2.ListMemoryVersionsRequest(id=memory_id, page_size=page_size,
+                                                               page_token=page_token)
+        answer = await self._call(self._recall.ListMemoryVersions, request, timeout)
+        return VersionsPage([MemoryVersion.from_proto(v) for v in answer.versions], answer.next_page_token or None)
+
+    async def diff_versions(self, memory_id: str, from_version: int, to_version: int, *,
+                            timeout: float | None = None) -> VersionDiff:
+        request = recall_service_pb2.DiffMemoryVersionsRequest(id=memory_id, from_version=from_version,
+                                                               to_version=to_version)
+        return VersionDiff.from_proto(await self._call(self._recall.DiffMemoryVersions, request, timeout))
 
     async def health(self, *, timeout: float | None = None) -> Health:
         stats = await self._call(self._recall.GetStats, recall_service_pb2.GetStatsRequest(), timeout)

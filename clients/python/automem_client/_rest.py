@@ -28,6 +28,7 @@ from automem_client.models import (
     HistoryPage,
     Memory,
     MemoryInput,
+    MemoryVersion,
     Page,
     RecallResult,
     RelatedMemory,
@@ -37,6 +38,8 @@ from automem_client.models import (
     StreamEvent,
     Superseded,
     TimeLike,
+    VersionDiff,
+    VersionsPage,
     _time,
 )
 
@@ -199,10 +202,10 @@ class RestTransport:
     # --- reads ---------------------------------------------------------------------
 
     async def get(self, memory_id: str, *, as_of: TimeLike | None, known_at: TimeLike | None,
-                  state_mode: str | None, timeout: float | None = None) -> Memory:
+                  state_mode: str | None, version: int | None = None, timeout: float | None = None) -> Memory:
         answer = await self._request("GET", f"/memory/{memory_id}", retry=True, timeout=timeout,
                                      params=_params(as_of=_iso(as_of), known_at=_iso(known_at),
-                                                    state_mode=state_mode))
+                                                    state_mode=state_mode, version=version))
         return Memory.from_json(answer["memory"])
 
     async def recall(self, query: str, options: dict[str, Any], *, timeout: float | None = None) -> RecallResult:
@@ -255,6 +258,19 @@ class RestTransport:
                                                                 ignore_unknown_fields=True))
                   for e in answer.get("events", [])]
         return HistoryPage(events, answer.get("next_page_token"), bool(answer.get("truncated")))
+
+    async def versions(self, memory_id: str, *, page_size: int, page_token: str,
+                       timeout: float | None = None) -> VersionsPage:
+        answer = await self._request("GET", f"/v1/memories/{memory_id}/versions", retry=True, timeout=timeout,
+                                     params=_params(page_size=page_size or None, page_token=page_token))
+        return VersionsPage([MemoryVersion.from_json(v) for v in answer.get("versions", [])],
+                            answer.get("next_page_token"))
+
+    async def diff_versions(self, memory_id: str, from_version: int, to_version: int, *,
+                            timeout: float | None = None) -> VersionDiff:
+        answer = await self._request("GET", f"/v1/memories/{memory_id}/versions:diff", retry=True, timeout=timeout,
+                                     params=_params(**{"from": from_version, "to": to_version}))
+        return VersionDiff.from_json(answer)
 
     async def health(self, *, timeout: float | None = None) -> Health:
         body = await self._request("GET", "/health", retry=True, timeout=timeout, ok=(503,))

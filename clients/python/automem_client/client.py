@@ -26,6 +26,7 @@ from automem_client.models import (
     HistoryPage,
     Memory,
     MemoryInput,
+    MemoryVersion,
     Page,
     RecallResult,
     RelatedMemory,
@@ -34,6 +35,8 @@ from automem_client.models import (
     StreamEvent,
     Superseded,
     TimeLike,
+    VersionDiff,
+    VersionsPage,
 )
 
 P = ParamSpec("P")
@@ -165,12 +168,14 @@ class AsyncClient:
     # --- reads ---------------------------------------------------------------------
 
     async def get(self, memory_id: str, *, as_of: TimeLike | None = None, known_at: TimeLike | None = None,
-                  state_mode: str | None = None, timeout: float | None = None) -> Memory:
+                  state_mode: str | None = None, version: int | None = None,
+                  timeout: float | None = None) -> Memory:
         """One memory with ``is_current`` and ``current_id`` (the head of its chain when
         superseded). ``as_of``: valid time to read at; ``known_at``: what the service knew
-        then; ``state_mode``: current | history. NotFound."""
+        then; ``state_mode``: current | history; ``version``: that version (1 and up, as
+        :meth:`versions` lists) instead. NotFound (naming ``version`` when it has none)."""
         return await self.transport.get(memory_id, as_of=as_of, known_at=known_at, state_mode=state_mode,
-                                        timeout=timeout)
+                                        version=version, timeout=timeout)
 
     async def recall(self, query: str = "", *, queries: Sequence[str] = (), embedding: Sequence[float] = (),
                      limit: int | None = None, offset: int = 0, sort: str = "", time_query: str = "", tz: str = "",
@@ -255,6 +260,33 @@ class AsyncClient:
             if not page.next_page_token:
                 return
             token = page.next_page_token
+
+    async def versions(self, memory_id: str, *, page_size: int = 20, page_token: str = "",
+                       timeout: float | None = None) -> VersionsPage:
+        """One page (1..100) of the memory's versions, oldest first (RecallService
+        ListMemoryVersions; GET /v1/memories/{id}/versions); :meth:`iter_versions` walks them
+        all. NotFound; InvalidArgument naming ``page_size`` / ``page_token``."""
+        return await self.transport.versions(memory_id, page_size=page_size, page_token=page_token,
+                                             timeout=timeout)
+
+    async def iter_versions(self, memory_id: str, *, page_size: int = 100,
+                            timeout: float | None = None) -> AsyncIterator[MemoryVersion]:
+        """Every version of the memory, oldest first."""
+        token = ""
+        while True:
+            page = await self.versions(memory_id, page_size=page_size, page_token=token, timeout=timeout)
+            for version in page.versions:
+                yield version
+            if not page.next_page_token:
+                return
+            token = page.next_page_token
+
+    async def diff_versions(self, memory_id: str, from_version: int, to_version: int, *,
+                            timeout: float | None = None) -> VersionDiff:
+        """The fields that differ between two versions (RecallService DiffMemoryVersions;
+        GET /v1/memories/{id}/versions:diff). NotFound naming ``from``/``to`` (REST) or
+        ``from_version``/``to_version`` (gRPC) when the memory has no such version."""
+        return await self.transport.diff_versions(memory_id, from_version, to_version, timeout=timeout)
 
     async def health(self, *, timeout: float | None = None) -> Health:
         """The service's state (no key needed): healthy | degraded, stores, counts."""
@@ -367,5 +399,8 @@ class Client:
     related = _blocking(AsyncClient.related)
     history = _blocking(AsyncClient.history)
     iter_history = _blocking_iter(AsyncClient.iter_history)
+    versions = _blocking(AsyncClient.versions)
+    iter_versions = _blocking_iter(AsyncClient.iter_versions)
+    diff_versions = _blocking(AsyncClient.diff_versions)
     health = _blocking(AsyncClient.health)
     events = _blocking_iter(AsyncClient.events)

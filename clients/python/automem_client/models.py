@@ -307,6 +307,83 @@ class HistoryPage:
     truncated: bool = False
 
 
+#: Memory field names the gateway's JSON spells as AutoMem does (automem/gateway/presenters.py
+#: AUTOMEM_FIELD_NAMES): the version answers use these names over both transports.
+AUTOMEM_FIELD_NAMES = {
+    "event_time": "timestamp", "create_time": "created_at", "update_time": "updated_at",
+    "last_access_time": "last_accessed", "valid_from": "t_valid", "valid_to": "t_invalid",
+    "record_time": "recorded_at", "retract_time": "retracted_at", "superseded_time": "superseded_at",
+    "prior_valid_to": "prior_t_invalid",
+}
+
+
+def _field(name: str) -> str:
+    return AUTOMEM_FIELD_NAMES.get(name, name)
+
+
+@dataclass(frozen=True)
+class MemoryVersion:
+    """One version of a memory (protos/automem/v1/recall_service.proto MemoryVersion):
+    ``version`` (1 and up, the etag after the write), ``recorded_at`` (system time of the
+    write), ``actor``, ``changed_fields`` (AutoMem's names), the memory as it stood."""
+
+    version: int
+    recorded_at: datetime | None
+    actor: str
+    changed_fields: list[str]
+    memory: Memory
+
+    @classmethod
+    def from_proto(cls, v: Any) -> MemoryVersion:
+        return cls(v.version, _ts(v, "record_time"), v.actor, [_field(f) for f in v.changed_fields],
+                   Memory.from_proto(v.memory))
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> MemoryVersion:
+        return cls(int(d["version"]), _time(d.get("recorded_at")), d.get("actor") or "",
+                   list(d.get("changed_fields") or []), Memory.from_json(d["memory"]))
+
+
+@dataclass(frozen=True)
+class VersionsPage:
+    """One page of a memory's versions, oldest first; ``next_page_token`` None on the last."""
+
+    versions: list[MemoryVersion]
+    next_page_token: str | None = None
+
+
+@dataclass(frozen=True)
+class FieldChange:
+    """One field that differs between two versions: AutoMem's field name, its value before
+    and after (JSON values, as the Memory message's JSON mapping; None = unset)."""
+
+    field: str
+    before: Any = None
+    after: Any = None
+
+
+@dataclass(frozen=True)
+class VersionDiff:
+    """The fields that differ between versions ``from_version`` and ``to_version``."""
+
+    from_version: int
+    to_version: int
+    changes: list[FieldChange]
+
+    @classmethod
+    def from_proto(cls, r: Any) -> VersionDiff:
+        def value(c: Any, side: str) -> Any:
+            return json_format.MessageToDict(getattr(c, side)) if c.HasField(side) else None
+
+        return cls(r.from_version, r.to_version,
+                   [FieldChange(_field(c.field), value(c, "before"), value(c, "after")) for c in r.changes])
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> VersionDiff:
+        return cls(int(d["from"]), int(d["to"]),
+                   [FieldChange(c["field"], c.get("before"), c.get("after")) for c in d.get("changes") or []])
+
+
 @dataclass(frozen=True)
 class Health:
     """The service's state: ``status`` healthy | degraded, the stores' connectivity and counts."""
