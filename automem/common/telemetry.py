@@ -255,7 +255,9 @@ def grpc_server_interceptor() -> Any:
 
 def grpc_client_interceptors() -> list[Any]:
     """``grpc.aio`` client interceptors: a CLIENT span per call named and attributed per the
-    current RPC conventions, ``traceparent`` in metadata."""
+    current RPC conventions, ``traceparent`` in metadata, and ``rpc.response.status_code``
+    (the status name, e.g. ``OK``, ``NOT_FOUND``) when the call ends (:func:`_status_interceptors`,
+    innermost, so it runs inside the span)."""
     from opentelemetry.instrumentation.grpc import aio_client_interceptors
 
     interceptors = list(aio_client_interceptors())
@@ -264,7 +266,65 @@ def grpc_client_interceptors() -> list[Any]:
             return _rpc_span(_interceptor._tracer, SpanKind.CLIENT, method, **kwargs)
 
         interceptor._start_span = start_span
-    return interceptors
+    return interceptors + _status_interceptors()
+
+
+def _status_interceptors() -> list[Any]:
+    """Client interceptors that put ``rpc.response.status_code`` on the CLIENT span around
+    them (the current RPC conventions; opentelemetry-instrumentation-grpc sets only the older
+    integer ``rpc.grpc.status_code``). Unary responses: once the call's status is known.
+    Streamed responses: when the stream ends, with the status that ended it (``CANCELLED``
+    when the caller stops reading)."""
+    import grpc
+
+    def record(span: Span, code: Any) -> None:
+        if span.is_recording() and code is not None:
+            span.set_attribute("rpc.response.status_code", code.name)
+
+    async def unary(continuation: Callable[..., Any], details: Any, request: Any) -> Any:
+        span = trace.get_current_span()
+        call = await continuation(details, request)
+        record(span, await call.code())
+        return call
+
+    def streamed(span: Span, call: Any) -> Any:
+        async def responses() -> Any:
+            code = grpc.StatusCode.OK
+            try:
+                async for response in call:
+                    yield response
+            except grpc.aio.AioRpcError as exc:
+                code = exc.code()
+                raise
+            except BaseException:
+                code = grpc.StatusCode.CANCELLED
+                raise
+            finally:
+                record(span, code)
+
+        return responses()
+
+    class UnaryUnary(grpc.aio.UnaryUnaryClientInterceptor):
+        async def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
+            return await unary(continuation, details, request)
+
+    class StreamUnary(grpc.aio.StreamUnaryClientInterceptor):
+        async def intercept_stream_unary(self, continuation: Any, details: Any, requests: Any) -> Any:
+            return await unary(continuation, details, requests)
+
+    class UnaryStream(grpc.aio.UnaryStreamClientInterceptor):
+        async def intercept_unary_stream(self, continuation: Any, details: Any, request: Any) -> Any:
+            span = trace.get_current_span()
+            call = await continuation(details, request)
+            return streamed(span, call) if span.is_recording() else call
+
+    class StreamStream(grpc.aio.StreamStreamClientInterceptor):
+        async def intercept_stream_stream(self, continuation: Any, details: Any, requests: Any) -> Any:
+            span = trace.get_current_span()
+            call = await continuation(details, requests)
+            return streamed(span, call) if span.is_recording() else call
+
+    return [UnaryUnary(), StreamUnary(), UnaryStream(), StreamStream()]
 
 
 def instrument_fastapi(app: Any, semconv_opt_in: str = "http") -> None:

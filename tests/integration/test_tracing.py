@@ -88,6 +88,7 @@ async def test_rest_store_is_one_trace_through_grpc_nats_and_enrichment(traced: 
         assert span.attributes["rpc.method"] == method
         assert "rpc.service" not in span.attributes and "rpc.system" not in span.attributes
     assert server.attributes["rpc.response.status_code"] == "OK"
+    assert client.attributes["rpc.response.status_code"] == "OK"
 
     graph = service.settings.graph_name
     writes = _children(spans, server, f"GRAPH.QUERY {graph}")
@@ -189,6 +190,25 @@ async def test_recall_trace_reaches_graph_and_vector_store(traced: tuple[Running
     assert len(search) == 1 and search[0].kind == SpanKind.CLIENT
     assert len(_children(spans, server, f"embeddings {service.ctx.embedder.name}")) == 1
     assert gateways[0].parent is None  # no traceparent sent: the gateway starts the trace
+
+
+async def test_client_spans_carry_the_status_of_unary_and_streamed_calls(
+        traced: tuple[RunningService, InMemorySpanExporter]):
+    service, exporter = traced
+    async with service.http() as http:
+        exporter.clear()
+        assert (await http.get("/memory/no-such-memory")).status_code == 404
+        (gateway,) = [s for s in exporter.get_finished_spans() if s.kind == SpanKind.SERVER and s.name.startswith("GET /memory")]
+        client = _one(_in_trace(exporter, gateway.context.trace_id), SpanKind.CLIENT,
+                      "automem.v1.RecallService/GetMemory", parent=gateway)
+        assert client.attributes["rpc.response.status_code"] == "NOT_FOUND"
+        # A streamed response (the backup export) ends OK once read to its end.
+        exporter.clear()
+        assert (await http.get("/backup")).status_code == 200
+        (gateway,) = [s for s in exporter.get_finished_spans() if s.kind == SpanKind.SERVER and s.name.startswith("GET /backup")]
+        client = _one(_in_trace(exporter, gateway.context.trace_id), SpanKind.CLIENT,
+                      "automem.v1.IngestService/ExportBackup", parent=gateway)
+        assert client.attributes["rpc.response.status_code"] == "OK"
 
 
 async def _processed(service: RunningService) -> bool:
