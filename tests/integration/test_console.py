@@ -6,7 +6,7 @@ One secured service for the module with keys of two scopes: an admin and a reade
 (its score components), its history (events, supersession chain with head, what we
 believed at T) and graph, approves a supersede proposal; the reader sees read-only pages;
 the other scope's key sees nothing of acme. Every request the browser makes is recorded and
-must go to the gateway (no CDN). Each page is saved at 1280x800 in docs/screenshots/
+must go to the gateway (no CDN). Each page is saved at 1280x800 in build/screenshots/
 (``AUTOMEM_SCREENSHOTS`` to write elsewhere).
 """
 
@@ -27,7 +27,7 @@ from playwright.async_api import Browser, BrowserContext, Page, async_playwright
 from tests.conftest import RunningService, eventually, settings_for, start_service
 
 REPO = Path(__file__).resolve().parents[2]
-SHOTS = Path(os.environ.get("AUTOMEM_SCREENSHOTS", REPO / "docs" / "screenshots"))
+SHOTS = Path(os.environ.get("AUTOMEM_SCREENSHOTS", REPO / "build" / "screenshots"))
 TOKEN = "console-root-token"
 SCOPE_A = "acme/web"
 SCOPE_B = "globex/app"
