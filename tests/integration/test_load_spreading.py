@@ -35,7 +35,8 @@ def _env(settings: Settings, port: int, data_dir: Path) -> dict[str, str]:
                 "AUTOMEM_STREAM_NAME": settings.stream_name, "AUTOMEM_SUBJECT_PREFIX": settings.subject_prefix,
                 "AUTOMEM_EVENT_RETENTION_BYTES": "0", "QDRANT_URL": "disabled", "AUTOMEM_HOST": "127.0.0.1",
                 "AUTOMEM_GRPC_PORT": str(port), "AUTOMEM_DATA_DIR": str(data_dir), "AUTOMEM_LOG_FORMAT": "json",
-                "AUTOMEM_CONSOLIDATION_ENABLED": "false"})
+                "AUTOMEM_CONSOLIDATION_ENABLED": "false",
+                "AUTOMEM_METRICS_PORT": "0"})  # two processes on one machine: no shared metrics port
     return env
 
 

@@ -65,6 +65,13 @@ async def _history(http, mid: str) -> list[dict]:
 async def test_supersede_failing_between_steps_changes_nothing(service) -> None:
     async with service.http() as http:
         old_id = await _store(http, "Deploys run on Fridays", tags=["deploy"])
+
+    async def enriched() -> bool:  # enrichment writes the node too: let it finish before the snapshot
+        node = await _node(service, old_id)
+        return (node["embedding_status"], node["enrichment_status"]) == (
+            "EMBEDDING_STATUS_DONE", "ENRICHMENT_STATUS_DONE")
+
+    await eventually(enriched, timeout=60)
     ingest = service.ctx.ingest
     graph = service.ctx.graph
     before = await _node(service, old_id)
