@@ -20,6 +20,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from automem.common import backup
 from automem.common.model import ts
 from automem.v1 import events_pb2, recall_service_pb2
+from tests.conftest import eventually
 
 
 def _iso(t: float) -> str:
@@ -152,7 +153,14 @@ async def test_versions_listing_paging_version_and_diff(service):
     async with service.http() as http:
         r = await http.post("/memory", json={"content": "Version one", "tags": [tag], "importance": 0.2})
         mid = r.json()["memory_id"]
-        for body in ({"content": "Version two"}, {"tags": [tag, "extra"]}, {"importance": 0.7}):
+        assert (await http.patch(f"/memory/{mid}", json={"content": "Version two"})).status_code == 200
+
+        async def embedded():
+            return (await http.get(f"/memory/{mid}")).json()["memory"]["embedding_status"] == "done" or None
+        # enrichment writes no version, so a snapshot taken before it finished differs from one
+        # taken after in embedding_status: versions 3 and 4 are both taken after it
+        await eventually(embedded, timeout=60)
+        for body in ({"tags": [tag, "extra"]}, {"importance": 0.7}):
             assert (await http.patch(f"/memory/{mid}", json=body)).status_code == 200
         # paging: 4 versions, 3 pages of at most 2 ... pages of 3
         seen, token = [], None
@@ -204,8 +212,8 @@ async def test_versions_listing_paging_version_and_diff(service):
         id=mid, page_size=2, page_token=page.next_page_token))
     assert [v.version for v in rest.versions] == [3, 4] and not rest.next_page_token
     diff = await client.recall.DiffMemoryVersions(recall_service_pb2.DiffMemoryVersionsRequest(
-        id=mid, from_version=2, to_version=3))
-    assert [c.field for c in diff.changes] == ["tags"]
+        id=mid, from_version=3, to_version=4))
+    assert [c.field for c in diff.changes] == ["importance"]
     with pytest.raises(grpc.aio.AioRpcError) as err:
         await client.recall.ListMemoryVersions(recall_service_pb2.ListMemoryVersionsRequest(id=mid, page_token="x"))
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "page_token" in err.value.details()
