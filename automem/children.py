@@ -9,7 +9,7 @@ Addresses: every child gets its gRPC port before it starts (:attr:`ChildProcess.
 so the parent can tell each process where the others' services are before any of them is
 up: ``AUTOMEM_<TARGET>_ADDR`` for the targets that run in children, ``AUTOMEM_GRPC_TARGET``
 for the parent's own gRPC server. A child reports that it is up, and the ports it bound,
-as one JSON line on the pipe named by ``--ready-fd`` (automem/cli.py).
+as one JSON line on the pipe named by ``--ready-fd`` (automem/cli/main.py).
 """
 
 from __future__ import annotations

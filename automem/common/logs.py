@@ -3,7 +3,7 @@ with the current trace and span ids; and the access line of every request.
 
 Format and level are settings (``AUTOMEM_LOG_FORMAT`` json|text, ``AUTOMEM_LOG_LEVEL``; the
 ``--log-format`` / ``--log-level`` options of every ``automem`` command override them,
-automem/cli.py). Libraries that log every connection or request (:data:`NOISY`) are held at
+automem/cli/main.py). Libraries that log every connection or request (:data:`NOISY`) are held at
 WARNING unless the level is DEBUG.
 
 Access lines (``automem.access`` logger, INFO, on unless ``AUTOMEM_ACCESS_LOG=false``): the

@@ -2,7 +2,7 @@
 again with every memory and every vector back, and recall answers.
 
 The service runs as ``automem up`` does (EmbeddedRuntime, then the targets; automem/common/
-cli.py ``_run``), in this process so the test reads the stores through the service's own
+cli/main.py ``_run``), in this process so the test reads the stores through the service's own
 modules. Memories go in through ``POST /memory/batch`` (500 per call); their vector points are
 written by the service's reindex path (automem/common/backup.py ``reindex``: the payload
 builder, WordLlama vectors, BM25 sparse vectors), which takes about a minute where the

@@ -382,6 +382,3 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     return 2
 
-
-if __name__ == "__main__":
-    sys.exit(main())
