@@ -24,6 +24,7 @@ from automem.common.errors import FailedPrecondition, InvalidArgument, NotFound
 from automem.common.model import now, ts
 from automem.graph import GraphStore
 from automem.graph.entities import EntityRow, split_entity_key
+from automem.ingest.logic import check_reason
 from automem.v1 import review_service_pb2
 
 log = logging.getLogger(__name__)
@@ -76,6 +77,7 @@ class EntityMerges:
         (also when a concurrent merge took it between the lookup and the write)."""
         principal = require_role("admin")
         scope = resolve_scope(request.scope)
+        check_reason(request.reason)
         alias = await self._entity(scope, request.slug, request.category, "slug")
         canonical = await self._entity(scope, request.merge_into, request.category, "merge_into")
         if alias.key == canonical.key:

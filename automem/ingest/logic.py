@@ -37,6 +37,21 @@ DEFAULT_IMPORTANCE = 0.5
 GIVEN_TYPE_CONFIDENCE = 0.9
 MAX_TAG_LENGTH = 256
 MAX_TAGS = 100
+#: Longest free-text reason (delete, supersede, relation, review decisions, entity merges,
+#: purges) in characters: a reason is a sentence for the audit trail, not a document.
+MAX_REASON = 1000
+
+
+def check_reason(reason: str, field: str = "reason") -> str:
+    """``reason`` unchanged when it is at most :data:`MAX_REASON` characters.
+
+    Raises:
+        InvalidArgument: naming ``field`` when it is longer.
+    """
+    if len(reason) > MAX_REASON:
+        raise InvalidArgument(f"{field}: at most {MAX_REASON} characters (got {len(reason)})", field=field)
+    return reason
+
 
 UPDATABLE_PATHS = (
     "content", "tags", "importance", "type", "confidence", "event_time", "valid_from", "valid_to", "metadata",

@@ -54,6 +54,7 @@ from automem.common.outbox import EventPublisher
 from automem.common.timeouts import long_running
 from automem.graph import GraphStore
 from automem.graph.purges import COUNT_NAMES
+from automem.ingest.logic import check_reason
 from automem.v1 import event_stream_pb2, events_pb2, review_service_pb2
 
 log = logging.getLogger(__name__)
@@ -61,7 +62,6 @@ log = logging.getLogger(__name__)
 STEPS = ("graph", "outbox", "events", "stream")
 #: Namespace of the MEMORY_PURGED event ids (uuid5 of ``<purge id>/<memory id>``).
 _EVENT_NAMESPACE = uuid.UUID("6b1d5c1e-6a53-4a8e-9d0f-2f1f0b7e5a11")
-MAX_REASON = 1000
 #: Seconds between two passes of the background resumption (:meth:`Purger.resume_forever`).
 RESUME_INTERVAL_SECONDS = 30.0
 #: Records one ListPurges page holds at most (default 50).
@@ -172,7 +172,7 @@ class Purger:
         fails (the purge stays pending; the same call resumes it)."""
         if not memory_id.strip():
             raise InvalidArgument("id: the memory id is required", field="id")
-        _check_reason(reason)
+        check_reason(reason)
         pending = await self.graph.purges.pending(scope, "memory", memory_id)
         if pending is not None and not dry_run:
             return await self._run(pending, [])
@@ -192,7 +192,7 @@ class Purger:
         if confirm_scope != scope:
             raise InvalidArgument(f"confirm_scope: must repeat the scope being purged ({scope!r})",
                                   field="confirm_scope")
-        _check_reason(reason)
+        check_reason(reason)
         pending = await self.graph.purges.pending(scope, "scope")
         if pending is not None and not dry_run:
             return await self._run(pending, [])
@@ -283,11 +283,6 @@ class Purger:
     async def page(self, scope: str, skip: int, limit: int) -> list[review_service_pb2.PurgeRecord]:
         """The purge records of ``scope``, newest first."""
         return [_record(p) for p in await self.graph.purges.page(scope, skip, limit)]
-
-
-def _check_reason(reason: str) -> None:
-    if len(reason) > MAX_REASON:
-        raise InvalidArgument(f"reason: at most {MAX_REASON} characters", field="reason")
 
 
 def _record(props: dict[str, Any]) -> review_service_pb2.PurgeRecord:

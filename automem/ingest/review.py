@@ -57,6 +57,7 @@ from automem.common.outbox import EventPublisher
 from automem.common.settings import Settings
 from automem.graph import ENRICHMENT_FIELDS, GraphStore
 from automem.ingest.entity_merge import EntityMerges
+from automem.ingest.logic import check_reason
 from automem.ingest.purge import Purger, PurgeRpcs
 from automem.v1 import event_stream_pb2, events_pb2, memory_pb2, review_service_pb2, review_service_pb2_grpc
 
@@ -178,6 +179,7 @@ class ReviewServicer(EntityMerges, PurgeRpcs, review_service_pb2_grpc.ReviewServ
         absent; FAILED_PRECONDITION when already decided or a state forbids it."""
         principal = require_role("admin")
         scope = resolve_scope(request.scope)
+        check_reason(request.reason)
         node, pending = await self._find_item(request.id, scope)
         if node is not None and node.get("status") != "pending":
             raise FailedPrecondition(f"review item {request.id} is already {node.get('status')}", field="id")
@@ -255,6 +257,7 @@ class ReviewServicer(EntityMerges, PurgeRpcs, review_service_pb2_grpc.ReviewServ
         scope = resolve_scope(request.scope)
         if not request.reason.strip():
             raise InvalidArgument("reason: a rejection needs a reason", field="reason")
+        check_reason(request.reason)
         node, pending = await self._find_item(request.id, scope)
         if node is not None and node.get("status") != "pending":
             raise FailedPrecondition(f"review item {request.id} is already {node.get('status')}", field="id")

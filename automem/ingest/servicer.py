@@ -48,7 +48,14 @@ from automem.common.text import text_key
 from automem.common.timeouts import long_running
 from automem.graph import ENRICHMENT_FIELDS, GraphStore
 from automem.graph.idempotency import node_key
-from automem.ingest.logic import FIELD_LABELS, TIMELESS_INPUT_PROPERTIES, apply_update, build_memory, repeats
+from automem.ingest.logic import (
+    FIELD_LABELS,
+    TIMELESS_INPUT_PROPERTIES,
+    apply_update,
+    build_memory,
+    check_reason,
+    repeats,
+)
 from automem.ingest.purge import Purger
 from automem.v1 import events_pb2, ingest_service_pb2, ingest_service_pb2_grpc, memory_pb2
 
@@ -286,6 +293,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         naming ``etag`` when ``etag`` is set and not the memory's version."""
         principal = require_role("admin" if request.purge else "writer")
         scope = resolve_scope(request.scope)
+        check_reason(request.reason)
         if request.purge:  # a purge left pending resumes, though the memory reads as gone
             found = await self.graph.memories.get(request.id, scope)
             if found is not None and request.etag and found.version != request.etag:
@@ -329,6 +337,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         scope = resolve_scope(request.scope)
         rel = Relation()
         rel.CopyFrom(request.relation)
+        check_reason(rel.reason)
         if not rel.type:
             rel.type = parse_relation_type(request.type_name or "RELATES_TO")
         elif relation_type_name(rel.type) not in AUTHORABLE_RELATIONS:
@@ -423,6 +432,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         NOT_FOUND when the old memory is absent; FAILED_PRECONDITION unless it is ACTIVE."""
         principal = require_role("writer")
         scope = resolve_scope(request.scope)
+        check_reason(request.reason)
         replayed = await self._supersede_replay(scope, request)
         if replayed is not None:
             return replayed

@@ -85,3 +85,52 @@ def test_rate_limit_setting_is_parsed() -> None:
         raise AssertionError("bad spec accepted")
     except InvalidArgument as exc:
         assert "AUTOMEM_RATE_LIMIT" in exc.message
+
+
+async def test_reasons_longer_than_the_limit_are_refused_naming_the_field(service) -> None:
+    """Every request that takes a free-text reason refuses one over MAX_REASON characters
+    with INVALID_ARGUMENT / 400 naming ``reason``, and changes nothing."""
+    from automem.ingest.logic import MAX_REASON
+    from automem.v1 import ingest_service_pb2, memory_pb2, review_service_pb2
+
+    long = "r" * (MAX_REASON + 1)
+    client = service.client()
+    try:
+        created = await client.create_memory("A memory whose reasons are checked", tags=["reason-limit"])
+        mid = created.id
+        other = (await client.create_memory("Another memory to relate", tags=["reason-limit"])).id
+        calls = {
+            "DeleteMemory": client.ingest.DeleteMemory(ingest_service_pb2.DeleteMemoryRequest(id=mid, reason=long)),
+            "SupersedeMemory": client.ingest.SupersedeMemory(ingest_service_pb2.SupersedeMemoryRequest(
+                id=mid, replacement=ingest_service_pb2.MemoryInput(content="Its replacement"), reason=long)),
+            "CreateRelation": client.ingest.CreateRelation(ingest_service_pb2.CreateRelationRequest(
+                relation=memory_pb2.Relation(source_id=mid, target_id=other, reason=long))),
+            "ApproveReviewItem": client.review.ApproveReviewItem(
+                review_service_pb2.ApproveReviewItemRequest(id=mid, reason=long)),
+            "RejectReviewItem": client.review.RejectReviewItem(
+                review_service_pb2.RejectReviewItemRequest(id=mid, reason=long)),
+            "MergeEntities": client.review.MergeEntities(
+                review_service_pb2.MergeEntitiesRequest(slug="a", merge_into="b", reason=long)),
+            "PurgeMemory": client.review.PurgeMemory(review_service_pb2.PurgeMemoryRequest(id=mid, reason=long)),
+        }
+        for name, call in calls.items():
+            try:
+                await call
+                raise AssertionError(f"{name} accepted a {len(long)}-character reason")
+            except grpc.aio.AioRpcError as exc:
+                assert exc.code() == grpc.StatusCode.INVALID_ARGUMENT, (name, exc.code(), exc.details())
+                assert exc.details().startswith("reason:") and str(MAX_REASON) in exc.details(), (name, exc.details())
+        async with service.http() as http:
+            r = await http.delete(f"/memory/{mid}", params={"reason": long})
+            assert r.status_code == 400 and "reason" in r.json()["error"], r.text
+            r = await http.post("/associate", json={"memory1_id": mid, "memory2_id": other, "reason": long})
+            assert r.status_code == 400 and "reason" in r.json()["error"], r.text
+            # nothing changed: the memory is still active, unrelated, and a reason at the limit is taken
+            r = await http.get(f"/memory/{mid}")
+            assert r.status_code == 200 and r.json()["memory"]["state"] == "ACTIVE", r.text
+            r = await http.get(f"/memories/{mid}/related")
+            assert other not in {m["id"] for m in r.json().get("related_memories", [])}, r.text
+            r = await http.delete(f"/memory/{mid}", params={"reason": "r" * MAX_REASON})
+            assert r.status_code == 200, r.text
+    finally:
+        await client.close()
