@@ -434,6 +434,51 @@ class DropFirstResponseProxy:
         await asyncio.gather(pipe(reader, up_writer), answers(), return_exceptions=True)
 
 
+class DropFirstHttpAnswerProxy:
+    """A TCP proxy in front of the REST gateway that, on its first connection, forwards the
+    request and cuts the connection when the first byte of the answer arrives (HTTP/1.1: the
+    request was served, the client sees the connection end). Later connections pass untouched."""
+
+    def __init__(self, upstream_url: str) -> None:
+        host_port = upstream_url.split("://", 1)[1]
+        self.host, port = host_port.rsplit(":", 1)
+        self.upstream_port = int(port)
+        self.dropped = 0
+        self.connections = 0
+        self.server: asyncio.AbstractServer | None = None
+
+    async def start(self) -> str:
+        self.server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        return f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+
+    async def stop(self) -> None:
+        if self.server is not None:
+            self.server.close()
+            await self.server.wait_closed()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        armed = self.connections == 1
+        up_reader, up_writer = await asyncio.open_connection(self.host, self.upstream_port)
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter, cut: bool) -> None:
+            try:
+                while data := await src.read(65536):
+                    if cut:
+                        self.dropped += 1
+                        writer.transport.abort()
+                        up_writer.transport.abort()
+                        return
+                    dst.write(data)
+                    await dst.drain()
+            except (ConnectionError, asyncio.IncompleteReadError):
+                pass
+            finally:
+                dst.close()
+
+        await asyncio.gather(pipe(reader, up_writer, False), pipe(up_reader, writer, armed), return_exceptions=True)
+
+
 @pytest_asyncio.fixture(loop_scope="session")
 async def undeduplicated_service(settings):
     """A whole service that never de-duplicates equal stores (AUTOMEM_DEDUP_WINDOW_SECONDS=0):
@@ -466,6 +511,38 @@ async def test_a_store_retried_after_a_lost_answer_is_stored_once(undeduplicated
                     await once.store("Lost answer, no retry", tags=["retry"])
         finally:
             await proxy2.stop()
+    finally:
+        await proxy.stop()
+
+
+async def test_a_rest_store_retried_after_a_lost_answer_is_stored_once(undeduplicated_service) -> None:
+    """The REST transport retries a store whose answer was lost with the same Idempotency-Key
+    (automem_client/_rest.py), so the service stores it once; with ``max_attempts=1`` the lost
+    answer is the caller's Unavailable; an update (no key) is never retried."""
+    service = undeduplicated_service
+    proxy = DropFirstHttpAnswerProxy(service.url)
+    url = await proxy.start()
+    try:
+        async with AsyncClient.rest(url, scope="rest-retry") as client:
+            stored = await client.store("Stored once over REST although its answer was lost", tags=["rest-retry"])
+        assert proxy.dropped == 1 and proxy.connections >= 2
+        assert stored.deduplicated  # the retry was answered with the first attempt's memory
+        async with AsyncClient.rest(service.url, scope="rest-retry") as direct:
+            listed = await direct.list_by_tag(["rest-retry"], include_total=True)
+        assert [m.id for m in listed.memories] == [stored.id] and listed.total == 1
+        for attempts, call in ((1, "store"), (4, "update")):
+            once = DropFirstHttpAnswerProxy(service.url)
+            url2 = await once.start()
+            try:
+                async with AsyncClient.rest(url2, scope="rest-retry", max_attempts=attempts) as client:
+                    with pytest.raises(Unavailable):
+                        if call == "store":
+                            await client.store("Lost answer, no retry", tags=["rest-retry"])
+                        else:
+                            await client.update(stored.id, importance=0.9)
+                assert once.dropped == 1 and once.connections == 1, call  # no second attempt
+            finally:
+                await once.stop()
     finally:
         await proxy.stop()
 
