@@ -138,24 +138,26 @@ async def auth_error(request: Request) -> JSONResponse | None:
 
 
 # --- FastAPI dependencies --------------------------------------------------------------
+# Coroutines, not plain functions: FastAPI runs a plain-function dependency in its thread
+# pool (a thread hand-off per dependency and request); these never block.
 
 
-def grpc_client(request: Request) -> AutomemClient:
+async def grpc_client(request: Request) -> AutomemClient:
     """The app's gRPC client (one per app, ``app.state.client``)."""
     return request.app.state.client
 
 
-def principal(request: Request) -> list[tuple[str, str]]:
+async def principal(request: Request) -> list[tuple[str, str]]:
     """The request's key and admin token as gRPC metadata (:func:`principal_metadata`)."""
     return principal_metadata(request, request.app.state.settings)
 
 
-def scope(request: Request) -> list[tuple[str, str]]:
+async def scope(request: Request) -> list[tuple[str, str]]:
     """The request's ``X-Automem-Scope`` as gRPC metadata (:func:`scope_metadata`)."""
     return scope_metadata(request)
 
 
-def caller(client: Annotated[AutomemClient, Depends(grpc_client)],
+async def caller(client: Annotated[AutomemClient, Depends(grpc_client)],
            key: Annotated[list[tuple[str, str]], Depends(principal)],
            requested: Annotated[list[tuple[str, str]], Depends(scope)]) -> Caller:
     """The :class:`Caller` of a REST request."""

@@ -15,7 +15,10 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import redis.exceptions
+from falkordb import query_result as sync_result
 from falkordb.asyncio import FalkorDB
+from falkordb.asyncio.query_result import QueryResult
+from falkordb.exceptions import SchemaVersionMismatchException
 
 from automem.common.errors import InvalidArgument, Unavailable
 from automem.common.settings import Settings
@@ -42,6 +45,22 @@ _SCHEMA_STATEMENT = re.compile(r"\s*(CREATE\s+INDEX|DROP\s+INDEX|CALL\s+db\.)", 
 #: Errors of a FalkorDB that cannot be reached (redis-py's own ConnectionError and
 #: TimeoutError are not the builtin ones).
 _UNREACHABLE = (ConnectionError, OSError, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+
+
+class _NeedsSchema(Exception):
+    """A reply holds a node, edge or path: its labels and property names need the graph's schema."""
+
+
+class _NoSchema:
+    """The ``graph`` handed to falkordb's synchronous reply parser: scalars, lists and maps
+    never touch it; a node, edge or path asks for ``schema`` and gets :class:`_NeedsSchema`."""
+
+    @property
+    def schema(self) -> Any:
+        raise _NeedsSchema
+
+
+_NO_SCHEMA = _NoSchema()
 
 
 class GraphStore:
@@ -140,16 +159,42 @@ class GraphStore:
         self._check_params(params)
         cypher, guarded = self._guard(cypher, params or {})
         async with self.bounded():
-            result = await self.graph.query(cypher, guarded)
-        return result.result_set
+            reply = await self._execute("GRAPH.QUERY", cypher, guarded)
+            return await self._rows(reply)
 
     @graph_span("GRAPH.RO_QUERY")
     async def ro_query(self, cypher: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
         """Read-only query (GRAPH.RO_QUERY), bounded like :meth:`query`."""
         self._check_params(params)
         async with self.bounded():
-            result = await self.graph.ro_query(cypher, params or {})
-        return result.result_set
+            reply = await self._execute("GRAPH.RO_QUERY", cypher, params or {})
+            return await self._rows(reply)
+
+    async def _execute(self, command: str, cypher: str, params: dict[str, Any]) -> Any:
+        """The raw compact reply of ``command`` (GRAPH.QUERY / GRAPH.RO_QUERY) for ``cypher``
+        with ``params``, sent as falkordb's ``AsyncGraph.query`` sends it (its parameter header,
+        ``--compact``)."""
+        return await self.graph.execute_command(command, self.name, self.graph._build_params_header(params) + cypher,
+                                                "--compact")
+
+    async def _rows(self, reply: Any) -> list[list[Any]]:
+        """The rows of a compact reply. Replies of scalars, lists and maps (what the
+        repositories return: properties, not nodes) go through falkordb's synchronous parser,
+        the same values its asyncio parser builds without a coroutine per cell (that parser
+        cost ~7 % of a recall's samples, issue 10); a reply holding a node, edge or path is
+        parsed by the asyncio parser, which reads the labels from the graph's schema (and
+        refreshes the schema on a version mismatch, as ``AsyncGraph.query`` does). Raises
+        redis' ``ResponseError`` for a failed query."""
+        try:
+            try:
+                return sync_result.QueryResult(_NO_SCHEMA, reply).result_set
+            except _NeedsSchema:
+                result = QueryResult(self.graph)
+                await result.parse(reply)
+                return result.result_set
+        except SchemaVersionMismatchException as exc:
+            await self.graph.schema.refresh(exc.version)
+            raise
 
     @graph_span("GRAPH.RO_QUERY")
     async def ro_query_many(self, queries: Sequence[tuple[str, dict[str, Any]]]) -> list[list[list[Any]]]:
@@ -158,8 +203,6 @@ class GraphStore:
         so FalkorDB can combine every indexed condition in one index scan (it does not when the
         values come from an ``UNWIND`` row). Raises Unavailable when FalkorDB cannot be
         reached or does not answer within the bound (each chunk) and redis' ``ResponseError`` when a query fails."""
-        from falkordb.asyncio.query_result import QueryResult
-
         out: list[list[list[Any]]] = []
         for start in range(0, len(queries), _PIPELINE_CHUNK):
             chunk = queries[start:start + _PIPELINE_CHUNK]
@@ -172,9 +215,7 @@ class GraphStore:
             async with self.bounded():
                 replies = await pipe.execute()
                 for reply in replies:
-                    result = QueryResult(self.graph)
-                    await result.parse(reply)
-                    out.append(result.result_set)
+                    out.append(await self._rows(reply))
         return out
 
     async def ping(self) -> bool:
