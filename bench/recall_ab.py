@@ -39,6 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench import locomo_files
 from bench.latency import Service, locomo_export, pct, run_concurrent, run_rest
+from bench.recall_profile import cpu, processes
 
 
 def tree_cpu(pid: int) -> float:
@@ -77,16 +78,24 @@ def one_run(data_dir: Path, code: Path | None, questions: list[dict], copies: in
         assert svc.proc is not None
         with httpx.Client(base_url=svc.url, timeout=60) as client:
             run_rest(client, questions, tag_of, True, 20)  # warm-up
+        procs = processes(svc.proc.pid)
+
+        def split(c0: dict[str, float], n: int) -> dict[str, float]:
+            c1 = cpu(procs)
+            return {f"cpu_{role}_ms": 1000 * (c1[role] - c0[role]) / n for role in ("up", "gateway", "redis")
+                    if role in c1}
+
+        with httpx.Client(base_url=svc.url, timeout=60) as client:
             for name, tag in (("query_tag", tag_of), ("query", None)):
-                c0 = tree_cpu(svc.proc.pid)
+                c0, p0 = tree_cpu(svc.proc.pid), cpu(procs)
                 lat = run_rest(client, questions, tag, True, requests)
                 out[name] = {"p50_ms": statistics.median(lat), "p95_ms": pct(lat, 0.95),
-                             "cpu_ms": 1000 * (tree_cpu(svc.proc.pid) - c0) / requests}
+                             "cpu_ms": 1000 * (tree_cpu(svc.proc.pid) - c0) / requests, **split(p0, requests)}
         for name, tag in ((f"query_tag_x{clients}", tag_of), (f"query_x{clients}", None)):
-            c0 = tree_cpu(svc.proc.pid)
+            c0, p0 = tree_cpu(svc.proc.pid), cpu(procs)
             lat, wall = asyncio.run(run_concurrent(svc.url, questions, tag, clients, max(requests // clients, 10)))
             out[name] = {"p50_ms": statistics.median(lat), "p95_ms": pct(lat, 0.95), "per_s": len(lat) / wall,
-                         "cpu_ms": 1000 * (tree_cpu(svc.proc.pid) - c0) / len(lat)}
+                         "cpu_ms": 1000 * (tree_cpu(svc.proc.pid) - c0) / len(lat), **split(p0, len(lat))}
     finally:
         svc.stop()
     out["load_end"] = os.getloadavg()[0]
@@ -123,14 +132,16 @@ def main() -> int:
                 + (f" {v['per_s']:.0f}/s" if "per_s" in v else "")
                 for k, v in r.items() if isinstance(v, dict)) + f"; load {r['load_start']:.1f}-{r['load_end']:.1f}",
                 flush=True)
-    print("\n| configuration | version | p50 ms | p95 ms | CPU ms/recall (tree) | recalls/s |")
-    print("|---|---|---|---|---|---|")
+    print("\n| configuration | version | p50 ms | p95 ms | CPU ms/recall (tree) | of which up / gateway / redis"
+          " | recalls/s |")
+    print("|---|---|---|---|---|---|---|")
     for key in [k for k, v in runs["A"][0].items() if isinstance(v, dict)]:
         for name in ("A", "B"):
             vals = [r[key] for r in runs[name]]
             med = {m: statistics.median(v[m] for v in vals) for m in vals[0]}
             rate = f"{med['per_s']:.0f}" if "per_s" in med else ""
-            print(f"| {key} | {name} | {med['p50_ms']:.1f} | {med['p95_ms']:.1f} | {med['cpu_ms']:.1f} | {rate} |")
+            parts = " / ".join(f"{med[k]:.1f}" for k in ("cpu_up_ms", "cpu_gateway_ms", "cpu_redis_ms") if k in med)
+            print(f"| {key} | {name} | {med['p50_ms']:.1f} | {med['p95_ms']:.1f} | {med['cpu_ms']:.1f} | {parts} | {rate} |")
     if args.json_out:
         Path(args.json_out).write_text(json.dumps({"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                                                    "command": " ".join(sys.argv), "runs": runs}, indent=1))

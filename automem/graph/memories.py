@@ -243,14 +243,14 @@ class Memories(Repository):
         for (mid, content, tags, entity_tags, importance, confidence, event_time, create_time,
              prev, prev_scope) in rows:
             if mid not in out:
-                memory = Memory(id=mid, scope=scope, content=content or "", tags=list(tags or []),
-                                importance=float(importance or 0.0), confidence=float(confidence or 0.0))
-                for tag in entity_tags or ():  # the entities' tags, lower-cased (memory_to_node)
-                    memory.entities.add(tag=tag)
-                if event_time is not None:
-                    memory.event_time.CopyFrom(ts(float(event_time)))
-                if create_time is not None:
-                    memory.create_time.CopyFrom(ts(float(create_time)))
+                # Every field in the constructor: 2/3 of the time of setting them afterwards
+                # (CopyFrom, entities.add), for the ~200 candidates of each recall (issue 10).
+                memory = Memory(id=mid, scope=scope, content=content or "", tags=tags or [],
+                                importance=float(importance or 0.0), confidence=float(confidence or 0.0),
+                                # the entities' tags, lower-cased (memory_to_node)
+                                entities=[{"tag": tag} for tag in entity_tags or ()],
+                                event_time=ts(float(event_time)) if event_time is not None else None,
+                                create_time=ts(float(create_time)) if create_time is not None else None)
                 out[mid] = (memory, [])
             if prev is not None and prev_scope == scope:
                 out[mid][1].append(prev)

@@ -37,12 +37,20 @@ class Candidate:
 
 @dataclass
 class Ranked:
-    """A ranked result: score, the arm that contributed most, and every component."""
+    """A ranked result: score (rounded to 6 decimals), the arm that contributed most, and
+    every component (``components`` as computed; :attr:`score_components` rounded to 6
+    decimals, built when read: a recall reads them for its page only, not for the ~200
+    candidates it ranks)."""
 
     id: str
     score: float
     match_type: str
-    score_components: dict[str, float] = field(default_factory=dict)
+    components: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def score_components(self) -> dict[str, float]:
+        """The components rounded to 6 decimals."""
+        return {k: round(v, 6) for k, v in self.components.items()}
 
 
 @dataclass(frozen=True)
@@ -71,9 +79,8 @@ class ScoreWeights:
 def rank(candidates: list[Candidate], *, weights: ScoreWeights, query: str = "", context_tags: list[str] | None = None,
          priority_ids: set[str] | None = None, now: float = 0.0, recency_bias: str = "auto") -> list[Ranked]:
     """Rank ``candidates`` best first (see the module docstring for the formula)."""
-    order = {c.id: (epoch(c.memory, "event_time") or 0.0, epoch(c.memory, "create_time") or 0.0, c.id)
-             for c in candidates}
-    ordered = sorted(candidates, key=lambda c: order[c.id])
+    times = {c.id: (epoch(c.memory, "event_time"), epoch(c.memory, "create_time")) for c in candidates}
+    ordered = sorted(candidates, key=lambda c: (times[c.id][0] or 0.0, times[c.id][1] or 0.0, c.id))
     fusion_input = [
         scoring.Candidate(id=c.id, arm_scores={("lexical" if a == "keyword" else a): v for a, v in c.arm_scores.items()},
                           prev_id=c.prev_id, order=float(i))
@@ -101,12 +108,13 @@ def rank(candidates: list[Candidate], *, weights: ScoreWeights, query: str = "",
         comp["importance"] = weights.importance * m.importance
         comp["confidence"] = weights.confidence * m.confidence
         if use_recency and now:
-            age = max(0.0, now - (epoch(m, "event_time") or epoch(m, "create_time") or now))
+            event_time, create_time = times[c.id]
+            age = max(0.0, now - (event_time or create_time or now))
             comp["recency"] = weights.recency * max(0.0, 1.0 - age / window)
         if priority_ids and c.id in priority_ids:
             comp["priority"] = 1.0
         arm_parts = {a: comp.get(a, 0.0) for a in ("vector", "keyword", "neighbour") if comp.get(a, 0.0) > 0}
         match_type = max(arm_parts, key=arm_parts.get) if arm_parts else ("tag" if not q else "metadata")
-        out.append(Ranked(c.id, round(sum(comp.values()), 6), match_type, {k: round(v, 6) for k, v in comp.items()}))
+        out.append(Ranked(c.id, round(sum(comp.values()), 6), match_type, comp))
     out.sort(key=lambda r: (-r.score, position[r.id], r.id))
     return out
