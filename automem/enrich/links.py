@@ -148,21 +148,41 @@ class LinkBuilder:
             {"id": memory.id, "hash": memory.content_hash, "scope": memory.scope,
              "rows": [{"id": n.id, "score": n.score} for n in similar]}
             for (memory, _, _), similar in zip(items, similar_of, strict=True)], time.time())
-        edges = proposals = 0
+        edges = 0
+        linked: list[tuple[Memory, list[Neighbour]]] = []
         for (memory, _, _), near, similar in zip(items, near_of, similar_of, strict=True):
             if memory.id in written:
                 edges += len(similar)
-                proposals += await self._propose(memory, near)
+                linked.append((memory, near))
+        proposals = await self._propose_many(linked)
         return written | meta, edges, proposals
 
-    async def _propose(self, memory: Memory, near: list[Neighbour]) -> int:
-        candidates = [n for n in near if n.score >= self.settings.contradiction_threshold
-                      and n.payload.get("content_hash") != memory.content_hash
-                      and float(n.payload.get("event_time", 0.0)) <= (epoch(memory, "event_time") or time.time())]
-        if not candidates:
-            return 0
+    async def _propose_many(self, linked: list[tuple[Memory, list[Neighbour]]]) -> int:
+        """The supersede proposals of a batch's memories (each with its neighbours), in batch
+        order: the contradiction candidates of all of them are read from the graph in one
+        round trip per scope, not one per memory (issue 10; a proposal changes no memory, so
+        reading them before the first proposal reads what reading them one by one would)."""
+        wanted = [(memory, near, self._contradiction_candidates(memory, near)) for memory, near in linked]
+        by_scope: dict[str, list[str]] = {}
+        for memory, _, candidates in wanted:
+            by_scope.setdefault(memory.scope, []).extend(n.id for n in candidates)
+        found = {scope: await self.graph.memories.hydrate(ids, scope) for scope, ids in by_scope.items() if ids}
+        made = 0
+        for memory, _, candidates in wanted:
+            if candidates:
+                made += await self._propose(memory, candidates, found[memory.scope])
+        return made
+
+    def _contradiction_candidates(self, memory: Memory, near: list[Neighbour]) -> list[Neighbour]:
+        """The neighbours ``memory`` may contradict: similar enough, other content, not later."""
+        return [n for n in near if n.score >= self.settings.contradiction_threshold
+                and n.payload.get("content_hash") != memory.content_hash
+                and float(n.payload.get("event_time", 0.0)) <= (epoch(memory, "event_time") or time.time())]
+
+    async def _propose(self, memory: Memory, candidates: list[Neighbour], found: dict[str, Memory]) -> int:
+        """Propose ``memory`` superseding those of ``candidates`` (read from the graph into
+        ``found``) that are active and contradicted; returns the proposals made."""
         mine = {e.tag for e in memory.entities}
-        found = await self.graph.memories.hydrate([n.id for n in candidates], memory.scope)
         made = 0
         for n in candidates:
             old = found.get(n.id)
