@@ -14,6 +14,7 @@ Usage::
 
     python bench/recall_profile.py /var/tmp/perf-10k/n10000 --requests 400 --out /tmp/prof
 
+``--code DIR`` serves from another checkout (B of an A/B; run A and B alternately).
 ``--no-py-spy`` measures the CPU split alone (py-spy's sampling costs the sampled process
 some CPU). ``--out`` keeps the raw folded stacks (``<transport>-<process>.txt``).
 """
@@ -119,6 +120,8 @@ def main() -> int:
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--out", default="", help="keep the raw profiles here")
     parser.add_argument("--env", action="append", default=[], help="KEY=VALUE for the started service")
+    parser.add_argument("--code", default="", help="serve from this checkout (put first on PYTHONPATH), e.g. a "
+                        "`git archive` of the commit before a change")
     locomo_files.add_arguments(parser)
     args = parser.parse_args()
     data_dir = Path(args.data_dir).resolve()
@@ -136,7 +139,10 @@ def main() -> int:
     out_dir = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="recall-profile-"))
     out_dir.mkdir(parents=True, exist_ok=True)
     py_spy = str(Path(sys.executable).parent / "py-spy")
-    svc = Service(data_dir, dict(kv.split("=", 1) for kv in args.env))
+    env = dict(kv.split("=", 1) for kv in args.env)
+    if args.code:
+        env["PYTHONPATH"] = str(Path(args.code).resolve())
+    svc = Service(data_dir, env)
     svc.start()
     assert svc.proc is not None
     try:
