@@ -7,7 +7,9 @@ way bench/latency.py does: sequential REST recalls with the LoCoMo questions (``
 with a ``set-k`` tag filter and without, then ``--clients`` concurrent clients. Besides the
 wall-time percentiles it reports the CPU time per recall of the whole process tree
 (``automem up``, its gateway child, FalkorDB, NATS; psutil), which a loaded machine disturbs
-less than wall time.
+less than wall time, and of ``automem up``, the gateway and FalkorDB each (``cpu_up_ms``,
+``cpu_gateway_ms``, ``cpu_redis_ms``; the processes are told apart as bench/recall_profile.py
+does).
 
 Usage::
 
