@@ -9,7 +9,8 @@ record of truth and is exported whole:
   - ``{"kind": "header", "format": "automem-backup/1", "graph": ..., "export_time": ...}``,
     with the events ``events_retained_since`` (stream time of the oldest event the stream
     still held, epoch seconds) and ``events_truncated`` (older events were removed by the
-    stream's retention, so the exported history is partial; docs/retention.md)
+    stream's retention, so the exported history is partial; docs/retention.md), and (a full
+    export) ``"counts": {"nodes", "edges"}`` counted as the export starts (a progress total)
   - ``{"kind": "memory"|"tombstone"|"review_item"|"node", "ref": <int>, "labels": [...],
     "properties": {...}}`` — every node with every property as stored (times are float
     epoch seconds, open ends 253402300799.0), ``ref`` its id within the export;
@@ -44,7 +45,7 @@ import asyncio
 import base64
 import json
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from automem.common.bus import ENRICH_DURABLE
@@ -71,6 +72,10 @@ async def export_records(graph: GraphStore, bus: Any = None,
     now = time.time()
     past = known_at is not None and known_at < now
     header: dict[str, Any] = {"kind": "header", "format": FORMAT, "graph": graph.name, "export_time": now}
+    if not past:
+        # What follows, counted as the export starts (writes meanwhile may change it): a
+        # reader's progress total. The events are not counted (the stream also holds others).
+        header["counts"] = {"nodes": await graph.dump.count_nodes_safe(), "edges": await graph.dump.count_edges()}
     if past:
         header["known_at"] = known_at
     if bus is not None:
@@ -162,7 +167,7 @@ def read_lines(lines: Iterable[str]) -> list[dict[str, Any]]:
 
 
 async def restore_records(graph: GraphStore, records: list[dict[str, Any]], bus: Any = None,
-                          force: bool = False) -> dict[str, int]:
+                          force: bool = False, keep_labels: Mapping[str, str] | None = None) -> dict[str, int]:
     """Recreate the export in ``graph`` (and the events on ``bus``'s stream).
 
     Refuses (ValueError naming ``known_at``) a past export (header ``known_at``). Refuses (RuntimeError) when the graph already holds nodes or the stream messages,
@@ -171,6 +176,10 @@ async def restore_records(graph: GraphStore, records: list[dict[str, Any]], bus:
     header's times). The enrichment consumer is (re)created to start after the restored
     events: restored memories keep their enrichment and are not enriched again. The vector
     index is not restored: rebuild it with :func:`reindex` (``automem restore --reindex``).
+    ``keep_labels`` (a restore into a running service: its API keys, their audit record and
+    the schema markers, ``{label: key property}``): nodes with these labels do not make the
+    graph count as non-empty, ``force`` keeps them, and the backup's nodes of these labels
+    whose key property the graph already holds are left out.
     Returns counts ``{"nodes", "edges", "events", "events_dropped", "live_memories"}``
     (``events_dropped``: events the target stream's retention removed at once, its
     ``event_retention_bytes`` being smaller than the backup's events; ``live_memories``:
@@ -181,7 +190,11 @@ async def restore_records(graph: GraphStore, records: list[dict[str, Any]], bus:
         raise ValueError(f"restore: this export was made at known_at={header['known_at']} (a snapshot of what "
                          "the service believed then, for reading; it lacks the later history): "
                          "restore needs a full export made without known_at")
-    if force:
+    if force and keep_labels:
+        await graph.dump.delete_except(keep_labels)
+        if bus is not None and bus.js is not None:
+            await bus.js.purge_stream(bus.settings.stream_name)
+    elif force:
         # Replace, never merge: the target's graph and event stream are emptied first.
         await graph.dump.drop()
         await graph.ensure_schema()
@@ -189,7 +202,8 @@ async def restore_records(graph: GraphStore, records: list[dict[str, Any]], bus:
             await bus.js.purge_stream(bus.settings.stream_name)
     else:
         try:
-            existing = await graph.dump.count_nodes()
+            existing = await (graph.dump.count_nodes_except(keep_labels) if keep_labels
+                              else graph.dump.count_nodes())
         except Exception as exc:  # FalkorDB: a graph never written is an "empty key"
             if "empty key" not in str(exc):
                 raise
@@ -203,6 +217,10 @@ async def restore_records(graph: GraphStore, records: list[dict[str, Any]], bus:
                 raise RuntimeError(f"restore: stream {bus.settings.stream_name!r} is not empty")
     nodes = [r for r in records if r.get("kind") in ("memory", "tombstone", "review_item", "node")]
     edges = [r for r in records if r.get("kind") == "edge"]
+    for label, key in (keep_labels or {}).items():
+        present = await graph.dump.keys_of(label, key)
+        nodes = [r for r in nodes if not (label in (r.get("labels") or [])
+                                          and (r.get("properties") or {}).get(key) in present)]
     events = [r for r in records if r.get("kind") == "event"]
     # Nodes and edges are created in file order (runs of the same labels / type, PAGE at a
     # time), so the restored graph's internal ids follow the file and its export is the same.

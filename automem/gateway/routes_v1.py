@@ -12,6 +12,10 @@
   ``{confirm_scope, reason?, dry_run?}``, ``GET /v1/purges`` (admin) — purges and their
   content-free records (automem/ingest/purge.py, docs/purge.md).
 * ``GET /backup`` (admin) — the full export as JSON lines (``application/x-ndjson``).
+* ``GET /v1/apiKeys?page_size=100&page_token=``, ``POST /v1/apiKeys`` ``{role, scopes,
+  default_scope?, display_name?, require_review?}`` (the secret in the answer only),
+  ``POST /v1/apiKeys/{id}:revoke``, ``GET /v1/apiKeyEvents?key_id=`` (admin) — API keys and
+  their audit record (automem/ingest/admin.py).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from fastapi.responses import StreamingResponse
 from automem.common.model import iso
 from automem.gateway import presenters, usecases
 from automem.gateway.deps import CallerDep
-from automem.gateway.schemas import DecisionBody, JsonBodyRoute, PurgeBody, PurgeScopeBody
+from automem.gateway.schemas import ApiKeyBody, DecisionBody, JsonBodyRoute, PurgeBody, PurgeScopeBody
 
 router = APIRouter(route_class=JsonBodyRoute)
 
@@ -148,3 +152,46 @@ async def backup(call: CallerDep, events: bool = True, known_at: str | None = No
     lines = await usecases.export_backup(call, events=events, known_at=known_at)
     return StreamingResponse(lines, media_type="application/x-ndjson",
                              headers={"Content-Disposition": "attachment; filename=automem-backup.jsonl"})
+
+
+#: Page size bounds of the key listings (automem/ingest/admin.py).
+MAX_KEY_PAGE = 1000
+
+
+@router.get("/v1/apiKeys", tags=["v1"])
+async def list_api_keys(call: CallerDep, page_size: int = Query(100, ge=1, le=MAX_KEY_PAGE),
+                        page_token: str = Query("", max_length=200)) -> dict[str, Any]:
+    """The API keys within the caller's scope patterns, oldest first, revoked ones included
+    (admin; 403 otherwise). Never a secret."""
+    page = await usecases.list_api_keys(call, page_size=page_size, page_token=page_token)
+    return {"status": "success", "api_keys": [presenters.api_key_json(k) for k in page.api_keys],
+            "next_page_token": page.next_page_token or None}
+
+
+@router.post("/v1/apiKeys", tags=["v1"], status_code=201)
+async def create_api_key(body: ApiKeyBody, call: CallerDep) -> dict[str, Any]:
+    """Mint an API key (admin): ``secret`` is in this answer only (store it now). Each scope
+    pattern must lie within the caller's own (403 otherwise); 400 naming ``role``,
+    ``scopes``, ``default_scope`` or ``display_name`` for bad input. Audited."""
+    made = await usecases.create_api_key(call, role=body.role, scopes=body.scopes, default_scope=body.default_scope,
+                                         display_name=body.display_name, require_review=body.require_review)
+    return {"status": "success", "api_key": presenters.api_key_json(made.api_key), "secret": made.secret}
+
+
+@router.post("/v1/apiKeys/{key_id}:revoke", tags=["v1"])
+async def revoke_api_key(key_id: str, call: CallerDep) -> dict[str, Any]:
+    """Revoke an API key (admin; AIP-136 custom method): refused from now on. 404 when absent
+    or outside the caller's scope patterns. Audited."""
+    done = await usecases.revoke_api_key(call, key_id)
+    return {"status": "success", "api_key": presenters.api_key_json(done.api_key)}
+
+
+@router.get("/v1/apiKeyEvents", tags=["v1"])
+async def list_api_key_events(call: CallerDep, key_id: str = Query("", max_length=100),
+                              page_size: int = Query(100, ge=1, le=MAX_KEY_PAGE),
+                              page_token: str = Query("", max_length=200)) -> dict[str, Any]:
+    """The audit record of key changes (create, revoke: actor, key id, role, scopes, time),
+    newest first (admin)."""
+    page = await usecases.api_key_events(call, key_id=key_id, page_size=page_size, page_token=page_token)
+    return {"status": "success", "events": [presenters.api_key_event_json(e) for e in page.events],
+            "next_page_token": page.next_page_token or None}

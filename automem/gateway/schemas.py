@@ -22,7 +22,7 @@ import math
 import sys
 from collections.abc import Callable, Coroutine
 from decimal import Decimal
-from typing import Any
+from typing import Annotated, Any, Literal
 
 from fastapi import HTTPException, Request, Response
 from fastapi.routing import APIRoute
@@ -202,6 +202,18 @@ class DecisionBody(BaseModel):
     """Body of approve / reject: the reason (required to reject)."""
 
     reason: str = ""
+
+
+class ApiKeyBody(BaseModel):
+    """``POST /v1/apiKeys`` (admin): ``role`` (reader, writer, admin), ``scopes`` (at least one
+    pattern, each within the caller's own), ``default_scope`` ("" = the first pattern with
+    ``*`` read as ``default``), ``display_name`` (≤ 200 characters), ``require_review``."""
+
+    role: Literal["reader", "writer", "admin"]
+    scopes: list[Annotated[str, Field(max_length=200)]] = Field(min_length=1, max_length=50)
+    default_scope: str = Field("", max_length=200)
+    display_name: str = Field("", max_length=200)
+    require_review: StrictBool = False
 
 
 class PurgeBody(BaseModel):
