@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from automem.common.auth import ROLES, Principal, hash_key
+from automem.common.auth import MAX_SCOPE_LENGTH, ROLES, SCOPE_PATTERN_RE, SCOPE_RE, Principal, hash_key
 from automem.common.errors import InvalidArgument, NotFound
 
 if TYPE_CHECKING:
@@ -93,7 +93,14 @@ class KeyStore:
         scopes = [s.strip() for s in scopes if s.strip()]
         if not scopes:
             raise InvalidArgument("scope: at least one scope pattern is required", field="scope")
-        default = default_scope or scopes[0].replace("*", "default").rstrip("/")
+        for pattern in scopes:
+            if not SCOPE_PATTERN_RE.fullmatch(pattern) or len(pattern) > MAX_SCOPE_LENGTH:
+                raise InvalidArgument(f"scope: {pattern[:80]!r} is not a scope pattern: '/'-separated segments of "
+                                      "letters, digits, '.', '_', '-' and '*', each starting with a letter, digit "
+                                      f"or '*', at most {MAX_SCOPE_LENGTH} characters", field="scope")
+        if default_scope and (not SCOPE_RE.fullmatch(default_scope) or len(default_scope) > MAX_SCOPE_LENGTH):
+            raise InvalidArgument(f"default_scope: {default_scope[:80]!r} is not a scope name", field="default_scope")
+        default = default_scope or scopes[0].replace("*", "default")
         principal = Principal("check", role, tuple(scopes), default)
         if not principal.allows(default):
             raise InvalidArgument(f"default_scope: {default!r} is outside {scopes}", field="default_scope")

@@ -28,6 +28,8 @@ from fastapi import HTTPException, Request, Response
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
+from automem.common.auth import MAX_SCOPE_LENGTH, SCOPE_PATTERN_RE, SCOPE_RE
+
 
 class _Refused:
     """Stands in for a number :func:`parse_json_body` refuses, until its path is known."""
@@ -210,8 +212,9 @@ class ApiKeyBody(BaseModel):
     ``*`` read as ``default``), ``display_name`` (≤ 200 characters), ``require_review``."""
 
     role: Literal["reader", "writer", "admin"]
-    scopes: list[Annotated[str, Field(max_length=200)]] = Field(min_length=1, max_length=50)
-    default_scope: str = Field("", max_length=200)
+    scopes: list[Annotated[str, Field(max_length=MAX_SCOPE_LENGTH, pattern=f"^{SCOPE_PATTERN_RE.pattern}$")]] = Field(
+        min_length=1, max_length=50)
+    default_scope: str = Field("", max_length=MAX_SCOPE_LENGTH, pattern=f"^({SCOPE_RE.pattern})?$")
     display_name: str = Field("", max_length=200)
     require_review: StrictBool = False
 

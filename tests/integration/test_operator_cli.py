@@ -65,7 +65,7 @@ async def test_keys_admin_api_over_grpc_and_rest(own_service) -> None:
         made = await anonymous.admin.CreateApiKey(admin_service_pb2.CreateApiKeyRequest(
             role="admin", scopes=["*"], display_name="root"))
     root = made.secret
-    assert root.startswith(f"am_{made.api_key.id}_") and made.api_key.created_by == "anonymous" or made.api_key.id
+    assert root.startswith(f"am_{made.api_key.id}_") and made.api_key.created_by == "anonymous"
     async with own_service.client(api_key=root) as admin:
         md = admin.metadata()
         acme = await admin.admin.CreateApiKey(admin_service_pb2.CreateApiKeyRequest(
@@ -79,6 +79,14 @@ async def test_keys_admin_api_over_grpc_and_rest(own_service) -> None:
         with pytest.raises(grpc.aio.AioRpcError) as bad:
             await admin.admin.CreateApiKey(admin_service_pb2.CreateApiKeyRequest(role="reader"), metadata=md)
         assert bad.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "scopes" in bad.value.details()
+        with pytest.raises(grpc.aio.AioRpcError) as bad:
+            await admin.admin.CreateApiKey(admin_service_pb2.CreateApiKeyRequest(role="reader", scopes=["a b"]),
+                                           metadata=md)
+        assert bad.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "scope" in bad.value.details()
+        with pytest.raises(grpc.aio.AioRpcError) as bad:
+            await admin.admin.CreateApiKey(admin_service_pb2.CreateApiKeyRequest(
+                role="reader", scopes=["acme/*"], default_scope="globex/app"), metadata=md)
+        assert bad.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "default_scope" in bad.value.details()
         with pytest.raises(grpc.aio.AioRpcError) as bad:
             await admin.admin.RevokeApiKey(admin_service_pb2.RevokeApiKeyRequest(id="nosuchkey"), metadata=md)
         assert bad.value.code() == grpc.StatusCode.NOT_FOUND
