@@ -210,7 +210,9 @@ async def _reindex_vectors(settings: Settings, graph: Any) -> dict[str, int] | N
     try:
         provider = await asyncio.to_thread(make_provider, settings)
         await vectors.ensure_collection(provider.dimension)
-        return await backup.reindex(graph, vectors, provider)
+        with progress("reindex", None, unit="memories") as bar:
+            return await backup.reindex(graph, vectors, provider,
+                                        progress=lambda done, total: bar.update(completed=done, total=total))
     finally:
         await vectors.close()
 
@@ -287,7 +289,10 @@ async def _recovery(settings: Settings, args: argparse.Namespace) -> int:
 
             text = await asyncio.to_thread(Path(args.file).read_text, encoding="utf-8")
             records = backup.read_lines(text.splitlines())
-            counts = await backup.restore_records(graph, records, bus, force=args.force)
+            with progress("restore", None) as bar:
+                counts = await backup.restore_records(
+                    graph, records, bus, force=args.force,
+                    progress=lambda done, total: bar.update(completed=done, total=total))
             if not wants_json(args):
                 print(f"restored {counts['nodes']} nodes, {counts['edges']} edges, {counts['events']} events")
             if counts.get("events_dropped"):
@@ -305,7 +310,9 @@ async def _recovery(settings: Settings, args: argparse.Namespace) -> int:
         elif args.cmd == "reindex" and getattr(args, "provider", ""):
             from automem.enrich.reindex import reindex_with_provider
 
-            result = await reindex_with_provider(settings, args.provider, graph)
+            with progress("re-embed", None, unit="memories") as bar:
+                result = await reindex_with_provider(
+                    settings, args.provider, graph, progress=lambda done, total: bar.update(completed=done, total=total))
             emit(args, result)
             print(f"reindexed {result['reindexed']} memories with {result['provider']} ({result['dimension']} "
                   f"dimensions) into {result['collection']}"

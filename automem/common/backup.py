@@ -45,7 +45,7 @@ import asyncio
 import base64
 import json
 import time
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from automem.common.bus import ENRICH_DURABLE
@@ -167,7 +167,8 @@ def read_lines(lines: Iterable[str]) -> list[dict[str, Any]]:
 
 
 async def restore_records(graph: GraphStore, records: list[dict[str, Any]], bus: Any = None,
-                          force: bool = False, keep_labels: Mapping[str, str] | None = None) -> dict[str, int]:
+                          force: bool = False, keep_labels: Mapping[str, str] | None = None,
+                          progress: Callable[[int, int], None] | None = None) -> dict[str, int]:
     """Recreate the export in ``graph`` (and the events on ``bus``'s stream).
 
     Refuses (ValueError naming ``known_at``) a past export (header ``known_at``). Refuses (RuntimeError) when the graph already holds nodes or the stream messages,
@@ -179,7 +180,8 @@ async def restore_records(graph: GraphStore, records: list[dict[str, Any]], bus:
     ``keep_labels`` (a restore into a running service: its API keys, their audit record and
     the schema markers, ``{label: key property}``): nodes with these labels do not make the
     graph count as non-empty, ``force`` keeps them, and the backup's nodes of these labels
-    whose key property the graph already holds are left out.
+    whose key property the graph already holds are left out. ``progress(done, total)`` is
+    called as records are written (``total``: the nodes, edges and events to write).
     Returns counts ``{"nodes", "edges", "events", "events_dropped", "live_memories"}``
     (``events_dropped``: events the target stream's retention removed at once, its
     ``event_retention_bytes`` being smaller than the backup's events; ``live_memories``:
@@ -233,14 +235,24 @@ async def restore_records(graph: GraphStore, records: list[dict[str, Any]], bus:
     first_labels = {labels[0] for labels in node_labels if labels}
     for label in first_labels:
         await graph.dump.index_refs(label)
+    total, done = len(nodes) + len(edges) + len(events), 0
+
+    def advance(amount: int) -> None:
+        nonlocal done
+        done += amount
+        if progress is not None:
+            progress(done, total)
+
     for labels, group in _runs(nodes, node_labels):
         rows = [{"ref": int(r["ref"]), "props": r.get("properties") or {}} for r in group]
         await graph.dump.create_nodes(labels, rows)
+        advance(len(rows))
     edge_keys = [(graph.dump.identifier(r["type"]), label_of.get(int(r["source"]), ""),
                   label_of.get(int(r["target"]), "")) for r in edges]
     for (rel_type, a_label, b_label), group in _runs(edges, edge_keys):
         rows = [{"s": int(r["source"]), "t": int(r["target"]), "props": r.get("properties") or {}} for r in group]
         await graph.dump.create_edges(rel_type, a_label, b_label, rows)
+        advance(len(rows))
     await graph.dump.clear_refs()
     for label in first_labels:
         await graph.dump.unindex_refs(label)
@@ -254,6 +266,7 @@ async def restore_records(graph: GraphStore, records: list[dict[str, Any]], bus:
             event = events_pb2.MemoryEvent.FromString(base64.b64decode(record["data"]))
             await bus.publish_event(event)
             published += 1
+            advance(1)
         after = await bus.js.stream_info(bus.settings.stream_name)
         # Republished events start a fresh retention period; a smaller event_retention_bytes
         # than the backup's events removes the oldest of them at once.
@@ -278,8 +291,11 @@ def _runs(records: list[dict[str, Any]], keys: list[Any]) -> Iterable[tuple[Any,
             start = i
 
 
-async def reindex(graph: GraphStore, vectors: Any, provider: Any, batch: int = 64) -> dict[str, int]:
+async def reindex(graph: GraphStore, vectors: Any, provider: Any, batch: int = 64,
+                  progress: Callable[[int, int], None] | None = None) -> dict[str, int]:
     """Rebuild every vector point from the graph. Returns ``{"reindexed", "removed"}``.
+    ``progress(done, total)`` is called after each batch (``total``: the memories to
+    reindex, counted at the start).
 
     Every memory that is not DELETED or REJECTED is embedded again with ``provider`` (a
     caller-supplied embedding is replaced by the provider's), its payload built by
@@ -290,6 +306,7 @@ async def reindex(graph: GraphStore, vectors: Any, provider: Any, batch: int = 6
     live: set[str] = set()
     skip = 0
     count = 0
+    total = await graph.memories.count() - await graph.memories.count(states=_GONE_STATES) if progress else 0
     while True:
         rows = await graph.memories.reindex_page(skip, batch)
         if not rows:
@@ -309,6 +326,8 @@ async def reindex(graph: GraphStore, vectors: Any, provider: Any, batch: int = 6
             live.add(memory.id)
             count += 1
         skip += batch
+        if progress is not None:
+            progress(count, max(total, count))
     orphans: list[str] = []
     offset = None
     while True:

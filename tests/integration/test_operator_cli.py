@@ -317,3 +317,44 @@ async def test_cli_finds_automem_up_in_the_data_dir_and_works_offline_once_it_st
     assert code == 0, err
     keys = [json.loads(line) for line in out.splitlines()]
     assert [(k["role"], k["display_name"], k["revoked"]) for k in keys] == [("admin", "ops", False)]
+
+
+# --- progress on a terminal ------------------------------------------------------------------
+
+
+def _on_terminal(args: list[str], env: dict[str, str]) -> tuple[int, str]:
+    """Run ``python -m automem.cli args`` with stderr on a pseudo-terminal; returns (exit code,
+    what it wrote there)."""
+    import pty
+
+    master, slave = pty.openpty()
+    try:
+        process = subprocess.Popen([sys.executable, "-m", "automem.cli", *args], cwd=REPO, env=env,
+                                   stdout=subprocess.DEVNULL, stderr=slave)
+        os.close(slave)
+        chunks = []
+        while True:
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # the other end closed
+                break
+            if not data:
+                break
+            chunks.append(data)
+        return process.wait(60), b"".join(chunks).decode(errors="replace")
+    finally:
+        os.close(master)
+
+
+async def test_progress_bar_on_a_terminal_and_quiet_in_a_pipe(own_service, tmp_path: Path) -> None:
+    async with own_service.client() as anonymous:
+        root = (await anonymous.admin.CreateApiKey(admin_service_pb2.CreateApiKeyRequest(
+            role="admin", scopes=["*"]))).secret
+    await _store(own_service.url, root, [f"progress memory {i}" for i in range(3)])
+    args = ["backup", "--out", str(tmp_path / "b.jsonl"), "--grpc", own_service.grpc]
+    env = _env(AUTOMEM_API_KEY=root, COLUMNS="120")
+    code, shown = await asyncio.to_thread(_on_terminal, args, env)
+    assert code == 0, shown
+    assert "backup" in shown and "records/s" in shown and "ETA" in shown and "100%" in shown, shown
+    code, _, err = await _cli(*args, env=env)  # not a terminal: no bar, just the summary line
+    assert code == 0 and "ETA" not in err and err.strip().startswith("# "), err
