@@ -2,7 +2,8 @@
 ``import``, ``export``, ...) reach a running service over gRPC.
 
 Discovery: ``automem up`` writes the addresses it serves into
-``<data dir>/automem.endpoints.json`` (:data:`ENDPOINTS_FILE`: ``{"pid", "grpc", "http"}``)
+``<data dir>/automem.endpoints.json`` (:data:`ENDPOINTS_FILE`: ``{"pid", "grpc", "http",
+"targets"}``, ``targets`` the gRPC addresses of the targets it runs as child processes)
 once it is up and removes the file when it stops (:func:`write_endpoints`,
 :func:`remove_endpoints`); the CLI reads it (:func:`discover`) and believes it only while
 that pid is alive.
@@ -58,13 +59,15 @@ def endpoints_path(settings: Settings) -> Path:
     return Path(settings.data_dir) / ENDPOINTS_FILE
 
 
-def write_endpoints(settings: Settings, grpc: str, http: str) -> Path:
+def write_endpoints(settings: Settings, grpc: str, http: str, targets: dict[str, str] | None = None) -> Path:
     """Record the addresses this process serves (``grpc`` ``host:port``, ``http`` base URL,
-    "" = none) in the data dir, atomically; returns the file."""
+    "" = none; ``targets``: target name → gRPC address of those served by child processes)
+    in the data dir, atomically; returns the file."""
     path = endpoints_path(settings)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(".tmp")
-    partial.write_text(json.dumps({"pid": os.getpid(), "grpc": grpc, "http": http}), encoding="utf-8")
+    partial.write_text(json.dumps({"pid": os.getpid(), "grpc": grpc, "http": http, "targets": targets or {}}),
+                       encoding="utf-8")
     partial.replace(path)
     return path
 
@@ -116,12 +119,29 @@ def api_key(settings: Settings, args: argparse.Namespace) -> str:
     return given if given is not None else (os.environ.get("AUTOMEM_API_KEY") or settings.api_token or "")
 
 
+def target_addresses(settings: Settings, args: argparse.Namespace) -> dict[str, str]:
+    """The address of each service's target (``ingest``, ``recall``, ``enrich``,
+    ``consolidate``; ingest also serves ReviewService and AdminService): all
+    :func:`grpc_address` when ``--grpc`` is given, else ``AUTOMEM_<TARGET>_ADDR`` (the
+    distributed mode), else the discovered ``automem up``'s child targets, else
+    :func:`grpc_address`."""
+    base = grpc_address(settings, args)
+    if getattr(args, "grpc", None):
+        return dict.fromkeys(("ingest", "recall", "enrich", "consolidate"), base)
+    found = (discover(settings) or {}).get("targets") or {}
+    return {name: getattr(settings, f"{name}_addr") or found.get(name) or base
+            for name in ("ingest", "recall", "enrich", "consolidate")}
+
+
 @asynccontextmanager
 async def online_client(settings: Settings, args: argparse.Namespace,
                         call_timeout: float | None = None) -> AsyncIterator[AutomemClient]:
-    """A connected :class:`AutomemClient` for ``args`` (closed on exit); ``call_timeout``:
-    default deadline of each call in seconds (None = none)."""
-    async with AutomemClient(grpc_address(settings, args), api_key=api_key(settings, args),
+    """A connected :class:`AutomemClient` for ``args`` (each service at its
+    :func:`target_addresses`; closed on exit); ``call_timeout``: default deadline of each
+    call in seconds (None = none)."""
+    addresses = target_addresses(settings, args)
+    async with AutomemClient(addresses["ingest"], addresses["recall"], addresses["enrich"],
+                             addresses["consolidate"], api_key=api_key(settings, args),
                              scope=getattr(args, "scope", "") or "", call_timeout=call_timeout,
                              credentials=channel_credentials(settings),
                              channel_options=channel_options(settings)) as client:

@@ -104,7 +104,7 @@ async def _run(settings: Settings, targets: list[str], embedded: bool, ready_fd:
             # Where the operator CLI finds this service (automem/cli/connect.py), until it stops.
             host = local_host(settings)
             write_endpoints(settings, f"{host}:{ctx.grpc_port}" if ctx.grpc_port else "",
-                            f"http://{host}:{ctx.http_port}" if ctx.http_port else "")
+                            f"http://{host}:{ctx.http_port}" if ctx.http_port else "", addresses)
         metrics_ports = {"parent": ctx.metrics_port, **{c.target: c.metrics_port for c in children}}
         log.info("automem is up", extra={"targets": targets, "children": child_names, "http_port": ctx.http_port,
                                          "grpc_port": ctx.grpc_port, "metrics_ports": metrics_ports,

@@ -293,10 +293,13 @@ async def test_cli_finds_automem_up_in_the_data_dir_and_works_offline_once_it_st
     data = tmp_path / "data"
     data.mkdir()
     env = _env(AUTOMEM_DATA_DIR=str(data))
-    proc, log = _start_up({**env, "PORT": str(free_port()), "AUTOMEM_GRPC_PORT": "0"}, tmp_path / "up.log")
+    # Vectors off, so consolidate may leave the process too: the CLI must find it in its child.
+    proc, log = _start_up({**env, "PORT": str(free_port()), "AUTOMEM_GRPC_PORT": "0", "QDRANT_URL": "disabled",
+                           "AUTOMEM_CHILD_TARGETS": "gateway,consolidate"}, tmp_path / "up.log")
     try:
         found = await asyncio.to_thread(_wait_endpoints, data, proc)
         assert found["pid"] == proc.pid and found["grpc"] and found["http"].startswith("http://")
+        assert found["targets"]["consolidate"] not in ("", found["grpc"])
         # No address given: the CLI reads it from the data dir (the data dir is locked by `up`).
         code, out, err = await _cli("keys", "create", "--role", "admin", "--scope", "*", "--name", "ops", env=env)
         assert code == 0, err
@@ -306,6 +309,8 @@ async def test_cli_finds_automem_up_in_the_data_dir_and_works_offline_once_it_st
         assert code == 0 and json.loads(out)["records"] >= 3, err
         code, out, err = await _cli("keys", "list", env={**env, "AUTOMEM_API_KEY": root})
         assert code == 0 and "\tadmin\t*\t" in out, err
+        code, out, err = await _cli("sync", "--json", env={**env, "AUTOMEM_API_KEY": root})
+        assert code == 0 and json.loads(out)["sync_status"] == "vectors_disabled", err
     finally:
         proc.send_signal(signal.SIGTERM)
         await asyncio.to_thread(proc.wait, 60)
