@@ -160,6 +160,8 @@ def read_lines(lines: Iterable[str]) -> list[dict[str, Any]]:
             record = json.loads(line)
         except json.JSONDecodeError as exc:
             raise ValueError(f"backup line {number}: not JSON ({exc.msg})") from None
+        if not isinstance(record, dict):
+            raise ValueError(f"backup line {number}: not a JSON object")  # noqa: TRY004 - a bad file is a ValueError to every caller
         if record.get("kind") == "header" and record.get("format") != FORMAT:
             raise ValueError(f"backup line {number}: unknown format {record.get('format')!r}")
         out.append(record)
@@ -187,6 +189,7 @@ async def restore_records(graph: GraphStore, records: list[dict[str, Any]], bus:
     ``event_retention_bytes`` being smaller than the backup's events; ``live_memories``:
     restored memories that are neither DELETED nor REJECTED, i.e. that need a vector point).
     """
+    _check_shapes(records)
     header = next((r for r in records if r.get("kind") == "header"), {})
     if header.get("known_at") is not None:
         raise ValueError(f"restore: this export was made at known_at={header['known_at']} (a snapshot of what "
@@ -279,6 +282,26 @@ async def restore_records(graph: GraphStore, records: list[dict[str, Any]], bus:
                and (r.get("properties") or {}).get("state") not in _GONE_STATES)
     return {"nodes": len(nodes), "edges": len(edges), "events": published, "events_dropped": dropped,
             "live_memories": live}
+
+
+#: The fields each record kind needs, with their types (the module docstring's shapes).
+_SHAPES: dict[str, dict[str, type | tuple[type, ...]]] = {
+    **{kind: {"ref": int, "labels": list, "properties": dict} for kind in ("memory", "tombstone", "review_item", "node")},
+    "edge": {"source": int, "target": int, "type": str, "properties": dict},
+    "event": {"data": str},
+}
+
+
+def _check_shapes(records: list[dict[str, Any]]) -> None:
+    """ValueError naming the first record (1-based, in file order) that lacks a field of its
+    kind or holds it with another type: checked before a restore changes anything."""
+    for number, record in enumerate(records, 1):
+        for name, kind in _SHAPES.get(record.get("kind"), {}).items():
+            value = record.get(name)
+            if not isinstance(value, kind) or isinstance(value, bool):
+                raise ValueError(  # noqa: TRY004 - a bad file is a ValueError to every caller
+                    f"backup record {number} ({record.get('kind')}): {name!r} missing or not "
+                    f"{getattr(kind, '__name__', kind)}")
 
 
 def _runs(records: list[dict[str, Any]], keys: list[Any]) -> Iterable[tuple[Any, list[dict[str, Any]]]]:

@@ -16,13 +16,15 @@
   default_scope?, display_name?, require_review?}`` (the secret in the answer only),
   ``POST /v1/apiKeys/{id}:revoke``, ``GET /v1/apiKeyEvents?key_id=`` (admin) — API keys and
   their audit record (automem/ingest/admin.py).
+* ``POST /v1/backup:restore?force=false`` (admin on every scope) — the body is a backup file
+  (JSON lines, as ``GET /backup`` writes it), restored into this running service.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
 
 from automem.common.model import iso
@@ -152,6 +154,19 @@ async def backup(call: CallerDep, events: bool = True, known_at: str | None = No
     lines = await usecases.export_backup(call, events=events, known_at=known_at)
     return StreamingResponse(lines, media_type="application/x-ndjson",
                              headers={"Content-Disposition": "attachment; filename=automem-backup.jsonl"})
+
+
+@router.post("/v1/backup:restore", tags=["v1"], openapi_extra={"requestBody": {
+    "required": True, "content": {"application/x-ndjson": {"schema": {"type": "string"}}}}})
+async def restore_backup(request: Request, call: CallerDep, force: bool = False) -> dict[str, Any]:
+    """Restore a backup (the body: JSON lines as ``GET /backup`` writes them) into this running
+    service (admin on every scope). 409 (FAILED_PRECONDITION) when it holds memories or events
+    and ``force`` is false; ``force`` replaces them (never merges). The service's API keys
+    stay. The vector index is not restored: ``POST /admin/sync`` rebuilds it. 400 naming
+    ``data`` for a body that is not a backup."""
+    done = await usecases.restore_backup(call, request.stream(), force=force)
+    return {"status": "success", "nodes": done.nodes, "edges": done.edges, "events": done.events,
+            "events_dropped": done.events_dropped, "live_memories": done.live_memories}
 
 
 #: Page size bounds of the key listings (automem/ingest/admin.py).

@@ -644,3 +644,20 @@ async def api_key_events(call: Caller, *, key_id: str, page_size: int,
     """The audit record of key changes, newest first (admin)."""
     return await call(call.client.admin.ListApiKeyEvents, admin_service_pb2.ListApiKeyEventsRequest(
         key_id=key_id, page_size=page_size, page_token=page_token))
+
+
+async def restore_backup(call: Caller, chunks: AsyncIterator[bytes], *,
+                         force: bool) -> admin_service_pb2.RestoreBackupResponse:
+    """Restore a backup whose bytes arrive as ``chunks`` (admin on every scope;
+    automem/ingest/admin.py ``RestoreBackup``): streamed on to the service as they come."""
+
+    async def requests() -> AsyncIterator[admin_service_pb2.RestoreBackupRequest]:
+        first = True
+        async for data in chunks:
+            if data or first:
+                yield admin_service_pb2.RestoreBackupRequest(data=data, force=force and first)
+                first = False
+        if first:
+            yield admin_service_pb2.RestoreBackupRequest(force=force)
+
+    return await call(call.client.admin.RestoreBackup, requests(), BACKUP_TIMEOUT)

@@ -34,6 +34,9 @@ from schemathesis.checks import (
     status_code_conformance,
 )
 
+# A backup body (POST /v1/backup:restore) is text: JSON lines.
+schemathesis.serializer.alias("application/x-ndjson", "text/plain")
+
 #: Examples per operation and mode (AUTOMEM_FUZZ_EXAMPLES raises it for a longer local run).
 EXAMPLES = int(os.environ.get("AUTOMEM_FUZZ_EXAMPLES", "12"))
 CHECKS = {
@@ -97,7 +100,8 @@ def _strategy(operation, mode: GenerationMode):
     and not ``date-time``); tests/integration/test_recall_timewindow.py covers them. Positive
     cases breaking a rule between two fields are left out (:func:`_self_link`,
     :func:`_ends_before_start`, :func:`_default_outside_scopes`); a positive scope purge
-    confirms the caller's scope (:func:`_confirm_own_scope`)."""
+    confirms the caller's scope (:func:`_confirm_own_scope`); a positive restore sends a
+    backup and keeps the store (:func:`_a_backup_kept_out`)."""
     names = {p.name for p in operation.query} if hasattr(operation, "query") else set()
     pinned = {name: "" for name in ("page_token", "start", "end") if name in names}
     query = pinned or None
@@ -107,6 +111,8 @@ def _strategy(operation, mode: GenerationMode):
                                    and not _default_outside_scopes(case))
         if operation.label == "POST /v1/scope:purge":
             strategy = strategy.map(_confirm_own_scope)
+        if operation.label == "POST /v1/backup:restore":
+            strategy = strategy.map(_a_backup_kept_out)
     return strategy
 
 
@@ -116,6 +122,16 @@ def _confirm_own_scope(case):
     JSON Schema cannot state (automem/ingest/purge.py ``purge_scope``)."""
     if isinstance(case.body, dict):
         case.body["confirm_scope"] = "default"
+    return case
+
+
+def _a_backup_kept_out(case):
+    """A restore whose body is a backup (a header line: a file's content JSON Schema cannot
+    state) and that does not replace the service's memories (``force`` false: the fuzzer's
+    store has memories, so the answer is 409, and the other operations keep their data)."""
+    case.body = '{"kind": "header", "format": "automem-backup/1"}\n'
+    if isinstance(case.query, dict):
+        case.query.pop("force", None)
     return case
 
 
