@@ -14,8 +14,9 @@ key is ``--api-key``, else ``AUTOMEM_API_KEY``, else ``AUTOMEM_API_TOKEN``; TLS 
 ``AUTOMEM_GRPC_TLS*`` settings (automem/common/grpc_tls.py).
 
 Online or offline (:func:`is_online`): a command that can also work on a stopped data dir
-(keys, backup, restore, reindex) goes online when ``--grpc`` is given, ``AUTOMEM_GRPC_TARGET``
-is set or a running ``automem up`` is discovered, and offline otherwise or with ``--offline``.
+(keys, backup, restore, reindex) goes online when ``--grpc`` or ``--url`` (REST, through the
+gateway) is given, ``AUTOMEM_GRPC_TARGET`` is set or a running ``automem up`` is
+discovered, and offline otherwise or with ``--offline``.
 """
 
 from __future__ import annotations
@@ -37,14 +38,20 @@ from automem.common.settings import Settings
 ENDPOINTS_FILE = "automem.endpoints.json"
 
 
-def add_connection_options(parser: argparse.ArgumentParser, offline: bool = False, scope: bool = True) -> None:
+def add_connection_options(parser: argparse.ArgumentParser, offline: bool = False, scope: bool = True,
+                           rest: bool = False) -> None:
     """Adds ``--grpc``, ``--api-key`` and ``--scope`` (unless not ``scope``: a command that
-    acts on no scope) to an online subcommand's parser, and ``--offline`` when ``offline`` (a
-    command that also works on a stopped data dir)."""
-    parser.add_argument("--grpc", default=None, metavar="HOST:PORT",
-                        help="gRPC address of the running service (default: AUTOMEM_GRPC_TARGET, else the "
-                             f"address `automem up` wrote to <data dir>/{ENDPOINTS_FILE}, else "
-                             "127.0.0.1:AUTOMEM_GRPC_PORT)")
+    acts on no scope) to an online subcommand's parser, ``--offline`` when ``offline`` (a
+    command that also works on a stopped data dir) and ``--url`` when ``rest`` (a command
+    that can also go through the REST gateway, automem/cli/rest.py)."""
+    connection = parser.add_mutually_exclusive_group() if rest else parser
+    connection.add_argument("--grpc", default=None, metavar="HOST:PORT",
+                            help="gRPC address of the running service (default: AUTOMEM_GRPC_TARGET, else the "
+                                 f"address `automem up` wrote to <data dir>/{ENDPOINTS_FILE}, else "
+                                 "127.0.0.1:AUTOMEM_GRPC_PORT)")
+    if rest:
+        connection.add_argument("--url", default=None, metavar="http://HOST:PORT",
+                                help="go through the REST gateway at this base URL instead of gRPC")
     parser.add_argument("--api-key", default=None, help="API key (default: AUTOMEM_API_KEY, else AUTOMEM_API_TOKEN)")
     if scope:
         parser.add_argument("--scope", default="", help="scope to act on (default: the key's default scope)")
@@ -101,7 +108,8 @@ def is_online(settings: Settings, args: argparse.Namespace) -> bool:
     """Whether the command talks to a running service (see the module docstring)."""
     if getattr(args, "offline", False):
         return False
-    return bool(getattr(args, "grpc", None) or settings.grpc_target or discover(settings))
+    return bool(getattr(args, "grpc", None) or getattr(args, "url", None) or settings.grpc_target
+                or discover(settings))
 
 
 def grpc_address(settings: Settings, args: argparse.Namespace) -> str:

@@ -38,7 +38,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from automem.children import ChildProcess, address_setting, local_host, report_ready
-from automem.cli import operate
+from automem.cli import operate, rest
 from automem.cli.connect import (
     add_connection_options,
     grpc_address,
@@ -46,7 +46,7 @@ from automem.cli.connect import (
     remove_endpoints,
     write_endpoints,
 )
-from automem.cli.output import add_json_option, emit, fail, progress, wants_json
+from automem.cli.output import add_json_option, backup_done, backup_out, emit, fail, progress, wants_json
 from automem.common.embedded import EmbeddedRuntime
 from automem.common.settings import Settings, get_settings
 from automem.runner import Runner, child_targets
@@ -251,9 +251,7 @@ async def _recovery(settings: Settings, args: argparse.Namespace) -> int:
         await graph.ensure_schema()
         if args.cmd == "backup":
             await _connect_bus(bus)
-            to_file = bool(args.out and args.out != "-")
-            if not to_file and wants_json(args):
-                raise ValueError("--json needs --out FILE (stdout would carry the backup itself)")
+            to_file = backup_out(args)
             out = await asyncio.to_thread(open, args.out, "w", encoding="utf-8") if to_file else sys.stdout
             try:
                 count = events = 0
@@ -275,8 +273,7 @@ async def _recovery(settings: Settings, args: argparse.Namespace) -> int:
             finally:
                 if out is not sys.stdout:
                     out.close()
-            emit(args, {"records": count, "events": events, "out": args.out if to_file else "-"})
-            print(f"# {count} records written ({events} events)", file=sys.stderr)
+            backup_done(args, count, events)
             if truncated_since is not None:
                 print("note: the event stream's retention removed older events; the exported history starts at "
                       f"{datetime.fromtimestamp(truncated_since, UTC).isoformat()}", file=sys.stderr)
@@ -380,7 +377,7 @@ def build_parser() -> argparse.ArgumentParser:
         """An operator subcommand: online options, --offline where it works on a stopped data
         dir, --json."""
         made = parent.add_parser(name, parents=[logging_options], help=help_text, description=help_text, **kwargs)
-        add_connection_options(made, offline=offline, scope=scope)
+        add_connection_options(made, offline=offline, scope=scope, rest=True)
         add_json_option(made)
         return made
 
@@ -467,11 +464,12 @@ def _operate(settings: Settings, args: argparse.Namespace) -> int:
 
     command = args.cmd if args.cmd != "keys" else f"keys {args.keys_cmd}"
     online = args.cmd == "sync" or is_online(settings, args)
-    target = grpc_address(settings, args) if online else ""
+    target = (getattr(args, "url", None) or grpc_address(settings, args)) if online else ""
     try:
         with contextlib.suppress(KeyboardInterrupt):
             if online:
-                return asyncio.run(getattr(operate, args.cmd)(settings, args))
+                way = rest if getattr(args, "url", None) else operate
+                return asyncio.run(getattr(way, args.cmd)(settings, args))
             if args.cmd == "keys":
                 return asyncio.run(_keys(settings, args))
             # Whole-store jobs: their store calls get the job bound, not the request bound.

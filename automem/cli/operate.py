@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from automem.cli.connect import online_client
-from automem.cli.output import as_dict, emit, note, progress, wants_json
+from automem.cli.output import as_dict, backup_done, backup_out, emit, note, progress, wants_json
 from automem.common.settings import Settings
 from automem.v1 import admin_service_pb2, consolidate_service_pb2, enrich_service_pb2, ingest_service_pb2
 
@@ -74,9 +74,7 @@ async def keys(settings: Settings, args: argparse.Namespace) -> int:
 
 async def backup(settings: Settings, args: argparse.Namespace) -> int:
     """``automem backup`` online: the export streamed into ``--out`` (or stdout)."""
-    to_file = bool(args.out and args.out != "-")
-    if not to_file and wants_json(args):
-        raise ValueError("--json needs --out FILE (stdout would carry the backup itself)")
+    to_file = backup_out(args)
     count = events = 0
     header: dict[str, Any] = {}
     async with online_client(settings, args) as client:
@@ -100,8 +98,7 @@ async def backup(settings: Settings, args: argparse.Namespace) -> int:
         finally:
             if out is not sys.stdout:
                 out.close()
-    emit(args, {"records": count, "events": events, "out": args.out if to_file else "-"})
-    note(args, f"# {count} records written ({events} events)")
+    backup_done(args, count, events)
     if header.get("events_truncated"):
         note(args, "note: the event stream's retention removed older events; the exported history is partial")
     return 0

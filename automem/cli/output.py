@@ -54,6 +54,21 @@ def note(args: argparse.Namespace, text: str) -> None:
     print(text, file=sys.stderr)
 
 
+def backup_out(args: argparse.Namespace) -> str | None:
+    """The file ``automem backup --out`` writes, or None for stdout. ValueError for ``--json``
+    without a file (stdout would carry the backup itself)."""
+    to_file = args.out if args.out and args.out != "-" else None
+    if to_file is None and wants_json(args):
+        raise ValueError("--json needs --out FILE (stdout would carry the backup itself)")
+    return to_file
+
+
+def backup_done(args: argparse.Namespace, count: int, events: int) -> None:
+    """The summary of a backup: the ``--json`` document on stdout, the line on stderr."""
+    emit(args, {"records": count, "events": events, "out": args.out if args.out else "-"})
+    print(f"# {count} records written ({events} events)", file=sys.stderr)
+
+
 class Progress:
     """One progress bar (see :func:`progress`): :meth:`advance` by a count, :meth:`update`
     to an absolute count and/or a new total."""
@@ -125,6 +140,16 @@ def error_line(exc: BaseException, target: str = "") -> str:
             return f"the service refused the API key ({details}); pass an admin key with --api-key or AUTOMEM_API_KEY"
         name = code.name.lower().replace("_", " ") if code is not None else "error"
         return f"{name}: {details}"
+    status = getattr(exc, "status", None)  # automem/cli/rest.py RestError: an HTTP answer
+    if isinstance(status, int):
+        if status == 401:
+            return f"the service refused the API key ({exc}); pass an admin key with --api-key or AUTOMEM_API_KEY"
+        return f"HTTP {status}: {exc}"
+    import httpx
+
+    if isinstance(exc, httpx.TransportError):
+        where = f" at {target}" if target else ""
+        return f"cannot reach the service{where} ({type(exc).__name__}: {exc}); is `automem up` running?"
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return text
 

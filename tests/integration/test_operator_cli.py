@@ -363,3 +363,49 @@ async def test_progress_bar_on_a_terminal_and_quiet_in_a_pipe(own_service, tmp_p
     assert "backup" in shown and "records/s" in shown and "ETA" in shown and "100%" in shown, shown
     code, _, err = await _cli(*args, env=env)  # not a terminal: no bar, just the summary line
     assert code == 0 and "ETA" not in err and err.strip().startswith("# "), err
+
+
+# --- the same commands through the REST gateway (--url) ----------------------------------------
+
+
+async def test_cli_over_rest_with_url(own_service, nats_server, falkordb_server, tmp_path: Path) -> None:
+    url = ["--url", own_service.url]
+    code, out, err = await _cli("keys", "create", "--role", "admin", "--scope", "*", "--json", *url)
+    assert code == 0, err
+    root = json.loads(out)["secret"]
+    env = _env(AUTOMEM_API_KEY=root)
+    code, out, err = await _cli("keys", "create", "--role", "writer", "--scope", "rest/*", *url, env=env)
+    assert code == 0 and out.strip().startswith("am_"), err
+    writer = out.strip()
+    await _store(own_service.url, writer, [f"rest memory {i}" for i in range(3)])
+    await eventually(lambda: _count_equals(own_service, 3), timeout=60)
+    code, out, err = await _cli("keys", "list", "--json", *url, env=env)
+    assert code == 0 and {json.loads(line)["role"] for line in out.splitlines()} == {"admin", "writer"}, err
+    code, out, err = await _cli("sync", "--json", *url, env=env)
+    assert code == 0 and json.loads(out)["sync_status"] == "synced", err
+    code, out, err = await _cli("reindex", "--scope", "rest/default", "--json", *url, env=env)
+    assert code == 0 and json.loads(out)["reindexed"] == 3, err
+    backup_file = tmp_path / "rest.jsonl"
+    code, out, err = await _cli("backup", "--out", str(backup_file), "--json", *url, env=env)
+    assert code == 0 and json.loads(out)["records"] == len(backup_file.read_text().splitlines()), err
+    fresh = await start_service(settings_for(nats_server, falkordb_server, tmp_path / "fresh"))
+    try:
+        async with fresh.client() as anonymous:
+            fresh_root = (await anonymous.admin.CreateApiKey(admin_service_pb2.CreateApiKeyRequest(
+                role="admin", scopes=["*"]))).secret
+        code, out, err = await _cli("restore", str(backup_file), "--reindex", "--json", "--url", fresh.url,
+                                    env=_env(AUTOMEM_API_KEY=fresh_root), timeout=180)
+        assert code == 0, err
+        restored = json.loads(out)
+        assert restored["live_memories"] == 3 and restored["sync"]["vector_count"] == 3
+    finally:
+        await fresh.runner.stop()
+    writer_id = writer.split("_")[1]
+    code, out, err = await _cli("keys", "revoke", writer_id, *url, env=env)
+    assert code == 0 and f"revoked {writer_id}" in out, err
+    # One-line errors over REST too: a non-admin, a wrong key, nothing listening.
+    code, _, err = await _cli("keys", "list", *url, env=_env(AUTOMEM_API_KEY="am_x_wrong"))
+    assert "refused the API key" in _one_line_error(code, err, "keys list")
+    code, _, err = await _cli("backup", "--out", str(tmp_path / "x.jsonl"), "--url",
+                              f"http://127.0.0.1:{free_port()}", env=env)
+    assert "cannot reach the service" in _one_line_error(code, err, "backup")
