@@ -41,6 +41,7 @@ from automem.children import ChildProcess, address_setting, local_host, report_r
 from automem.cli import operate, rest
 from automem.cli.connect import (
     add_connection_options,
+    discover,
     grpc_address,
     is_online,
     remove_endpoints,
@@ -402,7 +403,7 @@ def build_parser() -> argparse.ArgumentParser:
     events.add_argument("--key-id", default="", help="only this key's events")
     mcp = command("mcp", help="serve the MCP tools over stdio against a running service")
     mcp.add_argument("--grpc", default=None, help="gRPC address of the service (default: AUTOMEM_GRPC_TARGET, "
-                                                  "else 127.0.0.1:50051)")
+                                                  "else the `automem up` of AUTOMEM_DATA_DIR, else 127.0.0.1:50051)")
     mcp.add_argument("--api-key", default=None, help="API key (default: AUTOMEM_API_KEY)")
     mcp.add_argument("--scope", default="", help="scope to act on (default: the key's default scope)")
     backup_cmd = operator(sub, "backup", "write a full export (nodes, edges, events) as JSON lines")
@@ -446,14 +447,21 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging(level, fmt)
     # Child processes (automem/children.py) read the settings from the environment: pass the options on.
     os.environ["AUTOMEM_LOG_LEVEL"], os.environ["AUTOMEM_LOG_FORMAT"] = level, fmt
-    if args.cmd == "up":
-        return asyncio.run(_run(settings, ["all"], embedded=True))
-    if args.cmd == "serve":
-        return asyncio.run(_run(settings, _names(args.target), embedded=False, ready_fd=args.ready_fd))
+    if args.cmd in ("up", "serve"):
+        from automem.common.embedded import EmbeddedServerError
+
+        try:
+            if args.cmd == "up":
+                return asyncio.run(_run(settings, ["all"], embedded=True))
+            return asyncio.run(_run(settings, _names(args.target), embedded=False, ready_fd=args.ready_fd))
+        except EmbeddedServerError as exc:  # e.g. the data dir in use by another `automem up`: one line
+            return fail(args.cmd, exc)
     if args.cmd == "mcp":
         from automem.gateway.mcp_server import run_stdio
 
-        return run_stdio(settings, args.grpc, args.api_key, args.scope)
+        # Without --grpc: AUTOMEM_GRPC_TARGET, else the `automem up` of the data dir, else the default.
+        return run_stdio(settings, args.grpc or settings.grpc_target or (discover(settings) or {}).get("grpc"),
+                         args.api_key, args.scope)
     return _operate(settings, args)
 
 

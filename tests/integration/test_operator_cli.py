@@ -311,6 +311,12 @@ async def test_cli_finds_automem_up_in_the_data_dir_and_works_offline_once_it_st
         assert code == 0 and "\tadmin\t*\t" in out, err
         code, out, err = await _cli("sync", "--json", env={**env, "AUTOMEM_API_KEY": root})
         assert code == 0 and json.loads(out)["sync_status"] == "vectors_disabled", err
+        # The data dir is in use: --offline, and a second `automem up`, say so in one line.
+        code, _, err = await _cli("keys", "list", "--offline", env=env)
+        assert "in use" in _one_line_error(code, err, "keys list")
+        code, _, err = await _cli("up", env={**env, "PORT": str(free_port()), "AUTOMEM_GRPC_PORT": "0"})
+        assert "in use" in _one_line_error(code, err, "up")
+        assert json.loads((data / "automem.endpoints.json").read_text())["pid"] == proc.pid
     finally:
         proc.send_signal(signal.SIGTERM)
         await asyncio.to_thread(proc.wait, 60)
