@@ -19,6 +19,7 @@ from typing import Any
 
 import grpc
 from google.protobuf import json_format
+from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
 
@@ -34,11 +35,30 @@ def wants_json(args: argparse.Namespace) -> bool:
     return bool(getattr(args, "json", False))
 
 
+_INT64 = {FieldDescriptor.TYPE_INT64, FieldDescriptor.TYPE_UINT64, FieldDescriptor.TYPE_SINT64,
+          FieldDescriptor.TYPE_FIXED64, FieldDescriptor.TYPE_SFIXED64}
+
+
+def _numbers(message: Message, data: dict[str, Any]) -> dict[str, Any]:
+    """Protobuf's JSON writes 64-bit integers as strings; scripts want numbers (counts here
+    stay far below 2^53)."""
+    for field in message.DESCRIPTOR.fields:
+        value = data.get(field.name)
+        if value is None:
+            continue
+        if field.type in _INT64 and not isinstance(value, list) and field.message_type is None:
+            data[field.name] = int(value)
+        elif field.message_type is not None and isinstance(value, dict) and not field.message_type.GetOptions(
+                ).map_entry and field.message_type.full_name.startswith("automem."):
+            _numbers(getattr(message, field.name), value)
+    return data
+
+
 def as_dict(message: Message) -> dict[str, Any]:
     """A protobuf message as a JSON-ready dict with the proto field names (every field,
-    defaults included; times as RFC 3339 strings)."""
-    return json_format.MessageToDict(message, preserving_proto_field_name=True,
-                                     always_print_fields_with_no_presence=True)
+    defaults included; times as RFC 3339 strings; 64-bit integers as numbers)."""
+    return _numbers(message, json_format.MessageToDict(message, preserving_proto_field_name=True,
+                                                       always_print_fields_with_no_presence=True))
 
 
 def emit(args: argparse.Namespace, data: Any, text: str | None = None) -> None:

@@ -204,7 +204,7 @@ async def test_cli_online_keys_backup_sync_reindex_restore(own_service, nats_ser
                                     env=fresh_env, timeout=180)
         assert code == 0, err
         restored = json.loads(out)
-        assert int(restored["live_memories"]) == 4 and int(restored["sync"]["vector_count"]) == 4
+        assert restored["live_memories"] == 4 and restored["sync"]["vector_count"] == 4
         async with fresh.http(Authorization=f"Bearer {writer}", **{"X-Automem-Scope": "ops/default"}) as http:
             r = await http.get(f"/memory/{ids[0]}")  # the backup's keys came along
             assert r.status_code == 200 and r.json()["memory"]["content"] == "operator memory 0"
