@@ -92,8 +92,13 @@ class AdminServicer(admin_service_pb2_grpc.AdminServiceServicer):
             raise InvalidArgument("scopes: at least one scope pattern is required", field="scopes")
         if not within(scopes, principal.scopes):
             raise PermissionDenied(f"scopes: {scopes} reach beyond this key's own {list(principal.scopes)}")
-        secret, info = await self.keys.create(request.role, scopes, request.default_scope or None,
-                                              request.display_name, request.require_review, actor=principal.name)
+        try:
+            secret, info = await self.keys.create(request.role, scopes, request.default_scope or None,
+                                                  request.display_name, request.require_review, actor=principal.name)
+        except InvalidArgument as exc:
+            if exc.field != "scope":
+                raise
+            raise InvalidArgument("scopes" + exc.message.removeprefix("scope"), field="scopes") from None
         _audit("create", info, principal.name)
         return admin_service_pb2.CreateApiKeyResponse(api_key=_key(info), secret=secret)
 
