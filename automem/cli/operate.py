@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from automem.cli.connect import online_client
-from automem.cli.output import as_dict, backup_done, backup_out, emit, note, progress, wants_json
+from automem.cli.output import Stall, as_dict, backup_done, backup_out, emit, note, progress, wants_json
 from automem.common.settings import Settings
 from automem.v1 import admin_service_pb2, consolidate_service_pb2, enrich_service_pb2, ingest_service_pb2
 
@@ -148,11 +148,13 @@ async def _repair_and_wait(client: Any, label: str) -> dict[str, Any]:
     per memory (a progress bar of points); returns the last status as a dict."""
     md = client.metadata()
     await client.consolidate.CheckSync(consolidate_service_pb2.CheckSyncRequest(repair=True), metadata=md)
+    stall = Stall(f"waiting for the vector index ({label})")
     with progress(label, None, unit="points") as bar:
         while True:
             status = await client.consolidate.GetSyncStatus(consolidate_service_pb2.GetSyncStatusRequest(),
                                                             metadata=md)
             bar.update(completed=status.vector_count, total=status.memory_count)
+            stall.check(status.vector_count, status.memory_count)
             if status.sync_status in ("synced", "vectors_disabled") and status.vector_count == status.memory_count:
                 return as_dict(status)
             await asyncio.sleep(POLL_SECONDS)
@@ -167,12 +169,14 @@ async def reindex(settings: Settings, args: argparse.Namespace) -> int:
         md = client.metadata()
         started = await client.enrich.ReembedMemories(enrich_service_pb2.ReembedMemoriesRequest(
             force=True, scope=args.scope or ""), metadata=md)
+        stall = Stall("waiting for the re-embedding")
         with progress("reindex", started.total, unit="memories") as bar:
             while True:
                 status = await client.enrich.GetReembedStatus(enrich_service_pb2.GetReembedStatusRequest(
                     scope=args.scope or ""), metadata=md)
                 job = status.reembed
                 bar.update(completed=min(job.done, job.total), total=job.total)
+                stall.check(job.done, job.total)
                 if job.job_id == started.job_id and job.done >= job.total:
                     break
                 await asyncio.sleep(POLL_SECONDS)

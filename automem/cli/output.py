@@ -147,6 +147,30 @@ def progress(description: str, total: float | None = None, unit: str = "records"
         yield Progress(bar, task)
 
 
+class Stall:
+    """Gives up a wait that stopped moving: :meth:`check` raises TimeoutError when the
+    watched count has not changed for ``seconds`` (the service goes on with the job; only
+    the command stops waiting)."""
+
+    def __init__(self, what: str, seconds: float = 120.0, clock: Any = None) -> None:
+        import time
+
+        self._clock = clock or time.monotonic
+        self.what = what
+        self.seconds = seconds
+        self._last: Any = None
+        self._since = self._clock()
+
+    def check(self, done: Any, total: Any) -> None:
+        """Note the count; TimeoutError naming ``done`` of ``total`` when it is stuck."""
+        now = self._clock()
+        if done != self._last:
+            self._last, self._since = done, now
+        elif now - self._since > self.seconds:
+            raise TimeoutError(f"{self.what}: no progress for {self.seconds:.0f} s ({done} of {total}); the "
+                               "service goes on with it, check again later")
+
+
 def error_line(exc: BaseException, target: str = "") -> str:
     """One line for a failure: a gRPC status as its code in words and the service's message
     (``target``: the address, named when it cannot be reached), else the exception's text."""

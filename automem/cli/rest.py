@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 
 from automem.cli.connect import api_key
-from automem.cli.output import backup_done, backup_out, emit, note, progress, wants_json
+from automem.cli.output import Stall, backup_done, backup_out, emit, note, progress, wants_json
 from automem.common.settings import Settings
 
 #: Bytes read from a backup file at a time while it is sent.
@@ -143,10 +143,12 @@ async def restore(settings: Settings, args: argparse.Namespace) -> int:
             print(f"restored {done['nodes']} nodes, {done['edges']} edges, {done['events']} events")
         if args.reindex:
             _check(await http.post("/admin/sync"))
+            stall = Stall("waiting for the vector index (reindex)")
             with progress("reindex", None, unit="points") as bar:
                 while True:
                     health = _check(await http.get("/health"))
                     bar.update(completed=health.get("vector_count") or 0, total=health.get("memory_count") or 0)
+                    stall.check(health.get("vector_count"), health.get("memory_count"))
                     if health.get("vector_count") == health.get("memory_count"):
                         break
                     await asyncio.sleep(POLL_SECONDS)
@@ -166,11 +168,13 @@ async def reindex(settings: Settings, args: argparse.Namespace) -> int:
                          "stop `automem up`, then run `automem reindex --provider ... --offline`")
     async with rest_client(settings, args) as http:
         started = _check(await http.post("/admin/reembed", json={"force": True}))
+        stall = Stall("waiting for the re-embedding")
         with progress("reindex", started["total"], unit="memories") as bar:
             while True:
                 job = _check(await http.get("/enrichment/status")).get("reembed") or {}
                 total, done = int(job.get("total") or 0), int(job.get("done") or 0)
                 bar.update(completed=min(done, total), total=total)
+                stall.check(done, total)
                 if job.get("job_id") == started["job_id"] and done >= total:
                     break
                 await asyncio.sleep(POLL_SECONDS)
