@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from automem.consolidate.servicer import ConsolidateServicer
     from automem.enrich.consumer import EnrichConsumer
     from automem.graph import GraphStore
+    from automem.ingest.admin import AdminServicer
     from automem.ingest.review import ReviewServicer
     from automem.ingest.servicer import IngestServicer
     from automem.recall.servicer import RecallServicer
@@ -63,6 +64,7 @@ class Runtime:
     after_start: list[Callable[[Runtime], Awaitable[None]]] = field(default_factory=list)
     ingest: IngestServicer | None = None
     review: ReviewServicer | None = None
+    admin: AdminServicer | None = None
     recall: RecallServicer | None = None
     enrich_consumer: EnrichConsumer | None = None
     enrich_task: asyncio.Task | None = None

@@ -128,9 +128,12 @@ async def _start_grpc(rt: Runtime) -> None:
 
 
 async def _start_ingest(rt: Runtime) -> None:
+    from automem.ingest.admin import AdminServicer
     from automem.ingest.review import ReviewServicer
     from automem.ingest.servicer import IngestServicer
     from automem.v1 import (
+        admin_service_pb2,
+        admin_service_pb2_grpc,
         ingest_service_pb2,
         ingest_service_pb2_grpc,
         review_service_pb2,
@@ -143,6 +146,9 @@ async def _start_ingest(rt: Runtime) -> None:
     rt.review = ReviewServicer(rt.settings, rt.graph, rt.publisher)
     rt.grpc_server.add(review_service_pb2_grpc.add_ReviewServiceServicer_to_server, rt.review,
                        review_service_pb2.DESCRIPTOR.services_by_name["ReviewService"].full_name)
+    rt.admin = AdminServicer(rt.settings, rt.graph, rt.publisher, rt.keystore)
+    rt.grpc_server.add(admin_service_pb2_grpc.add_AdminServiceServicer_to_server, rt.admin,
+                       admin_service_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name)
     # Purges a failed step left pending finish without their caller (automem/ingest/purge.py).
     rt.tasks.append(asyncio.create_task(rt.review.purger.resume_forever(), name="purge-resume"))
 

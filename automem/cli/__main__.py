@@ -4,4 +4,5 @@ import sys
 
 from automem.cli.main import main
 
-sys.exit(main())
+if __name__ == "__main__":  # not on a plain import (tests import every module)
+    sys.exit(main())

@@ -4,15 +4,22 @@
   those of ``AUTOMEM_CHILD_TARGETS`` that can leave this process run as child processes
   (automem/children.py; by default the gateway).
 * ``automem serve --target ingest,recall`` — chosen targets against external servers.
-* ``automem keys create|list|revoke`` — API keys (printed once).
+* ``automem keys create|list|revoke|events`` — API keys (printed once) and their audit record.
 * ``automem mcp --grpc HOST:PORT`` — the MCP tools over stdio, against a running service.
 * ``automem backup [--out FILE]`` — full export (nodes, edges, events) as JSON lines.
-* ``automem restore FILE [--force] [--reindex]`` — recreate an export in an empty data dir /
-  graph; ``--reindex`` then rebuilds the vector index, otherwise it says when one is needed.
-* ``automem reindex`` — rebuild every vector point from the graph.
+* ``automem restore FILE [--force] [--reindex]`` — recreate an export in an empty graph;
+  ``--reindex`` then rebuilds the vector index, otherwise it says when one is needed.
+* ``automem reindex`` — rebuild the vector points from the graph.
+* ``automem sync [--repair]`` — the graph/vector drift check of a running service.
 
-backup/restore/reindex start the embedded servers for ``AUTOMEM_DATA_DIR`` unless external
-ones are configured; run them while ``automem up`` is stopped (the data dir is locked).
+Online or offline (automem/cli/connect.py): keys/backup/restore/reindex talk to a running
+service over gRPC (automem/cli/operate.py) when one is found — ``--grpc``,
+``AUTOMEM_GRPC_TARGET``, or the ``automem.endpoints.json`` that ``automem up`` keeps in its
+data dir — with an admin key; otherwise, or with ``--offline``, they start the embedded
+servers for ``AUTOMEM_DATA_DIR`` (unless external ones are configured) and work on the stores
+directly, which needs the data dir free (``automem up`` stopped). Every operator command
+takes ``--json``, shows progress bars on a terminal (automem/cli/output.py) and reports a
+failure as one line ``automem <command>: <message>`` with exit code 1.
 """
 
 from __future__ import annotations
@@ -31,6 +38,16 @@ from typing import Any
 from pydantic import ValidationError
 
 from automem.children import ChildProcess, address_setting, local_host, report_ready
+from automem.cli import operate, rest
+from automem.cli.connect import (
+    add_connection_options,
+    discover,
+    grpc_address,
+    is_online,
+    remove_endpoints,
+    write_endpoints,
+)
+from automem.cli.output import add_json_option, backup_done, backup_out, emit, fail, progress, wants_json
 from automem.common.embedded import EmbeddedRuntime
 from automem.common.settings import Settings, get_settings
 from automem.runner import Runner, child_targets
@@ -84,6 +101,11 @@ async def _run(settings: Settings, targets: list[str], embedded: bool, ready_fd:
             ctx.tasks.append(asyncio.create_task(child.supervise(), name=f"{child.target}-supervisor"))
         if ready_fd is not None:
             report_ready(ready_fd, ctx.grpc_port, ctx.http_port)
+        if embedded:
+            # Where the operator CLI finds this service (automem/cli/connect.py), until it stops.
+            host = local_host(settings)
+            write_endpoints(settings, f"{host}:{ctx.grpc_port}" if ctx.grpc_port else "",
+                            f"http://{host}:{ctx.http_port}" if ctx.http_port else "", addresses)
         metrics_ports = {"parent": ctx.metrics_port, **{c.target: c.metrics_port for c in children}}
         log.info("automem is up", extra={"targets": targets, "children": child_names, "http_port": ctx.http_port,
                                          "grpc_port": ctx.grpc_port, "metrics_ports": metrics_ports,
@@ -97,6 +119,8 @@ async def _run(settings: Settings, targets: list[str], embedded: bool, ready_fd:
         code = 1
     finally:
         log.info("shutting down")
+        if embedded:
+            remove_endpoints(settings)
         for child in reversed(children):
             await child.stop()
         if runner is not None:
@@ -127,22 +151,38 @@ async def _keys(settings: Settings, args: argparse.Namespace) -> int:
     try:
         store = KeyStore(graph)
         if args.keys_cmd == "create":
-            secret, info = await store.create(args.role, args.scope, args.default_scope, args.name or "")
-            print(secret)
-            print(f"# key {info.id}: role={info.role} scopes={','.join(info.scopes)} "
-                  f"default_scope={info.default_scope} (shown once)", file=sys.stderr)
+            secret, info = await store.create(args.role, args.scopes, args.default_scope, args.name or "",
+                                              args.require_review)
+            emit(args, {"secret": secret, "api_key": _key_dict(info)}, secret)
+            if not wants_json(args):
+                print(f"# key {info.id}: role={info.role} scopes={','.join(info.scopes)} "
+                      f"default_scope={info.default_scope} (shown once)", file=sys.stderr)
         elif args.keys_cmd == "list":
             for k in await store.list():
-                print(f"{k.id}\t{k.role}\t{','.join(k.scopes)}\t{k.default_scope}\t"
-                      f"{'revoked' if k.revoked else 'active'}\t{k.name}")
+                emit(args, _key_dict(k), f"{k.id}\t{k.role}\t{','.join(k.scopes)}\t{k.default_scope}\t"
+                                         f"{'revoked' if k.revoked else 'active'}\t{k.name}")
         elif args.keys_cmd == "revoke":
             await store.revoke(args.key_id)
-            print(f"revoked {args.key_id}")
+            emit(args, {"id": args.key_id, "revoked": True}, f"revoked {args.key_id}")
+        elif args.keys_cmd == "events":
+            for r in await graph.keys.events(args.key_id or ""):
+                emit(args, {"id": r[0], "action": r[1], "key_id": r[2], "actor": r[3], "role": r[4],
+                            "scopes": list(r[5] or []), "event_time": datetime.fromtimestamp(r[6], UTC).isoformat()},
+                     f"{datetime.fromtimestamp(r[6], UTC).isoformat()}\t{r[1]}\t{r[2]}\t{r[3]}\t{r[4]}\t"
+                     f"{','.join(r[5] or [])}")
     finally:
         await graph.close()
         if runtime is not None:
             await runtime.stop()
     return 0
+
+
+def _key_dict(info: Any) -> dict[str, Any]:
+    """An offline key's fields as ``--json`` prints them (the online ApiKey's names)."""
+    return {"id": info.id, "role": info.role, "scopes": list(info.scopes), "default_scope": info.default_scope,
+            "display_name": info.name, "revoked": info.revoked, "created_by": info.created_by,
+            "revoked_by": info.revoked_by, "require_review": info.require_review,
+            "create_time": datetime.fromtimestamp(info.create_time, UTC).isoformat()}
 
 
 async def _connect_bus(bus: Any, timeout: float = 15.0) -> None:
@@ -171,7 +211,9 @@ async def _reindex_vectors(settings: Settings, graph: Any) -> dict[str, int] | N
     try:
         provider = await asyncio.to_thread(make_provider, settings)
         await vectors.ensure_collection(provider.dimension)
-        return await backup.reindex(graph, vectors, provider)
+        with progress("reindex", None, unit="memories") as bar:
+            return await backup.reindex(graph, vectors, provider,
+                                        progress=lambda done, total: bar.update(completed=done, total=total))
     finally:
         await vectors.close()
 
@@ -210,21 +252,29 @@ async def _recovery(settings: Settings, args: argparse.Namespace) -> int:
         await graph.ensure_schema()
         if args.cmd == "backup":
             await _connect_bus(bus)
-            to_file = bool(args.out and args.out != "-")
+            to_file = backup_out(args)
             out = await asyncio.to_thread(open, args.out, "w", encoding="utf-8") if to_file else sys.stdout
             try:
                 count = events = 0
                 truncated_since = None
-                async for line in backup.export_lines(graph, None if args.no_events else bus):
-                    out.write(line + "\n")
-                    if count == 0 and '"events_truncated": true' in line:
-                        truncated_since = json.loads(line).get("events_retained_since")
-                    count += 1
-                    events += '"kind": "event"' in line
+                with progress("backup", None) as bar:
+                    async for line in backup.export_lines(graph, None if args.no_events else bus):
+                        out.write(line + "\n")
+                        if count == 0:
+                            header = json.loads(line)
+                            truncated_since = header.get("events_retained_since") if header.get(
+                                "events_truncated") else None
+                            totals = header.get("counts") or {}
+                            bar.update(total=1 + int(totals.get("nodes", 0)) + int(totals.get("edges", 0)))
+                        count += 1
+                        if '"kind": "event"' in line:
+                            events += 1
+                            bar.update(total=count)
+                        bar.advance()
             finally:
                 if out is not sys.stdout:
                     out.close()
-            print(f"# {count} records written ({events} events)", file=sys.stderr)
+            backup_done(args, count, events)
             if truncated_since is not None:
                 print("note: the event stream's retention removed older events; the exported history starts at "
                       f"{datetime.fromtimestamp(truncated_since, UTC).isoformat()}", file=sys.stderr)
@@ -237,31 +287,43 @@ async def _recovery(settings: Settings, args: argparse.Namespace) -> int:
 
             text = await asyncio.to_thread(Path(args.file).read_text, encoding="utf-8")
             records = backup.read_lines(text.splitlines())
-            counts = await backup.restore_records(graph, records, bus, force=args.force)
-            print(f"restored {counts['nodes']} nodes, {counts['edges']} edges, {counts['events']} events")
+            with progress("restore", None) as bar:
+                counts = await backup.restore_records(
+                    graph, records, bus, force=args.force,
+                    progress=lambda done, total: bar.update(completed=done, total=total))
+            if not wants_json(args):
+                print(f"restored {counts['nodes']} nodes, {counts['edges']} edges, {counts['events']} events")
             if counts.get("events_dropped"):
                 print(f"warning: the stream's retention (AUTOMEM_EVENT_RETENTION_BYTES) removed the oldest "
                       f"{counts['events_dropped']} restored events at once; their history is gone", file=sys.stderr)
             if args.reindex:
                 done = await _reindex_vectors(settings, graph)
                 if done is not None:
-                    print(f"reindexed {done['reindexed']} memories, removed {done['removed']} orphaned points")
+                    counts["reindex"] = done
+                    if not wants_json(args):
+                        print(f"reindexed {done['reindexed']} memories, removed {done['removed']} orphaned points")
             else:
                 await _say_if_reindex_needed(settings, counts["live_memories"])
+            emit(args, counts)
         elif args.cmd == "reindex" and getattr(args, "provider", ""):
             from automem.enrich.reindex import reindex_with_provider
 
-            result = await reindex_with_provider(settings, args.provider, graph)
+            with progress("re-embed", None, unit="memories") as bar:
+                result = await reindex_with_provider(
+                    settings, args.provider, graph, progress=lambda done, total: bar.update(completed=done, total=total))
+            emit(args, result)
             print(f"reindexed {result['reindexed']} memories with {result['provider']} ({result['dimension']} "
                   f"dimensions) into {result['collection']}"
-                  + (f"; previous collection kept as {result['previous']}" if result.get("previous") else ""))
+                  + (f"; previous collection kept as {result['previous']}" if result.get("previous") else ""),
+                  file=sys.stderr if wants_json(args) else sys.stdout)
             print(f"start the service with AUTOMEM_EMBEDDING_PROVIDER={args.provider}" if result["switched"] else
-                  f"set QDRANT_COLLECTION={result['collection']} and AUTOMEM_EMBEDDING_PROVIDER={args.provider}")
+                  f"set QDRANT_COLLECTION={result['collection']} and AUTOMEM_EMBEDDING_PROVIDER={args.provider}",
+                  file=sys.stderr if wants_json(args) else sys.stdout)
         elif args.cmd == "reindex":
             counts = await _reindex_vectors(settings, graph)
             if counts is None:
                 return 1
-            print(f"reindexed {counts['reindexed']} memories, removed {counts['removed']} orphaned points")
+            emit(args, counts, f"reindexed {counts['reindexed']} memories, removed {counts['removed']} orphaned points")
     except (RuntimeError, ValueError, OSError) as exc:
         print(f"automem {args.cmd}: {exc}", file=sys.stderr)
         return 1
@@ -303,37 +365,67 @@ def build_parser() -> argparse.ArgumentParser:
     def command(name: str, **kwargs) -> argparse.ArgumentParser:
         return sub.add_parser(name, parents=[logging_options], **kwargs)
 
-    command("up", help="run everything with embedded NATS, FalkorDB and Qdrant")
+    command("up", help="run everything with embedded NATS, FalkorDB and Qdrant",
+            description="Run every target with embedded NATS, FalkorDB and Qdrant in AUTOMEM_DATA_DIR; the "
+                        "addresses served go to <data dir>/automem.endpoints.json for the operator commands.")
     serve = command("serve", help="run chosen targets against external servers")
     serve.add_argument("--target", default="all", help="comma-separated: all, gateway, ingest, recall, enrich, "
                                                         "consolidate")
     serve.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
-    keys = command("keys", help="manage API keys")
-    ksub = keys.add_subparsers(dest="keys_cmd", required=True)
-    create = ksub.add_parser("create", parents=[logging_options])
-    create.add_argument("--role", required=True, choices=["reader", "writer", "admin"])
-    create.add_argument("--scope", required=True, action="append", help="scope pattern, e.g. 'acme/*' (repeatable)")
-    create.add_argument("--default-scope", default=None)
-    create.add_argument("--name", default="")
-    ksub.add_parser("list", parents=[logging_options])
-    revoke = ksub.add_parser("revoke", parents=[logging_options])
-    revoke.add_argument("key_id")
+
+    def operator(parent: Any, name: str, help_text: str, offline: bool = True, scope: bool = False,
+                 **kwargs: Any) -> argparse.ArgumentParser:
+        """An operator subcommand: online options, --offline where it works on a stopped data
+        dir, --json."""
+        made = parent.add_parser(name, parents=[logging_options], help=help_text, description=help_text, **kwargs)
+        add_connection_options(made, offline=offline, scope=scope, rest=True)
+        add_json_option(made)
+        return made
+
+    keys = command("keys", help="manage API keys (online through a running service, else offline)",
+                   description="Create, list and revoke API keys. Online (a running service found, or --grpc) "
+                               "through the AdminService with an admin key, audited; offline on a stopped data dir.")
+    ksub = keys.add_subparsers(dest="keys_cmd", required=True, metavar="{create,list,revoke,events}")
+    create = operator(ksub, "create", "mint a key; prints its secret once on stdout")
+    create.add_argument("--role", required=True, choices=["reader", "writer", "admin"],
+                        help="what the key may do: reader (read), writer (read and write), admin (everything)")
+    create.add_argument("--scope", dest="scopes", metavar="PATTERN", required=True, action="append",
+                        help="scope pattern the key may use, e.g. 'acme/*' (repeatable; online: within your key's)")
+    create.add_argument("--default-scope", default=None,
+                        help="scope of requests that name none (default: the first pattern, '*' read as 'default')")
+    create.add_argument("--name", default="", help="a name to recognise the key by (default: its id)")
+    create.add_argument("--require-review", action="store_true",
+                        help="memories written with this key land as pending review")
+    operator(ksub, "list", "list the keys (revoked ones too); never shows a secret")
+    revoke = operator(ksub, "revoke", "revoke a key: refused from now on")
+    revoke.add_argument("key_id", help="the key's id (the part after am_ in the key; `automem keys list`)")
+    events = operator(ksub, "events", "the audit record of key changes (who created or revoked which key, when)")
+    events.add_argument("--key-id", default="", help="only this key's events")
     mcp = command("mcp", help="serve the MCP tools over stdio against a running service")
     mcp.add_argument("--grpc", default=None, help="gRPC address of the service (default: AUTOMEM_GRPC_TARGET, "
-                                                  "else 127.0.0.1:50051)")
+                                                  "else the `automem up` of AUTOMEM_DATA_DIR, else 127.0.0.1:50051)")
     mcp.add_argument("--api-key", default=None, help="API key (default: AUTOMEM_API_KEY)")
     mcp.add_argument("--scope", default="", help="scope to act on (default: the key's default scope)")
-    backup_cmd = command("backup", help="write a full export (nodes, edges, events) as JSON lines")
+    backup_cmd = operator(sub, "backup", "write a full export (nodes, edges, events) as JSON lines")
     backup_cmd.add_argument("--out", default="-", help="output file (default: stdout)")
     backup_cmd.add_argument("--no-events", action="store_true", help="leave the event stream (history) out")
-    restore_cmd = command("restore", help="restore a backup into an empty data dir")
-    restore_cmd.add_argument("file")
-    restore_cmd.add_argument("--force", action="store_true", help="restore even if the graph is not empty")
+    restore_cmd = operator(sub, "restore", "restore a backup into an empty graph (online: the service keeps "
+                                            "running and keeps its API keys)")
+    restore_cmd.add_argument("file", help="a file written by `automem backup`")
+    restore_cmd.add_argument("--force", action="store_true",
+                             help="replace the memories and events that are there (never merges)")
     restore_cmd.add_argument("--reindex", action="store_true", help="then rebuild the vector index from the "
                              "restored graph (without it, restore says when a reindex is needed)")
-    reindex_cmd = command("reindex", help="rebuild every vector point from the graph")
-    reindex_cmd.add_argument("--provider", default="", help="re-embed with this embedding provider (minilm, "
-                             "wordllama, openai) into a new collection and switch over when complete")
+    reindex_cmd = operator(sub, "reindex", "rebuild the vector points from the graph (online: re-embed the "
+                                           "memories of one scope through enrichment)", scope=True)
+    reindex_cmd.add_argument("--provider", default="", help="offline only: re-embed with this embedding provider "
+                             "(minilm, wordllama, openai) into a new collection and switch over when complete")
+    sync_cmd = operator(sub, "sync", "check that every memory has its vector point and no point is orphaned "
+                                     "(a running service; every scope, needs a key allowed on '*')", offline=False)
+    sync_cmd.add_argument("--repair", action="store_true",
+                          help="re-queue missing and stale points for enrichment and delete orphans")
+    sync_cmd.add_argument("--wait", action="store_true",
+                          help="with --repair: wait (with a progress bar) until the index holds a point per memory")
     return parser
 
 
@@ -355,30 +447,44 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging(level, fmt)
     # Child processes (automem/children.py) read the settings from the environment: pass the options on.
     os.environ["AUTOMEM_LOG_LEVEL"], os.environ["AUTOMEM_LOG_FORMAT"] = level, fmt
-    if args.cmd == "up":
-        return asyncio.run(_run(settings, ["all"], embedded=True))
-    if args.cmd == "serve":
-        return asyncio.run(_run(settings, _names(args.target), embedded=False, ready_fd=args.ready_fd))
+    if args.cmd in ("up", "serve"):
+        from automem.common.embedded import EmbeddedServerError
+
+        try:
+            if args.cmd == "up":
+                return asyncio.run(_run(settings, ["all"], embedded=True))
+            return asyncio.run(_run(settings, _names(args.target), embedded=False, ready_fd=args.ready_fd))
+        except EmbeddedServerError as exc:  # e.g. the data dir in use by another `automem up`: one line
+            return fail(args.cmd, exc)
     if args.cmd == "mcp":
         from automem.gateway.mcp_server import run_stdio
 
-        return run_stdio(settings, args.grpc, args.api_key, args.scope)
-    from automem.common.embedded import EmbeddedServerError
-    from automem.common.errors import AutomemError
+        # Without --grpc: AUTOMEM_GRPC_TARGET, else the `automem up` of the data dir, else the default.
+        return run_stdio(settings, args.grpc or settings.grpc_target or (discover(settings) or {}).get("grpc"),
+                         args.api_key, args.scope)
+    return _operate(settings, args)
 
+
+def _operate(settings: Settings, args: argparse.Namespace) -> int:
+    """Run an operator command online (automem/cli/operate.py) or offline; any failure is one
+    line ``automem <command>: <message>`` and exit code 1 (a traceback only at --log-level DEBUG)."""
+    from automem.common.timeouts import job_bound
+
+    command = args.cmd if args.cmd != "keys" else f"keys {args.keys_cmd}"
+    online = args.cmd == "sync" or is_online(settings, args)
+    target = (getattr(args, "url", None) or grpc_address(settings, args)) if online else ""
     try:
-        if args.cmd in ("backup", "restore", "reindex"):
-            from automem.common.timeouts import job_bound
-
+        with contextlib.suppress(KeyboardInterrupt):
+            if online:
+                way = rest if getattr(args, "url", None) else operate
+                return asyncio.run(getattr(way, args.cmd)(settings, args))
+            if args.cmd == "keys":
+                return asyncio.run(_keys(settings, args))
             # Whole-store jobs: their store calls get the job bound, not the request bound.
             with job_bound(settings.store_job_timeout_seconds):
                 return asyncio.run(_recovery(settings, args))
-        if args.cmd == "keys":
-            with contextlib.suppress(KeyboardInterrupt):
-                return asyncio.run(_keys(settings, args))
-    except (AutomemError, EmbeddedServerError) as exc:
-        # A user error (bad argument, unknown key, a data dir in use): one line, no traceback.
-        print(f"automem {args.cmd}: {exc}", file=sys.stderr)
-        return 1
-    return 2
-
+        return 130
+    except Exception as exc:
+        if logging.getLogger().isEnabledFor(logging.DEBUG):
+            log.exception("command failed")
+        return fail(command, exc, target)

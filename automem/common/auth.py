@@ -23,6 +23,8 @@ ROLES = ("reader", "writer", "admin")
 #: A scope name, e.g. "acme/web-app": no wildcards, no empty or dot-only segments.
 SCOPE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)*")
 MAX_SCOPE_LENGTH = 200
+#: A key's scope pattern, e.g. "acme/*" or "*": a scope name whose segments may hold ``*``.
+SCOPE_PATTERN_RE = re.compile(r"[A-Za-z0-9*][A-Za-z0-9._*-]*(/[A-Za-z0-9*][A-Za-z0-9._*-]*)*")
 _RANK = {name: i for i, name in enumerate(ROLES)}
 
 

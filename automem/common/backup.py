@@ -9,7 +9,8 @@ record of truth and is exported whole:
   - ``{"kind": "header", "format": "automem-backup/1", "graph": ..., "export_time": ...}``,
     with the events ``events_retained_since`` (stream time of the oldest event the stream
     still held, epoch seconds) and ``events_truncated`` (older events were removed by the
-    stream's retention, so the exported history is partial; docs/retention.md)
+    stream's retention, so the exported history is partial; docs/retention.md), and (a full
+    export) ``"counts": {"nodes", "edges"}`` counted as the export starts (a progress total)
   - ``{"kind": "memory"|"tombstone"|"review_item"|"node", "ref": <int>, "labels": [...],
     "properties": {...}}`` — every node with every property as stored (times are float
     epoch seconds, open ends 253402300799.0), ``ref`` its id within the export;
@@ -44,7 +45,7 @@ import asyncio
 import base64
 import json
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from automem.common.bus import ENRICH_DURABLE
@@ -71,6 +72,10 @@ async def export_records(graph: GraphStore, bus: Any = None,
     now = time.time()
     past = known_at is not None and known_at < now
     header: dict[str, Any] = {"kind": "header", "format": FORMAT, "graph": graph.name, "export_time": now}
+    if not past:
+        # What follows, counted as the export starts (writes meanwhile may change it): a
+        # reader's progress total. The events are not counted (the stream also holds others).
+        header["counts"] = {"nodes": await graph.dump.count_nodes_safe(), "edges": await graph.dump.count_edges()}
     if past:
         header["known_at"] = known_at
     if bus is not None:
@@ -155,6 +160,8 @@ def read_lines(lines: Iterable[str]) -> list[dict[str, Any]]:
             record = json.loads(line)
         except json.JSONDecodeError as exc:
             raise ValueError(f"backup line {number}: not JSON ({exc.msg})") from None
+        if not isinstance(record, dict):
+            raise ValueError(f"backup line {number}: not a JSON object")  # noqa: TRY004 - a bad file is a ValueError to every caller
         if record.get("kind") == "header" and record.get("format") != FORMAT:
             raise ValueError(f"backup line {number}: unknown format {record.get('format')!r}")
         out.append(record)
@@ -162,7 +169,8 @@ def read_lines(lines: Iterable[str]) -> list[dict[str, Any]]:
 
 
 async def restore_records(graph: GraphStore, records: list[dict[str, Any]], bus: Any = None,
-                          force: bool = False) -> dict[str, int]:
+                          force: bool = False, keep_labels: Mapping[str, str] | None = None,
+                          progress: Callable[[int, int], None] | None = None) -> dict[str, int]:
     """Recreate the export in ``graph`` (and the events on ``bus``'s stream).
 
     Refuses (ValueError naming ``known_at``) a past export (header ``known_at``). Refuses (RuntimeError) when the graph already holds nodes or the stream messages,
@@ -171,17 +179,27 @@ async def restore_records(graph: GraphStore, records: list[dict[str, Any]], bus:
     header's times). The enrichment consumer is (re)created to start after the restored
     events: restored memories keep their enrichment and are not enriched again. The vector
     index is not restored: rebuild it with :func:`reindex` (``automem restore --reindex``).
+    ``keep_labels`` (a restore into a running service: its API keys, their audit record and
+    the schema markers, ``{label: key property}``): nodes with these labels do not make the
+    graph count as non-empty, ``force`` keeps them, and the backup's nodes of these labels
+    whose key property the graph already holds are left out. ``progress(done, total)`` is
+    called as records are written (``total``: the nodes, edges and events to write).
     Returns counts ``{"nodes", "edges", "events", "events_dropped", "live_memories"}``
     (``events_dropped``: events the target stream's retention removed at once, its
     ``event_retention_bytes`` being smaller than the backup's events; ``live_memories``:
     restored memories that are neither DELETED nor REJECTED, i.e. that need a vector point).
     """
+    _check_shapes(records)
     header = next((r for r in records if r.get("kind") == "header"), {})
     if header.get("known_at") is not None:
         raise ValueError(f"restore: this export was made at known_at={header['known_at']} (a snapshot of what "
                          "the service believed then, for reading; it lacks the later history): "
                          "restore needs a full export made without known_at")
-    if force:
+    if force and keep_labels:
+        await graph.dump.delete_except(keep_labels)
+        if bus is not None and bus.js is not None:
+            await bus.js.purge_stream(bus.settings.stream_name)
+    elif force:
         # Replace, never merge: the target's graph and event stream are emptied first.
         await graph.dump.drop()
         await graph.ensure_schema()
@@ -189,7 +207,8 @@ async def restore_records(graph: GraphStore, records: list[dict[str, Any]], bus:
             await bus.js.purge_stream(bus.settings.stream_name)
     else:
         try:
-            existing = await graph.dump.count_nodes()
+            existing = await (graph.dump.count_nodes_except(keep_labels) if keep_labels
+                              else graph.dump.count_nodes())
         except Exception as exc:  # FalkorDB: a graph never written is an "empty key"
             if "empty key" not in str(exc):
                 raise
@@ -203,6 +222,10 @@ async def restore_records(graph: GraphStore, records: list[dict[str, Any]], bus:
                 raise RuntimeError(f"restore: stream {bus.settings.stream_name!r} is not empty")
     nodes = [r for r in records if r.get("kind") in ("memory", "tombstone", "review_item", "node")]
     edges = [r for r in records if r.get("kind") == "edge"]
+    for label, key in (keep_labels or {}).items():
+        present = await graph.dump.keys_of(label, key)
+        nodes = [r for r in nodes if not (label in (r.get("labels") or [])
+                                          and (r.get("properties") or {}).get(key) in present)]
     events = [r for r in records if r.get("kind") == "event"]
     # Nodes and edges are created in file order (runs of the same labels / type, PAGE at a
     # time), so the restored graph's internal ids follow the file and its export is the same.
@@ -215,14 +238,24 @@ async def restore_records(graph: GraphStore, records: list[dict[str, Any]], bus:
     first_labels = {labels[0] for labels in node_labels if labels}
     for label in first_labels:
         await graph.dump.index_refs(label)
+    total, done = len(nodes) + len(edges) + len(events), 0
+
+    def advance(amount: int) -> None:
+        nonlocal done
+        done += amount
+        if progress is not None:
+            progress(done, total)
+
     for labels, group in _runs(nodes, node_labels):
         rows = [{"ref": int(r["ref"]), "props": r.get("properties") or {}} for r in group]
         await graph.dump.create_nodes(labels, rows)
+        advance(len(rows))
     edge_keys = [(graph.dump.identifier(r["type"]), label_of.get(int(r["source"]), ""),
                   label_of.get(int(r["target"]), "")) for r in edges]
     for (rel_type, a_label, b_label), group in _runs(edges, edge_keys):
         rows = [{"s": int(r["source"]), "t": int(r["target"]), "props": r.get("properties") or {}} for r in group]
         await graph.dump.create_edges(rel_type, a_label, b_label, rows)
+        advance(len(rows))
     await graph.dump.clear_refs()
     for label in first_labels:
         await graph.dump.unindex_refs(label)
@@ -236,6 +269,7 @@ async def restore_records(graph: GraphStore, records: list[dict[str, Any]], bus:
             event = events_pb2.MemoryEvent.FromString(base64.b64decode(record["data"]))
             await bus.publish_event(event)
             published += 1
+            advance(1)
         after = await bus.js.stream_info(bus.settings.stream_name)
         # Republished events start a fresh retention period; a smaller event_retention_bytes
         # than the backup's events removes the oldest of them at once.
@@ -250,6 +284,26 @@ async def restore_records(graph: GraphStore, records: list[dict[str, Any]], bus:
             "live_memories": live}
 
 
+#: The fields each record kind needs, with their types (the module docstring's shapes).
+_SHAPES: dict[str, dict[str, type | tuple[type, ...]]] = {
+    **{kind: {"ref": int, "labels": list, "properties": dict} for kind in ("memory", "tombstone", "review_item", "node")},
+    "edge": {"source": int, "target": int, "type": str, "properties": dict},
+    "event": {"data": str},
+}
+
+
+def _check_shapes(records: list[dict[str, Any]]) -> None:
+    """ValueError naming the first record (1-based, in file order) that lacks a field of its
+    kind or holds it with another type: checked before a restore changes anything."""
+    for number, record in enumerate(records, 1):
+        for name, kind in _SHAPES.get(record.get("kind"), {}).items():
+            value = record.get(name)
+            if not isinstance(value, kind) or isinstance(value, bool):
+                raise ValueError(  # noqa: TRY004 - a bad file is a ValueError to every caller
+                    f"backup record {number} ({record.get('kind')}): {name!r} missing or not "
+                    f"{getattr(kind, '__name__', kind)}")
+
+
 def _runs(records: list[dict[str, Any]], keys: list[Any]) -> Iterable[tuple[Any, list[dict[str, Any]]]]:
     """``(key, records)`` for each run of consecutive records with the same key, at most
     ``PAGE`` records each, in order."""
@@ -260,8 +314,11 @@ def _runs(records: list[dict[str, Any]], keys: list[Any]) -> Iterable[tuple[Any,
             start = i
 
 
-async def reindex(graph: GraphStore, vectors: Any, provider: Any, batch: int = 64) -> dict[str, int]:
+async def reindex(graph: GraphStore, vectors: Any, provider: Any, batch: int = 64,
+                  progress: Callable[[int, int], None] | None = None) -> dict[str, int]:
     """Rebuild every vector point from the graph. Returns ``{"reindexed", "removed"}``.
+    ``progress(done, total)`` is called after each batch (``total``: the memories to
+    reindex, counted at the start).
 
     Every memory that is not DELETED or REJECTED is embedded again with ``provider`` (a
     caller-supplied embedding is replaced by the provider's), its payload built by
@@ -272,6 +329,7 @@ async def reindex(graph: GraphStore, vectors: Any, provider: Any, batch: int = 6
     live: set[str] = set()
     skip = 0
     count = 0
+    total = await graph.memories.count() - await graph.memories.count(states=_GONE_STATES) if progress else 0
     while True:
         rows = await graph.memories.reindex_page(skip, batch)
         if not rows:
@@ -291,6 +349,8 @@ async def reindex(graph: GraphStore, vectors: Any, provider: Any, batch: int = 6
             live.add(memory.id)
             count += 1
         skip += batch
+        if progress is not None:
+            progress(count, max(total, count))
     orphans: list[str] = []
     offset = None
     while True:

@@ -20,6 +20,7 @@ from grpc_health.v1 import health_pb2_grpc
 from automem.common.enums import enum_value
 from automem.common.model import parse_time, ts
 from automem.v1 import (
+    admin_service_pb2_grpc,
     consolidate_service_pb2_grpc,
     enrich_service_pb2_grpc,
     ingest_service_pb2,
@@ -37,7 +38,7 @@ class AutomemClient:
     Args:
         ingest, recall, enrich, consolidate: ``host:port`` of each target (one address
             serves all in the single-binary mode). The ingest target also serves
-            ReviewService (:attr:`review`).
+            ReviewService (:attr:`review`) and AdminService (:attr:`admin`).
         api_key: sent as ``authorization: Bearer``; ``scope`` as ``x-automem-scope``.
         interceptors: ``grpc.aio`` client interceptors for every channel (the gateway passes
             the OpenTelemetry ones).
@@ -76,6 +77,7 @@ class AutomemClient:
                                                                interceptors=chosen)
         self.ingest = ingest_service_pb2_grpc.IngestServiceStub(self._channels[addrs["ingest"]])
         self.review = review_service_pb2_grpc.ReviewServiceStub(self._channels[addrs["ingest"]])
+        self.admin = admin_service_pb2_grpc.AdminServiceStub(self._channels[addrs["ingest"]])
         self.recall = recall_service_pb2_grpc.RecallServiceStub(self._channels[addrs["recall"]])
         self.enrich = enrich_service_pb2_grpc.EnrichServiceStub(self._channels[addrs["enrich"]])
         self.consolidate = consolidate_service_pb2_grpc.ConsolidateServiceStub(self._channels[addrs["consolidate"]])

@@ -245,17 +245,21 @@ class AutomemInterceptor(grpc.aio.ServerInterceptor):
                 wrapped_stream, request_deserializer=handler.request_deserializer,
                 response_serializer=handler.response_serializer)
 
-        # Client-streaming methods: none exist; refuse rather than run them unauthenticated.
-        async def refuse(request_iterator, context: grpc.aio.ServicerContext):
-            await context.abort(grpc.StatusCode.UNIMPLEMENTED, "client-streaming methods are not served")
+        if handler.stream_unary is not None:  # AdminService.RestoreBackup
+            inner_upload = handler.stream_unary
 
-        if handler.stream_unary is not None:
+            async def wrapped_upload(request_iterator, context: grpc.aio.ServicerContext):
+                async with bound(context, method):
+                    return await inner_upload(request_iterator, context)
+
             return grpc.stream_unary_rpc_method_handler(
-                refuse, request_deserializer=handler.request_deserializer,
+                wrapped_upload, request_deserializer=handler.request_deserializer,
                 response_serializer=handler.response_serializer)
 
+        # Bidirectional streaming methods: none exist; refuse rather than run them unauthenticated.
+
         async def refuse_stream(request_iterator, context: grpc.aio.ServicerContext):
-            await context.abort(grpc.StatusCode.UNIMPLEMENTED, "client-streaming methods are not served")
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, "bidirectional streaming methods are not served")
             yield None  # pragma: no cover - makes this an async generator
 
         return grpc.stream_stream_rpc_method_handler(

@@ -30,6 +30,7 @@ LIVENESS_SERVICE = "liveness"
 NEEDS: dict[str, tuple[str, ...]] = {
     "automem.v1.IngestService": ("graph", "bus"),
     "automem.v1.ReviewService": ("graph", "bus"),
+    "automem.v1.AdminService": ("graph", "bus"),
     "automem.v1.RecallService": ("graph", "vectors"),
     "automem.v1.EnrichService": ("graph", "bus", "vectors"),
     "automem.v1.ConsolidateService": ("graph",),

@@ -23,15 +23,18 @@ from __future__ import annotations
 import asyncio
 import shutil
 import time
+from collections.abc import Callable
 from typing import Any
 
 from automem.common.settings import Settings
 
 
-async def reindex_with_provider(settings: Settings, provider_name: str, graph: Any | None = None) -> dict[str, Any]:
+async def reindex_with_provider(settings: Settings, provider_name: str, graph: Any | None = None,
+                                progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """Re-embed into a new collection with ``provider_name`` and switch over (see module
     docstring). Returns ``{"provider", "dimension", "reindexed", "collection", "switched",
-    "previous"}``. Raises ValueError for an unknown provider or disabled vectors."""
+    "previous"}``. Raises ValueError for an unknown provider or disabled vectors.
+    ``progress(done, total)``: as :func:`automem.common.backup.reindex`'s."""
     from automem.common import backup
     from automem.common.embedding import make_provider
     from automem.graph import GraphStore
@@ -56,7 +59,7 @@ async def reindex_with_provider(settings: Settings, provider_name: str, graph: A
             if existing is not None:
                 await target.client.delete_collection(temp_name)
         await target.ensure_collection(provider.dimension)
-        counts = await backup.reindex(graph, target, provider)
+        counts = await backup.reindex(graph, target, provider, progress=progress)
         result["reindexed"] = counts["reindexed"]
     finally:
         await target.close()

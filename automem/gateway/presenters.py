@@ -17,6 +17,7 @@ from google.protobuf import json_format
 from automem.common.model import iso, metadata_dict, relation_type_name, state_name, type_name
 from automem.common.text import analyze
 from automem.v1 import (
+    admin_service_pb2,
     consolidate_service_pb2,
     enrich_service_pb2,
     ingest_service_pb2,
@@ -455,6 +456,20 @@ def purge_json(record: review_service_pb2.PurgeRecord) -> dict[str, Any]:
             "pending_steps": list(record.pending_steps), "dry_run": record.dry_run,
             "counts": {field.name: int(getattr(record.counts, field.name))
                        for field in record.counts.DESCRIPTOR.fields}}
+
+
+def api_key_json(key: admin_service_pb2.ApiKey) -> dict[str, Any]:
+    """An API key without its secret (automem/ingest/admin.py)."""
+    return {"id": key.id, "role": key.role, "scopes": list(key.scopes), "default_scope": key.default_scope,
+            "display_name": key.display_name or None, "revoked": key.revoked, "require_review": key.require_review,
+            "created_at": iso(key, "create_time"), "created_by": key.created_by or None,
+            "revoked_at": iso(key, "revoke_time"), "revoked_by": key.revoked_by or None}
+
+
+def api_key_event_json(event: admin_service_pb2.ApiKeyEvent) -> dict[str, Any]:
+    """One audited key change (never the secret)."""
+    return {"id": event.id, "action": event.action, "key_id": event.key_id, "actor": event.actor or None,
+            "role": event.role, "scopes": list(event.scopes), "at": iso(event, "event_time")}
 
 
 def event_json(event: Any) -> dict[str, Any]:

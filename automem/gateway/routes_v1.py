@@ -12,19 +12,25 @@
   ``{confirm_scope, reason?, dry_run?}``, ``GET /v1/purges`` (admin) — purges and their
   content-free records (automem/ingest/purge.py, docs/purge.md).
 * ``GET /backup`` (admin) — the full export as JSON lines (``application/x-ndjson``).
+* ``GET /v1/apiKeys?page_size=100&page_token=``, ``POST /v1/apiKeys`` ``{role, scopes,
+  default_scope?, display_name?, require_review?}`` (the secret in the answer only),
+  ``POST /v1/apiKeys/{id}:revoke``, ``GET /v1/apiKeyEvents?key_id=`` (admin) — API keys and
+  their audit record (automem/ingest/admin.py).
+* ``POST /v1/backup:restore?force=false`` (admin on every scope) — the body is a backup file
+  (JSON lines, as ``GET /backup`` writes it), restored into this running service.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
 
 from automem.common.model import iso
 from automem.gateway import presenters, usecases
 from automem.gateway.deps import CallerDep
-from automem.gateway.schemas import DecisionBody, JsonBodyRoute, PurgeBody, PurgeScopeBody
+from automem.gateway.schemas import ApiKeyBody, DecisionBody, JsonBodyRoute, PurgeBody, PurgeScopeBody
 
 router = APIRouter(route_class=JsonBodyRoute)
 
@@ -148,3 +154,59 @@ async def backup(call: CallerDep, events: bool = True, known_at: str | None = No
     lines = await usecases.export_backup(call, events=events, known_at=known_at)
     return StreamingResponse(lines, media_type="application/x-ndjson",
                              headers={"Content-Disposition": "attachment; filename=automem-backup.jsonl"})
+
+
+@router.post("/v1/backup:restore", tags=["v1"], openapi_extra={"requestBody": {
+    "required": True, "content": {"application/x-ndjson": {"schema": {"type": "string"}}}}})
+async def restore_backup(request: Request, call: CallerDep, force: bool = False) -> dict[str, Any]:
+    """Restore a backup (the body: JSON lines as ``GET /backup`` writes them) into this running
+    service (admin on every scope). 409 (FAILED_PRECONDITION) when it holds memories or events
+    and ``force`` is false; ``force`` replaces them (never merges). The service's API keys
+    stay. The vector index is not restored: ``POST /admin/sync`` rebuilds it. 400 naming
+    ``data`` for a body that is not a backup."""
+    done = await usecases.restore_backup(call, request.stream(), force=force)
+    return {"status": "success", "nodes": done.nodes, "edges": done.edges, "events": done.events,
+            "events_dropped": done.events_dropped, "live_memories": done.live_memories}
+
+
+#: Page size bounds of the key listings (automem/ingest/admin.py).
+MAX_KEY_PAGE = 1000
+
+
+@router.get("/v1/apiKeys", tags=["v1"])
+async def list_api_keys(call: CallerDep, page_size: int = Query(100, ge=1, le=MAX_KEY_PAGE),
+                        page_token: str = Query("", max_length=200)) -> dict[str, Any]:
+    """The API keys within the caller's scope patterns, oldest first, revoked ones included
+    (admin; 403 otherwise). Never a secret."""
+    page = await usecases.list_api_keys(call, page_size=page_size, page_token=page_token)
+    return {"status": "success", "api_keys": [presenters.api_key_json(k) for k in page.api_keys],
+            "next_page_token": page.next_page_token or None}
+
+
+@router.post("/v1/apiKeys", tags=["v1"], status_code=201)
+async def create_api_key(body: ApiKeyBody, call: CallerDep) -> dict[str, Any]:
+    """Mint an API key (admin): ``secret`` is in this answer only (store it now). Each scope
+    pattern must lie within the caller's own (403 otherwise); 400 naming ``role``,
+    ``scopes``, ``default_scope`` or ``display_name`` for bad input. Audited."""
+    made = await usecases.create_api_key(call, role=body.role, scopes=body.scopes, default_scope=body.default_scope,
+                                         display_name=body.display_name, require_review=body.require_review)
+    return {"status": "success", "api_key": presenters.api_key_json(made.api_key), "secret": made.secret}
+
+
+@router.post("/v1/apiKeys/{key_id}:revoke", tags=["v1"])
+async def revoke_api_key(key_id: str, call: CallerDep) -> dict[str, Any]:
+    """Revoke an API key (admin; AIP-136 custom method): refused from now on. 404 when absent
+    or outside the caller's scope patterns. Audited."""
+    done = await usecases.revoke_api_key(call, key_id)
+    return {"status": "success", "api_key": presenters.api_key_json(done.api_key)}
+
+
+@router.get("/v1/apiKeyEvents", tags=["v1"])
+async def list_api_key_events(call: CallerDep, key_id: str = Query("", max_length=100),
+                              page_size: int = Query(100, ge=1, le=MAX_KEY_PAGE),
+                              page_token: str = Query("", max_length=200)) -> dict[str, Any]:
+    """The audit record of key changes (create, revoke: actor, key id, role, scopes, time),
+    newest first (admin)."""
+    page = await usecases.api_key_events(call, key_id=key_id, page_size=page_size, page_token=page_token)
+    return {"status": "success", "events": [presenters.api_key_event_json(e) for e in page.events],
+            "next_page_token": page.next_page_token or None}

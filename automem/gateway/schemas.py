@@ -22,11 +22,13 @@ import math
 import sys
 from collections.abc import Callable, Coroutine
 from decimal import Decimal
-from typing import Any
+from typing import Annotated, Any, Literal
 
 from fastapi import HTTPException, Request, Response
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
+
+from automem.common.auth import MAX_SCOPE_LENGTH, SCOPE_PATTERN_RE, SCOPE_RE
 
 
 class _Refused:
@@ -202,6 +204,19 @@ class DecisionBody(BaseModel):
     """Body of approve / reject: the reason (required to reject)."""
 
     reason: str = ""
+
+
+class ApiKeyBody(BaseModel):
+    """``POST /v1/apiKeys`` (admin): ``role`` (reader, writer, admin), ``scopes`` (at least one
+    pattern, each within the caller's own), ``default_scope`` ("" = the first pattern with
+    ``*`` read as ``default``), ``display_name`` (≤ 200 characters), ``require_review``."""
+
+    role: Literal["reader", "writer", "admin"]
+    scopes: list[Annotated[str, Field(max_length=MAX_SCOPE_LENGTH, pattern=f"^{SCOPE_PATTERN_RE.pattern}$")]] = Field(
+        min_length=1, max_length=50)
+    default_scope: str = Field("", max_length=MAX_SCOPE_LENGTH, pattern=f"^({SCOPE_RE.pattern})?$")
+    display_name: str = Field("", max_length=200)
+    require_review: StrictBool = False
 
 
 class PurgeBody(BaseModel):

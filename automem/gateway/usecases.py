@@ -32,6 +32,7 @@ from automem.gateway.deps import CALL_TIMEOUT, Caller
 from automem.gateway.errors import GatewayError
 from automem.gateway.schemas import MemoryRequest
 from automem.v1 import (
+    admin_service_pb2,
     consolidate_service_pb2,
     enrich_service_pb2,
     ingest_service_pb2,
@@ -617,3 +618,46 @@ async def export_backup(call: Caller, *, events: bool, known_at: str | None = No
             chunk = await stream.read()
 
     return lines()
+
+
+async def create_api_key(call: Caller, *, role: str, scopes: Sequence[str], default_scope: str, display_name: str,
+                         require_review: bool) -> admin_service_pb2.CreateApiKeyResponse:
+    """Mint an API key (admin; automem/ingest/admin.py): the secret is in the answer only."""
+    return await call(call.client.admin.CreateApiKey, admin_service_pb2.CreateApiKeyRequest(
+        role=role, scopes=list(scopes), default_scope=default_scope, display_name=display_name,
+        require_review=require_review))
+
+
+async def list_api_keys(call: Caller, *, page_size: int, page_token: str) -> admin_service_pb2.ListApiKeysResponse:
+    """The keys within the caller's scope patterns, oldest first (admin)."""
+    return await call(call.client.admin.ListApiKeys, admin_service_pb2.ListApiKeysRequest(
+        page_size=page_size, page_token=page_token))
+
+
+async def revoke_api_key(call: Caller, key_id: str) -> admin_service_pb2.RevokeApiKeyResponse:
+    """Revoke a key (admin)."""
+    return await call(call.client.admin.RevokeApiKey, admin_service_pb2.RevokeApiKeyRequest(id=key_id))
+
+
+async def api_key_events(call: Caller, *, key_id: str, page_size: int,
+                         page_token: str) -> admin_service_pb2.ListApiKeyEventsResponse:
+    """The audit record of key changes, newest first (admin)."""
+    return await call(call.client.admin.ListApiKeyEvents, admin_service_pb2.ListApiKeyEventsRequest(
+        key_id=key_id, page_size=page_size, page_token=page_token))
+
+
+async def restore_backup(call: Caller, chunks: AsyncIterator[bytes], *,
+                         force: bool) -> admin_service_pb2.RestoreBackupResponse:
+    """Restore a backup whose bytes arrive as ``chunks`` (admin on every scope;
+    automem/ingest/admin.py ``RestoreBackup``): streamed on to the service as they come."""
+
+    async def requests() -> AsyncIterator[admin_service_pb2.RestoreBackupRequest]:
+        first = True
+        async for data in chunks:
+            if data or first:
+                yield admin_service_pb2.RestoreBackupRequest(data=data, force=force and first)
+                first = False
+        if first:
+            yield admin_service_pb2.RestoreBackupRequest(force=force)
+
+    return await call(call.client.admin.RestoreBackup, requests(), BACKUP_TIMEOUT)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from automem.graph.repository import Repository
@@ -53,6 +53,42 @@ class Dump(Repository):
         """Number of nodes. FalkorDB raises an "empty key" error for a graph never written."""
         rows = await self.store.ro_query("MATCH (n) RETURN count(n)")
         return int(rows[0][0]) if rows and rows[0][0] else 0
+
+    async def count_nodes_safe(self) -> int:
+        """:meth:`count_nodes`, 0 for a graph never written."""
+        try:
+            return await self.count_nodes()
+        except Exception as exc:  # a graph never written is an "empty key"
+            if "empty key" not in str(exc).lower():
+                raise
+            return 0
+
+    async def count_edges(self) -> int:
+        """Number of edges (0 for a graph never written)."""
+        try:
+            rows = await self.store.ro_query("MATCH ()-[r]->() RETURN count(r)")
+        except Exception as exc:  # a graph never written is an "empty key"
+            if "empty key" not in str(exc).lower():
+                raise
+            return 0
+        return int(rows[0][0]) if rows and rows[0][0] else 0
+
+    async def count_nodes_except(self, labels: Iterable[str]) -> int:
+        """Number of nodes carrying none of ``labels`` (each a checked identifier)."""
+        where = " AND ".join(f"NOT n:{identifier(label)}" for label in labels) or "true"
+        rows = await self.store.ro_query(f"MATCH (n) WHERE {where} RETURN count(n)")
+        return int(rows[0][0]) if rows and rows[0][0] else 0
+
+    async def delete_except(self, labels: Iterable[str]) -> None:
+        """Delete every node (with its edges) carrying none of ``labels``: a restore into a
+        running service replaces the memories but keeps its API keys."""
+        where = " AND ".join(f"NOT n:{identifier(label)}" for label in labels) or "true"
+        await self.store.query(f"MATCH (n) WHERE {where} DETACH DELETE n")
+
+    async def keys_of(self, label: str, key: str) -> set[Any]:
+        """The values of property ``key`` of the nodes labelled ``label``."""
+        rows = await self.store.ro_query(f"MATCH (n:{identifier(label)}) RETURN n.{identifier(key)}")
+        return {row[0] for row in rows if row[0] is not None}
 
     async def drop(self) -> None:
         """Delete the whole graph (a graph never written counts as deleted)."""

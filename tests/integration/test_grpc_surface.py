@@ -17,10 +17,10 @@ from automem.common.settings import Settings
 from automem.v1 import events_pb2, ingest_service_pb2, memory_pb2, recall_service_pb2, review_service_pb2
 from tests.conftest import eventually, start_service
 
-AUTOMEM_SERVICES = ["automem.v1.ConsolidateService", "automem.v1.EnrichService", "automem.v1.IngestService",
-                    "automem.v1.RecallService", "automem.v1.ReviewService"]
+AUTOMEM_SERVICES = ["automem.v1.AdminService", "automem.v1.ConsolidateService", "automem.v1.EnrichService",
+                    "automem.v1.IngestService", "automem.v1.RecallService", "automem.v1.ReviewService"]
 #: Services a target serves besides the one it is named after (automem/targets.py).
-ALSO_SERVED = {"ingest": ["automem.v1.ReviewService"]}
+ALSO_SERVED = {"ingest": ["automem.v1.AdminService", "automem.v1.ReviewService"]}
 HEALTH = "grpc.health.v1.Health"
 #: Reflection is served under both protocol versions (automem/common/grpc_server.py).
 REFLECTION = ("grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection")

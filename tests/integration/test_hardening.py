@@ -141,7 +141,7 @@ def test_cli_user_errors_are_one_line_without_traceback(falkordb_server, tmp_pat
         result = subprocess.run([automem, *args], env=env, capture_output=True, text=True, check=False, timeout=60)
         assert result.returncode == 1, result
         assert "Traceback" not in result.stderr
-        assert result.stderr.strip().splitlines()[-1].startswith(f"automem {args[0]}:")
+        assert result.stderr.strip().splitlines()[-1].startswith(f"automem {args[0]} {args[1]}:")
     # A bad setting in the environment: one line naming it, exit 2, no traceback.
     result = subprocess.run([automem, "serve", "--target", "recall"], env={**env, "AUTOMEM_LOG_FORMAT": "xml"},
                             capture_output=True, text=True, check=False, timeout=60)

@@ -34,6 +34,9 @@ from schemathesis.checks import (
     status_code_conformance,
 )
 
+# A backup body (POST /v1/backup:restore) is text: JSON lines.
+schemathesis.serializer.alias("application/x-ndjson", "text/plain")
+
 #: Examples per operation and mode (AUTOMEM_FUZZ_EXAMPLES raises it for a longer local run).
 EXAMPLES = int(os.environ.get("AUTOMEM_FUZZ_EXAMPLES", "12"))
 CHECKS = {
@@ -77,6 +80,17 @@ def _ends_before_start(case) -> bool:
     return False
 
 
+def _default_outside_scopes(case) -> bool:
+    """A new API key whose ``default_scope`` matches none of its ``scopes`` patterns: refused
+    (automem/common/keys.py), a relation between two fields JSON Schema cannot state."""
+    import fnmatch
+
+    body = case.body if isinstance(case.body, dict) else {}
+    default, scopes = body.get("default_scope"), body.get("scopes")
+    return bool(default) and isinstance(scopes, list) and not any(
+        isinstance(p, str) and fnmatch.fnmatchcase(default, p) for p in scopes)
+
+
 def _strategy(operation, mode: GenerationMode):
     """Cases of ``operation`` in ``mode``. ``page_token`` is pinned to "" (the first page): a
     token is whatever an earlier answer handed out, so one made up is refused. ``start`` and
@@ -85,16 +99,20 @@ def _strategy(operation, mode: GenerationMode):
     Schema's ``date-time``/``date`` formats state only in part (a naive time is valid here
     and not ``date-time``); tests/integration/test_recall_timewindow.py covers them. Positive
     cases breaking a rule between two fields are left out (:func:`_self_link`,
-    :func:`_ends_before_start`); a positive scope purge confirms the caller's scope
-    (:func:`_confirm_own_scope`)."""
+    :func:`_ends_before_start`, :func:`_default_outside_scopes`); a positive scope purge
+    confirms the caller's scope (:func:`_confirm_own_scope`); a positive restore sends a
+    backup and keeps the store (:func:`_a_backup_kept_out`)."""
     names = {p.name for p in operation.query} if hasattr(operation, "query") else set()
     pinned = {name: "" for name in ("page_token", "start", "end") if name in names}
     query = pinned or None
     strategy = operation.as_strategy(generation_mode=mode, query=query)
     if mode is GenerationMode.POSITIVE:
-        strategy = strategy.filter(lambda case: not _self_link(case) and not _ends_before_start(case))
+        strategy = strategy.filter(lambda case: not _self_link(case) and not _ends_before_start(case)
+                                   and not _default_outside_scopes(case))
         if operation.label == "POST /v1/scope:purge":
             strategy = strategy.map(_confirm_own_scope)
+        if operation.label == "POST /v1/backup:restore":
+            strategy = strategy.map(_a_backup_kept_out)
     return strategy
 
 
@@ -104,6 +122,16 @@ def _confirm_own_scope(case):
     JSON Schema cannot state (automem/ingest/purge.py ``purge_scope``)."""
     if isinstance(case.body, dict):
         case.body["confirm_scope"] = "default"
+    return case
+
+
+def _a_backup_kept_out(case):
+    """A restore whose body is a backup (a header line: a file's content JSON Schema cannot
+    state) and that does not replace the service's memories (``force`` false: the fuzzer's
+    store has memories, so the answer is 409, and the other operations keep their data)."""
+    case.body = '{"kind": "header", "format": "automem-backup/1"}\n'
+    if isinstance(case.query, dict):
+        case.query.pop("force", None)
     return case
 
 
@@ -127,9 +155,11 @@ def _run(operation, base_url: str, session: requests.Session, calls: dict[str, i
     run()
 
 
-def _fuzz(base_url: str, modes=(GenerationMode.POSITIVE, GenerationMode.NEGATIVE)) -> dict[str, int]:
+def _fuzz(base_url: str, modes=(GenerationMode.POSITIVE, GenerationMode.NEGATIVE), api_key: str = "") -> dict[str, int]:
     schema = schemathesis.openapi.from_url(base_url + "/openapi.json")
     session = requests.Session()
+    if api_key:
+        session.headers["Authorization"] = f"Bearer {api_key}"
     calls: dict[str, int] = {}
     failures: list[str] = []
     only = os.environ.get("AUTOMEM_FUZZ_ONLY", "")  # a substring of the operations to run (local runs)
@@ -155,9 +185,16 @@ async def test_rest_api_conforms_to_its_openapi_schema(own_service) -> None:
         for i in range(3):
             r = await http.post("/memory", json={"content": f"Fuzz seed memory {i}", "tags": ["fuzz"]})
             assert r.status_code == 201
-    calls = await asyncio.to_thread(_fuzz, own_service.url)
+    # An admin key on every scope (what the open service's anonymous caller is): POST
+    # /v1/apiKeys mints keys, which closes an open service to callers without one.
+    from automem.v1 import admin_service_pb2
+
+    async with own_service.client() as anonymous:
+        root = (await anonymous.admin.CreateApiKey(admin_service_pb2.CreateApiKeyRequest(
+            role="admin", scopes=["*"]))).secret
+    calls = await asyncio.to_thread(_fuzz, own_service.url, api_key=root)
     assert len(calls) >= 15 and sum(calls.values()) >= 15 * 2, calls
-    async with own_service.http() as http:  # still healthy afterwards
+    async with own_service.http(Authorization=f"Bearer {root}") as http:  # still healthy afterwards
         assert (await http.get("/health")).status_code == 200
 
 

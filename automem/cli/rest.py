@@ -1,0 +1,192 @@
+"""The operator commands over REST (``--url http://host:port``): for a service whose gateway
+is all that is reachable. The same commands as automem/cli/operate.py over the gateway's
+routes — ``/v1/apiKeys`` and ``/v1/apiKeyEvents`` (keys), ``GET /backup``,
+``POST /v1/backup:restore``, ``POST /admin/reembed`` with ``GET /enrichment/status``
+(reindex), ``POST /admin/sync`` and ``GET /health`` (sync). ``--json`` prints the routes'
+JSON answers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from automem.cli.connect import api_key
+from automem.cli.output import Stall, backup_done, backup_out, emit, note, progress, wants_json
+from automem.common.settings import Settings
+
+#: Bytes read from a backup file at a time while it is sent.
+CHUNK = 1024 * 1024
+#: Seconds between two status polls.
+POLL_SECONDS = 0.5
+
+
+class RestError(Exception):
+    """A route answered an error: ``status`` (HTTP) and the service's one-line ``message``."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def _check(response: httpx.Response) -> Any:
+    """The JSON answer, or RestError with the service's message."""
+    if response.is_success:
+        return response.json()
+    try:
+        body = response.json()
+        message = body.get("error") or body.get("message") or body.get("detail") or response.reason_phrase
+    except ValueError:
+        message = response.text[:200] or response.reason_phrase
+    raise RestError(response.status_code, str(message))
+
+
+@asynccontextmanager
+async def rest_client(settings: Settings, args: argparse.Namespace) -> AsyncIterator[httpx.AsyncClient]:
+    """An httpx client on ``--url`` with the key (``Authorization: Bearer``) and ``--scope``
+    (``X-Automem-Scope``)."""
+    headers = {}
+    if key := api_key(settings, args):
+        headers["Authorization"] = f"Bearer {key}"
+    if scope := getattr(args, "scope", ""):
+        headers["X-Automem-Scope"] = scope
+    async with httpx.AsyncClient(base_url=args.url.rstrip("/"), headers=headers,
+                                 timeout=httpx.Timeout(60.0, read=3600.0)) as http:
+        yield http
+
+
+async def keys(settings: Settings, args: argparse.Namespace) -> int:
+    """``automem keys --url``."""
+    async with rest_client(settings, args) as http:
+        if args.keys_cmd == "create":
+            made = _check(await http.post("/v1/apiKeys", json={
+                "role": args.role, "scopes": args.scopes, "default_scope": args.default_scope or "",
+                "display_name": args.name or "", "require_review": args.require_review}))
+            emit(args, made, made["secret"])
+            if not wants_json(args):
+                key = made["api_key"]
+                note(args, f"# key {key['id']}: role={key['role']} scopes={','.join(key['scopes'])} "
+                           f"default_scope={key['default_scope']} (shown once)")
+        elif args.keys_cmd == "revoke":
+            done = _check(await http.post(f"/v1/apiKeys/{args.key_id}:revoke"))
+            emit(args, done["api_key"], f"revoked {args.key_id}")
+        else:
+            path, field = ("/v1/apiKeys", "api_keys") if args.keys_cmd == "list" else ("/v1/apiKeyEvents", "events")
+            params = {"key_id": args.key_id} if args.keys_cmd == "events" and args.key_id else {}
+            token = ""
+            while True:
+                page = _check(await http.get(path, params={**params, **({"page_token": token} if token else {})}))
+                for item in page[field]:
+                    emit(args, item, "\t".join(str(item.get(k)) for k in (
+                        ("id", "role", "scopes", "default_scope", "revoked", "display_name") if field == "api_keys"
+                        else ("at", "action", "key_id", "actor", "role", "scopes"))))
+                token = page.get("next_page_token") or ""
+                if not token:
+                    break
+    return 0
+
+
+async def backup(settings: Settings, args: argparse.Namespace) -> int:
+    """``automem backup --url``: ``GET /backup`` into ``--out`` (or stdout)."""
+    to_file = backup_out(args)
+    count = events = 0
+    async with rest_client(settings, args) as http, http.stream(
+            "GET", "/backup", params={"events": str(not args.no_events).lower()}) as response:
+        if not response.is_success:
+            await response.aread()
+            _check(response)
+        out = await asyncio.to_thread(open, args.out, "w", encoding="utf-8") if to_file else sys.stdout
+        try:
+            with progress("backup", None) as bar:
+                async for line in response.aiter_lines():
+                    if not line:
+                        continue
+                    out.write(line + "\n")
+                    count += 1
+                    events += '"kind": "event"' in line
+                    bar.advance()
+        finally:
+            if out is not sys.stdout:
+                out.close()
+    backup_done(args, count, events)
+    return 0
+
+
+async def restore(settings: Settings, args: argparse.Namespace) -> int:
+    """``automem restore --url``: the file streamed to ``POST /v1/backup:restore``."""
+    path = Path(args.file)
+    if not path.is_file():
+        raise ValueError(f"{args.file}: no such file")
+
+    async def body(bar: Any) -> AsyncIterator[bytes]:
+        handle = await asyncio.to_thread(path.open, "rb")
+        try:
+            while data := await asyncio.to_thread(handle.read, CHUNK):
+                bar.advance(len(data))
+                yield data
+        finally:
+            handle.close()
+
+    async with rest_client(settings, args) as http:
+        with progress("restore", path.stat().st_size, bytes_=True) as bar:
+            done = _check(await http.post("/v1/backup:restore", params={"force": str(args.force).lower()},
+                                          content=body(bar), headers={"Content-Type": "application/x-ndjson"}))
+        if not wants_json(args):
+            print(f"restored {done['nodes']} nodes, {done['edges']} edges, {done['events']} events")
+        if args.reindex:
+            _check(await http.post("/admin/sync"))
+            stall = Stall("waiting for the vector index (reindex)")
+            with progress("reindex", None, unit="points") as bar:
+                while True:
+                    health = _check(await http.get("/health"))
+                    bar.update(completed=health.get("vector_count") or 0, total=health.get("memory_count") or 0)
+                    stall.check(health.get("vector_count"), health.get("memory_count"))
+                    if health.get("vector_count") == health.get("memory_count"):
+                        break
+                    await asyncio.sleep(POLL_SECONDS)
+            done["sync"] = {"vector_count": health.get("vector_count"), "memory_count": health.get("memory_count")}
+        elif done.get("live_memories"):
+            note(args, f"reindex needed: {done['live_memories']} memories restored without vector points; run "
+                       "`automem sync --repair` (or restore with --reindex)")
+    emit(args, done)
+    return 0
+
+
+async def reindex(settings: Settings, args: argparse.Namespace) -> int:
+    """``automem reindex --url``: ``POST /admin/reembed`` (force), then the job's progress
+    from ``GET /enrichment/status``."""
+    if getattr(args, "provider", ""):
+        raise ValueError("--provider switches the embedding model and needs the service stopped: "
+                         "stop `automem up`, then run `automem reindex --provider ... --offline`")
+    async with rest_client(settings, args) as http:
+        started = _check(await http.post("/admin/reembed", json={"force": True}))
+        stall = Stall("waiting for the re-embedding")
+        with progress("reindex", started["total"], unit="memories") as bar:
+            while True:
+                job = _check(await http.get("/enrichment/status")).get("reembed") or {}
+                total, done = int(job.get("total") or 0), int(job.get("done") or 0)
+                bar.update(completed=min(done, total), total=total)
+                stall.check(done, total)
+                if job.get("job_id") == started["job_id"] and done >= total:
+                    break
+                await asyncio.sleep(POLL_SECONDS)
+    scope = getattr(args, "scope", "") or "the key's default scope"
+    emit(args, {"job_id": started["job_id"], "scope": getattr(args, "scope", "") or None, "reindexed": total},
+         f"reindexed {total} memories of {scope}")
+    return 0
+
+
+async def sync(settings: Settings, args: argparse.Namespace) -> int:
+    """``automem sync --url``: ``POST /admin/sync`` (``dry_run`` unless ``--repair``)."""
+    async with rest_client(settings, args) as http:
+        checked = _check(await http.post("/admin/sync", params={"dry_run": str(not args.repair).lower()}))
+    emit(args, checked, " ".join(f"{k}={v}" for k, v in sorted(checked.items()) if not isinstance(v, dict | list)))
+    return 0

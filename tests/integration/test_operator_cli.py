@@ -1,0 +1,417 @@
+"""The operator CLI and the keys admin API on the real service (issue 17 items 8 and 10).
+
+* The keys admin API (AdminService, ``/v1/apiKeys``): create, list, revoke over gRPC and
+  REST, the audit record, the scope rule, non-admins refused, bad input naming the field, a
+  created key working and a revoked one refused.
+* The ``automem`` command run as a user runs it (``python -m automem.cli`` in a subprocess)
+  against a running service: keys, backup, restore into a fresh service, reindex, sync,
+  ``--json``, one-line errors; discovery of ``automem up`` from its data dir, and the offline
+  path on the stopped data dir.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import grpc
+import httpx
+import pytest
+
+from automem.common.embedded import free_port
+from automem.v1 import admin_service_pb2, ingest_service_pb2
+from tests.conftest import eventually, settings_for, start_service
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {**os.environ, "AUTOMEM_LOG_LEVEL": "WARNING", **extra}
+    for name in ("AUTOMEM_API_TOKEN", "AUTOMEM_API_KEY", "AUTOMEM_GRPC_TARGET"):
+        if name not in extra:
+            env.pop(name, None)
+    return env
+
+
+async def _cli(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> tuple[int, str, str]:
+    """Run ``python -m automem.cli args`` without blocking the loop (the service under test may
+    run in this process); returns (exit code, stdout, stderr)."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "automem.cli", *args, cwd=REPO, env=env or _env(),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(process.communicate(), timeout)
+    return process.returncode, out.decode(), err.decode()
+
+
+def _one_line_error(code: int, err: str, command: str) -> str:
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 1, err
+    assert len(lines) == 1 and lines[0].startswith(f"automem {command}: "), err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+# --- the keys admin API ---------------------------------------------------------------------
+
+
+async def test_keys_admin_api_over_grpc_and_rest(own_service) -> None:
+    async with own_service.client() as anonymous:  # no key yet: the open service's admin
+        made = await anonymous.admin.CreateApiKey(admin_service_pb2.CreateApiKeyRequest(
+            role="admin", scopes=["*"], display_name="root"))
+    root = made.secret
+    assert root.startswith(f"am_{made.api_key.id}_") and made.api_key.created_by == "anonymous"
+    async with own_service.client(api_key=root) as admin:
+        md = admin.metadata()
+        acme = await admin.admin.CreateApiKey(admin_service_pb2.CreateApiKeyRequest(
+            role="admin", scopes=["acme/*"]), metadata=md)
+        assert acme.api_key.created_by == f"key:{made.api_key.id}" and acme.api_key.default_scope == "acme/default"
+        # Bad input names the field.
+        with pytest.raises(grpc.aio.AioRpcError) as bad:
+            await admin.admin.CreateApiKey(admin_service_pb2.CreateApiKeyRequest(role="boss", scopes=["x"]),
+                                           metadata=md)
+        assert bad.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "role" in bad.value.details()
+        with pytest.raises(grpc.aio.AioRpcError) as bad:
+            await admin.admin.CreateApiKey(admin_service_pb2.CreateApiKeyRequest(role="reader"), metadata=md)
+        assert bad.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "scopes" in bad.value.details()
+        with pytest.raises(grpc.aio.AioRpcError) as bad:
+            await admin.admin.CreateApiKey(admin_service_pb2.CreateApiKeyRequest(role="reader", scopes=["a b"]),
+                                           metadata=md)
+        assert bad.value.code() == grpc.StatusCode.INVALID_ARGUMENT and bad.value.details().startswith("scopes: ")
+        with pytest.raises(grpc.aio.AioRpcError) as bad:
+            await admin.admin.CreateApiKey(admin_service_pb2.CreateApiKeyRequest(
+                role="reader", scopes=["acme/*"], default_scope="globex/app"), metadata=md)
+        assert bad.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "default_scope" in bad.value.details()
+        with pytest.raises(grpc.aio.AioRpcError) as bad:
+            await admin.admin.RevokeApiKey(admin_service_pb2.RevokeApiKeyRequest(id="nosuchkey"), metadata=md)
+        assert bad.value.code() == grpc.StatusCode.NOT_FOUND
+    async with own_service.client(api_key=acme.secret) as acme_admin:
+        md = acme_admin.metadata()
+        # The scope rule: within the caller's own patterns only.
+        with pytest.raises(grpc.aio.AioRpcError) as wider:
+            await acme_admin.admin.CreateApiKey(admin_service_pb2.CreateApiKeyRequest(
+                role="reader", scopes=["globex/*"]), metadata=md)
+        assert wider.value.code() == grpc.StatusCode.PERMISSION_DENIED and "scopes" in wider.value.details()
+        writer = await acme_admin.admin.CreateApiKey(admin_service_pb2.CreateApiKeyRequest(
+            role="writer", scopes=["acme/web"], display_name="agent"), metadata=md)
+        listed = await acme_admin.admin.ListApiKeys(admin_service_pb2.ListApiKeysRequest(), metadata=md)
+        assert {k.id for k in listed.api_keys} == {acme.api_key.id, writer.api_key.id}  # not root's '*'
+    # The created key works; a non-admin is refused.
+    async with own_service.http(Authorization=f"Bearer {writer.secret}") as http:
+        r = await http.post("/memory", json={"content": "written with a minted key"})
+        assert r.status_code == 201 and r.json()["scope"] == "acme/web"
+        assert (await http.get("/v1/apiKeys")).status_code == 403
+    async with own_service.client(api_key=writer.secret) as agent:
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await agent.admin.ListApiKeys(admin_service_pb2.ListApiKeysRequest(), metadata=agent.metadata())
+        assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    # REST: create, list, revoke, audit.
+    async with own_service.http(Authorization=f"Bearer {root}") as http:
+        r = await http.post("/v1/apiKeys", json={"role": "reader", "scopes": ["acme/*"], "display_name": "ro"})
+        assert r.status_code == 201, r.text
+        reader = r.json()
+        assert reader["secret"].startswith("am_") and reader["api_key"]["role"] == "reader"
+        bad = await http.post("/v1/apiKeys", json={"role": "boss", "scopes": ["x"]})
+        assert bad.status_code in (400, 422) and "role" in bad.text
+        bad = await http.post("/v1/apiKeys", json={"role": "reader", "scopes": []})
+        assert bad.status_code in (400, 422) and "scopes" in bad.text
+        listed = (await http.get("/v1/apiKeys", params={"page_size": 2})).json()
+        assert len(listed["api_keys"]) == 2 and listed["next_page_token"]
+        assert reader["secret"] not in json.dumps(listed)
+        r = await http.post(f"/v1/apiKeys/{writer.api_key.id}:revoke")
+        assert r.status_code == 200 and r.json()["api_key"]["revoked"] is True
+        assert r.json()["api_key"]["revoked_by"] == f"key:{made.api_key.id}"
+        assert (await http.post("/v1/apiKeys/nosuchkey:revoke")).status_code == 404
+        events = (await http.get("/v1/apiKeyEvents", params={"key_id": writer.api_key.id})).json()["events"]
+        assert [(e["action"], e["actor"], e["role"], e["scopes"]) for e in events] == [
+            ("revoke", f"key:{made.api_key.id}", "writer", ["acme/web"]),
+            ("create", f"key:{acme.api_key.id}", "writer", ["acme/web"])]
+    # The audit record never holds a secret.
+    rows = await own_service.ctx.graph.ro_query("MATCH (e:ApiKeyEvent) RETURN properties(e)")
+    assert len(rows) == 5 and writer.secret not in json.dumps(rows) and root not in json.dumps(rows)
+    async with own_service.http(Authorization=f"Bearer {writer.secret}") as http:  # revoked: refused at once
+        assert (await http.get("/recall")).status_code == 401
+
+
+# --- the CLI against a running service -------------------------------------------------------
+
+
+async def _store(url: str, key: str, contents: list[str], scope: str = "") -> list[str]:
+    headers = {"Authorization": f"Bearer {key}", **({"X-Automem-Scope": scope} if scope else {})}
+    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=30) as http:
+        ids = []
+        for content in contents:
+            r = await http.post("/memory", json={"content": content, "tags": ["ops"]})
+            assert r.status_code == 201, r.text
+            ids.append(r.json()["memory_id"])
+        return ids
+
+
+async def _vectors(running) -> int:
+    return await running.ctx.vectors.count()
+
+
+async def test_cli_online_keys_backup_sync_reindex_restore(own_service, nats_server, falkordb_server,
+                                                           tmp_path: Path) -> None:
+    grpc_at = ["--grpc", own_service.grpc]
+    code, out, err = await _cli("keys", "create", "--role", "admin", "--scope", "*", "--json", *grpc_at)
+    assert code == 0, err
+    created = json.loads(out)
+    root = created["secret"]
+    assert created["api_key"]["role"] == "admin" and created["api_key"]["scopes"] == ["*"]
+    env = _env(AUTOMEM_API_KEY=root)
+    code, out, err = await _cli("keys", "create", "--role", "writer", "--scope", "ops/*", *grpc_at, env=env)
+    assert code == 0 and out.strip().startswith("am_") and "shown once" in err, err
+    writer = out.strip()
+    code, out, err = await _cli("keys", "list", "--json", *grpc_at, env=env)
+    assert code == 0, err
+    listed = [json.loads(line) for line in out.splitlines()]
+    assert {k["role"] for k in listed} == {"admin", "writer"} and writer not in out
+    writer_id = writer.split("_")[1]
+    ids = await _store(own_service.url, writer, [f"operator memory {i}" for i in range(4)])
+    await eventually(lambda: _count_equals(own_service, 4), timeout=60)
+
+    # sync (every scope) and reindex (one scope) online.
+    code, out, err = await _cli("sync", "--json", *grpc_at, env=env)
+    assert code == 0, err
+    assert json.loads(out)["sync_status"] == "synced"
+    code, out, err = await _cli("reindex", "--scope", "ops/default", "--json", *grpc_at, env=env)
+    assert code == 0, err
+    assert json.loads(out)["reindexed"] == 4
+
+    # backup online, while the service runs.
+    backup_file = tmp_path / "backup.jsonl"
+    code, out, err = await _cli("backup", "--out", str(backup_file), "--json", *grpc_at, env=env)
+    assert code == 0, err
+    summary = json.loads(out)
+    lines = backup_file.read_text().splitlines()
+    assert summary["records"] == len(lines) and summary["events"] > 0
+    assert sum(1 for line in lines if json.loads(line)["kind"] == "memory") == 4
+
+    # restore online into a fresh running service (its own admin key stays), then --reindex.
+    fresh = await start_service(settings_for(nats_server, falkordb_server, tmp_path / "fresh"))
+    try:
+        async with fresh.client() as anonymous:
+            fresh_root = (await anonymous.admin.CreateApiKey(admin_service_pb2.CreateApiKeyRequest(
+                role="admin", scopes=["*"]))).secret
+        fresh_env = _env(AUTOMEM_API_KEY=fresh_root)
+        code, out, err = await _cli("restore", str(backup_file), "--reindex", "--json", "--grpc", fresh.grpc,
+                                    env=fresh_env, timeout=180)
+        assert code == 0, err
+        restored = json.loads(out)
+        assert restored["live_memories"] == 4 and restored["sync"]["vector_count"] == 4
+        async with fresh.http(Authorization=f"Bearer {writer}", **{"X-Automem-Scope": "ops/default"}) as http:
+            r = await http.get(f"/memory/{ids[0]}")  # the backup's keys came along
+            assert r.status_code == 200 and r.json()["memory"]["content"] == "operator memory 0"
+            r = await http.get("/recall", params={"query": "operator memory", "limit": 10})
+            assert {m["id"] for m in r.json()["results"]} >= set(ids)
+        # Not empty any more: refused without --force, one line.
+        code, out, err = await _cli("restore", str(backup_file), "--grpc", fresh.grpc, env=fresh_env)
+        assert "not empty" in _one_line_error(code, err, "restore")
+        code, out, err = await _cli("restore", str(backup_file), "--force", "--grpc", fresh.grpc, env=fresh_env)
+        assert code == 0 and "restored" in out, err
+        assert "reindex needed" in err
+    finally:
+        await fresh.runner.stop()
+
+    # revoke online: the key stops working.
+    code, out, err = await _cli("keys", "revoke", writer_id, *grpc_at, env=env)
+    assert code == 0 and f"revoked {writer_id}" in out, err
+    async with own_service.http(Authorization=f"Bearer {writer}") as http:
+        assert (await http.get("/recall")).status_code == 401
+    code, out, err = await _cli("keys", "events", "--key-id", writer_id, "--json", *grpc_at, env=env)
+    assert [json.loads(line)["action"] for line in out.splitlines()] == ["revoke", "create"]
+
+
+async def _count_equals(running, count: int) -> bool:
+    return running.ctx.vectors is not None and await _vectors(running) == count
+
+
+async def test_cli_errors_are_one_line(own_service, tmp_path: Path) -> None:
+    # An unreachable address.
+    code, _, err = await _cli("keys", "list", "--grpc", f"127.0.0.1:{free_port()}")
+    assert "cannot reach the service" in _one_line_error(code, err, "keys list")
+    async with own_service.client() as anonymous:
+        await anonymous.admin.CreateApiKey(admin_service_pb2.CreateApiKeyRequest(role="admin", scopes=["*"]))
+    grpc_at = ["--grpc", own_service.grpc]
+    # A wrong key.
+    code, _, err = await _cli("backup", "--out", str(tmp_path / "b.jsonl"), *grpc_at, "--api-key", "am_x_wrong")
+    assert "refused the API key" in _one_line_error(code, err, "backup")
+    # A bad file.
+    code, _, err = await _cli("restore", str(tmp_path / "missing.jsonl"), *grpc_at, "--api-key", "am_x_wrong")
+    assert "no such file" in _one_line_error(code, err, "restore")
+    not_backup = tmp_path / "notes.txt"
+    not_backup.write_text("hello\n")
+    code, _, err = await _cli("restore", str(not_backup), *grpc_at, "--api-key", "am_x_wrong")
+    _one_line_error(code, err, "restore")
+    # A bad argument is argparse's (exit 2, usage).
+    code, _, err = await _cli("keys", "create", "--role", "boss", "--scope", "x", *grpc_at)
+    assert code == 2 and "role" in err
+
+
+async def test_restore_rpc_refuses_what_is_not_a_backup(own_service) -> None:
+    async def chunks(data: bytes):
+        yield admin_service_pb2.RestoreBackupRequest(data=data)
+
+    async with own_service.client() as anonymous:
+        for data, word in ((b"not json\n", "line 1"), (b'{"kind": "memory"}\n', "header"), (b"\xff\xfe", "UTF-8")):
+            with pytest.raises(grpc.aio.AioRpcError) as bad:
+                await anonymous.admin.RestoreBackup(chunks(data))
+            assert bad.value.code() == grpc.StatusCode.INVALID_ARGUMENT and word in bad.value.details()
+        # The export it would restore is the one ExportBackup streams.
+        lines = [m.json_line async for m in anonymous.ingest.ExportBackup(ingest_service_pb2.ExportBackupRequest())]
+        assert json.loads(lines[0])["counts"]["nodes"] == len(lines) - 1 - sum('"edge"' in x for x in lines)
+
+
+# --- discovery from the data dir, and offline on the stopped data dir --------------------------
+
+
+def _wait_endpoints(data: Path, proc: subprocess.Popen, timeout: float = 120) -> dict:
+    deadline = time.monotonic() + timeout
+    path = data / "automem.endpoints.json"
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, f"automem up exited with {proc.returncode}"
+        if path.exists():
+            return json.loads(path.read_text())
+        time.sleep(0.3)
+    raise AssertionError("automem up wrote no endpoints file")
+
+
+def _start_up(env: dict[str, str], log_path: Path) -> tuple[subprocess.Popen, object]:
+    """``automem up`` as a user starts it, its output into ``log_path`` (closed by the caller)."""
+    log = open(log_path, "ab")  # noqa: SIM115 - closed by the caller
+    return subprocess.Popen([sys.executable, "-m", "automem.cli", "up"], env=env, cwd=REPO, stdout=log,
+                            stderr=log), log
+
+
+async def test_cli_finds_automem_up_in_the_data_dir_and_works_offline_once_it_stops(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    env = _env(AUTOMEM_DATA_DIR=str(data))
+    # Vectors off, so consolidate may leave the process too: the CLI must find it in its child.
+    proc, log = _start_up({**env, "PORT": str(free_port()), "AUTOMEM_GRPC_PORT": "0", "QDRANT_URL": "disabled",
+                           "AUTOMEM_CHILD_TARGETS": "gateway,consolidate"}, tmp_path / "up.log")
+    try:
+        found = await asyncio.to_thread(_wait_endpoints, data, proc)
+        assert found["pid"] == proc.pid and found["grpc"] and found["http"].startswith("http://")
+        assert found["targets"]["consolidate"] not in ("", found["grpc"])
+        # No address given: the CLI reads it from the data dir (the data dir is locked by `up`).
+        code, out, err = await _cli("keys", "create", "--role", "admin", "--scope", "*", "--name", "ops", env=env)
+        assert code == 0, err
+        root = out.strip()
+        code, out, err = await _cli("backup", "--out", str(tmp_path / "b.jsonl"), "--json",
+                                    env={**env, "AUTOMEM_API_KEY": root})
+        assert code == 0 and json.loads(out)["records"] >= 3, err
+        code, out, err = await _cli("keys", "list", env={**env, "AUTOMEM_API_KEY": root})
+        assert code == 0 and "\tadmin\t*\t" in out, err
+        code, out, err = await _cli("sync", "--json", env={**env, "AUTOMEM_API_KEY": root})
+        assert code == 0 and json.loads(out)["sync_status"] == "vectors_disabled", err
+        # The data dir is in use: --offline, and a second `automem up`, say so in one line.
+        code, _, err = await _cli("keys", "list", "--offline", env=env)
+        assert "in use" in _one_line_error(code, err, "keys list")
+        code, _, err = await _cli("up", env={**env, "PORT": str(free_port()), "AUTOMEM_GRPC_PORT": "0"})
+        assert "in use" in _one_line_error(code, err, "up")
+        assert json.loads((data / "automem.endpoints.json").read_text())["pid"] == proc.pid
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        await asyncio.to_thread(proc.wait, 60)
+        log.close()
+    assert proc.returncode == 0
+    assert not (data / "automem.endpoints.json").exists()
+    # Stopped: the same command works offline on the data dir (its own embedded servers).
+    code, out, err = await _cli("keys", "list", "--json", env=env, timeout=180)
+    assert code == 0, err
+    keys = [json.loads(line) for line in out.splitlines()]
+    assert [(k["role"], k["display_name"], k["revoked"]) for k in keys] == [("admin", "ops", False)]
+
+
+# --- progress on a terminal ------------------------------------------------------------------
+
+
+def _on_terminal(args: list[str], env: dict[str, str]) -> tuple[int, str]:
+    """Run ``python -m automem.cli args`` with stderr on a pseudo-terminal; returns (exit code,
+    what it wrote there)."""
+    import pty
+
+    master, slave = pty.openpty()
+    try:
+        process = subprocess.Popen([sys.executable, "-m", "automem.cli", *args], cwd=REPO, env=env,
+                                   stdout=subprocess.DEVNULL, stderr=slave)
+        os.close(slave)
+        chunks = []
+        while True:
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # the other end closed
+                break
+            if not data:
+                break
+            chunks.append(data)
+        return process.wait(60), b"".join(chunks).decode(errors="replace")
+    finally:
+        os.close(master)
+
+
+async def test_progress_bar_on_a_terminal_and_quiet_in_a_pipe(own_service, tmp_path: Path) -> None:
+    async with own_service.client() as anonymous:
+        root = (await anonymous.admin.CreateApiKey(admin_service_pb2.CreateApiKeyRequest(
+            role="admin", scopes=["*"]))).secret
+    await _store(own_service.url, root, [f"progress memory {i}" for i in range(3)])
+    args = ["backup", "--out", str(tmp_path / "b.jsonl"), "--grpc", own_service.grpc]
+    env = _env(AUTOMEM_API_KEY=root, COLUMNS="120")
+    code, shown = await asyncio.to_thread(_on_terminal, args, env)
+    assert code == 0, shown
+    assert "backup" in shown and "records/s" in shown and "ETA" in shown and "100%" in shown, shown
+    code, _, err = await _cli(*args, env=env)  # not a terminal: no bar, just the summary line
+    assert code == 0 and "ETA" not in err and err.strip().startswith("# "), err
+
+
+# --- the same commands through the REST gateway (--url) ----------------------------------------
+
+
+async def test_cli_over_rest_with_url(own_service, nats_server, falkordb_server, tmp_path: Path) -> None:
+    url = ["--url", own_service.url]
+    code, out, err = await _cli("keys", "create", "--role", "admin", "--scope", "*", "--json", *url)
+    assert code == 0, err
+    root = json.loads(out)["secret"]
+    env = _env(AUTOMEM_API_KEY=root)
+    code, out, err = await _cli("keys", "create", "--role", "writer", "--scope", "rest/*", *url, env=env)
+    assert code == 0 and out.strip().startswith("am_"), err
+    writer = out.strip()
+    await _store(own_service.url, writer, [f"rest memory {i}" for i in range(3)])
+    await eventually(lambda: _count_equals(own_service, 3), timeout=60)
+    code, out, err = await _cli("keys", "list", "--json", *url, env=env)
+    assert code == 0 and {json.loads(line)["role"] for line in out.splitlines()} == {"admin", "writer"}, err
+    code, out, err = await _cli("sync", "--json", *url, env=env)
+    assert code == 0 and json.loads(out)["sync_status"] == "synced", err
+    code, out, err = await _cli("reindex", "--scope", "rest/default", "--json", *url, env=env)
+    assert code == 0 and json.loads(out)["reindexed"] == 3, err
+    backup_file = tmp_path / "rest.jsonl"
+    code, out, err = await _cli("backup", "--out", str(backup_file), "--json", *url, env=env)
+    assert code == 0 and json.loads(out)["records"] == len(backup_file.read_text().splitlines()), err
+    fresh = await start_service(settings_for(nats_server, falkordb_server, tmp_path / "fresh"))
+    try:
+        async with fresh.client() as anonymous:
+            fresh_root = (await anonymous.admin.CreateApiKey(admin_service_pb2.CreateApiKeyRequest(
+                role="admin", scopes=["*"]))).secret
+        code, out, err = await _cli("restore", str(backup_file), "--reindex", "--json", "--url", fresh.url,
+                                    env=_env(AUTOMEM_API_KEY=fresh_root), timeout=180)
+        assert code == 0, err
+        restored = json.loads(out)
+        assert restored["live_memories"] == 3 and restored["sync"]["vector_count"] == 3
+    finally:
+        await fresh.runner.stop()
+    writer_id = writer.split("_")[1]
+    code, out, err = await _cli("keys", "revoke", writer_id, *url, env=env)
+    assert code == 0 and f"revoked {writer_id}" in out, err
+    # One-line errors over REST too: a non-admin, a wrong key, nothing listening.
+    code, _, err = await _cli("keys", "list", *url, env=_env(AUTOMEM_API_KEY="am_x_wrong"))
+    assert "refused the API key" in _one_line_error(code, err, "keys list")
+    code, _, err = await _cli("backup", "--out", str(tmp_path / "x.jsonl"), "--url",
+                              f"http://127.0.0.1:{free_port()}", env=env)
+    assert "cannot reach the service" in _one_line_error(code, err, "backup")
