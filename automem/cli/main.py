@@ -10,6 +10,8 @@
 * ``automem restore FILE [--force] [--reindex]`` — recreate an export in an empty data dir /
   graph; ``--reindex`` then rebuilds the vector index, otherwise it says when one is needed.
 * ``automem reindex`` — rebuild every vector point from the graph.
+* ``automem import FILE --format native|automem|mem0`` / ``automem export [--out FILE]`` —
+  memories in and out of a *running* service as JSON Lines (automem/cli/transfer.py).
 
 backup/restore/reindex start the embedded servers for ``AUTOMEM_DATA_DIR`` unless external
 ones are configured; run them while ``automem up`` is stopped (the data dir is locked).
@@ -334,6 +336,9 @@ def build_parser() -> argparse.ArgumentParser:
     reindex_cmd = command("reindex", help="rebuild every vector point from the graph")
     reindex_cmd.add_argument("--provider", default="", help="re-embed with this embedding provider (minilm, "
                              "wordllama, openai) into a new collection and switch over when complete")
+    from automem.cli import transfer
+
+    transfer.add_commands(command)
     return parser
 
 
@@ -363,6 +368,10 @@ def main(argv: list[str] | None = None) -> int:
         from automem.gateway.mcp_server import run_stdio
 
         return run_stdio(settings, args.grpc, args.api_key, args.scope)
+    if args.cmd in ("import", "export"):
+        from automem.cli import transfer
+
+        return transfer.main(settings, args)
     from automem.common.embedded import EmbeddedServerError
     from automem.common.errors import AutomemError
 
