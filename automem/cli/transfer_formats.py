@@ -27,6 +27,7 @@ JSON document).
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import json
@@ -378,10 +379,10 @@ def _automem_memory(where: str, ref: str, props: Any, record: Any, out: Parsed) 
         source["id"] = props["id"]
     raw_type = props.get("type")
     if raw_type:
-        try:
+        with contextlib.suppress(InvalidArgument):  # a type unknown here is classified
             item.type = type_name(parse_type(str(raw_type)))
-        except InvalidArgument:
-            source["type"] = raw_type  # a type AutoMem allowed and this service has not: classified
+        if item.type != raw_type:  # unknown, or a legacy name mapped ("Memory" is Context): kept
+            source["type"] = raw_type
     _set_time(item, "event_time", props.get("timestamp"), "properties.timestamp")
     _set_time(item, "valid_from", props.get("t_valid"), "properties.t_valid")
     _set_time(item, "valid_to", props.get("t_invalid"), "properties.t_invalid")
