@@ -202,7 +202,11 @@ async def _import(settings: Settings, args: argparse.Namespace) -> int:
                                          metadata=client.metadata(), timeout=args.timeout)
         counts["scope"] = who.scope
         with _progress(args) as progress:
-            stored = await _store_memories(client, args, parsed, counts, progress)
+            task = progress.add_task("memories", total=len(parsed.memories))
+            replacements = {r.target for r in parsed.relations if r.via_supersede}
+            stored = await _store_memories(client, args, [m for m in parsed.memories if m.ref not in replacements],
+                                           counts, progress, task)
+            await _supersede(client, args, parsed, stored, counts, progress, task)
             await _store_relations(client, args, parsed, stored, counts, progress)
     failed = counts["memories"]["failed"] + counts["relations"]["failed"]
     counts["ok"] = failed == 0
@@ -224,12 +228,12 @@ def _skipped_lines(counts: dict[str, Any]) -> Iterator[str]:
                "(consolidation archives; no call does)")
 
 
-async def _store_memories(client: Any, args: argparse.Namespace, parsed: formats.Parsed, counts: dict[str, Any],
-                          progress: Progress) -> dict[str, tuple[memory_pb2.Memory, bool]]:
-    """CreateMemory for every record, ``args.concurrency`` at a time; returns ref → (stored
-    memory, already present). A record the service refuses is a failure; an error that is
-    not about one record (unreachable, not allowed) stops the import."""
-    task = progress.add_task("memories", total=len(parsed.memories))
+async def _store_memories(client: Any, args: argparse.Namespace, records: list[formats.MemoryRecord],
+                          counts: dict[str, Any], progress: Progress,
+                          task: Any) -> dict[str, tuple[memory_pb2.Memory, bool]]:
+    """CreateMemory for each of ``records``, ``args.concurrency`` at a time; returns ref →
+    (stored memory, already present). A record the service refuses is a failure; an error
+    that is not about one record (unreachable, not allowed) stops the import."""
     stored: dict[str, tuple[memory_pb2.Memory, bool]] = {}
     gate = asyncio.Semaphore(args.concurrency)
 
@@ -252,11 +256,48 @@ async def _store_memories(client: Any, args: argparse.Namespace, parsed: formats
 
     try:
         async with asyncio.TaskGroup() as group:
-            for record in parsed.memories:
+            for record in records:
                 group.create_task(one(record))
     except* grpc.aio.AioRpcError as group_error:
         raise group_error.exceptions[0] from None
     return stored
+
+
+async def _supersede(client: Any, args: argparse.Namespace, parsed: formats.Parsed,
+                     stored: dict[str, tuple[memory_pb2.Memory, bool]], counts: dict[str, Any], progress: Progress,
+                     task: Any) -> None:
+    """Redo the supersessions marked ``via_supersede``, oldest first: SupersedeMemory creates
+    the target as the source's replacement (with the target's idempotency key, so a second
+    import answers the replacement it made) and closes the source's window as the first
+    supersede did. Adds the targets to ``stored``."""
+    records = {record.ref: record for record in parsed.memories}
+    for relation in formats.supersession_order([r for r in parsed.relations if r.via_supersede]):
+        target = records[relation.target]
+        source = stored.get(relation.source)
+        progress.advance(task)
+        if source is None:
+            counts["memories"]["failed"] += 1
+            counts["relations"]["failed"] += 1
+            counts["failures"].append(f"{target.where}: not created: the memory it replaces ({relation.where}) failed")
+            continue
+        try:
+            response = await client.ingest.SupersedeMemory(
+                ingest_service_pb2.SupersedeMemoryRequest(
+                    id=source[0].id, scope=args.scope, replacement=target.item,
+                    relation_type=parse_relation_type(relation.type), reason=relation.reason,
+                    idempotency_key=target.key),
+                metadata=client.metadata(), timeout=args.timeout)
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() not in ITEM_CODES:
+                raise
+            counts["memories"]["failed"] += 1
+            counts["relations"]["failed"] += 1
+            counts["failures"].append(f"{target.where}: {exc.details()}")
+            continue
+        again = not response.HasField("relation")  # a replay answers without the relation
+        stored[target.ref] = (response.replacement, again)
+        counts["memories"]["already_present" if again else "created"] += 1
+        counts["relations"]["already_present" if again else "created"] += 1
 
 
 async def _store_relations(client: Any, args: argparse.Namespace, parsed: formats.Parsed,
@@ -267,7 +308,7 @@ async def _store_relations(client: Any, args: argparse.Namespace, parsed: format
     already in place (the source is superseded by the target) is not sent again; a relation
     both of whose memories were already present counts as already present (the service
     MERGEs it: nothing new is stored)."""
-    ordered = formats.supersession_order(parsed.relations)
+    ordered = formats.supersession_order([r for r in parsed.relations if not r.via_supersede])
     task = progress.add_task("relations", total=len(ordered))
     pending: list[tuple[formats.RelationRecord, ingest_service_pb2.CreateRelationRequest, bool]] = []
     for relation in ordered:

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from google.protobuf import json_format
+from google.protobuf import json_format, timestamp_pb2
 
 from automem.common.errors import InvalidArgument
 from automem.common.lifecycle import SUPERSEDING_RELATIONS
@@ -74,6 +74,10 @@ class MemoryRecord:
     item: ingest_service_pb2.MemoryInput
     state: str = "ACTIVE"
     key: str = ""
+    #: A superseded native memory whose window SupersedeMemory closed: the window end it had
+    #: then (``item`` carries the window from before, its ``prior_valid_to``), put back when
+    #: it is not superseded the same way again (:func:`parse`).
+    closed_to: timestamp_pb2.Timestamp | None = None
 
 
 @dataclass
@@ -88,6 +92,10 @@ class RelationRecord:
     reason: str = ""
     #: Implied by a superseded memory's ``superseded_by`` (kept only when the file has no edge for it).
     implied: bool = False
+    #: A supersession to redo with SupersedeMemory, which creates the target as the source's
+    #: replacement and closes the source's window at the target's start, as it did the first
+    #: time (set by :func:`parse`); otherwise CreateRelation marks the source superseded.
+    via_supersede: bool = False
 
 
 @dataclass
@@ -162,12 +170,19 @@ def _expand(records: list[tuple[str, Any]], keys: tuple[str, ...]) -> list[tuple
     return out
 
 
-def idempotency_key(fmt: str, ref: str, record: Any) -> str:
-    """The key a record is stored with: ``import:<format>:`` + sha256 of its source id and
-    its whole JSON (canonical: sorted keys), so the same record imported again stores
-    nothing, and a changed record is a new memory."""
-    body = json.dumps(record, sort_keys=True, ensure_ascii=False, default=str)
-    return f"import:{fmt}:" + hashlib.sha256(f"{ref}\x1f{body}".encode()).hexdigest()
+def idempotency_key(fmt: str, source_id: str, item: ingest_service_pb2.MemoryInput) -> str:
+    """The key a record is stored with: ``import:<format>:`` + sha256 of its source id and of
+    what it stores (the MemoryInput: content, tags, type, importance, confidence, metadata,
+    times, review), canonical JSON, leaving out the metadata's ``import_source`` (which holds
+    the source's bookkeeping: AutoMem's ``last_accessed``, mem0's ``updated_at``...). So the
+    same record imported again — from the same file or a later export of an unchanged source —
+    stores nothing, and a record whose stored fields changed is a new memory."""
+    body = json_format.MessageToDict(item, preserving_proto_field_name=True)
+    metadata = json.loads(body.pop("metadata_json", "{}") or "{}")
+    metadata.pop(IMPORT_KEY, None)
+    body["metadata"] = metadata
+    text = json.dumps(body, sort_keys=True, ensure_ascii=False)
+    return f"import:{fmt}:" + hashlib.sha256(f"{source_id}\x1f{text}".encode()).hexdigest()
 
 
 def _set_time(item: ingest_service_pb2.MemoryInput, name: str, raw: Any, label: str) -> None:
@@ -187,7 +202,7 @@ def _set_time(item: ingest_service_pb2.MemoryInput, name: str, raw: Any, label: 
 
 
 def _metadata(item: ingest_service_pb2.MemoryInput, value: dict[str, Any]) -> None:
-    item.metadata_json = json.dumps(value, ensure_ascii=False)
+    item.metadata_json = json.dumps(value, ensure_ascii=False, sort_keys=True)
     item.metadata_set = True
 
 
@@ -285,8 +300,16 @@ def _native_memory(where: str, body: Any, out: Parsed) -> None:
     for name in ("event_time", "valid_from", "valid_to"):
         if memory.HasField(name):
             getattr(item, name).CopyFrom(getattr(memory, name))
-    out.memories.append(MemoryRecord(where, memory.id, item, state,
-                                     idempotency_key("native", memory.id, body)))
+    record = MemoryRecord(where, memory.id, item, state, idempotency_key("native", memory.id, item))
+    closed = (state == "SUPERSEDED" and memory.HasField("superseded_time") and memory.HasField("valid_to")
+              and memory.prior_valid_to != memory.valid_to)
+    if closed:  # SupersedeMemory closed the window: store the window from before, it closes it again
+        record.closed_to = timestamp_pb2.Timestamp()
+        record.closed_to.CopyFrom(memory.valid_to)
+        item.ClearField("valid_to")
+        if memory.HasField("prior_valid_to"):
+            item.valid_to.CopyFrom(memory.prior_valid_to)
+    out.memories.append(record)
     if state == "SUPERSEDED" and memory.superseded_by:
         # A chain is rebuilt from its INVALIDATED_BY / EVOLVED_INTO edge; a file without
         # that edge gets INVALIDATED_BY (parse() drops it when the file has the edge).
@@ -327,11 +350,10 @@ def _automem(records: list[tuple[str, Any]], out: Parsed) -> None:
                     other_nodes.add(ref)
                     out.skip("AutoMem nodes other than Memory (entities: enrichment finds them again)")
                     continue
-                _automem_memory(where, ref, value["properties"], value, out)
+                _automem_memory(where, ref, value["properties"], out)
                 memory_refs.add(ref)
             elif "payload" in value and "id" in value:  # a Qdrant backup point
-                _automem_memory(where, str(value["id"]), value["payload"], {"id": value["id"],
-                                                                           "payload": value["payload"]}, out)
+                _automem_memory(where, str(value["id"]), value["payload"], out)
                 memory_refs.add(str(value["id"]))
             elif "source_id" in value and "target_id" in value and "type" in value:
                 edges.append((where, value))
@@ -361,7 +383,7 @@ def _automem(records: list[tuple[str, Any]], out: Parsed) -> None:
                                             str(props.get("reason") or "")))
 
 
-def _automem_memory(where: str, ref: str, props: Any, record: Any, out: Parsed) -> None:
+def _automem_memory(where: str, ref: str, props: Any, out: Parsed) -> None:
     if not isinstance(props, dict):
         raise InvalidArgument("properties: must be a JSON object", field="properties")
     content = props.get("content")
@@ -393,7 +415,7 @@ def _automem_memory(where: str, ref: str, props: Any, record: Any, out: Parsed) 
     _metadata(item, _with_source(metadata, source, "properties.metadata"))
     state = "ARCHIVED" if props.get("archived") is True else "ACTIVE"
     out.memories.append(MemoryRecord(where, ref, item, state,
-                                     idempotency_key("automem", str(props.get("id", ref)), record)))
+                                     idempotency_key("automem", str(props.get("id", ref)), item)))
 
 
 # --- mem0 ------------------------------------------------------------------------------
@@ -426,7 +448,7 @@ def _mem0(records: list[tuple[str, Any]], out: Parsed) -> None:
             _set_time(item, "valid_to", value.get("expiration_date"), "expiration_date")
             source = {"format": "mem0", **{k: v for k, v in value.items() if k not in _MEM0_FIELDS}}
             _metadata(item, _with_source(_object(value.get("metadata"), "metadata"), source, "metadata"))
-            out.memories.append(MemoryRecord(where, ref, item, "ACTIVE", idempotency_key("mem0", ref, value)))
+            out.memories.append(MemoryRecord(where, ref, item, "ACTIVE", idempotency_key("mem0", ref, item)))
         except InvalidArgument as exc:
             out.errors.append(f"{where}: {exc.message}")
 
@@ -468,7 +490,27 @@ def parse(fmt: str, data: bytes) -> Parsed:
         else:
             kept.append(relation)
     out.relations = kept
+    _plan_supersessions(out)
     return out
+
+
+def _plan_supersessions(out: Parsed) -> None:
+    """Mark the supersessions to redo with SupersedeMemory: an INVALIDATED_BY / EVOLVED_INTO
+    edge out of a memory whose window the first supersede closed (``closed_to``), the first
+    such edge into its target (a memory is created once). The sources left over get their
+    closed window back (CreateRelation will not close it)."""
+    by_ref = {record.ref: record for record in out.memories}
+    replaced: set[str] = set()
+    for relation in out.relations:
+        source = by_ref[relation.source]
+        if relation.type in SUPERSEDING_RELATIONS and source.closed_to is not None and relation.target not in replaced:
+            relation.via_supersede = True
+            replaced.add(relation.target)
+            source.closed_to = None
+    for record in out.memories:
+        if record.closed_to is not None:
+            record.item.valid_to.CopyFrom(record.closed_to)
+            record.closed_to = None
 
 
 def validate(parsed: Parsed, settings: Settings) -> None:
@@ -508,8 +550,11 @@ def supersession_order(relations: list[RelationRecord]) -> list[RelationRecord]:
 
 
 def native_memory_line(memory: memory_pb2.Memory) -> str:
-    """One ``{"memory": ...}`` line (protobuf JSON, proto field names)."""
+    """One ``{"memory": ...}`` line (protobuf JSON, proto field names; metadata's integral
+    numbers as JSON integers, as the caller gave them, not Struct's doubles)."""
     body = json_format.MessageToDict(memory, preserving_proto_field_name=True)
+    if memory.HasField("metadata"):
+        body["metadata"] = metadata_dict(memory)
     return json.dumps({"memory": body}, ensure_ascii=False, sort_keys=True)
 
 

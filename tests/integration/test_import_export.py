@@ -106,7 +106,7 @@ async def _settled(service: ScopedService, scope: str, path: Path) -> None:
 #: The Memory fields an import reproduces (the others are the target service's own:
 #: id, scope, system times, version, source, enrichment's).
 KEPT = ("content", "tags", "type", "importance", "confidence", "metadata", "event_time", "valid_from", "valid_to",
-        "state", "state_reason")
+        "prior_valid_to", "state", "state_reason")
 
 
 def _view(path: Path) -> tuple[list[dict[str, Any]], list[tuple]]:

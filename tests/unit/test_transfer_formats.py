@@ -235,3 +235,24 @@ def test_mem0_bad_lines() -> None:
 def test_not_utf8_and_broken_gzip_are_one_error() -> None:
     assert formats.parse("mem0", b"\xff\xfe\x00bad").errors[0].startswith("file: not UTF-8")
     assert formats.parse("mem0", b"\x1f\x8b broken").errors[0].startswith("file: not a readable gzip file")
+
+
+def test_keys_follow_what_is_stored_not_the_sources_bookkeeping() -> None:
+    """A later export of an unchanged source names the same records (same keys), so its
+    import stores nothing; a record whose stored fields changed is a new memory."""
+    def key(fmt: str, record: object) -> str:
+        [memory] = formats.parse(fmt, _lines(record)).memories
+        return memory.key
+
+    base = _native_memory()
+    later = _native_memory(version="9", update_time="2026-03-01T00:00:00Z", relevance_score=0.2,
+                           last_access_time="2026-03-02T00:00:00Z", embedding_status="EMBEDDING_STATUS_DONE")
+    assert key("native", base) == key("native", later)
+    assert key("native", base) != key("native", _native_memory(tags=["db"]))
+    assert key("native", base) != key("native", _native_memory(id="m2"))
+    item = {"id": "a", "memory": "x", "updated_at": "2025-01-01T00:00:00Z", "hash": "h1"}
+    assert key("mem0", item) == key("mem0", {**item, "updated_at": "2025-02-01T00:00:00Z"})
+    assert key("mem0", item) != key("mem0", {**item, "memory": "y"})
+    node = {"id": 1, "labels": ["Memory"], "properties": {"id": "u", "content": "x", "last_accessed": "2025-01-01"}}
+    moved = {"id": 7, "labels": ["Memory"], "properties": {"id": "u", "content": "x", "last_accessed": "2025-06-01"}}
+    assert key("automem", node) == key("automem", moved)
