@@ -228,6 +228,23 @@ def _skipped_lines(counts: dict[str, Any]) -> Iterator[str]:
                "(consolidation archives; no call does)")
 
 
+async def _item_call(call: Any) -> tuple[Any, str]:
+    """``(response, "")``, or ``(None, <the service's message>)`` when it refused the record
+    (:data:`ITEM_CODES`); any other error is raised (it stops the command)."""
+    try:
+        return await call, ""
+    except grpc.aio.AioRpcError as exc:
+        if exc.code() not in ITEM_CODES:
+            raise
+        return None, exc.details() or exc.code().name
+
+
+def _failed(counts: dict[str, Any], kinds: tuple[str, ...], where: str, reason: str) -> None:
+    for kind in kinds:
+        counts[kind]["failed"] += 1
+    counts["failures"].append(f"{where}: {reason}")
+
+
 async def _store_memories(client: Any, args: argparse.Namespace, records: list[formats.MemoryRecord],
                           counts: dict[str, Any], progress: Progress,
                           task: Any) -> dict[str, tuple[memory_pb2.Memory, bool]]:
@@ -239,16 +256,12 @@ async def _store_memories(client: Any, args: argparse.Namespace, records: list[f
 
     async def one(record: formats.MemoryRecord) -> None:
         async with gate:
-            try:
-                response = await client.ingest.CreateMemory(
-                    ingest_service_pb2.CreateMemoryRequest(memory=record.item, scope=args.scope,
-                                                           idempotency_key=record.key),
-                    metadata=client.metadata(), timeout=args.timeout)
-            except grpc.aio.AioRpcError as exc:
-                if exc.code() not in ITEM_CODES:
-                    raise
-                counts["memories"]["failed"] += 1
-                counts["failures"].append(f"{record.where}: {exc.details()}")
+            response, refused = await _item_call(client.ingest.CreateMemory(
+                ingest_service_pb2.CreateMemoryRequest(memory=record.item, scope=args.scope,
+                                                       idempotency_key=record.key),
+                metadata=client.metadata(), timeout=args.timeout))
+            if response is None:
+                _failed(counts, ("memories",), record.where, refused)
             else:
                 stored[record.ref] = (response.memory, response.deduplicated)
                 counts["memories"]["already_present" if response.deduplicated else "created"] += 1
@@ -276,23 +289,17 @@ async def _supersede(client: Any, args: argparse.Namespace, parsed: formats.Pars
         source = stored.get(relation.source)
         progress.advance(task)
         if source is None:
-            counts["memories"]["failed"] += 1
-            counts["relations"]["failed"] += 1
-            counts["failures"].append(f"{target.where}: not created: the memory it replaces ({relation.where}) failed")
+            _failed(counts, ("memories", "relations"), target.where,
+                    f"not created: the memory it replaces ({relation.where}) failed")
             continue
-        try:
-            response = await client.ingest.SupersedeMemory(
-                ingest_service_pb2.SupersedeMemoryRequest(
-                    id=source[0].id, scope=args.scope, replacement=target.item,
-                    relation_type=parse_relation_type(relation.type), reason=relation.reason,
-                    idempotency_key=target.key),
-                metadata=client.metadata(), timeout=args.timeout)
-        except grpc.aio.AioRpcError as exc:
-            if exc.code() not in ITEM_CODES:
-                raise
-            counts["memories"]["failed"] += 1
-            counts["relations"]["failed"] += 1
-            counts["failures"].append(f"{target.where}: {exc.details()}")
+        response, refused = await _item_call(client.ingest.SupersedeMemory(
+            ingest_service_pb2.SupersedeMemoryRequest(
+                id=source[0].id, scope=args.scope, replacement=target.item,
+                relation_type=parse_relation_type(relation.type), reason=relation.reason,
+                idempotency_key=target.key),
+            metadata=client.metadata(), timeout=args.timeout))
+        if response is None:
+            _failed(counts, ("memories", "relations"), target.where, refused)
             continue
         again = not response.HasField("relation")  # a replay answers without the relation
         stored[target.ref] = (response.replacement, again)
@@ -314,9 +321,8 @@ async def _store_relations(client: Any, args: argparse.Namespace, parsed: format
     for relation in ordered:
         source, target = stored.get(relation.source), stored.get(relation.target)
         if source is None or target is None:
-            counts["relations"]["failed"] += 1
-            counts["failures"].append(f"{relation.where}: relation not created: its "
-                                      f"{'source' if source is None else 'target'} memory failed")
+            _failed(counts, ("relations",), relation.where,
+                    f"relation not created: its {'source' if source is None else 'target'} memory failed")
             progress.advance(task)
             continue
         present = source[1] and target[1]
@@ -338,8 +344,7 @@ async def _store_relations(client: Any, args: argparse.Namespace, parsed: format
         failed = {f.index: f for f in response.failures}
         for index, (relation, _, present) in enumerate(chunk):
             if index in failed:
-                counts["relations"]["failed"] += 1
-                counts["failures"].append(f"{relation.where}: {failed[index].message}")
+                _failed(counts, ("relations",), relation.where, failed[index].message)
             else:
                 counts["relations"]["already_present" if present else "created"] += 1
         progress.advance(task, len(chunk))
