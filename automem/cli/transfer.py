@@ -113,6 +113,11 @@ def main(settings: Settings, args: argparse.Namespace) -> int:
         if args.cmd == "import":
             return asyncio.run(_import(settings, args))
         return asyncio.run(_export(settings, args))
+    except BrokenPipeError:
+        # The reader of stdout stopped (`automem export | head`): not an error of ours.
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except CommandError as exc:
         print(f"automem {args.cmd}: {exc}", file=sys.stderr)
     except grpc.aio.AioRpcError as exc:
@@ -316,6 +321,8 @@ async def _store_relations(client: Any, args: argparse.Namespace, parsed: format
     both of whose memories were already present counts as already present (the service
     MERGEs it: nothing new is stored)."""
     ordered = formats.supersession_order([r for r in parsed.relations if not r.via_supersede])
+    if not ordered:
+        return
     task = progress.add_task("relations", total=len(ordered))
     pending: list[tuple[formats.RelationRecord, ingest_service_pb2.CreateRelationRequest, bool]] = []
     for relation in ordered:

@@ -238,12 +238,12 @@ def _object(raw: Any, label: str) -> dict[str, Any]:
     return raw
 
 
-def _with_source(metadata: dict[str, Any], source: dict[str, Any], label: str) -> dict[str, Any]:
-    """``metadata`` plus ``import_source`` (:data:`IMPORT_KEY`); refuses a record whose own
-    metadata already uses the key (it would be overwritten)."""
+def _with_source(metadata: dict[str, Any], source: dict[str, Any]) -> dict[str, Any]:
+    """``metadata`` plus ``import_source`` (:data:`IMPORT_KEY`). A record imported before
+    (exported from here to AutoMem or mem0, then imported again) already has one: it is kept
+    under the new one's ``previous``."""
     if IMPORT_KEY in metadata:
-        raise InvalidArgument(f"{label}.{IMPORT_KEY}: already set; the import keeps the source's other fields "
-                              "under this key", field=f"{label}.{IMPORT_KEY}")
+        source = {**source, "previous": metadata[IMPORT_KEY]}
     return {**metadata, IMPORT_KEY: source}
 
 
@@ -408,11 +408,12 @@ def _automem_memory(where: str, ref: str, props: Any, out: Parsed) -> None:
     _set_time(item, "event_time", props.get("timestamp"), "properties.timestamp")
     _set_time(item, "valid_from", props.get("t_valid"), "properties.t_valid")
     _set_time(item, "valid_to", props.get("t_invalid"), "properties.t_invalid")
-    extra = {k: v for k, v in props.items() if k not in _AUTOMEM_FIELDS and k not in AUTOMEM_DERIVED}
+    extra = {k: v for k, v in props.items()
+             if k not in _AUTOMEM_FIELDS and k not in AUTOMEM_DERIVED and v is not None}
     if extra:
         source["fields"] = extra
     metadata = _object(props.get("metadata"), "properties.metadata")
-    _metadata(item, _with_source(metadata, source, "properties.metadata"))
+    _metadata(item, _with_source(metadata, source))
     state = "ARCHIVED" if props.get("archived") is True else "ACTIVE"
     out.memories.append(MemoryRecord(where, ref, item, state,
                                      idempotency_key("automem", str(props.get("id", ref)), item)))
@@ -447,7 +448,7 @@ def _mem0(records: list[tuple[str, Any]], out: Parsed) -> None:
             _set_time(item, "event_time", value.get("created_at"), "created_at")
             _set_time(item, "valid_to", value.get("expiration_date"), "expiration_date")
             source = {"format": "mem0", **{k: v for k, v in value.items() if k not in _MEM0_FIELDS}}
-            _metadata(item, _with_source(_object(value.get("metadata"), "metadata"), source, "metadata"))
+            _metadata(item, _with_source(_object(value.get("metadata"), "metadata"), source))
             out.memories.append(MemoryRecord(where, ref, item, "ACTIVE", idempotency_key("mem0", ref, item)))
         except InvalidArgument as exc:
             out.errors.append(f"{where}: {exc.message}")

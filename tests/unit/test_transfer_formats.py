@@ -221,15 +221,23 @@ def test_mem0_list_and_lines_read_the_same() -> None:
 
 def test_mem0_bad_lines() -> None:
     data = _lines({"id": "a", "memory": "ok"}, {"id": "b", "text": "wrong field"}, {"memory": "no id"},
-                  {"id": "c", "memory": "x", "metadata": {"import_source": 1}},
-                  {"id": "d", "memory": "x", "created_at": "2025-13-40"})
+                  {"id": "d", "memory": "x", "created_at": "2025-13-40"}, {"id": "e", "memory": "x", "metadata": [1]},
+                  {"id": "f", "memory": "x", "categories": "not, a list"}, {"id": "g", "memory": "x", "categories": [1]})
     errors = _parse("mem0", data).errors
     assert errors == [
         "line 2: memory: required text (mem0's memory field)",
         "line 3: id: required (re-imports name records by it)",
-        "line 4: metadata.import_source: already set; the import keeps the source's other fields under this key",
-        "line 5: created_at: not an ISO 8601 time: '2025-13-40'",
+        "line 4: created_at: not an ISO 8601 time: '2025-13-40'",
+        "line 5: metadata: must be a JSON object, got list",
+        "line 7: categories: must be a list of strings",
     ]
+
+
+def test_a_record_imported_before_keeps_its_earlier_source() -> None:
+    """Exported from here to mem0 after an import from AutoMem, then imported again."""
+    earlier = {"format": "automem", "id": "u1"}
+    [record] = _parse("mem0", _lines({"id": "m", "memory": "x", "metadata": {"import_source": earlier, "k": 1}})).memories
+    assert _meta(record) == {"k": 1, "import_source": {"format": "mem0", "id": "m", "previous": earlier}}
 
 
 def test_not_utf8_and_broken_gzip_are_one_error() -> None:
