@@ -353,7 +353,7 @@ def _automem(records: list[tuple[str, Any]], out: Parsed) -> None:
                 _automem_memory(where, ref, value["properties"], out)
                 memory_refs.add(ref)
             elif "payload" in value and "id" in value:  # a Qdrant backup point
-                _automem_memory(where, str(value["id"]), value["payload"], out)
+                _automem_memory(where, str(value["id"]), value["payload"], out, point_id=str(value["id"]))
                 memory_refs.add(str(value["id"]))
             elif "source_id" in value and "target_id" in value and "type" in value:
                 edges.append((where, value))
@@ -383,7 +383,7 @@ def _automem(records: list[tuple[str, Any]], out: Parsed) -> None:
                                             str(props.get("reason") or "")))
 
 
-def _automem_memory(where: str, ref: str, props: Any, out: Parsed) -> None:
+def _automem_memory(where: str, ref: str, props: Any, out: Parsed, point_id: str | None = None) -> None:
     if not isinstance(props, dict):
         raise InvalidArgument("properties: must be a JSON object", field="properties")
     content = props.get("content")
@@ -397,8 +397,9 @@ def _automem_memory(where: str, ref: str, props: Any, out: Parsed) -> None:
     if confidence is not None:
         item.confidence = confidence
     source: dict[str, Any] = {"format": "automem"}
-    if props.get("id") is not None:
-        source["id"] = props["id"]
+    source_id = props.get("id") if props.get("id") is not None else point_id  # a point's id is the memory's
+    if source_id is not None:
+        source["id"] = source_id
     raw_type = props.get("type")
     if raw_type:
         with contextlib.suppress(InvalidArgument):  # a type unknown here is classified
@@ -416,7 +417,7 @@ def _automem_memory(where: str, ref: str, props: Any, out: Parsed) -> None:
     _metadata(item, _with_source(metadata, source))
     state = "ARCHIVED" if props.get("archived") is True else "ACTIVE"
     out.memories.append(MemoryRecord(where, ref, item, state,
-                                     idempotency_key("automem", str(props.get("id", ref)), item)))
+                                     idempotency_key("automem", str(source_id if source_id is not None else ref), item)))
 
 
 # --- mem0 ------------------------------------------------------------------------------

@@ -264,3 +264,19 @@ def test_keys_follow_what_is_stored_not_the_sources_bookkeeping() -> None:
     node = {"id": 1, "labels": ["Memory"], "properties": {"id": "u", "content": "x", "last_accessed": "2025-01-01"}}
     moved = {"id": 7, "labels": ["Memory"], "properties": {"id": "u", "content": "x", "last_accessed": "2025-06-01"}}
     assert key("automem", node) == key("automem", moved)
+
+
+def test_automem_qdrant_backup_points_are_memories() -> None:
+    document = {"timestamp": "20260315_041500", "collection_name": "memories", "stats": {"points_count": 1},
+                "points": [{"id": "9d2c7f0e-0000-4000-8000-000000000001", "vector": [0.1, 0.2],
+                            "payload": {"content": "Recovered from the vector store", "tags": ["recovered"],
+                                        "importance": 0.4, "timestamp": "2025-10-01T10:00:00Z", "type": "Insight",
+                                        "metadata": {"k": "v"}, "updated_at": "2025-10-02T10:00:00Z"}}]}
+    parsed = _parse("automem", json.dumps(document, indent=2).encode())
+    assert parsed.errors == []
+    [record] = parsed.memories
+    assert (record.item.content, record.item.type, list(record.item.tags)) == (
+        "Recovered from the vector store", "Insight", ["recovered"])
+    assert record.where == "record 1: points[0]"
+    assert _meta(record) == {"k": "v", "import_source": {"format": "automem", "id": "9d2c7f0e-0000-4000-8000-000000000001",
+                                                         "fields": {"updated_at": "2025-10-02T10:00:00Z"}}}
