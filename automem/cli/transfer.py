@@ -30,20 +30,9 @@ import tempfile
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    ProgressColumn,
-    Task,
-    TextColumn,
-    TimeRemainingColumn,
-)
-from rich.text import Text
 
 from automem.cli import transfer_formats as formats
 from automem.cli.connect import add_connection_options, grpc_address, online_client
@@ -57,6 +46,9 @@ from automem.common.model import (
 )
 from automem.common.settings import Settings
 from automem.v1 import ingest_service_pb2, memory_pb2, recall_service_pb2
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
 
 #: Memories stored at once (CreateMemory calls in flight).
 DEFAULT_CONCURRENCY = 8
@@ -137,18 +129,28 @@ def _rpc_error(settings: Settings, args: argparse.Namespace, exc: grpc.aio.AioRp
     return f"{code.name}: {exc.details()}"
 
 
-class _RateColumn(ProgressColumn):
-    """Records per second (rich's own rate column counts bytes)."""
-
-    def render(self, task: Task) -> Text:
-        return Text(f"{task.speed:,.0f}/s" if task.speed else "", style="progress.data.speed")
-
-
 def _progress(args: argparse.Namespace) -> Progress:
     """A rich progress display on stderr (description, bar, done/total, rate, ETA), shown only
-    when stderr is a terminal and without --json."""
+    when stderr is a terminal and without --json. rich loads here, not with every `automem` command."""
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        ProgressColumn,
+        TextColumn,
+        TimeRemainingColumn,
+    )
+    from rich.text import Text
+
+    class RateColumn(ProgressColumn):
+        """Records per second (rich's own rate column counts bytes)."""
+
+        def render(self, task: Any) -> Text:
+            return Text(f"{task.speed:,.0f}/s" if task.speed else "", style="progress.data.speed")
+
     console = Console(stderr=True)
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), _RateColumn(),
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), RateColumn(),
                     TimeRemainingColumn(), console=console, disable=args.json or not console.is_terminal,
                     transient=True)
 

@@ -49,7 +49,6 @@ from automem.common.model import (
     type_name,
 )
 from automem.common.settings import Settings
-from automem.ingest.logic import build_memory
 from automem.v1 import ingest_service_pb2, memory_pb2
 
 FORMATS = ("native", "automem", "mem0")
@@ -521,6 +520,9 @@ def validate(parsed: Parsed, settings: Settings) -> None:
     ``<where>: <field>: <reason>`` to ``parsed.errors`` for each bad one. The service checks
     again on write; ``settings`` (limits such as ``content_max_length``) should be the
     service's."""
+    # Imported here: the classifier and embedding code behind it load on first use, not with `automem`.
+    from automem.ingest.logic import build_memory
+
     created = datetime.now(UTC)
     for record in parsed.memories:
         try:
