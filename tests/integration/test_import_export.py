@@ -28,12 +28,12 @@ REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "tests" / "data"
 
 
-async def _cli(*args: str) -> subprocess.CompletedProcess:
+async def _cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
     """``python -m automem.cli ARGS`` in a thread (the service runs on this event loop)."""
     env = {**os.environ, "AUTOMEM_LOG_LEVEL": "WARNING"}
     env.pop("AUTOMEM_API_TOKEN", None)
     return await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "automem.cli", *args], cwd=REPO,
-                                   env=env, capture_output=True, text=True, timeout=240, check=False)
+                                   env=env, capture_output=True, text=True, timeout=240, check=False, input=stdin)
 
 
 async def _json_cli(*args: str) -> dict[str, Any]:
@@ -200,6 +200,10 @@ async def test_automem_backup_imports_with_fields_mapped(service: ScopedService)
 
 async def test_mem0_get_all_imports(service: ScopedService) -> None:
     path = DATA / "mem0_get_all.json"
+    dry = await _cli("import", "-", "--format", "mem0", "--dry-run", "--json", "--grpc", service.grpc,
+                     "--scope", service.scope, stdin=path.read_text())
+    assert dry.returncode == 0, dry.stderr
+    assert json.loads(dry.stdout)["memories"]["total"] == 2 and await _memories(service, service.scope, "health") == []
     imported = await _json_cli("import", str(path), "--format", "mem0", "--grpc", service.grpc, "--scope", service.scope)
     assert imported["memories"]["created"] == 2
     [allergy] = await _memories(service, service.scope, "health")
