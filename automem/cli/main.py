@@ -11,6 +11,8 @@
   ``--reindex`` then rebuilds the vector index, otherwise it says when one is needed.
 * ``automem reindex`` — rebuild the vector points from the graph.
 * ``automem sync [--repair]`` — the graph/vector drift check of a running service.
+* ``automem import FILE --format native|automem|mem0`` / ``automem export [--out FILE]`` —
+  memories in and out of a *running* service as JSON Lines (automem/cli/transfer.py).
 
 Online or offline (automem/cli/connect.py): keys/backup/restore/reindex talk to a running
 service over gRPC (automem/cli/operate.py) when one is found — ``--grpc``,
@@ -426,6 +428,9 @@ def build_parser() -> argparse.ArgumentParser:
                           help="re-queue missing and stale points for enrichment and delete orphans")
     sync_cmd.add_argument("--wait", action="store_true",
                           help="with --repair: wait (with a progress bar) until the index holds a point per memory")
+    from automem.cli import transfer
+
+    transfer.add_commands(command)
     return parser
 
 
@@ -462,6 +467,10 @@ def main(argv: list[str] | None = None) -> int:
         # Without --grpc: AUTOMEM_GRPC_TARGET, else the `automem up` of the data dir, else the default.
         return run_stdio(settings, args.grpc or settings.grpc_target or (discover(settings) or {}).get("grpc"),
                          args.api_key, args.scope)
+    if args.cmd in ("import", "export"):
+        from automem.cli import transfer
+
+        return transfer.main(settings, args)
     return _operate(settings, args)
 
 

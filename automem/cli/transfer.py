@@ -1,0 +1,450 @@
+"""``automem import FILE`` and ``automem export``: memories in and out of a running service as
+JSON Lines, over gRPC (automem/cli/connect.py), with no downtime.
+
+* ``import FILE --format native|automem|mem0`` — reads the whole file, maps and checks every
+  record (automem/cli/transfer_formats.py; the write path's own rules) and writes nothing
+  when any is bad: each bad one is reported as ``line N: <field>: <reason>`` and the exit
+  code is 1. Then stores each memory with ``CreateMemory`` and an idempotency key derived
+  from the record (so importing the same file again stores nothing new), then the relations
+  (``BatchCreateRelations``, supersessions oldest first so chains are rebuilt). Counts:
+  created / already present / failed, for memories and for relations; records left out on
+  purpose are counted by reason.
+* ``export [--out FILE] --format native|automem|mem0`` — every live memory of the scope
+  (ACTIVE, SUPERSEDED, ARCHIVED, PENDING_REVIEW) and the relations among them, read from the
+  ``ExportBackup`` stream (admin key allowed on every scope); written to a temporary file
+  renamed into place at the end, so a failed export leaves no partial file.
+
+Progress bars (rich) go to stderr when it is a terminal; ``--json`` prints one JSON object
+(the counts) instead of the text summary. Errors are one line on stderr and exit code 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import grpc
+
+from automem.cli import transfer_formats as formats
+from automem.cli.connect import add_connection_options, grpc_address, online_client
+from automem.common.lifecycle import SUPERSEDING_RELATIONS
+from automem.common.model import (
+    AUTHORABLE_RELATIONS,
+    SYSTEM_RELATIONS,
+    node_to_memory,
+    parse_relation_type,
+    ts,
+)
+from automem.common.settings import Settings
+from automem.v1 import ingest_service_pb2, memory_pb2, recall_service_pb2
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
+
+#: Memories stored at once (CreateMemory calls in flight).
+DEFAULT_CONCURRENCY = 8
+#: Relations per BatchCreateRelations call (the service's batch_max default).
+RELATION_BATCH = 500
+#: Statuses that fail one record; any other status (UNAVAILABLE, UNAUTHENTICATED,
+#: PERMISSION_DENIED, ...) stops the command.
+ITEM_CODES = (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.ALREADY_EXISTS,
+              grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.NOT_FOUND)
+#: Errors listed on stderr before "... and N more".
+MAX_LISTED_ERRORS = 50
+_LIVE_STATES = ("ACTIVE", "SUPERSEDED", "ARCHIVED", "PENDING_REVIEW")
+
+
+class CommandError(Exception):
+    """A failure reported as one line."""
+
+
+def add_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
+    """Add ``import`` and ``export`` with ``command(name, help=...)`` (main.py's subparser maker)."""
+    formats_help = ("native: this service's JSON Lines (round-trips exactly); automem: AutoMem's FalkorDB backup "
+                    "(the falkordb_*.json[.gz] document or one node/relationship per line; Qdrant backup points "
+                    "too); mem0: mem0's get_all output ({\"results\": [...]}, a list, or one item per line)")
+    imp = command("import", help="import memories from a JSON Lines file into a running service",
+                  description="Validate every record first (nothing is written if any is bad), then store them "
+                              "over gRPC. Importing the same file again stores nothing new.")
+    imp.add_argument("file", help="file to read ('-' = stdin); gzip is recognised")
+    imp.add_argument("--format", required=True, choices=formats.FORMATS, help=formats_help)
+    imp.add_argument("--dry-run", action="store_true", help="validate the file and print the counts; write nothing")
+    imp.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY,
+                     help=f"memories stored at once (default: {DEFAULT_CONCURRENCY})")
+    _common(imp)
+    exp = command("export", help="export the scope's memories and relations from a running service as JSON Lines",
+                  description="Needs an admin key allowed on every scope ('*'): the export reads the service's "
+                              "ExportBackup stream and keeps the scope's live memories and their relations.")
+    exp.add_argument("--out", default="-", help="file to write (default: stdout); written whole or not at all")
+    exp.add_argument("--format", default="native", choices=formats.FORMATS,
+                     help="native (default): this service's own format, for import here; automem: AutoMem "
+                          "backup nodes and relationships; mem0: mem0 MemoryItems (no relations)")
+    _common(exp)
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    add_connection_options(parser)
+    parser.add_argument("--json", action="store_true", help="print the result as one JSON object on stdout")
+    parser.add_argument("--timeout", type=float, default=60.0,
+                        help="deadline of each call to the service, seconds (default: 60)")
+
+
+def main(settings: Settings, args: argparse.Namespace) -> int:
+    """Run ``automem import`` / ``automem export``; returns the exit code. Every failure is
+    one line on stderr (``automem <cmd>: <reason>``), never a traceback."""
+    try:
+        if args.cmd == "import":
+            return asyncio.run(_import(settings, args))
+        return asyncio.run(_export(settings, args))
+    except BrokenPipeError:
+        # The reader of stdout stopped (`automem export | head`): not an error of ours.
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except CommandError as exc:
+        print(f"automem {args.cmd}: {exc}", file=sys.stderr)
+    except grpc.aio.AioRpcError as exc:
+        print(f"automem {args.cmd}: {_rpc_error(settings, args, exc)}", file=sys.stderr)
+    except OSError as exc:
+        print(f"automem {args.cmd}: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
+    except KeyboardInterrupt:
+        print(f"automem {args.cmd}: interrupted", file=sys.stderr)
+        return 130
+    return 1
+
+
+def _rpc_error(settings: Settings, args: argparse.Namespace, exc: grpc.aio.AioRpcError) -> str:
+    code = exc.code()
+    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+        return f"cannot reach the service at {grpc_address(settings, args)} ({code.name}: {exc.details()})"
+    return f"{code.name}: {exc.details()}"
+
+
+def _progress(args: argparse.Namespace) -> Progress:
+    """A rich progress display on stderr (description, bar, done/total, rate, ETA), shown only
+    when stderr is a terminal and without --json. rich loads here, not with every `automem` command."""
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        ProgressColumn,
+        TextColumn,
+        TimeRemainingColumn,
+    )
+    from rich.text import Text
+
+    class RateColumn(ProgressColumn):
+        """Records per second (rich's own rate column counts bytes)."""
+
+        def render(self, task: Any) -> Text:
+            return Text(f"{task.speed:,.0f}/s" if task.speed else "", style="progress.data.speed")
+
+    console = Console(stderr=True)
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), RateColumn(),
+                    TimeRemainingColumn(), console=console, disable=args.json or not console.is_terminal,
+                    transient=True)
+
+
+def _emit(args: argparse.Namespace, result: dict[str, Any], text: list[str], stream: Any = None) -> None:
+    """The result: one JSON object with --json, else the text lines; on ``stream`` (stdout)."""
+    stream = stream or sys.stdout
+    if args.json:
+        print(json.dumps(result, ensure_ascii=False, sort_keys=True), file=stream)
+    else:
+        for line in text:
+            print(line, file=stream)
+
+
+# --- import ----------------------------------------------------------------------------
+
+
+async def _read(path: str) -> bytes:
+    if path == "-":
+        return await asyncio.to_thread(sys.stdin.buffer.read)
+    return await asyncio.to_thread(Path(path).read_bytes)
+
+
+def _report_errors(args: argparse.Namespace, errors: list[str], scope: str) -> int:
+    if args.json:
+        print(json.dumps({"ok": False, "file": args.file, "format": args.format, "scope": scope,
+                          "errors": errors, "written": 0}, ensure_ascii=False, sort_keys=True))
+    for line in errors[:MAX_LISTED_ERRORS]:
+        print(line, file=sys.stderr)
+    more = len(errors) - MAX_LISTED_ERRORS
+    print(f"automem import: {len(errors)} bad record{'s' if len(errors) != 1 else ''}"
+          f"{f' ({more} more not listed)' if more > 0 else ''}; nothing was imported", file=sys.stderr)
+    return 1
+
+
+async def _import(settings: Settings, args: argparse.Namespace) -> int:
+    if args.concurrency < 1:
+        raise CommandError("--concurrency: must be at least 1")
+    parsed = formats.parse(args.format, await _read(args.file))
+    formats.validate(parsed, settings)
+    if parsed.errors:
+        return _report_errors(args, parsed.errors, args.scope)
+    counts: dict[str, Any] = {
+        "ok": True, "file": args.file, "format": args.format, "scope": args.scope, "dry_run": args.dry_run,
+        "memories": {"created": 0, "already_present": 0, "failed": 0, "total": len(parsed.memories)},
+        "relations": {"created": 0, "already_present": 0, "failed": 0, "total": len(parsed.relations)},
+        "skipped": dict(parsed.skipped), "failures": [],
+        "archived_imported_as_active": sum(r.state == "ARCHIVED" for r in parsed.memories),
+    }
+    if args.dry_run:
+        _emit(args, counts, [(f"{args.file}: {len(parsed.memories)} memories and {len(parsed.relations)} relations "
+                             "are valid (dry run: nothing written)"), *_skipped_lines(counts)])
+        return 0
+    async with online_client(settings, args, call_timeout=args.timeout) as client:
+        who = await client.recall.WhoAmI(recall_service_pb2.WhoAmIRequest(scope=args.scope),
+                                         metadata=client.metadata(), timeout=args.timeout)
+        counts["scope"] = who.scope
+        with _progress(args) as progress:
+            task = progress.add_task("memories", total=len(parsed.memories))
+            replacements = {r.target for r in parsed.relations if r.via_supersede}
+            stored = await _store_memories(client, args, [m for m in parsed.memories if m.ref not in replacements],
+                                           counts, progress, task)
+            await _supersede(client, args, parsed, stored, counts, progress, task)
+            await _store_relations(client, args, parsed, stored, counts, progress)
+    failed = counts["memories"]["failed"] + counts["relations"]["failed"]
+    counts["ok"] = failed == 0
+    m, r = counts["memories"], counts["relations"]
+    text = [(f"imported {args.file} ({args.format}) into scope {who.scope!r}: memories {m['created']} created, "
+            f"{m['already_present']} already present, {m['failed']} failed; relations {r['created']} created, "
+            f"{r['already_present']} already present, {r['failed']} failed"), *_skipped_lines(counts)]
+    _emit(args, counts, text)
+    for failure in counts["failures"][:MAX_LISTED_ERRORS]:
+        print(failure, file=sys.stderr)
+    return 0 if failed == 0 else 1
+
+
+def _skipped_lines(counts: dict[str, Any]) -> Iterator[str]:
+    for reason, number in sorted(counts["skipped"].items()):
+        yield f"  left out: {number} {reason}"
+    if counts["archived_imported_as_active"]:
+        yield (f"  note: {counts['archived_imported_as_active']} archived memories were imported as ACTIVE "
+               "(consolidation archives; no call does)")
+
+
+async def _item_call(call: Any) -> tuple[Any, str]:
+    """``(response, "")``, or ``(None, <the service's message>)`` when it refused the record
+    (:data:`ITEM_CODES`); any other error is raised (it stops the command)."""
+    try:
+        return await call, ""
+    except grpc.aio.AioRpcError as exc:
+        if exc.code() not in ITEM_CODES:
+            raise
+        return None, exc.details() or exc.code().name
+
+
+def _failed(counts: dict[str, Any], kinds: tuple[str, ...], where: str, reason: str) -> None:
+    for kind in kinds:
+        counts[kind]["failed"] += 1
+    counts["failures"].append(f"{where}: {reason}")
+
+
+async def _store_memories(client: Any, args: argparse.Namespace, records: list[formats.MemoryRecord],
+                          counts: dict[str, Any], progress: Progress,
+                          task: Any) -> dict[str, tuple[memory_pb2.Memory, bool]]:
+    """CreateMemory for each of ``records``, ``args.concurrency`` at a time; returns ref →
+    (stored memory, already present). A record the service refuses is a failure; an error
+    that is not about one record (unreachable, not allowed) stops the import."""
+    stored: dict[str, tuple[memory_pb2.Memory, bool]] = {}
+    gate = asyncio.Semaphore(args.concurrency)
+
+    async def one(record: formats.MemoryRecord) -> None:
+        async with gate:
+            response, refused = await _item_call(client.ingest.CreateMemory(
+                ingest_service_pb2.CreateMemoryRequest(memory=record.item, scope=args.scope,
+                                                       idempotency_key=record.key),
+                metadata=client.metadata(), timeout=args.timeout))
+            if response is None:
+                _failed(counts, ("memories",), record.where, refused)
+            else:
+                stored[record.ref] = (response.memory, response.deduplicated)
+                counts["memories"]["already_present" if response.deduplicated else "created"] += 1
+            progress.advance(task)
+
+    try:
+        async with asyncio.TaskGroup() as group:
+            for record in records:
+                group.create_task(one(record))
+    except* grpc.aio.AioRpcError as group_error:
+        raise group_error.exceptions[0] from None
+    return stored
+
+
+async def _supersede(client: Any, args: argparse.Namespace, parsed: formats.Parsed,
+                     stored: dict[str, tuple[memory_pb2.Memory, bool]], counts: dict[str, Any], progress: Progress,
+                     task: Any) -> None:
+    """Redo the supersessions marked ``via_supersede``, oldest first: SupersedeMemory creates
+    the target as the source's replacement (with the target's idempotency key, so a second
+    import answers the replacement it made) and closes the source's window as the first
+    supersede did. Adds the targets to ``stored``."""
+    records = {record.ref: record for record in parsed.memories}
+    for relation in formats.supersession_order([r for r in parsed.relations if r.via_supersede]):
+        target = records[relation.target]
+        source = stored.get(relation.source)
+        progress.advance(task)
+        if source is None:
+            _failed(counts, ("memories", "relations"), target.where,
+                    f"not created: the memory it replaces ({relation.where}) failed")
+            continue
+        response, refused = await _item_call(client.ingest.SupersedeMemory(
+            ingest_service_pb2.SupersedeMemoryRequest(
+                id=source[0].id, scope=args.scope, replacement=target.item,
+                relation_type=parse_relation_type(relation.type), reason=relation.reason,
+                idempotency_key=target.key),
+            metadata=client.metadata(), timeout=args.timeout))
+        if response is None:
+            _failed(counts, ("memories", "relations"), target.where, refused)
+            continue
+        again = not response.HasField("relation")  # a replay answers without the relation
+        stored[target.ref] = (response.replacement, again)
+        counts["memories"]["already_present" if again else "created"] += 1
+        counts["relations"]["already_present" if again else "created"] += 1
+
+
+async def _store_relations(client: Any, args: argparse.Namespace, parsed: formats.Parsed,
+                           stored: dict[str, tuple[memory_pb2.Memory, bool]], counts: dict[str, Any],
+                           progress: Progress) -> None:
+    """BatchCreateRelations for the relations whose two memories are stored, in
+    :func:`formats.supersession_order` (the service runs a batch in order). A supersession
+    already in place (the source is superseded by the target) is not sent again; a relation
+    both of whose memories were already present counts as already present (the service
+    MERGEs it: nothing new is stored)."""
+    ordered = formats.supersession_order([r for r in parsed.relations if not r.via_supersede])
+    if not ordered:
+        return
+    task = progress.add_task("relations", total=len(ordered))
+    pending: list[tuple[formats.RelationRecord, ingest_service_pb2.CreateRelationRequest, bool]] = []
+    for relation in ordered:
+        source, target = stored.get(relation.source), stored.get(relation.target)
+        if source is None or target is None:
+            _failed(counts, ("relations",), relation.where,
+                    f"relation not created: its {'source' if source is None else 'target'} memory failed")
+            progress.advance(task)
+            continue
+        present = source[1] and target[1]
+        if relation.type in SUPERSEDING_RELATIONS and source[0].superseded_by == target[0].id:
+            counts["relations"]["already_present"] += 1
+            progress.advance(task)
+            continue
+        request = ingest_service_pb2.CreateRelationRequest(
+            relation=memory_pb2.Relation(source_id=source[0].id, target_id=target[0].id,
+                                         type=parse_relation_type(relation.type), strength=relation.strength,
+                                         reason=relation.reason),
+            scope=args.scope)
+        pending.append((relation, request, present))
+    for start in range(0, len(pending), RELATION_BATCH):
+        chunk = pending[start:start + RELATION_BATCH]
+        response = await client.ingest.BatchCreateRelations(
+            ingest_service_pb2.BatchCreateRelationsRequest(requests=[r for _, r, _ in chunk], scope=args.scope),
+            metadata=client.metadata(), timeout=args.timeout)
+        failed = {f.index: f for f in response.failures}
+        for index, (relation, _, present) in enumerate(chunk):
+            if index in failed:
+                _failed(counts, ("relations",), relation.where, failed[index].message)
+            else:
+                counts["relations"]["already_present" if present else "created"] += 1
+        progress.advance(task, len(chunk))
+
+
+# --- export ----------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _output(path: str) -> Iterator[Any]:
+    """stdout, or a temporary file next to ``path`` renamed onto it when the block succeeds
+    (removed when it fails)."""
+    if path == "-":
+        yield sys.stdout
+        sys.stdout.flush()
+        return
+    target = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent if str(target.parent) else ".")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            yield handle
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+async def _export(settings: Settings, args: argparse.Namespace) -> int:
+    counts = {"memories": 0, "relations": 0, "relations_left_out": 0}
+    async with online_client(settings, args) as client:
+        who = await client.recall.WhoAmI(recall_service_pb2.WhoAmIRequest(scope=args.scope),
+                                         metadata=client.metadata(), timeout=args.timeout)
+        scope = who.scope
+        stream = client.ingest.ExportBackup(ingest_service_pb2.ExportBackupRequest(skip_events=True),
+                                            metadata=client.metadata())
+        with _output(args.out) as out, _progress(args) as progress:
+            task = progress.add_task("records", total=None)
+            ids: dict[int, str] = {}
+            numbers: dict[str, int] = {}
+            if args.format == "native":
+                out.write(formats.native_header_line(scope, datetime.now(UTC)) + "\n")
+            async for chunk in stream:
+                record = json.loads(chunk.json_line)
+                progress.advance(task)
+                kind = record.get("kind")
+                if kind == "memory":
+                    props = record.get("properties") or {}
+                    if props.get("scope") != scope or props.get("state", "ACTIVE") not in _LIVE_STATES:
+                        continue
+                    memory = node_to_memory(props)
+                    ids[record["ref"]] = memory.id
+                    numbers[memory.id] = len(numbers)
+                    out.write(_memory_line(args.format, numbers[memory.id], memory) + "\n")
+                    counts["memories"] += 1
+                elif kind == "edge":
+                    source, target = ids.get(record.get("source")), ids.get(record.get("target"))
+                    name = record.get("type")
+                    if source is None or target is None or name not in AUTHORABLE_RELATIONS + SYSTEM_RELATIONS:
+                        continue
+                    if args.format == "mem0":
+                        counts["relations_left_out"] += 1
+                        continue
+                    relation = _relation(source, target, name, record.get("properties") or {}, scope)
+                    line = (formats.native_relation_line(relation) if args.format == "native" else
+                            formats.automem_relationship_line(numbers[source], numbers[target], relation))
+                    out.write(line + "\n")
+                    counts["relations"] += 1
+    result = {"ok": True, "format": args.format, "scope": scope, "out": args.out, **counts}
+    text = [f"exported {counts['memories']} memories and {counts['relations']} relations of scope {scope!r} "
+            f"({args.format})" + (f" to {args.out}" if args.out != "-" else "")]
+    if counts["relations_left_out"]:
+        text.append(f"  left out: {counts['relations_left_out']} relations (mem0's format has none)")
+    # Exported to stdout: the summary goes to stderr, apart from the records.
+    _emit(args, result, text, sys.stderr if args.out == "-" else sys.stdout)
+    return 0
+
+
+def _memory_line(fmt: str, number: int, memory: memory_pb2.Memory) -> str:
+    if fmt == "native":
+        return formats.native_memory_line(memory)
+    if fmt == "automem":
+        return formats.automem_node_line(number, memory)
+    return formats.mem0_line(memory)
+
+
+def _relation(source: str, target: str, name: str, props: dict[str, Any], scope: str) -> memory_pb2.Relation:
+    relation = memory_pb2.Relation(source_id=source, target_id=target,
+                                   type=memory_pb2.RelationType.Value("RELATION_TYPE_" + name),
+                                   strength=float(props.get("strength") or 0.0), reason=props.get("reason") or "",
+                                   scope=scope)
+    if props.get("create_time") is not None:
+        relation.create_time.CopyFrom(ts(float(props["create_time"])))
+    return relation

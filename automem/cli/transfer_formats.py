@@ -1,0 +1,618 @@
+"""The memory file formats of ``automem import`` / ``automem export`` (automem/cli/transfer.py):
+pure conversion and validation, no I/O. The mapping of each format is tabled in
+docs/import-export.md.
+
+* ``native`` — this service's own JSON Lines (:data:`NATIVE_FORMAT`): a ``{"header": {...}}``
+  line, then one ``{"memory": <Memory>}`` line per memory and one ``{"relation": <Relation>}``
+  line per edge, each message as protobuf JSON with the proto field names
+  (protos/automem/v1/memory.proto; ``json_format``).
+* ``automem`` — AutoMem's FalkorDB backup (verygoodplugins/automem ``automem/backup.py``
+  ``export_falkordb_artifact``, scripts/backup_automem.py): the document ``{"timestamp",
+  "graph_name", "nodes": [{"id", "labels", "properties"}], "relationships": [{"source_id",
+  "type", "target_id", "properties"}], "stats"}`` (gzipped as ``falkordb_*.json.gz``), or
+  the same node and relationship objects one per line; Qdrant backup points (``{"id",
+  "vector", "payload"}``, its ``qdrant_*.json.gz``) are read as memories too.
+* ``mem0`` — mem0's ``get_all`` output (mem0ai/mem0 ``mem0/memory/main.py``, ``MemoryItem``):
+  ``{"results": [{"id", "memory", "hash", "metadata", "created_at", "updated_at",
+  "user_id", "agent_id", "run_id", "actor_id", "role", ...}]}``, a bare list of them, or
+  one item per line.
+
+Reading: :func:`read_records` splits a file into records (JSON Lines, or one JSON document);
+:func:`parse` maps them to :class:`MemoryRecord` / :class:`RelationRecord` and
+:func:`validate` checks every memory with the write path's own rules
+(automem/ingest/logic.py ``build_memory``), so a file with a bad record is refused whole
+before anything is written. Errors read ``line N: <field>: <reason>`` (``record N`` inside a
+JSON document).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import hashlib
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from google.protobuf import json_format, timestamp_pb2
+
+from automem.common.errors import InvalidArgument
+from automem.common.lifecycle import SUPERSEDING_RELATIONS
+from automem.common.model import (
+    AUTHORABLE_RELATIONS,
+    metadata_dict,
+    parse_time,
+    parse_type,
+    relation_type_name,
+    ts,
+    type_name,
+)
+from automem.common.settings import Settings
+from automem.v1 import ingest_service_pb2, memory_pb2
+
+FORMATS = ("native", "automem", "mem0")
+#: The header's ``format`` of the native format.
+NATIVE_FORMAT = "automem-jsonl/1"
+#: The metadata key that holds what a foreign record carries and a memory has no field for.
+IMPORT_KEY = "import_source"
+#: States a native memory line may carry; DELETED and REJECTED memories are not exported.
+IMPORTABLE_STATES = ("ACTIVE", "PENDING_REVIEW", "SUPERSEDED", "ARCHIVED")
+#: AutoMem node properties derived from others (recomputed here, so not kept).
+AUTOMEM_DERIVED = ("tag_prefixes",)
+
+
+@dataclass
+class MemoryRecord:
+    """One memory to store: where it came from (``where``: ``line N`` / ``record N``), its
+    ``ref`` (the source's id, which relations name), the input, the state it had and the
+    idempotency key that makes a second import of it store nothing."""
+
+    where: str
+    ref: str
+    item: ingest_service_pb2.MemoryInput
+    state: str = "ACTIVE"
+    key: str = ""
+    #: A superseded native memory whose window SupersedeMemory closed: the window end it had
+    #: then (``item`` carries the window from before, its ``prior_valid_to``), put back when
+    #: it is not superseded the same way again (:func:`parse`).
+    closed_to: timestamp_pb2.Timestamp | None = None
+
+
+@dataclass
+class RelationRecord:
+    """One edge between two memories of the file, by their refs."""
+
+    where: str
+    source: str
+    target: str
+    type: str
+    strength: float = 0.5
+    reason: str = ""
+    #: Implied by a superseded memory's ``superseded_by`` (kept only when the file has no edge for it).
+    implied: bool = False
+    #: A supersession to redo with SupersedeMemory, which creates the target as the source's
+    #: replacement and closes the source's window at the target's start, as it did the first
+    #: time (set by :func:`parse`); otherwise CreateRelation marks the source superseded.
+    via_supersede: bool = False
+
+
+@dataclass
+class Parsed:
+    """What a file holds: memories, relations, records left out on purpose (reason → count)
+    and errors (``<where>: <field>: <reason>``)."""
+
+    memories: list[MemoryRecord] = field(default_factory=list)
+    relations: list[RelationRecord] = field(default_factory=list)
+    skipped: dict[str, int] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+
+    def skip(self, reason: str) -> None:
+        self.skipped[reason] = self.skipped.get(reason, 0) + 1
+
+
+# --- reading ---------------------------------------------------------------------------
+
+
+def read_records(data: bytes) -> tuple[list[tuple[str, Any]], list[str]]:
+    """Split a file into ``(where, value)`` records and errors.
+
+    ``data`` may be gzipped (AutoMem's ``*.json.gz``). JSON Lines: one value per non-blank
+    line, ``where`` = ``line N``. When a line is not JSON but the whole text is one JSON
+    document (a pretty-printed backup), the document is the one record (``record 1``; the
+    format parsers expand its lists). Errors: ``line N: not JSON (<reason>)``; UTF-8 is
+    required.
+    """
+    if data[:2] == b"\x1f\x8b":
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as exc:
+            return [], [f"file: not a readable gzip file ({exc})"]
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        return [], [f"file: not UTF-8 text (byte {exc.start})"]
+    records: list[tuple[str, Any]] = []
+    errors: list[str] = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            records.append((f"line {number}", json.loads(line)))
+        except json.JSONDecodeError as exc:
+            errors.append(f"line {number}: not JSON ({exc.msg} at column {exc.colno})")
+        except ValueError as exc:  # an integer past sys.get_int_max_str_digits()
+            errors.append(f"line {number}: not JSON ({exc})")
+    if errors and text.lstrip()[:1] in ("{", "["):
+        try:
+            return [("record 1", json.loads(text))], []
+        except ValueError:
+            pass
+    return records, errors
+
+
+def _expand(records: list[tuple[str, Any]], keys: tuple[str, ...]) -> list[tuple[str, Any]]:
+    """Records with the lists of a container document (``{"results": [...]}``, ``[...]``)
+    spliced in, each item named ``<where>: <key>[i]``."""
+    out: list[tuple[str, Any]] = []
+    for where, value in records:
+        if isinstance(value, list):
+            out.extend((f"{where}: [{i}]", v) for i, v in enumerate(value))
+            continue
+        if isinstance(value, dict):
+            lists = [k for k in keys if isinstance(value.get(k), list)]
+            if lists:
+                for k in lists:
+                    out.extend((f"{where}: {k}[{i}]", v) for i, v in enumerate(value[k]))
+                continue
+        out.append((where, value))
+    return out
+
+
+def idempotency_key(fmt: str, source_id: str, item: ingest_service_pb2.MemoryInput) -> str:
+    """The key a record is stored with: ``import:<format>:`` + sha256 of its source id and of
+    what it stores (the MemoryInput: content, tags, type, importance, confidence, metadata,
+    times, review), canonical JSON, leaving out the metadata's ``import_source`` (which holds
+    the source's bookkeeping: AutoMem's ``last_accessed``, mem0's ``updated_at``...). So the
+    same record imported again — from the same file or a later export of an unchanged source —
+    stores nothing, and a record whose stored fields changed is a new memory."""
+    body = json_format.MessageToDict(item, preserving_proto_field_name=True)
+    metadata = json.loads(body.pop("metadata_json", "{}") or "{}")
+    metadata.pop(IMPORT_KEY, None)
+    body["metadata"] = metadata
+    text = json.dumps(body, sort_keys=True, ensure_ascii=False)
+    return f"import:{fmt}:" + hashlib.sha256(f"{source_id}\x1f{text}".encode()).hexdigest()
+
+
+def _set_time(item: ingest_service_pb2.MemoryInput, name: str, raw: Any, label: str) -> None:
+    """Set Timestamp ``name`` from an ISO 8601 text or epoch seconds (None/"" = unset)."""
+    if raw is None or raw == "":
+        return
+    if isinstance(raw, bool) or not isinstance(raw, str | int | float):
+        raise InvalidArgument(f"{label}: must be an ISO 8601 time, got {type(raw).__name__}", field=label)
+    if isinstance(raw, str):
+        value = parse_time(raw, field=label)
+    else:
+        try:
+            value = datetime.fromtimestamp(float(raw), UTC)
+        except (OverflowError, ValueError, OSError):
+            raise InvalidArgument(f"{label}: {raw} is outside the years 1–9999", field=label) from None
+    getattr(item, name).CopyFrom(ts(value))
+
+
+def _metadata(item: ingest_service_pb2.MemoryInput, value: dict[str, Any]) -> None:
+    item.metadata_json = json.dumps(value, ensure_ascii=False, sort_keys=True)
+    item.metadata_set = True
+
+
+def _tags(raw: Any, label: str) -> list[str]:
+    if raw is None:
+        return []
+    if isinstance(raw, str):
+        return [t for t in (s.strip() for s in raw.split(",")) if t]
+    if not isinstance(raw, list) or not all(isinstance(t, str) for t in raw):
+        raise InvalidArgument(f"{label}: must be a list of strings", field=label)
+    return list(raw)
+
+
+def _unit(raw: Any, label: str) -> float | None:
+    if raw is None:
+        return None
+    if isinstance(raw, bool) or not isinstance(raw, int | float):
+        raise InvalidArgument(f"{label}: must be a number between 0 and 1", field=label)
+    return float(raw)
+
+
+def _object(raw: Any, label: str) -> dict[str, Any]:
+    """A metadata object from a dict, a JSON text of one (AutoMem stores it as text), or None."""
+    if raw is None or raw == "":
+        return {}
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise InvalidArgument(f"{label}: not valid JSON ({exc.msg})", field=label) from None
+    if not isinstance(raw, dict):
+        raise InvalidArgument(f"{label}: must be a JSON object, got {type(raw).__name__}", field=label)
+    return raw
+
+
+def _with_source(metadata: dict[str, Any], source: dict[str, Any]) -> dict[str, Any]:
+    """``metadata`` plus ``import_source`` (:data:`IMPORT_KEY`). A record imported before
+    (exported from here to AutoMem or mem0, then imported again) already has one: it is kept
+    under the new one's ``previous``."""
+    if IMPORT_KEY in metadata:
+        source = {**source, "previous": metadata[IMPORT_KEY]}
+    return {**metadata, IMPORT_KEY: source}
+
+
+# --- native ----------------------------------------------------------------------------
+
+
+def _native(records: list[tuple[str, Any]], out: Parsed) -> None:
+    for where, value in records:
+        try:
+            if not isinstance(value, dict) or len(value) != 1 or next(iter(value)) not in (
+                    "header", "memory", "relation"):
+                raise InvalidArgument("record: must be one of {\"header\": ...}, {\"memory\": ...}, "
+                                      "{\"relation\": ...}", field="record")
+            kind, body = next(iter(value.items()))
+            if kind == "header":
+                if not isinstance(body, dict) or body.get("format") != NATIVE_FORMAT:
+                    raise InvalidArgument(f"header.format: must be {NATIVE_FORMAT!r}", field="header.format")
+            elif kind == "memory":
+                _native_memory(where, body, out)
+            else:
+                _native_relation(where, body, out)
+        except InvalidArgument as exc:
+            out.errors.append(f"{where}: {exc.message}")
+
+
+def _parse_message(body: Any, message: Any, label: str) -> Any:
+    if not isinstance(body, dict):
+        raise InvalidArgument(f"{label}: must be a JSON object", field=label)
+    try:
+        return json_format.ParseDict(body, message)
+    except json_format.ParseError as exc:
+        raise InvalidArgument(f"{label}: {exc}", field=label) from None
+
+
+def _native_memory(where: str, body: Any, out: Parsed) -> None:
+    memory = _parse_message(body, memory_pb2.Memory(), "memory")
+    if not memory.id:
+        raise InvalidArgument("memory.id: required (relations and re-imports name memories by it)",
+                              field="memory.id")
+    state = memory_pb2.MemoryState.Name(memory.state).removeprefix("MEMORY_STATE_")
+    if state == "UNSPECIFIED":
+        state = "ACTIVE"
+    if state not in IMPORTABLE_STATES:
+        out.skip(f"{state.lower()} memories (not exported, not imported)")
+        return
+    if memory.type == memory_pb2.MEMORY_TYPE_META_PATTERN:
+        out.skip("consolidation summaries (MetaPattern; consolidation makes them again)")
+        return
+    item = ingest_service_pb2.MemoryInput(content=memory.content, tags=list(memory.tags),
+                                          type=type_name(memory.type), importance=memory.importance,
+                                          confidence=memory.confidence,
+                                          require_review=state == "PENDING_REVIEW")
+    _metadata(item, metadata_dict(memory))
+    for name in ("event_time", "valid_from", "valid_to"):
+        if memory.HasField(name):
+            getattr(item, name).CopyFrom(getattr(memory, name))
+    record = MemoryRecord(where, memory.id, item, state, idempotency_key("native", memory.id, item))
+    closed = (state == "SUPERSEDED" and memory.HasField("superseded_time") and memory.HasField("valid_to")
+              and memory.prior_valid_to != memory.valid_to)
+    if closed:  # SupersedeMemory closed the window: store the window from before, it closes it again
+        record.closed_to = timestamp_pb2.Timestamp()
+        record.closed_to.CopyFrom(memory.valid_to)
+        item.ClearField("valid_to")
+        if memory.HasField("prior_valid_to"):
+            item.valid_to.CopyFrom(memory.prior_valid_to)
+    out.memories.append(record)
+    if state == "SUPERSEDED" and memory.superseded_by:
+        # A chain is rebuilt from its INVALIDATED_BY / EVOLVED_INTO edge; a file without
+        # that edge gets INVALIDATED_BY (parse() drops it when the file has the edge).
+        out.relations.append(RelationRecord(where, memory.id, memory.superseded_by, "INVALIDATED_BY",
+                                            1.0, memory.state_reason, implied=True))
+
+
+def _native_relation(where: str, body: Any, out: Parsed) -> None:
+    relation = _parse_message(body, memory_pb2.Relation(), "relation")
+    name = relation_type_name(relation.type)
+    if name in ("UNSPECIFIED",):
+        raise InvalidArgument("relation.type: required", field="relation.type")
+    if name not in AUTHORABLE_RELATIONS:
+        out.skip(f"system relations ({name}: enrichment makes them again)")
+        return
+    out.relations.append(RelationRecord(where, relation.source_id, relation.target_id, name,
+                                        relation.strength, relation.reason))
+
+
+# --- AutoMem ---------------------------------------------------------------------------
+
+#: AutoMem Memory node properties with a field here (docs/import-export.md).
+_AUTOMEM_FIELDS = ("id", "content", "tags", "importance", "confidence", "type", "metadata", "timestamp",
+                   "t_valid", "t_invalid")
+
+
+def _automem(records: list[tuple[str, Any]], out: Parsed) -> None:
+    memory_refs: set[str] = set()
+    other_nodes: set[str] = set()
+    edges: list[tuple[str, dict[str, Any]]] = []
+    for where, value in _expand(records, ("nodes", "relationships", "points")):
+        try:
+            if not isinstance(value, dict):
+                raise InvalidArgument("record: must be a JSON object", field="record")
+            if "labels" in value and "properties" in value:
+                ref = str(value.get("id"))
+                if "Memory" not in (value.get("labels") or []):
+                    other_nodes.add(ref)
+                    out.skip("AutoMem nodes other than Memory (entities: enrichment finds them again)")
+                    continue
+                _automem_memory(where, ref, value["properties"], out)
+                memory_refs.add(ref)
+            elif "payload" in value and "id" in value:  # a Qdrant backup point
+                _automem_memory(where, str(value["id"]), value["payload"], out, point_id=str(value["id"]))
+                memory_refs.add(str(value["id"]))
+            elif "source_id" in value and "target_id" in value and "type" in value:
+                edges.append((where, value))
+            elif "graph_name" in value or "collection_name" in value:
+                continue  # a document's own fields (timestamp, stats): nothing to store
+            else:
+                raise InvalidArgument("record: neither an AutoMem node ({id, labels, properties}), a "
+                                      "relationship ({source_id, type, target_id, properties}) nor a Qdrant "
+                                      "point ({id, payload})", field="record")
+        except InvalidArgument as exc:
+            out.errors.append(f"{where}: {exc.message}")
+    for where, edge in edges:
+        source, target, kind = str(edge["source_id"]), str(edge["target_id"]), str(edge["type"]).upper()
+        if source in other_nodes or target in other_nodes:
+            out.skip("AutoMem relationships to nodes other than Memory")
+            continue
+        if kind not in AUTHORABLE_RELATIONS:
+            out.skip(f"AutoMem relationships of system types ({kind}: enrichment makes them again)")
+            continue
+        props = edge.get("properties") or {}
+        try:
+            strength = _unit(props.get("strength", 0.5), "properties.strength")
+        except InvalidArgument as exc:
+            out.errors.append(f"{where}: {exc.message}")
+            continue
+        out.relations.append(RelationRecord(where, source, target, kind, 0.5 if strength is None else strength,
+                                            str(props.get("reason") or "")))
+
+
+def _automem_memory(where: str, ref: str, props: Any, out: Parsed, point_id: str | None = None) -> None:
+    if not isinstance(props, dict):
+        raise InvalidArgument("properties: must be a JSON object", field="properties")
+    content = props.get("content")
+    if not isinstance(content, str):
+        raise InvalidArgument("properties.content: required text", field="properties.content")
+    item = ingest_service_pb2.MemoryInput(content=content, tags=_tags(props.get("tags"), "properties.tags"))
+    importance = _unit(props.get("importance"), "properties.importance")
+    if importance is not None:
+        item.importance = importance
+    confidence = _unit(props.get("confidence"), "properties.confidence")
+    if confidence is not None:
+        item.confidence = confidence
+    source: dict[str, Any] = {"format": "automem"}
+    source_id = props.get("id") if props.get("id") is not None else point_id  # a point's id is the memory's
+    if source_id is not None:
+        source["id"] = source_id
+    raw_type = props.get("type")
+    if raw_type:
+        with contextlib.suppress(InvalidArgument):  # a type unknown here is classified
+            item.type = type_name(parse_type(str(raw_type)))
+        if item.type != raw_type:  # unknown, or a legacy name mapped ("Memory" is Context): kept
+            source["type"] = raw_type
+    _set_time(item, "event_time", props.get("timestamp"), "properties.timestamp")
+    _set_time(item, "valid_from", props.get("t_valid"), "properties.t_valid")
+    _set_time(item, "valid_to", props.get("t_invalid"), "properties.t_invalid")
+    extra = {k: v for k, v in props.items()
+             if k not in _AUTOMEM_FIELDS and k not in AUTOMEM_DERIVED and v is not None}
+    if extra:
+        source["fields"] = extra
+    metadata = _object(props.get("metadata"), "properties.metadata")
+    _metadata(item, _with_source(metadata, source))
+    state = "ARCHIVED" if props.get("archived") is True else "ACTIVE"
+    out.memories.append(MemoryRecord(where, ref, item, state,
+                                     idempotency_key("automem", str(source_id if source_id is not None else ref), item)))
+
+
+# --- mem0 ------------------------------------------------------------------------------
+
+#: mem0 MemoryItem fields with a field here (docs/import-export.md).
+_MEM0_FIELDS = ("memory", "metadata", "created_at", "categories", "expiration_date")
+
+
+def _mem0(records: list[tuple[str, Any]], out: Parsed) -> None:
+    for where, value in records:
+        if isinstance(value, dict) and isinstance(value.get("relations"), list):
+            # Graph memory's entity triples (source, relationship, target): entities, not memories.
+            for _ in value["relations"]:
+                out.skip("mem0 graph relations (entity triples: enrichment finds entities again)")
+    for where, value in _expand(records, ("results", "memories")):
+        try:
+            if not isinstance(value, dict):
+                raise InvalidArgument("record: must be a JSON object", field="record")
+            if "relations" in value and "memory" not in value:
+                continue  # a get_all document's relations alone (counted above)
+            content = value.get("memory")
+            if not isinstance(content, str):
+                raise InvalidArgument("memory: required text (mem0's memory field)", field="memory")
+            ref = str(value.get("id") or "")
+            if not ref:
+                raise InvalidArgument("id: required (re-imports name records by it)", field="id")
+            item = ingest_service_pb2.MemoryInput(content=content, tags=_tags(value.get("categories"),
+                                                                               "categories"))
+            _set_time(item, "event_time", value.get("created_at"), "created_at")
+            _set_time(item, "valid_to", value.get("expiration_date"), "expiration_date")
+            source = {"format": "mem0", **{k: v for k, v in value.items() if k not in _MEM0_FIELDS}}
+            _metadata(item, _with_source(_object(value.get("metadata"), "metadata"), source))
+            out.memories.append(MemoryRecord(where, ref, item, "ACTIVE", idempotency_key("mem0", ref, item)))
+        except InvalidArgument as exc:
+            out.errors.append(f"{where}: {exc.message}")
+
+
+# --- parse and validate ----------------------------------------------------------------
+
+
+def parse(fmt: str, data: bytes) -> Parsed:
+    """The memories and relations of a file in format ``fmt`` (:data:`FORMATS`), with every
+    record that could not be read in ``errors``. Relations are checked to name memories of
+    the file (by their source ids) and not themselves; a second memory with an id already
+    seen is an error."""
+    out = Parsed()
+    records, out.errors = read_records(data)
+    {"native": _native, "automem": _automem, "mem0": _mem0}[fmt](records, out)
+    seen: dict[str, str] = {}
+    for record in out.memories:
+        if record.ref in seen:
+            out.errors.append(f"{record.where}: id: {record.ref!r} was given already ({seen[record.ref]})")
+        seen.setdefault(record.ref, record.where)
+    edges = {(r.source, r.target) for r in out.relations if r.type in SUPERSEDING_RELATIONS and not r.implied}
+    kept = []
+    for relation in out.relations:
+        if relation.implied:  # a native chain without its edge line
+            if (relation.source, relation.target) in edges:
+                continue
+            if relation.target not in seen:
+                out.skip("supersessions whose replacement is not in the file")
+                continue
+        label = "relation" if fmt == "native" else "relationship"
+        if relation.source not in seen:
+            out.errors.append(f"{relation.where}: {label}.source_id: no memory {relation.source!r} in this file")
+        elif relation.target not in seen:
+            out.errors.append(f"{relation.where}: {label}.target_id: no memory {relation.target!r} in this file")
+        elif relation.source == relation.target:
+            out.errors.append(f"{relation.where}: {label}.target_id: a memory cannot be related to itself")
+        elif not 0.0 <= relation.strength <= 1.0:
+            out.errors.append(f"{relation.where}: {label}.strength: must be between 0 and 1")
+        else:
+            kept.append(relation)
+    out.relations = kept
+    _plan_supersessions(out)
+    return out
+
+
+def _plan_supersessions(out: Parsed) -> None:
+    """Mark the supersessions to redo with SupersedeMemory: an INVALIDATED_BY / EVOLVED_INTO
+    edge out of a memory whose window the first supersede closed (``closed_to``), the first
+    such edge into its target (a memory is created once). The sources left over get their
+    closed window back (CreateRelation will not close it)."""
+    by_ref = {record.ref: record for record in out.memories}
+    replaced: set[str] = set()
+    for relation in out.relations:
+        source = by_ref[relation.source]
+        if relation.type in SUPERSEDING_RELATIONS and source.closed_to is not None and relation.target not in replaced:
+            relation.via_supersede = True
+            replaced.add(relation.target)
+            source.closed_to = None
+    for record in out.memories:
+        if record.closed_to is not None:
+            record.item.valid_to.CopyFrom(record.closed_to)
+            record.closed_to = None
+
+
+def validate(parsed: Parsed, settings: Settings) -> None:
+    """Check every memory as the write path will (automem/ingest/logic.py ``build_memory``:
+    content, tags, type, importance, confidence, metadata, times and window), adding
+    ``<where>: <field>: <reason>`` to ``parsed.errors`` for each bad one. The service checks
+    again on write; ``settings`` (limits such as ``content_max_length``) should be the
+    service's."""
+    # Imported here: the classifier and embedding code behind it load on first use, not with `automem`.
+    from automem.ingest.logic import build_memory
+
+    created = datetime.now(UTC)
+    for record in parsed.memories:
+        try:
+            build_memory(record.item, scope="import", settings=settings, created=created, source="import")
+        except InvalidArgument as exc:
+            parsed.errors.append(f"{record.where}: {exc.message}")
+
+
+def supersession_order(relations: list[RelationRecord]) -> list[RelationRecord]:
+    """The relations with every INVALIDATED_BY / EVOLVED_INTO edge ``a → b`` placed before
+    the edges out of ``b`` (a supersession needs an ACTIVE target, so a chain ``a → b → c``
+    is written oldest first); the other relations first, in file order."""
+    plain = [r for r in relations if r.type not in SUPERSEDING_RELATIONS]
+    chain = [r for r in relations if r.type in SUPERSEDING_RELATIONS]
+    by_source = {r.source: r for r in chain}
+    targets = {r.target for r in chain}
+    ordered: list[RelationRecord] = []
+    placed: set[int] = set()
+    for start in [r for r in chain if r.source not in targets] + chain:
+        relation: RelationRecord | None = start
+        while relation is not None and id(relation) not in placed:
+            placed.add(id(relation))
+            ordered.append(relation)
+            relation = by_source.get(relation.target)
+    return plain + ordered
+
+
+# --- export ----------------------------------------------------------------------------
+
+
+def native_memory_line(memory: memory_pb2.Memory) -> str:
+    """One ``{"memory": ...}`` line (protobuf JSON, proto field names; metadata's integral
+    numbers as JSON integers, as the caller gave them, not Struct's doubles)."""
+    body = json_format.MessageToDict(memory, preserving_proto_field_name=True)
+    if memory.HasField("metadata"):
+        body["metadata"] = metadata_dict(memory)
+    return json.dumps({"memory": body}, ensure_ascii=False, sort_keys=True)
+
+
+def native_relation_line(relation: memory_pb2.Relation) -> str:
+    """One ``{"relation": ...}`` line."""
+    body = json_format.MessageToDict(relation, preserving_proto_field_name=True)
+    return json.dumps({"relation": body}, ensure_ascii=False, sort_keys=True)
+
+
+def native_header_line(scope: str, exported_at: datetime) -> str:
+    """The first line: ``{"header": {"format", "scope", "export_time"}}``."""
+    return json.dumps({"header": {"format": NATIVE_FORMAT, "scope": scope,
+                                  "export_time": exported_at.isoformat()}}, sort_keys=True)
+
+
+def _iso(memory: Any, name: str) -> str | None:
+    return memory.HasField(name) and getattr(memory, name).ToDatetime(tzinfo=UTC).isoformat() or None
+
+
+def automem_node_line(ref: int, memory: memory_pb2.Memory) -> str:
+    """An AutoMem backup node (``{"id", "labels": ["Memory"], "properties"}``) with AutoMem's
+    property names; ``ref`` numbers the nodes for the relationship lines."""
+    props = {"id": memory.id, "content": memory.content, "tags": list(memory.tags),
+             "importance": memory.importance, "confidence": memory.confidence, "type": type_name(memory.type),
+             "timestamp": _iso(memory, "event_time"), "t_valid": _iso(memory, "valid_from"),
+             "t_invalid": _iso(memory, "valid_to"), "updated_at": _iso(memory, "update_time"),
+             "last_accessed": _iso(memory, "last_access_time"),
+             "metadata": json.dumps(metadata_dict(memory), ensure_ascii=False)}
+    if memory.summary:
+        props["summary"] = memory.summary
+    if memory.state == memory_pb2.MEMORY_STATE_ARCHIVED:
+        props["archived"] = True
+    return json.dumps({"id": ref, "labels": ["Memory"], "properties": props}, ensure_ascii=False, sort_keys=True)
+
+
+def automem_relationship_line(source: int, target: int, relation: memory_pb2.Relation) -> str:
+    """An AutoMem backup relationship (``{"source_id", "type", "target_id", "properties"}``)."""
+    props: dict[str, Any] = {"strength": relation.strength}
+    if relation.reason:
+        props["reason"] = relation.reason
+    if relation.HasField("create_time"):
+        props["created_at"] = relation.create_time.ToDatetime(tzinfo=UTC).isoformat()
+    return json.dumps({"source_id": source, "type": relation_type_name(relation.type), "target_id": target,
+                       "properties": props}, sort_keys=True)
+
+
+def mem0_line(memory: memory_pb2.Memory) -> str:
+    """A mem0 ``MemoryItem``: ``id``, ``memory``, ``hash`` (mem0's: md5 of the text),
+    ``metadata``, ``categories`` (the tags), ``created_at`` (the event time), ``updated_at``,
+    and ``expiration_date`` for a closed window."""
+    item: dict[str, Any] = {"id": memory.id, "memory": memory.content,
+                            "hash": hashlib.md5(memory.content.encode("utf-8"), usedforsecurity=False).hexdigest(),
+                            "metadata": metadata_dict(memory), "categories": list(memory.tags),
+                            "created_at": _iso(memory, "event_time"), "updated_at": _iso(memory, "update_time")}
+    if memory.HasField("valid_to"):
+        item["expiration_date"] = _iso(memory, "valid_to")
+    return json.dumps(item, ensure_ascii=False, sort_keys=True)

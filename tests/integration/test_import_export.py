@@ -1,0 +1,244 @@
+"""``automem import`` / ``automem export`` (automem/cli/transfer.py) as an operator runs them:
+the command as a subprocess against the session's running service over gRPC.
+
+* this service's own format: export a scope → import into an empty scope → export again
+  gives the same memories (content, tags, type, importance, confidence, metadata, event
+  time, validity window, state with the supersession chain) and relations;
+* AutoMem's backup and mem0's get_all output (tests/data) land with their fields mapped;
+* importing a file again stores nothing new; a file with a bad line imports nothing and
+  names the line; ``--json`` prints one JSON object; an unreachable service is one line and
+  a non-zero exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from automem.common.model import ts
+from automem.v1 import ingest_service_pb2, memory_pb2, recall_service_pb2
+from tests.conftest import ScopedService, eventually, fresh_scope
+
+REPO = Path(__file__).resolve().parents[2]
+DATA = REPO / "tests" / "data"
+
+
+async def _cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    """``python -m automem.cli ARGS`` in a thread (the service runs on this event loop)."""
+    env = {**os.environ, "AUTOMEM_LOG_LEVEL": "WARNING"}
+    env.pop("AUTOMEM_API_TOKEN", None)
+    return await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "automem.cli", *args], cwd=REPO,
+                                   env=env, capture_output=True, text=True, timeout=240, check=False, input=stdin)
+
+
+async def _json_cli(*args: str) -> dict[str, Any]:
+    done = await _cli(*args, "--json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def _item(content: str, **fields: Any) -> ingest_service_pb2.MemoryInput:
+    item = ingest_service_pb2.MemoryInput(content=content)
+    for name, value in fields.items():
+        if name in ("event_time", "valid_from", "valid_to"):
+            getattr(item, name).CopyFrom(ts(value))
+        elif name == "metadata":
+            item.metadata_json, item.metadata_set = json.dumps(value), True
+        elif name == "tags":
+            item.tags.extend(value)
+        else:
+            setattr(item, name, value)
+    return item
+
+
+async def _seed(service: ScopedService) -> None:
+    """Memories with every caller-decided field, one pending review, a chain of three
+    (supersede, then evolve) and two relations."""
+    async with service.client() as client:
+        ingest = client.ingest
+
+        async def create(item: ingest_service_pb2.MemoryInput) -> memory_pb2.Memory:
+            return (await ingest.CreateMemory(ingest_service_pb2.CreateMemoryRequest(memory=item))).memory
+
+        pg = await create(_item("Billing uses PostgreSQL for transactional DDL", type="Decision",
+                                tags=["billing", "DB"], importance=0.9, confidence=0.8,
+                                metadata={"project": "billing", "n": 12, "nested": {"list": [1, 2.5, "x", None]}},
+                                event_time=1767225600.0, valid_from=1767225600.0, valid_to=1893456000.0))
+        tabs = await create(_item("Jack prefers tabs in Python files", type="Preference", tags=["style"],
+                                  importance=0.4, event_time=1735689600.123))
+        await create(_item("Review the on-call rota before the release", type="Habit", require_review=True))
+        v1 = await create(_item("Deploys run on Fridays", type="Habit", tags=["deploy"]))
+        v2 = (await ingest.SupersedeMemory(ingest_service_pb2.SupersedeMemoryRequest(
+            id=v1.id, replacement=_item("Deploys run on Thursdays", type="Habit", tags=["deploy"]),
+            reason="moved"))).replacement
+        v3 = (await ingest.SupersedeMemory(ingest_service_pb2.SupersedeMemoryRequest(
+            id=v2.id, replacement=_item("Deploys run on Thursdays after the 10:00 stand-up", type="Habit",
+                                        tags=["deploy"]),
+            relation_type=memory_pb2.RELATION_TYPE_EVOLVED_INTO, reason="refined"))).replacement
+        for source, target, kind, strength in ((pg.id, tabs.id, "RELATES_TO", 0.3), (v3.id, pg.id, "LEADS_TO", 0.75)):
+            await ingest.CreateRelation(ingest_service_pb2.CreateRelationRequest(
+                relation=memory_pb2.Relation(source_id=source, target_id=target, strength=strength,
+                                             reason=f"{kind.lower()} reason"), type_name=kind))
+
+
+async def _settled(service: ScopedService, scope: str, path: Path) -> None:
+    """Wait until enrichment is done with every memory the export file names (it may change
+    nothing a caller decides, but the export is compared after it)."""
+    ids = [json.loads(line)["memory"]["id"] for line in path.read_text().splitlines() if '"memory"' in line[:12]]
+    async with service.client(scope=scope) as client:
+        async def done() -> bool:
+            for memory_id in ids:
+                got = await client.recall.GetMemory(recall_service_pb2.GetMemoryRequest(
+                    id=memory_id, read=recall_service_pb2.ReadOptions(state_mode=recall_service_pb2.STATE_MODE_HISTORY,
+                                                                      include_pending=True)))
+                if got.memory.enrichment_status == memory_pb2.ENRICHMENT_STATUS_PENDING:
+                    return False
+            return True
+
+        await eventually(done, timeout=60)
+
+
+#: The Memory fields an import reproduces (the others are the target service's own:
+#: id, scope, system times, version, source, enrichment's).
+KEPT = ("content", "tags", "type", "importance", "confidence", "metadata", "event_time", "valid_from", "valid_to",
+        "prior_valid_to", "state", "state_reason")
+
+
+def _view(path: Path) -> tuple[list[dict[str, Any]], list[tuple]]:
+    """The memories (by content, KEPT fields, ``superseded_by`` as the replacement's content)
+    and authorable relations (by the contents of their ends) of a native export file."""
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    assert records[0]["header"]["format"] == "automem-jsonl/1"
+    memories = {r["memory"]["id"]: r["memory"] for r in records if "memory" in r}
+    view = []
+    for memory in memories.values():
+        row = {name: memory.get(name) for name in KEPT}
+        row["superseded_by"] = memories[memory["superseded_by"]]["content"] if memory.get("superseded_by") else None
+        view.append(row)
+    system = ("RELATION_TYPE_SIMILAR_TO", "RELATION_TYPE_PRECEDED_BY", "RELATION_TYPE_DISCOVERED")
+    relations = sorted((memories[r["relation"]["source_id"]]["content"], memories[r["relation"]["target_id"]]["content"],
+                        r["relation"]["type"], r["relation"].get("strength"), r["relation"].get("reason"))
+                       for r in records if "relation" in r and r["relation"]["type"] not in system)
+    return sorted(view, key=lambda m: m["content"]), relations
+
+
+async def test_native_export_import_round_trips_and_reimport_stores_nothing(service: ScopedService,
+                                                                            tmp_path: Path) -> None:
+    await _seed(service)
+    first = tmp_path / "first.jsonl"
+    exported = await _json_cli("export", "--grpc", service.grpc, "--scope", service.scope, "--out", str(first))
+    assert exported["memories"] == 6 and exported["scope"] == service.scope
+    await _settled(service, service.scope, first)
+    await _json_cli("export", "--grpc", service.grpc, "--scope", service.scope, "--out", str(first))
+    before = _view(first)
+    assert len(before[0]) == 6 and len(before[1]) == 4  # RELATES_TO, LEADS_TO, INVALIDATED_BY, EVOLVED_INTO
+    states = sorted(m["state"] for m in before[0])
+    assert states == ["MEMORY_STATE_ACTIVE"] * 3 + ["MEMORY_STATE_PENDING_REVIEW"] + ["MEMORY_STATE_SUPERSEDED"] * 2
+
+    target = fresh_scope()
+    imported = await _json_cli("import", str(first), "--format", "native", "--grpc", service.grpc, "--scope", target)
+    assert imported["ok"] and imported["scope"] == target
+    assert imported["memories"] == {"created": 6, "already_present": 0, "failed": 0, "total": 6}
+    assert imported["relations"] == {"created": 4, "already_present": 0, "failed": 0, "total": 4}
+
+    second = tmp_path / "second.jsonl"
+    await _json_cli("export", "--grpc", service.grpc, "--scope", target, "--out", str(second))
+    await _settled(service, target, second)
+    await _json_cli("export", "--grpc", service.grpc, "--scope", target, "--out", str(second))
+    assert _view(second) == before
+
+    again = await _json_cli("import", str(first), "--format", "native", "--grpc", service.grpc, "--scope", target)
+    assert again["memories"] == {"created": 0, "already_present": 6, "failed": 0, "total": 6}
+    assert again["relations"]["created"] == 0 and again["relations"]["failed"] == 0
+    third = tmp_path / "third.jsonl"
+    done = await _cli("export", "--grpc", service.grpc, "--scope", target, "--out", str(third))
+    assert done.returncode == 0, done.stderr
+    assert _view(third) == before
+    assert len(third.read_text().splitlines()) == len(second.read_text().splitlines())
+
+
+async def _memories(service: ScopedService, scope: str, tag: str) -> list[memory_pb2.Memory]:
+    async with service.client(scope=scope) as client:
+        page = await client.recall.ListMemoriesByTag(recall_service_pb2.ListMemoriesByTagRequest(
+            tags=[tag], page_size=100))
+        return list(page.memories)
+
+
+async def test_automem_backup_imports_with_fields_mapped(service: ScopedService) -> None:
+    path = DATA / "automem_falkordb_backup.json"
+    imported = await _json_cli("import", str(path), "--format", "automem", "--grpc", service.grpc,
+                               "--scope", service.scope)
+    assert imported["memories"] == {"created": 3, "already_present": 0, "failed": 0, "total": 3}
+    assert imported["relations"] == {"created": 1, "already_present": 0, "failed": 0, "total": 1}
+    assert sum(imported["skipped"].values()) == 3
+    billing = {m.content: m for m in await _memories(service, service.scope, "billing")}
+    decision = billing["Chose PostgreSQL over MySQL for the billing service: we need transactional DDL"]
+    assert list(decision.tags) == ["billing", "database", "decision"]
+    assert decision.type == memory_pb2.MEMORY_TYPE_DECISION
+    assert (round(decision.importance, 6), round(decision.confidence, 6)) == (0.9, 0.95)
+    assert decision.event_time.ToJsonString() == "2026-01-12T09:30:00Z"
+    assert decision.valid_from.ToJsonString() == "2026-01-12T09:30:00Z" and not decision.HasField("valid_to")
+    assert decision.metadata["project"] == "billing"
+    assert decision.metadata["import_source"]["id"] == "6f1c2b9e-3d0a-4c55-9a8e-1f2d3c4b5a60"
+    ledger = billing["Billing migrations run with transactional DDL inside one deploy step"]
+    async with service.client() as client:
+        related = await client.recall.ListRelatedMemories(recall_service_pb2.ListRelatedMemoriesRequest(
+            id=ledger.id, relationship_types=["DERIVED_FROM"]))  # enrichment may link them by SIMILAR_TO too
+    assert [(r.memory.id, r.relation_type, round(r.strength, 6)) for r in related.related] == [
+        (decision.id, "DERIVED_FROM", 0.8)]
+    again = await _json_cli("import", str(path), "--format", "automem", "--grpc", service.grpc,
+                            "--scope", service.scope)
+    assert again["memories"]["created"] == 0 and again["memories"]["already_present"] == 3
+    assert again["relations"]["created"] == 0
+    assert len(await _memories(service, service.scope, "billing")) == 2
+
+
+async def test_mem0_get_all_imports(service: ScopedService) -> None:
+    path = DATA / "mem0_get_all.json"
+    dry = await _cli("import", "-", "--format", "mem0", "--dry-run", "--json", "--grpc", service.grpc,
+                     "--scope", service.scope, stdin=path.read_text())
+    assert dry.returncode == 0, dry.stderr
+    assert json.loads(dry.stdout)["memories"]["total"] == 2 and await _memories(service, service.scope, "health") == []
+    imported = await _json_cli("import", str(path), "--format", "mem0", "--grpc", service.grpc, "--scope", service.scope)
+    assert imported["memories"]["created"] == 2
+    [allergy] = await _memories(service, service.scope, "health")
+    assert allergy.content == "Is allergic to peanuts" and list(allergy.tags) == ["health", "food"]
+    assert allergy.valid_to.ToJsonString() == "2027-01-01T00:00:00Z"
+    assert allergy.event_time.ToJsonString() == "2025-02-01T08:00:00Z"
+    assert allergy.metadata["import_source"]["user_id"] == "alice"
+    again = await _json_cli("import", str(path), "--format", "mem0", "--grpc", service.grpc, "--scope", service.scope)
+    assert again["memories"] == {"created": 0, "already_present": 2, "failed": 0, "total": 2}
+
+
+async def test_bad_line_imports_nothing_and_is_named(service: ScopedService, tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    lines = [{"id": "a", "memory": "first good one", "categories": ["badfile"]},
+             {"id": "b", "memory": "second good one", "categories": ["badfile"]},
+             {"id": "c", "memory": "bad tag", "categories": ["bad,file"]}]
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    done = await _cli("import", str(path), "--format", "mem0", "--grpc", service.grpc, "--scope", service.scope)
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[0].startswith("line 3: tags: tags must not contain commas")
+    assert "nothing was imported" in done.stderr and "Traceback" not in done.stderr
+    as_json = await _cli("import", str(path), "--format", "mem0", "--grpc", service.grpc, "--scope", service.scope,
+                         "--json")
+    result = json.loads(as_json.stdout)
+    assert as_json.returncode == 1 and not result["ok"] and result["written"] == 0
+    assert result["errors"][0].startswith("line 3: tags:")
+    assert await _memories(service, service.scope, "badfile") == []
+
+
+async def test_unreachable_service_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "one.jsonl"
+    path.write_text(json.dumps({"id": "a", "memory": "x"}) + "\n")
+    for args in (("import", str(path), "--format", "mem0"), ("export", "--out", str(tmp_path / "out.jsonl"))):
+        done = await _cli(*args, "--grpc", "127.0.0.1:1", "--timeout", "3")
+        assert done.returncode == 1
+        assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+        assert "cannot reach the service at 127.0.0.1:1" in done.stderr
+    assert not (tmp_path / "out.jsonl").exists()

@@ -1,0 +1,282 @@
+"""The file formats of ``automem import`` / ``export`` (automem/cli/transfer_formats.py): each
+format's mapping onto MemoryInput, relations, what is left out and why, and bad records
+reported by line with the field, before anything could be written."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from automem.cli import transfer_formats as formats
+from automem.common.settings import Settings
+from automem.v1 import memory_pb2
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+def _lines(*records: object) -> bytes:
+    return ("\n".join(json.dumps(r) for r in records) + "\n").encode()
+
+
+def _parse(fmt: str, data: bytes) -> formats.Parsed:
+    parsed = formats.parse(fmt, data)
+    formats.validate(parsed, Settings())
+    return parsed
+
+
+def _meta(record: formats.MemoryRecord) -> dict:
+    return json.loads(record.item.metadata_json)
+
+
+def _iso(record: formats.MemoryRecord, name: str) -> str:
+    return getattr(record.item, name).ToJsonString()
+
+
+# --- native ----------------------------------------------------------------------------
+
+
+def _native_memory(**fields: object) -> dict:
+    body = {"id": "m1", "scope": "a/b", "content": "Use Postgres", "type": "MEMORY_TYPE_DECISION",
+            "tags": ["db", "Backend"], "importance": 0.7, "confidence": 0.85, "metadata": {"n": 3, "x": {"y": [1, "z"]}},
+            "event_time": "2026-01-02T03:04:05.678Z", "valid_from": "2026-01-02T03:04:05.678Z",
+            "valid_to": "2026-06-01T00:00:00Z", "state": "MEMORY_STATE_ACTIVE", "version": "3",
+            "create_time": "2026-01-02T03:04:06Z", "entities": [{"name": "postgres", "kind": "tool"}]}
+    body.update(fields)
+    return {"memory": body}
+
+
+def test_native_maps_every_field_the_caller_decides() -> None:
+    header = {"header": {"format": formats.NATIVE_FORMAT, "scope": "a/b"}}
+    parsed = _parse("native", _lines(header, _native_memory()))
+    assert parsed.errors == []
+    [record] = parsed.memories
+    item = record.item
+    assert (record.ref, record.state, item.content, list(item.tags), item.type) == (
+        "m1", "ACTIVE", "Use Postgres", ["db", "Backend"], "Decision")
+    assert (item.importance, item.confidence) == (0.7, 0.85)
+    assert _meta(record) == {"n": 3, "x": {"y": [1, "z"]}}
+    assert _iso(record, "event_time") == "2026-01-02T03:04:05.678Z"
+    assert _iso(record, "valid_to") == "2026-06-01T00:00:00Z"
+    assert not item.require_review and record.key.startswith("import:native:")
+
+
+def test_native_states_chains_and_left_out_records() -> None:
+    parsed = _parse("native", _lines(
+        _native_memory(id="old", content="v1", state="MEMORY_STATE_SUPERSEDED", superseded_by="mid"),
+        _native_memory(id="mid", content="v2", state="MEMORY_STATE_SUPERSEDED", superseded_by="new"),
+        _native_memory(id="new", content="v3"),
+        _native_memory(id="rev", content="pending", state="MEMORY_STATE_PENDING_REVIEW"),
+        _native_memory(id="gone", content="deleted", state="MEMORY_STATE_DELETED"),
+        _native_memory(id="meta", content="summary", type="MEMORY_TYPE_META_PATTERN"),
+        {"relation": {"source_id": "mid", "target_id": "new", "type": "RELATION_TYPE_EVOLVED_INTO",
+                      "strength": 0.9, "reason": "changed"}},
+        {"relation": {"source_id": "new", "target_id": "rev", "type": "RELATION_TYPE_SIMILAR_TO", "strength": 0.8}},
+    ))
+    assert parsed.errors == []
+    assert [r.ref for r in parsed.memories] == ["old", "mid", "new", "rev"]
+    assert parsed.memories[3].item.require_review
+    # The edge given for mid -> new is kept; old -> mid (no edge line) comes from superseded_by.
+    chain = {(r.source, r.target, r.type) for r in parsed.relations}
+    assert chain == {("old", "mid", "INVALIDATED_BY"), ("mid", "new", "EVOLVED_INTO")}
+    assert sum(parsed.skipped.values()) == 3  # deleted, MetaPattern, system relation
+    order = [(r.source, r.target) for r in formats.supersession_order(list(reversed(parsed.relations)))]
+    assert order == [("old", "mid"), ("mid", "new")]  # oldest first: each target still ACTIVE
+
+
+def test_native_bad_lines_name_the_line_and_field() -> None:
+    data = _lines(
+        {"header": {"format": formats.NATIVE_FORMAT}},
+        _native_memory(id="ok"),
+        _native_memory(id="imp", importance=1.5),
+        _native_memory(id="typ", type="MEMORY_TYPE_NOPE"),
+        _native_memory(id="ok", content="same id again"),
+        {"relation": {"source_id": "ok", "target_id": "nowhere", "type": "RELATION_TYPE_RELATES_TO"}},
+        _native_memory(id="win", valid_from="2026-05-01T00:00:00Z", valid_to="2026-04-01T00:00:00Z"),
+    ) + b"{not json\n" + _lines(_native_memory(id="blank", content="  "), {"memory": {"content": "no id"}})
+    errors = _parse("native", data).errors
+    assert any(e.startswith("line 3: importance: must be between 0 and 1") for e in errors), errors
+    assert any(e.startswith("line 4: memory: ") and "MEMORY_TYPE_NOPE" in e for e in errors), errors
+    assert any(e.startswith("line 5: id: 'ok' was given already (line 2)") for e in errors), errors
+    assert any(e.startswith("line 6: relation.target_id: no memory 'nowhere'") for e in errors), errors
+    assert any(e.startswith("line 7: t_invalid: must be after t_valid") for e in errors), errors
+    assert any(e.startswith("line 8: not JSON") for e in errors), errors
+    assert any(e.startswith("line 9: content: must not be empty") for e in errors), errors
+    assert any(e.startswith("line 10: memory.id: required") for e in errors), errors
+    assert len(errors) == 8
+
+
+def test_native_lines_written_by_export_read_back() -> None:
+    memory = memory_pb2.Memory(id="m9", content="exported", tags=["t"], importance=0.4, confidence=0.6,
+                               type=memory_pb2.MEMORY_TYPE_HABIT, state=memory_pb2.MEMORY_STATE_ACTIVE)
+    memory.metadata.update({"k": "v"})
+    memory.event_time.FromJsonString("2025-12-31T23:59:59.001Z")
+    relation = memory_pb2.Relation(source_id="m9", target_id="m10", type=memory_pb2.RELATION_TYPE_LEADS_TO,
+                                   strength=0.25, reason="because")
+    other = memory_pb2.Memory(id="m10", content="next", type=memory_pb2.MEMORY_TYPE_CONTEXT)
+    text = "\n".join([formats.native_memory_line(memory), formats.native_memory_line(other),
+                      formats.native_relation_line(relation)]).encode()
+    parsed = _parse("native", text)
+    assert parsed.errors == []
+    record = parsed.memories[0]
+    assert (record.item.type, list(record.item.tags), _meta(record)) == ("Habit", ["t"], {"k": "v"})
+    assert [(r.type, r.strength, r.reason) for r in parsed.relations] == [("LEADS_TO", 0.25, "because")]
+
+
+# --- AutoMem ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape", ["document", "gzip", "lines"])
+def test_automem_backup_maps_nodes_and_relationships(shape: str) -> None:
+    raw = (DATA / "automem_falkordb_backup.json").read_bytes()
+    if shape == "gzip":
+        raw = gzip.compress(raw)
+    elif shape == "lines":
+        document = json.loads(raw)
+        raw = _lines(*document["nodes"], *document["relationships"])
+    parsed = _parse("automem", raw)
+    assert parsed.errors == []
+    assert [r.ref for r in parsed.memories] == ["0", "1", "2"]
+    first, second, third = parsed.memories
+    assert (first.item.content, list(first.item.tags), first.item.type) == (
+        "Chose PostgreSQL over MySQL for the billing service: we need transactional DDL",
+        ["billing", "database", "decision"], "Decision")
+    assert (first.item.importance, first.item.confidence) == (0.9, 0.95)
+    assert _iso(first, "event_time") == "2026-01-12T09:30:00Z" and _iso(first, "valid_from") == "2026-01-12T09:30:00Z"
+    assert not first.item.HasField("valid_to")
+    meta = _meta(first)
+    assert meta["project"] == "billing" and meta["source"] == "claude-code"
+    source = meta[formats.IMPORT_KEY]
+    assert source["format"] == "automem" and source["id"] == "6f1c2b9e-3d0a-4c55-9a8e-1f2d3c4b5a60"
+    assert source["fields"]["summary"] == "PostgreSQL chosen for billing (transactional DDL)"
+    assert source["fields"]["last_accessed"] == "2026-03-14T18:02:11+00:00"
+    assert "tag_prefixes" not in source["fields"]  # derived from the tags
+    assert _iso(second, "valid_to") == "2026-02-01T00:00:00Z" and _iso(second, "event_time") == "2025-11-03T14:05:22.123Z"
+    # AutoMem's legacy type "Memory" is Context here; the original is kept.
+    assert third.item.type == "Context" and _meta(third)[formats.IMPORT_KEY]["type"] == "Memory"
+    assert _meta(third)["files_modified"] == ["migrations/0042_ledger.sql"]
+    assert [(r.source, r.target, r.type, r.strength) for r in parsed.relations] == [("2", "0", "DERIVED_FROM", 0.8)]
+    assert sum(parsed.skipped.values()) == 3  # the Entity node, SIMILAR_TO, MENTIONS
+
+
+def test_automem_keys_are_stable_and_distinct() -> None:
+    raw = (DATA / "automem_falkordb_backup.json").read_bytes()
+    keys = [r.key for r in formats.parse("automem", raw).memories]
+    assert keys == [r.key for r in formats.parse("automem", gzip.compress(raw)).memories]
+    assert len(set(keys)) == 3
+
+
+def test_automem_bad_lines() -> None:
+    node = {"id": 5, "labels": ["Memory"], "properties": {"id": "u5", "content": "fine"}}
+    data = _lines(
+        node,
+        {"id": 6, "labels": ["Memory"], "properties": {"id": "u6", "content": "x", "timestamp": "last tuesday"}},
+        {"id": 7, "labels": ["Memory"], "properties": {"id": "u7", "content": "x", "metadata": "[1, 2]"}},
+        {"id": 8, "labels": ["Memory"], "properties": {"id": "u8", "content": "x", "tags": "a, b", "importance": "high"}},
+        {"id": 9, "labels": ["Memory"], "properties": {"id": "u9"}},
+        {"source_id": 5, "type": "RELATES_TO", "target_id": 42, "properties": {}},
+        {"something": "else"},
+    )
+    errors = _parse("automem", data).errors
+    assert errors[:4] == [
+        "line 2: properties.timestamp: not an ISO 8601 time: 'last tuesday'",
+        "line 3: properties.metadata: must be a JSON object, got list",
+        "line 4: properties.importance: must be a number between 0 and 1",
+        "line 5: properties.content: required text",
+    ]
+    assert errors[4].startswith("line 7: record: neither an AutoMem node")
+    assert errors[5] == "line 6: relationship.target_id: no memory '42' in this file"
+
+
+# --- mem0 ------------------------------------------------------------------------------
+
+
+def test_mem0_get_all_maps_items() -> None:
+    parsed = _parse("mem0", (DATA / "mem0_get_all.json").read_bytes())
+    assert parsed.errors == []
+    trip, allergy = parsed.memories
+    assert trip.item.content == "User is planning a trip to Japan next spring" and list(trip.item.tags) == []
+    assert _iso(trip, "event_time") == "2025-03-07T20:14:33.512Z"  # -08:00 to UTC, milliseconds
+    meta = _meta(trip)
+    assert meta["topic"] == "travel"
+    assert meta[formats.IMPORT_KEY] == {
+        "format": "mem0", "id": "892db2ae-06d9-49e5-8b3e-585ef9b85b8e", "hash": "0a1f2b4e3cc2e0d3a8f0d3bd4b7a1e11",
+        "updated_at": "2025-03-07T12:20:10.100000-08:00", "user_id": "alice", "agent_id": "travel-agent",
+        "run_id": "session-17", "actor_id": "alice", "role": "user"}
+    assert list(allergy.item.tags) == ["health", "food"]
+    assert _iso(allergy, "valid_to") == "2027-01-01T00:00:00Z"
+    assert list(_meta(allergy)) == [formats.IMPORT_KEY]  # metadata null: only the source record
+    assert parsed.relations == [] and sum(parsed.skipped.values()) == 1  # the graph triple
+
+
+def test_mem0_list_and_lines_read_the_same() -> None:
+    items = json.loads((DATA / "mem0_get_all.json").read_text())["results"]
+    as_list = formats.parse("mem0", json.dumps(items, indent=2).encode())
+    as_lines = formats.parse("mem0", _lines(*items))
+    assert [r.key for r in as_list.memories] == [r.key for r in as_lines.memories]
+    assert [r.where for r in as_lines.memories] == ["line 1", "line 2"]
+
+
+def test_mem0_bad_lines() -> None:
+    data = _lines({"id": "a", "memory": "ok"}, {"id": "b", "text": "wrong field"}, {"memory": "no id"},
+                  {"id": "d", "memory": "x", "created_at": "2025-13-40"}, {"id": "e", "memory": "x", "metadata": [1]},
+                  {"id": "f", "memory": "x", "categories": "not, a list"}, {"id": "g", "memory": "x", "categories": [1]})
+    errors = _parse("mem0", data).errors
+    assert errors == [
+        "line 2: memory: required text (mem0's memory field)",
+        "line 3: id: required (re-imports name records by it)",
+        "line 4: created_at: not an ISO 8601 time: '2025-13-40'",
+        "line 5: metadata: must be a JSON object, got list",
+        "line 7: categories: must be a list of strings",
+    ]
+
+
+def test_a_record_imported_before_keeps_its_earlier_source() -> None:
+    """Exported from here to mem0 after an import from AutoMem, then imported again."""
+    earlier = {"format": "automem", "id": "u1"}
+    [record] = _parse("mem0", _lines({"id": "m", "memory": "x", "metadata": {"import_source": earlier, "k": 1}})).memories
+    assert _meta(record) == {"k": 1, "import_source": {"format": "mem0", "id": "m", "previous": earlier}}
+
+
+def test_not_utf8_and_broken_gzip_are_one_error() -> None:
+    assert formats.parse("mem0", b"\xff\xfe\x00bad").errors[0].startswith("file: not UTF-8")
+    assert formats.parse("mem0", b"\x1f\x8b broken").errors[0].startswith("file: not a readable gzip file")
+
+
+def test_keys_follow_what_is_stored_not_the_sources_bookkeeping() -> None:
+    """A later export of an unchanged source names the same records (same keys), so its
+    import stores nothing; a record whose stored fields changed is a new memory."""
+    def key(fmt: str, record: object) -> str:
+        [memory] = formats.parse(fmt, _lines(record)).memories
+        return memory.key
+
+    base = _native_memory()
+    later = _native_memory(version="9", update_time="2026-03-01T00:00:00Z", relevance_score=0.2,
+                           last_access_time="2026-03-02T00:00:00Z", embedding_status="EMBEDDING_STATUS_DONE")
+    assert key("native", base) == key("native", later)
+    assert key("native", base) != key("native", _native_memory(tags=["db"]))
+    assert key("native", base) != key("native", _native_memory(id="m2"))
+    item = {"id": "a", "memory": "x", "updated_at": "2025-01-01T00:00:00Z", "hash": "h1"}
+    assert key("mem0", item) == key("mem0", {**item, "updated_at": "2025-02-01T00:00:00Z"})
+    assert key("mem0", item) != key("mem0", {**item, "memory": "y"})
+    node = {"id": 1, "labels": ["Memory"], "properties": {"id": "u", "content": "x", "last_accessed": "2025-01-01"}}
+    moved = {"id": 7, "labels": ["Memory"], "properties": {"id": "u", "content": "x", "last_accessed": "2025-06-01"}}
+    assert key("automem", node) == key("automem", moved)
+
+
+def test_automem_qdrant_backup_points_are_memories() -> None:
+    document = {"timestamp": "20260315_041500", "collection_name": "memories", "stats": {"points_count": 1},
+                "points": [{"id": "9d2c7f0e-0000-4000-8000-000000000001", "vector": [0.1, 0.2],
+                            "payload": {"content": "Recovered from the vector store", "tags": ["recovered"],
+                                        "importance": 0.4, "timestamp": "2025-10-01T10:00:00Z", "type": "Insight",
+                                        "metadata": {"k": "v"}, "updated_at": "2025-10-02T10:00:00Z"}}]}
+    parsed = _parse("automem", json.dumps(document, indent=2).encode())
+    assert parsed.errors == []
+    [record] = parsed.memories
+    assert (record.item.content, record.item.type, list(record.item.tags)) == (
+        "Recovered from the vector store", "Insight", ["recovered"])
+    assert record.where == "record 1: points[0]"
+    assert _meta(record) == {"k": "v", "import_source": {"format": "automem", "id": "9d2c7f0e-0000-4000-8000-000000000001",
+                                                         "fields": {"updated_at": "2025-10-02T10:00:00Z"}}}
