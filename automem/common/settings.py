@@ -227,6 +227,14 @@ class Settings(BaseSettings):
     #: Share of a time-neighbour's score a hit gains (measured on LoCoMo, docs/benchmarks.md).
     search_weight_neighbour: float = Field(0.15, validation_alias=_env("AUTOMEM_SEARCH_WEIGHT_NEIGHBOUR"))
     recency_window_days: float = Field(180.0, validation_alias=_env("SEARCH_RECENCY_WINDOW_DAYS"))
+    #: Issue 18 ranking signals (automem/recall/understanding.py; 0 turns one off), measured on
+    #: LoCoMo and a synthetic agent-memory set (docs/benchmarks.md "Recall quality (issue 18)"):
+    #: the query names the memory's author ("Name: ..." memories), the memory's time bucket
+    #: holds top-scored candidates, a "when ..." question meets a memory that states a time.
+    search_weight_author: float = Field(0.4, ge=0, validation_alias=_env("AUTOMEM_SEARCH_WEIGHT_AUTHOR"))
+    search_weight_session: float = Field(0.15, ge=0, validation_alias=_env("AUTOMEM_SEARCH_WEIGHT_SESSION"))
+    search_weight_temporal: float = Field(0.05, ge=0, validation_alias=_env("AUTOMEM_SEARCH_WEIGHT_TEMPORAL"))
+    search_session_seeds: int = Field(10, ge=1, le=100, validation_alias=_env("AUTOMEM_SEARCH_SESSION_SEEDS"))
 
     # --- enrichment / consolidation ------------------------------------------------------
     enrichment_enabled: bool = Field(True, validation_alias=_env("AUTOMEM_ENRICHMENT_ENABLED"))
