@@ -234,6 +234,12 @@ class Settings(BaseSettings):
     search_weight_author: float = Field(0.4, ge=0, validation_alias=_env("AUTOMEM_SEARCH_WEIGHT_AUTHOR"))
     search_weight_session: float = Field(0.15, ge=0, validation_alias=_env("AUTOMEM_SEARCH_WEIGHT_SESSION"))
     search_weight_temporal: float = Field(0.05, ge=0, validation_alias=_env("AUTOMEM_SEARCH_WEIGHT_TEMPORAL"))
+    #: Second retrieval round without the names of the authors the query names
+    #: (automem/recall/understanding.py strip_authors): "both" arms (one more query embedding
+    #: and two more searches, only for such queries), "lexical" only (one sparse search, no
+    #: embedding), or "off".
+    search_author_requery: Literal["both", "lexical", "off"] = Field(
+        "both", validation_alias=_env("AUTOMEM_SEARCH_AUTHOR_REQUERY"))
     search_session_seeds: int = Field(10, ge=1, le=100, validation_alias=_env("AUTOMEM_SEARCH_SESSION_SEEDS"))
 
     # --- enrichment / consolidation ------------------------------------------------------

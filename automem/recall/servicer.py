@@ -34,6 +34,7 @@ from automem.common.timeouts import long_running
 from automem.common.timewindow import resolve as resolve_window
 from automem.graph import GraphStore
 from automem.graph.memories import filter_where
+from automem.recall import understanding
 from automem.recall.bytag import list_by_tag
 from automem.recall.filters import Filters, listed_states, read_at
 from automem.recall.graph_views import GraphViews
@@ -53,6 +54,9 @@ CANDIDATE_MIN = 100
 TIER_GROWTH = 4
 #: Most candidates fetched per arm: the ranking of a request ends with the tier of this size.
 CANDIDATE_MAX = 25_600
+#: Best candidates of each arm whose authors the author re-query looks at
+#: (automem/recall/understanding.py).
+REQUERY_SEEDS = 20
 #: Extra ranked candidates hydrated beyond the page, for hits the state pass withholds.
 RESOLVE_SLACK = 10
 #: Memories without an embedding yet that the lexical arm scores directly; beyond this many
@@ -153,6 +157,8 @@ class _Tiers:
                  queries: list[str], vectors: list[list[float]], sort: str, recency_bias: str, base: int) -> None:
         self.svc, self.request, self.scope, self.read, self.filters = svc, request, scope, read, filters
         self.queries, self.vectors, self.sort, self.recency_bias = queries, vectors, sort, recency_bias
+        #: The request's queries (ranking reads them); ``queries`` may become the re-query's.
+        self.request_queries = list(queries)
         self.size = min(base, CANDIDATE_MAX)
         self.done = False
         self.first = True
@@ -166,34 +172,14 @@ class _Tiers:
 
     async def next(self) -> list[Ranked] | None:
         """The next tier's ranked memories (each not in an earlier tier), or None at the end."""
-        svc, request = self.svc, self.request
         while not self.done:
             n = self.size
-            arm_scores: dict[str, dict[str, float]] = {"vector": {}, "keyword": {}}
-            arms_run: list[str] = []
-            degraded: list[str] = []
-            listed: list[str] = []
-            if self.queries or len(request.embedding):
-                more = False
-                if svc.vectors is not None and svc.embedder is not None:
-                    flt = arm_filter(self.filters, self.read)
-                    for vec in self.vectors:
-                        hits = await svc.vectors.search(vec, n, flt)
-                        more = more or len(hits) >= n
-                        for mid, score in hits:
-                            arm_scores["vector"][mid] = max(score, arm_scores["vector"].get(mid, 0.0))
-                    arms_run.append("vector")
-                else:
-                    degraded.append("vector")
-                more = await svc._lexical(self.queries, self.scope, self.filters, self.read, n,
-                                          arm_scores["keyword"]) or more
-                arms_run.append("keyword")
-            else:
-                listed = await svc._list_ids(self.filters, self.read, n, self.sort)
-                more = len(listed) >= n
-                arms_run.append("tags" if self.filters.tags else "time")
+            arm_scores, arms_run, degraded, listed, more = await self._search(n, self.queries, self.vectors)
             if self.first:
                 self.arms_run, self.degraded, self.first = arms_run, degraded, False
+                requery = await self._author_requery(arm_scores)
+                if requery is not None:
+                    arm_scores, _, _, _, more = await self._search(n, *requery)
             self.done = not more or n >= CANDIDATE_MAX
             self.size = min(n * TIER_GROWTH, CANDIDATE_MAX)
             ranked = await self._rank(list(dict.fromkeys([*arm_scores["vector"], *arm_scores["keyword"], *listed])),
@@ -204,9 +190,63 @@ class _Tiers:
                 return new
         return None
 
-    async def _rank(self, ids: list[str], arm_scores: dict[str, dict[str, float]]) -> list[Ranked]:
-        """Rank the pool ``ids`` on the few fields scoring needs (one round trip for the ids
-        not read by an earlier tier, no bodies)."""
+    async def _search(self, n: int, queries: list[str], vectors: list[list[float]]
+                      ) -> tuple[dict[str, dict[str, float]], list[str], list[str], list[str], bool]:
+        """One pool of ``n`` per arm: ``(arm scores, arms run, arms unavailable, listed ids,
+        whether an arm filled its pool)``. ``queries`` / ``vectors`` drive the arms (the
+        request's, or the author re-query's); with neither, the pool is a listing."""
+        svc, request = self.svc, self.request
+        arm_scores: dict[str, dict[str, float]] = {"vector": {}, "keyword": {}}
+        arms_run: list[str] = []
+        degraded: list[str] = []
+        listed: list[str] = []
+        if queries or len(request.embedding):
+            more = False
+            if svc.vectors is not None and svc.embedder is not None:
+                flt = arm_filter(self.filters, self.read)
+                for vec in vectors:
+                    hits = await svc.vectors.search(vec, n, flt)
+                    more = more or len(hits) >= n
+                    for mid, score in hits:
+                        arm_scores["vector"][mid] = max(score, arm_scores["vector"].get(mid, 0.0))
+                arms_run.append("vector")
+            else:
+                degraded.append("vector")
+            more = await svc._lexical(queries, self.scope, self.filters, self.read, n, arm_scores["keyword"]) or more
+            arms_run.append("keyword")
+        else:
+            listed = await svc._list_ids(self.filters, self.read, n, self.sort)
+            more = len(listed) >= n
+            arms_run.append("tags" if self.filters.tags else "time")
+        return arm_scores, arms_run, degraded, listed, more
+
+    async def _author_requery(self, arm_scores: dict[str, dict[str, float]]
+                              ) -> tuple[list[str], list[list[float]]] | None:
+        """The queries and vectors of the second round (automem/recall/understanding.py,
+        "author re-query"), or None: when the first pool's memories have authors the queries
+        name, the queries without those names — and, with ``search_author_requery`` "both" and
+        no caller-supplied embedding, their embeddings. Later tiers use them too."""
+        settings = self.svc.settings
+        if not self.queries or settings.search_author_requery == "off" or not settings.search_weight_author:
+            return None
+        # A named author's memories lead the arms that match the name: the best of each arm suffice.
+        ids = list(dict.fromkeys(i for arm in arm_scores.values()
+                                 for i in sorted(arm, key=arm.__getitem__, reverse=True)[:REQUERY_SEEDS]))
+        await self._fetch(ids)
+        authors = {a for i in ids if i in self._light and (a := understanding.author_of(self._light[i].content))}
+        if not authors:
+            return None
+        stripped = [understanding.strip_authors(q, authors) for q in self.queries]
+        if stripped == self.queries:
+            return None
+        vectors = self.vectors
+        if settings.search_author_requery == "both" and self.vectors and not len(self.request.embedding):
+            vectors = (await asyncio.to_thread(self.svc.embedder.embed, stripped)).tolist()
+        self.queries, self.vectors = stripped, vectors
+        return stripped, vectors
+
+    async def _fetch(self, ids: list[str]) -> None:
+        """Read the ranking fields of the ``ids`` not read yet (one round trip, no bodies)."""
         missing = [i for i in ids if i not in self._fetched]
         self._fetched.update(missing)
         light = await self.svc.graph.memories.recall_candidates(missing, self.scope)
@@ -216,6 +256,11 @@ class _Tiers:
         for memory, prev in light:
             self._light[memory.id] = memory
             self._preceded_by[memory.id] = prev
+
+    async def _rank(self, ids: list[str], arm_scores: dict[str, dict[str, float]]) -> list[Ranked]:
+        """Rank the pool ``ids`` on the few fields scoring needs (one round trip for the ids
+        not read by an earlier tier, no bodies)."""
+        await self._fetch(ids)
         memories = [self._light[i] for i in ids if i in self._light and self.filters.matches(self._light[i])]
         neighbours = _time_neighbours(memories, self._preceded_by) if self.queries else {}
         candidates = [
@@ -225,7 +270,7 @@ class _Tiers:
             for m in memories
         ]
         weights = ScoreWeights.from_settings(self.svc.settings)
-        return rank(candidates, weights=weights, query=" ".join(self.queries),
+        return rank(candidates, weights=weights, query=" ".join(self.request_queries),
                     context_tags=list(self.request.context_tags), priority_ids=set(self.request.priority_ids),
                     now=time.time(), recency_bias=self.recency_bias)
 

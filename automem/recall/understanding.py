@@ -16,6 +16,12 @@ agent-memory set of ``bench/synth_memories.py``; docs/benchmarks.md "Recall qual
   lends weight to the other candidates of that bucket: evidence of one episode sits together
   in time, and a question answered by several turns of one session finds the others through
   the first (the graph's time structure used inside ranking, not appended after the page).
+* **author re-query** — when the first round's candidates include memories by an author the
+  query names, the arms are asked again with the query *without* that name
+  (:func:`strip_authors`): the author component already favours the person's memories, and
+  the name — present in every one of them — no longer crowds out the words that say what is
+  asked ("What activities does Melanie partake in?" -> "What activities does partake in?").
+  A second retrieval round seeded by the first one's authors.
 * **temporal** — a question asking for a time (``when ...``, ``how long ...``, ``what year
   ...``) favours memories that state one (``yesterday``, ``last week``, a month, a year...).
 """
@@ -23,7 +29,7 @@ agent-memory set of ``bench/synth_memories.py``; docs/benchmarks.md "Recall qual
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 __all__ = [
     "SESSION_SEEDS",
@@ -33,6 +39,7 @@ __all__ = [
     "names_author",
     "query_words",
     "session_spread",
+    "strip_authors",
 ]
 
 #: ``Name: text`` at the start of a memory: one to four words, the first capitalised, then a
@@ -112,3 +119,20 @@ def session_spread(base: Mapping[str, float], bucket: Mapping[str, object],
     if hi <= 0:
         return {i: 0.0 for i in base}
     return {i: mass.get(bucket.get(i), 0.0) / hi if bucket.get(i) is not None else 0.0 for i in base}
+
+
+def strip_authors(query: str, authors: Iterable[str]) -> str:
+    """``query`` without the names in ``authors`` that it names (:func:`names_author`), each
+    with a possessive ``'s``; white space collapsed. The query itself when it names none of
+    them or nothing but them.
+
+    ``strip_authors("What do Melanie's kids like?", ["Melanie", "Bob"])`` ->
+    ``"What do kids like?"``.
+    """
+    words = query_words(query)
+    out = query
+    for author in sorted(set(authors), key=len, reverse=True):
+        if names_author(words, author):
+            out = re.sub(r"(?<![\w'])" + re.escape(author) + r"(?:'s)?(?![\w'])", " ", out)
+    out = " ".join(out.split())
+    return out if _WORD.search(out) and out != " ".join(query.split()) else query

@@ -52,3 +52,24 @@ async def test_stop_word_only_and_one_letter_queries_fall_back_to_the_vector_arm
             r = await http.get("/recall", params={"query": q, "limit": 5})
             assert r.status_code == 200, r.text
             assert [h["id"] for h in r.json()["results"]] == [mid]
+
+
+async def test_author_requery_finds_the_named_speakers_turn_that_does_not_say_the_name(own_service) -> None:
+    """The turns of a speaker all carry the name, so the name matches all of them; without it the
+    query's other words find the right one. With the re-query off, the arms score the full query."""
+    async with own_service.http() as http:
+        target = await _store(http, "Melanie: pottery and swimming keep me calm on busy weeks")
+        for i in range(6):
+            await _store(http, f"Melanie: Melanie here again, Melanie says hi number {i}")
+        await _store(http, "Caroline: swimming is fun")
+        await _embedded(own_service, 8)
+        r = await http.get("/recall", params={"query": "What keeps Melanie calm, pottery?", "limit": 3})
+        results = r.json()["results"]
+        assert results[0]["id"] == target
+        assert results[0]["score_components"]["author"] > 0
+        on = {h["id"]: h["score_components"] for h in results}
+        own_service.settings.search_author_requery = "off"  # the settings object recall reads
+        r = await http.get("/recall", params={"query": "What keeps Melanie calm, pottery?", "limit": 3})
+        off = {h["id"]: h["score_components"] for h in r.json()["results"]}
+        # the arms scored the query with the name (off) and without it (on): other scores
+        assert on != off

@@ -86,3 +86,11 @@ def test_rank_without_query_adds_none_of_the_signals():
     cands = [_cand("a", "Alice: hi", 1, 0.0), _cand("b", "Bob: hello last week", 1, 0.0)]
     for r in rank(cands, weights=ScoreWeights(), query=""):
         assert not {"author", "session", "temporal"} & set(r.score_components)
+
+
+def test_strip_authors_removes_named_authors_only():
+    assert U.strip_authors("What do Melanie's kids like?", ["Melanie", "Bob"]) == "What do kids like?"
+    assert U.strip_authors("What did Ada Lovelace say", ["Ada Lovelace", "Ada"]) == "What did say"
+    assert U.strip_authors("hello world", ["Bob"]) == "hello world"
+    assert U.strip_authors("Melanie?", ["Melanie"]) == "Melanie?"  # nothing would be left
+    assert U.strip_authors("what did melanie do", ["Melanie"]) == "what did melanie do"  # case-sensitive
