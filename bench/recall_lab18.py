@@ -30,7 +30,7 @@ TIME_WORDS = re.compile(r"\b(yesterday|today|tonight|tomorrow|ago|last (week|mon
                         r"next (week|month|year|weekend)|this (week|month|year|weekend|morning)|recently|"
                         r"(mon|tues|wednes|thurs|fri|satur|sun)day|january|february|march|april|may|june|july|"
                         r"august|september|october|november|december|(19|20)\d\d)\b", re.IGNORECASE)
-ENT_CACHE = L.OUT / "entities_locomo_public.json"
+ENT_CACHE = L.OUT / "entities_locomo_public.json"  # set per data file in main()
 
 
 def _ner(convs, f: Path, texts) -> dict[str, list[str]]:
@@ -55,7 +55,7 @@ def entities(convs) -> dict[str, list[str]]:
 
 
 def query_entities(convs) -> dict[str, list[str]]:
-    return _ner(convs, L.OUT / "qentities_locomo_public.json",
+    return _ner(convs, ENT_CACHE.with_name("q" + ENT_CACHE.name),
                 lambda cv: [(q["qid"], q["question"]) for q in cv.qs])
 
 
@@ -180,9 +180,47 @@ def method(ENT, QENT, *, spread=0.0, seeds=10, tspread=0.0, person=0.0, mode="su
     return f
 
 
-def service(**weights):
+_STRIPPED: dict[tuple[str, str], object] = {}
+
+
+def requery_arms(cv, arms, requery: str):
+    """The arms as the service's author re-query sees them (automem/recall/servicer.py
+    ``_author_requery``): per question, the authors of the best 20 of each arm of the first
+    round; the question without the names of those it names; both arms ("both") or the
+    lexical arm only ("lexical") scored on that."""
+    from automem.recall import understanding as U
+
+    key = (cv.cid, requery)
+    if key in _STRIPPED:
+        return _STRIPPED[key]
+    stripped = []
+    for qi, q in enumerate(cv.qs):
+        ids = set()
+        for k in ("minilm:", "qdrant_bm25:"):
+            ids.update(np.argsort(-arms.get(k)[qi], kind="stable")[:20].tolist())
+        authors = {a for i in ids if (a := U.author_of(cv.mems[i]["content"]))}
+        stripped.append(dict(q, question=U.strip_authors(q["question"], authors)))
+    saved = cv.qs
+    cv.qs = stripped
+    try:
+        other = L.Arms(cv, arms.all_convs)
+        out = {"qdrant_bm25:": other.get("qdrant_bm25:"),
+               "minilm:": other.get("minilm:") if requery == "both" else arms.get("minilm:")}
+    finally:
+        cv.qs = saved
+
+    class _A:
+        def get(self, k):
+            return out[k] if k in out else arms.get(k)
+    _STRIPPED[key] = _A()
+    return _STRIPPED[key]
+
+
+def service(requery: str = "both", **weights):
     """automem.recall.ranking.rank itself (the service's ranking) over the lab's candidates,
-    with ScoreWeights overridden by ``weights`` (e.g. ``author=0``)."""
+    with ScoreWeights overridden by ``weights`` (e.g. ``author=0``) and the author re-query
+    ``requery`` ("both", "lexical", "off"; off whenever the author weight is 0, as in the
+    service)."""
     from datetime import datetime
 
     from automem.common.model import Memory, ts
@@ -203,6 +241,8 @@ def service(**weights):
     def f(cv, arms, qi, q):
         V, Lx = S.VECTOR_CANDIDATES, S.LEXICAL_CANDIDATES
         spec = {"arms": {"vector": ("minilm:", V), "lexical": ("qdrant_bm25:", Lx)}}
+        if requery != "off" and W.author:
+            arms = requery_arms(cv, arms, requery)
         cands = L.cand_arrays(cv, arms, qi, spec)
         pos = {mid: i for i, mid in enumerate(cv.ids)}
         ids = {c.id for c in cands}
@@ -221,10 +261,12 @@ def service(**weights):
 SERVICE_ARMS = {
     "service: issue-18 defaults": {},
     "service: before issue 18 (author, session, temporal 0)": {"author": 0, "session": 0, "temporal": 0},
+    "service: without author re-query": {"requery": "off"},
+    "service: author re-query lexical only": {"requery": "lexical"},
     "service: without author": {"author": 0},
     "service: without session": {"session": 0},
     "service: without temporal": {"temporal": 0},
-    "service: author only": {"session": 0, "temporal": 0},
+    "service: author (+ re-query) only": {"session": 0, "temporal": 0},
     "service: session only": {"author": 0, "temporal": 0},
     "service: temporal only": {"author": 0, "session": 0},
 }
@@ -237,6 +279,8 @@ def main():
     args = ap.parse_args()
     L.EVAL = locomo_files.require_referee(args.referee)
     convs = L.load(locomo_files.require_data(args.data))
+    global ENT_CACHE
+    ENT_CACHE = L.OUT / f"entities_{Path(args.data).stem}.json"
     ENT = entities(convs)
     QENT = query_entities(convs)
     arms_by = {cv.cid: L.Arms(cv, convs) for cv in convs}
