@@ -190,6 +190,12 @@ class Settings(BaseSettings):
     classification_model: str = Field("gpt-4o-mini", validation_alias=_env("CLASSIFICATION_MODEL"))
     llm_timeout_seconds: float = Field(20.0, validation_alias=_env("AUTOMEM_LLM_TIMEOUT_SECONDS"))
 
+    #: Recall asks the LLM to decompose the question into search queries (automem/recall/llm_query.py);
+    #: off by default, and only with an LLM configured. One attempt of at most this many seconds.
+    recall_llm_rewrite: bool = Field(False, validation_alias=_env("AUTOMEM_RECALL_LLM_REWRITE"))
+    recall_llm_timeout_seconds: float = Field(2.0, gt=0, validation_alias=_env("AUTOMEM_RECALL_LLM_TIMEOUT_SECONDS"))
+    recall_llm_max_queries: int = Field(3, ge=1, le=10, validation_alias=_env("AUTOMEM_RECALL_LLM_MAX_QUERIES"))
+
     # --- auth ----------------------------------------------------------------------------
     api_token: str = Field("", validation_alias=_env("AUTOMEM_API_TOKEN"))
     admin_token: str = Field("", validation_alias=_env("ADMIN_API_TOKEN", "AUTOMEM_ADMIN_TOKEN"))

@@ -25,6 +25,7 @@ from automem.common.embedding import EmbeddingProvider
 from automem.common.enums import enum_word
 from automem.common.errors import InvalidArgument, NotFound
 from automem.common.lifecycle import SUPERSEDING_RELATIONS
+from automem.common.llm import llm_configured
 from automem.common.model import Memory, epoch, ts
 from automem.common.paging import decode_offset_token, encode_offset_token
 from automem.common.settings import Settings
@@ -38,6 +39,7 @@ from automem.recall import understanding
 from automem.recall.bytag import list_by_tag
 from automem.recall.filters import Filters, listed_states, read_at
 from automem.recall.graph_views import GraphViews
+from automem.recall.llm_query import QueryRewriter
 from automem.recall.ranking import Candidate, Ranked, ScoreWeights, rank
 from automem.v1 import memory_pb2, recall_service_pb2, recall_service_pb2_grpc
 from automem.vectors import VectorStore
@@ -154,11 +156,13 @@ class _Tiers:
     """
 
     def __init__(self, svc: RecallServicer, request: Any, scope: str, read: ReadAt, filters: Filters,
-                 queries: list[str], vectors: list[list[float]], sort: str, recency_bias: str, base: int) -> None:
+                 queries: list[str], vectors: list[list[float]], sort: str, recency_bias: str, base: int,
+                 rank_queries: list[str] | None = None) -> None:
         self.svc, self.request, self.scope, self.read, self.filters = svc, request, scope, read, filters
         self.queries, self.vectors, self.sort, self.recency_bias = queries, vectors, sort, recency_bias
-        #: The request's queries (ranking reads them); ``queries`` may become the re-query's.
-        self.request_queries = list(queries)
+        #: The request's queries (ranking reads them); ``queries`` (the arms') may hold the LLM's
+        #: rewrites too, and become the author re-query's.
+        self.request_queries = list(queries if rank_queries is None else rank_queries)
         self.size = min(base, CANDIDATE_MAX)
         self.done = False
         self.first = True
@@ -287,6 +291,9 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         #: Restarts of the embedded servers by name (set by the recall target from the
         #: runtime, automem/targets.py), reported by GetStats for /health.
         self.server_restarts: dict[str, int] = {}
+        #: LLM query rewriting (automem/recall/llm_query.py), when turned on and configured.
+        self.rewriter: QueryRewriter | None = (
+            QueryRewriter(settings) if settings.recall_llm_rewrite and llm_configured(settings) else None)
 
     # --- search --------------------------------------------------------------------
 
@@ -330,12 +337,15 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         if len(request.embedding) and self.embedder is not None and len(request.embedding) != self.embedder.dimension:
             raise InvalidArgument(f"embedding: has {len(request.embedding)} dimensions; the collection's model "
                                   f"({self.embedder.name}) uses {self.embedder.dimension}", field="embedding")
+        arm_queries = queries
+        if self.rewriter is not None and queries and not len(request.embedding):
+            arm_queries = [*queries, *[q for q in await self.rewriter.rewrite(queries[0]) if q not in queries]]
         vectors: list[list[float]] = []
         if (queries or len(request.embedding)) and self.vectors is not None and self.embedder is not None:
             vectors = [list(request.embedding)] if len(request.embedding) else \
-                (await asyncio.to_thread(self.embedder.embed, queries)).tolist()
-        tiers = _Tiers(self, request, scope, read, filters, queries, vectors, sort, recency_bias,
-                       max(limit * CANDIDATE_FACTOR, CANDIDATE_MIN))
+                (await asyncio.to_thread(self.embedder.embed, arm_queries)).tolist()
+        tiers = _Tiers(self, request, scope, read, filters, arm_queries, vectors, sort, recency_bias,
+                       max(limit * CANDIDATE_FACTOR, CANDIDATE_MIN), rank_queries=queries)
         results: list[recall_service_pb2.ScoredMemory] = []
         state_filter = recall_service_pb2.StateFilter()
         score_filtered = 0
