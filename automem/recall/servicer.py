@@ -18,6 +18,7 @@ import asyncio
 import logging
 import math
 import time
+from collections import OrderedDict
 from typing import Any
 
 from automem.common.auth import current_principal, require_role, resolve_scope
@@ -59,6 +60,9 @@ CANDIDATE_MAX = 25_600
 #: Best candidates of each arm whose authors the author re-query looks at
 #: (automem/recall/understanding.py).
 REQUERY_SEEDS = 20
+#: Scopes and names per scope the author cache keeps (RecallServicer.learn_authors).
+AUTHOR_CACHE_SCOPES = 1024
+AUTHOR_CACHE_NAMES = 1000
 #: Extra ranked candidates hydrated beyond the page, for hits the state pass withholds.
 RESOLVE_SLACK = 10
 #: Memories without an embedding yet that the lexical arm scores directly; beyond this many
@@ -238,6 +242,7 @@ class _Tiers:
                                  for i in sorted(arm, key=arm.__getitem__, reverse=True)[:REQUERY_SEEDS]))
         await self._fetch(ids)
         authors = {a for i in ids if i in self._light and (a := understanding.author_of(self._light[i].content))}
+        self.svc.learn_authors(self.scope, authors)
         if not authors:
             return None
         stripped = [understanding.strip_authors(q, authors) for q in self.queries]
@@ -291,9 +296,29 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         #: Restarts of the embedded servers by name (set by the recall target from the
         #: runtime, automem/targets.py), reported by GetStats for /health.
         self.server_restarts: dict[str, int] = {}
+        #: Authors ("Name: ..." memories) seen per scope by the author re-query, most recently
+        #: used scope last (:meth:`learn_authors`).
+        self._authors: OrderedDict[str, set[str]] = OrderedDict()
         #: LLM query rewriting (automem/recall/llm_query.py), when turned on and configured.
         self.rewriter: QueryRewriter | None = (
             QueryRewriter(settings) if settings.recall_llm_rewrite and llm_configured(settings) else None)
+
+    def learn_authors(self, scope: str, authors: set[str]) -> None:
+        """Remember ``authors`` of ``scope`` (at most :data:`AUTHOR_CACHE_NAMES` per scope, the
+        :data:`AUTHOR_CACHE_SCOPES` most recently used scopes), so later recalls in the scope strip
+        the names they ask about before their first round. An author whose memories are gone
+        stays known until the process restarts: a query naming them searches without the name,
+        and the author component finds no memory of theirs to favour."""
+        if not authors:
+            return
+        known = self._authors.setdefault(scope, set())
+        self._authors.move_to_end(scope)
+        for a in authors:
+            if len(known) >= AUTHOR_CACHE_NAMES:
+                break
+            known.add(a)
+        while len(self._authors) > AUTHOR_CACHE_SCOPES:
+            self._authors.popitem(last=False)
 
     # --- search --------------------------------------------------------------------
 
@@ -340,10 +365,19 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         arm_queries = queries
         if self.rewriter is not None and queries and not len(request.embedding):
             arm_queries = [*queries, *[q for q in await self.rewriter.rewrite(queries[0]) if q not in queries]]
+        # Authors of the scope seen by earlier recalls: the author re-query's stripping happens
+        # before the first round (no second round, no second embedding).
+        embed_queries = arm_queries
+        known = self._authors.get(scope) if self.settings.search_weight_author else None
+        if known and arm_queries and self.settings.search_author_requery != "off":
+            self._authors.move_to_end(scope)
+            arm_queries = [understanding.strip_authors(q, known) for q in arm_queries]
+            if self.settings.search_author_requery == "both":
+                embed_queries = arm_queries
         vectors: list[list[float]] = []
         if (queries or len(request.embedding)) and self.vectors is not None and self.embedder is not None:
             vectors = [list(request.embedding)] if len(request.embedding) else \
-                (await asyncio.to_thread(self.embedder.embed, arm_queries)).tolist()
+                (await asyncio.to_thread(self.embedder.embed, embed_queries)).tolist()
         tiers = _Tiers(self, request, scope, read, filters, arm_queries, vectors, sort, recency_bias,
                        max(limit * CANDIDATE_FACTOR, CANDIDATE_MIN), rank_queries=queries)
         results: list[recall_service_pb2.ScoredMemory] = []
