@@ -94,3 +94,20 @@ def test_strip_authors_removes_named_authors_only():
     assert U.strip_authors("hello world", ["Bob"]) == "hello world"
     assert U.strip_authors("Melanie?", ["Melanie"]) == "Melanie?"  # nothing would be left
     assert U.strip_authors("what did melanie do", ["Melanie"]) == "what did melanie do"  # case-sensitive
+
+
+def test_learn_authors_keeps_recent_scopes_and_bounded_names(monkeypatch):
+    from automem.common.settings import Settings
+    from automem.recall import servicer as R
+
+    monkeypatch.setattr(R, "AUTHOR_CACHE_SCOPES", 2)
+    monkeypatch.setattr(R, "AUTHOR_CACHE_NAMES", 3)
+    svc = R.RecallServicer(Settings(), None, None, None)
+    svc.learn_authors("a", {"Ann", "Bo"})
+    svc.learn_authors("b", {"Cy"})
+    svc.learn_authors("a", {"Di", "Ed"})  # "a" is now the most recent; capped at 3 names
+    assert len(svc._authors["a"]) == 3 and {"Ann", "Bo"} <= svc._authors["a"]
+    svc.learn_authors("c", {"Flo"})  # evicts "b", the least recently used
+    assert list(svc._authors) == ["a", "c"]
+    svc.learn_authors("d", set())  # nothing learnt, nothing kept
+    assert "d" not in svc._authors
