@@ -190,6 +190,12 @@ class Settings(BaseSettings):
     classification_model: str = Field("gpt-4o-mini", validation_alias=_env("CLASSIFICATION_MODEL"))
     llm_timeout_seconds: float = Field(20.0, validation_alias=_env("AUTOMEM_LLM_TIMEOUT_SECONDS"))
 
+    #: Recall asks the LLM to decompose the question into search queries (automem/recall/llm_query.py);
+    #: off by default, and only with an LLM configured. One attempt of at most this many seconds.
+    recall_llm_rewrite: bool = Field(False, validation_alias=_env("AUTOMEM_RECALL_LLM_REWRITE"))
+    recall_llm_timeout_seconds: float = Field(2.0, gt=0, validation_alias=_env("AUTOMEM_RECALL_LLM_TIMEOUT_SECONDS"))
+    recall_llm_max_queries: int = Field(3, ge=1, le=10, validation_alias=_env("AUTOMEM_RECALL_LLM_MAX_QUERIES"))
+
     # --- auth ----------------------------------------------------------------------------
     api_token: str = Field("", validation_alias=_env("AUTOMEM_API_TOKEN"))
     admin_token: str = Field("", validation_alias=_env("ADMIN_API_TOKEN", "AUTOMEM_ADMIN_TOKEN"))
@@ -227,6 +233,20 @@ class Settings(BaseSettings):
     #: Share of a time-neighbour's score a hit gains (measured on LoCoMo, docs/benchmarks.md).
     search_weight_neighbour: float = Field(0.15, validation_alias=_env("AUTOMEM_SEARCH_WEIGHT_NEIGHBOUR"))
     recency_window_days: float = Field(180.0, validation_alias=_env("SEARCH_RECENCY_WINDOW_DAYS"))
+    #: Issue 18 ranking signals (automem/recall/understanding.py; 0 turns one off), measured on
+    #: LoCoMo and a synthetic agent-memory set (docs/benchmarks.md "Recall quality (issue 18)"):
+    #: the query names the memory's author ("Name: ..." memories), the memory's time bucket
+    #: holds top-scored candidates, a "when ..." question meets a memory that states a time.
+    search_weight_author: float = Field(0.4, ge=0, validation_alias=_env("AUTOMEM_SEARCH_WEIGHT_AUTHOR"))
+    search_weight_session: float = Field(0.15, ge=0, validation_alias=_env("AUTOMEM_SEARCH_WEIGHT_SESSION"))
+    search_weight_temporal: float = Field(0.05, ge=0, validation_alias=_env("AUTOMEM_SEARCH_WEIGHT_TEMPORAL"))
+    #: Second retrieval round without the names of the authors the query names
+    #: (automem/recall/understanding.py strip_authors): "both" arms (one more query embedding
+    #: and two more searches, only for such queries), "lexical" only (one sparse search, no
+    #: embedding), or "off".
+    search_author_requery: Literal["both", "lexical", "off"] = Field(
+        "both", validation_alias=_env("AUTOMEM_SEARCH_AUTHOR_REQUERY"))
+    search_session_seeds: int = Field(10, ge=1, le=100, validation_alias=_env("AUTOMEM_SEARCH_SESSION_SEEDS"))
 
     # --- enrichment / consolidation ------------------------------------------------------
     enrichment_enabled: bool = Field(True, validation_alias=_env("AUTOMEM_ENRICHMENT_ENABLED"))

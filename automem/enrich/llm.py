@@ -13,31 +13,23 @@ Configured when ``OPENAI_API_KEY`` is set, or ``OPENAI_BASE_URL`` and
   (``llm_max_retries`` more attempts, exponential back-off) on timeouts, connection errors,
   rate limits, 5xx and rejected replies.
 
-When every attempt fails the caller gets ``None`` and falls back to the local rules
+The client core (JSON replies, repair, timeout, retries) is automem/common/llm.py, shared
+with recall's query rewriting. When every attempt fails the caller gets ``None`` and falls
+back to the local rules
 (``automem.common.classify``) or an extractive summary
 (:func:`automem.common.text.extractive_summary`).
 """
 
 from __future__ import annotations
 
-import json
-import logging
-import re
-from typing import Any
+from pydantic import BaseModel, Field, field_validator
 
-from pydantic import BaseModel, Field, ValidationError, field_validator
-from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
-
+from automem.common.llm import JsonLLM, MalformedReply, llm_configured, parse_reply
 from automem.common.model import TYPE_NAMES
-from automem.common.settings import Settings
 
-log = logging.getLogger(__name__)
+__all__ = ["LLM", "Classification", "Contradiction", "MalformedReply", "llm_configured", "parse_reply"]
 
 _TYPES = {name.lower(): name for name in TYPE_NAMES.values() if name != "MetaPattern"}
-
-
-class MalformedReply(ValueError):
-    """The LLM's reply is not the JSON object asked for, even after repair."""
 
 
 class Classification(BaseModel):
@@ -63,85 +55,8 @@ class Contradiction(BaseModel):
     reason: str = ""
 
 
-def _extract_json(text: str) -> Any:
-    """The first JSON object in ``text`` (code fences and prose around it ignored)."""
-    text = re.sub(r"```(?:json)?", "", text)
-    start = text.find("{")
-    end = text.rfind("}")
-    if start < 0 or end <= start:
-        raise MalformedReply("no JSON object in the reply")
-    try:
-        return json.loads(text[start: end + 1])
-    except json.JSONDecodeError as exc:
-        raise MalformedReply(f"invalid JSON: {exc}") from None
-
-
-def parse_reply(text: str, model: type[BaseModel]) -> BaseModel:
-    """Validate ``text`` as ``model``; repair once (see module docstring) or raise MalformedReply."""
-    try:
-        return model.model_validate_json(text)
-    except ValidationError:
-        pass
-    data = _extract_json(text or "")
-    if not isinstance(data, dict):
-        raise MalformedReply("reply is not a JSON object")
-    if "confidence" in data:
-        try:
-            data["confidence"] = min(max(float(data["confidence"]), 0.0), 1.0)
-        except (TypeError, ValueError):
-            data["confidence"] = 0.5
-    if isinstance(data.get("contradicts"), str):
-        data["contradicts"] = data["contradicts"].strip().lower() in ("true", "yes", "1")
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        raise MalformedReply(f"reply does not validate: {exc.errors()[0].get('msg', exc)}") from None
-
-
-def llm_configured(settings: Settings) -> bool:
-    """True when an LLM is configured (see module docstring)."""
-    return bool(settings.openai_api_key or (settings.openai_base_url and settings.classification_model))
-
-
-class LLM:
+class LLM(JsonLLM):
     """The enrichment LLM client (async)."""
-
-    def __init__(self, settings: Settings) -> None:
-        import openai
-
-        self.settings = settings
-        self.model = settings.classification_model
-        self._openai = openai
-        self.client = openai.AsyncOpenAI(api_key=settings.openai_api_key or "not-needed",
-                                         base_url=settings.openai_base_url or None,
-                                         timeout=settings.llm_timeout_seconds, max_retries=0)
-        #: Attempts sent (retries included), replies that validated, and calls that fell back.
-        self.calls = 0
-        self.successes = 0
-        self.failures = 0
-
-    async def _ask(self, system: str, user: str, model: type[BaseModel]) -> BaseModel | None:
-        o = self._openai
-        retryable = (o.APITimeoutError, o.APIConnectionError, o.RateLimitError, o.InternalServerError,
-                     MalformedReply)
-        try:
-            async for attempt in AsyncRetrying(
-                    stop=stop_after_attempt(1 + max(self.settings.llm_max_retries, 0)),
-                    wait=wait_exponential(multiplier=0.1, max=2.0),
-                    retry=retry_if_exception_type(retryable), reraise=True):
-                with attempt:
-                    self.calls += 1
-                    reply = await self.client.chat.completions.create(
-                        model=self.model, temperature=0,
-                        response_format={"type": "json_object"},
-                        messages=[{"role": "system", "content": system}, {"role": "user", "content": user}])
-                    parsed = parse_reply(reply.choices[0].message.content or "", model)
-                    self.successes += 1
-                    return parsed
-        except Exception as exc:  # noqa: BLE001 - every failure falls back to local rules
-            self.failures += 1
-            log.warning("LLM call failed; using the local fallback: %s: %s", type(exc).__name__, exc)
-        return None
 
     async def classify(self, content: str, summary_chars: int | None) -> Classification | None:
         """Type (one of AutoMem's seven) and confidence of ``content``; a summary of at most
@@ -163,5 +78,3 @@ class LLM:
                   "the OLD one (a changed value, a reversal), so the OLD one is no longer true.")
         return await self._ask(system, f"OLD: {old}\nNEW: {new}", Contradiction)  # type: ignore[return-value]
 
-    async def close(self) -> None:
-        await self.client.close()

@@ -5,11 +5,17 @@ final = vector_w · vector/max(vector) + keyword_w · lexical/max(lexical)      
       + neighbour_w · best fused score of the PRECEDED_BY neighbours          (scoring.neighbour_boost)
       + tag · context-tag overlap + exact · (query text contained in content)
       + importance · importance + confidence · confidence + recency · recency decay
+      + author · [the query names the memory's author]                      (understanding.py)
+      + session · share of the top seeds' score in the memory's time bucket (understanding.session_spread)
+      + temporal · [a "when ..." question and the memory states a time]     (understanding.py)
 
 * Arm weights 0.3 / 0.7 and neighbour 0.15 are measured on LoCoMo (scoring.py docstrings,
   docs/benchmarks.md); AutoMem's 0.35 / 0.35 ranked worse there.
 * tag 0.2, exact 0.2, importance 0.1, recency 0.1 over 180 days, confidence 0.05 are
   AutoMem's. Recency applies only when ``recency_bias`` is "on", or "auto" with no query.
+* author 0.4, session 0.15 (10 seeds), temporal 0.05 are issue 18's, measured on LoCoMo
+  conv-26 and checked on conv-30/conv-41 and a synthetic agent-memory set (docs/benchmarks.md
+  "Recall quality (issue 18)"); they apply only with a query.
 * Every weight is a setting (SEARCH_WEIGHT_*). Ties: the earlier memory first (event time, then
   create time), then the id, so the order is total and the same for every page (issue 12 item 7).
 """
@@ -21,7 +27,7 @@ from dataclasses import dataclass, field
 from automem.common.model import Memory, epoch
 from automem.common.settings import Settings
 from automem.common.text import text_key
-from automem.recall import scoring
+from automem.recall import scoring, understanding
 
 
 @dataclass
@@ -65,6 +71,10 @@ class ScoreWeights:
     recency: float = 0.1
     confidence: float = 0.05
     neighbour: float = 0.15
+    author: float = 0.4
+    session: float = 0.15
+    temporal: float = 0.05
+    session_seeds: int = understanding.SESSION_SEEDS
     recency_window_days: float = 180.0
 
     @classmethod
@@ -73,7 +83,15 @@ class ScoreWeights:
         return cls(vector=s.search_weight_vector, keyword=s.search_weight_keyword, tag=s.search_weight_tag,
                    exact=s.search_weight_exact, importance=s.search_weight_importance,
                    recency=s.search_weight_recency, confidence=s.search_weight_confidence,
-                   neighbour=s.search_weight_neighbour, recency_window_days=s.recency_window_days)
+                   neighbour=s.search_weight_neighbour, author=s.search_weight_author,
+                   session=s.search_weight_session, temporal=s.search_weight_temporal,
+                   session_seeds=s.search_session_seeds, recency_window_days=s.recency_window_days)
+
+
+def _day(m: Memory) -> int | None:
+    """The UTC day (days since the epoch) of the memory's event time, else its create time."""
+    t = epoch(m, "event_time") or epoch(m, "create_time")
+    return int(t // 86400) if t else None
 
 
 def rank(candidates: list[Candidate], *, weights: ScoreWeights, query: str = "", context_tags: list[str] | None = None,
@@ -95,6 +113,17 @@ def rank(candidates: list[Candidate], *, weights: ScoreWeights, query: str = "",
     use_recency = recency_bias == "on" or (recency_bias == "auto" and not q)
     window = max(weights.recency_window_days, 1e-9) * 86400.0
     position = {c.id: i for i, c in enumerate(ordered)}
+    spread: dict[str, float] = {}
+    words: frozenset[str] = frozenset()
+    temporal = False
+    if q:
+        if weights.session:
+            seed_score = {cid: base[cid] + boost.get(cid, 0.0) for cid in base}
+            spread = understanding.session_spread(seed_score, {c.id: _day(c.memory) for c in candidates},
+                                                  weights.session_seeds)
+        if weights.author:
+            words = understanding.query_words(query)
+        temporal = bool(weights.temporal) and understanding.is_temporal_question(query)
     out: list[Ranked] = []
     for c in candidates:
         comp = {("keyword" if a == "lexical" else a): v for a, v in fused[c.id].items() if v}
@@ -105,6 +134,14 @@ def rank(candidates: list[Candidate], *, weights: ScoreWeights, query: str = "",
             comp["tag"] = weights.tag * len(ctx & {text_key(t) for t in m.tags}) / len(ctx)
         if q and len(q) > 3 and q in text_key(m.content):
             comp["exact"] = weights.exact
+        if spread.get(c.id):
+            comp["session"] = weights.session * spread[c.id]
+        if words:
+            author = understanding.author_of(m.content)
+            if author and understanding.names_author(words, author):
+                comp["author"] = weights.author
+        if temporal and understanding.has_time_expression(m.content):
+            comp["temporal"] = weights.temporal
         comp["importance"] = weights.importance * m.importance
         comp["confidence"] = weights.confidence * m.confidence
         if use_recency and now:

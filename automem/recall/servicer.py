@@ -18,6 +18,7 @@ import asyncio
 import logging
 import math
 import time
+from collections import OrderedDict
 from typing import Any
 
 from automem.common.auth import current_principal, require_role, resolve_scope
@@ -25,6 +26,7 @@ from automem.common.embedding import EmbeddingProvider
 from automem.common.enums import enum_word
 from automem.common.errors import InvalidArgument, NotFound
 from automem.common.lifecycle import SUPERSEDING_RELATIONS
+from automem.common.llm import llm_configured
 from automem.common.model import Memory, epoch, ts
 from automem.common.paging import decode_offset_token, encode_offset_token
 from automem.common.settings import Settings
@@ -34,9 +36,11 @@ from automem.common.timeouts import long_running
 from automem.common.timewindow import resolve as resolve_window
 from automem.graph import GraphStore
 from automem.graph.memories import filter_where
+from automem.recall import understanding
 from automem.recall.bytag import list_by_tag
 from automem.recall.filters import Filters, listed_states, read_at
 from automem.recall.graph_views import GraphViews
+from automem.recall.llm_query import QueryRewriter
 from automem.recall.ranking import Candidate, Ranked, ScoreWeights, rank
 from automem.v1 import memory_pb2, recall_service_pb2, recall_service_pb2_grpc
 from automem.vectors import VectorStore
@@ -53,6 +57,12 @@ CANDIDATE_MIN = 100
 TIER_GROWTH = 4
 #: Most candidates fetched per arm: the ranking of a request ends with the tier of this size.
 CANDIDATE_MAX = 25_600
+#: Best candidates of each arm whose authors the author re-query looks at
+#: (automem/recall/understanding.py).
+REQUERY_SEEDS = 20
+#: Scopes and names per scope the author cache keeps (RecallServicer.learn_authors).
+AUTHOR_CACHE_SCOPES = 1024
+AUTHOR_CACHE_NAMES = 1000
 #: Extra ranked candidates hydrated beyond the page, for hits the state pass withholds.
 RESOLVE_SLACK = 10
 #: Memories without an embedding yet that the lexical arm scores directly; beyond this many
@@ -150,9 +160,13 @@ class _Tiers:
     """
 
     def __init__(self, svc: RecallServicer, request: Any, scope: str, read: ReadAt, filters: Filters,
-                 queries: list[str], vectors: list[list[float]], sort: str, recency_bias: str, base: int) -> None:
+                 queries: list[str], vectors: list[list[float]], sort: str, recency_bias: str, base: int,
+                 rank_queries: list[str] | None = None) -> None:
         self.svc, self.request, self.scope, self.read, self.filters = svc, request, scope, read, filters
         self.queries, self.vectors, self.sort, self.recency_bias = queries, vectors, sort, recency_bias
+        #: The request's queries (ranking reads them); ``queries`` (the arms') may hold the LLM's
+        #: rewrites too, and become the author re-query's.
+        self.request_queries = list(queries if rank_queries is None else rank_queries)
         self.size = min(base, CANDIDATE_MAX)
         self.done = False
         self.first = True
@@ -166,34 +180,14 @@ class _Tiers:
 
     async def next(self) -> list[Ranked] | None:
         """The next tier's ranked memories (each not in an earlier tier), or None at the end."""
-        svc, request = self.svc, self.request
         while not self.done:
             n = self.size
-            arm_scores: dict[str, dict[str, float]] = {"vector": {}, "keyword": {}}
-            arms_run: list[str] = []
-            degraded: list[str] = []
-            listed: list[str] = []
-            if self.queries or len(request.embedding):
-                more = False
-                if svc.vectors is not None and svc.embedder is not None:
-                    flt = arm_filter(self.filters, self.read)
-                    for vec in self.vectors:
-                        hits = await svc.vectors.search(vec, n, flt)
-                        more = more or len(hits) >= n
-                        for mid, score in hits:
-                            arm_scores["vector"][mid] = max(score, arm_scores["vector"].get(mid, 0.0))
-                    arms_run.append("vector")
-                else:
-                    degraded.append("vector")
-                more = await svc._lexical(self.queries, self.scope, self.filters, self.read, n,
-                                          arm_scores["keyword"]) or more
-                arms_run.append("keyword")
-            else:
-                listed = await svc._list_ids(self.filters, self.read, n, self.sort)
-                more = len(listed) >= n
-                arms_run.append("tags" if self.filters.tags else "time")
+            arm_scores, arms_run, degraded, listed, more = await self._search(n, self.queries, self.vectors)
             if self.first:
                 self.arms_run, self.degraded, self.first = arms_run, degraded, False
+                requery = await self._author_requery(arm_scores)
+                if requery is not None:
+                    arm_scores, _, _, _, more = await self._search(n, *requery)
             self.done = not more or n >= CANDIDATE_MAX
             self.size = min(n * TIER_GROWTH, CANDIDATE_MAX)
             ranked = await self._rank(list(dict.fromkeys([*arm_scores["vector"], *arm_scores["keyword"], *listed])),
@@ -204,9 +198,64 @@ class _Tiers:
                 return new
         return None
 
-    async def _rank(self, ids: list[str], arm_scores: dict[str, dict[str, float]]) -> list[Ranked]:
-        """Rank the pool ``ids`` on the few fields scoring needs (one round trip for the ids
-        not read by an earlier tier, no bodies)."""
+    async def _search(self, n: int, queries: list[str], vectors: list[list[float]]
+                      ) -> tuple[dict[str, dict[str, float]], list[str], list[str], list[str], bool]:
+        """One pool of ``n`` per arm: ``(arm scores, arms run, arms unavailable, listed ids,
+        whether an arm filled its pool)``. ``queries`` / ``vectors`` drive the arms (the
+        request's, or the author re-query's); with neither, the pool is a listing."""
+        svc, request = self.svc, self.request
+        arm_scores: dict[str, dict[str, float]] = {"vector": {}, "keyword": {}}
+        arms_run: list[str] = []
+        degraded: list[str] = []
+        listed: list[str] = []
+        if queries or len(request.embedding):
+            more = False
+            if svc.vectors is not None and svc.embedder is not None:
+                flt = arm_filter(self.filters, self.read)
+                for vec in vectors:
+                    hits = await svc.vectors.search(vec, n, flt)
+                    more = more or len(hits) >= n
+                    for mid, score in hits:
+                        arm_scores["vector"][mid] = max(score, arm_scores["vector"].get(mid, 0.0))
+                arms_run.append("vector")
+            else:
+                degraded.append("vector")
+            more = await svc._lexical(queries, self.scope, self.filters, self.read, n, arm_scores["keyword"]) or more
+            arms_run.append("keyword")
+        else:
+            listed = await svc._list_ids(self.filters, self.read, n, self.sort)
+            more = len(listed) >= n
+            arms_run.append("tags" if self.filters.tags else "time")
+        return arm_scores, arms_run, degraded, listed, more
+
+    async def _author_requery(self, arm_scores: dict[str, dict[str, float]]
+                              ) -> tuple[list[str], list[list[float]]] | None:
+        """The queries and vectors of the second round (automem/recall/understanding.py,
+        "author re-query"), or None: when the first pool's memories have authors the queries
+        name, the queries without those names — and, with ``search_author_requery`` "both" and
+        no caller-supplied embedding, their embeddings. Later tiers use them too."""
+        settings = self.svc.settings
+        if not self.queries or settings.search_author_requery == "off" or not settings.search_weight_author:
+            return None
+        # A named author's memories lead the arms that match the name: the best of each arm suffice.
+        ids = list(dict.fromkeys(i for arm in arm_scores.values()
+                                 for i in sorted(arm, key=arm.__getitem__, reverse=True)[:REQUERY_SEEDS]))
+        await self._fetch(ids)
+        authors = {a for i in ids if i in self._light and (a := understanding.author_of(self._light[i].content))}
+        self.svc.learn_authors(self.scope, authors)
+        if not authors:
+            return None
+        stripped = [understanding.strip_authors(q, authors) for q in self.queries]
+        if stripped == self.queries:
+            return None
+        vectors = self.vectors
+        if settings.search_author_requery == "both" and self.vectors and not len(self.request.embedding):
+            vectors = (await asyncio.to_thread(self.svc.embedder.embed, stripped)).tolist()
+        self.queries, self.vectors = stripped, vectors
+        return stripped, vectors
+
+    async def _fetch(self, ids: list[str]) -> None:
+        """Read the ranking fields of the ``ids`` not read yet (one round trip, no bodies)."""
         missing = [i for i in ids if i not in self._fetched]
         self._fetched.update(missing)
         light = await self.svc.graph.memories.recall_candidates(missing, self.scope)
@@ -216,6 +265,11 @@ class _Tiers:
         for memory, prev in light:
             self._light[memory.id] = memory
             self._preceded_by[memory.id] = prev
+
+    async def _rank(self, ids: list[str], arm_scores: dict[str, dict[str, float]]) -> list[Ranked]:
+        """Rank the pool ``ids`` on the few fields scoring needs (one round trip for the ids
+        not read by an earlier tier, no bodies)."""
+        await self._fetch(ids)
         memories = [self._light[i] for i in ids if i in self._light and self.filters.matches(self._light[i])]
         neighbours = _time_neighbours(memories, self._preceded_by) if self.queries else {}
         candidates = [
@@ -225,7 +279,7 @@ class _Tiers:
             for m in memories
         ]
         weights = ScoreWeights.from_settings(self.svc.settings)
-        return rank(candidates, weights=weights, query=" ".join(self.queries),
+        return rank(candidates, weights=weights, query=" ".join(self.request_queries),
                     context_tags=list(self.request.context_tags), priority_ids=set(self.request.priority_ids),
                     now=time.time(), recency_bias=self.recency_bias)
 
@@ -242,6 +296,29 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         #: Restarts of the embedded servers by name (set by the recall target from the
         #: runtime, automem/targets.py), reported by GetStats for /health.
         self.server_restarts: dict[str, int] = {}
+        #: Authors ("Name: ..." memories) seen per scope by the author re-query, most recently
+        #: used scope last (:meth:`learn_authors`).
+        self._authors: OrderedDict[str, set[str]] = OrderedDict()
+        #: LLM query rewriting (automem/recall/llm_query.py), when turned on and configured.
+        self.rewriter: QueryRewriter | None = (
+            QueryRewriter(settings) if settings.recall_llm_rewrite and llm_configured(settings) else None)
+
+    def learn_authors(self, scope: str, authors: set[str]) -> None:
+        """Remember ``authors`` of ``scope`` (at most :data:`AUTHOR_CACHE_NAMES` per scope, the
+        :data:`AUTHOR_CACHE_SCOPES` most recently used scopes), so later recalls in the scope strip
+        the names they ask about before their first round. An author whose memories are gone
+        stays known until the process restarts: a query naming them searches without the name,
+        and the author component finds no memory of theirs to favour."""
+        if not authors:
+            return
+        known = self._authors.setdefault(scope, set())
+        self._authors.move_to_end(scope)
+        for a in authors:
+            if len(known) >= AUTHOR_CACHE_NAMES:
+                break
+            known.add(a)
+        while len(self._authors) > AUTHOR_CACHE_SCOPES:
+            self._authors.popitem(last=False)
 
     # --- search --------------------------------------------------------------------
 
@@ -285,12 +362,24 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         if len(request.embedding) and self.embedder is not None and len(request.embedding) != self.embedder.dimension:
             raise InvalidArgument(f"embedding: has {len(request.embedding)} dimensions; the collection's model "
                                   f"({self.embedder.name}) uses {self.embedder.dimension}", field="embedding")
+        arm_queries = queries
+        if self.rewriter is not None and queries and not len(request.embedding):
+            arm_queries = [*queries, *[q for q in await self.rewriter.rewrite(queries[0]) if q not in queries]]
+        # Authors of the scope seen by earlier recalls: the author re-query's stripping happens
+        # before the first round (no second round, no second embedding).
+        embed_queries = arm_queries
+        known = self._authors.get(scope) if self.settings.search_weight_author else None
+        if known and arm_queries and self.settings.search_author_requery != "off":
+            self._authors.move_to_end(scope)
+            arm_queries = [understanding.strip_authors(q, known) for q in arm_queries]
+            if self.settings.search_author_requery == "both":
+                embed_queries = arm_queries
         vectors: list[list[float]] = []
         if (queries or len(request.embedding)) and self.vectors is not None and self.embedder is not None:
             vectors = [list(request.embedding)] if len(request.embedding) else \
-                (await asyncio.to_thread(self.embedder.embed, queries)).tolist()
-        tiers = _Tiers(self, request, scope, read, filters, queries, vectors, sort, recency_bias,
-                       max(limit * CANDIDATE_FACTOR, CANDIDATE_MIN))
+                (await asyncio.to_thread(self.embedder.embed, embed_queries)).tolist()
+        tiers = _Tiers(self, request, scope, read, filters, arm_queries, vectors, sort, recency_bias,
+                       max(limit * CANDIDATE_FACTOR, CANDIDATE_MIN), rank_queries=queries)
         results: list[recall_service_pb2.ScoredMemory] = []
         state_filter = recall_service_pb2.StateFilter()
         score_filtered = 0

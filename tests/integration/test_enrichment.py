@@ -7,15 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import time
 
 import pytest
 import pytest_asyncio
-from fastapi import FastAPI, Request
 
 from automem.vectors import DimensionMismatchError
 from tests.conftest import ScopedService, eventually, fresh_scope, settings_for, start_service
+from tests.loopback_llm import LoopbackOpenAI
 
 
 async def _store(http, content: str, **extra) -> str:
@@ -153,51 +152,23 @@ async def test_long_content_gets_an_extractive_summary_without_llm(service) -> N
 # --- LLM against a loopback OpenAI-compatible server --------------------------------------
 
 
-class FakeLLM:
-    """A loopback OpenAI-compatible ``/v1/chat/completions``: ``mode`` good|malformed|slow."""
+class FakeLLM(LoopbackOpenAI):
+    """A loopback OpenAI-compatible server: ``mode`` good|malformed|slow."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.mode = "good"
-        self.requests: list[dict] = []
-        self.server = None
-        self.port = 0
 
-    async def start(self) -> None:
-        import uvicorn
-
-        app = FastAPI()
-
-        @app.post("/v1/chat/completions")
-        async def chat(request: Request) -> dict:
-            body = await request.json()
-            self.requests.append(body)
-            system = body["messages"][0]["content"]
-            if self.mode == "slow":
-                await asyncio.sleep(5)
-            if self.mode == "malformed":
-                content = "Sure! here it is: {type: Decision, confidence: high"
-            elif "contradicts" in system:
-                content = json.dumps({"contradicts": True, "reason": "the version changed"})
-            else:
-                content = "```json\n" + json.dumps({"type": "preference", "confidence": 0.93,
-                                                    "summary": "LLM summary of the memory."}) + "\n```"
-            return {"id": "x", "object": "chat.completion", "created": int(time.time()), "model": body["model"],
-                    "choices": [{"index": 0, "finish_reason": "stop",
-                                 "message": {"role": "assistant", "content": content}}],
-                    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
-
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        self.port = sock.getsockname()[1]
-        sock.close()
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
-                                                    lifespan="off", timeout_graceful_shutdown=1))
-        self.task = asyncio.create_task(self.server.serve())
-        await eventually(lambda: asyncio.sleep(0, self.server.started))
-
-    async def stop(self) -> None:
-        self.server.should_exit = True
-        await asyncio.wait_for(self.task, 10)
+    async def content(self, body: dict) -> str:
+        system = body["messages"][0]["content"]
+        if self.mode == "slow":
+            await asyncio.sleep(5)
+        if self.mode == "malformed":
+            return "Sure! here it is: {type: Decision, confidence: high"
+        if "contradicts" in system:
+            return json.dumps({"contradicts": True, "reason": "the version changed"})
+        return "```json\n" + json.dumps({"type": "preference", "confidence": 0.93,
+                                         "summary": "LLM summary of the memory."}) + "\n```"
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")

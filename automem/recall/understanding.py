@@ -1,0 +1,138 @@
+"""Query understanding and structure signals for recall ranking, without an LLM (issue 18).
+Pure functions, no I/O.
+
+Three signals, each a score component of :func:`automem.recall.ranking.rank` with its own
+weight (a setting; 0 turns it off). Measured with ``bench/recall_lab18.py`` on the public
+LoCoMo conversations (tuned on conv-26, checked on conv-30 / conv-41) and on the synthetic
+agent-memory set of ``bench/synth_memories.py``; docs/benchmarks.md "Recall quality (issue 18)".
+
+* **author** — a memory written as a transcript line, ``"Name: text"``, has ``Name`` as its
+  author (the speaker as an entity). When every word of the author's name occurs in the query
+  with the same capitalisation (``"What does Melanie do to destress?"``), that author's
+  memories are favoured: a question about a person is mostly answered by what that person
+  said. Case-sensitive matching keeps a lower-case query word ("decision") from matching a
+  ``"Decision: ..."`` label.
+* **session** — the time bucket (UTC day of the event time) of the best-scored candidates
+  lends weight to the other candidates of that bucket: evidence of one episode sits together
+  in time, and a question answered by several turns of one session finds the others through
+  the first (the graph's time structure used inside ranking, not appended after the page).
+* **author re-query** — when the first round's candidates include memories by an author the
+  query names, the arms are asked again with the query *without* that name
+  (:func:`strip_authors`): the author component already favours the person's memories, and
+  the name — present in every one of them — no longer crowds out the words that say what is
+  asked ("What activities does Melanie partake in?" -> "What activities does partake in?").
+  A second retrieval round seeded by the first one's authors.
+* **temporal** — a question asking for a time (``when ...``, ``how long ...``, ``what year
+  ...``) favours memories that state one (``yesterday``, ``last week``, a month, a year...).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+
+__all__ = [
+    "SESSION_SEEDS",
+    "author_of",
+    "has_time_expression",
+    "is_temporal_question",
+    "names_author",
+    "query_words",
+    "session_spread",
+    "strip_authors",
+]
+
+#: ``Name: text`` at the start of a memory: one to four words, the first capitalised, then a
+#: colon and white space. ``"Dr. Ada Lovelace: ..."`` -> ``"Dr. Ada Lovelace"``.
+_AUTHOR = re.compile(r"^([A-Z][\w.'-]*(?: [A-Z][\w.'-]*){0,3}):\s")
+_WORD = re.compile(r"[\w']+")
+
+_TEMPORAL_QUESTION = re.compile(
+    r"^\s*(when|since when|how long|how many (days|weeks|months|years)|"
+    r"what (year|month|day|date|time|week))\b", re.IGNORECASE)
+
+_TIME_EXPRESSION = re.compile(
+    r"\b(yesterday|today|tonight|tomorrow|ago|recently|"
+    r"(last|next|this) (week|weekend|month|year|night|morning|evening|summer|winter|spring|fall|\w+day)|"
+    r"(mon|tues|wednes|thurs|fri|satur|sun)day|january|february|march|april|may|june|july|august|"
+    r"september|october|november|december|(19|20)\d\d)\b", re.IGNORECASE)
+
+#: Best-scored candidates whose time buckets lend weight (:func:`session_spread`); 10 = the
+#: page most recalls return. LoCoMo conv-26: 5 and 10 seeds within 0.005 recall@10.
+SESSION_SEEDS = 10
+
+
+def author_of(content: str) -> str | None:
+    """The author of a transcript-style memory (``"Name: text"``), or None.
+
+    ``author_of("Caroline: I went to a support group")`` -> ``"Caroline"``;
+    ``author_of("I went to a support group")`` -> None.
+    """
+    m = _AUTHOR.match(content)
+    return m.group(1) if m else None
+
+
+def query_words(query: str) -> frozenset[str]:
+    """The query's words, case kept, possessive ``'s`` dropped: ``"Melanie's kids"`` ->
+    ``{"Melanie", "kids"}``."""
+    return frozenset(w.removesuffix("'s") for w in _WORD.findall(query))
+
+
+def names_author(words: frozenset[str], author: str) -> bool:
+    """True when every word of ``author`` is among the query's ``words`` (case-sensitive)."""
+    parts = _WORD.findall(author)
+    return bool(parts) and all(p in words for p in parts)
+
+
+def is_temporal_question(query: str) -> bool:
+    """True for a question that asks for a time: ``when``, ``since when``, ``how long``,
+    ``how many days/weeks/months/years``, ``what year/month/day/date/time/week``."""
+    return bool(_TEMPORAL_QUESTION.match(query))
+
+
+def has_time_expression(content: str) -> bool:
+    """True when ``content`` states a time: a relative day or period (``yesterday``, ``last
+    week``, ``next month``, ``ago``...), a weekday, a month name or a year 1900-2099."""
+    return bool(_TIME_EXPRESSION.search(content))
+
+
+def session_spread(base: Mapping[str, float], bucket: Mapping[str, object],
+                   seeds: int = SESSION_SEEDS) -> dict[str, float]:
+    """Per candidate, the summed ``base`` score of the top ``seeds`` candidates in its time
+    bucket, divided by the largest such sum (so in [0, 1]; 0 for a bucket with no seed).
+
+    Args:
+        base: candidate id -> score before this signal (ties: id order).
+        bucket: candidate id -> its time bucket (any hashable; None = no bucket).
+        seeds: how many of the best candidates lend weight.
+
+    ``session_spread({"a": 1.0, "b": 0.5, "c": 0.2}, {"a": 1, "b": 2, "c": 1}, seeds=2)``
+    -> ``{"a": 1.0, "b": 0.5, "c": 1.0}``.
+    """
+    top = sorted(base, key=lambda i: (-base[i], i))[:max(seeds, 0)]
+    mass: dict[object, float] = {}
+    for i in top:
+        b = bucket.get(i)
+        if b is not None:
+            mass[b] = mass.get(b, 0.0) + max(base[i], 0.0)
+    hi = max(mass.values(), default=0.0)
+    if hi <= 0:
+        return {i: 0.0 for i in base}
+    return {i: mass.get(bucket.get(i), 0.0) / hi if bucket.get(i) is not None else 0.0 for i in base}
+
+
+def strip_authors(query: str, authors: Iterable[str]) -> str:
+    """``query`` without the names in ``authors`` that it names (:func:`names_author`), each
+    with a possessive ``'s``; white space collapsed. The query itself when it names none of
+    them or nothing but them.
+
+    ``strip_authors("What do Melanie's kids like?", ["Melanie", "Bob"])`` ->
+    ``"What do kids like?"``.
+    """
+    words = query_words(query)
+    out = query
+    for author in sorted(set(authors), key=len, reverse=True):
+        if names_author(words, author):
+            out = re.sub(r"(?<![\w'])" + re.escape(author) + r"(?:'s)?(?![\w'])", " ", out)
+    out = " ".join(out.split())
+    return out if _WORD.search(out) and out != " ".join(query.split()) else query
