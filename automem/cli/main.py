@@ -347,6 +347,10 @@ def _version() -> str:
         return "unknown"
 
 
+#: Commands that run servers (their log lines are their output); the others are operator commands.
+SERVER_COMMANDS = ("up", "serve", "mcp")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``automem`` argument parser. Every command takes ``--log-format json|text`` and
     ``--log-level`` (overriding ``AUTOMEM_LOG_FORMAT`` / ``AUTOMEM_LOG_LEVEL``,
@@ -449,6 +453,10 @@ def main(argv: list[str] | None = None) -> int:
     from automem.common.logs import configure_logging
 
     level, fmt = getattr(args, "log_level", settings.log_level), getattr(args, "log_format", settings.log_format)
+    if args.cmd not in SERVER_COMMANDS and not hasattr(args, "log_level") and "AUTOMEM_LOG_LEVEL" not in os.environ:
+        # An operator command prints its result; the embedded servers' start-up lines of the
+        # offline path are noise there unless asked for (--log-level / AUTOMEM_LOG_LEVEL).
+        level = "WARNING"
     configure_logging(level, fmt)
     # Child processes (automem/children.py) read the settings from the environment: pass the options on.
     os.environ["AUTOMEM_LOG_LEVEL"], os.environ["AUTOMEM_LOG_FORMAT"] = level, fmt

@@ -61,6 +61,9 @@ _MAX_UNIX_SOCKET_PATH = 100
 _OUTPUT_TAIL_LINES = 60
 #: Server output logged at INFO (the rest of the routine output goes to DEBUG): how long a
 #: start-up load took and what persistence did, which an operator needs to see.
+#: Redis lines marked " # " (its warning level) that are not warnings: the normal shutdown
+#: line, and the overcommit advice that does not apply to an embedded store.
+_NOT_WARNINGS = ("Memory overcommit", "Redis is now ready to exit")
 _INFO_MARKERS = ("DB loaded from", "append only file rewrit", "Restored ", "Starting restore for stream")
 _PR_SET_PDEATHSIG = 1
 
@@ -248,7 +251,7 @@ class _ServerProcess:
             level = logging.INFO
         if "[ERR]" in line or "[FTL]" in line:
             level = logging.ERROR
-        elif "[WRN]" in line or (" # " in line and "Memory overcommit" not in line):
+        elif "[WRN]" in line or (" # " in line and not any(quiet in line for quiet in _NOT_WARNINGS)):
             level = logging.WARNING
         log.log(level, "%s[%d]: %s", self.name, self.proc.pid, line)
 
