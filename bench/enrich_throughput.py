@@ -13,6 +13,11 @@ and proposals: the default configuration). It prints, per run:
 * CPU time of the process tree (this process, FalkorDB, NATS) per memory over the whole
   measurement: what the work costs whatever else runs on the machine (2 free cores at
   C ms/memory bound the rate at 2000/C memories/s);
+* cores: that CPU time over the wall time (how many cores the tree got on average), and the
+  time its threads were runnable but waited for a core (schedstat), per memory: a tree that
+  waits for cores is held back by the machine's other work, not by its own pipeline (on
+  the shared machine every session's processes share the cores as one group: the kernel's
+  autogroup scheduling), and the 1-minute load average at the end;
 * mean batch size (events per fetched batch) and the RSS of the process.
 
 Texts: the LoCoMo turns (``../shared/data/locomo``, exported by the referee into
@@ -129,7 +134,7 @@ async def measure(n: int, config: str, settle: float = 0.0) -> dict:
             if consumer.enricher.extractor is not None:
                 await consumer.enricher.extractor.warm()
             async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{ctx.http_port}", timeout=600) as http:
-                cpu_started = _tree_cpu()
+                cpu_started, waited_started = _tree_cpu(), _tree_runqueue_wait()
                 started = time.perf_counter()
                 for i in range(0, n, 500):
                     r = await http.post("/memory/batch", json={"memories": items[i: i + 500]})
@@ -140,6 +145,7 @@ async def measure(n: int, config: str, settle: float = 0.0) -> dict:
                     await asyncio.sleep(0.25)
                 finished = time.perf_counter()
                 cpu = _tree_cpu() - cpu_started
+                waited = _tree_runqueue_wait() - waited_started
             rows = await ctx.graph.ro_query(
                 "MATCH (m:Memory) WHERE m.enrichment_status = 'ENRICHMENT_STATUS_DONE' RETURN count(m)")
             batches = getattr(consumer.counters, "batches", 0)
@@ -151,6 +157,9 @@ async def measure(n: int, config: str, settle: float = 0.0) -> dict:
                 "enriched_done": int(rows[0][0]), "similar_edges": stats.similar_edges, "proposals": stats.proposals,
                 "mean_batch": consumer.counters.processed / batches if batches else None,
                 "cpu_ms_per_memory": cpu * 1000 / n,
+                "cores": cpu / (finished - started),
+                "waited_ms_per_memory": waited * 1000 / n,
+                "load_average": os.getloadavg()[0],
                 "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                 "rss_end_mib": await _tree_rss_after(settle),
             }
@@ -171,6 +180,22 @@ async def _tree_rss_after(settle: float) -> float:
         with contextlib.suppress(psutil.Error):
             total += proc.memory_info().rss
     return total / 2**20
+
+
+def _tree_runqueue_wait() -> float:
+    """Seconds the threads of this process and its children (FalkorDB, NATS, the NER worker)
+    have spent runnable but waiting for a core so far (``/proc/<pid>/task/<tid>/schedstat``,
+    second field; 0 where the kernel has no schedstat). Threads that ended are not counted."""
+    import psutil
+
+    me = psutil.Process()
+    total = 0
+    for proc in [me, *me.children(recursive=True)]:
+        with contextlib.suppress(psutil.Error, OSError):
+            for tid in os.listdir(f"/proc/{proc.pid}/task"):
+                with contextlib.suppress(OSError, ValueError, IndexError):
+                    total += int(Path(f"/proc/{proc.pid}/task/{tid}/schedstat").read_text().split()[1])
+    return total / 1e9
 
 
 def _tree_cpu() -> float:
@@ -300,7 +325,9 @@ def _line(label: str, r: dict) -> str:
     mean = f"{r['mean_batch']:.0f}" if r.get("mean_batch") else "-"
     return (f"{label:10s} {r['config']:11s} n={r['n']:<7d} ingest {r['ingest_per_s']:7.0f}/s  "
             f"enrichment {r['enrich_per_s']:6.1f}/s (after ingest {r['after_ingest_per_s']:6.1f}/s, "
-            f"{r['enrich_s']:.0f} s)  cpu {r['cpu_ms_per_memory']:.1f} ms/memory  batch {mean}  "
+            f"{r['enrich_s']:.0f} s)  cpu {r['cpu_ms_per_memory']:.1f} ms/memory  "
+            f"cores {r.get('cores', 0):.2f}  waited for a core {r.get('waited_ms_per_memory', 0):.1f} ms/memory  "
+            f"load {r.get('load_average', 0):.1f}  batch {mean}  "
             f"done {r['enriched_done']}  rss {r['rss_mib']:.0f} MiB (peak), "
             f"tree {r.get('rss_end_mib', 0):.0f} MiB (end)")
 
@@ -356,6 +383,8 @@ def main() -> int:
         med = {k: statistics.median(r[k] for r in runs) for k in ("ingest_per_s", "enrich_per_s",
                                                                    "after_ingest_per_s", "enrich_s", "rss_mib",
                                                                    "rss_end_mib", "cpu_ms_per_memory")}
+        med.update({k: statistics.median(r.get(k, 0.0) for r in runs)
+                    for k in ("cores", "waited_ms_per_memory", "load_average")})
         med.update(n=args.n, config=config, enriched_done=min(r["enriched_done"] for r in runs),
                    mean_batch=statistics.median(r["mean_batch"] or 0 for r in runs))
         summary.append({"variant": label, **med, "runs": runs})

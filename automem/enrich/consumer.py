@@ -158,9 +158,10 @@ class EnrichConsumer:
         than ``settings.enrich_bulk_threshold`` events wait behind the last batch (the bulk
         path: a large batch store, an import or a restore is enriched in large batches).
 
-        Look-ahead: once a batch's embedding and NER are done and it moves on to its writes,
-        the next batch is fetched and its texts embedded and NER'd meanwhile (:meth:`_look_ahead`),
-        so the models keep working while the graph and vector writes run. The look-ahead
+        Look-ahead: once a batch's embedding and NER are done (its own look-ahead is over, or
+        the batch computed them itself) and it moves on to its reads and writes, the next batch
+        is fetched and its texts embedded and NER'd meanwhile (:meth:`_look_ahead`), so the
+        models keep working while the graph and vector reads and writes run. The look-ahead
         only computes what depends on nothing but the text; the batch itself still reads the
         graph when its turn comes and decides from that."""
         size = batch or self.settings.enrich_batch_size
@@ -177,7 +178,11 @@ class EnrichConsumer:
             processing = asyncio.create_task(self.process_batch(msgs, looked, models_done))
             size = self.fetch_size(msgs, batch)
             waiting = asyncio.create_task(models_done.wait())
-            await asyncio.wait([processing, waiting], return_when=asyncio.FIRST_COMPLETED)
+            # The models are free once this batch's look-ahead is over (it usually covers the
+            # whole batch), so the next look-ahead starts then, without waiting for this
+            # batch's graph reads; what the look-ahead missed shares the same ONNX runs.
+            await asyncio.wait([processing, waiting, *([looked] if looked is not None else [])],
+                               return_when=asyncio.FIRST_COMPLETED)
             waiting.cancel()
             if not processing.done() and not self._stop.is_set():
                 following = await self._fetch(size, 0.05)

@@ -407,6 +407,68 @@ async def test_look_ahead_takes_texts_from_the_events_and_reads_the_graph_only_f
     assert out.vectors[carried.content] == consumer.provider.embed([carried.content])[0].tolist()
 
 
+async def test_next_look_ahead_starts_when_this_batch_look_ahead_is_over_not_after_its_reads(own_service) -> None:
+    """The models do not wait for a batch's graph reads: once the look-ahead of batch k is
+    over, the look-ahead of batch k+1 starts while batch k reads the graph. Batch 2's first
+    graph read is held until another look-ahead starts; it is released by that look-ahead
+    (before the change it only started after the read, so the hold ran out), and every
+    memory is still enriched."""
+    import contextvars
+
+    consumer = own_service.ctx.enrich_consumer
+    consumer.stop()
+    await asyncio.wait([own_service.ctx.enrich_task], timeout=5)
+    texts = [f"Batch look-ahead test {i}: Nadia Rahman ships the Kafka upgrade in Vienna." for i in range(6)]
+    batch_of: contextvars.ContextVar[int] = contextvars.ContextVar("batch_of", default=0)
+    batches, looked, held = [0], [0], []
+    started_again = asyncio.Event()
+    process_batch, look_ahead, hydrate = consumer.process_batch, consumer._look_ahead, consumer.graph.memories.hydrate
+
+    async def counting_batches(*args, **kwargs):
+        batches[0] += 1
+        batch_of.set(batches[0])
+        return await process_batch(*args, **kwargs)
+
+    async def counting_look_aheads(msgs):
+        looked[0] += 1
+        if looked[0] >= 2:
+            started_again.set()
+        return await look_ahead(msgs)
+
+    async def holding(ids, *args, **kwargs):
+        if batch_of.get() == 2 and not held:
+            held.append(None)
+            try:  # a hold, not a timed assert: what released it is recorded
+                await asyncio.wait_for(started_again.wait(), timeout=30)
+                held[0] = "look-ahead"
+            except TimeoutError:
+                held[0] = "ran out"
+        return await hydrate(ids, *args, **kwargs)
+
+    consumer.process_batch, consumer._look_ahead, consumer.graph.memories.hydrate = (
+        counting_batches, counting_look_aheads, holding)
+    try:
+        async with own_service.http() as http:
+            r = await http.post("/memory/batch", json={"memories": [{"content": t} for t in texts]})
+            assert r.status_code == 201, r.text
+            ids = r.json()["memory_ids"]
+            consumer._stop.clear()
+            task = asyncio.create_task(consumer.run(batch=2))
+            try:
+                async def all_done() -> bool:
+                    statuses = [(await http.get(f"/memory/{mid}")).json()["memory"]["enrichment_status"] for mid in ids]
+                    return statuses == ["done"] * len(ids)
+                await eventually(all_done, timeout=120)
+            finally:
+                consumer.stop()
+                await asyncio.wait([task], timeout=10)
+    finally:
+        del consumer.process_batch, consumer._look_ahead
+        consumer.graph.memories.hydrate = hydrate
+    assert held == ["look-ahead"]
+    assert batches[0] >= 3 and looked[0] >= 2
+
+
 async def test_batch_store_calls_get_the_enrichment_bound_not_the_request_bound(shared_service) -> None:
     """An enrichment batch is a background job: its graph and vector calls are bounded by
     ``enrich_store_timeout_seconds``, not by the request bound, so a store slowed by a loaded
