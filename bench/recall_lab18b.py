@@ -20,7 +20,8 @@ Candidates (each a post-step on the service's ranked candidates, fused into the 
   ``w · seed score / best score``; neighbours outside the candidates join (``+nb``) or not;
   ``graphnb2 undirected``: SIMILAR_TO read in both directions, as the service's
   ``relations.neighbours`` reads it (``scaled``: the gain times the neighbour's own score /
-  best; ``thr``: a higher cosine threshold).
+  best; ``thr``: a higher cosine threshold); ``graphnb3``: gated by a lexical match of the
+  neighbour (``lexgate``) or only seeds within 80 % of the best score (``rel0.8``).
 
 Results and the verdict: docs/benchmarks.md, "Recall quality (issue 18)", "Second round".
 
@@ -284,14 +285,18 @@ def m_mmr(lam=0.1, top=30, session_only=True):
 # ----------------------------------------------------------------------------- graph neighbours
 
 
-def m_graphnb(w=0.1, seeds=5, use_sim=True, use_prev=True, add=False, thr=SIM_T, undirected=False, scale=False):
+def m_graphnb(w=0.1, seeds=5, use_sim=True, use_prev=True, add=False, thr=SIM_T, undirected=False, scale=False,
+              lexgate=False, rel=0.0):
     def f(cv, arms, qi, q):
         sc = service_scores(cv, arms, qi, q)
+        lex = R.requery_arms(cv, arms, "both").get("qdrant_bm25:")[qi] if lexgate else None
         top = sorted(sc, key=lambda i: (-sc[i], i))[:seeds]
         hi = sc[top[0]] if top and sc[top[0]] > 0 else 1
         simg = similar(cv, thr, undirected)
         gain: dict[int, float] = {}
         for s in top:
+            if sc[s] < rel * hi:
+                continue
             nb = set()
             if use_sim:
                 nb.update(simg[s])
@@ -302,6 +307,8 @@ def m_graphnb(w=0.1, seeds=5, use_sim=True, use_prev=True, add=False, thr=SIM_T,
                     gain[x] = max(gain.get(x, 0.0), w * sc[s] / hi)
         final = dict(sc)
         for x, g in gain.items():
+            if lex is not None and lex[x] <= 0:
+                continue
             if x in final:
                 final[x] += g * (max(sc[x], 0) / hi if scale else 1.0)
             elif add:
@@ -402,6 +409,10 @@ def main():
         for k in (5, 10):
             M[f"graphnb2 undirected w{w} seeds{k}"] = m_graphnb(w=w, seeds=k, undirected=True)
             M[f"graphnb2 undirected scaled w{w} seeds{k}"] = m_graphnb(w=w, seeds=k, undirected=True, scale=True)
+    for w in (0.1, 0.15):
+        M[f"graphnb3 lexgate w{w} seeds5"] = m_graphnb(w=w, seeds=5, undirected=True, lexgate=True)
+        M[f"graphnb3 rel0.8 w{w} seeds5"] = m_graphnb(w=w, seeds=5, undirected=True, rel=0.8)
+        M[f"graphnb3 lexgate rel0.8 w{w} seeds5"] = m_graphnb(w=w, seeds=5, undirected=True, lexgate=True, rel=0.8)
     for t in (0.8, 0.85):
         M[f"graphnb2 undirected thr{t} w0.1 seeds5"] = m_graphnb(w=0.1, seeds=5, undirected=True, thr=t)
     M["graphnb w0.1 seeds5 +nb"] = m_graphnb(w=0.1, seeds=5, add=True)
