@@ -198,10 +198,12 @@ def requery_arms(cv, arms, requery: str):
     """The arms as the service's author re-query sees them (automem/recall/servicer.py
     ``_author_requery``): per question, the authors of the best 20 of each arm of the first
     round; the question without the names of those it names; both arms ("both") or the
-    lexical arm only ("lexical") scored on that."""
+    lexical arm only ("lexical") scored on that. Cached per ``arms`` object (a lab method may
+    hand in other questions' or other vectors' arms); ``arms.wrap(other)``, when it has one,
+    applies the same change to the re-query's arms."""
     from automem.recall import understanding as U
 
-    key = (cv.cid, requery)
+    key = (cv.cid, requery, id(arms))
     if key in _STRIPPED:
         return _STRIPPED[key]
     stripped = [dict(q, question=U.strip_authors(q["question"], first_round_authors(cv, arms, qi)))
@@ -210,6 +212,8 @@ def requery_arms(cv, arms, requery: str):
     cv.qs = stripped
     try:
         other = L.Arms(cv, arms.all_convs)
+        if hasattr(arms, "wrap"):
+            other = arms.wrap(other)
         out = {"qdrant_bm25:": other.get("qdrant_bm25:"),
                "minilm:": other.get("minilm:") if requery == "both" else arms.get("minilm:")}
     finally:

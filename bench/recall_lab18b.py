@@ -91,6 +91,33 @@ def service_scores(cv, arms, qi, q, pool=100):
     return {pos[r.id]: r.score for r in _SERVICE[pool](cv, arms, qi, q)}
 
 
+class _VecArms:
+    """``arms`` with the vector arm ("minilm:") replaced by ``mode``: "ctx" = the embedding of
+    the PRECEDED_BY neighbour's content + the memory's; "max" = the larger cosine of the two."""
+
+    def __init__(self, arms, mode):
+        self.arms, self.mode, self.all_convs = arms, mode, arms.all_convs
+
+    def wrap(self, other):
+        return _VecArms(other, self.mode)
+
+    def get(self, k):
+        if k != "minilm:":
+            return self.arms.get(k)
+        if self.mode == "ctx":
+            return self.arms.get("minilm:ctx")
+        return np.maximum(self.arms.get("minilm:"), self.arms.get("minilm:ctx"))
+
+
+def m_vec(mode):
+    def f(cv, arms, qi, q):
+        key = ("vec", cv.cid, mode)
+        if key not in _CACHE:
+            _CACHE[key] = _VecArms(arms, mode)
+        return order(cv, service_scores(cv, _CACHE[key], qi, q))
+    return f
+
+
 def order(cv, sc):
     return [cv.ids[i] for i in sorted(sc, key=lambda i: (-sc[i], i))]
 
@@ -409,6 +436,8 @@ def main():
         for k in (5, 10):
             M[f"graphnb2 undirected w{w} seeds{k}"] = m_graphnb(w=w, seeds=k, undirected=True)
             M[f"graphnb2 undirected scaled w{w} seeds{k}"] = m_graphnb(w=w, seeds=k, undirected=True, scale=True)
+    M["vector arm: context embedding"] = m_vec("ctx")
+    M["vector arm: max(plain, context)"] = m_vec("max")
     for w in (0.1, 0.15):
         M[f"graphnb3 lexgate w{w} seeds5"] = m_graphnb(w=w, seeds=5, undirected=True, lexgate=True)
         M[f"graphnb3 rel0.8 w{w} seeds5"] = m_graphnb(w=w, seeds=5, undirected=True, rel=0.8)
