@@ -118,6 +118,94 @@ def m_vec(mode):
     return f
 
 
+def _bm25_docs(cv, all_convs):
+    """The service's BM25 document vectors of ``cv`` and the collection IDF (as
+    retrieval_lab.qdrant_bm25_matrix builds them)."""
+    import math
+    from collections import Counter
+
+    from automem.common import text as T
+
+    key = ("bm25docs", cv.cid)
+    if key not in _CACHE:
+        def vec(c, i):
+            p = c.prev[i]
+            ctx = T.analyze(c.mems[p]["content"]) if p >= 0 else []
+            return T.bm25_doc_weights(T.analyze(c.mems[i]["content"]), ctx)
+        if "idf" not in _CACHE:
+            df, n = Counter(), 0
+            for c in all_convs:
+                for i in range(len(c.mems)):
+                    df.update(vec(c, i).keys())
+                    n += 1
+            _CACHE["idf"] = {t: math.log(1.0 + (n - k + 0.5) / (k + 0.5)) for t, k in df.items()}
+        _CACHE[key] = [vec(cv, i) for i in range(len(cv.mems))]
+    return _CACHE[key], _CACHE["idf"]
+
+
+class _PrfArms:
+    """``arms`` whose lexical arm ("qdrant_bm25:") adds ``beta`` x the BM25 score of each
+    question's expansion terms (``expansion[qi]``: {term index: weight})."""
+
+    def __init__(self, arms, extra):
+        self.arms, self.extra, self.all_convs = arms, extra, arms.all_convs
+
+    def wrap(self, other):
+        return _PrfArms(other, self.extra)
+
+    def get(self, k):
+        base = self.arms.get(k)
+        return base + self.extra if k == "qdrant_bm25:" else base
+
+
+def m_rm3(fb_docs=5, terms=10, beta=0.5, protect=0, select="idf"):
+    """Lexical pseudo-relevance feedback (RM3-like): the terms of the best ``fb_docs`` memories
+    of the service's first ranking, weighted by tf/len x the memory's share of the feedback
+    score, the best ``terms`` not in the question, added to the lexical arm at ``beta``
+    (normalised so the top expansion term weighs 1). ``protect``: the first ranking's best
+    ``protect`` memories keep their places above the re-ranked rest."""
+    from automem.common import text as T
+
+    def f(cv, arms, qi, q):
+        key = ("rm3", cv.cid, fb_docs, terms, beta, select)
+        if key not in _CACHE:
+            docs, idf = _bm25_docs(cv, arms.all_convs)
+            extra = np.zeros((len(cv.qs), len(cv.mems)))
+            for j, qq in enumerate(cv.qs):
+                sc = service_scores(cv, arms, j, qq)
+                top = sorted(sc, key=lambda i: (-sc[i], i))[:fb_docs]
+                tot = sum(max(sc[i], 0) for i in top) or 1
+                qt = set(T.bm25_query_weights(T.analyze(qq["question"])))
+                w: dict[int, float] = {}
+                for i in top:
+                    toks = T.analyze(cv.mems[i]["content"])
+                    for t in toks:
+                        ti = T.term_index(t)
+                        if ti not in qt:
+                            w[ti] = w.get(ti, 0.0) + max(sc[i], 0) / tot / max(len(toks), 1)
+                if select == "pool":  # IDF over the ranked candidates only (what a recall has at hand)
+                    pdf: dict[int, int] = {}
+                    for i in sc:
+                        for t in set(T.analyze(cv.mems[i]["content"])):
+                            ti = T.term_index(t)
+                            if ti in w:
+                                pdf[ti] = pdf.get(ti, 0) + 1
+                    sel = {t: np.log(1 + len(sc) / pdf.get(t, 1)) for t in w}
+                else:
+                    sel = {t: idf.get(t, 0.0) if select == "idf" else 1.0 for t in w}
+                best = sorted(w, key=lambda t: (-w[t] * sel[t], t))[:terms]
+                hi = max((w[t] for t in best), default=0) or 1
+                for m, d in enumerate(docs):
+                    extra[j, m] = beta * sum(w[t] / hi * idf.get(t, 0.0) * d.get(t, 0.0) for t in best)
+            _CACHE[key] = _PrfArms(arms, extra)
+        ranked = order(cv, service_scores(cv, _CACHE[key], qi, q))
+        if protect:
+            first = order(cv, service_scores(cv, arms, qi, q))[:protect]
+            ranked = first + [i for i in ranked if i not in first]
+        return ranked
+    return f
+
+
 def order(cv, sc):
     return [cv.ids[i] for i in sorted(sc, key=lambda i: (-sc[i], i))]
 
@@ -436,6 +524,20 @@ def main():
         for k in (5, 10):
             M[f"graphnb2 undirected w{w} seeds{k}"] = m_graphnb(w=w, seeds=k, undirected=True)
             M[f"graphnb2 undirected scaled w{w} seeds{k}"] = m_graphnb(w=w, seeds=k, undirected=True, scale=True)
+    for b in (0.2, 0.5):
+        for t in (5, 10):
+            M[f"rm3 fb5 terms{t} beta{b}"] = m_rm3(5, t, b)
+    M["rm3 fb3 terms10 beta0.3"] = m_rm3(3, 10, 0.3)
+    for sel in ("pool", "none"):
+        M[f"rm3 select-{sel} protect1 fb3 terms20 beta0.2"] = m_rm3(3, 20, 0.2, protect=1, select=sel)
+        M[f"rm3 select-{sel} protect1 fb2 terms20 beta0.1"] = m_rm3(2, 20, 0.1, protect=1, select=sel)
+    for p in (1, 3):
+        M[f"rm3 protect{p} fb3 terms20 beta0.2"] = m_rm3(3, 20, 0.2, protect=p)
+        M[f"rm3 protect{p} fb2 terms20 beta0.1"] = m_rm3(2, 20, 0.1, protect=p)
+    for fb in (2, 3):
+        for t in (10, 20):
+            for b in (0.1, 0.2, 0.3):
+                M[f"rm3 sweep fb{fb} terms{t} beta{b}"] = m_rm3(fb, t, b)
     M["vector arm: context embedding"] = m_vec("ctx")
     M["vector arm: max(plain, context)"] = m_vec("max")
     for w in (0.1, 0.15):
