@@ -158,6 +158,25 @@ class _PrfArms:
         return base + self.extra if k == "qdrant_bm25:" else base
 
 
+def _fb_weights(cv, sc, fb_docs, question) -> dict[int, float]:
+    """Term index -> summed ``score share x tf / length`` over the best ``fb_docs`` of ``sc``,
+    the question's terms left out (unnormalised; the service's
+    automem/recall/understanding.py ``feedback_terms`` is the same, normalised and capped)."""
+    from automem.common import text as T
+
+    top = sorted(sc, key=lambda i: (-sc[i], i))[:fb_docs]
+    tot = sum(max(sc[i], 0) for i in top) or 1
+    qt = set(T.bm25_query_weights(T.analyze(question)))
+    w: dict[int, float] = {}
+    for i in top:
+        toks = T.analyze(cv.mems[i]["content"])
+        for t in toks:
+            ti = T.term_index(t)
+            if ti not in qt:
+                w[ti] = w.get(ti, 0.0) + max(sc[i], 0) / tot / max(len(toks), 1)
+    return w
+
+
 def m_rm3(fb_docs=5, terms=10, beta=0.5, protect=0, select="idf"):
     """Lexical pseudo-relevance feedback (RM3-like): the terms of the best ``fb_docs`` memories
     of the service's first ranking, weighted by tf/len x the memory's share of the feedback
@@ -173,16 +192,7 @@ def m_rm3(fb_docs=5, terms=10, beta=0.5, protect=0, select="idf"):
             extra = np.zeros((len(cv.qs), len(cv.mems)))
             for j, qq in enumerate(cv.qs):
                 sc = service_scores(cv, arms, j, qq)
-                top = sorted(sc, key=lambda i: (-sc[i], i))[:fb_docs]
-                tot = sum(max(sc[i], 0) for i in top) or 1
-                qt = set(T.bm25_query_weights(T.analyze(qq["question"])))
-                w: dict[int, float] = {}
-                for i in top:
-                    toks = T.analyze(cv.mems[i]["content"])
-                    for t in toks:
-                        ti = T.term_index(t)
-                        if ti not in qt:
-                            w[ti] = w.get(ti, 0.0) + max(sc[i], 0) / tot / max(len(toks), 1)
+                w = _fb_weights(cv, sc, fb_docs, qq["question"])
                 if select == "pool":  # IDF over the ranked candidates only (what a recall has at hand)
                     pdf: dict[int, int] = {}
                     for i in sc:
@@ -203,6 +213,30 @@ def m_rm3(fb_docs=5, terms=10, beta=0.5, protect=0, select="idf"):
             first = order(cv, service_scores(cv, arms, qi, q))[:protect]
             ranked = first + [i for i in ranked if i not in first]
         return ranked
+    return f
+
+
+def m_fbcomp(fb_docs=2, w=0.1, add=False):
+    """Feedback as its own score component: the BM25 score of the best ``fb_docs`` memories'
+    terms (not in the question; weights tf/len x the memory's share of the feedback score,
+    normalised to 1) for each candidate, ``w`` x score / best; ``add``: the expansion
+    search's best 100 join the candidates."""
+
+    def f(cv, arms, qi, q):
+        docs, idf = _bm25_docs(cv, arms.all_convs)
+        sc = service_scores(cv, arms, qi, q)
+        wt = _fb_weights(cv, sc, fb_docs, q["question"])
+        hi = max(wt.values(), default=0) or 1
+        ex = np.array([sum(v / hi * idf.get(t, 0.0) * d.get(t, 0.0) for t, v in wt.items()) for d in docs])
+        final = dict(sc)
+        if add:
+            for i in np.argsort(-ex, kind="stable")[:100]:
+                if ex[i] > 0:
+                    final.setdefault(int(i), 0.0)
+        m = max((ex[i] for i in final), default=0) or 1
+        for i in final:
+            final[i] += w * ex[i] / m
+        return order(cv, final)
     return f
 
 
@@ -528,6 +562,10 @@ def main():
         for t in (5, 10):
             M[f"rm3 fb5 terms{t} beta{b}"] = m_rm3(5, t, b)
     M["rm3 fb3 terms10 beta0.3"] = m_rm3(3, 10, 0.3)
+    for w in (0.05, 0.1, 0.2, 0.3):
+        for fb in (2, 3):
+            M[f"fbcomp fb{fb} w{w}"] = m_fbcomp(fb, w)
+            M[f"fbcomp fb{fb} w{w} +new"] = m_fbcomp(fb, w, add=True)
     for sel in ("pool", "none"):
         M[f"rm3 select-{sel} protect1 fb3 terms20 beta0.2"] = m_rm3(3, 20, 0.2, protect=1, select=sel)
         M[f"rm3 select-{sel} protect1 fb2 terms20 beta0.1"] = m_rm3(2, 20, 0.1, protect=1, select=sel)
