@@ -23,6 +23,13 @@ Candidates (each a post-step on the service's ranked candidates, fused into the 
   best; ``thr``: a higher cosine threshold); ``graphnb3``: gated by a lexical match of the
   neighbour (``lexgate``) or only seeds within 80 % of the best score (``rel0.8``).
 
+* ``rm3``         — lexical pseudo-relevance feedback: the best ``fb`` memories' terms (not
+  the question's) added to the BM25 query at ``beta``, the service's ranking run again on the
+  expanded lexical arm (``protectN``: the first ranking's best N stay on top) — the one kept,
+  as automem/recall/understanding.py ``feedback_terms`` behind AUTOMEM_SEARCH_FEEDBACK_WEIGHT;
+  ``fbcomp``: the same terms' BM25 score as a separate component instead;
+* ``vector arm``  — the memory embedded with its PRECEDED_BY neighbour's content.
+
 Results and the verdict: docs/benchmarks.md, "Recall quality (issue 18)", "Second round".
 
     .venv/bin/python bench/recall_lab18b.py [--data ...] [--methods a,b]
