@@ -183,27 +183,37 @@ def method(ENT, QENT, *, spread=0.0, seeds=10, tspread=0.0, person=0.0, mode="su
 _STRIPPED: dict[tuple[str, str], object] = {}
 
 
+def first_round_authors(cv, arms, qi) -> set[str]:
+    """The authors of the best 20 memories of each arm for question ``qi`` (as the service's
+    author re-query reads them, automem/recall/servicer.py ``REQUERY_SEEDS``)."""
+    from automem.recall import understanding as U
+
+    ids = set()
+    for k in ("minilm:", "qdrant_bm25:"):
+        ids.update(np.argsort(-arms.get(k)[qi], kind="stable")[:20].tolist())
+    return {a for i in ids if (a := U.author_of(cv.mems[i]["content"]))}
+
+
 def requery_arms(cv, arms, requery: str):
     """The arms as the service's author re-query sees them (automem/recall/servicer.py
     ``_author_requery``): per question, the authors of the best 20 of each arm of the first
     round; the question without the names of those it names; both arms ("both") or the
-    lexical arm only ("lexical") scored on that."""
+    lexical arm only ("lexical") scored on that. Cached per ``arms`` object (a lab method may
+    hand in other questions' or other vectors' arms); ``arms.wrap(other)``, when it has one,
+    applies the same change to the re-query's arms."""
     from automem.recall import understanding as U
 
-    key = (cv.cid, requery)
+    key = (cv.cid, requery, id(arms))
     if key in _STRIPPED:
         return _STRIPPED[key]
-    stripped = []
-    for qi, q in enumerate(cv.qs):
-        ids = set()
-        for k in ("minilm:", "qdrant_bm25:"):
-            ids.update(np.argsort(-arms.get(k)[qi], kind="stable")[:20].tolist())
-        authors = {a for i in ids if (a := U.author_of(cv.mems[i]["content"]))}
-        stripped.append(dict(q, question=U.strip_authors(q["question"], authors)))
+    stripped = [dict(q, question=U.strip_authors(q["question"], first_round_authors(cv, arms, qi)))
+                for qi, q in enumerate(cv.qs)]
     saved = cv.qs
     cv.qs = stripped
     try:
         other = L.Arms(cv, arms.all_convs)
+        if hasattr(arms, "wrap"):
+            other = arms.wrap(other)
         out = {"qdrant_bm25:": other.get("qdrant_bm25:"),
                "minilm:": other.get("minilm:") if requery == "both" else arms.get("minilm:")}
     finally:
@@ -216,11 +226,12 @@ def requery_arms(cv, arms, requery: str):
     return _STRIPPED[key]
 
 
-def service(requery: str = "both", **weights):
+def service(requery: str = "both", pool: int | None = None, ranked: bool = False, **weights):
     """automem.recall.ranking.rank itself (the service's ranking) over the lab's candidates,
     with ScoreWeights overridden by ``weights`` (e.g. ``author=0``) and the author re-query
     ``requery`` ("both", "lexical", "off"; off whenever the author weight is 0, as in the
-    service)."""
+    service). ``pool``: candidates per arm (default: the service's 100); ``ranked``: return
+    the ``ranking.Ranked`` rows (with scores) instead of ids."""
     from datetime import datetime
 
     from automem.common.model import Memory, ts
@@ -239,7 +250,7 @@ def service(requery: str = "both", **weights):
         return mem_cache[m["id"]]
 
     def f(cv, arms, qi, q):
-        V, Lx = S.VECTOR_CANDIDATES, S.LEXICAL_CANDIDATES
+        V, Lx = pool or S.VECTOR_CANDIDATES, pool or S.LEXICAL_CANDIDATES
         spec = {"arms": {"vector": ("minilm:", V), "lexical": ("qdrant_bm25:", Lx)}}
         if requery != "off" and W.author:
             arms = requery_arms(cv, arms, requery)
@@ -254,7 +265,8 @@ def service(requery: str = "both", **weights):
             out.append(ranking.Candidate(id=c.id, arm_scores={("keyword" if a == "lexical" else a): v
                                                               for a, v in c.arm_scores.items()},
                                          memory=memory(cv, i), prev_id=prev, next_id=nxt))
-        return [r.id for r in ranking.rank(out, weights=W, query=q["question"])]
+        rows = ranking.rank(out, weights=W, query=q["question"])
+        return rows if ranked else [r.id for r in rows]
     return f
 
 
@@ -317,14 +329,21 @@ def main():
     M["only temporal 0.05"] = method(ENT, QENT, temporal=0.05)
     for name, w in SERVICE_ARMS.items():
         M[name] = service(**w)
-    if args.methods:
-        M = {k: v for k, v in M.items() if any(s in k for s in args.methods.split(","))}
+    run_methods(M, args.methods, convs, arms_by, args.data)
+
+
+def run_methods(M: dict, methods: str, convs, arms_by, data: Path) -> None:
+    """Score each method of ``M`` whose name contains one of the comma-separated ``methods``
+    (all when empty) with the referee; one line per method on stderr, the table on stdout."""
+    if methods:
+        M = {k: v for k, v in M.items() if any(s in k for s in methods.split(","))}
     rows = []
     for name, fn in M.items():
         t = time.perf_counter()
-        row = L.referee(name, L.method_rankings(convs, arms_by, fn), args.data)
+        row = L.referee(name, L.method_rankings(convs, arms_by, fn), data)
         rows.append(row)
-        print(f"{name}: R@10 {row['r10']:.3f} MRR {row['mrr']:.3f} ({time.perf_counter() - t:.1f}s)", file=sys.stderr)
+        print(f"{name}: R@10 {row['r10']:.3f} MRR {row['mrr']:.3f} multi-hop R@10 {row['c1'][0]:.3f} "
+              f"open-domain R@10 {row['c3'][0]:.3f} ({time.perf_counter() - t:.1f}s)", file=sys.stderr)
     L.print_table(rows)
 
 

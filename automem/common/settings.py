@@ -247,6 +247,15 @@ class Settings(BaseSettings):
     search_author_requery: Literal["both", "lexical", "off"] = Field(
         "both", validation_alias=_env("AUTOMEM_SEARCH_AUTHOR_REQUERY"))
     search_session_seeds: int = Field(10, ge=1, le=100, validation_alias=_env("AUTOMEM_SEARCH_SESSION_SEEDS"))
+    #: Lexical feedback (automem/recall/understanding.py feedback_terms): weight of the best
+    #: ``search_feedback_docs`` memories' other terms in a second lexical search whose scores
+    #: replace the first's, then a second ranking in which the first ranking's best
+    #: ``search_feedback_keep`` stay on top. 0 = off (the default; one more sparse search and
+    #: ranking per recall with a query). LoCoMo / synthetic figures: docs/benchmarks.md
+    #: "Recall quality (issue 18)", "Lexical feedback".
+    search_feedback_weight: float = Field(0.0, ge=0, le=1, validation_alias=_env("AUTOMEM_SEARCH_FEEDBACK_WEIGHT"))
+    search_feedback_docs: int = Field(2, ge=1, le=20, validation_alias=_env("AUTOMEM_SEARCH_FEEDBACK_DOCS"))
+    search_feedback_keep: int = Field(3, ge=0, le=20, validation_alias=_env("AUTOMEM_SEARCH_FEEDBACK_KEEP"))
 
     # --- enrichment / consolidation ------------------------------------------------------
     enrichment_enabled: bool = Field(True, validation_alias=_env("AUTOMEM_ENRICHMENT_ENABLED"))

@@ -31,7 +31,7 @@ from automem.common.model import Memory, epoch, ts
 from automem.common.paging import decode_offset_token, encode_offset_token
 from automem.common.settings import Settings
 from automem.common.state import ReadAt, as_known, hydrate_at, known, resolve, resolve_one, withheld_reason
-from automem.common.text import analyze, bm25_query_weights, fulltext_query
+from automem.common.text import analyze, bm25_query_weights, fulltext_query, term_index
 from automem.common.timeouts import long_running
 from automem.common.timewindow import resolve as resolve_window
 from automem.graph import GraphStore
@@ -177,21 +177,27 @@ class _Tiers:
         self._fetched: set[str] = set()
         self._light: dict[str, Memory] = {}
         self._preceded_by: dict[str, list[str]] = {}
+        #: Lexical feedback terms (term index -> added query weight), set by the first tier.
+        self.feedback: dict[int, float] = {}
 
     async def next(self) -> list[Ranked] | None:
         """The next tier's ranked memories (each not in an earlier tier), or None at the end."""
         while not self.done:
             n = self.size
+            first = self.first
             arm_scores, arms_run, degraded, listed, more = await self._search(n, self.queries, self.vectors)
             if self.first:
                 self.arms_run, self.degraded, self.first = arms_run, degraded, False
                 requery = await self._author_requery(arm_scores)
                 if requery is not None:
                     arm_scores, _, _, _, more = await self._search(n, *requery)
-            self.done = not more or n >= CANDIDATE_MAX
-            self.size = min(n * TIER_GROWTH, CANDIDATE_MAX)
             ranked = await self._rank(list(dict.fromkeys([*arm_scores["vector"], *arm_scores["keyword"], *listed])),
                                       arm_scores)
+            if first:
+                ranked, more_fb = await self._feedback(ranked, arm_scores, n)
+                more = more or more_fb
+            self.done = not more or n >= CANDIDATE_MAX
+            self.size = min(n * TIER_GROWTH, CANDIDATE_MAX)
             new = [r for r in ranked if r.id not in self._ranked]
             self._ranked.update(r.id for r in new)
             if new:
@@ -220,7 +226,8 @@ class _Tiers:
                 arms_run.append("vector")
             else:
                 degraded.append("vector")
-            more = await svc._lexical(queries, self.scope, self.filters, self.read, n, arm_scores["keyword"]) or more
+            more = await svc._lexical(queries, self.scope, self.filters, self.read, n, arm_scores["keyword"],
+                                      self.feedback) or more
             arms_run.append("keyword")
         else:
             listed = await svc._list_ids(self.filters, self.read, n, self.sort)
@@ -253,6 +260,34 @@ class _Tiers:
             vectors = (await asyncio.to_thread(self.svc.embedder.embed, stripped)).tolist()
         self.queries, self.vectors = stripped, vectors
         return stripped, vectors
+
+    async def _feedback(self, ranked: list[Ranked], arm_scores: dict[str, dict[str, float]], n: int
+                        ) -> tuple[list[Ranked], bool]:
+        """Lexical feedback (automem/recall/understanding.py ``feedback_terms``; off while
+        ``search_feedback_weight`` is 0): the lexical arm searched again with the best
+        ``search_feedback_docs`` memories' other terms added at that weight, its scores in place
+        of the first search's (a memory only the first found keeps its first score), and the
+        pool ranked again; the first ranking's best ``search_feedback_keep`` stay on top, in
+        their order. Later tiers search with the same terms. Returns (ranking, whether the
+        feedback search filled its pool of ``n``)."""
+        settings = self.svc.settings
+        if not settings.search_feedback_weight or not self.queries or self.svc.vectors is None or not ranked:
+            return ranked, False
+        top = [(self._light[r.id].content, r.score) for r in ranked[:settings.search_feedback_docs]
+               if r.id in self._light]
+        terms = understanding.feedback_terms(top, " ".join(self.request_queries))
+        if not terms:
+            return ranked, False
+        self.feedback = {term_index(t): settings.search_feedback_weight * w for t, w in terms.items()}
+        keyword: dict[str, float] = {}
+        more = await self.svc._lexical(self.queries, self.scope, self.filters, self.read, n, keyword, self.feedback)
+        for mid, score in arm_scores["keyword"].items():
+            keyword.setdefault(mid, score)
+        scores = {**arm_scores, "keyword": keyword}
+        again = await self._rank(list(dict.fromkeys([*scores["vector"], *keyword])), scores)
+        keep = ranked[:settings.search_feedback_keep]
+        kept = {r.id for r in keep}
+        return keep + [r for r in again if r.id not in kept], more
 
     async def _fetch(self, ids: list[str]) -> None:
         """Read the ranking fields of the ``ids`` not read yet (one round trip, no bodies)."""
@@ -464,21 +499,24 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         return response
 
     async def _lexical(self, queries: list[str], scope: str, filters: Filters, read: ReadAt, n_cand: int,
-                       out: dict[str, float]) -> bool:
+                       out: dict[str, float], extra: dict[int, float] | None = None) -> bool:
         """Lexical arm: BM25 over the memories' sparse vectors (stemmed terms, stop words
         removed; measured far better than FalkorDB's full-text score, docs/benchmarks.md).
         Memories not yet embedded are scored by the share of query terms they contain, times
         the best BM25 score, so a memory is recallable the moment its store is acknowledged.
         They are read through the ``embedding_status`` index (none, normally); only when more
         than :data:`UNEMBEDDED_SCAN_MAX` wait for their embedding does FalkorDB's full-text index
-        narrow them down first (it cost ~16 ms on every recall, issue 10). Returns whether a
-        search returned ``n_cand`` hits (a larger pool could hold more)."""
+        narrow them down first (it cost ~16 ms on every recall, issue 10). ``extra`` (term index
+        -> weight) joins every query's sparse vector (lexical feedback, ``_Tiers._feedback``).
+        Returns whether a search returned ``n_cand`` hits (a larger pool could hold more)."""
         backlog: list[tuple[str, str]] | None = None
         more = False
         for q in queries:
             terms = analyze(q)
             if self.vectors is not None and terms:
                 weights = bm25_query_weights(terms)
+                for k, v in (extra or {}).items():
+                    weights[k] = weights.get(k, 0.0) + v
                 keys = sorted(weights)
                 flt = arm_filter(filters, read)
                 hits = await self.vectors.search_sparse(keys, [weights[k] for k in keys], n_cand, flt)

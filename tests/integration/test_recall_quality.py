@@ -73,3 +73,29 @@ async def test_author_requery_finds_the_named_speakers_turn_that_does_not_say_th
         off = {h["id"]: h["score_components"] for h in r.json()["results"]}
         # the arms scored the query with the name (off) and without it (on): other scores
         assert on != off
+
+
+async def test_lexical_feedback_reaches_a_memory_through_a_top_hits_words(own_service) -> None:
+    """The target shares no word with the question, only a name with the best hit: with lexical
+    feedback on, the hit's words join the lexical search and the target gains a keyword score;
+    with it off the target has none. The best hits stay on top either way."""
+    async with own_service.http() as http:
+        # the target first: a memory's lexical vector holds its PRECEDED_BY neighbour's words too
+        target = await _store(http, "Comet chased the ball along the river all morning")
+        for text in ("The quarterly report is due on Monday", "We repainted the kitchen walls",
+                     "The train was late again today"):
+            await _store(http, text)
+        hit = await _store(http, "Dana: I adopted a dog named Comet last spring")
+        await _embedded(own_service, 5)
+        own_service.settings.search_feedback_weight = 0.0  # the settings object recall reads
+        params = {"query": "Which dog did Dana adopt?", "limit": 5}
+        r = await http.get("/recall", params=params)
+        off = {h["id"]: h["score_components"] for h in r.json()["results"]}
+        assert r.json()["results"][0]["id"] == hit
+        assert "keyword" not in off[target]
+        own_service.settings.search_feedback_weight = 0.1
+        r = await http.get("/recall", params=params)
+        results = r.json()["results"]
+        on = {h["id"]: h["score_components"] for h in results}
+        assert results[0]["id"] == hit
+        assert on[target]["keyword"] > 0

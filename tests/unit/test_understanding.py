@@ -111,3 +111,18 @@ def test_learn_authors_keeps_recent_scopes_and_bounded_names(monkeypatch):
     assert list(svc._authors) == ["a", "c"]
     svc.learn_authors("d", set())  # nothing learnt, nothing kept
     assert "d" not in svc._authors
+
+
+def test_feedback_terms_weigh_the_best_memories_words_outside_the_query() -> None:
+    terms = U.feedback_terms([("Mel: I love painting sunsets", 1.0), ("Bob: sunsets at the lake", 0.5)],
+                             "What does Mel like?")
+    assert "mel" not in terms and "like" not in terms  # the query's own terms
+    assert terms["sunset"] == 1.0  # in both memories: the heaviest, normalised to 1
+    assert terms["love"] == pytest.approx(0.6) and terms["lake"] == pytest.approx(0.4)
+    assert list(U.feedback_terms([("alpha beta gamma delta", 1.0)], "", limit=2)) == ["alpha", "beta"]
+
+
+def test_feedback_terms_empty_without_positive_scores_or_new_words() -> None:
+    assert U.feedback_terms([("painting sunsets", 0.0)], "x") == {}
+    assert U.feedback_terms([("painting sunsets", 1.0)], "painting sunsets") == {}
+    assert U.feedback_terms([], "x") == {}
