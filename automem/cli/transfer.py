@@ -36,6 +36,7 @@ import grpc
 
 from automem.cli import transfer_formats as formats
 from automem.cli.connect import add_connection_options, grpc_address, online_client
+from automem.cli.output import stdout_closed
 from automem.common.lifecycle import SUPERSEDING_RELATIONS
 from automem.common.model import (
     AUTHORABLE_RELATIONS,
@@ -106,10 +107,7 @@ def main(settings: Settings, args: argparse.Namespace) -> int:
             return asyncio.run(_import(settings, args))
         return asyncio.run(_export(settings, args))
     except BrokenPipeError:
-        # The reader of stdout stopped (`automem export | head`): not an error of ours.
-        with contextlib.suppress(OSError):
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+        return stdout_closed()  # `automem export | head`: not an error of ours
     except CommandError as exc:
         print(f"automem {args.cmd}: {exc}", file=sys.stderr)
     except grpc.aio.AioRpcError as exc:
