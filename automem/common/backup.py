@@ -65,6 +65,9 @@ FORMAT = "automem-backup/1"
 #: The last record's kind; a header with ``"end": END`` promises it (files written before it
 #: have neither and restore as before).
 END = "end"
+#: The label of the node a restore keeps in the graph while it runs (automem/graph/dump.py
+#: ``mark_restore``): found at start, the graph is a restore's half.
+RESTORE_MARK = "RestoreInProgress"
 #: FalkorDB's integers are signed 64-bit.
 _INT64 = 2**63
 PAGE = 500
@@ -190,8 +193,13 @@ async def restore_records(graph: GraphStore, records: list[dict[str, Any]], bus:
                           progress: Callable[[int, int], None] | None = None) -> dict[str, int]:
     """Recreate the export in ``graph`` (and the events on ``bus``'s stream).
 
-    Refuses (ValueError naming ``known_at``) a past export (header ``known_at``). Refuses (RuntimeError) when the graph already holds nodes or the stream messages,
-    unless ``force``, which first empties both (replace, never merge). Nodes and edges are
+    Refuses (ValueError naming ``known_at``) a past export (header ``known_at``), and
+    (ValueError, :func:`check_records`) a file cut short or holding a record the graph cannot
+    take, before anything changes. Refuses (RuntimeError) when the graph already holds nodes or the stream messages,
+    unless ``force``, which first empties both (replace, never merge). While it writes, a
+    ``RestoreInProgress`` node (:data:`RESTORE_MARK`) stays in the graph: a restore killed
+    half-way leaves it, the service logs an error at start (:func:`interrupted_restore`) and a
+    restore without ``force`` is refused (RuntimeError) until one with ``force`` finishes. Nodes and edges are
     created in file order, so a backup of the restored graph is the same file (but for the
     header's times). The enrichment consumer is (re)created to start after the restored
     events: restored memories keep their enrichment and are not enriched again. The vector
@@ -212,13 +220,21 @@ async def restore_records(graph: GraphStore, records: list[dict[str, Any]], bus:
         raise ValueError(f"restore: this export was made at known_at={header['known_at']} (a snapshot of what "
                          "the service believed then, for reading; it lacks the later history): "
                          "restore needs a full export made without known_at")
+    interrupted = await graph.dump.restore_started()
+    if interrupted is not None and not force:
+        raise RuntimeError(f"restore: a restore started at {_iso(interrupted)} did not finish (the graph is partial); "
+                           "restore again with --force")
+    started = time.time()
     if force and keep_labels:
-        await graph.dump.delete_except(keep_labels)
+        # The marker first, kept by the wipe: a restore killed from here on leaves it.
+        await graph.dump.mark_restore(started)
+        await graph.dump.delete_except({**keep_labels, RESTORE_MARK: ""})
         if bus is not None and bus.js is not None:
             await bus.js.purge_stream(bus.settings.stream_name)
     elif force:
         # Replace, never merge: the target's graph and event stream are emptied first.
         await graph.dump.drop()
+        await graph.dump.mark_restore(started)
         await graph.ensure_schema()
         if bus is not None and bus.js is not None:
             await bus.js.purge_stream(bus.settings.stream_name)
@@ -237,6 +253,7 @@ async def restore_records(graph: GraphStore, records: list[dict[str, Any]], bus:
             info = await bus.js.stream_info(bus.settings.stream_name)
             if info.state.messages:
                 raise RuntimeError(f"restore: stream {bus.settings.stream_name!r} is not empty")
+        await graph.dump.mark_restore(started)
     nodes = [r for r in records if r.get("kind") in _NODE_KINDS]
     edges = [r for r in records if r.get("kind") == "edge"]
     for label, key in (keep_labels or {}).items():
@@ -295,6 +312,7 @@ async def restore_records(graph: GraphStore, records: list[dict[str, Any]], bus:
         # SIMILAR_TO and PRECEDED_BY edges, statuses). Enrichment starts after them, or it
         # would enrich every restored memory again (new edges, new create_times, new events).
         await bus.start_consumer_after(ENRICH_DURABLE, after.state.last_seq)
+    await graph.dump.unmark_restore()
     live = sum(1 for r in nodes if r.get("kind") == "memory"
                and (r.get("properties") or {}).get("state") not in _GONE_STATES)
     return {"nodes": len(nodes), "edges": len(edges), "events": published, "events_dropped": dropped,
@@ -320,6 +338,22 @@ def _check_shapes(records: list[dict[str, Any]]) -> None:
                 raise ValueError(  # noqa: TRY004 - a bad file is a ValueError to every caller
                     f"backup record {number} ({record.get('kind')}): {name!r} missing or not "
                     f"{getattr(kind, '__name__', kind)}")
+
+
+def _iso(epoch: float) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="seconds")
+
+
+async def interrupted_restore(graph: GraphStore) -> str | None:
+    """A sentence for the operator when a restore into ``graph`` started and never finished
+    (the process was killed half-way: the graph holds part of the backup), else None."""
+    started = await graph.dump.restore_started()
+    if started is None:
+        return None
+    return (f"a restore started at {_iso(started)} did not finish: the graph holds part of a backup; run "
+            "`automem restore FILE --force` again")
 
 
 def check_records(records: list[dict[str, Any]], identifier: Callable[[str], str]) -> None:

@@ -24,6 +24,7 @@ import grpc
 import httpx
 import pytest
 
+from automem.common import backup
 from automem.common.embedded import free_port
 from automem.v1 import admin_service_pb2, ingest_service_pb2
 from tests.conftest import eventually, settings_for, start_service
@@ -512,6 +513,28 @@ async def test_cli_over_rest_lists_as_over_grpc_and_names_another_server_in_one_
             subprocess.run, f"{sys.executable} -m automem.cli keys list {' '.join(way)} | true", shell=True,
             cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False)
         assert "Broken pipe" not in shell.stderr and "Traceback" not in shell.stderr, shell.stderr
+
+
+async def test_a_restore_killed_half_way_is_named_until_one_with_force_finishes(own_service) -> None:
+    """A restore killed half-way (``kill -9`` of ``automem up``) left a partial graph that a
+    restarted service served as healthy and a later restore without force did not name; the
+    RestoreInProgress node such a restore leaves (made here as the killed one made it, before
+    its first write) is now reported and cleared only by a finished restore."""
+    async def chunks(data: bytes, force: bool):
+        yield admin_service_pb2.RestoreBackupRequest(data=data, force=force)
+
+    graph = own_service.ctx.graph
+    async with own_service.client() as anonymous:
+        lines = [m.json_line async for m in anonymous.ingest.ExportBackup(ingest_service_pb2.ExportBackupRequest())]
+        assert await backup.interrupted_restore(graph) is None
+        await graph.dump.mark_restore(time.time())  # what a restore killed after its wipe leaves
+        assert "did not finish" in await backup.interrupted_restore(graph)
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await anonymous.admin.RestoreBackup(chunks("\n".join(lines).encode(), force=False))
+        assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert "did not finish" in refused.value.details() and "force" in refused.value.details()
+        await anonymous.admin.RestoreBackup(chunks("\n".join(lines).encode(), force=True))
+    assert await backup.interrupted_restore(graph) is None
 
 
 def _listening(port: int) -> bool:
