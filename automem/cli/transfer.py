@@ -102,6 +102,9 @@ def _common(parser: argparse.ArgumentParser) -> None:
 def main(settings: Settings, args: argparse.Namespace) -> int:
     """Run ``automem import`` / ``automem export``; returns the exit code. Every failure is
     one line on stderr (``automem <cmd>: <reason>``), never a traceback."""
+    # The address is named as found now: the running service's endpoints file goes with it
+    # (read after it died, a failure would name the default address instead).
+    target = grpc_address(settings, args)
     try:
         if args.cmd == "import":
             return asyncio.run(_import(settings, args))
@@ -111,7 +114,7 @@ def main(settings: Settings, args: argparse.Namespace) -> int:
     except CommandError as exc:
         print(f"automem {args.cmd}: {exc}", file=sys.stderr)
     except grpc.aio.AioRpcError as exc:
-        print(f"automem {args.cmd}: {_rpc_error(settings, args, exc)}", file=sys.stderr)
+        print(f"automem {args.cmd}: {_rpc_error(target, exc)}", file=sys.stderr)
     except OSError as exc:
         print(f"automem {args.cmd}: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
     except KeyboardInterrupt:
@@ -120,10 +123,10 @@ def main(settings: Settings, args: argparse.Namespace) -> int:
     return 1
 
 
-def _rpc_error(settings: Settings, args: argparse.Namespace, exc: grpc.aio.AioRpcError) -> str:
+def _rpc_error(target: str, exc: grpc.aio.AioRpcError) -> str:
     code = exc.code()
     if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-        return f"cannot reach the service at {grpc_address(settings, args)} ({code.name}: {exc.details()})"
+        return f"cannot reach the service at {target} ({code.name}: {exc.details()})"
     return f"{code.name}: {exc.details()}"
 
 
