@@ -36,7 +36,7 @@ import grpc
 
 from automem.cli import transfer_formats as formats
 from automem.cli.connect import add_connection_options, grpc_address, online_client
-from automem.cli.output import stdout_closed
+from automem.cli.output import error_line, stdout_closed
 from automem.common.lifecycle import SUPERSEDING_RELATIONS
 from automem.common.model import (
     AUTHORABLE_RELATIONS,
@@ -127,7 +127,7 @@ def _rpc_error(target: str, exc: grpc.aio.AioRpcError) -> str:
     code = exc.code()
     if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
         return f"cannot reach the service at {target} ({code.name}: {exc.details()})"
-    return f"{code.name}: {exc.details()}"
+    return error_line(exc, target)  # as every operator command says it: "permission denied: ..."
 
 
 def _progress(args: argparse.Namespace) -> Progress:
@@ -395,9 +395,12 @@ async def _export(settings: Settings, args: argparse.Namespace) -> int:
             task = progress.add_task("records", total=None)
             ids: dict[int, str] = {}
             numbers: dict[str, int] = {}
-            if args.format == "native":
-                out.write(formats.native_header_line(scope, datetime.now(UTC)) + "\n")
+            started = False
             async for chunk in stream:
+                if not started and args.format == "native":
+                    # Written once the service answered: a key it refuses prints nothing to stdout.
+                    out.write(formats.native_header_line(scope, datetime.now(UTC)) + "\n")
+                started = True
                 record = json.loads(chunk.json_line)
                 progress.advance(task)
                 kind = record.get("kind")

@@ -537,6 +537,22 @@ async def test_a_restore_killed_half_way_is_named_until_one_with_force_finishes(
     assert await backup.interrupted_restore(graph) is None
 
 
+async def test_export_refused_to_a_key_prints_nothing_and_says_it_as_every_command(own_service) -> None:
+    """``automem export`` with an admin key limited to ``acme/*`` (or a reader) wrote the
+    native header to stdout before the refusal, and said ``PERMISSION_DENIED: ...`` where the
+    other operator commands say ``permission denied: ...``."""
+    grpc_at = ["--grpc", own_service.grpc]
+    code, out, err = await _cli("keys", "create", "--role", "admin", "--scope", "*", *grpc_at)
+    assert code == 0, err
+    root = _env(AUTOMEM_API_KEY=out.strip())
+    for role in ("admin", "reader"):
+        code, out, err = await _cli("keys", "create", "--role", role, "--scope", "acme/*", *grpc_at, env=root)
+        assert code == 0, err
+        code, out, err = await _cli("export", "--scope", "acme/web", *grpc_at, env=_env(AUTOMEM_API_KEY=out.strip()))
+        assert _one_line_error(code, err, "export").startswith("automem export: permission denied: "), err
+        assert out == ""
+
+
 def _listening(port: int) -> bool:
     try:
         return httpx.get(f"http://127.0.0.1:{port}/", timeout=2).status_code > 0
