@@ -372,7 +372,10 @@ def _output(path: str) -> Iterator[Any]:
         sys.stdout.flush()
         return
     target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent if str(target.parent) else ".")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent if str(target.parent) else ".")
+    except OSError as exc:  # named as the user wrote it, not as the temporary file beside it
+        raise OSError(exc.errno, exc.strerror, path) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             yield handle

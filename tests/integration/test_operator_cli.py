@@ -537,7 +537,8 @@ async def test_a_restore_killed_half_way_is_named_until_one_with_force_finishes(
     assert await backup.interrupted_restore(graph) is None
 
 
-async def test_export_refused_to_a_key_prints_nothing_and_says_it_as_every_command(own_service) -> None:
+async def test_export_refused_to_a_key_prints_nothing_and_says_it_as_every_command(own_service,
+                                                                                  tmp_path: Path) -> None:
     """``automem export`` with an admin key limited to ``acme/*`` (or a reader) wrote the
     native header to stdout before the refusal, and said ``PERMISSION_DENIED: ...`` where the
     other operator commands say ``permission denied: ...``."""
@@ -551,6 +552,10 @@ async def test_export_refused_to_a_key_prints_nothing_and_says_it_as_every_comma
         code, out, err = await _cli("export", "--scope", "acme/web", *grpc_at, env=_env(AUTOMEM_API_KEY=out.strip()))
         assert _one_line_error(code, err, "export").startswith("automem export: permission denied: "), err
         assert out == ""
+    # A file that cannot be written is named as given (not as the temporary file beside it).
+    missing = tmp_path / "missing" / "x.jsonl"
+    code, _, err = await _cli("export", "--out", str(missing), *grpc_at, env=root)
+    assert _one_line_error(code, err, "export").endswith(f"No such file or directory: {missing}"), err
 
 
 def _listening(port: int) -> bool:
