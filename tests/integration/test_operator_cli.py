@@ -558,6 +558,26 @@ async def test_export_refused_to_a_key_prints_nothing_and_says_it_as_every_comma
     assert _one_line_error(code, err, "export").endswith(f"No such file or directory: {missing}"), err
 
 
+async def test_rest_restore_takes_a_backup_larger_than_the_body_limit(settings, tmp_path: Path) -> None:
+    """``POST /v1/backup:restore`` (``automem restore --url``) answered 413 for any backup over
+    AUTOMEM_MAX_BODY_BYTES (4 MiB by default): the route streams the file on, unlimited."""
+    running = await start_service(settings.model_copy(update={"max_body_bytes": 2048}))
+    try:
+        async with running.http() as http:
+            for i in range(8):
+                assert (await http.post("/memory", json={"content": f"body limit memory {i} " + "x" * 300})
+                        ).status_code in (200, 201)
+            body = (await http.get("/backup")).content
+            assert len(body) > 2048
+            assert (await http.post("/memory", json={"content": "y" * 3000})).status_code == 413  # still limited
+        path = tmp_path / "big.jsonl"
+        path.write_bytes(body)
+        code, out, err = await _cli("restore", str(path), "--force", "--json", "--url", running.url)
+        assert code == 0 and json.loads(out)["live_memories"] == 8, err
+    finally:
+        await running.runner.stop()
+
+
 def _listening(port: int) -> bool:
     try:
         return httpx.get(f"http://127.0.0.1:{port}/", timeout=2).status_code > 0
