@@ -51,6 +51,10 @@ async def _start_graph(rt: Runtime) -> Stop:
     await graph.ensure_schema()
     # Memories stored before versions existed get their first version (automem/graph/versions.py).
     await graph.versions.migrate()
+    from automem.common.backup import interrupted_restore
+
+    if warning := await interrupted_restore(graph):
+        log.error(warning)
     rt.graph = graph
     return graph.close
 

@@ -49,7 +49,16 @@ from automem.cli.connect import (
     remove_endpoints,
     write_endpoints,
 )
-from automem.cli.output import add_json_option, backup_done, backup_out, emit, fail, progress, wants_json
+from automem.cli.output import (
+    add_json_option,
+    backup_done,
+    backup_out,
+    emit,
+    fail,
+    progress,
+    stdout_closed,
+    wants_json,
+)
 from automem.common.embedded import EmbeddedRuntime
 from automem.common.settings import Settings, get_settings
 from automem.runner import Runner, child_targets
@@ -501,6 +510,8 @@ def _operate(settings: Settings, args: argparse.Namespace) -> int:
             with job_bound(settings.store_job_timeout_seconds):
                 return asyncio.run(_recovery(settings, args))
         return 130
+    except BrokenPipeError:
+        return stdout_closed()  # `automem keys list | head`: not an error of ours
     except Exception as exc:
         if logging.getLogger().isEnabledFor(logging.DEBUG):
             log.exception("command failed")

@@ -11,7 +11,9 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -199,7 +201,16 @@ def error_line(exc: BaseException, target: str = "") -> str:
 
 
 def fail(command: str, exc: BaseException | str, target: str = "") -> int:
-    """Print ``automem <command>: <one line>`` on stderr; returns 1 (the exit code)."""
+    """Print ``automem <command>: <one line>`` on stderr (a message of several lines, say a
+    server's HTML error page, is joined into one); returns 1 (the exit code)."""
     message = exc if isinstance(exc, str) else error_line(exc, target)
-    print(f"automem {command}: {message}", file=sys.stderr)
+    print(f"automem {command}: {' '.join(message.split())}", file=sys.stderr)
     return 1
+
+
+def stdout_closed() -> int:
+    """The reader of stdout went away (``automem keys list | head``): not a failure. Points
+    stdout at /dev/null so the interpreter's last flush raises nothing; returns 0."""
+    with contextlib.suppress(OSError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0

@@ -37,16 +37,28 @@ class RestError(Exception):
         self.message = message
 
 
-def _check(response: httpx.Response) -> Any:
-    """The JSON answer, or RestError with the service's message."""
-    if response.is_success:
-        return response.json()
+def _not_automem(response: httpx.Response) -> str:
+    return (f"{response.request.url} answered {response.headers.get('content-type') or 'no content type'}, not "
+            "automem's JSON: is --url the automem gateway?")
+
+
+def _check(response: httpx.Response, *fields: str) -> Any:
+    """The JSON object answered, or RestError: the service's message for an error status; for
+    an answer that is not a JSON object (or lacks one of ``fields``), one saying that ``--url``
+    does not look like the automem gateway (another server answered)."""
     try:
         body = response.json()
-        message = body.get("error") or body.get("message") or body.get("detail") or response.reason_phrase
     except ValueError:
-        message = response.text[:200] or response.reason_phrase
-    raise RestError(response.status_code, str(message))
+        body = None
+    if response.is_success:
+        if not isinstance(body, dict) or any(name not in body for name in fields):
+            raise RestError(response.status_code, _not_automem(response))
+        return body
+    if isinstance(body, dict):
+        message = body.get("error") or body.get("message") or body.get("detail") or response.reason_phrase
+    else:
+        message = f"{response.reason_phrase} ({_not_automem(response)})"
+    raise RestError(response.status_code, " ".join(str(message).split()))
 
 
 @asynccontextmanager
@@ -69,29 +81,44 @@ async def keys(settings: Settings, args: argparse.Namespace) -> int:
         if args.keys_cmd == "create":
             made = _check(await http.post("/v1/apiKeys", json={
                 "role": args.role, "scopes": args.scopes, "default_scope": args.default_scope or "",
-                "display_name": args.name or "", "require_review": args.require_review}))
+                "display_name": args.name or "", "require_review": args.require_review}), "secret", "api_key")
             emit(args, made, made["secret"])
             if not wants_json(args):
                 key = made["api_key"]
                 note(args, f"# key {key['id']}: role={key['role']} scopes={','.join(key['scopes'])} "
                            f"default_scope={key['default_scope']} (shown once)")
         elif args.keys_cmd == "revoke":
-            done = _check(await http.post(f"/v1/apiKeys/{args.key_id}:revoke"))
+            done = _check(await http.post(f"/v1/apiKeys/{args.key_id}:revoke"), "api_key")
             emit(args, done["api_key"], f"revoked {args.key_id}")
         else:
             path, field = ("/v1/apiKeys", "api_keys") if args.keys_cmd == "list" else ("/v1/apiKeyEvents", "events")
             params = {"key_id": args.key_id} if args.keys_cmd == "events" and args.key_id else {}
             token = ""
             while True:
-                page = _check(await http.get(path, params={**params, **({"page_token": token} if token else {})}))
+                page = _check(await http.get(path, params={**params, **({"page_token": token} if token else {})}),
+                              field)
                 for item in page[field]:
-                    emit(args, item, "\t".join(str(item.get(k)) for k in (
-                        ("id", "role", "scopes", "default_scope", "revoked", "display_name") if field == "api_keys"
-                        else ("at", "action", "key_id", "actor", "role", "scopes"))))
+                    emit(args, item, _key_line(item) if field == "api_keys" else _event_line(item))
                 token = page.get("next_page_token") or ""
                 if not token:
                     break
     return 0
+
+
+def _key_line(key: dict[str, Any]) -> str:
+    """A key as ``automem keys list`` prints it over gRPC (automem/cli/operate.py): id, role,
+    scopes, default scope, active/revoked, display name, tab-separated."""
+    return "\t".join((str(key.get("id", "")), str(key.get("role", "")), ",".join(key.get("scopes") or []),
+                      str(key.get("default_scope", "")), "revoked" if key.get("revoked") else "active",
+                      str(key.get("display_name", ""))))
+
+
+def _event_line(event: dict[str, Any]) -> str:
+    """An audit record as ``automem keys events`` prints it over gRPC: time, action, key id,
+    actor, role, scopes."""
+    return "\t".join((str(event.get("event_time") or event.get("at") or ""), str(event.get("action", "")),
+                      str(event.get("key_id", "")), str(event.get("actor", "")), str(event.get("role", "")),
+                      ",".join(event.get("scopes") or [])))
 
 
 async def backup(settings: Settings, args: argparse.Namespace) -> int:

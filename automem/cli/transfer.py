@@ -36,6 +36,7 @@ import grpc
 
 from automem.cli import transfer_formats as formats
 from automem.cli.connect import add_connection_options, grpc_address, online_client
+from automem.cli.output import error_line, stdout_closed
 from automem.common.lifecycle import SUPERSEDING_RELATIONS
 from automem.common.model import (
     AUTHORABLE_RELATIONS,
@@ -101,19 +102,19 @@ def _common(parser: argparse.ArgumentParser) -> None:
 def main(settings: Settings, args: argparse.Namespace) -> int:
     """Run ``automem import`` / ``automem export``; returns the exit code. Every failure is
     one line on stderr (``automem <cmd>: <reason>``), never a traceback."""
+    # The address is named as found now: the running service's endpoints file goes with it
+    # (read after it died, a failure would name the default address instead).
+    target = grpc_address(settings, args)
     try:
         if args.cmd == "import":
             return asyncio.run(_import(settings, args))
         return asyncio.run(_export(settings, args))
     except BrokenPipeError:
-        # The reader of stdout stopped (`automem export | head`): not an error of ours.
-        with contextlib.suppress(OSError):
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+        return stdout_closed()  # `automem export | head`: not an error of ours
     except CommandError as exc:
         print(f"automem {args.cmd}: {exc}", file=sys.stderr)
     except grpc.aio.AioRpcError as exc:
-        print(f"automem {args.cmd}: {_rpc_error(settings, args, exc)}", file=sys.stderr)
+        print(f"automem {args.cmd}: {_rpc_error(target, exc)}", file=sys.stderr)
     except OSError as exc:
         print(f"automem {args.cmd}: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
     except KeyboardInterrupt:
@@ -122,11 +123,11 @@ def main(settings: Settings, args: argparse.Namespace) -> int:
     return 1
 
 
-def _rpc_error(settings: Settings, args: argparse.Namespace, exc: grpc.aio.AioRpcError) -> str:
+def _rpc_error(target: str, exc: grpc.aio.AioRpcError) -> str:
     code = exc.code()
     if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-        return f"cannot reach the service at {grpc_address(settings, args)} ({code.name}: {exc.details()})"
-    return f"{code.name}: {exc.details()}"
+        return f"cannot reach the service at {target} ({code.name}: {exc.details()})"
+    return error_line(exc, target)  # as every operator command says it: "permission denied: ..."
 
 
 def _progress(args: argparse.Namespace) -> Progress:
@@ -371,7 +372,10 @@ def _output(path: str) -> Iterator[Any]:
         sys.stdout.flush()
         return
     target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent if str(target.parent) else ".")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent if str(target.parent) else ".")
+    except OSError as exc:  # named as the user wrote it, not as the temporary file beside it
+        raise OSError(exc.errno, exc.strerror, path) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             yield handle
@@ -394,9 +398,12 @@ async def _export(settings: Settings, args: argparse.Namespace) -> int:
             task = progress.add_task("records", total=None)
             ids: dict[int, str] = {}
             numbers: dict[str, int] = {}
-            if args.format == "native":
-                out.write(formats.native_header_line(scope, datetime.now(UTC)) + "\n")
+            started = False
             async for chunk in stream:
+                if not started and args.format == "native":
+                    # Written once the service answered: a key it refuses prints nothing to stdout.
+                    out.write(formats.native_header_line(scope, datetime.now(UTC)) + "\n")
+                started = True
                 record = json.loads(chunk.json_line)
                 progress.advance(task)
                 kind = record.get("kind")

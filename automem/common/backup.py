@@ -17,7 +17,10 @@ record of truth and is exported whole:
   - ``{"kind": "edge", "source": <ref>, "target": <ref>, "type": "INVALIDATED_BY",
     "properties": {...}}`` — every edge with its properties (create_time, strength, reason);
   - ``{"kind": "event", "data": <base64 MemoryEvent>}`` — the event stream (the audit
-    log / history), oldest first.
+    log / history), oldest first;
+  - ``{"kind": "end", "nodes": N, "edges": M, "events": K}`` — last, the records written;
+    the header says ``"end": "end"``, so a restore knows a file cut short (a backup
+    interrupted, a copy truncated at a line boundary) and refuses it (:func:`check_records`).
 
 * A past export (``known_at`` earlier than now; docs/architecture.md, "Versions and
   known_at"): the records as the service believed them at that system time. The header
@@ -48,6 +51,8 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from google.protobuf.message import DecodeError
+
 from automem.common.bus import ENRICH_DURABLE
 from automem.common.payload import build_payload
 from automem.common.text import analyze, bm25_doc_weights
@@ -57,6 +62,14 @@ if TYPE_CHECKING:
     from automem.graph import GraphStore
 
 FORMAT = "automem-backup/1"
+#: The last record's kind; a header with ``"end": END`` promises it (files written before it
+#: have neither and restore as before).
+END = "end"
+#: The label of the node a restore keeps in the graph while it runs (automem/graph/dump.py
+#: ``mark_restore``): found at start, the graph is a restore's half.
+RESTORE_MARK = "RestoreInProgress"
+#: FalkorDB's integers are signed 64-bit.
+_INT64 = 2**63
 PAGE = 500
 _KIND = {"Memory": "memory", "Tombstone": "tombstone", "ReviewItem": "review_item"}
 #: Memory states without a vector point (automem/enrich/consumer.py deletes their points).
@@ -83,6 +96,8 @@ async def export_records(graph: GraphStore, bus: Any = None,
         retention = await bus.retention()
         header["events_retained_since"] = retention.first_time
         header["events_truncated"] = retention.trimmed
+    # The file ends with an "end" record (END): a restore refuses a file cut short.
+    header["end"] = END
     yield header
     # refs number the nodes 0, 1, 2… in internal-id order (not the internal ids themselves,
     # which have gaps and reuse after deletions): a restore creates the nodes and edges in
@@ -106,7 +121,7 @@ async def export_records(graph: GraphStore, bus: Any = None,
         if len(rows) < PAGE:
             break
         skip += PAGE
-    skip = 0
+    skip = edges_written = 0
     while True:
         rows = await graph.dump.edges_page(skip, PAGE)
         for source, target, rel_type, props, _rid in rows:
@@ -116,16 +131,21 @@ async def export_records(graph: GraphStore, bus: Any = None,
                 continue
             if past and float(props.get("create_time") or 0.0) > known_at:
                 continue  # an edge the service did not know at known_at
+            edges_written += 1
             yield {"kind": "edge", "source": refs[int(source)], "target": refs[int(target)], "type": rel_type,
                    "properties": dict(props)}
         if len(rows) < PAGE:
             break
         skip += PAGE
+    written = {"nodes": len(refs), "edges": 0, "events": 0}
     if bus is not None:
         for event in await bus.events_for(None, limit=10**9):
             if past and event.event_time.seconds + event.event_time.nanos / 1e9 > known_at:
                 continue
+            written["events"] += 1
             yield {"kind": "event", "data": base64.b64encode(event.SerializeToString()).decode("ascii")}
+    written["edges"] = edges_written
+    yield {"kind": "end", **written}
 
 
 async def _believed(graph: GraphStore, rows: list[list[Any]], known_at: float) -> dict[str, dict[str, Any]]:
@@ -173,8 +193,13 @@ async def restore_records(graph: GraphStore, records: list[dict[str, Any]], bus:
                           progress: Callable[[int, int], None] | None = None) -> dict[str, int]:
     """Recreate the export in ``graph`` (and the events on ``bus``'s stream).
 
-    Refuses (ValueError naming ``known_at``) a past export (header ``known_at``). Refuses (RuntimeError) when the graph already holds nodes or the stream messages,
-    unless ``force``, which first empties both (replace, never merge). Nodes and edges are
+    Refuses (ValueError naming ``known_at``) a past export (header ``known_at``), and
+    (ValueError, :func:`check_records`) a file cut short or holding a record the graph cannot
+    take, before anything changes. Refuses (RuntimeError) when the graph already holds nodes or the stream messages,
+    unless ``force``, which first empties both (replace, never merge). While it writes, a
+    ``RestoreInProgress`` node (:data:`RESTORE_MARK`) stays in the graph: a restore killed
+    half-way leaves it, the service logs an error at start (:func:`interrupted_restore`) and a
+    restore without ``force`` is refused (RuntimeError) until one with ``force`` finishes. Nodes and edges are
     created in file order, so a backup of the restored graph is the same file (but for the
     header's times). The enrichment consumer is (re)created to start after the restored
     events: restored memories keep their enrichment and are not enriched again. The vector
@@ -189,19 +214,27 @@ async def restore_records(graph: GraphStore, records: list[dict[str, Any]], bus:
     ``event_retention_bytes`` being smaller than the backup's events; ``live_memories``:
     restored memories that are neither DELETED nor REJECTED, i.e. that need a vector point).
     """
-    _check_shapes(records)
+    check_records(records, graph.dump.identifier)
     header = next((r for r in records if r.get("kind") == "header"), {})
     if header.get("known_at") is not None:
         raise ValueError(f"restore: this export was made at known_at={header['known_at']} (a snapshot of what "
                          "the service believed then, for reading; it lacks the later history): "
                          "restore needs a full export made without known_at")
+    interrupted = await graph.dump.restore_started()
+    if interrupted is not None and not force:
+        raise RuntimeError(f"restore: a restore started at {_iso(interrupted)} did not finish (the graph is partial); "
+                           "restore again with --force")
+    started = time.time()
     if force and keep_labels:
-        await graph.dump.delete_except(keep_labels)
+        # The marker first, kept by the wipe: a restore killed from here on leaves it.
+        await graph.dump.mark_restore(started)
+        await graph.dump.delete_except({**keep_labels, RESTORE_MARK: ""})
         if bus is not None and bus.js is not None:
             await bus.js.purge_stream(bus.settings.stream_name)
     elif force:
         # Replace, never merge: the target's graph and event stream are emptied first.
         await graph.dump.drop()
+        await graph.dump.mark_restore(started)
         await graph.ensure_schema()
         if bus is not None and bus.js is not None:
             await bus.js.purge_stream(bus.settings.stream_name)
@@ -220,7 +253,8 @@ async def restore_records(graph: GraphStore, records: list[dict[str, Any]], bus:
             info = await bus.js.stream_info(bus.settings.stream_name)
             if info.state.messages:
                 raise RuntimeError(f"restore: stream {bus.settings.stream_name!r} is not empty")
-    nodes = [r for r in records if r.get("kind") in ("memory", "tombstone", "review_item", "node")]
+        await graph.dump.mark_restore(started)
+    nodes = [r for r in records if r.get("kind") in _NODE_KINDS]
     edges = [r for r in records if r.get("kind") == "edge"]
     for label, key in (keep_labels or {}).items():
         present = await graph.dump.keys_of(label, key)
@@ -278,12 +312,14 @@ async def restore_records(graph: GraphStore, records: list[dict[str, Any]], bus:
         # SIMILAR_TO and PRECEDED_BY edges, statuses). Enrichment starts after them, or it
         # would enrich every restored memory again (new edges, new create_times, new events).
         await bus.start_consumer_after(ENRICH_DURABLE, after.state.last_seq)
+    await graph.dump.unmark_restore()
     live = sum(1 for r in nodes if r.get("kind") == "memory"
                and (r.get("properties") or {}).get("state") not in _GONE_STATES)
     return {"nodes": len(nodes), "edges": len(edges), "events": published, "events_dropped": dropped,
             "live_memories": live}
 
 
+_NODE_KINDS = ("memory", "tombstone", "review_item", "node")
 #: The fields each record kind needs, with their types (the module docstring's shapes).
 _SHAPES: dict[str, dict[str, type | tuple[type, ...]]] = {
     **{kind: {"ref": int, "labels": list, "properties": dict} for kind in ("memory", "tombstone", "review_item", "node")},
@@ -302,6 +338,99 @@ def _check_shapes(records: list[dict[str, Any]]) -> None:
                 raise ValueError(  # noqa: TRY004 - a bad file is a ValueError to every caller
                     f"backup record {number} ({record.get('kind')}): {name!r} missing or not "
                     f"{getattr(kind, '__name__', kind)}")
+
+
+def _iso(epoch: float) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="seconds")
+
+
+async def interrupted_restore(graph: GraphStore) -> str | None:
+    """A sentence for the operator when a restore into ``graph`` started and never finished
+    (the process was killed half-way: the graph holds part of the backup), else None."""
+    started = await graph.dump.restore_started()
+    if started is None:
+        return None
+    return (f"a restore started at {_iso(started)} did not finish: the graph holds part of a backup; run "
+            "`automem restore FILE --force` again")
+
+
+def check_records(records: list[dict[str, Any]], identifier: Callable[[str], str]) -> None:
+    """Everything a restore could trip on, checked before it changes anything (with
+    ``force`` it empties the graph first, so a record refused half-way would leave a
+    half-restored graph). ValueError naming the first bad record (1-based, in file order):
+
+    * a field missing or of another type (:data:`_SHAPES`);
+    * a file cut short: the header promises an ``end`` record (``"end": "end"``) that is
+      missing, not last, or counts other numbers of nodes, edges and events than the file's;
+    * a node ``ref`` given twice; an edge naming a ``ref`` no node of the file has;
+    * a label or relation type that is not a safe name (``identifier``, the graph's check);
+    * a property value FalkorDB cannot store (a map, an integer beyond 64 bits; a value is
+      null, a boolean, a number, a string or a list of those);
+    * an event whose ``data`` is not base64 of a ``MemoryEvent``.
+    """
+    _check_shapes(records)
+    header = next((r for r in records if r.get("kind") == "header"), {})
+    ends = [n for n, r in enumerate(records, 1) if r.get("kind") == END]
+    if header.get("end") == END or ends:
+        if not ends:
+            raise ValueError("backup: the file is cut short (its end record is missing): restore a whole backup")
+        if ends[0] != len(records):
+            raise ValueError(f"backup record {ends[0]}: the end record is not the last one")
+        end = records[-1]
+        found = {"nodes": sum(1 for r in records if r.get("kind") in _NODE_KINDS),
+                 "edges": sum(1 for r in records if r.get("kind") == "edge"),
+                 "events": sum(1 for r in records if r.get("kind") == "event")}
+        claimed = {name: end.get(name) for name in found}
+        if claimed != found:
+            raise ValueError(f"backup: the end record counts {claimed} but the file holds {found}: records are "
+                             "missing or were added (restore a whole backup)")
+    refs: set[int] = set()
+    for number, record in enumerate(records, 1):
+        kind = record.get("kind")
+        try:
+            if kind in _NODE_KINDS:
+                if record["ref"] in refs:
+                    raise ValueError(f"ref {record['ref']} given twice")
+                refs.add(record["ref"])
+                for label in record["labels"]:
+                    if not isinstance(label, str):
+                        raise ValueError(f"labels: {label!r} is not text")  # noqa: TRY004 - a bad file is a ValueError to every caller
+                    identifier(label)
+                _check_properties(record["properties"])
+            elif kind == "edge":
+                identifier(record["type"])
+                _check_properties(record["properties"])
+            elif kind == "event":
+                try:
+                    events_pb2.MemoryEvent.FromString(base64.b64decode(record["data"], validate=True))
+                except (ValueError, DecodeError) as exc:
+                    raise ValueError(f"data: not a base64 MemoryEvent ({exc})") from None
+        except ValueError as exc:
+            raise ValueError(f"backup record {number} ({kind}): {exc}") from None
+    for number, record in enumerate(records, 1):
+        if record.get("kind") == "edge":
+            for end_name in ("source", "target"):
+                if record[end_name] not in refs:
+                    raise ValueError(f"backup record {number} (edge): {end_name} {record[end_name]} is the ref of "
+                                     "no node of the file")
+
+
+def _check_properties(props: dict[str, Any]) -> None:
+    """ValueError naming the first property FalkorDB cannot store (see :func:`check_records`)."""
+    for name, value in props.items():
+        if not _storable(value):
+            raise ValueError(f"properties.{name}: {str(value)[:80]!r} cannot be stored (a property is null, a "
+                             "boolean, a number, text or a list of those)")
+
+
+def _storable(value: Any) -> bool:
+    if isinstance(value, list):
+        return all(_storable(item) for item in value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return -_INT64 <= value < _INT64
+    return value is None or isinstance(value, bool | float | str)
 
 
 def _runs(records: list[dict[str, Any]], keys: list[Any]) -> Iterable[tuple[Any, list[dict[str, Any]]]]:

@@ -61,14 +61,17 @@ class StreamedBodyLimit:
     ``limit`` bytes the rest is not read and the answer is 413, whatever the app made of the
     truncated body. Both 413s go to callers with valid credentials only (401 otherwise), and
     ``/mcp`` answers 401 over HTTP as REST does. Plain ASGI rather than Starlette's
-    ``BaseHTTPMiddleware``, which costs a task and a stream per request (issue 10)."""
+    ``BaseHTTPMiddleware``, which costs a task and a stream per request (issue 10).
+    ``unlimited``: paths whose body is a file streamed on rather than held (``POST
+    /v1/backup:restore``: a backup is megabytes to gigabytes), without the limit."""
 
-    def __init__(self, app: Any, limit: int) -> None:
+    def __init__(self, app: Any, limit: int, unlimited: tuple[str, ...] = ()) -> None:
         self.app = app
         self.limit = limit
+        self.unlimited = unlimited
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or scope.get("path", "") in self.unlimited:
             await self.app(scope, receive, send)
             return
         length = next((v for k, v in scope.get("headers", ()) if k == b"content-length"), None)
@@ -213,7 +216,7 @@ def create_app(settings: Settings, client: AutomemClient) -> FastAPI:
         routes_v1,
     )
 
-    app.add_middleware(StreamedBodyLimit, limit=settings.max_body_bytes)
+    app.add_middleware(StreamedBodyLimit, limit=settings.max_body_bytes, unlimited=("/v1/backup:restore",))
     metrics.install(app, settings.access_log)  # outermost of our middlewares: times 413s too
     instrument_fastapi(app, settings.otel_semconv_stability_opt_in)
     app.include_router(routes_recall.router)  # before routes_memory: /memory/by-tag must win over /memory/{id}

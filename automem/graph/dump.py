@@ -90,6 +90,26 @@ class Dump(Repository):
         rows = await self.store.ro_query(f"MATCH (n:{identifier(label)}) RETURN n.{identifier(key)}")
         return {row[0] for row in rows if row[0] is not None}
 
+    async def mark_restore(self, started: float) -> None:
+        """Record that a restore is under way (one ``(:RestoreInProgress {started})`` node,
+        epoch seconds): a restore that dies half-way (the process killed) leaves it, and
+        :meth:`restore_started` tells the next start and the next restore."""
+        await self.store.query("MERGE (r:RestoreInProgress) SET r.started = $started", {"started": started})
+
+    async def unmark_restore(self) -> None:
+        """The restore finished: remove its :meth:`mark_restore` node."""
+        await self.store.query("MATCH (r:RestoreInProgress) DELETE r")
+
+    async def restore_started(self) -> float | None:
+        """When an unfinished restore started (epoch seconds), or None."""
+        try:
+            rows = await self.store.ro_query("MATCH (r:RestoreInProgress) RETURN max(r.started)")
+        except Exception as exc:  # a graph never written is an "empty key"
+            if "empty key" not in str(exc).lower():
+                raise
+            return None
+        return float(rows[0][0]) if rows and rows[0][0] is not None else None
+
     async def drop(self) -> None:
         """Delete the whole graph (a graph never written counts as deleted)."""
         try:

@@ -24,6 +24,7 @@ import grpc
 import httpx
 import pytest
 
+from automem.common import backup
 from automem.common.embedded import free_port
 from automem.v1 import admin_service_pb2, ingest_service_pb2
 from tests.conftest import eventually, settings_for, start_service
@@ -265,7 +266,59 @@ async def test_restore_rpc_refuses_what_is_not_a_backup(own_service) -> None:
             assert bad.value.code() == grpc.StatusCode.INVALID_ARGUMENT and word in bad.value.details()
         # The export it would restore is the one ExportBackup streams.
         lines = [m.json_line async for m in anonymous.ingest.ExportBackup(ingest_service_pb2.ExportBackupRequest())]
-        assert json.loads(lines[0])["counts"]["nodes"] == len(lines) - 1 - sum('"edge"' in x for x in lines)
+        assert json.loads(lines[0])["counts"]["nodes"] == len(lines) - 2 - sum('"edge"' in x for x in lines)
+        assert json.loads(lines[-1])["kind"] == "end"
+
+
+async def test_restore_with_force_refuses_a_cut_short_or_unrestorable_file_before_changing_anything(
+        own_service) -> None:
+    """A file cut at a line boundary (a backup interrupted, a copy truncated) or holding a
+    record the graph cannot take used to restore "successfully" (or fail half-way) after
+    ``force`` had emptied the graph: each is INVALID_ARGUMENT and the service keeps its data."""
+    async def chunks(data: bytes, force: bool = True):
+        yield admin_service_pb2.RestoreBackupRequest(data=data, force=force)
+
+    async with own_service.http() as http:
+        stored = (await http.post("/memory", json={"content": "kept across refused restores"})).json()["memory_id"]
+    async with own_service.client() as anonymous:
+        lines = [m.json_line async for m in anonymous.ingest.ExportBackup(ingest_service_pb2.ExportBackupRequest())]
+        records = [json.loads(line) for line in lines]
+        assert records[-1]["kind"] == "end" and records[0]["end"] == "end"
+        node = next(i for i, r in enumerate(records) if r["kind"] == "memory")
+        header = json.dumps(records[0])
+
+        def without(index: int) -> list[str]:
+            return lines[:index] + lines[index + 1:]
+
+        bad = {
+            "cut short": lines[:-1],
+            "a node missing": without(node),
+            "edge to nothing": [header, json.dumps({"kind": "edge", "source": 0, "target": 99, "type": "RELATES_TO",
+                                                    "properties": {}})],
+            "map property": [header, json.dumps({"kind": "node", "ref": 0, "labels": ["X"],
+                                                 "properties": {"a": {"b": 1}}})],
+            "huge integer": [header, json.dumps({"kind": "node", "ref": 0, "labels": ["X"],
+                                                 "properties": {"a": 2**70}})],
+            "unsafe label": [header, json.dumps({"kind": "node", "ref": 0, "labels": ["X`) DELETE n //"],
+                                                 "properties": {}})],
+            "ref twice": [header] + [json.dumps({"kind": "node", "ref": 0, "labels": ["X"], "properties": {}})] * 2,
+            "bad event": [header, json.dumps({"kind": "event", "data": "!!not base64"})],
+        }
+        for name, body in bad.items():
+            if name not in ("cut short", "a node missing"):
+                body = [*body, json.dumps({"kind": "end", "nodes": sum('"ref"' in x for x in body[1:]),
+                                           "edges": sum('"edge"' in x for x in body), "events":
+                                           sum('"event"' in x for x in body)})]
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await anonymous.admin.RestoreBackup(chunks("\n".join(body).encode()))
+            assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT, (name, refused.value.details())
+        async with own_service.http() as http:
+            assert (await http.get(f"/memory/{stored}")).status_code == 200
+        # The whole file still restores.
+        done = await anonymous.admin.RestoreBackup(chunks("\n".join(lines).encode()))
+        assert done.live_memories == 1
+    async with own_service.http() as http:
+        assert (await http.get(f"/memory/{stored}")).status_code == 200
 
 
 # --- discovery from the data dir, and offline on the stopped data dir --------------------------
@@ -415,3 +468,118 @@ async def test_cli_over_rest_with_url(own_service, nats_server, falkordb_server,
     code, _, err = await _cli("backup", "--out", str(tmp_path / "x.jsonl"), "--url",
                               f"http://127.0.0.1:{free_port()}", env=env)
     assert "cannot reach the service" in _one_line_error(code, err, "backup")
+
+
+async def test_cli_over_rest_lists_as_over_grpc_and_names_another_server_in_one_line(own_service,
+                                                                                   tmp_path: Path) -> None:
+    """``--url`` printed keys as Python reprs (``['*']``, ``False``), and a server that is not
+    the gateway gave a JSON parser's message, a bare ``'events'`` or its whole HTML error
+    page over many lines; ``automem keys list | true`` ended in a "Broken pipe" error."""
+    url = ["--url", own_service.url]
+    code, out, err = await _cli("keys", "create", "--role", "admin", "--scope", "*", "--name", "ops", *url)
+    assert code == 0, err
+    env = _env(AUTOMEM_API_KEY=out.strip())
+    over_rest = (await _cli("keys", "list", *url, env=env))[1]
+    over_grpc = (await _cli("keys", "list", "--grpc", own_service.grpc, env=env))[1]
+    assert over_rest == over_grpc and "\tadmin\t*\t" in over_rest and "\tactive\tops" in over_rest
+    events = (await _cli("keys", "events", *url, env=env))[1].split("\t")
+    assert events[1:4] == ["create", out.strip().split("_")[1], "anonymous"]
+
+    # Another HTTP server: a static file for GET, HTML error pages (501, 404) for the rest.
+    site = tmp_path / "site"
+    (site / "v1").mkdir(parents=True)
+    (site / "v1" / "apiKeys").write_text("<html>not automem</html>")
+    (site / "v1" / "apiKeyEvents").write_text('{"other": 1}')
+    port = free_port()
+    other = await asyncio.create_subprocess_exec(sys.executable, "-m", "http.server", str(port), "--bind",
+                                                 "127.0.0.1", cwd=site, stdout=asyncio.subprocess.DEVNULL,
+                                                 stderr=asyncio.subprocess.DEVNULL)
+    try:
+        await eventually(lambda: asyncio.to_thread(_listening, port))
+        there = ["--url", f"http://127.0.0.1:{port}"]
+        for args, command in ((("keys", "list"), "keys list"), (("keys", "events"), "keys events"),
+                              (("keys", "create", "--role", "reader", "--scope", "x"), "keys create"),
+                              (("sync",), "sync"), (("backup", "--out", str(tmp_path / "b.jsonl")), "backup")):
+            code, _, err = await _cli(*args, *there, env=env)
+            assert "is --url the automem gateway?" in _one_line_error(code, err, command), err
+    finally:
+        other.terminate()
+        await other.wait()
+    assert not (tmp_path / "b.jsonl").exists()
+
+    # The reader of stdout leaves early: no error.
+    for way in (url, ["--grpc", own_service.grpc]):
+        shell = await asyncio.to_thread(  # the service under test runs in this loop
+            subprocess.run, f"{sys.executable} -m automem.cli keys list {' '.join(way)} | true", shell=True,
+            cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False)
+        assert "Broken pipe" not in shell.stderr and "Traceback" not in shell.stderr, shell.stderr
+
+
+async def test_a_restore_killed_half_way_is_named_until_one_with_force_finishes(own_service) -> None:
+    """A restore killed half-way (``kill -9`` of ``automem up``) left a partial graph that a
+    restarted service served as healthy and a later restore without force did not name; the
+    RestoreInProgress node such a restore leaves (made here as the killed one made it, before
+    its first write) is now reported and cleared only by a finished restore."""
+    async def chunks(data: bytes, force: bool):
+        yield admin_service_pb2.RestoreBackupRequest(data=data, force=force)
+
+    graph = own_service.ctx.graph
+    async with own_service.client() as anonymous:
+        lines = [m.json_line async for m in anonymous.ingest.ExportBackup(ingest_service_pb2.ExportBackupRequest())]
+        assert await backup.interrupted_restore(graph) is None
+        await graph.dump.mark_restore(time.time())  # what a restore killed after its wipe leaves
+        assert "did not finish" in await backup.interrupted_restore(graph)
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await anonymous.admin.RestoreBackup(chunks("\n".join(lines).encode(), force=False))
+        assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert "did not finish" in refused.value.details() and "force" in refused.value.details()
+        await anonymous.admin.RestoreBackup(chunks("\n".join(lines).encode(), force=True))
+    assert await backup.interrupted_restore(graph) is None
+
+
+async def test_export_refused_to_a_key_prints_nothing_and_says_it_as_every_command(own_service,
+                                                                                  tmp_path: Path) -> None:
+    """``automem export`` with an admin key limited to ``acme/*`` (or a reader) wrote the
+    native header to stdout before the refusal, and said ``PERMISSION_DENIED: ...`` where the
+    other operator commands say ``permission denied: ...``."""
+    grpc_at = ["--grpc", own_service.grpc]
+    code, out, err = await _cli("keys", "create", "--role", "admin", "--scope", "*", *grpc_at)
+    assert code == 0, err
+    root = _env(AUTOMEM_API_KEY=out.strip())
+    for role in ("admin", "reader"):
+        code, out, err = await _cli("keys", "create", "--role", role, "--scope", "acme/*", *grpc_at, env=root)
+        assert code == 0, err
+        code, out, err = await _cli("export", "--scope", "acme/web", *grpc_at, env=_env(AUTOMEM_API_KEY=out.strip()))
+        assert _one_line_error(code, err, "export").startswith("automem export: permission denied: "), err
+        assert out == ""
+    # A file that cannot be written is named as given (not as the temporary file beside it).
+    missing = tmp_path / "missing" / "x.jsonl"
+    code, _, err = await _cli("export", "--out", str(missing), *grpc_at, env=root)
+    assert _one_line_error(code, err, "export").endswith(f"No such file or directory: {missing}"), err
+
+
+async def test_rest_restore_takes_a_backup_larger_than_the_body_limit(settings, tmp_path: Path) -> None:
+    """``POST /v1/backup:restore`` (``automem restore --url``) answered 413 for any backup over
+    AUTOMEM_MAX_BODY_BYTES (4 MiB by default): the route streams the file on, unlimited."""
+    running = await start_service(settings.model_copy(update={"max_body_bytes": 2048}))
+    try:
+        async with running.http() as http:
+            for i in range(8):
+                assert (await http.post("/memory", json={"content": f"body limit memory {i} " + "x" * 300})
+                        ).status_code in (200, 201)
+            body = (await http.get("/backup")).content
+            assert len(body) > 2048
+            assert (await http.post("/memory", json={"content": "y" * 3000})).status_code == 413  # still limited
+        path = tmp_path / "big.jsonl"
+        path.write_bytes(body)
+        code, out, err = await _cli("restore", str(path), "--force", "--json", "--url", running.url)
+        assert code == 0 and json.loads(out)["live_memories"] == 8, err
+    finally:
+        await running.runner.stop()
+
+
+def _listening(port: int) -> bool:
+    try:
+        return httpx.get(f"http://127.0.0.1:{port}/", timeout=2).status_code > 0
+    except httpx.HTTPError:
+        return False
