@@ -462,13 +462,16 @@ def main(argv: list[str] | None = None) -> int:
     from automem.common.logs import configure_logging
 
     level, fmt = getattr(args, "log_level", settings.log_level), getattr(args, "log_format", settings.log_format)
+    configure_logging(level, fmt)
     if args.cmd not in SERVER_COMMANDS and not hasattr(args, "log_level") and "AUTOMEM_LOG_LEVEL" not in os.environ:
         # An operator command prints its result; the embedded servers' start-up lines of the
         # offline path are noise there unless asked for (--log-level / AUTOMEM_LOG_LEVEL).
-        level = "WARNING"
-    configure_logging(level, fmt)
-    # Child processes (automem/children.py) read the settings from the environment: pass the options on.
-    os.environ["AUTOMEM_LOG_LEVEL"], os.environ["AUTOMEM_LOG_FORMAT"] = level, fmt
+        logging.getLogger("automem.common.embedded").setLevel(logging.WARNING)
+    if args.cmd in SERVER_COMMANDS:
+        # Child processes (automem/children.py) read the settings from the environment: pass the
+        # options on. Operator commands start none, and their quieter default must not leak into
+        # the environment of a process that calls main() in-process and starts servers later.
+        os.environ["AUTOMEM_LOG_LEVEL"], os.environ["AUTOMEM_LOG_FORMAT"] = level, fmt
     if args.cmd in ("up", "serve"):
         from automem.common.embedded import EmbeddedServerError
 
