@@ -42,8 +42,12 @@ test-unit: $(STAMP)
 	$(PY) -m pytest -q tests/unit tests/contract $(PYTEST_ARGS)
 
 # Everything on real NATS, FalkorDB, qdrant-edge and the models (one shared service per session).
+# The LoCoMo ranking-equivalence test runs in a process (and session servers) of its own: after
+# the rest of the suite it changed 26-27 of 495 top-10 sets, the same ones in two CI runs, against
+# 5-9 alone (cause not found yet; see the test's docstring).
 test-integration: $(STAMP) browser
-	$(PY) -m pytest -q tests/integration $(PYTEST_ARGS)
+	$(PY) -m pytest -q tests/integration --ignore=tests/integration/test_ranking_equivalence.py $(PYTEST_ARGS)
+	$(PY) -m pytest -q tests/integration/test_ranking_equivalence.py $(PYTEST_ARGS)
 
 test: test-unit test-integration
 
