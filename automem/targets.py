@@ -113,9 +113,12 @@ def _vectors_in_process(settings: Settings) -> bool:
     """True when the vector store lives in this process's files or memory: the embedded
     qdrant-edge shard (``QDRANT_URL`` empty; one opener per directory, a second fails with
     a WAL ``WouldBlock``; automem/vectors/edge.py) or qdrant-client's local mode
-    (``:memory:`` / ``local:<dir>``). A Qdrant server (any other URL) is shared by all."""
+    (``:memory:`` / ``local:<dir>``). A Qdrant server (any other URL) is shared by all, and
+    so is the embedded shard with ``settings.vector_share`` (``automem up`` serves it to its
+    children: automem/vectors/shared.py)."""
     url = settings.qdrant_url.strip()
-    return settings.vectors_enabled and (url in ("", ":memory:") or url.startswith("local:"))
+    embedded_only_here = url == "" and not settings.vector_share
+    return settings.vectors_enabled and (embedded_only_here or url == ":memory:" or url.startswith("local:"))
 
 
 async def _start_grpc(rt: Runtime) -> None:

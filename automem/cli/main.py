@@ -61,7 +61,8 @@ from automem.cli.output import (
 )
 from automem.common.embedded import EmbeddedRuntime
 from automem.common.settings import Settings, get_settings
-from automem.runner import Runner, child_targets
+from automem.runner import Runner, child_targets, closure
+from automem.vectors.shared import ShardServer, socket_path
 
 log = logging.getLogger("automem")
 
@@ -88,6 +89,7 @@ async def _run(settings: Settings, targets: list[str], embedded: bool, ready_fd:
     code = 0
     children: list[ChildProcess] = []
     runner: Runner | None = None
+    shard_server: ShardServer | None = None
     try:
         in_process, child_names = targets, []
         if embedded:
@@ -95,6 +97,11 @@ async def _run(settings: Settings, targets: list[str], embedded: bool, ready_fd:
             for name, reason in kept.items():
                 log.info("target stays in this process", extra={"target": name, "reason": reason})
         children = [ChildProcess(settings, name) for name in child_names]
+        # The embedded shard stays here; children needing vectors reach it through its socket.
+        shard_socket = None
+        if embedded and settings.vectors_enabled and settings.qdrant_url.strip() == "" and any(
+                "vectors" in closure([c.target]) for c in children):
+            shard_socket = socket_path(settings.data_dir)
         # Where each child's services are, known before any process starts.
         addresses = {c.target: c.grpc_address for c in children if address_setting(c.target)}
         runner = Runner(settings.model_copy(update={address_setting(t): a for t, a in addresses.items()}),
@@ -105,6 +112,10 @@ async def _run(settings: Settings, targets: list[str], embedded: bool, ready_fd:
         if runtime is not None and settings.supervise_embedded:
             ctx.tasks.append(asyncio.create_task(runtime.supervise(), name="embedded-supervisor"))
         env_addresses = {f"AUTOMEM_{t.upper()}_ADDR": a for t, a in addresses.items()}
+        if shard_socket is not None and ctx.vectors is not None:
+            shard_server = ShardServer(ctx.vectors.inner, shard_socket)
+            await shard_server.start()
+            env_addresses["QDRANT_URL"] = f"unix:{shard_socket}"
         parent = f"{local_host(settings)}:{ctx.grpc_port}" if ctx.grpc_port else ""
         for child in children:
             await child.start(child.environment(env_addresses, parent))
@@ -134,6 +145,8 @@ async def _run(settings: Settings, targets: list[str], embedded: bool, ready_fd:
             remove_endpoints(settings)
         for child in reversed(children):
             await child.stop()
+        if shard_server is not None:
+            await shard_server.close()
         if runner is not None:
             await runner.stop()
         if runtime is not None:

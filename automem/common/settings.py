@@ -47,9 +47,10 @@ class Settings(BaseSettings):
     grpc_target: str = Field("", validation_alias=_env("AUTOMEM_GRPC_TARGET"))
     #: Comma-separated targets ``automem up`` runs as child processes of its own (``automem
     #: serve --target <name>`` on the same NATS and FalkorDB; automem/children.py), so their
-    #: work runs on another core (issue 10). A target needing the embedded vector shard, which
-    #: one process only can open, stays in the parent (automem/runner.py child_targets): with
-    #: the default embedded Qdrant that keeps ``enrich`` in the parent. Empty = one process.
+    #: work runs on another core (issue 10). The embedded vector shard, which one process only
+    #: can open, stays in the parent and is served to the children (``vector_share``); with
+    #: ``AUTOMEM_VECTOR_SHARE=false`` a target needing it stays in the parent
+    #: (automem/runner.py child_targets). Empty = one process.
     child_targets: str = Field("gateway,enrich", validation_alias=_env("AUTOMEM_CHILD_TARGETS"))
     #: Per-service addresses (``host:port``) for the distributed mode; empty = grpc_target.
     ingest_addr: str = Field("", validation_alias=_env("AUTOMEM_INGEST_ADDR"))
@@ -157,6 +158,10 @@ class Settings(BaseSettings):
     #: ``:memory:`` / ``local:<dir>``: qdrant-client's local mode (tests and development only).
     qdrant_url: str = Field("", validation_alias=_env("QDRANT_URL"))
     qdrant_api_key: str = Field("", validation_alias=_env("QDRANT_API_KEY"))
+    #: ``automem up`` with the embedded shard: serve it to the child targets on a Unix socket
+    #: (``<data_dir>/run/vectors.sock``, automem/vectors/shared.py) so targets needing vectors
+    #: (``enrich``) run in a child on another core; false keeps them in the parent.
+    vector_share: bool = Field(True, validation_alias=_env("AUTOMEM_VECTOR_SHARE"))
     #: Embedded shard only: build the HNSW index in a child process once this many points
     #: were written since the last build (0 = never; searches stay flat scans). A flat scan
     #: costs ~15 ms at 100,000 × 384 on the 2-core project machine, an HNSW search ~1.6 ms

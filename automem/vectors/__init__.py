@@ -56,6 +56,9 @@ def make_vector_store(settings: Settings) -> VectorStore | None:
     ``":memory:"`` or ``"local:<dir>"`` (tests and development only): a
     :class:`ServerVectorStore` over qdrant-client's pure-Python local mode, in memory or in
     ``<dir>`` (one process per directory) — the server backend's code path without a server;
+    ``"unix:<socket>"``: :class:`SharedVectorStore`, the embedded shard of the ``automem up``
+    parent reached through its socket (automem/vectors/shared.py; set by the parent for its
+    children, not by hand);
     anything else: :class:`ServerVectorStore` at that URL with ``settings.qdrant_api_key``.
     The collection is ``settings.collection_name``. Nothing is opened or created here.
     """
@@ -65,6 +68,10 @@ def make_vector_store(settings: Settings) -> VectorStore | None:
     if url == "":
         return EdgeVectorStore(settings.qdrant_path, settings.collection_name,
                                index_threshold=settings.vector_index_threshold)
+    if url.startswith("unix:"):
+        from automem.vectors.shared import SharedVectorStore
+
+        return SharedVectorStore(url.removeprefix("unix:"), settings.collection_name)
     if url == ":memory:" or url.startswith("local:"):
         from qdrant_client import AsyncQdrantClient
 

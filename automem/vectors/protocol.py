@@ -110,6 +110,10 @@ class DimensionMismatchError(RuntimeError):
             f"Use an embedding model of dimension {existing}, or reindex into a new collection."
         )
 
+    def __reduce__(self) -> tuple:
+        # pickled by the shared store (automem/vectors/shared.py) with its three arguments
+        return (type(self), (self.collection, self.existing, self.requested))
+
 
 class CollectionMissingError(RuntimeError):
     """A data call was made before the collection exists (call ``ensure_collection``)."""

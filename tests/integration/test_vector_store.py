@@ -26,14 +26,39 @@ from automem.vectors import (
     VectorStore,
     make_vector_store,
 )
+from automem.vectors.shared import ShardServer, SharedVectorStore
 
 DIM = 4
-BACKENDS = ["edge", "server"]
+#: "shared": an edge shard served by ShardServer and used through SharedVectorStore, as
+#: `automem up`'s children use the parent's shard (automem/vectors/shared.py).
+BACKENDS = ["edge", "server", "shared"]
+
+
+class SharedOverEdge(SharedVectorStore):
+    """The client of a ShardServer over an edge shard, all three in this process; the server
+    starts on the first call and :meth:`close` closes the three."""
+
+    def __init__(self, where: Path) -> None:
+        super().__init__(where / "run" / "vectors.sock", "memories")
+        self.edge = EdgeVectorStore(where / "shard", "memories")
+        self.server = ShardServer(self.edge, self.path)
+
+    async def _call(self, method, *args, **kwargs):
+        if self.server._server is None:
+            await self.server.start()
+        return await super()._call(method, *args, **kwargs)
+
+    async def close(self) -> None:
+        await super().close()
+        await self.server.close()
+        await self.edge.close()
 
 
 def open_store(backend: str, where: Path, *, persistent: bool = False) -> VectorStore:
     if backend == "edge":
         return EdgeVectorStore(where / "shard", "memories")
+    if backend == "shared":
+        return SharedOverEdge(where)
     client = (
         AsyncQdrantClient(path=str(where / "qlocal"))
         if persistent
@@ -491,7 +516,7 @@ async def test_no_collection_yet(backend, tmp_path):
     store = open_store(backend, tmp_path)
     try:
         assert await store.dimension() is None
-        if backend == "edge":
+        if backend in ("edge", "shared"):
             with pytest.raises(CollectionMissingError):
                 await store.count()
     finally:
