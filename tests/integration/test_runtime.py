@@ -69,11 +69,7 @@ def test_restart_keeps_every_memory_and_vector_and_sigterm_leaves_no_orphans(tmp
     proc = _start(data, port)
     try:
         _wait_healthy(port, proc)
-        servers: list[int] = []
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and len(servers) < 4:
-            servers = _children(proc.pid)
-            time.sleep(0.3)
+        servers = _wait_children(proc.pid, 4)
         assert len(servers) == 4  # nats-server, redis-server, the gateway and the enrich process
         # enrich runs in a child and writes its vectors through the shard this process serves
         # (automem/vectors/shared.py): the vectors below are the child's.
@@ -110,6 +106,16 @@ def test_restart_keeps_every_memory_and_vector_and_sigterm_leaves_no_orphans(tmp
         _stop(proc)
 
 
+def _wait_children(pid: int, count: int, timeout: float = 120.0) -> list[int]:
+    """The child processes of ``pid`` once there are ``count`` of them (or when ``timeout`` s pass)."""
+    children: list[int] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and len(children) < count:
+        children = _children(pid)
+        time.sleep(0.3)
+    return children
+
+
 def _target_of(pid: int) -> str:
     """The ``--target`` of an ``automem serve`` process ('' for any other process)."""
     args = subprocess.run(["ps", "-o", "args=", "-p", str(pid)], capture_output=True, text=True,
@@ -129,10 +135,7 @@ def test_enrich_runs_in_a_child_process_when_no_process_holds_the_vector_shard(t
     children: list[int] = []
     try:
         _wait_healthy(port, proc)
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and len(children) < 4:
-            children = _children(proc.pid)
-            time.sleep(0.3)
+        children = _wait_children(proc.pid, 4)
         assert len(children) == 4  # nats-server, redis-server, the gateway and the enrich process
         assert sorted(filter(None, map(_target_of, children))) == ["enrich", "gateway"]
         r = httpx.post(f"http://127.0.0.1:{port}/memory", json={"content": "Alice moved the deploys to Tuesday"})
