@@ -66,8 +66,11 @@ AUTHOR_CACHE_NAMES = 1000
 #: Extra ranked candidates hydrated beyond the page, for hits the state pass withholds.
 RESOLVE_SLACK = 10
 #: Memories without an embedding yet that the lexical arm scores directly; beyond this many
-#: (a large import in progress, or vectors disabled) it asks FalkorDB's full-text index.
-UNEMBEDDED_SCAN_MAX = 1000
+#: (a large import in progress, an enrichment backlog, or vectors disabled) it asks
+#: FalkorDB's full-text index. It was 1,000: reading and tokenising up to 1,000 contents on
+#: every recall made an overloaded service slower the longer its backlog grew (the soak of
+#: docs/benchmarks.md "The vector shard shared with the children, and mixed load").
+UNEMBEDDED_SCAN_MAX = 200
 #: Time windows (days back from the newest matching memory) a newest-first listing tries
 #: before sorting the whole scope.
 LIST_WINDOWS_DAYS = (1.0, 16.0, 256.0)

@@ -165,6 +165,26 @@ async def test_memory_is_recallable_before_its_embedding_exists(own_service) -> 
         assert [h["id"] for h in r.json()["results"]] == [mid]
 
 
+async def test_memory_is_recallable_behind_a_backlog_larger_than_the_direct_scan(own_service) -> None:
+    """More than UNEMBEDDED_SCAN_MAX memories await their embedding (enrichment stopped): the
+    lexical arm narrows them through FalkorDB's full-text index instead of scoring them all,
+    and the one asked for is still found, the first in the list."""
+    from automem.recall.servicer import UNEMBEDDED_SCAN_MAX
+
+    own_service.ctx.enrich_consumer.stop()
+    async with own_service.http() as http:
+        filler = [{"content": f"routine standup note number {i} about the weekly sync"}
+                  for i in range(UNEMBEDDED_SCAN_MAX + 5)]
+        for start in range(0, len(filler), 100):
+            r = await http.post("/memory/batch", json={"memories": filler[start:start + 100]})
+            assert r.status_code in (200, 201), r.text
+        mid = await _store(http, "Zanzibar gateway credentials rotate monthly")
+        pending = await own_service.ctx.graph.memories.unembedded("default", UNEMBEDDED_SCAN_MAX + 1)
+        assert len(pending) > UNEMBEDDED_SCAN_MAX
+        r = await http.get("/recall", params={"query": "zanzibar credentials", "limit": 5})
+        assert [h["id"] for h in r.json()["results"]][:1] == [mid]
+
+
 async def test_time_filters_and_natural_language_time_query(service) -> None:
     async with service.http() as http:
         old = await _store(http, "Quarterly planning happened", timestamp="2023-01-10T10:00:00Z")
