@@ -76,7 +76,8 @@ class ShardServer:
     own calls) to the children on the Unix socket ``path``.
 
     :meth:`start` creates the socket (an old one at ``path`` is replaced) and :meth:`close`
-    removes it; neither touches the store, whose owner closes it.
+    removes it, and its directory when that is left empty; neither touches the store, whose
+    owner closes it.
     """
 
     def __init__(self, store: Any, path: Path) -> None:
@@ -104,6 +105,8 @@ class ShardServer:
             await self._server.wait_closed()
             self._server = None
         self.path.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # the run/ (or temp) directory, when nothing else is in it
+            self.path.parent.rmdir()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()

@@ -86,3 +86,12 @@ def test_socket_path_falls_back_to_a_private_temp_dir_when_the_data_dir_is_too_d
     path = socket_path(deep)
     assert len(os.fsencode(path)) <= 107 and path.name == "vectors.sock"
     assert path.parent.stat().st_mode & 0o777 == 0o700
+    path.parent.rmdir()
+
+
+async def test_close_removes_the_socket_and_its_empty_directory(tmp_path):
+    edge, server, client = await _served(tmp_path)
+    await client.close()
+    await server.close()
+    await edge.close()
+    assert not server.path.exists() and not server.path.parent.exists()
