@@ -97,11 +97,6 @@ async def _run(settings: Settings, targets: list[str], embedded: bool, ready_fd:
             for name, reason in kept.items():
                 log.info("target stays in this process", extra={"target": name, "reason": reason})
         children = [ChildProcess(settings, name) for name in child_names]
-        # The embedded shard stays here; children needing vectors reach it through its socket.
-        shard_socket = None
-        if embedded and settings.vectors_enabled and settings.qdrant_url.strip() == "" and any(
-                "vectors" in closure([c.target]) for c in children):
-            shard_socket = socket_path(settings.data_dir)
         # Where each child's services are, known before any process starts.
         addresses = {c.target: c.grpc_address for c in children if address_setting(c.target)}
         runner = Runner(settings.model_copy(update={address_setting(t): a for t, a in addresses.items()}),
@@ -112,10 +107,12 @@ async def _run(settings: Settings, targets: list[str], embedded: bool, ready_fd:
         if runtime is not None and settings.supervise_embedded:
             ctx.tasks.append(asyncio.create_task(runtime.supervise(), name="embedded-supervisor"))
         env_addresses = {f"AUTOMEM_{t.upper()}_ADDR": a for t, a in addresses.items()}
-        if shard_socket is not None and ctx.vectors is not None:
-            shard_server = ShardServer(ctx.vectors.inner, shard_socket)
+        # The embedded shard stays here; children needing vectors reach it through its socket.
+        if embedded and settings.vector_share and settings.qdrant_url.strip() == "" and ctx.vectors is not None \
+                and any("vectors" in closure([c.target]) for c in children):
+            shard_server = ShardServer(ctx.vectors.inner, socket_path(settings.data_dir))
             await shard_server.start()
-            env_addresses["QDRANT_URL"] = f"unix:{shard_socket}"
+            env_addresses["QDRANT_URL"] = f"unix:{shard_server.path}"
         parent = f"{local_host(settings)}:{ctx.grpc_port}" if ctx.grpc_port else ""
         for child in children:
             await child.start(child.environment(env_addresses, parent))
