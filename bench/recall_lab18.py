@@ -234,11 +234,11 @@ def service(requery: str = "both", pool: int | None = None, ranked: bool = False
     the ``ranking.Ranked`` rows (with scores) instead of ids."""
     from datetime import datetime
 
-    from automem.common.model import Memory, ts
+    from automem.common.model import CandidateFields, Memory, ts
     from automem.recall import ranking
 
     W = ranking.ScoreWeights(**weights)
-    mem_cache: dict[str, Memory] = {}
+    mem_cache: dict[str, CandidateFields] = {}
 
     def memory(cv, i):
         m = cv.mems[i]
@@ -246,7 +246,7 @@ def service(requery: str = "both", pool: int | None = None, ranked: bool = False
             t = datetime.fromisoformat(m["timestamp"]).replace(tzinfo=UTC).timestamp()
             mm = Memory(id=m["id"], content=m["content"], importance=0.5, confidence=0.8)
             mm.event_time.CopyFrom(ts(t))
-            mem_cache[m["id"]] = mm
+            mem_cache[m["id"]] = CandidateFields.of(mm)
         return mem_cache[m["id"]]
 
     def f(cv, arms, qi, q):

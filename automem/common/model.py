@@ -15,6 +15,7 @@ import hashlib
 import json
 import unicodedata
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -290,6 +291,44 @@ def node_fields(memory: Memory, names: Iterable[str]) -> dict[str, Any]:
     ``last_access_time`` or decay's ``relevance_score``. KeyError for a name that is not a node
     property."""
     return {name: _NODE_PROPERTIES[name](memory) for name in names}
+
+
+@dataclass(slots=True)
+class CandidateFields:
+    """The fields recall filters and ranks a candidate on, as plain Python values.
+
+    What :meth:`automem.graph.memories.Memories.recall_candidates` reads for the ~200
+    candidates of every recall, without the body. Plain values rather than a ``Memory``
+    message: building the messages (with their ``Timestamp`` fields) and reading the times
+    back cost about a third of the ranking step's CPU (docs/benchmarks.md, "Recall's Python
+    work per candidate").
+
+    Attributes:
+        id, scope, content: as in the Memory message.
+        tags: the tags as stored (their exact spelling).
+        entity_tags: the entities' tags as the node stores them (``entity_tags``: comparison
+            keys, :func:`automem.common.text.text_key`).
+        importance, confidence: floats in [0, 1].
+        event_time, create_time: epoch seconds (UTC) as the node stores them, None when unset.
+    """
+
+    id: str
+    scope: str
+    content: str
+    tags: list[str]
+    entity_tags: list[str]
+    importance: float
+    confidence: float
+    event_time: float | None
+    create_time: float | None
+
+    @classmethod
+    def of(cls, memory: Memory) -> CandidateFields:
+        """The fields of a whole ``memory`` (a past version, or a test's memory)."""
+        return cls(id=memory.id, scope=memory.scope, content=memory.content, tags=list(memory.tags),
+                   entity_tags=[text_key(e.tag) for e in memory.entities if e.tag],
+                   importance=memory.importance, confidence=memory.confidence,
+                   event_time=epoch(memory, "event_time"), create_time=epoch(memory, "create_time"))
 
 
 def node_to_memory(props: dict[str, Any]) -> Memory:

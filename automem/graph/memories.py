@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from automem.common.model import (
+    CandidateFields,
     Memory,
     Relation,
     epoch,
@@ -224,11 +225,11 @@ class Memories(Repository):
         return ({i: memories[i] for i in ids if i in memories},
                 [edge for i in ids for edge in found.get(i, ())])
 
-    async def recall_candidates(self, ids: Sequence[str], scope: str) -> list[tuple[Memory, list[str]]]:
-        """The fields recall ranks on, for many candidates in one round trip: ``[(memory,
-        predecessor ids)]`` where ``memory`` has only id, scope, content, tags, importance,
-        confidence, event_time and create_time set (as :func:`node_to_memory` would set them)
-        and one entity per entity tag (``tag`` only, lower-cased), and the ids are those its
+    async def recall_candidates(self, ids: Sequence[str], scope: str) -> list[tuple[CandidateFields, list[str]]]:
+        """The fields recall ranks on, for many candidates in one round trip: ``[(fields,
+        predecessor ids)]`` where ``fields`` holds id, scope, content, tags, entity tags,
+        importance, confidence, event_time and create_time as the node stores them
+        (:class:`automem.common.model.CandidateFields`), and the ids are those its
         PRECEDED_BY edges point to in the same scope. Ids absent from ``scope`` are left out.
 
         Bodies are not read here: recall hydrates only the page (:meth:`hydrate`). The
@@ -248,19 +249,16 @@ class Memories(Repository):
             "m.event_time, m.create_time, p.id, p.scope",
             {"ids": ids, "scope": scope},
         )
-        out: dict[str, tuple[Memory, list[str]]] = {}
+        out: dict[str, tuple[CandidateFields, list[str]]] = {}
         for (mid, content, tags, entity_tags, importance, confidence, event_time, create_time,
              prev, prev_scope) in rows:
             if mid not in out:
-                # Every field in the constructor: 2/3 of the time of setting them afterwards
-                # (CopyFrom, entities.add), for the ~200 candidates of each recall (issue 10).
-                memory = Memory(id=mid, scope=scope, content=content or "", tags=tags or [],
-                                importance=float(importance or 0.0), confidence=float(confidence or 0.0),
-                                # the entities' tags, lower-cased (memory_to_node)
-                                entities=[{"tag": tag} for tag in entity_tags or ()],
-                                event_time=ts(float(event_time)) if event_time is not None else None,
-                                create_time=ts(float(create_time)) if create_time is not None else None)
-                out[mid] = (memory, [])
+                fields = CandidateFields(
+                    id=mid, scope=scope, content=content or "", tags=tags or [], entity_tags=entity_tags or [],
+                    importance=float(importance or 0.0), confidence=float(confidence or 0.0),
+                    event_time=float(event_time) if event_time is not None else None,
+                    create_time=float(create_time) if create_time is not None else None)
+                out[mid] = (fields, [])
             if prev is not None and prev_scope == scope:
                 out[mid][1].append(prev)
         return [out[i] for i in ids if i in out]  # in the order of ``ids``

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from automem.common.enums import enum_word
 from automem.common.errors import InvalidArgument
-from automem.common.model import Memory, epoch
+from automem.common.model import CandidateFields, Memory, epoch
 from automem.common.state import ReadAt
 from automem.common.text import text_key
 from automem.v1 import recall_service_pb2
@@ -51,15 +51,21 @@ class Filters:
 
     # --- python predicate ----------------------------------------------------------
 
-    def matches(self, memory: Memory) -> bool:
-        """True when ``memory`` passes the tag, exclusion and time filters."""
+    def matches(self, memory: Memory | CandidateFields) -> bool:
+        """True when ``memory`` (a message, or a recall candidate's fields) passes the tag,
+        exclusion and time filters."""
         if memory.scope != self.scope:
             return False
-        if (self.tags or self.exclude_tags) and not self.tags_match(
-                {text_key(t) for t in memory.tags} | {text_key(e.tag) for e in memory.entities if e.tag}):
-            return False  # (no tag filter: every tag set passes, so none is built)
+        fields = isinstance(memory, CandidateFields)
+        if self.tags or self.exclude_tags:  # (no tag filter: every tag set passes, so none is built)
+            entity_keys = memory.entity_tags if fields else [e.tag for e in memory.entities if e.tag]
+            if not self.tags_match({text_key(t) for t in memory.tags} | {text_key(e) for e in entity_keys if e}):
+                return False
         if self.start is not None or self.end is not None:
-            t = epoch(memory, "event_time") or epoch(memory, "create_time") or 0.0
+            if fields:
+                t = memory.event_time or memory.create_time or 0.0
+            else:
+                t = epoch(memory, "event_time") or epoch(memory, "create_time") or 0.0
             if self.start is not None and t < self.start:
                 return False
             if self.end is not None and t > self.end:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from automem.common.model import Memory, epoch
+from automem.common.model import CandidateFields
 from automem.common.settings import Settings
 from automem.common.text import text_key
 from automem.recall import scoring, understanding
@@ -32,11 +32,12 @@ from automem.recall import scoring, understanding
 
 @dataclass
 class Candidate:
-    """One hydrated candidate with its raw arm scores and time neighbours."""
+    """One candidate: its fields (automem/common/model.py ``CandidateFields``; a whole
+    ``Memory`` converts with ``CandidateFields.of``), raw arm scores and time neighbours."""
 
     id: str
     arm_scores: dict[str, float]
-    memory: Memory
+    memory: CandidateFields
     prev_id: str | None = None
     next_id: str | None = None
 
@@ -88,16 +89,16 @@ class ScoreWeights:
                    session_seeds=s.search_session_seeds, recency_window_days=s.recency_window_days)
 
 
-def _day(m: Memory) -> int | None:
-    """The UTC day (days since the epoch) of the memory's event time, else its create time."""
-    t = epoch(m, "event_time") or epoch(m, "create_time")
+def _day(event_time: float | None, create_time: float | None) -> int | None:
+    """The UTC day (days since the epoch) of the event time (epoch seconds), else the create time."""
+    t = event_time or create_time
     return int(t // 86400) if t else None
 
 
 def rank(candidates: list[Candidate], *, weights: ScoreWeights, query: str = "", context_tags: list[str] | None = None,
          priority_ids: set[str] | None = None, now: float = 0.0, recency_bias: str = "auto") -> list[Ranked]:
     """Rank ``candidates`` best first (see the module docstring for the formula)."""
-    times = {c.id: (epoch(c.memory, "event_time"), epoch(c.memory, "create_time")) for c in candidates}
+    times = {c.id: (c.memory.event_time, c.memory.create_time) for c in candidates}
     ordered = sorted(candidates, key=lambda c: (times[c.id][0] or 0.0, times[c.id][1] or 0.0, c.id))
     fusion_input = [
         scoring.Candidate(id=c.id, arm_scores={("lexical" if a == "keyword" else a): v for a, v in c.arm_scores.items()},
@@ -119,7 +120,7 @@ def rank(candidates: list[Candidate], *, weights: ScoreWeights, query: str = "",
     if q:
         if weights.session:
             seed_score = {cid: base[cid] + boost.get(cid, 0.0) for cid in base}
-            spread = understanding.session_spread(seed_score, {c.id: _day(c.memory) for c in candidates},
+            spread = understanding.session_spread(seed_score, {cid: _day(*t) for cid, t in times.items()},
                                                   weights.session_seeds)
         if weights.author:
             words = understanding.query_words(query)

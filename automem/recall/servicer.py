@@ -27,7 +27,7 @@ from automem.common.enums import enum_word
 from automem.common.errors import InvalidArgument, NotFound
 from automem.common.lifecycle import SUPERSEDING_RELATIONS
 from automem.common.llm import llm_configured
-from automem.common.model import Memory, epoch, ts
+from automem.common.model import CandidateFields, Memory, epoch, ts
 from automem.common.paging import decode_offset_token, encode_offset_token
 from automem.common.settings import Settings
 from automem.common.state import ReadAt, as_known, hydrate_at, known, resolve, resolve_one, withheld_reason
@@ -76,7 +76,7 @@ UNEMBEDDED_SCAN_MAX = 200
 LIST_WINDOWS_DAYS = (1.0, 16.0, 256.0)
 
 
-def _time_neighbours(memories: list[Memory], preceded_by: dict[str, list[str]]
+def _time_neighbours(memories: list[CandidateFields], preceded_by: dict[str, list[str]]
                      ) -> dict[str, tuple[str | None, str | None]]:
     """For each candidate, its PRECEDED_BY predecessor and successor among the candidates
     (edges written by enrichment; ``preceded_by`` maps an id to the ids its edges point to)."""
@@ -178,7 +178,7 @@ class _Tiers:
         self.degraded: list[str] = []
         self._ranked: set[str] = set()
         self._fetched: set[str] = set()
-        self._light: dict[str, Memory] = {}
+        self._light: dict[str, CandidateFields] = {}
         self._preceded_by: dict[str, list[str]] = {}
         #: Lexical feedback terms (term index -> added query weight), set by the first tier.
         self.feedback: dict[int, float] = {}
@@ -299,7 +299,7 @@ class _Tiers:
         light = await self.svc.graph.memories.recall_candidates(missing, self.scope)
         if self.read.past:  # rank and filter the versions believed at known_at
             believed = await hydrate_at(self.svc.graph, [m.id for m, _ in light], self.scope, self.read)
-            light = [(believed[m.id], prev) for m, prev in light if m.id in believed]
+            light = [(CandidateFields.of(believed[m.id]), prev) for m, prev in light if m.id in believed]
         for memory, prev in light:
             self._light[memory.id] = memory
             self._preceded_by[memory.id] = prev

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from automem.common.model import Memory, ts
+from automem.common.model import CandidateFields, Memory, ts
 from automem.recall import understanding as U
 from automem.recall.ranking import Candidate, ScoreWeights, rank
 
@@ -38,7 +38,11 @@ def test_is_temporal_question(q, expected):
 @pytest.mark.parametrize("text,expected", [
     ("I ran a charity race last Saturday", True), ("We moved 4 years ago", True),
     ("Released in 2022", True), ("It rained yesterday", True), ("in May we left", True),
-    ("I like pottery", False), ("maybe later", False)])
+    ("I like pottery", False), ("maybe later", False),
+    # any letter case (the test runs on the lower-cased text), whole words only
+    ("LAST WEEKEND we hiked", True), ("Next Month", True), ("ThursDay", True), ("SINCE 1999", True),
+    ("AGO", True), ("agony", False), ("todays", False), ("Mayday", False), ("3000 BC", False),
+    ("this holiday", True), ("this way", False), ("20245", False), ("year 2024!", True)])
 def test_has_time_expression(text, expected):
     assert U.has_time_expression(text) is expected
 
@@ -53,7 +57,7 @@ def test_session_spread_values():
 def _cand(cid: str, content: str, day: int, vector: float) -> Candidate:
     m = Memory(id=cid, content=content, importance=0.5, confidence=0.8)
     m.event_time.CopyFrom(ts(day * 86400.0 + 3600))
-    return Candidate(id=cid, arm_scores={"vector": vector}, memory=m)
+    return Candidate(id=cid, arm_scores={"vector": vector}, memory=CandidateFields.of(m))
 
 
 def test_rank_author_component_lifts_the_named_speakers_turn():
