@@ -62,6 +62,7 @@ __all__ = [
     "dynamic_model",
     "l2_normalise",
     "make_provider",
+    "model_cache_dir",
 ]
 
 
@@ -468,6 +469,24 @@ def configured_dimension(settings: Settings) -> int:
     return 0
 
 
+def model_cache_dir(settings: Settings) -> Path:
+    """Where built models are kept: ``settings.model_cache_dir`` when set; else
+    ``$XDG_CACHE_HOME/automem/models`` (default ``~/.cache/automem/models``) when it can be
+    created and written (one build serves every data dir of the user: tests, benches, several
+    services), else ``<data_dir>/models`` (a read-only home, e.g. in a container)."""
+    if settings.model_cache_dir:
+        return Path(settings.model_cache_dir)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    shared = Path(base) / "automem" / "models"
+    try:
+        shared.mkdir(parents=True, exist_ok=True)
+        if os.access(shared, os.W_OK):
+            return shared
+    except OSError:
+        pass
+    return Path(settings.data_dir) / "models"
+
+
 def make_provider(settings: Settings) -> EmbeddingProvider:
     """Build the provider named by ``settings.embedding_provider``.
 
@@ -477,7 +496,7 @@ def make_provider(settings: Settings) -> EmbeddingProvider:
     the model's known default, e.g. 1536 for text-embedding-3-small). A non-zero
     ``embedding_batch_size`` sets the provider's ``batch_size``; ``embedding_threads``,
     ``embedding_workers`` and ``embedding_quantization`` set MiniLM's ``threads``, ``workers``
-    and ``quantization`` (a ``dynamic`` model is built into ``<data_dir>/models``).
+    and ``quantization`` (a ``dynamic`` model is built into :func:`model_cache_dir`).
 
     For the local providers a non-zero ``vector_size`` must equal the model's dimension.
 
@@ -491,7 +510,8 @@ def make_provider(settings: Settings) -> EmbeddingProvider:
     if kind == "minilm":
         provider = MiniLMProvider(**batch, threads=settings.embedding_threads, workers=settings.embedding_workers,
                                   quantization=settings.embedding_quantization,
-                                  cache_dir=Path(settings.data_dir) / "models")
+                                  cache_dir=model_cache_dir(settings) if settings.embedding_quantization != "weights"
+                                  else None)
     elif kind == "wordllama":
         provider = WordLlamaProvider(**batch)
     elif kind == "openai":

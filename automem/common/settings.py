@@ -185,12 +185,16 @@ class Settings(BaseSettings):
     embedding_workers: int = Field(2, ge=1, validation_alias=_env("AUTOMEM_EMBEDDING_WORKERS"))
     #: MiniLM: ``weights`` (the packaged model as it is: int8 weights, float arithmetic) or
     #: ``dynamic`` (int8 arithmetic: the packaged model re-quantized per channel with int8
-    #: activations, built once into ``<data_dir>/models``; 2-2.4x less CPU per text, vectors
+    #: activations, built once into ``model_cache_dir``; 2-2.4x less CPU per text, vectors
     #: at cosine >= 0.985 of the default's; automem/common/embedding.py ``dynamic_model``,
     #: docs/benchmarks.md "Int8 arithmetic for MiniLM"). The vectors differ, so the model's
     #: name differs: memories embedded by the other one are re-embedded by ``/admin/reembed``.
     embedding_quantization: Literal["weights", "dynamic"] = Field(
         "weights", validation_alias=_env("AUTOMEM_EMBEDDING_QUANTIZATION"))
+    #: Where models built from the packaged ones are kept (the ``dynamic`` MiniLM). Empty:
+    #: ``$XDG_CACHE_HOME/automem/models`` (``~/.cache/automem/models``), or
+    #: ``<data_dir>/models`` when that cannot be written.
+    model_cache_dir: str = Field("", validation_alias=_env("AUTOMEM_MODEL_CACHE_DIR"))
     #: glibc malloc: at most this many arenas (0 = glibc's default, 8 per core), and the free
     #: pages of every arena handed back to the kernel every this many seconds (0 = never);
     #: automem/common/malloc.py, docs/benchmarks.md "Memory and disk at 100k".

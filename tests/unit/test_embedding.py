@@ -190,3 +190,14 @@ def test_make_provider():
     assert isinstance(p, E.OpenAICompatibleProvider) and p.dimension == 1536
     with pytest.raises(ValueError, match="VECTOR_SIZE"):
         E.make_provider(Settings(embedding_provider="openai", embedding_model="custom-model"))
+
+
+def test_model_cache_dir(tmp_path, monkeypatch):
+    assert E.model_cache_dir(Settings(model_cache_dir=str(tmp_path / "m"))) == tmp_path / "m"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert E.model_cache_dir(Settings(data_dir=tmp_path / "data")) == tmp_path / "cache" / "automem" / "models"
+    # an unwritable cache home: the data dir keeps the models
+    (tmp_path / "ro").mkdir()
+    (tmp_path / "ro" / "automem").write_text("a file where the directory would go")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "ro"))
+    assert E.model_cache_dir(Settings(data_dir=tmp_path / "data")) == tmp_path / "data" / "models"
