@@ -192,10 +192,15 @@ class MiniLMProvider:
             ``importlib.util.find_spec``; that package is not imported, it needs torch).
         max_tokens: truncation length in word pieces including [CLS]/[SEP]; 256 is the
             sentence-transformers ``max_seq_length`` of this model.
-        batch_size: texts per ONNX run; each batch is padded to its longest member. 8 by
-            default: on the 2-core project machine, shared with other work, batches of 4-8
-            embedded LoCoMo turns 1.7x faster than batches of 32 (67-69 vs 40 turns/s, 11.5-12.2
-            vs 14.2 ms CPU per turn; medians of 5 interleaved runs, docs/benchmarks.md).
+        batch_size: texts per ONNX run; each batch is padded to its longest member. None: 8 for
+            the packaged model — on the 2-core project machine, shared with other work, batches
+            of 4-8 embedded LoCoMo turns 1.7x faster than batches of 32 (67-69 vs 40 turns/s,
+            11.5-12.2 vs 14.2 ms CPU per turn; medians of 5 interleaved runs,
+            docs/benchmarks.md) —, and 1 for ``quantization="dynamic"``: its activations are
+            quantized over the whole run, so only a run of one text gives a vector that does not
+            depend on the texts beside it, and one text per run was also its fastest (3.8 ms CPU
+            per LoCoMo turn against 4.1 in batches of 4 and 4.2 in batches of 8, length-sorted;
+            docs/benchmarks.md "Int8 arithmetic for MiniLM").
         threads: onnxruntime intra-op threads of one run. 1 by default: a run of a few short
             texts splits badly over threads, and on the 2-core project machine one thread per run
             cost 12-13% less CPU per text than two (docs/benchmarks.md, "Enrichment in parallel
@@ -227,7 +232,7 @@ class MiniLMProvider:
         tokenizer_path: str | Path | None = None,
         *,
         max_tokens: int = 256,
-        batch_size: int = 8,
+        batch_size: int | None = None,
         threads: int = 1,
         workers: int = 2,
         spin: bool = False,
@@ -258,7 +263,7 @@ class MiniLMProvider:
             model_path = dynamic_model(model_path, cache_dir)  # type: ignore[arg-type]
             self.name += "-dynamic"
         self.max_tokens = max_tokens
-        self.batch_size = max(1, batch_size)
+        self.batch_size = max(1, batch_size if batch_size is not None else 1 if quantization == "dynamic" else 8)
         tok = Tokenizer.from_file(str(tokenizer_path))
         tok.enable_truncation(max_length=max_tokens)
         tok.no_padding()  # padded per batch below
