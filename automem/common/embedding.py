@@ -214,9 +214,11 @@ class MiniLMProvider:
             default: spinning threads burn the CPU that NER, the graph and the other
             requests need; on the shared 2-core machine turning it off took batches of 32
             from 26 to 40 turns/s (same measurement).
-        quantization: ``"weights"`` (default): the packaged model as it is; ``"dynamic"``: its
+        quantization: ``"weights"``: the packaged model as it is; ``"dynamic"``: its
             int8-arithmetic version (:func:`dynamic_model`, built into ``cache_dir``), under
-            the name ``minilm:all-MiniLM-L6-v2-int8-dynamic`` since its vectors differ.
+            the name ``minilm:all-MiniLM-L6-v2-int8-dynamic`` since its vectors differ. The
+            service's default is ``dynamic`` (``Settings.embedding_quantization``); this
+            class's is ``weights``, which needs no cache directory.
         cache_dir: where ``"dynamic"`` keeps the model it builds (required for it).
 
     Raises:

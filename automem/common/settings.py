@@ -183,14 +183,15 @@ class Settings(BaseSettings):
     #: CPU per text than one run on 2 threads (docs/benchmarks.md; automem/common/embedding.py).
     embedding_threads: int = Field(1, ge=1, validation_alias=_env("AUTOMEM_EMBEDDING_THREADS"))
     embedding_workers: int = Field(2, ge=1, validation_alias=_env("AUTOMEM_EMBEDDING_WORKERS"))
-    #: MiniLM: ``weights`` (the packaged model as it is: int8 weights, float arithmetic) or
-    #: ``dynamic`` (int8 arithmetic: the packaged model re-quantized per channel with int8
-    #: activations, built once into ``model_cache_dir``; 2-2.4x less CPU per text, vectors
-    #: at cosine >= 0.985 of the default's; automem/common/embedding.py ``dynamic_model``,
-    #: docs/benchmarks.md "Int8 arithmetic for MiniLM"). The vectors differ, so the model's
-    #: name differs: memories embedded by the other one are re-embedded by ``/admin/reembed``.
+    #: MiniLM: ``dynamic`` (default; int8 arithmetic: the packaged model re-quantized per
+    #: channel with int8 activations, built once into ``model_cache_dir``; ~2.4x less CPU per
+    #: text, vectors at cosine >= 0.985 of the packaged model's, LoCoMo within 0.006;
+    #: automem/common/embedding.py ``dynamic_model``, docs/benchmarks.md "Int8 arithmetic for
+    #: MiniLM") or ``weights`` (the packaged model as it is: int8 weights, float arithmetic).
+    #: The vectors differ, so the model names differ: ``/admin/reembed`` re-embeds the
+    #: memories the other one made.
     embedding_quantization: Literal["weights", "dynamic"] = Field(
-        "weights", validation_alias=_env("AUTOMEM_EMBEDDING_QUANTIZATION"))
+        "dynamic", validation_alias=_env("AUTOMEM_EMBEDDING_QUANTIZATION"))
     #: Where models built from the packaged ones are kept (the ``dynamic`` MiniLM). Empty:
     #: ``$XDG_CACHE_HOME/automem/models`` (``~/.cache/automem/models``), or
     #: ``<data_dir>/models`` when that cannot be written.
