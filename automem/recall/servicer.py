@@ -90,6 +90,8 @@ def _time_neighbours(memories: list[CandidateFields], preceded_by: dict[str, lis
     return {mid: (prev.get(mid), nxt.get(mid)) for mid in ids}
 
 
+#: Seconds GetStats waits for the vector store's count and dimension (:meth:`RecallServicer.GetStats`).
+STATS_VECTOR_SECONDS = 2.0
 #: Most memories a startup recall at an earlier ``known_at`` reads per tag group.
 STARTUP_PAST_MAX = 5000
 #: Node states whose vector points a past read searches: a memory's state at an earlier
@@ -885,17 +887,26 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
                                                  scopes=list(principal.scopes), scope=scope)
 
     async def GetStats(self, request, context):
-        """Counts and connectivity for /health (no key needed beyond reader)."""
+        """Counts and connectivity for /health (no key needed beyond reader).
+
+        The vector store's part (count, dimension) may take :data:`STATS_VECTOR_SECONDS`:
+        longer, it is reported as not connected (``vectors_connected`` false, count 0) while
+        the graph's part is still answered — the embedded shard holds its reads for the 2-3 s
+        of an index swap at 100k memories (automem/vectors/edge.py ``build_index``), and the
+        store bound (``store_timeout_seconds``, 5 s) equals the gateway's health deadline
+        (automem/gateway/usecases.py ``HEALTH_TIMEOUT``), so the whole answer was late and
+        /health said FalkorDB was disconnected (docs/benchmarks.md)."""
         graph_ok = await self.graph.ping()
         memory_count = await self.graph.memories.count(states=["ACTIVE", "SUPERSEDED", "PENDING_REVIEW",
                                                                 "ARCHIVED"]) if graph_ok else 0
         vector_count, vectors_ok, dims = 0, False, 0
         if self.vectors is not None:
+            async def vector_part() -> tuple[int, int]:
+                return await self.vectors.count(), await self.vectors.dimension() or 0
             try:
-                vector_count = await self.vectors.count()
-                dims = await self.vectors.dimension() or 0
+                vector_count, dims = await asyncio.wait_for(vector_part(), STATS_VECTOR_SECONDS)
                 vectors_ok = True
-            except Exception:  # noqa: BLE001 - reported as disconnected
+            except Exception:  # noqa: BLE001 - late or failed: reported as disconnected
                 vectors_ok = False
         return recall_service_pb2.GetStatsResponse(
             memory_count=memory_count, vector_count=vector_count, graph_connected=graph_ok,

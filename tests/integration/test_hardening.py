@@ -331,3 +331,23 @@ def test_backup_with_unreachable_nats_fails_in_one_line(falkordb_server, tmp_pat
                             text=True, check=False, timeout=90)
     assert result.returncode == 1, result
     assert result.stderr.strip().splitlines()[-1].startswith("automem backup: cannot reach NATS")
+
+
+async def test_health_answers_for_the_graph_while_the_vector_store_holds_its_reads(own_service) -> None:
+    """An index swap holds the embedded shard's reads for seconds (automem/vectors/edge.py
+    ``build_index``); /health must still say FalkorDB is connected, not time out as a whole."""
+    import asyncio
+
+    edge = own_service.ctx.vectors.inner  # under the BoundedVectorStore wrapper
+    async with own_service.http() as http:
+        assert (await http.get("/health")).json()["qdrant"] == "connected"
+        await edge._lock.acquire()  # what a swap holds
+        try:
+            r = await http.get("/health")
+        finally:
+            edge._lock.release()
+        body = r.json()
+        assert r.status_code == 200, body
+        assert (body["falkordb"], body["qdrant"], body["status"]) == ("connected", "disconnected", "degraded")
+        await asyncio.sleep(0)
+        assert (await http.get("/health")).json()["qdrant"] == "connected"
