@@ -157,6 +157,7 @@ def dynamic_model(source: str | Path, cache_dir: str | Path) -> Path:
     if target.is_file():
         return target
     cache.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
     with tempfile.TemporaryDirectory(dir=cache, prefix=".build-") as work:
         folded = Path(work) / "float.onnx"
         opts = ort.SessionOptions()
@@ -164,7 +165,6 @@ def dynamic_model(source: str | Path, cache_dir: str | Path) -> Path:
         opts.optimized_model_filepath = str(folded)
         ort.InferenceSession(str(source), sess_options=opts, providers=["CPUExecutionProvider"])
         built = Path(work) / "dynamic.onnx"
-        started = time.perf_counter()
         root = logging.getLogger()
         root.addFilter(_quiet_quantizer)  # its advice to pre-process is not for this model
         try:
