@@ -85,7 +85,9 @@ class ChildProcess:
     def environment(self, addresses: dict[str, str], grpc_target: str) -> dict[str, str]:
         """The child's environment: this process's, with the parent's stores, the child's
         ports, and ``addresses`` (environment variable -> ``host:port``); ``grpc_target``
-        (the parent's gRPC server, may be empty) for every other service."""
+        (the parent's gRPC server, may be empty) for every other service. The ``enrich``
+        child runs NER in a thread (``AUTOMEM_ENTITIES_PROCESS=false``) unless the setting
+        was given."""
         s = self.settings
         env = {k: v for k, v in os.environ.items() if k not in _ADDRESS_VARS}
         env.update({"AUTOMEM_DATA_DIR": str(s.data_dir), "NATS_URL": s.nats_url, "FALKORDB_HOST": s.falkordb_host,
@@ -95,6 +97,12 @@ class ChildProcess:
         env.pop("AUTOMEM_NATS_URL", None)
         if grpc_target:
             env["AUTOMEM_GRPC_TARGET"] = grpc_target
+        if self.target == "enrich" and "entities_process" not in s.model_fields_set:
+            # The enrich child is already a process of its own beside recall and ingest: NER
+            # in a thread of it enriches as fast as in a worker process of its own and spares
+            # that worker's interpreter (~77 MiB at 5,000 memories; docs/benchmarks.md
+            # "NER in a thread of the enrich child").
+            env["AUTOMEM_ENTITIES_PROCESS"] = "false"
         env.update(addresses)
         return env
 

@@ -283,6 +283,8 @@ class Settings(BaseSettings):
     entities_enabled: bool = Field(True, validation_alias=_env("AUTOMEM_ENTITIES_ENABLED"))
     #: ... in a worker process of its own (the second core, without the GIL of the service);
     #: false runs it in a thread of the enrichment process (automem/enrich/entities.py).
+    #: ``automem up``'s enrich child, a process of its own already, gets false unless this is
+    #: set (automem/children.py ``ChildProcess.environment``).
     entities_process: bool = Field(True, validation_alias=_env("AUTOMEM_ENTITIES_PROCESS"))
     #: SIMILAR_TO links and contradiction proposals.
     links_enabled: bool = Field(True, validation_alias=_env("AUTOMEM_LINKS_ENABLED"))

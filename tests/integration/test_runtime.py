@@ -127,7 +127,8 @@ def test_enrich_runs_in_a_child_process_when_no_process_holds_the_vector_shard(t
     """``AUTOMEM_CHILD_TARGETS`` (default gateway,enrich): with the embedded vector shard
     enrich runs in a child that reaches the parent's shard (the test above); without vectors
     (``QDRANT_URL=disabled``) it runs as a child too, the gateway child reaches its
-    EnrichService, and it enriches what the main process's ingest stored."""
+    EnrichService, and it enriches what the main process's ingest stored, with NER in a
+    thread of its own process (no NER worker process under it)."""
     data = tmp_path / "data"
     data.mkdir()
     port, metrics_port = free_port(), free_port()
@@ -148,6 +149,12 @@ def test_enrich_runs_in_a_child_process_when_no_process_holds_the_vector_shard(t
                 break
             time.sleep(0.3)
         assert status["processed"] >= 1 and status["failed"] == 0, status
+        # NER ran in a thread of the enrich child: no worker process of its own under it
+        # (automem/children.py ``ChildProcess.environment``).
+        enrich = next(pid for pid in children if _target_of(pid) == "enrich")
+        workers = subprocess.run(["ps", "-o", "pid=", "--ppid", str(enrich)], capture_output=True, text=True,
+                                 check=False).stdout.split()
+        assert workers == [], workers
         _each_process_serves_its_own_metrics(data, port, metrics_port)
     finally:
         _stop(proc)
