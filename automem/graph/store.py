@@ -231,7 +231,8 @@ class GraphStore:
         event_time, embedding_status, tags_lower, entity_tags), full-text on Memory(content),
         range on Tombstone, IdempotencyKey, Entity(key, scope), MemoryVersion(memory_id, scope) and
         ReviewItem(id, memory_id, scope) — without the last, each supersede proposal's MERGE
-        scanned every ReviewItem (9 ms at 24k items under ``bench/soak.py``). The two tag indexes are on array properties
+        scanned every ReviewItem (6.2 ms at 40k items under ``bench/soak.py``, 0.014 ms indexed;
+        docs/benchmarks.md). The two tag indexes are on array properties
         (FalkorDB indexes each element; ``$tag IN m.tags_lower`` uses it) and drive the by-tag
         listing (automem/recall/bytag.py)."""
         statements = [
