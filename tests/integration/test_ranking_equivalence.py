@@ -13,6 +13,13 @@ the same code differ in the exact order of ~19 of 495 top-20s, mostly below rank
 reference; the reference code reproduced itself exactly). The test therefore compares top-10
 sets and top-20 overlap, which a ranking change would move far more than that noise.
 
+The thresholds sit between that noise and a real ranking change, measured 2026-12-03:
+alone on this machine 10-11 of 495 top-10 sets changed (top-20 overlap 0.997, with or without
+a second core kept busy); the project's CI runner, a different machine, changed 28 (CI log of
+2026-12-02, commit aa5eb98: over the earlier 5 % bound), while a 10 % change of one fusion weight
+(``search_weight_vector`` 0.30 -> 0.27) changes 120 top-10 sets and drops the top-20 overlap to
+0.973. Hence at most 10 % changed sets and an overlap of at least 0.985.
+
 `make test` runs this test in a pytest process of its own: after the rest of the integration
 suite, in the same process and session servers, it changed 26-27 top-10 sets (the same ones in
 two runs, 2026-12-02) against 5-9 alone; the cause was not found that day.
@@ -54,9 +61,9 @@ def locomo(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict], list[d
 
 
 #: Share of questions whose top-10 set must equal the reference's.
-SAME_TOP10 = 0.95
+SAME_TOP10 = 0.90
 #: Smallest mean share of the reference top-20 found in the new top-20.
-TOP20_OVERLAP = 0.99
+TOP20_OVERLAP = 0.985
 #: Largest drop of recall@10 / MRR (categories 1-4) put down to link-order noise.
 NOISE = 0.005
 
