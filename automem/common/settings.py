@@ -167,6 +167,15 @@ class Settings(BaseSettings):
     #: costs ~15 ms at 100,000 × 384 on the 2-core project machine, an HNSW search ~1.6 ms
     #: (docs/benchmarks.md, "HNSW in the background"); below ~20,000 points the scan is a few ms.
     vector_index_threshold: int = Field(20_000, ge=0, validation_alias=_env("AUTOMEM_VECTOR_INDEX_THRESHOLD"))
+    #: Embedded shard only: how the dense vectors are stored, ``float16`` (default) or
+    #: ``float32``. Half precision halves their RAM and disk (153.6 MB -> 76.8 MB at
+    #: 100,000 x 384) and leaves recall's rankings within the noise of the LoCoMo ranking test
+    #: (docs/benchmarks.md, "Dense vectors in half precision"); a vector written is read back
+    #: rounded to half precision. Applies when a shard is created: an existing shard keeps the
+    #: type it was created with (qdrant-edge refuses to load it with another), and
+    #: ``automem reindex --provider <provider>`` rebuilds it with this one.
+    vector_datatype: Literal["float16", "float32"] = Field(
+        "float16", validation_alias=_env("AUTOMEM_VECTOR_DATATYPE"))
     #: AutoMem's collection name.
     collection_name: str = Field("memories", validation_alias=_env("QDRANT_COLLECTION", "AUTOMEM_COLLECTION"))
 

@@ -67,7 +67,8 @@ def make_vector_store(settings: Settings) -> VectorStore | None:
         return None
     if url == "":
         return EdgeVectorStore(settings.qdrant_path, settings.collection_name,
-                               index_threshold=settings.vector_index_threshold)
+                               index_threshold=settings.vector_index_threshold,
+                               datatype=settings.vector_datatype)
     if url.startswith("unix:"):
         from automem.vectors.shared import SharedVectorStore
 

@@ -57,6 +57,10 @@ def dialect() -> Dialect:
 
 T = TypeVar("T")
 
+#: ``Settings.vector_datatype`` -> qdrant-edge's ``VectorStorageDatatype`` member (the dense
+#: vector's storage; the spelling in ``edge_config.json`` is the key).
+DATATYPES = {"float16": "Float16", "float32": "Float32"}
+
 
 async def _copy_sparse(src: Path, dst: Path) -> None:
     """Copy the directory ``src`` to ``dst`` keeping holes: qdrant-edge preallocates its WAL
@@ -78,7 +82,9 @@ class EdgeVectorStore:
     """Vector store on an in-process qdrant-edge shard (``qdrant_edge.EdgeShard``).
 
     ``path`` is the shard directory itself (``Settings.qdrant_path``, which already ends in
-    the collection name); ``collection`` only names the store in errors. The shard is created
+    the collection name); ``collection`` only names the store in errors; ``datatype``
+    (``float16`` or ``float32``, else ValueError) is the dense vectors' storage in a shard
+    this store creates (``Settings.vector_datatype``; an existing shard keeps its own). The shard is created
     by :meth:`ensure_collection` (``EdgeShard.create``) and otherwise opened lazily with
     ``EdgeShard.load`` on first use. Every blocking shard call runs in ``asyncio.to_thread``
     under one ``asyncio.Lock``, so calls are serialised. Only one process may open a shard
@@ -102,10 +108,14 @@ class EdgeVectorStore:
 
     backend = "edge"
 
-    def __init__(self, path: Path | str, collection: str = "memories", *, index_threshold: int = 0) -> None:
+    def __init__(self, path: Path | str, collection: str = "memories", *, index_threshold: int = 0,
+                 datatype: str = "float16") -> None:
+        if datatype not in DATATYPES:
+            raise ValueError(f"datatype must be one of {sorted(DATATYPES)}, got {datatype!r}")
         self.path = Path(path)
         self.collection = collection
         self.index_threshold = max(0, int(index_threshold))
+        self.datatype = datatype
         self._shard: Any = None
         self._dim: int | None = None
         self._closed = False
@@ -390,7 +400,9 @@ class EdgeVectorStore:
             if shard is None:
                 self.path.mkdir(parents=True, exist_ok=True)
                 config = qe.EdgeConfig(
-                    vectors={DENSE: qe.EdgeVectorParams(size=dimension, distance=qe.Distance.Cosine)},
+                    vectors={DENSE: qe.EdgeVectorParams(size=dimension, distance=qe.Distance.Cosine,
+                                                        datatype=getattr(qe.VectorStorageDatatype,
+                                                                         DATATYPES[self.datatype]))},
                     sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
                 )
                 shard = self._shard = qe.EdgeShard.create(str(self.path), config)

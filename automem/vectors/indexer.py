@@ -65,7 +65,8 @@ def _config_with_low_threshold(qe, cfg: dict):
     """The shard's own config with ``indexing_threshold`` 1 KB, or None if it cannot be rebuilt
     from ``edge_config.json`` (then the shard's config is used as it is)."""
     try:
-        vectors = {name: qe.EdgeVectorParams(size=int(v["size"]), distance=getattr(qe.Distance, v["distance"]))
+        vectors = {name: qe.EdgeVectorParams(size=int(v["size"]), distance=getattr(qe.Distance, v["distance"]),
+                                             datatype=_datatype(qe, v.get("datatype")))
                    for name, v in cfg.get("vectors", {}).items()}
         sparse = {}
         for name, v in cfg.get("sparse_vectors", {}).items():
@@ -76,6 +77,17 @@ def _config_with_low_threshold(qe, cfg: dict):
                              optimizers=qe.EdgeOptimizersConfig(indexing_threshold=1))
     except (AttributeError, KeyError, TypeError, ValueError):
         return None
+
+
+def _datatype(qe, spelled: str | None):
+    """qdrant-edge's ``VectorStorageDatatype`` for its ``edge_config.json`` spelling
+    (``"float16"``, ``"uint8"``, ...; absent = float32, the default). The copy must be loaded
+    with the type its segments were written with: qdrant-edge refuses any other."""
+    if not spelled:
+        return None
+    members = {name.lower(): getattr(qe.VectorStorageDatatype, name)
+               for name in dir(qe.VectorStorageDatatype) if not name.startswith("_")}
+    return members[str(spelled).lower()]
 
 
 def main(argv: list[str] | None = None) -> int:

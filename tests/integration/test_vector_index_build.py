@@ -119,3 +119,52 @@ async def test_a_failed_build_keeps_the_shard(tmp_path):
     assert await store.count() == 20
     assert not (tmp_path / "shard.indexing").exists()
     await store.close()
+
+
+@pytest.mark.parametrize("datatype", ["float16", "float32"])
+async def test_the_dense_vectors_are_stored_as_asked_and_indexed_by_the_build(tmp_path, datatype):
+    """Settings.vector_datatype reaches the shard a store creates, the HNSW build in the child
+    loads that shard with its own type (qdrant-edge refuses another), and a vector comes
+    back rounded to that type's precision only."""
+    rng = random.Random(3)
+    store = EdgeVectorStore(tmp_path / "shard", "memories", datatype=datatype)
+    await store.ensure_collection(DIM)
+    vectors = {pid(i): vec(rng) for i in range(300)}
+    await store.upsert_many([(p, v, {"scope": "s"}, None) for p, v in vectors.items()])
+    stored = json.loads((tmp_path / "shard" / "edge_config.json").read_text())["vectors"]["dense"]
+    assert stored.get("datatype", "float32") == datatype
+    dense_indexed = store._shard.info().indexed_vectors_count
+    report = await store.build_index()
+    assert report["points"] == 300
+    assert store._shard.info().indexed_vectors_count >= dense_indexed + 300
+    worst = 0.0
+    for point in await store.retrieve(sorted(vectors), with_vectors=True):
+        norm = sum(x * x for x in vectors[point.id]) ** 0.5  # cosine vectors are stored normalised
+        worst = max(worst, max(abs(a - b / norm) for a, b in zip(point.vector, vectors[point.id], strict=True)))
+    assert worst < (1e-3 if datatype == "float16" else 1e-6), worst
+    if datatype == "float16":
+        assert worst > 1e-6  # rounded, so half precision is really in use
+    for p in sorted(vectors)[:30]:
+        assert (await store.search(vectors[p], limit=1))[0][0] == p
+    await store.close()
+
+
+async def test_an_existing_shard_keeps_its_datatype(tmp_path):
+    """A data directory made before half precision (float32) opens, serves and builds its
+    index under a store configured for float16; only a new shard takes the setting."""
+    rng = random.Random(4)
+    old = EdgeVectorStore(tmp_path / "shard", "memories", datatype="float32")
+    await old.ensure_collection(DIM)
+    vectors = {pid(i): vec(rng) for i in range(50)}
+    await old.upsert_many([(p, v, {"scope": "s"}, None) for p, v in vectors.items()])
+    await old.close()
+    store = EdgeVectorStore(tmp_path / "shard", "memories", datatype="float16")
+    await store.ensure_collection(DIM)
+    assert await store.count() == 50
+    await store.build_index()
+    assert (await store.search(vectors[pid(7)], limit=1))[0][0] == pid(7)
+    stored = json.loads((tmp_path / "shard" / "edge_config.json").read_text())["vectors"]["dense"]
+    assert stored.get("datatype", "float32") == "float32"
+    await store.close()
+    with pytest.raises(ValueError, match="datatype"):
+        EdgeVectorStore(tmp_path / "other", "memories", datatype="float8")
