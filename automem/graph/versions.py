@@ -71,26 +71,26 @@ def record(var: str, carry: Sequence[str] = (), *, created: bool = False) -> str
     ``created`` the node is new (no :func:`before`): every field counts as changed. Ends with
     a ``WITH`` of ``var`` and ``carry``."""
     keep = ", ".join([var, *carry])
-    if created:
-        changed = f"[k IN keys(_a_{var}) WHERE NOT k IN $v_untracked AND _a_{var}[k] IS NOT NULL]"
+    if created:  # every field changed: not stored, :func:`changed_at_creation` derives it
+        changed = ""
         head = f"WITH {keep}, properties({var}) AS _a_{var} "
     else:
-        changed = (f"[k IN keys(_a_{var}) WHERE NOT k IN $v_untracked AND "
+        changed = (f", _v_{var}.changed_fields = [k IN keys(_a_{var}) WHERE NOT k IN $v_untracked AND "
                    f"(_b_{var}[k] IS NULL OR _b_{var}[k] <> _a_{var}[k]) AND _a_{var}[k] IS NOT NULL]")
         head = f"WITH {keep}, _b_{var}, properties({var}) AS _a_{var} "
     return (head + f"CREATE (_v_{var}:{LABEL}) SET _v_{var} = _a_{var}, _v_{var}.memory_id = _a_{var}.id, "
             f"_v_{var}.id = null, _v_{var}.actor = $v_actor, "
-            f"_v_{var}.recorded_at = coalesce(_a_{var}.update_time, _a_{var}.record_time, _a_{var}.create_time), "
-            f"_v_{var}.changed_fields = {changed} WITH {keep} ")
+            f"_v_{var}.recorded_at = coalesce(_a_{var}.update_time, _a_{var}.record_time, _a_{var}.create_time)"
+            f"{changed} WITH {keep} ")
 
 
 def record_row(row: str) -> str:
     """A Cypher update clause (usable inside ``FOREACH``) creating the first version of a
-    memory created from the node-property map ``row``: every field changed."""
+    memory created from the node-property map ``row``: every field changed (not stored:
+    :func:`changed_at_creation`)."""
     return (f"CREATE (_v_{row}:{LABEL}) SET _v_{row} = {row}, _v_{row}.memory_id = {row}.id, _v_{row}.id = null, "
             f"_v_{row}.actor = $v_actor, "
-            f"_v_{row}.recorded_at = coalesce({row}.update_time, {row}.record_time, {row}.create_time), "
-            f"_v_{row}.changed_fields = [k IN keys({row}) WHERE NOT k IN $v_untracked AND {row}[k] IS NOT NULL] ")
+            f"_v_{row}.recorded_at = coalesce({row}.update_time, {row}.record_time, {row}.create_time) ")
 
 
 def amend(var: str, fields: str, carry: Sequence[str] = ()) -> str:
@@ -130,9 +130,21 @@ class VersionRow:
     memory: Memory = field(default_factory=Memory)
 
 
+def changed_at_creation(props: dict[str, Any]) -> list[str]:
+    """``changed_fields`` of a version stored without one: the version that created its
+    memory (:func:`record` with ``created``, :func:`record_row`, :meth:`Versions.migrate_page`),
+    where every tracked field the snapshot holds changed, in name order (a restored node's
+    properties come back in another order). Not stored since 2026-12-03: the
+    list of ~22 names took ~50 of FalkorDB's 136 MB of versions at 100,000 memories
+    (docs/benchmarks.md, "Versions without their creation's field list")."""
+    return sorted(k for k, v in props.items() if k not in UNTRACKED and k not in KEYS and v is not None)
+
+
 def _row(props: dict[str, Any]) -> VersionRow:
+    changed = props.get("changed_fields")
     return VersionRow(version=int(props.get("version") or 0), recorded_at=float(props.get("recorded_at") or 0.0),
-                      actor=props.get("actor") or "", changed_fields=list(props.get("changed_fields") or []),
+                      actor=props.get("actor") or "",
+                      changed_fields=list(changed) if changed is not None else changed_at_creation(props),
                       memory=snapshot_memory(props))
 
 
@@ -229,10 +241,9 @@ class Versions(Repository):
             "WITH m, n, properties(m) AS a "
             f"FOREACH (_x IN CASE WHEN n = 0 THEN [1] ELSE [] END | CREATE (w:{LABEL}) SET w = a, "
             "w.memory_id = a.id, w.id = null, w.actor = $actor, "
-            "w.recorded_at = coalesce(a.record_time, a.create_time), "
-            "w.changed_fields = [k IN keys(a) WHERE NOT k IN $untracked AND a[k] IS NOT NULL]) "
+            "w.recorded_at = coalesce(a.record_time, a.create_time)) "
             "RETURN m.id, n",
-            {"after": after, "limit": int(limit), "actor": SYSTEM_ACTOR, "untracked": list(UNTRACKED)})
+            {"after": after, "limit": int(limit), "actor": SYSTEM_ACTOR})
         if not rows:
             return 0, None
         return sum(1 for r in rows if int(r[1]) == 0), max(r[0] for r in rows)
