@@ -14,6 +14,7 @@ Prints one line per phase (median / p95 / max ms, searches) and the build report
 JSON with ``--json-out``. Usage::
 
     python bench/vector_index.py --n 100000 --json-out bench/out/vector_index.json
+    python bench/vector_index.py --n 20000 --datatype float32   # full-precision storage
 """
 
 from __future__ import annotations
@@ -71,12 +72,14 @@ async def main() -> None:
     ap.add_argument("--n", type=int, default=100_000, help="points in the shard")
     ap.add_argument("--searches", type=int, default=200, help="searches before and after the build")
     ap.add_argument("--dir", type=Path, default=None, help="work directory (default: a temp dir, removed)")
+    ap.add_argument("--datatype", default="float16", choices=["float16", "float32"],
+                    help="storage of the dense vectors (Settings.vector_datatype)")
     ap.add_argument("--json-out", type=Path, default=None)
     args = ap.parse_args()
 
     work = args.dir or Path(tempfile.mkdtemp(prefix="vector-index-"))
     rng = np.random.default_rng(0)
-    store = EdgeVectorStore(work / "shard", "memories")  # builds only when asked
+    store = EdgeVectorStore(work / "shard", "memories", datatype=args.datatype)  # builds only when asked
     try:
         await store.ensure_collection(DIM)
         t0 = time.perf_counter()
@@ -104,8 +107,8 @@ async def main() -> None:
         report = await build
         hnsw = await _searches(store, queries, flt, args.searches)
         count = await store.count()
-        result = {"n": args.n, "fill_seconds": round(fill, 1), "flat": _stats(flat), "during": _stats(during),
-                  "hnsw": _stats(hnsw), "build": report, "written_during_build": written,
+        result = {"n": args.n, "datatype": args.datatype, "fill_seconds": round(fill, 1), "flat": _stats(flat),
+                  "during": _stats(during), "hnsw": _stats(hnsw), "build": report, "written_during_build": written,
                   "points_after": count, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     finally:
         await store.close()
