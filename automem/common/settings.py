@@ -170,8 +170,9 @@ class Settings(BaseSettings):
     #: Embedded shard only: how the dense vectors are stored, ``float16`` (default) or
     #: ``float32``. Half precision halves their RAM and disk (153.6 MB -> 76.8 MB at
     #: 100,000 x 384) and leaves recall's rankings within the noise of the LoCoMo ranking test
-    #: (docs/benchmarks.md, "Dense vectors in half precision"); a vector written is read back
-    #: rounded to half precision. Applies when a shard is created: an existing shard keeps the
+    #: (docs/benchmarks.md, "Half-precision vectors and creation versions without their field
+    #: list"); a vector written is read back rounded to half precision. Applies when a shard
+    #: is created: an existing shard keeps the
     #: type it was created with (qdrant-edge refuses to load it with another), and
     #: ``automem reindex --provider <provider>`` rebuilds it with this one.
     vector_datatype: Literal["float16", "float32"] = Field(

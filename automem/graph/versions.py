@@ -134,9 +134,10 @@ def changed_at_creation(props: dict[str, Any]) -> list[str]:
     """``changed_fields`` of a version stored without one: the version that created its
     memory (:func:`record` with ``created``, :func:`record_row`, :meth:`Versions.migrate_page`),
     where every tracked field the snapshot holds changed, in name order (a restored node's
-    properties come back in another order). Not stored since 2026-12-03: the
-    list of ~22 names took ~50 of FalkorDB's 136 MB of versions at 100,000 memories
-    (docs/benchmarks.md, "Versions without their creation's field list")."""
+    properties come back in another order). Not stored since 2026-12-03: the list of ~22
+    names took 57 of the 136 MB of versions in FalkorDB at 100,000 memories
+    (docs/benchmarks.md, "Half-precision vectors and creation versions without their field
+    list")."""
     return sorted(k for k, v in props.items() if k not in UNTRACKED and k not in KEYS and v is not None)
 
 
