@@ -32,6 +32,10 @@ DIM = 4
 #: "shared": an edge shard served by ShardServer and used through SharedVectorStore, as
 #: `automem up`'s children use the parent's shard (automem/vectors/shared.py).
 BACKENDS = ["edge", "server", "shared"]
+#: The contract compares vectors and cosine scores to 1e-6 across backends, so the edge shards
+#: here store full precision; half precision (the default, Settings.vector_datatype) is
+#: tested in tests/integration/test_vector_index_build.py.
+CONTRACT_DATATYPE = "float32"
 
 
 class SharedOverEdge(SharedVectorStore):
@@ -40,7 +44,7 @@ class SharedOverEdge(SharedVectorStore):
 
     def __init__(self, where: Path) -> None:
         super().__init__(where / "run" / "vectors.sock", "memories")
-        self.edge = EdgeVectorStore(where / "shard", "memories")
+        self.edge = EdgeVectorStore(where / "shard", "memories", datatype=CONTRACT_DATATYPE)
         self.server = ShardServer(self.edge, self.path)
 
     async def _call(self, method, *args, **kwargs):
@@ -56,7 +60,7 @@ class SharedOverEdge(SharedVectorStore):
 
 def open_store(backend: str, where: Path, *, persistent: bool = False) -> VectorStore:
     if backend == "edge":
-        return EdgeVectorStore(where / "shard", "memories")
+        return EdgeVectorStore(where / "shard", "memories", datatype=CONTRACT_DATATYPE)
     if backend == "shared":
         return SharedOverEdge(where)
     client = (
