@@ -94,6 +94,10 @@ async def _start_embedder(rt: Runtime) -> None:
 
 
 async def _start_vectors(rt: Runtime) -> Stop | None:
+    """The vector store, its collection created with the configured provider's dimension.
+    The model is not loaded for it: a process whose targets embed nothing (``automem up``'s
+    parent when recall and enrich run as children) serves the shard without it."""
+    from automem.common.embedding import vector_dimension
     from automem.vectors import make_vector_store
     from automem.vectors.bounded import BoundedVectorStore
 
@@ -101,7 +105,7 @@ async def _start_vectors(rt: Runtime) -> Stop | None:
     if store is None:
         return None
     try:
-        await store.ensure_collection(rt.embedder.dimension)
+        await store.ensure_collection(vector_dimension(rt.settings))
     except BaseException:
         await store.close()  # e.g. a dimension mismatch: release the shard, change nothing
         raise
@@ -337,7 +341,7 @@ MODULES: dict[str, Module] = {m.name: m for m in (
     Module("bus", start=_start_bus, target=False),
     Module("publisher", deps=("graph", "bus"), start=_start_publisher, target=False),
     Module("embedder", start=_start_embedder, target=False),
-    Module("vectors", deps=("embedder",), start=_start_vectors, target=False, single_process=_vectors_in_process),
+    Module("vectors", start=_start_vectors, target=False, single_process=_vectors_in_process),
     Module("grpc-server", deps=("telemetry", "graph"), start=_start_grpc, target=False),
     Module("ingest", deps=("graph", "publisher", "grpc-server"), start=_start_ingest),
     Module("recall", deps=("graph", "embedder", "vectors", "grpc-server"), start=_start_recall),

@@ -464,16 +464,36 @@ def configured_dimension(settings: Settings) -> int:
     which runs without the model."""
     if not settings.vectors_enabled:
         return 0
-    if settings.vector_size:
-        return int(settings.vector_size)
+    try:
+        return vector_dimension(settings)
+    except ValueError:
+        return 0  # a service so configured does not start (make_provider raises the same)
+
+
+def vector_dimension(settings: Settings) -> int:
+    """The vector length of the configured provider, checked, without loading the model: what
+    the vector store's collection is created with by a process that embeds nothing itself
+    (automem/targets.py ``_start_vectors``; the model costs ~92 MiB of RSS, docs/benchmarks.md
+    "A parent without the model, and /mcp built on first use").
+
+    Raises:
+        ValueError: as :func:`make_provider` would — an unknown provider, an OpenAI-compatible
+            model of unknown size without ``vector_size``, or a ``vector_size`` a local model
+            cannot produce.
+    """
     kind = (settings.embedding_provider or "minilm").strip().lower()
-    if kind == "minilm":
-        return MiniLMProvider.dimension
-    if kind == "wordllama":
-        return 256  # WordLlamaProvider's default (the only weights its wheel ships)
+    size = int(settings.vector_size or 0)
+    fixed = {"minilm": MiniLMProvider.dimension, "wordllama": 256}
+    if kind in fixed:
+        if size and size != fixed[kind]:
+            raise ValueError(f"VECTOR_SIZE={size} but embedding provider {kind} produces {fixed[kind]} dimensions")
+        return fixed[kind]
     if kind == "openai":
-        return _OPENAI_DIMS.get(settings.embedding_model, 0)
-    return 0
+        dimension = size or _OPENAI_DIMS.get(settings.embedding_model, 0)
+        if not dimension:
+            raise ValueError(f"VECTOR_SIZE must be set for embedding model {settings.embedding_model!r}")
+        return dimension
+    raise ValueError(f"unknown embedding provider {settings.embedding_provider!r} (expected minilm, wordllama or openai)")
 
 
 def model_cache_dir(settings: Settings) -> Path:
@@ -511,7 +531,7 @@ def make_provider(settings: Settings) -> EmbeddingProvider:
         ValueError: unknown provider name, or a ``vector_size`` the model cannot produce.
     """
     kind = (settings.embedding_provider or "minilm").strip().lower()
-    size = int(settings.vector_size or 0)
+    dimension = vector_dimension(settings)
     batch = {"batch_size": int(settings.embedding_batch_size)} if settings.embedding_batch_size else {}
     provider: EmbeddingProvider
     if kind == "minilm":
@@ -521,23 +541,13 @@ def make_provider(settings: Settings) -> EmbeddingProvider:
                                   else None)
     elif kind == "wordllama":
         provider = WordLlamaProvider(**batch)
-    elif kind == "openai":
-        dim = size or _OPENAI_DIMS.get(settings.embedding_model, 0)
-        if not dim:
-            raise ValueError(
-                f"VECTOR_SIZE must be set for embedding model {settings.embedding_model!r}"
-            )
-        return OpenAICompatibleProvider(
-            settings.openai_base_url, settings.openai_api_key, settings.embedding_model, dim, **batch
-        )
     else:
-        raise ValueError(
-            f"unknown embedding provider {settings.embedding_provider!r} "
-            "(expected minilm, wordllama or openai)"
+        return OpenAICompatibleProvider(
+            settings.openai_base_url, settings.openai_api_key, settings.embedding_model, dimension, **batch
         )
-    if size and size != provider.dimension:
+    if provider.dimension != dimension:
         raise ValueError(
-            f"VECTOR_SIZE={size} but embedding provider {provider.name} produces "
-            f"{provider.dimension} dimensions"
+            f"embedding provider {provider.name} produces {provider.dimension} dimensions, "
+            f"not the {dimension} its settings give"
         )
     return provider

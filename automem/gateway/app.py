@@ -206,7 +206,7 @@ def create_app(settings: Settings, client: AutomemClient) -> FastAPI:
     from automem.gateway import (
         apidocs,
         console,
-        mcp_server,
+        mcp_mount,
         metrics,
         routes_graph,
         routes_memory,
@@ -227,7 +227,7 @@ def create_app(settings: Settings, client: AutomemClient) -> FastAPI:
     app.include_router(routes_graph.router)  # /graph/*, /entities, /entity/{slug}
     apidocs.mount(app)  # /docs: Swagger UI from local files
     console.mount(app)  # /console: the browser console (HTML, not in the schema)
-    mcp_server.mount(app, settings, client)  # streamable HTTP at /mcp; wraps the app's lifespan
+    mcp_mount.mount(app, settings, client)  # streamable HTTP at /mcp, built on first use; wraps the lifespan
     _declare_limits_in_openapi(app, settings)
     return app
 

@@ -2,7 +2,8 @@
 
 Served two ways:
 
-* streamable HTTP at ``/mcp`` in the gateway (:func:`mount`); the caller's
+* streamable HTTP at ``/mcp`` in the gateway (:func:`http_endpoint`, mounted by
+  automem/gateway/mcp_mount.py); the caller's
   ``Authorization: Bearer`` / ``X-API-Key`` / ``X-Automem-Scope`` headers are forwarded to
   gRPC exactly as the REST routes forward them (``gateway.app.credentials``);
 * stdio (``automem mcp``, :func:`run_stdio`), talking to a running service over gRPC with
@@ -26,11 +27,9 @@ import contextlib
 import json
 import os
 import time
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from fastapi import FastAPI
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
@@ -638,30 +637,18 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
 # --- transports -----------------------------------------------------------------------------
 
 
-def mount(app: FastAPI, settings: Settings, client: AutomemClient, path: str = "/mcp") -> MCPServer:
-    """Serve the tools over streamable HTTP at ``path`` of the gateway app.
+def http_endpoint(client: AutomemClient, settings: Settings, path: str = "/mcp") -> tuple[Any, Any]:
+    """The tools over streamable HTTP at ``path``: ``(endpoint, session_manager)`` — the
+    ASGI endpoint, and the session manager whose ``run()`` must be running while it serves.
 
     Stateless (no MCP session state in the gateway, so replicas need no stickiness) with
-    JSON responses. The session manager runs inside the app's lifespan (wrapped around
-    whatever lifespan the app already has). ``path`` and ``path/`` both answer, without a
-    redirect (the SDK client does not follow one).
+    JSON responses. The gateway mounts it through automem/gateway/mcp_mount.py, which builds
+    it on the first request to ``/mcp``.
     """
     server = build_server(client, settings)
     server.streamable_http_app(streamable_http_path=path, stateless_http=True, json_response=True,
                                host=settings.host, max_request_body_size=settings.max_body_bytes)
-    endpoint = StreamableHTTPASGIApp(server.session_manager)
-    app.add_route(path, endpoint, include_in_schema=False)
-    app.add_route(path + "/", endpoint, include_in_schema=False)
-    inner = app.router.lifespan_context
-
-    @contextlib.asynccontextmanager
-    async def lifespan(a: Any) -> AsyncIterator[Any]:
-        async with server.session_manager.run(), inner(a) as state:
-            yield state
-
-    app.router.lifespan_context = lifespan
-    app.state.mcp_server = server
-    return server
+    return StreamableHTTPASGIApp(server.session_manager), server.session_manager
 
 
 def run_stdio(settings: Settings, grpc_address: str | None = None, api_key: str | None = None,

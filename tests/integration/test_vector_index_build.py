@@ -13,7 +13,9 @@ import uuid
 
 import pytest
 
+from automem.common.settings import Settings
 from automem.vectors import EdgeVectorStore, VectorFilter
+from tests.conftest import start_service
 
 DIM = 16
 
@@ -168,3 +170,15 @@ async def test_an_existing_shard_keeps_its_datatype(tmp_path):
     await store.close()
     with pytest.raises(ValueError, match="datatype"):
         EdgeVectorStore(tmp_path / "other", "memories", datatype="float8")
+
+
+async def test_a_process_that_embeds_nothing_opens_the_shard_without_the_model(settings: Settings) -> None:
+    """``automem up``'s parent with recall and enrich in children runs ingest and consolidate
+    over the shard: the collection gets the configured dimension and no model is loaded
+    (automem/targets.py ``_start_vectors``; the model is ~92 MiB of RSS)."""
+    running = await start_service(settings, ["ingest", "consolidate"])
+    try:
+        assert running.ctx.embedder is None
+        assert running.ctx.vectors is not None and await running.ctx.vectors.dimension() == 384
+    finally:
+        await running.runner.stop()

@@ -205,3 +205,15 @@ def test_model_cache_dir(tmp_path, monkeypatch):
     (tmp_path / "ro" / "automem").write_text("a file where the directory would go")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "ro"))
     assert E.model_cache_dir(Settings(data_dir=tmp_path / "data")) == tmp_path / "data" / "models"
+
+
+def test_vector_dimension_checks_the_settings_without_loading_a_model():
+    assert E.vector_dimension(Settings()) == 384
+    assert E.vector_dimension(Settings(embedding_provider="wordllama")) == 256
+    assert E.vector_dimension(Settings(embedding_provider="openai")) == 1536
+    assert E.vector_dimension(Settings(embedding_provider="openai", embedding_model="m", vector_size=64)) == 64
+    for bad, match in ((Settings(vector_size=768), "VECTOR_SIZE=768"), (Settings(embedding_provider="bert"), "unknown"),
+                       (Settings(embedding_provider="openai", embedding_model="m"), "VECTOR_SIZE must be set")):
+        with pytest.raises(ValueError, match=match):
+            E.vector_dimension(bad)
+    assert E.configured_dimension(Settings(embedding_provider="bert")) == 0

@@ -1,0 +1,94 @@
+"""``/mcp`` in the gateway, built on its first request.
+
+The MCP SDK and the tools' schemas cost the gateway process ~24 MiB of RSS when imported
+(docs/benchmarks.md, "A parent without the model, and /mcp built on first use"); a gateway
+that only serves REST never pays it. The first request to ``/mcp`` (or ``/mcp/``, answered
+without a redirect: the SDK client does not follow one) imports automem/gateway/mcp_server.py,
+builds the server and starts its session manager in a task of its own, which runs until the
+app's lifespan ends; concurrent first requests wait for the one build.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import FastAPI
+
+from automem.common.client import AutomemClient
+from automem.common.settings import Settings
+
+
+class LazyMCPEndpoint:
+    """ASGI endpoint that builds the streamable-HTTP MCP app on its first call.
+
+    Args:
+        client: the gateway's gRPC client (the tools call the services through it).
+        settings: the gateway's settings.
+        path: where the endpoint is mounted.
+    """
+
+    def __init__(self, client: AutomemClient, settings: Settings, path: str = "/mcp") -> None:
+        self._client, self._settings, self._path = client, settings, path
+        self._endpoint: Any = None
+        self._lock = asyncio.Lock()
+        self._stop = asyncio.Event()
+        self._runner: asyncio.Task | None = None
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if self._endpoint is None:
+            async with self._lock:
+                if self._endpoint is None:
+                    await self._start()
+        await self._endpoint(scope, receive, send)
+
+    async def _start(self) -> None:
+        from automem.gateway.mcp_server import http_endpoint
+
+        endpoint, manager = http_endpoint(self._client, self._settings, self._path)
+        started = asyncio.get_running_loop().create_future()
+
+        async def run() -> None:
+            # The session manager's task group must be entered and left in one task.
+            try:
+                async with manager.run():
+                    started.set_result(None)
+                    await self._stop.wait()
+            except BaseException as exc:
+                if not started.done():
+                    started.set_exception(exc)
+                raise
+
+        self._runner = asyncio.create_task(run(), name="mcp-session-manager")
+        await started
+        self._endpoint = endpoint
+
+    async def close(self) -> None:
+        """Stop the session manager, if a request started it."""
+        self._stop.set()
+        if self._runner is not None:
+            with contextlib.suppress(Exception):
+                await self._runner
+
+
+def mount(app: FastAPI, settings: Settings, client: AutomemClient, path: str = "/mcp") -> LazyMCPEndpoint:
+    """Route ``path`` and ``path/`` (outside the OpenAPI schema) to a :class:`LazyMCPEndpoint`,
+    closed when the app's lifespan ends (wrapped around whatever lifespan the app has)."""
+    endpoint = LazyMCPEndpoint(client, settings, path)
+    app.add_route(path, endpoint, include_in_schema=False)
+    app.add_route(path + "/", endpoint, include_in_schema=False)
+    inner = app.router.lifespan_context
+
+    @contextlib.asynccontextmanager
+    async def lifespan(a: Any) -> AsyncIterator[Any]:
+        try:
+            async with inner(a) as state:
+                yield state
+        finally:
+            await endpoint.close()
+
+    app.router.lifespan_context = lifespan
+    app.state.mcp_endpoint = endpoint
+    return endpoint
