@@ -48,11 +48,13 @@ def address_setting(target: str) -> str | None:
 
 
 class ChildProcess:
-    """One target in a child process.
+    """One child process running one target, or several joined by ``+``.
 
     Args:
         settings: the parent's effective settings (stores, data dir, host, port).
-        target: the target name.
+        target: the child's name: a target (``enrich``) or targets joined by ``+``
+            (``gateway+recall``; :attr:`targets` lists them), as
+            :func:`automem.runner.child_targets` returns it.
 
     The child shares this process's stdout/stderr, gets SIGTERM when this process dies
     (PR_SET_PDEATHSIG) and is restarted by :meth:`supervise` when it exits on its own
@@ -65,6 +67,8 @@ class ChildProcess:
     def __init__(self, settings: Settings, target: str) -> None:
         self.settings = settings
         self.target = target
+        #: The targets the child runs (``automem serve --target a,b``).
+        self.targets = target.split("+")
         self.host = local_host(settings)
         self.grpc_port = free_port(self.host)
         self.http_port = settings.port or free_port(self.host)
@@ -97,7 +101,7 @@ class ChildProcess:
         env.pop("AUTOMEM_NATS_URL", None)
         if grpc_target:
             env["AUTOMEM_GRPC_TARGET"] = grpc_target
-        if self.target == "enrich" and "entities_process" not in s.model_fields_set:
+        if "enrich" in self.targets and "entities_process" not in s.model_fields_set:
             # The enrich child is already a process of its own beside recall and ingest: NER
             # in a thread of it enriches as fast as in a worker process of its own and spares
             # that worker's interpreter (~77 MiB at 5,000 memories; docs/benchmarks.md
@@ -107,7 +111,7 @@ class ChildProcess:
         return env
 
     def _spawn(self, ready_fd: int) -> None:
-        argv = [sys.executable, "-m", "automem.cli", "serve", "--target", self.target, "--ready-fd", str(ready_fd)]
+        argv = [sys.executable, "-m", "automem.cli", "serve", "--target", ",".join(self.targets), "--ready-fd", str(ready_fd)]
         log.info("starting %s process: %s", self.target, " ".join(argv))
         self.proc = subprocess.Popen(argv, env=self._env, stdin=subprocess.DEVNULL, pass_fds=(ready_fd,),
                                      # Safe despite threads: only prctl, getppid, _exit.

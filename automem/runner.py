@@ -60,29 +60,45 @@ def resolve(chosen: list[str], modules: Mapping[str, Module] = MODULES) -> list[
 
 def child_targets(settings: Settings, chosen: list[str], wanted: list[str],
                   modules: Mapping[str, Module] = MODULES) -> tuple[list[str], list[str], dict[str, str]]:
-    """Split the targets of ``chosen`` into those this process runs and those ``wanted`` as
-    child processes (``settings.child_targets``).
+    """Split the targets of ``chosen`` into those this process runs and the child processes
+    ``wanted`` (``settings.child_targets``).
 
-    A wanted target stays in this process when it is not among ``chosen``'s targets, or
-    when a module it needs is ``single_process`` under ``settings`` (then only this process
-    may open it). Returns ``(in_process, children, kept)`` — ``kept`` maps each wanted
-    target that stays to the reason. Targets without a body (``all``) are dropped. Raises
-    ValueError for an unknown target in ``chosen`` or ``wanted``.
+    Each entry of ``wanted`` is one child: a target (``enrich``) or targets joined by ``+``
+    that share a process (``gateway+recall``: the gateway reaches that recall without
+    leaving the process, and one interpreter serves both). A wanted target stays in this
+    process when it is not among ``chosen``'s targets, or when a module it needs is
+    ``single_process`` under ``settings`` (then only this process may open it). Returns
+    ``(in_process, children, kept)``: ``children`` names each child by its leaving targets
+    joined by ``+`` (automem/children.py ``ChildProcess``), ``kept`` maps each wanted target
+    that stays to the reason. Targets without a body (``all``) are dropped. Raises
+    ValueError for an unknown target in ``chosen`` or ``wanted``, or a target wanted in two
+    children.
     """
-    closure([*chosen, *wanted], modules)  # validates both
+    groups = [[t.strip() for t in entry.split("+") if t.strip()] for entry in wanted]
+    members = [t for group in groups for t in group]
+    closure([*chosen, *members], modules)  # validates both
+    twice = sorted({t for t in members if members.count(t) > 1})
+    if twice:
+        raise ValueError(f"target(s) {', '.join(twice)} named in more than one child process")
     present = [n for n in resolve(chosen, modules) if modules[n].target and modules[n].start is not None]
     kept: dict[str, str] = {}
     children: list[str] = []
-    for name in dict.fromkeys(wanted):
-        if name not in present:
-            continue
-        pinned = sorted(d for d in closure([name], modules)
-                        if modules[d].single_process is not None and modules[d].single_process(settings))
-        if pinned:
-            kept[name] = f"needs {', '.join(pinned)}, which only one process can open with these settings"
-        else:
-            children.append(name)
-    return [n for n in present if n not in children], children, kept
+    leaving: set[str] = set()
+    for group in groups:
+        out = []
+        for name in group:
+            if name not in present:
+                continue
+            pinned = sorted(d for d in closure([name], modules)
+                            if modules[d].single_process is not None and modules[d].single_process(settings))
+            if pinned:
+                kept[name] = f"needs {', '.join(pinned)}, which only one process can open with these settings"
+            else:
+                out.append(name)
+        if out and "+".join(out) not in children:
+            children.append("+".join(out))
+            leaving.update(out)
+    return [n for n in present if n not in leaving], children, kept
 
 
 class Runner:

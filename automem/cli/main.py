@@ -98,7 +98,7 @@ async def _run(settings: Settings, targets: list[str], embedded: bool, ready_fd:
                 log.info("target stays in this process", extra={"target": name, "reason": reason})
         children = [ChildProcess(settings, name) for name in child_names]
         # Where each child's services are, known before any process starts.
-        addresses = {c.target: c.grpc_address for c in children if address_setting(c.target)}
+        addresses = {t: c.grpc_address for c in children for t in c.targets if address_setting(t)}
         runner = Runner(settings.model_copy(update={address_setting(t): a for t, a in addresses.items()}),
                         in_process)
         if runtime is not None:
@@ -109,7 +109,7 @@ async def _run(settings: Settings, targets: list[str], embedded: bool, ready_fd:
         env_addresses = {f"AUTOMEM_{t.upper()}_ADDR": a for t, a in addresses.items()}
         # The embedded shard stays here; children needing vectors reach it through its socket.
         if embedded and settings.vector_share and settings.qdrant_url.strip() == "" and ctx.vectors is not None \
-                and any("vectors" in closure([c.target]) for c in children):
+                and any("vectors" in closure(c.targets) for c in children):
             shard_server = ShardServer(ctx.vectors.inner, socket_path(settings.data_dir))
             await shard_server.start()
             env_addresses["QDRANT_URL"] = f"unix:{shard_server.path}"

@@ -50,7 +50,8 @@ class Settings(BaseSettings):
     #: work runs on another core (issue 10). The embedded vector shard, which one process only
     #: can open, stays in the parent and is served to the children (``vector_share``); with
     #: ``AUTOMEM_VECTOR_SHARE=false`` a target needing it stays in the parent
-    #: (automem/runner.py child_targets). Empty = one process.
+    #: (automem/runner.py child_targets). Targets joined by ``+`` share one child
+    #: (``gateway+recall,enrich``). Empty = one process.
     child_targets: str = Field("gateway,enrich", validation_alias=_env("AUTOMEM_CHILD_TARGETS"))
     #: Per-service addresses (``host:port``) for the distributed mode; empty = grpc_target.
     ingest_addr: str = Field("", validation_alias=_env("AUTOMEM_INGEST_ADDR"))

@@ -165,6 +165,43 @@ def test_enrich_runs_in_a_child_process_when_no_process_holds_the_vector_shard(t
         assert not pid_alive(pid), f"orphan process {pid}"
 
 
+def test_targets_joined_by_plus_share_one_child_and_the_parent_loads_no_model(tmp_path: Path) -> None:
+    """``AUTOMEM_CHILD_TARGETS=gateway+recall,enrich``: the gateway and recall run in one child
+    (the gateway's recall calls stay in that process), enrich in another; the parent keeps
+    ingest, consolidate and the vector shard, and maps no ONNX Runtime (no target of its
+    embeds: automem/targets.py ``_start_vectors``). A stored memory is enriched and recalled
+    through the vector arm, the recall served by the shared child."""
+    data = tmp_path / "data"
+    data.mkdir()
+    port, metrics_port = free_port(), free_port()
+    proc = _start(data, port, {"AUTOMEM_CHILD_TARGETS": "gateway+recall,enrich",
+                               "AUTOMEM_METRICS_PORT": str(metrics_port)})
+    try:
+        _wait_healthy(port, proc)
+        children = _wait_children(proc.pid, 4)
+        assert sorted(filter(None, map(_target_of, children))) == ["enrich", "gateway,recall"]
+        r = httpx.post(f"http://127.0.0.1:{port}/memory", json={"content": "Alice moved the deploys to Tuesday"})
+        assert r.status_code == 201
+        _wait_vectors(port, 1)
+        hits = httpx.get(f"http://127.0.0.1:{port}/recall", params={"query": "when are deploys", "limit": 5}).json()
+        assert [h["id"] for h in hits["results"]] == [r.json()["memory_id"]] and "vector" in hits["arms"]
+        maps = Path(f"/proc/{proc.pid}/maps").read_text()
+        assert "onnxruntime" not in maps
+        shared = next(pid for pid in children if _target_of(pid) == "gateway,recall")
+        assert "onnxruntime" in Path(f"/proc/{shared}/maps").read_text()
+        import json
+
+        lines = (data.parent / f"automem-{port}.log").read_text(errors="replace").splitlines()
+        up = next(json.loads(x) for x in lines if '"automem is up"' in x and x.startswith("{") and '"children": [' in x
+                  and json.loads(x)["children"])
+        pages = {name: httpx.get(f"http://127.0.0.1:{p}/metrics", timeout=10).text
+                 for name, p in up["metrics_ports"].items()}
+        recall_rpc = 'rpc_method="automem.v1.RecallService/SearchMemories"'
+        assert recall_rpc in pages["gateway+recall"] and recall_rpc not in pages["parent"]
+    finally:
+        _stop(proc)
+
+
 def _each_process_serves_its_own_metrics(data: Path, port: int, metrics_port: int) -> None:
     """``automem up`` with children: the parent on ``AUTOMEM_METRICS_PORT``, each child on a port
     of its own (the ``metrics_ports`` of the "automem is up" line), each page its process's."""

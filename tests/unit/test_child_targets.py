@@ -1,0 +1,40 @@
+"""Which targets ``automem up`` runs in child processes (automem/runner.py ``child_targets``),
+targets joined by ``+`` sharing one child."""
+
+from __future__ import annotations
+
+import pytest
+
+from automem.common.settings import Settings
+from automem.runner import child_targets
+
+SHARED = Settings(qdrant_url="", vector_share=True)
+
+
+def test_each_entry_is_one_child_and_its_targets_leave_this_process() -> None:
+    here, children, kept = child_targets(SHARED, ["all"], ["gateway", "enrich"])
+    assert children == ["gateway", "enrich"] and kept == {}
+    assert sorted(here) == ["consolidate", "ingest", "recall"]
+    here, children, kept = child_targets(SHARED, ["all"], ["gateway+recall", "enrich"])
+    assert children == ["gateway+recall", "enrich"] and kept == {}
+    assert sorted(here) == ["consolidate", "ingest"]
+
+
+def test_a_target_that_cannot_leave_stays_and_its_partners_still_go() -> None:
+    alone = Settings(qdrant_url="", vector_share=False)  # the shard opens in one process only
+    here, children, kept = child_targets(alone, ["all"], ["gateway+recall", "enrich"])
+    assert children == ["gateway"]
+    assert set(kept) == {"recall", "enrich"} and "vectors" in kept["recall"]
+    assert sorted(here) == ["consolidate", "enrich", "ingest", "recall"]
+
+
+def test_targets_not_chosen_are_left_out_of_their_group() -> None:
+    here, children, _ = child_targets(SHARED, ["ingest", "recall", "gateway"], ["gateway+recall+enrich"])
+    assert children == ["gateway+recall"] and here == ["ingest"]
+
+
+@pytest.mark.parametrize(("wanted", "match"), [(["gateway+recal"], "unknown target"),
+                                                (["gateway+recall", "recall"], "more than one child")])
+def test_a_bad_list_is_refused_naming_the_target(wanted: list[str], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        child_targets(SHARED, ["all"], wanted)
