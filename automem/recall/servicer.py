@@ -24,7 +24,7 @@ from typing import Any
 from automem.common.auth import current_principal, require_role, resolve_scope
 from automem.common.embedding import EmbeddingProvider
 from automem.common.enums import enum_word
-from automem.common.errors import InvalidArgument, NotFound
+from automem.common.errors import InvalidArgument, NotFound, Unavailable
 from automem.common.lifecycle import SUPERSEDING_RELATIONS
 from automem.common.llm import llm_configured
 from automem.common.model import CandidateFields, Memory, epoch, ts
@@ -223,16 +223,23 @@ class _Tiers:
             more = False
             if svc.vectors is not None and svc.embedder is not None:
                 flt = arm_filter(self.filters, self.read)
-                for vec in vectors:
-                    hits = await svc.vectors.search(vec, n, flt)
-                    more = more or len(hits) >= n
-                    for mid, score in hits:
-                        arm_scores["vector"][mid] = max(score, arm_scores["vector"].get(mid, 0.0))
-                arms_run.append("vector")
+                try:
+                    for vec in vectors:
+                        hits = await svc.vectors.search(vec, n, flt)
+                        more = more or len(hits) >= n
+                        for mid, score in hits:
+                            arm_scores["vector"][mid] = max(score, arm_scores["vector"].get(mid, 0.0))
+                    arms_run.append("vector")
+                except Unavailable as exc:
+                    # The vector store is late or down (e.g. an index swap holding the shard
+                    # past the store bound): answer from the other arms, saying so.
+                    log.warning("vector arm skipped: %s", exc, extra={"scope": self.scope})
+                    arm_scores["vector"].clear()
+                    degraded.append("vector")
             else:
                 degraded.append("vector")
             more = await svc._lexical(queries, self.scope, self.filters, self.read, n, arm_scores["keyword"],
-                                      self.feedback) or more
+                                      self.feedback, sparse="vector" not in degraded) or more
             arms_run.append("keyword")
         else:
             listed = await svc._list_ids(self.filters, self.read, n, self.sort)
@@ -504,7 +511,7 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         return response
 
     async def _lexical(self, queries: list[str], scope: str, filters: Filters, read: ReadAt, n_cand: int,
-                       out: dict[str, float], extra: dict[int, float] | None = None) -> bool:
+                       out: dict[str, float], extra: dict[int, float] | None = None, *, sparse: bool = True) -> bool:
         """Lexical arm: BM25 over the memories' sparse vectors (stemmed terms, stop words
         removed; measured far better than FalkorDB's full-text score, docs/benchmarks.md).
         Memories not yet embedded are scored by the share of query terms they contain, times
@@ -513,21 +520,36 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         than :data:`UNEMBEDDED_SCAN_MAX` wait for their embedding does FalkorDB's full-text index
         narrow them down first (it cost ~16 ms on every recall, issue 10). ``extra`` (term index
         -> weight) joins every query's sparse vector (lexical feedback, ``_Tiers._feedback``).
-        Returns whether a search returned ``n_cand`` hits (a larger pool could hold more)."""
+        With the vector store late or down (``sparse`` False, or its sparse search raising
+        :class:`~automem.common.errors.Unavailable`), FalkorDB's full-text index scores every
+        memory instead. Returns whether a search returned ``n_cand`` hits (a larger pool could
+        hold more)."""
         backlog: list[tuple[str, str]] | None = None
         more = False
+        sparse = sparse and self.vectors is not None
         for q in queries:
             terms = analyze(q)
-            if self.vectors is not None and terms:
+            if sparse and terms:
                 weights = bm25_query_weights(terms)
                 for k, v in (extra or {}).items():
                     weights[k] = weights.get(k, 0.0) + v
                 keys = sorted(weights)
                 flt = arm_filter(filters, read)
-                hits = await self.vectors.search_sparse(keys, [weights[k] for k in keys], n_cand, flt)
+                try:
+                    hits = await self.vectors.search_sparse(keys, [weights[k] for k in keys], n_cand, flt)
+                except Unavailable as exc:
+                    log.warning("sparse arm skipped: %s", exc, extra={"scope": scope})
+                    sparse, hits = False, []
                 more = more or len(hits) >= n_cand
                 for mid, score in hits:
                     out[mid] = max(score, out.get(mid, 0.0))
+            if self.vectors is not None and not sparse:
+                ft = fulltext_query(q)
+                hits = await self.graph.memories.fulltext(ft, scope, n_cand) if ft else []
+                more = more or len(hits) >= n_cand
+                for mid, score in hits:
+                    out[mid] = max(score, out.get(mid, 0.0))
+                continue
             if backlog is None:
                 backlog = await self.graph.memories.unembedded(scope, UNEMBEDDED_SCAN_MAX + 1)
             if len(backlog) <= UNEMBEDDED_SCAN_MAX:
@@ -560,7 +582,8 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         memory (read in order from the vector store's payload index) through the
         ``event_time`` index: a window holding ``limit`` matches holds the first ``limit`` of
         all, since every memory outside it is older. Only when :data:`LIST_WINDOWS_DAYS` are
-        exhausted does FalkorDB sort the whole scope (47-70 ms at 100,000 memories, issue 10)."""
+        exhausted, or when the vector store is late or down, does FalkorDB sort the whole scope
+        (47-70 ms at 100,000 memories, issue 10)."""
         order = "update_time" if sort.startswith("updated") else "event_time"
         descending = not sort.endswith("_asc")
         states = listed_states(read)
@@ -569,7 +592,11 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
             return await self.graph.versions.list_ids_at(where, params, states, read.known_at, limit,
                                                          order=order, descending=descending)
         if order == "event_time" and descending and self.vectors is not None:
-            newest = await self.vectors.newest_event_time(filters.vector_filter(states))
+            try:
+                newest = await self.vectors.newest_event_time(filters.vector_filter(states))
+            except Unavailable as exc:  # late or down: FalkorDB sorts the whole scope instead
+                log.warning("newest event time skipped: %s", exc)
+                newest = None
             for days in LIST_WINDOWS_DAYS if newest is not None else ():
                 ids = await self.graph.memories.list_ids(filters, states, limit, since=newest - days * 86400.0)
                 if len(ids) >= limit:

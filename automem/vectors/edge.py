@@ -290,8 +290,10 @@ class EdgeVectorStore:
             the child's report (automem/vectors/indexer.py) plus ``replayed`` (writes made
             during the build and applied to the new shard), ``seconds`` (wall time of the
             whole build) and the wall seconds of its steps: ``copy_seconds`` (writes wait),
-            ``child_seconds``, ``load_replay_seconds`` (nothing waits) and ``swap_seconds``
-            (reads and writes wait).
+            ``child_seconds``, ``load_replay_seconds`` (nothing waits), ``finish_seconds``
+            (the last writes applied to the new shard and flushed: writes wait) and
+            ``swap_seconds`` (the old shard closed, the directories renamed, the new one
+            loaded: reads and writes wait).
 
         Raises:
             CollectionMissingError: there is no shard yet.
@@ -331,15 +333,26 @@ class EdgeVectorStore:
             async with self._write_gate:
                 mark = time.perf_counter()
 
-                def swap() -> int:
-                    nonlocal new_shard
-                    rest = self._replay[done:]  # under the lock: no write is in flight
+                def take_rest() -> list[Any]:
+                    rest = self._replay[done:]  # under the lock: no write thread is running
                     self._replay = None
+                    return rest
+
+                rest = await self._run(take_rest)
+
+                def finish_new() -> None:
+                    # Writes wait at the gate; reads go on against the current shard.
                     for op in rest:
                         new_shard.update(op)
                     new_shard.flush()
                     new_shard.close()
-                    new_shard = None
+
+                await asyncio.to_thread(finish_new)
+                new_shard = None
+                steps["finish_seconds"] = time.perf_counter() - mark
+                mark = time.perf_counter()
+
+                def swap() -> None:
                     old = self._shard
                     self._shard = None
                     if old is not None:
@@ -350,9 +363,9 @@ class EdgeVectorStore:
                     # Not _open_sync: its recovery would delete <dir>.old under the lock (the
                     # same dimension and counters; a crash from here on: _recover_swap deletes it).
                     self._shard = qe.EdgeShard.load(str(self.path))
-                    return len(rest)
 
-                replayed = done + await self._run(swap)
+                await self._run(swap)
+                replayed = done + len(rest)
                 steps["swap_seconds"] = time.perf_counter() - mark
             await asyncio.to_thread(shutil.rmtree, self._old_path, True)  # nothing waits for this
             self._marker_path.write_text(json.dumps({"points": points_at_copy}))

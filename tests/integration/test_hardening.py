@@ -11,7 +11,7 @@ from pathlib import Path
 
 from automem.common.outbox import EventPublisher
 from automem.v1 import events_pb2
-from tests.conftest import eventually
+from tests.conftest import eventually, start_service
 
 
 async def _store(http, content: str, **fields) -> str:
@@ -351,3 +351,45 @@ async def test_health_answers_for_the_graph_while_the_vector_store_holds_its_rea
         assert (body["falkordb"], body["qdrant"], body["status"]) == ("connected", "disconnected", "degraded")
         await asyncio.sleep(0)
         assert (await http.get("/health")).json()["qdrant"] == "connected"
+
+
+async def test_recall_answers_from_the_other_arms_while_the_vector_store_holds_its_reads(settings) -> None:
+    """An index swap can hold the shard past the store bound (automem/vectors/edge.py
+    ``build_index``): recall then answers from the keyword arm and names the vector arm in
+    ``degraded`` (automem/recall/servicer.py) instead of failing with 503."""
+    running = await start_service(settings.model_copy(update={"store_timeout_seconds": 0.5}))
+    try:
+        edge = running.ctx.vectors.inner  # under the BoundedVectorStore wrapper
+        async with running.http() as http:
+            r = await http.post("/memory", json={"content": "The billing service moved to PostgreSQL 16",
+                                                 "tags": ["billing"]})
+            mid = r.json()["memory_id"]
+
+            async def embedded() -> bool:
+                return (await http.get(f"/memory/{mid}")).json()["memory"]["embedding_status"] == "done"
+
+            await eventually(embedded, timeout=30)
+            params = {"query": "billing PostgreSQL", "limit": 5}
+            await edge._lock.acquire()  # what a swap holds
+            try:
+                held = await http.get("/recall", params=params)
+            finally:
+                edge._lock.release()
+            body = held.json()
+            assert held.status_code == 200, body
+            assert (body["arms"], body["degraded"]) == (["keyword"], ["vector"])
+            assert [h["id"] for h in body["results"]] == [mid]
+            await edge._lock.acquire()
+            try:
+                listed = await http.get("/memory/by-tag", params={"tags": "billing"})
+                newest = await http.get("/recall", params={"limit": 5})  # a listing, newest first
+            finally:
+                edge._lock.release()
+            assert newest.status_code == 200, newest.text
+            assert [h["id"] for h in newest.json()["results"]] == [mid]
+            assert listed.status_code == 200, listed.text
+            assert [m["id"] for m in listed.json()["memories"]] == [mid]
+            after = (await http.get("/recall", params=params)).json()
+            assert "vector" in after["arms"] and after["degraded"] == []
+    finally:
+        await running.runner.stop()
