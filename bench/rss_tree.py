@@ -23,6 +23,7 @@ import argparse
 import json
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import httpx
@@ -76,10 +77,12 @@ def main() -> int:
         healthy = svc.start()
         print(f"healthy after {healthy:.1f} s")
         with httpx.Client(base_url=svc.url, timeout=60) as client:
+            run = uuid.uuid4().hex[:8]  # a stored text is deduplicated: new ones, so NER runs
             for i in range(args.stores):
-                client.post("/memory", json={"content": f"Probe {i}: Caroline painted a sunrise in Boston "
-                                                        f"with Melanie on Tuesday", "tags": ["rss-probe"]}
+                client.post("/memory", json={"content": f"Probe {i} of run {run}: Caroline painted a sunrise "
+                                                        f"in Boston with Melanie on Tuesday", "tags": ["rss-probe"]}
                             ).raise_for_status()
+            time.sleep(5)  # enriched before the recalls start
             done = 0
             for round_no in range(1, args.rounds + 1):
                 for _ in range(args.recalls):
