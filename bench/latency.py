@@ -118,8 +118,12 @@ class Service:
         self.data_dir = data_dir
         self.port = free_port()
         self.grpc_port = free_port()
-        self.env = {**os.environ, "AUTOMEM_DATA_DIR": str(data_dir), "PORT": str(self.port),
+        self.env = {**os.environ, "AUTOMEM_DATA_DIR": str(data_dir.resolve()), "PORT": str(self.port),
                     "AUTOMEM_GRPC_PORT": str(self.grpc_port), **env_extra}
+        # ``automem up`` starts its children as ``python -m automem.cli``, which puts the working
+        # directory first on sys.path: run the service from the checkout on PYTHONPATH (another
+        # version's, bench/recall_ab.py --b) so the children import that one too, not ours.
+        self.cwd = env_extra.get("PYTHONPATH") or None
         self.proc: subprocess.Popen | None = None
         self.url = f"http://127.0.0.1:{self.port}"
 
@@ -129,7 +133,7 @@ class Service:
         log = open(self.data_dir.parent / f"{self.data_dir.name}.log", "ab")  # noqa: SIM115 - process lifetime
         t0 = time.perf_counter()
         self.proc = subprocess.Popen([str(Path(sys.executable).parent / "automem"), "up"], env=self.env,
-                                     stdout=log, stderr=log)
+                                     stdout=log, stderr=log, cwd=self.cwd)
         while time.perf_counter() - t0 < timeout:
             if self.proc.poll() is not None:
                 raise SystemExit(f"automem exited early (code {self.proc.returncode}); see {log.name}")
