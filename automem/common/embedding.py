@@ -474,7 +474,7 @@ def vector_dimension(settings: Settings) -> int:
     """The vector length of the configured provider, checked, without loading the model: what
     the vector store's collection is created with by a process that embeds nothing itself
     (automem/targets.py ``_start_vectors``; the model costs ~92 MiB of RSS, docs/benchmarks.md
-    "A parent without the model, and /mcp built on first use").
+    "A parent without the model, `/mcp` built on first use, and targets sharing a child").
 
     Raises:
         ValueError: as :func:`make_provider` would — an unknown provider, an OpenAI-compatible

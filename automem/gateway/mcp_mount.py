@@ -1,8 +1,8 @@
 """``/mcp`` in the gateway, built on its first request.
 
 The MCP SDK and the tools' schemas cost the gateway process ~24 MiB of RSS when imported
-(docs/benchmarks.md, "A parent without the model, and /mcp built on first use"); a gateway
-that only serves REST never pays it. The first request to ``/mcp`` (or ``/mcp/``, answered
+(docs/benchmarks.md, "A parent without the model, `/mcp` built on first use, and targets
+sharing a child"); a gateway that only serves REST never pays it. The first request to ``/mcp`` (or ``/mcp/``, answered
 without a redirect: the SDK client does not follow one) imports automem/gateway/mcp_server.py,
 builds the server and starts its session manager in a task of its own, which runs until the
 app's lifespan ends; concurrent first requests wait for the one build.
