@@ -47,7 +47,7 @@ async def _start_telemetry(rt: Runtime) -> Stop:
 async def _start_graph(rt: Runtime) -> Stop:
     from automem.graph import GraphStore
 
-    graph = GraphStore(rt.settings)
+    graph = await GraphStore.open(rt.settings)
     await graph.ensure_schema()
     # Memories stored before versions existed get their first version (automem/graph/versions.py).
     await graph.versions.migrate()

@@ -35,7 +35,7 @@ import os
 import signal
 import sys
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -64,6 +64,9 @@ from automem.common.settings import Settings, get_settings
 from automem.runner import Runner, child_targets, closure
 from automem.vectors.shared import ShardServer, socket_path
 
+if TYPE_CHECKING:
+    from automem.runtime import Runtime
+
 log = logging.getLogger("automem")
 
 
@@ -77,60 +80,28 @@ async def _run(settings: Settings, targets: list[str], embedded: bool, ready_fd:
     ``embedded`` (``automem up``): start the embedded servers first, and run the targets of
     ``settings.child_targets`` that may leave this process as child processes
     (automem/children.py). ``ready_fd``: a pipe to report the bound ports on once up (a
-    child of ``automem up``).
+    child of ``automem up``). A signal during start-up (a long AOF load, a store that does not
+    answer) stops what started so far and returns 0.
     """
-    runtime = EmbeddedRuntime(settings) if embedded else None
-    if runtime is not None:
-        settings = await runtime.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    up = _Started(EmbeddedRuntime(settings) if embedded else None)
     code = 0
-    children: list[ChildProcess] = []
-    runner: Runner | None = None
-    shard_server: ShardServer | None = None
     try:
-        in_process, child_names = targets, []
-        if embedded:
-            in_process, child_names, kept = child_targets(settings, targets, _names(settings.child_targets))
-            for name, reason in kept.items():
-                log.info("target stays in this process", extra={"target": name, "reason": reason})
-        children = [ChildProcess(settings, name) for name in child_names]
-        # Where each child's services are, known before any process starts.
-        addresses = {t: c.grpc_address for c in children for t in c.targets if address_setting(t)}
-        runner = Runner(settings.model_copy(update={address_setting(t): a for t, a in addresses.items()}),
-                        in_process)
-        if runtime is not None:
-            runner.ctx.server_restarts = runtime.restarts
-        ctx = await runner.start()
-        if runtime is not None and settings.supervise_embedded:
-            ctx.tasks.append(asyncio.create_task(runtime.supervise(), name="embedded-supervisor"))
-        env_addresses = {f"AUTOMEM_{t.upper()}_ADDR": a for t, a in addresses.items()}
-        # The embedded shard stays here; children needing vectors reach it through its socket.
-        if embedded and settings.vector_share and settings.qdrant_url.strip() == "" and ctx.vectors is not None \
-                and any("vectors" in closure(c.targets) for c in children):
-            shard_server = ShardServer(ctx.vectors.inner, socket_path(settings.data_dir))
-            await shard_server.start()
-            env_addresses["QDRANT_URL"] = f"unix:{shard_server.path}"
-        parent = f"{local_host(settings)}:{ctx.grpc_port}" if ctx.grpc_port else ""
-        for child in children:
-            await child.start(child.environment(env_addresses, parent))
-            ctx.http_port = ctx.http_port or child.report.get("http_port", 0)
-            ctx.tasks.append(asyncio.create_task(child.supervise(), name=f"{child.target}-supervisor"))
-        if ready_fd is not None:
-            report_ready(ready_fd, ctx.grpc_port, ctx.http_port)
-        if embedded:
-            # Where the operator CLI finds this service (automem/cli/connect.py), until it stops.
-            host = local_host(settings)
-            write_endpoints(settings, f"{host}:{ctx.grpc_port}" if ctx.grpc_port else "",
-                            f"http://{host}:{ctx.http_port}" if ctx.http_port else "", addresses)
-        metrics_ports = {"parent": ctx.metrics_port, **{c.target: c.metrics_port for c in children}}
-        log.info("automem is up", extra={"targets": targets, "children": child_names, "http_port": ctx.http_port,
-                                         "grpc_port": ctx.grpc_port, "metrics_ports": metrics_ports,
-                                         "data_dir": str(settings.data_dir)})
+        starting = asyncio.create_task(_start(up, settings, targets, embedded, ready_fd))
+        stopped = asyncio.create_task(stop.wait())
+        await asyncio.wait([starting, stopped], return_when=asyncio.FIRST_COMPLETED)
+        if not starting.done():
+            log.info("stop requested during start-up")
+            starting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await starting
+            return 0
+        ctx = starting.result()
         failed = asyncio.create_task(_watch(ctx.tasks))
-        done, _ = await asyncio.wait([asyncio.create_task(stop.wait()), failed], return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait([stopped, failed], return_when=asyncio.FIRST_COMPLETED)
         if failed in done and failed.result():
             code = 1
     except Exception:
@@ -138,17 +109,78 @@ async def _run(settings: Settings, targets: list[str], embedded: bool, ready_fd:
         code = 1
     finally:
         log.info("shutting down")
-        if embedded:
-            remove_endpoints(settings)
-        for child in reversed(children):
+        if embedded and up.settings is not None:
+            remove_endpoints(up.settings)
+        for child in reversed(up.children):
             await child.stop()
-        if shard_server is not None:
-            await shard_server.close()
-        if runner is not None:
-            await runner.stop()
-        if runtime is not None:
-            await runtime.stop()
+        if up.shard_server is not None:
+            await up.shard_server.close()
+        if up.runner is not None:
+            await up.runner.stop()
+        if up.runtime is not None:
+            await up.runtime.stop()
     return code
+
+
+class _Started:
+    """What :func:`_start` started so far (for :func:`_run` to stop, also mid-start)."""
+
+    def __init__(self, runtime: EmbeddedRuntime | None) -> None:
+        self.runtime = runtime
+        #: The effective settings, once the embedded servers are up.
+        self.settings: Settings | None = None
+        self.runner: Runner | None = None
+        self.children: list[ChildProcess] = []
+        self.shard_server: ShardServer | None = None
+
+
+async def _start(up: _Started, settings: Settings, targets: list[str], embedded: bool,
+                 ready_fd: int | None) -> Runtime:
+    """Start the embedded servers, this process's targets and the child processes, recording
+    each in ``up`` as it starts; returns the runtime context. Raises what a start raises."""
+    runtime = up.runtime
+    if runtime is not None:
+        settings = await runtime.start()
+    up.settings = settings
+    in_process, child_names = targets, []
+    if embedded:
+        in_process, child_names, kept = child_targets(settings, targets, _names(settings.child_targets))
+        for name, reason in kept.items():
+            log.info("target stays in this process", extra={"target": name, "reason": reason})
+    children = up.children = [ChildProcess(settings, name) for name in child_names]
+    # Where each child's services are, known before any process starts.
+    addresses = {t: c.grpc_address for c in children for t in c.targets if address_setting(t)}
+    runner = up.runner = Runner(settings.model_copy(update={address_setting(t): a for t, a in addresses.items()}),
+                                in_process)
+    if runtime is not None:
+        runner.ctx.server_restarts = runtime.restarts
+    ctx = await runner.start()
+    if runtime is not None and settings.supervise_embedded:
+        ctx.tasks.append(asyncio.create_task(runtime.supervise(), name="embedded-supervisor"))
+    env_addresses = {f"AUTOMEM_{t.upper()}_ADDR": a for t, a in addresses.items()}
+    # The embedded shard stays here; children needing vectors reach it through its socket.
+    if embedded and settings.vector_share and settings.qdrant_url.strip() == "" and ctx.vectors is not None \
+            and any("vectors" in closure(c.targets) for c in children):
+        up.shard_server = ShardServer(ctx.vectors.inner, socket_path(settings.data_dir))
+        await up.shard_server.start()
+        env_addresses["QDRANT_URL"] = f"unix:{up.shard_server.path}"
+    parent = f"{local_host(settings)}:{ctx.grpc_port}" if ctx.grpc_port else ""
+    for child in children:
+        await child.start(child.environment(env_addresses, parent))
+        ctx.http_port = ctx.http_port or child.report.get("http_port", 0)
+        ctx.tasks.append(asyncio.create_task(child.supervise(), name=f"{child.target}-supervisor"))
+    if ready_fd is not None:
+        report_ready(ready_fd, ctx.grpc_port, ctx.http_port)
+    if embedded:
+        # Where the operator CLI finds this service (automem/cli/connect.py), until it stops.
+        host = local_host(settings)
+        write_endpoints(settings, f"{host}:{ctx.grpc_port}" if ctx.grpc_port else "",
+                        f"http://{host}:{ctx.http_port}" if ctx.http_port else "", addresses)
+    metrics_ports = {"parent": ctx.metrics_port, **{c.target: c.metrics_port for c in children}}
+    log.info("automem is up", extra={"targets": targets, "children": child_names, "http_port": ctx.http_port,
+                                     "grpc_port": ctx.grpc_port, "metrics_ports": metrics_ports,
+                                     "data_dir": str(settings.data_dir)})
+    return ctx
 
 
 async def _watch(tasks: list[asyncio.Task]) -> bool:

@@ -72,6 +72,10 @@ class EmbeddedServerError(RuntimeError):
     """An embedded server could not be found, started, or did not become ready."""
 
 
+class _GraphHung(Exception):
+    """FalkorDB answered PING but not its first graph query in time (EmbeddedFalkorDB.start)."""
+
+
 class DataDirLockedError(EmbeddedServerError):
     """The data directory is already in use by another automem runtime."""
 
@@ -464,6 +468,11 @@ FALKORDB_MODULE_ARGS = ("EFFECTS_THRESHOLD", "0")
 #: Seconds one readiness probe (PING, INFO) may take before it is retried. A server replaying
 #: its AOF answers only between batches of commands; a slow answer is not a failure.
 _PROBE_TIMEOUT = 2.0
+#: Seconds the first graph query after start may take (``RETURN 1`` answers in
+#: milliseconds, also on a 100k-memory graph just loaded); see EmbeddedFalkorDB.start.
+GRAPH_PROBE_TIMEOUT = 15.0
+#: Starts of redis-server tried when its graph module does not answer (EmbeddedFalkorDB.start).
+START_ATTEMPTS = 3
 #: Seconds between two "still loading" log lines.
 _PROGRESS_LOG_INTERVAL = 5.0
 #: An AOF whose command part (the "incr" files after the RDB base) is at least this large is
@@ -504,9 +513,15 @@ class EmbeddedFalkorDB:
         stop_grace: float = 15.0,
         stop_rewrite_timeout: float = 120.0,
         pass_fds: tuple[int, ...] = (),
+        graph: str = "memories",
+        graph_probe_timeout: float = GRAPH_PROBE_TIMEOUT,
     ) -> None:
         self.data_dir = Path(data_dir).resolve()
         self.db_dir = self.data_dir / "falkordb"
+        #: The graph the service uses; the start-up probe queries it (created when missing,
+        #: as the service's first query would).
+        self.graph = graph
+        self.graph_probe_timeout = graph_probe_timeout
         self.host = host
         self.requested_port = port
         self.port: int | None = None
@@ -567,7 +582,7 @@ class EmbeddedFalkorDB:
         argv += ["--loadmodule", module, *FALKORDB_MODULE_ARGS]
         return argv
 
-    def _client(self):
+    def _client(self, socket_timeout: float | None = 5.0):
         import redis.asyncio as aioredis
         from redis.asyncio.retry import Retry
         from redis.backoff import NoBackoff
@@ -579,38 +594,56 @@ class EmbeddedFalkorDB:
             port=self.port,
             password=self.password or None,
             socket_connect_timeout=1.0,
-            socket_timeout=5.0,
+            socket_timeout=socket_timeout,
             retry=Retry(NoBackoff(), 0),
         )
 
     async def start(self) -> None:
-        """Start redis-server with FalkorDB and wait until PING answers.
+        """Start redis-server with FalkorDB, wait until PING answers, then until the graph
+        module answers a query.
 
         While the server loads its data it answers ``LOADING``; the wait follows its progress
         (``INFO persistence``: bytes loaded, percentage, estimated seconds left, logged every
-        few seconds) for as long as it moves. A start that loaded a long command part
-        rewrites the AOF in the background afterwards (serving meanwhile).
+        few seconds) for as long as it moves. Then ``GRAPH.QUERY <graph> "RETURN 1"`` must
+        answer within ``graph_probe_timeout`` seconds: a FalkorDB whose first graph command
+        waits forever on its own graph-list lock (seen once in CI, 2026-12-03: the main thread
+        in ``Globals_AddGraph``, no thread holding the lock; docs/observability.md, "Logs")
+        is killed and started again, up to :data:`START_ATTEMPTS` times
+        in all. Nothing is lost by the kill: no write has reached it yet. A start that loaded
+        a long command part rewrites the AOF in the background afterwards (serving meanwhile).
 
         Raises:
             EmbeddedServerError: binaries missing, the server exited (output included), it
-                refused the password, or it made no progress for ``stall_timeout`` seconds.
+                refused the password, it made no progress for ``stall_timeout`` seconds, or
+                its graph module did not answer in any of the attempts.
         """
         if self._proc is not None:
             raise EmbeddedServerError("EmbeddedFalkorDB already started")
         if self.unix_socket is None:
             log.info("falkordb data dir path too long for a unix socket; TCP only")
         self.db_dir.mkdir(parents=True, exist_ok=True)
-        attempts = 3 if self.requested_port == 0 else 1
-        for attempt in range(1, attempts + 1):
+        port_attempts = 3 if self.requested_port == 0 else 1
+        attempt = 0
+        while True:
+            attempt += 1
             port = self.requested_port or free_port(self.host)
             proc = _ServerProcess("redis-server", self._argv(port), cwd=self.db_dir, pass_fds=self._pass_fds)
             self.port = port
             try:
                 await self._wait_ready(proc)
+                await self._probe_graph(proc)
+            except _GraphHung as exc:
+                # SIGTERM is handled on the main thread, the one that hangs: kill.
+                await proc.kill_after(0)
+                self.port = None
+                if attempt < START_ATTEMPTS:
+                    log.warning("%s; killed it, starting again (attempt %d of %d)", exc, attempt + 1, START_ATTEMPTS)
+                    continue
+                raise proc.error(f"{exc} in {START_ATTEMPTS} starts") from None
             except EmbeddedServerError as exc:
                 await proc.terminate(1.0)
                 self.port = None
-                if attempt < attempts and "Address already in use" in str(exc):
+                if attempt < port_attempts and "Address already in use" in str(exc):
                     log.info("port %d was taken; retrying redis-server on another port", port)
                     continue
                 raise
@@ -658,6 +691,28 @@ class EmbeddedFalkorDB:
         self.load_seconds = watch.elapsed
         if loading:
             log.info("falkordb loaded its data in %.1fs", watch.elapsed)
+
+    async def _probe_graph(self, proc: _ServerProcess) -> None:
+        """``GRAPH.QUERY <graph> "RETURN 1"`` within ``graph_probe_timeout`` seconds.
+
+        Raises:
+            _GraphHung: no answer in time (the server may be stuck for good).
+            EmbeddedServerError: the module answered with an error.
+        """
+        import redis.exceptions
+
+        client = self._client(socket_timeout=None)  # bounded by the wait_for below
+        try:
+            await asyncio.wait_for(client.execute_command("GRAPH.QUERY", self.graph, "RETURN 1"),
+                                   self.graph_probe_timeout)
+        except (TimeoutError, redis.exceptions.TimeoutError) as exc:
+            raise _GraphHung(f"redis-server (pid {proc.pid}) did not answer its first graph query "
+                             f"within {self.graph_probe_timeout:g}s") from exc
+        except redis.exceptions.ResponseError as exc:
+            raise proc.error(f"answered the first graph query with an error: {exc}") from exc
+        finally:
+            with contextlib.suppress(Exception):
+                await client.aclose()
 
     @staticmethod
     async def _loading_info(client) -> dict:
@@ -948,6 +1003,7 @@ class EmbeddedRuntime:
                     stall_timeout=s.start_stall_seconds,
                     stop_rewrite_timeout=s.falkordb_stop_rewrite_seconds,
                     stop_grace=max(s.shutdown_grace_seconds, 5.0),
+                    graph=s.graph_name,
                 )
                 await self.falkordb.start()
                 update["falkordb_host"] = self.falkordb.host

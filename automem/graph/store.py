@@ -97,6 +97,34 @@ class GraphStore:
         self.versions = Versions(self)
         self.purges = Purges(self)
 
+    @classmethod
+    async def open(cls, settings: Settings) -> GraphStore:
+        """A store, once FalkorDB answered ``INFO server`` within ``store_timeout_seconds``.
+
+        Constructing the falkordb client asks the server whether it is a cluster with a
+        *synchronous* call and no timeout: on a server that accepts connections but does not
+        answer (stopped, or hung inside a module) that call blocks the event loop for good,
+        signals included. The bounded probe first turns that into an error.
+
+        Raises:
+            StoreTimeout: no answer in time (an Unavailable).
+            Unavailable: FalkorDB cannot be reached.
+        """
+        import redis.asyncio as aioredis
+
+        client = aioredis.Redis(host=settings.falkordb_host or "127.0.0.1", port=settings.falkordb_port or 6379,
+                                password=settings.falkordb_password or None)
+        try:
+            async with store_call("FalkorDB", settings.store_timeout_seconds):
+                await client.info("server")
+        except _UNREACHABLE as exc:
+            raise Unavailable(f"FalkorDB at {settings.falkordb_host or '127.0.0.1'}:{settings.falkordb_port or 6379} "
+                              f"cannot be reached: {exc}") from exc
+        finally:
+            with contextlib.suppress(Exception):
+                await client.aclose()
+        return cls(settings)
+
     @property
     def redis(self) -> Any:
         """The underlying redis.asyncio connection (for the outbox list). Call it inside

@@ -207,6 +207,45 @@ async def test_falkordb_start_stop_and_restart_keeps_graph(tmp_path: Path):
         await again.stop()
 
 
+class _HangsOnce(EmbeddedFalkorDB):
+    """A real FalkorDB whose first server stops answering right after PING (SIGSTOP: its main
+    thread never runs again, as when FalkorDB waited forever on its graph-list lock in CI)."""
+
+    def __init__(self, *args, hangs: int = 1, **kw) -> None:
+        super().__init__(*args, **kw)
+        self.hangs = hangs
+        self.stopped: list[int] = []
+
+    async def _probe_graph(self, proc) -> None:
+        if len(self.stopped) < self.hangs:
+            os.kill(proc.pid, signal.SIGSTOP)
+            self.stopped.append(proc.pid)
+        await super()._probe_graph(proc)
+
+
+async def test_a_falkordb_that_hangs_after_ping_is_killed_and_started_again(tmp_path: Path, caplog):
+    server = _HangsOnce(tmp_path, graph="g", graph_probe_timeout=1.0)
+    await server.start()
+    try:
+        assert len(server.stopped) == 1 and server.pid != server.stopped[0]
+        assert await _wait_gone(server.stopped, timeout=5) == []  # killed, not left stopped
+        assert "did not answer its first graph query within 1s; killed it, starting again" in caplog.text
+        await _graph_query(server.host, server.port, "g", "CREATE (:Memory {id: 'after'})")
+        rows = await _graph_query(server.host, server.port, "g", "MATCH (m:Memory) RETURN m.id")
+        assert rows == [["after"]]
+    finally:
+        await server.stop()
+
+
+async def test_a_falkordb_that_keeps_hanging_fails_the_start_with_a_clear_error(tmp_path: Path):
+    server = _HangsOnce(tmp_path, graph="g", graph_probe_timeout=0.5, hangs=3)
+    with pytest.raises(EmbeddedServerError, match="did not answer its first graph query within 0.5s in 3 starts"):
+        await server.start()
+    assert len(server.stopped) == 3
+    assert await _wait_gone(server.stopped, timeout=5) == []
+    assert not server.running and server.port is None
+
+
 async def test_falkordb_long_dir_skips_unix_socket(tmp_path: Path):
     deep = tmp_path / ("d" * 60) / ("e" * 60)
     server = EmbeddedFalkorDB(deep)

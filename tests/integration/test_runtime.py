@@ -5,6 +5,7 @@ different data dirs run side by side; ``automem serve --target`` runs a subset."
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -252,3 +253,61 @@ def test_second_up_on_same_data_dir_fails_clearly(tmp_path: Path) -> None:
         assert "lock" in text.lower()
     finally:
         _stop(first)
+
+
+def _stopped_falkordb(tmp_path: Path):
+    from automem.common.embedded import EmbeddedFalkorDB
+
+    falkordb = EmbeddedFalkorDB(tmp_path / "external")
+    asyncio.run(falkordb.start())
+    os.kill(falkordb.pid, signal.SIGSTOP)
+    return falkordb
+
+
+def _resume(falkordb) -> None:
+    os.kill(falkordb.pid, signal.SIGCONT)
+    asyncio.run(falkordb.stop())
+
+
+def _up_on(falkordb, tmp_path: Path, store_timeout: str) -> tuple[subprocess.Popen, Path]:
+    """``automem up`` on the external ``falkordb`` (embedded NATS, no children); its log."""
+    data = tmp_path / "data"
+    data.mkdir()
+    port = free_port()
+    proc = _start(data, port, {"FALKORDB_HOST": "127.0.0.1", "FALKORDB_PORT": str(falkordb.port),
+                               "AUTOMEM_CHILD_TARGETS": "", "AUTOMEM_STORE_TIMEOUT_S": store_timeout})
+    return proc, data.parent / f"automem-{port}.log"
+
+
+def test_a_falkordb_that_does_not_answer_fails_the_start_within_the_store_bound(tmp_path: Path) -> None:
+    falkordb = _stopped_falkordb(tmp_path)
+    try:
+        proc, log = _up_on(falkordb, tmp_path, "2")
+        assert proc.wait(timeout=60) == 1
+        assert "FalkorDB did not answer within 2s" in log.read_text(), log.read_text()[-2000:]
+    finally:
+        _resume(falkordb)
+
+
+def test_sigterm_during_start_up_stops_what_started(tmp_path: Path) -> None:
+    """A store that does not answer holds start-up (here an external FalkorDB stopped with
+    SIGSTOP); SIGTERM then stops ``automem up`` and its embedded NATS promptly, exit code 0."""
+    falkordb = _stopped_falkordb(tmp_path)
+    try:
+        proc, log = _up_on(falkordb, tmp_path, "120")
+        deadline = time.monotonic() + 60
+        while b'"component": "graph"' not in log.read_bytes():
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
+            time.sleep(0.2)
+        nats = _children(proc.pid)
+        assert len(nats) == 1  # the embedded nats-server; FalkorDB is the stopped external one
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0, log.read_text()[-2000:]
+        assert "stop requested during start-up" in log.read_text()
+        deadline = time.monotonic() + 10
+        while pid_alive(nats[0]) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not pid_alive(nats[0])
+    finally:
+        _resume(falkordb)
