@@ -24,7 +24,7 @@ import subprocess
 import sys
 import time
 
-from automem.common.embedded import EmbeddedServerError, free_port, parent_death_preexec
+from automem.common.embedded import PARENT_PID_ENV, EmbeddedServerError, free_port
 from automem.common.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -113,9 +113,10 @@ class ChildProcess:
     def _spawn(self, ready_fd: int) -> None:
         argv = [sys.executable, "-m", "automem.cli", "serve", "--target", ",".join(self.targets), "--ready-fd", str(ready_fd)]
         log.info("starting %s process: %s", self.target, " ".join(argv))
-        self.proc = subprocess.Popen(argv, env=self._env, stdin=subprocess.DEVNULL, pass_fds=(ready_fd,),
-                                     # Safe despite threads: only prctl, getppid, _exit.
-                                     preexec_fn=parent_death_preexec(os.getpid()))  # noqa: PLW1509
+        # No preexec_fn: the child sets its parent-death signal itself (die_with_parent), so no
+        # Python runs between fork and exec in this process full of threads.
+        self.proc = subprocess.Popen(argv, env={**self._env, PARENT_PID_ENV: str(os.getpid())},
+                                     stdin=subprocess.DEVNULL, pass_fds=(ready_fd,))
 
     async def start(self, env: dict[str, str] | None = None, timeout: float = 120.0) -> None:
         """Spawn the child (with ``env`` from :meth:`environment`; a restart reuses the last)

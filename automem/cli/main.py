@@ -515,7 +515,10 @@ def main(argv: list[str] | None = None) -> int:
         # the environment of a process that calls main() in-process and starts servers later.
         os.environ["AUTOMEM_LOG_LEVEL"], os.environ["AUTOMEM_LOG_FORMAT"] = level, fmt
     if args.cmd in ("up", "serve"):
-        from automem.common.embedded import EmbeddedServerError
+        from automem.common.embedded import PARENT_PID_ENV, EmbeddedServerError, die_with_parent
+
+        if args.cmd == "serve" and os.environ.get(PARENT_PID_ENV, "").isdigit():
+            die_with_parent(int(os.environ.pop(PARENT_PID_ENV)))  # a child of `automem up`
 
         try:
             if args.cmd == "up":

@@ -107,6 +107,26 @@ if sys.platform.startswith("linux"):
         _libc_prctl = None
 
 
+#: Environment variable naming the pid of the ``automem up`` that started a child process
+#: (automem/children.py); the child calls :func:`die_with_parent` on it.
+PARENT_PID_ENV = "AUTOMEM_PARENT_PID"
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Ask Linux to send this process SIGTERM when ``parent_pid`` (the process that started
+    it) dies (PR_SET_PDEATHSIG), and exit at once when it is already gone.
+
+    Called by a Python child at its start instead of a ``preexec_fn``: no Python runs between
+    fork and exec in a parent full of threads (gRPC, ONNX Runtime, qdrant-edge), where it once
+    left the child dead by SIGSEGV before exec (2026-12-03, docs/benchmarks.md "Recall's arms
+    side by side"). The parent must start the child from its main thread (PR_SET_PDEATHSIG
+    follows the thread that forked)."""
+    if _libc_prctl is not None:
+        _libc_prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if os.getppid() != parent_pid:
+        os._exit(1)
+
+
 def parent_death_preexec(parent_pid: int):
     """Return the function to run in a child between fork and exec (``preexec_fn``): it asks
     Linux to send the child SIGTERM when ``parent_pid`` dies (PR_SET_PDEATHSIG), and exits

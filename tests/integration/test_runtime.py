@@ -311,3 +311,24 @@ def test_sigterm_during_start_up_stops_what_started(tmp_path: Path) -> None:
         assert not pid_alive(nats[0])
     finally:
         _resume(falkordb)
+
+
+def test_a_sigkilled_up_takes_its_children_and_servers_with_it(tmp_path: Path) -> None:
+    """The gateway and enrich children set their parent-death signal themselves
+    (automem/common/embedded.py ``die_with_parent``; no ``preexec_fn`` runs in the threaded
+    parent), the servers through theirs: SIGKILL of ``automem up`` leaves no process behind."""
+    data = tmp_path / "data"
+    data.mkdir()
+    port = free_port()
+    proc = _start(data, port)
+    try:
+        _wait_healthy(port, proc)
+        children = _wait_children(proc.pid, 4)
+        assert sorted(filter(None, map(_target_of, children))) == ["enrich", "gateway"]
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+    deadline = time.monotonic() + 20
+    while any(pid_alive(p) for p in children) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert [p for p in children if pid_alive(p)] == []
