@@ -165,10 +165,14 @@ class _Tiers:
     """
 
     def __init__(self, svc: RecallServicer, request: Any, scope: str, read: ReadAt, filters: Filters,
-                 queries: list[str], vectors: list[list[float]], sort: str, recency_bias: str, base: int,
-                 rank_queries: list[str] | None = None) -> None:
+                 queries: list[str], vectors: list[list[float]] | asyncio.Future, sort: str, recency_bias: str,
+                 base: int, rank_queries: list[str] | None = None) -> None:
         self.svc, self.request, self.scope, self.read, self.filters = svc, request, scope, read, filters
-        self.queries, self.vectors, self.sort, self.recency_bias = queries, vectors, sort, recency_bias
+        self.queries, self.sort, self.recency_bias = queries, sort, recency_bias
+        #: The query embeddings, or the future computing them (``SearchMemories`` starts it
+        #: before the tiers: the lexical arm runs while the model embeds; :meth:`_dense`).
+        self.embedding: asyncio.Future | None = vectors if isinstance(vectors, asyncio.Future) else None
+        self.vectors: list[list[float]] = [] if self.embedding is not None else vectors
         #: The request's queries (ranking reads them); ``queries`` (the arms') may hold the LLM's
         #: rewrites too, and become the author re-query's.
         self.request_queries = list(queries if rank_queries is None else rank_queries)
@@ -190,7 +194,7 @@ class _Tiers:
         while not self.done:
             n = self.size
             first = self.first
-            arm_scores, arms_run, degraded, listed, more = await self._search(n, self.queries, self.vectors)
+            arm_scores, arms_run, degraded, listed, more = await self._search(n, self.queries, None)
             if self.first:
                 self.arms_run, self.degraded, self.first = arms_run, degraded, False
                 requery = await self._author_requery(arm_scores)
@@ -209,43 +213,69 @@ class _Tiers:
                 return new
         return None
 
-    async def _search(self, n: int, queries: list[str], vectors: list[list[float]]
+    async def _search(self, n: int, queries: list[str], vectors: list[list[float]] | None
                       ) -> tuple[dict[str, dict[str, float]], list[str], list[str], list[str], bool]:
         """One pool of ``n`` per arm: ``(arm scores, arms run, arms unavailable, listed ids,
         whether an arm filled its pool)``. ``queries`` / ``vectors`` drive the arms (the
-        request's, or the author re-query's); with neither, the pool is a listing."""
+        request's — ``vectors`` None: the request's embeddings, waited for by the dense arm
+        only — or the author re-query's); with neither, the pool is a listing. The dense and
+        lexical arms run concurrently: the query embedding (a worker thread) and the vector
+        searches overlap the lexical arm's work (docs/benchmarks.md, "Recall's arms side by side")."""
         svc, request = self.svc, self.request
         arm_scores: dict[str, dict[str, float]] = {"vector": {}, "keyword": {}}
         arms_run: list[str] = []
         degraded: list[str] = []
         listed: list[str] = []
         if queries or len(request.embedding):
-            more = False
-            if svc.vectors is not None and svc.embedder is not None:
+            dense_on = svc.vectors is not None and svc.embedder is not None
+
+            async def dense() -> bool:
+                more = False
                 flt = arm_filter(self.filters, self.read)
                 try:
-                    for vec in vectors:
+                    for vec in vectors if vectors is not None else await self._dense():
                         hits = await svc.vectors.search(vec, n, flt)
                         more = more or len(hits) >= n
                         for mid, score in hits:
                             arm_scores["vector"][mid] = max(score, arm_scores["vector"].get(mid, 0.0))
-                    arms_run.append("vector")
                 except Unavailable as exc:
                     # The vector store is late or down (e.g. an index swap holding the shard
                     # past the store bound): answer from the other arms, saying so.
                     log.warning("vector arm skipped: %s", exc, extra={"scope": self.scope})
                     arm_scores["vector"].clear()
                     degraded.append("vector")
+                return more
+
+            # Without a dense arm the keyword arm reads FalkorDB's full-text index; with one,
+            # the sparse search, which falls back by itself when the vector store fails.
+            lexical = svc._lexical(queries, self.scope, self.filters, self.read, n, arm_scores["keyword"],
+                                   self.feedback, sparse=dense_on)
+            if dense_on:
+                try:
+                    async with asyncio.TaskGroup() as group:
+                        dense_more = group.create_task(dense())
+                        lexical_more = group.create_task(lexical)
+                except BaseExceptionGroup as failed:  # the arm's own error, as a sequential call raises it
+                    raise failed.exceptions[0]
+                more = dense_more.result() or lexical_more.result()
+                if "vector" not in degraded:
+                    arms_run.append("vector")
             else:
                 degraded.append("vector")
-            more = await svc._lexical(queries, self.scope, self.filters, self.read, n, arm_scores["keyword"],
-                                      self.feedback, sparse="vector" not in degraded) or more
+                more = await lexical
             arms_run.append("keyword")
         else:
             listed = await svc._list_ids(self.filters, self.read, n, self.sort)
             more = len(listed) >= n
             arms_run.append("tags" if self.filters.tags else "time")
         return arm_scores, arms_run, degraded, listed, more
+
+    async def _dense(self) -> list[list[float]]:
+        """The request's query embeddings (waits for the future ``SearchMemories`` started)."""
+        if self.embedding is not None:
+            embedding, self.embedding = self.embedding, None
+            self.vectors = (await embedding).tolist()
+        return self.vectors
 
     async def _author_requery(self, arm_scores: dict[str, dict[str, float]]
                               ) -> tuple[list[str], list[list[float]]] | None:
@@ -259,7 +289,9 @@ class _Tiers:
         # A named author's memories lead the arms that match the name: the best of each arm suffice.
         ids = list(dict.fromkeys(i for arm in arm_scores.values()
                                  for i in sorted(arm, key=arm.__getitem__, reverse=True)[:REQUERY_SEEDS]))
-        await self._fetch(ids)
+        # The whole pool in the one read: ranking it needs the rest next, unless a re-query
+        # replaces it (rare once the scope's authors are known: SearchMemories strips them first).
+        await self._fetch(list(dict.fromkeys([*ids, *(i for arm in arm_scores.values() for i in arm)])))
         authors = {a for i in ids if i in self._light and (a := understanding.author_of(self._light[i].content))}
         self.svc.learn_authors(self.scope, authors)
         if not authors:
@@ -402,7 +434,6 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
                                 enum_word(recall_service_pb2.TagMatch, request.tag_match, "tag_match", "prefix"),
                                 list(request.exclude_tags), start, end)
         queries = [q for q in [request.query, *request.queries] if q and q.strip()]
-        want = limit + request.offset
 
         if any(not math.isfinite(v) for v in request.embedding):
             raise InvalidArgument("embedding: must contain finite numbers", field="embedding")
@@ -421,12 +452,24 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
             arm_queries = [understanding.strip_authors(q, known) for q in arm_queries]
             if self.settings.search_author_requery == "both":
                 embed_queries = arm_queries
-        vectors: list[list[float]] = []
+        vectors: list[list[float]] | asyncio.Future = []
         if (queries or len(request.embedding)) and self.vectors is not None and self.embedder is not None:
+            # Started here, waited for by the dense arm only (_Tiers._search).
             vectors = [list(request.embedding)] if len(request.embedding) else \
-                (await asyncio.to_thread(self.embedder.embed, embed_queries)).tolist()
+                asyncio.ensure_future(asyncio.to_thread(self.embedder.embed, embed_queries))
         tiers = _Tiers(self, request, scope, read, filters, arm_queries, vectors, sort, recency_bias,
                        max(limit * CANDIDATE_FACTOR, CANDIDATE_MIN), rank_queries=queries)
+        try:
+            return await self._search_page(request, tiers, scope, read, filters, limit, sort, window)
+        finally:
+            if tiers.embedding is not None:  # the search failed before its dense arm ran
+                tiers.embedding.cancel()
+
+    async def _search_page(self, request: Any, tiers: _Tiers, scope: str, read: ReadAt, filters: Filters,
+                           limit: int, sort: str, window: Any) -> recall_service_pb2.SearchMemoriesResponse:
+        """The page of ``request`` from ``tiers``: resolved, filtered, expanded (SearchMemories)."""
+        start, end = window.start, window.end
+        want = limit + request.offset
         results: list[recall_service_pb2.ScoredMemory] = []
         state_filter = recall_service_pb2.StateFilter()
         score_filtered = 0
