@@ -224,6 +224,11 @@ class Settings(BaseSettings):
     recall_llm_rewrite: bool = Field(False, validation_alias=_env("AUTOMEM_RECALL_LLM_REWRITE"))
     recall_llm_timeout_seconds: float = Field(2.0, gt=0, validation_alias=_env("AUTOMEM_RECALL_LLM_TIMEOUT_SECONDS"))
     recall_llm_max_queries: int = Field(3, ge=1, le=10, validation_alias=_env("AUTOMEM_RECALL_LLM_MAX_QUERIES"))
+    #: Recall asks the LLM to reorder the best ``recall_llm_rerank_top`` memories of every query
+    #: recall (automem/recall/llm_rerank.py); off by default (a request turns it on for itself
+    #: with ``rerank``), only with an LLM configured; bounded by ``recall_llm_timeout_seconds``.
+    recall_llm_rerank: bool = Field(False, validation_alias=_env("AUTOMEM_RECALL_LLM_RERANK"))
+    recall_llm_rerank_top: int = Field(20, ge=2, le=50, validation_alias=_env("AUTOMEM_RECALL_LLM_RERANK_TOP"))
 
     # --- auth ----------------------------------------------------------------------------
     api_token: str = Field("", validation_alias=_env("AUTOMEM_API_TOKEN"))

@@ -36,7 +36,7 @@ async def recall(
     expand_min_importance: float = 0.0, expand_min_strength: float = 0.0,
     min_score: float = 0.0, context: str = "", context_tags: list[str] = Query(default=[]),
     context_types: list[str] = Query(default=[]), priority_ids: list[str] = Query(default=[]),
-    recency_bias: str = "auto", format: str | None = None, state_debug: bool = False,
+    recency_bias: str = "auto", format: str | None = None, state_debug: bool = False, rerank: bool = False,
     time_alias: str = Query(default="", alias="time"), tz: str = "", timezone: str = "",
 ) -> dict[str, Any]:
     """Hybrid recall (AutoMem's parameters and defaults). Current memories only unless
@@ -49,7 +49,8 @@ async def recall(
     is a 400 naming ``limit``. ``state_debug=true`` lists the withheld hits with their
     reasons under ``state_filter``. Pages (``offset``) of the same request slice one ranking:
     ``has_more`` says another page follows, ``total`` is null unless known exactly (the
-    ranking was read to its end)."""
+    ranking was read to its end). ``rerank=true`` asks the configured LLM to reorder the best
+    memories (automem/recall/llm_rerank.py; ``arms`` / ``degraded`` say whether it did)."""
     started = time.perf_counter()
     sort = sort or order_by or "score"
     vector: list[float] = []
@@ -67,7 +68,7 @@ async def recall(
         expand_entities=expand_entities, relation_limit=relation_limit, expansion_limit=expansion_limit,
         expand_min_importance=expand_min_importance, expand_min_strength=expand_min_strength, min_score=min_score,
         context=context, context_tags=context_tags, context_types=context_types, priority_ids=priority_ids,
-        recency_bias=recency_bias, tz=tz or timezone, state_debug=state_debug)
+        recency_bias=recency_bias, tz=tz or timezone, state_debug=state_debug, rerank=rerank)
     results = [presenters.scored_json(r) for r in found.results]
     return {
         "status": "success", "results": results, "count": len(results),

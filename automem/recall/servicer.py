@@ -41,6 +41,7 @@ from automem.recall.bytag import list_by_tag
 from automem.recall.filters import Filters, listed_states, read_at
 from automem.recall.graph_views import GraphViews
 from automem.recall.llm_query import QueryRewriter
+from automem.recall.llm_rerank import LLMReranker
 from automem.recall.ranking import Candidate, Ranked, ScoreWeights, rank
 from automem.v1 import memory_pb2, recall_service_pb2, recall_service_pb2_grpc
 from automem.vectors import VectorStore
@@ -270,6 +271,11 @@ class _Tiers:
             arms_run.append("tags" if self.filters.tags else "time")
         return arm_scores, arms_run, degraded, listed, more
 
+    def content(self, memory_id: str) -> str:
+        """The content of a ranked memory (read with its ranking fields; "" if unknown)."""
+        light = self._light.get(memory_id)
+        return light.content if light is not None else ""
+
     async def _dense(self) -> list[list[float]]:
         """The request's query embeddings (waits for the future ``SearchMemories`` started)."""
         if self.embedding is not None:
@@ -381,6 +387,8 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         #: LLM query rewriting (automem/recall/llm_query.py), when turned on and configured.
         self.rewriter: QueryRewriter | None = (
             QueryRewriter(settings) if settings.recall_llm_rewrite and llm_configured(settings) else None)
+        #: LLM reranking (automem/recall/llm_rerank.py): built on the first recall that asks for it.
+        self._reranker: LLMReranker | None = None
 
     def learn_authors(self, scope: str, authors: set[str]) -> None:
         """Remember ``authors`` of ``scope`` (at most :data:`AUTHOR_CACHE_NAMES` per scope, the
@@ -478,11 +486,14 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         # One more result than the page shows tells whether another page follows (has_more).
         need = want + 1
         complete = False
+        rerank = (request.rerank or self.settings.recall_llm_rerank) and sort == "score" and tiers.request_queries
         while len(results) < need:
             tier = await tiers.next()
             if tier is None:
                 complete = True
                 break
+            if rerank:  # the first tier's best, once
+                tier, rerank = await self._llm_rerank(tiers, tier), False
             found: list[recall_service_pb2.ScoredMemory] = []
             pos = 0
             while pos < len(tier) and (sort != "score" or len(results) + len(found) < need):
@@ -552,6 +563,23 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         if complete:
             response.total = len(results)
         return response
+
+    async def _llm_rerank(self, tiers: _Tiers, tier: list[Ranked]) -> list[Ranked]:
+        """``tier`` with its best ``recall_llm_rerank_top`` in the order the LLM answers for the
+        request's question (automem/recall/llm_rerank.py), the rest after them unchanged; names
+        ``llm_rerank`` in the response's arms, or in its degraded when no LLM is configured or
+        the call failed (``tier`` is then returned as it was)."""
+        if self._reranker is None and llm_configured(self.settings):
+            self._reranker = LLMReranker(self.settings)
+        top = tier[: self.settings.recall_llm_rerank_top]
+        order = None
+        if self._reranker is not None:
+            order = await self._reranker.rerank(" ".join(tiers.request_queries), [tiers.content(r.id) for r in top])
+        if order is None:
+            tiers.degraded.append("llm_rerank")
+            return tier
+        tiers.arms_run.append("llm_rerank")
+        return [top[i] for i in order] + tier[len(top):]
 
     async def _lexical(self, queries: list[str], scope: str, filters: Filters, read: ReadAt, n_cand: int,
                        out: dict[str, float], extra: dict[int, float] | None = None, *, sparse: bool = True) -> bool:

@@ -97,13 +97,16 @@ def _strategy(operation, mode: GenerationMode):
     ``end`` of /recall are pinned to "" (absent): they take ISO 8601 date-times with or
     without an offset and dates (automem/common/timewindow.py parse_bound), a set JSON
     Schema's ``date-time``/``date`` formats state only in part (a naive time is valid here
-    and not ``date-time``); tests/integration/test_recall_timewindow.py covers them. Positive
+    and not ``date-time``); tests/integration/test_recall_timewindow.py covers them. ``embedding``
+    of /recall is pinned to "" too: a vector of the collection model's dimension, a relation to
+    the service's configuration JSON Schema cannot state (tests/integration/test_hardening.py
+    covers it; found when the ``rerank`` parameter changed the generated cases). Positive
     cases breaking a rule between two fields are left out (:func:`_self_link`,
     :func:`_ends_before_start`, :func:`_default_outside_scopes`); a positive scope purge
     confirms the caller's scope (:func:`_confirm_own_scope`); a positive restore sends a
     backup and keeps the store (:func:`_a_backup_kept_out`)."""
     names = {p.name for p in operation.query} if hasattr(operation, "query") else set()
-    pinned = {name: "" for name in ("page_token", "start", "end") if name in names}
+    pinned = {name: "" for name in ("page_token", "start", "end", "embedding") if name in names}
     query = pinned or None
     strategy = operation.as_strategy(generation_mode=mode, query=query)
     if mode is GenerationMode.POSITIVE:

@@ -250,7 +250,7 @@ class GrpcTransport:
             expand_min_strength=o.pop("expand_min_strength"), min_score=o.pop("min_score"),
             context=o.pop("context"), context_tags=list(o.pop("context_tags") or []),
             context_types=list(o.pop("context_types") or []), priority_ids=list(o.pop("priority_ids") or []),
-            state_debug=o.pop("state_debug"),
+            state_debug=o.pop("state_debug"), rerank=o.pop("rerank"),
             read=_read(o.pop("as_of"), o.pop("known_at"), o.pop("state_mode"), o.pop("include_archived"),
                        o.pop("include_pending")))
         limit = o.pop("limit")
