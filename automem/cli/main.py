@@ -59,7 +59,7 @@ from automem.cli.output import (
     stdout_closed,
     wants_json,
 )
-from automem.common.embedded import EmbeddedRuntime
+from automem.common.embedded import EmbeddedRuntime, EmbeddedServerError
 from automem.common.settings import Settings, get_settings
 from automem.runner import Runner, child_targets, closure
 from automem.vectors.shared import ShardServer, socket_path
@@ -104,6 +104,8 @@ async def _run(settings: Settings, targets: list[str], embedded: bool, ready_fd:
         done, _ = await asyncio.wait([stopped, failed], return_when=asyncio.FIRST_COMPLETED)
         if failed in done and failed.result():
             code = 1
+    except EmbeddedServerError:
+        raise  # main() prints it as one line (e.g. the data dir in use), after the clean-up below
     except Exception:
         log.exception("start failed")
         code = 1
@@ -515,7 +517,7 @@ def main(argv: list[str] | None = None) -> int:
         # the environment of a process that calls main() in-process and starts servers later.
         os.environ["AUTOMEM_LOG_LEVEL"], os.environ["AUTOMEM_LOG_FORMAT"] = level, fmt
     if args.cmd in ("up", "serve"):
-        from automem.common.embedded import PARENT_PID_ENV, EmbeddedServerError, die_with_parent
+        from automem.common.embedded import PARENT_PID_ENV, die_with_parent
 
         if args.cmd == "serve" and os.environ.get(PARENT_PID_ENV, "").isdigit():
             die_with_parent(int(os.environ.pop(PARENT_PID_ENV)))  # a child of `automem up`
