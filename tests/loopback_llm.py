@@ -4,10 +4,13 @@ the tests allow (for a paid LLM API). Subclasses say what the assistant replies.
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import time
+from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.responses import StreamingResponse
 
 from tests.conftest import eventually
 
@@ -18,6 +21,8 @@ class LoopbackOpenAI:
 
     def __init__(self) -> None:
         self.requests: list[dict] = []
+        #: Seconds between the bytes of a reply (0: all at once): a reply that trickles in.
+        self.drip = 0.0
         self.server = None
         self.port = 0
 
@@ -31,14 +36,23 @@ class LoopbackOpenAI:
         app = FastAPI()
 
         @app.post("/v1/chat/completions")
-        async def chat(request: Request) -> dict:
+        async def chat(request: Request) -> Any:
             body = await request.json()
             self.requests.append(body)
             content = await self.content(body)
-            return {"id": "x", "object": "chat.completion", "created": int(time.time()), "model": body["model"],
-                    "choices": [{"index": 0, "finish_reason": "stop",
-                                 "message": {"role": "assistant", "content": content}}],
-                    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+            reply = {"id": "x", "object": "chat.completion", "created": int(time.time()), "model": body["model"],
+                     "choices": [{"index": 0, "finish_reason": "stop",
+                                  "message": {"role": "assistant", "content": content}}],
+                     "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+            if not self.drip:
+                return reply
+            drip, data = self.drip, json.dumps(reply).encode()
+
+            async def trickle():
+                for i in range(len(data)):
+                    yield data[i:i + 1]
+                    await asyncio.sleep(drip)
+            return StreamingResponse(trickle(), media_type="application/json")
 
         sock = socket.socket()
         sock.bind(("127.0.0.1", 0))

@@ -657,7 +657,8 @@ class EmbeddedFalkorDB:
                 await proc.kill_after(0)
                 self.port = None
                 if attempt < START_ATTEMPTS:
-                    log.warning("%s; killed it, starting again (attempt %d of %d)", exc, attempt + 1, START_ATTEMPTS)
+                    log.warning("redis-server (pid %d) %s; killed it, starting again (attempt %d of %d)", proc.pid,
+                                exc, attempt + 1, START_ATTEMPTS)
                     continue
                 raise proc.error(f"{exc} in {START_ATTEMPTS} starts") from None
             except EmbeddedServerError as exc:
@@ -726,8 +727,7 @@ class EmbeddedFalkorDB:
             await asyncio.wait_for(client.execute_command("GRAPH.QUERY", self.graph, "RETURN 1"),
                                    self.graph_probe_timeout)
         except (TimeoutError, redis.exceptions.TimeoutError) as exc:
-            raise _GraphHung(f"redis-server (pid {proc.pid}) did not answer its first graph query "
-                             f"within {self.graph_probe_timeout:g}s") from exc
+            raise _GraphHung(f"did not answer its first graph query within {self.graph_probe_timeout:g}s") from exc
         except redis.exceptions.ResponseError as exc:
             raise proc.error(f"answered the first graph query with an error: {exc}") from exc
         finally:

@@ -1,7 +1,7 @@
 """The project's OpenAI-compatible LLM client core (optional): JSON-object replies validated
 with pydantic, repaired once locally, bounded by a timeout per attempt and retried by tenacity.
 Used by enrichment (automem/enrich/llm.py: types, summaries, contradictions) and recall
-(automem/recall/llm_query.py: query rewriting).
+(automem/recall/llm_query.py: query rewriting; automem/recall/llm_rerank.py: reranking).
 
 Configured when ``OPENAI_API_KEY`` is set, or ``OPENAI_BASE_URL`` and
 ``CLASSIFICATION_MODEL`` are. Every call:
@@ -11,7 +11,9 @@ Configured when ``OPENAI_API_KEY`` is set, or ``OPENAI_BASE_URL`` and
   once locally (JSON pulled out of code fences or surrounding prose, ``confidence`` clamped to
   0..1, a string ``contradicts`` read as a boolean) and otherwise *rejected*
   (:class:`MalformedReply`);
-* is bounded by a timeout per attempt and retried by tenacity (``llm_max_retries`` more
+* is bounded by a timeout per attempt — the whole attempt: the HTTP client's own timeout
+  bounds each read, so a reply trickling in byte by byte would outlast it — and retried by
+  tenacity (``llm_max_retries`` more
   attempts, exponential back-off) on timeouts, connection errors, rate limits, 5xx and
   rejected replies.
 
@@ -20,6 +22,7 @@ When every attempt fails the caller gets ``None`` and falls back to its local ru
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -93,11 +96,12 @@ class JsonLLM:
         self.settings = settings
         self.model = settings.classification_model
         self.retries = settings.llm_max_retries if retries is None else retries
+        #: Seconds one attempt may take in all (connect, wait, read the whole reply).
+        self.timeout = settings.llm_timeout_seconds if timeout is None else timeout
         self._openai = openai
         self.client = openai.AsyncOpenAI(api_key=settings.openai_api_key or "not-needed",
                                          base_url=settings.openai_base_url or None,
-                                         timeout=settings.llm_timeout_seconds if timeout is None else timeout,
-                                         max_retries=0)
+                                         timeout=self.timeout, max_retries=0)
         #: Attempts sent (retries included), replies that validated, and calls that fell back.
         self.calls = 0
         self.successes = 0
@@ -106,7 +110,7 @@ class JsonLLM:
     async def _ask(self, system: str, user: str, model: type[BaseModel]) -> BaseModel | None:
         o = self._openai
         retryable = (o.APITimeoutError, o.APIConnectionError, o.RateLimitError, o.InternalServerError,
-                     MalformedReply)
+                     MalformedReply, TimeoutError)
         try:
             async for attempt in AsyncRetrying(
                     stop=stop_after_attempt(1 + max(self.retries, 0)),
@@ -114,10 +118,11 @@ class JsonLLM:
                     retry=retry_if_exception_type(retryable), reraise=True):
                 with attempt:
                     self.calls += 1
-                    reply = await self.client.chat.completions.create(
+                    reply = await asyncio.wait_for(self.client.chat.completions.create(
                         model=self.model, temperature=0,
                         response_format={"type": "json_object"},
-                        messages=[{"role": "system", "content": system}, {"role": "user", "content": user}])
+                        messages=[{"role": "system", "content": system}, {"role": "user", "content": user}]),
+                        self.timeout)
                     parsed = parse_reply(reply.choices[0].message.content or "", model)
                     self.successes += 1
                     return parsed

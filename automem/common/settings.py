@@ -222,7 +222,7 @@ class Settings(BaseSettings):
     #: Recall asks the LLM to decompose the question into search queries (automem/recall/llm_query.py);
     #: off by default, and only with an LLM configured. One attempt of at most this many seconds.
     recall_llm_rewrite: bool = Field(False, validation_alias=_env("AUTOMEM_RECALL_LLM_REWRITE"))
-    recall_llm_timeout_seconds: float = Field(2.0, gt=0, validation_alias=_env("AUTOMEM_RECALL_LLM_TIMEOUT_SECONDS"))
+    recall_llm_timeout_seconds: float = Field(2.0, gt=0, le=60, validation_alias=_env("AUTOMEM_RECALL_LLM_TIMEOUT_SECONDS"))
     recall_llm_max_queries: int = Field(3, ge=1, le=10, validation_alias=_env("AUTOMEM_RECALL_LLM_MAX_QUERIES"))
     #: Recall asks the LLM to reorder the best ``recall_llm_rerank_top`` memories of every query
     #: recall (automem/recall/llm_rerank.py); off by default (a request turns it on for itself

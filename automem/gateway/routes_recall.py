@@ -36,7 +36,7 @@ async def recall(
     expand_min_importance: float = 0.0, expand_min_strength: float = 0.0,
     min_score: float = 0.0, context: str = "", context_tags: list[str] = Query(default=[]),
     context_types: list[str] = Query(default=[]), priority_ids: list[str] = Query(default=[]),
-    recency_bias: str = "auto", format: str | None = None, state_debug: bool = False, rerank: bool = False,
+    recency_bias: str = "auto", format: str | None = None, state_debug: bool = False, rerank: bool | None = None,
     time_alias: str = Query(default="", alias="time"), tz: str = "", timezone: str = "",
 ) -> dict[str, Any]:
     """Hybrid recall (AutoMem's parameters and defaults). Current memories only unless
@@ -50,7 +50,8 @@ async def recall(
     reasons under ``state_filter``. Pages (``offset``) of the same request slice one ranking:
     ``has_more`` says another page follows, ``total`` is null unless known exactly (the
     ranking was read to its end). ``rerank=true`` asks the configured LLM to reorder the best
-    memories (automem/recall/llm_rerank.py; ``arms`` / ``degraded`` say whether it did)."""
+    memories, ``rerank=false`` keeps it from doing so under ``AUTOMEM_RECALL_LLM_RERANK``
+    (automem/recall/llm_rerank.py; ``arms`` / ``degraded`` say whether it did)."""
     started = time.perf_counter()
     sort = sort or order_by or "score"
     vector: list[float] = []

@@ -486,7 +486,8 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         # One more result than the page shows tells whether another page follows (has_more).
         need = want + 1
         complete = False
-        rerank = (request.rerank or self.settings.recall_llm_rerank) and sort == "score" and tiers.request_queries
+        rerank = (request.rerank if request.HasField("rerank") else self.settings.recall_llm_rerank) \
+            and sort == "score" and bool(tiers.request_queries)
         while len(results) < need:
             tier = await tiers.next()
             if tier is None:

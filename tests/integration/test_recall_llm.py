@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 
 import pytest_asyncio
 
@@ -96,7 +97,14 @@ async def test_llm_rerank_reorders_the_best_when_asked_and_falls_back(llm_recall
             body = await _recall(http, query=query, limit=3, rerank="true")
             assert [h["id"] for h in body["results"]] == before, mode
             assert "llm_rerank" in body["degraded"] and "llm_rerank" not in body["arms"], mode
-        llm.mode = "good"
+        # A reply trickling in a byte every 0.1 s (no read waits past the timeout) is still cut
+        # at the recall timeout (0.5 s here) as a whole.
+        llm.mode, llm.ranking, llm.drip = "good", [3, 1], 0.1
+        started = time.monotonic()
+        body = await _recall(http, query=query, limit=3, rerank="true")
+        assert time.monotonic() - started < 5
+        assert [h["id"] for h in body["results"]] == before and "llm_rerank" in body["degraded"]
+        llm.drip = 0.0
 
 
 async def test_rerank_without_an_llm_answers_the_plain_order_and_says_so(service) -> None:
@@ -132,6 +140,9 @@ async def test_the_rerank_setting_reranks_every_query_recall(settings: Settings)
             prompt = _asked_rerank(llm)[-1]["messages"][1]["content"]
             assert "[2]" in prompt and "[3]" not in prompt  # only the best recall_llm_rerank_top are sent
             got = [h["id"] for h in body["results"]]
+            asked = len(_asked_rerank(llm))
+            off = await _recall(http, query="lunch", limit=3, rerank="false")  # the request opts out
+            assert "llm_rerank" not in off["arms"] + off["degraded"] and len(_asked_rerank(llm)) == asked
             llm.mode = "malformed"
             plain = [h["id"] for h in (await _recall(http, query="lunch", limit=3))["results"]]
             assert got == [plain[1], plain[0], plain[2]]

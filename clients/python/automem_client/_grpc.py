@@ -250,12 +250,14 @@ class GrpcTransport:
             expand_min_strength=o.pop("expand_min_strength"), min_score=o.pop("min_score"),
             context=o.pop("context"), context_tags=list(o.pop("context_tags") or []),
             context_types=list(o.pop("context_types") or []), priority_ids=list(o.pop("priority_ids") or []),
-            state_debug=o.pop("state_debug"), rerank=o.pop("rerank"),
+            state_debug=o.pop("state_debug"),
             read=_read(o.pop("as_of"), o.pop("known_at"), o.pop("state_mode"), o.pop("include_archived"),
                        o.pop("include_pending")))
-        limit = o.pop("limit")
+        limit, rerank = o.pop("limit"), o.pop("rerank")
         if limit is not None:
             request.limit = limit
+        if rerank is not None:
+            request.rerank = rerank
         for name, enum, prefix in (("sort", recall_service_pb2.SortOrder, "SORT_ORDER_"),
                                    ("tag_mode", recall_service_pb2.TagMode, "TAG_MODE_"),
                                    ("tag_match", recall_service_pb2.TagMatch, "TAG_MATCH_"),

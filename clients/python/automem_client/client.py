@@ -187,7 +187,7 @@ class AsyncClient:
                      expand_min_importance: float = 0.0, expand_min_strength: float = 0.0, min_score: float = 0.0,
                      context: str = "", context_tags: Sequence[str] = (), context_types: Sequence[str] = (),
                      priority_ids: Sequence[str] = (), recency_bias: str = "", state_debug: bool = False,
-                     rerank: bool = False, timeout: float | None = None) -> RecallResult:
+                     rerank: bool | None = None, timeout: float | None = None) -> RecallResult:
         """Ranked hybrid recall (AutoMem's GET /recall; protos/automem/v1/recall_service.proto
         SearchMemoriesRequest documents each filter). ``limit`` default 5, above the
         service maximum clamped (the applied one is ``result.limit``); ``offset`` pages the
@@ -196,8 +196,9 @@ class AsyncClient:
         event-time bounds; ``tag_mode``: any | all; ``tag_match``: prefix | exact;
         ``recency_bias``: auto | on | off. Enum words are checked by the service over REST
         and by the client over gRPC (InvalidArgument naming the option either way).
-        ``rerank``: ask the service's configured LLM to reorder the best memories
-        (``result.arms`` / ``result.degraded`` name ``llm_rerank`` when it did / could not)."""
+        ``rerank``: True asks the service's configured LLM to reorder the best memories, False
+        keeps it from doing so, None leaves it to the service's setting (``result.arms`` /
+        ``result.degraded`` name ``llm_rerank`` when it did / could not)."""
         options: dict[str, Any] = {
             "queries": list(queries), "embedding": list(embedding), "limit": limit, "offset": offset, "sort": sort,
             "time_query": time_query, "tz": tz, "start": start, "end": end, "tags": list(tags),
