@@ -104,11 +104,17 @@ def _strategy(operation, mode: GenerationMode):
     cases breaking a rule between two fields are left out (:func:`_self_link`,
     :func:`_ends_before_start`, :func:`_default_outside_scopes`); a positive scope purge
     confirms the caller's scope (:func:`_confirm_own_scope`); a positive restore sends a
-    backup and keeps the store (:func:`_a_backup_kept_out`)."""
+    backup and keeps the store (:func:`_a_backup_kept_out`). Negative cases with a nullable
+    query parameter empty are left out (a null is sent as an empty value, which is valid)."""
     names = {p.name for p in operation.query} if hasattr(operation, "query") else set()
     pinned = {name: "" for name in ("page_token", "start", "end", "embedding") if name in names}
     query = pinned or None
     strategy = operation.as_strategy(generation_mode=mode, query=query)
+    if mode is GenerationMode.NEGATIVE:
+        # A null for a nullable query parameter goes over the wire as an empty value ("as_of="),
+        # which that parameter accepts: not the violation the case was generated as.
+        nullable = {p.name for p in getattr(operation, "query", []) if _nullable(p.definition.get("schema", {}))}
+        strategy = strategy.filter(lambda case: not any((case.query or {}).get(n, 0) in ("", None) for n in nullable))
     if mode is GenerationMode.POSITIVE:
         strategy = strategy.filter(lambda case: not _self_link(case) and not _ends_before_start(case)
                                    and not _default_outside_scopes(case))
@@ -117,6 +123,11 @@ def _strategy(operation, mode: GenerationMode):
         if operation.label == "POST /v1/backup:restore":
             strategy = strategy.map(_a_backup_kept_out)
     return strategy
+
+
+def _nullable(schema: dict) -> bool:
+    """Whether a parameter's JSON Schema allows null (``anyOf`` with a null branch)."""
+    return any(branch.get("type") == "null" for branch in schema.get("anyOf", []))
 
 
 def _confirm_own_scope(case):
