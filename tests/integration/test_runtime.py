@@ -63,14 +63,25 @@ def _wait_vectors(port: int, count: int) -> dict:
     raise AssertionError(f"vectors never reached {count}: {body}")
 
 
-def test_restart_keeps_every_memory_and_vector_and_sigterm_leaves_no_orphans(tmp_path: Path) -> None:
+def _up_with_children(tmp_path: Path, count: int = 4) -> tuple[Path, int, subprocess.Popen, list[int]]:
+    """``automem up`` on a new data dir, healthy, with ``count`` child processes (nats-server,
+    redis-server, the gateway and the enrich process by default): (data dir, port, process,
+    children). The caller stops the process."""
     data = tmp_path / "data"
     data.mkdir()
     port = free_port()
     proc = _start(data, port)
     try:
         _wait_healthy(port, proc)
-        servers = _wait_children(proc.pid, 4)
+        return data, port, proc, _wait_children(proc.pid, count)
+    except BaseException:
+        _stop(proc)
+        raise
+
+
+def test_restart_keeps_every_memory_and_vector_and_sigterm_leaves_no_orphans(tmp_path: Path) -> None:
+    data, port, proc, servers = _up_with_children(tmp_path)
+    try:
         assert len(servers) == 4  # nats-server, redis-server, the gateway and the enrich process
         # enrich runs in a child and writes its vectors through the shard this process serves
         # (automem/vectors/shared.py): the vectors below are the child's.
@@ -317,13 +328,8 @@ def test_a_sigkilled_up_takes_its_children_and_servers_with_it(tmp_path: Path) -
     """The gateway and enrich children set their parent-death signal themselves
     (automem/common/embedded.py ``die_with_parent``; no ``preexec_fn`` runs in the threaded
     parent), the servers through theirs: SIGKILL of ``automem up`` leaves no process behind."""
-    data = tmp_path / "data"
-    data.mkdir()
-    port = free_port()
-    proc = _start(data, port)
+    _, _, proc, children = _up_with_children(tmp_path)
     try:
-        _wait_healthy(port, proc)
-        children = _wait_children(proc.pid, 4)
         assert sorted(filter(None, map(_target_of, children))) == ["enrich", "gateway"]
     finally:
         proc.send_signal(signal.SIGKILL)
