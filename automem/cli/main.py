@@ -34,6 +34,7 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Coroutine
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -524,8 +525,8 @@ def main(argv: list[str] | None = None) -> int:
 
         try:
             if args.cmd == "up":
-                return asyncio.run(_run(settings, ["all"], embedded=True))
-            return asyncio.run(_run(settings, _names(args.target), embedded=False, ready_fd=args.ready_fd))
+                return run_loop(settings, _run(settings, ["all"], embedded=True))
+            return run_loop(settings, _run(settings, _names(args.target), embedded=False, ready_fd=args.ready_fd))
         except EmbeddedServerError as exc:  # e.g. the data dir in use by another `automem up`: one line
             return fail(args.cmd, exc)
     if args.cmd == "mcp":
@@ -539,6 +540,25 @@ def main(argv: list[str] | None = None) -> int:
 
         return transfer.main(settings, args)
     return _operate(settings, args)
+
+
+def run_loop(settings: Settings, main_coro: Coroutine[Any, Any, int]) -> int:
+    """Run a server's ``main_coro`` to its exit code on the event loop ``settings.event_loop``
+    names (``AUTOMEM_EVENT_LOOP``): uvloop's (libuv) where installed and not turned off, else
+    asyncio's. Raises ImportError when ``uvloop`` is asked for and not installed. uvloop took
+    CPU off every request of the gateway and the servers (docs/benchmarks.md, "uvloop and
+    httptools")."""
+    choice = settings.event_loop
+    if choice != "asyncio":
+        try:
+            import uvloop
+        except ImportError:
+            if choice == "uvloop":
+                raise
+        else:
+            with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+                return runner.run(main_coro)
+    return asyncio.run(main_coro)
 
 
 def _operate(settings: Settings, args: argparse.Namespace) -> int:

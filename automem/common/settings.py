@@ -65,6 +65,10 @@ class Settings(BaseSettings):
     #: One INFO line per REST request and gRPC call (``automem.access``); off = none.
     access_log: bool = Field(True, validation_alias=_env("AUTOMEM_ACCESS_LOG"))
     shutdown_grace_seconds: float = Field(5.0, validation_alias=_env("AUTOMEM_SHUTDOWN_GRACE_SECONDS"))
+    #: The event loop of ``automem up`` / ``automem serve`` (automem/cli/main.py ``run_loop``):
+    #: ``uvloop`` (libuv; less CPU per request, docs/benchmarks.md "uvloop and httptools"),
+    #: ``asyncio`` (the standard library's), or ``auto`` (uvloop when installed).
+    event_loop: Literal["auto", "uvloop", "asyncio"] = Field("auto", validation_alias=_env("AUTOMEM_EVENT_LOOP"))
     #: gRPC load-balancing policy of the gateway's channels (``grpc.lb_policy_name``):
     #: ``round_robin`` spreads calls over every address a target resolves to (a headless
     #: Service's pods, or ``ipv4:a:1,b:2``); ``pick_first`` keeps one connection.
