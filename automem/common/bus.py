@@ -63,6 +63,12 @@ class Subjects:
     def __init__(self, prefix: str) -> None:
         self.prefix = prefix
         self.memory_all = f"{prefix}.memory.>"
+        #: What enrichment consumes (:data:`ENRICH_DURABLE`): every memory event but its own
+        #: ``enriched`` audit events, which it skipped after fetching, decoding and acking them
+        #: — half of every batch it fetched (docs/benchmarks.md, "The enrich consumer reads
+        #: only what it acts on").
+        self.enrich_inputs = sorted(self.memory(t) for t in EVENT_SUFFIX
+                                    if t != events_pb2.EVENT_TYPE_MEMORY_ENRICHED)
         self.dlq_all = f"{prefix}.dlq.>"
         self.activity_all = f"{prefix}.activity.>"
 
@@ -283,11 +289,18 @@ class Bus:
         async with self.bounded():
             await self.js.publish(self.subjects.dlq(consumer), data, headers=hdrs)
 
+    def consumer_filter(self, durable: str) -> list[str]:
+        """The subjects the durable consumer ``durable`` reads by default: the enrichment
+        consumer's inputs (:attr:`Subjects.enrich_inputs`) for :data:`ENRICH_DURABLE`, every
+        memory event for any other."""
+        return self.subjects.enrich_inputs if durable == ENRICH_DURABLE else [self.subjects.memory_all]
+
     def consumer_config(self, durable: str, filter_subject: str | None = None,
                         start_seq: int | None = None) -> ConsumerConfig:
         """The configuration of a durable pull consumer: explicit acks, bounded redelivery,
-        every message of ``filter_subject`` (default: the memory events) from the start of
-        the stream, or from stream sequence ``start_seq`` when given."""
+        every message of ``filter_subject`` (default: :meth:`consumer_filter`) from the start
+        of the stream, or from stream sequence ``start_seq`` when given."""
+        subjects = [filter_subject] if filter_subject else self.consumer_filter(durable)
         return ConsumerConfig(
             durable_name=durable,
             ack_policy=AckPolicy.EXPLICIT,
@@ -295,7 +308,8 @@ class Bus:
             opt_start_seq=start_seq,
             max_deliver=self.settings.max_deliver,
             ack_wait=self.settings.ack_wait_seconds,
-            filter_subject=filter_subject or self.subjects.memory_all,
+            filter_subject=subjects[0] if len(subjects) == 1 else None,
+            filter_subjects=subjects if len(subjects) > 1 else None,
         )
 
     async def start_consumer_after(self, durable: str, last_seq: int) -> None:
@@ -313,13 +327,24 @@ class Bus:
 
     async def pull_subscribe(self, durable: str, filter_subject: str | None = None) -> Any:
         """A durable pull subscription with explicit acks and bounded redelivery
-        (:meth:`consumer_config`); an existing consumer of that name is bound as it is."""
+        (:meth:`consumer_config`). An existing consumer of that name is bound with its
+        position, pending acks and settings, its subjects set to this version's when they
+        differ (a consumer an older version created read every memory event: JetStream
+        updates the filter in place)."""
         config = self.consumer_config(durable, filter_subject)
+        subjects = [filter_subject] if filter_subject else self.consumer_filter(durable)
+        stream = self.settings.stream_name
         async with self.bounded():
-            return await self.js.pull_subscribe(
-                filter_subject or self.subjects.memory_all, durable=durable,
-                stream=self.settings.stream_name, config=config,
-            )
+            try:
+                found = (await self.js.consumer_info(stream, durable)).config
+            except NotFoundError:
+                found = None
+            if found is not None and sorted(found.filter_subjects or [found.filter_subject]) != sorted(subjects):
+                found.filter_subject = subjects[0] if len(subjects) == 1 else None
+                found.filter_subjects = subjects if len(subjects) > 1 else None
+                await self.js.add_consumer(stream, config=found)
+                log.info("consumer subjects updated", extra={"consumer": durable, "subjects": subjects})
+            return await self.js.pull_subscribe(subjects[0], durable=durable, stream=stream, config=config)
 
     async def events_for(self, memory_id: str | None = None, limit: int = 10_000) -> list[events_pb2.MemoryEvent]:
         """Every memory event on the stream (oldest first), optionally of one memory.

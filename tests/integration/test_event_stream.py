@@ -326,3 +326,50 @@ async def test_recalls_and_consolidation_runs_arrive_with_automems_fields(servic
     assert data["task_type"] == "decay" and data["success"] is True and data["steps"] == ["decay"]
     assert {"affected_count", "elapsed_ms", "next_scheduled"} <= set(data) and data["scope"] == service.scope
     assert type(data["affected_count"]) is int and type(data["elapsed_ms"]) is int
+
+
+def _event(kind: int, memory_id: str) -> events_pb2.MemoryEvent:
+    return events_pb2.MemoryEvent(event_id=f"{memory_id}-{kind}", type=kind, memory_id=memory_id, scope="default")
+
+
+async def test_the_enrich_consumer_reads_no_enriched_events_and_an_old_one_is_narrowed_in_place(settings) -> None:
+    """Enrichment skipped its own MEMORY_ENRICHED audit events after fetching them (half of
+    every batch); its durable consumer now reads every memory event but those. A consumer an
+    older version created (every memory event) is narrowed on start and keeps its position."""
+    from automem.common.bus import ENRICH_DURABLE
+
+    created, enriched = events_pb2.EVENT_TYPE_MEMORY_CREATED, events_pb2.EVENT_TYPE_MEMORY_ENRICHED
+    bus = Bus(settings)
+    await bus.connect()
+    try:
+        # An older version's consumer: every memory event; it has read the first two already.
+        await bus.js.add_consumer(settings.stream_name, config=bus.consumer_config(
+            ENRICH_DURABLE, filter_subject=bus.subjects.memory_all))
+        await bus.publish_events([_event(created, "a"), _event(enriched, "a")])
+        old = await bus.js.pull_subscribe_bind(durable=ENRICH_DURABLE, stream=settings.stream_name)
+        for msg in await old.fetch(2, timeout=5):
+            await msg.ack()
+        await old.unsubscribe()
+        await bus.publish_events([_event(created, "b"), _event(enriched, "b"), _event(created, "c"),
+                                  events_pb2.MemoryEvent(event_id="d-del", type=events_pb2.EVENT_TYPE_MEMORY_DELETED,
+                                                         memory_id="d", scope="default")])
+
+        sub = await bus.pull_subscribe(ENRICH_DURABLE)
+        info = await sub.consumer_info()
+        assert sorted(info.config.filter_subjects) == bus.subjects.enrich_inputs
+        assert bus.subjects.memory(enriched) not in info.config.filter_subjects
+        assert info.num_pending == 3  # b and c created, d deleted: not b's enriched, not a's again
+        got = [events_pb2.MemoryEvent.FromString(m.data) for m in await sub.fetch(10, timeout=5)]
+        assert [(e.memory_id, e.type) for e in got] == [("b", created), ("c", created),
+                                                       ("d", events_pb2.EVENT_TYPE_MEMORY_DELETED)]
+        await sub.unsubscribe()
+
+        # Binding again changes nothing; a restore recreates it with the same subjects.
+        again = await bus.pull_subscribe(ENRICH_DURABLE)
+        assert sorted((await again.consumer_info()).config.filter_subjects) == bus.subjects.enrich_inputs
+        await again.unsubscribe()
+        await bus.start_consumer_after(ENRICH_DURABLE, 1)
+        restored = (await bus.js.consumer_info(settings.stream_name, ENRICH_DURABLE)).config
+        assert sorted(restored.filter_subjects) == bus.subjects.enrich_inputs and restored.opt_start_seq == 2
+    finally:
+        await bus.close()
