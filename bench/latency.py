@@ -145,6 +145,24 @@ class Service:
             time.sleep(0.1)
         raise SystemExit("automem did not become healthy")
 
+    def wait_index_settled(self, timeout: float = 900) -> float:
+        """Seconds until no vector index build runs on the data dir (no ``qdrant/*.indexing``;
+        automem/vectors/edge.py ``build_index``). A start on a shard with many points written
+        since its last build starts one, which takes a core for ~100 s at 100k: measured
+        meanwhile, a recall costs ~20 ms more CPU over the tree (docs/benchmarks.md, "uvloop
+        and httptools"), so the benchmarks measure after it."""
+        t0 = time.perf_counter()
+        qdrant = self.data_dir / "qdrant"
+        time.sleep(1.0)  # a build starts right after the shard opens
+        while time.perf_counter() - t0 < timeout:
+            if not any(qdrant.glob("*.indexing")):
+                waited = time.perf_counter() - t0
+                if waited > 1.5:
+                    print(f"  waited {waited:.0f}s for the vector index build", flush=True)
+                return waited
+            time.sleep(1.0)
+        raise SystemExit(f"the vector index build did not finish in {timeout:.0f}s")
+
     def stop(self) -> None:
         """SIGTERM and wait."""
         if self.proc is not None and self.proc.poll() is None:
@@ -310,6 +328,7 @@ def bench_size(n: int, args: argparse.Namespace, turns: list[dict], questions: l
             else:
                 wait_enriched(client, n, args.enrich_timeout)
             row["memory_count"] = client.get("/health").json().get("memory_count", 0)
+        row["index_wait_s"] = svc.wait_index_settled()
         copies = max(1, -(-n // len(turns)))
         row["recall"] = measure(svc, questions, copies, args.requests, args.clients)
         row["rss_mib"] = svc.rss_mib()

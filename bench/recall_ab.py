@@ -78,6 +78,7 @@ def one_run(data_dir: Path, code: Path | None, questions: list[dict], copies: in
     out: dict[str, Any] = {"load_start": os.getloadavg()[0]}
     try:
         svc.start()
+        svc.wait_index_settled()
         assert svc.proc is not None
         with httpx.Client(base_url=svc.url, timeout=60) as client:
             run_rest(client, questions, tag_of, True, 20)  # warm-up

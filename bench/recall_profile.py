@@ -144,6 +144,7 @@ def main() -> int:
         env["PYTHONPATH"] = str(Path(args.code).resolve())
     svc = Service(data_dir, env)
     svc.start()
+    svc.wait_index_settled()
     assert svc.proc is not None
     try:
         with httpx.Client(base_url=svc.url, timeout=60) as client:

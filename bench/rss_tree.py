@@ -76,6 +76,7 @@ def main() -> int:
     try:
         healthy = svc.start()
         print(f"healthy after {healthy:.1f} s")
+        svc.wait_index_settled()
         with httpx.Client(base_url=svc.url, timeout=60) as client:
             run = uuid.uuid4().hex[:8]  # a stored text is deduplicated: new ones, so NER runs
             for i in range(args.stores):
