@@ -302,8 +302,11 @@ async def _start_gateway(rt: Runtime) -> Stop:
                                                    credentials=channel_credentials(rt.settings),
                                                    channel_options=channel_options(rt.settings))
         app = running["app"] = create_app(rt.settings, client)
+        # h11 whatever else is installed: httptools answers a header value with a control
+        # character with a bare "Invalid HTTP request received." before the app can name the
+        # header (tests/integration/test_hardening.py).
         config = uvicorn.Config(app, host=rt.settings.host, port=rt.settings.port,
-                                log_config=None, lifespan="on", access_log=False)
+                                log_config=None, lifespan="on", access_log=False, http="h11")
         server = running["server"] = uvicorn.Server(config)
         server.install_signal_handlers = lambda: None  # the runner's owner handles signals
         task = running["task"] = asyncio.create_task(server.serve(), name="gateway")
