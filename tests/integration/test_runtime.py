@@ -338,3 +338,22 @@ def test_a_sigkilled_up_takes_its_children_and_servers_with_it(tmp_path: Path) -
     while any(pid_alive(p) for p in children) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert [p for p in children if pid_alive(p)] == []
+
+
+def test_ctrl_c_while_automem_up_imports_exits_without_a_traceback(tmp_path: Path) -> None:
+    """SIGINT at once after the start — while Python still imports the command (~0.5 s here),
+    before its own signal handling — ends ``automem up`` with 130 and no traceback
+    (automem/cli/entry.py); one that lands later stops it as usual (0). Either way nothing
+    it started is left behind. (A signal that lands before the interpreter installed its own
+    handler ends it by the signal's default action: -SIGINT, with nothing started yet.)"""
+    for attempt in range(1, 4):
+        data = tmp_path / f"data{attempt}"
+        data.mkdir()
+        port = free_port()
+        proc = _start(data, port)
+        time.sleep(0.1 * attempt)
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(timeout=60)
+        log = (tmp_path / f"automem-{port}.log").read_text()
+        assert "Traceback" not in log and "KeyboardInterrupt" not in log, log[-2000:]
+        assert code in (0, 130, -signal.SIGINT), (code, log[-2000:])
