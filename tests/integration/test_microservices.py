@@ -182,7 +182,10 @@ async def test_separate_processes_degrade_without_vectors_and_lose_no_event_when
             assert cluster.procs["enrich"].wait(timeout=10) == -signal.SIGKILL
             in_flight_at_kill = await ack_pending()  # delivered to the dead process, unacknowledged
             enriched_at_kill = await _enriched(graph)
-            assert in_flight_at_kill > 0 and 0 < enriched_at_kill < len(stored)
+            # A batch was delivered and not acknowledged; its graph writes may have landed just
+            # before the kill (then it is redelivered and applied again). The stores below, made
+            # while enrich is down, are the events it has never seen.
+            assert in_flight_at_kill > 0 and 0 < enriched_at_kill <= len(stored)
 
             # The gateway and the other services keep working without enrich.
             while i < total:
