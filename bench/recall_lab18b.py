@@ -29,6 +29,8 @@ Candidates (each a post-step on the service's ranked candidates, fused into the 
   as automem/recall/understanding.py ``feedback_terms`` behind AUTOMEM_SEARCH_FEEDBACK_WEIGHT;
   ``fbcomp``: the same terms' BM25 score as a separate component instead;
 * ``vector arm``  — the memory embedded with its PRECEDED_BY neighbour's content.
+* ``dprf``        — dense pseudo-relevance feedback: the query vector moved towards the best
+  memories' vectors (Rocchio), the vector arm scored again (not kept).
 
 Results and the verdict: docs/benchmarks.md, "Recall quality (issue 18)", "Second round".
 
@@ -219,6 +221,60 @@ def m_rm3(fb_docs=5, terms=10, beta=0.5, protect=0, select="idf"):
         if protect:
             first = order(cv, service_scores(cv, arms, qi, q))[:protect]
             ranked = first + [i for i in ranked if i not in first]
+        return ranked
+    return f
+
+
+class _DenseArms:
+    """``arms`` whose vector arm ("minilm:") scores each question's vector plus ``beta`` x its
+    feedback centroid (``cen``: questions x dims), normalised; ``mode`` "max" keeps the larger
+    of that and the plain cosine. ``wrap`` applies the same centroids to the author re-query's
+    (stripped) questions."""
+
+    def __init__(self, arms, cen, beta, mode):
+        self.arms, self.cen, self.beta, self.mode = arms, cen, beta, mode
+        self.all_convs, self.conv = arms.all_convs, arms.conv
+        self.qs = list(arms.conv.qs)
+        self._m = None
+
+    def wrap(self, other):
+        return _DenseArms(other, self.cen, self.beta, self.mode)
+
+    def get(self, k):
+        if k != "minilm:":
+            return self.arms.get(k)
+        if self._m is None:
+            dv = L.embed_cached("minilm", [m["content"] for m in self.conv.mems])
+            qv = L.embed_cached("minilm", [x["question"] for x in self.qs])
+            v = qv + self.beta * self.cen
+            v = v / np.linalg.norm(v, axis=1, keepdims=True)
+            m = v @ dv.T
+            self._m = m if self.mode == "replace" else np.maximum(m, self.arms.get("minilm:"))
+        return self._m
+
+
+def m_dprf(fb_docs=3, beta=0.3, protect=0, mode="replace"):
+    """Dense pseudo-relevance feedback (Rocchio on the query embedding): the question's vector
+    plus ``beta`` x the score-share-weighted mean of the best ``fb_docs`` memories' vectors of
+    the service's first ranking, normalised; its cosines replace the vector arm ("replace") or
+    the larger of the two is taken ("max"); the service's ranking runs again. ``protect`` as in
+    ``m_rm3``."""
+
+    def f(cv, arms, qi, q):
+        key = ("dprf", cv.cid, fb_docs, beta, mode)
+        if key not in _CACHE:
+            dv = L.embed_cached("minilm", [m["content"] for m in cv.mems])
+            cen = np.zeros((len(cv.qs), dv.shape[1]))
+            for j, qq in enumerate(cv.qs):
+                sc = service_scores(cv, arms, j, qq)
+                top = sorted(sc, key=lambda i: (-sc[i], i))[:fb_docs]
+                tot = sum(max(sc[i], 0) for i in top) or 1
+                cen[j] = sum(max(sc[i], 0) / tot * dv[i] for i in top)
+            _CACHE[key] = _DenseArms(arms, cen, beta, mode)
+        ranked = order(cv, service_scores(cv, _CACHE[key], qi, q))
+        if protect:
+            firstr = order(cv, service_scores(cv, arms, qi, q))[:protect]
+            ranked = firstr + [i for i in ranked if i not in firstr]
         return ranked
     return f
 
@@ -594,6 +650,12 @@ def main():
     M["graphnb w0.1 seeds5 +nb"] = m_graphnb(w=0.1, seeds=5, add=True)
     M["graphnb w0.1 seeds5 sim only"] = m_graphnb(w=0.1, seeds=5, use_prev=False)
     M["graphnb w0.1 seeds5 prev only"] = m_graphnb(w=0.1, seeds=5, use_sim=False)
+    for fb in (2, 3, 5):
+        for b in (0.2, 0.5, 1.0):
+            for p in (0, 3):
+                M[f"dprf fb{fb} beta{b} protect{p}"] = m_dprf(fb, b, protect=p)
+    M["dprf fb3 beta0.0 protect0"] = m_dprf(3, 0.0)
+    M["dprf max fb3 beta0.5 protect3"] = m_dprf(3, 0.5, protect=3, mode="max")
     R.run_methods(M, args.methods, convs, arms_by, args.data)
 
 
