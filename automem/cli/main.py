@@ -61,6 +61,7 @@ from automem.cli.output import (
     wants_json,
 )
 from automem.common.embedded import EmbeddedRuntime, EmbeddedServerError
+from automem.common.grpc_server import ListenError
 from automem.common.settings import Settings, get_settings
 from automem.runner import Runner, child_targets, closure
 from automem.vectors.shared import ShardServer, socket_path
@@ -105,8 +106,8 @@ async def _run(settings: Settings, targets: list[str], embedded: bool, ready_fd:
         done, _ = await asyncio.wait([stopped, failed], return_when=asyncio.FIRST_COMPLETED)
         if failed in done and failed.result():
             code = 1
-    except EmbeddedServerError:
-        raise  # main() prints it as one line (e.g. the data dir in use), after the clean-up below
+    except (EmbeddedServerError, ListenError):
+        raise  # main() prints it as one line (the data dir or a port in use), after the clean-up below
     except Exception:
         log.exception("start failed")
         code = 1
@@ -527,7 +528,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.cmd == "up":
                 return run_loop(settings, _run(settings, ["all"], embedded=True))
             return run_loop(settings, _run(settings, _names(args.target), embedded=False, ready_fd=args.ready_fd))
-        except EmbeddedServerError as exc:  # e.g. the data dir in use by another `automem up`: one line
+        except (EmbeddedServerError, ListenError) as exc:  # the data dir or a port in use: one line
             return fail(args.cmd, exc)
     if args.cmd == "mcp":
         from automem.gateway.mcp_server import run_stdio

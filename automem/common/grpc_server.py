@@ -267,6 +267,24 @@ class AutomemInterceptor(grpc.aio.ServerInterceptor):
             response_serializer=handler.response_serializer)
 
 
+class ListenError(OSError):
+    """A server could not listen on its address (in use, or not allowed); the message names
+    the setting and the address. ``automem up`` / ``serve`` print it as one line, exit 1."""
+
+
+def _bind(add_port: Callable[[], int], setting: str, address: str) -> int:
+    """Run ``add_port`` (a server's ``add_*_port``) and return the bound port; raise
+    :class:`ListenError` naming ``setting`` and ``address`` when it fails (grpcio returns 0
+    or raises RuntimeError, by version)."""
+    try:
+        port = add_port()
+    except RuntimeError:
+        port = 0
+    if port == 0:
+        raise ListenError(f"{setting}: cannot listen on {address}: address already in use (or not allowed)")
+    return port
+
+
 class GrpcServer:
     """The process's one gRPC server with health and reflection (v1 and v1alpha).
 
@@ -282,10 +300,13 @@ class GrpcServer:
 
     def __init__(self, settings: Settings, authenticator: Authenticator) -> None:
         self.settings = settings
-        options = []
+        # grpcio binds with SO_REUSEPORT by default: a second service started on a port in use
+        # would share it, the kernel splitting the callers between the two. Off: a port in use
+        # fails the start, as the HTTP port does.
+        options: list[tuple[str, int]] = [("grpc.so_reuseport", 0)]
         if settings.grpc_max_connection_age_seconds > 0:  # clients reconnect and re-resolve: load re-balances
-            options = [("grpc.max_connection_age_ms", int(settings.grpc_max_connection_age_seconds * 1000)),
-                       ("grpc.max_connection_age_grace_ms", 5000)]
+            options += [("grpc.max_connection_age_ms", int(settings.grpc_max_connection_age_seconds * 1000)),
+                        ("grpc.max_connection_age_grace_ms", 5000)]
         self.server = grpc.aio.server(interceptors=[grpc_server_interceptor(), AutomemInterceptor(authenticator)],
                                       options=options)
         self.health = health.aio.HealthServicer() if hasattr(health, "aio") else health.HealthServicer()
@@ -313,7 +334,9 @@ class GrpcServer:
     async def start(self) -> int:
         """Enable reflection (v1 and v1alpha), bind ``host:grpc_port`` (0 = free port; TLS
         when ``grpc_tls`` is on, automem/common/grpc_tls.py), start; returns the port. Raises
-        TlsSettingsError (a ValueError) naming the setting of a missing or unreadable file."""
+        TlsSettingsError (a ValueError) naming the setting of a missing or unreadable file, and
+        :class:`ListenError` naming ``AUTOMEM_GRPC_PORT`` (or ``AUTOMEM_GRPC_HEALTH_PORT``) and the address
+        when the port is in use (no SO_REUSEPORT: another process's port is never shared)."""
         servicer = reflection.aio.ReflectionServicer([*self.service_names, reflection.SERVICE_NAME,
                                                       REFLECTION_V1_SERVICE], pool=None)
         add_reflection_v1alpha(servicer, self.server)
@@ -321,18 +344,15 @@ class GrpcServer:
         address = f"{self.settings.host}:{self.settings.grpc_port}"
         credentials = server_credentials(self.settings)  # TlsSettingsError naming the variable
         if credentials is None:
-            self.port = self.server.add_insecure_port(address)
+            self.port = _bind(lambda: self.server.add_insecure_port(address), "AUTOMEM_GRPC_PORT", address)
         else:
-            self.port = self.server.add_secure_port(address, credentials)
-        if self.port == 0:
-            raise OSError(f"cannot bind gRPC port {self.settings.grpc_port}")
+            self.port = _bind(lambda: self.server.add_secure_port(address, credentials), "AUTOMEM_GRPC_PORT", address)
         if self.settings.grpc_health_port:
-            self.health_server = grpc.aio.server()
+            self.health_server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
             health_pb2_grpc.add_HealthServicer_to_server(self.health, self.health_server)
-            self.health_port = self.health_server.add_insecure_port(
-                f"{self.settings.host}:{self.settings.grpc_health_port}")
-            if self.health_port == 0:
-                raise OSError(f"cannot bind AUTOMEM_GRPC_HEALTH_PORT {self.settings.grpc_health_port}")
+            health_address = f"{self.settings.host}:{self.settings.grpc_health_port}"
+            self.health_port = _bind(lambda: self.health_server.add_insecure_port(health_address),
+                                     "AUTOMEM_GRPC_HEALTH_PORT", health_address)
             await self.health_server.start()
         await self.server.start()
         return self.port

@@ -6,6 +6,8 @@ different data dirs run side by side; ``automem serve --target`` runs a subset."
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
 import os
 import signal
 import subprocess
@@ -264,6 +266,39 @@ def test_second_up_on_same_data_dir_fails_clearly(tmp_path: Path) -> None:
         assert "lock" in text.lower()
     finally:
         _stop(first)
+
+
+def test_a_grpc_port_in_use_fails_the_start_naming_the_setting(tmp_path: Path) -> None:
+    """grpcio binds with SO_REUSEPORT by default: a second service on a gRPC port in use used
+    to start and share it, the kernel splitting callers between the two services. The holder
+    here is a plain grpcio server (SO_REUSEPORT on, as another automem of an older version)."""
+    import grpc
+
+    holder = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=1))
+    grpc_port = holder.add_insecure_port("127.0.0.1:0")
+    holder.start()
+    data = tmp_path / "data"
+    data.mkdir()
+    port = free_port()
+    try:
+        proc = _start(data, port, {"AUTOMEM_GRPC_PORT": str(grpc_port), "AUTOMEM_METRICS_PORT": "0"})
+        try:
+            deadline = time.monotonic() + 120
+            while proc.poll() is None and time.monotonic() < deadline:
+                with contextlib.suppress(httpx.HTTPError):
+                    assert httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code != 200, \
+                        "automem started on a gRPC port another server holds"
+                time.sleep(0.3)
+            code = proc.wait(timeout=5)
+        finally:
+            if proc.poll() is None:
+                _stop(proc)
+        text = (tmp_path / f"automem-{port}.log").read_text(errors="replace")
+        assert code != 0, text[-2000:]
+        assert "AUTOMEM_GRPC_PORT" in text and f"127.0.0.1:{grpc_port}" in text, text[-2000:]
+        assert "Traceback" not in text, text[-2000:]
+    finally:
+        holder.stop(0)
 
 
 def _stopped_falkordb(tmp_path: Path):
