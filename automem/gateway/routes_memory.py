@@ -24,6 +24,7 @@ from automem.gateway.schemas import (
     BatchMemoryRequest,
     JsonBodyRoute,
     MemoryRequest,
+    SupersedeBody,
     UpdateMemoryBody,
 )
 
@@ -123,6 +124,7 @@ async def store_memory(body: MemoryRequest, call: CallerDep, idempotency_key: Id
     fresh = _if_none_match(if_none_match)
     if fresh and not idempotency_key:
         raise GatewayError(400, "If-None-Match: * needs an Idempotency-Key (the resource it refers to)")
+    usecases.check_supersede_fields(body)
     if body.supersedes_memory_id:
         replaced = await usecases.supersede_memory(
             call, body.supersedes_memory_id, body, relation=body.supersede_relation,
@@ -202,18 +204,23 @@ async def delete_memory(memory_id: str, call: CallerDep, purge: bool = False, re
 
 
 @router.post("/v1/memories/{memory_id}:supersede", status_code=201, tags=["v1"])
-async def supersede(memory_id: str, body: MemoryRequest, call: CallerDep,
+async def supersede(memory_id: str, body: SupersedeBody, call: CallerDep,
                     idempotency_key: IdempotencyKey = "", if_match: IfMatch = "") -> JSONResponse:
     """Replace a memory atomically: creates the replacement, closes the old window,
     marks it SUPERSEDED and writes the edge — all or nothing. ``If-Match`` with a stale
     ETag of the replaced memory: 412. Two calls with one ``Idempotency-Key`` create one
-    replacement and both answer it."""
+    replacement and both answer it. The body's ``scope`` is the scope of both (as on
+    ``POST /memory``); a ``supersedes_memory_id`` in the body is refused (400): the path names
+    the memory replaced."""
     started = time.perf_counter()
+    if body.supersedes_memory_id is not None:
+        raise GatewayError(400, f"supersedes_memory_id: the memory replaced is the path's ({memory_id}); "
+                                "leave it out of the body")
     etag = await _if_match_version(call, memory_id, if_match)
     async with conditional(if_match, "etag"):
         replaced = await usecases.supersede_memory(call, memory_id, body, relation=body.supersede_relation,
-                                                   reason=body.supersede_reason or "", idempotency_key=idempotency_key,
-                                                   etag=etag)
+                                                   reason=body.supersede_reason or "", scope=body.scope or "",
+                                                   idempotency_key=idempotency_key, etag=etag)
     return JSONResponse(presenters.superseded_json(replaced, started, with_relation=True), status_code=201)
 
 

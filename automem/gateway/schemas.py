@@ -150,10 +150,23 @@ class MemoryRequest(BaseModel):
     scope: str | None = None
 
 
+class BatchMemoryItem(MemoryRequest):
+    """One memory of ``POST /memory/batch``: the fields of ``POST /memory``, but a batch item
+    supersedes nothing and has no scope of its own (the batch's ``scope``): those fields are
+    refused when set (automem/gateway/usecases.py ``create_memories``), and the OpenAPI schema
+    says they must be null."""
+
+
+class SupersedeBody(MemoryRequest):
+    """``POST /v1/memories/{id}:supersede``: the replacement (``POST /memory`` fields) with
+    ``supersede_relation`` / ``supersede_reason``; the memory replaced is the path's, so a
+    ``supersedes_memory_id`` in the body is refused (null in the OpenAPI schema)."""
+
+
 class BatchMemoryRequest(BaseModel):
     """``POST /memory/batch``: ``{memories: [...]}``, at most 500."""
 
-    memories: list[MemoryRequest]
+    memories: list[BatchMemoryItem]
     scope: str | None = None
 
 
@@ -409,7 +422,17 @@ def declared_limits(settings: Any) -> tuple[dict[str, dict[str, dict[str, Any]]]
     updatable = ("content", "tags", "importance", "type", "confidence", "timestamp", "t_valid", "t_invalid",
                  "metadata")
     bodies: dict[str, dict[str, Any]] = {
-        "MemoryRequest": memory,
+        # supersede_relation / supersede_reason only with the memory they replace
+        # (usecases.check_supersede_fields).
+        "MemoryRequest": {**memory, "": {"anyOf": [
+            {"required": ["supersedes_memory_id"],
+             "properties": {"supersedes_memory_id": {"type": "string", "minLength": 1}}},
+            {"properties": {"supersede_relation": {"type": "null"},
+                            "supersede_reason": {"anyOf": [{"type": "null"}, {"type": "string", "maxLength": 0}]}}}]}},
+        "SupersedeBody": {**memory, "supersedes_memory_id": {"anyOf": [{"type": "null"}]}},
+        # A batch item supersedes nothing and takes the batch's scope (usecases.create_memories).
+        "BatchMemoryItem": {**memory, **{k: {"anyOf": [{"type": "null"}]} for k in (
+            "supersedes_memory_id", "supersede_relation", "supersede_reason", "scope")}},
         "BatchMemoryRequest": {"memories": {"minItems": 1, "maxItems": settings.batch_max}, "scope": scope},
         "UpdateMemoryBody": {**{k: v for k, v in memory.items() if k not in ("supersede_relation",)},
                              **{k: {**memory[k], **not_null} for k in ("content", "tags", "importance", "type",
@@ -602,7 +625,7 @@ def declare_limits(schema: dict[str, Any], settings: Any, anonymous: bool) -> di
             elif prop in model.get("properties", {}):
                 _merge(model["properties"][prop], extra)
     for name, model in components.get("schemas", {}).items():
-        if name.endswith(("Request", "Body")) or name == "Association":
+        if name.endswith(("Request", "Body")) or name in ("Association", "BatchMemoryItem"):
             _no_nul(model)
     for methods in schema.get("paths", {}).values():
         for operation in methods.values():

@@ -137,15 +137,33 @@ def relation_type(name: str | None, field: str = "type", default: str = "RELATES
 # --- writes -----------------------------------------------------------------------------
 
 
-def check_supersede_relation(body: MemoryRequest, prefix: str = "") -> None:
-    """A ``supersede_relation`` that is given must be INVALIDATED_BY or EVOLVED_INTO (any case),
-    also where no supersede follows (a batch item, a store without ``supersedes_memory_id``):
-    a word the service would ignore is refused, not silently dropped. InvalidArgument naming
-    ``<prefix>supersede_relation``."""
+#: The supersede fields of a memory body, in the order a refusal names them.
+_SUPERSEDE_FIELDS = ("supersedes_memory_id", "supersede_relation", "supersede_reason")
+
+
+def check_supersede_fields(body: MemoryRequest, prefix: str = "", *, batch: bool = False) -> None:
+    """Refuse supersede fields the service would otherwise ignore (a word it drops is refused,
+    not silently dropped; InvalidArgument naming ``<prefix><field>``):
+
+    * ``supersede_relation``, when given, must be INVALIDATED_BY or EVOLVED_INTO (any case);
+    * ``supersede_relation`` / ``supersede_reason`` need ``supersedes_memory_id``;
+    * a batch item (``batch``) supersedes nothing: any of the three fields is refused — a
+      replacement is stored alone, atomically (``POST /memory`` with ``supersedes_memory_id``).
+    """
     word = body.supersede_relation
     if word is not None and word.strip().upper() not in ("INVALIDATED_BY", "EVOLVED_INTO"):
         raise InvalidArgument(f"{prefix}supersede_relation: must be INVALIDATED_BY or EVOLVED_INTO",
                               field=f"{prefix}supersede_relation")
+    if batch:
+        for name in _SUPERSEDE_FIELDS:
+            if getattr(body, name) is not None:
+                raise InvalidArgument(f"{prefix}{name}: a batch does not supersede; store the replacement alone "
+                                      "(POST /memory with supersedes_memory_id)", field=f"{prefix}{name}")
+    elif not body.supersedes_memory_id:
+        for name in _SUPERSEDE_FIELDS[1:]:
+            if getattr(body, name):
+                raise InvalidArgument(f"{prefix}{name}: needs supersedes_memory_id (the memory it replaces)",
+                                      field=f"{prefix}{name}")
 
 
 async def create_memory(call: Caller, body: MemoryRequest, *, scope: str = "", idempotency_key: str = "",
@@ -160,9 +178,15 @@ async def create_memory(call: Caller, body: MemoryRequest, *, scope: str = "", i
 async def create_memories(call: Caller, bodies: Sequence[MemoryRequest], *, scope: str = "",
                           idempotency_key: str = "") -> ingest_service_pb2.BatchCreateMemoriesResponse:
     """Store a batch, all or nothing (IngestService.BatchCreateMemories: it owns the limit).
-    A bad item is named ``memories[i].<field>``."""
+    A bad item is named ``memories[i].<field>``: an item supersedes nothing
+    (:func:`check_supersede_fields`) and has no ``scope`` of its own (the batch is stored in
+    one scope: ``scope``, the body's or the caller's)."""
     for i, b in enumerate(bodies):
-        check_supersede_relation(b, f"memories[{i}].")
+        check_supersede_fields(b, f"memories[{i}].", batch=True)
+        if b.scope is not None:
+            raise InvalidArgument(f"memories[{i}].scope: a batch is stored in one scope; set it on the batch "
+                                  "(scope, or the X-Automem-Scope header), not per memory",
+                                  field=f"memories[{i}].scope")
     items = [memory_input(b, f"memories[{i}].") for i, b in enumerate(bodies)]
     return await call(call.client.ingest.BatchCreateMemories, ingest_service_pb2.BatchCreateMemoriesRequest(
         memories=items, scope=scope, idempotency_key=idempotency_key))

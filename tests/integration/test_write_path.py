@@ -101,6 +101,9 @@ async def test_metadata_reads_back_identical_and_type_key_updates(service) -> No
     ({"content": "x", "t_valid": "2024-13-45"}, "t_valid"),
     ({"content": "x", "t_invalid": "not a time"}, "t_invalid"),
     ({"tags": ["no content"]}, "content"),
+    ({"content": "x", "supersede_relation": "BOGUS"}, "supersede_relation: must be INVALIDATED_BY or EVOLVED_INTO"),
+    ({"content": "x", "supersede_relation": "EVOLVED_INTO"}, "supersede_relation: needs supersedes_memory_id"),
+    ({"content": "x", "supersede_reason": "outdated"}, "supersede_reason: needs supersedes_memory_id"),
 ])
 async def test_invalid_input_is_rejected_naming_the_field_and_stores_nothing(service, body, field) -> None:
     async with service.http() as http:
@@ -128,6 +131,51 @@ async def test_batch_with_one_long_item_is_rejected_whole_naming_the_index(servi
         r = await http.post("/memory/batch", json={"memories": [{"content": f"m{i}"} for i in range(501)]})
         assert r.status_code == 400 and "500" in r.json()["error"]
     assert await _count_nodes(service) == 3
+
+
+async def test_a_batch_item_that_would_supersede_or_change_scope_is_refused_and_nothing_is_stored(service) -> None:
+    """A batch supersedes nothing and is stored in one scope: an item's supersede fields or a
+    scope of its own were silently ignored (the old fact stayed current, the item landed in
+    the batch's scope); now the whole batch is refused naming the item's field."""
+    async with service.http() as http:
+        old = (await http.post("/memory", json={"content": "The VPN endpoint is vpn1.example.com"})).json()["memory_id"]
+        for item, field in (({"supersedes_memory_id": old}, "memories[1].supersedes_memory_id"),
+                            ({"supersedes_memory_id": "no-such-id"}, "memories[1].supersedes_memory_id"),
+                            ({"supersede_relation": "EVOLVED_INTO"}, "memories[1].supersede_relation"),
+                            ({"supersede_relation": "BOGUS"}, "memories[1].supersede_relation"),
+                            ({"supersede_reason": "moved"}, "memories[1].supersede_reason"),
+                            ({"scope": "elsewhere"}, "memories[1].scope")):
+            r = await http.post("/memory/batch", json={"memories": [
+                {"content": "first of the batch"}, {"content": "The VPN endpoint is vpn2.example.com", **item}]})
+            assert r.status_code == 400, (item, r.text)
+            assert field in r.json()["error"], (item, r.text)
+        assert await _count_nodes(service) == 1
+        got = (await http.get(f"/memory/{old}")).json()["memory"]
+        assert got["is_current"] is True
+        r = await http.post("/memory/batch", json={"memories": [{"content": "no supersede", "scope": None,
+                                                                  "supersedes_memory_id": None}]})
+        assert r.status_code == 201, r.text
+    assert await _count_nodes(service) == 2
+
+
+async def test_the_supersede_route_refuses_a_body_id_and_stores_in_the_body_scope(service) -> None:
+    """``:supersede`` replaces the path's memory: a ``supersedes_memory_id`` in the body was
+    silently ignored (400 now); the body's ``scope`` was ignored too (it now applies, as on
+    ``POST /memory``: a scope the memory is not in answers 404)."""
+    async with service.http() as http:
+        old = (await http.post("/memory", json={"content": "Deploys run on Fridays"})).json()["memory_id"]
+        other = (await http.post("/memory", json={"content": "Reviews take a day"})).json()["memory_id"]
+        r = await http.post(f"/v1/memories/{old}:supersede", json={"content": "Deploys run on Tuesdays",
+                                                                   "supersedes_memory_id": other})
+        assert r.status_code == 400 and "supersedes_memory_id" in r.json()["error"], r.text
+        r = await http.post(f"/v1/memories/{old}:supersede", json={"content": "Deploys run on Tuesdays",
+                                                                   "scope": "elsewhere"})
+        assert r.status_code == 404, r.text
+        for mid in (old, other):
+            assert (await http.get(f"/memory/{mid}")).json()["memory"]["is_current"] is True
+        r = await http.post(f"/v1/memories/{old}:supersede", json={"content": "Deploys run on Tuesdays"})
+        assert r.status_code == 201, r.text
+        assert (await http.get(f"/memory/{old}")).json()["memory"]["is_current"] is False
 
 
 async def _point(service, mid: str):
