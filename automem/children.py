@@ -94,11 +94,13 @@ class ChildProcess:
         was given."""
         s = self.settings
         env = {k: v for k, v in os.environ.items() if k not in _ADDRESS_VARS}
-        env.update({"AUTOMEM_DATA_DIR": str(s.data_dir), "NATS_URL": s.nats_url, "FALKORDB_HOST": s.falkordb_host,
+        env.update({"AUTOMEM_DATA_DIR": str(s.data_dir), "NATS_URL": s.nats_url, "NATS_TOKEN": s.nats_token,
+                    "FALKORDB_HOST": s.falkordb_host,
                     "FALKORDB_PORT": str(s.falkordb_port), "FALKORDB_PASSWORD": s.falkordb_password,
                     "AUTOMEM_HOST": s.host, "PORT": str(self.http_port), "AUTOMEM_GRPC_PORT": str(self.grpc_port),
                     "AUTOMEM_METRICS_PORT": str(self.metrics_port)})
         env.pop("AUTOMEM_NATS_URL", None)
+        env.pop("AUTOMEM_NATS_TOKEN", None)
         if grpc_target:
             env["AUTOMEM_GRPC_TARGET"] = grpc_target
         if "enrich" in self.targets and "entities_process" not in s.model_fields_set:

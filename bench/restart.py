@@ -80,13 +80,16 @@ class Service:
     """``automem up`` as a subprocess on ``data_dir``, output appended to ``log``."""
 
     def __init__(self, automem: list[str], data_dir: Path, log: Path, env: dict[str, str]) -> None:
-        from automem.common.embedded import free_port
+        from automem.common.embedded import free_port, new_secret
 
         self.port = free_port()
         self.falkordb_port = free_port()
+        #: The embedded FalkorDB requires a password; the bench chooses it to poll the server.
+        self.falkordb_password = new_secret()
         self.url = f"http://127.0.0.1:{self.port}"
         full_env = {**os.environ, "AUTOMEM_DATA_DIR": str(data_dir), "PORT": str(self.port),
-                    "AUTOMEM_GRPC_PORT": "0", "FALKORDB_PORT": str(self.falkordb_port), **env}
+                    "AUTOMEM_GRPC_PORT": "0", "FALKORDB_PORT": str(self.falkordb_port),
+                    "FALKORDB_PASSWORD": self.falkordb_password, **env}
         self.log_path = log
         self._log = open(log, "ab")  # noqa: SIM115 - closed in stop()
         self.log_offset = log.stat().st_size
@@ -120,13 +123,13 @@ class Service:
         return time.monotonic() - t0
 
 
-def _falkordb_loaded(port: int) -> bool:
+def _falkordb_loaded(port: int, password: str) -> bool:
     import redis
     from redis.backoff import NoBackoff
     from redis.retry import Retry
 
     try:
-        r = redis.Redis(port=port, socket_connect_timeout=0.5, socket_timeout=2, retry=Retry(NoBackoff(), 0))
+        r = redis.Redis(port=port, password=password, socket_connect_timeout=0.5, socket_timeout=2, retry=Retry(NoBackoff(), 0))
         try:
             return int(r.info("persistence").get("loading", 1)) == 0
         finally:
@@ -142,7 +145,7 @@ def measure_start(svc: Service, expected: int | None, query: str, timeout: float
     with httpx.Client(base_url=svc.url, timeout=10) as http:
         while time.monotonic() < deadline:
             svc.check_alive()
-            if "falkordb" not in out and _falkordb_loaded(svc.falkordb_port):
+            if "falkordb" not in out and _falkordb_loaded(svc.falkordb_port, svc.falkordb_password):
                 out["falkordb"] = time.monotonic() - svc.started
             if "health" not in out:
                 try:

@@ -153,7 +153,8 @@ class Bus:
     async def connect(self) -> None:
         """Connect and create (or update) the stream. Raises on an unreachable server."""
         self.nc = await nats.connect(
-            self.settings.nats_url, name="automem", max_reconnect_attempts=-1, reconnect_time_wait=0.5
+            self.settings.nats_url, name="automem", max_reconnect_attempts=-1, reconnect_time_wait=0.5,
+            token=self.settings.nats_token or None,
         )
         self.js = self.nc.jetstream(timeout=effective_bound(self.timeout) or 5.0)
         config = self.stream_config()

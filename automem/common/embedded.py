@@ -350,6 +350,36 @@ def _nats_binary() -> str:
 _NATS_LISTEN_RE = re.compile(r"Listening for client connections on (\S+):(\d+)")
 
 
+
+def _private_dir(path: Path) -> None:
+    """Create ``path`` (and parents) and make it 0700: the embedded servers' files under it
+    (the graph's AOF, the JetStream store, a credentials file) are the user's alone."""
+    path.mkdir(parents=True, exist_ok=True)
+    os.chmod(path, 0o700)
+
+
+def _private_file(path: Path, text: str) -> Path:
+    """Write ``text`` to ``path`` created (or truncated) with mode 0600; returns ``path``."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+    return path
+
+
+def _quoted(value: str) -> str:
+    """``value`` as a double-quoted string of a redis or NATS configuration file."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def new_secret() -> str:
+    """A fresh random credential for an embedded server (48 hex digits, 192 bits)."""
+    import secrets
+
+    return secrets.token_hex(24)
+
 class EmbeddedNats:
     """A ``nats-server`` with JetStream, its store under ``data_dir/nats``.
 
@@ -366,9 +396,14 @@ class EmbeddedNats:
         stall_timeout: float = 60.0,
         stop_grace: float = 10.0,
         pass_fds: tuple[int, ...] = (),
+        token: str = "",
     ) -> None:
         self.data_dir = Path(data_dir).resolve()
         self.store_dir = self.data_dir / "nats"
+        #: Clients must present this token (NATS ``authorization { token }``), when set. It
+        #: reaches the server in a 0600 file, never on its command line (which ``ps`` shows
+        #: every user).
+        self.token = token
         self.host = host
         self.requested_port = port
         self.port: int | None = None
@@ -408,9 +443,12 @@ class EmbeddedNats:
         """
         if self._proc is not None:
             raise EmbeddedServerError("EmbeddedNats already started")
-        self.store_dir.mkdir(parents=True, exist_ok=True)
+        _private_dir(self.store_dir)
         port = -1 if self.requested_port == 0 else self.requested_port
         argv = [_nats_binary(), "-js", "-sd", str(self.store_dir), "-a", self.host, "-p", str(port)]
+        if self.token:
+            conf = _private_file(self.store_dir / "auth.conf", f"authorization {{ token: {_quoted(self.token)} }}\n")
+            argv += ["-c", str(conf)]
         proc = _ServerProcess("nats-server", argv, cwd=self.data_dir, pass_fds=self._pass_fds)
         watch = _StartWatch(proc, self.stall_timeout)
         listen_port: int | None = None
@@ -598,7 +636,9 @@ class EmbeddedFalkorDB:
         if self.unix_socket is not None:
             argv += ["--unixsocket", str(self.unix_socket), "--unixsocketperm", "700"]
         if self.password:
-            argv += ["--requirepass", self.password]
+            # In a 0600 file, not on the command line (which ``ps`` shows every user).
+            conf = _private_file(self.db_dir / "auth.conf", f"requirepass {_quoted(self.password)}\n")
+            argv.insert(1, str(conf))
         argv += ["--loadmodule", module, *FALKORDB_MODULE_ARGS]
         return argv
 
@@ -641,7 +681,7 @@ class EmbeddedFalkorDB:
             raise EmbeddedServerError("EmbeddedFalkorDB already started")
         if self.unix_socket is None:
             log.info("falkordb data dir path too long for a unix socket; TCP only")
-        self.db_dir.mkdir(parents=True, exist_ok=True)
+        _private_dir(self.db_dir)
         port_attempts = 3 if self.requested_port == 0 else 1
         attempt = 0
         while True:
@@ -955,9 +995,13 @@ class EmbeddedRuntime:
 
     Starts NATS unless ``settings.nats_url`` is set and FalkorDB unless
     ``settings.falkordb_host`` is set, on ``settings.nats_port`` / ``settings.falkordb_port``
-    (0 = free port), under ``settings.data_dir``, which it locks for its lifetime.
+    (0 = free port), under ``settings.data_dir``, which it locks for its lifetime. Each
+    requires a credential (``nats_token``, ``falkordb_password``: the configured one, else a
+    random one made for this start) — the loopback ports are open to every user of the
+    machine — and keeps its files in a 0700 directory.
     :attr:`settings` (also returned by :meth:`start`) is ``settings`` with the effective
-    ``nats_url``, ``falkordb_host``, ``falkordb_port`` and an absolute ``data_dir``.
+    ``nats_url``, ``nats_token``, ``falkordb_host``, ``falkordb_port``, ``falkordb_password``
+    and an absolute ``data_dir``.
 
     Usable as ``async with EmbeddedRuntime(settings) as effective_settings: ...``.
     """
@@ -1005,20 +1049,25 @@ class EmbeddedRuntime:
         update: dict[str, object] = {"data_dir": self.data_dir}
         try:
             if not s.nats_url:
+                token = s.nats_token or new_secret()
                 self.nats = EmbeddedNats(
                     self.data_dir,
                     port=s.nats_port,
                     stall_timeout=s.start_stall_seconds,
                     pass_fds=(lock_fd,),
                     stop_grace=max(s.shutdown_grace_seconds, 1.0),
+                    token=token,
                 )
                 await self.nats.start()
                 update["nats_url"] = self.nats.url
+                update["nats_token"] = token
             if not s.falkordb_host:
+                password = s.falkordb_password or new_secret()
+                update["falkordb_password"] = password
                 self.falkordb = EmbeddedFalkorDB(
                     self.data_dir,
                     port=s.falkordb_port,
-                    password=s.falkordb_password,
+                    password=password,
                     pass_fds=(lock_fd,),
                     stall_timeout=s.start_stall_seconds,
                     stop_rewrite_timeout=s.falkordb_stop_rewrite_seconds,

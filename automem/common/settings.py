@@ -134,6 +134,10 @@ class Settings(BaseSettings):
     #: Empty: ``automem up`` starts an embedded nats-server on ``nats_port`` (0 = free port).
     nats_url: str = Field("", validation_alias=_env("NATS_URL", "AUTOMEM_NATS_URL"))
     nats_port: int = Field(0, validation_alias=_env("AUTOMEM_NATS_PORT"))
+    #: The token clients present to NATS (``authorization { token }``). Empty with an embedded
+    #: nats-server: ``automem up`` makes a random one for each start (automem/common/embedded.py
+    #: ``EmbeddedRuntime``), so other users of the machine cannot read or write the events.
+    nats_token: str = Field("", validation_alias=_env("NATS_TOKEN", "AUTOMEM_NATS_TOKEN"))
     stream_name: str = Field("AUTOMEM_EVENTS", validation_alias=_env("AUTOMEM_STREAM_NAME"))
     subject_prefix: str = Field("automem.v1", validation_alias=_env("AUTOMEM_SUBJECT_PREFIX"))
     #: Redeliveries before a message is parked on the dead-letter subject.
@@ -154,6 +158,8 @@ class Settings(BaseSettings):
     #: Empty: ``automem up`` starts an embedded redis-server + falkordb.so.
     falkordb_host: str = Field("", validation_alias=_env("FALKORDB_HOST"))
     falkordb_port: int = Field(0, validation_alias=_env("FALKORDB_PORT"))
+    #: Empty with an embedded FalkorDB: ``automem up`` makes a random one for each start (as
+    #: ``nats_token``), so other users of the machine cannot reach the graph.
     falkordb_password: str = Field("", validation_alias=_env("FALKORDB_PASSWORD"))
     #: AutoMem's graph name.
     graph_name: str = Field("memories", validation_alias=_env("FALKORDB_GRAPH", "AUTOMEM_GRAPH_NAME"))

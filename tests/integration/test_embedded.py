@@ -52,8 +52,9 @@ async def _wait_gone(pids: list[int], timeout: float = 10.0) -> list[int]:
     return alive
 
 
-async def _graph_query(host: str, port: int, graph: str, query: str, params: dict | None = None):
-    db = FalkorDB(host=host, port=port)
+async def _graph_query(host: str, port: int, graph: str, query: str, params: dict | None = None,
+                       password: str | None = None):
+    db = FalkorDB(host=host, port=port, password=password)
     try:
         result = await db.select_graph(graph).query(query, params)
         return result.result_set
@@ -61,8 +62,8 @@ async def _graph_query(host: str, port: int, graph: str, query: str, params: dic
         await db.aclose()
 
 
-async def _js_publish_and_read(url: str, stream: str, subject: str, payload: bytes) -> int:
-    nc = await nats.connect(url)
+async def _js_publish_and_read(url: str, stream: str, subject: str, payload: bytes, token: str | None = None) -> int:
+    nc = await nats.connect(url, token=token)
     try:
         js = nc.jetstream()
         await js.add_stream(name=stream, subjects=[subject])
@@ -272,14 +273,14 @@ async def test_runtime_side_by_side_and_clean_stop(tmp_path: Path):
         assert sa.nats_url != sb.nats_url
         assert sa.falkordb_port != sb.falkordb_port
         assert sa.data_dir == (tmp_path / "a").resolve() and rt_a.settings is sa
-        await _graph_query(sa.falkordb_host, sa.falkordb_port, "g", "CREATE (:N {v: 'a'})")
-        assert await _graph_query(sa.falkordb_host, sa.falkordb_port, "g", "MATCH (n:N) RETURN n.v") == [
+        await _graph_query(sa.falkordb_host, sa.falkordb_port, "g", "CREATE (:N {v: 'a'})", password=sa.falkordb_password)
+        assert await _graph_query(sa.falkordb_host, sa.falkordb_port, "g", "MATCH (n:N) RETURN n.v", password=sa.falkordb_password) == [
             ["a"]
         ]
-        rows_b = await _graph_query(sb.falkordb_host, sb.falkordb_port, "g", "MATCH (n:N) RETURN count(n)")
+        rows_b = await _graph_query(sb.falkordb_host, sb.falkordb_port, "g", "MATCH (n:N) RETURN count(n)", password=sb.falkordb_password)
         assert rows_b == [[0]]
-        assert await _js_publish_and_read(sa.nats_url, "S", "s.a", b"a") == 1
-        assert await _js_publish_and_read(sb.nats_url, "S", "s.b", b"b") == 1
+        assert await _js_publish_and_read(sa.nats_url, "S", "s.a", b"a", sa.nats_token) == 1
+        assert await _js_publish_and_read(sb.nats_url, "S", "s.b", b"b", sb.nats_token) == 1
     finally:
         await rt_b.stop()
         await rt_a.stop()
@@ -301,7 +302,7 @@ async def test_runtime_lock_refuses_second_runtime_on_same_dir(tmp_path: Path):
         assert f"pid {os.getpid()}" in str(excinfo.value)
         assert second.pids == []
         # The first runtime is untouched.
-        assert await _graph_query(s1.falkordb_host, s1.falkordb_port, "g", "RETURN 7") == [[7]]
+        assert await _graph_query(s1.falkordb_host, s1.falkordb_port, "g", "RETURN 7", password=s1.falkordb_password) == [[7]]
     finally:
         await first.stop()
     third = EmbeddedRuntime(_settings(tmp_path))
@@ -388,6 +389,6 @@ async def test_sigkilled_parent_leaves_no_orphans(tmp_path: Path):
     rt = EmbeddedRuntime(_settings(data_dir))
     s = await rt.start()
     try:
-        assert await _graph_query(s.falkordb_host, s.falkordb_port, "g", "RETURN 1") == [[1]]
+        assert await _graph_query(s.falkordb_host, s.falkordb_port, "g", "RETURN 1", password=s.falkordb_password) == [[1]]
     finally:
         await rt.stop()

@@ -301,6 +301,64 @@ def test_a_grpc_port_in_use_fails_the_start_naming_the_setting(tmp_path: Path) -
         holder.stop(0)
 
 
+def test_the_embedded_servers_refuse_clients_without_the_credentials_and_keep_their_files_private(
+        tmp_path: Path) -> None:
+    """The embedded FalkorDB and NATS listen on loopback ports every user of the machine can
+    reach: without credentials anyone could read or change every scope's memories there,
+    past the service's keys. Each requires a random credential made for the start, given to
+    the servers in 0600 files (never on a command line, which ``ps`` shows every user), and
+    their directories are 0700; the service and its children still work."""
+    import nats
+    import redis
+
+    data = tmp_path / "data"
+    data.mkdir()
+    port, falkordb_port, nats_port = free_port(), free_port(), free_port()
+    proc = _start(data, port, {"FALKORDB_PORT": str(falkordb_port), "AUTOMEM_NATS_PORT": str(nats_port),
+                               "AUTOMEM_METRICS_PORT": "0", "FALKORDB_PASSWORD": "", "NATS_TOKEN": ""})
+    try:
+        _wait_healthy(port, proc)
+        r = httpx.post(f"http://127.0.0.1:{port}/memory", json={"content": "The launch code is 1234"})
+        assert r.status_code == 201, r.text
+        _wait_vectors(port, 1)  # the enrich child reached NATS, FalkorDB and the shard
+
+        client = redis.Redis(port=falkordb_port, socket_timeout=5)
+        try:
+            try:
+                client.execute_command("GRAPH.QUERY", "memories", "MATCH (m:Memory) RETURN m.content")
+                raise AssertionError("FalkorDB answered a client without the password")
+            except redis.AuthenticationError:
+                pass
+        finally:
+            client.close()
+
+        async def nats_without_token() -> None:
+            try:
+                nc = await nats.connect(f"nats://127.0.0.1:{nats_port}", allow_reconnect=False,
+                                        max_reconnect_attempts=0, connect_timeout=5)
+            except Exception as exc:  # noqa: BLE001 - nats-py raises its own error types
+                assert "authorization" in repr(exc).lower(), repr(exc)
+                return
+            await nc.close()
+            raise AssertionError("NATS accepted a client without the token")
+
+        asyncio.run(nats_without_token())
+
+        secrets_seen = []
+        for sub in ("falkordb", "nats"):
+            directory = data / sub
+            assert directory.stat().st_mode & 0o777 == 0o700, sub
+            conf = directory / "auth.conf"
+            assert conf.stat().st_mode & 0o777 == 0o600, sub
+            secrets_seen.append(conf.read_text().split('"')[1])
+        assert all(len(x) >= 32 for x in secrets_seen)
+        for pid in _children(proc.pid):
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+            assert not any(x in cmdline for x in secrets_seen), cmdline
+    finally:
+        _stop(proc)
+
+
 def _stopped_falkordb(tmp_path: Path):
     from automem.common.embedded import EmbeddedFalkorDB
 
