@@ -11,6 +11,7 @@ import contextvars
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import grpc
 from google.protobuf import descriptor_pb2, descriptor_pool
@@ -149,6 +150,43 @@ class _CallLog:
             access("grpc", self.method, "", status, elapsed, self.principal or "unauthenticated", self.scope)
 
 
+class _Undecodable:
+    """Stands in for a request message its deserializer refused (:func:`_tolerant`)."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def error(self) -> InvalidArgument:
+        return InvalidArgument(f"request: not a valid message of this method ({self.reason})", field="request")
+
+
+def _tolerant(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+    """``deserializer`` returning an :class:`_Undecodable` instead of raising: grpcio answers a
+    request it cannot parse (e.g. invalid UTF-8 in a string field) with UNKNOWN and logs a
+    traceback at ERROR for each — which any client, authenticated or not, could repeat. The
+    interceptor answers INVALID_ARGUMENT instead, after authentication, like any bad input."""
+    if deserializer is None:
+        return None
+
+    def parse(data: bytes) -> Any:
+        try:
+            return deserializer(data)
+        except Exception as exc:  # noqa: BLE001 - protobuf's DecodeError, or a bad payload of any kind
+            return _Undecodable(_short(str(exc) or type(exc).__name__))
+
+    return parse
+
+
+async def _checked(requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    """The messages of a client stream; InvalidArgument at the first one that did not parse."""
+    async for request in requests:
+        if isinstance(request, _Undecodable):
+            raise request.error()
+        yield request
+
+
 class AutomemInterceptor(grpc.aio.ServerInterceptor):
     """Authenticates every call (except health/reflection), applies the per-key rate limit,
     binds the principal, maps AutomemError to its status code, records each call's
@@ -228,21 +266,25 @@ class AutomemInterceptor(grpc.aio.ServerInterceptor):
 
             async def wrapped(request, context: grpc.aio.ServicerContext):
                 async with bound(context, method):
+                    if isinstance(request, _Undecodable):
+                        raise request.error()
                     return await inner(request, context)
 
             return grpc.unary_unary_rpc_method_handler(
-                wrapped, request_deserializer=handler.request_deserializer,
+                wrapped, request_deserializer=_tolerant(handler.request_deserializer),
                 response_serializer=handler.response_serializer)
         if handler.unary_stream is not None:
             inner_stream = handler.unary_stream
 
             async def wrapped_stream(request, context: grpc.aio.ServicerContext):
                 async with bound(context, method):
+                    if isinstance(request, _Undecodable):
+                        raise request.error()
                     async for item in inner_stream(request, context):
                         yield item
 
             return grpc.unary_stream_rpc_method_handler(
-                wrapped_stream, request_deserializer=handler.request_deserializer,
+                wrapped_stream, request_deserializer=_tolerant(handler.request_deserializer),
                 response_serializer=handler.response_serializer)
 
         if handler.stream_unary is not None:  # AdminService.RestoreBackup
@@ -250,10 +292,10 @@ class AutomemInterceptor(grpc.aio.ServerInterceptor):
 
             async def wrapped_upload(request_iterator, context: grpc.aio.ServicerContext):
                 async with bound(context, method):
-                    return await inner_upload(request_iterator, context)
+                    return await inner_upload(_checked(request_iterator), context)
 
             return grpc.stream_unary_rpc_method_handler(
-                wrapped_upload, request_deserializer=handler.request_deserializer,
+                wrapped_upload, request_deserializer=_tolerant(handler.request_deserializer),
                 response_serializer=handler.response_serializer)
 
         # Bidirectional streaming methods: none exist; refuse rather than run them unauthenticated.

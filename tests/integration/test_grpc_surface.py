@@ -232,3 +232,33 @@ async def test_scoped_client_names_the_test_scope_on_review_and_whoami(service) 
         history = await client.review.ListMemoryEvents(request)
         assert [e.memory_id for e in history.events][:1] == [memory.id]
         assert history.events[0].type == events_pb2.EVENT_TYPE_MEMORY_CREATED and not history.truncated
+
+
+async def test_a_request_that_does_not_parse_is_invalid_argument_after_authentication(
+        settings: Settings, caplog: pytest.LogCaptureFixture) -> None:
+    """grpcio answered a message it could not parse (invalid UTF-8 in a string field) with
+    UNKNOWN and logged a traceback at ERROR for every one, for any client, key or not; now
+    the call is authenticated first, then refused as INVALID_ARGUMENT naming the request."""
+    service = await start_service(settings.model_copy(update={"api_token": "grpc-surface-token"}))
+    # CreateMemoryRequest{memory: MemoryInput{content: b"\xff\xfe"}}: field 1 holding field 1, bad UTF-8.
+    bad = b"\x0a\x04\x0a\x02\xff\xfe"
+    try:
+        async with grpc.aio.insecure_channel(service.grpc) as channel:
+            call = channel.unary_unary("/automem.v1.IngestService/CreateMemory")
+            with caplog.at_level("ERROR"):
+                with pytest.raises(grpc.aio.AioRpcError) as no_key:
+                    await call(bad, timeout=10)
+                with pytest.raises(grpc.aio.AioRpcError) as keyed:
+                    await call(bad, timeout=10, metadata=(("authorization", "Bearer grpc-surface-token"),))
+                with pytest.raises(grpc.aio.AioRpcError) as garbage:
+                    await call(b"\xff\xff\xff\xff", timeout=10,
+                               metadata=(("authorization", "Bearer grpc-surface-token"),))
+        assert no_key.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        for refused in (keyed, garbage):
+            assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT, refused.value
+            assert refused.value.details().startswith("request: not a valid message"), refused.value.details()
+        assert not [r for r in caplog.records if r.levelname == "ERROR" and "grpc" in r.name], caplog.records
+        async with AutomemClient(service.grpc, api_key="grpc-surface-token") as client:
+            assert (await client.search("anything", limit=1)) is not None  # the server still serves
+    finally:
+        await service.runner.stop()
