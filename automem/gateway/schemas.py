@@ -26,9 +26,23 @@ from typing import Annotated, Any, Literal
 
 from fastapi import HTTPException, Request, Response
 from fastapi.routing import APIRoute
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, field_validator
 
 from automem.common.auth import MAX_SCOPE_LENGTH, SCOPE_PATTERN_RE, SCOPE_RE
+
+
+def _not_a_boolean(value: Any) -> Any:
+    """JSON ``true`` / ``false`` are not numbers: pydantic's lax mode reads them as 1 and 0
+    (``importance: true`` stored 1.0, ``etag: true`` meant version 1). Refused instead."""
+    if isinstance(value, bool):
+        raise ValueError("must be a number, not a boolean")  # noqa: TRY004 - pydantic reports ValueError only
+    return value
+
+
+#: A JSON number (an integer or a float; a numeric string as pydantic reads it), never a boolean.
+Number = Annotated[float, BeforeValidator(_not_a_boolean)]
+#: An ETag value in a body: a version number or its text, never a boolean.
+EtagValue = Annotated[int | str, BeforeValidator(_not_a_boolean)]
 
 
 class _Refused:
@@ -135,10 +149,10 @@ class MemoryRequest(BaseModel):
 
     content: str = Field(..., description="The memory text (required; at most the content limit).")
     tags: list[str] = Field(default_factory=list)
-    importance: float | None = Field(None, description="0..1, default 0.5")
+    importance: Number | None = Field(None, description="0..1, default 0.5")
     metadata: Any = Field(None, description="A JSON object")
     type: str | None = Field(None, description="Decision, Pattern, Preference, Style, Habit, Insight, Context")
-    confidence: float | None = Field(None, description="0..1")
+    confidence: Number | None = Field(None, description="0..1")
     t_valid: str | None = None
     t_invalid: str | None = None
     timestamp: str | None = None
@@ -177,15 +191,15 @@ class UpdateMemoryBody(BaseModel):
 
     content: str | None = None
     tags: list[str] | None = None
-    importance: float | None = None
+    importance: Number | None = None
     type: str | None = None
-    confidence: float | None = None
+    confidence: Number | None = None
     timestamp: str | None = None
     t_valid: str | None = None
     t_invalid: str | None = None
     metadata: Any = None
     add_tags: list[str] | None = None
-    etag: int | str | None = None
+    etag: EtagValue | None = None
 
 
 class Association(BaseModel):
@@ -196,7 +210,7 @@ class Association(BaseModel):
     memory1_id: str
     memory2_id: str
     type: str = "RELATES_TO"
-    strength: float = 0.5
+    strength: Number = 0.5
     reason: str | None = None
 
 
@@ -208,7 +222,7 @@ class AssociateRequest(BaseModel):
     memory1_id: str | None = None
     memory2_id: str | None = None
     type: str = "RELATES_TO"
-    strength: float = 0.5
+    strength: Number = 0.5
     reason: str | None = None
     associations: list[Association] | None = None
 

@@ -101,6 +101,8 @@ async def test_metadata_reads_back_identical_and_type_key_updates(service) -> No
     ({"content": "x", "t_valid": "2024-13-45"}, "t_valid"),
     ({"content": "x", "t_invalid": "not a time"}, "t_invalid"),
     ({"tags": ["no content"]}, "content"),
+    ({"content": "x", "importance": True}, "importance"),
+    ({"content": "x", "confidence": False}, "confidence"),
     ({"content": "x", "supersede_relation": "BOGUS"}, "supersede_relation: must be INVALIDATED_BY or EVOLVED_INTO"),
     ({"content": "x", "supersede_relation": "EVOLVED_INTO"}, "supersede_relation: needs supersedes_memory_id"),
     ({"content": "x", "supersede_reason": "outdated"}, "supersede_reason: needs supersedes_memory_id"),
@@ -176,6 +178,21 @@ async def test_the_supersede_route_refuses_a_body_id_and_stores_in_the_body_scop
         r = await http.post(f"/v1/memories/{old}:supersede", json={"content": "Deploys run on Tuesdays"})
         assert r.status_code == 201, r.text
         assert (await http.get(f"/memory/{old}")).json()["memory"]["is_current"] is False
+
+
+async def test_booleans_are_not_numbers_in_an_update_or_an_association(service) -> None:
+    """JSON true / false were read as 1 / 0 (``etag: true`` matched version 1); refused now."""
+    async with service.http() as http:
+        a = (await http.post("/memory", json={"content": "Alpha fact"})).json()["memory_id"]
+        b = (await http.post("/memory", json={"content": "Beta fact"})).json()["memory_id"]
+        for body, field in (({"content": "Alpha fact, edited", "etag": True}, "etag"),
+                            ({"importance": True}, "importance"), ({"confidence": False}, "confidence")):
+            r = await http.patch(f"/memory/{a}", json=body)
+            assert r.status_code == 400 and field in r.json()["error"], (body, r.text)
+        got = (await http.get(f"/memory/{a}")).json()["memory"]
+        assert got["content"] == "Alpha fact" and got["version"] == 1
+        r = await http.post("/associate", json={"memory1_id": a, "memory2_id": b, "strength": True})
+        assert r.status_code == 400 and "strength" in r.json()["error"], r.text
 
 
 async def _point(service, mid: str):
