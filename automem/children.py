@@ -116,9 +116,12 @@ class ChildProcess:
         argv = [sys.executable, "-m", "automem.cli", "serve", "--target", ",".join(self.targets), "--ready-fd", str(ready_fd)]
         log.info("starting %s process: %s", self.target, " ".join(argv))
         # No preexec_fn: the child sets its parent-death signal itself (die_with_parent), so no
-        # Python runs between fork and exec in this process full of threads.
+        # Python runs between fork and exec in this process full of threads. A process group of
+        # its own (as the embedded servers'): a Ctrl-C at the terminal (SIGINT to the foreground
+        # group) reaches only `automem up`, which stops its children in order, instead of
+        # ending the child under the supervisor, which restarted it mid-shutdown.
         self.proc = subprocess.Popen(argv, env={**self._env, PARENT_PID_ENV: str(os.getpid())},
-                                     stdin=subprocess.DEVNULL, pass_fds=(ready_fd,))
+                                     stdin=subprocess.DEVNULL, pass_fds=(ready_fd,), process_group=0)
 
     async def start(self, env: dict[str, str] | None = None, timeout: float = 120.0) -> None:
         """Spawn the child (with ``env`` from :meth:`environment`; a restart reuses the last)

@@ -359,6 +359,34 @@ def test_the_embedded_servers_refuse_clients_without_the_credentials_and_keep_th
         _stop(proc)
 
 
+def test_ctrl_c_at_the_terminal_stops_up_and_its_children_without_restarting_one(tmp_path: Path) -> None:
+    """A terminal's Ctrl-C sends SIGINT to the whole foreground process group. The children
+    and servers of ``automem up`` have process groups of their own, so only the parent gets
+    it and stops them in order; a child that got it too exited under the supervisor, which
+    logged an error and started it again during the shutdown."""
+    data = tmp_path / "data"
+    data.mkdir()
+    port = free_port()
+    log_path = tmp_path / f"automem-{port}.log"
+    env = {**os.environ, "AUTOMEM_DATA_DIR": str(data), "PORT": str(port), "AUTOMEM_GRPC_PORT": "0",
+           "AUTOMEM_METRICS_PORT": "0"}
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen([AUTOMEM, "up"], env=env, stdout=log, stderr=log, start_new_session=True)
+    try:
+        _wait_healthy(port, proc)
+        children = _wait_children(proc.pid, 4)
+        assert all(os.getpgid(c) != proc.pid for c in children), "a child shares the terminal's process group"
+        os.killpg(proc.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = log_path.read_text(errors="replace")
+    assert "restarting it" not in text, text[-3000:]
+    assert not [c for c in children if pid_alive(c)]
+
+
 def _stopped_falkordb(tmp_path: Path):
     from automem.common.embedded import EmbeddedFalkorDB
 
