@@ -113,8 +113,13 @@ PARENT_PID_ENV = "AUTOMEM_PARENT_PID"
 
 
 def die_with_parent(parent_pid: int) -> None:
-    """Ask Linux to send this process SIGTERM when ``parent_pid`` (the process that started
+    """Ask Linux to send this process SIGKILL when ``parent_pid`` (the process that started
     it) dies (PR_SET_PDEATHSIG), and exit at once when it is already gone.
+
+    SIGKILL, not SIGTERM: a parent that dies without stopping its children was killed or
+    crashed, its embedded servers go with it, and a graceful stop here only waits on them (an
+    enrich child outlived a SIGKILLed parent by 9–30 s under write load, retrying NATS).
+    Nothing is lost: what a child had not acknowledged is delivered again on the next start.
 
     Called by a Python child at its start instead of a ``preexec_fn``: no Python runs between
     fork and exec in a parent full of threads (gRPC, ONNX Runtime, qdrant-edge), where it once
@@ -122,7 +127,7 @@ def die_with_parent(parent_pid: int) -> None:
     side by side"). The parent must start the child from its main thread (PR_SET_PDEATHSIG
     follows the thread that forked)."""
     if _libc_prctl is not None:
-        _libc_prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        _libc_prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != parent_pid:
         os._exit(1)
 

@@ -461,6 +461,33 @@ def test_a_sigkilled_up_takes_its_children_and_servers_with_it(tmp_path: Path) -
     assert [p for p in children if pid_alive(p)] == []
 
 
+def test_a_child_dies_with_its_parent_even_while_it_would_stop_gracefully() -> None:
+    """``die_with_parent`` asks for SIGKILL: a child busy with a graceful stop (here: one that
+    ignores SIGTERM) outlived a SIGKILLed parent by 9–30 s with SIGTERM as the signal."""
+    grandchild = (
+        "import os, signal, sys, time\n"
+        "from automem.common.embedded import die_with_parent\n"
+        "die_with_parent(int(sys.argv[1]))\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "print(os.getpid(), flush=True)\n"
+        "time.sleep(60)\n")
+    parent = (
+        "import os, subprocess, sys, time\n"
+        f"p = subprocess.Popen([sys.executable, '-c', {grandchild!r}, str(os.getpid())])\n"
+        "time.sleep(60)\n")
+    proc = subprocess.Popen([sys.executable, "-c", parent], stdout=subprocess.PIPE, text=True)
+    try:
+        child = int(proc.stdout.readline())
+        assert pid_alive(child)
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+    deadline = time.monotonic() + 20
+    while pid_alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not pid_alive(child), "the child outlived its SIGKILLed parent"
+
+
 def test_ctrl_c_while_automem_up_imports_exits_without_a_traceback(tmp_path: Path) -> None:
     """SIGINT at once after the start — while Python still imports the command (~0.5 s here),
     before its own signal handling — ends ``automem up`` with 130 and no traceback
