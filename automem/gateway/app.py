@@ -159,7 +159,12 @@ def create_app(settings: Settings, client: AutomemClient) -> FastAPI:
             return denied
         problems = []
         for err in exc.errors():
-            loc = [str(p) for p in err.get("loc", ()) if p not in ("body", "query", "path")]
+            if err.get("type") == "json_invalid":  # loc is ("body", <character offset>)
+                at = err.get("loc", ("body", "?"))[-1]
+                reason = (err.get("ctx") or {}).get("error", "")
+                problems.append(f"body: not valid JSON (at character {at}{': ' + str(reason) if reason else ''})")
+                continue
+            loc = [str(p) for p in err.get("loc", ()) if p not in ("body", "query", "path", "header")]
             problems.append(f"{'.'.join(loc) or 'body'}: {err.get('msg')}")
         return error_response(400, "; ".join(problems) or "invalid request", fields=problems)
 
@@ -167,6 +172,8 @@ def create_app(settings: Settings, client: AutomemClient) -> FastAPI:
     async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         if denied := await auth_error(request):
             return denied
+        if exc.status_code == 400 and exc.detail == "There was an error parsing the body":  # fastapi's words
+            return error_response(400, "body: cannot be read as JSON (not UTF-8 text, or not JSON)")
         return error_response(exc.status_code, str(exc.detail))
 
     # Handlers for specific classes run in Starlette's ExceptionMiddleware, which answers and

@@ -33,7 +33,8 @@ MAX_VERSION = 2**63 - 1
 
 router = APIRouter(route_class=JsonBodyRoute)
 
-IdempotencyKey = Annotated[str, Header(alias="idempotency-key", include_in_schema=False)]
+#: At most 255 characters (a UUID is 36): the key is stored with the memory it names.
+IdempotencyKey = Annotated[str, Header(alias="idempotency-key", include_in_schema=False, max_length=255)]
 IfMatch = Annotated[str, Header(alias="if-match", include_in_schema=False)]
 IfNoneMatch = Annotated[str, Header(alias="if-none-match", include_in_schema=False)]
 

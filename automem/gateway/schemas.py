@@ -453,7 +453,7 @@ def declared_limits(settings: Any) -> tuple[dict[str, dict[str, dict[str, Any]]]
                                                                       "confidence", "timestamp", "t_valid")},
                              "add_tags": {**tags, "minItems": 1},
                              # A version number, "*" or an HTTP etag of one (usecases.parse_etag).
-                             "etag": {"anyOf": [{"type": "integer"},
+                             "etag": {"anyOf": [{"type": "integer", "minimum": 0},
                                                 {"type": "string", "pattern": '^(W/)?"*(\\*|[0-9]*)"*$'},
                                                 {"type": "null"}]},
                              "": {"anyOf": [{"required": [k]} for k in (*updatable, "add_tags")]}},

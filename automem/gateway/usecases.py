@@ -122,9 +122,12 @@ def parse_etag(raw: int | str | None) -> int:
         if raw == "*":
             return 0
     try:
-        return int(raw or 0)
+        version = int(raw or 0)
     except (TypeError, ValueError):
         raise InvalidArgument("etag: must be the memory's version number", field="etag") from None
+    if version < 0:
+        raise InvalidArgument("etag: must be the memory's version number (not negative)", field="etag")
+    return version
 
 
 def relation_type(name: str | None, field: str = "type", default: str = "RELATES_TO") -> int:
@@ -304,9 +307,16 @@ async def memory_versions(call: Caller, memory_id: str, *, page_size: int,
 
 async def diff_versions(call: Caller, memory_id: str, from_version: int,
                         to_version: int) -> recall_service_pb2.DiffMemoryVersionsResponse:
-    """The fields that differ between two versions of a memory."""
-    return await call(call.client.recall.DiffMemoryVersions, recall_service_pb2.DiffMemoryVersionsRequest(
-        id=memory_id, from_version=from_version, to_version=to_version))
+    """The fields that differ between two versions of a memory. An error naming the proto's
+    ``from_version`` / ``to_version`` is answered naming the REST parameters ``from`` / ``to``."""
+    try:
+        return await call(call.client.recall.DiffMemoryVersions, recall_service_pb2.DiffMemoryVersionsRequest(
+            id=memory_id, from_version=from_version, to_version=to_version))
+    except GatewayError as exc:
+        for proto, rest in (("from_version:", "from:"), ("to_version:", "to:")):
+            if exc.message.startswith(proto):
+                exc.message = rest + exc.message.removeprefix(proto)
+        raise
 
 
 async def search(call: Caller, *, read: recall_service_pb2.ReadOptions, query: str = "",

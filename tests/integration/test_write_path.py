@@ -195,6 +195,32 @@ async def test_booleans_are_not_numbers_in_an_update_or_an_association(service) 
         assert r.status_code == 400 and "strength" in r.json()["error"], r.text
 
 
+async def test_bad_input_found_by_a_break_it_pass_is_refused_naming_what_is_wrong(service) -> None:
+    """Each of these was accepted, or refused without naming the part at fault."""
+    async with service.http() as http:
+        mid = (await http.post("/memory", json={"content": "Gamma fact"})).json()["memory_id"]
+        checks = [
+            (await http.post("/memory", content=b'{"content": "x",', headers={"content-type": "application/json"}),
+             "body: not valid JSON (at character"),
+            (await http.post("/memory", content=b'{"content": "\xff\xfe"}', headers={"content-type": "application/json"}),
+             "body:"),
+            (await http.get("/recall", params={"query": "gamma", "min_score": "NaN"}), "min_score"),
+            (await http.get("/recall", params={"query": "gamma", "expand_min_strength": "inf"}),
+             "expand_min_strength"),
+            (await http.post("/memory", json={"content": "keyed"}, headers={"Idempotency-Key": "k" * 256}),
+             "idempotency-key"),
+            (await http.patch(f"/memory/{mid}", json={"content": "Gamma fact, edited", "etag": -1}), "etag"),
+        ]
+        for r, named in checks:
+            assert r.status_code == 400, (named, r.text)
+            assert named in r.json()["error"], (named, r.text)
+        r = await http.get(f"/v1/memories/{mid}/versions:diff", params={"from": 1, "to": 50})
+        assert r.status_code == 404 and r.json()["error"].startswith("to: "), r.text
+        got = (await http.get(f"/memory/{mid}")).json()["memory"]
+        assert got["content"] == "Gamma fact" and got["version"] == 1
+    assert await _count_nodes(service) == 1
+
+
 async def _point(service, mid: str):
     points = await service.ctx.vectors.retrieve([mid])
     return points[0] if points else None
