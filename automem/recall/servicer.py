@@ -27,7 +27,7 @@ from automem.common.enums import enum_word
 from automem.common.errors import InvalidArgument, NotFound, Unavailable
 from automem.common.lifecycle import SUPERSEDING_RELATIONS
 from automem.common.llm import llm_configured
-from automem.common.model import CandidateFields, Memory, epoch, ts
+from automem.common.model import CandidateFields, Memory, epoch, now, ts
 from automem.common.paging import decode_offset_token, encode_offset_token
 from automem.common.settings import Settings
 from automem.common.state import ReadAt, as_known, hydrate_at, known, resolve, resolve_one, withheld_reason
@@ -757,7 +757,7 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         memory = as_known(memory, read)  # as the service believed it at known_at
         is_current, head = await resolve_one(self.graph, memory, scope, read)
         if request.touch and not read.past:
-            stamp = time.time()
+            stamp = now().timestamp()  # millisecond precision, as every time (common/model.py ``to_millis``)
             await self.graph.memories.touch(memory.id, scope, stamp)
             memory.last_access_time.CopyFrom(ts(stamp))
         return recall_service_pb2.GetMemoryResponse(memory=memory, is_current=is_current, current_id=head)

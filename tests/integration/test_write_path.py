@@ -221,6 +221,18 @@ async def test_bad_input_found_by_a_break_it_pass_is_refused_naming_what_is_wron
     assert await _count_nodes(service) == 1
 
 
+async def test_last_accessed_has_millisecond_precision_as_every_time(service) -> None:
+    """A get stamped ``last_accessed`` with microseconds, while recall read it back from the
+    graph at another precision (README: times have millisecond precision)."""
+    from datetime import datetime
+
+    async with service.http() as http:
+        mid = (await http.post("/memory", json={"content": "Delta fact"})).json()["memory_id"]
+        for _ in range(3):
+            first = (await http.get(f"/memory/{mid}")).json()["memory"]["last_accessed"]
+            assert datetime.fromisoformat(first).microsecond % 1000 == 0, first
+
+
 async def _point(service, mid: str):
     points = await service.ctx.vectors.retrieve([mid])
     return points[0] if points else None
