@@ -153,7 +153,10 @@ class ChildProcess:
             os.close(read_fd)
         if not line:
             code = await asyncio.to_thread(self.proc.wait, 10)
-            raise EmbeddedServerError(f"the {self.target} process exited with code {code} before it was up")
+            hint = ""
+            if code == _UVICORN_STARTUP_FAILURE and "gateway" in self.targets:
+                hint = f": the HTTP server could not start — is PORT {self.http_port} on {self.host} in use?"
+            raise EmbeddedServerError(f"the {self.target} process exited with code {code} before it was up{hint}")
         self.report = json.loads(line)
 
     async def supervise(self) -> None:
@@ -195,6 +198,11 @@ def _read_line(fd: int) -> str:
             break
         data += chunk
     return data.decode(errors="replace").strip()
+
+
+#: The exit code of uvicorn when its server cannot start (``uvicorn.config.STARTUP_FAILURE``),
+#: e.g. its port in use.
+_UVICORN_STARTUP_FAILURE = 3
 
 
 def report_ready(fd: int, grpc_port: int, http_port: int) -> None:

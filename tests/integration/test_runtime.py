@@ -301,6 +301,29 @@ def test_a_grpc_port_in_use_fails_the_start_naming_the_setting(tmp_path: Path) -
         holder.stop(0)
 
 
+def test_an_http_port_in_use_fails_the_start_naming_the_port(tmp_path: Path) -> None:
+    """The gateway child exits when its port is taken; the one line ``automem up`` ends with
+    named no port ("the gateway process exited with code 3 before it was up")."""
+    import socket
+
+    data = tmp_path / "data"
+    data.mkdir()
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        proc = _start(data, port, {"AUTOMEM_METRICS_PORT": "0"})
+        try:
+            code = proc.wait(timeout=120)
+        finally:
+            if proc.poll() is None:
+                _stop(proc)
+    text = (tmp_path / f"automem-{port}.log").read_text(errors="replace")
+    assert code != 0
+    last = [line for line in text.splitlines() if line.startswith("automem up:")]
+    assert last and f"PORT {port}" in last[-1], text[-2000:]
+
+
 def test_the_embedded_servers_refuse_clients_without_the_credentials_and_keep_their_files_private(
         tmp_path: Path) -> None:
     """The embedded FalkorDB and NATS listen on loopback ports every user of the machine can
