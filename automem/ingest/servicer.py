@@ -40,6 +40,7 @@ from automem.common.model import (
     now,
     parse_relation_type,
     relation_type_name,
+    state_name,
     ts,
 )
 from automem.common.outbox import EventPublisher
@@ -262,8 +263,8 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
             raise InvalidArgument("update_mask: name at least one field to update", field="update_mask")
         for _attempt in range(MAX_UPDATE_RETRIES):
             current = await self._load(request.id, scope)
-            if current.state in (memory_pb2.MEMORY_STATE_DELETED, memory_pb2.MEMORY_STATE_REJECTED):
-                raise FailedPrecondition(f"memory {request.id} is {memory_pb2.MemoryState.Name(current.state)}")
+            if current.state in GONE_STATES:
+                raise FailedPrecondition(f"id: memory {request.id} is {state_name(current.state)}", field="id")
             if request.etag and current.version != request.etag:
                 raise Aborted(f"etag: memory {request.id} is at version {current.version}, not {request.etag}",
                               field="etag")
@@ -451,6 +452,10 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         old = await self._load(request.id, scope)
         if request.etag and old.version != request.etag:
             raise Aborted(f"etag: memory {request.id} is at version {old.version}, not {request.etag}", field="etag")
+        if old.state == memory_pb2.MEMORY_STATE_SUPERSEDED:
+            raise FailedPrecondition(
+                f"id: memory {request.id} is already SUPERSEDED by {old.superseded_by or 'another'}; "
+                "supersede the current memory instead", field="id")
         check_transition(old.state, memory_pb2.MEMORY_STATE_SUPERSEDED)
         rel_type = request.relation_type or memory_pb2.RELATION_TYPE_INVALIDATED_BY
         if relation_type_name(rel_type) not in SUPERSEDING_RELATIONS:

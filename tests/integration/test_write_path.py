@@ -233,6 +233,23 @@ async def test_last_accessed_has_millisecond_precision_as_every_time(service) ->
             assert datetime.fromisoformat(first).microsecond % 1000 == 0, first
 
 
+async def test_an_edit_of_a_deleted_memory_and_a_second_supersede_say_so_plainly(service) -> None:
+    """PATCH of a deleted memory answered 409 "is MEMORY_STATE_DELETED" (the proto's enum name);
+    superseding a superseded memory answered "state: cannot move from SUPERSEDED to SUPERSEDED"."""
+    async with service.http() as http:
+        gone = (await http.post("/memory", json={"content": "Epsilon fact"})).json()["memory_id"]
+        assert (await http.delete(f"/memory/{gone}")).status_code == 200
+        r = await http.patch(f"/memory/{gone}", json={"importance": 0.9})
+        assert r.status_code == 409 and r.json()["error"] == f"id: memory {gone} is DELETED", r.text
+        old = (await http.post("/memory", json={"content": "Zeta runs on v1"})).json()["memory_id"]
+        r = await http.post("/memory", json={"content": "Zeta runs on v2", "supersedes_memory_id": old})
+        assert r.status_code == 201, r.text
+        new = r.json()["memory_id"]
+        r = await http.post("/memory", json={"content": "Zeta runs on v3", "supersedes_memory_id": old})
+        assert r.status_code == 409, r.text
+        assert f"already SUPERSEDED by {new}" in r.json()["error"], r.text
+
+
 async def _point(service, mid: str):
     points = await service.ctx.vectors.retrieve([mid])
     return points[0] if points else None
