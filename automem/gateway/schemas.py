@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from collections.abc import Callable, Coroutine
 from decimal import Decimal
@@ -70,6 +71,36 @@ def _first_refused(value: Any, path: str) -> tuple[str, str] | None:
     return None
 
 
+def _lone_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _first_lone_surrogate(value: Any, path: str) -> str | None:
+    """The path of the first string (or object key) of ``value`` holding a lone surrogate."""
+    if isinstance(value, str):
+        return (path or "body") if _lone_surrogate(value) else None
+    if isinstance(value, dict):
+        for k, v in value.items():
+            sub_path = f"{path}.{k}" if path else str(k)
+            if _lone_surrogate(k):
+                return f"{path or 'body'} (a key)"
+            if found := _first_lone_surrogate(v, sub_path):
+                return found
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            if found := _first_lone_surrogate(v, f"{path}[{i}]"):
+                return found
+    return None
+
+
+#: A JSON escape of a UTF-16 surrogate (``\ud800``-``\udfff``): only bodies holding one are walked.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
 def parse_json_body(raw: bytes | str) -> Any:
     """The JSON value of a request body, with every number read exactly or refused.
 
@@ -86,7 +117,9 @@ def parse_json_body(raw: bytes | str) -> Any:
       (their limits are the fields': metadata's in automem/ingest/logic.py).
 
     * an integer longer than Python's int conversion limit (``sys.get_int_max_str_digits()``,
-      4,300 digits by default).
+      4,300 digits by default);
+    * a string (or object key) holding a lone UTF-16 surrogate (``"\\ud800"``): JSON's escapes
+      allow it, no UTF-8 text (hence no store) can hold it.
 
     Malformed JSON raises ``json.JSONDecodeError`` (FastAPI's 400 with the position).
     """
@@ -118,6 +151,10 @@ def parse_json_body(raw: bytes | str) -> Any:
     value = json.loads(raw, parse_constant=constant, parse_float=decimal, parse_int=integer)
     if refused and (found := _first_refused(value, "")):
         raise HTTPException(400, f"{found[0]}: {found[1]}")
+    if _SURROGATE_ESCAPE.search(raw.encode() if isinstance(raw, str) else raw) and (
+            where := _first_lone_surrogate(value, "")):
+        raise HTTPException(400, f"{where}: text must be valid Unicode: a lone surrogate (e.g. \\ud800) "
+                                 "is not allowed")
     return value
 
 

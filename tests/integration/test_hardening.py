@@ -161,13 +161,21 @@ async def test_deeply_nested_metadata_is_rejected_and_nothing_stored(service) ->
     assert await service.ctx.graph.memories.count(service.scope) == 0
 
 
-async def test_lone_surrogate_is_400_and_the_connection_survives(service) -> None:
-    raw = b'{"content": "bad \\ud800 text"}'
+async def test_lone_surrogate_is_400_naming_the_field_and_the_connection_survives(service) -> None:
     async with service.http() as http:
-        r = await http.post("/memory", content=raw, headers={"Content-Type": "application/json"})
-        assert r.status_code == 400 and "surrogate" in r.json()["error"]
+        for raw, field in ((b'{"content": "bad \\ud800 text"}', "content:"),
+                           (b'{"content": "ok", "metadata": {"notes": ["fine", "\\udfff"]}}', "metadata.notes[1]:"),
+                           (b'{"content": "ok", "metadata": {"\\ud800": 1}}', "metadata (a key):"),
+                           (b'{"memories": [{"content": "ok"}, {"content": "x\\udbff"}]}', "memories[1].content:")):
+            path = "/memory/batch" if b"memories" in raw else "/memory"
+            r = await http.post(path, content=raw, headers={"Content-Type": "application/json"})
+            assert r.status_code == 400 and "surrogate" in r.json()["error"], r.text
+            assert r.json()["error"].startswith(field), r.text
+        r = await http.post("/memory", content=b'{"content": "a pair \\ud83d\\ude00 is fine"}',
+                            headers={"Content-Type": "application/json"})
+        assert r.status_code == 201 and r.json()["memory_id"]
         assert (await http.get("/health")).status_code == 200
-    assert await service.ctx.graph.memories.count(service.scope) == 0
+    assert await service.ctx.graph.memories.count(service.scope) == 1
 
 
 async def test_already_expired_memory_can_be_stored_without_t_valid(service) -> None:
