@@ -212,7 +212,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
                                   field="memories")
         existing = await self._idempotent(scope, request.idempotency_key)
         if existing:
-            return await self._batch_replay(scope, existing)
+            return await self._batch_replay(scope, existing, request)
         created = now()
         for item in request.memories if review_required(principal) else ():
             item.require_review = True
@@ -233,7 +233,8 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         if request.idempotency_key:
             if not await self.graph.idempotency.create_claimed(scope, request.idempotency_key, [m for m, _ in new],
                                                                ids=[m.id for m in answer]):
-                return await self._batch_replay(scope, await self._idempotent(scope, request.idempotency_key) or [])
+                return await self._batch_replay(scope, await self._idempotent(scope, request.idempotency_key) or [],
+                                                request)
         elif new:
             await self.graph.memories.create_many([m for m, _ in new])
         await self.publisher.publish_many([
@@ -243,10 +244,20 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         return ingest_service_pb2.BatchCreateMemoriesResponse(
             memories=answer, deduplicated=[earlier is not None for earlier in repeated])
 
-    async def _batch_replay(self, scope: str, ids: list[str]) -> ingest_service_pb2.BatchCreateMemoriesResponse:
-        """The answer to a batch retried with a claimed idempotency key: the memories claimed."""
+    async def _batch_replay(self, scope: str, ids: list[str],
+                            request: Any) -> ingest_service_pb2.BatchCreateMemoriesResponse:
+        """The answer to a batch retried with a claimed idempotency key: the memories claimed —
+        when the retry holds the same contents in the same order. A key used for other
+        contents (another batch, or a single store) is INVALID_ARGUMENT naming
+        ``idempotency_key``, as on CreateMemory: answering with the claimed memories acknowledged
+        contents that were never stored."""
         found = await self.graph.memories.hydrate(ids, scope)
         memories = [found[i] for i in ids if i in found]
+        wanted = [content_hash(item.content) for item in request.memories]
+        if len(ids) != len(wanted) or any(i in found and found[i].content_hash != h for i, h in zip(ids, wanted)):
+            raise InvalidArgument(
+                f"idempotency_key: {request.idempotency_key!r} was used for other contents "
+                f"({len(ids)} memories); use a new key for a new batch", field="idempotency_key")
         return ingest_service_pb2.BatchCreateMemoriesResponse(memories=memories, deduplicated=[True] * len(memories))
 
     async def UpdateMemory(self, request, context):

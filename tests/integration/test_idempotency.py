@@ -76,6 +76,14 @@ async def test_idempotency_key_rest(own_service) -> None:
         b2 = await http.post("/memory/batch", json=batch, headers={"Idempotency-Key": "batch-1"})
         assert b1.status_code == b2.status_code == 201
         assert b1.json()["memory_ids"] == b2.json()["memory_ids"]
+        # The key used for other contents (another batch, a longer one, a single store's key)
+        # is refused, as on a single store: a 201 with the claimed ids acknowledged contents
+        # that were never stored.
+        for other_batch, key in (({"memories": [{"content": "Batch idem C"}, {"content": "Batch idem D"}]}, "batch-1"),
+                                 ({"memories": [*batch["memories"], {"content": "Batch idem E"}]}, "batch-1"),
+                                 ({"memories": [{"content": "Batch idem F"}]}, "store-2")):
+            r = await http.post("/memory/batch", json=other_batch, headers={"Idempotency-Key": key})
+            assert r.status_code == 400 and "idempotency_key" in r.json()["error"], r.text
         # The same key in another scope is another store.
         other = await http.post("/memory", json=bodies[0], headers={"X-Automem-Scope": "other"})
         assert other.status_code == 201 and other.json()["memory_id"] != mid
