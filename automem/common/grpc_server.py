@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import inspect
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -187,6 +188,64 @@ async def _checked(requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
         yield request
 
 
+async def _refuse(context: grpc.aio.ServicerContext, request: _Undecodable) -> None:
+    error = request.error()
+    await context.abort(error.code, error.message)
+
+
+def _parsed_or_refused(handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+    """``handler`` (health, reflection: served as they are) answering INVALID_ARGUMENT for a
+    request message that does not parse (:func:`_tolerant`), instead of grpcio's UNKNOWN and
+    its logged traceback."""
+    deserializer = _tolerant(handler.request_deserializer)
+    if handler.unary_unary is not None:
+        unary = handler.unary_unary
+
+        async def checked_unary(request, context):
+            if isinstance(request, _Undecodable):
+                await _refuse(context, request)
+            return await unary(request, context)
+
+        return grpc.unary_unary_rpc_method_handler(checked_unary, request_deserializer=deserializer,
+                                                   response_serializer=handler.response_serializer)
+    if handler.unary_stream is not None:
+        stream = handler.unary_stream
+        if inspect.isasyncgenfunction(stream):
+            async def checked_stream(request, context):
+                if isinstance(request, _Undecodable):
+                    await _refuse(context, request)
+                async for item in stream(request, context):
+                    yield item
+        else:  # a coroutine writing through context.write (grpcio-health's Watch)
+            async def checked_stream(request, context):
+                if isinstance(request, _Undecodable):
+                    await _refuse(context, request)
+                return await stream(request, context)
+
+        return grpc.unary_stream_rpc_method_handler(checked_stream, request_deserializer=deserializer,
+                                                    response_serializer=handler.response_serializer)
+    if handler.stream_stream is not None:  # reflection
+        bidi = handler.stream_stream
+
+        async def requests(request_iterator, context):
+            async for request in request_iterator:
+                if isinstance(request, _Undecodable):
+                    await _refuse(context, request)
+                yield request
+
+        if inspect.isasyncgenfunction(bidi):
+            async def checked_bidi(request_iterator, context):
+                async for item in bidi(requests(request_iterator, context), context):
+                    yield item
+        else:
+            async def checked_bidi(request_iterator, context):
+                return await bidi(requests(request_iterator, context), context)
+
+        return grpc.stream_stream_rpc_method_handler(checked_bidi, request_deserializer=deserializer,
+                                                     response_serializer=handler.response_serializer)
+    return handler
+
+
 class AutomemInterceptor(grpc.aio.ServerInterceptor):
     """Authenticates every call (except health/reflection), applies the per-key rate limit,
     binds the principal, maps AutomemError to its status code, records each call's
@@ -249,6 +308,9 @@ class AutomemInterceptor(grpc.aio.ServerInterceptor):
         failure: BaseException | None = None
         try:
             yield
+        except AutomemError as exc:  # e.g. a request that did not parse: its status, no traceback
+            failure = exc
+            await context.abort(exc.code, _short(exc.message))
         except BaseException as exc:
             failure = exc
             raise
@@ -258,8 +320,10 @@ class AutomemInterceptor(grpc.aio.ServerInterceptor):
     async def intercept_service(self, continuation, handler_call_details):  # type: ignore[override]
         handler = await continuation(handler_call_details)
         method = handler_call_details.method
-        if handler is None or method.startswith(_UNMEASURED_PREFIXES):
+        if handler is None:
             return handler
+        if method.startswith(_UNMEASURED_PREFIXES):
+            return _parsed_or_refused(handler)
         bound = self._measured if method.startswith(_OPEN_PREFIXES) else self._bound
         if handler.unary_unary is not None:
             inner = handler.unary_unary

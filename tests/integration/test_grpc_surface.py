@@ -253,8 +253,24 @@ async def test_a_request_that_does_not_parse_is_invalid_argument_after_authentic
                 with pytest.raises(grpc.aio.AioRpcError) as garbage:
                     await call(b"\xff\xff\xff\xff", timeout=10,
                                metadata=(("authorization", "Bearer grpc-surface-token"),))
+                # Methods that take no key: an open status read, health, reflection (a stream).
+                open_calls = []
+                for method in ("/automem.v1.RecallService/GetStats", "/grpc.health.v1.Health/Check"):
+                    with pytest.raises(grpc.aio.AioRpcError) as refused:
+                        await channel.unary_unary(method)(b"\xff\xff\xff", timeout=10)
+                    open_calls.append(refused)
+                with pytest.raises(grpc.aio.AioRpcError) as watched:
+                    async for _ in channel.unary_stream("/grpc.health.v1.Health/Watch")(b"\xff\xff\xff", timeout=10):
+                        pass
+                open_calls.append(watched)
+                with pytest.raises(grpc.aio.AioRpcError) as reflected:
+                    async for _ in channel.stream_stream("/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo")(
+                            iter([b"\xff\xff\xff"]), timeout=10):
+                        pass
+                open_calls.append(reflected)
+                assert await _health(service.grpc, "") == health_pb2.HealthCheckResponse.SERVING
         assert no_key.value.code() == grpc.StatusCode.UNAUTHENTICATED
-        for refused in (keyed, garbage):
+        for refused in (keyed, garbage, *open_calls):
             assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT, refused.value
             assert refused.value.details().startswith("request: not a valid message"), refused.value.details()
         assert not [r for r in caplog.records if r.levelname == "ERROR" and "grpc" in r.name], caplog.records
