@@ -67,6 +67,10 @@ AUTHORABLE_RELATIONS = (
 )
 SYSTEM_RELATIONS = ("SIMILAR_TO", "PRECEDED_BY", "DISCOVERED")
 
+#: Longest idempotency key a write accepts (characters; a UUID is 36): the key is stored with
+#: the memories it names (automem/graph/idempotency.py).
+IDEMPOTENCY_KEY_MAX_LENGTH = 255
+
 #: Far-future epoch seconds used for an open-ended valid window (9999-12-31T23:59:59Z).
 OPEN_END = 253402300799.0
 

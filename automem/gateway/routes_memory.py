@@ -15,7 +15,7 @@ import grpc
 from fastapi import APIRouter, Header, Query, Response
 from fastapi.responses import JSONResponse
 
-from automem.common.model import iso
+from automem.common.model import IDEMPOTENCY_KEY_MAX_LENGTH, iso
 from automem.gateway import presenters, usecases
 from automem.gateway.deps import Caller, CallerDep, split_values
 from automem.gateway.errors import GatewayError
@@ -33,8 +33,9 @@ MAX_VERSION = 2**63 - 1
 
 router = APIRouter(route_class=JsonBodyRoute)
 
-#: At most 255 characters (a UUID is 36): the key is stored with the memory it names.
-IdempotencyKey = Annotated[str, Header(alias="idempotency-key", include_in_schema=False, max_length=255)]
+#: At most IDEMPOTENCY_KEY_MAX_LENGTH characters (automem/common/model.py; the service checks it too).
+IdempotencyKey = Annotated[str, Header(alias="idempotency-key", include_in_schema=False,
+                                       max_length=IDEMPOTENCY_KEY_MAX_LENGTH)]
 IfMatch = Annotated[str, Header(alias="if-match", include_in_schema=False)]
 IfNoneMatch = Annotated[str, Header(alias="if-none-match", include_in_schema=False)]
 

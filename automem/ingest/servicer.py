@@ -32,6 +32,7 @@ from automem.common.lifecycle import (
 )
 from automem.common.model import (
     AUTHORABLE_RELATIONS,
+    IDEMPOTENCY_KEY_MAX_LENGTH,
     Memory,
     Relation,
     content_hash,
@@ -100,8 +101,13 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
                 )
 
     async def _idempotent(self, scope: str, key: str) -> list[str] | None:
+        """The memory ids ``key`` was claimed for in ``scope``, or None. Every keyed write asks
+        this first: a key over :data:`IDEMPOTENCY_KEY_MAX_LENGTH` is INVALID_ARGUMENT here."""
         if not key:
             return None
+        if len(key) > IDEMPOTENCY_KEY_MAX_LENGTH:
+            raise InvalidArgument(f"idempotency_key: at most {IDEMPOTENCY_KEY_MAX_LENGTH} characters "
+                                  f"(got {len(key)})", field="idempotency_key")
         return await self.graph.idempotency.memory_ids(scope, key)
 
     async def _remember_key(self, scope: str, key: str, ids: list[str]) -> None:

@@ -433,6 +433,9 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
                                  ("expansion_limit", request.expansion_limit, 500)):
             if value < 0 or value > top:
                 raise InvalidArgument(f"{name}: must be between 0 and {top}", field=name)
+        for name in ("min_score", "expand_min_importance", "expand_min_strength"):
+            if not math.isfinite(getattr(request, name)):
+                raise InvalidArgument(f"{name}: must be a finite number", field=name)
         sort = enum_word(recall_service_pb2.SortOrder, request.sort, "sort", "score")
         window = resolve_window(request.time_query, epoch(request, "start_time"), epoch(request, "end_time"),
                                 tz=request.tz)

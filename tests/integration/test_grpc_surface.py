@@ -278,3 +278,27 @@ async def test_a_request_that_does_not_parse_is_invalid_argument_after_authentic
             assert (await client.search("anything", limit=1)) is not None  # the server still serves
     finally:
         await service.runner.stop()
+
+
+async def test_grpc_refuses_what_rest_refuses_non_finite_thresholds_and_long_idempotency_keys(service) -> None:
+    """REST refused min_score=NaN and an Idempotency-Key over 255 characters before the
+    service saw them; over gRPC both went through (NaN filtered nothing, inf everything; a
+    200,000-character key was stored). The services check them now."""
+    async with service.client() as client:
+        for name, value in (("min_score", float("nan")), ("min_score", float("inf")),
+                            ("expand_min_strength", float("-inf")), ("expand_min_importance", float("nan"))):
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await client.recall.SearchMemories(recall_service_pb2.SearchMemoriesRequest(
+                    query="fact", **{name: value}))
+            assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert refused.value.details().startswith(f"{name}:"), refused.value.details()
+        for key, ok in (("k" * 255, True), ("k" * 256, False)):
+            call = client.ingest.CreateMemory(ingest_service_pb2.CreateMemoryRequest(
+                memory=ingest_service_pb2.MemoryInput(content=f"keyed {len(key)}"), idempotency_key=key))
+            if ok:
+                assert (await call).memory.id
+            else:
+                with pytest.raises(grpc.aio.AioRpcError) as refused:
+                    await call
+                assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+                assert refused.value.details().startswith("idempotency_key:")
