@@ -56,6 +56,7 @@ from automem.cli.output import (
     backup_out,
     emit,
     fail,
+    open_private,
     progress,
     stdout_closed,
     wants_json,
@@ -310,7 +311,7 @@ async def _recovery(settings: Settings, args: argparse.Namespace) -> int:
         if args.cmd == "backup":
             await _connect_bus(bus)
             to_file = backup_out(args)
-            out = await asyncio.to_thread(open, args.out, "w", encoding="utf-8") if to_file else sys.stdout
+            out = await asyncio.to_thread(open_private, args.out) if to_file else sys.stdout
             try:
                 count = events = 0
                 truncated_since = None

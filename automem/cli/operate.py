@@ -23,7 +23,17 @@ from pathlib import Path
 from typing import Any
 
 from automem.cli.connect import online_client
-from automem.cli.output import Stall, as_dict, backup_done, backup_out, emit, note, progress, wants_json
+from automem.cli.output import (
+    Stall,
+    as_dict,
+    backup_done,
+    backup_out,
+    emit,
+    note,
+    open_private,
+    progress,
+    wants_json,
+)
 from automem.common.settings import Settings
 from automem.v1 import admin_service_pb2, consolidate_service_pb2, enrich_service_pb2, ingest_service_pb2
 
@@ -80,7 +90,7 @@ async def backup(settings: Settings, args: argparse.Namespace) -> int:
     async with online_client(settings, args) as client:
         stream = client.ingest.ExportBackup(ingest_service_pb2.ExportBackupRequest(skip_events=args.no_events),
                                             metadata=client.metadata())
-        out = await asyncio.to_thread(open, args.out, "w", encoding="utf-8") if to_file else sys.stdout
+        out = await asyncio.to_thread(open_private, args.out) if to_file else sys.stdout
         try:
             with progress("backup", None) as bar:
                 async for chunk in stream:

@@ -17,7 +17,7 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TextIO
 
 import grpc
 from google.protobuf import json_format
@@ -74,6 +74,19 @@ def emit(args: argparse.Namespace, data: Any, text: str | None = None) -> None:
 def note(args: argparse.Namespace, text: str) -> None:
     """A message for the person at the terminal: stderr, so stdout stays the result."""
     print(text, file=sys.stderr)
+
+
+def open_private(path: str) -> TextIO:
+    """``path`` opened for writing text, created (or truncated) with mode 0600: a backup holds
+    every scope's memories and the API key records, and is its owner's alone (as an export's
+    file, automem/cli/transfer.py ``_output``)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+    except OSError:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "w", encoding="utf-8")
 
 
 def backup_out(args: argparse.Namespace) -> str | None:

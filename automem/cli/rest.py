@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 
 from automem.cli.connect import api_key
-from automem.cli.output import Stall, backup_done, backup_out, emit, note, progress, wants_json
+from automem.cli.output import Stall, backup_done, backup_out, emit, note, open_private, progress, wants_json
 from automem.common.settings import Settings
 
 #: Bytes read from a backup file at a time while it is sent.
@@ -130,7 +130,7 @@ async def backup(settings: Settings, args: argparse.Namespace) -> int:
         if not response.is_success:
             await response.aread()
             _check(response)
-        out = await asyncio.to_thread(open, args.out, "w", encoding="utf-8") if to_file else sys.stdout
+        out = await asyncio.to_thread(open_private, args.out) if to_file else sys.stdout
         try:
             with progress("backup", None) as bar:
                 async for line in response.aiter_lines():

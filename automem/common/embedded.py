@@ -960,7 +960,8 @@ class DataDirLock:
         """
         if self.fd is not None:
             return self.fd
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # A new data dir is its user's alone (0700): it holds every scope's memories.
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

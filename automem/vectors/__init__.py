@@ -7,6 +7,7 @@ Callers import from here; :func:`make_vector_store` picks the backend from the s
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 from automem.vectors.edge import EdgeVectorStore
@@ -60,12 +61,18 @@ def make_vector_store(settings: Settings) -> VectorStore | None:
     parent reached through its socket (automem/vectors/shared.py; set by the parent for its
     children, not by hand);
     anything else: :class:`ServerVectorStore` at that URL with ``settings.qdrant_api_key``.
-    The collection is ``settings.collection_name``. Nothing is opened or created here.
+    The collection is ``settings.collection_name``. Nothing is opened here; the embedded
+    shard's directory (``<data_dir>/qdrant``) is created 0700 (or made so).
     """
     url = settings.qdrant_url.strip()
     if not settings.vectors_enabled:
         return None
     if url == "":
+        # The shard's files hold every memory's content (payloads, WAL): its directory is the
+        # user's alone, as the embedded servers' are (automem/common/embedded.py).
+        shards = settings.qdrant_path.parent
+        shards.mkdir(parents=True, exist_ok=True)
+        os.chmod(shards, 0o700)
         return EdgeVectorStore(settings.qdrant_path, settings.collection_name,
                                index_threshold=settings.vector_index_threshold,
                                datatype=settings.vector_datatype)

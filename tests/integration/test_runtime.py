@@ -330,7 +330,8 @@ def test_the_embedded_servers_refuse_clients_without_the_credentials_and_keep_th
     reach: without credentials anyone could read or change every scope's memories there,
     past the service's keys. Each requires a random credential made for the start, given to
     the servers in 0600 files (never on a command line, which ``ps`` shows every user), and
-    their directories are 0700; the service and its children still work."""
+    their directories are 0700, as the vector shard's; a backup file is 0600; the service and
+    its children still work."""
     import nats
     import redis
 
@@ -378,6 +379,14 @@ def test_the_embedded_servers_refuse_clients_without_the_credentials_and_keep_th
         for pid in _children(proc.pid):
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
             assert not any(x in cmdline for x in secrets_seen), cmdline
+        # The vector shard's files hold every memory's content too; so does a backup.
+        assert (data / "qdrant").stat().st_mode & 0o777 == 0o700
+        out = tmp_path / "backup.jsonl"
+        env = {**os.environ, "AUTOMEM_DATA_DIR": str(data)}
+        done = subprocess.run([AUTOMEM, "backup", "--url", f"http://127.0.0.1:{port}", "--out", str(out)],
+                              env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert "launch code" in out.read_text() and out.stat().st_mode & 0o777 == 0o600
     finally:
         _stop(proc)
 
