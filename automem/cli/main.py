@@ -62,7 +62,7 @@ from automem.cli.output import (
     wants_json,
 )
 from automem.common.embedded import EmbeddedRuntime, EmbeddedServerError
-from automem.common.grpc_server import ListenError
+from automem.common.errors import ListenError
 from automem.common.settings import Settings, get_settings
 from automem.runner import Runner, child_targets, closure
 from automem.vectors.shared import ShardServer, socket_path

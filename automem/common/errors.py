@@ -9,6 +9,12 @@ from __future__ import annotations
 import grpc
 
 
+class ListenError(OSError):
+    """A server could not listen on its address (in use, or not allowed); the message names
+    the setting and the address. ``automem up`` / ``serve`` print it as one line and exit 1
+    (automem/cli/main.py)."""
+
+
 class AutomemError(Exception):
     """Base class. ``code`` is the gRPC status code; ``field`` names the bad field, if any."""
 

@@ -21,7 +21,13 @@ from grpc_reflection.v1alpha import reflection, reflection_pb2
 from opentelemetry import trace
 
 from automem.common.auth import Principal, _current, header_scope, set_principal, tokens_equal
-from automem.common.errors import AutomemError, InvalidArgument, ResourceExhausted, Unauthenticated
+from automem.common.errors import (
+    AutomemError,
+    InvalidArgument,
+    ListenError,
+    ResourceExhausted,
+    Unauthenticated,
+)
 from automem.common.grpc_tls import server_credentials
 from automem.common.logs import access
 from automem.common.metrics import rpc_server_duration
@@ -371,11 +377,6 @@ class AutomemInterceptor(grpc.aio.ServerInterceptor):
         return grpc.stream_stream_rpc_method_handler(
             refuse_stream, request_deserializer=handler.request_deserializer,
             response_serializer=handler.response_serializer)
-
-
-class ListenError(OSError):
-    """A server could not listen on its address (in use, or not allowed); the message names
-    the setting and the address. ``automem up`` / ``serve`` print it as one line, exit 1."""
 
 
 def _bind(add_port: Callable[[], int], setting: str, address: str) -> int:

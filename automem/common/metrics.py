@@ -56,6 +56,7 @@ from typing import Any
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Observation
 
+from automem.common.errors import ListenError
 from automem.common.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -208,7 +209,7 @@ def serve_metrics(host: str, port: int) -> Callable[[], None] | None:
     stops it (after its last user), or None when ``port`` is 0 (off).
 
     Raises:
-        OSError: the port cannot be bound (the message names ``AUTOMEM_METRICS_PORT``).
+        ListenError (an OSError): the port cannot be bound (the message names ``AUTOMEM_METRICS_PORT``).
     """
     from prometheus_client import REGISTRY, start_http_server
 
@@ -221,7 +222,7 @@ def serve_metrics(host: str, port: int) -> Callable[[], None] | None:
             try:
                 httpd, thread = start_http_server(port, addr=host, registry=REGISTRY)
             except OSError as exc:
-                raise OSError(f"cannot serve metrics on {host}:{port} (AUTOMEM_METRICS_PORT): {exc}") from exc
+                raise ListenError(f"AUTOMEM_METRICS_PORT: cannot serve metrics on {host}:{port}: {exc}") from None
             entry = _state.servers[key] = [httpd, thread, 0]
             log.info("metrics listening", extra={"host": host, "port": port})
         entry[2] += 1
