@@ -171,6 +171,10 @@ class ChildProcess:
             with contextlib.suppress(EmbeddedServerError):
                 await self.start()
 
+    def stopping(self) -> None:
+        """The process is stopping: :meth:`supervise` restarts nothing from now on."""
+        self._stopping = True
+
     async def stop(self, grace: float = 10.0) -> None:
         """SIGTERM, wait up to ``grace`` s, then SIGKILL."""
         self._stopping = True

@@ -78,7 +78,7 @@ def _names(text: str) -> list[str]:
 
 
 async def _run(settings: Settings, targets: list[str], embedded: bool, ready_fd: int | None = None) -> int:
-    """Run ``targets`` until SIGINT/SIGTERM; returns the exit code.
+    """Run ``targets`` until SIGINT/SIGTERM/SIGHUP; returns the exit code.
 
     ``embedded`` (``automem up``): start the embedded servers first, and run the targets of
     ``settings.child_targets`` that may leave this process as child processes
@@ -88,9 +88,17 @@ async def _run(settings: Settings, targets: list[str], embedded: bool, ready_fd:
     """
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
     up = _Started(EmbeddedRuntime(settings) if embedded else None)
+
+    def request_stop() -> None:
+        # The supervisors stop restarting at once: a stop that reaches every process together
+        # (systemd's control-group SIGTERM) must not look like children that died.
+        up.stopping()
+        stop.set()
+
+    # SIGHUP (the terminal or SSH session gone) stops in order too, as SIGINT and SIGTERM do.
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        loop.add_signal_handler(sig, request_stop)
     code = 0
     try:
         starting = asyncio.create_task(_start(up, settings, targets, embedded, ready_fd))
@@ -137,6 +145,14 @@ class _Started:
         self.runner: Runner | None = None
         self.children: list[ChildProcess] = []
         self.shard_server: ShardServer | None = None
+
+    def stopping(self) -> None:
+        """Tell the supervisors (servers and children) that the process is stopping: an exit
+        seen from now on is not restarted."""
+        if self.runtime is not None:
+            self.runtime.stopping()
+        for child in self.children:
+            child.stopping()
 
 
 async def _start(up: _Started, settings: Settings, targets: list[str], embedded: bool,

@@ -1134,6 +1134,10 @@ class EmbeddedRuntime:
             await self.nats.stop()
             self.nats = None
 
+    def stopping(self) -> None:
+        """The process is stopping: :meth:`supervise` restarts no server from now on."""
+        self._stopping = True
+
     async def stop(self) -> None:
         """Stop the servers in reverse start order, then release the lock. Idempotent."""
         self._stopping = True

@@ -397,11 +397,15 @@ def test_the_embedded_servers_refuse_clients_without_the_credentials_and_keep_th
         _stop(proc)
 
 
-def test_ctrl_c_at_the_terminal_stops_up_and_its_children_without_restarting_one(tmp_path: Path) -> None:
-    """A terminal's Ctrl-C sends SIGINT to the whole foreground process group. The children
-    and servers of ``automem up`` have process groups of their own, so only the parent gets
-    it and stops them in order; a child that got it too exited under the supervisor, which
-    logged an error and started it again during the shutdown."""
+@pytest.mark.parametrize("how", ["ctrl-c", "hangup", "sigterm-to-every-process"])
+def test_a_stop_from_the_terminal_or_the_service_manager_stops_up_and_its_children_without_restarting_one(
+        tmp_path: Path, how: str) -> None:
+    """A terminal's Ctrl-C sends SIGINT to the whole foreground process group, a closed
+    terminal SIGHUP; systemd stops a service with SIGTERM to every process of its cgroup at
+    once. Children and servers have process groups of their own, so only the parent gets the
+    terminal's signals and stops them in order (a child that got Ctrl-C exited under the
+    supervisor, which started it again mid-shutdown; SIGHUP killed the parent without a
+    shutdown); a SIGTERM that reaches them all at once is not taken for a crash either."""
     data = tmp_path / "data"
     data.mkdir()
     port = free_port()
@@ -414,7 +418,12 @@ def test_ctrl_c_at_the_terminal_stops_up_and_its_children_without_restarting_one
         _wait_healthy(port, proc)
         children = _wait_children(proc.pid, 4)
         assert all(os.getpgid(c) != proc.pid for c in children), "a child shares the terminal's process group"
-        os.killpg(proc.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
+        if how == "sigterm-to-every-process":
+            everyone = [proc.pid, *children]
+            for pid in everyone:
+                os.kill(pid, signal.SIGTERM)
+        else:  # what the terminal does
+            os.killpg(proc.pid, signal.SIGINT if how == "ctrl-c" else signal.SIGHUP)
         assert proc.wait(timeout=60) == 0
     finally:
         if proc.poll() is None:
@@ -423,6 +432,7 @@ def test_ctrl_c_at_the_terminal_stops_up_and_its_children_without_restarting_one
     text = log_path.read_text(errors="replace")
     assert "restarting it" not in text, text[-3000:]
     assert not [c for c in children if pid_alive(c)]
+    assert not (data / "automem.endpoints.json").exists()
 
 
 def _stopped_falkordb(tmp_path: Path):
