@@ -56,7 +56,7 @@ class ChildProcess:
             (``gateway+recall``; :attr:`targets` lists them), as
             :func:`automem.runner.child_targets` returns it.
 
-    The child shares this process's stdout/stderr, gets SIGTERM when this process dies
+    The child shares this process's stdout/stderr, gets SIGKILL when this process dies
     (PR_SET_PDEATHSIG) and is restarted by :meth:`supervise` when it exits on its own
     (:attr:`restarts` counts those). Its gRPC port (:attr:`grpc_port`) and HTTP port
     (:attr:`http_port`: ``settings.port``, or a free one when 0) are fixed for its lifetime,
