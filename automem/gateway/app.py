@@ -164,8 +164,15 @@ def create_app(settings: Settings, client: AutomemClient) -> FastAPI:
                 reason = (err.get("ctx") or {}).get("error", "")
                 problems.append(f"body: not valid JSON (at character {at}{': ' + str(reason) if reason else ''})")
                 continue
-            loc = [str(p) for p in err.get("loc", ()) if p not in ("body", "query", "path", "header")]
-            problems.append(f"{'.'.join(loc) or 'body'}: {err.get('msg')}")
+            where = ""
+            for part in err.get("loc", ()):
+                if part in ("body", "query", "path", "header"):
+                    continue
+                where += f"[{part}]" if isinstance(part, int) else (f".{part}" if where else str(part))
+            # ``memories[1].importance`` as the service names fields; pydantic's "Value error, "
+            # is the kind of error, not part of the message.
+            message = str(err.get("msg", "")).removeprefix("Value error, ")
+            problems.append(f"{where or 'body'}: {message}")
         return error_response(400, "; ".join(problems) or "invalid request", fields=problems)
 
     @app.exception_handler(StarletteHTTPException)

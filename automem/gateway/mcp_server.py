@@ -399,7 +399,7 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
                 outcome = await usecases.associate_many(
                     caller(ctx), [usecases.Association(a.memory1_id, a.memory2_id, a.type, a.strength, a.reason)
                                   for a in associations],
-                    item_field=lambda i, name: f"associations.{i}.{name}")
+                    item_field=lambda i, name: f"associations[{i}].{name}")
             succeeded = [presenters.relation_json(r) for _, r in outcome.created]
             failed = [{"index": i, "error": _tool_message(e)} for i, e in outcome.failed]
             if not succeeded:

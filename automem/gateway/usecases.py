@@ -272,7 +272,7 @@ async def associate_many(call: Caller, associations: Sequence[Association],
                          item_field: Callable[[int, str], str] = lambda i, name: name) -> Associated:
     """Create a batch of edges, each on its own (IngestService.BatchCreateRelations, which
     owns the batch limit). A failed item's message names its field as
-    ``item_field(index, field)`` (REST: the field alone; MCP: ``associations.<i>.<field>``)."""
+    ``item_field(index, field)`` (REST: the field alone; MCP: ``associations[<i>].<field>``)."""
     response = await call(call.client.ingest.BatchCreateRelations, ingest_service_pb2.BatchCreateRelationsRequest(
         requests=[a.request() for a in associations]))
     outcome = Associated(created=list(zip(response.indexes, response.relations, strict=True)))

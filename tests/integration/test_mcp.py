@@ -149,7 +149,7 @@ async def test_http_end_to_end(secured):
             {"memory1_id": second, "memory2_id": third, "type": "LEADS_TO", "strength": 0.6},
             {"memory1_id": second, "memory2_id": third, "type": "NOT_A_TYPE"}])
         assert batch_assoc["created_count"] == 1 and batch_assoc["failed_count"] == 1
-        assert "associations.1.type" in batch_assoc["failed"][0]["error"]
+        assert "associations[1].type" in batch_assoc["failed"][0]["error"]
 
         # supersede: atomic, the old one is no longer current
         sup, text = await call(client, "store_memory", content="Moved billing from PostgreSQL to CockroachDB",

@@ -192,7 +192,11 @@ async def test_booleans_are_not_numbers_in_an_update_or_an_association(service) 
         got = (await http.get(f"/memory/{a}")).json()["memory"]
         assert got["content"] == "Alpha fact" and got["version"] == 1
         r = await http.post("/associate", json={"memory1_id": a, "memory2_id": b, "strength": True})
-        assert r.status_code == 400 and "strength" in r.json()["error"], r.text
+        assert r.status_code == 400 and r.json()["error"] == "strength: must be a number, not a boolean", r.text
+        r = await http.post("/memory/batch", json={"memories": [{"content": "ok"}, {"content": "x", "importance": True}]})
+        assert r.status_code == 400 and r.json()["error"] == "memories[1].importance: must be a number, not a boolean"
+        r = await http.post("/associate", json={"associations": [{"memory1_id": a, "memory2_id": b, "strength": False}]})
+        assert r.status_code == 400 and r.json()["error"].startswith("associations[0].strength: "), r.text
 
 
 async def test_bad_input_found_by_a_break_it_pass_is_refused_naming_what_is_wrong(service) -> None:
