@@ -215,7 +215,7 @@ async def supersede(memory_id: str, body: SupersedeBody, call: CallerDep,
     ``POST /memory``); a ``supersedes_memory_id`` in the body is refused (400): the path names
     the memory replaced."""
     started = time.perf_counter()
-    if body.supersedes_memory_id is not None:
+    if body.supersedes_memory_id:
         raise GatewayError(400, f"supersedes_memory_id: the memory replaced is the path's ({memory_id}); "
                                 "leave it out of the body")
     etag = await _if_match_version(call, memory_id, if_match)

@@ -467,6 +467,8 @@ def declared_limits(settings: Any) -> tuple[dict[str, dict[str, dict[str, Any]]]
               "supersede_relation": _enum(["INVALIDATED_BY", "EVOLVED_INTO"]), "embedding": embedding,
               "metadata": metadata, "t_valid": when, "t_invalid": when, "timestamp": when, "scope": scope}
     memory_id = {"type": "string", "minLength": 1}
+    #: A field a body may only leave unset: null or "".
+    unset = {"anyOf": [{"type": "null"}, {"type": "string", "maxLength": 0}]}
     # PATCH: these take no null (automem/gateway/usecases.py _NOT_NULL; null content is empty
     # content), and the body must name a field to change (IngestService.UpdateMemory's mask).
     not_null = {"_not_null": True}
@@ -480,10 +482,10 @@ def declared_limits(settings: Any) -> tuple[dict[str, dict[str, dict[str, Any]]]
              "properties": {"supersedes_memory_id": {"type": "string", "minLength": 1}}},
             {"properties": {"supersede_relation": {"type": "null"},
                             "supersede_reason": {"anyOf": [{"type": "null"}, {"type": "string", "maxLength": 0}]}}}]}},
-        "SupersedeBody": {**memory, "supersedes_memory_id": {"anyOf": [{"type": "null"}]}},
+        "SupersedeBody": {**memory, "supersedes_memory_id": unset},
         # A batch item supersedes nothing and takes the batch's scope (usecases.create_memories).
-        "BatchMemoryItem": {**memory, **{k: {"anyOf": [{"type": "null"}]} for k in (
-            "supersedes_memory_id", "supersede_relation", "supersede_reason", "scope")}},
+        "BatchMemoryItem": {**memory, "supersede_relation": {"anyOf": [{"type": "null"}]},
+                            **{k: unset for k in ("supersedes_memory_id", "supersede_reason", "scope")}},
         "BatchMemoryRequest": {"memories": {"minItems": 1, "maxItems": settings.batch_max}, "scope": scope},
         "UpdateMemoryBody": {**{k: v for k, v in memory.items() if k not in ("supersede_relation",)},
                              **{k: {**memory[k], **not_null} for k in ("content", "tags", "importance", "type",

@@ -153,16 +153,17 @@ def check_supersede_fields(body: MemoryRequest, prefix: str = "", *, batch: bool
     * a batch item (``batch``) supersedes nothing: any of the three fields is refused — a
       replacement is stored alone, atomically (``POST /memory`` with ``supersedes_memory_id``).
     """
+    if batch:  # an empty id or reason is no supersede, as on a single store; any relation word is
+        for name in _SUPERSEDE_FIELDS:
+            value = getattr(body, name)
+            if value or (name == "supersede_relation" and value is not None):
+                raise InvalidArgument(f"{prefix}{name}: a batch does not supersede; store the replacement alone "
+                                      "(POST /memory with supersedes_memory_id)", field=f"{prefix}{name}")
     word = body.supersede_relation
     if word is not None and word.strip().upper() not in ("INVALIDATED_BY", "EVOLVED_INTO"):
         raise InvalidArgument(f"{prefix}supersede_relation: must be INVALIDATED_BY or EVOLVED_INTO",
                               field=f"{prefix}supersede_relation")
-    if batch:
-        for name in _SUPERSEDE_FIELDS:
-            if getattr(body, name) is not None:
-                raise InvalidArgument(f"{prefix}{name}: a batch does not supersede; store the replacement alone "
-                                      "(POST /memory with supersedes_memory_id)", field=f"{prefix}{name}")
-    elif not body.supersedes_memory_id:
+    if not batch and not body.supersedes_memory_id:
         for name in _SUPERSEDE_FIELDS[1:]:
             if getattr(body, name):
                 raise InvalidArgument(f"{prefix}{name}: needs supersedes_memory_id (the memory it replaces)",
@@ -186,7 +187,7 @@ async def create_memories(call: Caller, bodies: Sequence[MemoryRequest], *, scop
     one scope: ``scope``, the body's or the caller's)."""
     for i, b in enumerate(bodies):
         check_supersede_fields(b, f"memories[{i}].", batch=True)
-        if b.scope is not None:
+        if b.scope:  # "" is the caller's default scope, as the batch's own "" is
             raise InvalidArgument(f"memories[{i}].scope: a batch is stored in one scope; set it on the batch "
                                   "(scope, or the X-Automem-Scope header), not per memory",
                                   field=f"memories[{i}].scope")

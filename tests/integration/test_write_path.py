@@ -157,7 +157,13 @@ async def test_a_batch_item_that_would_supersede_or_change_scope_is_refused_and_
         r = await http.post("/memory/batch", json={"memories": [{"content": "no supersede", "scope": None,
                                                                   "supersedes_memory_id": None}]})
         assert r.status_code == 201, r.text
-    assert await _count_nodes(service) == 2
+        # Empty strings are "unset", as on a single store.
+        r = await http.post("/memory/batch", json={"memories": [{"content": "empty supersede fields", "scope": "",
+                                                                  "supersedes_memory_id": "", "supersede_reason": ""}]})
+        assert r.status_code == 201, r.text
+        r = await http.post("/memory/batch", json={"memories": [{"content": "x", "supersede_relation": "UPDATES"}]})
+        assert r.status_code == 400 and "a batch does not supersede" in r.json()["error"], r.text
+    assert await _count_nodes(service) == 3
 
 
 async def test_the_supersede_route_refuses_a_body_id_and_stores_in_the_body_scope(service) -> None:
