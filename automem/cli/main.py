@@ -520,7 +520,11 @@ def main(argv: list[str] | None = None) -> int:
         # A bad setting in the environment: one line per bad variable, no traceback, exit 2 (as argparse).
         for error in exc.errors():
             names = "/".join(str(part) for part in error.get("loc", ())) or "settings"
-            print(f"automem: setting {names}: {error.get('msg')} (got {error.get('input')!r})", file=sys.stderr)
+            message = str(error.get("msg", "")).removeprefix("Value error, ")
+            # A credential is never echoed; another value at most in its first 80 characters.
+            secret = any(word in names.upper() for word in ("PASSWORD", "TOKEN", "KEY", "SECRET"))
+            got = "" if secret else f" (got {str(error.get('input'))[:80]!r})"
+            print(f"automem: setting {names}: {message}{got}", file=sys.stderr)
         return 2
     from automem.common.logs import configure_logging
 

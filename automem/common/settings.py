@@ -137,7 +137,9 @@ class Settings(BaseSettings):
     #: The token clients present to NATS (``authorization { token }``). Empty with an embedded
     #: nats-server: ``automem up`` makes a random one for each start (automem/common/embedded.py
     #: ``EmbeddedRuntime``), so other users of the machine cannot read or write the events.
-    nats_token: str = Field("", validation_alias=_env("NATS_TOKEN", "AUTOMEM_NATS_TOKEN"))
+    #: At most 512 printable characters (a longer token exceeds NATS's control line; a control
+    #: character cannot be written into its configuration).
+    nats_token: str = Field("", max_length=512, validation_alias=_env("NATS_TOKEN", "AUTOMEM_NATS_TOKEN"))
     stream_name: str = Field("AUTOMEM_EVENTS", validation_alias=_env("AUTOMEM_STREAM_NAME"))
     subject_prefix: str = Field("automem.v1", validation_alias=_env("AUTOMEM_SUBJECT_PREFIX"))
     #: Redeliveries before a message is parked on the dead-letter subject.
@@ -160,7 +162,8 @@ class Settings(BaseSettings):
     falkordb_port: int = Field(0, validation_alias=_env("FALKORDB_PORT"))
     #: Empty with an embedded FalkorDB: ``automem up`` makes a random one for each start (as
     #: ``nats_token``), so other users of the machine cannot reach the graph.
-    falkordb_password: str = Field("", validation_alias=_env("FALKORDB_PASSWORD"))
+    #: At most 512 printable characters, as ``nats_token``.
+    falkordb_password: str = Field("", max_length=512, validation_alias=_env("FALKORDB_PASSWORD"))
     #: AutoMem's graph name.
     graph_name: str = Field("memories", validation_alias=_env("FALKORDB_GRAPH", "AUTOMEM_GRAPH_NAME"))
 
@@ -396,6 +399,13 @@ class Settings(BaseSettings):
     #: ``grpc`` (port 4317, the Python SDK's default) or ``http/protobuf`` (port 4318).
     otel_exporter_otlp_protocol: str = Field(
         "grpc", validation_alias=_env("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"))
+
+    @field_validator("nats_token", "falkordb_password")
+    @classmethod
+    def _printable_credential(cls, value: str) -> str:
+        if any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
+            raise ValueError("must not contain control characters (a newline, a tab...)")
+        return value
 
     @field_validator("event_retention_days")
     @classmethod

@@ -435,6 +435,22 @@ def test_a_stop_from_the_terminal_or_the_service_manager_stops_up_and_its_childr
     assert not (data / "automem.endpoints.json").exists()
 
 
+@pytest.mark.parametrize(("name", "value", "says"), [
+    ("FALKORDB_PASSWORD", "line one\nline two", "control characters"),
+    ("NATS_TOKEN", "t" * 600, "at most 512 characters"),
+])
+def test_a_credential_that_cannot_work_is_refused_at_start_without_echoing_it(
+        tmp_path: Path, name: str, value: str, says: str) -> None:
+    """A newline in FALKORDB_PASSWORD failed redis-server's start without a reason; a
+    20,000-character NATS_TOKEN left automem up looping on NATS's control-line limit. Both are
+    refused as settings now, naming the variable and never printing the value."""
+    env = {**os.environ, "AUTOMEM_DATA_DIR": str(tmp_path / "data"), name: value}
+    done = subprocess.run([AUTOMEM, "up"], env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2, done.stderr
+    assert f"automem: setting {name}: " in done.stderr and says in done.stderr, done.stderr
+    assert value[:20] not in done.stderr
+
+
 def _stopped_falkordb(tmp_path: Path):
     from automem.common.embedded import EmbeddedFalkorDB
 
