@@ -260,6 +260,18 @@ async def test_an_edit_of_a_deleted_memory_and_a_second_supersede_say_so_plainly
         assert f"already SUPERSEDED by {new}" in r.json()["error"], r.text
 
 
+async def test_a_delete_refuses_a_body_it_would_not_read(service) -> None:
+    """``DELETE /memory/{id}`` with ``{"purge": true, "reason": ..., "etag": 99}`` deleted
+    (not purged), dropped the reason and checked no etag; the body is refused now."""
+    async with service.http() as http:
+        mid = (await http.post("/memory", json={"content": "Eta fact"})).json()["memory_id"]
+        r = await http.request("DELETE", f"/memory/{mid}", json={"purge": True, "reason": "erase", "etag": 99})
+        assert r.status_code == 400 and r.json()["error"].startswith("body: "), r.text
+        assert (await http.get(f"/memory/{mid}")).status_code == 200
+        r = await http.request("DELETE", f"/memory/{mid}", content=b"{}", headers={"content-type": "application/json"})
+        assert r.status_code == 200, r.text
+
+
 async def _point(service, mid: str):
     points = await service.ctx.vectors.retrieve([mid])
     return points[0] if points else None
