@@ -473,6 +473,9 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
             raise FailedPrecondition(
                 f"id: memory {request.id} is already SUPERSEDED by {old.superseded_by or 'another'}; "
                 "supersede the current memory instead", field="id")
+        if old.state != memory_pb2.MEMORY_STATE_ACTIVE:  # deleted, rejected, pending review, archived
+            raise FailedPrecondition(f"id: memory {request.id} is {state_name(old.state)}; only an ACTIVE memory "
+                                     "can be superseded", field="id")
         check_transition(old.state, memory_pb2.MEMORY_STATE_SUPERSEDED)
         rel_type = request.relation_type or memory_pb2.RELATION_TYPE_INVALIDATED_BY
         if relation_type_name(rel_type) not in SUPERSEDING_RELATIONS:
