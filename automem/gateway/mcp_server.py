@@ -48,7 +48,7 @@ from automem.common.settings import Settings
 from automem.gateway import presenters, usecases
 from automem.gateway.deps import Caller, credentials
 from automem.gateway.errors import GatewayError
-from automem.gateway.schemas import MemoryRequest
+from automem.gateway.schemas import MemoryRequest, Number
 
 INSTRUCTIONS = (
     "automem is the agent's persistent long-term memory (graph + vectors). Use recall_memory to "
@@ -155,7 +155,9 @@ def _render(header: str, body: dict[str, Any], items: list[dict[str, Any]], fmt:
 # --- argument types -------------------------------------------------------------------------
 
 OptStr = str | None
-OptFloat = float | None
+#: JSON numbers, never booleans (automem/gateway/schemas.py ``Number``: pydantic's lax mode
+#: would read ``true`` as 1.0), as the REST routes take them.
+OptFloat = Number | None
 OptList = list[str] | None
 #: A protobuf int32: a number beyond it cannot be sent (the service checks the real range).
 Int32 = Annotated[int, Field(ge=-(2**31), le=2**31 - 1)]
@@ -168,7 +170,7 @@ class AssociationItem(BaseModel):
     memory1_id: str
     memory2_id: str
     type: str = "RELATES_TO"
-    strength: float = 0.5
+    strength: Number = 0.5
     reason: str | None = None
 
 
@@ -177,10 +179,10 @@ class MemoryItem(BaseModel):
 
     content: str
     tags: list[str] = Field(default_factory=list)
-    importance: float | None = None
+    importance: Number | None = None
     metadata: dict[str, Any] | None = None
     type: str | None = None
-    confidence: float | None = None
+    confidence: Number | None = None
     timestamp: str | None = None
     t_valid: str | None = None
     t_invalid: str | None = None
@@ -209,7 +211,7 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
         timestamp: Annotated[OptStr, Field(description="ISO 8601 time of the event (default now).")] = None,
         t_valid: Annotated[OptStr, Field(description="ISO 8601: valid from (default now).")] = None,
         t_invalid: Annotated[OptStr, Field(description="ISO 8601: valid until (default open).")] = None,
-        embedding: Annotated[list[float] | None, Field(description="Optional embedding vector.")] = None,
+        embedding: Annotated[list[Number] | None, Field(description="Optional embedding vector.")] = None,
         supersedes_memory_id: Annotated[OptStr, Field(
             description="Supersede mode: id of the memory this one replaces (atomic).")] = None,
         supersede_relation: Annotated[SupersedeRelation | None, Field(
@@ -273,7 +275,7 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
                                                       "memory with any of the tags (not ranked).")] = False,
         query: Annotated[OptStr, Field(description="Ranked mode: what to look for (natural language).")] = None,
         queries: Annotated[OptList, Field(description="Several queries; results de-duplicated.")] = None,
-        embedding: Annotated[list[float] | None, Field(description="Query embedding vector.")] = None,
+        embedding: Annotated[list[Number] | None, Field(description="Query embedding vector.")] = None,
         limit: Annotated[Int32, Field(description="Max results (ranked default 5, listing 20); more than "
                                                   "100 (ranked) or 200 (listing) is clamped.")] = 5,
         offset: Annotated[Int32, Field(description="Results to skip (paging).")] = 0,
@@ -304,8 +306,8 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
         expand_entities: bool = False,
         relation_limit: Int32 = 5,
         expansion_limit: Int32 = 25,
-        expand_min_importance: float = 0.0,
-        expand_min_strength: float = 0.0,
+        expand_min_importance: Number = 0.0,
+        expand_min_strength: Number = 0.0,
         min_score: float = 0.0,
         context: Annotated[OptStr, Field(description="Context label that boosts matching memories.")] = None,
         context_tags: OptList = None,
@@ -384,7 +386,7 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
         type: Annotated[str, Field(description="RELATES_TO, LEADS_TO, OCCURRED_BEFORE, PREFERS_OVER, "
                                                "EXEMPLIFIES, CONTRADICTS, REINFORCES, INVALIDATED_BY, "
                                                "EVOLVED_INTO, DERIVED_FROM or PART_OF.")] = "RELATES_TO",
-        strength: Annotated[float, Field(description="0..1.")] = 0.5,
+        strength: Annotated[Number, Field(description="0..1.")] = 0.5,
         reason: OptStr = None,
         associations: Annotated[list[AssociationItem] | None, Field(
             description="Batch mode: up to 500 associations.")] = None,

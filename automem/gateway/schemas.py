@@ -165,6 +165,14 @@ class _JsonBodyRequest(Request):
         return self._json
 
 
+def _query_names(dependant: Any) -> set[str]:
+    """The query parameter names (aliases) a route and its dependencies read."""
+    names = {p.alias for p in dependant.query_params}
+    for sub in dependant.dependencies:
+        names |= _query_names(sub)
+    return names
+
+
 class JsonBodyRoute(APIRoute):
     """Route class of the REST routers: the body's JSON is read by :func:`parse_json_body`
     (FastAPI's documented custom-``Request`` hook), so no route can see a number that JSON
@@ -173,14 +181,22 @@ class JsonBodyRoute(APIRoute):
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
         # A DELETE route reads its options from the query and headers; a body it would never
-        # read (``{"purge": true, "etag": 99}``) is refused, not dropped. Empty, ``{}`` or null pass.
-        refuse_body = self.body_field is None and self.methods == {"DELETE"}
+        # read (``{"purge": true, "etag": 99}``) or a query parameter it does not know
+        # (``?scope=proj1``: the delete ran in the caller's default scope) is refused, not
+        # dropped. An empty body, ``{}`` or null pass.
+        strict_delete = self.body_field is None and self.methods == {"DELETE"}
+        known = {*_query_names(self.dependant), "api_key"}  # api_key: automem/gateway/deps.py
 
         async def strict(request: Request) -> Response:
             request = _JsonBodyRequest(request.scope, request.receive)
-            if refuse_body:
+            if strict_delete:
+                unknown = sorted(set(request.query_params) - known)
+                if unknown:
+                    raise HTTPException(400, f"{unknown[0]}: not a parameter of this route (it takes "
+                                             f"{', '.join(sorted(known - {'api_key'})) or 'none'}); the scope "
+                                             "is the X-Automem-Scope header")
                 raw = await request.body()
-                if raw.strip() and raw.strip() not in (b"{}", b"null"):
+                if raw.strip() and await request.json() not in ({}, None):
                     raise HTTPException(400, "body: this route takes no body; pass its options as query "
                                              "parameters (and If-Match)")
             return await handler(request)
@@ -202,7 +218,7 @@ class MemoryRequest(BaseModel):
     t_valid: str | None = None
     t_invalid: str | None = None
     timestamp: str | None = None
-    embedding: list[float] | None = None
+    embedding: list[Number] | None = None
     supersedes_memory_id: str | None = None
     supersede_relation: str | None = Field(None, description="INVALIDATED_BY (default) or EVOLVED_INTO")
     supersede_reason: str | None = None

@@ -107,6 +107,10 @@ async def test_http_end_to_end(secured):
         assert "supersede_relation" in await call_error(client, "store_memory", content="x",
                                                         supersedes_memory_id=first,
                                                         supersede_relation="RELATES_TO")
+        # booleans are not numbers, as over REST (they were stored as 1.0)
+        assert "importance" in await call_error(client, "store_memory", content="x", importance=True)
+        assert "strength" in await call_error(client, "associate_memories", memory1_id=first,
+                                              memory2_id=first + "x", strength=True)
 
         # batch
         batch, _ = await call(client, "store_memory", memories=[

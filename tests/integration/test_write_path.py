@@ -260,15 +260,21 @@ async def test_an_edit_of_a_deleted_memory_and_a_second_supersede_say_so_plainly
         assert f"already SUPERSEDED by {new}" in r.json()["error"], r.text
 
 
-async def test_a_delete_refuses_a_body_it_would_not_read(service) -> None:
+async def test_a_delete_refuses_a_body_or_a_query_parameter_it_would_not_read(service) -> None:
     """``DELETE /memory/{id}`` with ``{"purge": true, "reason": ..., "etag": 99}`` deleted
-    (not purged), dropped the reason and checked no etag; the body is refused now."""
+    (not purged), dropped the reason and checked no etag; ``DELETE /memory/by-tag?...&scope=``
+    deleted in the caller's default scope. Both are refused now."""
     async with service.http() as http:
         mid = (await http.post("/memory", json={"content": "Eta fact"})).json()["memory_id"]
         r = await http.request("DELETE", f"/memory/{mid}", json={"purge": True, "reason": "erase", "etag": 99})
         assert r.status_code == 400 and r.json()["error"].startswith("body: "), r.text
         assert (await http.get(f"/memory/{mid}")).status_code == 200
-        r = await http.request("DELETE", f"/memory/{mid}", content=b"{}", headers={"content-type": "application/json"})
+        r = await http.request("DELETE", f"/memory/{mid}", params={"scope": "proj1"})
+        assert r.status_code == 400 and r.json()["error"].startswith("scope: "), r.text
+        r = await http.request("DELETE", "/memory/by-tag", params={"tags": "eta", "scope": "proj1"})
+        assert r.status_code == 400 and r.json()["error"].startswith("scope: "), r.text
+        assert (await http.get(f"/memory/{mid}")).status_code == 200
+        r = await http.request("DELETE", f"/memory/{mid}", content=b"{ \n }", headers={"content-type": "application/json"})
         assert r.status_code == 200, r.text
 
 
