@@ -489,7 +489,8 @@ def declared_limits(settings: Any) -> tuple[dict[str, dict[str, dict[str, Any]]]
         embedding = {"anyOf": [{"type": "null"}, {"type": "array", "maxItems": 0},
                                {"type": "array", "items": number, "minItems": dimension, "maxItems": dimension}]}
     memory = {"content": content, "tags": tags, "importance": unit, "confidence": unit, "type": types,
-              "supersede_relation": _enum(["INVALIDATED_BY", "EVOLVED_INTO"]), "embedding": embedding,
+              # "" as absent: the default INVALIDATED_BY (usecases.check_supersede_fields).
+              "supersede_relation": _word(["INVALIDATED_BY", "EVOLVED_INTO"]), "embedding": embedding,
               "metadata": metadata, "t_valid": when, "t_invalid": when, "timestamp": when, "scope": scope}
     memory_id = {"type": "string", "minLength": 1}
     #: A field a body may only leave unset: null or "".
@@ -505,12 +506,11 @@ def declared_limits(settings: Any) -> tuple[dict[str, dict[str, dict[str, Any]]]
         "MemoryRequest": {**memory, "": {"anyOf": [
             {"required": ["supersedes_memory_id"],
              "properties": {"supersedes_memory_id": {"type": "string", "minLength": 1}}},
-            {"properties": {"supersede_relation": {"type": "null"},
-                            "supersede_reason": {"anyOf": [{"type": "null"}, {"type": "string", "maxLength": 0}]}}}]}},
+            {"properties": {"supersede_relation": unset, "supersede_reason": unset}}]}},
         "SupersedeBody": {**memory, "supersedes_memory_id": unset},
         # A batch item supersedes nothing and takes the batch's scope (usecases.create_memories).
-        "BatchMemoryItem": {**memory, "supersede_relation": {"anyOf": [{"type": "null"}]},
-                            **{k: unset for k in ("supersedes_memory_id", "supersede_reason", "scope")}},
+        "BatchMemoryItem": {**memory, **{k: unset for k in (
+            "supersedes_memory_id", "supersede_relation", "supersede_reason", "scope")}},
         "BatchMemoryRequest": {"memories": {"minItems": 1, "maxItems": settings.batch_max}, "scope": scope},
         "UpdateMemoryBody": {**{k: v for k, v in memory.items() if k not in ("supersede_relation",)},
                              **{k: {**memory[k], **not_null} for k in ("content", "tags", "importance", "type",

@@ -152,15 +152,17 @@ def check_supersede_fields(body: MemoryRequest, prefix: str = "", *, batch: bool
     * ``supersede_relation`` / ``supersede_reason`` need ``supersedes_memory_id``;
     * a batch item (``batch``) supersedes nothing: any of the three fields is refused — a
       replacement is stored alone, atomically (``POST /memory`` with ``supersedes_memory_id``).
+
+    An empty string is "unset" in each of the three fields (``supersede_relation`` "": the
+    default INVALIDATED_BY).
     """
-    if batch:  # an empty id or reason is no supersede, as on a single store; any relation word is
+    if batch:  # "" is unset here as everywhere: no supersede
         for name in _SUPERSEDE_FIELDS:
-            value = getattr(body, name)
-            if value or (name == "supersede_relation" and value is not None):
+            if getattr(body, name):
                 raise InvalidArgument(f"{prefix}{name}: a batch does not supersede; store the replacement alone "
                                       "(POST /memory with supersedes_memory_id)", field=f"{prefix}{name}")
     word = body.supersede_relation
-    if word is not None and word.strip().upper() not in ("INVALIDATED_BY", "EVOLVED_INTO"):
+    if word and word.strip().upper() not in ("INVALIDATED_BY", "EVOLVED_INTO"):
         raise InvalidArgument(f"{prefix}supersede_relation: must be INVALIDATED_BY or EVOLVED_INTO",
                               field=f"{prefix}supersede_relation")
     if not batch and not body.supersedes_memory_id:

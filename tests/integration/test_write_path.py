@@ -163,7 +163,9 @@ async def test_a_batch_item_that_would_supersede_or_change_scope_is_refused_and_
         assert r.status_code == 201, r.text
         r = await http.post("/memory/batch", json={"memories": [{"content": "x", "supersede_relation": "UPDATES"}]})
         assert r.status_code == 400 and "a batch does not supersede" in r.json()["error"], r.text
-    assert await _count_nodes(service) == 3
+        r = await http.post("/memory/batch", json={"memories": [{"content": "empty relation", "supersede_relation": ""}]})
+        assert r.status_code == 201, r.text
+    assert await _count_nodes(service) == 4
 
 
 async def test_the_supersede_route_refuses_a_body_id_and_stores_in_the_body_scope(service) -> None:
@@ -181,8 +183,12 @@ async def test_the_supersede_route_refuses_a_body_id_and_stores_in_the_body_scop
         assert r.status_code == 404, r.text
         for mid in (old, other):
             assert (await http.get(f"/memory/{mid}")).json()["memory"]["is_current"] is True
-        r = await http.post(f"/v1/memories/{old}:supersede", json={"content": "Deploys run on Tuesdays"})
+        r = await http.post(f"/v1/memories/{old}:supersede", json={"content": "Deploys run on Tuesdays",
+                                                                   "supersede_relation": ""})
         assert r.status_code == 201, r.text
+        r2 = await http.post("/memory", json={"content": "Reviews take two days", "supersedes_memory_id": other,
+                                              "supersede_relation": ""})
+        assert r2.status_code == 201, r2.text
         assert (await http.get(f"/memory/{old}")).json()["memory"]["is_current"] is False
 
 
