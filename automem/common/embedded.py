@@ -355,7 +355,6 @@ def _nats_binary() -> str:
 _NATS_LISTEN_RE = re.compile(r"Listening for client connections on (\S+):(\d+)")
 
 
-
 def _private_dir(path: Path) -> None:
     """Create ``path`` (and parents) and make it 0700: the embedded servers' files under it
     (the graph's AOF, the JetStream store, a credentials file) are the user's alone."""
@@ -384,6 +383,7 @@ def new_secret() -> str:
     import secrets
 
     return secrets.token_hex(24)
+
 
 class EmbeddedNats:
     """A ``nats-server`` with JetStream, its store under ``data_dir/nats``.
