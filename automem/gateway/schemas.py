@@ -196,9 +196,14 @@ class JsonBodyRoute(APIRoute):
                                              f"{', '.join(sorted(known - {'api_key'})) or 'none'}); the scope "
                                              "is the X-Automem-Scope header")
                 raw = await request.body()
-                if raw.strip() and await request.json() not in ({}, None):
-                    raise HTTPException(400, "body: this route takes no body; pass its options as query "
-                                             "parameters (and If-Match)")
+                if raw.strip():
+                    try:
+                        empty = await request.json() in ({}, None)
+                    except ValueError:  # not JSON (UnicodeDecodeError and JSONDecodeError are ValueErrors)
+                        empty = False
+                    if not empty:  # answered after the key check (automem/gateway/app.py _http_error)
+                        raise HTTPException(400, "body: this route takes no body; pass its options as query "
+                                                 "parameters (and If-Match)")
             return await handler(request)
 
         return strict

@@ -275,6 +275,8 @@ async def test_a_delete_refuses_a_body_or_a_query_parameter_it_would_not_read(se
         r = await http.request("DELETE", f"/memory/{mid}", json={"purge": True, "reason": "erase", "etag": 99})
         assert r.status_code == 400 and r.json()["error"].startswith("body: "), r.text
         assert (await http.get(f"/memory/{mid}")).status_code == 200
+        r = await http.request("DELETE", f"/memory/{mid}", content=b"not json", headers={"content-type": "text/plain"})
+        assert r.status_code == 400 and r.json()["error"].startswith("body: "), r.text
         r = await http.request("DELETE", f"/memory/{mid}", params={"scope": "proj1"})
         assert r.status_code == 400 and r.json()["error"].startswith("scope: "), r.text
         r = await http.request("DELETE", "/memory/by-tag", params={"tags": "eta", "scope": "proj1"})
