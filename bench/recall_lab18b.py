@@ -186,6 +186,14 @@ def _fb_weights(cv, sc, fb_docs, question) -> dict[int, float]:
     return w
 
 
+def _protected(cv, arms, qi, q, ranked, protect):
+    """``ranked`` with the service's first ranking's best ``protect`` memories kept on top."""
+    if not protect:
+        return ranked
+    first = order(cv, service_scores(cv, arms, qi, q))[:protect]
+    return first + [i for i in ranked if i not in first]
+
+
 def m_rm3(fb_docs=5, terms=10, beta=0.5, protect=0, select="idf"):
     """Lexical pseudo-relevance feedback (RM3-like): the terms of the best ``fb_docs`` memories
     of the service's first ranking, weighted by tf/len x the memory's share of the feedback
@@ -217,11 +225,7 @@ def m_rm3(fb_docs=5, terms=10, beta=0.5, protect=0, select="idf"):
                 for m, d in enumerate(docs):
                     extra[j, m] = beta * sum(w[t] / hi * idf.get(t, 0.0) * d.get(t, 0.0) for t in best)
             _CACHE[key] = _PrfArms(arms, extra)
-        ranked = order(cv, service_scores(cv, _CACHE[key], qi, q))
-        if protect:
-            first = order(cv, service_scores(cv, arms, qi, q))[:protect]
-            ranked = first + [i for i in ranked if i not in first]
-        return ranked
+        return _protected(cv, arms, qi, q, order(cv, service_scores(cv, _CACHE[key], qi, q)), protect)
     return f
 
 
@@ -271,11 +275,7 @@ def m_dprf(fb_docs=3, beta=0.3, protect=0, mode="replace"):
                 tot = sum(max(sc[i], 0) for i in top) or 1
                 cen[j] = sum(max(sc[i], 0) / tot * dv[i] for i in top)
             _CACHE[key] = _DenseArms(arms, cen, beta, mode)
-        ranked = order(cv, service_scores(cv, _CACHE[key], qi, q))
-        if protect:
-            firstr = order(cv, service_scores(cv, arms, qi, q))[:protect]
-            ranked = firstr + [i for i in ranked if i not in firstr]
-        return ranked
+        return _protected(cv, arms, qi, q, order(cv, service_scores(cv, _CACHE[key], qi, q)), protect)
     return f
 
 

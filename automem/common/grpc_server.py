@@ -186,17 +186,18 @@ def _tolerant(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], 
     return parse
 
 
-async def _checked(requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
-    """The messages of a client stream; InvalidArgument at the first one that did not parse."""
+async def _refuse_undecodable(context: grpc.aio.ServicerContext, request: Any) -> None:
+    """Abort the call with INVALID_ARGUMENT when ``request`` did not parse; else nothing."""
+    if isinstance(request, _Undecodable):
+        error = request.error()
+        await context.abort(error.code, error.message)
+
+
+async def _checked(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+    """The messages of a client stream; the call aborts at the first one that did not parse."""
     async for request in requests:
-        if isinstance(request, _Undecodable):
-            raise request.error()
+        await _refuse_undecodable(context, request)
         yield request
-
-
-async def _refuse(context: grpc.aio.ServicerContext, request: _Undecodable) -> None:
-    error = request.error()
-    await context.abort(error.code, error.message)
 
 
 def _parsed_or_refused(handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
@@ -208,8 +209,7 @@ def _parsed_or_refused(handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
         unary = handler.unary_unary
 
         async def checked_unary(request, context):
-            if isinstance(request, _Undecodable):
-                await _refuse(context, request)
+            await _refuse_undecodable(context, request)
             return await unary(request, context)
 
         return grpc.unary_unary_rpc_method_handler(checked_unary, request_deserializer=deserializer,
@@ -218,14 +218,12 @@ def _parsed_or_refused(handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
         stream = handler.unary_stream
         if inspect.isasyncgenfunction(stream):
             async def checked_stream(request, context):
-                if isinstance(request, _Undecodable):
-                    await _refuse(context, request)
+                await _refuse_undecodable(context, request)
                 async for item in stream(request, context):
                     yield item
         else:  # a coroutine writing through context.write (grpcio-health's Watch)
             async def checked_stream(request, context):
-                if isinstance(request, _Undecodable):
-                    await _refuse(context, request)
+                await _refuse_undecodable(context, request)
                 return await stream(request, context)
 
         return grpc.unary_stream_rpc_method_handler(checked_stream, request_deserializer=deserializer,
@@ -233,19 +231,13 @@ def _parsed_or_refused(handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
     if handler.stream_stream is not None:  # reflection
         bidi = handler.stream_stream
 
-        async def requests(request_iterator, context):
-            async for request in request_iterator:
-                if isinstance(request, _Undecodable):
-                    await _refuse(context, request)
-                yield request
-
         if inspect.isasyncgenfunction(bidi):
             async def checked_bidi(request_iterator, context):
-                async for item in bidi(requests(request_iterator, context), context):
+                async for item in bidi(_checked(request_iterator, context), context):
                     yield item
         else:
             async def checked_bidi(request_iterator, context):
-                return await bidi(requests(request_iterator, context), context)
+                return await bidi(_checked(request_iterator, context), context)
 
         return grpc.stream_stream_rpc_method_handler(checked_bidi, request_deserializer=deserializer,
                                                      response_serializer=handler.response_serializer)
@@ -362,7 +354,7 @@ class AutomemInterceptor(grpc.aio.ServerInterceptor):
 
             async def wrapped_upload(request_iterator, context: grpc.aio.ServicerContext):
                 async with bound(context, method):
-                    return await inner_upload(_checked(request_iterator), context)
+                    return await inner_upload(_checked(request_iterator, context), context)
 
             return grpc.stream_unary_rpc_method_handler(
                 wrapped_upload, request_deserializer=_tolerant(handler.request_deserializer),
