@@ -94,6 +94,29 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
+def require_free_port(host: str, port: int, setting: str) -> None:
+    """Check that a server could listen on ``host:port`` (as redis-server and nats-server do:
+    ``SO_REUSEADDR``, so a port in TIME_WAIT passes) before starting one there; 0 passes.
+
+    Without it a port in use ended ``automem up`` with the server's exit line, which named
+    neither the setting nor the address (tests/integration/test_runtime.py
+    ``test_a_port_in_use_fails_the_start_naming_the_setting``).
+
+    Raises:
+        ListenError: the port is taken (or not allowed); the message names ``setting`` and the address.
+    """
+    from automem.common.errors import ListenError
+
+    if not port:
+        return
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            raise ListenError(f"{setting}: cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+
+
 # --- child process setup -----------------------------------------------------------------
 
 _libc_prctl = None
@@ -1055,6 +1078,7 @@ class EmbeddedRuntime:
         update: dict[str, object] = {"data_dir": self.data_dir}
         try:
             if not s.nats_url:
+                require_free_port("127.0.0.1", s.nats_port, "AUTOMEM_NATS_PORT")
                 token = s.nats_token or new_secret()
                 self.nats = EmbeddedNats(
                     self.data_dir,
@@ -1068,6 +1092,7 @@ class EmbeddedRuntime:
                 update["nats_url"] = self.nats.url
                 update["nats_token"] = token
             if not s.falkordb_host:
+                require_free_port("127.0.0.1", s.falkordb_port, "FALKORDB_PORT")
                 password = s.falkordb_password or new_secret()
                 update["falkordb_password"] = password
                 self.falkordb = EmbeddedFalkorDB(

@@ -302,11 +302,12 @@ def test_a_grpc_port_in_use_fails_the_start_naming_the_setting(tmp_path: Path) -
         holder.stop(0)
 
 
-@pytest.mark.parametrize("held", ["PORT", "AUTOMEM_METRICS_PORT"])
-def test_an_http_or_metrics_port_in_use_fails_the_start_naming_the_setting(tmp_path: Path, held: str) -> None:
+@pytest.mark.parametrize("held", ["PORT", "AUTOMEM_METRICS_PORT", "FALKORDB_PORT", "AUTOMEM_NATS_PORT"])
+def test_a_port_in_use_fails_the_start_naming_the_setting(tmp_path: Path, held: str) -> None:
     """The gateway child exits when its port is taken; the one line ``automem up`` ended with
     named no port ("the gateway process exited with code 3 before it was up"). A metrics port
-    in use ended with a traceback."""
+    in use ended with a traceback; an embedded FalkorDB's or NATS's with the server's exit
+    ("redis-server exited before it was ready"), naming neither the setting nor the address."""
     import socket
 
     data = tmp_path / "data"
@@ -316,8 +317,10 @@ def test_an_http_or_metrics_port_in_use_fails_the_start_naming_the_setting(tmp_p
         holder.listen()
         taken = holder.getsockname()[1]
         port = taken if held == "PORT" else free_port()
-        metrics = str(taken) if held == "AUTOMEM_METRICS_PORT" else "0"
-        proc = _start(data, port, {"AUTOMEM_METRICS_PORT": metrics})
+        env = {"AUTOMEM_METRICS_PORT": "0"}
+        if held != "PORT":
+            env[held] = str(taken)
+        proc = _start(data, port, env)
         try:
             code = proc.wait(timeout=120)
         finally:
