@@ -189,6 +189,12 @@ class JsonBodyRoute(APIRoute):
 
         async def strict(request: Request) -> Response:
             request = _JsonBodyRequest(request.scope, request.receive)
+            if "scope" in request.query_params and "scope" not in known:
+                # Other routes accept and ignore what they do not know (AutoMem's clients send
+                # e.g. ``format``, ../shared/AUTOMEM_API.md), but ``?scope=`` would run the call
+                # in the caller's default scope while the caller believes it ran in another.
+                raise HTTPException(400, "scope: not a query parameter of this route; the scope is the "
+                                         "X-Automem-Scope header")
             if strict_delete:
                 unknown = sorted(set(request.query_params) - known)
                 if unknown:

@@ -286,6 +286,24 @@ async def test_a_delete_refuses_a_body_or_a_query_parameter_it_would_not_read(se
         assert r.status_code == 200, r.text
 
 
+async def test_a_scope_query_parameter_is_refused_on_every_route(service) -> None:
+    """``?scope=`` ran the call in the caller's default scope on every route but the DELETEs
+    (the scope is the X-Automem-Scope header): a recall or a store the caller believed ran in
+    another scope. Other unknown parameters stay accepted and ignored, as AutoMem's clients
+    send some (``format``, ../shared/AUTOMEM_API.md)."""
+    async with service.http() as http:
+        before = (await http.get("/memory/by-tag", params={"tags": "zeta"})).json()["count"]
+        r = await http.post("/memory", params={"scope": "proj1"}, json={"content": "Zeta fact", "tags": ["zeta"]})
+        assert r.status_code == 400 and r.json()["error"].startswith("scope: "), r.text
+        assert (await http.get("/memory/by-tag", params={"tags": "zeta"})).json()["count"] == before
+        for path, params in (("/recall", {"query": "zeta", "scope": "proj1"}),
+                             ("/memory/by-tag", {"tags": "zeta", "scope": "proj1"})):
+            r = await http.get(path, params=params)
+            assert r.status_code == 400 and r.json()["error"].startswith("scope: "), (path, r.text)
+        r = await http.get("/recall", params={"query": "zeta", "format": "text"})
+        assert r.status_code == 200, r.text
+
+
 async def _point(service, mid: str):
     points = await service.ctx.vectors.retrieve([mid])
     return points[0] if points else None
