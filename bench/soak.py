@@ -5,8 +5,10 @@
 listings, edits, supersedes and deletes at ``--other`` operations/s in total, for
 ``--minutes`` minutes. The text is LoCoMo turns (``../shared/data/locomo``), each agent in its
 own project tag. Every minute it prints the throughput per kind, recall and store latency
-p50/p95, errors, the enrichment backlog (``/health`` ``queue_depth``) and the RSS of the
-service's process tree.
+p50/p95 (from each operation's scheduled start: the wait for one of an agent's
+``IN_FLIGHT`` request slots counts), errors, the enrichment backlog (``/health``
+``queue_depth``), the RSS of the service's process tree and this generator's own CPU share
+(``generator_cpu_pct``: it runs on the same two cores as the service).
 
 At the end it waits for the backlog to drain and checks integrity: every acknowledged memory
 is readable as last written (content of the last acknowledged store or edit; a deleted one
@@ -45,6 +47,9 @@ sys.path.insert(0, str(ROOT))
 from bench import locomo_files
 from bench.latency import Service, locomo_export, pct
 
+#: Requests in flight per agent (each its own connection), and idle connections kept open.
+IN_FLIGHT, KEEP_ALIVE = 64, 8
+
 
 @dataclass
 class Ledger:
@@ -80,11 +85,13 @@ class Soak:
         t = self.turns[self.seq % len(self.turns)]
         return f"{t['content']} [soak {self.seq}]"
 
-    async def op(self, client: httpx.AsyncClient, kind: str, agent: int) -> None:
+    async def op(self, client: httpx.AsyncClient, kind: str, agent: int, slots: asyncio.Semaphore) -> None:
+        """One operation; its latency runs from its scheduled start, waiting for a slot included."""
         minute = self.minutes[-1]
         t0 = time.perf_counter()
         try:
-            await getattr(self, f"_{kind}")(client, agent)
+            async with slots:
+                await getattr(self, f"_{kind}")(client, agent)
         except Exception as exc:  # noqa: BLE001 - counted and reported
             minute.errors[kind] += 1
             if len(self.error_samples) < 20:
@@ -164,13 +171,18 @@ class Soak:
         kinds = [("store", a.stores / n), ("recall", a.recalls / n), ("by_tag", a.other * 0.4 / n),
                  ("edit", a.other * 0.25 / n), ("supersede", a.other * 0.2 / n), ("delete", a.other * 0.15 / n)]
         rate = sum(r for _, r in kinds)
+        # Operations past IN_FLIGHT wait for a slot here, not in httpx's pool: the pool scans
+        # its queued requests against its connections on every request (py-spy: 64 % of this
+        # process's CPU once the service fell behind, ~35 % of a core taken from the service).
+        slots = asyncio.Semaphore(IN_FLIGHT)
         async with httpx.AsyncClient(base_url=self.url, timeout=60,
-                                     limits=httpx.Limits(max_connections=64)) as client:
+                                     limits=httpx.Limits(max_connections=IN_FLIGHT,
+                                                         max_keepalive_connections=KEEP_ALIVE)) as client:
             pending: set[asyncio.Task] = set()
             next_at = time.monotonic()
             while next_at < deadline:
                 kind = self.rng.choices([k for k, _ in kinds], weights=[r for _, r in kinds])[0]
-                task = asyncio.create_task(self.op(client, kind, agent))
+                task = asyncio.create_task(self.op(client, kind, agent, slots))
                 pending.add(task)
                 task.add_done_callback(pending.discard)
                 next_at += self.rng.expovariate(rate)
@@ -182,6 +194,7 @@ class Soak:
         async with httpx.AsyncClient(base_url=self.url, timeout=60) as client:
             start = time.monotonic()
             minute_no = 0
+            cpu = time.process_time()
             while time.monotonic() < deadline:
                 await asyncio.sleep(min(60.0, max(0.0, deadline - time.monotonic())))
                 minute = self.minutes[-1]
@@ -193,7 +206,10 @@ class Soak:
                        "memories": health.get("memory_count"), "vectors": health.get("vector_count"),
                        "rss_mib": round(service.rss_mib()) if service else None,
                        "per_s": {k: round(v / elapsed, 1) for k, v in minute.counts.items()},
-                       "errors": dict(minute.errors)}
+                       "errors": dict(minute.errors),
+                       # this load generator's own CPU, taken from the same two cores
+                       "generator_cpu_pct": round(100 * (time.process_time() - cpu) / elapsed, 1)}
+                cpu = time.process_time()
                 for kind in ("recall", "store"):
                     lat = minute.latency.get(kind) or [0.0]
                     row[f"{kind}_p50_ms"] = round(statistics.median(lat), 1)
