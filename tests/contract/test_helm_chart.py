@@ -33,6 +33,7 @@ SECRET_KEYS = {
     "OPENAI_API_KEY",
     "FALKORDB_PASSWORD",
     "QDRANT_API_KEY",
+    "NATS_TOKEN",
 }
 #: Kinds from CRDs that the bundled schemas cannot know.
 CRD_KINDS = {"ServiceMonitor", "PrometheusRule", "HTTPRoute"}
@@ -361,6 +362,7 @@ def test_secret_values_go_to_the_chart_secret() -> None:
         "ADMIN_API_TOKEN": values["auth"]["adminToken"],
         "FALKORDB_PASSWORD": values["falkordb"]["password"],
         "QDRANT_API_KEY": values["qdrant"]["apiKey"],
+        "NATS_TOKEN": values["nats"]["token"],
     }
 
 
@@ -395,7 +397,7 @@ def test_quickstart_runs_in_chart_nats_jetstream_and_falkordb_with_pvcs() -> Non
     sets = _by_component(docs, "StatefulSet")
     assert set(sets) == {"nats", "falkordb"}
     (nats,) = sets["nats"]["spec"]["template"]["spec"]["containers"]
-    assert nats["image"].startswith("nats:") and "--jetstream" in nats["args"]
+    assert nats["image"].startswith("nats:") and "--jetstream" in nats["command"][-1]
     (falkordb,) = sets["falkordb"]["spec"]["template"]["spec"]["containers"]
     assert falkordb["image"].startswith("falkordb/falkordb:")
     # Restart at scale: the same AOF settings as the embedded launcher.
@@ -412,6 +414,26 @@ def test_quickstart_runs_in_chart_nats_jetstream_and_falkordb_with_pvcs() -> Non
     data = _configmap_data(docs)
     assert data["NATS_URL"] == f"nats://{_name('nats')}:4222"
     assert data["FALKORDB_HOST"] == _name("falkordb")
+
+
+def test_in_chart_nats_requires_a_token_the_services_present() -> None:
+    """The in-chart NATS accepted any client in the namespace (the embedded one requires a
+    token since 2026-12-03): the chart's Secret now holds a generated NATS_TOKEN, the server
+    is started with ``--auth`` when the Secret holds one, and every service reads it."""
+    docs = _rendered_case("quickstart-values.yaml")
+    (secret,) = _kind(docs, "Secret")
+    assert len(base64.b64decode(secret["data"]["NATS_TOKEN"])) == 40
+    (nats,) = _by_component(docs, "StatefulSet")["nats"]["spec"]["template"]["spec"]["containers"]
+    assert nats["command"][:2] == ["sh", "-c"] and '${NATS_TOKEN:+--auth "$NATS_TOKEN"}' in nats["command"][2]
+    assert nats["command"][2].startswith("exec nats-server --jetstream")
+    ref = {e["name"]: e for e in nats["env"]}["NATS_TOKEN"]["valueFrom"]["secretKeyRef"]
+    assert ref["key"] == "NATS_TOKEN" and ref["name"] == secret["metadata"]["name"]
+    for dep in _kind(docs, "Deployment"):
+        container = dep["spec"]["template"]["spec"]["containers"][0]
+        assert "NATS_TOKEN" in {e["name"] for e in container["env"]}, dep["metadata"]["name"]
+    # Without in-chart NATS nothing is generated: an external NATS gets a token only when set.
+    (default_secret,) = _kind(_rendered_case(None), "Secret")
+    assert "NATS_TOKEN" not in default_secret["data"]
 
 
 def test_external_stores_are_used_when_in_chart_ones_are_off() -> None:
@@ -801,7 +823,7 @@ def test_extra_volumes_containers_env_and_pod_metadata() -> None:
         assert meta["labels"]["example.com/tier"] == "backend"
         assert meta["annotations"]["example.com/team"] == "memory"
         assert ("example.com/writes" in meta["labels"]) == (component == "ingest")
-    assert _pod(docs, "nats")["metadata"]["annotations"] == {"example.com/store": "nats"}
+    assert _pod(docs, "nats")["metadata"]["annotations"]["example.com/store"] == "nats"
 
 
 def test_in_chart_nats_and_falkordb_have_resources() -> None:

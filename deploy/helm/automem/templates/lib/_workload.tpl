@@ -28,7 +28,7 @@ Components: single-binary (target all), gateway, ingest, recall, enrich, consoli
 {{/* automem.lib.secretEnv -- env entries read from the Secret; every key is optional. */}}
 {{- define "automem.lib.secretEnv" -}}
 {{- $secret := include "automem.secretName" . }}
-{{- range $key := list "AUTOMEM_API_TOKEN" "ADMIN_API_TOKEN" "OPENAI_API_KEY" "FALKORDB_PASSWORD" "QDRANT_API_KEY" }}
+{{- range $key := list "AUTOMEM_API_TOKEN" "ADMIN_API_TOKEN" "OPENAI_API_KEY" "FALKORDB_PASSWORD" "QDRANT_API_KEY" "NATS_TOKEN" }}
 - name: {{ $key }}
   valueFrom:
     secretKeyRef:
@@ -165,7 +165,7 @@ spec:
         {{- end }}
       annotations:
         checksum/config: {{ include (print $ctx.Template.BasePath "/configmap.yaml") $ctx | sha256sum }}
-        checksum/secret: {{ list $ctx.Values.auth $ctx.Values.falkordb.password $ctx.Values.qdrant.apiKey $ctx.Values.existingSecret | toJson | sha256sum }}
+        checksum/secret: {{ list $ctx.Values.auth $ctx.Values.falkordb.password $ctx.Values.qdrant.apiKey $ctx.Values.nats.token $ctx.Values.existingSecret | toJson | sha256sum }}
         {{- with $ctx.Values.podAnnotations }}
         {{- toYaml . | nindent 8 }}
         {{- end }}
