@@ -265,6 +265,17 @@ async def run(args: argparse.Namespace, url: str, service: Service | None) -> in
     print(f"soak: {args.agents} agents, {args.stores} stores/s + {args.recalls} recalls/s + {args.other} other/s "
           f"for {args.minutes} min against {url}", flush=True)
     await asyncio.gather(soak.monitor(service, deadline, rows), *(soak.agent(a, deadline) for a in range(args.agents)))
+    # Operations that finished after the last minute's line (the slowest, when the service fell
+    # behind) get a line of their own.
+    tail = soak.minutes[-1]
+    if tail.counts or tail.errors:
+        row = {"minute": "after the end", "count": dict(tail.counts), "errors": dict(tail.errors)}
+        for kind in ("recall", "store"):
+            lat = tail.latency.get(kind) or [0.0]
+            row[f"{kind}_p50_ms"] = round(statistics.median(lat), 1)
+            row[f"{kind}_p95_ms"] = round(pct(lat, 0.95), 1)
+        rows.append(row)
+        print(json.dumps(row), flush=True)
     drained = await wait_drained(url, 600)
     problems = await soak.check()
     totals: dict[str, int] = defaultdict(int)

@@ -35,8 +35,8 @@ class Settings(BaseSettings):
     data_dir: Path = Field(Path("./.automem"), validation_alias=_env("AUTOMEM_DATA_DIR"))
     host: str = Field("127.0.0.1", validation_alias=_env("AUTOMEM_HOST", "HOST"))
     #: Gateway HTTP port; AutoMem's default is 8001.
-    port: int = Field(8001, validation_alias=_env("PORT", "AUTOMEM_PORT"))
-    grpc_port: int = Field(50051, validation_alias=_env("AUTOMEM_GRPC_PORT"))
+    port: int = Field(8001, ge=0, le=65535, validation_alias=_env("PORT", "AUTOMEM_PORT"))
+    grpc_port: int = Field(50051, ge=0, le=65535, validation_alias=_env("AUTOMEM_GRPC_PORT"))
     #: Port of this process's Prometheus endpoint (every metric of the process, any path;
     #: automem/common/metrics.py); 0 = none. 9464 is the port registered for the
     #: OpenTelemetry Prometheus exporter. ``automem up`` gives each child process a free port
@@ -97,7 +97,7 @@ class Settings(BaseSettings):
     #: A second, plaintext gRPC port serving only ``grpc.health.v1.Health`` (0 = none): the
     #: kubelet's native grpc probes cannot speak TLS, so the chart points them here when
     #: ``grpc_tls`` is on.
-    grpc_health_port: int = Field(0, ge=0, validation_alias=_env("AUTOMEM_GRPC_HEALTH_PORT"))
+    grpc_health_port: int = Field(0, ge=0, le=65535, validation_alias=_env("AUTOMEM_GRPC_HEALTH_PORT"))
     #: Seconds between checks of the stores behind each gRPC service's readiness
     #: (automem/common/readiness.py); 0 = check once at start only.
     health_check_interval_seconds: float = Field(5.0, ge=0, validation_alias=_env("AUTOMEM_HEALTH_CHECK_INTERVAL_SECONDS"))
@@ -133,7 +133,7 @@ class Settings(BaseSettings):
     # --- NATS ----------------------------------------------------------------------------
     #: Empty: ``automem up`` starts an embedded nats-server on ``nats_port`` (0 = free port).
     nats_url: str = Field("", validation_alias=_env("NATS_URL", "AUTOMEM_NATS_URL"))
-    nats_port: int = Field(0, validation_alias=_env("AUTOMEM_NATS_PORT"))
+    nats_port: int = Field(0, ge=0, le=65535, validation_alias=_env("AUTOMEM_NATS_PORT"))
     #: The token clients present to NATS (``authorization { token }``). Empty with an embedded
     #: nats-server: ``automem up`` makes a random one for each start (automem/common/embedded.py
     #: ``EmbeddedRuntime``), so other users of the machine cannot read or write the events.
@@ -159,7 +159,7 @@ class Settings(BaseSettings):
     # --- FalkorDB ------------------------------------------------------------------------
     #: Empty: ``automem up`` starts an embedded redis-server + falkordb.so.
     falkordb_host: str = Field("", validation_alias=_env("FALKORDB_HOST"))
-    falkordb_port: int = Field(0, validation_alias=_env("FALKORDB_PORT"))
+    falkordb_port: int = Field(0, ge=0, le=65535, validation_alias=_env("FALKORDB_PORT"))
     #: Empty with an embedded FalkorDB: ``automem up`` makes a random one for each start (as
     #: ``nats_token``), so other users of the machine cannot reach the graph.
     #: At most 512 printable characters, as ``nats_token``.

@@ -14,11 +14,14 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
+from urllib.parse import parse_qsl
 
 from fastapi import FastAPI
 
 from automem.common.client import AutomemClient
 from automem.common.settings import Settings
+from automem.gateway.errors import error_response
+from automem.gateway.schemas import SCOPE_PARAMETER_ERROR, scope_parameter
 
 
 class LazyMCPEndpoint:
@@ -38,6 +41,11 @@ class LazyMCPEndpoint:
         self._runner: asyncio.Task | None = None
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        query = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
+        if scope_parameter(name for name, _ in query):
+            # The MCP tools act in the key's default scope or the X-Automem-Scope header's.
+            await error_response(400, SCOPE_PARAMETER_ERROR)(scope, receive, send)
+            return
         if self._endpoint is None:
             async with self._lock:
                 if self._endpoint is None:

@@ -173,6 +173,29 @@ def _query_names(dependant: Any) -> set[str]:
     return names
 
 
+def _takes_a_key(dependant: Any) -> bool:
+    """Whether a route or one of its dependencies reads the caller's key (automem/gateway/deps.py
+    ``principal``): the routes that act in a scope (the public probes do not)."""
+    return any((getattr(sub.call, "__module__", ""), getattr(sub.call, "__name__", "")) ==
+               ("automem.gateway.deps", "principal") or _takes_a_key(sub) for sub in dependant.dependencies)
+
+
+def scope_parameter(names: Any) -> str | None:
+    """The first of the query parameter ``names`` that is meant as a scope — ``scope`` once
+    case, spaces, NULs and a trailing ``[]`` are set aside (``Scope``, ``scope[]``, ``scope%20``)
+    — or None. The scope is the X-Automem-Scope header; such a parameter would have the call
+    run in the caller's default scope while the caller believes it ran in another (the REST
+    routes, :class:`JsonBodyRoute`, and ``/mcp``, automem/gateway/mcp_mount.py, refuse it)."""
+    for name in names:
+        if name.replace("\x00", "").strip().lower().removesuffix("[]").strip() == "scope":
+            return name
+    return None
+
+
+#: The answer to a request with a scope query parameter (see :func:`scope_parameter`).
+SCOPE_PARAMETER_ERROR = "scope: not a query parameter; the scope is the X-Automem-Scope header"
+
+
 class JsonBodyRoute(APIRoute):
     """Route class of the REST routers: the body's JSON is read by :func:`parse_json_body`
     (FastAPI's documented custom-``Request`` hook), so no route can see a number that JSON
@@ -186,15 +209,14 @@ class JsonBodyRoute(APIRoute):
         # dropped. An empty body, ``{}`` or null pass.
         strict_delete = self.body_field is None and self.methods == {"DELETE"}
         known = {*_query_names(self.dependant), "api_key"}  # api_key: automem/gateway/deps.py
+        scoped = _takes_a_key(self.dependant) and "scope" not in known
 
         async def strict(request: Request) -> Response:
             request = _JsonBodyRequest(request.scope, request.receive)
-            if "scope" in request.query_params and "scope" not in known:
+            if scoped and scope_parameter(request.query_params):
                 # Other routes accept and ignore what they do not know (AutoMem's clients send
-                # e.g. ``format``, ../shared/AUTOMEM_API.md), but ``?scope=`` would run the call
-                # in the caller's default scope while the caller believes it ran in another.
-                raise HTTPException(400, "scope: not a query parameter of this route; the scope is the "
-                                         "X-Automem-Scope header")
+                # e.g. ``format``, ../shared/AUTOMEM_API.md), but not a scope (scope_parameter).
+                raise HTTPException(400, SCOPE_PARAMETER_ERROR)
             if strict_delete:
                 unknown = sorted(set(request.query_params) - known)
                 if unknown:

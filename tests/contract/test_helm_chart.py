@@ -497,9 +497,16 @@ def test_service_monitor_is_off_by_default_and_scrapes_every_process_metrics_por
         {"prometheusRule": {"for": "ten minutes"}},
         {"networkPolicy": {"allowAll": True}},
         {"recall": {"extraVolumes": {"name": "x"}}},
+        # Credentials the services refuse at start (every pod would crash) or that nats-server
+        # reads as a bcrypt hash (no client could connect): refused when rendering.
+        {"nats": {"enabled": True, "token": "line one\nline two"}},
+        {"nats": {"enabled": True, "token": "t" * 513}},
+        {"nats": {"enabled": True, "token": "$2a$11$abcdefghijklmnopqrstuv"}},
+        {"falkordb": {"enabled": True, "password": "tab\there"}},
     ],
     ids=["top-level", "component", "nats", "mode-enum", "provider-enum", "ingress-paths", "tls-bool",
-         "rule-for", "netpol-key", "volumes-list"],
+         "rule-for", "netpol-key", "volumes-list", "nats-token-newline", "nats-token-long", "nats-token-bcrypt",
+         "falkordb-password-tab"],
 )
 def test_unknown_or_invalid_values_fail_schema_validation(chart: Any, values: dict[str, Any]) -> None:
     with pytest.raises(helm_python.HelmValuesError):

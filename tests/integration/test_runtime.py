@@ -454,6 +454,17 @@ def test_a_credential_that_cannot_work_is_refused_at_start_without_echoing_it(
     assert value[:20] not in done.stderr
 
 
+@pytest.mark.parametrize("name", ["FALKORDB_PORT", "AUTOMEM_NATS_PORT", "PORT", "AUTOMEM_GRPC_PORT"])
+def test_a_port_out_of_range_is_refused_as_a_setting(tmp_path: Path, name: str) -> None:
+    """``FALKORDB_PORT=70000`` started the embedded NATS, then ended ``automem up`` with a
+    logged OverflowError traceback from the port check."""
+    env = {**os.environ, "AUTOMEM_DATA_DIR": str(tmp_path / "data"), "AUTOMEM_METRICS_PORT": "0", name: "70000"}
+    done = subprocess.run([AUTOMEM, "up"], env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2, done.stderr
+    assert f"automem: setting {name}: " in done.stderr and "65535" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr + done.stdout
+
+
 def _stopped_falkordb(tmp_path: Path):
     from automem.common.embedded import EmbeddedFalkorDB
 

@@ -302,6 +302,21 @@ async def test_a_scope_query_parameter_is_refused_on_every_route(service) -> Non
             assert r.status_code == 400 and r.json()["error"].startswith("scope: "), (path, r.text)
         r = await http.get("/recall", params={"query": "zeta", "format": "text"})
         assert r.status_code == 200, r.text
+        # Spellings a client library or a typo produce (found by a break-it pass: each stored
+        # in the default scope), and /mcp, which ignored it too.
+        for name in ("Scope", "SCOPE", "scope ", " scope", "scope[]", "scope\x00"):
+            r = await http.post("/memory", params={name: "proj1"}, json={"content": "Zeta fact", "tags": ["zeta"]})
+            assert r.status_code == 400 and r.json()["error"].startswith("scope: "), (name, r.text)
+        assert (await http.get("/memory/by-tag", params={"tags": "zeta"})).json()["count"] == before
+        r = await http.post("/mcp", params={"scope": "proj1"}, json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                            headers={"accept": "application/json, text/event-stream"})
+        assert r.status_code == 400 and r.json()["error"].startswith("scope: "), r.text
+    # The public probes take no key and no scope: a scope parameter changes nothing there
+    # (it answered 401 "missing or invalid API key").
+    async with service.shared.http() as anonymous:
+        for path in ("/health", "/livez", "/readyz"):
+            r = await anonymous.get(path, params={"scope": "proj1"})
+            assert r.status_code in (200, 503) and "error" not in r.json(), (path, r.text)
 
 
 async def _point(service, mid: str):
