@@ -68,6 +68,16 @@ class Minute:
     latency: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
 
 
+def report(row: dict, minute: Minute) -> dict:
+    """``row`` with the recall and store latency p50/p95 of ``minute``, printed as one JSON line."""
+    for kind in ("recall", "store"):
+        lat = minute.latency.get(kind) or [0.0]
+        row[f"{kind}_p50_ms"] = round(statistics.median(lat), 1)
+        row[f"{kind}_p95_ms"] = round(pct(lat, 0.95), 1)
+    print(json.dumps(row), flush=True)
+    return row
+
+
 class Soak:
     def __init__(self, url: str, turns: list[dict], questions: list[dict], args: argparse.Namespace) -> None:
         self.url = url
@@ -210,12 +220,7 @@ class Soak:
                        # this load generator's own CPU, taken from the same two cores
                        "generator_cpu_pct": round(100 * (time.process_time() - cpu) / elapsed, 1)}
                 cpu = time.process_time()
-                for kind in ("recall", "store"):
-                    lat = minute.latency.get(kind) or [0.0]
-                    row[f"{kind}_p50_ms"] = round(statistics.median(lat), 1)
-                    row[f"{kind}_p95_ms"] = round(pct(lat, 0.95), 1)
-                rows.append(row)
-                print(json.dumps(row), flush=True)
+                rows.append(report(row, minute))
 
     async def check(self) -> list[str]:
         """Differences between the ledger and what the service returns."""
@@ -269,13 +274,7 @@ async def run(args: argparse.Namespace, url: str, service: Service | None) -> in
     # behind) get a line of their own.
     tail = soak.minutes[-1]
     if tail.counts or tail.errors:
-        row = {"minute": "after the end", "count": dict(tail.counts), "errors": dict(tail.errors)}
-        for kind in ("recall", "store"):
-            lat = tail.latency.get(kind) or [0.0]
-            row[f"{kind}_p50_ms"] = round(statistics.median(lat), 1)
-            row[f"{kind}_p95_ms"] = round(pct(lat, 0.95), 1)
-        rows.append(row)
-        print(json.dumps(row), flush=True)
+        rows.append(report({"minute": "after the end", "count": dict(tail.counts), "errors": dict(tail.errors)}, tail))
     drained = await wait_drained(url, 600)
     problems = await soak.check()
     totals: dict[str, int] = defaultdict(int)
