@@ -213,6 +213,11 @@ class JsonBodyRoute(APIRoute):
 
         async def strict(request: Request) -> Response:
             request = _JsonBodyRequest(request.scope, request.receive)
+            for name, value in request.path_params.items():
+                # The graph cannot take a NUL (the OpenAPI schema says so: NO_NUL); its refusal
+                # named no field ("a text value contains a NUL character").
+                if isinstance(value, str) and "\x00" in value:
+                    raise HTTPException(400, f"{name}: contains a NUL character")
             if scoped and scope_parameter(request.query_params):
                 # Other routes accept and ignore what they do not know (AutoMem's clients send
                 # e.g. ``format``, ../shared/AUTOMEM_API.md), but not a scope (scope_parameter).

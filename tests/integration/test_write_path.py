@@ -75,6 +75,16 @@ async def test_nul_byte_is_rejected_not_altered(service) -> None:
     assert await _count_nodes(service) == 0
 
 
+async def test_a_nul_in_a_path_id_is_400_naming_the_parameter(service) -> None:
+    """``GET /memory/%00`` answered "a text value contains a NUL character" (the graph's
+    check), naming no field."""
+    async with service.http() as http:
+        for method, path in (("GET", "/memory/a%00b"), ("PATCH", "/memory/%00"), ("DELETE", "/memory/x%00"),
+                             ("GET", "/v1/memories/%00/versions")):
+            r = await http.request(method, path, json={"content": "x"} if method == "PATCH" else None)
+            assert r.status_code == 400 and r.json()["error"].startswith("memory_id: "), (method, path, r.text)
+
+
 async def test_metadata_reads_back_identical_and_type_key_updates(service) -> None:
     async with service.http() as http:
         r = await http.post("/memory", json={"content": "meta", "metadata": METADATA})
