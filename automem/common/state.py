@@ -31,8 +31,11 @@ from automem.v1 import memory_pb2
 if TYPE_CHECKING:
     from automem.graph import GraphStore
 
-#: Longest supersession chain walked (docs/architecture.md, "Where each rule lives").
-MAX_HOPS = 5
+#: Longest supersession chain walked (docs/architecture.md, "Where each rule lives"): a
+#: fact corrected every day for two months. Each hop is one batched read for all the hits
+#: still walking, so short chains cost what they did; at 5 (before) the first memories of a
+#: longer chain named no current memory.
+MAX_HOPS = 64
 
 _ALWAYS_WITHHELD = (memory_pb2.MEMORY_STATE_DELETED, memory_pb2.MEMORY_STATE_REJECTED)
 
@@ -180,7 +183,7 @@ async def resolve(graph: GraphStore, memories: list[Memory], scope: str, read: R
     """Apply the state pass to ``memories`` (same order; None = withheld).
 
     Each memory is first seen as known at ``read.known_at`` (:func:`as_known`). A superseded
-    memory is replaced by the furthest memory along its chain (≤ 5 hops, cycle-safe, edges
+    memory is replaced by the furthest memory along its chain (≤ :data:`MAX_HOPS` hops, cycle-safe, edges
     created by ``known_at``) that is readable at ``as_of``; when none is, the memory itself
     is returned if readable (what was true at ``as_of``), else withheld. A replacement that
     appears more than once is kept at its first position only, unless ``dedupe`` is False:

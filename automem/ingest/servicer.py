@@ -349,8 +349,9 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         """MERGE a typed edge; only AutoMem's 11 authorable types; self-links refused
         (INVALID_ARGUMENT); an end that is missing, of another scope, DELETED or REJECTED
         (``GONE_STATES``) is NOT_FOUND naming memory1_id / memory2_id, and no edge is
-        written. An INVALIDATED_BY or EVOLVED_INTO edge marks the source SUPERSEDED
-        (mcp-automem's four-call supersede)."""
+        written. An INVALIDATED_BY or EVOLVED_INTO edge marks an ACTIVE source SUPERSEDED and
+        closes its valid window at the target's start, as :meth:`SupersedeMemory` does
+        (automem/common/lifecycle.py ``close_for_supersede``; mcp-automem's four-call supersede)."""
         require_role("writer")
         scope = resolve_scope(request.scope)
         rel = Relation()
@@ -367,7 +368,8 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         if rel.strength < 0 or rel.strength > 1:
             raise InvalidArgument("strength: must be between 0 and 1", field="strength")
         rel.scope = scope
-        rel.create_time.CopyFrom(ts(now()))
+        stamp = now()
+        rel.create_time.CopyFrom(ts(stamp))
         found = await self.graph.memories.hydrate([rel.source_id, rel.target_id], scope)
         source, target = found.get(rel.source_id), found.get(rel.target_id)
         # Another scope's, deleted and rejected memories are all "not found" to the caller.
@@ -389,16 +391,11 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
             return ingest_service_pb2.CreateRelationResponse(relation=rel)
         updated = None
         if source.state == memory_pb2.MEMORY_STATE_ACTIVE:
-            updated = Memory()
-            updated.CopyFrom(source)
-            updated.state = memory_pb2.MEMORY_STATE_SUPERSEDED
-            updated.superseded_by = target.id
-            updated.state_reason = rel.reason
-            updated.version = source.version + 1
-            updated.update_time.CopyFrom(rel.create_time)
-            updated.superseded_time.CopyFrom(rel.create_time)
-            if source.HasField("valid_to"):
-                updated.prior_valid_to.CopyFrom(source.valid_to)
+            # As an atomic supersede closes it (SupersedeMemory): the source's window ends where
+            # the target's begins, so a replacement deleted later leaves no stale fact current.
+            updated = close_for_supersede(source, target.id,
+                                          epoch(target, "valid_from") or epoch(target, "create_time"), stamp,
+                                          rel.reason)
         props = _without_enrichment(memory_to_node(updated)) if updated is not None else {}
         if not await self.graph.relations.create_superseding(rel, props, source.version if updated else None):
             now_source = await self.graph.memories.get(rel.source_id, scope)

@@ -205,8 +205,11 @@ async def test_chain_longer_than_five_hops_never_returns_a_superseded_memory_as_
         assert [h["id"] for h in hits] == [chain[-1]]
         listed = (await http.get("/memory/by-tag", params={"tags": "train"})).json()["memories"]
         assert [m["id"] for m in listed] == [chain[-1]]
-        got = (await http.get(f"/memory/{chain[2]}")).json()["memory"]
-        assert got["is_current"] is False and got["current_id"] == chain[-1]
+        # Every earlier memory names the head, seven hops away at most (the first two named
+        # none while the walk stopped after five hops).
+        for mid in chain[:-1]:
+            got = (await http.get(f"/memory/{mid}")).json()["memory"]
+            assert got["is_current"] is False and got["current_id"] == chain[-1], chain.index(mid)
 
 
 async def test_commas_in_tags_and_bad_recall_parameters_are_400(service) -> None:

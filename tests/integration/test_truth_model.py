@@ -118,6 +118,44 @@ async def test_automem_four_call_supersede_is_a_supersession(service) -> None:
         assert [h["id"] for h in hits] == [new_id]
 
 
+@pytest.mark.parametrize("removal", ["delete", "purge"])
+async def test_a_linked_replacement_removed_later_leaves_no_stale_fact_current(service, removal) -> None:
+    """An INVALIDATED_BY link made the old fact SUPERSEDED but left its window open, so once
+    the replacement was deleted or purged the old fact read as current again (state
+    SUPERSEDED, ``is_current`` true) in recall, by-tag and get — while the same chain made by
+    an atomic supersede showed nothing current. The link now closes the window as a supersede
+    does, and both paths agree."""
+    tag = f"office-{removal}-{uuid.uuid4().hex[:6]}"
+    async with service.http() as http:
+        old_id = await _store(http, f"Liam's office is in Building 7 ({tag})", tags=[tag])
+        new_id = await _store(http, f"Liam's office is in Building 9 ({tag})", tags=[tag])
+        r = await http.post("/associate", json={"memory1_id": old_id, "memory2_id": new_id,
+                                                "type": "INVALIDATED_BY", "strength": 0.9})
+        assert r.status_code == 201, r.text
+        old = (await http.get(f"/memory/{old_id}")).json()["memory"]
+        new = (await http.get(f"/memory/{new_id}")).json()["memory"]
+        assert old["state"] == "SUPERSEDED" and old["current_id"] == new_id
+        atomic_old = await _store(http, f"Liam's desk is by the window ({tag})", tags=[tag])
+        r = await http.post(f"/v1/memories/{atomic_old}:supersede",
+                            json={"content": f"Liam's desk is by the door ({tag})", "tags": [tag]})
+        assert r.status_code in (200, 201), r.text
+        atomic_new = r.json()["replacement"]["id"] if "replacement" in r.json() else r.json()["memory_id"]
+        for gone in (new_id, atomic_new):
+            if removal == "delete":
+                r = await http.delete(f"/memory/{gone}")
+            else:
+                r = await http.post(f"/v1/memories/{gone}:purge", json={"reason": "test"}, timeout=60)
+            assert r.status_code == 200, r.text
+        assert await _by_tag(http, tag) == []
+        hits = (await http.get("/recall", params={"query": "Liam office desk", "tags": tag})).json()["results"]
+        assert hits == []
+        for mid in (old_id, atomic_old):
+            got = (await http.get(f"/memory/{mid}")).json()["memory"]
+            assert got["is_current"] is False, got
+        # closed where the replacement began
+        assert (await http.get(f"/memory/{old_id}")).json()["memory"]["t_invalid"] == new["t_valid"]
+
+
 # --- 2. bitemporal ---------------------------------------------------------------------
 
 
