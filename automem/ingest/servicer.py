@@ -496,15 +496,23 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
 
     async def _supersede_replay(self, scope: str, request) -> ingest_service_pb2.SupersedeMemoryResponse | None:
         """The answer to a supersede whose idempotency key is claimed already: the replacement
-        that key created and the memory it replaced (None when the key is unused)."""
+        that key created and the memory it replaced (None when the key is unused). ABORTED
+        naming ``idempotency_key`` when the key superseded another memory; INVALID_ARGUMENT
+        naming it when the replacement asked for now has other content (as ``CreateMemory``
+        refuses a key reused for a different memory) — never the first answer for a second,
+        different request."""
         existing = await self._idempotent(scope, request.idempotency_key)
         if not existing:
             return None
         replacement = await self.graph.memories.get(existing[0], scope)
         old = await self.graph.memories.get(request.id, scope)
-        if replacement is None or old is None:
+        if replacement is None or old is None or old.superseded_by != replacement.id:
             raise Aborted(f"idempotency_key: {request.idempotency_key!r} was used for another request",
                           field="idempotency_key")
+        if replacement.content_hash != content_hash(request.replacement.content):
+            raise InvalidArgument(
+                f"idempotency_key: {request.idempotency_key!r} was used for a different replacement "
+                f"({replacement.id}); use a new key for new content", field="idempotency_key")
         return ingest_service_pb2.SupersedeMemoryResponse(replacement=replacement, superseded=old)
 
     async def supersede_in_graph(self, old: Memory, closed: Memory, new: Memory, rel: Relation,

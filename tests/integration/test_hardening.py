@@ -404,3 +404,25 @@ async def test_recall_answers_from_the_other_arms_while_the_vector_store_holds_i
             assert "vector" in after["arms"] and after["degraded"] == []
     finally:
         await running.runner.stop()
+
+
+async def test_an_idempotency_key_reused_on_supersede_with_other_content_is_refused(service) -> None:
+    """The second supersede under one key but with other content answered 201 with the first
+    replacement, dropping the new content without a word (``POST /memory`` refused it)."""
+    async with service.http() as http:
+        old = await _store(http, "The stand-up is at nine", tags=["standup"])
+        key = {"Idempotency-Key": f"sup-{os.urandom(4).hex()}"}
+        first = await http.post(f"/v1/memories/{old}:supersede", json={"content": "The stand-up is at ten"},
+                                headers=key)
+        assert first.status_code == 201, first.text
+        again = await http.post(f"/v1/memories/{old}:supersede", json={"content": "The stand-up is at ten"},
+                                headers=key)
+        assert again.status_code in (200, 201), again.text  # the same request replays its answer
+        assert again.json()["memory_id"] == first.json()["memory_id"]
+        other = await http.post(f"/v1/memories/{old}:supersede",
+                                json={"content": "The stand-up is at eleven", "importance": 0.9}, headers=key)
+        assert other.status_code == 400 and "idempotency_key" in other.json()["error"], other.text
+        other_memory = await _store(http, "Lunch is at noon")
+        moved = await http.post(f"/v1/memories/{other_memory}:supersede", json={"content": "Lunch is at one"},
+                                headers=key)
+        assert moved.status_code in (400, 409) and "idempotency_key" in moved.json()["error"], moved.text
