@@ -32,10 +32,15 @@ record of truth and is exported whole:
 
 * :func:`restore_records` — recreates nodes (labels and properties exactly), edges and the
   event stream in an *empty* graph/stream (refuses a non-empty one unless ``force``).
-  Events keep their ids (``Nats-Msg-Id``), times and payloads, so history reads the same;
-  they are history only (enrichment starts after them). Nodes and edges are created in file
-  order and export numbers nodes 0, 1, 2… (``ref``), so backup → restore → backup gives the
-  same lines but for the header's ``export_time`` and ``events_retained_since``.
+  Events keep their ids, times and payloads, so history reads the same; they are published
+  with a ``Nats-Msg-Id`` of the restore's own (the stream's 120 s de-duplication window
+  outlives a purge: with the event ids a forced restore right after another would store
+  nothing), and a restore the stream did not store every event of fails
+  (:class:`RestoreIncomplete`). They are history only (enrichment starts after them). Nodes
+  and edges are created in file order and export numbers nodes 0, 1, 2… (``ref``), so
+  backup → restore → backup gives the same lines but for the header's ``export_time`` and
+  ``events_retained_since``. Every record is checked first (:func:`check_records`: memories
+  too, field by field), so a file the graph cannot take changes nothing.
 * :func:`reindex` — rebuilds every vector point from the graph: payload from the one
   builder (:func:`automem.common.payload.build_payload`), dense vector from the embedding
   provider, BM25 sparse vector with the PRECEDED_BY context as enrichment builds it; points
@@ -47,13 +52,18 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import math
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+import grpc
 from google.protobuf.message import DecodeError
 
 from automem.common.bus import ENRICH_DURABLE
+from automem.common.errors import AutomemError
+from automem.common.model import OPEN_END, STATE_NAMES, Memory, memory_to_node, node_to_memory, parse_type
 from automem.common.payload import build_payload
 from automem.common.text import analyze, bm25_doc_weights
 from automem.v1 import events_pb2, memory_pb2
@@ -170,9 +180,18 @@ async def export_lines(graph: GraphStore, bus: Any = None, known_at: float | Non
         yield json.dumps(record, ensure_ascii=False, sort_keys=True)
 
 
+class Line(dict):
+    """A record read from a backup file (a dict, as every record), remembering its 1-based
+    line number ``line`` so that :func:`check_records` names the line (blank lines count)."""
+
+    line: int = 0
+
+
 def read_lines(lines: Iterable[str]) -> list[dict[str, Any]]:
-    """Parse backup lines; ValueError naming the line on bad JSON or an unknown format."""
-    out = []
+    """Parse backup lines (blank ones skipped) into records (:class:`Line`: dicts that know
+    their line number). ValueError naming the line on bad JSON, a line that is not an
+    object, or a header of an unknown format."""
+    out: list[dict[str, Any]] = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -184,8 +203,26 @@ def read_lines(lines: Iterable[str]) -> list[dict[str, Any]]:
             raise ValueError(f"backup line {number}: not a JSON object")  # noqa: TRY004 - a bad file is a ValueError to every caller
         if record.get("kind") == "header" and record.get("format") != FORMAT:
             raise ValueError(f"backup line {number}: unknown format {record.get('format')!r}")
-        out.append(record)
+        parsed = Line(record)
+        parsed.line = number
+        out.append(parsed)
     return out
+
+
+def _where(number: int, record: dict[str, Any]) -> str:
+    """How an error names a record: its line in the file when it was read from one
+    (:class:`Line`), else its 1-based position."""
+    line = getattr(record, "line", 0)
+    return f"backup line {line}" if line else f"backup record {number}"
+
+
+class RestoreIncomplete(AutomemError):
+    """A restore after which the stream does not hold every event of the file (it stored
+    fewer than it was given: de-duplicated, or refused). The graph is restored, the history
+    is not: the restore marker stays (:data:`RESTORE_MARK`), so the service warns at start
+    and the next restore needs ``force``. gRPC DATA_LOSS, HTTP 500, with the message."""
+
+    code = grpc.StatusCode.DATA_LOSS
 
 
 async def restore_records(graph: GraphStore, records: list[dict[str, Any]], bus: Any = None,
@@ -209,10 +246,17 @@ async def restore_records(graph: GraphStore, records: list[dict[str, Any]], bus:
     graph count as non-empty, ``force`` keeps them, and the backup's nodes of these labels
     whose key property the graph already holds are left out. ``progress(done, total)`` is
     called as records are written (``total``: the nodes, edges and events to write).
+    Events are published with a ``Nats-Msg-Id`` unique to this restore and record (never the
+    event id: the stream's de-duplication window survives the purge of ``force``), and each
+    acknowledgement is checked.
     Returns counts ``{"nodes", "edges", "events", "events_dropped", "live_memories"}``
-    (``events_dropped``: events the target stream's retention removed at once, its
+    (``events``: the events the stream stored, each acknowledged as new: all of the file's;
+    ``events_dropped``: those of them the target stream's retention removed at once, its
     ``event_retention_bytes`` being smaller than the backup's events; ``live_memories``:
     restored memories that are neither DELETED nor REJECTED, i.e. that need a vector point).
+    Raises :class:`RestoreIncomplete` (an AutomemError, DATA_LOSS) naming the shortfall when
+    the stream stored fewer events than the file holds; the enrichment consumer is moved
+    after them first and the restore marker stays. Errors of the stores propagate.
     """
     check_records(records, graph.dump.identifier)
     header = next((r for r in records if r.get("kind") == "header"), {})
@@ -298,20 +342,32 @@ async def restore_records(graph: GraphStore, records: list[dict[str, Any]], bus:
     await graph.versions.migrate()
     published = dropped = 0
     if bus is not None and bus.js is not None:
-        before = await bus.js.stream_info(bus.settings.stream_name)
-        for record in events:
+        # Not the event ids: the server de-duplicates a Nats-Msg-Id it saw within its window
+        # (120 s), a purge does not forget them, and a forced restore right after another (or
+        # after the service published these events) would store nothing. One id per restore
+        # and record: every record of the file is stored once.
+        run = uuid.uuid4().hex
+        stored: list[int] = []  # stream sequences of the events the stream stored
+        for position, record in enumerate(events):
             event = events_pb2.MemoryEvent.FromString(base64.b64decode(record["data"]))
-            await bus.publish_event(event)
-            published += 1
+            ack = await bus.publish_restored(event, f"restore-{run}-{position}")
+            if not ack.duplicate:
+                stored.append(int(ack.seq))
             advance(1)
+        published = len(stored)
         after = await bus.js.stream_info(bus.settings.stream_name)
         # Republished events start a fresh retention period; a smaller event_retention_bytes
         # than the backup's events removes the oldest of them at once.
-        dropped = max(0, min(published, after.state.first_seq - (before.state.last_seq + 1)))
+        dropped = sum(1 for seq in stored if seq < after.state.first_seq)
         # The restored events are history: the graph already holds their effects (entities,
         # SIMILAR_TO and PRECEDED_BY edges, statuses). Enrichment starts after them, or it
         # would enrich every restored memory again (new edges, new create_times, new events).
         await bus.start_consumer_after(ENRICH_DURABLE, after.state.last_seq)
+        if published < len(events):
+            raise RestoreIncomplete(
+                f"restore: the stream {bus.settings.stream_name!r} stored {published} of the file's {len(events)} "
+                f"events ({len(events) - published} missing: the server acknowledged them as duplicates); the graph "
+                "is restored but its history is not: restore again with force")
     await graph.dump.unmark_restore()
     live = sum(1 for r in nodes if r.get("kind") == "memory"
                and (r.get("properties") or {}).get("state") not in _GONE_STATES)
@@ -329,14 +385,14 @@ _SHAPES: dict[str, dict[str, type | tuple[type, ...]]] = {
 
 
 def _check_shapes(records: list[dict[str, Any]]) -> None:
-    """ValueError naming the first record (1-based, in file order) that lacks a field of its
+    """ValueError naming the first record (its line, :func:`_where`) that lacks a field of its
     kind or holds it with another type: checked before a restore changes anything."""
     for number, record in enumerate(records, 1):
         for name, kind in _SHAPES.get(record.get("kind"), {}).items():
             value = record.get(name)
             if not isinstance(value, kind) or isinstance(value, bool):
                 raise ValueError(  # noqa: TRY004 - a bad file is a ValueError to every caller
-                    f"backup record {number} ({record.get('kind')}): {name!r} missing or not "
+                    f"{_where(number, record)} ({record.get('kind')}): {name!r} missing or not "
                     f"{getattr(kind, '__name__', kind)}")
 
 
@@ -359,7 +415,10 @@ async def interrupted_restore(graph: GraphStore) -> str | None:
 def check_records(records: list[dict[str, Any]], identifier: Callable[[str], str]) -> None:
     """Everything a restore could trip on, checked before it changes anything (with
     ``force`` it empties the graph first, so a record refused half-way would leave a
-    half-restored graph). ValueError naming the first bad record (1-based, in file order):
+    half-restored graph). ``records``: as :func:`read_lines` returns them (or
+    :func:`export_records` yields them). ValueError naming the first bad record — its line
+    (``backup line N``) when read by :func:`read_lines`, else its 1-based position
+    (``backup record N``) — and, for a property, the field (``properties.importance``):
 
     * a field missing or of another type (:data:`_SHAPES`);
     * a file cut short: the header promises an ``end`` record (``"end": "end"``) that is
@@ -368,6 +427,10 @@ def check_records(records: list[dict[str, Any]], identifier: Callable[[str], str
     * a label or relation type that is not a safe name (``identifier``, the graph's check);
     * a property value FalkorDB cannot store (a map, an integer beyond 64 bits; a value is
       null, a boolean, a number, a string or a list of those);
+    * a memory (and a ``MemoryVersion`` snapshot) whose properties the service could not read
+      back (:func:`_check_memory`: a field of another type, a state, type or status no memory
+      has, a window that ends before it starts), an edge whose ``strength``, ``create_time``,
+      ``reason`` or ``scope`` is of another type (:func:`_check_edge`);
     * an event whose ``data`` is not base64 of a ``MemoryEvent``.
     """
     _check_shapes(records)
@@ -377,7 +440,7 @@ def check_records(records: list[dict[str, Any]], identifier: Callable[[str], str
         if not ends:
             raise ValueError("backup: the file is cut short (its end record is missing): restore a whole backup")
         if ends[0] != len(records):
-            raise ValueError(f"backup record {ends[0]}: the end record is not the last one")
+            raise ValueError(f"{_where(ends[0], records[ends[0] - 1])}: the end record is not the last one")
         end = records[-1]
         found = {"nodes": sum(1 for r in records if r.get("kind") in _NODE_KINDS),
                  "edges": sum(1 for r in records if r.get("kind") == "edge"),
@@ -399,22 +462,27 @@ def check_records(records: list[dict[str, Any]], identifier: Callable[[str], str
                         raise ValueError(f"labels: {label!r} is not text")  # noqa: TRY004 - a bad file is a ValueError to every caller
                     identifier(label)
                 _check_properties(record["properties"])
+                if kind == "memory":
+                    _check_memory(record["properties"])
+                elif VERSION_LABEL in record["labels"]:
+                    _check_version(record["properties"])
             elif kind == "edge":
                 identifier(record["type"])
                 _check_properties(record["properties"])
+                _check_edge(record["properties"])
             elif kind == "event":
                 try:
                     events_pb2.MemoryEvent.FromString(base64.b64decode(record["data"], validate=True))
                 except (ValueError, DecodeError) as exc:
                     raise ValueError(f"data: not a base64 MemoryEvent ({exc})") from None
         except ValueError as exc:
-            raise ValueError(f"backup record {number} ({kind}): {exc}") from None
+            raise ValueError(f"{_where(number, record)} ({kind}): {exc}") from None
     for number, record in enumerate(records, 1):
         if record.get("kind") == "edge":
             for end_name in ("source", "target"):
                 if record[end_name] not in refs:
-                    raise ValueError(f"backup record {number} (edge): {end_name} {record[end_name]} is the ref of "
-                                     "no node of the file")
+                    raise ValueError(f"{_where(number, record)} (edge): {end_name} {record[end_name]} is the "
+                                     "ref of no node of the file")
 
 
 def _check_properties(props: dict[str, Any]) -> None:
@@ -423,6 +491,143 @@ def _check_properties(props: dict[str, Any]) -> None:
         if not _storable(value):
             raise ValueError(f"properties.{name}: {str(value)[:80]!r} cannot be stored (a property is null, a "
                              "boolean, a number, text or a list of those)")
+
+
+#: The label of a memory's versions (automem/graph/versions.py ``LABEL``) and the properties a
+#: version holds besides the snapshot of the memory node (its ``KEYS``).
+VERSION_LABEL = "MemoryVersion"
+_VERSION_KEYS = ("memory_id", "version", "recorded_at", "actor", "changed_fields")
+#: A memory node's properties as the one builder writes them (automem/common/model.py
+#: ``memory_to_node``), of an empty memory: each value's type is the property's (text, a list
+#: of text, a float, an integer; None: a time; the open end: a time that may be open).
+_MEMORY_NODE = memory_to_node(Memory())
+#: Epoch seconds of 0001-01-01T00:00:00Z, the earliest time a Timestamp holds.
+_FIRST_TIME = -62135596800.0
+_STATUS_NAMES = {"embedding_status": set(memory_pb2.EmbeddingStatus.keys()),
+                 "enrichment_status": set(memory_pb2.EnrichmentStatus.keys())}
+_ENTITY_KEYS = {"name", "kind", "tag"}
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _check_memory(props: dict[str, Any]) -> None:
+    """Refuse a memory node's properties the service could not read back (every read of the
+    memory would answer 500), before a restore changes anything: ValueError naming the
+    first bad property (``properties.<name>: <why>``).
+
+    ``props`` is a memory node as :func:`automem.common.model.memory_to_node` writes it; each
+    of its properties present and not null must have the builder's type: text; a list of
+    text (``tags``, ``tags_lower``, ``entity_tags``); a finite number (``importance`` and
+    ``confidence`` in [0, 1]); a non-negative integer (``version``); a time in epoch seconds
+    within the years 1–9999 (``valid_to`` / ``retract_time`` may be later: open). Besides,
+    ``id`` is non-empty text, ``state`` a state name (``ACTIVE``…), ``type`` a memory type,
+    the statuses their enum names, ``metadata`` the JSON text of an object, ``entities`` of a
+    list of ``{name, kind, tag}`` objects, and ``valid_to`` after ``valid_from``. Last, the
+    read path's converter (:func:`automem.common.model.node_to_memory`) must take it.
+    Properties the builder does not write are left as they are (any storable value).
+    """
+    if not isinstance(props.get("id"), str) or not props["id"]:
+        raise ValueError(f"properties.id: {props.get('id')!r} is not the memory's id (non-empty text)")
+    for name, model in _MEMORY_NODE.items():
+        value = props.get(name)
+        if value is None:
+            continue
+        where = f"properties.{name}"
+        if isinstance(model, str):
+            if not isinstance(value, str):
+                raise ValueError(f"{where}: {value!r} is not text")  # noqa: TRY004 - a bad file is a ValueError
+        elif isinstance(model, list):
+            if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+                raise ValueError(f"{where}: {value!r} is not a list of text")
+        elif isinstance(model, int) and not isinstance(model, bool):  # version
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"{where}: {value!r} is not a non-negative integer")
+        elif model is None or model == OPEN_END:  # a time
+            if not _number(value) or value < _FIRST_TIME or (model is None and value > OPEN_END):
+                raise ValueError(f"{where}: {value!r} is not a time (epoch seconds within the years 1–9999)")
+        elif not _number(value):
+            raise ValueError(f"{where}: {value!r} is not a number")
+        elif name in ("importance", "confidence") and not 0.0 <= value <= 1.0:
+            raise ValueError(f"{where}: {value!r} is not between 0 and 1")
+    _check_memory_values(props)
+    try:
+        node_to_memory(props)
+    except (ValueError, TypeError, KeyError, AttributeError, OverflowError, AutomemError) as exc:
+        raise ValueError(f"properties: not readable as a memory ({exc})") from None
+
+
+def _check_memory_values(props: dict[str, Any]) -> None:
+    """The value checks of :func:`_check_memory` (its types are checked): names, JSON texts,
+    the window."""
+    state = props.get("state")
+    if state is not None and state not in STATE_NAMES.values():
+        raise ValueError(f"properties.state: {state!r} is not a memory state ({', '.join(STATE_NAMES.values())})")
+    kind = props.get("type")
+    if kind and kind != "MetaPattern":
+        try:
+            parse_type(kind, field="properties.type")
+        except AutomemError as exc:
+            raise ValueError(exc.message) from None
+    for name, allowed in _STATUS_NAMES.items():
+        if props.get(name) and props[name] not in allowed:
+            raise ValueError(f"properties.{name}: {props[name]!r} is not one of {', '.join(sorted(allowed))}")
+    for name, shape in (("metadata", dict), ("entities", list)):
+        if not props.get(name):
+            continue
+        try:
+            value = json.loads(props[name])
+        except ValueError as exc:
+            raise ValueError(f"properties.{name}: not JSON text ({exc})") from None
+        if not isinstance(value, shape):
+            raise ValueError(f"properties.{name}: the JSON text of a {type(value).__name__}, not of "  # noqa: TRY004
+                             f"{'an object' if shape is dict else 'a list'}")
+        if name == "entities":
+            for entity in value:
+                if not isinstance(entity, dict) or not set(entity) <= _ENTITY_KEYS or not all(
+                        isinstance(v, str) for v in entity.values()):
+                    raise ValueError(f"properties.entities: {entity!r} is not an entity (name, kind and tag, "
+                                     "each text)")
+    start, end = props.get("valid_from"), props.get("valid_to")
+    if start is not None and end is not None and end < OPEN_END and end <= start:
+        raise ValueError(f"properties.valid_to: {end!r} is not after valid_from {start!r} (the window ends "
+                         "before it starts)")
+
+
+def _check_version(props: dict[str, Any]) -> None:
+    """A ``MemoryVersion`` node's properties (automem/graph/versions.py): ``memory_id`` text,
+    ``version`` a non-negative integer, ``recorded_at`` a number, ``actor`` text,
+    ``changed_fields`` a list of text, and the rest a snapshot :func:`_check_memory` takes
+    (read back by ``snapshot_memory``, as a memory node). ValueError naming the property."""
+    if not isinstance(props.get("memory_id"), str) or not props["memory_id"]:
+        raise ValueError(f"properties.memory_id: {props.get('memory_id')!r} is not a memory id (non-empty text)")
+    recorded = props.get("recorded_at")
+    if recorded is not None and not _number(recorded):
+        raise ValueError(f"properties.recorded_at: {recorded!r} is not a time (epoch seconds)")
+    if props.get("actor") is not None and not isinstance(props["actor"], str):
+        raise ValueError(f"properties.actor: {props['actor']!r} is not text")
+    changed = props.get("changed_fields")
+    if changed is not None and (not isinstance(changed, list) or not all(isinstance(c, str) for c in changed)):
+        raise ValueError(f"properties.changed_fields: {changed!r} is not a list of text")
+    snapshot = {k: v for k, v in props.items() if k not in _VERSION_KEYS}
+    snapshot["id"] = props["memory_id"]
+    snapshot["version"] = props.get("version")
+    _check_memory(snapshot)
+
+
+def _check_edge(props: dict[str, Any]) -> None:
+    """An edge's properties as the service writes them (automem/graph/relations.py):
+    ``strength`` a finite number, ``create_time`` a time in epoch seconds, ``reason`` and
+    ``scope`` text, each when present and not null. ValueError naming the property."""
+    for name in ("strength", "create_time"):
+        value = props.get(name)
+        if value is not None and not _number(value):
+            raise ValueError(f"properties.{name}: {value!r} is not a number")
+    for name in ("reason", "scope"):
+        value = props.get(name)
+        if value is not None and not isinstance(value, str):
+            raise ValueError(f"properties.{name}: {value!r} is not text")
 
 
 def _storable(value: Any) -> bool:

@@ -7,7 +7,9 @@ stream (``settings.stream_name``) holds all three; it is the
 audit log and the feed for enrichment, kept for ``event_retention_days`` and up to
 ``event_retention_bytes`` (oldest removed first; readers say when history before the
 retention is gone, see :class:`StreamRetention`). Payloads are ``automem.v1.MemoryEvent`` bytes.
-``Nats-Msg-Id`` is the event id, so a republished event is de-duplicated by the server;
+``Nats-Msg-Id`` is the event id, so a republished event is de-duplicated by the server
+(within ``DUPLICATE_WINDOW_SECONDS``; the window outlives a purge of the stream, so a restore
+republishes with ids of its own: :meth:`Bus.publish_restored`);
 ``traceparent`` carries the W3C trace context. Each publish of a memory event records a
 ``messaging.client.operation.duration`` sample (automem/common/metrics.py).
 """
@@ -26,7 +28,7 @@ from typing import Any
 
 import nats
 from google.protobuf.message import DecodeError
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, DiscardPolicy, StreamConfig
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, DiscardPolicy, PubAck, StreamConfig
 from nats.js.errors import NotFoundError
 from opentelemetry import propagate, trace
 from opentelemetry.trace import Span
@@ -263,6 +265,34 @@ class Bus:
         for event, error in zip(events, results, strict=True):
             record_publish(self.subjects.memory(event.type), elapsed, error)
         return results
+
+    async def publish_restored(self, event: events_pb2.MemoryEvent, msg_id: str,
+                               timeout: float | None = None) -> PubAck:
+        """Publish a restored ``event`` (automem/common/backup.py ``restore_records``) on its
+        subject with ``Nats-Msg-Id`` = ``msg_id`` instead of the event id, waiting ``timeout``
+        seconds (default the store bound) for the stream's acknowledgement, and return it
+        (``seq``: the stream sequence; ``duplicate``: true when the server stored nothing).
+
+        Not the event id: the stream's de-duplication window (``DUPLICATE_WINDOW_SECONDS``)
+        survives ``purge_stream``, so a restore within the window of an earlier publish of the
+        same events (a forced restore right after another) would be de-duplicated whole. The
+        caller gives an id unique to the restore and the record. Records a publish duration
+        sample as :meth:`publish_event` (no PRODUCER span: a restore is not a write). Raises
+        ConnectionError when not connected, and what nats-py raises when the stream does not
+        acknowledge (timeout, no responders)."""
+        timeout = timeout or effective_bound(self.timeout) or 5.0
+        if self.js is None:
+            raise ConnectionError("bus not connected")
+        subject = self.subjects.memory(event.type)
+        start = time.perf_counter()
+        try:
+            ack = await self.js.publish(subject, event.SerializeToString(), headers={"Nats-Msg-Id": msg_id},
+                                        timeout=timeout)
+        except BaseException as exc:
+            record_publish(subject, time.perf_counter() - start, exc)
+            raise
+        record_publish(subject, time.perf_counter() - start)
+        return ack
 
     async def publish_activity(self, event: event_stream_pb2.ActivityEvent, timeout: float | None = None) -> None:
         """Publish an activity event on its subject (:meth:`Subjects.activity`) with
