@@ -16,7 +16,7 @@ import json
 import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from google.protobuf import json_format, struct_pb2, timestamp_pb2
@@ -168,11 +168,17 @@ def epoch(message: Any, name: str) -> float | None:
 
 
 def iso(message: Any, name: str) -> str | None:
-    """RFC 3339 text of a Timestamp field (UTC, "+00:00"); None when unset."""
-    seconds = epoch(message, name)
-    if seconds is None:
+    """RFC 3339 text of a Timestamp field (UTC, "+00:00") to the millisecond, the precision
+    of every stored time (:func:`to_millis`); None when unset. Rounded to the nearest
+    millisecond: a graph time is a float of epoch seconds, whose last digits far from 1970
+    are noise (9999-12-31T23:59:59.999 read back as ...59.998993 before)."""
+    if not message.HasField(name):
         return None
-    return datetime.fromtimestamp(seconds, UTC).isoformat()
+    value = getattr(message, name)
+    seconds, millis = value.seconds, round(value.nanos / 1e6)
+    if millis == 1000:
+        seconds, millis = seconds + 1, 0
+    return (datetime.fromtimestamp(seconds, UTC) + timedelta(milliseconds=millis)).isoformat()
 
 
 def to_millis(value: datetime) -> datetime:
@@ -198,14 +204,16 @@ def content_hash(content: str) -> str:
     return hashlib.sha256(normal.encode("utf-8")).hexdigest()
 
 
-def _ints(value: Any) -> Any:
-    # Struct holds every number as a double; give integral values back as JSON integers.
+def integral_numbers(value: Any) -> Any:
+    """``value`` (JSON-shaped: dicts, lists, scalars) with every float that has no fraction
+    and lies within ±2^53 as an int: a Struct holds every number as a double, and the
+    metadata's integers read back as JSON integers (``5.0`` → ``5``)."""
     if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
         return int(value)
     if isinstance(value, dict):
-        return {k: _ints(v) for k, v in value.items()}
+        return {k: integral_numbers(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_ints(v) for v in value]
+        return [integral_numbers(v) for v in value]
     return value
 
 
@@ -216,7 +224,7 @@ def metadata_dict(memory: Memory) -> dict[str, Any]:
     ±(2^53−1) (automem/ingest/logic.py ``check_metadata_values``), the range a Struct's
     double holds exactly. A float with no fraction comes back as an int (``5.0`` → ``5``).
     """
-    return _ints(json_format.MessageToDict(memory.metadata)) if memory.HasField("metadata") else {}
+    return integral_numbers(json_format.MessageToDict(memory.metadata)) if memory.HasField("metadata") else {}
 
 
 def set_metadata(memory: Memory, value: dict[str, Any]) -> None:

@@ -14,7 +14,14 @@ from typing import Any
 
 from google.protobuf import json_format
 
-from automem.common.model import iso, metadata_dict, relation_type_name, state_name, type_name
+from automem.common.model import (
+    integral_numbers,
+    iso,
+    metadata_dict,
+    relation_type_name,
+    state_name,
+    type_name,
+)
 from automem.common.text import analyze
 from automem.v1 import (
     admin_service_pb2,
@@ -617,7 +624,11 @@ def diff_json(response: recall_service_pb2.DiffMemoryVersionsResponse) -> dict[s
     from google.protobuf import json_format
 
     def value(change: recall_service_pb2.FieldChange, side: str) -> Any:
-        return json_format.MessageToDict(getattr(change, side)) if change.HasField(side) else None
+        if not change.HasField(side):
+            return None
+        got = json_format.MessageToDict(getattr(change, side))
+        # The metadata's integers read back as integers here too, as on the memory itself.
+        return integral_numbers(got) if change.field == "metadata" else got
 
     return {"from": response.from_version, "to": response.to_version,
             "changes": [{"field": field_name(c.field), "before": value(c, "before"), "after": value(c, "after")}

@@ -193,6 +193,14 @@ async def test_times_read_back_exactly_at_millisecond_precision(service) -> None
         got = (await http.get(f"/memory/{stored['memory_id']}")).json()["memory"]
         assert got["timestamp"] == "2024-05-01T12:00:00.123000+00:00"
         assert got["created_at"] == stored["stored_at"] and got["t_valid"] == stored["memory"]["t_valid"]
+        # Far from 1970 a float of epoch seconds keeps ~30 us: the last digits read back as
+        # noise (...59.998993) before times were rounded to the millisecond on the way out.
+        for sent in ("9999-12-31T23:59:59.999", "3000-01-01T00:00:00.001", "5000-06-15T12:00:00.007",
+                     "0500-01-01T00:00:00.123"):
+            r = await http.post("/memory", json={"content": f"precise {sent}", "timestamp": sent + "Z"})
+            assert r.status_code == 201, r.text
+            got = (await http.get(f"/memory/{r.json()['memory_id']}")).json()["memory"]
+            assert got["timestamp"] == sent + "000+00:00", sent
 
 
 async def test_chain_longer_than_five_hops_never_returns_a_superseded_memory_as_current(service) -> None:

@@ -391,3 +391,20 @@ async def test_a_creation_version_stores_no_field_list_and_reports_every_field(s
             assert wanted <= first and not first & {"id", "version", "memory_id", "changed_fields", "actor"}, first
         versions = (await http.get(f"/v1/memories/{one}/versions")).json()["versions"]
         assert "importance" in versions[1]["changed_fields"] and "content" not in versions[1]["changed_fields"]
+
+
+async def test_a_diff_gives_the_metadatas_whole_numbers_as_integers(service):
+    """``{"n": 5}`` read back as ``{"n": 5}`` on the memory and its versions, but as
+    ``{"n": 5.0}`` in a diff (the Struct's doubles went out as they were)."""
+    async with service.http() as http:
+        r = await http.post("/memory", json={"content": "a counter", "metadata": {"n": 5, "ratio": 0.5}})
+        assert r.status_code == 201, r.text
+        mid = r.json()["memory_id"]
+        r = await http.patch(f"/memory/{mid}", json={"metadata": {"n": 6, "ratio": 0.5}})
+        assert r.status_code == 200, r.text
+        r = await http.get(f"/v1/memories/{mid}/versions:diff", params={"from": 1, "to": 2})
+        assert r.status_code == 200, r.text
+        changes = {c["field"]: (c["before"], c["after"]) for c in r.json()["changes"]}
+        before, after = changes["metadata"]
+        assert before == {"n": 5, "ratio": 0.5} and after == {"n": 6, "ratio": 0.5}
+        assert type(before["n"]) is int and type(after["n"]) is int
