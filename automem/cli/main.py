@@ -64,7 +64,7 @@ from automem.cli.output import (
 from automem.common.embedded import EmbeddedRuntime, EmbeddedServerError
 from automem.common.errors import ListenError
 from automem.common.settings import Settings, get_settings
-from automem.runner import Runner, child_targets, closure
+from automem.runner import Runner, child_targets, closure, targets
 from automem.vectors.shared import ShardServer, socket_path
 
 if TYPE_CHECKING:
@@ -512,7 +512,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``automem`` command; returns the exit code."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.cmd == "serve":
+        try:
+            closure(_names(args.target) or [""])
+        except ValueError as exc:
+            parser.error(f"--target: {exc}" if _names(args.target) else "--target: names no target; "
+                         f"choose from {', '.join(targets())} (comma-separated)")
 
     try:
         settings = get_settings()

@@ -503,6 +503,9 @@ _VERSION_KEYS = ("memory_id", "version", "recorded_at", "actor", "changed_fields
 _MEMORY_NODE = memory_to_node(Memory())
 #: Epoch seconds of 0001-01-01T00:00:00Z, the earliest time a Timestamp holds.
 _FIRST_TIME = -62135596800.0
+#: Epoch seconds of 10000-01-01T00:00:00Z: the last time a Timestamp holds, at the stored
+#: millisecond precision, is 9999-12-31T23:59:59.999 (the open end, OPEN_END, is before it).
+_PAST_LAST_TIME = 253402300800.0
 _STATUS_NAMES = {"embedding_status": set(memory_pb2.EmbeddingStatus.keys()),
                  "enrichment_status": set(memory_pb2.EnrichmentStatus.keys())}
 _ENTITY_KEYS = {"name", "kind", "tag"}
@@ -545,7 +548,7 @@ def _check_memory(props: dict[str, Any]) -> None:
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ValueError(f"{where}: {value!r} is not a non-negative integer")
         elif model is None or model == OPEN_END:  # a time
-            if not _number(value) or value < _FIRST_TIME or (model is None and value > OPEN_END):
+            if not _number(value) or value < _FIRST_TIME or value >= _PAST_LAST_TIME:
                 raise ValueError(f"{where}: {value!r} is not a time (epoch seconds within the years 1–9999)")
         elif not _number(value):
             raise ValueError(f"{where}: {value!r} is not a number")

@@ -169,13 +169,16 @@ def epoch(message: Any, name: str) -> float | None:
 
 def iso(message: Any, name: str) -> str | None:
     """RFC 3339 text of a Timestamp field (UTC, "+00:00") to the millisecond, the precision
-    of every stored time (:func:`to_millis`); None when unset. Rounded to the nearest
-    millisecond: a graph time is a float of epoch seconds, whose last digits far from 1970
-    are noise (9999-12-31T23:59:59.999 read back as ...59.998993 before)."""
+    of every stored time (:func:`to_millis`); None when unset. A graph time is a float of
+    epoch seconds whose last digits far from 1970 are noise (one step is ~30 µs in year
+    9999: 9999-12-31T23:59:59.999 reads back as ...59.998993), so the time is first rounded
+    to 0.1 ms, which undoes that noise, then cut to the millisecond, so that an inclusive
+    bound half a millisecond before midnight (automem/common/timewindow.py ``last_instant``)
+    still reads as 23:59:59.999 of its own day."""
     if not message.HasField(name):
         return None
     value = getattr(message, name)
-    seconds, millis = value.seconds, round(value.nanos / 1e6)
+    seconds, millis = value.seconds, round(value.nanos / 1e5) // 10
     if millis == 1000:
         seconds, millis = seconds + 1, 0
     return (datetime.fromtimestamp(seconds, UTC) + timedelta(milliseconds=millis)).isoformat()

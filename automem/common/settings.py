@@ -15,6 +15,8 @@ from typing import Literal
 from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from automem.common.auth import MAX_SCOPE_LENGTH, SCOPE_RE
+
 #: JetStream de-duplication window of the event stream (``Nats-Msg-Id``; automem/common/bus.py).
 DUPLICATE_WINDOW_SECONDS = 120.0
 
@@ -29,7 +31,7 @@ class Settings(BaseSettings):
     Defaults marked "AutoMem" are AutoMem v0.16.1's (github.com/verygoodplugins/automem).
     """
 
-    model_config = SettingsConfigDict(extra="ignore", populate_by_name=True)
+    model_config = SettingsConfigDict(extra="ignore", populate_by_name=True, allow_inf_nan=False)
 
     # --- runtime -------------------------------------------------------------------------
     data_dir: Path = Field(Path("./.automem"), validation_alias=_env("AUTOMEM_DATA_DIR"))
@@ -251,17 +253,17 @@ class Settings(BaseSettings):
 
     # --- limits (AutoMem's where it has them) --------------------------------------------
     #: AutoMem rejects content over 2,000 characters.
-    content_max_length: int = Field(2000, validation_alias=_env("AUTOMEM_CONTENT_MAX_LENGTH", "MEMORY_CONTENT_HARD_LIMIT"))
+    content_max_length: int = Field(2000, ge=1, validation_alias=_env("AUTOMEM_CONTENT_MAX_LENGTH", "MEMORY_CONTENT_HARD_LIMIT"))
     #: AutoMem summarises content over 500 characters.
     content_summary_length: int = Field(500, validation_alias=_env("AUTOMEM_CONTENT_SUMMARY_LENGTH", "MEMORY_CONTENT_SOFT_LIMIT"))
-    batch_max: int = Field(500, validation_alias=_env("AUTOMEM_BATCH_MAX"))
-    recall_max_limit: int = Field(100, validation_alias=_env("AUTOMEM_RECALL_MAX_LIMIT"))
-    by_tag_max_limit: int = Field(200, validation_alias=_env("AUTOMEM_BY_TAG_MAX_LIMIT"))
+    batch_max: int = Field(500, ge=1, validation_alias=_env("AUTOMEM_BATCH_MAX"))
+    recall_max_limit: int = Field(100, ge=1, validation_alias=_env("AUTOMEM_RECALL_MAX_LIMIT"))
+    by_tag_max_limit: int = Field(200, ge=1, validation_alias=_env("AUTOMEM_BY_TAG_MAX_LIMIT"))
     #: Most index rows one by-tag page reads (automem/recall/bytag.py) before it is returned
     #: short with a next_page_token: bounds a page's cost when many memories under the tag are
     #: withheld or a tag prefix is rare. ~2,000 rows read ≈ 10–20 ms (docs/benchmarks.md).
     by_tag_scan_max: int = Field(2000, ge=1, validation_alias=_env("AUTOMEM_BY_TAG_SCAN_MAX"))
-    max_body_bytes: int = Field(4 * 1024 * 1024, validation_alias=_env("AUTOMEM_MAX_BODY_BYTES"))
+    max_body_bytes: int = Field(4 * 1024 * 1024, ge=1, validation_alias=_env("AUTOMEM_MAX_BODY_BYTES"))
     #: Per-key rate limit in the ``limits`` library's notation (``"600/minute"``,
     #: ``"50/second;1000/hour"``); empty = off. Enforced by the gRPC interceptor, so REST,
     #: MCP and gRPC callers share one budget per key (429 / RESOURCE_EXHAUSTED).
@@ -269,16 +271,16 @@ class Settings(BaseSettings):
 
     # --- recall scoring weights (automem/recall/ranking.py) -----------------------------
     #: Vector and lexical arm weights, measured on LoCoMo (AutoMem's 0.35/0.35 ranked worse).
-    search_weight_vector: float = Field(0.3, validation_alias=_env("SEARCH_WEIGHT_VECTOR"))
-    search_weight_keyword: float = Field(0.7, validation_alias=_env("SEARCH_WEIGHT_KEYWORD"))
-    search_weight_relation: float = Field(0.25, validation_alias=_env("SEARCH_WEIGHT_RELATION"))
-    search_weight_tag: float = Field(0.2, validation_alias=_env("SEARCH_WEIGHT_TAG"))
-    search_weight_exact: float = Field(0.2, validation_alias=_env("SEARCH_WEIGHT_EXACT"))
-    search_weight_importance: float = Field(0.1, validation_alias=_env("SEARCH_WEIGHT_IMPORTANCE"))
-    search_weight_recency: float = Field(0.1, validation_alias=_env("SEARCH_WEIGHT_RECENCY"))
-    search_weight_confidence: float = Field(0.05, validation_alias=_env("SEARCH_WEIGHT_CONFIDENCE"))
+    search_weight_vector: float = Field(0.3, ge=0, validation_alias=_env("SEARCH_WEIGHT_VECTOR"))
+    search_weight_keyword: float = Field(0.7, ge=0, validation_alias=_env("SEARCH_WEIGHT_KEYWORD"))
+    search_weight_relation: float = Field(0.25, ge=0, validation_alias=_env("SEARCH_WEIGHT_RELATION"))
+    search_weight_tag: float = Field(0.2, ge=0, validation_alias=_env("SEARCH_WEIGHT_TAG"))
+    search_weight_exact: float = Field(0.2, ge=0, validation_alias=_env("SEARCH_WEIGHT_EXACT"))
+    search_weight_importance: float = Field(0.1, ge=0, validation_alias=_env("SEARCH_WEIGHT_IMPORTANCE"))
+    search_weight_recency: float = Field(0.1, ge=0, validation_alias=_env("SEARCH_WEIGHT_RECENCY"))
+    search_weight_confidence: float = Field(0.05, ge=0, validation_alias=_env("SEARCH_WEIGHT_CONFIDENCE"))
     #: Share of a time-neighbour's score a hit gains (measured on LoCoMo, docs/benchmarks.md).
-    search_weight_neighbour: float = Field(0.15, validation_alias=_env("AUTOMEM_SEARCH_WEIGHT_NEIGHBOUR"))
+    search_weight_neighbour: float = Field(0.15, ge=0, validation_alias=_env("AUTOMEM_SEARCH_WEIGHT_NEIGHBOUR"))
     recency_window_days: float = Field(180.0, validation_alias=_env("SEARCH_RECENCY_WINDOW_DAYS"))
     #: Issue 18 ranking signals (automem/recall/understanding.py; 0 turns one off), measured on
     #: LoCoMo and a synthetic agent-memory set (docs/benchmarks.md "Recall quality (issue 18)"):
@@ -406,6 +408,49 @@ class Settings(BaseSettings):
         if any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
             raise ValueError("must not contain control characters (a newline, a tab...)")
         return value
+
+    @field_validator("api_token", "admin_token")
+    @classmethod
+    def _sendable_token(cls, value: str) -> str:
+        # A token travels in an Authorization or X-API-Key header: only visible ASCII
+        # (RFC 9110 field-value, without the spaces a header parser strips) can be sent back.
+        if any(not 0x21 <= ord(c) <= 0x7E for c in value):
+            raise ValueError("must be visible ASCII without spaces (a header cannot carry a newline, "
+                             "a space at either end or a non-ASCII character, so no request could match it)")
+        return value
+
+    @field_validator("default_scope")
+    @classmethod
+    def _scope_name(cls, value: str) -> str:
+        if not SCOPE_RE.fullmatch(value) or len(value) > MAX_SCOPE_LENGTH:
+            raise ValueError(f"{value[:80]!r} is not a scope name: '/'-separated segments of letters, digits, "
+                             f"'.', '_' or '-', each starting with a letter or digit, at most {MAX_SCOPE_LENGTH} "
+                             "characters (automem/common/auth.py SCOPE_RE)")
+        return value
+
+    @field_validator("rate_limit")
+    @classmethod
+    def _rate_limit(cls, value: str) -> str:
+        from limits import parse_many
+
+        if not value.strip():
+            return value
+        try:
+            items = parse_many(value.strip())
+        except ValueError as exc:
+            raise ValueError(f"cannot parse {value!r} as limits such as '600/minute' (several separated by ';'): "
+                             f"{exc}") from None
+        if any(item.amount < 1 for item in items):
+            raise ValueError(f"{value!r}: a limit of 0 requests refuses every request; leave it empty for none")
+        return value
+
+    @field_validator("log_level")
+    @classmethod
+    def _log_level(cls, value: str) -> str:
+        level = value.strip().upper()
+        if level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+            raise ValueError(f"{value!r} is not one of DEBUG, INFO, WARNING, ERROR, CRITICAL")
+        return level
 
     @field_validator("event_retention_days")
     @classmethod

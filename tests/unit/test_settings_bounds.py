@@ -1,0 +1,56 @@
+"""Settings that made the service unusable or a start end in a traceback are refused as
+settings, naming the variable (automem/common/settings.py): each was accepted before and
+showed only at run time (every POST 413 at AUTOMEM_MAX_BODY_BYTES=-1, every store 400 at
+AUTOMEM_CONTENT_MAX_LENGTH=-1, recall answering nothing at AUTOMEM_RECALL_MAX_LIMIT=0, scores
+null with SEARCH_WEIGHT_VECTOR=nan, a ValueError traceback for AUTOMEM_LOG_LEVEL=LOUD, an API token
+no header can carry, a default scope no request may name, a rate limit of 0 or one that
+ended the start in a traceback), and ``automem serve --target ''`` ran on serving nothing
+(``--target bogus`` ended in a traceback)."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from automem.cli.main import main
+from automem.common.settings import Settings
+
+
+@pytest.mark.parametrize(("variable", "value"), [
+    ("AUTOMEM_MAX_BODY_BYTES", "-1"), ("AUTOMEM_CONTENT_MAX_LENGTH", "-1"), ("AUTOMEM_RECALL_MAX_LIMIT", "0"),
+    ("AUTOMEM_BATCH_MAX", "-1"), ("AUTOMEM_BY_TAG_MAX_LIMIT", "0"), ("SEARCH_WEIGHT_VECTOR", "nan"),
+    ("SEARCH_WEIGHT_KEYWORD", "-0.5"), ("AUTOMEM_DEDUP_WINDOW_SECONDS", "inf"), ("AUTOMEM_LOG_LEVEL", "LOUD"),
+    # A token no header can carry locked every client out; a scope no request may name; a
+    # limit of 0 refused every request, an unparsable one ended the start in a traceback.
+    ("AUTOMEM_API_TOKEN", "tok\n"), ("AUTOMEM_API_TOKEN", " tok"), ("AUTOMEM_API_TOKEN", "t\u00f8k"),
+    ("ADMIN_API_TOKEN", "ad min"), ("AUTOMEM_DEFAULT_SCOPE", "a b/*"), ("AUTOMEM_DEFAULT_SCOPE", ""),
+    ("AUTOMEM_RATE_LIMIT", "0/minute"), ("AUTOMEM_RATE_LIMIT", "abc"),
+])
+def test_an_unusable_setting_is_refused_naming_it(monkeypatch, variable, value) -> None:
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ValidationError) as caught:
+        Settings()
+    assert variable in str(caught.value) or any(
+        variable in str(e.get("loc", "")) or variable.lower().removeprefix("automem_") in str(e.get("loc", ""))
+        for e in caught.value.errors())
+
+
+def test_a_log_level_is_read_in_any_case(monkeypatch) -> None:
+    monkeypatch.setenv("AUTOMEM_LOG_LEVEL", "warning")
+    assert Settings().log_level == "WARNING"
+
+
+def test_usable_tokens_scopes_and_limits_are_kept(monkeypatch) -> None:
+    for variable, value in [("AUTOMEM_API_TOKEN", "s3cr3t-Tok_en.~+/="), ("AUTOMEM_DEFAULT_SCOPE", "acme/team-1"),
+                            ("AUTOMEM_RATE_LIMIT", "600/minute;20/second")]:
+        monkeypatch.setenv(variable, value)
+    settings = Settings()
+    assert (settings.api_token, settings.default_scope, settings.rate_limit) == (
+        "s3cr3t-Tok_en.~+/=", "acme/team-1", "600/minute;20/second")
+
+
+@pytest.mark.parametrize("target", ["", " , ", "bogus", "ingest,bogus"])
+def test_serve_without_a_target_is_a_usage_error(target, capsys) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(["serve", "--target", target])
+    assert caught.value.code == 2 and "--target" in capsys.readouterr().err
