@@ -19,7 +19,8 @@ service over gRPC (automem/cli/operate.py) when one is found — ``--grpc``,
 ``AUTOMEM_GRPC_TARGET``, or the ``automem.endpoints.json`` that ``automem up`` keeps in its
 data dir — with an admin key; otherwise, or with ``--offline``, they start the embedded
 servers for ``AUTOMEM_DATA_DIR`` (unless external ones are configured) and work on the stores
-directly, which needs the data dir free (``automem up`` stopped). Every operator command
+directly, which needs the data dir free (``automem up`` stopped) and, without ``--offline``,
+existing (a missing one is an error, not a new empty store). Every operator command
 takes ``--json``, shows progress bars on a terminal (automem/cli/output.py) and reports a
 failure as one line ``automem <command>: <message>`` with exit code 1.
 """
@@ -36,6 +37,7 @@ import signal
 import sys
 from collections.abc import Coroutine
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -598,6 +600,14 @@ def _operate(settings: Settings, args: argparse.Namespace) -> int:
     command = args.cmd if args.cmd != "keys" else f"keys {args.keys_cmd}"
     online = args.cmd == "sync" or is_online(settings, args)
     target = (getattr(args, "url", None) or grpc_address(settings, args)) if online else ""
+    embedded = not settings.falkordb_host if args.cmd == "keys" else not (settings.falkordb_host and settings.nats_url)
+    if not online and embedded and not getattr(args, "offline", False) and not Path(settings.data_dir).exists():
+        # Run from another directory, the relative default (./.automem) named a new, empty
+        # store: `keys create` printed a key the running service never knew.
+        return fail(command, f"no running service found and no data directory at {Path(settings.data_dir).resolve()} "
+                             "(AUTOMEM_DATA_DIR, relative to the current directory): run it where `automem up` "
+                             "runs, set AUTOMEM_DATA_DIR, give --grpc or --url, or --offline to start a new data "
+                             "directory there")
     try:
         with contextlib.suppress(KeyboardInterrupt):
             if online:

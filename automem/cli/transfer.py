@@ -429,6 +429,8 @@ async def _export(settings: Settings, args: argparse.Namespace) -> int:
                             formats.automem_relationship_line(numbers[source], numbers[target], relation))
                     out.write(line + "\n")
                     counts["relations"] += 1
+            if started and args.format == "native":
+                out.write(formats.native_end_line(counts["memories"], counts["relations"]) + "\n")
     result = {"ok": True, "format": args.format, "scope": scope, "out": args.out, **counts}
     text = [f"exported {counts['memories']} memories and {counts['relations']} relations of scope {scope!r} "
             f"({args.format})" + (f" to {args.out}" if args.out != "-" else "")]

@@ -5,7 +5,10 @@ docs/import-export.md.
 * ``native`` — this service's own JSON Lines (:data:`NATIVE_FORMAT`): a ``{"header": {...}}``
   line, then one ``{"memory": <Memory>}`` line per memory and one ``{"relation": <Relation>}``
   line per edge, each message as protobuf JSON with the proto field names
-  (protos/automem/v1/memory.proto; ``json_format``).
+  (protos/automem/v1/memory.proto; ``json_format``), then ``{"end": {"memories": N,
+  "relations": M}}`` counting them. A file whose header says ``"end": true`` (every export
+  since the end record came) must end with it and hold what it counts: a file cut short at a
+  line boundary is refused, not imported in part.
 * ``automem`` — AutoMem's FalkorDB backup (verygoodplugins/automem ``automem/backup.py``
   ``export_falkordb_artifact``, scripts/backup_automem.py): the document ``{"timestamp",
   "graph_name", "nodes": [{"id", "labels", "properties"}], "relationships": [{"source_id",
@@ -28,6 +31,7 @@ JSON document).
 from __future__ import annotations
 
 import contextlib
+import graphlib
 import gzip
 import hashlib
 import json
@@ -250,22 +254,41 @@ def _with_source(metadata: dict[str, Any], source: dict[str, Any]) -> dict[str, 
 
 
 def _native(records: list[tuple[str, Any]], out: Parsed) -> None:
+    expects_end, end, seen = False, None, {"header": 0, "memory": 0, "relation": 0}
     for where, value in records:
         try:
+            if end is not None:
+                raise InvalidArgument(f"record: comes after the end record ({end[0]})", field="record")
             if not isinstance(value, dict) or len(value) != 1 or next(iter(value)) not in (
-                    "header", "memory", "relation"):
+                    "header", "memory", "relation", "end"):
                 raise InvalidArgument("record: must be one of {\"header\": ...}, {\"memory\": ...}, "
-                                      "{\"relation\": ...}", field="record")
+                                      "{\"relation\": ...}, {\"end\": ...}", field="record")
             kind, body = next(iter(value.items()))
             if kind == "header":
                 if not isinstance(body, dict) or body.get("format") != NATIVE_FORMAT:
                     raise InvalidArgument(f"header.format: must be {NATIVE_FORMAT!r}", field="header.format")
+                expects_end = body.get("end") is True
+            elif kind == "end":
+                end = (where, body)
+                continue
             elif kind == "memory":
                 _native_memory(where, body, out)
             else:
                 _native_relation(where, body, out)
+            seen[kind] += 1
         except InvalidArgument as exc:
             out.errors.append(f"{where}: {exc.message}")
+    if end is not None:
+        where, body = end
+        for kind, name in (("memory", "memories"), ("relation", "relations")):
+            counted = body.get(name) if isinstance(body, dict) else None
+            if not isinstance(counted, int) or isinstance(counted, bool) or counted != seen[kind]:
+                out.errors.append(f"{where}: end.{name}: the file holds {seen[kind]} {kind} lines, its end "
+                                  f"record counts {counted!r} (lines lost or added?)")
+    elif expects_end:
+        last = records[-1][0] if records else "line 1"
+        out.errors.append(f"{last}: end: the file stops before its end record (its header promises one): "
+                          "cut short? nothing was imported")
 
 
 def _parse_message(body: Any, message: Any, label: str) -> Any:
@@ -491,8 +514,29 @@ def parse(fmt: str, data: bytes) -> Parsed:
         else:
             kept.append(relation)
     out.relations = kept
+    _refuse_supersession_cycles(out, "relation" if fmt == "native" else "relationship")
     _plan_supersessions(out)
     return out
+
+
+def _refuse_supersession_cycles(out: Parsed, label: str) -> None:
+    """An error for the first INVALIDATED_BY / EVOLVED_INTO cycle of the file (``a`` replaced
+    by ``b``, ``b`` by ``a``): no order rebuilds it, and the service refuses the supersede
+    that would close it after the rest was written (the import stored half of it before)."""
+    chain = [r for r in out.relations if r.type in SUPERSEDING_RELATIONS]
+    order = graphlib.TopologicalSorter()
+    for relation in chain:
+        order.add(relation.target, relation.source)
+    try:
+        order.prepare()
+    except graphlib.CycleError as exc:
+        nodes = exc.args[1][:-1]  # [a, b, c, a]: each the source of an edge to the next
+        edges = set(zip(nodes, nodes[1:] + nodes[:1], strict=True))
+        first = next(r for r in chain if (r.source, r.target) in edges)  # the cycle from its first line
+        start = nodes.index(first.source)
+        cycle, where = [*nodes[start:], *nodes[:start], first.source], first.where
+        out.errors.append(f"{where}: {label}.target_id: the supersessions form a cycle "
+                          f"({' → '.join(map(repr, cycle))}); a chain must end in a current memory")
 
 
 def _plan_supersessions(out: Parsed) -> None:
@@ -569,9 +613,16 @@ def native_relation_line(relation: memory_pb2.Relation) -> str:
 
 
 def native_header_line(scope: str, exported_at: datetime) -> str:
-    """The first line: ``{"header": {"format", "scope", "export_time"}}``."""
-    return json.dumps({"header": {"format": NATIVE_FORMAT, "scope": scope,
+    """The first line: ``{"header": {"format", "scope", "export_time", "end": true}}`` (``end``:
+    the file ends with :func:`native_end_line`)."""
+    return json.dumps({"header": {"format": NATIVE_FORMAT, "scope": scope, "end": True,
                                   "export_time": exported_at.isoformat()}}, sort_keys=True)
+
+
+def native_end_line(memories: int, relations: int) -> str:
+    """The last line: ``{"end": {"memories": N, "relations": M}}``, the memory and relation
+    lines the file holds (checked by :func:`parse`)."""
+    return json.dumps({"end": {"memories": memories, "relations": relations}}, sort_keys=True)
 
 
 def _iso(memory: Any, name: str) -> str | None:

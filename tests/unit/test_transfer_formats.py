@@ -108,6 +108,54 @@ def test_native_bad_lines_name_the_line_and_field() -> None:
     assert len(errors) == 8
 
 
+def test_a_supersession_cycle_is_refused_before_anything_is_written() -> None:
+    # a replaced by b, b by c, c by a: the import stored a, b and c and two supersedes, then
+    # the service refused the third (its target was no longer current): half of the file in.
+    data = _lines(
+        _native_memory(id="a", content="Deploys run on Mondays", state="MEMORY_STATE_SUPERSEDED", superseded_by="b"),
+        _native_memory(id="b", content="Deploys run on Tuesdays", state="MEMORY_STATE_SUPERSEDED", superseded_by="c"),
+        _native_memory(id="c", content="Deploys run on Fridays", state="MEMORY_STATE_SUPERSEDED", superseded_by="a"),
+        _native_memory(id="d", content="Releases are tagged"),
+        {"relation": {"source_id": "d", "target_id": "a", "type": "RELATION_TYPE_RELATES_TO"}},
+    )
+    errors = _parse("native", data).errors
+    assert errors == [("line 1: relation.target_id: the supersessions form a cycle ('a' → 'b' → 'c' → 'a'); "
+                      "a chain must end in a current memory")], errors
+    # Two memories replacing each other through edge lines (EVOLVED_INTO counts as INVALIDATED_BY does).
+    data = _lines(_native_memory(id="x", content="one"), _native_memory(id="y", content="two"),
+                  {"relation": {"source_id": "x", "target_id": "y", "type": "RELATION_TYPE_EVOLVED_INTO"}},
+                  {"relation": {"source_id": "y", "target_id": "x", "type": "RELATION_TYPE_INVALIDATED_BY"}})
+    errors = _parse("native", data).errors
+    assert len(errors) == 1 and "form a cycle" in errors[0] and errors[0].startswith(("line 3: ", "line 4: ")), errors
+    # A chain that ends is fine.
+    data = _lines(_native_memory(id="x", content="one"), _native_memory(id="y", content="two"),
+                  {"relation": {"source_id": "x", "target_id": "y", "type": "RELATION_TYPE_INVALIDATED_BY"}})
+    assert _parse("native", data).errors == []
+
+
+def test_a_native_file_cut_short_at_a_line_boundary_is_refused() -> None:
+    from datetime import UTC, datetime
+
+    lines = [json.loads(formats.native_header_line("a/b", datetime(2026, 12, 4, tzinfo=UTC))),
+             _native_memory(id="x", content="one"), _native_memory(id="y", content="two"),
+             {"relation": {"source_id": "x", "target_id": "y", "type": "RELATION_TYPE_RELATES_TO"}},
+             json.loads(formats.native_end_line(2, 1))]
+    whole = _parse("native", _lines(*lines))
+    assert whole.errors == [] and len(whole.memories) == 2 and len(whole.relations) == 1
+    # The last lines lost (a copy interrupted, a disk full): imported in part with exit 0 before.
+    cut = _parse("native", _lines(*lines[:3])).errors
+    assert cut == [("line 3: end: the file stops before its end record (its header promises one): cut short? "
+                   "nothing was imported")], cut
+    # A line lost in the middle: the end record's count disagrees.
+    lost = _parse("native", _lines(*lines[:2], *lines[3:])).errors
+    assert "line 4: end.memories: the file holds 1 memory lines, its end record counts 2 (lines lost or added?)" in lost
+    after = _parse("native", _lines(*lines, _native_memory(id="z", content="three"))).errors
+    assert any(e.startswith("line 6: record: comes after the end record (line 5)") for e in after), after
+    # A file written before the end record came (its header does not promise one) reads as before.
+    old_header = {"header": {"format": formats.NATIVE_FORMAT, "scope": "a/b"}}
+    assert _parse("native", _lines(old_header, *lines[1:3])).errors == []
+
+
 def test_native_lines_written_by_export_read_back() -> None:
     memory = memory_pb2.Memory(id="m9", content="exported", tags=["t"], importance=0.4, confidence=0.6,
                                type=memory_pb2.MEMORY_TYPE_HABIT, state=memory_pb2.MEMORY_STATE_ACTIVE)
