@@ -52,9 +52,9 @@ def chart() -> Any:
     loaded.close()
 
 
-def _render(chart: Any, values: dict[str, Any]) -> list[dict[str, Any]]:
-    """Render ``values`` and return every manifest (NOTES.txt excluded) as a dict."""
-    out = chart.render(values, name=RELEASE, namespace=NAMESPACE)
+def _render(chart: Any, values: dict[str, Any], release: str = RELEASE) -> list[dict[str, Any]]:
+    """Render ``values`` as ``release`` and return every manifest (NOTES.txt excluded) as a dict."""
+    out = chart.render(values, name=release, namespace=NAMESPACE)
     docs: list[dict[str, Any]] = []
     for path, text in sorted(out.items()):
         if path.endswith("NOTES.txt"):
@@ -955,3 +955,227 @@ def test_alerts_and_dashboard_use_metric_names_the_processes_export() -> None:
     for family in ("automem_enrichment_queue_depth", "automem_enrichment_dead_lettered_total",
                    "automem_sync_memories", "automem_sync_vectors", "http_server_request_duration_seconds_bucket"):
         assert family in used, family
+
+
+# --- names Kubernetes accepts, extra env and ports that cannot collide ----------------------
+
+#: 60 characters: Helm's CLI stops at 53, but the SDK does not, nor do fullnameOverride and nameOverride.
+LONG_RELEASE = "automem-long-release-name-" + "x" * 34
+DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_EVERY_FEATURE = {"ingress": {"enabled": True}, "networkPolicy": {"enabled": True},
+                  "httpRoute": {"enabled": True, "parentRefs": [{"name": "public"}]},
+                  "serviceMonitor": {"enabled": True}, "prometheusRule": {"enabled": True},
+                  "dashboard": {"enabled": True}}
+#: (release, values): every object the chart can render, under names too long to keep whole.
+LONG_NAMES = {
+    "distributed": (LONG_RELEASE, values_of(FEATURES)),
+    "distributed-cluster-ip": (LONG_RELEASE, {**values_of("quickstart-values.yaml"), **_EVERY_FEATURE,
+                                              "grpc": {"clientLoadBalancing": False}}),
+    "single-binary": (LONG_RELEASE, {**values_of("singlebinary-values.yaml"), **_EVERY_FEATURE,
+                                     "nats": {"enabled": True}, "falkordb": {"enabled": True}}),
+    "helm-cli-max": ("r" * 53, values_of(FEATURES)),
+    "name-override": (RELEASE, {**values_of(FEATURES), "nameOverride": "automem-" + "n" * 62}),
+    "fullname-override": (RELEASE, {**values_of(FEATURES), "fullnameOverride": "f" * 70}),
+}
+
+
+def _service_host(address: str) -> str:
+    """The Service an address names: dns:///<svc>.<ns>.svc...:port, nats://<svc>:4222, <svc>:port, <svc>."""
+    rest = re.sub(r"^[a-z]+://", "", address).lstrip("/")
+    return re.split(r"[.:/]", rest, maxsplit=1)[0]
+
+
+def _dangling_references(docs: Any) -> list[str]:
+    """Every reference between rendered objects that names no rendered object (or selects no pod)."""
+    names = {kind: {d["metadata"]["name"] for d in _kind(docs, kind)}
+             for kind in ("Service", "Deployment", "ConfigMap", "Secret", "ServiceAccount", "PersistentVolumeClaim")}
+    headless = {s["metadata"]["name"] for s in _kind(docs, "Service") if s["spec"].get("clusterIP") == "None"}
+    pod_labels = [d["spec"]["template"]["metadata"]["labels"] for d in docs
+                  if d["kind"] in ("Deployment", "StatefulSet")]
+    problems: list[str] = []
+
+    def need(kind: str, name: str, where: str) -> None:
+        if name not in names[kind]:
+            problems.append(f"{where}: no {kind} {name}")
+
+    (settings,) = [c for c in _kind(docs, "ConfigMap") if "AUTOMEM_HOST" in c["data"]]
+    data = settings["data"]
+    in_chart = {s["metadata"]["labels"]["app.kubernetes.io/component"] for s in _kind(docs, "StatefulSet")}
+    stores = [key for store, key in (("nats", "NATS_URL"), ("falkordb", "FALKORDB_HOST")) if store in in_chart]
+    for key in stores + [k for k in data if k.endswith("_ADDR")]:
+        need("Service", _service_host(data[key]), f"ConfigMap {key}={data[key]}")
+    for sts in _kind(docs, "StatefulSet"):
+        if sts["spec"]["serviceName"] not in headless:
+            problems.append(f"StatefulSet {sts['metadata']['name']}: no headless Service {sts['spec']['serviceName']}")
+    for ingress in _kind(docs, "Ingress"):
+        for rule in ingress["spec"]["rules"]:
+            for path in rule["http"]["paths"]:
+                need("Service", path["backend"]["service"]["name"], "Ingress")
+    for route in _kind(docs, "HTTPRoute"):
+        for rule in route["spec"]["rules"]:
+            for ref in rule["backendRefs"]:
+                need("Service", ref["name"], "HTTPRoute")
+    for hpa in _kind(docs, "HorizontalPodAutoscaler"):
+        need("Deployment", hpa["spec"]["scaleTargetRef"]["name"], "HPA")
+    for name, pod in _pod_specs(docs):
+        if "serviceAccountName" in pod:
+            need("ServiceAccount", pod["serviceAccountName"], name)
+        for volume in pod.get("volumes", []):
+            if "persistentVolumeClaim" in volume:
+                need("PersistentVolumeClaim", volume["persistentVolumeClaim"]["claimName"], name)
+        for container in pod["containers"]:
+            for source in container.get("envFrom", []):
+                need("ConfigMap", source["configMapRef"]["name"], name)
+            for env in container.get("env", []):
+                if "secretKeyRef" in env.get("valueFrom", {}):
+                    need("Secret", env["valueFrom"]["secretKeyRef"]["name"], f"{name} {env['name']}")
+                if env["name"] == "AUTOMEM_URL":
+                    need("Service", _service_host(env["value"]), f"{name} AUTOMEM_URL")
+    for doc in docs:
+        selector = {"Service": lambda d: {"matchLabels": d["spec"]["selector"]},
+                    "PodDisruptionBudget": lambda d: d["spec"]["selector"],
+                    "NetworkPolicy": lambda d: d["spec"]["podSelector"]}.get(doc["kind"])
+        if selector and not any(_selects(selector(doc), labels) for labels in pod_labels):
+            problems.append(f"{doc['kind']} {doc['metadata']['name']} selects no pod")
+    return problems
+
+
+@pytest.mark.parametrize("case", sorted(LONG_NAMES))
+def test_long_release_names_give_valid_distinct_names_that_every_reference_uses(chart: Any, case: str) -> None:
+    """Names are DNS-1123 labels of at most 63 characters (a StatefulSet's at most 52: its pods
+    carry the label controller-revision-hash=<name>-<hash>). The chart cut the full name to 63
+    and then appended "-headless" (or took 50 and appended "-consolidate-headless"): a
+    60-character release rendered Services of up to 71 characters and StatefulSets of 59."""
+    release, values = LONG_NAMES[case]
+    docs = _render(chart, values, release)
+    seen: set[tuple[str, str]] = set()
+    for doc in docs:
+        kind, name = doc["kind"], doc["metadata"]["name"]
+        assert DNS_LABEL.fullmatch(name) and len(name) <= 63, (kind, name, len(name))
+        assert (kind, name) not in seen, f"two {kind}s named {name}"
+        seen.add((kind, name))
+        if kind == "StatefulSet":
+            assert len(name) <= 52, (name, len(name))
+        labels = [doc["metadata"]["labels"]] + ([doc["spec"]["template"]["metadata"]["labels"]]
+                                                if "template" in doc.get("spec", {}) else [])
+        for label_set in labels:
+            for key, value in label_set.items():
+                assert len(str(value)) <= 63, (kind, name, key, value)
+    assert {"Service", "StatefulSet", "Deployment", "NetworkPolicy"} <= {k for k, _ in seen}
+    assert _dangling_references(docs) == []
+    for doc in docs:
+        if doc["kind"] not in CRD_KINDS:
+            kubernetes_validate.validate(doc, K8S_VERSIONS[-1], strict=True)
+
+
+@pytest.mark.parametrize("case", [None, "quickstart-values.yaml", FEATURES])
+def test_short_release_names_are_unchanged(case: str | None) -> None:
+    """Upgrades must not rename objects: a name that fits is "<release>-automem-<component>"
+    (and "-headless" for the headless Services), as it always was."""
+    docs = render({**values_of(case), **_EVERY_FEATURE})
+    names = {(d["kind"], d["metadata"]["name"]) for d in docs}
+    mode = values_of(case).get("deploymentMode", "SingleBinary")
+    components = COMPONENTS if mode == "Distributed" else ("single-binary",)
+    for component in components:
+        assert ("Deployment", _name(component)) in names
+        assert ("Service", _name(component)) in names
+    if mode == "Distributed":
+        for component in GRPC_COMPONENTS:
+            assert ("Service", f"{_name(component)}-headless") in names
+    if values_of(case).get("nats", {}).get("enabled"):
+        for store in ("nats", "falkordb"):
+            assert {("StatefulSet", _name(store)), ("Service", _name(store)),
+                    ("Service", f"{_name(store)}-headless")} <= names
+    assert {("ConfigMap", f"{RELEASE}-automem"), ("ConfigMap", f"{RELEASE}-automem-dashboard"),
+            ("Secret", f"{RELEASE}-automem"), ("Pod", _name("test"))} <= names
+    assert _dangling_references(docs) == []
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"config": {"extraEnv": {"NATS_URL": "nats://other:4222"}}},
+         r"config\.extraEnv\.NATS_URL: the chart sets NATS_URL itself, from nats\.url"),
+        ({"nats": {"enabled": True}, "config": {"extraEnv": {"NATS_URL": "nats://other:4222"}}},
+         r"config\.extraEnv\.NATS_URL: .*from nats\.enabled"),
+        ({"config": {"extraEnv": {"AUTOMEM_API_TOKEN": "t"}}},
+         r"config\.extraEnv\.AUTOMEM_API_TOKEN: .*from auth\.apiToken"),
+        ({"existingSecret": "mine", "config": {"extraEnv": {"NATS_TOKEN": "t"}}},
+         r"config\.extraEnv\.NATS_TOKEN: .*from existingSecret mine"),
+        ({"config": {"extraEnv": {"AUTOMEM_METRICS_PORT": "9000"}}},
+         r"config\.extraEnv\.AUTOMEM_METRICS_PORT: .*from ports\.metrics"),
+        ({"singleBinary": {"extraEnv": [{"name": "AUTOMEM_API_TOKEN", "value": "t"}]}},
+         r"singleBinary\.extraEnv: the chart sets AUTOMEM_API_TOKEN itself, from auth\.apiToken"),
+        ({"deploymentMode": "Distributed", "recall": {"extraEnv": [{"name": "OTEL_SERVICE_NAME", "value": "x"}]}},
+         r"recall\.extraEnv: the chart sets OTEL_SERVICE_NAME itself"),
+        ({"singleBinary": {"extraEnv": [{"name": "X", "value": "1"}, {"name": "X", "value": "2"}]}},
+         r"singleBinary\.extraEnv names X twice"),
+    ],
+    ids=["config-nats-url", "config-in-chart-nats-url", "config-api-token", "config-existing-secret-key",
+         "config-metrics-port", "component-api-token", "component-otel-name",
+         "component-twice"],
+)
+def test_extra_env_naming_a_variable_the_chart_sets_is_refused(chart: Any, values: dict[str, Any],
+                                                               message: str) -> None:
+    """config.extraEnv repeating a ConfigMap key gave the ConfigMap that key twice, and one naming
+    a container env entry (the Secret's keys, AUTOMEM_METRICS_PORT...) was overridden by it; a
+    component's extraEnv repeating an env entry gave the container two (Kubernetes keeps the
+    last). All silently: now refused, naming the variable and the value that sets it."""
+    with pytest.raises(helm_python.HelmRenderError, match=message):
+        chart.render(values, name=RELEASE, namespace=NAMESPACE)
+
+
+def test_a_component_may_override_a_configmap_setting_for_itself(chart: Any) -> None:
+    """Debugging one component: its extraEnv sets AUTOMEM_LOG_LEVEL over the ConfigMap's (env
+    wins over envFrom); the other components keep the ConfigMap's."""
+    docs = _render(chart, {"deploymentMode": "Distributed", "recall": {"extraEnv": [
+        {"name": "AUTOMEM_LOG_LEVEL", "value": "DEBUG"}]}})
+    envs = {name: {e["name"]: e.get("value") for c in pod["containers"] for e in c.get("env", [])}
+            for name, pod in _pod_specs(docs)}
+    assert any(name.endswith("recall") and env.get("AUTOMEM_LOG_LEVEL") == "DEBUG" for name, env in envs.items()), envs
+    assert not any(name.endswith("gateway") and "AUTOMEM_LOG_LEVEL" in env for name, env in envs.items())
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_no_container_has_an_env_name_or_port_twice(case: str | None) -> None:
+    for name, pod in _pod_specs(_rendered_case(case)):
+        for container in pod["containers"]:
+            env = [e["name"] for e in container.get("env", [])]
+            assert len(env) == len(set(env)), (name, container["name"], env)
+            ports = [p["containerPort"] for p in container.get("ports", [])]
+            assert len(ports) == len(set(ports)), (name, container["name"], ports)
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"ports": {"metrics": 8001}}, "ports.http and ports.metrics are both 8001"),
+        ({"ports": {"metrics": 50051}}, "ports.grpc and ports.metrics are both 50051"),
+        ({"ports": {"http": 50051}}, "ports.http and ports.grpc are both 50051"),
+        ({"deploymentMode": "Distributed", "ports": {"metrics": 8001}}, "ports.http and ports.metrics"),
+        ({"deploymentMode": "Distributed", "ports": {"grpc": 9464}}, "ports.grpc and ports.metrics"),
+        ({"grpc": {"tls": {"enabled": True, "secretName": "s", "healthPort": 9464}}},
+         "grpc.tls.healthPort and ports.metrics are both 9464"),
+        ({"grpc": {"tls": {"enabled": True, "secretName": "s", "healthPort": 8001}}},
+         "ports.http and grpc.tls.healthPort are both 8001"),
+    ],
+    ids=["metrics-http", "metrics-grpc", "http-grpc", "distributed-metrics-http", "distributed-grpc-metrics",
+         "health-metrics", "health-http"],
+)
+def test_two_ports_of_one_container_being_equal_is_refused(chart: Any, values: dict[str, Any],
+                                                           message: str) -> None:
+    """ports.metrics equal to ports.http rendered two containerPorts 8001 (and the process could
+    not bind both); refused naming both values."""
+    with pytest.raises(helm_python.HelmRenderError, match=re.escape(message)):
+        chart.render(values, name=RELEASE, namespace=NAMESPACE)
+
+
+def test_ports_of_different_pods_may_be_equal(chart: Any) -> None:
+    """Distributed: the gateway serves no gRPC, the gRPC components no HTTP, so one number may serve both."""
+    docs = _render(chart, {"deploymentMode": "Distributed", "ports": {"http": 50051}})
+    deployments = _by_component(docs, "Deployment")
+    for component, dep in deployments.items():
+        (container,) = dep["spec"]["template"]["spec"]["containers"]
+        ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+        expected = {"http": 50051} if component == "gateway" else {"grpc": 50051}
+        assert ports == {**expected, "metrics": 9464}, component

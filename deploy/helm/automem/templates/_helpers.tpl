@@ -21,9 +21,55 @@ Names, labels and small shared snippets. Component workloads are built from temp
 {{- end }}
 {{- end }}
 
-{{/* automem.componentName -- resource name of a component: (dict "ctx" $ "component" "ingest"). */}}
+{{/*
+automem.boundedName -- .base followed by .suffix in at most .max characters:
+(dict "base" "mem-automem" "suffix" "-dashboard" "max" 63). The base is cut (and a trailing
+"-" trimmed), never the suffix, so names that differ by suffix stay different when cut.
+*/}}
+{{- define "automem.boundedName" -}}
+{{- printf "%s%s" (.base | trunc (int (sub (int .max) (len .suffix))) | trimSuffix "-") .suffix }}
+{{- end }}
+
+{{/* automem.fullnameWith -- the full name with a suffix, within 63 characters: (dict "ctx" $ "suffix" "-dashboard"). */}}
+{{- define "automem.fullnameWith" -}}
+{{- include "automem.boundedName" (dict "base" (include "automem.fullname" .ctx) "suffix" .suffix "max" 63) }}
+{{- end }}
+
+{{/* automem.statefulComponents -- the components run as a StatefulSet. */}}
+{{- define "automem.statefulComponents" -}}
+nats falkordb
+{{- end }}
+
+{{/*
+automem.componentName -- resource name of a component: (dict "ctx" $ "component" "ingest"),
+optionally with "suffix" (e.g. "-headless"). Every name of a component, and every reference to
+one (selectors' Services, serviceName, the ConfigMap's addresses), comes from here.
+Kubernetes names are DNS-1123 labels of at most 63 characters, and a StatefulSet's at most 52:
+its controller labels each pod "controller-revision-hash: <name>-<hash>", a value of at most 63.
+The name is "<fullname>-<component><suffix>" with the full name cut to 50 characters (as it
+always was), and further where "-<component><suffix>" needs it: the component and the suffix
+stay whole, so names that fit are as before and no two names become equal.
+- A stateful component (NATS, FalkorDB): its StatefulSet's name within 52, and its other names
+  "<that name><suffix>" (the headless Service: within 52 + 9).
+- Another component without suffix: "<fullname>-<component>" cut to 63 characters, as it always
+  was (so an upgrade keeps every name, the single binary's PVC too); the longest component,
+  single-binary, loses at most its last character, and stays unlike every other name.
+*/}}
 {{- define "automem.componentName" -}}
-{{- printf "%s-%s" (include "automem.fullname" .ctx | trunc 50 | trimSuffix "-") .component | trunc 63 | trimSuffix "-" }}
+{{- $base := include "automem.fullname" .ctx | trunc 50 | trimSuffix "-" }}
+{{- $suffix := default "" .suffix }}
+{{- if has .component (splitList " " (include "automem.statefulComponents" .ctx)) }}
+{{- include "automem.boundedName" (dict "base" $base "suffix" (printf "-%s%s" .component $suffix) "max" (min 63 (add 52 (len $suffix)))) }}
+{{- else if $suffix }}
+{{- include "automem.boundedName" (dict "base" $base "suffix" (printf "-%s%s" .component $suffix) "max" 63) }}
+{{- else }}
+{{- printf "%s-%s" $base .component | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+
+{{/* automem.headlessName -- the headless Service of a component (gRPC components, NATS, FalkorDB). */}}
+{{- define "automem.headlessName" -}}
+{{- include "automem.componentName" (dict "ctx" .ctx "component" .component "suffix" "-headless") }}
 {{- end }}
 
 {{/* automem.chart -- chart name and version for the helm.sh/chart label. */}}
@@ -134,6 +180,8 @@ automem.healthService -- the grpc.health.v1 service name a component's probes ch
 {{- if and .Values.grpc.tls.enabled (eq (int .Values.grpc.tls.healthPort) (int .Values.ports.grpc)) }}
 {{- fail "grpc.tls.healthPort must differ from ports.grpc" }}
 {{- end }}
+{{- include "automem.validatePorts" . }}
+{{- include "automem.validateEnv" . }}
 {{- if and .Values.httpRoute.enabled (not .Values.httpRoute.parentRefs) }}
 {{- fail "httpRoute.parentRefs needs at least one Gateway when httpRoute.enabled is true" }}
 {{- end }}

@@ -28,7 +28,7 @@ Components: single-binary (target all), gateway, ingest, recall, enrich, consoli
 {{/* automem.lib.secretEnv -- env entries read from the Secret; every key is optional. */}}
 {{- define "automem.lib.secretEnv" -}}
 {{- $secret := include "automem.secretName" . }}
-{{- range $key := list "AUTOMEM_API_TOKEN" "ADMIN_API_TOKEN" "OPENAI_API_KEY" "FALKORDB_PASSWORD" "QDRANT_API_KEY" "NATS_TOKEN" }}
+{{- range $key := splitList " " (include "automem.secretKeys" .) }}
 - name: {{ $key }}
   valueFrom:
     secretKeyRef:
@@ -340,7 +340,7 @@ spec:
 apiVersion: v1
 kind: Service
 metadata:
-  name: {{ include "automem.componentName" . }}-headless
+  name: {{ include "automem.headlessName" . }}
   namespace: {{ $ctx.Release.Namespace }}
   labels:
     {{- include "automem.labels" . | nindent 4 }}
