@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
 from automem.common.settings import Settings
 from automem.runtime import Module, Runtime, Stop
@@ -238,12 +239,14 @@ async def _start_consolidate(rt: Runtime) -> Stop:
     rt.grpc_server.add(consolidate_service_pb2_grpc.add_ConsolidateServiceServicer_to_server, servicer,
                        consolidate_service_pb2.DESCRIPTOR.services_by_name["ConsolidateService"].full_name)
 
-    last: dict[str, object] = {"at": 0.0, "status": None}
+    last: dict[str, Any] = {"at": 0.0, "call": None}
 
-    async def counts() -> object:
-        if time.monotonic() - last["at"] > 1.0:  # one GetSyncStatus per scrape for both gauges
-            last["status"], last["at"] = await servicer.GetSyncStatus(None, None), time.monotonic()
-        return last["status"]
+    async def counts() -> Any:
+        # One GetSyncStatus per scrape for both gauges, whose reads a scrape starts together
+        # (automem/common/metrics.py): the second one awaits the call the first one started.
+        if last["call"] is None or time.monotonic() - last["at"] > 1.0:
+            last["call"], last["at"] = asyncio.ensure_future(servicer.GetSyncStatus(None, None)), time.monotonic()
+        return await asyncio.shield(last["call"])
 
     async def memories() -> float:
         return float((await counts()).memory_count)

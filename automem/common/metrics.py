@@ -40,16 +40,19 @@ in docs/observability.md):
   (automem/common/embedding.py via telemetry's ``traced_methods``).
 
 Gauges that need a store call (queue depth, outbox backlog) are read at scrape time:
-:class:`_AsyncGauge` runs the registered coroutine on its event loop from the scrape
-thread, bounded by :data:`GAUGE_TIMEOUT`; a source that does not answer is left out of
-that scrape.
+:class:`_AsyncGauge` runs the registered coroutines on their event loops from the scrape
+thread — every source of every such gauge at once, so a scrape waits at most
+:data:`GAUGE_TIMEOUT` however many sources a stalled store holds up; a source that does
+not answer in that time is left out of that scrape.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import threading
+import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any
 
@@ -72,8 +75,12 @@ DURATION_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0
                     10.0)
 #: Bucket bounds of the batch-size histograms (texts per embedding call).
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
-#: Longest wait for one scrape-time gauge source (seconds).
+#: Longest wait for the scrape-time gauge sources of one scrape (seconds; they are read
+#: concurrently, :func:`_read_sources`).
 GAUGE_TIMEOUT = 2.0
+#: Seconds the values read for the other gauges of a scrape wait for their callbacks (which
+#: the SDK calls one after another, right after the first one).
+BATCH_SECONDS = 1.0
 
 
 def _histogram(name: str, unit: str, description: str, buckets: tuple[float, ...] = DURATION_BUCKETS) -> Any:
@@ -112,6 +119,8 @@ class _AsyncGauge:
         self._sources: dict[int, tuple[asyncio.AbstractEventLoop, Callable[[], Awaitable[float]],
                                        dict[str, str]]] = {}
         self._lock = threading.Lock()
+        with _batch_lock:
+            _gauges.append(self)
         _meter.create_observable_gauge(name, callbacks=[self._observe], unit=unit, description=description)
 
     def watch(self, read: Callable[[], Awaitable[float]], attributes: Mapping[str, str]) -> Callable[[], None]:
@@ -128,24 +137,66 @@ class _AsyncGauge:
 
         return unwatch
 
-    def _observe(self, options: CallbackOptions) -> Iterator[Observation]:
+    def sources(self) -> list[tuple[asyncio.AbstractEventLoop, Callable[[], Awaitable[float]], dict[str, str]]]:
+        """The registered (loop, read, attributes) triples, a copy."""
         with self._lock:
-            sources = list(self._sources.values())
-        try:
-            here = asyncio.get_running_loop()
-        except RuntimeError:
-            here = None
-        for loop, read, attributes in sources:
-            if loop.is_closed() or loop is here:  # a scrape on the loop itself cannot wait for it
+            return list(self._sources.values())
+
+    def _observe(self, options: CallbackOptions) -> Iterator[Observation]:
+        """This gauge's observations of the current scrape: from the values read for it with
+        every other gauge's when the first gauge of the scrape was observed (within
+        :data:`BATCH_SECONDS`), else from a new concurrent read of all sources."""
+        with _batch_lock:
+            ready = _batch.pop(id(self), None)
+            if ready is None or time.monotonic() - ready[0] > BATCH_SECONDS:
+                read = _read_sources(list(_gauges))
+                ready = read.pop(id(self), (0.0, []))
+                _batch.clear()
+                _batch.update(read)
+        yield from ready[1]
+
+
+#: Every :class:`_AsyncGauge`, and the observations read for those whose callback has not
+#: run yet in the current scrape (id of the gauge -> (monotonic time read, observations)).
+_gauges: list[_AsyncGauge] = []
+_batch: dict[int, tuple[float, list[Observation]]] = {}
+_batch_lock = threading.Lock()
+
+
+def _read_sources(gauges: list[_AsyncGauge]) -> dict[int, tuple[float, list[Observation]]]:
+    """Read every source of ``gauges`` concurrently, each on its own event loop, waiting at
+    most :data:`GAUGE_TIMEOUT` for all of them together; returns id of the gauge ->
+    (monotonic time, observations). A source that fails or is late is left out (and its
+    read cancelled); sources of a closed loop, or of the calling thread's own loop (a scrape
+    there cannot wait for it), are skipped."""
+    try:
+        here = asyncio.get_running_loop()
+    except RuntimeError:
+        here = None
+    started: list[tuple[int, concurrent.futures.Future, dict[str, str]]] = []
+    for gauge in gauges:
+        for loop, read, attributes in gauge.sources():
+            if loop.is_closed() or loop is here:
                 continue
-            future = asyncio.run_coroutine_threadsafe(read(), loop)
             try:
-                value = future.result(timeout=GAUGE_TIMEOUT)
-            except Exception as exc:  # noqa: BLE001 - a store that does not answer: no sample
-                future.cancel()
-                log.debug("gauge source failed", extra={"attributes": attributes, "error": repr(exc)})
+                started.append((id(gauge), asyncio.run_coroutine_threadsafe(read(), loop), attributes))
+            except RuntimeError:  # the loop closed meanwhile
                 continue
-            yield Observation(value, attributes)
+    concurrent.futures.wait([future for _, future, _ in started], timeout=GAUGE_TIMEOUT)
+    now = time.monotonic()
+    out: dict[int, tuple[float, list[Observation]]] = {id(gauge): (now, []) for gauge in gauges}
+    for key, future, attributes in started:
+        if not future.done() or future.cancelled():
+            future.cancel()
+            log.debug("gauge source failed", extra={"attributes": attributes, "error": "no answer in time"})
+            continue
+        try:
+            value = future.result()
+        except Exception as exc:  # noqa: BLE001 - a store that does not answer: no sample
+            log.debug("gauge source failed", extra={"attributes": attributes, "error": repr(exc)})
+            continue
+        out[key][1].append(Observation(value, attributes))
+    return out
 
 
 enrichment_queue_depth = _AsyncGauge("automem.enrichment.queue_depth", "{message}",

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from automem.common.auth import require_role, resolve_scope
-from automem.common.errors import FailedPrecondition, InvalidArgument
+from automem.common.errors import FailedPrecondition, InvalidArgument, Unavailable
 from automem.common.lifecycle import make_event
 from automem.common.outbox import EventPublisher
 from automem.common.settings import Settings
@@ -25,6 +25,15 @@ log = logging.getLogger(__name__)
 #: ``/admin/reembed``: ``min(int(batch_size or 32), 100)``).
 REEMBED_DEFAULT_BATCH = 32
 REEMBED_MAX_BATCH = 100
+#: Seconds GetEnrichmentStatus waits for each store it reads (NATS for the queue depth,
+#: FalkorDB for the outbox backlog): well under the gateway's health deadline
+#: (automem/gateway/usecases.py ``HEALTH_TIMEOUT``, 5 s).
+STATUS_STORE_SECONDS = 2.0
+
+
+async def _zero() -> int:
+    """The outbox backlog of a process without an outbox."""
+    return 0
 
 
 @dataclass
@@ -68,15 +77,28 @@ class EnrichServicer(enrich_service_pb2_grpc.EnrichServiceServicer):
     async def GetEnrichmentStatus(self, request, context):
         """Queue depth (undelivered + unacknowledged messages), counters, the outbox backlog,
         AutoMem's ``stats`` / ``classification`` / ``inflight`` / ``max_attempts`` (no key
-        needed: it feeds /health and /metrics; nothing in it belongs to one scope)."""
+        needed: it feeds /health and /metrics; nothing in it belongs to one scope).
+
+        The queue depth (NATS) and the outbox backlog (FalkorDB) are read concurrently, each
+        within :data:`STATUS_STORE_SECONDS`. UNAVAILABLE when NATS does not answer (/health
+        then reports NATS down); a FalkorDB that does not answer leaves ``outbox_backlog``
+        unset (unknown) and the rest answered — a stalled FalkorDB made this call fail, so
+        /health reported NATS down too (break-it review)."""
         c = self.consumer.counters
         provider = self.consumer.provider
         llm = self.consumer.enricher.llm
+        depth, backlog = await asyncio.gather(
+            asyncio.wait_for(self.consumer.queue_depth(), STATUS_STORE_SECONDS),
+            asyncio.wait_for(self.publisher.backlog(), STATUS_STORE_SECONDS) if self.publisher is not None
+            else _zero(), return_exceptions=True)
+        if isinstance(depth, BaseException):
+            raise Unavailable(f"NATS did not report the enrichment queue depth within {STATUS_STORE_SECONDS:g}s: "
+                              f"{depth!r}")
         out = enrich_service_pb2.GetEnrichmentStatusResponse(
-            queue_depth=await self.consumer.queue_depth(), pending=c.pending, processed=c.processed,
+            queue_depth=depth, pending=c.pending, processed=c.processed,
             failed=c.failed, dead_lettered=c.dead_lettered,
             embedding_model=provider.name if provider else "", vector_dimensions=provider.dimension if provider else 0,
-            outbox_backlog=await self.publisher.backlog() if self.publisher is not None else 0,
+            outbox_backlog=None if isinstance(backlog, BaseException) else backlog,
             inflight=c.inflight, consumer_running=self.task is not None and not self.task.done(),
             max_attempts=self.settings.max_deliver,
             stats=enrich_service_pb2.EnrichmentStats(

@@ -8,7 +8,8 @@ the caller's credentials (``Authorization: Bearer`` / ``X-API-Key`` / ``X-Admin-
 limits themselves — and present the answer (automem/gateway/presenters.py). The MCP tools
 (automem/gateway/mcp_server.py) call the same use cases. gRPC status codes map to HTTP
 statuses in one place (automem/common/errors.py); every response, errors included, is JSON.
-This module builds the app: error handlers, the body-size middleware, the routers, ``/mcp``.
+This module builds the app: error handlers, the body-size and no-store middlewares, the
+routers, ``/mcp``.
 """
 
 from __future__ import annotations
@@ -112,6 +113,34 @@ class StreamedBodyLimit:
                 await send({"type": "http.response.body", "body": response.body})
 
         await self.app(scope, capped, guarded_send)
+
+
+class NoStore:
+    """ASGI middleware: ``Cache-Control: no-store`` on every response that sets no
+    Cache-Control of its own, except the static assets under ``cacheable`` (path prefixes).
+
+    The console's pages and fragments and the REST answers show memory content to one key:
+    without it a browser keeps them in its cache, and after a console logout its Back button
+    showed a memory page again (break-it review). One place, so a new page or route cannot
+    forget it; ``/stream`` keeps its own ``no-cache``."""
+
+    def __init__(self, app: Any, cacheable: tuple[str, ...] = ()) -> None:
+        self.app = app
+        self.cacheable = cacheable
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope.get("path", "").startswith(self.cacheable):
+            await self.app(scope, receive, send)
+            return
+
+        async def send_no_store(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers") or [])
+                if not any(name.lower() == b"cache-control" for name, _ in headers):
+                    message = {**message, "headers": [*headers, (b"cache-control", b"no-store")]}
+            await send(message)
+
+        await self.app(scope, receive, send_no_store)
 
 
 def _parameter_holding(request: Request, value: str) -> str:
@@ -231,6 +260,8 @@ def create_app(settings: Settings, client: AutomemClient) -> FastAPI:
     )
 
     app.add_middleware(StreamedBodyLimit, limit=settings.max_body_bytes, unlimited=("/v1/backup:restore",))
+    # Outside the body limit, so its 401 / 413 answers carry no-store too.
+    app.add_middleware(NoStore, cacheable=("/console/static/", f"{apidocs.PREFIX}/"))
     metrics.install(app, settings.access_log)  # outermost of our middlewares: times 413s too
     instrument_fastapi(app, settings.otel_semconv_stability_opt_in)
     app.include_router(routes_recall.router)  # before routes_memory: /memory/by-tag must win over /memory/{id}

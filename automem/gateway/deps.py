@@ -39,15 +39,28 @@ def _checked(name: str, value: str) -> tuple[str, str]:
     return name, value
 
 
+def single_header(request: Request, name: str) -> str:
+    """The value of the request's header ``name`` (case-insensitive), "" when absent.
+
+    GatewayError 400 ``"<name>: given <n> times; send it once"`` when the request carries it
+    more than once, equal values included: which copy a proxy or client meant is a guess, and
+    serving the first one silently acted with a key or scope the caller may not have meant."""
+    values = request.headers.getlist(name)
+    if len(values) > 1:
+        raise GatewayError(400, f"{name}: given {len(values)} times; send it once")
+    return values[0] if values else ""
+
+
 def principal_metadata(request: Request, settings: Settings) -> list[tuple[str, str]]:
     """The caller's key (``Authorization`` or ``X-API-Key``; ``?api_key=`` only when
     ``AUTOMEM_ALLOW_QUERY_TOKEN`` is set, else 401: a key in a URL ends up in logs) and the
     admin token (``X-Admin-Token``, or ``X-Admin-Api-Key`` as AutoMem's
     automem/api/auth_helpers.py also accepts), as gRPC metadata (``x-admin-token``).
-    GatewayError 401 for a header no key can hold."""
+    GatewayError 401 for a header no key can hold, 400 for one of them sent more than once
+    (:func:`single_header`)."""
     md: list[tuple[str, str]] = []
-    auth = request.headers.get("authorization", "")
-    key = request.headers.get("x-api-key", "")
+    auth = single_header(request, "Authorization")
+    key = single_header(request, "X-API-Key")
     query_key = request.query_params.get("api_key", "")
     if query_key and not (auth or key):
         if not settings.allow_query_token:
@@ -57,7 +70,7 @@ def principal_metadata(request: Request, settings: Settings) -> list[tuple[str, 
         md.append(_checked("authorization", auth))
     elif key:
         md.append(_checked("x-api-key", key))
-    admin = request.headers.get("x-admin-token") or request.headers.get("x-admin-api-key")
+    admin = single_header(request, "X-Admin-Token") or single_header(request, "X-Admin-Api-Key")
     if admin:
         md.append(_checked("x-admin-token", admin))
     return md
@@ -65,8 +78,8 @@ def principal_metadata(request: Request, settings: Settings) -> list[tuple[str, 
 
 def scope_metadata(request: Request) -> list[tuple[str, str]]:
     """The requested ``X-Automem-Scope`` as gRPC metadata ([] when absent). GatewayError 400
-    for a header no scope can hold; the service checks the key may use it."""
-    value = request.headers.get("x-automem-scope", "")
+    for a header no scope can hold or sent more than once; the service checks the key may use it."""
+    value = single_header(request, "X-Automem-Scope")
     return [_checked("x-automem-scope", value)] if value else []
 
 

@@ -388,7 +388,8 @@ def enrichment_json(status: enrich_service_pb2.GetEnrichmentStatusResponse,
     ``status`` running|stopped from the consumer loop's liveness — AutoMem's ``thread_alive``
     —, ``queue_size``, ``pending``, ``inflight``, ``max_attempts``, ``stats``,
     ``classification``) plus ours (``queue_depth``, ``processed``, ``failed``,
-    ``dead_lettered``, ``outbox_backlog``, ``embedding_model``, ``vector_dimensions``) and
+    ``dead_lettered``, ``outbox_backlog`` (None when FalkorDB, which holds the outbox, did not
+    answer in time), ``embedding_model``, ``vector_dimensions``) and
     ``reembed``: the latest ``POST /admin/reembed`` job of the caller's scope (None when none
     ran there)."""
     st, cl = status.stats, status.classification
@@ -398,7 +399,7 @@ def enrichment_json(status: enrich_service_pb2.GetEnrichmentStatusResponse,
             "queue_size": status.queue_depth, "queue_depth": status.queue_depth, "pending": status.queue_depth,
             "inflight": status.inflight, "max_attempts": status.max_attempts,
             "processed": status.processed, "failed": status.failed, "dead_lettered": status.dead_lettered,
-            "outbox_backlog": status.outbox_backlog,
+            "outbox_backlog": status.outbox_backlog if status.HasField("outbox_backlog") else None,
             "embedding_model": status.embedding_model, "vector_dimensions": status.vector_dimensions,
             "stats": {"processed_total": st.processed_total, "successes": st.successes, "failures": st.failures,
                       "last_success_id": st.last_success_id or None, "last_success_at": _iso(st.last_success_time),

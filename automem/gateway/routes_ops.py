@@ -24,7 +24,9 @@ router = APIRouter(route_class=JsonBodyRoute)
 async def health(request: Request, client: Annotated[AutomemClient, Depends(grpc_client)]) -> JSONResponse:
     """AutoMem's health body: status healthy|degraded, falkordb/qdrant connected|disconnected,
     memory_count, vector_count, sync_status, vector_dimensions, enrichment, timestamp,
-    graph; plus nats. No auth. 503 when the graph is unreachable."""
+    graph; plus nats. No auth. 503 when the graph is unreachable. The stores are asked
+    concurrently, each within a couple of seconds (automem/gateway/usecases.py ``health``), so
+    a stalled store is reported down in about that time and the others as they are."""
     settings = request.app.state.settings
     body: dict[str, Any] = {"status": "healthy", "timestamp": datetime.now(UTC).isoformat(),
                             "graph": settings.graph_name, "collection": settings.collection_name}
@@ -48,8 +50,9 @@ async def health(request: Request, client: Annotated[AutomemClient, Depends(grpc
         body["enrichment"] = None
         body["nats"] = "unknown"
         body["status"] = "degraded"  # enrichment unreachable: stores queue up unenriched
-    if "memory_count" in body and body.get("qdrant") == "connected":
-        # counts plus the last full drift check (consolidate service) when it answered
+    if body.get("falkordb") == "connected" and body.get("qdrant") == "connected":
+        # counts plus the last full drift check (consolidate service) when it answered; not
+        # from a count the down store could not give (0 memories read as orphaned vectors)
         body["sync_status"] = (found.sync.sync_status if found.sync is not None else
                                presenters.count_sync_status(body["memory_count"], body["vector_count"]))
     return JSONResponse(body, status_code=200 if body.get("falkordb") == "connected" else 503)

@@ -485,20 +485,29 @@ class Health:
 
 
 async def health(client: AutomemClient, *, with_sync: bool) -> Health:
-    """Store stats, the enrichment status and (``with_sync``, when the vector store answers)
-    the last sync check: the three open RPCs, no credentials, :data:`HEALTH_TIMEOUT` each."""
+    """Store stats, the enrichment status and (``with_sync``, when both stores answer) the
+    last sync check: the three open RPCs, no credentials, :data:`HEALTH_TIMEOUT` each.
+    The stats and the enrichment status are asked concurrently (each service bounds its own
+    store reads well under that deadline: RecallService.GetStats, EnrichService.
+    GetEnrichmentStatus), so a stalled store costs one bound, not one per call."""
     call = Caller(client, [])
     out = Health()
-    try:
-        out.stats = await call(client.recall.GetStats, recall_service_pb2.GetStatsRequest(), HEALTH_TIMEOUT)
-    except GatewayError as exc:
-        out.stats_error = exc.message
-    try:
-        out.enrichment = await call(client.enrich.GetEnrichmentStatus,
-                                    enrich_service_pb2.GetEnrichmentStatusRequest(), HEALTH_TIMEOUT)
-    except GatewayError:
-        pass
-    if with_sync and out.stats is not None and out.stats.vectors_enabled and out.stats.vectors_connected:
+    stats, enrichment = await asyncio.gather(
+        call(client.recall.GetStats, recall_service_pb2.GetStatsRequest(), HEALTH_TIMEOUT),
+        call(client.enrich.GetEnrichmentStatus, enrich_service_pb2.GetEnrichmentStatusRequest(), HEALTH_TIMEOUT),
+        return_exceptions=True)
+    for answer in (stats, enrichment):
+        if isinstance(answer, BaseException) and not isinstance(answer, GatewayError):
+            raise answer
+    if isinstance(stats, GatewayError):
+        out.stats_error = stats.message
+    else:
+        out.stats = stats
+    if not isinstance(enrichment, GatewayError):
+        out.enrichment = enrichment
+    # The sync check counts both stores: only asked when both just answered.
+    if (with_sync and out.stats is not None and out.stats.graph_connected and out.stats.vectors_enabled
+            and out.stats.vectors_connected):
         try:
             out.sync = await call(client.consolidate.GetSyncStatus, consolidate_service_pb2.GetSyncStatusRequest(),
                                   HEALTH_TIMEOUT)

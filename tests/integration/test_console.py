@@ -358,3 +358,41 @@ async def test_login_cookies_are_http_only_and_same_site_strict(world: World, br
     for name in ("automem_console_key", "automem_console_csrf"):
         assert cookies[name]["httpOnly"] and cookies[name]["sameSite"] == "Strict", cookies[name]
         assert cookies[name]["path"] == "/console"
+
+
+async def test_console_pages_and_memory_answers_carry_cache_control_no_store(world: World) -> None:
+    """After a logout the browser's Back button showed a memory page from its cache: every
+    console page and htmx fragment, and the REST answers that hold memories, carry
+    ``Cache-Control: no-store`` (automem/gateway/app.py ``NoStore``); the console's static
+    files stay cacheable."""
+    import httpx
+
+    async with httpx.AsyncClient(base_url=world.service.url, timeout=30) as http:
+        login_form = await http.get("/console/login")
+        login = await http.post("/console/login", data={"api_key": world.reader_a})
+        assert login.status_code == 303 and login.headers["location"] == "/console/", login.text
+        answers = {
+            "login form": login_form,
+            "login": login,
+            "memories": await http.get("/console/", params={"q": "billing invoices database"}),
+            "rows fragment": await http.get("/console/", params={"q": "billing invoices database"},
+                                            headers={"HX-Request": "true"}),
+            "memory": await http.get(f"/console/memories/{world.new}"),
+            "history": await http.get(f"/console/memories/{world.new}/history"),
+            "graph": await http.get(f"/console/memories/{world.new}/graph"),
+            "error page": await http.get("/console/memories/no-such-memory"),
+            "REST memory": await http.get(f"/memory/{world.new}", headers={"Authorization": f"Bearer {world.reader_a}"}),
+            "REST recall": await http.get("/recall", params={"query": "billing invoices"},
+                                          headers={"Authorization": f"Bearer {world.reader_a}"}),
+        }
+        assert "CockroachDB" in answers["memory"].text and "CockroachDB" in answers["rows fragment"].text
+        assert answers["error page"].status_code == 404
+        assert answers["REST memory"].status_code == 200 and answers["REST recall"].status_code == 200
+        for name, answer in answers.items():
+            assert answer.headers.get("cache-control") == "no-store", (name, answer.status_code, answer.headers)
+        static = await http.get("/console/static/console.css")
+        assert static.status_code == 200 and "no-store" not in static.headers.get("cache-control", "")
+        logout = await http.post("/console/logout")
+        assert logout.status_code == 303 and logout.headers.get("cache-control") == "no-store"
+        after = await http.get(f"/console/memories/{world.new}")
+        assert after.status_code == 303 and after.headers["location"] == "/console/login"

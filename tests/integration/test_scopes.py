@@ -181,6 +181,41 @@ async def test_rest_scope_header_outside_key_is_403(world: World) -> None:
     await _b_untouched(world)
 
 
+async def test_rest_and_mcp_refuse_a_key_or_scope_header_sent_twice(world: World) -> None:
+    """A request carrying ``X-Automem-Scope``, ``Authorization`` or ``X-API-Key`` twice was
+    served with the first copy, silently: which one the caller meant is a guess, so it is
+    refused with 400 naming the header (equal copies too), and nothing is read or written."""
+    a, b = f"Bearer {world.key_a}", f"Bearer {world.key_b}"
+    cases = [
+        ("X-Automem-Scope", [("Authorization", a), ("X-Automem-Scope", SCOPE_A), ("X-Automem-Scope", SCOPE_B)]),
+        ("X-Automem-Scope", [("Authorization", a), ("X-Automem-Scope", SCOPE_A), ("X-Automem-Scope", SCOPE_A)]),
+        ("Authorization", [("Authorization", a), ("Authorization", b)]),
+        ("X-API-Key", [("X-API-Key", world.key_a), ("X-API-Key", world.key_b)]),
+    ]
+    graph = world.service.ctx.graph
+    before = [await graph.memories.count(scope) for scope in (SCOPE_A, SCOPE_B)]
+    async with httpx.AsyncClient(base_url=world.service.url, timeout=30) as http:
+        for name, headers in cases:
+            answers = {
+                "get": await http.get(f"/memory/{world.a_id}", headers=headers),
+                "recall": await http.get("/recall", params={"query": "Acme tabs"}, headers=headers),
+                "store": await http.post("/memory", json={"content": f"stored with {name} twice"}, headers=headers),
+                "invalid store": await http.post("/memory", json={"nope": 1}, headers=headers),
+                "mcp": await http.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                                       headers=[*headers, ("Accept", "application/json, text/event-stream")]),
+            }
+            message = f"{name}: given 2 times; send it once"
+            for what, r in answers.items():
+                assert r.status_code == 400, (name, headers, what, r.text)
+                assert r.json() == {"status": "error", "error": message, "message": message, "code": 400}, what
+    assert [await graph.memories.count(scope) for scope in (SCOPE_A, SCOPE_B)] == before
+    # Sent once, each is served as before.
+    async with httpx.AsyncClient(base_url=world.service.url, timeout=30) as http:
+        for headers in ([("Authorization", a), ("X-Automem-Scope", SCOPE_A)], [("X-API-Key", world.key_a)]):
+            r = await http.get(f"/memory/{world.a_id}", headers=headers)
+            assert r.status_code == 200 and r.json()["memory"]["content"] == "Acme prefers tabs", r.text
+
+
 async def test_rest_reader_cannot_write(world: World) -> None:
     async with world.http(world.reader_a) as http:
         assert (await http.get(f"/memory/{world.a_id}")).status_code == 200

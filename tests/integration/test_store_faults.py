@@ -3,6 +3,8 @@
 * A FalkorDB stopped with SIGSTOP: store, recall and get answer 503 with ``Retry-After``
   after the store bound (automem/common/timeouts.py), not after a minute; the write the
   server only runs after it resumes changes nothing (the write guard, automem/graph/store.py).
+* ``/health`` with that FalkorDB stopped reports FalkorDB down and the vector store and NATS
+  up (each store checked concurrently within a short bound), with the default store bound too.
 * A memory written to the graph whose event never went out is published again by the
   pending sweep (automem/enrich/pending.py) and enriched.
 
@@ -13,8 +15,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -28,7 +32,7 @@ from automem.common.settings import Settings
 from automem.common.timeouts import StoreTimeout
 from automem.graph import GraphStore
 from automem.ingest.logic import build_memory
-from automem.v1 import events_pb2, ingest_service_pb2, memory_pb2
+from automem.v1 import enrich_service_pb2, events_pb2, ingest_service_pb2, memory_pb2
 from tests.conftest import eventually, start_service
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -59,12 +63,13 @@ class StoppableFalkorDB:
             self.stopped = False
 
 
-@pytest_asyncio.fixture(loop_scope="session")
-async def stoppable(settings: Settings, tmp_path: Path):
+@contextlib.asynccontextmanager
+async def _on_own_falkordb(settings: Settings, tmp_path: Path, **update) -> AsyncIterator[StoppableFalkorDB]:
+    """A service (``settings`` with ``update``) on a FalkorDB of its own."""
     server = EmbeddedFalkorDB(tmp_path / "own-falkordb")
     await server.start()
     holder = StoppableFalkorDB(server, settings.model_copy(update={
-        "falkordb_host": server.host, "falkordb_port": server.port, "store_timeout_seconds": BOUND}))
+        "falkordb_host": server.host, "falkordb_port": server.port, **update}))
     try:
         holder.service = await start_service(holder.settings)
         try:
@@ -75,6 +80,23 @@ async def stoppable(settings: Settings, tmp_path: Path):
     finally:
         holder.resume()
         await server.stop()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def stoppable(settings: Settings, tmp_path: Path):
+    """The service with the store bound :data:`BOUND`."""
+    async with _on_own_falkordb(settings, tmp_path, store_timeout_seconds=BOUND) as holder:
+        yield holder
+
+
+@pytest_asyncio.fixture(loop_scope="session", params=[BOUND, None], ids=["short-bound", "default-bound"])
+async def stoppable_either_bound(settings: Settings, tmp_path: Path, request: pytest.FixtureRequest):
+    """The service with the store bound :data:`BOUND`, then with the default one
+    (``AUTOMEM_STORE_TIMEOUT_S``, 5 s: as long as the gateway's health deadline,
+    automem/gateway/usecases.py ``HEALTH_TIMEOUT``)."""
+    update = {} if request.param is None else {"store_timeout_seconds": request.param}
+    async with _on_own_falkordb(settings, tmp_path, **update) as holder:
+        yield holder
 
 
 def _memory(content: str, scope: str, settings: Settings, created: datetime | None = None):
@@ -107,6 +129,41 @@ async def test_stopped_falkordb_answers_503_with_retry_after_and_recovers(stoppa
         assert (await http.get(f"/memory/{mid}")).status_code == 200
         graph = service.ctx.graph
         assert await graph.memories.count("default") == 2  # the stalled store left nothing
+
+
+async def test_health_with_stopped_falkordb_reports_it_down_and_the_other_stores_up(stoppable_either_bound) -> None:
+    """/health took ~10 s with FalkorDB stopped and reported the vector store (default bound:
+    the stats answer came after the gateway's deadline) and NATS (the enrichment status read
+    the outbox backlog from FalkorDB) as down too. Each store is now asked concurrently within
+    a short bound: the answer names FalkorDB alone."""
+    stoppable = stoppable_either_bound
+    service = stoppable.service
+    async with httpx.AsyncClient(base_url=service.url, timeout=CLIENT_TIMEOUT) as http:
+        stored = await http.post("/memory", json={"content": "the billing service uses Postgres"})
+        assert stored.status_code in (200, 201), stored.text
+        healthy = (await http.get("/health")).json()
+        assert (healthy["falkordb"], healthy["qdrant"], healthy["nats"]) == ("connected", "connected", "connected")
+        stoppable.stop()
+        try:
+            answer = await http.get("/health")
+            async with service.client() as client:  # the open RPC /health reads (no key check)
+                (status,) = await asyncio.gather(client.enrich.GetEnrichmentStatus(
+                    enrich_service_pb2.GetEnrichmentStatusRequest(), timeout=CLIENT_TIMEOUT), return_exceptions=True)
+        finally:
+            stoppable.resume()
+        body = answer.json()
+        assert answer.status_code == 503, body
+        assert body["status"] == "degraded"
+        assert (body["falkordb"], body["qdrant"], body["nats"]) == ("disconnected", "connected", "connected"), body
+        assert body["enrichment"] is not None and "error" not in body, body
+        assert "sync_status" not in body, body  # not from a count the stopped graph could not give
+        # The enrichment status answers without the outbox backlog FalkorDB holds (unknown).
+        assert isinstance(status, enrich_service_pb2.GetEnrichmentStatusResponse), status
+        assert not status.HasField("outbox_backlog")
+        await eventually(lambda: service.ctx.graph.ping())
+        again = (await http.get("/health")).json()
+        assert (again["falkordb"], again["qdrant"], again["nats"]) == ("connected", "connected", "connected")
+        assert (await http.get("/enrichment/status")).json()["outbox_backlog"] == 0
 
 
 async def test_write_the_server_runs_after_its_caller_gave_up_changes_nothing(stoppable) -> None:
