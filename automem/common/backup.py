@@ -348,6 +348,10 @@ async def restore_records(graph: GraphStore, records: list[dict[str, Any]], bus:
         # and record: every record of the file is stored once.
         run = uuid.uuid4().hex
         stored: list[int] = []  # stream sequences of the events the stream stored
+        # Enrichment must not see the restored events: a service running enrichment (its child
+        # process) fetched them as they were published and enriched the restored memories
+        # again (hundreds of MEMORY_ENRICHED events, edges remade), before the consumer moved.
+        await bus.stop_consumer(ENRICH_DURABLE)
         for position, record in enumerate(events):
             event = events_pb2.MemoryEvent.FromString(base64.b64decode(record["data"]))
             ack = await bus.publish_restored(event, f"restore-{run}-{position}")
@@ -363,6 +367,10 @@ async def restore_records(graph: GraphStore, records: list[dict[str, Any]], bus:
         # SIMILAR_TO and PRECEDED_BY edges, statuses). Enrichment starts after them, or it
         # would enrich every restored memory again (new edges, new create_times, new events).
         await bus.start_consumer_after(ENRICH_DURABLE, after.state.last_seq)
+        # The purge of a forced restore leaves the sequence where it was: say where the
+        # restored history begins, so a backup of it does not read as truncated.
+        await bus.mark_history(stored[0] if stored else after.state.last_seq + 1,
+                               truncated=bool(header.get("events_truncated")))
         if published < len(events):
             raise RestoreIncomplete(
                 f"restore: the stream {bus.settings.stream_name!r} stored {published} of the file's {len(events)} "

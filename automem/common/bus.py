@@ -44,6 +44,11 @@ log = logging.getLogger(__name__)
 #: A restore starts it after the restored events: they are history, already applied to the
 #: restored graph (:meth:`Bus.start_consumer_after`).
 ENRICH_DURABLE = "enrich"
+#: Stream metadata a restore sets (:meth:`Bus.mark_history`): the sequence where the history
+#: begins, and "true" when the restored history was partial.
+HISTORY_BEGINS_KEY = "automem.history_begins_seq"
+HISTORY_TRUNCATED_KEY = "automem.history_truncated"
+_HISTORY_KEYS = (HISTORY_BEGINS_KEY, HISTORY_TRUNCATED_KEY)
 
 EVENT_SUFFIX: dict[int, str] = {
     events_pb2.EVENT_TYPE_MEMORY_CREATED: "created",
@@ -111,11 +116,17 @@ class StreamRetention:
     max_bytes: int
     #: Sequence of the newest event (0 when nothing was ever published).
     last_seq: int = 0
+    #: Sequence where the stream's history begins: 1, or after a restore the first event it
+    #: republished (the purge before it leaves the sequence where it was; :meth:`Bus.mark_history`).
+    history_begins_seq: int = 1
+    #: The restored history was itself partial (the backup said ``events_truncated``).
+    history_truncated: bool = False
 
     @property
     def trimmed(self) -> bool:
-        """True when events before ``first_seq`` no longer exist."""
-        return self.first_seq > 1
+        """True when events of the history no longer exist: some before ``first_seq`` were
+        removed (by retention or a purge), or the restored history lacked older ones."""
+        return self.history_truncated or self.first_seq > self.history_begins_seq
 
 
 def _stream_time(value: Any) -> float | None:
@@ -162,7 +173,9 @@ class Bus:
         config = self.stream_config()
         async with self.bounded():
             try:
-                await self.js.stream_info(self.settings.stream_name)
+                info = await self.js.stream_info(self.settings.stream_name)
+                # A restore's mark of where the history begins outlives a restart.
+                config.metadata = {k: v for k, v in (info.config.metadata or {}).items() if k in _HISTORY_KEYS} or None
                 await self.js.update_stream(config)
             except NotFoundError:
                 await self.js.add_stream(config)
@@ -196,9 +209,27 @@ class Bus:
                         (await self.js.get_msg(self.settings.stream_name, info.state.first_seq)).time)
                 except NotFoundError:  # removed meanwhile: the next read is newer anyway
                     first_time = None
+        marks = info.config.metadata or {}
+        begins = marks.get(HISTORY_BEGINS_KEY, "1")
         return StreamRetention(first_seq=int(info.state.first_seq), first_time=first_time,
                                max_age_seconds=float(info.config.max_age or 0.0),
-                               max_bytes=int(info.config.max_bytes or -1), last_seq=int(info.state.last_seq))
+                               max_bytes=int(info.config.max_bytes or -1), last_seq=int(info.state.last_seq),
+                               history_begins_seq=int(begins) if begins.isdigit() else 1,
+                               history_truncated=marks.get(HISTORY_TRUNCATED_KEY) == "true")
+
+    async def mark_history(self, begins_seq: int, truncated: bool) -> None:
+        """Record in the stream's metadata (JetStream stream ``metadata``, nats-server ≥ 2.10)
+        that its history begins at sequence ``begins_seq`` and whether it was ``truncated``
+        before (a restore: automem/common/backup.py ``restore_records``), so that
+        :meth:`retention` does not count the events a forced restore purged as lost.
+        Raises what nats-py raises on an unreachable server."""
+        async with self.bounded():
+            info = await self.js.stream_info(self.settings.stream_name)
+            config = info.config
+            config.metadata = {**{k: v for k, v in (config.metadata or {}).items() if not k.startswith("_nats")},
+                               HISTORY_BEGINS_KEY: str(int(begins_seq)),
+                               HISTORY_TRUNCATED_KEY: "true" if truncated else "false"}
+            await self.js.update_stream(config)
 
     @property
     def connected(self) -> bool:
@@ -348,13 +379,20 @@ class Bus:
         ``last_seq + 1``: what the stream holds up to ``last_seq`` is never delivered to it.
         An existing consumer of that name is deleted first. :meth:`pull_subscribe` binds to it
         later as it is (its configuration is :meth:`consumer_config`'s)."""
+        await self.stop_consumer(durable)
+        async with self.bounded():
+            await self.js.add_consumer(self.settings.stream_name,
+                                       config=self.consumer_config(durable, start_seq=last_seq + 1))
+
+    async def stop_consumer(self, durable: str) -> None:
+        """Delete the durable consumer ``durable`` (nothing when there is none): nothing is
+        delivered to it until :meth:`start_consumer_after` makes it again (its subscribers'
+        fetches fail meanwhile and back off; automem/enrich/consumer.py ``_fetch``)."""
         async with self.bounded():
             try:
                 await self.js.delete_consumer(self.settings.stream_name, durable)
             except NotFoundError:
                 pass
-            await self.js.add_consumer(self.settings.stream_name,
-                                       config=self.consumer_config(durable, start_seq=last_seq + 1))
 
     async def pull_subscribe(self, durable: str, filter_subject: str | None = None) -> Any:
         """A durable pull subscription with explicit acks and bounded redelivery

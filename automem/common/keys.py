@@ -14,6 +14,7 @@ name, must match one of the creator's patterns — ``acme/*`` may mint ``acme/we
 from __future__ import annotations
 
 import fnmatch
+import re
 import secrets
 import time
 import uuid
@@ -100,7 +101,8 @@ class KeyStore:
                                       f"or '*', at most {MAX_SCOPE_LENGTH} characters", field="scope")
         if default_scope and (not SCOPE_RE.fullmatch(default_scope) or len(default_scope) > MAX_SCOPE_LENGTH):
             raise InvalidArgument(f"default_scope: {default_scope[:80]!r} is not a scope name", field="default_scope")
-        default = default_scope or scopes[0].replace("*", "default")
+        # Each run of '*' stands for one name: 'acme/**' defaults to acme/default (was acme/defaultdefault).
+        default = default_scope or re.sub(r"\*+", "default", scopes[0])
         principal = Principal("check", role, tuple(scopes), default)
         if not principal.allows(default):
             raise InvalidArgument(f"default_scope: {default!r} is outside {scopes}", field="default_scope")

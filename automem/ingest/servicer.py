@@ -293,6 +293,11 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
                     field=min(frozen))
             updated, content_changed = apply_update(current, request.memory, paths, self.settings, now(),
                                                     list(request.add_tags))
+            if _same_but_for_the_version(updated, current):
+                # Nothing the caller decides changed (the same values sent again): no new
+                # version, no event, the ETag stays (as a Kubernetes no-op patch keeps its
+                # resourceVersion). It made an empty version and moved update_time before.
+                return ingest_service_pb2.UpdateMemoryResponse(memory=current)
             if "content" in paths and content_changed:
                 await self._check_tombstone(updated)
             if await self.graph.memories.replace(updated, current.version, include_enrichment=content_changed):
@@ -574,3 +579,16 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
 
 def _without_enrichment(props: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in props.items() if k not in ENRICHMENT_FIELDS}
+
+
+def _same_but_for_the_version(updated: Memory, current: Memory) -> bool:
+    """Whether ``updated`` (:func:`automem.ingest.logic.apply_update` of ``current``) differs
+    from ``current`` only in what every update moves (``version``, ``update_time``)."""
+    probe = Memory()
+    probe.CopyFrom(updated)
+    probe.version = current.version
+    if current.HasField("update_time"):
+        probe.update_time.CopyFrom(current.update_time)
+    else:
+        probe.ClearField("update_time")
+    return probe == current

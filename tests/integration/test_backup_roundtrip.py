@@ -6,6 +6,7 @@ the vector index must be rebuilt and rebuilds it with ``--reindex``."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import uuid
 from typing import Any
@@ -15,6 +16,7 @@ import pytest
 from automem.common import backup
 from automem.common.bus import Bus
 from automem.graph import GraphStore
+from automem.v1 import events_pb2
 from tests.conftest import eventually, start_service
 
 #: The largest integers metadata keeps exactly (larger ones are refused: test_exact_values.py).
@@ -79,6 +81,13 @@ async def _counts(service) -> tuple[int, int, int]:
     edges = (await service.ctx.graph.ro_query("MATCH ()-[r]->() RETURN count(r)"))[0][0]
     nodes = (await service.ctx.graph.ro_query("MATCH (n) RETURN count(n)"))[0][0]
     return info.state.messages, edges, nodes
+
+
+def _fresh(settings, tmp_path, name: str):
+    """``settings`` for a second service of its own: graph, stream, subjects and data dir."""
+    suffix = uuid.uuid4().hex[:10]
+    return settings.model_copy(update={"graph_name": f"{name}_{suffix}", "stream_name": f"{name.upper()}_{suffix.upper()}",
+                                       "subject_prefix": f"{name}.{suffix}", "data_dir": tmp_path / name})
 
 
 async def _backup_lines(service) -> list[str]:
@@ -233,9 +242,7 @@ async def test_a_forced_restore_right_after_a_restore_stores_every_event(own_ser
     assert events >= 3
     body = ("\n".join(first) + "\n").encode("utf-8")
 
-    suffix = uuid.uuid4().hex[:10]
-    fresh = settings.model_copy(update={"graph_name": f"again_{suffix}", "stream_name": f"AGAIN_{suffix.upper()}",
-                                        "subject_prefix": f"again.{suffix}", "data_dir": tmp_path / "again"})
+    fresh = _fresh(settings, tmp_path, "again")
     restored = await start_service(fresh)
     try:
         async with restored.http() as http:
@@ -255,11 +262,12 @@ async def test_a_forced_restore_right_after_a_restore_stores_every_event(own_ser
     assert [line for line in second if '"kind": "event"' in line] == [line for line in first
                                                                       if '"kind": "event"' in line]
     # The same records but for the header's times and the order of nodes (refs): a restore
-    # into a running service reuses the internal ids its wipe freed, in another order. The
-    # forced restore purged the stream, so its sequences go on after the purged ones and the
-    # header says events_truncated (StreamRetention.trimmed: first_seq > 1), although the
-    # history is whole: not what this test is about.
+    # into a running service reuses the internal ids its wipe freed, in another order.
     assert _content(second) == _content(first)
+    # The forced restore purged the stream, so its sequences go on after the purged ones; the
+    # history is whole all the same, and the header said events_truncated before (first_seq > 1).
+    assert json.loads(first[0])["events_truncated"] is False
+    assert json.loads(second[0])["events_truncated"] is False
 
 
 @pytest.mark.parametrize(("field", "value"), [("importance", "high"), ("state", "BOGUS"), ("tags", "notalist"),
@@ -286,3 +294,33 @@ async def test_restore_refuses_a_memory_with_a_wrong_typed_field_before_changing
         assert _canonical(await _backup_lines(own_service)) == _canonical(before)  # nothing half-restored
         got = await http.get(f"/memory/{mid}")
         assert got.status_code == 200 and got.json()["memory"]["content"] == "Erin Park owns the billing on-call rota."
+
+
+async def test_a_restore_into_a_running_service_does_not_enrich_the_restored_memories_again(
+        own_service, settings, tmp_path) -> None:
+    """The running service's enrichment consumer fetched the restored events as the restore
+    published them, before the restore moved the consumer past them: the restored memories
+    (whose vectors a backup does not hold) were embedded and enriched again (a review found
+    603 new MEMORY_ENRICHED events and remade edges)."""
+    async with own_service.http() as http:
+        ids = [await _store(http, f"Team {n} deploys the billing service to region {n} every Tuesday.",
+                            tags=["ops"]) for n in range(40)]
+    await eventually(lambda: _settled(own_service, ids), timeout=120)
+    first = await _backup_lines(own_service)
+
+    def enriched(lines: list[str]) -> int:
+        return sum(1 for r in backup.read_lines(lines) if r["kind"] == "event" and events_pb2.MemoryEvent.FromString(
+            base64.b64decode(r["data"])).type == events_pb2.EVENT_TYPE_MEMORY_ENRICHED)
+
+    restored = await start_service(_fresh(settings, tmp_path, "reen"))
+    try:
+        async with restored.http() as http:
+            done = await http.post("/v1/backup:restore", content=("\n".join(first) + "\n").encode())
+            assert done.status_code == 200, done.text
+            # A memory stored after the restore is enriched: the consumer has gone past the restored events.
+            after = await _store(http, "The restore finished before lunch.", tags=["ops"])
+        await eventually(lambda: _settled(restored, [after]), timeout=120)
+        second = await _backup_lines(restored)
+    finally:
+        await restored.runner.stop()
+    assert enriched(second) == enriched(first) + 1

@@ -72,6 +72,10 @@ async def test_keys_admin_api_over_grpc_and_rest(own_service) -> None:
         acme = await admin.admin.CreateApiKey(admin_service_pb2.CreateApiKeyRequest(
             role="admin", scopes=["acme/*"]), metadata=md)
         assert acme.api_key.created_by == f"key:{made.api_key.id}" and acme.api_key.default_scope == "acme/default"
+        # A run of '*' is one name (it gave acme/defaultdefault before).
+        deep = await admin.admin.CreateApiKey(admin_service_pb2.CreateApiKeyRequest(
+            role="reader", scopes=["zeta/**"]), metadata=md)
+        assert deep.api_key.default_scope == "zeta/default"
         # Bad input names the field.
         with pytest.raises(grpc.aio.AioRpcError) as bad:
             await admin.admin.CreateApiKey(admin_service_pb2.CreateApiKeyRequest(role="boss", scopes=["x"]),
@@ -134,7 +138,7 @@ async def test_keys_admin_api_over_grpc_and_rest(own_service) -> None:
             ("create", f"key:{acme.api_key.id}", "writer", ["acme/web"])]
     # The audit record never holds a secret.
     rows = await own_service.ctx.graph.ro_query("MATCH (e:ApiKeyEvent) RETURN properties(e)")
-    assert len(rows) == 5 and writer.secret not in json.dumps(rows) and root not in json.dumps(rows)
+    assert len(rows) == 6 and writer.secret not in json.dumps(rows) and root not in json.dumps(rows)
     async with own_service.http(Authorization=f"Bearer {writer.secret}") as http:  # revoked: refused at once
         assert (await http.get("/recall")).status_code == 401
 

@@ -4,6 +4,8 @@ retention is gone (history, backup) or stops depending on it (enrichment via the
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from nats.js.api import DiscardPolicy
 from pydantic import ValidationError
@@ -91,6 +93,14 @@ async def test_history_and_backup_say_when_retention_removed_older_events(settin
         assert header["events_truncated"] is True and header["events_retained_since"] > 0
         events = [r for r in records if r["kind"] == "event"]
         assert len(events) == (await running.ctx.bus.js.stream_info(settings.stream_name)).state.messages
+        # Restored (forced), the history is still the partial one the backup held; and a forced
+        # restore's own purge is not counted as a loss (tests/integration/test_backup_roundtrip.py).
+        async with running.http() as http:
+            body = "".join(json.dumps(r) + "\n" for r in records).encode()
+            done = await http.post("/v1/backup:restore", params={"force": "true"}, content=body)
+            assert done.status_code == 200, done.text
+        again = [r async for r in backup.export_records(running.ctx.graph, running.ctx.bus)]
+        assert again[0]["events_truncated"] is True
     finally:
         await running.runner.stop()
 

@@ -408,3 +408,28 @@ async def test_a_diff_gives_the_metadatas_whole_numbers_as_integers(service):
         before, after = changes["metadata"]
         assert before == {"n": 5, "ratio": 0.5} and after == {"n": 6, "ratio": 0.5}
         assert type(before["n"]) is int and type(after["n"]) is int
+
+
+async def test_a_patch_that_changes_nothing_makes_no_version(service):
+    """The same values sent again made version 2, identical to version 1 but for its times,
+    moved update_time and the ETag (so a client's If-Match failed for nothing) and published
+    an update event. A change still makes its version."""
+    async with service.http() as http:
+        r = await http.post("/memory", json={"content": "Ship on Thursdays", "tags": ["ops"], "importance": 0.6,
+                                             "metadata": {"owner": "dana", "n": 2}})
+        assert r.status_code == 201, r.text
+        mid = r.json()["memory_id"]
+        first = await http.get(f"/memory/{mid}")
+        for body in ({"content": "Ship on Thursdays"}, {"tags": ["ops"], "importance": 0.6},
+                     {"metadata": {"n": 2}}, {"metadata": {}}):
+            r = await http.patch(f"/memory/{mid}", json=body)
+            assert r.status_code == 200, (body, r.text)
+            assert r.json()["memory"]["version"] == first.json()["memory"]["version"], body
+        again = await http.get(f"/memory/{mid}")
+        assert again.headers["etag"] == first.headers["etag"]
+        assert again.json()["memory"]["updated_at"] == first.json()["memory"]["updated_at"]
+        versions = (await http.get(f"/v1/memories/{mid}/versions")).json()
+        assert [v["version"] for v in versions["versions"]] == [1], versions
+        r = await http.patch(f"/memory/{mid}", json={"metadata": {"n": 3}})
+        assert r.status_code == 200 and r.json()["memory"]["version"] == 2, r.text
+
