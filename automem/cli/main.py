@@ -34,6 +34,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import sys
 from collections.abc import Coroutine
 from datetime import UTC, datetime
@@ -548,7 +549,19 @@ def main(argv: list[str] | None = None) -> int:
         # options on. Operator commands start none, and their quieter default must not leak into
         # the environment of a process that calls main() in-process and starts servers later.
         os.environ["AUTOMEM_LOG_LEVEL"], os.environ["AUTOMEM_LOG_FORMAT"] = level, fmt
+    if args.cmd == "up":
+        try:  # a child process naming no target ended the start in a traceback
+            child_targets(settings, ["all"], _names(settings.child_targets))
+        except ValueError as exc:
+            print(f"automem: setting AUTOMEM_CHILD_TARGETS: {exc} (got {settings.child_targets[:80]!r})",
+                  file=sys.stderr)
+            return 2
     if args.cmd in ("up", "serve"):
+        try:  # an unknown host name ended the start in a traceback from the first bind
+            socket.getaddrinfo(settings.host, None)
+        except (socket.gaierror, UnicodeError) as exc:
+            print(f"automem: setting AUTOMEM_HOST: cannot resolve {settings.host[:80]!r} ({exc})", file=sys.stderr)
+            return 2
         from automem.common.embedded import PARENT_PID_ENV, die_with_parent
 
         if args.cmd == "serve" and os.environ.get(PARENT_PID_ENV, "").isdigit():

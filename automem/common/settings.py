@@ -200,7 +200,7 @@ class Settings(BaseSettings):
     #: ``minilm`` (local ONNX, default), ``wordllama`` (local static) or ``openai``.
     embedding_provider: str = Field("minilm", validation_alias=_env("AUTOMEM_EMBEDDING_PROVIDER", "EMBEDDING_PROVIDER"))
     embedding_model: str = Field("text-embedding-3-small", validation_alias=_env("EMBEDDING_MODEL"))
-    vector_size: int = Field(0, validation_alias=_env("VECTOR_SIZE", "AUTOMEM_VECTOR_SIZE"))
+    vector_size: int = Field(0, ge=0, validation_alias=_env("VECTOR_SIZE", "AUTOMEM_VECTOR_SIZE"))
     #: Texts per model run (local providers) or per request (``openai``); 0 = the provider's
     #: own default (MiniLM 8, WordLlama 64, openai 256; automem/common/embedding.py).
     embedding_batch_size: int = Field(0, ge=0, validation_alias=_env("AUTOMEM_EMBEDDING_BATCH_SIZE"))
@@ -442,6 +442,13 @@ class Settings(BaseSettings):
                              f"{exc}") from None
         if any(item.amount < 1 for item in items):
             raise ValueError(f"{value!r}: a limit of 0 requests refuses every request; leave it empty for none")
+        return value
+
+    @field_validator("data_dir")
+    @classmethod
+    def _a_directory(cls, value: Path) -> Path:
+        if value.exists() and not value.is_dir():
+            raise ValueError(f"{str(value)!r} is a file, not a directory")
         return value
 
     @field_validator("log_level")

@@ -9,6 +9,11 @@ ended the start in a traceback), and ``automem serve --target ''`` ran on servin
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from pydantic import ValidationError
 
@@ -24,7 +29,8 @@ from automem.common.settings import Settings
     # limit of 0 refused every request, an unparsable one ended the start in a traceback.
     ("AUTOMEM_API_TOKEN", "tok\n"), ("AUTOMEM_API_TOKEN", " tok"), ("AUTOMEM_API_TOKEN", "t\u00f8k"),
     ("ADMIN_API_TOKEN", "ad min"), ("AUTOMEM_DEFAULT_SCOPE", "a b/*"), ("AUTOMEM_DEFAULT_SCOPE", ""),
-    ("AUTOMEM_RATE_LIMIT", "0/minute"), ("AUTOMEM_RATE_LIMIT", "abc"),
+    ("AUTOMEM_RATE_LIMIT", "0/minute"), ("AUTOMEM_RATE_LIMIT", "abc"), ("VECTOR_SIZE", "-1"),
+    ("AUTOMEM_DATA_DIR", "/etc/hostname"),
 ])
 def test_an_unusable_setting_is_refused_naming_it(monkeypatch, variable, value) -> None:
     monkeypatch.setenv(variable, value)
@@ -54,3 +60,19 @@ def test_serve_without_a_target_is_a_usage_error(target, capsys) -> None:
     with pytest.raises(SystemExit) as caught:
         main(["serve", "--target", target])
     assert caught.value.code == 2 and "--target" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("variable", "value", "says"), [
+    ("AUTOMEM_CHILD_TARGETS", "bogus", "unknown target(s) bogus"),
+    ("AUTOMEM_CHILD_TARGETS", "gateway,gateway", "named in more than one child process"),
+    ("AUTOMEM_HOST", "bogus.invalid", "cannot resolve 'bogus.invalid'"),
+])
+def test_a_start_with_an_unusable_setting_is_one_line_and_exit_2(tmp_path, variable, value, says) -> None:
+    """Each ended ``automem up`` in a "start failed" traceback after the embedded servers had started."""
+    env = {**os.environ, variable: value, "AUTOMEM_DATA_DIR": str(tmp_path / "data"), "AUTOMEM_METRICS_PORT": "0"}
+    result = subprocess.run([str(Path(sys.executable).parent / "automem"), "up"], env=env, capture_output=True,
+                            text=True, check=False, timeout=60)
+    assert result.returncode == 2, result
+    assert result.stderr.strip().splitlines() == [line for line in result.stderr.strip().splitlines()
+                                                  if line.startswith(f"automem: setting {variable}: ")], result.stderr
+    assert says in result.stderr and not (tmp_path / "data").exists()
