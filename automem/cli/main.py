@@ -201,9 +201,11 @@ async def _start(up: _Started, settings: Settings, targets: list[str], embedded:
         write_endpoints(settings, f"{host}:{ctx.grpc_port}" if ctx.grpc_port else "",
                         f"http://{host}:{ctx.http_port}" if ctx.http_port else "", addresses)
     metrics_ports = {"parent": ctx.metrics_port, **{c.target: c.metrics_port for c in children}}
-    log.info("automem is up", extra={"targets": targets, "children": child_names, "http_port": ctx.http_port,
-                                     "grpc_port": ctx.grpc_port, "metrics_ports": metrics_ports,
-                                     "data_dir": str(settings.data_dir)})
+    # A child of `automem up` (it reports to ready_fd) says so: its own "automem is up" line,
+    # with grpc_port 0 for the gateway child, read as the service's answer to an operator.
+    log.info("child process is up" if ready_fd is not None else "automem is up",
+             extra={"targets": targets, "children": child_names, "http_port": ctx.http_port,
+                    "grpc_port": ctx.grpc_port, "metrics_ports": metrics_ports, "data_dir": str(settings.data_dir)})
     return ctx
 
 

@@ -224,7 +224,11 @@ def _each_process_serves_its_own_metrics(data: Path, port: int, metrics_port: in
 
     lines = (data.parent / f"automem-{port}.log").read_text(errors="replace").splitlines()
     ups = [json.loads(line) for line in lines if '"automem is up"' in line and line.startswith("{")]
-    up = next(u for u in ups if u["children"])  # the parent's line (each child logs one too)
+    # The parent's line alone: each child logged "automem is up" too (the gateway's with grpc_port 0).
+    assert len(ups) == 1, ups
+    up = ups[0]
+    children = [json.loads(line) for line in lines if '"child process is up"' in line and line.startswith("{")]
+    assert sorted(c["targets"][0] for c in children) == ["enrich", "gateway"], children
     ports = up["metrics_ports"]
     assert ports["parent"] == metrics_port and set(ports) == {"parent", "gateway", "enrich"}
     assert len(set(ports.values())) == 3
