@@ -17,6 +17,7 @@ whole session; a fresh scope per test.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import uuid
@@ -264,3 +265,15 @@ async def stop_processes(processes, timeout: float = 20.0) -> None:
         except TimeoutError:
             process.kill()
             await process.wait()
+
+
+class LogCapture(logging.Handler):
+    """A logging handler keeping every record it is given (``records``), for tests that read
+    what a logger wrote (the access lines)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)

@@ -451,7 +451,10 @@ def build_parser() -> argparse.ArgumentParser:
     command("up", help="run everything with embedded NATS, FalkorDB and Qdrant",
             description="Run every target with embedded NATS, FalkorDB and Qdrant in AUTOMEM_DATA_DIR; the "
                         "addresses served go to <data dir>/automem.endpoints.json for the operator commands.")
-    serve = command("serve", help="run chosen targets against external servers")
+    serve = command("serve", help="run chosen targets against external servers",
+                    description="Run the targets of --target in this process against the NATS of NATS_URL and "
+                                "the FalkorDB of FALKORDB_HOST (no embedded servers: `automem up` starts those); "
+                                "vectors in the Qdrant of QDRANT_URL, else the embedded shard in AUTOMEM_DATA_DIR.")
     serve.add_argument("--target", default="all", help="comma-separated: all, gateway, ingest, recall, enrich, "
                                                         "consolidate")
     serve.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
@@ -484,10 +487,13 @@ def build_parser() -> argparse.ArgumentParser:
     revoke.add_argument("key_id", help="the key's id (the part after am_ in the key; `automem keys list`)")
     events = operator(ksub, "events", "the audit record of key changes (who created or revoked which key, when)")
     events.add_argument("--key-id", default="", help="only this key's events")
-    mcp = command("mcp", help="serve the MCP tools over stdio against a running service")
+    mcp = command("mcp", help="serve the MCP tools over stdio against a running service",
+                  description="Serve the MCP tools over stdio (for an MCP client that starts this process), "
+                              "calling a running automem over gRPC with one key and scope.")
     mcp.add_argument("--grpc", default=None, help="gRPC address of the service (default: AUTOMEM_GRPC_TARGET, "
-                                                  "else the `automem up` of AUTOMEM_DATA_DIR, else 127.0.0.1:50051)")
-    mcp.add_argument("--api-key", default=None, help="API key (default: AUTOMEM_API_KEY)")
+                                                  "else the `automem up` of AUTOMEM_DATA_DIR, else 127.0.0.1 on "
+                                                  "AUTOMEM_GRPC_PORT, 50051 by default)")
+    mcp.add_argument("--api-key", default=None, help="API key (default: AUTOMEM_API_KEY, else AUTOMEM_API_TOKEN)")
     mcp.add_argument("--scope", default="", help="scope to act on (default: the key's default scope)")
     backup_cmd = operator(sub, "backup", "write a full export (nodes, edges, events) as JSON lines")
     backup_cmd.add_argument("--out", default="-", help="output file (default: stdout)")

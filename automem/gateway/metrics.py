@@ -22,9 +22,11 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST
+from starlette.requests import cookie_parser
 
 from automem.common import metrics
 from automem.common.logs import access
+from automem.gateway import console
 
 log = logging.getLogger(__name__)
 
@@ -37,12 +39,16 @@ def _route_template(scope: dict[str, Any]) -> str:
     return path or UNMATCHED
 
 
-def caller_id(headers: list[tuple[bytes, bytes]]) -> tuple[str, str]:
+def caller_id(headers: list[tuple[bytes, bytes]], path: str = "") -> tuple[str, str]:
     """(principal id, requested scope) of a request for its access line, from the raw
     headers, never echoing a secret: ``key:<id>`` for an API key (``am_<id>_<secret>``,
     automem/common/keys.py), ``token`` for another bearer / ``X-API-Key`` value, ``anonymous``
-    without one; the scope is ``X-Automem-Scope`` ("" = the key's default)."""
-    credential, scope = "", ""
+    without one; the scope is ``X-Automem-Scope`` ("" = the key's default).
+
+    A console page (``path`` under ``/console``) without those headers is named by its
+    session cookies (automem/gateway/console: the key and the scope the session acts with),
+    as the same key's REST requests are."""
+    credential, scope, cookies = "", "", []
     for name, value in headers:
         if name == b"authorization" and value[:7].lower() == b"bearer ":
             credential = credential or value[7:].decode("latin-1").strip()
@@ -50,6 +56,12 @@ def caller_id(headers: list[tuple[bytes, bytes]]) -> tuple[str, str]:
             credential = credential or value.decode("latin-1").strip()
         elif name == b"x-automem-scope":
             scope = value.decode("latin-1")[:200]
+        elif name == b"cookie":
+            cookies.append(value.decode("latin-1"))
+    if not credential and cookies and (path == "/console" or path.startswith("/console/")):
+        session = cookie_parser("; ".join(cookies))
+        credential = session.get(console.KEY_COOKIE, "").strip()
+        scope = scope or session.get(console.SCOPE_COOKIE, "")[:200]
     if not credential:
         return "anonymous", scope
     parts = credential.split("_")
@@ -89,7 +101,8 @@ class MetricsMiddleware:
             metrics.http_server_duration.record(elapsed, {"http.request.method": method, "http.route": route,
                                                           "http.response.status_code": status})
             if self.access_log:
-                access("http", route, method, status, elapsed, *caller_id(scope.get("headers") or []))
+                access("http", route, method, status, elapsed,
+                       *caller_id(scope.get("headers") or [], scope.get("path", "")))
 
 
 def install(app: FastAPI, access_log: bool = True) -> None:

@@ -9,21 +9,12 @@ import logging
 import grpc
 import pytest
 
-from tests.conftest import eventually
-
-
-class _Capture(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__()
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
+from tests.conftest import LogCapture, eventually
 
 
 @pytest.fixture
 def access_lines():
-    capture, access = _Capture(), logging.getLogger("automem.access")
+    capture, access = LogCapture(), logging.getLogger("automem.access")
     old = access.level
     access.setLevel(logging.INFO)
     access.addHandler(capture)

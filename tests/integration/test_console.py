@@ -12,6 +12,7 @@ must go to the gateway (no CDN). Each page is saved at 1280x800 in build/screens
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import shutil
@@ -24,7 +25,7 @@ import pytest
 import pytest_asyncio
 from playwright.async_api import Browser, BrowserContext, Page, async_playwright, expect
 
-from tests.conftest import RunningService, eventually, settings_for, start_service
+from tests.conftest import LogCapture, RunningService, eventually, settings_for, start_service
 
 REPO = Path(__file__).resolve().parents[2]
 SHOTS = Path(os.environ.get("AUTOMEM_SCREENSHOTS", REPO / "build" / "screenshots"))
@@ -396,3 +397,86 @@ async def test_console_pages_and_memory_answers_carry_cache_control_no_store(wor
         assert logout.status_code == 303 and logout.headers.get("cache-control") == "no-store"
         after = await http.get(f"/console/memories/{world.new}")
         assert after.status_code == 303 and after.headers["location"] == "/console/login"
+
+
+async def test_console_access_lines_name_the_sessions_key_as_its_rest_requests_do(world: World) -> None:
+    """A console page's access line named the principal ``anonymous``: the console sends its
+    key in a session cookie, not in ``Authorization``. It names the key (``key:<id>``) and the
+    session's scope, as a REST request with that key does, and never the key itself."""
+    import httpx
+
+    capture, access = LogCapture(), logging.getLogger("automem.access")
+    old_level = access.level
+    access.setLevel(logging.INFO)
+    access.addHandler(capture)
+    try:
+        async with httpx.AsyncClient(base_url=world.service.url, timeout=30) as http:
+            login = await http.post("/console/login", data={"api_key": world.admin_a, "scope": SCOPE_A})
+            assert login.status_code == 303 and login.headers["location"] == "/console/", login.text
+            assert (await http.get(f"/console/memories/{world.new}")).status_code == 200
+            assert (await http.get(f"/memory/{world.new}",
+                                   headers={"Authorization": f"Bearer {world.admin_a}"})).status_code == 200
+
+        def line(route: str) -> list[logging.LogRecord]:
+            return [r for r in capture.records if getattr(r, "kind", "") == "http" and r.route == route]
+
+        async def logged() -> bool:  # the gateway writes its line once the response is sent
+            return bool(line("/console/memories/{memory_id}") and line("/memory/{memory_id}"))
+
+        await eventually(logged)
+    finally:
+        access.removeHandler(capture)
+        access.setLevel(old_level)
+    key_id = world.admin_a.split("_")[1]
+    page, rest = line("/console/memories/{memory_id}")[-1], line("/memory/{memory_id}")[-1]
+    assert (page.principal, page.scope) == (f"key:{key_id}", SCOPE_A), vars(page)
+    assert rest.principal == page.principal
+    assert not [r for r in capture.records if world.admin_a in str(vars(r))]
+
+
+def _no_horizontal_overflow() -> str:
+    return "document.documentElement.scrollWidth <= window.innerWidth"
+
+
+async def test_a_memory_of_one_long_unbroken_string_does_not_widen_the_page(world: World, browsing: Browsing) -> None:
+    """Content, a tag and a metadata value of one long string without a space (a URL, a hash)
+    overflowed the console's tables and cards horizontally: every page of it fits the window."""
+    content, tag = "Q" * 500, "t" * 200
+    async with world.service.http(Authorization=f"Bearer {world.admin_a}") as http:
+        stored = await _store(http, content, tags=[tag], metadata={"blob": "m" * 400})
+        r = await http.patch(f"/memory/{stored['memory_id']}", json={"content": "R" * 500})
+        assert r.status_code == 200, r.text
+    memory_id = stored["memory_id"]
+    page = await browsing.page()
+    await _login(page, world.admin_a)
+    for path in (f"/console/?tags={tag}&state=all", f"/console/memories/{memory_id}",
+                 f"/console/memories/{memory_id}/history", f"/console/memories/{memory_id}/graph"):
+        await page.goto(path)
+        await expect(page.get_by_test_id("content").or_(page.get_by_test_id("memories"))).to_contain_text("RRRR")
+        assert await page.evaluate(_no_horizontal_overflow()), (
+            path, await page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]"))
+    await _shot(page, "long-string")
+
+
+async def test_history_shows_a_tags_change_as_comma_separated_text_not_a_python_list(
+        world: World, browsing: Browsing) -> None:
+    """The history's diff showed a tags change as ``['alpha', 'beta']`` (a Python repr): lists
+    are comma-separated text, dicts (the metadata) JSON."""
+    async with world.service.http(Authorization=f"Bearer {world.admin_a}") as http:
+        stored = await _store(http, "The release train leaves every second Tuesday", tags=["alpha", "beta"],
+                              metadata={"team": "release"})
+        r = await http.patch(f"/memory/{stored['memory_id']}",
+                             json={"tags": ["alpha", "beta", "gamma"], "metadata": {"owner": "ops"}})
+        assert r.status_code == 200, r.text
+    page = await browsing.page()
+    await _login(page, world.admin_a)
+    await page.goto(f"/console/memories/{stored['memory_id']}/history")
+    events = page.get_by_test_id("events")
+    changed = (events.locator("table.diff tr")
+               .filter(has=page.locator("td.before", has_text=re.compile(r"^alpha, beta$")))
+               .filter(has=page.locator("td.after", has_text=re.compile(r"^alpha, beta, gamma$"))))
+    await expect(changed).to_have_count(1)
+    await expect(changed.locator("td").first).to_have_text("tags")
+    text = await events.inner_text()
+    assert "['" not in text and "{'" not in text, text
+    assert '"owner": "ops"' in text, text

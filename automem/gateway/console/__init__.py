@@ -305,13 +305,27 @@ async def delete(request: Request, memory_id: str, reason: str = Form(""), csrf_
     return RedirectResponse(f"/console/memories/{memory_id}/history", status_code=303)
 
 
+def shown(value: Any) -> str | None:
+    """A diff value as text: a list as its items comma-separated (``a, b``; "" when empty),
+    a dict (and a dict or list inside a list) as JSON, None as None, anything else ``str``
+    — never a Python repr such as ``['a', 'b']``."""
+    if value is None:
+        return None
+    if isinstance(value, dict):
+        return json.dumps(value, ensure_ascii=False, sort_keys=True)
+    if isinstance(value, (list, tuple)):
+        return ", ".join((shown(v) or "") if isinstance(v, (dict, list, tuple)) else str(v) for v in value)
+    return str(value)
+
+
 def _diff(before: dict[str, Any] | None, after: dict[str, Any] | None) -> list[tuple[str, Any, Any]]:
-    """(field, before, after) of the fields an event changed, by :func:`presenters.memory_json` name."""
+    """(field, before, after) of the fields an event changed, by :func:`presenters.memory_json`
+    name; the values as text (:func:`shown`)."""
     if before is None and after is not None:
-        return [(n, None, after.get(n)) for n in CREATED_SHOWN if after.get(n) not in (None, [], {})]
+        return [(n, None, shown(after.get(n))) for n in CREATED_SHOWN if after.get(n) not in (None, [], {})]
     before, after = before or {}, after or {}
     names = sorted((set(before) | set(after)) - DIFF_IGNORED)
-    return [(n, before.get(n), after.get(n)) for n in names if before.get(n) != after.get(n)]
+    return [(n, shown(before.get(n)), shown(after.get(n))) for n in names if before.get(n) != after.get(n)]
 
 
 def _event_row(event: Any) -> dict[str, Any]:
