@@ -59,10 +59,10 @@ from automem.cli.output import (
     backup_out,
     emit,
     fail,
-    open_private,
     progress,
     stdout_closed,
     wants_json,
+    whole_file,
 )
 from automem.common.embedded import EmbeddedRuntime, EmbeddedServerError
 from automem.common.errors import ListenError
@@ -332,8 +332,7 @@ async def _recovery(settings: Settings, args: argparse.Namespace) -> int:
         if args.cmd == "backup":
             await _connect_bus(bus)
             to_file = backup_out(args)
-            out = await asyncio.to_thread(open_private, args.out) if to_file else sys.stdout
-            try:
+            with whole_file(to_file) as out:
                 count = events = 0
                 truncated_since = None
                 with progress("backup", None) as bar:
@@ -350,9 +349,6 @@ async def _recovery(settings: Settings, args: argparse.Namespace) -> int:
                             events += 1
                             bar.update(total=count)
                         bar.advance()
-            finally:
-                if out is not sys.stdout:
-                    out.close()
             backup_done(args, count, events)
             if truncated_since is not None:
                 print("note: the event stream's retention removed older events; the exported history starts at "
@@ -566,7 +562,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     if args.cmd in ("up", "serve"):
         try:  # an unknown host name ended the start in a traceback from the first bind
-            socket.getaddrinfo(settings.host, None)
+            socket.getaddrinfo(settings.host or None, 0)
         except (socket.gaierror, UnicodeError) as exc:
             print(f"automem: setting AUTOMEM_HOST: cannot resolve {settings.host[:80]!r} ({exc})", file=sys.stderr)
             return 2
@@ -625,8 +621,9 @@ def _operate(settings: Settings, args: argparse.Namespace) -> int:
     if not online and embedded and not getattr(args, "offline", False) and not Path(settings.data_dir).exists():
         # Run from another directory, the relative default (./.automem) named a new, empty
         # store: `keys create` printed a key the running service never knew.
+        where = "AUTOMEM_DATA_DIR" + ("" if Path(settings.data_dir).is_absolute() else ", relative to the current directory")
         return fail(command, f"no running service found and no data directory at {Path(settings.data_dir).resolve()} "
-                             "(AUTOMEM_DATA_DIR, relative to the current directory): run it where `automem up` "
+                             f"({where}): run it where `automem up` "
                              "runs, set AUTOMEM_DATA_DIR, give --grpc or --url, or --offline to start a new data "
                              "directory there")
     try:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -30,9 +29,9 @@ from automem.cli.output import (
     backup_out,
     emit,
     note,
-    open_private,
     progress,
     wants_json,
+    whole_file,
 )
 from automem.common.settings import Settings
 from automem.v1 import admin_service_pb2, consolidate_service_pb2, enrich_service_pb2, ingest_service_pb2
@@ -90,24 +89,19 @@ async def backup(settings: Settings, args: argparse.Namespace) -> int:
     async with online_client(settings, args) as client:
         stream = client.ingest.ExportBackup(ingest_service_pb2.ExportBackupRequest(skip_events=args.no_events),
                                             metadata=client.metadata())
-        out = await asyncio.to_thread(open_private, args.out) if to_file else sys.stdout
-        try:
-            with progress("backup", None) as bar:
-                async for chunk in stream:
-                    line = chunk.json_line
-                    out.write(line + "\n")
-                    if count == 0:
-                        header = json.loads(line)
-                        totals = header.get("counts") or {}
-                        bar.update(total=1 + int(totals.get("nodes", 0)) + int(totals.get("edges", 0)))
-                    elif '"kind": "event"' in line:
-                        events += 1
-                        bar.update(total=count + 1)
-                    count += 1
-                    bar.advance()
-        finally:
-            if out is not sys.stdout:
-                out.close()
+        with whole_file(to_file) as out, progress("backup", None) as bar:
+            async for chunk in stream:
+                line = chunk.json_line
+                out.write(line + "\n")
+                if count == 0:
+                    header = json.loads(line)
+                    totals = header.get("counts") or {}
+                    bar.update(total=1 + int(totals.get("nodes", 0)) + int(totals.get("edges", 0)))
+                elif '"kind": "event"' in line:
+                    events += 1
+                    bar.update(total=count + 1)
+                count += 1
+                bar.advance()
     backup_done(args, count, events)
     if header.get("events_truncated"):
         note(args, "note: the event stream's retention removed older events; the exported history is partial")

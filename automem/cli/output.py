@@ -15,8 +15,10 @@ import contextlib
 import json
 import os
 import sys
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, TextIO
 
 import grpc
@@ -76,17 +78,30 @@ def note(args: argparse.Namespace, text: str) -> None:
     print(text, file=sys.stderr)
 
 
-def open_private(path: str) -> TextIO:
-    """``path`` opened for writing text, created (or truncated) with mode 0600: a backup holds
-    every scope's memories and the API key records, and is its owner's alone (as an export's
-    file, automem/cli/transfer.py ``_output``)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+@contextmanager
+def whole_file(path: str | None) -> Iterator[TextIO]:
+    """stdout when ``path`` is None or "-", else a temporary file beside ``path`` (mode 0600:
+    a backup holds every scope's memories and the API key records, an export a scope's)
+    renamed onto it when the block succeeds and removed when it fails, so a failed backup or
+    export leaves ``path`` as it was (a refused key or an unreachable service emptied
+    yesterday's backup before). OSError names ``path`` as given."""
+    if path is None or path == "-":
+        yield sys.stdout
+        sys.stdout.flush()
+        return
+    target = Path(path)
     try:
-        os.fchmod(fd, 0o600)
-    except OSError:
-        os.close(fd)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent if str(target.parent) else ".")
+    except OSError as exc:  # named as the user wrote it, not as the temporary file beside it
+        raise OSError(exc.errno, exc.strerror, path) from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            yield handle
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
         raise
-    return os.fdopen(fd, "w", encoding="utf-8")
 
 
 def backup_out(args: argparse.Namespace) -> str | None:

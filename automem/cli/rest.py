@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -19,7 +18,7 @@ from typing import Any
 import httpx
 
 from automem.cli.connect import api_key
-from automem.cli.output import Stall, backup_done, backup_out, emit, note, open_private, progress, wants_json
+from automem.cli.output import Stall, backup_done, backup_out, emit, note, progress, wants_json, whole_file
 from automem.common.settings import Settings
 
 #: Bytes read from a backup file at a time while it is sent.
@@ -130,19 +129,14 @@ async def backup(settings: Settings, args: argparse.Namespace) -> int:
         if not response.is_success:
             await response.aread()
             _check(response)
-        out = await asyncio.to_thread(open_private, args.out) if to_file else sys.stdout
-        try:
-            with progress("backup", None) as bar:
-                async for line in response.aiter_lines():
-                    if not line:
-                        continue
-                    out.write(line + "\n")
-                    count += 1
-                    events += '"kind": "event"' in line
-                    bar.advance()
-        finally:
-            if out is not sys.stdout:
-                out.close()
+        with whole_file(to_file) as out, progress("backup", None) as bar:
+            async for line in response.aiter_lines():
+                if not line:
+                    continue
+                out.write(line + "\n")
+                count += 1
+                events += '"kind": "event"' in line
+                bar.advance()
     backup_done(args, count, events)
     return 0
 

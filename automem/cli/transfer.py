@@ -22,11 +22,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
-import os
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -36,7 +33,7 @@ import grpc
 
 from automem.cli import transfer_formats as formats
 from automem.cli.connect import add_connection_options, grpc_address, online_client
-from automem.cli.output import error_line, stdout_closed
+from automem.cli.output import error_line, stdout_closed, whole_file
 from automem.common.lifecycle import SUPERSEDING_RELATIONS
 from automem.common.model import (
     AUTHORABLE_RELATIONS,
@@ -363,29 +360,6 @@ async def _store_relations(client: Any, args: argparse.Namespace, parsed: format
 # --- export ----------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def _output(path: str) -> Iterator[Any]:
-    """stdout, or a temporary file next to ``path`` renamed onto it when the block succeeds
-    (removed when it fails)."""
-    if path == "-":
-        yield sys.stdout
-        sys.stdout.flush()
-        return
-    target = Path(path)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent if str(target.parent) else ".")
-    except OSError as exc:  # named as the user wrote it, not as the temporary file beside it
-        raise OSError(exc.errno, exc.strerror, path) from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            yield handle
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
 async def _export(settings: Settings, args: argparse.Namespace) -> int:
     counts = {"memories": 0, "relations": 0, "relations_left_out": 0}
     async with online_client(settings, args) as client:
@@ -394,7 +368,7 @@ async def _export(settings: Settings, args: argparse.Namespace) -> int:
         scope = who.scope
         stream = client.ingest.ExportBackup(ingest_service_pb2.ExportBackupRequest(skip_events=True),
                                             metadata=client.metadata())
-        with _output(args.out) as out, _progress(args) as progress:
+        with whole_file(args.out) as out, _progress(args) as progress:
             task = progress.add_task("records", total=None)
             ids: dict[int, str] = {}
             numbers: dict[str, int] = {}

@@ -369,8 +369,10 @@ async def restore_records(graph: GraphStore, records: list[dict[str, Any]], bus:
         await bus.start_consumer_after(ENRICH_DURABLE, after.state.last_seq)
         # The purge of a forced restore leaves the sequence where it was: say where the
         # restored history begins, so a backup of it does not read as truncated.
+        # A backup without its events (``--no-events``, or made with no stream) says nothing
+        # of them: the history it restores is not whole.
         await bus.mark_history(stored[0] if stored else after.state.last_seq + 1,
-                               truncated=bool(header.get("events_truncated")))
+                               truncated=header.get("events_truncated") is not False)
         if published < len(events):
             raise RestoreIncomplete(
                 f"restore: the stream {bus.settings.stream_name!r} stored {published} of the file's {len(events)} "

@@ -447,14 +447,17 @@ class Settings(BaseSettings):
     @field_validator("data_dir")
     @classmethod
     def _a_directory(cls, value: Path) -> Path:
-        if value.exists() and not value.is_dir():
-            raise ValueError(f"{str(value)!r} is a file, not a directory")
+        # The path, or the nearest part of it that exists (a data dir is made on first start).
+        existing = next((p for p in (value, *value.parents) if p.exists()), None)
+        if existing is not None and not existing.is_dir():
+            raise ValueError(f"{str(existing)!r} is a file, not a directory" + (
+                f" (in {str(value)!r})" if existing != value else ""))
         return value
 
     @field_validator("log_level")
     @classmethod
     def _log_level(cls, value: str) -> str:
-        level = value.strip().upper()
+        level = {"WARN": "WARNING", "FATAL": "CRITICAL"}.get(value.strip().upper(), value.strip().upper())
         if level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
             raise ValueError(f"{value!r} is not one of DEBUG, INFO, WARNING, ERROR, CRITICAL")
         return level

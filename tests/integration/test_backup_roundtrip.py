@@ -257,6 +257,13 @@ async def test_a_forced_restore_right_after_a_restore_stores_every_event(own_ser
             history = (await http.get(f"/v1/memories/{a}/history")).json()
             assert history["count"] >= 2, history  # created, enriched, related
         second = await _backup_lines(restored)
+        # A backup without its events restored: the history is not whole (it said false before).
+        bare = [line async for line in backup.export_lines(own_service.ctx.graph, None)]
+        async with restored.http() as http:
+            done = await http.post("/v1/backup:restore", params={"force": "true"},
+                                   content=("\n".join(bare) + "\n").encode())
+            assert done.status_code == 200 and done.json()["events"] == 0, done.text
+        assert json.loads((await _backup_lines(restored))[0])["events_truncated"] is True
     finally:
         await restored.runner.stop()
     assert [line for line in second if '"kind": "event"' in line] == [line for line in first

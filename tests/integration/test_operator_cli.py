@@ -244,9 +244,12 @@ async def test_cli_errors_are_one_line(own_service, tmp_path: Path) -> None:
     async with own_service.client() as anonymous:
         await anonymous.admin.CreateApiKey(admin_service_pb2.CreateApiKeyRequest(role="admin", scopes=["*"]))
     grpc_at = ["--grpc", own_service.grpc]
-    # A wrong key.
-    code, _, err = await _cli("backup", "--out", str(tmp_path / "b.jsonl"), *grpc_at, "--api-key", "am_x_wrong")
+    # A wrong key: yesterday's backup in the file stays as it was (it was emptied before).
+    kept = tmp_path / "b.jsonl"
+    kept.write_text('{"kind": "header"}\n')
+    code, _, err = await _cli("backup", "--out", str(kept), *grpc_at, "--api-key", "am_x_wrong")
     assert "refused the API key" in _one_line_error(code, err, "backup")
+    assert kept.read_text() == "{\"kind\": \"header\"}\n" and not [p for p in tmp_path.iterdir() if p.name.startswith(".b.jsonl.")]
     # A bad file.
     code, _, err = await _cli("restore", str(tmp_path / "missing.jsonl"), *grpc_at, "--api-key", "am_x_wrong")
     assert "no such file" in _one_line_error(code, err, "restore")

@@ -30,7 +30,7 @@ from automem.common.settings import Settings
     ("AUTOMEM_API_TOKEN", "tok\n"), ("AUTOMEM_API_TOKEN", " tok"), ("AUTOMEM_API_TOKEN", "t\u00f8k"),
     ("ADMIN_API_TOKEN", "ad min"), ("AUTOMEM_DEFAULT_SCOPE", "a b/*"), ("AUTOMEM_DEFAULT_SCOPE", ""),
     ("AUTOMEM_RATE_LIMIT", "0/minute"), ("AUTOMEM_RATE_LIMIT", "abc"), ("VECTOR_SIZE", "-1"),
-    ("AUTOMEM_DATA_DIR", "/etc/hostname"),
+    ("AUTOMEM_DATA_DIR", "/etc/hostname"), ("AUTOMEM_DATA_DIR", "/etc/hostname/data"),
 ])
 def test_an_unusable_setting_is_refused_naming_it(monkeypatch, variable, value) -> None:
     monkeypatch.setenv(variable, value)
@@ -41,9 +41,11 @@ def test_an_unusable_setting_is_refused_naming_it(monkeypatch, variable, value) 
         for e in caught.value.errors())
 
 
-def test_a_log_level_is_read_in_any_case(monkeypatch) -> None:
-    monkeypatch.setenv("AUTOMEM_LOG_LEVEL", "warning")
-    assert Settings().log_level == "WARNING"
+@pytest.mark.parametrize(("given", "level"), [("warning", "WARNING"), (" info ", "INFO"), ("WARN", "WARNING"),
+                                             ("warn", "WARNING"), ("fatal", "CRITICAL")])
+def test_a_log_level_is_read_in_any_case_and_in_logging_s_other_names(monkeypatch, given, level) -> None:
+    monkeypatch.setenv("AUTOMEM_LOG_LEVEL", given)
+    assert Settings().log_level == level
 
 
 def test_usable_tokens_scopes_and_limits_are_kept(monkeypatch) -> None:
