@@ -51,16 +51,27 @@ def single_header(request: Request, name: str) -> str:
     return values[0] if values else ""
 
 
+def _same_key(name: str, value: str, other: str, other_value: str) -> None:
+    """GatewayError 400 naming both headers unless they carry the same key."""
+    if value.strip() != other_value.strip():
+        raise GatewayError(400, f"{name} and {other} carry different keys; send one")
+
+
 def principal_metadata(request: Request, settings: Settings) -> list[tuple[str, str]]:
     """The caller's key (``Authorization`` or ``X-API-Key``; ``?api_key=`` only when
     ``AUTOMEM_ALLOW_QUERY_TOKEN`` is set, else 401: a key in a URL ends up in logs) and the
     admin token (``X-Admin-Token``, or ``X-Admin-Api-Key`` as AutoMem's
     automem/api/auth_helpers.py also accepts), as gRPC metadata (``x-admin-token``).
     GatewayError 401 for a header no key can hold, 400 for one of them sent more than once
-    (:func:`single_header`)."""
+    (:func:`single_header`), 400 for ``Authorization`` and ``X-API-Key`` (or ``X-Admin-Token``
+    and ``X-Admin-Api-Key``) carrying different keys: serving one silently acted with a key
+    the caller may not have meant (equal values are accepted: some clients send both)."""
     md: list[tuple[str, str]] = []
     auth = single_header(request, "Authorization")
     key = single_header(request, "X-API-Key")
+    if auth and key:
+        bearer = auth[7:] if auth[:7].lower() == "bearer " else auth
+        _same_key("Authorization", bearer, "X-API-Key", key)
     query_key = request.query_params.get("api_key", "")
     if query_key and not (auth or key):
         if not settings.allow_query_token:
@@ -70,7 +81,10 @@ def principal_metadata(request: Request, settings: Settings) -> list[tuple[str, 
         md.append(_checked("authorization", auth))
     elif key:
         md.append(_checked("x-api-key", key))
-    admin = single_header(request, "X-Admin-Token") or single_header(request, "X-Admin-Api-Key")
+    admin, admin_alias = single_header(request, "X-Admin-Token"), single_header(request, "X-Admin-Api-Key")
+    if admin and admin_alias:
+        _same_key("X-Admin-Token", admin, "X-Admin-Api-Key", admin_alias)
+    admin = admin or admin_alias
     if admin:
         md.append(_checked("x-admin-token", admin))
     return md

@@ -501,7 +501,7 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
         body["enrichment"] = None if status is None else {
             "queue_depth": status.queue_depth, "processed": status.processed, "failed": status.failed,
             "dead_lettered": status.dead_lettered}
-        if body.get("qdrant") == "connected":
+        if body.get("falkordb") == "connected" and body.get("qdrant") == "connected":
             body["sync_status"] = presenters.count_sync_status(body["memory_count"], body["vector_count"])
         text = (f"status: {body['status']}\nfalkordb: {body.get('falkordb')}\nqdrant: {body.get('qdrant')}\n"
                 f"memories: {body.get('memory_count')}, vectors: {body.get('vector_count')}"

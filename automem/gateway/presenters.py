@@ -355,13 +355,15 @@ def analysis_json(response: recall_service_pb2.AnalyzeMemoriesResponse) -> dict[
 def stores_json(stats: recall_service_pb2.GetStatsResponse) -> dict[str, Any]:
     """Store connectivity and counts of a GetStats answer (falkordb, qdrant, memory_count,
     vector_count, vector_dimensions, and ``server_restarts``: restarts of the embedded
-    nats-server / redis-server by name, empty when the service runs none)."""
+    nats-server / redis-server by name, empty when the service runs none). A count is None
+    (unknown) when its store did not answer: 0 would read as an empty store."""
     return {
         "server_restarts": dict(stats.server_restarts),
         "falkordb": "connected" if stats.graph_connected else "disconnected",
         "qdrant": ("connected" if stats.vectors_connected else "disconnected") if stats.vectors_enabled
         else "disabled",
-        "memory_count": stats.memory_count, "vector_count": stats.vector_count,
+        "memory_count": stats.memory_count if stats.graph_connected else None,
+        "vector_count": None if stats.vectors_enabled and not stats.vectors_connected else stats.vector_count,
         "vector_dimensions": stats.vector_dimensions,
     }
 

@@ -18,7 +18,8 @@ import re
 import shutil
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
+from email.utils import parsedate_to_datetime
 from pathlib import Path
 
 import pytest
@@ -359,6 +360,41 @@ async def test_login_cookies_are_http_only_and_same_site_strict(world: World, br
     for name in ("automem_console_key", "automem_console_csrf"):
         assert cookies[name]["httpOnly"] and cookies[name]["sameSite"] == "Strict", cookies[name]
         assert cookies[name]["path"] == "/console"
+
+
+def _set_cookies(response) -> dict[str, dict[str, str]]:
+    """The response's Set-Cookie lines by cookie name: their attributes, names lowercased
+    (the value under ``""``; a flag such as HttpOnly maps to "")."""
+    found: dict[str, dict[str, str]] = {}
+    for line in response.headers.get_list("set-cookie"):
+        first, *attributes = [part.strip() for part in line.split(";")]
+        name, _, value = first.partition("=")
+        found[name] = {"": value} | {k.lower(): v for k, _, v in (a.partition("=") for a in attributes)}
+    return found
+
+
+async def test_logout_deletes_each_login_cookie_with_the_attributes_login_set(world: World) -> None:
+    """Logout deleted the session cookies with SameSite=lax and no HttpOnly, unlike login's
+    (HttpOnly, SameSite=strict): curl's cookie jar kept the key and scope cookies after
+    logout. Each deletion now carries login's attributes and expires the cookie."""
+    import httpx
+
+    async with httpx.AsyncClient(base_url=world.service.url, timeout=30) as http:
+        login = await http.post("/console/login", data={"api_key": world.reader_a, "scope": SCOPE_A})
+        assert login.status_code == 303, login.text
+        logout = await http.post("/console/logout")
+        assert logout.status_code == 303
+    set_at_login, deleted = _set_cookies(login), _set_cookies(logout)
+    assert set(set_at_login) == {"automem_console_key", "automem_console_scope", "automem_console_csrf"}
+    for name, attributes in set_at_login.items():
+        assert name in deleted, (name, logout.headers.get_list("set-cookie"))
+        gone = deleted[name]
+        assert gone.get("max-age") == "0" or (
+            "expires" in gone and parsedate_to_datetime(gone["expires"]) <= datetime.now(UTC)), gone
+        assert "httponly" in attributes and attributes["samesite"].lower() == "strict", attributes
+        for attribute in ("path", "httponly", "samesite", "secure", "domain"):
+            assert gone.get(attribute, "").lower() == attributes.get(attribute, "").lower() and (
+                (attribute in gone) == (attribute in attributes)), (name, attribute, gone, attributes)
 
 
 async def test_console_pages_and_memory_answers_carry_cache_control_no_store(world: World) -> None:

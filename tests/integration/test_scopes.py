@@ -181,6 +181,27 @@ async def test_rest_scope_header_outside_key_is_403(world: World) -> None:
     await _b_untouched(world)
 
 
+async def _each_refused(world: World, cases: list[tuple[str, list[tuple[str, str]]]]) -> None:
+    """Each ``(message, headers)``: a read, a recall, a store, an invalid store and an /mcp call
+    with those headers answer 400 with ``message``, and nothing is written in either scope."""
+    graph = world.service.ctx.graph
+    before = [await graph.memories.count(scope) for scope in (SCOPE_A, SCOPE_B)]
+    async with httpx.AsyncClient(base_url=world.service.url, timeout=30) as http:
+        for message, headers in cases:
+            answers = {
+                "get": await http.get(f"/memory/{world.a_id}", headers=headers),
+                "recall": await http.get("/recall", params={"query": "Acme tabs"}, headers=headers),
+                "store": await http.post("/memory", json={"content": f"stored despite {message}"}, headers=headers),
+                "invalid store": await http.post("/memory", json={"nope": 1}, headers=headers),
+                "mcp": await http.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                                       headers=[*headers, ("Accept", "application/json, text/event-stream")]),
+            }
+            for what, r in answers.items():
+                assert r.status_code == 400, (message, headers, what, r.text)
+                assert r.json() == {"status": "error", "error": message, "message": message, "code": 400}, what
+    assert [await graph.memories.count(scope) for scope in (SCOPE_A, SCOPE_B)] == before
+
+
 async def test_rest_and_mcp_refuse_a_key_or_scope_header_sent_twice(world: World) -> None:
     """A request carrying ``X-Automem-Scope``, ``Authorization`` or ``X-API-Key`` twice was
     served with the first copy, silently: which one the caller meant is a guess, so it is
@@ -192,26 +213,31 @@ async def test_rest_and_mcp_refuse_a_key_or_scope_header_sent_twice(world: World
         ("Authorization", [("Authorization", a), ("Authorization", b)]),
         ("X-API-Key", [("X-API-Key", world.key_a), ("X-API-Key", world.key_b)]),
     ]
-    graph = world.service.ctx.graph
-    before = [await graph.memories.count(scope) for scope in (SCOPE_A, SCOPE_B)]
-    async with httpx.AsyncClient(base_url=world.service.url, timeout=30) as http:
-        for name, headers in cases:
-            answers = {
-                "get": await http.get(f"/memory/{world.a_id}", headers=headers),
-                "recall": await http.get("/recall", params={"query": "Acme tabs"}, headers=headers),
-                "store": await http.post("/memory", json={"content": f"stored with {name} twice"}, headers=headers),
-                "invalid store": await http.post("/memory", json={"nope": 1}, headers=headers),
-                "mcp": await http.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
-                                       headers=[*headers, ("Accept", "application/json, text/event-stream")]),
-            }
-            message = f"{name}: given 2 times; send it once"
-            for what, r in answers.items():
-                assert r.status_code == 400, (name, headers, what, r.text)
-                assert r.json() == {"status": "error", "error": message, "message": message, "code": 400}, what
-    assert [await graph.memories.count(scope) for scope in (SCOPE_A, SCOPE_B)] == before
+    await _each_refused(world, [(f"{name}: given 2 times; send it once", headers) for name, headers in cases])
     # Sent once, each is served as before.
     async with httpx.AsyncClient(base_url=world.service.url, timeout=30) as http:
         for headers in ([("Authorization", a), ("X-Automem-Scope", SCOPE_A)], [("X-API-Key", world.key_a)]):
+            r = await http.get(f"/memory/{world.a_id}", headers=headers)
+            assert r.status_code == 200 and r.json()["memory"]["content"] == "Acme prefers tabs", r.text
+
+
+async def test_rest_and_mcp_refuse_a_key_and_its_alias_header_carrying_different_keys(world: World) -> None:
+    """``Authorization: Bearer X`` with ``X-API-Key: Y`` (and ``X-Admin-Token`` with
+    ``X-Admin-Api-Key``) was served with the first header, silently: refused with 400 naming
+    both, and nothing is read or written. Equal values stay accepted: some clients send both."""
+    a = f"Bearer {world.key_a}"
+    key_message = "Authorization and X-API-Key carry different keys; send one"
+    admin_message = "X-Admin-Token and X-Admin-Api-Key carry different keys; send one"
+    cases = [
+        (key_message, [("Authorization", a), ("X-API-Key", world.key_b)]),
+        (key_message, [("Authorization", f"Bearer {world.key_b}"), ("X-API-Key", world.key_a)]),
+        (admin_message, [("Authorization", a), ("X-Admin-Token", TOKEN), ("X-Admin-Api-Key", TOKEN + "x")]),
+    ]
+    await _each_refused(world, cases)
+    # The same key in both headers is served as before.
+    async with httpx.AsyncClient(base_url=world.service.url, timeout=30) as http:
+        for headers in ([("Authorization", a), ("X-API-Key", world.key_a)],
+                        [("Authorization", a), ("X-Admin-Token", TOKEN), ("X-Admin-Api-Key", TOKEN)]):
             r = await http.get(f"/memory/{world.a_id}", headers=headers)
             assert r.status_code == 200 and r.json()["memory"]["content"] == "Acme prefers tabs", r.text
 

@@ -157,12 +157,15 @@ async def test_health_with_stopped_falkordb_reports_it_down_and_the_other_stores
         assert (body["falkordb"], body["qdrant"], body["nats"]) == ("disconnected", "connected", "connected"), body
         assert body["enrichment"] is not None and "error" not in body, body
         assert "sync_status" not in body, body  # not from a count the stopped graph could not give
+        assert body["memory_count"] is None, body  # unknown, not 0: the graph did not answer
+        assert isinstance(body["vector_count"], int), body
         # The enrichment status answers without the outbox backlog FalkorDB holds (unknown).
         assert isinstance(status, enrich_service_pb2.GetEnrichmentStatusResponse), status
         assert not status.HasField("outbox_backlog")
         await eventually(lambda: service.ctx.graph.ping())
         again = (await http.get("/health")).json()
         assert (again["falkordb"], again["qdrant"], again["nats"]) == ("connected", "connected", "connected")
+        assert isinstance(again["memory_count"], int) and again["memory_count"] >= 1, again
         assert (await http.get("/enrichment/status")).json()["outbox_backlog"] == 0
 
 

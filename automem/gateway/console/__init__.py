@@ -224,7 +224,10 @@ async def logout(request: Request) -> Response:
     """Drop the session cookies (no CSRF check: a forged logout only logs out)."""
     response = RedirectResponse("/console/login", status_code=303)
     for name in (KEY_COOKIE, SCOPE_COOKIE, CSRF_COOKIE):
-        response.delete_cookie(name, path="/console")
+        # The attributes login set (_set_cookie): a deletion that differs is kept apart by
+        # some cookie jars (curl's kept the key and scope cookies after logout).
+        response.delete_cookie(name, path="/console", httponly=True, samesite="strict",
+                               secure=request.url.scheme == "https")
     return response
 
 
