@@ -416,8 +416,13 @@ async def interrupted_restore(graph: GraphStore) -> str | None:
     """A sentence for the operator when a restore into ``graph`` started and never finished
     (the process was killed half-way: the graph holds part of the backup), else None."""
     started = await graph.dump.restore_started()
-    if started is None:
-        return None
+    return None if started is None else restore_warning(started)
+
+
+def restore_warning(started: float) -> str:
+    """The operator's sentence about a restore that started at ``started`` (epoch seconds)
+    and did not finish: logged at start (:func:`interrupted_restore`) and answered by
+    /health (automem/gateway/presenters.py ``stores_json``)."""
     return (f"a restore started at {_iso(started)} did not finish: the graph holds part of a backup; run "
             "`automem restore FILE --force` again")
 

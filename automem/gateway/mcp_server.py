@@ -485,14 +485,16 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
         return _result("\n".join([body["message"], *lines]), body)
 
     async def check_database_health() -> CallToolResult:
-        """Status of the service and its stores (healthy | degraded), counts and enrichment queue."""
+        """Status of the service and its stores (healthy | degraded), counts and enrichment queue;
+        degraded too while a restore that did not finish left part of a backup in the graph."""
         body: dict[str, Any] = {"status": "healthy", "backend": "automem",
                                 "timestamp": datetime.now(UTC).isoformat()}
         found = await usecases.health(client, with_sync=False)  # no credentials: like GET /health
         if found.stats is not None:
             stores = presenters.stores_json(found.stats)
             body.update({k: stores[k] for k in ("falkordb", "qdrant", "memory_count", "vector_count",
-                                                "vector_dimensions")})
+                                                "vector_dimensions", "restore_incomplete", "restore_started_at",
+                                                "restore_warning") if k in stores})
             if presenters.stores_degraded(found.stats):
                 body["status"] = "degraded"
         else:
@@ -506,6 +508,7 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
         text = (f"status: {body['status']}\nfalkordb: {body.get('falkordb')}\nqdrant: {body.get('qdrant')}\n"
                 f"memories: {body.get('memory_count')}, vectors: {body.get('vector_count')}"
                 + (f", sync: {body['sync_status']}" if "sync_status" in body else "")
+                + (f"\nrestore incomplete: {body['restore_warning']}" if "restore_warning" in body else "")
                 + (f"\nerror: {body['error']}" if "error" in body else ""))
         result = _result(text, body)
         result.is_error = body["status"] == "error"

@@ -356,8 +356,14 @@ def stores_json(stats: recall_service_pb2.GetStatsResponse) -> dict[str, Any]:
     """Store connectivity and counts of a GetStats answer (falkordb, qdrant, memory_count,
     vector_count, vector_dimensions, and ``server_restarts``: restarts of the embedded
     nats-server / redis-server by name, empty when the service runs none). A count is None
-    (unknown) when its store did not answer: 0 would read as an empty store."""
-    return {
+    (unknown) when its store did not answer: 0 would read as an empty store.
+    ``restore_incomplete``: True while the graph holds the marker of a restore that did not
+    finish (the graph holds part of a backup), with ``restore_started_at`` (ISO 8601) when
+    that restore started and ``restore_warning`` (the sentence the service logs at start,
+    automem/common/backup.py ``restore_warning``); None / None / absent when the graph did not answer, False /
+    None / absent when there is none."""
+    restore_started = _iso(stats.restore_start_time) if stats.HasField("restore_start_time") else None
+    body: dict[str, Any] = {
         "server_restarts": dict(stats.server_restarts),
         "falkordb": "connected" if stats.graph_connected else "disconnected",
         "qdrant": ("connected" if stats.vectors_connected else "disconnected") if stats.vectors_enabled
@@ -365,12 +371,21 @@ def stores_json(stats: recall_service_pb2.GetStatsResponse) -> dict[str, Any]:
         "memory_count": stats.memory_count if stats.graph_connected else None,
         "vector_count": None if stats.vectors_enabled and not stats.vectors_connected else stats.vector_count,
         "vector_dimensions": stats.vector_dimensions,
+        "restore_incomplete": restore_started is not None if stats.graph_connected else None,
+        "restore_started_at": restore_started,
     }
+    if restore_started is not None:
+        from automem.common.backup import restore_warning  # only then: the module is heavy for a gateway
+
+        body["restore_warning"] = restore_warning(stats.restore_start_time.ToMicroseconds() / 1e6)
+    return body
 
 
 def stores_degraded(stats: recall_service_pb2.GetStatsResponse) -> bool:
-    """True when a store the service uses is unreachable."""
-    return not stats.graph_connected or (stats.vectors_enabled and not stats.vectors_connected)
+    """True when a store the service uses is unreachable, or when the graph holds part of a
+    backup (a restore that did not finish: ``restore_start_time``)."""
+    return (not stats.graph_connected or (stats.vectors_enabled and not stats.vectors_connected)
+            or stats.HasField("restore_start_time"))
 
 
 def count_sync_status(memory_count: int, vector_count: int) -> str:

@@ -164,14 +164,20 @@ async def delete_by_tag(call: CallerDep, tags: list[str] = Query(default=[]),
 
 @router.get("/memory/{memory_id}", tags=["memory"])
 async def get_memory(memory_id: str, call: CallerDep, response: Response, as_of: str | None = None,
-                     known_at: str | None = None, state_mode: str = "current",
-                     version: int | None = Query(None, ge=1, le=MAX_VERSION)) -> dict[str, Any]:
+                     known_at: str | None = Query(None, description=(
+                         "ISO 8601: every field as the service believed it then. Not with version "
+                         "(400 naming both).")),
+                     state_mode: str = "current",
+                     version: int | None = Query(None, ge=1, le=MAX_VERSION, description=(
+                         "Version N of the memory (GET /v1/memories/{id}/versions). Not with known_at "
+                         "(400 naming both)."))) -> dict[str, Any]:
     """One memory with its state and validity window; a non-current memory carries the
     current head's id (``current_id``). Bumps ``last_accessed``. 404 when absent. The
     ``ETag`` header is the version, for ``If-Match`` on PATCH, DELETE and supersede.
     ``known_at`` earlier than now: every field as the service believed it then;
     ``version=N``: version N (``GET /v1/memories/{id}/versions``), 404 naming ``version``
-    when it has none."""
+    when it has none. Both ``version`` and ``known_at``: 400 naming both (the operation's
+    ``x-exclusive-parameters`` in /openapi.json)."""
     got = await usecases.get_memory(call, memory_id, usecases.read_options(as_of, known_at, state_mode),
                                   version=version)
     response.headers["ETag"] = f'"{got.memory.version}"'

@@ -24,7 +24,11 @@ router = APIRouter(route_class=JsonBodyRoute)
 async def health(request: Request, client: Annotated[AutomemClient, Depends(grpc_client)]) -> JSONResponse:
     """AutoMem's health body: status healthy|degraded, falkordb/qdrant connected|disconnected,
     memory_count, vector_count, sync_status, vector_dimensions, enrichment, timestamp,
-    graph; plus nats. No auth. 503 when the graph is unreachable. The stores are asked
+    graph; plus nats and ``restore_incomplete`` (with ``restore_started_at`` and
+    ``restore_warning``): a restore that did not finish left part of a backup in the graph,
+    so the status is degraded until a restore with force finishes
+    (automem/gateway/presenters.py ``stores_json``). No auth. 503 when the graph is
+    unreachable. The stores are asked
     concurrently, each within a couple of seconds (automem/gateway/usecases.py ``health``), so
     a stalled store is reported down in about that time and the others as they are."""
     settings = request.app.state.settings

@@ -553,6 +553,7 @@ def declared_limits(settings: Any) -> tuple[dict[str, dict[str, dict[str, Any]]]
         "UpdateMemoryBody": {**{k: v for k, v in memory.items() if k not in ("supersede_relation",)},
                              **{k: {**memory[k], **not_null} for k in ("content", "tags", "importance", "type",
                                                                       "confidence", "timestamp", "t_valid")},
+                             "metadata": {"$ref": "#/components/schemas/MetadataObject"},
                              "add_tags": {**tags, "minItems": 1},
                              # A version number, "*" or an HTTP etag of one (usecases.parse_etag).
                              "etag": {"anyOf": [{"type": "integer", "minimum": 0},
@@ -717,11 +718,30 @@ def _no_nul(node: Any) -> None:
         _no_nul(list(sub.values()) if key == "properties" and isinstance(sub, dict) else sub)
 
 
+#: Query parameters an operation refuses together (400 naming them): JSON Schema cannot state
+#: a rule between two parameters, so the schema says it in the operation's
+#: ``x-exclusive-parameters`` (groups of names of which a request gives at most one) and in
+#: its 400 answer's description. ``version`` and ``known_at`` of ``GET /memory/{id}``:
+#: automem/gateway/usecases.py ``get_memory``.
+EXCLUSIVE_PARAMETERS: dict[tuple[str, str], list[list[str]]] = {
+    ("/memory/{memory_id}", "get"): [["version", "known_at"]],
+}
+
+
 def declare_limits(schema: dict[str, Any], settings: Any, anonymous: bool) -> dict[str, Any]:
-    """Add :func:`declared_limits` and :data:`SECURITY_SCHEMES` to a generated OpenAPI
-    ``schema`` (in place; returned). ``anonymous``: requests without a key are served too
-    (no keys configured), so every operation also lists the empty security requirement."""
+    """Add :func:`declared_limits`, :data:`EXCLUSIVE_PARAMETERS` and :data:`SECURITY_SCHEMES`
+    to a generated OpenAPI ``schema`` (in place; returned). ``anonymous``: requests without a
+    key are served too (no keys configured), so every operation also lists the empty
+    security requirement."""
     parameters, bodies = declared_limits(settings)
+    for (path, method), groups in EXCLUSIVE_PARAMETERS.items():
+        operation = schema.get("paths", {}).get(path, {}).get(method)
+        if operation is None:
+            continue
+        operation["x-exclusive-parameters"] = groups
+        refused = "; ".join(f"{' and '.join(group)} given together (pass one)" for group in groups)
+        answer = operation.setdefault("responses", {}).setdefault("400", {})
+        answer["description"] = f"{answer.get('description') or 'Invalid request'}; also {refused}"
     for path, methods in schema.get("paths", {}).items():
         for operation in methods.values():
             for parameter in operation.get("parameters", []):

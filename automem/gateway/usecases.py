@@ -90,7 +90,8 @@ _NOT_NULL = {"tags": "tags: must be a list of strings (use [] to clear)",
              "importance": "importance: must be a number between 0 and 1",
              "confidence": "confidence: must be a number between 0 and 1",
              "type": "type: must not be null", "timestamp": "timestamp: must not be null",
-             "t_valid": "t_valid: must not be null"}
+             "t_valid": "t_valid: must not be null",
+             "metadata": "metadata: must be an object, not null (its keys are merged into the memory's metadata)"}
 
 
 def update_input(fields: dict[str, Any]) -> tuple[ingest_service_pb2.MemoryInput, list[str]]:
@@ -294,7 +295,9 @@ async def associate_many(call: Caller, associations: Sequence[Association],
 async def get_memory(call: Caller, memory_id: str, read: recall_service_pb2.ReadOptions,
                      touch: bool = True, version: int | None = None) -> recall_service_pb2.GetMemoryResponse:
     """One memory through the state pass; bumps its ``last_accessed`` unless ``touch`` is False.
-    With ``version`` that version of it (automem/graph/versions.py), without a bump."""
+    With ``version`` that version of it (automem/graph/versions.py), without a bump;
+    InvalidArgument naming ``version`` and ``known_at`` when ``read`` has ``known_at`` too
+    (automem/recall/servicer.py ``_get_version``)."""
     request = recall_service_pb2.GetMemoryRequest(id=memory_id, touch=touch and version is None, read=read)
     if version is not None:
         request.version = version

@@ -773,9 +773,15 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         ``is_current`` when it is the memory's current version and that is current under
         ``read``. INVALID_ARGUMENT naming ``version`` below 1; NOT_FOUND naming ``id`` when
         the memory is absent (a DELETED one's versions stay readable) and ``version`` when it
-        has no such version."""
+        has no such version. INVALID_ARGUMENT naming ``version`` and ``known_at`` when both
+        are given: a version is one record of the history, ``known_at`` picks the record
+        believed at a time, so together they contradict each other (it answered the version
+        and dropped ``known_at``)."""
         if request.version < 1:
             raise InvalidArgument("version: must be at least 1", field="version")
+        if request.read.HasField("known_at"):
+            raise InvalidArgument("version, known_at: pass one, not both (version=N reads that version; known_at "
+                                  "the version the service believed at that time)", field="version")
         current = await self._versioned(request.id, scope)
         row = await self.graph.versions.get(request.id, scope, request.version)
         if row is None:
@@ -1002,11 +1008,14 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         health deadline, and /health then reported every store down (break-it review) — and
         an embedded shard holding its reads for the 2-3 s of an index swap at 100k memories
         (automem/vectors/edge.py ``build_index``) leaves the graph's part answered
-        (docs/benchmarks.md)."""
-        async def graph_part() -> int:
+        (docs/benchmarks.md). ``restore_start_time`` is set while the graph holds the marker
+        of a restore that did not finish (automem/common/backup.py ``restore_records``): the
+        graph then holds part of a backup, which /health reports as degraded."""
+        async def graph_part() -> tuple[int, float | None]:
             if not await self.graph.ping():
                 raise Unavailable("graph store did not answer PING")
-            return await self.graph.memories.count(states=["ACTIVE", "SUPERSEDED", "PENDING_REVIEW", "ARCHIVED"])
+            count = await self.graph.memories.count(states=["ACTIVE", "SUPERSEDED", "PENDING_REVIEW", "ARCHIVED"])
+            return count, await self.graph.dump.restore_started()
 
         async def vector_part() -> tuple[int, int]:
             return await self.vectors.count(), await self.vectors.dimension() or 0
@@ -1023,7 +1032,11 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         else:
             graph_answer = await bounded(graph_part())
         vector_count, dims = vector_answer or (0, 0)
-        return recall_service_pb2.GetStatsResponse(
-            memory_count=graph_answer or 0, vector_count=vector_count, graph_connected=graph_answer is not None,
+        memory_count, restore_started = graph_answer or (0, None)
+        answer = recall_service_pb2.GetStatsResponse(
+            memory_count=memory_count, vector_count=vector_count, graph_connected=graph_answer is not None,
             vectors_connected=vector_answer is not None, vectors_enabled=self.vectors is not None,
             vector_dimensions=dims, server_restarts=self.server_restarts)
+        if restore_started is not None:
+            answer.restore_start_time.CopyFrom(ts(restore_started))
+        return answer

@@ -331,3 +331,79 @@ async def test_a_restore_into_a_running_service_does_not_enrich_the_restored_mem
     finally:
         await restored.runner.stop()
     assert enriched(second) == enriched(first) + 1
+
+
+async def test_health_is_degraded_while_a_restore_that_did_not_finish_left_its_marker(own_service) -> None:
+    """A restore killed half-way leaves its RestoreInProgress node (the start-up log names it),
+    yet /health said healthy, as did the MCP health tool and the console's Operations page.
+    /health is now degraded (200, every field kept) with ``restore_incomplete``,
+    ``restore_started_at`` and the log's sentence; the MCP tool and the console say it too;
+    a restore with force that finishes makes the service healthy again."""
+    import re
+    import time
+    from datetime import datetime
+
+    import httpx
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    from automem.v1 import admin_service_pb2
+
+    async with own_service.http() as http:
+        await _store(http, "The nightly backup of billing runs at two.", tags=["ops"])
+    lines = await _backup_lines(own_service)
+    async with own_service.client() as anonymous:  # the open service's caller: admin on every scope
+        key = (await anonymous.admin.CreateApiKey(admin_service_pb2.CreateApiKeyRequest(
+            role="admin", scopes=["*"]))).secret
+    bearer = {"Authorization": f"Bearer {key}"}
+
+    async def mcp_health() -> tuple[dict[str, Any], str]:
+        url = own_service.url + "/mcp"
+        async with Client(streamable_http_client(url, http_client=create_mcp_http_client(headers=bearer))) as client:
+            result = await client.call_tool("check_database_health", {})
+        assert not result.is_error and result.structured_content is not None, result
+        return result.structured_content, result.content[0].text
+
+    async def ops_page() -> str:
+        async with httpx.AsyncClient(base_url=own_service.url, timeout=30) as console:
+            login = await console.post("/console/login", data={"api_key": key, "scope": ""})
+            assert login.status_code == 303, login.text
+            page = await console.get("/console/ops")
+            assert page.status_code == 200, page.text
+            return page.text
+
+    async with own_service.http(**bearer) as http:
+        body = (await http.get("/health")).json()
+        assert body["status"] == "healthy" and body["restore_incomplete"] is False, body
+        assert body["restore_started_at"] is None and "restore_warning" not in body, body
+        mcp_body, _ = await mcp_health()
+        assert mcp_body["status"] == "healthy" and mcp_body["restore_incomplete"] is False, mcp_body
+        assert 'data-testid="restore"' not in await ops_page()
+
+        started = time.time()
+        await own_service.ctx.graph.dump.mark_restore(started)  # what a restore killed after its wipe leaves
+        r = await http.get("/health")
+        body = r.json()
+        assert r.status_code == 200 and body["status"] == "degraded", body
+        assert body["restore_incomplete"] is True, body
+        assert abs(datetime.fromisoformat(body["restore_started_at"]).timestamp() - started) < 0.01, body
+        assert "did not finish" in body["restore_warning"] and "--force" in body["restore_warning"], body
+        # AutoMem's fields stay as they were.
+        assert body["falkordb"] == "connected" and body["memory_count"] == 1 and "enrichment" in body, body
+        assert body["restore_warning"] == await backup.interrupted_restore(own_service.ctx.graph), body
+        mcp_body, text = await mcp_health()
+        assert mcp_body["status"] == "degraded" and mcp_body["restore_incomplete"] is True, mcp_body
+        assert "did not finish" in mcp_body["restore_warning"] and "restore incomplete" in text, text
+        page = await ops_page()
+        restore_row = re.search(r'data-testid="restore">(.*?)</dd>', page, re.DOTALL)
+        assert restore_row is not None and "incomplete" in restore_row.group(1), page
+        assert "did not finish" in restore_row.group(1), restore_row.group(1)
+
+        done = await http.post("/v1/backup:restore", params={"force": "true"},
+                               content=("\n".join(lines) + "\n").encode())
+        assert done.status_code == 200, done.text
+        body = (await http.get("/health")).json()
+        assert body["status"] == "healthy" and body["restore_incomplete"] is False, body
+        assert (await mcp_health())[0]["status"] == "healthy"
+        assert 'data-testid="restore"' not in await ops_page()

@@ -123,6 +123,30 @@ async def test_null_tags_are_rejected_not_taken_as_empty(service) -> None:
         assert (await http.get(f"/memory/{mid}")).json()["memory"]["tags"] == ["keep"]
 
 
+async def test_null_metadata_in_a_patch_is_refused_naming_it_as_other_nulls_are(service) -> None:
+    """``PATCH {"metadata": null}`` answered 200 and changed nothing, while null for tags,
+    importance, type... is a 400 naming the field: now a 400 naming ``metadata`` too, with
+    nothing changed, and the OpenAPI schema's PATCH body takes no null metadata."""
+    async with service.http() as http:
+        mid = await _store(http, "metadata kept", metadata={"owner": "dana"})
+        before = await http.get(f"/memory/{mid}")
+        for body in ({"metadata": None}, {"metadata": None, "importance": 0.9}):
+            r = await http.patch(f"/memory/{mid}", json=body)
+            assert r.status_code == 400, (body, r.text)
+            assert r.json()["error"].startswith("metadata: "), r.text
+            assert r.json()["code"] == 400
+        after = await http.get(f"/memory/{mid}")
+        assert after.json()["memory"]["metadata"] == {"owner": "dana"}
+        assert after.json()["memory"]["importance"] == before.json()["memory"]["importance"]
+        assert after.headers["etag"] == before.headers["etag"]
+        # The same refusal as a null tags (the wording of the other fields).
+        r = await http.patch(f"/memory/{mid}", json={"tags": None})
+        assert r.status_code == 400 and r.json()["error"].startswith("tags: ")
+        schema = (await http.get("/openapi.json")).json()["components"]["schemas"]["UpdateMemoryBody"]
+        metadata = schema["properties"]["metadata"]
+        assert metadata["$ref"] == "#/components/schemas/MetadataObject" and "anyOf" not in metadata, metadata
+
+
 async def test_scope_names_are_validated(own_service) -> None:
     async with own_service.http() as http:
         for scope in ("acme/*", "acme/", "acme/web/../../other/x", "/root", "a b"):

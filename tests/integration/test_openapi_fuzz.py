@@ -91,6 +91,17 @@ def _default_outside_scopes(case) -> bool:
         isinstance(p, str) and fnmatch.fnmatchcase(default, p) for p in scopes)
 
 
+def _exclusive_given(operation, case) -> bool:
+    """A case giving two query parameters the operation refuses together: the schema names
+    them in the operation's ``x-exclusive-parameters`` (automem/gateway/schemas.py
+    ``EXCLUSIVE_PARAMETERS``; ``version`` and ``known_at`` of ``GET /memory/{id}``), a
+    relation between two parameters JSON Schema cannot state."""
+    query = case.query if isinstance(case.query, dict) else {}
+    given = {name for name, value in query.items() if value not in (None, "")}
+    groups = (operation.definition.raw or {}).get("x-exclusive-parameters") or []
+    return any(len(given & set(group)) > 1 for group in groups)
+
+
 def _strategy(operation, mode: GenerationMode):
     """Cases of ``operation`` in ``mode``. ``page_token`` is pinned to "" (the first page): a
     token is whatever an earlier answer handed out, so one made up is refused. ``start`` and
@@ -102,7 +113,8 @@ def _strategy(operation, mode: GenerationMode):
     the service's configuration JSON Schema cannot state (tests/integration/test_hardening.py
     covers it; found when the ``rerank`` parameter changed the generated cases). Positive
     cases breaking a rule between two fields are left out (:func:`_self_link`,
-    :func:`_ends_before_start`, :func:`_default_outside_scopes`); a positive scope purge
+    :func:`_ends_before_start`, :func:`_default_outside_scopes`, :func:`_exclusive_given`:
+    parameters the schema declares exclusive); a positive scope purge
     confirms the caller's scope (:func:`_confirm_own_scope`); a positive restore sends a
     backup and keeps the store (:func:`_a_backup_kept_out`). Negative cases with a nullable
     query parameter empty are left out (a null is sent as an empty value, which is valid)."""
@@ -117,7 +129,7 @@ def _strategy(operation, mode: GenerationMode):
         strategy = strategy.filter(lambda case: not any((case.query or {}).get(n, 0) in ("", None) for n in nullable))
     if mode is GenerationMode.POSITIVE:
         strategy = strategy.filter(lambda case: not _self_link(case) and not _ends_before_start(case)
-                                   and not _default_outside_scopes(case))
+                                   and not _default_outside_scopes(case) and not _exclusive_given(operation, case))
         if operation.label == "POST /v1/scope:purge":
             strategy = strategy.map(_confirm_own_scope)
         if operation.label == "POST /v1/backup:restore":

@@ -433,3 +433,42 @@ async def test_a_patch_that_changes_nothing_makes_no_version(service):
         r = await http.patch(f"/memory/{mid}", json={"metadata": {"n": 3}})
         assert r.status_code == 200 and r.json()["memory"]["version"] == 2, r.text
 
+
+
+async def test_version_and_known_at_together_are_refused_naming_both(service):
+    """``GET /memory/{id}?version=N&known_at=T`` answered version N and dropped ``known_at``
+    without a word: the two contradict each other (one record of the history, or the one
+    believed at a time), so the pair is a 400 naming both — for a memory that exists and one
+    that does not — and /openapi.json says so (``x-exclusive-parameters`` and the 400's
+    description), which the fuzz test reads (tests/integration/test_openapi_fuzz.py)."""
+    async with service.http() as http:
+        r = await http.post("/memory", json={"content": "Version one of the rota"})
+        assert r.status_code == 201, r.text
+        mid = r.json()["memory_id"]
+        known = _iso(await _mark())
+        assert (await http.patch(f"/memory/{mid}", json={"content": "Version two of the rota"})).status_code == 200
+        for memory_id in (mid, str(uuid.uuid4())):
+            for version in (1, 2):
+                r = await http.get(f"/memory/{memory_id}", params={"version": version, "known_at": known})
+                assert r.status_code == 400, r.text
+                error = r.json()["error"]
+                assert error.startswith("version, known_at: ") and "not both" in error, error
+        # Each alone still reads what it names.
+        r = await http.get(f"/memory/{mid}", params={"version": 1})
+        assert r.status_code == 200 and r.json()["memory"]["content"] == "Version one of the rota"
+        r = await http.get(f"/memory/{mid}", params={"known_at": known})
+        assert r.status_code == 200 and r.json()["memory"]["content"] == "Version one of the rota"
+        operation = (await http.get("/openapi.json")).json()["paths"]["/memory/{memory_id}"]["get"]
+        assert operation["x-exclusive-parameters"] == [["version", "known_at"]]
+        assert "version and known_at" in operation["responses"]["400"]["description"]
+        described = {p["name"]: p.get("description", "") for p in operation["parameters"]}
+        assert "known_at" in described["version"] and "version" in described["known_at"], described
+    # gRPC refuses the pair as well (the check is the recall service's, which REST reaches)
+    client = service.client()
+    request = recall_service_pb2.GetMemoryRequest(id=mid, version=1)
+    request.read.known_at.GetCurrentTime()
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await client.recall.GetMemory(request)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, err.value
+    assert err.value.details().startswith("version, known_at: "), err.value.details()
+    await client.close()

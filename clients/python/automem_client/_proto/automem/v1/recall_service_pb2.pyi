@@ -339,7 +339,7 @@ class GetStatsRequest(_message.Message):
     def __init__(self, scope: _Optional[str] = ...) -> None: ...
 
 class GetStatsResponse(_message.Message):
-    __slots__ = ("memory_count", "vector_count", "graph_connected", "vectors_connected", "vectors_enabled", "vector_dimensions", "type_counts", "server_restarts")
+    __slots__ = ("memory_count", "vector_count", "graph_connected", "vectors_connected", "vectors_enabled", "vector_dimensions", "type_counts", "server_restarts", "restore_start_time")
     class TypeCountsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -362,6 +362,7 @@ class GetStatsResponse(_message.Message):
     VECTOR_DIMENSIONS_FIELD_NUMBER: _ClassVar[int]
     TYPE_COUNTS_FIELD_NUMBER: _ClassVar[int]
     SERVER_RESTARTS_FIELD_NUMBER: _ClassVar[int]
+    RESTORE_START_TIME_FIELD_NUMBER: _ClassVar[int]
     memory_count: int
     vector_count: int
     graph_connected: bool
@@ -370,7 +371,8 @@ class GetStatsResponse(_message.Message):
     vector_dimensions: int
     type_counts: _containers.ScalarMap[str, int]
     server_restarts: _containers.ScalarMap[str, int]
-    def __init__(self, memory_count: _Optional[int] = ..., vector_count: _Optional[int] = ..., graph_connected: _Optional[bool] = ..., vectors_connected: _Optional[bool] = ..., vectors_enabled: _Optional[bool] = ..., vector_dimensions: _Optional[int] = ..., type_counts: _Optional[_Mapping[str, int]] = ..., server_restarts: _Optional[_Mapping[str, int]] = ...) -> None: ...
+    restore_start_time: _timestamp_pb2.Timestamp
+    def __init__(self, memory_count: _Optional[int] = ..., vector_count: _Optional[int] = ..., graph_connected: _Optional[bool] = ..., vectors_connected: _Optional[bool] = ..., vectors_enabled: _Optional[bool] = ..., vector_dimensions: _Optional[int] = ..., type_counts: _Optional[_Mapping[str, int]] = ..., server_restarts: _Optional[_Mapping[str, int]] = ..., restore_start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class AnalyzeMemoriesRequest(_message.Message):
     __slots__ = ("scope", "top")
