@@ -527,6 +527,10 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as exc:
             parser.error(f"--target: {exc}" if _names(args.target) else "--target: names no target; "
                          f"choose from {', '.join(targets())} (comma-separated)")
+        named = _names(args.target)
+        twice = sorted({t for t in named if named.count(t) > 1})
+        if twice:  # as AUTOMEM_CHILD_TARGETS refuses a target named in two children
+            parser.error(f"--target: target(s) {', '.join(twice)} named more than once")
 
     try:
         settings = get_settings()

@@ -254,7 +254,12 @@ def _with_source(metadata: dict[str, Any], source: dict[str, Any]) -> dict[str, 
 
 
 def _native(records: list[tuple[str, Any]], out: Parsed) -> None:
+    if not records and not out.errors:  # a zero-byte file (an export that never ran) imported nothing, "ok"
+        out.errors.append(f"file: empty: no header line ({{\"header\": {{\"format\": \"{NATIVE_FORMAT}\", ...}}}}) "
+                          "and no records; an export always begins with one")
+        return
     expects_end, end, seen = False, None, {"header": 0, "memory": 0, "relation": 0}
+    header: str | None = None
     for where, value in records:
         try:
             if end is not None:
@@ -265,6 +270,10 @@ def _native(records: list[tuple[str, Any]], out: Parsed) -> None:
                                       "{\"relation\": ...}, {\"end\": ...}", field="record")
             kind, body = next(iter(value.items()))
             if kind == "header":
+                if header is not None:  # two files joined: their headers (and end records) disagree
+                    raise InvalidArgument(f"header: a second header line (the first is {header}); one file, "
+                                          "one header", field="header")
+                header = where
                 if not isinstance(body, dict) or body.get("format") != NATIVE_FORMAT:
                     raise InvalidArgument(f"header.format: must be {NATIVE_FORMAT!r}", field="header.format")
                 expects_end = body.get("end") is True
@@ -484,7 +493,8 @@ def parse(fmt: str, data: bytes) -> Parsed:
     """The memories and relations of a file in format ``fmt`` (:data:`FORMATS`), with every
     record that could not be read in ``errors``. Relations are checked to name memories of
     the file (by their source ids) and not themselves; a second memory with an id already
-    seen is an error."""
+    seen is an error, and in the native format a second relation line of a type already given
+    between the same two memories."""
     out = Parsed()
     records, out.errors = read_records(data)
     {"native": _native, "automem": _automem, "mem0": _mem0}[fmt](records, out)
@@ -494,6 +504,7 @@ def parse(fmt: str, data: bytes) -> Parsed:
             out.errors.append(f"{record.where}: id: {record.ref!r} was given already ({seen[record.ref]})")
         seen.setdefault(record.ref, record.where)
     edges = {(r.source, r.target) for r in out.relations if r.type in SUPERSEDING_RELATIONS and not r.implied}
+    given: dict[tuple[str, str, str], str] = {}
     kept = []
     for relation in out.relations:
         if relation.implied:  # a native chain without its edge line
@@ -503,6 +514,7 @@ def parse(fmt: str, data: bytes) -> Parsed:
                 out.skip("supersessions whose replacement is not in the file")
                 continue
         label = "relation" if fmt == "native" else "relationship"
+        key = (relation.source, relation.target, relation.type)
         if relation.source not in seen:
             out.errors.append(f"{relation.where}: {label}.source_id: no memory {relation.source!r} in this file")
         elif relation.target not in seen:
@@ -511,7 +523,12 @@ def parse(fmt: str, data: bytes) -> Parsed:
             out.errors.append(f"{relation.where}: {label}.target_id: a memory cannot be related to itself")
         elif not 0.0 <= relation.strength <= 1.0:
             out.errors.append(f"{relation.where}: {label}.strength: must be between 0 and 1")
+        elif fmt == "native" and key in given:
+            # The service keeps one edge per pair and type: the second was counted as created.
+            out.errors.append(f"{relation.where}: relation: {relation.type} {relation.source!r} → {relation.target!r} "
+                              f"was given already ({given[key]})")
         else:
+            given[key] = relation.where
             kept.append(relation)
     out.relations = kept
     _refuse_supersession_cycles(out, "relation" if fmt == "native" else "relationship")

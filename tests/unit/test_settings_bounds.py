@@ -5,7 +5,12 @@ AUTOMEM_CONTENT_MAX_LENGTH=-1, recall answering nothing at AUTOMEM_RECALL_MAX_LI
 null with SEARCH_WEIGHT_VECTOR=nan, a ValueError traceback for AUTOMEM_LOG_LEVEL=LOUD, an API token
 no header can carry, a default scope no request may name, a rate limit of 0 or one that
 ended the start in a traceback), and ``automem serve --target ''`` ran on serving nothing
-(``--target bogus`` ended in a traceback)."""
+(``--target bogus`` ended in a traceback). Durations and counts below their meaning were
+accepted too (AUTOMEM_MAX_DELIVER=0 parked a failed event at its first failure while JetStream
+reads 0 as no limit; a negative ack wait, stall, LLM timeout or recency window;
+CONSOLIDATION_TICK_SECONDS=0 turned the scheduler into a loop polling every 50 ms), a rate
+limit over a period of 0 ('10/0 minute') was read as '10/minute', and ``--target
+gateway,gateway`` was accepted."""
 
 from __future__ import annotations
 
@@ -31,6 +36,19 @@ from automem.common.settings import Settings
     ("ADMIN_API_TOKEN", "ad min"), ("AUTOMEM_DEFAULT_SCOPE", "a b/*"), ("AUTOMEM_DEFAULT_SCOPE", ""),
     ("AUTOMEM_RATE_LIMIT", "0/minute"), ("AUTOMEM_RATE_LIMIT", "abc"), ("VECTOR_SIZE", "-1"),
     ("AUTOMEM_DATA_DIR", "/etc/hostname"), ("AUTOMEM_DATA_DIR", "/etc/hostname/data"),
+    # Durations and counts below what they mean (0 where 0 has no meaning of its own).
+    ("AUTOMEM_MAX_DELIVER", "0"), ("AUTOMEM_MAX_DELIVER", "-1"), ("AUTOMEM_ACK_WAIT_SECONDS", "-1"),
+    ("AUTOMEM_ACK_WAIT_SECONDS", "0"), ("AUTOMEM_SHUTDOWN_GRACE_SECONDS", "-1"), ("AUTOMEM_START_STALL_SECONDS", "-1"),
+    ("AUTOMEM_START_STALL_SECONDS", "0"), ("AUTOMEM_FALKORDB_STOP_REWRITE_SECONDS", "-1"),
+    ("AUTOMEM_LLM_TIMEOUT_SECONDS", "-1"), ("AUTOMEM_LLM_TIMEOUT_SECONDS", "0"), ("AUTOMEM_LLM_MAX_RETRIES", "-1"),
+    ("AUTOMEM_RECALL_LLM_TIMEOUT_SECONDS", "-1"), ("AUTOMEM_CONTENT_SUMMARY_LENGTH", "-1"),
+    ("AUTOMEM_SUMMARY_MAX_LENGTH", "0"), ("SEARCH_RECENCY_WINDOW_DAYS", "-1"), ("SEARCH_RECENCY_WINDOW_DAYS", "0"),
+    ("AUTOMEM_DEDUP_WINDOW_SECONDS", "-1"), ("AUTOMEM_SIMILAR_TOP_K", "-1"), ("CONSOLIDATION_TICK_SECONDS", "0"),
+    ("CONSOLIDATION_DECAY_INTERVAL_SECONDS", "-1"), ("CONSOLIDATION_CREATIVE_INTERVAL_SECONDS", "-1"),
+    ("CONSOLIDATION_CLUSTER_INTERVAL_SECONDS", "-1"), ("CONSOLIDATION_FORGET_INTERVAL_SECONDS", "-1"),
+    ("AUTOMEM_SYNC_CHECK_INTERVAL_SECONDS", "-1"), ("AUTOMEM_CREATIVE_MAX_LINKS", "-1"),
+    ("AUTOMEM_CLUSTER_MIN_SIZE", "1"), ("AUTOMEM_RATE_LIMIT", "10/0 minute"),
+    ("AUTOMEM_RATE_LIMIT", "600/minute;20 per 0 second"),
 ])
 def test_an_unusable_setting_is_refused_naming_it(monkeypatch, variable, value) -> None:
     monkeypatch.setenv(variable, value)
@@ -57,6 +75,20 @@ def test_usable_tokens_scopes_and_limits_are_kept(monkeypatch) -> None:
         "s3cr3t-Tok_en.~+/=", "acme/team-1", "600/minute;20/second")
 
 
+def test_zero_where_it_means_none_and_a_period_of_several_units_are_kept(monkeypatch) -> None:
+    for variable, value in [("AUTOMEM_DEDUP_WINDOW_SECONDS", "0"), ("AUTOMEM_SHUTDOWN_GRACE_SECONDS", "0"),
+                            ("AUTOMEM_SYNC_CHECK_INTERVAL_SECONDS", "0"), ("AUTOMEM_SIMILAR_TOP_K", "0"),
+                            ("AUTOMEM_LLM_MAX_RETRIES", "0"), ("AUTOMEM_FALKORDB_STOP_REWRITE_SECONDS", "0"),
+                            ("AUTOMEM_MAX_DELIVER", "1"), ("AUTOMEM_CLUSTER_MIN_SIZE", "2"),
+                            ("AUTOMEM_RATE_LIMIT", "10/2 minute;1 per second")]:
+        monkeypatch.setenv(variable, value)
+    settings = Settings()
+    assert (settings.dedup_window_seconds, settings.shutdown_grace_seconds, settings.sync_check_interval_seconds,
+            settings.similar_top_k, settings.llm_max_retries, settings.falkordb_stop_rewrite_seconds,
+            settings.max_deliver, settings.cluster_min_size, settings.rate_limit) == (
+        0, 0, 0, 0, 0, 0, 1, 2, "10/2 minute;1 per second")
+
+
 @pytest.mark.parametrize("target", ["", " , ", "bogus", "ingest,bogus"])
 def test_serve_without_a_target_is_a_usage_error(target, capsys) -> None:
     with pytest.raises(SystemExit) as caught:
@@ -64,10 +96,21 @@ def test_serve_without_a_target_is_a_usage_error(target, capsys) -> None:
     assert caught.value.code == 2 and "--target" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(("target", "twice"), [("gateway,gateway", "gateway"),
+                                               ("ingest, recall,ingest,recall", "ingest, recall")])
+def test_serve_naming_a_target_twice_is_a_usage_error(target, twice, capsys) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(["serve", "--target", target])
+    assert caught.value.code == 2
+    assert f"--target: target(s) {twice} named more than once" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(("variable", "value", "says"), [
     ("AUTOMEM_CHILD_TARGETS", "bogus", "unknown target(s) bogus"),
     ("AUTOMEM_CHILD_TARGETS", "gateway,gateway", "named in more than one child process"),
     ("AUTOMEM_HOST", "bogus.invalid", "cannot resolve 'bogus.invalid'"),
+    ("AUTOMEM_MAX_DELIVER", "0", "greater than or equal to 1"),
+    ("AUTOMEM_RATE_LIMIT", "10/0 minute", "'10/0 minute': a period of 0 has no length"),
 ])
 def test_a_start_with_an_unusable_setting_is_one_line_and_exit_2(tmp_path, variable, value, says) -> None:
     """Each ended ``automem up`` in a "start failed" traceback after the embedded servers had started."""

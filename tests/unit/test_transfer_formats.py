@@ -156,6 +156,35 @@ def test_a_native_file_cut_short_at_a_line_boundary_is_refused() -> None:
     assert _parse("native", _lines(old_header, *lines[1:3])).errors == []
 
 
+def test_an_empty_native_file_is_refused() -> None:
+    # A zero-byte file (an export that never ran, a wrong path) imported 0 memories with ok.
+    expected = [('file: empty: no header line ({"header": {"format": "automem-jsonl/1", ...}}) and no records; '
+                 "an export always begins with one")]
+    assert formats.parse("native", b"").errors == expected
+    assert formats.parse("native", b"\n  \n").errors == expected
+    # A header alone (an export of an empty scope, before the end record came) is no error.
+    assert formats.parse("native", _lines({"header": {"format": formats.NATIVE_FORMAT}})).errors == []
+
+
+def test_a_second_native_header_line_is_refused() -> None:
+    header = {"header": {"format": formats.NATIVE_FORMAT, "scope": "a/b"}}
+    errors = _parse("native", _lines(header, _native_memory(id="x", content="one"), header,
+                                     _native_memory(id="y", content="two"))).errors
+    assert errors == ["line 3: header: a second header line (the first is line 1); one file, one header"], errors
+
+
+def test_a_native_relation_line_given_twice_is_refused() -> None:
+    # The service MERGEs the second onto the first; the import counted two created.
+    twice = {"relation": {"source_id": "x", "target_id": "y", "type": "RELATION_TYPE_INVALIDATED_BY"}}
+    # The same pair under another type, or the other way round, is another edge.
+    lines = [_native_memory(id="x", content="one"), _native_memory(id="y", content="two"), twice,
+             {"relation": {"source_id": "x", "target_id": "y", "type": "RELATION_TYPE_RELATES_TO"}},
+             {"relation": {"source_id": "y", "target_id": "x", "type": "RELATION_TYPE_RELATES_TO"}}]
+    assert _parse("native", _lines(*lines)).errors == []
+    errors = _parse("native", _lines(*lines, twice)).errors
+    assert errors == ["line 6: relation: INVALIDATED_BY 'x' → 'y' was given already (line 3)"], errors
+
+
 def test_native_lines_written_by_export_read_back() -> None:
     memory = memory_pb2.Memory(id="m9", content="exported", tags=["t"], importance=0.4, confidence=0.6,
                                type=memory_pb2.MEMORY_TYPE_HABIT, state=memory_pb2.MEMORY_STATE_ACTIVE)
