@@ -106,6 +106,16 @@ def last_instant(end: datetime) -> datetime:
     return end - HALF_MS
 
 
+def bound_millis(seconds: float) -> int:
+    """The epoch millisecond an inclusive bound of epoch ``seconds`` is shown as (the
+    window a search echoes): rounded to 0.1 ms first, which undoes the float noise of epoch
+    seconds far from 1970, then cut to the millisecond. So the end of a window
+    (:func:`last_instant`, half a millisecond before the next period) shows as the period's
+    last millisecond, ``2025-12-31T23:59:59.999Z`` for ``2025``, as REST's text of it does
+    (automem/common/model.py ``iso``): times have millisecond precision."""
+    return round(seconds * 10_000) // 10
+
+
 def parse_bound(raw: str, *, field: str, tz: tzinfo = UTC, upper: bool = False) -> datetime:
     """An explicit ``start``/``end`` bound as an aware UTC datetime, inclusive.
 

@@ -27,7 +27,44 @@ from automem.vectors import VectorFilter, VectorStore
 log = logging.getLogger(__name__)
 
 MODES = ("full", "decay", "creative", "cluster", "forget")
+#: Runs per page of GetConsolidationStatus: ``page_size`` 0 (unset) is the default, a larger
+#: one than the maximum is read as the maximum (AIP-158).
+STATUS_PAGE_DEFAULT = 20
+STATUS_PAGE_MAX = 100
+#: Largest offset a status page token holds (int32; the tokens are the decimal offsets
+#: this service hands out in ``next_page_token``).
+STATUS_OFFSET_MAX = 2**31 - 1
 __all__ = ["HALF_LIFE_DAYS", "MODES", "ConsolidateServicer", "relevance"]
+
+
+def status_page_size(page_size: int) -> int:
+    """The runs a GetConsolidationStatus page holds for ``page_size``: 0 (unset) is
+    :data:`STATUS_PAGE_DEFAULT`, above :data:`STATUS_PAGE_MAX` is the maximum (AIP-158: the
+    API coerces a size larger than its maximum).
+
+    Raises:
+        InvalidArgument: naming ``page_size`` when it is negative.
+    """
+    if page_size < 0:
+        raise InvalidArgument(f"page_size: must not be negative (0 = {STATUS_PAGE_DEFAULT}, at most "
+                              f"{STATUS_PAGE_MAX})", field="page_size")
+    return min(page_size or STATUS_PAGE_DEFAULT, STATUS_PAGE_MAX)
+
+
+def status_offset(page_token: str) -> int:
+    """The offset a GetConsolidationStatus ``page_token`` continues at ("" = 0): the
+    decimal digits of a ``next_page_token``, at most :data:`STATUS_OFFSET_MAX`.
+
+    Raises:
+        InvalidArgument: naming ``page_token`` for anything else ("-1", "1e3", " 5", a number
+        past FalkorDB's integers).
+    """
+    if not page_token:
+        return 0
+    if not (page_token.isascii() and page_token.isdigit()) or len(page_token) > 10 \
+            or int(page_token) > STATUS_OFFSET_MAX:
+        raise InvalidArgument("page_token: not a token this service returned", field="page_token")
+    return int(page_token)
 
 
 @dataclass
@@ -125,16 +162,17 @@ class ConsolidateServicer(consolidate_service_pb2_grpc.ConsolidateServiceService
         return (await self.tasks.decay(scope, dry_run))["decayed"]
 
     async def GetConsolidationStatus(self, request, context):
-        """Past runs, newest first, paged."""
+        """Past runs, newest first, paged as AIP-158: ``page_size`` 0 = 20
+        (:data:`STATUS_PAGE_DEFAULT`), above :data:`STATUS_PAGE_MAX` (100) read as 100;
+        ``page_token`` from ``next_page_token`` (empty = the first page; an empty
+        ``next_page_token``: the last). INVALID_ARGUMENT naming ``page_size`` when negative,
+        ``page_token`` when it is not one this service hands out (:func:`status_offset`)."""
         principal = require_role("reader")
         # Runs of the caller's scope only, unless its key may use every scope.
         scope = None if principal.allows_all() and not header_scope.get() else resolve_scope(None)
-        size = request.page_size or 20
-        try:
-            offset = int(request.page_token or 0)
-        except ValueError:
-            raise InvalidArgument("page_token: not a token this service returned", field="page_token") from None
-        rows = await self.graph.runs.page(scope, max(offset, 0), size + 1)
+        size = status_page_size(request.page_size)
+        offset = status_offset(request.page_token)
+        rows = await self.graph.runs.page(scope, offset, size + 1)
         runs = []
         for r in rows[:size]:
             run = consolidate_service_pb2.ConsolidationRun(run_id=r[0], mode=r[1], dry_run=bool(r[2]),

@@ -454,7 +454,8 @@ def declared_limits(settings: Any) -> tuple[dict[str, dict[str, dict[str, Any]]]
 
     Sources: limits of recall (automem/recall/servicer.py SearchMemories, ListByTag,
     GetRelated, Analyze; ``limit`` of /recall and /memory/by-tag has a minimum only: above
-    ``recall_max_limit`` / ``by_tag_max_limit`` it is clamped), of ingest
+    ``recall_max_limit`` / ``by_tag_max_limit`` it is clamped; ``query`` and ``queries`` of
+    /recall: ``query_max_length``, ``QUERIES_MAX``), of ingest
     (automem/ingest/logic.py validate_content, validate_tags, MAX_TAGS, MAX_TAG_LENGTH,
     the 0..1 ranges; settings ``content_max_length``, ``batch_max``), of review
     (automem/ingest/review.py page sizes, statuses, kinds), the enums' words
@@ -483,13 +484,17 @@ def declared_limits(settings: Any) -> tuple[dict[str, dict[str, dict[str, Any]]]
     # in ``tz``); zone takes "", UTC/Z/GMT or an IANA name of the tz database.
     bound = {"anyOf": [when, {"type": "string", "format": "date"}]}
     zones = _enum(["", "UTC", "Z", "GMT", *sorted(available_timezones())])
+    # automem/recall/servicer.py query_max_length (QUERY_MAX_LENGTH 4000, or the content
+    # limit when larger: a memory's content fits as a query) and QUERIES_MAX (32).
+    query = {"maxLength": max(4000, settings.content_max_length)}
     parameters: dict[str, dict[str, dict[str, Any]]] = {
         "/recall": {
             "limit": {"minimum": 1, "maximum": INT32_MAX}, "offset": {"minimum": 0, "maximum": INT32_MAX},
             "sort": _enum(enum_words(rs.SortOrder)), "order_by": _enum(enum_words(rs.SortOrder)), "tag_mode": _enum(enum_words(rs.TagMode)),
             "tag_match": _enum(enum_words(rs.TagMatch)), "recency_bias": _enum(enum_words(rs.RecencyBias)),
             "relation_limit": {"minimum": 0, "maximum": 100}, "expansion_limit": {"minimum": 0, "maximum": 500},
-            "start": bound, "end": bound, "tz": zones, "timezone": zones, **reads},
+            "start": bound, "end": bound, "tz": zones, "timezone": zones,
+            "query": query, "queries": {"maxItems": 32, "items": query}, **reads},
         "/memory/by-tag": {"limit": {"minimum": 1, "maximum": INT32_MAX}, "offset": {"minimum": 0, "maximum": INT32_MAX},
                            "tag_mode": _word(enum_words(rs.TagMode)), "tag_match": _word(enum_words(rs.TagMatch)),
                            "tags": {"minItems": 1, "items": {

@@ -158,23 +158,29 @@ class GraphStore:
         return ("WITH timestamp() AS automem_now WHERE automem_now <= $automem_deadline_ms " + cypher), guarded
 
     @staticmethod
-    def _check_params(value: Any) -> None:
+    def _check_params(value: Any, name: str | None = None) -> None:
         """InvalidArgument for a string FalkorDB cannot take as a parameter: a NUL character
-        (its parser stops there) or a lone surrogate (not UTF-8)."""
+        (its parser stops there) or a lone surrogate (not UTF-8). The error names the
+        statement's parameter holding it (``name``; for the parameters dict, each key), which
+        the repositories name after the request field where there is one (``reason``,
+        ``tags``): it named nothing before. The services check the fields they know first
+        (automem/recall/filters.py ``check_text``), so this is the last line."""
         if isinstance(value, str):
+            label = f"{name}: a text value" if name else "a text value"
             if "\x00" in value:
-                raise InvalidArgument("a text value contains a NUL character")
+                raise InvalidArgument(f"{label} contains a NUL character", field=name)
             try:
                 value.encode("utf-8")
             except UnicodeEncodeError:
-                raise InvalidArgument("a text value is not valid Unicode (lone surrogate)") from None
+                raise InvalidArgument(f"{label} is not valid Unicode (lone surrogate)", field=name) from None
         elif isinstance(value, dict):
             for k, v in value.items():
-                GraphStore._check_params(k)
-                GraphStore._check_params(v)
+                key = k if name is None and isinstance(k, str) else name
+                GraphStore._check_params(k, name)
+                GraphStore._check_params(v, key)
         elif isinstance(value, (list, tuple)):
             for v in value:
-                GraphStore._check_params(v)
+                GraphStore._check_params(v, name)
 
     @graph_span("GRAPH.QUERY")
     async def query(self, cypher: str, params: dict[str, Any] | None = None) -> list[list[Any]]:

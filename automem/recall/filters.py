@@ -14,9 +14,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from google.protobuf.message import Message
+
 from automem.common.enums import enum_word
 from automem.common.errors import InvalidArgument
-from automem.common.model import CandidateFields, Memory, epoch
+from automem.common.model import OPEN_END, CandidateFields, Memory, epoch
 from automem.common.state import ReadAt
 from automem.common.text import text_key
 from automem.v1 import recall_service_pb2
@@ -107,18 +109,84 @@ class Filters:
         return flt
 
 
+#: Seconds of the first and the last instant a protobuf Timestamp may hold:
+#: 0001-01-01T00:00:00Z and 9999-12-31T23:59:59Z (google/protobuf/timestamp.proto).
+TIMESTAMP_MIN_SECONDS = -62_135_596_800
+TIMESTAMP_MAX_SECONDS = 253_402_300_799
+#: The latest read time (``as_of`` / ``known_at``, epoch seconds) a read applies:
+#: 9999-12-31T23:59:58.999Z, the last millisecond before the open end. Open windows and
+#: memories never retracted are stored with the end :data:`~automem.common.model.OPEN_END`
+#: (9999-12-31T23:59:59Z) and read as open only before it (automem/common/state.py
+#: ``known``, ``in_window``), so a read time in the last second of 9999 would find nothing.
+LATEST_READ_TIME = OPEN_END - 0.001
+
+
+def request_time(message: Message, name: str, *, field: str | None = None) -> float | None:
+    """Epoch seconds of the Timestamp field ``name`` of a request ``message``; None when
+    unset. Refuses a Timestamp outside the range the type allows (seconds of the years
+    1–9999 in UTC, nanos 0..999,999,999; google/protobuf/timestamp.proto), as the write paths
+    do (automem/ingest/logic.py ``input_time``): it answered UNKNOWN ("Timestamp is not
+    valid") or was read as a time no memory has.
+
+    Raises:
+        InvalidArgument: naming ``field`` (default ``name``).
+    """
+    if not message.HasField(name):
+        return None
+    field = field or name
+    value = getattr(message, name)
+    if not TIMESTAMP_MIN_SECONDS <= value.seconds <= TIMESTAMP_MAX_SECONDS:
+        raise InvalidArgument(f"{field}: outside the years 1–9999 (seconds={value.seconds}; a Timestamp holds "
+                              f"{TIMESTAMP_MIN_SECONDS}..{TIMESTAMP_MAX_SECONDS})", field=field)
+    if not 0 <= value.nanos <= 999_999_999:
+        raise InvalidArgument(f"{field}: nanos must be between 0 and 999999999 (got {value.nanos})", field=field)
+    return value.seconds + value.nanos / 1e9
+
+
 def read_at(options: recall_service_pb2.ReadOptions) -> ReadAt:
     """The state-pass settings of a request (as_of / known_at default to now; a
     ``known_at`` before now sets ``past``: reads then use the versions believed at it,
-    automem/common/state.py ``hydrate_at``)."""
+    automem/common/state.py ``hydrate_at``). ``as_of`` and ``known_at`` later than
+    :data:`LATEST_READ_TIME` are read at it. InvalidArgument naming ``state_mode``, or
+    ``as_of`` / ``known_at`` outside the years 1–9999 (:func:`request_time`)."""
     mode = enum_word(recall_service_pb2.StateMode, options.state_mode, "state_mode", "current")
+    as_of, known_at = request_time(options, "as_of"), request_time(options, "known_at")
     current = time.time()
-    known_at = epoch(options, "known_at") if options.HasField("known_at") else current
+    as_of = current if as_of is None else min(as_of, LATEST_READ_TIME)
+    known_at = current if known_at is None else min(known_at, LATEST_READ_TIME)
     return ReadAt(
-        as_of=epoch(options, "as_of") if options.HasField("as_of") else current,
-        known_at=known_at, past=known_at < current,
+        as_of=as_of, known_at=known_at, past=known_at < current,
         mode=mode, include_archived=options.include_archived, include_pending=options.include_pending,
     )
+
+
+def check_text(message: Message, prefix: str = "") -> None:
+    """Refuse a request whose text holds a NUL character, naming the field (``read.x`` for
+    a field of a nested message): FalkorDB's parser stops at one, and the graph's own check
+    (automem/graph/store.py ``_check_params``) cannot tell which request field it came from.
+    REST refuses one in every parameter already (automem/gateway/schemas.py ``NO_NUL``).
+    Walks the set string fields, repeated or not, and the nested messages.
+
+    Raises:
+        InvalidArgument: naming the field.
+    """
+    for fd, value in message.ListFields():
+        name = prefix + fd.name
+        if fd.type == fd.TYPE_STRING:
+            if any("\x00" in v for v in (value if fd.is_repeated else [value])):
+                raise InvalidArgument(f"{name}: contains a NUL character", field=name)
+        elif fd.type == fd.TYPE_MESSAGE:
+            if fd.message_type.GetOptions().map_entry:
+                for key, item in value.items():
+                    if isinstance(key, str) and "\x00" in key:
+                        raise InvalidArgument(f"{name}: a key contains a NUL character", field=name)
+                    if isinstance(item, str) and "\x00" in item:
+                        raise InvalidArgument(f"{name}: contains a NUL character", field=name)
+                    if isinstance(item, Message):
+                        check_text(item, name + ".")
+            else:
+                for item in value if fd.is_repeated else [value]:
+                    check_text(item, name + ".")
 
 
 def listed_states(read: ReadAt) -> list[str]:

@@ -27,11 +27,11 @@ from rapidfuzz.distance import Levenshtein
 
 from automem.common.auth import require_role, resolve_scope
 from automem.common.errors import InvalidArgument, NotFound
-from automem.common.model import Memory, epoch, parse_type, type_name
+from automem.common.model import Memory, parse_type, type_name
 from automem.common.state import ReadAt, as_known, hydrate_at, resolve
 from automem.graph import GraphStore
 from automem.graph.entities import EntityRow, split_entity_key
-from automem.recall.filters import Filters, listed_states, read_at
+from automem.recall.filters import Filters, listed_states, read_at, request_time
 from automem.v1 import memory_pb2, recall_service_pb2
 
 #: Node bound of a snapshot (AutoMem's default 500; it allows up to 50,000 in one answer,
@@ -139,7 +139,8 @@ class GraphViews:
         """The scope's graph: up to ``limit`` (1..5000, default 500) memories with importance
         >= ``min_importance`` (0..1), of ``types``, since ``since``, most important first,
         through the state pass, and the edges among them; totals over the scope's readable
-        memories. INVALID_ARGUMENT naming limit, min_importance or types."""
+        memories. INVALID_ARGUMENT naming limit, min_importance, types, or since / as_of /
+        known_at outside the years 1–9999."""
         require_role("reader")
         scope = resolve_scope(request.scope)
         read = read_at(request.read)
@@ -151,7 +152,7 @@ class GraphViews:
         states = listed_states(read)
         memories = await self.graph.memories.graph_nodes(
             scope, states, min_importance=request.min_importance, types=types or None,
-            since=epoch(request, "since"), limit=limit)
+            since=request_time(request, "since"), limit=limit)
         if read.past:  # each node as the version believed at known_at (automem/graph/versions.py)
             believed = await hydrate_at(self.graph, [m.id for m in memories], scope, read)
             memories = [believed[m.id] for m in memories

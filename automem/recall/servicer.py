@@ -15,11 +15,14 @@ pre-filter. Scores: :mod:`automem.recall.scoring`.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import math
 import time
 from collections import OrderedDict
 from typing import Any
+
+from google.protobuf import timestamp_pb2
 
 from automem.common.auth import current_principal, require_role, resolve_scope
 from automem.common.embedding import EmbeddingProvider
@@ -33,12 +36,13 @@ from automem.common.settings import Settings
 from automem.common.state import ReadAt, as_known, hydrate_at, known, resolve, resolve_one, withheld_reason
 from automem.common.text import analyze, bm25_query_weights, fulltext_query, term_index
 from automem.common.timeouts import long_running
+from automem.common.timewindow import bound_millis
 from automem.common.timewindow import resolve as resolve_window
 from automem.graph import GraphStore
 from automem.graph.memories import filter_where
 from automem.recall import understanding
 from automem.recall.bytag import list_by_tag
-from automem.recall.filters import Filters, listed_states, read_at
+from automem.recall.filters import Filters, check_text, listed_states, read_at, request_time
 from automem.recall.graph_views import GraphViews
 from automem.recall.llm_query import QueryRewriter
 from automem.recall.llm_rerank import LLMReranker
@@ -50,6 +54,15 @@ log = logging.getLogger(__name__)
 
 #: AutoMem's default recall limit.
 DEFAULT_LIMIT = 5
+#: Longest ``query`` (and each of ``queries``) a search takes, in characters, unless the
+#: content limit (``Settings.content_max_length``, AutoMem's 2,000) is larger: a memory's
+#: whole content always fits as a query (:func:`query_max_length`). A question, or a
+#: paragraph to find its like, is far shorter; the lexical arm's work grows with the
+#: query's terms (a 1 MB query took 6.7 s of the server's time, break-it review).
+QUERY_MAX_LENGTH = 4000
+#: Most ``queries`` a search takes: each runs every arm of every tier (3,000 took 30 s of
+#: the server's time, break-it review).
+QUERIES_MAX = 32
 #: Candidates fetched per arm for the first tier of a ranking: max(limit * CANDIDATE_FACTOR,
 #: CANDIDATE_MIN) (independent of ``offset``, so every page ranks the same pool).
 CANDIDATE_FACTOR = 5
@@ -138,6 +151,43 @@ def diff_memories(before: Memory, after: Memory) -> list[recall_service_pb2.Fiel
                 json_format.ParseDict(values[name], value)
                 getattr(change, side).CopyFrom(value)
         out.append(change)
+    return out
+
+
+def query_max_length(settings: Settings) -> int:
+    """The longest ``query`` (and each of ``queries``) SearchMemories takes, in characters:
+    :data:`QUERY_MAX_LENGTH`, or the content limit when that is larger. The REST schema
+    states the same bound (automem/gateway/schemas.py ``declared_limits``)."""
+    return max(QUERY_MAX_LENGTH, settings.content_max_length)
+
+
+def check_queries(query: str, queries: list[str], max_length: int) -> None:
+    """Refuse a search's text beyond its bounds: ``query`` or an item of ``queries`` longer
+    than ``max_length`` characters (:func:`query_max_length`), more than :data:`QUERIES_MAX`
+    ``queries``.
+
+    Raises:
+        InvalidArgument: naming ``query`` or ``queries``.
+    """
+    if len(query) > max_length:
+        raise InvalidArgument(f"query: at most {max_length} characters (got {len(query)})", field="query")
+    if len(queries) > QUERIES_MAX:
+        raise InvalidArgument(f"queries: at most {QUERIES_MAX} (got {len(queries)})", field="queries")
+    for i, q in enumerate(queries):
+        if len(q) > max_length:
+            raise InvalidArgument(f"queries: at most {max_length} characters each (item {i} has {len(q)})",
+                                  field="queries")
+
+
+def window_timestamp(seconds: float | None) -> timestamp_pb2.Timestamp | None:
+    """The Timestamp a search echoes for an inclusive window bound of epoch ``seconds``, at
+    millisecond precision (automem/common/timewindow.py ``bound_millis``: the end of
+    ``time_query=2025`` is 2025-12-31T23:59:59.999Z, not the ...59.9995 it filters with);
+    None stays None."""
+    if seconds is None:
+        return None
+    out = timestamp_pb2.Timestamp()
+    out.FromMilliseconds(bound_millis(seconds))
     return out
 
 
@@ -372,6 +422,25 @@ class _Tiers:
                     now=time.time(), recency_bias=self.recency_bias)
 
 
+def text_checked(cls: type) -> type:
+    """``cls`` (a RecallService servicer) with every RPC of the service checking the text of
+    its request first (automem/recall/filters.py ``check_text``): a NUL character in any field
+    (``tags`` of a by-tag listing, ``id``, ``query``...) is INVALID_ARGUMENT naming that field
+    before the handler runs; the graph's own refusal named none. The call's key was checked
+    before (the auth interceptor, automem/common/grpc_server.py)."""
+    def checked(handler: Any) -> Any:
+        @functools.wraps(handler)
+        async def method(self: Any, request: Any, context: Any) -> Any:
+            check_text(request)
+            return await handler(self, request, context)
+        return method
+
+    for rpc in recall_service_pb2.DESCRIPTOR.services_by_name["RecallService"].methods:
+        setattr(cls, rpc.name, checked(getattr(cls, rpc.name)))
+    return cls
+
+
+@text_checked
 class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
     """gRPC RecallService over the graph (truth), the vector store and the embedder."""
 
@@ -416,8 +485,10 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         """Hybrid recall. Empty query + tags/time lists by filters; empty everything lists
         recent memories. Limit default 5, above ``recall_max_limit`` clamped to it and the
         applied limit returned in ``limit`` (:func:`clamp_limit`). Errors: INVALID_ARGUMENT
-        naming sort, tag_mode, tag_match, start, tz, limit (zero or negative); window:
-        common/timewindow.py.
+        naming sort, tag_mode, tag_match, start, tz, limit (zero or negative), start_time /
+        end_time / as_of / known_at outside the years 1–9999, query or queries beyond their
+        bounds (:func:`check_queries`); window: common/timewindow.py. The window is echoed in
+        ``start_time`` / ``end_time`` at millisecond precision (:func:`window_timestamp`).
 
         Paging: the page is ``offset``..``offset + limit`` of one ranking that does not depend
         on ``offset`` (:class:`_Tiers`), so consecutive pages of the same request return every
@@ -427,6 +498,7 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         require_role("reader")
         scope = resolve_scope(request.scope)
         read = read_at(request.read)
+        check_queries(request.query, list(request.queries), query_max_length(self.settings))
         limit = clamp_limit(request.limit if request.HasField("limit") else DEFAULT_LIMIT,
                             self.settings.recall_max_limit)
         if request.offset < 0:
@@ -440,8 +512,8 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
             if not math.isfinite(getattr(request, name)):
                 raise InvalidArgument(f"{name}: must be a finite number", field=name)
         sort = enum_word(recall_service_pb2.SortOrder, request.sort, "sort", "score")
-        window = resolve_window(request.time_query, epoch(request, "start_time"), epoch(request, "end_time"),
-                                tz=request.tz)
+        window = resolve_window(request.time_query, request_time(request, "start_time"),
+                                request_time(request, "end_time"), tz=request.tz)
         start, end = window.start, window.end
         filters = Filters.build(scope, list(request.tags),
                                 enum_word(recall_service_pb2.TagMode, request.tag_mode, "tag_mode", "any"),
@@ -564,7 +636,8 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         if request.expand_entities and page:
             page.extend(await self._expand_entities(page, scope, read, request))
         response = recall_service_pb2.SearchMemoriesResponse(
-            results=page, arms=arms_run, degraded=degraded, start_time=ts(start), end_time=ts(end),
+            results=page, arms=arms_run, degraded=degraded, start_time=window_timestamp(start),
+            end_time=window_timestamp(end),
             time_window_warning=window.warning, limit=limit, state_filter=state_filter,
             score_filtered_count=score_filtered, has_more=len(results) > want)
         if complete:
@@ -866,8 +939,8 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
             self.graph, filters, read, listed_states(read), limit=limit, offset=request.offset,
             page_token=request.page_token, include_total=request.include_total,
             scan_max=self.settings.by_tag_scan_max,
-            explicit_as_of=epoch(request.read, "as_of") if request.read.HasField("as_of") else None,
-            explicit_known_at=epoch(request.read, "known_at") if request.read.HasField("known_at") else None)
+            explicit_as_of=read.as_of if request.read.HasField("as_of") else None,
+            explicit_known_at=read.known_at if request.read.HasField("known_at") else None)
         response = recall_service_pb2.ListMemoriesByTagResponse(
             memories=page.memories, has_more=page.has_more, next_page_token=token, page_size=limit)
         if page.total is not None:

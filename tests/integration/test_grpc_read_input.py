@@ -1,0 +1,171 @@
+"""Bad input to the read side (RecallService, ConsolidateService) is refused as
+INVALID_ARGUMENT naming the field, over gRPC and REST (break-it review C): out-of-range
+Timestamps, a read time in the last second of 9999, GetConsolidationStatus paging, the size
+of a search's text, the window echo's precision and NULs in request text."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+from google.protobuf import timestamp_pb2
+
+from automem.v1 import consolidate_service_pb2, recall_service_pb2
+
+#: Timestamps no protobuf Timestamp may hold: seconds past the year 9999, negative nanos.
+BAD_TIMES = {"seconds": timestamp_pb2.Timestamp(seconds=10**15),
+             "nanos": timestamp_pb2.Timestamp(seconds=0, nanos=-1)}
+#: The documented bounds of a search's text (automem/recall/servicer.py QUERY_MAX_LENGTH,
+#: QUERIES_MAX): a query (and each of queries) of at most 4,000 characters, or the content
+#: limit when larger; at most 32 queries.
+QUERY_MAX_LENGTH = 4000
+QUERIES_MAX = 32
+#: 9999-12-31T23:59:59.999999999Z: the last instant a Timestamp holds.
+LAST_INSTANT = timestamp_pb2.Timestamp(seconds=253_402_300_799, nanos=999_999_999)
+
+
+async def _refused(call, request) -> str:
+    """The details of ``call(request)``'s INVALID_ARGUMENT (fails on any other outcome)."""
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await call(request)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, (err.value.code(), err.value.details())
+    return err.value.details()
+
+
+@pytest.mark.parametrize("bad", sorted(BAD_TIMES))
+async def test_out_of_range_timestamps_are_invalid_argument_naming_the_field(service, bad: str) -> None:
+    """SearchMemories answered UNKNOWN ("ValueError: Timestamp is not valid") for such an
+    end_time; ReadOptions took the same value silently on every read."""
+    value = BAD_TIMES[bad]
+
+    def read(name: str) -> recall_service_pb2.ReadOptions:
+        return recall_service_pb2.ReadOptions(**{name: value})
+
+    async with service.client() as client:
+        memory = await client.create_memory("a memory to read at a bad time", tags=["bad-time"])
+        rec = client.recall
+        cases = [
+            ("start_time", rec.SearchMemories, recall_service_pb2.SearchMemoriesRequest(query="x", start_time=value)),
+            ("end_time", rec.SearchMemories, recall_service_pb2.SearchMemoriesRequest(query="x", end_time=value)),
+            ("as_of", rec.SearchMemories, recall_service_pb2.SearchMemoriesRequest(query="x", read=read("as_of"))),
+            ("known_at", rec.SearchMemories,
+             recall_service_pb2.SearchMemoriesRequest(query="x", read=read("known_at"))),
+            ("as_of", rec.GetMemory, recall_service_pb2.GetMemoryRequest(id=memory.id, read=read("as_of"))),
+            ("known_at", rec.GetMemory, recall_service_pb2.GetMemoryRequest(id=memory.id, read=read("known_at"))),
+            ("as_of", rec.ListMemoriesByTag,
+             recall_service_pb2.ListMemoriesByTagRequest(tags=["bad-time"], read=read("as_of"))),
+            ("known_at", rec.ListRelatedMemories,
+             recall_service_pb2.ListRelatedMemoriesRequest(id=memory.id, read=read("known_at"))),
+            ("as_of", rec.StartupRecall, recall_service_pb2.StartupRecallRequest(read=read("as_of"))),
+            ("since", rec.GetGraphSnapshot, recall_service_pb2.GetGraphSnapshotRequest(since=value)),
+            ("known_at", rec.ListGraphNeighbors,
+             recall_service_pb2.ListGraphNeighborsRequest(id=memory.id, read=read("known_at"))),
+        ]
+        for field, call, request in cases:
+            details = await _refused(call, request)
+            assert details.startswith(f"{field}: "), (field, details)
+            assert ("1–9999" if bad == "seconds" else "nanos") in details, details
+
+
+async def test_a_read_time_in_the_last_second_of_9999_still_finds_current_memories(service) -> None:
+    """known_at (or as_of) of 9999-12-31T23:59:59.999999999Z hid every memory (GetMemory
+    NOT_FOUND, search and listing empty) while 23:59:58.999 found them: open windows and
+    memories never retracted end at 9999-12-31T23:59:59Z, and a read time past that end fell
+    outside them. Such a read time is now read at the last millisecond before it."""
+    async with service.client() as client:
+        memory = await client.create_memory("the last second of the year 9999", tags=["end-of-time"])
+        for name in ("known_at", "as_of"):
+            read = recall_service_pb2.ReadOptions(**{name: LAST_INSTANT})
+            got = await client.recall.GetMemory(recall_service_pb2.GetMemoryRequest(id=memory.id, read=read))
+            assert got.memory.id == memory.id and got.is_current, name
+            found = await client.recall.SearchMemories(recall_service_pb2.SearchMemoriesRequest(
+                tags=["end-of-time"], tag_match=recall_service_pb2.TAG_MATCH_EXACT, read=read))
+            assert [h.memory.id for h in found.results] == [memory.id], name
+            listed = await client.recall.ListMemoriesByTag(recall_service_pb2.ListMemoriesByTagRequest(
+                tags=["end-of-time"], read=read))
+            assert [m.id for m in listed.memories] == [memory.id], name
+    async with service.http() as http:
+        r = await http.get(f"/memory/{memory.id}", params={"known_at": "9999-12-31T23:59:59.999Z"})
+        assert r.status_code == 200, r.text
+
+
+async def test_consolidation_status_page_size_is_checked_and_clamped_and_its_token_checked(service) -> None:
+    """page_size -1 answered OK with next_page_token "-1", -100 UNKNOWN (a Redis error), 10**9
+    read up to a billion runs; a page_token "-1" was taken as 0."""
+    async with service.client() as client:
+        status = client.consolidate.GetConsolidationStatus
+        for size in (-1, -100):
+            details = await _refused(status, consolidate_service_pb2.GetConsolidationStatusRequest(page_size=size))
+            assert details.startswith("page_size: "), details
+        for token in ("-1", "abc", " 5", "1e3", "99999999999"):
+            details = await _refused(status, consolidate_service_pb2.GetConsolidationStatusRequest(page_token=token))
+            assert details.startswith("page_token: "), (token, details)
+        for i in range(101):  # more runs than a page holds, in the test's scope
+            await service.ctx.graph.runs.record(f"run-{i}", "decay", True, 1_000_000.0 + i, 1_000_001.0 + i,
+                                                ["decayed=0"], service.scope, "manual", "")
+        page = await status(consolidate_service_pb2.GetConsolidationStatusRequest(page_size=10**9))
+        assert len(page.runs) == 100 and page.runs[0].run_id == "run-100"
+        rest = await status(consolidate_service_pb2.GetConsolidationStatusRequest(
+            page_size=10**9, page_token=page.next_page_token))
+        assert [r.run_id for r in rest.runs] == ["run-0"] and not rest.next_page_token
+        default = await status(consolidate_service_pb2.GetConsolidationStatusRequest())
+        assert len(default.runs) == 20 and default.next_page_token
+
+
+async def test_search_text_is_bounded_naming_query_and_queries_over_grpc_rest_and_the_schema(service) -> None:
+    """A 1 MB query took 6.7 s of the server's work and 3,000 queries 30 s: neither had a
+    bound. The bound is the same over gRPC, REST and in the OpenAPI schema."""
+    most = max(QUERY_MAX_LENGTH, service.settings.content_max_length)  # a memory's content fits as a query
+    async with service.client() as client:
+        search = client.recall.SearchMemories
+        ok = await search(recall_service_pb2.SearchMemoriesRequest(query="word " * (most // 5)))
+        assert ok.limit
+        ok = await search(recall_service_pb2.SearchMemoriesRequest(queries=[f"topic {i}" for i in range(QUERIES_MAX)]))
+        assert ok.limit
+        for field, request in (
+                ("query", recall_service_pb2.SearchMemoriesRequest(query="q" * (most + 1))),
+                ("queries", recall_service_pb2.SearchMemoriesRequest(queries=["a"] * (QUERIES_MAX + 1))),
+                ("queries", recall_service_pb2.SearchMemoriesRequest(queries=["short", "q" * (most + 1)]))):
+            details = await _refused(search, request)
+            assert details.startswith(f"{field}: at most"), details
+    async with service.http() as http:
+        r = await http.get("/recall", params={"query": "q" * (most + 1)})
+        assert r.status_code == 400 and r.json()["error"].startswith("query: "), r.text
+        r = await http.get("/recall", params={"queries": ["a"] * (QUERIES_MAX + 1)})
+        assert r.status_code == 400 and r.json()["error"].startswith("queries: "), r.text
+        parameters = {p["name"]: p["schema"] for p in
+                      (await http.get("/openapi.json")).json()["paths"]["/recall"]["get"]["parameters"]}
+        assert parameters["query"]["maxLength"] == most
+        assert parameters["queries"]["maxItems"] == QUERIES_MAX
+        assert parameters["queries"]["items"]["maxLength"] == most
+
+
+async def test_time_query_window_is_echoed_at_millisecond_precision_over_grpc(service) -> None:
+    """time_query=2025 echoed end_time 2025-12-31T23:59:59.999500Z over gRPC (the inclusive
+    bound applied, half a millisecond before 2026) while REST showed ...59.999."""
+    async with service.client() as client:
+        found = await client.recall.SearchMemories(recall_service_pb2.SearchMemoriesRequest(time_query="2025"))
+    assert found.start_time.ToJsonString() == "2025-01-01T00:00:00Z"
+    assert found.end_time.ToJsonString() == "2025-12-31T23:59:59.999Z"
+    async with service.http() as http:
+        body = (await http.get("/recall", params={"time_query": "2025"})).json()
+    assert "23:59:59.999" in str(body["time_window"]), body["time_window"]
+
+
+async def test_a_nul_in_read_request_text_is_invalid_argument_naming_the_field(service) -> None:
+    """A NUL in by-tag ``tags`` (and any text of a read) answered "a text value contains a
+    NUL character", naming no field (the graph's check); REST then named none either."""
+    async with service.client() as client:
+        memory = await client.create_memory("nul checks", tags=["nul"])
+        rec = client.recall
+        for field, call, request in (
+                ("tags", rec.ListMemoriesByTag, recall_service_pb2.ListMemoriesByTagRequest(tags=["nul", "a\x00"])),
+                ("tags", rec.SearchMemories, recall_service_pb2.SearchMemoriesRequest(tags=["a\x00b"])),
+                ("exclude_tags", rec.SearchMemories,
+                 recall_service_pb2.SearchMemoriesRequest(query="nul", exclude_tags=["x\x00"])),
+                ("id", rec.GetMemory, recall_service_pb2.GetMemoryRequest(id=memory.id + "\x00")),
+                ("id", rec.ListRelatedMemories, recall_service_pb2.ListRelatedMemoriesRequest(id="a\x00"))):
+            details = await _refused(call, request)
+            assert details.startswith(f"{field}: contains a NUL character"), (field, details)
+    async with service.http() as http:
+        r = await http.get("/memory/by-tag", params={"tags": "a\x00b"})
+        assert r.status_code == 400 and r.json()["error"].startswith("tags: "), r.text
