@@ -63,6 +63,11 @@ QUERY_MAX_LENGTH = 4000
 #: Most ``queries`` a search takes: each runs every arm of every tier (3,000 took 30 s of
 #: the server's time, break-it review).
 QUERIES_MAX = 32
+#: Most items a search takes in each of ``tags``, ``exclude_tags``, ``context_tags``,
+#: ``context_types`` and ``priority_ids``: each item is a filter term or a boost the ranking
+#: reads for every candidate; a stored memory has at most 100 tags (automem/ingest/logic.py
+#: ``MAX_TAGS``), so 1,000 leaves room for any real filter and bounds one request's work.
+LIST_ITEMS_MAX = 1000
 #: Candidates fetched per arm for the first tier of a ranking: max(limit * CANDIDATE_FACTOR,
 #: CANDIDATE_MIN) (independent of ``offset``, so every page ranks the same pool).
 CANDIDATE_FACTOR = 5
@@ -177,6 +182,20 @@ def check_queries(query: str, queries: list[str], max_length: int) -> None:
         if len(q) > max_length:
             raise InvalidArgument(f"queries: at most {max_length} characters each (item {i} has {len(q)})",
                                   field="queries")
+
+
+def check_list_sizes(request: recall_service_pb2.SearchMemoriesRequest) -> None:
+    """Refuse a search with more than :data:`LIST_ITEMS_MAX` items in ``tags``,
+    ``exclude_tags``, ``context_tags``, ``context_types`` or ``priority_ids`` (they were
+    unbounded: break-it review).
+
+    Raises:
+        InvalidArgument: naming the field.
+    """
+    for name in ("tags", "exclude_tags", "context_tags", "context_types", "priority_ids"):
+        got = len(getattr(request, name))
+        if got > LIST_ITEMS_MAX:
+            raise InvalidArgument(f"{name}: at most {LIST_ITEMS_MAX} items (got {got})", field=name)
 
 
 def window_timestamp(seconds: float | None) -> timestamp_pb2.Timestamp | None:
@@ -487,7 +506,8 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         applied limit returned in ``limit`` (:func:`clamp_limit`). Errors: INVALID_ARGUMENT
         naming sort, tag_mode, tag_match, start, tz, limit (zero or negative), start_time /
         end_time / as_of / known_at outside the years 1–9999, query or queries beyond their
-        bounds (:func:`check_queries`); window: common/timewindow.py. The window is echoed in
+        bounds (:func:`check_queries`), tags, exclude_tags, context_tags, context_types or
+        priority_ids with more than :data:`LIST_ITEMS_MAX` items; window: common/timewindow.py. The window is echoed in
         ``start_time`` / ``end_time`` at millisecond precision (:func:`window_timestamp`).
 
         Paging: the page is ``offset``..``offset + limit`` of one ranking that does not depend
@@ -499,6 +519,7 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         scope = resolve_scope(request.scope)
         read = read_at(request.read)
         check_queries(request.query, list(request.queries), query_max_length(self.settings))
+        check_list_sizes(request)
         limit = clamp_limit(request.limit if request.HasField("limit") else DEFAULT_LIMIT,
                             self.settings.recall_max_limit)
         if request.offset < 0:

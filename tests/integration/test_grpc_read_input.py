@@ -19,6 +19,8 @@ BAD_TIMES = {"seconds": timestamp_pb2.Timestamp(seconds=10**15),
 #: limit when larger; at most 32 queries.
 QUERY_MAX_LENGTH = 4000
 QUERIES_MAX = 32
+#: The documented bound of each filter list of a search (servicer.py LIST_ITEMS_MAX).
+LIST_ITEMS_MAX = 1000
 #: 9999-12-31T23:59:59.999999999Z: the last instant a Timestamp holds.
 LAST_INSTANT = timestamp_pb2.Timestamp(seconds=253_402_300_799, nanos=999_999_999)
 
@@ -137,6 +139,25 @@ async def test_search_text_is_bounded_naming_query_and_queries_over_grpc_rest_an
         assert parameters["query"]["maxLength"] == most
         assert parameters["queries"]["maxItems"] == QUERIES_MAX
         assert parameters["queries"]["items"]["maxLength"] == most
+
+
+async def test_search_filter_lists_are_bounded_naming_the_field(service) -> None:
+    """tags, exclude_tags, context_tags, context_types and priority_ids of a search had no
+    bound on their number of items; at LIST_ITEMS_MAX they are served, one more is refused
+    naming the field, over gRPC and REST."""
+    async with service.client() as client:
+        search = client.recall.SearchMemories
+        for name in ("tags", "exclude_tags", "context_tags", "context_types", "priority_ids"):
+            ok = await search(recall_service_pb2.SearchMemoriesRequest(
+                query="lists", **{name: [f"item{i}" for i in range(LIST_ITEMS_MAX)]}))
+            assert ok.limit, name
+            details = await _refused(search, recall_service_pb2.SearchMemoriesRequest(
+                query="lists", **{name: [f"item{i}" for i in range(LIST_ITEMS_MAX + 1)]}))
+            assert details.startswith(f"{name}: at most {LIST_ITEMS_MAX} items"), (name, details)
+    async with service.http() as http:
+        r = await http.get("/recall", params={"query": "lists",
+                                              "exclude_tags": ",".join(f"t{i}" for i in range(LIST_ITEMS_MAX + 1))})
+        assert r.status_code == 400 and r.json()["error"].startswith("exclude_tags: "), r.text
 
 
 async def test_time_query_window_is_echoed_at_millisecond_precision_over_grpc(service) -> None:
