@@ -118,20 +118,33 @@ def _if_none_match(value: str) -> bool:
 
 @router.post("/memory", status_code=201, tags=["memory"])
 async def store_memory(body: MemoryRequest, call: CallerDep, idempotency_key: IdempotencyKey = "",
-                       if_none_match: IfNoneMatch = "") -> JSONResponse:
+                       if_none_match: IfNoneMatch = "", if_match: IfMatch = "") -> JSONResponse:
     """Store one memory (AutoMem). With ``supersedes_memory_id`` it atomically replaces
-    that memory. ``Idempotency-Key`` makes retries return the first memory; with
-    ``If-None-Match: *`` a key used before answers 412 instead."""
+    that memory; ``If-Match`` then names the replaced memory's ETag (412 when stale, as on
+    ``POST /v1/memories/{id}:supersede``). ``Idempotency-Key`` makes retries return the first
+    memory; with ``If-None-Match: *`` a key used before answers 412 instead. 400 for
+    ``If-Match`` without ``supersedes_memory_id`` (a new memory has no version to match) and
+    for ``If-None-Match`` with it (a supersede's key is answered, never refused): a header the
+    service would ignore is refused, never dropped."""
     started = time.perf_counter()
     fresh = _if_none_match(if_none_match)
     if fresh and not idempotency_key:
         raise GatewayError(400, "If-None-Match: * needs an Idempotency-Key (the resource it refers to)")
     usecases.check_supersede_fields(body)
     if body.supersedes_memory_id:
-        replaced = await usecases.supersede_memory(
-            call, body.supersedes_memory_id, body, relation=body.supersede_relation,
-            reason=body.supersede_reason or "", scope=body.scope or "", idempotency_key=idempotency_key)
+        if fresh:
+            raise GatewayError(400, "If-None-Match: not with supersedes_memory_id (a supersede's Idempotency-Key "
+                                    "answers the first replacement); use If-Match for the replaced memory")
+        etag = await _if_match_version(call, body.supersedes_memory_id, if_match)
+        async with conditional(if_match, "etag"):
+            replaced = await usecases.supersede_memory(
+                call, body.supersedes_memory_id, body, relation=body.supersede_relation,
+                reason=body.supersede_reason or "", scope=body.scope or "", idempotency_key=idempotency_key,
+                etag=etag)
         return JSONResponse(presenters.superseded_json(replaced, started, with_relation=False), status_code=201)
+    if if_match.strip():
+        raise GatewayError(400, "If-Match: only with supersedes_memory_id (it names the replaced memory's ETag); "
+                                "a new memory has none")
     async with conditional(if_none_match, "idempotency_key"):
         created = await usecases.create_memory(call, body, scope=body.scope or "", idempotency_key=idempotency_key,
                                                require_unused_key=fresh)

@@ -58,6 +58,32 @@ async def test_stale_if_match_is_412_on_patch_delete_and_supersede_and_changes_n
         assert r.status_code == 200
 
 
+async def test_post_memory_superseding_honours_if_match_and_refuses_headers_it_would_ignore(service) -> None:
+    """``POST /memory`` with ``supersedes_memory_id`` dropped ``If-Match``: a stale ETag
+    superseded the memory anyway (201) where the same tag is a 412 on PATCH, DELETE and
+    ``:supersede`` (break-it review). It is now a 412 changing nothing; the current ETag goes
+    through; ``If-Match`` on a plain store and ``If-None-Match`` on a supersede are refused
+    (400) instead of ignored."""
+    async with service.http() as http:
+        mid = (await _store(http, "The office closes at six"))["memory_id"]
+        stale = await _etag(http, mid)
+        assert (await http.patch(f"/memory/{mid}", json={"importance": 0.9})).status_code == 200
+        r = await http.post("/memory", json={"content": "The office closes at seven", "supersedes_memory_id": mid},
+                            headers={"If-Match": stale})
+        assert r.status_code == 412 and "etag" in r.json()["error"], r.text
+        memory = (await http.get(f"/memory/{mid}")).json()["memory"]
+        assert memory["state"] == "ACTIVE" and memory["content"] == "The office closes at six"
+        r = await http.post("/memory", json={"content": "The office closes at seven", "supersedes_memory_id": mid},
+                            headers={"If-None-Match": "*", "Idempotency-Key": "office-hours-1"})
+        assert r.status_code == 400 and r.json()["error"].startswith("If-None-Match: "), r.text
+        r = await http.post("/memory", json={"content": "The office opens at eight"}, headers={"If-Match": stale})
+        assert r.status_code == 400 and r.json()["error"].startswith("If-Match: "), r.text
+        r = await http.post("/memory", json={"content": "The office closes at seven", "supersedes_memory_id": mid},
+                            headers={"If-Match": await _etag(http, mid)})
+        assert r.status_code == 201, r.text
+        assert (await http.get(f"/memory/{mid}")).json()["memory"]["state"] == "SUPERSEDED"
+
+
 async def test_if_match_naming_no_version_is_412_and_changes_nothing(service) -> None:
     # Versions start at 1, so ``"0"`` (or an empty tag) can never match; the gRPC ``etag``
     # field reads 0 as "no check", so the gateway must not pass such a tag on as 0.
