@@ -28,6 +28,7 @@ from automem_client import (
     Aborted,
     AsyncClient,
     Client,
+    ClientClosed,
     DeadlineExceeded,
     InvalidArgument,
     MemoryInput,
@@ -307,6 +308,102 @@ async def test_event_stream_as_an_iterator(service, variant: tuple[str, str]) ->
     finally:
         await writer.close()
         await client.close()
+
+
+async def test_closing_the_client_ends_its_open_event_stream_and_refuses_later_calls(
+        service, variant: tuple[str, str]) -> None:
+    """close() while ``events()`` is being iterated ends that iteration cleanly (the loop
+    just stops: no CancelledError nobody asked for, no raw transport error), and every call
+    after close() raises ClientClosed, over both transports, blocking and asyncio."""
+    transport, mode = variant
+    client = await make_client(service, transport, mode)
+    writer = await make_client(service, "grpc", "async")
+    seen: list[Any] = []
+    try:
+        async def consume() -> str:
+            async for event in client.events():
+                seen.append(event)
+            return "ended"
+
+        consumer = asyncio.ensure_future(consume())
+
+        async def stream_is_open() -> bool:
+            await writer.store(f"close probe {uuid.uuid4()}")
+            await asyncio.wait([consumer], timeout=0.3)
+            return bool(seen) or consumer.done()
+
+        await eventually(stream_is_open, timeout=60)
+        assert not consumer.done(), consumer
+        await client.close()
+        done, _ = await asyncio.wait([consumer], timeout=15)
+        assert consumer in done, "the event stream stayed open after close()"
+        assert not consumer.cancelled(), "the consumer got a CancelledError nobody asked for"
+        assert consumer.result() == "ended"  # raises what the iteration raised, if anything
+
+        missing = str(uuid.uuid4())
+        calls = {"store": lambda: client.store("stored after close"), "get": lambda: client.get(missing),
+                 "update": lambda: client.update(missing, importance=None),
+                 "recall": lambda: client.recall("anything", sort="no-such-order"),
+                 "health": lambda: client.health()}
+        for name, call in calls.items():
+            with pytest.raises(ClientClosed) as closed:
+                await call()
+            assert closed.value.code == grpc.StatusCode.FAILED_PRECONDITION, name
+        for name, iterator in (("events", client.events()), ("iter_by_tag", client.iter_by_tag(["x"]))):
+            with pytest.raises(ClientClosed):
+                await anext(iterator)
+        await client.close()  # a second close does nothing
+    finally:
+        await writer.close()
+        await client.close()
+
+
+async def test_update_refuses_none_for_a_field_that_cannot_be_null(service, variant: tuple[str, str]) -> None:
+    """``update(id, importance=None)`` (or tags, confidence, type, timestamp, t_valid,
+    metadata) is InvalidArgument naming the field over both transports (the gateway's PATCH
+    answers a JSON null so; over gRPC the client refuses it before sending, where the update
+    mask would have set the field to its zero value); the memory is unchanged. A field not
+    given stays as it is; ``t_invalid=None`` opens the validity window."""
+    transport, mode = variant
+    client = await make_client(service, transport, mode)
+    try:
+        stored = (await client.store("Nulls are refused, never zeroed", tags=["nulls"], type="Decision",
+                                     importance=0.3, confidence=0.6, metadata={"keep": 1},
+                                     timestamp="2026-02-01T00:00:00Z", t_valid="2026-02-01T00:00:00Z")).memory
+
+        def kept(m: Any) -> tuple:
+            return (m.tags, m.importance, m.confidence, m.type, m.metadata, m.timestamp, m.t_valid)
+
+        before = await client.get(stored.id)
+        for name in ("tags", "importance", "confidence", "type", "timestamp", "t_valid", "metadata"):
+            with pytest.raises(InvalidArgument) as refused:
+                await client.update(stored.id, **{name: None})
+            assert refused.value.field == name, refused.value
+        after = await client.get(stored.id)
+        assert after.version == before.version and kept(after) == kept(before)
+        assert kept(after) == (["nulls"], 0.3, 0.6, "Decision", {"keep": 1},
+                               dt.datetime(2026, 2, 1, tzinfo=dt.UTC), dt.datetime(2026, 2, 1, tzinfo=dt.UTC))
+
+        edited = await client.update(stored.id, content="Nulls are refused, never zeroed (edited)")
+        assert edited.content.endswith("(edited)") and kept(edited) == kept(before)
+        closed = await client.update(stored.id, t_invalid="2030-01-01T00:00:00Z")
+        assert closed.t_invalid == dt.datetime(2030, 1, 1, tzinfo=dt.UTC)
+        reopened = await client.update(stored.id, t_invalid=None)
+        assert reopened.t_invalid is None and kept(reopened) == kept(before)
+    finally:
+        await client.close()
+    if transport == "grpc":  # refused before sending: a server that never answers is not asked
+        server, port = await _silent_server()
+        target = f"127.0.0.1:{port}"
+        offline = await make_client(SimpleNamespace(grpc=target, url=target, scope="nulls"), "grpc", mode,
+                                    max_attempts=1, timeout=2)
+        try:
+            with pytest.raises(InvalidArgument) as local:
+                await offline.update(str(uuid.uuid4()), importance=None)
+            assert local.value.field == "importance"
+        finally:
+            await offline.close()
+            server.close()
 
 
 async def test_a_thousand_memory_listing_iterates_page_by_page(service) -> None:

@@ -7,10 +7,17 @@ sends one), are retried on UNAVAILABLE with exponential backoff; the service ans
 repeated key with the first memory (protos/automem/v1/ingest_service.proto
 ``CreateMemoryRequest.idempotency_key``), so a retried store never stores twice. Updates,
 deletes and associations are not retried: a second attempt could act on a newer version.
+
+Closing: :meth:`GrpcTransport.close` closes the channel, which cancels the calls in flight;
+those raise :class:`~automem_client.errors.ClientClosed` (grpc.aio would raise a bare
+``asyncio.CancelledError`` in the caller's task, as if someone had cancelled it), and an open
+:meth:`GrpcTransport.events` stream ends. Only a real cancellation of the caller's task
+still raises CancelledError.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
@@ -87,6 +94,27 @@ def _timestamp(value: TimeLike, name: str) -> timestamp_pb2.Timestamp:
 
 
 _TIMES = {"timestamp": "event_time", "t_valid": "valid_from", "t_invalid": "valid_to"}
+
+#: update() fields whose None has no proto form, and the message each is refused with before
+#: sending: the REST gateway's answer to a JSON null in PATCH /memory/{id}
+#: (automem/gateway/usecases.py ``_NOT_NULL``), so both transports raise the same
+#: InvalidArgument. Sent, None would go in the update mask with the field unset: tags
+#: cleared, and importance/confidence written as 0.0 by a service that does not check.
+#: ``t_invalid=None`` is allowed (it opens the window); ``content=None`` is sent empty, which
+#: the service refuses naming ``content`` (as it does REST's null).
+NOT_NULL = {"tags": "tags: must be a list of strings (use [] to clear)",
+            "importance": "importance: must be a number between 0 and 1",
+            "confidence": "confidence: must be a number between 0 and 1",
+            "type": "type: must not be null", "timestamp": "timestamp: must not be null",
+            "t_valid": "t_valid: must not be null",
+            "metadata": "metadata: must be an object, not null (its keys are merged into the memory's metadata)"}
+
+
+def _cancelling() -> bool:
+    """Whether the current task is being cancelled (``Task.cancelling()``): a CancelledError
+    then is the caller's, never a call the closed channel ended."""
+    task = asyncio.current_task()
+    return bool(task is not None and task.cancelling())
 
 
 def memory_input(item: MemoryInput, prefix: str = "") -> ingest_service_pb2.MemoryInput:
@@ -169,16 +197,36 @@ class GrpcTransport:
         if scope:
             self.metadata.append(("x-automem-scope", scope))
         self.timeout = timeout
+        self.closed = False
 
     async def close(self) -> None:
+        """Close the channel (again: nothing). Calls in flight raise ClientClosed, an open
+        :meth:`events` stream ends, later calls raise ClientClosed."""
+        if self.closed:
+            return
+        self.closed = True
         await self.channel.close()
 
+    def check_open(self) -> None:
+        """ClientClosed once :meth:`close` was called."""
+        if self.closed:
+            raise errors.ClientClosed()
+
     async def _call(self, method: Any, request: Any, timeout: float | None) -> Any:
+        self.check_open()
         try:
             return await method(request, metadata=self.metadata,
                                 timeout=self.timeout if timeout is None else timeout)
         except grpc.RpcError as exc:
-            raise errors.from_rpc_error(exc) from None
+            raise (errors.ClientClosed() if self.closed else errors.from_rpc_error(exc)) from None
+        except asyncio.CancelledError:
+            if self.closed and not _cancelling():  # the channel's close cancelled the call
+                raise errors.ClientClosed() from None
+            raise
+        except grpc.aio.UsageError:  # "Channel is closed"
+            if self.closed:
+                raise errors.ClientClosed() from None
+            raise
 
     # --- writes --------------------------------------------------------------------
 
@@ -197,6 +245,11 @@ class GrpcTransport:
 
     async def update(self, memory_id: str, fields: dict[str, Any], *, etag: int, add_tags: Sequence[str],
                      timeout: float | None = None) -> Memory:
+        """Change ``fields`` (update() names -> values; each one given goes in the update
+        mask). InvalidArgument, before sending, for None in a field of :data:`NOT_NULL`."""
+        for name, value in fields.items():
+            if value is None and name in NOT_NULL:
+                raise errors.InvalidArgument(NOT_NULL[name], field=name)
         item = MemoryInput(content=fields.get("content") or "", tags=list(fields.get("tags") or []),
                            importance=fields.get("importance"), confidence=fields.get("confidence"),
                            type=fields.get("type"), metadata=fields.get("metadata"),
@@ -333,13 +386,22 @@ class GrpcTransport:
                       stats.memory_count, stats.vector_count)
 
     async def events(self, *, after_sequence: int) -> AsyncIterator[StreamEvent]:
+        """The scope's events; ends (no error) when :meth:`close` closes the channel under
+        it; ClientClosed when called after close()."""
+        self.check_open()
         call = self._review.StreamMemoryEvents(
             event_stream_pb2.StreamMemoryEventsRequest(after_sequence=after_sequence), metadata=self.metadata)
         try:
             async for item in call:
                 yield _stream_event(item)
         except grpc.RpcError as exc:
+            if self.closed:
+                return
             raise errors.from_rpc_error(exc) from None
+        except asyncio.CancelledError:
+            if self.closed and not _cancelling():  # the channel's close cancelled the stream
+                return
+            raise
         finally:
             call.cancel()
 

@@ -6,6 +6,11 @@ Retries: reads and the writes sent with an ``Idempotency-Key`` (store, batch sto
 supersede) are tried again, up to ``max_attempts`` in all with doubling backoff, when the
 connection fails or the gateway answers 503; the key makes a repeated store answer the
 first memory. Updates, deletes and associations are sent once.
+
+Closing: :meth:`RestTransport.close` closes the HTTP connections; a request in flight then
+raises :class:`~automem_client.errors.ClientClosed` (not httpx's ReadError, nor a retry),
+an open :meth:`RestTransport.events` stream ends, and later calls raise ClientClosed (not
+httpx's RuntimeError).
 """
 
 from __future__ import annotations
@@ -111,9 +116,20 @@ class RestTransport:
                                       timeout=httpx.Timeout(timeout))
         self.timeout = timeout
         self.max_attempts = max(1, max_attempts)
+        self.closed = False
 
     async def close(self) -> None:
+        """Close the HTTP connections (again: nothing). Requests in flight raise
+        ClientClosed, an open :meth:`events` stream ends, later calls raise ClientClosed."""
+        if self.closed:
+            return
+        self.closed = True
         await self.http.aclose()
+
+    def check_open(self) -> None:
+        """ClientClosed once :meth:`close` was called."""
+        if self.closed:
+            raise errors.ClientClosed()
 
     async def _request(self, method: str, path: str, *, retry: bool, timeout: float | None = None,
                        ok: tuple[int, ...] = (), **kwargs: Any) -> dict[str, Any]:
@@ -121,11 +137,16 @@ class RestTransport:
         delay = 0.2
         kwargs["timeout"] = httpx.Timeout(self.timeout if timeout is None else timeout)
         for attempt in range(1, attempts + 1):
+            self.check_open()  # also between retries
             try:
                 response = await self.http.request(method, path, **kwargs)
-            except httpx.TimeoutException as exc:
-                raise errors.DeadlineExceeded(f"{method} {path}: {exc.__class__.__name__}") from None
-            except httpx.TransportError as exc:
+            except (httpx.HTTPError, httpx.StreamError, RuntimeError) as exc:
+                if self.closed:  # close() cut the connection, or httpx refuses a closed client
+                    raise errors.ClientClosed() from None
+                if isinstance(exc, httpx.TimeoutException):
+                    raise errors.DeadlineExceeded(f"{method} {path}: {exc.__class__.__name__}") from None
+                if not isinstance(exc, httpx.TransportError):
+                    raise
                 if attempt < attempts:
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, 3.0)
@@ -279,33 +300,46 @@ class RestTransport:
                       int(body.get("vector_count") or 0))
 
     async def events(self, *, after_sequence: int) -> AsyncIterator[StreamEvent]:
+        """The scope's events (``GET /stream``, SSE); ends (no error) when :meth:`close`
+        closes the connection under it; ClientClosed when called after close();
+        Unavailable / DeadlineExceeded when the connection fails or cannot be made."""
+        self.check_open()
         headers = {"Accept": "text/event-stream"}
         if after_sequence:
             headers["Last-Event-ID"] = str(after_sequence)
-        async with self.http.stream("GET", "/stream", headers=headers,
-                                    timeout=httpx.Timeout(self.timeout, read=None)) as response:
-            if response.status_code >= 400:
-                await response.aread()
-                try:
-                    body: Any = response.json()
-                except ValueError:
-                    body = response.text
-                raise errors.from_http(response.status_code, body)
-            event_id, data = "", []
-            async for line in response.aiter_lines():
-                if line == "":
-                    if data:
-                        yield _sse_event(event_id, "\n".join(data))
-                    event_id, data = "", []
-                elif line.startswith(":"):
-                    continue  # keep-alive comment
-                else:
-                    name, _, value = line.partition(":")
-                    value = value.removeprefix(" ")
-                    if name == "id":
-                        event_id = value
-                    elif name == "data":
-                        data.append(value)
+        try:
+            async with self.http.stream("GET", "/stream", headers=headers,
+                                        timeout=httpx.Timeout(self.timeout, read=None)) as response:
+                if response.status_code >= 400:
+                    await response.aread()
+                    try:
+                        body: Any = response.json()
+                    except ValueError:
+                        body = response.text
+                    raise errors.from_http(response.status_code, body)
+                event_id, data = "", []
+                async for line in response.aiter_lines():
+                    if line == "":
+                        if data:
+                            yield _sse_event(event_id, "\n".join(data))
+                        event_id, data = "", []
+                    elif line.startswith(":"):
+                        continue  # keep-alive comment
+                    else:
+                        name, _, value = line.partition(":")
+                        value = value.removeprefix(" ")
+                        if name == "id":
+                            event_id = value
+                        elif name == "data":
+                            data.append(value)
+        except (httpx.HTTPError, httpx.StreamError, RuntimeError) as exc:
+            if self.closed:  # close() cut the stream: it ends
+                return
+            if isinstance(exc, httpx.TimeoutException):
+                raise errors.DeadlineExceeded(f"GET /stream: {exc.__class__.__name__}") from None
+            if isinstance(exc, httpx.TransportError):
+                raise errors.Unavailable(f"GET /stream: {exc.__class__.__name__}: {exc}") from None
+            raise
 
 
 def _sse_event(event_id: str, data: str) -> StreamEvent:

@@ -6,17 +6,26 @@ Every method raises the typed errors of :mod:`automem_client.errors` (InvalidArg
 is the call's deadline in seconds (default: the client's). Writes that create (``store``,
 ``store_batch``, ``supersede``) carry an idempotency key — the caller's, or a fresh UUID —
 so the transports retry them on UNAVAILABLE without storing twice.
+
+Closing: after ``close()`` (or the end of the ``with`` block) every method raises
+:class:`~automem_client.errors.ClientClosed`, over both transports, blocking and asyncio; a
+call in flight at that moment raises it too, and an ``events()`` iteration open at that
+moment just ends (``StopAsyncIteration`` / ``StopIteration``: the ``for`` loop stops). A
+second ``close()`` does nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
 import functools
 import threading
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from typing import Any, Concatenate, ParamSpec, Self, TypeVar
 
+from automem_client import errors
 from automem_client._grpc import GrpcTransport
 from automem_client._rest import RestTransport
 from automem_client.models import (
@@ -90,8 +99,23 @@ class AsyncClient:
         await self.close()
 
     async def close(self) -> None:
-        """Close the channel / HTTP connections."""
+        """Close the channel / HTTP connections. Afterwards every method raises ClientClosed;
+        calls in flight raise it too; an open :meth:`events` iteration ends. Closing again
+        does nothing."""
         await self.transport.close()
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self.transport.closed
+
+    @property
+    def _open(self) -> GrpcTransport | RestTransport:
+        """The transport; ClientClosed once the client is closed (checked before the
+        transport builds or checks the request: a closed client raises ClientClosed over
+        both transports, not a client-side InvalidArgument over one)."""
+        self.transport.check_open()
+        return self.transport
 
     # --- writes --------------------------------------------------------------------
 
@@ -110,37 +134,42 @@ class AsyncClient:
         Errors: InvalidArgument naming the field; AlreadyExists for tombstoned content."""
         item = MemoryInput(content, list(tags), importance, confidence, type, metadata, timestamp, t_valid,
                            t_invalid, list(embedding) if embedding else None, require_review)
-        return await self.transport.store(item, idempotency_key=idempotency_key or str(uuid.uuid4()),
-                                          timeout=timeout)
+        return await self._open.store(item, idempotency_key=idempotency_key or str(uuid.uuid4()),
+                                      timeout=timeout)
 
     async def store_batch(self, items: Sequence[MemoryInput | str], *, idempotency_key: str | None = None,
                           timeout: float | None = None) -> BatchStored:
         """Store up to 500 memories, all or nothing (a text is ``MemoryInput(text)``).
         InvalidArgument names the item, e.g. ``memories[3].content``."""
         inputs = [MemoryInput(i) if isinstance(i, str) else i for i in items]
-        return await self.transport.store_batch(inputs, idempotency_key=idempotency_key or str(uuid.uuid4()),
-                                                timeout=timeout)
+        return await self._open.store_batch(inputs, idempotency_key=idempotency_key or str(uuid.uuid4()),
+                                            timeout=timeout)
 
     async def update(self, memory_id: str, *, etag: int = 0, add_tags: Sequence[str] = (),
                      content: str = _UNSET, tags: Sequence[str] = _UNSET, importance: float = _UNSET,
                      type: str = _UNSET, confidence: float = _UNSET, metadata: dict[str, Any] = _UNSET,
                      timestamp: TimeLike = _UNSET, t_valid: TimeLike = _UNSET, t_invalid: TimeLike | None = _UNSET,
                      timeout: float | None = None) -> Memory:
-        """Change the given fields (the others stay); ``metadata`` is merged key by key,
-        ``add_tags`` added to the tags, ``t_invalid=None`` opens the window. ``etag``: the
-        version the change is based on (``memory.version``; 0 = no check): Aborted when the
-        memory changed since. NotFound; InvalidArgument naming the field."""
+        """Change the given fields; a field not given (the default) stays as it is.
+        ``metadata`` is merged key by key, ``add_tags`` added to the tags, ``tags=[]`` clears
+        them, ``t_invalid=None`` opens the window. None for any other field is
+        InvalidArgument naming it, over both transports (REST: the gateway refuses the JSON
+        null; gRPC: the client, before sending) — there is no null importance, type, tags,
+        metadata... to write; ``content=None`` is InvalidArgument ``content`` (empty) from the
+        service. ``etag``: the version the change is based on (``memory.version``; 0 = no
+        check): Aborted when the memory changed since. NotFound; InvalidArgument naming the
+        field."""
         given = {"content": content, "tags": tags, "importance": importance, "type": type,
                  "confidence": confidence, "metadata": metadata, "timestamp": timestamp, "t_valid": t_valid,
                  "t_invalid": t_invalid}
-        fields = {k: (list(v) if k == "tags" else v) for k, v in given.items() if v is not _UNSET}
-        return await self.transport.update(memory_id, fields, etag=etag, add_tags=list(add_tags), timeout=timeout)
+        fields = {k: (list(v) if k == "tags" and v is not None else v) for k, v in given.items() if v is not _UNSET}
+        return await self._open.update(memory_id, fields, etag=etag, add_tags=list(add_tags), timeout=timeout)
 
     async def delete(self, memory_id: str, *, etag: int = 0, purge: bool = False, reason: str = "",
                      timeout: float | None = None) -> Memory:
         """Tombstone a memory (state DELETED; ``purge`` removes it, admin keys only). Answers
         the memory as deleted. ``etag`` as :meth:`update`; NotFound."""
-        return await self.transport.delete(memory_id, etag=etag, purge=purge, reason=reason, timeout=timeout)
+        return await self._open.delete(memory_id, etag=etag, purge=purge, reason=reason, timeout=timeout)
 
     async def supersede(self, memory_id: str, content: str, *, relation: str = "INVALIDATED_BY", reason: str = "",
                         etag: int = 0, tags: Sequence[str] = (), importance: float | None = None,
@@ -154,16 +183,16 @@ class AsyncClient:
         cannot be superseded (e.g. deleted)."""
         item = MemoryInput(content, list(tags), importance, confidence, type, metadata, timestamp, t_valid,
                            t_invalid)
-        return await self.transport.supersede(memory_id, item, relation=relation, reason=reason, etag=etag,
-                                              idempotency_key=idempotency_key or str(uuid.uuid4()), timeout=timeout)
+        return await self._open.supersede(memory_id, item, relation=relation, reason=reason, etag=etag,
+                                          idempotency_key=idempotency_key or str(uuid.uuid4()), timeout=timeout)
 
     async def associate(self, memory1_id: str, memory2_id: str, *, type: str = "RELATES_TO",
                         strength: float | None = None, reason: str = "", timeout: float | None = None) -> Relation:
         """Create the edge ``memory1_id -[type]-> memory2_id`` (AutoMem's 11 authorable types,
         any case; strength 0..1, default 0.5). InvalidArgument naming ``type`` or
         ``strength``; NotFound for a memory that is not there."""
-        return await self.transport.associate(memory1_id, memory2_id, type=type, strength=strength, reason=reason,
-                                              timeout=timeout)
+        return await self._open.associate(memory1_id, memory2_id, type=type, strength=strength, reason=reason,
+                                          timeout=timeout)
 
     # --- reads ---------------------------------------------------------------------
 
@@ -174,8 +203,8 @@ class AsyncClient:
         superseded). ``as_of``: valid time to read at; ``known_at``: what the service knew
         then; ``state_mode``: current | history; ``version``: that version (1 and up, as
         :meth:`versions` lists) instead. NotFound (naming ``version`` when it has none)."""
-        return await self.transport.get(memory_id, as_of=as_of, known_at=known_at, state_mode=state_mode,
-                                        version=version, timeout=timeout)
+        return await self._open.get(memory_id, as_of=as_of, known_at=known_at, state_mode=state_mode,
+                                    version=version, timeout=timeout)
 
     async def recall(self, query: str = "", *, queries: Sequence[str] = (), embedding: Sequence[float] = (),
                      limit: int | None = None, offset: int = 0, sort: str = "", time_query: str = "", tz: str = "",
@@ -211,7 +240,7 @@ class AsyncClient:
             "context_tags": list(context_tags), "context_types": list(context_types),
             "priority_ids": list(priority_ids), "recency_bias": recency_bias, "state_debug": state_debug,
             "rerank": rerank}
-        return await self.transport.recall(query, options, timeout=timeout)
+        return await self._open.recall(query, options, timeout=timeout)
 
     async def list_by_tag(self, tags: Sequence[str], *, page_size: int | None = None, page_token: str = "",
                           tag_mode: str = "any", tag_match: str = "exact", as_of: TimeLike | None = None,
@@ -220,9 +249,9 @@ class AsyncClient:
         """One page of the memories under ``tags``, newest first (page size default 20,
         max 200). Pass ``page.next_page_token`` back for the next page; :meth:`iter_by_tag`
         does it for you."""
-        return await self.transport.list_by_tag(tags, page_size=page_size, page_token=page_token, tag_mode=tag_mode,
-                                                tag_match=tag_match, as_of=as_of, known_at=known_at,
-                                                state_mode=state_mode, include_total=include_total, timeout=timeout)
+        return await self._open.list_by_tag(tags, page_size=page_size, page_token=page_token, tag_mode=tag_mode,
+                                            tag_match=tag_match, as_of=as_of, known_at=known_at,
+                                            state_mode=state_mode, include_total=include_total, timeout=timeout)
 
     async def iter_by_tag(self, tags: Sequence[str], *, page_size: int | None = 200, tag_mode: str = "any",
                           tag_match: str = "exact", state_mode: str | None = None,
@@ -243,15 +272,15 @@ class AsyncClient:
                       timeout: float | None = None) -> list[RelatedMemory]:
         """Graph neighbours up to ``max_depth`` hops (1..3), at most ``limit`` (1..200),
         current memories only. InvalidArgument naming the option out of range; NotFound."""
-        return await self.transport.related(memory_id, relationship_types=list(relationship_types),
-                                            max_depth=max_depth, limit=limit, as_of=as_of, known_at=known_at,
-                                            timeout=timeout)
+        return await self._open.related(memory_id, relationship_types=list(relationship_types),
+                                        max_depth=max_depth, limit=limit, as_of=as_of, known_at=known_at,
+                                        timeout=timeout)
 
     async def history(self, memory_id: str, *, page_size: int = 100, page_token: str = "",
                       timeout: float | None = None) -> HistoryPage:
         """One page (at most 1000) of the memory's changes, oldest first; :meth:`iter_history`
         walks them all. NotFound."""
-        return await self.transport.history(memory_id, page_size=page_size, page_token=page_token, timeout=timeout)
+        return await self._open.history(memory_id, page_size=page_size, page_token=page_token, timeout=timeout)
 
     async def iter_history(self, memory_id: str, *, page_size: int = 100,
                            timeout: float | None = None) -> AsyncIterator[HistoryEvent]:
@@ -270,8 +299,8 @@ class AsyncClient:
         """One page (1..100) of the memory's versions, oldest first (RecallService
         ListMemoryVersions; GET /v1/memories/{id}/versions); :meth:`iter_versions` walks them
         all. NotFound; InvalidArgument naming ``page_size`` / ``page_token``."""
-        return await self.transport.versions(memory_id, page_size=page_size, page_token=page_token,
-                                             timeout=timeout)
+        return await self._open.versions(memory_id, page_size=page_size, page_token=page_token,
+                                         timeout=timeout)
 
     async def iter_versions(self, memory_id: str, *, page_size: int = 100,
                             timeout: float | None = None) -> AsyncIterator[MemoryVersion]:
@@ -290,34 +319,68 @@ class AsyncClient:
         """The fields that differ between two versions (RecallService DiffMemoryVersions;
         GET /v1/memories/{id}/versions:diff). NotFound naming ``from``/``to`` (REST) or
         ``from_version``/``to_version`` (gRPC) when the memory has no such version."""
-        return await self.transport.diff_versions(memory_id, from_version, to_version, timeout=timeout)
+        return await self._open.diff_versions(memory_id, from_version, to_version, timeout=timeout)
 
     async def health(self, *, timeout: float | None = None) -> Health:
         """The service's state (no key needed): healthy | degraded, stores, counts."""
-        return await self.transport.health(timeout=timeout)
+        return await self._open.health(timeout=timeout)
 
     async def events(self, *, after_sequence: int = 0) -> AsyncIterator[StreamEvent]:
         """The scope's events as they happen, never ending by itself: break out of the loop
-        to stop. ``after_sequence``: resume after that ``event.sequence`` (0 = from now)."""
-        async for event in self.transport.events(after_sequence=after_sequence):
+        to stop. ``after_sequence``: resume after that ``event.sequence`` (0 = from now).
+        :meth:`close` ends an open iteration (the next ``__anext__`` raises
+        StopAsyncIteration, so ``async for`` just stops, over both transports); called on a
+        closed client it raises ClientClosed. A connection that fails under it is
+        Unavailable."""
+        async for event in self._open.events(after_sequence=after_sequence):
             yield event
 
 
 # --- the blocking client ---------------------------------------------------------------------
 
 
+#: Seconds :meth:`_Loop.close` lets the calls in flight end after the connections closed
+#: (they end at once: the closed channel cancels them, an open events() stream ends) before
+#: it cancels what is left.
+_CLOSE_GRACE = 5.0
+
+
 class _Loop:
-    """An event loop on a daemon thread of its own, running the async client's calls."""
+    """An event loop on a daemon thread of its own, running the async client's calls.
+
+    Any thread may call :meth:`run` / :meth:`iterate`; :meth:`close` (once) runs a last
+    coroutine, lets the calls in flight end, then stops the loop. A call started after that,
+    or cut short by it, raises ClientClosed; it never waits on a stopped loop."""
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="automem-client", daemon=True)
         self.thread.start()
+        self.closed = False
+        self._lock = threading.Lock()  # guards closed and _in_flight against close()
+        self._in_flight: set[concurrent.futures.Future[Any]] = set()
 
     def run(self, coro: Awaitable[R]) -> R:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()  # type: ignore[arg-type]
+        """``coro``'s result, run on the loop. ClientClosed when the loop is closed (``coro``
+        is then closed unrun) or closing cut the call short."""
+        with self._lock:
+            if self.closed:
+                close = getattr(coro, "close", None)
+                if close is not None:
+                    close()  # no "never awaited" warning
+                raise errors.ClientClosed()
+            future = asyncio.run_coroutine_threadsafe(coro, self.loop)  # type: ignore[arg-type]
+            self._in_flight.add(future)
+        try:
+            return future.result()
+        except concurrent.futures.CancelledError:  # close() cancelled what was left
+            raise errors.ClientClosed() from None
+        finally:
+            with self._lock:
+                self._in_flight.discard(future)
 
     def iterate(self, agen: AsyncIterator[R]) -> Iterator[R]:
+        """A blocking iterator of ``agen``'s items; it ends when ``agen`` does."""
         try:
             while True:
                 try:
@@ -325,12 +388,33 @@ class _Loop:
                 except StopAsyncIteration:
                     return
         finally:
-            self.run(agen.aclose())  # type: ignore[attr-defined]
+            with contextlib.suppress(errors.ClientClosed):  # closed: close() finalized agen
+                self.run(agen.aclose())  # type: ignore[attr-defined]
 
-    def stop(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(timeout=5)
-        self.loop.close()
+    def close(self, last: Callable[[], Awaitable[None]]) -> None:
+        """Run ``last()`` on the loop (closing the connections), give the calls in flight
+        :data:`_CLOSE_GRACE` seconds to end, cancel the rest, finalize the async generators
+        and stop the loop. Later calls raise ClientClosed; a second close does nothing."""
+        with self._lock:
+            if self.closed:
+                return
+            self.closed = True
+            first = asyncio.run_coroutine_threadsafe(last(), self.loop)  # type: ignore[arg-type]
+        try:
+            first.result()
+        finally:
+            with self._lock:
+                in_flight = set(self._in_flight)
+            _, left = concurrent.futures.wait(in_flight, timeout=_CLOSE_GRACE)
+            for future in left:
+                future.cancel()
+            concurrent.futures.wait(left, timeout=_CLOSE_GRACE)
+            with contextlib.suppress(Exception):
+                asyncio.run_coroutine_threadsafe(self.loop.shutdown_asyncgens(), self.loop).result(_CLOSE_GRACE)
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(timeout=_CLOSE_GRACE)
+            if not self.thread.is_alive():
+                self.loop.close()
 
 
 def _blocking(method: Callable[Concatenate[AsyncClient, P], Awaitable[R]]) -> Callable[Concatenate[Client, P], R]:
@@ -384,11 +468,15 @@ class Client:
         self.close()
 
     def close(self) -> None:
-        """Close the connections and stop the loop thread."""
-        if self._loop.loop.is_closed():
-            return
-        self._loop.run(self._async.close())
-        self._loop.stop()
+        """Close the connections and stop the loop thread; any thread may call it, e.g.
+        while another iterates :meth:`events`, whose loop then ends. Afterwards every method
+        raises ClientClosed; closing again does nothing."""
+        self._loop.close(self._async.close)
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._loop.closed
 
     store = _blocking(AsyncClient.store)
     store_batch = _blocking(AsyncClient.store_batch)

@@ -6,6 +6,10 @@ The service names the bad field at the start of its message, ``"<field>: <what i
 ``"memories[3].content: must not be empty"``); the REST gateway sends the same message in its
 JSON error body (automem/gateway/errors.py ``error_response``) plus ``grpc_code``, the
 status the service answered. :func:`field_of` reads the field back.
+
+Two classes are the client's own: :class:`ClientClosed` (a call on a closed client) and an
+:class:`InvalidArgument` the client raises before sending (e.g. ``update(id,
+importance=None)`` over gRPC), with the message the REST gateway would answer.
 """
 
 from __future__ import annotations
@@ -16,6 +20,10 @@ import grpc
 
 #: ``<field>: `` at the start of a message: a name, dotted paths and [index] parts.
 _FIELD = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*(?:\[\d+\])?(?:\.[A-Za-z_][A-Za-z0-9_]*(?:\[\d+\])?)*): ")
+
+
+#: ClientClosed's message.
+CLIENT_CLOSED = "the client is closed (close() was called): make a new client"
 
 
 def field_of(message: str) -> str | None:
@@ -121,6 +129,20 @@ class Unimplemented(AutomemError):
     """The service does not offer this call (HTTP 501)."""
 
     code = grpc.StatusCode.UNIMPLEMENTED
+
+
+class ClientClosed(AutomemError):
+    """The client was closed (``close()``, or the end of its ``with`` block): a method called
+    after that, and a call in flight when it happened, raise this; the service was not asked
+    (or its answer was dropped). Not retryable: make a new client. ``code`` is
+    FAILED_PRECONDITION (the client, not the memory, is in the wrong state), the same over
+    both transports; it is no :class:`Conflict`. An ``events()`` iteration open at close()
+    ends instead (its loop just stops)."""
+
+    code = grpc.StatusCode.FAILED_PRECONDITION
+
+    def __init__(self, message: str = CLIENT_CLOSED) -> None:
+        super().__init__(message)
 
 
 _BY_CODE: dict[grpc.StatusCode, type[AutomemError]] = {
