@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
+from google.protobuf import struct_pb2
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # No metrics port unless a test asks for one: the default (9464) would be bound by every
@@ -277,3 +278,18 @@ class LogCapture(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         self.records.append(record)
+
+
+def nested_object(levels: int) -> dict:
+    """``{"k": {"k": ... {}}}``: ``levels`` objects deep (metadata depth checks)."""
+    value: dict = {}
+    for _ in range(levels - 1):
+        value = {"k": value}
+    return value
+
+
+def struct_of(value: dict) -> struct_pb2.Struct:
+    """``value`` as a protobuf ``Struct`` (metadata sent as a Struct rather than JSON text)."""
+    out = struct_pb2.Struct()
+    out.update(value)
+    return out

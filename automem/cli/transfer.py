@@ -306,7 +306,10 @@ async def _supersede(client: Any, args: argparse.Namespace, parsed: formats.Pars
         if response is None:
             _failed(counts, ("memories", "relations"), target.where, refused)
             continue
-        again = not response.HasField("relation")  # a replay answers without the relation
+        # A replay (the key's first supersede) answers as the first call did; the source was
+        # then found already present and already superseded by that replacement.
+        again = (source[0].state == memory_pb2.MEMORY_STATE_SUPERSEDED
+                 and source[0].superseded_by == response.replacement.id)
         stored[target.ref] = (response.replacement, again)
         counts["memories"]["already_present" if again else "created"] += 1
         counts["relations"]["already_present" if again else "created"] += 1

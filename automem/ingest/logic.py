@@ -6,6 +6,7 @@ No I/O here. Every error is an :class:`InvalidArgument` whose message names the 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import unicodedata
@@ -21,12 +22,14 @@ from automem.common.errors import InvalidArgument
 from automem.common.model import (
     Memory,
     content_hash,
+    integral_numbers,
     metadata_dict,
     node_fields,
     parse_type,
     set_metadata,
     to_millis,
     ts,
+    type_name,
 )
 from automem.common.settings import Settings
 from automem.v1 import ingest_service_pb2, memory_pb2
@@ -56,6 +59,8 @@ def check_reason(reason: str, field: str = "reason") -> str:
 UPDATABLE_PATHS = (
     "content", "tags", "importance", "type", "confidence", "event_time", "valid_from", "valid_to", "metadata",
 )
+#: The earliest time a field holds (0001-01-01T00:00:00Z): a window cannot end there.
+EARLIEST_TIME = datetime.min.replace(tzinfo=UTC)
 #: The names errors give the time fields of MemoryInput: AutoMem's, as REST and MCP callers
 #: send them (``timestamp``, ``t_valid``, ``t_invalid``).
 FIELD_LABELS = {"event_time": "timestamp", "valid_from": "t_valid", "valid_to": "t_invalid"}
@@ -127,6 +132,8 @@ def parse_metadata(item: ingest_service_pb2.MemoryInput, field: str = "metadata"
             value = json.loads(item.metadata_json, parse_constant=_NonFinite)
         except json.JSONDecodeError as exc:
             raise InvalidArgument(f"{field}: not valid JSON ({exc.msg})", field=field) from None
+        except RecursionError:  # nested thousands deep: deeper than any limit below
+            raise InvalidArgument(f"{field}: nested deeper than {METADATA_MAX_DEPTH} levels", field=field) from None
         except ValueError as exc:  # an integer past sys.get_int_max_str_digits()
             raise InvalidArgument(f"{field}: a number is too long ({exc})", field=field) from None
         if value is None:
@@ -134,18 +141,19 @@ def parse_metadata(item: ingest_service_pb2.MemoryInput, field: str = "metadata"
         if not isinstance(value, dict):
             raise InvalidArgument(f"{field}: must be a JSON object, got {type(value).__name__}", field=field)
         _check_metadata_size(item.metadata_json, field)
-        if _depth(value) > METADATA_MAX_DEPTH:
-            raise InvalidArgument(f"{field}: nested deeper than {METADATA_MAX_DEPTH} levels", field=field)
-        check_metadata_values(value, field)
-        return value
-    if item.HasField("metadata"):
+    elif item.HasField("metadata"):
         _check_metadata_size(item.metadata.SerializeToString(), field)
         value = _struct_to_python(item.metadata)
-        check_metadata_values(value, field)
-        return value
-    if item.metadata_set:
+    elif item.metadata_set:
         return {}
-    return None
+    else:
+        return None
+    # The same checks for both forms: a Struct deeper than the limit was stored, and its
+    # export could not be imported again.
+    if _depth(value) > METADATA_MAX_DEPTH:
+        raise InvalidArgument(f"{field}: nested deeper than {METADATA_MAX_DEPTH} levels", field=field)
+    check_metadata_values(value, field)
+    return value
 
 
 #: Largest metadata object, in bytes of JSON. Keeps every event (before + after) well under
@@ -194,7 +202,10 @@ def check_metadata_values(value: Any, field: str = "metadata") -> None:
     * integer outside ±:data:`METADATA_MAX_INT` (it would read back rounded, as a float);
     * ``NaN``, ``Infinity`` or ``-Infinity`` (not JSON numbers, RFC 8259 §6);
     * key holding NUL, another C0 control character (U+0000–U+001F) or DEL (U+007F) — keys
-      are names, like tags (:func:`validate_tags`).
+      are names, like tags (:func:`validate_tags`);
+    * key or string holding a lone surrogate (``"\\ud800"`` in ``metadata_json``): not
+      Unicode text, so no UTF-8 store (the Struct, FalkorDB) can hold it. The message is the
+      REST gateway's for the same body (automem/gateway/schemas.py ``parse_json_body``).
 
     Everything else reads back equal: strings, booleans, null, lists, objects, floats (as
     doubles; the gateway refuses decimals a double cannot hold, automem/gateway/schemas.py)
@@ -206,7 +217,12 @@ def check_metadata_values(value: Any, field: str = "metadata") -> None:
             if _has_control(key):
                 raise InvalidArgument(f"{field}: key {key!r} contains a control character (U+0000–U+001F or "
                                       "U+007F)", field=field)
+            if _lone_surrogate(key):
+                raise InvalidArgument(f"{field}: key {key!r}: {_NOT_UNICODE}", field=field)
             check_metadata_values(sub, f"{field}.{key}")
+    elif isinstance(value, str) and not isinstance(value, _NonFinite):
+        if _lone_surrogate(value):
+            raise InvalidArgument(f"{field}: {_NOT_UNICODE}", field=field)
     elif isinstance(value, list):
         for index, sub in enumerate(value):
             check_metadata_values(sub, f"{field}[{index}]")
@@ -217,6 +233,19 @@ def check_metadata_values(value: Any, field: str = "metadata") -> None:
         raise InvalidArgument(
             f"{field}: integer {value} is outside ±{METADATA_MAX_INT} (2^53-1), the integers metadata reads back "
             "exactly; send it as a string", field=field)
+
+
+_NOT_UNICODE = "text must be valid Unicode: a lone surrogate (e.g. \\ud800) is not allowed"
+
+
+def _lone_surrogate(text: str) -> bool:
+    """Whether ``text`` holds a UTF-16 surrogate code point (U+D800–U+DFFF) of its own: what
+    ``json.loads`` makes of an unpaired ``\\ud800`` escape, which has no UTF-8 form."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def _depth(value: Any, level: int = 0) -> int:
@@ -318,6 +347,9 @@ def build_memory(
     elif valid_to is not None and valid_to <= created:
         # Stored already expired (AutoMem allows it): valid from the event time, or just
         # before the end when the event time is not earlier.
+        if valid_to <= EARLIEST_TIME:  # no instant before it for the window to start at
+            raise InvalidArgument(f"{p}t_invalid: must be after 0001-01-01T00:00:00Z, the earliest t_valid",
+                                  field=f"{p}t_invalid")
         valid_from = min(event_time, valid_to - timedelta(milliseconds=1))
     elif event_time < created:
         valid_from = event_time  # backdated: valid from when it happened (AutoMem)
@@ -361,6 +393,83 @@ def repeats(existing: Memory, item: ingest_service_pb2.MemoryInput, settings: Se
     return node_fields(again, INPUT_PROPERTIES) == node_fields(existing, INPUT_PROPERTIES)
 
 
+#: Version prefix of :func:`request_fingerprint`: a rule change gets a new prefix, and a
+#: fingerprint of another version never matches.
+FINGERPRINT_VERSION = "v1"
+
+
+def input_form(item: ingest_service_pb2.MemoryInput, field_prefix: str = "") -> dict[str, Any]:
+    """The canonical form of one MemoryInput for :func:`request_fingerprint`: every field a
+    store keeps, as it keeps it — content exactly (not its hash), tags as
+    :func:`validate_tags` leaves them, importance and confidence (None when unset), the
+    type's canonical name (None when unset: classified), the metadata object (``{}`` when
+    none; Struct or ``metadata_json`` alike, integral numbers as ints) without
+    ``import_source`` — the provenance an import writes, which a later export of the same
+    source changes (an AutoMem ``last_accessed``) while the import's key stays the same
+    (automem/cli/transfer_formats.py ``IMPORT_KEY``, docs/import-export.md) —, the three times at
+    millisecond precision (ISO 8601, None when unset), review and the caller's embedding.
+    Raises InvalidArgument naming ``field_prefix`` + the field, as :func:`build_memory` does."""
+    p = field_prefix
+    times = {}
+    for name, label in FIELD_LABELS.items():
+        value = input_time(item, name, p)
+        times[label] = value.isoformat() if value is not None else None
+    return {
+        "content": item.content,
+        "tags": validate_tags(list(item.tags), f"{p}tags"),
+        "importance": item.importance if item.HasField("importance") else None,
+        "confidence": item.confidence if item.HasField("confidence") else None,
+        "type": type_name(parse_type(item.type, field=f"{p}type")) if item.type.strip() else None,
+        "metadata": {k: v for k, v in integral_numbers(parse_metadata(item, f"{p}metadata") or {}).items()
+                     if k != "import_source"},
+        **times,
+        "require_review": item.require_review,
+        "embedding": [float(v) for v in item.embedding],
+    }
+
+
+def request_fingerprint(operation: str, items: list[ingest_service_pb2.MemoryInput],
+                        field_prefixes: list[str] | None = None, **extra: Any) -> str:
+    """The fingerprint an idempotency key is stored with: ``v1:<operation>:`` + the sha256 of
+    the canonical JSON (sorted keys, ASCII, no spaces) of ``operation`` (``create``,
+    ``batch``, ``supersede``), each item's :func:`input_form` and ``extra`` (the supersede's
+    target id, relation type and reason). Two requests with one fingerprint store the same
+    thing; a key reused with another fingerprint is a different request
+    (automem/ingest/servicer.py). Raises InvalidArgument naming the bad field
+    (``field_prefixes[i]`` + field)."""
+    prefixes = field_prefixes or [""] * len(items)
+    body = {"operation": operation, "items": [input_form(item, prefix) for item, prefix in zip(items, prefixes,
+                                                                                              strict=True)],
+            **extra}
+    text = json.dumps(body, sort_keys=True, ensure_ascii=True, separators=(",", ":"))
+    return f"{FINGERPRINT_VERSION}:{operation}:" + hashlib.sha256(text.encode("ascii")).hexdigest()
+
+
+def fingerprint_operation(fingerprint: str) -> str:
+    """The operation of a :func:`request_fingerprint` (``create``...); "" when unknown."""
+    parts = fingerprint.split(":")
+    return parts[1] if len(parts) == 3 else ""
+
+
+def check_mask_fields_set(item: ingest_service_pb2.MemoryInput, paths: list[str]) -> None:
+    """InvalidArgument naming the first field of ``paths`` (update-mask paths) that ``item``
+    does not set: ``importance``, ``confidence``, ``type`` and ``metadata`` (none of the
+    Struct, ``metadata_json`` or ``metadata_set``) have no "unset" value to write — 0.0 was
+    written for an importance left out — as the REST gateway refuses their JSON null
+    (automem/gateway/usecases.py ``update_input``). ``content``, ``timestamp`` and ``t_valid``
+    are refused when empty where they are read; empty ``tags`` clear the tags and an unset
+    ``t_invalid`` opens the window, on purpose."""
+    given = {
+        "importance": item.HasField("importance"),
+        "confidence": item.HasField("confidence"),
+        "type": bool(item.type.strip()),
+        "metadata": bool(item.metadata_json) or item.HasField("metadata") or item.metadata_set,
+    }
+    for path in paths:
+        if given.get(path) is False:
+            raise InvalidArgument(f"{path}: in update_mask but not set", field=path)
+
+
 def apply_update(
     current: Memory, item: ingest_service_pb2.MemoryInput, paths: list[str], settings: Settings,
     updated: datetime, add_tags: list[str] | None = None,
@@ -374,6 +483,7 @@ def apply_update(
     unknown = [p for p in paths if p not in UPDATABLE_PATHS]
     if unknown:
         raise InvalidArgument(f"update_mask: unknown field(s) {', '.join(unknown)}", field="update_mask")
+    check_mask_fields_set(item, paths)
     memory = Memory()
     memory.CopyFrom(current)
     changed = False

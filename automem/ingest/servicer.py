@@ -50,13 +50,16 @@ from automem.common.text import text_key
 from automem.common.timeouts import long_running
 from automem.graph import ENRICHMENT_FIELDS, GraphStore
 from automem.graph.idempotency import node_key
+from automem.ingest.idempotency import Claim, RequestFingerprints
 from automem.ingest.logic import (
     FIELD_LABELS,
     TIMELESS_INPUT_PROPERTIES,
     apply_update,
     build_memory,
     check_reason,
+    fingerprint_operation,
     repeats,
+    request_fingerprint,
 )
 from automem.ingest.purge import Purger
 from automem.v1 import events_pb2, ingest_service_pb2, ingest_service_pb2_grpc, memory_pb2
@@ -77,6 +80,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         self.graph = graph
         self.publisher = publisher
         self.purger = Purger(graph, publisher)
+        self.fingerprints = RequestFingerprints(graph)
 
     # --- helpers -------------------------------------------------------------------
 
@@ -100,19 +104,51 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
                     field=field,
                 )
 
-    async def _idempotent(self, scope: str, key: str) -> list[str] | None:
-        """The memory ids ``key`` was claimed for in ``scope``, or None. Every keyed write asks
-        this first: a key over :data:`IDEMPOTENCY_KEY_MAX_LENGTH` is INVALID_ARGUMENT here."""
+    async def _idempotent(self, scope: str, key: str) -> Claim | None:
+        """The claim of ``key`` in ``scope`` (the memory ids and the fingerprint of the request
+        it was first used for), or None. Every keyed write asks this first: a key over
+        :data:`IDEMPOTENCY_KEY_MAX_LENGTH` is INVALID_ARGUMENT here."""
         if not key:
             return None
         if len(key) > IDEMPOTENCY_KEY_MAX_LENGTH:
             raise InvalidArgument(f"idempotency_key: at most {IDEMPOTENCY_KEY_MAX_LENGTH} characters "
                                   f"(got {len(key)})", field="idempotency_key")
-        return await self.graph.idempotency.memory_ids(scope, key)
+        return await self.fingerprints.claim(scope, key)
 
-    async def _remember_key(self, scope: str, key: str, ids: list[str]) -> None:
+    async def _remember_key(self, scope: str, key: str, ids: list[str], fingerprint: str) -> None:
         if key:
             await self.graph.idempotency.remember(scope, key, ids, epoch(Memory(create_time=ts(now())), "create_time"))
+            await self._record_fingerprint(scope, key, ids, fingerprint)
+
+    async def _record_fingerprint(self, scope: str, key: str, ids: list[str], fingerprint: str) -> None:
+        """Store the request's fingerprint on the claim of ``key`` (automem/ingest/idempotency.py).
+        The write is done by then: a failure here is logged, not answered — the claim then
+        compares retries by content, as one made before fingerprints existed."""
+        if not key:
+            return
+        try:
+            await self.fingerprints.record(scope, key, ids, fingerprint)
+        except AutomemError as exc:
+            log.warning("idempotency key %r: its request fingerprint was not stored (%s)", key, exc.message)
+
+    @staticmethod
+    def _check_same_request(key: str, claim: Claim, fingerprint: str, same_content: bool, first: str) -> None:
+        """INVALID_ARGUMENT naming ``idempotency_key`` unless this request is the one ``claim``
+        was made for: the same fingerprint (automem/ingest/logic.py ``request_fingerprint``:
+        same operation, every stored field equal); for a claim stored without one, the same
+        content (``same_content``) as before. ``first`` names what the key holds (a memory id...)."""
+        if claim.fingerprint:
+            if claim.fingerprint == fingerprint:
+                return
+            was, now_op = fingerprint_operation(claim.fingerprint), fingerprint_operation(fingerprint)
+            what = f"a {_OPERATION_NAMES.get(was, was)}" if was != now_op else "a different request"
+            raise InvalidArgument(
+                f"idempotency_key: {key!r} was used for {what} ({first}); a key names one request — send it "
+                "again unchanged to get its answer, or use a new key", field="idempotency_key")
+        if not same_content:
+            raise InvalidArgument(
+                f"idempotency_key: {key!r} was used for a different memory ({first}); use a new key for new "
+                "content", field="idempotency_key")
 
     async def _create_claimed(self, scope: str, key: str, memories: list[Memory]) -> bool:
         """Create ``memories`` and claim idempotency ``key`` for them in ONE query, so two
@@ -155,20 +191,24 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         Raises INVALID_ARGUMENT naming the field, ALREADY_EXISTS for tombstoned content.
         Idempotency key / dedup return the existing memory with ``deduplicated`` — unless
         ``require_unused_key``: then a used key is FAILED_PRECONDITION naming ``idempotency_key``.
+        A key answers only the request it was first used for (:meth:`_check_same_request`):
+        reused with any stored field different, or first used by a batch or a supersede, it is
+        INVALID_ARGUMENT naming ``idempotency_key``.
         """
         principal = require_role("writer")
         scope = resolve_scope(request.scope)
-        existing = await self._idempotent(scope, request.idempotency_key)
+        key = request.idempotency_key
+        existing = await self._idempotent(scope, key)
         if existing and request.require_unused_key:
-            raise FailedPrecondition(f"idempotency_key: {request.idempotency_key!r} was used already "
-                                     f"(memory {existing[0]})", field="idempotency_key")
+            raise FailedPrecondition(f"idempotency_key: {key!r} was used already "
+                                     f"(memory {', '.join(existing.memory_ids)})", field="idempotency_key")
+        fingerprint = request_fingerprint("create", [request.memory]) if key else ""
         if existing:
-            memory = await self.graph.memories.get(existing[0], scope)
+            memory = await self.graph.memories.get(existing.memory_ids[0], scope) if existing.memory_ids else None
             if memory is not None:
-                if memory.content_hash != content_hash(request.memory.content):
-                    raise InvalidArgument(
-                        f"idempotency_key: {request.idempotency_key!r} was used for a different memory "
-                        f"({memory.id}); use a new key for new content", field="idempotency_key")
+                self._check_same_request(key, existing, fingerprint,
+                                         memory.content_hash == content_hash(request.memory.content),
+                                         f"memory {memory.id}")
                 return ingest_service_pb2.CreateMemoryResponse(memory=memory, deduplicated=True)
         if review_required(principal):
             request.memory.require_review = True
@@ -177,14 +217,15 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         await self._check_tombstone(memory)
         [duplicate] = await self._repeats_of([memory], [request.memory], principal.name)
         if duplicate is not None:
-            await self._remember_key(scope, request.idempotency_key, [duplicate.id])
+            await self._remember_key(scope, key, [duplicate.id], fingerprint)
             return ingest_service_pb2.CreateMemoryResponse(memory=duplicate, deduplicated=True)
-        if request.idempotency_key:
-            if not await self._create_claimed(scope, request.idempotency_key, [memory]):
+        if key:
+            if not await self._create_claimed(scope, key, [memory]):
                 if request.require_unused_key:
-                    raise FailedPrecondition(f"idempotency_key: {request.idempotency_key!r} was used already",
+                    raise FailedPrecondition(f"idempotency_key: {key!r} was used already",
                                              field="idempotency_key")
-                return await self._replay(scope, request.idempotency_key)
+                return await self._replay(scope, key, fingerprint, request.memory.content)
+            await self._record_fingerprint(scope, key, [memory.id], fingerprint)
         else:
             await self.graph.memories.create_many([memory])
         await self.publisher.publish(make_event(
@@ -192,12 +233,17 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
             embedding=request.memory.embedding))
         return ingest_service_pb2.CreateMemoryResponse(memory=memory)
 
-    async def _replay(self, scope: str, key: str) -> ingest_service_pb2.CreateMemoryResponse:
-        """The answer to a retry whose key a concurrent request claimed first."""
-        existing = await self._idempotent(scope, key) or []
-        memory = await self.graph.memories.get(existing[0], scope) if existing else None
-        if memory is None:
+    async def _replay(self, scope: str, key: str, fingerprint: str,
+                      content: str) -> ingest_service_pb2.CreateMemoryResponse:
+        """The answer to a retry whose key a concurrent request claimed first: that request's
+        memory when it was the same request (:meth:`_check_same_request`)."""
+        existing = await self._idempotent(scope, key)
+        memory = (await self.graph.memories.get(existing.memory_ids[0], scope)
+                  if existing and existing.memory_ids else None)
+        if existing is None or memory is None:
             raise Aborted(f"idempotency key {key!r} is being used by a concurrent request; retry", field="idempotency_key")
+        self._check_same_request(key, existing, fingerprint, memory.content_hash == content_hash(content),
+                                 f"memory {memory.id}")
         return ingest_service_pb2.CreateMemoryResponse(memory=memory, deduplicated=True)
 
     async def BatchCreateMemories(self, request, context):
@@ -216,9 +262,12 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         if count > self.settings.batch_max:
             raise InvalidArgument(f"memories: {count} items exceeds the batch limit of {self.settings.batch_max}",
                                   field="memories")
-        existing = await self._idempotent(scope, request.idempotency_key)
+        key = request.idempotency_key
+        existing = await self._idempotent(scope, key)
+        fingerprint = request_fingerprint("batch", list(request.memories),
+                                          [f"memories[{i}]." for i in range(count)]) if key else ""
         if existing:
-            return await self._batch_replay(scope, existing, request)
+            return await self._batch_replay(scope, existing, request, fingerprint)
         created = now()
         for item in request.memories if review_required(principal) else ():
             item.require_review = True
@@ -236,11 +285,12 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         answer = [earlier or memory for memory, earlier in zip(memories, repeated, strict=True)]
         new = [(memory, item) for memory, item, earlier in zip(memories, request.memories, repeated, strict=True)
                if earlier is None]
-        if request.idempotency_key:
-            if not await self.graph.idempotency.create_claimed(scope, request.idempotency_key, [m for m, _ in new],
+        if key:
+            if not await self.graph.idempotency.create_claimed(scope, key, [m for m, _ in new],
                                                                ids=[m.id for m in answer]):
-                return await self._batch_replay(scope, await self._idempotent(scope, request.idempotency_key) or [],
-                                                request)
+                return await self._batch_replay(scope, await self._idempotent(scope, key) or Claim([], ""),
+                                                request, fingerprint)
+            await self._record_fingerprint(scope, key, [m.id for m in answer], fingerprint)
         elif new:
             await self.graph.memories.create_many([m for m, _ in new])
         await self.publisher.publish_many([
@@ -250,20 +300,27 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         return ingest_service_pb2.BatchCreateMemoriesResponse(
             memories=answer, deduplicated=[earlier is not None for earlier in repeated])
 
-    async def _batch_replay(self, scope: str, ids: list[str],
-                            request: Any) -> ingest_service_pb2.BatchCreateMemoriesResponse:
+    async def _batch_replay(self, scope: str, claim: Claim, request: Any,
+                            fingerprint: str) -> ingest_service_pb2.BatchCreateMemoriesResponse:
         """The answer to a batch retried with a claimed idempotency key: the memories claimed —
-        when the retry holds the same contents in the same order. A key used for other
-        contents (another batch, or a single store) is INVALID_ARGUMENT naming
-        ``idempotency_key``, as on CreateMemory: answering with the claimed memories acknowledged
-        contents that were never stored."""
+        when the retry is the same request (:meth:`_check_same_request`: every stored field of
+        every item equal, in the same order; for a claim stored without a fingerprint, the
+        same contents in the same order). A key used for another request (another batch, a
+        single store, a supersede) is INVALID_ARGUMENT naming ``idempotency_key``, as on
+        CreateMemory: answering with the claimed memories acknowledged values that were never
+        stored."""
+        ids = claim.memory_ids
         found = await self.graph.memories.hydrate(ids, scope)
         memories = [found[i] for i in ids if i in found]
-        wanted = [content_hash(item.content) for item in request.memories]
-        if len(ids) != len(wanted) or any(i in found and found[i].content_hash != h for i, h in zip(ids, wanted)):
-            raise InvalidArgument(
-                f"idempotency_key: {request.idempotency_key!r} was used for other contents "
-                f"({len(ids)} memories); use a new key for a new batch", field="idempotency_key")
+        if claim.fingerprint:
+            self._check_same_request(request.idempotency_key, claim, fingerprint, True, f"{len(ids)} memories")
+        else:
+            wanted = [content_hash(item.content) for item in request.memories]
+            if len(ids) != len(wanted) or any(i in found and found[i].content_hash != h
+                                              for i, h in zip(ids, wanted, strict=True)):
+                raise InvalidArgument(
+                    f"idempotency_key: {request.idempotency_key!r} was used for other contents "
+                    f"({len(ids)} memories); use a new key for a new batch", field="idempotency_key")
         return ingest_service_pb2.BatchCreateMemoriesResponse(memories=memories, deduplicated=[True] * len(memories))
 
     async def UpdateMemory(self, request, context):
@@ -453,21 +510,27 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         principal = require_role("writer")
         scope = resolve_scope(request.scope)
         check_reason(request.reason)
-        replayed = await self._supersede_replay(scope, request)
+        fingerprint = request_fingerprint(
+            "supersede", [request.replacement], id=request.id, reason=request.reason,
+            relation_type=int(request.relation_type or memory_pb2.RELATION_TYPE_INVALIDATED_BY),
+        ) if request.idempotency_key else ""
+        replayed = await self._supersede_replay(scope, request, fingerprint)
         if replayed is not None:
             return replayed
         try:
-            return await self._supersede(principal, scope, request)
+            return await self._supersede(principal, scope, request, fingerprint)
         except (Aborted, FailedPrecondition):
             # A concurrent call with the same key may have won (the old memory is then
             # SUPERSEDED, or its version moved on): answer that call's replacement.
-            replayed = await self._supersede_replay(scope, request)
+            replayed = await self._supersede_replay(scope, request, fingerprint)
             if replayed is not None:
                 return replayed
             raise
 
-    async def _supersede(self, principal, scope: str, request) -> ingest_service_pb2.SupersedeMemoryResponse:
-        """:meth:`SupersedeMemory` once its idempotency key was found unused."""
+    async def _supersede(self, principal, scope: str, request,
+                         fingerprint: str) -> ingest_service_pb2.SupersedeMemoryResponse:
+        """:meth:`SupersedeMemory` once its idempotency key was found unused; the key's claim
+        gets the request's ``fingerprint``."""
         old = await self._load(request.id, scope)
         if request.etag and old.version != request.etag:
             raise Aborted(f"etag: memory {request.id} is at version {old.version}, not {request.etag}", field="etag")
@@ -493,32 +556,52 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
                        reason=request.reason)
         rel.create_time.CopyFrom(ts(stamp))
         await self.supersede_in_graph(old, closed, new, rel, claim=request.idempotency_key)
+        await self._record_fingerprint(scope, request.idempotency_key, [new.id], fingerprint)
         await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_MEMORY_CREATED, before=None, after=new,
                                                 content_changed=True, embedding=request.replacement.embedding))
         await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_MEMORY_SUPERSEDED, before=old, after=closed,
                                                 relation=rel, reason=request.reason))
         return ingest_service_pb2.SupersedeMemoryResponse(replacement=new, superseded=closed, relation=rel)
 
-    async def _supersede_replay(self, scope: str, request) -> ingest_service_pb2.SupersedeMemoryResponse | None:
+    async def _supersede_replay(self, scope: str, request,
+                                fingerprint: str) -> ingest_service_pb2.SupersedeMemoryResponse | None:
         """The answer to a supersede whose idempotency key is claimed already: the replacement
-        that key created and the memory it replaced (None when the key is unused). ABORTED
-        naming ``idempotency_key`` when the key superseded another memory; INVALID_ARGUMENT
-        naming it when the replacement asked for now has other content (as ``CreateMemory``
-        refuses a key reused for a different memory) — never the first answer for a second,
+        that key created, the memory it replaced and the relation between them, as the first
+        call answered (None when the key is unused). INVALID_ARGUMENT naming
+        ``idempotency_key`` when the key was used for another request (:meth:`_check_same_request`:
+        another operation, another target, or any stored field, relation or reason different;
+        for a claim stored without a fingerprint, other content); ABORTED naming it when the
+        key's memory is not the replacement of ``id`` — never the first answer for a second,
         different request."""
-        existing = await self._idempotent(scope, request.idempotency_key)
+        key = request.idempotency_key
+        existing = await self._idempotent(scope, key)
         if not existing:
             return None
-        replacement = await self.graph.memories.get(existing[0], scope)
+        if existing.fingerprint:
+            self._check_same_request(key, existing, fingerprint, True, f"memory {', '.join(existing.memory_ids)}")
+        replacement = await self.graph.memories.get(existing.memory_ids[0], scope) if existing.memory_ids else None
         old = await self.graph.memories.get(request.id, scope)
         if replacement is None or old is None or old.superseded_by != replacement.id:
-            raise Aborted(f"idempotency_key: {request.idempotency_key!r} was used for another request",
-                          field="idempotency_key")
-        if replacement.content_hash != content_hash(request.replacement.content):
+            raise Aborted(f"idempotency_key: {key!r} was used for another request", field="idempotency_key")
+        if not existing.fingerprint and replacement.content_hash != content_hash(request.replacement.content):
             raise InvalidArgument(
-                f"idempotency_key: {request.idempotency_key!r} was used for a different replacement "
+                f"idempotency_key: {key!r} was used for a different replacement "
                 f"({replacement.id}); use a new key for new content", field="idempotency_key")
-        return ingest_service_pb2.SupersedeMemoryResponse(replacement=replacement, superseded=old)
+        relation = await self._superseding_relation(old, replacement, request.reason)
+        return ingest_service_pb2.SupersedeMemoryResponse(replacement=replacement, superseded=old, relation=relation)
+
+    async def _superseding_relation(self, old: Memory, new: Memory, reason: str) -> Relation | None:
+        """The INVALIDATED_BY / EVOLVED_INTO edge from ``old`` to ``new`` as a Relation, as
+        :meth:`_supersede` answered it (``reason``: the request's, which a replay repeats);
+        None when there is none."""
+        for source, type_, target, strength, created in await self.graph.relations.outgoing(
+                [old.id], SUPERSEDING_RELATIONS, old.scope):
+            if source == old.id and target == new.id:
+                rel = Relation(source_id=old.id, target_id=new.id, strength=strength, scope=old.scope, reason=reason,
+                               type=parse_relation_type(type_, authorable_only=False))
+                rel.create_time.CopyFrom(ts(created))
+                return rel
+        return None
 
     async def supersede_in_graph(self, old: Memory, closed: Memory, new: Memory, rel: Relation,
                                  _fail_after_create: bool = False, claim: str = "") -> None:
@@ -575,6 +658,11 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         async for line in export_lines(self.graph, None if request.skip_events else self.publisher.bus, known_at):
             yield ingest_service_pb2.ExportBackupResponse(json_line=line)
 
+
+
+#: How errors name the operations of :func:`automem.ingest.logic.request_fingerprint`.
+_OPERATION_NAMES = {"create": "single store (CreateMemory)", "batch": "batch store (BatchCreateMemories)",
+                    "supersede": "supersede (SupersedeMemory)"}
 
 
 def _without_enrichment(props: dict[str, Any]) -> dict[str, Any]:

@@ -198,6 +198,30 @@ async def test_automem_backup_imports_with_fields_mapped(service: ScopedService)
     assert len(await _memories(service, service.scope, "billing")) == 2
 
 
+
+async def test_a_later_automem_export_of_an_unchanged_source_imports_as_already_present(
+        service: ScopedService, tmp_path: Path) -> None:
+    """docs/import-export.md: a later export of an unchanged source stores nothing new. Its
+    ``last_accessed`` / ``relevance_score`` moved, so ``metadata.import_source`` differs
+    while the import's key does not; the service's idempotency check compares whole requests
+    (automem/ingest/logic.py ``request_fingerprint``) and must leave that provenance out, or
+    the later export's every memory is refused."""
+    path = DATA / "automem_falkordb_backup.json"
+    first = await _json_cli("import", str(path), "--format", "automem", "--grpc", service.grpc,
+                            "--scope", service.scope)
+    assert first["memories"]["created"] == 3, first
+    later = json.loads(path.read_text())
+    for node in later["nodes"]:
+        node["properties"]["last_accessed"] = "2026-04-01T12:00:00+00:00"
+        node["properties"]["relevance_score"] = 0.5
+    later_path = tmp_path / "later_backup.json"
+    later_path.write_text(json.dumps(later))
+    again = await _json_cli("import", str(later_path), "--format", "automem", "--grpc", service.grpc,
+                            "--scope", service.scope)
+    assert again["memories"] == {"created": 0, "already_present": 3, "failed": 0, "total": 3}, again
+    assert again["relations"]["created"] == 0 and again["relations"]["failed"] == 0, again
+
+
 async def test_mem0_get_all_imports(service: ScopedService) -> None:
     path = DATA / "mem0_get_all.json"
     dry = await _cli("import", "-", "--format", "mem0", "--dry-run", "--json", "--grpc", service.grpc,

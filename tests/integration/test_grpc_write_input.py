@@ -1,0 +1,230 @@
+"""What a hostile gRPC writer found on the ingest write path: each bad input answers
+INVALID_ARGUMENT naming the field (never UNKNOWN), nothing is half-stored and nothing stored
+is silently altered; a repeated request answers what the first one did, and an idempotency
+key reused for another request is refused."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+from google.protobuf import field_mask_pb2, json_format, timestamp_pb2
+
+from automem.graph.idempotency import node_key
+from automem.v1 import ingest_service_pb2 as ingest
+from automem.v1 import memory_pb2, recall_service_pb2
+from tests.conftest import nested_object, struct_of
+
+#: 0001-01-01T00:00:00Z, the earliest Timestamp a datetime holds.
+YEAR_ONE = timestamp_pb2.Timestamp(seconds=-62135596800)
+
+
+
+
+async def _refused(call, request, field: str) -> str:
+    """Call ``call(request)``; assert INVALID_ARGUMENT whose message starts with ``field:``."""
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await call(request)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, (err.value.code(), err.value.details())
+    assert err.value.details().startswith(f"{field}:"), err.value.details()
+    return err.value.details()
+
+
+async def _count(service) -> int:
+    return await service.ctx.graph.memories.count(service.scope)
+
+
+async def _stored(client, memory_id: str) -> memory_pb2.Memory:
+    return (await client.recall.GetMemory(recall_service_pb2.GetMemoryRequest(id=memory_id))).memory
+
+
+def _mask(*paths: str) -> field_mask_pb2.FieldMask:
+    return field_mask_pb2.FieldMask(paths=list(paths))
+
+
+async def test_struct_metadata_gets_the_depth_limit_of_metadata_json(service) -> None:
+    """A Struct 21+ levels deep was stored (only ``metadata_json`` was measured), and its
+    export could not be imported again."""
+    async with service.client() as client:
+        for levels in (21, 25, 30):  # a level is 3 protobuf levels: upb stops at 100
+            await _refused(client.ingest.CreateMemory, ingest.CreateMemoryRequest(memory=ingest.MemoryInput(
+                content=f"deep struct {levels}", metadata=struct_of(nested_object(levels)))), "metadata")
+        await _refused(client.ingest.BatchCreateMemories, ingest.BatchCreateMemoriesRequest(memories=[
+            ingest.MemoryInput(content="fine"),
+            ingest.MemoryInput(content="deep", metadata=struct_of(nested_object(25)))]), "memories[1].metadata")
+        assert await _count(service) == 0
+        kept = (await client.ingest.CreateMemory(ingest.CreateMemoryRequest(memory=ingest.MemoryInput(
+            content="twenty levels", metadata=struct_of(nested_object(20)))))).memory
+        await _refused(client.ingest.UpdateMemory, ingest.UpdateMemoryRequest(
+            id=kept.id, memory=ingest.MemoryInput(metadata=struct_of({"more": nested_object(25)})),
+            update_mask=_mask("metadata")), "metadata")
+        assert (await _stored(client, kept.id)).version == kept.version
+    assert await _count(service) == 1
+
+
+async def test_lone_surrogates_and_deep_nesting_in_metadata_json_are_invalid_argument(service) -> None:
+    """``{"a": "\\ud800"}`` (in a value or a key) was UNKNOWN UnicodeEncodeError and JSON
+    nested 5,000 deep UNKNOWN RecursionError; on every write that takes metadata."""
+    bad = {'{"a": "\\ud800"}': "metadata.a", '{"\\ud800": 1}': "metadata",
+           '{"a": {"b": ["ok", "\\udfff"]}}': "metadata.a.b[1]",
+           '{"a": ' + "[" * 5000 + "]" * 5000 + "}": "metadata"}
+    async with service.client() as client:
+        target = (await client.ingest.CreateMemory(ingest.CreateMemoryRequest(
+            memory=ingest.MemoryInput(content="the memory to supersede and update")))).memory
+        for text, field in bad.items():
+            item = ingest.MemoryInput(content="metadata that is not text", metadata_json=text, metadata_set=True)
+            details = await _refused(client.ingest.CreateMemory, ingest.CreateMemoryRequest(memory=item), field)
+            if "ud" in text:
+                assert "valid Unicode" in details
+            else:
+                assert "nested deeper than 20 levels" in details
+            await _refused(client.ingest.BatchCreateMemories, ingest.BatchCreateMemoriesRequest(
+                memories=[ingest.MemoryInput(content="first item is fine"), item]), f"memories[1].{field}")
+            await _refused(client.ingest.SupersedeMemory, ingest.SupersedeMemoryRequest(
+                id=target.id, replacement=item), field)
+            await _refused(client.ingest.UpdateMemory, ingest.UpdateMemoryRequest(
+                id=target.id, memory=ingest.MemoryInput(metadata_json=text, metadata_set=True),
+                update_mask=_mask("metadata")), field)
+        after = await _stored(client, target.id)
+        assert after.state == memory_pb2.MEMORY_STATE_ACTIVE and after.version == target.version
+    assert await _count(service) == 1
+
+
+async def test_t_invalid_at_year_one_is_refused_naming_it(service) -> None:
+    """A store recorded as already over at 0001-01-01T00:00:00 (no t_valid) overflowed
+    computing the window's start 1 ms earlier: UNKNOWN OverflowError over gRPC, 500 over REST."""
+    async with service.client() as client:
+        target = (await client.ingest.CreateMemory(ingest.CreateMemoryRequest(
+            memory=ingest.MemoryInput(content="still the current fact")))).memory
+        item = ingest.MemoryInput(content="over before it began", valid_to=YEAR_ONE)
+        await _refused(client.ingest.CreateMemory, ingest.CreateMemoryRequest(memory=item), "t_invalid")
+        await _refused(client.ingest.BatchCreateMemories, ingest.BatchCreateMemoriesRequest(
+            memories=[ingest.MemoryInput(content="a good item"), item]), "memories[1].t_invalid")
+        await _refused(client.ingest.SupersedeMemory, ingest.SupersedeMemoryRequest(id=target.id, replacement=item),
+                       "t_invalid")
+        after = await _stored(client, target.id)
+        assert after.state == memory_pb2.MEMORY_STATE_ACTIVE and after.version == target.version
+    async with service.http() as http:
+        r = await http.post("/memory", json={"content": "over at year one", "t_invalid": "0001-01-01T00:00:00Z"})
+        assert r.status_code == 400 and r.json()["error"].startswith("t_invalid:"), r.text
+    assert await _count(service) == 1
+
+
+async def test_a_repeated_supersede_answers_the_first_relation(service) -> None:
+    async with service.client() as client:
+        old = (await client.ingest.CreateMemory(ingest.CreateMemoryRequest(
+            memory=ingest.MemoryInput(content="The office opens at eight")))).memory
+        request = ingest.SupersedeMemoryRequest(
+            id=old.id, replacement=ingest.MemoryInput(content="The office opens at nine"),
+            relation_type=memory_pb2.RELATION_TYPE_EVOLVED_INTO, reason="summer hours", idempotency_key="sup-rel")
+        first = await client.ingest.SupersedeMemory(request)
+        again = await client.ingest.SupersedeMemory(request)
+    assert first.HasField("relation") and again.HasField("relation")
+    assert again.relation == first.relation
+    assert (again.relation.type, again.relation.source_id, again.relation.target_id, again.relation.reason) == (
+        memory_pb2.RELATION_TYPE_EVOLVED_INTO, old.id, first.replacement.id, "summer hours")
+    assert again.replacement.id == first.replacement.id and again.superseded.id == old.id
+    assert await _count(service) == 2
+
+
+async def test_an_idempotency_key_names_one_request(service) -> None:
+    """A key reused with the same content but other tags or importance answered the first
+    memory as deduplicated, dropping the caller's values; a supersede's key reused by a store
+    answered the replacement as that store. Now: the same request again answers the first
+    result; any stored field different, or another operation, is INVALID_ARGUMENT naming
+    ``idempotency_key``. A claim stored before fingerprints still compares by content."""
+    create = ingest.CreateMemoryRequest
+    async with service.client() as client:
+        base = ingest.MemoryInput(content="Deploys happen on Tuesdays", tags=["ops"], importance=0.4,
+                                  metadata_json='{"team": "web", "n": 1}', metadata_set=True)
+        first = (await client.ingest.CreateMemory(create(memory=base, idempotency_key="k1"))).memory
+        same = await client.ingest.CreateMemory(create(memory=base, idempotency_key="k1"))
+        assert same.deduplicated and same.memory.id == first.id
+        # The same request in another spelling: metadata as a Struct, a tag with spaces around it.
+        spelled = ingest.MemoryInput(content=base.content, tags=[" ops "], importance=0.4,
+                                     metadata=struct_of({"n": 1, "team": "web"}))
+        assert (await client.ingest.CreateMemory(create(memory=spelled, idempotency_key="k1"))).memory.id == first.id
+        changes = {"tags": {"tags": ["ops", "different"]}, "importance": {"importance": 0.99},
+                   "content": {"content": "deploys happen on tuesdays"}, "type": {"type": "Habit"},
+                   "confidence": {"confidence": 0.5}, "metadata": {"metadata_json": '{"team": "api", "n": 1}'},
+                   "timestamp": {"event_time": timestamp_pb2.Timestamp(seconds=1_700_000_000)},
+                   "require_review": {"require_review": True}}
+        for name, change in changes.items():
+            other = ingest.MemoryInput()
+            other.CopyFrom(base)
+            if name == "tags":
+                del other.tags[:]
+                other.tags.extend(change["tags"])
+            elif name == "timestamp":
+                other.event_time.CopyFrom(change["event_time"])
+            else:
+                setattr(other, *next(iter(change.items())))
+            details = await _refused(client.ingest.CreateMemory, create(memory=other, idempotency_key="k1"),
+                                     "idempotency_key")
+            assert "different request" in details, (name, details)
+        kept = await _stored(client, first.id)
+        assert (list(kept.tags), kept.importance, kept.version) == (["ops"], 0.4, first.version)
+
+        items = [ingest.MemoryInput(content=f"batch item {i}") for i in range(2)]
+        batch = await client.ingest.BatchCreateMemories(ingest.BatchCreateMemoriesRequest(
+            memories=items, idempotency_key="b1"))
+        again = await client.ingest.BatchCreateMemories(ingest.BatchCreateMemoriesRequest(
+            memories=items, idempotency_key="b1"))
+        assert [m.id for m in again.memories] == [m.id for m in batch.memories] and all(again.deduplicated)
+        retagged = [ingest.MemoryInput(content=f"batch item {i}", tags=["other"], importance=0.9) for i in range(2)]
+        await _refused(client.ingest.BatchCreateMemories, ingest.BatchCreateMemoriesRequest(
+            memories=retagged, idempotency_key="b1"), "idempotency_key")
+        assert [list((await _stored(client, m.id)).tags) for m in batch.memories] == [[], []]
+
+        # Another operation: a supersede's key in a store, a store's key in a supersede or a batch.
+        target = (await client.ingest.CreateMemory(create(memory=ingest.MemoryInput(content="Standup at nine")))).memory
+        replaced = await client.ingest.SupersedeMemory(ingest.SupersedeMemoryRequest(
+            id=target.id, replacement=ingest.MemoryInput(content="Standup at ten"), idempotency_key="s1"))
+        details = await _refused(client.ingest.CreateMemory, create(
+            memory=ingest.MemoryInput(content="Standup at ten"), idempotency_key="s1"), "idempotency_key")
+        assert "supersede" in details
+        other_target = (await client.ingest.CreateMemory(create(
+            memory=ingest.MemoryInput(content="Lunch at noon")))).memory
+        await _refused(client.ingest.SupersedeMemory, ingest.SupersedeMemoryRequest(
+            id=other_target.id, replacement=ingest.MemoryInput(content=base.content), idempotency_key="k1"),
+            "idempotency_key")
+        await _refused(client.ingest.BatchCreateMemories, ingest.BatchCreateMemoriesRequest(
+            memories=[base], idempotency_key="k1"), "idempotency_key")
+        # The supersede's own retry with another reason or relation is another request too.
+        await _refused(client.ingest.SupersedeMemory, ingest.SupersedeMemoryRequest(
+            id=target.id, replacement=ingest.MemoryInput(content="Standup at ten"), reason="moved",
+            idempotency_key="s1"), "idempotency_key")
+        assert (await _stored(client, other_target.id)).state == memory_pb2.MEMORY_STATE_ACTIVE
+        assert (await _stored(client, replaced.replacement.id)).version == replaced.replacement.version
+
+        # A claim stored without a fingerprint (before this rule) still answers by content.
+        await service.ctx.graph.query("MATCH (k:IdempotencyKey {key: $key}) SET k.request = NULL",
+                                      {"key": node_key(service.scope, "k1")})
+        legacy = ingest.MemoryInput(content=base.content, tags=["retried"])
+        assert (await client.ingest.CreateMemory(create(memory=legacy, idempotency_key="k1"))).memory.id == first.id
+        await _refused(client.ingest.CreateMemory, create(
+            memory=ingest.MemoryInput(content="other content"), idempotency_key="k1"), "idempotency_key")
+    assert await _count(service) == 6
+
+
+async def test_update_mask_naming_a_field_not_set_is_refused(service) -> None:
+    """``importance`` or ``confidence`` in the mask but not in the memory wrote 0.0 and made
+    a new version; the REST gateway refuses their null. Type and metadata likewise."""
+    async with service.client() as client:
+        memory = (await client.ingest.CreateMemory(ingest.CreateMemoryRequest(memory=ingest.MemoryInput(
+            content="Masks name what they set", importance=0.7, confidence=0.8, type="Decision",
+            metadata_json='{"k": "v"}', metadata_set=True)))).memory
+        for path in ("importance", "confidence", "type", "metadata"):
+            details = await _refused(client.ingest.UpdateMemory, ingest.UpdateMemoryRequest(
+                id=memory.id, memory=ingest.MemoryInput(), update_mask=_mask(path)), path)
+            assert "in update_mask but not set" in details
+        # One bad path among good ones changes nothing either.
+        await _refused(client.ingest.UpdateMemory, ingest.UpdateMemoryRequest(
+            id=memory.id, memory=ingest.MemoryInput(importance=0.2), update_mask=_mask("importance", "confidence")),
+            "confidence")
+        after = await _stored(client, memory.id)
+        assert (after.version, round(after.importance, 6), round(after.confidence, 6)) == (memory.version, 0.7, 0.8)
+        assert after.type == memory_pb2.MEMORY_TYPE_DECISION and json_format.MessageToDict(after.metadata) == {"k": "v"}
+        # Set, they apply; 0.0 is a value when it is sent.
+        updated = await client.ingest.UpdateMemory(ingest.UpdateMemoryRequest(
+            id=memory.id, memory=ingest.MemoryInput(importance=0.0), update_mask=_mask("importance")))
+        assert updated.memory.importance == 0.0 and updated.memory.version == memory.version + 1

@@ -1,0 +1,99 @@
+"""The pure input checks of automem/ingest/logic.py: metadata in both forms gets the same
+limits, text that is not Unicode and nesting past the limit are InvalidArgument naming the
+field, a window that cannot start is refused, an update mask names only fields it sets, and
+an idempotency fingerprint tells requests apart by what they store."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from google.protobuf import timestamp_pb2
+
+from automem.common.errors import InvalidArgument
+from automem.common.settings import Settings
+from automem.ingest import logic
+from automem.v1 import ingest_service_pb2 as ingest
+from automem.v1 import memory_pb2
+from tests.conftest import nested_object, struct_of
+
+SETTINGS = Settings(port=0, metrics_port=0)
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+
+
+
+def _refused(call, *args, field: str, **kwargs) -> str:
+    with pytest.raises(InvalidArgument) as err:
+        call(*args, **kwargs)
+    assert err.value.field == field and err.value.message.startswith(f"{field}:"), err.value.message
+    return err.value.message
+
+
+def test_struct_and_json_metadata_share_the_depth_limit() -> None:
+    assert logic.parse_metadata(ingest.MemoryInput(metadata=struct_of(nested_object(20)))) == nested_object(20)
+    for levels in (21, 30):
+        _refused(logic.parse_metadata, ingest.MemoryInput(metadata=struct_of(nested_object(levels))), field="metadata")
+    _refused(logic.parse_metadata, ingest.MemoryInput(metadata_json='{"a": ' + "[" * 5000 + "]" * 5000 + "}"),
+             field="metadata")
+
+
+@pytest.mark.parametrize(("text", "field"), [('{"a": "\\ud800"}', "metadata.a"), ('{"\\udc00x": 1}', "metadata"),
+                                              ('{"a": [1, {"b": "x\\udfff"}]}', "metadata.a[1].b")])
+def test_a_lone_surrogate_in_metadata_json_is_refused_by_path(text: str, field: str) -> None:
+    message = _refused(logic.parse_metadata, ingest.MemoryInput(metadata_json=text), field=field)
+    assert "valid Unicode" in message
+    # A surrogate pair is one character: fine.
+    assert logic.parse_metadata(ingest.MemoryInput(metadata_json='{"a": "\\ud83e\\udde0"}')) == {"a": "🧠"}
+
+
+def test_a_window_ending_at_year_one_is_refused_not_overflowed() -> None:
+    year_one = timestamp_pb2.Timestamp(seconds=-62135596800)
+    item = ingest.MemoryInput(content="over before it began", valid_to=year_one)
+    _refused(logic.build_memory, item, scope="s", settings=SETTINGS, created=NOW, source="t", field="t_invalid")
+    _refused(logic.build_memory, item, scope="s", settings=SETTINGS, created=NOW, source="t",
+             field_prefix="memories[2].", field="memories[2].t_invalid")
+    # A millisecond later there is a window: [year one, +1 ms).
+    item.valid_to.nanos = 1_000_000
+    memory = logic.build_memory(item, scope="s", settings=SETTINGS, created=NOW, source="t")
+    assert memory.valid_from.seconds == year_one.seconds and memory.valid_from.nanos == 0
+
+
+@pytest.mark.parametrize("path", ["importance", "confidence", "type", "metadata"])
+def test_an_update_mask_path_not_set_is_refused(path: str) -> None:
+    current = logic.build_memory(ingest.MemoryInput(content="c", importance=0.7, confidence=0.8, type="Decision"),
+                                 scope="s", settings=SETTINGS, created=NOW, source="t")
+    message = _refused(logic.apply_update, current, ingest.MemoryInput(), [path], SETTINGS, NOW, field=path)
+    assert "in update_mask but not set" in message
+    # Set (0.0 included), it applies.
+    updated, _ = logic.apply_update(current, ingest.MemoryInput(importance=0.0), ["importance"], SETTINGS, NOW)
+    assert updated.importance == 0.0 and updated.type == memory_pb2.MEMORY_TYPE_DECISION
+
+
+def test_the_request_fingerprint_tells_apart_what_would_be_stored() -> None:
+    base = ingest.MemoryInput(content="Deploy on Fridays", tags=["ops"], importance=0.4,
+                              metadata_json='{"n": 1, "team": "web"}')
+    fingerprint = logic.request_fingerprint("create", [base])
+    assert fingerprint.startswith("v1:create:") and logic.fingerprint_operation(fingerprint) == "create"
+    # The same request in another spelling.
+    same = ingest.MemoryInput(content="Deploy on Fridays", tags=[" ops", "ops"], importance=0.4,
+                              metadata=struct_of({"team": "web", "n": 1}))
+    assert logic.request_fingerprint("create", [same]) == fingerprint
+    # Any stored field, or the operation, different.
+    others = [ingest.MemoryInput(content="deploy on fridays", tags=["ops"], importance=0.4,
+                                 metadata_json='{"n": 1, "team": "web"}'),
+              ingest.MemoryInput(content="Deploy on Fridays", tags=["ops", "x"], importance=0.4,
+                                 metadata_json='{"n": 1, "team": "web"}'),
+              ingest.MemoryInput(content="Deploy on Fridays", tags=["ops"], metadata_json='{"n": 1, "team": "web"}'),
+              ingest.MemoryInput(content="Deploy on Fridays", tags=["ops"], importance=0.4, type="Habit",
+                                 metadata_json='{"n": 1, "team": "web"}'),
+              ingest.MemoryInput(content="Deploy on Fridays", tags=["ops"], importance=0.4,
+                                 metadata_json='{"n": 2, "team": "web"}')]
+    prints = {logic.request_fingerprint("create", [other]) for other in others}
+    assert len(prints) == len(others) and fingerprint not in prints
+    assert logic.request_fingerprint("batch", [base]) != fingerprint
+    assert (logic.request_fingerprint("supersede", [base], id="a", reason="", relation_type=1)
+            != logic.request_fingerprint("supersede", [base], id="b", reason="", relation_type=1))
+    # A bad item is named as the write would name it.
+    _refused(logic.request_fingerprint, "batch", [base, ingest.MemoryInput(content="x", tags=["a,b"])],
+             ["memories[0].", "memories[1]."], field="memories[1].tags")
