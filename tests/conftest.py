@@ -22,6 +22,7 @@ import os
 import sys
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -293,3 +294,17 @@ def struct_of(value: dict) -> struct_pb2.Struct:
     out = struct_pb2.Struct()
     out.update(value)
     return out
+
+
+async def rest_store(http: Any, content: str, **fields: Any) -> str:
+    """``POST /memory`` with ``content`` and ``fields``; the new memory's id (asserts 201)."""
+    r = await http.post("/memory", json={"content": content, **fields})
+    assert r.status_code == 201, r.text
+    return r.json()["memory_id"]
+
+
+async def rest_memory(http: Any, memory_id: str) -> dict:
+    """``GET /memory/{id}``'s ``memory`` (asserts 200)."""
+    r = await http.get(f"/memory/{memory_id}")
+    assert r.status_code == 200, r.text
+    return r.json()["memory"]

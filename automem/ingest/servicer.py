@@ -3,6 +3,13 @@
 Each write is one atomic FalkorDB query, then its MemoryEvent goes to JetStream (or the
 outbox when NATS is down). Errors are AutomemError subclasses, mapped to status codes by
 the interceptor.
+
+A write that changes an existing memory (update, delete, delete by tag, supersede, a
+superseding CreateRelation) holds that memory's lock (automem/ingest/memory_locks.py) from
+before its graph write until its events are published, so this process publishes one
+memory's events in version order. Only one memory id is locked per operation (for a
+supersede, the replaced memory). Across several ingest replicas the locks do not order
+anything: there the events' ``version`` is the order.
 """
 
 from __future__ import annotations
@@ -61,6 +68,7 @@ from automem.ingest.logic import (
     repeats,
     request_fingerprint,
 )
+from automem.ingest.memory_locks import MemoryLocks
 from automem.ingest.purge import Purger
 from automem.v1 import events_pb2, ingest_service_pb2, ingest_service_pb2_grpc, memory_pb2
 
@@ -81,6 +89,8 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         self.publisher = publisher
         self.purger = Purger(graph, publisher)
         self.fingerprints = RequestFingerprints(graph)
+        #: Per-memory locks ordering one memory's graph writes and events (module docstring).
+        self.locks = MemoryLocks()
 
     # --- helpers -------------------------------------------------------------------
 
@@ -335,6 +345,11 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         paths = list(request.update_mask.paths)
         if not paths and not request.add_tags:
             raise InvalidArgument("update_mask: name at least one field to update", field="update_mask")
+        async with self.locks.hold(request.id):
+            return await self._update(request, scope, paths)
+
+    async def _update(self, request, scope: str, paths: list[str]) -> ingest_service_pb2.UpdateMemoryResponse:
+        """:meth:`UpdateMemory` under the memory's lock."""
         for _attempt in range(MAX_UPDATE_RETRIES):
             current = await self._load(request.id, scope)
             if current.state in GONE_STATES:
@@ -374,12 +389,17 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         principal = require_role("admin" if request.purge else "writer")
         scope = resolve_scope(request.scope)
         check_reason(request.reason)
+        async with self.locks.hold(request.id):
+            return await self._delete(request, scope, principal.name)
+
+    async def _delete(self, request, scope: str, actor: str) -> ingest_service_pb2.DeleteMemoryResponse:
+        """:meth:`DeleteMemory` under the memory's lock."""
         if request.purge:  # a purge left pending resumes, though the memory reads as gone
             found = await self.graph.memories.get(request.id, scope)
             if found is not None and request.etag and found.version != request.etag:
                 raise Aborted(f"etag: memory {request.id} is at version {found.version}, not {request.etag}",
                               field="etag")
-            await self.purger.purge_memory(request.id, scope, principal.name, request.reason)
+            await self.purger.purge_memory(request.id, scope, actor, request.reason)
             return ingest_service_pb2.DeleteMemoryResponse(memory=found or Memory(id=request.id, scope=scope))
         current = await self._load(request.id, scope)
         if request.etag and current.version != request.etag:
@@ -413,7 +433,13 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         (``GONE_STATES``) is NOT_FOUND naming memory1_id / memory2_id, and no edge is
         written. An INVALIDATED_BY or EVOLVED_INTO edge marks an ACTIVE source SUPERSEDED and
         closes its valid window at the target's start, as :meth:`SupersedeMemory` does
-        (automem/common/lifecycle.py ``close_for_supersede``; mcp-automem's four-call supersede)."""
+        (automem/common/lifecycle.py ``close_for_supersede``; mcp-automem's four-call supersede).
+        Such an edge needs an ACTIVE target (FAILED_PRECONDITION naming memory2_id), and a
+        source SUPERSEDED by another memory than the target is FAILED_PRECONDITION naming
+        memory1_id, as SupersedeMemory refuses it — the same edge as the source's existing
+        supersession is MERGEd (accepted, nothing changes). The edge is written only while
+        the source is at the version read (a concurrent change: ABORTED, or the precondition
+        it now fails), under the source's lock (module docstring)."""
         require_role("writer")
         scope = resolve_scope(request.scope)
         rel = Relation()
@@ -430,6 +456,14 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         if rel.strength < 0 or rel.strength > 1:
             raise InvalidArgument("strength: must be between 0 and 1", field="strength")
         rel.scope = scope
+        if relation_type_name(rel.type) in SUPERSEDING_RELATIONS:
+            async with self.locks.hold(rel.source_id):
+                return await self._create_relation(rel, scope)
+        return await self._create_relation(rel, scope)
+
+    async def _create_relation(self, rel: Relation, scope: str) -> ingest_service_pb2.CreateRelationResponse:
+        """:meth:`CreateRelation` once ``rel`` is validated (a superseding one under its
+        source's lock)."""
         stamp = now()
         rel.create_time.CopyFrom(ts(stamp))
         found = await self.graph.memories.hydrate([rel.source_id, rel.target_id], scope)
@@ -451,6 +485,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
             await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_RELATION_CREATED, before=None,
                                                     after=None, relation=rel))
             return ingest_service_pb2.CreateRelationResponse(relation=rel)
+        self._check_not_superseded_elsewhere(source, target.id)
         updated = None
         if source.state == memory_pb2.MEMORY_STATE_ACTIVE:
             # As an atomic supersede closes it (SupersedeMemory): the source's window ends where
@@ -459,10 +494,11 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
                                           epoch(target, "valid_from") or epoch(target, "create_time"), stamp,
                                           rel.reason)
         props = _without_enrichment(memory_to_node(updated)) if updated is not None else {}
-        if not await self.graph.relations.create_superseding(rel, props, source.version if updated else None):
+        if not await self.graph.relations.create_superseding(rel, props, source.version):
             now_source = await self.graph.memories.get(rel.source_id, scope)
             if now_source is None or now_source.state in GONE_STATES:
                 raise NotFound(f"memory {rel.source_id} not found", field="memory1_id")
+            self._check_not_superseded_elsewhere(now_source, rel.target_id)
             now_target = await self.graph.memories.get(rel.target_id, scope)
             if now_target is None or now_target.state in GONE_STATES:
                 raise NotFound(f"memory {rel.target_id} not found", field="memory2_id")
@@ -476,6 +512,16 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
             await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_MEMORY_SUPERSEDED, before=source,
                                                     after=updated, reason=rel.reason))
         return ingest_service_pb2.CreateRelationResponse(relation=rel)
+
+    @staticmethod
+    def _check_not_superseded_elsewhere(source: Memory, target_id: str) -> None:
+        """FAILED_PRECONDITION naming memory1_id when ``source`` is SUPERSEDED by another
+        memory than ``target_id``: a second superseding edge would silently override the
+        acknowledged supersession (the wording of :meth:`_supersede`'s refusal)."""
+        if source.state == memory_pb2.MEMORY_STATE_SUPERSEDED and source.superseded_by != target_id:
+            raise FailedPrecondition(
+                f"memory1_id: memory {source.id} is already SUPERSEDED by {source.superseded_by or 'another'}; "
+                "supersede the current memory instead", field="memory1_id")
 
     async def BatchCreateRelations(self, request, context):
         """Create each relation as :meth:`CreateRelation` would, one after the other; a
@@ -530,7 +576,13 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
     async def _supersede(self, principal, scope: str, request,
                          fingerprint: str) -> ingest_service_pb2.SupersedeMemoryResponse:
         """:meth:`SupersedeMemory` once its idempotency key was found unused; the key's claim
-        gets the request's ``fingerprint``."""
+        gets the request's ``fingerprint``. Holds the replaced memory's lock from its read
+        until its events are published."""
+        async with self.locks.hold(request.id):
+            return await self._supersede_locked(principal, scope, request, fingerprint)
+
+    async def _supersede_locked(self, principal, scope: str, request,
+                                fingerprint: str) -> ingest_service_pb2.SupersedeMemoryResponse:
         old = await self._load(request.id, scope)
         if request.etag and old.version != request.etag:
             raise Aborted(f"etag: memory {request.id} is at version {old.version}, not {request.etag}", field="etag")
@@ -638,12 +690,13 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
                                                                   deleted_count=0, memories=memories)
         deleted: list[Memory] = []
         for memory in memories:
-            try:
-                updated = await self._set_state(memory, memory_pb2.MEMORY_STATE_DELETED, "delete by tag")
-            except (FailedPrecondition, Aborted):
-                continue
-            await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_MEMORY_DELETED, before=memory,
-                                                    after=updated, reason="delete by tag"))
+            async with self.locks.hold(memory.id):
+                try:
+                    updated = await self._set_state(memory, memory_pb2.MEMORY_STATE_DELETED, "delete by tag")
+                except (FailedPrecondition, Aborted):
+                    continue
+                await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_MEMORY_DELETED, before=memory,
+                                                        after=updated, reason="delete by tag"))
             deleted.append(memory)
         return ingest_service_pb2.DeleteMemoriesByTagResponse(
             memory_ids=[m.id for m in deleted], deleted_count=len(deleted), memories=deleted)
