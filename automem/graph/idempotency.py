@@ -1,10 +1,18 @@
 """Idempotency keys (``:IdempotencyKey``): a client's retry key and the memories its first
-request created, per scope (automem/ingest/servicer.py)."""
+request created, per scope (automem/ingest/servicer.py), and the fingerprint of that request
+(automem/ingest/logic.py ``request_fingerprint``) in the node's ``request`` property.
+
+The claim (which memories a key names) is written in the same query as the memories; the
+fingerprint just after, on the claim that holds the same memory ids and has none yet (first
+request wins). A claim without one — made before fingerprints existed, or whose fingerprint
+write did not land — is compared by content, as before.
+"""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from automem.common.model import Memory, epoch, memory_to_node
 from automem.graph import versions
@@ -17,8 +25,33 @@ def node_key(scope: str, key: str) -> str:
     return f"{scope}\x1f{key}"
 
 
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A used idempotency key: the memory ids it names and the fingerprint of the request
+    that claimed it ("" when unknown)."""
+
+    memory_ids: list[str]
+    fingerprint: str
+
+
 class IdempotencyKeys(Repository):
     """Statements over ``:IdempotencyKey`` nodes."""
+
+    async def claim(self, scope: str, key: str) -> Claim | None:
+        """The claim of ``key`` in ``scope``, or None when the key is unused."""
+        rows = await self.store.ro_query(
+            "MATCH (k:IdempotencyKey {key: $key}) RETURN k.memory_ids, k.request", {"key": node_key(scope, key)})
+        if not rows:
+            return None
+        return Claim(list(rows[0][0] or []), rows[0][1] or "")
+
+    async def record_fingerprint(self, scope: str, key: str, ids: Sequence[str], fingerprint: str) -> None:
+        """Store ``fingerprint`` on the claim of ``key`` in ``scope`` when it names ``ids``
+        and holds no fingerprint yet; nothing otherwise."""
+        await self.store.query(
+            "MATCH (k:IdempotencyKey {key: $key}) WHERE k.memory_ids = $ids AND k.request IS NULL "
+            "SET k.request = $fingerprint",
+            {"key": node_key(scope, key), "ids": list(ids), "fingerprint": fingerprint})
 
     async def memory_ids(self, scope: str, key: str) -> list[str] | None:
         """The memory ids claimed by ``key`` in ``scope``, or None when it is unclaimed."""

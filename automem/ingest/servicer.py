@@ -56,8 +56,7 @@ from automem.common.settings import Settings
 from automem.common.text import text_key
 from automem.common.timeouts import long_running
 from automem.graph import ENRICHMENT_FIELDS, GraphStore
-from automem.graph.idempotency import node_key
-from automem.ingest.idempotency import Claim, RequestFingerprints
+from automem.graph.idempotency import Claim, node_key
 from automem.ingest.logic import (
     FIELD_LABELS,
     TIMELESS_INPUT_PROPERTIES,
@@ -88,7 +87,6 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         self.graph = graph
         self.publisher = publisher
         self.purger = Purger(graph, publisher)
-        self.fingerprints = RequestFingerprints(graph)
         #: Per-memory locks ordering one memory's graph writes and events (module docstring).
         self.locks = MemoryLocks()
 
@@ -123,7 +121,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         if len(key) > IDEMPOTENCY_KEY_MAX_LENGTH:
             raise InvalidArgument(f"idempotency_key: at most {IDEMPOTENCY_KEY_MAX_LENGTH} characters "
                                   f"(got {len(key)})", field="idempotency_key")
-        return await self.fingerprints.claim(scope, key)
+        return await self.graph.idempotency.claim(scope, key)
 
     async def _remember_key(self, scope: str, key: str, ids: list[str], fingerprint: str) -> None:
         if key:
@@ -131,13 +129,13 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
             await self._record_fingerprint(scope, key, ids, fingerprint)
 
     async def _record_fingerprint(self, scope: str, key: str, ids: list[str], fingerprint: str) -> None:
-        """Store the request's fingerprint on the claim of ``key`` (automem/ingest/idempotency.py).
+        """Store the request's fingerprint on the claim of ``key`` (automem/graph/idempotency.py).
         The write is done by then: a failure here is logged, not answered — the claim then
         compares retries by content, as one made before fingerprints existed."""
         if not key:
             return
         try:
-            await self.fingerprints.record(scope, key, ids, fingerprint)
+            await self.graph.idempotency.record_fingerprint(scope, key, ids, fingerprint)
         except AutomemError as exc:
             log.warning("idempotency key %r: its request fingerprint was not stored (%s)", key, exc.message)
 
