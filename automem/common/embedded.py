@@ -544,6 +544,14 @@ AOF_REWRITE_PERCENTAGE = 50
 #: ``auto-aof-rewrite-min-size``: no automatic rewrite while the whole AOF is smaller (redis'
 #: default is 64mb; a small store then replays up to 64 MB of commands after a crash).
 AOF_REWRITE_MIN_SIZE = "16mb"
+#: ``appendfsync``. ``always``: redis writes and fsyncs the AOF before it answers the writes
+#: of that event-loop turn. With ``everysec`` redis postpones the AOF write (up to 2 s) while
+#: the previous second's background fsync is still running, and answers the client meanwhile;
+#: on a slow disk a SIGKILL then lost every acknowledged write of those seconds (reproduced with
+#: fsync delayed 1.5 s: 3000 of 3000 nodes lost; tests/integration/test_persistence.py,
+#: test_acknowledged_writes_survive_sigkill_while_fsync_is_slow). An fsync costs ~0.2 ms on
+#: this machine's disk (docs/benchmarks.md, "AOF fsync policy").
+AOF_FSYNC = "always"
 #: FalkorDB module arguments. ``EFFECTS_THRESHOLD 0``: every write query goes to the AOF as
 #: its effects (``GRAPH.EFFECT``: the nodes, edges and properties it changed) rather than as
 #: the query text, so replaying the AOF applies changes instead of re-running every query
@@ -574,9 +582,9 @@ class EmbeddedFalkorDB:
     ``data_dir/falkordb/redis.sock`` is added when its path is short enough
     (:attr:`unix_socket` is None otherwise).
 
-    Persistence (see :meth:`_argv`): every write is in the append-only file (``appendfsync
-    everysec``; a write is in the file, hence safe from a process kill, before it is
-    acknowledged). The AOF is an RDB image of the data (the "base") plus the commands since
+    Persistence (see :meth:`_argv`): every write is in the append-only file, and flushed to
+    disk, before it is acknowledged (:data:`AOF_FSYNC`), so a process kill loses nothing
+    acknowledged. The AOF is an RDB image of the data (the "base") plus the commands since
     it was written (the "incr" part). Loading the image is fast; replaying commands re-runs
     every query, as slow as when it first ran. So the command part is kept short: redis
     rewrites the AOF when it grows, :meth:`start` rewrites one that arrives with a long
@@ -645,7 +653,7 @@ class EmbeddedFalkorDB:
             "--appendonly",
             "yes",
             "--appendfsync",
-            "everysec",
+            AOF_FSYNC,
             # The AOF base is an RDB image (redis' default since 7.0, stated so it stays).
             "--aof-use-rdb-preamble",
             "yes",

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import uuid
@@ -92,6 +93,27 @@ async def test_acknowledged_writes_survive_sigkill_of_falkordb(tmp_path: Path):
     _sigkill(server)
     await server.stop()  # reaps the killed process; no SHUTDOWN, no rewrite reached it
     await _restart_holds(tmp_path, set(ids), touched=300)
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace to slow fsync down")
+async def test_acknowledged_writes_survive_sigkill_while_fsync_is_slow(tmp_path: Path):
+    """A slow disk: every fsync of the server takes 0.3 s (strace delays the syscall). With
+    ``appendfsync everysec`` redis answered writes whose AOF write it had postponed behind the
+    running fsync, and a SIGKILL lost all of them."""
+    server = EmbeddedFalkorDB(tmp_path)
+    await server.start()
+    slow = subprocess.Popen(  # noqa: ASYNC220 - killed below
+        ["strace", "-f", "-qq", "-p", str(server.pid), "-o", os.devnull, "-e", "trace=fsync,fdatasync",
+         "-e", "inject=fsync:delay_enter=300000", "-e", "inject=fdatasync:delay_enter=300000"])
+    try:
+        await asyncio.sleep(1.0)  # strace attached to every thread
+        ids = await _store(server, 1500)
+        _sigkill(server)
+    finally:
+        slow.kill()
+        slow.wait()
+    await server.stop()
+    await _restart_holds(tmp_path, set(ids))
 
 
 async def test_sigkill_during_aof_rewrite_loses_nothing(tmp_path: Path):
