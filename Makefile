@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 PROTO_SRC := $(wildcard protos/automem/v1/*.proto)
 PROTO_OUT := automem/v1
 
-.PHONY: install browser run test test-unit test-integration protos lint lock bench-locomo clean
+.PHONY: install system-packages browser run test test-unit test-integration protos lint lock bench-locomo clean
 # Extra pytest arguments, e.g. `make test PYTEST_ARGS="--durations=30"`.
 PYTEST_ARGS ?=
 
@@ -23,12 +23,19 @@ $(STAMP): requirements.txt requirements-dev.txt requirements-nodeps.txt pyprojec
 
 install: $(STAMP)
 
-# Debian's chromium for the console's browser tests (tests/integration/test_console.py, driven by
-# Playwright through executable_path): installed with apt when missing (as root, or with sudo).
-browser:
-	@command -v chromium >/dev/null 2>&1 || { \
-		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q chromium; }
+# Debian packages the integration tests drive, installed with apt when missing (as root, or with
+# sudo): chromium for the console's browser tests (tests/integration/test_console.py, driven by
+# Playwright through executable_path) and strace, which slows FalkorDB's fsync down in
+# tests/integration/test_persistence.py (acknowledged writes surviving SIGKILL on a slow disk).
+SYSTEM_PACKAGES := chromium strace
+
+system-packages:
+	@missing=$$(for p in $(SYSTEM_PACKAGES); do command -v $$p >/dev/null 2>&1 || echo $$p; done); \
+	[ -z "$$missing" ] || { SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q $$missing; }
+
+# The browser alone (kept for the README's older instructions).
+browser: system-packages
 
 # Regenerates automem/v1 and the client's copy, clients/python/automem_client/_proto.
 protos: $(STAMP)
@@ -45,7 +52,7 @@ test-unit: $(STAMP)
 # The LoCoMo ranking-equivalence test runs in a process (and session servers) of its own: after
 # the rest of the suite it changed 26-27 of 495 top-10 sets, the same ones in two CI runs, against
 # 5-9 alone (cause not found yet; see the test's docstring).
-test-integration: $(STAMP) browser
+test-integration: $(STAMP) system-packages
 	$(PY) -m pytest -q tests/integration --ignore=tests/integration/test_ranking_equivalence.py $(PYTEST_ARGS)
 	$(PY) -m pytest -q tests/integration/test_ranking_equivalence.py $(PYTEST_ARGS)
 

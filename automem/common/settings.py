@@ -12,7 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field, field_validator
+from pydantic import AliasChoices, Field, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from automem.common.auth import MAX_SCOPE_LENGTH, SCOPE_RE
@@ -330,11 +330,13 @@ class Settings(BaseSettings):
     #: batch store, an import or a restore), the consumer fetches ``enrich_bulk_batch_size``.
     enrich_bulk_threshold: int = Field(1000, ge=0, validation_alias=_env("AUTOMEM_ENRICH_BULK_THRESHOLD"))
     enrich_bulk_batch_size: int = Field(256, ge=1, validation_alias=_env("AUTOMEM_ENRICH_BULK_BATCH_SIZE"))
-    #: SIMILAR_TO: at most this many neighbours, each at or above the cosine threshold.
+    #: SIMILAR_TO: at most this many neighbours, each at or above the cosine threshold. The
+    #: similarity thresholds below (similar, contradiction, creative, cluster) are cosines of
+    #: unit vectors, in 0..1 here: above 1 no pair would ever qualify, below 0 every pair would.
     similar_top_k: int = Field(5, ge=0, validation_alias=_env("AUTOMEM_SIMILAR_TOP_K"))
-    similar_threshold: float = Field(0.75, validation_alias=_env("AUTOMEM_SIMILAR_THRESHOLD"))
+    similar_threshold: float = Field(0.75, ge=0, le=1, validation_alias=_env("AUTOMEM_SIMILAR_THRESHOLD"))
     #: A supersede proposal needs at least this cosine similarity with a current memory.
-    contradiction_threshold: float = Field(0.8, validation_alias=_env("AUTOMEM_CONTRADICTION_THRESHOLD"))
+    contradiction_threshold: float = Field(0.8, ge=0, le=1, validation_alias=_env("AUTOMEM_CONTRADICTION_THRESHOLD"))
     #: Longest summary written for content over ``content_summary_length``.
     summary_max_length: int = Field(300, ge=1, validation_alias=_env("AUTOMEM_SUMMARY_MAX_LENGTH"))
     #: LLM calls: retries after the first attempt (tenacity, exponential back-off).
@@ -353,18 +355,20 @@ class Settings(BaseSettings):
         0.0, ge=0, validation_alias=_env("CONSOLIDATION_FORGET_INTERVAL_SECONDS"))
     #: Forget is off by default; when on it archives first and deletes only archived memories.
     forget_enabled: bool = Field(False, validation_alias=_env("AUTOMEM_FORGET_ENABLED"))
-    forget_archive_threshold: float = Field(0.2, validation_alias=_env("CONSOLIDATION_ARCHIVE_THRESHOLD"))
-    forget_delete_threshold: float = Field(0.05, validation_alias=_env("CONSOLIDATION_DELETE_THRESHOLD"))
+    #: Relevance thresholds, in 0..1 as ``relevance()`` is (automem/consolidate/tasks.py); the
+    #: delete threshold may not exceed the archive one (a memory is archived before it is deleted).
+    forget_archive_threshold: float = Field(0.2, ge=0, le=1, validation_alias=_env("CONSOLIDATION_ARCHIVE_THRESHOLD"))
+    forget_delete_threshold: float = Field(0.05, ge=0, le=1, validation_alias=_env("CONSOLIDATION_DELETE_THRESHOLD"))
     #: Memories at or above this importance, or of these types, are never forgotten.
-    forget_protected_importance: float = Field(0.7, validation_alias=_env("AUTOMEM_FORGET_PROTECTED_IMPORTANCE"))
+    forget_protected_importance: float = Field(0.7, ge=0, le=1, validation_alias=_env("AUTOMEM_FORGET_PROTECTED_IMPORTANCE"))
     forget_protected_types: str = Field("Decision,Insight,MetaPattern",
                                         validation_alias=_env("AUTOMEM_FORGET_PROTECTED_TYPES"))
     #: Creative associations: DISCOVERED edges for unlinked pairs at or above this similarity.
-    creative_threshold: float = Field(0.5, validation_alias=_env("AUTOMEM_CREATIVE_THRESHOLD"))
+    creative_threshold: float = Field(0.5, ge=0, le=1, validation_alias=_env("AUTOMEM_CREATIVE_THRESHOLD"))
     creative_max_links: int = Field(50, ge=0, validation_alias=_env("AUTOMEM_CREATIVE_MAX_LINKS"))
     #: Clustering: members need this similarity to the seed; clusters need this many members
     #: (at least 2: one memory is no pattern).
-    cluster_threshold: float = Field(0.7, validation_alias=_env("AUTOMEM_CLUSTER_THRESHOLD"))
+    cluster_threshold: float = Field(0.7, ge=0, le=1, validation_alias=_env("AUTOMEM_CLUSTER_THRESHOLD"))
     cluster_min_size: int = Field(3, ge=2, validation_alias=_env("AUTOMEM_CLUSTER_MIN_SIZE"))
     #: Pending sweep (automem/enrich/pending.py): memories still ``embedding_status`` PENDING
     #: this many seconds after their last write, with no event for them left to process, are
@@ -475,6 +479,15 @@ class Settings(BaseSettings):
         if level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
             raise ValueError(f"{value!r} is not one of DEBUG, INFO, WARNING, ERROR, CRITICAL")
         return level
+
+    @field_validator("forget_delete_threshold")
+    @classmethod
+    def _delete_below_archive(cls, value: float, info: ValidationInfo) -> float:
+        archive = info.data.get("forget_archive_threshold")
+        if archive is not None and value > archive:
+            raise ValueError(f"must not exceed the archive threshold ({archive}, CONSOLIDATION_ARCHIVE_THRESHOLD): "
+                             "forget deletes only memories it archived earlier")
+        return value
 
     @field_validator("event_retention_days")
     @classmethod

@@ -10,7 +10,9 @@ accepted too (AUTOMEM_MAX_DELIVER=0 parked a failed event at its first failure w
 reads 0 as no limit; a negative ack wait, stall, LLM timeout or recency window;
 CONSOLIDATION_TICK_SECONDS=0 turned the scheduler into a loop polling every 50 ms), a rate
 limit over a period of 0 ('10/0 minute') was read as '10/minute', and ``--target
-gateway,gateway`` was accepted."""
+gateway,gateway`` was accepted. So were similarity and relevance thresholds outside 0..1 (a
+SIMILAR_TO threshold of 1.5 silently turned linking off) and a forget delete threshold above
+the archive one."""
 
 from __future__ import annotations
 
@@ -49,6 +51,13 @@ from automem.common.settings import Settings
     ("AUTOMEM_SYNC_CHECK_INTERVAL_SECONDS", "-1"), ("AUTOMEM_CREATIVE_MAX_LINKS", "-1"),
     ("AUTOMEM_CLUSTER_MIN_SIZE", "1"), ("AUTOMEM_RATE_LIMIT", "10/0 minute"),
     ("AUTOMEM_RATE_LIMIT", "600/minute;20 per 0 second"),
+    # Cosine and relevance thresholds outside 0..1 (no pair, or every pair, would qualify); a
+    # delete threshold above the archive one.
+    ("AUTOMEM_SIMILAR_THRESHOLD", "1.5"), ("AUTOMEM_SIMILAR_THRESHOLD", "-0.1"),
+    ("AUTOMEM_CONTRADICTION_THRESHOLD", "2"), ("AUTOMEM_CREATIVE_THRESHOLD", "-1"), ("AUTOMEM_CLUSTER_THRESHOLD", "1.01"),
+    ("CONSOLIDATION_ARCHIVE_THRESHOLD", "-0.2"),
+    ("CONSOLIDATION_DELETE_THRESHOLD", "1.5"), ("CONSOLIDATION_DELETE_THRESHOLD", "0.3"),
+    ("AUTOMEM_FORGET_PROTECTED_IMPORTANCE", "7"),
 ])
 def test_an_unusable_setting_is_refused_naming_it(monkeypatch, variable, value) -> None:
     monkeypatch.setenv(variable, value)
@@ -80,13 +89,16 @@ def test_zero_where_it_means_none_and_a_period_of_several_units_are_kept(monkeyp
                             ("AUTOMEM_SYNC_CHECK_INTERVAL_SECONDS", "0"), ("AUTOMEM_SIMILAR_TOP_K", "0"),
                             ("AUTOMEM_LLM_MAX_RETRIES", "0"), ("AUTOMEM_FALKORDB_STOP_REWRITE_SECONDS", "0"),
                             ("AUTOMEM_MAX_DELIVER", "1"), ("AUTOMEM_CLUSTER_MIN_SIZE", "2"),
-                            ("AUTOMEM_RATE_LIMIT", "10/2 minute;1 per second")]:
+                            ("AUTOMEM_RATE_LIMIT", "10/2 minute;1 per second"),
+                            ("AUTOMEM_SIMILAR_THRESHOLD", "0"), ("AUTOMEM_CLUSTER_THRESHOLD", "1"),
+                            ("CONSOLIDATION_ARCHIVE_THRESHOLD", "0.3"), ("CONSOLIDATION_DELETE_THRESHOLD", "0.3")]:
         monkeypatch.setenv(variable, value)
     settings = Settings()
     assert (settings.dedup_window_seconds, settings.shutdown_grace_seconds, settings.sync_check_interval_seconds,
             settings.similar_top_k, settings.llm_max_retries, settings.falkordb_stop_rewrite_seconds,
-            settings.max_deliver, settings.cluster_min_size, settings.rate_limit) == (
-        0, 0, 0, 0, 0, 0, 1, 2, "10/2 minute;1 per second")
+            settings.max_deliver, settings.cluster_min_size, settings.rate_limit, settings.similar_threshold,
+            settings.cluster_threshold, settings.forget_archive_threshold, settings.forget_delete_threshold) == (
+        0, 0, 0, 0, 0, 0, 1, 2, "10/2 minute;1 per second", 0, 1, 0.3, 0.3)
 
 
 @pytest.mark.parametrize("target", ["", " , ", "bogus", "ingest,bogus"])
