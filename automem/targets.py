@@ -155,7 +155,9 @@ async def _start_ingest(rt: Runtime) -> None:
     rt.ingest = IngestServicer(rt.settings, rt.graph, rt.publisher)
     rt.grpc_server.add(ingest_service_pb2_grpc.add_IngestServiceServicer_to_server, rt.ingest,
                        ingest_service_pb2.DESCRIPTOR.services_by_name["IngestService"].full_name)
-    rt.review = ReviewServicer(rt.settings, rt.graph, rt.publisher)
+    # One set of per-memory locks for both: review decisions and purges write the same
+    # memories as IngestService (automem/ingest/memory_locks.py).
+    rt.review = ReviewServicer(rt.settings, rt.graph, rt.publisher, locks=rt.ingest.locks)
     rt.grpc_server.add(review_service_pb2_grpc.add_ReviewServiceServicer_to_server, rt.review,
                        review_service_pb2.DESCRIPTOR.services_by_name["ReviewService"].full_name)
     rt.admin = AdminServicer(rt.settings, rt.graph, rt.publisher, rt.keystore)

@@ -34,6 +34,16 @@ from the purge id so a retry is de-duplicated by NATS), ``stream``. The node's
 UNAVAILABLE naming the purge and its remaining steps, and repeating the same call (same
 memory id, or the same scope) resumes that purge instead of starting another; the ingest
 target also resumes pending purges in the background every 30 s (:meth:`Purger.resume_forever`).
+
+Against concurrent writes (automem/ingest/memory_locks.py, the IngestServicer's locks): a
+purge by id runs under its memory's lock (``PurgeMemory`` and ``DeleteMemory`` with
+``purge`` take it), so an update, delete or review decision of that memory is either done,
+events published, before the purge reads it, or finds it gone. A scope purge takes no lock
+for its whole run (it would stop every write of the scope meanwhile): once its graph step has
+removed the memories it waits for each one's lock in turn (:meth:`MemoryLocks.settle`), so a
+write that wrote the graph before has published its events before the outbox and stream
+steps scrub them, and a later write finds no memory. The background resumption settles the
+same way.
 """
 
 from __future__ import annotations
@@ -55,6 +65,7 @@ from automem.common.timeouts import long_running
 from automem.graph import GraphStore
 from automem.graph.purges import COUNT_NAMES
 from automem.ingest.logic import check_reason
+from automem.ingest.memory_locks import MemoryLocks
 from automem.v1 import event_stream_pb2, events_pb2, review_service_pb2
 
 log = logging.getLogger(__name__)
@@ -124,11 +135,14 @@ class Purger:
     Args:
         graph: the connected graph store.
         publisher: the event publisher (outbox and bus).
+        locks: the per-memory write locks of the process (the IngestServicer's); a new set
+            when omitted.
     """
 
-    def __init__(self, graph: GraphStore, publisher: EventPublisher) -> None:
+    def __init__(self, graph: GraphStore, publisher: EventPublisher, locks: MemoryLocks | None = None) -> None:
         self.graph = graph
         self.publisher = publisher
+        self.locks = locks if locks is not None else MemoryLocks()
         #: Seconds between two passes of :meth:`resume_forever`, and the age a pending purge
         #: must have before a pass takes it (a caller may be resuming it right now).
         self.resume_interval = RESUME_INTERVAL_SECONDS
@@ -140,7 +154,7 @@ class Purger:
         done = []
         for props in await self.graph.purges.all_pending(time.time() - min_age):
             try:
-                done.append(await self._run(props, []))
+                done.append(await self._run(props, [], settle=True))
             except Unavailable:
                 continue  # logged by _run; the next pass tries again
         return done
@@ -165,7 +179,8 @@ class Purger:
     async def purge_memory(self, memory_id: str, scope: str, actor: str, reason: str,
                            dry_run: bool = False) -> review_service_pb2.PurgeRecord:
         """Purge memory ``memory_id`` of ``scope`` (see the module docstring), or resume its
-        pending purge. Returns the record (``dry_run``: the counts, nothing removed).
+        pending purge. Returns the record (``dry_run``: the counts, nothing removed). The
+        caller holds the memory's lock (:attr:`locks`), so no write of it is under way.
 
         Raises NotFound (field ``id``) when the memory is not in ``scope`` and no purge of it
         is pending; InvalidArgument naming ``id`` / ``reason``; Unavailable when a step
@@ -195,7 +210,7 @@ class Purger:
         check_reason(reason)
         pending = await self.graph.purges.pending(scope, "scope")
         if pending is not None and not dry_run:
-            return await self._run(pending, [])
+            return await self._run(pending, [], settle=True)
         ids = await self.graph.purges.memory_ids(scope)
         return await self._start("scope", ids, scope, actor, reason, dry_run)
 
@@ -221,10 +236,13 @@ class Purger:
             del record.pending_steps[:]
             return record
         await self.graph.purges.record(props)
-        return await self._run(props, entity_keys)
+        return await self._run(props, entity_keys, settle=whole)
 
-    async def _run(self, props: dict[str, Any], entity_keys: Sequence[str]) -> review_service_pb2.PurgeRecord:
-        """Do the pending steps of the purge ``props`` in order, recording each on its node."""
+    async def _run(self, props: dict[str, Any], entity_keys: Sequence[str],
+                   settle: bool = False) -> review_service_pb2.PurgeRecord:
+        """Do the pending steps of the purge ``props`` in order, recording each on its node.
+        With ``settle`` (a caller holding none of the memories' locks) the graph step is
+        followed by :meth:`MemoryLocks.settle` of the purged ids (module docstring)."""
         ids = list(props.get("memory_ids") or [])
         scope = props["scope"]
         selection = Selection(ids, scope, props.get("kind") == "scope")
@@ -235,6 +253,8 @@ class Purger:
                 if step == "graph":
                     await self.graph.purges.remove(ids, scope, selection.whole_scope,
                                                    entity_keys or props.get("entity_keys") or [])
+                    if settle:
+                        await self.locks.settle(ids)
                 elif step == "outbox":
                     props["count_outbox_events"] = int(props.get("count_outbox_events") or 0) + \
                         await self.publisher.scrub(selection.strip)
@@ -301,8 +321,8 @@ def _record(props: dict[str, Any]) -> review_service_pb2.PurgeRecord:
 
 class PurgeRpcs:
     """The purge RPCs of ReviewService (automem/ingest/review.py mixes them in; it provides
-    ``purger``, a :class:`Purger`, and ``settings``). Admin only; the scope is the caller's
-    resolved scope. A scope purge is a maintenance job: its store calls take the job bound
+    ``purger``, a :class:`Purger` over the process's memory locks, and ``settings``). Admin
+    only; the scope is the caller's resolved scope. A scope purge is a maintenance job: its store calls take the job bound
     (``store_job_timeout_seconds``, automem/common/timeouts.py); a purge by id keeps the
     request bound. Either stops at once when NATS is not connected (the purge stays
     pending)."""
@@ -315,7 +335,9 @@ class PurgeRpcs:
         to resume), PERMISSION_DENIED below admin."""
         principal = require_role("admin")
         scope = resolve_scope(request.scope)
-        record = await self.purger.purge_memory(request.id, scope, principal.name, request.reason, request.dry_run)
+        async with self.purger.locks.hold(request.id):  # as DeleteMemory with purge (module docstring)
+            record = await self.purger.purge_memory(request.id, scope, principal.name, request.reason,
+                                                    request.dry_run)
         return review_service_pb2.PurgeMemoryResponse(purge=record)
 
     @long_running

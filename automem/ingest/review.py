@@ -20,7 +20,10 @@ Review queue
     ALREADY_EXISTS naming the tombstone until an admin lifts it.
 
 Every decision publishes a MemoryEvent (REVIEW_APPROVED / REVIEW_REJECTED, plus
-MEMORY_SUPERSEDED for an approved proposal).
+MEMORY_SUPERSEDED for an approved proposal). A decision holds the locks of the memories it
+names (the pending memory; a proposal's two memories) from its read until its events are
+published — the IngestServicer's locks (automem/ingest/memory_locks.py), so a decision and
+an update, delete or supersede of the same memory publish in version order.
 
 Purges (automem/ingest/purge.py): ``PurgeMemory``, ``PurgeScope``, ``ListPurges`` — the
 only way history disappears; what stays is a content-free ``:Purge`` record.
@@ -58,6 +61,7 @@ from automem.common.settings import Settings
 from automem.graph import ENRICHMENT_FIELDS, GraphStore
 from automem.ingest.entity_merge import EntityMerges
 from automem.ingest.logic import check_reason
+from automem.ingest.memory_locks import MemoryLocks
 from automem.ingest.purge import Purger, PurgeRpcs
 from automem.v1 import event_stream_pb2, events_pb2, memory_pb2, review_service_pb2, review_service_pb2_grpc
 
@@ -117,13 +121,17 @@ def _tombstone(props: dict[str, Any]) -> review_service_pb2.Tombstone:
 
 class ReviewServicer(EntityMerges, PurgeRpcs, review_service_pb2_grpc.ReviewServiceServicer):
     """gRPC ReviewService over the graph store and the event publisher (whose bus also
-    serves the history)."""
+    serves the history). ``locks``: the per-memory write locks of the process's
+    IngestServicer (automem/targets.py passes ``IngestServicer.locks``); a new set when
+    omitted, which orders this servicer's writes only."""
 
-    def __init__(self, settings: Settings, graph: GraphStore, publisher: EventPublisher) -> None:
+    def __init__(self, settings: Settings, graph: GraphStore, publisher: EventPublisher,
+                 locks: MemoryLocks | None = None) -> None:
         self.settings = settings
         self.graph = graph
         self.publisher = publisher
-        self.purger = Purger(graph, publisher)
+        self.locks = locks if locks is not None else MemoryLocks()
+        self.purger = Purger(graph, publisher, self.locks)
 
     # --- review queue ---------------------------------------------------------------
 
@@ -160,6 +168,15 @@ class ReviewServicer(EntityMerges, PurgeRpcs, review_service_pb2_grpc.ReviewServ
         return review_service_pb2.ListReviewItemsResponse(
             items=page, next_page_token=_token(offset + size) if offset + size < len(items) else "")
 
+    async def _item_memory_ids(self, item_id: str, scope: str) -> list[str]:
+        """The memories a decision on ``item_id`` may write or report: a ReviewItem node's
+        ``memory_id`` and ``target_id``, else ``item_id`` itself (a pending memory's item).
+        These never change, so they can be read before the locks are taken."""
+        node = await self.graph.review.get(item_id, scope)
+        if node is None:
+            return [item_id]
+        return [i for i in (node.get("memory_id"), node.get("target_id")) if i]
+
     async def _find_item(self, item_id: str, scope: str) -> tuple[dict[str, Any] | None, Memory | None]:
         """(ReviewItem node properties or None, pending memory or None)."""
         node = await self.graph.review.get(item_id, scope)
@@ -180,6 +197,12 @@ class ReviewServicer(EntityMerges, PurgeRpcs, review_service_pb2_grpc.ReviewServ
         principal = require_role("admin")
         scope = resolve_scope(request.scope)
         check_reason(request.reason)
+        async with self.locks.hold_all(await self._item_memory_ids(request.id, scope)):
+            return await self._approve(request, scope, principal)
+
+    async def _approve(self, request, scope: str,
+                       principal: Principal) -> review_service_pb2.ApproveReviewItemResponse:
+        """:meth:`ApproveReviewItem` under the locks of the item's memories."""
         node, pending = await self._find_item(request.id, scope)
         if node is not None and node.get("status") != "pending":
             raise FailedPrecondition(f"review item {request.id} is already {node.get('status')}", field="id")
@@ -258,6 +281,12 @@ class ReviewServicer(EntityMerges, PurgeRpcs, review_service_pb2_grpc.ReviewServ
         if not request.reason.strip():
             raise InvalidArgument("reason: a rejection needs a reason", field="reason")
         check_reason(request.reason)
+        async with self.locks.hold_all(await self._item_memory_ids(request.id, scope)):
+            return await self._reject(request, scope, principal)
+
+    async def _reject(self, request, scope: str,
+                      principal: Principal) -> review_service_pb2.RejectReviewItemResponse:
+        """:meth:`RejectReviewItem` under the locks of the item's memories."""
         node, pending = await self._find_item(request.id, scope)
         if node is not None and node.get("status") != "pending":
             raise FailedPrecondition(f"review item {request.id} is already {node.get('status')}", field="id")

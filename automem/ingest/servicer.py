@@ -86,9 +86,10 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         self.settings = settings
         self.graph = graph
         self.publisher = publisher
-        self.purger = Purger(graph, publisher)
-        #: Per-memory locks ordering one memory's graph writes and events (module docstring).
+        #: Per-memory locks ordering one memory's graph writes and events (module docstring);
+        #: the ReviewServicer of the process shares them (automem/targets.py).
         self.locks = MemoryLocks()
+        self.purger = Purger(graph, publisher, self.locks)
 
     # --- helpers -------------------------------------------------------------------
 
