@@ -24,7 +24,7 @@ import argparse
 import asyncio
 import json
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -56,6 +56,9 @@ RELATION_BATCH = 500
 #: PERMISSION_DENIED, ...) stops the command.
 ITEM_CODES = (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.ALREADY_EXISTS,
               grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.NOT_FOUND)
+#: Graph neighbours ListGraphNeighbors lists at most (automem/recall/graph_views.py
+#: MAX_NEIGHBOURS): an answer this full may leave out a stored edge.
+GRAPH_NEIGHBOURS_MAX = 100
 #: Errors listed on stderr before "... and N more".
 MAX_LISTED_ERRORS = 50
 _LIVE_STATES = ("ACTIVE", "SUPERSEDED", "ARCHIVED", "PENDING_REVIEW")
@@ -179,7 +182,9 @@ def _report_errors(args: argparse.Namespace, errors: list[str], scope: str) -> i
     for line in errors[:MAX_LISTED_ERRORS]:
         print(line, file=sys.stderr)
     more = len(errors) - MAX_LISTED_ERRORS
-    print(f"automem import: {len(errors)} bad record{'s' if len(errors) != 1 else ''}"
+    what = ("the file was refused" if all(e.startswith("file:") for e in errors) else
+            f"{len(errors)} bad record{'s' if len(errors) != 1 else ''}")
+    print(f"automem import: {args.file} ({args.format}): {what}"
           f"{f' ({more} more not listed)' if more > 0 else ''}; nothing was imported", file=sys.stderr)
     return 1
 
@@ -272,13 +277,20 @@ async def _store_memories(client: Any, args: argparse.Namespace, records: list[f
                 counts["memories"]["already_present" if response.deduplicated else "created"] += 1
             progress.advance(task)
 
+    await _each(records, one)
+    return stored
+
+
+async def _each(items: Iterable[Any], one: Callable[[Any], Awaitable[None]]) -> None:
+    """Run ``one(item)`` for every item concurrently (each call bounds itself, e.g. with a
+    semaphore) and wait for all; the first gRPC error that is not an item's own (one that
+    ``one`` let through: the service unreachable, a key not allowed) is raised as itself."""
     try:
         async with asyncio.TaskGroup() as group:
-            for record in records:
-                group.create_task(one(record))
+            for item in items:
+                group.create_task(one(item))
     except* grpc.aio.AioRpcError as group_error:
         raise group_error.exceptions[0] from None
-    return stored
 
 
 async def _supersede(client: Any, args: argparse.Namespace, parsed: formats.Parsed,
@@ -320,13 +332,21 @@ async def _store_relations(client: Any, args: argparse.Namespace, parsed: format
                            progress: Progress) -> None:
     """BatchCreateRelations for the relations whose two memories are stored, in
     :func:`formats.supersession_order` (the service runs a batch in order). A supersession
-    already in place (the source is superseded by the target) is not sent again; a relation
-    both of whose memories were already present counts as already present (the service
-    MERGEs it: nothing new is stored)."""
+    already in place (the source is superseded by the target) is not sent again. For a
+    relation both of whose memories were already present (a second import) the stored
+    edges are read first (:func:`_stored_edges`): the same edge with the same strength is
+    already present and not sent again (the service would MERGE it and announce it anew);
+    one stored with another strength is a failure naming both strengths and is left as
+    stored (sending it would silently overwrite what is stored); one not stored is created
+    and counted so. A relation with a memory created by this import is created. A failure
+    the service reports for one relation is counted and named by its line."""
     ordered = formats.supersession_order([r for r in parsed.relations if not r.via_supersede])
     if not ordered:
         return
     task = progress.add_task("relations", total=len(ordered))
+    existing = await _stored_edges(client, args, {stored[r.source][0].id for r in ordered
+                                                  if r.source in stored and r.target in stored
+                                                  and stored[r.source][1] and stored[r.target][1]})
     pending: list[tuple[formats.RelationRecord, ingest_service_pb2.CreateRelationRequest, bool]] = []
     for relation in ordered:
         source, target = stored.get(relation.source), stored.get(relation.target)
@@ -335,9 +355,26 @@ async def _store_relations(client: Any, args: argparse.Namespace, parsed: format
                     f"relation not created: its {'source' if source is None else 'target'} memory failed")
             progress.advance(task)
             continue
-        present = source[1] and target[1]
         if relation.type in SUPERSEDING_RELATIONS and source[0].superseded_by == target[0].id:
             counts["relations"]["already_present"] += 1
+            progress.advance(task)
+            continue
+        both_present = source[1] and target[1]
+        edges = existing.get(source[0].id) if both_present else {}
+        strength = None if edges is None else edges.get((relation.type, target[0].id))
+        # Not known (the source has more neighbours than one read lists): sent, and counted as
+        # already present, its two memories being so.
+        present = both_present and edges is None
+        if strength is not None and abs(strength - relation.strength) <= 1e-9:
+            counts["relations"]["already_present"] += 1
+            progress.advance(task)
+            continue
+        if strength is not None:
+            label = "relation" if args.format == "native" else "relationship"
+            _failed(counts, ("relations",), relation.where,
+                    f"{label}: {relation.type} {relation.source!r} → {relation.target!r} is stored with strength "
+                    f"{strength}, this file has {relation.strength}: left as stored (an import does not change "
+                    "a stored relation)")
             progress.advance(task)
             continue
         request = ingest_service_pb2.CreateRelationRequest(
@@ -358,6 +395,36 @@ async def _store_relations(client: Any, args: argparse.Namespace, parsed: format
             else:
                 counts["relations"]["already_present" if present else "created"] += 1
         progress.advance(task, len(chunk))
+
+
+async def _stored_edges(client: Any, args: argparse.Namespace,
+                        ids: set[str]) -> dict[str, dict[tuple[str, str], float] | None]:
+    """The authored edges stored out of each memory of ``ids``: id → {(type, target id):
+    strength}, read with ListGraphNeighbors (one hop, no semantic neighbours, every live
+    state), ``args.concurrency`` calls at a time. ``None`` for a memory whose neighbours
+    fill the answer (:data:`GRAPH_NEIGHBOURS_MAX`): an edge missing from it may be stored. A
+    memory the service no longer finds maps to ``{}`` (its relations then fail on create,
+    naming it)."""
+    gate = asyncio.Semaphore(args.concurrency)
+    read = recall_service_pb2.ReadOptions(state_mode=recall_service_pb2.STATE_MODE_HISTORY, include_archived=True,
+                                          include_pending=True)
+    found: dict[str, dict[tuple[str, str], float] | None] = {}
+
+    async def one(memory_id: str) -> None:
+        async with gate:
+            response, _ = await _item_call(client.recall.ListGraphNeighbors(
+                recall_service_pb2.ListGraphNeighborsRequest(id=memory_id, scope=args.scope, depth=1,
+                                                             include_semantic=False, read=read),
+                metadata=client.metadata(), timeout=args.timeout))
+        if response is not None and len(response.graph_neighbors) >= GRAPH_NEIGHBOURS_MAX:
+            found[memory_id] = None
+            return
+        found[memory_id] = {} if response is None else {
+            (edge.type, edge.target_id): edge.strength for edge in response.edges
+            if edge.source_id == memory_id and edge.type in AUTHORABLE_RELATIONS}
+
+    await _each(ids, one)
+    return found
 
 
 # --- export ----------------------------------------------------------------------------

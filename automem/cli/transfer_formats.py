@@ -42,6 +42,7 @@ from typing import Any
 from google.protobuf import json_format, timestamp_pb2
 
 from automem.common.errors import InvalidArgument
+from automem.common.jsontext import InexactNumber, RepeatedKeys, exact_float, object_pairs, refusals
 from automem.common.lifecycle import SUPERSEDING_RELATIONS
 from automem.common.model import (
     AUTHORABLE_RELATIONS,
@@ -125,7 +126,12 @@ def read_records(data: bytes) -> tuple[list[tuple[str, Any]], list[str]]:
     line, ``where`` = ``line N``. When a line is not JSON but the whole text is one JSON
     document (a pretty-printed backup), the document is the one record (``record 1``; the
     format parsers expand its lists). Errors: ``line N: not JSON (<reason>)``; UTF-8 is
-    required.
+    required; an object that gives a key twice, or a number no 64-bit float holds as written,
+    is refused: ``line N: <path>: the key is given more than once in one object ...`` /
+    ``line N: <path>: 1e-400 cannot be held exactly by a 64-bit float ...`` (``json.loads``
+    would keep the last value, or 0.0, silently; the path is from the line's top, e.g.
+    ``properties.content`` or ``results[0].memory``). A file with no record at all is no
+    error here (:func:`parse` refuses it).
     """
     if data[:2] == b"\x1f\x8b":
         try:
@@ -138,21 +144,64 @@ def read_records(data: bytes) -> tuple[list[tuple[str, Any]], list[str]]:
         return [], [f"file: not UTF-8 text (byte {exc.start})"]
     records: list[tuple[str, Any]] = []
     errors: list[str] = []
+    not_json = False
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
-            records.append((f"line {number}", json.loads(line)))
+            value, twice = _loads(line)
         except json.JSONDecodeError as exc:
             errors.append(f"line {number}: not JSON ({exc.msg} at column {exc.colno})")
+            not_json = True
+            continue
         except ValueError as exc:  # an integer past sys.get_int_max_str_digits()
             errors.append(f"line {number}: not JSON ({exc})")
-    if errors and text.lstrip()[:1] in ("{", "["):
+            not_json = True
+            continue
+        if twice:
+            errors.extend(f"line {number}: {message}" for message in refused_values(value))
+        records.append((f"line {number}", value))
+    if not_json and text.lstrip()[:1] in ("{", "["):
         try:
-            return [("record 1", json.loads(text))], []
+            document, twice = _loads(text)
         except ValueError:
             pass
+        else:
+            return [("record 1", document)], [f"record 1: {message}" for message in
+                                              (refused_values(document) if twice else [])]
     return records, errors
+
+
+def _loads(text: str) -> tuple[Any, bool]:
+    """``json.loads`` of ``text`` marking every object that gives a key twice and every number
+    no double holds as written (automem/common/jsontext.py ``object_pairs``, ``exact_float``;
+    :func:`refused_values` names them), and whether there was one (the walk is then worth it).
+    ValueError as ``json.loads``."""
+    marked = False
+
+    def pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        nonlocal marked
+        obj = object_pairs(pairs)
+        marked = marked or isinstance(obj, RepeatedKeys)
+        return obj
+
+    def float_hook(number: str) -> float | InexactNumber:
+        nonlocal marked
+        value = exact_float(number)
+        marked = marked or isinstance(value, InexactNumber)
+        return value
+
+    value = json.loads(text, object_pairs_hook=pairs_hook, parse_float=float_hook)
+    return value, marked
+
+
+def refused_values(value: Any, path: str = "") -> list[str]:
+    """``<path>: <reason>`` for each key given twice in an object of ``value`` and each number
+    no 64-bit float holds as written (``1e-400`` would import as 0.0), read with
+    :func:`_loads`, in document order (automem/common/jsontext.py ``refusals``); ``path`` is
+    the path of ``value`` itself (``""`` at the top): ``properties.content``,
+    ``results[0].memory``, ``metadata.x``."""
+    return [f"{where}: {reason}" for where, reason in refusals(value, path)]
 
 
 def _expand(records: list[tuple[str, Any]], keys: tuple[str, ...]) -> list[tuple[str, Any]]:
@@ -228,14 +277,19 @@ def _unit(raw: Any, label: str) -> float | None:
 
 
 def _object(raw: Any, label: str) -> dict[str, Any]:
-    """A metadata object from a dict, a JSON text of one (AutoMem stores it as text), or None."""
+    """A metadata object from a dict, a JSON text of one (AutoMem stores it as text), or None.
+    InvalidArgument naming ``label`` when it is none of them, or a text that is not JSON or
+    gives a key twice (``<label>.<key path>: the key is given more than once ...``)."""
     if raw is None or raw == "":
         return {}
     if isinstance(raw, str):
         try:
-            raw = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise InvalidArgument(f"{label}: not valid JSON ({exc.msg})", field=label) from None
+            raw, twice = _loads(raw)
+        except ValueError as exc:
+            reason = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+            raise InvalidArgument(f"{label}: not valid JSON ({reason})", field=label) from None
+        if twice:
+            raise InvalidArgument(f"{label}.{refused_values(raw)[0]}", field=label)
     if not isinstance(raw, dict):
         raise InvalidArgument(f"{label}: must be a JSON object, got {type(raw).__name__}", field=label)
     return raw
@@ -254,10 +308,6 @@ def _with_source(metadata: dict[str, Any], source: dict[str, Any]) -> dict[str, 
 
 
 def _native(records: list[tuple[str, Any]], out: Parsed) -> None:
-    if not records and not out.errors:  # a zero-byte file (an export that never ran) imported nothing, "ok"
-        out.errors.append(f"file: empty: no header line ({{\"header\": {{\"format\": \"{NATIVE_FORMAT}\", ...}}}}) "
-                          "and no records; an export always begins with one")
-        return
     expects_end, end, seen = False, None, {"header": 0, "memory": 0, "relation": 0}
     header: str | None = None
     for where, value in records:
@@ -489,14 +539,44 @@ def _mem0(records: list[tuple[str, Any]], out: Parsed) -> None:
 # --- parse and validate ----------------------------------------------------------------
 
 
+#: Why an empty file is refused, by format: what a file of it begins with.
+_EMPTY = {
+    "native": f"file: empty: no header line ({{\"header\": {{\"format\": \"{NATIVE_FORMAT}\", ...}}}}) and no "
+              "records; an export always begins with one",
+    "automem": "file: empty: no AutoMem records (zero bytes or only blank lines); an AutoMem backup is a "
+               "{\"nodes\": [...], \"relationships\": [...]} document or one node / relationship per line",
+    "mem0": "file: empty: no mem0 records (zero bytes or only blank lines); mem0's get_all output is a "
+            "{\"results\": [...]} document, a list, or one item per line",
+}
+
+
 def parse(fmt: str, data: bytes) -> Parsed:
     """The memories and relations of a file in format ``fmt`` (:data:`FORMATS`), with every
-    record that could not be read in ``errors``. Relations are checked to name memories of
-    the file (by their source ids) and not themselves; a second memory with an id already
-    seen is an error, and in the native format a second relation line of a type already given
-    between the same two memories."""
+    record that could not be read in ``errors`` (``<where>: <field>: <reason>``; nothing of
+    a file with errors may be written).
+
+    Errors besides each record's own (:func:`read_records`, the format's mapping):
+
+    * ``file: empty: ...`` — the file (after gunzip) holds no JSON value at all: zero bytes
+      or only blank lines, in every format (an export that never ran, a wrong path). A
+      document that holds empty lists (``{"results": []}``) or a native header alone is a
+      source with nothing in it, not an error.
+    * ``<where>: id: ... was given already (<where>)`` — a second memory with an id seen.
+    * a relation naming a memory not in the file (``<label>.source_id`` / ``.target_id``),
+      relating a memory to itself, or with a strength outside 0..1;
+    * ``<where>: <label>: <TYPE> 'a' → 'b' was given already (<where>) ...`` — a second
+      relation of the same source, target and type whose strength or reason differ from
+      the first (the service keeps one edge per pair and type: one would be lost). An exact
+      repeat (same strength and reason) is no error: it is kept once and counted in
+      ``skipped`` as a duplicate.
+    * a cycle of supersessions.
+
+    ``<label>`` is ``relation`` in the native format, ``relationship`` otherwise."""
     out = Parsed()
     records, out.errors = read_records(data)
+    if not records and not out.errors:  # a zero-byte file imported nothing and said "ok"
+        out.errors.append(_EMPTY[fmt])
+        return out
     {"native": _native, "automem": _automem, "mem0": _mem0}[fmt](records, out)
     seen: dict[str, str] = {}
     for record in out.memories:
@@ -504,7 +584,7 @@ def parse(fmt: str, data: bytes) -> Parsed:
             out.errors.append(f"{record.where}: id: {record.ref!r} was given already ({seen[record.ref]})")
         seen.setdefault(record.ref, record.where)
     edges = {(r.source, r.target) for r in out.relations if r.type in SUPERSEDING_RELATIONS and not r.implied}
-    given: dict[tuple[str, str, str], str] = {}
+    given: dict[tuple[str, str, str], RelationRecord] = {}
     kept = []
     for relation in out.relations:
         if relation.implied:  # a native chain without its edge line
@@ -523,12 +603,21 @@ def parse(fmt: str, data: bytes) -> Parsed:
             out.errors.append(f"{relation.where}: {label}.target_id: a memory cannot be related to itself")
         elif not 0.0 <= relation.strength <= 1.0:
             out.errors.append(f"{relation.where}: {label}.strength: must be between 0 and 1")
-        elif fmt == "native" and key in given:
-            # The service keeps one edge per pair and type: the second was counted as created.
-            out.errors.append(f"{relation.where}: relation: {relation.type} {relation.source!r} → {relation.target!r} "
-                              f"was given already ({given[key]})")
+        elif key in given:
+            # The service keeps one edge per pair and type (it MERGEs): a second line was
+            # counted as created, and one that differs replaced the first unseen.
+            first = given[key]
+            if (first.strength, first.reason) == (relation.strength, relation.reason):
+                out.skip(f"duplicate {label}s (the same source, target, type, strength and reason as an "
+                         "earlier line: imported once)")
+            else:
+                out.errors.append(
+                    f"{relation.where}: {label}: {relation.type} {relation.source!r} → {relation.target!r} was given "
+                    f"already ({first.where}) with strength {first.strength}, reason {first.reason!r}; this line "
+                    f"has strength {relation.strength}, reason {relation.reason!r}: the service keeps one "
+                    "relation per pair and type, give it once")
         else:
-            given[key] = relation.where
+            given[key] = relation
             kept.append(relation)
     out.relations = kept
     _refuse_supersession_cycles(out, "relation" if fmt == "native" else "relationship")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -210,8 +211,10 @@ def content_hash(content: str) -> str:
 def integral_numbers(value: Any) -> Any:
     """``value`` (JSON-shaped: dicts, lists, scalars) with every float that has no fraction
     and lies within ±2^53 as an int: a Struct holds every number as a double, and the
-    metadata's integers read back as JSON integers (``5.0`` → ``5``)."""
-    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+    metadata's integers read back as JSON integers (``5.0`` → ``5``). ``-0.0`` stays a float:
+    no integer holds its sign."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53 and not (
+            value == 0 and math.copysign(1.0, value) < 0):
         return int(value)
     if isinstance(value, dict):
         return {k: integral_numbers(v) for k, v in value.items()}
@@ -225,7 +228,8 @@ def metadata_dict(memory: Memory) -> dict[str, Any]:
 
     Exact for every integer the ingest service accepts: it refuses integers outside
     ±(2^53−1) (automem/ingest/logic.py ``check_metadata_values``), the range a Struct's
-    double holds exactly. A float with no fraction comes back as an int (``5.0`` → ``5``).
+    double holds exactly. A float with no fraction comes back as an int (``5.0`` → ``5``;
+    ``-0.0`` stays ``-0.0``).
     """
     return integral_numbers(json_format.MessageToDict(memory.metadata)) if memory.HasField("metadata") else {}
 

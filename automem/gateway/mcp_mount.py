@@ -5,7 +5,9 @@ The MCP SDK and the tools' schemas cost the gateway process ~24 MiB of RSS when 
 sharing a child"); a gateway that only serves REST never pays it. The first request to ``/mcp`` (or ``/mcp/``, answered
 without a redirect: the SDK client does not follow one) imports automem/gateway/mcp_server.py,
 builds the server and starts its session manager in a task of its own, which runs until the
-app's lifespan ends; concurrent first requests wait for the one build.
+app's lifespan ends; concurrent first requests wait for the one build. A POST body is read
+by the REST gateway's JSON reader first: what it refuses (a key given twice, a number no
+double holds) is a 400 naming the argument, not a value the SDK silently changed.
 """
 
 from __future__ import annotations
@@ -16,12 +18,13 @@ from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import parse_qsl
 
-from fastapi import FastAPI
+from fastapi import FastAPI, HTTPException
+from fastapi.responses import JSONResponse
 
 from automem.common.client import AutomemClient
 from automem.common.settings import Settings
 from automem.gateway.errors import error_response
-from automem.gateway.schemas import SCOPE_PARAMETER_ERROR, scope_parameter
+from automem.gateway.schemas import SCOPE_PARAMETER_ERROR, parse_json_body, scope_parameter
 
 
 class LazyMCPEndpoint:
@@ -46,6 +49,11 @@ class LazyMCPEndpoint:
             # The MCP tools act in the key's default scope or the X-Automem-Scope header's.
             await error_response(400, SCOPE_PARAMETER_ERROR)(scope, receive, send)
             return
+        if scope.get("method") == "POST":
+            body, receive = await _buffered(receive)
+            if refusal := _refused_body(body):
+                await refusal(scope, receive, send)
+                return
         if self._endpoint is None:
             async with self._lock:
                 if self._endpoint is None:
@@ -79,6 +87,49 @@ class LazyMCPEndpoint:
         if self._runner is not None:
             with contextlib.suppress(Exception):
                 await self._runner
+
+
+async def _buffered(receive: Any) -> tuple[bytes, Any]:
+    """The whole request body, and a ``receive`` that gives it again (then the original's)."""
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":  # the client went away
+            return b"", receive
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            break
+    body = b"".join(chunks)
+    replayed = False
+
+    async def again() -> dict:
+        nonlocal replayed
+        if replayed:
+            return await receive()
+        replayed = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return body, again
+
+
+def _refused_body(body: bytes) -> JSONResponse | None:
+    """The answer to a JSON-RPC body holding what no store keeps as sent, or None.
+
+    The MCP SDK reads bodies with pydantic, which keeps the last of a key given twice and
+    reads ``1e-400`` as 0.0 silently; the REST gateway's reader
+    (automem/gateway/schemas.py :func:`parse_json_body`) refuses them. Its refusal is answered
+    as the SDK answers invalid params: HTTP 400 with a JSON-RPC error (code -32602), the
+    message naming the tool argument (``metadata.x: ...``, the ``params.arguments.`` of
+    ``tools/call`` left out). Malformed JSON is left to the SDK (its parse error)."""
+    try:
+        parse_json_body(body)
+    except HTTPException as exc:
+        message = str(exc.detail).removeprefix("params.arguments.")
+        return JSONResponse({"jsonrpc": "2.0", "id": None, "error": {"code": -32602, "message": message}},
+                            status_code=400)
+    except (ValueError, RecursionError):
+        pass
+    return None
 
 
 def mount(app: FastAPI, settings: Settings, client: AutomemClient, path: str = "/mcp") -> LazyMCPEndpoint:

@@ -18,11 +18,9 @@ tests/integration/test_openapi_fuzz.py checks both directions with schemathesis.
 from __future__ import annotations
 
 import json
-import math
 import re
 import sys
 from collections.abc import Callable, Coroutine
-from decimal import Decimal
 from typing import Annotated, Any, Literal
 
 from fastapi import HTTPException, Request, Response
@@ -30,6 +28,7 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, field_validator
 
 from automem.common.auth import MAX_SCOPE_LENGTH, SCOPE_PATTERN_RE, SCOPE_RE
+from automem.common.jsontext import REPEATED_KEY, RepeatedKeys, inexact_number, object_pairs
 
 
 def _not_a_boolean(value: Any) -> Any:
@@ -47,16 +46,19 @@ EtagValue = Annotated[int | str, BeforeValidator(_not_a_boolean)]
 
 
 class _Refused:
-    """Stands in for a number :func:`parse_json_body` refuses, until its path is known."""
+    """Stands in for a number (or an object, then naming its ``key``) :func:`parse_json_body`
+    refuses, until its path is known."""
 
-    __slots__ = ("reason",)
+    __slots__ = ("key", "reason")
 
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
+    def __init__(self, reason: str, key: str | None = None) -> None:
+        self.reason, self.key = reason, key
 
 
 def _first_refused(value: Any, path: str) -> tuple[str, str] | None:
     if isinstance(value, _Refused):
+        if value.key is not None:
+            return (f"{path}.{value.key}" if path else value.key), value.reason
         return path or "body", value.reason
     if isinstance(value, dict):
         items: Any = ((f"{path}.{k}" if path else str(k), v) for k, v in value.items())
@@ -119,7 +121,10 @@ def parse_json_body(raw: bytes | str) -> Any:
     * an integer longer than Python's int conversion limit (``sys.get_int_max_str_digits()``,
       4,300 digits by default);
     * a string (or object key) holding a lone UTF-16 surrogate (``"\\ud800"``): JSON's escapes
-      allow it, no UTF-8 text (hence no store) can hold it.
+      allow it, no UTF-8 text (hence no store) can hold it;
+    * an object giving one key twice (``{"x": 1, "x": 2}``), at any depth; the path names the
+      key (``metadata.x``). Python's ``json`` keeps the last silently, other readers the first
+      or both (RFC 8259 §4 leaves it open), so which value the caller meant is unknown.
 
     Malformed JSON raises ``json.JSONDecodeError`` (FastAPI's 400 with the position).
     """
@@ -132,12 +137,10 @@ def parse_json_body(raw: bytes | str) -> Any:
 
     def decimal(text: str) -> float | _Refused:
         nonlocal refused
-        value = float(text)
-        if repr(value) == text or (math.isfinite(value) and Decimal(text) == Decimal(repr(value))):
-            return value
+        if (reason := inexact_number(text)) is None:
+            return float(text)
         refused = True
-        return _Refused(f"{text} cannot be held exactly by a 64-bit float (it would read back as "
-                        f"{value!r}); send at most 17 significant digits within ±1.7e308")
+        return _Refused(reason)
 
     def integer(text: str) -> int | _Refused:
         nonlocal refused
@@ -148,7 +151,16 @@ def parse_json_body(raw: bytes | str) -> Any:
                             "digits a number may have here")
         return int(text)
 
-    value = json.loads(raw, parse_constant=constant, parse_float=decimal, parse_int=integer)
+    def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any] | _Refused:
+        nonlocal refused
+        value = object_pairs(pairs)
+        if not isinstance(value, RepeatedKeys):
+            return value
+        refused = True
+        return _Refused(REPEATED_KEY, key=value.repeated[0])
+
+    value = json.loads(raw, parse_constant=constant, parse_float=decimal, parse_int=integer,
+                       object_pairs_hook=unique_keys)
     if refused and (found := _first_refused(value, "")):
         raise HTTPException(400, f"{found[0]}: {found[1]}")
     if _SURROGATE_ESCAPE.search(raw.encode() if isinstance(raw, str) else raw) and (

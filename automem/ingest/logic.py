@@ -19,6 +19,14 @@ from google.protobuf import struct_pb2
 from automem.common.classify import classify
 from automem.common.embedding import configured_dimension
 from automem.common.errors import InvalidArgument
+from automem.common.jsontext import (
+    REPEATED_KEY,
+    InexactNumber,
+    RepeatedKeys,
+    exact_float,
+    inexact_number,
+    object_pairs,
+)
 from automem.common.model import (
     Memory,
     content_hash,
@@ -125,11 +133,15 @@ def parse_metadata(item: ingest_service_pb2.MemoryInput, field: str = "metadata"
     Shape: a JSON object (``metadata_json`` text, else the ``metadata`` Struct) of at most
     :data:`METADATA_MAX_BYTES` and :data:`METADATA_MAX_DEPTH` levels whose keys and values
     pass :func:`check_metadata_values`. Raises InvalidArgument naming the field
-    (``metadata.<key>`` for a bad value or key) otherwise.
+    (``metadata.<key>`` for a bad value or key) otherwise: among others, ``metadata_json``
+    giving a key twice in one object (``metadata.a.x``: json would keep the last silently) or
+    holding a decimal number no double holds as written (``1e-400``, which would read 0.0).
+    ``-0.0`` is kept.
     """
     if item.metadata_json:
         try:
-            value = json.loads(item.metadata_json, parse_constant=_NonFinite)
+            value = json.loads(item.metadata_json, parse_constant=_NonFinite, parse_float=exact_float,
+                               object_pairs_hook=object_pairs)
         except json.JSONDecodeError as exc:
             raise InvalidArgument(f"{field}: not valid JSON ({exc.msg})", field=field) from None
         except RecursionError:  # nested thousands deep: deeper than any limit below
@@ -205,13 +217,21 @@ def check_metadata_values(value: Any, field: str = "metadata") -> None:
       are names, like tags (:func:`validate_tags`);
     * key or string holding a lone surrogate (``"\\ud800"`` in ``metadata_json``): not
       Unicode text, so no UTF-8 store (the Struct, FalkorDB) can hold it. The message is the
-      REST gateway's for the same body (automem/gateway/schemas.py ``parse_json_body``).
+      REST gateway's for the same body (automem/gateway/schemas.py ``parse_json_body``);
+    * (``metadata_json`` only, as :func:`parse_metadata` reads it) a decimal number no double
+      holds as written (``1e-400`` would read back 0.0, ``1e400`` infinite) or a key given
+      twice in one object (path ``metadata.a.key``; json would keep the last silently), with
+      the gateway's messages.
 
     Everything else reads back equal: strings, booleans, null, lists, objects, floats (as
     doubles; the gateway refuses decimals a double cannot hold, automem/gateway/schemas.py)
     and integers as integers. A number with no fraction reads back as an integer (``5.0`` →
-    ``5``, the same JSON number): the Struct keeps no difference between them.
+    ``5``, the same JSON number): the Struct keeps no difference between them; ``-0.0``
+    stays ``-0.0``.
     """
+    if isinstance(value, RepeatedKeys):
+        where = f"{field}.{value.repeated[0]}"
+        raise InvalidArgument(f"{where}: {REPEATED_KEY}", field=where)
     if isinstance(value, dict):
         for key, sub in value.items():
             if _has_control(key):
@@ -220,6 +240,8 @@ def check_metadata_values(value: Any, field: str = "metadata") -> None:
             if _lone_surrogate(key):
                 raise InvalidArgument(f"{field}: key {key!r}: {_NOT_UNICODE}", field=field)
             check_metadata_values(sub, f"{field}.{key}")
+    elif isinstance(value, InexactNumber):
+        raise InvalidArgument(f"{field}: {inexact_number(value)}", field=field)
     elif isinstance(value, str) and not isinstance(value, _NonFinite):
         if _lone_surrogate(value):
             raise InvalidArgument(f"{field}: {_NOT_UNICODE}", field=field)

@@ -10,13 +10,14 @@ import uuid
 
 import grpc
 import pytest
-from google.protobuf import struct_pb2
+from google.protobuf import field_mask_pb2, struct_pb2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from automem.common.model import metadata_dict
 from automem.v1 import ingest_service_pb2, memory_pb2
+from tests.conftest import struct_of
 
 #: Every kind of JSON value metadata must give back unchanged, at the edges of the range.
 EXACT = {"max": 2**53 - 1, "min": -(2**53 - 1), "zero": 0, "half": 0.5, "tiny": 5e-324, "huge": 1.7976931348623157e308,
@@ -157,6 +158,126 @@ async def test_non_finite_and_inexact_numbers_anywhere_in_a_body_are_400_naming_
         assert r.json()["memory"]["metadata"] == {"a": 1.5, "b": 100000}
         assert (await http.get(f"/memory/{mid}")).json()["memory"]["metadata"] == {}
     assert await service.ctx.graph.memories.count(service.scope) == 2
+
+
+# --- 2b. keys given twice, inexact numbers in metadata_json, negative zero ------------------
+
+#: Why a repeated key is refused (the gateway's and the ingest service's words).
+TWICE = "the key is given more than once in one object"
+#: Metadata holding -0.0 wherever a number can be (-0.0 == 0, so compare it as JSON text).
+NEGATIVE_ZERO = {"z": -0.0, "list": [-0.0, 0], "nested": {"z": -0.0}}
+
+
+async def _mcp_raw_call(http, tool: str, arguments: str):
+    """``tools/call`` of ``tool`` with ``arguments``, JSON text sent as written (a client
+    library would merge a repeated key or round a number before sending), in a session of
+    its own. The HTTP response."""
+    accept = {"Accept": "application/json, text/event-stream"}
+    init = await http.post("/mcp", headers=accept, json={
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}})
+    assert init.status_code == 200, init.text
+    if session := init.headers.get("mcp-session-id"):
+        accept["mcp-session-id"] = session
+    await http.post("/mcp", headers=accept, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+    body = '{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "%s", "arguments": %s}}'
+    return await http.post("/mcp", content=body % (tool, arguments),
+                           headers={**accept, "Content-Type": "application/json"})
+
+
+async def test_a_key_given_twice_anywhere_is_refused_naming_it_not_last_one_kept(service) -> None:
+    async with service.http() as http:
+        mid = await _store(http, "metadata a repeated key would have overwritten", metadata={"keep": 1})
+        cases = [
+            ("POST", "/memory", '{"content": "dup", "metadata": {"x": 1, "x": 2}}', "metadata.x"),
+            ("POST", "/memory", '{"content": "first", "content": "second"}', "content"),
+            ("POST", "/memory", '{"content": "deep", "metadata": {"a": [{"y": 1}, {"y": 1, "y": 2}]}}', "metadata.a[1].y"),
+            ("POST", "/memory/batch", '{"memories": [{"content": "a"}, {"content": "b", "metadata": {"k": 1, "k": 2}}]}',
+             "memories[1].metadata.k"),
+            ("PATCH", f"/memory/{mid}", '{"metadata": {"keep": 2, "keep": 3}}', "metadata.keep"),
+        ]
+        for method, path, body, field in cases:
+            r = await http.request(method, path, content=body, headers={"Content-Type": "application/json"})
+            assert r.status_code == 400, (body, r.status_code, r.text)
+            assert r.json()["error"].startswith(f"{field}: {TWICE}"), (body, r.json()["error"])
+        r = await _mcp_raw_call(http, "store_memory", '{"content": "mcp dup", "metadata": {"n": {"v": 1, "v": 2}}}')
+        assert r.status_code == 400 and r.json()["error"]["message"].startswith(f"metadata.n.v: {TWICE}"), r.text
+        async with service.client() as client:
+            for text, field in (('{"x": 1, "x": 2}', "metadata.x"), ('{"a": [{"y": 1, "y": 2}]}', "metadata.a[0].y")):
+                with pytest.raises(grpc.aio.AioRpcError) as err:
+                    await client.ingest.CreateMemory(ingest_service_pb2.CreateMemoryRequest(
+                        memory=ingest_service_pb2.MemoryInput(content="grpc dup", metadata_json=text, metadata_set=True)))
+                assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+                assert err.value.details().startswith(f"{field}: {TWICE}"), err.value.details()
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await client.ingest.UpdateMemory(ingest_service_pb2.UpdateMemoryRequest(
+                    id=mid, memory=ingest_service_pb2.MemoryInput(metadata_json='{"keep": 2, "keep": 3}', metadata_set=True),
+                    update_mask=field_mask_pb2.FieldMask(paths=["metadata"])))
+            assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert err.value.details().startswith(f"metadata.keep: {TWICE}"), err.value.details()
+        _assert_same_json((await http.get(f"/memory/{mid}")).json()["memory"]["metadata"], {"keep": 1})
+    assert await service.ctx.graph.memories.count(service.scope) == 1
+
+
+async def test_inexact_numbers_in_grpc_metadata_json_and_mcp_are_refused_not_rounded(service) -> None:
+    cases = [("1e-400", "0.0"), ("-1e-400", "-0.0"), ("0.1000000000000000000001", "0.1"), ("1e400", "inf")]
+    async with service.client() as client:
+        memory = await client.create_memory("target of inexact updates", metadata={"keep": 0.5})
+        for number, read_back in cases:
+            want = f"metadata.x: {number} cannot be held exactly by a 64-bit float (it would read back as {read_back})"
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await client.ingest.CreateMemory(ingest_service_pb2.CreateMemoryRequest(
+                    memory=ingest_service_pb2.MemoryInput(content=f"grpc {number}", metadata_json=f'{{"x": {number}}}',
+                                                          metadata_set=True)))
+            assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert err.value.details().startswith(want), err.value.details()
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await client.ingest.UpdateMemory(ingest_service_pb2.UpdateMemoryRequest(
+                    id=memory.id, memory=ingest_service_pb2.MemoryInput(metadata_json=f'{{"x": {number}}}',
+                                                                        metadata_set=True),
+                    update_mask=field_mask_pb2.FieldMask(paths=["metadata"])))
+            assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert err.value.details().startswith(want), err.value.details()
+        _assert_same_json(metadata_dict((await client.get_memory(memory.id)).memory), {"keep": 0.5})
+    async with service.http() as http:
+        r = await _mcp_raw_call(http, "store_memory", '{"content": "mcp tiny", "metadata": {"l": [1, 1e-400]}}')
+        assert r.status_code == 400, r.text
+        assert r.json()["error"]["message"].startswith("metadata.l[1]: 1e-400 cannot be held exactly"), r.text
+        r = await _mcp_raw_call(http, "update_memory", f'{{"memory_id": "{memory.id}", "metadata": {{"x": 1e-400}}}}')
+        assert r.status_code == 400 and r.json()["error"]["message"].startswith("metadata.x: 1e-400"), r.text
+    assert await service.ctx.graph.memories.count(service.scope) == 1
+
+
+async def test_negative_zero_in_metadata_reads_back_as_negative_zero_everywhere(service) -> None:
+    async with service.http() as http:
+        mid = await _store(http, "negative zero over REST", metadata=NEGATIVE_ZERO)
+        _assert_same_json((await http.get(f"/memory/{mid}")).json()["memory"]["metadata"], NEGATIVE_ZERO)
+        r = await http.patch(f"/memory/{mid}", content='{"metadata": {"patched": -0.0}}',
+                             headers={"Content-Type": "application/json"})
+        assert r.status_code == 200, r.text
+        _assert_same_json((await http.get(f"/memory/{mid}")).json()["memory"]["metadata"],
+                          {**NEGATIVE_ZERO, "patched": -0.0})
+        r = await http.post("/memory/batch", json={"memories": [{"content": "negative zero in a batch",
+                                                                 "metadata": NEGATIVE_ZERO}]})
+        assert r.status_code == 201, r.text
+        batched = r.json()["memory_ids"][0]
+        _assert_same_json((await http.get(f"/memory/{batched}")).json()["memory"]["metadata"], NEGATIVE_ZERO)
+        async with service.client() as client:
+            stored = await client.ingest.CreateMemory(ingest_service_pb2.CreateMemoryRequest(
+                memory=ingest_service_pb2.MemoryInput(content="negative zero in a Struct", metadata=struct_of(NEGATIVE_ZERO))))
+            _assert_same_json(metadata_dict((await client.get_memory(stored.memory.id)).memory), NEGATIVE_ZERO)
+            from_json = await client.create_memory("negative zero in metadata_json", metadata=NEGATIVE_ZERO)
+            await client.update_memory(from_json.id, metadata={"patched": -0.0})
+            _assert_same_json(metadata_dict((await client.get_memory(from_json.id)).memory),
+                              {**NEGATIVE_ZERO, "patched": -0.0})
+        async with _mcp(service) as client:
+            result = await client.call_tool("store_memory", {"content": "negative zero over MCP", "metadata": NEGATIVE_ZERO})
+            assert not result.is_error, result.content[0].text
+            _assert_same_json(result.structured_content["memory"]["metadata"], NEGATIVE_ZERO)
+            over_mcp = result.structured_content["memory_id"]
+        _assert_same_json((await http.get(f"/memory/{over_mcp}")).json()["memory"]["metadata"], NEGATIVE_ZERO)
+        # 0 stays the integer 0.
+        _assert_same_json((await http.get(f"/memory/{mid}")).json()["memory"]["metadata"]["list"], [-0.0, 0])
 
 
 # --- 4. blank content, control characters in keys ------------------------------------------

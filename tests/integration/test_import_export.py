@@ -266,3 +266,125 @@ async def test_unreachable_service_is_one_line(tmp_path: Path) -> None:
         assert len(done.stderr.strip().splitlines()) == 1, done.stderr
         assert "cannot reach the service at 127.0.0.1:1" in done.stderr
     assert not (tmp_path / "out.jsonl").exists()
+
+
+async def test_an_empty_file_is_refused_in_every_format(service: ScopedService, tmp_path: Path) -> None:
+    """A zero-byte or blank file (an export that never ran, a wrong path) was "imported" by the
+    AutoMem and mem0 formats: 0 memories, ok, exit 0."""
+    for name, text in (("zero.json", ""), ("blank.json", " \n\t\n\n")):
+        path = tmp_path / name
+        path.write_text(text)
+        for fmt in ("automem", "mem0", "native"):
+            done = await _cli("import", str(path), "--format", fmt, "--grpc", service.grpc, "--scope", service.scope)
+            assert done.returncode == 1, (fmt, name, done.stdout)
+            first, summary = done.stderr.splitlines()
+            assert first.startswith("file: empty: "), (fmt, first)
+            assert summary == f"automem import: {path} ({fmt}): the file was refused; nothing was imported"
+            as_json = await _cli("import", str(path), "--format", fmt, "--grpc", service.grpc, "--scope",
+                                 service.scope, "--json")
+            result = json.loads(as_json.stdout)
+            assert as_json.returncode == 1 and not result["ok"] and result["written"] == 0
+            assert (result["file"], result["format"]) == (str(path), fmt)
+            assert result["errors"][0].startswith("file: empty: ")
+
+
+def _automem_lines(tag: str, *relationships: tuple[int, int, float]) -> str:
+    """Two AutoMem backup nodes (ids 1, 2) tagged ``tag`` and RELATES_TO relationships
+    ``(source, target, strength)`` among them, one record per line."""
+    nodes = [{"id": n, "labels": ["Memory"], "properties": {"id": f"{tag}-{n}", "content": f"{tag} memory {n}",
+                                                             "tags": [tag]}} for n in (1, 2)]
+    edges = [{"source_id": s, "type": "RELATES_TO", "target_id": t, "properties": {"strength": w}}
+             for s, t, w in relationships]
+    return "\n".join(json.dumps(record) for record in nodes + edges) + "\n"
+
+
+async def _relates_to(service: ScopedService, tag: str) -> list[tuple[str, str, float]]:
+    """The RELATES_TO edges out of the memories tagged ``tag``: (source content, target
+    content, strength)."""
+    memories = {m.id: m.content for m in await _memories(service, service.scope, tag)}
+    found = []
+    async with service.client() as client:
+        for memory_id in memories:
+            around = await client.recall.ListGraphNeighbors(recall_service_pb2.ListGraphNeighborsRequest(
+                id=memory_id, include_semantic=False))
+            found += [(memories[e.source_id], memories[e.target_id], round(e.strength, 6)) for e in around.edges
+                      if e.source_id == memory_id and e.type == "RELATES_TO"]
+    return sorted(found)
+
+
+async def test_a_relationship_given_twice_is_stored_once_or_refused_when_they_differ(
+        service: ScopedService, tmp_path: Path) -> None:
+    """The service keeps one edge per pair and type: the same relationship twice was counted as
+    two created, and a second one with another strength replaced the first unseen."""
+    same = tmp_path / "same.jsonl"
+    same.write_text(_automem_lines("duprel", (1, 2, 0.5), (1, 2, 0.5)))
+    imported = await _json_cli("import", str(same), "--format", "automem", "--grpc", service.grpc,
+                               "--scope", service.scope)
+    assert imported["relations"] == {"created": 1, "already_present": 0, "failed": 0, "total": 1}, imported
+    assert [n for reason, n in imported["skipped"].items() if reason.startswith("duplicate relationships")] == [1]
+    assert await _relates_to(service, "duprel") == [("duprel memory 1", "duprel memory 2", 0.5)]
+
+    differ = tmp_path / "differ.jsonl"
+    differ.write_text(_automem_lines("duprel2", (1, 2, 0.5), (2, 1, 0.3), (1, 2, 0.9)))
+    done = await _cli("import", str(differ), "--format", "automem", "--grpc", service.grpc, "--scope", service.scope)
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [
+        ("line 5: relationship: RELATES_TO '1' → '2' was given already (line 3) with strength 0.5, reason ''; this "
+        "line has strength 0.9, reason '': the service keeps one relation per pair and type, give it once"),
+        f"automem import: {differ} (automem): 1 bad record; nothing was imported"]
+    assert await _memories(service, service.scope, "duprel2") == []
+
+
+async def test_importing_relations_again_stores_nothing_and_changes_no_stored_relation(
+        service: ScopedService, tmp_path: Path) -> None:
+    """A relation whose two memories were already present was counted as already present
+    without a look: a new one (a later backup) was counted so though it was created, and one
+    whose strength changed since was overwritten with the file's, reported as already present."""
+    earlier, later = tmp_path / "earlier.jsonl", tmp_path / "later.jsonl"
+    earlier.write_text(_automem_lines("again"))
+    later.write_text(_automem_lines("again", (1, 2, 0.5)))
+    first = await _json_cli("import", str(earlier), "--format", "automem", "--grpc", service.grpc,
+                            "--scope", service.scope)
+    assert first["memories"]["created"] == 2 and first["relations"]["total"] == 0
+    grown = await _json_cli("import", str(later), "--format", "automem", "--grpc", service.grpc,
+                            "--scope", service.scope)
+    assert grown["memories"]["already_present"] == 2
+    assert grown["relations"] == {"created": 1, "already_present": 0, "failed": 0, "total": 1}, grown
+    again = await _json_cli("import", str(later), "--format", "automem", "--grpc", service.grpc,
+                            "--scope", service.scope)
+    assert again["relations"] == {"created": 0, "already_present": 1, "failed": 0, "total": 1}, again
+    assert await _relates_to(service, "again") == [("again memory 1", "again memory 2", 0.5)]
+
+    ids = {m.content: m.id for m in await _memories(service, service.scope, "again")}
+    async with service.client() as client:  # changed by hand after the import
+        await client.ingest.CreateRelation(ingest_service_pb2.CreateRelationRequest(
+            relation=memory_pb2.Relation(source_id=ids["again memory 1"], target_id=ids["again memory 2"],
+                                         strength=0.95, reason="tuned"), type_name="RELATES_TO"))
+    done = await _cli("import", str(later), "--format", "automem", "--grpc", service.grpc, "--scope", service.scope,
+                      "--json")
+    assert done.returncode == 1, done.stdout
+    result = json.loads(done.stdout)
+    assert result["relations"] == {"created": 0, "already_present": 0, "failed": 1, "total": 1}, result
+    assert result["failures"] == [("line 3: relationship: RELATES_TO '1' → '2' is stored with strength 0.95, this file "
+                                  "has 0.5: left as stored (an import does not change a stored relation)")]
+    assert await _relates_to(service, "again") == [("again memory 1", "again memory 2", 0.95)]
+
+
+async def test_a_key_given_twice_in_one_object_is_refused_naming_line_and_key(service: ScopedService,
+                                                                             tmp_path: Path) -> None:
+    """``{"memory": "a", "memory": "b"}`` was read as its last value, the first dropped unseen."""
+    mem0 = tmp_path / "twice.jsonl"
+    mem0.write_text('{"id": "a", "memory": "kept", "categories": ["twicekey"]}\n'
+                    '{"id": "b", "memory": "first", "memory": "second", "categories": ["twicekey"]}\n')
+    done = await _cli("import", str(mem0), "--format", "mem0", "--grpc", service.grpc, "--scope", service.scope)
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[0] == ("line 2: memory: the key is given more than once in one object (JSON "
+                                           "readers differ on which value counts); send each key once")
+    automem = tmp_path / "twice_automem.jsonl"
+    automem.write_text('{"id": 1, "labels": ["Memory"], "properties": {"content": "x", "tags": ["twicekey"], '
+                       '"importance": 0.2, "importance": 0.9}}\n')
+    done = await _cli("import", str(automem), "--format", "automem", "--grpc", service.grpc, "--scope",
+                      service.scope)
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[0].startswith("line 1: properties.importance: the key is given more than once")
+    assert await _memories(service, service.scope, "twicekey") == []

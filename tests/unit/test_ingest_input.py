@@ -5,12 +5,15 @@ an idempotency fingerprint tells requests apart by what they store."""
 
 from __future__ import annotations
 
+import json
+import math
 from datetime import UTC, datetime
 
 import pytest
 from google.protobuf import timestamp_pb2
 
 from automem.common.errors import InvalidArgument
+from automem.common.model import metadata_dict, node_fields
 from automem.common.settings import Settings
 from automem.ingest import logic
 from automem.v1 import ingest_service_pb2 as ingest
@@ -45,6 +48,33 @@ def test_a_lone_surrogate_in_metadata_json_is_refused_by_path(text: str, field: 
     assert "valid Unicode" in message
     # A surrogate pair is one character: fine.
     assert logic.parse_metadata(ingest.MemoryInput(metadata_json='{"a": "\\ud83e\\udde0"}')) == {"a": "🧠"}
+
+
+@pytest.mark.parametrize(("text", "field", "words"), [
+    ('{"x": 1, "x": 2}', "metadata.x", "the key is given more than once in one object"),
+    ('{"a": [0, {"y": 1, "y": 2}]}', "metadata.a[1].y", "the key is given more than once in one object"),
+    ('{"x": 1e-400}', "metadata.x", "1e-400 cannot be held exactly by a 64-bit float (it would read back as 0.0)"),
+    ('{"a": {"b": [-1e-400]}}', "metadata.a.b[0]", "-1e-400 cannot be held exactly by a 64-bit float"),
+    ('{"x": 0.1000000000000000000001}', "metadata.x", "0.1000000000000000000001 cannot be held exactly"),
+    ('{"x": 1e400}', "metadata.x", "1e400 cannot be held exactly by a 64-bit float (it would read back as inf)"),
+])
+def test_metadata_json_refuses_repeated_keys_and_inexact_numbers_by_path(text: str, field: str, words: str) -> None:
+    message = _refused(logic.parse_metadata, ingest.MemoryInput(metadata_json=text), field=field)
+    assert message.startswith(f"{field}: {words}"), message
+
+
+def test_negative_zero_in_metadata_is_kept_in_both_forms_and_on_the_node() -> None:
+    for item in (ingest.MemoryInput(content="c", metadata_json='{"z": -0.0, "l": [-0.0, 0, 1.5]}'),
+                 ingest.MemoryInput(content="c", metadata=struct_of({"z": -0.0, "l": [-0.0, 0, 1.5]}))):
+        parsed = logic.parse_metadata(item)
+        assert math.copysign(1.0, parsed["z"]) < 0 and math.copysign(1.0, parsed["l"][0]) < 0
+        memory = logic.build_memory(item, scope="s", settings=SETTINGS, created=NOW, source="t")
+        assert json.dumps(metadata_dict(memory)) == '{"z": -0.0, "l": [-0.0, 0, 1.5]}'
+        assert json.loads(node_fields(memory, ["metadata"])["metadata"]) == {"l": [-0.0, 0, 1.5], "z": -0.0}
+        assert node_fields(memory, ["metadata"])["metadata"] == '{"l": [-0.0, 0, 1.5], "z": -0.0}'
+    # -0.0 and 0 are different requests.
+    assert logic.request_fingerprint("create", [ingest.MemoryInput(content="c", metadata_json='{"z": -0.0}')]) != \
+        logic.request_fingerprint("create", [ingest.MemoryInput(content="c", metadata_json='{"z": 0}')])
 
 
 def test_a_window_ending_at_year_one_is_refused_not_overflowed() -> None:

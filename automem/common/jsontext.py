@@ -1,0 +1,88 @@
+"""Reading JSON text without altering it silently: the two checks every reader of a client's
+JSON shares — the REST gateway's bodies (automem/gateway/schemas.py ``parse_json_body``), the
+ingest service's ``metadata_json`` (automem/ingest/logic.py ``parse_metadata``) and the import
+files (automem/cli/transfer_formats.py ``read_records``).
+
+* A decimal number no 64-bit float holds as written (``1e-400`` reads back 0.0, ``1e400``
+  infinite, ``0.1000000000000000000001`` as 0.1): :func:`inexact_number` says why;
+  :func:`exact_float`, a ``parse_float`` hook, keeps such a number as :class:`InexactNumber`.
+* An object giving one key twice (``{"x": 1, "x": 2}``): Python's ``json`` keeps the last
+  value, other readers the first or both (RFC 8259 §4 leaves it open), so which one the
+  sender meant is unknown. :func:`object_pairs` marks such objects, :func:`repeated_key_paths`
+  names their keys by path.
+"""
+
+from __future__ import annotations
+
+import math
+from decimal import Decimal
+from typing import Any
+
+#: The reason given for a key sent twice in one object (every reader above uses it).
+REPEATED_KEY = ("the key is given more than once in one object (JSON readers differ on which value counts); "
+                "send each key once")
+
+
+def inexact_number(text: str) -> str | None:
+    """None when the double of the JSON number ``text`` is the same decimal (its shortest
+    text, ``repr``, equals ``text`` or the same value: ``1.50``, ``1E5``, ``-0.0`` pass), else
+    the reason it is refused: ``<text> cannot be held exactly by a 64-bit float (it would read
+    back as <value>); ...``. ``text`` is what ``json`` hands a ``parse_float`` hook."""
+    value = float(text)
+    if repr(value) == text or (math.isfinite(value) and Decimal(text) == Decimal(repr(value))):
+        return None
+    return (f"{text} cannot be held exactly by a 64-bit float (it would read back as {value!r}); "
+            "send at most 17 significant digits within ±1.7e308")
+
+
+class InexactNumber(str):
+    """The text of a JSON number no double holds as written (:func:`exact_float`), kept apart
+    from the value so the reader can refuse it by path."""
+
+
+def exact_float(text: str) -> float | InexactNumber:
+    """``parse_float`` hook for ``json.loads``: the double of ``text`` when it holds the number
+    exactly, else the text as :class:`InexactNumber` (:func:`inexact_number`)."""
+    return float(text) if inexact_number(text) is None else InexactNumber(text)
+
+
+class RepeatedKeys(dict):
+    """A JSON object that gave keys more than once (:func:`object_pairs`): it holds each key's
+    last value, as ``dict`` would; ``repeated`` names those keys in the order first repeated."""
+
+    repeated: list[str]
+
+
+def object_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``object_pairs_hook`` for ``json.loads``: the object as a dict, or a :class:`RepeatedKeys`
+    when a key was given twice."""
+    value = dict(pairs)
+    if len(value) == len(pairs):
+        return value
+    marked = RepeatedKeys(value)
+    marked.repeated = []
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen and key not in marked.repeated:
+            marked.repeated.append(key)
+        seen.add(key)
+    return marked
+
+
+def refusals(value: Any, path: str = "") -> list[tuple[str, str]]:
+    """``(path, reason)`` of every key given twice (:func:`object_pairs`) and every number no
+    double holds (:func:`exact_float`) in ``value``, in document order; ``path`` is ``value``'s
+    own (``""`` at the top). Keys join with ``.``, list positions as ``[i]``: ``metadata.x``,
+    ``results[0].memory``. A number's reason is :func:`inexact_number`'s, a key's
+    :data:`REPEATED_KEY`."""
+    found: list[tuple[str, str]] = []
+    if isinstance(value, InexactNumber):
+        found.append((path, inexact_number(value) or ""))
+    elif isinstance(value, dict):
+        found.extend((f"{path}.{key}" if path else key, REPEATED_KEY) for key in getattr(value, "repeated", ()))
+        for key, item in value.items():
+            found.extend(refusals(item, f"{path}.{key}" if path else key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found.extend(refusals(item, f"{path}[{index}]"))
+    return found
