@@ -9,7 +9,9 @@ truth), so redelivered or reordered events never roll a point back:
   caller's embedding) and upsert the point with the payload from the one builder;
 * otherwise → the payload is rewritten (tags, validity window, state).
 
-Then it records ``embedding_status`` on the memory (only while the content is unchanged).
+Then it records ``embedding_status`` on the memory (only while the content is unchanged and
+the memory is not DELETED or REJECTED); a point written for a memory deleted while the batch
+ran is deleted again, with no MEMORY_ENRICHED event and no further enrichment writes.
 Everything works per fetched batch, not per memory: one embedding call, NER of the batch
 and the indexed PRECEDED_BY lookup at the same time, one vector upsert, one guarded graph
 write per kind of field, the MEMORY_ENRICHED events pipelined, one ack per message at the
@@ -370,7 +372,9 @@ class EnrichConsumer:
         end: one embedding call, NER of the batch, the predecessor lookup (all three at the same
         time), one vector upsert, ONE guarded graph write of the embedding status (which also
         returns the records for the MEMORY_ENRICHED events, published pipelined), then the
-        batched entity, link and status writes (:meth:`Enricher.finish_many`). Hooks and the
+        batched entity, link and status writes (:meth:`Enricher.finish_many`). A memory deleted
+        (or rejected, or purged) after the batch read it loses the point just written and gets
+        no event, hooks or later writes (:meth:`_drop_points_of_gone`). Hooks and the
         per-memory events run inside ``span_of[memory_id]`` when given (its message's span).
         Texts ``looked`` (the look-ahead) already embedded or NER'd are not done again;
         ``models_done`` is set when embedding and NER are over."""
@@ -464,15 +468,19 @@ class EnrichConsumer:
                                                               "embedding_model": memory.embedding_model}))
         if settle:
             await self.graph.memories.set_enrichment_many(settle)
+        gone_since: set[str] = set()
         if points:
             await self.vectors.upsert_many(points)
             landed = await self.graph.memories.set_enrichment_many([
                 (mid, live[mid][0].content_hash, {"embedding_status": "EMBEDDING_STATUS_DONE",
                                                    "embedding_model": live[mid][0].embedding_model})
                 for mid, _, _, _ in points], return_nodes=True)
+            gone_since = await self._drop_points_of_gone([mid for mid, _, _, _ in points if mid not in landed])
             await self._publish_enriched([(current_of[mid], landed[mid]) for mid, _, _, _ in points if mid in landed],
                                          span_of)
         for mid, (memory, event) in live.items():
+            if mid in gone_since:
+                continue
             span = span_of.get(mid)
             with trace.use_span(span, end_on_exit=False) if span is not None else nullcontext():
                 for hook in self.after_embed:
@@ -480,8 +488,27 @@ class EnrichConsumer:
         order = {mid: position for position, mid in enumerate(live)}
         await self.enricher.finish_many(
             [(memory, prepared[memory.id], vectors.get(memory.id) or old_vectors.get(memory.id), order[memory.id])
-             for memory, _ in live.values() if memory.id in prepared],
-            {mid: order[mid] for mid in vectors})
+             for memory, _ in live.values() if memory.id in prepared and memory.id not in gone_since],
+            {mid: order[mid] for mid in vectors if mid not in gone_since})
+
+    async def _drop_points_of_gone(self, ids: list[str]) -> set[str]:
+        """Of ``ids`` — memories whose point this batch wrote but whose guarded status write
+        did not land — those deleted, rejected or purged since the batch read them: their
+        points are deleted again (one read and one delete, only when some write did not land)
+        and their ids returned, so the batch writes nothing more for them. The delete's own
+        event removes the point too, but only when it is processed after this upsert: another
+        replica, or a purge, may have handled it before, and the point of a deleted memory
+        then stayed. The others (an edit landed: the content hash moved) keep their point
+        until the edit's own event embeds the new content."""
+        if not ids:
+            return set()
+        current = await self.graph.memories.hydrate(ids, None)
+        gone = {mid for mid in ids if mid not in current or current[mid].state in _GONE_STATES}
+        if gone:
+            await self.vectors.delete(sorted(gone))
+            log.info("enrichment result dropped: the memory was deleted meanwhile",
+                     extra={"memories": len(gone)})
+        return gone
 
     async def _enrich_without_vectors(self, todo: dict[str, tuple[Memory, events_pb2.MemoryEvent]],
                                       span_of: dict[str, Span], looked: LookAhead | None = None) -> None:

@@ -225,12 +225,17 @@ class Memories(Repository):
         return ({i: memories[i] for i in ids if i in memories},
                 [edge for i in ids for edge in found.get(i, ())])
 
-    async def recall_candidates(self, ids: Sequence[str], scope: str) -> list[tuple[CandidateFields, list[str]]]:
+    async def recall_candidates(self, ids: Sequence[str], scope: str
+                                ) -> list[tuple[CandidateFields, list[str], bool]]:
         """The fields recall ranks on, for many candidates in one round trip: ``[(fields,
-        predecessor ids)]`` where ``fields`` holds id, scope, content, tags, entity tags,
-        importance, confidence, event_time and create_time as the node stores them
-        (:class:`automem.common.model.CandidateFields`), and the ids are those its
-        PRECEDED_BY edges point to in the same scope. Ids absent from ``scope`` are left out.
+        predecessor ids, embedded)]`` where ``fields`` holds id, scope, content, tags, entity
+        tags, importance, confidence, event_time and create_time as the node stores them
+        (:class:`automem.common.model.CandidateFields`), the ids are those its PRECEDED_BY
+        edges point to in the same scope, and ``embedded`` is whether its vector point holds
+        its current content (``embedding_status`` DONE; an edit of the content sets it back
+        to PENDING until enrichment has embedded the new text, automem/ingest/logic.py
+        ``apply_update``). Ids absent from ``scope`` are left out, the rest come in the order
+        of ``ids``.
 
         Bodies are not read here: recall hydrates only the page (:meth:`hydrate`). The
         predecessor ids come back unfiltered; a ``p.id IN $ids`` test made FalkorDB look up each
@@ -246,19 +251,19 @@ class Memories(Repository):
             "MATCH (m:Memory) WHERE m.id IN $ids AND m.scope = $scope "
             "OPTIONAL MATCH (m)-[:PRECEDED_BY]->(p:Memory) "
             "RETURN m.id, m.content, m.tags, m.entity_tags, m.importance, m.confidence, "
-            "m.event_time, m.create_time, p.id, p.scope",
+            "m.event_time, m.create_time, m.embedding_status, p.id, p.scope",
             {"ids": ids, "scope": scope},
         )
-        out: dict[str, tuple[CandidateFields, list[str]]] = {}
+        out: dict[str, tuple[CandidateFields, list[str], bool]] = {}
         for (mid, content, tags, entity_tags, importance, confidence, event_time, create_time,
-             prev, prev_scope) in rows:
+             embedding_status, prev, prev_scope) in rows:
             if mid not in out:
                 fields = CandidateFields(
                     id=mid, scope=scope, content=content or "", tags=tags or [], entity_tags=entity_tags or [],
                     importance=float(importance or 0.0), confidence=float(confidence or 0.0),
                     event_time=float(event_time) if event_time is not None else None,
                     create_time=float(create_time) if create_time is not None else None)
-                out[mid] = (fields, [])
+                out[mid] = (fields, [], embedding_status == "EMBEDDING_STATUS_DONE")
             if prev is not None and prev_scope == scope:
                 out[mid][1].append(prev)
         return [out[i] for i in ids if i in out]  # in the order of ``ids``
@@ -339,11 +344,16 @@ class Memories(Repository):
 
     async def unembedded_among(self, ids: Sequence[str], scope: str) -> list[tuple[str, str]]:
         """(id, content) of the memories among ``ids`` in ``scope`` whose embedding is not
-        DONE, by id (the lexical arm's full-text hits when the backlog is large)."""
+        DONE — not embedded yet, or their vector point still holds the content before an edit
+        — in no particular order: the lexical arm's full-text and sparse hits when the
+        backlog is large (automem/recall/servicer.py ``_lexical``). One index scan over the
+        ids and the scope, as :meth:`recall_candidates`."""
+        if not ids:
+            return []
         rows = await self.store.ro_query(
-            "UNWIND $ids AS mid MATCH (m:Memory {id: mid}) WHERE m.scope = $scope "
+            "MATCH (m:Memory) WHERE m.id IN $ids AND m.scope = $scope "
             "AND m.embedding_status <> 'EMBEDDING_STATUS_DONE' "
-            "RETURN m.id, m.content", {"ids": list(ids), "scope": scope})
+            "RETURN m.id, m.content", {"ids": list(dict.fromkeys(ids)), "scope": scope})
         return [(r[0], r[1]) for r in rows]
 
     async def list_ids(self, flt: MemoryFilter, states: Sequence[str], limit: int, *, order: str = "event_time",
@@ -571,10 +581,13 @@ class Memories(Repository):
                                   return_nodes: bool = False) -> dict[str, dict[str, Any] | None]:
         """:meth:`set_enrichment` for many memories in ONE query: ``rows`` are
         ``(memory_id, content_hash, fields)``; each row is written only while its node still
-        holds ``content_hash``. Returns ``{memory_id: properties}`` for the rows that landed —
-        the node's properties as they stand right after the write when ``return_nodes`` (so
-        an edit that landed before shows), else None. Raises ValueError for a field that is
-        not enrichment-owned (:data:`ENRICHMENT_FIELDS`)."""
+        holds ``content_hash`` and is not DELETED or REJECTED (a tombstone keeps its content,
+        so the hash alone let enrichment that was late for a delete mark the deleted memory
+        embedded, and the consumer publish MEMORY_ENRICHED for it). Returns ``{memory_id:
+        properties}`` for the rows that landed — the node's properties as they stand right
+        after the write when ``return_nodes`` (so an edit that landed before shows), else
+        None. Raises ValueError for a field that is not enrichment-owned
+        (:data:`ENRICHMENT_FIELDS`)."""
         if not rows:
             return {}
         for _, _, fields in rows:
@@ -583,6 +596,7 @@ class Memories(Repository):
                 raise ValueError(f"not enrichment fields: {sorted(unknown)}")
         found = await self.store.query(
             "UNWIND $rows AS row MATCH (m:Memory {id: row.id}) WHERE m.content_hash = row.hash "
+            "AND NOT m.state IN ['DELETED', 'REJECTED'] "
             "SET m += row.fields " + versions.amend("m", "row.fields", ["row"])
             + "RETURN m.id, " + ("properties(m)" if return_nodes else "null"),
             {"rows": [{"id": mid, "hash": h, "fields": fields} for mid, h, fields in rows]},

@@ -10,6 +10,11 @@ Arms (each respects the same :class:`Filters`):
 
 Candidates are de-duplicated and hydrated from the graph by id; the vector payload is only a
 pre-filter. Scores: :mod:`automem.recall.scoring`.
+
+A memory whose content was edited keeps its old vector point until enrichment embeds the new
+text (its ``embedding_status`` is PENDING meanwhile): neither arm scores it on that point; the
+keyword arm scores its current text directly, as it does for a memory not yet embedded
+(``RecallServicer._lexical``, ``_Tiers._rank``).
 """
 
 from __future__ import annotations
@@ -259,6 +264,9 @@ class _Tiers:
         self._fetched: set[str] = set()
         self._light: dict[str, CandidateFields] = {}
         self._preceded_by: dict[str, list[str]] = {}
+        #: Candidates read by :meth:`_fetch` whose vector point does not hold their current
+        #: content (``embedding_status`` not DONE): their dense scores are dropped (:meth:`_rank`).
+        self._unembedded: set[str] = set()
         #: Lexical feedback terms (term index -> added query weight), set by the first tier.
         self.feedback: dict[int, float] = {}
 
@@ -412,25 +420,41 @@ class _Tiers:
         return keep + [r for r in again if r.id not in kept], more
 
     async def _fetch(self, ids: list[str]) -> None:
-        """Read the ranking fields of the ``ids`` not read yet (one round trip, no bodies)."""
+        """Read the ranking fields of the ``ids`` not read yet (one round trip, no bodies),
+        and note those whose vector point does not hold their current content (in
+        ``_unembedded``, for :meth:`_rank`)."""
         missing = [i for i in ids if i not in self._fetched]
         self._fetched.update(missing)
         light = await self.svc.graph.memories.recall_candidates(missing, self.scope)
         if self.read.past:  # rank and filter the versions believed at known_at
-            believed = await hydrate_at(self.svc.graph, [m.id for m, _ in light], self.scope, self.read)
-            light = [(CandidateFields.of(believed[m.id]), prev) for m, prev in light if m.id in believed]
-        for memory, prev in light:
+            believed = await hydrate_at(self.svc.graph, [m.id for m, _, _ in light], self.scope, self.read)
+            light = [(CandidateFields.of(believed[m.id]), prev, embedded) for m, prev, embedded in light
+                     if m.id in believed]
+        for memory, prev, embedded in light:
             self._light[memory.id] = memory
             self._preceded_by[memory.id] = prev
+            if not embedded:
+                self._unembedded.add(memory.id)
 
     async def _rank(self, ids: list[str], arm_scores: dict[str, dict[str, float]]) -> list[Ranked]:
         """Rank the pool ``ids`` on the few fields scoring needs (one round trip for the ids
-        not read by an earlier tier, no bodies)."""
+        not read by an earlier tier, no bodies).
+
+        A dense hit of a memory whose embedding is not DONE scored the vector of the content
+        before an edit (the PATCH set the status back to PENDING; enrichment has not embedded
+        the new text yet): that score is dropped, and a memory left with no arm's score — it
+        matched the query on its old content only — leaves the pool. The lexical arm scored
+        its current text already (:meth:`RecallServicer._lexical`). The status comes with the
+        ranking fields (:meth:`_fetch`): no round trip of its own."""
         await self._fetch(ids)
-        memories = [self._light[i] for i in ids if i in self._light and self.filters.matches(self._light[i])]
+        vector = arm_scores.get("vector", {})
+        stale_vector = {i for i in self._unembedded if i in vector}  # none, normally
+        memories = [self._light[i] for i in ids if i in self._light and self.filters.matches(self._light[i])
+                    and (i not in stale_vector or any(i in s for a, s in arm_scores.items() if a != "vector"))]
         neighbours = _time_neighbours(memories, self._preceded_by) if self.queries else {}
         candidates = [
-            Candidate(id=m.id, arm_scores={a: s[m.id] for a, s in arm_scores.items() if m.id in s},
+            Candidate(id=m.id, arm_scores={a: s[m.id] for a, s in arm_scores.items()
+                                           if m.id in s and not (a == "vector" and m.id in stale_vector)},
                       memory=m, prev_id=neighbours.get(m.id, (None, None))[0],
                       next_id=neighbours.get(m.id, (None, None))[1])
             for m in memories
@@ -690,17 +714,29 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         the best BM25 score, so a memory is recallable the moment its store is acknowledged.
         They are read through the ``embedding_status`` index (none, normally); only when more
         than :data:`UNEMBEDDED_SCAN_MAX` wait for their embedding does FalkorDB's full-text index
-        narrow them down first (it cost ~16 ms on every recall, issue 10). ``extra`` (term index
-        -> weight) joins every query's sparse vector (lexical feedback, ``_Tiers._feedback``).
-        With the vector store late or down (``sparse`` False, or its sparse search raising
-        :class:`~automem.common.errors.Unavailable`), FalkorDB's full-text index scores every
-        memory instead. Returns whether a search returned ``n_cand`` hits (a larger pool could
-        hold more)."""
+        narrow them down first (it cost ~16 ms on every recall, issue 10), and the sparse hits
+        are looked up among them in the same query (``unembedded_among``).
+
+        A memory whose content was edited waits for its embedding too (the PATCH set
+        ``embedding_status`` back to PENDING), while its sparse vector still holds the old
+        text: its sparse hits are dropped and its current text is scored as a memory not yet
+        embedded is, so from the moment the edit is acknowledged the old text's words no longer
+        match it and the new text's do (the dense arm's hits: ``_Tiers._rank``). No extra
+        round trip: the waiting ids are those the lookup above reads anyway.
+
+        ``extra`` (term index -> weight) joins every query's sparse vector (lexical feedback,
+        ``_Tiers._feedback``). With the vector store late or down (``sparse`` False, or its
+        sparse search raising :class:`~automem.common.errors.Unavailable`), FalkorDB's
+        full-text index (over the current content) scores every memory instead. Scores go
+        into ``out`` (memory id -> best score over ``queries``). Returns whether a search
+        returned ``n_cand`` hits (a larger pool could hold more)."""
         backlog: list[tuple[str, str]] | None = None
+        waiting: set[str] = set()  # ids of the backlog, when it was read whole
         more = False
         sparse = sparse and self.vectors is not None
         for q in queries:
             terms = analyze(q)
+            hits: list[tuple[str, float]] = []
             if sparse and terms:
                 weights = bm25_query_weights(terms)
                 for k, v in (extra or {}).items():
@@ -713,29 +749,31 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
                     log.warning("sparse arm skipped: %s", exc, extra={"scope": scope})
                     sparse, hits = False, []
                 more = more or len(hits) >= n_cand
-                for mid, score in hits:
-                    out[mid] = max(score, out.get(mid, 0.0))
             if self.vectors is not None and not sparse:
                 ft = fulltext_query(q)
-                hits = await self.graph.memories.fulltext(ft, scope, n_cand) if ft else []
-                more = more or len(hits) >= n_cand
-                for mid, score in hits:
+                found = await self.graph.memories.fulltext(ft, scope, n_cand) if ft else []
+                more = more or len(found) >= n_cand
+                for mid, score in found:
                     out[mid] = max(score, out.get(mid, 0.0))
                 continue
             if backlog is None:
                 backlog = await self.graph.memories.unembedded(scope, UNEMBEDDED_SCAN_MAX + 1)
+                if len(backlog) <= UNEMBEDDED_SCAN_MAX:
+                    waiting = {mid for mid, _ in backlog}
             if len(backlog) <= UNEMBEDDED_SCAN_MAX:
-                pending = [(mid, content) for mid, content in backlog if mid not in out]
+                stale = waiting
+                pending = backlog
             else:
                 ft = fulltext_query(q)
-                if not ft:
-                    continue
-                hits = [mid for mid, _ in await self.graph.memories.fulltext(ft, scope, n_cand)]
-                more = more or len(hits) >= n_cand
-                unseen = [mid for mid in hits if mid not in out]
-                if not unseen:
-                    continue
-                pending = await self.graph.memories.unembedded_among(unseen, scope)
+                found = [mid for mid, _ in await self.graph.memories.fulltext(ft, scope, n_cand)] if ft else []
+                more = more or len(found) >= n_cand
+                lookup = [*(mid for mid, _ in hits), *(mid for mid in found if mid not in out)]
+                pending = await self.graph.memories.unembedded_among(lookup, scope) if lookup else []
+                stale = {mid for mid, _ in pending}
+            for mid, score in hits:
+                if mid not in stale:  # else: its sparse vector holds the content before an edit
+                    out[mid] = max(score, out.get(mid, 0.0))
+            pending = [(mid, content) for mid, content in pending if mid not in out]
             if not pending:
                 continue
             best = max(out.values(), default=1.0)
