@@ -1043,7 +1043,7 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
             raise InvalidArgument("max_depth: must be between 1 and 3", field="max_depth")
         limit = request.page_size or 20
         if limit < 1 or limit > 200:
-            raise InvalidArgument("limit: must be between 1 and 200", field="limit")
+            raise InvalidArgument("page_size: must be between 1 and 200", field="page_size")
         skip = decode_offset_token(request.page_token, request.id)
         from automem.common.model import AUTHORABLE_RELATIONS, SYSTEM_RELATIONS
 

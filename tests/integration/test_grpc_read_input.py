@@ -1,7 +1,7 @@
 """Bad input to the read side (RecallService, ConsolidateService) is refused as
 INVALID_ARGUMENT naming the field, over gRPC and REST (break-it review C): out-of-range
 Timestamps, a read time in the last second of 9999, GetConsolidationStatus paging, the size
-of a search's text, the window echo's precision and NULs in request text."""
+of a search's text, the window echo's precision, NULs in request text and the related page size."""
 
 from __future__ import annotations
 
@@ -190,3 +190,14 @@ async def test_a_nul_in_read_request_text_is_invalid_argument_naming_the_field(s
     async with service.http() as http:
         r = await http.get("/memory/by-tag", params={"tags": "a\x00b"})
         assert r.status_code == 400 and r.json()["error"].startswith("tags: "), r.text
+
+
+async def test_related_memories_page_size_out_of_range_names_page_size(service) -> None:
+    """ListRelatedMemories refused ``page_size`` 201 or -1 naming ``limit``, a field its
+    request does not have (REST's ``/memories/{id}/related`` checks its own ``limit``)."""
+    async with service.client() as client:
+        memory = await client.create_memory("a memory whose neighbours are paged", tags=["related-page"])
+        for size in (201, -1):
+            details = await _refused(client.recall.ListRelatedMemories,
+                                     recall_service_pb2.ListRelatedMemoriesRequest(id=memory.id, page_size=size))
+            assert details.startswith("page_size: must be between 1 and 200"), (size, details)
