@@ -2,10 +2,11 @@
 request created, per scope (automem/ingest/servicer.py), and the fingerprint of that request
 (automem/ingest/logic.py ``request_fingerprint``) in the node's ``request`` property.
 
-The claim (which memories a key names) is written in the same query as the memories; the
-fingerprint just after, on the claim that holds the same memory ids and has none yet (first
-request wins). A claim without one — made before fingerprints existed, or whose fingerprint
-write did not land — is compared by content, as before.
+The claim (which memories a key names) and its fingerprint are written in the same query as
+the memories (:meth:`IdempotencyKeys.create_claimed`; a supersede's in
+automem/graph/memories.py ``supersede``): the first request wins both, and no claim is ever
+seen without the fingerprint of the request that made it. A claim without one — made before
+fingerprints existed — is compared by content, as before.
 """
 
 from __future__ import annotations
@@ -45,14 +46,6 @@ class IdempotencyKeys(Repository):
             return None
         return Claim(list(rows[0][0] or []), rows[0][1] or "")
 
-    async def record_fingerprint(self, scope: str, key: str, ids: Sequence[str], fingerprint: str) -> None:
-        """Store ``fingerprint`` on the claim of ``key`` in ``scope`` when it names ``ids``
-        and holds no fingerprint yet; nothing otherwise."""
-        await self.store.query(
-            "MATCH (k:IdempotencyKey {key: $key}) WHERE k.memory_ids = $ids AND k.request IS NULL "
-            "SET k.request = $fingerprint",
-            {"key": node_key(scope, key), "ids": list(ids), "fingerprint": fingerprint})
-
     async def memory_ids(self, scope: str, key: str) -> list[str] | None:
         """The memory ids claimed by ``key`` in ``scope``, or None when it is unclaimed."""
         rows = await self.store.ro_query(
@@ -60,28 +53,33 @@ class IdempotencyKeys(Repository):
         )
         return list(rows[0][0]) if rows else None
 
-    async def remember(self, scope: str, key: str, ids: Sequence[str], create_time: float | None) -> None:
-        """Claim ``key`` in ``scope`` for ``ids`` unless it is claimed already (first claim
-        wins; ``create_time`` in epoch seconds)."""
+    async def remember(self, scope: str, key: str, ids: Sequence[str], create_time: float | None,
+                       fingerprint: str = "") -> None:
+        """Claim ``key`` in ``scope`` for ``ids`` with the request's ``fingerprint``
+        (automem/ingest/logic.py ``request_fingerprint``; "" = none) unless it is claimed
+        already (first claim wins; ``create_time`` in epoch seconds)."""
         await self.store.query(
-            "MERGE (k:IdempotencyKey {key: $key}) ON CREATE SET k.memory_ids = $ids, k.create_time = $t",
-            {"key": node_key(scope, key), "ids": list(ids), "t": create_time},
+            "MERGE (k:IdempotencyKey {key: $key}) "
+            "ON CREATE SET k.memory_ids = $ids, k.create_time = $t, k.request = $fingerprint",
+            {"key": node_key(scope, key), "ids": list(ids), "t": create_time, "fingerprint": fingerprint or None},
         )
 
     async def create_claimed(self, scope: str, key: str, memories: Sequence[Memory],
-                             ids: Sequence[str] | None = None) -> bool:
+                             ids: Sequence[str] | None = None, fingerprint: str = "") -> bool:
         """Create ``memories`` and claim ``key`` for ``ids`` (default: their ids; a batch
-        whose items repeat earlier memories names those too) in ONE query, so two concurrent
-        retries with the same key cannot both create. False (nothing written) when the key
-        was already claimed for other ids. The claim's time is the first memory's
-        ``create_time`` (now when ``memories`` is empty)."""
+        whose items repeat earlier memories names those too), with the request's
+        ``fingerprint`` ("" = none), in ONE query, so two concurrent retries with the same key
+        cannot both create and the claim is never without its fingerprint. False (nothing
+        written) when the key was already claimed for other ids. The claim's time is the first
+        memory's ``create_time`` (now when ``memories`` is empty)."""
         ids = [m.id for m in memories] if ids is None else list(ids)
         rows = await self.store.query(
-            "MERGE (k:IdempotencyKey {key: $key}) ON CREATE SET k.memory_ids = $ids, k.create_time = $t "
+            "MERGE (k:IdempotencyKey {key: $key}) "
+            "ON CREATE SET k.memory_ids = $ids, k.create_time = $t, k.request = $fingerprint "
             "WITH k WHERE k.memory_ids = $ids "
             "FOREACH (row IN $rows | CREATE (m:Memory) SET m = row " + versions.record_row("row") + ") "
             "RETURN count(k)",
             versions.params() | {"key": node_key(scope, key), "ids": ids, "rows": [memory_to_node(m) for m in memories],
-             "t": epoch(memories[0], "create_time") if memories else time.time()},
+             "t": epoch(memories[0], "create_time") if memories else time.time(), "fingerprint": fingerprint or None},
         )
         return bool(rows and rows[0][0])

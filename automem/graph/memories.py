@@ -502,13 +502,14 @@ class Memories(Repository):
         return bool(rows)
 
     async def supersede(self, old: Memory, old_props: dict[str, Any], new: Memory, relation: Relation,
-                        _fail_after_create: bool = False, claim: str | None = None) -> bool:
+                        _fail_after_create: bool = False, claim: str | None = None, fingerprint: str = "") -> bool:
         """The atomic graph write of a supersede, in ONE query (FalkorDB applies all of it or
         none): while ``old`` still has its version, create ``new``, write ``old_props`` onto
         ``old`` and create the edge ``relation`` (old -> new). With ``claim`` (an
         ``:IdempotencyKey`` node key, automem/graph/idempotency.py ``node_key``) the same query
-        first claims that key for ``new`` and writes nothing when it is claimed already, so
-        two concurrent supersedes with one key cannot both create. False (nothing written)
+        first claims that key for ``new``, with the request's ``fingerprint`` ("" = none), and
+        writes nothing when it is claimed already, so two concurrent supersedes with one key
+        cannot both create. False (nothing written)
         when the version check or the claim fails. ``_fail_after_create`` (tests only) makes
         the query fail after the writes, to show the rollback."""
         label = relation_label(relation_type_name(relation.type))
@@ -516,7 +517,7 @@ class Memories(Repository):
         # (A WHERE that only filters rows out would leave the writes applied.)
         failure = "WITH old, new, r WHERE 1 / (size(new.id) - size(new.id)) = 0 " if _fail_after_create else ""
         claiming = ("MERGE (k:IdempotencyKey {key: $claim}) "
-                    "ON CREATE SET k.memory_ids = [$new_props.id], k.create_time = $created "
+                    "ON CREATE SET k.memory_ids = [$new_props.id], k.create_time = $created, k.request = $fingerprint "
                     "WITH old, k WHERE k.memory_ids = [$new_props.id] ") if claim else ""
         rows = await self.store.query(
             "MATCH (old:Memory {id: $old_id}) WHERE old.scope = $scope AND old.version = $version "
@@ -532,7 +533,7 @@ class Memories(Repository):
             versions.params({"old_id": old.id, "scope": old.scope, "version": old.version,
                       "new_props": memory_to_node(new), "old_props": old_props,
                       "strength": relation.strength, "created": epoch(relation, "create_time"),
-                      "reason": relation.reason, "claim": claim}),
+                      "reason": relation.reason, "claim": claim, "fingerprint": fingerprint or None}),
         )
         return bool(rows)
 

@@ -125,20 +125,11 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         return await self.graph.idempotency.claim(scope, key)
 
     async def _remember_key(self, scope: str, key: str, ids: list[str], fingerprint: str) -> None:
+        """Claim ``key`` for ``ids`` (memories stored before, e.g. the one a create repeats) with
+        the request's ``fingerprint``, in one write (automem/graph/idempotency.py)."""
         if key:
-            await self.graph.idempotency.remember(scope, key, ids, epoch(Memory(create_time=ts(now())), "create_time"))
-            await self._record_fingerprint(scope, key, ids, fingerprint)
-
-    async def _record_fingerprint(self, scope: str, key: str, ids: list[str], fingerprint: str) -> None:
-        """Store the request's fingerprint on the claim of ``key`` (automem/graph/idempotency.py).
-        The write is done by then: a failure here is logged, not answered — the claim then
-        compares retries by content, as one made before fingerprints existed."""
-        if not key:
-            return
-        try:
-            await self.graph.idempotency.record_fingerprint(scope, key, ids, fingerprint)
-        except AutomemError as exc:
-            log.warning("idempotency key %r: its request fingerprint was not stored (%s)", key, exc.message)
+            await self.graph.idempotency.remember(scope, key, ids, epoch(Memory(create_time=ts(now())), "create_time"),
+                                                  fingerprint)
 
     @staticmethod
     def _check_same_request(key: str, claim: Claim, fingerprint: str, same_content: bool, first: str) -> None:
@@ -159,11 +150,11 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
                 f"idempotency_key: {key!r} was used for a different memory ({first}); use a new key for new "
                 "content", field="idempotency_key")
 
-    async def _create_claimed(self, scope: str, key: str, memories: list[Memory]) -> bool:
-        """Create ``memories`` and claim idempotency ``key`` for them in ONE query, so two
-        concurrent retries with the same key cannot both create. False (nothing written)
-        when the key was already claimed."""
-        return await self.graph.idempotency.create_claimed(scope, key, memories)
+    async def _create_claimed(self, scope: str, key: str, memories: list[Memory], fingerprint: str) -> bool:
+        """Create ``memories`` and claim idempotency ``key`` for them, with the request's
+        ``fingerprint``, in ONE query, so two concurrent retries with the same key cannot both
+        create. False (nothing written) when the key was already claimed."""
+        return await self.graph.idempotency.create_claimed(scope, key, memories, fingerprint=fingerprint)
 
     async def _repeats_of(self, memories: list[Memory], items: list[Any], source: str) -> list[Memory | None]:
         """For each new memory (built from ``items[i]``), the memory it repeats, or None.
@@ -229,12 +220,11 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
             await self._remember_key(scope, key, [duplicate.id], fingerprint)
             return ingest_service_pb2.CreateMemoryResponse(memory=duplicate, deduplicated=True)
         if key:
-            if not await self._create_claimed(scope, key, [memory]):
+            if not await self._create_claimed(scope, key, [memory], fingerprint):
                 if request.require_unused_key:
                     raise FailedPrecondition(f"idempotency_key: {key!r} was used already",
                                              field="idempotency_key")
                 return await self._replay(scope, key, fingerprint, request.memory.content)
-            await self._record_fingerprint(scope, key, [memory.id], fingerprint)
         else:
             await self.graph.memories.create_many([memory])
         await self.publisher.publish(make_event(
@@ -296,10 +286,9 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
                if earlier is None]
         if key:
             if not await self.graph.idempotency.create_claimed(scope, key, [m for m, _ in new],
-                                                               ids=[m.id for m in answer]):
+                                                               ids=[m.id for m in answer], fingerprint=fingerprint):
                 return await self._batch_replay(scope, await self._idempotent(scope, key) or Claim([], ""),
                                                 request, fingerprint)
-            await self._record_fingerprint(scope, key, [m.id for m in answer], fingerprint)
         elif new:
             await self.graph.memories.create_many([m for m, _ in new])
         await self.publisher.publish_many([
@@ -606,8 +595,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         rel = Relation(source_id=old.id, target_id=new.id, type=rel_type, strength=0.9, scope=scope,
                        reason=request.reason)
         rel.create_time.CopyFrom(ts(stamp))
-        await self.supersede_in_graph(old, closed, new, rel, claim=request.idempotency_key)
-        await self._record_fingerprint(scope, request.idempotency_key, [new.id], fingerprint)
+        await self.supersede_in_graph(old, closed, new, rel, claim=request.idempotency_key, fingerprint=fingerprint)
         await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_MEMORY_CREATED, before=None, after=new,
                                                 content_changed=True, embedding=request.replacement.embedding))
         await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_MEMORY_SUPERSEDED, before=old, after=closed,
@@ -655,15 +643,16 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         return None
 
     async def supersede_in_graph(self, old: Memory, closed: Memory, new: Memory, rel: Relation,
-                                 _fail_after_create: bool = False, claim: str = "") -> None:
+                                 _fail_after_create: bool = False, claim: str = "", fingerprint: str = "") -> None:
         """The atomic graph write of a supersede: one query, so FalkorDB applies all of it or
-        none; with ``claim`` (an idempotency key) the same query claims it for ``new``.
+        none; with ``claim`` (an idempotency key) the same query claims it for ``new``, with the
+        request's ``fingerprint``.
         ``_fail_after_create`` (tests only) makes the query fail after the create and the old
         node's update, to show the rollback. Raises Aborted on a concurrent change (or a key
         claimed meanwhile)."""
         key = node_key(old.scope, claim) if claim else None
         if not await self.graph.memories.supersede(old, _without_enrichment(memory_to_node(closed)), new, rel,
-                                                   _fail_after_create, claim=key):
+                                                   _fail_after_create, claim=key, fingerprint=fingerprint):
             raise Aborted(f"memory {old.id} changed concurrently, retry")
 
     @long_running

@@ -246,3 +246,55 @@ async def test_batch_and_mcp_stores_follow_the_same_dedupe_rule(service) -> None
         assert batch.structured_content["deduplicated"] == [True, False]
         assert batch.structured_content["memory_ids"][0] == first
     assert await service.ctx.graph.memories.count(service.scope) == 5
+
+
+@pytest.mark.parametrize("operation", ["create", "batch", "supersede"])
+async def test_a_claim_is_never_stored_without_its_request_fingerprint(service, monkeypatch, operation) -> None:
+    """A keyed write's claim and the fingerprint of its request are one graph write
+    (automem/graph/idempotency.py): a store fault after the claim (here every graph write
+    after it fails) cannot leave a claim that takes a different request with the same content
+    for a retry of the first. (The fingerprint was written by a second query; when that failed
+    only a warning was logged, and the key answered a retry with other tags with the first
+    memory, ``deduplicated``.)"""
+    from automem.common.errors import Unavailable
+    from automem.v1 import ingest_service_pb2
+
+    store = service.ctx.graph.idempotency.store
+    query = store.query
+    claimed = {"done": False}
+
+    async def failing_after_the_claim(cypher, *args, **kwargs):
+        if claimed["done"]:
+            raise Unavailable("FalkorDB: simulated fault after the claim")
+        rows = await query(cypher, *args, **kwargs)
+        claimed["done"] = "IdempotencyKey" in cypher
+        return rows
+
+    key, content = f"claim-{operation}", f"Deploys freeze on Fridays ({operation})"
+    async with service.client() as client:
+        ingest = client.ingest
+        old = (await ingest.CreateMemory(ingest_service_pb2.CreateMemoryRequest(
+            memory=ingest_service_pb2.MemoryInput(content=f"Deploys freeze on Thursdays ({operation})")))).memory
+
+        def request(tags: list[str]):
+            item = ingest_service_pb2.MemoryInput(content=content, tags=tags)
+            if operation == "create":
+                return ingest.CreateMemory, ingest_service_pb2.CreateMemoryRequest(memory=item, idempotency_key=key)
+            if operation == "batch":
+                return ingest.BatchCreateMemories, ingest_service_pb2.BatchCreateMemoriesRequest(
+                    memories=[item], idempotency_key=key)
+            return ingest.SupersedeMemory, ingest_service_pb2.SupersedeMemoryRequest(
+                id=old.id, replacement=item, reason="moved", idempotency_key=key)
+
+        monkeypatch.setattr(store, "query", failing_after_the_claim)
+        call, first = request(["ops"])
+        try:
+            await call(first)
+        except grpc.aio.AioRpcError:
+            pass  # the write may fail after the claim: the claim must still be whole
+        monkeypatch.setattr(store, "query", query)
+        call, other = request(["ops", "billing"])
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await call(other)
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT, refused.value.details()
+        assert refused.value.details().startswith(f"idempotency_key: '{key}' was used for a different request")
