@@ -106,7 +106,7 @@ async def test_memory_deleted_during_its_enrichment_gets_no_event_and_no_vector(
     memory is deleted meanwhile; then the enrichment goes on. The batch ends with no vector
     point for the memory (checked before the delete's own event is processed, as when another
     enrich replica handled that event first), no MEMORY_ENRICHED event is ever published for
-    it, and its node's embedding status is not DONE."""
+    it, its node's embedding status is not DONE and no entity is written onto it."""
     consumer, vectors = service.ctx.enrich_consumer, service.ctx.vectors
     target: dict[str, str] = {}
     reached, release = asyncio.Event(), asyncio.Event()
@@ -127,7 +127,8 @@ async def test_memory_deleted_during_its_enrichment_gets_no_event_and_no_vector(
     monkeypatch.setattr(consumer.enricher, "prepare", held_prepare)
     monkeypatch.setattr(consumer, "process_batch", observed_batch)
     async with service.http() as http:
-        target["id"] = mid = await rest_store(http, "The staging database password rotates every Tuesday.")
+        target["id"] = mid = await rest_store(http, "Priya Raman of Acme Corporation rotates the staging database "
+                                                    "password in Berlin every Tuesday.")
         await asyncio.wait_for(reached.wait(), timeout=30)
         r = await http.delete(f"/memory/{mid}")
         assert r.status_code == 200, r.text
@@ -151,6 +152,10 @@ async def test_memory_deleted_during_its_enrichment_gets_no_event_and_no_vector(
         node = await service.ctx.graph.memories.get(mid, service.scope)
         assert node.state == memory_pb2.MEMORY_STATE_DELETED
         assert node.embedding_status != memory_pb2.EMBEDDING_STATUS_DONE
+        # Nor are its entities written: no entity data on the tombstone, no MENTIONS edge.
+        assert list(node.entities) == [], node.entities
+        assert await service.ctx.graph.ro_query(
+            "MATCH (m:Memory {id: $id})-[:MENTIONS]->(e) RETURN e.key", {"id": mid}) == []
 
 
 async def _drained(consumer) -> bool:
