@@ -4,12 +4,14 @@ Each write is one atomic FalkorDB query, then its MemoryEvent goes to JetStream 
 outbox when NATS is down). Errors are AutomemError subclasses, mapped to status codes by
 the interceptor.
 
-A write that changes an existing memory (update, delete, delete by tag, supersede, a
-superseding CreateRelation) holds that memory's lock (automem/ingest/memory_locks.py) from
-before its graph write until its events are published, so this process publishes one
-memory's events in version order. Only one memory id is locked per operation (for a
-supersede, the replaced memory). Across several ingest replicas the locks do not order
-anything: there the events' ``version`` is the order.
+A write that changes an existing memory (update, delete, delete by tag, supersede) holds
+that memory's lock (automem/ingest/memory_locks.py) from before its graph write until its
+events are published, so this process publishes one memory's events in version order; a
+purge waits for it (automem/ingest/purge.py). CreateRelation holds both memories' locks,
+taken together in sorted order (``MemoryLocks.hold_all``): a superseding edge changes the
+source's version, and every edge's event names both memories. Other operations lock one
+memory id (for a supersede, the replaced memory). Across several ingest replicas the locks
+do not order anything: there the events' ``version`` is the order.
 """
 
 from __future__ import annotations
@@ -444,14 +446,14 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         if rel.strength < 0 or rel.strength > 1:
             raise InvalidArgument("strength: must be between 0 and 1", field="strength")
         rel.scope = scope
-        if relation_type_name(rel.type) in SUPERSEDING_RELATIONS:
-            async with self.locks.hold(rel.source_id):
-                return await self._create_relation(rel, scope)
-        return await self._create_relation(rel, scope)
+        # Both memories' locks (sorted: MemoryLocks.hold_all): a superseding edge changes the
+        # source's version, and any edge's event names both memories and carries the reason,
+        # which a purge of either must find published when it scrubs the stream.
+        async with self.locks.hold_all([rel.source_id, rel.target_id]):
+            return await self._create_relation(rel, scope)
 
     async def _create_relation(self, rel: Relation, scope: str) -> ingest_service_pb2.CreateRelationResponse:
-        """:meth:`CreateRelation` once ``rel`` is validated (a superseding one under its
-        source's lock)."""
+        """:meth:`CreateRelation` once ``rel`` is validated, under both memories' locks."""
         stamp = now()
         rel.create_time.CopyFrom(ts(stamp))
         found = await self.graph.memories.hydrate([rel.source_id, rel.target_id], scope)

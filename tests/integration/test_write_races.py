@@ -259,3 +259,48 @@ async def test_an_update_publishing_while_its_memory_is_purged_leaves_no_content
                                      dry_run=True) == 0
         assert [e["type"] for e in await _history(http, mid)] == ["EVENT_TYPE_MEMORY_PURGED"]
     assert len(service.ctx.ingest.locks) == 0
+
+
+@pytest.mark.parametrize("purge", ["memory", "scope"])
+async def test_a_relation_publishing_while_its_memory_is_purged_leaves_no_reason_behind(
+        service, monkeypatch, purge) -> None:
+    """A non-superseding relation (RELATES_TO) whose graph write is done and whose event — with
+    its reason — is still on its way to NATS, and a purge of its source memory (by id, or of
+    the scope) meanwhile: the purge waits for the relation's event and then removes it, so the
+    stream holds no trace of the reason. (Only superseding relations took the memory locks;
+    this one's event landed after the purge had scrubbed the stream.)"""
+    marker = f"okapi{uuid.uuid4().hex[:10]}"
+    publisher = service.ctx.publisher
+    publish = publisher.publish
+    publishing, purged = asyncio.Event(), asyncio.Event()
+
+    async def held_back(event, *args, **kwargs):
+        if event.type == events_pb2.EVENT_TYPE_RELATION_CREATED and event.relation.reason == marker:
+            publishing.set()  # the relation's graph write is done
+            try:
+                await asyncio.wait_for(purged.wait(), PURGE_OVERTAKE_SECONDS)
+            except TimeoutError:
+                pass  # the purge waits for this write (the fix): publish now
+        return await publish(event, *args, **kwargs)
+
+    monkeypatch.setattr(publisher, "publish", held_back)
+    async with service.http() as http, service.client() as client:
+        http.timeout = httpx.Timeout(PURGE_WAIT)
+        a = await rest_store(http, "Ada keeps a ledger", tags=["rp"])
+        b = await rest_store(http, "The ledger lives in the blue binder", tags=["rp"])
+        relate = asyncio.ensure_future(client.ingest.CreateRelation(ingest_service_pb2.CreateRelationRequest(
+            relation=memory_pb2.Relation(source_id=a, target_id=b, strength=0.5, reason=marker),
+            type_name="RELATES_TO")))
+        await asyncio.wait_for(publishing.wait(), 30)
+        if purge == "memory":
+            r = await http.post(f"/v1/memories/{a}:purge", json={"reason": "erasure"})
+        else:
+            r = await http.post("/v1/scope:purge", json={"confirm_scope": service.scope, "reason": "erasure"})
+        purged.set()
+        assert r.status_code == 200, r.text
+        assert r.json()["purge"]["status"] == "done", r.text
+        await relate
+        raw = marker.encode()
+        assert await service.ctx.bus.scrub(lambda _subject, data: raw in data, dry_run=True) == 0
+        assert await publisher.scrub(lambda e: e if raw in e.SerializeToString() else None, dry_run=True) == 0
+    assert len(service.ctx.ingest.locks) == 0
