@@ -216,6 +216,47 @@ async def test_history_of_memories_in_an_approved_supersede_proposal_updated_at_
     assert both >= PROPOSAL_ROUNDS // 8, f"only {both} of {PROPOSAL_ROUNDS} rounds had the approval and both updates land"
 
 
+class _HeldBack:
+    """Holds back the first event ``matches`` picks on its way to NATS (the write's graph
+    write is done, its publish not) until :meth:`purge` has answered, or for
+    :data:`PURGE_OVERTAKE_SECONDS` — how long a purge that waits for the write's lock (the
+    fix) lets it go after."""
+
+    def __init__(self, service, monkeypatch, matches) -> None:
+        self.service, self.publishing, self.purged = service, asyncio.Event(), asyncio.Event()
+        publish = service.ctx.publisher.publish
+
+        async def held_back(event, *args, **kwargs):
+            if matches(event):
+                self.publishing.set()
+                try:
+                    await asyncio.wait_for(self.purged.wait(), PURGE_OVERTAKE_SECONDS)
+                except TimeoutError:
+                    pass  # the purge waits for this write: publish now
+            return await publish(event, *args, **kwargs)
+
+        monkeypatch.setattr(service.ctx.publisher, "publish", held_back)
+
+    async def purge(self, http, purge: str, memory_id: str) -> None:
+        """Once the held event is waiting, purge ``memory_id`` (``purge`` = "memory") or the
+        scope, and check the purge is done."""
+        await asyncio.wait_for(self.publishing.wait(), 30)
+        if purge == "memory":
+            r = await http.post(f"/v1/memories/{memory_id}:purge", json={"reason": "erasure"})
+        else:
+            r = await http.post("/v1/scope:purge", json={"confirm_scope": self.service.scope, "reason": "erasure"})
+        self.purged.set()
+        assert r.status_code == 200, r.text
+        assert r.json()["purge"]["status"] == "done", r.text
+
+    async def assert_no_trace(self, marker: str) -> None:
+        """Neither the stream nor the outbox holds ``marker``."""
+        raw = marker.encode()
+        assert await self.service.ctx.bus.scrub(lambda _subject, data: raw in data, dry_run=True) == 0
+        assert await self.service.ctx.publisher.scrub(lambda e: e if raw in e.SerializeToString() else None,
+                                                      dry_run=True) == 0
+
+
 @pytest.mark.parametrize("purge", ["memory", "scope"])
 async def test_an_update_publishing_while_its_memory_is_purged_leaves_no_content_behind(
         service, monkeypatch, purge) -> None:
@@ -225,38 +266,16 @@ async def test_an_update_publishing_while_its_memory_is_purged_leaves_no_content
     the purge notice alone and the memory stays gone. (Before the purges took the memory's
     lock, the update's event, with the content, landed after the purge.)"""
     marker = f"wombat{uuid.uuid4().hex[:10]}"
-    publisher = service.ctx.publisher
-    publish = publisher.publish
-    publishing, purged = asyncio.Event(), asyncio.Event()
-
-    async def held_back(event, *args, **kwargs):
-        if event.type == events_pb2.EVENT_TYPE_MEMORY_UPDATED and marker in event.after.content:
-            publishing.set()  # the update's graph write is done
-            try:
-                await asyncio.wait_for(purged.wait(), PURGE_OVERTAKE_SECONDS)
-            except TimeoutError:
-                pass  # the purge waits for this write (the fix): publish now
-        return await publish(event, *args, **kwargs)
-
-    monkeypatch.setattr(publisher, "publish", held_back)
+    held = _HeldBack(service, monkeypatch, lambda event: event.type == events_pb2.EVENT_TYPE_MEMORY_UPDATED
+                     and marker in event.after.content)
     async with service.http() as http:
         http.timeout = httpx.Timeout(PURGE_WAIT)
         mid = await rest_store(http, f"Ada keeps a pet {marker}", tags=["pp"])
         update = asyncio.create_task(http.patch(f"/memory/{mid}", json={"content": f"Ada keeps two pets {marker}"}))
-        await asyncio.wait_for(publishing.wait(), 30)
-        if purge == "memory":
-            r = await http.post(f"/v1/memories/{mid}:purge", json={"reason": "erasure"})
-        else:
-            r = await http.post("/v1/scope:purge", json={"confirm_scope": service.scope, "reason": "erasure"})
-        purged.set()
-        assert r.status_code == 200, r.text
-        assert r.json()["purge"]["status"] == "done", r.text
+        await held.purge(http, purge, mid)
         assert (await update).status_code == 200
         assert (await http.get(f"/memory/{mid}")).status_code == 404
-        raw = marker.encode()
-        assert await service.ctx.bus.scrub(lambda _subject, data: raw in data, dry_run=True) == 0
-        assert await publisher.scrub(lambda e: e if marker.encode() in e.SerializeToString() else None,
-                                     dry_run=True) == 0
+        await held.assert_no_trace(marker)
         assert [e["type"] for e in await _history(http, mid)] == ["EVENT_TYPE_MEMORY_PURGED"]
     assert len(service.ctx.ingest.locks) == 0
 
@@ -270,20 +289,8 @@ async def test_a_relation_publishing_while_its_memory_is_purged_leaves_no_reason
     stream holds no trace of the reason. (Only superseding relations took the memory locks;
     this one's event landed after the purge had scrubbed the stream.)"""
     marker = f"okapi{uuid.uuid4().hex[:10]}"
-    publisher = service.ctx.publisher
-    publish = publisher.publish
-    publishing, purged = asyncio.Event(), asyncio.Event()
-
-    async def held_back(event, *args, **kwargs):
-        if event.type == events_pb2.EVENT_TYPE_RELATION_CREATED and event.relation.reason == marker:
-            publishing.set()  # the relation's graph write is done
-            try:
-                await asyncio.wait_for(purged.wait(), PURGE_OVERTAKE_SECONDS)
-            except TimeoutError:
-                pass  # the purge waits for this write (the fix): publish now
-        return await publish(event, *args, **kwargs)
-
-    monkeypatch.setattr(publisher, "publish", held_back)
+    held = _HeldBack(service, monkeypatch, lambda event: event.type == events_pb2.EVENT_TYPE_RELATION_CREATED
+                     and event.relation.reason == marker)
     async with service.http() as http, service.client() as client:
         http.timeout = httpx.Timeout(PURGE_WAIT)
         a = await rest_store(http, "Ada keeps a ledger", tags=["rp"])
@@ -291,16 +298,7 @@ async def test_a_relation_publishing_while_its_memory_is_purged_leaves_no_reason
         relate = asyncio.ensure_future(client.ingest.CreateRelation(ingest_service_pb2.CreateRelationRequest(
             relation=memory_pb2.Relation(source_id=a, target_id=b, strength=0.5, reason=marker),
             type_name="RELATES_TO")))
-        await asyncio.wait_for(publishing.wait(), 30)
-        if purge == "memory":
-            r = await http.post(f"/v1/memories/{a}:purge", json={"reason": "erasure"})
-        else:
-            r = await http.post("/v1/scope:purge", json={"confirm_scope": service.scope, "reason": "erasure"})
-        purged.set()
-        assert r.status_code == 200, r.text
-        assert r.json()["purge"]["status"] == "done", r.text
+        await held.purge(http, purge, a)
         await relate
-        raw = marker.encode()
-        assert await service.ctx.bus.scrub(lambda _subject, data: raw in data, dry_run=True) == 0
-        assert await publisher.scrub(lambda e: e if raw in e.SerializeToString() else None, dry_run=True) == 0
+        await held.assert_no_trace(marker)
     assert len(service.ctx.ingest.locks) == 0
