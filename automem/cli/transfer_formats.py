@@ -159,7 +159,7 @@ def read_records(data: bytes) -> tuple[list[tuple[str, Any]], list[str]]:
             not_json = True
             continue
         if twice:
-            errors.extend(f"line {number}: {message}" for message in refused_values(value))
+            errors.extend(f"line {number}: {message}" for message in _first_few(refused_values(value)))
         records.append((f"line {number}", value))
     if not_json and text.lstrip()[:1] in ("{", "["):
         try:
@@ -168,7 +168,7 @@ def read_records(data: bytes) -> tuple[list[tuple[str, Any]], list[str]]:
             pass
         else:
             return [("record 1", document)], [f"record 1: {message}" for message in
-                                              (refused_values(document) if twice else [])]
+                                              _first_few(refused_values(document) if twice else [])]
     return records, errors
 
 
@@ -193,6 +193,19 @@ def _loads(text: str) -> tuple[Any, bool]:
 
     value = json.loads(text, object_pairs_hook=pairs_hook, parse_float=float_hook)
     return value, marked
+
+
+#: At most this many refused keys and numbers are reported per record (a line repeating
+#: thousands of keys is one bad line, not thousands of error lines).
+REFUSED_PER_RECORD = 5
+
+
+def _first_few(messages: list[str]) -> list[str]:
+    """The first :data:`REFUSED_PER_RECORD` of ``messages``, then how many more there were."""
+    if len(messages) <= REFUSED_PER_RECORD:
+        return messages
+    more = len(messages) - REFUSED_PER_RECORD
+    return [*messages[:REFUSED_PER_RECORD], f"... and {more} more key(s) or number(s) refused in this record"]
 
 
 def refused_values(value: Any, path: str = "") -> list[str]:

@@ -14,6 +14,7 @@ files (automem/cli/transfer_formats.py ``read_records``).
 
 from __future__ import annotations
 
+import json
 import math
 from decimal import Decimal
 from typing import Any
@@ -33,6 +34,16 @@ def inexact_number(text: str) -> str | None:
         return None
     return (f"{text} cannot be held exactly by a 64-bit float (it would read back as {value!r}); "
             "send at most 17 significant digits within ±1.7e308")
+
+
+def key_path(path: str, key: str) -> str:
+    """The path of ``key`` inside the value at ``path`` (``""`` = the top): ``metadata.x``;
+    a key that is empty, has surrounding spaces or holds ``.``, ``[``, ``]`` or ``"`` is
+    written as a JSON string in brackets (``metadata[""]``, ``metadata["a.b"]``), so it
+    cannot be read as nesting."""
+    if key and key.strip() == key and not any(c in key for c in '.[]"'):
+        return f"{path}.{key}" if path else key
+    return f"{path}[{json.dumps(key, ensure_ascii=False)}]"
 
 
 class InexactNumber(str):
@@ -60,28 +71,30 @@ def object_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     if len(value) == len(pairs):
         return value
     marked = RepeatedKeys(value)
-    marked.repeated = []
     seen: set[str] = set()
+    repeated: dict[str, None] = {}  # ordered, O(1) membership: linear in the pairs
     for key, _ in pairs:
-        if key in seen and key not in marked.repeated:
-            marked.repeated.append(key)
-        seen.add(key)
+        if key in seen:
+            repeated[key] = None
+        else:
+            seen.add(key)
+    marked.repeated = list(repeated)
     return marked
 
 
 def refusals(value: Any, path: str = "") -> list[tuple[str, str]]:
     """``(path, reason)`` of every key given twice (:func:`object_pairs`) and every number no
     double holds (:func:`exact_float`) in ``value``, in document order; ``path`` is ``value``'s
-    own (``""`` at the top). Keys join with ``.``, list positions as ``[i]``: ``metadata.x``,
-    ``results[0].memory``. A number's reason is :func:`inexact_number`'s, a key's
+    own (``""`` at the top). Keys join as :func:`key_path` joins them, list positions as
+    ``[i]``: ``metadata.x``, ``results[0].memory``. A number's reason is :func:`inexact_number`'s, a key's
     :data:`REPEATED_KEY`."""
     found: list[tuple[str, str]] = []
     if isinstance(value, InexactNumber):
         found.append((path, inexact_number(value) or ""))
     elif isinstance(value, dict):
-        found.extend((f"{path}.{key}" if path else key, REPEATED_KEY) for key in getattr(value, "repeated", ()))
+        found.extend((key_path(path, key), REPEATED_KEY) for key in getattr(value, "repeated", ()))
         for key, item in value.items():
-            found.extend(refusals(item, f"{path}.{key}" if path else key))
+            found.extend(refusals(item, key_path(path, key)))
     elif isinstance(value, list):
         for index, item in enumerate(value):
             found.extend(refusals(item, f"{path}[{index}]"))

@@ -28,7 +28,7 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, field_validator
 
 from automem.common.auth import MAX_SCOPE_LENGTH, SCOPE_PATTERN_RE, SCOPE_RE
-from automem.common.jsontext import REPEATED_KEY, RepeatedKeys, inexact_number, object_pairs
+from automem.common.jsontext import REPEATED_KEY, RepeatedKeys, inexact_number, key_path, object_pairs
 
 
 def _not_a_boolean(value: Any) -> Any:
@@ -58,10 +58,10 @@ class _Refused:
 def _first_refused(value: Any, path: str) -> tuple[str, str] | None:
     if isinstance(value, _Refused):
         if value.key is not None:
-            return (f"{path}.{value.key}" if path else value.key), value.reason
+            return key_path(path, value.key), value.reason
         return path or "body", value.reason
     if isinstance(value, dict):
-        items: Any = ((f"{path}.{k}" if path else str(k), v) for k, v in value.items())
+        items: Any = ((key_path(path, str(k)), v) for k, v in value.items())
     elif isinstance(value, list):
         items = ((f"{path}[{i}]", v) for i, v in enumerate(value))
     else:

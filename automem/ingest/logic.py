@@ -25,6 +25,7 @@ from automem.common.jsontext import (
     RepeatedKeys,
     exact_float,
     inexact_number,
+    key_path,
     object_pairs,
 )
 from automem.common.model import (
@@ -139,6 +140,7 @@ def parse_metadata(item: ingest_service_pb2.MemoryInput, field: str = "metadata"
     ``-0.0`` is kept.
     """
     if item.metadata_json:
+        _check_metadata_size(item.metadata_json, field)  # before reading: bounds the work of the read
         try:
             value = json.loads(item.metadata_json, parse_constant=_NonFinite, parse_float=exact_float,
                                object_pairs_hook=object_pairs)
@@ -152,7 +154,6 @@ def parse_metadata(item: ingest_service_pb2.MemoryInput, field: str = "metadata"
             return {}
         if not isinstance(value, dict):
             raise InvalidArgument(f"{field}: must be a JSON object, got {type(value).__name__}", field=field)
-        _check_metadata_size(item.metadata_json, field)
     elif item.HasField("metadata"):
         _check_metadata_size(item.metadata.SerializeToString(), field)
         value = _struct_to_python(item.metadata)
@@ -230,7 +231,7 @@ def check_metadata_values(value: Any, field: str = "metadata") -> None:
     stays ``-0.0``.
     """
     if isinstance(value, RepeatedKeys):
-        where = f"{field}.{value.repeated[0]}"
+        where = key_path(field, value.repeated[0])
         raise InvalidArgument(f"{where}: {REPEATED_KEY}", field=where)
     if isinstance(value, dict):
         for key, sub in value.items():

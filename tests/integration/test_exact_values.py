@@ -195,6 +195,10 @@ async def test_a_key_given_twice_anywhere_is_refused_naming_it_not_last_one_kept
             ("POST", "/memory/batch", '{"memories": [{"content": "a"}, {"content": "b", "metadata": {"k": 1, "k": 2}}]}',
              "memories[1].metadata.k"),
             ("PATCH", f"/memory/{mid}", '{"metadata": {"keep": 2, "keep": 3}}', "metadata.keep"),
+            # Keys a dotted path would misread are named as JSON strings in brackets.
+            ("POST", "/memory", '{"content": "empty key", "metadata": {"": 1, "": 2}}', 'metadata[""]'),
+            ("POST", "/memory", '{"content": "dotted", "metadata": {"a.b": 1, "a.b": 2}}', 'metadata["a.b"]'),
+            ("POST", "/memory", '{"": 1, "": 2, "content": "top"}', '[""]'),
         ]
         for method, path, body, field in cases:
             r = await http.request(method, path, content=body, headers={"Content-Type": "application/json"})
@@ -202,8 +206,10 @@ async def test_a_key_given_twice_anywhere_is_refused_naming_it_not_last_one_kept
             assert r.json()["error"].startswith(f"{field}: {TWICE}"), (body, r.json()["error"])
         r = await _mcp_raw_call(http, "store_memory", '{"content": "mcp dup", "metadata": {"n": {"v": 1, "v": 2}}}')
         assert r.status_code == 400 and r.json()["error"]["message"].startswith(f"metadata.n.v: {TWICE}"), r.text
+        assert r.json()["id"] == 2, r.text  # the refused request's id, as the SDK answers
         async with service.client() as client:
-            for text, field in (('{"x": 1, "x": 2}', "metadata.x"), ('{"a": [{"y": 1, "y": 2}]}', "metadata.a[0].y")):
+            for text, field in (('{"x": 1, "x": 2}', "metadata.x"), ('{"a": [{"y": 1, "y": 2}]}', "metadata.a[0].y"),
+                                ('{"": 1, "": 2}', 'metadata[""]')):
                 with pytest.raises(grpc.aio.AioRpcError) as err:
                     await client.ingest.CreateMemory(ingest_service_pb2.CreateMemoryRequest(
                         memory=ingest_service_pb2.MemoryInput(content="grpc dup", metadata_json=text, metadata_set=True)))
@@ -215,6 +221,15 @@ async def test_a_key_given_twice_anywhere_is_refused_naming_it_not_last_one_kept
                     update_mask=field_mask_pb2.FieldMask(paths=["metadata"])))
             assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
             assert err.value.details().startswith(f"metadata.keep: {TWICE}"), err.value.details()
+            # Past the size limit, the text is refused for its size before it is read: a large
+            # object repeating every key is not walked key by key.
+            keys = ", ".join(f'"k{i}": 1' for i in range(5000))
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await client.ingest.CreateMemory(ingest_service_pb2.CreateMemoryRequest(
+                    memory=ingest_service_pb2.MemoryInput(content="grpc big dup", metadata_json=f"{{{keys}, {keys}}}",
+                                                          metadata_set=True)))
+            assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert err.value.details().startswith("metadata: ") and "exceeds the limit" in err.value.details()
         _assert_same_json((await http.get(f"/memory/{mid}")).json()["memory"]["metadata"], {"keep": 1})
     assert await service.ctx.graph.memories.count(service.scope) == 1
 

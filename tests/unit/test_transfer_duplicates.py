@@ -115,3 +115,12 @@ def test_a_key_given_twice_or_an_inexact_number_is_refused_naming_line_and_path(
 def test_a_key_given_twice_in_different_objects_is_no_error() -> None:
     text = '{"id": "a", "memory": "x", "metadata": {"id": "a", "memory": "x"}}\n{"id": "b", "memory": "y"}\n'
     assert formats.parse("mem0", text.encode()).errors == []
+
+
+def test_a_record_repeating_many_keys_is_reported_in_a_few_lines() -> None:
+    """20,000 repeated keys on one line were 20,000 error lines; now the first five and a count."""
+    keys = ",".join(f'"k{i}": 1' for i in range(20000))
+    errors = formats.parse("mem0", f'{{"id": "a", "memory": "x", "metadata": {{{keys}, {keys}}}}}\n'.encode()).errors
+    assert len(errors) == formats.REFUSED_PER_RECORD + 1, errors[:3]
+    assert errors[0].startswith("line 1: metadata.k0: the key is given more than once")
+    assert errors[-1] == "line 1: ... and 19995 more key(s) or number(s) refused in this record"
