@@ -70,6 +70,9 @@ from automem.v1 import event_stream_pb2, events_pb2, review_service_pb2
 
 log = logging.getLogger(__name__)
 
+#: Purge ids running in this process (:attr:`Purger.running`).
+_RUNNING: set[str] = set()
+
 STEPS = ("graph", "outbox", "events", "stream")
 #: Namespace of the MEMORY_PURGED event ids (uuid5 of ``<purge id>/<memory id>``).
 _EVENT_NAMESPACE = uuid.UUID("6b1d5c1e-6a53-4a8e-9d0f-2f1f0b7e5a11")
@@ -146,13 +149,20 @@ class Purger:
         #: Seconds between two passes of :meth:`resume_forever`, and the age a pending purge
         #: must have before a pass takes it (a caller may be resuming it right now).
         self.resume_interval = RESUME_INTERVAL_SECONDS
+        #: Ids of the purges this process is running now (shared by its Purgers: the ingest
+        #: servicer's and the review servicer's): a resumption pass leaves them to the run
+        #: under way (a scope purge can take minutes, longer than the pass's minimum age).
+        self.running = _RUNNING
 
     async def resume_pending(self, min_age: float = 0.0) -> list[review_service_pb2.PurgeRecord]:
         """Resume every pending purge (of every scope) started at least ``min_age`` seconds
         ago, oldest first; returns the records of those that finished. A purge whose step
-        fails again stays pending (logged) for the next pass."""
+        fails again stays pending (logged) for the next pass; one this process is running
+        already (:attr:`running`) is left to that run."""
         done = []
         for props in await self.graph.purges.all_pending(time.time() - min_age):
+            if props["id"] in self.running:
+                continue  # its caller (or an earlier pass) is running it
             try:
                 done.append(await self._run(props, [], settle=True))
             except Unavailable:
@@ -242,7 +252,16 @@ class Purger:
                    settle: bool = False) -> review_service_pb2.PurgeRecord:
         """Do the pending steps of the purge ``props`` in order, recording each on its node.
         With ``settle`` (a caller holding none of the memories' locks) the graph step is
-        followed by :meth:`MemoryLocks.settle` of the purged ids (module docstring)."""
+        followed by :meth:`MemoryLocks.settle` of the purged ids (module docstring). The
+        purge's id is in :attr:`running` meanwhile."""
+        self.running.add(props["id"])
+        try:
+            return await self._steps(props, entity_keys, settle)
+        finally:
+            self.running.discard(props["id"])
+
+    async def _steps(self, props: dict[str, Any], entity_keys: Sequence[str],
+                     settle: bool) -> review_service_pb2.PurgeRecord:
         ids = list(props.get("memory_ids") or [])
         scope = props["scope"]
         selection = Selection(ids, scope, props.get("kind") == "scope")

@@ -10,6 +10,7 @@ purge; a purge that fails half-way stays pending and the same call resumes it.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 
@@ -269,3 +270,36 @@ async def test_purge_that_fails_half_way_stays_pending_and_is_resumed(own_nats, 
         assert await _stream_holding(service, MARKER) == 0
         await eventually(lambda: _vector_gone(service, mid), timeout=60)
         assert (await http.post(f"/v1/memories/{mid}:purge", json={}, timeout=PURGE_WAIT)).status_code == 404
+
+
+async def test_a_resumption_pass_leaves_a_scope_purge_under_way_to_its_run(service, monkeypatch) -> None:
+    """A scope purge of many memories can take minutes, longer than the background
+    resumption's minimum age (30 s): the pass took the purge its caller was still running and
+    ran its steps a second time beside it (break-it review: the stream step failed in the
+    second run). Now a pass skips a purge this process is running."""
+    purger = service.ctx.review.purger
+    purges = service.ctx.graph.purges
+    remove = purges.remove
+    removing, release = asyncio.Event(), asyncio.Event()
+    runs: list[str] = []
+
+    async def slow_remove(ids, scope, *args, **kwargs):
+        if scope == service.scope:
+            runs.append(scope)
+            removing.set()
+            await release.wait()
+        return await remove(ids, scope, *args, **kwargs)
+
+    monkeypatch.setattr(purges, "remove", slow_remove)
+    async with service.http() as http:
+        await _store(http, "Carol keeps the release calendar.", tags=["ops"])
+        purge = asyncio.create_task(http.post("/v1/scope:purge", json={"confirm_scope": service.scope,
+                                                                       "reason": "tenant left"}, timeout=PURGE_WAIT))
+        await asyncio.wait_for(removing.wait(), 30)
+        resumed = asyncio.create_task(purger.resume_pending(min_age=0.0))
+        await asyncio.sleep(0.5)  # a second run would have reached the graph step by now
+        release.set()
+        r = await purge
+        assert r.status_code == 200 and r.json()["purge"]["status"] == "done", r.text
+        assert [record.scope for record in await resumed if record.scope == service.scope] == []
+    assert runs == [service.scope], runs
