@@ -61,3 +61,18 @@ def build_payload(memory: Memory) -> dict[str, Any]:
         "embedding_model": memory.embedding_model,
         "content": memory.content,
     }
+
+
+#: Payload keys the vector search filters on (automem/recall/filters.py ``vector_filter``;
+#: ``tag_prefixes`` follows ``tags_lower``). The other keys are informative or read back
+#: from the graph.
+FILTERED_KEYS = ("scope", "tags_lower", "state", "event_time")
+
+
+def filtered_fields_changed(before: Memory, after: Memory) -> bool:
+    """Whether ``after`` (a new version of ``before``) would put other values than
+    ``before`` in a payload key the vector search filters on (:data:`FILTERED_KEYS`): a
+    point written for ``before`` then answers those filters wrongly until its payload is
+    rewritten (automem/ingest/logic.py ``mark_payload_behind``)."""
+    old, new = build_payload(before), build_payload(after)
+    return any(old[key] != new[key] for key in FILTERED_KEYS)

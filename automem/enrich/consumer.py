@@ -462,19 +462,24 @@ class EnrichConsumer:
                 memory.embedding_model = existing[mid].payload.get("embedding_model", model)
                 await self.vectors.set_payload(mid, build_payload(memory))
                 if memory.embedding_status != memory_pb2.EMBEDDING_STATUS_DONE:
-                    # The point is current but the status write was lost (a crash after the
-                    # upsert): record it, or the pending sweep would resend this memory.
+                    # The point is current and its payload now is (PAYLOAD_PENDING: an edit of
+                    # its tags, event time or state), or the status write was lost (a crash
+                    # after the upsert): record it, or the pending sweep would resend this
+                    # memory. A node edited since the payload was built gets PAYLOAD_PENDING
+                    # (``built_from``) until that edit's event is applied.
                     settle.append((mid, memory.content_hash, {"embedding_status": "EMBEDDING_STATUS_DONE",
                                                               "embedding_model": memory.embedding_model}))
         if settle:
-            await self.graph.memories.set_enrichment_many(settle)
+            await self.graph.memories.set_enrichment_many(
+                settle, built_from={mid: live[mid][0] for mid, _, _ in settle})
         gone_since: set[str] = set()
         if points:
             await self.vectors.upsert_many(points)
             landed = await self.graph.memories.set_enrichment_many([
                 (mid, live[mid][0].content_hash, {"embedding_status": "EMBEDDING_STATUS_DONE",
                                                    "embedding_model": live[mid][0].embedding_model})
-                for mid, _, _, _ in points], return_nodes=True)
+                for mid, _, _, _ in points], return_nodes=True,
+                built_from={mid: live[mid][0] for mid, _, _, _ in points})
             gone_since = await self._drop_points_of_gone([mid for mid, _, _, _ in points if mid not in landed])
             await self._publish_enriched([(current_of[mid], landed[mid]) for mid, _, _, _ in points if mid in landed],
                                          span_of)
@@ -580,13 +585,16 @@ class EnrichConsumer:
 
     async def _mark_failed(self, data: bytes) -> None:
         """Record EMBEDDING_STATUS_FAILED on the memory of a parked event (when it decodes
-        and the memory still holds the same content)."""
+        and the memory still holds the same content) whose vector point does not hold that
+        content; a point that does (DONE, or PAYLOAD_PENDING: the pending sweep resends it)
+        is kept as it is."""
         try:
             event = events_pb2.MemoryEvent.FromString(data)
         except Exception:  # noqa: BLE001 - undecodable: no memory to mark
             return
         memory = await self.graph.memories.get(event.memory_id, None) if event.memory_id else None
-        if memory is not None and memory.embedding_status != memory_pb2.EMBEDDING_STATUS_DONE:
+        if memory is not None and memory.embedding_status not in (memory_pb2.EMBEDDING_STATUS_DONE,
+                                                                  memory_pb2.EMBEDDING_STATUS_PAYLOAD_PENDING):
             await self.graph.memories.set_enrichment(memory.id, memory.content_hash,
                                             {"embedding_status": "EMBEDDING_STATUS_FAILED"})
 

@@ -11,8 +11,12 @@ on the stream and has been processed. So the cutoff is ``min(now, time of the fi
 unacknowledged message of the enrichment consumer) - min_age``, and nothing is swept while
 the outbox holds events (they are published in order by automem/common/outbox.py).
 
+The same holds for a memory whose vector payload waits to be rewritten after an edit of its
+tags, event time or state (``embedding_status: PAYLOAD_PENDING``, automem/ingest/logic.py
+``mark_payload_behind``).
+
 The republished event is MEMORY_CREATED (MEMORY_UPDATED for a memory past version 1) with
-the memory as it stands, ``content_changed``, actor ``system:pending-sweep``; its id is
+the memory as it stands, ``content_changed`` (not for PAYLOAD_PENDING), actor ``system:pending-sweep``; its id is
 derived from the memory id and version, so two sweepers within the stream's de-duplication
 window publish it once. The enrichment consumer reads the current record anyway
 (automem/enrich/consumer.py). Runs at start and every ``pending_sweep_interval_seconds``.
@@ -33,7 +37,7 @@ from automem.common.lifecycle import make_event
 from automem.common.outbox import EventPublisher
 from automem.common.settings import Settings
 from automem.graph import GraphStore
-from automem.v1 import events_pb2
+from automem.v1 import events_pb2, memory_pb2
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +108,9 @@ class PendingSweep:
         events = []
         for memory in memories:
             kind = events_pb2.EVENT_TYPE_MEMORY_CREATED if memory.version <= 1 else events_pb2.EVENT_TYPE_MEMORY_UPDATED
-            event = make_event(kind, before=None, after=memory, content_changed=True, actor="system:pending-sweep")
+            # A payload to rewrite only (PAYLOAD_PENDING) needs no NER or links again.
+            event = make_event(kind, before=None, after=memory, actor="system:pending-sweep",
+                               content_changed=memory.embedding_status != memory_pb2.EMBEDDING_STATUS_PAYLOAD_PENDING)
             event.event_id = str(uuid.uuid5(_EVENT_NAMESPACE, f"{memory.id}:{memory.version}"))
             events.append(event)
         await self.publisher.publish_many(events)

@@ -35,6 +35,21 @@ ENRICHMENT_FIELDS = ("embedding_status", "enrichment_status", "entities", "entit
 #: ``entity_tags`` property as well; other tags only in ``tags_lower``. Both properties hold
 #: comparison keys (automem/common/text.py ``text_key``), not the spellings.
 ENTITY_TAG_PREFIX = "entity:"
+#: ``embedding_status`` values of a memory whose vector point holds its current content:
+#: DONE, and PAYLOAD_PENDING (an edit of a filtered field waits for enrichment to rewrite the
+#: payload, automem/ingest/logic.py ``mark_payload_behind``).
+VECTOR_CURRENT = ("EMBEDDING_STATUS_DONE", "EMBEDDING_STATUS_PAYLOAD_PENDING")
+#: ``embedding_status`` values of a memory recall cannot trust the vector point of in full:
+#: its content is not embedded (yet), or its payload lags an edit.
+#: Cypher (a SET on node ``m``) for a write that changed a field the vector search filters on:
+#: a point that holds the current content now has a payload behind (PAYLOAD_PENDING). Decided
+#: in the write itself, on the status the node holds then, so an enrichment that settled DONE
+#: between the caller's read and this write does not leave DONE over the old payload.
+PAYLOAD_BEHIND = ("SET m.embedding_status = CASE WHEN m.embedding_status IN "
+                  "['EMBEDDING_STATUS_DONE', 'EMBEDDING_STATUS_PAYLOAD_PENDING'] "
+                  "THEN 'EMBEDDING_STATUS_PAYLOAD_PENDING' ELSE m.embedding_status END ")
+NOT_DONE = ("EMBEDDING_STATUS_UNSPECIFIED", "EMBEDDING_STATUS_PENDING", "EMBEDDING_STATUS_FAILED",
+            "EMBEDDING_STATUS_PROVIDED", "EMBEDDING_STATUS_PAYLOAD_PENDING")
 #: Node states of memories a sync check compares with the vector points.
 _LIVE_STATES = "['ACTIVE', 'SUPERSEDED', 'PENDING_REVIEW', 'ARCHIVED']"
 
@@ -232,9 +247,9 @@ class Memories(Repository):
         tags, importance, confidence, event_time and create_time as the node stores them
         (:class:`automem.common.model.CandidateFields`), the ids are those its PRECEDED_BY
         edges point to in the same scope, and ``embedded`` is whether its vector point holds
-        its current content (``embedding_status`` DONE; an edit of the content sets it back
-        to PENDING until enrichment has embedded the new text, automem/ingest/logic.py
-        ``apply_update``). Ids absent from ``scope`` are left out, the rest come in the order
+        its current content (``embedding_status`` in :data:`VECTOR_CURRENT`; an edit of the
+        content sets it back to PENDING until enrichment has embedded the new text,
+        automem/ingest/logic.py ``apply_update``). Ids absent from ``scope`` are left out, the rest come in the order
         of ``ids``.
 
         Bodies are not read here: recall hydrates only the page (:meth:`hydrate`). The
@@ -263,7 +278,7 @@ class Memories(Repository):
                     importance=float(importance or 0.0), confidence=float(confidence or 0.0),
                     event_time=float(event_time) if event_time is not None else None,
                     create_time=float(create_time) if create_time is not None else None)
-                out[mid] = (fields, [], embedding_status == "EMBEDDING_STATUS_DONE")
+                out[mid] = (fields, [], embedding_status in VECTOR_CURRENT)
             if prev is not None and prev_scope == scope:
                 out[mid][1].append(prev)
         return [out[i] for i in ids if i in out]  # in the order of ``ids``
@@ -330,31 +345,37 @@ class Memories(Repository):
         )
         return [(r[0], float(r[1])) for r in rows]
 
-    async def unembedded(self, scope: str, limit: int) -> list[tuple[str, str]]:
-        """(id, content) of up to ``limit`` memories of ``scope`` whose embedding does not
-        exist yet (``embedding_status`` other than DONE), through the ``embedding_status``
-        index: the cost grows with the backlog, not with the scope."""
+    async def unembedded(self, scope: str, limit: int) -> list[tuple[str, str, bool]]:
+        """(id, content, content embedded) of up to ``limit`` memories of ``scope`` whose
+        vector point is missing or behind (``embedding_status`` in :data:`NOT_DONE`; the
+        flag is True for PAYLOAD_PENDING: the point holds the current content, its payload
+        lags an edit), through the ``embedding_status`` index: the cost grows with the
+        backlog, not with the scope. DELETED and REJECTED memories are left out: one removed
+        before its embedding keeps its status for good (it never gets a vector), and a bulk
+        store deleted at once kept every later recall past ``UNEMBEDDED_SCAN_MAX`` on the
+        full-text path (automem/recall/servicer.py ``_lexical``)."""
         rows = await self.store.ro_query(
             "MATCH (m:Memory) WHERE m.embedding_status IN $statuses AND m.scope = $scope "
-            "RETURN m.id, m.content LIMIT $limit",
-            {"statuses": ["EMBEDDING_STATUS_UNSPECIFIED", "EMBEDDING_STATUS_PENDING", "EMBEDDING_STATUS_FAILED",
-                          "EMBEDDING_STATUS_PROVIDED"], "scope": scope, "limit": int(limit)},
+            "AND NOT m.state IN ['DELETED', 'REJECTED'] "
+            "RETURN m.id, m.content, m.embedding_status LIMIT $limit",
+            {"statuses": list(NOT_DONE), "scope": scope, "limit": int(limit)},
         )
-        return [(r[0], r[1]) for r in rows]
+        return [(r[0], r[1], r[2] in VECTOR_CURRENT) for r in rows]
 
-    async def unembedded_among(self, ids: Sequence[str], scope: str) -> list[tuple[str, str]]:
-        """(id, content) of the memories among ``ids`` in ``scope`` whose embedding is not
-        DONE — not embedded yet, or their vector point still holds the content before an edit
-        — in no particular order: the lexical arm's full-text and sparse hits when the
+    async def unembedded_among(self, ids: Sequence[str], scope: str) -> list[tuple[str, str, bool]]:
+        """(id, content, content embedded) of the memories among ``ids`` in ``scope`` whose
+        embedding is not DONE — not embedded yet, their vector point still holding the
+        content before an edit, or (flag True) its payload lagging an edit — in no particular
+        order: the lexical arm's full-text and sparse hits when the
         backlog is large (automem/recall/servicer.py ``_lexical``). One index scan over the
         ids and the scope, as :meth:`recall_candidates`."""
         if not ids:
             return []
         rows = await self.store.ro_query(
             "MATCH (m:Memory) WHERE m.id IN $ids AND m.scope = $scope "
-            "AND m.embedding_status <> 'EMBEDDING_STATUS_DONE' "
-            "RETURN m.id, m.content", {"ids": list(dict.fromkeys(ids)), "scope": scope})
-        return [(r[0], r[1]) for r in rows]
+            "AND m.embedding_status <> 'EMBEDDING_STATUS_DONE' AND NOT m.state IN ['DELETED', 'REJECTED'] "
+            "RETURN m.id, m.content, m.embedding_status", {"ids": list(dict.fromkeys(ids)), "scope": scope})
+        return [(r[0], r[1], r[2] in VECTOR_CURRENT) for r in rows]
 
     async def list_ids(self, flt: MemoryFilter, states: Sequence[str], limit: int, *, order: str = "event_time",
                        descending: bool = True, since: float | None = None) -> list[str]:
@@ -430,18 +451,18 @@ class Memories(Repository):
         """Ids of the memories of ``scope`` a re-embedding job queues, newest first (AutoMem's
         automem/api/admin.py ``/admin/reembed`` orders by timestamp, newest first): with
         ``force`` every memory that is not DELETED or REJECTED; otherwise only those whose
-        vector is missing (``embedding_status`` not DONE) or made by another model than
+        vector is missing (``embedding_status`` not in :data:`VECTOR_CURRENT`) or made by another model than
         ``model``. Memories embedded by their caller (``embedding_model`` "caller") are never
         selected: the service cannot remake that vector. ``limit`` 0 = all."""
         where = ("m.scope = $scope AND NOT m.state IN ['DELETED', 'REJECTED'] "
                  "AND coalesce(m.embedding_model, '') <> 'caller'")
         if not force:
-            where += (" AND (m.embedding_status <> 'EMBEDDING_STATUS_DONE' OR m.embedding_model IS NULL "
+            where += (" AND (NOT m.embedding_status IN $current OR m.embedding_model IS NULL "
                       "OR m.embedding_model <> $model)")
         query = f"MATCH (m:Memory) WHERE {where} RETURN m.id ORDER BY m.event_time DESC, m.id"
         if limit > 0:
             query += f" LIMIT {int(limit)}"
-        rows = await self.store.ro_query(query, {"scope": scope, "model": model})
+        rows = await self.store.ro_query(query, {"scope": scope, "model": model, "current": list(VECTOR_CURRENT)})
         return [r[0] for r in rows]
 
     # --- graph views (automem/recall/graph_views.py) -------------------------------------------
@@ -483,12 +504,15 @@ class Memories(Repository):
     # --- writes ---------------------------------------------------------------------------
 
     async def replace(self, memory: Memory, expected_version: int | None, *,
-                      include_enrichment: bool = False) -> bool:
+                      include_enrichment: bool = False, payload_behind: bool = False) -> bool:
         """Write ``memory``'s properties onto its node when the stored version equals
         ``expected_version`` (no check when None). Enrichment-owned properties
         (:data:`ENRICHMENT_FIELDS`) are left alone unless ``include_enrichment`` (a content
-        change resets them). Returns False on a version mismatch or a missing node; one
-        atomic query, which records the new version (automem/graph/versions.py)."""
+        change resets them); with ``payload_behind`` (an edit of a field the vector search
+        filters on, automem/ingest/logic.py ``mark_payload_behind``) the status becomes
+        PAYLOAD_PENDING when the node's point holds its content (:data:`PAYLOAD_BEHIND`).
+        Returns False on a version mismatch or a missing node; one atomic query, which
+        records the new version (automem/graph/versions.py)."""
         props = memory_to_node(memory)
         if not include_enrichment:
             for name in ENRICHMENT_FIELDS:
@@ -496,7 +520,8 @@ class Memories(Repository):
         rows = await self.store.query(
             "MATCH (m:Memory {id: $id}) WHERE m.scope = $scope "
             "AND ($expected IS NULL OR m.version = $expected) "
-            + versions.before("m") + "SET m += $props " + versions.record("m") + "RETURN m.id",
+            + versions.before("m") + "SET m += $props " + (PAYLOAD_BEHIND if payload_behind else "")
+            + versions.record("m") + "RETURN m.id",
             versions.params({"id": memory.id, "scope": memory.scope, "expected": expected_version, "props": props}),
         )
         return bool(rows)
@@ -579,12 +604,17 @@ class Memories(Repository):
         return bool(rows)
 
     async def set_enrichment_many(self, rows: Sequence[tuple[str, str, dict[str, Any]]], *,
-                                  return_nodes: bool = False) -> dict[str, dict[str, Any] | None]:
+                                  return_nodes: bool = False,
+                                  built_from: dict[str, Memory] | None = None) -> dict[str, dict[str, Any] | None]:
         """:meth:`set_enrichment` for many memories in ONE query: ``rows`` are
         ``(memory_id, content_hash, fields)``; each row is written only while its node still
         holds ``content_hash`` and is not DELETED or REJECTED (a tombstone keeps its content,
         so the hash alone let enrichment that was late for a delete mark the deleted memory
-        embedded, and the consumer publish MEMORY_ENRICHED for it). Returns ``{memory_id:
+        embedded, and the consumer publish MEMORY_ENRICHED for it). ``built_from`` gives the
+        memory each row's vector payload was built from: a node whose tags, event time or
+        state differ from it now (an edit landed meanwhile, which the payload does not hold)
+        gets PAYLOAD_PENDING where the row says DONE, so it is not reported as current over
+        an old payload; its own event settles it. Returns ``{memory_id:
         properties}`` for the rows that landed — the node's properties as they stand right
         after the write when ``return_nodes`` (so an edit that landed before shows), else
         None. Raises ValueError for a field that is not enrichment-owned
@@ -598,23 +628,29 @@ class Memories(Repository):
         found = await self.store.query(
             "UNWIND $rows AS row MATCH (m:Memory {id: row.id}) WHERE m.content_hash = row.hash "
             "AND NOT m.state IN ['DELETED', 'REJECTED'] "
-            "SET m += row.fields " + versions.amend("m", "row.fields", ["row"])
+            "SET m += row.fields SET m.embedding_status = CASE WHEN row.built IS NOT NULL "
+            "AND m.embedding_status = 'EMBEDDING_STATUS_DONE' AND (coalesce(m.tags, []) <> row.built.tags "
+            "OR m.state <> row.built.state OR coalesce(m.event_time, -1.0) <> row.built.event_time) "
+            "THEN 'EMBEDDING_STATUS_PAYLOAD_PENDING' ELSE m.embedding_status END "
+            + versions.amend("m", "row.fields", ["row"])
             + "RETURN m.id, " + ("properties(m)" if return_nodes else "null"),
-            {"rows": [{"id": mid, "hash": h, "fields": fields} for mid, h, fields in rows]},
+            {"rows": [{"id": mid, "hash": h, "fields": fields, "built": _filtered((built_from or {}).get(mid))}
+                      for mid, h, fields in rows]},
         )
         return {r[0]: r[1] for r in found}
 
     async def pending_before(self, cutoff: float, limit: int) -> list[Memory]:
         """Up to ``limit`` memories of every scope, oldest write first, whose embedding is
         still to be made (``embedding_status`` PENDING, UNSPECIFIED or PROVIDED; not FAILED,
-        which enrichment parked) and whose last write (``update_time``, epoch seconds) is
+        which enrichment parked), or whose payload is still to be rewritten (PAYLOAD_PENDING), and whose last write (``update_time``, epoch seconds) is
         before ``cutoff``; DELETED and REJECTED ones are left out (they get no vector).
         Read through the ``embedding_status`` index: the cost grows with the backlog only.
         The pending sweep's query (automem/enrich/pending.py)."""
         rows = await self.store.ro_query(
             "MATCH (m:Memory) WHERE m.embedding_status IN $statuses AND m.update_time < $cutoff "
             "AND NOT m.state IN $gone RETURN properties(m) ORDER BY m.update_time LIMIT $limit",
-            {"statuses": ["EMBEDDING_STATUS_UNSPECIFIED", "EMBEDDING_STATUS_PENDING", "EMBEDDING_STATUS_PROVIDED"],
+            {"statuses": ["EMBEDDING_STATUS_UNSPECIFIED", "EMBEDDING_STATUS_PENDING", "EMBEDDING_STATUS_PROVIDED",
+                          "EMBEDDING_STATUS_PAYLOAD_PENDING"],
              "cutoff": float(cutoff), "gone": ["DELETED", "REJECTED"],
              "limit": int(limit)})
         return [node_to_memory(r[0]) for r in rows]
@@ -630,14 +666,16 @@ class Memories(Repository):
         return [(r[0], r[1], r[2], r[3]) for r in rows]
 
     async def embedded(self, scope: str | None, limit: int, *, sample: bool = False) -> list[tuple[str, str]]:
-        """``(id, scope)`` of up to ``limit`` embedded ACTIVE memories (no MetaPatterns) of
+        """``(id, scope)`` of up to ``limit`` embedded ACTIVE memories (no MetaPatterns;
+        ``embedding_status`` in :data:`VECTOR_CURRENT`) of
         ``scope`` (every scope when None): a random sample when ``sample``, else the most
         important first, then newest."""
         order = "rand()" if sample else "m.importance DESC, m.event_time DESC"
         rows = await self.store.ro_query(
             "MATCH (m:Memory) WHERE ($scope IS NULL OR m.scope = $scope) AND m.state = 'ACTIVE' "
-            "AND m.type <> 'MetaPattern' AND m.embedding_status = 'EMBEDDING_STATUS_DONE' "
-            f"RETURN m.id, m.scope ORDER BY {order} LIMIT $limit", {"scope": scope, "limit": limit})
+            "AND m.type <> 'MetaPattern' AND m.embedding_status IN $current "
+            f"RETURN m.id, m.scope ORDER BY {order} LIMIT $limit",
+            {"scope": scope, "limit": limit, "current": list(VECTOR_CURRENT)})
         return [(r[0], r[1]) for r in rows]
 
     async def active_scopes(self) -> list[str]:
@@ -785,3 +823,15 @@ class TagIndex:
             f"MATCH (m:Memory) WHERE {self._where} AND m.event_time = $t "
             "AND (m.importance < $imp OR (m.importance = $imp AND m.id > $last)) "
             f"RETURN {self._returns} ORDER BY m.importance DESC, m.id LIMIT $cap", params)
+
+
+def _filtered(memory: Memory | None) -> dict[str, Any] | None:
+    """The node values of ``memory``'s fields the vector search filters on (tags, state,
+    event time; automem/common/payload.py ``FILTERED_KEYS``), for
+    :meth:`Memories.set_enrichment_many`'s ``built_from``; None for None."""
+    if memory is None:
+        return None
+    props = memory_to_node(memory)
+    event_time = props.get("event_time")
+    return {"tags": props.get("tags") or [], "state": props.get("state"),
+            "event_time": -1.0 if event_time is None else float(event_time)}

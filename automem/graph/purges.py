@@ -33,7 +33,8 @@ _KEYS = ("MATCH (k:IdempotencyKey) WHERE ($all AND k.key STARTS WITH $prefix) "
 _SCOPE_ENTITIES = "MATCH (e:Entity) WHERE $all AND e.scope = $scope "
 _MERGES = "MATCH (x:EntityMerge) WHERE $all AND x.scope = $scope "
 _PLAN_MEMORIES = ("UNWIND $ids AS mid MATCH (m:Memory {id: mid}) WHERE m.scope = $scope "
-                  "RETURN count(m), sum(CASE WHEN m.embedding_status = 'EMBEDDING_STATUS_DONE' THEN 1 ELSE 0 END)")
+                  "RETURN count(m), sum(CASE WHEN m.embedding_status IN ['EMBEDDING_STATUS_DONE', 'EMBEDDING_STATUS_PAYLOAD_PENDING'] "
+                  "THEN 1 ELSE 0 END)")
 _PLAN_RELATIONS = ("UNWIND $ids AS mid MATCH (m:Memory {id: mid})-[r]-(o) WHERE m.scope = $scope "
                    "RETURN count(DISTINCT id(r))")
 #: Entities the purge removes: every one of the scope, or those only the purged memories mention.

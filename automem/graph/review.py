@@ -8,6 +8,7 @@ from typing import Any
 
 from automem.common.model import Memory, Relation, epoch, relation_type_name
 from automem.graph import versions
+from automem.graph.memories import PAYLOAD_BEHIND
 from automem.graph.relations import relation_label
 from automem.graph.repository import Repository
 
@@ -43,14 +44,17 @@ class Review(Repository):
         return rows[0][0] if rows else None
 
     async def decide_memory(self, before: Memory, props: dict[str, Any], item_id: str, item: dict[str, Any],
-                            tombstones: Sequence[dict[str, Any]]) -> bool:
+                            tombstones: Sequence[dict[str, Any]], *, payload_behind: bool = False) -> bool:
         """One query: the pending memory ``before`` gets node properties ``props`` while it
         still has ``before.version``, the ReviewItem ``item_id`` is created or updated with
-        ``item``, and each of ``tombstones`` (properties) is created. False (nothing
-        written) on a version mismatch or a missing memory."""
+        ``item``, and each of ``tombstones`` (properties) is created; with
+        ``payload_behind`` the status becomes PAYLOAD_PENDING where the point holds the
+        content (automem/graph/memories.py ``PAYLOAD_BEHIND``). False (nothing written) on a
+        version mismatch or a missing memory."""
         rows = await self.store.query(
             "MATCH (m:Memory {id: $id}) WHERE m.scope = $scope AND m.version = $version "
-            + versions.before("m") + "SET m += $props " + versions.record("m")
+            + versions.before("m") + "SET m += $props " + (PAYLOAD_BEHIND if payload_behind else "")
+            + versions.record("m")
             + "MERGE (i:ReviewItem {id: $item_id}) SET i += $item "
             "FOREACH (t IN $tombstones | CREATE (x:Tombstone) SET x = t) RETURN m.id",
             versions.params() | {"id": before.id, "scope": before.scope, "version": before.version, "props": props,

@@ -28,6 +28,7 @@ from automem.common.jsontext import (
     key_path,
     object_pairs,
 )
+from automem.common.lifecycle import GONE_STATES
 from automem.common.model import (
     Memory,
     content_hash,
@@ -40,6 +41,7 @@ from automem.common.model import (
     ts,
     type_name,
 )
+from automem.common.payload import filtered_fields_changed
 from automem.common.settings import Settings
 from automem.v1 import ingest_service_pb2, memory_pb2
 
@@ -559,3 +561,21 @@ def apply_update(
     memory.update_time.CopyFrom(ts(updated))
     memory.version = current.version + 1
     return memory, changed
+
+
+def mark_payload_behind(before: Memory, after: Memory) -> bool:
+    """Whether ``after`` (a new version of ``before``, copied from it) changes a field the
+    vector search filters on (tags, event time, state; automem/common/payload.py
+    ``filtered_fields_changed``) and is not DELETED or REJECTED (those lose their point):
+    then the write must set PAYLOAD_PENDING where the node's point holds its content
+    (automem/graph/memories.py ``PAYLOAD_BEHIND``, decided in the write), and
+    ``after.embedding_status`` says so already when it read DONE or PAYLOAD_PENDING. Recall then finds the memory through the
+    graph until enrichment rewrites the payload and sets DONE again (automem/recall/servicer.py
+    ``_lexical``, automem/enrich/consumer.py ``_apply``); without it a tag added by an edit,
+    an event time moved into a window or an approval stayed unseen by filtered recall until
+    then."""
+    if after.state in GONE_STATES or not filtered_fields_changed(before, after):
+        return False
+    if after.embedding_status in (memory_pb2.EMBEDDING_STATUS_DONE, memory_pb2.EMBEDDING_STATUS_PAYLOAD_PENDING):
+        after.embedding_status = memory_pb2.EMBEDDING_STATUS_PAYLOAD_PENDING
+    return True

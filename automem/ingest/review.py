@@ -60,7 +60,7 @@ from automem.common.outbox import EventPublisher
 from automem.common.settings import Settings
 from automem.graph import ENRICHMENT_FIELDS, GraphStore
 from automem.ingest.entity_merge import EntityMerges
-from automem.ingest.logic import check_reason
+from automem.ingest.logic import check_reason, mark_payload_behind
 from automem.ingest.memory_locks import MemoryLocks
 from automem.ingest.purge import Purger, PurgeRpcs
 from automem.v1 import event_stream_pb2, events_pb2, memory_pb2, review_service_pb2, review_service_pb2_grpc
@@ -219,8 +219,9 @@ class ReviewServicer(EntityMerges, PurgeRpcs, review_service_pb2_grpc.ReviewServ
             approved.state_reason = request.reason
             approved.version = pending.version + 1
             approved.update_time.CopyFrom(ts(stamp))
+            behind = mark_payload_behind(pending, approved)
             item = await self._decide_memory(pending, approved, request.id, "approved", principal.name,
-                                             request.reason, stamp)
+                                             request.reason, stamp, payload_behind=behind)
             await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_REVIEW_APPROVED, before=pending,
                                                     after=approved, reason=request.reason))
             return review_service_pb2.ApproveReviewItemResponse(item=item, memory=approved)
@@ -228,14 +229,16 @@ class ReviewServicer(EntityMerges, PurgeRpcs, review_service_pb2_grpc.ReviewServ
 
     async def _decide_memory(self, before: Memory, after: Memory, item_id: str, status: str, actor: str,
                              reason: str, stamp: Any, tombstone: dict[str, Any] | None = None,
-                             ) -> review_service_pb2.ReviewItem:
+                             payload_behind: bool = False) -> review_service_pb2.ReviewItem:
         """One query: the memory's new state (version-checked), the decided ReviewItem and,
-        on rejection, the tombstone. Aborted on a concurrent change."""
+        on rejection, the tombstone; ``payload_behind``: see automem/graph/memories.py
+        ``PAYLOAD_BEHIND``. Aborted on a concurrent change."""
         props = {k: v for k, v in memory_to_node(after).items() if k not in ENRICHMENT_FIELDS}
         item = {"id": item_id, "kind": "memory", "memory_id": before.id, "target_id": "", "reason": "",
                 "create_time": epoch(before, "create_time"), "status": status, "scope": before.scope,
                 "decided_by": actor, "decision_time": epoch(after, "update_time"), "decision_reason": reason}
-        if not await self.graph.review.decide_memory(before, props, item_id, item, [tombstone] if tombstone else []):
+        if not await self.graph.review.decide_memory(before, props, item_id, item, [tombstone] if tombstone else [],
+                                                     payload_behind=payload_behind):
             raise Aborted(f"memory {before.id} changed concurrently, retry")
         return _item(item)
 

@@ -66,6 +66,7 @@ from automem.ingest.logic import (
     build_memory,
     check_reason,
     fingerprint_operation,
+    mark_payload_behind,
     repeats,
     request_fingerprint,
 )
@@ -362,7 +363,9 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
                 return ingest_service_pb2.UpdateMemoryResponse(memory=current)
             if "content" in paths and content_changed:
                 await self._check_tombstone(updated)
-            if await self.graph.memories.replace(updated, current.version, include_enrichment=content_changed):
+            behind = mark_payload_behind(current, updated)
+            if await self.graph.memories.replace(updated, current.version, include_enrichment=content_changed,
+                                                 payload_behind=behind):
                 await self.publisher.publish(make_event(
                     events_pb2.EVENT_TYPE_MEMORY_UPDATED, before=current, after=updated,
                     content_changed=content_changed))

@@ -53,7 +53,7 @@ from automem.recall.llm_query import QueryRewriter
 from automem.recall.llm_rerank import LLMReranker
 from automem.recall.ranking import Candidate, Ranked, ScoreWeights, rank
 from automem.v1 import memory_pb2, recall_service_pb2, recall_service_pb2_grpc
-from automem.vectors import VectorStore
+from automem.vectors import VectorFilter, VectorStore
 
 log = logging.getLogger(__name__)
 
@@ -722,7 +722,13 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         text: its sparse hits are dropped and its current text is scored as a memory not yet
         embedded is, so from the moment the edit is acknowledged the old text's words no longer
         match it and the new text's do (the dense arm's hits: ``_Tiers._rank``). No extra
-        round trip: the waiting ids are those the lookup above reads anyway.
+        round trip: the waiting ids are those the lookup above reads anyway. A memory whose
+        tags, event time or state were edited (``embedding_status`` PAYLOAD_PENDING,
+        automem/ingest/logic.py ``mark_payload_behind``) is read with them: its vectors are
+        current, but the payload the searches filter on is not, so when a search's filter left
+        it out its sparse vector is searched alone by id, with no payload filter (the graph's
+        fields decide the filters, ``_Tiers._rank``); the dense arm does not see it until
+        enrichment has rewritten the payload.
 
         ``extra`` (term index -> weight) joins every query's sparse vector (lexical feedback,
         ``_Tiers._feedback``). With the vector store late or down (``sparse`` False, or its
@@ -759,7 +765,7 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
             if backlog is None:
                 backlog = await self.graph.memories.unembedded(scope, UNEMBEDDED_SCAN_MAX + 1)
                 if len(backlog) <= UNEMBEDDED_SCAN_MAX:
-                    waiting = {mid for mid, _ in backlog}
+                    waiting = {mid for mid, _, embedded in backlog if not embedded}
             if len(backlog) <= UNEMBEDDED_SCAN_MAX:
                 stale = waiting
                 pending = backlog
@@ -769,11 +775,23 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
                 more = more or len(found) >= n_cand
                 lookup = [*(mid for mid, _ in hits), *(mid for mid in found if mid not in out)]
                 pending = await self.graph.memories.unembedded_among(lookup, scope) if lookup else []
-                stale = {mid for mid, _ in pending}
+                stale = {mid for mid, _, embedded in pending if not embedded}
             for mid, score in hits:
                 if mid not in stale:  # else: its sparse vector holds the content before an edit
                     out[mid] = max(score, out.get(mid, 0.0))
-            pending = [(mid, content) for mid, content in pending if mid not in out]
+            # A memory whose payload lags an edit of its tags, event time or state keeps its
+            # hit when the search's filter let it through; when it did not, its vector (which
+            # holds its current text) is searched alone, by id, with no payload filter (the
+            # graph's fields decide the filters, ``_Tiers._rank``).
+            lagging = [mid for mid, _, embedded in pending if embedded and mid not in out]
+            if lagging and sparse and terms:
+                try:
+                    for mid, score in await self.vectors.search_sparse(
+                            keys, [weights[k] for k in keys], len(lagging), VectorFilter(scope=scope, ids=lagging)):
+                        out[mid] = max(score, out.get(mid, 0.0))
+                except Unavailable as exc:
+                    log.warning("sparse search of lagging payloads skipped: %s", exc, extra={"scope": scope})
+            pending = [(mid, content) for mid, content, embedded in pending if not embedded and mid not in out]
             if not pending:
                 continue
             best = max(out.values(), default=1.0)

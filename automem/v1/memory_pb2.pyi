@@ -40,6 +40,7 @@ class EmbeddingStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EMBEDDING_STATUS_DONE: _ClassVar[EmbeddingStatus]
     EMBEDDING_STATUS_FAILED: _ClassVar[EmbeddingStatus]
     EMBEDDING_STATUS_PROVIDED: _ClassVar[EmbeddingStatus]
+    EMBEDDING_STATUS_PAYLOAD_PENDING: _ClassVar[EmbeddingStatus]
 
 class EnrichmentStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -86,6 +87,7 @@ EMBEDDING_STATUS_PENDING: EmbeddingStatus
 EMBEDDING_STATUS_DONE: EmbeddingStatus
 EMBEDDING_STATUS_FAILED: EmbeddingStatus
 EMBEDDING_STATUS_PROVIDED: EmbeddingStatus
+EMBEDDING_STATUS_PAYLOAD_PENDING: EmbeddingStatus
 ENRICHMENT_STATUS_UNSPECIFIED: EnrichmentStatus
 ENRICHMENT_STATUS_PENDING: EnrichmentStatus
 ENRICHMENT_STATUS_DONE: EnrichmentStatus

@@ -153,6 +153,29 @@ async def test_guarded_batch_writes_skip_memories_edited_meanwhile(settings) -> 
         await graph.close()
 
 
+async def test_a_status_write_at_a_version_marks_a_memory_edited_since_payload_pending(settings) -> None:
+    """``built_from``: a node whose tags were edited since its payload was built is not marked
+    DONE over that payload: it gets PAYLOAD_PENDING, which its own event settles."""
+    kept = _memory("Carol runs Kafka", event=T0, created=T0)
+    edited = _memory("Dan runs Mongo", event=T0, created=T0 + 1)
+    graph = GraphStore(settings)
+    try:
+        await graph.ensure_schema()
+        await graph.memories.create_many([kept, edited])
+        await graph.query("MATCH (m:Memory {id: $id}) SET m.version = m.version + 1, m.tags = ['ops'], "
+                          "m.embedding_status = 'EMBEDDING_STATUS_PAYLOAD_PENDING'", {"id": edited.id})
+        fields = {"embedding_status": "EMBEDDING_STATUS_DONE"}
+        landed = await graph.memories.set_enrichment_many(
+            [(kept.id, kept.content_hash, fields), (edited.id, edited.content_hash, fields)],
+            built_from={kept.id: kept, edited.id: edited})
+        assert set(landed) == {kept.id, edited.id}
+        rows = await graph.ro_query("UNWIND $ids AS i MATCH (m:Memory {id: i}) RETURN m.embedding_status",
+                                    {"ids": [kept.id, edited.id]})
+        assert rows == [["EMBEDDING_STATUS_DONE"], ["EMBEDDING_STATUS_PAYLOAD_PENDING"]]
+    finally:
+        await graph.close()
+
+
 # --- batch versus one at a time, end to end ---------------------------------------------------
 
 TEXTS = [

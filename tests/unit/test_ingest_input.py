@@ -128,3 +128,46 @@ def test_the_request_fingerprint_tells_apart_what_would_be_stored() -> None:
     # A bad item is named as the write would name it.
     _refused(logic.request_fingerprint, "batch", [base, ingest.MemoryInput(content="x", tags=["a,b"])],
              ["memories[0].", "memories[1]."], field="memories[1].tags")
+
+
+@pytest.mark.parametrize(("paths", "item", "add_tags", "expected", "behind"), [
+    (["tags"], ingest.MemoryInput(tags=["billing"]), [], memory_pb2.EMBEDDING_STATUS_PAYLOAD_PENDING, True),
+    ([], ingest.MemoryInput(), ["billing"], memory_pb2.EMBEDDING_STATUS_PAYLOAD_PENDING, True),
+    (["tags"], ingest.MemoryInput(tags=["Finance"]), [], memory_pb2.EMBEDDING_STATUS_DONE, False),  # same key
+    (["importance", "metadata"], ingest.MemoryInput(importance=0.2, metadata_json='{"a": 1}'), [],
+     memory_pb2.EMBEDDING_STATUS_DONE, False),
+    (["content", "tags"], ingest.MemoryInput(content="new text", tags=["billing"]), [],
+     memory_pb2.EMBEDDING_STATUS_PENDING, True),
+])
+def test_an_edit_of_a_filtered_field_marks_the_payload_behind(paths, item, add_tags, expected, behind) -> None:
+    """Tags (by comparison key), event time and state are what the vector search filters on:
+    an edit of one leaves the point's payload behind (PAYLOAD_PENDING; the write decides it
+    again on the node's status, ``behind``); other fields do not, and a content edit keeps
+    PENDING (the vector itself is stale)."""
+    current = logic.build_memory(ingest.MemoryInput(content="c", tags=["finance"]), scope="s", settings=SETTINGS,
+                                 created=NOW, source="t")
+    current.embedding_status = memory_pb2.EMBEDDING_STATUS_DONE
+    updated, _ = logic.apply_update(current, item, paths, SETTINGS, NOW, add_tags)
+    marked = logic.mark_payload_behind(current, updated)
+    assert updated.embedding_status == expected
+    assert marked is behind
+
+
+def test_state_and_event_time_mark_the_payload_behind_unless_the_memory_is_gone() -> None:
+    current = logic.build_memory(ingest.MemoryInput(content="c"), scope="s", settings=SETTINGS, created=NOW, source="t")
+    current.embedding_status = memory_pb2.EMBEDDING_STATUS_DONE
+    current.state = memory_pb2.MEMORY_STATE_PENDING_REVIEW
+    for state, expected in ((memory_pb2.MEMORY_STATE_ACTIVE, True), (memory_pb2.MEMORY_STATE_REJECTED, False),
+                            (memory_pb2.MEMORY_STATE_DELETED, False)):
+        after = memory_pb2.Memory()
+        after.CopyFrom(current)
+        after.state = state
+        assert logic.mark_payload_behind(current, after) is expected, state
+    moved = memory_pb2.Memory()
+    moved.CopyFrom(current)
+    moved.event_time.seconds += 3600
+    assert logic.mark_payload_behind(current, moved)
+    # Not embedded yet as read: the status stays, the write decides on the node's own status.
+    current.embedding_status = moved.embedding_status = memory_pb2.EMBEDDING_STATUS_PENDING
+    assert logic.mark_payload_behind(current, moved)
+    assert moved.embedding_status == memory_pb2.EMBEDDING_STATUS_PENDING
