@@ -630,7 +630,7 @@ class Memories(Repository):
             "AND NOT m.state IN ['DELETED', 'REJECTED'] "
             "SET m += row.fields SET m.embedding_status = CASE WHEN row.built IS NOT NULL "
             "AND m.embedding_status = 'EMBEDDING_STATUS_DONE' AND (coalesce(m.tags, []) <> row.built.tags "
-            "OR m.state <> row.built.state OR coalesce(m.event_time, -1.0) <> row.built.event_time) "
+            "OR m.state <> row.built.state OR abs(coalesce(m.event_time, -1.0) - row.built.event_time) > 0.0005) "
             "THEN 'EMBEDDING_STATUS_PAYLOAD_PENDING' ELSE m.embedding_status END "
             + versions.amend("m", "row.fields", ["row"])
             + "RETURN m.id, " + ("properties(m)" if return_nodes else "null"),
@@ -828,7 +828,9 @@ class TagIndex:
 def _filtered(memory: Memory | None) -> dict[str, Any] | None:
     """The node values of ``memory``'s fields the vector search filters on (tags, state,
     event time; automem/common/payload.py ``FILTERED_KEYS``), for
-    :meth:`Memories.set_enrichment_many`'s ``built_from``; None for None."""
+    :meth:`Memories.set_enrichment_many`'s ``built_from``; None for None. The event time
+    (epoch seconds) is compared within half a millisecond (times are kept to the
+    millisecond): a float read back through a Timestamp may differ in its last digits."""
     if memory is None:
         return None
     props = memory_to_node(memory)
