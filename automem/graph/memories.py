@@ -39,15 +39,14 @@ ENTITY_TAG_PREFIX = "entity:"
 #: DONE, and PAYLOAD_PENDING (an edit of a filtered field waits for enrichment to rewrite the
 #: payload, automem/ingest/logic.py ``mark_payload_behind``).
 VECTOR_CURRENT = ("EMBEDDING_STATUS_DONE", "EMBEDDING_STATUS_PAYLOAD_PENDING")
-#: ``embedding_status`` values of a memory recall cannot trust the vector point of in full:
-#: its content is not embedded (yet), or its payload lags an edit.
 #: Cypher (a SET on node ``m``) for a write that changed a field the vector search filters on:
 #: a point that holds the current content now has a payload behind (PAYLOAD_PENDING). Decided
 #: in the write itself, on the status the node holds then, so an enrichment that settled DONE
 #: between the caller's read and this write does not leave DONE over the old payload.
-PAYLOAD_BEHIND = ("SET m.embedding_status = CASE WHEN m.embedding_status IN "
-                  "['EMBEDDING_STATUS_DONE', 'EMBEDDING_STATUS_PAYLOAD_PENDING'] "
+PAYLOAD_BEHIND = (f"SET m.embedding_status = CASE WHEN m.embedding_status IN {list(VECTOR_CURRENT)} "
                   "THEN 'EMBEDDING_STATUS_PAYLOAD_PENDING' ELSE m.embedding_status END ")
+#: ``embedding_status`` values of a memory recall cannot trust the vector point of in full:
+#: its content is not embedded (yet), or its payload lags an edit.
 NOT_DONE = ("EMBEDDING_STATUS_UNSPECIFIED", "EMBEDDING_STATUS_PENDING", "EMBEDDING_STATUS_FAILED",
             "EMBEDDING_STATUS_PROVIDED", "EMBEDDING_STATUS_PAYLOAD_PENDING")
 #: Node states of memories a sync check compares with the vector points.

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from automem.graph.idempotency import node_key
+from automem.graph.memories import VECTOR_CURRENT
 from automem.graph.repository import Repository
 
 #: The counts of a purge, in the order of ``automem.v1.PurgeCounts``.
@@ -33,8 +34,7 @@ _KEYS = ("MATCH (k:IdempotencyKey) WHERE ($all AND k.key STARTS WITH $prefix) "
 _SCOPE_ENTITIES = "MATCH (e:Entity) WHERE $all AND e.scope = $scope "
 _MERGES = "MATCH (x:EntityMerge) WHERE $all AND x.scope = $scope "
 _PLAN_MEMORIES = ("UNWIND $ids AS mid MATCH (m:Memory {id: mid}) WHERE m.scope = $scope "
-                  "RETURN count(m), sum(CASE WHEN m.embedding_status IN ['EMBEDDING_STATUS_DONE', 'EMBEDDING_STATUS_PAYLOAD_PENDING'] "
-                  "THEN 1 ELSE 0 END)")
+                  f"RETURN count(m), sum(CASE WHEN m.embedding_status IN {list(VECTOR_CURRENT)} THEN 1 ELSE 0 END)")
 _PLAN_RELATIONS = ("UNWIND $ids AS mid MATCH (m:Memory {id: mid})-[r]-(o) WHERE m.scope = $scope "
                    "RETURN count(DISTINCT id(r))")
 #: Entities the purge removes: every one of the scope, or those only the purged memories mention.
