@@ -40,10 +40,12 @@ LABEL = "MemoryVersion"
 #: Properties a version holds besides the snapshot.
 KEYS = ("memory_id", "version", "recorded_at", "actor", "changed_fields")
 #: Snapshot properties not listed in ``changed_fields``: the keys (``id``, ``scope``), what
-#: every write moves, and what is derived (``tags_lower`` and ``content_hash`` follow
-#: ``tags`` and ``content``).
+#: every write moves, what is derived (``tags_lower`` and ``content_hash`` follow ``tags``
+#: and ``content``) and where background processing stands (``embedding_status``: an edit
+#: resets it, enrichment settles it without a version, so which side of a write it fell on
+#: depends on timing, not on what the caller changed).
 UNTRACKED = ("id", "scope", "version", "update_time", "tags_lower", "content_hash", "last_access_time",
-             "relevance_score")
+             "relevance_score", "embedding_status")
 #: The migration marker (:meth:`Versions.migrate`).
 MIGRATION = "memory_versions"
 MIGRATION_VERSION = 1

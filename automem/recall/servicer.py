@@ -136,15 +136,17 @@ def arm_filter(filters: Filters, read: ReadAt):
     return filters.vector_filter(listed_states(read))
 
 
-#: Fields a version diff leaves out: they move with every version.
-DIFF_IGNORED = ("version", "update_time")
+#: Fields a version diff leaves out: they move with every version, or say where background
+#: processing stood (``embedding_status``: enrichment settles it on whichever snapshot is
+#: current then; automem/graph/versions.py ``UNTRACKED``).
+DIFF_IGNORED = ("version", "update_time", "embedding_status")
 
 
 def diff_memories(before: Memory, after: Memory) -> list[recall_service_pb2.FieldChange]:
     """The fields of the Memory message (proto names, as ``json_format`` writes them) whose
     values differ between ``before`` and ``after``, in field-number order, each with both
-    values (absent = unset); ``version`` and ``update_time`` are left out
-    (:data:`DIFF_IGNORED`)."""
+    values (absent = unset); ``version``, ``update_time`` and ``embedding_status`` are left
+    out (:data:`DIFF_IGNORED`)."""
     from google.protobuf import json_format, struct_pb2
 
     a = json_format.MessageToDict(before, preserving_proto_field_name=True)
