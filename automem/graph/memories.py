@@ -14,11 +14,13 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from automem.common.model import (
+    NODE_READ_KEYS,
     CandidateFields,
     Memory,
     Relation,
     epoch,
     memory_to_node,
+    node_columns,
     node_fields,
     node_to_memory,
     relation_type_name,
@@ -50,6 +52,8 @@ PAYLOAD_BEHIND = (f"SET m.embedding_status = CASE WHEN m.embedding_status IN {li
 NOT_DONE = ("EMBEDDING_STATUS_UNSPECIFIED", "EMBEDDING_STATUS_PENDING", "EMBEDDING_STATUS_FAILED",
             "EMBEDDING_STATUS_PROVIDED", "EMBEDDING_STATUS_PAYLOAD_PENDING")
 #: Node states of memories a sync check compares with the vector points.
+#: ``RETURN`` items of a whole memory node ``m`` (automem/common/model.py ``node_columns``).
+_NODE_COLUMNS = node_columns("m")
 _LIVE_STATES = "['ACTIVE', 'SUPERSEDED', 'PENDING_REVIEW', 'ARCHIVED']"
 
 
@@ -200,10 +204,10 @@ class Memories(Repository):
             return {}
         rows = await self.store.ro_query(
             "UNWIND $ids AS mid MATCH (m:Memory {id: mid}) "
-            "WHERE $scope IS NULL OR m.scope = $scope RETURN properties(m)",
+            f"WHERE $scope IS NULL OR m.scope = $scope RETURN {_NODE_COLUMNS}",
             {"ids": ids, "scope": scope},
         )
-        return {row[0]["id"]: node_to_memory(row[0]) for row in rows}
+        return {row[0]: node_to_memory(dict(zip(NODE_READ_KEYS, row, strict=True))) for row in rows}
 
     async def hydrate_with_successors(
         self, ids: Iterable[str], scope: str, types: Sequence[str]
@@ -223,15 +227,15 @@ class Memories(Repository):
         rows = await self.store.ro_query(
             "MATCH (m:Memory) WHERE m.id IN $ids AND m.scope = $scope "
             f"OPTIONAL MATCH (m)-[r:{labels}]->(b:Memory) "
-            "RETURN properties(m), type(r), b.id, b.scope, r.strength, r.create_time",
+            f"RETURN type(r), b.id, b.scope, r.strength, r.create_time, {_NODE_COLUMNS}",
             {"ids": ids, "scope": scope},
         )
         memories: dict[str, Memory] = {}
         found: dict[str, list[tuple[str, str, str, float, float]]] = {}
-        for props, rel, target, target_scope, strength, created in rows:
-            mid = props["id"]
+        for rel, target, target_scope, strength, created, *node in rows:
+            mid = node[0]
             if mid not in memories:
-                memories[mid] = node_to_memory(props)
+                memories[mid] = node_to_memory(dict(zip(NODE_READ_KEYS, node, strict=True)))
                 found[mid] = []
             if target is not None and target_scope == scope:
                 found[mid].append((mid, rel, target, float(strength or 0.0), float(created or 0.0)))

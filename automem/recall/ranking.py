@@ -100,15 +100,11 @@ def rank(candidates: list[Candidate], *, weights: ScoreWeights, query: str = "",
     """Rank ``candidates`` best first (see the module docstring for the formula)."""
     times = {c.id: (c.memory.event_time, c.memory.create_time) for c in candidates}
     ordered = sorted(candidates, key=lambda c: (times[c.id][0] or 0.0, times[c.id][1] or 0.0, c.id))
-    fusion_input = [
-        scoring.Candidate(id=c.id, arm_scores={("lexical" if a == "keyword" else a): v for a, v in c.arm_scores.items()},
-                          prev_id=c.prev_id, order=float(i))
-        for i, c in enumerate(ordered)
-    ]
-    arm_weights = {"vector": weights.vector, "lexical": weights.keyword}
-    fused = scoring.fuse_weighted(fusion_input, arm_weights)
+    # The candidates go to scoring's fusion as they are (an id, arm scores keyed by the arms'
+    # names here, a prev_id): no per-candidate copy (docs/benchmarks.md, "Recall's graph reads").
+    fused = scoring.fuse_weighted(ordered, {"vector": weights.vector, "keyword": weights.keyword})
     base = {cid: sum(parts.values()) for cid, parts in fused.items()}
-    boost = scoring.neighbour_boost(fusion_input, base, weights.neighbour)
+    boost = scoring.neighbour_boost(ordered, base, weights.neighbour)
     ctx = {text_key(t) for t in (context_tags or [])}
     q = text_key(query.strip())
     use_recency = recency_bias == "on" or (recency_bias == "auto" and not q)
@@ -125,34 +121,41 @@ def rank(candidates: list[Candidate], *, weights: ScoreWeights, query: str = "",
         if weights.author:
             words = understanding.query_words(query)
         temporal = bool(weights.temporal) and understanding.is_temporal_question(query)
+    exact = bool(q) and len(q) > 3
+    recency = use_recency and bool(now)
+    w_tag, w_importance, w_confidence = weights.tag, weights.importance, weights.confidence
     out: list[Ranked] = []
     for c in candidates:
-        comp = {("keyword" if a == "lexical" else a): v for a, v in fused[c.id].items() if v}
-        if boost.get(c.id):
-            comp["neighbour"] = boost[c.id]
-        m = c.memory
+        cid, m = c.id, c.memory
+        comp = {a: v for a, v in fused[cid].items() if v}
+        if boost.get(cid):
+            comp["neighbour"] = boost[cid]
         if ctx:
-            comp["tag"] = weights.tag * len(ctx & {text_key(t) for t in m.tags}) / len(ctx)
-        if q and len(q) > 3 and q in text_key(m.content):
+            comp["tag"] = w_tag * len(ctx & {text_key(t) for t in m.tags}) / len(ctx)
+        if exact and q in text_key(m.content):
             comp["exact"] = weights.exact
-        if spread.get(c.id):
-            comp["session"] = weights.session * spread[c.id]
+        if spread.get(cid):
+            comp["session"] = weights.session * spread[cid]
         if words:
             author = understanding.author_of(m.content)
             if author and understanding.names_author(words, author):
                 comp["author"] = weights.author
         if temporal and understanding.has_time_expression(m.content):
             comp["temporal"] = weights.temporal
-        comp["importance"] = weights.importance * m.importance
-        comp["confidence"] = weights.confidence * m.confidence
-        if use_recency and now:
-            event_time, create_time = times[c.id]
+        comp["importance"] = w_importance * m.importance
+        comp["confidence"] = w_confidence * m.confidence
+        if recency:
+            event_time, create_time = times[cid]
             age = max(0.0, now - (event_time or create_time or now))
             comp["recency"] = weights.recency * max(0.0, 1.0 - age / window)
-        if priority_ids and c.id in priority_ids:
+        if priority_ids and cid in priority_ids:
             comp["priority"] = 1.0
-        arm_parts = {a: comp.get(a, 0.0) for a in ("vector", "keyword", "neighbour") if comp.get(a, 0.0) > 0}
-        match_type = max(arm_parts, key=arm_parts.get) if arm_parts else ("tag" if not q else "metadata")
-        out.append(Ranked(c.id, round(sum(comp.values()), 6), match_type, comp))
+        # The arm that contributed most (the first of equals), else what ranked it.
+        match_type, best = ("tag" if not q else "metadata"), 0.0
+        for arm in ("vector", "keyword", "neighbour"):
+            part = comp.get(arm, 0.0)
+            if part > best:
+                match_type, best = arm, part
+        out.append(Ranked(cid, round(sum(comp.values()), 6), match_type, comp))
     out.sort(key=lambda r: (-r.score, position[r.id], r.id))
     return out
