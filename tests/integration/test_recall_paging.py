@@ -10,7 +10,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from automem.vectors import VectorFilter
-from tests.conftest import eventually
+from tests.conftest import eventually, start_service
 
 COUNT = 150
 PAGE = 20
@@ -85,3 +85,43 @@ async def test_recall_pages_return_every_match_once_over_rest_grpc_and_mcp(servi
             if not body["has_more"]:
                 break
         _check_pages(pages, ids)
+
+
+async def test_pages_return_every_match_once_when_a_tier_ranks_part_of_its_pool(settings) -> None:
+    """A tier reads and ranks only the best of its pool by arm score (``search_rank_candidates``,
+    automem/recall/servicer.py ``_Tiers._prune``); the rest come in the tiers after it, also
+    from the last, largest pool (whose arms no longer fill): 150 matches in pages of 5 with at
+    most 15 ranked per tier (the first page reads the ranking fields of those 15 only) come
+    back once each, and in the same pages at every read."""
+    running = await start_service(settings.model_copy(update={"search_rank_candidates": 5,
+                                                              "search_author_requery": "off"}))
+    try:
+        ids = await _stored(running)
+        query = "boat brought cargo to the lighthouse"
+        memories = running.ctx.graph.memories
+        read, reads = memories.recall_candidates, []
+
+        async def counted(candidates, scope):
+            reads.append(len(candidates))
+            return await read(candidates, scope)
+        memories.recall_candidates = counted
+        async with running.http() as http:
+            r = await http.get("/recall", params={"query": query, "limit": 5})
+            assert r.status_code == 200 and len(r.json()["results"]) == 5, r.text
+            assert reads == [15], reads  # of a pool of 100 per arm
+            runs = []
+            for _ in range(2):
+                pages = []
+                for offset in range(0, COUNT + 5, 5):
+                    r = await http.get("/recall", params={"query": query, "limit": 5, "offset": offset})
+                    assert r.status_code == 200, r.text
+                    pages.append([h["id"] for h in r.json()["results"]])
+                    if not r.json()["has_more"]:
+                        break
+                runs.append(pages)
+        seen = [mid for page in runs[0] for mid in page]
+        assert len(seen) == len(set(seen)), "a memory came back on two pages"
+        assert set(seen) == ids
+        assert runs[0] == runs[1]
+    finally:
+        await running.runner.stop()
