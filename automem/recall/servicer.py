@@ -244,9 +244,12 @@ class _Tiers:
     pool (every matching memory was ranked) or at :data:`CANDIDATE_MAX`. Within a tier the
     order is total: score, then event and create time, then id (automem/recall/ranking.py).
 
-    With a query and the score order, a tier reads and ranks only the ``rank_max`` best of its
-    pool by their fused arm scores (:meth:`_prune`); when that left some out, the next tier
-    searches the same pool again and ranks the next ``rank_max``, so no memory is skipped.
+    With a query and the score order, tier 0 reads and ranks only the ``rank_max`` best of its
+    pool by their fused arm scores (:meth:`_prune`: the first page rarely needs more); when
+    that left some out, a tier of the same size follows and ranks the whole pool again, adding
+    the rest in its own order, before the pools grow. Later tiers are never pruned: a request
+    that reads every tier (a ``min_score`` most miss, the last page) costs one tier more, not
+    a tier per ``rank_max`` candidates.
     Pages read while memories are written, or far enough apart in time that a recency score
     reaches its floor, rank a changed store and can differ, as any offset paging does.
     """
@@ -266,9 +269,9 @@ class _Tiers:
         self.size = min(base, CANDIDATE_MAX)
         #: Most candidates of a tier read and ranked in full (0: all; :meth:`_prune`).
         self.rank_max = rank_max
-        #: Candidates a tier read and ranked (whether or not they passed the filters), and
-        #: whether the current tier's pruning left some of its pool for the next.
-        self._considered: set[str] = set()
+        #: Whether tier 0 is being ranked (the only one :meth:`_prune` cuts), and whether it
+        #: left part of its pool for the tier after it.
+        self._prune_tier = True
         self._pruned = False
         self.done = False
         self.first = True
@@ -290,7 +293,6 @@ class _Tiers:
         while not self.done:
             n = self.size
             first = self.first
-            self._pruned = False
             arm_scores, arms_run, degraded, listed, more = await self._search(n, self.queries, None)
             if self.first:
                 self.arms_run, self.degraded, self.first = arms_run, degraded, False
@@ -302,10 +304,11 @@ class _Tiers:
             if first:
                 ranked, more_fb = await self._feedback(ranked, arm_scores, n)
                 more = more or more_fb
-            # A pruned tier leaves part of its pool unranked: the next one searches the same
-            # pool again and ranks the next best (the arms' order is stable between the two).
-            self.done = (not more or n >= CANDIDATE_MAX) and not self._pruned
-            if not self._pruned:
+            # A pruned tier 0 left part of its pool unranked: the next tier searches a pool of
+            # the same size again and ranks all of it (the arms' order is stable between the two).
+            pruned, self._prune_tier, self._pruned = self._pruned, False, False
+            self.done = (not more or n >= CANDIDATE_MAX) and not pruned
+            if not pruned:
                 self.size = min(n * TIER_GROWTH, CANDIDATE_MAX)
             new = [r for r in ranked if r.id not in self._ranked]
             self._ranked.update(r.id for r in new)
@@ -394,8 +397,9 @@ class _Tiers:
         # A named author's memories lead the arms that match the name: the best of each arm suffice.
         ids = list(dict.fromkeys(i for arm in arm_scores.values()
                                  for i in sorted(arm, key=arm.__getitem__, reverse=True)[:REQUERY_SEEDS]))
-        # The whole pool in the one read: ranking it needs the rest next, unless a re-query
-        # replaces it (rare once the scope's authors are known: SearchMemories strips them first).
+        # The part of the pool ranking reads (:meth:`_prune`) in the one read: ranking needs it
+        # next, unless a re-query replaces the pool (rare once the scope's authors are known:
+        # SearchMemories strips them first).
         pool = list(dict.fromkeys(i for arm in arm_scores.values() for i in arm))
         await self._fetch(list(dict.fromkeys([*ids, *self._prune(pool, arm_scores)])))
         authors = {a for i in ids if i in self._light and (a := understanding.author_of(self._light[i].content))}
@@ -457,29 +461,31 @@ class _Tiers:
                 self._unembedded.add(memory.id)
 
     def _prune(self, ids: list[str], arm_scores: dict[str, dict[str, float]]) -> list[str]:
-        """``ids`` without those outside the best :attr:`rank_max` not considered by an earlier
-        tier, by their fused arm scores alone (each arm max-normalised over ``ids`` and
-        weighted as :func:`automem.recall.scoring.fuse_weighted` does; ties by id), in the
-        order of ``ids``. Unchanged without a query, in a time order, with ``rank_max`` 0 or
-        when no more than ``rank_max`` are new.
+        """The best :attr:`rank_max` of ``ids`` by their fused arm scores alone (each arm
+        max-normalised over ``ids`` and weighted as :func:`automem.recall.scoring.fuse_weighted`
+        does; ties by id), in the order of ``ids``. ``ids`` unchanged after tier 0, without a
+        query, in a time order, with ``rank_max`` 0, with lexical feedback on (its second
+        lexical search changes the pool of the tiers after the first), or when ``ids`` holds no
+        more than ``rank_max``. A dense score that :meth:`_rank` will drop (a memory edited since
+        its embedding) still counts here: such a memory may take a place and leave the page.
 
         Why: reading a candidate's ranking fields and ranking it cost ~25 us a candidate, and
         the other signals (automem/recall/ranking.py) rarely lift a memory from the bottom of
         both arms into a page: ranking the best 60 of a pool of ~200 left LoCoMo recall@10 and
         MRR unchanged at ~15 % less CPU per recall (docs/benchmarks.md, "Reading the pool's
         best by their arm scores")."""
-        fresh = [i for i in ids if i not in self._considered]
-        if not self.rank_max or not self.queries or self.sort != "score" or len(fresh) <= self.rank_max:
-            return ids
         settings = self.svc.settings
+        if (not self._prune_tier or not self.rank_max or not self.queries or self.sort != "score"
+                or settings.search_feedback_weight or len(ids) <= self.rank_max):
+            return ids
         weights = {"vector": settings.search_weight_vector, "keyword": settings.search_weight_keyword}
-        fused = dict.fromkeys(fresh, 0.0)
+        fused = dict.fromkeys(ids, 0.0)
         for arm, scores in arm_scores.items():
             normed = scoring.normalise_by_max({i: scores[i] for i in ids if i in scores})
-            for i in fresh:
+            for i in ids:
                 fused[i] += weights.get(arm, 0.0) * normed.get(i, 0.0)
-        keep = set(sorted(fresh, key=lambda i: (-fused[i], i))[: self.rank_max])
-        return [i for i in ids if i in keep or i in self._considered]
+        keep = set(sorted(ids, key=lambda i: (-fused[i], i))[: self.rank_max])
+        return [i for i in ids if i in keep]
 
     async def _rank(self, ids: list[str], arm_scores: dict[str, dict[str, float]]) -> list[Ranked]:
         """Rank the pool ``ids`` on the few fields scoring needs (one round trip for the ids
@@ -494,7 +500,6 @@ class _Tiers:
         arm scores are read and ranked (:meth:`_prune`)."""
         kept = self._prune(ids, arm_scores)
         self._pruned = self._pruned or len(kept) < len(ids)
-        self._considered.update(kept)
         ids = kept
         await self._fetch(ids)
         vector = arm_scores.get("vector", {})

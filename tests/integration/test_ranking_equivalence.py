@@ -155,7 +155,7 @@ async def test_locomo_rankings_hold_through_the_fast_recall_path(service, locomo
 
 
 async def test_locomo_metrics_hold_when_a_tier_ranks_only_its_pools_best(settings, locomo, tmp_path) -> None:
-    """The default reads and ranks only the best ``search_rank_candidates`` of each pool by
+    """The default reads and ranks only the best ``search_rank_candidates`` of the first pool by
     their arm scores (automem/recall/servicer.py ``_Tiers._prune``). That changes which
     memories fill the bottom of many top-10s on purpose (132 of 495 sets at 60, 2026-12-06),
     so the rankings are not compared one by one; recall@10 and MRR stay no lower than the

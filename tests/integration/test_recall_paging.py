@@ -88,11 +88,11 @@ async def test_recall_pages_return_every_match_once_over_rest_grpc_and_mcp(servi
 
 
 async def test_pages_return_every_match_once_when_a_tier_ranks_part_of_its_pool(settings) -> None:
-    """A tier reads and ranks only the best of its pool by arm score (``search_rank_candidates``,
-    automem/recall/servicer.py ``_Tiers._prune``); the rest come in the tiers after it, also
-    from the last, largest pool (whose arms no longer fill): 150 matches in pages of 5 with at
-    most 15 ranked per tier (the first page reads the ranking fields of those 15 only) come
-    back once each, and in the same pages at every read."""
+    """Tier 0 reads and ranks only the best of its pool by arm score (``max(3 * limit,
+    search_rank_candidates)``, automem/recall/servicer.py ``_Tiers._prune``); the rest come in
+    the tier after it, also when the arms returned every match (pools of 200 for 150 matches,
+    so no arm asks for a larger pool): in pages of 40, the first page reads the ranking fields
+    of 120 memories only, and every match comes back once, in the same pages at every read."""
     running = await start_service(settings.model_copy(update={"search_rank_candidates": 5,
                                                               "search_author_requery": "off"}))
     try:
@@ -106,14 +106,14 @@ async def test_pages_return_every_match_once_when_a_tier_ranks_part_of_its_pool(
             return await read(candidates, scope)
         memories.recall_candidates = counted
         async with running.http() as http:
-            r = await http.get("/recall", params={"query": query, "limit": 5})
-            assert r.status_code == 200 and len(r.json()["results"]) == 5, r.text
-            assert reads == [15], reads  # of a pool of 100 per arm
+            r = await http.get("/recall", params={"query": query, "limit": 40})
+            assert r.status_code == 200 and len(r.json()["results"]) == 40, r.text
+            assert reads == [120], reads  # of the 150 both arms returned
             runs = []
             for _ in range(2):
                 pages = []
-                for offset in range(0, COUNT + 5, 5):
-                    r = await http.get("/recall", params={"query": query, "limit": 5, "offset": offset})
+                for offset in range(0, COUNT + 40, 40):
+                    r = await http.get("/recall", params={"query": query, "limit": 40, "offset": offset})
                     assert r.status_code == 200, r.text
                     pages.append([h["id"] for h in r.json()["results"]])
                     if not r.json()["has_more"]:
@@ -122,6 +122,7 @@ async def test_pages_return_every_match_once_when_a_tier_ranks_part_of_its_pool(
         seen = [mid for page in runs[0] for mid in page]
         assert len(seen) == len(set(seen)), "a memory came back on two pages"
         assert set(seen) == ids
+        assert [len(p) for p in runs[0]] == [40, 40, 40, 30]
         assert runs[0] == runs[1]
     finally:
         await running.runner.stop()
