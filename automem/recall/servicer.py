@@ -77,8 +77,8 @@ LIST_ITEMS_MAX = 1000
 #: CANDIDATE_MIN) (independent of ``offset``, so every page ranks the same pool).
 CANDIDATE_FACTOR = 5
 CANDIDATE_MIN = 100
-#: A tier reads and ranks in full at least RANK_LIMIT_FACTOR * limit of its pool's candidates
-#: (``search_rank_candidates`` sets the floor; ``_Tiers._prune``).
+#: The first ranking tier reads and ranks in full at least RANK_LIMIT_FACTOR * limit of its
+#: pool's candidates (``search_rank_candidates`` sets the floor; ``_Tiers._prune``).
 RANK_LIMIT_FACTOR = 3
 #: Each further tier of a ranking fetches TIER_GROWTH times the previous tier's candidates.
 TIER_GROWTH = 4
@@ -267,7 +267,7 @@ class _Tiers:
         #: rewrites too, and become the author re-query's.
         self.request_queries = list(queries if rank_queries is None else rank_queries)
         self.size = min(base, CANDIDATE_MAX)
-        #: Most candidates of a tier read and ranked in full (0: all; :meth:`_prune`).
+        #: Most candidates of tier 0 read and ranked in full (0: all; :meth:`_prune`).
         self.rank_max = rank_max
         #: Whether tier 0 is being ranked (the only one :meth:`_prune` cuts), and whether it
         #: left part of its pool for the tier after it.
@@ -463,10 +463,11 @@ class _Tiers:
     def _prune(self, ids: list[str], arm_scores: dict[str, dict[str, float]]) -> list[str]:
         """The best :attr:`rank_max` of ``ids`` by their fused arm scores alone (each arm
         max-normalised over ``ids`` and weighted as :func:`automem.recall.scoring.fuse_weighted`
-        does; ties by id), in the order of ``ids``. ``ids`` unchanged after tier 0, without a
-        query, in a time order, with ``rank_max`` 0, with lexical feedback on (its second
-        lexical search changes the pool of the tiers after the first), or when ``ids`` holds no
-        more than ``rank_max``. A dense score that :meth:`_rank` will drop (a memory edited since
+        does; ties by id), and the request's ``priority_ids`` among ``ids`` (their boost outweighs
+        any arm score), in the order of ``ids``. ``ids`` unchanged after tier 0, without a
+        query, in a time order, with ``rank_max`` 0, with ``context_tags`` (a boost the arm
+        scores do not show), with lexical feedback on (its second lexical search changes the
+        pool of the tiers after the first), or when ``ids`` holds no more than ``rank_max``. A dense score that :meth:`_rank` will drop (a memory edited since
         its embedding) still counts here: such a memory may take a place and leave the page.
 
         Why: reading a candidate's ranking fields and ranking it cost ~25 us a candidate, and
@@ -476,7 +477,7 @@ class _Tiers:
         best by their arm scores")."""
         settings = self.svc.settings
         if (not self._prune_tier or not self.rank_max or not self.queries or self.sort != "score"
-                or settings.search_feedback_weight or len(ids) <= self.rank_max):
+                or settings.search_feedback_weight or len(self.request.context_tags) or len(ids) <= self.rank_max):
             return ids
         weights = {"vector": settings.search_weight_vector, "keyword": settings.search_weight_keyword}
         fused = dict.fromkeys(ids, 0.0)
@@ -485,6 +486,7 @@ class _Tiers:
             for i in ids:
                 fused[i] += weights.get(arm, 0.0) * normed.get(i, 0.0)
         keep = set(sorted(ids, key=lambda i: (-fused[i], i))[: self.rank_max])
+        keep.update(self.request.priority_ids)
         return [i for i in ids if i in keep]
 
     async def _rank(self, ids: list[str], arm_scores: dict[str, dict[str, float]]) -> list[Ranked]:
@@ -496,8 +498,8 @@ class _Tiers:
         the new text yet): that score is dropped, and a memory left with no arm's score — it
         matched the query on its old content only — leaves the pool. The lexical arm scored
         its current text already (:meth:`RecallServicer._lexical`). The status comes with the
-        ranking fields (:meth:`_fetch`): no round trip of its own. Only the pool's best by their
-        arm scores are read and ranked (:meth:`_prune`)."""
+        ranking fields (:meth:`_fetch`): no round trip of its own. In tier 0 only the pool's
+        best by their arm scores are read and ranked (:meth:`_prune`)."""
         kept = self._prune(ids, arm_scores)
         self._pruned = self._pruned or len(kept) < len(ids)
         ids = kept

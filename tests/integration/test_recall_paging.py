@@ -92,7 +92,8 @@ async def test_pages_return_every_match_once_when_a_tier_ranks_part_of_its_pool(
     search_rank_candidates)``, automem/recall/servicer.py ``_Tiers._prune``); the rest come in
     the tier after it, also when the arms returned every match (pools of 200 for 150 matches,
     so no arm asks for a larger pool): in pages of 40, the first page reads the ranking fields
-    of 120 memories only, and every match comes back once, in the same pages at every read."""
+    of 120 memories only, and every match comes back once, in the same pages at every read; a
+    priority id is read and ranked in the first tier wherever its arm scores put it."""
     running = await start_service(settings.model_copy(update={"search_rank_candidates": 5,
                                                               "search_author_requery": "off"}))
     try:
@@ -124,5 +125,12 @@ async def test_pages_return_every_match_once_when_a_tier_ranks_part_of_its_pool(
         assert set(seen) == ids
         assert [len(p) for p in runs[0]] == [40, 40, 40, 30]
         assert runs[0] == runs[1]
+        # A priority id outweighs any arm score: the last-ranked memory, named one, is read in
+        # the first tier and leads the first page.
+        last = runs[0][-1][-1]
+        async with running.http() as http:
+            r = await http.get("/recall", params={"query": query, "limit": 40, "priority_ids": [last]})
+        assert r.status_code == 200, r.text
+        assert r.json()["results"][0]["id"] == last
     finally:
         await running.runner.stop()
