@@ -246,8 +246,8 @@ class _Tiers:
 
     With a query and the score order, tier 0 reads and ranks only the ``rank_max`` best of its
     pool by their fused arm scores (:meth:`_prune`: the first page rarely needs more); when
-    that left some out, a tier of the same size follows and ranks the whole pool again, adding
-    the rest in its own order, before the pools grow. Later tiers are never pruned: a request
+    that left some out, the next tier ranks that same pool (its arm scores kept, no second
+    search) in full, adding the rest in its own order, before the pools grow. Later tiers are never pruned: a request
     that reads every tier (a ``min_score`` most miss, the last page) costs one tier more, not
     a tier per ``rank_max`` candidates.
     Pages read while memories are written, or far enough apart in time that a recency score
@@ -273,6 +273,9 @@ class _Tiers:
         #: left part of its pool for the tier after it.
         self._prune_tier = True
         self._pruned = False
+        #: A cut tier 0's arm scores, listed ids and "an arm filled its pool", for the tier
+        #: that ranks the rest of its pool.
+        self._rest: tuple[dict[str, dict[str, float]], list[str], bool] | None = None
         self.done = False
         self.first = True
         #: Arms that ran / were unavailable (of the first tier).
@@ -293,7 +296,10 @@ class _Tiers:
         while not self.done:
             n = self.size
             first = self.first
-            arm_scores, arms_run, degraded, listed, more = await self._search(n, self.queries, None)
+            if self._rest is not None:  # the rest of a cut tier 0's pool: no second search
+                (arm_scores, listed, more), self._rest = self._rest, None
+            else:
+                arm_scores, arms_run, degraded, listed, more = await self._search(n, self.queries, None)
             if self.first:
                 self.arms_run, self.degraded, self.first = arms_run, degraded, False
                 requery = await self._author_requery(arm_scores)
@@ -304,11 +310,13 @@ class _Tiers:
             if first:
                 ranked, more_fb = await self._feedback(ranked, arm_scores, n)
                 more = more or more_fb
-            # A pruned tier 0 left part of its pool unranked: the next tier searches a pool of
-            # the same size again and ranks all of it (the arms' order is stable between the two).
+            # A cut tier 0 left part of its pool unranked: the next tier ranks the same pool
+            # (its arm scores kept, not searched again) in full, before the pools grow.
             pruned, self._prune_tier, self._pruned = self._pruned, False, False
-            self.done = (not more or n >= CANDIDATE_MAX) and not pruned
-            if not pruned:
+            if pruned:
+                self._rest = (arm_scores, listed, more)
+            else:
+                self.done = not more or n >= CANDIDATE_MAX
                 self.size = min(n * TIER_GROWTH, CANDIDATE_MAX)
             new = [r for r in ranked if r.id not in self._ranked]
             self._ranked.update(r.id for r in new)
