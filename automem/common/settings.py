@@ -313,9 +313,9 @@ class Settings(BaseSettings):
     #: Candidates of a recall's first ranking tier read from the graph and ranked in full: the
     #: best ``max(search_rank_candidates, 3 * limit)`` of the pool by their fused arm scores
     #: alone (automem/recall/servicer.py ``_Tiers._prune``); the rest come in the tier after
-    #: it. 0 = the whole pool (~200 for a page of 20). Reading and ranking ~60 instead of ~200 took ~15 % off
-    #: a recall's CPU with LoCoMo recall@10 and MRR unchanged (docs/benchmarks.md, "Reading the
-    #: pool's best by their arm scores").
+    #: it. 0 = the whole pool (~200 for a page of 20). Reading and ranking 60 instead of ~200
+    #: took ~15-20 % off a recall's CPU with LoCoMo recall@10 and MRR unchanged
+    #: (docs/benchmarks.md, "Reading the pool's best by their arm scores").
     search_rank_candidates: int = Field(60, ge=0, le=25_600,
                                         validation_alias=_env("AUTOMEM_SEARCH_RANK_CANDIDATES"))
 

@@ -134,13 +134,31 @@ def _arm_scores(cands: Sequence[Candidate], arm: str) -> dict[str, float]:
     return {c.id: float(c.arm_scores[arm]) for c in cands if arm in c.arm_scores}
 
 
+def fuse_arms(
+    ids: Sequence[str], arm_scores: Mapping[str, Mapping[str, float]], weights: Mapping[str, float] = DEFAULT_WEIGHTS
+) -> dict[str, dict[str, float]]:
+    """Per id of ``ids``, ``{arm: weight * normalise_by_max(arm's scores of ids)[id]}`` for every
+    weighted arm (0.0 where the arm did not return the id); ``arm_scores`` maps an arm to its
+    ``{id: score}``, and may hold ids outside ``ids`` (left out of the normalisation) and arms
+    without a weight (ignored).
+
+    ``fuse_arms(["a", "b"], {"vector": {"a": 0.8, "b": 0.4}, "keyword": {"b": 2.0}},
+    {"vector": 0.3, "keyword": 0.7})`` -> ``{"a": {"vector": 0.3, "keyword": 0.0},
+    "b": {"vector": 0.15, "keyword": 0.7}}``.
+    """
+    normed = {arm: normalise_by_max({i: float(scores[i]) for i in ids if i in scores})
+              for arm in weights if (scores := arm_scores.get(arm)) is not None}
+    return {i: {arm: w * normed[arm].get(i, 0.0) if arm in normed else 0.0 for arm, w in weights.items()}
+            for i in ids}
+
+
 def fuse_weighted(
     cands: Sequence[Candidate], weights: Mapping[str, float] = DEFAULT_WEIGHTS
 ) -> dict[str, dict[str, float]]:
     """Per candidate, ``{arm: weight * normalise_by_max(arm)[id]}`` for every weighted arm
     (0.0 where the arm did not return the candidate). Arms without a weight are ignored."""
-    normed = {arm: normalise_by_max(_arm_scores(cands, arm)) for arm in weights}
-    return {c.id: {arm: w * normed[arm].get(c.id, 0.0) for arm, w in weights.items()} for c in cands}
+    return fuse_arms(list(dict.fromkeys(c.id for c in cands)), {arm: _arm_scores(cands, arm) for arm in weights},
+                     weights)
 
 
 def fuse_rrf(

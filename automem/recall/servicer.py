@@ -247,9 +247,9 @@ class _Tiers:
     With a query and the score order, tier 0 reads and ranks only the ``rank_max`` best of its
     pool by their fused arm scores (:meth:`_prune`: the first page rarely needs more); when
     that left some out, the next tier ranks that same pool (its arm scores kept, no second
-    search) in full, adding the rest in its own order, before the pools grow. Later tiers are never pruned: a request
-    that reads every tier (a ``min_score`` most miss, the last page) costs one tier more, not
-    a tier per ``rank_max`` candidates.
+    search) in full, adding the rest in its own order, before the pools grow. Later tiers are
+    never cut: a request that reads every tier (a ``min_score`` most miss, the last page)
+    costs one ranking more, not a tier per ``rank_max`` candidates.
     Pages read while memories are written, or far enough apart in time that a recency score
     reaches its floor, rank a changed store and can differ, as any offset paging does.
     """
@@ -470,13 +470,14 @@ class _Tiers:
 
     def _prune(self, ids: list[str], arm_scores: dict[str, dict[str, float]]) -> list[str]:
         """The best :attr:`rank_max` of ``ids`` by their fused arm scores alone (each arm
-        max-normalised over ``ids`` and weighted as :func:`automem.recall.scoring.fuse_weighted`
-        does; ties by id), and the request's ``priority_ids`` among ``ids`` (their boost outweighs
+        max-normalised over ``ids`` and weighted, :func:`automem.recall.scoring.fuse_arms`, as
+        ranking fuses them; ties by id), and the request's ``priority_ids`` among ``ids`` (their boost outweighs
         any arm score), in the order of ``ids``. ``ids`` unchanged after tier 0, without a
         query, in a time order, with ``rank_max`` 0, with ``context_tags`` (a boost the arm
         scores do not show), with lexical feedback on (its second lexical search changes the
-        pool of the tiers after the first), or when ``ids`` holds no more than ``rank_max``. A dense score that :meth:`_rank` will drop (a memory edited since
-        its embedding) still counts here: such a memory may take a place and leave the page.
+        pool of the tiers after the first), or when ``ids`` holds no more than ``rank_max``. A
+        dense score that :meth:`_rank` will drop (a memory edited since its embedding) still
+        counts here: such a memory may take a place and leave the page.
 
         Why: reading a candidate's ranking fields and ranking it cost ~25 us a candidate, and
         the other signals (automem/recall/ranking.py) rarely lift a memory from the bottom of
@@ -487,12 +488,9 @@ class _Tiers:
         if (not self._prune_tier or not self.rank_max or not self.queries or self.sort != "score"
                 or settings.search_feedback_weight or len(self.request.context_tags) or len(ids) <= self.rank_max):
             return ids
-        weights = {"vector": settings.search_weight_vector, "keyword": settings.search_weight_keyword}
-        fused = dict.fromkeys(ids, 0.0)
-        for arm, scores in arm_scores.items():
-            normed = scoring.normalise_by_max({i: scores[i] for i in ids if i in scores})
-            for i in ids:
-                fused[i] += weights.get(arm, 0.0) * normed.get(i, 0.0)
+        parts = scoring.fuse_arms(ids, arm_scores, {"vector": settings.search_weight_vector,
+                                                    "keyword": settings.search_weight_keyword})
+        fused = {i: sum(p.values()) for i, p in parts.items()}
         keep = set(sorted(ids, key=lambda i: (-fused[i], i))[: self.rank_max])
         keep.update(self.request.priority_ids)
         return [i for i in ids if i in keep]

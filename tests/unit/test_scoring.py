@@ -26,6 +26,18 @@ def test_fuse_weighted_values():
     assert f["c"] == pytest.approx({"vector": 0.0, "lexical": 0.35})
 
 
+def test_fuse_arms_normalises_over_the_ids_given_and_matches_fuse_weighted():
+    arm_scores = {"vector": {"a": 0.8, "b": 0.4, "z": 9.0}, "keyword": {"b": 2.0}, "other": {"a": 5.0}}
+    weights = {"vector": 0.3, "keyword": 0.7}
+    # "z" is outside the ids: it does not set the vector arm's maximum; "other" has no weight.
+    assert S.fuse_arms(["a", "b"], arm_scores, weights) == {
+        "a": {"vector": pytest.approx(0.3), "keyword": 0.0},
+        "b": {"vector": pytest.approx(0.15), "keyword": pytest.approx(0.7)}}
+    assert S.fuse_arms(["a"], {}, weights) == {"a": {"vector": 0.0, "keyword": 0.0}}
+    cands = [Candidate("a", {"vector": 0.8}), Candidate("b", {"vector": 0.4, "keyword": 2.0})]
+    assert S.fuse_weighted(cands, weights) == S.fuse_arms(["a", "b"], arm_scores, weights)
+
+
 def test_fuse_rrf_values():
     cands = [Candidate("a", {"vector": 0.9}), Candidate("b", {"vector": 0.5, "lexical": 1.0})]
     f = S.fuse_rrf(cands, {"vector": 1.0, "lexical": 1.0}, k=60)
