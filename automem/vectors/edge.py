@@ -7,7 +7,9 @@ The interface and its contract: :mod:`automem.vectors.protocol`; filters are spe
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
+import contextvars
 import functools
 import json
 import logging
@@ -86,8 +88,8 @@ class EdgeVectorStore:
     (``float16`` or ``float32``, else ValueError) is the dense vectors' storage in a shard
     this store creates (``Settings.vector_datatype``; an existing shard keeps its own). The shard is created
     by :meth:`ensure_collection` (``EdgeShard.create``) and otherwise opened lazily with
-    ``EdgeShard.load`` on first use. Every blocking shard call runs in ``asyncio.to_thread``
-    under one ``asyncio.Lock``, so calls are serialised. Only one process may open a shard
+    ``EdgeShard.load`` on first use. Every blocking shard call runs in the store's own worker
+    thread, one at a time in the order made (:meth:`_run`). Only one process may open a shard
     directory. Before the shard exists, data calls raise :class:`CollectionMissingError`;
     after :meth:`close`, every call raises ``RuntimeError``.
 
@@ -98,7 +100,7 @@ class EdgeVectorStore:
     (or a quarter of the shard's points at the last build, when more) copies the shard (writes
     wait during the copy; reads go on), builds the index of the copy
     in a child process (automem/vectors/indexer.py), replays onto it every write made in the
-    meantime and swaps it in under the lock (writes and reads wait for about a second). The
+    meantime and swaps it in, in the shard's thread (writes and reads wait for about a second). The
     swap is crash-safe: the copy is complete (replayed and flushed) before ``<dir>`` is renamed
     to ``<dir>.old`` and ``<dir>.indexing`` to ``<dir>``; on open, a leftover ``<dir>.old``
     is restored when ``<dir>`` is missing and deleted otherwise, and a leftover
@@ -119,8 +121,9 @@ class EdgeVectorStore:
         self._shard: Any = None
         self._dim: int | None = None
         self._closed = False
-        self._lock = asyncio.Lock()
-        # Writes take the gate first (then the lock), so a copy of the shard sees no write
+        #: The one thread every shard call runs in, in the order made (:meth:`_run`).
+        self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="qdrant-edge")
+        # Writes take the gate first (then the shard's thread), so a copy of the shard sees no write
         # while reads carry on; ops applied during a build are logged for the replay.
         self._write_gate = asyncio.Lock()
         self._replay: list[Any] | None = None
@@ -179,7 +182,7 @@ class EdgeVectorStore:
             return None
 
     def _open_sync(self) -> Any:
-        """Open (load) the shard if it exists; ``None`` if there is none. Lock held."""
+        """Open (load) the shard if it exists; ``None`` if there is none. In the shard's thread."""
         if self._closed:
             raise RuntimeError(f"vector store {self.collection!r} is closed")
         if self._shard is None:
@@ -212,26 +215,25 @@ class EdgeVectorStore:
         return shard
 
     async def _run(self, fn: Callable[[], T]) -> T:
-        """Run ``fn`` in a worker thread, one at a time.
+        """Run ``fn`` in the store's worker thread, after the calls made before it.
 
-        A caller that is cancelled (e.g. by the store bound, automem/vectors/bounded.py)
-        returns at once; the lock stays held until the thread has finished, so a cancelled
-        call never overlaps the next one on the shard.
+        The calls queue in the thread's executor, not on the event loop: a call that
+        finishes starts the next at once. Behind an ``asyncio.Lock`` each hand-over waited
+        for a turn of the event loop, so under load the shard served one call per turn
+        and its callers queued past the store bound (docs/benchmarks.md, "The shard's
+        calls queue in its own thread"). A caller that is cancelled (e.g. by the store
+        bound, automem/vectors/bounded.py) returns at once: a call not started yet is
+        dropped, one running finishes in the thread before the next starts.
+
+        Raises:
+            RuntimeError: the store is closed (its thread has stopped).
         """
-        await self._lock.acquire()
         try:
-            fut = asyncio.ensure_future(asyncio.to_thread(fn))
-        except BaseException:
-            self._lock.release()
-            raise
-
-        def finished(done: asyncio.Future) -> None:
-            self._lock.release()
-            if not done.cancelled():
-                done.exception()  # mark retrieved: the caller may be gone
-
-        fut.add_done_callback(finished)
-        return await asyncio.shield(fut)
+            # In the caller's context, as asyncio.to_thread runs it (the span, for logs).
+            future = self._executor.submit(contextvars.copy_context().run, fn)
+        except RuntimeError as exc:  # submit after shutdown
+            raise RuntimeError(f"vector store {self.collection!r} is closed") from exc
+        return await asyncio.wrap_future(future)
 
     @staticmethod
     def _filter(flt: VectorFilter | None) -> Any:
@@ -246,7 +248,7 @@ class EdgeVectorStore:
             if check is not None:
                 check()
             shard.update(op)
-            # logged here, in the thread and under the lock, so a write whose caller gave up
+            # logged here, in the shard's thread, so a write whose caller gave up
             # (cancelled while the thread ran) is still replayed onto a shard being built
             if self._replay is not None:
                 self._replay.append(op)
@@ -334,7 +336,7 @@ class EdgeVectorStore:
                 mark = time.perf_counter()
 
                 def take_rest() -> list[Any]:
-                    rest = self._replay[done:]  # under the lock: no write thread is running
+                    rest = self._replay[done:]  # in the shard's thread: no write is running
                     self._replay = None
                     return rest
 
@@ -360,7 +362,7 @@ class EdgeVectorStore:
                         old.close()
                     self.path.rename(self._old_path)
                     building.rename(self.path)
-                    # Not _open_sync: its recovery would delete <dir>.old under the lock (the
+                    # Not _open_sync: its recovery would delete <dir>.old (the
                     # same dimension and counters; a crash from here on: _recover_swap deletes it).
                     self._shard = qe.EdgeShard.load(str(self.path))
 
@@ -631,3 +633,4 @@ class EdgeVectorStore:
                 await task
         if not self._closed:
             await self._run(work)
+            self._executor.shutdown(wait=False)

@@ -3,11 +3,16 @@ a dropped connection or a stalled pipeline) and stores nothing it shouldn't."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import itertools
 import os
 import subprocess
 import sys
+import threading
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 from automem.common.outbox import EventPublisher
 from automem.v1 import events_pb2
@@ -376,19 +381,34 @@ def test_backup_with_unreachable_nats_fails_in_one_line(falkordb_server, tmp_pat
     assert result.stderr.strip().splitlines()[-1].startswith("automem backup: cannot reach NATS")
 
 
+@contextlib.asynccontextmanager
+async def holding_shard(edge: Any) -> AsyncIterator[None]:
+    """Hold the embedded shard's thread (automem/vectors/edge.py ``_run``) as an index swap
+    does: the shard calls made meanwhile wait behind a call that runs until the block ends."""
+    release, running = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        running.set()
+        release.wait(60)
+
+    held = asyncio.wrap_future(edge._executor.submit(hold))
+    await asyncio.to_thread(running.wait, 10)
+    try:
+        yield
+    finally:
+        release.set()
+        await held
+
+
 async def test_health_answers_for_the_graph_while_the_vector_store_holds_its_reads(own_service) -> None:
     """An index swap holds the embedded shard's reads for seconds (automem/vectors/edge.py
     ``build_index``); /health must still say FalkorDB is connected, not time out as a whole."""
-    import asyncio
 
     edge = own_service.ctx.vectors.inner  # under the BoundedVectorStore wrapper
     async with own_service.http() as http:
         assert (await http.get("/health")).json()["qdrant"] == "connected"
-        await edge._lock.acquire()  # what a swap holds
-        try:
+        async with holding_shard(edge):  # what a swap holds
             r = await http.get("/health")
-        finally:
-            edge._lock.release()
         body = r.json()
         assert r.status_code == 200, body
         assert (body["falkordb"], body["qdrant"], body["status"]) == ("connected", "disconnected", "degraded")
@@ -413,21 +433,15 @@ async def test_recall_answers_from_the_other_arms_while_the_vector_store_holds_i
 
             await eventually(embedded, timeout=30)
             params = {"query": "billing PostgreSQL", "limit": 5}
-            await edge._lock.acquire()  # what a swap holds
-            try:
+            async with holding_shard(edge):  # what a swap holds
                 held = await http.get("/recall", params=params)
-            finally:
-                edge._lock.release()
             body = held.json()
             assert held.status_code == 200, body
             assert (body["arms"], body["degraded"]) == (["keyword"], ["vector"])
             assert [h["id"] for h in body["results"]] == [mid]
-            await edge._lock.acquire()
-            try:
+            async with holding_shard(edge):
                 listed = await http.get("/memory/by-tag", params={"tags": "billing"})
                 newest = await http.get("/recall", params={"limit": 5})  # a listing, newest first
-            finally:
-                edge._lock.release()
             assert newest.status_code == 200, newest.text
             assert [h["id"] for h in newest.json()["results"]] == [mid]
             assert listed.status_code == 200, listed.text

@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import math
 import sys
+import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -579,6 +581,57 @@ async def test_closed_edge_store_refuses(tmp_path):
     with pytest.raises(RuntimeError, match="closed"):
         await store.count()
     await store.close()  # idempotent
+
+
+async def test_edge_calls_made_before_the_event_loop_is_busy_all_run_while_it_is(tmp_path):
+    """The shard's calls queue in the store's own thread (automem/vectors/edge.py ``_run``):
+    calls made before the event loop went busy all run while it stays busy. Handed over
+    through the loop (an ``asyncio.Lock``), the next call started only on a turn of the loop
+    (none of these ran here), and under load callers queued past the store bound."""
+    store = EdgeVectorStore(tmp_path / "shard", "memories")
+    await store.ensure_collection(DIM)
+    try:
+        ran: list[int] = []
+        calls = [asyncio.ensure_future(store._run(lambda n=n: ran.append(n))) for n in range(20)]
+        await asyncio.sleep(0)  # every call is made
+        deadline = time.monotonic() + 10
+        while len(ran) < 20 and time.monotonic() < deadline:
+            time.sleep(0.01)  # noqa: ASYNC251 (the point: the event loop thread is busy, not turning)
+        assert ran == list(range(20))
+        await asyncio.gather(*calls)
+    finally:
+        await store.close()
+
+
+async def test_edge_call_cancelled_before_it_started_never_runs_and_the_rest_keep_their_order(tmp_path):
+    """A caller that gives up (the store bound, automem/vectors/bounded.py) before its call
+    started drops the call; a call running finishes before the next starts."""
+    store = EdgeVectorStore(tmp_path / "shard", "memories")
+    await store.ensure_collection(DIM)
+    try:
+        ran: list[str] = []
+        release, running = threading.Event(), threading.Event()
+
+        def hold() -> None:
+            running.set()
+            release.wait(10)
+            ran.append("held")
+
+        held = asyncio.ensure_future(store._run(hold))
+        a, b, c = (asyncio.ensure_future(store._run(lambda x=x: ran.append(x))) for x in "abc")
+        await asyncio.to_thread(running.wait, 10)
+        held.cancel()  # running: finishes in the thread all the same
+        b.cancel()  # not started: dropped
+        for _ in range(3):
+            await asyncio.sleep(0)  # the cancellations reach the thread's queue
+        release.set()
+        await asyncio.gather(a, c)
+        for cancelled in (held, b):
+            with pytest.raises(asyncio.CancelledError):
+                await cancelled
+        assert ran == ["held", "a", "c"]
+    finally:
+        await store.close()
 
 
 async def test_make_vector_store(tmp_path):
