@@ -232,7 +232,9 @@ class EdgeVectorStore:
             # In the caller's context, as asyncio.to_thread runs it (the span, for logs).
             future = self._executor.submit(contextvars.copy_context().run, fn)
         except RuntimeError as exc:  # submit after shutdown
-            raise RuntimeError(f"vector store {self.collection!r} is closed") from exc
+            if self._closed:
+                raise RuntimeError(f"vector store {self.collection!r} is closed") from exc
+            raise
         return await asyncio.wrap_future(future)
 
     @staticmethod
@@ -632,5 +634,7 @@ class EdgeVectorStore:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         if not self._closed:
-            await self._run(work)
-            self._executor.shutdown(wait=False)
+            try:
+                await self._run(work)
+            finally:  # also when this close is cancelled: the thread ends after its last call
+                self._executor.shutdown(wait=False)
