@@ -4,9 +4,12 @@
 ``--recalls`` recalls/s (defaults 40 + 40, the performance issue's target), plus by-tag
 listings, edits, supersedes and deletes at ``--other`` operations/s in total, for
 ``--minutes`` minutes. The text is LoCoMo turns (``../shared/data/locomo``), each agent in its
-own project tag. Every minute it prints the throughput per kind, recall and store latency
-p50/p95 (from each operation's scheduled start: the wait for one of an agent's
-``IN_FLIGHT`` request slots counts), errors, the enrichment backlog (``/health``
+own project tag. Every minute it prints, for the operations scheduled in that minute, the
+throughput per kind of those finished by then, their recall and store latency p50/p95 (from
+each operation's scheduled start: the wait for one of an agent's ``IN_FLIGHT`` request slots
+counts), errors, and those still waiting (``unfinished``: when the service falls behind by
+more than a minute, a line's ``per_s`` and latencies cover only the operations that finished;
+the totals at the end count them all), the enrichment backlog (``/health``
 ``queue_depth``), the RSS of the service's process tree and this generator's own CPU share
 (``generator_cpu_pct``: it runs on the same two cores as the service).
 
@@ -63,6 +66,7 @@ class Ledger:
 
 @dataclass
 class Minute:
+    started: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     counts: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     errors: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     latency: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
@@ -98,6 +102,7 @@ class Soak:
     async def op(self, client: httpx.AsyncClient, kind: str, agent: int, slots: asyncio.Semaphore) -> None:
         """One operation; its latency runs from its scheduled start, waiting for a slot included."""
         minute = self.minutes[-1]
+        minute.started[kind] += 1
         t0 = time.perf_counter()
         try:
             async with slots:
@@ -217,6 +222,9 @@ class Soak:
                        "rss_mib": round(service.rss_mib()) if service else None,
                        "per_s": {k: round(v / elapsed, 1) for k, v in minute.counts.items()},
                        "errors": dict(minute.errors),
+                       # scheduled in this minute, still waiting: not in per_s, nor in the p50/p95
+                       "unfinished": {k: n - minute.counts[k] - minute.errors[k] for k, n in minute.started.items()
+                                      if n - minute.counts[k] - minute.errors[k]},
                        # this load generator's own CPU, taken from the same two cores
                        "generator_cpu_pct": round(100 * (time.process_time() - cpu) / elapsed, 1)}
                 cpu = time.process_time()
