@@ -16,7 +16,7 @@ import logging
 import shutil
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -77,6 +77,27 @@ async def _copy_sparse(src: Path, dst: Path) -> None:
     _, err = await proc.communicate()
     if proc.returncode != 0:
         raise RuntimeError(f"copy of {src} to {dst} failed: {err.decode(errors='replace').strip()}")
+
+
+async def _to_the_end(step: Awaitable[T]) -> T:
+    """Await ``step`` (work running in a thread); when the caller is cancelled meanwhile,
+    wait until the step has ended before the cancellation goes on.
+
+    A thread cannot be stopped: a build cancelled by :meth:`EdgeVectorStore.close` while its
+    thread renamed ``<dir>.indexing`` into place or wrote into the new shard would otherwise
+    run its clean-up (deleting ``<dir>.indexing``, closing the new shard) under that work.
+    A step not started yet still runs (the swap then completes: the store stays one whole
+    shard either way, see the class docstring)."""
+    future = asyncio.ensure_future(step)
+    try:
+        return await asyncio.shield(future)
+    except asyncio.CancelledError:
+        while not future.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait([future])
+        if not future.cancelled():
+            future.exception()  # retrieved: the cancellation is what the caller gets
+        raise
 
 
 @vector_store_methods(TRACED, span_attributes)
@@ -327,11 +348,11 @@ class EdgeVectorStore:
             report = json.loads(out.decode().strip().splitlines()[-1])
             steps["child_seconds"] = time.perf_counter() - started - steps["copy_seconds"]
             mark = time.perf_counter()
-            new_shard = await asyncio.to_thread(qe.EdgeShard.load, str(building))
+            new_shard = await _to_the_end(asyncio.to_thread(qe.EdgeShard.load, str(building)))
             done = 0
             while len(self._replay) - done > 64:  # most of the replay without blocking writes
                 batch = self._replay[done:]
-                await asyncio.to_thread(lambda b=batch: [new_shard.update(op) for op in b])
+                await _to_the_end(asyncio.to_thread(lambda b=batch: [new_shard.update(op) for op in b]))
                 done += len(batch)
             steps["load_replay_seconds"] = time.perf_counter() - mark
             async with self._write_gate:
@@ -342,17 +363,20 @@ class EdgeVectorStore:
                     self._replay = None
                     return rest
 
-                rest = await self._run(take_rest)
+                rest = await _to_the_end(self._run(take_rest))
 
                 def finish_new() -> None:
                     # Writes wait at the gate; reads go on against the current shard.
-                    for op in rest:
-                        new_shard.update(op)
-                    new_shard.flush()
-                    new_shard.close()
+                    nonlocal new_shard
+                    shard, new_shard = new_shard, None  # closed here, whatever happens
+                    try:
+                        for op in rest:
+                            shard.update(op)
+                        shard.flush()
+                    finally:
+                        shard.close()
 
-                await asyncio.to_thread(finish_new)
-                new_shard = None
+                await _to_the_end(asyncio.to_thread(finish_new))
                 steps["finish_seconds"] = time.perf_counter() - mark
                 mark = time.perf_counter()
 
@@ -368,7 +392,7 @@ class EdgeVectorStore:
                     # same dimension and counters; a crash from here on: _recover_swap deletes it).
                     self._shard = qe.EdgeShard.load(str(self.path))
 
-                await self._run(swap)
+                await _to_the_end(self._run(swap))
                 replayed = done + len(rest)
                 steps["swap_seconds"] = time.perf_counter() - mark
             await asyncio.to_thread(shutil.rmtree, self._old_path, True)  # nothing waits for this

@@ -129,14 +129,21 @@ async def test_memory_deleted_during_its_enrichment_gets_no_event_and_no_vector(
     async with service.http() as http:
         target["id"] = mid = await rest_store(http, "Priya Raman of Acme Corporation rotates the staging database "
                                                     "password in Berlin every Tuesday.")
-        await asyncio.wait_for(reached.wait(), timeout=30)
+        try:  # the shared service's consumer may first work through other tests' events
+            await asyncio.wait_for(reached.wait(), timeout=120)
+        except TimeoutError:
+            node = await service.ctx.graph.memories.get(mid, service.scope)
+            raise AssertionError(
+                f"the enrichment never reached the memory: queue depth {await consumer.queue_depth()}, "
+                f"counters {consumer.counters}, task {service.ctx.enrich_task}, "
+                f"embedding status {node.embedding_status if node else None}") from None
         r = await http.delete(f"/memory/{mid}")
         assert r.status_code == 200, r.text
         release.set()
 
         async def batch_done() -> bool:
             return bool(after_batch)
-        await eventually(batch_done, timeout=30)
+        await eventually(batch_done, timeout=60)
         assert after_batch == [[]], "the deleted memory's vector point was written by its late enrichment"
 
         async def history() -> list[str] | None:
@@ -145,7 +152,7 @@ async def test_memory_deleted_during_its_enrichment_gets_no_event_and_no_vector(
             types = [e["type"] for e in r.json()["events"]]
             return types if "EVENT_TYPE_MEMORY_DELETED" in types else None
         await eventually(history)
-        await eventually(lambda: _drained(consumer), timeout=30)
+        await eventually(lambda: _drained(consumer), timeout=60)
         types = await history()
         assert "EVENT_TYPE_MEMORY_ENRICHED" not in types, types
         assert await vectors.retrieve([mid]) == []

@@ -6,6 +6,7 @@ step of the swap leaves one complete shard."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import random
 import shutil
@@ -109,6 +110,44 @@ async def test_an_interrupted_swap_leaves_one_complete_shard(tmp_path, crash_poi
     assert await store.count() == 30
     assert shard.is_dir() and not old.exists() and not building.exists()
     await store.close()
+
+
+async def test_a_close_during_the_swap_waits_for_it_and_leaves_one_whole_shard(tmp_path, monkeypatch):
+    """close() cancels a running build; when that happens while the shard's thread renames
+    the built copy into place, the build's clean-up waits for the rename instead of deleting
+    the copy under it, and the store reopens with every point."""
+    import pathlib
+    import threading
+
+    store = await _shard_with(tmp_path, 40)
+    assert await store.count() == 40
+    entered, go = threading.Event(), threading.Event()
+    present_when_renamed: list[bool] = []
+    rename = pathlib.Path.rename
+
+    def held_rename(self, target):
+        if self.name.endswith(".indexing"):  # the swap's second rename: the copy goes live
+            entered.set()
+            go.wait(60)
+            present_when_renamed.append(self.exists())
+        return rename(self, target)
+
+    monkeypatch.setattr(pathlib.Path, "rename", held_rename)
+    build = store._build_task = asyncio.create_task(store.build_index())  # as a background build runs
+    assert await asyncio.to_thread(entered.wait, 120)
+    closing = asyncio.create_task(store.close())
+    await asyncio.sleep(1.0)  # time for a clean-up that did not wait to delete the copy
+    go.set()
+    await asyncio.wait_for(closing, timeout=60)
+    with contextlib.suppress(asyncio.CancelledError):
+        await build
+    assert present_when_renamed == [True], "the build's clean-up deleted the copy while the swap renamed it"
+    monkeypatch.undo()
+    again = EdgeVectorStore(tmp_path / "shard", "memories")
+    assert await again.count() == 40
+    assert len(await again.retrieve([pid(i) for i in range(40)])) == 40
+    assert not (tmp_path / "shard.indexing").exists()
+    await again.close()
 
 
 async def test_a_failed_build_keeps_the_shard(tmp_path):
