@@ -85,11 +85,14 @@ async def test_edit_landing_mid_enrichment_is_never_overwritten(service) -> None
     refused_before = consumer.enricher.stats.refused
     target: dict[str, str] = {}
     edited = asyncio.Event()
-    new = "Our cache is Memcached, run by Bob Stone in Paris."
+    old, new = "Our cache is Redis, run by Carol King in London.", "Our cache is Memcached, run by Bob Stone in Paris."
 
     async def land_edit(memory, event) -> None:
         # The vector is written; entities, summary and links are not yet: the edit lands now.
-        if memory.id == target.get("id") and not edited.is_set():
+        # Matched on its text, not its id: an idle consumer may reach the memory before the
+        # store's HTTP reply (and so the id) reaches the test.
+        if memory.content == old and not edited.is_set():
+            target["id"] = memory.id
             edited.set()
             async with service.http() as http:
                 r = await http.patch(f"/memory/{memory.id}", json={"content": new})
@@ -98,9 +101,9 @@ async def test_edit_landing_mid_enrichment_is_never_overwritten(service) -> None
     consumer.after_embed.append(land_edit)
     try:
         async with service.http() as http:
-            target["id"] = mid = await _store(http, "Our cache is Redis, run by Carol King in London.")
+            mid = await _store(http, old)
             memory = await eventually(lambda: _enriched(http, mid, new))
-            assert edited.is_set()
+            assert edited.is_set() and target["id"] == mid
             assert memory["content"] == new
             tags = {e["tag"] for e in memory["entities"]}
             assert "entity:tool:memcached" in tags and "entity:place:paris" in tags

@@ -21,6 +21,7 @@ from tests.conftest import eventually, rest_store
 
 OLD = "The release checklist lives in Confluence and Priya signs off every deploy."
 NEW = "The release checklist lives in Notion and Tomasz signs off every deploy."
+HELD_TEXT = "Priya Raman of Acme Corporation rotates the staging database password in Berlin every Tuesday."
 
 
 async def _hits(http: Any, query: str) -> dict[str, dict]:
@@ -114,7 +115,11 @@ async def test_memory_deleted_during_its_enrichment_gets_no_event_and_no_vector(
     prepare, process_batch = consumer.enricher.prepare, consumer.process_batch
 
     async def held_prepare(memories, known=None):
-        if any(m.id == target.get("id") for m in memories):
+        # Matched on its text, not its id: an idle consumer may fetch the memory's event
+        # before the store's HTTP reply (and so the id) reaches the test.
+        mine = [m.id for m in memories if m.content == HELD_TEXT]
+        if mine and not reached.is_set():
+            target["id"] = mine[0]
             reached.set()
             await release.wait()
         return await prepare(memories, known)
@@ -127,8 +132,7 @@ async def test_memory_deleted_during_its_enrichment_gets_no_event_and_no_vector(
     monkeypatch.setattr(consumer.enricher, "prepare", held_prepare)
     monkeypatch.setattr(consumer, "process_batch", observed_batch)
     async with service.http() as http:
-        target["id"] = mid = await rest_store(http, "Priya Raman of Acme Corporation rotates the staging database "
-                                                    "password in Berlin every Tuesday.")
+        mid = await rest_store(http, HELD_TEXT)
         try:  # the shared service's consumer may first work through other tests' events
             await asyncio.wait_for(reached.wait(), timeout=120)
         except TimeoutError:
@@ -137,6 +141,7 @@ async def test_memory_deleted_during_its_enrichment_gets_no_event_and_no_vector(
                 f"the enrichment never reached the memory: queue depth {await consumer.queue_depth()}, "
                 f"counters {consumer.counters}, task {service.ctx.enrich_task}, "
                 f"embedding status {node.embedding_status if node else None}") from None
+        assert target["id"] == mid
         r = await http.delete(f"/memory/{mid}")
         assert r.status_code == 200, r.text
         release.set()
