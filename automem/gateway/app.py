@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
@@ -26,7 +26,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from automem.common.client import AutomemClient
 from automem.common.errors import HTTP_STATUS, AutomemError
 from automem.common.settings import Settings
-from automem.gateway.deps import auth_error
+from automem.gateway.deps import auth_error, utf8_request_target
 from automem.gateway.errors import GatewayError, error_response
 
 log = logging.getLogger(__name__)
@@ -166,6 +166,8 @@ def create_app(settings: Settings, client: AutomemClient) -> FastAPI:
         # No 307 from /memory/<id>/ to /memory/<id>: a path no route matches (an id holding
         # "/", a trailing slash) is a 404 with the JSON error body, like any unknown path.
         redirect_slashes=False,
+        # A query or path of percent-encoded bytes that are not UTF-8 is a 400 naming it.
+        dependencies=[Depends(utf8_request_target)],
         # /docs with local assets (automem/gateway/apidocs.py), not FastAPI's CDN pages; no /redoc.
         docs_url=None,
         redoc_url=None,

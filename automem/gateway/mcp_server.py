@@ -445,7 +445,7 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
             raise ToolError(f"memory_id: nothing to update; pass at least one of {', '.join(_UPDATABLE)}, add_tags")
         with _tool_errors():
             response = await usecases.update_memory(caller(ctx), memory_id, given, add_tags=add_tags or [],
-                                                    etag=etag or 0)
+                                                    etag=usecases.body_etag(etag))
         memory = presenters.memory_json(response.memory)
         body = {"memory_id": memory_id, "message": f"Memory {memory_id} updated", "updated": sorted(given),
                 "memory": memory}

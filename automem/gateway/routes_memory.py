@@ -204,7 +204,7 @@ async def update_memory(memory_id: str, body: UpdateMemoryBody, call: CallerDep,
     t_valid, t_invalid, metadata (merged). ``If-Match`` (header) stale: 412 (RFC 9110);
     ``etag`` (body) stale: 409. Re-embeds when content changed."""
     fields = {name: getattr(body, name) for name in body.model_fields_set - {"etag", "add_tags"}}
-    etag = usecases.parse_etag(body.etag) if body.etag is not None else await _if_match_version(call, memory_id, if_match)
+    etag = usecases.body_etag(body.etag) if body.etag is not None else await _if_match_version(call, memory_id, if_match)
     async with conditional(if_match if body.etag is None else "", "etag"):
         updated = await usecases.update_memory(call, memory_id, fields, add_tags=body.add_tags or [], etag=etag)
     return {"status": "success", "memory_id": memory_id, "memory": presenters.memory_json(updated.memory),

@@ -543,7 +543,10 @@ def declared_limits(settings: Any) -> tuple[dict[str, dict[str, dict[str, Any]]]
     if dimension:  # the configured model's size (automem/common/embedding.py); [] and null: none given
         embedding = {"anyOf": [{"type": "null"}, {"type": "array", "maxItems": 0},
                                {"type": "array", "items": number, "minItems": dimension, "maxItems": dimension}]}
-    memory = {"content": content, "tags": tags, "importance": unit, "confidence": unit, "type": types,
+    # A store's "" type is absent: classified (automem/ingest/logic.py build_memory); a PATCH
+    # names a type (UpdateMemoryBody below).
+    memory = {"content": content, "tags": tags, "importance": unit, "confidence": unit,
+              "type": _word(types["enum"]),
               # "" as absent: the default INVALIDATED_BY (usecases.check_supersede_fields).
               "supersede_relation": _word(["INVALIDATED_BY", "EVOLVED_INTO"]), "embedding": embedding,
               "metadata": metadata, "t_valid": when, "t_invalid": when, "timestamp": when, "scope": scope}
@@ -568,13 +571,14 @@ def declared_limits(settings: Any) -> tuple[dict[str, dict[str, dict[str, Any]]]
             "supersedes_memory_id", "supersede_relation", "supersede_reason", "scope")}},
         "BatchMemoryRequest": {"memories": {"minItems": 1, "maxItems": settings.batch_max}, "scope": scope},
         "UpdateMemoryBody": {**{k: v for k, v in memory.items() if k not in ("supersede_relation",)},
-                             **{k: {**memory[k], **not_null} for k in ("content", "tags", "importance", "type",
+                             **{k: {**memory[k], **not_null} for k in ("content", "tags", "importance",
                                                                       "confidence", "timestamp", "t_valid")},
+                             "type": {**types, **not_null},
                              "metadata": {"$ref": "#/components/schemas/MetadataObject"},
                              "add_tags": {**tags, "minItems": 1},
-                             # A version number, "*" or an HTTP etag of one (usecases.parse_etag).
-                             "etag": {"anyOf": [{"type": "integer", "minimum": 0},
-                                                {"type": "string", "pattern": '^(W/)?"*(\\*|[0-9]*)"*$'},
+                             # A version number (from 1), "*" or an HTTP etag of one (usecases.body_etag).
+                             "etag": {"anyOf": [{"type": "integer", "minimum": 1},
+                                                {"type": "string", "pattern": '^(W/)?"*(\\*|0*[1-9][0-9]*)"*$'},
                                                 {"type": "null"}]},
                              "": {"anyOf": [{"required": [k]} for k in (*updatable, "add_tags")]}},
         "Association": {"type": relations, "strength": unit, "memory1_id": memory_id, "memory2_id": memory_id},

@@ -131,6 +131,26 @@ def parse_etag(raw: int | str | None) -> int:
     return version
 
 
+def body_etag(raw: int | str | None) -> int:
+    """The version a body's ``etag`` (``PATCH /memory/{id}``, the MCP tool ``update_memory``)
+    asks the write to check, by :func:`parse_etag`: 0 (no check) when absent, null or ``*``.
+    A value naming no version — ``0``, ``"0"``: versions start at 1 — can never match, so it
+    is a GatewayError 409 naming ``etag``, as a stale one; passed on, the service would read
+    its 0 as "no check" and write. An empty string is InvalidArgument naming ``etag`` (omit
+    the field or send null for no check)."""
+    if raw is None:
+        return 0
+    if isinstance(raw, str) and not raw.strip():
+        raise InvalidArgument("etag: empty; omit it (or send null) for no version check, "
+                              "or send the memory's ETag", field="etag")
+    version = parse_etag(raw)
+    if version == 0 and not (isinstance(raw, str) and raw.strip().removeprefix("W/").strip('"') == "*"):
+        raise GatewayError(409, f"etag: {raw} names no version of the memory (versions start at 1); "
+                                "send the ETag read, or omit it for no version check",
+                           grpc_code=grpc.StatusCode.ABORTED.name)  # as the service's stale etag (app.py)
+    return version
+
+
 def relation_type(name: str | None, field: str = "type", default: str = "RELATES_TO") -> int:
     """The RelationType of a name (any case; ``default`` when empty). InvalidArgument naming
     ``field`` for a name that is no relation type; which types an operation accepts is the

@@ -14,6 +14,10 @@ hands the ReviewServicer the IngestServicer's instance). Deadlock freedom: a tas
 lock, or several taken at once in sorted id order (:meth:`MemoryLocks.hold_all`); no task
 waits for a lock while holding one otherwise.
 
+A second instance, keyed by scope and content hash instead of memory id, holds a store's
+repeat check and create together (IngestServicer ``_checking_repeats``), so two identical
+stores at once cannot both create.
+
 Scope: the locks order the events of ONE ingest process. Several ingest replicas behind a
 load balancer each hold their own locks; ordering across them would need the graph's
 version order (readers ordering a memory's events by their ``version``; consumers already

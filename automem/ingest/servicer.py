@@ -16,6 +16,7 @@ do not order anything: there the events' ``version`` is the order.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from datetime import timedelta
 from typing import Any
@@ -92,6 +93,9 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         #: Per-memory locks ordering one memory's graph writes and events (module docstring);
         #: the ReviewServicer of the process shares them (automem/targets.py).
         self.locks = MemoryLocks()
+        #: Locks keyed by scope and content hash, held from the repeat check of a store to its
+        #: create (:meth:`_checking_repeats`).
+        self.repeat_locks = MemoryLocks()
         self.purger = Purger(graph, publisher, self.locks)
 
     # --- helpers -------------------------------------------------------------------
@@ -180,6 +184,19 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
                 earlier.append(memory)
         return out
 
+    def _checking_repeats(self, memories: list[Memory]) -> contextlib.AbstractAsyncContextManager[Any]:
+        """Hold, for the body of an ``async with``, the locks of the (scope, content hash) of
+        every memory about to be stored: the repeat check (:meth:`_repeats_of`) and the
+        create are two graph round trips, and two identical stores running between them both
+        created (8 concurrent identical POSTs made 2 memories; break-it review). Taken in
+        sorted order (MemoryLocks.hold_all), so batches with overlapping contents cannot
+        deadlock. No locks when ``dedup_enabled`` is off. Like the memory locks, they order
+        ONE ingest process: replicas behind a load balancer can still each create a repeat
+        (an ``Idempotency-Key`` is the guarantee there, automem/graph/idempotency.py)."""
+        if not self.settings.dedup_enabled:
+            return contextlib.nullcontext()
+        return self.repeat_locks.hold_all(f"{m.scope}\n{m.content_hash}" for m in memories)
+
     async def _load(self, memory_id: str, scope: str) -> Memory:
         memory = await self.graph.memories.get(memory_id, scope)
         if memory is None:
@@ -218,18 +235,19 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         memory = build_memory(request.memory, scope=scope, settings=self.settings, created=now(),
                               source=principal.name)
         await self._check_tombstone(memory)
-        [duplicate] = await self._repeats_of([memory], [request.memory], principal.name)
-        if duplicate is not None:
-            await self._remember_key(scope, key, [duplicate.id], fingerprint)
-            return ingest_service_pb2.CreateMemoryResponse(memory=duplicate, deduplicated=True)
-        if key:
-            if not await self._create_claimed(scope, key, [memory], fingerprint):
-                if request.require_unused_key:
-                    raise FailedPrecondition(f"idempotency_key: {key!r} was used already",
-                                             field="idempotency_key")
-                return await self._replay(scope, key, fingerprint, request.memory.content)
-        else:
-            await self.graph.memories.create_many([memory])
+        async with self._checking_repeats([memory]):
+            [duplicate] = await self._repeats_of([memory], [request.memory], principal.name)
+            if duplicate is not None:
+                await self._remember_key(scope, key, [duplicate.id], fingerprint)
+                return ingest_service_pb2.CreateMemoryResponse(memory=duplicate, deduplicated=True)
+            if key:
+                if not await self._create_claimed(scope, key, [memory], fingerprint):
+                    if request.require_unused_key:
+                        raise FailedPrecondition(f"idempotency_key: {key!r} was used already",
+                                                 field="idempotency_key")
+                    return await self._replay(scope, key, fingerprint, request.memory.content)
+            else:
+                await self.graph.memories.create_many([memory])
         await self.publisher.publish(make_event(
             events_pb2.EVENT_TYPE_MEMORY_CREATED, before=None, after=memory, content_changed=True,
             embedding=request.memory.embedding))
@@ -283,17 +301,18 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
             for i, item in enumerate(request.memories)
         ]
         await self._check_tombstones(memories, [f"memories[{i}].content" for i in range(len(memories))])
-        repeated = await self._repeats_of(memories, list(request.memories), principal.name)
-        answer = [earlier or memory for memory, earlier in zip(memories, repeated, strict=True)]
-        new = [(memory, item) for memory, item, earlier in zip(memories, request.memories, repeated, strict=True)
-               if earlier is None]
-        if key:
-            if not await self.graph.idempotency.create_claimed(scope, key, [m for m, _ in new],
-                                                               ids=[m.id for m in answer], fingerprint=fingerprint):
-                return await self._batch_replay(scope, await self._idempotent(scope, key) or Claim([], ""),
-                                                request, fingerprint)
-        elif new:
-            await self.graph.memories.create_many([m for m, _ in new])
+        async with self._checking_repeats(memories):
+            repeated = await self._repeats_of(memories, list(request.memories), principal.name)
+            answer = [earlier or memory for memory, earlier in zip(memories, repeated, strict=True)]
+            new = [(memory, item) for memory, item, earlier
+                   in zip(memories, request.memories, repeated, strict=True) if earlier is None]
+            if key:
+                if not await self.graph.idempotency.create_claimed(scope, key, [m for m, _ in new],
+                                                                   ids=[m.id for m in answer], fingerprint=fingerprint):
+                    return await self._batch_replay(scope, await self._idempotent(scope, key) or Claim([], ""),
+                                                    request, fingerprint)
+            elif new:
+                await self.graph.memories.create_many([m for m, _ in new])
         await self.publisher.publish_many([
             make_event(events_pb2.EVENT_TYPE_MEMORY_CREATED, before=None, after=memory, content_changed=True,
                        embedding=item.embedding)

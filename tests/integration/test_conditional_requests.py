@@ -108,6 +108,30 @@ async def test_if_match_naming_no_version_is_412_and_changes_nothing(service) ->
         assert r.status_code == 200, r.text
 
 
+async def test_body_etag_naming_no_version_is_409_and_changes_nothing(service) -> None:
+    """A PATCH body's ``etag`` of 0 went through as "no check" (200, version bumped; break-it
+    review) while ``If-Match: "0"`` is a 412: versions start at 1, so it is now a 409 naming
+    ``etag`` (a stale body etag's status); an empty string is a 400 naming it; null and
+    ``*`` still mean no check."""
+    async with service.http() as http:
+        mid = (await _store(http, "The retro is on Fridays"))["memory_id"]
+        current = await _etag(http, mid)
+        for etag in (0, "0", '"0"', 'W/"0"'):
+            r = await http.patch(f"/memory/{mid}", json={"importance": 0.9, "etag": etag})
+            assert r.status_code == 409 and r.json()["error"].startswith("etag: "), (etag, r.text)
+            assert r.json()["grpc_code"] == "ABORTED"
+        for etag in ("", "  "):
+            r = await http.patch(f"/memory/{mid}", json={"importance": 0.9, "etag": etag})
+            assert r.status_code == 400 and r.json()["error"].startswith("etag: "), (etag, r.text)
+        memory = (await http.get(f"/memory/{mid}")).json()["memory"]
+        assert memory["importance"] == 0.5 and await _etag(http, mid) == current
+        for etag in (None, "*"):
+            r = await http.patch(f"/memory/{mid}", json={"importance": 0.6, "etag": etag})
+            assert r.status_code == 200, (etag, r.text)
+        r = await http.patch(f"/memory/{mid}", json={"importance": 0.7, "etag": r.json()["etag"]})
+        assert r.status_code == 200 and r.json()["memory"]["importance"] == 0.7, r.text
+
+
 async def test_if_none_match_star_refuses_a_used_idempotency_key(service) -> None:
     async with service.http() as http:
         first = await http.post("/memory", json={"content": "Only once"},

@@ -207,6 +207,27 @@ async def test_lone_surrogate_is_400_naming_the_field_and_the_connection_survive
     assert await service.ctx.graph.memories.count(service.scope) == 1
 
 
+async def test_query_and_path_bytes_that_are_not_utf8_are_400_naming_the_parameter(service) -> None:
+    """Starlette decodes percent-encoded bytes with replacement: ``tags=%ff`` listed and
+    deleted by the tag "\ufffd", ``query=%ff%fe`` searched for two replacement characters
+    (break-it review). Now a 400 naming the parameter, nothing deleted; valid UTF-8 still
+    reads as before."""
+    async with service.http() as http:
+        mid = (await _store(http, "Tagged with a replacement character", tags=["\ufffd", "utf8-check"]))
+        for target, name in (("/recall?query=%ff%fe", "query"), ("/recall?query=ok&tags=%ff", "tags"),
+                             ("/memory/by-tag?tags=%c3", "tags"), ("/recall?lim%ffit=3", "lim\\xffit"),
+                             ("/memory/%ff%fe", "path")):
+            r = await http.get(target)
+            assert r.status_code == 400 and r.json()["error"].startswith(f"{name}: "), (target, r.text)
+        r = await http.delete("/memory/by-tag?tags=%ff")
+        assert r.status_code == 400 and r.json()["error"].startswith("tags: "), r.text
+        assert (await http.get(f"/memory/{mid}")).json()["memory"]["state"] == "ACTIVE"
+        r = await http.get("/memory/by-tag?tags=%ef%bf%bd")  # the replacement character itself, as UTF-8
+        assert r.status_code == 200 and [m["id"] for m in r.json()["memories"]] == [mid], r.text
+        r = await http.get("/recall", params={"query": "caf\u00e9 \u2603", "tags": "utf8-check"})
+        assert r.status_code == 200, r.text
+
+
 async def test_already_expired_memory_can_be_stored_without_t_valid(service) -> None:
     async with service.http() as http:
         mid = await _store(http, "The old VPN endpoint is vpn1", t_invalid="2020-01-01T00:00:00Z")

@@ -298,3 +298,31 @@ async def test_a_claim_is_never_stored_without_its_request_fingerprint(service, 
             await call(other)
         assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT, refused.value.details()
         assert refused.value.details().startswith(f"idempotency_key: '{key}' was used for a different request")
+
+
+async def test_concurrent_identical_stores_without_a_key_create_one_memory(service) -> None:
+    """Eight identical ``POST /memory`` at once, no Idempotency-Key, created two memories in 2
+    of 5 trials (break-it review): the repeat check and the create were separate graph round
+    trips. Now one memory and seven ``deduplicated`` answers, for single stores, for batches
+    (overlapping items) and for both mixed; every trial runs on new content."""
+    async with service.http() as http:
+        for trial in range(5):
+            body = {"content": f"Concurrent repeat {trial}: the cache TTL is 300 s", "tags": ["race"]}
+            answers = await asyncio.gather(*(http.post("/memory", json=body) for _ in range(8)))
+            assert all(r.status_code == 201 for r in answers), [r.text for r in answers]
+            assert len({r.json()["memory_id"] for r in answers}) == 1, [r.json()["memory_id"] for r in answers]
+            assert sorted(r.json()["deduplicated"] for r in answers) == [False] + [True] * 7
+
+            items = [{"content": f"Batch repeat {trial}.{i}", "tags": ["race"]} for i in range(3)]
+            batches = [{"memories": items[i % 2:]} for i in range(4)]  # items 0-2 or 1-2
+            singles = [{**items[2]}] * 4
+            answers = await asyncio.gather(*(http.post("/memory/batch", json=b) for b in batches),
+                                           *(http.post("/memory", json=b) for b in singles))
+            assert all(r.status_code == 201 for r in answers), [r.text for r in answers]
+            ids: dict[str, set[str]] = {}
+            for sent, r in zip([b["memories"] for b in batches] + [[b] for b in singles], answers, strict=True):
+                got = r.json().get("memory_ids") or [r.json()["memory_id"]]
+                for item, memory_id in zip(sent, got, strict=True):
+                    ids.setdefault(item["content"], set()).add(memory_id)
+            assert all(len(found) == 1 for found in ids.values()), ids
+    assert await service.ctx.graph.memories.count(service.scope) == 5 * 4

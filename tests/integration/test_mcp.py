@@ -144,6 +144,13 @@ async def test_http_end_to_end(secured):
         assert updated["memory"]["importance"] == 0.9
         assert set(updated["memory"]["tags"]) == {tag, "ops"}
         assert "memory_id" in await call_error(client, "update_memory", memory_id=second)
+        # etag 0 names no version (they start at 1): refused, not read as "no check" (break-it review).
+        assert "etag" in await call_error(client, "update_memory", memory_id=second, importance=0.1, etag=0)
+        assert "etag" in await call_error(client, "update_memory", memory_id=second, importance=0.1,
+                                          etag=updated["memory"]["version"] - 1)
+        unchanged, _ = await call(client, "update_memory", memory_id=second, importance=0.8,
+                                  etag=updated["memory"]["version"])
+        assert unchanged["memory"]["importance"] == 0.8
 
         # associate: one and a batch
         assoc, _ = await call(client, "associate_memories", memory1_id=first, memory2_id=second,

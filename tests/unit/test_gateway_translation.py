@@ -10,6 +10,7 @@ from automem.common.enums import enum_value, enum_word, enum_words
 from automem.common.errors import InvalidArgument
 from automem.common.paging import decode_offset_token, encode_offset_token
 from automem.gateway import usecases
+from automem.gateway.errors import GatewayError
 from automem.gateway.schemas import MemoryRequest
 from automem.v1 import recall_service_pb2
 
@@ -69,6 +70,20 @@ def test_etags_from_body_or_if_match() -> None:
     assert usecases.parse_etag("*") == 0 and usecases.parse_etag(None) == 0 and usecases.parse_etag(3) == 3
     with pytest.raises(InvalidArgument, match="^etag: "):
         usecases.parse_etag("v7")
+
+
+def test_a_body_etag_naming_no_version_is_a_conflict_not_no_check() -> None:
+    assert usecases.body_etag(None) == 0 and usecases.body_etag("*") == 0 and usecases.body_etag('"*"') == 0
+    assert usecases.body_etag(4) == 4 and usecases.body_etag('"4"') == 4 and usecases.body_etag("04") == 4
+    for raw in (0, "0", '"0"', 'W/"0"', '""'):
+        with pytest.raises(GatewayError, match="^etag: ") as raised:
+            usecases.body_etag(raw)
+        assert raised.value.status == 409 and raised.value.extra == {"grpc_code": "ABORTED"}
+    for raw in ("", " "):
+        with pytest.raises(InvalidArgument, match="^etag: empty"):
+            usecases.body_etag(raw)
+    with pytest.raises(InvalidArgument, match="^etag: .*not negative"):
+        usecases.body_etag(-1)
 
 
 def test_offset_page_tokens_are_bound_to_their_listing() -> None:
