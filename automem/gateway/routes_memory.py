@@ -36,12 +36,13 @@ router = APIRouter(route_class=JsonBodyRoute)
 #: At most IDEMPOTENCY_KEY_MAX_LENGTH characters (automem/common/model.py; the service checks it too).
 IdempotencyKey = Annotated[str, Header(alias="idempotency-key", include_in_schema=False,
                                        max_length=IDEMPOTENCY_KEY_MAX_LENGTH)]
-IfMatch = Annotated[str, Header(alias="if-match", include_in_schema=False)]
+#: None when the request has no ``If-Match`` (an empty one is refused: :func:`_if_match_version`).
+IfMatch = Annotated[str | None, Header(alias="if-match", include_in_schema=False)]
 IfNoneMatch = Annotated[str, Header(alias="if-none-match", include_in_schema=False)]
 
 
 @contextlib.asynccontextmanager
-async def conditional(header: str, field: str) -> AsyncIterator[None]:
+async def conditional(header: str | None, field: str) -> AsyncIterator[None]:
     """Around a call made under a conditional request header (RFC 9110 section 13.1): when
     ``header`` was sent and the service refused the condition — a stale version (ABORTED
     naming ``etag``) or a used idempotency key (FAILED_PRECONDITION naming it) — answer
@@ -55,24 +56,35 @@ async def conditional(header: str, field: str) -> AsyncIterator[None]:
         raise
 
 
+def _names_no_version(tag: str) -> bool:
+    """True for a quoted entity tag (RFC 9110 section 8.8.3) that is no version number
+    (``"abc"``, ``"1.5"``): valid, but never the ETag of a memory, so it never matches."""
+    inner = tag[1:-1]
+    return len(tag) >= 2 and tag[0] == tag[-1] == '"' and '"' not in inner and not (inner.isascii() and inner.isdigit())
+
+
 def _if_match(value: str) -> int:
     """The version an ``If-Match`` header of one entity tag asks for (usecases.parse_etag): 0
-    (no check) when absent or ``*``. A weak tag (``W/"3"``) never matches (the strong
-    comparison, RFC 9110 section 13.1.1): 412. A tag that names no version — ``"0"`` or ``""``:
-    versions start at 1 — can never match, so it answers 412 here (RFC 9110 section 13.1.1);
-    passed on, the service would read its 0 as "no check" and write."""
-    if value.strip().upper().startswith("W/"):
+    (no check) for ``*``. A weak tag (``W/"3"``) never matches (the strong comparison, RFC
+    9110 section 13.1.1): 412. A tag that names no version — ``"0"`` or ``""``: versions start
+    at 1; ``"abc"`` — can never match, so it answers 412 here (RFC 9110 section 13.1.1);
+    passed on, the service would read a 0 as "no check" and write. A value that is no entity
+    tag (``abc``): 400 naming ``etag``."""
+    tag = value.strip()
+    if tag.upper().startswith("W/"):
         # If-Match uses the strong comparison: a weak tag never matches (RFC 9110 section 8.8.3.2).
-        raise GatewayError(412, f"etag: If-Match {value.strip()} is a weak tag, which never matches (RFC 9110); "
-                                'send the ETag as given, e.g. "3"')
+        raise GatewayError(412, f"etag: If-Match {tag} is a weak tag, which never matches (RFC 9110); "
+                                f"send the ETag as given, e.g. {tag[2:].strip() or chr(34) * 2}")
+    if _names_no_version(tag):
+        raise GatewayError(412, f"etag: If-Match {tag} names no version of the memory (ETags are \"<version>\")")
     version = usecases.parse_etag(value)
-    if version == 0 and value.strip() not in ("", "*"):
+    if version == 0 and tag != "*":
         raise GatewayError(412, f"etag: If-Match {value.strip()} names no version of the memory "
                                 "(versions start at 1)")
     return version
 
 
-async def _if_match_version(call: Caller, memory_id: str, value: str) -> int:
+async def _if_match_version(call: Caller, memory_id: str, value: str | None) -> int:
     """The version to pass on as ``etag`` for an ``If-Match`` header, which may be a list
     (``"2", "3"``: the condition holds when any tag matches, RFC 9110 section 13.1.1). One tag
     is read by :func:`_if_match`. For a list, ``*`` anywhere means no check; weak tags and tags
@@ -80,7 +92,11 @@ async def _if_match_version(call: Caller, memory_id: str, value: str) -> int:
     memory's current version is read and passed on when the list names it — the service then
     checks it atomically with the write, so a change in between still answers 412 — and 412
     when the list does not name it. 404 when the memory is absent; 400 naming ``etag`` for an
-    entry that is not an entity tag."""
+    entry that is not an entity tag, and for an empty header (absent: None, no check)."""
+    if value is None:
+        return 0
+    if not value.strip():
+        raise GatewayError(400, "etag: If-Match is empty; omit the header for no version check, or send the ETag")
     entries = [entry.strip() for entry in value.split(",") if entry.strip()]
     if len(entries) <= 1:
         return _if_match(value)
@@ -92,12 +108,14 @@ async def _if_match_version(call: Caller, memory_id: str, value: str) -> int:
             continue
         if not (len(entry) >= 2 and entry[0] == entry[-1] == '"'):
             raise GatewayError(400, f"etag: If-Match entry {entry} is not a quoted entity tag (RFC 9110 section 8.8.3)")
+        if _names_no_version(entry):
+            continue
         version = usecases.parse_etag(entry)
         if version > 0:
             versions.add(version)
     if not versions:
         raise GatewayError(412, f"etag: If-Match {value.strip()} names no version of the memory "
-                                "(weak tags never match; versions start at 1)")
+                                "(weak tags never match; ETags are \"<version>\", from 1)")
     read = usecases.read_options(state_mode="history", include_archived=True, include_pending=True)
     current = (await usecases.get_memory(call, memory_id, read, touch=False)).memory.version
     if current not in versions:
@@ -118,7 +136,7 @@ def _if_none_match(value: str) -> bool:
 
 @router.post("/memory", status_code=201, tags=["memory"])
 async def store_memory(body: MemoryRequest, call: CallerDep, idempotency_key: IdempotencyKey = "",
-                       if_none_match: IfNoneMatch = "", if_match: IfMatch = "") -> JSONResponse:
+                       if_none_match: IfNoneMatch = "", if_match: IfMatch = None) -> JSONResponse:
     """Store one memory (AutoMem). With ``supersedes_memory_id`` it atomically replaces
     that memory; ``If-Match`` then names the replaced memory's ETag (412 when stale, as on
     ``POST /v1/memories/{id}:supersede``). ``Idempotency-Key`` makes retries return the first
@@ -142,7 +160,7 @@ async def store_memory(body: MemoryRequest, call: CallerDep, idempotency_key: Id
                 reason=body.supersede_reason or "", scope=body.scope or "", idempotency_key=idempotency_key,
                 etag=etag)
         return JSONResponse(presenters.superseded_json(replaced, started, with_relation=False), status_code=201)
-    if if_match.strip():
+    if if_match is not None:
         raise GatewayError(400, "If-Match: only with supersedes_memory_id (it names the replaced memory's ETag); "
                                 "a new memory has none")
     async with conditional(if_none_match, "idempotency_key"):
@@ -198,7 +216,7 @@ async def get_memory(memory_id: str, call: CallerDep, response: Response, as_of:
 
 
 @router.patch("/memory/{memory_id}", tags=["memory"])
-async def update_memory(memory_id: str, body: UpdateMemoryBody, call: CallerDep, if_match: IfMatch = ""
+async def update_memory(memory_id: str, body: UpdateMemoryBody, call: CallerDep, if_match: IfMatch = None
                         ) -> dict[str, Any]:
     """Update any subset of content, tags, importance, type, confidence, timestamp,
     t_valid, t_invalid, metadata (merged). ``If-Match`` (header) stale: 412 (RFC 9110);
@@ -213,7 +231,7 @@ async def update_memory(memory_id: str, body: UpdateMemoryBody, call: CallerDep,
 
 @router.delete("/memory/{memory_id}", tags=["memory"])
 async def delete_memory(memory_id: str, call: CallerDep, purge: bool = False, reason: str = "",
-                        if_match: IfMatch = "") -> dict[str, Any]:
+                        if_match: IfMatch = None) -> dict[str, Any]:
     """Tombstone a memory (state DELETED; its vector point goes at once). ``purge=true``
     (admin) purges it everywhere, as ``POST /v1/memories/{id}:purge`` (docs/purge.md).
     ``If-Match`` with a stale ETag: 412, nothing deleted."""
@@ -226,7 +244,7 @@ async def delete_memory(memory_id: str, call: CallerDep, purge: bool = False, re
 
 @router.post("/v1/memories/{memory_id}:supersede", status_code=201, tags=["v1"])
 async def supersede(memory_id: str, body: SupersedeBody, call: CallerDep,
-                    idempotency_key: IdempotencyKey = "", if_match: IfMatch = "") -> JSONResponse:
+                    idempotency_key: IdempotencyKey = "", if_match: IfMatch = None) -> JSONResponse:
     """Replace a memory atomically: creates the replacement, closes the old window,
     marks it SUPERSEDED and writes the edge — all or nothing. ``If-Match`` with a stale
     ETag of the replaced memory: 412. Two calls with one ``Idempotency-Key`` create one

@@ -126,7 +126,8 @@ def parse_json_body(raw: bytes | str) -> Any:
       key (``metadata.x``). Python's ``json`` keeps the last silently, other readers the first
       or both (RFC 8259 §4 leaves it open), so which value the caller meant is unknown.
 
-    Malformed JSON raises ``json.JSONDecodeError`` (FastAPI's 400 with the position).
+    Malformed JSON raises ``json.JSONDecodeError`` (FastAPI's 400 with the position); JSON
+    nested past the interpreter's recursion limit is an HTTPException 400 saying so.
     """
     refused = False
 
@@ -159,8 +160,14 @@ def parse_json_body(raw: bytes | str) -> Any:
         refused = True
         return _Refused(REPEATED_KEY, key=value.repeated[0])
 
-    value = json.loads(raw, parse_constant=constant, parse_float=decimal, parse_int=integer,
-                       object_pairs_hook=unique_keys)
+    try:
+        value = json.loads(raw, parse_constant=constant, parse_float=decimal, parse_int=integer,
+                           object_pairs_hook=unique_keys)
+    except RecursionError:
+        # FastAPI answered it as "There was an error parsing the body" (app.py: "not UTF-8 text,
+        # or not JSON"), which sent the caller looking for the wrong fault.
+        raise HTTPException(400, "body: arrays and objects nested too deeply to read "
+                                 f"(more than about {sys.getrecursionlimit()} levels)") from None
     if refused and (found := _first_refused(value, "")):
         raise HTTPException(400, f"{found[0]}: {found[1]}")
     if _SURROGATE_ESCAPE.search(raw.encode() if isinstance(raw, str) else raw) and (

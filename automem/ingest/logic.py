@@ -310,7 +310,7 @@ def validate_embedding(values: list[float], field: str, dimension: int) -> None:
     of verygoodplugins/automem); the message here names both sizes. InvalidArgument naming
     ``field``."""
     if any(math.isnan(v) or math.isinf(v) for v in values):
-        raise InvalidArgument(f"{field}: must contain finite numbers", field=field)
+        raise InvalidArgument(f"{field}: must contain finite numbers within ±3.4e38 (32-bit floats)", field=field)
     if values and dimension and len(values) != dimension:
         raise InvalidArgument(f"{field}: has {len(values)} dimensions; the collection's embedding model uses "
                               f"{dimension}", field=field)

@@ -630,7 +630,7 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         queries = [q for q in [request.query, *request.queries] if q and q.strip()]
 
         if any(not math.isfinite(v) for v in request.embedding):
-            raise InvalidArgument("embedding: must contain finite numbers", field="embedding")
+            raise InvalidArgument("embedding: must contain finite numbers within ±3.4e38 (32-bit floats)", field="embedding")
         if len(request.embedding) and self.embedder is not None and len(request.embedding) != self.embedder.dimension:
             raise InvalidArgument(f"embedding: has {len(request.embedding)} dimensions; the collection's model "
                                   f"({self.embedder.name}) uses {self.embedder.dimension}", field="embedding")

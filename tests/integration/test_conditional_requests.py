@@ -215,3 +215,30 @@ async def test_if_match_list_holds_when_any_tag_is_current(service) -> None:
         assert r.status_code == 200, r.text
         r = await http.delete("/memory/no-such-memory", headers={"If-Match": '"1", "2"'})
         assert r.status_code == 404, r.text
+
+
+async def test_if_match_empty_or_naming_no_version_is_refused_not_ignored(service) -> None:
+    """An empty ``If-Match:`` went through as no header at all (break-it review): now a 400
+    naming ``etag``. A quoted tag that is no version (``"abc"``) is a valid entity tag that
+    never matches: 412 as RFC 9110 section 13.1.1 asks (it was a 400), alone or in a list;
+    a weak tag's 412 shows the strong tag to send."""
+    async with service.http() as http:
+        mid = (await _store(http, "The freeze starts on the 20th"))["memory_id"]
+        current = await _etag(http, mid)
+        r = await http.patch(f"/memory/{mid}", json={"importance": 0.9}, headers={"If-Match": ""})
+        assert r.status_code == 400 and r.json()["error"].startswith("etag: "), r.text
+        r = await http.delete(f"/memory/{mid}", headers={"If-Match": ""})
+        assert r.status_code == 400 and r.json()["error"].startswith("etag: "), r.text
+        for header in ('"abc"', '"1.5"', '"abc", "def"'):
+            r = await http.patch(f"/memory/{mid}", json={"importance": 0.9}, headers={"If-Match": header})
+            assert r.status_code == 412 and r.json()["error"].startswith("etag: "), (header, r.text)
+        r = await http.patch(f"/memory/{mid}", json={"importance": 0.9}, headers={"If-Match": f"W/{current}"})
+        assert r.status_code == 412 and r.json()["error"].endswith(f"e.g. {current}"), r.text
+        r = await http.patch(f"/memory/{mid}", json={"importance": 0.9}, headers={"If-Match": "abc"})
+        assert r.status_code == 400 and r.json()["error"].startswith("etag: "), r.text
+        r = await http.post("/memory", json={"content": "The freeze ends on the 3rd"}, headers={"If-Match": ""})
+        assert r.status_code == 400 and r.json()["error"].startswith("If-Match: "), r.text
+        memory = (await http.get(f"/memory/{mid}")).json()["memory"]
+        assert memory["importance"] == 0.5 and memory["state"] == "ACTIVE" and await _etag(http, mid) == current
+        r = await http.patch(f"/memory/{mid}", json={"importance": 0.9}, headers={"If-Match": f'"abc", {current}'})
+        assert r.status_code == 200, r.text

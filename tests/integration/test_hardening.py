@@ -187,6 +187,14 @@ async def test_deeply_nested_metadata_is_rejected_and_nothing_stored(service) ->
     async with service.http() as http:
         r = await http.post("/memory", json={"content": "nest", "metadata": {"d": nested}})
         assert r.status_code == 400 and "metadata" in r.json()["error"] and "20" in r.json()["error"]
+        # Past the JSON reader's recursion limit the answer said "not UTF-8 text, or not JSON"
+        # (break-it review); it now names the nesting.
+        deep = b'{"content": "nest", "metadata": {"d": ' + b"[" * 100_000 + b"]" * 100_000 + b"}}"
+        r = await http.post("/memory", content=deep, headers={"Content-Type": "application/json"})
+        assert r.status_code == 400 and r.json()["error"].startswith("body: ") and "nested" in r.json()["error"]
+        # 1e308 is finite, but not as the 32-bit float an embedding is stored as: the answer says so.
+        r = await http.post("/memory", json={"content": "big", "embedding": [1e308] * 384})
+        assert r.status_code == 400 and r.json()["error"].startswith("embedding: ") and "32-bit" in r.json()["error"]
     assert await service.ctx.graph.memories.count(service.scope) == 0
 
 
