@@ -115,19 +115,31 @@ def update_input(fields: dict[str, Any]) -> tuple[ingest_service_pb2.MemoryInput
     return item, sorted(TIME_FIELDS.get(name, name) for name in fields)
 
 
+#: Largest version an etag can name (the Memory message's int64 ``version``).
+MAX_ETAG_VERSION = 2**63 - 1
+
+
 def parse_etag(raw: int | str | None) -> int:
-    """The version number of an etag (body ``etag`` or ``If-Match``, quotes and ``W/``
-    dropped); 0 (no check) for none or ``*``. InvalidArgument naming ``etag`` otherwise."""
+    """The version number of an etag (body ``etag`` or ``If-Match``, whitespace, quotes and
+    ``W/`` dropped): ASCII digits only (``int()`` would also read ``+1``, ``1_0`` and other
+    scripts' digits); 0 (no check) for none or ``*``. InvalidArgument naming ``etag``
+    otherwise, also for a boolean, a negative number or one past int64."""
+    if isinstance(raw, bool):
+        raise InvalidArgument("etag: must be the memory's version number, not a boolean", field="etag")
     if isinstance(raw, str):
-        raw = raw.removeprefix("W/").strip('"')
+        raw = raw.strip().removeprefix("W/").strip('"')
         if raw == "*":
             return 0
+        if raw and not (raw.isascii() and raw.isdigit()):
+            raise InvalidArgument("etag: must be the memory's version number (digits 0-9)", field="etag")
     try:
         version = int(raw or 0)
     except (TypeError, ValueError):
         raise InvalidArgument("etag: must be the memory's version number", field="etag") from None
     if version < 0:
         raise InvalidArgument("etag: must be the memory's version number (not negative)", field="etag")
+    if version > MAX_ETAG_VERSION:
+        raise InvalidArgument(f"etag: must be at most {MAX_ETAG_VERSION} (versions are 64-bit)", field="etag")
     return version
 
 

@@ -120,7 +120,7 @@ async def test_body_etag_naming_no_version_is_409_and_changes_nothing(service) -
             r = await http.patch(f"/memory/{mid}", json={"importance": 0.9, "etag": etag})
             assert r.status_code == 409 and r.json()["error"].startswith("etag: "), (etag, r.text)
             assert r.json()["grpc_code"] == "ABORTED"
-        for etag in ("", "  "):
+        for etag in ("", "  ", "\u0661", "+1", 2**64, str(2**63), True):
             r = await http.patch(f"/memory/{mid}", json={"importance": 0.9, "etag": etag})
             assert r.status_code == 400 and r.json()["error"].startswith("etag: "), (etag, r.text)
         memory = (await http.get(f"/memory/{mid}")).json()["memory"]

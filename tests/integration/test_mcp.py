@@ -146,6 +146,14 @@ async def test_http_end_to_end(secured):
         assert "memory_id" in await call_error(client, "update_memory", memory_id=second)
         # etag 0 names no version (they start at 1): refused, not read as "no check" (break-it review).
         assert "etag" in await call_error(client, "update_memory", memory_id=second, importance=0.1, etag=0)
+        # On a memory at version 1, etag true was read as 1 and wrote; 2**64 failed without
+        # naming etag (break-it review).
+        fresh, _ = await call(client, "store_memory", content="The etag probe memory")
+        for etag in (True, 2**64):
+            assert "etag" in await call_error(client, "update_memory", memory_id=fresh["memory_id"],
+                                              importance=0.1, etag=etag)
+        probe, _ = await call(client, "recall_memory", memory_id=fresh["memory_id"])
+        assert probe["memory"]["version"] == 1 and probe["memory"]["importance"] != 0.1
         assert "etag" in await call_error(client, "update_memory", memory_id=second, importance=0.1,
                                           etag=updated["memory"]["version"] - 1)
         unchanged, _ = await call(client, "update_memory", memory_id=second, importance=0.8,

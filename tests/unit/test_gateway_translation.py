@@ -84,6 +84,14 @@ def test_a_body_etag_naming_no_version_is_a_conflict_not_no_check() -> None:
             usecases.body_etag(raw)
     with pytest.raises(InvalidArgument, match="^etag: .*not negative"):
         usecases.body_etag(-1)
+    # int() reads these as numbers; an ETag is digits (break-it review).
+    for raw in ("\u0661", "\uff11", "+1", "1_0", "0x1", "1e3", True, False):
+        with pytest.raises(InvalidArgument, match="^etag: "):
+            usecases.body_etag(raw)
+    for raw in (2**63, str(2**64), 10**30):
+        with pytest.raises(InvalidArgument, match="^etag: must be at most"):
+            usecases.body_etag(raw)
+    assert usecases.body_etag(2**63 - 1) == 2**63 - 1 and usecases.body_etag(" 7 ") == 7
 
 
 def test_offset_page_tokens_are_bound_to_their_listing() -> None:
