@@ -34,7 +34,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, Field, StrictInt, ValidationError
+from pydantic import BaseModel, Field, StrictInt, StrictStr, ValidationError
 from starlette.requests import Request
 
 from automem.common.client import AutomemClient
@@ -434,7 +434,8 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
         timestamp: OptStr = None,
         t_valid: Annotated[OptStr, Field(description="ISO 8601: valid from.")] = None,
         t_invalid: Annotated[OptStr, Field(description="ISO 8601: valid until.")] = None,
-        etag: Annotated[StrictInt | None, Field(description="The version read; refused when stale.")] = None,
+        etag: Annotated[StrictInt | StrictStr | None, Field(
+            description="The version read (a memory's version, or its etag text); refused when stale.")] = None,
     ) -> CallToolResult:
         """Update fields of a memory in place (to replace an outdated fact, prefer store_memory
         with supersedes_memory_id, which keeps the history)."""

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 import grpc
-from fastapi import APIRouter, Header, Query, Response
+from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.responses import JSONResponse
 
 from automem.common.model import IDEMPOTENCY_KEY_MAX_LENGTH, iso
@@ -36,8 +36,19 @@ router = APIRouter(route_class=JsonBodyRoute)
 #: At most IDEMPOTENCY_KEY_MAX_LENGTH characters (automem/common/model.py; the service checks it too).
 IdempotencyKey = Annotated[str, Header(alias="idempotency-key", include_in_schema=False,
                                        max_length=IDEMPOTENCY_KEY_MAX_LENGTH)]
+def if_match_header(request: Request) -> str | None:
+    """The request's ``If-Match``, its lines joined into one list (RFC 9110 section 5.3: a
+    field sent on several lines is one comma-separated list; Starlette's ``Header`` reads the
+    first line only); None when absent. Lines that are empty are left out, so ``""`` is
+    returned only when every line was empty (refused by :func:`_if_match_version`)."""
+    lines = request.headers.getlist("if-match")
+    if not lines:
+        return None
+    return ", ".join(line for line in lines if line.strip())
+
+
 #: None when the request has no ``If-Match`` (an empty one is refused: :func:`_if_match_version`).
-IfMatch = Annotated[str | None, Header(alias="if-match", include_in_schema=False)]
+IfMatch = Annotated[str | None, Depends(if_match_header)]
 IfNoneMatch = Annotated[str, Header(alias="if-none-match", include_in_schema=False)]
 
 
@@ -56,31 +67,43 @@ async def conditional(header: str | None, field: str) -> AsyncIterator[None]:
         raise
 
 
-def _names_no_version(tag: str) -> bool:
-    """True for a quoted entity tag (RFC 9110 section 8.8.3) that is no version number
-    (``"abc"``, ``"1.5"``): valid, but never the ETag of a memory, so it never matches."""
+def _is_entity_tag(tag: str) -> bool:
+    """A strong entity tag's syntax: ``"..."`` with no quote inside (RFC 9110 section 8.8.3)."""
+    return len(tag) >= 2 and tag[0] == tag[-1] == '"' and '"' not in tag[1:-1]
+
+
+def _tag_version(tag: str) -> int:
+    """The version a strong entity tag names, or 0 when it names none: a memory's ETag is its
+    version in canonical decimal (``"3"``; presenters.py), compared as text (the strong
+    comparison, RFC 9110 section 8.8.3.2), so ``"03"``, ``"abc"``, ``"0"`` and a number past
+    int64 can never match."""
     inner = tag[1:-1]
-    return len(tag) >= 2 and tag[0] == tag[-1] == '"' and '"' not in inner and not (inner.isascii() and inner.isdigit())
+    if not (inner.isascii() and inner.isdigit()) or str(int(inner)) != inner:
+        return 0
+    return int(inner) if int(inner) <= usecases.MAX_ETAG_VERSION else 0
 
 
-def _if_match(value: str) -> int:
-    """The version an ``If-Match`` header of one entity tag asks for (usecases.parse_etag): 0
-    (no check) for ``*``. A weak tag (``W/"3"``) never matches (the strong comparison, RFC
-    9110 section 13.1.1): 412. A tag that names no version — ``"0"`` or ``""``: versions start
-    at 1; ``"abc"`` — can never match, so it answers 412 here (RFC 9110 section 13.1.1);
-    passed on, the service would read a 0 as "no check" and write. A value that is no entity
-    tag (``abc``): 400 naming ``etag``."""
-    tag = value.strip()
+def _if_match(tag: str) -> int:
+    """The version an ``If-Match`` of one entity tag asks for: 0 (no check) for ``*``. A weak
+    tag (``W/"3"``) never matches (the strong comparison, RFC 9110 section 13.1.1): 412. A tag
+    that names no version (:func:`_tag_version`: ``"0"``, ``""``, ``"abc"``, ``"03"``) can
+    never match: 412; passed on, the service would read a 0 as "no check" and write. A bare
+    number (``3``, no quotes) is read as its version (usecases.parse_etag: 400 naming ``etag``
+    when it is none, 412 for 0); anything else that is no entity tag (``abc``, ``"3``): 400."""
+    if tag == "*":
+        return 0
     if tag.upper().startswith("W/"):
         # If-Match uses the strong comparison: a weak tag never matches (RFC 9110 section 8.8.3.2).
         raise GatewayError(412, f"etag: If-Match {tag} is a weak tag, which never matches (RFC 9110); "
                                 f"send the ETag as given, e.g. {tag[2:].strip() or chr(34) * 2}")
-    if _names_no_version(tag):
+    if not _is_entity_tag(tag):
+        if '"' in tag:
+            raise GatewayError(400, f"etag: If-Match {tag} is not a quoted entity tag (RFC 9110 section 8.8.3)")
+        version = usecases.parse_etag(tag)  # a bare version number, as some clients send it
+    elif not (version := _tag_version(tag)):
         raise GatewayError(412, f"etag: If-Match {tag} names no version of the memory (ETags are \"<version>\")")
-    version = usecases.parse_etag(value)
-    if version == 0 and tag != "*":
-        raise GatewayError(412, f"etag: If-Match {value.strip()} names no version of the memory "
-                                "(versions start at 1)")
+    if version == 0:
+        raise GatewayError(412, f"etag: If-Match {tag} names no version of the memory (versions start at 1)")
     return version
 
 
@@ -90,38 +113,37 @@ async def _if_match_version(call: Caller, memory_id: str, value: str | None) -> 
     is read by :func:`_if_match`. For a list, ``*`` anywhere means no check; weak tags and tags
     naming no version never match and are dropped (412 when none is left); otherwise the
     memory's current version is read and passed on when the list names it — the service then
-    checks it atomically with the write, so a change in between still answers 412 — and 412
-    when the list does not name it. 404 when the memory is absent; 400 naming ``etag`` for an
-    entry that is not an entity tag, and for an empty header (absent: None, no check)."""
+    checks it atomically with the write, so a change in between still answers 412. When the
+    list does not name it, the highest version listed is passed on, and the service answers
+    the stale etag (412 through :func:`conditional`) after replaying an ``Idempotency-Key``
+    used before — so a retried conditional supersede gets its first answer, as with one tag —
+    and a listed version the memory reaches in between is a match, as the list allows. 404
+    when the memory is absent; 400 naming ``etag`` for an entry that is not an entity tag and
+    for an empty header (absent: None, no check). Empty list items are ignored (RFC 9110
+    section 5.6.1)."""
     if value is None:
         return 0
-    if not value.strip():
-        raise GatewayError(400, "etag: If-Match is empty; omit the header for no version check, or send the ETag")
     entries = [entry.strip() for entry in value.split(",") if entry.strip()]
-    if len(entries) <= 1:
-        return _if_match(value)
+    if not entries:
+        raise GatewayError(400, "etag: If-Match is empty; omit the header for no version check, or send the ETag")
+    if len(entries) == 1:
+        return _if_match(entries[0])
     if "*" in entries:
         return 0
     versions = set()
     for entry in entries:
         if entry.upper().startswith("W/"):
             continue
-        if not (len(entry) >= 2 and entry[0] == entry[-1] == '"'):
+        if not _is_entity_tag(entry):
             raise GatewayError(400, f"etag: If-Match entry {entry} is not a quoted entity tag (RFC 9110 section 8.8.3)")
-        if _names_no_version(entry):
-            continue
-        version = usecases.parse_etag(entry)
-        if version > 0:
+        if version := _tag_version(entry):
             versions.add(version)
     if not versions:
         raise GatewayError(412, f"etag: If-Match {value.strip()} names no version of the memory "
                                 "(weak tags never match; ETags are \"<version>\", from 1)")
     read = usecases.read_options(state_mode="history", include_archived=True, include_pending=True)
     current = (await usecases.get_memory(call, memory_id, read, touch=False)).memory.version
-    if current not in versions:
-        raise GatewayError(412, f"etag: If-Match {value.strip()} names no current version of the memory "
-                                f"(current: \"{current}\")")
-    return current
+    return current if current in versions else max(versions)
 
 
 def _if_none_match(value: str) -> bool:
@@ -222,8 +244,12 @@ async def update_memory(memory_id: str, body: UpdateMemoryBody, call: CallerDep,
     t_valid, t_invalid, metadata (merged). ``If-Match`` (header) stale: 412 (RFC 9110);
     ``etag`` (body) stale: 409. Re-embeds when content changed."""
     fields = {name: getattr(body, name) for name in body.model_fields_set - {"etag", "add_tags"}}
+    if body.etag is not None and if_match is not None:
+        # Reading one would drop the other's condition (break-it review: a stale If-Match
+        # went through beside a current body etag).
+        raise GatewayError(400, "etag: send the version in If-Match or in the body's etag, not both")
     etag = usecases.body_etag(body.etag) if body.etag is not None else await _if_match_version(call, memory_id, if_match)
-    async with conditional(if_match if body.etag is None else "", "etag"):
+    async with conditional(if_match, "etag"):
         updated = await usecases.update_memory(call, memory_id, fields, add_tags=body.add_tags or [], etag=etag)
     return {"status": "success", "memory_id": memory_id, "memory": presenters.memory_json(updated.memory),
             "updated_at": iso(updated.memory, "update_time"), "etag": str(updated.memory.version)}

@@ -30,6 +30,7 @@ from fastapi.responses import StreamingResponse
 from automem.common.model import iso
 from automem.gateway import presenters, usecases
 from automem.gateway.deps import CallerDep
+from automem.gateway.errors import GatewayError
 from automem.gateway.schemas import ApiKeyBody, DecisionBody, JsonBodyRoute, PurgeBody, PurgeScopeBody
 
 router = APIRouter(route_class=JsonBodyRoute)
@@ -117,11 +118,17 @@ async def diff(memory_id: str, call: CallerDep, from_version: int = Query(alias=
 
 
 @router.post("/v1/memories/{memory_id}:purge", tags=["v1"])
-async def purge_memory(memory_id: str, call: CallerDep, body: PurgeBody | None = None) -> dict[str, Any]:
+async def purge_memory(memory_id: str, call: CallerDep, request: Request,
+                       body: PurgeBody | None = None) -> dict[str, Any]:
     """Purge one memory everywhere (admin): node, versions, edges, review items, tombstones,
     idempotency keys, event content and vector point; a content-free purge record stays.
     ``dry_run`` counts and removes nothing. 404 for an unknown id; 503 when a step failed
-    (the purge stays pending: repeat the call to resume)."""
+    (the purge stays pending: repeat the call to resume). ``If-Match`` is refused (400): the
+    purge has no version check, and a header it would ignore is refused, never dropped (a
+    purge cannot be undone); ``DELETE /memory/{id}?purge=true`` takes one."""
+    if "if-match" in request.headers:
+        raise GatewayError(400, "If-Match: not taken by :purge (no version check); use DELETE "
+                                "/memory/{id}?purge=true with If-Match to purge only an unchanged memory")
     body = body or PurgeBody()
     done = await usecases.purge_memory(call, memory_id, reason=body.reason, dry_run=body.dry_run)
     return {"status": "success", "purge": presenters.purge_json(done.purge)}

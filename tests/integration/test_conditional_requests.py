@@ -242,3 +242,47 @@ async def test_if_match_empty_or_naming_no_version_is_refused_not_ignored(servic
         assert memory["importance"] == 0.5 and memory["state"] == "ACTIVE" and await _etag(http, mid) == current
         r = await http.patch(f"/memory/{mid}", json={"importance": 0.9}, headers={"If-Match": f'"abc", {current}'})
         assert r.status_code == 200, r.text
+
+
+async def test_if_match_is_never_dropped_beside_a_body_etag_on_purge_or_on_extra_lines(service) -> None:
+    """Break-it review of the If-Match changes: PATCH read only the body's etag when both were
+    sent (a stale If-Match went through); ``:purge`` ignored If-Match and purged; a second
+    ``If-Match`` line was dropped (RFC 9110 section 5.3 makes the lines one list); a quoted
+    tag past int64 or with a leading zero was a 400 or matched, instead of a 412; a list
+    naming a stale version made a retried supersede with its Idempotency-Key a 412 where one
+    tag replays the first answer."""
+    async with service.http() as http:
+        mid = (await _store(http, "The on-call rota changes on Mondays"))["memory_id"]
+        r = await http.patch(f"/memory/{mid}", json={"importance": 0.6, "etag": 1}, headers={"If-Match": '"9"'})
+        assert r.status_code == 400 and r.json()["error"].startswith("etag: "), r.text
+        for tag in ('"01"', '"99999999999999999999"', '"1'):
+            r = await http.patch(f"/memory/{mid}", json={"importance": 0.6}, headers={"If-Match": tag})
+            assert r.status_code == (400 if tag == '"1' else 412), (tag, r.text)
+        r = await http.patch(f"/memory/{mid}", json={"importance": 0.6},
+                             headers={"If-Match": '"1", "99999999999999999999"'})
+        assert r.status_code == 200, r.text  # "1" is current; the other entry names nothing
+        lines = [("If-Match", '"1"'), ("If-Match", '"2"')]  # now at version 2
+        r = await http.patch(f"/memory/{mid}", json={"importance": 0.7}, headers=lines)
+        assert r.status_code == 200, r.text
+        lines = [("If-Match", '"3"'), ("If-Match", '"1"')]
+        r = await http.patch(f"/memory/{mid}", json={"importance": 0.8}, headers=lines)
+        assert r.status_code == 200, r.text  # the second line names the current version
+        r = await http.patch(f"/memory/{mid}", json={"importance": 0.9}, headers={"If-Match": '"4",'})
+        assert r.status_code == 200, r.text  # an empty list item is ignored
+        assert (await _etag(http, mid)) == '"5"'
+
+        args = {"json": {"content": "The on-call rota changes on Tuesdays"},
+                "headers": {"If-Match": '"5", "77"', "Idempotency-Key": "rota-1"}}
+        first = await http.post(f"/v1/memories/{mid}:supersede", **args)
+        assert first.status_code == 201, first.text
+        again = await http.post(f"/v1/memories/{mid}:supersede", **args)
+        assert again.status_code == 201 and again.json()["memory_id"] == first.json()["memory_id"], again.text
+        r = await http.post(f"/v1/memories/{mid}:supersede", json={"content": "Wednesdays"},
+                            headers={"If-Match": '"5", "77"'})
+        assert r.status_code == 412 and r.json()["error"].startswith("etag: "), r.text
+
+        other = (await _store(http, "The pager number is 555-0100"))["memory_id"]
+        for tag in ('"1"', '"2"', ""):
+            r = await http.post(f"/v1/memories/{other}:purge", json={}, headers={"If-Match": tag})
+            assert r.status_code == 400 and r.json()["error"].startswith("If-Match: "), (tag, r.text)
+        assert (await http.get(f"/memory/{other}")).status_code == 200

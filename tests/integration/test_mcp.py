@@ -159,6 +159,10 @@ async def test_http_end_to_end(secured):
         unchanged, _ = await call(client, "update_memory", memory_id=second, importance=0.8,
                                   etag=updated["memory"]["version"])
         assert unchanged["memory"]["importance"] == 0.8
+        # The etag text a tool answer gives is taken back as is (StrictInt alone refused it).
+        again, _ = await call(client, "update_memory", memory_id=second, importance=0.7,
+                              etag=unchanged["memory"]["etag"])
+        assert again["memory"]["importance"] == 0.7
 
         # associate: one and a batch
         assoc, _ = await call(client, "associate_memories", memory1_id=first, memory2_id=second,
