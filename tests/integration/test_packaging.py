@@ -87,7 +87,9 @@ async def test_the_installed_service_stores_and_recalls(installed: Path, tmp_pat
     env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR", "HF_HUB_OFFLINE")}
     env.update({"NATS_URL": nats.url, "FALKORDB_HOST": falkordb.host, "FALKORDB_PORT": str(falkordb.port),
                 "PORT": str(port), "AUTOMEM_GRPC_PORT": str(free_port()), "AUTOMEM_HOST": "127.0.0.1",
-                "AUTOMEM_DATA_DIR": str(tmp_path / "data")})
+                "AUTOMEM_DATA_DIR": str(tmp_path / "data"),
+                # Not the default 9464: a `make run` beside `make test` holds it (a CI run failed so).
+                "AUTOMEM_METRICS_PORT": str(free_port())})
     log = tmp_path / "serve.log"
     with log.open("w") as err:
         proc = await asyncio.create_subprocess_exec(str(installed / "bin" / "automem"), "serve", "--target", "all",
