@@ -36,6 +36,8 @@ router = APIRouter(route_class=JsonBodyRoute)
 #: At most IDEMPOTENCY_KEY_MAX_LENGTH characters (automem/common/model.py; the service checks it too).
 IdempotencyKey = Annotated[str, Header(alias="idempotency-key", include_in_schema=False,
                                        max_length=IDEMPOTENCY_KEY_MAX_LENGTH)]
+
+
 def if_match_header(request: Request) -> str | None:
     """The request's ``If-Match``, its lines joined into one list (RFC 9110 section 5.3: a
     field sent on several lines is one comma-separated list; Starlette's ``Header`` reads the
@@ -78,9 +80,10 @@ def _tag_version(tag: str) -> int:
     comparison, RFC 9110 section 8.8.3.2), so ``"03"``, ``"abc"``, ``"0"`` and a number past
     int64 can never match."""
     inner = tag[1:-1]
-    if not (inner.isascii() and inner.isdigit()) or str(int(inner)) != inner:
+    # Length first: int() refuses more than 4,300 digits (sys.get_int_max_str_digits).
+    if not (inner.isascii() and inner.isdigit()) or len(inner) > len(str(usecases.MAX_ETAG_VERSION)):
         return 0
-    return int(inner) if int(inner) <= usecases.MAX_ETAG_VERSION else 0
+    return int(inner) if str(int(inner)) == inner and int(inner) <= usecases.MAX_ETAG_VERSION else 0
 
 
 def _if_match(tag: str) -> int:
