@@ -6,6 +6,7 @@ presents the answer (automem/gateway/presenters.py)."""
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
@@ -18,6 +19,9 @@ from automem.gateway.errors import GatewayError
 from automem.gateway.schemas import JsonBodyRoute
 
 router = APIRouter(route_class=JsonBodyRoute)
+
+#: A JSON number (RFC 8259 section 6), ASCII digits only: one value of ``embedding``.
+_JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 
 
 @router.get("/recall", tags=["recall"])
@@ -57,10 +61,11 @@ async def recall(
     sort = sort or order_by or "score"
     vector: list[float] = []
     if embedding.strip():
-        try:
-            vector = [float(v) for v in embedding.replace("[", "").replace("]", "").split(",") if v.strip()]
-        except ValueError:
-            raise GatewayError(400, "embedding: must be a comma-separated list of numbers") from None
+        values = [v.strip() for v in embedding.replace("[", "").replace("]", "").split(",") if v.strip()]
+        # JSON numbers only: float() also reads "1_0", other scripts' digits, "nan" and "inf".
+        if not all(_JSON_NUMBER.fullmatch(v) for v in values):
+            raise GatewayError(400, "embedding: must be a comma-separated list of numbers")
+        vector = [float(v) for v in values]
     expanded_tags = _split(tags)
     read = usecases.read_options(as_of, known_at, state_mode, current_only, include_archived, include_pending)
     found = await usecases.search(

@@ -76,6 +76,13 @@ async def test_query_embedding_of_the_wrong_size_names_the_field(service) -> Non
     async with service.http() as http:
         r = await http.get("/recall", params={"embedding": "1,2,3"})
         assert r.status_code == 400 and "embedding" in r.json()["error"] and "384" in r.json()["error"]
+        # float() read these as numbers (break-it review); each value must be a JSON number.
+        for bad in ("1_0", "\u0661", "nan", "inf", "0x1", "+1", ".5"):
+            r = await http.get("/recall", params={"embedding": ",".join([bad] + ["0.1"] * 383)})
+            assert r.status_code == 400 and r.json()["error"] == "embedding: must be a comma-separated list of numbers", \
+                (bad, r.text)
+        r = await http.get("/recall", params={"embedding": "[" + ",".join(["-1.5e-3", "0", "2E+2"] * 128) + "]"})
+        assert r.status_code == 200, r.text
 
 
 async def test_chunked_body_over_the_limit_gets_413(service) -> None:
