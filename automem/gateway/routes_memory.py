@@ -27,9 +27,7 @@ from automem.gateway.schemas import (
     SupersedeBody,
     UpdateMemoryBody,
 )
-
-#: Largest version number a query accepts (int64, as the Memory message's ``version``).
-MAX_VERSION = 2**63 - 1
+from automem.gateway.usecases import MAX_VERSION
 
 router = APIRouter(route_class=JsonBodyRoute)
 
@@ -81,9 +79,9 @@ def _tag_version(tag: str) -> int:
     int64 can never match."""
     inner = tag[1:-1]
     # Length first: int() refuses more than 4,300 digits (sys.get_int_max_str_digits).
-    if not (inner.isascii() and inner.isdigit()) or len(inner) > len(str(usecases.MAX_ETAG_VERSION)):
+    if not (inner.isascii() and inner.isdigit()) or len(inner) > len(str(MAX_VERSION)):
         return 0
-    return int(inner) if str(int(inner)) == inner and int(inner) <= usecases.MAX_ETAG_VERSION else 0
+    return int(inner) if str(int(inner)) == inner and int(inner) <= MAX_VERSION else 0
 
 
 def _if_match(tag: str) -> int:

@@ -32,6 +32,7 @@ from automem.gateway import presenters, usecases
 from automem.gateway.deps import CallerDep
 from automem.gateway.errors import GatewayError
 from automem.gateway.schemas import ApiKeyBody, DecisionBody, JsonBodyRoute, PurgeBody, PurgeScopeBody
+from automem.gateway.usecases import MAX_VERSION
 
 router = APIRouter(route_class=JsonBodyRoute)
 
@@ -88,10 +89,6 @@ async def history(memory_id: str, call: CallerDep, page_size: int = 100, page_to
     return {"status": "success", "memory_id": memory_id, "count": len(events), "events": events,
             "next_page_token": page.next_page_token or None, "truncated": page.truncated,
             "retained_since": iso(page, "retained_since_time")}
-
-
-#: Largest version number a query accepts (int64, the Memory message's ``version``).
-MAX_VERSION = 2**63 - 1
 
 
 @router.get("/v1/memories/{memory_id}/versions", tags=["v1"])

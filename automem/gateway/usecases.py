@@ -115,8 +115,8 @@ def update_input(fields: dict[str, Any]) -> tuple[ingest_service_pb2.MemoryInput
     return item, sorted(TIME_FIELDS.get(name, name) for name in fields)
 
 
-#: Largest version an etag can name (the Memory message's int64 ``version``).
-MAX_ETAG_VERSION = 2**63 - 1
+#: Largest version number a query or an etag can name (int64, the Memory message's ``version``).
+MAX_VERSION = 2**63 - 1
 
 
 def parse_etag(raw: int | str | None) -> int:
@@ -138,8 +138,8 @@ def parse_etag(raw: int | str | None) -> int:
         raise InvalidArgument("etag: must be the memory's version number", field="etag") from None
     if version < 0:
         raise InvalidArgument("etag: must be the memory's version number (not negative)", field="etag")
-    if version > MAX_ETAG_VERSION:
-        raise InvalidArgument(f"etag: must be at most {MAX_ETAG_VERSION} (versions are 64-bit)", field="etag")
+    if version > MAX_VERSION:
+        raise InvalidArgument(f"etag: must be at most {MAX_VERSION} (versions are 64-bit)", field="etag")
     return version
 
 
