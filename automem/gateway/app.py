@@ -28,6 +28,7 @@ from automem.common.errors import HTTP_STATUS, AutomemError
 from automem.common.settings import Settings
 from automem.gateway.deps import auth_error, utf8_request_target
 from automem.gateway.errors import GatewayError, error_response
+from automem.gateway.schemas import body_model_fields
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +79,7 @@ class StreamedBodyLimit:
         length = next((v for k, v in scope.get("headers", ()) if k == b"content-length"), None)
         path = scope.get("path", "")
         mcp = path == "/mcp" or path.startswith("/mcp/")
-        too_long = length is not None and length.isdigit() and int(length) > self.limit
+        too_long = length is not None and length.isascii() and length.isdigit() and int(length) > self.limit
         if too_long or mcp:
             denied = await auth_error(Request(scope, receive))
             if denied is None and too_long:
@@ -203,6 +204,10 @@ def create_app(settings: Settings, client: AutomemClient) -> FastAPI:
             # ``memories[1].importance`` as the service names fields; pydantic's "Value error, "
             # is the kind of error, not part of the message.
             message = str(err.get("msg", "")).removeprefix("Value error, ")
+            if err.get("type") == "extra_forbidden":  # automem/gateway/schemas.py StrictBody
+                takes = body_model_fields(request.scope.get("route")) if len(err.get("loc", ())) == 2 else []
+                message = "not a field of this body" + (f" (it takes {', '.join(takes)})" if takes else "") + \
+                    "; nothing was done"
             problems.append(f"{where or 'body'}: {message}")
         return error_response(400, "; ".join(problems) or "invalid request", fields=problems)
 

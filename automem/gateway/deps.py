@@ -90,7 +90,8 @@ def principal_metadata(request: Request, settings: Settings) -> list[tuple[str, 
     """The caller's key (``Authorization`` or ``X-API-Key``; ``?api_key=`` only when
     ``AUTOMEM_ALLOW_QUERY_TOKEN`` is set, else 401: a key in a URL ends up in logs) and the
     admin token (``X-Admin-Token``, or ``X-Admin-Api-Key`` as AutoMem's
-    automem/api/auth_helpers.py also accepts), as gRPC metadata (``x-admin-token``).
+    automem/api/auth_helpers.py also accepts; ``?admin_token=`` as ``?api_key=``), as gRPC
+    metadata (``x-admin-token``).
     GatewayError 401 for a header no key can hold, 400 for one of them sent more than once
     (:func:`single_header`), 400 for ``Authorization`` and ``X-API-Key`` (or ``X-Admin-Token``
     and ``X-Admin-Api-Key``) carrying different keys: serving one silently acted with a key
@@ -114,6 +115,11 @@ def principal_metadata(request: Request, settings: Settings) -> list[tuple[str, 
     if admin and admin_alias:
         _same_key("X-Admin-Token", admin, "X-Admin-Api-Key", admin_alias)
     admin = admin or admin_alias
+    query_admin = request.query_params.get("admin_token", "")
+    if query_admin and not admin:  # AutoMem's automem/api/auth_helpers.py reads it too
+        if not settings.allow_query_token:
+            raise GatewayError(401, "admin_token in the query string is refused; send X-Admin-Token")
+        admin = query_admin
     if admin:
         md.append(_checked("x-admin-token", admin))
     return md

@@ -15,7 +15,8 @@ from fastapi.responses import JSONResponse
 from automem.common.client import AutomemClient
 from automem.gateway import presenters, usecases
 from automem.gateway.deps import CallerDep, auth_error, grpc_client
-from automem.gateway.schemas import ConsolidateBody, JsonBodyRoute, ReembedBody, ReprocessBody
+from automem.gateway.errors import GatewayError
+from automem.gateway.schemas import ConsolidateBody, JsonBodyRoute, ReembedBody, ReprocessBody, SyncBody
 
 router = APIRouter(route_class=JsonBodyRoute)
 
@@ -98,8 +99,10 @@ async def enrichment_status(request: Request, call: CallerDep) -> Any:
 
 @router.post("/enrichment/reprocess", tags=["ops"])
 async def reprocess(body: ReprocessBody, call: CallerDep) -> dict[str, Any]:
-    """Re-enrich the given memories (admin)."""
-    return {"status": "success", "queued": (await usecases.reprocess(call, body.ids)).queued}
+    """Re-enrich the given memories (admin): ``ids`` a list or, as AutoMem's
+    automem/api/enrichment.py also reads it, one comma-separated string. (AutoMem reads
+    ``?ids=`` as well; here that is a 400 saying the ids go in the body.)"""
+    return {"status": "success", "queued": (await usecases.reprocess(call, body.id_list())).queued}
 
 
 @router.post("/admin/reembed", tags=["ops"], status_code=202)
@@ -125,6 +128,13 @@ async def consolidate_status(call: CallerDep) -> dict[str, Any]:
 
 
 @router.post("/admin/sync", tags=["ops"])
-async def admin_sync(call: CallerDep, dry_run: bool = False) -> dict[str, Any]:
-    """Check graph/vector drift and repair it (admin)."""
-    return presenters.sync_json(await usecases.check_sync(call, repair=not dry_run))
+async def admin_sync(call: CallerDep, body: SyncBody | None = None, dry_run: bool | None = None) -> dict[str, Any]:
+    """Check graph/vector drift and repair it (admin). ``dry_run`` (report, repair nothing) in
+    the query or, as AutoMem's clients send it, in the JSON body (automem/gateway/schemas.py
+    ``SyncBody``); 400 naming ``dry_run`` when the two disagree."""
+    in_body = body.dry_run if body is not None else None
+    if dry_run is not None and in_body is not None and dry_run != in_body:
+        raise GatewayError(400, f"dry_run: the query says {str(dry_run).lower()} and the body "
+                                f"{str(in_body).lower()}; send one")
+    dry = in_body if in_body is not None else bool(dry_run)
+    return presenters.sync_json(await usecases.check_sync(call, repair=not dry))

@@ -158,7 +158,9 @@ def _last_event_id(header: str | None, query: str | None) -> int:
     raw = (header if header is not None else query or "").strip()
     if not raw:
         return 0
-    if not raw.isdigit() or len(raw) > 18:  # a stream sequence fits an int64
+    # ASCII digits only: str.isdigit() also takes "²" (which int() refuses: a 500) and other
+    # scripts' digits ("٣" read as 3); a stream sequence fits an int64.
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 18:
         raise GatewayError(400, f"Last-Event-ID: {raw[:40]!r} is not an id this stream sent (a stream sequence)")
     return int(raw)
 

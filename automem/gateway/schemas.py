@@ -21,7 +21,7 @@ import json
 import re
 import sys
 from collections.abc import Callable, Coroutine
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from fastapi import HTTPException, Request, Response
 from fastapi.routing import APIRoute
@@ -39,8 +39,10 @@ def _not_a_boolean(value: Any) -> Any:
     return value
 
 
-#: A JSON number (an integer or a float; a numeric string as pydantic reads it), never a boolean.
-Number = Annotated[float, BeforeValidator(_not_a_boolean)]
+#: A JSON number (an integer or a float; a numeric string as pydantic reads it), never a
+#: boolean, never NaN or an infinity (``"NaN"`` as a string passed the body's JSON check and
+#: every range check: ``strength`` reached the graph's query, a 500).
+Number = Annotated[float, BeforeValidator(_not_a_boolean), Field(allow_inf_nan=False)]
 #: An ETag value in a body: a version number or its text, never a boolean.
 EtagValue = Annotated[int | str, BeforeValidator(_not_a_boolean)]
 
@@ -215,19 +217,46 @@ def scope_parameter(names: Any) -> str | None:
 SCOPE_PARAMETER_ERROR = "scope: not a query parameter; the scope is the X-Automem-Scope header"
 
 
+#: Query parameters every route reads: the caller's credentials (automem/gateway/deps.py
+#: ``principal_metadata``), as AutoMem's automem/api/auth_helpers.py reads them.
+CREDENTIAL_PARAMETERS = frozenset({"api_key", "admin_token"})
+
+
+def strict_query(methods: set[str], path: str) -> bool:
+    """Whether a route refuses query parameters it does not read (400 naming the first): every
+    route that changes data (any method but GET and HEAD: ``?dry_run=true`` on a route whose
+    dry run is a body field purged for real) and the service's own ``/v1/`` routes. AutoMem's
+    read routes ignore what they do not know, as AutoMem does, so its clients work unchanged
+    (they send e.g. ``format`` to ``/recall``, ../shared/AUTOMEM_API.md)."""
+    return bool(set(methods) - {"GET", "HEAD"}) or path.startswith("/v1/")
+
+
+def body_model_fields(route: Any) -> list[str]:
+    """The JSON field names of ``route``'s body model (``[]`` for a route without one)."""
+    field = getattr(route, "body_field", None)
+    annotation = getattr(getattr(field, "field_info", None), "annotation", None)
+    for candidate in (annotation, *get_args(annotation)):
+        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+            return sorted(f.alias or name for name, f in candidate.model_fields.items())
+    return []
+
+
 class JsonBodyRoute(APIRoute):
     """Route class of the REST routers: the body's JSON is read by :func:`parse_json_body`
     (FastAPI's documented custom-``Request`` hook), so no route can see a number that JSON
-    could not carry exactly; a DELETE route that takes no body refuses one (400)."""
+    could not carry exactly; a DELETE route that takes no body refuses one (400), and a route
+    :func:`strict_query` names refuses a query parameter it does not read (400)."""
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
         # A DELETE route reads its options from the query and headers; a body it would never
-        # read (``{"purge": true, "etag": 99}``) or a query parameter it does not know
-        # (``?scope=proj1``: the delete ran in the caller's default scope) is refused, not
-        # dropped. An empty body, ``{}`` or null pass.
+        # read (``{"purge": true, "etag": 99}``) is refused, not dropped. An empty body, ``{}``
+        # or null pass. A query parameter a writing route does not know (``?scope=proj1``: the
+        # delete ran in the caller's default scope; ``?dry_run=true`` on ``:purge``) is refused.
         strict_delete = self.body_field is None and self.methods == {"DELETE"}
-        known = {*_query_names(self.dependant), "api_key"}  # api_key: automem/gateway/deps.py
+        refuse_unknown = strict_query(self.methods, self.path)
+        known = {*_query_names(self.dependant), *CREDENTIAL_PARAMETERS}
+        in_body = set(body_model_fields(self))
         scoped = _takes_a_key(self.dependant) and "scope" not in known
 
         async def strict(request: Request) -> Response:
@@ -241,12 +270,15 @@ class JsonBodyRoute(APIRoute):
                 # Other routes accept and ignore what they do not know (AutoMem's clients send
                 # e.g. ``format``, ../shared/AUTOMEM_API.md), but not a scope (scope_parameter).
                 raise HTTPException(400, SCOPE_PARAMETER_ERROR)
+            if refuse_unknown and (unknown := sorted(set(request.query_params) - known)):
+                if unknown[0] in in_body:
+                    raise HTTPException(400, f"{unknown[0]}: a field of the JSON body, not a query parameter; "
+                                             "nothing was done")
+                raise HTTPException(400, f"{unknown[0]}: not a parameter of this route (it takes "
+                                         f"{', '.join(sorted(known - CREDENTIAL_PARAMETERS)) or 'none'}); "
+                                         "the scope is the X-Automem-Scope header" +
+                                         ("" if request.method in ("GET", "HEAD") else "; nothing was done"))
             if strict_delete:
-                unknown = sorted(set(request.query_params) - known)
-                if unknown:
-                    raise HTTPException(400, f"{unknown[0]}: not a parameter of this route (it takes "
-                                             f"{', '.join(sorted(known - {'api_key'})) or 'none'}); the scope "
-                                             "is the X-Automem-Scope header")
                 raw = await request.body()
                 if raw.strip():
                     try:
@@ -259,6 +291,14 @@ class JsonBodyRoute(APIRoute):
             return await handler(request)
 
         return strict
+
+
+class StrictBody(BaseModel):
+    """A body whose unknown fields are refused (400 naming the field and the fields it takes,
+    automem/gateway/app.py), never dropped: ``{"dryRun": true}`` on ``:purge`` purged for real.
+    Every body but AutoMem's memory and association payloads, which keep AutoMem's leniency."""
+
+    model_config = ConfigDict(extra="forbid")
 
 
 class MemoryRequest(BaseModel):
@@ -303,10 +343,8 @@ class BatchMemoryRequest(BaseModel):
     scope: str | None = None
 
 
-class UpdateMemoryBody(BaseModel):
+class UpdateMemoryBody(StrictBody):
     """``PATCH /memory/{id}``: any subset of the updatable fields; ``etag`` optional."""
-
-    model_config = ConfigDict(extra="forbid")
 
     content: str | None = None
     tags: list[str] | None = None
@@ -346,13 +384,13 @@ class AssociateRequest(BaseModel):
     associations: list[Association] | None = None
 
 
-class DecisionBody(BaseModel):
+class DecisionBody(StrictBody):
     """Body of approve / reject: the reason (required to reject)."""
 
     reason: str = ""
 
 
-class ApiKeyBody(BaseModel):
+class ApiKeyBody(StrictBody):
     """``POST /v1/apiKeys`` (admin): ``role`` (reader, writer, admin), ``scopes`` (at least one
     pattern, each within the caller's own), ``default_scope`` ("" = the first pattern with
     ``*`` read as ``default``), ``display_name`` (≤ 200 characters), ``require_review``."""
@@ -365,7 +403,7 @@ class ApiKeyBody(BaseModel):
     require_review: StrictBool = False
 
 
-class PurgeBody(BaseModel):
+class PurgeBody(StrictBody):
     """``POST /v1/memories/{id}:purge`` (admin): ``reason`` (≤ 1000 characters, kept in the
     content-free purge record), ``dry_run`` (count, remove nothing). Booleans are JSON
     booleans (``"yes"`` is a 400 naming the field)."""
@@ -381,20 +419,45 @@ class PurgeScopeBody(PurgeBody):
     confirm_scope: str = Field(..., max_length=1000)
 
 
-class ConsolidateBody(BaseModel):
-    """``POST /consolidate``: mode full|decay|creative|cluster|forget, dry_run."""
+class ConsolidateBody(StrictBody):
+    """``POST /consolidate``: mode full|decay|creative|cluster|forget, ``dry_run`` (default
+    true; a JSON boolean: ``"false"`` is a 400 naming the field, where AutoMem's
+    ``bool(data.get("dry_run", True))`` read it as true and a lax reading as false)."""
 
     mode: str = "full"
-    dry_run: bool = True
+    dry_run: StrictBool = True
+
+    @field_validator("mode")
+    @classmethod
+    def _named(cls, value: str) -> str:
+        if not value.strip():  # "" read as "full" ran the whole consolidation
+            raise ValueError("name a mode: full, decay, creative, cluster or forget")
+        return value
 
 
-class ReprocessBody(BaseModel):
-    """``POST /enrichment/reprocess``: memory ids."""
+class ReprocessBody(StrictBody):
+    """``POST /enrichment/reprocess``: memory ``ids``, a list or one comma-separated string
+    (AutoMem's automem/api/enrichment.py reads both)."""
 
-    ids: list[str]
+    ids: list[str] | str
+
+    def id_list(self) -> list[str]:
+        """The ids, a comma-separated string split and blank pieces dropped."""
+        values = self.ids.split(",") if isinstance(self.ids, str) else self.ids
+        return [v.strip() for v in values if v.strip()]
 
 
-class ReembedBody(BaseModel):
+class SyncBody(StrictBody):
+    """``POST /admin/sync``'s optional body, as AutoMem's automem/api/admin.py ``sync_missing``
+    reads it: ``dry_run`` (a JSON boolean) and ``batch_size`` (AutoMem's embedding batch,
+    1–100 there; accepted so its clients work, not used: the repair re-queues the missing
+    memories to enrichment, which batches by ``AUTOMEM_EMBEDDING_BATCH_SIZE``)."""
+
+    dry_run: StrictBool | None = None
+    batch_size: int | None = Field(None, ge=1, le=2**31 - 1)
+
+
+class ReembedBody(StrictBody):
     """``POST /admin/reembed`` (AutoMem's automem/api/admin.py): ``batch_size`` memories per
     step (0 or absent = 32; above 100 capped at 100, as AutoMem), ``limit`` (0 or absent = all),
     ``force`` (re-embed memories that already have a vector of the current model). JSON types
@@ -413,7 +476,7 @@ class ReembedBody(BaseModel):
         return value
 
 
-class EntityMergeBody(BaseModel):
+class EntityMergeBody(StrictBody):
     """``POST /entity/{slug}/merge`` (AutoMem's body, verygoodplugins/automem
     automem/api/entity.py): ``merge_into`` (the slug to keep, required), ``category`` (for
     slugs several kinds share), ``reason``."""

@@ -465,8 +465,8 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
             raise InvalidArgument("memory1_id: both memory ids are required", field="memory1_id")
         if rel.source_id == rel.target_id:
             raise InvalidArgument("memory2_id: cannot associate a memory with itself", field="memory2_id")
-        if rel.strength < 0 or rel.strength > 1:
-            raise InvalidArgument("strength: must be between 0 and 1", field="strength")
+        if not 0 <= rel.strength <= 1:  # NaN too: it failed in the graph's query (a 500)
+            raise InvalidArgument("strength: must be a number between 0 and 1", field="strength")
         rel.scope = scope
         # Both memories' locks (sorted: MemoryLocks.hold_all): a superseding edge changes the
         # source's version, and any edge's event names both memories and carries the reason,

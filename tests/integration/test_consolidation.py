@@ -146,6 +146,15 @@ async def test_drift_detected_and_repaired(own_service) -> None:
         assert await _health(http) == "synced"
         await vectors.delete([ids[0]])  # behind the own_service's back
         assert await _health(http) == "drift_detected"
+        # AutoMem's clients send dry_run in the JSON body (automem/api/admin.py sync_missing):
+        # the body was ignored and the repair ran.
+        r = await http.post("/admin/sync", json={"dry_run": True, "batch_size": 50})
+        assert r.status_code == 200 and r.json()["missing_vectors"] == 1 and r.json()["repaired"] == 0, r.text
+        r = await http.post("/admin/sync", params={"dry_run": "false"}, json={"dry_run": True})
+        assert r.status_code == 400 and r.json()["error"].startswith("dry_run: "), r.text
+        r = await http.post("/admin/sync", json={"dryRun": True})
+        assert r.status_code == 400 and r.json()["error"].startswith("dryRun: "), r.text
+        assert not await vectors.retrieve([ids[0]])
         r = await http.post("/admin/sync")
         assert r.json()["missing_vectors"] == 1 and r.json()["repaired"] == 1
         await eventually(lambda: vectors.retrieve([ids[0]]))

@@ -14,6 +14,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import grpc
+
 from automem.common.outbox import EventPublisher
 from automem.v1 import events_pb2
 from tests.conftest import eventually, start_service
@@ -512,3 +514,80 @@ async def test_an_idempotency_key_reused_on_supersede_with_other_content_is_refu
         moved = await http.post(f"/v1/memories/{other_memory}:supersede", json={"content": "Lunch is at one"},
                                 headers=key)
         assert moved.status_code in (400, 409) and "idempotency_key" in moved.json()["error"], moved.text
+
+
+async def test_options_a_writing_route_does_not_read_are_refused_and_nothing_is_done(service) -> None:
+    """An option sent where a route does not read it was dropped and the route acted without
+    it: ``?dry_run=true`` or ``{"dryRun": true}`` on ``:purge`` purged for real, on
+    ``DELETE /memory/by-tag`` deleted, and ``"dry_run": "false"`` ran a consolidation for real
+    that AutoMem (``bool("false")``) runs dry. Each is a 400 naming the option now, and the
+    memory is still there. AutoMem's read routes still ignore what they do not know."""
+    async with service.http() as http:
+        mid = await _store(http, "Options probe: the deploy window is Tuesday", tags=["optprobe"])
+        refused = [
+            ("POST", f"/v1/memories/{mid}:purge", {"dry_run": "true"}, None, "dry_run: a field of the JSON body"),
+            ("POST", f"/v1/memories/{mid}:purge", None, {"dryRun": True}, "dryRun: not a field of this body (it takes dry_run, reason)"),
+            ("POST", f"/v1/memories/{mid}:purge", None, {"dry_run": True, "force": True}, "force: not a field"),
+            ("POST", "/v1/scope:purge", None, {"confirm_scope": service.scope, "dryRun": True}, "dryRun: "),
+            ("POST", "/v1/scope:purge", {"dry_run": "true"}, {"confirm_scope": service.scope}, "dry_run: "),
+            ("DELETE", "/memory/by-tag", {"tags": "optprobe", "dryRun": "true"}, None, "dryRun: not a parameter of this route (it takes dry_run, tags)"),
+            ("DELETE", f"/memory/{mid}", {"dry_run": "true"}, None, "dry_run: not a parameter"),
+            ("PATCH", f"/memory/{mid}", {"dry_run": "true"}, {"content": "changed"}, "dry_run: not a parameter"),
+            ("POST", "/memory", {"dry_run": "true"}, {"content": "not stored"}, "dry_run: not a parameter"),
+            ("POST", "/consolidate", None, {"mode": "forget", "dry_run": "false"}, "dry_run: "),
+            ("POST", "/consolidate", None, {"mode": "forget", "dryrun": False}, "dryrun: not a field of this body (it takes dry_run, mode)"),
+            ("POST", "/v1/apiKeys", None, {"name": "bot", "role": "reader", "scopes": [service.scope]}, "name: not a field"),
+            ("POST", "/entity/someone/merge", None, {"mergeInto": "other"}, "mergeInto: not a field"),
+        ]
+        for method, path, params, body, error in refused:
+            r = await http.request(method, path, params=params, json=body)
+            assert r.status_code == 400 and r.json()["error"].startswith(error), (method, path, params, body, r.text)
+            assert "nothing was done" in r.json()["error"] or "boolean" in r.json()["error"], r.text
+        r = await http.get(f"/memory/{mid}")
+        assert r.status_code == 200 and r.json()["memory"]["content"].startswith("Options probe"), r.text
+        assert r.json()["memory"]["version"] == 1
+        assert (await http.get("/memory/by-tag", params={"tags": "optprobe"})).json()["count"] == 1
+        assert await service.ctx.graph.memories.count(service.scope) == 1
+        assert (await http.get("/v1/purges")).json()["purges"] == []
+        # The service's own listings refuse unknown parameters too; AutoMem's read routes do not.
+        r = await http.get("/v1/purges", params={"pageSize": "1"})
+        assert r.status_code == 400 and r.json()["error"].startswith("pageSize: not a parameter"), r.text
+        assert (await http.get("/recall", params={"query": "deploy window", "format": "text"})).status_code == 200
+        # AutoMem's reprocess reads a comma-separated string too (automem/api/enrichment.py).
+        r = await http.post("/enrichment/reprocess", json={"ids": f"{mid}, "})
+        assert r.status_code == 200 and r.json()["queued"] == 1, r.text
+        r = await http.post("/enrichment/reprocess", params={"ids": mid}, json={"ids": [mid]})
+        assert r.status_code == 400 and r.json()["error"].startswith("ids: a field of the JSON body"), r.text
+        r = await http.post("/consolidate", json={"mode": "", "dry_run": True})
+        assert r.status_code == 400 and r.json()["error"].startswith("mode: name a mode"), r.text
+        # The dry run asked the right way still counts and removes nothing.
+        r = await http.post(f"/v1/memories/{mid}:purge", json={"dry_run": True})
+        assert r.status_code == 200 and r.json()["purge"]["dry_run"] is True, r.text
+        assert (await http.get(f"/memory/{mid}")).status_code == 200
+
+
+async def test_a_strength_of_nan_is_400_naming_strength_not_a_500(service) -> None:
+    """``"strength": "NaN"`` (a string pydantic reads as a float) passed every range check and
+    failed in the graph's query: a 500 whose message quoted the Cypher. The gRPC check let a
+    NaN through too (``NaN < 0`` and ``NaN > 1`` are both false)."""
+    from automem.v1 import ingest_service_pb2, memory_pb2
+
+    async with service.http() as http:
+        a = await _store(http, "Strength probe: the first memory")
+        b = await _store(http, "Strength probe: the second memory")
+        for strength in ("NaN", "nan", "-Infinity"):
+            r = await http.post("/associate", json={"memory1_id": a, "memory2_id": b, "strength": strength})
+            assert r.status_code == 400 and r.json()["error"].startswith("strength: "), (strength, r.text)
+            r = await http.post("/associate", json={"associations": [
+                {"memory1_id": a, "memory2_id": b, "type": "RELATES_TO", "strength": strength}]})
+            assert r.status_code == 400 and "strength" in r.text and "CYPHER" not in r.text, (strength, r.text)
+        r = await http.get(f"/memories/{a}/related")
+        assert r.status_code == 200 and r.json()["count"] == 0, r.text
+    async with service.client() as client:
+        try:
+            await client.ingest.CreateRelation(ingest_service_pb2.CreateRelationRequest(relation=memory_pb2.Relation(
+                source_id=a, target_id=b, strength=float("nan"))))
+        except grpc.aio.AioRpcError as exc:
+            assert exc.code() == grpc.StatusCode.INVALID_ARGUMENT and "strength" in (exc.details() or ""), exc
+        else:
+            raise AssertionError("a NaN strength was stored")

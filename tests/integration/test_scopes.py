@@ -322,6 +322,10 @@ async def test_rest_every_route_needs_a_valid_key(world: World) -> None:
         assert r.status_code == 401 and "query string" in r.json()["error"]
         r = await http.post("/memory", params={"api_key": world.key_a}, json={"content": "via query"})
         assert r.status_code == 401
+    # So is AutoMem's ?admin_token= (it was ignored: the call ran without the admin token).
+    async with world.http(TOKEN) as http:
+        r = await http.post("/admin/sync", params={"admin_token": "anything", "dry_run": "true"})
+        assert r.status_code == 401 and "admin_token in the query string" in r.json()["error"], r.text
     # /health and the probes need no key and tell nothing scope-specific.
     async with world.http(None) as http:
         for path in OPEN_ROUTES:
@@ -345,13 +349,20 @@ async def test_rest_automem_token_is_one_principal_on_the_default_scope(world: W
 
 
 async def test_query_token_accepted_when_enabled(settings) -> None:
-    running = await start_service(settings.model_copy(update={"api_token": TOKEN, "allow_query_token": True}))
+    admin = "admin-" + TOKEN
+    running = await start_service(settings.model_copy(update={"api_token": TOKEN, "allow_query_token": True,
+                                                              "admin_token": admin}))
     try:
         async with running.http() as http:
             r = await http.post("/memory", params={"api_key": TOKEN}, json={"content": "query token ok"})
             assert r.status_code == 201, r.text
             assert (await http.get(f"/memory/{r.json()['memory_id']}", params={"api_key": "wrong"})).status_code == 401
             assert (await http.get("/recall")).status_code == 401
+            # AutoMem's admin routes take the admin token as ?admin_token= too (auth_helpers.py).
+            r = await http.get("/v1/apiKeys", params={"api_key": TOKEN})
+            assert r.status_code == 403, r.text
+            r = await http.get("/v1/apiKeys", params={"api_key": TOKEN, "admin_token": admin})
+            assert r.status_code == 200, r.text
     finally:
         await running.runner.stop()
 
