@@ -139,8 +139,8 @@ def superseded_json(response: ingest_service_pb2.SupersedeMemoryResponse, starte
     edge, for ``/v1/memories/{id}:supersede``)."""
     extra: dict[str, Any] = {"superseded_memory_id": response.superseded.id,
                              "superseded": memory_json(response.superseded)}
-    if with_relation:
-        extra["relation"] = relation_json(response.relation)
+    if with_relation:  # none while the replacement waits for review (the old memory stays current)
+        extra["relation"] = relation_json(response.relation) if response.HasField("relation") else None
     return stored_json(response.replacement, started, **extra)
 
 

@@ -192,6 +192,24 @@ class Memories(Repository):
         await self.store.query("UNWIND $rows AS row CREATE (m:Memory) SET m = row " + versions.record_row("row"),
                                versions.params({"rows": rows}))
 
+    async def create_proposed(self, new: Memory, item: dict[str, Any], claim: str | None = None,
+                              fingerprint: str = "") -> bool:
+        """One query: create ``new`` (a PENDING_REVIEW replacement) with its first version and
+        the ReviewItem ``item`` proposing that it supersedes another memory (the proposal a
+        reviewer decides, automem/ingest/review.py); nothing is written to the memory it would
+        replace. With ``claim`` (an ``:IdempotencyKey`` node key) the same query first claims
+        it for ``new`` as :meth:`supersede` does. False (nothing written) when the key is
+        claimed already."""
+        claiming = ("MERGE (k:IdempotencyKey {key: $claim}) "
+                    "ON CREATE SET k.memory_ids = [$row.id], k.create_time = $item.create_time, "
+                    "k.request = $fingerprint WITH k WHERE k.memory_ids = [$row.id] ") if claim else ""
+        rows = await self.store.query(
+            f"{claiming}CREATE (m:Memory {{id: $row.id}}) SET m += $row " + versions.record("m", created=True)
+            + "CREATE (i:ReviewItem) SET i = $item RETURN m.id",
+            versions.params({"row": memory_to_node(new), "item": item, "claim": claim,
+                             "fingerprint": fingerprint or None}))
+        return bool(rows)
+
     async def get(self, memory_id: str, scope: str | None) -> Memory | None:
         """The memory with ``memory_id`` in ``scope`` (any scope when None), or None."""
         found = await self.hydrate([memory_id], scope)

@@ -27,6 +27,14 @@ class Review(Repository):
             {"mid": memory_id, "tid": target_id, "rid": item_id, "reason": reason, "now": create_time,
              "scope": scope})
 
+    async def pending_proposals_of(self, memory_id: str, scope: str) -> list[dict[str, Any]]:
+        """Properties of the pending supersede proposals whose replacement is ``memory_id``."""
+        rows = await self.store.ro_query(
+            "MATCH (i:ReviewItem {kind: 'supersede_proposal', memory_id: $mid}) "
+            "WHERE i.scope = $scope AND i.status = 'pending' RETURN properties(i)",
+            {"mid": memory_id, "scope": scope})
+        return [r[0] for r in rows]
+
     async def items(self, scope: str, status: str, kind: str) -> list[dict[str, Any]]:
         """Properties of the ReviewItem nodes of ``scope`` with ``status`` (``all``: any)
         and ``kind`` (``""``: any)."""

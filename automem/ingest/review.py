@@ -173,8 +173,9 @@ class ReviewServicer(EntityMerges, PurgeRpcs, review_service_pb2_grpc.ReviewServ
         ``memory_id`` and ``target_id``, else ``item_id`` itself (a pending memory's item).
         These never change, so they can be read before the locks are taken."""
         node = await self.graph.review.get(item_id, scope)
-        if node is None:
-            return [item_id]
+        if node is None:  # a pending memory: with the memories its pending supersedes would replace
+            return [item_id, *(p.get("target_id") for p in await self.graph.review.pending_proposals_of(item_id, scope)
+                               if p.get("target_id"))]
         return [i for i in (node.get("memory_id"), node.get("target_id")) if i]
 
     async def _find_item(self, item_id: str, scope: str) -> tuple[dict[str, Any] | None, Memory | None]:
@@ -210,9 +211,18 @@ class ReviewServicer(EntityMerges, PurgeRpcs, review_service_pb2_grpc.ReviewServ
             pending = await self.graph.memories.get(node.get("memory_id") or "", scope)
             if pending is None:
                 raise NotFound(f"memory {node.get('memory_id')} not found", field="id")
+        item_id = request.id
+        if pending is None and node is not None and node.get("kind") == "supersede_proposal":
+            proposed = await self.graph.memories.get(node.get("memory_id") or "", scope)
+            if proposed is not None and proposed.state == memory_pb2.MEMORY_STATE_PENDING_REVIEW:
+                # A replacement waiting for review (automem/ingest/servicer.py _propose_supersede):
+                # approving its proposal approves it, as approving it applies the proposal.
+                pending, item_id = proposed, proposed.id
         stamp = now()
         if pending is not None:
             check_transition(pending.state, memory_pb2.MEMORY_STATE_ACTIVE)
+            proposals = await self.graph.review.pending_proposals_of(pending.id, scope)
+            await self._check_proposals_apply(pending, proposals, scope)
             approved = Memory()
             approved.CopyFrom(pending)
             approved.state = memory_pb2.MEMORY_STATE_ACTIVE
@@ -220,12 +230,29 @@ class ReviewServicer(EntityMerges, PurgeRpcs, review_service_pb2_grpc.ReviewServ
             approved.version = pending.version + 1
             approved.update_time.CopyFrom(ts(stamp))
             behind = mark_payload_behind(pending, approved)
-            item = await self._decide_memory(pending, approved, request.id, "approved", principal.name,
+            item = await self._decide_memory(pending, approved, item_id, "approved", principal.name,
                                              request.reason, stamp, payload_behind=behind)
             await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_REVIEW_APPROVED, before=pending,
                                                     after=approved, reason=request.reason))
-            return review_service_pb2.ApproveReviewItemResponse(item=item, memory=approved)
+            answer = review_service_pb2.ApproveReviewItemResponse(item=item, memory=approved)
+            for proposal in proposals:  # the supersede it waited with
+                applied = await self._approve_proposal(proposal, scope, principal, request.reason, now())
+                answer.superseded.CopyFrom(applied.superseded)
+            return answer
         return await self._approve_proposal(node, scope, principal, request.reason, stamp)
+
+    async def _check_proposals_apply(self, pending: Memory, proposals: list[dict[str, Any]], scope: str) -> None:
+        """FAILED_PRECONDITION naming ``id``, before anything is written, when a memory that
+        ``pending`` is to supersede on approval can no longer be superseded (it was superseded,
+        deleted or archived meanwhile): approving would leave two current facts or none."""
+        for proposal in proposals:
+            target = await self.graph.memories.get(proposal.get("target_id") or "", scope)
+            if target is None or target.state != memory_pb2.MEMORY_STATE_ACTIVE:
+                now_state = "gone" if target is None else state_name(target.state)
+                raise FailedPrecondition(
+                    f"id: memory {pending.id} was stored to supersede {proposal.get('target_id')}, which is now "
+                    f"{now_state}; reject it (or reject its proposal {proposal.get('id')} and approve it as a new "
+                    "memory)", field="id")
 
     async def _decide_memory(self, before: Memory, after: Memory, item_id: str, status: str, actor: str,
                              reason: str, stamp: Any, tombstone: dict[str, Any] | None = None,
@@ -310,6 +337,11 @@ class ReviewServicer(EntityMerges, PurgeRpcs, review_service_pb2_grpc.ReviewServ
                     "create_time": epoch(rejected, "update_time"), "created_by": principal.name}
             item = await self._decide_memory(pending, rejected, request.id, "rejected", principal.name,
                                              request.reason, stamp, tombstone=tomb)
+            for proposal in await self.graph.review.pending_proposals_of(pending.id, scope):
+                # The supersede it waited with goes with it: the memory it named stays current.
+                await self.graph.review.close_pending(proposal["id"], scope, {
+                    "status": "rejected", "decided_by": principal.name, "decision_time": stamp.timestamp(),
+                    "decision_reason": f"memory {pending.id} rejected: {request.reason}"})
             await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_REVIEW_REJECTED, before=pending,
                                                     after=rejected, reason=request.reason))
             return review_service_pb2.RejectReviewItemResponse(item=item, memory=rejected, tombstone=_tombstone(tomb))

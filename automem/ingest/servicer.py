@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import uuid
 from datetime import timedelta
 from typing import Any
 
@@ -81,6 +82,19 @@ MAX_UPDATE_RETRIES = 50
 #: States of the memories a delete by tag removes: those the by-tag listing shows with
 #: ``state_mode=history`` (automem/recall/servicer.py ``_states``).
 BY_TAG_DELETABLE_STATES = ("ACTIVE", "SUPERSEDED", "ARCHIVED", "PENDING_REVIEW")
+
+
+def _check_reviewed_write(principal: Any, memory: Memory, what: str) -> None:
+    """PERMISSION_DENIED when ``principal``'s key requires review (automem/common/lifecycle.py
+    ``review_required``) and ``memory`` is past review: such a key's writes wait for a
+    reviewer, so it may not change what is current truth by an edit, a delete or a
+    superseding edge (its own pending memories it may). Its supersede waits for review
+    (:meth:`IngestServicer._propose_supersede`)."""
+    if review_required(principal) and memory.state != memory_pb2.MEMORY_STATE_PENDING_REVIEW:
+        raise PermissionDenied(
+            f"id: this key's writes wait for review, so it cannot {what} memory {memory.id} "
+            f"({state_name(memory.state)}); store a replacement with supersedes_memory_id instead "
+            "(it waits for review, and the memory stays current until a reviewer approves)", field="id")
 
 
 class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
@@ -350,20 +364,23 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         the read-modify-write is retried until it lands on an unchanged version, so concurrent
         merges never lose a key. Publishes MEMORY_UPDATED with before/after.
         """
-        require_role("writer")
+        principal = require_role("writer")
         scope = resolve_scope(request.scope)
         paths = list(request.update_mask.paths)
         if not paths and not request.add_tags:
             raise InvalidArgument("update_mask: name at least one field to update", field="update_mask")
         async with self.locks.hold(request.id):
-            return await self._update(request, scope, paths)
+            return await self._update(request, scope, paths, principal)
 
-    async def _update(self, request, scope: str, paths: list[str]) -> ingest_service_pb2.UpdateMemoryResponse:
+    async def _update(self, request, scope: str, paths: list[str],
+                      principal: Any = None) -> ingest_service_pb2.UpdateMemoryResponse:
         """:meth:`UpdateMemory` under the memory's lock."""
         for _attempt in range(MAX_UPDATE_RETRIES):
             current = await self._load(request.id, scope)
             if current.state in GONE_STATES:
                 raise FailedPrecondition(f"id: memory {request.id} is {state_name(current.state)}", field="id")
+            if principal is not None:
+                _check_reviewed_write(principal, current, "edit")
             if request.etag and current.version != request.etag:
                 raise Aborted(f"etag: memory {request.id} is at version {current.version}, not {request.etag}",
                               field="etag")
@@ -402,10 +419,11 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         scope = resolve_scope(request.scope)
         check_reason(request.reason)
         async with self.locks.hold(request.id):
-            return await self._delete(request, scope, principal.name)
+            return await self._delete(request, scope, principal)
 
-    async def _delete(self, request, scope: str, actor: str) -> ingest_service_pb2.DeleteMemoryResponse:
+    async def _delete(self, request, scope: str, principal: Any) -> ingest_service_pb2.DeleteMemoryResponse:
         """:meth:`DeleteMemory` under the memory's lock."""
+        actor = principal.name
         if request.purge:  # a purge left pending resumes, though the memory reads as gone
             found = await self.graph.memories.get(request.id, scope)
             if found is not None and request.etag and found.version != request.etag:
@@ -419,6 +437,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
                           field="etag")
         if current.state == memory_pb2.MEMORY_STATE_DELETED:
             raise NotFound(f"memory {request.id} not found", field="id")
+        _check_reviewed_write(principal, current, "delete")
         updated = await self._set_state(current, memory_pb2.MEMORY_STATE_DELETED, request.reason)
         await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_MEMORY_DELETED, before=current, after=updated,
                                                 reason=request.reason))
@@ -452,7 +471,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         supersession is MERGEd (accepted, nothing changes). The edge is written only while
         the source is at the version read (a concurrent change: ABORTED, or the precondition
         it now fails), under the source's lock (module docstring)."""
-        require_role("writer")
+        principal = require_role("writer")
         scope = resolve_scope(request.scope)
         rel = Relation()
         rel.CopyFrom(request.relation)
@@ -472,9 +491,10 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         # source's version, and any edge's event names both memories and carries the reason,
         # which a purge of either must find published when it scrubs the stream.
         async with self.locks.hold_all([rel.source_id, rel.target_id]):
-            return await self._create_relation(rel, scope)
+            return await self._create_relation(rel, scope, principal)
 
-    async def _create_relation(self, rel: Relation, scope: str) -> ingest_service_pb2.CreateRelationResponse:
+    async def _create_relation(self, rel: Relation, scope: str,
+                               principal: Any = None) -> ingest_service_pb2.CreateRelationResponse:
         """:meth:`CreateRelation` once ``rel`` is validated, under both memories' locks."""
         stamp = now()
         rel.create_time.CopyFrom(ts(stamp))
@@ -491,6 +511,13 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
                 f"memory2_id: {target.id} is {memory_pb2.MemoryState.Name(target.state).removeprefix('MEMORY_STATE_')}"
                 "; a memory can only be superseded by an ACTIVE one", field="memory2_id")
         superseding = relation_type_name(rel.type) in SUPERSEDING_RELATIONS
+        if superseding and source.state == memory_pb2.MEMORY_STATE_PENDING_REVIEW:
+            # Its review decides whether it becomes current; approving it made a memory ACTIVE
+            # whose successor was named already (current and superseded at once).
+            raise FailedPrecondition(f"memory1_id: {source.id} is PENDING_REVIEW; only a reviewed memory can be "
+                                     "superseded (approve or reject it first)", field="memory1_id")
+        if superseding and principal is not None:
+            _check_reviewed_write(principal, source, "supersede")
         if not superseding:
             if not await self.graph.relations.create(rel):
                 raise NotFound("memory not found", field="memory1_id")
@@ -564,6 +591,9 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         """Replace memory ``id`` by a new memory in ONE atomic graph query: create the
         replacement, close the old valid window at the replacement's start, set the old state
         SUPERSEDED with ``superseded_by``, and write the INVALIDATED_BY/EVOLVED_INTO edge.
+        A replacement that waits for review (the key requires review, or it sets
+        ``require_review``) is stored PENDING_REVIEW with a supersede proposal instead, and the
+        old memory stays ACTIVE until a reviewer approves (:meth:`_propose_supersede`).
         NOT_FOUND when the old memory is absent; FAILED_PRECONDITION unless it is ACTIVE."""
         principal = require_role("writer")
         scope = resolve_scope(request.scope)
@@ -610,10 +640,15 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         if relation_type_name(rel_type) not in SUPERSEDING_RELATIONS:
             raise InvalidArgument("supersede_relation: must be INVALIDATED_BY or EVOLVED_INTO",
                                   field="supersede_relation")
+        review = review_required(principal) or request.replacement.require_review
+        if review:
+            request.replacement.require_review = True
         stamp = now()
         new = build_memory(request.replacement, scope=scope, settings=self.settings, created=stamp,
                            source=principal.name, field_prefix="")
         await self._check_tombstone(new)
+        if review:
+            return await self._propose_supersede(old, new, rel_type, request, fingerprint, principal.name)
         closed = close_for_supersede(old, new.id, epoch(new, "valid_from") or epoch(new, "create_time"), stamp,
                                      request.reason)
         rel = Relation(source_id=old.id, target_id=new.id, type=rel_type, strength=0.9, scope=scope,
@@ -625,6 +660,25 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_MEMORY_SUPERSEDED, before=old, after=closed,
                                                 relation=rel, reason=request.reason))
         return ingest_service_pb2.SupersedeMemoryResponse(replacement=new, superseded=closed, relation=rel)
+
+    async def _propose_supersede(self, old: Memory, new: Memory, rel_type: int, request, fingerprint: str,
+                                 actor: str) -> ingest_service_pb2.SupersedeMemoryResponse:
+        """A supersede whose replacement waits for review (the caller's key requires review, or
+        the replacement asks for it): ``new`` is stored PENDING_REVIEW with a supersede
+        proposal (automem/ingest/review.py) in one query, and ``old`` stays ACTIVE, the current
+        fact, until a reviewer approves (then it is superseded as :meth:`_supersede_locked`
+        does) — rejecting leaves it untouched. The answer has no ``relation``: none exists yet."""
+        item = {"id": str(uuid.uuid4()), "kind": "supersede_proposal", "memory_id": new.id, "target_id": old.id,
+                "reason": request.reason, "relation_type": relation_type_name(rel_type),
+                "create_time": epoch(new, "create_time"), "status": "pending", "scope": old.scope,
+                "proposed_by": actor}
+        claim = node_key(old.scope, request.idempotency_key) if request.idempotency_key else None
+        if not await self.graph.memories.create_proposed(new, item, claim, fingerprint):
+            raise Aborted(f"idempotency_key: {request.idempotency_key!r} was claimed by a concurrent request; retry",
+                          field="idempotency_key")
+        await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_MEMORY_CREATED, before=None, after=new,
+                                                content_changed=True, embedding=request.replacement.embedding))
+        return ingest_service_pb2.SupersedeMemoryResponse(replacement=new, superseded=old)
 
     async def _supersede_replay(self, scope: str, request,
                                 fingerprint: str) -> ingest_service_pb2.SupersedeMemoryResponse | None:
@@ -644,6 +698,14 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
             self._check_same_request(key, existing, fingerprint, True, f"memory {', '.join(existing.memory_ids)}")
         replacement = await self.graph.memories.get(existing.memory_ids[0], scope) if existing.memory_ids else None
         old = await self.graph.memories.get(request.id, scope)
+        if (replacement is not None and old is not None and old.superseded_by != replacement.id
+                and any(p.get("target_id") == old.id
+                        for p in await self.graph.review.pending_proposals_of(replacement.id, scope))):
+            # Its replacement waits for review (:meth:`_propose_supersede`): the same answer.
+            if not existing.fingerprint and replacement.content_hash != content_hash(request.replacement.content):
+                raise InvalidArgument(f"idempotency_key: {key!r} was used for a different replacement "
+                                      f"({replacement.id}); use a new key for new content", field="idempotency_key")
+            return ingest_service_pb2.SupersedeMemoryResponse(replacement=replacement, superseded=old)
         if replacement is None or old is None or old.superseded_by != replacement.id:
             raise Aborted(f"idempotency_key: {key!r} was used for another request", field="idempotency_key")
         if not existing.fingerprint and replacement.content_hash != content_hash(request.replacement.content):
@@ -691,12 +753,15 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         state), in listing order; a real delete lists those it deleted (a memory changed
         concurrently is skipped, and not listed). REJECTED memories, already retracted and
         in no listing, stay as they are."""
-        require_role("writer")
+        principal = require_role("writer")
         scope = resolve_scope(request.scope)
         tags = sorted({text_key(t.strip()) for t in request.tags if t.strip()})
         if not tags:
             raise InvalidArgument("tags: at least one tag is required", field="tags")
         memories = await self.graph.memories.with_any_tag(scope, tags, BY_TAG_DELETABLE_STATES)
+        if not request.dry_run:
+            for memory in memories:  # nothing is deleted when one of them is past review
+                _check_reviewed_write(principal, memory, "delete")
         if request.dry_run:
             return ingest_service_pb2.DeleteMemoriesByTagResponse(memory_ids=[m.id for m in memories],
                                                                   deleted_count=0, memories=memories)

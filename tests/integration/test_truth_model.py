@@ -579,3 +579,87 @@ async def test_cli_backup_and_restore_round_trip(service, tmp_path, monkeypatch)
     assert any(f'"id": "{a}"' in line for line in lines)
     restored = [r for r in backup.read_lines(lines) if r["kind"] == "event"]
     assert base64.b64decode(restored[0]["data"])
+
+
+async def test_a_supersede_waiting_for_review_leaves_the_old_fact_current_until_approved(own_service) -> None:
+    """A replacement that waits for review (the caller's key requires review, or it asks
+    for review) superseded the old memory at once: recall lost the fact while the
+    replacement was pending, and rejecting the replacement left the old memory SUPERSEDED
+    by a REJECTED one, current nowhere and beyond repair. A key that requires review also
+    superseded, edited and deleted reviewed memories directly. Now the old memory stays the
+    current fact until a reviewer approves; approving supersedes it, rejecting leaves it."""
+    from automem.common.keys import KeyStore
+
+    keys = KeyStore(own_service.ctx.graph)
+    admin, _ = await keys.create("admin", ["*"], "default")
+    untrusted, _ = await keys.create("writer", ["*"], "default", require_review=True)
+
+    async def current(http, query: str) -> list[str]:
+        r = await http.get("/recall", params={"query": query, "limit": 5})
+        assert r.status_code == 200, r.text
+        return [hit["memory"]["content"] for hit in r.json()["results"]]
+
+    async with own_service.http(authorization=f"Bearer {admin}") as trusted, \
+            own_service.http(authorization=f"Bearer {untrusted}") as other:
+        fact = await _store(trusted, "Backups are kept for 30 days", tags=["backups"])
+        # 1. The untrusted key's supersede waits for review; the fact stays current.
+        for how in ("memory", "v1"):
+            if how == "memory":
+                r = await other.post("/memory", json={"content": "Backups are kept for 1 day", "tags": ["backups"],
+                                                      "supersedes_memory_id": fact})
+            else:
+                r = await other.post(f"/v1/memories/{fact}:supersede", json={"content": "Backups are kept for 2 days"})
+            assert r.status_code == 201 and r.json()["state"] == "PENDING_REVIEW", r.text
+            assert r.json()["superseded"]["state"] == "ACTIVE", r.text
+        assert (await _node(own_service, fact))["state"] == "ACTIVE"
+        assert (await current(trusted, "how long are backups kept"))[:1] == ["Backups are kept for 30 days"]
+        # ... and it may not edit, delete or supersede the reviewed fact by other routes.
+        r = await other.patch(f"/memory/{fact}", json={"content": "Backups are kept for 3 days"})
+        assert r.status_code == 403 and "review" in r.json()["error"], r.text
+        assert (await other.delete(f"/memory/{fact}")).status_code == 403
+        assert (await other.request("DELETE", "/memory/by-tag", params={"tags": "backups"})).status_code == 403
+        lure = await _store(other, "Backups are kept for 4 days")
+        r = await other.post("/associate", json={"memory1_id": fact, "memory2_id": lure, "type": "INVALIDATED_BY"})
+        assert r.status_code in (403, 409), r.text
+        assert (await _node(own_service, fact))["state"] == "ACTIVE"
+        assert (await _node(own_service, fact))["version"] == 1
+
+        # 2. Rejecting every waiting replacement leaves the fact as it was.
+        items = (await trusted.get("/v1/review-items")).json()["items"]
+        assert {i["kind"] for i in items} == {"memory", "supersede_proposal"}, items
+        for item in items:
+            if item["kind"] == "memory":
+                r = await trusted.post(f"/v1/review-items/{item['id']}:reject", json={"reason": "wrong"})
+                assert r.status_code == 200, r.text
+        assert (await trusted.get("/v1/review-items")).json()["items"] == []
+        node = await _node(own_service, fact)
+        assert node["state"] == "ACTIVE" and not node.get("superseded_by"), node
+        assert (await current(trusted, "how long are backups kept"))[:1] == ["Backups are kept for 30 days"]
+
+        # 3. Approving a waiting replacement supersedes the fact, in either item's name.
+        for approve_via in ("memory", "supersede_proposal"):
+            r = await other.post(f"/v1/memories/{fact}:supersede", json={"content": f"Backups are kept for 14 days ({approve_via})"})
+            assert r.status_code == 201, r.text
+            new = r.json()["memory_id"]
+            item = next(i for i in (await trusted.get("/v1/review-items")).json()["items"] if i["kind"] == approve_via)
+            r = await trusted.post(f"/v1/review-items/{item['id']}:approve")
+            assert r.status_code == 200 and r.json()["memory"]["state"] == "ACTIVE", r.text
+            assert r.json()["superseded"]["id"] == fact, r.text
+            node = await _node(own_service, fact)
+            assert node["state"] == "SUPERSEDED" and node["superseded_by"] == new, node
+            assert (await trusted.get("/v1/review-items")).json()["items"] == []
+            assert (await current(trusted, "how long are backups kept"))[:1] == [f"Backups are kept for 14 days ({approve_via})"]
+            fact = new
+
+        # 4. A pending memory cannot be named superseded (approving it made it current and
+        # superseded at once); its approval is refused while the memory it replaces moved on.
+        waiting = await _store(trusted, "The cafeteria serves pizza on Friday", require_review=True)
+        later = await _store(trusted, "The cafeteria serves pasta on Friday")
+        r = await trusted.post("/associate", json={"memory1_id": waiting, "memory2_id": later, "type": "INVALIDATED_BY"})
+        assert r.status_code == 409 and r.json()["error"].startswith("memory1_id: "), r.text
+        r = await other.post(f"/v1/memories/{later}:supersede", json={"content": "The cafeteria serves soup on Friday"})
+        proposed = r.json()["memory_id"]
+        await _store(trusted, "The cafeteria serves salad on Friday", supersedes_memory_id=later)
+        r = await trusted.post(f"/v1/review-items/{proposed}:approve")
+        assert r.status_code == 409 and "reject it" in r.json()["error"], r.text
+        assert (await _node(own_service, proposed))["state"] == "PENDING_REVIEW"
