@@ -114,9 +114,15 @@ class ConsolidateServicer(consolidate_service_pb2_grpc.ConsolidateServiceService
         run.start_time.CopyFrom(ts(time.time()))
         steps = {"full": ["decay", "creative", "cluster"] + (["forget"] if self.settings.forget_enabled else []),
                  "sync": []}.get(mode, [mode])
+        decayed: dict[str, float] = {}  # a dry run's decay, for its forget (Tasks.forget)
         try:
             for step in steps:
-                run.counts.update(await getattr(self.tasks, step)(scope, dry_run))
+                if step == "decay" and dry_run:
+                    run.counts.update(await self.tasks.decay(scope, dry_run, decayed))
+                elif step == "forget" and dry_run and "decay" in steps:
+                    run.counts.update(await self.tasks.forget(scope, dry_run, decayed))
+                else:
+                    run.counts.update(await getattr(self.tasks, step)(scope, dry_run))
             if mode == "sync":
                 result = await self.check_sync(repair=not dry_run)
                 run.counts.update({"missing_vectors": result.missing_vectors, "repaired": result.repaired,

@@ -75,13 +75,18 @@ class Tasks:
 
     # --- decay ---------------------------------------------------------------------------
 
-    async def decay(self, scope: str | None, dry_run: bool) -> dict[str, int]:
+    async def decay(self, scope: str | None, dry_run: bool, computed: dict[str, float] | None = None) -> dict[str, int]:
+        """Relevance of every ACTIVE and ARCHIVED memory (:func:`relevance`), written unless
+        ``dry_run``; ``computed`` (when given) receives it by memory id, for a dry run's later
+        steps to read instead of the stored values (:meth:`forget`)."""
         rows = await self.graph.memories.decay_inputs(scope)
         now = time.time()
         updates = []
         for mid, importance, event_time, last_access in rows:
             ref = max(float(event_time or 0.0), float(last_access or 0.0))
             updates.append((mid, relevance(float(importance or 0.0), (now - ref) / 86400.0)))
+        if computed is not None:
+            computed.update(updates)
         if not dry_run and updates:
             await self.graph.memories.set_relevance(updates)
         return {"decayed": len(updates)}
@@ -183,11 +188,21 @@ class Tasks:
 
     # --- forget ----------------------------------------------------------------------------
 
-    async def forget(self, scope: str | None, dry_run: bool) -> dict[str, int]:
+    async def forget(self, scope: str | None, dry_run: bool, decayed: dict[str, float] | None = None) -> dict[str, int]:
+        """Archive, then later delete, memories whose relevance fell under the thresholds
+        (module docstring). A dry run of a full run passes ``decayed`` (its decay step's
+        relevance, not written): the counts are those the real run would reach, where reading
+        the stored relevance counted nothing the decay had just lowered."""
         protected = [t.strip() for t in self.settings.forget_protected_types.split(",") if t.strip()]
+        delete_below, archive_below = self.settings.forget_delete_threshold, self.settings.forget_archive_threshold
         to_delete, to_archive = await self.graph.memories.forget_candidates(
             scope, protected, self.settings.forget_protected_importance, FORGOTTEN,
-            self.settings.forget_delete_threshold, self.settings.forget_archive_threshold)
+            None if decayed is not None else delete_below, None if decayed is not None else archive_below)
+        if decayed is not None:
+            def score(m: Memory) -> float:
+                return decayed.get(m.id, m.relevance_score)
+            to_delete = [m for m in to_delete if score(m) < delete_below]
+            to_archive = [m for m in to_archive if score(m) < archive_below]
         if dry_run:
             return {"archived": len(to_archive), "deleted": len(to_delete)}
         done = {"archived": 0, "deleted": 0}

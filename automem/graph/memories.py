@@ -713,20 +713,22 @@ class Memories(Repository):
         return bool(rows)
 
     async def forget_candidates(self, scope: str | None, protected_types: Sequence[str], protected_importance: float,
-                                reason_prefix: str, delete_below: float, archive_below: float,
+                                reason_prefix: str, delete_below: float | None, archive_below: float | None,
                                 ) -> tuple[list[Memory], list[Memory]]:
         """``(to delete, to archive)`` for forget, over memories of ``scope`` (every scope
         when None) not of ``protected_types`` and under ``protected_importance``: ARCHIVED
         ones whose ``state_reason`` starts with ``reason_prefix`` and relevance is under
-        ``delete_below``; ACTIVE ones with relevance under ``archive_below``."""
+        ``delete_below``; ACTIVE ones with relevance under ``archive_below`` (a bound of None:
+        every such memory, whatever its stored relevance)."""
         params = {"scope": scope, "types": list(protected_types), "imp": protected_importance}
         base = ("MATCH (m:Memory) WHERE ($scope IS NULL OR m.scope = $scope) AND NOT m.type IN $types "
                 "AND m.importance < $imp ")
         to_delete = await self.store.ro_query(
-            base + "AND m.state = 'ARCHIVED' AND m.state_reason STARTS WITH $why AND m.relevance_score < $t "
-            "RETURN properties(m)", {**params, "why": reason_prefix, "t": delete_below})
+            base + "AND m.state = 'ARCHIVED' AND m.state_reason STARTS WITH $why "
+            "AND ($t IS NULL OR m.relevance_score < $t) RETURN properties(m)",
+            {**params, "why": reason_prefix, "t": delete_below})
         to_archive = await self.store.ro_query(
-            base + "AND m.state = 'ACTIVE' AND m.relevance_score < $t RETURN properties(m)",
+            base + "AND m.state = 'ACTIVE' AND ($t IS NULL OR m.relevance_score < $t) RETURN properties(m)",
             {**params, "t": archive_below})
         return [node_to_memory(r[0]) for r in to_delete], [node_to_memory(r[0]) for r in to_archive]
 

@@ -206,3 +206,27 @@ async def test_scheduler_repairs_drift_periodically(settings) -> None:
                        for h in history)
     finally:
         await running.runner.stop()
+
+
+async def test_a_full_dry_run_counts_what_the_full_run_then_forgets(tuned) -> None:
+    """A full run decays, then forgets by the decayed relevance. Its dry run wrote no
+    relevance, so its forget step read the stored (undecayed) values and reported nothing to
+    forget — and the real run then archived memories. The dry run now forgets by the
+    relevance its own decay computed."""
+    graph = tuned.ctx.graph
+    async with tuned.http() as http:
+        old = [await _store(http, f"A stale note number {i} about a long gone parking spot.", importance=0.05,
+                            timestamp="2019-03-01T00:00:00Z") for i in range(3)]
+        await _store(http, "The on-call rotation changes every Monday.", importance=0.9)
+        dry = await _consolidate(http, "full", True)
+        rows = await graph.ro_query("MATCH (m:Memory) WHERE m.id IN $ids RETURN m.state, m.relevance_score",
+                                    {"ids": old})
+        assert rows and all(state == "ACTIVE" and score == 1.0 for state, score in rows), rows  # nothing written
+        real = await _consolidate(http, "full", False)
+        assert real["results"]["archived"] == len(old), real
+        assert dry["results"]["archived"] == real["results"]["archived"], (dry, real)
+        assert dry["results"]["deleted"] == real["results"]["deleted"] == 0
+        # The next pair may delete what that run archived: the dry run counts the same.
+        dry = await _consolidate(http, "full", True)
+        real = await _consolidate(http, "full", False)
+        assert dry["results"]["deleted"] == real["results"]["deleted"], (dry, real)
