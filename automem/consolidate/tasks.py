@@ -112,7 +112,9 @@ class Tasks:
         for mid, mscope in sample:
             if mid not in vecs:
                 continue
-            hits = await self.vectors.search(vecs[mid].tolist(), 6, VectorFilter(scope=mscope, states=["ACTIVE"]))
+            # Current memories only, as the sample (automem/graph/memories.py ``embedded``).
+            hits = await self.vectors.search(vecs[mid].tolist(), 6, VectorFilter(
+                scope=mscope, states=["ACTIVE"], valid_at=time.time()))
             for other, score in hits:
                 if other != mid and self.settings.creative_threshold <= score < 0.999:
                     key = tuple(sorted((mid, other)))

@@ -295,6 +295,10 @@ async def associate(body: AssociateRequest, call: CallerDep) -> JSONResponse:
     """Create one association or a batch (``associations``, at most 500: 201 all
     succeeded, 207 partial)."""
     if body.associations is not None:
+        single = sorted(body.model_fields_set & {"memory1_id", "memory2_id", "type", "strength", "reason"})
+        if single:  # AutoMem's route reads the batch and drops these; refused, not dropped
+            raise GatewayError(400, f"{single[0]}: send one association's fields or associations, not both; "
+                                    "nothing was done")
         outcome = await usecases.associate_many(call, [usecases.Association(
             a.memory1_id, a.memory2_id, a.type, a.strength, a.reason) for a in body.associations])
         status, answer = presenters.associated_json(outcome)

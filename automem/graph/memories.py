@@ -9,6 +9,7 @@ read in the same scope just before.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -687,16 +688,18 @@ class Memories(Repository):
         return [(r[0], r[1], r[2], r[3]) for r in rows]
 
     async def embedded(self, scope: str | None, limit: int, *, sample: bool = False) -> list[tuple[str, str]]:
-        """``(id, scope)`` of up to ``limit`` embedded ACTIVE memories (no MetaPatterns;
-        ``embedding_status`` in :data:`VECTOR_CURRENT`) of
-        ``scope`` (every scope when None): a random sample when ``sample``, else the most
-        important first, then newest."""
+        """``(id, scope)`` of up to ``limit`` embedded current memories — ACTIVE and valid now
+        (an ACTIVE memory whose valid window closed is an expired fact, not one to summarise or
+        link; one valid from a later time is not true yet); no MetaPatterns;
+        ``embedding_status`` in :data:`VECTOR_CURRENT` — of ``scope`` (every scope when None):
+        a random sample when ``sample``, else the most important first, then newest."""
         order = "rand()" if sample else "m.importance DESC, m.event_time DESC"
         rows = await self.store.ro_query(
             "MATCH (m:Memory) WHERE ($scope IS NULL OR m.scope = $scope) AND m.state = 'ACTIVE' "
             "AND m.type <> 'MetaPattern' AND m.embedding_status IN $current "
+            "AND m.valid_from <= $now AND m.valid_to > $now "
             f"RETURN m.id, m.scope ORDER BY {order} LIMIT $limit",
-            {"scope": scope, "limit": limit, "current": list(VECTOR_CURRENT)})
+            {"scope": scope, "limit": limit, "current": list(VECTOR_CURRENT), "now": time.time()})
         return [(r[0], r[1]) for r in rows]
 
     async def active_scopes(self) -> list[str]:

@@ -230,3 +230,30 @@ async def test_a_full_dry_run_counts_what_the_full_run_then_forgets(tuned) -> No
         dry = await _consolidate(http, "full", True)
         real = await _consolidate(http, "full", False)
         assert dry["results"]["deleted"] == real["results"]["deleted"], (dry, real)
+
+
+async def test_clusters_and_creative_links_leave_out_facts_that_are_not_valid_now(tuned) -> None:
+    """An ACTIVE memory whose valid window closed (an expired fact) or opens later was
+    summarised into a MetaPattern with current ones (a pattern built partly of facts no
+    longer true), and creative links were drawn to it. Both read current memories only."""
+    graph = tuned.ctx.graph
+    async with tuned.http() as http:
+        current = [await _store(http, t) for t in (
+            "The espresso machine on floor two makes great coffee.",
+            "Coffee from the floor two espresso machine is the best in the office.",
+            "Everyone queues for the espresso machine coffee on floor two each morning.")]
+        expired = await _store(http, "The floor two espresso machine coffee is the best in the building.",
+                               t_valid="2023-01-01T00:00:00Z", t_invalid="2024-01-01T00:00:00Z")
+        future = await _store(http, "The floor two espresso machine will make the office's coffee each morning.",
+                              t_valid="2099-01-01T00:00:00Z")
+        for mid in [*current, expired, future]:
+            await eventually(lambda mid=mid: _enriched(http, mid))
+        body = await _consolidate(http, "cluster", False)
+        assert body["results"]["meta_patterns"] == 1, body
+        [(meta,)] = await graph.ro_query("MATCH (m:Memory {type: 'MetaPattern'}) RETURN m.id")
+        members = await graph.ro_query("MATCH (m:Memory)-[:PART_OF]->(p:Memory {id: $id}) RETURN m.id", {"id": meta})
+        assert sorted(r[0] for r in members) == sorted(current)
+        await _consolidate(http, "creative", False)
+        linked = await graph.ro_query("MATCH (a:Memory)-[:DISCOVERED]-(b:Memory) WHERE a.id IN $ids RETURN b.id",
+                                      {"ids": [expired, future]})
+        assert linked == [], linked

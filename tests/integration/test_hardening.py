@@ -581,6 +581,10 @@ async def test_a_strength_of_nan_is_400_naming_strength_not_a_500(service) -> No
             r = await http.post("/associate", json={"associations": [
                 {"memory1_id": a, "memory2_id": b, "type": "RELATES_TO", "strength": strength}]})
             assert r.status_code == 400 and "strength" in r.text and "CYPHER" not in r.text, (strength, r.text)
+        # One association's fields beside a batch were dropped (AutoMem reads the batch only).
+        r = await http.post("/associate", json={"memory1_id": a, "memory2_id": b, "type": "CONTRADICTS",
+                                                "associations": [{"memory1_id": b, "memory2_id": a}]})
+        assert r.status_code == 400 and r.json()["error"].startswith("memory1_id: send one"), r.text
         r = await http.get(f"/memories/{a}/related")
         assert r.status_code == 200 and r.json()["count"] == 0, r.text
     async with service.client() as client:
