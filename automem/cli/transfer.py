@@ -431,7 +431,7 @@ async def _stored_edges(client: Any, args: argparse.Namespace,
 
 
 async def _export(settings: Settings, args: argparse.Namespace) -> int:
-    counts = {"memories": 0, "relations": 0, "relations_left_out": 0}
+    counts = {"memories": 0, "relations": 0, "relations_left_out": 0, "pending_left_out": 0}
     async with online_client(settings, args) as client:
         who = await client.recall.WhoAmI(recall_service_pb2.WhoAmIRequest(scope=args.scope),
                                          metadata=client.metadata(), timeout=args.timeout)
@@ -456,6 +456,11 @@ async def _export(settings: Settings, args: argparse.Namespace) -> int:
                     if props.get("scope") != scope or props.get("state", "ACTIVE") not in _LIVE_STATES:
                         continue
                     memory = node_to_memory(props)
+                    if args.format != "native" and memory.state == memory_pb2.MEMORY_STATE_PENDING_REVIEW:
+                        # AutoMem's and mem0's formats have no review state: written, it would be
+                        # read back (anywhere) as a current fact no reviewer approved.
+                        counts["pending_left_out"] += 1
+                        continue
                     ids[record["ref"]] = memory.id
                     numbers[memory.id] = len(numbers)
                     out.write(_memory_line(args.format, numbers[memory.id], memory) + "\n")
@@ -480,6 +485,9 @@ async def _export(settings: Settings, args: argparse.Namespace) -> int:
             f"({args.format})" + (f" to {args.out}" if args.out != "-" else "")]
     if counts["relations_left_out"]:
         text.append(f"  left out: {counts['relations_left_out']} relations (mem0's format has none)")
+    if counts["pending_left_out"]:
+        text.append(f"  left out: {counts['pending_left_out']} memories pending review ({args.format}'s format "
+                    "has no review state; the native format keeps them)")
     # Exported to stdout: the summary goes to stderr, apart from the records.
     _emit(args, result, text, sys.stderr if args.out == "-" else sys.stdout)
     return 0

@@ -541,6 +541,12 @@ def _mem0(records: list[tuple[str, Any]], out: Parsed) -> None:
             item = ingest_service_pb2.MemoryInput(content=content, tags=_tags(value.get("categories"),
                                                                                "categories"))
             _set_time(item, "event_time", value.get("created_at"), "created_at")
+            if item.HasField("event_time") and item.event_time.ToDatetime(tzinfo=UTC) > datetime.now(UTC):
+                # Valid from then: a past one is read so already (a backdated store), a later
+                # one is not (a store's timestamp does not move its start forward: README), so
+                # a fact exported before it became valid would have been current at once. Set
+                # for later times only, so a file imported before keeps its idempotency keys.
+                item.valid_from.CopyFrom(item.event_time)
             _set_time(item, "valid_to", value.get("expiration_date"), "expiration_date")
             source = {"format": "mem0", **{k: v for k, v in value.items() if k not in _MEM0_FIELDS}}
             _metadata(item, _with_source(_object(value.get("metadata"), "metadata"), source))
@@ -777,12 +783,14 @@ def automem_relationship_line(source: int, target: int, relation: memory_pb2.Rel
 
 def mem0_line(memory: memory_pb2.Memory) -> str:
     """A mem0 ``MemoryItem``: ``id``, ``memory``, ``hash`` (mem0's: md5 of the text),
-    ``metadata``, ``categories`` (the tags), ``created_at`` (the event time), ``updated_at``,
-    and ``expiration_date`` for a closed window."""
+    ``metadata``, ``categories`` (the tags), ``created_at`` (when the fact became valid, else
+    the event time: mem0 has no other start of validity, and :func:`parse` reads it back as
+    one), ``updated_at``, and ``expiration_date`` for a closed window."""
+    start = _iso(memory, "valid_from") or _iso(memory, "event_time")
     item: dict[str, Any] = {"id": memory.id, "memory": memory.content,
                             "hash": hashlib.md5(memory.content.encode("utf-8"), usedforsecurity=False).hexdigest(),
                             "metadata": metadata_dict(memory), "categories": list(memory.tags),
-                            "created_at": _iso(memory, "event_time"), "updated_at": _iso(memory, "update_time")}
+                            "created_at": start, "updated_at": _iso(memory, "update_time")}
     if memory.HasField("valid_to"):
         item["expiration_date"] = _iso(memory, "valid_to")
     return json.dumps(item, ensure_ascii=False, sort_keys=True)

@@ -17,6 +17,7 @@ import json
 import os
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -388,3 +389,43 @@ async def test_a_key_given_twice_in_one_object_is_refused_naming_line_and_key(se
     assert done.returncode == 1
     assert done.stderr.splitlines()[0].startswith("line 1: properties.importance: the key is given more than once")
     assert await _memories(service, service.scope, "twicekey") == []
+
+
+async def test_foreign_formats_never_turn_a_pending_or_not_yet_valid_memory_into_a_current_one(
+        service: ScopedService, tmp_path: Path) -> None:
+    """AutoMem's and mem0's formats have no review state, and mem0's no start of validity:
+    a memory pending review was exported as a plain memory, and one valid only from next
+    year (or over a past window) came back valid from the time of the import — current facts
+    nobody approved, or facts that are not true yet. Pending memories are left out (and
+    counted) in those formats; mem0's ``created_at`` carries the start of validity."""
+    async with service.client() as client:
+        async def create(item: ingest_service_pb2.MemoryInput) -> None:
+            await client.ingest.CreateMemory(ingest_service_pb2.CreateMemoryRequest(memory=item))
+
+        await create(_item("Foreign: the office moves to Berlin next year", tags=["foreign"],
+                           valid_from=datetime(2099, 1, 1, tzinfo=UTC).timestamp()))
+        await create(_item("Foreign: the 2025 budget owner was Dana", tags=["foreign"],
+                           valid_from=datetime(2025, 1, 1, tzinfo=UTC).timestamp(),
+                           valid_to=datetime(2025, 12, 31, tzinfo=UTC).timestamp()))
+        await create(_item("Foreign: the office has a ping-pong table", tags=["foreign"]))
+        await create(_item("Foreign: unreviewed claim that backups are off", tags=["foreign"], require_review=True))
+    for fmt in ("mem0", "automem"):
+        out = tmp_path / f"{fmt}.jsonl"
+        done = await _json_cli("export", "--grpc", service.grpc, "--scope", service.scope, "--format", fmt,
+                               "--out", str(out))
+        assert done["memories"] == 3 and done["pending_left_out"] == 1, done
+        assert "unreviewed" not in out.read_text()
+        target = fresh_scope()
+        await _json_cli("import", str(out), "--format", fmt, "--grpc", service.grpc, "--scope", target)
+        stored = {m.content: m for m in await _memories(service, target, "foreign")}
+        # What the by-tag listing shows is what is current now: only the ping-pong table.
+        assert sorted(stored) == ["Foreign: the office has a ping-pong table"], (fmt, sorted(stored))
+        async with service.client(scope=target) as client:
+            page = await client.recall.ListMemoriesByTag(recall_service_pb2.ListMemoriesByTagRequest(
+                tags=["foreign"], page_size=100, read=recall_service_pb2.ReadOptions(
+                    as_of=ts(datetime(2025, 6, 1, tzinfo=UTC).timestamp()))))
+            assert [m.content for m in page.memories] == ["Foreign: the 2025 budget owner was Dana"], fmt
+            page = await client.recall.ListMemoriesByTag(recall_service_pb2.ListMemoriesByTagRequest(
+                tags=["foreign"], page_size=100, read=recall_service_pb2.ReadOptions(
+                    as_of=ts(datetime(2099, 6, 1, tzinfo=UTC).timestamp()))))
+            assert "Foreign: the office moves to Berlin next year" in [m.content for m in page.memories], fmt
