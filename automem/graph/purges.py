@@ -32,7 +32,26 @@ _TOMBSTONES = "MATCH (t:Tombstone) WHERE t.scope = $scope AND ($all OR t.memory_
 _KEYS = ("MATCH (k:IdempotencyKey) WHERE ($all AND k.key STARTS WITH $prefix) "
          "OR (k.key STARTS WITH $prefix AND size([x IN k.memory_ids WHERE x IN $ids]) > 0) ")
 _SCOPE_ENTITIES = "MATCH (e:Entity) WHERE $all AND e.scope = $scope "
-_MERGES = "MATCH (x:EntityMerge) WHERE $all AND x.scope = $scope "
+#: Entity merges the purge removes: every one of the scope, or those whose moved memories (the
+#: ones that named the merged entity, so its slug is their text) are all purged by now (a
+#: purge strips its ids from the others: :data:`_MERGES_STRIP`).
+_MERGES = ("MATCH (x:EntityMerge) WHERE x.scope = $scope AND ($all OR (size(x.memory_ids) > 0 "
+           "AND all(i IN x.memory_ids WHERE i IN $ids))) ")
+#: Before those merges go: the aliases and merged keys each added to its canonical entity, and
+#: its merged entity when no memory mentions it (a slug from the purged text would stay behind,
+#: and ``GET /entity/<slug>`` would still answer).
+_MERGES_UNDO_ALIASES = (
+    _MERGES + "AND NOT $all MATCH (c:Entity {key: x.canonical_key}) WHERE c.scope = $scope "
+    "SET c.aliases = [s IN coalesce(c.aliases, []) WHERE NOT s IN "
+    "[t IN coalesce(x.aliases, []) WHERE NOT t IN coalesce(x.prior_aliases, [])]], "
+    "c.merged_keys = [k IN coalesce(c.merged_keys, []) WHERE NOT k IN "
+    "[t IN coalesce(x.merged_keys, []) WHERE NOT t IN coalesce(x.prior_merged_keys, [])]]")
+_MERGES_ALIAS_ENTITY = (_MERGES + "AND NOT $all MATCH (a:Entity {key: x.alias_key}) WHERE a.scope = $scope "
+                        "AND NOT (a)<-[:MENTIONS]-(:Memory) DETACH DELETE a")
+_MERGES_STRIP = ("MATCH (x:EntityMerge) WHERE x.scope = $scope AND NOT $all "
+                 "AND any(i IN x.memory_ids WHERE i IN $ids) "
+                 "SET x.memory_ids = [i IN x.memory_ids WHERE NOT i IN $ids], "
+                 "x.shared = [i IN coalesce(x.shared, []) WHERE NOT i IN $ids]")
 _PLAN_MEMORIES = ("UNWIND $ids AS mid MATCH (m:Memory {id: mid}) WHERE m.scope = $scope "
                   f"RETURN count(m), sum(CASE WHEN m.embedding_status IN {list(VECTOR_CURRENT)} THEN 1 ELSE 0 END)")
 _PLAN_RELATIONS = ("UNWIND $ids AS mid MATCH (m:Memory {id: mid})-[r]-(o) WHERE m.scope = $scope "
@@ -80,15 +99,20 @@ class Purges(Repository):
     async def remove(self, ids: Sequence[str], scope: str, whole_scope: bool, entity_keys: Sequence[str]) -> None:
         """Remove the memories ``ids`` of ``scope`` with their edges, their versions, review
         items, tombstones and idempotency keys; the entities ``entity_keys`` (of ``scope``)
-        that no memory mentions any more; with ``whole_scope`` also every review item,
+        that no memory mentions any more; the entity merges all of whose moved memories are
+        purged, with the aliases they added and their merged entity (:data:`_MERGES`), and
+        the purged ids from the other merges' records; with ``whole_scope`` also every review item,
         tombstone, idempotency key, entity and entity merge of ``scope``. Idempotent (a
         resumed purge runs it again); each statement binds the scope."""
         p = _params(ids, scope, whole_scope)
         await self.store.query("UNWIND $ids AS mid MATCH (m:Memory {id: mid}) WHERE m.scope = $scope "
                                "DETACH DELETE m", p)
+        await self.store.query(_MERGES_UNDO_ALIASES, p)
+        await self.store.query(_MERGES_ALIAS_ENTITY, p)
         for selection, name in ((_VERSIONS, "v"), (_REVIEW, "i"), (_TOMBSTONES, "t"), (_KEYS, "k"),
                                 (_SCOPE_ENTITIES, "e"), (_MERGES, "x")):
             await self.store.query(selection + f"DETACH DELETE {name}", p)
+        await self.store.query(_MERGES_STRIP, p)
         if entity_keys:
             await self.store.query(
                 "UNWIND $keys AS key MATCH (e:Entity {key: key}) WHERE e.scope = $scope "

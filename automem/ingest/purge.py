@@ -7,7 +7,9 @@ right to erasure). What goes, and where it lives:
 
 * the graph (automem/graph/purges.py): the Memory nodes with every edge (relations,
   supersession, MENTIONS), their ``MemoryVersion`` nodes, the review items, tombstones and
-  idempotency keys naming them, and the entities no remaining memory mentions; a scope purge
+  idempotency keys naming them, the entities no remaining memory mentions, and the entity
+  merges all of whose moved memories are purged (with the aliases they added: a merged
+  slug is a name from the purged text); a scope purge
   also removes every entity, entity merge, review item, tombstone and idempotency key of
   the scope;
 * the outbox (automem/common/outbox.py): queued events of those memories are rewritten

@@ -303,3 +303,30 @@ async def test_a_resumption_pass_leaves_a_scope_purge_under_way_to_its_run(servi
         assert r.status_code == 200 and r.json()["purge"]["status"] == "done", r.text
         assert [record.scope for record in await resumed if record.scope == service.scope] == []
     assert runs == [service.scope], runs
+
+
+async def test_purging_the_memories_behind_an_entity_merge_takes_the_merged_name_with_them(service) -> None:
+    """After "l.-torvalds" was merged into "linus-torvalds", purging the only memory that said
+    "L. Torvalds" left the slug in the canonical entity's aliases, the merged entity and the
+    merge record: ``GET /entity/l.-torvalds`` still answered 200, a name from the erased text."""
+    async with service.http() as http:
+        kept = await _store(http, "Linus Torvalds maintains the Linux kernel.")
+        erased = await _store(http, "L. Torvalds lives at 12 Secret Lane.")
+
+        async def both_named() -> bool:
+            slugs = {e["slug"] for e in (await http.get("/entities")).json()["entities"]}
+            return {"linus-torvalds", "l.-torvalds"} <= slugs
+        await eventually(both_named, timeout=60)
+        r = await http.post("/entity/l.-torvalds/merge", json={"merge_into": "linus-torvalds"})
+        assert r.status_code == 200, r.text
+        assert (await http.get("/entity/l.-torvalds")).status_code == 200
+
+        r = await http.post(f"/v1/memories/{erased}:purge", json={"reason": "erasure request"}, timeout=PURGE_WAIT)
+        assert r.status_code == 200 and r.json()["purge"]["counts"]["entity_merges"] == 1, r.text
+        assert (await http.get("/entity/l.-torvalds")).status_code == 404
+        canonical = (await http.get("/entity/linus-torvalds")).json()["entity"]
+        assert "l.-torvalds" not in (canonical.get("aliases") or []), canonical
+        assert (await http.get("/entities/merges")).json()["merges"] == []
+        assert await _count(service, "MATCH (e:Entity) WHERE e.scope = $s AND e.key CONTAINS 'l.-torvalds' "
+                            "RETURN count(e)", s=service.scope) == 0
+        assert (await http.get(f"/memory/{kept}")).status_code == 200
