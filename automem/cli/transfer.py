@@ -313,7 +313,10 @@ async def _supersede(client: Any, args: argparse.Namespace, parsed: formats.Pars
             ingest_service_pb2.SupersedeMemoryRequest(
                 id=source[0].id, scope=args.scope, replacement=target.item,
                 relation_type=parse_relation_type(relation.type), reason=relation.reason,
-                idempotency_key=target.key),
+                idempotency_key=target.key,
+                # The edge's own strength (a supersede writes 0.9 by default); an implied edge
+                # (the file had none) gets the default.
+                **({} if relation.implied else {"strength": relation.strength})),
             metadata=client.metadata(), timeout=args.timeout))
         if response is None:
             _failed(counts, ("memories", "relations"), target.where, refused)

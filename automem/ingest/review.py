@@ -288,7 +288,7 @@ class ReviewServicer(EntityMerges, PurgeRpcs, review_service_pb2_grpc.ReviewServ
         if rel_name not in SUPERSEDING_RELATIONS:
             rel_name = "INVALIDATED_BY"
         rel = Relation(source_id=target.id, target_id=new.id, type=memory_pb2.RelationType.Value(
-            "RELATION_TYPE_" + rel_name), strength=0.9, scope=scope, reason=why)
+            "RELATION_TYPE_" + rel_name), strength=float(node.get("strength") or 0.9), scope=scope, reason=why)
         rel.create_time.CopyFrom(ts(stamp))
         item = dict(node)
         item.update({"status": "approved", "decided_by": principal.name, "decision_time": epoch(rel, "create_time"),

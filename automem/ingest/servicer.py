@@ -84,6 +84,10 @@ MAX_UPDATE_RETRIES = 50
 BY_TAG_DELETABLE_STATES = ("ACTIVE", "SUPERSEDED", "ARCHIVED", "PENDING_REVIEW")
 
 
+#: Strength of a superseding edge a supersede writes when the request names none.
+SUPERSEDE_STRENGTH = 0.9
+
+
 def _check_reviewed_write(principal: Any, memory: Memory, what: str) -> None:
     """PERMISSION_DENIED when ``principal``'s key requires review (automem/common/lifecycle.py
     ``review_required``) and ``memory`` is past review: such a key's writes wait for a
@@ -598,9 +602,13 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         principal = require_role("writer")
         scope = resolve_scope(request.scope)
         check_reason(request.reason)
+        if request.HasField("strength") and not 0 <= request.strength <= 1:
+            raise InvalidArgument("strength: must be a number between 0 and 1", field="strength")
         fingerprint = request_fingerprint(
             "supersede", [request.replacement], id=request.id, reason=request.reason,
             relation_type=int(request.relation_type or memory_pb2.RELATION_TYPE_INVALIDATED_BY),
+            # Only when given: keys claimed before the field existed keep their fingerprints.
+            **({"strength": request.strength} if request.HasField("strength") else {}),
         ) if request.idempotency_key else ""
         replayed = await self._supersede_replay(scope, request, fingerprint)
         if replayed is not None:
@@ -651,7 +659,8 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
             return await self._propose_supersede(old, new, rel_type, request, fingerprint, principal.name)
         closed = close_for_supersede(old, new.id, epoch(new, "valid_from") or epoch(new, "create_time"), stamp,
                                      request.reason)
-        rel = Relation(source_id=old.id, target_id=new.id, type=rel_type, strength=0.9, scope=scope,
+        rel = Relation(source_id=old.id, target_id=new.id, type=rel_type,
+                       strength=request.strength if request.HasField("strength") else SUPERSEDE_STRENGTH, scope=scope,
                        reason=request.reason)
         rel.create_time.CopyFrom(ts(stamp))
         await self.supersede_in_graph(old, closed, new, rel, claim=request.idempotency_key, fingerprint=fingerprint)
@@ -671,7 +680,8 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         item = {"id": str(uuid.uuid4()), "kind": "supersede_proposal", "memory_id": new.id, "target_id": old.id,
                 "reason": request.reason, "relation_type": relation_type_name(rel_type),
                 "create_time": epoch(new, "create_time"), "status": "pending", "scope": old.scope,
-                "proposed_by": actor}
+                "proposed_by": actor,
+                "strength": request.strength if request.HasField("strength") else SUPERSEDE_STRENGTH}
         claim = node_key(old.scope, request.idempotency_key) if request.idempotency_key else None
         if not await self.graph.memories.create_proposed(new, item, claim, fingerprint):
             raise Aborted(f"idempotency_key: {request.idempotency_key!r} was claimed by a concurrent request; retry",

@@ -169,7 +169,7 @@ class BatchCreateRelationsResponse(_message.Message):
     def __init__(self, relations: _Optional[_Iterable[_Union[_memory_pb2.Relation, _Mapping]]] = ..., indexes: _Optional[_Iterable[int]] = ..., failures: _Optional[_Iterable[_Union[RelationFailure, _Mapping]]] = ...) -> None: ...
 
 class SupersedeMemoryRequest(_message.Message):
-    __slots__ = ("id", "scope", "replacement", "relation_type", "reason", "idempotency_key", "etag")
+    __slots__ = ("id", "scope", "replacement", "relation_type", "reason", "idempotency_key", "etag", "strength")
     ID_FIELD_NUMBER: _ClassVar[int]
     SCOPE_FIELD_NUMBER: _ClassVar[int]
     REPLACEMENT_FIELD_NUMBER: _ClassVar[int]
@@ -177,6 +177,7 @@ class SupersedeMemoryRequest(_message.Message):
     REASON_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     ETAG_FIELD_NUMBER: _ClassVar[int]
+    STRENGTH_FIELD_NUMBER: _ClassVar[int]
     id: str
     scope: str
     replacement: MemoryInput
@@ -184,7 +185,8 @@ class SupersedeMemoryRequest(_message.Message):
     reason: str
     idempotency_key: str
     etag: int
-    def __init__(self, id: _Optional[str] = ..., scope: _Optional[str] = ..., replacement: _Optional[_Union[MemoryInput, _Mapping]] = ..., relation_type: _Optional[_Union[_memory_pb2.RelationType, str]] = ..., reason: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., etag: _Optional[int] = ...) -> None: ...
+    strength: float
+    def __init__(self, id: _Optional[str] = ..., scope: _Optional[str] = ..., replacement: _Optional[_Union[MemoryInput, _Mapping]] = ..., relation_type: _Optional[_Union[_memory_pb2.RelationType, str]] = ..., reason: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., etag: _Optional[int] = ..., strength: _Optional[float] = ...) -> None: ...
 
 class SupersedeMemoryResponse(_message.Message):
     __slots__ = ("replacement", "superseded", "relation")

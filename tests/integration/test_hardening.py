@@ -595,3 +595,12 @@ async def test_a_strength_of_nan_is_400_naming_strength_not_a_500(service) -> No
             assert exc.code() == grpc.StatusCode.INVALID_ARGUMENT and "strength" in (exc.details() or ""), exc
         else:
             raise AssertionError("a NaN strength was stored")
+        for strength in (float("nan"), 1.5, -0.1):  # a supersede's edge (an import sets it)
+            try:
+                await client.ingest.SupersedeMemory(ingest_service_pb2.SupersedeMemoryRequest(
+                    id=a, replacement=ingest_service_pb2.MemoryInput(content="Strength probe: replaced"),
+                    strength=strength))
+            except grpc.aio.AioRpcError as exc:
+                assert exc.code() == grpc.StatusCode.INVALID_ARGUMENT and "strength" in (exc.details() or ""), exc
+            else:
+                raise AssertionError(f"a supersede with strength {strength} went through")

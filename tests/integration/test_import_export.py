@@ -77,10 +77,12 @@ async def _seed(service: ScopedService) -> None:
         v2 = (await ingest.SupersedeMemory(ingest_service_pb2.SupersedeMemoryRequest(
             id=v1.id, replacement=_item("Deploys run on Thursdays", type="Habit", tags=["deploy"]),
             reason="moved"))).replacement
-        v3 = (await ingest.SupersedeMemory(ingest_service_pb2.SupersedeMemoryRequest(
-            id=v2.id, replacement=_item("Deploys run on Thursdays after the 10:00 stand-up", type="Habit",
-                                        tags=["deploy"]),
-            relation_type=memory_pb2.RELATION_TYPE_EVOLVED_INTO, reason="refined"))).replacement
+        # The evolve the way AutoMem's clients supersede: a memory, then the edge, with a
+        # strength of its own (an import rebuilt it with a supersede's 0.9).
+        v3 = await create(_item("Deploys run on Thursdays after the 10:00 stand-up", type="Habit", tags=["deploy"]))
+        await ingest.CreateRelation(ingest_service_pb2.CreateRelationRequest(relation=memory_pb2.Relation(
+            source_id=v2.id, target_id=v3.id, type=memory_pb2.RELATION_TYPE_EVOLVED_INTO, strength=0.35,
+            reason="refined")))
         for source, target, kind, strength in ((pg.id, tabs.id, "RELATES_TO", 0.3), (v3.id, pg.id, "LEADS_TO", 0.75)):
             await ingest.CreateRelation(ingest_service_pb2.CreateRelationRequest(
                 relation=memory_pb2.Relation(source_id=source, target_id=target, strength=strength,
