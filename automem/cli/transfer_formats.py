@@ -640,8 +640,37 @@ def parse(fmt: str, data: bytes) -> Parsed:
             kept.append(relation)
     out.relations = kept
     _refuse_supersession_cycles(out, "relation" if fmt == "native" else "relationship")
+    _refuse_broken_chains(out, "relation" if fmt == "native" else "relationship")
     _plan_supersessions(out)
     return out
+
+
+def _refuse_broken_chains(out: Parsed, label: str) -> None:
+    """Errors for supersessions the service refuses once the rest is written (so the import
+    stored part of the file before): a memory replaced by two memories (it has one current
+    successor), a replacement that is pending review (a pending memory replaces nothing
+    until approved: automem/ingest/servicer.py ``_propose_supersede``), and a memory SUPERSEDED
+    with no replacement in the file and an open window (it would come back as a current fact)."""
+    states = {record.ref: record.state for record in out.memories}
+    first: dict[str, RelationRecord] = {}
+    for relation in out.relations:
+        if relation.type not in SUPERSEDING_RELATIONS:
+            continue
+        if relation.source in first and first[relation.source].target != relation.target:
+            out.errors.append(f"{relation.where}: {label}.source_id: {relation.source!r} is replaced by "
+                              f"{first[relation.source].target!r} already ({first[relation.source].where}); a "
+                              "memory has one replacement")
+        first.setdefault(relation.source, relation)
+        if states.get(relation.target) == "PENDING_REVIEW":
+            out.errors.append(f"{relation.where}: {label}.target_id: {relation.target!r} is pending review; a memory "
+                              "waiting for review replaces nothing until it is approved")
+    for record in out.memories:
+        # (A replacement left out of the file — deleted since — leaves a closed window: the
+        # memory comes back expired, not current, and is no error.)
+        if (record.state == "SUPERSEDED" and record.ref not in first and record.closed_to is None
+                and not record.item.HasField("valid_to")):
+            out.errors.append(f"{record.where}: state: SUPERSEDED, but the file names no memory replacing "
+                              f"{record.ref!r} and its window is open; it would come back as a current fact")
 
 
 def _refuse_supersession_cycles(out: Parsed, label: str) -> None:

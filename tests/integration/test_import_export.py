@@ -431,3 +431,67 @@ async def test_foreign_formats_never_turn_a_pending_or_not_yet_valid_memory_into
                 tags=["foreign"], page_size=100, read=recall_service_pb2.ReadOptions(
                     as_of=ts(datetime(2099, 6, 1, tzinfo=UTC).timestamp()))))
             assert "Foreign: the office moves to Berlin next year" in [m.content for m in page.memories], fmt
+
+
+async def test_a_chain_the_service_would_refuse_is_refused_before_anything_is_written(
+        service: ScopedService, tmp_path: Path) -> None:
+    """A memory replaced by two memories, or by one pending review, passed the file's checks:
+    the memories were written, then the supersede failed (exit 1, half of the file stored).
+    A SUPERSEDED memory with an open window and no replacement came back a current fact
+    (exit 0). Each is now refused before anything is written."""
+    async with service.client() as client:
+        old = (await client.ingest.CreateMemory(ingest_service_pb2.CreateMemoryRequest(
+            memory=_item("Chain: the API rate limit is 100/min", tags=["chainfile"])))).memory
+        await client.ingest.SupersedeMemory(ingest_service_pb2.SupersedeMemoryRequest(
+            id=old.id, replacement=_item("Chain: the API rate limit is 200/min", tags=["chainfile"])))
+        await client.ingest.CreateMemory(ingest_service_pb2.CreateMemoryRequest(
+            memory=_item("Chain: the API rate limit is 300/min", tags=["chainfile"])))
+    source = tmp_path / "chain.jsonl"
+    await _json_cli("export", "--grpc", service.grpc, "--scope", service.scope, "--out", str(source))
+    lines = [json.loads(line) for line in source.read_text().splitlines()]
+    memories = {r["memory"]["content"]: r["memory"] for r in lines if "memory" in r}
+    first, second = memories["Chain: the API rate limit is 100/min"], memories["Chain: the API rate limit is 200/min"]
+    third = memories["Chain: the API rate limit is 300/min"]
+    relation = next(r for r in lines if "relation" in r)
+
+    def variant(name: str, change) -> Path:
+        records = json.loads(json.dumps(lines))
+        change(records)
+        records[-1] = {"end": {"memories": sum("memory" in r for r in records),
+                               "relations": sum("relation" in r for r in records)}}
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text("".join(json.dumps(r) + "\n" for r in records))
+        return path
+
+    def two_heads(records):
+        extra = json.loads(json.dumps(relation))
+        extra["relation"]["target_id"] = third["id"]
+        records.insert(-1, extra)
+
+    def pending_replacement(records):
+        for r in records:
+            if r.get("memory", {}).get("id") == second["id"]:
+                r["memory"]["state"] = "MEMORY_STATE_PENDING_REVIEW"
+
+    def superseded_without_replacement(records):
+        records[:] = [r for r in records if "relation" not in r]
+        for r in records:
+            if r.get("memory", {}).get("id") == first["id"]:
+                r["memory"].pop("superseded_by", None)
+                r["memory"].pop("valid_to", None)
+                r["memory"].pop("superseded_time", None)
+
+    for name, change, error in (("two_heads", two_heads, "a memory has one replacement"),
+                                ("pending", pending_replacement, "waiting for review replaces nothing"),
+                                ("orphan", superseded_without_replacement, "would come back as a current fact")):
+        target = fresh_scope()
+        done = await _cli("import", str(variant(name, change)), "--format", "native", "--grpc", service.grpc,
+                          "--scope", target)
+        assert done.returncode == 1 and error in done.stderr, (name, done.stderr)
+        assert "nothing was imported" in done.stderr, (name, done.stderr)
+        assert await _memories(service, target, "chainfile") == [], name
+        async with service.client(scope=target) as client:
+            page = await client.recall.ListMemoriesByTag(recall_service_pb2.ListMemoriesByTagRequest(
+                tags=["chainfile"], page_size=100, read=recall_service_pb2.ReadOptions(
+                    state_mode=recall_service_pb2.STATE_MODE_HISTORY, include_pending=True)))
+            assert list(page.memories) == [], name
