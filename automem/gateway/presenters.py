@@ -555,12 +555,13 @@ def graph_meta(started: float, **extra: Any) -> dict[str, Any]:
 
 def snapshot_json(response: recall_service_pb2.GetGraphSnapshotResponse, started: float) -> dict[str, Any]:
     """AutoMem's snapshot: ``nodes``, ``edges``, ``stats`` (total_nodes, total_edges,
-    returned_nodes, returned_edges, sampled, sample_ratio), ``meta``."""
+    returned_nodes, returned_edges, ``sampled``: whether ``limit`` left memories out,
+    sample_ratio), ``meta``."""
     nodes = [graph_node_json(n) for n in response.nodes]
     total = response.total_nodes
     return {"status": "success", "nodes": nodes, "edges": [graph_edge_json(e) for e in response.edges],
             "stats": {"total_nodes": total, "total_edges": response.total_edges, "returned_nodes": len(nodes),
-                      "returned_edges": len(response.edges), "sampled": len(nodes) < total,
+                      "returned_edges": len(response.edges), "sampled": response.sampled,
                       "sample_ratio": len(nodes) / max(total, 1)},
             "meta": graph_meta(started)}
 

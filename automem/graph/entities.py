@@ -6,6 +6,7 @@ Entities are per scope (their ``key`` starts with the scope: automem/enrich/enti
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -88,9 +89,12 @@ class Entities(Repository):
         """The entity of ``scope`` that ``ref`` names: ``"<kind>:<slug>"`` (or its tag form
         ``"entity:<kind>:<slug>"``), or a slug (of
         ``kind`` when given, else of any kind, the most referenced), else an unmerged entity
-        holding the slug among its ``aliases``. ``ref`` and ``kind`` are compared lower-case.
-        None when nothing matches. The entity may itself be merged (``merged_into`` set)."""
-        ref, kind = ref.strip().lower(), kind.strip().lower()
+        holding the slug among its ``aliases``. ``ref`` and ``kind`` are compared NFKC and
+        lower-case, as enrichment writes slugs (automem/enrich/entities.py ``normalise``: a
+        decomposed "zu\u0308rich" names "zürich"). None when nothing matches. The entity may
+        itself be merged (``merged_into`` set)."""
+        ref = unicodedata.normalize("NFKC", ref).strip().lower()
+        kind = unicodedata.normalize("NFKC", kind).strip().lower()
         ref = ref.removeprefix("entity:")  # the tag form ``entity:<kind>:<slug>`` (GET /entities' ``tag``)
         if ":" in ref:
             kind, ref = ref.split(":", 1)

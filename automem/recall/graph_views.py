@@ -152,7 +152,9 @@ class GraphViews:
         states = listed_states(read)
         memories = await self.graph.memories.graph_nodes(
             scope, states, min_importance=request.min_importance, types=types or None,
-            since=request_time(request, "since"), limit=limit)
+            since=request_time(request, "since"), limit=limit + 1)
+        sampled = len(memories) > limit  # one more than the limit: the limit cut the answer
+        memories = memories[:limit]
         if read.past:  # each node as the version believed at known_at (automem/graph/versions.py)
             believed = await hydrate_at(self.graph, [m.id for m in memories], scope, read)
             memories = [believed[m.id] for m in memories
@@ -165,7 +167,7 @@ class GraphViews:
         return recall_service_pb2.GetGraphSnapshotResponse(
             nodes=nodes, edges=[recall_service_pb2.GraphEdge(source_id=s, type=t, target_id=o, strength=w)
                                 for s, t, o, w in edges],
-            total_nodes=total_nodes, total_edges=total_edges)
+            total_nodes=total_nodes, total_edges=total_edges, sampled=sampled)
 
     async def ListGraphNeighbors(self, request, context):
         """The memory ``id`` and its neighbours along edges of any type up to ``depth`` hops

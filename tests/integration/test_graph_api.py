@@ -87,6 +87,10 @@ async def test_graph_snapshot_contract(service) -> None:
         assert [n["id"] for n in r.json()["nodes"]][:1] == [ids["a"]] and r.json()["stats"]["sampled"] is True
         r = await http.get("/graph/snapshot", params={"min_importance": 0.7})
         assert {n["id"] for n in r.json()["nodes"]} == {ids["a"], ids["old"], ids["new"]}
+        # A filter leaves memories out, the limit did not: not sampled (it said true, ratio 0.6).
+        assert r.json()["stats"]["sampled"] is False, r.json()["stats"]
+        r = await http.get("/graph/snapshot", params={"limit": 5})
+        assert r.json()["stats"]["sampled"] is False and r.json()["stats"]["returned_nodes"] == 5
         r = await http.get("/graph/snapshot", params={"types": "Decision"})
         assert [n["id"] for n in r.json()["nodes"]] == [ids["a"]]
         r = await http.get("/graph/snapshot", params={"since": "2999-01-01T00:00:00Z"})
@@ -198,6 +202,10 @@ async def test_entities_list_get_candidates_merge_and_undo(service) -> None:
         # The tag form /entities answers (``entity:<kind>:<slug>``) names it too.
         assert (await http.get("/entity/entity:tool:postgresql")).json()["entity"]["slug"] == "postgresql"
         assert (await http.get("/entity/no-such-entity")).status_code == 404
+        # Compared as enrichment writes slugs (NFKC, lower-case): full-width or decomposed
+        # letters name the same entity (they were 404).
+        r = await http.get("/entity/TOOL:\uff30\uff4f\uff53\uff54\uff47\uff52\uff45\uff33\uff31\uff2c")
+        assert r.status_code == 200 and r.json()["entity"]["slug"] == "postgresql", r.text
 
         r = await http.get("/entities/merge-candidates")
         assert r.status_code == 200, r.text

@@ -544,16 +544,18 @@ class GetGraphSnapshotRequest(_message.Message):
     def __init__(self, scope: _Optional[str] = ..., limit: _Optional[int] = ..., min_importance: _Optional[float] = ..., types: _Optional[_Iterable[str]] = ..., since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., read: _Optional[_Union[ReadOptions, _Mapping]] = ...) -> None: ...
 
 class GetGraphSnapshotResponse(_message.Message):
-    __slots__ = ("nodes", "edges", "total_nodes", "total_edges")
+    __slots__ = ("nodes", "edges", "total_nodes", "total_edges", "sampled")
     NODES_FIELD_NUMBER: _ClassVar[int]
     EDGES_FIELD_NUMBER: _ClassVar[int]
     TOTAL_NODES_FIELD_NUMBER: _ClassVar[int]
     TOTAL_EDGES_FIELD_NUMBER: _ClassVar[int]
+    SAMPLED_FIELD_NUMBER: _ClassVar[int]
     nodes: _containers.RepeatedCompositeFieldContainer[GraphNode]
     edges: _containers.RepeatedCompositeFieldContainer[GraphEdge]
     total_nodes: int
     total_edges: int
-    def __init__(self, nodes: _Optional[_Iterable[_Union[GraphNode, _Mapping]]] = ..., edges: _Optional[_Iterable[_Union[GraphEdge, _Mapping]]] = ..., total_nodes: _Optional[int] = ..., total_edges: _Optional[int] = ...) -> None: ...
+    sampled: bool
+    def __init__(self, nodes: _Optional[_Iterable[_Union[GraphNode, _Mapping]]] = ..., edges: _Optional[_Iterable[_Union[GraphEdge, _Mapping]]] = ..., total_nodes: _Optional[int] = ..., total_edges: _Optional[int] = ..., sampled: _Optional[bool] = ...) -> None: ...
 
 class ListGraphNeighborsRequest(_message.Message):
     __slots__ = ("id", "scope", "depth", "include_semantic", "semantic_limit", "read")
