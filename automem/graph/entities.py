@@ -155,26 +155,41 @@ class Entities(Repository):
             {"rec": record})
         return list(rows[0][0] or []) if rows else None
 
-    async def undo_merge(self, merge_id: str, scope: str, actor: str, when: float) -> bool:
-        """Undo the EntityMerge ``merge_id`` of ``scope`` in ONE query: the moved memories
-        mention the alias again, lose the canonical edge unless they had it before the merge
-        (``shared``), the alias is unmerged and the canonical entity's aliases and merged keys
-        return to ``prior_aliases`` / ``prior_merged_keys``; the record is marked undone (``undone_by`` = ``actor``, ``undo_time``
-        = ``when``). False (nothing written) when the record is missing or already undone."""
+    async def merged_keys_of(self, key: str, scope: str) -> list[str]:
+        """The keys of the entities merged into the entity ``key`` of ``scope`` ([] when none)."""
+        rows = await self.store.ro_query("MATCH (e:Entity {key: $key}) WHERE e.scope = $scope RETURN e.merged_keys",
+                                         {"key": key, "scope": scope})
+        return list(rows[0][0] or []) if rows else []
+
+    async def undo_merge(self, merge_id: str, scope: str, actor: str, when: float, alias_tags: Sequence[str]) -> bool:
+        """Undo the EntityMerge ``merge_id`` of ``scope`` in ONE query: the moved memories that
+        still name the alias or an entity merged into it (``alias_tags``, the comparison keys of
+        their ``entity:<kind>:<slug>`` tags, one among their ``entity_tags``: a memory edited
+        since to name the canonical entity keeps it) mention the alias again and lose the canonical edge unless they had it before the
+        merge (``shared``); the alias is unmerged; the aliases and merged keys this merge added
+        to the canonical entity are taken off it (a later merge into it keeps its own: restoring
+        the lists saved at this merge dropped them); the record is marked undone (``undone_by``
+        = ``actor``, ``undo_time`` = ``when``). False (nothing written) when the record is
+        missing or already undone."""
         rows = await self.store.query(
             "MATCH (x:EntityMerge {id: $id}) WHERE x.scope = $scope AND x.undone = false "
             "MATCH (a:Entity {key: x.alias_key}), (c:Entity {key: x.canonical_key}) "
             "WHERE a.scope = $scope AND c.scope = $scope "
-            "SET a.merged_into = NULL, c.aliases = x.prior_aliases, c.merged_keys = x.prior_merged_keys, "
+            "SET a.merged_into = NULL, "
+            "c.aliases = [s IN coalesce(c.aliases, []) WHERE NOT s IN "
+            "[t IN coalesce(x.aliases, []) WHERE NOT t IN coalesce(x.prior_aliases, [])]], "
+            "c.merged_keys = [k IN coalesce(c.merged_keys, []) WHERE NOT k IN "
+            "[t IN coalesce(x.merged_keys, []) WHERE NOT t IN coalesce(x.prior_merged_keys, [])]], "
             "x.undone = true, x.undone_by = $actor, "
             "x.undo_time = $when "
             "WITH x, a, c "
             "OPTIONAL MATCH (m:Memory)-[r:MENTIONS]->(c) WHERE m.id IN x.memory_ids "
+            "AND any(t IN coalesce(m.entity_tags, []) WHERE t IN $alias_tags) "
             "WITH x, a, collect(m) AS ms, collect(CASE WHEN m.id IN x.shared THEN NULL ELSE r END) AS drop "
             "FOREACH (n IN ms | MERGE (n)-[:MENTIONS]->(a)) "
             "FOREACH (r IN drop | DELETE r) "
             "RETURN x.id",
-            {"id": merge_id, "scope": scope, "actor": actor, "when": when})
+            {"id": merge_id, "scope": scope, "actor": actor, "when": when, "alias_tags": list(alias_tags)})
         return bool(rows)
 
     async def merges(self, scope: str, limit: int, merge_id: str | None = None) -> list[dict[str, Any]]:

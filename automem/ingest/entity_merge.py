@@ -22,6 +22,7 @@ from typing import Any
 from automem.common.auth import require_role, resolve_scope
 from automem.common.errors import FailedPrecondition, InvalidArgument, NotFound
 from automem.common.model import now, ts
+from automem.common.text import text_key
 from automem.graph import GraphStore
 from automem.graph.entities import EntityRow, split_entity_key
 from automem.ingest.logic import check_reason
@@ -110,10 +111,12 @@ class EntityMerges:
         return review_service_pb2.ListEntityMergesResponse(merges=[merge_message(r) for r in records])
 
     async def UndoEntityMerge(self, request, context):
-        """Undo the merge ``id`` (admin): the moved memories mention the alias again (and no
-        longer the canonical entity unless they did before), the alias is unmerged and the
-        canonical entity's aliases are restored. NOT_FOUND naming id; FAILED_PRECONDITION
-        when already undone."""
+        """Undo the merge ``id`` (admin): the moved memories that still name the alias mention
+        it again (and no longer the canonical entity unless they did before), the alias is
+        unmerged and the aliases this merge added come off the canonical entity
+        (automem/graph/entities.py ``undo_merge``). NOT_FOUND naming id; FAILED_PRECONDITION
+        when already undone, or when the canonical entity was merged on since (undo that
+        merge first)."""
         principal = require_role("admin")
         scope = resolve_scope(request.scope)
         found = await self.graph.entities.merges(scope, 1, request.id) if request.id else []
@@ -121,7 +124,18 @@ class EntityMerges:
             raise NotFound(f"id: no entity merge {request.id!r} in this scope", field="id")
         if found[0].get("undone"):
             raise FailedPrecondition(f"id: entity merge {request.id} was undone already", field="id")
-        if not await self.graph.entities.undo_merge(request.id, scope, principal.name, now().timestamp()):
+        later = [m for m in await self.graph.entities.merges(scope, MAX_MERGE_PAGE)
+                 if not m.get("undone") and m.get("alias_key") == found[0]["canonical_key"]]
+        if later:
+            # Its canonical entity was merged on since: the memories it moved went on with it,
+            # and undoing this one first put them back on both entities.
+            raise FailedPrecondition(
+                f"id: {_entity_id(found[0]['canonical_key'])} was merged into "
+                f"{_entity_id(later[0]['canonical_key'])} since (merge {later[0]['id']}); undo that merge first",
+                field="id")
+        alias_keys = [found[0]["alias_key"], *await self.graph.entities.merged_keys_of(found[0]["alias_key"], scope)]
+        alias_tags = [text_key(f"entity:{kind}:{slug}") for _s, kind, slug in map(split_entity_key, alias_keys)]
+        if not await self.graph.entities.undo_merge(request.id, scope, principal.name, now().timestamp(), alias_tags):
             raise FailedPrecondition(f"id: entity merge {request.id} was undone already", field="id")
         log.info("entity merge %s undone by %s", request.id, principal.name)
         [stored] = await self.graph.entities.merges(scope, 1, request.id)

@@ -8,6 +8,8 @@ its head; bounds answer 400 naming the field; a merge is audited and undone exac
 
 from __future__ import annotations
 
+import json
+
 import grpc
 import pytest
 
@@ -361,3 +363,55 @@ async def test_graph_views_never_show_or_walk_through_deleted_memories(service) 
         assert y not in {n["id"] for n in r.json()["nodes"]}
         assert all(y not in (e["source"], e["target"]) for e in r.json()["edges"])
         assert (await http.get(f"/graph/neighbors/{y}")).status_code == 404
+
+
+async def test_undoing_merges_keeps_the_other_merges_and_edits_and_goes_in_reverse_order(service) -> None:
+    """An undo restored the canonical entity's alias list as it was at its merge, so undoing
+    the first of two merges into one entity dropped the second's alias; it moved back a
+    memory edited since to name the canonical entity; and undoing a merge whose canonical
+    entity was merged on since put the moved memories on both entities."""
+    graph = service.ctx.graph
+
+    async def mentions(mid: str) -> set[str]:
+        rows = await graph.ro_query("MATCH (m:Memory {id: $id})-[:MENTIONS]->(e:Entity) RETURN e.name", {"id": mid})
+        return {r[0] for r in rows}
+
+    async with service.http() as http:
+        lab = await _store(http, "GitLab runs our CI pipelines.")
+        hub = await _store(http, "GitHub hosts the public mirror.")
+        git = await _store(http, "Git is our version control system.")
+        await eventually(lambda: _entities_ready(http, [lab, hub, git]), timeout=60)
+        first = (await http.post("/entity/gitlab/merge", json={"merge_into": "git"})).json()["merge"]
+        second = (await http.post("/entity/github/merge", json={"merge_into": "git"})).json()["merge"]
+        assert {"gitlab", "github"} <= set((await http.get("/entity/git")).json()["entity"]["aliases"])
+        # The GitLab memory is edited to name Git; enrichment links it to git again.
+        r = await http.patch(f"/memory/{lab}", json={"content": "Git and nothing else runs our CI pipelines."})
+        assert r.status_code == 200, r.text
+
+        async def relinked() -> bool:
+            memory = (await http.get(f"/memory/{lab}")).json()["memory"]
+            return memory["enrichment_status"] == "done" and "gitlab" not in json.dumps(memory["entities"]).lower()
+        await eventually(relinked, timeout=60)
+
+        assert (await http.post(f"/entities/merges/{first['id']}/undo")).status_code == 200
+        entity = (await http.get("/entity/git")).json()["entity"]
+        assert "github" in entity["aliases"] and "gitlab" not in entity["aliases"], entity
+        assert "git" in await mentions(lab) and "gitlab" not in await mentions(lab)
+        assert "git" in await mentions(hub) and "github" not in await mentions(hub)  # still merged by the second
+        assert (await http.post(f"/entities/merges/{second['id']}/undo")).status_code == 200
+        assert "github" in await mentions(hub) and "git" not in await mentions(hub)
+        assert (await http.get("/entity/git")).json()["entity"]["aliases"] == []
+
+        # A chain: jenkins -> circleci, then circleci -> bazel; the first is undone last.
+        jen = await _store(http, "Jenkins builds the nightly release.")
+        cci = await _store(http, "CircleCI builds every push.")
+        baz = await _store(http, "Bazel builds the monorepo.")
+        await eventually(lambda: _entities_ready(http, [jen, cci, baz]), timeout=60)
+        inner = (await http.post("/entity/jenkins/merge", json={"merge_into": "circleci"})).json()["merge"]
+        outer = (await http.post("/entity/circleci/merge", json={"merge_into": "bazel"})).json()["merge"]
+        r = await http.post(f"/entities/merges/{inner['id']}/undo")
+        assert r.status_code == 409 and outer["id"] in r.json()["error"], r.text
+        assert (await http.post(f"/entities/merges/{outer['id']}/undo")).status_code == 200
+        assert (await http.post(f"/entities/merges/{inner['id']}/undo")).status_code == 200
+        names = {"jenkins", "circleci", "bazel"}
+        assert [await mentions(m) & names for m in (jen, cci, baz)] == [{"jenkins"}, {"circleci"}, {"bazel"}]
