@@ -376,13 +376,18 @@ async def test_undoing_merges_keeps_the_other_merges_and_edits_and_goes_in_rever
         rows = await graph.ro_query("MATCH (m:Memory {id: $id})-[:MENTIONS]->(e:Entity) RETURN e.name", {"id": mid})
         return {r[0] for r in rows}
 
+    async def enriched(http, *texts: str) -> list[str]:
+        ids = [await _store(http, text) for text in texts]
+        await eventually(lambda: _entities_ready(http, ids), timeout=60)
+        return ids
+
+    async def merged(http, alias: str, canonical: str) -> dict:
+        return (await http.post(f"/entity/{alias}/merge", json={"merge_into": canonical})).json()["merge"]
+
     async with service.http() as http:
-        lab = await _store(http, "GitLab runs our CI pipelines.")
-        hub = await _store(http, "GitHub hosts the public mirror.")
-        git = await _store(http, "Git is our version control system.")
-        await eventually(lambda: _entities_ready(http, [lab, hub, git]), timeout=60)
-        first = (await http.post("/entity/gitlab/merge", json={"merge_into": "git"})).json()["merge"]
-        second = (await http.post("/entity/github/merge", json={"merge_into": "git"})).json()["merge"]
+        lab, hub, _git = await enriched(http, "GitLab runs our CI pipelines.", "GitHub hosts the public mirror.",
+                                        "Git is our version control system.")
+        first, second = await merged(http, "gitlab", "git"), await merged(http, "github", "git")
         assert {"gitlab", "github"} <= set((await http.get("/entity/git")).json()["entity"]["aliases"])
         # The GitLab memory is edited to name Git; enrichment links it to git again.
         r = await http.patch(f"/memory/{lab}", json={"content": "Git and nothing else runs our CI pipelines."})
@@ -403,12 +408,9 @@ async def test_undoing_merges_keeps_the_other_merges_and_edits_and_goes_in_rever
         assert (await http.get("/entity/git")).json()["entity"]["aliases"] == []
 
         # A chain: jenkins -> circleci, then circleci -> bazel; the first is undone last.
-        jen = await _store(http, "Jenkins builds the nightly release.")
-        cci = await _store(http, "CircleCI builds every push.")
-        baz = await _store(http, "Bazel builds the monorepo.")
-        await eventually(lambda: _entities_ready(http, [jen, cci, baz]), timeout=60)
-        inner = (await http.post("/entity/jenkins/merge", json={"merge_into": "circleci"})).json()["merge"]
-        outer = (await http.post("/entity/circleci/merge", json={"merge_into": "bazel"})).json()["merge"]
+        jen, cci, baz = await enriched(http, "Jenkins builds the nightly release.", "CircleCI builds every push.",
+                                       "Bazel builds the monorepo.")
+        inner, outer = await merged(http, "jenkins", "circleci"), await merged(http, "circleci", "bazel")
         r = await http.post(f"/entities/merges/{inner['id']}/undo")
         assert r.status_code == 409 and outer["id"] in r.json()["error"], r.text
         assert (await http.post(f"/entities/merges/{outer['id']}/undo")).status_code == 200
