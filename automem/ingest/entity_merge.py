@@ -7,8 +7,8 @@ into (the canonical one), adds the alias's slug and aliases to the canonical ent
 ``aliases`` and marks the alias ``merged_into`` — as AutoMem does — and, beyond AutoMem,
 writes in the same graph query an ``(:EntityMerge)`` record: who merged, when, why, which
 memories' edges moved and which already mentioned the canonical entity. That record is the
-audit trail (``ListEntityMerges``) and what ``UndoEntityMerge`` reads to put the edges and
-aliases back exactly. Memories' own ``entities`` / ``entity_tags`` are enrichment's data and
+audit trail (``ListEntityMerges``) and what ``UndoEntityMerge`` reads to put the edges back
+(of the memories that still name the merged entity) and take off the aliases it added. Memories' own ``entities`` / ``entity_tags`` are enrichment's data and
 are not rewritten; reads of the canonical entity include the memories of the entities merged
 into it (automem/graph/entities.py).
 """
