@@ -34,7 +34,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, Field, StrictInt, StrictStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 from starlette.requests import Request
 
 from automem.common.client import AutomemClient
@@ -637,7 +637,23 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
     add(list_entities, "List Entities", readOnlyHint=True, destructiveHint=False, idempotentHint=True)
     add(get_entity, "Get Entity", readOnlyHint=True, destructiveHint=False, idempotentHint=True)
     add(merge_entities, "Merge Entities", readOnlyHint=False, destructiveHint=True, idempotentHint=False)
+    _refuse_unknown_arguments(server)
     return server
+
+
+def _refuse_unknown_arguments(server: MCPServer) -> None:
+    """Make every tool refuse an argument it does not take (a tool error naming it), and say
+    so in its input schema (``additionalProperties: false``). The SDK's argument models
+    ignore unknown keys, so ``delete_memory {"memory_id": X, "dry_run": true}`` deleted X and
+    ``store_memory {"scope": "other"}`` stored in the caller's scope: an option is refused,
+    never dropped, as on the REST routes (automem/gateway/schemas.py ``StrictBody``). The
+    SDK reads ``fn_metadata.arg_model`` on each call (mcp ``FuncMetadata``); its tool
+    registry has no public accessor, hence ``_tool_manager``."""
+    for tool in server._tool_manager.list_tools():
+        base = tool.fn_metadata.arg_model
+        tool.fn_metadata.arg_model = type(base.__name__, (base,), {
+            "__module__": base.__module__, "model_config": ConfigDict(**base.model_config, extra="forbid")})
+        tool.parameters["additionalProperties"] = False
 
 
 # --- transports -----------------------------------------------------------------------------

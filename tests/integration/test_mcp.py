@@ -71,6 +71,7 @@ async def test_tools_and_annotations(secured):
         assert name in schema
     assert set(tools["recall_memory"].input_schema["properties"]["format"]["enum"]) == {
         "text", "items", "detailed", "json"}
+    assert all(tool.input_schema.get("additionalProperties") is False for tool in tools.values())
 
 
 async def test_http_credentials_are_forwarded(secured):
@@ -103,6 +104,13 @@ async def test_http_end_to_end(secured):
 
         # field errors name the field
         assert "type" in await call_error(client, "store_memory", content="x", type="Nonsense")
+        # An argument a tool does not take is refused, not dropped (a dry run deleted for real,
+        # a scope argument stored in the caller's scope).
+        text = await call_error(client, "delete_memory", memory_id=first, dry_run=True)
+        assert "dry_run" in text and "Extra inputs are not permitted" in text, text
+        assert "scope" in await call_error(client, "store_memory", content="Stored elsewhere?", scope="other")
+        got, _ = await call(client, "recall_memory", memory_id=first)
+        assert got["count"] == 1, got
         assert "content" in await call_error(client, "store_memory")
         assert "supersede_relation" in await call_error(client, "store_memory", content="x",
                                                         supersedes_memory_id=first,
