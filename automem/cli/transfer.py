@@ -445,6 +445,7 @@ async def _export(settings: Settings, args: argparse.Namespace) -> int:
             task = progress.add_task("records", total=None)
             ids: dict[int, str] = {}
             numbers: dict[str, int] = {}
+            proposals: list[dict[str, Any]] = []
             started = False
             async for chunk in stream:
                 if not started and args.format == "native":
@@ -468,6 +469,11 @@ async def _export(settings: Settings, args: argparse.Namespace) -> int:
                     numbers[memory.id] = len(numbers)
                     out.write(_memory_line(args.format, numbers[memory.id], memory) + "\n")
                     counts["memories"] += 1
+                elif kind == "review_item":
+                    props = record.get("properties") or {}
+                    if (props.get("kind") == "supersede_proposal" and props.get("status") == "pending"
+                            and props.get("scope") == scope):
+                        proposals.append(props)
                 elif kind == "edge":
                     source, target = ids.get(record.get("source")), ids.get(record.get("target"))
                     name = record.get("type")
@@ -481,6 +487,19 @@ async def _export(settings: Settings, args: argparse.Namespace) -> int:
                             formats.automem_relationship_line(numbers[source], numbers[target], relation))
                     out.write(line + "\n")
                     counts["relations"] += 1
+            if args.format == "native":
+                # A replacement pending review waits with its proposal: written as the superseding
+                # relation it proposes (from a current memory to a pending one), which an import
+                # turns back into a proposal (CreateRelation), not into a supersession.
+                for props in proposals:
+                    old, new = props.get("target_id"), props.get("memory_id")
+                    if old in numbers and new in numbers:
+                        name = props.get("relation_type") or "INVALIDATED_BY"
+                        out.write(formats.native_relation_line(_relation(
+                            old, new, name if name in ("INVALIDATED_BY", "EVOLVED_INTO") else "INVALIDATED_BY",
+                            {"strength": props.get("strength", 0.9), "reason": props.get("reason") or ""},
+                            scope)) + "\n")
+                        counts["relations"] += 1
             if started and args.format == "native":
                 out.write(formats.native_end_line(counts["memories"], counts["relations"]) + "\n")
     result = {"ok": True, "format": args.format, "scope": scope, "out": args.out, **counts}

@@ -652,6 +652,7 @@ def _refuse_broken_chains(out: Parsed, label: str) -> None:
     until approved: automem/ingest/servicer.py ``_propose_supersede``), and a memory SUPERSEDED
     with no replacement in the file and an open window (it would come back as a current fact)."""
     states = {record.ref: record.state for record in out.memories}
+    by_ref = {record.ref: record for record in out.memories}
     first: dict[str, RelationRecord] = {}
     for relation in out.relations:
         if relation.type not in SUPERSEDING_RELATIONS:
@@ -661,7 +662,14 @@ def _refuse_broken_chains(out: Parsed, label: str) -> None:
                               f"{first[relation.source].target!r} already ({first[relation.source].where}); a "
                               "memory has one replacement")
         first.setdefault(relation.source, relation)
-        if states.get(relation.target) == "PENDING_REVIEW":
+        if states.get(relation.source) == "PENDING_REVIEW":
+            out.errors.append(f"{relation.where}: {label}.source_id: {relation.source!r} is pending review; only a "
+                              "reviewed memory can be superseded")
+        source = by_ref.get(relation.source)
+        if states.get(relation.target) == "PENDING_REVIEW" and not (
+                source is not None and source.state == "ACTIVE" and source.closed_to is None):
+            # From a current memory it is a supersede proposal (the import recreates it); from a
+            # superseded one it says a memory waiting for review replaced it, which none does.
             out.errors.append(f"{relation.where}: {label}.target_id: {relation.target!r} is pending review; a memory "
                               "waiting for review replaces nothing until it is approved")
     for record in out.memories:

@@ -415,8 +415,13 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
         if not memory1_id or not memory2_id:
             raise ToolError("memory1_id, memory2_id: both are required (or associations for batch mode)")
         with _tool_errors():
-            relation = presenters.relation_json(await usecases.associate(
-                caller(ctx), usecases.Association(memory1_id, memory2_id, type, strength, reason)))
+            created = await usecases.associate(
+                caller(ctx), usecases.Association(memory1_id, memory2_id, type, strength, reason))
+        relation = presenters.relation_json(created.relation)
+        if created.pending_review:
+            body = {"success": True, "pending_review": True, **relation, "message": (
+                f"Association pending review: approving memory {memory2_id} supersedes {memory1_id}")}
+            return _result(body["message"], body)
         body = {"success": True, "message": "Association created", **relation}
         return _result(f"Association created: {memory1_id} --{relation['type']} ({relation['strength']})--> "
                        f"{memory2_id}", body)

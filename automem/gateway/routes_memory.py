@@ -290,7 +290,9 @@ async def supersede(memory_id: str, body: SupersedeBody, call: CallerDep,
     return JSONResponse(presenters.superseded_json(replaced, started, with_relation=True), status_code=201)
 
 
-@router.post("/associate", status_code=201, tags=["memory"])
+@router.post("/associate", status_code=201, tags=["memory"], responses={
+    202: {"description": "A superseding association to a memory pending review: a supersede proposal waits "
+                         "with it (no edge yet)"}})
 async def associate(body: AssociateRequest, call: CallerDep) -> JSONResponse:
     """Create one association or a batch (``associations``, at most 500: 201 all
     succeeded, 207 partial)."""
@@ -303,7 +305,12 @@ async def associate(body: AssociateRequest, call: CallerDep) -> JSONResponse:
             a.memory1_id, a.memory2_id, a.type, a.strength, a.reason) for a in body.associations])
         status, answer = presenters.associated_json(outcome)
         return JSONResponse(answer, status_code=status)
-    relation = presenters.relation_json(await usecases.associate(call, usecases.Association(
-        body.memory1_id, body.memory2_id, body.type, body.strength, body.reason)))
+    created = await usecases.associate(call, usecases.Association(
+        body.memory1_id, body.memory2_id, body.type, body.strength, body.reason))
+    relation = presenters.relation_json(created.relation)
+    if created.pending_review:  # a supersede proposal waits with the pending memory
+        return JSONResponse({"status": "success", "message": (
+            f"Association pending review: approving memory {body.memory2_id} supersedes {body.memory1_id}"),
+            **relation, "relation_type": relation["type"], "pending_review": True}, status_code=202)
     return JSONResponse({"status": "success", "message": "Association created", **relation,
                          "relation_type": relation["type"]}, status_code=201)

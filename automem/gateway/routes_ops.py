@@ -116,8 +116,10 @@ async def admin_reembed(body: ReembedBody, call: CallerDep) -> dict[str, Any]:
 
 
 @router.post("/consolidate", tags=["ops"])
-async def consolidate(body: ConsolidateBody, call: CallerDep) -> dict[str, Any]:
-    """Run a consolidation task now (AutoMem); dry_run by default."""
+async def consolidate(call: CallerDep, body: ConsolidateBody | None = None) -> dict[str, Any]:
+    """Run a consolidation task now (AutoMem); dry_run by default. No body is a full dry run,
+    as AutoMem reads it (automem/api/consolidation.py: ``request.get_json(silent=True) or {}``)."""
+    body = body or ConsolidateBody()
     return presenters.consolidation_json(await usecases.consolidate(call, body.mode, body.dry_run))
 
 

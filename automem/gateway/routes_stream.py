@@ -155,13 +155,16 @@ def _final(kind: str, last_id: int, message: str) -> ServerSentEvent:
 
 
 def _last_event_id(header: str | None, query: str | None) -> int:
+    name = "Last-Event-ID" if header is not None else "last_event_id"
+    if header is not None:  # header text arrives as Latin-1 (HTTP); show what the client sent
+        header = header.encode("latin-1").decode("utf-8", "replace")
     raw = (header if header is not None else query or "").strip()
     if not raw:
         return 0
     # ASCII digits only: str.isdigit() also takes "²" (which int() refuses: a 500) and other
     # scripts' digits ("٣" read as 3); a stream sequence fits an int64.
     if not (raw.isascii() and raw.isdigit()) or len(raw) > 18:
-        raise GatewayError(400, f"Last-Event-ID: {raw[:40]!r} is not an id this stream sent (a stream sequence)")
+        raise GatewayError(400, f"{name}: {raw[:40]!r} is not an id this stream sent (a stream sequence)")
     return int(raw)
 
 

@@ -333,11 +333,16 @@ class BatchMemoryItem(MemoryRequest):
 class SupersedeBody(MemoryRequest):
     """``POST /v1/memories/{id}:supersede``: the replacement (``POST /memory`` fields) with
     ``supersede_relation`` / ``supersede_reason``; the memory replaced is the path's, so a
-    ``supersedes_memory_id`` in the body is refused (null in the OpenAPI schema)."""
+    ``supersedes_memory_id`` in the body is refused (null in the OpenAPI schema). A field it
+    does not have is refused (the service's own route: ``{"dry_run": true}`` superseded)."""
+
+    model_config = ConfigDict(extra="forbid")
 
 
-class BatchMemoryRequest(BaseModel):
-    """``POST /memory/batch``: ``{memories: [...]}``, at most 500."""
+class BatchMemoryRequest(StrictBody):
+    """``POST /memory/batch``: ``{memories: [...]}``, at most 500. Beside ``memories`` and
+    ``scope`` nothing is taken (``{"dry_run": true, "memories": [...]}`` stored them); each
+    item keeps AutoMem's leniency."""
 
     memories: list[BatchMemoryItem]
     scope: str | None = None

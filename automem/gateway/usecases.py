@@ -294,11 +294,11 @@ class Associated:
     failed: list[tuple[int, GatewayError]] = field(default_factory=list)
 
 
-async def associate(call: Caller, association: Association) -> memory_pb2.Relation:
+async def associate(call: Caller, association: Association) -> ingest_service_pb2.CreateRelationResponse:
     """Create one typed edge (IngestService.CreateRelation, which owns the relation types
-    and the checks)."""
-    response = await call(call.client.ingest.CreateRelation, association.request())
-    return response.relation
+    and the checks); ``pending_review`` in the answer when the edge supersedes by a memory
+    pending review (a proposal waits with it instead)."""
+    return await call(call.client.ingest.CreateRelation, association.request())
 
 
 _CODES = {code.value[0]: code for code in grpc.StatusCode}

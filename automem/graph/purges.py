@@ -34,19 +34,23 @@ _KEYS = ("MATCH (k:IdempotencyKey) WHERE ($all AND k.key STARTS WITH $prefix) "
 _SCOPE_ENTITIES = "MATCH (e:Entity) WHERE $all AND e.scope = $scope "
 #: Entity merges the purge removes: every one of the scope, or those whose moved memories (the
 #: ones that named the merged entity, so its slug is their text) are all purged by now (a
-#: purge strips its ids from the others: :data:`_MERGES_STRIP`).
+#: purge strips its ids from the others: :data:`_MERGES_STRIP`) and that no other memory
+#: still names through the merged entity (enrichment links a later mention of the merged
+#: name to it: the merge stays, or that memory would drop out of the kept entity's).
 _MERGES = ("MATCH (x:EntityMerge) WHERE x.scope = $scope AND ($all OR (size(x.memory_ids) > 0 "
-           "AND all(i IN x.memory_ids WHERE i IN $ids))) ")
-#: Before those merges go: the aliases and merged keys each added to its canonical entity, and
-#: its merged entity when no memory mentions it (a slug from the purged text would stay behind,
-#: and ``GET /entity/<slug>`` would still answer).
+           "AND all(i IN x.memory_ids WHERE i IN $ids))) "
+           "OPTIONAL MATCH (:Entity {key: x.alias_key})<-[:MENTIONS]-(o:Memory) WHERE NOT o.id IN $ids "
+           "WITH x, count(o) AS others WHERE $all OR others = 0 ")
+#: Before those merges go (a memory purge's only): the aliases and merged keys each added to
+#: its canonical entity, and its merged entity when no memory mentions it (a slug from the
+#: purged text would stay behind, and ``GET /entity/<slug>`` would still answer).
 _MERGES_UNDO_ALIASES = (
-    _MERGES + "AND NOT $all MATCH (c:Entity {key: x.canonical_key}) WHERE c.scope = $scope "
+    _MERGES + "WITH x WHERE NOT $all MATCH (c:Entity {key: x.canonical_key}) WHERE c.scope = $scope "
     "SET c.aliases = [s IN coalesce(c.aliases, []) WHERE NOT s IN "
     "[t IN coalesce(x.aliases, []) WHERE NOT t IN coalesce(x.prior_aliases, [])]], "
     "c.merged_keys = [k IN coalesce(c.merged_keys, []) WHERE NOT k IN "
     "[t IN coalesce(x.merged_keys, []) WHERE NOT t IN coalesce(x.prior_merged_keys, [])]]")
-_MERGES_ALIAS_ENTITY = (_MERGES + "AND NOT $all MATCH (a:Entity {key: x.alias_key}) WHERE a.scope = $scope "
+_MERGES_ALIAS_ENTITY = (_MERGES + "WITH x WHERE NOT $all MATCH (a:Entity {key: x.alias_key}) WHERE a.scope = $scope "
                         "AND NOT (a)<-[:MENTIONS]-(:Memory) DETACH DELETE a")
 _MERGES_STRIP = ("MATCH (x:EntityMerge) WHERE x.scope = $scope AND NOT $all "
                  "AND any(i IN x.memory_ids WHERE i IN $ids) "

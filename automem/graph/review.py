@@ -17,15 +17,16 @@ class Review(Repository):
     """Statements over ``:ReviewItem`` nodes."""
 
     async def propose_supersede(self, item_id: str, memory_id: str, target_id: str, scope: str, reason: str,
-                                create_time: float) -> None:
+                                create_time: float, extra: dict[str, Any] | None = None) -> None:
         """Create (once per memory and target) the pending proposal that ``memory_id``
-        supersedes ``target_id``; a proposal that exists already is left as it is."""
+        supersedes ``target_id``, with ``extra`` properties (``relation_type``, ``strength``,
+        ``target_version``, ``proposed_by``); a proposal that exists already is left as it is."""
         await self.store.query(
             "MERGE (r:ReviewItem {kind: 'supersede_proposal', memory_id: $mid, target_id: $tid}) "
             "ON CREATE SET r.id = $rid, r.reason = $reason, r.create_time = $now, r.status = 'pending', "
-            "r.scope = $scope",
+            "r.scope = $scope, r += $extra",
             {"mid": memory_id, "tid": target_id, "rid": item_id, "reason": reason, "now": create_time,
-             "scope": scope})
+             "scope": scope, "extra": dict(extra or {})})
 
     async def pending_proposals_of(self, memory_id: str, scope: str) -> list[dict[str, Any]]:
         """Properties of the pending supersede proposals whose replacement is ``memory_id``."""

@@ -88,6 +88,18 @@ def _token(offset: int) -> str:
     return base64.urlsafe_b64encode(f"o:{offset}".encode()).decode()
 
 
+def _check_target_unchanged(proposal: dict[str, Any], target: Memory) -> None:
+    """FAILED_PRECONDITION naming ``id`` when the memory a proposal supersedes changed since it
+    was proposed (its ``target_version``; enrichment's proposals have none): approving would
+    supersede a version the proposer never saw, as a stale ``If-Match`` would have on a
+    direct supersede."""
+    expected = proposal.get("target_version")
+    if expected is not None and int(expected) != int(target.version):
+        raise FailedPrecondition(
+            f"id: memory {target.id} changed since the supersede was proposed (version {expected}, now "
+            f"{target.version}); reject it and supersede the current version", field="id")
+
+
 def _item(props: dict[str, Any]) -> review_service_pb2.ReviewItem:
     item = review_service_pb2.ReviewItem(
         id=props.get("id") or "", kind=props.get("kind") or "", memory_id=props.get("memory_id") or "",
@@ -238,6 +250,8 @@ class ReviewServicer(EntityMerges, PurgeRpcs, review_service_pb2_grpc.ReviewServ
             for proposal in proposals:  # the supersede it waited with
                 applied = await self._approve_proposal(proposal, scope, principal, request.reason, now())
                 answer.superseded.CopyFrom(applied.superseded)
+                if proposal["id"] == request.id:  # approved in the proposal's name: answer with it
+                    answer.item.CopyFrom(applied.item)
             return answer
         return await self._approve_proposal(node, scope, principal, request.reason, stamp)
 
@@ -253,6 +267,7 @@ class ReviewServicer(EntityMerges, PurgeRpcs, review_service_pb2_grpc.ReviewServ
                     f"id: memory {pending.id} was stored to supersede {proposal.get('target_id')}, which is now "
                     f"{now_state}; reject it (or reject its proposal {proposal.get('id')} and approve it as a new "
                     "memory)", field="id")
+            _check_target_unchanged(proposal, target)
 
     async def _decide_memory(self, before: Memory, after: Memory, item_id: str, status: str, actor: str,
                              reason: str, stamp: Any, tombstone: dict[str, Any] | None = None,
@@ -282,13 +297,15 @@ class ReviewServicer(EntityMerges, PurgeRpcs, review_service_pb2_grpc.ReviewServ
             raise FailedPrecondition(f"review item {node['id']}: proposed memory {new.id} is "
                                      f"{state_name(new.state)}, not ACTIVE", field="id")
         check_transition(target.state, memory_pb2.MEMORY_STATE_SUPERSEDED)
+        _check_target_unchanged(node, target)
         why = node.get("reason") or reason
         closed = close_for_supersede(target, new.id, epoch(new, "valid_from") or epoch(new, "create_time"), stamp, why)
         rel_name = (node.get("relation_type") or "INVALIDATED_BY").upper()
         if rel_name not in SUPERSEDING_RELATIONS:
             rel_name = "INVALIDATED_BY"
         rel = Relation(source_id=target.id, target_id=new.id, type=memory_pb2.RelationType.Value(
-            "RELATION_TYPE_" + rel_name), strength=float(node.get("strength") or 0.9), scope=scope, reason=why)
+            "RELATION_TYPE_" + rel_name),
+            strength=0.9 if node.get("strength") is None else float(node["strength"]), scope=scope, reason=why)
         rel.create_time.CopyFrom(ts(stamp))
         item = dict(node)
         item.update({"status": "approved", "decided_by": principal.name, "decision_time": epoch(rel, "create_time"),

@@ -443,9 +443,20 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
             raise NotFound(f"memory {request.id} not found", field="id")
         _check_reviewed_write(principal, current, "delete")
         updated = await self._set_state(current, memory_pb2.MEMORY_STATE_DELETED, request.reason)
+        await self._close_proposals_of(current, actor)
         await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_MEMORY_DELETED, before=current, after=updated,
                                                 reason=request.reason))
         return ingest_service_pb2.DeleteMemoryResponse(memory=updated)
+
+    async def _close_proposals_of(self, memory: Memory, actor: str) -> None:
+        """Close the pending supersede proposals a deleted pending memory waited with (they
+        named a memory no reviewer can approve any more; the one they would replace stays)."""
+        if memory.state != memory_pb2.MEMORY_STATE_PENDING_REVIEW:
+            return
+        for proposal in await self.graph.review.pending_proposals_of(memory.id, memory.scope):
+            await self.graph.review.close_pending(proposal["id"], memory.scope, {
+                "status": "rejected", "decided_by": actor, "decision_time": now().timestamp(),
+                "decision_reason": f"memory {memory.id} was deleted"})
 
     async def _set_state(self, current: Memory, state: int, reason: str) -> Memory:
         check_transition(current.state, state)
@@ -509,6 +520,12 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
             raise NotFound(f"memory {rel.source_id} not found", field="memory1_id")
         if target is None or target.state in GONE_STATES:
             raise NotFound(f"memory {rel.target_id} not found", field="memory2_id")
+        if (relation_type_name(rel.type) in SUPERSEDING_RELATIONS
+                and target.state == memory_pb2.MEMORY_STATE_PENDING_REVIEW
+                and source.state == memory_pb2.MEMORY_STATE_ACTIVE):
+            # A replacement stored for review, then linked (AutoMem's clients supersede so:
+            # ../shared/AUTOMEM_API.md): it waits with that memory, as SupersedeMemory's does.
+            return await self._propose_by_relation(source, target, rel, principal)
         if relation_type_name(rel.type) in SUPERSEDING_RELATIONS and target.state != memory_pb2.MEMORY_STATE_ACTIVE:
             # A supersession must point at a current memory; this also refuses cycles.
             raise FailedPrecondition(
@@ -555,6 +572,18 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
             await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_MEMORY_SUPERSEDED, before=source,
                                                     after=updated, reason=rel.reason))
         return ingest_service_pb2.CreateRelationResponse(relation=rel)
+
+    async def _propose_by_relation(self, source: Memory, target: Memory, rel: Relation,
+                                   principal: Any) -> ingest_service_pb2.CreateRelationResponse:
+        """A superseding edge from ``source`` (ACTIVE) to ``target`` (PENDING_REVIEW): no edge
+        is written; a supersede proposal (automem/ingest/review.py) waits with ``target``, and
+        approving it supersedes ``source`` at the version it has now. ``pending_review`` in the
+        answer says so."""
+        await self.graph.review.propose_supersede(
+            str(uuid.uuid4()), target.id, source.id, source.scope, rel.reason, epoch(rel, "create_time"),
+            {"relation_type": relation_type_name(rel.type), "strength": rel.strength,
+             "target_version": int(source.version), "proposed_by": getattr(principal, "name", "")})
+        return ingest_service_pb2.CreateRelationResponse(relation=rel, pending_review=True)
 
     @staticmethod
     def _check_not_superseded_elsewhere(source: Memory, target_id: str) -> None:
@@ -680,7 +709,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         item = {"id": str(uuid.uuid4()), "kind": "supersede_proposal", "memory_id": new.id, "target_id": old.id,
                 "reason": request.reason, "relation_type": relation_type_name(rel_type),
                 "create_time": epoch(new, "create_time"), "status": "pending", "scope": old.scope,
-                "proposed_by": actor,
+                "proposed_by": actor, "target_version": int(old.version),
                 "strength": request.strength if request.HasField("strength") else SUPERSEDE_STRENGTH}
         claim = node_key(old.scope, request.idempotency_key) if request.idempotency_key else None
         if not await self.graph.memories.create_proposed(new, item, claim, fingerprint):
@@ -782,6 +811,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
                     updated = await self._set_state(memory, memory_pb2.MEMORY_STATE_DELETED, "delete by tag")
                 except (FailedPrecondition, Aborted):
                     continue
+                await self._close_proposals_of(memory, principal.name)
                 await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_MEMORY_DELETED, before=memory,
                                                         after=updated, reason="delete by tag"))
             deleted.append(memory)

@@ -538,6 +538,10 @@ async def test_options_a_writing_route_does_not_read_are_refused_and_nothing_is_
             ("POST", "/consolidate", None, {"mode": "forget", "dryrun": False}, "dryrun: not a field of this body (it takes dry_run, mode)"),
             ("POST", "/v1/apiKeys", None, {"name": "bot", "role": "reader", "scopes": [service.scope]}, "name: not a field"),
             ("POST", "/entity/someone/merge", None, {"mergeInto": "other"}, "mergeInto: not a field"),
+            ("POST", f"/v1/memories/{mid}:supersede", None, {"content": "Options probe: replaced", "dry_run": True},
+             "dry_run: not a field"),
+            ("POST", "/memory/batch", None, {"memories": [{"content": "Options probe: batch"}], "dry_run": True},
+             "dry_run: not a field"),
         ]
         for method, path, params, body, error in refused:
             r = await http.request(method, path, params=params, json=body)
@@ -560,6 +564,9 @@ async def test_options_a_writing_route_does_not_read_are_refused_and_nothing_is_
         assert r.status_code == 400 and r.json()["error"].startswith("ids: a field of the JSON body"), r.text
         r = await http.post("/consolidate", json={"mode": "", "dry_run": True})
         assert r.status_code == 400 and r.json()["error"].startswith("mode: name a mode"), r.text
+        # No body is a full dry run, as AutoMem reads it (it was a 400 "body: Field required").
+        r = await http.post("/consolidate")
+        assert r.status_code == 200 and r.json()["dry_run"] is True and r.json()["mode"] == "full", r.text
         # The dry run asked the right way still counts and removes nothing.
         r = await http.post(f"/v1/memories/{mid}:purge", json={"dry_run": True})
         assert r.status_code == 200 and r.json()["purge"]["dry_run"] is True, r.text

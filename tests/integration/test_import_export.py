@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from automem.common.model import ts
-from automem.v1 import ingest_service_pb2, memory_pb2, recall_service_pb2
+from automem.v1 import ingest_service_pb2, memory_pb2, recall_service_pb2, review_service_pb2
 from tests.conftest import ScopedService, eventually, fresh_scope
 
 REPO = Path(__file__).resolve().parents[2]
@@ -495,3 +495,37 @@ async def test_a_chain_the_service_would_refuse_is_refused_before_anything_is_wr
                 tags=["chainfile"], page_size=100, read=recall_service_pb2.ReadOptions(
                     state_mode=recall_service_pb2.STATE_MODE_HISTORY, include_pending=True)))
             assert list(page.memories) == [], name
+
+
+async def test_a_replacement_waiting_for_review_comes_back_waiting_with_its_proposal(
+        service: ScopedService, tmp_path: Path) -> None:
+    """A native export kept a pending replacement but not the supersede it waits with:
+    imported, it was a plain pending memory, and approving it left two current facts. The
+    export writes the proposal as the superseding relation it proposes (current memory ->
+    pending one), and the import recreates the proposal."""
+    async with service.client() as client:
+        old = (await client.ingest.CreateMemory(ingest_service_pb2.CreateMemoryRequest(
+            memory=_item("Proposal: the boss is Alice", tags=["proposalfile"])))).memory
+        await client.ingest.SupersedeMemory(ingest_service_pb2.SupersedeMemoryRequest(
+            id=old.id, replacement=_item("Proposal: the boss is Bob", tags=["proposalfile"], require_review=True),
+            reason="reorg", strength=0.6))
+    out = tmp_path / "proposal.jsonl"
+    done = await _json_cli("export", "--grpc", service.grpc, "--scope", service.scope, "--out", str(out))
+    assert done["memories"] == 2, done
+    proposed = [r["relation"] for r in map(json.loads, out.read_text().splitlines())
+                if r.get("relation", {}).get("type") == "RELATION_TYPE_INVALIDATED_BY"]
+    assert [(p["source_id"], p["strength"], p["reason"]) for p in proposed] == [(old.id, 0.6, "reorg")], proposed
+    target = fresh_scope()
+    imported = await _json_cli("import", str(out), "--format", "native", "--grpc", service.grpc, "--scope", target)
+    assert imported["ok"] and imported["relations"]["failed"] == 0, imported
+    async with service.client(scope=target) as client:
+        items = (await client.review.ListReviewItems(review_service_pb2.ListReviewItemsRequest(status="pending"))).items
+        assert sorted(i.kind for i in items) == ["memory", "supersede_proposal"], items
+        proposal = next(i for i in items if i.kind == "supersede_proposal")
+        current = await _memories(service, target, "proposalfile")
+        assert [m.content for m in current] == ["Proposal: the boss is Alice"]
+        approved = await client.review.ApproveReviewItem(review_service_pb2.ApproveReviewItemRequest(
+            id=proposal.memory_id))
+        assert approved.superseded.content == "Proposal: the boss is Alice"
+        current = await _memories(service, target, "proposalfile")
+        assert [m.content for m in current] == ["Proposal: the boss is Bob"]

@@ -330,3 +330,30 @@ async def test_purging_the_memories_behind_an_entity_merge_takes_the_merged_name
         assert await _count(service, "MATCH (e:Entity) WHERE e.scope = $s AND e.key CONTAINS 'l.-torvalds' "
                             "RETURN count(e)", s=service.scope) == 0
         assert (await http.get(f"/memory/{kept}")).status_code == 200
+
+
+async def test_a_merge_that_a_later_memory_names_through_stays_when_its_moved_memories_are_purged(service) -> None:
+    """A memory stored after a merge that names the merged entity is linked to it (and read
+    under the kept one). Purging the merge's moved memories removed the merge anyway, and that
+    memory dropped out of the kept entity: the merge stays while a memory names through it."""
+    async with service.http() as http:
+        kept = await _store(http, "Robert Smith signed the vendor contract.")
+        erased = await _store(http, "Bob Smith called about the invoice.")
+
+        async def named(*slugs: str) -> bool:
+            return set(slugs) <= {e["slug"] for e in (await http.get("/entities")).json()["entities"]}
+        await eventually(lambda: named("robert-smith", "bob-smith"), timeout=60)
+        assert (await http.post("/entity/bob-smith/merge", json={"merge_into": "robert-smith"})).status_code == 200
+        later = await _store(http, "Bob Smith approved the invoice.")
+
+        async def listed() -> bool:
+            memories = (await http.get("/entity/robert-smith")).json()["memories"]
+            return later in {m["id"] for m in memories}
+        await eventually(listed, timeout=60)
+        r = await http.post(f"/v1/memories/{erased}:purge", json={"reason": "erasure request"}, timeout=PURGE_WAIT)
+        assert r.status_code == 200 and r.json()["purge"]["counts"]["entity_merges"] == 0, r.text
+        r = await http.get("/entity/robert-smith")
+        assert {m["id"] for m in r.json()["memories"]} == {kept, later}, r.json()
+        assert (await http.get("/entity/bob-smith")).json()["entity"]["id"] == "person:robert-smith"
+        [merge] = (await http.get("/entities/merges")).json()["merges"]
+        assert merge["memory_ids"] == []  # the purged id is gone from the record

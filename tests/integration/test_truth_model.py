@@ -618,9 +618,9 @@ async def test_a_supersede_waiting_for_review_leaves_the_old_fact_current_until_
         assert r.status_code == 403 and "review" in r.json()["error"], r.text
         assert (await other.delete(f"/memory/{fact}")).status_code == 403
         assert (await other.request("DELETE", "/memory/by-tag", params={"tags": "backups"})).status_code == 403
-        lure = await _store(other, "Backups are kept for 4 days")
+        lure = await _store(other, "Backups are kept for 4 days")  # pending: linking it only proposes
         r = await other.post("/associate", json={"memory1_id": fact, "memory2_id": lure, "type": "INVALIDATED_BY"})
-        assert r.status_code in (403, 409), r.text
+        assert r.status_code == 202 and r.json()["pending_review"] is True, r.text
         assert (await _node(own_service, fact))["state"] == "ACTIVE"
         assert (await _node(own_service, fact))["version"] == 1
 
@@ -636,6 +636,12 @@ async def test_a_supersede_waiting_for_review_leaves_the_old_fact_current_until_
         assert node["state"] == "ACTIVE" and not node.get("superseded_by"), node
         assert (await current(trusted, "how long are backups kept"))[:1] == ["Backups are kept for 30 days"]
 
+        # A waiting replacement its key deletes takes its proposal with it (the queue kept an
+        # item nobody could approve).
+        r = await other.post(f"/v1/memories/{fact}:supersede", json={"content": "Backups are kept for 5 days"})
+        assert (await other.delete(f"/memory/{r.json()['memory_id']}")).status_code == 200
+        assert (await trusted.get("/v1/review-items")).json()["items"] == []
+
         # 3. Approving a waiting replacement supersedes the fact, in either item's name.
         for approve_via in ("memory", "supersede_proposal"):
             r = await other.post(f"/v1/memories/{fact}:supersede", json={"content": f"Backups are kept for 14 days ({approve_via})"})
@@ -645,6 +651,7 @@ async def test_a_supersede_waiting_for_review_leaves_the_old_fact_current_until_
             r = await trusted.post(f"/v1/review-items/{item['id']}:approve")
             assert r.status_code == 200 and r.json()["memory"]["state"] == "ACTIVE", r.text
             assert r.json()["superseded"]["id"] == fact, r.text
+            assert (r.json()["item"]["id"], r.json()["item"]["kind"]) == (item["id"], approve_via), r.json()["item"]
             node = await _node(own_service, fact)
             assert node["state"] == "SUPERSEDED" and node["superseded_by"] == new, node
             assert (await trusted.get("/v1/review-items")).json()["items"] == []
@@ -663,3 +670,63 @@ async def test_a_supersede_waiting_for_review_leaves_the_old_fact_current_until_
         r = await trusted.post(f"/v1/review-items/{proposed}:approve")
         assert r.status_code == 409 and "reject it" in r.json()["error"], r.text
         assert (await _node(own_service, proposed))["state"] == "PENDING_REVIEW"
+
+
+async def test_the_automem_client_supersede_by_a_reviewed_key_waits_and_approval_checks_the_version(own_service) -> None:
+    """AutoMem's clients supersede in steps: store the new memory, then link old -> new with
+    INVALIDATED_BY. From a key that requires review the new memory is pending and the link
+    was refused (409): a pending memory with nothing tying it to the fact it replaces, and two
+    current facts once approved. The link now becomes the pending memory's supersede proposal.
+    A proposal approved after the old memory changed superseded a version its proposer never
+    saw; it is refused now. A proposal's strength 0 came back 0.9."""
+    from automem.common.keys import KeyStore
+    from automem.v1 import memory_pb2
+
+    keys = KeyStore(own_service.ctx.graph)
+    admin, _ = await keys.create("admin", ["*"], "default")
+    untrusted, _ = await keys.create("writer", ["*"], "default", require_review=True)
+    async with own_service.http(authorization=f"Bearer {admin}") as trusted, \
+            own_service.http(authorization=f"Bearer {untrusted}") as other:
+        fact = await _store(trusted, "The release train leaves every second Tuesday")
+        new = await _store(other, "The release train leaves every Tuesday")
+        r = await other.post("/associate", json={"memory1_id": fact, "memory2_id": new, "type": "INVALIDATED_BY",
+                                                 "strength": 0.0, "reason": "weekly now"})
+        assert r.status_code == 202 and r.json()["pending_review"] is True, r.text
+        assert (await _node(own_service, fact))["state"] == "ACTIVE"
+        kinds = sorted(i["kind"] for i in (await trusted.get("/v1/review-items")).json()["items"])
+        assert kinds == ["memory", "supersede_proposal"]
+        r = await trusted.post(f"/v1/review-items/{new}:approve")
+        assert r.status_code == 200 and r.json()["superseded"]["id"] == fact, r.text
+        assert (await _node(own_service, fact))["superseded_by"] == new
+        edges = await own_service.ctx.graph.ro_query(
+            "MATCH (a:Memory {id: $a})-[r:INVALIDATED_BY]->(b:Memory {id: $b}) RETURN r.strength, r.reason",
+            {"a": fact, "b": new})
+        assert edges == [[0.0, "weekly now"]], edges
+
+        # Approval after the old memory changed is refused; the fact is left as edited.
+        fact = await _store(trusted, "Standups start at 09:30")
+        r = await other.post(f"/v1/memories/{fact}:supersede", json={"content": "Standups start at 10:00"},
+                             headers={"If-Match": '"1"'})
+        assert r.status_code == 201, r.text
+        waiting = r.json()["memory_id"]
+        r = await trusted.patch(f"/memory/{fact}", json={"content": "Standups start at 09:15 (team vote)"})
+        assert r.status_code == 200 and r.json()["memory"]["version"] == 2, r.text
+        r = await trusted.post(f"/v1/review-items/{waiting}:approve")
+        assert r.status_code == 409 and "changed since the supersede was proposed" in r.json()["error"], r.text
+        node = await _node(own_service, fact)
+        assert node["state"] == "ACTIVE" and node["content"] == "Standups start at 09:15 (team vote)"
+
+    # gRPC: a pending supersede's strength 0 is kept through approval.
+    async with own_service.client(api_key=admin) as client:
+        md = client.metadata()
+        fact = (await client.ingest.CreateMemory(ingest_service_pb2.CreateMemoryRequest(
+            memory=ingest_service_pb2.MemoryInput(content="Lunch is at noon")), metadata=md)).memory
+        pending = (await client.ingest.SupersedeMemory(ingest_service_pb2.SupersedeMemoryRequest(
+            id=fact.id, replacement=ingest_service_pb2.MemoryInput(content="Lunch is at one", require_review=True),
+            relation_type=memory_pb2.RELATION_TYPE_EVOLVED_INTO, strength=0.0), metadata=md)).replacement
+        approved = await client.review.ApproveReviewItem(review_service_pb2.ApproveReviewItemRequest(id=pending.id),
+                                                         metadata=md)
+        assert approved.superseded.id == fact.id
+    edges = await own_service.ctx.graph.ro_query(
+        "MATCH (:Memory {id: $a})-[r:EVOLVED_INTO]->(:Memory {id: $b}) RETURN r.strength", {"a": fact.id, "b": pending.id})
+    assert edges == [[0.0]], edges

@@ -133,10 +133,12 @@ class CreateRelationRequest(_message.Message):
     def __init__(self, relation: _Optional[_Union[_memory_pb2.Relation, _Mapping]] = ..., scope: _Optional[str] = ..., type_name: _Optional[str] = ...) -> None: ...
 
 class CreateRelationResponse(_message.Message):
-    __slots__ = ("relation",)
+    __slots__ = ("relation", "pending_review")
     RELATION_FIELD_NUMBER: _ClassVar[int]
+    PENDING_REVIEW_FIELD_NUMBER: _ClassVar[int]
     relation: _memory_pb2.Relation
-    def __init__(self, relation: _Optional[_Union[_memory_pb2.Relation, _Mapping]] = ...) -> None: ...
+    pending_review: bool
+    def __init__(self, relation: _Optional[_Union[_memory_pb2.Relation, _Mapping]] = ..., pending_review: _Optional[bool] = ...) -> None: ...
 
 class BatchCreateRelationsRequest(_message.Message):
     __slots__ = ("requests", "scope")
