@@ -301,6 +301,8 @@ async def associate(body: AssociateRequest, call: CallerDep) -> JSONResponse:
         if single:  # AutoMem's route reads the batch and drops these; refused, not dropped
             raise GatewayError(400, f"{single[0]}: send one association's fields or associations, not both; "
                                     "nothing was done")
+        if not body.associations:  # answered 201 with nothing created (the MCP tool refused it)
+            raise GatewayError(400, "associations: must hold at least one association")
         outcome = await usecases.associate_many(call, [usecases.Association(
             a.memory1_id, a.memory2_id, a.type, a.strength, a.reason) for a in body.associations])
         status, answer = presenters.associated_json(outcome)

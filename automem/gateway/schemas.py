@@ -39,6 +39,13 @@ def _not_a_boolean(value: Any) -> Any:
     return value
 
 
+#: Largest version number a query or an etag can name (int64, the Memory message's ``version``;
+#: automem/gateway/usecases.py ``parse_etag``).
+MAX_VERSION = 2**63 - 1
+#: A slug or name that is not blank as the service strips it (Python's whitespace includes
+#: U+001C–U+001F and U+0085, which a JSON Schema ``\s`` does not), with no NUL.
+NAMED = {"pattern": "^[^\\u0000]*[^\\s\\u0000\\u001c-\\u001f\\u0085][^\\u0000]*$"}
+
 #: A JSON number (an integer or a float; a numeric string as pydantic reads it), never a
 #: boolean, never NaN or an infinity (``"NaN"`` as a string passed the body's JSON check and
 #: every range check: ``strength`` reached the graph's query, a 500).
@@ -591,7 +598,8 @@ def declared_limits(settings: Any) -> tuple[dict[str, dict[str, dict[str, Any]]]
         # routes' own Query constraints, automem/gateway/routes_graph.py).
         "/graph/snapshot": {"since": when, "types": {"items": types}, **reads},
         "/graph/neighbors/{memory_id}": reads,
-        "/entity/{slug}": {"state_mode": state_mode},
+        "/entity/{slug}": {"state_mode": state_mode, "slug": NAMED},
+        "/entity/{slug}/merge": {"slug": NAMED},
         "/memories/{memory_id}/related": {"max_depth": {"minimum": 1, "maximum": 3},
                                           "limit": {"minimum": 1, "maximum": 200},
                                           "relationship_types": {"items": _enum(AUTHORABLE_RELATIONS + SYSTEM_RELATIONS)},
@@ -652,18 +660,25 @@ def declared_limits(settings: Any) -> tuple[dict[str, dict[str, dict[str, Any]]]
                              "metadata": {"$ref": "#/components/schemas/MetadataObject"},
                              "add_tags": {**tags, "minItems": 1},
                              # A version number (from 1), "*" or an HTTP etag of one (usecases.body_etag).
-                             "etag": {"anyOf": [{"type": "integer", "minimum": 1},
-                                                {"type": "string", "pattern": '^(W/)?"*(\\*|0*[1-9][0-9]*)"*$'},
+                             "etag": {"anyOf": [{"type": "integer", "minimum": 1, "maximum": MAX_VERSION},
+                                                {"type": "string",
+                                                 "pattern": '^(W/)?"*(\\*|0*[1-9][0-9]{0,17})"*$'},
                                                 {"type": "null"}]},
                              "": {"anyOf": [{"required": [k]} for k in (*updatable, "add_tags")]}},
         "Association": {"type": relations, "strength": unit, "memory1_id": memory_id, "memory2_id": memory_id},
         "AssociateRequest": {"type": relations, "strength": unit, "memory1_id": memory_id, "memory2_id": memory_id,
                              "associations": {"minItems": 1, "maxItems": settings.batch_max},
+                             # One association's fields, or ``associations`` and none of them
+                             # (routes_memory.associate refuses both: one would be dropped).
                              "": {"anyOf": [{"required": ["memory1_id", "memory2_id"],
-                                             "properties": {"memory1_id": memory_id, "memory2_id": memory_id}},
+                                             "properties": {"memory1_id": memory_id, "memory2_id": memory_id,
+                                                            "associations": {"type": "null"}}},
                                             {"required": ["associations"],
-                                             "properties": {"associations": {"type": "array"}}}]}},
+                                             "properties": {"associations": {"type": "array"}},
+                                             "not": {"anyOf": [{"required": [name]} for name in (
+                                                 "memory1_id", "memory2_id", "type", "strength", "reason")]}}]}},
         "ConsolidateBody": {"mode": _enum(["full", "decay", "creative", "cluster", "forget"])},
+        "EntityMergeBody": {"merge_into": NAMED, "": {"required": ["merge_into"]}},
     }
     return parameters, bodies
 

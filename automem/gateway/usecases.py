@@ -30,7 +30,7 @@ from automem.common.errors import HTTP_STATUS, InvalidArgument
 from automem.common.model import parse_relation_type, parse_time, ts
 from automem.gateway.deps import CALL_TIMEOUT, Caller
 from automem.gateway.errors import GatewayError
-from automem.gateway.schemas import MemoryRequest
+from automem.gateway.schemas import MAX_VERSION, MemoryRequest
 from automem.v1 import (
     admin_service_pb2,
     consolidate_service_pb2,
@@ -113,10 +113,6 @@ def update_input(fields: dict[str, Any]) -> tuple[ingest_service_pb2.MemoryInput
         elif value is not None:
             setattr(item, name, value)
     return item, sorted(TIME_FIELDS.get(name, name) for name in fields)
-
-
-#: Largest version number a query or an etag can name (int64, the Memory message's ``version``).
-MAX_VERSION = 2**63 - 1
 
 
 def parse_etag(raw: int | str | None) -> int:
