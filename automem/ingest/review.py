@@ -148,7 +148,8 @@ class ReviewServicer(EntityMerges, PurgeRpcs, review_service_pb2_grpc.ReviewServ
     # --- review queue ---------------------------------------------------------------
 
     async def ListReviewItems(self, request, context):
-        """Review items of the scope, oldest first: pending memories (PENDING_REVIEW) and
+        """Review items of the scope, oldest first: pending memories (PENDING_REVIEW; with
+        ``target_id`` / ``target`` when a supersede proposal waits with one) and
         ReviewItem nodes (proposals, decided memories) with ``status`` (default pending;
         "all" for every status) and optional ``kind``. Paged: ``page_size`` ≤ 200 (0 = 50),
         opaque ``page_token``; empty ``next_page_token`` = last page."""
@@ -166,7 +167,14 @@ class ReviewServicer(EntityMerges, PurgeRpcs, review_service_pb2_grpc.ReviewServ
         offset = _page(request.page_token)
         items: list[review_service_pb2.ReviewItem] = []
         if status in ("pending", "all") and kind in ("", "memory"):
-            items.extend(_memory_item(m) for m in await self.graph.memories.pending_review(scope))
+            # A pending replacement names the memory its proposal would replace (``target``), so a
+            # reviewer deciding the memory's item sees what approving it supersedes.
+            waiting = {p.get("memory_id"): p.get("target_id") or ""
+                       for p in await self.graph.review.items(scope, "pending", "supersede_proposal")}
+            for memory in await self.graph.memories.pending_review(scope):
+                item = _memory_item(memory)
+                item.target_id = waiting.get(memory.id, "")
+                items.append(item)
         items.extend(_item(props) for props in await self.graph.review.items(scope, status, kind))
         items.sort(key=lambda it: (epoch(it, "create_time") or 0.0, it.id))
         page = items[offset: offset + size]

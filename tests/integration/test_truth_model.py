@@ -627,6 +627,9 @@ async def test_a_supersede_waiting_for_review_leaves_the_old_fact_current_until_
         # 2. Rejecting every waiting replacement leaves the fact as it was.
         items = (await trusted.get("/v1/review-items")).json()["items"]
         assert {i["kind"] for i in items} == {"memory", "supersede_proposal"}, items
+        # Each waiting replacement's own item names the fact approving it would replace.
+        for item in items:
+            assert item["target_id"] == fact and item["target"]["content"] == "Backups are kept for 30 days", item
         for item in items:
             if item["kind"] == "memory":
                 r = await trusted.post(f"/v1/review-items/{item['id']}:reject", json={"reason": "wrong"})
