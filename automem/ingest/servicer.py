@@ -377,14 +377,13 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
             return await self._update(request, scope, paths, principal)
 
     async def _update(self, request, scope: str, paths: list[str],
-                      principal: Any = None) -> ingest_service_pb2.UpdateMemoryResponse:
+                      principal: Any) -> ingest_service_pb2.UpdateMemoryResponse:
         """:meth:`UpdateMemory` under the memory's lock."""
         for _attempt in range(MAX_UPDATE_RETRIES):
             current = await self._load(request.id, scope)
             if current.state in GONE_STATES:
                 raise FailedPrecondition(f"id: memory {request.id} is {state_name(current.state)}", field="id")
-            if principal is not None:
-                _check_reviewed_write(principal, current, "edit")
+            _check_reviewed_write(principal, current, "edit")
             if request.etag and current.version != request.etag:
                 raise Aborted(f"etag: memory {request.id} is at version {current.version}, not {request.etag}",
                               field="etag")
@@ -509,7 +508,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
             return await self._create_relation(rel, scope, principal)
 
     async def _create_relation(self, rel: Relation, scope: str,
-                               principal: Any = None) -> ingest_service_pb2.CreateRelationResponse:
+                               principal: Any) -> ingest_service_pb2.CreateRelationResponse:
         """:meth:`CreateRelation` once ``rel`` is validated, under both memories' locks."""
         stamp = now()
         rel.create_time.CopyFrom(ts(stamp))
@@ -537,7 +536,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
             # whose successor was named already (current and superseded at once).
             raise FailedPrecondition(f"memory1_id: {source.id} is PENDING_REVIEW; only a reviewed memory can be "
                                      "superseded (approve or reject it first)", field="memory1_id")
-        if superseding and principal is not None:
+        if superseding:
             _check_reviewed_write(principal, source, "supersede")
         if not superseding:
             if not await self.graph.relations.create(rel):
@@ -582,7 +581,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         await self.graph.review.propose_supersede(
             str(uuid.uuid4()), target.id, source.id, source.scope, rel.reason, epoch(rel, "create_time"),
             {"relation_type": relation_type_name(rel.type), "strength": rel.strength,
-             "target_version": int(source.version), "proposed_by": getattr(principal, "name", "")})
+             "target_version": int(source.version), "proposed_by": principal.name})
         return ingest_service_pb2.CreateRelationResponse(relation=rel, pending_review=True)
 
     @staticmethod
