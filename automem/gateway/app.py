@@ -8,7 +8,7 @@ the caller's credentials (``Authorization: Bearer`` / ``X-API-Key`` / ``X-Admin-
 limits themselves — and present the answer (automem/gateway/presenters.py). The MCP tools
 (automem/gateway/mcp_server.py) call the same use cases. gRPC status codes map to HTTP
 statuses in one place (automem/common/errors.py); every response, errors included, is JSON.
-This module builds the app: error handlers, the body-size and no-store middlewares, the
+This module builds the app: error handlers, the HEAD, body-size and no-store middlewares, the
 routers, ``/mcp``.
 """
 
@@ -144,6 +144,36 @@ class NoStore:
         await self.app(scope, receive, send_no_store)
 
 
+class HeadAsGet:
+    """ASGI middleware: ``HEAD`` is answered as ``GET`` without the body (RFC 9110 §9.3.2),
+    as AutoMem's Flask app does for each of its GET routes (Flask adds HEAD itself;
+    FastAPI's routes do not, so every HEAD was a 405).
+
+    The app sees a GET; the status and headers (Content-Length among them) go out as it
+    sends them, and the first body message ends the response empty, so a streamed answer
+    (``/stream``) ends at once: the server then reports the client gone and the stream's
+    task stops. A route without GET answers 405 as before."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope.get("method") != "HEAD":
+            await self.app(scope, receive, send)
+            return
+        ended = False
+
+        async def send_headers_only(message: Any) -> None:
+            nonlocal ended
+            if message["type"] == "http.response.start":
+                await send(message)
+            elif message["type"] == "http.response.body" and not ended:
+                ended = True
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+        await self.app({**scope, "method": "GET"}, receive, send_headers_only)
+
+
 def _parameter_holding(request: Request, value: str) -> str:
     """The name of the query parameter (or ``etag`` for an ``If-Match`` header) whose value
     is ``value`` — the number a protobuf field could not hold — so its 400 names the field
@@ -217,7 +247,10 @@ def create_app(settings: Settings, client: AutomemClient) -> FastAPI:
             return denied
         if exc.status_code == 400 and exc.detail == "There was an error parsing the body":  # fastapi's words
             return error_response(400, "body: cannot be read as JSON (not UTF-8 text, or not JSON)")
-        return error_response(exc.status_code, str(exc.detail))
+        response = error_response(exc.status_code, str(exc.detail))
+        if exc.status_code == 405 and exc.headers and "Allow" in exc.headers:
+            response.headers["Allow"] = exc.headers["Allow"]  # RFC 9110 §15.5.6: a 405 names the methods
+        return response
 
     # Handlers for specific classes run in Starlette's ExceptionMiddleware, which answers and
     # stops there; only the catch-all below is re-raised to the server (and logged by it).
@@ -266,6 +299,7 @@ def create_app(settings: Settings, client: AutomemClient) -> FastAPI:
         routes_v1,
     )
 
+    app.add_middleware(HeadAsGet)  # innermost of ours: the others see the HEAD as it came
     app.add_middleware(StreamedBodyLimit, limit=settings.max_body_bytes, unlimited=("/v1/backup:restore",))
     # Outside the body limit, so its 401 / 413 answers carry no-store too.
     app.add_middleware(NoStore, cacheable=("/console/static/", f"{apidocs.PREFIX}/"))

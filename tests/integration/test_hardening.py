@@ -614,3 +614,27 @@ async def test_a_strength_of_nan_is_400_naming_strength_not_a_500(service) -> No
                 assert exc.code() == grpc.StatusCode.INVALID_ARGUMENT and "strength" in (exc.details() or ""), exc
             else:
                 raise AssertionError(f"a supersede with strength {strength} went through")
+
+
+async def test_head_answers_as_get_without_the_body(service) -> None:
+    """AutoMem (Flask) answers HEAD on every GET route; here each was a 405. HEAD now gets
+    GET's status and headers with no body, a streamed route ends at once, and a route
+    without GET still answers 405."""
+    async with service.http() as http:
+        mid = await _store(http, "Head probe: the office moves in March")
+        for path, params in ((f"/memory/{mid}", None), ("/health", None),
+                             ("/recall", {"query": "office move", "limit": "3"}),
+                             ("/memory/by-tag", {"tags": "nothing-here"})):
+            got = await http.get(path, params=params)
+            head = await http.head(path, params=params)
+            assert head.status_code == got.status_code == 200, (path, head.status_code, got.text)
+            assert head.content == b"", path
+            assert head.headers["content-type"] == got.headers["content-type"], path
+            if path.startswith("/memory/"):
+                assert head.headers["content-length"] == got.headers["content-length"], path
+        r = await http.head("/memory/00000000-0000-4000-8000-000000000000")
+        assert r.status_code == 404 and r.content == b""
+        r = await http.head("/memory")
+        assert r.status_code == 405 and r.headers["allow"] == "POST", r.headers
+        r = await asyncio.wait_for(http.head("/stream"), 10)
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream"), r.headers
