@@ -43,7 +43,7 @@ from automem.common.model import (
     ts,
 )
 from automem.common.settings import Settings
-from automem.v1 import ingest_service_pb2, memory_pb2, recall_service_pb2
+from automem.v1 import ingest_service_pb2, memory_pb2, recall_service_pb2, review_service_pb2
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -350,6 +350,10 @@ async def _store_relations(client: Any, args: argparse.Namespace, parsed: format
     existing = await _stored_edges(client, args, {stored[r.source][0].id for r in ordered
                                                   if r.source in stored and r.target in stored
                                                   and stored[r.source][1] and stored[r.target][1]})
+    proposed = await _pending_proposals(client, args, any(
+        r.type in SUPERSEDING_RELATIONS and r.source in stored and r.target in stored
+        and stored[r.source][1] and stored[r.target][1]
+        and stored[r.target][0].state == memory_pb2.MEMORY_STATE_PENDING_REVIEW for r in ordered))
     pending: list[tuple[formats.RelationRecord, ingest_service_pb2.CreateRelationRequest, bool]] = []
     for relation in ordered:
         source, target = stored.get(relation.source), stored.get(relation.target)
@@ -363,6 +367,11 @@ async def _store_relations(client: Any, args: argparse.Namespace, parsed: format
             progress.advance(task)
             continue
         both_present = source[1] and target[1]
+        if both_present and (target[0].id, source[0].id) in proposed:
+            # The supersede proposal this relation stands for waits already (a second import).
+            counts["relations"]["already_present"] += 1
+            progress.advance(task)
+            continue
         edges = existing.get(source[0].id) if both_present else {}
         strength = None if edges is None else edges.get((relation.type, target[0].id))
         # Not known (the source has more neighbours than one read lists): sent, and counted as
@@ -398,6 +407,25 @@ async def _store_relations(client: Any, args: argparse.Namespace, parsed: format
             else:
                 counts["relations"]["already_present" if present else "created"] += 1
         progress.advance(task, len(chunk))
+
+
+async def _pending_proposals(client: Any, args: argparse.Namespace, wanted: bool) -> set[tuple[str, str]]:
+    """The pending supersede proposals of the scope as (replacement id, superseded id)
+    pairs, read with ListReviewItems page by page; an empty set without a read when not
+    ``wanted`` (no relation of the file points at a memory pending review that was stored
+    before the import)."""
+    found: set[tuple[str, str]] = set()
+    token = ""
+    while wanted:
+        page = await client.review.ListReviewItems(
+            review_service_pb2.ListReviewItemsRequest(scope=args.scope, kind="supersede_proposal", status="pending",
+                                                      page_size=200, page_token=token),
+            metadata=client.metadata(), timeout=args.timeout)
+        found.update((item.memory_id, item.target_id) for item in page.items)
+        token = page.next_page_token
+        if not token:
+            break
+    return found
 
 
 async def _stored_edges(client: Any, args: argparse.Namespace,

@@ -524,6 +524,11 @@ async def test_a_replacement_waiting_for_review_comes_back_waiting_with_its_prop
         proposal = next(i for i in items if i.kind == "supersede_proposal")
         current = await _memories(service, target, "proposalfile")
         assert [m.content for m in current] == ["Proposal: the boss is Alice"]
+        # A second import finds the proposal waiting: nothing created (it counted one).
+        again = await _json_cli("import", str(out), "--format", "native", "--grpc", service.grpc, "--scope", target)
+        assert again["relations"]["created"] == 0 and again["relations"]["already_present"] == 1, again
+        items = (await client.review.ListReviewItems(review_service_pb2.ListReviewItemsRequest(status="pending"))).items
+        assert sorted(i.kind for i in items) == ["memory", "supersede_proposal"], items
         approved = await client.review.ApproveReviewItem(review_service_pb2.ApproveReviewItemRequest(
             id=proposal.memory_id))
         assert approved.superseded.content == "Proposal: the boss is Alice"
