@@ -93,6 +93,22 @@ def as_known(memory: Memory, read: ReadAt) -> Memory:
     return out
 
 
+def as_current(memory: Memory) -> Memory:
+    """``memory``, which the state pass returns as current, with the state it has at the
+    read: a SUPERSEDED memory whose replacement's window has not begun at ``as_of`` (a
+    supersede with a future ``t_valid``) is still the fact in force, so it reads ACTIVE,
+    keeping ``superseded_by``, ``superseded_time`` and the window end that say when and by
+    what it will be replaced. Any other memory is returned unchanged (the same object). The
+    stored state stays SUPERSEDED (edits of its content and window are refused there,
+    automem/ingest/servicer.py); ``state_mode=history`` shows that stored state."""
+    if memory.state != memory_pb2.MEMORY_STATE_SUPERSEDED:
+        return memory
+    out = Memory()
+    out.CopyFrom(memory)
+    out.state = memory_pb2.MEMORY_STATE_ACTIVE
+    return out
+
+
 def known(memory: Memory, read: ReadAt) -> bool:
     """True when the service had recorded and not retracted ``memory`` at ``read.known_at``."""
     recorded = epoch(memory, "record_time") or epoch(memory, "create_time") or 0.0
@@ -185,7 +201,8 @@ async def resolve(graph: GraphStore, memories: list[Memory], scope: str, read: R
     Each memory is first seen as known at ``read.known_at`` (:func:`as_known`). A superseded
     memory is replaced by the furthest memory along its chain (≤ :data:`MAX_HOPS` hops, cycle-safe, edges
     created by ``known_at``) that is readable at ``as_of``; when none is, the memory itself
-    is returned if readable (what was true at ``as_of``), else withheld. A replacement that
+    is returned if readable (what was true at ``as_of``; :func:`as_current`: it reads
+    ACTIVE), else withheld. A replacement that
     appears more than once is kept at its first position only, unless ``dedupe`` is False:
     then every position holds its own memory's resolution (the by-tag listing asks "is this
     memory its own current head?" for each candidate, automem/recall/bytag.py).
@@ -250,7 +267,7 @@ async def resolve(graph: GraphStore, memories: list[Memory], scope: str, read: R
             results[i] = Resolved(head, replaces_id=m.id)
             seen.add(head.id)
         elif readable_head(m, read) and (not dedupe or m.id not in seen):
-            results[i] = Resolved(m)
+            results[i] = Resolved(as_current(m))
             seen.add(m.id)
     return results
 

@@ -38,7 +38,16 @@ from automem.common.llm import llm_configured
 from automem.common.model import CandidateFields, Memory, epoch, now, ts
 from automem.common.paging import decode_offset_token, encode_offset_token
 from automem.common.settings import Settings
-from automem.common.state import ReadAt, as_known, hydrate_at, known, resolve, resolve_one, withheld_reason
+from automem.common.state import (
+    ReadAt,
+    as_current,
+    as_known,
+    hydrate_at,
+    known,
+    resolve,
+    resolve_one,
+    withheld_reason,
+)
 from automem.common.text import analyze, bm25_query_weights, fulltext_query, term_index
 from automem.common.timeouts import long_running
 from automem.common.timewindow import bound_millis
@@ -977,6 +986,8 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
             raise NotFound(f"memory {request.id} not found at known_at", field="id")
         memory = as_known(memory, read)  # as the service believed it at known_at
         is_current, head = await resolve_one(self.graph, memory, scope, read)
+        if is_current and not read.history:
+            memory = as_current(memory)  # superseded from a time still to come: in force now
         if request.touch and not read.past:
             stamp = now().timestamp()  # millisecond precision, as every time (common/model.py ``to_millis``)
             await self.graph.memories.touch(memory.id, scope, stamp)

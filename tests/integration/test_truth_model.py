@@ -206,6 +206,36 @@ async def test_correction_recorded_after_the_fact_reads_bitemporally(service) ->
         assert [h["id"] for h in hits] == [berlin]
 
 
+async def test_a_fact_replaced_from_a_future_date_reads_active_until_then(service) -> None:
+    """A supersede whose replacement is valid from next year leaves the old fact in force
+    until then. Every read returned it as current but labelled SUPERSEDED, which an agent
+    reads as stale. It now reads ACTIVE (with ``superseded_by`` and the window end saying
+    what replaces it, and when) until the replacement's window begins; ``state_mode=history``
+    shows the stored SUPERSEDED, and reads at a later ``as_of`` show the replacement."""
+    async with service.http() as http:
+        lead = await _store(http, "The platform team lead is Alice", tags=["futurelead"])
+        start = f"{datetime.now(UTC).year + 1}-01-15T00:00:00Z"
+        r = await http.post("/memory", json={"content": "The platform team lead is Bob", "tags": ["futurelead"],
+                                             "supersedes_memory_id": lead, "t_valid": start})
+        assert r.status_code == 201, r.text
+        bob = r.json()["memory_id"]
+        got = (await http.get(f"/memory/{lead}")).json()["memory"]
+        assert (got["is_current"], got["state"], got["superseded_by"]) == (True, "ACTIVE", bob), got
+        assert got["t_invalid"].startswith(start[:10]), got
+        listed = await _by_tag(http, "futurelead")
+        assert [(m["id"], m["state"]) for m in listed] == [(lead, "ACTIVE")], listed
+        hits = (await http.get("/recall", params={"query": "platform team lead"})).json()["results"]
+        assert [(h["id"], h["memory"]["state"]) for h in hits] == [(lead, "ACTIVE")], hits
+        # The record as stored, and the replacement once its window has begun.
+        got = (await http.get(f"/memory/{lead}", params={"state_mode": "history"})).json()["memory"]
+        assert got["state"] == "SUPERSEDED", got
+        later = f"{datetime.now(UTC).year + 1}-02-01T00:00:00Z"
+        got = (await http.get(f"/memory/{lead}", params={"as_of": later})).json()["memory"]
+        assert (got["is_current"], got["state"], got["current_id"]) == (False, "SUPERSEDED", bob), got
+        hits = (await http.get("/recall", params={"query": "platform team lead", "as_of": later})).json()["results"]
+        assert [(h["id"], h["memory"]["state"]) for h in hits] == [(bob, "ACTIVE")], hits
+
+
 # --- 3. trust states -------------------------------------------------------------------
 
 
