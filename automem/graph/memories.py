@@ -94,15 +94,18 @@ def filter_where(flt: MemoryFilter, var: str = "m") -> tuple[str, dict[str, Any]
             params.update(extra)
         if check:
             params["f_tags"] = flt.tags
+            # Names no caller's MATCH binds: the versions listing (automem/graph/versions.py
+            # ``list_ids_at``) reads ``x`` nodes, and with ``x`` here the prefix form matched
+            # nothing at a past known_at.
             if flt.tag_match == "exact":
-                one = f"x IN {all_tags}"
+                one = f"f_want IN {all_tags}"
             else:
-                one = f"any(t IN {all_tags} WHERE t STARTS WITH x)"
+                one = f"any(f_tag IN {all_tags} WHERE f_tag STARTS WITH f_want)"
             quant = "all" if flt.tag_mode == "all" else "any"
-            parts.append(f"{quant}(x IN $f_tags WHERE {one})")
+            parts.append(f"{quant}(f_want IN $f_tags WHERE {one})")
     if flt.exclude_tags:
         params["f_excl"] = flt.exclude_tags
-        parts.append(f"NOT any(t IN {all_tags} WHERE t IN $f_excl)")
+        parts.append(f"NOT any(f_tag IN {all_tags} WHERE f_tag IN $f_excl)")
     if flt.start is not None:
         params["f_start"] = flt.start
         parts.append(f"{var}.event_time >= $f_start")

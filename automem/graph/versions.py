@@ -224,12 +224,19 @@ class Versions(Repository):
         read names an earlier ``known_at``."""
         if order not in ("event_time", "update_time"):
             raise ValueError(f"list order must be event_time or update_time, got {order!r}")
+        # The filter is evaluated on each version in the first MATCH, and a memory is kept when
+        # its version believed at ``known_at`` is among those that pass: after a WITH this
+        # FalkorDB evaluates a list predicate over a parameter list (``any(t IN $f_tags
+        # WHERE t IN v.tags_lower)``, filter_where's tag filter) as false, so a past listing
+        # filtered by tags found nothing (tests/integration/test_versions.py).
         rows = await self.store.ro_query(
-            f"MATCH (x:{LABEL}) WHERE x.scope = $f_scope AND x.recorded_at <= $t "
-            "WITH x.memory_id AS mid, max(x.version) AS ver "
-            f"MATCH (v:{LABEL} {{memory_id: mid}}) WHERE v.version = ver AND {where} AND v.state IN $states "
-            f"RETURN v.memory_id ORDER BY v.{order} {'DESC' if descending else 'ASC'}, v.importance DESC, "
-            "v.memory_id LIMIT $limit",
+            f"MATCH (v:{LABEL}) WHERE v.scope = $f_scope AND v.recorded_at <= $t "
+            "WITH v.memory_id AS mid, max(v.version) AS ver, "
+            f"collect(CASE WHEN {where} AND v.state IN $states THEN v.version END) AS hits "
+            "WHERE ver IN hits "
+            f"MATCH (b:{LABEL} {{memory_id: mid}}) WHERE b.version = ver "
+            f"RETURN b.memory_id ORDER BY b.{order} {'DESC' if descending else 'ASC'}, b.importance DESC, "
+            "b.memory_id LIMIT $limit",
             {**where_params, "t": float(known_at), "states": list(states), "limit": int(limit)})
         return [r[0] for r in rows]
 

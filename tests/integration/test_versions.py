@@ -99,10 +99,15 @@ async def test_known_at_every_field_rest_grpc_mcp(service):
                     r = await http.get("/memory/by-tag", params={"tags": want_tag, "known_at": known})
                     assert r.status_code == 200, r.text
                     assert ([x["id"] for x in r.json()["memories"]] == [mid]) == bool(expect), (i, want_tag)
-                    r = await http.get("/recall", params={"tags": want_tag, "tag_match": "exact", "known_at": known})
-                    assert r.status_code == 200, r.text
-                    ids = [x.get("id") or x["memory"]["id"] for x in r.json()["results"]]
-                    assert (ids == [mid]) == bool(expect), (i, want_tag, ids)
+                    # Prefix matching (recall's default) found nothing at a past known_at.
+                    for match in ("exact", "prefix"):
+                        r = await http.get("/recall", params={"tags": want_tag, "tag_match": match, "known_at": known})
+                        assert r.status_code == 200, r.text
+                        ids = [x.get("id") or x["memory"]["id"] for x in r.json()["results"]]
+                        assert (ids == [mid]) == bool(expect), (i, want_tag, match, ids)
+                    r = await http.get("/memory/by-tag", params={"tags": want_tag, "tag_match": "prefix",
+                                                                 "known_at": known})
+                    assert ([x["id"] for x in r.json()["memories"]] == [mid]) == bool(expect), (i, want_tag, r.text)
                 # gRPC
                 request = recall_service_pb2.GetMemoryRequest(id=mid)
                 request.read.known_at.CopyFrom(ts(point))
