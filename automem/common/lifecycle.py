@@ -22,7 +22,7 @@ from typing import Any
 
 from automem.common.auth import Principal, current_principal
 from automem.common.errors import FailedPrecondition
-from automem.common.model import OPEN_END, Memory, Relation, epoch, now, state_name, ts
+from automem.common.model import OPEN_END, Memory, Relation, first_epoch, now, state_name, ts
 from automem.v1 import event_stream_pb2, events_pb2, memory_pb2
 
 #: Allowed trust-state transitions (from -> to).
@@ -82,9 +82,9 @@ def close_for_supersede(old: Memory, new_id: str, new_start: float | None, stamp
     closed.ClearField("prior_valid_to")
     if old.HasField("valid_to"):
         closed.prior_valid_to.CopyFrom(old.valid_to)
-    old_end = epoch(old, "valid_to") or OPEN_END
+    old_end = first_epoch(old, "valid_to", default=OPEN_END)
     if new_start is not None and new_start < old_end:
-        closed.valid_to.CopyFrom(ts(max(new_start, (epoch(old, "valid_from") or 0.0) + 1e-3)))
+        closed.valid_to.CopyFrom(ts(max(new_start, first_epoch(old, "valid_from", "create_time", default=0.0) + 1e-3)))
     return closed
 
 

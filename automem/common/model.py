@@ -172,6 +172,17 @@ def epoch(message: Any, name: str) -> float | None:
     return value.seconds + value.nanos / 1e9
 
 
+def first_epoch(message: Any, *names: str, default: float | None = None) -> float | None:
+    """Epoch seconds of the first of the Timestamp fields ``names`` that is set, else
+    ``default``. Set is set: 1970-01-01T00:00:00Z (0.0) is a time like any other, where
+    ``epoch(m, a) or epoch(m, b)`` took it for "unset" (a window ending then stayed open)."""
+    for name in names:
+        if message.HasField(name):
+            value = getattr(message, name)
+            return value.seconds + value.nanos / 1e9
+    return default
+
+
 def iso(message: Any, name: str) -> str | None:
     """RFC 3339 text of a Timestamp field (UTC, "+00:00") to the millisecond, the precision
     of every stored time (:func:`to_millis`); None when unset. A graph time is a float of

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from automem.common.model import OPEN_END, Memory, epoch, state_name, type_name
+from automem.common.model import OPEN_END, Memory, first_epoch, state_name, type_name
 from automem.common.text import text_key
 
 #: Longest tag prefix indexed for ``tag_match=prefix``.
@@ -39,9 +39,7 @@ def build_payload(memory: Memory) -> dict[str, Any]:
     tags = list(memory.tags)
     # Entity tags (enrichment-owned, automem/enrich/entities.py) match tag filters too.
     entity_tags = [e.tag for e in memory.entities if e.tag]
-    valid_from = epoch(memory, "valid_from")
-    if valid_from is None:
-        valid_from = epoch(memory, "create_time") or 0.0
+    valid_from = first_epoch(memory, "valid_from", "create_time", default=0.0)
     return {
         "memory_id": memory.id,
         "scope": memory.scope,
@@ -53,9 +51,9 @@ def build_payload(memory: Memory) -> dict[str, Any]:
         "importance": float(memory.importance),
         "confidence": float(memory.confidence),
         "valid_from": float(valid_from),
-        "valid_to": float(epoch(memory, "valid_to") or OPEN_END),
-        "event_time": float(epoch(memory, "event_time") or epoch(memory, "create_time") or 0.0),
-        "update_time": float(epoch(memory, "update_time") or 0.0),
+        "valid_to": float(first_epoch(memory, "valid_to", default=OPEN_END)),
+        "event_time": float(first_epoch(memory, "event_time", "create_time", default=0.0)),
+        "update_time": float(first_epoch(memory, "update_time", default=0.0)),
         "version": int(memory.version),
         "content_hash": memory.content_hash,
         "embedding_model": memory.embedding_model,

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from automem.common.lifecycle import SUPERSEDING_RELATIONS
-from automem.common.model import OPEN_END, Memory, epoch
+from automem.common.model import OPEN_END, Memory, first_epoch
 from automem.v1 import memory_pb2
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ def as_known(memory: Memory, read: ReadAt) -> Memory:
     """
     if memory.state != memory_pb2.MEMORY_STATE_SUPERSEDED or not memory.HasField("superseded_time"):
         return memory
-    if (epoch(memory, "superseded_time") or 0.0) <= read.known_at:
+    if first_epoch(memory, "superseded_time", default=0.0) <= read.known_at:
         return memory
     out = Memory()
     out.CopyFrom(memory)
@@ -111,15 +111,15 @@ def as_current(memory: Memory) -> Memory:
 
 def known(memory: Memory, read: ReadAt) -> bool:
     """True when the service had recorded and not retracted ``memory`` at ``read.known_at``."""
-    recorded = epoch(memory, "record_time") or epoch(memory, "create_time") or 0.0
-    retracted = epoch(memory, "retract_time") or OPEN_END
+    recorded = first_epoch(memory, "record_time", "create_time", default=0.0)
+    retracted = first_epoch(memory, "retract_time", default=OPEN_END)
     return recorded <= read.known_at < retracted
 
 
 def in_window(memory: Memory, read: ReadAt) -> bool:
     """True when ``read.as_of`` lies in ``[valid_from, valid_to)``."""
-    start = epoch(memory, "valid_from") or epoch(memory, "create_time") or 0.0
-    end = epoch(memory, "valid_to") or OPEN_END
+    start = first_epoch(memory, "valid_from", "create_time", default=0.0)
+    end = first_epoch(memory, "valid_to", default=OPEN_END)
     return start <= read.as_of < end
 
 
@@ -157,7 +157,7 @@ def withheld_reason(memory: Memory, read: ReadAt) -> str:
             memory_pb2.MemoryState.Name(memory.state).removeprefix("MEMORY_STATE_").lower()
     if memory.state == memory_pb2.MEMORY_STATE_SUPERSEDED or memory.superseded_by:
         return "superseded"
-    start = epoch(memory, "valid_from") or epoch(memory, "create_time") or 0.0
+    start = first_epoch(memory, "valid_from", "create_time", default=0.0)
     if read.as_of < start:
         return "not_yet_valid"
     if not in_window(memory, read):

@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from automem.common.model import Memory, epoch
+from automem.common.model import Memory, first_epoch
 from automem.common.settings import Settings
 from automem.common.text import analyze
 from automem.graph import GraphStore
@@ -177,7 +177,7 @@ class LinkBuilder:
         """The neighbours ``memory`` may contradict: similar enough, other content, not later."""
         return [n for n in near if n.score >= self.settings.contradiction_threshold
                 and n.payload.get("content_hash") != memory.content_hash
-                and float(n.payload.get("event_time", 0.0)) <= (epoch(memory, "event_time") or time.time())]
+                and float(n.payload.get("event_time", 0.0)) <= first_epoch(memory, "event_time", default=time.time())]
 
     async def _propose(self, memory: Memory, candidates: list[Neighbour], found: dict[str, Memory]) -> int:
         """Propose ``memory`` superseding those of ``candidates`` (read from the graph into

@@ -30,6 +30,7 @@ from automem.common.jsontext import (
 )
 from automem.common.lifecycle import GONE_STATES
 from automem.common.model import (
+    OPEN_END,
     Memory,
     content_hash,
     integral_numbers,
@@ -292,14 +293,20 @@ def _check_metadata_size(raw: str | bytes, field: str) -> None:
 def input_time(item: ingest_service_pb2.MemoryInput, name: str, field_prefix: str = "") -> datetime | None:
     """The Timestamp field ``name`` of ``item`` as a UTC datetime at millisecond precision
     (:func:`to_millis`); None when unset. InvalidArgument naming the AutoMem field
-    (:data:`FIELD_LABELS`) when it is outside the years 1-9999."""
+    (:data:`FIELD_LABELS`) when it is outside the years 1-9999, or for ``valid_to`` at or
+    after :data:`~automem.common.model.OPEN_END` (the stored open end)."""
     if not item.HasField(name):
         return None
+    field = field_prefix + FIELD_LABELS[name]
     try:
-        return to_millis(getattr(item, name).ToDatetime(tzinfo=UTC))
+        value = to_millis(getattr(item, name).ToDatetime(tzinfo=UTC))
     except (ValueError, OverflowError):
-        field = field_prefix + FIELD_LABELS[name]
         raise InvalidArgument(f"{field}: outside the years 1–9999", field=field) from None
+    if name == "valid_to" and value.timestamp() >= OPEN_END:
+        # The graph stores an open end as OPEN_END: an end at or after it read back as none.
+        raise InvalidArgument(f"{field}: must be before 9999-12-31T23:59:59Z, which stands for no end; "
+                              "leave it unset for a window without end", field=field)
+    return value
 
 
 def validate_embedding(values: list[float], field: str, dimension: int) -> None:

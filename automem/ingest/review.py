@@ -51,6 +51,7 @@ from automem.common.model import (
     Memory,
     Relation,
     epoch,
+    first_epoch,
     memory_to_node,
     now,
     state_name,
@@ -307,7 +308,7 @@ class ReviewServicer(EntityMerges, PurgeRpcs, review_service_pb2_grpc.ReviewServ
         check_transition(target.state, memory_pb2.MEMORY_STATE_SUPERSEDED)
         _check_target_unchanged(node, target)
         why = node.get("reason") or reason
-        closed = close_for_supersede(target, new.id, epoch(new, "valid_from") or epoch(new, "create_time"), stamp, why)
+        closed = close_for_supersede(target, new.id, first_epoch(new, "valid_from", "create_time"), stamp, why)
         rel_name = (node.get("relation_type") or "INVALIDATED_BY").upper()
         if rel_name not in SUPERSEDING_RELATIONS:
             rel_name = "INVALIDATED_BY"

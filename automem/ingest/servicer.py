@@ -48,6 +48,7 @@ from automem.common.model import (
     Relation,
     content_hash,
     epoch,
+    first_epoch,
     memory_to_node,
     now,
     parse_relation_type,
@@ -550,7 +551,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
             # As an atomic supersede closes it (SupersedeMemory): the source's window ends where
             # the target's begins, so a replacement deleted later leaves no stale fact current.
             updated = close_for_supersede(source, target.id,
-                                          epoch(target, "valid_from") or epoch(target, "create_time"), stamp,
+                                          first_epoch(target, "valid_from", "create_time"), stamp,
                                           rel.reason)
         props = _without_enrichment(memory_to_node(updated)) if updated is not None else {}
         if not await self.graph.relations.create_superseding(rel, props, source.version):
@@ -685,7 +686,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         await self._check_tombstone(new)
         if review:
             return await self._propose_supersede(old, new, rel_type, request, fingerprint, principal.name)
-        closed = close_for_supersede(old, new.id, epoch(new, "valid_from") or epoch(new, "create_time"), stamp,
+        closed = close_for_supersede(old, new.id, first_epoch(new, "valid_from", "create_time"), stamp,
                                      request.reason)
         rel = Relation(source_id=old.id, target_id=new.id, type=rel_type,
                        strength=request.strength if request.HasField("strength") else SUPERSEDE_STRENGTH, scope=scope,

@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from automem.common.errors import InvalidArgument
-from automem.common.model import OPEN_END, Memory, epoch
+from automem.common.model import OPEN_END, Memory, first_epoch
 from automem.common.state import ReadAt, hydrate_at, resolve
 from automem.graph import GraphStore
 from automem.graph.memories import filter_where
@@ -426,7 +426,7 @@ class TagListing:
         ids = await self.graph.versions.list_ids_at(where, params, sorted(self.states), self.read.known_at,
                                                     limit=2**31 - 1)
         found = await hydrate_at(self.graph, ids, self.filters.scope, self.read)
-        rows = [Row(Key(epoch(m, "event_time") or 0.0, m.importance, m.id), memory_pb2.MemoryState.Name(m.state)
+        rows = [Row(Key(first_epoch(m, "event_time", default=0.0), m.importance, m.id), memory_pb2.MemoryState.Name(m.state)
                     .removeprefix("MEMORY_STATE_")) for m in (found[i] for i in ids if i in found)]
         return sorted(rows, key=lambda r: r.key.order())
 

@@ -18,7 +18,7 @@ from google.protobuf.message import Message
 
 from automem.common.enums import enum_word
 from automem.common.errors import InvalidArgument
-from automem.common.model import OPEN_END, CandidateFields, Memory, epoch
+from automem.common.model import OPEN_END, CandidateFields, Memory, first_epoch
 from automem.common.state import ReadAt
 from automem.common.text import text_key
 from automem.v1 import recall_service_pb2
@@ -65,9 +65,9 @@ class Filters:
                 return False
         if self.start is not None or self.end is not None:
             if fields:
-                t = memory.event_time or memory.create_time or 0.0
+                t = next((v for v in (memory.event_time, memory.create_time) if v is not None), 0.0)
             else:
-                t = epoch(memory, "event_time") or epoch(memory, "create_time") or 0.0
+                t = first_epoch(memory, "event_time", "create_time", default=0.0)
             if self.start is not None and t < self.start:
                 return False
             if self.end is not None and t > self.end:

@@ -35,7 +35,7 @@ from automem.common.enums import enum_word
 from automem.common.errors import InvalidArgument, NotFound, Unavailable
 from automem.common.lifecycle import SUPERSEDING_RELATIONS
 from automem.common.llm import llm_configured
-from automem.common.model import CandidateFields, Memory, epoch, now, ts
+from automem.common.model import CandidateFields, Memory, epoch, first_epoch, now, ts
 from automem.common.paging import decode_offset_token, encode_offset_token
 from automem.common.settings import Settings
 from automem.common.state import (
@@ -1116,7 +1116,7 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
                                                             STARTUP_PAST_MAX)
                 believed = await hydrate_at(self.graph, ids, scope, read)
                 memories = sorted(believed.values(),
-                                  key=lambda m: (-m.importance, -(epoch(m, "event_time") or 0.0), m.id))[:200]
+                                  key=lambda m: (-m.importance, -first_epoch(m, "event_time", default=0.0), m.id))[:200]
             else:
                 memories = await self.graph.memories.most_important(filters, listed_states(read), 200)
             current = [r.memory for r in await resolve(self.graph, memories, scope, read) if r is not None]

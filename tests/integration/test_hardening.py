@@ -272,6 +272,15 @@ async def test_times_read_back_exactly_at_millisecond_precision(service) -> None
             assert r.status_code == 201, r.text
             got = (await http.get(f"/memory/{r.json()['memory_id']}")).json()["memory"]
             assert got["timestamp"] == sent + "000+00:00", sent
+        # An end in the last second of 9999 read back as none (the stored open end): refused.
+        for sent in ("9999-12-31T23:59:59Z", "9999-12-31T23:59:59.5Z"):
+            r = await http.post("/memory", json={"content": "open end probe", "t_invalid": sent})
+            assert r.status_code == 400 and r.json()["error"].startswith("t_invalid: must be before 9999"), r.text
+            r = await http.patch(f"/memory/{stored['memory_id']}", json={"t_invalid": sent})
+            assert r.status_code == 400 and r.json()["error"].startswith("t_invalid: must be before 9999"), r.text
+        r = await http.post("/memory", json={"content": "open end probe", "t_invalid": "9999-12-31T23:59:58.999Z"})
+        got = (await http.get(f"/memory/{r.json()['memory_id']}")).json()["memory"]
+        assert got["t_invalid"] == "9999-12-31T23:59:58.999000+00:00", got
 
 
 async def test_chain_longer_than_five_hops_never_returns_a_superseded_memory_as_current(service) -> None:

@@ -763,3 +763,42 @@ async def test_the_automem_client_supersede_by_a_reviewed_key_waits_and_approval
     edges = await own_service.ctx.graph.ro_query(
         "MATCH (:Memory {id: $a})-[r:EVOLVED_INTO]->(:Memory {id: $b}) RETURN r.strength", {"a": fact.id, "b": pending.id})
     assert edges == [[0.0]], edges
+
+
+async def test_the_first_instant_of_1970_is_a_time_like_any_other(service) -> None:
+    """Times were read ``epoch(a) or epoch(b)``, so 1970-01-01T00:00:00Z (epoch 0) counted as
+    unset: a window ending then stayed open (an expired fact read as current), one starting
+    then started at its store time (a fact true in 1985 never read as true), a supersede
+    from then closed the old window at the store time, and an event then fell out of time
+    windows. A common default date of old records."""
+    epoch0 = "1970-01-01T00:00:00Z"
+    async with service.http() as http:
+        ended = await _store(http, "Epoch probe: the office was in Building 7", tags=["epoch0a"],
+                             t_valid="1960-01-01T00:00:00Z", t_invalid=epoch0)
+        got = (await http.get(f"/memory/{ended}")).json()["memory"]
+        assert got["is_current"] is False and got["t_invalid"].startswith("1970-01-01T00:00:00"), got
+        assert await _by_tag(http, "epoch0a") == []
+        assert (await http.get("/recall", params={"tags": "epoch0a"})).json()["results"] == []
+        assert [m["id"] for m in await _by_tag(http, "epoch0a", as_of="1965-01-01T00:00:00Z")] == [ended]
+
+        began = await _store(http, "Epoch probe: the office was in Building 9", tags=["epoch0b"],
+                             t_valid=epoch0, t_invalid="2000-01-01T00:00:00Z")
+        got = (await http.get(f"/memory/{began}", params={"as_of": "1985-01-01T00:00:00Z"})).json()["memory"]
+        assert got["is_current"] is True and got["t_valid"].startswith("1970-01-01T00:00:00"), got
+        hits = (await http.get("/recall", params={"tags": "epoch0b", "as_of": "1985-01-01T00:00:00Z"})).json()
+        assert [h["id"] for h in hits["results"]] == [began], hits
+
+        old = await _store(http, "Epoch probe: the founder is Ada", tags=["epoch0c"], t_valid="1960-01-01T00:00:00Z")
+        r = await http.post(f"/v1/memories/{old}:supersede", json={"content": "Epoch probe: the founder is Grace",
+                                                                   "tags": ["epoch0c"], "t_valid": epoch0})
+        assert r.status_code == 201, r.text
+        new = r.json()["memory_id"]
+        got = (await http.get(f"/memory/{old}", params={"state_mode": "history"})).json()["memory"]
+        assert got["t_invalid"].startswith("1970-01-01T00:00:00"), got
+        assert [m["id"] for m in await _by_tag(http, "epoch0c", as_of="1980-01-01T00:00:00Z")] == [new]
+        assert [m["id"] for m in await _by_tag(http, "epoch0c", as_of="1965-01-01T00:00:00Z")] == [old]
+
+        event = await _store(http, "Epoch probe: the clock started", tags=["epoch0d"], timestamp=epoch0)
+        for params in ({"start": "1969-12-31", "end": "1970-01-02"}, {"start": epoch0, "end": epoch0}):
+            hits = (await http.get("/recall", params={"tags": "epoch0d", **params})).json()
+            assert [h["id"] for h in hits["results"]] == [event], (params, hits)

@@ -74,11 +74,11 @@ def test_exact_tags_are_read_through_the_array_indexes() -> None:
     assert params == {"f_scope": "acme", "bt0": "go", "bt1": "rust"}
     where, _ = filter_where(Filters(scope="acme", tags=["go", "entity:tool:go"], tag_mode="all", tag_match="exact"),
                             "n")
-    assert where.startswith("n.scope = $f_scope AND $bt0 IN n.tags_lower AND all(x IN $f_tags WHERE x IN ")
+    assert where.startswith("n.scope = $f_scope AND $bt0 IN n.tags_lower AND all(f_want IN $f_tags WHERE f_want IN ")
     where, params = filter_where(Filters(scope="acme", tags=["entity:tool:go"], tag_match="exact"))
     assert where == "m.scope = $f_scope AND (($bt0 IN m.tags_lower OR $bt0 IN m.entity_tags))"
     where, params = filter_where(Filters(scope="acme", tags=["go"], tag_match="prefix"))
-    assert "$bt0" not in where and "STARTS WITH x" in where and params["f_tags"] == ["go"]
+    assert "$bt0" not in where and "STARTS WITH f_want" in where and params["f_tags"] == ["go"]
     assert indexed_tags(Filters(scope="acme", tags=["go"], tag_match="prefix")) == ("", {}, True)
     assert indexed_tags(Filters(scope="acme")) == ("", {}, False)
     assert indexed_tags(Filters(scope="acme", tags=["a", "b"], tag_mode="all", tag_match="exact")) == (
