@@ -308,3 +308,14 @@ async def rest_memory(http: Any, memory_id: str) -> dict:
     r = await http.get(f"/memory/{memory_id}")
     assert r.status_code == 200, r.text
     return r.json()["memory"]
+
+
+async def console_login(http: Any, key: str, scope: str = "") -> Any:
+    """Log an httpx client into the console as a browser does: the login form (its CSRF
+    cookie and token), then the form posted with ``key`` and ``scope``; the POST's answer."""
+    import re
+
+    form = await http.get("/console/login")
+    token = re.search(r'name="csrf_token" value="([^"]+)"', form.text)
+    assert form.status_code == 200 and token, form.text
+    return await http.post("/console/login", data={"api_key": key, "scope": scope, "csrf_token": token[1]})

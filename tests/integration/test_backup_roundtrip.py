@@ -17,7 +17,7 @@ from automem.common import backup
 from automem.common.bus import Bus
 from automem.graph import GraphStore
 from automem.v1 import events_pb2
-from tests.conftest import eventually, start_service
+from tests.conftest import console_login, eventually, start_service
 
 #: The largest integers metadata keeps exactly (larger ones are refused: test_exact_values.py).
 BIG = {"big": 9007199254740991, "neg": -9007199254740991, "nested": {"list": [1, 2.5, "x", None, True, 2**53 - 2]}}
@@ -367,7 +367,7 @@ async def test_health_is_degraded_while_a_restore_that_did_not_finish_left_its_m
 
     async def ops_page() -> str:
         async with httpx.AsyncClient(base_url=own_service.url, timeout=30) as console:
-            login = await console.post("/console/login", data={"api_key": key, "scope": ""})
+            login = await console_login(console, key)
             assert login.status_code == 303, login.text
             page = await console.get("/console/ops")
             assert page.status_code == 200, page.text

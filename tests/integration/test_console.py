@@ -26,7 +26,7 @@ import pytest
 import pytest_asyncio
 from playwright.async_api import Browser, BrowserContext, Page, async_playwright, expect
 
-from tests.conftest import LogCapture, RunningService, eventually, settings_for, start_service
+from tests.conftest import LogCapture, RunningService, console_login, eventually, settings_for, start_service
 
 REPO = Path(__file__).resolve().parents[2]
 SHOTS = Path(os.environ.get("AUTOMEM_SCREENSHOTS", REPO / "build" / "screenshots"))
@@ -345,6 +345,32 @@ async def test_a_wrong_key_gets_the_login_form_again_and_no_session(world: World
     assert response is not None and page.url.endswith("/console/login")
 
 
+async def test_another_site_cannot_log_the_browser_in_with_its_own_key(world: World, browsing: Browsing) -> None:
+    """Login CSRF: a page on another site posting its own key to ``/console/login`` replaced
+    the user's session with the attacker's (the user then acted in the attacker's scope).
+    The login form carries a CSRF token tied to a SameSite=Strict cookie now, which a
+    cross-site post cannot send; a post without the token changes nothing."""
+    import httpx
+
+    page = await browsing.page()
+    await _login(page, world.admin_a)
+    attacker = await browsing.page()
+    await attacker.set_content(
+        f'<form id="f" method="post" action="{world.service.url}/console/login">'
+        f'<input name="api_key" value="{world.reader_a}"><input name="scope" value="{SCOPE_A}"></form>')
+    async with attacker.expect_navigation():
+        await attacker.evaluate("document.getElementById('f').submit()")
+    keys = [c["value"] for c in await browsing.context.cookies() if c["name"] == "automem_console_key"]
+    assert keys == [world.admin_a]
+    assert "csrf_token: missing" in await attacker.content()
+    async with httpx.AsyncClient(base_url=world.service.url, timeout=30) as http:
+        r = await http.post("/console/login", data={"api_key": world.reader_a})
+        assert r.status_code == 403 and "automem_console_key" not in r.headers.get("set-cookie", ""), r.text
+        r = await http.post("/console/login", data={"api_key": world.reader_a, "csrf_token": "forged"})
+        assert r.status_code == 403, r.text
+        assert (await console_login(http, world.reader_a)).status_code == 303
+
+
 async def test_docs_load_swagger_ui_from_the_gateway(world: World, browsing: Browsing) -> None:
     page = await browsing.page()
     await page.goto("/docs")
@@ -380,7 +406,7 @@ async def test_logout_deletes_each_login_cookie_with_the_attributes_login_set(wo
     import httpx
 
     async with httpx.AsyncClient(base_url=world.service.url, timeout=30) as http:
-        login = await http.post("/console/login", data={"api_key": world.reader_a, "scope": SCOPE_A})
+        login = await console_login(http, world.reader_a, SCOPE_A)
         assert login.status_code == 303, login.text
         logout = await http.post("/console/logout")
         assert logout.status_code == 303
@@ -406,7 +432,7 @@ async def test_console_pages_and_memory_answers_carry_cache_control_no_store(wor
 
     async with httpx.AsyncClient(base_url=world.service.url, timeout=30) as http:
         login_form = await http.get("/console/login")
-        login = await http.post("/console/login", data={"api_key": world.reader_a})
+        login = await console_login(http, world.reader_a)
         assert login.status_code == 303 and login.headers["location"] == "/console/", login.text
         answers = {
             "login form": login_form,
@@ -447,7 +473,7 @@ async def test_console_access_lines_name_the_sessions_key_as_its_rest_requests_d
     access.addHandler(capture)
     try:
         async with httpx.AsyncClient(base_url=world.service.url, timeout=30) as http:
-            login = await http.post("/console/login", data={"api_key": world.admin_a, "scope": SCOPE_A})
+            login = await console_login(http, world.admin_a, SCOPE_A)
             assert login.status_code == 303 and login.headers["location"] == "/console/", login.text
             assert (await http.get(f"/console/memories/{world.new}")).status_code == 200
             assert (await http.get(f"/memory/{world.new}",

@@ -3,7 +3,8 @@ cases as the REST routes (automem/gateway/usecases.py), with the same keys and s
 
 Pages (all ``include_in_schema=False``: they are HTML, not API):
 
-* ``GET /console/login``, ``POST /console/login`` (form ``api_key``, optional ``scope``),
+* ``GET /console/login``, ``POST /console/login`` (form ``api_key``, optional ``scope``,
+  ``csrf_token``),
   ``POST /console/logout``.
 * ``GET /console/`` — memories: query, tags, type, state and time-range filters over
   RecallService.SearchMemories (a query, a time range or no filter) or ListMemoriesByTag
@@ -22,7 +23,7 @@ Pages (all ``include_in_schema=False``: they are HTML, not API):
 Session: the key (and the scope asked for at login) live in HttpOnly, SameSite=Strict
 cookies on ``/console``; every page calls the services with them as the REST routes do
 (automem/gateway/deps.py ``Caller``), so a key sees exactly what the API shows it. POST
-actions carry a CSRF token (double submit: a random token in a cookie and in the form,
+actions, login among them, carry a CSRF token (double submit: a random token in a cookie and in the form,
 compared in constant time). Error answers of the services become an error page with the
 HTTP status of the REST routes (automem/common/errors.py).
 """
@@ -175,27 +176,42 @@ def _set_cookie(response: Response, request: Request, name: str, value: str) -> 
 # --- login -------------------------------------------------------------------------------
 
 
+def _login_page(request: Request, status: int = 200, *, error: str | None = None, scope: str = "") -> Response:
+    """The login form with a CSRF token: the session's CSRF cookie, or a new one set here."""
+    token = request.cookies.get(CSRF_COOKIE) or secrets.token_urlsafe(32)
+    response = render(request, "login.html", status, error=error, scope=scope, csrf_token=token)
+    _set_cookie(response, request, CSRF_COOKIE, token)
+    return response
+
+
 @router.get("/login")
 async def login_form(request: Request) -> Response:
     """The login form."""
-    return render(request, "login.html", error=None, scope="")
+    return _login_page(request)
 
 
 @router.post("/login")
-async def login(request: Request, api_key: str = Form(""), scope: str = Form("")) -> Response:
+async def login(request: Request, api_key: str = Form(""), scope: str = Form(""),
+                csrf_token: str = Form("")) -> Response:
     """Check the key (and the scope asked for) with the service; on success set the session
-    cookies and go to the memories table, else the form again with the service's answer
-    (401 or 403)."""
+    cookies (a new CSRF token among them) and go to the memories table, else the form again
+    with the service's answer (401 or 403). The form's ``csrf_token`` must match the CSRF
+    cookie the form was served with (403 otherwise): without it another site could post
+    its own key to this form and swap the user's session for the attacker's (login CSRF);
+    a cross-site post carries no SameSite=Strict cookie."""
     api_key, scope = api_key.strip(), scope.strip()
+    try:
+        check_csrf(request, csrf_token)
+    except GatewayError as exc:
+        return _login_page(request, exc.status, error=exc.message, scope=scope)
     if not api_key or not _PRINTABLE.fullmatch(api_key):
-        return render(request, "login.html", 400, error="api_key: required, printable ASCII without spaces",
-                      scope=scope)
+        return _login_page(request, 400, error="api_key: required, printable ASCII without spaces", scope=scope)
     if scope and not _PRINTABLE.fullmatch(scope):
-        return render(request, "login.html", 400, error="scope: printable ASCII without spaces", scope=scope)
+        return _login_page(request, 400, error="scope: printable ASCII without spaces", scope=scope)
     try:
         await _who(request, api_key, scope)
     except GatewayError as exc:
-        return render(request, "login.html", exc.status, error=exc.message, scope=scope)
+        return _login_page(request, exc.status, error=exc.message, scope=scope)
     response = RedirectResponse("/console/", status_code=303)
     _set_cookie(response, request, KEY_COOKIE, api_key)
     _set_cookie(response, request, SCOPE_COOKIE, scope)
