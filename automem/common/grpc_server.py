@@ -298,13 +298,30 @@ class AutomemInterceptor(grpc.aio.ServerInterceptor):
         finally:
             call.done(context, failure)
 
+    async def _enter_open(self, context: grpc.aio.ServicerContext) -> tuple[contextvars.Token, contextvars.Token]:
+        """Bind the principal of an open method's call when its credentials are valid (None
+        bound otherwise; never refused, no rate limit): the method answers everyone, and
+        leaves out what only a key that sees every scope may read (automem/enrich/servicer.py
+        ``GetEnrichmentStatus``)."""
+        metadata = {k.lower(): v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
+        try:
+            principal = await self.authenticator.authenticate(
+                bearer_from_metadata(metadata),
+                metadata.get("x-admin-token", "") or metadata.get("x-admin-api-key", ""))
+        except AutomemError:
+            principal = None
+        return set_principal(principal), header_scope.set(metadata.get("x-automem-scope", ""))
+
     @contextlib.asynccontextmanager
     async def _measured(self, context: grpc.aio.ServicerContext, method: str) -> AsyncIterator[None]:
-        """Around a call of an open method (no key; no access line): its duration sample and
-        span status only."""
+        """Around a call of an open method (a key is not needed; no access line): the
+        caller's principal bound when its key is valid (:meth:`_enter_open`), its duration
+        sample and span status."""
         call = _CallLog(method, access_log=False)
         failure: BaseException | None = None
+        tokens = None
         try:
+            tokens = await self._enter_open(context)
             yield
         except AutomemError as exc:  # e.g. a request that did not parse: its status, no traceback
             failure = exc
@@ -313,6 +330,8 @@ class AutomemInterceptor(grpc.aio.ServerInterceptor):
             failure = exc
             raise
         finally:
+            if tokens is not None:
+                self._leave(tokens)
             call.done(context, failure)
 
     async def intercept_service(self, continuation, handler_call_details):  # type: ignore[override]

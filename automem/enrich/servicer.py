@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from automem.common.auth import require_role, resolve_scope
+from automem.common.auth import bound_principal, require_role, resolve_scope
 from automem.common.errors import FailedPrecondition, InvalidArgument, Unavailable
 from automem.common.lifecycle import make_event
 from automem.common.outbox import EventPublisher
@@ -77,7 +77,10 @@ class EnrichServicer(enrich_service_pb2_grpc.EnrichServiceServicer):
     async def GetEnrichmentStatus(self, request, context):
         """Queue depth (undelivered + unacknowledged messages), counters, the outbox backlog,
         AutoMem's ``stats`` / ``classification`` / ``inflight`` / ``max_attempts`` (no key
-        needed: it feeds /health and /metrics; nothing in it belongs to one scope).
+        needed: it feeds /health and /metrics). ``stats.last_success_id`` and
+        ``stats.last_error`` name a memory of some scope, so they are answered only to a key
+        that sees every scope (``*``; an open service's anonymous caller is one), empty
+        otherwise: a key of one scope read another scope's memory ids here (break-it review).
 
         The queue depth (NATS) and the outbox backlog (FalkorDB) are read concurrently, each
         within :data:`STATUS_STORE_SECONDS`. UNAVAILABLE when NATS does not answer (/health
@@ -85,6 +88,8 @@ class EnrichServicer(enrich_service_pb2_grpc.EnrichServiceServicer):
         unset (unknown) and the rest answered — a stalled FalkorDB made this call fail, so
         /health reported NATS down too (break-it review)."""
         c = self.consumer.counters
+        caller = bound_principal()
+        every_scope = caller is not None and caller.allows_all()
         provider = self.consumer.provider
         llm = self.consumer.enricher.llm
         depth, backlog = await asyncio.gather(
@@ -103,8 +108,9 @@ class EnrichServicer(enrich_service_pb2_grpc.EnrichServiceServicer):
             max_attempts=self.settings.max_deliver,
             stats=enrich_service_pb2.EnrichmentStats(
                 processed_total=c.successes + c.failures, successes=c.successes, failures=c.failures,
-                last_success_id=c.last_success_id, last_success_time=_timestamp(c.last_success_at),
-                last_error=c.last_error, last_error_time=_timestamp(c.last_error_at)),
+                last_success_id=c.last_success_id if every_scope else "",
+                last_success_time=_timestamp(c.last_success_at),
+                last_error=c.last_error if every_scope else "", last_error_time=_timestamp(c.last_error_at)),
             classification=enrich_service_pb2.ClassificationStats(
                 llm_attempts=llm.calls if llm else 0, llm_successes=llm.successes if llm else 0,
                 fallbacks=llm.failures if llm else 0),

@@ -469,6 +469,32 @@ async def test_grpc_keys_and_roles_are_checked_by_the_services(world: World) -> 
         assert await _code(client.recall.GetMemory(get, metadata=_md(secret))) == grpc.StatusCode.UNAUTHENTICATED
 
 
+async def test_enrichment_status_names_memories_only_to_a_key_of_every_scope(world: World) -> None:
+    """``/enrichment/status`` (and the open GetEnrichmentStatus RPC) answered the id of the
+    memory enriched last, of any scope: a reader of acme/* read globex's memory ids there.
+    The id and the last error are answered only to a key that sees every scope now."""
+    from automem.v1 import enrich_service_pb2
+
+    async def last_id(key: str) -> str | None:
+        async with world.http(key) as http:
+            r = await http.get("/enrichment/status")
+            assert r.status_code == 200, r.text
+            return r.json()["stats"]["last_success_id"]
+
+    async with world.http(world.key_b) as http:
+        r = await http.post("/memory", json={"content": "Globex enrichment probe: the zephyr report moved"})
+        assert r.status_code == 201, r.text
+    await eventually(lambda: last_id(TOKEN), timeout=30)
+    for key in (world.reader_a, world.admin_a, world.key_b):
+        assert await last_id(key) is None, key
+    async with AutomemClient.connect(world.service.grpc) as client:
+        request = enrich_service_pb2.GetEnrichmentStatusRequest()
+        for md in ([], _md("wrong"), _md(world.admin_a)):
+            stats = (await client.enrich.GetEnrichmentStatus(request, metadata=md)).stats
+            assert stats.successes >= 1 and stats.last_success_id == "" and stats.HasField("last_success_time")
+        assert (await client.enrich.GetEnrichmentStatus(request, metadata=_md(TOKEN))).stats.last_success_id
+
+
 async def test_whoami_names_the_caller_and_checks_the_scope_it_asks_for(world: World) -> None:
     """The gateway's credentials check (RecallService.WhoAmI): the key's principal, role and
     scopes, the scope a request would act on, and the same refusals every RPC gives."""
