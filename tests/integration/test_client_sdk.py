@@ -406,6 +406,55 @@ async def test_update_refuses_none_for_a_field_that_cannot_be_null(service, vari
             server.close()
 
 
+async def test_arguments_of_the_wrong_type_are_invalid_argument_naming_them(service, variant: tuple[str, str]) -> None:
+    """A string for ``tags`` was stored as one-letter tags; ``store(123)``, ``importance="high"``,
+    an epoch number or a ``date`` for a time were TypeError / AttributeError over gRPC and
+    400s (or ValueError) over REST; ``related(limit=0)`` was the default over gRPC and a 400
+    over REST. Each is InvalidArgument naming the argument over both now, and nothing is
+    stored. Over REST an id is one path segment: ``x/../<id>`` reached (and deleted) that
+    other memory."""
+    transport, mode = variant
+    client = await make_client(service, transport, mode)
+    try:
+        mid = (await client.store("Argument probe: the invoices go out on Fridays", tags=["argprobe"])).id
+        refused = [
+            ("store", ("x",), {"tags": "billing"}, "tags"),
+            ("store", (123,), {}, "content"),
+            ("store", ("x",), {"importance": "high"}, "importance"),
+            ("store", ("x",), {"importance": float("nan")}, "importance"),
+            ("store", ("x",), {"t_valid": 1767225600}, "t_valid"),
+            ("store", ("x",), {"t_valid": dt.date(2026, 1, 1)}, "t_valid"),
+            ("store", ("x",), {"metadata": ["not", "an", "object"]}, "metadata"),
+            ("store_batch", (["fine", 5],), {}, "memories[1]"),
+            ("store_batch", ([MemoryInput("x", tags="billing")],), {}, "memories[0].tags"),
+            ("update", (mid,), {"etag": "1"}, "etag"),
+            ("update", (mid,), {"etag": -1}, "etag"),
+            ("update", (mid,), {"importance": "0.9"}, "importance"),
+            ("delete", (mid,), {"etag": 1.5}, "etag"),
+            ("get", (123,), {}, "memory_id"),
+            ("get", (mid,), {"as_of": 1767225600}, "as_of"),
+            ("recall", ("invoices",), {"limit": "5"}, "limit"),
+            ("recall", ("invoices",), {"tags": "argprobe"}, "tags"),
+            ("recall", ("invoices",), {"include_pending": "yes"}, "include_pending"),
+            ("related", (mid,), {"limit": 0}, "limit"),
+            ("associate", (mid, mid), {"strength": "strong"}, "strength"),
+            ("list_by_tag", ("argprobe",), {}, "tags"),
+        ]
+        for name, args, kwargs, field in refused:
+            with pytest.raises(InvalidArgument) as error:
+                await getattr(client, name)(*args, **kwargs)
+            assert error.value.field == field, (name, kwargs, error.value)
+        assert await service.ctx.graph.memories.count(service.scope) == 1
+        for other in (f"no-such-memory/../{mid}", "..", "../health", f"{mid}?x=1", f"{mid}#frag"):
+            with pytest.raises(NotFound):
+                await client.get(other)
+            with pytest.raises(NotFound):
+                await client.delete(other)
+        assert (await client.get(mid)).state == "ACTIVE"
+    finally:
+        await client.close()
+
+
 async def test_a_thousand_memory_listing_iterates_page_by_page(service) -> None:
     tag = f"bulk-{uuid.uuid4().hex[:8]}"
     async with AsyncClient.grpc(service.grpc, scope=service.scope) as client:

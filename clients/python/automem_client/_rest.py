@@ -20,6 +20,7 @@ import json
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 from google.protobuf import json_format
@@ -47,6 +48,14 @@ from automem_client.models import (
     VersionsPage,
     _time,
 )
+
+
+def _segment(value: str) -> str:
+    """``value`` as one path segment: every reserved character percent-encoded (``/``, ``?``,
+    ``#``...), and a ``.`` or ``..`` id too, which URL resolution would otherwise remove
+    (an id ``x/../<other id>`` reached the other memory)."""
+    quoted = quote(value, safe="")
+    return quoted.replace(".", "%2E") if quoted in (".", "..") else quoted
 
 
 def _iso(value: TimeLike | None) -> str | None:
@@ -187,13 +196,13 @@ class RestTransport:
             body["etag"] = etag
         if add_tags:
             body["add_tags"] = list(add_tags)
-        answer = await self._request("PATCH", f"/memory/{memory_id}", retry=False, timeout=timeout, json=body)
+        answer = await self._request("PATCH", f"/memory/{_segment(memory_id)}", retry=False, timeout=timeout, json=body)
         return Memory.from_json(answer["memory"])
 
     async def delete(self, memory_id: str, *, etag: int, purge: bool, reason: str,
                      timeout: float | None = None) -> Memory:
         headers = {"If-Match": f'"{etag}"'} if etag else {}
-        answer = await self._request("DELETE", f"/memory/{memory_id}", retry=False, timeout=timeout,
+        answer = await self._request("DELETE", f"/memory/{_segment(memory_id)}", retry=False, timeout=timeout,
                                      params=_params(purge=purge or None, reason=reason), headers=headers)
         return Memory.from_json(answer["memory"])
 
@@ -206,7 +215,7 @@ class RestTransport:
         headers = {"Idempotency-Key": idempotency_key}
         if etag:
             headers["If-Match"] = f'"{etag}"'
-        answer = await self._request("POST", f"/v1/memories/{memory_id}:supersede", retry=True, timeout=timeout,
+        answer = await self._request("POST", f"/v1/memories/{_segment(memory_id)}:supersede", retry=True, timeout=timeout,
                                      json=body, headers=headers)
         return Superseded(Memory.from_json(answer["memory"]), Memory.from_json(answer["superseded"]),
                           Relation.from_json(answer["relation"]) if answer.get("relation") else None)
@@ -224,7 +233,7 @@ class RestTransport:
 
     async def get(self, memory_id: str, *, as_of: TimeLike | None, known_at: TimeLike | None,
                   state_mode: str | None, version: int | None = None, timeout: float | None = None) -> Memory:
-        answer = await self._request("GET", f"/memory/{memory_id}", retry=True, timeout=timeout,
+        answer = await self._request("GET", f"/memory/{_segment(memory_id)}", retry=True, timeout=timeout,
                                      params=_params(as_of=_iso(as_of), known_at=_iso(known_at),
                                                     state_mode=state_mode, version=version))
         return Memory.from_json(answer["memory"])
@@ -265,7 +274,7 @@ class RestTransport:
                       timeout: float | None = None) -> list[RelatedMemory]:
         params = _params(relationship_types=list(relationship_types), max_depth=max_depth, limit=limit,
                          as_of=_iso(as_of), known_at=_iso(known_at))
-        answer = await self._request("GET", f"/memories/{memory_id}/related", retry=True, timeout=timeout,
+        answer = await self._request("GET", f"/memories/{_segment(memory_id)}/related", retry=True, timeout=timeout,
                                      params=params)
         return [RelatedMemory(Memory.from_json(r["memory"]), r.get("relation_type") or "",
                               float(r.get("strength") or 0.0), int(r.get("depth") or 0))
@@ -273,7 +282,7 @@ class RestTransport:
 
     async def history(self, memory_id: str, *, page_size: int, page_token: str,
                       timeout: float | None = None) -> HistoryPage:
-        answer = await self._request("GET", f"/v1/memories/{memory_id}/history", retry=True, timeout=timeout,
+        answer = await self._request("GET", f"/v1/memories/{_segment(memory_id)}/history", retry=True, timeout=timeout,
                                      params=_params(page_size=page_size or None, page_token=page_token))
         events = [HistoryEvent.from_proto(json_format.ParseDict(e, events_pb2.MemoryEvent(),
                                                                 ignore_unknown_fields=True))
@@ -282,14 +291,14 @@ class RestTransport:
 
     async def versions(self, memory_id: str, *, page_size: int, page_token: str,
                        timeout: float | None = None) -> VersionsPage:
-        answer = await self._request("GET", f"/v1/memories/{memory_id}/versions", retry=True, timeout=timeout,
+        answer = await self._request("GET", f"/v1/memories/{_segment(memory_id)}/versions", retry=True, timeout=timeout,
                                      params=_params(page_size=page_size or None, page_token=page_token))
         return VersionsPage([MemoryVersion.from_json(v) for v in answer.get("versions", [])],
                             answer.get("next_page_token"))
 
     async def diff_versions(self, memory_id: str, from_version: int, to_version: int, *,
                             timeout: float | None = None) -> VersionDiff:
-        answer = await self._request("GET", f"/v1/memories/{memory_id}/versions:diff", retry=True, timeout=timeout,
+        answer = await self._request("GET", f"/v1/memories/{_segment(memory_id)}/versions:diff", retry=True, timeout=timeout,
                                      params=_params(**{"from": from_version, "to": to_version}))
         return VersionDiff.from_json(answer)
 

@@ -25,6 +25,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from typing import Any, Concatenate, ParamSpec, Self, TypeVar
 
+from automem_client import _checks as check
 from automem_client import errors
 from automem_client._grpc import GrpcTransport
 from automem_client._rest import RestTransport
@@ -55,6 +56,14 @@ _UNSET: Any = object()
 #: update()'s field names (AutoMem's PATCH /memory/{id} body).
 UPDATE_FIELDS = ("content", "tags", "importance", "type", "confidence", "metadata", "timestamp", "t_valid",
                  "t_invalid")
+
+
+def _check_read(as_of: Any, known_at: Any, state_mode: Any) -> None:
+    """The read options of a call: two times and a mode word (or None)."""
+    check.time(as_of, "as_of")
+    check.time(known_at, "known_at")
+    if state_mode is not None:
+        check.text(state_mode, "state_mode")
 
 
 class AsyncClient:
@@ -131,9 +140,13 @@ class AsyncClient:
         datetime or ISO 8601 (naive = UTC); ``embedding`` stored as given.
         ``idempotency_key``: the same key answers the first memory (``deduplicated``) instead
         of storing again; default a fresh UUID per call (so the retries of this call are safe).
-        Errors: InvalidArgument naming the field; AlreadyExists for tombstoned content."""
+        Errors: InvalidArgument naming the field (a wrong type too, e.g. one string for
+        ``tags``); AlreadyExists for tombstoned content."""
+        check.texts(tags, "tags")
         item = MemoryInput(content, list(tags), importance, confidence, type, metadata, timestamp, t_valid,
                            t_invalid, list(embedding) if embedding else None, require_review)
+        check.memory_input(item)
+        check.text(idempotency_key or "", "idempotency_key")
         return await self._open.store(item, idempotency_key=idempotency_key or str(uuid.uuid4()),
                                       timeout=timeout)
 
@@ -141,7 +154,14 @@ class AsyncClient:
                           timeout: float | None = None) -> BatchStored:
         """Store up to 500 memories, all or nothing (a text is ``MemoryInput(text)``).
         InvalidArgument names the item, e.g. ``memories[3].content``."""
+        if isinstance(items, (str, bytes)) or not isinstance(items, Sequence):
+            raise errors.InvalidArgument("memories: must be a list of MemoryInput or strings", field="memories")
         inputs = [MemoryInput(i) if isinstance(i, str) else i for i in items]
+        for i, item in enumerate(inputs):
+            if not isinstance(item, MemoryInput):
+                raise errors.InvalidArgument(f"memories[{i}]: must be a MemoryInput or a string, not "
+                                             f"{type(item).__name__}", field=f"memories[{i}]")
+            check.memory_input(item, f"memories[{i}].")
         return await self._open.store_batch(inputs, idempotency_key=idempotency_key or str(uuid.uuid4()),
                                             timeout=timeout)
 
@@ -159,6 +179,22 @@ class AsyncClient:
         service. ``etag``: the version the change is based on (``memory.version``; 0 = no
         check): Aborted when the memory changed since. NotFound; InvalidArgument naming the
         field."""
+        check.text(memory_id, "memory_id")
+        check.integer(etag, "etag", least=0)
+        check.texts(add_tags, "add_tags")
+        for name, value in (("content", content), ("type", type)):
+            if value is not _UNSET and value is not None:
+                check.text(value, name)
+        if tags is not _UNSET and tags is not None:
+            check.texts(tags, "tags")
+        for name, value in (("importance", importance), ("confidence", confidence)):
+            if value is not _UNSET:
+                check.number(value, name)
+        if metadata is not _UNSET:
+            check.mapping(metadata, "metadata")
+        for name, value in (("timestamp", timestamp), ("t_valid", t_valid), ("t_invalid", t_invalid)):
+            if value is not _UNSET:
+                check.time(value, name)
         given = {"content": content, "tags": tags, "importance": importance, "type": type,
                  "confidence": confidence, "metadata": metadata, "timestamp": timestamp, "t_valid": t_valid,
                  "t_invalid": t_invalid}
@@ -169,6 +205,10 @@ class AsyncClient:
                      timeout: float | None = None) -> Memory:
         """Tombstone a memory (state DELETED; ``purge`` removes it, admin keys only). Answers
         the memory as deleted. ``etag`` as :meth:`update`; NotFound."""
+        check.text(memory_id, "memory_id")
+        check.integer(etag, "etag", least=0)
+        check.flag(purge, "purge")
+        check.text(reason, "reason")
         return await self._open.delete(memory_id, etag=etag, purge=purge, reason=reason, timeout=timeout)
 
     async def supersede(self, memory_id: str, content: str, *, relation: str = "INVALIDATED_BY", reason: str = "",
@@ -181,8 +221,14 @@ class AsyncClient:
         recall answers the new one. ``relation``: INVALIDATED_BY or EVOLVED_INTO. ``etag``
         as :meth:`update`; the key as :meth:`store`. NotFound; FailedPrecondition when it
         cannot be superseded (e.g. deleted)."""
+        check.text(memory_id, "memory_id")
+        check.texts(tags, "tags")
         item = MemoryInput(content, list(tags), importance, confidence, type, metadata, timestamp, t_valid,
                            t_invalid)
+        check.memory_input(item)
+        check.text(relation, "relation")
+        check.text(reason, "reason")
+        check.integer(etag, "etag", least=0)
         return await self._open.supersede(memory_id, item, relation=relation, reason=reason, etag=etag,
                                           idempotency_key=idempotency_key or str(uuid.uuid4()), timeout=timeout)
 
@@ -191,6 +237,11 @@ class AsyncClient:
         """Create the edge ``memory1_id -[type]-> memory2_id`` (AutoMem's 11 authorable types,
         any case; strength 0..1, default 0.5). InvalidArgument naming ``type`` or
         ``strength``; NotFound for a memory that is not there."""
+        check.text(memory1_id, "memory1_id")
+        check.text(memory2_id, "memory2_id")
+        check.text(type, "type")
+        check.number(strength, "strength")
+        check.text(reason, "reason")
         return await self._open.associate(memory1_id, memory2_id, type=type, strength=strength, reason=reason,
                                           timeout=timeout)
 
@@ -203,6 +254,9 @@ class AsyncClient:
         superseded). ``as_of``: valid time to read at; ``known_at``: what the service knew
         then; ``state_mode``: current | history; ``version``: that version (1 and up, as
         :meth:`versions` lists) instead. NotFound (naming ``version`` when it has none)."""
+        check.text(memory_id, "memory_id")
+        _check_read(as_of, known_at, state_mode)
+        check.integer(version, "version")
         return await self._open.get(memory_id, as_of=as_of, known_at=known_at, state_mode=state_mode,
                                     version=version, timeout=timeout)
 
@@ -228,6 +282,31 @@ class AsyncClient:
         ``rerank``: True asks the service's configured LLM to reorder the best memories, False
         keeps it from doing so, None leaves it to the service's setting (``result.arms`` /
         ``result.degraded`` name ``llm_rerank`` when it did / could not)."""
+        check.text(query, "query")
+        for name, values in (("queries", queries), ("tags", tags), ("exclude_tags", exclude_tags),
+                             ("context_tags", context_tags), ("context_types", context_types),
+                             ("priority_ids", priority_ids)):
+            check.texts(values, name)
+        if isinstance(embedding, (str, bytes)) or not isinstance(embedding, Sequence):
+            raise errors.InvalidArgument("embedding: must be a list of numbers", field="embedding")
+        for i, value in enumerate(embedding):
+            check.number(value, f"embedding[{i}]")
+        for name, value in (("limit", limit), ("offset", offset), ("relation_limit", relation_limit),
+                            ("expansion_limit", expansion_limit)):
+            check.integer(value, name)
+        for name, value in (("expand_min_importance", expand_min_importance),
+                            ("expand_min_strength", expand_min_strength), ("min_score", min_score)):
+            check.number(value, name)
+        for name, value in (("sort", sort), ("time_query", time_query), ("tz", tz), ("tag_mode", tag_mode),
+                            ("tag_match", tag_match), ("context", context), ("recency_bias", recency_bias)):
+            check.text(value, name)
+        for name, value in (("include_archived", include_archived), ("include_pending", include_pending),
+                            ("expand_relations", expand_relations), ("expand_entities", expand_entities),
+                            ("state_debug", state_debug), ("rerank", rerank)):
+            check.flag(value, name)
+        check.time(start, "start")
+        check.time(end, "end")
+        _check_read(as_of, known_at, state_mode)
         options: dict[str, Any] = {
             "queries": list(queries), "embedding": list(embedding), "limit": limit, "offset": offset, "sort": sort,
             "time_query": time_query, "tz": tz, "start": start, "end": end, "tags": list(tags),
@@ -249,6 +328,11 @@ class AsyncClient:
         """One page of the memories under ``tags``, newest first (page size default 20,
         max 200). Pass ``page.next_page_token`` back for the next page; :meth:`iter_by_tag`
         does it for you."""
+        check.texts(tags, "tags")
+        check.integer(page_size, "page_size")
+        check.text(page_token, "page_token")
+        check.flag(include_total, "include_total")
+        _check_read(as_of, known_at, state_mode)
         return await self._open.list_by_tag(tags, page_size=page_size, page_token=page_token, tag_mode=tag_mode,
                                             tag_match=tag_match, as_of=as_of, known_at=known_at,
                                             state_mode=state_mode, include_total=include_total, timeout=timeout)
@@ -271,7 +355,13 @@ class AsyncClient:
                       limit: int = 20, as_of: TimeLike | None = None, known_at: TimeLike | None = None,
                       timeout: float | None = None) -> list[RelatedMemory]:
         """Graph neighbours up to ``max_depth`` hops (1..3), at most ``limit`` (1..200),
-        current memories only. InvalidArgument naming the option out of range; NotFound."""
+        current memories only. InvalidArgument naming the option out of range (``limit=0``
+        too, over both transports: gRPC would read it as the default); NotFound."""
+        check.text(memory_id, "memory_id")
+        check.texts(relationship_types, "relationship_types")
+        check.integer(max_depth, "max_depth", least=1)
+        check.integer(limit, "limit", least=1)
+        _check_read(as_of, known_at, None)
         return await self._open.related(memory_id, relationship_types=list(relationship_types),
                                         max_depth=max_depth, limit=limit, as_of=as_of, known_at=known_at,
                                         timeout=timeout)
@@ -280,6 +370,9 @@ class AsyncClient:
                       timeout: float | None = None) -> HistoryPage:
         """One page (at most 1000) of the memory's changes, oldest first; :meth:`iter_history`
         walks them all. NotFound."""
+        check.text(memory_id, "memory_id")
+        check.integer(page_size, "page_size")
+        check.text(page_token, "page_token")
         return await self._open.history(memory_id, page_size=page_size, page_token=page_token, timeout=timeout)
 
     async def iter_history(self, memory_id: str, *, page_size: int = 100,
@@ -299,6 +392,9 @@ class AsyncClient:
         """One page (1..100) of the memory's versions, oldest first (RecallService
         ListMemoryVersions; GET /v1/memories/{id}/versions); :meth:`iter_versions` walks them
         all. NotFound; InvalidArgument naming ``page_size`` / ``page_token``."""
+        check.text(memory_id, "memory_id")
+        check.integer(page_size, "page_size")
+        check.text(page_token, "page_token")
         return await self._open.versions(memory_id, page_size=page_size, page_token=page_token,
                                          timeout=timeout)
 
@@ -319,6 +415,9 @@ class AsyncClient:
         """The fields that differ between two versions (RecallService DiffMemoryVersions;
         GET /v1/memories/{id}/versions:diff). NotFound naming ``from``/``to`` (REST) or
         ``from_version``/``to_version`` (gRPC) when the memory has no such version."""
+        check.text(memory_id, "memory_id")
+        check.integer(from_version, "from_version")
+        check.integer(to_version, "to_version")
         return await self._open.diff_versions(memory_id, from_version, to_version, timeout=timeout)
 
     async def health(self, *, timeout: float | None = None) -> Health:

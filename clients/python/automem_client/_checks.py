@@ -1,0 +1,100 @@
+"""Checks of the caller's arguments, made before either transport builds a request, so a
+wrong type is the same :class:`~automem_client.errors.InvalidArgument` naming the argument
+over gRPC and REST (a string for ``tags`` was split into one-letter tags; ``store(123)``
+was a TypeError over gRPC and a 400 over REST; a ``date`` for ``t_valid`` an
+AttributeError). Values of the right type are left to the service, which checks ranges and
+words the same way for both.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from numbers import Real
+from typing import Any
+
+from automem_client import errors
+
+
+def _refuse(field: str, wanted: str, value: Any) -> errors.InvalidArgument:
+    return errors.InvalidArgument(f"{field}: must be {wanted}, not {type(value).__name__}", field=field)
+
+
+def text(value: Any, field: str) -> None:
+    """``value`` is a str."""
+    if not isinstance(value, str):
+        raise _refuse(field, "a string", value)
+
+
+def texts(value: Any, field: str) -> None:
+    """``value`` is a sequence of str and not one str (whose letters would be the items)."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence | set | frozenset):
+        raise _refuse(field, "a list of strings", value)
+    for i, item in enumerate(value):
+        if not isinstance(item, str):
+            raise _refuse(f"{field}[{i}]", "a string", item)
+
+
+def number(value: Any, field: str) -> None:
+    """``value`` is None or a finite real number (a bool is not one)."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise _refuse(field, "a number", value)
+    if not math.isfinite(float(value)):
+        raise errors.InvalidArgument(f"{field}: must be a finite number", field=field)
+
+
+def integer(value: Any, field: str, *, least: int | None = None) -> None:
+    """``value`` is None or an int (not a bool), at least ``least`` when given."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _refuse(field, "an integer", value)
+    if least is not None and value < least:
+        raise errors.InvalidArgument(f"{field}: must be at least {least}", field=field)
+
+
+def flag(value: Any, field: str) -> None:
+    """``value`` is a bool (or None: the service's default)."""
+    if value is not None and not isinstance(value, bool):
+        raise _refuse(field, "True or False", value)
+
+
+def time(value: Any, field: str) -> None:
+    """``value`` is None, a datetime (naive = UTC) or ISO 8601 text (a ``date`` or an epoch
+    number is not one: which instant of the day, which unit?)."""
+    if value is not None and not isinstance(value, datetime | str):
+        raise _refuse(field, "a datetime or ISO 8601 text", value)
+
+
+def mapping(value: Any, field: str) -> None:
+    """``value`` is None or a mapping with str keys (a JSON object)."""
+    if value is None:
+        return
+    if not isinstance(value, Mapping):
+        raise _refuse(field, "a dict (a JSON object)", value)
+    for key in value:
+        if not isinstance(key, str):
+            raise _refuse(f"{field} key", "a string", key)
+
+
+def memory_input(item: Any, prefix: str = "") -> None:
+    """Each field of a :class:`~automem_client.models.MemoryInput` (``prefix`` names the
+    item of a batch, e.g. ``memories[3].``)."""
+    text(item.content, f"{prefix}content")
+    texts(item.tags, f"{prefix}tags")
+    number(item.importance, f"{prefix}importance")
+    number(item.confidence, f"{prefix}confidence")
+    if item.type is not None:
+        text(item.type, f"{prefix}type")
+    mapping(item.metadata, f"{prefix}metadata")
+    for name in ("timestamp", "t_valid", "t_invalid"):
+        time(getattr(item, name), f"{prefix}{name}")
+    if item.embedding is not None:
+        if isinstance(item.embedding, (str, bytes)) or not isinstance(item.embedding, Sequence):
+            raise _refuse(f"{prefix}embedding", "a list of numbers", item.embedding)
+        for i, value in enumerate(item.embedding):
+            number(value, f"{prefix}embedding[{i}]")
+    flag(item.require_review, f"{prefix}require_review")
