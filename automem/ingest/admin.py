@@ -31,6 +31,7 @@ from automem.common.outbox import EventPublisher
 from automem.common.settings import Settings
 from automem.common.timeouts import long_running
 from automem.graph import GraphStore
+from automem.ingest.logic import has_control
 from automem.ingest.review import _page, _token
 from automem.v1 import admin_service_pb2, admin_service_pb2_grpc
 
@@ -82,11 +83,16 @@ class AdminServicer(admin_service_pb2_grpc.AdminServiceServicer):
 
     async def CreateApiKey(self, request, context):
         """Mint a key (admin). INVALID_ARGUMENT naming ``role``, ``scopes``,
-        ``default_scope`` or ``display_name`` (at most 200 characters); PERMISSION_DENIED
+        ``default_scope`` or ``display_name`` (at most 200 characters, no control characters); PERMISSION_DENIED
         when a pattern lies outside the caller's (``scopes``)."""
         principal = require_role("admin")
         if len(request.display_name) > MAX_NAME:
             raise InvalidArgument(f"display_name: at most {MAX_NAME} characters", field="display_name")
+        if has_control(request.display_name):
+            # `automem keys list` prints it in a tab-separated line: a newline, tab or escape
+            # sequence in it forged or erased rows of the operator's key audit.
+            raise InvalidArgument("display_name: must not contain control characters (U+0000–U+001F, U+007F)",
+                                  field="display_name")
         scopes = [s.strip() for s in request.scopes if s.strip()]
         if not scopes:
             raise InvalidArgument("scopes: at least one scope pattern is required", field="scopes")

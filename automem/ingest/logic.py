@@ -118,7 +118,7 @@ def validate_tags(tags: list[str], field: str = "tags") -> list[str]:
             continue
         if len(tag) > MAX_TAG_LENGTH:
             raise InvalidArgument(f"{field}: a tag is longer than {MAX_TAG_LENGTH} characters", field=field)
-        if _has_control(tag):
+        if has_control(tag):
             raise InvalidArgument(f"{field}: tags must not contain NUL or other control characters "
                                   "(U+0000–U+001F, U+007F)", field=field)
         if "," in tag:
@@ -205,7 +205,8 @@ def _struct_to_python(value: Any) -> Any:
     return value
 
 
-def _has_control(text: str) -> bool:
+def has_control(text: str) -> bool:
+    """True when ``text`` holds a C0 control character (U+0000–U+001F) or DEL (U+007F)."""
     return any(ch < "\x20" or ch == "\x7f" for ch in text)
 
 
@@ -238,7 +239,7 @@ def check_metadata_values(value: Any, field: str = "metadata") -> None:
         raise InvalidArgument(f"{where}: {REPEATED_KEY}", field=where)
     if isinstance(value, dict):
         for key, sub in value.items():
-            if _has_control(key):
+            if has_control(key):
                 raise InvalidArgument(f"{field}: key {key!r} contains a control character (U+0000–U+001F or "
                                       "U+007F)", field=field)
             if _lone_surrogate(key):
