@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from automem.common.lifecycle import GONE_STATE_NAMES
+from automem.common.lifecycle import GONE_STATE_NAMES, SUPERSEDING_RELATIONS
 from automem.common.model import AUTHORABLE_RELATIONS, SYSTEM_RELATIONS, Relation, relation_type_name
 from automem.graph import versions
 from automem.graph.repository import Repository
@@ -100,6 +100,16 @@ class Relations(Repository):
             {"ids": list(ids), "scope": scope},
         )
         return [(r[0], r[1], r[2], float(r[3] or 0.0), float(r[4] or 0.0)) for r in rows]
+
+    async def replaced_by(self, memory_id: str, scope: str) -> list[str]:
+        """Ids of the memories ``memory_id`` supersedes: the sources of its incoming
+        INVALIDATED_BY / EVOLVED_INTO edges whose ``superseded_by`` names it (one row per
+        edge from the indexed node, filtered here: a WHERE on the far node can scan)."""
+        rows = await self.store.ro_query(
+            f"MATCH (a:Memory)-[r:{relation_labels(SUPERSEDING_RELATIONS)}]->(b:Memory {{id: $id}}) "
+            "WHERE b.scope = $scope RETURN a.id, a.superseded_by, a.scope",
+            {"id": memory_id, "scope": scope})
+        return sorted({r[0] for r in rows if r[1] == memory_id and r[2] == scope})
 
     async def neighbours(
         self, ids: Sequence[str], types: Sequence[str], scope: str

@@ -802,3 +802,33 @@ async def test_the_first_instant_of_1970_is_a_time_like_any_other(service) -> No
         for params in ({"start": "1969-12-31", "end": "1970-01-02"}, {"start": epoch0, "end": epoch0}):
             hits = (await http.get("/recall", params={"tags": "epoch0d", **params})).json()
             assert [h["id"] for h in hits["results"]] == [event], (params, hits)
+
+
+async def test_moving_a_replacements_t_valid_moves_the_end_of_the_fact_it_replaced(service) -> None:
+    """Superseded from 2025, then the replacement's t_valid moved to 2030: the replaced fact
+    stayed closed at 2025 and nothing was current until 2030 (its window cannot be edited,
+    being history). Its window now follows, as a supersede from 2030 would have closed it,
+    and back again when the start moves earlier."""
+    async with service.http() as http:
+        old = await _store(http, "Window probe: the rate limit is 100 rps", tags=["movedstart"],
+                           t_valid="2020-01-01T00:00:00Z")
+        r = await http.post(f"/v1/memories/{old}:supersede", json={
+            "content": "Window probe: the rate limit is 200 rps", "tags": ["movedstart"],
+            "t_valid": "2025-01-01T00:00:00Z"})
+        assert r.status_code == 201, r.text
+        new = r.json()["memory_id"]
+
+        async def current_at(day: str) -> list[str]:
+            return [m["id"] for m in await _by_tag(http, "movedstart", as_of=day)]
+
+        for start, expect in (("2030-01-01T00:00:00Z", {"2027-06-01": old, "2031-01-01": new}),
+                              ("2023-01-01T00:00:00Z", {"2022-06-01": old, "2024-01-01": new, "2027-06-01": new})):
+            r = await http.patch(f"/memory/{new}", json={"t_valid": start})
+            assert r.status_code == 200, r.text
+            got = (await http.get(f"/memory/{old}", params={"state_mode": "history"})).json()["memory"]
+            assert got["t_invalid"].startswith(start[:10]) and got["state"] == "SUPERSEDED", got
+            for day, mid in expect.items():
+                assert await current_at(f"{day}T00:00:00Z") == [mid], (start, day)
+        assert await current_at("2019-06-01T00:00:00Z") == []
+        actions = [e.get("event_type") or e.get("action") for e in await _history(http, old)]
+        assert len(actions) >= 4, actions  # created, superseded, and one window change per move
