@@ -371,6 +371,41 @@ async def test_another_site_cannot_log_the_browser_in_with_its_own_key(world: Wo
         assert (await console_login(http, world.reader_a)).status_code == 303
 
 
+async def test_type_and_state_filters_read_past_the_first_page_and_the_table_pages_on(world: World) -> None:
+    """The table read the first 50 memories and then filtered them by type and state: a
+    Decision older than 50 newer memories under the tag showed "Nothing in this scope
+    matches", and no page followed the first 50. Pages are read until rows match now, and a
+    next link goes on."""
+    import html
+    import re
+
+    import httpx
+
+    async with world.service.http(Authorization=f"Bearer {world.admin_a}") as rest:
+        await _store(rest, "Paging probe: we decided to page the console table", tags=["pgprobe"], type="Decision")
+        r = await rest.post("/memory/batch", json={"memories": [
+            {"content": f"Paging probe: filler note number {i}", "tags": ["pgprobe"], "type": "Context"}
+            for i in range(70)]})
+        assert r.status_code == 201, r.text
+    async with httpx.AsyncClient(base_url=world.service.url, timeout=30) as http:
+        assert (await console_login(http, world.admin_a, SCOPE_A)).status_code == 303
+        page = await http.get("/console/", params={"tags": "pgprobe", "type": "Decision"})
+        assert page.status_code == 200 and "we decided to page the console table" in page.text, page.text
+        assert 'data-testid="more"' not in page.text
+        seen, url = 0, "/console/?tags=pgprobe"
+        for _ in range(3):
+            page = await http.get(url)
+            assert page.status_code == 200, page.text
+            seen += page.text.count("Paging probe: ")
+            link = re.search(r'data-testid="more" href="([^"]+)"', page.text)
+            if not link:
+                break
+            url = html.unescape(link[1])
+        assert seen == 71 and not link, seen
+        r = await http.get("/console/", params={"q": "paging probe", "offset": "-1"})
+        assert r.status_code == 400 and "offset" in r.text, r.text
+
+
 async def test_docs_load_swagger_ui_from_the_gateway(world: World, browsing: Browsing) -> None:
     page = await browsing.page()
     await page.goto("/docs")

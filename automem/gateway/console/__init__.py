@@ -39,6 +39,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, FastAPI, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -61,8 +62,12 @@ SCOPE_COOKIE = "automem_console_scope"
 CSRF_COOKIE = "automem_console_csrf"
 #: Seconds a console session lasts (the cookies' Max-Age).
 SESSION_SECONDS = 8 * 3600
-#: Rows of the memories table at most (the recall service's own limit also applies).
+#: Memories read per page of the memories table (the recall service's own limit also applies).
 TABLE_LIMIT = 50
+#: Memories read at most for one page of the table when ``type`` / ``state`` narrow it.
+SCAN_LIMIT = 1000
+#: Deepest ``offset`` the table pages a ranking to.
+MAX_OFFSET = 10_000
 #: Hops followed each way along a supersession chain at most.
 CHAIN_HOPS = 20
 #: Memory fields left out of an event's before/after diff (they change on every write).
@@ -263,31 +268,55 @@ def _split(raw: str) -> list[str]:
 @router.get("/")
 @page
 async def memories(request: Request, q: str = "", tags: str = "", type: str = "", state: str = "current",
-                   start: str = "", end: str = "") -> Response:
+                   start: str = "", end: str = "", after: str = "", offset: str = "") -> Response:
     """The memories table. A query, a time range or no filter: ranked recall; tags alone:
-    the by-tag listing, newest first; :data:`TABLE_LIMIT` rows at most. ``type`` and ``state``
-    narrow the rows shown (among those)."""
+    the by-tag listing, newest first. ``type`` and ``state`` narrow the rows: pages of
+    :data:`TABLE_LIMIT` are read until that many rows match or :data:`SCAN_LIMIT` memories
+    were read, and a "next" link (``after``: the listing's cursor; ``offset``: the
+    ranking's) goes on from there. Before, only the first 50 were read and filtered: a
+    type present further down showed "Nothing in this scope matches", with no next page."""
     s = await session(request)
     if state not in STATE_FILTERS:
         raise GatewayError(400, f"state: one of {', '.join(STATE_FILTERS)}")
+    if offset and not (offset.isascii() and offset.isdigit() and int(offset) <= MAX_OFFSET):
+        raise GatewayError(400, f"offset: a whole number from 0 to {MAX_OFFSET}")
     mode, archived, pending, wanted = STATE_FILTERS[state]
     read = usecases.read_options(state_mode=mode, include_archived=archived, include_pending=pending)
     tag_list = _split(tags)
+
+    def shown(memory: Any) -> bool:
+        return (not type.strip() or (memory["type"] or "").lower() == type.strip().lower()) and (
+            not wanted or memory["state"] == wanted)
+
     rows: list[dict[str, Any]] = []
+    scanned, more = 0, ""
     if tag_list and not (q.strip() or start.strip() or end.strip()):
-        listed = await usecases.list_by_tag(s.call, tag_list, read=read, limit=TABLE_LIMIT)
-        rows = [{"memory": presenters.memory_json(m), "score": None} for m in listed.memories]
+        token = after
+        while True:
+            listed = await usecases.list_by_tag(s.call, tag_list, read=read, limit=TABLE_LIMIT, page_token=token)
+            scanned += len(listed.memories)
+            rows += [{"memory": j, "score": None} for j in map(presenters.memory_json, listed.memories) if shown(j)]
+            token = listed.next_page_token
+            if not token or len(rows) >= TABLE_LIMIT or scanned >= SCAN_LIMIT:
+                break
+        more = urlencode({"q": q, "tags": tags, "type": type, "state": state, "after": token}) if token else ""
     else:
-        found = await usecases.search(s.call, read=read, query=q.strip(), tags=tag_list, start=start, end=end,
-                                      limit=TABLE_LIMIT)
-        rows = [{"memory": presenters.memory_json(r.memory), "score": r.final_score or r.score,
-                 "match_type": r.match_type} for r in found.results]
-    if type.strip():
-        rows = [r for r in rows if (r["memory"]["type"] or "").lower() == type.strip().lower()]
-    if wanted:
-        rows = [r for r in rows if r["memory"]["state"] == wanted]
+        at = int(offset or 0)
+        while True:
+            found = await usecases.search(s.call, read=read, query=q.strip(), tags=tag_list, start=start, end=end,
+                                          limit=TABLE_LIMIT, offset=at)
+            scanned += len(found.results)
+            at += len(found.results)
+            rows += [{"memory": j, "score": r.final_score or r.score, "match_type": r.match_type}
+                     for r, j in ((r, presenters.memory_json(r.memory)) for r in found.results) if shown(j)]
+            if not found.has_more or not found.results or len(rows) >= TABLE_LIMIT or scanned >= SCAN_LIMIT \
+                    or at >= MAX_OFFSET:
+                break
+        more = urlencode({"q": q, "tags": tags, "type": type, "state": state, "start": start, "end": end,
+                          "offset": at}) if found.has_more and found.results and at < MAX_OFFSET else ""
     context = {"s": s, "rows": rows, "q": q, "tags": tags, "type": type, "state": state, "start": start,
-               "end": end, "states": list(STATE_FILTERS), "types": sorted(presenters.TYPE_COLORS)}
+               "end": end, "states": list(STATE_FILTERS), "types": sorted(presenters.TYPE_COLORS),
+               "more": more, "scanned": scanned}
     if request.headers.get("hx-request") == "true":
         return render(request, "_memory_rows.html", **context)
     return render(request, "memories.html", **context)
