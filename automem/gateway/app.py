@@ -19,7 +19,7 @@ from typing import Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -189,6 +189,8 @@ def _parameter_holding(request: Request, value: str) -> str:
 def create_app(settings: Settings, client: AutomemClient) -> FastAPI:
     """The FastAPI app. ``client`` reaches the services over gRPC. Every request gets an
     OpenTelemetry server span and a latency observation; ``GET /metrics`` serves Prometheus."""
+    from automem.gateway import console  # its error answers are used by the handlers below
+
     app = FastAPI(
         title="automem",
         version="0.1.0",
@@ -216,8 +218,8 @@ def create_app(settings: Settings, client: AutomemClient) -> FastAPI:
         return error_response(exc.status, exc.message, **extra)
 
     @app.exception_handler(RequestValidationError)
-    async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
-        if denied := await auth_error(request):
+    async def _validation_error(request: Request, exc: RequestValidationError) -> Response:
+        if not console.is_console(request) and (denied := await auth_error(request)):
             return denied
         problems = []
         for err in exc.errors():
@@ -239,10 +241,17 @@ def create_app(settings: Settings, client: AutomemClient) -> FastAPI:
                 message = "not a field of this body" + (f" (it takes {', '.join(takes)})" if takes else "") + \
                     "; nothing was done"
             problems.append(f"{where or 'body'}: {message}")
+        if console.is_console(request):
+            return console.error_answer(request, 400, "; ".join(problems) or "invalid request")
         return error_response(400, "; ".join(problems) or "invalid request", fields=problems)
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        if console.is_console(request):
+            # A console page the router does not know, or its static file: the console's own
+            # answer (the JSON 401 "missing or invalid API key" told a logged-in user their
+            # key was wrong; the console sends it in a cookie, not a header).
+            return console.error_answer(request, exc.status_code, str(exc.detail))
         if denied := await auth_error(request):
             return denied
         if exc.status_code == 400 and exc.detail == "There was an error parsing the body":  # fastapi's words
@@ -288,7 +297,6 @@ def create_app(settings: Settings, client: AutomemClient) -> FastAPI:
     from automem.common.telemetry import instrument_fastapi
     from automem.gateway import (
         apidocs,
-        console,
         mcp_mount,
         metrics,
         routes_graph,

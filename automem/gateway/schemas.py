@@ -411,7 +411,7 @@ class ApiKeyBody(StrictBody):
     scopes: list[Annotated[str, Field(max_length=MAX_SCOPE_LENGTH, pattern=f"^{SCOPE_PATTERN_RE.pattern}$")]] = Field(
         min_length=1, max_length=50)
     default_scope: str = Field("", max_length=MAX_SCOPE_LENGTH, pattern=f"^({SCOPE_RE.pattern})?$")
-    display_name: str = Field("", max_length=200)
+    display_name: str = Field("", max_length=200, pattern="^[^\\u0000-\\u001f\\u007f]*$")
     require_review: StrictBool = False
 
 

@@ -406,6 +406,32 @@ async def test_type_and_state_filters_read_past_the_first_page_and_the_table_pag
         assert r.status_code == 400 and "offset" in r.text, r.text
 
 
+async def test_console_errors_are_console_pages_and_a_rejected_memory_has_its_graph_tab(world: World) -> None:
+    """An unknown console path or a parameter FastAPI could not read answered JSON 401
+    "missing or invalid API key" to a logged-in user (the key is in a cookie, the check read
+    headers only); the Graph tab of a rejected memory said "not found" while its other tabs
+    showed it."""
+    import httpx
+
+    async with world.service.http(Authorization=f"Bearer {world.admin_a}") as rest:
+        mid = (await _store(rest, "Rejection probe: the office dog is a cat", require_review=True))["memory_id"]
+        r = await rest.post(f"/v1/review-items/{mid}:reject", json={"reason": "not a dog"})
+        assert r.status_code == 200, r.text
+    async with httpx.AsyncClient(base_url=world.service.url, timeout=30) as http:
+        r = await http.get("/console/nonexistent")
+        assert r.status_code == 303 and r.headers["location"] == "/console/login", r.text
+        assert (await console_login(http, world.admin_a, SCOPE_A)).status_code == 303
+        for path, status, words in ((f"/console/memories/{world.new}/graph?depth=abc", 400, "depth"),
+                                    ("/console/nonexistent", 404, "Not Found"), ("/console/review/", 404, "Not Found"),
+                                    ("/console/static/nonexist.js", 404, "Not Found")):
+            r = await http.get(path)
+            assert r.status_code == status and r.headers["content-type"].startswith("text/html"), (path, r.text)
+            assert words in r.text and "API key" not in r.text, (path, r.text)
+        for tab in ("", "/history", "/graph"):
+            r = await http.get(f"/console/memories/{mid}{tab}")
+            assert r.status_code == 200 and "the office dog is a cat" in r.text, (tab, r.status_code, r.text[:300])
+
+
 async def test_docs_load_swagger_ui_from_the_gateway(world: World, browsing: Browsing) -> None:
     page = await browsing.page()
     await page.goto("/docs")

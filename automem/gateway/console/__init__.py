@@ -50,7 +50,7 @@ from automem.common.errors import HTTP_STATUS, AutomemError
 from automem.gateway import presenters, usecases
 from automem.gateway.deps import Caller
 from automem.gateway.errors import GatewayError
-from automem.v1 import recall_service_pb2
+from automem.v1 import memory_pb2, recall_service_pb2
 
 HERE = Path(__file__).resolve().parent
 templates = Jinja2Templates(directory=str(HERE / "templates"))
@@ -164,6 +164,21 @@ def _error(request: Request, status: int, message: str) -> HTMLResponse:
     """The error page, or its fragment for an htmx request (swapped into the page)."""
     name = "_error.html" if request.headers.get("hx-request") == "true" else "error.html"
     return render(request, name, status, status=status, message=message)
+
+
+def is_console(request: Request) -> bool:
+    """True for a request to the console (``/console`` and below)."""
+    path = request.url.path
+    return path == "/console" or path.startswith("/console/")
+
+
+def error_answer(request: Request, status: int, message: str) -> Response:
+    """The console's answer to an error the app met before a page ran (an unknown path, a
+    parameter FastAPI could not read): the error page with ``status`` for a browser with a
+    session cookie, the login page otherwise."""
+    if not request.cookies.get(KEY_COOKIE):
+        return RedirectResponse("/console/login", status_code=303)
+    return _error(request, status, message)
 
 
 def check_csrf(request: Request, sent: str) -> None:
@@ -465,10 +480,17 @@ async def graph(request: Request, memory_id: str, depth: int = 2) -> Response:
     s = await session(request)
     if not 1 <= depth <= 3:
         raise GatewayError(400, "depth: must be between 1 and 3")
-    got = presenters.got_memory_json(await usecases.get_memory(s.call, memory_id, _history_read()))
-    found = await usecases.graph_neighbors(s.call, memory_id, depth=depth, include_semantic=True, semantic_limit=5,
-                                           read=usecases.read_options(state_mode="history"))
-    data = presenters.neighbors_json(found, 0.0)
+    answer = await usecases.get_memory(s.call, memory_id, _history_read())
+    got = presenters.got_memory_json(answer)
+    if answer.memory.state == memory_pb2.MEMORY_STATE_REJECTED:
+        # The graph walks never pass through a rejected memory (automem/common/state.py), so
+        # its neighbourhood is itself: the tab said "not found" where the others showed it.
+        data = {"center": presenters.graph_node_json(recall_service_pb2.GraphNode(memory=answer.memory)),
+                "graph_neighbors": [], "semantic_neighbors": [], "edges": []}
+    else:
+        found = await usecases.graph_neighbors(s.call, memory_id, depth=depth, include_semantic=True,
+                                               semantic_limit=5, read=usecases.read_options(state_mode="history"))
+        data = presenters.neighbors_json(found, 0.0)
     nodes: dict[str, dict[str, Any]] = {}
     for role, items in (("center", [data["center"]]), ("graph", data["graph_neighbors"]),
                         ("semantic", data["semantic_neighbors"])):
