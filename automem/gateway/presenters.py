@@ -146,8 +146,12 @@ def superseded_json(response: ingest_service_pb2.SupersedeMemoryResponse, starte
 
 def batch_stored_json(response: ingest_service_pb2.BatchCreateMemoriesResponse, started: float) -> dict[str, Any]:
     """``POST /memory/batch`` answer; ``deduplicated[i]`` is true where item i repeated an
-    existing memory (its id is in ``memory_ids``, nothing new was stored for it)."""
-    return {"status": "success", "stored": len(response.memories), "memory_ids": [m.id for m in response.memories],
+    existing memory or an earlier item (its id is in ``memory_ids``, nothing new was stored
+    for it). ``stored``: the items acknowledged (AutoMem's count, one per item); ``created``:
+    the memories this batch added, the items not deduplicated."""
+    return {"status": "success", "stored": len(response.memories),
+            "created": sum(1 for d in response.deduplicated if not d) if response.deduplicated
+            else len(response.memories), "memory_ids": [m.id for m in response.memories],
             "deduplicated": list(response.deduplicated), "qdrant": "queued", "enrichment": "queued",
             "query_time_ms": elapsed_ms(started)}
 
@@ -637,6 +641,17 @@ def version_json(version: recall_service_pb2.MemoryVersion) -> dict[str, Any]:
             "changed_fields": [field_name(f) for f in version.changed_fields], "memory": memory_json(version.memory)}
 
 
+#: Diffed enum fields: the proto enum of each, and how memory_json words its values.
+_ENUM_WORDS: dict[str, tuple[Any, Any]] = {
+    "state": (memory_pb2.MemoryState, state_name),
+    "type": (memory_pb2.MemoryType, lambda v: type_name(v) or None),
+    "embedding_status": (memory_pb2.EmbeddingStatus,
+                         lambda v: memory_pb2.EmbeddingStatus.Name(v).removeprefix("EMBEDDING_STATUS_").lower()),
+    "enrichment_status": (memory_pb2.EnrichmentStatus,
+                          lambda v: memory_pb2.EnrichmentStatus.Name(v).removeprefix("ENRICHMENT_STATUS_").lower()),
+}
+
+
 def diff_json(response: recall_service_pb2.DiffMemoryVersionsResponse) -> dict[str, Any]:
     """A version diff: ``from``, ``to`` and ``changes`` [{field (AutoMem's name), before,
     after}] (values as the Memory message's JSON mapping; None = unset)."""
@@ -647,7 +662,14 @@ def diff_json(response: recall_service_pb2.DiffMemoryVersionsResponse) -> dict[s
             return None
         got = json_format.MessageToDict(getattr(change, side))
         # The metadata's integers read back as integers here too, as on the memory itself.
-        return integral_numbers(got) if change.field == "metadata" else got
+        if change.field == "metadata":
+            return integral_numbers(got)
+        # Enum words as memory_json writes them ("ACTIVE", "Decision", "done"); they came as
+        # the proto's names ("MEMORY_STATE_ACTIVE") here only.
+        if change.field in _ENUM_WORDS and isinstance(got, str):
+            enum, word = _ENUM_WORDS[change.field]
+            return word(enum.Value(got)) if got in enum.DESCRIPTOR.values_by_name else got
+        return got
 
     return {"from": response.from_version, "to": response.to_version,
             "changes": [{"field": field_name(c.field), "before": value(c, "before"), "after": value(c, "after")}

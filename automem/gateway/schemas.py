@@ -772,7 +772,7 @@ def response_schemas() -> tuple[dict[str, Any], dict[tuple[str, str, str], dict[
     answers = {
         ("/memory", "post", "201"): stored,
         ("/v1/memories/{memory_id}:supersede", "post", "201"): stored,
-        ("/memory/batch", "post", "201"): _obj({**ok, "stored": integer, "memory_ids": texts,
+        ("/memory/batch", "post", "201"): _obj({**ok, "stored": integer, "created": integer, "memory_ids": texts,
                                                 "deduplicated": {"type": "array", "items": boolean},
                                                 "qdrant": text, "enrichment": text, "query_time_ms": number}),
         ("/memory/{memory_id}", "get", "200"): _obj({**ok, "memory": memory_ref}),

@@ -196,6 +196,12 @@ async def test_versions_listing_paging_version_and_diff(service):
         assert changes["importance"] == (0.2, 0.7)
         assert changes["tags"] == ([tag], [tag, "extra"])
         assert "version" not in changes
+        # Enum values as the memory itself words them (they read "MEMORY_STATE_ACTIVE" here).
+        gone = (await http.post("/memory", json={"content": "Version probe: deleted at once", "type": "Habit"})).json()
+        assert (await http.delete(f"/memory/{gone['memory_id']}")).status_code == 200
+        r = await http.get(f"/v1/memories/{gone['memory_id']}/versions:diff", params={"from": 1, "to": 2})
+        changes = {c["field"]: (c["before"], c["after"]) for c in r.json()["changes"]}
+        assert changes["state"] == ("ACTIVE", "DELETED"), changes
         # bad input: version 0, unknown version, bad token, page size out of range
         r = await http.get(f"/memory/{mid}", params={"version": 0})
         assert r.status_code == 400 and "version" in r.text

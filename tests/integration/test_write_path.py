@@ -142,7 +142,12 @@ async def test_batch_with_one_long_item_is_rejected_whole_naming_the_index(servi
         assert r.status_code == 201 and r.json()["stored"] == 3 and len(r.json()["memory_ids"]) == 3
         r = await http.post("/memory/batch", json={"memories": [{"content": f"m{i}"} for i in range(501)]})
         assert r.status_code == 400 and "500" in r.json()["error"]
-    assert await _count_nodes(service) == 3
+        # An item repeating another (or a stored memory) is acknowledged, not created again.
+        r = await http.post("/memory/batch", json={"memories": [{"content": "m0"}, {"content": "m9"},
+                                                                {"content": "m9"}]})
+        assert r.status_code == 201 and (r.json()["stored"], r.json()["created"]) == (3, 1), r.text
+        assert r.json()["deduplicated"] == [True, False, True], r.text
+    assert await _count_nodes(service) == 4
 
 
 async def test_a_batch_item_that_would_supersede_or_change_scope_is_refused_and_nothing_is_stored(service) -> None:
