@@ -28,6 +28,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from automem.common.client import AutomemClient
 from automem.common.embedded import pid_alive
@@ -36,6 +37,15 @@ from automem.common.settings import Settings
 
 #: The file ``automem up`` keeps in its data dir while it serves.
 ENDPOINTS_FILE = "automem.endpoints.json"
+
+
+def http_base_url(value: str) -> str:
+    """``--url``'s value: an ``http://`` or ``https://`` URL with a host (argparse's error
+    otherwise: ``ftp://x`` was sent and reported as a service that cannot be reached)."""
+    parts = urlsplit(value.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise argparse.ArgumentTypeError(f"{value!r} is not an http:// or https:// URL with a host")
+    return value.strip()
 
 
 def add_connection_options(parser: argparse.ArgumentParser, offline: bool = False, scope: bool = True,
@@ -50,7 +60,7 @@ def add_connection_options(parser: argparse.ArgumentParser, offline: bool = Fals
                                  f"address `automem up` wrote to <data dir>/{ENDPOINTS_FILE}, else "
                                  "127.0.0.1:AUTOMEM_GRPC_PORT)")
     if rest:
-        connection.add_argument("--url", default=None, metavar="http://HOST:PORT",
+        connection.add_argument("--url", default=None, metavar="http://HOST:PORT", type=http_base_url,
                                 help="go through the REST gateway at this base URL instead of gRPC")
     parser.add_argument("--api-key", default=None, help="API key (default: AUTOMEM_API_KEY, else AUTOMEM_API_TOKEN)")
     if scope:

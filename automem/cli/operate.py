@@ -125,6 +125,8 @@ async def _chunks(path: Path, force: bool, bar: Any) -> AsyncIterator[admin_serv
 async def restore(settings: Settings, args: argparse.Namespace) -> int:
     """``automem restore FILE`` online (the service keeps running and keeps its API keys)."""
     path = Path(args.file)
+    if path.is_dir():
+        raise ValueError(f"{args.file}: is a directory; name a backup file")
     if not path.is_file():
         raise ValueError(f"{args.file}: no such file")
     async with online_client(settings, args) as client:

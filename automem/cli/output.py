@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import json
 import os
 import sys
@@ -90,6 +91,8 @@ def whole_file(path: str | None) -> Iterator[TextIO]:
         sys.stdout.flush()
         return
     target = Path(path)
+    if target.is_dir():  # os.replace would fail only at the end, naming the temporary file
+        raise IsADirectoryError(errno.EISDIR, "is a directory; name a file to write", path)
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent if str(target.parent) else ".")
     except OSError as exc:  # named as the user wrote it, not as the temporary file beside it

@@ -144,6 +144,8 @@ async def backup(settings: Settings, args: argparse.Namespace) -> int:
 async def restore(settings: Settings, args: argparse.Namespace) -> int:
     """``automem restore --url``: the file streamed to ``POST /v1/backup:restore``."""
     path = Path(args.file)
+    if path.is_dir():
+        raise ValueError(f"{args.file}: is a directory; name a backup file")
     if not path.is_file():
         raise ValueError(f"{args.file}: no such file")
 

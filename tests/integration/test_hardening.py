@@ -184,6 +184,14 @@ def test_cli_user_errors_are_one_line_without_traceback(falkordb_server, tmp_pat
         assert result.returncode == 1, result
         assert "Traceback" not in result.stderr
         assert result.stderr.strip().splitlines()[-1].startswith(f"automem {args[0]} {args[1]}:")
+    # A directory to restore from, a URL of another scheme: said so (they read "no such file"
+    # and "cannot reach the service").
+    result = subprocess.run([automem, "restore", str(tmp_path), "--grpc", "127.0.0.1:1"], env=env,
+                            capture_output=True, text=True, check=False, timeout=60)
+    assert result.returncode == 1 and result.stderr.strip().endswith(": is a directory; name a backup file"), result
+    result = subprocess.run([automem, "keys", "list", "--url", "ftp://x"], env=env, capture_output=True, text=True,
+                            check=False, timeout=60)
+    assert result.returncode == 2 and "'ftp://x' is not an http:// or https:// URL" in result.stderr, result
     # A bad setting in the environment: one line naming it, exit 2, no traceback.
     result = subprocess.run([automem, "serve", "--target", "recall"], env={**env, "AUTOMEM_LOG_FORMAT": "xml"},
                             capture_output=True, text=True, check=False, timeout=60)

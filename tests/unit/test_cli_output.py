@@ -35,3 +35,16 @@ def test_a_backup_on_stdout_refuses_json() -> None:
         backup_out(argparse.Namespace(out="-", json=True))
     assert backup_out(argparse.Namespace(out="b.jsonl", json=True)) == "b.jsonl"
     assert backup_out(argparse.Namespace(out="-", json=False)) is None
+
+
+def test_a_backup_to_a_directory_names_it_and_leaves_nothing_behind(tmp_path) -> None:
+    """``automem backup --out <dir>`` failed at the end naming the temporary file beside the
+    target (``[Errno 21] Is a directory: '.../.bk.9jncu2h4' -> '.../bk'``); it says so first."""
+    import pytest
+
+    from automem.cli.output import whole_file
+
+    with pytest.raises(IsADirectoryError) as refused, whole_file(str(tmp_path)):
+        raise AssertionError("the block must not run")
+    assert str(tmp_path) in str(refused.value) and "is a directory" in str(refused.value)
+    assert list(tmp_path.parent.glob(f".{tmp_path.name}.*")) == []
