@@ -30,9 +30,14 @@ class Review(Repository):
 
     async def pending_proposals_of(self, memory_id: str, scope: str) -> list[dict[str, Any]]:
         """Properties of the pending supersede proposals whose replacement is ``memory_id``."""
+        return [p for p in await self.proposals_of(memory_id, scope) if p.get("status") == "pending"]
+
+    async def proposals_of(self, memory_id: str, scope: str) -> list[dict[str, Any]]:
+        """Properties of the supersede proposals whose replacement is ``memory_id``, whatever
+        their status (pending, approved, rejected)."""
         rows = await self.store.ro_query(
             "MATCH (i:ReviewItem {kind: 'supersede_proposal', memory_id: $mid}) "
-            "WHERE i.scope = $scope AND i.status = 'pending' RETURN properties(i)",
+            "WHERE i.scope = $scope RETURN properties(i)",
             {"mid": memory_id, "scope": scope})
         return [r[0] for r in rows]
 

@@ -791,8 +791,10 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         old = await self.graph.memories.get(request.id, scope)
         if (replacement is not None and old is not None and old.superseded_by != replacement.id
                 and any(p.get("target_id") == old.id
-                        for p in await self.graph.review.pending_proposals_of(replacement.id, scope))):
-            # Its replacement waits for review (:meth:`_propose_supersede`): the same answer.
+                        for p in await self.graph.review.proposals_of(replacement.id, scope))):
+            # Its replacement waits for review (:meth:`_propose_supersede`), or waited and was
+            # decided: the same answer, the replacement as it stands now (REJECTED after a
+            # rejection; a retry read "was used for another request" then).
             if not existing.fingerprint and replacement.content_hash != content_hash(request.replacement.content):
                 raise InvalidArgument(f"idempotency_key: {key!r} was used for a different replacement "
                                       f"({replacement.id}); use a new key for new content", field="idempotency_key")

@@ -326,3 +326,27 @@ async def test_concurrent_identical_stores_without_a_key_create_one_memory(servi
                     ids.setdefault(item["content"], set()).add(memory_id)
             assert all(len(found) == 1 for found in ids.values()), ids
     assert await service.ctx.graph.memories.count(service.scope) == 5 * 4
+
+
+async def test_a_supersede_retried_after_its_replacement_was_rejected_answers_the_first_request(service) -> None:
+    """A supersede waiting for review, retried under its Idempotency-Key after a reviewer
+    rejected it, answered 409 "was used for another request" — it was the same request. The
+    retry answers the replacement it made (now REJECTED), stores nothing, and the old fact
+    stays current."""
+    async with service.http() as http:
+        r = await http.post("/memory", json={"content": "Retry probe: the standup is at 9"})
+        old = r.json()["memory_id"]
+        body = {"content": "Retry probe: the standup is at 10", "require_review": True}
+        key = {"Idempotency-Key": "supersede-after-rejection"}
+        first = await http.post(f"/v1/memories/{old}:supersede", json=body, headers=key)
+        assert first.status_code == 201 and first.json()["state"] == "PENDING_REVIEW", first.text
+        new = first.json()["memory_id"]
+        r = await http.post(f"/v1/review-items/{new}:reject", json={"reason": "no"})
+        assert r.status_code == 200, r.text
+        again = await http.post(f"/v1/memories/{old}:supersede", json=body, headers=key)
+        assert again.status_code == 201 and again.json()["memory_id"] == new, again.text
+        assert again.json()["state"] == "REJECTED" and again.json()["superseded"]["state"] == "ACTIVE", again.text
+        other = await http.post(f"/v1/memories/{old}:supersede", json={**body, "content": "Retry probe: at 11"},
+                                headers=key)
+        assert other.status_code == 400 and other.json()["error"].startswith("idempotency_key: "), other.text
+        assert await _nodes(service, service.scope) == 2
