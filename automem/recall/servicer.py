@@ -997,8 +997,9 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
     async def _get_version(self, request, scope: str, read: ReadAt) -> recall_service_pb2.GetMemoryResponse:
         """GetMemory with ``version``: that version's snapshot (automem/graph/versions.py);
         ``is_current`` when it is the memory's current version and that is current under
-        ``read``. INVALID_ARGUMENT naming ``version`` below 1; NOT_FOUND naming ``id`` when
-        the memory is absent (a DELETED one's versions stay readable) and ``version`` when it
+        ``read``; ``current_id`` the head of a superseded memory's chain, for every version.
+        INVALID_ARGUMENT naming ``version`` below 1; NOT_FOUND naming ``id`` when the memory is
+        absent (a DELETED one's versions stay readable) and ``version`` when it
         has no such version. INVALID_ARGUMENT naming ``version`` and ``known_at`` when both
         are given: a version is one record of the history, ``known_at`` picks the record
         believed at a time, so together they contradict each other (it answered the version
@@ -1012,9 +1013,10 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         row = await self.graph.versions.get(request.id, scope, request.version)
         if row is None:
             raise NotFound(f"version: memory {request.id} has no version {request.version}", field="version")
-        is_current, head = False, ""
-        if row.version == current.version:
-            is_current, head = await resolve_one(self.graph, current, scope, read)
+        # ``current_id``: the head of the memory's chain whichever version is read (an older
+        # version of a superseded memory named none, its last version the head).
+        current_now, head = await resolve_one(self.graph, current, scope, read)
+        is_current = current_now and row.version == current.version
         return recall_service_pb2.GetMemoryResponse(memory=row.memory, is_current=is_current, current_id=head)
 
     async def _versioned(self, memory_id: str, scope: str) -> Memory:

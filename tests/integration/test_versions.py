@@ -483,3 +483,18 @@ async def test_version_and_known_at_together_are_refused_naming_both(service):
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, err.value
     assert err.value.details().startswith("version, known_at: "), err.value.details()
     await client.close()
+
+
+async def test_every_version_of_a_superseded_memory_names_the_current_head(service):
+    """``GET /memory/{id}?version=1`` of a superseded memory answered ``current_id: null``
+    where its last version named the head: every version names it now."""
+    async with service.http() as http:
+        old = (await http.post("/memory", json={"content": "Head probe: lunch is at noon"})).json()["memory_id"]
+        assert (await http.patch(f"/memory/{old}", json={"importance": 0.8})).status_code == 200
+        r = await http.post(f"/v1/memories/{old}:supersede", json={"content": "Head probe: lunch is at one"})
+        new = r.json()["memory_id"]
+        for version in (1, 2, 3):
+            got = (await http.get(f"/memory/{old}", params={"version": version})).json()["memory"]
+            assert (got["version"], got["is_current"], got["current_id"]) == (version, False, new), got
+        got = (await http.get(f"/memory/{new}", params={"version": 1})).json()["memory"]
+        assert (got["is_current"], got["current_id"]) == (True, None), got
