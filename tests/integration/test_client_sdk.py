@@ -439,6 +439,8 @@ async def test_arguments_of_the_wrong_type_are_invalid_argument_naming_them(serv
             ("related", (mid,), {"limit": 0}, "limit"),
             ("associate", (mid, mid), {"strength": "strong"}, "strength"),
             ("list_by_tag", ("argprobe",), {}, "tags"),
+            # The service's refusal naming two fields ("version, known_at: ..."): the first.
+            ("get", (mid,), {"version": 1, "known_at": "2026-01-01T00:00:00Z"}, "version"),
         ]
         for name, args, kwargs, field in refused:
             with pytest.raises(InvalidArgument) as error:

@@ -19,7 +19,9 @@ import re
 import grpc
 
 #: ``<field>: `` at the start of a message: a name, dotted paths and [index] parts.
-_FIELD = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*(?:\[\d+\])?(?:\.[A-Za-z_][A-Za-z0-9_]*(?:\[\d+\])?)*): ")
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*(?:\[\d+\])?(?:\.[A-Za-z_][A-Za-z0-9_]*(?:\[\d+\])?)*"
+#: A message's leading field name, or names ("version, known_at: pass one, not both": the first).
+_FIELD = re.compile(rf"^({_NAME})(?:, {_NAME})*: ")
 
 
 #: ClientClosed's message.
@@ -27,8 +29,8 @@ CLIENT_CLOSED = "the client is closed (close() was called): make a new client"
 
 
 def field_of(message: str) -> str | None:
-    """The field a service message names (``"tags[2]"``, ``"memories[0].content"``), None
-    when it names none."""
+    """The field a service message names (``"tags[2]"``, ``"memories[0].content"``; the first
+    of several, ``"version, known_at: ..."``), None when it names none."""
     match = _FIELD.match(message or "")
     return match.group(1) if match else None
 
