@@ -28,7 +28,7 @@ from automem.common.errors import HTTP_STATUS, AutomemError
 from automem.common.settings import Settings
 from automem.gateway.deps import auth_error, utf8_request_target
 from automem.gateway.errors import GatewayError, error_response
-from automem.gateway.schemas import body_model_fields
+from automem.gateway.schemas import body_model_fields, public_route
 
 log = logging.getLogger(__name__)
 
@@ -210,7 +210,8 @@ def create_app(settings: Settings, client: AutomemClient) -> FastAPI:
 
     @app.exception_handler(GatewayError)
     async def _gateway_error(request: Request, exc: GatewayError) -> JSONResponse:
-        if not exc.from_service and exc.status != 401 and (denied := await auth_error(request)):
+        if not exc.from_service and exc.status != 401 and not public_route(request) and (
+                denied := await auth_error(request)):
             return denied
         # ``grpc_code``: the status the service answered, so a client tells a stale etag
         # (ABORTED) from a tombstone (ALREADY_EXISTS) behind one 409 (clients/python).
@@ -219,7 +220,7 @@ def create_app(settings: Settings, client: AutomemClient) -> FastAPI:
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(request: Request, exc: RequestValidationError) -> Response:
-        if not console.is_console(request) and (denied := await auth_error(request)):
+        if not console.is_console(request) and not public_route(request) and (denied := await auth_error(request)):
             return denied
         problems = []
         for err in exc.errors():
@@ -252,7 +253,7 @@ def create_app(settings: Settings, client: AutomemClient) -> FastAPI:
             # answer (the JSON 401 "missing or invalid API key" told a logged-in user their
             # key was wrong; the console sends it in a cookie, not a header).
             return console.error_answer(request, exc.status_code, str(exc.detail))
-        if denied := await auth_error(request):
+        if not public_route(request) and (denied := await auth_error(request)):
             return denied
         if exc.status_code == 400 and exc.detail == "There was an error parsing the body":  # fastapi's words
             return error_response(400, "body: cannot be read as JSON (not UTF-8 text, or not JSON)")

@@ -208,6 +208,15 @@ def _takes_a_key(dependant: Any) -> bool:
                ("automem.gateway.deps", "principal") or _takes_a_key(sub) for sub in dependant.dependencies)
 
 
+def public_route(request: Any) -> bool:
+    """Whether ``request`` matched a route that reads no key (the public probes: /health,
+    /livez, /readyz): its errors answer without a credentials check. An unmatched path is
+    not public."""
+    route = request.scope.get("route")
+    dependant = getattr(route, "dependant", None)
+    return dependant is not None and not _takes_a_key(dependant)
+
+
 def scope_parameter(names: Any) -> str | None:
     """The first of the query parameter ``names`` that is meant as a scope — ``scope`` once
     case, spaces, NULs and a trailing ``[]`` are set aside (``Scope``, ``scope[]``, ``scope%20``)

@@ -334,6 +334,18 @@ async def test_rest_every_route_needs_a_valid_key(world: World) -> None:
             assert world.a_id not in r.text and "secret" not in r.text
 
 
+async def test_the_public_probes_answer_bad_input_with_400_without_a_key(world: World) -> None:
+    """The probes answer without a key, but bytes that are not UTF-8 in their query got 401
+    "missing or invalid API key" instead of the 400 naming the parameter; a route that
+    needs a key still answers 401 first."""
+    async with world.http(None) as http:
+        for path in OPEN_ROUTES:
+            r = await http.get(f"{path}?probe=%ff")
+            assert r.status_code == 400 and r.json()["error"].startswith("probe: "), (path, r.text)
+            assert (await http.get(path)).status_code in (200, 503), path
+        assert (await http.get("/recall?query=%ff")).status_code == 401
+
+
 async def test_rest_automem_token_is_one_principal_on_the_default_scope(world: World) -> None:
     async with world.http(TOKEN) as http:
         r = await http.post("/memory", json={"content": "Stored with the AutoMem token", "tags": ["token"]})
