@@ -66,6 +66,7 @@ from automem.common.outbox import EventPublisher
 from automem.common.timeouts import long_running
 from automem.graph import GraphStore
 from automem.graph.purges import COUNT_NAMES
+from automem.ingest import schedules
 from automem.ingest.logic import check_reason
 from automem.ingest.memory_locks import MemoryLocks
 from automem.v1 import event_stream_pb2, events_pb2, review_service_pb2
@@ -203,11 +204,16 @@ class Purger:
         pending = await self.graph.purges.pending(scope, "memory", memory_id)
         if pending is not None and not dry_run:
             return await self._run(pending, [])
-        if await self.graph.memories.get(memory_id, scope) is None:
+        memory = await self.graph.memories.get(memory_id, scope)
+        if memory is None:
             if pending is not None:  # a dry run of a purge under way: what remains of it
                 return _record(pending)
             raise NotFound(f"memory {memory_id} not found", field="id")
-        return await self._start("memory", [memory_id], scope, actor, reason, dry_run)
+        # Read before the purge removes the edges (automem/ingest/schedules.py).
+        replaced = [] if dry_run else await schedules.not_yet_replaced(self.graph, memory)
+        record = await self._start("memory", [memory_id], scope, actor, reason, dry_run)
+        await schedules.cancel_supersedes(self.graph, self.locks, self.publisher, memory, replaced)
+        return record
 
     async def purge_scope(self, scope: str, confirm_scope: str, actor: str, reason: str,
                           dry_run: bool = False) -> review_service_pb2.PurgeRecord:

@@ -64,6 +64,7 @@ from automem.common.text import text_key
 from automem.common.timeouts import long_running
 from automem.graph import ENRICHMENT_FIELDS, GraphStore
 from automem.graph.idempotency import Claim, node_key
+from automem.ingest import schedules
 from automem.ingest.logic import (
     FIELD_LABELS,
     TIMELESS_INPUT_PROPERTIES,
@@ -436,6 +437,10 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
             if replaced.state != memory_pb2.MEMORY_STATE_SUPERSEDED or replaced.superseded_by != current.id:
                 continue
             before_end = first_epoch(replaced, "prior_valid_to", default=OPEN_END)
+            if abs(before_end - first_epoch(current, "valid_from", "create_time", default=0.0)) < 1e-6:
+                # The end was set to meet this replacement before the link (AutoMem's client
+                # PATCHes t_invalid, then associates INVALIDATED_BY): it follows it.
+                before_end = OPEN_END
             end = max(start, first_epoch(replaced, "valid_from", "create_time", default=0.0) + 1e-3) \
                 if start < before_end else before_end
             if end == first_epoch(replaced, "valid_to", default=OPEN_END):
@@ -494,10 +499,12 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         if current.state == memory_pb2.MEMORY_STATE_DELETED:
             raise NotFound(f"memory {request.id} not found", field="id")
         _check_reviewed_write(principal, current, "delete")
+        replaced = await schedules.not_yet_replaced(self.graph, current)
         updated = await self._set_state(current, memory_pb2.MEMORY_STATE_DELETED, request.reason)
         await self._close_proposals_of(current, actor)
         await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_MEMORY_DELETED, before=current, after=updated,
                                                 reason=request.reason))
+        await schedules.cancel_supersedes(self.graph, self.locks, self.publisher, current, replaced)
         return ingest_service_pb2.DeleteMemoryResponse(memory=updated)
 
     async def _close_proposals_of(self, memory: Memory, actor: str) -> None:
@@ -859,8 +866,10 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
             return ingest_service_pb2.DeleteMemoriesByTagResponse(memory_ids=[m.id for m in memories],
                                                                   deleted_count=0, memories=memories)
         deleted: list[Memory] = []
+        scheduled: list[tuple[Memory, list[Memory]]] = []
         for memory in memories:
             async with self.locks.hold(memory.id):
+                replaced = await schedules.not_yet_replaced(self.graph, memory)
                 try:
                     updated = await self._set_state(memory, memory_pb2.MEMORY_STATE_DELETED, "delete by tag")
                 except (FailedPrecondition, Aborted):
@@ -869,6 +878,11 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
                 await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_MEMORY_DELETED, before=memory,
                                                         after=updated, reason="delete by tag"))
             deleted.append(memory)
+            scheduled.append((memory, replaced))
+        gone = {m.id for m in deleted}  # a replaced memory deleted by the same call stays deleted
+        for memory, replaced in scheduled:
+            await schedules.cancel_supersedes(self.graph, self.locks, self.publisher, memory,
+                                              [m for m in replaced if m.id not in gone])
         return ingest_service_pb2.DeleteMemoriesByTagResponse(
             memory_ids=[m.id for m in deleted], deleted_count=len(deleted), memories=deleted)
 

@@ -832,3 +832,58 @@ async def test_moving_a_replacements_t_valid_moves_the_end_of_the_fact_it_replac
         assert await current_at("2019-06-01T00:00:00Z") == []
         actions = [e.get("event_type") or e.get("action") for e in await _history(http, old)]
         assert len(actions) >= 4, actions  # created, superseded, and one window change per move
+
+
+@pytest.mark.parametrize("removal", ["delete", "by-tag", "purge"])
+async def test_removing_a_replacement_before_its_window_begins_cancels_the_supersede(service, removal) -> None:
+    """A replacement valid from a date to come, deleted (or purged) before that date, left
+    the old fact SUPERSEDED by a deleted memory: once the date passed nothing was current,
+    and the fact could be neither edited nor superseded again. The supersede never took
+    effect, so the fact gets its state and window back."""
+    tag = f"sched-{removal}-{uuid.uuid4().hex[:6]}"
+    async with service.http() as http:
+        old = await _store(http, f"Schedule probe: parking is on level two ({tag})", tags=[tag],
+                           t_invalid="2090-01-01T00:00:00Z")
+        start = f"{datetime.now(UTC).year + 1}-03-01T00:00:00Z"
+        r = await http.post(f"/v1/memories/{old}:supersede", json={
+            "content": f"Schedule probe: parking is on level five ({tag})", "tags": [f"{tag}-new"], "t_valid": start})
+        assert r.status_code == 201, r.text
+        new = r.json()["memory_id"]
+        if removal == "delete":
+            r = await http.delete(f"/memory/{new}")
+        elif removal == "by-tag":
+            r = await http.delete("/memory/by-tag", params={"tags": f"{tag}-new"})
+        else:
+            r = await http.post(f"/v1/memories/{new}:purge", json={"reason": "test"}, timeout=60)
+        assert r.status_code == 200, r.text
+        got = (await http.get(f"/memory/{old}", params={"state_mode": "history"})).json()["memory"]
+        assert (got["state"], got["superseded_by"], got["t_invalid"][:10]) == ("ACTIVE", None, "2090-01-01"), got
+        later = f"{datetime.now(UTC).year + 2}-01-01T00:00:00Z"
+        assert [m["id"] for m in await _by_tag(http, tag, as_of=later)] == [old]
+        r = await http.patch(f"/memory/{old}", json={"content": f"Schedule probe: parking is on level three ({tag})"})
+        assert r.status_code == 200, r.text
+        # A replacement already in force, removed, still leaves nothing current (no stale fact).
+        r = await http.post(f"/v1/memories/{old}:supersede", json={"content": f"Schedule probe: level four ({tag})"})
+        gone = r.json()["memory_id"]
+        assert (await http.delete(f"/memory/{gone}")).status_code == 200
+        assert await _by_tag(http, tag) == []
+
+
+async def test_the_automem_client_supersede_follows_a_replacement_moved_later(service) -> None:
+    """AutoMem's client supersedes in four calls (store the new fact, PATCH the old one's
+    t_invalid to meet it, link INVALIDATED_BY): moving the new fact's t_valid later left the
+    old one ending at the first date, nothing current in between."""
+    async with service.http() as http:
+        old = await _store(http, "Four-call probe: the build tool is make", tags=["fourcall"],
+                           t_valid="2020-01-01T00:00:00Z")
+        new = await _store(http, "Four-call probe: the build tool is bazel", tags=["fourcall"],
+                           t_valid="2021-01-01T00:00:00Z")
+        r = await http.patch(f"/memory/{old}", json={"t_invalid": "2021-01-01T00:00:00Z",
+                                                      "metadata": {"superseded_by": new, "deprecated": True}})
+        assert r.status_code == 200, r.text
+        r = await http.post("/associate", json={"memory1_id": old, "memory2_id": new, "type": "INVALIDATED_BY",
+                                                "strength": 0.9})
+        assert r.status_code == 201, r.text
+        assert (await http.patch(f"/memory/{new}", json={"t_valid": "2022-01-01T00:00:00Z"})).status_code == 200
+        for day, mid in (("2020-06-01", old), ("2021-06-01", old), ("2022-06-01", new)):
+            assert [m["id"] for m in await _by_tag(http, "fourcall", as_of=f"{day}T00:00:00Z")] == [mid], day
