@@ -5,7 +5,8 @@
 * :data:`GONE_STATES` — the states no relation may be written to or from.
 * :data:`SUPERSEDING_RELATIONS` — the relation types that make their source SUPERSEDED
   (the state pass in automem/common/state.py follows exactly these edges).
-* :func:`close_for_supersede` — the superseded copy of a memory (state, window, version).
+* :func:`close_for_supersede` — the superseded copy of a memory (state, window, version);
+  :func:`before_supersede` — the copy as it was before.
 * :func:`review_required` — whether a principal's writes land as PENDING_REVIEW.
 * :func:`make_event` — the one constructor of a :class:`MemoryEvent` (fresh id, actor,
   time), used by every publisher of events (ingest, review, enrich, consolidate).
@@ -86,6 +87,24 @@ def close_for_supersede(old: Memory, new_id: str, new_start: float | None, stamp
     if new_start is not None and new_start < old_end:
         closed.valid_to.CopyFrom(ts(max(new_start, first_epoch(old, "valid_from", "create_time", default=0.0) + 1e-3)))
     return closed
+
+
+def before_supersede(memory: Memory) -> Memory:
+    """A copy of a SUPERSEDED ``memory`` as it was before its supersede: ACTIVE, no
+    successor, reason or supersede time, its window ending at ``prior_valid_to`` (open when
+    unset). The inverse of :func:`close_for_supersede` but for the version; ``memory`` is not
+    changed."""
+    out = Memory()
+    out.CopyFrom(memory)
+    out.state = memory_pb2.MEMORY_STATE_ACTIVE
+    out.superseded_by = ""
+    out.state_reason = ""
+    out.ClearField("superseded_time")
+    out.ClearField("valid_to")
+    if memory.HasField("prior_valid_to"):
+        out.valid_to.CopyFrom(memory.prior_valid_to)
+    out.ClearField("prior_valid_to")
+    return out
 
 
 def make_event(

@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from automem.common.lifecycle import SUPERSEDING_RELATIONS
+from automem.common.lifecycle import SUPERSEDING_RELATIONS, before_supersede
 from automem.common.model import OPEN_END, Memory, first_epoch
 from automem.v1 import memory_pb2
 
@@ -80,17 +80,7 @@ def as_known(memory: Memory, read: ReadAt) -> Memory:
         return memory
     if first_epoch(memory, "superseded_time", default=0.0) <= read.known_at:
         return memory
-    out = Memory()
-    out.CopyFrom(memory)
-    out.state = memory_pb2.MEMORY_STATE_ACTIVE
-    out.superseded_by = ""
-    out.state_reason = ""
-    out.ClearField("superseded_time")
-    out.ClearField("valid_to")
-    if memory.HasField("prior_valid_to"):
-        out.valid_to.CopyFrom(memory.prior_valid_to)
-    out.ClearField("prior_valid_to")
-    return out
+    return before_supersede(memory)
 
 
 def as_current(memory: Memory) -> Memory:

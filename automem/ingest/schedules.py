@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 
-from automem.common.lifecycle import make_event
+from automem.common.lifecycle import before_supersede, make_event
 from automem.common.model import Memory, first_epoch, now, ts
 from automem.common.outbox import EventPublisher
 from automem.graph import GraphStore
@@ -47,16 +47,7 @@ async def cancel_supersedes(graph: GraphStore, locks: MemoryLocks, publisher: Ev
     its window end ``prior_valid_to`` (open when unset), version + 1, with a MEMORY_UPDATED
     event. A memory changed meanwhile (another version) is left as it is, and logged."""
     for old in replaced:
-        restored = Memory()
-        restored.CopyFrom(old)
-        restored.state = memory_pb2.MEMORY_STATE_ACTIVE
-        restored.superseded_by = ""
-        restored.state_reason = ""
-        restored.ClearField("superseded_time")
-        restored.ClearField("valid_to")
-        if old.HasField("prior_valid_to"):
-            restored.valid_to.CopyFrom(old.prior_valid_to)
-        restored.ClearField("prior_valid_to")
+        restored = before_supersede(old)
         restored.version = old.version + 1
         restored.update_time.CopyFrom(ts(now()))
         async with locks.hold(old.id):
