@@ -70,6 +70,16 @@ STOP_WORDS: frozenset[str] = frozenset(
 TEXT_KEY_VERSION = 1
 
 
+#: Characters a key's display name may not hold: C0 and C1 controls, DEL, the soft hyphen,
+#: zero-width and bidi format characters, line and paragraph separators, the BOM and the
+#: interlinear annotation marks (Unicode categories Cc, Cf, Zl, Zp as a terminal meets them).
+#: The REST schema states the same class (automem/gateway/schemas.py ``ApiKeyBody``); the
+#: admin service refuses them (automem/ingest/admin.py ``CreateApiKey``).
+UNPRINTABLE_CLASS = ("\u0000-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e"
+                     "\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb")
+UNPRINTABLE_NAME = re.compile(f"[{UNPRINTABLE_CLASS}]")
+
+
 def text_key(text: str) -> str:
     """The comparison key of ``text``: ``NFKC(casefold(NFKC(text)))``.
 

@@ -29,6 +29,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, 
 
 from automem.common.auth import MAX_SCOPE_LENGTH, SCOPE_PATTERN_RE, SCOPE_RE
 from automem.common.jsontext import REPEATED_KEY, RepeatedKeys, inexact_number, key_path, object_pairs
+from automem.common.text import UNPRINTABLE_CLASS
 
 
 def _not_a_boolean(value: Any) -> Any:
@@ -420,7 +421,7 @@ class ApiKeyBody(StrictBody):
     scopes: list[Annotated[str, Field(max_length=MAX_SCOPE_LENGTH, pattern=f"^{SCOPE_PATTERN_RE.pattern}$")]] = Field(
         min_length=1, max_length=50)
     default_scope: str = Field("", max_length=MAX_SCOPE_LENGTH, pattern=f"^({SCOPE_RE.pattern})?$")
-    display_name: str = Field("", max_length=200, pattern="^[^\\u0000-\\u001f\\u007f]*$")
+    display_name: str = Field("", max_length=200, pattern=f"^[^{UNPRINTABLE_CLASS}]*$")
     require_review: StrictBool = False
 
 

@@ -29,9 +29,9 @@ from automem.common.keys import ApiKeyInfo, KeyStore, within
 from automem.common.model import ts
 from automem.common.outbox import EventPublisher
 from automem.common.settings import Settings
+from automem.common.text import UNPRINTABLE_NAME
 from automem.common.timeouts import long_running
 from automem.graph import GraphStore
-from automem.ingest.logic import has_control
 from automem.ingest.review import _page, _token
 from automem.v1 import admin_service_pb2, admin_service_pb2_grpc
 
@@ -67,6 +67,7 @@ def _audit(action: str, info: ApiKeyInfo, actor: str) -> None:
                                "scopes": list(info.scopes)})
 
 
+
 class AdminServicer(admin_service_pb2_grpc.AdminServiceServicer):
     """gRPC AdminService over the key store (the one the process authenticates with, so a
     revocation here is refused at once), the graph and the publisher's bus."""
@@ -83,15 +84,16 @@ class AdminServicer(admin_service_pb2_grpc.AdminServiceServicer):
 
     async def CreateApiKey(self, request, context):
         """Mint a key (admin). INVALID_ARGUMENT naming ``role``, ``scopes``,
-        ``default_scope`` or ``display_name`` (at most 200 characters, no control characters); PERMISSION_DENIED
+        ``default_scope`` or ``display_name`` (at most 200 characters, none of automem/common/text.py ``UNPRINTABLE_CLASS``); PERMISSION_DENIED
         when a pattern lies outside the caller's (``scopes``)."""
         principal = require_role("admin")
         if len(request.display_name) > MAX_NAME:
             raise InvalidArgument(f"display_name: at most {MAX_NAME} characters", field="display_name")
-        if has_control(request.display_name):
+        if UNPRINTABLE_NAME.search(request.display_name):
             # `automem keys list` prints it in a tab-separated line: a newline, tab or escape
-            # sequence in it forged or erased rows of the operator's key audit.
-            raise InvalidArgument("display_name: must not contain control characters (U+0000–U+001F, U+007F)",
+            # sequence (C0 or C1), a line separator or a bidi override in it forged, erased or
+            # reordered rows of the operator's key audit.
+            raise InvalidArgument("display_name: must not contain control, format or line-separator characters",
                                   field="display_name")
         scopes = [s.strip() for s in request.scopes if s.strip()]
         if not scopes:

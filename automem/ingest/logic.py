@@ -294,8 +294,8 @@ def _check_metadata_size(raw: str | bytes, field: str) -> None:
 def input_time(item: ingest_service_pb2.MemoryInput, name: str, field_prefix: str = "") -> datetime | None:
     """The Timestamp field ``name`` of ``item`` as a UTC datetime at millisecond precision
     (:func:`to_millis`); None when unset. InvalidArgument naming the AutoMem field
-    (:data:`FIELD_LABELS`) when it is outside the years 1-9999, or for ``valid_to`` at or
-    after :data:`~automem.common.model.OPEN_END` (the stored open end)."""
+    (:data:`FIELD_LABELS`) when it is outside the years 1-9999, or for ``valid_to`` and
+    ``valid_from`` at or after :data:`~automem.common.model.OPEN_END` (the stored open end)."""
     if not item.HasField(name):
         return None
     field = field_prefix + FIELD_LABELS[name]
@@ -307,6 +307,11 @@ def input_time(item: ingest_service_pb2.MemoryInput, name: str, field_prefix: st
         # The graph stores an open end as OPEN_END: an end at or after it read back as none.
         raise InvalidArgument(f"{field}: must be before 9999-12-31T23:59:59Z, which stands for no end; "
                               "leave it unset for a window without end", field=field)
+    if name == "valid_from" and value.timestamp() >= OPEN_END:
+        # A window from then is empty (it ends at OPEN_END): never valid, and a supersede from
+        # then closed nothing and never took effect.
+        raise InvalidArgument(f"{field}: must be before 9999-12-31T23:59:59Z, where every window ends",
+                              field=field)
     return value
 
 

@@ -286,6 +286,10 @@ async def test_times_read_back_exactly_at_millisecond_precision(service) -> None
             assert r.status_code == 400 and r.json()["error"].startswith("t_invalid: must be before 9999"), r.text
             r = await http.patch(f"/memory/{stored['memory_id']}", json={"t_invalid": sent})
             assert r.status_code == 400 and r.json()["error"].startswith("t_invalid: must be before 9999"), r.text
+        # A start there: a window that is empty, a supersede that never takes effect.
+        r = await http.post(f"/v1/memories/{stored['memory_id']}:supersede",
+                            json={"content": "open end probe: replaced", "t_valid": "9999-12-31T23:59:59.250Z"})
+        assert r.status_code == 400 and r.json()["error"].startswith("t_valid: must be before 9999"), r.text
         r = await http.post("/memory", json={"content": "open end probe", "t_invalid": "9999-12-31T23:59:58.999Z"})
         got = (await http.get(f"/memory/{r.json()['memory_id']}")).json()["memory"]
         assert got["t_invalid"] == "9999-12-31T23:59:58.999000+00:00", got

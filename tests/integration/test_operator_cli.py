@@ -126,7 +126,8 @@ async def test_keys_admin_api_over_grpc_and_rest(own_service) -> None:
         bad = await http.post("/v1/apiKeys", json={"role": "reader", "scopes": []})
         assert bad.status_code in (400, 422) and "scopes" in bad.text
         # A control character in the name forged or erased rows of `automem keys list`.
-        for name in ("t\x1b[2K\r000000000000\tadmin", "ok\nffffffffffff\tadmin\t*", "tab\there"):
+        for name in ("t\x1b[2K\r000000000000\tadmin", "ok\nffffffffffff\tadmin\t*", "tab\there",
+                     "c1\x9b2K", "nel\x85row", "line\u2028sep", "bidi\u202eevil", "zero\u200bwidth"):
             bad = await http.post("/v1/apiKeys", json={"role": "reader", "scopes": ["acme/*"], "display_name": name})
             assert bad.status_code == 400 and bad.json()["error"].startswith("display_name: "), bad.text
         listed = (await http.get("/v1/apiKeys", params={"page_size": 2})).json()

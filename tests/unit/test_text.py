@@ -123,3 +123,16 @@ def test_text_key_folds_case_and_normalises() -> None:
     assert text_key("ＴＡＧ") == "tag"
     assert text_key("Plain-ASCII_1") == "plain-ascii_1"
     assert T.analyze("STRASSE") == T.analyze("straße")
+
+
+def test_unprintable_names_are_told_from_printable_ones() -> None:
+    """A key's display name is printed in `automem keys list`'s rows: C0/C1 controls, line
+    separators, zero-width and bidi format characters are refused; letters of any script,
+    punctuation and emoji are not (automem/common/text.py ``UNPRINTABLE_NAME``)."""
+    from automem.common.text import UNPRINTABLE_NAME
+
+    for bad in ("a\tb", "a\x1bb", "a\x7fb", "a\x85b", "a\x9bb", "a\u00adb", "a\u200bb", "a\u2028b", "a\u2029b",
+                "a\u202eb", "a\u2066b", "a\ufeffb"):
+        assert UNPRINTABLE_NAME.search(bad), repr(bad)
+    for good in ("ops bot", "Zoë’s bot 🤖", "東京チーム", "قسم المبيعات", "release-2026.12"):
+        assert not UNPRINTABLE_NAME.search(good), good
