@@ -261,7 +261,7 @@ def body_model_fields(route: Any) -> list[str]:
 class JsonBodyRoute(APIRoute):
     """Route class of the REST routers: the body's JSON is read by :func:`parse_json_body`
     (FastAPI's documented custom-``Request`` hook), so no route can see a number that JSON
-    could not carry exactly; a DELETE route that takes no body refuses one (400), and a route
+    could not carry exactly; a writing route that takes no body refuses one (400), and a route
     :func:`strict_query` names refuses a query parameter it does not read (400)."""
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
@@ -270,7 +270,11 @@ class JsonBodyRoute(APIRoute):
         # read (``{"purge": true, "etag": 99}``) is refused, not dropped. An empty body, ``{}``
         # or null pass. A query parameter a writing route does not know (``?scope=proj1``: the
         # delete ran in the caller's default scope; ``?dry_run=true`` on ``:purge``) is refused.
-        strict_delete = self.body_field is None and self.methods == {"DELETE"}
+        # The same for a POST without a body model (``:revoke``, ``:lift``, ``.../undo``:
+        # ``{"dry_run": true}`` revoked for real), but one that reads its body itself (a
+        # backup streamed to ``:restore``, declared in ``openapi_extra``).
+        strict_delete = self.body_field is None and bool(self.methods & {"DELETE", "POST", "PATCH", "PUT"}) \
+            and "requestBody" not in (self.openapi_extra or {})
         refuse_unknown = strict_query(self.methods, self.path)
         known = {*_query_names(self.dependant), *CREDENTIAL_PARAMETERS}
         in_body = set(body_model_fields(self))
@@ -304,7 +308,7 @@ class JsonBodyRoute(APIRoute):
                         empty = False
                     if not empty:  # answered after the key check (automem/gateway/app.py _http_error)
                         raise HTTPException(400, "body: this route takes no body; pass its options as query "
-                                                 "parameters (and If-Match)")
+                                                 "parameters (and If-Match); nothing was done")
             return await handler(request)
 
         return strict

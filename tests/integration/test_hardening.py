@@ -564,6 +564,14 @@ async def test_options_a_writing_route_does_not_read_are_refused_and_nothing_is_
             ("POST", "/memory/batch", None, {"memories": [{"content": "Options probe: batch"}], "dry_run": True},
              "dry_run: not a field"),
         ]
+        # Routes without a body refuse one: {"dry_run": true} on a revoke revoked for real.
+        refused += [("POST", f"/v1/apiKeys/{key}:revoke", None, {"dry_run": True}, "body: this route takes no body")
+                    for key in ("0123456789ab",)]
+        refused += [("POST", "/entities/merges/no-such-merge/undo", None, {"dry_run": True},
+                     "body: this route takes no body"),
+                    ("POST", "/v1/tombstones/no-such-tombstone:lift", None, {"dry_run": True},
+                     "body: this route takes no body"),
+                    ("DELETE", f"/memory/{mid}", None, {"dry_run": True}, "body: this route takes no body")]
         for method, path, params, body, error in refused:
             r = await http.request(method, path, params=params, json=body)
             assert r.status_code == 400 and r.json()["error"].startswith(error), (method, path, params, body, r.text)
