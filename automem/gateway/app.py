@@ -22,6 +22,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from automem.common.client import AutomemClient
 from automem.common.errors import HTTP_STATUS, AutomemError
@@ -186,6 +187,18 @@ def _parameter_holding(request: Request, value: str) -> str:
     return ""
 
 
+def _allowed_methods(request: Request) -> list[str]:
+    """The methods some route of the app answers at the request's path, HEAD with GET
+    (:class:`HeadAsGet`). Starlette's 405 named the methods of the first route matching the
+    path only (``Allow: GET`` on ``/memory/{id}``, which takes PATCH and DELETE too)."""
+    found = []
+    for method in ("GET", "POST", "PUT", "PATCH", "DELETE"):
+        scope = {**request.scope, "method": method}
+        if any(route.matches(scope)[0] == Match.FULL for route in request.app.router.routes):
+            found.append(method)
+    return [*found[:1], "HEAD", *found[1:]] if "GET" in found else found
+
+
 def create_app(settings: Settings, client: AutomemClient) -> FastAPI:
     """The FastAPI app. ``client`` reaches the services over gRPC. Every request gets an
     OpenTelemetry server span and a latency observation; ``GET /metrics`` serves Prometheus."""
@@ -258,8 +271,8 @@ def create_app(settings: Settings, client: AutomemClient) -> FastAPI:
         if exc.status_code == 400 and exc.detail == "There was an error parsing the body":  # fastapi's words
             return error_response(400, "body: cannot be read as JSON (not UTF-8 text, or not JSON)")
         response = error_response(exc.status_code, str(exc.detail))
-        if exc.status_code == 405 and exc.headers and "Allow" in exc.headers:
-            response.headers["Allow"] = exc.headers["Allow"]  # RFC 9110 §15.5.6: a 405 names the methods
+        if exc.status_code == 405:  # RFC 9110 §15.5.6: a 405 names the methods the resource takes
+            response.headers["Allow"] = ", ".join(_allowed_methods(request))
         return response
 
     # Handlers for specific classes run in Starlette's ExceptionMiddleware, which answers and

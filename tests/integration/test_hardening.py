@@ -665,5 +665,8 @@ async def test_head_answers_as_get_without_the_body(service) -> None:
         assert r.status_code == 404 and r.content == b""
         r = await http.head("/memory")
         assert r.status_code == 405 and r.headers["allow"] == "POST", r.headers
+        # Allow names every method of the resource (it named the first route's only).
+        r = await http.put(f"/memory/{mid}", json={})
+        assert r.status_code == 405 and r.headers["allow"] == "GET, HEAD, PATCH, DELETE", r.headers
         r = await asyncio.wait_for(http.head("/stream"), 10)
         assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream"), r.headers
