@@ -358,18 +358,40 @@ class TagListing:
         self.states = set(states)
         self.scan_max = scan_max
 
-    async def _current(self, rows: list[Row]) -> list[tuple[Memory, Key]]:
-        """The rows whose memory is its own current head (the state pass), in order."""
+    async def _current(self, rows: list[Row], seen: set[str] | None = None,
+                       after: Key | None = None) -> list[tuple[Memory, Key]]:
+        """The rows whose memory is its own current head (the state pass), in order.
+
+        With ``seen`` (the ids a page listed so far, added to here; ``after``: the page's
+        cursor): a row whose memory resolves to a replacement that sorts before the row and
+        after ``after`` but was not listed lists that replacement in the row's place, once.
+        The walk passed its place before it existed: a supersede committed while the page
+        was read left the page without the fact (break-it review: ``count: 0`` under a tag
+        holding one current fact, 1–2 reads in 40 supersedes). A replacement sorting after
+        the row is listed where the walk meets it; one before ``after`` belongs to an
+        earlier page."""
         found = await hydrate_at(self.graph, [r.key.id for r in rows], self.filters.scope, self.read)
         present = [r for r in rows if r.key.id in found]
         memories = [found[r.key.id] for r in present]
         resolved = await resolve(self.graph, memories, self.filters.scope, self.read, dedupe=False)
         out: list[tuple[Memory, Key]] = []
         for row, memory, res in zip(present, memories, resolved, strict=True):
-            if res is None or res.replaces_id or res.memory.id != memory.id:
+            if res is None:
                 continue
-            if self.read.history or self.filters.matches(res.memory):
-                out.append((res.memory, row.key))
+            head = res.memory
+            if res.replaces_id or head.id != memory.id:
+                if seen is None or head.id in seen:
+                    continue
+                place = Key(first_epoch(head, "event_time", "create_time", default=0.0), head.importance,
+                            head.id).order()
+                if not place < row.key.order() or (after is not None and not after.order() < place):
+                    continue
+            elif seen is not None and head.id in seen:
+                continue
+            if self.read.history or self.filters.matches(head):
+                if seen is not None:
+                    seen.add(head.id)
+                out.append((head, row.key))
         return out
 
     async def page(self, after: Key | None, width: float, limit: int, skip: int = 0) -> Page:
@@ -383,6 +405,7 @@ class TagListing:
             return await self._past_page(after, width, limit, skip)
         want = skip + limit + 1
         walk = TagWalk(self.graph, self.filters, width, limit + 1, time.time())
+        seen: set[str] = set()
         rows_iter = walk.rows(after).__aiter__()
         out: list[tuple[Memory, Key]] = []
         scanned = 0
@@ -405,7 +428,7 @@ class TagListing:
                     if row.state in self.states and (not walk.check or self.filters.tags_match(row.tags)):
                         batch.append(row)
                 if batch:
-                    out.extend(await self._current(batch))
+                    out.extend(await self._current(batch, seen, after))
         finally:
             await rows_iter.aclose()
         if after is None:

@@ -202,3 +202,36 @@ async def test_by_tag_prefix_all_mode_and_entity_tags(service) -> None:
         assert await ids(tags=["trip-2025", person], tag_mode="all") == set()
         assert await ids(tags=["team", "trip-2024"], tag_mode="all") == {met["id"]}
         assert await ids(tags=["team", "home"], tag_mode="any") == {met["id"]} | await ids(tags="home")
+
+
+async def test_a_tag_with_one_current_fact_always_lists_it_while_it_is_superseded(service) -> None:
+    """A listing read while the fact under a tag was being superseded answered ``count: 0``
+    (1–2 reads in 40 supersedes, every run; break-it review): the walk had begun before the
+    replacement existed, and the old memory it then met resolved to that replacement. Every
+    read lists exactly one current fact now."""
+    import asyncio
+
+    tag = "racing-fact"
+    async with service.http() as http:
+        r = await http.post("/memory", json={"content": "Race probe: version 0", "tags": [tag]})
+        head = r.json()["memory_id"]
+        done = asyncio.Event()
+        counts: list[int] = []
+
+        async def read() -> None:
+            while not done.is_set():
+                r = await http.get("/memory/by-tag", params={"tags": tag})
+                assert r.status_code == 200, r.text
+                counts.append(len(r.json()["memories"]))
+
+        readers = [asyncio.create_task(read()) for _ in range(4)]
+        try:
+            for i in range(1, 41):
+                r = await http.post(f"/v1/memories/{head}:supersede",
+                                    json={"content": f"Race probe: version {i}", "tags": [tag]})
+                assert r.status_code == 201, r.text
+                head = r.json()["memory_id"]
+        finally:
+            done.set()
+            await asyncio.gather(*readers)
+        assert counts and set(counts) == {1}, {n: counts.count(n) for n in set(counts)}
