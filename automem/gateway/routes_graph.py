@@ -32,7 +32,7 @@ router = APIRouter(route_class=JsonBodyRoute)
 
 @router.get("/graph/snapshot", tags=["graph"])
 async def snapshot(call: CallerDep, limit: int | None = Query(None, ge=1, le=5000),
-                   min_importance: float = Query(0.0, ge=0, le=1),
+                   min_importance: float = Query(0.0, ge=0, le=1, allow_inf_nan=False),
                    types: list[str] = Query(default=[]), since: str | None = None,
                    state_mode: str | None = None, as_of: str | None = None, known_at: str | None = None,
                    include_archived: bool = False, include_pending: bool = False) -> dict[str, Any]:

@@ -628,6 +628,11 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         for name in ("min_score", "expand_min_importance", "expand_min_strength"):
             if not math.isfinite(getattr(request, name)):
                 raise InvalidArgument(f"{name}: must be a finite number", field=name)
+        for name, top in (("min_score", math.inf), ("expand_min_importance", 1.0), ("expand_min_strength", 1.0)):
+            # Importance and strength are 0..1: a bound outside kept or dropped everything unsaid.
+            if not 0 <= getattr(request, name) <= top:
+                raise InvalidArgument(f"{name}: must be " + ("at least 0" if top == math.inf else "between 0 and 1"),
+                                      field=name)
         sort = enum_word(recall_service_pb2.SortOrder, request.sort, "sort", "score")
         window = resolve_window(request.time_query, request_time(request, "start_time"),
                                 request_time(request, "end_time"), tz=request.tz)

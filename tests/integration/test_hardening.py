@@ -318,11 +318,28 @@ async def test_commas_in_tags_and_bad_recall_parameters_are_400(service) -> None
         assert r.status_code == 400 and "comma" in r.json()["error"]
         for params, field in (({"limit": 0}, "limit"), ({"recency_bias": "bogus"}, "recency_bias"),
                               ({"relation_limit": -1}, "relation_limit"),
-                              ({"expansion_limit": 10**6}, "expansion_limit")):
+                              ({"expansion_limit": 10**6}, "expansion_limit"),
+                              # Importance and strength are 0..1, scores not negative: a bound
+                              # outside kept or dropped every expansion without a word.
+                              ({"expand_min_importance": 5}, "expand_min_importance"),
+                              ({"expand_min_strength": -1}, "expand_min_strength"),
+                              ({"min_score": -1}, "min_score")):
             r = await http.get("/recall", params=params)
-            assert r.status_code == 400 and field in r.json()["error"], params
+            assert r.status_code == 400 and r.json()["error"].startswith(f"{field}: "), (params, r.text)
         r = await http.get("/memory/by-tag", params={"tags": "x", "limit": 0})
         assert r.status_code == 400 and "limit" in r.json()["error"]
+        r = await http.get("/graph/snapshot", params={"min_importance": "nan"})
+        assert r.status_code == 400 and r.json()["error"].startswith("min_importance: ") and "finite" in r.text, r.text
+    from automem.v1 import recall_service_pb2
+
+    async with service.client() as client:
+        for name, value in (("expand_min_importance", 1.5), ("expand_min_strength", -0.1), ("min_score", -2.0)):
+            try:
+                await client.recall.SearchMemories(recall_service_pb2.SearchMemoriesRequest(query="x", **{name: value}))
+            except grpc.aio.AioRpcError as exc:
+                assert exc.code() == grpc.StatusCode.INVALID_ARGUMENT and exc.details().startswith(f"{name}: "), exc
+            else:
+                raise AssertionError(f"{name}={value} was accepted")
 
 
 async def test_restore_with_force_replaces_instead_of_duplicating(own_service) -> None:
