@@ -669,6 +669,14 @@ def diff_json(response: recall_service_pb2.DiffMemoryVersionsResponse) -> dict[s
         if change.field in _ENUM_WORDS and isinstance(got, str):
             enum, word = _ENUM_WORDS[change.field]
             return word(enum.Value(got)) if got in enum.DESCRIPTOR.values_by_name else got
+        if isinstance(got, str) and change.field in memory_pb2.Memory.DESCRIPTOR.fields_by_name and \
+                memory_pb2.Memory.DESCRIPTOR.fields_by_name[change.field].message_type is not None and \
+                memory_pb2.Memory.DESCRIPTOR.fields_by_name[change.field].message_type.full_name == \
+                "google.protobuf.Timestamp":
+            # Times as memory_json writes them ("...+00:00"), not the proto JSON's "...Z".
+            stamped = memory_pb2.Memory()
+            getattr(stamped, change.field).FromJsonString(got)
+            return iso(stamped, change.field)
         return got
 
     return {"from": response.from_version, "to": response.to_version,

@@ -202,6 +202,8 @@ async def test_versions_listing_paging_version_and_diff(service):
         r = await http.get(f"/v1/memories/{gone['memory_id']}/versions:diff", params={"from": 1, "to": 2})
         changes = {c["field"]: (c["before"], c["after"]) for c in r.json()["changes"]}
         assert changes["state"] == ("ACTIVE", "DELETED"), changes
+        deleted = (await http.get(f"/memory/{gone['memory_id']}", params={"version": 2})).json()["memory"]
+        assert changes["retracted_at"] == (None, deleted["retracted_at"]), changes  # "+00:00" as memories, not "Z"
         # bad input: version 0, unknown version, bad token, page size out of range
         r = await http.get(f"/memory/{mid}", params={"version": 0})
         assert r.status_code == 400 and "version" in r.text
