@@ -83,10 +83,21 @@ def close_for_supersede(old: Memory, new_id: str, new_start: float | None, stamp
     closed.ClearField("prior_valid_to")
     if old.HasField("valid_to"):
         closed.prior_valid_to.CopyFrom(old.valid_to)
-    old_end = first_epoch(old, "valid_to", default=OPEN_END)
-    if new_start is not None and new_start < old_end:
-        closed.valid_to.CopyFrom(ts(max(new_start, first_epoch(old, "valid_from", "create_time", default=0.0) + 1e-3)))
+    end = superseded_end(old, first_epoch(old, "valid_to", default=OPEN_END), new_start)
+    if end < OPEN_END:
+        closed.valid_to.CopyFrom(ts(end))
     return closed
+
+
+def superseded_end(old: Memory, end_before: float, new_start: float | None) -> float:
+    """The window end (epoch seconds; :data:`OPEN_END` = open) of ``old`` superseded by a
+    memory valid from ``new_start``: that start when it lies before ``end_before`` (the end
+    ``old`` had before), at least 1 ms after ``old``'s start; else ``end_before``. The one
+    rule of :func:`close_for_supersede` and of a replacement whose ``t_valid`` moves
+    (automem/ingest/schedules.py ``following_windows``)."""
+    if new_start is not None and new_start < end_before:
+        return max(new_start, first_epoch(old, "valid_from", "create_time", default=0.0) + 1e-3)
+    return end_before
 
 
 def before_supersede(memory: Memory) -> Memory:

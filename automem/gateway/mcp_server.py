@@ -233,8 +233,7 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
                 bodies = [MemoryRequest(**m.model_dump(exclude_none=True)) for m in memories]
                 response = await usecases.create_memories(caller(ctx), bodies)
             stored = [presenters.memory_json(m) for m in response.memories]
-            body = {"stored": len(stored), "created": sum(1 for d in response.deduplicated if not d)
-                    if response.deduplicated else len(stored),
+            body = {"stored": len(stored), "created": presenters.created_count(response),
                     "memory_ids": [m["memory_id"] for m in stored], "memories": stored,
                     "deduplicated": list(response.deduplicated), "message": f"Stored {len(stored)} memories"}
             return _result(_render(f"Stored {len(stored)} memories.", body, stored, "text"), body)

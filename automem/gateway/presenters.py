@@ -144,14 +144,20 @@ def superseded_json(response: ingest_service_pb2.SupersedeMemoryResponse, starte
     return stored_json(response.replacement, started, **extra)
 
 
+def created_count(response: ingest_service_pb2.BatchCreateMemoriesResponse) -> int:
+    """The memories a batch store added: its items not ``deduplicated``."""
+    if not response.deduplicated:
+        return len(response.memories)
+    return sum(1 for repeated in response.deduplicated if not repeated)
+
+
 def batch_stored_json(response: ingest_service_pb2.BatchCreateMemoriesResponse, started: float) -> dict[str, Any]:
     """``POST /memory/batch`` answer; ``deduplicated[i]`` is true where item i repeated an
     existing memory or an earlier item (its id is in ``memory_ids``, nothing new was stored
     for it). ``stored``: the items acknowledged (AutoMem's count, one per item); ``created``:
     the memories this batch added, the items not deduplicated."""
-    return {"status": "success", "stored": len(response.memories),
-            "created": sum(1 for d in response.deduplicated if not d) if response.deduplicated
-            else len(response.memories), "memory_ids": [m.id for m in response.memories],
+    return {"status": "success", "stored": len(response.memories), "created": created_count(response),
+            "memory_ids": [m.id for m in response.memories],
             "deduplicated": list(response.deduplicated), "qdrant": "queued", "enrichment": "queued",
             "query_time_ms": elapsed_ms(started)}
 
@@ -652,6 +658,11 @@ _ENUM_WORDS: dict[str, tuple[Any, Any]] = {
 }
 
 
+#: The Memory fields that hold a time (google.protobuf.Timestamp).
+_TIME_FIELDS = frozenset(f.name for f in memory_pb2.Memory.DESCRIPTOR.fields
+                         if f.message_type is not None and f.message_type.full_name == "google.protobuf.Timestamp")
+
+
 def diff_json(response: recall_service_pb2.DiffMemoryVersionsResponse) -> dict[str, Any]:
     """A version diff: ``from``, ``to`` and ``changes`` [{field (AutoMem's name), before,
     after}] (values as the Memory message's JSON mapping; None = unset)."""
@@ -669,10 +680,7 @@ def diff_json(response: recall_service_pb2.DiffMemoryVersionsResponse) -> dict[s
         if change.field in _ENUM_WORDS and isinstance(got, str):
             enum, word = _ENUM_WORDS[change.field]
             return word(enum.Value(got)) if got in enum.DESCRIPTOR.values_by_name else got
-        if isinstance(got, str) and change.field in memory_pb2.Memory.DESCRIPTOR.fields_by_name and \
-                memory_pb2.Memory.DESCRIPTOR.fields_by_name[change.field].message_type is not None and \
-                memory_pb2.Memory.DESCRIPTOR.fields_by_name[change.field].message_type.full_name == \
-                "google.protobuf.Timestamp":
+        if isinstance(got, str) and change.field in _TIME_FIELDS:
             # Times as memory_json writes them ("...+00:00"), not the proto JSON's "...Z".
             stamped = memory_pb2.Memory()
             getattr(stamped, change.field).FromJsonString(got)

@@ -44,13 +44,11 @@ from automem.common.lifecycle import (
 from automem.common.model import (
     AUTHORABLE_RELATIONS,
     IDEMPOTENCY_KEY_MAX_LENGTH,
-    OPEN_END,
     Memory,
     Relation,
     content_hash,
     epoch,
     first_epoch,
-    iso,
     memory_to_node,
     now,
     parse_relation_type,
@@ -407,69 +405,22 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
             if "content" in paths and content_changed:
                 await self._check_tombstone(updated)
             behind = mark_payload_behind(current, updated)
-            followers = await self._windows_following(current, updated) if "valid_from" in paths else []
+            followers = await schedules.following_windows(self.graph, current, updated) \
+                if "valid_from" in paths else []
             later = first_epoch(updated, "valid_from", default=0.0) > first_epoch(current, "valid_from", default=0.0)
             if later:  # the replaced memories' windows first: no moment is left without a fact
-                await self._move_windows(followers, updated)
+                await schedules.move_windows(self.graph, self.locks, self.publisher, followers, updated)
             if await self.graph.memories.replace(updated, current.version, include_enrichment=content_changed,
                                                  payload_behind=behind):
                 await self.publisher.publish(make_event(
                     events_pb2.EVENT_TYPE_MEMORY_UPDATED, before=current, after=updated,
                     content_changed=content_changed))
                 if not later:
-                    await self._move_windows(followers, updated)
+                    await schedules.move_windows(self.graph, self.locks, self.publisher, followers, updated)
                 return ingest_service_pb2.UpdateMemoryResponse(memory=updated)
             if request.etag:
                 raise Aborted(f"etag: memory {request.id} changed concurrently", field="etag")
         raise Aborted(f"memory {request.id}: too many concurrent updates, retry")
-
-    async def _windows_following(self, current: Memory, updated: Memory) -> list[tuple[Memory, Memory]]:
-        """The memories ``current`` supersedes, each with the window end a supersede from
-        ``updated``'s ``t_valid`` would have given it (:func:`close_for_supersede`: the new
-        start when it lies before the end the memory had before, else that end), where it
-        differs from the one it has: (as stored, as it must become). Moving a replacement's
-        ``t_valid`` later left the replaced fact closed at the old start, and no fact current
-        in between (break-it review)."""
-        start = first_epoch(updated, "valid_from", "create_time", default=0.0)
-        out = []
-        for replaced in (await self.graph.memories.hydrate(
-                await self.graph.relations.replaced_by(current.id, current.scope), current.scope)).values():
-            if replaced.state != memory_pb2.MEMORY_STATE_SUPERSEDED or replaced.superseded_by != current.id:
-                continue
-            before_end = first_epoch(replaced, "prior_valid_to", default=OPEN_END)
-            if abs(before_end - first_epoch(current, "valid_from", "create_time", default=0.0)) < 1e-6:
-                # The end was set to meet this replacement before the link (AutoMem's client
-                # PATCHes t_invalid, then associates INVALIDATED_BY): it follows it.
-                before_end = OPEN_END
-            end = max(start, first_epoch(replaced, "valid_from", "create_time", default=0.0) + 1e-3) \
-                if start < before_end else before_end
-            if end == first_epoch(replaced, "valid_to", default=OPEN_END):
-                continue
-            moved = Memory()
-            moved.CopyFrom(replaced)
-            moved.version = replaced.version + 1
-            moved.update_time.CopyFrom(ts(now()))
-            if end >= OPEN_END:
-                moved.ClearField("valid_to")
-            else:
-                moved.valid_to.CopyFrom(ts(end))
-            out.append((replaced, moved))
-        return out
-
-    async def _move_windows(self, followers: list[tuple[Memory, Memory]], replacement: Memory) -> None:
-        """Write each (as stored, moved) pair of :meth:`_windows_following` under the replaced
-        memory's lock, with its MEMORY_UPDATED event; one changed meanwhile is left as it is
-        (its next change is checked again)."""
-        for replaced, moved in followers:
-            async with self.locks.hold(replaced.id):
-                if await self.graph.memories.replace(moved, replaced.version,
-                                                     payload_behind=mark_payload_behind(replaced, moved)):
-                    await self.publisher.publish(make_event(
-                        events_pb2.EVENT_TYPE_MEMORY_UPDATED, before=replaced, after=moved,
-                        reason=f"its replacement {replacement.id} starts at {iso(replacement, 'valid_from')}"))
-                else:
-                    log.warning("the window of a replaced memory did not follow its replacement's t_valid",
-                                extra={"memory_id": replaced.id, "replacement": replacement.id})
 
     async def DeleteMemory(self, request, context):
         """Tombstone (state DELETED, retract_time now; the vector point goes at once through
