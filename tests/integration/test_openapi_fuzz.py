@@ -105,6 +105,27 @@ def _dry_run_disagrees(operation, case) -> bool:
     return (str(given).lower() in ("true", "1", "yes", "on")) != bool(sent)
 
 
+def _metadata_float_past_the_integers(case) -> bool:
+    """A body whose metadata holds a float (a JSON number written with a fraction or an
+    exponent) beyond ±(2^53-1): the service keeps it as sent (an IEEE-754 double;
+    tests/integration/test_exact_values.py stores 1.7976931348623157e308) and refuses only
+    integer literals past that bound (automem/ingest/logic.py ``check_metadata_values``). JSON
+    Schema sees values, not how they are written, so its ``maximum`` reads 9007199254740994.0
+    as an integer out of range: a negative case "violating" it only so is no violation."""
+    def beyond(value) -> bool:
+        if isinstance(value, float):
+            return abs(value) > 2**53 - 1
+        if isinstance(value, dict):
+            return any(beyond(v) for v in value.values())
+        if isinstance(value, list):
+            return any(beyond(v) for v in value)
+        return False
+
+    body = case.body if isinstance(case.body, dict) else {}
+    items = [body, *[m for m in body.get("memories") or [] if isinstance(m, dict)]]
+    return any(beyond(item.get("metadata")) for item in items)
+
+
 def _exclusive_given(operation, case) -> bool:
     """A case giving two query parameters the operation refuses together: the schema names
     them in the operation's ``x-exclusive-parameters`` (automem/gateway/schemas.py
@@ -131,7 +152,9 @@ def _strategy(operation, mode: GenerationMode):
     parameters the schema declares exclusive); a positive scope purge
     confirms the caller's scope (:func:`_confirm_own_scope`); a positive restore sends a
     backup and keeps the store (:func:`_a_backup_kept_out`). Negative cases with a nullable
-    query parameter empty are left out (a null is sent as an empty value, which is valid)."""
+    query parameter empty are left out (a null is sent as an empty value, which is valid), and
+    so are those whose metadata holds a float past ±(2^53-1)
+    (:func:`_metadata_float_past_the_integers`: a literal form JSON Schema cannot see)."""
     names = {p.name for p in operation.query} if hasattr(operation, "query") else set()
     pinned = {name: "" for name in ("page_token", "start", "end", "embedding") if name in names}
     query = pinned or None
@@ -140,7 +163,8 @@ def _strategy(operation, mode: GenerationMode):
         # A null for a nullable query parameter goes over the wire as an empty value ("as_of="),
         # which that parameter accepts: not the violation the case was generated as.
         nullable = {p.name for p in getattr(operation, "query", []) if _nullable(p.definition.get("schema", {}))}
-        strategy = strategy.filter(lambda case: not any((case.query or {}).get(n, 0) in ("", None) for n in nullable))
+        strategy = strategy.filter(lambda case: not any((case.query or {}).get(n, 0) in ("", None) for n in nullable)
+                                   and not _metadata_float_past_the_integers(case))
     if mode is GenerationMode.POSITIVE:
         strategy = strategy.filter(lambda case: not _self_link(case) and not _ends_before_start(case)
                                    and not _default_outside_scopes(case) and not _exclusive_given(operation, case)
