@@ -15,6 +15,7 @@ one of them run it. Every scheduled run lands in the run history with ``trigger=
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
@@ -73,11 +74,30 @@ class Scheduler:
         except Exception:  # noqa: BLE001 - no lease store: run anyway (single replica)
             return True
 
+    async def _read_history(self) -> bool:
+        """:meth:`_initial`, retried until it succeeds (True) or :meth:`stop` (False). A
+        graph that does not answer at start (a FalkorDB stalled or loading under load) is
+        logged and read again after 0.5 s, doubled up to 30 s; nothing is due meanwhile.
+        Before, the read's error ended the loop, and ``automem up`` exits 1 when a module's
+        background task dies (automem/cli/main.py ``_watch``)."""
+        delay = 0.5
+        while not self._stop.is_set():
+            try:
+                await self._initial()
+                return True
+            except Exception as exc:  # noqa: BLE001 - any store failure: log, back off, read again
+                log.warning("consolidation history not read; retrying",
+                            extra={"error": repr(exc), "retry_in_s": delay})
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), timeout=delay)
+            delay = min(delay * 2, 30.0)
+        return False
+
     async def run(self) -> None:
-        """The loop: sleep until the next due task (at most ``consolidation_tick_seconds``)."""
-        if not self.every:
+        """The loop: sleep until the next due task (at most ``consolidation_tick_seconds``).
+        Store failures never end it (:meth:`_read_history`; a failed run is logged)."""
+        if not self.every or not await self._read_history():
             return
-        await self._initial()
         while not self._stop.is_set():
             now = time.time()
             for task in sorted(self.every, key=lambda t: self.next[t]):

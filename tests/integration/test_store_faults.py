@@ -201,6 +201,36 @@ async def test_grpc_call_with_stopped_falkordb_is_unavailable(stoppable) -> None
     assert "did not answer within" in raised.value.details()
 
 
+async def test_consolidation_scheduler_outlives_a_graph_that_does_not_answer_at_start(stoppable) -> None:
+    """The scheduler reads the run history when it starts. With FalkorDB not answering then
+    (stalled under load), the read's StoreTimeout ended its task, and ``automem up`` exits 1
+    when a module's background task dies (automem/cli/main.py ``_watch``): a whole service
+    went down seconds after start. It now reads again until the graph answers."""
+    from automem.consolidate.scheduler import Scheduler
+
+    ctx = stoppable.service.ctx
+    settings = stoppable.settings.model_copy(update={"sync_check_interval_seconds": 3600.0})
+    scheduler = Scheduler(settings, ctx.consolidate_scheduler.servicer)
+    stoppable.stop()
+    try:
+        task = asyncio.create_task(scheduler.run())
+        # Past the store bound twice over: the first read has failed (StoreTimeout) by now.
+        await asyncio.wait([task], timeout=BOUND * 3)
+        assert not task.done(), task.exception()
+        assert scheduler.next_run_times() == {}
+    finally:
+        stoppable.resume()
+    async def scheduled() -> bool:
+        return "sync" in scheduler.next_run_times()
+
+    try:
+        await eventually(scheduled, timeout=60)
+        assert not task.done()
+    finally:
+        scheduler.stop()
+        await asyncio.wait_for(task, timeout=30)
+
+
 async def _enriched(graph, memory_id: str, scope: str) -> bool:
     memory = await graph.memories.get(memory_id, scope)
     return memory is not None and memory.embedding_status == memory_pb2.EMBEDDING_STATUS_DONE
