@@ -346,6 +346,8 @@ class CandidateFields:
             keys, :func:`automem.common.text.text_key`).
         importance, confidence: floats in [0, 1].
         event_time, create_time: epoch seconds (UTC) as the node stores them, None when unset.
+        type: the canonical type name as the node stores it ("Decision"; :func:`type_name`),
+            "" when unset.
     """
 
     id: str
@@ -357,6 +359,7 @@ class CandidateFields:
     confidence: float
     event_time: float | None
     create_time: float | None
+    type: str = ""
 
     @classmethod
     def of(cls, memory: Memory) -> CandidateFields:
@@ -364,7 +367,8 @@ class CandidateFields:
         return cls(id=memory.id, scope=memory.scope, content=memory.content, tags=list(memory.tags),
                    entity_tags=[text_key(e.tag) for e in memory.entities if e.tag],
                    importance=memory.importance, confidence=memory.confidence,
-                   event_time=epoch(memory, "event_time"), create_time=epoch(memory, "create_time"))
+                   event_time=epoch(memory, "event_time"), create_time=epoch(memory, "create_time"),
+                   type=type_name(memory.type))
 
 
 #: The node properties :func:`node_to_memory` reads, in :func:`memory_to_node`'s order (the

@@ -283,6 +283,10 @@ class Settings(BaseSettings):
     search_weight_importance: float = Field(0.1, ge=0, validation_alias=_env("SEARCH_WEIGHT_IMPORTANCE"))
     search_weight_recency: float = Field(0.1, ge=0, validation_alias=_env("SEARCH_WEIGHT_RECENCY"))
     search_weight_confidence: float = Field(0.05, ge=0, validation_alias=_env("SEARCH_WEIGHT_CONFIDENCE"))
+    #: What a memory whose type is one of the request's ``context_types`` gains: AutoMem's
+    #: type bonus (0.25, ``_compute_context_bonus`` in its automem/utils/scoring.py).
+    search_weight_context_type: float = Field(0.25, ge=0,
+                                              validation_alias=_env("AUTOMEM_SEARCH_WEIGHT_CONTEXT_TYPE"))
     #: Share of a time-neighbour's score a hit gains (measured on LoCoMo, docs/benchmarks.md).
     search_weight_neighbour: float = Field(0.15, ge=0, validation_alias=_env("AUTOMEM_SEARCH_WEIGHT_NEIGHBOUR"))
     #: Days over which the recency signal falls from 1 to 0 (above 0).

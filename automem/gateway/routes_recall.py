@@ -56,7 +56,11 @@ async def recall(
     ``has_more`` says another page follows, ``total`` is null unless known exactly (the
     ranking was read to its end). ``rerank=true`` asks the configured LLM to reorder the best
     memories, ``rerank=false`` keeps it from doing so under ``AUTOMEM_RECALL_LLM_RERANK``
-    (automem/recall/llm_rerank.py; ``arms`` / ``degraded`` say whether it did)."""
+    (automem/recall/llm_rerank.py; ``arms`` / ``degraded`` say whether it did). Context
+    hints, as AutoMem's: ``context`` (a label) and ``context_tags`` boost memories with those
+    tags, ``context_types`` memories of those types (an unknown type is a 400 naming
+    ``context_types``), ``priority_ids`` those memories; list parameters take repeated and
+    comma-separated values alike (automem/recall/ranking.py)."""
     started = time.perf_counter()
     sort = sort or order_by or "score"
     vector: list[float] = []
@@ -74,7 +78,8 @@ async def recall(
         tag_match=tag_match, exclude_tags=_split(exclude_tags), expand_relations=expand_relations,
         expand_entities=expand_entities, relation_limit=relation_limit, expansion_limit=expansion_limit,
         expand_min_importance=expand_min_importance, expand_min_strength=expand_min_strength, min_score=min_score,
-        context=context, context_tags=context_tags, context_types=context_types, priority_ids=priority_ids,
+        context=context, context_tags=_split(context_tags), context_types=_split(context_types),
+        priority_ids=_split(priority_ids),
         recency_bias=recency_bias, tz=tz or timezone, state_debug=state_debug, rerank=rerank)
     results = [presenters.scored_json(r) for r in found.results]
     return {

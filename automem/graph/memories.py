@@ -269,7 +269,7 @@ class Memories(Repository):
                                 ) -> list[tuple[CandidateFields, list[str], bool]]:
         """The fields recall ranks on, for many candidates in one round trip: ``[(fields,
         predecessor ids, embedded)]`` where ``fields`` holds id, scope, content, tags, entity
-        tags, importance, confidence, event_time and create_time as the node stores them
+        tags, importance, confidence, event_time, create_time and type as the node stores them
         (:class:`automem.common.model.CandidateFields`), the ids are those its PRECEDED_BY
         edges point to in the same scope, and ``embedded`` is whether its vector point holds
         its current content (``embedding_status`` in :data:`VECTOR_CURRENT`; an edit of the
@@ -291,18 +291,19 @@ class Memories(Repository):
             "MATCH (m:Memory) WHERE m.id IN $ids AND m.scope = $scope "
             "OPTIONAL MATCH (m)-[:PRECEDED_BY]->(p:Memory) "
             "RETURN m.id, m.content, m.tags, m.entity_tags, m.importance, m.confidence, "
-            "m.event_time, m.create_time, m.embedding_status, p.id, p.scope",
+            "m.event_time, m.create_time, m.embedding_status, m.type, p.id, p.scope",
             {"ids": ids, "scope": scope},
         )
         out: dict[str, tuple[CandidateFields, list[str], bool]] = {}
         for (mid, content, tags, entity_tags, importance, confidence, event_time, create_time,
-             embedding_status, prev, prev_scope) in rows:
+             embedding_status, mtype, prev, prev_scope) in rows:
             if mid not in out:
                 fields = CandidateFields(
                     id=mid, scope=scope, content=content or "", tags=tags or [], entity_tags=entity_tags or [],
                     importance=float(importance or 0.0), confidence=float(confidence or 0.0),
                     event_time=float(event_time) if event_time is not None else None,
-                    create_time=float(create_time) if create_time is not None else None)
+                    create_time=float(create_time) if create_time is not None else None,
+                    type=mtype or "")
                 out[mid] = (fields, [], embedding_status in VECTOR_CURRENT)
             if prev is not None and prev_scope == scope:
                 out[mid][1].append(prev)

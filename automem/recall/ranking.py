@@ -4,6 +4,7 @@ AutoMem's metadata components.
 final = vector_w · vector/max(vector) + keyword_w · lexical/max(lexical)      (scoring.fuse_weighted)
       + neighbour_w · best fused score of the PRECEDED_BY neighbours          (scoring.neighbour_boost)
       + tag · context-tag overlap + exact · (query text contained in content)
+      + type · [the memory's type is one of the request's context types]
       + importance · importance + confidence · confidence + recency · recency decay
       + author · [the query names the memory's author]                      (understanding.py)
       + session · share of the top seeds' score in the memory's time bucket (understanding.session_spread)
@@ -11,8 +12,8 @@ final = vector_w · vector/max(vector) + keyword_w · lexical/max(lexical)      
 
 * Arm weights 0.3 / 0.7 and neighbour 0.15 are measured on LoCoMo (scoring.py docstrings,
   docs/benchmarks.md); AutoMem's 0.35 / 0.35 ranked worse there.
-* tag 0.2, exact 0.2, importance 0.1, recency 0.1 over 180 days, confidence 0.05 are
-  AutoMem's. Recency applies only when ``recency_bias`` is "on", or "auto" with no query.
+* tag 0.2, exact 0.2, importance 0.1, recency 0.1 over 180 days, confidence 0.05 and type
+  0.25 (its context-type bonus) are AutoMem's. Recency applies only when ``recency_bias`` is "on", or "auto" with no query.
 * author 0.4, session 0.15 (10 seeds), temporal 0.05 are issue 18's, measured on LoCoMo
   conv-26 and checked on conv-30/conv-41 and a synthetic agent-memory set (docs/benchmarks.md
   "Recall quality (issue 18)"); they apply only with a query.
@@ -75,6 +76,7 @@ class ScoreWeights:
     author: float = 0.4
     session: float = 0.15
     temporal: float = 0.05
+    context_type: float = 0.25
     session_seeds: int = understanding.SESSION_SEEDS
     recency_window_days: float = 180.0
 
@@ -86,6 +88,7 @@ class ScoreWeights:
                    recency=s.search_weight_recency, confidence=s.search_weight_confidence,
                    neighbour=s.search_weight_neighbour, author=s.search_weight_author,
                    session=s.search_weight_session, temporal=s.search_weight_temporal,
+                   context_type=s.search_weight_context_type,
                    session_seeds=s.search_session_seeds, recency_window_days=s.recency_window_days)
 
 
@@ -96,8 +99,11 @@ def _day(event_time: float | None, create_time: float | None) -> int | None:
 
 
 def rank(candidates: list[Candidate], *, weights: ScoreWeights, query: str = "", context_tags: list[str] | None = None,
-         priority_ids: set[str] | None = None, now: float = 0.0, recency_bias: str = "auto") -> list[Ranked]:
-    """Rank ``candidates`` best first (see the module docstring for the formula)."""
+         priority_ids: set[str] | None = None, now: float = 0.0, recency_bias: str = "auto",
+         context_types: frozenset[str] = frozenset()) -> list[Ranked]:
+    """Rank ``candidates`` best first (see the module docstring for the formula).
+    ``context_types``: canonical type names (``CandidateFields.type``) whose memories gain
+    the ``type`` component."""
     times = {c.id: (c.memory.event_time, c.memory.create_time) for c in candidates}
     ordered = sorted(candidates, key=lambda c: (times[c.id][0] or 0.0, times[c.id][1] or 0.0, c.id))
     # The candidates go to scoring's fusion as they are (an id, arm scores keyed by the arms'
@@ -132,6 +138,8 @@ def rank(candidates: list[Candidate], *, weights: ScoreWeights, query: str = "",
             comp["neighbour"] = boost[cid]
         if ctx:
             comp["tag"] = w_tag * len(ctx & {text_key(t) for t in m.tags}) / len(ctx)
+        if context_types and m.type in context_types:
+            comp["type"] = weights.context_type
         if exact and q in text_key(m.content):
             comp["exact"] = weights.exact
         if spread.get(cid):

@@ -25,6 +25,7 @@ import logging
 import math
 import time
 from collections import OrderedDict
+from collections.abc import Sequence
 from typing import Any
 
 from google.protobuf import timestamp_pb2
@@ -35,7 +36,7 @@ from automem.common.enums import enum_word
 from automem.common.errors import InvalidArgument, NotFound, Unavailable
 from automem.common.lifecycle import SUPERSEDING_RELATIONS
 from automem.common.llm import llm_configured
-from automem.common.model import CandidateFields, Memory, epoch, first_epoch, now, ts
+from automem.common.model import CandidateFields, Memory, epoch, first_epoch, now, parse_type, ts, type_name
 from automem.common.paging import decode_offset_token, encode_offset_token
 from automem.common.settings import Settings
 from automem.common.state import (
@@ -217,6 +218,18 @@ def check_list_sizes(request: recall_service_pb2.SearchMemoriesRequest) -> None:
             raise InvalidArgument(f"{name}: at most {LIST_ITEMS_MAX} items (got {got})", field=name)
 
 
+def context_type_names(raw: Sequence[str]) -> frozenset[str]:
+    """The canonical type names (``Decision``...) of a search's ``context_types``: each item
+    read as a store's ``type`` is (automem/common/model.py ``parse_type``: any case, the proto
+    enum name, AutoMem's legacy aliases); blank items are skipped, as AutoMem skips them.
+
+    Raises:
+        InvalidArgument: naming ``context_types`` for an unknown type (it was ignored, and the
+            boost silently never applied: break-it review).
+    """
+    return frozenset(type_name(parse_type(t, field="context_types")) for t in raw if t.strip())
+
+
 def window_timestamp(seconds: float | None) -> timestamp_pb2.Timestamp | None:
     """The Timestamp a search echoes for an inclusive window bound of epoch ``seconds``, at
     millisecond precision (automem/common/timewindow.py ``bound_millis``: the end of
@@ -268,6 +281,12 @@ class _Tiers:
                  base: int, rank_queries: list[str] | None = None, rank_max: int = 0) -> None:
         self.svc, self.request, self.scope, self.read, self.filters = svc, request, scope, read, filters
         self.queries, self.sort, self.recency_bias = queries, sort, recency_bias
+        #: The request's ``context_types`` as canonical type names (:func:`context_type_names`).
+        self.context_types = context_type_names(request.context_types)
+        #: The tags whose memories gain the ``tag`` component: ``context_tags`` and the
+        #: ``context`` label (AutoMem adds the label to its priority tags, ``_build_context_profile``
+        #: in its automem/api/recall.py; it was ignored here: break-it review).
+        self.context_tags = [*request.context_tags, *([request.context.strip()] if request.context.strip() else [])]
         #: The query embeddings, or the future computing them (``SearchMemories`` starts it
         #: before the tiers: the lexical arm runs while the model embeds; :meth:`_dense`).
         self.embedding: asyncio.Future | None = vectors if isinstance(vectors, asyncio.Future) else None
@@ -482,8 +501,8 @@ class _Tiers:
         max-normalised over ``ids`` and weighted, :func:`automem.recall.scoring.fuse_arms`, as
         ranking fuses them; ties by id), and the request's ``priority_ids`` among ``ids`` (their boost outweighs
         any arm score), in the order of ``ids``. ``ids`` unchanged after tier 0, without a
-        query, in a time order, with ``rank_max`` 0, with ``context_tags`` (a boost the arm
-        scores do not show), with lexical feedback on (its second lexical search changes the
+        query, in a time order, with ``rank_max`` 0, with ``context_tags``, ``context`` or
+        ``context_types`` (boosts the arm scores do not show), with lexical feedback on (its second lexical search changes the
         pool of the tiers after the first), or when ``ids`` holds no more than ``rank_max``. A
         dense score that :meth:`_rank` will drop (a memory edited since its embedding) still
         counts here: such a memory may take a place and leave the page.
@@ -495,7 +514,8 @@ class _Tiers:
         best by their arm scores")."""
         settings = self.svc.settings
         if (not self._prune_tier or not self.rank_max or not self.queries or self.sort != "score"
-                or settings.search_feedback_weight or len(self.request.context_tags) or len(ids) <= self.rank_max):
+                or settings.search_feedback_weight or self.context_tags or self.context_types
+                or len(ids) <= self.rank_max):
             return ids
         parts = scoring.fuse_arms(ids, arm_scores, {"vector": settings.search_weight_vector,
                                                     "keyword": settings.search_weight_keyword})
@@ -533,8 +553,8 @@ class _Tiers:
         ]
         weights = ScoreWeights.from_settings(self.svc.settings)
         return rank(candidates, weights=weights, query=" ".join(self.request_queries),
-                    context_tags=list(self.request.context_tags), priority_ids=set(self.request.priority_ids),
-                    now=time.time(), recency_bias=self.recency_bias)
+                    context_tags=self.context_tags, priority_ids=set(self.request.priority_ids),
+                    now=time.time(), recency_bias=self.recency_bias, context_types=self.context_types)
 
 
 def text_checked(cls: type) -> type:
@@ -603,7 +623,8 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         naming sort, tag_mode, tag_match, start, tz, limit (zero or negative), start_time /
         end_time / as_of / known_at outside the years 1–9999, query or queries beyond their
         bounds (:func:`check_queries`), tags, exclude_tags, context_tags, context_types or
-        priority_ids with more than :data:`LIST_ITEMS_MAX` items; window: common/timewindow.py. The window is echoed in
+        priority_ids with more than :data:`LIST_ITEMS_MAX` items, context_types naming an
+        unknown type (:func:`context_type_names`); window: common/timewindow.py. The window is echoed in
         ``start_time`` / ``end_time`` at millisecond precision (:func:`window_timestamp`).
 
         Paging: the page is ``offset``..``offset + limit`` of one ranking that does not depend
@@ -616,6 +637,7 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         read = read_at(request.read)
         check_queries(request.query, list(request.queries), query_max_length(self.settings))
         check_list_sizes(request)
+        context_type_names(request.context_types)  # refused before any search starts
         limit = clamp_limit(request.limit if request.HasField("limit") else DEFAULT_LIMIT,
                             self.settings.recall_max_limit)
         if request.offset < 0:

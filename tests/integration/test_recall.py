@@ -262,3 +262,39 @@ async def test_newest_first_listing_is_exact_inside_and_beyond_the_time_windows(
             enumerate(stamps), key=lambda p: p[1], reverse=True) if i % 2][:20]
         # offset 100 -> 600 candidates: no window holds them, the whole scope is sorted.
         assert await page(limit=20, offset=100) == want[100:120]
+
+
+async def test_context_hints_boost_by_type_and_label_and_refuse_an_unknown_type(service) -> None:
+    """AutoMem's context hints: ``context_types`` boosts memories of those types (its 0.25
+    type bonus), ``context`` (a label) boosts memories with that tag, as ``context_tags``
+    does; list values may be comma-separated. Both were accepted and ignored, so an agent
+    asking for its Preferences got the same page as without; an unknown type was ignored too,
+    and is now a 400 / INVALID_ARGUMENT naming ``context_types``."""
+    import grpc
+
+    async with service.http() as http:
+        decision = await _store(http, "The deploy window for the billing service is Tuesday morning.",
+                                type="Decision", importance=0.5)
+        preference = await _store(http, "The deploy window for the billing service is Tuesday evening.",
+                                  type="Preference", importance=0.5, tags=["ops"])
+        plain = await http.get("/recall", params={"query": "billing deploy window", "limit": 2})
+        assert plain.status_code == 200
+        assert all("type" not in h["score_components"] for h in plain.json()["results"])
+        for params in ({"context_types": "Preference"}, {"context_types": "Style,preference"},
+                       {"context_types": ["Style", "Preference"]}):
+            r = await http.get("/recall", params={"query": "billing deploy window", "limit": 2, **params})
+            assert r.status_code == 200, (params, r.text)
+            hits = {h["id"]: h for h in r.json()["results"]}
+            assert hits[preference]["score_components"]["type"] == 0.25, params
+            assert "type" not in hits[decision]["score_components"], params
+            assert r.json()["results"][0]["id"] == preference, params
+        labelled = await http.get("/recall", params={"query": "billing deploy window", "limit": 2, "context": "ops"})
+        hits = {h["id"]: h for h in labelled.json()["results"]}
+        assert hits[preference]["score_components"]["tag"] > 0 == hits[decision]["score_components"].get("tag", 0)
+        bad = await http.get("/recall", params={"query": "billing", "context_types": "Preference,Bogus"})
+        assert bad.status_code == 400 and "context_types" in bad.text and "Bogus" in bad.text, bad.text
+    async with service.client() as client:
+        with pytest.raises(grpc.aio.AioRpcError) as raised:
+            await client.search(query="billing", context_types=["Bogus"])
+        assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "context_types" in raised.value.details()
