@@ -575,12 +575,15 @@ def declared_limits(settings: Any) -> tuple[dict[str, dict[str, dict[str, Any]]]
     from automem.common.embedding import configured_dimension
     from automem.common.enums import enum_words
     from automem.common.model import AUTHORABLE_RELATIONS, SYSTEM_RELATIONS, TYPE_NAMES
+    from automem.graph.entities import ENTITY_KINDS
     from automem.v1 import recall_service_pb2 as rs
 
     state_mode = _enum(enum_words(rs.StateMode))
     unit = {"type": "number", "minimum": 0, "maximum": 1}
     types = _enum([n for n in TYPE_NAMES.values() if n != "MetaPattern"])
     relations = _enum(list(AUTHORABLE_RELATIONS))
+    # automem/graph/entities.py entity_category: "" is any kind (read in any case, trimmed).
+    category = _word(sorted(ENTITY_KINDS))
     blank = _blank_chars()
     content = {"type": "string", "minLength": 1, "maxLength": settings.content_max_length,
                "pattern": f"^[^\\u0000]*[^{blank}\\u0000][^\\u0000]*$"}
@@ -602,7 +605,9 @@ def declared_limits(settings: Any) -> tuple[dict[str, dict[str, dict[str, Any]]]
             "tag_match": _enum(enum_words(rs.TagMatch)), "recency_bias": _enum(enum_words(rs.RecencyBias)),
             "relation_limit": {"minimum": 0, "maximum": 100}, "expansion_limit": {"minimum": 0, "maximum": 500},
             "start": bound, "end": bound, "tz": zones, "timezone": zones,
-            "query": query, "queries": {"maxItems": 32, "items": query}, **reads},
+            "query": query, "queries": {"maxItems": 32, "items": query},
+            # automem/recall/servicer.py context_type_names (any case, blank items skipped).
+            "context_types": {"items": _word(types["enum"])}, **reads},
         "/memory/by-tag": {"limit": {"minimum": 1, "maximum": INT32_MAX}, "offset": {"minimum": 0, "maximum": INT32_MAX},
                            "tag_mode": _word(enum_words(rs.TagMode)), "tag_match": _word(enum_words(rs.TagMatch)),
                            "tags": {"minItems": 1, "items": {
@@ -612,7 +617,8 @@ def declared_limits(settings: Any) -> tuple[dict[str, dict[str, dict[str, Any]]]
         # routes' own Query constraints, automem/gateway/routes_graph.py).
         "/graph/snapshot": {"since": when, "types": {"items": types}, **reads},
         "/graph/neighbors/{memory_id}": reads,
-        "/entity/{slug}": {"state_mode": state_mode, "slug": NAMED},
+        "/entities": {"category": category},
+        "/entity/{slug}": {"state_mode": state_mode, "slug": NAMED, "category": category},
         "/entity/{slug}/merge": {"slug": NAMED},
         "/memories/{memory_id}/related": {"max_depth": {"minimum": 1, "maximum": 3},
                                           "limit": {"minimum": 1, "maximum": 200},
@@ -692,7 +698,7 @@ def declared_limits(settings: Any) -> tuple[dict[str, dict[str, dict[str, Any]]]
                                              "not": {"anyOf": [{"required": [name]} for name in (
                                                  "memory1_id", "memory2_id", "type", "strength", "reason")]}}]}},
         "ConsolidateBody": {"mode": _enum(["full", "decay", "creative", "cluster", "forget"])},
-        "EntityMergeBody": {"merge_into": NAMED, "": {"required": ["merge_into"]}},
+        "EntityMergeBody": {"merge_into": NAMED, "category": category, "": {"required": ["merge_into"]}},
     }
     return parameters, bodies
 

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from automem.common.errors import InvalidArgument
 from automem.common.model import Memory, node_fields, node_to_memory
 from automem.graph.repository import Repository
 from automem.v1 import memory_pb2
@@ -226,6 +227,25 @@ class EntityRow:
     references: int
     merged_into: str
     merged_keys: tuple[str, ...] = ()
+
+
+#: Every kind (``category``) an Entity node has: what enrichment writes (automem/enrich/entities.py
+#: ``KINDS`` and "tool"; tests/unit/test_entities.py checks the two agree).
+ENTITY_KINDS = frozenset({"person", "org", "place", "product", "event", "work", "group", "language", "law", "tool"})
+
+
+def entity_category(raw: str, field: str = "category") -> str:
+    """``raw`` as an entity kind (NFKC, trimmed, lower case; "" stays "": any kind).
+
+    Raises:
+        InvalidArgument: naming ``field`` when ``raw`` is no kind of :data:`ENTITY_KINDS` (a
+            filter by one listed nothing, and a merge answered NOT_FOUND on the slug).
+    """
+    kind = unicodedata.normalize("NFKC", raw).strip().lower()
+    if kind and kind not in ENTITY_KINDS:
+        raise InvalidArgument(f"{field}: unknown entity category {raw!r}; one of {', '.join(sorted(ENTITY_KINDS))}",
+                              field=field)
+    return kind
 
 
 def entity_key_of(scope: str, kind: str, slug: str) -> str:

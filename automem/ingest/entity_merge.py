@@ -24,7 +24,7 @@ from automem.common.errors import FailedPrecondition, InvalidArgument, NotFound
 from automem.common.model import now, ts
 from automem.common.text import text_key
 from automem.graph import GraphStore
-from automem.graph.entities import EntityRow, split_entity_key
+from automem.graph.entities import EntityRow, entity_category, split_entity_key
 from automem.ingest.logic import check_reason
 from automem.v1 import review_service_pb2
 
@@ -73,14 +73,16 @@ class EntityMerges:
 
     async def MergeEntities(self, request, context):
         """Merge the entity ``slug`` into ``merge_into`` (admin). PERMISSION_DENIED below admin;
-        INVALID_ARGUMENT naming slug or merge_into when empty or the same entity; NOT_FOUND
+        INVALID_ARGUMENT naming slug or merge_into when empty or the same entity, category when
+        it is no kind (automem/graph/entities.py ``entity_category``); NOT_FOUND
         naming the one that is missing; FAILED_PRECONDITION when either was merged already
         (also when a concurrent merge took it between the lookup and the write)."""
         principal = require_role("admin")
         scope = resolve_scope(request.scope)
         check_reason(request.reason)
-        alias = await self._entity(scope, request.slug, request.category, "slug")
-        canonical = await self._entity(scope, request.merge_into, request.category, "merge_into")
+        category = entity_category(request.category)
+        alias = await self._entity(scope, request.slug, category, "slug")
+        canonical = await self._entity(scope, request.merge_into, category, "merge_into")
         if alias.key == canonical.key:
             raise InvalidArgument("merge_into: an entity cannot be merged into itself", field="merge_into")
         alias_slug = split_entity_key(alias.key)[2]

@@ -30,7 +30,7 @@ from automem.common.errors import InvalidArgument, NotFound
 from automem.common.model import Memory, parse_type, type_name
 from automem.common.state import ReadAt, as_known, hydrate_at, resolve
 from automem.graph import GraphStore
-from automem.graph.entities import EntityRow, split_entity_key
+from automem.graph.entities import EntityRow, entity_category, split_entity_key
 from automem.recall.filters import Filters, listed_states, read_at, request_time
 from automem.v1 import memory_pb2, recall_service_pb2
 
@@ -255,24 +255,26 @@ class GraphViews:
 
     async def ListEntities(self, request, context):
         """The scope's entities not merged into another (of ``category`` when given), most
-        referenced first; ``limit`` 1..500, default 100 (AutoMem). INVALID_ARGUMENT naming limit."""
+        referenced first; ``limit`` 1..500, default 100 (AutoMem). INVALID_ARGUMENT naming limit,
+        or category when it is no kind (automem/graph/entities.py ``entity_category``)."""
         require_role("reader")
         scope = resolve_scope(request.scope)
         limit = _bounded(request.limit if request.HasField("limit") else None, ENTITY_DEFAULT, ENTITY_MAX, "limit")
-        rows = await self.graph.entities.listing(scope, request.category.strip().lower() or None, limit, LIVE_STATES)
+        rows = await self.graph.entities.listing(scope, entity_category(request.category) or None, limit, LIVE_STATES)
         return recall_service_pb2.ListEntitiesResponse(entities=[entity_message(r) for r in rows])
 
     async def GetEntity(self, request, context):
         """The entity ``slug`` names (a slug, ``<category>:<slug>`` or an alias; a merged
         entity answers as the one it was merged into) and up to ``memory_limit`` (1..500,
         default 50) memories that mention it, newest first, through the state pass.
-        NOT_FOUND naming slug; INVALID_ARGUMENT naming memory_limit."""
+        NOT_FOUND naming slug; INVALID_ARGUMENT naming memory_limit, or category when it is no
+        kind (automem/graph/entities.py ``entity_category``)."""
         require_role("reader")
         scope = resolve_scope(request.scope)
         read = read_at(request.read)
         limit = _bounded(request.memory_limit if request.HasField("memory_limit") else None,
                          ENTITY_MEMORIES_DEFAULT, ENTITY_MAX, "memory_limit")
-        row = await self.graph.entities.lookup(scope, request.slug, request.category, LIVE_STATES)
+        row = await self.graph.entities.lookup(scope, request.slug, entity_category(request.category), LIVE_STATES)
         if row is not None and row.merged_into:
             canonical = await self.graph.entities.find(scope, [row.merged_into], None, LIVE_STATES)
             row = canonical[0] if canonical else None

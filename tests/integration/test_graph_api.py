@@ -195,6 +195,13 @@ async def test_entities_list_get_candidates_merge_and_undo(service) -> None:
         assert {e["category"] for e in r.json()["entities"]} == {"tool"}
         _bad(await http.get("/entities", params={"limit": 501}), "limit")
         _bad(await http.get("/entities", params={"limit": 0}), "limit")
+        # A category that is no kind is refused naming it: it listed nothing (200), and a
+        # merge naming it answered 404 on the slug.
+        assert (await http.get("/entities", params={"category": " TOOL "})).json()["entities"]
+        _bad(await http.get("/entities", params={"category": "tools"}), "category")
+        _bad(await http.get("/entity/postgres", params={"category": "tools"}), "category")
+        _bad(await http.post("/entity/postgres/merge", json={"merge_into": "postgresql", "category": "tools"}),
+             "category")
 
         r = await http.get("/entity/postgres")
         assert r.status_code == 200, r.text

@@ -126,6 +126,39 @@ def _metadata_float_past_the_integers(case) -> bool:
     return any(beyond(item.get("metadata")) for item in items)
 
 
+def _word_read_leniently(case) -> bool:
+    """A case whose ``category`` (query or body) or ``context_types`` is outside the schema's
+    ``enum`` (each word once, in one spelling) and yet a word the service reads: kinds are read
+    in any case and trimmed (automem/graph/entities.py ``entity_category``), types in any
+    case, as legacy aliases, comma-separated, blank items skipped (automem/recall/servicer.py
+    ``context_type_names``). A negative case "violating" the enum only so is no violation; the
+    service's own reader decides."""
+    from automem.common.errors import InvalidArgument
+    from automem.common.model import TYPE_NAMES
+    from automem.gateway.deps import split_values
+    from automem.graph.entities import ENTITY_KINDS, entity_category
+    from automem.recall.servicer import context_type_names
+
+    def accepted(read, value) -> bool:
+        try:
+            read(value)
+        except InvalidArgument:
+            return False
+        return True
+
+    query = case.query if isinstance(case.query, dict) else {}
+    body = case.body if isinstance(case.body, dict) else {}
+    for raw in (query.get("category"), body.get("category")):
+        if isinstance(raw, str) and raw not in ("", *ENTITY_KINDS) and accepted(entity_category, raw):
+            return True
+    types = query.get("context_types")
+    if types in (None, ""):
+        return False
+    values = [types] if isinstance(types, str) else [str(t) for t in types]
+    words = {"", *TYPE_NAMES.values()}
+    return any(v not in words for v in values) and accepted(lambda v: context_type_names(split_values(v)), values)
+
+
 def _exclusive_given(operation, case) -> bool:
     """A case giving two query parameters the operation refuses together: the schema names
     them in the operation's ``x-exclusive-parameters`` (automem/gateway/schemas.py
@@ -154,7 +187,9 @@ def _strategy(operation, mode: GenerationMode):
     backup and keeps the store (:func:`_a_backup_kept_out`). Negative cases with a nullable
     query parameter empty are left out (a null is sent as an empty value, which is valid), and
     so are those whose metadata holds a float past ±(2^53-1)
-    (:func:`_metadata_float_past_the_integers`: a literal form JSON Schema cannot see)."""
+    (:func:`_metadata_float_past_the_integers`: a literal form JSON Schema cannot see) and
+    those whose ``category`` / ``context_types`` the service reads as a word of the enum in
+    another spelling (:func:`_word_read_leniently`)."""
     names = {p.name for p in operation.query} if hasattr(operation, "query") else set()
     pinned = {name: "" for name in ("page_token", "start", "end", "embedding") if name in names}
     query = pinned or None
@@ -164,7 +199,8 @@ def _strategy(operation, mode: GenerationMode):
         # which that parameter accepts: not the violation the case was generated as.
         nullable = {p.name for p in getattr(operation, "query", []) if _nullable(p.definition.get("schema", {}))}
         strategy = strategy.filter(lambda case: not any((case.query or {}).get(n, 0) in ("", None) for n in nullable)
-                                   and not _metadata_float_past_the_integers(case))
+                                   and not _metadata_float_past_the_integers(case)
+                                   and not _word_read_leniently(case))
     if mode is GenerationMode.POSITIVE:
         strategy = strategy.filter(lambda case: not _self_link(case) and not _ends_before_start(case)
                                    and not _default_outside_scopes(case) and not _exclusive_given(operation, case)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from automem.common.errors import InvalidArgument
 from automem.common.settings import Settings
 from automem.common.text import extractive_summary
 from automem.consolidate.scheduler import intervals
@@ -136,3 +137,16 @@ def test_scheduler_intervals_from_settings() -> None:
     assert "forget" not in every  # off by default
     on = intervals(Settings(forget_enabled=True, consolidation_forget_interval_seconds=60, sync_check_interval_seconds=0))
     assert on["forget"] == 60.0 and "sync" not in on
+
+
+def test_every_kind_enrichment_writes_is_a_category_the_api_accepts() -> None:
+    """``category`` filters and merges accept the kinds of automem/graph/entities.py
+    ``ENTITY_KINDS``; enrichment must write no other (a filter by it would be refused)."""
+    from automem.enrich.entities import KINDS
+    from automem.graph.entities import ENTITY_KINDS, entity_category
+
+    assert {*KINDS.values(), "tool"} == ENTITY_KINDS
+    assert entity_category(" Person ") == "person" and entity_category("") == ""
+    with pytest.raises(InvalidArgument) as raised:
+        entity_category("bogus")
+    assert raised.value.field == "category" and "person" in str(raised.value)
