@@ -971,6 +971,12 @@ class EmbeddedFalkorDB:
 # --- data dir lock -----------------------------------------------------------------------
 
 
+#: Seconds ``EmbeddedRuntime.start`` waits for a data dir lock whose owner is gone (its
+#: servers still exiting; :meth:`DataDirLock.acquire`). Servers killed with their parent exit
+#: within a second; 15 s also covers a FalkorDB flushing its append-only file.
+LOCK_RELEASE_WAIT = 15.0
+
+
 class DataDirLock:
     """An exclusive ``fcntl.flock`` on ``data_dir/automem.lock`` holding the owner's pid.
 
@@ -982,8 +988,13 @@ class DataDirLock:
         self.path = Path(data_dir).resolve() / "automem.lock"
         self.fd: int | None = None
 
-    def acquire(self) -> int:
+    def acquire(self, wait: float = 0.0) -> int:
         """Take the lock; return its file descriptor.
+
+        ``wait``: seconds to keep trying while the pid the lock file names is gone, i.e. the
+        lock outlives its owner only in a process the owner started (an embedded server, or a
+        process one of them forked) that is still exiting after the owner was killed. A lock
+        whose owner is alive is refused at once.
 
         Raises:
             DataDirLockedError: another process holds it (the message names its pid).
@@ -993,20 +1004,28 @@ class DataDirLock:
             return self.fd
         # A new data dir is its user's alone (0700): it holds every scope's memories.
         self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            holder = ""
-            with contextlib.suppress(OSError, ValueError):
-                holder = os.pread(fd, 64, 0).decode().strip()
-            os.close(fd)
-            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+        deadline = time.monotonic() + wait
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as exc:
+                holder = ""
+                with contextlib.suppress(OSError, ValueError):
+                    holder = os.pread(fd, 64, 0).decode().strip()
+                os.close(fd)
+                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    raise
+                owner_gone = holder.isdigit() and not pid_alive(int(holder))
+                if owner_gone and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                    continue
+                gone = "; that process is gone, one it started still holds the lock" if owner_gone else ""
                 raise DataDirLockedError(
                     f"data dir {self.path.parent} is in use by another automem "
-                    f"(pid {holder or 'unknown'}; lock {self.path})"
+                    f"(pid {holder or 'unknown'}{gone}; lock {self.path})"
                 ) from exc
-            raise
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         self.fd = fd
@@ -1082,7 +1101,10 @@ class EmbeddedRuntime:
         if self._effective is not None:
             return self._effective
         s = self._base
-        lock_fd = self.lock.acquire()
+        # A restart right after a crash (kill -9, the OOM killer) may find the lock still held
+        # by the killed tree's servers while they exit (they die with their parent,
+        # PR_SET_PDEATHSIG): wait for them (DataDirLock.acquire).
+        lock_fd = await asyncio.to_thread(self.lock.acquire, LOCK_RELEASE_WAIT)
         update: dict[str, object] = {"data_dir": self.data_dir}
         try:
             if not s.nats_url:

@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import socket
+import subprocess
 import sys
 import textwrap
 import time
@@ -392,3 +393,38 @@ async def test_sigkilled_parent_leaves_no_orphans(tmp_path: Path):
         assert await _graph_query(s.falkordb_host, s.falkordb_port, "g", "RETURN 1", password=s.falkordb_password) == [[1]]
     finally:
         await rt.stop()
+
+
+def test_a_lock_left_to_a_dead_owners_descendant_is_waited_for_not_refused(tmp_path: Path):
+    """After a crash, the killed tree's last process (a server still exiting, or one a
+    server forked) may hold the data dir's lock for a moment: ``automem up`` then failed with
+    "in use by another automem" naming a pid that no longer exists (seen once in CI, in
+    test_sigkilled_parent_leaves_no_orphans). A lock whose recorded owner is gone is waited
+    for; one whose owner lives is still refused at once."""
+    from automem.common.embedded import DataDirLock
+
+    # The owner takes the lock, starts a process that inherits it (lives 2 s), and dies.
+    owner = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import os, subprocess, sys
+        sys.path.insert(0, {str(REPO_ROOT)!r})
+        from automem.common.embedded import DataDirLock
+        fd = DataDirLock({str(tmp_path)!r}).acquire()
+        heir = subprocess.Popen(["sleep", "2"], pass_fds=(fd,))
+        print(heir.pid, flush=True)
+    """)], stdout=subprocess.PIPE, text=True)
+    heir = int(owner.stdout.readline())
+    assert owner.wait(timeout=30) == 0 and pid_alive(heir)
+    with pytest.raises(DataDirLockedError) as refused:
+        DataDirLock(tmp_path).acquire()  # no wait: refused, saying the owner is gone
+    assert "that process is gone" in str(refused.value)
+    lock = DataDirLock(tmp_path)
+    lock.acquire(wait=30)
+    assert not pid_alive(heir)  # taken once the heir exited
+    lock.release()
+    # A live owner is refused at once, whatever the wait.
+    held = DataDirLock(tmp_path)
+    held.acquire()
+    with pytest.raises(DataDirLockedError) as live:
+        DataDirLock(tmp_path).acquire(wait=30)
+    assert f"pid {os.getpid()}" in str(live.value) and "that process is gone" not in str(live.value)
+    held.release()
