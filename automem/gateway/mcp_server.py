@@ -46,9 +46,9 @@ from automem.common.grpc_tls import channel_credentials, channel_options
 from automem.common.lifecycle import SUPERSEDING_RELATIONS
 from automem.common.settings import Settings
 from automem.gateway import presenters, usecases
-from automem.gateway.deps import Caller, credentials
+from automem.gateway.deps import Caller, credentials, split_values
 from automem.gateway.errors import GatewayError
-from automem.gateway.schemas import MemoryRequest, Number
+from automem.gateway.schemas import BatchMemoryItem, MemoryRequest, Number
 
 INSTRUCTIONS = (
     "automem is the agent's persistent long-term memory (graph + vectors). Use recall_memory to "
@@ -159,13 +159,28 @@ OptStr = str | None
 #: would read ``true`` as 1.0), as the REST routes take them.
 OptFloat = Number | None
 OptList = list[str] | None
-#: A protobuf int32: a number beyond it cannot be sent (the service checks the real range).
-Int32 = Annotated[int, Field(ge=-(2**31), le=2**31 - 1)]
+#: A protobuf int32: a number beyond it cannot be sent (the service checks the real range). A
+#: JSON integer only: pydantic's lax mode read ``true`` as 1 and ``"5"`` as 5.
+Int32 = Annotated[int, Field(strict=True, ge=-(2**31), le=2**31 - 1)]
+
+
+def Bounded(low: int, high: int) -> Any:
+    """A JSON integer argument in ``low..high`` (the range the REST route declares,
+    automem/gateway/routes_graph.py): beyond it, a tool error naming the argument (a number
+    past int32 was an unnamed internal error, and 0 silently read as the default)."""
+    return Annotated[int, Field(strict=True, ge=low, le=high)]
+
+
+#: A number in 0..1 (importance, strength), never a boolean.
+Unit = Annotated[Number, Field(ge=0, le=1)]
 SupersedeRelation = Literal[SUPERSEDING_RELATIONS]  # type: ignore[valid-type]
 
 
 class AssociationItem(BaseModel):
-    """One association of a batch."""
+    """One association of a batch; a field it does not have is refused (``strenght``, a
+    ``scope`` of its own), not dropped."""
+
+    model_config = ConfigDict(extra="forbid")
 
     memory1_id: str
     memory2_id: str
@@ -174,18 +189,13 @@ class AssociationItem(BaseModel):
     reason: str | None = None
 
 
-class MemoryItem(BaseModel):
-    """One memory of a batch (``POST /memory`` fields)."""
+class MemoryItem(BatchMemoryItem):
+    """One memory of a batch: the item of ``POST /memory/batch`` (its ``embedding`` checked as
+    there; its supersede fields and ``scope`` refused naming ``memories[i].<field>``, by
+    automem/gateway/usecases.py ``create_memories``), and any other field refused, not dropped
+    (an item's ``scope`` stored the memory in the caller's scope)."""
 
-    content: str
-    tags: list[str] = Field(default_factory=list)
-    importance: Number | None = None
-    metadata: dict[str, Any] | None = None
-    type: str | None = None
-    confidence: Number | None = None
-    timestamp: str | None = None
-    t_valid: str | None = None
-    t_invalid: str | None = None
+    model_config = ConfigDict(extra="forbid")
 
 
 # --- the server -----------------------------------------------------------------------------
@@ -229,9 +239,16 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
                 raise ToolError("content, memories: pass one, not both")
             if supersedes_memory_id:
                 raise ToolError("supersedes_memory_id: not supported with memories (batch mode)")
+            single = {"tags": tags, "importance": importance, "metadata": metadata, "type": type,
+                      "confidence": confidence, "timestamp": timestamp, "t_valid": t_valid,
+                      "t_invalid": t_invalid, "embedding": embedding, "supersede_relation": supersede_relation,
+                      "supersede_reason": supersede_reason}
+            given = [name for name, value in single.items() if value is not None]
+            if given:  # they were dropped: a batch's tags or type never reached its memories
+                raise ToolError(f"{given[0]}: a field of one memory; with memories set it on each item. "
+                                "Nothing was stored")
             with _tool_errors():
-                bodies = [MemoryRequest(**m.model_dump(exclude_none=True)) for m in memories]
-                response = await usecases.create_memories(caller(ctx), bodies)
+                response = await usecases.create_memories(caller(ctx), memories)
             stored = [presenters.memory_json(m) for m in response.memories]
             body = {"stored": len(stored), "created": presenters.created_count(response),
                     "memory_ids": [m["memory_id"] for m in stored], "memories": stored,
@@ -277,8 +294,8 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
         query: Annotated[OptStr, Field(description="Ranked mode: what to look for (natural language).")] = None,
         queries: Annotated[OptList, Field(description="Several queries; results de-duplicated.")] = None,
         embedding: Annotated[list[Number] | None, Field(description="Query embedding vector.")] = None,
-        limit: Annotated[Int32, Field(description="Max results (ranked default 5, listing 20); more than "
-                                                  "100 (ranked) or 200 (listing) is clamped.")] = 5,
+        limit: Annotated[Int32 | None, Field(description="Max results (ranked default 5, listing 20); more "
+                                                         "than 100 (ranked) or 200 (listing) is clamped.")] = None,
         offset: Annotated[Int32, Field(description="Results to skip (paging).")] = 0,
         page_token: Annotated[OptStr, Field(description="Tag listing mode: next_page_token of the previous "
                                                         "page (cheaper than offset on large tags).")] = None,
@@ -307,9 +324,9 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
         expand_entities: bool = False,
         relation_limit: Int32 = 5,
         expansion_limit: Int32 = 25,
-        expand_min_importance: Number = 0.0,
-        expand_min_strength: Number = 0.0,
-        min_score: float = 0.0,
+        expand_min_importance: Unit = 0.0,
+        expand_min_strength: Unit = 0.0,
+        min_score: Annotated[Number, Field(ge=0)] = 0.0,
         context: Annotated[OptStr, Field(description="Context label that boosts matching memories.")] = None,
         context_tags: OptList = None,
         context_types: OptList = None,
@@ -329,19 +346,23 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
             if memory_id:
                 got = await usecases.get_memory(caller(ctx), memory_id, read)
             elif exhaustive:
-                listed = await usecases.list_by_tag(caller(ctx), tags or [], read=read, limit=limit, offset=offset,
+                listed = await usecases.list_by_tag(caller(ctx), split_values(tags or []), read=read,
+                                                    limit=20 if limit is None else limit, offset=offset,
                                                     tag_mode=tag_mode, tag_match=tag_match or "",
                                                     page_token=page_token or "")
             else:
+                # Lists as /recall reads them: repeated or comma-separated (a "a,b" item matched nothing).
+                tags, exclude_tags = split_values(tags or []), split_values(exclude_tags or [])
                 found = await usecases.search(
                     caller(ctx), read=read, query=query or "", queries=queries or [], embedding=embedding or [],
-                    limit=limit, offset=offset, sort=sort, time_query=time_query or "", start=start or "",
-                    end=end or "", tags=tags or [], tag_mode=tag_mode, tag_match=tag_match or "",
-                    exclude_tags=exclude_tags or [], expand_relations=expand_relations,
+                    limit=5 if limit is None else limit, offset=offset, sort=sort, time_query=time_query or "",
+                    start=start or "", end=end or "", tags=tags, tag_mode=tag_mode, tag_match=tag_match or "",
+                    exclude_tags=exclude_tags, expand_relations=expand_relations,
                     expand_entities=expand_entities, relation_limit=relation_limit, expansion_limit=expansion_limit,
                     expand_min_importance=expand_min_importance, expand_min_strength=expand_min_strength,
-                    min_score=min_score, context=context or "", context_tags=context_tags or [],
-                    context_types=context_types or [], priority_ids=priority_ids or [], recency_bias=recency_bias,
+                    min_score=min_score, context=context or "", context_tags=split_values(context_tags or []),
+                    context_types=split_values(context_types or []), priority_ids=split_values(priority_ids or []),
+                    recency_bias=recency_bias,
                     tz=tz or timezone or "")
         if memory_id:
             memory = presenters.got_memory_json(got)
@@ -353,7 +374,7 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
             items = [presenters.memory_json(m) for m in listed.memories]
             paging = presenters.by_tag_json(listed)
             body = {"mode": "enumeration", "count": len(items), "total": paging["total"],
-                    "has_more": paging["has_more"], "limit": listed.page_size, "requested_limit": limit,
+                    "has_more": paging["has_more"], "limit": listed.page_size, "requested_limit": limit or 20,
                     "offset": offset, "tags": tags,
                     "next_page_token": paging["next_page_token"], "results": items}
             more = f", more available: page_token {listed.next_page_token}" if listed.has_more else ""
@@ -364,7 +385,8 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
         items = [presenters.scored_flat_json(r) for r in found.results]
         mode = usecases.state_mode_word(read)
         body = {"mode": "ranked", "count": len(items), "results": items, "query": query or "",
-                "state_mode": mode, "sort": sort, "limit": found.limit, "requested_limit": limit, "offset": offset,
+                "state_mode": mode, "sort": sort, "limit": found.limit, "requested_limit": limit or 5,
+                "offset": offset,
                 **presenters.search_paging_json(found),
                 **presenters.recall_details_json(
                     found, state_mode=mode, queries=[q for q in [query or "", *(queries or [])] if q.strip()],
@@ -376,7 +398,7 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
                 "time_window_warning": found.time_window_warning or None}
         header = f"Found {len(items)} memor{'y' if len(items) == 1 else 'ies'}" + (
             f" for {query!r}" if query else "") + f" (state_mode {mode}" + (
-            f", more from offset {offset + limit}" if found.has_more else "") + ")" + (
+            f", more from offset {offset + found.limit}" if found.has_more else "") + ")" + (
             f"; {found.time_window_warning}" if found.time_window_warning else "")
         return _result(_render(header, body, items, format), body)
 
@@ -384,10 +406,10 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
         ctx: Context,
         memory1_id: Annotated[OptStr, Field(description="Source memory id.")] = None,
         memory2_id: Annotated[OptStr, Field(description="Target memory id.")] = None,
-        type: Annotated[str, Field(description="RELATES_TO, LEADS_TO, OCCURRED_BEFORE, PREFERS_OVER, "
-                                               "EXEMPLIFIES, CONTRADICTS, REINFORCES, INVALIDATED_BY, "
-                                               "EVOLVED_INTO, DERIVED_FROM or PART_OF.")] = "RELATES_TO",
-        strength: Annotated[Number, Field(description="0..1.")] = 0.5,
+        type: Annotated[OptStr, Field(description="RELATES_TO (default), LEADS_TO, OCCURRED_BEFORE, "
+                                                  "PREFERS_OVER, EXEMPLIFIES, CONTRADICTS, REINFORCES, "
+                                                  "INVALIDATED_BY, EVOLVED_INTO, DERIVED_FROM or PART_OF.")] = None,
+        strength: Annotated[OptFloat, Field(description="0..1 (default 0.5).")] = None,
         reason: OptStr = None,
         associations: Annotated[list[AssociationItem] | None, Field(
             description="Batch mode: up to 500 associations.")] = None,
@@ -396,6 +418,10 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
         if associations is not None:
             if memory1_id or memory2_id:
                 raise ToolError("associations: do not combine with memory1_id/memory2_id")
+            given = [n for n, v in (("type", type), ("strength", strength), ("reason", reason)) if v is not None]
+            if given:  # they were dropped: the batch's edges took their own or the defaults
+                raise ToolError(f"{given[0]}: a field of one association; with associations set it on each "
+                                "item. Nothing was done")
             if not associations:
                 raise ToolError("associations: must not be empty")
             with _tool_errors():
@@ -416,8 +442,8 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
         if not memory1_id or not memory2_id:
             raise ToolError("memory1_id, memory2_id: both are required (or associations for batch mode)")
         with _tool_errors():
-            created = await usecases.associate(
-                caller(ctx), usecases.Association(memory1_id, memory2_id, type, strength, reason))
+            created = await usecases.associate(caller(ctx), usecases.Association(
+                memory1_id, memory2_id, type or "RELATES_TO", 0.5 if strength is None else strength, reason))
         relation = presenters.relation_json(created.relation)
         if created.pending_review:
             body = {"success": True, "pending_review": True, **relation, "message": (
@@ -525,8 +551,8 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
 
     async def graph_snapshot(
         ctx: Context,
-        limit: Annotated[int | None, Field(description="Nodes, 1..5000 (default 500).")] = None,
-        min_importance: Annotated[float, Field(description="Only memories at least this important (0..1).")] = 0.0,
+        limit: Annotated[Bounded(1, 5000) | None, Field(description="Nodes, 1..5000 (default 500).")] = None,
+        min_importance: Annotated[Unit, Field(description="Only memories at least this important (0..1).")] = 0.0,
         types: Annotated[OptList, Field(description="Only these memory types, e.g. ['Decision'].")] = None,
         since: Annotated[OptStr, Field(description="ISO 8601: only memories from this time on.")] = None,
     ) -> CallToolResult:
@@ -545,9 +571,9 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
     async def graph_neighbors(
         ctx: Context,
         memory_id: Annotated[str, Field(description="The memory at the centre.")],
-        depth: Annotated[int, Field(description="Hops along relations, 1..3.")] = 1,
+        depth: Annotated[Bounded(1, 3), Field(description="Hops along relations, 1..3.")] = 1,
         include_semantic: Annotated[bool, Field(description="Also the most similar memories by meaning.")] = True,
-        semantic_limit: Annotated[int, Field(description="Similar memories, 1..20.")] = 5,
+        semantic_limit: Annotated[Bounded(1, 20), Field(description="Similar memories, 1..20.")] = 5,
     ) -> CallToolResult:
         """A memory's neighbours along relations (up to 3 hops) and its most similar memories."""
         started = time.perf_counter()
@@ -572,7 +598,7 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
     async def list_entities(
         ctx: Context,
         category: Annotated[OptStr, Field(description="Only this kind: person, org, place, tool, ...")] = None,
-        limit: Annotated[int | None, Field(description="1..500 (default 100).")] = None,
+        limit: Annotated[Bounded(1, 500) | None, Field(description="1..500 (default 100).")] = None,
         merge_candidates: Annotated[bool, Field(description="List pairs that may be duplicates instead.")] = False,
     ) -> CallToolResult:
         """The entities (people, places, tools...) the scope's memories mention, most mentioned
@@ -593,7 +619,7 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
         ctx: Context,
         slug: Annotated[str, Field(description="Entity slug, alias or '<category>:<slug>'.")],
         category: Annotated[OptStr, Field(description="Kind, when several share the slug.")] = None,
-        memory_limit: Annotated[int | None, Field(description="Memories, 1..500 (default 50).")] = None,
+        memory_limit: Annotated[Bounded(1, 500) | None, Field(description="Memories, 1..500 (default 50).")] = None,
     ) -> CallToolResult:
         """One entity and the memories that mention it, newest first."""
         with _tool_errors():

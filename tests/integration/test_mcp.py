@@ -297,3 +297,68 @@ async def test_recall_limits_match_rest(secured):
                           {"query": "x", "offset": 10**12}):
             message = await call_error(client, "recall_memory", **arguments)
             assert next(iter(k for k in arguments if k != "query")) in message
+
+
+async def test_batch_modes_refuse_what_they_would_drop_and_arguments_read_as_rest_reads_them(secured):
+    """Break-it review of the MCP surface:
+
+    * a batch item's ``scope``, ``supersedes_memory_id``, a misspelt field, and a top-level
+      single-memory field beside ``memories`` were dropped (the item stored in the caller's
+      scope, nothing superseded, the batch's ``tags`` lost); an association batch dropped the
+      top-level ``type``/``strength`` and an item's ``strenght``. Refused now, nothing stored;
+    * the graph tools' integers past int32 were an unnamed internal error, ``depth: 0`` read
+      as 1; booleans read as numbers (``limit: true`` as 1);
+    * list arguments were not split on commas (``tags: ["a,b"]`` matched nothing, /recall
+      reads it as two tags); an exhaustive listing paged by 5 (the ranked default), not 20;
+      the "more from offset" hint used the requested limit, not the clamped one."""
+    tag = f"mcpb-{uuid.uuid4().hex[:8]}"
+    async with http_client(secured.url + "/mcp", Authorization=f"Bearer {TOKEN}") as client:
+        target, _ = await call(client, "store_memory", content=f"The {tag} target is kept as it is.", tags=[tag])
+        for arguments, named in (
+                ({"memories": [{"content": f"{tag} item with a scope", "scope": "other"}]}, "scope"),
+                ({"memories": [{"content": f"{tag} item", "supersedes_memory_id": target["memory_id"]}]},
+                 "supersedes_memory_id"),
+                ({"memories": [{"content": f"{tag} item", "tagz": ["x"]}]}, "tagz"),
+                ({"memories": [{"content": f"{tag} item"}], "tags": [tag]}, "tags"),
+                ({"memories": [{"content": f"{tag} item"}], "type": "Decision"}, "type")):
+            message = await call_error(client, "store_memory", **arguments)
+            assert named in message, (arguments, message)
+        listed, _ = await call(client, "recall_memory", tags=[tag], exhaustive=True)
+        assert [m["memory_id"] for m in listed["results"]] == [target["memory_id"]]  # nothing was stored
+        got, _ = await call(client, "recall_memory", memory_id=target["memory_id"], format="json")
+        assert got["memory"]["state"] == "ACTIVE"
+
+        other, _ = await call(client, "store_memory", content=f"The {tag} other end of the link.", tags=[tag])
+        ends = {"memory1_id": target["memory_id"], "memory2_id": other["memory_id"]}
+        for arguments, named in (({"associations": [{**ends, "type": "PART_OF"}], "type": "CONTRADICTS"}, "type"),
+                                 ({"associations": [ends], "strength": 0.1}, "strength"),
+                                 ({"associations": [{**ends, "strenght": 0.99}]}, "strenght")):
+            message = await call_error(client, "associate_memories", **arguments)
+            assert named in message, (arguments, message)
+        related, _ = await call(client, "graph_neighbors", memory_id=target["memory_id"], include_semantic=False)
+        assert related["graph_neighbors"] == []  # no edge was created
+
+        for tool, arguments, named in (("graph_snapshot", {"limit": 10**12}, "limit"),
+                                       ("graph_neighbors", {"memory_id": target["memory_id"], "depth": 0}, "depth"),
+                                       ("graph_neighbors", {"memory_id": target["memory_id"],
+                                                            "semantic_limit": 10**10}, "semantic_limit"),
+                                       ("list_entities", {"limit": 10**12}, "limit"),
+                                       ("get_entity", {"slug": "x", "memory_limit": 10**12}, "memory_limit"),
+                                       ("recall_memory", {"query": tag, "limit": True}, "limit"),
+                                       ("recall_memory", {"query": tag, "min_score": True}, "min_score"),
+                                       ("graph_snapshot", {"min_importance": True}, "min_importance")):
+            message = await call_error(client, tool, **arguments)
+            assert named in message, (tool, arguments, message)
+
+        second = f"{tag}-b"
+        both, _ = await call(client, "store_memory", content=f"The {tag} memory under a second tag.", tags=[second])
+        found, _ = await call(client, "recall_memory", tags=[f"{tag},{second}"], tag_match="exact", limit=10)
+        assert {m["memory_id"] for m in found["results"]} == {target["memory_id"], other["memory_id"],
+                                                              both["memory_id"]}
+        listing, _ = await call(client, "recall_memory", tags=[tag], exhaustive=True)
+        assert listing["limit"] == 20
+        many = [{"content": f"{tag} bulk memory number {i} about paging"} for i in range(105)]
+        await call(client, "store_memory", memories=many)
+        ranked, text = await call(client, "recall_memory", query=f"{tag} bulk memory paging", limit=500)
+        assert ranked["limit"] == 100 and ranked["has_more"] is True
+        assert "more from offset 100" in text, text.split("\n")[0]
