@@ -36,7 +36,7 @@ async def recall(
     as_of: str | None = None, known_at: str | None = None,
     include_archived: bool = False, include_pending: bool = False,
     expand_relations: bool = False, expand_entities: bool = False,
-    relation_limit: int = 5, expansion_limit: int = 25,
+    relation_limit: int = Query(5, ge=1, le=100), expansion_limit: int = Query(25, ge=1, le=500),
     expand_min_importance: float = Query(0.0, allow_inf_nan=False, ge=0, le=1),
     expand_min_strength: float = Query(0.0, allow_inf_nan=False, ge=0, le=1),
     min_score: float = Query(0.0, allow_inf_nan=False, ge=0), context: str = "", context_tags: list[str] = Query(default=[]),

@@ -603,7 +603,8 @@ def declared_limits(settings: Any) -> tuple[dict[str, dict[str, dict[str, Any]]]
             "limit": {"minimum": 1, "maximum": INT32_MAX}, "offset": {"minimum": 0, "maximum": INT32_MAX},
             "sort": _enum(enum_words(rs.SortOrder)), "order_by": _enum(enum_words(rs.SortOrder)), "tag_mode": _enum(enum_words(rs.TagMode)),
             "tag_match": _enum(enum_words(rs.TagMatch)), "recency_bias": _enum(enum_words(rs.RecencyBias)),
-            "relation_limit": {"minimum": 0, "maximum": 100}, "expansion_limit": {"minimum": 0, "maximum": 500},
+            # 1.. (AutoMem clamps below 1 to 1; 0 here read as the default: refused).
+            "relation_limit": {"minimum": 1, "maximum": 100}, "expansion_limit": {"minimum": 1, "maximum": 500},
             "start": bound, "end": bound, "tz": zones, "timezone": zones,
             "query": query, "queries": {"maxItems": 32, "items": query},
             # automem/recall/servicer.py context_type_names (any case, blank items skipped).

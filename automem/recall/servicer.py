@@ -20,6 +20,7 @@ keyword arm scores its current text directly, as it does for a memory not yet em
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 import math
@@ -776,11 +777,22 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
                 break  # enough results; the rest of this tier was not read
         arms_run, degraded = tiers.arms_run, tiers.degraded
         page = results[request.offset: request.offset + limit]
-        # Related memories come after the page, up to expansion_limit (AutoMem).
-        if request.expand_relations and page:
-            page.extend(await self._expand(page, scope, read, filters, request))
-        if request.expand_entities and page:
-            page.extend(await self._expand_entities(page, scope, read, request))
+        # Related memories come after the page, up to expansion_limit (AutoMem), within the
+        # request's time window and exclusions (AutoMem applies those; its tag filter only
+        # with expand_respect_tags, which this service does not take), and never one the
+        # reader saw already: a result up to this page's end, or an expansion of an earlier
+        # page (a neighbour of an earlier result). An expansion can still come back later as
+        # a ranked result of a following page.
+        if (request.expand_relations or request.expand_entities) and page:
+            seen_ids = {r.memory.id for r in results[: request.offset + limit]}
+            earlier = [r.memory.id for r in results[: request.offset]]
+            around = dataclasses.replace(filters, tags=[])
+            if request.expand_relations:
+                extra = await self._expand(page, scope, read, around, request, seen_ids, earlier)
+                seen_ids.update(r.memory.id for r in extra)
+                page.extend(extra)
+            if request.expand_entities:
+                page.extend(await self._expand_entities(page, scope, read, around, request, seen_ids, earlier))
         response = recall_service_pb2.SearchMemoriesResponse(
             results=page, arms=arms_run, degraded=degraded, start_time=window_timestamp(start),
             end_time=window_timestamp(end),
@@ -933,14 +945,21 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         return await self.graph.memories.list_ids(filters, states, limit, order=order, descending=descending)
 
     async def _expand(self, results: list[recall_service_pb2.ScoredMemory], scope: str, read: ReadAt,
-                      filters: Filters, request: Any) -> list[recall_service_pb2.ScoredMemory]:
+                      filters: Filters, request: Any, seen: set[str], earlier: list[str]
+                      ) -> list[recall_service_pb2.ScoredMemory]:
+        """Memories linked to the page's top ``relation_limit`` hits (``results``), up to
+        ``expansion_limit``, ``match_type="relation"``: not in ``seen`` (shown already), not a
+        neighbour of an ``earlier`` result (an earlier page's expansion), passing ``filters``
+        (time window, exclusions) and the expand_min_* bounds."""
         from automem.common.model import AUTHORABLE_RELATIONS
 
         seeds = [r.memory.id for r in results[: request.relation_limit or 5]]
-        edges = await self.graph.relations.neighbours(seeds, AUTHORABLE_RELATIONS + ("SIMILAR_TO", "DISCOVERED"), scope)
-        have = {r.memory.id for r in results}
+        edges = await self.graph.relations.neighbours([*seeds, *earlier],
+                                                      AUTHORABLE_RELATIONS + ("SIMILAR_TO", "DISCOVERED"), scope)
+        before = set(earlier)
+        have = set(seen) | {other for seed, _rel, other, _s in edges if seed in before}
         extra_ids = [(other, rel, strength, seed) for seed, rel, other, strength in edges
-                     if other not in have and strength >= request.expand_min_strength]
+                     if seed not in before and other not in have and strength >= request.expand_min_strength]
         extra_ids = extra_ids[: request.expansion_limit or 25]
         found = await hydrate_at(self.graph, [e[0] for e in extra_ids], scope, read)
         score_of = {r.memory.id: r.score for r in results}
@@ -949,7 +968,8 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         resolved = await resolve(self.graph, mems, scope, read)
         info = {e[0]: e for e in extra_ids}
         for memory, res in zip(mems, resolved, strict=True):
-            if res is None or res.memory.id in have or res.memory.importance < request.expand_min_importance:
+            if (res is None or res.memory.id in have or res.memory.importance < request.expand_min_importance
+                    or not filters.matches(res.memory)):
                 continue
             _other, rel, strength, seed = info[memory.id]
             score = score_of.get(seed, 0.0) * self.settings.search_weight_relation * max(strength, 0.1)
@@ -961,17 +981,21 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         return out
 
     async def _expand_entities(self, results: list[recall_service_pb2.ScoredMemory], scope: str, read: ReadAt,
-                               request: Any) -> list[recall_service_pb2.ScoredMemory]:
+                               filters: Filters, request: Any, seen: set[str], earlier: list[str]
+                               ) -> list[recall_service_pb2.ScoredMemory]:
         """Memories that mention an entity the top ``relation_limit`` hits mention (MENTIONS
         edges to Entity nodes, written by enrichment), ``match_type="entity"``; score = the
-        seed's score x relation weight x 0.5 (one shared entity) up to x 1 (several)."""
+        seed's score x relation weight x 0.5 (one shared entity) up to x 1 (several). Left
+        out as in :meth:`_expand`: ``seen``, co-mentioned with an ``earlier`` result, outside
+        ``filters``."""
         seeds = [r.memory.id for r in results[: request.relation_limit or 5]]
-        rows = await self.graph.entities.co_mentioned(seeds, scope)
-        have = {r.memory.id for r in results}
+        rows = await self.graph.entities.co_mentioned([*seeds, *earlier], scope)
+        before = set(earlier)
+        have = set(seen) | {other for seed, other, _n in rows if seed in before}
         score_of = {r.memory.id: r.score for r in results}
         best: dict[str, float] = {}
         for seed, other, shared in rows:
-            if other not in have:
+            if seed not in before and other not in have:
                 score = score_of.get(seed, 0.0) * self.settings.search_weight_relation * min(0.5 * shared, 1.0)
                 best[other] = max(best.get(other, 0.0), score)
         ordered = sorted(best, key=lambda i: -best[i])[: request.expansion_limit or 25]
@@ -979,7 +1003,8 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         mems = [found[i] for i in ordered if i in found]
         out: list[recall_service_pb2.ScoredMemory] = []
         for memory, res in zip(mems, await resolve(self.graph, mems, scope, read), strict=True):
-            if res is None or res.memory.id in have or res.memory.importance < request.expand_min_importance:
+            if (res is None or res.memory.id in have or res.memory.importance < request.expand_min_importance
+                    or not filters.matches(res.memory)):
                 continue
             have.add(res.memory.id)
             score = best[memory.id]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 from automem.vectors import VectorFilter
@@ -277,6 +279,7 @@ async def test_context_hints_boost_by_type_and_label_and_refuse_an_unknown_type(
                                 type="Decision", importance=0.5)
         preference = await _store(http, "The deploy window for the billing service is Tuesday evening.",
                                   type="Preference", importance=0.5, tags=["ops"])
+        await _embedded(service, 2)  # both scored by both arms: the boost alone tells them apart
         plain = await http.get("/recall", params={"query": "billing deploy window", "limit": 2})
         assert plain.status_code == 200
         assert all("type" not in h["score_components"] for h in plain.json()["results"])
@@ -298,3 +301,54 @@ async def test_context_hints_boost_by_type_and_label_and_refuse_an_unknown_type(
             await client.search(query="billing", context_types=["Bogus"])
         assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert "context_types" in raised.value.details()
+
+
+async def test_expansions_keep_to_the_window_and_exclusions_and_never_repeat_across_pages(service) -> None:
+    """Break-it review: relation/entity expansions ignored ``exclude_tags`` and the time
+    window (an excluded or out-of-window memory came back as ``match_type: relation``);
+    ``relation_limit=0`` / ``expansion_limit=0`` were echoed yet read as 5 / 25; and paging
+    with expansions repeated memories (page 1 expanded page 0's results and re-showed page
+    0's expansions). AutoMem applies the window and exclusions to expansions, not the tag
+    filter (its expand_respect_tags is off by default)."""
+    tag = f"exp-{uuid.uuid4().hex[:8]}"
+
+    async def link(a: str, b: str) -> None:
+        r = await http.post("/associate", json={"memory1_id": a, "memory2_id": b, "type": "RELATES_TO",
+                                                "strength": 0.8})
+        assert r.status_code in (200, 201), r.text
+
+    async with service.http() as http:
+        seed = await _store(http, "The seed note of the expansion test.", tags=[tag], timestamp="2026-07-05T12:00:00Z")
+        excluded = await _store(http, "A related note tagged to be left out.", tags=["leave-out"],
+                                timestamp="2026-07-06T12:00:00Z")
+        outside = await _store(http, "A related note from long before the window.", timestamp="2025-01-01T00:00:00Z")
+        kept = await _store(http, "A related note inside the window.", timestamp="2026-07-06T12:00:00Z")
+        for other in (excluded, outside, kept):
+            await link(seed, other)
+        base = {"tags": tag, "expand_relations": "true", "limit": 5}
+        everything = await http.get("/recall", params=base)
+        assert {h["id"] for h in everything.json()["results"] if h["match_type"] == "relation"} == {
+            excluded, outside, kept}
+        narrowed = await http.get("/recall", params={**base, "exclude_tags": "leave-out", "start": "2026-07-01",
+                                                     "end": "2026-07-10"})
+        assert narrowed.status_code == 200, narrowed.text
+        assert [h["id"] for h in narrowed.json()["results"]] == [seed, kept]
+        for name in ("relation_limit", "expansion_limit"):
+            refused = await http.get("/recall", params={**base, name: 0})
+            assert refused.status_code == 400 and name in refused.text, refused.text
+
+        # Two pages of one result each; both results are linked to one shared memory.
+        paged = f"{tag}-pages"
+        first = await _store(http, "The first page's note.", tags=[paged], timestamp="2026-08-02T00:00:00Z")
+        second = await _store(http, "The second page's note.", tags=[paged], timestamp="2026-08-01T00:00:00Z")
+        shared = await _store(http, "A note linked to both pages' notes.", timestamp="2026-08-01T12:00:00Z")
+        await link(first, shared)
+        await link(second, shared)
+        await link(second, first)
+        pages = [(await http.get("/recall", params={"tags": paged, "tag_match": "exact", "expand_relations": "true",
+                                                    "limit": 1, "offset": offset})).json()["results"]
+                 for offset in (0, 1)]
+        assert pages[0][0]["id"] == first and {h["id"] for h in pages[0][1:]} == {shared, second}
+        # Neither the first page's note nor its expansion again (the second page's own note,
+        # expanded on the first page, comes as its ranked result: documented).
+        assert [h["id"] for h in pages[1]] == [second]
