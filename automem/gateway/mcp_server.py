@@ -24,6 +24,7 @@ when a service answered).
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import os
 import time
@@ -45,6 +46,7 @@ from automem.common.grpc_tls import channel_credentials, channel_options
 # offered as the tool's choices.
 from automem.common.lifecycle import SUPERSEDING_RELATIONS
 from automem.common.settings import Settings
+from automem.common.text import text_key
 from automem.gateway import presenters, usecases
 from automem.gateway.deps import Caller, credentials, split_values
 from automem.gateway.errors import GatewayError
@@ -196,6 +198,13 @@ class MemoryItem(BatchMemoryItem):
     (an item's ``scope`` stored the memory in the caller's scope)."""
 
     model_config = ConfigDict(extra="forbid")
+
+
+def _preview_token(tags: list[str], memory_ids: Any) -> str:
+    """The token of a by-tag delete preview: a digest of its tags and the ids it listed, so a
+    confirmation deletes what the preview showed (``delete_memory``)."""
+    text = "\n".join([*sorted(text_key(t) for t in tags), "", *sorted(memory_ids)])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 # --- the server -----------------------------------------------------------------------------
@@ -491,10 +500,14 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
         tags: Annotated[OptList, Field(description="Bulk mode: every memory with any of these tags. Without "
                                                    "confirm: true, only previews.")] = None,
         confirm: Annotated[bool, Field(description="Bulk mode: actually delete (default: preview).")] = False,
+        preview_token: Annotated[OptStr, Field(description="Bulk mode, with confirm: the preview's "
+                                                           "preview_token (deletes what the preview showed).")] = None,
         reason: OptStr = None,
     ) -> CallToolResult:
         """Delete a memory by id, or every memory with any of ``tags``. Bulk deletion answers
-        with a preview of what would be deleted unless ``confirm: true``."""
+        with a preview of what would be deleted and its ``preview_token``; ``confirm: true``
+        with that token deletes those memories, and is refused when the memories under the
+        tags are no longer those (one stored or removed since): preview again."""
         if memory_id and tags:
             raise ToolError("memory_id, tags: pass one, not both")
         if memory_id:
@@ -506,14 +519,35 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
             return _result(f"Memory {memory_id} deleted (state {memory['state']}, valid {_window(memory)})", body)
         if not tags:
             raise ToolError("memory_id or tags: one is required")
+        if confirm and not preview_token:
+            raise ToolError("preview_token: required with confirm (call without confirm to preview, then "
+                            "confirm with the preview's preview_token). Nothing was deleted")
+        if preview_token and not confirm:
+            raise ToolError("preview_token: only with confirm: true")
+        tags = split_values(tags)
         with _tool_errors():
-            response = await usecases.delete_by_tag(caller(ctx), tags, dry_run=not confirm)
-        listed = presenters.deleted_by_tag_json(tags, not confirm, response)
-        lines = [f"- {m['id']} [{m['state']}, valid {_window(m)}] {m['content'][:80]}" for m in listed["memories"]]
+            preview = await usecases.delete_by_tag(caller(ctx), tags, dry_run=True)
+        token = _preview_token(tags, preview.memory_ids)
         if not confirm:
-            body = {**listed, "message": f"Preview: {listed['would_delete_count']} memories would be deleted "
-                                         f"(states {listed['states']}); call again with confirm: true"}
+            listed = presenters.deleted_by_tag_json(tags, True, preview)
+            lines = [f"- {m['id']} [{m['state']}, valid {_window(m)}] {m['content'][:80]}"
+                     for m in listed["memories"]]
+            body = {**listed, "preview_token": token,
+                    "message": f"Preview: {listed['would_delete_count']} memories would be deleted "
+                               f"(states {listed['states']}); call again with confirm: true and "
+                               f"preview_token: {token}"}
             return _result("\n".join([body["message"], *lines]), body)
+        if preview_token != token:  # stored under the tags, removed, or other tags since the preview
+            raise ToolError(f"preview_token: the memories under these tags changed since that preview (now "
+                            f"{len(preview.memory_ids)}); preview again. Nothing was deleted")
+        if not preview.memory_ids:  # nothing to delete (memory_ids empty would mean "all")
+            response = preview.__class__()
+        else:
+            with _tool_errors():
+                response = await usecases.delete_by_tag(caller(ctx), tags, dry_run=False,
+                                                        memory_ids=list(preview.memory_ids), reason=reason or "")
+        listed = presenters.deleted_by_tag_json(tags, False, response)
+        lines = [f"- {m['id']} [{m['state']}, valid {_window(m)}] {m['content'][:80]}" for m in listed["memories"]]
         body = {**listed, "message": f"Deleted {response.deleted_count} memories with tags {', '.join(tags)}"}
         return _result("\n".join([body["message"], *lines]), body)
 

@@ -256,11 +256,13 @@ async def delete_memory(call: Caller, memory_id: str, *, purge: bool = False, re
                       ingest_service_pb2.DeleteMemoryRequest(id=memory_id, purge=purge, reason=reason, etag=etag))
 
 
-async def delete_by_tag(call: Caller, tags: Sequence[str], *,
-                        dry_run: bool) -> ingest_service_pb2.DeleteMemoriesByTagResponse:
-    """Tombstone every memory with any of ``tags``; ``dry_run`` previews the ids."""
-    return await call(call.client.ingest.DeleteMemoriesByTag,
-                      ingest_service_pb2.DeleteMemoriesByTagRequest(tags=list(tags), dry_run=dry_run), CALL_TIMEOUT)
+async def delete_by_tag(call: Caller, tags: Sequence[str], *, dry_run: bool, memory_ids: Sequence[str] = (),
+                        reason: str = "") -> ingest_service_pb2.DeleteMemoriesByTagResponse:
+    """Tombstone every memory with any of ``tags`` (only those of ``memory_ids`` when given:
+    a preview's); ``dry_run`` previews the ids; ``reason`` is recorded on each deletion
+    (IngestService.DeleteMemoriesByTag)."""
+    return await call(call.client.ingest.DeleteMemoriesByTag, ingest_service_pb2.DeleteMemoriesByTagRequest(
+        tags=list(tags), dry_run=dry_run, memory_ids=list(memory_ids), reason=reason), CALL_TIMEOUT)
 
 
 @dataclass

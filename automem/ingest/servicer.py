@@ -803,13 +803,20 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         ``dry_run`` deletes nothing. The answer lists the memories as they were (with their
         state), in listing order; a real delete lists those it deleted (a memory changed
         concurrently is skipped, and not listed). REJECTED memories, already retracted and
-        in no listing, stay as they are."""
+        in no listing, stay as they are. ``memory_ids`` (a dry run's answer) keeps the delete
+        to those of them still under the tags: a memory stored under the tags after the
+        preview is left alone. ``reason`` (default "delete by tag") is recorded on each
+        deletion. INVALID_ARGUMENT naming tags (none) or reason (too long)."""
         principal = require_role("writer")
         scope = resolve_scope(request.scope)
         tags = sorted({text_key(t.strip()) for t in request.tags if t.strip()})
         if not tags:
             raise InvalidArgument("tags: at least one tag is required", field="tags")
+        reason = check_reason(request.reason) or "delete by tag"
         memories = await self.graph.memories.with_any_tag(scope, tags, BY_TAG_DELETABLE_STATES)
+        if len(request.memory_ids):
+            chosen = set(request.memory_ids)
+            memories = [m for m in memories if m.id in chosen]
         if not request.dry_run:
             for memory in memories:  # nothing is deleted when one of them is past review
                 _check_reviewed_write(principal, memory, "delete")
@@ -822,12 +829,12 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
             async with self.locks.hold(memory.id):
                 replaced = await schedules.not_yet_replaced(self.graph, memory)
                 try:
-                    updated = await self._set_state(memory, memory_pb2.MEMORY_STATE_DELETED, "delete by tag")
+                    updated = await self._set_state(memory, memory_pb2.MEMORY_STATE_DELETED, reason)
                 except (FailedPrecondition, Aborted):
                     continue
                 await self._close_proposals_of(memory, principal.name)
                 await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_MEMORY_DELETED, before=memory,
-                                                        after=updated, reason="delete by tag"))
+                                                        after=updated, reason=reason))
             deleted.append(memory)
             scheduled.append((memory, replaced))
         gone = {m.id for m in deleted}  # a replaced memory deleted by the same call stays deleted

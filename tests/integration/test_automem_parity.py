@@ -318,7 +318,8 @@ async def test_delete_by_tag_preview_over_grpc_and_mcp_shows_each_state(service)
         assert body["dry_run"] is True and body["would_delete_count"] == 4
         assert {m["id"]: m["state"] for m in body["memories"]}[ids["old"]] == "SUPERSEDED"
         assert "SUPERSEDED" in text and ids["expired"] in text
-        body, _ = await _call_tool(mcp, "delete_memory", tags=["agree"], confirm=True)
+        body, _ = await _call_tool(mcp, "delete_memory", tags=["agree"], confirm=True,
+                                   preview_token=body["preview_token"])
         assert body["deleted_count"] == 4 and sorted(body["memory_ids"]) == sorted(m["id"] for m in body["memories"])
     async with service.http() as http:
         r = await http.get("/memory/by-tag", params={"tags": "agree", "state_mode": "history"})

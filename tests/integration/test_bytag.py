@@ -235,3 +235,30 @@ async def test_a_tag_with_one_current_fact_always_lists_it_while_it_is_supersede
             done.set()
             await asyncio.gather(*readers)
         assert counts and set(counts) == {1}, {n: counts.count(n) for n in set(counts)}
+
+
+async def test_a_delete_by_tag_given_the_previews_ids_leaves_a_later_memory_alone(service) -> None:
+    """IngestService.DeleteMemoriesByTag with ``memory_ids`` (a dry run's answer) deletes
+    those of them still under the tags, not a memory stored under the tags since the
+    preview; ``reason`` is recorded on each deletion (the MCP tool's confirmation)."""
+    from automem.v1 import ingest_service_pb2, memory_pb2
+
+    async with service.http() as http:
+        ids = [(await http.post("/memory", json={"content": f"Kept by the preview {i}", "tags": ["previewed"]}))
+               .json()["memory_id"] for i in range(2)]
+        async with service.client() as client:
+            preview = await client.ingest.DeleteMemoriesByTag(
+                ingest_service_pb2.DeleteMemoriesByTagRequest(tags=["previewed"], dry_run=True),
+                metadata=client.metadata())
+            assert sorted(preview.memory_ids) == sorted(ids)
+            late = (await http.post("/memory", json={"content": "Stored after the preview",
+                                                     "tags": ["previewed"]})).json()["memory_id"]
+            done = await client.ingest.DeleteMemoriesByTag(ingest_service_pb2.DeleteMemoriesByTagRequest(
+                tags=["previewed"], memory_ids=list(preview.memory_ids), reason="as previewed"),
+                metadata=client.metadata())
+        assert sorted(done.memory_ids) == sorted(ids)
+        left = (await http.get("/memory/by-tag", params={"tags": "previewed"})).json()["memories"]
+        assert [m["id"] for m in left] == [late]
+    for mid in ids:
+        memory = await service.ctx.graph.memories.get(mid, service.scope)
+        assert memory.state == memory_pb2.MEMORY_STATE_DELETED and memory.state_reason == "as previewed"

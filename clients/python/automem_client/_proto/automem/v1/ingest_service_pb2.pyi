@@ -201,14 +201,18 @@ class SupersedeMemoryResponse(_message.Message):
     def __init__(self, replacement: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ..., superseded: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ..., relation: _Optional[_Union[_memory_pb2.Relation, _Mapping]] = ...) -> None: ...
 
 class DeleteMemoriesByTagRequest(_message.Message):
-    __slots__ = ("tags", "scope", "dry_run")
+    __slots__ = ("tags", "scope", "dry_run", "memory_ids", "reason")
     TAGS_FIELD_NUMBER: _ClassVar[int]
     SCOPE_FIELD_NUMBER: _ClassVar[int]
     DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_IDS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
     tags: _containers.RepeatedScalarFieldContainer[str]
     scope: str
     dry_run: bool
-    def __init__(self, tags: _Optional[_Iterable[str]] = ..., scope: _Optional[str] = ..., dry_run: _Optional[bool] = ...) -> None: ...
+    memory_ids: _containers.RepeatedScalarFieldContainer[str]
+    reason: str
+    def __init__(self, tags: _Optional[_Iterable[str]] = ..., scope: _Optional[str] = ..., dry_run: _Optional[bool] = ..., memory_ids: _Optional[_Iterable[str]] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class DeleteMemoriesByTagResponse(_message.Message):
     __slots__ = ("memory_ids", "deleted_count", "memories")
