@@ -38,6 +38,8 @@ class LazyMCPEndpoint:
     """
 
     def __init__(self, client: AutomemClient, settings: Settings, path: str = "/mcp") -> None:
+        #: ``http.route`` of its requests (automem/gateway/metrics.py ``_route_template``).
+        self.route_template = path
         self._client, self._settings, self._path = client, settings, path
         self._endpoint: Any = None
         self._lock = asyncio.Lock()

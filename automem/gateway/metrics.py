@@ -3,8 +3,12 @@
 * ``http.server.request.duration`` (Prometheus: ``http_server_request_duration_seconds``)
   — histogram of request latency with ``http.request.method``, ``http.response.status_code``
   and ``http.route``: the route *template* (``/memory/{memory_id}``, never the raw path;
-  unmatched paths are ``<unmatched>``), measured until the last body byte is sent
-  (automem/common/metrics.py).
+  ``/mcp``, ``/console/static/{path}`` for the mounted apps; unmatched paths are
+  ``<unmatched>``), measured until the last body byte is sent (automem/common/metrics.py).
+  A method other than the nine of RFC 9110 and RFC 5789 is recorded as ``_OTHER`` (the
+  OpenTelemetry HTTP semantic conventions): any client could otherwise add a series per
+  made-up method until the SDK's cardinality limit folded every new series, real routes'
+  included, into one overflow series.
 * ``GET /metrics`` renders the process's registry (automem/common/metrics.py: every
   metric of every target in this process, ``process_*`` / ``python_*`` included) — the same
   page the process's metrics port (``AUTOMEM_METRICS_PORT``) serves. The enrichment and
@@ -32,11 +36,31 @@ log = logging.getLogger(__name__)
 
 UNMATCHED = "<unmatched>"
 
+#: The methods ``http.request.method`` names (OpenTelemetry HTTP semantic conventions: RFC 9110's
+#: and PATCH, case-sensitive); any other is ``_OTHER``.
+KNOWN_METHODS = frozenset({"CONNECT", "DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT", "TRACE"})
+
+
+def method_attribute(method: str) -> str:
+    """``method`` as ``http.request.method``: itself when known, else ``_OTHER``."""
+    return method if method in KNOWN_METHODS else "_OTHER"
+
 
 def _route_template(scope: dict[str, Any]) -> str:
+    """The matched route's template: a FastAPI route's path format; an ASGI endpoint's
+    ``route_template`` (the MCP endpoint, automem/gateway/mcp_mount.py); a mounted app's
+    prefix plus ``/{path}`` (Starlette's Mount sets ``root_path``); else :data:`UNMATCHED`."""
     route = scope.get("route")
     path = getattr(route, "path_format", None) or getattr(route, "path", None)
-    return path or UNMATCHED
+    if path:
+        return path
+    endpoint = scope.get("endpoint")
+    template = getattr(endpoint, "route_template", None)
+    if template:
+        return template
+    if endpoint is not None and scope.get("root_path"):
+        return f"{scope['root_path']}/{{path}}"
+    return UNMATCHED
 
 
 def caller_id(headers: list[tuple[bytes, bytes]], path: str = "") -> tuple[str, str]:
@@ -97,7 +121,7 @@ class MetricsMiddleware:
         finally:
             elapsed = time.perf_counter() - start
             route = _route_template(scope)
-            method = scope.get("method", "")
+            method = method_attribute(scope.get("method", ""))
             metrics.http_server_duration.record(elapsed, {"http.request.method": method, "http.route": route,
                                                           "http.response.status_code": status})
             if self.access_log:

@@ -67,6 +67,16 @@ async def test_one_process_exports_every_family_on_its_metrics_port(settings: Se
             assert (await http.get(f"/memory/{memory_id}")).status_code == 200
             assert (await http.get("/no/such/route")).status_code == 404
             assert (await http.get("/memory/00000000-0000-4000-8000-000000000000")).status_code == 404
+            # Made-up methods (each was a series of its own, until the SDK's limit folded every
+            # new series into an overflow one: the 5xx alert and route latencies went blind).
+            for made_up in ("M1", "M2", "PROPFIND"):
+                assert (await http.request(made_up, "/health")).status_code in (400, 405)
+            assert (await http.get("/console/static/console.css")).status_code == 200
+            mcp = await http.post("/mcp", headers={"Accept": "application/json, text/event-stream"}, json={
+                "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                    "protocolVersion": "2025-03-26", "capabilities": {},
+                    "clientInfo": {"name": "metrics-test", "version": "1"}}})
+            assert mcp.status_code == 200, mcp.text
 
             async def enriched() -> bool:
                 # The enrichment upserts the vector; the sync gauges reuse one GetSyncStatus
@@ -108,6 +118,13 @@ async def test_one_process_exports_every_family_on_its_metrics_port(settings: Se
                      http_response_status_code="200") == 1
         assert delta(f"{http_hist}_count", http_route="/memory/{memory_id}", http_response_status_code="404") == 1
         assert delta(f"{http_hist}_count", http_route="<unmatched>", http_response_status_code="404") == 1
+        methods = {s.labels["http_request_method"] for s in after[f"{http_hist}_count"]}
+        assert "_OTHER" in methods and not methods & {"M1", "M2", "PROPFIND"}, methods
+        assert delta(f"{http_hist}_count", http_route="/health", http_request_method="_OTHER") == 3
+        assert delta(f"{http_hist}_count", http_route="/mcp", http_request_method="POST",
+                     http_response_status_code="200") == 1
+        assert delta(f"{http_hist}_count", http_route="/console/static/{path}", http_request_method="GET",
+                     http_response_status_code="200") == 1
         assert not any(memory_id in str(s.labels) for s in after[f"{http_hist}_count"])
 
         # Stores: FalkorDB (writes, reads, pipelined reads) and the vector store, by operation.
