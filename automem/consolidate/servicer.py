@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
@@ -133,6 +134,11 @@ class ConsolidateServicer(consolidate_service_pb2_grpc.ConsolidateServiceService
             run.error = f"{type(exc).__name__}: {exc}"
             if trigger == "manual":
                 raise
+        except asyncio.CancelledError:
+            # The caller's deadline passed or the service is stopping: the counts are those
+            # of the steps done so far; recorded as a failed run, not a finished one.
+            run.error = "cancelled before it finished (the caller's deadline passed or the service stopped)"
+            raise
         finally:
             run.end_time.CopyFrom(ts(time.time()))
             await self.graph.runs.record(

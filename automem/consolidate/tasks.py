@@ -183,7 +183,8 @@ class Tasks:
         set_metadata(meta, {"cluster_key": key, "member_ids": list(member_ids)})
         for name in ("create_time", "update_time", "record_time", "event_time", "valid_from"):
             getattr(meta, name).CopyFrom(ts(now))
-        await self.graph.memories.create_many([meta])
+        if not await self.graph.memories.create_meta_pattern(meta, key):
+            return False  # another run summarised this cluster meanwhile
         await self.graph.relations.link_members(meta.id, member_ids, now)
         await self._event(events_pb2.EVENT_TYPE_MEMORY_CREATED, None, meta, content_changed=True)
         return True

@@ -711,6 +711,17 @@ class Memories(Repository):
         rows = await self.store.ro_query("MATCH (m:Memory) WHERE m.state = 'ACTIVE' RETURN DISTINCT m.scope")
         return [r[0] for r in rows]
 
+    async def create_meta_pattern(self, meta: Memory, cluster_key: str) -> bool:
+        """Create the MetaPattern ``meta`` (with its first version) unless an ACTIVE one of
+        its scope carries ``cluster_key`` already, in ONE query: two cluster runs at once
+        each checked, found none and created one (break-it review). False when it existed."""
+        rows = await self.store.query(
+            "OPTIONAL MATCH (p:Memory) WHERE p.scope = $scope AND p.type = 'MetaPattern' AND p.state = 'ACTIVE' "
+            "AND p.metadata CONTAINS $key WITH count(p) AS n, $row AS row WHERE n = 0 "
+            "CREATE (m:Memory) SET m = row " + versions.record_row("row") + "RETURN m.id",
+            versions.params({"scope": meta.scope, "key": cluster_key, "row": memory_to_node(meta)}))
+        return bool(rows)
+
     async def meta_pattern_exists(self, scope: str, cluster_key: str) -> bool:
         """True when an ACTIVE MetaPattern of ``scope`` carries ``cluster_key`` in its
         metadata (the cluster is summarised already)."""

@@ -176,21 +176,26 @@ class Relations(Repository):
     async def create_discovered(self, rows: Sequence[dict[str, Any]], now: float) -> None:
         """DISCOVERED edges (consolidation's creative associations) in one query: ``rows``
         of ``{"a", "b", "s" (strength), "scope", "reason"}``, each written only when both
-        ends are in ``scope``; a new edge gets ``create_time = now``."""
+        ends are in ``scope`` and not gone (DELETED or REJECTED, as :meth:`create`: a memory
+        deleted while the run read its vectors got an edge); a new edge gets
+        ``create_time = now``."""
         await self.store.query(
             "UNWIND $rows AS row MATCH (a:Memory {id: row.a}), (b:Memory {id: row.b}) "
-            "WHERE a.scope = row.scope AND b.scope = row.scope "
+            "WHERE a.scope = row.scope AND b.scope = row.scope AND NOT a.state IN $gone AND NOT b.state IN $gone "
             "MERGE (a)-[r:DISCOVERED]->(b) ON CREATE SET r.create_time = $now "
             "SET r.strength = row.s, r.scope = row.scope, r.reason = row.reason",
-            {"now": now, "rows": list(rows)})
+            {"now": now, "rows": list(rows), "gone": list(GONE_STATE_NAMES)})
 
     async def link_members(self, pattern_id: str, member_ids: Sequence[str], now: float) -> None:
-        """PART_OF edges from each member of the pattern's scope to the MetaPattern
-        ``pattern_id`` (new ones get ``create_time = now``, strength 1.0)."""
+        """PART_OF edges from each member of the pattern's scope that is not gone (DELETED
+        or REJECTED) to the MetaPattern ``pattern_id`` (new ones get ``create_time = now``,
+        strength 1.0)."""
         await self.store.query(
-            "MATCH (p:Memory {id: $pid}) UNWIND $ids AS mid MATCH (m:Memory {id: mid}) WHERE m.scope = p.scope "
+            "MATCH (p:Memory {id: $pid}) UNWIND $ids AS mid MATCH (m:Memory {id: mid}) "
+            "WHERE m.scope = p.scope AND NOT m.state IN $gone "
             "MERGE (m)-[r:PART_OF]->(p) ON CREATE SET r.create_time = $now, r.strength = 1.0, r.scope = p.scope, "
-            "r.reason = 'cluster member'", {"pid": pattern_id, "ids": list(member_ids), "now": now})
+            "r.reason = 'cluster member'",
+            {"pid": pattern_id, "ids": list(member_ids), "now": now, "gone": list(GONE_STATE_NAMES)})
 
     async def replace_similar(self, items: Sequence[dict[str, Any]], now: float) -> set[str]:
         """Replace the SIMILAR_TO edges of many memories in ONE query: ``items`` of ``{"id",

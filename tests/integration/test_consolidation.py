@@ -257,3 +257,50 @@ async def test_clusters_and_creative_links_leave_out_facts_that_are_not_valid_no
         linked = await graph.ro_query("MATCH (a:Memory)-[:DISCOVERED]-(b:Memory) WHERE a.id IN $ids RETURN b.id",
                                       {"ids": [expired, future]})
         assert linked == [], linked
+
+
+async def test_cluster_runs_at_once_write_one_pattern_links_need_live_ends_and_a_cancelled_run_says_so(tuned) -> None:
+    """Break-it review of consolidation:
+
+    * four ``cluster`` runs at once each checked for the cluster's MetaPattern, found none and
+      wrote one: three copies of one pattern. The check and the write are one query now;
+    * ``creative`` / ``cluster`` matched their edges' ends by id and scope only: a memory
+      deleted while a run read its vectors got a DISCOVERED or PART_OF edge ("edges need
+      live ends", README);
+    * a run cancelled by its caller's deadline was recorded as a success with partial counts."""
+    import asyncio
+
+    graph = tuned.ctx.graph
+    texts = ["The espresso machine on floor three brews the strongest coffee.",
+             "Coffee from the floor three espresso machine is the strongest in the building.",
+             "Everyone lines up at the floor three espresso machine for strong coffee."]
+    async with tuned.http() as http:
+        ids = [await _store(http, t) for t in texts]
+        for mid in ids:
+            await eventually(lambda mid=mid: _enriched(http, mid))
+        runs = await asyncio.gather(*(_consolidate(http, "cluster", False) for _ in range(4)))
+        metas = await graph.ro_query(
+            "MATCH (p:Memory)<-[:PART_OF]-(m:Memory) WHERE p.type = 'MetaPattern' AND m.id IN $ids "
+            "RETURN DISTINCT p.id", {"ids": ids})
+        assert len(metas) == 1, metas
+        assert sum(r["results"]["meta_patterns"] for r in runs) == 1, runs
+
+        gone = await _store(http, "A note about the floor three espresso machine, deleted soon.")
+        assert (await http.delete(f"/memory/{gone}")).status_code == 200
+    await graph.relations.create_discovered(
+        [{"a": gone, "b": ids[0], "s": 0.9, "scope": "default", "reason": "test"}], time.time())
+    await graph.relations.link_members(metas[0][0], [gone], time.time())
+    assert not await graph.ro_query("MATCH (m:Memory {id: $id})-[r:DISCOVERED|PART_OF]-() RETURN type(r)",
+                                    {"id": gone})
+
+    servicer = tuned.ctx.consolidate_scheduler.servicer
+    for bound in (0.001, 0.005, 0.02, 0.1):  # cancelled while a step's store call is in flight
+        try:
+            await asyncio.wait_for(servicer.run_task("full", None, True, "manual"), timeout=bound)
+        except TimeoutError:
+            break
+    else:
+        raise AssertionError("every run finished before its deadline")
+    async with tuned.http() as http:
+        latest = (await http.get("/consolidate/status")).json()["history"][0]
+    assert latest["mode"] == "full" and latest["error"] and "cancelled" in latest["error"], latest
