@@ -25,6 +25,14 @@ async def _enriched(http, mid: str) -> dict | None:
     return memory if memory["enrichment_status"] == "done" else None
 
 
+async def _stored_enriched(http, texts: list[str]) -> list[str]:
+    """Store ``texts`` and wait until each is enriched; their ids."""
+    ids = [await _store(http, t) for t in texts]
+    for mid in ids:
+        await eventually(lambda mid=mid: _enriched(http, mid))
+    return ids
+
+
 async def _consolidate(http, mode: str, dry_run: bool) -> dict:
     r = await http.post("/consolidate", json={"mode": mode, "dry_run": dry_run})
     assert r.status_code == 200, r.text
@@ -77,9 +85,7 @@ async def test_creative_and_cluster(tuned) -> None:
              "Everyone queues for the espresso machine coffee on floor two each morning.",
              "Quarterly tax filings are due to the accountant in April."]
     async with tuned.http() as http:
-        ids = [await _store(http, t) for t in texts]
-        for mid in ids:
-            await eventually(lambda mid=mid: _enriched(http, mid))
+        ids = await _stored_enriched(http, texts)
         # dry runs count, write nothing
         dry = await _consolidate(http, "cluster", True)
         assert dry["results"]["meta_patterns"] == 1
@@ -275,9 +281,7 @@ async def test_cluster_runs_at_once_write_one_pattern_links_need_live_ends_and_a
              "Coffee from the floor three espresso machine is the strongest in the building.",
              "Everyone lines up at the floor three espresso machine for strong coffee."]
     async with tuned.http() as http:
-        ids = [await _store(http, t) for t in texts]
-        for mid in ids:
-            await eventually(lambda mid=mid: _enriched(http, mid))
+        ids = await _stored_enriched(http, texts)
         runs = await asyncio.gather(*(_consolidate(http, "cluster", False) for _ in range(4)))
         metas = await graph.ro_query(
             "MATCH (p:Memory)<-[:PART_OF]-(m:Memory) WHERE p.type = 'MetaPattern' AND m.id IN $ids "
