@@ -416,24 +416,32 @@ def test_quickstart_runs_in_chart_nats_jetstream_and_falkordb_with_pvcs() -> Non
     assert data["FALKORDB_HOST"] == _name("falkordb")
 
 
+def _requires_a_generated_secret(component: str, key: str, option: str) -> dict[str, Any]:
+    """Check that in the quick start (in-chart stores) the chart's Secret holds a generated
+    40-character ``key``, that the ``component`` server starts with ``option "$key"`` when the
+    Secret holds it and reads it from there, and that every service reads it too; without the
+    in-chart store (the default values) nothing is generated. Returns the server container."""
+    docs = _rendered_case("quickstart-values.yaml")
+    (secret,) = _kind(docs, "Secret")
+    assert len(base64.b64decode(secret["data"][key])) == 40
+    (server,) = _by_component(docs, "StatefulSet")[component]["spec"]["template"]["spec"]["containers"]
+    assert f'${{{key}:+{option} "${key}"}}' in server["command"][-1]
+    ref = {e["name"]: e for e in server["env"]}[key]["valueFrom"]["secretKeyRef"]
+    assert ref["key"] == key and ref["name"] == secret["metadata"]["name"]
+    for dep in _kind(docs, "Deployment"):
+        container = dep["spec"]["template"]["spec"]["containers"][0]
+        assert key in {e["name"] for e in container["env"]}, dep["metadata"]["name"]
+    (default_secret,) = _kind(_rendered_case(None), "Secret")
+    assert key not in default_secret["data"]
+    return server
+
+
 def test_in_chart_nats_requires_a_token_the_services_present() -> None:
     """The in-chart NATS accepted any client in the namespace (the embedded one requires a
     token since 2026-12-03): the chart's Secret now holds a generated NATS_TOKEN, the server
     is started with ``--auth`` when the Secret holds one, and every service reads it."""
-    docs = _rendered_case("quickstart-values.yaml")
-    (secret,) = _kind(docs, "Secret")
-    assert len(base64.b64decode(secret["data"]["NATS_TOKEN"])) == 40
-    (nats,) = _by_component(docs, "StatefulSet")["nats"]["spec"]["template"]["spec"]["containers"]
-    assert nats["command"][:2] == ["sh", "-c"] and '${NATS_TOKEN:+--auth "$NATS_TOKEN"}' in nats["command"][2]
-    assert nats["command"][2].startswith("exec nats-server --jetstream")
-    ref = {e["name"]: e for e in nats["env"]}["NATS_TOKEN"]["valueFrom"]["secretKeyRef"]
-    assert ref["key"] == "NATS_TOKEN" and ref["name"] == secret["metadata"]["name"]
-    for dep in _kind(docs, "Deployment"):
-        container = dep["spec"]["template"]["spec"]["containers"][0]
-        assert "NATS_TOKEN" in {e["name"] for e in container["env"]}, dep["metadata"]["name"]
-    # Without in-chart NATS nothing is generated: an external NATS gets a token only when set.
-    (default_secret,) = _kind(_rendered_case(None), "Secret")
-    assert "NATS_TOKEN" not in default_secret["data"]
+    nats = _requires_a_generated_secret("nats", "NATS_TOKEN", "--auth")
+    assert nats["command"][:2] == ["sh", "-c"] and nats["command"][2].startswith("exec nats-server --jetstream")
 
 
 def test_in_chart_falkordb_requires_a_password_the_services_present() -> None:
@@ -441,20 +449,8 @@ def test_in_chart_falkordb_requires_a_password_the_services_present() -> None:
     set one published in this repository): any pod in the cluster could read or write every
     scope's memories and the key hashes. The chart's Secret now holds a generated
     FALKORDB_PASSWORD, the server requires it, and every service reads it (as NATS_TOKEN)."""
-    docs = _rendered_case("quickstart-values.yaml")
     assert "password" not in _values("quickstart-values.yaml")["falkordb"]
-    (secret,) = _kind(docs, "Secret")
-    assert len(base64.b64decode(secret["data"]["FALKORDB_PASSWORD"])) == 40
-    (falkordb,) = _by_component(docs, "StatefulSet")["falkordb"]["spec"]["template"]["spec"]["containers"]
-    assert '${FALKORDB_PASSWORD:+--requirepass "$FALKORDB_PASSWORD"}' in falkordb["command"][-1]
-    ref = {e["name"]: e for e in falkordb["env"]}["FALKORDB_PASSWORD"]["valueFrom"]["secretKeyRef"]
-    assert ref["key"] == "FALKORDB_PASSWORD" and ref["name"] == secret["metadata"]["name"]
-    for dep in _kind(docs, "Deployment"):
-        container = dep["spec"]["template"]["spec"]["containers"][0]
-        assert "FALKORDB_PASSWORD" in {e["name"] for e in container["env"]}, dep["metadata"]["name"]
-    # An external FalkorDB gets a password only when one is set.
-    (default_secret,) = _kind(_rendered_case(None), "Secret")
-    assert "FALKORDB_PASSWORD" not in default_secret["data"]
+    _requires_a_generated_secret("falkordb", "FALKORDB_PASSWORD", "--requirepass")
 
 
 def test_external_stores_are_used_when_in_chart_ones_are_off() -> None:
