@@ -371,6 +371,17 @@ class Memories(Repository):
         )
         return [(r[0], float(r[1])) for r in rows]
 
+    async def deleted_since(self, scope: str, since: float, limit: int) -> list[str]:
+        """Ids of up to ``limit`` memories of ``scope`` created by ``since`` (epoch seconds)
+        and deleted (state DELETED) after it, the latest deleted first: what a read at
+        ``known_at = since`` believed and the vector store no longer holds (their points go
+        with the delete; automem/recall/servicer.py ``_lexical``)."""
+        rows = await self.store.ro_query(
+            "MATCH (m:Memory) WHERE m.scope = $scope AND m.state = 'DELETED' AND m.retract_time > $t "
+            "AND m.create_time <= $t RETURN m.id ORDER BY m.retract_time DESC LIMIT $limit",
+            {"scope": scope, "t": float(since), "limit": int(limit)})
+        return [r[0] for r in rows]
+
     async def unembedded(self, scope: str, limit: int) -> list[tuple[str, str, bool]]:
         """(id, content, content embedded) of up to ``limit`` memories of ``scope`` whose
         vector point is missing or behind (``embedding_status`` in :data:`NOT_DONE`; the

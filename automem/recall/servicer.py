@@ -109,6 +109,9 @@ RESOLVE_SLACK = 10
 #: every recall made an overloaded service slower the longer its backlog grew (the soak of
 #: docs/benchmarks.md "The vector shard shared with the children, and mixed load").
 UNEMBEDDED_SCAN_MAX = 200
+#: Most memories deleted since a past ``known_at`` a recall at it scores by their text
+#: (``_lexical``): the latest deleted first.
+DELETED_SCAN_MAX = 1000
 #: Time windows (days back from the newest matching memory) a newest-first listing tries
 #: before sorting the whole scope.
 LIST_WINDOWS_DAYS = (1.0, 16.0, 256.0)
@@ -843,6 +846,11 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         fields decide the filters, ``_Tiers._rank``); the dense arm does not see it until
         enrichment has rewritten the payload.
 
+        At a past ``known_at`` the memories deleted since (their vector points went with the
+        delete) are scored the same way, on the text believed then (at most
+        :data:`DELETED_SCAN_MAX`, the latest deleted first): a ranked recall at that time
+        missed them although a tag listing at it showed them.
+
         ``extra`` (term index -> weight) joins every query's sparse vector (lexical feedback,
         ``_Tiers._feedback``). With the vector store late or down (``sparse`` False, or its
         sparse search raising :class:`~automem.common.errors.Unavailable`), FalkorDB's
@@ -851,6 +859,7 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         returned ``n_cand`` hits (a larger pool could hold more)."""
         backlog: list[tuple[str, str]] | None = None
         waiting: set[str] = set()  # ids of the backlog, when it was read whole
+        deleted: list[tuple[str, str]] | None = None  # (id, text believed at known_at), read once
         more = False
         sparse = sparse and self.vectors is not None
         for q in queries:
@@ -905,6 +914,13 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
                 except Unavailable as exc:
                     log.warning("sparse search of lagging payloads skipped: %s", exc, extra={"scope": scope})
             pending = [(mid, content) for mid, content, embedded in pending if not embedded and mid not in out]
+            if read.past and sparse:
+                if deleted is None:
+                    believed = await self.graph.versions.at(
+                        await self.graph.memories.deleted_since(scope, read.known_at, DELETED_SCAN_MAX),
+                        scope, read.known_at)
+                    deleted = [(mid, m.content) for mid, m in believed.items()]
+                pending += [(mid, content) for mid, content in deleted if mid not in out]
             if not pending:
                 continue
             best = max(out.values(), default=1.0)

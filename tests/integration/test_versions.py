@@ -500,3 +500,35 @@ async def test_every_version_of_a_superseded_memory_names_the_current_head(servi
             assert (got["version"], got["is_current"], got["current_id"]) == (version, False, new), got
         got = (await http.get(f"/memory/{new}", params={"version": 1})).json()["memory"]
         assert (got["is_current"], got["current_id"]) == (True, None), got
+
+
+async def test_a_ranked_recall_at_known_at_finds_a_memory_deleted_since(service):
+    """Break-it review: a memory deleted after ``known_at`` was absent from a ranked recall
+    at ``known_at`` (its vector points go with the delete, so neither arm found it), though
+    a tag listing at that time showed it. Such memories are scored by the text believed then
+    (as memories not yet embedded are)."""
+    tag = f"kd-{uuid.uuid4().hex[:8]}"
+    query = "pangolin ledger reconciles nightly"
+    async with service.http() as http:
+        gone = (await http.post("/memory", json={"content": "The pangolin ledger reconciles nightly at two.",
+                                                 "tags": [tag]})).json()["memory_id"]
+        kept = (await http.post("/memory", json={"content": "The otter ledger is closed on Fridays.",
+                                                 "tags": [tag]})).json()["memory_id"]
+
+        async def embedded() -> bool:
+            got = [(await http.get(f"/memory/{m}")).json()["memory"]["embedding_status"] for m in (gone, kept)]
+            return got == ["done", "done"]
+
+        await eventually(embedded)
+        believed = await _mark()
+        assert (await http.delete(f"/memory/{gone}")).status_code == 200
+        await _mark()
+        now = (await http.get("/recall", params={"query": query, "tags": tag})).json()["results"]
+        assert gone not in [h["id"] for h in now]
+        for params in ({"query": query}, {"query": query, "tags": tag}):
+            then = (await http.get("/recall", params={**params, "known_at": _iso(believed)})).json()["results"]
+            # Found (scored by its text alone, as a memory not yet embedded), as it was then.
+            hits = {h["id"]: h for h in then}
+            assert gone in hits and hits[gone]["memory"]["state"] == "ACTIVE", (params, then)
+        listed = (await http.get("/memory/by-tag", params={"tags": tag, "known_at": _iso(believed)})).json()
+        assert gone in [m["id"] for m in listed["memories"]]
