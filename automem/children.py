@@ -159,16 +159,30 @@ class ChildProcess:
             raise EmbeddedServerError(f"the {self.target} process exited with code {code} before it was up{hint}")
         self.report = json.loads(line)
 
-    async def supervise(self) -> None:
-        """Restart the child whenever it exits on its own (runs until cancelled)."""
+    async def supervise(self, counts: dict[str, int] | None = None) -> None:
+        """Restart the child whenever it exits on its own (runs until cancelled), counting
+        each restart in :attr:`restarts` and under the child's name in ``counts`` (the
+        embedded runtime's, which ``/health`` answers as ``server_restarts``). A child that
+        exits again within :data:`RESTART_SETTLE_SECONDS` of its start is restarted after a
+        delay doubling from 0.5 s up to 30 s (a child that cannot start, its port taken, was
+        restarted every half second for good); one that stayed up starts the count again."""
+        delay, started = RESTART_MIN_DELAY, time.monotonic()
         while True:
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(RESTART_MIN_DELAY)
             if self._stopping or self.proc is None or self.proc.poll() is None:
                 continue
+            delay = restart_delay(delay, time.monotonic() - started)
             log.error("%s process exited; restarting it", self.target,
-                      extra={"exit_code": self.proc.returncode, "restarts": self.restarts + 1})
+                      extra={"exit_code": self.proc.returncode, "restarts": self.restarts + 1,
+                             "restart_in_s": delay})
+            await asyncio.sleep(delay - RESTART_MIN_DELAY)
+            if self._stopping:
+                continue
             self.restarts += 1
-            with contextlib.suppress(EmbeddedServerError):
+            if counts is not None:
+                counts[self.target] = counts.get(self.target, 0) + 1
+            started = time.monotonic()
+            with contextlib.suppress(EmbeddedServerError, OSError):
                 await self.start()
 
     def stopping(self) -> None:
@@ -202,6 +216,23 @@ def _read_line(fd: int) -> str:
             break
         data += chunk
     return data.decode(errors="replace").strip()
+
+
+#: Seconds between looks at a child, and its first restart delay (:meth:`ChildProcess.supervise`).
+RESTART_MIN_DELAY = 0.5
+#: Longest delay before restarting a child that keeps exiting.
+RESTART_MAX_DELAY = 30.0
+#: A child up this long (seconds) exited on its own after working: restarted at once.
+RESTART_SETTLE_SECONDS = 60.0
+
+def restart_delay(previous: float, uptime: float) -> float:
+    """Seconds to wait before restarting a child that exited after ``uptime`` seconds up,
+    ``previous`` being the delay before its last restart: :data:`RESTART_MIN_DELAY` once it
+    stayed up :data:`RESTART_SETTLE_SECONDS`, else twice ``previous`` up to
+    :data:`RESTART_MAX_DELAY`."""
+    if uptime >= RESTART_SETTLE_SECONDS:
+        return RESTART_MIN_DELAY
+    return min(previous * 2, RESTART_MAX_DELAY)
 
 
 #: The exit code of uvicorn when its server cannot start (``uvicorn.config.STARTUP_FAILURE``),

@@ -192,7 +192,8 @@ async def _start(up: _Started, settings: Settings, targets: list[str], embedded:
     for child in children:
         await child.start(child.environment(env_addresses, parent))
         ctx.http_port = ctx.http_port or child.report.get("http_port", 0)
-        ctx.tasks.append(asyncio.create_task(child.supervise(), name=f"{child.target}-supervisor"))
+        counts = runtime.restarts if runtime is not None else None  # /health server_restarts
+        ctx.tasks.append(asyncio.create_task(child.supervise(counts), name=f"{child.target}-supervisor"))
     if ready_fd is not None:
         report_ready(ready_fd, ctx.grpc_port, ctx.http_port)
     if embedded:

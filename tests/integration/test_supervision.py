@@ -122,3 +122,29 @@ async def test_a_restart_that_fails_is_tried_again_until_it_succeeds(tmp_path: P
         blocker.close()
         supervisor.cancel()
         await rt.stop()
+
+
+def test_a_killed_child_process_is_restarted_and_counted_in_health(tmp_path: Path) -> None:
+    """The gateway and enrich child processes are restarted when they die, as the servers
+    are; ``/health`` counted only the servers' restarts (break-it review)."""
+    from tests.integration.test_runtime import _target_of, _wait_children
+
+    data = tmp_path / "data"
+    port = free_port()
+    proc = _start(data, port)
+    try:
+        _wait_healthy(port, proc)
+        (enrich,) = [pid for pid in _wait_children(proc.pid, 4) if _target_of(pid) == "enrich"]
+        # Up, not starting (a child that dies before it is up fails the start: a clear error).
+        deadline = time.monotonic() + 120
+        while "automem is up" not in (data.parent / f"automem-{port}.log").read_text():
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.3)
+        os.kill(enrich, signal.SIGKILL)
+        body = _wait_restarted(port, "enrich", 1)
+        assert body["server_restarts"]["nats-server"] == body["server_restarts"]["redis-server"] == 0
+        _store(port, "stored after the enrich process was killed and restarted")
+        _wait_vectors(port, 1)  # the new enrich process enriches
+        assert proc.poll() is None
+    finally:
+        _stop(proc)

@@ -18,3 +18,16 @@ def test_an_explicit_entities_process_setting_reaches_the_enrich_child(monkeypat
     monkeypatch.setenv("AUTOMEM_ENTITIES_PROCESS", "true")
     settings = Settings(port=0, metrics_port=0)
     assert ChildProcess(settings, "enrich").environment({}, "")["AUTOMEM_ENTITIES_PROCESS"] == "true"
+
+
+def test_a_child_that_keeps_exiting_is_restarted_later_each_time() -> None:
+    """A child that could not start (its port taken) was restarted every half second for
+    good; one that worked for a while and then exited is restarted at once."""
+    from automem.children import RESTART_MAX_DELAY, RESTART_MIN_DELAY, RESTART_SETTLE_SECONDS, restart_delay
+
+    delays, delay = [], RESTART_MIN_DELAY
+    for _ in range(8):
+        delay = restart_delay(delay, uptime=0.2)
+        delays.append(delay)
+    assert delays == [1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0, 30.0] and delays[-1] == RESTART_MAX_DELAY
+    assert restart_delay(30.0, uptime=RESTART_SETTLE_SECONDS) == RESTART_MIN_DELAY
