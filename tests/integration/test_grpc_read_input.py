@@ -147,12 +147,13 @@ async def test_search_filter_lists_are_bounded_naming_the_field(service) -> None
     naming the field, over gRPC and REST."""
     async with service.client() as client:
         search = client.recall.SearchMemories
+        types = ["Decision", "Pattern", "Preference", "Style", "Habit", "Insight", "Context"]
         for name in ("tags", "exclude_tags", "context_tags", "context_types", "priority_ids"):
-            ok = await search(recall_service_pb2.SearchMemoriesRequest(
-                query="lists", **{name: [f"item{i}" for i in range(LIST_ITEMS_MAX)]}))
+            # context_types items must name types (a type may repeat).
+            items = [types[i % len(types)] if name == "context_types" else f"item{i}" for i in range(LIST_ITEMS_MAX + 1)]
+            ok = await search(recall_service_pb2.SearchMemoriesRequest(query="lists", **{name: items[:-1]}))
             assert ok.limit, name
-            details = await _refused(search, recall_service_pb2.SearchMemoriesRequest(
-                query="lists", **{name: [f"item{i}" for i in range(LIST_ITEMS_MAX + 1)]}))
+            details = await _refused(search, recall_service_pb2.SearchMemoriesRequest(query="lists", **{name: items}))
             assert details.startswith(f"{name}: at most {LIST_ITEMS_MAX} items"), (name, details)
     async with service.http() as http:
         r = await http.get("/recall", params={"query": "lists",
