@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import sys
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from datetime import UTC, datetime
@@ -95,8 +96,20 @@ def add_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
 def _common(parser: argparse.ArgumentParser) -> None:
     add_connection_options(parser)
     parser.add_argument("--json", action="store_true", help="print the result as one JSON object on stdout")
-    parser.add_argument("--timeout", type=float, default=60.0,
+    parser.add_argument("--timeout", type=_seconds, default=60.0,
                         help="deadline of each call to the service, seconds (default: 60)")
+
+
+def _seconds(text: str) -> float:
+    """``--timeout``: a finite number of seconds above 0 (0 or less made every call fail at
+    once, reported as "cannot reach the service")."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0 (got {text})")
+    return value
 
 
 def main(settings: Settings, args: argparse.Namespace) -> int:

@@ -44,3 +44,16 @@ def test_import_names_the_discovered_address_after_the_service_died(tmp_path: Pa
     assert done.returncode == 1, done.stderr
     assert f"cannot reach the service at {address}" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_timeout_that_is_no_positive_number_is_a_usage_error(tmp_path: Path) -> None:
+    """``--timeout 0`` (or -1, nan) made every call fail at once, reported as "cannot reach
+    the service"; it is an argument error naming --timeout before anything is read."""
+    (tmp_path / "one.jsonl").write_text(json.dumps({"id": "a", "memory": "one fact"}) + "\n")
+    for value in ("0", "-1", "nan", "soon"):
+        done = subprocess.run([sys.executable, "-m", "automem.cli", "import", str(tmp_path / "one.jsonl"),
+                               "--format", "native", "--timeout", value], check=False, capture_output=True,
+                              text=True,
+                              cwd=REPO, timeout=60)
+        assert done.returncode == 2 and "argument --timeout" in done.stderr, (value, done.stderr)
+        assert "cannot reach" not in done.stderr
