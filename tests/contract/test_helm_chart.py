@@ -520,10 +520,19 @@ def test_service_monitor_is_off_by_default_and_scrapes_every_process_metrics_por
         {"nats": {"enabled": True, "token": "t" * 513}},
         {"nats": {"enabled": True, "token": "$2a$11$abcdefghijklmnopqrstuv"}},
         {"falkordb": {"enabled": True, "password": "tab\there"}},
+        # Values that rendered and did nothing (break-it review): traces on with nowhere to
+        # send them; a token beside existingSecret (the chart writes no Secret); a
+        # Distributed component at 0 replicas without an HPA (nothing enriched, ever).
+        {"otel": {"enabled": True}},
+        {"existingSecret": "mine", "auth": {"apiToken": "dropped"}},
+        {"existingSecret": "mine", "falkordb": {"password": "dropped"}},
+        {"deploymentMode": "Distributed", "enrich": {"replicas": 0}},
+        {"deploymentMode": "Distributed", "gateway": {"replicas": 0}},
     ],
     ids=["top-level", "component", "nats", "mode-enum", "provider-enum", "ingress-paths", "tls-bool",
          "rule-for", "netpol-key", "volumes-list", "nats-token-newline", "nats-token-long", "nats-token-bcrypt",
-         "falkordb-password-tab"],
+         "falkordb-password-tab", "otel-without-endpoint", "token-beside-existing-secret",
+         "password-beside-existing-secret", "enrich-at-zero", "gateway-at-zero"],
 )
 def test_unknown_or_invalid_values_fail_schema_validation(chart: Any, values: dict[str, Any]) -> None:
     with pytest.raises(helm_python.HelmValuesError):
