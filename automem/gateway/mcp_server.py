@@ -274,7 +274,8 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
             request = MemoryRequest(**{k: v for k, v in fields.items() if v is not None})
             if supersedes_memory_id:
                 replaced = await usecases.supersede_memory(caller(ctx), supersedes_memory_id, request,
-                                                           relation=supersede_relation, reason=supersede_reason or "")
+                                                           relation=supersede_relation, reason=supersede_reason or "",
+                                                           id_field="supersedes_memory_id")
             else:
                 created = await usecases.create_memory(caller(ctx), request)
         if supersedes_memory_id:

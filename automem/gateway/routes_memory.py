@@ -181,7 +181,7 @@ async def store_memory(body: MemoryRequest, call: CallerDep, idempotency_key: Id
             replaced = await usecases.supersede_memory(
                 call, body.supersedes_memory_id, body, relation=body.supersede_relation,
                 reason=body.supersede_reason or "", scope=body.scope or "", idempotency_key=idempotency_key,
-                etag=etag)
+                etag=etag, id_field="supersedes_memory_id")
         return JSONResponse(presenters.superseded_json(replaced, started, with_relation=False), status_code=201)
     if if_match is not None:
         raise GatewayError(400, "If-Match: only with supersedes_memory_id (it names the replaced memory's ETag); "

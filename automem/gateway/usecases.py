@@ -228,15 +228,27 @@ async def create_memories(call: Caller, bodies: Sequence[MemoryRequest], *, scop
 
 
 async def supersede_memory(call: Caller, memory_id: str, body: MemoryRequest, *, relation: str | None = None,
-                           reason: str = "", scope: str = "", idempotency_key: str = "",
-                           etag: int = 0) -> ingest_service_pb2.SupersedeMemoryResponse:
+                           reason: str = "", scope: str = "", idempotency_key: str = "", etag: int = 0,
+                           id_field: str = "id") -> ingest_service_pb2.SupersedeMemoryResponse:
     """Replace ``memory_id`` by ``body`` atomically (IngestService.SupersedeMemory, which
     decides the relation types a supersede may use; INVALIDATED_BY when none is given);
-    ``etag`` 0 = no version check."""
-    return await call(call.client.ingest.SupersedeMemory, ingest_service_pb2.SupersedeMemoryRequest(
-        id=memory_id, scope=scope, replacement=memory_input(body),
-        relation_type=relation_type(relation, "supersede_relation", "INVALIDATED_BY"), reason=reason,
-        idempotency_key=idempotency_key, etag=etag))
+    ``etag`` 0 = no version check. ``id_field``: the caller's name of ``memory_id``
+    (``supersedes_memory_id`` in a store's body): an error about the replaced memory names it,
+    not the service's ``id``."""
+    try:
+        return await call(call.client.ingest.SupersedeMemory, ingest_service_pb2.SupersedeMemoryRequest(
+            id=memory_id, scope=scope, replacement=memory_input(body),
+            relation_type=relation_type(relation, "supersede_relation", "INVALIDATED_BY"), reason=reason,
+            idempotency_key=idempotency_key, etag=etag))
+    except GatewayError as exc:
+        if id_field == "id":
+            raise
+        message = exc.message
+        if message.startswith("id: "):
+            message = f"{id_field}: {message[4:]}"
+        elif exc.status == 404 and ":" not in message.split(" ", 1)[0]:
+            message = f"{id_field}: {message}"
+        raise GatewayError(exc.status, message, code=exc.code, **exc.extra) from None
 
 
 async def update_memory(call: Caller, memory_id: str, fields: dict[str, Any], *, add_tags: Sequence[str] = (),

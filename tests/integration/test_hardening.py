@@ -693,3 +693,28 @@ async def test_head_answers_as_get_without_the_body(service) -> None:
         assert r.status_code == 405 and r.headers["allow"] == "GET, HEAD, PATCH, DELETE", r.headers
         r = await asyncio.wait_for(http.head("/stream"), 10)
         assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream"), r.headers
+
+
+async def test_a_store_that_supersedes_names_supersedes_memory_id_in_its_errors(service) -> None:
+    """A store naming a missing or already replaced memory in ``supersedes_memory_id``
+    answered "memory X not found" (no field) or "id: memory X is already SUPERSEDED" (the
+    service's field, not the caller's), over REST and MCP."""
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    async with service.http() as http:
+        old = await _store(http, "The release train leaves on Mondays.")
+        r = await http.post("/memory", json={"content": "It leaves on Tuesdays.", "supersedes_memory_id": old})
+        assert r.status_code == 201, r.text
+        for target in (old, "00000000-0000-4000-8000-000000000000"):
+            r = await http.post("/memory", json={"content": "It leaves on Fridays.", "supersedes_memory_id": target})
+            assert r.status_code in (404, 409) and r.json()["error"].startswith("supersedes_memory_id: "), r.text
+        # The path's form keeps the service's name: the id is the path's.
+        r = await http.post(f"/v1/memories/{old}:supersede", json={"content": "It leaves on Fridays."})
+        assert r.status_code == 409 and r.json()["error"].startswith("id: "), r.text
+    headers = {"X-Automem-Scope": service.scope}
+    async with Client(streamable_http_client(service.url + "/mcp",
+                                             http_client=create_mcp_http_client(headers=headers))) as mcp:
+        result = await mcp.call_tool("store_memory", {"content": "It leaves on Fridays.", "supersedes_memory_id": old})
+        assert result.is_error and "supersedes_memory_id: " in result.content[0].text, result.content[0].text
