@@ -332,6 +332,7 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
         known_at: Annotated[OptStr, Field(description="ISO 8601 system time to read at.")] = None,
         expand_relations: bool = False,
         expand_entities: bool = False,
+        expand_respect_tags: Annotated[bool, Field(description="Expansions keep to the tag filter too.")] = False,
         relation_limit: Bounded(1, 100) = 5,
         expansion_limit: Bounded(1, 500) = 25,
         expand_min_importance: Unit = 0.0,
@@ -372,8 +373,7 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
                     expand_min_importance=expand_min_importance, expand_min_strength=expand_min_strength,
                     min_score=min_score, context=context or "", context_tags=split_values(context_tags or []),
                     context_types=split_values(context_types or []), priority_ids=split_values(priority_ids or []),
-                    recency_bias=recency_bias,
-                    tz=tz or timezone or "")
+                    recency_bias=recency_bias, tz=tz or timezone or "", expand_respect_tags=expand_respect_tags)
         if memory_id:
             memory = presenters.got_memory_json(got)
             body = {"mode": "id_fetch", "count": 1, "results": [memory], "memory": memory}

@@ -43,6 +43,13 @@ async def recall(
     context_types: list[str] = Query(default=[]), priority_ids: list[str] = Query(default=[]),
     recency_bias: str = "auto", format: str | None = None, state_debug: bool = False, rerank: bool | None = None,
     time_alias: str = Query(default="", alias="time"), tz: str = "", timezone: str = "",
+    expand_respect_tags: bool = False,
+    # AutoMem's other names of expand_relations, expand_entities and expansion_limit
+    # (its automem/api/recall.py reads them): honoured, not shown in the schema.
+    expand: bool | None = Query(None, include_in_schema=False),
+    expand_associations: bool | None = Query(None, include_in_schema=False),
+    entity_expansion: bool | None = Query(None, include_in_schema=False),
+    relation_expansion_limit: int | None = Query(None, ge=1, le=500, include_in_schema=False),
 ) -> dict[str, Any]:
     """Hybrid recall (AutoMem's parameters and defaults). Current memories only unless
     ``state_mode=history``; a superseded hit comes back as its chain head with
@@ -56,13 +63,25 @@ async def recall(
     ``has_more`` says another page follows, ``total`` is null unless known exactly (the
     ranking was read to its end). ``rerank=true`` asks the configured LLM to reorder the best
     memories, ``rerank=false`` keeps it from doing so under ``AUTOMEM_RECALL_LLM_RERANK``
-    (automem/recall/llm_rerank.py; ``arms`` / ``degraded`` say whether it did). Context
+    (automem/recall/llm_rerank.py; ``arms`` / ``degraded`` say whether it did).
+    ``expand_respect_tags`` keeps expansions to the tag filter too. AutoMem's aliases
+    ``expand`` / ``expand_associations`` (expand_relations), ``entity_expansion``
+    (expand_entities) and ``relation_expansion_limit`` (expansion_limit) are read; the
+    parameters of AutoMem features this service does not have
+    (automem/gateway/schemas.py ``ACCEPTED_UNREAD``) are accepted and change nothing; any
+    other parameter is a 400 naming it (a typo such as ``exclude_tag`` was ignored). Context
     hints, as AutoMem's: ``context`` (a label) and ``context_tags`` boost memories with those
     tags, ``context_types`` memories of those types (an unknown type is a 400 naming
     ``context_types``), ``priority_ids`` those memories; list parameters take repeated and
     comma-separated values alike (automem/recall/ranking.py)."""
     started = time.perf_counter()
+    if format is not None and "\x00" in format:  # read by AutoMem's clients only; the schema says no NUL
+        raise GatewayError(400, "format: contains a NUL character")
     sort = sort or order_by or "score"
+    expand_relations = expand_relations or bool(expand) or bool(expand_associations)
+    expand_entities = expand_entities or bool(entity_expansion)
+    if relation_expansion_limit is not None and expansion_limit == 25:  # AutoMem reads expansion_limit first
+        expansion_limit = relation_expansion_limit
     vector: list[float] = []
     if embedding.strip():
         values = [v.strip() for v in embedding.replace("[", "").replace("]", "").split(",") if v.strip()]
@@ -80,7 +99,8 @@ async def recall(
         expand_min_importance=expand_min_importance, expand_min_strength=expand_min_strength, min_score=min_score,
         context=context, context_tags=_split(context_tags), context_types=_split(context_types),
         priority_ids=_split(priority_ids),
-        recency_bias=recency_bias, tz=tz or timezone, state_debug=state_debug, rerank=rerank)
+        recency_bias=recency_bias, tz=tz or timezone, state_debug=state_debug, rerank=rerank,
+        expand_respect_tags=expand_respect_tags)
     results = [presenters.scored_json(r) for r in found.results]
     return {
         "status": "success", "results": results, "count": len(results),

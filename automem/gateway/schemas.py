@@ -30,6 +30,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, 
 from automem.common.auth import MAX_SCOPE_LENGTH, SCOPE_PATTERN_RE, SCOPE_RE
 from automem.common.jsontext import REPEATED_KEY, RepeatedKeys, inexact_number, key_path, object_pairs
 from automem.common.text import UNPRINTABLE_CLASS
+from automem.gateway.deps import utf8_request_target
 
 
 def _not_a_boolean(value: Any) -> Any:
@@ -239,13 +240,25 @@ SCOPE_PARAMETER_ERROR = "scope: not a query parameter; the scope is the X-Autome
 CREDENTIAL_PARAMETERS = frozenset({"api_key", "admin_token"})
 
 
+#: Query parameters of AutoMem's read routes that belong to AutoMem features this service
+#: does not have (docs/automem-compat.md): accepted, changing nothing, so its clients work
+#: unchanged (mcp-automem sends several; verygoodplugins/automem automem/api/recall.py reads
+#: them). Any other parameter a strict route does not read is refused.
+ACCEPTED_UNREAD = {
+    "/recall": frozenset({"scope_fallback", "auto_decompose", "per_query_limit", "adaptive_floor", "language",
+                          "lang", "active_path", "file_path", "focus_path"}),
+}
+
+
 def strict_query(methods: set[str], path: str) -> bool:
     """Whether a route refuses query parameters it does not read (400 naming the first): every
     route that changes data (any method but GET and HEAD: ``?dry_run=true`` on a route whose
-    dry run is a body field purged for real) and the service's own ``/v1/`` routes. AutoMem's
-    read routes ignore what they do not know, as AutoMem does, so its clients work unchanged
-    (they send e.g. ``format`` to ``/recall``, ../shared/AUTOMEM_API.md)."""
-    return bool(set(methods) - {"GET", "HEAD"}) or path.startswith("/v1/")
+    dry run is a body field purged for real), the service's own ``/v1/`` routes, and the two
+    AutoMem reads with the most options, ``/recall`` and ``/memory/by-tag`` (a typo such as
+    ``exclude_tag`` was ignored and the answer looked right), which accept the names of
+    AutoMem's own parameters too (:data:`ACCEPTED_UNREAD`). AutoMem's other read routes ignore
+    what they do not know, as AutoMem does."""
+    return bool(set(methods) - {"GET", "HEAD"}) or path.startswith("/v1/") or path in ("/recall", "/memory/by-tag")
 
 
 def body_model_fields(route: Any) -> list[str]:
@@ -276,7 +289,7 @@ class JsonBodyRoute(APIRoute):
         strict_delete = self.body_field is None and bool(self.methods & {"DELETE", "POST", "PATCH", "PUT"}) \
             and "requestBody" not in (self.openapi_extra or {})
         refuse_unknown = strict_query(self.methods, self.path)
-        known = {*_query_names(self.dependant), *CREDENTIAL_PARAMETERS}
+        known = {*_query_names(self.dependant), *CREDENTIAL_PARAMETERS, *ACCEPTED_UNREAD.get(self.path, ())}
         in_body = set(body_model_fields(self))
         scoped = _takes_a_key(self.dependant) and "scope" not in known
 
@@ -292,6 +305,9 @@ class JsonBodyRoute(APIRoute):
                 # e.g. ``format``, ../shared/AUTOMEM_API.md), but not a scope (scope_parameter).
                 raise HTTPException(400, SCOPE_PARAMETER_ERROR)
             if refuse_unknown and (unknown := sorted(set(request.query_params) - known)):
+                # A name of bytes that are not UTF-8 is named as sent (the app's dependency
+                # deps.utf8_request_target, which runs after this), not as decoded.
+                utf8_request_target(request)
                 if unknown[0] in in_body:
                     raise HTTPException(400, f"{unknown[0]}: a field of the JSON body, not a query parameter; "
                                              "nothing was done")

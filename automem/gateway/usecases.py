@@ -376,8 +376,8 @@ async def search(call: Caller, *, read: recall_service_pb2.ReadOptions, query: s
                  expand_min_strength: float = 0.0, min_score: float = 0.0, context: str = "",
                  context_tags: Sequence[str] = (), context_types: Sequence[str] = (),
                  priority_ids: Sequence[str] = (), recency_bias: str = "",
-                 tz: str = "", state_debug: bool = False,
-                 rerank: bool | None = None) -> recall_service_pb2.SearchMemoriesResponse:
+                 tz: str = "", state_debug: bool = False, rerank: bool | None = None,
+                 expand_respect_tags: bool = False) -> recall_service_pb2.SearchMemoriesResponse:
     """Ranked hybrid recall (RecallService.SearchMemories) with AutoMem's ``/recall``
     parameters; ``limit`` None = the service's default, the service checks its range.
     ``start``/``end`` and ``tz`` are read by automem/common/timewindow.py (a date-only bound
@@ -393,7 +393,8 @@ async def search(call: Caller, *, read: recall_service_pb2.ReadOptions, query: s
         expand_min_importance=expand_min_importance, expand_min_strength=expand_min_strength,
         min_score=min_score, context=context, context_tags=list(context_tags), context_types=list(context_types),
         priority_ids=list(priority_ids), recency_bias=enum_value(recall_service_pb2.RecencyBias, recency_bias,
-                                                                 "recency_bias"), state_debug=state_debug)
+                                                                 "recency_bias"), state_debug=state_debug,
+        expand_respect_tags=expand_respect_tags)
     if rerank is not None:  # unset: the service's setting decides
         message.rerank = rerank
     if limit is not None:

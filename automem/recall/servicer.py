@@ -782,14 +782,14 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         page = results[request.offset: request.offset + limit]
         # Related memories come after the page, up to expansion_limit (AutoMem), within the
         # request's time window and exclusions (AutoMem applies those; its tag filter only
-        # with expand_respect_tags, which this service does not take), and never one the
+        # with expand_respect_tags, as here), and never one the
         # reader saw already: a result up to this page's end, or an expansion of an earlier
         # page (a neighbour of an earlier result). An expansion can still come back later as
         # a ranked result of a following page.
         if (request.expand_relations or request.expand_entities) and page:
             seen_ids = {r.memory.id for r in results[: request.offset + limit]}
             earlier = [r.memory.id for r in results[: request.offset]]
-            around = dataclasses.replace(filters, tags=[])
+            around = filters if request.expand_respect_tags else dataclasses.replace(filters, tags=[])
             if request.expand_relations:
                 extra = await self._expand(page, scope, read, around, request, seen_ids, earlier)
                 seen_ids.update(r.memory.id for r in extra)

@@ -352,3 +352,34 @@ async def test_expansions_keep_to_the_window_and_exclusions_and_never_repeat_acr
         # Neither the first page's note nor its expansion again (the second page's own note,
         # expanded on the first page, comes as its ranked result: documented).
         assert [h["id"] for h in pages[1]] == [second]
+
+
+async def test_recall_refuses_a_parameter_it_does_not_know_and_reads_automems_other_names(service) -> None:
+    """A typo (``exclude_tag``) on /recall or /memory/by-tag was ignored and the answer looked
+    right; it is a 400 naming it. The parameters of AutoMem features this service has not
+    (mcp-automem sends ``scope_fallback``, ``auto_decompose``, ``language``...) are accepted;
+    AutoMem's other names ``expand`` / ``entity_expansion`` / ``relation_expansion_limit`` are
+    read, and ``expand_respect_tags`` keeps expansions to the tag filter."""
+    tag = f"strict-{uuid.uuid4().hex[:8]}"
+    async with service.http() as http:
+        seed = await _store(http, "The strict parameter seed note.", tags=[tag])
+        other = await _store(http, "A related note without the tag.")
+        r = await http.post("/associate", json={"memory1_id": seed, "memory2_id": other, "type": "RELATES_TO",
+                                                "strength": 0.9})
+        assert r.status_code in (200, 201), r.text
+        for path, params in (("/recall", {"tags": tag, "exclude_tag": "x"}),
+                             ("/memory/by-tag", {"tags": tag, "tag_modes": "all"})):
+            r = await http.get(path, params=params)
+            assert r.status_code == 400 and r.json()["error"].startswith(
+                next(k for k in params if k != "tags") + ": not a parameter"), r.text
+        r = await http.get("/recall", params={"tags": tag, "scope_fallback": "true", "auto_decompose": "false",
+                                              "per_query_limit": "5", "adaptive_floor": "true", "language": "python",
+                                              "active_path": "src/app.py", "format": "json", "api_key": ""})
+        assert r.status_code == 200, r.text
+        for alias in ("expand", "expand_associations"):
+            r = await http.get("/recall", params={"tags": tag, alias: "true"})
+            assert [h["id"] for h in r.json()["results"]] == [seed, other], (alias, r.text)
+        r = await http.get("/recall", params={"tags": tag, "expand": "true", "relation_expansion_limit": 1})
+        assert r.json()["expansion"]["expansion_limit"] == 1
+        r = await http.get("/recall", params={"tags": tag, "expand_relations": "true", "expand_respect_tags": "true"})
+        assert [h["id"] for h in r.json()["results"]] == [seed]  # the related note lacks the tag

@@ -80,7 +80,7 @@ class ReadOptions(_message.Message):
     def __init__(self, as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., known_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., state_mode: _Optional[_Union[StateMode, str]] = ..., include_archived: _Optional[bool] = ..., include_pending: _Optional[bool] = ...) -> None: ...
 
 class SearchMemoriesRequest(_message.Message):
-    __slots__ = ("scope", "query", "queries", "embedding", "limit", "offset", "sort", "time_query", "tz", "start_time", "end_time", "tags", "tag_mode", "tag_match", "exclude_tags", "read", "expand_relations", "expand_entities", "relation_limit", "expansion_limit", "expand_min_importance", "expand_min_strength", "min_score", "context", "context_tags", "context_types", "priority_ids", "recency_bias", "state_debug", "rerank")
+    __slots__ = ("scope", "query", "queries", "embedding", "limit", "offset", "sort", "time_query", "tz", "start_time", "end_time", "tags", "tag_mode", "tag_match", "exclude_tags", "read", "expand_relations", "expand_entities", "relation_limit", "expansion_limit", "expand_min_importance", "expand_min_strength", "min_score", "context", "context_tags", "context_types", "priority_ids", "recency_bias", "state_debug", "rerank", "expand_respect_tags")
     SCOPE_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
     QUERIES_FIELD_NUMBER: _ClassVar[int]
@@ -111,6 +111,7 @@ class SearchMemoriesRequest(_message.Message):
     RECENCY_BIAS_FIELD_NUMBER: _ClassVar[int]
     STATE_DEBUG_FIELD_NUMBER: _ClassVar[int]
     RERANK_FIELD_NUMBER: _ClassVar[int]
+    EXPAND_RESPECT_TAGS_FIELD_NUMBER: _ClassVar[int]
     scope: str
     query: str
     queries: _containers.RepeatedScalarFieldContainer[str]
@@ -141,7 +142,8 @@ class SearchMemoriesRequest(_message.Message):
     recency_bias: RecencyBias
     state_debug: bool
     rerank: bool
-    def __init__(self, scope: _Optional[str] = ..., query: _Optional[str] = ..., queries: _Optional[_Iterable[str]] = ..., embedding: _Optional[_Iterable[float]] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ..., sort: _Optional[_Union[SortOrder, str]] = ..., time_query: _Optional[str] = ..., tz: _Optional[str] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., tags: _Optional[_Iterable[str]] = ..., tag_mode: _Optional[_Union[TagMode, str]] = ..., tag_match: _Optional[_Union[TagMatch, str]] = ..., exclude_tags: _Optional[_Iterable[str]] = ..., read: _Optional[_Union[ReadOptions, _Mapping]] = ..., expand_relations: _Optional[bool] = ..., expand_entities: _Optional[bool] = ..., relation_limit: _Optional[int] = ..., expansion_limit: _Optional[int] = ..., expand_min_importance: _Optional[float] = ..., expand_min_strength: _Optional[float] = ..., min_score: _Optional[float] = ..., context: _Optional[str] = ..., context_tags: _Optional[_Iterable[str]] = ..., context_types: _Optional[_Iterable[str]] = ..., priority_ids: _Optional[_Iterable[str]] = ..., recency_bias: _Optional[_Union[RecencyBias, str]] = ..., state_debug: _Optional[bool] = ..., rerank: _Optional[bool] = ...) -> None: ...
+    expand_respect_tags: bool
+    def __init__(self, scope: _Optional[str] = ..., query: _Optional[str] = ..., queries: _Optional[_Iterable[str]] = ..., embedding: _Optional[_Iterable[float]] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ..., sort: _Optional[_Union[SortOrder, str]] = ..., time_query: _Optional[str] = ..., tz: _Optional[str] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., tags: _Optional[_Iterable[str]] = ..., tag_mode: _Optional[_Union[TagMode, str]] = ..., tag_match: _Optional[_Union[TagMatch, str]] = ..., exclude_tags: _Optional[_Iterable[str]] = ..., read: _Optional[_Union[ReadOptions, _Mapping]] = ..., expand_relations: _Optional[bool] = ..., expand_entities: _Optional[bool] = ..., relation_limit: _Optional[int] = ..., expansion_limit: _Optional[int] = ..., expand_min_importance: _Optional[float] = ..., expand_min_strength: _Optional[float] = ..., min_score: _Optional[float] = ..., context: _Optional[str] = ..., context_tags: _Optional[_Iterable[str]] = ..., context_types: _Optional[_Iterable[str]] = ..., priority_ids: _Optional[_Iterable[str]] = ..., recency_bias: _Optional[_Union[RecencyBias, str]] = ..., state_debug: _Optional[bool] = ..., rerank: _Optional[bool] = ..., expand_respect_tags: _Optional[bool] = ...) -> None: ...
 
 class ScoredMemory(_message.Message):
     __slots__ = ("memory", "score", "final_score", "match_type", "score_components", "replaces_id", "relation_type", "relation_from", "relation_strength")
