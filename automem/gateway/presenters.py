@@ -533,16 +533,18 @@ def graph_node_json(node: recall_service_pb2.GraphNode) -> dict[str, Any]:
     """A graph node: :func:`memory_json` plus AutoMem's viewer fields (``color`` by type,
     ``radius`` 0.5 + 1.5 x importance, ``opacity`` 0.4 + 0.6 x confidence) and the state
     pass's verdict: ``is_current``, ``current_id`` (the head of a superseded memory's chain),
-    ``style`` ("current" or "superseded"); a superseded node is drawn at
-    :data:`SUPERSEDED_OPACITY`. ``similarity`` (semantic neighbours) and ``depth`` (graph
-    neighbours) when set."""
+    ``style``: "current", "superseded" (replaced: SUPERSEDED), or "not_current" (expired, not
+    yet valid, archived, pending or deleted: every one was drawn "superseded"); a node that is
+    not current is drawn at :data:`SUPERSEDED_OPACITY`. ``similarity`` (semantic neighbours)
+    and ``depth`` (graph neighbours) when set."""
     memory = node.memory
     kind = type_name(memory.type) or "Memory"
     body = memory_json(
         memory, color=TYPE_COLORS.get(kind, TYPE_COLORS["Memory"]), radius=round(0.5 + memory.importance * 1.5, 4),
         opacity=round(0.4 + memory.confidence * 0.6, 4) if node.is_current else SUPERSEDED_OPACITY,
         is_current=node.is_current, current_id=node.current_id or None,
-        style="current" if node.is_current else "superseded")
+        style="current" if node.is_current else
+        "superseded" if memory.state == memory_pb2.MEMORY_STATE_SUPERSEDED else "not_current")
     if node.similarity:
         body["similarity"] = node.similarity
     if node.depth:

@@ -120,6 +120,15 @@ async def test_graph_neighbors_contract(service) -> None:
         assert near[ids["old"]]["style"] == "superseded" and near[ids["old"]]["current_id"] == ids["new"]
         assert near[ids["b"]]["style"] == "current"
         assert body["semantic_neighbors"] == [] and body["meta"]["depth"] == 1
+        # A neighbour that expired, or is not valid yet, is not current; it was drawn "superseded".
+        for when in ({"t_valid": "2020-01-01T00:00:00Z", "t_invalid": "2021-01-01T00:00:00Z"},
+                     {"t_valid": "2999-01-01T00:00:00Z"}):
+            other = await _store(http, f"Graph view neighbour outside its window {when}.", **when)
+            await _associate(http, ids["a"], other)
+            r = await http.get(f"/graph/neighbors/{ids['a']}", params={"include_semantic": "false",
+                                                                        "state_mode": "history"})
+            node = {n["id"]: n for n in r.json()["graph_neighbors"]}[other]
+            assert node["style"] == "not_current" and node["is_current"] is False, node
         edges = {(e["source"], e["type"], e["target"]) for e in body["edges"]}
         assert {(ids["a"], "RELATES_TO", ids["b"]), (ids["a"], "RELATES_TO", ids["old"])} <= edges
         assert all(e["source"] == ids["a"] or e["target"] == ids["a"] for e in body["edges"])

@@ -16,6 +16,8 @@ document.addEventListener("DOMContentLoaded", function () {
       { selector: "node[role = 'center']", style: { width: 34, height: 34, "border-width": 3, "border-color": "#0f172a" } },
       { selector: "node[style = 'superseded']", style: { opacity: 0.45, "border-width": 2, "border-style": "dashed",
         "border-color": "#6b7280", "background-color": "#ffffff" } },
+      { selector: "node[style = 'not_current']", style: { opacity: 0.45, "border-width": 2, "border-style": "dotted",
+        "border-color": "#6b7280", "background-color": "#ffffff" } },
       { selector: "node[role = 'entity']", style: { shape: "round-rectangle", width: 16, height: 16, "font-size": 9 } },
       { selector: "edge", style: { width: 2, "line-color": "data(color)", "target-arrow-color": "data(color)",
         "target-arrow-shape": "triangle", "curve-style": "bezier", label: "data(type)", "font-size": 8,
