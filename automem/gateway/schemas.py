@@ -20,8 +20,10 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections import Counter
 from collections.abc import Callable, Coroutine
-from typing import Annotated, Any, Literal, get_args
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from fastapi import HTTPException, Request, Response
 from fastapi.routing import APIRoute
@@ -203,6 +205,20 @@ def _query_names(dependant: Any) -> set[str]:
     return names
 
 
+def _list_names(dependant: Any) -> set[str]:
+    """The query parameters (aliases) a route and its dependencies read as lists (repeatable)."""
+    def is_list(annotation: Any) -> bool:
+        if get_origin(annotation) in (list, tuple, set, frozenset):
+            return True
+        return any(is_list(a) for a in get_args(annotation) if a is not type(None)) \
+            if get_origin(annotation) in (Union, UnionType) else False
+
+    names = {p.alias for p in dependant.query_params if is_list(p.field_info.annotation)}
+    for sub in dependant.dependencies:
+        names |= _list_names(sub)
+    return names
+
+
 def _takes_a_key(dependant: Any) -> bool:
     """Whether a route or one of its dependencies reads the caller's key (automem/gateway/deps.py
     ``principal``): the routes that act in a scope (the public probes do not)."""
@@ -290,6 +306,8 @@ class JsonBodyRoute(APIRoute):
             and "requestBody" not in (self.openapi_extra or {})
         refuse_unknown = strict_query(self.methods, self.path)
         known = {*_query_names(self.dependant), *CREDENTIAL_PARAMETERS, *ACCEPTED_UNREAD.get(self.path, ())}
+        # Parameters that may repeat: the lists, and those read by no one here.
+        repeatable = {*_list_names(self.dependant), *ACCEPTED_UNREAD.get(self.path, ())}
         in_body = set(body_model_fields(self))
         scoped = _takes_a_key(self.dependant) and "scope" not in known
 
@@ -315,6 +333,12 @@ class JsonBodyRoute(APIRoute):
                                          f"{', '.join(sorted(known - CREDENTIAL_PARAMETERS)) or 'none'}); "
                                          "the scope is the X-Automem-Scope header" +
                                          ("" if request.method in ("GET", "HEAD") else "; nothing was done"))
+            if refuse_unknown:
+                # One value each: ``limit=5&limit=7`` read the last (AutoMem, on Flask, the first).
+                given = Counter(name for name, _ in request.query_params.multi_items())
+                if twice := sorted(n for n, count in given.items() if count > 1 and n not in repeatable):
+                    raise HTTPException(400, f"{twice[0]}: given {given[twice[0]]} times; it takes one value" +
+                                        ("" if request.method in ("GET", "HEAD") else "; nothing was done"))
             if strict_delete:
                 raw = await request.body()
                 if raw.strip():

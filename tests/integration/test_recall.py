@@ -372,6 +372,12 @@ async def test_recall_refuses_a_parameter_it_does_not_know_and_reads_automems_ot
             r = await http.get(path, params=params)
             assert r.status_code == 400 and r.json()["error"].startswith(
                 next(k for k in params if k != "tags") + ": not a parameter"), r.text
+        # One value each (the last was read; AutoMem reads the first); lists repeat.
+        for path in ("/recall", "/memory/by-tag"):
+            r = await http.get(f"{path}?tags={tag}&tags=other&limit=5&limit=7")
+            assert r.status_code == 400 and r.json()["error"].startswith("limit: given 2 times"), r.text
+        r = await http.delete(f"/memory/{seed}?purge=false&purge=true")
+        assert r.status_code == 400 and r.json()["error"].startswith("purge: given 2 times"), r.text
         r = await http.get("/recall", params={"tags": tag, "scope_fallback": "true", "auto_decompose": "false",
                                               "per_query_limit": "5", "adaptive_floor": "true", "language": "python",
                                               "active_path": "src/app.py", "format": "json", "api_key": ""})
