@@ -352,6 +352,20 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
         its state and validity window."""
         if order_by and sort == "score":
             sort = order_by  # AutoMem reads order_by when sort is absent (automem/api/recall.py)
+        if memory_id is not None and not memory_id.strip():  # it fell through to a ranked search
+            raise ToolError("memory_id: must not be empty")
+        if exhaustive:  # a listing by tag: the ranking's options would be dropped
+            ranked_only = {"query": query, "queries": queries, "embedding": embedding, "exclude_tags": exclude_tags,
+                           "time_query": time_query, "start": start, "end": end,
+                           "min_score": min_score or None, "sort": None if sort == "score" else sort,
+                           "expand_relations": expand_relations or None, "expand_entities": expand_entities or None,
+                           "context": context, "context_tags": context_tags, "context_types": context_types,
+                           "priority_ids": priority_ids}
+            if given := [name for name, value in ranked_only.items() if value]:
+                raise ToolError(f"{given[0]}: not with exhaustive (a listing by tag, newest first); "
+                                "leave exhaustive out for a ranked search")
+        elif page_token and not memory_id:
+            raise ToolError("page_token: only with exhaustive (a listing by tag); ranked results page by offset")
         with _tool_errors():
             read = usecases.read_options(as_of, known_at, state_mode, current_only)
             if memory_id:

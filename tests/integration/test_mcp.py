@@ -372,6 +372,12 @@ async def test_batch_modes_refuse_what_they_would_drop_and_arguments_read_as_res
                                                               both["memory_id"]}
         listing, _ = await call(client, "recall_memory", tags=[tag], exhaustive=True)
         assert listing["limit"] == 20
+        # A mode's options are refused in the other mode, not dropped; an empty id is no id.
+        for arguments, named in (({"tags": [tag], "exhaustive": True, "query": "paging"}, "query"),
+                                 ({"tags": [tag], "exhaustive": True, "min_score": 0.5}, "min_score"),
+                                 ({"query": tag, "page_token": "garbage"}, "page_token"),
+                                 ({"memory_id": ""}, "memory_id")):
+            assert named in await call_error(client, "recall_memory", **arguments), arguments
         many = [{"content": f"{tag} bulk memory number {i} about paging"} for i in range(105)]
         await call(client, "store_memory", memories=many)
         ranked, text = await call(client, "recall_memory", query=f"{tag} bulk memory paging", limit=500)
