@@ -172,7 +172,14 @@ class HeadAsGet:
                 ended = True
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-        await self.app({**scope, "method": "GET"}, receive, send_headers_only)
+        inner = {**scope, "method": "GET"}
+        try:
+            await self.app(inner, receive, send_headers_only)
+        finally:
+            # What routing found (the metrics middleware outside reads the route template).
+            for key in ("route", "endpoint", "root_path", "path_params"):
+                if key in inner:
+                    scope[key] = inner[key]
 
 
 def _parameter_holding(request: Request, value: str) -> str:

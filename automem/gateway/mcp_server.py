@@ -50,7 +50,7 @@ from automem.common.text import text_key
 from automem.gateway import presenters, usecases
 from automem.gateway.deps import Caller, credentials, split_values
 from automem.gateway.errors import GatewayError
-from automem.gateway.schemas import BatchMemoryItem, MemoryRequest, Number
+from automem.gateway.schemas import BatchMemoryItem, Integer, MemoryRequest, Number
 
 INSTRUCTIONS = (
     "automem is the agent's persistent long-term memory (graph + vectors). Use recall_memory to "
@@ -161,16 +161,17 @@ OptStr = str | None
 #: would read ``true`` as 1.0), as the REST routes take them.
 OptFloat = Number | None
 OptList = list[str] | None
-#: A protobuf int32: a number beyond it cannot be sent (the service checks the real range). A
-#: JSON integer only: pydantic's lax mode read ``true`` as 1 and ``"5"`` as 5.
-Int32 = Annotated[int, Field(strict=True, ge=-(2**31), le=2**31 - 1)]
+#: A protobuf int32: a number beyond it cannot be sent (the service checks the real range). An
+#: integer (``2.0`` too, as JSON Schema's ``integer``), never a boolean (pydantic's lax mode
+#: read ``true`` as 1).
+Int32 = Annotated[Integer, Field(ge=-(2**31), le=2**31 - 1)]
 
 
 def Bounded(low: int, high: int) -> Any:
     """A JSON integer argument in ``low..high`` (the range the REST route declares,
     automem/gateway/routes_graph.py): beyond it, a tool error naming the argument (a number
     past int32 was an unnamed internal error, and 0 silently read as the default)."""
-    return Annotated[int, Field(strict=True, ge=low, le=high)]
+    return Annotated[Integer, Field(ge=low, le=high)]
 
 
 #: A number in 0..1 (importance, strength), never a boolean.
@@ -359,6 +360,12 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
                            "time_query": time_query, "start": start, "end": end,
                            "min_score": min_score or None, "sort": None if sort == "score" else sort,
                            "expand_relations": expand_relations or None, "expand_entities": expand_entities or None,
+                           "expand_respect_tags": expand_respect_tags or None,
+                           "relation_limit": None if relation_limit == 5 else relation_limit,
+                           "expansion_limit": None if expansion_limit == 25 else expansion_limit,
+                           "expand_min_importance": expand_min_importance or None,
+                           "expand_min_strength": expand_min_strength or None,
+                           "recency_bias": None if recency_bias == "auto" else recency_bias,
                            "context": context, "context_tags": context_tags, "context_types": context_types,
                            "priority_ids": priority_ids}
             if given := [name for name, value in ranked_only.items() if value]:

@@ -49,7 +49,9 @@ def method_attribute(method: str) -> str:
 def _route_template(scope: dict[str, Any]) -> str:
     """The matched route's template: a FastAPI route's path format; an ASGI endpoint's
     ``route_template`` (the MCP endpoint, automem/gateway/mcp_mount.py); a mounted app's
-    prefix plus ``/{path}`` (Starlette's Mount sets ``root_path``); else :data:`UNMATCHED`."""
+    prefix plus ``/{path}`` (Starlette's Mount sets ``root_path``); a plain Starlette route
+    without path parameters (``/openapi.json``), its path; else :data:`UNMATCHED`. A HEAD is
+    routed as a GET (automem/gateway/app.py ``HeadAsGet`` copies what routing found back)."""
     route = scope.get("route")
     path = getattr(route, "path_format", None) or getattr(route, "path", None)
     if path:
@@ -60,6 +62,8 @@ def _route_template(scope: dict[str, Any]) -> str:
         return template
     if endpoint is not None and scope.get("root_path"):
         return f"{scope['root_path']}/{{path}}"
+    if endpoint is not None and not scope.get("path_params"):  # a plain route (/openapi.json): no parameter in it
+        return scope.get("path") or UNMATCHED
     return UNMATCHED
 
 

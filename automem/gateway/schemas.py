@@ -54,6 +54,8 @@ NAMED = {"pattern": "^[^\\u0000]*[^\\s\\u0000\\u001c-\\u001f\\u0085][^\\u0000]*$
 #: boolean, never NaN or an infinity (``"NaN"`` as a string passed the body's JSON check and
 #: every range check: ``strength`` reached the graph's query, a 500).
 Number = Annotated[float, BeforeValidator(_not_a_boolean), Field(allow_inf_nan=False)]
+#: A JSON integer (``2.0`` and ``"2"`` as pydantic reads them too), never a boolean.
+Integer = Annotated[int, BeforeValidator(_not_a_boolean)]
 #: An ETag value in a body: a version number or its text, never a boolean.
 EtagValue = Annotated[int | str, BeforeValidator(_not_a_boolean)]
 

@@ -109,6 +109,10 @@ RESOLVE_SLACK = 10
 #: every recall made an overloaded service slower the longer its backlog grew (the soak of
 #: docs/benchmarks.md "The vector shard shared with the children, and mixed load").
 UNEMBEDDED_SCAN_MAX = 200
+#: Most earlier pages whose expansions a page of an expanding recall works out again, so as
+#: not to repeat them (``_expansions``); a page deeper than that may repeat an expansion of a
+#: page this many before it.
+EXPANSION_PAGES_MAX = 50
 #: Most memories deleted since a past ``known_at`` a recall at it scores by their text
 #: (``_lexical``): the latest deleted first.
 DELETED_SCAN_MAX = 1000
@@ -782,20 +786,12 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         page = results[request.offset: request.offset + limit]
         # Related memories come after the page, up to expansion_limit (AutoMem), within the
         # request's time window and exclusions (AutoMem applies those; its tag filter only
-        # with expand_respect_tags, as here), and never one the
-        # reader saw already: a result up to this page's end, or an expansion of an earlier
-        # page (a neighbour of an earlier result). An expansion can still come back later as
-        # a ranked result of a following page.
+        # with expand_respect_tags, as here), and never one the reader saw already: a result up
+        # to this page's end, or an expansion of an earlier page (``_expansions``). An expansion
+        # can still come back later as a ranked result of a following page.
         if (request.expand_relations or request.expand_entities) and page:
-            seen_ids = {r.memory.id for r in results[: request.offset + limit]}
-            earlier = [r.memory.id for r in results[: request.offset]]
             around = filters if request.expand_respect_tags else dataclasses.replace(filters, tags=[])
-            if request.expand_relations:
-                extra = await self._expand(page, scope, read, around, request, seen_ids, earlier)
-                seen_ids.update(r.memory.id for r in extra)
-                page.extend(extra)
-            if request.expand_entities:
-                page.extend(await self._expand_entities(page, scope, read, around, request, seen_ids, earlier))
+            page.extend(await self._expansions(results, request.offset, limit, scope, read, around, request))
         response = recall_service_pb2.SearchMemoriesResponse(
             results=page, arms=arms_run, degraded=degraded, start_time=window_timestamp(start),
             end_time=window_timestamp(end),
@@ -960,73 +956,88 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
                     return ids
         return await self.graph.memories.list_ids(filters, states, limit, order=order, descending=descending)
 
-    async def _expand(self, results: list[recall_service_pb2.ScoredMemory], scope: str, read: ReadAt,
-                      filters: Filters, request: Any, seen: set[str], earlier: list[str]
-                      ) -> list[recall_service_pb2.ScoredMemory]:
-        """Memories linked to the page's top ``relation_limit`` hits (``results``), up to
-        ``expansion_limit``, ``match_type="relation"``: not in ``seen`` (shown already), not a
-        neighbour of an ``earlier`` result (an earlier page's expansion), passing ``filters``
-        (time window, exclusions) and the expand_min_* bounds."""
+    async def _expansions(self, results: list[recall_service_pb2.ScoredMemory], offset: int, limit: int,
+                          scope: str, read: ReadAt, filters: Filters,
+                          request: Any) -> list[recall_service_pb2.ScoredMemory]:
+        """The expansions of the page ``results[offset:offset+limit]``: memories linked to its
+        top ``relation_limit`` hits (``match_type="relation"``, with ``expand_relations``),
+        then memories mentioning an entity they mention (``match_type="entity"``, with
+        ``expand_entities``), each kind up to ``expansion_limit`` counted after the filters
+        (AutoMem's order: a neighbour outside ``filters`` or under the expand_min_* bounds
+        takes no place), a memory once.
+
+        No page repeats what the reader saw: a result up to the page's end, or an expansion of
+        an earlier page. The earlier pages (stepping back from ``offset`` by ``limit``, at most
+        :data:`EXPANSION_PAGES_MAX`) have their expansions worked out again, in order, from
+        the same reads (one neighbour query, one co-mention query, one hydration for them
+        all), so a memory none of them showed still comes (excluding every neighbour of an
+        earlier result hid such memories for good: break-it review). Scores: the seed's
+        score x relation weight x the edge strength (at least 0.1), or x 0.5 per shared
+        entity (at most 1)."""
         from automem.common.model import AUTHORABLE_RELATIONS
 
-        seeds = [r.memory.id for r in results[: request.relation_limit or 5]]
-        edges = await self.graph.relations.neighbours([*seeds, *earlier],
-                                                      AUTHORABLE_RELATIONS + ("SIMILAR_TO", "DISCOVERED"), scope)
-        before = set(earlier)
-        have = set(seen) | {other for seed, _rel, other, _s in edges if seed in before}
-        extra_ids = [(other, rel, strength, seed) for seed, rel, other, strength in edges
-                     if seed not in before and other not in have and strength >= request.expand_min_strength]
-        extra_ids = extra_ids[: request.expansion_limit or 25]
-        found = await hydrate_at(self.graph, [e[0] for e in extra_ids], scope, read)
+        ends = list(range(offset, 0, -limit))[:EXPANSION_PAGES_MAX][::-1]  # earlier pages' ends
+        pages = [(max(end - limit, 0), end) for end in ends] + [(offset, offset + limit)]
+        seeds_of = [[r.memory.id for r in results[a:b][: request.relation_limit or 5]] for a, b in pages]
+        seeds = [i for ids in seeds_of for i in ids]
         score_of = {r.memory.id: r.score for r in results}
-        out: list[recall_service_pb2.ScoredMemory] = []
-        mems = [found[e[0]] for e in extra_ids if e[0] in found]
-        resolved = await resolve(self.graph, mems, scope, read)
-        info = {e[0]: e for e in extra_ids}
-        for memory, res in zip(mems, resolved, strict=True):
-            if (res is None or res.memory.id in have or res.memory.importance < request.expand_min_importance
-                    or not filters.matches(res.memory)):
-                continue
-            _other, rel, strength, seed = info[memory.id]
-            score = score_of.get(seed, 0.0) * self.settings.search_weight_relation * max(strength, 0.1)
-            have.add(res.memory.id)
-            out.append(recall_service_pb2.ScoredMemory(
-                memory=res.memory, score=score, final_score=score, match_type="relation",
-                score_components={"relation": score}, relation_type=rel, replaces_id=res.replaces_id,
-                relation_from=seed, relation_strength=strength))
-        return out
+        edges = await self.graph.relations.neighbours(seeds, AUTHORABLE_RELATIONS + ("SIMILAR_TO", "DISCOVERED"),
+                                                      scope) if request.expand_relations else []
+        mentions = await self.graph.entities.co_mentioned(seeds, scope) if request.expand_entities else []
+        linked: dict[str, list[tuple[str, str, float]]] = {}
+        for seed, rel, other, strength in edges:
+            linked.setdefault(seed, []).append((other, rel, strength))
+        for row in linked.values():  # strongest first, then by id: every page reads one order
+            row.sort(key=lambda e: (-e[2], e[0], e[1]))
+        shared_with: dict[str, list[tuple[str, int]]] = {}
+        for seed, other, shared in mentions:
+            shared_with.setdefault(seed, []).append((other, shared))
+        candidates = list(dict.fromkeys([e[2] for e in edges] + [m[1] for m in mentions]))
+        found = await hydrate_at(self.graph, candidates, scope, read)
+        mems = [found[i] for i in candidates if i in found]
+        current = {m.id: res for m, res in zip(mems, await resolve(self.graph, mems, scope, read), strict=True)}
+        weight, cap = self.settings.search_weight_relation, request.expansion_limit or 25
 
-    async def _expand_entities(self, results: list[recall_service_pb2.ScoredMemory], scope: str, read: ReadAt,
-                               filters: Filters, request: Any, seen: set[str], earlier: list[str]
-                               ) -> list[recall_service_pb2.ScoredMemory]:
-        """Memories that mention an entity the top ``relation_limit`` hits mention (MENTIONS
-        edges to Entity nodes, written by enrichment), ``match_type="entity"``; score = the
-        seed's score x relation weight x 0.5 (one shared entity) up to x 1 (several). Left
-        out as in :meth:`_expand`: ``seen``, co-mentioned with an ``earlier`` result, outside
-        ``filters``."""
-        seeds = [r.memory.id for r in results[: request.relation_limit or 5]]
-        rows = await self.graph.entities.co_mentioned([*seeds, *earlier], scope)
-        before = set(earlier)
-        have = set(seen) | {other for seed, other, _n in rows if seed in before}
-        score_of = {r.memory.id: r.score for r in results}
-        best: dict[str, float] = {}
-        for seed, other, shared in rows:
-            if seed not in before and other not in have:
-                score = score_of.get(seed, 0.0) * self.settings.search_weight_relation * min(0.5 * shared, 1.0)
-                best[other] = max(best.get(other, 0.0), score)
-        ordered = sorted(best, key=lambda i: -best[i])[: request.expansion_limit or 25]
-        found = await hydrate_at(self.graph, ordered, scope, read)
-        mems = [found[i] for i in ordered if i in found]
+        def admit(other: str, taken: set[str]) -> Any:
+            res = current.get(other)
+            if (other in taken or res is None or res.memory.id in taken
+                    or res.memory.importance < request.expand_min_importance or not filters.matches(res.memory)):
+                return None
+            taken.update((other, res.memory.id))
+            return res
+
+        taken: set[str] = set()
         out: list[recall_service_pb2.ScoredMemory] = []
-        for memory, res in zip(mems, await resolve(self.graph, mems, scope, read), strict=True):
-            if (res is None or res.memory.id in have or res.memory.importance < request.expand_min_importance
-                    or not filters.matches(res.memory)):
-                continue
-            have.add(res.memory.id)
-            score = best[memory.id]
-            out.append(recall_service_pb2.ScoredMemory(
-                memory=res.memory, score=score, final_score=score, match_type="entity",
-                score_components={"entity": score}, replaces_id=res.replaces_id))
+        for (_start, end), page_seeds in zip(pages, seeds_of, strict=True):
+            taken.update(r.memory.id for r in results[:end])
+            out, relations = [], 0
+            for seed in page_seeds if request.expand_relations else ():
+                for other, rel, strength in linked.get(seed, ()):
+                    if relations >= cap:
+                        break
+                    if strength < request.expand_min_strength or (res := admit(other, taken)) is None:
+                        continue
+                    relations += 1
+                    score = score_of.get(seed, 0.0) * weight * max(strength, 0.1)
+                    out.append(recall_service_pb2.ScoredMemory(
+                        memory=res.memory, score=score, final_score=score, match_type="relation",
+                        score_components={"relation": score}, relation_type=rel, replaces_id=res.replaces_id,
+                        relation_from=seed, relation_strength=strength))
+            best: dict[str, float] = {}
+            for seed in page_seeds if request.expand_entities else ():
+                for other, shared in shared_with.get(seed, ()):
+                    score = score_of.get(seed, 0.0) * weight * min(0.5 * shared, 1.0)
+                    best[other] = max(best.get(other, 0.0), score)
+            entities = 0
+            for other in sorted(best, key=lambda i: (-best[i], i)):
+                if entities >= cap:
+                    break
+                if (res := admit(other, taken)) is None:
+                    continue
+                entities += 1
+                out.append(recall_service_pb2.ScoredMemory(
+                    memory=res.memory, score=best[other], final_score=best[other], match_type="entity",
+                    score_components={"entity": best[other]}, replaces_id=res.replaces_id))
         return out
 
     # --- other reads ---------------------------------------------------------------

@@ -372,9 +372,16 @@ async def test_batch_modes_refuse_what_they_would_drop_and_arguments_read_as_res
                                                               both["memory_id"]}
         listing, _ = await call(client, "recall_memory", tags=[tag], exhaustive=True)
         assert listing["limit"] == 20
+        # An integer written 2.0 (as some tool-call writers do) is an integer, not a boolean.
+        two, _ = await call(client, "recall_memory", tags=[tag], exhaustive=True, limit=2.0)
+        assert two["limit"] == 2
         # A mode's options are refused in the other mode, not dropped; an empty id is no id.
         for arguments, named in (({"tags": [tag], "exhaustive": True, "query": "paging"}, "query"),
                                  ({"tags": [tag], "exhaustive": True, "min_score": 0.5}, "min_score"),
+                                 ({"tags": [tag], "exhaustive": True, "recency_bias": "on"}, "recency_bias"),
+                                 ({"tags": [tag], "exhaustive": True, "relation_limit": 3}, "relation_limit"),
+                                 ({"tags": [tag], "exhaustive": True, "expand_min_importance": 0.9},
+                                  "expand_min_importance"),
                                  ({"query": tag, "page_token": "garbage"}, "page_token"),
                                  ({"memory_id": ""}, "memory_id")):
             assert named in await call_error(client, "recall_memory", **arguments), arguments

@@ -72,6 +72,8 @@ async def test_one_process_exports_every_family_on_its_metrics_port(settings: Se
             for made_up in ("M1", "M2", "PROPFIND"):
                 assert (await http.request(made_up, "/health")).status_code in (400, 405)
             assert (await http.get("/console/static/console.css")).status_code == 200
+            assert (await http.head("/health")).status_code == 200  # routed as a GET: its route
+            assert (await http.get("/openapi.json")).status_code == 200
             mcp = await http.post("/mcp", headers={"Accept": "application/json, text/event-stream"}, json={
                 "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
                     "protocolVersion": "2025-03-26", "capabilities": {},
@@ -125,6 +127,9 @@ async def test_one_process_exports_every_family_on_its_metrics_port(settings: Se
                      http_response_status_code="200") == 1
         assert delta(f"{http_hist}_count", http_route="/console/static/{path}", http_request_method="GET",
                      http_response_status_code="200") == 1
+        assert delta(f"{http_hist}_count", http_route="/health", http_request_method="HEAD",
+                     http_response_status_code="200") == 1
+        assert delta(f"{http_hist}_count", http_route="/openapi.json", http_request_method="GET") == 1
         assert not any(memory_id in str(s.labels) for s in after[f"{http_hist}_count"])
 
         # Stores: FalkorDB (writes, reads, pipelined reads) and the vector store, by operation.

@@ -353,6 +353,26 @@ async def test_expansions_keep_to_the_window_and_exclusions_and_never_repeat_acr
         # expanded on the first page, comes as its ranked result: documented).
         assert [h["id"] for h in pages[1]] == [second]
 
+        # A memory no page showed still comes: linked to a result of the first page that was no
+        # seed (relation_limit 1) and to the second page's seed, it was hidden on both pages.
+        quiet = f"{tag}-quiet"
+        alpha, beta, gamma, delta = [await _store(http, f"The {w} report.", tags=[quiet],
+                                                  timestamp=f"2026-01-0{i + 1}T00:00:00Z")
+                                     for i, w in enumerate(("alpha", "beta", "gamma", "delta"))]
+        lemur = await _store(http, "A shared note about lemurs.")
+        await link(beta, lemur)
+        await link(gamma, lemur)
+        pages = [(await http.get("/recall", params={"tags": quiet, "sort": "time_asc", "limit": 2, "offset": offset,
+                                                    "relation_limit": 1, "expand_relations": "true"})).json()["results"]
+                 for offset in (0, 2)]
+        assert [h["id"] for h in pages[0]] == [alpha, beta]
+        assert [h["id"] for h in pages[1]] == [gamma, delta, lemur]
+        # expansion_limit counts what passes the filters: an excluded neighbour takes no place.
+        await link(seed, await _store(http, "Another related note, kept.", timestamp="2026-07-07T12:00:00Z"))
+        r = await http.get("/recall", params={**base, "exclude_tags": "leave-out", "start": "2026-07-01",
+                                              "end": "2026-07-10", "expansion_limit": 2})
+        assert len([h for h in r.json()["results"] if h["match_type"] == "relation"]) == 2, r.text
+
 
 async def test_recall_refuses_a_parameter_it_does_not_know_and_reads_automems_other_names(service) -> None:
     """A typo (``exclude_tag``) on /recall or /memory/by-tag was ignored and the answer looked
