@@ -29,6 +29,7 @@ import errno
 import fcntl
 import logging
 import os
+import random
 import re
 import shutil
 import signal
@@ -84,14 +85,48 @@ def free_port(host: str = "127.0.0.1") -> int:
     """Return a TCP port on ``host`` that was free a moment ago.
 
     The port is released before returning, so another process may take it (callers that
-    start a server on it should retry on "address in use").
+    start a server on it should retry on "address in use"). It is picked at random below the
+    kernel's ephemeral range (``/proc/sys/net/ipv4/ip_local_port_range``, :func:`_below_ephemeral`):
+    a port the kernel hands out itself (to an outgoing connection, or a bind to port 0) was
+    often taken again before the server meant for it bound it on a busy machine (a child
+    process of ``automem up`` then failed with "address already in use"). Ports the kernel
+    picks (bind to 0) when that range is unknown or too small.
 
     Raises:
         OSError: when no socket can be bound on ``host``.
     """
+    span = _below_ephemeral()
+    for _ in range(32 if span else 0):
+        port = random.randint(*span)
+        if port in _handed_out:  # released, but likely about to be bound by whom it went to
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+        _handed_out.append(port)
+        return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
+
+
+#: The ports :func:`free_port` returned last in this process: not returned again soon.
+_handed_out: collections.deque[int] = collections.deque(maxlen=512)
+
+
+def _below_ephemeral(path: str = "/proc/sys/net/ipv4/ip_local_port_range") -> tuple[int, int] | None:
+    """``(low, high)``: up to 10,000 ports just below the kernel's ephemeral range (its first
+    port minus 1 down to at least 10000), or None when the range cannot be read or starts below
+    11000 (Linux's default range starts at 32768)."""
+    try:
+        first = int(Path(path).read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    if first < 11_000:
+        return None
+    return max(10_000, first - 10_000), first - 1
 
 
 def require_free_port(host: str, port: int, setting: str) -> None:

@@ -31,3 +31,27 @@ def test_a_child_that_keeps_exiting_is_restarted_later_each_time() -> None:
         delays.append(delay)
     assert delays == [1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0, 30.0] and delays[-1] == RESTART_MAX_DELAY
     assert restart_delay(30.0, uptime=RESTART_SETTLE_SECONDS) == RESTART_MIN_DELAY
+
+
+def test_free_ports_come_from_below_the_kernels_ephemeral_range(tmp_path) -> None:
+    """A port the kernel handed out itself (bind to 0) could be taken again by any outgoing
+    connection before the server meant for it bound it (a CI run lost a child process so:
+    "address already in use"). free_port picks below the ephemeral range, never the same port
+    twice in a row, and falls back to the kernel's choice when the range is unknown."""
+    import socket
+
+    from automem.common.embedded import _below_ephemeral, free_port
+
+    span = _below_ephemeral()
+    ports = [free_port() for _ in range(50)]
+    assert len(set(ports)) == len(ports)
+    if span is not None:
+        assert all(span[0] <= p <= span[1] for p in ports), (span, ports)
+    for port in ports[:3]:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", port))  # free: bindable
+    (tmp_path / "range").write_text("32768\t60999\n")
+    assert _below_ephemeral(str(tmp_path / "range")) == (22768, 32767)
+    (tmp_path / "range").write_text("1024 65535\n")
+    assert _below_ephemeral(str(tmp_path / "range")) is None
+    assert _below_ephemeral(str(tmp_path / "missing")) is None
