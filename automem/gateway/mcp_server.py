@@ -560,8 +560,9 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
                                f"preview_token: {token}"}
             return _result("\n".join([body["message"], *lines]), body)
         if preview_token != token:  # stored under the tags, removed, or other tags since the preview
-            raise ToolError(f"preview_token: the memories under these tags changed since that preview (now "
-                            f"{len(preview.memory_ids)}); preview again. Nothing was deleted")
+            raise ToolError(f"preview_token: not the token of the memories under these tags now ({len(preview.memory_ids)}: "
+                            "they changed since the preview, or the token is another preview's); preview again. "
+                            "Nothing was deleted")
         if not preview.memory_ids:  # nothing to delete (memory_ids empty would mean "all")
             response = preview.__class__()
         else:

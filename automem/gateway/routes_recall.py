@@ -10,7 +10,7 @@ import re
 import time
 from typing import Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 
 from automem.gateway import presenters, usecases
 from automem.gateway.deps import CallerDep
@@ -26,7 +26,7 @@ _JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?
 
 @router.get("/recall", tags=["recall"])
 async def recall(
-    call: CallerDep,
+    call: CallerDep, request: Request,
     query: str = "", queries: list[str] = Query(default=[]), embedding: str = "",
     limit: int = 5, offset: int = 0, sort: str = "", order_by: str = "",
     time_query: str = "", start: str = "", end: str = "",
@@ -35,8 +35,12 @@ async def recall(
     state_mode: str | None = None, current_only: bool | None = None,
     as_of: str | None = None, known_at: str | None = None,
     include_archived: bool = False, include_pending: bool = False,
-    expand_relations: bool = False, expand_entities: bool = False,
-    relation_limit: int = Query(5, ge=1, le=100), expansion_limit: int = Query(25, ge=1, le=500),
+    expand_relations: bool = Query(False, description="Default false; AutoMem's other names: "
+                                   "expand_associations, expand (the first given is read)."),
+    expand_entities: bool = Query(False, description="Default false; AutoMem's other name: entity_expansion."),
+    relation_limit: int = Query(5, ge=1, le=100),
+    expansion_limit: int = Query(25, ge=1, le=500, description="Default 25; AutoMem's other name: "
+                                 "relation_expansion_limit."),
     expand_min_importance: float = Query(0.0, allow_inf_nan=False, ge=0, le=1),
     expand_min_strength: float = Query(0.0, allow_inf_nan=False, ge=0, le=1),
     min_score: float = Query(0.0, allow_inf_nan=False, ge=0), context: str = "", context_tags: list[str] = Query(default=[]),
@@ -78,9 +82,13 @@ async def recall(
     if format is not None and "\x00" in format:  # read by AutoMem's clients only; the schema says no NUL
         raise GatewayError(400, "format: contains a NUL character")
     sort = sort or order_by or "score"
-    expand_relations = expand_relations or bool(expand) or bool(expand_associations)
-    expand_entities = expand_entities or bool(entity_expansion)
-    if relation_expansion_limit is not None and expansion_limit == 25:  # AutoMem reads expansion_limit first
+    # AutoMem's names: the first one given is read (``a or b or c`` over the raw values).
+    given = request.query_params
+    if "expand_relations" not in given:
+        expand_relations = next((v for v in (expand_associations, expand) if v is not None), False)
+    if "expand_entities" not in given and entity_expansion is not None:
+        expand_entities = entity_expansion
+    if "expansion_limit" not in given and relation_expansion_limit is not None:
         expansion_limit = relation_expansion_limit
     vector: list[float] = []
     if embedding.strip():

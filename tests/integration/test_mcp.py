@@ -239,8 +239,8 @@ async def test_http_end_to_end(secured):
         # nothing is deleted; the reason is recorded (it was dropped).
         assert "preview_token" in await call_error(client, "delete_memory", tags=[tag], confirm=True)
         late, _ = await call(client, "store_memory", content=f"Stored under {tag} after the preview", tags=[tag])
-        assert "changed since" in await call_error(client, "delete_memory", tags=[tag], confirm=True,
-                                                   preview_token=preview["preview_token"])
+        assert "changed since the preview" in await call_error(client, "delete_memory", tags=[tag], confirm=True,
+                                                               preview_token=preview["preview_token"])
         still, _ = await call(client, "recall_memory", tags=[tag], exhaustive=True)
         assert still["count"] == 4
         await call(client, "delete_memory", memory_id=late["memory_id"])

@@ -407,5 +407,11 @@ async def test_recall_refuses_a_parameter_it_does_not_know_and_reads_automems_ot
             assert [h["id"] for h in r.json()["results"]] == [seed, other], (alias, r.text)
         r = await http.get("/recall", params={"tags": tag, "expand": "true", "relation_expansion_limit": 1})
         assert r.json()["expansion"]["expansion_limit"] == 1
+        # As AutoMem: the first name given is read, an explicit false included.
+        r = await http.get("/recall", params={"tags": tag, "expand_relations": "false", "expand": "true"})
+        assert [h["id"] for h in r.json()["results"]] == [seed]
+        r = await http.get("/recall", params={"tags": tag, "expand": "true", "expansion_limit": 25,
+                                              "relation_expansion_limit": 1})
+        assert r.json()["expansion"]["expansion_limit"] == 25
         r = await http.get("/recall", params={"tags": tag, "expand_relations": "true", "expand_respect_tags": "true"})
         assert [h["id"] for h in r.json()["results"]] == [seed]  # the related note lacks the tag
