@@ -18,6 +18,7 @@ from automem.common.model import (
     integral_numbers,
     iso,
     metadata_dict,
+    parse_type,
     relation_type_name,
     state_name,
     type_name,
@@ -309,6 +310,24 @@ def recall_details_json(found: recall_service_pb2.SearchMemoriesResponse, *, sta
 def search_paging_json(response: recall_service_pb2.SearchMemoriesResponse) -> dict[str, Any]:
     """The paging fields of a ranked recall: ``has_more`` and ``total`` (None unless known)."""
     return {"has_more": response.has_more, "total": response.total if response.HasField("total") else None}
+
+
+def context_priority_json(context: str, context_tags: list[str], context_types: list[str],
+                          priority_ids: list[str]) -> dict[str, Any]:
+    """AutoMem's ``context_priority`` block of a ``/recall`` answer when the request gave a
+    context hint (its automem/api/recall.py answers it when its context profile is not
+    empty), else nothing: ``context`` (the label), ``priority_tags`` (the context tags and
+    the label, lower case, sorted, at most 10), ``priority_types`` (canonical names, sorted),
+    ``language`` None (no language detection here) and ``injected`` False (the hinted
+    memories are boosted in the ranking, not added to it). ``context_types`` were checked by
+    the service (an unknown one is a 400 before this runs)."""
+    label = context.strip()
+    if not (label or context_tags or context_types or priority_ids):
+        return {}
+    tags = sorted({t.strip().lower() for t in [*context_tags, label] if t.strip()})[:10]
+    types = sorted({type_name(parse_type(t, field="context_types")) for t in context_types if t.strip()})
+    return {"context_priority": {"language": None, "context": label or None, "priority_tags": tags,
+                                 "priority_types": types, "injected": False}}
 
 
 def time_window_json(response: recall_service_pb2.SearchMemoriesResponse) -> dict[str, str | None]:

@@ -98,6 +98,7 @@ async def recall(
             raise GatewayError(400, "embedding: must be a comma-separated list of numbers")
         vector = [float(v) for v in values]
     expanded_tags = _split(tags)
+    context_tags, context_types, priority_ids = _split(context_tags), _split(context_types), _split(priority_ids)
     read = usecases.read_options(as_of, known_at, state_mode, current_only, include_archived, include_pending)
     found = await usecases.search(
         call, read=read, query=query, queries=queries, embedding=vector, limit=limit, offset=offset, sort=sort,
@@ -105,8 +106,7 @@ async def recall(
         tag_match=tag_match, exclude_tags=_split(exclude_tags), expand_relations=expand_relations,
         expand_entities=expand_entities, relation_limit=relation_limit, expansion_limit=expansion_limit,
         expand_min_importance=expand_min_importance, expand_min_strength=expand_min_strength, min_score=min_score,
-        context=context, context_tags=_split(context_tags), context_types=_split(context_types),
-        priority_ids=_split(priority_ids),
+        context=context, context_tags=context_tags, context_types=context_types, priority_ids=priority_ids,
         recency_bias=recency_bias, tz=tz or timezone, state_debug=state_debug, rerank=rerank,
         expand_respect_tags=expand_respect_tags)
     results = [presenters.scored_json(r) for r in found.results]
@@ -124,6 +124,7 @@ async def recall(
             exclude_tags=_split(exclude_tags), min_score=min_score, expand_relations=expand_relations,
             expand_entities=expand_entities, relation_limit=relation_limit, expansion_limit=expansion_limit,
             state_debug=state_debug, tags=expanded_tags),
+        **presenters.context_priority_json(context, context_tags, context_types, priority_ids),
         "query_time_ms": presenters.elapsed_ms(started),
     }
 

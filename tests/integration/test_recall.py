@@ -291,6 +291,12 @@ async def test_context_hints_boost_by_type_and_label_and_refuse_an_unknown_type(
             assert hits[preference]["score_components"]["type"] == 0.25, params
             assert "type" not in hits[decision]["score_components"], params
             assert r.json()["results"][0]["id"] == preference, params
+        # AutoMem's context_priority block, which its clients read, answers the hints given.
+        r = await http.get("/recall", params={"query": "billing deploy window", "context": " Ops ",
+                                              "context_tags": "Infra,db", "context_types": "preference"})
+        assert r.json()["context_priority"] == {"language": None, "context": "Ops", "priority_tags": ["db", "infra", "ops"],
+                                                "priority_types": ["Preference"], "injected": False}
+        assert "context_priority" not in plain.json()
         labelled = await http.get("/recall", params={"query": "billing deploy window", "limit": 2, "context": "ops"})
         hits = {h["id"]: h for h in labelled.json()["results"]}
         assert hits[preference]["score_components"]["tag"] > 0 == hits[decision]["score_components"].get("tag", 0)
