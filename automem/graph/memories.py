@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from automem.common.model import (
     NODE_READ_KEYS,
+    OPEN_END,
     CandidateFields,
     Memory,
     Relation,
@@ -444,6 +445,16 @@ class Memories(Repository):
             f"ORDER BY m.importance DESC, m.event_time DESC LIMIT {int(limit)}", params)
         return [node_to_memory(r[0]) for r in rows]
 
+    @staticmethod
+    def _state_as_read(now: float) -> tuple[str, dict[str, float]]:
+        """A Cypher expression of ``m``'s state as reads show it now, and its parameters: a
+        SUPERSEDED memory whose window has not ended (its replacement's begins later) is the
+        fact in force and reads ACTIVE (automem/common/state.py ``as_current``); counting its
+        stored state said SUPERSEDED of a fact every read shows as ACTIVE."""
+        expression = ("CASE WHEN m.state = 'SUPERSEDED' AND m.valid_to > $now AND m.valid_to < $open_end "
+                      "THEN 'ACTIVE' ELSE m.state END")
+        return expression, {"now": now, "open_end": OPEN_END}
+
     def tag_index(self, flt: MemoryFilter) -> TagIndex:
         """The by-tag listing's index reads for ``flt`` (automem/recall/bytag.py)."""
         return TagIndex(self, flt)
@@ -451,9 +462,10 @@ class Memories(Repository):
     async def analyze(self, scope: str, top: int) -> ScopeAnalysis:
         """Counts of ``scope`` for AutoMem's GET /analyze (:class:`ScopeAnalysis`);
         ``top`` rows at most per frequency list."""
+        state, read_params = self._state_as_read(time.time())
         params = {"scope": scope, "top": top}
         states = await self.store.ro_query(
-            "MATCH (m:Memory) WHERE m.scope = $scope RETURN m.state, count(m)", params)
+            f"MATCH (m:Memory) WHERE m.scope = $scope RETURN {state} AS s, count(m)", {**params, **read_params})
         active = ("MATCH (m:Memory) WHERE m.scope = $scope AND m.state = 'ACTIVE' "
                   "AND m.type <> 'MetaPattern' ")
         types = await self.store.ro_query(active + "RETURN m.type, count(m)", params)
@@ -524,9 +536,10 @@ class Memories(Repository):
         (:class:`GraphCounts`); ``since`` (epoch seconds) starts the activity window."""
         params = {"scope": scope, "states": list(states), "since": since}
         base = "MATCH (m:Memory) WHERE m.scope = $scope AND m.state IN $states "
+        state, read_params = self._state_as_read(time.time())
         [types, states_rows, importance, days] = await self.store.ro_query_many([
             (base + "RETURN m.type, count(m)", params),
-            (base + "RETURN m.state, count(m)", params),
+            (base + f"RETURN {state} AS s, count(m)", {**params, **read_params}),
             (base + "RETURN sum(CASE WHEN m.importance >= 0.8 THEN 1 ELSE 0 END), "
                     "sum(CASE WHEN m.importance >= 0.5 AND m.importance < 0.8 THEN 1 ELSE 0 END), "
                     "sum(CASE WHEN m.importance < 0.5 THEN 1 ELSE 0 END)", params),

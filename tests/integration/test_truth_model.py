@@ -226,6 +226,11 @@ async def test_a_fact_replaced_from_a_future_date_reads_active_until_then(servic
         assert [(m["id"], m["state"]) for m in listed] == [(lead, "ACTIVE")], listed
         hits = (await http.get("/recall", params={"query": "platform team lead"})).json()["results"]
         assert [(h["id"], h["memory"]["state"]) for h in hits] == [(lead, "ACTIVE")], hits
+        # The state counts say what the reads say (they counted the stored SUPERSEDED).
+        stats = (await http.get("/graph/stats")).json()
+        assert stats["by_state"] == {"ACTIVE": 2}, stats  # the fact in force and its replacement-to-be
+        analysis = (await http.get("/analyze")).json()
+        assert analysis["state_counts"] == {"ACTIVE": 2}, analysis
         # The record as stored, and the replacement once its window has begun.
         got = (await http.get(f"/memory/{lead}", params={"state_mode": "history"})).json()["memory"]
         assert got["state"] == "SUPERSEDED", got
