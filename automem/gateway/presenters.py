@@ -9,6 +9,7 @@ routes and the MCP tools: a memory is always :func:`memory_json`, a relation
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -230,7 +231,7 @@ def scored_flat_json(item: recall_service_pb2.ScoredMemory) -> dict[str, Any]:
 
 #: Match types whose hit came from the graph rather than the vector store's arms (AutoMem's
 #: result ``source``: "graph" or "qdrant").
-_GRAPH_MATCHES = frozenset({"tag", "time", "metadata", "relation", "entity", "state_replacement"})
+_GRAPH_MATCHES = frozenset({"tag", "time", "metadata", "relation", "entity", "state_replacement", "priority_id"})
 
 
 def _with_provenance(body: dict[str, Any], item: recall_service_pb2.ScoredMemory) -> dict[str, Any]:
@@ -313,21 +314,24 @@ def search_paging_json(response: recall_service_pb2.SearchMemoriesResponse) -> d
 
 
 def context_priority_json(context: str, context_tags: list[str], context_types: list[str],
-                          priority_ids: list[str]) -> dict[str, Any]:
+                          priority_ids: list[str], results: Sequence[recall_service_pb2.ScoredMemory] = ()
+                          ) -> dict[str, Any]:
     """AutoMem's ``context_priority`` block of a ``/recall`` answer when the request gave a
     context hint (its automem/api/recall.py answers it when its context profile is not
     empty), else nothing: ``context`` (the label), ``priority_tags`` (the context tags and
     the label, lower case, sorted, at most 10), ``priority_types`` (canonical names, sorted),
-    ``language`` None (no language detection here) and ``injected`` False (the hinted
-    memories are boosted in the ranking, not added to it). ``context_types`` were checked by
-    the service (an unknown one is a 400 before this runs)."""
+    ``language`` None (no language detection here) and ``injected``: whether one of
+    ``results`` (the page) is a ``priority_ids`` memory no search arm found, added by the
+    service (``match_type`` ``priority_id``, automem/recall/servicer.py ``_inject_priority``).
+    ``context_types`` were checked by the service (an unknown one is a 400 before this runs)."""
     label = context.strip()
     if not (label or context_tags or context_types or priority_ids):
         return {}
     tags = sorted({t.strip().lower() for t in [*context_tags, label] if t.strip()})[:10]
     types = sorted({type_name(parse_type(t, field="context_types")) for t in context_types if t.strip()})
     return {"context_priority": {"language": None, "context": label or None, "priority_tags": tags,
-                                 "priority_types": types, "injected": False}}
+                                 "priority_types": types,
+                                 "injected": any(r.match_type == "priority_id" for r in results)}}
 
 
 def time_window_json(response: recall_service_pb2.SearchMemoriesResponse) -> dict[str, str | None]:

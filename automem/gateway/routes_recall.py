@@ -76,8 +76,10 @@ async def recall(
     other parameter is a 400 naming it (a typo such as ``exclude_tag`` was ignored). Context
     hints, as AutoMem's: ``context`` (a label) and ``context_tags`` boost memories with those
     tags, ``context_types`` memories of those types (an unknown type is a 400 naming
-    ``context_types``), ``priority_ids`` those memories; list parameters take repeated and
-    comma-separated values alike (automem/recall/ranking.py)."""
+    ``context_types``), and ``priority_ids`` memories lead the page in the order given, also
+    when no search found them (``match_type: priority_id``, ``context_priority.injected``),
+    unless the request's filters or their state leave them out; list parameters take repeated
+    and comma-separated values alike (automem/recall/ranking.py, automem/recall/servicer.py)."""
     started = time.perf_counter()
     if format is not None and "\x00" in format:  # read by AutoMem's clients only; the schema says no NUL
         raise GatewayError(400, "format: contains a NUL character")
@@ -124,7 +126,7 @@ async def recall(
             exclude_tags=_split(exclude_tags), min_score=min_score, expand_relations=expand_relations,
             expand_entities=expand_entities, relation_limit=relation_limit, expansion_limit=expansion_limit,
             state_debug=state_debug, tags=expanded_tags),
-        **presenters.context_priority_json(context, context_tags, context_types, priority_ids),
+        **presenters.context_priority_json(context, context_tags, context_types, priority_ids, found.results),
         "query_time_ms": presenters.elapsed_ms(started),
     }
 

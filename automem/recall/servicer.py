@@ -341,11 +341,19 @@ class _Tiers:
                 requery = await self._author_requery(arm_scores)
                 if requery is not None:
                     arm_scores, _, _, _, more = await self._search(n, *requery)
-            ranked = await self._rank(list(dict.fromkeys([*arm_scores["vector"], *arm_scores["keyword"], *listed])),
-                                      arm_scores)
+            pool = list(dict.fromkeys([*arm_scores["vector"], *arm_scores["keyword"], *listed]))
+            injected = self._inject_priority(pool) if first and self.sort == "score" else []
+            ranked = await self._rank([*pool, *injected], arm_scores)
+            if injected:
+                named = set(injected)
+                for r in ranked:
+                    if r.id in named:
+                        r.match_type = "priority_id"
             if first:
                 ranked, more_fb = await self._feedback(ranked, arm_scores, n)
                 more = more or more_fb
+                if self.sort == "score" and self.request.priority_ids:
+                    ranked = self._priority_first(ranked)
             # A cut tier 0 left part of its pool unranked: the next tier ranks the same pool
             # (its arm scores kept, not searched again) in full, before the pools grow.
             pruned, self._prune_tier, self._pruned = self._pruned, False, False
@@ -359,6 +367,30 @@ class _Tiers:
             if new:
                 return new
         return None
+
+    def _priority_first(self, ranked: list[Ranked]) -> list[Ranked]:
+        """``ranked`` with the request's ``priority_ids`` first, in the order the request gave
+        them, the others after them in their order: AutoMem guarantees them the first places
+        of a page (``_guarantee_priority_results`` in its automem/api/recall.py), whatever
+        their scores; their ``priority`` component alone (1.0) is outweighed by a memory both
+        arms score high. Tier 0 holds every named memory the caller may see
+        (:meth:`_prune` keeps them, :meth:`_inject_priority` adds those no arm found), so
+        they lead the first page and no later page repeats them."""
+        order = {mid: n for n, mid in enumerate(dict.fromkeys(self.request.priority_ids))}
+        last = len(order)
+        return sorted(ranked, key=lambda r: order.get(r.id, last))
+
+    def _inject_priority(self, pool: list[str]) -> list[str]:
+        """The request's ``priority_ids`` that no arm of tier 0 found (not in ``pool``), for
+        tier 0 to rank after its pool, as AutoMem injects them (``_inject_priority_memories``
+        in its automem/api/recall.py): ranking reads them like any candidate — of the caller's
+        scope only, through the request's filters and then the state pass — and their
+        ``priority`` component (1.0) and :meth:`_priority_first` rank them first; their
+        ``match_type`` is ``priority_id``.
+        Only in the score order (a time-ordered listing has no boost to give). At most
+        :data:`LIST_ITEMS_MAX` ids (more were refused by :meth:`RecallServicer.SearchMemories`)."""
+        seen = set(pool)
+        return [i for i in dict.fromkeys(self.request.priority_ids) if i and i not in seen]
 
     async def _search(self, n: int, queries: list[str], vectors: list[list[float]] | None
                       ) -> tuple[dict[str, dict[str, float]], list[str], list[str], list[str], bool]:
@@ -507,8 +539,8 @@ class _Tiers:
     def _prune(self, ids: list[str], arm_scores: dict[str, dict[str, float]]) -> list[str]:
         """The best :attr:`rank_max` of ``ids`` by their fused arm scores alone (each arm
         max-normalised over ``ids`` and weighted, :func:`automem.recall.scoring.fuse_arms`, as
-        ranking fuses them; ties by id), and the request's ``priority_ids`` among ``ids`` (their boost outweighs
-        any arm score), in the order of ``ids``. ``ids`` unchanged after tier 0, without a
+        ranking fuses them; ties by id), and the request's ``priority_ids`` among ``ids`` (they lead
+        the ranking whatever their arm scores, :meth:`_priority_first`), in the order of ``ids``. ``ids`` unchanged after tier 0, without a
         query, in a time order, with ``rank_max`` 0, with ``context_tags``, ``context`` or
         ``context_types`` (boosts the arm scores do not show), with lexical feedback on (its second lexical search changes the
         pool of the tiers after the first), or when ``ids`` holds no more than ``rank_max``. A

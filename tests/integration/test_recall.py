@@ -7,7 +7,7 @@ import uuid
 import pytest
 
 from automem.vectors import VectorFilter
-from tests.conftest import eventually
+from tests.conftest import ScopedService, eventually, fresh_scope
 
 NASTY_QUERIES = ["`add_episode`", "the of and", "?!", "a/b|c\\d", "_", "-foo", "status: done", '"unbalanced']
 
@@ -307,6 +307,61 @@ async def test_context_hints_boost_by_type_and_label_and_refuse_an_unknown_type(
             await client.search(query="billing", context_types=["Bogus"])
         assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert "context_types" in raised.value.details()
+
+
+async def test_priority_ids_no_search_found_are_added_to_the_ranking(service) -> None:
+    """AutoMem injects the memories named in ``priority_ids`` that its searches did not find
+    (``_inject_priority_memories``) and says so in ``context_priority.injected``; here they
+    were boosted only when an arm happened to find them, so a named memory whose text shares
+    nothing with the query never came back and ``injected`` was always false. Now tier 0 ranks
+    them too: first (the priority component), ``match_type`` ``priority_id``, within the
+    caller's scope, filters and current state; not in a time-ordered listing."""
+    pier = [f"Harbour log {i}: the {c} boat brought {k} to the lighthouse pier"
+            for i, (c, k) in enumerate((c, k) for c in ("red", "blue", "green", "grey", "white", "black", "tan")
+                                       for k in ("cod", "herring", "crab", "mackerel", "salmon", "rope",
+                                                 "nets", "oil", "salt", "ice", "coal", "wool", "tar", "lime",
+                                                 "kelp", "oak"))]
+    other = ScopedService(service.shared, fresh_scope())
+    async with other.http() as http:
+        elsewhere = await _store(http, "The other team's lemon cake recipe uses four eggs.")
+    async with service.http() as http:
+        r = await http.post("/memory/batch", json={"memories": [{"content": c, "tags": ["pier"]} for c in pier]})
+        assert r.status_code in (200, 201), r.text
+        cake = await _store(http, "Grandma's lemon cake recipe uses three eggs and a cup of sugar.", tags=["pier"])
+        untagged = await _store(http, "The attic window latch sticks in cold weather.")
+        gone = await _store(http, "The garden shed key hangs by the back door.", tags=["pier"])
+        old = await _store(http, "The spare tyre is in the garage.", tags=["pier"])
+        await _embedded(service, len(pier) + 4)
+        new = await _store(http, "The spare tyre is in the boot of the car now.", tags=["pier"],
+                           supersedes_memory_id=old)
+        assert (await http.delete(f"/memory/{gone}")).status_code == 200
+        query = {"query": "which boat brought cargo to the lighthouse pier", "limit": 5}
+        plain = await _ids(http, **query)
+        assert len(plain) == 5 and not {cake, untagged, gone, old, new, elsewhere} & set(plain)
+        r = await http.get("/recall", params={**query, "priority_ids": f"{cake},{elsewhere},{gone}"})
+        assert r.status_code == 200, r.text
+        body = r.json()
+        first = body["results"][0]
+        assert (first["id"], first["match_type"]) == (cake, "priority_id"), body["results"]
+        assert first["score_components"]["priority"] == 1.0
+        assert len(body["results"]) == 5 and all(h["match_type"] != "priority_id" for h in body["results"][1:])
+        assert body["context_priority"]["injected"] is True
+        ids = {h["id"] for h in body["results"]}
+        assert elsewhere not in ids and gone not in ids  # another scope's, and a deleted one
+        # The request's filters hold for a named memory too; a superseded one gives way to its head.
+        tagged = await _ids(http, **query, tags="pier", priority_ids=[untagged, old])
+        assert untagged not in tagged and old not in tagged and tagged[0] == new, tagged
+        # Named memories a search found are boosted, not injected.
+        found = await http.get("/recall", params={**query, "priority_ids": plain[4]})
+        assert found.json()["results"][0]["id"] == plain[4]
+        assert found.json()["results"][0]["match_type"] != "priority_id"
+        assert found.json()["context_priority"]["injected"] is False
+        # A time-ordered listing has nothing to boost: nothing is added.
+        listed = await _ids(http, **query, sort="time_desc", priority_ids=cake)
+        assert cake not in listed and listed == await _ids(http, **query, sort="time_desc")
+    async with service.client() as client:
+        response = await client.search(query=query["query"], limit=5, priority_ids=[cake])
+        assert (response.results[0].memory.id, response.results[0].match_type) == (cake, "priority_id")
 
 
 async def test_expansions_keep_to_the_window_and_exclusions_and_never_repeat_across_pages(service) -> None:

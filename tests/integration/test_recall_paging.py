@@ -125,8 +125,8 @@ async def test_pages_return_every_match_once_when_a_tier_ranks_part_of_its_pool(
         assert set(seen) == ids
         assert [len(p) for p in runs[0]] == [40, 40, 40, 30]
         assert runs[0] == runs[1]
-        # A priority id outweighs any arm score: the last-ranked memory, named one, is read in
-        # the first tier and leads the first page.
+        # A priority id leads the ranking whatever its arm scores: the last-ranked memory, named
+        # one, is read in the first tier and leads the first page.
         last = runs[0][-1][-1]
         async with running.http() as http:
             r = await http.get("/recall", params={"query": query, "limit": 40, "priority_ids": [last]})
