@@ -10,8 +10,10 @@ that pid is alive.
 
 The address is ``--grpc HOST:PORT``, else ``AUTOMEM_GRPC_TARGET``, else the discovered one,
 else ``127.0.0.1:<AUTOMEM_GRPC_PORT>`` (the embedded default, automem/common/settings.py); the
-key is ``--api-key``, else ``AUTOMEM_API_KEY``, else ``AUTOMEM_API_TOKEN``; TLS follows the
-``AUTOMEM_GRPC_TLS*`` settings (automem/common/grpc_tls.py).
+key is ``--api-key``, else ``AUTOMEM_API_KEY``, else ``AUTOMEM_API_TOKEN``, with
+``--admin-token``, else ``ADMIN_API_TOKEN``, as ``x-admin-token`` (the service token is an
+admin only with it when the service has one); TLS follows the ``AUTOMEM_GRPC_TLS*`` settings
+(automem/common/grpc_tls.py).
 
 Online or offline (:func:`is_online`): a command that can also work on a stopped data dir
 (keys, backup, restore, reindex) goes online when ``--grpc`` or ``--url`` (REST, through the
@@ -63,6 +65,10 @@ def add_connection_options(parser: argparse.ArgumentParser, offline: bool = Fals
         connection.add_argument("--url", default=None, metavar="http://HOST:PORT", type=http_base_url,
                                 help="go through the REST gateway at this base URL instead of gRPC")
     parser.add_argument("--api-key", default=None, help="API key (default: AUTOMEM_API_KEY, else AUTOMEM_API_TOKEN)")
+    parser.add_argument("--admin-token", default=None,
+                        help="admin token sent as X-Admin-Token: with AUTOMEM_API_TOKEN as the key it makes the "
+                             "call an admin's, as a service with ADMIN_API_TOKEN set requires (default: "
+                             "ADMIN_API_TOKEN)")
     if scope:
         parser.add_argument("--scope", default="", help="scope to act on (default: the key's default scope)")
     if offline:
@@ -137,6 +143,15 @@ def api_key(settings: Settings, args: argparse.Namespace) -> str:
     return given if given is not None else (os.environ.get("AUTOMEM_API_KEY") or settings.api_token or "")
 
 
+def admin_token(settings: Settings, args: argparse.Namespace) -> str:
+    """The token sent as ``x-admin-token`` ("" = none): ``--admin-token``, else
+    ``ADMIN_API_TOKEN``. A service with ``ADMIN_API_TOKEN`` set takes its API token for a
+    writer without it (automem/common/grpc_server.py ``Authenticator``): ``automem keys``
+    could not run against it (break-it review)."""
+    given = getattr(args, "admin_token", None)
+    return given if given is not None else settings.admin_token
+
+
 def target_addresses(settings: Settings, args: argparse.Namespace) -> dict[str, str]:
     """The address of each service's target (``ingest``, ``recall``, ``enrich``,
     ``consolidate``; ingest also serves ReviewService and AdminService): all
@@ -160,6 +175,7 @@ async def online_client(settings: Settings, args: argparse.Namespace,
     addresses = target_addresses(settings, args)
     async with AutomemClient(addresses["ingest"], addresses["recall"], addresses["enrich"],
                              addresses["consolidate"], api_key=api_key(settings, args),
+                             admin_token=admin_token(settings, args),
                              scope=getattr(args, "scope", "") or "", call_timeout=call_timeout,
                              credentials=channel_credentials(settings),
                              channel_options=channel_options(settings)) as client:

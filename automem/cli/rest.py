@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from automem.cli.connect import api_key
+from automem.cli.connect import admin_token, api_key
 from automem.cli.output import Stall, backup_done, backup_out, emit, note, progress, wants_json, whole_file
 from automem.common.settings import Settings
 
@@ -67,6 +67,8 @@ async def rest_client(settings: Settings, args: argparse.Namespace) -> AsyncIter
     headers = {}
     if key := api_key(settings, args):
         headers["Authorization"] = f"Bearer {key}"
+    if admin := admin_token(settings, args):
+        headers["X-Admin-Token"] = admin
     if scope := getattr(args, "scope", ""):
         headers["X-Automem-Scope"] = scope
     async with httpx.AsyncClient(base_url=args.url.rstrip("/"), headers=headers,

@@ -15,7 +15,9 @@ import fnmatch
 import hashlib
 import hmac
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from automem.common.errors import InvalidArgument, PermissionDenied, Unauthenticated
 
@@ -56,6 +58,28 @@ header_scope: contextvars.ContextVar[str] = contextvars.ContextVar("automem_head
 def set_principal(principal: Principal | None) -> contextvars.Token:
     """Bind the request's principal (interceptor use)."""
     return _current.set(principal)
+
+
+#: The call's credential check: authenticates the call's credentials again (raises
+#: Unauthenticated once its key was revoked). Bound by the gRPC interceptor for each call
+#: (automem/common/grpc_server.py); a long-lived stream runs it as it goes (:func:`still_authorized`).
+_recheck: contextvars.ContextVar[Callable[[], Awaitable[Any]] | None] = contextvars.ContextVar(
+    "automem_credential_check", default=None)
+
+
+def bind_credential_check(check: Callable[[], Awaitable[Any]] | None) -> contextvars.Token:
+    """Bind the call's credential check (interceptor use; see :func:`still_authorized`)."""
+    return _recheck.set(check)
+
+
+async def still_authorized() -> None:
+    """Raise Unauthenticated when the call's key was revoked since the call began (no-op
+    outside a call). A streaming call checks before each item it sends and while it waits:
+    a revoked key's open ``/stream`` went on receiving its scope's events for good. The key
+    store answers from its cache (automem/common/keys.py ``KeyStore.CACHE_SECONDS``)."""
+    check = _recheck.get()
+    if check is not None:
+        await check()
 
 
 def bound_principal() -> Principal | None:

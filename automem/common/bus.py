@@ -440,9 +440,10 @@ class Bus:
                     log.warning("undecodable message on the event stream skipped",
                                 extra={"seq": msg.metadata.sequence.stream})
                     event = None
-                if event is not None and (memory_id is None or event.memory_id == memory_id or (
-                    event.relation.source_id == memory_id or event.relation.target_id == memory_id
-                )):
+                # An empty id is no memory's (an event that is not a relation's has empty ends).
+                if event is not None and (memory_id is None or memory_id and (
+                    event.memory_id == memory_id or event.relation.source_id == memory_id
+                        or event.relation.target_id == memory_id)):
                     out.append(event)
                 if msg.metadata.sequence.stream >= last:
                     break

@@ -39,7 +39,8 @@ class AutomemClient:
         ingest, recall, enrich, consolidate: ``host:port`` of each target (one address
             serves all in the single-binary mode). The ingest target also serves
             ReviewService (:attr:`review`) and AdminService (:attr:`admin`).
-        api_key: sent as ``authorization: Bearer``; ``scope`` as ``x-automem-scope``.
+        api_key: sent as ``authorization: Bearer``; ``scope`` as ``x-automem-scope``;
+            ``admin_token`` as ``x-admin-token`` (when not empty).
         interceptors: ``grpc.aio`` client interceptors for every channel (the gateway passes
             the OpenTelemetry ones).
         call_timeout: the deadline (seconds) callers give a call that names none (the
@@ -54,7 +55,7 @@ class AutomemClient:
     """
 
     def __init__(self, ingest: str, recall: str | None = None, enrich: str | None = None,
-                 consolidate: str | None = None, api_key: str = "", scope: str = "",
+                 consolidate: str | None = None, api_key: str = "", scope: str = "", admin_token: str = "",
                  interceptors: Sequence[Any] | None = None, call_timeout: float | None = None,
                  lb_policy: str = "round_robin", credentials: grpc.ChannelCredentials | None = None,
                  channel_options: Sequence[tuple[str, Any]] = ()) -> None:
@@ -85,6 +86,7 @@ class AutomemClient:
         self.health = {name: health_pb2_grpc.HealthStub(self._channels[addr]) for name, addr in addrs.items()}
         self.api_key = api_key
         self.scope = scope
+        self.admin_token = admin_token
 
     @classmethod
     def connect(cls, address: str, **kwargs: Any) -> AutomemClient:
@@ -109,6 +111,8 @@ class AutomemClient:
             md.append(("authorization", f"Bearer {self.api_key}"))
         if self.scope:
             md.append(("x-automem-scope", self.scope))
+        if self.admin_token:
+            md.append(("x-admin-token", self.admin_token))
         return md
 
     # --- typed helpers -------------------------------------------------------------

@@ -26,10 +26,14 @@ def enum_words(enum: Any) -> list[str]:
 
 def enum_value(enum: Any, word: str | None, field: str) -> int:
     """The value of ``word`` (any case, surrounding blanks ignored) in ``enum``; 0 for an
-    empty word. InvalidArgument naming ``field`` and the allowed words otherwise."""
+    empty word. InvalidArgument naming ``field`` and the allowed words otherwise — also for
+    ``unspecified``, the enum's zero, which no route lists (``tag_mode=unspecified`` was read
+    as the default)."""
     if not word or not word.strip():
         return 0
     try:
+        if word.strip().upper() == "UNSPECIFIED":
+            raise ValueError(word)
         return enum.Value(_prefix(enum) + word.strip().upper())
     except ValueError:
         raise InvalidArgument(f"{field}: must be one of {', '.join(enum_words(enum))}, got {word!r}",

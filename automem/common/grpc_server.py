@@ -20,7 +20,16 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2
 from opentelemetry import trace
 
-from automem.common.auth import Principal, _current, header_scope, set_principal, tokens_equal
+from automem.common.auth import (
+    Principal,
+    _current,
+    _recheck,
+    bind_credential_check,
+    header_scope,
+    set_principal,
+    still_authorized,
+    tokens_equal,
+)
 from automem.common.errors import (
     AutomemError,
     InvalidArgument,
@@ -258,24 +267,31 @@ class AutomemInterceptor(grpc.aio.ServerInterceptor):
         self.access_log = authenticator.settings.access_log
 
     async def _enter(self, context: grpc.aio.ServicerContext,
-                     call: _CallLog | None = None) -> tuple[contextvars.Token, contextvars.Token]:
+                     call: _CallLog | None = None) -> tuple[contextvars.Token, ...]:
         """Authenticate the call, count it against the key's rate limit and bind the
-        principal and requested scope (noted on ``call``). Raises AutomemError."""
+        principal, the requested scope (noted on ``call``) and the call's credential check
+        (automem/common/auth.py ``still_authorized``: a stream checks its key as it goes).
+        Raises AutomemError."""
         metadata = {k.lower(): v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
         if call is not None:
             call.scope = metadata.get("x-automem-scope", "")[:200]
-        principal = await self.authenticator.authenticate(
-            bearer_from_metadata(metadata), metadata.get("x-admin-token", "") or metadata.get("x-admin-api-key", ""))
+        key = bearer_from_metadata(metadata)
+        admin = metadata.get("x-admin-token", "") or metadata.get("x-admin-api-key", "")
+        principal = await self.authenticator.authenticate(key, admin)
         if call is not None:
             call.principal = principal.name
         await self.limiter.check(principal)
-        return set_principal(principal), header_scope.set(metadata.get("x-automem-scope", ""))
+
+        async def recheck() -> None:
+            await self.authenticator.authenticate(key, admin)
+        return (set_principal(principal), header_scope.set(metadata.get("x-automem-scope", "")),
+                bind_credential_check(recheck))
 
     @staticmethod
-    def _leave(tokens: tuple[contextvars.Token, contextvars.Token]) -> None:
+    def _leave(tokens: tuple[contextvars.Token, ...]) -> None:
         with contextlib.suppress(ValueError):  # a stream closed from another context
-            header_scope.reset(tokens[1])
-            _current.reset(tokens[0])
+            for var, token in zip((_current, header_scope, _recheck), tokens, strict=False):
+                var.reset(token)
 
     @contextlib.asynccontextmanager
     async def _bound(self, context: grpc.aio.ServicerContext, method: str) -> AsyncIterator[None]:
@@ -362,6 +378,7 @@ class AutomemInterceptor(grpc.aio.ServerInterceptor):
                     if isinstance(request, _Undecodable):
                         raise request.error()
                     async for item in inner_stream(request, context):
+                        await still_authorized()  # a key revoked mid-stream gets nothing more
                         yield item
 
             return grpc.unary_stream_rpc_method_handler(

@@ -110,9 +110,14 @@ def parse_state(name: str) -> int:
     return _STATE_BY_NAME[name.upper().removeprefix("MEMORY_STATE_")]
 
 
-def relation_type_name(value: int) -> str:
-    """"RELATES_TO", ... of a RelationType value."""
-    return memory_pb2.RelationType.Name(value).removeprefix("RELATION_TYPE_")
+def relation_type_name(value: int, field: str = "type") -> str:
+    """"RELATES_TO", ... of a RelationType value. Raises InvalidArgument naming ``field`` for
+    a number the enum does not define (a gRPC caller may send any: protobuf keeps it; the
+    enum's ``Name`` raised a ValueError that answered UNKNOWN)."""
+    try:
+        return memory_pb2.RelationType.Name(value).removeprefix("RELATION_TYPE_")
+    except ValueError:
+        raise InvalidArgument(f"{field}: {value} is not a relation type number", field=field) from None
 
 
 def parse_relation_type(raw: str, *, authorable_only: bool = True, field: str = "type") -> int:

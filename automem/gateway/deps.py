@@ -91,7 +91,8 @@ def principal_metadata(request: Request, settings: Settings) -> list[tuple[str, 
     ``AUTOMEM_ALLOW_QUERY_TOKEN`` is set, else 401: a key in a URL ends up in logs) and the
     admin token (``X-Admin-Token``, or ``X-Admin-Api-Key`` as AutoMem's
     automem/api/auth_helpers.py also accepts; ``?admin_token=`` as ``?api_key=``), as gRPC
-    metadata (``x-admin-token``).
+    metadata (``x-admin-token``). A query token is refused (401) whenever the setting is off,
+    also beside a header; with it on, one beside a header must carry the same key (400).
     GatewayError 401 for a header no key can hold, 400 for one of them sent more than once
     (:func:`single_header`), 400 for ``Authorization`` and ``X-API-Key`` (or ``X-Admin-Token``
     and ``X-Admin-Api-Key``) carrying different keys: serving one silently acted with a key
@@ -103,10 +104,16 @@ def principal_metadata(request: Request, settings: Settings) -> list[tuple[str, 
         bearer = auth[7:] if auth[:7].lower() == "bearer " else auth
         _same_key("Authorization", bearer, "X-API-Key", key)
     query_key = request.query_params.get("api_key", "")
-    if query_key and not (auth or key):
+    if query_key:
+        # Refused also beside a key header (it was ignored there, and the URL carrying a
+        # secret went on into proxy and access logs); allowed, it must be the header's key.
         if not settings.allow_query_token:
             raise GatewayError(401, "api_key in the query string is refused; send Authorization: Bearer")
-        key = query_key
+        if auth or key:
+            given = key or (auth[7:] if auth[:7].lower() == "bearer " else auth)
+            _same_key("X-API-Key" if key else "Authorization", given, "api_key", query_key)
+        else:
+            key = query_key
     if auth:
         md.append(_checked("authorization", auth))
     elif key:
@@ -116,10 +123,12 @@ def principal_metadata(request: Request, settings: Settings) -> list[tuple[str, 
         _same_key("X-Admin-Token", admin, "X-Admin-Api-Key", admin_alias)
     admin = admin or admin_alias
     query_admin = request.query_params.get("admin_token", "")
-    if query_admin and not admin:  # AutoMem's automem/api/auth_helpers.py reads it too
+    if query_admin:  # AutoMem's automem/api/auth_helpers.py reads it too
         if not settings.allow_query_token:
             raise GatewayError(401, "admin_token in the query string is refused; send X-Admin-Token")
-        admin = query_admin
+        if admin:
+            _same_key("X-Admin-Token", admin, "admin_token", query_admin)
+        admin = admin or query_admin
     if admin:
         md.append(_checked("x-admin-token", admin))
     return md
@@ -160,8 +169,10 @@ class Caller:
         return method(message, metadata=self.metadata, timeout=timeout)
 
 
-#: Seconds a successful credentials check is remembered by :func:`auth_error`.
-AUTH_CACHE_SECONDS = 5.0
+#: Seconds a successful credentials check is remembered by :func:`auth_error`: 1, so that a
+#: revoked key is refused on ``/mcp`` within the 2 s the README promises when it was revoked
+#: through the service (the service's own check then refuses it at once); 5 let it in for 5 s.
+AUTH_CACHE_SECONDS = 1.0
 #: Seconds the WhoAmI call of a credentials check may take.
 AUTH_TIMEOUT = 10.0
 #: Credentials remembered at most; the cache is emptied when it grows past this.

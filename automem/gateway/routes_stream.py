@@ -16,7 +16,9 @@ event log, read through ReviewService.StreamMemoryEvents (automem/ingest/review.
   ``stream.overflow`` event (naming the last id it was sent) and is disconnected; a stream
   the service ends with an error gets a final ``stream.error`` event, and one the stopping
   gateway ends a final ``stream.shutdown`` event. Either way it resumes with
-  ``Last-Event-ID`` and loses nothing.
+  ``Last-Event-ID`` and loses nothing;
+* a stream whose key is revoked ends with a final ``stream.unauthorized`` event within about
+  2 s (the service checks the key before each event and every second while idle).
 
 The messages are written by sse-starlette's ``EventSourceResponse``.
 """
@@ -205,7 +207,9 @@ async def stream(request: Request, call: CallerDep,
                         break
                     queue.put_nowait(item)
             except grpc.aio.AioRpcError as exc:
-                if exc.code() != grpc.StatusCode.CANCELLED:
+                if exc.code() == grpc.StatusCode.UNAUTHENTICATED:  # the key was revoked mid-stream
+                    outcome["unauthenticated"] = exc.details() or "missing or invalid API key"
+                elif exc.code() != grpc.StatusCode.CANCELLED:
                     outcome["error"] = exc.details() or exc.code().name
             finally:
                 rpc.cancel()
@@ -227,6 +231,9 @@ async def stream(request: Request, call: CallerDep,
             if outcome.get("overflow"):
                 yield _final("stream.overflow", last, f"client too slow: more than {bound} events waiting; "
                                                       "reconnect with Last-Event-ID to resume")
+            elif "unauthenticated" in outcome:
+                yield _final("stream.unauthorized", last, f"{outcome['unauthenticated']}: the key was revoked "
+                                                          "or is no longer valid; the stream ends")
             elif "error" in outcome:
                 yield _final("stream.error", last, f"{outcome['error']}; reconnect with Last-Event-ID to resume")
         finally:

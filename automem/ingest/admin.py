@@ -28,11 +28,11 @@ from automem.common.errors import FailedPrecondition, InvalidArgument, NotFound,
 from automem.common.keys import ApiKeyInfo, KeyStore, within
 from automem.common.model import ts
 from automem.common.outbox import EventPublisher
+from automem.common.paging import decode_offset_token, encode_offset_token
 from automem.common.settings import Settings
 from automem.common.text import UNPRINTABLE_NAME
 from automem.common.timeouts import long_running
 from automem.graph import GraphStore
-from automem.ingest.review import _page, _token
 from automem.v1 import admin_service_pb2, admin_service_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -113,12 +113,13 @@ class AdminServicer(admin_service_pb2_grpc.AdminServiceServicer):
     async def ListApiKeys(self, request, context):
         """The keys within the caller's patterns, oldest first (admin), revoked ones included."""
         principal = require_role("admin")
-        size, offset = _page_size(request.page_size), _page(request.page_token)
+        size, offset = _page_size(request.page_size), decode_offset_token(request.page_token, "api_keys")
         keys = await self._managed(principal)
         page = keys[offset:offset + size]
         more = offset + size < len(keys)
         return admin_service_pb2.ListApiKeysResponse(api_keys=[_key(k) for k in page],
-                                                     next_page_token=_token(offset + size) if more else "")
+                                                     next_page_token=encode_offset_token(offset + size, "api_keys")
+                                                     if more else "")
 
     async def RevokeApiKey(self, request, context):
         """Revoke a key (admin). INVALID_ARGUMENT without ``id``; NOT_FOUND when absent or
@@ -138,7 +139,8 @@ class AdminServicer(admin_service_pb2_grpc.AdminServiceServicer):
     async def ListApiKeyEvents(self, request, context):
         """The audit record of key changes within the caller's patterns, newest first (admin)."""
         principal = require_role("admin")
-        size, offset = _page_size(request.page_size), _page(request.page_token)
+        bound = f"api_key_events:{request.key_id.strip()}"
+        size, offset = _page_size(request.page_size), decode_offset_token(request.page_token, bound)
         rows = [r for r in await self.graph.keys.events(request.key_id.strip())
                 if within(list(r[5] or []), principal.scopes)]
         page = rows[offset:offset + size]
@@ -149,7 +151,8 @@ class AdminServicer(admin_service_pb2_grpc.AdminServiceServicer):
             event.event_time.CopyFrom(ts(float(r[6] or 0)))
             events.append(event)
         return admin_service_pb2.ListApiKeyEventsResponse(
-            events=events, next_page_token=_token(offset + size) if offset + size < len(rows) else "")
+            events=events,
+            next_page_token=encode_offset_token(offset + size, bound) if offset + size < len(rows) else "")
 
     async def RestoreBackup(self, request_iterator, context):
         """Restore a streamed backup into this service (admin on every scope). INVALID_ARGUMENT

@@ -103,6 +103,14 @@ def _check_reviewed_write(principal: Any, memory: Memory, what: str) -> None:
             "(it waits for review, and the memory stays current until a reviewer approves)", field="id")
 
 
+def check_etag(etag: int) -> None:
+    """INVALID_ARGUMENT naming ``etag`` for a negative one: 0 means "no check" and a version
+    is 1 or more (protos/automem/v1/ingest_service.proto); a negative one was ABORTED ("at
+    version 2, not -1") over gRPC while REST refused it as bad input (break-it review)."""
+    if etag < 0:
+        raise InvalidArgument("etag: must be the memory's version number (not negative)", field="etag")
+
+
 class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
     """gRPC IngestService over the graph store and the event publisher."""
 
@@ -372,6 +380,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         """
         principal = require_role("writer")
         scope = resolve_scope(request.scope)
+        check_etag(request.etag)
         paths = list(request.update_mask.paths)
         if not paths and not request.add_tags:
             raise InvalidArgument("update_mask: name at least one field to update", field="update_mask")
@@ -429,6 +438,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         naming ``etag`` when ``etag`` is set and not the memory's version."""
         principal = require_role("admin" if request.purge else "writer")
         scope = resolve_scope(request.scope)
+        check_etag(request.etag)
         check_reason(request.reason)
         async with self.locks.hold(request.id):
             return await self._delete(request, scope, principal)
@@ -640,6 +650,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         NOT_FOUND when the old memory is absent; FAILED_PRECONDITION unless it is ACTIVE."""
         principal = require_role("writer")
         scope = resolve_scope(request.scope)
+        check_etag(request.etag)
         check_reason(request.reason)
         if request.HasField("strength") and not 0 <= request.strength <= 1:
             raise InvalidArgument("strength: must be a number between 0 and 1", field="strength")
@@ -684,9 +695,8 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
                                      "can be superseded", field="id")
         check_transition(old.state, memory_pb2.MEMORY_STATE_SUPERSEDED)
         rel_type = request.relation_type or memory_pb2.RELATION_TYPE_INVALIDATED_BY
-        if relation_type_name(rel_type) not in SUPERSEDING_RELATIONS:
-            raise InvalidArgument("supersede_relation: must be INVALIDATED_BY or EVOLVED_INTO",
-                                  field="supersede_relation")
+        if relation_type_name(rel_type, "relation_type") not in SUPERSEDING_RELATIONS:
+            raise InvalidArgument("relation_type: must be INVALIDATED_BY or EVOLVED_INTO", field="relation_type")
         review = review_required(principal) or request.replacement.require_review
         if review:
             request.replacement.require_review = True

@@ -441,6 +441,22 @@ async def test_arguments_of_the_wrong_type_are_invalid_argument_naming_them(serv
             ("list_by_tag", ("argprobe",), {}, "tags"),
             # The service's refusal naming two fields ("version, known_at: ..."): the first.
             ("get", (mid,), {"version": 1, "known_at": "2026-01-01T00:00:00Z"}, "version"),
+            # Break-it review: a bare ValueError / OverflowError / TypeError on one transport,
+            # InvalidArgument on the other; a page size of 0 read as the default; an empty id
+            # read every memory's history over gRPC.
+            ("recall", ("invoices",), {"limit": 2**40}, "limit"),
+            ("list_by_tag", (["argprobe"],), {"page_size": 2**40}, "page_size"),
+            ("get", (mid,), {"version": 2**70}, "version"),
+            ("update", (mid,), {"etag": 2**63}, "etag"),
+            ("store", ("x",), {"timestamp": "0001-01-01T00:00:00+05:00"}, "timestamp"),
+            ("store", ("x",), {"metadata": {"a": float("nan")}}, "metadata.a"),
+            ("store", ("x",), {"metadata": {"a": {"b": [float("inf")]}}}, "metadata.a.b[0]"),
+            ("store", ("x",), {"metadata": {"when": dt.datetime(2026, 1, 1)}}, "metadata.when"),
+            ("history", ("",), {}, "memory_id"),
+            ("history", (mid,), {"page_size": 0}, "page_size"),
+            ("versions", (mid,), {"page_size": 0}, "page_size"),
+            ("recall", ("invoices",), {"sort": "sort_order_time_desc"}, "sort"),
+            ("recall", ("invoices",), {"tag_mode": "unspecified"}, "tag_mode"),
         ]
         for name, args, kwargs, field in refused:
             with pytest.raises(InvalidArgument) as error:
@@ -455,6 +471,33 @@ async def test_arguments_of_the_wrong_type_are_invalid_argument_naming_them(serv
         assert (await client.get(mid)).state == "ACTIVE"
     finally:
         await client.close()
+
+
+async def test_a_version_diff_is_the_same_over_both_transports(service) -> None:
+    """Break-it review: over gRPC a diff's enum values came as the proto's names
+    (``ENRICHMENT_STATUS_PENDING``), its metadata integers as floats (``1.0``) and its times
+    with ``Z``; over REST as the memory's words (``pending``), ints and ``+00:00``. The
+    client documents one :class:`VersionDiff` for both."""
+    clients = [await make_client(service, transport, "async") for transport in ("grpc", "rest")]
+    try:
+        stored = (await clients[0].store("Diff probe: the cache is Redis", metadata={"n": 1, "ns": [1, 2]},
+                                         timestamp="2026-03-01T10:00:00Z")).memory
+
+        async def enriched() -> bool:
+            return (await clients[0].get(stored.id)).enrichment_status == "done"
+        await eventually(enriched, timeout=60)
+        latest = await clients[0].update(stored.id, content="Diff probe: the cache is Valkey",
+                                         metadata={"n": 2, "ns": [2, 3]}, timestamp="2026-03-02T10:00:00.5Z")
+        grpc_diff, rest_diff = [await c.diff_versions(stored.id, 1, latest.version) for c in clients]
+    finally:
+        for c in clients:
+            await c.close()
+    assert grpc_diff == rest_diff
+    changes = {c.field: c for c in rest_diff.changes}
+    assert changes["metadata"].after == {"n": 2, "ns": [2, 3]} and isinstance(changes["metadata"].after["n"], int)
+    assert changes["timestamp"].after == "2026-03-02T10:00:00.500000+00:00"
+    assert all(c.before in (None, "pending", "done", "failed", "unspecified")
+               for c in rest_diff.changes if c.field.endswith("_status"))
 
 
 async def test_a_thousand_memory_listing_iterates_page_by_page(service) -> None:

@@ -234,6 +234,36 @@ async def test_scoped_client_names_the_test_scope_on_review_and_whoami(service) 
         assert history.events[0].type == events_pb2.EVENT_TYPE_MEMORY_CREATED and not history.truncated
 
 
+async def test_history_needs_a_memory_id_and_its_page_token_is_that_memorys(service) -> None:
+    """Break-it review: ListMemoryEvents with an empty ``id`` answered the events of every
+    memory of the scope (an event that is not a relation's has empty relation ends, which
+    matched the empty id), and a page token of one memory's history read another memory's
+    from that offset. An empty id is INVALID_ARGUMENT naming ``id`` now, and a token is
+    bound to its memory (automem/common/paging.py)."""
+    async with service.client() as client:
+        memories = [await client.create_memory(f"history probe {n}") for n in range(2)]
+        for m in memories:
+            await client.ingest.UpdateMemory(ingest_service_pb2.UpdateMemoryRequest(id=m.id, add_tags=["probe"]))
+        request = review_service_pb2.ListMemoryEventsRequest(id=memories[0].id, page_size=1)
+
+        async def listed_two() -> bool:
+            return bool((await client.review.ListMemoryEvents(request)).next_page_token)
+        await eventually(listed_two)
+        page = await client.review.ListMemoryEvents(request)
+        assert {e.memory_id for e in page.events} == {memories[0].id}
+        for bad, field in ((review_service_pb2.ListMemoryEventsRequest(id=""), "id"),
+                           (review_service_pb2.ListMemoryEventsRequest(id="  "), "id"),
+                           (review_service_pb2.ListMemoryEventsRequest(id=memories[1].id,
+                                                                       page_token=page.next_page_token), "page_token")):
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await client.review.ListMemoryEvents(bad)
+            assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert refused.value.details().startswith(f"{field}:"), refused.value.details()
+        following = await client.review.ListMemoryEvents(review_service_pb2.ListMemoryEventsRequest(
+            id=memories[0].id, page_size=1, page_token=page.next_page_token))
+        assert [e.memory_id for e in following.events] == [memories[0].id]
+
+
 async def test_a_request_that_does_not_parse_is_invalid_argument_after_authentication(
         settings: Settings, caplog: pytest.LogCaptureFixture) -> None:
     """grpcio answered a message it could not parse (invalid UTF-8 in a string field) with

@@ -228,3 +228,47 @@ async def test_update_mask_naming_a_field_not_set_is_refused(service) -> None:
         updated = await client.ingest.UpdateMemory(ingest.UpdateMemoryRequest(
             id=memory.id, memory=ingest.MemoryInput(importance=0.0), update_mask=_mask("importance")))
         assert updated.memory.importance == 0.0 and updated.memory.version == memory.version + 1
+
+
+async def test_a_relation_type_number_the_enum_lacks_is_refused_naming_the_field(service) -> None:
+    """Break-it review: a RelationType number no enum value has (99) answered UNKNOWN
+    ("Enum RelationType has no name defined for value 99") from CreateRelation and
+    SupersedeMemory, and a BatchCreateRelations failed as a whole with UNKNOWN after writing
+    the items before it, against its contract (each item on its own, failures by index).
+    It is INVALID_ARGUMENT naming ``type`` / ``relation_type`` now, and a batch's bad item
+    fails alone."""
+    async with service.client() as client:
+        a, b = [(await client.ingest.CreateMemory(ingest.CreateMemoryRequest(
+            memory=ingest.MemoryInput(content=text)))).memory.id for text in ("Relation probe one", "Relation probe two")]
+        await _refused(client.ingest.CreateRelation, ingest.CreateRelationRequest(
+            relation=memory_pb2.Relation(source_id=a, target_id=b, strength=0.5, type=99)), "type")
+        batch = await client.ingest.BatchCreateRelations(ingest.BatchCreateRelationsRequest(requests=[
+            ingest.CreateRelationRequest(relation=memory_pb2.Relation(source_id=a, target_id=b, strength=0.5),
+                                         type_name="LEADS_TO"),
+            ingest.CreateRelationRequest(relation=memory_pb2.Relation(source_id=a, target_id=b, strength=0.5,
+                                                                      type=99))]))
+        assert [(f.index, f.field, f.code) for f in batch.failures] == [(1, "type", grpc.StatusCode.INVALID_ARGUMENT.value[0])]
+        assert [r.type for r in batch.relations] == [memory_pb2.RELATION_TYPE_LEADS_TO]
+        await _refused(client.ingest.SupersedeMemory, ingest.SupersedeMemoryRequest(
+            id=a, replacement=ingest.MemoryInput(content="Relation probe one, corrected"), relation_type=99),
+            "relation_type")
+        assert (await _stored(client, a)).state == memory_pb2.MEMORY_STATE_ACTIVE
+    assert await _count(service) == 2
+
+
+async def test_a_negative_etag_is_bad_input_not_a_version_conflict(service) -> None:
+    """Break-it review: ``etag=-1`` answered ABORTED ("is at version 2, not -1") from
+    UpdateMemory, DeleteMemory and SupersedeMemory, while REST refused it as bad input. 0
+    means no check and a version is 1 or more: INVALID_ARGUMENT naming ``etag`` now, nothing
+    changed."""
+    async with service.client() as client:
+        memory = (await client.ingest.CreateMemory(ingest.CreateMemoryRequest(
+            memory=ingest.MemoryInput(content="Etag probe: the lights go off at ten")))).memory
+        await _refused(client.ingest.UpdateMemory, ingest.UpdateMemoryRequest(id=memory.id, etag=-1, add_tags=["x"]),
+                       "etag")
+        await _refused(client.ingest.DeleteMemory, ingest.DeleteMemoryRequest(id=memory.id, etag=-1), "etag")
+        await _refused(client.ingest.SupersedeMemory, ingest.SupersedeMemoryRequest(
+            id=memory.id, etag=-1, replacement=ingest.MemoryInput(content="Etag probe: at eleven")), "etag")
+        after = await _stored(client, memory.id)
+    assert (after.version, after.state, list(after.tags)) == (memory.version, memory.state, list(memory.tags))
+    assert await _count(service) == 1

@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def _env(**extra: str) -> dict[str, str]:
     env = {**os.environ, "AUTOMEM_LOG_LEVEL": "WARNING", **extra}
-    for name in ("AUTOMEM_API_TOKEN", "AUTOMEM_API_KEY", "AUTOMEM_GRPC_TARGET"):
+    for name in ("AUTOMEM_API_TOKEN", "AUTOMEM_API_KEY", "AUTOMEM_GRPC_TARGET", "ADMIN_API_TOKEN"):
         if name not in extra:
             env.pop(name, None)
     return env
@@ -240,6 +240,30 @@ async def test_cli_online_keys_backup_sync_reindex_restore(own_service, nats_ser
 
 async def _count_equals(running, count: int) -> bool:
     return running.ctx.vectors is not None and await _vectors(running) == count
+
+
+async def test_cli_acts_as_admin_with_the_service_token_and_the_admin_token(settings) -> None:
+    """Break-it review: with ``AUTOMEM_API_TOKEN`` and ``ADMIN_API_TOKEN`` both set (the
+    Kubernetes setup, docs/kubernetes.md) the token alone is a writer's, and the CLI had no
+    way to send the admin token: ``automem keys list`` against the running service answered
+    "needs 'admin'". ``--admin-token`` (default ``ADMIN_API_TOKEN``) sends it, over gRPC and
+    REST."""
+    running = await start_service(settings.model_copy(update={"api_token": "cli-tok", "admin_token": "cli-adm"}))
+    try:
+        grpc_at, url = ("--grpc", running.grpc), ("--url", running.url)
+        code, _, err = await _cli("keys", "list", *grpc_at, env=_env(AUTOMEM_API_TOKEN="cli-tok"))
+        assert code == 1 and "admin" in err, err
+        for where in (grpc_at, url):
+            code, out, err = await _cli("keys", "create", "--role", "reader", "--scope", "cli/*", "--json", *where,
+                                        env=_env(AUTOMEM_API_TOKEN="cli-tok", ADMIN_API_TOKEN="cli-adm"))
+            assert code == 0, err
+            code, out, err = await _cli("keys", "list", "--admin-token", "cli-adm", *where,
+                                        env=_env(AUTOMEM_API_TOKEN="cli-tok"))
+            assert code == 0 and "cli/*" in out, err
+        code, _, err = await _cli("keys", "list", "--admin-token", "wrong", *url, env=_env(AUTOMEM_API_TOKEN="cli-tok"))
+        assert code == 1, err
+    finally:
+        await running.runner.stop()
 
 
 async def test_cli_errors_are_one_line(own_service, tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ Keys are minted with the key store of the running service (and, in one test, wit
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -322,6 +323,10 @@ async def test_rest_every_route_needs_a_valid_key(world: World) -> None:
         assert r.status_code == 401 and "query string" in r.json()["error"]
         r = await http.post("/memory", params={"api_key": world.key_a}, json={"content": "via query"})
         assert r.status_code == 401
+    # Also beside a key header (break-it review: it was ignored there, the secret left in the URL).
+    async with world.http(world.key_a) as http:
+        r = await http.get(f"/memory/{world.a_id}", params={"api_key": world.key_b})
+        assert r.status_code == 401 and "query string" in r.json()["error"], r.text
     # So is AutoMem's ?admin_token= (it was ignored: the call ran without the admin token).
     async with world.http(TOKEN) as http:
         r = await http.post("/admin/sync", params={"admin_token": "anything", "dry_run": "true"})
@@ -375,6 +380,15 @@ async def test_query_token_accepted_when_enabled(settings) -> None:
             assert r.status_code == 403, r.text
             r = await http.get("/v1/apiKeys", params={"api_key": TOKEN, "admin_token": admin})
             assert r.status_code == 200, r.text
+            # Beside a header, a query token must be the header's key.
+            r = await http.get("/v1/apiKeys", params={"api_key": TOKEN, "admin_token": admin},
+                               headers={"Authorization": f"Bearer {TOKEN}", "X-Admin-Token": admin})
+            assert r.status_code == 200, r.text
+            r = await http.get("/recall", params={"api_key": "other"}, headers={"Authorization": f"Bearer {TOKEN}"})
+            assert r.status_code == 400 and "api_key" in r.text, r.text
+            r = await http.get("/v1/apiKeys", params={"admin_token": "other"},
+                               headers={"Authorization": f"Bearer {TOKEN}", "X-Admin-Token": admin})
+            assert r.status_code == 400 and "admin_token" in r.text, r.text
     finally:
         await running.runner.stop()
 
@@ -677,3 +691,62 @@ async def test_key_checks_are_remembered_briefly_and_revocation_still_takes_effe
         assert await store.any_keys() is True  # revoked keys still count: the service stays closed
     finally:
         await graph.close()
+
+
+async def test_a_key_revoked_mid_stream_gets_no_more_events_and_the_stream_ends(world: World) -> None:
+    """Break-it review: a key's open ``/stream`` (ReviewService.StreamMemoryEvents under it)
+    was authenticated once, when it opened, and went on receiving its scope's events after the
+    key was revoked — content previews, for good — while every other call refused the key.
+    The stream now checks the key before each event and every second while idle: it ends
+    with a final ``stream.unauthorized`` event, and the gRPC stream with UNAUTHENTICATED."""
+    from httpx_sse import aconnect_sse
+
+    from automem.v1 import event_stream_pb2
+
+    reader = await _mint(world.service, "reader", ["acme/*"], SCOPE_A)
+    async with world.http(reader) as http, world.http(world.key_a) as writer, \
+            aconnect_sse(http, "GET", "/stream") as source:
+        events = source.aiter_sse()
+        r = await writer.post("/memory", json={"content": "Acme stream probe before the revoke"})
+        assert r.status_code == 201, r.text
+        before = r.json()["memory_id"]
+        while (first := json.loads((await asyncio.wait_for(anext(events), 30)).data))["data"].get("id") != before:
+            pass
+        await world.service.ctx.keystore.revoke(reader.split("_")[1])
+        r = await writer.post("/memory", json={"content": "Acme secret written after the revoke"})
+        assert r.status_code == 201, r.text
+        rest = []
+        async for sse in events:  # ends: the service ends the stream
+            rest.append((sse.event, json.loads(sse.data)))
+    assert first["type"] == "memory.store"
+    assert rest and rest[-1][1]["type"] == "stream.unauthorized", rest
+    assert "after the revoke" not in json.dumps(rest) and r.json()["memory_id"] not in json.dumps(rest)
+    # Over gRPC: idle, the stream ends within its next check.
+    secret = await _mint(world.service, "reader", ["acme/*"], SCOPE_A)
+    async with AutomemClient.connect(world.service.grpc) as client:
+        call = client.review.StreamMemoryEvents(event_stream_pb2.StreamMemoryEventsRequest(), metadata=_md(secret))
+        await call.initial_metadata()
+        await world.service.ctx.keystore.revoke(secret.split("_")[1])
+        with pytest.raises(grpc.aio.AioRpcError) as ended:
+            async for _ in call:
+                pass
+        assert ended.value.code() == grpc.StatusCode.UNAUTHENTICATED
+
+
+async def test_mcp_refuses_a_revoked_key_after_the_gateways_short_memory_of_it(world: World) -> None:
+    """Break-it review: ``/mcp`` remembered a successful key check for 5 s, so a revoked key
+    opened MCP sessions for 5 s against the README's 2 s. The gateway remembers it for
+    ``AUTH_CACHE_SECONDS`` (1 s) now; past it the key gets 401."""
+    from automem.gateway.deps import AUTH_CACHE_SECONDS
+
+    secret = await _mint(world.service, "writer", ["acme/*"], SCOPE_A)
+    body = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                       "clientInfo": {"name": "revoke-probe", "version": "1"}}}
+    headers = {"Accept": "application/json, text/event-stream"}
+    async with world.http(secret, **headers) as http:
+        assert (await http.post("/mcp", json=body)).status_code == 200
+        await world.service.ctx.keystore.revoke(secret.split("_")[1])
+        await asyncio.sleep(AUTH_CACHE_SECONDS + 0.1)
+        assert (await http.post("/mcp", json=body)).status_code == 401
+    assert AUTH_CACHE_SECONDS <= 2.0

@@ -27,6 +27,14 @@ def text(value: Any, field: str) -> None:
         raise _refuse(field, "a string", value)
 
 
+def identifier(value: Any, field: str) -> None:
+    """``value`` is a str that is not blank: a memory id. An empty one read every memory's
+    history over gRPC (the service refuses it now) and was a 404 of another route over REST."""
+    text(value, field)
+    if not value.strip():
+        raise errors.InvalidArgument(f"{field}: required (not empty)", field=field)
+
+
 def texts(value: Any, field: str) -> None:
     """``value`` is a sequence of str and not one str (whose letters would be the items)."""
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence | set | frozenset):
@@ -46,14 +54,20 @@ def number(value: Any, field: str) -> None:
         raise errors.InvalidArgument(f"{field}: must be a finite number", field=field)
 
 
-def integer(value: Any, field: str, *, least: int | None = None) -> None:
-    """``value`` is None or an int (not a bool), at least ``least`` when given."""
+def integer(value: Any, field: str, *, least: int | None = None, bits: int = 32) -> None:
+    """``value`` is None or an int (not a bool), at least ``least`` when given, and held by
+    the request's signed ``bits``-bit field (``int32`` limits and sizes, ``int64`` versions,
+    etags and sequences; protos/automem/v1): over gRPC protobuf raised a bare ValueError for
+    one it cannot hold, where REST answered InvalidArgument naming the field."""
     if value is None:
         return
     if isinstance(value, bool) or not isinstance(value, int):
         raise _refuse(field, "an integer", value)
     if least is not None and value < least:
         raise errors.InvalidArgument(f"{field}: must be at least {least}", field=field)
+    low, high = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    if not low <= value <= high:
+        raise errors.InvalidArgument(f"{field}: must be between {low} and {high}", field=field)
 
 
 def flag(value: Any, field: str) -> None:
@@ -70,14 +84,38 @@ def time(value: Any, field: str) -> None:
 
 
 def mapping(value: Any, field: str) -> None:
-    """``value`` is None or a mapping with str keys (a JSON object)."""
+    """``value`` is None or a JSON object: a mapping with str keys whose values are JSON
+    (:func:`json_value`)."""
     if value is None:
         return
     if not isinstance(value, Mapping):
         raise _refuse(field, "a dict (a JSON object)", value)
-    for key in value:
+    for key, item in value.items():
         if not isinstance(key, str):
             raise _refuse(f"{field} key", "a string", key)
+        json_value(item, f"{field}.{key}")
+
+
+def json_value(value: Any, field: str) -> None:
+    """``value`` is JSON: None, a bool, an int, a finite float, a str, a list or tuple of
+    JSON, or a JSON object; the field of a bad one is named as the service names it
+    (``metadata.a.b[0]``). A NaN was InvalidArgument over gRPC and a bare ValueError of the
+    JSON encoder over REST; a datetime or bytes a bare TypeError over both."""
+    if value is None or isinstance(value, bool | int | str):
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise errors.InvalidArgument(f"{field}: must be a finite number (JSON has no NaN or infinity)",
+                                         field=field)
+        return
+    if isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            json_value(item, f"{field}[{i}]")
+        return
+    if isinstance(value, Mapping):
+        mapping(value, field)
+        return
+    raise _refuse(field, "a JSON value (None, bool, number, string, list or dict)", value)
 
 
 def memory_input(item: Any, prefix: str = "") -> None:

@@ -85,11 +85,15 @@ def _timestamp(value: TimeLike, name: str) -> timestamp_pb2.Timestamp:
         try:
             value = datetime.fromisoformat(value.strip())
         except ValueError:
-            raise errors.InvalidArgument(f"{name}: not an ISO 8601 time: {value!r}") from None
+            raise errors.InvalidArgument(f"{name}: not an ISO 8601 time: {value!r}", field=name) from None
     if value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
     stamp = timestamp_pb2.Timestamp()
-    stamp.FromDatetime(value.astimezone(UTC))
+    try:  # 0001-01-01T00:00+05:00 is before the year 1 in UTC: an OverflowError escaped
+        stamp.FromDatetime(value.astimezone(UTC))
+    except (OverflowError, ValueError):
+        raise errors.InvalidArgument(f"{name}: outside the years 1-9999 in UTC: {value.isoformat()}",
+                                     field=name) from None
     return stamp
 
 
@@ -150,16 +154,21 @@ def _read(as_of: TimeLike | None, known_at: TimeLike | None, state_mode: str | N
 
 
 def _enum(enum: Any, prefix: str, word: str, name: str) -> int:
-    key = prefix + word.strip().upper().removeprefix(prefix)
-    try:
+    """The value of the word the REST route takes (``time_desc``; any case): the proto's own
+    name (``SORT_ORDER_TIME_DESC``) and ``unspecified`` are refused as REST refuses them (they
+    were accepted over gRPC only: break-it review)."""
+    key = prefix + word.strip().upper()
+    if key in enum.DESCRIPTOR.values_by_name and not key.endswith("UNSPECIFIED"):
         return enum.Value(key)
-    except ValueError:
-        allowed = ", ".join(n.removeprefix(prefix).lower() for n in enum.DESCRIPTOR.values_by_name if not n.endswith("UNSPECIFIED"))
-        raise errors.InvalidArgument(f"{name}: unknown value {word!r} (one of {allowed})") from None
+    allowed = ", ".join(n.removeprefix(prefix).lower() for n in enum.DESCRIPTOR.values_by_name
+                        if not n.endswith("UNSPECIFIED"))
+    raise errors.InvalidArgument(f"{name}: unknown value {word!r} (one of {allowed})", field=name)
 
 
 def _relation_type(word: str, name: str = "type") -> int:
-    return _enum(memory_pb2.RelationType, "RELATION_TYPE_", word, name)
+    # The service reads a relation type with its proto prefix too (automem/common/model.py
+    # ``parse_relation_type``), over REST as over gRPC.
+    return _enum(memory_pb2.RelationType, "RELATION_TYPE_", word.strip().upper().removeprefix("RELATION_TYPE_"), name)
 
 
 class GrpcTransport:

@@ -179,8 +179,8 @@ class AsyncClient:
         service. ``etag``: the version the change is based on (``memory.version``; 0 = no
         check): Aborted when the memory changed since. NotFound; InvalidArgument naming the
         field."""
-        check.text(memory_id, "memory_id")
-        check.integer(etag, "etag", least=0)
+        check.identifier(memory_id, "memory_id")
+        check.integer(etag, "etag", least=0, bits=64)
         check.texts(add_tags, "add_tags")
         for name, value in (("content", content), ("type", type)):
             if value is not _UNSET and value is not None:
@@ -205,8 +205,8 @@ class AsyncClient:
                      timeout: float | None = None) -> Memory:
         """Tombstone a memory (state DELETED; ``purge`` removes it, admin keys only). Answers
         the memory as deleted. ``etag`` as :meth:`update`; NotFound."""
-        check.text(memory_id, "memory_id")
-        check.integer(etag, "etag", least=0)
+        check.identifier(memory_id, "memory_id")
+        check.integer(etag, "etag", least=0, bits=64)
         check.flag(purge, "purge")
         check.text(reason, "reason")
         return await self._open.delete(memory_id, etag=etag, purge=purge, reason=reason, timeout=timeout)
@@ -221,14 +221,14 @@ class AsyncClient:
         recall answers the new one. ``relation``: INVALIDATED_BY or EVOLVED_INTO. ``etag``
         as :meth:`update`; the key as :meth:`store`. NotFound; FailedPrecondition when it
         cannot be superseded (e.g. deleted)."""
-        check.text(memory_id, "memory_id")
+        check.identifier(memory_id, "memory_id")
         check.texts(tags, "tags")
         item = MemoryInput(content, list(tags), importance, confidence, type, metadata, timestamp, t_valid,
                            t_invalid)
         check.memory_input(item)
         check.text(relation, "relation")
         check.text(reason, "reason")
-        check.integer(etag, "etag", least=0)
+        check.integer(etag, "etag", least=0, bits=64)
         return await self._open.supersede(memory_id, item, relation=relation, reason=reason, etag=etag,
                                           idempotency_key=idempotency_key or str(uuid.uuid4()), timeout=timeout)
 
@@ -254,9 +254,9 @@ class AsyncClient:
         superseded). ``as_of``: valid time to read at; ``known_at``: what the service knew
         then; ``state_mode``: current | history; ``version``: that version (1 and up, as
         :meth:`versions` lists) instead. NotFound (naming ``version`` when it has none)."""
-        check.text(memory_id, "memory_id")
+        check.identifier(memory_id, "memory_id")
         _check_read(as_of, known_at, state_mode)
-        check.integer(version, "version")
+        check.integer(version, "version", bits=64)
         return await self._open.get(memory_id, as_of=as_of, known_at=known_at, state_mode=state_mode,
                                     version=version, timeout=timeout)
 
@@ -357,7 +357,7 @@ class AsyncClient:
         """Graph neighbours up to ``max_depth`` hops (1..3), at most ``limit`` (1..200),
         current memories only. InvalidArgument naming the option out of range (``limit=0``
         too, over both transports: gRPC would read it as the default); NotFound."""
-        check.text(memory_id, "memory_id")
+        check.identifier(memory_id, "memory_id")
         check.texts(relationship_types, "relationship_types")
         check.integer(max_depth, "max_depth", least=1)
         check.integer(limit, "limit", least=1)
@@ -369,9 +369,10 @@ class AsyncClient:
     async def history(self, memory_id: str, *, page_size: int = 100, page_token: str = "",
                       timeout: float | None = None) -> HistoryPage:
         """One page (at most 1000) of the memory's changes, oldest first; :meth:`iter_history`
-        walks them all. NotFound."""
-        check.text(memory_id, "memory_id")
-        check.integer(page_size, "page_size")
+        walks them all. NotFound; InvalidArgument naming ``memory_id`` (empty) or ``page_size``
+        (outside 1..1000)."""
+        check.identifier(memory_id, "memory_id")
+        check.integer(page_size, "page_size", least=1)
         check.text(page_token, "page_token")
         return await self._open.history(memory_id, page_size=page_size, page_token=page_token, timeout=timeout)
 
@@ -392,8 +393,8 @@ class AsyncClient:
         """One page (1..100) of the memory's versions, oldest first (RecallService
         ListMemoryVersions; GET /v1/memories/{id}/versions); :meth:`iter_versions` walks them
         all. NotFound; InvalidArgument naming ``page_size`` / ``page_token``."""
-        check.text(memory_id, "memory_id")
-        check.integer(page_size, "page_size")
+        check.identifier(memory_id, "memory_id")
+        check.integer(page_size, "page_size", least=1)
         check.text(page_token, "page_token")
         return await self._open.versions(memory_id, page_size=page_size, page_token=page_token,
                                          timeout=timeout)
@@ -415,9 +416,9 @@ class AsyncClient:
         """The fields that differ between two versions (RecallService DiffMemoryVersions;
         GET /v1/memories/{id}/versions:diff). NotFound naming ``from``/``to`` (REST) or
         ``from_version``/``to_version`` (gRPC) when the memory has no such version."""
-        check.text(memory_id, "memory_id")
-        check.integer(from_version, "from_version")
-        check.integer(to_version, "to_version")
+        check.identifier(memory_id, "memory_id")
+        check.integer(from_version, "from_version", bits=64)
+        check.integer(to_version, "to_version", bits=64)
         return await self._open.diff_versions(memory_id, from_version, to_version, timeout=timeout)
 
     async def health(self, *, timeout: float | None = None) -> Health:
@@ -430,7 +431,9 @@ class AsyncClient:
         :meth:`close` ends an open iteration (the next ``__anext__`` raises
         StopAsyncIteration, so ``async for`` just stops, over both transports); called on a
         closed client it raises ClientClosed. A connection that fails under it is
-        Unavailable."""
+        Unavailable; InvalidArgument naming ``after_sequence`` for a negative one or one
+        past the newest event."""
+        check.integer(after_sequence, "after_sequence", least=0, bits=64)
         async for event in self._open.events(after_sequence=after_sequence):
             yield event
 

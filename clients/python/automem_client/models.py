@@ -8,10 +8,11 @@ Times are timezone-aware ``datetime`` in UTC, None when unset.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from google.protobuf import json_format
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from automem_client._proto.automem.v1 import events_pb2, memory_pb2
 
@@ -362,6 +363,41 @@ class FieldChange:
     after: Any = None
 
 
+#: Diffed enum fields and how the REST answer words their values (automem/gateway/presenters.py
+#: ``memory_json``): "ACTIVE", "Decision", "done".
+_DIFF_ENUMS: dict[str, tuple[Any, Any]] = {
+    "state": (memory_pb2.MemoryState, lambda v: _suffix(memory_pb2.MemoryState, v, "MEMORY_STATE_")),
+    "type": (memory_pb2.MemoryType, type_name),
+    "embedding_status": (memory_pb2.EmbeddingStatus,
+                         lambda v: _suffix(memory_pb2.EmbeddingStatus, v, "EMBEDDING_STATUS_").lower()),
+    "enrichment_status": (memory_pb2.EnrichmentStatus,
+                          lambda v: _suffix(memory_pb2.EnrichmentStatus, v, "ENRICHMENT_STATUS_").lower()),
+}
+#: The Memory fields that hold a time.
+_DIFF_TIMES = frozenset(f.name for f in memory_pb2.Memory.DESCRIPTOR.fields
+                        if f.message_type is not None and f.message_type.full_name == "google.protobuf.Timestamp")
+
+
+def _diff_value(name: str, value: Any) -> Any:
+    """A gRPC diff value (the proto JSON mapping of field ``name``) as the REST answer has it:
+    metadata numbers without a fraction as ints, enum words as the memory's, times as RFC 3339
+    with ``+00:00`` to the millisecond (automem/gateway/presenters.py ``diff_json``), so both
+    transports return the same :class:`VersionDiff`."""
+    if name == "metadata":
+        return _whole(value)
+    if name in _DIFF_ENUMS and isinstance(value, str):
+        enum, word = _DIFF_ENUMS[name]
+        return word(enum.Value(value)) if value in enum.DESCRIPTOR.values_by_name else value
+    if name in _DIFF_TIMES and isinstance(value, str):
+        stamp = Timestamp()
+        stamp.FromJsonString(value)
+        seconds, millis = stamp.seconds, round(stamp.nanos / 1e5) // 10
+        if millis == 1000:
+            seconds, millis = seconds + 1, 0
+        return (datetime.fromtimestamp(seconds, UTC) + timedelta(milliseconds=millis)).isoformat()
+    return value
+
+
 @dataclass(frozen=True)
 class VersionDiff:
     """The fields that differ between versions ``from_version`` and ``to_version``."""
@@ -373,7 +409,7 @@ class VersionDiff:
     @classmethod
     def from_proto(cls, r: Any) -> VersionDiff:
         def value(c: Any, side: str) -> Any:
-            return json_format.MessageToDict(getattr(c, side)) if c.HasField(side) else None
+            return _diff_value(c.field, json_format.MessageToDict(getattr(c, side))) if c.HasField(side) else None
 
         return cls(r.from_version, r.to_version,
                    [FieldChange(_field(c.field), value(c, "before"), value(c, "after")) for c in r.changes])
