@@ -66,6 +66,7 @@ from automem.cli.output import (
 )
 from automem.common.embedded import EmbeddedRuntime, EmbeddedServerError
 from automem.common.errors import ListenError
+from automem.common.jsontext import json_lines
 from automem.common.settings import Settings, get_settings
 from automem.runner import Runner, child_targets, closure, targets
 from automem.vectors.shared import ShardServer, socket_path
@@ -361,8 +362,8 @@ async def _recovery(settings: Settings, args: argparse.Namespace) -> int:
             await _connect_bus(bus)
             from pathlib import Path
 
-            text = await asyncio.to_thread(Path(args.file).read_text, encoding="utf-8")
-            records = backup.read_lines(text.splitlines())
+            text = await asyncio.to_thread(Path(args.file).read_text, encoding="utf-8-sig")
+            records = backup.read_lines(json_lines(text))
             with progress("restore", None) as bar:
                 counts = await backup.restore_records(
                     graph, records, bus, force=args.force,

@@ -475,7 +475,7 @@ async def _stored_edges(client: Any, args: argparse.Namespace,
 
 
 async def _export(settings: Settings, args: argparse.Namespace) -> int:
-    counts = {"memories": 0, "relations": 0, "relations_left_out": 0, "pending_left_out": 0}
+    counts = {"memories": 0, "relations": 0, "relations_left_out": 0, "pending_left_out": 0, "proposals_left_out": 0}
     async with online_client(settings, args) as client:
         who = await client.recall.WhoAmI(recall_service_pb2.WhoAmIRequest(scope=args.scope),
                                          metadata=client.metadata(), timeout=args.timeout)
@@ -486,6 +486,8 @@ async def _export(settings: Settings, args: argparse.Namespace) -> int:
             task = progress.add_task("records", total=None)
             ids: dict[int, str] = {}
             numbers: dict[str, int] = {}
+            #: Memories written that wait for review (PENDING_REVIEW).
+            pending: set[str] = set()
             proposals: list[dict[str, Any]] = []
             started = False
             async for chunk in stream:
@@ -508,6 +510,8 @@ async def _export(settings: Settings, args: argparse.Namespace) -> int:
                         continue
                     ids[record["ref"]] = memory.id
                     numbers[memory.id] = len(numbers)
+                    if memory.state == memory_pb2.MEMORY_STATE_PENDING_REVIEW:
+                        pending.add(memory.id)
                     out.write(_memory_line(args.format, numbers[memory.id], memory) + "\n")
                     counts["memories"] += 1
                 elif kind == "review_item":
@@ -531,10 +535,15 @@ async def _export(settings: Settings, args: argparse.Namespace) -> int:
             if args.format == "native":
                 # A replacement pending review waits with its proposal: written as the superseding
                 # relation it proposes (from a current memory to a pending one), which an import
-                # turns back into a proposal (CreateRelation), not into a supersession.
+                # turns back into a proposal (CreateRelation), not into a supersession. A proposal
+                # between two current memories (enrichment's contradiction check) is a review item
+                # only: written as that relation, an import superseded the older one for real
+                # (break-it review); it is left out and counted.
                 for props in proposals:
                     old, new = props.get("target_id"), props.get("memory_id")
-                    if old in numbers and new in numbers:
+                    if old in numbers and new in numbers and new not in pending:
+                        counts["proposals_left_out"] += 1
+                    elif old in numbers and new in numbers:
                         name = props.get("relation_type") or "INVALIDATED_BY"
                         out.write(formats.native_relation_line(_relation(
                             old, new, name if name in ("INVALIDATED_BY", "EVOLVED_INTO") else "INVALIDATED_BY",
@@ -548,6 +557,9 @@ async def _export(settings: Settings, args: argparse.Namespace) -> int:
             f"({args.format})" + (f" to {args.out}" if args.out != "-" else "")]
     if counts["relations_left_out"]:
         text.append(f"  left out: {counts['relations_left_out']} relations (mem0's format has none)")
+    if counts["proposals_left_out"]:
+        text.append(f"  left out: {counts['proposals_left_out']} supersede proposals between two current "
+                    "memories (review items awaiting a reviewer here; both memories are exported as current)")
     if counts["pending_left_out"]:
         text.append(f"  left out: {counts['pending_left_out']} memories pending review ({args.format}'s format "
                     "has no review state; the native format keeps them)")

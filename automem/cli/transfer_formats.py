@@ -42,7 +42,14 @@ from typing import Any
 from google.protobuf import json_format, timestamp_pb2
 
 from automem.common.errors import InvalidArgument
-from automem.common.jsontext import InexactNumber, RepeatedKeys, exact_float, object_pairs, refusals
+from automem.common.jsontext import (
+    InexactNumber,
+    RepeatedKeys,
+    exact_float,
+    json_lines,
+    object_pairs,
+    refusals,
+)
 from automem.common.lifecycle import SUPERSEDING_RELATIONS
 from automem.common.model import (
     AUTHORABLE_RELATIONS,
@@ -145,13 +152,13 @@ def read_records(data: bytes) -> tuple[list[tuple[str, Any]], list[str]]:
     records: list[tuple[str, Any]] = []
     errors: list[str] = []
     not_json = False
-    for number, line in enumerate(text.splitlines(), 1):
+    for number, line in enumerate(json_lines(text), 1):
         if not line.strip():
             continue
         try:
             value, twice = _loads(line)
         except json.JSONDecodeError as exc:
-            errors.append(f"line {number}: not JSON ({exc.msg} at column {exc.colno})")
+            errors.append(f"line {number}: not JSON ({exc.msg}, column {exc.colno})")
             not_json = True
             continue
         except ValueError as exc:  # an integer past sys.get_int_max_str_digits()

@@ -25,6 +25,7 @@ from typing import Any
 from automem.common import backup
 from automem.common.auth import Principal, require_role
 from automem.common.errors import FailedPrecondition, InvalidArgument, NotFound, PermissionDenied
+from automem.common.jsontext import json_lines
 from automem.common.keys import ApiKeyInfo, KeyStore, within
 from automem.common.model import ts
 from automem.common.outbox import EventPublisher
@@ -171,8 +172,11 @@ class AdminServicer(admin_service_pb2_grpc.AdminServiceServicer):
 
     @long_running
     async def _restore(self, data: bytes, force: bool) -> Any:
+        if data[:2] == b"\x1f\x8b":
+            raise InvalidArgument("data: a gzip file; decompress it first (gunzip), then restore the .jsonl",
+                                  field="data")
         try:
-            records = backup.read_lines(data.decode("utf-8").splitlines())
+            records = backup.read_lines(json_lines(data.decode("utf-8-sig")))
         except UnicodeDecodeError as exc:
             raise InvalidArgument(f"data: not UTF-8 text ({exc.reason} at byte {exc.start})", field="data") from None
         except ValueError as exc:

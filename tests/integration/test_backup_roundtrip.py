@@ -36,7 +36,10 @@ async def _build(http) -> dict[str, str]:
     a = await _store(http, "Alice Johnson runs the Postgres backups of billing every night.", tags=["ops"],
                      metadata=BIG, t_valid="2024-01-01T00:00:00Z")
     b = await _store(http, "Bob Smith moved the billing service from Berlin to Paris.", tags=["ops", "billing"])
-    d = await _store(http, "Grafana dashboards watch the billing latency in Paris.", tags=["billing"])
+    # Characters str.splitlines() splits at (U+2028, U+2029, U+0085, \x1c): a backup holding
+    # one could not be restored (break-it review).
+    d = await _store(http, "Grafana dashboards watch the billing latency in Paris.\u2028Alerts: "
+                           "\u2029p99\u0085 over 2 s\x1c page on-call.", tags=["billing"])
     r = await http.post("/associate", json={"memory1_id": a, "memory2_id": b, "type": "RELATES_TO", "strength": 0.7})
     assert r.status_code in (200, 201), r.text
     r = await http.post(f"/v1/memories/{a}:supersede", json={

@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from automem.common.jsontext import json_lines
 from automem.common.model import ts
 from automem.v1 import ingest_service_pb2, memory_pb2, recall_service_pb2, review_service_pb2
 from tests.conftest import ScopedService, eventually, fresh_scope
@@ -68,9 +69,12 @@ async def _seed(service: ScopedService) -> None:
 
         pg = await create(_item("Billing uses PostgreSQL for transactional DDL", type="Decision",
                                 tags=["billing", "DB"], importance=0.9, confidence=0.8,
-                                metadata={"project": "billing", "n": 12, "nested": {"list": [1, 2.5, "x", None]}},
+                                metadata={"project": "billing", "n": 12, "nested": {"list": [1, 2.5, "x", None]},
+                                          # split by str.splitlines(): the export could not be read back
+                                          "note": "line\u2028para\u2029next\u0085fs\x1cend"},
                                 event_time=1767225600.0, valid_from=1767225600.0, valid_to=1893456000.0))
-        tabs = await create(_item("Jack prefers tabs in Python files", type="Preference", tags=["style"],
+        tabs = await create(_item("Jack prefers tabs in Python files\u2028(and in YAML\u0085files)", type="Preference",
+                                  tags=["style"],
                                   importance=0.4, event_time=1735689600.123))
         await create(_item("Review the on-call rota before the release", type="Habit", require_review=True))
         v1 = await create(_item("Deploys run on Fridays", type="Habit", tags=["deploy"]))
@@ -92,7 +96,7 @@ async def _seed(service: ScopedService) -> None:
 async def _settled(service: ScopedService, scope: str, path: Path) -> None:
     """Wait until enrichment is done with every memory the export file names (it may change
     nothing a caller decides, but the export is compared after it)."""
-    ids = [json.loads(line)["memory"]["id"] for line in path.read_text().splitlines() if '"memory"' in line[:12]]
+    ids = [json.loads(line)["memory"]["id"] for line in json_lines(path.read_text()) if '"memory"' in line[:12]]
     async with service.client(scope=scope) as client:
         async def done() -> bool:
             for memory_id in ids:
@@ -115,7 +119,7 @@ KEPT = ("content", "tags", "type", "importance", "confidence", "metadata", "even
 def _view(path: Path) -> tuple[list[dict[str, Any]], list[tuple]]:
     """The memories (by content, KEPT fields, ``superseded_by`` as the replacement's content)
     and authorable relations (by the contents of their ends) of a native export file."""
-    records = [json.loads(line) for line in path.read_text().splitlines()]
+    records = [json.loads(line) for line in json_lines(path.read_text())]
     assert records[0]["header"]["format"] == "automem-jsonl/1"
     memories = {r["memory"]["id"]: r["memory"] for r in records if "memory" in r}
     view = []
@@ -162,7 +166,7 @@ async def test_native_export_import_round_trips_and_reimport_stores_nothing(serv
     done = await _cli("export", "--grpc", service.grpc, "--scope", target, "--out", str(third))
     assert done.returncode == 0, done.stderr
     assert _view(third) == before
-    assert len(third.read_text().splitlines()) == len(second.read_text().splitlines())
+    assert len(json_lines(third.read_text())) == len(json_lines(second.read_text()))
 
 
 async def _memories(service: ScopedService, scope: str, tag: str) -> list[memory_pb2.Memory]:
@@ -448,7 +452,7 @@ async def test_a_chain_the_service_would_refuse_is_refused_before_anything_is_wr
             memory=_item("Chain: the API rate limit is 300/min", tags=["chainfile"])))
     source = tmp_path / "chain.jsonl"
     await _json_cli("export", "--grpc", service.grpc, "--scope", service.scope, "--out", str(source))
-    lines = [json.loads(line) for line in source.read_text().splitlines()]
+    lines = [json.loads(line) for line in json_lines(source.read_text())]
     memories = {r["memory"]["content"]: r["memory"] for r in lines if "memory" in r}
     first, second = memories["Chain: the API rate limit is 100/min"], memories["Chain: the API rate limit is 200/min"]
     third = memories["Chain: the API rate limit is 300/min"]
@@ -512,7 +516,7 @@ async def test_a_replacement_waiting_for_review_comes_back_waiting_with_its_prop
     out = tmp_path / "proposal.jsonl"
     done = await _json_cli("export", "--grpc", service.grpc, "--scope", service.scope, "--out", str(out))
     assert done["memories"] == 2, done
-    proposed = [r["relation"] for r in map(json.loads, out.read_text().splitlines())
+    proposed = [r["relation"] for r in map(json.loads, json_lines(out.read_text()))
                 if r.get("relation", {}).get("type") == "RELATION_TYPE_INVALIDATED_BY"]
     assert [(p["source_id"], p["strength"], p["reason"]) for p in proposed] == [(old.id, 0.6, "reorg")], proposed
     target = fresh_scope()
@@ -534,3 +538,33 @@ async def test_a_replacement_waiting_for_review_comes_back_waiting_with_its_prop
         assert approved.superseded.content == "Proposal: the boss is Alice"
         current = await _memories(service, target, "proposalfile")
         assert [m.content for m in current] == ["Proposal: the boss is Bob"]
+
+
+async def test_a_proposal_between_two_current_memories_is_left_out_not_made_a_supersession(
+        service: ScopedService, tmp_path: Path) -> None:
+    """Break-it review: enrichment's contradiction check proposes that a new memory supersedes
+    an older current one (a review item; both stay ACTIVE). The native export wrote that
+    proposal as an INVALIDATED_BY relation, and the import superseded the older memory for
+    real, with no review item. It is left out now and counted (``proposals_left_out``)."""
+    import time
+    import uuid
+
+    async with service.client() as client:
+        old, new = [(await client.ingest.CreateMemory(ingest_service_pb2.CreateMemoryRequest(
+            memory=_item(text, tags=["portfile"])))).memory for text in
+            ("The staging server port is 8080", "The staging server port is 9090")]
+    # As enrichment proposes it (automem/enrich/links.py ``propose``).
+    await service.ctx.graph.review.propose_supersede(
+        str(uuid.uuid4()), new.id, old.id, service.scope, "different value: 8080 -> 9090", time.time(),
+        {"relation_type": "INVALIDATED_BY", "strength": 0.9, "proposed_by": "enrichment"})
+    out = tmp_path / "proposal.jsonl"
+    done = await _json_cli("export", "--grpc", service.grpc, "--scope", service.scope, "--out", str(out))
+    assert (done["memories"], done["proposals_left_out"]) == (2, 1), done
+    written = [r["relation"]["type"] for r in map(json.loads, json_lines(out.read_text())) if "relation" in r]
+    assert "RELATION_TYPE_INVALIDATED_BY" not in written, written  # enrichment's links may be there
+    target = fresh_scope()
+    imported = await _json_cli("import", str(out), "--format", "native", "--grpc", service.grpc, "--scope", target)
+    assert imported["ok"] and imported["relations"]["failed"] == 0, imported
+    current = await _memories(service, target, "portfile")
+    assert sorted(m.content for m in current) == ["The staging server port is 8080", "The staging server port is 9090"]
+    assert all(m.state == memory_pb2.MEMORY_STATE_ACTIVE for m in current)

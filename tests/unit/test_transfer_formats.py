@@ -357,3 +357,15 @@ def test_automem_qdrant_backup_points_are_memories() -> None:
     assert record.where == "record 1: points[0]"
     assert _meta(record) == {"k": "v", "import_source": {"format": "automem", "id": "9d2c7f0e-0000-4000-8000-000000000001",
                                                          "fields": {"updated_at": "2025-10-02T10:00:00Z"}}}
+
+
+def test_json_lines_split_at_newlines_only() -> None:
+    """JSON Lines are separated by ``\\n`` (a ``\\r`` before it dropped); U+2028, U+2029,
+    U+0085 and ``\\x1c`` are characters a JSON string may hold raw, where ``str.splitlines``
+    split the line (break-it review: an export holding one could not be imported)."""
+    from automem.common.jsontext import json_lines
+
+    text = '{"a": "x\u2028y\u2029z\u0085w\x1cv"}\r\n{"b": 1}\n\n{"c": 2}'
+    assert json_lines(text) == ['{"a": "x\u2028y\u2029z\u0085w\x1cv"}', '{"b": 1}', "", '{"c": 2}']
+    assert json_lines("") == [] and json_lines("{}\n") == ["{}"]
+    assert len(text.splitlines()) > len(json_lines(text))
