@@ -56,6 +56,46 @@ _OPEN_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.", "/automem.v1.R
                   "/automem.v1.EnrichService/GetEnrichmentStatus", "/automem.v1.ConsolidateService/GetSyncStatus")
 
 
+#: Call metadata that must come once: the credentials and the scope.
+_SINGLE_METADATA = ("authorization", "x-api-key", "x-admin-token", "x-admin-api-key", "x-automem-scope")
+
+
+def call_metadata(context: grpc.aio.ServicerContext) -> dict[str, str]:
+    """The call's text metadata by lower-case key. InvalidArgument naming the key when a
+    credential or the scope comes more than once, or when ``authorization`` and ``x-api-key``
+    (``x-admin-token`` and ``x-admin-api-key``) carry different keys: the last copy was
+    served, a key or scope the caller may not have meant — the REST gateway refuses the same
+    (automem/gateway/deps.py ``single_header``, ``_same_key``; break-it review)."""
+    metadata: dict[str, str] = {}
+    for key, value in context.invocation_metadata() or ():
+        if not isinstance(value, str):
+            continue
+        key = key.lower()
+        if key in metadata and key in _SINGLE_METADATA:
+            raise InvalidArgument(f"{key}: given more than once; send it once", field=key)
+        metadata[key] = value
+    auth = metadata.get("authorization", "")
+    bearer = auth[7:].strip() if auth.lower().startswith("bearer ") else auth.strip()
+    if auth and metadata.get("x-api-key") and bearer != metadata["x-api-key"].strip():
+        raise InvalidArgument("authorization: authorization and x-api-key carry different keys; send one",
+                              field="authorization")
+    admin, alias = metadata.get("x-admin-token", "").strip(), metadata.get("x-admin-api-key", "").strip()
+    if admin and alias and admin != alias:
+        raise InvalidArgument("x-admin-token: x-admin-token and x-admin-api-key carry different tokens; send one",
+                              field="x-admin-token")
+    return metadata
+
+
+def _require_id(request: Any) -> None:
+    """INVALID_ARGUMENT naming ``id`` for a request whose ``id`` (the memory, review item,
+    tombstone, merge or key it acts on; every request message with an ``id`` field needs one)
+    is empty or blank: it answered NOT_FOUND ("memory  not found") naming no field, and
+    ListMemoryEvents listed every memory's events (break-it review)."""
+    field = request.DESCRIPTOR.fields_by_name.get("id")
+    if field is not None and field.type == field.TYPE_STRING and not request.id.strip():
+        raise InvalidArgument("id: required (the id of what the call acts on)", field="id")
+
+
 def bearer_from_metadata(metadata: dict[str, str]) -> str:
     """The API key of a request: ``authorization: Bearer <key>`` or ``x-api-key``."""
     auth = metadata.get("authorization", "")
@@ -272,7 +312,7 @@ class AutomemInterceptor(grpc.aio.ServerInterceptor):
         principal, the requested scope (noted on ``call``) and the call's credential check
         (automem/common/auth.py ``still_authorized``: a stream checks its key as it goes).
         Raises AutomemError."""
-        metadata = {k.lower(): v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
+        metadata = call_metadata(context)
         if call is not None:
             call.scope = metadata.get("x-automem-scope", "")[:200]
         key = bearer_from_metadata(metadata)
@@ -319,7 +359,10 @@ class AutomemInterceptor(grpc.aio.ServerInterceptor):
         bound otherwise; never refused, no rate limit): the method answers everyone, and
         leaves out what only a key that sees every scope may read (automem/enrich/servicer.py
         ``GetEnrichmentStatus``)."""
-        metadata = {k.lower(): v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
+        try:
+            metadata = call_metadata(context)
+        except InvalidArgument:  # an open method answers everyone: credentials it cannot read are none
+            metadata = {}
         try:
             principal = await self.authenticator.authenticate(
                 bearer_from_metadata(metadata),
@@ -365,6 +408,7 @@ class AutomemInterceptor(grpc.aio.ServerInterceptor):
                 async with bound(context, method):
                     if isinstance(request, _Undecodable):
                         raise request.error()
+                    _require_id(request)
                     return await inner(request, context)
 
             return grpc.unary_unary_rpc_method_handler(

@@ -86,7 +86,7 @@ class KeyStore:
                      name: str = "", require_review: bool = False,
                      actor: str = "cli:offline") -> tuple[str, ApiKeyInfo]:
         """Mint a key; returns (the secret key, shown once; its info). InvalidArgument for an
-        unknown role, no scopes, or a default scope outside the patterns. With
+        unknown role, no scopes, a pattern given twice, or a default scope outside the patterns. With
         ``require_review`` every memory the key writes lands as PENDING_REVIEW. ``actor``:
         who asks (the audit record's actor)."""
         if role not in ROLES:
@@ -99,6 +99,9 @@ class KeyStore:
                 raise InvalidArgument(f"scope: {pattern[:80]!r} is not a scope pattern: '/'-separated segments of "
                                       "letters, digits, '.', '_', '-' and '*', each starting with a letter, digit "
                                       f"or '*', at most {MAX_SCOPE_LENGTH} characters", field="scope")
+        if len(set(scopes)) < len(scopes):  # stored twice, listed twice (break-it review)
+            twice = next(p for p in scopes if scopes.count(p) > 1)
+            raise InvalidArgument(f"scope: {twice!r} given more than once", field="scope")
         if default_scope and (not SCOPE_RE.fullmatch(default_scope) or len(default_scope) > MAX_SCOPE_LENGTH):
             raise InvalidArgument(f"default_scope: {default_scope[:80]!r} is not a scope name", field="default_scope")
         # Each run of '*' stands for one name: 'acme/**' defaults to acme/default (was acme/defaultdefault).

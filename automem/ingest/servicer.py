@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import uuid
-from datetime import timedelta
+from datetime import UTC, timedelta
 from typing import Any
 
 from automem.common.auth import require_role, resolve_scope
@@ -856,11 +856,18 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
 
     @long_running
     async def ExportBackup(self, request, context):
-        """Stream the full export (admin): one JSON record per chunk (automem/common/backup.py)."""
+        """Stream the full export (admin): one JSON record per chunk (automem/common/backup.py).
+        INVALID_ARGUMENT naming ``known_at`` outside the years 1–9999 (it was ignored: the
+        whole export came back, as if none was given)."""
         principal = require_role("admin")
         if not principal.allows_all():  # the export spans every scope
             raise PermissionDenied("backup exports every scope: it needs a key allowed on all scopes ('*')")
-        known_at = request.known_at.seconds + request.known_at.nanos / 1e9 if request.HasField("known_at") else None
+        known_at = None
+        if request.HasField("known_at"):
+            try:
+                known_at = request.known_at.ToDatetime(tzinfo=UTC).timestamp()
+            except (ValueError, OverflowError):
+                raise InvalidArgument("known_at: outside the years 1–9999", field="known_at") from None
         async for line in export_lines(self.graph, None if request.skip_events else self.publisher.bus, known_at):
             yield ingest_service_pb2.ExportBackupResponse(json_line=line)
 

@@ -473,6 +473,33 @@ async def test_arguments_of_the_wrong_type_are_invalid_argument_naming_them(serv
         await client.close()
 
 
+async def test_a_bad_timeout_or_base_url_is_invalid_argument_naming_it(service) -> None:
+    """Break-it review: ``timeout=inf`` was an immediate DeadlineExceeded over gRPC, ``nan`` a
+    bare ValueError over REST, ``"5"`` a TypeError over both; ``Client.rest("localhost:8001")``
+    (no scheme) was retried and reported Unavailable. InvalidArgument naming the argument now,
+    when the client is built and on a call."""
+    for bad in (float("inf"), float("nan"), 0, -1, "5", True):
+        for make in (AsyncClient.grpc, AsyncClient.rest):
+            with pytest.raises(InvalidArgument) as error:
+                make(service.grpc if make is AsyncClient.grpc else service.url, timeout=bad)
+            assert error.value.field == "timeout", (make, bad)
+    for bad in ("localhost:8001", "not a url", "ftp://example.org", "http://"):
+        with pytest.raises(InvalidArgument) as error:
+            AsyncClient.rest(bad)
+        assert error.value.field == "base_url", bad
+    for transport in ("grpc", "rest"):
+        client = await make_client(service, transport, "async")
+        try:
+            mid = (await client.store("Timeout probe")).id
+            for bad in (float("inf"), float("nan"), -1, "5"):
+                with pytest.raises(InvalidArgument) as error:
+                    await client.get(mid, timeout=bad)
+                assert error.value.field == "timeout", (transport, bad)
+            assert (await client.get(mid, timeout=5)).id == mid
+        finally:
+            await client.close()
+
+
 async def test_a_version_diff_is_the_same_over_both_transports(service) -> None:
     """Break-it review: over gRPC a diff's enum values came as the proto's names
     (``ENRICHMENT_STATUS_PENDING``), its metadata integers as floats (``1.0``) and its times

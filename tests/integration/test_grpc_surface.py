@@ -264,6 +264,32 @@ async def test_history_needs_a_memory_id_and_its_page_token_is_that_memorys(serv
         assert [e.memory_id for e in following.events] == [memories[0].id]
 
 
+async def test_every_request_with_an_id_refuses_an_empty_one_naming_it(service) -> None:
+    """Break-it review: an empty or blank ``id`` answered NOT_FOUND ("memory  not found")
+    naming no field, from every RPC that acts on one thing. INVALID_ARGUMENT naming ``id``
+    now (the interceptor, automem/common/grpc_server.py ``_require_id``), for each such RPC."""
+    from automem.v1 import admin_service_pb2
+
+    async with service.client() as client:
+        stubs = {"RecallService": client.recall, "IngestService": client.ingest, "ReviewService": client.review,
+                 "AdminService": client.admin}
+        checked = []
+        for module, name in ((recall_service_pb2, "RecallService"), (ingest_service_pb2, "IngestService"),
+                             (review_service_pb2, "ReviewService"), (admin_service_pb2, "AdminService")):
+            for rpc in module.DESCRIPTOR.services_by_name[name].methods:
+                if "id" not in rpc.input_type.fields_by_name or rpc.server_streaming or rpc.client_streaming:
+                    continue
+                request_class = getattr(module, rpc.input_type.name)
+                for blank in ("", "  "):
+                    with pytest.raises(grpc.aio.AioRpcError) as refused:
+                        await getattr(stubs[name], rpc.name)(request_class(id=blank))
+                    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT, (rpc.name, refused.value)
+                    assert refused.value.details().startswith("id:"), (rpc.name, refused.value.details())
+                checked.append(rpc.name)
+    assert {"GetMemory", "UpdateMemory", "DeleteMemory", "SupersedeMemory", "ListMemoryEvents",
+            "RevokeApiKey"} <= set(checked), checked
+
+
 async def test_a_request_that_does_not_parse_is_invalid_argument_after_authentication(
         settings: Settings, caplog: pytest.LogCaptureFixture) -> None:
     """grpcio answered a message it could not parse (invalid UTF-8 in a string field) with

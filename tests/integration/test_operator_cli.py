@@ -89,6 +89,11 @@ async def test_keys_admin_api_over_grpc_and_rest(own_service) -> None:
             await admin.admin.CreateApiKey(admin_service_pb2.CreateApiKeyRequest(role="reader", scopes=["a b"]),
                                            metadata=md)
         assert bad.value.code() == grpc.StatusCode.INVALID_ARGUMENT and bad.value.details().startswith("scopes: ")
+        with pytest.raises(grpc.aio.AioRpcError) as bad:  # it was stored, and listed, twice
+            await admin.admin.CreateApiKey(admin_service_pb2.CreateApiKeyRequest(
+                role="reader", scopes=["a/b", " a/b"]), metadata=md)
+        assert bad.value.code() == grpc.StatusCode.INVALID_ARGUMENT and bad.value.details().startswith(
+            "scopes: 'a/b' given more than once"), bad.value.details()
         with pytest.raises(grpc.aio.AioRpcError) as bad:
             await admin.admin.CreateApiKey(admin_service_pb2.CreateApiKeyRequest(
                 role="reader", scopes=["acme/*"], default_scope="globex/app"), metadata=md)
@@ -309,6 +314,15 @@ async def test_restore_rpc_refuses_what_is_not_a_backup(own_service) -> None:
         lines = [m.json_line async for m in anonymous.ingest.ExportBackup(ingest_service_pb2.ExportBackupRequest())]
         assert json.loads(lines[0])["counts"]["nodes"] == len(lines) - 2 - sum('"edge"' in x for x in lines)
         assert json.loads(lines[-1])["kind"] == "end"
+        # A known_at no datetime holds was ignored: the whole export came back (break-it review).
+        from google.protobuf import timestamp_pb2
+
+        for seconds in (10**13, -(10**13)):
+            with pytest.raises(grpc.aio.AioRpcError) as bad:
+                async for _ in anonymous.ingest.ExportBackup(ingest_service_pb2.ExportBackupRequest(
+                        known_at=timestamp_pb2.Timestamp(seconds=seconds))):
+                    pass
+            assert bad.value.code() == grpc.StatusCode.INVALID_ARGUMENT and bad.value.details().startswith("known_at:")
 
 
 async def test_restore_with_force_refuses_a_cut_short_or_unrestorable_file_before_changing_anything(

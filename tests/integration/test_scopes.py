@@ -750,3 +750,23 @@ async def test_mcp_refuses_a_revoked_key_after_the_gateways_short_memory_of_it(w
         await asyncio.sleep(AUTH_CACHE_SECONDS + 0.1)
         assert (await http.post("/mcp", json=body)).status_code == 401
     assert AUTH_CACHE_SECONDS <= 2.0
+
+
+async def test_grpc_refuses_credentials_or_a_scope_given_twice(world: World) -> None:
+    """Break-it review: over gRPC a second ``authorization`` (or ``x-automem-scope``) value was
+    served in place of the first, and ``authorization`` with a different ``x-api-key`` served
+    the first: a key or scope the caller may not have meant, where REST refuses both (400).
+    INVALID_ARGUMENT naming the metadata key now; equal keys in both headers pass."""
+    get = recall_service_pb2.GetMemoryRequest(id=world.a_id)
+    async with AutomemClient.connect(world.service.grpc) as client:
+        for metadata, key in (
+                ([("authorization", f"Bearer {world.key_b}"), ("authorization", f"Bearer {world.key_a}")],
+                 "authorization"),
+                ([*_md(world.key_a, SCOPE_A), ("x-automem-scope", "acme/other")], "x-automem-scope"),
+                ([("authorization", f"Bearer {world.key_a}"), ("x-api-key", world.key_b)], "authorization")):
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await client.recall.GetMemory(get, metadata=metadata)
+            assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT, refused.value.details()
+            assert refused.value.details().startswith(f"{key}:"), refused.value.details()
+        same = [("authorization", f"Bearer {world.key_a}"), ("x-api-key", world.key_a)]
+        assert (await client.recall.GetMemory(get, metadata=same)).memory.id == world.a_id

@@ -136,3 +136,28 @@ def memory_input(item: Any, prefix: str = "") -> None:
         for i, value in enumerate(item.embedding):
             number(value, f"{prefix}embedding[{i}]")
     flag(item.require_review, f"{prefix}require_review")
+
+
+def timeout(value: Any, field: str = "timeout") -> None:
+    """``value`` is None (no deadline / the client's default) or a finite number of seconds
+    above 0 (a bool is not one): ``inf`` was an immediate DeadlineExceeded over gRPC, ``nan``
+    a bare ValueError over REST and ``"5"`` a TypeError over both (break-it review)."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise _refuse(field, "a number of seconds", value)
+    if not math.isfinite(float(value)) or value <= 0:
+        raise errors.InvalidArgument(f"{field}: must be a finite number of seconds above 0 (None: no deadline)",
+                                     field=field)
+
+
+def base_url(value: Any, field: str = "base_url") -> None:
+    """``value`` is an http:// or https:// URL with a host: ``Client.rest("localhost:8001")``
+    was retried for 1.4 s and reported Unavailable, a usage error taken for an outage."""
+    text(value, field)
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(value.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise errors.InvalidArgument(f"{field}: must be an http:// or https:// URL with a host, e.g. "
+                                     f"http://localhost:8001 (got {value!r})", field=field)

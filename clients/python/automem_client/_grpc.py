@@ -26,6 +26,7 @@ from typing import Any
 import grpc
 from google.protobuf import field_mask_pb2, timestamp_pb2
 
+from automem_client import _checks as check
 from automem_client import errors
 from automem_client._proto.automem.v1 import (
     event_stream_pb2,
@@ -223,6 +224,7 @@ class GrpcTransport:
 
     async def _call(self, method: Any, request: Any, timeout: float | None) -> Any:
         self.check_open()
+        check.timeout(timeout)
         try:
             return await method(request, metadata=self.metadata,
                                 timeout=self.timeout if timeout is None else timeout)

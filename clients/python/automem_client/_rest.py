@@ -25,6 +25,7 @@ from urllib.parse import quote
 import httpx
 from google.protobuf import json_format
 
+from automem_client import _checks as check
 from automem_client import errors
 from automem_client._proto.automem.v1 import events_pb2
 from automem_client.models import (
@@ -142,6 +143,7 @@ class RestTransport:
 
     async def _request(self, method: str, path: str, *, retry: bool, timeout: float | None = None,
                        ok: tuple[int, ...] = (), **kwargs: Any) -> dict[str, Any]:
+        check.timeout(timeout)
         attempts = self.max_attempts if retry else 1
         delay = 0.2
         kwargs["timeout"] = httpx.Timeout(self.timeout if timeout is None else timeout)

@@ -85,6 +85,8 @@ class AsyncClient:
         ``server_name``: the name the certificate must carry when not the host dialled.
         ``timeout``: default deadline in seconds; ``max_attempts``: tries of a retried call.
         """
+        check.text(target, "target")
+        check.timeout(timeout)
         if isinstance(root_certificates, str):
             with open(root_certificates, "rb") as handle:
                 root_certificates = handle.read()
@@ -97,7 +99,10 @@ class AsyncClient:
         """A client of the REST gateway at ``base_url`` (``http://host:8001``).
 
         ``verify``: TLS verification as httpx takes it; ``ca_file``: a PEM bundle to trust.
-        The rest as :meth:`grpc`."""
+        The rest as :meth:`grpc`. InvalidArgument naming ``base_url`` for one that is not an
+        http(s) URL with a host, ``timeout`` for one that is not a number of seconds above 0."""
+        check.base_url(base_url)
+        check.timeout(timeout)
         return cls(RestTransport(base_url, api_key=api_key, scope=scope, verify=verify, ca_file=ca_file,
                                  timeout=timeout, max_attempts=max_attempts))
 
