@@ -1,7 +1,9 @@
 """Store a memory and recall it with automem's Python client (docs/clients.md).
 
-    python examples/quickstart.py --grpc localhost:50051
-    python examples/quickstart.py --rest http://localhost:8001
+    .venv/bin/python examples/quickstart.py --grpc localhost:50051
+    .venv/bin/python examples/quickstart.py --rest http://localhost:8001
+
+(the virtualenv `make install` made holds the client; elsewhere: `pip install ./clients/python`).
 
 ``AUTOMEM_API_KEY`` is sent as the key when set, ``AUTOMEM_SCOPE`` names the scope.
 tests/integration/test_client_sdk.py runs this script against a real service.

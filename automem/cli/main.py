@@ -202,7 +202,10 @@ async def _start(up: _Started, settings: Settings, targets: list[str], embedded:
         host = local_host(settings)
         write_endpoints(settings, f"{host}:{ctx.grpc_port}" if ctx.grpc_port else "",
                         f"http://{host}:{ctx.http_port}" if ctx.http_port else "", addresses)
-    metrics_ports = {"parent": ctx.metrics_port, **{c.target: c.metrics_port for c in children}}
+    # A child names its own port by its targets ("gateway": it was "parent", read as automem
+    # up's port).
+    own = "parent" if ready_fd is None else "+".join(targets)
+    metrics_ports = {own: ctx.metrics_port, **{c.target: c.metrics_port for c in children}}
     # A child of `automem up` (it reports to ready_fd) says so: its own "automem is up" line,
     # with grpc_port 0 for the gateway child, read as the service's answer to an operator.
     log.info("child process is up" if ready_fd is not None else "automem is up",

@@ -24,6 +24,7 @@ import argparse
 import asyncio
 import json
 import math
+import re
 import sys
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from datetime import UTC, datetime
@@ -188,15 +189,27 @@ async def _read(path: str) -> bytes:
     return await asyncio.to_thread(Path(path).read_bytes)
 
 
+def _line_of(error: str) -> int | None:
+    """The file line an error names (``line 3: ...``), None for one about the whole file."""
+    found = re.match(r"line (\d+):", error)
+    return int(found.group(1)) if found else None
+
+
 def _report_errors(args: argparse.Namespace, errors: list[str], scope: str) -> int:
+    """Print the refusals of a file, in line order (the reading errors came first, then the
+    mapping ones: line 3 before line 2), and a summary counting the records refused, not the
+    problems (a record with two problems counted twice: "4 bad records" of a 3-line file)."""
+    errors = sorted(errors, key=lambda e: (_line_of(e) is not None, _line_of(e) or 0))
     if args.json:
         print(json.dumps({"ok": False, "file": args.file, "format": args.format, "scope": scope,
                           "errors": errors, "written": 0}, ensure_ascii=False, sort_keys=True))
     for line in errors[:MAX_LISTED_ERRORS]:
         print(line, file=sys.stderr)
     more = len(errors) - MAX_LISTED_ERRORS
-    what = ("the file was refused" if all(e.startswith("file:") for e in errors) else
-            f"{len(errors)} bad record{'s' if len(errors) != 1 else ''}")
+    records = len({line for e in errors if (line := _line_of(e)) is not None})
+    what = ("the file was refused" if not records else
+            f"{records} bad record{'s' if records != 1 else ''}" +
+            (f" ({len(errors)} problems)" if len(errors) > records else ""))
     print(f"automem import: {args.file} ({args.format}): {what}"
           f"{f' ({more} more not listed)' if more > 0 else ''}; nothing was imported", file=sys.stderr)
     return 1

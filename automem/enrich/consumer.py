@@ -144,8 +144,15 @@ class EnrichConsumer:
         self.publisher: Any = None
 
     async def start(self) -> None:
-        """Create the durable consumer."""
+        """Create the durable consumer, and this replica's enrichment counters at 0: a counter
+        series that first appears at 1 reads as no increase in Prometheus's ``increase()`` /
+        ``rate()``, so the suggested alerts (docs/observability.md) missed the first dead
+        letter after every start, and "stalled" could not fire before a first success."""
         self.sub = await self.bus.pull_subscribe(DURABLE)
+        attributes = self.metric_attributes
+        for counter in (metrics.consumed_messages, metrics.enrichment_processed, metrics.enrichment_failures,
+                        metrics.enrichment_dead_lettered, metrics.enrichment_redeliveries):
+            counter.add(0, attributes)
 
     async def queue_depth(self) -> int:
         """Messages not yet delivered plus delivered but unacknowledged."""

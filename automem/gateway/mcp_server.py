@@ -35,7 +35,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 from starlette.requests import Request
 
 from automem.common.client import AutomemClient
@@ -160,7 +160,14 @@ OptStr = str | None
 #: JSON numbers, never booleans (automem/gateway/schemas.py ``Number``: pydantic's lax mode
 #: would read ``true`` as 1.0), as the REST routes take them.
 OptFloat = Number | None
-OptList = list[str] | None
+def _one_or_many(value: Any) -> Any:
+    """A string given for a list argument as its one item (which the tools split at commas,
+    ``split_values``): docs/mcp.md says list arguments take comma-separated items, yet
+    ``tags: "a,b"`` was a tool error ("Input should be a valid list"); a model often sends one."""
+    return [value] if isinstance(value, str) else value
+
+
+OptList = Annotated[list[str] | None, BeforeValidator(_one_or_many)]
 #: A protobuf int32: a number beyond it cannot be sent (the service checks the real range). An
 #: integer (``2.0`` too, as JSON Schema's ``integer``), never a boolean (pydantic's lax mode
 #: read ``true`` as 1).
@@ -378,7 +385,8 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
             if memory_id:
                 got = await usecases.get_memory(caller(ctx), memory_id, read)
             elif exhaustive:
-                listed = await usecases.list_by_tag(caller(ctx), split_values(tags or []), read=read,
+                tags = split_values(tags or [])
+                listed = await usecases.list_by_tag(caller(ctx), tags, read=read,
                                                     limit=20 if limit is None else limit, offset=offset,
                                                     tag_mode=tag_mode, tag_match=tag_match or "",
                                                     page_token=page_token or "")

@@ -262,6 +262,15 @@ async def test_bad_line_imports_nothing_and_is_named(service: ScopedService, tmp
     assert as_json.returncode == 1 and not result["ok"] and result["written"] == 0
     assert result["errors"][0].startswith("line 3: tags:")
     assert await _memories(service, service.scope, "badfile") == []
+    # Break-it review: reading errors were listed before mapping ones (line 3 before line 2),
+    # and the summary counted problems as records ("4 bad records" of a 3-line file).
+    lines = [{"id": "a", "memory": "good", "categories": ["badfile"]},
+             {"id": "b", "memory": "a bad time", "expiration_date": "soon"}]
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n{not json\n")
+    done = await _cli("import", str(path), "--format", "mem0", "--grpc", service.grpc, "--scope", service.scope)
+    listed = [line for line in done.stderr.splitlines() if line.startswith("line ")]
+    assert [int(line.split(":")[0].split()[1]) for line in listed] == [2, 3], done.stderr
+    assert "2 bad records; nothing was imported" in done.stderr, done.stderr
 
 
 async def test_unreachable_service_is_one_line(tmp_path: Path) -> None:

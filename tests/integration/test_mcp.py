@@ -372,6 +372,12 @@ async def test_batch_modes_refuse_what_they_would_drop_and_arguments_read_as_res
                                                               both["memory_id"]}
         listing, _ = await call(client, "recall_memory", tags=[tag], exhaustive=True)
         assert listing["limit"] == 20
+        # A list argument given as one string is its comma-separated items (docs/mcp.md); it was
+        # "Input should be a valid list". The answer echoes the tags as split.
+        as_text, _ = await call(client, "recall_memory", tags=f"{tag},{second}", exhaustive=True)
+        assert as_text["tags"] == [tag, second] and len(as_text["results"]) == 3, as_text
+        ranked_text, _ = await call(client, "recall_memory", tags=f"{tag},{second}", tag_match="exact", limit=10)
+        assert {m["memory_id"] for m in ranked_text["results"]} == {m["memory_id"] for m in found["results"]}
         # An integer written 2.0 (as some tool-call writers do) is an integer, not a boolean.
         two, _ = await call(client, "recall_memory", tags=[tag], exhaustive=True, limit=2.0)
         assert two["limit"] == 2

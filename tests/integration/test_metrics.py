@@ -245,6 +245,16 @@ async def test_each_process_serves_its_own_metrics_and_enrich_replicas_count_apa
             # A second enrich replica; the first one paused, so the second one gets the next stores.
             cluster.start("enrich-2")
             await _wait_metrics(cluster, "enrich-2")
+            # A replica that enriched nothing yet reports its counters at 0: a series that first
+            # appears at 1 is no increase to Prometheus, so the dead-letter alert missed the
+            # first one after every start (docs/observability.md, suggested alerts).
+            names = ("automem_enrichment_processed_total", "automem_enrichment_failures_total",
+                     "automem_enrichment_dead_lettered_total", "automem_enrichment_redeliveries_total")
+
+            async def counters_at_zero() -> bool:
+                page = await _scrape(cluster.metrics["enrich-2"])
+                return all(_values(page, name, **consumer) == [0.0] for name in names)
+            await eventually(counters_at_zero, timeout=30)
             os.kill(cluster.procs["enrich"].pid, signal.SIGSTOP)
             try:
                 for i in range(2):

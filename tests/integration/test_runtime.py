@@ -229,6 +229,8 @@ def _each_process_serves_its_own_metrics(data: Path, port: int, metrics_port: in
     up = ups[0]
     children = [json.loads(line) for line in lines if '"child process is up"' in line and line.startswith("{")]
     assert sorted(c["targets"][0] for c in children) == ["enrich", "gateway"], children
+    # Each child names its own port by its target (the gateway's said "parent").
+    assert all(list(c["metrics_ports"]) == ["+".join(c["targets"])] for c in children), children
     ports = up["metrics_ports"]
     assert ports["parent"] == metrics_port and set(ports) == {"parent", "gateway", "enrich"}
     assert len(set(ports.values())) == 3
