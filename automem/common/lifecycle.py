@@ -19,10 +19,11 @@ Nothing here touches a store; the callers write what these functions build.
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime
 from typing import Any
 
 from automem.common.auth import Principal, current_principal
-from automem.common.errors import FailedPrecondition
+from automem.common.errors import AutomemError, FailedPrecondition
 from automem.common.model import OPEN_END, Memory, Relation, first_epoch, now, state_name, ts
 from automem.v1 import event_stream_pb2, events_pb2, memory_pb2
 
@@ -87,6 +88,20 @@ def close_for_supersede(old: Memory, new_id: str, new_start: float | None, stamp
     if end < OPEN_END:
         closed.valid_to.CopyFrom(ts(end))
     return closed
+
+
+def check_replacement_valid(replacement: Memory, at: float, field: str,
+                            error: type[AutomemError] = FailedPrecondition) -> None:
+    """``error`` naming ``field`` when ``replacement``'s validity window ended at or before
+    ``at`` (epoch seconds): superseding a current fact with an expired one closed the current
+    fact's window and left no fact current — every read then withheld both (break-it
+    review: enrichment even proposed it, an expired "Python 2.7" for a current "Python 3.13").
+    A replacement valid from a later time is fine: it takes over then."""
+    end = first_epoch(replacement, "valid_to", default=OPEN_END)
+    if end <= at:
+        ended = datetime.fromtimestamp(end, UTC).isoformat()
+        raise error(f"{field}: memory {replacement.id} stopped being valid at {ended}; an expired fact cannot "
+                    "replace a current one (none would be current)", field=field)
 
 
 def superseded_end(old: Memory, end_before: float, new_start: float | None) -> float:

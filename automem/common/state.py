@@ -191,8 +191,8 @@ async def resolve(graph: GraphStore, memories: list[Memory], scope: str, read: R
     Each memory is first seen as known at ``read.known_at`` (:func:`as_known`). A superseded
     memory is replaced by the furthest memory along its chain (≤ :data:`MAX_HOPS` hops, cycle-safe, edges
     created by ``known_at``) that is readable at ``as_of``; when none is, the memory itself
-    is returned if readable (what was true at ``as_of``; :func:`as_current`: it reads
-    ACTIVE), else withheld. A replacement that
+    is returned if readable (what was true at ``as_of``), else withheld. Either way the
+    memory returned reads ACTIVE (:func:`as_current`): it is the fact in force at ``as_of``. A replacement that
     appears more than once is kept at its first position only, unless ``dedupe`` is False:
     then every position holds its own memory's resolution (the by-tag listing asks "is this
     memory its own current head?" for each candidate, automem/recall/bytag.py).
@@ -254,7 +254,10 @@ async def resolve(graph: GraphStore, memories: list[Memory], scope: str, read: R
         if head is not None:
             if dedupe and head.id in seen:
                 continue
-            results[i] = Resolved(head, replaces_id=m.id)
+            # The head read at an earlier as_of may be superseded since (by a later fact): it
+            # was the fact in force then, and reads ACTIVE, as a hit that is its own head does
+            # (it came back SUPERSEDED as a replacement only: break-it review).
+            results[i] = Resolved(as_current(head), replaces_id=m.id)
             seen.add(head.id)
         elif readable_head(m, read) and (not dedupe or m.id not in seen):
             results[i] = Resolved(as_current(m))

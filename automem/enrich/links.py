@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from automem.common.model import Memory, first_epoch
+from automem.common.model import OPEN_END, Memory, first_epoch
 from automem.common.settings import Settings
 from automem.common.text import analyze
 from automem.graph import GraphStore
@@ -184,9 +184,15 @@ class LinkBuilder:
         ``found``) that are active and contradicted; returns the proposals made."""
         mine = {e.tag for e in memory.entities}
         made = 0
+        at = time.time()
+        if first_epoch(memory, "valid_to", default=OPEN_END) <= at:
+            # An expired memory replaces nothing: approved, it left no fact current (break-it
+            # review; the write paths refuse it, automem/common/lifecycle.py ``check_replacement_valid``).
+            return 0
         for n in candidates:
             old = found.get(n.id)
-            if old is None or old.state != memory_pb2.MEMORY_STATE_ACTIVE:
+            if (old is None or old.state != memory_pb2.MEMORY_STATE_ACTIVE
+                    or first_epoch(old, "valid_to", default=OPEN_END) <= at):  # no longer current: nothing to replace
                 continue
             theirs = {e.tag for e in old.entities}
             shared = mine & theirs

@@ -45,7 +45,13 @@ from google.protobuf.message import DecodeError
 
 from automem.common.auth import Principal, require_role, resolve_scope, still_authorized
 from automem.common.errors import Aborted, FailedPrecondition, InvalidArgument, NotFound
-from automem.common.lifecycle import SUPERSEDING_RELATIONS, check_transition, close_for_supersede, make_event
+from automem.common.lifecycle import (
+    SUPERSEDING_RELATIONS,
+    check_replacement_valid,
+    check_transition,
+    close_for_supersede,
+    make_event,
+)
 from automem.common.model import (
     Memory,
     Relation,
@@ -267,7 +273,10 @@ class ReviewServicer(EntityMerges, PurgeRpcs, review_service_pb2_grpc.ReviewServ
     async def _check_proposals_apply(self, pending: Memory, proposals: list[dict[str, Any]], scope: str) -> None:
         """FAILED_PRECONDITION naming ``id``, before anything is written, when a memory that
         ``pending`` is to supersede on approval can no longer be superseded (it was superseded,
-        deleted or archived meanwhile): approving would leave two current facts or none."""
+        deleted or archived meanwhile), or when ``pending``'s own window has ended: approving
+        would leave two current facts or none."""
+        if proposals:
+            check_replacement_valid(pending, now().timestamp(), "id")
         for proposal in proposals:
             target = await self.graph.memories.get(proposal.get("target_id") or "", scope)
             if target is None or target.state != memory_pb2.MEMORY_STATE_ACTIVE:
@@ -305,6 +314,7 @@ class ReviewServicer(EntityMerges, PurgeRpcs, review_service_pb2_grpc.ReviewServ
         if new.state != memory_pb2.MEMORY_STATE_ACTIVE:
             raise FailedPrecondition(f"review item {node['id']}: proposed memory {new.id} is "
                                      f"{state_name(new.state)}, not ACTIVE", field="id")
+        check_replacement_valid(new, stamp.timestamp(), "id")
         check_transition(target.state, memory_pb2.MEMORY_STATE_SUPERSEDED)
         _check_target_unchanged(node, target)
         why = node.get("reason") or reason

@@ -36,6 +36,7 @@ from automem.common.errors import (
 from automem.common.lifecycle import (
     GONE_STATES,
     SUPERSEDING_RELATIONS,
+    check_replacement_valid,
     check_transition,
     close_for_supersede,
     make_event,
@@ -44,6 +45,7 @@ from automem.common.lifecycle import (
 from automem.common.model import (
     AUTHORABLE_RELATIONS,
     IDEMPOTENCY_KEY_MAX_LENGTH,
+    OPEN_END,
     Memory,
     Relation,
     content_hash,
@@ -552,6 +554,8 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
                 f"memory2_id: {target.id} is {memory_pb2.MemoryState.Name(target.state).removeprefix('MEMORY_STATE_')}"
                 "; a memory can only be superseded by an ACTIVE one", field="memory2_id")
         superseding = relation_type_name(rel.type) in SUPERSEDING_RELATIONS
+        if superseding:
+            check_replacement_valid(target, stamp.timestamp(), "memory2_id")
         if superseding and source.state == memory_pb2.MEMORY_STATE_PENDING_REVIEW:
             # Its review decides whether it becomes current; approving it made a memory ACTIVE
             # whose successor was named already (current and superseded at once).
@@ -703,6 +707,9 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         stamp = now()
         new = build_memory(request.replacement, scope=scope, settings=self.settings, created=stamp,
                            source=principal.name, field_prefix="")
+        if first_epoch(new, "valid_to", default=OPEN_END) <= stamp.timestamp():
+            raise InvalidArgument("t_invalid: the replacement's window ends before now; an expired fact cannot "
+                                  "replace a current one (none would be current)", field="t_invalid")
         await self._check_tombstone(new)
         if review:
             return await self._propose_supersede(old, new, rel_type, request, fingerprint, principal.name)

@@ -27,7 +27,7 @@ from rapidfuzz.distance import Levenshtein
 
 from automem.common.auth import require_role, resolve_scope
 from automem.common.errors import InvalidArgument, NotFound
-from automem.common.model import Memory, parse_type, type_name
+from automem.common.model import Memory, first_epoch, parse_type, type_name
 from automem.common.state import ReadAt, as_known, hydrate_at, resolve
 from automem.graph import GraphStore
 from automem.graph.entities import EntityRow, entity_category, split_entity_key
@@ -156,9 +156,17 @@ class GraphViews:
         sampled = len(memories) > limit  # one more than the limit: the limit cut the answer
         memories = memories[:limit]
         if read.past:  # each node as the version believed at known_at (automem/graph/versions.py)
-            believed = await hydrate_at(self.graph, [m.id for m in memories], scope, read)
-            memories = [believed[m.id] for m in memories
-                        if m.id in believed and believed[m.id].importance >= request.min_importance]
+            # With the memories deleted since (they are DELETED now, not then: the snapshot left
+            # them out while every other read at known_at showed them; break-it review).
+            gone = await self.graph.memories.deleted_since(scope, read.known_at, limit + 1)
+            ids = list(dict.fromkeys([*(m.id for m in memories), *gone]))
+            believed = await hydrate_at(self.graph, ids, scope, read)
+            since = request_time(request, "since")
+            pool = [believed[i] for i in ids if i in believed and believed[i].importance >= request.min_importance
+                    and (not types or type_name(believed[i].type) in types)
+                    and (since is None or first_epoch(believed[i], "event_time", default=0.0) >= since)]
+            pool.sort(key=lambda m: (-m.importance, -first_epoch(m, "event_time", default=0.0), m.id))
+            sampled, memories = sampled or len(pool) > limit, pool[:limit]
         nodes = await self._nodes(memories, scope, read)
         shown = [n.memory.id for n in nodes]
         edges = await self.graph.relations.among(shown, scope)

@@ -749,6 +749,7 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         resolved_seen: set[str] = set()
         # One more result than the page shows tells whether another page follows (has_more).
         need = want + 1
+        replacements_within = dataclasses.replace(filters, tags=[])
         complete = False
         rerank = (request.rerank if request.HasField("rerank") else self.settings.recall_llm_rerank) \
             and sort == "score" and bool(tiers.request_queries)
@@ -785,7 +786,17 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
                                 state_filter.suppressed.add(id=r.id, reason=reason,
                                                             replacement_id=res.memory.id if res else "")
                         continue
-                    if not filters.matches(res.memory) and not res.replaces_id:
+                    if not res.replaces_id and not filters.matches(res.memory):
+                        continue
+                    if res.replaces_id and not replacements_within.matches(res.memory):
+                        # A replacement keeps to the window and the exclusions, as expansions do
+                        # (not to the tag filter: the current fact of a tagged hit may carry
+                        # other tags); it came back tagged with an excluded tag, or from outside
+                        # the window (break-it review). The superseded hit stays withheld.
+                        state_filter.suppressed_count += 1
+                        if request.state_debug:
+                            state_filter.suppressed.add(id=r.id, reason=withheld_reason(full[r.id], read),
+                                                        replacement_id=res.memory.id)
                         continue
                     if request.min_score and r.score < request.min_score:
                         score_filtered += 1

@@ -433,3 +433,25 @@ async def test_undoing_merges_keeps_the_other_merges_and_edits_and_goes_in_rever
         assert (await http.post(f"/entities/merges/{inner['id']}/undo")).status_code == 200
         names = {"jenkins", "circleci", "bazel"}
         assert [await mentions(m) & names for m in (jen, cci, baz)] == [{"jenkins"}, {"circleci"}, {"bazel"}]
+
+
+async def test_a_snapshot_at_known_at_shows_a_memory_deleted_since(service) -> None:
+    """Break-it review: ``/graph/snapshot?known_at=T`` picked nodes by their state now, so a
+    memory deleted after T was missing, while recall, by-tag, get and neighbours at T showed
+    it. The snapshot reads the memories deleted since T too."""
+    import asyncio
+    from datetime import UTC, datetime
+
+    async with service.http() as http:
+        kept = await _store(http, "The zebu herd grazes on the east field")
+        gone = await _store(http, "The zebu herd moves to the west field in May")
+        await asyncio.sleep(0.05)
+        then = datetime.now(UTC).isoformat()
+        await asyncio.sleep(0.05)
+        assert (await http.delete(f"/memory/{gone}")).status_code == 200
+        late = await _store(http, "The zebu herd was sold in June")
+        now_ids = {n["id"] for n in (await http.get("/graph/snapshot")).json()["nodes"]}
+        assert now_ids == {kept, late}, now_ids
+        r = await http.get("/graph/snapshot", params={"known_at": then})
+        assert r.status_code == 200, r.text
+        assert {n["id"] for n in r.json()["nodes"]} == {kept, gone}, r.json()["nodes"]

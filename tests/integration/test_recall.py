@@ -18,6 +18,13 @@ async def _store(http, content: str, **fields) -> str:
     return r.json()["memory_id"]
 
 
+async def _supersede(http, old: str, content: str, **fields) -> str:
+    """Store ``content`` as the replacement of ``old`` (``supersedes_memory_id``); its id."""
+    r = await http.post("/memory", json={"content": content, "supersedes_memory_id": old, **fields})
+    assert r.status_code == 201, r.text
+    return r.json()["memory_id"]
+
+
 async def _ids(http, **params) -> list[str]:
     r = await http.get("/recall", params=params)
     assert r.status_code == 200, r.text
@@ -362,6 +369,33 @@ async def test_priority_ids_no_search_found_are_added_to_the_ranking(service) ->
     async with service.client() as client:
         response = await client.search(query=query["query"], limit=5, priority_ids=[cake])
         assert (response.results[0].memory.id, response.results[0].match_type) == (cake, "priority_id")
+
+
+async def test_a_replacement_keeps_to_the_exclusions_and_the_window(service) -> None:
+    """Break-it review: a superseded hit gave way to its replacement whatever the request's
+    ``exclude_tags`` and time window said: a memory tagged ``secret`` came back under
+    ``exclude_tags=secret``, and one stored now under a window 40 days back. A replacement keeps
+    to both now, as expansions do (not to the tag filter: the current fact of a tagged hit may
+    carry other tags); the superseded hit stays withheld."""
+    async with service.http() as http:
+        old = await _store(http, "Narwhal api key rotation happens monthly", tags=["narwhal", "public"])
+        new = await _supersede(http, old, "Narwhal api key rotation happens weekly", tags=["narwhal", "secret"])
+        then = await _store(http, "Walrus deploys go out on Mondays", tags=["walrus"],
+                            timestamp="2026-01-10T12:00:00Z")
+        now = await _supersede(http, then, "Walrus deploys go out on Tuesdays", tags=["walrus"])
+        await _embedded(service, 4)
+        assert await _ids(http, query="narwhal key rotation", tags="narwhal") == [new]
+        for params in ({"exclude_tags": "secret"}, {"tags": "narwhal", "exclude_tags": "secret"}):
+            r = await http.get("/recall", params={"query": "narwhal key rotation", "state_debug": "true", **params})
+            assert r.status_code == 200, r.text
+            assert not {old, new} & {h["id"] for h in r.json()["results"]}, (params, r.json()["results"])
+            suppressed = r.json()["state_filter"]["suppressed"]
+            assert (old, new) in {(s["id"], s["replacement_id"]) for s in suppressed}, suppressed
+        # The tag filter does not bind a replacement: the current fact of a "public" hit.
+        assert await _ids(http, query="narwhal key rotation", tags="public") == [new]
+        window = {"start": "2026-01-01T00:00:00Z", "end": "2026-01-31T00:00:00Z"}
+        assert not {then, now} & set(await _ids(http, query="walrus deploys", **window))
+        assert await _ids(http, query="walrus deploys", tags="walrus") == [now]
 
 
 async def test_expansions_keep_to_the_window_and_exclusions_and_never_repeat_across_pages(service) -> None:

@@ -231,6 +231,9 @@ async def test_a_fact_replaced_from_a_future_date_reads_active_until_then(servic
         assert stats["by_state"] == {"ACTIVE": 2}, stats  # the fact in force and its replacement-to-be
         analysis = (await http.get("/analyze")).json()
         assert analysis["state_counts"] == {"ACTIVE": 2}, analysis
+        # The other aggregates count the same memories (memory_count and the type counts left
+        # the fact in force out: they read the stored state; break-it review).
+        assert analysis["memory_count"] == 2 and sum(analysis["type_counts"].values()) == 2, analysis
         # The record as stored, and the replacement once its window has begun.
         got = (await http.get(f"/memory/{lead}", params={"state_mode": "history"})).json()["memory"]
         assert got["state"] == "SUPERSEDED", got
@@ -892,3 +895,65 @@ async def test_the_automem_client_supersede_follows_a_replacement_moved_later(se
         assert (await http.patch(f"/memory/{new}", json={"t_valid": "2022-01-01T00:00:00Z"})).status_code == 200
         for day, mid in (("2020-06-01", old), ("2021-06-01", old), ("2022-06-01", new)):
             assert [m["id"] for m in await _by_tag(http, "fourcall", as_of=f"{day}T00:00:00Z")] == [mid], day
+
+
+async def test_an_expired_fact_cannot_replace_a_current_one(service) -> None:
+    """Break-it review: a memory whose window had ended could supersede a current fact —
+    through ``/associate``, a supersede store, or enrichment's proposal approved — and that
+    closed the current fact's window: nothing was current, every read withheld both. Each
+    write path refuses it now (409 / 400 naming the field, nothing changed), and enrichment
+    proposes nothing from an expired memory."""
+    day = 86400
+    async with service.http() as http:
+        current = await _store(http, "Xerus service uses Python 3.13", tags=["xerus"])
+        expired = await _store(http, "Xerus service uses Python 2.7", tags=["xerus"],
+                               t_valid=_iso(time.time() - 3 * day), t_invalid=_iso(time.time() - 2 * day))
+        r = await http.post("/associate", json={"memory1_id": current, "memory2_id": expired,
+                                                "type": "INVALIDATED_BY"})
+        assert r.status_code == 409 and "memory2_id" in r.text and "expired" in r.text, r.text
+        r = await http.post("/memory", json={"content": "Xerus service used Python 3.11", "supersedes_memory_id": current,
+                                              "t_valid": _iso(time.time() - 3 * day),
+                                              "t_invalid": _iso(time.time() - day)})
+        assert r.status_code == 400 and "t_invalid" in r.text, r.text
+        # As enrichment's contradiction check would propose it.
+        item = str(uuid.uuid4())
+        await service.ctx.graph.review.propose_supersede(item, expired, current, service.scope,
+                                                         "different value: 3.13 -> 2.7", time.time())
+        r = await http.post(f"/v1/review-items/{item}:approve", json={"reason": "looks right"})
+        assert r.status_code == 409 and "expired" in r.text, r.text
+        got = (await http.get(f"/memory/{current}")).json()["memory"]
+        assert (got["state"], got["t_invalid"], got["is_current"]) == ("ACTIVE", None, True), got
+        assert [h["id"] for h in (await http.get("/recall", params={"tags": "xerus"})).json()["results"]] == [current]
+        assert await service.ctx.graph.memories.count(service.scope) == 2
+        # Enrichment proposed the expired fact as the current one's replacement; no longer.
+        older = await _store(http, "Xerus service uses Python 2.6", tags=["xerus"],
+                             t_valid=_iso(time.time() - 5 * day), t_invalid=_iso(time.time() - 4 * day))
+
+        async def enriched() -> bool:
+            body = (await http.get(f"/memory/{older}")).json()["memory"]
+            return body["enrichment_status"] == "done"
+        await eventually(enriched, timeout=60)
+        assert await service.ctx.graph.review.pending_proposals_of(older, service.scope) == []
+
+
+async def test_the_fact_in_force_at_as_of_reads_active_also_as_a_replacement(service) -> None:
+    """Break-it review: with a chain v1 -> v2 -> v3 (valid from 10 days ago, 5 days ago, now),
+    a recall at ``as_of`` 3 days ago returned v2 — the fact in force then — labelled
+    SUPERSEDED when it came as v1's replacement, and ACTIVE when it was a hit itself. It reads
+    ACTIVE both ways (automem/common/state.py ``resolve``)."""
+    day = 86400
+    async with service.http() as http:
+        v1 = await _store(http, "The vole api is at version 1", tags=["vole"], t_valid=_iso(time.time() - 10 * day))
+        r = await http.post("/memory", json={"content": "The vole api is at version 2", "tags": ["vole"],
+                                             "supersedes_memory_id": v1, "t_valid": _iso(time.time() - 5 * day)})
+        assert r.status_code == 201, r.text
+        v2 = r.json()["memory_id"]
+        r = await http.post("/memory", json={"content": "The vole api is at version 3", "tags": ["vole"],
+                                             "supersedes_memory_id": v2})
+        assert r.status_code == 201, r.text
+        then = _iso(time.time() - 3 * day)
+        for params in ({"tags": "vole"}, {"tags": "vole", "query": "vole api version"}):
+            hits = (await http.get("/recall", params={**params, "as_of": then})).json()["results"]
+            assert [(h["id"], h["memory"]["state"]) for h in hits] == [(v2, "ACTIVE")], (params, hits)
+        got = (await http.get(f"/memory/{v2}", params={"as_of": then})).json()["memory"]
+        assert (got["state"], got["is_current"]) == ("ACTIVE", True), got
