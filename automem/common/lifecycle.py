@@ -90,18 +90,22 @@ def close_for_supersede(old: Memory, new_id: str, new_start: float | None, stamp
     return closed
 
 
-def check_replacement_valid(replacement: Memory, at: float, field: str,
+def check_replacement_valid(replacement: Memory, old: Memory, field: str,
                             error: type[AutomemError] = FailedPrecondition) -> None:
-    """``error`` naming ``field`` when ``replacement``'s validity window ended at or before
-    ``at`` (epoch seconds): superseding a current fact with an expired one closed the current
-    fact's window and left no fact current — every read then withheld both (break-it
-    review: enrichment even proposed it, an expired "Python 2.7" for a current "Python 3.13").
-    A replacement valid from a later time is fine: it takes over then."""
+    """``error`` naming ``field`` when ``replacement``'s validity window ends at or before
+    ``old``'s begins: the supersede closes ``old`` where ``replacement`` starts, before ``old``
+    was ever valid, so ``old`` is never valid and the replacement has ended too — a current
+    fact vanished with nothing in its place (break-it review: enrichment proposed an expired
+    "Python 2.7" for a current "Python 3.13"). A replacement that ended after ``old`` began is
+    history as it was (a fact replaced, then expired: an export's chain, a back-filled one)."""
     end = first_epoch(replacement, "valid_to", default=OPEN_END)
-    if end <= at:
+    begins = first_epoch(old, "valid_from", "create_time", default=0.0)
+    if end <= begins:
         ended = datetime.fromtimestamp(end, UTC).isoformat()
-        raise error(f"{field}: memory {replacement.id} stopped being valid at {ended}; an expired fact cannot "
-                    "replace a current one (none would be current)", field=field)
+        started = datetime.fromtimestamp(begins, UTC).isoformat()
+        raise error(f"{field}: memory {replacement.id or '(the replacement)'} stopped being valid ({ended}) before "
+                    f"memory {old.id} became valid ({started}); a fact cannot be replaced by one that ended before "
+                    "it began (neither would ever be current)", field=field)
 
 
 def superseded_end(old: Memory, end_before: float, new_start: float | None) -> float:

@@ -243,6 +243,6 @@ CallerDep = Annotated[Caller, Depends(caller)]
 
 def split_values(values: list[str]) -> list[str]:
     """Repeated and comma-separated query values as one list (AutoMem accepts both):
-    ``["a,b", "c"]`` -> ``["a", "b", "c"]``; empty pieces are dropped. Used by
+    ``["a, b", "c"]`` -> ``["a", "b", "c"]``; pieces are stripped, empty ones dropped. Used by
     ``GET``/``DELETE /memory/by-tag`` and ``/recall`` so both read ``tags=a,b`` alike."""
-    return [v for raw in values for v in raw.split(",") if v.strip()]
+    return [v.strip() for raw in values for v in raw.split(",") if v.strip()]

@@ -161,10 +161,12 @@ OptStr = str | None
 #: would read ``true`` as 1.0), as the REST routes take them.
 OptFloat = Number | None
 def _one_or_many(value: Any) -> Any:
-    """A string given for a list argument as its one item (which the tools split at commas,
-    ``split_values``): docs/mcp.md says list arguments take comma-separated items, yet
-    ``tags: "a,b"`` was a tool error ("Input should be a valid list"); a model often sends one."""
-    return [value] if isinstance(value, str) else value
+    """A string given for a list argument as its comma-separated items (``"a, b"`` ->
+    ``["a", "b"]``, ``split_values``), for every tool: docs/mcp.md says list arguments take
+    comma-separated items, yet ``tags: "a,b"`` was a tool error ("Input should be a valid
+    list"), and once read as one item ``store_memory`` refused it for its comma; a model often
+    sends one. A list is taken as it is."""
+    return split_values([value]) if isinstance(value, str) else value
 
 
 OptList = Annotated[list[str] | None, BeforeValidator(_one_or_many)]

@@ -273,10 +273,8 @@ class ReviewServicer(EntityMerges, PurgeRpcs, review_service_pb2_grpc.ReviewServ
     async def _check_proposals_apply(self, pending: Memory, proposals: list[dict[str, Any]], scope: str) -> None:
         """FAILED_PRECONDITION naming ``id``, before anything is written, when a memory that
         ``pending`` is to supersede on approval can no longer be superseded (it was superseded,
-        deleted or archived meanwhile), or when ``pending``'s own window has ended: approving
-        would leave two current facts or none."""
-        if proposals:
-            check_replacement_valid(pending, now().timestamp(), "id")
+        deleted or archived meanwhile), or when ``pending``'s window ends before that memory's
+        begins: approving would leave two current facts or none."""
         for proposal in proposals:
             target = await self.graph.memories.get(proposal.get("target_id") or "", scope)
             if target is None or target.state != memory_pb2.MEMORY_STATE_ACTIVE:
@@ -285,6 +283,7 @@ class ReviewServicer(EntityMerges, PurgeRpcs, review_service_pb2_grpc.ReviewServ
                     f"id: memory {pending.id} was stored to supersede {proposal.get('target_id')}, which is now "
                     f"{now_state}; reject it (or reject its proposal {proposal.get('id')} and approve it as a new "
                     "memory)", field="id")
+            check_replacement_valid(pending, target, "id")
             _check_target_unchanged(proposal, target)
 
     async def _decide_memory(self, before: Memory, after: Memory, item_id: str, status: str, actor: str,
@@ -314,7 +313,7 @@ class ReviewServicer(EntityMerges, PurgeRpcs, review_service_pb2_grpc.ReviewServ
         if new.state != memory_pb2.MEMORY_STATE_ACTIVE:
             raise FailedPrecondition(f"review item {node['id']}: proposed memory {new.id} is "
                                      f"{state_name(new.state)}, not ACTIVE", field="id")
-        check_replacement_valid(new, stamp.timestamp(), "id")
+        check_replacement_valid(new, target, "id")
         check_transition(target.state, memory_pb2.MEMORY_STATE_SUPERSEDED)
         _check_target_unchanged(node, target)
         why = node.get("reason") or reason

@@ -45,7 +45,6 @@ from automem.common.lifecycle import (
 from automem.common.model import (
     AUTHORABLE_RELATIONS,
     IDEMPOTENCY_KEY_MAX_LENGTH,
-    OPEN_END,
     Memory,
     Relation,
     content_hash,
@@ -555,7 +554,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
                 "; a memory can only be superseded by an ACTIVE one", field="memory2_id")
         superseding = relation_type_name(rel.type) in SUPERSEDING_RELATIONS
         if superseding:
-            check_replacement_valid(target, stamp.timestamp(), "memory2_id")
+            check_replacement_valid(target, source, "memory2_id")
         if superseding and source.state == memory_pb2.MEMORY_STATE_PENDING_REVIEW:
             # Its review decides whether it becomes current; approving it made a memory ACTIVE
             # whose successor was named already (current and superseded at once).
@@ -707,9 +706,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         stamp = now()
         new = build_memory(request.replacement, scope=scope, settings=self.settings, created=stamp,
                            source=principal.name, field_prefix="")
-        if first_epoch(new, "valid_to", default=OPEN_END) <= stamp.timestamp():
-            raise InvalidArgument("t_invalid: the replacement's window ends before now; an expired fact cannot "
-                                  "replace a current one (none would be current)", field="t_invalid")
+        check_replacement_valid(new, old, "t_invalid", InvalidArgument)
         await self._check_tombstone(new)
         if review:
             return await self._propose_supersede(old, new, rel_type, request, fingerprint, principal.name)

@@ -353,7 +353,7 @@ class _Tiers:
                 ranked, more_fb = await self._feedback(ranked, arm_scores, n)
                 more = more or more_fb
                 if self.sort == "score" and self.request.priority_ids:
-                    ranked = self._priority_first(ranked)
+                    ranked = self.priority_first(ranked)
             # A cut tier 0 left part of its pool unranked: the next tier ranks the same pool
             # (its arm scores kept, not searched again) in full, before the pools grow.
             pruned, self._prune_tier, self._pruned = self._pruned, False, False
@@ -368,7 +368,7 @@ class _Tiers:
                 return new
         return None
 
-    def _priority_first(self, ranked: list[Ranked]) -> list[Ranked]:
+    def priority_first(self, ranked: list[Ranked]) -> list[Ranked]:
         """``ranked`` with the request's ``priority_ids`` first, in the order the request gave
         them, the others after them in their order: AutoMem guarantees them the first places
         of a page (``_guarantee_priority_results`` in its automem/api/recall.py), whatever
@@ -385,7 +385,7 @@ class _Tiers:
         tier 0 to rank after its pool, as AutoMem injects them (``_inject_priority_memories``
         in its automem/api/recall.py): ranking reads them like any candidate — of the caller's
         scope only, through the request's filters and then the state pass — and their
-        ``priority`` component (1.0) and :meth:`_priority_first` rank them first; their
+        ``priority`` component (1.0) and :meth:`priority_first` rank them first; their
         ``match_type`` is ``priority_id``.
         Only in the score order (a time-ordered listing has no boost to give). At most
         :data:`LIST_ITEMS_MAX` ids (more were refused by :meth:`RecallServicer.SearchMemories`)."""
@@ -540,7 +540,7 @@ class _Tiers:
         """The best :attr:`rank_max` of ``ids`` by their fused arm scores alone (each arm
         max-normalised over ``ids`` and weighted, :func:`automem.recall.scoring.fuse_arms`, as
         ranking fuses them; ties by id), and the request's ``priority_ids`` among ``ids`` (they lead
-        the ranking whatever their arm scores, :meth:`_priority_first`), in the order of ``ids``. ``ids`` unchanged after tier 0, without a
+        the ranking whatever their arm scores, :meth:`priority_first`), in the order of ``ids``. ``ids`` unchanged after tier 0, without a
         query, in a time order, with ``rank_max`` 0, with ``context_tags``, ``context`` or
         ``context_types`` (boosts the arm scores do not show), with lexical feedback on (its second lexical search changes the
         pool of the tiers after the first), or when ``ids`` holds no more than ``rank_max``. A
@@ -758,8 +758,8 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
             if tier is None:
                 complete = True
                 break
-            if rerank:  # the first tier's best, once
-                tier, rerank = await self._llm_rerank(tiers, tier), False
+            if rerank:  # the first tier's best, once; the request's priority ids keep the lead
+                tier, rerank = tiers.priority_first(await self._llm_rerank(tiers, tier)), False
             found: list[recall_service_pb2.ScoredMemory] = []
             pos = 0
             while pos < len(tier) and (sort != "score" or len(results) + len(found) < need):
@@ -808,7 +808,10 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
                             state_filter.suppressed.add(id=res.replaces_id, reason=withheld_reason(full[r.id], read),
                                                         replacement_id=res.memory.id)
                     seen.add(res.memory.id)
-                    match_type = "state_replacement" if res.replaces_id else r.match_type
+                    # A named memory no search found keeps saying so as its replacement (the answer's
+                    # context_priority.injected reads it); replaces_id says it is a replacement.
+                    match_type = ("state_replacement" if res.replaces_id and r.match_type != "priority_id"
+                                  else r.match_type)
                     scored = recall_service_pb2.ScoredMemory(
                         memory=res.memory, score=r.score, final_score=r.score, match_type=match_type,
                         score_components=r.score_components, replaces_id=res.replaces_id)

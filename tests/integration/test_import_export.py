@@ -17,6 +17,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -577,3 +578,28 @@ async def test_a_proposal_between_two_current_memories_is_left_out_not_made_a_su
     current = await _memories(service, target, "portfile")
     assert sorted(m.content for m in current) == ["The staging server port is 8080", "The staging server port is 9090"]
     assert all(m.state == memory_pb2.MEMORY_STATE_ACTIVE for m in current)
+
+
+async def test_a_chain_whose_replacement_has_expired_since_imports_as_it_was(service: ScopedService,
+                                                                            tmp_path: Path) -> None:
+    """The re-check of this session's fixes: with the first rule against expired replacements,
+    a scope holding a fact replaced by one that has expired since could not be imported (the
+    replacement and the edge failed; the old fact came back as current). It imports as it was:
+    the old fact superseded, nothing current."""
+    day = 86400
+    async with service.client() as client:
+        old = (await client.ingest.CreateMemory(ingest_service_pb2.CreateMemoryRequest(
+            memory=_item("The expiring office is in Berlin", tags=["expirefile"],
+                         valid_from=time.time() - 10 * day)))).memory
+        await client.ingest.SupersedeMemory(ingest_service_pb2.SupersedeMemoryRequest(
+            id=old.id, replacement=_item("The expiring office is in Munich", tags=["expirefile"],
+                                         valid_from=time.time() - 5 * day, valid_to=time.time() - day)))
+    out = tmp_path / "expired.jsonl"
+    done = await _json_cli("export", "--grpc", service.grpc, "--scope", service.scope, "--out", str(out))
+    assert done["memories"] == 2, done
+    target = fresh_scope()
+    imported = await _json_cli("import", str(out), "--format", "native", "--grpc", service.grpc, "--scope", target)
+    assert imported["ok"] and imported["memories"]["failed"] == 0 and imported["relations"]["failed"] == 0, imported
+    assert await _memories(service, target, "expirefile") == []  # nothing current, as in the source
+    states = sorted(r["memory"]["state"] for r in map(json.loads, json_lines(out.read_text())) if "memory" in r)
+    assert states == ["MEMORY_STATE_ACTIVE", "MEMORY_STATE_SUPERSEDED"], states

@@ -376,8 +376,20 @@ async def test_batch_modes_refuse_what_they_would_drop_and_arguments_read_as_res
         # "Input should be a valid list". The answer echoes the tags as split.
         as_text, _ = await call(client, "recall_memory", tags=f"{tag},{second}", exhaustive=True)
         assert as_text["tags"] == [tag, second] and len(as_text["results"]) == 3, as_text
-        ranked_text, _ = await call(client, "recall_memory", tags=f"{tag},{second}", tag_match="exact", limit=10)
+        ranked_text, _ = await call(client, "recall_memory", tags=f"{tag}, {second}", tag_match="exact", limit=10)
         assert {m["memory_id"] for m in ranked_text["results"]} == {m["memory_id"] for m in found["results"]}
+        # So do the writing tools' (store_memory refused "a,b" for its comma once read as one tag).
+        split, _ = await call(client, "store_memory", content=f"The {tag} memory stored with a tag string.",
+                              tags=f"{tag}-c, {tag}-d")
+        got, _ = await call(client, "recall_memory", memory_id=split["memory_id"], format="json")
+        assert got["memory"]["tags"] == [f"{tag}-c", f"{tag}-d"], got["memory"]
+        await call(client, "update_memory", memory_id=split["memory_id"], add_tags=f"{tag}-e,{tag}-f")
+        got, _ = await call(client, "recall_memory", memory_id=split["memory_id"], format="json")
+        assert got["memory"]["tags"] == [f"{tag}-c", f"{tag}-d", f"{tag}-e", f"{tag}-f"], got["memory"]
+        # A priority id after ", " is read (split_values strips the pieces; it was ignored).
+        led, _ = await call(client, "recall_memory", query=f"{tag} second tag", limit=3,
+                            priority_ids=f"{target['memory_id']}, {other['memory_id']}")
+        assert [m["memory_id"] for m in led["results"]][:2] == [target["memory_id"], other["memory_id"]], led
         # An integer written 2.0 (as some tool-call writers do) is an integer, not a boolean.
         two, _ = await call(client, "recall_memory", tags=[tag], exhaustive=True, limit=2.0)
         assert two["limit"] == 2

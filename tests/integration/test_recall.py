@@ -356,8 +356,12 @@ async def test_priority_ids_no_search_found_are_added_to_the_ranking(service) ->
         ids = {h["id"] for h in body["results"]}
         assert elsewhere not in ids and gone not in ids  # another scope's, and a deleted one
         # The request's filters hold for a named memory too; a superseded one gives way to its head.
-        tagged = await _ids(http, **query, tags="pier", priority_ids=[untagged, old])
+        r = await http.get("/recall", params={**query, "tags": "pier", "priority_ids": [untagged, old]})
+        tagged = [h["id"] for h in r.json()["results"]]
         assert untagged not in tagged and old not in tagged and tagged[0] == new, tagged
+        first = r.json()["results"][0]  # still said to be the named one's (it was "state_replacement")
+        assert (first["match_type"], first["replaces_id"], r.json()["context_priority"]["injected"]) == (
+            "priority_id", old, True), first
         # Named memories a search found are boosted, not injected.
         found = await http.get("/recall", params={**query, "priority_ids": plain[4]})
         assert found.json()["results"][0]["id"] == plain[4]

@@ -91,6 +91,10 @@ async def test_llm_rerank_reorders_the_best_when_asked_and_falls_back(llm_recall
         assert f"[1] {plain['results'][0]['memory']['content']}" in prompt
         # Scores stay the ranking's; only the order changed.
         assert {h["id"]: h["score"] for h in body["results"]} == {h["id"]: h["score"] for h in plain["results"]}
+        # The request's priority ids keep the lead the rerank would take from them (re-check of
+        # this session's fixes: the rerank reordered the tier after they were put first).
+        body = await _recall(http, query=query, limit=3, rerank="true", priority_ids=before[1])
+        assert [h["id"] for h in body["results"]] == [before[1], before[2], before[0]], body["results"]
 
         for mode, ranking in (("slow", [3, 1]), ("malformed", [3, 1]), ("good", [9])):
             llm.mode, llm.ranking = mode, ranking

@@ -910,7 +910,7 @@ async def test_an_expired_fact_cannot_replace_a_current_one(service) -> None:
                                t_valid=_iso(time.time() - 3 * day), t_invalid=_iso(time.time() - 2 * day))
         r = await http.post("/associate", json={"memory1_id": current, "memory2_id": expired,
                                                 "type": "INVALIDATED_BY"})
-        assert r.status_code == 409 and "memory2_id" in r.text and "expired" in r.text, r.text
+        assert r.status_code == 409 and "memory2_id" in r.text and "before" in r.text, r.text
         r = await http.post("/memory", json={"content": "Xerus service used Python 3.11", "supersedes_memory_id": current,
                                               "t_valid": _iso(time.time() - 3 * day),
                                               "t_invalid": _iso(time.time() - day)})
@@ -920,11 +920,25 @@ async def test_an_expired_fact_cannot_replace_a_current_one(service) -> None:
         await service.ctx.graph.review.propose_supersede(item, expired, current, service.scope,
                                                          "different value: 3.13 -> 2.7", time.time())
         r = await http.post(f"/v1/review-items/{item}:approve", json={"reason": "looks right"})
-        assert r.status_code == 409 and "expired" in r.text, r.text
+        assert r.status_code == 409 and "before" in r.text, r.text
         got = (await http.get(f"/memory/{current}")).json()["memory"]
         assert (got["state"], got["t_invalid"], got["is_current"]) == ("ACTIVE", None, True), got
         assert [h["id"] for h in (await http.get("/recall", params={"tags": "xerus"})).json()["results"]] == [current]
         assert await service.ctx.graph.memories.count(service.scope) == 2
+        # History as it was stays writable (the re-check found the first rule refused it): a
+        # fact replaced by one that ended later — an export's chain, a back-filled one.
+        old = await _store(http, "Xerus ran on Python 2.5", t_valid="2010-01-01T00:00:00Z",
+                           t_invalid="2015-01-01T00:00:00Z")
+        newer = await _store(http, "Xerus ran on Python 2.6", t_valid="2015-01-01T00:00:00Z",
+                             t_invalid="2020-01-01T00:00:00Z")
+        r = await http.post("/associate", json={"memory1_id": old, "memory2_id": newer, "type": "INVALIDATED_BY"})
+        assert r.status_code == 201, r.text
+        lead = await _store(http, "The xerus office is in Berlin", t_valid=_iso(time.time() - 10 * day))
+        r = await http.post("/memory", json={"content": "The xerus office is in Munich", "supersedes_memory_id": lead,
+                                              "t_valid": _iso(time.time() - 5 * day), "t_invalid": _iso(time.time() - day)})
+        assert r.status_code == 201, r.text
+        got = (await http.get(f"/memory/{lead}")).json()["memory"]
+        assert (got["state"], got["is_current"]) == ("SUPERSEDED", False), got
         # Enrichment proposed the expired fact as the current one's replacement; no longer.
         older = await _store(http, "Xerus service uses Python 2.6", tags=["xerus"],
                              t_valid=_iso(time.time() - 5 * day), t_invalid=_iso(time.time() - 4 * day))
