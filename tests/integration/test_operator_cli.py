@@ -27,6 +27,7 @@ import pytest
 
 from automem.common import backup
 from automem.common.embedded import free_port
+from automem.common.jsontext import json_lines
 from automem.v1 import admin_service_pb2, ingest_service_pb2
 from tests.conftest import eventually, settings_for, start_service
 
@@ -205,7 +206,7 @@ async def test_cli_online_keys_backup_sync_reindex_restore(own_service, nats_ser
     code, out, err = await _cli("backup", "--out", str(backup_file), "--json", *grpc_at, env=env)
     assert code == 0, err
     summary = json.loads(out)
-    lines = backup_file.read_text().splitlines()
+    lines = json_lines(backup_file.read_text())
     assert summary["records"] == len(lines) and summary["events"] > 0
     assert sum(1 for line in lines if json.loads(line)["kind"] == "memory") == 4
 
@@ -501,7 +502,7 @@ async def test_cli_over_rest_with_url(own_service, nats_server, falkordb_server,
     assert code == 0 and json.loads(out)["reindexed"] == 3, err
     backup_file = tmp_path / "rest.jsonl"
     code, out, err = await _cli("backup", "--out", str(backup_file), "--json", *url, env=env)
-    assert code == 0 and json.loads(out)["records"] == len(backup_file.read_text().splitlines()), err
+    assert code == 0 and json.loads(out)["records"] == len(json_lines(backup_file.read_text())), err
     fresh = await start_service(settings_for(nats_server, falkordb_server, tmp_path / "fresh"))
     try:
         async with fresh.client() as anonymous:

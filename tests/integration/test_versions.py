@@ -18,6 +18,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from automem.common import backup
+from automem.common.jsontext import json_lines
 from automem.common.model import ts
 from automem.v1 import events_pb2, recall_service_pb2
 from tests.conftest import eventually
@@ -334,7 +335,7 @@ async def test_backup_at_known_at_writes_the_records_believed_then(service):
         async def export(**params) -> list[dict]:
             r = await http.get("/backup", params=params)
             assert r.status_code == 200, r.text
-            return backup.read_lines(r.text.splitlines())
+            return backup.read_lines(json_lines(r.text))
 
         def memories(records: list[dict]) -> dict[str, dict]:
             return {r["properties"]["id"]: r["properties"] for r in records if r["kind"] == "memory"}
