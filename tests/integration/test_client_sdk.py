@@ -122,8 +122,11 @@ async def test_the_whole_surface(service, variant: tuple[str, str]) -> None:
         assert reused.value.field == "idempotency_key"
 
         # get, update with etag (stale etag refused, nothing changed), get again
+        assert memory.last_accessed is None
         got = await client.get(memory.id)
         assert got.id == memory.id and got.is_current is True and got.state == "ACTIVE"
+        # A get bumps the last access over both transports, as REST's GET does (gRPC did not).
+        assert (await client.get(memory.id)).last_accessed is not None
         updated = await client.update(memory.id, etag=got.version, importance=0.9, add_tags=["pg"],
                                       metadata={"extra": True})
         assert updated.importance == 0.9 and "pg" in updated.tags and updated.version > got.version

@@ -297,7 +297,11 @@ class GrpcTransport:
 
     async def get(self, memory_id: str, *, as_of: TimeLike | None, known_at: TimeLike | None,
                   state_mode: str | None, version: int | None = None, timeout: float | None = None) -> Memory:
-        request = recall_service_pb2.GetMemoryRequest(id=memory_id, read=_read(as_of, known_at, state_mode))
+        # A read of the memory (not of one of its versions) bumps its last access, as REST's
+        # GET /memory/{id} does (automem/gateway/usecases.py ``get_memory``): over gRPC it did
+        # not, so the two transports left different state behind (break-it review).
+        request = recall_service_pb2.GetMemoryRequest(id=memory_id, read=_read(as_of, known_at, state_mode),
+                                                      touch=version is None)
         if version is not None:
             request.version = version
         answer = await self._call(self._recall.GetMemory, request, timeout)
