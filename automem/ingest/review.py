@@ -83,17 +83,6 @@ STREAM_BATCH = 64
 STREAM_WAIT_SECONDS = 1.0
 
 
-def _page(token: str, bound: str) -> int:
-    """The offset of a review listing's ``page_token`` (automem/common/paging.py): a token of
-    another listing (``bound``: the listing and its filters) is INVALID_ARGUMENT naming
-    ``page_token`` — a history token of memory A read memory B's history from that offset."""
-    return decode_offset_token(token, bound)
-
-
-def _token(offset: int, bound: str) -> str:
-    return encode_offset_token(offset, bound)
-
-
 def _check_target_unchanged(proposal: dict[str, Any], target: Memory) -> None:
     """FAILED_PRECONDITION naming ``id`` when the memory a proposal supersedes changed since it
     was proposed (its ``target_version``; enrichment's proposals have none): approving would
@@ -171,7 +160,7 @@ class ReviewServicer(EntityMerges, PurgeRpcs, review_service_pb2_grpc.ReviewServ
         if size < 1 or size > MAX_REVIEW_PAGE:
             raise InvalidArgument(f"page_size: must be between 1 and {MAX_REVIEW_PAGE}", field="page_size")
         bound = f"review:{scope}:{status}:{kind}"
-        offset = _page(request.page_token, bound)
+        offset = decode_offset_token(request.page_token, bound)
         items: list[review_service_pb2.ReviewItem] = []
         if status in ("pending", "all") and kind in ("", "memory"):
             # A pending replacement names the memory its proposal would replace (``target``), so a
@@ -193,7 +182,7 @@ class ReviewServicer(EntityMerges, PurgeRpcs, review_service_pb2_grpc.ReviewServ
             if it.target_id in found:
                 it.target.CopyFrom(found[it.target_id])
         return review_service_pb2.ListReviewItemsResponse(
-            items=page, next_page_token=_token(offset + size, bound) if offset + size < len(items) else "")
+            items=page, next_page_token=encode_offset_token(offset + size, bound) if offset + size < len(items) else "")
 
     async def _item_memory_ids(self, item_id: str, scope: str) -> list[str]:
         """The memories a decision on ``item_id`` may write or report: a ReviewItem node's
@@ -403,11 +392,11 @@ class ReviewServicer(EntityMerges, PurgeRpcs, review_service_pb2_grpc.ReviewServ
         if size < 1 or size > MAX_REVIEW_PAGE:
             raise InvalidArgument(f"page_size: must be between 1 and {MAX_REVIEW_PAGE}", field="page_size")
         bound = f"tombstones:{scope}:{request.include_lifted}"
-        offset = _page(request.page_token, bound)
+        offset = decode_offset_token(request.page_token, bound)
         items = [_tombstone(props) for props in
                  await self.graph.tombstones.page(scope, request.include_lifted, offset, size + 1)]
         return review_service_pb2.ListTombstonesResponse(
-            tombstones=items[:size], next_page_token=_token(offset + size, bound) if len(items) > size else "")
+            tombstones=items[:size], next_page_token=encode_offset_token(offset + size, bound) if len(items) > size else "")
 
     async def LiftTombstone(self, request, context):
         """Lift a tombstone (admin) so its content may be stored again. NOT_FOUND when absent."""
@@ -426,18 +415,16 @@ class ReviewServicer(EntityMerges, PurgeRpcs, review_service_pb2_grpc.ReviewServ
         for its retention only (``event_retention_days`` / ``_bytes``): ``truncated`` says
         the retained history does not begin with the memory's MEMORY_CREATED event, and
         ``retained_since_time`` when the stream's oldest event was written. NOT_FOUND when the
-        memory has no event and no node in the caller's scope; INVALID_ARGUMENT naming ``id``
-        when it is empty (it listed every memory's events) and ``page_token`` for a token of
-        another listing."""
+        memory has no event and no node in the caller's scope; INVALID_ARGUMENT naming
+        ``page_token`` for a token of another listing (an empty ``id`` is refused before, by the
+        interceptor: automem/common/grpc_server.py ``_require_id``)."""
         require_role("reader")
         scope = resolve_scope(request.scope)
-        if not request.id.strip():
-            raise InvalidArgument("id: required (the memory whose history to list)", field="id")
         size = request.page_size or 100
         if size < 1 or size > MAX_EVENT_PAGE:
             raise InvalidArgument(f"page_size: must be between 1 and {MAX_EVENT_PAGE}", field="page_size")
         bound = f"events:{scope}:{request.id}"
-        offset = _page(request.page_token, bound)
+        offset = decode_offset_token(request.page_token, bound)
         bus = self.publisher.bus
         retention = await bus.retention()
         events = [e for e in await bus.events_for(request.id, limit=10**9)
@@ -448,7 +435,7 @@ class ReviewServicer(EntityMerges, PurgeRpcs, review_service_pb2_grpc.ReviewServ
             and events[0].memory_id == request.id
         response = review_service_pb2.ListMemoryEventsResponse(
             events=events[offset: offset + size],
-            next_page_token=_token(offset + size, bound) if offset + size < len(events) else "",
+            next_page_token=encode_offset_token(offset + size, bound) if offset + size < len(events) else "",
             truncated=not created)
         if retention.first_time is not None:
             response.retained_since_time.CopyFrom(ts(retention.first_time))
