@@ -11,7 +11,7 @@ import contextvars
 import inspect
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import grpc
@@ -36,6 +36,7 @@ from automem.common.errors import (
     ListenError,
     ResourceExhausted,
     Unauthenticated,
+    Unavailable,
 )
 from automem.common.grpc_tls import server_credentials
 from automem.common.logs import access
@@ -160,6 +161,32 @@ class RateLimiter:
                 raise ResourceExhausted(
                     f"rate limit exceeded: {item.amount} requests per {item.multiples} "
                     f"{item.GRANULARITY.name}(s) per key (AUTOMEM_RATE_LIMIT={self.spec})")
+
+
+class InFlightLimit:
+    """Admission limit of one process: at most ``limit`` authenticated unary calls run at
+    once (``AUTOMEM_MAX_IN_FLIGHT``; 0 = no limit). A call past it is refused at once with
+    UNAVAILABLE (HTTP 503 with ``Retry-After``, automem/gateway/errors.py) instead of
+    queueing behind the others: an overloaded service answered its callers after minutes
+    (docs/benchmarks.md, "The shard's calls queue in its own thread"). Streams, uploads,
+    health checks and the open status reads are not counted: a stream holds its call for
+    as long as the caller reads, and a probe must see an overloaded process as alive."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.running = 0
+
+    @contextlib.contextmanager
+    def admitted(self) -> Iterator[None]:
+        """Hold one place for the call's duration; Unavailable naming the setting when none is free."""
+        if self.limit and self.running >= self.limit:
+            raise Unavailable(f"overloaded: {self.running} requests are running here, at most {self.limit} "
+                              "(AUTOMEM_MAX_IN_FLIGHT); retry shortly")
+        self.running += 1
+        try:
+            yield
+        finally:
+            self.running -= 1
 
 
 def _short(message: str, limit: int = 1000) -> str:
@@ -294,8 +321,8 @@ def _parsed_or_refused(handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
 
 
 class AutomemInterceptor(grpc.aio.ServerInterceptor):
-    """Authenticates every call (except health/reflection), applies the per-key rate limit,
-    binds the principal, maps AutomemError to its status code, records each call's
+    """Authenticates every call (except health/reflection), applies the per-key rate limit
+    and the process's admission limit (:class:`InFlightLimit`), binds the principal, maps AutomemError to its status code, records each call's
     ``rpc.server.call.duration`` and ``rpc.response.status_code`` (the open status reads
     too; automem/common/metrics.py), and writes each call's access line
     (automem/common/logs.py :func:`access`; health, reflection and the open status reads are
@@ -304,6 +331,7 @@ class AutomemInterceptor(grpc.aio.ServerInterceptor):
     def __init__(self, authenticator: Authenticator) -> None:
         self.authenticator = authenticator
         self.limiter = RateLimiter(authenticator.settings.rate_limit)
+        self.in_flight = InFlightLimit(authenticator.settings.max_in_flight)
         self.access_log = authenticator.settings.access_log
 
     async def _enter(self, context: grpc.aio.ServicerContext,
@@ -403,13 +431,17 @@ class AutomemInterceptor(grpc.aio.ServerInterceptor):
         bound = self._measured if method.startswith(_OPEN_PREFIXES) else self._bound
         if handler.unary_unary is not None:
             inner = handler.unary_unary
+            admission = None if method.startswith(_OPEN_PREFIXES) else self.in_flight
 
             async def wrapped(request, context: grpc.aio.ServicerContext):
                 async with bound(context, method):
                     if isinstance(request, _Undecodable):
                         raise request.error()
                     _require_id(request)
-                    return await inner(request, context)
+                    if admission is None:
+                        return await inner(request, context)
+                    with admission.admitted():
+                        return await inner(request, context)
 
             return grpc.unary_unary_rpc_method_handler(
                 wrapped, request_deserializer=_tolerant(handler.request_deserializer),

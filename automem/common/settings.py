@@ -272,6 +272,11 @@ class Settings(BaseSettings):
     #: ``"50/second;1000/hour"``); empty = off. Enforced by the gRPC interceptor, so REST,
     #: MCP and gRPC callers share one budget per key (429 / RESOURCE_EXHAUSTED).
     rate_limit: str = Field("", validation_alias=_env("AUTOMEM_RATE_LIMIT"))
+    #: Admission limit per process: authenticated unary gRPC calls running at once; one
+    #: more is refused at once with UNAVAILABLE / 503 (automem/common/grpc_server.py
+    #: ``InFlightLimit``). 0 = no limit. 128 queues ~2.5 s of recalls at ~18 ms of CPU each
+    #: (docs/benchmarks.md) and is far past what 8 steady clients keep running.
+    max_in_flight: int = Field(128, ge=0, validation_alias=_env("AUTOMEM_MAX_IN_FLIGHT"))
 
     # --- recall scoring weights (automem/recall/ranking.py) -----------------------------
     #: Vector and lexical arm weights, measured on LoCoMo (AutoMem's 0.35/0.35 ranked worse).

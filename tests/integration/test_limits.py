@@ -4,6 +4,8 @@ gRPC; ``AUTOMEM_RATE_LIMIT``, off by default), each naming the limit."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import grpc
 
 from automem.common.client import AutomemClient
@@ -135,3 +137,73 @@ async def test_reasons_longer_than_the_limit_are_refused_naming_the_field(servic
             assert r.status_code == 200, r.text
     finally:
         await client.close()
+
+
+def test_in_flight_limit_admits_up_to_its_size_and_frees_each_place() -> None:
+    """``InFlightLimit`` holds at most ``limit`` places; one more is refused with UNAVAILABLE
+    naming AUTOMEM_MAX_IN_FLIGHT; a place freed (also by a call that failed) is taken again;
+    0 never refuses. The default is 128 (README.md, docs/kubernetes.md)."""
+    import contextlib
+
+    from automem.common.errors import Unavailable
+    from automem.common.grpc_server import InFlightLimit
+
+    assert Settings(_env_file=None).max_in_flight == 128
+    limit = InFlightLimit(2)
+    with contextlib.ExitStack() as held:
+        held.enter_context(limit.admitted())
+        held.enter_context(limit.admitted())
+        try:
+            with limit.admitted():
+                raise AssertionError("a third call was admitted past a limit of 2")
+        except Unavailable as exc:
+            assert exc.code == grpc.StatusCode.UNAVAILABLE and "AUTOMEM_MAX_IN_FLIGHT" in exc.message
+        assert limit.running == 2
+    with contextlib.suppress(ValueError), limit.admitted():
+        raise ValueError("the call failed")
+    assert limit.running == 0
+    unlimited = InFlightLimit(0)
+    with contextlib.ExitStack() as held:
+        for _ in range(1000):
+            held.enter_context(unlimited.admitted())
+
+
+async def test_requests_past_the_in_flight_limit_get_a_quick_503_and_the_rest_are_served(settings) -> None:
+    """With ``AUTOMEM_MAX_IN_FLIGHT=1`` requests one at a time are all served (no REST route
+    here holds two calls at once), 24 recalls at once over REST and gRPC are partly refused —
+    503 with Retry-After / UNAVAILABLE naming the setting, nothing else — while /health
+    answers 200 throughout, and the service serves again once they are done."""
+    import asyncio
+
+    running = await start_service(settings.model_copy(update={"max_in_flight": 1}))
+    try:
+        async with running.http() as http:
+            for i in range(3):
+                r = await http.post("/memory", json={"content": f"Admission test memory {i} about gardens",
+                                                     "tags": ["admission"]})
+                assert r.status_code == 201, r.text
+                r = await http.get("/recall", params={"query": "gardens", "tags": "admission"})
+                assert r.status_code == 200, r.text
+
+            async def recall() -> Any:
+                return await http.get("/recall", params={"query": "which garden memories exist", "limit": 20})
+
+            answers = await asyncio.gather(*(recall() for _ in range(24)), http.get("/health"))
+            health, answers = answers[-1], answers[:-1]
+            assert health.status_code == 200, health.text
+            statuses = sorted({r.status_code for r in answers})
+            assert statuses == [200, 503], statuses
+            refused = next(r for r in answers if r.status_code == 503)
+            assert "AUTOMEM_MAX_IN_FLIGHT" in refused.json()["error"] and refused.headers.get("Retry-After")
+            assert (await http.get("/recall", params={"query": "gardens"})).status_code == 200
+        async with running.client() as client:
+            outcomes = await asyncio.gather(*(client.search("gardens", limit=20) for _ in range(24)),
+                                            return_exceptions=True)
+            failures = [o for o in outcomes if isinstance(o, BaseException)]
+            assert failures and len(failures) < len(outcomes), outcomes
+            for failure in failures:
+                assert isinstance(failure, grpc.aio.AioRpcError), failure
+                assert failure.code() == grpc.StatusCode.UNAVAILABLE and "AUTOMEM_MAX_IN_FLIGHT" in failure.details()
+            assert len((await client.search("gardens", limit=20)).results) == 3
+    finally:
+        await running.runner.stop()
