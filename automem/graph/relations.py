@@ -40,6 +40,13 @@ def _created(relation: Relation) -> float:
     return relation.create_time.seconds + relation.create_time.nanos / 1e9
 
 
+#: Cypher over an edge ``r``: it was known at ``$known_at`` (epoch seconds; null: now), i.e.
+#: created by then. An edge without ``create_time`` counts as always known. Edges deleted
+#: since are gone from the graph, so a past read does not show them (docs/architecture.md,
+#: "Versions and known_at").
+KNOWN_THEN = "($known_at IS NULL OR r.create_time IS NULL OR r.create_time <= $known_at)"
+
+
 class Relations(Repository):
     """Statements over memory-to-memory edges."""
 
@@ -112,17 +119,18 @@ class Relations(Repository):
         return sorted({r[0] for r in rows if r[1] == memory_id and r[2] == scope})
 
     async def neighbours(
-        self, ids: Sequence[str], types: Sequence[str], scope: str
+        self, ids: Sequence[str], types: Sequence[str], scope: str, known_at: float | None = None
     ) -> list[tuple[str, str, str, float]]:
         """Edges of the given types touching ``ids`` in either direction:
-        (seed id, type, other id, strength)."""
+        (seed id, type, other id, strength); with ``known_at`` (epoch seconds) only those
+        known then (:data:`KNOWN_THEN`)."""
         if not ids:
             return []
         rows = await self.store.ro_query(
             f"UNWIND $ids AS mid MATCH (a:Memory {{id: mid}})-[r:{relation_labels(types)}]-(b:Memory) "
-            "WHERE a.scope = $scope AND b.scope = $scope "
+            f"WHERE a.scope = $scope AND b.scope = $scope AND {KNOWN_THEN} "
             "RETURN a.id, type(r), b.id, r.strength",
-            {"ids": list(ids), "scope": scope},
+            {"ids": list(ids), "scope": scope, "known_at": known_at},
         )
         return [(r[0], r[1], r[2], float(r[3] or 0.0)) for r in rows]
 
@@ -136,32 +144,45 @@ class Relations(Repository):
 
     # --- graph views (automem/recall/graph_views.py) ---------------------------------------
 
-    async def among(self, ids: Sequence[str], scope: str) -> list[tuple[str, str, str, float]]:
+    async def among(self, ids: Sequence[str], scope: str,
+                    known_at: float | None = None) -> list[tuple[str, str, str, float]]:
         """Edges (any memory-to-memory type) whose two ends are both in ``ids``, as stored:
-        (source, type, target, strength), ordered by source, type, target."""
+        (source, type, target, strength), ordered by source, type, target; with ``known_at``
+        (epoch seconds) only those known then (:data:`KNOWN_THEN`)."""
         if not ids:
             return []
         rows = await self.store.ro_query(
             "UNWIND $ids AS mid MATCH (a:Memory {id: mid})-[r]->(b:Memory) "
-            "WHERE a.scope = $scope AND b.scope = $scope AND b.id IN $ids "
+            f"WHERE a.scope = $scope AND b.scope = $scope AND b.id IN $ids AND {KNOWN_THEN} "
             "RETURN a.id, type(r), b.id, r.strength ORDER BY a.id, type(r), b.id",
-            {"ids": list(ids), "scope": scope})
+            {"ids": list(ids), "scope": scope, "known_at": known_at})
         return [(r[0], r[1], r[2], float(r[3] or 0.0)) for r in rows]
 
-    async def touching(self, ids: Sequence[str], scope: str) -> list[tuple[str, str, str, str, str, float]]:
+    async def touching(self, ids: Sequence[str], scope: str,
+                       known_at: float | None = None) -> list[tuple[str, str, str, str, str, float]]:
         """Edges (any memory-to-memory type) touching ``ids`` in either direction:
-        (seed id, other id, source, type, target, strength) with source/target as stored."""
+        (seed id, other id, source, type, target, strength) with source/target as stored;
+        with ``known_at`` (epoch seconds) only those known then (:data:`KNOWN_THEN`)."""
         if not ids:
             return []
         rows = await self.store.ro_query(
             "UNWIND $ids AS mid MATCH (a:Memory {id: mid})-[r]->(b:Memory) "
-            "WHERE a.scope = $scope AND b.scope = $scope "
+            f"WHERE a.scope = $scope AND b.scope = $scope AND {KNOWN_THEN} "
             "RETURN a.id AS seed, b.id AS other, a.id AS source, type(r) AS type, b.id AS target, r.strength AS s "
             "UNION ALL UNWIND $ids AS mid MATCH (a:Memory {id: mid})<-[r]-(b:Memory) "
-            "WHERE a.scope = $scope AND b.scope = $scope "
+            f"WHERE a.scope = $scope AND b.scope = $scope AND {KNOWN_THEN} "
             "RETURN a.id AS seed, b.id AS other, b.id AS source, type(r) AS type, a.id AS target, r.strength AS s",
-            {"ids": list(ids), "scope": scope})
+            {"ids": list(ids), "scope": scope, "known_at": known_at})
         return [(r[0], r[1], r[2], r[3], r[4], float(r[5] or 0.0)) for r in rows]
+
+    async def ends(self, scope: str, known_at: float | None = None) -> list[tuple[str, str]]:
+        """(source id, target id) of every memory-to-memory edge of ``scope``; with
+        ``known_at`` (epoch seconds) only those known then (:data:`KNOWN_THEN`): the past
+        snapshot's totals count those among the memories believed then."""
+        rows = await self.store.ro_query(
+            "MATCH (a:Memory)-[r]->(b:Memory) WHERE a.scope = $scope AND b.scope = $scope "
+            f"AND {KNOWN_THEN} RETURN a.id, b.id", {"scope": scope, "known_at": known_at})
+        return [(r[0], r[1]) for r in rows]
 
     async def counts(self, scope: str, states: Sequence[str]) -> list[tuple[str, int]]:
         """Edges between memories of ``scope`` whose both ends are in ``states``, by type."""

@@ -37,6 +37,8 @@ from automem.v1 import memory_pb2, recall_service_pb2
 #: Node bound of a snapshot (AutoMem's default 500; it allows up to 50,000 in one answer,
 #: this service 5,000 — a larger graph is read with filters).
 SNAPSHOT_DEFAULT, SNAPSHOT_MAX = 500, 5000
+#: A LIMIT that reads every row (FalkorDB answered nothing to LIMIT 2**62).
+EVERY = 10**9
 #: Hops of a neighbour walk (AutoMem: 1..3) and the neighbours one answer holds (AutoMem: 100).
 MAX_DEPTH, MAX_NEIGHBOURS = 3, 100
 #: Semantic neighbours (AutoMem: default 5, at most 20).
@@ -139,7 +141,9 @@ class GraphViews:
         """The scope's graph: up to ``limit`` (1..5000, default 500) memories with importance
         >= ``min_importance`` (0..1), of ``types``, since ``since``, most important first,
         through the state pass, and the edges among them; totals over the scope's readable
-        memories. INVALID_ARGUMENT naming limit, min_importance, types, or since / as_of /
+        memories. At a past ``known_at`` the nodes, the edges and the totals are as believed
+        then: versions recorded by then, edges created by then (automem/graph/relations.py
+        ``KNOWN_THEN``). INVALID_ARGUMENT naming limit, min_importance, types, or since / as_of /
         known_at outside the years 1–9999."""
         require_role("reader")
         scope = resolve_scope(request.scope)
@@ -169,9 +173,16 @@ class GraphViews:
             sampled, memories = sampled or len(pool) > limit, pool[:limit]
         nodes = await self._nodes(memories, scope, read)
         shown = [n.memory.id for n in nodes]
-        edges = await self.graph.relations.among(shown, scope)
-        total_nodes = await self.graph.memories.count(scope, states)
-        total_edges = sum(n for _t, n in await self.graph.relations.counts(scope, states))
+        known_at = read.known_at if read.past else None
+        edges = await self.graph.relations.among(shown, scope, known_at)
+        if read.past:  # the totals as believed then: the versions' states, the edges known then
+            every = set(await self.graph.versions.list_ids_at("true", {"f_scope": scope}, states, read.known_at,
+                                                              EVERY))
+            total_nodes = len(every)
+            total_edges = sum(a in every and b in every for a, b in await self.graph.relations.ends(scope, known_at))
+        else:
+            total_nodes = await self.graph.memories.count(scope, states)
+            total_edges = sum(n for _t, n in await self.graph.relations.counts(scope, states))
         return recall_service_pb2.GetGraphSnapshotResponse(
             nodes=nodes, edges=[recall_service_pb2.GraphEdge(source_id=s, type=t, target_id=o, strength=w)
                                 for s, t, o, w in edges],
@@ -208,7 +219,8 @@ class GraphViews:
                 break
             new: list[str] = []
             for _seed, other, source, rel, target, strength in sorted(
-                    await self.graph.relations.touching(frontier, scope), key=lambda e: (-e[5], e[3], e[1])):
+                    await self.graph.relations.touching(frontier, scope, read.known_at if read.past else None),
+                    key=lambda e: (-e[5], e[3], e[1])):
                 if other not in seen and len(neighbours) + len(new) < MAX_NEIGHBOURS:
                     seen.add(other)
                     new.append(other)

@@ -1028,7 +1028,8 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         seeds = [i for ids in seeds_of for i in ids]
         score_of = {r.memory.id: r.score for r in results}
         edges = await self.graph.relations.neighbours(seeds, AUTHORABLE_RELATIONS + ("SIMILAR_TO", "DISCOVERED"),
-                                                      scope) if request.expand_relations else []
+                                                      scope, read.known_at if read.past else None
+                                                      ) if request.expand_relations else []
         mentions = await self.graph.entities.co_mentioned(seeds, scope) if request.expand_entities else []
         linked: dict[str, list[tuple[str, str, float]]] = {}
         for seed, rel, other, strength in edges:
@@ -1280,7 +1281,7 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         frontier = [start.id]
         found: list[tuple[str, str, float, int]] = []
         for level in range(1, depth + 1):
-            edges = await self.graph.relations.neighbours(frontier, types, scope)
+            edges = await self.graph.relations.neighbours(frontier, types, scope, read.known_at if read.past else None)
             frontier = []
             # A stable order, so pages follow one another: strongest edge first, then type, id.
             for _seed, rel, other, strength in sorted(edges, key=lambda e: (-e[3], e[1], e[2])):

@@ -455,3 +455,58 @@ async def test_a_snapshot_at_known_at_shows_a_memory_deleted_since(service) -> N
         r = await http.get("/graph/snapshot", params={"known_at": then})
         assert r.status_code == 200, r.text
         assert {n["id"] for n in r.json()["nodes"]} == {kept, gone}, r.json()["nodes"]
+
+
+async def test_reads_at_known_at_leave_out_edges_created_after_it(service) -> None:
+    """Break-it review: at ``known_at=T`` the graph snapshot, neighbours, related memories and
+    recall's relation expansions walked edges created after T (an association made later
+    showed up at T), and the snapshot's totals counted the memories and edges of now. An
+    edge is known from its ``create_time``; the totals at T count the memories believed then
+    (one deleted since included, later ones not) and the edges known then among them."""
+    import asyncio
+    from datetime import UTC, datetime
+
+    async with service.http() as http:
+        heron = await _store(http, "The heron nests by the old mill pond")
+        invoices = await _store(http, "Quarterly invoices are due on the fifth working day")
+        dropped = await _store(http, "A rowing club meets on Thursdays")
+        await asyncio.sleep(0.05)
+        then = datetime.now(UTC).isoformat()
+        await asyncio.sleep(0.05)
+        await _associate(http, heron, invoices)
+        assert (await http.delete(f"/memory/{dropped}")).status_code == 200
+        await _store(http, "The bakery opens at six")
+        await _store(http, "The ferry timetable changed in spring")
+
+        def relates(edges: list[dict]) -> list[dict]:
+            return [e for e in edges if e["type"] == "RELATES_TO"]
+
+        now = (await http.get("/graph/snapshot")).json()
+        assert relates(now["edges"]) and now["stats"]["total_nodes"] == 4, now["stats"]
+        r = await http.get("/graph/snapshot", params={"known_at": then})
+        assert r.status_code == 200, r.text
+        past = r.json()
+        assert {n["id"] for n in past["nodes"]} == {heron, invoices, dropped}, past["nodes"]
+        assert relates(past["edges"]) == [], past["edges"]
+        assert past["stats"]["total_nodes"] == 3, past["stats"]
+        assert past["stats"]["total_edges"] == len(past["edges"]), past["stats"]
+
+        params = {"include_semantic": "false"}
+        now = (await http.get(f"/graph/neighbors/{heron}", params=params)).json()
+        assert relates(now["edges"]), now
+        past = (await http.get(f"/graph/neighbors/{heron}", params={**params, "known_at": then})).json()
+        assert relates(past["edges"]) == [], past
+
+        def related_by(body: dict) -> set[str]:
+            return {m["id"] for m in body["related_memories"]}
+
+        types = {"relationship_types": "RELATES_TO"}
+        assert related_by((await http.get(f"/memories/{heron}/related", params=types)).json()) == {invoices}
+        r = await http.get(f"/memories/{heron}/related", params={**types, "known_at": then})
+        assert r.status_code == 200 and related_by(r.json()) == set(), r.text
+
+        query = {"query": "heron mill pond", "limit": 1, "expand_relations": "true", "expand_entities": "false"}
+        expanded = (await http.get("/recall", params=query)).json()["results"]
+        assert invoices in {m["id"] for m in expanded}, expanded
+        expanded = (await http.get("/recall", params={**query, "known_at": then})).json()["results"]
+        assert invoices not in {m["id"] for m in expanded}, expanded
