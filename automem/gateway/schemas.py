@@ -258,6 +258,13 @@ SCOPE_PARAMETER_ERROR = "scope: not a query parameter; the scope is the X-Autome
 CREDENTIAL_PARAMETERS = frozenset({"api_key", "admin_token"})
 
 
+#: The service's own read options (no AutoMem route reads them, so no AutoMem client sends
+#: them): a read route that does not take one refuses it (400 naming it) even where it ignores
+#: other names, since ignoring it answers with what is current now to a caller who asked for
+#: another time or version (break-it review: ``/entity/{slug}?known_at=T``).
+READ_TIME_PARAMETERS = frozenset({"known_at", "as_of", "version", "include_archived", "include_pending"})
+
+
 #: Query parameters of AutoMem's read routes that belong to AutoMem features this service
 #: does not have (docs/automem-compat.md): accepted, changing nothing, so its clients work
 #: unchanged (mcp-automem sends several; verygoodplugins/automem automem/api/recall.py reads
@@ -293,7 +300,8 @@ class JsonBodyRoute(APIRoute):
     """Route class of the REST routers: the body's JSON is read by :func:`parse_json_body`
     (FastAPI's documented custom-``Request`` hook), so no route can see a number that JSON
     could not carry exactly; a writing route that takes no body refuses one (400), and a route
-    :func:`strict_query` names refuses a query parameter it does not read (400)."""
+    :func:`strict_query` names refuses a query parameter it does not read (400); the others
+    refuse one of :data:`READ_TIME_PARAMETERS` they do not read (400)."""
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
@@ -324,6 +332,9 @@ class JsonBodyRoute(APIRoute):
                 # Other routes accept and ignore what they do not know (AutoMem's clients send
                 # e.g. ``format``, ../shared/AUTOMEM_API.md), but not a scope (scope_parameter).
                 raise HTTPException(400, SCOPE_PARAMETER_ERROR)
+            if not refuse_unknown and (unread := sorted((set(request.query_params) & READ_TIME_PARAMETERS) - known)):
+                raise HTTPException(400, f"{unread[0]}: this route reads the memories as they are now; it does "
+                                         f"not take {unread[0]}")
             if refuse_unknown and (unknown := sorted(set(request.query_params) - known)):
                 # A name of bytes that are not UTF-8 is named as sent (the app's dependency
                 # deps.utf8_request_target, which runs after this), not as decoded.

@@ -510,3 +510,30 @@ async def test_reads_at_known_at_leave_out_edges_created_after_it(service) -> No
         assert invoices in {m["id"] for m in expanded}, expanded
         expanded = (await http.get("/recall", params={**query, "known_at": then})).json()["results"]
         assert invoices not in {m["id"] for m in expanded}, expanded
+
+
+async def test_read_routes_refuse_a_time_they_do_not_read(service) -> None:
+    """Break-it review: ``/entity/{slug}?known_at=T`` answered with the mentions of now, as
+    if of T: a lenient AutoMem read route ignored the service's own read options. Such a
+    route refuses known_at, as_of, version, include_archived and include_pending when it
+    does not read them (400 naming the parameter), still ignores other names as AutoMem
+    does, and the routes that read them answer as before."""
+    from datetime import UTC, datetime
+
+    then = datetime.now(UTC).isoformat()
+    async with service.http() as http:
+        mid = await _store(http, "Ravens visit the orchard every morning")
+        for path, name, value in (("/entity/orchard", "known_at", then), ("/graph/stats", "as_of", then),
+                                  ("/entities", "include_archived", "true"), ("/analyze", "version", "2"),
+                                  ("/graph/types", "include_pending", "true")):
+            r = await http.get(path, params={name: value})
+            assert r.status_code == 400 and r.json()["error"].startswith(f"{name}:"), (path, r.text)
+            r = await http.get(path, params={"format": "json"})  # other names: ignored, as AutoMem does
+            assert r.status_code in (200, 404), (path, r.text)
+        assert (await http.get(f"/memory/{mid}", params={"known_at": then})).status_code == 404
+        assert (await http.get(f"/memory/{mid}", params={"version": 1})).status_code == 200
+        later = datetime.now(UTC).isoformat()
+        r = await http.get(f"/memories/{mid}/related", params={"known_at": later})
+        assert r.status_code == 200, r.text
+        r = await http.get("/graph/snapshot", params={"as_of": then, "include_archived": "true"})
+        assert r.status_code == 200, r.text
