@@ -311,7 +311,8 @@ async def _start_gateway(rt: Runtime) -> Stop:
         # character with a bare "Invalid HTTP request received." before the app can name the
         # header (tests/integration/test_hardening.py).
         config = uvicorn.Config(app, host=rt.settings.host, port=rt.settings.port,
-                                log_config=None, lifespan="on", access_log=False, http="h11")
+                                log_config=None, lifespan="on", access_log=False, http="h11",
+                                proxy_headers=True, forwarded_allow_ips=rt.settings.forwarded_allow_ips)
         server = running["server"] = uvicorn.Server(config)
         server.install_signal_handlers = lambda: None  # the runner's owner handles signals
         task = running["task"] = asyncio.create_task(server.serve(), name="gateway")

@@ -36,6 +36,11 @@ class Settings(BaseSettings):
     # --- runtime -------------------------------------------------------------------------
     data_dir: Path = Field(Path("./.automem"), validation_alias=_env("AUTOMEM_DATA_DIR"))
     host: str = Field("127.0.0.1", validation_alias=_env("AUTOMEM_HOST", "HOST"))
+    #: Addresses of the TLS-terminating proxies whose ``X-Forwarded-Proto`` / ``-For`` the
+    #: gateway believes (uvicorn's ``forwarded_allow_ips``: comma-separated IPs or networks,
+    #: ``*`` for any; uvicorn's default 127.0.0.1). Behind a proxy on another host the
+    #: console's session cookies get ``Secure`` only when the proxy's address is listed.
+    forwarded_allow_ips: str = Field("127.0.0.1", validation_alias=_env("AUTOMEM_FORWARDED_ALLOW_IPS"))
     #: Gateway HTTP port; AutoMem's default is 8001.
     port: int = Field(8001, ge=0, le=65535, validation_alias=_env("PORT", "AUTOMEM_PORT"))
     grpc_port: int = Field(50051, ge=0, le=65535, validation_alias=_env("AUTOMEM_GRPC_PORT"))

@@ -21,7 +21,7 @@ Rules (docs/architecture.md, "Where each rule lives"):
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from automem.common.lifecycle import SUPERSEDING_RELATIONS, before_supersede
@@ -129,6 +129,15 @@ def readable_head(memory: Memory, read: ReadAt) -> bool:
     return state_allowed(memory, read) and known(memory, read) and in_window(memory, read)
 
 
+def current_in_history(memory: Memory, read: ReadAt) -> bool:
+    """``is_current`` of a memory a history read (``state_mode=history``) returns: what a
+    current read at the same times would call current. The history read shows archived,
+    pending and meta-pattern memories too, but that does not make them current (break-it
+    review: the console's graph drew a memory awaiting review as a current fact)."""
+    plain = replace(read, mode="current", include_archived=False, include_pending=False)
+    return readable_head(memory, plain) and not memory.superseded_by
+
+
 def withheld_reason(memory: Memory, read: ReadAt) -> str:
     """Why the state pass does not show ``memory`` itself under ``read`` (for AutoMem's
     ``state_filter`` with ``state_debug``, automem/api/recall.py of verygoodplugins/automem):
@@ -207,7 +216,7 @@ async def resolve(graph: GraphStore, memories: list[Memory], scope: str, read: R
     if read.history:
         for i, m in enumerate(memories):
             if m.state not in _ALWAYS_WITHHELD and known(m, read):
-                results[i] = Resolved(m, is_current=readable_head(m, read) and not m.superseded_by)
+                results[i] = Resolved(m, is_current=current_in_history(m, read))
         return results
     chain_start = {}
     for i, m in enumerate(memories):
@@ -269,7 +278,7 @@ async def resolve_one(graph: GraphStore, memory: Memory, scope: str, read: ReadA
     """(is_current, current head id or "") of one memory, for get-by-id."""
     memory = as_known(memory, read)
     if read.history:
-        return readable_head(memory, read) and not memory.superseded_by, ""
+        return current_in_history(memory, read), ""
     [resolved] = await resolve(graph, [memory], scope, read)
     if resolved is None:
         return False, ""

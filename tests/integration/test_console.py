@@ -12,6 +12,8 @@ must go to the gateway (no CDN). Each page is saved at 1280x800 in build/screens
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import os
 import re
@@ -21,6 +23,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -603,3 +606,144 @@ async def test_history_shows_a_tags_change_as_comma_separated_text_not_a_python_
     text = await events.inner_text()
     assert "['" not in text and "{'" not in text, text
     assert '"owner": "ops"' in text, text
+
+
+@contextlib.asynccontextmanager
+async def _console(world: World, key: str, scope: str = SCOPE_A) -> AsyncIterator[Any]:
+    """An httpx client logged into the console with ``key`` in ``scope``."""
+    import httpx
+
+    async with httpx.AsyncClient(base_url=world.service.url, timeout=60) as http:
+        assert (await console_login(http, key, scope)).status_code == 303
+        yield http
+
+
+async def test_a_long_history_pages_on_and_a_deleted_memory_reads_as_its_last_event_left_it(world: World) -> None:
+    """Break-it review: the history page read the first 100 events only, so the later ones
+    (the deletion among them) were never shown, and a deleted memory with more events read
+    "active · current head", with Memory and Graph tabs that answered 404. The page now
+    links to the later events, a deleted memory shows its last state and no head, and its
+    tabs are History alone."""
+    async with world.service.http(Authorization=f"Bearer {world.admin_a}") as rest:
+        mid = (await _store(rest, "The long-lived runbook for the payments pager"))["memory_id"]
+        for i in range(101):
+            r = await rest.patch(f"/memory/{mid}", json={"add_tags": [f"rev{i}"]})
+            assert r.status_code == 200, r.text
+        assert (await rest.delete(f"/memory/{mid}")).status_code == 200
+    async with _console(world, world.admin_a) as http:
+        first = await http.get(f"/console/memories/{mid}/history")
+        assert first.status_code == 200, first.text
+        chain = re.search(r'data-testid="chain">(.*?)</ol>', first.text, re.DOTALL)[1]
+        assert "state-deleted" in chain and "current head" not in chain and "state-active" not in chain, chain
+        assert f'href="/console/memories/{mid}"' not in first.text and f"/console/memories/{mid}/graph" not in first.text
+        later = re.search(r'href="(/console/memories/[^"]+/history\?[^"]+)" rel="next"', first.text)
+        assert later, first.text[-2000:]
+        rest_page = await http.get(later[1].replace("&amp;", "&"))
+        assert rest_page.status_code == 200, rest_page.text
+        events = re.search(r'data-testid="events">(.*?)</ol>', rest_page.text, re.DOTALL)[1]
+        assert "memory deleted" in events and "rev100" in events, events[-1500:]
+        assert 'rel="next"' not in rest_page.text and "First events" in rest_page.text
+
+
+async def test_memories_that_are_not_current_are_never_labelled_current(world: World) -> None:
+    """Break-it review: an expired memory read "active" on its page and "current head" in its
+    chain; a memory awaiting review was drawn as a current fact in the graph (the history read
+    the console uses called it current); a memory superseded twice linked only to its direct
+    replacement. Now: a "not current" badge and no head; the graph node of a pending memory is
+    not current; the page of the first memory of a chain links to the chain's head."""
+    async with world.service.http(Authorization=f"Bearer {world.admin_a}") as rest:
+        expired = (await _store(rest, "The old on-call rota ran until 2021", t_valid="2020-01-01T00:00:00Z",
+                                t_invalid="2021-01-01T00:00:00Z"))["memory_id"]
+        pending = (await _store(rest, "Proposed: move standups to 10:00", require_review=True))["memory_id"]
+        first = (await _store(rest, "The staging cluster runs Kubernetes 1.27"))["memory_id"]
+        second = (await _store(rest, "The staging cluster runs Kubernetes 1.28",
+                               supersedes_memory_id=first))["memory_id"]
+        third = (await _store(rest, "The staging cluster runs Kubernetes 1.29",
+                              supersedes_memory_id=second))["memory_id"]
+        node = (await rest.get(f"/graph/neighbors/{pending}", params={"state_mode": "history"})).json()["center"]
+        assert node["state"] == "PENDING_REVIEW" and node["is_current"] is False, node
+        assert node["style"] == "not_current", node
+    async with _console(world, world.admin_a) as http:
+        page = await http.get(f"/console/memories/{expired}")
+        assert page.status_code == 200 and 'data-testid="not-current"' in page.text, page.text
+        history = await http.get(f"/console/memories/{expired}/history")
+        chain = re.search(r'data-testid="chain">(.*?)</ol>', history.text, re.DOTALL)[1]
+        assert "current head" not in chain and "not current" in chain, chain
+        graph = await http.get(f"/console/memories/{pending}/graph")
+        data = json.loads(re.search(r'id="graph-data">(.*?)</script>', graph.text, re.DOTALL)[1])
+        assert [n["style"] for n in data["nodes"] if n["id"] == pending] == ["not_current"], data["nodes"]
+        page = await http.get(f"/console/memories/{first}")
+        assert f'current: <a href="/console/memories/{third}">' in page.text, page.text
+        history = await http.get(f"/console/memories/{third}/history")
+        head = re.search(r'<li class="head[^"]*">\s*<a href="/console/memories/([^/]+)/history"', history.text)
+        assert head and head[1] == third, history.text
+
+
+async def test_the_review_queue_pages_past_its_first_fifty_items(world: World) -> None:
+    """Break-it review: the review queue read one page of 50 and said "50 pending items" with
+    57 waiting. It now links to the next page, which holds the rest."""
+    scope = "acme/review-paging"
+    async with world.service.http(Authorization=f"Bearer {world.admin_a}", **{"X-Automem-Scope": scope}) as rest:
+        ids = set()
+        for i in range(53):
+            ids.add((await _store(rest, f"Queued proposal number {i} for the paging check",
+                                  require_review=True))["memory_id"])
+    async with _console(world, world.admin_a, scope) as http:
+        seen: set[str] = set()
+        url = "/console/review"
+        for _ in range(3):
+            page = await http.get(url)
+            assert page.status_code == 200, page.text
+            seen |= set(re.findall(r'href="/console/memories/([0-9a-f-]{36})"', page.text)) & ids
+            more = re.search(r'href="(/console/review\?[^"]+)" rel="next" data-testid="more-items"', page.text)
+            if not more:
+                break
+            assert "on this page" in page.text
+            url = more[1].replace("&amp;", "&")
+        assert seen == ids, len(seen)
+
+
+async def test_console_answers_guard_the_session_and_the_page(world: World) -> None:
+    """Break-it review: an htmx search after the session ended swapped the whole login page
+    into the table (it now gets HX-Redirect); a 100,000-character key came back as a 429
+    about gRPC metadata (now 400 naming api_key); an unknown ``type`` read 1,000 memories to
+    say nothing matched (now 400 listing the types); pages that show untrusted text carried
+    no Content-Security-Policy, X-Frame-Options or nosniff."""
+    import httpx
+
+    async with httpx.AsyncClient(base_url=world.service.url, timeout=60) as http:
+        r = await http.get("/console/", params={"q": "billing"}, headers={"HX-Request": "true"})
+        assert r.status_code == 200 and r.headers.get("hx-redirect") == "/console/login" and not r.text, r.text
+        r = await console_login(http, "k" * 100_000)
+        assert r.status_code == 400 and "api_key: at most" in r.text, r.text[:500]
+    async with _console(world, world.reader_a) as http:
+        r = await http.get("/console/", params={"type": "bogus"})
+        assert r.status_code == 400 and "type: one of" in r.text and "Decision" in r.text, r.text[:500]
+        assert (await http.get("/console/", params={"type": "decision"})).status_code == 200
+        for path in ("/console/", f"/console/memories/{world.new}", f"/console/memories/{world.new}/graph",
+                     "/console/review", "/console/ops", "/console/login"):
+            r = await http.get(path)
+            assert r.status_code == 200, (path, r.text[:300])
+            assert "script-src 'self'" in r.headers["content-security-policy"], path
+            assert "frame-ancestors 'none'" in r.headers["content-security-policy"], path
+            assert r.headers["x-frame-options"] == "DENY" and r.headers["x-content-type-options"] == "nosniff", path
+
+
+async def test_session_cookies_are_secure_only_behind_a_proxy_the_gateway_believes(
+        nats_server, falkordb_server, tmp_path) -> None:
+    """A TLS proxy's ``X-Forwarded-Proto: https`` makes the console's cookies ``Secure`` when
+    the proxy's address is in AUTOMEM_FORWARDED_ALLOW_IPS (uvicorn's ``forwarded_allow_ips``),
+    and not when it is not: behind a proxy on another host they went out without it."""
+    import httpx
+
+    for allowed, secure in (("127.0.0.1", True), ("192.0.2.7", False)):
+        settings = settings_for(nats_server, falkordb_server, tmp_path / allowed / "data")
+        running = await start_service(settings.model_copy(update={"forwarded_allow_ips": allowed}))
+        try:
+            async with httpx.AsyncClient(base_url=running.url, timeout=30,
+                                         headers={"X-Forwarded-Proto": "https"}) as http:
+                r = await http.get("/console/login")
+                cookie = r.headers["set-cookie"]
+                assert ("; secure" in cookie.lower()) is secure, (allowed, cookie)
+        finally:
+            await running.runner.stop()

@@ -68,6 +68,24 @@ TABLE_LIMIT = 50
 SCAN_LIMIT = 1000
 #: Deepest ``offset`` the table pages a ranking to.
 MAX_OFFSET = 10_000
+#: Events per page of a memory's history (ReviewService.ListMemoryEvents' default).
+HISTORY_PAGE = 100
+#: Review items (and tombstones) per page of the review queue.
+REVIEW_PAGE = 50
+#: Longest key the login form takes: gRPC metadata is capped at 16 KiB, and a longer key
+#: came back as the channel's 429 "metadata size exceeds hard limit" (break-it review).
+MAX_KEY_LENGTH = 1024
+#: Headers of every console page: the pages show what agents stored (untrusted text), so
+#: nothing may run or frame them but the console's own files (scripts come from
+#: /console/static only; the graph's data is a JSON block, not a script).
+SECURITY_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+                               "img-src 'self' data:; object-src 'none'; base-uri 'none'; form-action 'self'; "
+                               "frame-ancestors 'none'",
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+}
 #: Hops followed each way along a supersession chain at most.
 CHAIN_HOPS = 20
 #: Memory fields left out of an event's before/after diff (they change on every write).
@@ -138,8 +156,9 @@ async def session(request: Request) -> Session:
 
 
 def render(request: Request, name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
-    """The template ``name`` with ``context`` (plus ``request``), answered with ``status_code``."""
-    return templates.TemplateResponse(request, name, context, status_code=status_code)
+    """The template ``name`` with ``context`` (plus ``request``), answered with ``status_code``
+    and :data:`SECURITY_HEADERS`."""
+    return templates.TemplateResponse(request, name, context, status_code=status_code, headers=SECURITY_HEADERS)
 
 
 def page(handler: Callable[..., Awaitable[Response]]) -> Callable[..., Awaitable[Response]]:
@@ -151,6 +170,10 @@ def page(handler: Callable[..., Awaitable[Response]]) -> Callable[..., Awaitable
         try:
             return await handler(request, *args, **kwargs)
         except LoginRequired:
+            if request.headers.get("hx-request") == "true":
+                # htmx follows a redirect inside its request and swapped the whole login page
+                # into the table; HX-Redirect has the browser load it instead.
+                return Response(status_code=200, headers={"HX-Redirect": "/console/login"})
             return RedirectResponse("/console/login", status_code=303)
         except GatewayError as exc:
             return _error(request, exc.status, exc.message)
@@ -226,6 +249,8 @@ async def login(request: Request, api_key: str = Form(""), scope: str = Form("")
         return _login_page(request, exc.status, error=exc.message, scope=scope)
     if not api_key or not _PRINTABLE.fullmatch(api_key):
         return _login_page(request, 400, error="api_key: required, printable ASCII without spaces", scope=scope)
+    if len(api_key) > MAX_KEY_LENGTH:
+        return _login_page(request, 400, error=f"api_key: at most {MAX_KEY_LENGTH} characters", scope=scope)
     if scope and not _PRINTABLE.fullmatch(scope):
         return _login_page(request, 400, error="scope: printable ASCII without spaces", scope=scope)
     try:
@@ -293,6 +318,9 @@ async def memories(request: Request, q: str = "", tags: str = "", type: str = ""
     s = await session(request)
     if state not in STATE_FILTERS:
         raise GatewayError(400, f"state: one of {', '.join(STATE_FILTERS)}")
+    if type.strip() and type.strip().lower() not in {t.lower() for t in presenters.TYPE_COLORS}:
+        # An unknown type matched nothing after reading SCAN_LIMIT memories.
+        raise GatewayError(400, f"type: one of {', '.join(sorted(presenters.TYPE_COLORS))}")
     if offset and not (offset.isascii() and offset.isdigit() and int(offset) <= MAX_OFFSET):
         raise GatewayError(400, f"offset: a whole number from 0 to {MAX_OFFSET}")
     mode, archived, pending, wanted = STATE_FILTERS[state]
@@ -342,12 +370,42 @@ def _history_read(known_at: str = "") -> recall_service_pb2.ReadOptions:
                                  include_pending=True)
 
 
+async def _got(call: Caller, memory_id: str) -> dict[str, Any]:
+    """The memory as the history read shows it (every state the key may see), with the head
+    of its supersession chain as ``current_id`` when it is superseded: the history read names
+    none, so a superseded memory linked only to its direct replacement, itself superseded."""
+    got = presenters.got_memory_json(await usecases.get_memory(call, memory_id, _history_read()))
+    if got["state"] == "SUPERSEDED" and not got.get("current_id"):
+        try:
+            head = await usecases.get_memory(call, memory_id, usecases.read_options(), touch=False)
+        except GatewayError as exc:
+            if exc.status != 404:
+                raise
+        else:
+            got["current_id"] = head.current_id or None
+    return got
+
+
+async def _last_change(call: Caller, memory_id: str, events: Any) -> Any:
+    """The newest event holding the memory (``after`` or ``before``) from the page ``events`` of its
+    history on: the later pages are read to the end (at most 1000 events each). A deleted
+    memory is gone from every read, so its history page shows it as this event left it;
+    reading the first page only showed it active when it had more than a page of events."""
+    last = None
+    for _ in range(1000):
+        last = next((e for e in reversed(events.events) if e.HasField("after") or e.HasField("before")), last)
+        if not events.next_page_token:
+            break
+        events = await usecases.history(call, memory_id, page_size=1000, page_token=events.next_page_token)
+    return last
+
+
 @router.get("/memories/{memory_id}")
 @page
 async def memory(request: Request, memory_id: str, q: str = "") -> Response:
     """One memory; with ``q`` (the search it was reached from) its score components."""
     s = await session(request)
-    got = presenters.got_memory_json(await usecases.get_memory(s.call, memory_id, _history_read()))
+    got = await _got(s.call, memory_id)
     scored = None
     if q.strip():
         found = await usecases.search(s.call, read=usecases.read_options(), query=q.strip(), limit=TABLE_LIMIT)
@@ -442,17 +500,19 @@ async def _chain(call: Caller, start: dict[str, Any]) -> list[dict[str, Any]]:
 
 @router.get("/memories/{memory_id}/history")
 @page
-async def history(request: Request, memory_id: str, known_at: str = "") -> Response:
-    """Audit events (oldest first, with before/after diffs), the supersession chain and its
-    head, and with ``known_at`` the memory as the service knew it then (404 when it did not)."""
+async def history(request: Request, memory_id: str, known_at: str = "", after: str = "") -> Response:
+    """Audit events (oldest first, with before/after diffs) in pages of :data:`HISTORY_PAGE`
+    (``after``: the next page's token; a link leads on), the supersession chain and its head
+    (only when the chain's last memory is current), and with ``known_at`` the memory as the
+    service knew it then (404 when it did not)."""
     s = await session(request)
-    events = await usecases.history(s.call, memory_id, page_size=100, page_token="")
+    events = await usecases.history(s.call, memory_id, page_size=HISTORY_PAGE, page_token=after)
     try:
-        got = presenters.got_memory_json(await usecases.get_memory(s.call, memory_id, _history_read()))
+        got = await _got(s.call, memory_id)
     except GatewayError as exc:
         # A deleted (or purged) memory is gone from every read; its audit events are not.
-        last = next((e for e in reversed(events.events) if e.HasField("after") or e.HasField("before")), None)
-        if exc.status != 404 or last is None:
+        last = await _last_change(s.call, memory_id, events) if exc.status == 404 else None
+        if last is None:
             raise
         got = presenters.memory_json(last.after if last.HasField("after") else last.before,
                                      is_current=False, current_id=None)
@@ -466,10 +526,13 @@ async def history(request: Request, memory_id: str, known_at: str = "") -> Respo
                 raise
             believed_error = f"not known at {known_at.strip()}"
     chain = await _chain(s.call, got)
-    head = got.get("current_id") or (chain[-1]["id"] if chain else memory_id)
+    # The head is the chain's last memory only when it is current: an expired, deleted or
+    # rejected one was labelled "current head".
+    head = got.get("current_id") or (chain[-1]["id"] if chain and chain[-1].get("is_current") else None)
+    later = urlencode({"known_at": known_at, "after": events.next_page_token}) if events.next_page_token else ""
     return render(request, "history.html", s=s, m=got, tab="history", events=[_event_row(e) for e in events.events],
                   truncated=events.truncated, chain=chain, head=head, known_at=known_at, believed=believed,
-                  believed_error=believed_error)
+                  believed_error=believed_error, later=later, paged=bool(after))
 
 
 @router.get("/memories/{memory_id}/graph")
@@ -530,20 +593,27 @@ def _short(text: str, size: int = 48) -> str:
 
 @router.get("/review")
 @page
-async def review(request: Request, status: str = "pending") -> Response:
-    """Pending memories and supersede proposals with their evidence; tombstones (admin)."""
+async def review(request: Request, status: str = "pending", after: str = "", tombstones_after: str = "") -> Response:
+    """Pending memories and supersede proposals with their evidence; tombstones (admin). Each
+    in pages of :data:`REVIEW_PAGE` (``after`` / ``tombstones_after``: the next page's
+    token, with a link to it): the queue stopped at 50 and said "50 pending items"."""
     s = await session(request)
-    items = await usecases.review_items(s.call, status=status, kind="", page_size=50, page_token="")
-    tombstones, tombstone_error = [], None
+    items = await usecases.review_items(s.call, status=status, kind="", page_size=REVIEW_PAGE, page_token=after)
+    more_items = urlencode({"status": status, "after": items.next_page_token}) if items.next_page_token else ""
+    tombstones, tombstone_error, more_tombstones = [], None, ""
     try:
-        found = await usecases.tombstones(s.call, include_lifted=False, page_size=50, page_token="")
+        found = await usecases.tombstones(s.call, include_lifted=False, page_size=REVIEW_PAGE,
+                                          page_token=tombstones_after)
         tombstones = [presenters.tombstone_json(t) for t in found.tombstones]
+        if found.next_page_token:
+            more_tombstones = urlencode({"status": status, "tombstones_after": found.next_page_token})
     except GatewayError as exc:
         if exc.status != 403:
             raise
         tombstone_error = exc.message
     return render(request, "review.html", s=s, items=[presenters.review_item_json(i) for i in items.items],
-                  status=status, tombstones=tombstones, tombstone_error=tombstone_error, flash=_flash(request))
+                  status=status, tombstones=tombstones, tombstone_error=tombstone_error, flash=_flash(request),
+                  more_items=more_items, more_tombstones=more_tombstones, paged=bool(after or tombstones_after))
 
 
 def _flash(request: Request) -> str | None:
@@ -584,19 +654,40 @@ async def lift(request: Request, tombstone_id: str, csrf_token: str = Form("")) 
 @router.get("/ops")
 @page
 async def ops(request: Request) -> Response:
-    """Health, sync status, enrichment lag and consolidation history of the key's scope."""
+    """Health and sync status of the service (its counts are the whole service's, as
+    ``/health`` gives them), enrichment lag and the consolidation history. A service that
+    does not answer is shown as such; the others as they are (the page failed whole with the
+    enrichment process down)."""
     s = await session(request)
     health = await usecases.health(request.app.state.client, with_sync=True)
     stores = presenters.stores_json(health.stats) if health.stats is not None else None
-    enrichment = presenters.enrichment_json(await usecases.enrichment_status(s.call),
-                                            await usecases.reembed_status(s.call))
-    consolidation = presenters.consolidation_status_json(await usecases.consolidation_status(s.call))
+    enrichment = consolidation = None
+    enrichment_error = consolidation_error = None
+    try:
+        enrichment = presenters.enrichment_json(await usecases.enrichment_status(s.call),
+                                                await usecases.reembed_status(s.call))
+    except GatewayError as exc:
+        enrichment_error = _unreachable(exc)
+    try:
+        consolidation = presenters.consolidation_status_json(await usecases.consolidation_status(s.call))
+    except GatewayError as exc:
+        consolidation_error = _unreachable(exc)
     sync = None
     if health.sync is not None:
         sync = {"status": health.sync.sync_status}
     readiness = await usecases.readiness(request.app.state.client)
     return render(request, "ops.html", s=s, stores=stores, stores_error=health.stats_error, enrichment=enrichment,
-                  consolidation=consolidation, sync=sync, readiness=readiness, result=None)
+                  consolidation=consolidation, sync=sync, readiness=readiness, result=None,
+                  enrichment_error=enrichment_error, consolidation_error=consolidation_error)
+
+
+def _unreachable(exc: GatewayError) -> str:
+    """What the operations page says of a service that did not answer: the status for a 503
+    or a timeout (its message names internal addresses), the service's message otherwise;
+    re-raises a refusal (401/403), which is the page's answer."""
+    if exc.status in (401, 403):
+        raise exc
+    return "not answering (503)" if exc.status in (503, 504) else exc.message
 
 
 @router.post("/ops/{action}")
