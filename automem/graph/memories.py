@@ -624,11 +624,14 @@ class Memories(Repository):
 
     async def set_relevance(self, scores: Sequence[tuple[str, float]]) -> None:
         """Set ``relevance_score`` of each ``(memory id, score in 0..1)`` in one query (decay,
-        automem/consolidate/tasks.py; the ids were read in their scope just before)."""
+        automem/consolidate/tasks.py; the ids were read in their scope just before), except on
+        a memory deleted or rejected since it was read: decay wrote scores onto memories
+        deleted while it ran (break-it review)."""
         rows = [{"id": mid, "props": node_fields(Memory(relevance_score=score), ("relevance_score",))}
                 for mid, score in scores]
         if rows:
-            await self.store.query("UNWIND $rows AS row MATCH (m:Memory {id: row.id}) SET m += row.props",
+            await self.store.query("UNWIND $rows AS row MATCH (m:Memory {id: row.id}) "
+                                   "WHERE NOT m.state IN ['DELETED', 'REJECTED'] SET m += row.props",
                                    {"rows": rows})
 
     async def set_classified_type(self, memory: Memory, old_type: str, classified: Memory) -> bool:

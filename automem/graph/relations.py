@@ -239,7 +239,9 @@ class Relations(Repository):
     async def link_predecessors(self, ids: Sequence[str], created: float) -> dict[str, str]:
         """For each memory, find its predecessor — the latest earlier memory (by event_time,
         then create_time) of the same scope, ACTIVE or SUPERSEDED, that shares a tag with it
-        (any memory when it has no tags) — write ``(m)-[:PRECEDED_BY]->(prev)`` (MERGE; a new
+        (any memory when it has no tags) and is not a MetaPattern (consolidation's cluster
+        summaries are no step of the agent's timeline: an untagged note got one as its
+        predecessor, and its text in the note's lexical context; break-it review) — write ``(m)-[:PRECEDED_BY]->(prev)`` (MERGE; a new
         edge gets ``create_time = created``, strength 1.0 and the scope), and return
         ``{id: prev content}`` for the memories that have one.
 
@@ -256,10 +258,11 @@ class Relations(Repository):
             return {}
         rows = await self.store.ro_query(
             "UNWIND $ids AS mid MATCH (m:Memory {id: mid}) "
-            "RETURN m.id, m.scope, m.event_time, m.create_time, m.tags_lower",
+            "RETURN m.id, m.scope, m.event_time, m.create_time, m.tags_lower, m.type",
             {"ids": ids})
         # (memory id, scope, event time, create time, [tags] or [None] = any tag)
-        todo = [(r[0], r[1], float(r[2]), r[3], list(r[4] or []) or [None]) for r in rows if r[2] is not None]
+        todo = [(r[0], r[1], float(r[2]), r[3], list(r[4] or []) or [None]) for r in rows
+                if r[2] is not None and r[5] != "MetaPattern"]
         best: dict[str, tuple[str, float, float | None]] = {}
         for width in PREDECESSOR_WINDOWS:
             if not todo:
@@ -293,7 +296,8 @@ def _predecessor_query(mid: str, scope: str, t: float, ct: float | None, tag: st
         where.append("$tag IN n.tags_lower")
     cypher = (
         "MATCH (n:Memory) WHERE " + " AND ".join(where) + " AND n.scope = $scope AND n.id <> $id "
-        "AND n.state IN ['ACTIVE', 'SUPERSEDED'] AND (n.event_time < $t OR n.create_time < $ct) "
+        "AND n.state IN ['ACTIVE', 'SUPERSEDED'] AND n.type <> 'MetaPattern' "
+        "AND (n.event_time < $t OR n.create_time < $ct) "
         "RETURN n.id, n.event_time, n.create_time ORDER BY n.event_time DESC, n.create_time DESC LIMIT 1")
     return cypher, {"id": mid, "scope": scope, "t": t, "ct": ct, "tag": tag,
                     "lo": t - width if width is not None else None}

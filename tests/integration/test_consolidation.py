@@ -308,3 +308,33 @@ async def test_cluster_runs_at_once_write_one_pattern_links_need_live_ends_and_a
     async with tuned.http() as http:
         latest = (await http.get("/consolidate/status")).json()["history"][0]
     assert latest["mode"] == "full" and latest["error"] and "cancelled" in latest["error"], latest
+
+
+async def test_metapatterns_are_nobodys_predecessor_and_decay_leaves_deleted_memories_alone(tuned) -> None:
+    """Break-it review: an untagged memory stored after a cluster run got the MetaPattern (the
+    newest untagged node) as its PRECEDED_BY predecessor, and the pattern's text in its
+    lexical context; and decay's relevance write reached memories deleted while it ran. A
+    MetaPattern is no one's predecessor and has none; relevance is not written to a deleted
+    memory."""
+    graph = tuned.ctx.graph
+    texts = ["The espresso machine on floor two makes great coffee.",
+             "Coffee from the floor two espresso machine is the best in the office.",
+             "Everyone queues for the espresso machine coffee on floor two each morning.",
+             "Quarterly tax filings are due to the accountant in April."]
+    async with tuned.http() as http:
+        ids = await _stored_enriched(http, texts)
+        assert (await _consolidate(http, "cluster", False))["results"]["meta_patterns"] == 1
+        [(pattern,)] = await graph.ro_query("MATCH (m:Memory {type: 'MetaPattern'}) RETURN m.id")
+        await eventually(lambda: _enriched(http, pattern))
+        [note] = await _stored_enriched(http, ["Untagged note: lunch is at noon."])
+        rows = await graph.ro_query("MATCH (m:Memory {id: $id})-[:PRECEDED_BY]->(p:Memory) RETURN p.id", {"id": note})
+        assert [r[0] for r in rows] == [ids[3]], rows
+        assert not await graph.ro_query("MATCH (m:Memory {id: $id})-[:PRECEDED_BY]->() RETURN m.id", {"id": pattern})
+
+        gone = ids[3]
+        before = (await graph.ro_query("MATCH (m:Memory {id: $id}) RETURN m.relevance_score", {"id": gone}))[0][0]
+        assert (await http.delete(f"/memory/{gone}")).status_code == 200
+        await graph.memories.set_relevance([(gone, 0.123), (ids[0], 0.456)])
+        scores = dict(await graph.ro_query("MATCH (m:Memory) WHERE m.id IN $ids RETURN m.id, m.relevance_score",
+                                           {"ids": [gone, ids[0]]}))
+        assert scores == {gone: before, ids[0]: 0.456}, scores
