@@ -51,6 +51,32 @@ async def test_event_too_large_for_the_bus_is_set_aside_and_later_events_flow(ow
     assert await publisher.graph.redis.llen(publisher.dead_key) == 1
 
 
+async def test_drainers_in_several_processes_never_drop_an_unpublished_event(own_service) -> None:
+    """Break-it review (distributed mode): ingest, enrich and consolidate each drain the one
+    outbox, and a drain read the head, published it, then popped whatever the head was by
+    then: with two drainers one popped an entry the other had not published (9 of 100 events
+    of acknowledged writes never reached the stream). Three drainers here (the service's own
+    and two more) empty an outbox of 200 events at once: every event is on the stream, once."""
+    import asyncio
+    import base64
+
+    publisher: EventPublisher = own_service.ctx.publisher
+    ids = [f"outbox-race-{i}" for i in range(200)]
+    entries = [base64.b64encode(events_pb2.MemoryEvent(
+        event_id=eid, type=events_pb2.EVENT_TYPE_MEMORY_UPDATED, memory_id=f"race-{i}", scope="race",
+        actor="test").SerializeToString()).decode() for i, eid in enumerate(ids)]
+    await publisher.graph.redis.rpush(publisher.key, *entries)
+    others = [EventPublisher(publisher.bus, publisher.graph) for _ in range(2)]
+    await asyncio.gather(*(p.drain_once() for p in others))
+    await eventually(lambda: _empty(publisher), timeout=30)
+    on_stream = [e.event_id for e in await publisher.bus.events_for(None, limit=100_000) if e.event_id in set(ids)]
+    assert sorted(on_stream) == sorted(ids), (len(on_stream), sorted(set(ids) - set(on_stream))[:5])
+
+
+async def _empty(publisher: EventPublisher) -> bool:
+    return await publisher.backlog() == 0
+
+
 async def test_out_of_range_numbers_answer_400_and_keep_the_connection(service) -> None:
     async with service.http() as http:
         for params in ({"tags": "x", "offset": 10**12}, {"query": "x", "relation_limit": 10**12}):
