@@ -86,6 +86,31 @@ def test_native_states_chains_and_left_out_records() -> None:
     assert order == [("old", "mid"), ("mid", "new")]  # oldest first: each target still ACTIVE
 
 
+def test_relations_of_memories_left_out_are_left_out_with_them() -> None:
+    """Break-it review: the export of a scope consolidation had clustered holds the members'
+    PART_OF edges to their MetaPattern, which import leaves out: every such edge was an error
+    ("no memory ... in this file") and nothing was imported. A relation that names a memory
+    left out on purpose (a MetaPattern, a deleted memory) is left out too; one that names an
+    id the file does not hold at all is still an error."""
+    parsed = _parse("native", _lines(
+        _native_memory(id="a", content="espresso on floor two"),
+        _native_memory(id="b", content="coffee queue on floor two"),
+        _native_memory(id="meta", content="Pattern across 2 memories", type="MEMORY_TYPE_META_PATTERN"),
+        _native_memory(id="gone", content="deleted", state="MEMORY_STATE_DELETED"),
+        {"relation": {"source_id": "a", "target_id": "meta", "type": "RELATION_TYPE_PART_OF", "strength": 1.0}},
+        {"relation": {"source_id": "b", "target_id": "meta", "type": "RELATION_TYPE_PART_OF", "strength": 1.0}},
+        {"relation": {"source_id": "gone", "target_id": "a", "type": "RELATION_TYPE_RELATES_TO", "strength": 0.5}},
+        {"relation": {"source_id": "a", "target_id": "b", "type": "RELATION_TYPE_RELATES_TO", "strength": 0.5}},
+    ))
+    assert parsed.errors == []
+    assert [(r.source, r.target, r.type) for r in parsed.relations] == [("a", "b", "RELATES_TO")]
+    assert parsed.skipped["relations of memories left out"] == 3
+    errors = _parse("native", _lines(
+        _native_memory(id="a", content="x"),
+        {"relation": {"source_id": "a", "target_id": "nowhere", "type": "RELATION_TYPE_RELATES_TO"}})).errors
+    assert errors == ["line 2: relation.target_id: no memory 'nowhere' in this file"], errors
+
+
 def test_native_bad_lines_name_the_line_and_field() -> None:
     data = _lines(
         {"header": {"format": formats.NATIVE_FORMAT}},
