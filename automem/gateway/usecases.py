@@ -517,6 +517,10 @@ async def undo_entity_merge(call: Caller, merge_id: str) -> review_service_pb2.U
 
 #: Seconds each status call of a health check may take.
 HEALTH_TIMEOUT = 5.0
+#: Seconds /readyz waits for each service's grpc.health.v1 answer: under the Helm chart's
+#: readinessProbe timeout (deploy/helm/automem/values.yaml ``probes.readiness.timeoutSeconds``,
+#: 3 s), so a hung service is answered 503 with its name, not a probe timeout (break-it review).
+READINESS_TIMEOUT = 2.0
 
 
 @dataclass
@@ -569,13 +573,13 @@ GATEWAY_NEEDS = {"ingest": "automem.v1.IngestService", "recall": "automem.v1.Rec
 async def readiness(client: AutomemClient) -> dict[str, bool]:
     """Whether each service the gateway needs (:data:`GATEWAY_NEEDS`) reports SERVING on
     grpc.health.v1 — which the service sets from its own stores (automem/common/readiness.py).
-    Unreachable or slower than :data:`HEALTH_TIMEOUT` counts as not serving."""
+    Unreachable or slower than :data:`READINESS_TIMEOUT` counts as not serving."""
     from grpc_health.v1 import health_pb2
 
     async def one(stub: str, service: str) -> bool:
         try:
             answer = await client.health[stub].Check(health_pb2.HealthCheckRequest(service=service),
-                                                     timeout=HEALTH_TIMEOUT)
+                                                     timeout=READINESS_TIMEOUT)
         except grpc.aio.AioRpcError:
             return False
         return answer.status == health_pb2.HealthCheckResponse.SERVING
