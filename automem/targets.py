@@ -300,6 +300,14 @@ async def _start_gateway(rt: Runtime) -> Stop:
 
     async def serve(rt: Runtime) -> None:
         addrs = _service_addresses(rt)
+        here = {"ingest": rt.ingest, "recall": rt.recall, "enrich": rt.enrich_consumer, "consolidate": rt.consolidate}
+        for name, servicer in here.items():
+            if servicer is None and not getattr(rt.settings, f"{name}_addr") and not rt.settings.grpc_target:
+                # A gateway run apart answered every call with a 503 naming 127.0.0.1 and
+                # logged nothing at start (break-it review).
+                log.warning("gateway: this process does not serve %s and AUTOMEM_%s_ADDR is empty, so its "
+                            "calls go to this process's own port %s", name, name.upper(), addrs[name],
+                            extra={"service": name, "address": addrs[name]})
         client = running["client"] = AutomemClient(addrs["ingest"], addrs["recall"], addrs["enrich"],
                                                    addrs["consolidate"], interceptors=grpc_client_interceptors(),
                                                    call_timeout=rt.settings.call_deadline_seconds,

@@ -8,14 +8,19 @@ need) through their constructors. Variable names follow AutoMem where AutoMem ha
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import AliasChoices, Field, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from automem.common.auth import MAX_SCOPE_LENGTH, SCOPE_RE
+
+#: The embedding providers automem/common/embedding.py builds (``AUTOMEM_EMBEDDING_PROVIDER``).
+EMBEDDING_PROVIDERS = ("minilm", "wordllama", "openai")
 
 #: JetStream de-duplication window of the event stream (``Nats-Msg-Id``; automem/common/bus.py).
 DUPLICATE_WINDOW_SECONDS = 120.0
@@ -501,6 +506,43 @@ class Settings(BaseSettings):
         if level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
             raise ValueError(f"{value!r} is not one of DEBUG, INFO, WARNING, ERROR, CRITICAL")
         return level
+
+    @field_validator("embedding_provider")
+    @classmethod
+    def _embedding_provider(cls, value: str) -> str:
+        # Checked where it was used (automem/common/embedding.py): a ValueError traceback at
+        # start-up instead of the one-line error naming the setting (break-it review).
+        if value.strip().lower() not in EMBEDDING_PROVIDERS:
+            raise ValueError(f"{value!r} is not one of {', '.join(EMBEDDING_PROVIDERS)}")
+        return value
+
+    @field_validator("qdrant_url")
+    @classmethod
+    def _qdrant_url(cls, value: str) -> str:
+        # The forms make_vector_store reads (automem/vectors/__init__.py); anything else was
+        # taken for a server address and failed later as "Name or service not known".
+        url = value.strip()
+        if url.lower() in ("", "disabled", ":memory:") or url.startswith(("local:", "unix:")):
+            return value
+        parsed = urlsplit(url)
+        if parsed.scheme not in ("http", "https") or not parsed.hostname:
+            raise ValueError(f"{value[:200]!r} is neither a server URL (http(s)://host[:port]) nor '' (the "
+                             "embedded shard), 'disabled', ':memory:' or 'local:<dir>'")
+        return value
+
+    @field_validator("ingest_addr", "recall_addr", "enrich_addr", "consolidate_addr")
+    @classmethod
+    def _grpc_address(cls, value: str) -> str:
+        # A gRPC target: host:port, or a name with its resolver's scheme (dns:, ipv4:, unix:...).
+        # '::::bad' was accepted and every call failed later.
+        target = value.strip()
+        if not target or re.match(r"^[a-z][a-z0-9+.-]*:", target) and not re.match(r"^[^:]+:\d+$", target):
+            return value
+        host, _, port = target.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"{value[:200]!r} is not a gRPC address: host:port (a port 1–65535), or a target "
+                             "with its resolver's scheme such as dns:///host:port")
+        return value
 
     @field_validator("forget_delete_threshold")
     @classmethod

@@ -207,3 +207,25 @@ async def test_requests_past_the_in_flight_limit_get_a_quick_503_and_the_rest_ar
             assert len((await client.search("gardens", limit=20)).results) == 3
     finally:
         await running.runner.stop()
+
+
+async def test_a_gateway_run_apart_says_which_services_it_will_not_find(settings) -> None:
+    """Break-it review: ``automem serve --target gateway`` without AUTOMEM_*_ADDR sent every
+    call to its own port and said nothing at start (each call then answered 503). It now
+    warns once per service it does not serve and has no address for, naming the setting; a
+    service given an address, or served in the same process, gets no warning."""
+    import logging
+
+    from tests.conftest import LogCapture
+
+    capture, logger = LogCapture(), logging.getLogger("automem.targets")
+    logger.addHandler(capture)
+    try:
+        running = await start_service(settings.model_copy(update={"recall_addr": "127.0.0.1:1"}),
+                                      targets=["gateway", "ingest"])
+        await running.runner.stop()
+    finally:
+        logger.removeHandler(capture)
+    named = sorted(r.service for r in capture.records if r.levelno == logging.WARNING and hasattr(r, "service"))
+    assert named == ["consolidate", "enrich"], [r.getMessage() for r in capture.records]
+    assert any("AUTOMEM_ENRICH_ADDR is empty" in r.getMessage() for r in capture.records)

@@ -58,6 +58,10 @@ from automem.common.settings import Settings
     ("CONSOLIDATION_ARCHIVE_THRESHOLD", "-0.2"),
     ("CONSOLIDATION_DELETE_THRESHOLD", "1.5"), ("CONSOLIDATION_DELETE_THRESHOLD", "0.3"),
     ("AUTOMEM_FORGET_PROTECTED_IMPORTANCE", "7"),
+    # Refused where they were used, as a traceback (break-it review): a provider that does not
+    # exist, a vector store URL that is none of its forms, a gRPC address without a port.
+    ("AUTOMEM_EMBEDDING_PROVIDER", "nonsense"), ("QDRANT_URL", "notaurl"), ("QDRANT_URL", "ftp://q:6333"),
+    ("AUTOMEM_RECALL_ADDR", "::::bad"), ("AUTOMEM_INGEST_ADDR", "ingest"), ("AUTOMEM_ENRICH_ADDR", "host:99999"),
 ])
 def test_an_unusable_setting_is_refused_naming_it(monkeypatch, variable, value) -> None:
     monkeypatch.setenv(variable, value)
@@ -73,6 +77,22 @@ def test_an_unusable_setting_is_refused_naming_it(monkeypatch, variable, value) 
 def test_a_log_level_is_read_in_any_case_and_in_logging_s_other_names(monkeypatch, given, level) -> None:
     monkeypatch.setenv("AUTOMEM_LOG_LEVEL", given)
     assert Settings().log_level == level
+
+
+def test_usable_providers_vector_urls_and_grpc_addresses_are_kept(monkeypatch) -> None:
+    """The forms the service reads (automem/vectors/__init__.py make_vector_store, the Helm
+    chart's AUTOMEM_*_ADDR: deploy/helm/automem/templates/lib/_env.tpl) stay accepted."""
+    for provider in ("minilm", "WordLlama", "openai"):
+        monkeypatch.setenv("AUTOMEM_EMBEDDING_PROVIDER", provider)
+        assert Settings().embedding_provider == provider
+    for url in ("", "disabled", "DISABLED", ":memory:", "local:/tmp/q", "unix:/tmp/v.sock", "http://qdrant:6333",
+                "https://q.example.com"):
+        monkeypatch.setenv("QDRANT_URL", url)
+        assert Settings().qdrant_url == url
+    for address in ("", "recall:50051", "127.0.0.1:50051", "[::1]:50051",
+                    "dns:///automem-recall-headless.ns.svc.cluster.local:50051", "unix:/tmp/recall.sock"):
+        monkeypatch.setenv("AUTOMEM_RECALL_ADDR", address)
+        assert Settings().recall_addr == address
 
 
 def test_usable_tokens_scopes_and_limits_are_kept(monkeypatch) -> None:
