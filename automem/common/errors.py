@@ -15,6 +15,12 @@ class ListenError(OSError):
     (automem/cli/main.py)."""
 
 
+class HeldElsewhereError(ListenError):
+    """What a process must hold alone (the embedded vector shard's directory) is held by
+    another process; the message names the settings that give each its own. Printed as one
+    line, as a port in use is."""
+
+
 class AutomemError(Exception):
     """Base class. ``code`` is the gRPC status code; ``field`` names the bad field, if any."""
 

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from automem.common.errors import HeldElsewhereError
 from automem.common.telemetry import vector_store_methods
 from automem.vectors.filters import Dialect, translate
 from automem.vectors.points import canonical_id, check_dim, dense, point_vectors, read_point, sparse_pair
@@ -211,7 +212,15 @@ class EdgeVectorStore:
         if self._shard is None and self._exists():
             import qdrant_edge as qe
 
-            self._shard = qe.EdgeShard.load(str(self.path))
+            try:
+                self._shard = qe.EdgeShard.load(str(self.path))
+            except Exception as exc:
+                if "WouldBlock" in str(exc):  # its WAL is locked: another process has it open
+                    raise HeldElsewhereError(
+                        f"the embedded vector shard {self.path} is open in another process (one process "
+                        "per shard): give each process its own AUTOMEM_DATA_DIR, or set QDRANT_URL to a "
+                        f"Qdrant server both use (or 'disabled'); {exc}") from None
+                raise
             if self._since_build is None:
                 self._built_points = self._points_at_last_build()
                 self._since_build = max(0, self._shard.info().points_count - self._built_points)

@@ -563,12 +563,18 @@ async def test_reopen_after_close_keeps_everything(backend, tmp_path):
 
 
 async def test_edge_is_single_process(tmp_path):
+    """A second opener of one shard is refused with an error naming the settings that give
+    each process its own store (a bare "Can't init WAL: WouldBlock" traceback ended the start
+    of a second process on one data dir: break-it review)."""
+    from automem.common.errors import HeldElsewhereError, ListenError
+
     first = EdgeVectorStore(tmp_path / "shard", "memories")
     await first.ensure_collection(DIM)
     second = EdgeVectorStore(tmp_path / "shard", "memories")
     try:
-        with pytest.raises(Exception, match="WouldBlock"):
+        with pytest.raises(HeldElsewhereError, match="AUTOMEM_DATA_DIR.*QDRANT_URL.*WouldBlock") as caught:
             await second.count()
+        assert isinstance(caught.value, ListenError)  # printed as one line by automem up / serve
     finally:
         await second.close()
         await first.close()
