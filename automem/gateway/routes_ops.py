@@ -6,6 +6,7 @@ presents the answer (automem/gateway/presenters.py)."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -23,9 +24,11 @@ router = APIRouter(route_class=JsonBodyRoute)
 
 @router.get("/health", tags=["ops"])
 async def health(request: Request, client: Annotated[AutomemClient, Depends(grpc_client)]) -> JSONResponse:
-    """AutoMem's health body: status healthy|degraded, falkordb/qdrant connected|disconnected,
+    """AutoMem's health body: status healthy|degraded, falkordb/qdrant connected|disconnected
+    (unknown when the recall service, which reads them, does not answer),
     memory_count, vector_count, sync_status, vector_dimensions, enrichment, timestamp,
-    graph; plus nats and ``restore_incomplete`` (with ``restore_started_at`` and
+    graph; plus nats, ``services`` (each service the API needs: serving or not, as
+    ``/readyz``; one that is not makes the status degraded) and ``restore_incomplete`` (with ``restore_started_at`` and
     ``restore_warning``): a restore that did not finish left part of a backup in the graph,
     so the status is degraded until a restore with force finishes
     (automem/gateway/presenters.py ``stores_json``). No auth. 503 when the graph is
@@ -35,7 +38,12 @@ async def health(request: Request, client: Annotated[AutomemClient, Depends(grpc
     settings = request.app.state.settings
     body: dict[str, Any] = {"status": "healthy", "timestamp": datetime.now(UTC).isoformat(),
                             "graph": settings.graph_name, "collection": settings.collection_name}
-    found = await usecases.health(client, with_sync=True)
+    found, services = await asyncio.gather(usecases.health(client, with_sync=True), usecases.readiness(client))
+    # Whether each service the API needs serves (grpc.health.v1, as /readyz): with ingest
+    # down every write failed while /health said healthy (break-it review).
+    body["services"] = services
+    if not all(services.values()):
+        body["status"] = "degraded"
     if found.stats is not None:
         body.update(presenters.stores_json(found.stats))
         if presenters.stores_degraded(found.stats):
@@ -43,7 +51,9 @@ async def health(request: Request, client: Annotated[AutomemClient, Depends(grpc
         if not found.stats.vectors_enabled:
             body["degraded_arms"] = ["vector"]
     else:
-        body.update({"status": "degraded", "falkordb": "disconnected", "qdrant": "disconnected",
+        # The recall service, which reads the stores' state, did not answer: the stores'
+        # state is unknown, not "disconnected" (they may well be up).
+        body.update({"status": "degraded", "falkordb": "unknown", "qdrant": "unknown",
                      "error": found.stats_error})
     if found.enrichment is not None:
         status = found.enrichment

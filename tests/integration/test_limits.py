@@ -229,3 +229,28 @@ async def test_a_gateway_run_apart_says_which_services_it_will_not_find(settings
     named = sorted(r.service for r in capture.records if r.levelno == logging.WARNING and hasattr(r, "service"))
     assert named == ["consolidate", "enrich"], [r.getMessage() for r in capture.records]
     assert any("AUTOMEM_ENRICH_ADDR is empty" in r.getMessage() for r in capture.records)
+
+
+async def test_health_names_the_services_and_does_not_call_stores_down_it_could_not_ask(settings, service) -> None:
+    """Break-it review: with the ingest service down /health said "healthy" while every write
+    failed, and with the recall service down it said both stores were "disconnected" (they
+    were up; only recall, which reads them, did not answer). /health now carries
+    ``services`` (as /readyz) and is degraded when one is not serving; stores it could not
+    ask read "unknown"."""
+    async with service.http() as http:
+        body = (await http.get("/health")).json()
+        assert body["services"] == {"automem.v1.IngestService": True, "automem.v1.RecallService": True}, body
+        assert body["status"] == "healthy" and body["falkordb"] == "connected", body
+    nowhere = "127.0.0.1:1"
+    running = await start_service(settings.model_copy(update={
+        "ingest_addr": nowhere, "recall_addr": nowhere, "enrich_addr": nowhere, "consolidate_addr": nowhere}),
+        targets=["gateway"])
+    try:
+        async with running.http() as http:
+            r = await http.get("/health")
+            body = r.json()
+            assert r.status_code == 503 and body["status"] == "degraded", body
+            assert body["services"] == {"automem.v1.IngestService": False, "automem.v1.RecallService": False}, body
+            assert (body["falkordb"], body["qdrant"]) == ("unknown", "unknown"), body
+    finally:
+        await running.runner.stop()
