@@ -747,3 +747,28 @@ async def test_session_cookies_are_secure_only_behind_a_proxy_the_gateway_believ
                 assert ("; secure" in cookie.lower()) is secure, (allowed, cookie)
         finally:
             await running.runner.stop()
+
+
+async def test_the_operations_page_shows_a_service_that_does_not_answer(
+        world: World, nats_server, falkordb_server, tmp_path) -> None:
+    """Break-it review: with the enrichment process down, /console/ops failed whole with a 503
+    naming an internal address. A gateway whose enrichment service does not answer (its
+    address leads nowhere; the other services are the world's) shows the page: health and
+    consolidation as they are, enrichment "not answering"."""
+    import httpx
+
+    backend = world.service.grpc
+    settings = settings_for(nats_server, falkordb_server, tmp_path / "data")
+    gateway = await start_service(settings.model_copy(update={
+        "ingest_addr": backend, "recall_addr": backend, "consolidate_addr": backend, "enrich_addr": "127.0.0.1:1"}),
+        targets=["gateway"])
+    try:
+        async with httpx.AsyncClient(base_url=gateway.url, timeout=60) as http:
+            assert (await console_login(http, world.admin_a, SCOPE_A)).status_code == 303
+            r = await http.get("/console/ops")
+            assert r.status_code == 200, r.text[:500]
+            assert 'data-testid="enrichment-error"' in r.text and "not answering" in r.text, r.text
+            assert "127.0.0.1:1" not in r.text
+            assert 'data-testid="consolidation-error"' not in r.text and 'data-testid="health"' in r.text
+    finally:
+        await gateway.runner.stop()
