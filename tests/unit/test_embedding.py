@@ -187,8 +187,10 @@ def test_make_provider():
         Settings(embedding_quantization="int4")
     with pytest.raises(ValueError, match="VECTOR_SIZE"):
         E.make_provider(Settings(embedding_provider="minilm", vector_size=768))
+    with pytest.raises(ValueError, match="'bert' is not one of minilm"):
+        Settings(embedding_provider="bert")  # refused as a setting; the builder checks too:
     with pytest.raises(ValueError, match="unknown"):
-        E.make_provider(Settings(embedding_provider="bert"))
+        E.make_provider(Settings().model_copy(update={"embedding_provider": "bert"}))
     p = E.make_provider(Settings(embedding_provider="openai", openai_api_key="x",
                                  openai_base_url="http://127.0.0.1:9/v1"))
     assert isinstance(p, E.OpenAICompatibleProvider) and p.dimension == 1536
@@ -212,8 +214,8 @@ def test_vector_dimension_checks_the_settings_without_loading_a_model():
     assert E.vector_dimension(Settings(embedding_provider="wordllama")) == 256
     assert E.vector_dimension(Settings(embedding_provider="openai")) == 1536
     assert E.vector_dimension(Settings(embedding_provider="openai", embedding_model="m", vector_size=64)) == 64
-    for bad, match in ((Settings(vector_size=768), "VECTOR_SIZE=768"), (Settings(embedding_provider="bert"), "unknown"),
+    for bad, match in ((Settings(vector_size=768), "VECTOR_SIZE=768"), (Settings().model_copy(update={"embedding_provider": "bert"}), "unknown"),
                        (Settings(embedding_provider="openai", embedding_model="m"), "VECTOR_SIZE must be set")):
         with pytest.raises(ValueError, match=match):
             E.vector_dimension(bad)
-    assert E.configured_dimension(Settings(embedding_provider="bert")) == 0
+    assert E.configured_dimension(Settings().model_copy(update={"embedding_provider": "bert"})) == 0

@@ -20,7 +20,6 @@ AUTOMEM_LOG_FORMAT: {{ .Values.config.logFormat | quote }}
 AUTOMEM_ACCESS_LOG: {{ .Values.config.accessLog | quote }}
 AUTOMEM_DEFAULT_SCOPE: {{ .Values.config.defaultScope | quote }}
 AUTOMEM_EMBEDDING_PROVIDER: {{ .Values.config.embeddingProvider | quote }}
-AUTOMEM_ENRICHMENT_ENABLED: {{ .Values.config.enrichmentEnabled | quote }}
 {{- with .Values.config.embeddingModel }}
 EMBEDDING_MODEL: {{ . | quote }}
 {{- end }}
@@ -109,7 +108,6 @@ AUTOMEM_LOG_FORMAT: config.logFormat
 AUTOMEM_ACCESS_LOG: config.accessLog
 AUTOMEM_DEFAULT_SCOPE: config.defaultScope
 AUTOMEM_EMBEDDING_PROVIDER: config.embeddingProvider
-AUTOMEM_ENRICHMENT_ENABLED: config.enrichmentEnabled
 EMBEDDING_MODEL: config.embeddingModel
 VECTOR_SIZE: config.vectorSize
 OPENAI_BASE_URL: config.openaiBaseUrl
