@@ -35,7 +35,7 @@ from automem.common.auth import current_principal, require_role, resolve_scope
 from automem.common.embedding import EmbeddingProvider
 from automem.common.enums import enum_word
 from automem.common.errors import InvalidArgument, NotFound, Unavailable
-from automem.common.lifecycle import SUPERSEDING_RELATIONS
+from automem.common.lifecycle import SUPERSEDING_RELATIONS, review_required
 from automem.common.llm import llm_configured
 from automem.common.model import CandidateFields, Memory, epoch, first_epoch, now, parse_type, ts, type_name
 from automem.common.paging import decode_offset_token, encode_offset_token
@@ -1349,7 +1349,8 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         principal = current_principal()
         scope = resolve_scope(request.scope)
         return recall_service_pb2.WhoAmIResponse(principal=principal.name, role=principal.role,
-                                                 scopes=list(principal.scopes), scope=scope)
+                                                 scopes=list(principal.scopes), scope=scope,
+                                                 require_review=review_required(principal))
 
     async def GetStats(self, request, context):
         """Counts and connectivity for /health (no key needed beyond reader).

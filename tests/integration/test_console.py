@@ -772,3 +772,24 @@ async def test_the_operations_page_shows_a_service_that_does_not_answer(
             assert 'data-testid="consolidation-error"' not in r.text and 'data-testid="health"' in r.text
     finally:
         await gateway.runner.stop()
+
+
+async def test_a_key_whose_writes_wait_for_review_is_offered_no_delete(world: World) -> None:
+    """Break-it review: the memory page showed Delete to a writer whose writes wait for review,
+    and the service then refused it (403). WhoAmI now says ``require_review`` and the page
+    offers Delete only to writers who may delete."""
+    from automem.common.client import AutomemClient
+    from automem.v1 import recall_service_pb2
+
+    reviewed = (await world.service.ctx.keystore.create("writer", ["acme/*"], SCOPE_A, require_review=True))[0]
+    async with AutomemClient.connect(world.service.grpc) as client:
+        for key, waits in ((reviewed, True), (world.admin_a, False)):
+            who = await client.recall.WhoAmI(recall_service_pb2.WhoAmIRequest(),
+                                             metadata=[("authorization", f"Bearer {key}")])
+            assert who.require_review is waits, who
+    form = f'action="/console/memories/{world.related}/delete"'
+    async with _console(world, reviewed) as http:
+        page = await http.get(f"/console/memories/{world.related}")
+        assert page.status_code == 200 and form not in page.text, page.text
+    async with _console(world, world.admin_a) as http:
+        assert form in (await http.get(f"/console/memories/{world.related}")).text

@@ -113,10 +113,17 @@ class Session:
     role: str
     scope: str
     csrf: str
+    #: The key's writes wait for review (WhoAmI): it may store, not delete.
+    require_review: bool = False
 
     @property
     def can_write(self) -> bool:
         return self.role in ("writer", "admin")
+
+    @property
+    def can_delete(self) -> bool:
+        """A writer whose writes do not wait for review (the service refuses the others' deletes, 403)."""
+        return self.can_write and not self.require_review
 
     @property
     def is_admin(self) -> bool:
@@ -152,7 +159,8 @@ async def session(request: Request) -> Session:
             raise LoginRequired from None
         raise
     call = Caller(request.app.state.client, _metadata(key, scope))
-    return Session(call, who.principal, who.role, who.scope, request.cookies.get(CSRF_COOKIE, ""))
+    return Session(call, who.principal, who.role, who.scope, request.cookies.get(CSRF_COOKIE, ""),
+                   who.require_review)
 
 
 def render(request: Request, name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
@@ -408,10 +416,14 @@ async def memory(request: Request, memory_id: str, q: str = "") -> Response:
     got = await _got(s.call, memory_id)
     scored = None
     if q.strip():
-        found = await usecases.search(s.call, read=usecases.read_options(), query=q.strip(), limit=TABLE_LIMIT)
+        # As deep as a recall reads (a row reached from a later page of the table was "not
+        # among the top results" when only the first 50 were read).
+        found = await usecases.search(s.call, read=usecases.read_options(), query=q.strip(),
+                                      limit=request.app.state.settings.recall_max_limit)
         hit = next((r for r in found.results if r.memory.id == memory_id), None)
         scored = presenters.scored_json(hit) if hit is not None else {}
     return render(request, "memory.html", s=s, m=got, q=q, scored=scored, tab="memory",
+                  searched=request.app.state.settings.recall_max_limit,
                   metadata=json.dumps(got["metadata"], indent=2, ensure_ascii=False, sort_keys=True))
 
 

@@ -492,16 +492,18 @@ class WhoAmIRequest(_message.Message):
     def __init__(self, scope: _Optional[str] = ...) -> None: ...
 
 class WhoAmIResponse(_message.Message):
-    __slots__ = ("principal", "role", "scopes", "scope")
+    __slots__ = ("principal", "role", "scopes", "scope", "require_review")
     PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
     SCOPES_FIELD_NUMBER: _ClassVar[int]
     SCOPE_FIELD_NUMBER: _ClassVar[int]
+    REQUIRE_REVIEW_FIELD_NUMBER: _ClassVar[int]
     principal: str
     role: str
     scopes: _containers.RepeatedScalarFieldContainer[str]
     scope: str
-    def __init__(self, principal: _Optional[str] = ..., role: _Optional[str] = ..., scopes: _Optional[_Iterable[str]] = ..., scope: _Optional[str] = ...) -> None: ...
+    require_review: bool
+    def __init__(self, principal: _Optional[str] = ..., role: _Optional[str] = ..., scopes: _Optional[_Iterable[str]] = ..., scope: _Optional[str] = ..., require_review: _Optional[bool] = ...) -> None: ...
 
 class GraphNode(_message.Message):
     __slots__ = ("memory", "is_current", "current_id", "similarity", "depth")
