@@ -60,10 +60,11 @@ class Entities(Repository):
     async def listing(self, scope: str, kind: str | None, limit: int, live: Sequence[str]) -> list[EntityRow]:
         """Up to ``limit`` entities of ``scope`` not merged into another (of ``kind``; None =
         any), most referenced first, then key; the reference count is the memories in ``live``
-        states that mention the entity or one merged into it."""
+        states that mention the entity or one merged into it, and an entity no such memory
+        mentions (its memories deleted or edited away) is not listed."""
         rows = await self.store.ro_query(
             "MATCH (e:Entity) WHERE e.scope = $scope AND e.merged_into IS NULL AND ($kind IS NULL OR e.kind = $kind) "
-            + _REFERENCES + "ORDER BY n DESC, e.key LIMIT $limit",
+            + _COUNTED + "WHERE n > 0 " + _RETURNED + "ORDER BY n DESC, e.key LIMIT $limit",
             {"scope": scope, "kind": kind, "limit": int(limit), "live": list(live)})
         return [_entity_row(r) for r in rows]
 
@@ -206,11 +207,15 @@ class Entities(Repository):
 #: The tail of an entity read: its reference count (memories in ``$live`` states mentioning
 #: it or an entity merged into it, found by key through ``merged_keys``: index lookups, no
 #: scan) and the columns :func:`_entity_row` reads.
-_REFERENCES = (
+#: Cypher after a MATCH of entities ``e``: ``n``, the memories in ``$live`` states that
+#: mention ``e`` or an entity merged into it — consolidation's MetaPattern summaries left out
+#: (they repeat their members' entities: a cluster run raised every count by one; break-it review).
+_COUNTED = (
     "UNWIND [e.key] + coalesce(e.merged_keys, []) AS k OPTIONAL MATCH (g:Entity {key: k}) "
-    "OPTIONAL MATCH (m:Memory)-[:MENTIONS]->(g) WHERE m.state IN $live "
-    "WITH e, count(DISTINCT m) AS n "
-    "RETURN e.key, e.name, e.kind, e.aliases, n, e.merged_into, e.merged_keys ")
+    "OPTIONAL MATCH (m:Memory)-[:MENTIONS]->(g) WHERE m.state IN $live AND m.type <> 'MetaPattern' "
+    "WITH e, count(DISTINCT m) AS n ")
+_RETURNED = "RETURN e.key, e.name, e.kind, e.aliases, n, e.merged_into, e.merged_keys "
+_REFERENCES = _COUNTED + _RETURNED
 
 
 @dataclass(frozen=True)

@@ -537,3 +537,22 @@ async def test_read_routes_refuse_a_time_they_do_not_read(service) -> None:
         assert r.status_code == 200, r.text
         r = await http.get("/graph/snapshot", params={"as_of": then, "include_archived": "true"})
         assert r.status_code == 200, r.text
+
+
+async def test_entities_no_live_memory_mentions_are_not_listed(service) -> None:
+    """Break-it review: /entities listed entities with reference_count 0 once the memories that
+    mentioned them were deleted. Such an entity is no longer listed; one still mentioned is."""
+    async with service.http() as http:
+        kept = await _store(http, "Grace Hopper reviewed the compiler design in Boston.")
+        gone = await _store(http, "Ada Lovelace wrote notes on the analytical engine in London.")
+        await eventually(lambda: _entities_ready(http, [kept, gone]), timeout=60)
+
+        async def listed() -> dict[str, int]:
+            return {e["name"].lower(): e["reference_count"] for e in (await http.get("/entities")).json()["entities"]}
+
+        before = await listed()
+        assert before.get("ada lovelace") == 1 and before.get("grace hopper") == 1, before
+        assert (await http.delete(f"/memory/{gone}")).status_code == 200
+        after = await listed()
+        assert "ada lovelace" not in after and "london" not in after and after.get("grace hopper") == 1, after
+        assert 0 not in after.values(), after
