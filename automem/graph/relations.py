@@ -241,8 +241,9 @@ class Relations(Repository):
         then create_time) of the same scope, ACTIVE or SUPERSEDED, that shares a tag with it
         (any memory when it has no tags) and is not a MetaPattern (consolidation's cluster
         summaries are no step of the agent's timeline: an untagged note got one as its
-        predecessor, and its text in the note's lexical context; break-it review) — write ``(m)-[:PRECEDED_BY]->(prev)`` (MERGE; a new
-        edge gets ``create_time = created``, strength 1.0 and the scope), and return
+        predecessor, and its text in the note's lexical context; break-it review) — write
+        ``(m)-[:PRECEDED_BY]->(prev)`` (MERGE; a new edge gets ``create_time = created``,
+        strength 1.0 and the scope; an edge of ``m`` to another predecessor goes), and return
         ``{id: prev content}`` for the memories that have one.
 
         Indexed, never a scan of the scope: for each (memory, tag) it asks for the best
@@ -276,8 +277,12 @@ class Relations(Repository):
             todo = [item for item in todo if item[0] not in best]
         if not best:
             return {}
+        # One predecessor per memory: an edge to another (one deleted since, then the memory
+        # re-enriched) goes (break-it review: 422 memories kept two).
         linked = await self.store.query(
             "UNWIND $pairs AS pair MATCH (m:Memory {id: pair.id}), (p:Memory {id: pair.prev}) "
+            "OPTIONAL MATCH (m)-[old:PRECEDED_BY]->(x:Memory) WHERE x.id <> pair.prev DELETE old "
+            "WITH DISTINCT m, p "
             "MERGE (m)-[r:PRECEDED_BY]->(p) ON CREATE SET r.create_time = $created, r.strength = 1.0, "
             "r.scope = m.scope RETURN m.id, p.content",
             {"pairs": [{"id": mid, "prev": prev[0]} for mid, prev in best.items()], "created": created})

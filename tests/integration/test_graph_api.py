@@ -556,3 +556,30 @@ async def test_entities_no_live_memory_mentions_are_not_listed(service) -> None:
         after = await listed()
         assert "ada lovelace" not in after and "london" not in after and after.get("grace hopper") == 1, after
         assert 0 not in after.values(), after
+
+
+async def test_a_memory_re_enriched_after_its_predecessor_went_keeps_one_predecessor(service) -> None:
+    """Break-it review: a memory enriched again (its text edited) after its PRECEDED_BY predecessor was deleted got
+    its new predecessor and kept the edge to the deleted one (422 memories had two). It keeps
+    one: the new."""
+    graph = service.ctx.graph
+    async with service.http() as http:
+        first = await _store(http, "Sprint one started on Monday", tags=["sprints"])
+        second = await _store(http, "Sprint two started a fortnight later", tags=["sprints"])
+        third = await _store(http, "Sprint three started after the holidays", tags=["sprints"])
+        await eventually(lambda: _entities_ready(http, [first, second, third]), timeout=60)
+
+        async def predecessors() -> list[str]:
+            rows = await graph.ro_query("MATCH (m:Memory {id: $id})-[:PRECEDED_BY]->(p:Memory) RETURN p.id",
+                                        {"id": third})
+            return sorted(r[0] for r in rows)
+
+        assert await predecessors() == [second]
+        assert (await http.delete(f"/memory/{second}")).status_code == 200
+        r = await http.patch(f"/memory/{third}", json={"content": "Sprint three started after the winter holidays"})
+        assert r.status_code == 200, r.text  # a new text: embedded and linked again
+
+        async def moved() -> bool:
+            return await predecessors() == [first]
+
+        await eventually(moved, timeout=60)
