@@ -287,11 +287,16 @@ class GraphViews:
         """The entity ``slug`` names (a slug, ``<category>:<slug>`` or an alias; a merged
         entity answers as the one it was merged into) and up to ``memory_limit`` (1..500,
         default 50) memories that mention it, newest first, through the state pass.
-        NOT_FOUND naming slug; INVALID_ARGUMENT naming memory_limit, or category when it is no
-        kind (automem/graph/entities.py ``entity_category``)."""
+        NOT_FOUND naming slug; INVALID_ARGUMENT naming memory_limit, category when it is no
+        kind (automem/graph/entities.py ``entity_category``), or read.known_at earlier than now."""
         require_role("reader")
         scope = resolve_scope(request.scope)
         read = read_at(request.read)
+        if read.past:
+            # Mentions have no history (MENTIONS edges are rewritten with each enrichment): an
+            # answer "at known_at" was the mentions of now (break-it review).
+            raise InvalidArgument("read.known_at: an entity and its mentions are read as they are now; "
+                                  "read a memory at known_at instead", field="read.known_at")
         limit = _bounded(request.memory_limit if request.HasField("memory_limit") else None,
                          ENTITY_MEMORIES_DEFAULT, ENTITY_MAX, "memory_limit")
         row = await self.graph.entities.lookup(scope, request.slug, entity_category(request.category), LIVE_STATES)

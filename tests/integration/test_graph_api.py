@@ -9,6 +9,7 @@ its head; bounds answer 400 naming the field; a merge is audited and undone exac
 from __future__ import annotations
 
 import json
+import time
 
 import grpc
 import pytest
@@ -302,6 +303,18 @@ async def test_graph_and_entity_reads_on_grpc(service) -> None:
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await client.review.MergeEntities(review_service_pb2.MergeEntitiesRequest(slug="x", merge_into="y"))
         assert err.value.code() == grpc.StatusCode.NOT_FOUND and "slug" in err.value.details()
+        # Mentions have no history: a past known_at is refused, not answered with the mentions
+        # of now (break-it review); now, or no known_at, reads as before.
+        from google.protobuf import timestamp_pb2
+
+        past = timestamp_pb2.Timestamp(seconds=int(time.time()) - 3600)
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await client.recall.GetEntity(recall_service_pb2.GetEntityRequest(
+                slug="anything", read=recall_service_pb2.ReadOptions(known_at=past)))
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "read.known_at" in err.value.details()
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await client.recall.GetEntity(recall_service_pb2.GetEntityRequest(slug="anything"))
+        assert err.value.code() == grpc.StatusCode.NOT_FOUND
     finally:
         await client.close()
 
