@@ -91,7 +91,9 @@ class ChildProcess:
         ports, and ``addresses`` (environment variable -> ``host:port``); ``grpc_target``
         (the parent's gRPC server, may be empty) for every other service. The ``enrich``
         child runs NER in a thread (``AUTOMEM_ENTITIES_PROCESS=false``) unless the setting
-        was given."""
+        was given. Telemetry: ``OTEL_SERVICE_NAME`` ``<service name>-<targets>`` (e.g.
+        ``automem-gateway``) unless it was given, and ``automem.component=<targets>`` added to
+        ``OTEL_RESOURCE_ATTRIBUTES``."""
         s = self.settings
         env = {k: v for k, v in os.environ.items() if k not in _ADDRESS_VARS}
         env.update({"AUTOMEM_DATA_DIR": str(s.data_dir), "NATS_URL": s.nats_url, "NATS_TOKEN": s.nats_token,
@@ -109,6 +111,15 @@ class ChildProcess:
             # that worker's interpreter (~77 MiB at 5,000 memories; docs/benchmarks.md
             # "NER in a thread of the enrich child").
             env["AUTOMEM_ENTITIES_PROCESS"] = "false"
+        # Traces and metrics of each process say which it is (every process reported
+        # service.name "automem", as the Helm chart's components do not: automem-<component>
+        # and automem.component, deploy/helm/automem/templates/lib/_workload.tpl).
+        component = "-".join(self.targets)
+        if "OTEL_SERVICE_NAME" not in os.environ:
+            env["OTEL_SERVICE_NAME"] = f"{s.otel_service_name}-{component}"
+        attributes = os.environ.get("OTEL_RESOURCE_ATTRIBUTES", "")
+        if "automem.component=" not in attributes:
+            env["OTEL_RESOURCE_ATTRIBUTES"] = ",".join(filter(None, [attributes, f"automem.component={component}"]))
         env.update(addresses)
         return env
 

@@ -55,3 +55,18 @@ def test_free_ports_come_from_below_the_kernels_ephemeral_range(tmp_path) -> Non
     (tmp_path / "range").write_text("1024 65535\n")
     assert _below_ephemeral(str(tmp_path / "range")) is None
     assert _below_ephemeral(str(tmp_path / "missing")) is None
+
+
+def test_each_child_names_itself_to_telemetry_unless_told_otherwise(monkeypatch) -> None:
+    """Every process of ``automem up`` reported service.name "automem": a child is
+    ``automem-<targets>`` with ``automem.component=<targets>`` (as the Helm chart names its
+    components), unless OTEL_SERVICE_NAME was given; other resource attributes are kept."""
+    monkeypatch.delenv("OTEL_SERVICE_NAME", raising=False)
+    monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=dev")
+    settings = Settings(port=0, metrics_port=0)
+    env = ChildProcess(settings, "enrich").environment({}, "")
+    assert env["OTEL_SERVICE_NAME"] == "automem-enrich"
+    assert env["OTEL_RESOURCE_ATTRIBUTES"] == "deployment.environment=dev,automem.component=enrich"
+    assert ChildProcess(settings, "gateway+recall").environment({}, "")["OTEL_SERVICE_NAME"] == "automem-gateway-recall"
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "memory-prod")
+    assert ChildProcess(Settings(port=0, metrics_port=0), "enrich").environment({}, "")["OTEL_SERVICE_NAME"] == "memory-prod"
