@@ -6,8 +6,10 @@ Intervals are settings (AutoMem's names): ``CONSOLIDATION_DECAY_INTERVAL_SECONDS
 ``AUTOMEM_FORGET_ENABLED``), and ``AUTOMEM_SYNC_CHECK_INTERVAL_SECONDS`` (1 hour) for the
 drift check, which repairs when ``AUTOMEM_SYNC_AUTO_REPAIR``. 0 turns a task off.
 
-A task's first run is due one interval after its last persisted (non-dry) run, or one
-interval after start when it never ran, so restarts keep the rhythm. With several
+A task's first run is due one interval after its last persisted run that stands for a
+scheduled one (not dry, over every scope, ended without error:
+automem/graph/runs.py ``last_end_times``), or one interval after start when there is none, so
+restarts keep the rhythm and a manual run of one scope does not postpone every scope's. With several
 consolidate replicas, a Redis lease per task (``SET NX PX`` on the graph's connection) lets
 one of them run it. Every scheduled run lands in the run history with ``trigger=scheduled``.
 """

@@ -31,7 +31,11 @@ class ConsolidationRuns(Repository):
             {"skip": skip, "limit": limit, "scope": scope})
 
     async def last_end_times(self) -> dict[str, float]:
-        """Mode -> end time (epoch seconds) of its latest run that was not a dry run."""
+        """Mode -> end time (epoch seconds) of its latest run that stands for a scheduled
+        one: not a dry run, over every scope (``*``) and ended without error. A manual run
+        of one scope, or a failed run, does not postpone the every-scope schedule
+        (automem/consolidate/scheduler.py ``Scheduler._initial``)."""
         rows = await self.store.ro_query(
-            "MATCH (r:ConsolidationRun) WHERE r.dry_run = false RETURN r.mode, max(r.end_time)")
+            "MATCH (r:ConsolidationRun) WHERE r.dry_run = false AND r.scope = '*' "
+            "AND coalesce(r.error, '') = '' RETURN r.mode, max(r.end_time)")
         return {r[0]: float(r[1] or 0.0) for r in rows}

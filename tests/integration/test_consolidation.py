@@ -338,3 +338,26 @@ async def test_metapatterns_are_nobodys_predecessor_and_decay_leaves_deleted_mem
         scores = dict(await graph.ro_query("MATCH (m:Memory) WHERE m.id IN $ids RETURN m.id, m.relevance_score",
                                            {"ids": [gone, ids[0]]}))
         assert scores == {gone: before, ids[0]: 0.456}, scores
+
+
+async def test_a_scoped_or_failed_run_does_not_postpone_the_every_scope_schedule(own_service) -> None:
+    """The scheduler's first run of a task is due one interval after its last run
+    (automem/consolidate/scheduler.py ``_initial``). That last run was any non-dry run: a
+    manual cluster of one scope, or a failed run, moved every scope's next cluster to 30 days
+    after it. Only runs over every scope that ended without error count now."""
+    from automem.consolidate.scheduler import Scheduler
+
+    ctx = own_service.ctx
+    runs = ctx.graph.runs
+    every_scope_end = float(int(time.time()) - 20 * 86400)  # a scheduled cluster 20 days ago (whole seconds: exact in the graph)
+    await runs.record("earlier", "cluster", False, every_scope_end - 5, every_scope_end, [], "*", "scheduled", "")
+    async with own_service.http(**{"X-Automem-Scope": "team/one"}) as http:
+        await _consolidate(http, "cluster", False)
+    rows = await ctx.graph.ro_query("MATCH (r:ConsolidationRun) WHERE r.mode = 'cluster' RETURN r.scope")
+    assert sorted(r[0] for r in rows) == ["*", "team/one"], rows
+    await runs.record("failed", "cluster", False, time.time() - 1, time.time(), [], "*", "scheduled",
+                      "StoreTimeout: the graph did not answer")
+    assert (await runs.last_end_times())["cluster"] == every_scope_end
+    scheduler = Scheduler(own_service.settings, ctx.consolidate_scheduler.servicer)
+    await scheduler._initial()
+    assert scheduler.next_run_times()["cluster"] == every_scope_end + scheduler.every["cluster"]
