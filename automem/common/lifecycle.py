@@ -164,6 +164,16 @@ def make_event(
     return event
 
 
+def is_requeue(event: events_pb2.MemoryEvent) -> bool:
+    """True for a MEMORY_UPDATED event that changed nothing (``before`` equal to ``after``):
+    the re-queue signals that ask enrichment to process a memory again (reprocess,
+    automem/enrich/servicer.py; re-embed; the sync repair, automem/consolidate/servicer.py).
+    They stay on the stream (the enrichment consumer's input) but are no mutation, so a
+    memory's history leaves them out (automem/ingest/review.py ``ListMemoryEvents``)."""
+    return (event.type == events_pb2.EVENT_TYPE_MEMORY_UPDATED and event.HasField("before")
+            and event.before == event.after)
+
+
 def make_activity(kind: str, scope: str, data: dict[str, Any],
                   actor: str | None = None) -> event_stream_pb2.ActivityEvent:
     """An ActivityEvent of ``kind`` (AutoMem's event name, e.g. ``memory.recall``) in

@@ -13,11 +13,12 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from automem.common.auth import bound_principal, require_role, resolve_scope
 from automem.common.errors import FailedPrecondition, InvalidArgument, Unavailable
 from automem.common.lifecycle import make_event
+from automem.common.model import Memory
 from automem.common.outbox import EventPublisher
 from automem.common.settings import Settings
 from automem.common.timeouts import long_running
 from automem.enrich.consumer import REEMBED_ACTOR, EnrichConsumer
-from automem.v1 import enrich_service_pb2, enrich_service_pb2_grpc, events_pb2
+from automem.v1 import enrich_service_pb2, enrich_service_pb2_grpc, events_pb2, memory_pb2
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +49,14 @@ class ReembedJob:
     start_time: float
     baseline: int
     queued: int = 0
+
+
+def requeueable(found: dict[str, Memory]) -> list[Memory]:
+    """The memories of ``found`` that enrichment still keeps a point for: all but DELETED and
+    REJECTED ones (a re-queued event of those would only delete their point again, and put
+    an update event in the history of a memory that is gone)."""
+    gone = (memory_pb2.MEMORY_STATE_DELETED, memory_pb2.MEMORY_STATE_REJECTED)
+    return [m for m in found.values() if m.state not in gone]
 
 
 def _timestamp(epoch: float) -> Timestamp | None:
@@ -134,11 +143,16 @@ class EnrichServicer(enrich_service_pb2_grpc.EnrichServiceServicer):
 
     @long_running
     async def ReprocessMemories(self, request, context):
-        """Queue the given memories for enrichment again (admin)."""
+        """Queue the given memories of the caller's scope for enrichment again (admin): one
+        MEMORY_UPDATED event each with ``before`` = ``after`` (nothing changed; the history
+        leaves such re-queue events out, automem/ingest/review.py ``ListMemoryEvents``),
+        actor ``system:reprocess``. ``queued`` counts the memories queued: ids of no memory
+        of the scope, and of DELETED or REJECTED ones (:func:`requeueable`), are not queued
+        nor counted (AutoMem's answer, ``{"status": "success", "queued": n}``, stays)."""
         require_role("admin")
         scope = resolve_scope(request.scope)
-        found = await self.consumer.graph.memories.hydrate(list(request.ids), scope)
-        for memory in found.values():
+        found = requeueable(await self.consumer.graph.memories.hydrate(list(request.ids), scope))
+        for memory in found:
             event = make_event(events_pb2.EVENT_TYPE_MEMORY_UPDATED, before=memory, after=memory,
                                content_changed=True, actor="system:reprocess")
             await self.consumer.bus.publish_event(event)
@@ -178,16 +192,16 @@ class EnrichServicer(enrich_service_pb2_grpc.EnrichServiceServicer):
         return enrich_service_pb2.ReembedMemoriesResponse(total=len(ids), batch_size=batch, job_id=job.job_id)
 
     async def _queue(self, job: ReembedJob, ids: list[str], batch: int) -> None:
-        """Publish the job's events ``batch`` memories at a time (a memory deleted meanwhile is
-        skipped and counted as done by lowering the total)."""
+        """Publish the job's events ``batch`` memories at a time (a memory deleted or rejected
+        meanwhile, :func:`requeueable`, is skipped and counted as done by lowering the total)."""
         try:
             for start in range(0, len(ids), batch):
                 chunk = ids[start:start + batch]
-                found = await self.consumer.graph.memories.hydrate(chunk, job.scope)
+                found = requeueable(await self.consumer.graph.memories.hydrate(chunk, job.scope))
                 job.total -= len(chunk) - len(found)
                 await asyncio.gather(*(self.consumer.bus.publish_event(make_event(
                     events_pb2.EVENT_TYPE_MEMORY_UPDATED, before=m, after=m, content_changed=True,
-                    actor=REEMBED_ACTOR)) for m in found.values()))
+                    actor=REEMBED_ACTOR)) for m in found))
                 job.queued += len(found)
         except Exception:  # reported in the log; the status shows how far it got
             log.exception("re-embedding job stopped", extra={"job_id": job.job_id, "queued": job.queued})

@@ -50,6 +50,7 @@ from automem.common.lifecycle import (
     check_replacement_valid,
     check_transition,
     close_for_supersede,
+    is_requeue,
     make_event,
 )
 from automem.common.model import (
@@ -411,8 +412,9 @@ class ReviewServicer(EntityMerges, PurgeRpcs, review_service_pb2_grpc.ReviewServ
 
     async def ListMemoryEvents(self, request, context):
         """Every MemoryEvent of one memory (its own and its relations'), oldest first, from
-        the durable stream. Paged: ``page_size`` ≤ 1000 (0 = 100). The stream keeps events
-        for its retention only (``event_retention_days`` / ``_bytes``): ``truncated`` says
+        the durable stream, but the re-queue signals that changed nothing
+        (automem/common/lifecycle.py ``is_requeue``). Paged: ``page_size`` ≤ 1000 (0 = 100).
+        The stream keeps events for its retention only (``event_retention_days`` / ``_bytes``): ``truncated`` says
         the retained history does not begin with the memory's MEMORY_CREATED event, and
         ``retained_since_time`` when the stream's oldest event was written. NOT_FOUND when the
         memory has no event and no node in the caller's scope; INVALID_ARGUMENT naming
@@ -427,8 +429,9 @@ class ReviewServicer(EntityMerges, PurgeRpcs, review_service_pb2_grpc.ReviewServ
         offset = decode_offset_token(request.page_token, bound)
         bus = self.publisher.bus
         retention = await bus.retention()
+        # Re-queue signals (reprocess, re-embed, sync repair) changed nothing: not history.
         events = [e for e in await bus.events_for(request.id, limit=10**9)
-                  if (e.scope or e.relation.scope) == scope]
+                  if (e.scope or e.relation.scope) == scope and not is_requeue(e)]
         if not events and await self.graph.memories.get(request.id, scope) is None:
             raise NotFound(f"memory {request.id} has no history in scope {scope!r}", field="id")
         created = bool(events) and events[0].type == events_pb2.EVENT_TYPE_MEMORY_CREATED \

@@ -291,3 +291,35 @@ async def test_reindex_with_another_provider_switches_over(settings) -> None:
             assert (await http.get("/health")).json()["sync_status"] == "synced"
     finally:
         await running.runner.stop()
+
+
+async def test_reprocess_and_reembed_skip_deleted_memories_and_leave_no_history(service) -> None:
+    """``POST /enrichment/reprocess`` of a deleted memory answered ``queued: 1`` and put a
+    MEMORY_UPDATED event (actor ``system:reprocess``, state DELETED) in its history; a
+    re-embedding job queued memories deleted meanwhile the same way; and every reprocess added
+    a MEMORY_UPDATED event to the history of a memory that had not changed. Gone memories are
+    not queued nor counted; the re-queue signal stays on the stream (enrichment's input) but
+    is no history (automem/common/lifecycle.py ``is_requeue``)."""
+    from automem.enrich.servicer import EnrichServicer, ReembedJob
+
+    bus = service.ctx.bus
+    async with service.http() as http:
+        kept = await _store(http, "Reprocess me: the staging cluster restarts nightly.")
+        gone = await _store(http, "Reprocess me not: the old staging cluster.")
+        for mid in (kept, gone):
+            await eventually(lambda mid=mid: _enriched(http, mid))
+        assert (await http.delete(f"/memory/{gone}")).status_code == 200
+        r = await http.post("/enrichment/reprocess", json={"ids": [kept, gone]})
+        assert r.status_code == 200 and r.json()["queued"] == 1, r.text
+
+        job = ReembedJob(job_id="t", scope=service.scope, force=True, total=2, start_time=time.time(), baseline=0)
+        await EnrichServicer(service.settings, service.ctx.enrich_consumer)._queue(job, [kept, gone], 10)
+        assert (job.total, job.queued) == (1, 1)
+
+        def requeues(events) -> list[str]:
+            return [e.actor for e in events if e.actor in ("system:reprocess", "system:reembed")]
+        assert requeues(await bus.events_for(gone)) == []
+        assert sorted(requeues(await bus.events_for(kept))) == ["system:reembed", "system:reprocess"]
+        for mid in (kept, gone):
+            events = (await http.get(f"/v1/memories/{mid}/history")).json()["events"]
+            assert [e for e in events if e["actor"] in ("system:reprocess", "system:reembed")] == [], events
