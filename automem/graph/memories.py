@@ -154,8 +154,8 @@ class ScopeAnalysis:
     over its ACTIVE memories that are not MetaPatterns: ``types`` [(type, count)],
     ``averages`` [(count, average confidence, average importance)], ``entities`` and
     ``tags`` [(tag, count)], most frequent first, then by tag; ``type_confidence``
-    [(type, average confidence)]; ``patterns`` [(id, content, confidence, PART_OF members)]
-    of the scope's ACTIVE MetaPatterns, most confident first; ``preferences`` [(preferred
+    [(type, average confidence)]; ``patterns`` [(id, content, confidence, PART_OF members
+    that read ACTIVE now)] of the scope's ACTIVE MetaPatterns, most confident first; ``preferences`` [(preferred
     content, other content, reason, strength)] of PREFERS_OVER edges between ACTIVE memories,
     strongest first; ``hours`` [(UTC hour of ``event_time``, count, average importance)];
     ``confidence`` [(low, medium, high)] counts (bands of AutoMem's automem/api/recall.py
@@ -480,10 +480,12 @@ class Memories(Repository):
         tags = await self.store.ro_query(
             active + "UNWIND m.tags_lower AS t RETURN t, count(*) AS n ORDER BY n DESC, t LIMIT $top", params)
         type_confidence = await self.store.ro_query(active + "RETURN m.type, avg(m.confidence)", params)
+        # A pattern's observations are its members that read ACTIVE now: a member deleted,
+        # rejected, archived or superseded since the cluster run was counted still.
         patterns = await self.store.ro_query(
             "MATCH (p:Memory) WHERE p.scope = $scope AND p.state = 'ACTIVE' AND p.type = 'MetaPattern' "
-            "OPTIONAL MATCH (x:Memory)-[:PART_OF]->(p) "
-            "RETURN p.id, p.content, p.confidence, count(x) AS n ORDER BY p.confidence DESC, n DESC, p.id LIMIT 10",
+            f"OPTIONAL MATCH (m:Memory)-[:PART_OF]->(p) WHERE {state} = 'ACTIVE' "
+            "RETURN p.id, p.content, p.confidence, count(m) AS n ORDER BY p.confidence DESC, n DESC, p.id LIMIT 10",
             params)
         preferences = await self.store.ro_query(
             "MATCH (a:Memory)-[r:PREFERS_OVER]->(b:Memory) WHERE a.scope = $scope AND a.state = 'ACTIVE' "

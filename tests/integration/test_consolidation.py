@@ -361,3 +361,26 @@ async def test_a_scoped_or_failed_run_does_not_postpone_the_every_scope_schedule
     scheduler = Scheduler(own_service.settings, ctx.consolidate_scheduler.servicer)
     await scheduler._initial()
     assert scheduler.next_run_times()["cluster"] == every_scope_end + scheduler.every["cluster"]
+
+
+async def test_analyze_counts_a_patterns_live_members_only(tuned) -> None:
+    """``GET /analyze`` ``patterns[].observations`` counted every PART_OF member of a
+    MetaPattern, also those deleted or superseded since the cluster run. It counts the members
+    that read ACTIVE now (automem/graph/memories.py ``Memories.analyze``)."""
+    texts = ["The espresso machine on floor two makes great coffee.",
+             "Coffee from the floor two espresso machine is the best in the office.",
+             "Everyone queues for the espresso machine coffee on floor two each morning.",
+             "Quarterly tax filings are due to the accountant in April."]
+    async with tuned.http() as http:
+        ids = await _stored_enriched(http, texts)
+        assert (await _consolidate(http, "cluster", False))["results"]["meta_patterns"] == 1
+
+        async def observations() -> list[int]:
+            r = await http.get("/analyze")
+            assert r.status_code == 200, r.text
+            return [p["observations"] for p in r.json()["analytics"]["patterns"]]
+        assert await observations() == [3]
+        assert (await http.delete(f"/memory/{ids[0]}")).status_code == 200
+        await _store(http, "The floor two espresso machine was replaced by a drip brewer.",
+                     supersedes_memory_id=ids[1])
+        assert await observations() == [1]
