@@ -457,6 +457,10 @@ class Settings(BaseSettings):
     forget_archive_threshold: float = Field(0.2, ge=0, le=1, validation_alias=_env("CONSOLIDATION_ARCHIVE_THRESHOLD"))
     #: (see ``forget_archive_threshold``)
     forget_delete_threshold: float = Field(0.05, ge=0, le=1, validation_alias=_env("CONSOLIDATION_DELETE_THRESHOLD"))
+    #: Days a memory forget archived stays ARCHIVED before forget may delete it, counted from
+    #: the archive (its ``update_time``, the time of the version forget recorded; a later
+    #: versioned write starts it again). 0: the next forget run may delete it.
+    forget_archive_grace_days: float = Field(7.0, ge=0, validation_alias=_env("AUTOMEM_FORGET_ARCHIVE_GRACE_DAYS"))
     #: Memories at or above this importance, or of these types, are never forgotten.
     forget_protected_importance: float = Field(0.7, ge=0, le=1, validation_alias=_env("AUTOMEM_FORGET_PROTECTED_IMPORTANCE"))
     #: (see ``forget_protected_importance``; comma-separated type names)

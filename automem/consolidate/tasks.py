@@ -16,9 +16,13 @@ and the enrichment consumer (the only writer of points) brings the vectors in st
   pass; a cluster already summarised (same members) is not summarised again.
 * **forget** — off by default (``AUTOMEM_FORGET_ENABLED``). Archive before delete: ACTIVE
   memories under ``forget_archive_threshold`` relevance become ARCHIVED; memories that a
-  *previous* forget run archived and whose relevance fell under ``forget_delete_threshold``
-  are tombstoned (state DELETED; enrichment drops their points). Memories of a protected type
-  (``forget_protected_types``) or at least ``forget_protected_importance`` are never touched.
+  *previous* forget run archived at least ``forget_archive_grace_days``
+  (``AUTOMEM_FORGET_ARCHIVE_GRACE_DAYS``, 7) ago and whose relevance fell under
+  ``forget_delete_threshold`` are tombstoned (state DELETED; enrichment drops their points).
+  Relevance is judged as of the run (:func:`current_relevance`, decay's formula with the
+  memory's last access), not as decay last stored it: a memory read since is not forgotten.
+  Memories of a protected type (``forget_protected_types``) or at least
+  ``forget_protected_importance`` are never touched.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from automem.common.lifecycle import make_event
-from automem.common.model import Memory, content_hash, set_metadata, ts
+from automem.common.model import Memory, content_hash, first_epoch, set_metadata, ts
 from automem.common.settings import Settings
 from automem.common.text import extractive_summary
 from automem.graph import GraphStore
@@ -58,6 +62,13 @@ def relevance(importance: float, age_days: float, half_life_days: float = HALF_L
     """
     floor = 0.5 * importance
     return floor + (1.0 - floor) * 2.0 ** (-max(age_days, 0.0) / half_life_days)
+
+
+def current_relevance(memory: Memory, now: float) -> float:
+    """:func:`relevance` of ``memory`` at ``now`` (epoch seconds), its age counted from the
+    later of its event time and its last access, as decay computes it (:meth:`Tasks.decay`)."""
+    ref = max(first_epoch(memory, "event_time", default=0.0), first_epoch(memory, "last_access_time", default=0.0))
+    return relevance(memory.importance, (now - ref) / 86400.0)
 
 
 @dataclass
@@ -193,19 +204,21 @@ class Tasks:
 
     async def forget(self, scope: str | None, dry_run: bool, decayed: dict[str, float] | None = None) -> dict[str, int]:
         """Archive, then later delete, memories whose relevance fell under the thresholds
-        (module docstring). A dry run of a full run passes ``decayed`` (its decay step's
-        relevance, not written): the counts are those the real run would reach, where reading
-        the stored relevance counted nothing the decay had just lowered."""
+        (module docstring). Candidates are read by the relevance decay stored, then judged by
+        their relevance now (:func:`current_relevance`): a memory read since the last decay
+        was forgotten by its stale score. A dry run of a full run passes ``decayed`` (its
+        decay step's relevance, not written): every memory is a candidate then, where
+        reading the stored relevance counted nothing the decay had just lowered."""
         protected = [t.strip() for t in self.settings.forget_protected_types.split(",") if t.strip()]
         delete_below, archive_below = self.settings.forget_delete_threshold, self.settings.forget_archive_threshold
+        now = time.time()
         to_delete, to_archive = await self.graph.memories.forget_candidates(
             scope, protected, self.settings.forget_protected_importance, FORGOTTEN,
-            None if decayed is not None else delete_below, None if decayed is not None else archive_below)
-        if decayed is not None:
-            def score(m: Memory) -> float:
-                return decayed.get(m.id, m.relevance_score)
-            to_delete = [m for m in to_delete if score(m) < delete_below]
-            to_archive = [m for m in to_archive if score(m) < archive_below]
+            None if decayed is not None else delete_below, None if decayed is not None else archive_below,
+            now - self.settings.forget_archive_grace_days * 86400.0)
+        score = {m.id: current_relevance(m, now) for m in to_delete + to_archive}
+        to_delete = [m for m in to_delete if score[m.id] < delete_below]
+        to_archive = [m for m in to_archive if score[m.id] < archive_below]
         if dry_run:
             return {"archived": len(to_archive), "deleted": len(to_delete)}
         done = {"archived": 0, "deleted": 0}
@@ -217,7 +230,7 @@ class Tasks:
                 updated = Memory()
                 updated.CopyFrom(current)
                 updated.state = state
-                updated.state_reason = f"{FORGOTTEN}: relevance {current.relevance_score:.3f}"
+                updated.state_reason = f"{FORGOTTEN}: relevance {score[current.id]:.3f}"
                 updated.version = current.version + 1
                 updated.update_time.CopyFrom(ts(time.time()))
                 if state == memory_pb2.MEMORY_STATE_DELETED:

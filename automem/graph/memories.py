@@ -764,19 +764,22 @@ class Memories(Repository):
 
     async def forget_candidates(self, scope: str | None, protected_types: Sequence[str], protected_importance: float,
                                 reason_prefix: str, delete_below: float | None, archive_below: float | None,
-                                ) -> tuple[list[Memory], list[Memory]]:
+                                archived_before: float) -> tuple[list[Memory], list[Memory]]:
         """``(to delete, to archive)`` for forget, over memories of ``scope`` (every scope
         when None) not of ``protected_types`` and under ``protected_importance``: ARCHIVED
-        ones whose ``state_reason`` starts with ``reason_prefix`` and relevance is under
-        ``delete_below``; ACTIVE ones with relevance under ``archive_below`` (a bound of None:
-        every such memory, whatever its stored relevance)."""
+        ones whose ``state_reason`` starts with ``reason_prefix``, archived (``update_time``,
+        the time of forget's archiving write) before ``archived_before`` (epoch seconds) and
+        with stored relevance under ``delete_below``; ACTIVE ones with stored relevance under
+        ``archive_below`` (a bound of None: every such memory, whatever its stored relevance).
+        The stored relevance is decay's, as of its last run: the caller judges the candidates
+        again by their relevance now (automem/consolidate/tasks.py ``Tasks.forget``)."""
         params = {"scope": scope, "types": list(protected_types), "imp": protected_importance}
         base = ("MATCH (m:Memory) WHERE ($scope IS NULL OR m.scope = $scope) AND NOT m.type IN $types "
                 "AND m.importance < $imp ")
         to_delete = await self.store.ro_query(
-            base + "AND m.state = 'ARCHIVED' AND m.state_reason STARTS WITH $why "
+            base + "AND m.state = 'ARCHIVED' AND m.state_reason STARTS WITH $why AND m.update_time < $before "
             "AND ($t IS NULL OR m.relevance_score < $t) RETURN properties(m)",
-            {**params, "why": reason_prefix, "t": delete_below})
+            {**params, "why": reason_prefix, "t": delete_below, "before": archived_before})
         to_archive = await self.store.ro_query(
             base + "AND m.state = 'ACTIVE' AND ($t IS NULL OR m.relevance_score < $t) RETURN properties(m)",
             {**params, "t": archive_below})

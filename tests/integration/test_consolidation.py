@@ -114,15 +114,28 @@ async def test_creative_and_cluster(tuned) -> None:
         assert again["results"]["meta_patterns"] == 0
 
 
+async def _embedded_untouched(graph, mid: str) -> bool:
+    """The memory is embedded, read from the graph: a GET /memory would count as an access
+    (``last_access_time``), which makes a memory relevant again."""
+    rows = await graph.ro_query("MATCH (m:Memory {id: $id}) RETURN m.embedding_status", {"id": mid})
+    return bool(rows) and rows[0][0] == "EMBEDDING_STATUS_DONE"
+
+
 async def test_forget_archives_before_deleting_and_spares_protected(tuned) -> None:
+    """Archive before delete; an archived memory stays ARCHIVED for
+    ``forget_archive_grace_days`` (7) from its archive before a forget run may delete it: two
+    runs back to back archived and deleted it within a second."""
     graph = tuned.ctx.graph
+    old = "2019-01-01T00:00:00Z"
     async with tuned.http() as http:
-        weak = await _store(http, "A throwaway note about a parking spot.", importance=0.05)
-        decision = await _store(http, "We decided on quarterly planning.", type="Decision", importance=0.05)
-        important = await _store(http, "The production database password rotates monthly.", importance=0.9)
+        weak = await _store(http, "A throwaway note about a parking spot.", importance=0.05, timestamp=old)
+        decision = await _store(http, "We decided on quarterly planning.", type="Decision", importance=0.05,
+                                timestamp=old)
+        important = await _store(http, "The production database password rotates monthly.", importance=0.9,
+                                 timestamp=old)
         for mid in (weak, decision, important):
-            await eventually(lambda mid=mid: _enriched(http, mid))
-        await graph.query("MATCH (m:Memory) SET m.relevance_score = 0.01")
+            await eventually(lambda mid=mid: _embedded_untouched(graph, mid))
+        assert (await _consolidate(http, "decay", False))["results"]["decayed"] == 3
         dry = await _consolidate(http, "forget", True)
         assert dry["results"] == {"archived": 1, "deleted": 0}
         first = await _consolidate(http, "forget", False)
@@ -130,13 +143,38 @@ async def test_forget_archives_before_deleting_and_spares_protected(tuned) -> No
         state = {r[0]: r[1] for r in await graph.ro_query("MATCH (m:Memory) RETURN m.id, m.state")}
         assert state == {weak: "ARCHIVED", decision: "ACTIVE", important: "ACTIVE"}
         second = await _consolidate(http, "forget", False)
-        assert second["results"] == {"archived": 0, "deleted": 1}
+        assert second["results"] == {"archived": 0, "deleted": 0}  # within its grace
+        # The archive as if it was 8 days ago: past the grace, the next run deletes it.
+        await graph.query("MATCH (m:Memory {id: $id}) SET m.update_time = m.update_time - 8 * 86400.0",
+                          {"id": weak})
+        assert (await _consolidate(http, "forget", True))["results"] == {"archived": 0, "deleted": 1}
+        third = await _consolidate(http, "forget", False)
+        assert third["results"] == {"archived": 0, "deleted": 1}
         rows = await graph.ro_query("MATCH (m:Memory {id: $id}) RETURN m.state", {"id": weak})
         assert rows[0][0] == "DELETED"
 
         async def point_gone():
             return not await tuned.ctx.vectors.retrieve([weak])
         await eventually(point_gone)
+
+
+async def test_forget_spares_a_memory_read_since_the_last_decay(tuned) -> None:
+    """Relevance counts from the later of event time and last access
+    (automem/consolidate/tasks.py ``relevance``), but forget read the score the last decay
+    stored: a memory read seconds ago was archived ("relevance 0.000"), and after another read
+    deleted. Forget judges each candidate by its relevance now."""
+    graph = tuned.ctx.graph
+    async with tuned.http() as http:
+        mid = await _store(http, "A note about the 2023 offsite parking.", importance=0.0,
+                           timestamp="2023-01-01T00:00:00Z")
+        await _consolidate(http, "decay", False)
+        rows = await graph.ro_query("MATCH (m:Memory {id: $id}) RETURN m.relevance_score", {"id": mid})
+        assert rows[0][0] < 0.05, rows  # stale enough to be deleted, by the stored score
+        assert (await http.get(f"/memory/{mid}")).status_code == 200  # read now
+        assert (await _consolidate(http, "forget", True))["results"] == {"archived": 0, "deleted": 0}
+        assert (await _consolidate(http, "forget", False))["results"] == {"archived": 0, "deleted": 0}
+        rows = await graph.ro_query("MATCH (m:Memory {id: $id}) RETURN m.state", {"id": mid})
+        assert rows[0][0] == "ACTIVE"
 
 
 async def _health(http) -> str:

@@ -57,7 +57,7 @@ from automem.common.settings import Settings
     ("AUTOMEM_CONTRADICTION_THRESHOLD", "2"), ("AUTOMEM_CREATIVE_THRESHOLD", "-1"), ("AUTOMEM_CLUSTER_THRESHOLD", "1.01"),
     ("CONSOLIDATION_ARCHIVE_THRESHOLD", "-0.2"),
     ("CONSOLIDATION_DELETE_THRESHOLD", "1.5"), ("CONSOLIDATION_DELETE_THRESHOLD", "0.3"),
-    ("AUTOMEM_FORGET_PROTECTED_IMPORTANCE", "7"),
+    ("AUTOMEM_FORGET_PROTECTED_IMPORTANCE", "7"), ("AUTOMEM_FORGET_ARCHIVE_GRACE_DAYS", "-1"),
     # Refused where they were used, as a traceback (break-it review): a provider that does not
     # exist, a vector store URL that is none of its forms, a gRPC address without a port.
     ("AUTOMEM_EMBEDDING_PROVIDER", "nonsense"), ("QDRANT_URL", "notaurl"), ("QDRANT_URL", "ftp://q:6333"),
