@@ -14,6 +14,9 @@ and the enrichment consumer (the only writer of points) brings the vectors in st
   ``MetaPattern`` memory per new cluster whose content is an extractive summary of the
   members, members linked to it by PART_OF. MetaPatterns are withheld from recall by the state
   pass; a cluster already summarised (same members) is not summarised again.
+* Each edge creative or cluster creates gets a RELATION_CREATED event, as ``POST /associate``'s
+  (history, ``GET /stream``); an edge another run created first is neither counted nor
+  announced again.
 * **forget** — off by default (``AUTOMEM_FORGET_ENABLED``). Archive before delete: ACTIVE
   memories under ``forget_archive_threshold`` relevance become ARCHIVED; memories that a
   *previous* forget run archived at least ``forget_archive_grace_days``
@@ -27,16 +30,17 @@ and the enrichment consumer (the only writer of points) brings the vectors in st
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from automem.common.lifecycle import make_event
-from automem.common.model import Memory, content_hash, first_epoch, set_metadata, ts
+from automem.common.model import Memory, Relation, content_hash, first_epoch, set_metadata, ts
 from automem.common.settings import Settings
 from automem.common.text import extractive_summary
 from automem.graph import GraphStore
@@ -79,10 +83,23 @@ class Tasks:
     graph: GraphStore
     vectors: VectorStore | None
     publish: object
+    #: Creative runs of this process take turns from the link check to the write: FalkorDB
+    #: runs two MERGEs at once without either seeing the other's edge, so two runs at once
+    #: wrote (and counted) the same DISCOVERED edge twice. Replicas' scheduled runs are one
+    #: at a time by the scheduler's lease (automem/consolidate/scheduler.py).
+    linking: asyncio.Lock = field(default_factory=asyncio.Lock, init=False, repr=False)
 
     async def _event(self, kind: int, before: Memory | None, after: Memory, content_changed: bool = False) -> None:
         await self.publish(make_event(kind, before=before, after=after, content_changed=content_changed,
                                       actor="system:consolidate"))
+
+    async def _relation_events(self, created: list[Relation]) -> None:
+        """One RELATION_CREATED event per edge the run created (as ``POST /associate``'s,
+        automem/ingest/servicer.py ``_create_relation``): the memory's history and
+        ``GET /stream`` (``memory.associate``) show consolidation's edges too."""
+        for rel in created:
+            await self.publish(make_event(events_pb2.EVENT_TYPE_RELATION_CREATED, before=None, after=None,
+                                          relation=rel, actor="system:consolidate"))
 
     # --- decay ---------------------------------------------------------------------------
 
@@ -132,6 +149,13 @@ class Tasks:
                     pairs[key] = (max(score, pairs.get(key, (0.0, ""))[0]), mscope)
         if not pairs:
             return {"discovered": 0}
+        async with self.linking:
+            return await self._link_fresh(pairs, dry_run)
+
+    async def _link_fresh(self, pairs: dict[tuple[str, str], tuple[float, str]], dry_run: bool) -> dict[str, int]:
+        """The creative run's pairs not linked yet become DISCOVERED edges (strongest first,
+        at most ``creative_max_links``); ``discovered`` counts the edges created (all that
+        would be, on a dry run), each announced by a RELATION_CREATED event."""
         linked_keys = await self.graph.relations.linked_pairs(list(pairs))
         # MetaPatterns are excluded by the payload type check below.
         fresh = sorted(((s, k, sc) for k, (s, sc) in pairs.items() if k not in linked_keys), reverse=True)
@@ -139,11 +163,14 @@ class Tasks:
         types = {p.id: p.payload.get("type") for p in await self.vectors.retrieve(list(ids))} if ids else {}
         fresh = [f for f in fresh if "MetaPattern" not in (types.get(f[1][0]), types.get(f[1][1]))]
         fresh = fresh[: self.settings.creative_max_links]
-        if not dry_run and fresh:
-            await self.graph.relations.create_discovered(
-                [{"a": k[0], "b": k[1], "s": s, "scope": sc, "reason": f"creative association: similarity {s:.2f}"}
-                 for s, k, sc in fresh], time.time())
-        return {"discovered": len(fresh)}
+        if dry_run or not fresh:
+            return {"discovered": len(fresh)}
+        # Only the edges this write created count (another replica's run may have written some).
+        created = await self.graph.relations.create_discovered(
+            [{"a": k[0], "b": k[1], "s": s, "scope": sc, "reason": f"creative association: similarity {s:.2f}"}
+             for s, k, sc in fresh], time.time())
+        await self._relation_events(created)
+        return {"discovered": len(created)}
 
     # --- cluster ---------------------------------------------------------------------------
 
@@ -196,8 +223,9 @@ class Tasks:
             getattr(meta, name).CopyFrom(ts(now))
         if not await self.graph.memories.create_meta_pattern(meta, key):
             return False  # another run summarised this cluster meanwhile
-        await self.graph.relations.link_members(meta.id, member_ids, now)
+        created = await self.graph.relations.link_members(meta.id, member_ids, now)
         await self._event(events_pb2.EVENT_TYPE_MEMORY_CREATED, None, meta, content_changed=True)
+        await self._relation_events(created)
         return True
 
     # --- forget ----------------------------------------------------------------------------

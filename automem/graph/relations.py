@@ -10,9 +10,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from automem.common.lifecycle import GONE_STATE_NAMES, SUPERSEDING_RELATIONS
-from automem.common.model import AUTHORABLE_RELATIONS, SYSTEM_RELATIONS, Relation, relation_type_name
+from automem.common.model import AUTHORABLE_RELATIONS, SYSTEM_RELATIONS, Relation, relation_type_name, ts
 from automem.graph import versions
 from automem.graph.repository import Repository
+from automem.v1.memory_pb2 import RELATION_TYPE_DISCOVERED, RELATION_TYPE_PART_OF
 
 ALL_RELATIONS = AUTHORABLE_RELATIONS + SYSTEM_RELATIONS
 #: Widths (seconds) of the event-time windows :meth:`Relations.link_predecessors` searches
@@ -34,6 +35,20 @@ def relation_label(name: str) -> str:
 def relation_labels(names: Sequence[str]) -> str:
     """The checked relation types ``names`` as a Cypher type alternation (``A|B``)."""
     return "|".join(relation_label(t) for t in names)
+
+
+#: ``reason`` of the PART_OF edge of a cluster member (:meth:`Relations.link_members`).
+MEMBER_REASON = "cluster member"
+
+
+def _created_here(kind: int, source: str, target: str, strength: float, scope: str, reason: str,
+                  now: float) -> Relation:
+    """The :class:`Relation` of an edge a consolidation write created at ``now``. The write
+    tells its own new edges by ``create_time = now`` (set ON CREATE only): FalkorDB runs
+    write queries one at a time, so of two runs at once only the one that created an edge
+    finds its own time on it, and only that one reports it."""
+    return Relation(source_id=source, target_id=target, type=kind, strength=float(strength), scope=scope,
+                    reason=reason, create_time=ts(now))
 
 
 def _created(relation: Relation) -> float:
@@ -194,29 +209,35 @@ class Relations(Repository):
 
     # --- system edges ----------------------------------------------------------------------
 
-    async def create_discovered(self, rows: Sequence[dict[str, Any]], now: float) -> None:
+    async def create_discovered(self, rows: Sequence[dict[str, Any]], now: float) -> list[Relation]:
         """DISCOVERED edges (consolidation's creative associations) in one query: ``rows``
         of ``{"a", "b", "s" (strength), "scope", "reason"}``, each written only when both
         ends are in ``scope`` and not gone (DELETED or REJECTED, as :meth:`create`: a memory
         deleted while the run read its vectors got an edge); a new edge gets
-        ``create_time = now``."""
-        await self.store.query(
+        ``create_time = now``. Returns the edges this call created (:func:`_created_here`),
+        for their RELATION_CREATED events; an edge that existed (another run's) only gets
+        its strength and reason set again."""
+        rows = await self.store.query(
             "UNWIND $rows AS row MATCH (a:Memory {id: row.a}), (b:Memory {id: row.b}) "
             "WHERE a.scope = row.scope AND b.scope = row.scope AND NOT a.state IN $gone AND NOT b.state IN $gone "
             "MERGE (a)-[r:DISCOVERED]->(b) ON CREATE SET r.create_time = $now "
-            "SET r.strength = row.s, r.scope = row.scope, r.reason = row.reason",
+            "SET r.strength = row.s, r.scope = row.scope, r.reason = row.reason "
+            "WITH a, b, r, row WHERE r.create_time = $now RETURN a.id, b.id, row.s, row.scope, row.reason",
             {"now": now, "rows": list(rows), "gone": list(GONE_STATE_NAMES)})
+        return [_created_here(RELATION_TYPE_DISCOVERED, a, b, s, sc, why, now) for a, b, s, sc, why in rows]
 
-    async def link_members(self, pattern_id: str, member_ids: Sequence[str], now: float) -> None:
+    async def link_members(self, pattern_id: str, member_ids: Sequence[str], now: float) -> list[Relation]:
         """PART_OF edges from each member of the pattern's scope that is not gone (DELETED
         or REJECTED) to the MetaPattern ``pattern_id`` (new ones get ``create_time = now``,
-        strength 1.0)."""
-        await self.store.query(
+        strength 1.0). Returns the edges this call created (:func:`_created_here`)."""
+        rows = await self.store.query(
             "MATCH (p:Memory {id: $pid}) UNWIND $ids AS mid MATCH (m:Memory {id: mid}) "
             "WHERE m.scope = p.scope AND NOT m.state IN $gone "
             "MERGE (m)-[r:PART_OF]->(p) ON CREATE SET r.create_time = $now, r.strength = 1.0, r.scope = p.scope, "
-            "r.reason = 'cluster member'",
-            {"pid": pattern_id, "ids": list(member_ids), "now": now, "gone": list(GONE_STATE_NAMES)})
+            "r.reason = $why WITH m, p, r WHERE r.create_time = $now RETURN m.id, p.id, p.scope",
+            {"pid": pattern_id, "ids": list(member_ids), "now": now, "gone": list(GONE_STATE_NAMES),
+             "why": MEMBER_REASON})
+        return [_created_here(RELATION_TYPE_PART_OF, m, p, 1.0, sc, MEMBER_REASON, now) for m, p, sc in rows]
 
     async def replace_similar(self, items: Sequence[dict[str, Any]], now: float) -> set[str]:
         """Replace the SIMILAR_TO edges of many memories in ONE query: ``items`` of ``{"id",

@@ -422,3 +422,38 @@ async def test_analyze_counts_a_patterns_live_members_only(tuned) -> None:
         await _store(http, "The floor two espresso machine was replaced by a drip brewer.",
                      supersedes_memory_id=ids[1])
         assert await observations() == [1]
+
+
+async def test_consolidation_edges_are_audited_once(tuned) -> None:
+    """DISCOVERED (creative) and PART_OF (cluster) edges left no RELATION_CREATED event: no
+    history entry, no ``memory.associate`` on /stream, where ``POST /associate`` leaves both.
+    Each edge a run creates gets one now; two creative runs at once each counted (and would
+    have announced) the same edges. Only edges a run created are counted and announced."""
+    import asyncio
+
+    from automem.v1 import events_pb2, memory_pb2
+
+    graph, bus = tuned.ctx.graph, tuned.ctx.bus
+    texts = ["The espresso machine on floor two makes great coffee.",
+             "Coffee from the floor two espresso machine is the best in the office.",
+             "Everyone queues for the espresso machine coffee on floor two each morning.",
+             "Quarterly tax filings are due to the accountant in April."]
+    async with tuned.http() as http:
+        await _stored_enriched(http, texts)
+        runs = await asyncio.gather(*(_consolidate(http, "creative", False) for _ in range(2)))
+        edges = await graph.ro_query("MATCH (a:Memory)-[r:DISCOVERED]->(b:Memory) RETURN a.id, b.id")
+        assert edges and sum(r["results"]["discovered"] for r in runs) == len(edges), ([r["results"] for r in runs], edges)
+        assert (await _consolidate(http, "cluster", False))["results"]["meta_patterns"] == 1
+        members = await graph.ro_query("MATCH (m:Memory)-[:PART_OF]->(p:Memory) RETURN m.id, p.id")
+        assert len(members) == 3, members
+
+        def announced(kind: int) -> list[tuple[str, str]]:
+            return sorted((e.relation.source_id, e.relation.target_id) for e in events
+                          if e.type == events_pb2.EVENT_TYPE_RELATION_CREATED and e.relation.type == kind
+                          and e.actor == "system:consolidate")
+        events = await bus.events_for(None)
+        assert announced(memory_pb2.RELATION_TYPE_DISCOVERED) == sorted(map(tuple, edges))
+        assert announced(memory_pb2.RELATION_TYPE_PART_OF) == sorted(map(tuple, members))
+        history = (await http.get(f"/v1/memories/{members[0][0]}/history")).json()["events"]
+        assert any(e["type"] == "EVENT_TYPE_RELATION_CREATED" and e["relation"]["target_id"] == members[0][1]
+                   for e in history), history
