@@ -15,7 +15,7 @@ import pytest
 import pytest_asyncio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from automem.common.embedded import EmbeddedFalkorDB
+from automem.common.embedded import EmbeddedFalkorDB, EmbeddedNats
 from automem.common.readiness import LIVENESS_SERVICE, NEEDS
 from automem.common.settings import Settings
 from tests.conftest import eventually, start_service
@@ -90,3 +90,33 @@ async def test_readiness_follows_falkordb_and_liveness_does_not(on_own_falkordb)
             return set((await _statuses(channel)).values()) == {SERVING}
         await eventually(ready, timeout=30)
         assert (await http.get("/readyz")).status_code == 200
+
+
+async def test_nats_outage_leaves_ingest_and_the_gateway_ready_and_enrich_not(settings: Settings,
+                                                                                tmp_path: Path) -> None:
+    """Writes survive a bus outage through the outbox, so ingest (and with it ``/readyz``)
+    stays ready while NATS is down; enrichment, which cannot fetch, does not."""
+    nats = EmbeddedNats(tmp_path / "own-nats")
+    await nats.start()
+    try:
+        service = await start_service(settings.model_copy(update={
+            "nats_url": nats.url, "store_timeout_seconds": 1.0, "health_check_interval_seconds": 0.2}))
+        try:
+            async with grpc.aio.insecure_channel(service.grpc) as channel, httpx.AsyncClient(
+                    base_url=service.url, timeout=30) as http:
+                assert set((await _statuses(channel)).values()) == {SERVING}
+                await nats.stop()
+
+                async def enrich_not_ready():
+                    statuses = await _statuses(channel)
+                    return statuses if statuses["automem.v1.EnrichService"] == NOT_SERVING else None
+                statuses = await eventually(enrich_not_ready, timeout=30)
+                assert statuses["automem.v1.IngestService"] == SERVING, statuses
+                assert statuses["automem.v1.RecallService"] == SERVING, statuses
+                r = await http.get("/readyz")
+                assert r.status_code == 200, r.text
+                assert (await http.post("/memory", json={"content": "stored while NATS is down"})).status_code == 201
+        finally:
+            await service.runner.stop()
+    finally:
+        await nats.stop()
