@@ -100,5 +100,10 @@ HTTP_STATUS: dict[grpc.StatusCode, int] = {
     grpc.StatusCode.UNAVAILABLE: 503,
     # A call that ran out of its deadline met a stalled store (issue 12, item 10): retry later.
     grpc.StatusCode.DEADLINE_EXCEEDED: 503,
+    # A call the service cancelled: its shutdown refused a call that had reached it but no
+    # handler yet, or the grace for in-flight calls ended (AUTOMEM_SHUTDOWN_GRACE_SECONDS):
+    # another replica can take it. A call the gateway cancels itself raises
+    # asyncio.CancelledError in the gateway, never an RPC error with this code.
+    grpc.StatusCode.CANCELLED: 503,
     grpc.StatusCode.UNIMPLEMENTED: 501,
 }

@@ -43,7 +43,8 @@ class GatewayError(Exception):
     @classmethod
     def from_rpc(cls, exc: grpc.aio.AioRpcError) -> GatewayError:
         """The error of a failed call: HTTP status by automem/common/errors.py's one map
-        (500 for unmapped codes; 503 when the service cannot be reached)."""
+        (500 for unmapped codes; 503 when the service cannot be reached, or cancelled the
+        call while shutting down: ``error_response`` adds ``Retry-After``)."""
         code = exc.code()
         status = HTTP_STATUS.get(code, 500)
         if code == grpc.StatusCode.UNAVAILABLE and "failed to connect" in (exc.details() or "").lower():

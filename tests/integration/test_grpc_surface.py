@@ -358,3 +358,42 @@ async def test_grpc_refuses_what_rest_refuses_non_finite_thresholds_and_long_ide
                     await call
                 assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
                 assert refused.value.details().startswith("idempotency_key:")
+
+
+
+
+
+async def test_shutdown_finishes_calls_within_its_grace_and_answers_503_after_it(settings: Settings) -> None:
+    """The stop on SIGTERM (automem/common/grpc_server.py GrpcServer.stop): a call in flight
+    when the shutdown begins finishes if it can within the grace; a call sent after the
+    shutdown began, and one still waiting when the grace ends, get a retryable 503
+    (``Retry-After``) from the gateway, never a 500."""
+    running = await start_service(settings.model_copy(update={"qdrant_url": "disabled"}))
+    try:
+        async with running.http() as http:
+            ids = [(await http.post("/memory", json={"content": f"edited while stopping {n}"})).json()["memory_id"]
+                   for n in (1, 2)]
+            locks = running.ctx.ingest.locks
+
+            def in_flight(mid: str):  # the PATCH has reached the server and waits for the lock
+                async def check() -> bool:
+                    entry = locks._entries.get(mid)
+                    return entry is not None and entry.users == 2
+                return check
+
+            async with locks.hold(ids[1]):
+                async with locks.hold(ids[0]):
+                    within, past = [asyncio.create_task(http.patch(f"/memory/{mid}", json={"importance": 0.9}))
+                                    for mid in ids]
+                    for mid in ids:
+                        await eventually(in_flight(mid))
+                    stopping = asyncio.create_task(running.ctx.grpc_server.stop(3.0))
+                    refused = await http.post("/memory", json={"content": "sent after the shutdown began"})
+                assert (await within).status_code == 200
+                await stopping  # the grace ends with the second PATCH still waiting
+            running.ctx.grpc_port = 0
+            assert refused.status_code == 503 and refused.headers["Retry-After"], refused.text
+            answer = await past
+            assert answer.status_code == 503 and answer.headers["Retry-After"], answer.text
+    finally:
+        await running.runner.stop()

@@ -45,3 +45,12 @@ def test_unavailable_and_deadline_exceeded_answer_503_with_retry_after() -> None
 def test_gateway_deadline_follows_the_store_bound() -> None:
     assert Settings(store_timeout_seconds=2.0).call_deadline_seconds == 7.0
     assert Settings(store_timeout_seconds=0).call_deadline_seconds is None
+
+
+def test_a_call_the_service_cancelled_answers_503_with_retry_after() -> None:
+    # What a client of a replica shutting down under load got for a call that had reached
+    # it but no handler yet (automem/common/grpc_server.py GrpcServer.stop).
+    error = GatewayError.from_rpc(grpc.aio.AioRpcError(grpc.StatusCode.CANCELLED, grpc.aio.Metadata(),
+                                                       grpc.aio.Metadata(), "Received RST_STREAM with error code 8"))
+    assert error.status == 503 and error.code == grpc.StatusCode.CANCELLED
+    assert int(error_response(error.status, error.message).headers["Retry-After"]) > 0
