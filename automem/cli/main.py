@@ -275,6 +275,8 @@ async def _connect_bus(bus: Any, timeout: float = 15.0) -> None:
 
     try:
         await asyncio.wait_for(bus.connect(), timeout)
+    except Unavailable as exc:  # the bus's own bound (store_timeout_seconds) passed first
+        raise Unavailable(f"cannot reach NATS: {exc.message}; set NATS_URL to the service's NATS") from None
     except (TimeoutError, OSError) as exc:
         raise Unavailable(f"cannot reach NATS at {bus.settings.nats_url} within {timeout:.0f}s ({exc!r}); "
                           "set NATS_URL to the service's NATS") from None

@@ -17,6 +17,7 @@ republishes with ids of its own: :meth:`Bus.publish_restored`);
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
@@ -25,6 +26,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 import nats
 from google.protobuf.message import DecodeError
@@ -33,9 +35,10 @@ from nats.js.errors import NotFoundError
 from opentelemetry import propagate, trace
 from opentelemetry.trace import Span
 
+from automem.common.errors import Unavailable
 from automem.common.settings import DUPLICATE_WINDOW_SECONDS, Settings
 from automem.common.telemetry import producer_span, record_publish
-from automem.common.timeouts import effective_bound, store_call
+from automem.common.timeouts import StoreTimeout, effective_bound, store_call
 from automem.v1 import event_stream_pb2, events_pb2
 
 log = logging.getLogger(__name__)
@@ -129,6 +132,12 @@ class StreamRetention:
         return self.history_truncated or self.first_seq > self.history_begins_seq
 
 
+def _without_credentials(url: str) -> str:
+    """``url`` without the user and password it may carry (``nats://u:p@host`` → ``nats://host``)."""
+    parts = urlsplit(url)
+    return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
+
+
 def _stream_time(value: Any) -> float | None:
     """Epoch seconds of a JetStream message time (RFC 3339 with nanoseconds, as the server
     sends it in STREAM.MSG.GET)."""
@@ -164,11 +173,27 @@ class Bus:
         self._send_lock = asyncio.Lock()
 
     async def connect(self) -> None:
-        """Connect and create (or update) the stream. Raises on an unreachable server."""
-        self.nc = await nats.connect(
-            self.settings.nats_url, name="automem", max_reconnect_attempts=-1, reconnect_time_wait=0.5,
-            token=self.settings.nats_token or None,
-        )
+        """Connect and create (or update) the stream. Once connected, a lost connection is
+        retried for ever (every 0.5 s); the first one is not.
+
+        Raises:
+            Unavailable: NATS at ``nats_url`` accepted no connection within
+                ``store_timeout_seconds`` (5 s when unbounded); the message names NATS_URL.
+            StoreTimeout: the stream's creation did not answer in time.
+        """
+        nc = nats.NATS()
+        bound = effective_bound(self.timeout) or 5.0
+        try:
+            async with store_call("NATS", bound):
+                await nc.connect(self.settings.nats_url, name="automem", max_reconnect_attempts=-1,
+                                 reconnect_time_wait=0.5, token=self.settings.nats_token or None)
+        except (StoreTimeout, OSError, nats.errors.Error) as exc:
+            last = nc.last_error or exc
+            with contextlib.suppress(Exception):
+                await nc.close()  # ends its connection attempts
+            raise Unavailable(f"NATS at {_without_credentials(self.settings.nats_url)} cannot be reached within "
+                              f"{bound:g}s (NATS_URL): {last!r}") from None
+        self.nc = nc
         self.js = self.nc.jetstream(timeout=effective_bound(self.timeout) or 5.0)
         config = self.stream_config()
         async with self.bounded():

@@ -14,7 +14,15 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
 
-from pydantic import AliasChoices, Field, ValidationInfo, field_validator
+from pydantic import (
+    AliasChoices,
+    Field,
+    NatsDsn,
+    TypeAdapter,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from automem.common.auth import MAX_SCOPE_LENGTH, SCOPE_RE
@@ -518,6 +526,20 @@ class Settings(BaseSettings):
     #: ``grpc`` (port 4317, the Python SDK's default) or ``http/protobuf`` (port 4318).
     otel_exporter_otlp_protocol: str = Field(
         "grpc", validation_alias=_env("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"))
+
+    @field_validator("nats_url")
+    @classmethod
+    def _nats_url(cls, value: str) -> str:
+        # nats-py reads anything as a host name ('not-a-url' → nats://not-a-url:4222) and
+        # retries it for ever: refused here instead (pydantic's NatsDsn: scheme, host, port).
+        if value.strip():
+            try:
+                TypeAdapter(NatsDsn).validate_python(value.strip())
+            except ValidationError as exc:
+                reason = exc.errors()[0]["msg"]
+                raise ValueError(f"{reason}: write it as nats://host:4222 (or tls://, ws://, wss://), "
+                                 "or leave it empty for automem up's embedded NATS") from None
+        return value.strip()
 
     @field_validator("nats_token", "falkordb_password")
     @classmethod

@@ -62,6 +62,8 @@ from automem.common.settings import Settings
     # exist, a vector store URL that is none of its forms, a gRPC address without a port.
     ("AUTOMEM_EMBEDDING_PROVIDER", "nonsense"), ("QDRANT_URL", "notaurl"), ("QDRANT_URL", "ftp://q:6333"),
     ("AUTOMEM_RECALL_ADDR", "::::bad"), ("AUTOMEM_INGEST_ADDR", "ingest"), ("AUTOMEM_ENRICH_ADDR", "host:99999"),
+    # nats-py read it as a host name and retried it for ever at start.
+    ("NATS_URL", "not-a-url"), ("NATS_URL", "nats://127.0.0.1:99999"), ("NATS_URL", "http://nats:4222"),
 ])
 def test_an_unusable_setting_is_refused_naming_it(monkeypatch, variable, value) -> None:
     monkeypatch.setenv(variable, value)
@@ -143,6 +145,7 @@ def test_serve_naming_a_target_twice_is_a_usage_error(target, twice, capsys) -> 
     ("AUTOMEM_HOST", "bogus.invalid", "cannot resolve 'bogus.invalid'"),
     ("AUTOMEM_MAX_DELIVER", "0", "greater than or equal to 1"),
     ("AUTOMEM_RATE_LIMIT", "10/0 minute", "'10/0 minute': a period of 0 has no length"),
+    ("NATS_URL", "not-a-url", "write it as nats://host:4222"),
 ])
 def test_a_start_with_an_unusable_setting_is_one_line_and_exit_2(tmp_path, variable, value, says) -> None:
     """Each ended ``automem up`` in a "start failed" traceback after the embedded servers had started."""
