@@ -176,6 +176,12 @@ class Runner:
                 await vectors.dimension()
                 return True
             checks["vectors"] = vectors_up
+        if rt.enrich_consumer is not None:
+            consumer = rt.enrich_consumer
+
+            async def consumer_up() -> bool:
+                return consumer.fetching
+            checks["consumer"] = consumer_up
         monitor = rt.readiness = ReadinessMonitor(server.set_status, server.service_names[1:], checks,
                                                   rt.settings.health_check_interval_seconds)
         await monitor.check_once()

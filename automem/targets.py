@@ -203,8 +203,8 @@ async def _start_enrich(rt: Runtime) -> Stop:
         rt.tasks.append(asyncio.create_task(sweep.run(), name="pending-sweep"))
     from automem.common.metrics import enrichment_queue_depth, enrichment_up
 
-    async def up() -> float:
-        return 0.0 if task.done() else 1.0
+    async def up() -> float:  # 0 once the loop ended, or while its fetches fail
+        return 0.0 if task.done() or not consumer.fetching else 1.0
 
     unwatches = [enrichment_queue_depth.watch(consumer.queue_depth, consumer.metric_attributes),
                  enrichment_up.watch(up, consumer.metric_attributes)]

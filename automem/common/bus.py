@@ -205,6 +205,35 @@ class Bus:
             except NotFoundError:
                 await self.js.add_stream(config)
 
+    async def ensure_stream(self) -> bool:
+        """Create the stream (:meth:`stream_config`) when NATS holds none of that name: a NATS
+        that lost its store (a new pod without its volume) answers every publish with "no
+        response from stream" until then. Returns True when it was created. Raises StoreTimeout
+        when NATS does not answer in time, and what nats-py raises when it is unreachable."""
+        async with self.bounded():
+            try:
+                await self.js.stream_info(self.settings.stream_name)
+                return False
+            except NotFoundError:
+                await self.js.add_stream(self.stream_config())
+                log.warning("event stream was missing: created again", extra={"stream": self.settings.stream_name})
+                return True
+
+    async def ensure_consumer(self, durable: str) -> bool:
+        """:meth:`ensure_stream`, then create the durable consumer ``durable``
+        (:meth:`consumer_config`, as :meth:`pull_subscribe` does at start) when the stream has
+        none of that name; a subscription bound to it before fetches from the new one. Returns
+        True when either was created. Raises as :meth:`ensure_stream`."""
+        created = await self.ensure_stream()
+        async with self.bounded():
+            try:
+                await self.js.consumer_info(self.settings.stream_name, durable)
+                return created
+            except NotFoundError:
+                await self.js.add_consumer(self.settings.stream_name, config=self.consumer_config(durable))
+                log.warning("durable consumer was missing: created again", extra={"consumer": durable})
+                return True
+
     def bounded(self):
         """Bound the body's NATS calls to ``store_timeout_seconds`` (an async context manager;
         StoreTimeout, an Unavailable, when it passes; automem/common/timeouts.py)."""

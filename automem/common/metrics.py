@@ -31,7 +31,7 @@ in docs/observability.md):
   ``.redeliveries`` (counters) and ``automem.enrichment.queue_depth`` (gauge: the durable
   consumer's undelivered plus unacknowledged messages, the consumer lag);
 * ``automem.outbox.backlog`` (gauge: events waiting in the publish outbox);
-* ``automem.enrichment.up`` (gauge: 1 while the process's consumer loop runs);
+* ``automem.enrichment.up`` (gauge: 1 while the process's consumer loop runs and its fetches work);
 * ``automem.sync.memories`` / ``automem.sync.vectors`` (gauges: current memories and vector
   points, GetSyncStatus's count check; the consolidate process, vectors enabled — their
   difference is the graph-vector drift);
@@ -203,7 +203,7 @@ enrichment_queue_depth = _AsyncGauge("automem.enrichment.queue_depth", "{message
                                      "Enrichment messages not yet delivered plus delivered but unacknowledged "
                                      "(consumer lag; the same for every replica of one durable consumer)")
 enrichment_up = _AsyncGauge("automem.enrichment.up", "",
-                            "1 while this process's enrichment consumer loop runs, 0 once it stopped")
+                            "1 while this process's enrichment consumer loop runs and fetches, 0 otherwise")
 sync_memories = _AsyncGauge("automem.sync.memories", "{memory}",
                             "Current memories (GetSyncStatus's count check, from the consolidate process)")
 sync_vectors = _AsyncGauge("automem.sync.vectors", "{point}",

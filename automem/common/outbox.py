@@ -3,7 +3,7 @@
 A graph write is acknowledged only after its event is either on the JetStream stream or in
 the outbox, a Redis list in the same FalkorDB server (so it shares the graph's append-only
 file). :meth:`EventPublisher.drain_forever` republishes outbox entries in order when NATS is
-back; the event id is the ``Nats-Msg-Id``, so a republish after an unclear failure is
+back (and creates the stream again when NATS came back without it: a lost store); the event id is the ``Nats-Msg-Id``, so a republish after an unclear failure is
 de-duplicated by the server.
 """
 
@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from google.protobuf.message import DecodeError
 from nats.errors import MaxPayloadError
+from nats.js.errors import NoStreamResponseError
 from opentelemetry.trace import Span
 
 from automem.common.bus import Bus
@@ -163,6 +164,11 @@ class EventPublisher:
                           extra={"key": self.dead_key, "error": repr(exc)})
                 # Its copy is in the dead list; popped only while still the head, as below (a
                 # second drainer may have set it aside too: the dead list then holds it twice).
+            except NoStreamResponseError:
+                # NATS answers but holds no stream (it lost its store): make it again; the
+                # next round publishes.
+                await self.bus.ensure_stream()
+                return sent
             except Exception:  # noqa: BLE001 - retry later
                 return sent
             async with self.graph.bounded():

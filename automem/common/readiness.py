@@ -26,7 +26,8 @@ log = logging.getLogger(__name__)
 LIVENESS_SERVICE = "liveness"
 
 #: The stores each service needs to answer its calls: ``graph`` (FalkorDB), ``bus`` (NATS),
-#: ``vectors`` (Qdrant / the embedded shard; only where vectors are enabled). Ingest and review
+#: ``vectors`` (Qdrant / the embedded shard; only where vectors are enabled), ``consumer`` (the
+#: enrichment consumer's fetches work: automem/enrich/consumer.py ``fetching``). Ingest and review
 #: write through the outbox (automem/common/outbox.py): while NATS is down their writes succeed
 #: and their events wait there, so they need FalkorDB only. Admin's online restore publishes
 #: directly; enrichment cannot fetch without NATS.
@@ -35,7 +36,7 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "automem.v1.ReviewService": ("graph",),
     "automem.v1.AdminService": ("graph", "bus"),
     "automem.v1.RecallService": ("graph", "vectors"),
-    "automem.v1.EnrichService": ("graph", "bus", "vectors"),
+    "automem.v1.EnrichService": ("graph", "bus", "vectors", "consumer"),
     "automem.v1.ConsolidateService": ("graph",),
 }
 

@@ -142,6 +142,9 @@ class EnrichConsumer:
         self.enricher = Enricher(settings, graph, vectors)
         #: EventPublisher for MEMORY_ENRICHED audit events (set by the module; None = bus only).
         self.publisher: Any = None
+        #: False while fetches fail (the consumer or the stream gone, JetStream not answering):
+        #: EnrichService then reports NOT_SERVING (automem/common/readiness.py).
+        self.fetching = True
 
     async def start(self) -> None:
         """Create the durable consumer, and this replica's enrichment counters at 0: a counter
@@ -201,16 +204,35 @@ class EnrichConsumer:
 
     async def _fetch(self, size: int, timeout: float) -> list[Any]:
         """Up to ``size`` messages, waiting at most ``timeout`` seconds; [] on a timeout or a
-        NATS hiccup (logged, then a short back-off)."""
+        failure. A failure sets :attr:`fetching` False until a fetch works again (logged once),
+        makes the consumer again when NATS lost it (:meth:`_recreate`), then backs off 0.5 s."""
         try:
-            return await self.sub.fetch(size, timeout=timeout)
+            msgs = await self.sub.fetch(size, timeout=timeout)
         except (TimeoutError, nats.errors.TimeoutError):
-            return []
-        except Exception as exc:  # noqa: BLE001 - NATS hiccup: back off, keep going
+            msgs = []
+        except Exception as exc:  # noqa: BLE001 - NATS hiccup or a lost consumer: back off, keep going
             if not self._stop.is_set():
-                log.warning("enrich fetch failed", extra={"error": str(exc)})
+                (log.warning if self.fetching else log.debug)("enrich fetch failed", extra={"error": str(exc)})
+                self.fetching = False
+                await self._recreate()
                 await asyncio.sleep(0.5)
             return []
+        if not self.fetching:
+            log.info("enrich fetches again")
+            self.fetching = True
+        return msgs
+
+    async def _recreate(self) -> None:
+        """Make the stream and the durable consumer again when NATS has lost them (a NATS
+        restarted without its store: every fetch failed for good), with the configuration of
+        the start (automem/common/bus.py ``Bus.ensure_consumer``). Not while a restore is under
+        way: it removes the consumer on purpose (automem/common/backup.py ``restore_records``).
+        Never raises (NATS or FalkorDB down: the next failed fetch tries again)."""
+        try:
+            if await self.graph.dump.restore_started() is None:
+                await self.bus.ensure_consumer(DURABLE)
+        except Exception as exc:  # noqa: BLE001 - a store down: try again after the next failed fetch
+            log.debug("enrich consumer not recreated", extra={"error": repr(exc)})
 
     async def _look_ahead(self, msgs: list[Any]) -> LookAhead:
         """Embeddings and entities of the texts a fetched batch will most likely need (memories

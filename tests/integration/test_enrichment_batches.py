@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import asyncio
 import random
+import shutil
 import uuid
 
 import pytest
 
+from automem.common.bus import ENRICH_DURABLE
 from automem.common.model import Memory, content_hash, ts
 from automem.enrich import links
 from automem.enrich.entities import write_entities_many
 from automem.graph import GraphStore
 from automem.v1 import events_pb2, memory_pb2
-from tests.conftest import eventually, start_service
+from tests.conftest import eventually, rest_memory, rest_store, start_service
 
 # The PRECEDED_BY rule as the scan of the scope wrote it before the lookup was indexed (the
 # specification the indexed lookup must keep): the latest earlier memory (event_time, then
@@ -373,6 +375,27 @@ async def test_batch_stored_while_nats_is_down_reaches_the_stream_once_it_is_bac
             memories = [(await http.get(f"/memory/{mid}")).json()["memory"] for mid in ids]
             return all(m["enrichment_status"] == "done" for m in memories)
         await eventually(enriched, timeout=60)
+
+
+async def test_nats_back_without_its_store_gets_stream_and_consumer_again_and_enrichment_resumes(own_nats) -> None:
+    """A NATS restarted with an empty store (a pod without its volume): the outbox drain
+    makes the stream again and the enrichment consumer its durable consumer, with the
+    configuration of the start; what was stored since is enriched."""
+    running = own_nats.service
+    async with running.http() as http:
+        await own_nats.stop()
+        shutil.rmtree(own_nats.nats.store_dir)
+        await own_nats.start()
+        ids = [await rest_store(http, f"stored after NATS lost its store {i}") for i in range(5)]
+
+        async def enriched():
+            memories = [await rest_memory(http, mid) for mid in ids]
+            return all(m["enrichment_status"] == "done" for m in memories)
+        await eventually(enriched, timeout=60)
+        bus = running.ctx.bus
+        info = await bus.js.consumer_info(running.settings.stream_name, ENRICH_DURABLE)
+        assert info.config.filter_subjects == bus.consumer_config(ENRICH_DURABLE).filter_subjects
+        assert await running.ctx.publisher.backlog() == 0
 
 
 async def test_batch_with_rejected_content_is_refused_whole_naming_the_first_blocked_item(service) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from pathlib import Path
 
 import grpc
@@ -14,7 +15,9 @@ import httpx
 import pytest
 import pytest_asyncio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from nats.js.errors import NotFoundError
 
+from automem.common.bus import ENRICH_DURABLE
 from automem.common.embedded import EmbeddedFalkorDB, EmbeddedNats
 from automem.common.readiness import LIVENESS_SERVICE, NEEDS
 from automem.common.settings import Settings
@@ -120,3 +123,33 @@ async def test_nats_outage_leaves_ingest_and_the_gateway_ready_and_enrich_not(se
             await service.runner.stop()
     finally:
         await nats.stop()
+
+
+async def test_enrich_is_not_ready_while_it_cannot_fetch_and_its_consumer_comes_back(settings: Settings) -> None:
+    """With its durable consumer gone, every fetch fails: EnrichService reports NOT_SERVING
+    (it stayed SERVING while enrichment stalled). A restore under way removes the consumer
+    on purpose (automem/common/backup.py), so it is not made again then; once the restore is
+    over the consumer makes it again and EnrichService is SERVING."""
+    service = await start_service(settings.model_copy(update={"health_check_interval_seconds": 0.2}))
+    try:
+        bus, graph = service.ctx.bus, service.ctx.graph
+        async with grpc.aio.insecure_channel(service.grpc) as channel:
+            await graph.dump.mark_restore(time.time())
+            await bus.stop_consumer(ENRICH_DURABLE)
+
+            def enrich_is(status: int):
+                async def check():
+                    statuses = await _statuses(channel)
+                    return statuses if statuses["automem.v1.EnrichService"] == status else None
+                return check
+            statuses = await eventually(enrich_is(NOT_SERVING), timeout=30)
+            assert statuses["automem.v1.IngestService"] == SERVING, statuses
+            with pytest.raises(NotFoundError):
+                await bus.js.consumer_info(service.settings.stream_name, ENRICH_DURABLE)
+
+            await graph.dump.unmark_restore()
+            await eventually(enrich_is(SERVING), timeout=30)
+            info = await bus.js.consumer_info(service.settings.stream_name, ENRICH_DURABLE)
+            assert info.config.filter_subjects == bus.consumer_config(ENRICH_DURABLE).filter_subjects
+    finally:
+        await service.runner.stop()
