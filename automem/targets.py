@@ -196,7 +196,7 @@ async def _start_enrich(rt: Runtime) -> Stop:
     task = rt.enrich_task = asyncio.create_task(consumer.run(), name="enrich-consumer")
     rt.tasks.append(task)
     sweep = None
-    if rt.settings.pending_sweep_interval_seconds > 0 and rt.vectors is not None:
+    if rt.settings.pending_sweep_interval_seconds > 0:  # vectors or not: automem/enrich/pending.py
         from automem.enrich.pending import PendingSweep
 
         sweep = PendingSweep(rt.settings, rt.bus, rt.graph, rt.publisher, consumer.sub)

@@ -20,6 +20,11 @@ the memory as it stands, ``content_changed`` (not for PAYLOAD_PENDING), actor ``
 derived from the memory id and version, so two sweepers within the stream's de-duplication
 window publish it once. The enrichment consumer reads the current record anyway
 (automem/enrich/consumer.py). Runs at start and every ``pending_sweep_interval_seconds``.
+
+With vectors disabled (``QDRANT_URL=disabled``) enrichment still runs entities,
+classification, summary and links but leaves ``embedding_status`` PENDING for good, so the
+sweep looks for ``enrichment_status`` PENDING instead (automem/graph/memories.py
+``pending_before``).
 """
 
 from __future__ import annotations
@@ -55,7 +60,7 @@ class PendingSweep:
 
     Args:
         settings: ``pending_sweep_interval_seconds``, ``pending_sweep_min_age_seconds``,
-            ``stream_name``.
+            ``stream_name``, ``vectors_enabled``.
         bus, graph, publisher: the connected stores and the outbox publisher.
         subscription: the enrichment consumer's pull subscription (its consumer info tells
             which events are still to be processed).
@@ -101,7 +106,8 @@ class PendingSweep:
             return 0
         now = time.monotonic()
         self._sent = {k: t for k, t in self._sent.items() if now - t < RESEND_AFTER_SECONDS}
-        memories = [m for m in await self.graph.memories.pending_before(cutoff, SWEEP_BATCH + len(self._sent))
+        memories = [m for m in await self.graph.memories.pending_before(cutoff, SWEEP_BATCH + len(self._sent),
+                                                                       vectors=self.settings.vectors_enabled)
                     if (m.id, m.version) not in self._sent][:SWEEP_BATCH]
         if not memories:
             return 0

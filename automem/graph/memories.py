@@ -697,16 +697,19 @@ class Memories(Repository):
         )
         return {r[0]: r[1] for r in found}
 
-    async def pending_before(self, cutoff: float, limit: int) -> list[Memory]:
+    async def pending_before(self, cutoff: float, limit: int, vectors: bool = True) -> list[Memory]:
         """Up to ``limit`` memories of every scope, oldest write first, whose embedding is
         still to be made (``embedding_status`` PENDING, UNSPECIFIED or PROVIDED; not FAILED,
         which enrichment parked), or whose payload is still to be rewritten (PAYLOAD_PENDING), and whose last write (``update_time``, epoch seconds) is
         before ``cutoff``; DELETED and REJECTED ones are left out (they get no vector).
         Read through the ``embedding_status`` index: the cost grows with the backlog only.
-        The pending sweep's query (automem/enrich/pending.py)."""
+        With ``vectors`` False (vectors disabled: ``embedding_status`` stays PENDING for good),
+        those whose ``enrichment_status`` is still PENDING instead (enrichment sets DONE or
+        FAILED). The pending sweep's query (automem/enrich/pending.py)."""
+        enrichment = "" if vectors else "AND m.enrichment_status = 'ENRICHMENT_STATUS_PENDING' "
         rows = await self.store.ro_query(
             "MATCH (m:Memory) WHERE m.embedding_status IN $statuses AND m.update_time < $cutoff "
-            "AND NOT m.state IN $gone RETURN properties(m) ORDER BY m.update_time LIMIT $limit",
+            f"{enrichment}AND NOT m.state IN $gone RETURN properties(m) ORDER BY m.update_time LIMIT $limit",
             {"statuses": ["EMBEDDING_STATUS_UNSPECIFIED", "EMBEDDING_STATUS_PENDING", "EMBEDDING_STATUS_PROVIDED",
                           "EMBEDDING_STATUS_PAYLOAD_PENDING"],
              "cutoff": float(cutoff), "gone": ["DELETED", "REJECTED"],

@@ -6,7 +6,7 @@
 * ``/health`` with that FalkorDB stopped reports FalkorDB down and the vector store and NATS
   up (each store checked concurrently within a short bound), with the default store bound too.
 * A memory written to the graph whose event never went out is published again by the
-  pending sweep (automem/enrich/pending.py) and enriched.
+  pending sweep (automem/enrich/pending.py) and enriched, with vectors disabled too.
 
 "Within the bound" is never a timed assert: the HTTP client waits far longer than the bound
 (``CLIENT_TIMEOUT``), so a hang shows as a client timeout, and the answer must be the 503.
@@ -261,6 +261,39 @@ async def test_memory_written_without_its_event_is_enriched_after_a_start(settin
         history = await service.ctx.bus.events_for(orphan.id)
         created = [e for e in history if e.type == events_pb2.EVENT_TYPE_MEMORY_CREATED]
         assert [e.actor for e in created] == ["system:pending-sweep"]
+    finally:
+        await service.runner.stop()
+
+
+async def test_memory_written_without_its_event_is_enriched_after_a_start_with_vectors_disabled(
+        settings: Settings) -> None:
+    """The sweep ran only with vectors: with ``QDRANT_URL=disabled`` an orphan stayed pending
+    for good. It runs without them too, finds the orphan by its ``enrichment_status`` (its
+    ``embedding_status`` stays PENDING without vectors), and does not republish it once
+    enriched."""
+    from automem.enrich.pending import PendingSweep
+
+    settings = settings.model_copy(update={"qdrant_url": "disabled", "pending_sweep_min_age_seconds": 0.0,
+                                           "pending_sweep_interval_seconds": 3600.0})
+    graph = GraphStore(settings)
+    try:
+        await graph.ensure_schema()
+        orphan = _memory("written without vectors by a process that died before publishing", "default", settings)
+        await graph.memories.create_many([orphan])
+    finally:
+        await graph.close()
+    service = await start_service(settings)
+    try:
+        ctx = service.ctx
+
+        async def enriched():  # only the sweep at start can find it (the next round is an hour away)
+            memory = await ctx.graph.memories.get(orphan.id, "default")
+            return memory.enrichment_status == memory_pb2.ENRICHMENT_STATUS_DONE
+        await eventually(enriched, timeout=60)
+        assert [e.actor for e in await ctx.bus.events_for(orphan.id)
+                if e.type == events_pb2.EVENT_TYPE_MEMORY_CREATED] == ["system:pending-sweep"]
+        sweep = PendingSweep(settings, ctx.bus, ctx.graph, ctx.publisher, ctx.enrich_consumer.sub)
+        assert await sweep.sweep_once() == 0
     finally:
         await service.runner.stop()
 
