@@ -132,6 +132,11 @@ class StreamRetention:
         return self.history_truncated or self.first_seq > self.history_begins_seq
 
 
+#: What nats-py reports while it cannot reach the server (:meth:`Bus._on_error`).
+_CONNECTION_ERRORS = (OSError, TimeoutError, nats.errors.NoServersError, nats.errors.ConnectionClosedError,
+                      nats.errors.StaleConnectionError, nats.errors.UnexpectedEOF)
+
+
 def _without_credentials(url: str) -> str:
     """``url`` without the user and password it may carry (``nats://u:p@host`` → ``nats://host``)."""
     parts = urlsplit(url)
@@ -171,6 +176,26 @@ class Bus:
         #: Serialises the sending half of :meth:`publish_events` (nats-py sets up its async-reply
         #: subscription on the first ``publish_async``; two first calls at once would race).
         self._send_lock = asyncio.Lock()
+        #: True from the first failed (re)connection attempt until NATS is reachable again.
+        self._outage = False
+
+    async def _on_error(self, exc: Exception) -> None:
+        """nats-py's error callback (its default logs ERROR with a traceback, every attempt:
+        twice a second per process during an outage). A connection failure is one WARNING
+        line per outage (then DEBUG until :meth:`_on_reconnected`); any other error one
+        ERROR line each time."""
+        if isinstance(exc, _CONNECTION_ERRORS):
+            (log.debug if self._outage else log.warning)(
+                "NATS unreachable; reconnecting every 0.5 s", extra={"error": repr(exc)})
+            self._outage = True
+        else:
+            log.error("NATS error", extra={"error": repr(exc)})
+
+    async def _on_reconnected(self) -> None:
+        """nats-py's reconnected callback: ends the outage :meth:`_on_error` reported."""
+        if self._outage:
+            log.info("NATS reachable again")
+        self._outage = False
 
     async def connect(self) -> None:
         """Connect and create (or update) the stream. Once connected, a lost connection is
@@ -186,7 +211,8 @@ class Bus:
         try:
             async with store_call("NATS", bound):
                 await nc.connect(self.settings.nats_url, name="automem", max_reconnect_attempts=-1,
-                                 reconnect_time_wait=0.5, token=self.settings.nats_token or None)
+                                 reconnect_time_wait=0.5, token=self.settings.nats_token or None,
+                                 error_cb=self._on_error, reconnected_cb=self._on_reconnected)
         except (StoreTimeout, OSError, nats.errors.Error) as exc:
             last = nc.last_error or exc
             with contextlib.suppress(Exception):

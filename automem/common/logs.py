@@ -4,7 +4,9 @@ with the current trace and span ids; and the access line of every request.
 Format and level are settings (``AUTOMEM_LOG_FORMAT`` json|text, ``AUTOMEM_LOG_LEVEL``; the
 ``--log-format`` / ``--log-level`` options of every ``automem`` command override them,
 automem/cli/main.py). Libraries that log every connection or request (:data:`NOISY`) are held at
-WARNING unless the level is DEBUG.
+WARNING unless the level is DEBUG. nats-py's errors go through the bus's own callback (one
+WARNING per NATS outage, not a traceback per reconnect attempt: automem/common/bus.py
+``Bus._on_error``).
 
 Access lines (``automem.access`` logger, INFO, on unless ``AUTOMEM_ACCESS_LOG=false``): the
 gateway writes one per HTTP request (automem/gateway/metrics.py) and every gRPC server one per

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import signal
 from collections.abc import AsyncIterator
@@ -33,7 +34,7 @@ from automem.common.timeouts import StoreTimeout
 from automem.graph import GraphStore
 from automem.ingest.logic import build_memory
 from automem.v1 import enrich_service_pb2, events_pb2, ingest_service_pb2, memory_pb2
-from tests.conftest import eventually, start_service
+from tests.conftest import LogCapture, eventually, start_service
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -325,3 +326,34 @@ async def test_running_service_republishes_an_orphan_but_not_a_queued_memory(own
     # The queued memory was never republished: its only CREATED event is the store's own.
     assert [e.actor for e in await ctx.bus.events_for(queued["memory_id"])
             if e.type == events_pb2.EVENT_TYPE_MEMORY_CREATED] == ["anonymous"]
+
+
+async def test_nats_outage_logs_one_warning_not_a_traceback_per_reconnect(own_nats) -> None:
+    """nats-py's default error callback logged ERROR with a traceback at every reconnect
+    attempt (twice a second per process); now the outage is one WARNING line, the attempts
+    after it DEBUG, and its end one INFO line."""
+    bus_log, nats_log = logging.getLogger("automem.common.bus"), logging.getLogger("nats")
+    ours, theirs = LogCapture(), LogCapture()
+    level = bus_log.level
+    bus_log.setLevel(logging.DEBUG)
+    bus_log.addHandler(ours)
+    nats_log.addHandler(theirs)
+    try:
+        await own_nats.stop()
+
+        async def attempts():  # a few reconnection attempts failed
+            return len([r for r in ours.records if r.getMessage().startswith("NATS unreachable")]) >= 4
+        await eventually(attempts, timeout=30)
+        await own_nats.start()
+
+        async def back():
+            return any(r.getMessage() == "NATS reachable again" for r in ours.records)
+        await eventually(back, timeout=30)
+    finally:
+        bus_log.removeHandler(ours)
+        nats_log.removeHandler(theirs)
+        bus_log.setLevel(level)
+    unreachable = [r for r in ours.records if r.getMessage().startswith("NATS unreachable")]
+    assert [r.levelno for r in unreachable[:2]] == [logging.WARNING, logging.DEBUG]
+    assert {r.levelno for r in unreachable[1:]} == {logging.DEBUG}
+    assert not [r for r in ours.records if r.exc_info] and not [r for r in theirs.records if r.levelno >= logging.ERROR]
