@@ -8,7 +8,6 @@ need) through their constructors. Variable names follow AutoMem where AutoMem ha
 
 from __future__ import annotations
 
-import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
@@ -27,6 +26,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from automem.common.auth import MAX_SCOPE_LENGTH, SCOPE_RE
 
+#: Name schemes of gRPC targets (grpc's naming doc): an address with one is taken as given.
+GRPC_RESOLVER_SCHEMES = ("dns:", "ipv4:", "ipv6:", "unix:", "unix-abstract:", "vsock:", "xds:")
 #: The embedding providers automem/common/embedding.py builds (``AUTOMEM_EMBEDDING_PROVIDER``).
 EMBEDDING_PROVIDERS = ("minilm", "wordllama", "openai")
 
@@ -54,7 +55,7 @@ class Settings(BaseSettings):
     #: hosts (then set AUTOMEM_API_TOKEN).
     host: str = Field("127.0.0.1", validation_alias=_env("AUTOMEM_HOST", "HOST"))
     #: Addresses of the TLS-terminating proxies whose ``X-Forwarded-Proto`` / ``-For`` the
-    #: gateway believes (uvicorn's ``forwarded_allow_ips``: comma-separated IPs or networks,
+    #: gateway believes (uvicorn's forwarded_allow_ips option: comma-separated IPs or networks,
     #: ``*`` for any; uvicorn's default 127.0.0.1). Behind a proxy on another host the
     #: console's session cookies get ``Secure`` only when the proxy's address is listed.
     forwarded_allow_ips: str = Field("127.0.0.1", validation_alias=_env("AUTOMEM_FORWARDED_ALLOW_IPS"))
@@ -208,8 +209,10 @@ class Settings(BaseSettings):
     graph_name: str = Field("memories", validation_alias=_env("FALKORDB_GRAPH", "AUTOMEM_GRAPH_NAME"))
 
     # --- Qdrant --------------------------------------------------------------------------
-    #: Empty: embedded qdrant-edge shard under ``data_dir/qdrant``. ``disabled``: no vectors.
-    #: ``:memory:`` / ``local:<dir>``: qdrant-client's local mode (tests and development only).
+    #: A Qdrant server (``http(s)://host[:port]``). Empty: embedded qdrant-edge shard under
+    #: ``data_dir/qdrant``. ``disabled``: no vectors. ``:memory:`` / ``local:<dir>``:
+    #: qdrant-client's local mode (tests and development only). ``unix:<socket>``: the shard of
+    #: the ``automem up`` parent (set by it for its children).
     qdrant_url: str = Field("", validation_alias=_env("QDRANT_URL"))
     #: API key sent to a Qdrant server (QDRANT_URL); empty = none.
     qdrant_api_key: str = Field("", validation_alias=_env("QDRANT_API_KEY"))
@@ -613,7 +616,7 @@ class Settings(BaseSettings):
     def _embedding_provider(cls, value: str) -> str:
         # Checked where it was used (automem/common/embedding.py): a ValueError traceback at
         # start-up instead of the one-line error naming the setting (break-it review).
-        if value.strip().lower() not in EMBEDDING_PROVIDERS:
+        if value.strip() and value.strip().lower() not in EMBEDDING_PROVIDERS:  # empty: minilm
             raise ValueError(f"{value!r} is not one of {', '.join(EMBEDDING_PROVIDERS)}")
         return value
 
@@ -626,7 +629,11 @@ class Settings(BaseSettings):
         if url.lower() in ("", "disabled", ":memory:") or url.startswith(("local:", "unix:")):
             return value
         parsed = urlsplit(url)
-        if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        try:
+            port_ok = parsed.port is None or parsed.port > 0
+        except ValueError:  # not a number, or out of range
+            port_ok = False
+        if parsed.scheme not in ("http", "https") or not parsed.hostname or not port_ok:
             raise ValueError(f"{value[:200]!r} is neither a server URL (http(s)://host[:port]) nor '' (the "
                              "embedded shard), 'disabled', ':memory:' or 'local:<dir>'")
         return value
@@ -637,10 +644,11 @@ class Settings(BaseSettings):
         # A gRPC target: host:port, or a name with its resolver's scheme (dns:, ipv4:, unix:...).
         # '::::bad' was accepted and every call failed later.
         target = value.strip()
-        if not target or re.match(r"^[a-z][a-z0-9+.-]*:", target) and not re.match(r"^[^:]+:\d+$", target):
+        if not target or target.startswith(GRPC_RESOLVER_SCHEMES):
             return value
         host, _, port = target.rpartition(":")
-        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        if not host or ":" in host.strip("[]") and not host.startswith("[") or not port.isdigit() \
+                or not 0 < int(port) < 65536:
             raise ValueError(f"{value[:200]!r} is not a gRPC address: host:port (a port 1–65535), or a target "
                              "with its resolver's scheme such as dns:///host:port")
         return value

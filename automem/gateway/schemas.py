@@ -332,9 +332,15 @@ class JsonBodyRoute(APIRoute):
                 # Other routes accept and ignore what they do not know (AutoMem's clients send
                 # e.g. ``format``, ../shared/AUTOMEM_API.md), but not a scope (scope_parameter).
                 raise HTTPException(400, SCOPE_PARAMETER_ERROR)
-            if not refuse_unknown and (unread := sorted((set(request.query_params) & READ_TIME_PARAMETERS) - known)):
-                raise HTTPException(400, f"{unread[0]}: this route reads the memories as they are now; it does "
-                                         f"not take {unread[0]}")
+            if not refuse_unknown:
+                if unread := sorted((set(request.query_params) & READ_TIME_PARAMETERS) - known):
+                    raise HTTPException(400, f"{unread[0]}: this route reads the memories as they are now; it "
+                                             f"does not take {unread[0]}")
+                # A time given twice was read as its last value (break-it review); the strict
+                # routes refuse every repeat below.
+                given = Counter(name for name, _ in request.query_params.multi_items())
+                if twice := sorted(n for n, count in given.items() if count > 1 and n in READ_TIME_PARAMETERS):
+                    raise HTTPException(400, f"{twice[0]}: given more than once; it takes one value")
             if refuse_unknown and (unknown := sorted(set(request.query_params) - known)):
                 # A name of bytes that are not UTF-8 is named as sent (the app's dependency
                 # deps.utf8_request_target, which runs after this), not as decoded.

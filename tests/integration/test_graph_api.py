@@ -544,6 +544,9 @@ async def test_read_routes_refuse_a_time_they_do_not_read(service) -> None:
             r = await http.get(path, params={"format": "json"})  # other names: ignored, as AutoMem does
             assert r.status_code in (200, 404), (path, r.text)
         assert (await http.get(f"/memory/{mid}", params={"known_at": then})).status_code == 404
+        # Given twice it was read as its last value; refused now, as on the strict routes.
+        r = await http.get(f"/memory/{mid}", params=[("known_at", then), ("known_at", "2030-01-01T00:00:00Z")])
+        assert r.status_code == 400 and r.json()["error"].startswith("known_at: given more than once"), r.text
         assert (await http.get(f"/memory/{mid}", params={"version": 1})).status_code == 200
         later = datetime.now(UTC).isoformat()
         r = await http.get(f"/memories/{mid}/related", params={"known_at": later})

@@ -62,6 +62,8 @@ from automem.common.settings import Settings
     # exist, a vector store URL that is none of its forms, a gRPC address without a port.
     ("AUTOMEM_EMBEDDING_PROVIDER", "nonsense"), ("QDRANT_URL", "notaurl"), ("QDRANT_URL", "ftp://q:6333"),
     ("AUTOMEM_RECALL_ADDR", "::::bad"), ("AUTOMEM_INGEST_ADDR", "ingest"), ("AUTOMEM_ENRICH_ADDR", "host:99999"),
+    ("AUTOMEM_RECALL_ADDR", "localhost:abc"), ("AUTOMEM_RECALL_ADDR", "recall:"), ("AUTOMEM_RECALL_ADDR", "a:b:c"),
+    ("AUTOMEM_RECALL_ADDR", "http://recall:50051"), ("QDRANT_URL", "http://q:notaport"), ("QDRANT_URL", "http://q:99999"),
     # nats-py read it as a host name and retried it for ever at start.
     ("NATS_URL", "not-a-url"), ("NATS_URL", "nats://127.0.0.1:99999"), ("NATS_URL", "http://nats:4222"),
 ])
@@ -84,7 +86,7 @@ def test_a_log_level_is_read_in_any_case_and_in_logging_s_other_names(monkeypatc
 def test_usable_providers_vector_urls_and_grpc_addresses_are_kept(monkeypatch) -> None:
     """The forms the service reads (automem/vectors/__init__.py make_vector_store, the Helm
     chart's AUTOMEM_*_ADDR: deploy/helm/automem/templates/lib/_env.tpl) stay accepted."""
-    for provider in ("minilm", "WordLlama", "openai"):
+    for provider in ("minilm", "WordLlama", "openai", ""):  # empty: the default, MiniLM
         monkeypatch.setenv("AUTOMEM_EMBEDDING_PROVIDER", provider)
         assert Settings().embedding_provider == provider
     for url in ("", "disabled", "DISABLED", ":memory:", "local:/tmp/q", "unix:/tmp/v.sock", "http://qdrant:6333",
