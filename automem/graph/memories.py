@@ -310,12 +310,15 @@ class Memories(Repository):
                 out[mid][1].append(prev)
         return [out[i] for i in ids if i in out]  # in the order of ``ids``
 
-    async def count(self, scope: str | None = None, states: Sequence[str] | None = None) -> int:
-        """Number of Memory nodes (optionally in one scope and states)."""
+    async def count(self, scope: str | None = None, states: Sequence[str] | None = None, *,
+                    patterns: bool = True) -> int:
+        """Number of Memory nodes (optionally in one scope and states; ``patterns`` False
+        leaves consolidation's MetaPatterns out, as a graph snapshot's nodes do)."""
         rows = await self.store.ro_query(
             "MATCH (m:Memory) WHERE ($scope IS NULL OR m.scope = $scope) "
-            "AND ($states IS NULL OR m.state IN $states) RETURN count(m)",
-            {"scope": scope, "states": list(states) if states else None},
+            "AND ($states IS NULL OR m.state IN $states) AND ($patterns OR m.type <> 'MetaPattern') "
+            "RETURN count(m)",
+            {"scope": scope, "states": list(states) if states else None, "patterns": patterns},
         )
         return int(rows[0][0]) if rows else 0
 

@@ -203,12 +203,14 @@ class Relations(Repository):
             f"AND {KNOWN_THEN} RETURN a.id, b.id", {"scope": scope, "known_at": known_at})
         return [(r[0], r[1]) for r in rows]
 
-    async def counts(self, scope: str, states: Sequence[str]) -> list[tuple[str, int]]:
-        """Edges between memories of ``scope`` whose both ends are in ``states``, by type."""
+    async def counts(self, scope: str, states: Sequence[str], *, patterns: bool = True) -> list[tuple[str, int]]:
+        """Edges between memories of ``scope`` whose both ends are in ``states``, by type
+        (``patterns`` False: not those touching a MetaPattern, as a graph snapshot's edges)."""
         rows = await self.store.ro_query(
             "MATCH (a:Memory)-[r]->(b:Memory) WHERE a.scope = $scope AND b.scope = $scope "
-            "AND a.state IN $states AND b.state IN $states RETURN type(r), count(r)",
-            {"scope": scope, "states": list(states)})
+            "AND a.state IN $states AND b.state IN $states "
+            "AND ($patterns OR (a.type <> 'MetaPattern' AND b.type <> 'MetaPattern')) RETURN type(r), count(r)",
+            {"scope": scope, "states": list(states), "patterns": patterns})
         return [(r[0], int(r[1])) for r in rows]
 
     # --- system edges ----------------------------------------------------------------------

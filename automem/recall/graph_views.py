@@ -175,14 +175,17 @@ class GraphViews:
         shown = [n.memory.id for n in nodes]
         known_at = read.known_at if read.past else None
         edges = await self.graph.relations.among(shown, scope, known_at)
+        # The totals count what the nodes may show, so no MetaPattern (``types`` cannot name it)
+        # nor its edges: they made total_nodes 6 against 5 returned, unsampled, in a clustered
+        # scope (break-it review).
         if read.past:  # the totals as believed then: the versions' states, the edges known then
-            every = set(await self.graph.versions.list_ids_at("true", {"f_scope": scope}, states, read.known_at,
-                                                              EVERY))
+            every = set(await self.graph.versions.list_ids_at("v.type <> 'MetaPattern'", {"f_scope": scope}, states,
+                                                              read.known_at, EVERY))
             total_nodes = len(every)
             total_edges = sum(a in every and b in every for a, b in await self.graph.relations.ends(scope, known_at))
         else:
-            total_nodes = await self.graph.memories.count(scope, states)
-            total_edges = sum(n for _t, n in await self.graph.relations.counts(scope, states))
+            total_nodes = await self.graph.memories.count(scope, states, patterns=False)
+            total_edges = sum(n for _t, n in await self.graph.relations.counts(scope, states, patterns=False))
         return recall_service_pb2.GetGraphSnapshotResponse(
             nodes=nodes, edges=[recall_service_pb2.GraphEdge(source_id=s, type=t, target_id=o, strength=w)
                                 for s, t, o, w in edges],

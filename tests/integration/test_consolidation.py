@@ -12,6 +12,12 @@ import pytest_asyncio
 from automem.common.payload import build_payload
 from tests.conftest import eventually, start_service
 
+#: Three memories that cluster (with the ``tuned`` fixture's thresholds) and one that does not.
+CLUSTERED = ["The espresso machine on floor two makes great coffee.",
+             "Coffee from the floor two espresso machine is the best in the office.",
+             "Everyone queues for the espresso machine coffee on floor two each morning.",
+             "Quarterly tax filings are due to the accountant in April."]
+
 
 async def _store(http, content: str, **extra) -> str:
     r = await http.post("/memory", json={"content": content, **extra})
@@ -80,10 +86,7 @@ async def test_forget_is_off_by_default(service) -> None:
 
 async def test_creative_and_cluster(tuned) -> None:
     graph = tuned.ctx.graph
-    texts = ["The espresso machine on floor two makes great coffee.",
-             "Coffee from the floor two espresso machine is the best in the office.",
-             "Everyone queues for the espresso machine coffee on floor two each morning.",
-             "Quarterly tax filings are due to the accountant in April."]
+    texts = CLUSTERED
     async with tuned.http() as http:
         ids = await _stored_enriched(http, texts)
         # dry runs count, write nothing
@@ -355,10 +358,7 @@ async def test_metapatterns_are_nobodys_predecessor_and_decay_leaves_deleted_mem
     MetaPattern is no one's predecessor and has none; relevance is not written to a deleted
     memory."""
     graph = tuned.ctx.graph
-    texts = ["The espresso machine on floor two makes great coffee.",
-             "Coffee from the floor two espresso machine is the best in the office.",
-             "Everyone queues for the espresso machine coffee on floor two each morning.",
-             "Quarterly tax filings are due to the accountant in April."]
+    texts = CLUSTERED
     async with tuned.http() as http:
         ids = await _stored_enriched(http, texts)
         assert (await _consolidate(http, "cluster", False))["results"]["meta_patterns"] == 1
@@ -405,10 +405,7 @@ async def test_analyze_counts_a_patterns_live_members_only(tuned) -> None:
     """``GET /analyze`` ``patterns[].observations`` counted every PART_OF member of a
     MetaPattern, also those deleted or superseded since the cluster run. It counts the members
     that read ACTIVE now (automem/graph/memories.py ``Memories.analyze``)."""
-    texts = ["The espresso machine on floor two makes great coffee.",
-             "Coffee from the floor two espresso machine is the best in the office.",
-             "Everyone queues for the espresso machine coffee on floor two each morning.",
-             "Quarterly tax filings are due to the accountant in April."]
+    texts = CLUSTERED
     async with tuned.http() as http:
         ids = await _stored_enriched(http, texts)
         assert (await _consolidate(http, "cluster", False))["results"]["meta_patterns"] == 1
@@ -434,10 +431,7 @@ async def test_consolidation_edges_are_audited_once(tuned) -> None:
     from automem.v1 import events_pb2, memory_pb2
 
     graph, bus = tuned.ctx.graph, tuned.ctx.bus
-    texts = ["The espresso machine on floor two makes great coffee.",
-             "Coffee from the floor two espresso machine is the best in the office.",
-             "Everyone queues for the espresso machine coffee on floor two each morning.",
-             "Quarterly tax filings are due to the accountant in April."]
+    texts = CLUSTERED
     async with tuned.http() as http:
         await _stored_enriched(http, texts)
         runs = await asyncio.gather(*(_consolidate(http, "creative", False) for _ in range(2)))
@@ -457,3 +451,21 @@ async def test_consolidation_edges_are_audited_once(tuned) -> None:
         history = (await http.get(f"/v1/memories/{members[0][0]}/history")).json()["events"]
         assert any(e["type"] == "EVENT_TYPE_RELATION_CREATED" and e["relation"]["target_id"] == members[0][1]
                    for e in history), history
+
+
+async def test_snapshot_totals_count_what_the_snapshot_may_show(tuned) -> None:
+    """Break-it review: in a clustered scope the snapshot's totals counted the MetaPattern and
+    its PART_OF edges, which it never returns as nodes (total_nodes 6 against 5 returned,
+    unsampled). The totals leave them out, now and at a past known_at."""
+    from datetime import UTC, datetime
+
+    texts = CLUSTERED
+    async with tuned.http() as http:
+        await _stored_enriched(http, texts)
+        assert (await _consolidate(http, "cluster", False))["results"]["meta_patterns"] == 1
+        after = datetime.now(UTC).isoformat()
+        for params in ({}, {"known_at": after}):
+            body = (await http.get("/graph/snapshot", params=params)).json()
+            stats = body["stats"]
+            assert stats["sampled"] is False and stats["total_nodes"] == stats["returned_nodes"] == 4, (params, stats)
+            assert stats["total_edges"] == stats["returned_edges"], (params, stats)
