@@ -237,19 +237,26 @@ async def _enriched(graph, memory_id: str, scope: str) -> bool:
     return memory is not None and memory.embedding_status == memory_pb2.EMBEDDING_STATUS_DONE
 
 
+async def _write_orphan(settings: Settings, text: str) -> memory_pb2.Memory:
+    """Writes one memory to the graph through the repository and publishes no event: the
+    crash point between the graph write and the publish. Returns the memory written."""
+    graph = GraphStore(settings)
+    try:
+        await graph.ensure_schema()
+        orphan = _memory(text, "default", settings)
+        await graph.memories.create_many([orphan])
+        assert (await graph.memories.get(orphan.id, "default")).embedding_status == memory_pb2.EMBEDDING_STATUS_PENDING
+    finally:
+        await graph.close()
+    return orphan
+
+
 async def test_memory_written_without_its_event_is_enriched_after_a_start(settings: Settings) -> None:
     """The crash point between the graph write and the publish: the node is written through
     the repository and no event is published; a service started afterwards enriches it."""
     settings = settings.model_copy(update={"pending_sweep_min_age_seconds": 0.0,
                                            "pending_sweep_interval_seconds": 3600.0})
-    graph = GraphStore(settings)
-    try:
-        await graph.ensure_schema()
-        orphan = _memory("written to the graph by a process that died before publishing", "default", settings)
-        await graph.memories.create_many([orphan])
-        assert (await graph.memories.get(orphan.id, "default")).embedding_status == memory_pb2.EMBEDDING_STATUS_PENDING
-    finally:
-        await graph.close()
+    orphan = await _write_orphan(settings, "written to the graph by a process that died before publishing")
     service = await start_service(settings)
     try:
         # Only the sweep at start can find it (the next round is an hour away).
@@ -276,13 +283,7 @@ async def test_memory_written_without_its_event_is_enriched_after_a_start_with_v
 
     settings = settings.model_copy(update={"qdrant_url": "disabled", "pending_sweep_min_age_seconds": 0.0,
                                            "pending_sweep_interval_seconds": 3600.0})
-    graph = GraphStore(settings)
-    try:
-        await graph.ensure_schema()
-        orphan = _memory("written without vectors by a process that died before publishing", "default", settings)
-        await graph.memories.create_many([orphan])
-    finally:
-        await graph.close()
+    orphan = await _write_orphan(settings, "written without vectors by a process that died before publishing")
     service = await start_service(settings)
     try:
         ctx = service.ctx
