@@ -13,7 +13,13 @@ and the enrichment consumer (the only writer of points) brings the vectors in st
   ``cluster_threshold`` similar to the seed, at least ``cluster_min_size`` members): one
   ``MetaPattern`` memory per new cluster whose content is an extractive summary of the
   members, members linked to it by PART_OF. MetaPatterns are withheld from recall by the state
-  pass; a cluster already summarised (same members) is not summarised again.
+  pass; a cluster already summarised (same members, same contents) is not summarised again.
+  A pattern stays the current summary only while its cluster holds: when a new pattern takes
+  at least half of an older one's ACTIVE members (the cluster grew, shrank or a member's
+  content changed), or fewer than ``cluster_min_size`` of its members are still ACTIVE, the
+  older pattern is ARCHIVED (``state_reason`` "consolidate: re-clustered into <id>" /
+  "consolidate: members gone"), so re-clustering leaves no overlapping patterns and no summary
+  of text that changed.
 * Each edge creative or cluster creates gets a RELATION_CREATED event, as ``POST /associate``'s
   (history, ``GET /stream``); an edge another run created first is neither counted nor
   announced again.
@@ -175,39 +181,84 @@ class Tasks:
     # --- cluster ---------------------------------------------------------------------------
 
     async def cluster(self, scope: str | None, dry_run: bool) -> dict[str, int]:
+        """Cluster each scope (module docstring). Returns counts: ``clusters`` found,
+        ``meta_patterns`` created and ``meta_patterns_archived`` (older patterns a new one
+        replaced or whose members are gone); on a dry run, what would be."""
         if self.vectors is None:
-            return {"clusters": 0, "meta_patterns": 0}
+            return {"clusters": 0, "meta_patterns": 0, "meta_patterns_archived": 0}
         scopes = [scope] if scope is not None else await self.graph.memories.active_scopes()
-        clusters = created = 0
+        counts = {"clusters": 0, "meta_patterns": 0, "meta_patterns_archived": 0}
         for sc in scopes:
+            existing = await self.graph.memories.meta_patterns(sc)
+            replaced: dict[str, str] = {}  # older pattern id -> why it gives way
             rows = await self.graph.memories.embedded(sc, CLUSTER_MAX)
             ids = [r[0] for r in rows]
             vecs = await self._vectors(ids)
             ids = [i for i in ids if i in vecs]
-            if len(ids) < self.settings.cluster_min_size:
-                continue
-            matrix = np.stack([vecs[i] for i in ids])
-            sims = matrix @ matrix.T
-            free = np.ones(len(ids), dtype=bool)
-            for seed in range(len(ids)):
-                if not free[seed]:
-                    continue
-                members = np.where(free & (sims[seed] >= self.settings.cluster_threshold))[0]
-                if len(members) < self.settings.cluster_min_size:
-                    continue
-                free[members] = False
-                clusters += 1
-                if await self._summarise(sc, [ids[i] for i in members], dry_run):
-                    created += 1
-        return {"clusters": clusters, "meta_patterns": created}
+            if len(ids) >= self.settings.cluster_min_size:
+                matrix = np.stack([vecs[i] for i in ids])
+                sims = matrix @ matrix.T
+                free = np.ones(len(ids), dtype=bool)
+                for seed in range(len(ids)):
+                    if not free[seed]:
+                        continue
+                    members = np.where(free & (sims[seed] >= self.settings.cluster_threshold))[0]
+                    if len(members) < self.settings.cluster_min_size:
+                        continue
+                    free[members] = False
+                    counts["clusters"] += 1
+                    member_ids = [ids[i] for i in members]
+                    pattern_id = await self._summarise(sc, member_ids, dry_run)
+                    if pattern_id is None:
+                        continue
+                    counts["meta_patterns"] += 1
+                    taken = set(member_ids)
+                    for old_id, (_, old_members) in existing.items():
+                        # The new pattern holds at least half of the older one's live members.
+                        if old_id not in replaced and 2 * len(old_members & taken) >= max(len(old_members), 1):
+                            replaced[old_id] = f"re-clustered into {pattern_id or '(dry run)'}"
+            for old_id, (_, old_members) in existing.items():
+                if old_id not in replaced and len(old_members) < self.settings.cluster_min_size:
+                    replaced[old_id] = "members gone"
+            counts["meta_patterns_archived"] += await self._archive_patterns(sc, existing, replaced, dry_run)
+        return counts
 
-    async def _summarise(self, scope: str, member_ids: list[str], dry_run: bool) -> bool:
-        key = hashlib.sha256("|".join(sorted(member_ids)).encode()).hexdigest()[:24]
-        if await self.graph.memories.meta_pattern_exists(scope, key):
-            return False
-        if dry_run:
-            return True
+    async def _archive_patterns(self, scope: str, existing: dict[str, tuple[int, set[str]]],
+                                replaced: dict[str, str], dry_run: bool) -> int:
+        """ARCHIVE each pattern of ``replaced`` (id -> reason) at the version ``existing``
+        read, with a MEMORY_ARCHIVED event; a pattern changed meanwhile (another run) is left
+        alone. Returns how many were archived (on a dry run, how many would be)."""
+        if dry_run or not replaced:
+            return len(replaced)
+        current = await self.graph.memories.hydrate(list(replaced), scope)
+        archived = 0
+        for pid, reason in replaced.items():
+            before = current.get(pid)
+            if (before is None or before.version != existing[pid][0]
+                    or before.state != memory_pb2.MEMORY_STATE_ACTIVE):
+                continue
+            updated = Memory()
+            updated.CopyFrom(before)
+            updated.state = memory_pb2.MEMORY_STATE_ARCHIVED
+            updated.state_reason = f"consolidate: {reason}"
+            updated.version = before.version + 1
+            updated.update_time.CopyFrom(ts(time.time()))
+            if await self.graph.memories.replace(updated, before.version):
+                await self._event(events_pb2.EVENT_TYPE_MEMORY_ARCHIVED, before, updated)
+                archived += 1
+        return archived
+
+    async def _summarise(self, scope: str, member_ids: list[str], dry_run: bool) -> str | None:
+        """Create the MetaPattern of one cluster. Its id ("" on a dry run), or None when the
+        cluster (its member ids with their content hashes) is summarised already or another
+        run summarised it meanwhile."""
         members = await self.graph.memories.hydrate(member_ids, scope)
+        key = hashlib.sha256("|".join(f"{i}:{members[i].content_hash if i in members else ''}"
+                                      for i in sorted(member_ids)).encode()).hexdigest()[:24]
+        if await self.graph.memories.meta_pattern_exists(scope, key):
+            return None
+        if dry_run:
+            return ""
         texts = [members[i].content for i in member_ids if i in members]
         summary = extractive_summary(" ".join(t.rstrip(".") + "." for t in texts), self.settings.summary_max_length)
         now = time.time()
@@ -222,11 +273,11 @@ class Tasks:
         for name in ("create_time", "update_time", "record_time", "event_time", "valid_from"):
             getattr(meta, name).CopyFrom(ts(now))
         if not await self.graph.memories.create_meta_pattern(meta, key):
-            return False  # another run summarised this cluster meanwhile
+            return None  # another run summarised this cluster meanwhile
         created = await self.graph.relations.link_members(meta.id, member_ids, now)
         await self._event(events_pb2.EVENT_TYPE_MEMORY_CREATED, None, meta, content_changed=True)
         await self._relation_events(created)
-        return True
+        return meta.id
 
     # --- forget ----------------------------------------------------------------------------
 

@@ -768,6 +768,21 @@ class Memories(Repository):
             "AND p.metadata CONTAINS $key RETURN p.id LIMIT 1", {"scope": scope, "key": cluster_key})
         return bool(rows)
 
+    async def meta_patterns(self, scope: str) -> dict[str, tuple[int, set[str]]]:
+        """Every ACTIVE MetaPattern of ``scope`` by id: ``(version, ids of its PART_OF members
+        that are ACTIVE)`` (a pattern whose members are all gone maps to an empty set). One
+        row per edge, filtered here: a ``WHERE`` on the far node of an expansion can turn
+        FalkorDB's lookup into a scan (docs/benchmarks.md, "Where a recall's time went")."""
+        rows = await self.store.ro_query(
+            "MATCH (p:Memory) WHERE p.scope = $scope AND p.type = 'MetaPattern' AND p.state = 'ACTIVE' "
+            "OPTIONAL MATCH (m:Memory)-[:PART_OF]->(p) RETURN p.id, p.version, m.id, m.state", {"scope": scope})
+        patterns: dict[str, tuple[int, set[str]]] = {}
+        for pid, version, mid, state in rows:
+            members = patterns.setdefault(pid, (int(version or 0), set()))[1]
+            if mid is not None and state == "ACTIVE":
+                members.add(mid)
+        return patterns
+
     async def forget_candidates(self, scope: str | None, protected_types: Sequence[str], protected_importance: float,
                                 reason_prefix: str, delete_below: float | None, archive_below: float | None,
                                 archived_before: float) -> tuple[list[Memory], list[Memory]]:

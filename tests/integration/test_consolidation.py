@@ -10,6 +10,7 @@ import uuid
 import pytest_asyncio
 
 from automem.common.payload import build_payload
+from automem.v1 import events_pb2
 from tests.conftest import eventually, start_service
 
 #: Three memories that cluster (with the ``tuned`` fixture's thresholds) and one that does not.
@@ -103,7 +104,7 @@ async def test_creative_and_cluster(tuned) -> None:
         assert all(e[2] >= 0.3 for e in edges)
 
         body = await _consolidate(http, "cluster", False)
-        assert body["results"] == {"clusters": 1, "meta_patterns": 1}
+        assert body["results"] == {"clusters": 1, "meta_patterns": 1, "meta_patterns_archived": 0}
         metas = await graph.ro_query("MATCH (m:Memory {type: 'MetaPattern'}) RETURN m.id, m.content")
         assert len(metas) == 1 and "Pattern across 3 memories" in metas[0][1]
         members = await graph.ro_query("MATCH (m:Memory)-[:PART_OF]->(p:Memory {id: $id}) RETURN m.id",
@@ -376,6 +377,66 @@ async def test_metapatterns_are_nobodys_predecessor_and_decay_leaves_deleted_mem
         scores = dict(await graph.ro_query("MATCH (m:Memory) WHERE m.id IN $ids RETURN m.id, m.relevance_score",
                                            {"ids": [gone, ids[0]]}))
         assert scores == {gone: before, ids[0]: 0.456}, scores
+
+
+async def _patterns(graph) -> dict[str, tuple[str, str]]:
+    """Every MetaPattern: id -> (state, state_reason)."""
+    rows = await graph.ro_query("MATCH (m:Memory {type: 'MetaPattern'}) RETURN m.id, m.state, m.state_reason")
+    return {r[0]: (r[1], r[2] or "") for r in rows}
+
+
+async def test_a_cluster_that_changed_replaces_its_pattern_and_one_whose_members_are_gone_is_archived(tuned) -> None:
+    """Break-it review: a cluster keyed by its member ids alone was summarised once, so an
+    edited member left the pattern's text as it was (frozen), and a cluster that grew by one
+    memory got a second pattern beside the first (overlapping summaries, both current). The key
+    holds the members' content hashes now, and a new pattern that takes at least half of an
+    older one's live members archives it, as does losing members below the cluster size; each
+    archive is a versioned write with a MEMORY_ARCHIVED event by ``system:consolidate``."""
+    graph = tuned.ctx.graph
+    async with tuned.http() as http:
+        ids = await _stored_enriched(http, CLUSTERED)
+        assert (await _consolidate(http, "cluster", False))["results"]["meta_patterns"] == 1
+        [first] = await _patterns(graph)
+
+        # An edited member: a new summary with the new text; the first one gives way.
+        edited = "The espresso machine on floor two makes great coffee, and oat milk is next to it now."
+        r = await http.patch(f"/memory/{ids[0]}", json={"content": edited})
+        assert r.status_code == 200, r.text
+        await eventually(lambda: _enriched(http, ids[0]))
+        dry = (await _consolidate(http, "cluster", True))["results"]
+        assert dry == {"clusters": 1, "meta_patterns": 1, "meta_patterns_archived": 1}, dry
+        assert set(await _patterns(graph)) == {first}  # the dry run wrote nothing
+        body = (await _consolidate(http, "cluster", False))["results"]
+        assert body == {"clusters": 1, "meta_patterns": 1, "meta_patterns_archived": 1}, body
+        patterns = await _patterns(graph)
+        [second] = [p for p in patterns if p != first]
+        assert patterns == {first: ("ARCHIVED", f"consolidate: re-clustered into {second}"),
+                            second: ("ACTIVE", "")}, patterns
+        [(text,)] = await graph.ro_query("MATCH (m:Memory {id: $id}) RETURN m.content", {"id": second})
+        assert "oat milk" in text
+        history = await tuned.ctx.bus.events_for(first)
+        archived = [e for e in history if e.type == events_pb2.EVENT_TYPE_MEMORY_ARCHIVED]
+        assert [(e.actor, e.after.version) for e in archived] == [("system:consolidate", 2)], archived
+        # Unchanged since: nothing new, nothing archived.
+        again = (await _consolidate(http, "cluster", False))["results"]
+        assert again == {"clusters": 1, "meta_patterns": 0, "meta_patterns_archived": 0}, again
+
+        # A grown cluster: one current pattern of four members, not a second one beside it.
+        await _stored_enriched(http, ["Floor two's espresso machine makes the coffee everyone wants."])
+        body = (await _consolidate(http, "cluster", False))["results"]
+        assert body["meta_patterns"] == 1 and body["meta_patterns_archived"] == 1, body
+        active = [p for p, (state, _) in (await _patterns(graph)).items() if state == "ACTIVE"]
+        assert len(active) == 1 and active[0] not in (first, second), active
+        members = await graph.ro_query("MATCH (m:Memory)-[:PART_OF]->(p:Memory {id: $id}) RETURN m.id",
+                                       {"id": active[0]})
+        assert len(members) == 4, members
+
+        # Members gone: below the cluster size, the pattern is archived and none replaces it.
+        for member in [r[0] for r in members][:3]:
+            assert (await http.delete(f"/memory/{member}")).status_code == 200
+        body = (await _consolidate(http, "cluster", False))["results"]
+        assert body == {"clusters": 0, "meta_patterns": 0, "meta_patterns_archived": 1}, body
+        assert (await _patterns(graph))[active[0]] == ("ARCHIVED", "consolidate: members gone")
 
 
 async def test_a_scoped_or_failed_run_does_not_postpone_the_every_scope_schedule(own_service) -> None:
