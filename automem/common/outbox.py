@@ -68,9 +68,12 @@ class EventPublisher:
     async def publish(self, event: events_pb2.MemoryEvent) -> bool:
         """Publish now; on failure append to the outbox. Returns True when published.
 
-        Events queue behind any outbox backlog so per-memory order is kept.
+        Events queue behind any outbox backlog so per-memory order is kept. While the bus is
+        not connected (NATS stopped: the client is reconnecting) the event goes to the outbox
+        at once: a publish then waited the whole store bound (5 s) for an acknowledgement that
+        could not come.
         """
-        if await self.backlog() == 0:
+        if self.bus.connected and await self.backlog() == 0:
             try:
                 await self.bus.publish_event(event)
                 return True
@@ -88,11 +91,12 @@ class EventPublisher:
         (:meth:`Bus.publish_events`, one round trip; ``parents``: the span each event's
         PRODUCER span belongs under), the ones that fail appended to the outbox in their order
         (one RPUSH). Returns how many were published now. Like :meth:`publish`, events queue
-        behind an outbox backlog, so per-memory order is kept."""
+        behind an outbox backlog, so per-memory order is kept, and go to the outbox at once
+        while the bus is not connected."""
         if not events:
             return 0
         failed = list(events)
-        if await self.backlog() == 0:
+        if self.bus.connected and await self.backlog() == 0:
             try:
                 results = await self.bus.publish_events(events, parents=parents)
                 failed = [event for event, error in zip(events, results, strict=True) if error is not None]
@@ -145,9 +149,9 @@ class EventPublisher:
         this call removed. Each entry leaves the list only while it is still the head
         (:data:`_POP_IF_HEAD`, one atomic script), so drainers in several processes at once
         may publish an entry twice — the server drops the second by its ``Nats-Msg-Id`` —
-        but never drop one unpublished."""
+        but never drop one unpublished. Nothing is tried while the bus is not connected."""
         sent = 0
-        while True:
+        while self.bus.connected:
             async with self.graph.bounded():
                 raw = await self.graph.redis.lindex(self.key, 0)
             if raw is None:
@@ -173,6 +177,7 @@ class EventPublisher:
                 return sent
             async with self.graph.bounded():
                 sent += int(await self.graph.redis.eval(_POP_IF_HEAD, 1, self.key, raw))
+        return sent
 
     async def drain_forever(self, interval: float = 1.0) -> None:
         """Background task: drain the outbox every ``interval`` seconds or when woken."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import logging
 import time
 import uuid
 from datetime import UTC, datetime
@@ -501,6 +502,34 @@ async def test_event_published_while_nats_is_down_reaches_the_stream_once_it_is_
         created = await eventually(on_stream, timeout=30)
         assert len(created) == 1 and created[0].after.content == "stored while NATS was down"
 
+
+
+async def test_a_write_while_nats_is_stopped_goes_to_the_outbox_without_trying_the_bus(own_nats, caplog) -> None:
+    """With nats-server stopped the client reconnects (not connected), yet the first write of
+    the outage still published and waited the store bound (5 s) for an acknowledgement that
+    could not come, and logged "event publish failed". The event goes to the outbox at once
+    now; the drain tries nothing until the bus is back, then publishes it."""
+    running = own_nats.service
+    bus, publisher = running.ctx.bus, running.ctx.publisher
+    async with running.http() as http:
+        await own_nats.stop()
+        async def reconnecting() -> bool:
+            return not bus.connected
+        await eventually(reconnecting, timeout=30)
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="automem.common.outbox"):
+            r = await http.post("/memory", json={"content": "stored while the bus reconnects"})
+            assert r.status_code == 201, r.text
+            r = await http.post("/memory/batch", json={"memories": [{"content": "batch while the bus reconnects"}]})
+            assert r.status_code in (200, 201), r.text
+        assert await publisher.backlog() == 2
+        assert await publisher.drain_once() == 0 and await publisher.backlog() == 2
+        assert not [rec for rec in caplog.records if "publish failed" in rec.getMessage()], caplog.records
+        await own_nats.start()
+
+        async def outbox_empty() -> bool:
+            return await publisher.backlog() == 0
+        await eventually(outbox_empty, timeout=30)
 
 # --- 7. recovery -----------------------------------------------------------------------
 
