@@ -401,10 +401,18 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
                               field="etag")
             frozen = {FIELD_LABELS.get(p, p) for p in {"content", "valid_from", "valid_to"} & set(paths)}
             if current.state == memory_pb2.MEMORY_STATE_SUPERSEDED and frozen:
-                raise FailedPrecondition(
-                    f"{min(frozen)}: memory {request.id} is SUPERSEDED by {current.superseded_by or 'another'}; "
-                    "its content and window are history — update the current memory instead",
-                    field=min(frozen))
+                # Replaced from a later date (a supersede with a future t_valid), the memory is
+                # the fact in force until its window closes, and reads call it ACTIVE: its
+                # content can be corrected until then (it was refused, and nothing else could
+                # correct the fact in force). Its window stays: it ends where the successor's begins.
+                in_force = first_epoch(current, "valid_to", default=0.0) > now().timestamp()
+                if not in_force or frozen != {"content"}:
+                    raise FailedPrecondition(
+                        f"{min(frozen - {'content'} if in_force else frozen)}: memory {request.id} is SUPERSEDED "
+                        f"by {current.superseded_by or 'another'}"
+                        + ("; its window ends where its successor's begins" if in_force else
+                           "; its content and window are history — update the current memory instead"),
+                        field=min(frozen - {"content"} if in_force else frozen))
             updated, content_changed = apply_update(current, request.memory, paths, self.settings, now(),
                                                     list(request.add_tags))
             if _same_but_for_the_version(updated, current):

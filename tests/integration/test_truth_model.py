@@ -246,6 +246,34 @@ async def test_a_fact_replaced_from_a_future_date_reads_active_until_then(servic
         assert [(h["id"], h["memory"]["state"]) for h in hits] == [(bob, "ACTIVE")], hits
 
 
+
+async def test_the_fact_in_force_until_a_future_replacement_can_be_corrected_until_then(service) -> None:
+    """A memory replaced from a later date reads ACTIVE until then, but a correction of its
+    content was refused (409: SUPERSEDED), so the fact in force could not be corrected at all.
+    Its content can be corrected now, with a new version; its window stays tied to the
+    successor's start, and a memory whose replacement is in force is history as before."""
+    async with service.http() as http:
+        lead = await _store(http, "The platform team lead is Alcie", tags=["fixlead"])
+        start = f"{datetime.now(UTC).year + 1}-01-15T00:00:00Z"
+        r = await http.post("/memory", json={"content": "The platform team lead is Bob", "tags": ["fixlead"],
+                                             "supersedes_memory_id": lead, "t_valid": start})
+        assert r.status_code == 201, r.text
+        bob = r.json()["memory_id"]
+        r = await http.patch(f"/memory/{lead}", json={"content": "The platform team lead is Alice"})
+        assert r.status_code == 200, r.text
+        got = (await http.get(f"/memory/{lead}")).json()["memory"]
+        assert (got["content"], got["state"], got["superseded_by"]) == (
+            "The platform team lead is Alice", "ACTIVE", bob), got
+        assert got["t_invalid"].startswith(start[:10]), got
+        r = await http.patch(f"/memory/{lead}", json={"t_invalid": f"{datetime.now(UTC).year + 2}-01-01T00:00:00Z"})
+        assert r.status_code == 409 and "t_invalid" in r.json()["error"], r.text
+
+        old = await _store(http, "The office is on floor two")
+        r = await http.post("/memory", json={"content": "The office is on floor three", "supersedes_memory_id": old})
+        assert r.status_code == 201, r.text
+        r = await http.patch(f"/memory/{old}", json={"content": "The office was on floor two"})
+        assert r.status_code == 409 and "content" in r.json()["error"], r.text
+
 # --- 3. trust states -------------------------------------------------------------------
 
 
