@@ -208,6 +208,17 @@ async def test_correction_recorded_after_the_fact_reads_bitemporally(service) ->
         assert [h["id"] for h in hits] == [berlin]
 
 
+async def _replaced_next_year(http, content: str, tag: str) -> tuple[str, str, str]:
+    """Store ``content`` under ``tag`` and supersede it by "The platform team lead is Bob"
+    valid from January 15 next year: ``(old id, replacement id, its t_valid)``."""
+    old = await _store(http, content, tags=[tag])
+    start = f"{datetime.now(UTC).year + 1}-01-15T00:00:00Z"
+    r = await http.post("/memory", json={"content": "The platform team lead is Bob", "tags": [tag],
+                                         "supersedes_memory_id": old, "t_valid": start})
+    assert r.status_code == 201, r.text
+    return old, r.json()["memory_id"], start
+
+
 async def test_a_fact_replaced_from_a_future_date_reads_active_until_then(service) -> None:
     """A supersede whose replacement is valid from next year leaves the old fact in force
     until then. Every read returned it as current but labelled SUPERSEDED, which an agent
@@ -215,12 +226,7 @@ async def test_a_fact_replaced_from_a_future_date_reads_active_until_then(servic
     what replaces it, and when) until the replacement's window begins; ``state_mode=history``
     shows the stored SUPERSEDED, and reads at a later ``as_of`` show the replacement."""
     async with service.http() as http:
-        lead = await _store(http, "The platform team lead is Alice", tags=["futurelead"])
-        start = f"{datetime.now(UTC).year + 1}-01-15T00:00:00Z"
-        r = await http.post("/memory", json={"content": "The platform team lead is Bob", "tags": ["futurelead"],
-                                             "supersedes_memory_id": lead, "t_valid": start})
-        assert r.status_code == 201, r.text
-        bob = r.json()["memory_id"]
+        lead, bob, start = await _replaced_next_year(http, "The platform team lead is Alice", "futurelead")
         got = (await http.get(f"/memory/{lead}")).json()["memory"]
         assert (got["is_current"], got["state"], got["superseded_by"]) == (True, "ACTIVE", bob), got
         assert got["t_invalid"].startswith(start[:10]), got
@@ -253,12 +259,7 @@ async def test_the_fact_in_force_until_a_future_replacement_can_be_corrected_unt
     Its content can be corrected now, with a new version; its window stays tied to the
     successor's start, and a memory whose replacement is in force is history as before."""
     async with service.http() as http:
-        lead = await _store(http, "The platform team lead is Alcie", tags=["fixlead"])
-        start = f"{datetime.now(UTC).year + 1}-01-15T00:00:00Z"
-        r = await http.post("/memory", json={"content": "The platform team lead is Bob", "tags": ["fixlead"],
-                                             "supersedes_memory_id": lead, "t_valid": start})
-        assert r.status_code == 201, r.text
-        bob = r.json()["memory_id"]
+        lead, bob, start = await _replaced_next_year(http, "The platform team lead is Alcie", "fixlead")
         r = await http.patch(f"/memory/{lead}", json={"content": "The platform team lead is Alice"})
         assert r.status_code == 200, r.text
         got = (await http.get(f"/memory/{lead}")).json()["memory"]
