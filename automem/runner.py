@@ -101,6 +101,24 @@ def child_targets(settings: Settings, chosen: list[str], wanted: list[str],
     return [n for n in present if n not in leaving], children, kept
 
 
+def split_shard_warning(settings: Settings, chosen: list[str], modules: Mapping[str, Module] = MODULES) -> str:
+    """The warning for a process run apart (``automem serve``) that opens an embedded vector
+    shard of its own (``QDRANT_URL`` empty) without both its writer and its reader: only
+    ``enrich`` writes points and ``recall`` reads them, and no other process can open or reach
+    that shard, so recall elsewhere finds nothing this process's enrich wrote, or this
+    process's recall finds nothing at all (README, "Running parts separately"). "" when the
+    shard has both, no target here needs vectors, or the store is a server or disabled."""
+    if settings.qdrant_url.strip() != "" or not settings.vectors_enabled:
+        return ""
+    present = {n for n in resolve(chosen, modules) if modules[n].target and modules[n].start is not None}
+    needing = sorted(t for t in present if "vectors" in closure([t], modules))
+    if not needing or {"enrich", "recall"} <= present:
+        return ""
+    return (f"QDRANT_URL is empty: {', '.join(needing)} open an embedded vector shard under AUTOMEM_DATA_DIR "
+            "that no other process reaches, without " + ("recall" if "enrich" in present else "enrich")
+            + " beside it; give every process one Qdrant server (QDRANT_URL), or set it to disabled")
+
+
 class Runner:
     """Starts the chosen targets' modules in order and stops them in reverse.
 

@@ -68,7 +68,7 @@ from automem.common.embedded import EmbeddedRuntime, EmbeddedServerError
 from automem.common.errors import ListenError
 from automem.common.jsontext import json_lines
 from automem.common.settings import Settings, get_settings
-from automem.runner import Runner, child_targets, closure, targets
+from automem.runner import Runner, child_targets, closure, split_shard_warning, targets
 from automem.vectors.shared import ShardServer, socket_path
 
 if TYPE_CHECKING:
@@ -168,6 +168,8 @@ async def _start(up: _Started, settings: Settings, targets: list[str], embedded:
         settings = await runtime.start()
     up.settings = settings
     in_process, child_names = targets, []
+    if not embedded and (warning := split_shard_warning(settings, targets)):
+        log.warning(warning)
     if embedded:
         in_process, child_names, kept = child_targets(settings, targets, _names(settings.child_targets))
         for name, reason in kept.items():

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from automem.common.settings import Settings
-from automem.runner import child_targets
+from automem.runner import child_targets, split_shard_warning
 
 SHARED = Settings(qdrant_url="", vector_share=True)
 
@@ -38,3 +38,17 @@ def test_targets_not_chosen_are_left_out_of_their_group() -> None:
 def test_a_bad_list_is_refused_naming_the_target(wanted: list[str], match: str) -> None:
     with pytest.raises(ValueError, match=match):
         child_targets(SHARED, ["all"], wanted)
+
+
+def test_a_process_apart_on_an_embedded_shard_without_enrich_or_recall_is_warned() -> None:
+    """Separate processes on empty QDRANT_URLs each opened a shard of their own and recall
+    found nothing enrichment wrote, without a word (README, "Running parts separately")."""
+    embedded = Settings(qdrant_url="")
+    recall_alone = split_shard_warning(embedded, ["ingest", "recall"])
+    assert "QDRANT_URL" in recall_alone and "recall" in recall_alone and "without enrich" in recall_alone
+    assert "without recall" in split_shard_warning(embedded, ["enrich"])
+    assert split_shard_warning(embedded, ["all"]) == ""
+    assert split_shard_warning(embedded, ["recall", "enrich"]) == ""
+    assert split_shard_warning(embedded, ["gateway", "ingest"]) == ""  # no target of these needs vectors
+    assert split_shard_warning(Settings(qdrant_url="http://qdrant:6333"), ["recall"]) == ""
+    assert split_shard_warning(Settings(qdrant_url="disabled"), ["recall"]) == ""
