@@ -40,6 +40,16 @@ def local_host(settings: Settings) -> str:
     return "127.0.0.1" if settings.host in ("0.0.0.0", "") else settings.host
 
 
+def parent_service_name(settings: Settings, in_process: list[str], children: list[str]) -> str:
+    """The telemetry service name of ``automem up``'s own process: ``<service name>-<its
+    targets>`` (e.g. ``automem-ingest-recall-consolidate``) when it has children, which are
+    named ``<service name>-<their targets>`` (:meth:`ChildProcess.environment`); the setting
+    as it is when ``OTEL_SERVICE_NAME`` was given or every target runs in this process."""
+    if not children or "OTEL_SERVICE_NAME" in os.environ or not in_process:
+        return settings.otel_service_name
+    return f"{settings.otel_service_name}-{'-'.join(in_process)}"
+
+
 def address_setting(target: str) -> str | None:
     """The Settings field holding the address of ``target``'s gRPC services
     (``enrich`` -> ``enrich_addr``), or None when the target has none (``gateway``)."""

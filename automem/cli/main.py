@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from automem.children import ChildProcess, address_setting, local_host, report_ready
+from automem.children import ChildProcess, address_setting, local_host, parent_service_name, report_ready
 from automem.cli import operate, rest
 from automem.cli.connect import (
     add_connection_options,
@@ -175,6 +175,8 @@ async def _start(up: _Started, settings: Settings, targets: list[str], embedded:
         for name, reason in kept.items():
             log.info("target stays in this process", extra={"target": name, "reason": reason})
     children = up.children = [ChildProcess(settings, name) for name in child_names]
+    # This process's traces and metrics say which part it is, as the children's do.
+    settings = settings.model_copy(update={"otel_service_name": parent_service_name(settings, in_process, child_names)})
     # Where each child's services are, known before any process starts.
     addresses = {t: c.grpc_address for c in children for t in c.targets if address_setting(t)}
     runner = up.runner = Runner(settings.model_copy(update={address_setting(t): a for t, a in addresses.items()}),

@@ -70,3 +70,17 @@ def test_each_child_names_itself_to_telemetry_unless_told_otherwise(monkeypatch)
     assert ChildProcess(settings, "gateway+recall").environment({}, "")["OTEL_SERVICE_NAME"] == "automem-gateway-recall"
     monkeypatch.setenv("OTEL_SERVICE_NAME", "memory-prod")
     assert ChildProcess(Settings(port=0, metrics_port=0), "enrich").environment({}, "")["OTEL_SERVICE_NAME"] == "memory-prod"
+
+
+def test_the_parent_of_children_names_its_own_targets_to_telemetry(monkeypatch) -> None:
+    """The children were ``automem-<targets>`` while the parent of ``automem up`` kept
+    service.name "automem", which reads as the whole service."""
+    from automem.children import parent_service_name
+
+    monkeypatch.delenv("OTEL_SERVICE_NAME", raising=False)
+    settings = Settings(port=0, metrics_port=0)
+    assert parent_service_name(settings, ["ingest", "recall", "consolidate"], ["gateway", "enrich"]) == \
+        "automem-ingest-recall-consolidate"
+    assert parent_service_name(settings, ["ingest", "recall", "consolidate", "enrich", "gateway"], []) == "automem"
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "memory-prod")
+    assert parent_service_name(Settings(port=0, metrics_port=0), ["ingest"], ["gateway"]) == "memory-prod"
