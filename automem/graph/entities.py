@@ -6,13 +6,14 @@ Entities are per scope (their ``key`` starts with the scope: automem/enrich/enti
 
 from __future__ import annotations
 
+import time
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from automem.common.errors import InvalidArgument
-from automem.common.model import Memory, node_fields, node_to_memory
+from automem.common.model import OPEN_END, Memory, node_fields, node_to_memory
 from automem.graph.repository import Repository
 from automem.v1 import memory_pb2
 
@@ -57,44 +58,47 @@ class Entities(Repository):
 
     # --- entity API (automem/recall/graph_views.py, automem/ingest/entity_merge.py) ---------
 
-    async def listing(self, scope: str, kind: str | None, limit: int, live: Sequence[str]) -> list[EntityRow]:
+    async def listing(self, scope: str, kind: str | None, limit: int, as_of: float) -> list[EntityRow]:
         """Up to ``limit`` entities of ``scope`` not merged into another (of ``kind``; None =
-        any), most referenced first, then key; the reference count is the memories in ``live``
-        states that mention the entity or one merged into it, and an entity no such memory
-        mentions (its memories deleted or edited away) is not listed."""
+        any), most referenced first, then key; the reference count is the memories current at
+        ``as_of`` (epoch seconds; :data:`_COUNTED`) that mention the entity or one merged into it,
+        and an entity no such memory mentions (its memories deleted, superseded or edited
+        away) is not listed."""
         rows = await self.store.ro_query(
             "MATCH (e:Entity) WHERE e.scope = $scope AND e.merged_into IS NULL AND ($kind IS NULL OR e.kind = $kind) "
             + _COUNTED + "WHERE n > 0 " + _RETURNED + "ORDER BY n DESC, e.key LIMIT $limit",
-            {"scope": scope, "kind": kind, "limit": int(limit), "live": list(live)})
+            {"scope": scope, "kind": kind, "limit": int(limit), **_counted_params(as_of)})
         return [_entity_row(r) for r in rows]
 
-    async def find(self, scope: str, keys: Sequence[str], alias_slug: str | None,
-                   live: Sequence[str]) -> list[EntityRow]:
+    async def find(self, scope: str, keys: Sequence[str], alias_slug: str | None, as_of: float) -> list[EntityRow]:
         """The entities of ``scope`` with one of ``keys`` (merged or not), and the unmerged ones
-        whose ``aliases`` hold ``alias_slug`` (None: none), most referenced first."""
+        whose ``aliases`` hold ``alias_slug`` (None: none), most referenced (at ``as_of``, epoch
+        seconds: :data:`_COUNTED`) first."""
         rows = await self.store.ro_query(
             "MATCH (e:Entity) WHERE e.scope = $scope AND (e.key IN $keys OR "
             "($alias IS NOT NULL AND e.merged_into IS NULL AND $alias IN coalesce(e.aliases, []))) "
             + _REFERENCES + "ORDER BY n DESC, e.key",
-            {"scope": scope, "keys": list(keys), "alias": alias_slug, "live": list(live)})
+            {"scope": scope, "keys": list(keys), "alias": alias_slug, **_counted_params(as_of)})
         return [_entity_row(r) for r in rows]
 
-    async def by_slug(self, scope: str, slug: str, live: Sequence[str]) -> list[EntityRow]:
-        """The entities of ``scope`` of any kind whose key ends in ``slug``, most referenced first."""
+    async def by_slug(self, scope: str, slug: str, as_of: float) -> list[EntityRow]:
+        """The entities of ``scope`` of any kind whose key ends in ``slug``, most referenced (at
+        ``as_of``, epoch seconds: :data:`_COUNTED`) first."""
         rows = await self.store.ro_query(
             "MATCH (e:Entity) WHERE e.scope = $scope AND e.key ENDS WITH $suffix "
             + _REFERENCES + "ORDER BY n DESC, e.key",
-            {"scope": scope, "suffix": "|" + slug, "live": list(live)})
+            {"scope": scope, "suffix": "|" + slug, **_counted_params(as_of)})
         return [_entity_row(r) for r in rows]
 
-    async def lookup(self, scope: str, ref: str, kind: str, live: Sequence[str]) -> EntityRow | None:
+    async def lookup(self, scope: str, ref: str, kind: str, as_of: float) -> EntityRow | None:
         """The entity of ``scope`` that ``ref`` names: ``"<kind>:<slug>"`` (or its tag form
         ``"entity:<kind>:<slug>"``), or a slug (of
         ``kind`` when given, else of any kind, the most referenced), else an unmerged entity
         holding the slug among its ``aliases``. ``ref`` and ``kind`` are compared NFKC and
         lower-case, as enrichment writes slugs (automem/enrich/entities.py ``normalise``: a
         decomposed "zu\u0308rich" names "zürich"). None when nothing matches. The entity may
-        itself be merged (``merged_into`` set)."""
+        itself be merged (``merged_into`` set). References are counted at ``as_of`` (epoch
+        seconds: :data:`_COUNTED`)."""
         ref = unicodedata.normalize("NFKC", ref).strip().lower()
         kind = unicodedata.normalize("NFKC", kind).strip().lower()
         ref = ref.removeprefix("entity:")  # the tag form ``entity:<kind>:<slug>`` (GET /entities' ``tag``)
@@ -103,9 +107,9 @@ class Entities(Repository):
         if not ref:
             return None
         if kind:
-            found = await self.find(scope, [entity_key_of(scope, kind, ref)], ref, live)
+            found = await self.find(scope, [entity_key_of(scope, kind, ref)], ref, as_of)
         else:
-            found = await self.by_slug(scope, ref, live) or await self.find(scope, [], ref, live)
+            found = await self.by_slug(scope, ref, as_of) or await self.find(scope, [], ref, as_of)
         direct = [e for e in found if e.key.endswith("|" + ref)]
         return (direct or found or [None])[0]
 
@@ -204,18 +208,32 @@ class Entities(Repository):
         return [r[0] for r in rows]
 
 
-#: The tail of an entity read: its reference count (memories in ``$live`` states mentioning
-#: it or an entity merged into it, found by key through ``merged_keys``: index lookups, no
-#: scan) and the columns :func:`_entity_row` reads.
-#: Cypher after a MATCH of entities ``e``: ``n``, the memories in ``$live`` states that
-#: mention ``e`` or an entity merged into it — consolidation's MetaPattern summaries left out
-#: (they repeat their members' entities: a cluster run raised every count by one; break-it review).
+#: Cypher after a MATCH of entities ``e``: ``n``, the memories that mention ``e`` or an entity
+#: merged into it (found by key through ``merged_keys``: index lookups, no scan) and that the
+#: state pass (automem/common/state.py) returns as current at ``$as_of`` — what
+#: ``GET /entity/{slug}`` marks ``is_current``: recorded and not retracted by ``$known`` (now);
+#: ACTIVE, or SUPERSEDED with a closed window (a supersede closes it where the replacement's
+#: begins, so a fact replaced from a later date is in force until then: ``as_current``);
+#: valid at ``$as_of``; no MetaPattern (they repeat their members' entities: a cluster run
+#: raised every count by one; break-it review). Superseded, archived, pending and not yet
+#: valid memories were counted too: /entities listed counts /entity/{slug} showed as not
+#: current. Each memory's own properties only, no chain walk: a SUPERSEDED memory with an
+#: open window (no supersede writes one) is not counted, as ``Memories._state_as_read`` reads it.
 _COUNTED = (
     "UNWIND [e.key] + coalesce(e.merged_keys, []) AS k OPTIONAL MATCH (g:Entity {key: k}) "
-    "OPTIONAL MATCH (m:Memory)-[:MENTIONS]->(g) WHERE m.state IN $live AND m.type <> 'MetaPattern' "
+    "OPTIONAL MATCH (m:Memory)-[:MENTIONS]->(g) WHERE m.type <> 'MetaPattern' "
+    "AND (m.state = 'ACTIVE' OR (m.state = 'SUPERSEDED' AND m.valid_to < $open_end)) "
+    "AND coalesce(m.valid_from, m.create_time, 0.0) <= $as_of AND coalesce(m.valid_to, $open_end) > $as_of "
+    "AND coalesce(m.record_time, m.create_time, 0.0) <= $known AND coalesce(m.retract_time, $open_end) > $known "
     "WITH e, count(DISTINCT m) AS n ")
 _RETURNED = "RETURN e.key, e.name, e.kind, e.aliases, n, e.merged_into, e.merged_keys "
 _REFERENCES = _COUNTED + _RETURNED
+
+
+def _counted_params(as_of: float) -> dict[str, float]:
+    """The parameters of :data:`_COUNTED`: valid time ``as_of`` (epoch seconds), system time
+    now and the open window end."""
+    return {"as_of": float(as_of), "known": time.time(), "open_end": OPEN_END}
 
 
 @dataclass(frozen=True)

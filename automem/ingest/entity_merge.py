@@ -16,6 +16,7 @@ into it (automem/graph/entities.py).
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from typing import Any
 
@@ -30,8 +31,6 @@ from automem.v1 import review_service_pb2
 
 log = logging.getLogger(__name__)
 
-#: States whose memories count as references of an entity (the lookup's tie-break).
-_LIVE = ("ACTIVE", "SUPERSEDED", "ARCHIVED", "PENDING_REVIEW")
 #: Records one ListEntityMerges answer holds at most (default 100).
 MAX_MERGE_PAGE = 500
 
@@ -63,7 +62,7 @@ class EntityMerges:
     async def _entity(self, scope: str, ref: str, category: str, name: str) -> EntityRow:
         if not ref.strip():
             raise InvalidArgument(f"{name}: an entity slug is required", field=name)
-        row = await self.graph.entities.lookup(scope, ref, category, _LIVE)
+        row = await self.graph.entities.lookup(scope, ref, category, time.time())
         if row is None:
             raise NotFound(f"{name}: no entity {ref!r} in this scope", field=name)
         if row.merged_into:

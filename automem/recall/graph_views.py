@@ -283,7 +283,7 @@ class GraphViews:
         require_role("reader")
         scope = resolve_scope(request.scope)
         limit = _bounded(request.limit if request.HasField("limit") else None, ENTITY_DEFAULT, ENTITY_MAX, "limit")
-        rows = await self.graph.entities.listing(scope, entity_category(request.category) or None, limit, LIVE_STATES)
+        rows = await self.graph.entities.listing(scope, entity_category(request.category) or None, limit, time.time())
         return recall_service_pb2.ListEntitiesResponse(entities=[entity_message(r) for r in rows])
 
     async def GetEntity(self, request, context):
@@ -302,9 +302,9 @@ class GraphViews:
                                   "read a memory at known_at instead", field="read.known_at")
         limit = _bounded(request.memory_limit if request.HasField("memory_limit") else None,
                          ENTITY_MEMORIES_DEFAULT, ENTITY_MAX, "memory_limit")
-        row = await self.graph.entities.lookup(scope, request.slug, entity_category(request.category), LIVE_STATES)
+        row = await self.graph.entities.lookup(scope, request.slug, entity_category(request.category), read.as_of)
         if row is not None and row.merged_into:
-            canonical = await self.graph.entities.find(scope, [row.merged_into], None, LIVE_STATES)
+            canonical = await self.graph.entities.find(scope, [row.merged_into], None, read.as_of)
             row = canonical[0] if canonical else None
         if row is None:
             raise NotFound(f"slug: no entity {request.slug!r} in this scope", field="slug")

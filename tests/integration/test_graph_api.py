@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import UTC, datetime
 
 import grpc
 import pytest
@@ -453,7 +454,6 @@ async def test_a_snapshot_at_known_at_shows_a_memory_deleted_since(service) -> N
     memory deleted after T was missing, while recall, by-tag, get and neighbours at T showed
     it. The snapshot reads the memories deleted since T too."""
     import asyncio
-    from datetime import UTC, datetime
 
     async with service.http() as http:
         kept = await _store(http, "The zebu herd grazes on the east field")
@@ -477,7 +477,6 @@ async def test_reads_at_known_at_leave_out_edges_created_after_it(service) -> No
     edge is known from its ``create_time``; the totals at T count the memories believed then
     (one deleted since included, later ones not) and the edges known then among them."""
     import asyncio
-    from datetime import UTC, datetime
 
     async with service.http() as http:
         heron = await _store(http, "The heron nests by the old mill pond")
@@ -531,7 +530,6 @@ async def test_read_routes_refuse_a_time_they_do_not_read(service) -> None:
     route refuses known_at, as_of, version, include_archived and include_pending when it
     does not read them (400 naming the parameter), still ignores other names as AutoMem
     does, and the routes that read them answer as before."""
-    from datetime import UTC, datetime
 
     then = datetime.now(UTC).isoformat()
     async with service.http() as http:
@@ -572,6 +570,40 @@ async def test_entities_no_live_memory_mentions_are_not_listed(service) -> None:
         after = await listed()
         assert "ada lovelace" not in after and "london" not in after and after.get("grace hopper") == 1, after
         assert 0 not in after.values(), after
+
+
+async def test_entities_count_only_the_current_mentions_entity_shows(service) -> None:
+    """/entities counted every memory in a live state mentioning an entity (superseded, not
+    yet valid, ...) while /entity/{slug} marks those not current or leaves them out: a
+    superseded fact kept its entity listed with a count /entity/{slug} never showed as
+    current. A reference is now a memory the state pass calls current, as /entity/{slug}
+    does; a fact replaced from a later date is current until then and still counts."""
+    day = 86400.0
+    async with service.http() as http:
+        replaced = await _store(http, "Ada Lovelace wrote notes on the analytical engine.")
+        replaced_later = await _store(http, "Grace Hopper leads the compiler team.")
+        not_yet = await _store(http, "Alan Turing joins the codebreaking team.",
+                               t_valid=datetime.fromtimestamp(time.time() + 3 * day, UTC).isoformat())
+        kept = await _store(http, "Margaret Hamilton wrote the flight software.")
+        await eventually(lambda: _entities_ready(http, [replaced, replaced_later, not_yet, kept]), timeout=60)
+        r = await http.post("/memory", json={"content": "the notes on the engine were lost in a fire.",
+                                             "supersedes_memory_id": replaced})
+        assert r.status_code == 201, r.text
+        r = await http.post("/memory", json={
+            "content": "the compiler team will be led by someone else.", "supersedes_memory_id": replaced_later,
+            "t_valid": datetime.fromtimestamp(time.time() + 3 * day, UTC).isoformat()})
+        assert r.status_code == 201, r.text
+
+        listed = {e["name"].lower(): e for e in (await http.get("/entities")).json()["entities"]}
+        assert "ada lovelace" not in listed and "alan turing" not in listed, listed
+        assert listed["grace hopper"]["reference_count"] == 1 and listed["margaret hamilton"]["reference_count"] == 1
+        for name, entity in listed.items():  # each count is what /entity/{slug} shows as current
+            shown = (await http.get(f"/entity/{entity['id']}")).json()
+            current = [m["id"] for m in shown["memories"] if m["is_current"]]
+            assert entity["reference_count"] == len(current) == shown["entity"]["reference_count"], (name, shown)
+        shown = (await http.get("/entity/person:ada-lovelace")).json()
+        assert [(m["id"], m["is_current"]) for m in shown["memories"]] == [(replaced, False)], shown
+        assert shown["entity"]["reference_count"] == 0, shown
 
 
 async def test_a_memory_re_enriched_after_its_predecessor_went_keeps_one_predecessor(service) -> None:
