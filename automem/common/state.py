@@ -129,13 +129,18 @@ def readable_head(memory: Memory, read: ReadAt) -> bool:
     return state_allowed(memory, read) and known(memory, read) and in_window(memory, read)
 
 
+def _plain(read: ReadAt) -> ReadAt:
+    """``read`` as a current read at the same times (no history, archived or pending)."""
+    return replace(read, mode="current", include_archived=False, include_pending=False)
+
+
 def current_in_history(memory: Memory, read: ReadAt) -> bool:
-    """``is_current`` of a memory a history read (``state_mode=history``) returns: what a
-    current read at the same times would call current. The history read shows archived,
-    pending and meta-pattern memories too, but that does not make them current (break-it
-    review: the console's graph drew a memory awaiting review as a current fact)."""
-    plain = replace(read, mode="current", include_archived=False, include_pending=False)
-    return readable_head(memory, plain) and not memory.superseded_by
+    """``is_current`` of a memory a history read (``state_mode=history``) returns, for one
+    with no successor (``superseded_by`` empty; :func:`resolve` decides the others by their
+    chain): what a current read at the same times would call current. The history read shows
+    archived, pending and meta-pattern memories too, but that does not make them current
+    (break-it review: the console's graph drew a memory awaiting review as a current fact)."""
+    return readable_head(memory, _plain(read)) and not memory.superseded_by
 
 
 def withheld_reason(memory: Memory, read: ReadAt) -> str:
@@ -214,9 +219,17 @@ async def resolve(graph: GraphStore, memories: list[Memory], scope: str, read: R
     results: list[Resolved | None] = [None] * len(memories)
     memories = [as_known(m, read) for m in memories]
     if read.history:
-        for i, m in enumerate(memories):
-            if m.state not in _ALWAYS_WITHHELD and known(m, read):
-                results[i] = Resolved(m, is_current=current_in_history(m, read))
+        shown = [(i, m) for i, m in enumerate(memories) if m.state not in _ALWAYS_WITHHELD and known(m, read)]
+        # A superseded memory still valid at as_of (its replacement's window begins later) may
+        # be the fact in force: the current read decides, walking its chain (only these few
+        # memories). It was "not current" here while every current read returned it (the
+        # console labelled the fact in force superseded and its chain had no head).
+        plain = _plain(read)
+        maybe = [m for _i, m in shown if m.superseded_by and readable_head(m, plain)]
+        in_force = {m.id for m, res in zip(maybe, await resolve(graph, maybe, scope, plain, dedupe=False),
+                                           strict=True) if res is not None and not res.replaces_id} if maybe else set()
+        for i, m in shown:
+            results[i] = Resolved(m, is_current=m.id in in_force or current_in_history(m, read))
         return results
     chain_start = {}
     for i, m in enumerate(memories):
@@ -276,10 +289,9 @@ async def resolve(graph: GraphStore, memories: list[Memory], scope: str, read: R
 
 async def resolve_one(graph: GraphStore, memory: Memory, scope: str, read: ReadAt) -> tuple[bool, str]:
     """(is_current, current head id or "") of one memory, for get-by-id."""
-    memory = as_known(memory, read)
-    if read.history:
-        return current_in_history(memory, read), ""
     [resolved] = await resolve(graph, [memory], scope, read)
+    if read.history:
+        return resolved is not None and resolved.is_current, ""
     if resolved is None:
         return False, ""
     if resolved.replaces_id:

@@ -679,6 +679,48 @@ async def test_memories_that_are_not_current_are_never_labelled_current(world: W
         assert head and head[1] == third, history.text
 
 
+def _chain_items(text: str) -> dict[str, str]:
+    """The chain of a history page: each memory's id -> its ``<li>`` (class and badges)."""
+    chain = re.search(r'data-testid="chain">(.*?)</ol>', text, re.DOTALL)[1]
+    return {m[2]: m[0] for m in re.finditer(r'<li class="([^"]*)">\s*<a href="/console/memories/([^/]+)/history".*?</li>',
+                                             chain, re.DOTALL)}
+
+
+async def test_a_fact_replaced_from_a_later_date_is_the_chains_current_head_until_then(world: World) -> None:
+    """A supersede whose replacement is valid from three days on leaves the old fact in force
+    until then: recall and get return it, ACTIVE and current. The console's chain labelled it
+    "superseded" and had no current head (the history read it uses called it not current), and
+    its graph drew it superseded. It now reads as every read does: active, the current head,
+    replaced from the replacement's start; the replacement is not current yet."""
+    start = (datetime.now(UTC) + timedelta(days=3)).isoformat()
+    async with world.service.http(Authorization=f"Bearer {world.admin_a}") as rest:
+        old = (await _store(rest, "The support desk opens at 08:00"))["memory_id"]
+        new = (await _store(rest, "The support desk opens at 09:00", supersedes_memory_id=old,
+                            t_valid=start))["memory_id"]
+        got = (await rest.get(f"/memory/{old}")).json()["memory"]
+        assert (got["state"], got["is_current"]) == ("ACTIVE", True), got
+        got = (await rest.get(f"/memory/{new}")).json()["memory"]
+        assert got["is_current"] is False, got
+        # The history read keeps the stored state and calls current what the current read does.
+        got = (await rest.get(f"/memory/{old}", params={"state_mode": "history"})).json()["memory"]
+        assert (got["state"], got["is_current"]) == ("SUPERSEDED", True), got
+    async with _console(world, world.admin_a) as http:
+        for page in (old, new):
+            items = _chain_items((await http.get(f"/console/memories/{page}/history")).text)
+            assert list(items) == [old, new], items
+            assert "head" in items[old].split('"')[1] and "current head" in items[old], items[old]
+            assert "state-active" in items[old] and "superseded" not in items[old], items[old]
+            assert f"replaced from {start[:19]}" in items[old], items[old]
+            assert "current head" not in items[new] and "not current" in items[new], items[new]
+        facts = re.search(r'data-testid="facts">(.*?)</dl>', (await http.get(f"/console/memories/{old}")).text,
+                          re.DOTALL)[1]
+        assert "state-active" in facts and "state-superseded" not in facts, facts
+        graph = await http.get(f"/console/memories/{old}/graph")
+        data = json.loads(re.search(r'id="graph-data">(.*?)</script>', graph.text, re.DOTALL)[1])
+        styles = {n["id"]: n["style"] for n in data["nodes"] if n["id"] in (old, new)}
+        assert styles == {old: "current", new: "not_current"}, styles
+
+
 async def test_the_review_queue_pages_past_its_first_fifty_items(world: World) -> None:
     """Break-it review: the review queue read one page of 50 and said "50 pending items" with
     57 waiting. It now links to the next page, which holds the rest."""

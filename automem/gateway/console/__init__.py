@@ -54,6 +54,20 @@ from automem.v1 import memory_pb2, recall_service_pb2
 
 HERE = Path(__file__).resolve().parent
 templates = Jinja2Templates(directory=str(HERE / "templates"))
+
+
+def read_state(memory: dict[str, Any]) -> str:
+    """The state a current read gives ``memory`` (a memory's JSON as the history read shows
+    it, with ``state`` and ``is_current``): a SUPERSEDED memory that is current (its
+    replacement's window begins later) is the fact in force and reads ACTIVE, as recall and
+    get return it (automem/common/state.py ``as_current``); any other its stored state. The
+    console labels memories by it (the template filter ``read_state``); it showed such a fact
+    "superseded", unlike every read."""
+    state = str(memory.get("state") or "")
+    return "ACTIVE" if state == "SUPERSEDED" and memory.get("is_current") else state
+
+
+templates.env.filters["read_state"] = read_state
 router = APIRouter(prefix="/console", include_in_schema=False)
 
 #: Cookie names: the key, the requested scope, the CSRF token.
@@ -515,7 +529,7 @@ async def _chain(call: Caller, start: dict[str, Any]) -> list[dict[str, Any]]:
 async def history(request: Request, memory_id: str, known_at: str = "", after: str = "") -> Response:
     """Audit events (oldest first, with before/after diffs) in pages of :data:`HISTORY_PAGE`
     (``after``: the next page's token; a link leads on), the supersession chain and its head
-    (only when the chain's last memory is current), and with ``known_at`` the memory as the
+    (the memory of the chain that is current, if any), and with ``known_at`` the memory as the
     service knew it then (404 when it did not)."""
     s = await session(request)
     events = await usecases.history(s.call, memory_id, page_size=HISTORY_PAGE, page_token=after)
@@ -538,9 +552,11 @@ async def history(request: Request, memory_id: str, known_at: str = "", after: s
                 raise
             believed_error = f"not known at {known_at.strip()}"
     chain = await _chain(s.call, got)
-    # The head is the chain's last memory only when it is current: an expired, deleted or
-    # rejected one was labelled "current head".
-    head = got.get("current_id") or (chain[-1]["id"] if chain and chain[-1].get("is_current") else None)
+    # The head is the chain's current memory: the last one unless that one is not current
+    # (an expired, deleted or rejected one was labelled "current head"), and an earlier one
+    # when the later ones are not valid yet (a fact replaced from a later date is in force
+    # until then: the chain had no head, or labelled the replacement-to-be).
+    head = got.get("current_id") or next((c["id"] for c in reversed(chain) if c.get("is_current")), None)
     later = urlencode({"known_at": known_at, "after": events.next_page_token}) if events.next_page_token else ""
     return render(request, "history.html", s=s, m=got, tab="history", events=[_event_row(e) for e in events.events],
                   truncated=events.truncated, chain=chain, head=head, known_at=known_at, believed=believed,
