@@ -229,7 +229,11 @@ def create_app(settings: Settings, client: AutomemClient) -> FastAPI:
     app.state.client = client
 
     @app.exception_handler(GatewayError)
-    async def _gateway_error(request: Request, exc: GatewayError) -> JSONResponse:
+    async def _gateway_error(request: Request, exc: GatewayError) -> Response:
+        if console.is_console(request):
+            # Raised before a console page ran (a query string that is not UTF-8 text,
+            # deps.py ``utf8_request_target``): the console's own answer, not the REST JSON.
+            return console.error_answer(request, exc.status, exc.message)
         if not exc.from_service and exc.status != 401 and not public_route(request) and (
                 denied := await auth_error(request)):
             return denied

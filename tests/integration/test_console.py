@@ -435,6 +435,28 @@ async def test_console_errors_are_console_pages_and_a_rejected_memory_has_its_gr
             assert r.status_code == 200 and "the office dog is a cat" in r.text, (tab, r.status_code, r.text[:300])
 
 
+async def test_a_console_query_string_that_is_not_utf8_answers_the_console_error_page(world: World) -> None:
+    """A console URL whose query holds percent-encoded bytes that are not UTF-8 (``?q=%ff``)
+    was answered with the REST JSON error. It is the console's HTML error page, 400, naming
+    the parameter, for a logged-in browser, and the login page without a session (as for any
+    parameter the console cannot read); a REST route keeps its JSON 400."""
+    import httpx
+
+    async with httpx.AsyncClient(base_url=world.service.url, timeout=30) as http:
+        r = await http.get("/console/?q=%ff")
+        assert r.status_code == 303 and r.headers["location"] == "/console/login", (r.status_code, r.text)
+        assert (await console_login(http, world.admin_a, SCOPE_A)).status_code == 303
+        for path in ("/console/?q=%ff", f"/console/memories/{world.new}/history?known_at=%ff%fe",
+                     "/console/review?status=%c3"):
+            r = await http.get(path)
+            assert r.status_code == 400 and r.headers["content-type"].startswith("text/html"), (path, r.text)
+            assert "not UTF-8" in r.text and 'data-testid="error"' in r.text, (path, r.text)
+    async with world.service.http(Authorization=f"Bearer {world.admin_a}") as rest:
+        r = await rest.get("/recall?query=%ff")
+        assert r.status_code == 400 and r.headers["content-type"].startswith("application/json"), r.text
+        assert "query" in r.json()["error"] and "not UTF-8" in r.json()["error"], r.text
+
+
 async def test_docs_load_swagger_ui_from_the_gateway(world: World, browsing: Browsing) -> None:
     page = await browsing.page()
     await page.goto("/docs")
