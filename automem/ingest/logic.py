@@ -320,10 +320,15 @@ def validate_embedding(values: list[float], field: str, dimension: int) -> None:
     when ``dimension`` is known (non-zero; automem/common/embedding.py
     ``configured_dimension``). Empty = none given. AutoMem refuses a vector without exactly
     ``VECTOR_SIZE`` values too (``coerce_embedding`` in automem/embedding/runtime_helpers.py
-    of verygoodplugins/automem); the message here names both sizes. InvalidArgument naming
-    ``field``."""
+    of verygoodplugins/automem); the message here names both sizes. A vector whose every
+    value is 0 as a 32-bit float (zeros, or values under ~1.4e-45 that the field rounds to 0)
+    has no direction, so no cosine ranks it, and is refused (AutoMem stores it; the memory
+    then never surfaces by meaning). InvalidArgument naming ``field``."""
     if any(math.isnan(v) or math.isinf(v) for v in values):
         raise InvalidArgument(f"{field}: must contain finite numbers within ±3.4e38 (32-bit floats)", field=field)
+    if values and not any(values):
+        raise InvalidArgument(f"{field}: every value is 0 as a 32-bit float, a vector without a direction; "
+                              "leave the field out and the service embeds the content", field=field)
     if values and dimension and len(values) != dimension:
         raise InvalidArgument(f"{field}: has {len(values)} dimensions; the collection's embedding model uses "
                               f"{dimension}", field=field)

@@ -707,6 +707,9 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
 
         if any(not math.isfinite(v) for v in request.embedding):
             raise InvalidArgument("embedding: must contain finite numbers within ±3.4e38 (32-bit floats)", field="embedding")
+        if len(request.embedding) and not any(request.embedding):  # no direction: every cosine is 0
+            raise InvalidArgument("embedding: every value is 0 as a 32-bit float, a vector without a direction; "
+                                  "leave it out and the query is embedded", field="embedding")
         if len(request.embedding) and self.embedder is not None and len(request.embedding) != self.embedder.dimension:
             raise InvalidArgument(f"embedding: has {len(request.embedding)} dimensions; the collection's model "
                                   f"({self.embedder.name}) uses {self.embedder.dimension}", field="embedding")

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import pytest
 
 from automem.common.outbox import EventPublisher
 from automem.v1 import events_pb2
@@ -478,6 +479,38 @@ async def test_huge_ids_and_non_finite_query_embeddings_are_clear_errors(service
         r = await http.get("/recall", params={"embedding": ",".join(["nan"] * 384)})
         assert r.status_code == 400 and "embedding" in r.json()["error"]
 
+
+
+async def test_an_embedding_without_a_direction_is_refused_not_stored_unfindable(service) -> None:
+    """A caller vector of zeros, or of values under 32-bit floats' smallest (1e-300, which the
+    proto field rounds to 0), was stored as a zero vector: no cosine ranks it, so the memory
+    never surfaced by meaning, and a recall by it ranked everything 0. Both are refused
+    naming the field; nothing is stored."""
+    from automem.common.embedding import configured_dimension
+    from automem.v1 import ingest_service_pb2, recall_service_pb2
+
+    size = configured_dimension(service.settings)
+    async with service.http() as http:
+        for vector in ([0.0] * size, [1e-300] * size):
+            r = await http.post("/memory", json={"content": "no direction", "embedding": vector, "tags": ["nodir"]})
+            assert r.status_code == 400 and r.json()["error"].startswith("embedding: every value is 0"), r.text
+            r = await http.post("/memory/batch", json={"memories": [{"content": "fine", "tags": ["nodir"]},
+                                                                    {"content": "no direction", "embedding": vector}]})
+            assert r.status_code == 400 and "memories[1].embedding" in r.json()["error"], r.text
+            r = await http.get("/recall", params={"embedding": ",".join(str(v) for v in vector)})
+            assert r.status_code == 400 and r.json()["error"].startswith("embedding: every value is 0"), r.text
+        assert (await http.get("/memory/by-tag", params={"tags": "nodir"})).json()["count"] == 0
+        tiny = [0.0] * size
+        tiny[3] = 1e-30  # tiny, but a direction: kept
+        assert await _store(http, "a tiny but real direction", embedding=tiny)
+    async with service.client() as client:
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await client.ingest.CreateMemory(ingest_service_pb2.CreateMemoryRequest(
+                memory=ingest_service_pb2.MemoryInput(content="no direction", embedding=[0.0] * size)))
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "embedding" in refused.value.details()
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await client.recall.SearchMemories(recall_service_pb2.SearchMemoriesRequest(embedding=[0.0] * size))
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "embedding" in refused.value.details()
 
 def test_backup_with_unreachable_nats_fails_in_one_line(falkordb_server, tmp_path: Path) -> None:
     env = {**os.environ, "FALKORDB_HOST": falkordb_server.host, "FALKORDB_PORT": str(falkordb_server.port),
