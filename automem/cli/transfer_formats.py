@@ -35,6 +35,7 @@ import graphlib
 import gzip
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -121,6 +122,9 @@ class Parsed:
     #: Ids of the file's memories left out on purpose (a state not imported, a MetaPattern):
     #: a relation that names one is left out with them, not an error.
     left_out: set[str] = field(default_factory=set)
+    #: The file's names of MemoryInput's time fields (:data:`TIME_NAMES`), which
+    #: :func:`validate`'s errors use for the proto names ``build_memory`` gives.
+    time_names: dict[str, str] = field(default_factory=dict)
 
     def skip(self, reason: str) -> None:
         self.skipped[reason] = self.skipped.get(reason, 0) + 1
@@ -583,6 +587,14 @@ _EMPTY = {
 }
 
 
+#: Per format, its names of MemoryInput's time fields where they are not the proto's (the
+#: native format's are): AutoMem's properties, mem0's record fields.
+TIME_NAMES = {"automem": {"event_time": "properties.timestamp", "valid_from": "properties.t_valid",
+                          "valid_to": "properties.t_invalid"},
+              "mem0": {"event_time": "created_at", "valid_from": "created_at", "valid_to": "expiration_date"}}
+_TIME_FIELD = re.compile(r"\b(event_time|valid_from|valid_to)\b")
+
+
 def parse(fmt: str, data: bytes) -> Parsed:
     """The memories and relations of a file in format ``fmt`` (:data:`FORMATS`), with every
     record that could not be read in ``errors`` (``<where>: <field>: <reason>``; nothing of
@@ -605,7 +617,7 @@ def parse(fmt: str, data: bytes) -> Parsed:
     * a cycle of supersessions.
 
     ``<label>`` is ``relation`` in the native format, ``relationship`` otherwise."""
-    out = Parsed()
+    out = Parsed(time_names=TIME_NAMES.get(fmt, {}))
     records, out.errors = read_records(data)
     if not records and not out.errors:  # a zero-byte file imported nothing and said "ok"
         out.errors.append(_EMPTY[fmt])
@@ -739,9 +751,9 @@ def _plan_supersessions(out: Parsed) -> None:
 def validate(parsed: Parsed, settings: Settings) -> None:
     """Check every memory as the write path will (automem/ingest/logic.py ``build_memory``:
     content, tags, type, importance, confidence, metadata, times and window), adding
-    ``<where>: <field>: <reason>`` to ``parsed.errors`` for each bad one. The service checks
-    again on write; ``settings`` (limits such as ``content_max_length``) should be the
-    service's."""
+    ``<where>: <field>: <reason>`` to ``parsed.errors`` for each bad one, a time field by the
+    file's name of it (``parsed.time_names``). The service checks again on write;
+    ``settings`` (limits such as ``content_max_length``) should be the service's."""
     # Imported here: the classifier and embedding code behind it load on first use, not with `automem`.
     from automem.ingest.logic import build_memory
 
@@ -750,7 +762,8 @@ def validate(parsed: Parsed, settings: Settings) -> None:
         try:
             build_memory(record.item, scope="import", settings=settings, created=created, source="import")
         except InvalidArgument as exc:
-            parsed.errors.append(f"{record.where}: {exc.message}")
+            message = _TIME_FIELD.sub(lambda m: parsed.time_names.get(m.group(1), m.group(1)), exc.message)
+            parsed.errors.append(f"{record.where}: {message}")
 
 
 def supersession_order(relations: list[RelationRecord]) -> list[RelationRecord]:

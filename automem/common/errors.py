@@ -6,6 +6,8 @@ gateway turns gRPC codes back into HTTP statuses with a JSON body.
 
 from __future__ import annotations
 
+import re
+
 import grpc
 
 
@@ -107,3 +109,29 @@ HTTP_STATUS: dict[grpc.StatusCode, int] = {
     grpc.StatusCode.CANCELLED: 503,
     grpc.StatusCode.UNIMPLEMENTED: 501,
 }
+
+
+#: The REST (AutoMem) names of the gRPC request fields REST spells otherwise: MemoryInput's
+#: times (``timestamp``, ``t_valid``, ``t_invalid``; /work/shared/AUTOMEM_API.md ``POST
+#: /memory``) and SearchMemoriesRequest's window (``GET /recall``'s ``start`` / ``end``).
+#: Services name the proto fields; the gateway answers its callers these.
+REST_FIELD_NAMES: dict[str, str] = {"event_time": "timestamp", "valid_from": "t_valid", "valid_to": "t_invalid",
+                                    "start_time": "start", "end_time": "end"}
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*(?:\[\d+\])?(?:\.[A-Za-z_][A-Za-z0-9_]*(?:\[\d+\])?)*"
+#: ``<field>: `` (a name, dotted path and ``[index]`` parts) at the start of a message.
+_LEADING_FIELD = re.compile(rf"^({_NAME}): ")
+#: A proto name of :data:`REST_FIELD_NAMES` as a whole path part (not ``restore_start_time``).
+_RENAMED = re.compile(r"\b(" + "|".join(REST_FIELD_NAMES) + r")\b")
+
+
+def rest_message(message: str) -> str:
+    """A service's error ``message`` as a REST caller reads it: when the field it begins with
+    (``"<field>: ..."``, the convention of these errors) has a part :data:`REST_FIELD_NAMES`
+    renames, every such proto name in the message is spelled the REST way (``"valid_to: must
+    be after valid_from"`` -> ``"t_invalid: must be after t_valid"``,
+    ``memories[2].event_time`` -> ``memories[2].timestamp``). Any other message is returned
+    as it is."""
+    match = _LEADING_FIELD.match(message)
+    if match is None or not _RENAMED.search(match.group(1)):
+        return message
+    return _RENAMED.sub(lambda m: REST_FIELD_NAMES[m.group(1)], message)

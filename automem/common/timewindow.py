@@ -169,8 +169,9 @@ def resolve(time_query: str, start: float | None, end: float | None, *, tz: str 
     side. ``tz`` is the IANA zone of calendar phrases (default UTC); ``now`` defaults to the
     current time. A phrase that is not understood adds no bound and a warning.
 
-    Raises InvalidArgument naming ``tz`` for an unknown zone, ``start`` when the window ends
-    before it starts."""
+    Raises InvalidArgument naming ``tz`` for an unknown zone, ``start_time`` (and
+    ``end_time``: SearchMemoriesRequest's names, which the REST gateway renames ``start`` /
+    ``end``) when the window ends before it starts."""
     zone_info = zone(tz)
     lo, hi, warning = start, end, ""
     if time_query.strip():
@@ -184,7 +185,7 @@ def resolve(time_query: str, start: float | None, end: float | None, *, tz: str 
             if hi is None and window.end is not None:
                 hi = last_instant(window.end).timestamp()
     if lo is not None and hi is not None and lo > hi:
-        raise InvalidArgument("start: must not be after end", field="start")
+        raise InvalidArgument("start_time: must not be after end_time", field="start_time")
     return Resolved(lo, hi, warning)
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import grpc
 from fastapi.responses import JSONResponse
 
-from automem.common.errors import HTTP_STATUS
+from automem.common.errors import HTTP_STATUS, rest_message
 
 #: Seconds a client is asked to wait after a 429 (the rate limiter's smallest window).
 RETRY_AFTER_SECONDS = 1
@@ -44,12 +44,15 @@ class GatewayError(Exception):
     def from_rpc(cls, exc: grpc.aio.AioRpcError) -> GatewayError:
         """The error of a failed call: HTTP status by automem/common/errors.py's one map
         (500 for unmapped codes; 503 when the service cannot be reached, or cancelled the
-        call while shutting down: ``error_response`` adds ``Retry-After``)."""
+        call while shutting down: ``error_response`` adds ``Retry-After``). The message names
+        the field as the gateway's callers send it: a proto field REST spells otherwise
+        (``valid_to``, ``start_time``...) by its REST name (``t_invalid``, ``start``...;
+        automem/common/errors.py :func:`rest_message`)."""
         code = exc.code()
         status = HTTP_STATUS.get(code, 500)
         if code == grpc.StatusCode.UNAVAILABLE and "failed to connect" in (exc.details() or "").lower():
             status = 503
-        return cls(status, exc.details() or code.name, code=code)
+        return cls(status, rest_message(exc.details() or code.name), code=code)
 
 
 def error_response(status: int, message: str, **extra: Any) -> JSONResponse:

@@ -73,8 +73,10 @@ UPDATABLE_PATHS = (
 )
 #: The earliest time a field holds (0001-01-01T00:00:00Z): a window cannot end there.
 EARLIEST_TIME = datetime.min.replace(tzinfo=UTC)
-#: The names errors give the time fields of MemoryInput: AutoMem's, as REST and MCP callers
-#: send them (``timestamp``, ``t_valid``, ``t_invalid``).
+#: AutoMem's names of the time fields of MemoryInput (``timestamp``, ``t_valid``,
+#: ``t_invalid``): the keys of :func:`input_form`, which stored fingerprints were made with.
+#: Errors name the proto fields; the REST gateway renames them for its callers
+#: (automem/common/errors.py :data:`~automem.common.errors.REST_FIELD_NAMES`).
 FIELD_LABELS = {"event_time": "timestamp", "valid_from": "t_valid", "valid_to": "t_invalid"}
 
 
@@ -293,12 +295,12 @@ def _check_metadata_size(raw: str | bytes, field: str) -> None:
 
 def input_time(item: ingest_service_pb2.MemoryInput, name: str, field_prefix: str = "") -> datetime | None:
     """The Timestamp field ``name`` of ``item`` as a UTC datetime at millisecond precision
-    (:func:`to_millis`); None when unset. InvalidArgument naming the AutoMem field
-    (:data:`FIELD_LABELS`) when it is outside the years 1-9999, or for ``valid_to`` and
+    (:func:`to_millis`); None when unset. InvalidArgument naming the field (``field_prefix``
+    + ``name``, the proto's name) when it is outside the years 1-9999, or for ``valid_to`` and
     ``valid_from`` at or after :data:`~automem.common.model.OPEN_END` (the stored open end)."""
     if not item.HasField(name):
         return None
-    field = field_prefix + FIELD_LABELS[name]
+    field = field_prefix + name
     try:
         value = to_millis(getattr(item, name).ToDatetime(tzinfo=UTC))
     except (ValueError, OverflowError):
@@ -391,8 +393,8 @@ def build_memory(
         # Stored already expired (AutoMem allows it): valid from the event time, or just
         # before the end when the event time is not earlier.
         if valid_to <= EARLIEST_TIME:  # no instant before it for the window to start at
-            raise InvalidArgument(f"{p}t_invalid: must be after 0001-01-01T00:00:00Z, the earliest t_valid",
-                                  field=f"{p}t_invalid")
+            raise InvalidArgument(f"{p}valid_to: must be after 0001-01-01T00:00:00Z, the earliest valid_from",
+                                  field=f"{p}valid_to")
         valid_from = min(event_time, valid_to - timedelta(milliseconds=1))
     elif event_time < created:
         valid_from = event_time  # backdated: valid from when it happened (AutoMem)
@@ -403,7 +405,7 @@ def build_memory(
         getattr(memory, name).CopyFrom(ts(value))
     if valid_to is not None:
         if valid_to <= valid_from:
-            raise InvalidArgument(f"{p}t_invalid: must be after t_valid", field=f"{p}t_invalid")
+            raise InvalidArgument(f"{p}valid_to: must be after valid_from", field=f"{p}valid_to")
         memory.valid_to.CopyFrom(ts(valid_to))
     return memory
 
@@ -562,7 +564,7 @@ def apply_update(
         if name in paths:
             value = input_time(item, name)
             if value is None:
-                raise InvalidArgument(f"{FIELD_LABELS[name]}: must not be empty", field=FIELD_LABELS[name])
+                raise InvalidArgument(f"{name}: must not be empty", field=name)
             getattr(memory, name).CopyFrom(ts(value))
     if "valid_to" in paths:
         end = input_time(item, "valid_to")
@@ -571,7 +573,7 @@ def apply_update(
         else:
             memory.ClearField("valid_to")
     if memory.HasField("valid_to") and memory.valid_to.ToDatetime() <= memory.valid_from.ToDatetime():
-        raise InvalidArgument("t_invalid: must be after t_valid", field="t_invalid")
+        raise InvalidArgument("valid_to: must be after valid_from", field="valid_to")
     # update_time always moves forward, even within the same millisecond.
     previous = current.update_time.ToDatetime(tzinfo=UTC) if current.HasField("update_time") else None
     if previous is not None and updated <= previous:

@@ -65,7 +65,6 @@ from automem.graph import ENRICHMENT_FIELDS, GraphStore
 from automem.graph.idempotency import Claim, node_key
 from automem.ingest import schedules
 from automem.ingest.logic import (
-    FIELD_LABELS,
     TIMELESS_INPUT_PROPERTIES,
     apply_update,
     build_memory,
@@ -399,7 +398,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
             if request.etag and current.version != request.etag:
                 raise Aborted(f"etag: memory {request.id} is at version {current.version}, not {request.etag}",
                               field="etag")
-            frozen = {FIELD_LABELS.get(p, p) for p in {"content", "valid_from", "valid_to"} & set(paths)}
+            frozen = {"content", "valid_from", "valid_to"} & set(paths)
             if current.state == memory_pb2.MEMORY_STATE_SUPERSEDED and frozen:
                 # Replaced from a later date (a supersede with a future t_valid), the memory is
                 # the fact in force until its window closes, and reads call it ACTIVE: its
@@ -714,7 +713,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         stamp = now()
         new = build_memory(request.replacement, scope=scope, settings=self.settings, created=stamp,
                            source=principal.name, field_prefix="")
-        check_replacement_valid(new, old, "t_invalid", InvalidArgument)
+        check_replacement_valid(new, old, "valid_to", InvalidArgument)
         await self._check_tombstone(new)
         if review:
             return await self._propose_supersede(old, new, rel_type, request, fingerprint, principal.name)

@@ -660,7 +660,7 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         """Hybrid recall. Empty query + tags/time lists by filters; empty everything lists
         recent memories. Limit default 5, above ``recall_max_limit`` clamped to it and the
         applied limit returned in ``limit`` (:func:`clamp_limit`). Errors: INVALID_ARGUMENT
-        naming sort, tag_mode, tag_match, start, tz, limit (zero or negative), start_time /
+        naming sort, tag_mode, tag_match, start_time (after end_time), tz, limit (zero or negative), start_time /
         end_time / as_of / known_at outside the years 1–9999, query or queries beyond their
         bounds (:func:`check_queries`), tags, exclude_tags, context_tags, context_types or
         priority_ids with more than :data:`LIST_ITEMS_MAX` items, context_types naming an

@@ -460,6 +460,9 @@ async def test_arguments_of_the_wrong_type_are_invalid_argument_naming_them(serv
             ("versions", (mid,), {"page_size": 0}, "page_size"),
             ("recall", ("invoices",), {"sort": "sort_order_time_desc"}, "sort"),
             ("recall", ("invoices",), {"tag_mode": "unspecified"}, "tag_mode"),
+            # The service's refusal naming its proto field (valid_to, start_time): the argument.
+            ("store", ("x",), {"t_valid": "2026-02-01T00:00:00Z", "t_invalid": "2026-01-01T00:00:00Z"}, "t_invalid"),
+            ("recall", ("invoices",), {"start": "2026-02-01T00:00:00Z", "end": "2026-01-01T00:00:00Z"}, "start"),
         ]
         for name, args, kwargs, field in refused:
             with pytest.raises(InvalidArgument) as error:

@@ -91,16 +91,18 @@ async def test_lone_surrogates_and_deep_nesting_in_metadata_json_are_invalid_arg
 
 async def test_t_invalid_at_year_one_is_refused_naming_it(service) -> None:
     """A store recorded as already over at 0001-01-01T00:00:00 (no t_valid) overflowed
-    computing the window's start 1 ms earlier: UNKNOWN OverflowError over gRPC, 500 over REST."""
+    computing the window's start 1 ms earlier: UNKNOWN OverflowError over gRPC, 500 over REST.
+    Each surface names the field as its caller sent it: ``valid_to`` over gRPC, ``t_invalid``
+    over REST."""
     async with service.client() as client:
         target = (await client.ingest.CreateMemory(ingest.CreateMemoryRequest(
             memory=ingest.MemoryInput(content="still the current fact")))).memory
         item = ingest.MemoryInput(content="over before it began", valid_to=YEAR_ONE)
-        await _refused(client.ingest.CreateMemory, ingest.CreateMemoryRequest(memory=item), "t_invalid")
+        await _refused(client.ingest.CreateMemory, ingest.CreateMemoryRequest(memory=item), "valid_to")
         await _refused(client.ingest.BatchCreateMemories, ingest.BatchCreateMemoriesRequest(
-            memories=[ingest.MemoryInput(content="a good item"), item]), "memories[1].t_invalid")
+            memories=[ingest.MemoryInput(content="a good item"), item]), "memories[1].valid_to")
         await _refused(client.ingest.SupersedeMemory, ingest.SupersedeMemoryRequest(id=target.id, replacement=item),
-                       "t_invalid")
+                       "valid_to")
         after = await _stored(client, target.id)
         assert after.state == memory_pb2.MEMORY_STATE_ACTIVE and after.version == target.version
     async with service.http() as http:
@@ -271,4 +273,61 @@ async def test_a_negative_etag_is_bad_input_not_a_version_conflict(service) -> N
             id=memory.id, etag=-1, replacement=ingest.MemoryInput(content="Etag probe: at eleven")), "etag")
         after = await _stored(client, memory.id)
     assert (after.version, after.state, list(after.tags)) == (memory.version, memory.state, list(memory.tags))
+    assert await _count(service) == 1
+
+
+#: Before 0001-01-01T00:00:00Z: a Timestamp no datetime holds.
+BEFORE_YEAR_ONE = timestamp_pb2.Timestamp(seconds=YEAR_ONE.seconds - 1)
+JAN, FEB = timestamp_pb2.Timestamp(seconds=1_767_225_600), timestamp_pb2.Timestamp(seconds=1_769_904_000)
+
+
+async def test_grpc_errors_name_the_proto_fields_the_caller_sent(service) -> None:
+    """INVALID_ARGUMENT over gRPC named AutoMem's REST fields (``timestamp``, ``t_invalid``,
+    ``t_valid``, the window's ``start``), which no gRPC request has: it names the proto
+    fields now (``event_time``, ``valid_to``, ``valid_from``, ``start_time``/``end_time``)."""
+    async with service.client() as client:
+        details = await _refused(client.ingest.CreateMemory, ingest.CreateMemoryRequest(
+            memory=ingest.MemoryInput(content="before the year one", event_time=BEFORE_YEAR_ONE)), "event_time")
+        assert "timestamp" not in details
+        await _refused(client.ingest.BatchCreateMemories, ingest.BatchCreateMemoriesRequest(memories=[
+            ingest.MemoryInput(content="fine"),
+            ingest.MemoryInput(content="before the year one", event_time=BEFORE_YEAR_ONE)]), "memories[1].event_time")
+        details = await _refused(client.ingest.CreateMemory, ingest.CreateMemoryRequest(
+            memory=ingest.MemoryInput(content="ends before it begins", valid_from=FEB, valid_to=JAN)), "valid_to")
+        assert details == "valid_to: must be after valid_from"
+        kept = (await client.ingest.CreateMemory(ingest.CreateMemoryRequest(
+            memory=ingest.MemoryInput(content="a memory to update", valid_from=FEB)))).memory
+        details = await _refused(client.ingest.UpdateMemory, ingest.UpdateMemoryRequest(
+            id=kept.id, memory=ingest.MemoryInput(valid_to=JAN), update_mask=_mask("valid_to")), "valid_to")
+        assert details == "valid_to: must be after valid_from"
+        await _refused(client.ingest.UpdateMemory, ingest.UpdateMemoryRequest(
+            id=kept.id, memory=ingest.MemoryInput(), update_mask=_mask("event_time")), "event_time")
+        details = await _refused(client.recall.SearchMemories, recall_service_pb2.SearchMemoriesRequest(
+            query="anything", start_time=FEB, end_time=JAN), "start_time")
+        assert details == "start_time: must not be after end_time"
+    assert await _count(service) == 1
+
+
+async def test_rest_errors_name_the_automem_fields_the_caller_sent(service) -> None:
+    """The same refusals over REST name AutoMem's fields (``timestamp``, ``t_invalid``,
+    ``t_valid``, ``start``/``end``; the gateway renames the service's proto names), in the
+    message and in a batch item's path."""
+    async with service.http() as http:
+        r = await http.post("/memory", json={"content": "ends before it begins", "t_valid": "2026-02-01T00:00:00Z",
+                                             "t_invalid": "2026-01-01T00:00:00Z"})
+        assert r.status_code == 400 and r.json()["error"] == "t_invalid: must be after t_valid", r.text
+        r = await http.post("/memory/batch", json={"memories": [
+            {"content": "fine"}, {"content": "ends before it begins", "t_valid": "2026-02-01T00:00:00Z",
+                                  "t_invalid": "2026-01-01T00:00:00Z"}]})
+        assert r.status_code == 400 and r.json()["error"] == "memories[1].t_invalid: must be after t_valid", r.text
+        r = await http.post("/memory", json={"content": "a memory to update", "t_valid": "2026-02-01T00:00:00Z"})
+        assert r.status_code == 201, r.text
+        memory_id = r.json()["memory_id"]
+        r = await http.patch(f"/memory/{memory_id}", json={"t_invalid": "2026-01-01T00:00:00Z"})
+        assert r.status_code == 400 and r.json()["error"] == "t_invalid: must be after t_valid", r.text
+        r = await http.post("/memory", json={"content": "before the year one", "timestamp": "0001-01-01T00:00:00+05:00"})
+        assert r.status_code == 400 and r.json()["error"].startswith("timestamp:"), r.text
+        r = await http.get("/recall", params={"query": "anything", "start": "2026-02-01T00:00:00Z",
+                                              "end": "2026-01-01T00:00:00Z"})
+        assert r.status_code == 400 and r.json()["error"] == "start: must not be after end", r.text
     assert await _count(service) == 1

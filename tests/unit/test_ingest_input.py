@@ -81,9 +81,9 @@ def test_negative_zero_in_metadata_is_kept_in_both_forms_and_on_the_node() -> No
 def test_a_window_ending_at_year_one_is_refused_not_overflowed() -> None:
     year_one = timestamp_pb2.Timestamp(seconds=-62135596800)
     item = ingest.MemoryInput(content="over before it began", valid_to=year_one)
-    _refused(logic.build_memory, item, scope="s", settings=SETTINGS, created=NOW, source="t", field="t_invalid")
+    _refused(logic.build_memory, item, scope="s", settings=SETTINGS, created=NOW, source="t", field="valid_to")
     _refused(logic.build_memory, item, scope="s", settings=SETTINGS, created=NOW, source="t",
-             field_prefix="memories[2].", field="memories[2].t_invalid")
+             field_prefix="memories[2].", field="memories[2].valid_to")
     # A millisecond later there is a window: [year one, +1 ms).
     item.valid_to.nanos = 1_000_000
     memory = logic.build_memory(item, scope="s", settings=SETTINGS, created=NOW, source="t")

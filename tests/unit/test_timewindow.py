@@ -160,7 +160,7 @@ def test_explicit_bounds_win_over_the_phrase_and_tz_applies() -> None:
     assert berlin.start == at("2026-02-28T23:00").timestamp()
     with pytest.raises(InvalidArgument) as err:
         resolve("yesterday", at("2026-03-01").timestamp(), None, now=NOW)
-    assert err.value.field == "start"
+    assert err.value.field == "start_time"
 
 
 @pytest.mark.parametrize("name", ["Mars/Olympus", "not a zone", "../etc/passwd", "Europe/"])

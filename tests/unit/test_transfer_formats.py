@@ -126,7 +126,7 @@ def test_native_bad_lines_name_the_line_and_field() -> None:
     assert any(e.startswith("line 4: memory: ") and "MEMORY_TYPE_NOPE" in e for e in errors), errors
     assert any(e.startswith("line 5: id: 'ok' was given already (line 2)") for e in errors), errors
     assert any(e.startswith("line 6: relation.target_id: no memory 'nowhere'") for e in errors), errors
-    assert any(e.startswith("line 7: t_invalid: must be after t_valid") for e in errors), errors
+    assert any(e.startswith("line 7: valid_to: must be after valid_from") for e in errors), errors
     assert any(e.startswith("line 8: not JSON") for e in errors), errors
     assert any(e.startswith("line 9: content: must not be empty") for e in errors), errors
     assert any(e.startswith("line 10: memory.id: required") for e in errors), errors
@@ -290,6 +290,20 @@ def test_automem_bad_lines() -> None:
     ]
     assert errors[4].startswith("line 7: record: neither an AutoMem node")
     assert errors[5] == "line 6: relationship.target_id: no memory '42' in this file"
+
+
+def test_a_bad_window_is_named_as_each_format_names_it() -> None:
+    """The write path's check of a window (``valid_to: must be after valid_from``, the proto's
+    names) is reported with the file's own names of the two times."""
+    native = _parse("native", _lines({"header": {"format": formats.NATIVE_FORMAT}}, _native_memory(
+        valid_from="2026-05-01T00:00:00Z", valid_to="2026-04-01T00:00:00Z"))).errors
+    assert native == ["line 2: valid_to: must be after valid_from"], native
+    automem = _parse("automem", _lines({"id": 5, "labels": ["Memory"], "properties": {
+        "id": "u5", "content": "x", "t_valid": "2026-05-01T00:00:00Z", "t_invalid": "2026-04-01T00:00:00Z"}})).errors
+    assert automem == ["line 1: properties.t_invalid: must be after properties.t_valid"], automem
+    mem0 = _parse("mem0", _lines({"id": "m1", "memory": "x", "created_at": "2099-05-01T00:00:00Z",
+                                  "expiration_date": "2099-04-01T00:00:00Z"})).errors
+    assert mem0 == ["line 1: expiration_date: must be after created_at"], mem0
 
 
 # --- mem0 ------------------------------------------------------------------------------

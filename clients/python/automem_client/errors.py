@@ -170,11 +170,31 @@ def error_for(code: grpc.StatusCode, message: str, *, field: str | None = None,
     return cls(message, code=code, field=field, http_status=http_status)
 
 
+#: The service's proto names of fields this client's methods take under AutoMem's names (as
+#: the REST gateway spells them): MemoryInput's times and the recall window.
+ARGUMENT_NAMES = {"event_time": "timestamp", "valid_from": "t_valid", "valid_to": "t_invalid",
+                  "start_time": "start", "end_time": "end"}
+_PROTO_NAME = re.compile(r"\b(" + "|".join(ARGUMENT_NAMES) + r")\b")
+
+
+def _as_arguments(message: str) -> str:
+    """``message`` naming the client's arguments: when its field (:func:`field_of`) holds a
+    proto name of :data:`ARGUMENT_NAMES`, each such name in it is replaced
+    (``"valid_to: must be after valid_from"`` -> ``"t_invalid: must be after t_valid"``), as
+    the REST gateway answers it."""
+    field = field_of(message)
+    if field is None or not _PROTO_NAME.search(field):
+        return message
+    return _PROTO_NAME.sub(lambda m: ARGUMENT_NAMES[m.group(1)], message)
+
+
 def from_rpc_error(exc: grpc.RpcError) -> AutomemError:
-    """The typed error of a failed gRPC call (``grpc.aio.AioRpcError`` or ``grpc.RpcError``)."""
+    """The typed error of a failed gRPC call (``grpc.aio.AioRpcError`` or ``grpc.RpcError``),
+    its message and ``field`` naming the method's argument (``t_invalid``, ``start``) where
+    the service named the proto field (``valid_to``, ``start_time``)."""
     code = exc.code() if callable(getattr(exc, "code", None)) else grpc.StatusCode.UNKNOWN
     details = exc.details() if callable(getattr(exc, "details", None)) else str(exc)
-    return error_for(code, details or code.name)
+    return error_for(code, _as_arguments(details or code.name))
 
 
 def from_http(status: int, body: object) -> AutomemError:
