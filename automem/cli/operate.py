@@ -9,7 +9,12 @@ and the key; automem/cli/output.py shows progress, ``--json`` and one-line error
   until the vector index holds a point per memory.
 * ``reindex`` — EnrichService.ReembedMemories (force) of the scope, following
   GetReembedStatus until every memory is re-embedded.
-* ``sync`` — ConsolidateService.CheckSync (``--repair`` to repair) and GetSyncStatus.
+* ``sync`` — ConsolidateService.CheckSync (``--repair`` to repair; ``--wait`` then follows
+  GetSyncStatus).
+
+``--json`` prints what the same command prints over REST (automem/cli/rest.py): the REST
+routes' answers (automem/gateway/presenters.py), so a script reads one shape whichever way
+the command went.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from automem.cli.output import (
     whole_file,
 )
 from automem.common.settings import Settings
+from automem.gateway.presenters import api_key_event_json, api_key_json, sync_json
 from automem.v1 import admin_service_pb2, consolidate_service_pb2, enrich_service_pb2, ingest_service_pb2
 
 #: Bytes a RestoreBackup message carries (gRPC's default message limit is 4 MiB).
@@ -62,21 +68,21 @@ async def keys(settings: Settings, args: argparse.Namespace) -> int:
                 role=args.role, scopes=args.scopes, default_scope=args.default_scope or "",
                 display_name=args.name or "", require_review=args.require_review), metadata=md)
             key = made.api_key
-            emit(args, {"secret": made.secret, "api_key": as_dict(key)}, made.secret)
+            emit(args, {"status": "success", "api_key": api_key_json(key), "secret": made.secret}, made.secret)
             if not wants_json(args):
                 note(args, f"# key {key.id}: role={key.role} scopes={','.join(key.scopes)} "
                            f"default_scope={key.default_scope} (shown once)")
         elif args.keys_cmd == "list":
             async for k in _paged(client.admin.ListApiKeys, admin_service_pb2.ListApiKeysRequest(), "api_keys", md):
-                emit(args, as_dict(k), f"{k.id}\t{k.role}\t{','.join(k.scopes)}\t{k.default_scope}\t"
+                emit(args, api_key_json(k), f"{k.id}\t{k.role}\t{','.join(k.scopes)}\t{k.default_scope}\t"
                                        f"{'revoked' if k.revoked else 'active'}\t{k.display_name}")
         elif args.keys_cmd == "revoke":
             done = await client.admin.RevokeApiKey(admin_service_pb2.RevokeApiKeyRequest(id=args.key_id), metadata=md)
-            emit(args, as_dict(done.api_key), f"revoked {args.key_id}")
+            emit(args, api_key_json(done.api_key), f"revoked {args.key_id}")
         elif args.keys_cmd == "events":
             request = admin_service_pb2.ListApiKeyEventsRequest(key_id=args.key_id or "")
             async for e in _paged(client.admin.ListApiKeyEvents, request, "events", md):
-                emit(args, as_dict(e), f"{e.event_time.ToJsonString()}\t{e.action}\t{e.key_id}\t{e.actor}\t"
+                emit(args, api_key_event_json(e), f"{e.event_time.ToJsonString()}\t{e.action}\t{e.key_id}\t{e.actor}\t"
                                        f"{e.role}\t{','.join(e.scopes)}")
     return 0
 
@@ -132,7 +138,7 @@ async def restore(settings: Settings, args: argparse.Namespace) -> int:
     async with online_client(settings, args) as client:
         with progress("restore", path.stat().st_size, bytes_=True) as bar:
             done = await client.admin.RestoreBackup(_chunks(path, args.force, bar), metadata=client.metadata())
-        result: dict[str, Any] = as_dict(done)
+        result: dict[str, Any] = {"status": "success", **as_dict(done)}  # POST /v1/backup:restore's answer
         if not wants_json(args):
             print(f"restored {done.nodes} nodes, {done.edges} edges, {done.events} events")
         if done.events_dropped:
@@ -151,7 +157,8 @@ async def restore(settings: Settings, args: argparse.Namespace) -> int:
 
 async def _repair_and_wait(client: Any, label: str) -> dict[str, Any]:
     """CheckSync with repair, then poll GetSyncStatus until the vector index holds a point
-    per memory (a progress bar of points); returns the last status as a dict."""
+    per memory (a progress bar of points); returns ``{"vector_count", "memory_count"}`` of
+    the last status (what automem/cli/rest.py reads from ``GET /health``)."""
     md = client.metadata()
     await client.consolidate.CheckSync(consolidate_service_pb2.CheckSyncRequest(repair=True), metadata=md)
     stall = Stall(f"waiting for the vector index ({label})")
@@ -162,7 +169,7 @@ async def _repair_and_wait(client: Any, label: str) -> dict[str, Any]:
             bar.update(completed=status.vector_count, total=status.memory_count)
             stall.check(status.vector_count, status.memory_count)
             if status.sync_status in ("synced", "vectors_disabled") and status.vector_count == status.memory_count:
-                return as_dict(status)
+                return {"vector_count": status.vector_count, "memory_count": status.memory_count}
             await asyncio.sleep(POLL_SECONDS)
 
 
@@ -186,24 +193,21 @@ async def reindex(settings: Settings, args: argparse.Namespace) -> int:
                 if job.job_id == started.job_id and job.done >= job.total:
                     break
                 await asyncio.sleep(POLL_SECONDS)
-    emit(args, {"job_id": started.job_id, "scope": job.scope, "reindexed": job.total},
+    emit(args, {"job_id": started.job_id, "scope": args.scope or None, "reindexed": job.total},
          f"reindexed {job.total} memories of scope {job.scope}")
     return 0
 
 
 async def sync(settings: Settings, args: argparse.Namespace) -> int:
     """``automem sync``: the graph/vector drift check (``--repair`` repairs and, with
-    ``--wait``, waits until the index holds a point per memory)."""
+    ``--wait``, waits until the index holds a point per memory: its counts then in ``sync``)."""
     async with online_client(settings, args) as client:
         md = client.metadata()
         checked = await client.consolidate.CheckSync(consolidate_service_pb2.CheckSyncRequest(repair=args.repair),
                                                      metadata=md)
-        result: dict[str, Any] = as_dict(checked)
+        result = sync_json(checked)  # POST /admin/sync's answer
         if args.repair and args.wait:
-            result["status"] = await _repair_and_wait(client, "sync")
-        else:
-            result["status"] = as_dict(await client.consolidate.GetSyncStatus(
-                consolidate_service_pb2.GetSyncStatusRequest(), metadata=md))
+            result["sync"] = await _repair_and_wait(client, "sync")
     emit(args, result, f"{checked.sync_status}: {checked.missing_vectors} missing, {checked.orphaned_vectors} "
                        f"orphaned, {checked.stale_payloads} stale vectors"
                        + (f"; {checked.repaired} repaired" if args.repair else ""))

@@ -168,21 +168,26 @@ async def restore(settings: Settings, args: argparse.Namespace) -> int:
             print(f"restored {done['nodes']} nodes, {done['edges']} edges, {done['events']} events")
         if args.reindex:
             _check(await http.post("/admin/sync"))
-            stall = Stall("waiting for the vector index (reindex)")
-            with progress("reindex", None, unit="points") as bar:
-                while True:
-                    health = _check(await http.get("/health"))
-                    bar.update(completed=health.get("vector_count") or 0, total=health.get("memory_count") or 0)
-                    stall.check(health.get("vector_count"), health.get("memory_count"))
-                    if health.get("vector_count") == health.get("memory_count"):
-                        break
-                    await asyncio.sleep(POLL_SECONDS)
-            done["sync"] = {"vector_count": health.get("vector_count"), "memory_count": health.get("memory_count")}
+            done["sync"] = await _wait_for_index(http, "reindex")
         elif done.get("live_memories"):
             note(args, f"reindex needed: {done['live_memories']} memories restored without vector points; run "
                        "`automem sync --repair` (or restore with --reindex)")
     emit(args, done)
     return 0
+
+
+async def _wait_for_index(http: httpx.AsyncClient, label: str) -> dict[str, Any]:
+    """Poll ``GET /health`` until the vector index holds a point per memory (a progress bar
+    of points); returns ``{"vector_count", "memory_count"}`` of the last answer."""
+    stall = Stall(f"waiting for the vector index ({label})")
+    with progress(label, None, unit="points") as bar:
+        while True:
+            health = _check(await http.get("/health"))
+            bar.update(completed=health.get("vector_count") or 0, total=health.get("memory_count") or 0)
+            stall.check(health.get("vector_count"), health.get("memory_count"))
+            if health.get("vector_count") == health.get("memory_count"):
+                return {"vector_count": health.get("vector_count"), "memory_count": health.get("memory_count")}
+            await asyncio.sleep(POLL_SECONDS)
 
 
 async def reindex(settings: Settings, args: argparse.Namespace) -> int:
@@ -210,8 +215,12 @@ async def reindex(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def sync(settings: Settings, args: argparse.Namespace) -> int:
-    """``automem sync --url``: ``POST /admin/sync`` (``dry_run`` unless ``--repair``)."""
+    """``automem sync --url``: ``POST /admin/sync`` (``dry_run`` unless ``--repair``); with
+    ``--repair --wait``, then waits until the index holds a point per memory (its counts in
+    ``sync``), as over gRPC."""
     async with rest_client(settings, args) as http:
         checked = _check(await http.post("/admin/sync", params={"dry_run": str(not args.repair).lower()}))
+        if args.repair and args.wait:
+            checked["sync"] = await _wait_for_index(http, "sync")
     emit(args, checked, " ".join(f"{k}={v}" for k, v in sorted(checked.items()) if not isinstance(v, dict | list)))
     return 0

@@ -571,6 +571,57 @@ async def test_cli_over_rest_lists_as_over_grpc_and_names_another_server_in_one_
         assert "Broken pipe" not in shell.stderr and "Traceback" not in shell.stderr, shell.stderr
 
 
+async def test_json_output_is_the_same_over_grpc_and_rest(own_service, tmp_path: Path) -> None:
+    """``--json`` printed one shape over ``--grpc`` and another over ``--url`` for the same
+    command: a key's ``create_time`` (microseconds, ``Z``) against ``created_at``, ``""``
+    against null, no ``revoked_at``; an audit record's ``event_time`` against ``at``; sync's
+    ``status`` a GetSyncStatus object against ``"success"``; restore without ``status``;
+    reindex the job's scope against the one asked for. Both print the REST routes' shape now."""
+    grpc_at, url = ["--grpc", own_service.grpc], ["--url", own_service.url]
+
+    async def both(*args: str, env: dict[str, str] | None = None) -> tuple[list[dict], list[dict]]:
+        outputs = []
+        for where in (grpc_at, url):
+            code, out, err = await _cli(*args, "--json", *where, env=env)
+            assert code == 0, (where, err)
+            outputs.append([json.loads(line) for line in out.splitlines()])
+        return outputs[0], outputs[1]
+
+    def made(output: list[dict]) -> dict:
+        """A created or revoked key's answer without what differs between two keys."""
+        [one] = output
+        key = one.get("api_key", one)
+        key = {**key, "id": "k", "created_at": "t", "revoked_at": key.get("revoked_at") and "t"}
+        return {**one, "secret": "s", "api_key": key} if "api_key" in one else key
+
+    code, out, err = await _cli("keys", "create", "--role", "admin", "--scope", "*", *grpc_at)
+    assert code == 0, err
+    env = _env(AUTOMEM_API_KEY=out.strip())
+    over_grpc, over_rest = await both("keys", "create", "--role", "writer", "--scope", "shape/*", "--name", "shape",
+                                      env=env)
+    assert made(over_grpc) == made(over_rest) and over_rest[0]["status"] == "success"
+    await _store(own_service.url, over_grpc[0]["secret"], [f"shape memory {i}" for i in range(2)])
+    await eventually(lambda: _count_equals(own_service, 2), timeout=60)
+    ids = [o[0]["api_key"]["id"] for o in (over_grpc, over_rest)]
+    revoked = [await _cli("keys", "revoke", key_id, "--json", *where, env=env) for key_id, where in
+               zip(ids, (grpc_at, url), strict=True)]
+    assert all(code == 0 for code, _, _ in revoked), revoked
+    assert made([json.loads(revoked[0][1])]) == made([json.loads(revoked[1][1])])
+    assert json.loads(revoked[0][1])["revoked_at"] is not None and json.loads(revoked[0][1])["revoked"] is True
+    for command in (("keys", "list"), ("keys", "events"), ("sync",), ("sync", "--repair", "--wait")):
+        over_grpc, over_rest = await both(*command, env=env)
+        assert over_grpc == over_rest, command
+    assert over_rest[0]["sync"] == {"vector_count": 2, "memory_count": 2}
+    over_grpc, over_rest = await both("reindex", "--scope", "shape/default", env=env)
+    assert [{**o, "job_id": ""} for o in over_grpc] == [{**o, "job_id": ""} for o in over_rest]
+    assert over_rest[0]["reindexed"] == 2
+    backup_file = tmp_path / "shape.jsonl"
+    over_grpc, over_rest = await both("backup", "--out", str(backup_file), env=env)
+    assert over_grpc == over_rest
+    over_grpc, over_rest = await both("restore", str(backup_file), "--force", env=env)
+    assert over_grpc == over_rest and over_rest[0]["live_memories"] == 2 and over_rest[0]["status"] == "success"
+
+
 async def test_a_restore_killed_half_way_is_named_until_one_with_force_finishes(own_service) -> None:
     """A restore killed half-way (``kill -9`` of ``automem up``) left a partial graph that a
     restarted service served as healthy and a later restore without force did not name; the
