@@ -99,6 +99,33 @@ def variant(request: pytest.FixtureRequest) -> tuple[str, str]:
     return request.param
 
 
+async def test_a_grpc_client_built_outside_an_event_loop_works_in_asyncio_run(service) -> None:
+    """``AsyncClient.grpc(...)`` made its ``grpc.aio`` channel in the constructor, in no loop
+    (or another one): built at module level and used in ``asyncio.run``, every call raised
+    "attached to a different loop". The channel is made on the first call now, in the loop
+    that runs it; a second ``asyncio.run`` (the first loop closed) works too, and ``close``."""
+
+    def outside() -> tuple[str, str, str, bool]:  # a thread with no event loop, as a script's top level
+        client = AsyncClient.grpc(service.grpc, scope=service.scope, timeout=30)
+
+        async def first() -> tuple[str, str]:
+            stored = await client.store("Built outside the loop: the nightly export runs at two")
+            return stored.id, (await client.get(stored.id)).content
+
+        async def second(memory_id: str) -> str:
+            try:
+                return (await client.get(memory_id)).content
+            finally:
+                await client.close()
+
+        memory_id, content = asyncio.run(first())
+        return memory_id, content, asyncio.run(second(memory_id)), client.closed
+
+    memory_id, content, again, closed = await asyncio.to_thread(outside)
+    assert content == again == "Built outside the loop: the nightly export runs at two" and closed
+    assert (await service.ctx.graph.memories.get(memory_id, service.scope)).id == memory_id
+
+
 async def test_the_whole_surface(service, variant: tuple[str, str]) -> None:
     transport, mode = variant
     client = await make_client(service, transport, mode)

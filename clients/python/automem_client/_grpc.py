@@ -21,7 +21,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import grpc
 from google.protobuf import field_mask_pb2, timestamp_pb2
@@ -172,6 +172,15 @@ def _relation_type(word: str, name: str = "type") -> int:
     return _enum(memory_pb2.RelationType, "RELATION_TYPE_", word.strip().upper().removeprefix("RELATION_TYPE_"), name)
 
 
+class _Stubs(NamedTuple):
+    """A channel and the stubs on it."""
+
+    channel: grpc.aio.Channel
+    ingest: ingest_service_pb2_grpc.IngestServiceStub
+    recall: recall_service_pb2_grpc.RecallServiceStub
+    review: review_service_pb2_grpc.ReviewServiceStub
+
+
 class GrpcTransport:
     """Async calls over one gRPC channel (see the module docstring).
 
@@ -183,24 +192,27 @@ class GrpcTransport:
             the host dialled.
         timeout: default deadline of a call in seconds (None = none; streams have none).
         max_attempts: tries per retried call (1 = no retry).
+
+    The ``grpc.aio`` channel belongs to the event loop it is made in, so it is made on the
+    first call, in the loop that runs it (:attr:`channel`): a transport built outside any
+    loop (``AsyncClient.grpc(...)`` at module level, then ``asyncio.run(...)``) failed every
+    call with "attached to a different loop". A later call in another loop, once the first
+    loop is closed (a second ``asyncio.run``), gets a new channel.
     """
 
     def __init__(self, target: str, *, api_key: str = "", scope: str = "", tls: bool = False,
                  root_certificates: bytes | None = None, server_name: str = "", timeout: float | None = 30.0,
                  max_attempts: int = 4) -> None:
-        options: list[tuple[str, Any]] = [("grpc.enable_retries", 1),
-                                          ("grpc.service_config", service_config(max_attempts)),
-                                          ("grpc.max_receive_message_length", 64 * 1024 * 1024)]
+        self._target = target
+        self._options: list[tuple[str, Any]] = [("grpc.enable_retries", 1),
+                                                ("grpc.service_config", service_config(max_attempts)),
+                                                ("grpc.max_receive_message_length", 64 * 1024 * 1024)]
         if server_name:
-            options.append(("grpc.ssl_target_name_override", server_name))
-        if tls or root_certificates:
-            credentials = grpc.ssl_channel_credentials(root_certificates=root_certificates)
-            self.channel = grpc.aio.secure_channel(target, credentials, options=options)
-        else:
-            self.channel = grpc.aio.insecure_channel(target, options=options)
-        self._ingest = ingest_service_pb2_grpc.IngestServiceStub(self.channel)
-        self._recall = recall_service_pb2_grpc.RecallServiceStub(self.channel)
-        self._review = review_service_pb2_grpc.ReviewServiceStub(self.channel)
+            self._options.append(("grpc.ssl_target_name_override", server_name))
+        self._credentials = (grpc.ssl_channel_credentials(root_certificates=root_certificates)
+                             if tls or root_certificates else None)
+        self._stubs: _Stubs | None = None
+        self._channel_loop: asyncio.AbstractEventLoop | None = None
         self.metadata: list[tuple[str, str]] = []
         if api_key:
             self.metadata.append(("authorization", f"Bearer {api_key}"))
@@ -209,13 +221,50 @@ class GrpcTransport:
         self.timeout = timeout
         self.closed = False
 
+    def _here(self) -> _Stubs:
+        """The channel of the running event loop and its stubs, made on first use (see the
+        class docstring). RuntimeError outside a running loop; ClientClosed after
+        :meth:`close` (a closed transport makes no channel: nothing would close it)."""
+        self.check_open()
+        loop = asyncio.get_running_loop()
+        if self._stubs is None or (self._channel_loop is not loop and self._channel_loop is not None
+                                   and self._channel_loop.is_closed()):
+            if self._credentials is not None:
+                channel = grpc.aio.secure_channel(self._target, self._credentials, options=self._options)
+            else:
+                channel = grpc.aio.insecure_channel(self._target, options=self._options)
+            self._stubs = _Stubs(channel, ingest_service_pb2_grpc.IngestServiceStub(channel),
+                                 recall_service_pb2_grpc.RecallServiceStub(channel),
+                                 review_service_pb2_grpc.ReviewServiceStub(channel))
+            self._channel_loop = loop
+        return self._stubs
+
+    @property
+    def channel(self) -> grpc.aio.Channel:
+        """The channel of the running event loop (:meth:`_here`)."""
+        return self._here().channel
+
+    @property
+    def _ingest(self) -> ingest_service_pb2_grpc.IngestServiceStub:
+        return self._here().ingest
+
+    @property
+    def _recall(self) -> recall_service_pb2_grpc.RecallServiceStub:
+        return self._here().recall
+
+    @property
+    def _review(self) -> review_service_pb2_grpc.ReviewServiceStub:
+        return self._here().review
+
     async def close(self) -> None:
-        """Close the channel (again: nothing). Calls in flight raise ClientClosed, an open
-        :meth:`events` stream ends, later calls raise ClientClosed."""
+        """Close the channel (again: nothing; none made yet, or made in a loop since closed:
+        nothing to close). Calls in flight raise ClientClosed, an open :meth:`events` stream
+        ends, later calls raise ClientClosed."""
         if self.closed:
             return
         self.closed = True
-        await self.channel.close()
+        if self._stubs is not None and self._channel_loop is asyncio.get_running_loop():
+            await self._stubs.channel.close()
 
     def check_open(self) -> None:
         """ClientClosed once :meth:`close` was called."""
