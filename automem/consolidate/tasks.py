@@ -50,6 +50,7 @@ from automem.common.model import Memory, Relation, content_hash, first_epoch, se
 from automem.common.settings import Settings
 from automem.common.text import extractive_summary
 from automem.graph import GraphStore
+from automem.graph.versions import acting_as
 from automem.v1 import events_pb2, memory_pb2
 from automem.vectors import VectorFilter, VectorStore
 
@@ -59,6 +60,9 @@ HALF_LIFE_DAYS = 30.0
 CREATIVE_SAMPLE = 200
 CLUSTER_MAX = 2000
 FORGOTTEN = "forgotten"
+#: Who consolidation's writes are by: its events' ``actor``, its MetaPatterns' ``source`` and
+#: the versions its writes record (automem/graph/versions.py :func:`acting_as`).
+ACTOR = "system:consolidate"
 
 
 def relevance(importance: float, age_days: float, half_life_days: float = HALF_LIFE_DAYS) -> float:
@@ -97,7 +101,7 @@ class Tasks:
 
     async def _event(self, kind: int, before: Memory | None, after: Memory, content_changed: bool = False) -> None:
         await self.publish(make_event(kind, before=before, after=after, content_changed=content_changed,
-                                      actor="system:consolidate"))
+                                      actor=ACTOR))
 
     async def _relation_events(self, created: list[Relation]) -> None:
         """One RELATION_CREATED event per edge the run created (as ``POST /associate``'s,
@@ -105,7 +109,7 @@ class Tasks:
         ``GET /stream`` (``memory.associate``) show consolidation's edges too."""
         for rel in created:
             await self.publish(make_event(events_pb2.EVENT_TYPE_RELATION_CREATED, before=None, after=None,
-                                          relation=rel, actor="system:consolidate"))
+                                          relation=rel, actor=ACTOR))
 
     # --- decay ---------------------------------------------------------------------------
 
@@ -243,7 +247,9 @@ class Tasks:
             updated.state_reason = f"consolidate: {reason}"
             updated.version = before.version + 1
             updated.update_time.CopyFrom(ts(time.time()))
-            if await self.graph.memories.replace(updated, before.version):
+            with acting_as(ACTOR):  # the version names the actor its event names
+                written = await self.graph.memories.replace(updated, before.version)
+            if written:
                 await self._event(events_pb2.EVENT_TYPE_MEMORY_ARCHIVED, before, updated)
                 archived += 1
         return archived
@@ -265,15 +271,16 @@ class Tasks:
         meta = Memory(id=str(uuid.uuid4()), scope=scope, content=f"Pattern across {len(texts)} memories: {summary}",
                       type=memory_pb2.MEMORY_TYPE_META_PATTERN, tags=["meta-pattern"],
                       importance=float(np.mean([m.importance for m in members.values()])) if members else 0.5,
-                      confidence=0.6, state=memory_pb2.MEMORY_STATE_ACTIVE, version=1, source="system:consolidate",
+                      confidence=0.6, state=memory_pb2.MEMORY_STATE_ACTIVE, version=1, source=ACTOR,
                       embedding_status=memory_pb2.EMBEDDING_STATUS_PENDING,
                       enrichment_status=memory_pb2.ENRICHMENT_STATUS_PENDING, relevance_score=1.0)
         meta.content_hash = content_hash(meta.content)
         set_metadata(meta, {"cluster_key": key, "member_ids": list(member_ids)})
         for name in ("create_time", "update_time", "record_time", "event_time", "valid_from"):
             getattr(meta, name).CopyFrom(ts(now))
-        if not await self.graph.memories.create_meta_pattern(meta, key):
-            return None  # another run summarised this cluster meanwhile
+        with acting_as(ACTOR):  # its first version names the actor its MEMORY_CREATED event names
+            if not await self.graph.memories.create_meta_pattern(meta, key):
+                return None  # another run summarised this cluster meanwhile
         created = await self.graph.relations.link_members(meta.id, member_ids, now)
         await self._event(events_pb2.EVENT_TYPE_MEMORY_CREATED, None, meta, content_changed=True)
         await self._relation_events(created)
@@ -314,7 +321,11 @@ class Tasks:
                 updated.update_time.CopyFrom(ts(time.time()))
                 if state == memory_pb2.MEMORY_STATE_DELETED:
                     updated.retract_time.CopyFrom(ts(time.time()))
-                if await self.graph.memories.replace(updated, current.version):
+                # The version names the actor the event names: the API key that asked for the
+                # run (or "system" for a scheduled one) was recorded while the event said ACTOR.
+                with acting_as(ACTOR):
+                    written = await self.graph.memories.replace(updated, current.version)
+                if written:
                     await self._event(kind, current, updated)
                     done[key] += 1
         return done

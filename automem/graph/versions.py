@@ -28,7 +28,9 @@ known any more precisely.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import contextlib
+from collections.abc import Iterable, Iterator, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,9 +55,29 @@ MIGRATION_VERSION = 1
 SYSTEM_ACTOR = "system"
 
 
+#: The actor a background task writes as (:func:`acting_as`); None = the request's principal.
+_acting: ContextVar[str | None] = ContextVar("automem_version_actor", default=None)
+
+
+@contextlib.contextmanager
+def acting_as(name: str) -> Iterator[None]:
+    """Within this block (this task's context) versions name ``name`` as their actor: a
+    background task's own name, the one its events carry (``system:consolidate``), not the
+    principal of the request that started the task, nor plain :data:`SYSTEM_ACTOR`."""
+    token = _acting.set(name)
+    try:
+        yield
+    finally:
+        _acting.reset(token)
+
+
 def actor() -> str:
-    """The name of the principal of the current request (automem/common/auth.py binds it
-    per gRPC call), or :data:`SYSTEM_ACTOR` outside a request."""
+    """The actor of a version written now: the name :func:`acting_as` binds, else the name of
+    the principal of the current request (automem/common/auth.py binds it per gRPC call),
+    else :data:`SYSTEM_ACTOR` outside a request."""
+    acting = _acting.get()
+    if acting is not None:
+        return acting
     principal = bound_principal()
     return principal.name if principal is not None else SYSTEM_ACTOR
 

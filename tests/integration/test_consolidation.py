@@ -162,6 +162,37 @@ async def test_forget_archives_before_deleting_and_spares_protected(tuned) -> No
         await eventually(point_gone)
 
 
+async def test_consolidations_versions_name_the_actor_its_events_name(tuned) -> None:
+    """A memory forget archived got a version naming the caller of ``POST /consolidate`` (the
+    request's principal; ``system`` for a scheduled run) while its MEMORY_ARCHIVED event named
+    ``system:consolidate``: the history and the versions disagreed about who archived it. A
+    MetaPattern's first version likewise named the caller, its MEMORY_CREATED event
+    ``system:consolidate``. Both name ``system:consolidate`` now."""
+    graph = tuned.ctx.graph
+    async with tuned.http() as http:
+
+        async def last_version_and_event(mid: str, kind: str) -> tuple[dict, list[dict]]:
+            versions = (await http.get(f"/v1/memories/{mid}/versions")).json()["versions"]
+            events = (await http.get(f"/v1/memories/{mid}/history")).json()["events"]
+            return versions[-1], [e for e in events if e["type"] == kind]
+
+        weak = await _store(http, "A throwaway note about the old coat rack.", importance=0.05,
+                            timestamp="2019-01-01T00:00:00Z")
+        await eventually(lambda: _embedded_untouched(graph, weak))
+        await _consolidate(http, "decay", False)
+        assert (await _consolidate(http, "forget", False))["results"] == {"archived": 1, "deleted": 0}
+        version, [event] = await last_version_and_event(weak, "EVENT_TYPE_MEMORY_ARCHIVED")
+        assert version["memory"]["state"] == "ARCHIVED" and "state" in version["changed_fields"], version
+        assert version["actor"] == event["actor"] == "system:consolidate", (version["actor"], event["actor"])
+
+        await _stored_enriched(http, CLUSTERED)
+        assert (await _consolidate(http, "cluster", False))["results"]["meta_patterns"] == 1
+        [[pattern]] = await graph.ro_query("MATCH (p:Memory {type: 'MetaPattern'}) RETURN p.id")
+        version, [event] = await last_version_and_event(pattern, "EVENT_TYPE_MEMORY_CREATED")
+        assert version["version"] == 1
+        assert version["actor"] == event["actor"] == "system:consolidate", (version["actor"], event["actor"])
+
+
 async def test_forget_spares_a_memory_read_since_the_last_decay(tuned) -> None:
     """Relevance counts from the later of event time and last access
     (automem/consolidate/tasks.py ``relevance``), but forget read the score the last decay
@@ -417,6 +448,8 @@ async def test_a_cluster_that_changed_replaces_its_pattern_and_one_whose_members
         history = await tuned.ctx.bus.events_for(first)
         archived = [e for e in history if e.type == events_pb2.EVENT_TYPE_MEMORY_ARCHIVED]
         assert [(e.actor, e.after.version) for e in archived] == [("system:consolidate", 2)], archived
+        versions = (await http.get(f"/v1/memories/{first}/versions")).json()["versions"]
+        assert [(v["version"], v["actor"]) for v in versions][-1] == (2, "system:consolidate"), versions
         # Unchanged since: nothing new, nothing archived.
         again = (await _consolidate(http, "cluster", False))["results"]
         assert again == {"clusters": 1, "meta_patterns": 0, "meta_patterns_archived": 0}, again
