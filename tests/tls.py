@@ -1,4 +1,4 @@
-"""Certificates made at test time (``cryptography``, a development dependency): a CA, and
+"""Certificates made at test time (``cryptography``, in requirements.txt for the console's session cookie): a CA, and
 leaf certificates it signs for the gRPC TLS tests (tests/integration/test_grpc_tls.py,
 tests/integration/test_rendered_chart.py). Nothing is shipped or reused between runs."""
 
