@@ -31,6 +31,9 @@ GRPC_RESOLVER_SCHEMES = ("dns:", "ipv4:", "ipv6:", "unix:", "unix-abstract:", "v
 #: The embedding providers automem/common/embedding.py builds (``AUTOMEM_EMBEDDING_PROVIDER``).
 EMBEDDING_PROVIDERS = ("minilm", "wordllama", "openai")
 
+#: Shortest ``AUTOMEM_CONSOLE_SECRET`` accepted (characters; automem/gateway/console/session_cookie.py).
+CONSOLE_SECRET_MIN_LENGTH = 32
+
 #: JetStream de-duplication window of the event stream (``Nats-Msg-Id``; automem/common/bus.py).
 DUPLICATE_WINDOW_SECONDS = 120.0
 
@@ -315,6 +318,12 @@ class Settings(BaseSettings):
     #: Accept ``?api_key=`` / ``?admin_token=`` in URLs as AutoMem does; off: a key in a URL ends in
     #: proxy and access logs (401 saying to send the header).
     allow_query_token: bool = Field(False, validation_alias=_env("AUTOMEM_ALLOW_QUERY_TOKEN"))
+    #: Secret the browser console's login cookie is encrypted and authenticated with (Fernet,
+    #: key derived by HKDF-SHA256; automem/gateway/console/session_cookie.py): at least 32
+    #: characters. Empty: each gateway process draws a random one, so its console sessions end
+    #: when it restarts and another process refuses them. Several gateway replicas behind one
+    #: address need the same value (the Helm chart keeps one in its Secret).
+    console_secret: str = Field("", validation_alias=_env("AUTOMEM_CONSOLE_SECRET"))
 
     # --- limits (AutoMem's where it has them) --------------------------------------------
     #: AutoMem rejects content over 2,000 characters.
@@ -559,6 +568,14 @@ class Settings(BaseSettings):
         if any(not 0x21 <= ord(c) <= 0x7E for c in value):
             raise ValueError("must be visible ASCII without spaces (a header cannot carry a newline, "
                              "a space at either end or a non-ASCII character, so no request could match it)")
+        return value
+
+    @field_validator("console_secret")
+    @classmethod
+    def _console_secret_length(cls, value: str) -> str:
+        if value and len(value) < CONSOLE_SECRET_MIN_LENGTH:
+            raise ValueError(f"at least {CONSOLE_SECRET_MIN_LENGTH} characters (got {len(value)}); leave it empty "
+                             "for a random secret per gateway process")
         return value
 
     @field_validator("default_scope")

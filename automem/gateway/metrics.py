@@ -19,8 +19,10 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import FastAPI
@@ -67,15 +69,17 @@ def _route_template(scope: dict[str, Any]) -> str:
     return UNMATCHED
 
 
-def caller_id(headers: list[tuple[bytes, bytes]], path: str = "") -> tuple[str, str]:
+def caller_id(headers: list[tuple[bytes, bytes]], path: str = "",
+              session_key: Callable[[str], str] | None = None) -> tuple[str, str]:
     """(principal id, requested scope) of a request for its access line, from the raw
     headers, never echoing a secret: ``key:<id>`` for an API key (``am_<id>_<secret>``,
     automem/common/keys.py), ``token`` for another bearer / ``X-API-Key`` value, ``anonymous``
     without one; the scope is ``X-Automem-Scope`` ("" = the key's default).
 
     A console page (``path`` under ``/console``) without those headers is named by its
-    session cookies (automem/gateway/console: the key and the scope the session acts with),
-    as the same key's REST requests are."""
+    session cookies (automem/gateway/console: the key ``session_key`` opens from the session
+    cookie's value, "" for none, and the scope the session acts with), as the same key's REST
+    requests are."""
     credential, scope, cookies = "", "", []
     for name, value in headers:
         if name == b"authorization" and value[:7].lower() == b"bearer ":
@@ -88,7 +92,8 @@ def caller_id(headers: list[tuple[bytes, bytes]], path: str = "") -> tuple[str, 
             cookies.append(value.decode("latin-1"))
     if not credential and cookies and (path == "/console" or path.startswith("/console/")):
         session = cookie_parser("; ".join(cookies))
-        credential = session.get(console.KEY_COOKIE, "").strip()
+        sealed = session.get(console.SESSION_COOKIE, "")
+        credential = session_key(sealed) if session_key and sealed else ""
         scope = scope or session.get(console.SCOPE_COOKIE, "")[:200]
     if not credential:
         return "anonymous", scope
@@ -96,6 +101,12 @@ def caller_id(headers: list[tuple[bytes, bytes]], path: str = "") -> tuple[str, 
     if len(parts) >= 3 and parts[0] == "am" and parts[1].isalnum() and len(parts[1]) <= 32:
         return f"key:{parts[1]}", scope
     return "token", scope
+
+
+def _console_key(app: Any, sealed: str) -> str:
+    """The API key of the console session cookie value ``sealed`` on ``app`` ("" for none)."""
+    opened = console.open_session(app, sealed)
+    return opened.key if opened else ""
 
 
 class MetricsMiddleware:
@@ -130,7 +141,8 @@ class MetricsMiddleware:
                                                           "http.response.status_code": status})
             if self.access_log:
                 access("http", route, method, status, elapsed,
-                       *caller_id(scope.get("headers") or [], scope.get("path", "")))
+                       *caller_id(scope.get("headers") or [], scope.get("path", ""),
+                                  functools.partial(_console_key, scope.get("app"))))
 
 
 def install(app: FastAPI, access_log: bool = True) -> None:

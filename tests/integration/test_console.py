@@ -34,6 +34,8 @@ from tests.conftest import LogCapture, RunningService, console_login, eventually
 REPO = Path(__file__).resolve().parents[2]
 SHOTS = Path(os.environ.get("AUTOMEM_SCREENSHOTS", REPO / "build" / "screenshots"))
 TOKEN = "console-root-token"
+#: The service's AUTOMEM_CONSOLE_SECRET (tests seal their own session cookies with it).
+CONSOLE_SECRET = "console-test-secret-" + "x" * 20
 SCOPE_A = "acme/web"
 SCOPE_B = "globex/app"
 VIEWPORT = {"width": 1280, "height": 800}
@@ -69,7 +71,7 @@ async def _store(http, content: str, **fields) -> dict:
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def world(nats_server, falkordb_server, tmp_path_factory) -> AsyncIterator[World]:
     settings = settings_for(nats_server, falkordb_server, tmp_path_factory.mktemp("console") / "data")
-    running = await start_service(settings.model_copy(update={"api_token": TOKEN}))
+    running = await start_service(settings.model_copy(update={"api_token": TOKEN, "console_secret": CONSOLE_SECRET}))
     try:
         keys = running.ctx.keystore
         admin_a = (await keys.create("admin", ["acme/*"], SCOPE_A))[0]
@@ -343,7 +345,7 @@ async def test_a_wrong_key_gets_the_login_form_again_and_no_session(world: World
     await page.fill("input[name=api_key]", "not-a-key")
     await page.click("button[type=submit]")
     await expect(page.locator("p.error")).to_be_visible()
-    assert not [c for c in await browsing.context.cookies() if c["name"] == "automem_console_key"]
+    assert not [c for c in await browsing.context.cookies() if c["name"] == "automem_console_session"]
     response = await page.goto("/console/ops")
     assert response is not None and page.url.endswith("/console/login")
 
@@ -357,18 +359,22 @@ async def test_another_site_cannot_log_the_browser_in_with_its_own_key(world: Wo
 
     page = await browsing.page()
     await _login(page, world.admin_a)
+    before = [c["value"] for c in await browsing.context.cookies() if c["name"] == "automem_console_session"]
+    assert len(before) == 1, before
     attacker = await browsing.page()
     await attacker.set_content(
         f'<form id="f" method="post" action="{world.service.url}/console/login">'
         f'<input name="api_key" value="{world.reader_a}"><input name="scope" value="{SCOPE_A}"></form>')
     async with attacker.expect_navigation():
         await attacker.evaluate("document.getElementById('f').submit()")
-    keys = [c["value"] for c in await browsing.context.cookies() if c["name"] == "automem_console_key"]
-    assert keys == [world.admin_a]
+    after = [c["value"] for c in await browsing.context.cookies() if c["name"] == "automem_console_session"]
+    assert after == before
+    await page.goto("/console/")  # still the admin's session
+    await expect(page.get_by_test_id("who")).to_contain_text("admin")
     assert "csrf_token: missing" in await attacker.content()
     async with httpx.AsyncClient(base_url=world.service.url, timeout=30) as http:
         r = await http.post("/console/login", data={"api_key": world.reader_a})
-        assert r.status_code == 403 and "automem_console_key" not in r.headers.get("set-cookie", ""), r.text
+        assert r.status_code == 403 and "automem_console_session" not in r.headers.get("set-cookie", ""), r.text
         r = await http.post("/console/login", data={"api_key": world.reader_a, "csrf_token": "forged"})
         assert r.status_code == 403, r.text
         assert (await console_login(http, world.reader_a)).status_code == 303
@@ -469,7 +475,7 @@ async def test_login_cookies_are_http_only_and_same_site_strict(world: World, br
     page = await browsing.page()
     await _login(page, world.reader_a)
     cookies = {c["name"]: c for c in await browsing.context.cookies()}
-    for name in ("automem_console_key", "automem_console_csrf"):
+    for name in ("automem_console_session", "automem_console_csrf"):
         assert cookies[name]["httpOnly"] and cookies[name]["sameSite"] == "Strict", cookies[name]
         assert cookies[name]["path"] == "/console"
 
@@ -497,7 +503,7 @@ async def test_logout_deletes_each_login_cookie_with_the_attributes_login_set(wo
         logout = await http.post("/console/logout")
         assert logout.status_code == 303
     set_at_login, deleted = _set_cookies(login), _set_cookies(logout)
-    assert set(set_at_login) == {"automem_console_key", "automem_console_scope", "automem_console_csrf"}
+    assert set(set_at_login) == {"automem_console_session", "automem_console_scope", "automem_console_csrf"}
     for name, attributes in set_at_login.items():
         assert name in deleted, (name, logout.headers.get_list("set-cookie"))
         gone = deleted[name]
@@ -507,6 +513,119 @@ async def test_logout_deletes_each_login_cookie_with_the_attributes_login_set(wo
         for attribute in ("path", "httponly", "samesite", "secure", "domain"):
             assert gone.get(attribute, "").lower() == attributes.get(attribute, "").lower() and (
                 (attribute in gone) == (attribute in attributes)), (name, attribute, gone, attributes)
+
+
+def _seal(key: str, session_id: str, at: int, secret: str = CONSOLE_SECRET) -> str:
+    """A session cookie value sealed as a gateway with ``secret`` seals one at Unix time ``at``."""
+    from cryptography.fernet import Fernet
+
+    from automem.gateway.console.session_cookie import fernet_key
+
+    payload = json.dumps({"k": key, "sid": session_id}).encode()
+    return Fernet(fernet_key(secret)).encrypt_at_time(payload, at).decode()
+
+
+async def test_the_session_cookie_holds_no_key_and_a_logged_out_cookie_is_refused(world: World) -> None:
+    """The login cookie held the raw API key: a copy of it (a proxy log, a shared profile)
+    was the key itself, for REST and gRPC, and logging out left that copy working. It holds
+    the key sealed with Fernet now (automem/gateway/console/session_cookie.py); the console
+    works with it, and after logout this gateway refuses the same cookie."""
+    import time
+    from urllib.parse import quote
+
+    import httpx
+
+    secret_part = world.admin_a.split("_", 2)[2]
+    async with httpx.AsyncClient(base_url=world.service.url, timeout=30) as http:
+        login = await console_login(http, world.admin_a, SCOPE_A)
+        assert login.status_code == 303, login.text
+        lines = login.headers.get_list("set-cookie")
+        assert lines and not [line for line in lines if secret_part in line or quote(secret_part) in line], lines
+        sealed = _set_cookies(login)["automem_console_session"][""]
+        assert secret_part not in sealed
+        page = await http.get(f"/console/memories/{world.new}")
+        assert page.status_code == 200 and "CockroachDB" in page.text, page.text
+        assert world.admin_a not in page.text
+        # The sealed cookie is no API key: REST refuses it.
+        rest = await http.get(f"/memory/{world.new}", headers={"Authorization": f"Bearer {sealed}"})
+        assert rest.status_code == 401, rest.text
+        copied = {"Cookie": f"automem_console_session={sealed}; automem_console_scope={SCOPE_A}"}
+        async with httpx.AsyncClient(base_url=world.service.url, timeout=30, headers=copied) as other:
+            assert (await other.get(f"/console/memories/{world.new}")).status_code == 200
+            assert (await http.post("/console/logout")).status_code == 303
+            for path in (f"/console/memories/{world.new}", "/console/", "/console/?q=%ff", "/console/nowhere"):
+                r = await other.get(path)
+                assert r.status_code == 303 and r.headers["location"] == "/console/login", (path, r.text)
+        again = await http.get(f"/console/memories/{world.new}")
+        assert again.status_code == 303 and again.headers["location"] == "/console/login"
+        # Another session of the same key is not ended by that logout.
+        fresh = _seal(world.admin_a, "another-session", int(time.time()))
+        r = await http.get(f"/console/memories/{world.new}", headers={
+            "Cookie": f"automem_console_session={fresh}; automem_console_scope={SCOPE_A}"})
+        assert r.status_code == 200 and "CockroachDB" in r.text, r.text
+
+
+async def test_a_tampered_or_expired_session_cookie_gets_the_login_page(world: World) -> None:
+    """A session cookie that was altered, sealed with another secret, or sealed longer ago
+    than a session lasts (8 h) sends the browser to the login page, whatever Max-Age the
+    browser kept; one sealed with the service's secret inside the 8 h shows the page."""
+    import time
+
+    import httpx
+
+    from automem.gateway.console import SESSION_SECONDS
+
+    now = int(time.time())
+    fresh = _seal(world.admin_a, "fresh-session", now - 60)
+    tampered = fresh[:50] + ("B" if fresh[50] == "A" else "A") + fresh[51:]
+    cookies = {  # name: (cookie value, the memory page's status when live; 0: the login page)
+        "fresh": (fresh, 200),
+        "tampered": (tampered, 0),
+        "expired": (_seal(world.admin_a, "old-session", now - SESSION_SECONDS - 60), 0),
+        "another secret": (_seal(world.admin_a, "foreign", now, "another-secret-" + "y" * 30), 0),
+        "the raw key": (world.admin_a, 0),
+    }
+    async with httpx.AsyncClient(base_url=world.service.url, timeout=30) as http:
+        for name, (value, live) in cookies.items():
+            # The error page of a bad query string (400) is for a live session only.
+            for path, status in ((f"/console/memories/{world.new}", live), ("/console/?q=%ff", live and 400)):
+                r = await http.get(path, headers={
+                    "Cookie": f"automem_console_session={value}; automem_console_scope={SCOPE_A}"})
+                assert r.status_code == (status or 303), (name, path, r.status_code, r.text[:300])
+                if not status:
+                    assert r.headers["location"] == "/console/login", (name, path)
+        legacy = await http.get(f"/console/memories/{world.new}",
+                                headers={"Cookie": f"automem_console_key={world.admin_a}"})
+        assert legacy.status_code == 303 and legacy.headers["location"] == "/console/login"
+
+
+async def test_gateways_sharing_the_console_secret_accept_each_others_session_cookies(world: World) -> None:
+    """Gateway replicas behind one address: a session cookie one seals opens on another built
+    with the same AUTOMEM_CONSOLE_SECRET (the browser's next request may reach either); a
+    gateway with another secret sends it to the login page."""
+    import httpx
+
+    from automem.gateway.app import create_app
+
+    async with httpx.AsyncClient(base_url=world.service.url, timeout=30) as http:
+        login = await console_login(http, world.reader_a, SCOPE_A)
+        assert login.status_code == 303, login.text
+        sealed = _set_cookies(login)["automem_console_session"][""]
+    cookie = {"Cookie": f"automem_console_session={sealed}; automem_console_scope={SCOPE_A}"}
+    client = world.service.client()
+    try:
+        for secret, status in ((CONSOLE_SECRET, 200), ("a-different-secret-" + "z" * 20, 303)):
+            replica = create_app(world.service.settings.model_copy(update={"console_secret": secret}), client)
+            transport = httpx.ASGITransport(app=replica)
+            async with httpx.AsyncClient(transport=transport, base_url="http://replica", timeout=30) as other:
+                r = await other.get(f"/console/memories/{world.new}", headers=cookie)
+                assert r.status_code == status, (secret, r.status_code, r.text[:300])
+                if status == 200:
+                    assert "CockroachDB" in r.text
+                else:
+                    assert r.headers["location"] == "/console/login"
+    finally:
+        await client.close()
 
 
 async def test_console_pages_and_memory_answers_carry_cache_control_no_store(world: World) -> None:

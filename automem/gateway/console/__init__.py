@@ -20,8 +20,10 @@ Pages (all ``include_in_schema=False``: they are HTML, not API):
 * ``GET /console/ops`` — health, sync status, enrichment lag, consolidation history; admin
   actions (consolidation dry run, sync repair).
 
-Session: the key (and the scope asked for at login) live in HttpOnly, SameSite=Strict
-cookies on ``/console``; every page calls the services with them as the REST routes do
+Session: HttpOnly, SameSite=Strict cookies on ``/console`` hold the key sealed with Fernet
+(encrypted and authenticated with ``AUTOMEM_CONSOLE_SECRET``, stamped with the login time and
+a random session id: session_cookie.py; the browser never holds the key itself) and the
+scope asked for at login; every page calls the services with them as the REST routes do
 (automem/gateway/deps.py ``Caller``), so a key sees exactly what the API shows it. POST
 actions, login among them, carry a CSRF token (double submit: a random token in a cookie and in the form,
 compared in constant time). Error answers of the services become an error page with the
@@ -48,6 +50,7 @@ from fastapi.templating import Jinja2Templates
 
 from automem.common.errors import HTTP_STATUS, AutomemError
 from automem.gateway import presenters, usecases
+from automem.gateway.console.session_cookie import EndedSessions, Opened, SessionCodec
 from automem.gateway.deps import Caller
 from automem.gateway.errors import GatewayError
 from automem.v1 import memory_pb2, recall_service_pb2
@@ -70,12 +73,17 @@ def read_state(memory: dict[str, Any]) -> str:
 templates.env.filters["read_state"] = read_state
 router = APIRouter(prefix="/console", include_in_schema=False)
 
-#: Cookie names: the key, the requested scope, the CSRF token.
-KEY_COOKIE = "automem_console_key"
+#: Cookie names: the sealed key (session_cookie.py), the requested scope, the CSRF token.
+#: (``automem_console_key`` held the raw key; a browser still sending it is asked to log in.)
+SESSION_COOKIE = "automem_console_session"
 SCOPE_COOKIE = "automem_console_scope"
 CSRF_COOKIE = "automem_console_csrf"
-#: Seconds a console session lasts (the cookies' Max-Age).
+#: Seconds a console session lasts from login (the cookies' Max-Age; an older sealed key is
+#: refused whatever the browser keeps).
 SESSION_SECONDS = 8 * 3600
+#: Logged-out session ids one gateway process remembers at most (session_cookie.py
+#: EndedSessions; each until its session would have expired).
+MAX_ENDED_SESSIONS = 10_000
 #: Memories read per page of the memories table (the recall service's own limit also applies).
 TABLE_LIMIT = 50
 #: Memories read at most for one page of the table when ``type`` / ``state`` narrow it.
@@ -159,10 +167,35 @@ async def _who(request: Request, key: str, scope: str) -> recall_service_pb2.Who
     return await call(call.client.recall.WhoAmI, recall_service_pb2.WhoAmIRequest())
 
 
+def open_session(app: FastAPI, sealed: str) -> Opened | None:
+    """The session cookie value ``sealed`` opened with ``app``'s codec (session_cookie.py);
+    None for no live session: empty, altered, sealed with another secret, expired, or logged
+    out in this process."""
+    state = getattr(app, "state", None)
+    codec, ended = getattr(state, "console_codec", None), getattr(state, "console_ended", None)
+    if codec is None or ended is None:
+        return None
+    opened = codec.open(sealed)
+    if opened is None or opened.session_id in ended:
+        return None
+    return opened
+
+
+def _opened(request: Request) -> Opened | None:
+    """The request's live console session (:func:`open_session` of its session cookie)."""
+    return open_session(request.app, request.cookies.get(SESSION_COOKIE, ""))
+
+
+def session_key(request: Request) -> str:
+    """The API key of the request's live console session ("" without one: see _opened)."""
+    opened = _opened(request)
+    return opened.key if opened else ""
+
+
 async def session(request: Request) -> Session:
-    """The request's :class:`Session` from its cookies. LoginRequired when there is no key or
-    the service refuses it (401, or 403 for a scope the key may no longer use)."""
-    key = request.cookies.get(KEY_COOKIE, "")
+    """The request's :class:`Session` from its cookies. LoginRequired when there is no live
+    session or the service refuses its key (401, or 403 for a scope the key may no longer use)."""
+    key = session_key(request)
     scope = request.cookies.get(SCOPE_COOKIE, "")
     if not key or not _PRINTABLE.fullmatch(key) or (scope and not _PRINTABLE.fullmatch(scope)):
         raise LoginRequired
@@ -221,7 +254,7 @@ def error_answer(request: Request, status: int, message: str) -> Response:
     """The console's answer to an error the app met before a page ran (an unknown path, a
     parameter FastAPI could not read): the error page with ``status`` for a browser with a
     session cookie, the login page otherwise."""
-    if not request.cookies.get(KEY_COOKIE):
+    if not session_key(request):
         return RedirectResponse("/console/login", status_code=303)
     return _error(request, status, message)
 
@@ -280,7 +313,7 @@ async def login(request: Request, api_key: str = Form(""), scope: str = Form("")
     except GatewayError as exc:
         return _login_page(request, exc.status, error=exc.message, scope=scope)
     response = RedirectResponse("/console/", status_code=303)
-    _set_cookie(response, request, KEY_COOKIE, api_key)
+    _set_cookie(response, request, SESSION_COOKIE, request.app.state.console_codec.seal(api_key))
     _set_cookie(response, request, SCOPE_COOKIE, scope)
     _set_cookie(response, request, CSRF_COOKIE, secrets.token_urlsafe(32))
     return response
@@ -296,7 +329,7 @@ async def switch_scope(request: Request, scope: str = Form(""), csrf_token: str 
     scope = scope.strip()
     if scope and not _PRINTABLE.fullmatch(scope):
         raise GatewayError(400, "scope: printable ASCII without spaces")
-    await _who(request, request.cookies.get(KEY_COOKIE, ""), scope)
+    await _who(request, session_key(request), scope)
     response = RedirectResponse("/console/", status_code=303)
     _set_cookie(response, request, SCOPE_COOKIE, scope)
     return response
@@ -304,9 +337,13 @@ async def switch_scope(request: Request, scope: str = Form(""), csrf_token: str 
 
 @router.post("/logout")
 async def logout(request: Request) -> Response:
-    """Drop the session cookies (no CSRF check: a forged logout only logs out)."""
+    """End the session in this gateway process (its cookie, a copy too, is refused here from
+    now on; another replica accepts a copy until it expires: session_cookie.py) and drop the
+    session cookies (no CSRF check: a forged logout only logs out)."""
+    if (opened := _opened(request)) is not None:
+        request.app.state.console_ended.end(opened)
     response = RedirectResponse("/console/login", status_code=303)
-    for name in (KEY_COOKIE, SCOPE_COOKIE, CSRF_COOKIE):
+    for name in (SESSION_COOKIE, SCOPE_COOKIE, CSRF_COOKIE):
         # The attributes login set (_set_cookie): a deletion that differs is kept apart by
         # some cookie jars (curl's kept the key and scope cookies after logout).
         response.delete_cookie(name, path="/console", httponly=True, samesite="strict",
@@ -735,7 +772,13 @@ async def ops_action(request: Request, action: str, csrf_token: str = Form("")) 
 
 
 def mount(app: FastAPI) -> None:
-    """Add the console's pages and its static files (``/console/static``) to ``app``."""
+    """Add the console's pages and its static files (``/console/static``) to ``app``, with its
+    session codec (``AUTOMEM_CONSOLE_SECRET`` of ``app.state.settings``, or a random secret
+    of this process when empty) and its logged-out sessions. ValueError naming
+    AUTOMEM_CONSOLE_SECRET when it is shorter than 32 characters."""
+    secret = app.state.settings.console_secret or secrets.token_urlsafe(48)
+    app.state.console_codec = SessionCodec(secret, SESSION_SECONDS)
+    app.state.console_ended = EndedSessions(MAX_ENDED_SESSIONS, SESSION_SECONDS)
     app.include_router(router)
     app.mount("/console/static", StaticFiles(directory=str(HERE / "static")), name="console-static")
 
