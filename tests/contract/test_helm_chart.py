@@ -335,6 +335,7 @@ def _secret_values(values: dict[str, Any]) -> list[str]:
         values.get("auth", {}).get("apiToken", ""),
         values.get("auth", {}).get("adminToken", ""),
         values.get("auth", {}).get("openaiApiKey", ""),
+        values.get("auth", {}).get("consoleSecret", ""),
         values.get("falkordb", {}).get("password", ""),
         values.get("qdrant", {}).get("apiKey", ""),
     ]
@@ -365,6 +366,7 @@ def test_secret_values_go_to_the_chart_secret() -> None:
     assert decoded == {
         "AUTOMEM_API_TOKEN": values["auth"]["apiToken"],
         "ADMIN_API_TOKEN": values["auth"]["adminToken"],
+        "AUTOMEM_CONSOLE_SECRET": values["auth"]["consoleSecret"],
         "FALKORDB_PASSWORD": values["falkordb"]["password"],
         "QDRANT_API_KEY": values["qdrant"]["apiKey"],
         "NATS_TOKEN": values["nats"]["token"],
@@ -375,6 +377,32 @@ def test_empty_tokens_are_generated() -> None:
     (secret,) = _kind(_rendered_case(None), "Secret")
     for key in ("AUTOMEM_API_TOKEN", "ADMIN_API_TOKEN"):
         assert len(base64.b64decode(secret["data"][key])) == 40
+    assert len(base64.b64decode(secret["data"]["AUTOMEM_CONSOLE_SECRET"])) == 48
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_gateway_reads_the_console_secret_from_the_secret(case: str | None) -> None:
+    """The console's login cookie is the API key sealed with AUTOMEM_CONSOLE_SECRET: every
+    gateway replica must read the one value from the Secret (a random secret per pod sent a
+    console request reaching another replica to the login page); no other component gets it."""
+    values = _values(case)
+    docs = _rendered_case(case)
+    secret_name = values.get("existingSecret") or f"{RELEASE}-automem"
+    served = 0
+    for dep in _kind(docs, "Deployment"):
+        component = dep["metadata"]["labels"]["app.kubernetes.io/component"]
+        container = dep["spec"]["template"]["spec"]["containers"][0]
+        entries = [e for e in container["env"] if e["name"] == "AUTOMEM_CONSOLE_SECRET"]
+        if component not in ("gateway", "single-binary"):
+            assert entries == [], component
+            continue
+        served += 1
+        (entry,) = entries
+        assert "value" not in entry
+        assert entry["valueFrom"]["secretKeyRef"] == {"name": secret_name, "key": "AUTOMEM_CONSOLE_SECRET",
+                                                      "optional": True}, entry
+    assert served == 1
+    assert "AUTOMEM_CONSOLE_SECRET" not in _configmap_data(docs)
 
 
 def test_existing_secret_replaces_the_chart_secret() -> None:
@@ -525,19 +553,22 @@ def test_service_monitor_is_off_by_default_and_scrapes_every_process_metrics_por
         {"nats": {"enabled": True, "token": "t" * 513}},
         {"nats": {"enabled": True, "token": "$2a$11$abcdefghijklmnopqrstuv"}},
         {"falkordb": {"enabled": True, "password": "tab\there"}},
+        {"auth": {"consoleSecret": "shorter-than-32-characters"}},
         # Values that rendered and did nothing (break-it review): traces on with nowhere to
         # send them; a token beside existingSecret (the chart writes no Secret); a
         # Distributed component at 0 replicas without an HPA (nothing enriched, ever).
         {"otel": {"enabled": True}},
         {"existingSecret": "mine", "auth": {"apiToken": "dropped"}},
         {"existingSecret": "mine", "falkordb": {"password": "dropped"}},
+        {"existingSecret": "mine", "auth": {"consoleSecret": "c" * 32}},
         {"deploymentMode": "Distributed", "enrich": {"replicas": 0}},
         {"deploymentMode": "Distributed", "gateway": {"replicas": 0}},
     ],
     ids=["top-level", "component", "nats", "mode-enum", "provider-enum", "ingress-paths", "tls-bool",
          "rule-for", "netpol-key", "volumes-list", "nats-token-newline", "nats-token-long", "nats-token-bcrypt",
-         "falkordb-password-tab", "otel-without-endpoint", "token-beside-existing-secret",
-         "password-beside-existing-secret", "enrich-at-zero", "gateway-at-zero"],
+         "falkordb-password-tab", "console-secret-short", "otel-without-endpoint", "token-beside-existing-secret",
+         "password-beside-existing-secret", "console-secret-beside-existing-secret", "enrich-at-zero",
+         "gateway-at-zero"],
 )
 def test_unknown_or_invalid_values_fail_schema_validation(chart: Any, values: dict[str, Any]) -> None:
     with pytest.raises(helm_python.HelmValuesError):
@@ -1142,6 +1173,8 @@ def test_short_release_names_are_unchanged(case: str | None) -> None:
          r"config\.extraEnv\.AUTOMEM_API_TOKEN: .*from auth\.apiToken"),
         ({"existingSecret": "mine", "config": {"extraEnv": {"NATS_TOKEN": "t"}}},
          r"config\.extraEnv\.NATS_TOKEN: .*from existingSecret mine"),
+        ({"config": {"extraEnv": {"AUTOMEM_CONSOLE_SECRET": "c" * 32}}},
+         r"config\.extraEnv\.AUTOMEM_CONSOLE_SECRET: .*from auth\.consoleSecret"),
         ({"config": {"extraEnv": {"AUTOMEM_METRICS_PORT": "9000"}}},
          r"config\.extraEnv\.AUTOMEM_METRICS_PORT: .*from ports\.metrics"),
         ({"singleBinary": {"extraEnv": [{"name": "AUTOMEM_API_TOKEN", "value": "t"}]}},
@@ -1152,7 +1185,7 @@ def test_short_release_names_are_unchanged(case: str | None) -> None:
          r"singleBinary\.extraEnv names X twice"),
     ],
     ids=["config-nats-url", "config-in-chart-nats-url", "config-api-token", "config-existing-secret-key",
-         "config-metrics-port", "component-api-token", "component-otel-name",
+         "config-console-secret", "config-metrics-port", "component-api-token", "component-otel-name",
          "component-twice"],
 )
 def test_extra_env_naming_a_variable_the_chart_sets_is_refused(chart: Any, values: dict[str, Any],

@@ -99,6 +99,7 @@ OPENAI_API_KEY: {{ default "auth.openaiApiKey" $secret }}
 FALKORDB_PASSWORD: {{ default "falkordb.password" $secret }}
 QDRANT_API_KEY: {{ default "qdrant.apiKey" $secret }}
 NATS_TOKEN: {{ default "nats.token" $secret }}
+AUTOMEM_CONSOLE_SECRET: {{ default "auth.consoleSecret" $secret }}
 AUTOMEM_HOST: the chart (0.0.0.0)
 PORT: ports.http
 AUTOMEM_GRPC_PORT: ports.grpc
@@ -138,9 +139,9 @@ OTEL_TRACES_SAMPLER_ARG: otel.samplerArg
 OTEL_TRACES_EXPORTER: otel.enabled
 {{- end }}
 
-{{/* automem.containerEnvNames -- the env entries the chart sets on every automem container. */}}
+{{/* automem.containerEnvNames -- the env entries the chart sets on automem containers (AUTOMEM_CONSOLE_SECRET on the gateway's). */}}
 {{- define "automem.containerEnvNames" -}}
-POD_NAME AUTOMEM_METRICS_PORT OTEL_SERVICE_NAME OTEL_RESOURCE_ATTRIBUTES {{ include "automem.secretKeys" . }}
+POD_NAME AUTOMEM_METRICS_PORT OTEL_SERVICE_NAME OTEL_RESOURCE_ATTRIBUTES AUTOMEM_CONSOLE_SECRET {{ include "automem.secretKeys" . }}
 {{- end }}
 
 {{/*

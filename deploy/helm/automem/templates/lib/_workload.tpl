@@ -38,6 +38,22 @@ Components: single-binary (target all), gateway, ingest, recall, enrich, consoli
 {{- end }}
 {{- end }}
 
+{{/*
+automem.lib.consoleSecretEnv -- AUTOMEM_CONSOLE_SECRET from the Secret, for a component that
+runs the gateway: every replica seals and opens console login cookies with the one value.
+Optional: an existingSecret without it leaves each gateway pod a random secret of its own.
+*/}}
+{{- define "automem.lib.consoleSecretEnv" -}}
+{{- if include "automem.lib.servesHttp" .component }}
+- name: AUTOMEM_CONSOLE_SECRET
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "automem.secretName" .ctx }}
+      key: AUTOMEM_CONSOLE_SECRET
+      optional: true
+{{- end }}
+{{- end }}
+
 {{/* automem.lib.probeTimings -- the shared timings of one probe kind. */}}
 {{- define "automem.lib.probeTimings" -}}
 periodSeconds: {{ .periodSeconds }}
@@ -230,6 +246,9 @@ spec:
             - name: OTEL_RESOURCE_ATTRIBUTES
               value: {{ printf "service.namespace=automem,automem.component=%s,k8s.namespace.name=%s,k8s.pod.name=$(POD_NAME)%s" $c $ctx.Release.Namespace (ternary (printf ",%s" $ctx.Values.otel.resourceAttributes) "" (ne $ctx.Values.otel.resourceAttributes "")) | quote }}
             {{- include "automem.lib.secretEnv" $ctx | trim | nindent 12 }}
+            {{- with include "automem.lib.consoleSecretEnv" . | trim }}
+            {{- . | nindent 12 }}
+            {{- end }}
             {{- with $v.extraEnv }}
             {{- toYaml . | nindent 12 }}
             {{- end }}
