@@ -75,6 +75,9 @@ class Runtime:
     #: Restarts of the embedded servers by name (automem/common/embedded.py
     #: ``EmbeddedRuntime.restarts``, shared by reference; empty without embedded servers).
     server_restarts: dict[str, int] = field(default_factory=dict)
+    #: Targets served by other processes whose unary RPCs this process's gRPC server passes
+    #: on (target -> ``host:port``; ``automem up``'s children, automem/cli/main.py).
+    forwarded: dict[str, str] = field(default_factory=dict)
 
 
 #: Stops what a module's start began (returned by that start).

@@ -134,6 +134,38 @@ async def _start_grpc(rt: Runtime) -> None:
     rt.keystore = keys
     rt.grpc_server = GrpcServer(rt.settings, Authenticator(
         rt.settings, keys.lookup if keys else None, keys.any_keys if keys else None))
+    if rt.forwarded:
+        import grpc
+
+        from automem.common.grpc_tls import channel_credentials, channel_options
+
+        credentials = channel_credentials(rt.settings)
+        # A child (re)starting is reachable again within seconds (as automem/common/client.py's channels).
+        options = [*channel_options(rt.settings), ("grpc.initial_reconnect_backoff_ms", 200),
+                   ("grpc.max_reconnect_backoff_ms", 2000)]
+        for target, address in rt.forwarded.items():
+            channel = (grpc.aio.insecure_channel(address, options=options) if credentials is None
+                       else grpc.aio.secure_channel(address, credentials, options=options))
+            paths = rt.grpc_server.forward(target_services(target), channel)
+            log.info("gRPC calls passed on", extra={"target": target, "address": address, "methods": len(paths)})
+
+
+def target_services(target: str) -> list[Any]:
+    """The gRPC ServiceDescriptors a target serves ([] for one serving none, e.g. gateway)."""
+    from automem.v1 import (
+        admin_service_pb2,
+        consolidate_service_pb2,
+        enrich_service_pb2,
+        ingest_service_pb2,
+        recall_service_pb2,
+        review_service_pb2,
+    )
+
+    services = {"ingest": [(ingest_service_pb2, "IngestService"), (review_service_pb2, "ReviewService"),
+                           (admin_service_pb2, "AdminService")],
+                "recall": [(recall_service_pb2, "RecallService")], "enrich": [(enrich_service_pb2, "EnrichService")],
+                "consolidate": [(consolidate_service_pb2, "ConsolidateService")]}
+    return [module.DESCRIPTOR.services_by_name[name] for module, name in services.get(target, [])]
 
 
 # --- targets ------------------------------------------------------------------------------

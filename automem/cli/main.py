@@ -183,6 +183,9 @@ async def _start(up: _Started, settings: Settings, targets: list[str], embedded:
                                 in_process)
     if runtime is not None:
         runner.ctx.server_restarts = runtime.restarts
+    # This process's gRPC port answers the children's services too: a client given the one
+    # address of `automem up` (the CLI's --grpc, the SDK) got UNIMPLEMENTED for enrich's.
+    runner.ctx.forwarded = dict(addresses)
     ctx = await runner.start()
     if runtime is not None and settings.supervise_embedded:
         ctx.tasks.append(asyncio.create_task(runtime.supervise(), name="embedded-supervisor"))

@@ -11,11 +11,12 @@ import contextvars
 import inspect
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from typing import Any
 
 import grpc
 from google.protobuf import descriptor_pb2, descriptor_pool
+from google.protobuf.message_factory import GetMessageClass
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2
 from opentelemetry import trace
@@ -526,6 +527,34 @@ class GrpcServer:
         self.port = 0
         self.health_server: grpc.aio.Server | None = None
         self.health_port = 0
+        self._forward_channels: list[grpc.aio.Channel] = []
+
+    def forward(self, services: Sequence[Any], channel: grpc.aio.Channel) -> list[str]:
+        """Answer the unary methods of ``services`` (protobuf ServiceDescriptors) by passing
+        each call on to ``channel`` (the process serving them; closed by :meth:`stop`): the
+        request's bytes, its metadata (the caller's key and scope, checked again there) and
+        its remaining deadline go on, and the answer or the status, details and trailing
+        metadata come back as they are. ``automem up`` serves its children's services this
+        way on its own port, so a gRPC client given that one address reaches all of them.
+        Streaming methods are not passed on. Returns the paths of the methods forwarded."""
+        self._forward_channels.append(channel)
+        paths = []
+        for service in services:
+            handlers = {}
+            for method in service.methods:
+                if method.client_streaming or method.server_streaming:
+                    continue
+                path = f"/{service.full_name}/{method.name}"
+                # Messages, not bytes: the interceptors read the request (its id, its scope).
+                request, response = GetMessageClass(method.input_type), GetMessageClass(method.output_type)
+                call = channel.unary_unary(path, request_serializer=request.SerializeToString,
+                                           response_deserializer=response.FromString)
+                handlers[method.name] = grpc.unary_unary_rpc_method_handler(
+                    _forwarder(call), request_deserializer=request.FromString,
+                    response_serializer=response.SerializeToString)
+                paths.append(path)
+            self.server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, handlers),))
+        return paths
 
     def add(self, add_fn: Callable, servicer: object, full_name: str) -> None:
         """Register a servicer (``add_XServicer_to_server``) under its full service name."""
@@ -575,6 +604,23 @@ class GrpcServer:
         await self.server.stop(grace)
         if self.health_server is not None:
             await self.health_server.stop(0)
+        for channel in self._forward_channels:
+            await channel.close()
+
+
+def _forwarder(call: grpc.aio.UnaryUnaryMultiCallable) -> Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]:
+    """The handler of one forwarded method (:meth:`GrpcServer.forward`): the request message
+    on, the answer message back."""
+    async def handler(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        # Pseudo-headers and the transport's own (user-agent, grpc-*) are the channel's to set.
+        metadata = tuple((k, v) for k, v in context.invocation_metadata() or ()
+                         if not k.startswith((":", "grpc-")) and k != "user-agent")
+        try:
+            return await call(request, metadata=metadata, timeout=context.time_remaining())
+        except grpc.aio.AioRpcError as exc:
+            await context.abort(exc.code(), exc.details() or "", trailing_metadata=exc.trailing_metadata() or ())
+            raise  # abort raises; not reached
+    return handler
 
 
 #: Server reflection v1 (grpc/reflection/v1/reflection.proto). grpcio-reflection 1.85 serves

@@ -589,3 +589,54 @@ def test_ctrl_c_while_automem_up_imports_exits_without_a_traceback(tmp_path: Pat
         log = (tmp_path / f"automem-{port}.log").read_text()
         assert "Traceback" not in log and "KeyboardInterrupt" not in log, log[-2000:]
         assert code in (0, 130, -signal.SIGINT), (code, log[-2000:])
+
+
+def test_the_parent_port_answers_the_childrens_grpc_services(tmp_path: Path) -> None:
+    """A gRPC client given the one address of ``automem up`` (the CLI's ``--grpc``, the SDK)
+    got UNIMPLEMENTED for every EnrichService call: enrich runs in a child with a port of its
+    own. The parent passes those calls on with the caller's key, deadline and the child's
+    status and details (automem/common/grpc_server.py ``GrpcServer.forward``)."""
+    import grpc
+
+    from automem.v1 import enrich_service_pb2, enrich_service_pb2_grpc
+
+    data = tmp_path / "data"
+    data.mkdir()
+    port, grpc_port = free_port(), free_port()
+    proc = _start(data, port, {"AUTOMEM_GRPC_PORT": str(grpc_port), "AUTOMEM_API_TOKEN": "parent-port-token"})
+    try:
+        _wait_healthy(port, proc)
+        assert sorted(filter(None, map(_target_of, _wait_children(proc.pid, 4)))) == ["enrich", "gateway"]
+        r = httpx.post(f"http://127.0.0.1:{port}/memory", json={"content": "reprocess me"},
+                       headers={"Authorization": "Bearer parent-port-token"})
+        assert r.status_code == 201, r.text
+        mid = r.json()["memory_id"]
+
+        async def calls() -> None:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
+                enrich = enrich_service_pb2_grpc.EnrichServiceStub(channel)
+                key = (("authorization", "Bearer parent-port-token"),)
+                deadline = time.monotonic() + 90
+                while True:  # the enrich child serves once its models are loaded
+                    try:
+                        status = await enrich.GetEnrichmentStatus(enrich_service_pb2.GetEnrichmentStatusRequest(),
+                                                                  timeout=10)
+                        break
+                    except grpc.aio.AioRpcError as exc:
+                        assert exc.code() == grpc.StatusCode.UNAVAILABLE and time.monotonic() < deadline, exc
+                        await asyncio.sleep(0.5)
+                assert status.embedding_model
+                done = await enrich.ReprocessMemories(enrich_service_pb2.ReprocessMemoriesRequest(ids=[mid]),
+                                                      metadata=key, timeout=10)
+                assert done.queued == 1
+                with pytest.raises(grpc.aio.AioRpcError) as refused:  # no key: refused, as on the child
+                    await enrich.ReprocessMemories(enrich_service_pb2.ReprocessMemoriesRequest(ids=[mid]), timeout=10)
+                assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+                with pytest.raises(grpc.aio.AioRpcError) as refused:  # the child's own refusal comes back
+                    await enrich.ReembedMemories(enrich_service_pb2.ReembedMemoriesRequest(batch_size=-1),
+                                                 metadata=key, timeout=10)
+                assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+                assert "batch_size" in refused.value.details()
+        asyncio.run(calls())
+    finally:
+        _stop(proc)
