@@ -22,6 +22,10 @@ record of truth and is exported whole:
     the header says ``"end": "end"``, so a restore knows a file cut short (a backup
     interrupted, a copy truncated at a line boundary) and refuses it (:func:`check_records`).
 
+  Writes go on during an export. Nodes are read by windows of internal ids, one label list
+  after the other, and edges with their source's window (automem/graph/dump.py), so no node
+  or edge that existed when the export began is read twice or missed.
+
 * A past export (``known_at`` earlier than now; docs/architecture.md, "Versions and
   known_at"): the records as the service believed them at that system time. The header
   carries ``"known_at": <epoch seconds>``; each memory node is its version current at T
@@ -109,44 +113,36 @@ async def export_records(graph: GraphStore, bus: Any = None,
     # The file ends with an "end" record (END): a restore refuses a file cut short.
     header["end"] = END
     yield header
-    # refs number the nodes 0, 1, 2… in internal-id order (not the internal ids themselves,
-    # which have gaps and reuse after deletions): a restore creates the nodes and edges in
-    # file order into an empty graph, so its export numbers and orders them the same way.
+    # refs number the nodes 0, 1, 2… in file order (not the internal ids themselves, which
+    # have gaps and reuse after deletions): a restore creates the nodes and edges in file
+    # order into an empty graph, so its export numbers and orders them the same way.
     refs: dict[int, int] = {}
-    skip = 0
-    while True:
-        rows = await graph.dump.nodes_page(skip, PAGE)
+    edges: list[tuple[Any, ...]] = []
+    async for labels, rows, edge_rows in _windows(graph):
         believed = await _believed(graph, rows, known_at) if past else {}
-        for internal, labels, props in rows:
-            if int(internal) in refs:
-                continue  # read twice: a node created meanwhile shifted the pages (writes go on during an export)
-            labels = list(labels)
+        for internal, _, props in rows:
             kind = next((_KIND[label] for label in labels if label in _KIND), "node")
             if past:
                 props = _at(kind, labels, props, believed, known_at)
                 if props is None:
                     continue
-            ref = refs.setdefault(int(internal), len(refs))
-            yield {"kind": kind, "ref": ref, "labels": labels, "properties": dict(props)}
-        if len(rows) < PAGE:
-            break
-        skip += PAGE
-    skip = edges_written = 0
-    while True:
-        rows = await graph.dump.edges_page(skip, PAGE)
-        for source, target, rel_type, props, _rid in rows:
-            if int(source) not in refs or int(target) not in refs:
-                # An end created after the node pages were read (a write during the export):
-                # the export holds the nodes it read and the edges among them.
-                continue
-            if past and float(props.get("create_time") or 0.0) > known_at:
-                continue  # an edge the service did not know at known_at
-            edges_written += 1
-            yield {"kind": "edge", "source": refs[int(source)], "target": refs[int(target)], "type": rel_type,
-                   "properties": dict(props)}
-        if len(rows) < PAGE:
-            break
-        skip += PAGE
+            refs[int(internal)] = len(refs)
+            yield {"kind": kind, "ref": refs[int(internal)], "labels": labels, "properties": dict(props)}
+        # The edges leaving this window's nodes, read with them: each edge once (its source's).
+        edges.extend((rel_type, labels, list(target_labels), int(rid), int(source), int(target), props)
+                     for source, target, rel_type, props, rid, target_labels in edge_rows if int(source) in refs)
+    # In the order a restore creates them (runs of one type between the same labels), then by
+    # edge id: the restored graph's edge ids follow the file, so its export orders them alike.
+    edges.sort(key=lambda edge: edge[:4])
+    edges_written = 0
+    for rel_type, _, _, _, source, target, props in edges:
+        if target not in refs:
+            continue  # a node created after its window was read (a write during the export)
+        if past and float(props.get("create_time") or 0.0) > known_at:
+            continue  # an edge the service did not know at known_at
+        edges_written += 1
+        yield {"kind": "edge", "source": refs[source], "target": refs[target], "type": rel_type,
+               "properties": dict(props)}
     written = {"nodes": len(refs), "edges": 0, "events": 0}
     if bus is not None:
         for event in await bus.events_for(None, limit=10**9):
@@ -156,6 +152,31 @@ async def export_records(graph: GraphStore, bus: Any = None,
             yield {"kind": "event", "data": base64.b64encode(event.SerializeToString()).decode("ascii")}
     written["edges"] = edges_written
     yield {"kind": "end", **written}
+
+
+async def _windows(graph: GraphStore) -> AsyncIterator[tuple[list[str], list[list[Any]], list[list[Any]]]]:
+    """``(labels, node rows, edge rows)`` of every node and of the edges leaving it
+    (automem/graph/dump.py ``nodes_window`` / ``edges_window``), one label list after the
+    other (in Cypher's order of lists), each by internal id in windows of ids of about
+    ``PAGE`` nodes. Windows of ids, not SKIP/LIMIT pages: a node created or deleted during
+    the export does not shift later windows, so no node that existed when the export began
+    is read twice or missed. A window's span follows the nodes' density (halved after a
+    window of more than ``PAGE`` nodes, doubled after one of fewer than half)."""
+    for labels in await graph.dump.label_sets():
+        count, highest = await graph.dump.id_span(labels)
+        if not count:
+            continue
+        span = max(PAGE, PAGE * (highest + 1) // count)
+        low = 0
+        while low <= highest:
+            rows = await graph.dump.nodes_window(labels, low, low + span)
+            edge_rows = await graph.dump.edges_window(labels, low, low + span) if rows else []
+            yield labels, rows, edge_rows
+            low += span
+            if len(rows) > PAGE:
+                span = max(PAGE, span // 2)
+            elif len(rows) < PAGE // 2:
+                span *= 2
 
 
 async def _believed(graph: GraphStore, rows: list[list[Any]], known_at: float) -> dict[str, dict[str, Any]]:

@@ -27,27 +27,54 @@ def identifier(name: str) -> str:
     return name
 
 
+def _labels(labels: Sequence[str]) -> str:
+    """``:A:B`` for a node pattern (each label checked by :func:`identifier`)."""
+    return "".join(f":{identifier(label)}" for label in labels)
+
+
 class Dump(Repository):
     """Statements over the whole graph."""
 
     #: The name check (:func:`identifier`), for a restore that checks a whole backup first.
     identifier = staticmethod(identifier)
 
-    async def nodes_page(self, skip: int, limit: int) -> list[list[Any]]:
-        """Rows ``[internal id, labels, properties]`` of every node, by labels, then internal
-        id: nodes of the same labels come together, so a restore creates them in few bulk
-        statements, and in an empty graph their new ids keep this order."""
-        return await self.store.ro_query(
-            "MATCH (n) RETURN id(n), labels(n), properties(n) ORDER BY labels(n), id(n) SKIP $skip LIMIT $limit",
-            {"skip": skip, "limit": limit})
+    async def label_sets(self) -> list[list[str]]:
+        """The distinct label lists of the graph's nodes, in Cypher's order of lists (a graph
+        never written: none). The export reads the nodes one label list after the other."""
+        try:
+            rows = await self.store.ro_query("MATCH (n) WITH DISTINCT labels(n) AS l RETURN l ORDER BY l")
+        except Exception as exc:  # a graph never written is an "empty key"
+            if "empty key" not in str(exc).lower():
+                raise
+            return []
+        return [list(row[0]) for row in rows]
 
-    async def edges_page(self, skip: int, limit: int) -> list[list[Any]]:
-        """Rows ``[source id, target id, type, properties, edge id]`` of every edge, by type
-        and the labels of its ends, then edge id (ids are FalkorDB's internal ones): grouped
-        as a restore creates them, as :meth:`nodes_page`."""
+    async def id_span(self, labels: Sequence[str]) -> tuple[int, int]:
+        """``(count, highest internal id)`` of the nodes carrying ``labels`` (each a checked
+        identifier; ``(0, -1)`` for none)."""
+        rows = await self.store.ro_query(f"MATCH (n{_labels(labels)}) RETURN count(n), max(id(n))")
+        if not rows or not rows[0][0]:
+            return 0, -1
+        return int(rows[0][0]), int(rows[0][1])
+
+    async def nodes_window(self, labels: Sequence[str], low: int, high: int) -> list[list[Any]]:
+        """Rows ``[internal id, labels, properties]`` of the nodes whose labels are exactly
+        ``labels`` and whose internal id is in ``[low, high)``, by id. A range of ids (a
+        label-and-id scan), not SKIP/LIMIT: a node created or deleted meanwhile does not shift
+        what later windows read, so a paged export neither repeats nor skips a node."""
         return await self.store.ro_query(
-            "MATCH (a)-[r]->(b) RETURN id(a), id(b), type(r), properties(r), id(r) "
-            "ORDER BY type(r), labels(a), labels(b), id(r) SKIP $skip LIMIT $limit", {"skip": skip, "limit": limit})
+            f"MATCH (n{_labels(labels)}) WHERE id(n) >= $low AND id(n) < $high AND labels(n) = $labels "
+            "RETURN id(n), labels(n), properties(n) ORDER BY id(n)",
+            {"low": low, "high": high, "labels": list(labels)})
+
+    async def edges_window(self, labels: Sequence[str], low: int, high: int) -> list[list[Any]]:
+        """Rows ``[source id, target id, type, properties, edge id, target labels]`` of the
+        edges leaving the nodes :meth:`nodes_window` reads for the same arguments: every edge
+        has one source, so reading the edges by their source's window reads each once."""
+        return await self.store.ro_query(
+            f"MATCH (a{_labels(labels)})-[r]->(b) WHERE id(a) >= $low AND id(a) < $high AND labels(a) = $labels "
+            "RETURN id(a), id(b), type(r), properties(r), id(r), labels(b)",
+            {"low": low, "high": high, "labels": list(labels)})
 
     async def count_nodes(self) -> int:
         """Number of nodes. FalkorDB raises an "empty key" error for a graph never written."""
