@@ -24,7 +24,11 @@ record of truth and is exported whole:
 
   Writes go on during an export. Nodes are read by windows of internal ids, one label list
   after the other, and edges with their source's window (automem/graph/dump.py), so no node
-  or edge that existed when the export began is read twice or missed.
+  or edge that existed when the export began is read twice or missed. The file agrees with
+  itself: a ``MemoryVersion`` past the version of its memory's node in the file, or of a
+  memory the file does not hold, and the events of such a memory or version (``version`` /
+  ``after.version`` past the node's) were recorded after that node was read and are left
+  out (versions are full snapshots: the node's own version is in the file).
 
 * A past export (``known_at`` earlier than now; docs/architecture.md, "Versions and
   known_at"): the records as the service believed them at that system time. The header
@@ -117,6 +121,11 @@ async def export_records(graph: GraphStore, bus: Any = None,
     # have gaps and reuse after deletions): a restore creates the nodes and edges in file
     # order into an empty graph, so its export numbers and orders them the same way.
     refs: dict[int, int] = {}
+    # The version of each memory node written (by id): its versions and events past it, or of
+    # a memory the file does not hold, were recorded after its node was read (writes go on
+    # during an export) and are left out, so the file agrees with itself. Memory sorts before
+    # MemoryVersion (label lists in Cypher's order), so every memory is read before versions.
+    versions: dict[str, int] = {}
     edges: list[tuple[Any, ...]] = []
     async for labels, rows, edge_rows in _windows(graph):
         believed = await _believed(graph, rows, known_at) if past else {}
@@ -126,6 +135,10 @@ async def export_records(graph: GraphStore, bus: Any = None,
                 props = _at(kind, labels, props, believed, known_at)
                 if props is None:
                     continue
+            if kind == "memory" and isinstance(props.get("id"), str):
+                versions[props["id"]] = int(props.get("version") or 0)
+            elif VERSION_LABEL in labels and not _version_held(props, versions):
+                continue
             refs[int(internal)] = len(refs)
             yield {"kind": kind, "ref": refs[int(internal)], "labels": labels, "properties": dict(props)}
         # The edges leaving this window's nodes, read with them: each edge once (its source's).
@@ -147,6 +160,8 @@ async def export_records(graph: GraphStore, bus: Any = None,
     if bus is not None:
         for event in await bus.events_for(None, limit=10**9):
             if past and event.event_time.seconds + event.event_time.nanos / 1e9 > known_at:
+                continue
+            if not _event_held(event, versions):
                 continue
             written["events"] += 1
             yield {"kind": "event", "data": base64.b64encode(event.SerializeToString()).decode("ascii")}
@@ -177,6 +192,24 @@ async def _windows(graph: GraphStore) -> AsyncIterator[tuple[list[str], list[lis
                 span = max(PAGE, span // 2)
             elif len(rows) < PAGE // 2:
                 span *= 2
+
+
+def _version_held(props: Mapping[str, Any], versions: Mapping[str, int]) -> bool:
+    """Whether a ``MemoryVersion`` node agrees with the memory nodes written (``versions``:
+    their version by id): its memory is in the file, at this version or a later one."""
+    held = versions.get(props.get("memory_id"))
+    version = props.get("version")
+    return held is not None and (not isinstance(version, int) or version <= held)
+
+
+def _event_held(event: events_pb2.MemoryEvent, versions: Mapping[str, int]) -> bool:
+    """Whether a stream event agrees with the memory nodes written (``versions``): events of
+    no memory and purge records are kept; a memory's others only while its node is in the
+    file and the event's version (``version``, ``after.version``) is not past the node's."""
+    if not event.memory_id or event.type == events_pb2.EVENT_TYPE_MEMORY_PURGED:
+        return True
+    held = versions.get(event.memory_id)
+    return held is not None and max(event.version, event.after.version) <= held
 
 
 async def _believed(graph: GraphStore, rows: list[list[Any]], known_at: float) -> dict[str, dict[str, Any]]:

@@ -15,6 +15,7 @@ reads, through the service's REST API, on the real stores), so the race happens 
 from __future__ import annotations
 
 import base64
+import itertools
 import uuid
 from collections import Counter
 from typing import Any
@@ -69,6 +70,43 @@ def _check_agrees(records: list[dict[str, Any]]) -> None:
         assert event.memory_id in nodes, f"event {event.type} of memory {event.memory_id} not in the file"
         assert max(event.version, event.after.version) <= nodes[event.memory_id], (
             f"event of {event.memory_id} at version {event.version}, its node at {nodes[event.memory_id]}")
+
+
+async def test_a_backup_while_writers_patch_and_create_agrees_with_itself(own_service, settings,
+                                                                         monkeypatch) -> None:
+    monkeypatch.setattr(backup, "PAGE", 5)
+    async with own_service.http() as http:
+        ids = [await _store(http, f"race memory {i} about the billing service") for i in range(12)]
+        turn = itertools.count()
+
+        async def write() -> None:
+            i = next(turn)
+            mid = ids[i % len(ids)]
+            r = await http.patch(f"/memory/{mid}", json={"content": f"race memory edited {i}"})
+            assert r.status_code == 200, r.text
+            ids.append(await _store(http, f"race memory created during the backup {i}"))
+
+        graph = GraphStore(settings)
+        try:
+            _interleave(graph, write)
+            lines = [line async for line in backup.export_lines(graph, own_service.ctx.bus)]
+        finally:
+            await graph.close()
+    records = _records(lines)
+    _check_agrees(records)
+    # Restored, the memories read as the file holds them: node version = newest version.
+    target = GraphStore(settings.model_copy(update={"graph_name": f"race_{uuid.uuid4().hex[:8]}"}))
+    try:
+        await backup.restore_records(target, records)
+        rows = await target.ro_query("MATCH (m:Memory) OPTIONAL MATCH (v:MemoryVersion {memory_id: m.id}) "
+                                     "RETURN m.id, m.version, max(v.version)")
+        assert rows and all(version == newest for _, version, newest in rows), rows
+        ghosts = await target.ro_query("MATCH (v:MemoryVersion) OPTIONAL MATCH (m:Memory {id: v.memory_id}) "
+                                       "WITH v, m WHERE m IS NULL RETURN v.memory_id, v.version")
+        assert ghosts == []
+    finally:
+        await target.dump.drop()
+        await target.close()
 
 
 async def test_a_backup_while_links_are_written_holds_each_edge_once(own_service, settings, monkeypatch) -> None:
