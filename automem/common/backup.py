@@ -71,6 +71,7 @@ from google.protobuf.message import DecodeError
 
 from automem.common.bus import ENRICH_DURABLE
 from automem.common.errors import AutomemError
+from automem.common.lifecycle import SUPERSEDING_RELATIONS
 from automem.common.model import OPEN_END, STATE_NAMES, Memory, memory_to_node, node_to_memory, parse_type
 from automem.common.payload import build_payload
 from automem.common.text import analyze, bm25_doc_weights
@@ -493,6 +494,10 @@ def check_records(records: list[dict[str, Any]], identifier: Callable[[str], str
     * a file cut short: the header promises an ``end`` record (``"end": "end"``) that is
       missing, not last, or counts other numbers of nodes, edges and events than the file's;
     * a node ``ref`` given twice; an edge naming a ``ref`` no node of the file has;
+    * two memories with one ``id`` (a delete of one would remove both); two edges of one
+      type between the same nodes (the service MERGEs them: one per pair and type), but for
+      the superseding types (``INVALIDATED_BY``, ``EVOLVED_INTO``), which supersede and
+      review approval write with CREATE;
     * a label or relation type that is not a safe name (``identifier``, the graph's check);
     * a property value FalkorDB cannot store (a map, an integer beyond 64 bits; a value is
       null, a boolean, a number, a string or a list of those);
@@ -519,6 +524,7 @@ def check_records(records: list[dict[str, Any]], identifier: Callable[[str], str
             raise ValueError(f"backup: the end record counts {claimed} but the file holds {found}: records are "
                              "missing or were added (restore a whole backup)")
     refs: set[int] = set()
+    memory_ids: dict[str, str] = {}
     for number, record in enumerate(records, 1):
         kind = record.get("kind")
         try:
@@ -526,6 +532,12 @@ def check_records(records: list[dict[str, Any]], identifier: Callable[[str], str
                 if record["ref"] in refs:
                     raise ValueError(f"ref {record['ref']} given twice")
                 refs.add(record["ref"])
+                memory_id = record["properties"].get("id") if kind == "memory" else None
+                if isinstance(memory_id, str):
+                    # Two nodes of one memory: every read and write by id would take both.
+                    if memory_id in memory_ids:
+                        raise ValueError(f"properties.id: {memory_id!r} was given already ({memory_ids[memory_id]})")
+                    memory_ids[memory_id] = _where(number, record)
                 for label in record["labels"]:
                     if not isinstance(label, str):
                         raise ValueError(f"labels: {label!r} is not text")  # noqa: TRY004 - a bad file is a ValueError to every caller
@@ -546,12 +558,19 @@ def check_records(records: list[dict[str, Any]], identifier: Callable[[str], str
                     raise ValueError(f"data: not a base64 MemoryEvent ({exc})") from None
         except ValueError as exc:
             raise ValueError(f"{_where(number, record)} ({kind}): {exc}") from None
+    edges: dict[tuple[int, int, str], str] = {}
     for number, record in enumerate(records, 1):
         if record.get("kind") == "edge":
             for end_name in ("source", "target"):
                 if record[end_name] not in refs:
                     raise ValueError(f"{_where(number, record)} (edge): {end_name} {record[end_name]} is the "
                                      "ref of no node of the file")
+            key = (record["source"], record["target"], record["type"])
+            if key in edges and record["type"] not in SUPERSEDING_RELATIONS:
+                raise ValueError(f"{_where(number, record)} (edge): {record['type']} from ref {record['source']} to "
+                                 f"ref {record['target']} was given already ({edges[key]}); the service keeps one "
+                                 "edge per pair and type")
+            edges.setdefault(key, _where(number, record))
 
 
 def _check_properties(props: dict[str, Any]) -> None:

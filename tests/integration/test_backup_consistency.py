@@ -16,9 +16,12 @@ from __future__ import annotations
 
 import base64
 import itertools
+import json
 import uuid
 from collections import Counter
 from typing import Any
+
+import pytest
 
 from automem.common import backup
 from automem.graph import GraphStore
@@ -144,3 +147,41 @@ async def test_a_backup_while_links_are_written_holds_each_edge_once(own_service
     finally:
         await target.dump.drop()
         await target.close()
+
+
+async def _backup_records(own_service) -> list[str]:
+    return [line async for line in backup.export_lines(own_service.ctx.graph, own_service.ctx.bus)]
+
+
+@pytest.mark.parametrize("what", ["memory", "edge"])
+async def test_restore_refuses_a_memory_id_or_an_edge_given_twice_naming_the_line(own_service, what) -> None:
+    """Two memory records with one id restored as two nodes (one DELETE removed both); two
+    edges of one type between the same nodes as two edges (the service keeps one)."""
+    async with own_service.http() as http:
+        a = await _store(http, "Erin runs the billing database.")
+        b = await _store(http, "The billing database is Postgres.")
+        r = await http.post("/associate", json={"memory1_id": a, "memory2_id": b, "type": "RELATES_TO",
+                                                "strength": 0.5})
+        assert r.status_code in (200, 201), r.text
+    lines = await _backup_records(own_service)
+    records = [json.loads(line) for line in lines]
+    if what == "memory":
+        first = next(i for i, r in enumerate(records) if r["kind"] == "memory")
+        copy = {**records[first], "ref": max(r.get("ref", -1) for r in records) + 1}
+        records.insert(first + 1, copy)
+        expected = (f"backup line {first + 2} (memory): properties.id: {copy['properties']['id']!r} was given "
+                    f"already (backup line {first + 1})")
+    else:
+        first = next(i for i, r in enumerate(records) if r["kind"] == "edge" and r["type"] == "RELATES_TO")
+        records.insert(first + 1, {**records[first], "properties": {**records[first]["properties"], "strength": 0.9}})
+        expected = f"backup line {first + 2} (edge): RELATES_TO from ref"
+    end = records[-1]
+    end["nodes" if what == "memory" else "edges"] += 1
+    text = [json.dumps(r, sort_keys=True) for r in records]
+    before = await own_service.ctx.graph.dump.count_nodes()
+    with pytest.raises(ValueError) as refused:
+        await backup.restore_records(own_service.ctx.graph, backup.read_lines(text), force=True)
+    assert expected in str(refused.value)
+    if what == "edge":
+        assert f"given already (backup line {first + 1})" in str(refused.value)
+    assert await own_service.ctx.graph.dump.count_nodes() == before  # nothing changed
