@@ -56,8 +56,10 @@ from automem.cli.connect import (
 from automem.cli.output import (
     add_json_option,
     backup_done,
+    backup_events,
     backup_out,
     emit,
+    event_line,
     fail,
     progress,
     stdout_closed,
@@ -348,6 +350,7 @@ async def _recovery(settings: Settings, args: argparse.Namespace) -> int:
             to_file = backup_out(args)
             with whole_file(to_file) as out:
                 count = events = 0
+                last = ""
                 truncated_since = None
                 with progress("backup", None) as bar:
                     async for line in backup.export_lines(graph, None if args.no_events else bus):
@@ -359,10 +362,12 @@ async def _recovery(settings: Settings, args: argparse.Namespace) -> int:
                             totals = header.get("counts") or {}
                             bar.update(total=1 + int(totals.get("nodes", 0)) + int(totals.get("edges", 0)))
                         count += 1
-                        if '"kind": "event"' in line:
+                        if event_line(line):
                             events += 1
                             bar.update(total=count)
                         bar.advance()
+                        last = line
+            events = backup_events(last, events)
             backup_done(args, count, events)
             if truncated_since is not None:
                 print("note: the event stream's retention removed older events; the exported history starts at "

@@ -31,8 +31,10 @@ from automem.cli.output import (
     Stall,
     as_dict,
     backup_done,
+    backup_events,
     backup_out,
     emit,
+    event_line,
     note,
     progress,
     wants_json,
@@ -92,6 +94,7 @@ async def backup(settings: Settings, args: argparse.Namespace) -> int:
     to_file = backup_out(args)
     count = events = 0
     header: dict[str, Any] = {}
+    line = ""
     async with online_client(settings, args) as client:
         stream = client.ingest.ExportBackup(ingest_service_pb2.ExportBackupRequest(skip_events=args.no_events),
                                             metadata=client.metadata())
@@ -103,12 +106,12 @@ async def backup(settings: Settings, args: argparse.Namespace) -> int:
                     header = json.loads(line)
                     totals = header.get("counts") or {}
                     bar.update(total=1 + int(totals.get("nodes", 0)) + int(totals.get("edges", 0)))
-                elif '"kind": "event"' in line:
+                elif event_line(line):
                     events += 1
                     bar.update(total=count + 1)
                 count += 1
                 bar.advance()
-    backup_done(args, count, events)
+    backup_done(args, count, backup_events(line, events))
     if header.get("events_truncated"):
         note(args, "note: the event stream's retention removed older events; the exported history is partial")
     return 0

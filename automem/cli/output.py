@@ -116,6 +116,29 @@ def backup_out(args: argparse.Namespace) -> str | None:
     return to_file
 
 
+def event_line(line: str) -> bool:
+    """Whether a backup line (automem/common/backup.py) is an event record: its ``kind`` is
+    ``event`` (a node whose property ``kind`` is "event", an Entity, is not one)."""
+    if '"kind": "event"' not in line:  # most lines: no need to parse them
+        return False
+    try:
+        return json.loads(line).get("kind") == "event"
+    except (ValueError, AttributeError):
+        return False
+
+
+def backup_events(last: str, counted: int) -> int:
+    """The events a backup holds: its end record's count (``last`` is the file's last line),
+    else (a file without one) ``counted``, the event lines seen."""
+    try:
+        end = json.loads(last)
+    except ValueError:
+        return counted
+    if isinstance(end, dict) and end.get("kind") == "end" and isinstance(end.get("events"), int):
+        return end["events"]
+    return counted
+
+
 def backup_done(args: argparse.Namespace, count: int, events: int) -> None:
     """The summary of a backup: the ``--json`` document on stdout, the line on stderr."""
     emit(args, {"records": count, "events": events, "out": args.out if args.out else "-"})

@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 
+from automem.cli import output
 from automem.cli.connect import admin_token, api_key
 from automem.cli.output import Stall, backup_done, backup_out, emit, note, progress, wants_json, whole_file
 from automem.common.settings import Settings
@@ -126,6 +127,7 @@ async def backup(settings: Settings, args: argparse.Namespace) -> int:
     """``automem backup --url``: ``GET /backup`` into ``--out`` (or stdout)."""
     to_file = backup_out(args)
     count = events = 0
+    last = ""
     async with rest_client(settings, args) as http, http.stream(
             "GET", "/backup", params={"events": str(not args.no_events).lower()}) as response:
         if not response.is_success:
@@ -137,9 +139,10 @@ async def backup(settings: Settings, args: argparse.Namespace) -> int:
                     continue
                 out.write(line + "\n")
                 count += 1
-                events += '"kind": "event"' in line
+                events += output.event_line(line)
+                last = line
                 bar.advance()
-    backup_done(args, count, events)
+    backup_done(args, count, output.backup_events(last, events))
     return 0
 
 

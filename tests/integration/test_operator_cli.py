@@ -690,3 +690,22 @@ def _listening(port: int) -> bool:
         return httpx.get(f"http://127.0.0.1:{port}/", timeout=2).status_code > 0
     except httpx.HTTPError:
         return False
+
+
+
+async def test_backup_counts_event_records_not_nodes_whose_kind_is_event(own_service, tmp_path: Path) -> None:
+    """``automem backup`` counted lines holding ``"kind": "event"``: an Entity whose kind is
+    "event" counted as an event ("events: 1" with --no-events)."""
+    async with own_service.http() as http:
+        assert (await http.post("/memory", json={"content": "the launch event is on Friday"})).status_code == 201
+    await own_service.ctx.graph.query("CREATE (:Entity {key: 'launch', kind: 'event', name: 'launch'})")
+    for way, target in (("--grpc", own_service.grpc), ("--url", own_service.url)):
+        for extra in (["--no-events"], []):
+            out_file = tmp_path / f"b{len(extra)}{way[2:]}.jsonl"
+            code, out, err = await _cli("backup", "--out", str(out_file), "--json", *extra, way, target)
+            assert code == 0, err
+            records = [json.loads(line) for line in json_lines(out_file.read_text())]
+            assert any(r.get("properties", {}).get("kind") == "event" for r in records)
+            assert json.loads(out)["events"] == sum(1 for r in records if r["kind"] == "event") == records[-1]["events"]
+            if extra:
+                assert json.loads(out)["events"] == 0
