@@ -26,6 +26,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import grpc
+
 from automem.cli.connect import online_client
 from automem.cli.output import (
     Stall,
@@ -37,6 +39,7 @@ from automem.cli.output import (
     event_line,
     note,
     progress,
+    reindex_refused,
     wants_json,
     whole_file,
 )
@@ -148,7 +151,13 @@ async def restore(settings: Settings, args: argparse.Namespace) -> int:
             note(args, f"warning: the stream's retention removed the oldest {done.events_dropped} restored events "
                        "at once; their history is gone")
         if args.reindex:
-            result["sync"] = await _repair_and_wait(client, "reindex")
+            try:
+                result["sync"] = await _repair_and_wait(client, "reindex")
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() not in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
+                    raise
+                emit(args, result)
+                raise ValueError(reindex_refused(exc.details() or exc.code().name)) from None
             if not wants_json(args):
                 print(f"rebuilt the vector index: {result['sync']['vector_count']} points")
         elif done.live_memories:

@@ -139,6 +139,15 @@ def backup_events(last: str, counted: int) -> int:
     return counted
 
 
+def reindex_refused(why: str) -> str:
+    """The message of ``automem restore --reindex`` whose reindex step the service refused
+    (``why``): a restore brings the backup's API keys, so a service open before it (no keys)
+    asks for a key after it. The restore itself succeeded (its result is printed before)."""
+    return (f"the restore succeeded, but the reindex was refused ({why}): the restored backup brought its API "
+            "keys; run `automem sync --repair --wait` with an admin key of the restored keys (--api-key or "
+            "AUTOMEM_API_KEY)")
+
+
 def backup_done(args: argparse.Namespace, count: int, events: int) -> None:
     """The summary of a backup: the ``--json`` document on stdout, the line on stderr."""
     emit(args, {"records": count, "events": events, "out": args.out if args.out else "-"})

@@ -170,7 +170,13 @@ async def restore(settings: Settings, args: argparse.Namespace) -> int:
         if not wants_json(args):
             print(f"restored {done['nodes']} nodes, {done['edges']} edges, {done['events']} events")
         if args.reindex:
-            _check(await http.post("/admin/sync"))
+            try:
+                _check(await http.post("/admin/sync"))
+            except RestError as exc:
+                if exc.status not in (401, 403):
+                    raise
+                emit(args, done)
+                raise RestError(exc.status, output.reindex_refused(exc.message)) from None
             done["sync"] = await _wait_for_index(http, "reindex")
         elif done.get("live_memories"):
             note(args, f"reindex needed: {done['live_memories']} memories restored without vector points; run "

@@ -692,6 +692,31 @@ def _listening(port: int) -> bool:
         return False
 
 
+@pytest.mark.parametrize("way", ["--grpc", "--url"])
+async def test_restore_reindex_into_an_open_service_prints_the_restore_then_says_the_reindex_needs_a_key(
+        own_service, nats_server, falkordb_server, tmp_path: Path, way: str) -> None:
+    """``automem restore --reindex --json`` into a service without keys: the restore brings
+    the backup's keys (the service is closed from then on), so the reindex step is refused.
+    The CLI printed only the key error, never the restore's result: it must print the result
+    first, then say the restore succeeded and the reindex needs an admin key of the backup's."""
+    async with own_service.client() as anonymous:
+        root = (await anonymous.admin.CreateApiKey(admin_service_pb2.CreateApiKeyRequest(
+            role="admin", scopes=["*"]))).secret
+    await _store(own_service.url, root, ["open restore memory"])
+    backup_file = tmp_path / "keys.jsonl"
+    backup_file.write_text("\n".join([line async for line in backup.export_lines(
+        own_service.ctx.graph, own_service.ctx.bus)]) + "\n", encoding="utf-8")
+    fresh = await start_service(settings_for(nats_server, falkordb_server, tmp_path / "open"))
+    try:
+        target = fresh.grpc if way == "--grpc" else fresh.url
+        code, out, err = await _cli("restore", str(backup_file), "--reindex", "--json", way, target, timeout=180)
+        line = _one_line_error(code, err, "restore")
+        assert "the restore succeeded" in line and "admin key of the restored keys" in line
+        restored = json.loads(out)
+        assert restored["live_memories"] == 1 and restored["nodes"] > 1
+    finally:
+        await fresh.runner.stop()
+
 
 async def test_backup_counts_event_records_not_nodes_whose_kind_is_event(own_service, tmp_path: Path) -> None:
     """``automem backup`` counted lines holding ``"kind": "event"``: an Entity whose kind is
