@@ -98,7 +98,9 @@ _GONE_STATES = ("DELETED", "REJECTED")
 async def export_records(graph: GraphStore, bus: Any = None,
                          known_at: float | None = None) -> AsyncIterator[dict[str, Any]]:
     """Every node, edge and (when ``bus`` is given) stream event, as backup records (see the
-    module docstring for the shapes). Nodes and edges are paged ``PAGE`` at a time.
+    module docstring for the shapes). Nodes (and the edges leaving them) are read in
+    windows of about ``PAGE`` nodes (:func:`_windows`); the edges are held in memory until
+    the nodes are written, then sorted as a restore creates them.
     ``known_at`` (epoch seconds) earlier than now: the past export (module docstring); None
     or not earlier than now: the full export."""
     now = time.time()
