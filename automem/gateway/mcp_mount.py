@@ -14,18 +14,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import parse_qsl
 
-from fastapi import FastAPI, HTTPException
+from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
 from automem.common.client import AutomemClient
 from automem.common.settings import Settings
+from automem.gateway import jsonrpc
 from automem.gateway.errors import error_response
-from automem.gateway.schemas import SCOPE_PARAMETER_ERROR, parse_json_body, scope_parameter
+from automem.gateway.schemas import SCOPE_PARAMETER_ERROR, scope_parameter
 
 
 class LazyMCPEndpoint:
@@ -116,25 +116,11 @@ async def _buffered(receive: Any) -> tuple[bytes, Any]:
 
 
 def _refused_body(body: bytes) -> JSONResponse | None:
-    """The answer to a JSON-RPC body holding what no store keeps as sent, or None.
-
-    The MCP SDK reads bodies with pydantic, which keeps the last of a key given twice and
-    reads ``1e-400`` as 0.0 silently; the REST gateway's reader
-    (automem/gateway/schemas.py :func:`parse_json_body`) refuses them. Its refusal is answered
-    as the SDK answers invalid params: HTTP 400 with a JSON-RPC error (code -32602), the
-    message naming the tool argument (``metadata.x: ...``, the ``params.arguments.`` of
-    ``tools/call`` left out; in a batch, ``[i].params.arguments.metadata.x`` names the
-    request) and the answer carrying the request's ``id`` when one can be read (null
-    otherwise, and for a batch). Malformed JSON is left to the SDK (its parse error)."""
-    try:
-        parse_json_body(body)
-    except HTTPException as exc:
-        message = str(exc.detail).removeprefix("params.arguments.")
-        return JSONResponse({"jsonrpc": "2.0", "id": _request_id(body),
-                             "error": {"code": -32602, "message": message}}, status_code=400)
-    except (ValueError, RecursionError):
-        pass
-    return None
+    """The answer to a JSON-RPC body holding what no store keeps as sent, or None: HTTP 400
+    with the JSON-RPC error of automem/gateway/jsonrpc.py :func:`~automem.gateway.jsonrpc.refusal`.
+    Malformed JSON is left to the SDK (its parse error)."""
+    refused = jsonrpc.refusal(body)
+    return None if refused is None else JSONResponse(refused, status_code=400)
 
 
 def mount(app: FastAPI, settings: Settings, client: AutomemClient, path: str = "/mcp") -> LazyMCPEndpoint:
@@ -156,14 +142,3 @@ def mount(app: FastAPI, settings: Settings, client: AutomemClient, path: str = "
     app.router.lifespan_context = lifespan
     app.state.mcp_endpoint = endpoint
     return endpoint
-
-
-def _request_id(body: bytes) -> str | int | None:
-    """The ``id`` of a single JSON-RPC request (a string or an integer), or None (a batch,
-    a notification, an id of another type, or text the plain reader refuses too)."""
-    try:
-        request = json.loads(body)
-    except (ValueError, RecursionError):
-        return None
-    found = request.get("id") if isinstance(request, dict) else None
-    return found if isinstance(found, str) or (isinstance(found, int) and not isinstance(found, bool)) else None

@@ -27,14 +27,26 @@ import contextlib
 import hashlib
 import json
 import os
+import sys
 import time
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
+import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
-from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from mcp.shared.message import SessionMessage
+from mcp_types import (
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    CallToolResult,
+    TextContent,
+    ToolAnnotations,
+    jsonrpc_message_adapter,
+)
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 from starlette.requests import Request
 
@@ -47,7 +59,7 @@ from automem.common.grpc_tls import channel_credentials, channel_options
 from automem.common.lifecycle import SUPERSEDING_RELATIONS
 from automem.common.settings import Settings
 from automem.common.text import text_key
-from automem.gateway import presenters, usecases
+from automem.gateway import jsonrpc, presenters, usecases
 from automem.gateway.deps import Caller, credentials, split_values
 from automem.gateway.errors import GatewayError
 from automem.gateway.schemas import BatchMemoryItem, Integer, MemoryRequest, Number
@@ -772,18 +784,76 @@ def http_endpoint(client: AutomemClient, settings: Settings, path: str = "/mcp")
     return StreamableHTTPASGIApp(server.session_manager), server.session_manager
 
 
+async def _strict_lines(source: AsyncIterable[bytes],
+                        answer: Callable[[dict[str, Any]], Awaitable[None]]) -> AsyncIterator[str]:
+    """The lines of ``source`` (stdin's bytes) that are JSON-RPC messages the tools may read, as
+    text for the SDK's stdio transport; every other line is answered by ``answer`` (awaited
+    with a JSON-RPC error body before the next line is read), never dropped.
+
+    The SDK's transport reads a line with pydantic and, when that fails, answers nothing: a
+    string holding a lone surrogate (``"a\\ud800b"``) or malformed JSON left the client waiting
+    for its own timeout, and a key given twice was read as its last value. Here a line is read
+    by the REST gateway's reader first, as ``/mcp`` reads a body
+    (automem/gateway/jsonrpc.py :func:`~automem.gateway.jsonrpc.refusal`: -32602 naming
+    the argument); a line that is not JSON (or not UTF-8) gets a parse error (-32700, id
+    null), and JSON that is no JSON-RPC message an invalid-request error (-32600, with its
+    id when one can be read). Blank lines are skipped."""
+    async for raw in source:
+        line = raw.strip()
+        if not line:
+            continue
+        if (refused := jsonrpc.refusal(line)) is not None:
+            await answer(refused)
+            continue
+        try:
+            text = line.decode("utf-8")
+            json.loads(text)
+        except (ValueError, RecursionError) as exc:
+            await answer({"jsonrpc": "2.0", "id": None, "error": {
+                "code": PARSE_ERROR, "message": f"Parse error: the line is not JSON text ({exc})"}})
+            continue
+        try:
+            jsonrpc_message_adapter.validate_json(text, by_name=False)
+        except ValidationError:
+            await answer({"jsonrpc": "2.0", "id": jsonrpc.request_id(line), "error": {
+                "code": INVALID_REQUEST, "message": "Invalid request: not a JSON-RPC 2.0 request, "
+                                                    "notification or response object"}})
+            continue
+        yield text
+
+
+async def _serve_stdio(server: MCPServer, stdin: AsyncIterable[bytes]) -> None:
+    """Run ``server`` over the SDK's stdio transport (stdout claimed as the SDK claims it),
+    reading ``stdin`` through :func:`_strict_lines`, whose answers to refused lines go out
+    with the server's own. As ``MCPServer.run_stdio_async``, through the low-level server
+    (the SDK has no public way to give its stdio transport another reader)."""
+    opened = anyio.Event()
+    streams: list[Any] = []
+
+    async def answer(body: dict[str, Any]) -> None:
+        await opened.wait()
+        await streams[0].send(SessionMessage(jsonrpc_message_adapter.validate_python(body)))
+
+    async with stdio_server(stdin=_strict_lines(stdin, answer)) as (read_stream, write_stream):  # type: ignore[arg-type]
+        streams.append(write_stream)
+        opened.set()
+        await server._lowlevel_server.run(read_stream, write_stream,
+                                          server._lowlevel_server.create_initialization_options())
+
+
 def run_stdio(settings: Settings, grpc_address: str | None = None, api_key: str | None = None,
               scope: str = "") -> int:
     """``automem mcp``: the tools over stdio, against the service at ``grpc_address``
     (default ``AUTOMEM_GRPC_TARGET``, else 127.0.0.1:<AUTOMEM_GRPC_PORT>). The key is
-    ``api_key``, else ``AUTOMEM_API_KEY``, else ``AUTOMEM_API_TOKEN``."""
+    ``api_key``, else ``AUTOMEM_API_KEY``, else ``AUTOMEM_API_TOKEN``. Every line read is
+    answered (:func:`_strict_lines`)."""
     address = grpc_address or settings.grpc_target or f"127.0.0.1:{settings.grpc_port}"
     key = api_key if api_key is not None else (os.environ.get("AUTOMEM_API_KEY") or settings.api_token)
 
     async def serve() -> None:
         async with AutomemClient(address, api_key=key, scope=scope, credentials=channel_credentials(settings),
                                  channel_options=channel_options(settings)) as client:
-            await build_server(client, settings).run_stdio_async()
+            await _serve_stdio(build_server(client, settings), anyio.wrap_file(sys.stdin.buffer))
 
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(serve())

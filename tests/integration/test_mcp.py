@@ -3,6 +3,8 @@ client: streamable HTTP at ``/mcp`` of the gateway, and ``automem mcp`` over std
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 import uuid
 from pathlib import Path
@@ -292,6 +294,62 @@ async def test_stdio_without_key_is_refused(secured):
                                    cwd=str(Path(__file__).resolve().parents[2]))
     async with Client(params) as client:
         assert "API key" in await call_error(client, "store_memory", content="refused")
+
+
+async def test_stdio_answers_every_line_and_reads_json_as_http_does(secured):
+    # A lone surrogate, a key given twice, malformed JSON and JSON that is no JSON-RPC message
+    # were read by the SDK's transport and answered with nothing: the client waited for its
+    # own timeout (break-it review). Each gets an answer now, a refusal naming the argument
+    # as over HTTP /mcp; the duplicated key was stored as its last value.
+    import asyncio
+    import json
+
+    tag = f"stdio-strict-{uuid.uuid4().hex[:8]}"
+    root = Path(__file__).resolve().parents[2]
+    process = await asyncio.create_subprocess_exec(
+        str(Path(sys.executable).parent / "automem"), "mcp", "--grpc", secured.grpc, "--api-key", TOKEN,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
+        cwd=str(root), env={**os.environ, "PYTHONPATH": str(root)})  # this checkout's code, not the venv's
+
+    def call_line(request_id: int, tool: str, arguments: str) -> str:
+        return (f'{{"jsonrpc": "2.0", "id": {request_id}, "method": "tools/call", '
+                f'"params": {{"name": "{tool}", "arguments": {arguments}}}}}')
+
+    lines = [
+        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}),
+        json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        call_line(3, "store_memory", '{"content": "a\\ud800b"}'),
+        call_line(7, "recall_memory", '{"query": "\\udfff"}'),
+        call_line(8, "store_memory", f'{{"content": "x", "content": "y", "tags": ["{tag}"]}}'),
+        "{not json",
+        '{"id": 9, "hello": 1}',
+        json.dumps({"jsonrpc": "2.0", "id": 6, "method": "tools/list"}),
+    ]
+    answers: dict = {}
+    try:
+        process.stdin.write("".join(line + "\n" for line in lines).encode())
+        await process.stdin.drain()
+        # A line left unanswered fails here instead of blocking the suite.
+        while len(answers) < 7:
+            answer = json.loads(await asyncio.wait_for(process.stdout.readline(), 60))
+            answers[answer["id"]] = answer
+    finally:
+        process.stdin.close()
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+        await process.wait()
+    assert set(answers) == {1, 3, 7, 8, None, 9, 6}
+    assert answers[3]["error"]["code"] == -32602 and answers[3]["error"]["message"].startswith("content:")
+    assert "surrogate" in answers[3]["error"]["message"]
+    assert answers[7]["error"]["code"] == -32602 and answers[7]["error"]["message"].startswith("query:")
+    assert answers[8]["error"]["code"] == -32602 and answers[8]["error"]["message"].startswith("content:")
+    assert answers[None]["error"]["code"] == -32700
+    assert answers[9]["error"]["code"] == -32600
+    assert "store_memory" in {t["name"] for t in answers[6]["result"]["tools"]}
+    async with http_client(secured.url + "/mcp", Authorization=f"Bearer {TOKEN}") as client:
+        listed, _ = await call(client, "recall_memory", tags=[tag], exhaustive=True)
+    assert listed["count"] == 0  # nothing stored from the key given twice
 
 
 async def test_http_legacy_handshake_open_service(service):
