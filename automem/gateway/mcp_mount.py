@@ -7,7 +7,8 @@ without a redirect: the SDK client does not follow one) imports automem/gateway/
 builds the server and starts its session manager in a task of its own, which runs until the
 app's lifespan ends; concurrent first requests wait for the one build. A POST body is read
 by the REST gateway's JSON reader first: what it refuses (a key given twice, a number no
-double holds) is a 400 naming the argument, not a value the SDK silently changed.
+double holds) is a 400 naming the argument, not a value the SDK silently changed. A ``GET``
+event stream ends once its key no longer passes (``LazyMCPEndpoint._event_stream``).
 """
 
 from __future__ import annotations
@@ -20,12 +21,17 @@ from urllib.parse import parse_qsl
 
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
+from starlette.requests import Request
 
 from automem.common.client import AutomemClient
 from automem.common.settings import Settings
 from automem.gateway import jsonrpc
+from automem.gateway.deps import auth_error
 from automem.gateway.errors import error_response
 from automem.gateway.schemas import SCOPE_PARAMETER_ERROR, scope_parameter
+
+#: Seconds between the credential checks of an open ``GET /mcp`` event stream.
+STREAM_AUTH_SECONDS = 1.0
 
 
 class LazyMCPEndpoint:
@@ -45,6 +51,8 @@ class LazyMCPEndpoint:
         self._lock = asyncio.Lock()
         self._stop = asyncio.Event()
         self._runner: asyncio.Task | None = None
+        #: ``GET`` event streams open now (:meth:`_event_stream`).
+        self.open_streams = 0
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         query = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
@@ -61,7 +69,59 @@ class LazyMCPEndpoint:
             async with self._lock:
                 if self._endpoint is None:
                     await self._start()
+        if scope.get("method") == "GET":
+            await self._event_stream(scope, receive, send)
+            return
         await self._endpoint(scope, receive, send)
+
+    async def _event_stream(self, scope: dict, receive: Any, send: Any) -> None:
+        """``GET``: streamable HTTP's server-to-client event stream, ended once its credentials
+        no longer pass (a key revoked or expired), as ``/stream`` ends: they are checked every
+        :data:`STREAM_AUTH_SECONDS` (automem/gateway/deps.py :func:`auth_error`, whose cache
+        keeps a success for 1 s), so the stream ends within about 2 s of the revocation. The
+        SDK is told the client went away (``http.disconnect``), then the response ends with an
+        SSE comment saying why. It stayed open indefinitely before. ``open_streams`` counts
+        the open ones."""
+        revoked = asyncio.Event()
+        finished = False
+
+        async def watch() -> None:
+            while True:
+                await asyncio.sleep(STREAM_AUTH_SECONDS)
+                if await auth_error(Request(scope)) is not None:
+                    revoked.set()
+                    return
+
+        async def watched_receive() -> dict:
+            if revoked.is_set():
+                return {"type": "http.disconnect"}
+            message = asyncio.ensure_future(receive())
+            ended = asyncio.ensure_future(revoked.wait())
+            await asyncio.wait((message, ended), return_when=asyncio.FIRST_COMPLETED)
+            ended.cancel()
+            if message.done():
+                return message.result()
+            message.cancel()
+            return {"type": "http.disconnect"}
+
+        async def watched_send(message: dict) -> None:
+            nonlocal finished
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                finished = True
+            await send(message)
+
+        watcher = asyncio.create_task(watch(), name="mcp-stream-auth")
+        self.open_streams += 1
+        try:
+            await self._endpoint(scope, watched_receive, watched_send)
+            if revoked.is_set() and not finished:
+                await send({"type": "http.response.body", "more_body": False,
+                            "body": b": the key was revoked or is no longer valid; the stream ends\n\n"})
+        finally:
+            self.open_streams -= 1
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
 
     async def _start(self) -> None:
         from automem.gateway.mcp_server import http_endpoint

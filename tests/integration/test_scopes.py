@@ -752,6 +752,23 @@ async def test_mcp_refuses_a_revoked_key_after_the_gateways_short_memory_of_it(w
     assert AUTH_CACHE_SECONDS <= 2.0
 
 
+async def test_a_revoked_keys_open_mcp_event_stream_ends(world: World) -> None:
+    """Break-it review: a key's open ``GET /mcp`` (streamable HTTP's server-to-client event
+    stream) stayed open indefinitely after the key was revoked, while ``/stream`` ends at
+    once. The gateway checks its key every second now and ends it, saying why."""
+    secret = await _mint(world.service, "reader", ["acme/*"], SCOPE_A)
+    async with world.http(secret, Accept="text/event-stream") as http, http.stream("GET", "/mcp") as response:
+        assert response.status_code == 200, await response.aread()
+        await world.service.ctx.keystore.revoke(secret.split("_")[1])
+        received = b""
+        chunks = response.aiter_bytes()
+        # Ends: a stream left open (it sends keep-alive pings) fails here instead of blocking the suite.
+        async with asyncio.timeout(30):
+            async for chunk in chunks:
+                received += chunk
+    assert b"the key was revoked" in received
+
+
 async def test_grpc_refuses_credentials_or_a_scope_given_twice(world: World) -> None:
     """Break-it review: over gRPC a second ``authorization`` (or ``x-automem-scope``) value was
     served in place of the first, and ``authorization`` with a different ``x-api-key`` served
