@@ -27,6 +27,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
@@ -35,7 +36,7 @@ from typing import Annotated, Any, Literal
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.shared.message import SessionMessage
@@ -100,9 +101,12 @@ def _tool_message(exc: GatewayError) -> str:
 
 
 @contextlib.contextmanager
-def _tool_errors() -> Any:
+def _tool_errors(fields: dict[str, str] | None = None, ids: dict[str, str | None] | None = None) -> Any:
     """Failures of a use case (input validation, service answers) as ToolErrors naming the
-    field."""
+    tool's argument: ``fields`` maps a service's field name to the argument it came from
+    (``{"props": "reason"}``: a message ``props: ...`` reads ``reason: ...``); ``ids`` maps an
+    argument to the id it gave, so that a message naming no field but one of the ids
+    (``memory X not found``) is prefixed with that argument (the first that gave it)."""
     try:
         yield
     except ValidationError as exc:
@@ -112,9 +116,24 @@ def _tool_errors() -> Any:
             problems.append(f"{loc}: {err.get('msg')}")
         raise ToolError("; ".join(problems)) from None
     except GatewayError as exc:
-        raise ToolError(_tool_message(exc)) from None
+        raise ToolError(_named(_tool_message(exc), fields or {}, ids or {})) from None
     except AutomemError as exc:
-        raise ToolError(exc.message) from None
+        raise ToolError(_named(exc.message, fields or {}, ids or {})) from None
+
+
+_FIELD_PREFIX = re.compile(r"^([\w.\[\]]+): ")
+
+
+def _named(message: str, fields: dict[str, str], ids: dict[str, str | None]) -> str:
+    """``message`` with its leading field renamed by ``fields``, or, naming no field, prefixed
+    with the argument of ``ids`` whose id it mentions (:func:`_tool_errors`)."""
+    if found := _FIELD_PREFIX.match(message):
+        name = found.group(1)
+        return f"{fields[name]}: {message[found.end():]}" if name in fields else message
+    for argument, given in ids.items():
+        if given and re.search(rf"(?<![\w-]){re.escape(given)}(?![\w-])", message):
+            return f"{argument}: {message}"
+    return message
 
 
 def _result(text: str, structured: dict[str, Any]) -> CallToolResult:
@@ -232,10 +251,81 @@ def _preview_token(tags: list[str], memory_ids: Any) -> str:
 # --- the server -----------------------------------------------------------------------------
 
 
+#: What an argument of a pydantic error type must be (:func:`_argument_errors`).
+_EXPECTED = {"string_type": "a string", "list_type": "a list", "dict_type": "an object", "model_type": "an object",
+             "model_attributes_type": "an object", "float_type": "a number", "float_parsing": "a number",
+             "int_type": "an integer", "int_parsing": "an integer", "int_from_float": "an integer",
+             "bool_type": "true or false", "bool_parsing": "true or false"}
+#: Parts of a pydantic error's ``loc`` that name a member of a union type, not an argument.
+_UNION_MEMBERS = {"int", "str", "float", "bool", "dict", "list", "none", "bytes"}
+
+
+def _json_kind(value: Any) -> str:
+    """The JSON type of ``value``, as an error names it: ``a string``, ``a number``, ..."""
+    kinds = ((bool, "a boolean"), (str, "a string"), ((int, float), "a number"), (list, "a list"),
+             (dict, "an object"), (type(None), "null"))
+    return next((name for kind, name in kinds if isinstance(value, kind)), type(value).__name__)
+
+
+def _argument_errors(exc: ValidationError) -> str:
+    """The arguments ``exc`` refused, one ``<argument>: <problem>`` each (``importance:
+    expected a number, got a string``; ``memories[0].content: ...``; an argument of several
+    types lists them: ``etag: expected an integer or a string, got a number``), joined by
+    ``; ``: the SDK's text was pydantic's, with its model's name and a link to its docs."""
+    problems: dict[str, list[str]] = {}
+    got: dict[str, Any] = {}
+    for err in exc.errors():
+        path = ""
+        for part in err.get("loc", ()):
+            if isinstance(part, int):
+                path += f"[{part}]"
+            elif part not in _UNION_MEMBERS and not any(c in part for c in "[(-"):
+                path = f"{path}.{part}" if path else part
+        path = path or "arguments"
+        kind = err.get("type", "")
+        if kind in _EXPECTED:
+            problems.setdefault(path, []).append(_EXPECTED[kind])
+            got[path] = err.get("input")
+        elif kind == "missing":
+            problems.setdefault(path, []).append("required")
+        else:
+            problems.setdefault(path, []).append(str(err.get("msg", "invalid")))
+    lines = []
+    for path, found in problems.items():
+        expected = [p for p in dict.fromkeys(found) if p in _EXPECTED.values()]
+        if expected:
+            lines.append(f"{path}: expected {' or '.join(expected)}, got {_json_kind(got[path])}")
+        lines += [f"{path}: {p}" for p in dict.fromkeys(found) if p not in _EXPECTED.values()]
+    return "; ".join(lines)
+
+
+class _Server(MCPServer):
+    """The SDK's server, with the refusals of a tool's arguments naming the argument: a string
+    argument (or item of a list argument) holding a NUL, which no store can take, is refused
+    before the tool runs (the services named their own fields: ``ids``, ``props``, ``id``),
+    and a value of the wrong type gets :func:`_argument_errors`'s text."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        for argument, value in arguments.items():
+            items = enumerate(value) if isinstance(value, list) else [(None, value)]
+            for index, item in items:
+                if isinstance(item, str) and "\x00" in item:
+                    where = argument if index is None else f"{argument}[{index}]"
+                    raise ToolError(f"Error executing tool {name}: {where}: contains a NUL character")
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if isinstance(exc, UnexpectedToolError) or not isinstance(exc.__cause__, ValidationError):
+                raise
+            raise ToolError(f"Error executing tool {name}: {_argument_errors(exc.__cause__)}") from exc.__cause__
+
+
+
+
 def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
     """The MCP server with the six tools of mcp-automem and the graph and entity tools, calling
     the services through ``client``."""
-    server = MCPServer("automem", version="0.1.0", instructions=INSTRUCTIONS)
+    server = _Server("automem", version="0.1.0", instructions=INSTRUCTIONS)
 
     def caller(ctx: Context | None) -> Caller:
         return _caller(client, settings, ctx)
@@ -292,7 +382,7 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
                   "t_invalid": t_invalid, "embedding": embedding}
         if not supersedes_memory_id and (supersede_relation or supersede_reason):
             raise ToolError("supersedes_memory_id: required with supersede_relation/supersede_reason")
-        with _tool_errors():
+        with _tool_errors({"ids": "supersedes_memory_id"}, {"supersedes_memory_id": supersedes_memory_id}):
             request = MemoryRequest(**{k: v for k, v in fields.items() if v is not None})
             if supersedes_memory_id:
                 replaced = await usecases.supersede_memory(caller(ctx), supersedes_memory_id, request,
@@ -394,7 +484,7 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
                                 "leave exhaustive out for a ranked search")
         elif page_token and not memory_id:
             raise ToolError("page_token: only with exhaustive (a listing by tag); ranked results page by offset")
-        with _tool_errors():
+        with _tool_errors({"id": "memory_id"} if memory_id else {}, {"memory_id": memory_id}):
             read = usecases.read_options(as_of, known_at, state_mode, current_only)
             if memory_id:
                 got = await usecases.get_memory(caller(ctx), memory_id, read)
@@ -494,7 +584,7 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
             return _result(text, body)
         if not memory1_id or not memory2_id:
             raise ToolError("memory1_id, memory2_id: both are required (or associations for batch mode)")
-        with _tool_errors():
+        with _tool_errors(ids={"memory1_id": memory1_id, "memory2_id": memory2_id}):
             created = await usecases.associate(caller(ctx), usecases.Association(
                 memory1_id, memory2_id, type or "RELATES_TO", 0.5 if strength is None else strength, reason))
         relation = presenters.relation_json(created.relation)
@@ -529,7 +619,9 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
         given = {k: v for k, v in given.items() if v is not None}
         if not given and not add_tags:
             raise ToolError(f"memory_id: nothing to update; pass at least one of {', '.join(_UPDATABLE)}, add_tags")
-        with _tool_errors():
+        # The service names its fields: add_tags go to its tags (when tags are not replaced too).
+        renamed = {"id": "memory_id", **({"tags": "add_tags"} if tags is None else {})}
+        with _tool_errors(renamed, {"memory_id": memory_id}):
             response = await usecases.update_memory(caller(ctx), memory_id, given, add_tags=add_tags or [],
                                                     etag=usecases.body_etag(etag))
         memory = presenters.memory_json(response.memory)
@@ -555,7 +647,7 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
         if memory_id and tags:
             raise ToolError("memory_id, tags: pass one, not both")
         if memory_id:
-            with _tool_errors():
+            with _tool_errors({"id": "memory_id", "props": "reason"}, {"memory_id": memory_id}):
                 deleted = await usecases.delete_memory(caller(ctx), memory_id, reason=reason or "")
             memory = presenters.memory_json(deleted.memory)
             body = {"memory_id": memory_id, "state": memory["state"], "memory": memory,
@@ -588,7 +680,7 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
         if not preview.memory_ids:  # nothing to delete (memory_ids empty would mean "all")
             response = preview.__class__()
         else:
-            with _tool_errors():
+            with _tool_errors({"props": "reason"}):
                 response = await usecases.delete_by_tag(caller(ctx), tags, dry_run=False,
                                                         memory_ids=list(preview.memory_ids), reason=reason or "")
         listed = presenters.deleted_by_tag_json(tags, False, response)
@@ -656,7 +748,7 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
     ) -> CallToolResult:
         """A memory's neighbours along relations (up to 3 hops) and its most similar memories."""
         started = time.perf_counter()
-        with _tool_errors():
+        with _tool_errors({"id": "memory_id"}, {"memory_id": memory_id}):
             found = await usecases.graph_neighbors(caller(ctx), memory_id, depth=depth,
                                                    include_semantic=include_semantic, semantic_limit=semantic_limit,
                                                    read=usecases.read_options())

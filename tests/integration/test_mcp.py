@@ -466,3 +466,33 @@ async def test_batch_modes_refuse_what_they_would_drop_and_arguments_read_as_res
         ranked, text = await call(client, "recall_memory", query=f"{tag} bulk memory paging", limit=500)
         assert ranked["limit"] == 100 and ranked["has_more"] is True
         assert "more from offset 100" in text, text.split("\n")[0]
+
+
+async def test_tool_errors_name_the_tools_argument(secured):
+    # Break-it review: errors named the services' fields ("ids: ...", "props: ...", "id: ...",
+    # "tags: ..." for add_tags), "memory X not found" named no argument, and a value of the
+    # wrong type came back as pydantic's text with a link to its docs.
+    missing = "00000000-0000-0000-0000-000000000000"
+    async with http_client(secured.url + "/mcp", Authorization=f"Bearer {TOKEN}") as client:
+        stored, _ = await call(client, "store_memory", content="A memory whose tool errors are probed")
+        mid = stored["memory_id"]
+        for tool, arguments, named in (
+                ("store_memory", {"content": "x", "supersedes_memory_id": "a\x00b"}, "supersedes_memory_id: "),
+                ("associate_memories", {"memory1_id": "a\x00b", "memory2_id": mid}, "memory1_id: "),
+                ("associate_memories", {"memory1_id": mid, "memory2_id": "a\x00b"}, "memory2_id: "),
+                ("associate_memories", {"memory1_id": mid, "memory2_id": missing}, f"memory2_id: memory {missing}"),
+                ("associate_memories", {"memory1_id": missing, "memory2_id": mid}, f"memory1_id: memory {missing}"),
+                ("delete_memory", {"memory_id": mid, "reason": "a\x00b"}, "reason: "),
+                ("graph_neighbors", {"memory_id": "a\x00b"}, "memory_id: "),
+                ("update_memory", {"memory_id": mid, "add_tags": ["a\x00b"]}, "add_tags[0]: "),
+                ("update_memory", {"memory_id": mid, "add_tags": ["a\x01b"]}, "add_tags: "),
+                ("update_memory", {"memory_id": mid, "importance": "high"}, "importance: expected a number, got a string"),
+                ("recall_memory", {"limit": "many"}, "limit: expected an integer, got a string"),
+                ("store_memory", {"content": "x", "metadata": [1]}, "metadata: expected an object, got a list"),
+                ("update_memory", {"memory_id": mid, "content": "y", "etag": 1.5},
+                 "etag: expected an integer or a string, got a number"),
+                ("store_memory", {"memories": [{"content": 5}]}, "memories[0].content: expected a string")):
+            text = await call_error(client, tool, **arguments)
+            assert named in text, (tool, arguments, text)
+            assert not any(internal in text for internal in ("ids:", "props:", " id:", " tags:", "pydantic",
+                                                             "validation error")), text
