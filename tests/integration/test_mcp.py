@@ -496,3 +496,18 @@ async def test_tool_errors_name_the_tools_argument(secured):
             assert named in text, (tool, arguments, text)
             assert not any(internal in text for internal in ("ids:", "props:", " id:", " tags:", "pydantic",
                                                              "validation error")), text
+
+
+async def test_update_memory_refuses_a_weak_etag_as_if_match_does(secured):
+    # Break-it review: update_memory read W/"1" as version 1 and wrote, while REST's If-Match
+    # refuses a weak tag (a version check is a strong comparison, RFC 9110).
+    async with http_client(secured.url + "/mcp", Authorization=f"Bearer {TOKEN}") as client:
+        stored, _ = await call(client, "store_memory", content="The weak etag probe memory", importance=0.3)
+        version = stored["memory"]["version"]
+        for weak in (f'W/"{version}"', f"w/{version}"):
+            text = await call_error(client, "update_memory", memory_id=stored["memory_id"], importance=0.9, etag=weak)
+            assert "etag:" in text and "weak" in text, text
+        got, _ = await call(client, "recall_memory", memory_id=stored["memory_id"], format="json")
+        assert got["memory"]["importance"] == 0.3 and got["memory"]["version"] == version
+        # The strong tag passes.
+        await call(client, "update_memory", memory_id=stored["memory_id"], importance=0.9, etag=f'"{version}"')
