@@ -10,7 +10,9 @@ event log, read through ReviewService.StreamMemoryEvents (automem/ingest/review.
 * only the caller's scope is seen (the service resolves it from the key, as for every call);
 * each message has ``id: <stream sequence>``; a reconnect with ``Last-Event-ID: N`` (or
   ``?last_event_id=N``) gets every event after N — across a reconnect or a gateway restart —
-  and a first ``stream.trimmed`` event when the retention removed some of them;
+  and a first ``stream.trimmed`` event when the retention removed some of them; an open
+  stream whose events the retention removes before it read them (a reader behind the byte
+  limit) gets a ``stream.trimmed`` event where they were, never a silent gap;
 * keep-alive comments every ``AUTOMEM_STREAM_KEEPALIVE_SECONDS`` (default 30);
 * a client more than ``AUTOMEM_STREAM_BUFFER_EVENTS`` events behind gets a final
   ``stream.overflow`` event (naming the last id it was sent) and is disconnected; a stream
@@ -109,16 +111,17 @@ def memory_event_data(event: events_pb2.MemoryEvent) -> dict[str, Any]:
 
 def stream_message(item: event_stream_pb2.StreamMemoryEventsResponse) -> ServerSentEvent:
     """One SSE message: ``id`` = stream sequence, data = AutoMem's ``{"type", "timestamp",
-    "data"}`` JSON (plus ``event_id``). A ``trimmed`` item becomes ``stream.trimmed``
-    (``requested_after``, ``first_retained_id``, ``retained_since``) without an id."""
+    "data"}`` JSON (plus ``event_id``). A ``trimmed`` item (first on a resume, or mid-stream)
+    becomes ``stream.trimmed`` (``requested_after``, ``first_retained_id``,
+    ``retained_since``) without an id."""
     which = item.WhichOneof("item")
     if which == "trimmed":
         t = item.trimmed
         return _sse({"type": "stream.trimmed", "timestamp": _now(), "data": {
             "requested_after": t.requested_after_sequence, "first_retained_id": t.first_retained_sequence,
             "retained_since": iso(t, "retained_since_time"),
-            "message": "events after the requested id are no longer held (event retention); "
-                       "the stream goes on from the oldest held"}})
+            "message": "events after requested_after are no longer held (event retention); "
+                       "the stream goes on from first_retained_id"}})
     if which == "activity_event":
         act = item.activity_event
         body = {"type": act.kind, "timestamp": iso(act, "event_time"), "event_id": act.event_id,

@@ -44,6 +44,7 @@ from typing import Any
 from google.protobuf.message import DecodeError
 
 from automem.common.auth import Principal, require_role, resolve_scope, still_authorized
+from automem.common.bus import Bus, StreamRetention
 from automem.common.errors import Aborted, FailedPrecondition, InvalidArgument, NotFound
 from automem.common.lifecycle import (
     SUPERSEDING_RELATIONS,
@@ -454,7 +455,10 @@ class ReviewServicer(EntityMerges, PurgeRpcs, review_service_pb2_grpc.ReviewServ
         scope, as automem/consolidate/servicer.py lists such runs). ``after_sequence`` N > 0
         resumes: every event of the scope after N follows, none skipped; when events after N
         were removed by the retention the first item is a ``trimmed`` notice and the stream
-        goes on from the oldest held. 0 = only events published from now on.
+        goes on from the oldest held. 0 = only events published from now on. When the
+        retention removes events the open stream had not read yet (a reader behind the
+        byte limit), a ``trimmed`` notice (after = the last sequence read) comes before the
+        next event: a gap in the sequences is never silent.
 
         Errors: INVALID_ARGUMENT (field ``after_sequence``) for a negative sequence or one
         past the newest event; UNAVAILABLE when NATS does not answer (resume with the last
@@ -473,26 +477,56 @@ class ReviewServicer(EntityMerges, PurgeRpcs, review_service_pb2_grpc.ReviewServ
         start = after + 1 if after else retention.last_seq + 1
         notice = None
         if after and start < retention.first_seq:
-            notice = event_stream_pb2.StreamEventsTrimmed(requested_after_sequence=after,
-                                                          first_retained_sequence=retention.first_seq)
-            if retention.first_time is not None:
-                notice.retained_since_time.CopyFrom(ts(retention.first_time))
+            notice = _trimmed_item(after, retention.first_seq, retention)
             start = retention.first_seq
         tail = await bus.tail(start)
+        # The stream sequence the tail delivers next unless something is gone: the tail reads
+        # every memory and activity message (other scopes' too, filtered out below), so a
+        # larger one means messages of other subjects (dead letters), a purge's deletions, or
+        # the retention removing messages before the tail reached them (it jumps over them).
+        expected = start
         try:
             # Accepted: the headers go out now, so the gateway answers 200 from here.
             if notice is not None:
-                yield event_stream_pb2.StreamMemoryEventsResponse(sequence=after, trimmed=notice)
+                yield notice
             else:
                 await context.send_initial_metadata(())
             while True:
                 await still_authorized()  # the key may have been revoked since the call began
                 for seq, subject, data in await tail.fetch(STREAM_BATCH, STREAM_WAIT_SECONDS):
+                    if seq > expected and (gap := await _trimmed_gap(bus, expected, seq)) is not None:
+                        yield gap
+                    expected = max(expected, seq + 1)
                     item = _stream_item(bus.subjects.is_activity(subject), seq, data, scope, everything)
                     if item is not None:
                         yield item
         finally:
             await tail.close()
+
+
+def _trimmed_item(after: int, first_retained: int,
+                  retention: StreamRetention) -> event_stream_pb2.StreamMemoryEventsResponse:
+    """The ``trimmed`` stream item: events after stream sequence ``after`` up to
+    ``first_retained`` (exclusive) are gone by the retention (``retained_since_time``: when
+    the stream's oldest held event was written, unset for an empty stream)."""
+    notice = event_stream_pb2.StreamEventsTrimmed(requested_after_sequence=after,
+                                                  first_retained_sequence=first_retained)
+    if retention.first_time is not None:
+        notice.retained_since_time.CopyFrom(ts(retention.first_time))
+    return event_stream_pb2.StreamMemoryEventsResponse(sequence=after, trimmed=notice)
+
+
+async def _trimmed_gap(bus: Bus, expected: int, seq: int) -> event_stream_pb2.StreamMemoryEventsResponse | None:
+    """The ``trimmed`` item to send before the message of stream sequence ``seq`` when the
+    tail expected ``expected`` (< ``seq``) and the retention removed messages in between (the
+    stream's first held sequence is past ``expected``: whether those were the caller's is
+    no longer knowable, so it is told). None when the retention explains nothing: the gap
+    is messages of other subjects or a purge's deletions. Raises StoreTimeout/Unavailable
+    when NATS does not answer."""
+    retention = await bus.retention()
+    if retention.first_seq <= expected:
+        return None
+    return _trimmed_item(expected - 1, min(retention.first_seq, seq), retention)
 
 
 def _stream_item(activity: bool, seq: int, data: bytes, scope: str,

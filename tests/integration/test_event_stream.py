@@ -382,3 +382,47 @@ async def test_the_enrich_consumer_reads_no_enriched_events_and_an_old_one_is_na
         assert sorted(restored.filter_subjects) == bus.subjects.enrich_inputs and restored.opt_start_seq == 2
     finally:
         await bus.close()
+
+
+async def test_a_live_stream_tells_of_the_events_the_retention_removed_before_it_read_them(settings) -> None:
+    """An open stream whose reader falls behind while the retention trims the stream past
+    where it is: the tail jumps over the removed messages, and the stream says so with a
+    ``trimmed`` item (as a resume after a trimmed id does) before it goes on, never a silent
+    gap. The reader does not read while the events are written; its channel has a fixed
+    HTTP/2 window (no BDP probing), so the service holds at most a batch and a window of
+    them (~100 of the ~1 KB events) when the retention (30 KB) removes the rest of the 400."""
+    running = await start_service(settings.model_copy(update={"event_retention_bytes": 30_000}), NO_ENRICH)
+    try:
+        async with running.client(channel_options=[("grpc.http2.bdp_probe", 0)]) as client, \
+                running.http() as http:
+            call = client.review.StreamMemoryEvents(event_stream_pb2.StreamMemoryEventsRequest())
+            await call.initial_metadata()
+            begin = (await running.ctx.bus.retention()).last_seq
+            for batch in range(4):
+                r = await http.post("/memory/batch", json={"memories": [
+                    {"content": f"flood {batch}-{i} " + "x" * 800} for i in range(100)]})
+                assert r.status_code == 201, r.text
+            retention = await running.ctx.bus.retention()
+            assert retention.first_seq > begin + 300  # the retention removed most of them
+            items = []
+            try:
+                while not items or items[-1].WhichOneof("item") == "trimmed" or items[-1].sequence < retention.last_seq:
+                    items.append(await asyncio.wait_for(call.read(), READ_GUARD))
+            finally:
+                call.cancel()
+    finally:
+        await running.runner.stop()
+    events = [it for it in items if it.WhichOneof("item") != "trimmed"]
+    assert events[-1].sequence == retention.last_seq
+    previous, jumps = begin, 0
+    for before, it in zip([None, *items], items, strict=False):
+        if it.WhichOneof("item") == "trimmed":
+            continue
+        if it.sequence != previous + 1:  # a gap: the item before says what is gone
+            jumps += 1
+            assert before is not None and before.WhichOneof("item") == "trimmed", (previous, it.sequence)
+            assert before.trimmed.requested_after_sequence == previous == before.sequence
+            assert previous < before.trimmed.first_retained_sequence <= it.sequence
+            assert before.trimmed.HasField("retained_since_time")
+        previous = it.sequence
+    assert jumps >= 1  # the reader was behind the retention: what it missed was said
