@@ -164,6 +164,19 @@ def make_event(
     return event
 
 
+#: Actor of the events the pending sweep publishes again (automem/enrich/pending.py).
+PENDING_SWEEP_ACTOR = "system:pending-sweep"
+
+
+def is_republished_creation(event: events_pb2.MemoryEvent) -> bool:
+    """True for a MEMORY_CREATED event the pending sweep published for a memory it found
+    without one (:data:`PENDING_SWEEP_ACTOR`): the memory was created earlier, at its
+    ``after.create_time``, not by the sweep at the event's time. A memory's history counts it
+    as its creation only when the retention cannot have removed the original
+    (automem/ingest/review.py ``ListMemoryEvents``)."""
+    return event.type == events_pb2.EVENT_TYPE_MEMORY_CREATED and event.actor == PENDING_SWEEP_ACTOR
+
+
 def is_requeue(event: events_pb2.MemoryEvent) -> bool:
     """True for a MEMORY_UPDATED event that changed nothing (``before`` equal to ``after``):
     the re-queue signals that ask enrichment to process a memory again (reprocess,

@@ -18,7 +18,11 @@ tags, event time or state (``embedding_status: PAYLOAD_PENDING``, automem/ingest
 The republished event is MEMORY_CREATED (MEMORY_UPDATED for a memory past version 1) with
 the memory as it stands, ``content_changed`` (not for PAYLOAD_PENDING), actor ``system:pending-sweep``; its id is
 derived from the memory id and version, so two sweepers within the stream's de-duplication
-window publish it once. The enrichment consumer reads the current record anyway
+window publish it once. A memory last written before the oldest event the stream still holds
+(when the retention removed events) may have had its event removed by the retention rather
+than never published: it gets a re-queue instead (MEMORY_UPDATED with ``before`` =
+``after``, automem/common/lifecycle.py ``is_requeue``), which its history leaves out, so the
+sweep is not shown as its creator (its history says ``truncated``). The enrichment consumer reads the current record anyway
 (automem/enrich/consumer.py). Runs at start and every ``pending_sweep_interval_seconds``.
 
 With vectors disabled (``QDRANT_URL=disabled``) enrichment still runs entities,
@@ -38,7 +42,8 @@ from typing import Any
 from nats.js.errors import NotFoundError
 
 from automem.common.bus import Bus, _stream_time
-from automem.common.lifecycle import make_event
+from automem.common.lifecycle import PENDING_SWEEP_ACTOR, make_event
+from automem.common.model import first_epoch
 from automem.common.outbox import EventPublisher
 from automem.common.settings import Settings
 from automem.graph import GraphStore
@@ -111,12 +116,22 @@ class PendingSweep:
                     if (m.id, m.version) not in self._sent][:SWEEP_BATCH]
         if not memories:
             return 0
+        retention = await self.bus.retention()
+        # Written before the oldest event the stream holds: the write's event may be one the
+        # retention removed, not one never published (its history is then truncated).
+        trimmed_before = retention.first_time if retention.trimmed and retention.first_time is not None else None
         events = []
         for memory in memories:
-            kind = events_pb2.EVENT_TYPE_MEMORY_CREATED if memory.version <= 1 else events_pb2.EVENT_TYPE_MEMORY_UPDATED
             # A payload to rewrite only (PAYLOAD_PENDING) needs no NER or links again.
-            event = make_event(kind, before=None, after=memory, actor="system:pending-sweep",
-                               content_changed=memory.embedding_status != memory_pb2.EMBEDDING_STATUS_PAYLOAD_PENDING)
+            changed = memory.embedding_status != memory_pb2.EMBEDDING_STATUS_PAYLOAD_PENDING
+            written = first_epoch(memory, "update_time", "create_time", default=0.0)
+            if trimmed_before is not None and written < trimmed_before:
+                event = make_event(events_pb2.EVENT_TYPE_MEMORY_UPDATED, before=memory, after=memory,
+                                   actor=PENDING_SWEEP_ACTOR, content_changed=changed)
+            else:
+                kind = (events_pb2.EVENT_TYPE_MEMORY_CREATED if memory.version <= 1
+                        else events_pb2.EVENT_TYPE_MEMORY_UPDATED)
+                event = make_event(kind, before=None, after=memory, actor=PENDING_SWEEP_ACTOR, content_changed=changed)
             event.event_id = str(uuid.uuid5(_EVENT_NAMESPACE, f"{memory.id}:{memory.version}"))
             events.append(event)
         await self.publisher.publish_many(events)

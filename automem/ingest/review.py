@@ -51,6 +51,7 @@ from automem.common.lifecycle import (
     check_replacement_valid,
     check_transition,
     close_for_supersede,
+    is_republished_creation,
     is_requeue,
     make_event,
 )
@@ -416,7 +417,10 @@ class ReviewServicer(EntityMerges, PurgeRpcs, review_service_pb2_grpc.ReviewServ
         the durable stream, but the re-queue signals that changed nothing
         (automem/common/lifecycle.py ``is_requeue``). Paged: ``page_size`` ≤ 1000 (0 = 100).
         The stream keeps events for its retention only (``event_retention_days`` / ``_bytes``): ``truncated`` says
-        the retained history does not begin with the memory's MEMORY_CREATED event, and
+        the retained history does not begin with the memory's MEMORY_CREATED event, or begins
+        with one the pending sweep published in its stead (automem/enrich/pending.py) for a
+        memory created before the stream's oldest held event when the retention removed
+        events (its creation event may be one of them); and
         ``retained_since_time`` when the stream's oldest event was written. NOT_FOUND when the
         memory has no event and no node in the caller's scope; INVALID_ARGUMENT naming
         ``page_token`` for a token of another listing (an empty ``id`` is refused before, by the
@@ -437,6 +441,10 @@ class ReviewServicer(EntityMerges, PurgeRpcs, review_service_pb2_grpc.ReviewServ
             raise NotFound(f"memory {request.id} has no history in scope {scope!r}", field="id")
         created = bool(events) and events[0].type == events_pb2.EVENT_TYPE_MEMORY_CREATED \
             and events[0].memory_id == request.id
+        if created and is_republished_creation(events[0]) and retention.trimmed and retention.first_time is not None:
+            # The pending sweep's stand-in for a creation event it did not find: the original
+            # may be one the retention removed when the memory is older than the oldest held.
+            created = first_epoch(events[0].after, "create_time", default=0.0) >= retention.first_time
         response = review_service_pb2.ListMemoryEventsResponse(
             events=events[offset: offset + size],
             next_page_token=encode_offset_token(offset + size, bound) if offset + size < len(events) else "",

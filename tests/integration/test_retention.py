@@ -141,3 +141,61 @@ async def test_sync_requeues_enrichment_whose_events_retention_removed(settings)
             await eventually(enriched, timeout=90)
     finally:
         await running.runner.stop()
+
+
+async def test_history_of_a_memory_whose_creation_the_retention_removed_stays_truncated_after_the_sweep(
+        settings) -> None:
+    """The pending sweep found a memory still pending whose creation event the retention had
+    removed and published a MEMORY_CREATED as ``system:pending-sweep``: its history then
+    showed that one event, the sweep as creator at the sweep's time, ``truncated: false``.
+    The sweep now re-queues such a memory (no history event), and a history that begins with
+    a sweep's CREATED for a memory older than the oldest held event (as an older version's
+    sweep published) says ``truncated`` too. A memory stored after the trimming keeps a
+    complete history."""
+    from automem.common.lifecycle import make_event
+    from automem.enrich.pending import PendingSweep
+    from automem.v1 import events_pb2
+
+    sweep_actor = "system:pending-sweep"
+    running = await start_service(settings.model_copy(update={"event_retention_bytes": 30_000,
+                                                              "pending_sweep_min_age_seconds": 0.0}), NO_ENRICH)
+    try:
+        ctx = running.ctx
+        async with running.http() as http:
+            swept = await _store(http, "Its creation event will be trimmed, then the sweep finds it", tags=["old"])
+            stand_in = await _store(http, "An older sweep published a creation for this one", tags=["old"])
+            fillers: list[str] = []
+            while await _first_seq(running) < 3:  # both creations gone by size
+                fillers.append(await _store(http, f"filler note number {len(fillers)} " + "padding " * 40))
+                assert len(fillers) < 500, "the stream never trimmed: max_bytes not applied"
+            for filler in fillers:  # not pending any more: the sweep's events would trim the stream again
+                assert (await http.delete(f"/memory/{filler}")).status_code == 200
+            # The sweep's cutoff comes from the enrichment consumer (not running here): one that
+            # has taken everything, so every pending memory is an orphan to it.
+            last = (await ctx.bus.retention()).last_seq
+            await ctx.bus.start_consumer_after("sweep-probe", last)
+            probe = await ctx.bus.pull_subscribe("sweep-probe", filter_subject=ctx.bus.subjects.memory_all)
+            sweep = PendingSweep(running.settings.model_copy(update={"pending_sweep_min_age_seconds": 0.0}),
+                                 ctx.bus, ctx.graph, ctx.publisher, probe)
+            assert await sweep.sweep_once() == 2
+            republished = [e for e in await ctx.bus.events_for(swept) if e.actor == sweep_actor]
+            assert len(republished) == 1 and republished[0].type == events_pb2.EVENT_TYPE_MEMORY_UPDATED
+            assert republished[0].before == republished[0].after  # a re-queue: enrichment takes it
+            h = (await http.get(f"/v1/memories/{swept}/history")).json()
+            assert h["truncated"] is True and h["retained_since"] is not None, h
+            assert all(e["actor"] != sweep_actor for e in h["events"]), h
+
+            # As an older version's sweep published it: a creation by the sweep, now.
+            memory = await ctx.graph.memories.get(stand_in, "default")
+            await ctx.bus.publish_event(make_event(events_pb2.EVENT_TYPE_MEMORY_CREATED, before=None,
+                                                   after=memory, actor=sweep_actor, content_changed=True))
+            h = (await http.get(f"/v1/memories/{stand_in}/history")).json()
+            assert h["events"][0]["actor"] == sweep_actor
+            assert h["truncated"] is True, h
+
+            kept = await _store(http, "Stored after the trimming", tags=["new"])
+            h = (await http.get(f"/v1/memories/{kept}/history")).json()
+            assert h["truncated"] is False and h["events"][0]["type"] == "EVENT_TYPE_MEMORY_CREATED"
+            await probe.unsubscribe()
+    finally:
+        await running.runner.stop()
