@@ -91,20 +91,26 @@ class EnrichServicer(enrich_service_pb2_grpc.EnrichServiceServicer):
         that sees every scope (``*``; an open service's anonymous caller is one), empty
         otherwise: a key of one scope read another scope's memory ids here (break-it review).
 
-        The queue depth (NATS) and the outbox backlog (FalkorDB) are read concurrently, each
-        within :data:`STATUS_STORE_SECONDS`. UNAVAILABLE when NATS does not answer (/health
-        then reports NATS down); a FalkorDB that does not answer leaves ``outbox_backlog``
-        unset (unknown) and the rest answered — a stalled FalkorDB made this call fail, so
+        ``memories_pending``: memories whose enrichment is still to be done, counted in the
+        graph (automem/graph/memories.py ``count_to_enrich``) — the queue depth misses those
+        whose events the retention removed before enrichment took them.
+
+        The queue depth (NATS), the outbox backlog and ``memories_pending`` (FalkorDB) are read
+        concurrently, each within :data:`STATUS_STORE_SECONDS`. UNAVAILABLE when NATS does not
+        answer (/health then reports NATS down); a FalkorDB that does not answer leaves
+        ``outbox_backlog`` and ``memories_pending`` unset (unknown) and the rest answered — a stalled FalkorDB made this call fail, so
         /health reported NATS down too (break-it review)."""
         c = self.consumer.counters
         caller = bound_principal()
         every_scope = caller is not None and caller.allows_all()
         provider = self.consumer.provider
         llm = self.consumer.enricher.llm
-        depth, backlog = await asyncio.gather(
+        depth, backlog, waiting = await asyncio.gather(
             asyncio.wait_for(self.consumer.queue_depth(), STATUS_STORE_SECONDS),
             asyncio.wait_for(self.publisher.backlog(), STATUS_STORE_SECONDS) if self.publisher is not None
-            else _zero(), return_exceptions=True)
+            else _zero(),
+            asyncio.wait_for(self.consumer.graph.memories.count_to_enrich(self.settings.vectors_enabled),
+                             STATUS_STORE_SECONDS), return_exceptions=True)
         if isinstance(depth, BaseException):
             raise Unavailable(f"NATS did not report the enrichment queue depth within {STATUS_STORE_SECONDS:g}s: "
                               f"{depth!r}")
@@ -113,6 +119,7 @@ class EnrichServicer(enrich_service_pb2_grpc.EnrichServiceServicer):
             failed=c.failed, dead_lettered=c.dead_lettered,
             embedding_model=provider.name if provider else "", vector_dimensions=provider.dimension if provider else 0,
             outbox_backlog=None if isinstance(backlog, BaseException) else backlog,
+            memories_pending=None if isinstance(waiting, BaseException) else waiting,
             inflight=c.inflight, consumer_running=self.task is not None and not self.task.done(),
             max_attempts=self.settings.max_deliver,
             stats=enrich_service_pb2.EnrichmentStats(

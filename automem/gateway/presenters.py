@@ -432,12 +432,19 @@ def _iso(stamp) -> str | None:
     return stamp.ToDatetime(UTC).isoformat() if stamp.seconds or stamp.nanos else None
 
 
+def pending_count(status: enrich_service_pb2.GetEnrichmentStatusResponse) -> int:
+    """AutoMem's ``pending`` (memories waiting for enrichment): ``memories_pending`` (counted
+    in the graph, with those whose events the retention removed), else — FalkorDB did not
+    answer in time — the queue depth (events waiting)."""
+    return status.memories_pending if status.HasField("memories_pending") else status.queue_depth
+
+
 def enrichment_json(status: enrich_service_pb2.GetEnrichmentStatusResponse,
                     reembed: enrich_service_pb2.ReembedProgress | None = None) -> dict[str, Any]:
     """``GET /enrichment/status`` answer: AutoMem's fields (automem/api/enrichment.py:
     ``status`` running|stopped from the consumer loop's liveness — AutoMem's ``thread_alive``
     —, ``queue_size``, ``pending``, ``inflight``, ``max_attempts``, ``stats``,
-    ``classification``) plus ours (``queue_depth``, ``processed``, ``failed``,
+    ``classification``; ``pending``: :func:`pending_count`) plus ours (``queue_depth``, ``processed``, ``failed``,
     ``dead_lettered``, ``outbox_backlog`` (None when FalkorDB, which holds the outbox, did not
     answer in time), ``embedding_model``, ``vector_dimensions``) and
     ``reembed``: the latest ``POST /admin/reembed`` job of the caller's scope (None when none
@@ -446,7 +453,7 @@ def enrichment_json(status: enrich_service_pb2.GetEnrichmentStatusResponse,
     job = reembed
     return {"status": "running" if status.consumer_running else "stopped",
             "thread_alive": status.consumer_running,
-            "queue_size": status.queue_depth, "queue_depth": status.queue_depth, "pending": status.queue_depth,
+            "queue_size": status.queue_depth, "queue_depth": status.queue_depth, "pending": pending_count(status),
             "inflight": status.inflight, "max_attempts": status.max_attempts,
             "processed": status.processed, "failed": status.failed, "dead_lettered": status.dead_lettered,
             "outbox_backlog": status.outbox_backlog if status.HasField("outbox_backlog") else None,

@@ -57,7 +57,7 @@ async def health(request: Request, client: Annotated[AutomemClient, Depends(grpc
                      "error": found.stats_error})
     if found.enrichment is not None:
         status = found.enrichment
-        body["enrichment"] = {"queue_depth": status.queue_depth, "pending": status.queue_depth,
+        body["enrichment"] = {"queue_depth": status.queue_depth, "pending": presenters.pending_count(status),
                               "processed": status.processed, "failed": status.failed,
                               "dead_lettered": status.dead_lettered, "model": status.embedding_model}
         body["nats"] = "connected"

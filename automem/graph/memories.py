@@ -53,6 +53,10 @@ PAYLOAD_BEHIND = (f"SET m.embedding_status = CASE WHEN m.embedding_status IN {li
 #: its content is not embedded (yet), or its payload lags an edit.
 NOT_DONE = ("EMBEDDING_STATUS_UNSPECIFIED", "EMBEDDING_STATUS_PENDING", "EMBEDDING_STATUS_FAILED",
             "EMBEDDING_STATUS_PROVIDED", "EMBEDDING_STATUS_PAYLOAD_PENDING")
+#: ``embedding_status`` values of a memory enrichment has still to process: its embedding is
+#: to be made (not FAILED, which enrichment parked), or its payload to be rewritten.
+_TO_ENRICH = ("EMBEDDING_STATUS_UNSPECIFIED", "EMBEDDING_STATUS_PENDING", "EMBEDDING_STATUS_PROVIDED",
+              "EMBEDDING_STATUS_PAYLOAD_PENDING")
 #: Node states of memories a sync check compares with the vector points.
 #: ``RETURN`` items of a whole memory node ``m`` (automem/common/model.py ``node_columns``).
 _NODE_COLUMNS = node_columns("m")
@@ -713,11 +717,21 @@ class Memories(Repository):
         rows = await self.store.ro_query(
             "MATCH (m:Memory) WHERE m.embedding_status IN $statuses AND m.update_time < $cutoff "
             f"{enrichment}AND NOT m.state IN $gone RETURN properties(m) ORDER BY m.update_time LIMIT $limit",
-            {"statuses": ["EMBEDDING_STATUS_UNSPECIFIED", "EMBEDDING_STATUS_PENDING", "EMBEDDING_STATUS_PROVIDED",
-                          "EMBEDDING_STATUS_PAYLOAD_PENDING"],
-             "cutoff": float(cutoff), "gone": ["DELETED", "REJECTED"],
+            {"statuses": list(_TO_ENRICH), "cutoff": float(cutoff), "gone": ["DELETED", "REJECTED"],
              "limit": int(limit)})
         return [node_to_memory(r[0]) for r in rows]
+
+    async def count_to_enrich(self, vectors: bool = True) -> int:
+        """How many memories of every scope :meth:`pending_before` would find with no cutoff:
+        their enrichment is still to be done, whether their event waits on the stream or is
+        gone (the retention removed it before enrichment took it; the pending sweep and the
+        sync check re-queue those). Counted through the ``embedding_status`` index: the cost
+        grows with the backlog only. GetEnrichmentStatus's ``memories_pending``."""
+        enrichment = "" if vectors else "AND m.enrichment_status = 'ENRICHMENT_STATUS_PENDING' "
+        rows = await self.store.ro_query(
+            f"MATCH (m:Memory) WHERE m.embedding_status IN $statuses {enrichment}AND NOT m.state IN $gone "
+            "RETURN count(m)", {"statuses": list(_TO_ENRICH), "gone": ["DELETED", "REJECTED"]})
+        return int(rows[0][0]) if rows else 0
 
     # --- consolidation and maintenance reads ----------------------------------------------
 

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1f\x61utomem/v1/enrich_service.proto\x12\nautomem.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"(\n\x17GetReembedStatusRequest\x12\r\n\x05scope\x18\x01 \x01(\t\"H\n\x18GetReembedStatusResponse\x12,\n\x07reembed\x18\x01 \x01(\x0b\x32\x1b.automem.v1.ReembedProgress\"\x1c\n\x1aGetEnrichmentStatusRequest\"\x8e\x03\n\x1bGetEnrichmentStatusResponse\x12\x13\n\x0bqueue_depth\x18\x01 \x01(\x03\x12\x0f\n\x07pending\x18\x02 \x01(\x03\x12\x11\n\tprocessed\x18\x03 \x01(\x03\x12\x0e\n\x06\x66\x61iled\x18\x04 \x01(\x03\x12\x15\n\rdead_lettered\x18\x05 \x01(\x03\x12\x17\n\x0f\x65mbedding_model\x18\x06 \x01(\t\x12\x19\n\x11vector_dimensions\x18\x07 \x01(\x05\x12\x1b\n\x0eoutbox_backlog\x18\x08 \x01(\x03H\x00\x88\x01\x01\x12\x10\n\x08inflight\x18\t \x01(\x03\x12\x18\n\x10\x63onsumer_running\x18\n \x01(\x08\x12\x14\n\x0cmax_attempts\x18\x0b \x01(\x05\x12*\n\x05stats\x18\x0c \x01(\x0b\x32\x1b.automem.v1.EnrichmentStats\x12\x37\n\x0e\x63lassification\x18\r \x01(\x0b\x32\x1f.automem.v1.ClassificationStatsB\x11\n\x0f_outbox_backlogJ\x04\x08\x0e\x10\x0f\"\xe8\x01\n\x0f\x45nrichmentStats\x12\x17\n\x0fprocessed_total\x18\x01 \x01(\x03\x12\x11\n\tsuccesses\x18\x02 \x01(\x03\x12\x10\n\x08\x66\x61ilures\x18\x03 \x01(\x03\x12\x17\n\x0flast_success_id\x18\x04 \x01(\t\x12\x35\n\x11last_success_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\nlast_error\x18\x06 \x01(\t\x12\x33\n\x0flast_error_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"U\n\x13\x43lassificationStats\x12\x14\n\x0cllm_attempts\x18\x01 \x01(\x03\x12\x15\n\rllm_successes\x18\x02 \x01(\x03\x12\x11\n\tfallbacks\x18\x03 \x01(\x03\"Y\n\x16ReembedMemoriesRequest\x12\x12\n\nbatch_size\x18\x01 \x01(\x05\x12\r\n\x05limit\x18\x02 \x01(\x05\x12\r\n\x05\x66orce\x18\x03 \x01(\x08\x12\r\n\x05scope\x18\x04 \x01(\t\"L\n\x17ReembedMemoriesResponse\x12\r\n\x05total\x18\x01 \x01(\x03\x12\x12\n\nbatch_size\x18\x02 \x01(\x05\x12\x0e\n\x06job_id\x18\x03 \x01(\t\"\x9c\x01\n\x0fReembedProgress\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\r\n\x05total\x18\x02 \x01(\x03\x12\x0e\n\x06queued\x18\x03 \x01(\x03\x12\x0c\n\x04\x64one\x18\x04 \x01(\x03\x12.\n\nstart_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05\x66orce\x18\x06 \x01(\x08\x12\r\n\x05scope\x18\x07 \x01(\t\"6\n\x18ReprocessMemoriesRequest\x12\x0b\n\x03ids\x18\x01 \x03(\t\x12\r\n\x05scope\x18\x02 \x01(\t\"+\n\x19ReprocessMemoriesResponse\x12\x0e\n\x06queued\x18\x01 \x01(\x05\x32\x94\x03\n\rEnrichService\x12\x66\n\x13GetEnrichmentStatus\x12&.automem.v1.GetEnrichmentStatusRequest\x1a\'.automem.v1.GetEnrichmentStatusResponse\x12`\n\x11ReprocessMemories\x12$.automem.v1.ReprocessMemoriesRequest\x1a%.automem.v1.ReprocessMemoriesResponse\x12Z\n\x0fReembedMemories\x12\".automem.v1.ReembedMemoriesRequest\x1a#.automem.v1.ReembedMemoriesResponse\x12]\n\x10GetReembedStatus\x12#.automem.v1.GetReembedStatusRequest\x1a$.automem.v1.GetReembedStatusResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1f\x61utomem/v1/enrich_service.proto\x12\nautomem.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"(\n\x17GetReembedStatusRequest\x12\r\n\x05scope\x18\x01 \x01(\t\"H\n\x18GetReembedStatusResponse\x12,\n\x07reembed\x18\x01 \x01(\x0b\x32\x1b.automem.v1.ReembedProgress\"\x1c\n\x1aGetEnrichmentStatusRequest\"\xc2\x03\n\x1bGetEnrichmentStatusResponse\x12\x13\n\x0bqueue_depth\x18\x01 \x01(\x03\x12\x0f\n\x07pending\x18\x02 \x01(\x03\x12\x11\n\tprocessed\x18\x03 \x01(\x03\x12\x0e\n\x06\x66\x61iled\x18\x04 \x01(\x03\x12\x15\n\rdead_lettered\x18\x05 \x01(\x03\x12\x17\n\x0f\x65mbedding_model\x18\x06 \x01(\t\x12\x19\n\x11vector_dimensions\x18\x07 \x01(\x05\x12\x1b\n\x0eoutbox_backlog\x18\x08 \x01(\x03H\x00\x88\x01\x01\x12\x10\n\x08inflight\x18\t \x01(\x03\x12\x18\n\x10\x63onsumer_running\x18\n \x01(\x08\x12\x14\n\x0cmax_attempts\x18\x0b \x01(\x05\x12*\n\x05stats\x18\x0c \x01(\x0b\x32\x1b.automem.v1.EnrichmentStats\x12\x37\n\x0e\x63lassification\x18\r \x01(\x0b\x32\x1f.automem.v1.ClassificationStats\x12\x1d\n\x10memories_pending\x18\x0f \x01(\x03H\x01\x88\x01\x01\x42\x11\n\x0f_outbox_backlogB\x13\n\x11_memories_pendingJ\x04\x08\x0e\x10\x0f\"\xe8\x01\n\x0f\x45nrichmentStats\x12\x17\n\x0fprocessed_total\x18\x01 \x01(\x03\x12\x11\n\tsuccesses\x18\x02 \x01(\x03\x12\x10\n\x08\x66\x61ilures\x18\x03 \x01(\x03\x12\x17\n\x0flast_success_id\x18\x04 \x01(\t\x12\x35\n\x11last_success_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\nlast_error\x18\x06 \x01(\t\x12\x33\n\x0flast_error_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"U\n\x13\x43lassificationStats\x12\x14\n\x0cllm_attempts\x18\x01 \x01(\x03\x12\x15\n\rllm_successes\x18\x02 \x01(\x03\x12\x11\n\tfallbacks\x18\x03 \x01(\x03\"Y\n\x16ReembedMemoriesRequest\x12\x12\n\nbatch_size\x18\x01 \x01(\x05\x12\r\n\x05limit\x18\x02 \x01(\x05\x12\r\n\x05\x66orce\x18\x03 \x01(\x08\x12\r\n\x05scope\x18\x04 \x01(\t\"L\n\x17ReembedMemoriesResponse\x12\r\n\x05total\x18\x01 \x01(\x03\x12\x12\n\nbatch_size\x18\x02 \x01(\x05\x12\x0e\n\x06job_id\x18\x03 \x01(\t\"\x9c\x01\n\x0fReembedProgress\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\r\n\x05total\x18\x02 \x01(\x03\x12\x0e\n\x06queued\x18\x03 \x01(\x03\x12\x0c\n\x04\x64one\x18\x04 \x01(\x03\x12.\n\nstart_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05\x66orce\x18\x06 \x01(\x08\x12\r\n\x05scope\x18\x07 \x01(\t\"6\n\x18ReprocessMemoriesRequest\x12\x0b\n\x03ids\x18\x01 \x03(\t\x12\r\n\x05scope\x18\x02 \x01(\t\"+\n\x19ReprocessMemoriesResponse\x12\x0e\n\x06queued\x18\x01 \x01(\x05\x32\x94\x03\n\rEnrichService\x12\x66\n\x13GetEnrichmentStatus\x12&.automem.v1.GetEnrichmentStatusRequest\x1a\'.automem.v1.GetEnrichmentStatusResponse\x12`\n\x11ReprocessMemories\x12$.automem.v1.ReprocessMemoriesRequest\x1a%.automem.v1.ReprocessMemoriesResponse\x12Z\n\x0fReembedMemories\x12\".automem.v1.ReembedMemoriesRequest\x1a#.automem.v1.ReembedMemoriesResponse\x12]\n\x10GetReembedStatus\x12#.automem.v1.GetReembedStatusRequest\x1a$.automem.v1.GetReembedStatusResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -39,21 +39,21 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETENRICHMENTSTATUSREQUEST']._serialized_start=196
   _globals['_GETENRICHMENTSTATUSREQUEST']._serialized_end=224
   _globals['_GETENRICHMENTSTATUSRESPONSE']._serialized_start=227
-  _globals['_GETENRICHMENTSTATUSRESPONSE']._serialized_end=625
-  _globals['_ENRICHMENTSTATS']._serialized_start=628
-  _globals['_ENRICHMENTSTATS']._serialized_end=860
-  _globals['_CLASSIFICATIONSTATS']._serialized_start=862
-  _globals['_CLASSIFICATIONSTATS']._serialized_end=947
-  _globals['_REEMBEDMEMORIESREQUEST']._serialized_start=949
-  _globals['_REEMBEDMEMORIESREQUEST']._serialized_end=1038
-  _globals['_REEMBEDMEMORIESRESPONSE']._serialized_start=1040
-  _globals['_REEMBEDMEMORIESRESPONSE']._serialized_end=1116
-  _globals['_REEMBEDPROGRESS']._serialized_start=1119
-  _globals['_REEMBEDPROGRESS']._serialized_end=1275
-  _globals['_REPROCESSMEMORIESREQUEST']._serialized_start=1277
-  _globals['_REPROCESSMEMORIESREQUEST']._serialized_end=1331
-  _globals['_REPROCESSMEMORIESRESPONSE']._serialized_start=1333
-  _globals['_REPROCESSMEMORIESRESPONSE']._serialized_end=1376
-  _globals['_ENRICHSERVICE']._serialized_start=1379
-  _globals['_ENRICHSERVICE']._serialized_end=1783
+  _globals['_GETENRICHMENTSTATUSRESPONSE']._serialized_end=677
+  _globals['_ENRICHMENTSTATS']._serialized_start=680
+  _globals['_ENRICHMENTSTATS']._serialized_end=912
+  _globals['_CLASSIFICATIONSTATS']._serialized_start=914
+  _globals['_CLASSIFICATIONSTATS']._serialized_end=999
+  _globals['_REEMBEDMEMORIESREQUEST']._serialized_start=1001
+  _globals['_REEMBEDMEMORIESREQUEST']._serialized_end=1090
+  _globals['_REEMBEDMEMORIESRESPONSE']._serialized_start=1092
+  _globals['_REEMBEDMEMORIESRESPONSE']._serialized_end=1168
+  _globals['_REEMBEDPROGRESS']._serialized_start=1171
+  _globals['_REEMBEDPROGRESS']._serialized_end=1327
+  _globals['_REPROCESSMEMORIESREQUEST']._serialized_start=1329
+  _globals['_REPROCESSMEMORIESREQUEST']._serialized_end=1383
+  _globals['_REPROCESSMEMORIESRESPONSE']._serialized_start=1385
+  _globals['_REPROCESSMEMORIESRESPONSE']._serialized_end=1428
+  _globals['_ENRICHSERVICE']._serialized_start=1431
+  _globals['_ENRICHSERVICE']._serialized_end=1835
 # @@protoc_insertion_point(module_scope)

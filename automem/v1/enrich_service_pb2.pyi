@@ -26,7 +26,7 @@ class GetEnrichmentStatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetEnrichmentStatusResponse(_message.Message):
-    __slots__ = ("queue_depth", "pending", "processed", "failed", "dead_lettered", "embedding_model", "vector_dimensions", "outbox_backlog", "inflight", "consumer_running", "max_attempts", "stats", "classification")
+    __slots__ = ("queue_depth", "pending", "processed", "failed", "dead_lettered", "embedding_model", "vector_dimensions", "outbox_backlog", "inflight", "consumer_running", "max_attempts", "stats", "classification", "memories_pending")
     QUEUE_DEPTH_FIELD_NUMBER: _ClassVar[int]
     PENDING_FIELD_NUMBER: _ClassVar[int]
     PROCESSED_FIELD_NUMBER: _ClassVar[int]
@@ -40,6 +40,7 @@ class GetEnrichmentStatusResponse(_message.Message):
     MAX_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     STATS_FIELD_NUMBER: _ClassVar[int]
     CLASSIFICATION_FIELD_NUMBER: _ClassVar[int]
+    MEMORIES_PENDING_FIELD_NUMBER: _ClassVar[int]
     queue_depth: int
     pending: int
     processed: int
@@ -53,7 +54,8 @@ class GetEnrichmentStatusResponse(_message.Message):
     max_attempts: int
     stats: EnrichmentStats
     classification: ClassificationStats
-    def __init__(self, queue_depth: _Optional[int] = ..., pending: _Optional[int] = ..., processed: _Optional[int] = ..., failed: _Optional[int] = ..., dead_lettered: _Optional[int] = ..., embedding_model: _Optional[str] = ..., vector_dimensions: _Optional[int] = ..., outbox_backlog: _Optional[int] = ..., inflight: _Optional[int] = ..., consumer_running: _Optional[bool] = ..., max_attempts: _Optional[int] = ..., stats: _Optional[_Union[EnrichmentStats, _Mapping]] = ..., classification: _Optional[_Union[ClassificationStats, _Mapping]] = ...) -> None: ...
+    memories_pending: int
+    def __init__(self, queue_depth: _Optional[int] = ..., pending: _Optional[int] = ..., processed: _Optional[int] = ..., failed: _Optional[int] = ..., dead_lettered: _Optional[int] = ..., embedding_model: _Optional[str] = ..., vector_dimensions: _Optional[int] = ..., outbox_backlog: _Optional[int] = ..., inflight: _Optional[int] = ..., consumer_running: _Optional[bool] = ..., max_attempts: _Optional[int] = ..., stats: _Optional[_Union[EnrichmentStats, _Mapping]] = ..., classification: _Optional[_Union[ClassificationStats, _Mapping]] = ..., memories_pending: _Optional[int] = ...) -> None: ...
 
 class EnrichmentStats(_message.Message):
     __slots__ = ("processed_total", "successes", "failures", "last_success_id", "last_success_time", "last_error", "last_error_time")

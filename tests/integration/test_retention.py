@@ -4,6 +4,7 @@ retention is gone (history, backup) or stops depending on it (enrichment via the
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -197,5 +198,31 @@ async def test_history_of_a_memory_whose_creation_the_retention_removed_stays_tr
             h = (await http.get(f"/v1/memories/{kept}/history")).json()
             assert h["truncated"] is False and h["events"][0]["type"] == "EVENT_TYPE_MEMORY_CREATED"
             await probe.unsubscribe()
+    finally:
+        await running.runner.stop()
+
+
+async def test_enrichment_status_counts_memories_whose_events_the_retention_removed_as_pending(settings) -> None:
+    """``/enrichment/status`` and ``/health`` answered ``pending`` = the queue depth (events
+    waiting): memories whose events the retention removed before enrichment took them were
+    not counted, so 0 pending while hundreds waited. ``pending`` now counts the memories
+    still to enrich in the graph. The consumer is stopped and the sweep off: none is enriched
+    meanwhile."""
+    running = await start_service(settings.model_copy(update={"event_retention_bytes": 30_000,
+                                                              "pending_sweep_interval_seconds": 0}))
+    try:
+        ctx = running.ctx
+        ctx.enrich_consumer.stop()
+        await asyncio.wait([ctx.enrich_task], timeout=15)
+        async with running.http() as http:
+            stored = [await _store(http, "Stored while enrichment is stopped")]
+            while await _first_seq(running) < 3:
+                stored.append(await _store(http, f"filler note number {len(stored)} " + "padding " * 40))
+                assert len(stored) < 500, "the stream never trimmed: max_bytes not applied"
+            body = (await http.get("/enrichment/status")).json()
+            assert body["queue_depth"] < len(stored)  # the removed events are not queued
+            assert body["pending"] == len(stored), body
+            health = (await http.get("/health")).json()
+            assert health["enrichment"]["pending"] == len(stored), health
     finally:
         await running.runner.stop()

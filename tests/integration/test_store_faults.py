@@ -162,7 +162,7 @@ async def test_health_with_stopped_falkordb_reports_it_down_and_the_other_stores
         assert isinstance(body["vector_count"], int), body
         # The enrichment status answers without the outbox backlog FalkorDB holds (unknown).
         assert isinstance(status, enrich_service_pb2.GetEnrichmentStatusResponse), status
-        assert not status.HasField("outbox_backlog")
+        assert not status.HasField("outbox_backlog") and not status.HasField("memories_pending")
         await eventually(lambda: service.ctx.graph.ping())
         again = (await http.get("/health")).json()
         assert (again["falkordb"], again["qdrant"], again["nats"]) == ("connected", "connected", "connected")
