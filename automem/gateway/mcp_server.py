@@ -619,13 +619,6 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
         given = {k: v for k, v in given.items() if v is not None}
         if not given and not add_tags:
             raise ToolError(f"memory_id: nothing to update; pass at least one of {', '.join(_UPDATABLE)}, add_tags")
-        if isinstance(etag, str) and etag.strip().upper().startswith("W/"):
-            # As REST's If-Match (automem/gateway/routes_memory.py ``_if_match``): a version
-            # check is a strong comparison, which a weak tag never passes (RFC 9110 section
-            # 8.8.3.2); it was read as its version.
-            raise ToolError(f"etag: {etag.strip()} is a weak tag, which never matches (RFC 9110); send the "
-                            f"memory's version or its ETag as given, e.g. {etag.strip()[2:].strip() or chr(34) * 2}. "
-                            "Nothing was updated")
         # The service names its fields: add_tags go to its tags (when tags are not replaced too).
         renamed = {"id": "memory_id", **({"tags": "add_tags"} if tags is None else {})}
         with _tool_errors(renamed, {"memory_id": memory_id}):

@@ -739,10 +739,10 @@ def declared_limits(settings: Any) -> tuple[dict[str, dict[str, dict[str, Any]]]
                              "type": {**types, **not_null},
                              "metadata": {"$ref": "#/components/schemas/MetadataObject"},
                              "add_tags": {**tags, "minItems": 1},
-                             # A version number (from 1), "*" or an HTTP etag of one (usecases.body_etag).
+                             # A version number (from 1), "*" or a strong HTTP etag of one (usecases.body_etag).
                              "etag": {"anyOf": [{"type": "integer", "minimum": 1, "maximum": MAX_VERSION},
                                                 {"type": "string",
-                                                 "pattern": '^(W/)?"*(\\*|0*[1-9][0-9]{0,17})"*$'},
+                                                 "pattern": '^"*(\\*|0*[1-9][0-9]{0,17})"*$'},
                                                 {"type": "null"}]},
                              "": {"anyOf": [{"required": [k]} for k in (*updatable, "add_tags")]}},
         "Association": {"type": relations, "strength": unit, "memory1_id": memory_id, "memory2_id": memory_id},

@@ -145,12 +145,19 @@ def body_etag(raw: int | str | None) -> int:
     A value naming no version — ``0``, ``"0"``: versions start at 1 — can never match, so it
     is a GatewayError 409 naming ``etag``, as a stale one; passed on, the service would read
     its 0 as "no check" and write. An empty string is InvalidArgument naming ``etag`` (omit
-    the field or send null for no check)."""
+    the field or send null for no check), and so is a weak tag (``W/"3"``): a version check
+    is a strong comparison, which a weak tag never passes (RFC 9110 section 8.8.3.2), as
+    ``If-Match`` answers (automem/gateway/routes_memory.py ``_if_match``); it was read as
+    its version."""
     if raw is None:
         return 0
     if isinstance(raw, str) and not raw.strip():
         raise InvalidArgument("etag: empty; omit it (or send null) for no version check, "
                               "or send the memory's ETag", field="etag")
+    if isinstance(raw, str) and raw.strip().upper().startswith("W/"):
+        raise InvalidArgument(f"etag: {raw.strip()} is a weak tag, which never matches (RFC 9110); send the "
+                              f"memory's version or its ETag as given, e.g. {raw.strip()[2:].strip() or chr(34) * 2}",
+                              field="etag")
     version = parse_etag(raw)
     if version == 0 and not (isinstance(raw, str) and raw.strip().removeprefix("W/").strip('"') == "*"):
         raise GatewayError(409, f"etag: {raw} names no version of the memory (versions start at 1); "

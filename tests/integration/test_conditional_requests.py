@@ -116,10 +116,16 @@ async def test_body_etag_naming_no_version_is_409_and_changes_nothing(service) -
     async with service.http() as http:
         mid = (await _store(http, "The retro is on Fridays"))["memory_id"]
         current = await _etag(http, mid)
-        for etag in (0, "0", '"0"', 'W/"0"'):
+        for etag in (0, "0", '"0"'):
             r = await http.patch(f"/memory/{mid}", json={"importance": 0.9, "etag": etag})
             assert r.status_code == 409 and r.json()["error"].startswith("etag: "), (etag, r.text)
             assert r.json()["grpc_code"] == "ABORTED"
+        # A weak tag never passes a version check (RFC 9110), as If-Match and MCP's
+        # update_memory answer; the body's etag read W/"1" as version 1 and wrote.
+        for etag in ('W/"0"', f"W/{current}", f"w/{current.strip(chr(34))}"):
+            r = await http.patch(f"/memory/{mid}", json={"importance": 0.9, "etag": etag})
+            assert r.status_code == 400 and r.json()["error"].startswith("etag: "), (etag, r.text)
+            assert "weak" in r.json()["error"], r.text
         for etag in ("", "  ", "\u0661", "+1", 2**64, str(2**63), True):
             r = await http.patch(f"/memory/{mid}", json={"importance": 0.9, "etag": etag})
             assert r.status_code == 400 and r.json()["error"].startswith("etag: "), (etag, r.text)
