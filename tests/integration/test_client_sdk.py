@@ -99,14 +99,18 @@ def variant(request: pytest.FixtureRequest) -> tuple[str, str]:
     return request.param
 
 
-async def test_a_grpc_client_built_outside_an_event_loop_works_in_asyncio_run(service) -> None:
+@pytest.mark.parametrize("transport", ["grpc", "rest"])
+async def test_a_client_built_outside_an_event_loop_works_in_asyncio_run(service, transport: str) -> None:
     """``AsyncClient.grpc(...)`` made its ``grpc.aio`` channel in the constructor, in no loop
     (or another one): built at module level and used in ``asyncio.run``, every call raised
     "attached to a different loop". The channel is made on the first call now, in the loop
-    that runs it; a second ``asyncio.run`` (the first loop closed) works too, and ``close``."""
+    that runs it; a second ``asyncio.run`` (the first loop closed) works too, and ``close``.
+    ``AsyncClient.rest`` failed the second ``asyncio.run`` ("Event loop is closed": its pooled
+    connections belonged to the first loop); its HTTP client is made per loop the same way."""
 
     def outside() -> tuple[str, str, str, bool]:  # a thread with no event loop, as a script's top level
-        client = AsyncClient.grpc(service.grpc, scope=service.scope, timeout=30)
+        client = (AsyncClient.grpc(service.grpc, scope=service.scope, timeout=30) if transport == "grpc"
+                  else AsyncClient.rest(service.url, scope=service.scope, timeout=30))
 
         async def first() -> tuple[str, str]:
             stored = await client.store("Built outside the loop: the nightly export runs at two")

@@ -122,19 +122,36 @@ class RestTransport:
             import ssl
 
             verify = ssl.create_default_context(cafile=ca_file)
-        self.http = httpx.AsyncClient(base_url=base_url.rstrip("/"), headers=headers, verify=verify,
-                                      timeout=httpx.Timeout(timeout))
+        self._http_args: dict[str, Any] = {"base_url": base_url.rstrip("/"), "headers": headers, "verify": verify,
+                                           "timeout": httpx.Timeout(timeout)}
+        self._http: httpx.AsyncClient | None = None
+        self._http_loop: asyncio.AbstractEventLoop | None = None
         self.timeout = timeout
         self.max_attempts = max(1, max_attempts)
         self.closed = False
 
+    @property
+    def http(self) -> httpx.AsyncClient:
+        """The HTTP client of the running event loop, made on first use and again once the
+        loop it was made in has closed: its pooled connections belong to that loop, so a
+        transport used in a second ``asyncio.run`` failed with "Event loop is closed".
+        RuntimeError outside a running loop."""
+        loop = asyncio.get_running_loop()
+        if self._http is None or (self._http_loop is not loop and self._http_loop is not None
+                                  and self._http_loop.is_closed()):
+            self._http = httpx.AsyncClient(**self._http_args)
+            self._http_loop = loop
+        return self._http
+
     async def close(self) -> None:
-        """Close the HTTP connections (again: nothing). Requests in flight raise
-        ClientClosed, an open :meth:`events` stream ends, later calls raise ClientClosed."""
+        """Close the HTTP connections (again: nothing; none made yet, or made in a loop since
+        closed: nothing to close). Requests in flight raise ClientClosed, an open
+        :meth:`events` stream ends, later calls raise ClientClosed."""
         if self.closed:
             return
         self.closed = True
-        await self.http.aclose()
+        if self._http is not None and self._http_loop is asyncio.get_running_loop():
+            await self._http.aclose()
 
     def check_open(self) -> None:
         """ClientClosed once :meth:`close` was called."""
