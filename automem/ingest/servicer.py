@@ -410,7 +410,8 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
                         f"{min(frozen - {'content'} if in_force else frozen)}: memory {request.id} is SUPERSEDED "
                         f"by {current.superseded_by or 'another'}"
                         + ("; its window ends where its successor's begins" if in_force else
-                           "; its content and window are history — update the current memory instead"),
+                           "; its content and window are history — "
+                           + await self._instead(current, scope, "update the current memory instead")),
                         field=min(frozen - {"content"} if in_force else frozen))
             updated, content_changed = apply_update(current, request.memory, paths, self.settings, now(),
                                                     list(request.add_tags))
@@ -699,7 +700,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         if old.state == memory_pb2.MEMORY_STATE_SUPERSEDED:
             raise FailedPrecondition(
                 f"id: memory {request.id} is already SUPERSEDED by {old.superseded_by or 'another'}; "
-                "supersede the current memory instead", field="id")
+                + await self._instead(old, scope, "supersede the current memory instead"), field="id")
         if old.state != memory_pb2.MEMORY_STATE_ACTIVE:  # deleted, rejected, pending review, archived
             raise FailedPrecondition(f"id: memory {request.id} is {state_name(old.state)}; only an ACTIVE memory "
                                      "can be superseded", field="id")
@@ -799,6 +800,17 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
                 rel.create_time.CopyFrom(ts(created))
                 return rel
         return None
+
+    async def _instead(self, superseded: Memory, scope: str, advice: str) -> str:
+        """What to do instead of writing the SUPERSEDED memory ``superseded``: ``advice`` (act
+        on the current memory), unless its successor is gone (DELETED or REJECTED, nothing in
+        the chain current): then to store a new memory. The refusal named only the deleted
+        successor as the one to act on (break-it review)."""
+        successor = await self.graph.memories.get(superseded.superseded_by, scope) if superseded.superseded_by else None
+        if successor is not None and successor.state in GONE_STATES:
+            return (f"its successor {successor.id} is {state_name(successor.state)}, so nothing in its chain is "
+                    "current: store a new memory instead")
+        return advice
 
     async def supersede_in_graph(self, old: Memory, closed: Memory, new: Memory, rel: Relation,
                                  _fail_after_create: bool = False, claim: str = "", fingerprint: str = "") -> None:

@@ -275,6 +275,27 @@ async def test_the_fact_in_force_until_a_future_replacement_can_be_corrected_unt
         r = await http.patch(f"/memory/{old}", json={"content": "The office was on floor two"})
         assert r.status_code == 409 and "content" in r.json()["error"], r.text
 
+
+async def test_a_chain_whose_replacement_was_deleted_says_to_store_anew(service) -> None:
+    """With the replacement in force deleted, nothing in the chain is current, and a supersede
+    or an edit of the old memory was refused telling the caller to act on "the current
+    memory", naming the deleted one (break-it review). The refusal says so and what to do."""
+    async with service.http() as http:
+        old = await _store(http, "The deploy window is Tuesday")
+        r = await http.post("/memory", json={"content": "The deploy window is Wednesday", "supersedes_memory_id": old})
+        assert r.status_code == 201, r.text
+        new = r.json()["memory_id"]
+        assert (await http.delete(f"/memory/{new}")).status_code == 200
+        r = await http.post("/memory", json={"content": "The deploy window is Thursday", "supersedes_memory_id": old})
+        assert r.status_code == 409 and f"successor {new} is DELETED" in r.text and "store a new memory" in r.text, r.text
+        r = await http.patch(f"/memory/{old}", json={"content": "The deploy window was Tuesday"})
+        assert r.status_code == 409 and "store a new memory" in r.json()["error"], r.text
+        kept = await _store(http, "The release train leaves Monday")
+        r = await http.post("/memory", json={"content": "The release train leaves Friday", "supersedes_memory_id": kept})
+        assert r.status_code == 201, r.text
+        r = await http.post("/memory", json={"content": "The release train leaves Sunday", "supersedes_memory_id": kept})
+        assert r.status_code == 409 and "supersede the current memory instead" in r.text, r.text
+
 # --- 3. trust states -------------------------------------------------------------------
 
 
