@@ -18,7 +18,8 @@ tags, event time or state (``embedding_status: PAYLOAD_PENDING``, automem/ingest
 The republished event is MEMORY_CREATED (MEMORY_UPDATED for a memory past version 1) with
 the memory as it stands, ``content_changed`` (not for PAYLOAD_PENDING), actor ``system:pending-sweep``; its id is
 derived from the memory id and version, so two sweepers within the stream's de-duplication
-window publish it once. A memory last written before the oldest event the stream still holds
+window publish it once. An event the retention removed before enrichment took it is sent
+again at the next round (with a new id), not after :data:`RESEND_AFTER_SECONDS`. A memory last written before the oldest event the stream still holds
 (when the retention removed events) may have had its event removed by the retention rather
 than never published: it gets a re-queue instead (MEMORY_UPDATED with ``before`` =
 ``after``, automem/common/lifecycle.py ``is_requeue``), which its history leaves out, so the
@@ -81,8 +82,11 @@ class PendingSweep:
         #: Events republished since start (reported in the logs).
         self.republished = 0
         self._stop = asyncio.Event()
-        #: (memory id, version) -> when this process last republished it.
-        self._sent: dict[tuple[str, int], float] = {}
+        #: (memory id, version) -> when this process last republished it (monotonic, epoch seconds).
+        self._sent: dict[tuple[str, int], tuple[float, float]] = {}
+        #: (memory id, version) -> how often its event was sent again after the retention
+        #: removed the one sent before (a part of the event id).
+        self._resends: dict[tuple[str, int], int] = {}
 
     async def cutoff(self) -> float | None:
         """Epoch seconds: pending memories last written before it are orphaned; None when
@@ -95,9 +99,12 @@ class PendingSweep:
             if info.num_pending or info.num_ack_pending:
                 try:
                     first = await self.bus.js.get_msg(self.settings.stream_name, info.ack_floor.stream_seq + 1)
+                    first_time = _stream_time(first.time)
                 except NotFoundError:
-                    return None
-                first_time = _stream_time(first.time)
+                    # The retention removed it before enrichment took it: the first event still
+                    # waiting is the first the stream holds. (No sweep ran while the consumer's
+                    # next event was gone, so memories whose events were trimmed stayed pending.)
+                    first_time = (await self.bus.retention()).first_time
                 if first_time is None:
                     return None
                 cutoff = min(cutoff, first_time)
@@ -110,16 +117,26 @@ class PendingSweep:
         if cutoff is None:
             return 0
         now = time.monotonic()
-        self._sent = {k: t for k, t in self._sent.items() if now - t < RESEND_AFTER_SECONDS}
+        retention = await self.bus.retention()
+        # An event this process published before the oldest one the stream holds was removed by
+        # the retention before enrichment took it: its memory may be sent again at once (it
+        # waited RESEND_AFTER_SECONDS, pending all the while).
+        held_since = retention.first_time if retention.trimmed and retention.first_time is not None else None
+        for key, (_, wall) in self._sent.items():
+            if held_since is not None and wall < held_since:
+                # A new event id: the stream would drop one with the removed event's id as a
+                # duplicate for its de-duplication window.
+                self._resends[key] = self._resends.get(key, 0) + 1
+        self._sent = {k: (t, wall) for k, (t, wall) in self._sent.items()
+                      if now - t < RESEND_AFTER_SECONDS and (held_since is None or wall >= held_since)}
         memories = [m for m in await self.graph.memories.pending_before(cutoff, SWEEP_BATCH + len(self._sent),
                                                                        vectors=self.settings.vectors_enabled)
                     if (m.id, m.version) not in self._sent][:SWEEP_BATCH]
         if not memories:
             return 0
-        retention = await self.bus.retention()
         # Written before the oldest event the stream holds: the write's event may be one the
         # retention removed, not one never published (its history is then truncated).
-        trimmed_before = retention.first_time if retention.trimmed and retention.first_time is not None else None
+        trimmed_before = held_since
         events = []
         for memory in memories:
             # A payload to rewrite only (PAYLOAD_PENDING) needs no NER or links again.
@@ -132,10 +149,14 @@ class PendingSweep:
                 kind = (events_pb2.EVENT_TYPE_MEMORY_CREATED if memory.version <= 1
                         else events_pb2.EVENT_TYPE_MEMORY_UPDATED)
                 event = make_event(kind, before=None, after=memory, actor=PENDING_SWEEP_ACTOR, content_changed=changed)
-            event.event_id = str(uuid.uuid5(_EVENT_NAMESPACE, f"{memory.id}:{memory.version}"))
+            resends = self._resends.get((memory.id, memory.version), 0)
+            event.event_id = str(uuid.uuid5(_EVENT_NAMESPACE, f"{memory.id}:{memory.version}"
+                                            + (f":{resends}" if resends else "")))
             events.append(event)
         await self.publisher.publish_many(events)
-        self._sent.update({(m.id, m.version): now for m in memories})
+        sent_at = time.time()
+        self._sent.update({(m.id, m.version): (now, sent_at) for m in memories})
+        self._resends = {k: n for k, n in self._resends.items() if k in self._sent}
         self.republished += len(events)
         log.warning("pending memories had no event; published again for enrichment",
                     extra={"memories": len(events), "oldest_id": memories[0].id})

@@ -226,3 +226,44 @@ async def test_enrichment_status_counts_memories_whose_events_the_retention_remo
             assert health["enrichment"]["pending"] == len(stored), health
     finally:
         await running.runner.stop()
+
+
+async def test_the_sweep_sends_again_what_the_retention_removed_before_enrichment_took_it(settings) -> None:
+    """Break-it re-check: with a small retention, memories stayed pending for ten minutes. No
+    sweep ran while the consumer's next event was one the retention had removed (its read
+    failed), and a memory whose re-queue the retention removed in turn waited out
+    RESEND_AFTER_SECONDS. The sweep now takes the stream's first held event as the first
+    waiting one, and sends a removed re-queue again at its next round, under a new event id
+    (the stream would drop the old id as a duplicate)."""
+    from automem.enrich.pending import PendingSweep
+
+    running = await start_service(settings.model_copy(update={"event_retention_bytes": 30_000,
+                                                              "pending_sweep_min_age_seconds": 0.0}), NO_ENRICH)
+    try:
+        ctx = running.ctx
+        # A consumer that never acknowledges, as enrichment that fell behind: its next event is
+        # the first one ever published.
+        await ctx.bus.start_consumer_after("sweep-behind", 0)
+        behind = await ctx.bus.pull_subscribe("sweep-behind", filter_subject=ctx.bus.subjects.memory_all)
+        sweep = PendingSweep(running.settings, ctx.bus, ctx.graph, ctx.publisher, behind)
+        async with running.http() as http:
+            pending = [await _store(http, "Waiting for enrichment while the stream trims", tags=["behind"])]
+            while await _first_seq(running) < 3:
+                pending.append(await _store(http, f"behind note {len(pending)} " + "padding " * 40))
+                assert len(pending) < 500, "the stream never trimmed: max_bytes not applied"
+            assert await sweep.cutoff() is not None
+            first = await sweep.sweep_once()
+            assert first >= 1, first
+            # Trim the sweep's re-queues away in turn, then sweep again at once.
+            last = (await ctx.bus.retention()).last_seq  # the re-queues are at most this
+            later = 0
+            while (await ctx.bus.retention()).first_seq <= last:
+                later += 1
+                await _store(http, f"later note number {later} " + "padding " * 60)
+            again = await sweep.sweep_once()
+            assert again >= 1, again
+            ids = [e.event_id for e in await ctx.bus.events_for(pending[-1]) if e.actor == "system:pending-sweep"]
+            assert len(ids) == 1, ids  # the second sending, under an id of its own, is held
+        await behind.unsubscribe()
+    finally:
+        await running.runner.stop()
