@@ -701,11 +701,16 @@ def declared_limits(settings: Any) -> tuple[dict[str, dict[str, dict[str, Any]]]
     # larger magnitude would become infinite, which ingest refuses (_validate_embedding).
     float32 = 3.4028234663852886e38
     number = {"type": "number", "minimum": -float32, "maximum": float32}
-    embedding: dict[str, Any] = {"type": "array", "items": number}
+    # A direction: a value a 32-bit float does not round to 0 (its smallest is ~1.4e-45; ingest
+    # refuses a vector of zeros, automem/ingest/logic.py validate_embedding).
+    direction = {"contains": {"type": "number", "anyOf": [{"minimum": 1e-45}, {"maximum": -1e-45}]}}
+    embedding: dict[str, Any] = {"anyOf": [{"type": "array", "maxItems": 0},
+                                           {"type": "array", "items": number, **direction}]}
     dimension = configured_dimension(settings)
     if dimension:  # the configured model's size (automem/common/embedding.py); [] and null: none given
         embedding = {"anyOf": [{"type": "null"}, {"type": "array", "maxItems": 0},
-                               {"type": "array", "items": number, "minItems": dimension, "maxItems": dimension}]}
+                               {"type": "array", "items": number, "minItems": dimension, "maxItems": dimension,
+                                **direction}]}
     # A store's "" type is absent: classified (automem/ingest/logic.py build_memory); a PATCH
     # names a type (UpdateMemoryBody below).
     memory = {"content": content, "tags": tags, "importance": unit, "confidence": unit,
