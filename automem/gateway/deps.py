@@ -32,13 +32,13 @@ CALL_TIMEOUT = 60.0
 _PRINTABLE = re.compile(r"[\x20-\x7e]*")
 
 
-def utf8_request_target(request: Request) -> None:
+def refuse_non_utf8_target(request: Request) -> None:
     """Refuse a path or query string whose percent-encoded bytes are not UTF-8 (RFC 3986
     section 2.5): Starlette decodes them with replacement, so ``tags=%ff`` read as the tag
     "\ufffd" and ``query=%ff%fe`` searched for two replacement characters. GatewayError
     400 naming the query parameter (or ``path``); the app's handler answers 401 first to a
-    caller without valid credentials. An app-wide dependency (app.py); costs one ``in`` test
-    on a target without ``%``."""
+    caller without valid credentials. Run by the app-wide dependency
+    :func:`utf8_request_target`; costs one ``in`` test on a target without ``%``."""
     raw_path = request.scope.get("raw_path") or b""
     if b"%" in raw_path and not _utf8(raw_path):
         raise GatewayError(400, "path: percent-encoded bytes that are not UTF-8 text")
@@ -50,6 +50,14 @@ def utf8_request_target(request: Request) -> None:
         if not (_utf8(name) and _utf8(value)):
             shown = urllib.parse.unquote_to_bytes(name.replace(b"+", b" ")).decode("utf-8", "backslashreplace")
             raise GatewayError(400, f"{shown}: percent-encoded bytes that are not UTF-8 text")
+
+
+async def utf8_request_target(request: Request) -> None:
+    """The app-wide dependency (app.py) running :func:`refuse_non_utf8_target` on every
+    request. A coroutine because FastAPI runs a plain function dependency in its thread pool:
+    a thread hand-over per request, ~5 % of the gateway's CPU per REST recall with 1-2 %
+    spent in the check itself (py-spy, docs/benchmarks.md "The gateway's thread hop")."""
+    refuse_non_utf8_target(request)
 
 
 def _utf8(encoded: bytes) -> bool:

@@ -36,11 +36,12 @@ IdempotencyKey = Annotated[str, Header(alias="idempotency-key", include_in_schem
                                        max_length=IDEMPOTENCY_KEY_MAX_LENGTH)]
 
 
-def if_match_header(request: Request) -> str | None:
+async def if_match_header(request: Request) -> str | None:
     """The request's ``If-Match``, its lines joined into one list (RFC 9110 section 5.3: a
     field sent on several lines is one comma-separated list; Starlette's ``Header`` reads the
     first line only); None when absent. Lines that are empty are left out, so ``""`` is
-    returned only when every line was empty (refused by :func:`_if_match_version`)."""
+    returned only when every line was empty (refused by :func:`_if_match_version`). A
+    coroutine: FastAPI runs a plain function dependency in its thread pool."""
     lines = request.headers.getlist("if-match")
     if not lines:
         return None

@@ -32,7 +32,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, 
 from automem.common.auth import MAX_SCOPE_LENGTH, SCOPE_PATTERN_RE, SCOPE_RE
 from automem.common.jsontext import REPEATED_KEY, RepeatedKeys, inexact_number, key_path, object_pairs
 from automem.common.text import UNPRINTABLE_CLASS
-from automem.gateway.deps import utf8_request_target
+from automem.gateway.deps import refuse_non_utf8_target
 
 
 def _not_a_boolean(value: Any) -> Any:
@@ -344,7 +344,7 @@ class JsonBodyRoute(APIRoute):
             if refuse_unknown and (unknown := sorted(set(request.query_params) - known)):
                 # A name of bytes that are not UTF-8 is named as sent (the app's dependency
                 # deps.utf8_request_target, which runs after this), not as decoded.
-                utf8_request_target(request)
+                refuse_non_utf8_target(request)
                 if unknown[0] in in_body:
                     raise HTTPException(400, f"{unknown[0]}: a field of the JSON body, not a query parameter; "
                                              "nothing was done")
