@@ -7,9 +7,11 @@
 * Contradiction proposals: a neighbour at or above ``contradiction_threshold`` (0.8) that is current
   (ACTIVE), not newer than the new memory, and shares an entity with it (or, when neither
   has entities, is at least ``similar_threshold`` similar), is a candidate. The LLM decides
-  when configured; otherwise (or when it fails) the local rule: a negation on one side only,
-  or a different value — differing numbers, or a few differing words around a shared
-  statement. A positive verdict creates a review-queue item, never a change:
+  when configured; otherwise (or when it fails) the local rule (:func:`contradiction_signal`):
+  not when both name an identifier the other lacks (two builds, two tickets: different
+  things), else a negation on one side only, or a different value — differing numbers, or a
+  few differing words around a shared statement. A positive verdict creates a review-queue
+  item, never a change:
   ``(:ReviewItem {id, kind: "supersede_proposal", memory_id: new, target_id: old, reason,
   create_time, status: "pending", scope})`` — MERGEd, so re-enrichment never duplicates it.
 """
@@ -26,7 +28,7 @@ from dataclasses import dataclass
 
 from automem.common.model import OPEN_END, Memory, first_epoch
 from automem.common.settings import Settings
-from automem.common.text import analyze
+from automem.common.text import STOP_WORDS, analyze
 from automem.graph import GraphStore
 from automem.v1 import memory_pb2
 from automem.vectors import VectorFilter, VectorStore
@@ -38,6 +40,18 @@ NEGATIONS = frozenset(("not", "no", "never", "don't", "doesn't", "didn't", "isn'
                        "nobody", "nothing", "neither", "nor", "without"))
 _WORD = re.compile(r"[A-Za-z][A-Za-z']*|\d+(?:\.\d+)?")
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
+#: Tokens of the identifier check: runs of letters and digits joined by ``. - _ : /`` (so
+#: ``1.4.2``, ``INC-1234``, ``db-01`` and ``4f3a9c`` are one token each), a leading ``#`` kept.
+_TOKEN = re.compile(r"#?[A-Za-z0-9]+(?:[._:/-][A-Za-z0-9]+)*")
+#: A quantity written with its unit or as an ordinal (``30s``, ``512MB``, ``2x``, ``4th``): a value.
+_QUANTITY = re.compile(r"\d+(?:\.\d+)?[a-z]{1,3}")
+#: A version of three or more parts, or one with a ``v`` (``1.4.2``, ``v2``, ``v3.1``).
+_VERSION = re.compile(r"v\d+(?:\.\d+)*|\d+(?:\.\d+){2,}")
+#: Words after which a number is a quantity or a date, not a label (``in 2019``, ``is 5000``);
+#: a number of four or more digits after any other word is one (``ticket 1234``).
+_VALUE_LEADS = STOP_WORDS | frozenset(("since", "until", "till", "before", "after", "around", "near", "between",
+                                       "through", "during", "per", "via", "within", "than", "approximately",
+                                       "roughly", "nearly", "almost", "only", "exactly", "least", "most"))
 #: Extra hits a batched neighbour search asks for, to drop points written later in the batch.
 _SPARE = 16
 #: Payload keys neighbours need (MetaPattern check, contradiction candidates).
@@ -53,9 +67,54 @@ class Neighbour:
     payload: dict
 
 
+def _identifier_spans(text: str) -> list[tuple[int, int, str]]:
+    """``(start, end, token)`` of the identifiers in ``text`` (tokens case-folded): a token
+    mixing letters and digits that is not a quantity with a unit (``4f3a9c``, ``db-01``,
+    ``INC-1234``, ``Q3``; not ``30s``), a version (``1.4.2``, ``v2``), a ``#`` number
+    (``#1234``), or a number of four or more digits right after a word that labels it
+    (``ticket 1234``, ``build 20240611``; not ``in 2019`` or ``is 5000``)."""
+    spans = []
+    before = ""
+    for match in _TOKEN.finditer(text):
+        token = match.group().lower()
+        bare = token.lstrip("#")
+        letters = any(c.isalpha() for c in bare)
+        digits = any(c.isdigit() for c in bare)
+        if (token.startswith("#") and digits or _VERSION.fullmatch(bare)
+                or (letters and digits and not _QUANTITY.fullmatch(bare))
+                or (bare.isdigit() and len(bare) >= 4 and before.isalpha() and before not in _VALUE_LEADS)):
+            spans.append((match.start(), match.end(), token))
+        before = bare
+    return spans
+
+
 def contradiction_signal(new: str, old: str) -> str | None:
-    """Local rule: why ``new`` likely contradicts ``old``, or None. Expects the two texts to
-    be about the same thing already (similar, shared entities)."""
+    """Local rule: why ``new`` likely contradicts ``old`` (a short reason), or None. Expects
+    the two texts to be about the same thing already (similar, shared entities).
+
+    Identifiers first: when each text names an identifier the other does not (``deploy build
+    4f3a9c finished`` / ``deploy build 7b21e0 finished``, ``ticket 1234 closed`` / ``ticket
+    5678 closed``, ``release 1.4.2`` / ``release 1.4.3``), they are about different things,
+    not one correcting the other: None, whatever else differs. Identifiers are hex ids and
+    other tokens mixing letters and digits, versions of three parts or with a ``v``, ``#``
+    numbers and numbers of four or more digits labelled by the word before them
+    (:func:`_identifier_spans`). Otherwise, with the identifiers left out:
+
+    * a negation on one side only (``We do not deploy on Fridays`` / ``We deploy on Fridays``);
+    * different numbers — values (``the API timeout is 30 s`` / ``... 60 s``; a short number
+      after a name, as in ``Postgres 14`` / ``Postgres 16``, counts as a value);
+    * or at most two differing terms on each side around at least three shared ones, the
+      shared at least twice as many (``favourite colour is blue`` / ``... green``).
+
+    Limits (no parse, only token shapes): a short label (``ticket 12`` / ``ticket 13``) reads as
+    a value, and a number of four or more digits after a verb or noun outside
+    :data:`_VALUE_LEADS` as a label (``costs 5000``; ``port 8080`` / ``port 9090`` read as two
+    ports, ``the port is 8080`` / ``... 9090`` as a corrected value)."""
+    ids_new, ids_old = _identifier_spans(new), _identifier_spans(old)
+    tokens_new, tokens_old = {t for _, _, t in ids_new}, {t for _, _, t in ids_old}
+    if tokens_new - tokens_old and tokens_old - tokens_new:
+        return None
+    new, old = _blank(new, ids_new), _blank(old, ids_old)
     words_new = [w.lower() for w in _WORD.findall(new)]
     words_old = [w.lower() for w in _WORD.findall(old)]
     neg_new = sum(w in NEGATIONS or w.endswith("n't") for w in words_new)
@@ -72,6 +131,13 @@ def contradiction_signal(new: str, old: str) -> str | None:
             len(shared) >= 2 * max(len(only_new), len(only_old))):
         return f"different value: {', '.join(sorted(only_old))} -> {', '.join(sorted(only_new))}"
     return None
+
+
+def _blank(text: str, spans: list[tuple[int, int, str]]) -> str:
+    """``text`` with the ``spans`` replaced by spaces."""
+    for start, end, _ in reversed(spans):
+        text = text[:start] + " " + text[end:]
+    return text
 
 
 class LinkBuilder:

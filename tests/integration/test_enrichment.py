@@ -141,6 +141,26 @@ async def test_similar_links_and_supersede_proposal(service) -> None:
         assert {old, new} <= {h["id"] for h in r.json()["results"]}
 
 
+async def test_memories_told_apart_by_identifiers_are_not_proposed_as_contradictions(service) -> None:
+    # Break-it run: 100 stores differing only in a build hash or ticket number made ~400
+    # pending supersede proposals. Different identifiers name different things.
+    graph = service.ctx.graph
+    texts = [f"deploy build {h} finished" for h in ("4f3a9c", "7b21e0", "c0ffee1", "9d8e7f")] + [
+        f"ticket {n} closed" for n in (1234, 5678, 4321, 8765)]
+    async with service.http() as http:
+        ids = [await _store(http, text) for text in texts]
+        for mid in ids:
+            await eventually(lambda mid=mid: _enriched(http, mid))
+        similar = await graph.ro_query(
+            "MATCH (a:Memory)-[r:SIMILAR_TO]->(b:Memory) WHERE a.id IN $ids AND b.id IN $ids "
+            "AND r.strength >= $t RETURN count(r)", {"ids": ids, "t": service.settings.contradiction_threshold})
+        assert similar[0][0] > 0  # close enough to be candidates: the rule, not the search, decides
+        items = await graph.ro_query(
+            "MATCH (r:ReviewItem) WHERE r.scope = $scope AND r.memory_id IN $ids RETURN r.memory_id, r.target_id, "
+            "r.reason", {"scope": service.scope, "ids": ids})
+        assert items == []
+
+
 async def test_long_content_gets_an_extractive_summary_without_llm(service) -> None:
     content = ("The migration plan moves every service to Kubernetes. " * 3 + "Budget approved by finance. "
                + "Rollout starts in spring with the billing service first. " * 6)

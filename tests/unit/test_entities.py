@@ -119,6 +119,19 @@ def test_extractive_summary_fits_and_keeps_order() -> None:
     ("We do not deploy on Fridays.", "We deploy on Fridays.", True),
     ("Alice's favourite colour is green.", "Alice's favourite colour is blue.", True),
     ("The billing service uses Postgres 14.", "The billing service uses Postgres 14 in production too.", False),
+    # a corrected value of the same subject is proposed ...
+    ("The API timeout is 60 s.", "The API timeout is 30 s.", True),
+    ("The API timeout is 60s.", "The API timeout is 30s.", True),
+    ("Alice moved to Berlin in 2021.", "Alice moved to Berlin in 2019.", True),
+    ("The monthly budget is 8000 euros.", "The monthly budget is 5000 euros.", True),
+    ("Ticket 1234 is not closed.", "Ticket 1234 is closed.", True),
+    # ... two things told apart by an identifier (hex id, ticket number, version) are not
+    ("deploy build 4f3a9c finished", "deploy build 7b21e0 finished", False),
+    ("ticket 1234 closed", "ticket 5678 closed", False),
+    ("Build #5512 failed on the staging cluster.", "Build #5511 failed on the staging cluster.", False),
+    ("Release 1.4.3 shipped to production.", "Release 1.4.2 shipped to production.", False),
+    ("Server db-02 runs Postgres 16 in Frankfurt.", "Server db-01 runs Postgres 14 in Frankfurt.", False),
+    ("deploy build 7b21e0 did not finish", "deploy build 4f3a9c finished", False),
 ])
 def test_contradiction_rule(new: str, old: str, expect: bool) -> None:
     assert (contradiction_signal(new, old) is not None) is expect
