@@ -503,7 +503,14 @@ def review_item_json(item: review_service_pb2.ReviewItem) -> dict[str, Any]:
         "created_at": iso(item, "create_time"), "decided_by": item.decided_by or None,
         "decided_at": iso(item, "decision_time"), "decision_reason": item.decision_reason or None,
         "memory": optional_memory(item, "memory"), "target": optional_memory(item, "target"),
+        "conflicts_with": list(item.conflicts_with),
     }
+
+
+def review_conflict_json(conflict: review_service_pb2.ReviewConflict) -> dict[str, Any]:
+    """A memory an approval left current next to the approved one (its rejected proposal)."""
+    return {"memory_id": conflict.memory_id, "proposal_id": conflict.proposal_id or None,
+            "rejection_reason": conflict.rejection_reason or None, "memory": optional_memory(conflict, "memory")}
 
 
 def tombstone_json(t: review_service_pb2.Tombstone) -> dict[str, Any]:

@@ -2,7 +2,8 @@
 
 * ``GET /v1/review-items?status=pending&kind=&page_size=50&page_token=`` — review queue.
 * ``POST /v1/review-items/{id}:approve`` ``{reason?}`` / ``POST /v1/review-items/{id}:reject``
-  ``{reason}`` (admin).
+  ``{reason}`` (admin). An approval's ``conflicts`` / ``warning`` name the memories it leaves
+  current next to the approved one (its supersede proposal was rejected before).
 * ``GET /v1/tombstones?include_lifted=false`` / ``POST /v1/tombstones/{id}:lift`` (admin).
 * ``GET /v1/memories/{id}/history?page_size=100&page_token=`` — MemoryEvents, oldest first.
 * ``GET /v1/memories/{id}/versions?page_size=20&page_token=`` — versions, oldest first
@@ -52,7 +53,9 @@ async def approve(item_id: str, call: CallerDep, body: DecisionBody | None = Non
     decided = await usecases.approve(call, item_id, body.reason if body else "")
     return {"status": "success", "item": presenters.review_item_json(decided.item),
             "memory": presenters.optional_memory(decided, "memory"),
-            "superseded": presenters.optional_memory(decided, "superseded")}
+            "superseded": presenters.optional_memory(decided, "superseded"),
+            "conflicts": [presenters.review_conflict_json(c) for c in decided.conflicts],
+            "warning": decided.warning or None}
 
 
 @router.post("/v1/review-items/{item_id}:reject", tags=["v1"])

@@ -13,7 +13,10 @@ Review queue
     ``(:ReviewItem {id, kind: "supersede_proposal", memory_id, target_id, reason,
     create_time, status: "pending", scope})``; approving one supersedes ``target_id`` by the
     existing ``memory_id`` in ONE graph query (window closed, state SUPERSEDED, edge
-    written, item closed); rejecting just closes it.
+    written, item closed); rejecting just closes it. Approving a pending memory after its
+    supersede proposal was rejected leaves two current memories: the approval's answer says
+    so (``conflicts``, ``warning``), its item records ``conflicts_with`` and its
+    REVIEW_APPROVED event's reason carries the warning.
   * Rejecting a memory sets it REJECTED (retract_time now) and creates a
     ``(:Tombstone {id, content_hash, scope, lifted: false, memory_id, reason, create_time,
     created_by})`` in the same query; storing that content again in that scope fails with
@@ -56,6 +59,7 @@ from automem.common.lifecycle import (
     make_event,
 )
 from automem.common.model import (
+    OPEN_END,
     Memory,
     Relation,
     epoch,
@@ -98,12 +102,24 @@ def _check_target_unchanged(proposal: dict[str, Any], target: Memory) -> None:
             f"{target.version}); reject it and supersede the current version", field="id")
 
 
+def _conflict_warning(memory_id: str, conflicts: list[review_service_pb2.ReviewConflict]) -> str:
+    """ApproveReviewItemResponse.warning: ``""`` without conflicts, else one sentence naming
+    each memory left current next to ``memory_id`` and the rejected proposal that left it."""
+    if not conflicts:
+        return ""
+    named = ", ".join(f"{c.memory_id} (supersede proposal {c.proposal_id} rejected"
+                      + (f": {c.rejection_reason})" if c.rejection_reason else ")") for c in conflicts)
+    return (f"memory {memory_id} is current now next to {named}, which it was proposed to supersede; "
+            f"if they contradict, supersede one by the other or delete one")
+
+
 def _item(props: dict[str, Any]) -> review_service_pb2.ReviewItem:
     item = review_service_pb2.ReviewItem(
         id=props.get("id") or "", kind=props.get("kind") or "", memory_id=props.get("memory_id") or "",
         target_id=props.get("target_id") or "", reason=props.get("reason") or "",
         status=props.get("status") or "pending", scope=props.get("scope") or "",
-        decided_by=props.get("decided_by") or "", decision_reason=props.get("decision_reason") or "")
+        decided_by=props.get("decided_by") or "", decision_reason=props.get("decision_reason") or "",
+        conflicts_with=list(props.get("conflicts_with") or []))
     for name in ("create_time", "decision_time"):
         if props.get(name) is not None:
             getattr(item, name).CopyFrom(ts(float(props[name])))
@@ -212,8 +228,12 @@ class ReviewServicer(EntityMerges, PurgeRpcs, review_service_pb2_grpc.ReviewServ
 
     async def ApproveReviewItem(self, request, context):
         """Approve a pending item (admin). A memory goes PENDING_REVIEW → ACTIVE; a supersede
-        proposal supersedes ``target_id`` by ``memory_id`` in one graph query. NOT_FOUND when
-        absent; FAILED_PRECONDITION when already decided or a state forbids it."""
+        proposal supersedes ``target_id`` by ``memory_id`` in one graph query. A memory whose
+        supersede proposal was rejected before is approved, and the answer's ``conflicts`` /
+        ``warning`` name each memory it was to replace that stays current next to it (also
+        recorded on the decided item, ``conflicts_with``, and in the REVIEW_APPROVED event's
+        reason). NOT_FOUND when absent; FAILED_PRECONDITION when already decided or a state
+        forbids it."""
         principal = require_role("admin")
         scope = resolve_scope(request.scope)
         check_reason(request.reason)
@@ -242,6 +262,8 @@ class ReviewServicer(EntityMerges, PurgeRpcs, review_service_pb2_grpc.ReviewServ
             check_transition(pending.state, memory_pb2.MEMORY_STATE_ACTIVE)
             proposals = await self.graph.review.pending_proposals_of(pending.id, scope)
             await self._check_proposals_apply(pending, proposals, scope)
+            conflicts = await self._rejected_supersedes(pending, proposals, scope)
+            warning = _conflict_warning(pending.id, conflicts)
             approved = Memory()
             approved.CopyFrom(pending)
             approved.state = memory_pb2.MEMORY_STATE_ACTIVE
@@ -250,10 +272,13 @@ class ReviewServicer(EntityMerges, PurgeRpcs, review_service_pb2_grpc.ReviewServ
             approved.update_time.CopyFrom(ts(stamp))
             behind = mark_payload_behind(pending, approved)
             item = await self._decide_memory(pending, approved, item_id, "approved", principal.name,
-                                             request.reason, stamp, payload_behind=behind)
-            await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_REVIEW_APPROVED, before=pending,
-                                                    after=approved, reason=request.reason))
-            answer = review_service_pb2.ApproveReviewItemResponse(item=item, memory=approved)
+                                             request.reason, stamp, payload_behind=behind,
+                                             conflicts_with=[c.memory_id for c in conflicts])
+            await self.publisher.publish(make_event(
+                events_pb2.EVENT_TYPE_REVIEW_APPROVED, before=pending, after=approved,
+                reason="; ".join(r for r in (request.reason, warning) if r)))
+            answer = review_service_pb2.ApproveReviewItemResponse(item=item, memory=approved, conflicts=conflicts,
+                                                                  warning=warning)
             for proposal in proposals:  # the supersede it waited with
                 applied = await self._approve_proposal(proposal, scope, principal, request.reason, now())
                 answer.superseded.CopyFrom(applied.superseded)
@@ -278,16 +303,46 @@ class ReviewServicer(EntityMerges, PurgeRpcs, review_service_pb2_grpc.ReviewServ
             check_replacement_valid(pending, target, "id")
             _check_target_unchanged(proposal, target)
 
+    async def _rejected_supersedes(self, pending: Memory, proposals: list[dict[str, Any]],
+                                   scope: str) -> list[review_service_pb2.ReviewConflict]:
+        """The conflicts approving ``pending`` leaves (ApproveReviewItemResponse.conflicts):
+        each memory a REJECTED supersede proposal of ``pending`` was to replace that is still
+        current (ACTIVE, window open) and that no pending proposal of ``pending`` (``proposals``,
+        applied by the approval) replaces. Rejecting the proposal kept the old fact; approving
+        the replacement then makes a second current fact next to it, which the caller must be
+        told of rather than find later."""
+        replaced = {p.get("target_id") for p in proposals}
+        rejected = [p for p in await self.graph.review.proposals_of(pending.id, scope)
+                    if p.get("status") == "rejected" and p.get("target_id") and p.get("target_id") not in replaced]
+        if not rejected:
+            return []
+        found = await self.graph.memories.hydrate([p["target_id"] for p in rejected], scope)
+        at = now().timestamp()
+        conflicts: dict[str, review_service_pb2.ReviewConflict] = {}
+        for proposal in sorted(rejected, key=lambda p: (float(p.get("decision_time") or 0.0), p.get("id") or "")):
+            target = found.get(proposal["target_id"])
+            if (target is None or target.state != memory_pb2.MEMORY_STATE_ACTIVE
+                    or first_epoch(target, "valid_to", default=OPEN_END) <= at):
+                continue
+            conflicts[target.id] = review_service_pb2.ReviewConflict(
+                memory_id=target.id, proposal_id=proposal.get("id") or "",
+                rejection_reason=proposal.get("decision_reason") or "", memory=target)
+        return list(conflicts.values())
+
     async def _decide_memory(self, before: Memory, after: Memory, item_id: str, status: str, actor: str,
                              reason: str, stamp: Any, tombstone: dict[str, Any] | None = None,
-                             payload_behind: bool = False) -> review_service_pb2.ReviewItem:
-        """One query: the memory's new state (version-checked), the decided ReviewItem and,
-        on rejection, the tombstone; ``payload_behind``: see automem/graph/memories.py
+                             payload_behind: bool = False,
+                             conflicts_with: list[str] | None = None) -> review_service_pb2.ReviewItem:
+        """One query: the memory's new state (version-checked), the decided ReviewItem (with
+        ``conflicts_with``, the ids of memories left current next to it, when given) and, on
+        rejection, the tombstone; ``payload_behind``: see automem/graph/memories.py
         ``PAYLOAD_BEHIND``. Aborted on a concurrent change."""
         props = {k: v for k, v in memory_to_node(after).items() if k not in ENRICHMENT_FIELDS}
         item = {"id": item_id, "kind": "memory", "memory_id": before.id, "target_id": "", "reason": "",
                 "create_time": epoch(before, "create_time"), "status": status, "scope": before.scope,
                 "decided_by": actor, "decision_time": epoch(after, "update_time"), "decision_reason": reason}
+        if conflicts_with:
+            item["conflicts_with"] = list(conflicts_with)
         if not await self.graph.review.decide_memory(before, props, item_id, item, [tombstone] if tombstone else [],
                                                      payload_behind=payload_behind):
             raise Aborted(f"memory {before.id} changed concurrently, retry")

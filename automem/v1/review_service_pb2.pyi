@@ -13,7 +13,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class ReviewItem(_message.Message):
-    __slots__ = ("id", "kind", "memory_id", "target_id", "reason", "create_time", "status", "scope", "decided_by", "decision_time", "decision_reason", "memory", "target")
+    __slots__ = ("id", "kind", "memory_id", "target_id", "reason", "create_time", "status", "scope", "decided_by", "decision_time", "decision_reason", "memory", "target", "conflicts_with")
     ID_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
@@ -27,6 +27,7 @@ class ReviewItem(_message.Message):
     DECISION_REASON_FIELD_NUMBER: _ClassVar[int]
     MEMORY_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
+    CONFLICTS_WITH_FIELD_NUMBER: _ClassVar[int]
     id: str
     kind: str
     memory_id: str
@@ -40,7 +41,20 @@ class ReviewItem(_message.Message):
     decision_reason: str
     memory: _memory_pb2.Memory
     target: _memory_pb2.Memory
-    def __init__(self, id: _Optional[str] = ..., kind: _Optional[str] = ..., memory_id: _Optional[str] = ..., target_id: _Optional[str] = ..., reason: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., status: _Optional[str] = ..., scope: _Optional[str] = ..., decided_by: _Optional[str] = ..., decision_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., decision_reason: _Optional[str] = ..., memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ..., target: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ...) -> None: ...
+    conflicts_with: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, id: _Optional[str] = ..., kind: _Optional[str] = ..., memory_id: _Optional[str] = ..., target_id: _Optional[str] = ..., reason: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., status: _Optional[str] = ..., scope: _Optional[str] = ..., decided_by: _Optional[str] = ..., decision_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., decision_reason: _Optional[str] = ..., memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ..., target: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ..., conflicts_with: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ReviewConflict(_message.Message):
+    __slots__ = ("memory_id", "proposal_id", "rejection_reason", "memory")
+    MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    PROPOSAL_ID_FIELD_NUMBER: _ClassVar[int]
+    REJECTION_REASON_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    memory_id: str
+    proposal_id: str
+    rejection_reason: str
+    memory: _memory_pb2.Memory
+    def __init__(self, memory_id: _Optional[str] = ..., proposal_id: _Optional[str] = ..., rejection_reason: _Optional[str] = ..., memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ...) -> None: ...
 
 class Tombstone(_message.Message):
     __slots__ = ("id", "content_hash", "scope", "memory_id", "reason", "lifted", "create_time", "lift_time", "created_by", "lifted_by")
@@ -99,14 +113,18 @@ class ApproveReviewItemRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ..., scope: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class ApproveReviewItemResponse(_message.Message):
-    __slots__ = ("item", "memory", "superseded")
+    __slots__ = ("item", "memory", "superseded", "conflicts", "warning")
     ITEM_FIELD_NUMBER: _ClassVar[int]
     MEMORY_FIELD_NUMBER: _ClassVar[int]
     SUPERSEDED_FIELD_NUMBER: _ClassVar[int]
+    CONFLICTS_FIELD_NUMBER: _ClassVar[int]
+    WARNING_FIELD_NUMBER: _ClassVar[int]
     item: ReviewItem
     memory: _memory_pb2.Memory
     superseded: _memory_pb2.Memory
-    def __init__(self, item: _Optional[_Union[ReviewItem, _Mapping]] = ..., memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ..., superseded: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ...) -> None: ...
+    conflicts: _containers.RepeatedCompositeFieldContainer[ReviewConflict]
+    warning: str
+    def __init__(self, item: _Optional[_Union[ReviewItem, _Mapping]] = ..., memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ..., superseded: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ..., conflicts: _Optional[_Iterable[_Union[ReviewConflict, _Mapping]]] = ..., warning: _Optional[str] = ...) -> None: ...
 
 class RejectReviewItemRequest(_message.Message):
     __slots__ = ("id", "scope", "reason")

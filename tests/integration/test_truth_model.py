@@ -803,6 +803,52 @@ async def test_a_supersede_waiting_for_review_leaves_the_old_fact_current_until_
         assert (await _node(own_service, proposed))["state"] == "PENDING_REVIEW"
 
 
+async def test_approving_a_replacement_whose_supersede_was_rejected_names_the_fact_left_current(own_service) -> None:
+    """Break-it review: a reviewer rejected a waiting replacement's supersede proposal, then
+    approved the replacement's own item: two contradictory facts were current and the
+    approval said nothing. The approval still makes the replacement current (the reviewer
+    kept the old fact on purpose), but its answer names the fact left current and the
+    rejected proposal (``conflicts``, ``warning``), the decided item records it
+    (``conflicts_with``) and the REVIEW_APPROVED event's reason carries the warning."""
+    from automem.common.keys import KeyStore
+
+    keys = KeyStore(own_service.ctx.graph)
+    admin, _ = await keys.create("admin", ["*"], "default")
+    untrusted, _ = await keys.create("writer", ["*"], "default", require_review=True)
+    async with own_service.http(authorization=f"Bearer {admin}") as trusted, \
+            own_service.http(authorization=f"Bearer {untrusted}") as other:
+        fact = await _store(trusted, "The on-call rotation changes every Monday")
+        r = await other.post(f"/v1/memories/{fact}:supersede", json={"content": "The on-call rotation changes every Friday"})
+        assert r.status_code == 201 and r.json()["state"] == "PENDING_REVIEW", r.text
+        new = r.json()["memory_id"]
+        items = (await trusted.get("/v1/review-items")).json()["items"]
+        proposal = next(i["id"] for i in items if i["kind"] == "supersede_proposal" and i["memory_id"] == new)
+        r = await trusted.post(f"/v1/review-items/{proposal}:reject", json={"reason": "Monday is still right"})
+        assert r.status_code == 200, r.text
+        r = await trusted.post(f"/v1/review-items/{new}:approve", json={"reason": "the Friday fact is true too"})
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert body["memory"]["state"] == "ACTIVE" and body["superseded"] is None, body
+        assert [(c["memory_id"], c["proposal_id"], c["rejection_reason"], c["memory"]["id"], c["memory"]["state"])
+                for c in body["conflicts"]] == [(fact, proposal, "Monday is still right", fact, "ACTIVE")], body
+        assert fact in body["warning"] and proposal in body["warning"] and new in body["warning"], body
+        assert body["item"]["conflicts_with"] == [fact], body["item"]
+        assert (await _node(own_service, fact))["state"] == "ACTIVE"
+        # audited: the decided item and the approval event say it too
+        decided = (await trusted.get("/v1/review-items", params={"status": "approved", "kind": "memory"})).json()
+        assert [i["conflicts_with"] for i in decided["items"] if i["memory_id"] == new] == [[fact]], decided
+        events = (await trusted.get(f"/v1/memories/{new}/history")).json()["events"]
+        approved = [e for e in events if e["type"] == "EVENT_TYPE_REVIEW_APPROVED"]
+        assert len(approved) == 1 and fact in approved[0]["reason"], events
+        assert approved[0]["reason"].startswith("the Friday fact is true too; "), approved[0]
+
+        # an approval that leaves nothing conflicting says nothing
+        r = await other.post(f"/v1/memories/{fact}:supersede", json={"content": "The on-call rotation changes every Sunday"})
+        r = await trusted.post(f"/v1/review-items/{r.json()['memory_id']}:approve")
+        assert r.status_code == 200 and r.json()["superseded"]["id"] == fact, r.text
+        assert (r.json()["conflicts"], r.json()["warning"], r.json()["item"]["conflicts_with"]) == ([], None, []), r.text
+
+
 async def test_the_automem_client_supersede_by_a_reviewed_key_waits_and_approval_checks_the_version(own_service) -> None:
     """AutoMem's clients supersede in steps: store the new memory, then link old -> new with
     INVALIDATED_BY. From a key that requires review the new memory is pending and the link
