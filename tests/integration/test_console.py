@@ -565,6 +565,76 @@ async def test_the_session_cookie_holds_no_key_and_a_logged_out_cookie_is_refuse
         assert r.status_code == 200 and "CockroachDB" in r.text, r.text
 
 
+async def test_a_logged_out_cookie_stays_refused_however_many_sessions_are_ended_after_it(world: World) -> None:
+    """The gateway remembered 10,000 logged-out sessions and dropped the one expiring first
+    when full: a user who logged out 10,000 more times revived a stolen copy of the first
+    session's cookie until its 8 h end. Ended sessions now stay ended until they expire
+    (session_cookie.py EndedSessions), and a later login of the same key still works. (A
+    gateway app of this service's settings and gRPC client, its set made to hold 50 so that
+    filling it takes 50 logouts, not 10,000.)"""
+    import time
+
+    import httpx
+
+    from automem.gateway.app import create_app
+    from automem.gateway.console import SESSION_SECONDS
+    from automem.gateway.console.session_cookie import EndedSessions
+
+    capacity = 50
+    key = (await world.service.ctx.keystore.create("reader", ["acme/*"], SCOPE_A))[0]
+    now = int(time.time())
+
+    def cookie(sealed: str) -> dict[str, str]:
+        return {"Cookie": f"automem_console_session={sealed}; automem_console_scope={SCOPE_A}"}
+
+    client = world.service.client()
+    try:
+        gateway = create_app(world.service.settings.model_copy(update={"console_secret": CONSOLE_SECRET}), client)
+        gateway.state.console_ended = EndedSessions(capacity, SESSION_SECONDS)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=gateway), base_url="http://gateway",
+                                     timeout=30) as http:
+            page = f"/console/memories/{world.new}"
+            stolen = _seal(key, "stolen-session", now - 120)
+            assert (await http.get(page, headers=cookie(stolen))).status_code == 200
+            assert (await http.post("/console/logout", headers=cookie(stolen))).status_code == 303
+            assert (await http.get(page, headers=cookie(stolen))).status_code == 303
+            for i in range(capacity + 1):
+                r = await http.post("/console/logout", headers=cookie(_seal(key, f"again-{i}", now - 60)))
+                assert r.status_code == 303, r.text
+            assert len(gateway.state.console_ended) <= capacity
+            for sealed in (stolen, _seal(key, "again-0", now - 60)):
+                r = await http.get(page, headers=cookie(sealed))
+                assert r.status_code == 303 and r.headers["location"] == "/console/login", (r.status_code, r.text[:300])
+            assert (await console_login(http, key, SCOPE_A)).status_code == 303
+            assert (await http.get(page)).status_code == 200
+    finally:
+        await client.close()
+
+
+async def test_logging_in_again_ends_the_session_the_browsers_old_cookie_carried(world: World) -> None:
+    """A second login in the same browser replaced the session cookie but left the first
+    session alive: a copy of the old cookie kept working until its 8 h end. The login now
+    ends the session the request's old cookie carried."""
+    import httpx
+
+    async with httpx.AsyncClient(base_url=world.service.url, timeout=30) as http:
+        first = await console_login(http, world.reader_a, SCOPE_A)
+        assert first.status_code == 303, first.text
+        old = _set_cookies(first)["automem_console_session"][""]
+        second = await console_login(http, world.reader_a, SCOPE_A)
+        assert second.status_code == 303, second.text
+        new = _set_cookies(second)["automem_console_session"][""]
+        assert new != old
+        page = f"/console/memories/{world.new}"
+        r = await http.get(page)
+        assert r.status_code == 200 and "CockroachDB" in r.text, r.text[:300]
+    async with httpx.AsyncClient(base_url=world.service.url, timeout=30) as copy:
+        r = await copy.get(page, headers={"Cookie": f"automem_console_session={old}; automem_console_scope={SCOPE_A}"})
+        assert r.status_code == 303 and r.headers["location"] == "/console/login", (r.status_code, r.text[:300])
+        r = await copy.get(page, headers={"Cookie": f"automem_console_session={new}; automem_console_scope={SCOPE_A}"})
+        assert r.status_code == 200, r.text[:300]
+
+
 async def test_a_tampered_or_expired_session_cookie_gets_the_login_page(world: World) -> None:
     """A session cookie that was altered, sealed with another secret, or sealed longer ago
     than a session lasts (8 h) sends the browser to the login page, whatever Max-Age the

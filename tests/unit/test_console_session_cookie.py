@@ -101,17 +101,52 @@ def test_ended_sessions_are_refused_until_they_would_expire_and_stay_bounded() -
     ended = EndedSessions(3, LIFETIME, clock)
     login = int(clock.now)
     ended.end(Opened(KEY, "a", login))
-    assert "a" in ended and "b" not in ended
+    assert ended.ended(Opened(KEY, "a", login)) and not ended.ended(Opened(KEY, "b", login))
     ended.end(Opened(KEY, "expired", login - LIFETIME))
-    assert "expired" not in ended and len(ended) == 1
-    ended.end(Opened(KEY, "b", login + 10))
-    ended.end(Opened(KEY, "c", login + 20))
-    ended.end(Opened(KEY, "d", login + 30))  # full: the one expiring first ("a") goes
-    assert len(ended) == 3 and "a" not in ended and {"b", "c", "d"} <= set(ended._ended)
-    clock.now += LIFETIME + 25  # b and c have expired
-    ended.end(Opened(KEY, "e", int(clock.now)))
-    assert set(ended._ended) == {"d", "e"}
+    assert not ended.ended(Opened(KEY, "expired", login - LIFETIME)) and len(ended) == 1
+    ended.end(Opened("other", "b", login + 10))
+    ended.end(Opened("third", "c", login + 20))
+    assert len(ended) == 3
+    clock.now += LIFETIME + 15  # a and b have expired: they make room
+    ended.end(Opened("fourth", "d", int(clock.now)))
+    assert set(ended._ids) == {"c", "d"} and len(ended) == 2
     with pytest.raises(ValueError, match="capacity"):
         EndedSessions(0, LIFETIME)
     with pytest.raises(ValueError, match="lifetime"):
         SessionCodec(SECRET, 0)
+
+
+def test_logging_out_past_the_capacity_never_revives_an_ended_session() -> None:
+    """The set held at most 10,000 ids and dropped the one expiring first when full: a user
+    logging out 10,000 times revived a stolen copy of an earlier session's cookie until its
+    8 h end. Full of unexpired ids, a logout folds its key's ids into a bound ("sessions of
+    this key logged in at or before T are ended"), and when no key has ids to spare, all of
+    them into one process-wide bound: memory stays within the capacity and every ended
+    session stays ended until it expires."""
+    clock = Clock()
+    ended = EndedSessions(3, LIFETIME, clock)
+    login = int(clock.now)
+    stolen = Opened(KEY, "stolen", login)
+    ended.end(stolen)
+    other_user = Opened("other-key", "other", login)
+    live_of_other = Opened("other-key", "still-live", login)
+    ended.end(other_user)
+    later = []
+    for i in range(10):  # the same user logs out again and again
+        clock.now += 1
+        later.append(Opened(KEY, f"s{i}", int(clock.now)))
+        ended.end(later[-1])
+        assert len(ended) <= 3
+        assert all(ended.ended(o) for o in (stolen, other_user, *later)), i
+    assert not ended.ended(live_of_other)  # another key's sessions are not touched
+    assert not ended.ended(Opened(KEY, "new-login", int(clock.now) + 1))  # a later login works
+    # Three keys, one id each, and a fourth: no key has two ids, all fold into one bound.
+    crowded = EndedSessions(3, LIFETIME, clock)
+    sessions = [Opened(f"key{i}", f"sid{i}", int(clock.now) - 10 + i) for i in range(4)]
+    for opened in sessions:
+        crowded.end(opened)
+    assert len(crowded) <= 3 and all(crowded.ended(o) for o in sessions)
+    assert not crowded.ended(Opened("key9", "fresh", int(clock.now) + 1))
+    clock.now += LIFETIME + 1  # every bound's sessions have expired: the bounds go
+    crowded.end(Opened("key5", "next", int(clock.now)))
+    assert len(crowded) == 1 and crowded._all is None

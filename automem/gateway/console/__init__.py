@@ -81,8 +81,9 @@ CSRF_COOKIE = "automem_console_csrf"
 #: Seconds a console session lasts from login (the cookies' Max-Age; an older sealed key is
 #: refused whatever the browser keeps).
 SESSION_SECONDS = 8 * 3600
-#: Logged-out session ids one gateway process remembers at most (session_cookie.py
-#: EndedSessions; each until its session would have expired).
+#: Entries (logged-out session ids, per-key bounds) one gateway process holds at most
+#: (session_cookie.py EndedSessions: each until its sessions would have expired; when full,
+#: ids fold into bounds that end more sessions, never fewer).
 MAX_ENDED_SESSIONS = 10_000
 #: Memories read per page of the memories table (the recall service's own limit also applies).
 TABLE_LIMIT = 50
@@ -176,7 +177,7 @@ def open_session(app: FastAPI, sealed: str) -> Opened | None:
     if codec is None or ended is None:
         return None
     opened = codec.open(sealed)
-    if opened is None or opened.session_id in ended:
+    if opened is None or ended.ended(opened):
         return None
     return opened
 
@@ -296,7 +297,9 @@ async def login(request: Request, api_key: str = Form(""), scope: str = Form("")
     with the service's answer (401 or 403). The form's ``csrf_token`` must match the CSRF
     cookie the form was served with (403 otherwise): without it another site could post
     its own key to this form and swap the user's session for the attacker's (login CSRF);
-    a cross-site post carries no SameSite=Strict cookie."""
+    a cross-site post carries no SameSite=Strict cookie. A login ends the session the
+    browser's old session cookie carried, if any (in this process, as a logout does): the
+    new cookie replaces it, and a copy of the old one stayed good until it expired."""
     api_key, scope = api_key.strip(), scope.strip()
     try:
         check_csrf(request, csrf_token)
@@ -312,6 +315,8 @@ async def login(request: Request, api_key: str = Form(""), scope: str = Form("")
         await _who(request, api_key, scope)
     except GatewayError as exc:
         return _login_page(request, exc.status, error=exc.message, scope=scope)
+    if (old := _opened(request)) is not None:
+        request.app.state.console_ended.end(old)
     response = RedirectResponse("/console/", status_code=303)
     _set_cookie(response, request, SESSION_COOKIE, request.app.state.console_codec.seal(api_key))
     _set_cookie(response, request, SCOPE_COOKIE, scope)

@@ -13,17 +13,20 @@ long as the key lived.
   restarts, and another process refuses them.
 * A token older than the session's lifetime, altered, or sealed with another secret opens
   to nothing (the console sends the browser to its login page).
-* Logout adds the session id to this process's :class:`EndedSessions`: the same gateway
-  process refuses the cookie from then on; another replica accepts a copy of it until it
-  expires (nothing is shared between replicas).
+* Logout (and a new login in the same browser, for the session its old cookie carried) adds
+  the session to this process's :class:`EndedSessions`: the same gateway process refuses the
+  cookie from then on until it expires, however many sessions are ended after it; another
+  replica accepts a copy of it until it expires (nothing is shared between replicas).
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import secrets
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -101,33 +104,94 @@ class SessionCodec:
 
 
 class EndedSessions:
-    """Session ids logged out in this process, each kept until its session would have
-    expired anyway; at most ``capacity`` (when full, the one that expires first goes)."""
+    """Sessions logged out in this process: :meth:`ended` is true for each of them from its
+    logout until it would have expired anyway (then :class:`SessionCodec` refuses the cookie
+    by its age), whatever is ended in between. Nothing is evicted early: an entry goes only
+    once every session it ends has expired, so a user logging out over and over cannot push
+    an earlier logout out and revive its cookie (the oldest id was dropped when 10,000 were
+    held, and a stolen copy of that cookie worked again).
+
+    Memory stays bounded: at most ``capacity`` entries, each a session id or a per-key bound.
+    A logout that finds the set full of unexpired entries first drops the expired ones; when
+    none are, it folds the ended ids of the logging-out key (and its own) into one per-key
+    bound "this key's sessions that logged in at or before T are ended" (T: the latest login
+    among them, Unix seconds). That also ends the key's other sessions logged in by T (in
+    this process): more is ended than asked, never less. When that leaves no room (the key
+    had no ids to fold), the key with the most ids is folded too; when no key has two, every
+    entry is folded into one process-wide bound: every session logged in at or before the
+    latest of them is ended, and its user logs in again. Keys are held as a keyed hash
+    (BLAKE2b under a random salt of this process), not as the key.
+    """
 
     def __init__(self, capacity: int, lifetime: int, clock: Callable[[], float] = time.time) -> None:
-        """``capacity``: ids kept at most (>= 1); ``lifetime``: a session's seconds; ValueError
-        naming either when not positive."""
+        """``capacity``: entries kept at most (>= 1); ``lifetime``: a session's seconds; ValueError
+        naming either when not positive; ``clock``: Unix seconds (tests pass their own)."""
         if capacity < 1:
             raise ValueError("capacity: must be at least 1")
         if lifetime <= 0:
             raise ValueError("lifetime: must be positive")
         self.capacity, self.lifetime, self.clock = capacity, lifetime, clock
-        self._ended: dict[str, float] = {}  # session id -> when its session expires (Unix seconds)
+        self._salt = secrets.token_bytes(16)
+        self._ids: dict[str, tuple[bytes, int]] = {}  # session id -> (key hash, login time)
+        self._keys: dict[bytes, int] = {}  # key hash -> latest login time its bound ends
+        self._all: int | None = None  # every session logged in at or before this is ended
 
     def __len__(self) -> int:
-        return len(self._ended)
+        """Entries held: session ids plus per-key bounds (at most ``capacity``)."""
+        return len(self._ids) + len(self._keys)
+
+    def _key_hash(self, key: str) -> bytes:
+        return hashlib.blake2b(key.encode(), key=self._salt, digest_size=16).digest()
+
+    def ended(self, opened: Opened) -> bool:
+        """True when ``opened``'s session was logged out in this process (by its id, its
+        key's bound or the process-wide bound)."""
+        if opened.session_id in self._ids:
+            return True
+        if self._all is not None and opened.logged_in_at <= self._all:
+            return True
+        bound = self._keys.get(self._key_hash(opened.key)) if self._keys else None
+        return bound is not None and opened.logged_in_at <= bound
 
     def end(self, opened: Opened) -> None:
-        """Refuse ``opened``'s session from now on (in this process)."""
+        """Refuse ``opened``'s session from now on (in this process) until it expires."""
         now = self.clock()
-        expiry = opened.logged_in_at + self.lifetime
-        if expiry <= now:
-            return  # expired: refused already
-        if opened.session_id not in self._ended and len(self._ended) >= self.capacity:
-            self._ended = {sid: e for sid, e in self._ended.items() if e > now}
-            while len(self._ended) >= self.capacity:
-                del self._ended[min(self._ended, key=self._ended.__getitem__)]
-        self._ended[opened.session_id] = expiry
+        if opened.logged_in_at + self.lifetime <= now or self.ended(opened):
+            return  # expired (refused already) or ended already
+        key = self._key_hash(opened.key)
+        if len(self) >= self.capacity or self._all is not None:
+            self._drop_expired(now)
+        if len(self) < self.capacity:
+            self._ids[opened.session_id] = (key, opened.logged_in_at)
+            return
+        self._fold(key, opened.logged_in_at)
+        if len(self) <= self.capacity:
+            return
+        counts = Counter(k for k, _ in self._ids.values())
+        if counts and (most := counts.most_common(1)[0])[1] >= 2:
+            self._fold(most[0])
+        else:
+            self._fold_all()
 
-    def __contains__(self, session_id: object) -> bool:
-        return session_id in self._ended
+    def _drop_expired(self, now: float) -> None:
+        """Forget entries whose every session has expired."""
+        self._ids = {sid: v for sid, v in self._ids.items() if v[1] + self.lifetime > now}
+        self._keys = {k: t for k, t in self._keys.items() if t + self.lifetime > now}
+        if self._all is not None and self._all + self.lifetime <= now:
+            self._all = None
+
+    def _fold(self, key: bytes, login: int | None = None) -> None:
+        """Replace the ids of ``key`` (and a session of it that logged in at ``login``) by
+        one bound: its sessions logged in at or before the latest of them are ended."""
+        times = [t for k, t in self._ids.values() if k == key]
+        self._ids = {sid: v for sid, v in self._ids.items() if v[0] != key}
+        times += [t for t in (self._keys.get(key), login) if t is not None]
+        self._keys[key] = max(times)
+
+    def _fold_all(self) -> None:
+        """Replace every entry by one process-wide bound (the latest login among them)."""
+        times = [t for _, t in self._ids.values()] + list(self._keys.values())
+        if self._all is not None:
+            times.append(self._all)
+        self._ids, self._keys = {}, {}
+        self._all = max(times) if times else self._all
