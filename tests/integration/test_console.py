@@ -635,6 +635,25 @@ async def test_logging_in_again_ends_the_session_the_browsers_old_cookie_carried
         assert r.status_code == 200, r.text[:300]
 
 
+async def test_the_search_pages_errors_name_its_parameter_q(world: World) -> None:
+    """The memories page's search (``q``) and a memory's score components (``?q=``) are sent
+    to the service as ``query``: a NUL character or a search longer than the service takes
+    came back as "query: ...", a parameter the console does not have. They name ``q``."""
+    from urllib.parse import quote
+
+    from automem.recall.servicer import query_max_length
+
+    longest = query_max_length(world.service.settings)
+    async with _console(world, world.admin_a) as http:
+        for q, words in (("billing\x00invoices", "q: contains a NUL character"),
+                         ("x" * (longest + 1), f"q: at most {longest} characters")):
+            for path in (f"/console/?q={quote(q)}", f"/console/memories/{world.new}?q={quote(q)}"):
+                r = await http.get(path)
+                assert r.status_code == 400 and r.headers["content-type"].startswith("text/html"), (path[:60], r.text)
+                error = re.search(r'data-testid="error">(.*?)</p>', r.text, re.DOTALL)
+                assert error and words in error[1] and "query" not in error[1], (path[:60], r.text[-1500:])
+
+
 async def test_a_tampered_or_expired_session_cookie_gets_the_login_page(world: World) -> None:
     """A session cookie that was altered, sealed with another secret, or sealed longer ago
     than a session lasts (8 h) sends the browser to the login page, whatever Max-Age the

@@ -410,8 +410,8 @@ async def memories(request: Request, q: str = "", tags: str = "", type: str = ""
     else:
         at = int(offset or 0)
         while True:
-            found = await usecases.search(s.call, read=read, query=q.strip(), tags=tag_list, start=start, end=end,
-                                          limit=TABLE_LIMIT, offset=at)
+            found = await _search(s.call, q.strip(), read=read, tags=tag_list, start=start, end=end,
+                                  limit=TABLE_LIMIT, offset=at)
             scanned += len(found.results)
             at += len(found.results)
             rows += [{"memory": j, "score": r.final_score or r.score, "match_type": r.match_type}
@@ -427,6 +427,19 @@ async def memories(request: Request, q: str = "", tags: str = "", type: str = ""
     if request.headers.get("hx-request") == "true":
         return render(request, "_memory_rows.html", **context)
     return render(request, "memories.html", **context)
+
+
+async def _search(call: Caller, q: str, **kwargs: Any) -> recall_service_pb2.SearchMemoriesResponse:
+    """usecases.search of the console's search text ``q`` (``kwargs`` as that function's).
+    GatewayError as the service answers, an error about its ``query`` naming ``q``, the
+    console's parameter (a NUL character or an over-long search said "query: ...")."""
+    try:
+        return await usecases.search(call, query=q, **kwargs)
+    except GatewayError as exc:
+        if not exc.message.startswith("query: "):
+            raise
+        raise GatewayError(exc.status, "q: " + exc.message.removeprefix("query: "), code=exc.code,
+                           **exc.extra) from None
 
 
 def _history_read(known_at: str = "") -> recall_service_pb2.ReadOptions:
@@ -474,8 +487,8 @@ async def memory(request: Request, memory_id: str, q: str = "") -> Response:
     if q.strip():
         # As deep as a recall reads (a row reached from a later page of the table was "not
         # among the top results" when only the first 50 were read).
-        found = await usecases.search(s.call, read=usecases.read_options(), query=q.strip(),
-                                      limit=request.app.state.settings.recall_max_limit)
+        found = await _search(s.call, q.strip(), read=usecases.read_options(),
+                              limit=request.app.state.settings.recall_max_limit)
         hit = next((r for r in found.results if r.memory.id == memory_id), None)
         scored = presenters.scored_json(hit) if hit is not None else {}
     return render(request, "memory.html", s=s, m=got, q=q, scored=scored, tab="memory",
