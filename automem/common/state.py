@@ -10,7 +10,8 @@ Rules (docs/architecture.md, "Where each rule lives"):
   memory): replaced by the head of the chain, walked at most :data:`MAX_HOPS` hops,
   cycle-safe; the head must itself be readable, else the hit is dropped.
 * ``state_mode="history"`` opts out of replacement and of the window check (DELETED and
-  REJECTED stay withheld).
+  REJECTED stay withheld from every listing and search; a get by id returns them with their
+  state until a purge, as its ``version`` reads do).
 * bitemporal: a memory superseded *after* ``known_at`` is read as the service believed it
   then (:func:`as_known`: ACTIVE, its pre-supersede window ``prior_valid_to``), and the
   superseding edge, created after ``known_at``, is not followed. A chain is followed only to
@@ -37,7 +38,9 @@ if TYPE_CHECKING:
 #: longer chain named no current memory.
 MAX_HOPS = 64
 
-_ALWAYS_WITHHELD = (memory_pb2.MEMORY_STATE_DELETED, memory_pb2.MEMORY_STATE_REJECTED)
+#: States every listing and search withholds in every mode; a get by id in history mode
+#: returns them (automem/recall/servicer.py ``GetMemory``).
+WITHHELD_STATES = (memory_pb2.MEMORY_STATE_DELETED, memory_pb2.MEMORY_STATE_REJECTED)
 
 
 @dataclass(frozen=True)
@@ -115,7 +118,7 @@ def in_window(memory: Memory, read: ReadAt) -> bool:
 
 def state_allowed(memory: Memory, read: ReadAt) -> bool:
     """True unless the trust state withholds the memory under ``read``."""
-    if memory.state in _ALWAYS_WITHHELD:
+    if memory.state in WITHHELD_STATES:
         return False
     if memory.state == memory_pb2.MEMORY_STATE_ARCHIVED and not (read.include_archived or read.history):
         return False
@@ -150,7 +153,7 @@ def withheld_reason(memory: Memory, read: ReadAt) -> str:
     ``meta_pattern``, ``superseded``, ``not_yet_valid`` or ``expired``, checked in that
     order; ``duplicate`` when it is readable (another hit already showed it)."""
     memory = as_known(memory, read)
-    if memory.state in _ALWAYS_WITHHELD:
+    if memory.state in WITHHELD_STATES:
         return memory_pb2.MemoryState.Name(memory.state).removeprefix("MEMORY_STATE_").lower()
     if not known(memory, read):
         return "unknown_at_known_at"
@@ -219,7 +222,7 @@ async def resolve(graph: GraphStore, memories: list[Memory], scope: str, read: R
     results: list[Resolved | None] = [None] * len(memories)
     memories = [as_known(m, read) for m in memories]
     if read.history:
-        shown = [(i, m) for i, m in enumerate(memories) if m.state not in _ALWAYS_WITHHELD and known(m, read)]
+        shown = [(i, m) for i, m in enumerate(memories) if m.state not in WITHHELD_STATES and known(m, read)]
         # A superseded memory still valid at as_of (its replacement's window begins later) may
         # be the fact in force: the current read decides, walking its chain (only these few
         # memories). It was "not current" here while every current read returned it (the
@@ -233,7 +236,7 @@ async def resolve(graph: GraphStore, memories: list[Memory], scope: str, read: R
         return results
     chain_start = {}
     for i, m in enumerate(memories):
-        if not known(m, read) or m.state in _ALWAYS_WITHHELD:
+        if not known(m, read) or m.state in WITHHELD_STATES:
             continue
         chain_start[i] = m
     if outgoing is not None:

@@ -28,6 +28,7 @@ from automem.gateway.schemas import (
     UpdateMemoryBody,
 )
 from automem.gateway.usecases import MAX_VERSION
+from automem.v1 import memory_pb2
 
 router = APIRouter(route_class=JsonBodyRoute)
 
@@ -144,8 +145,10 @@ async def _if_match_version(call: Caller, memory_id: str, value: str | None) -> 
         raise GatewayError(412, f"etag: If-Match {value.strip()} names no version of the memory "
                                 "(weak tags never match; ETags are \"<version>\", from 1)")
     read = usecases.read_options(state_mode="history", include_archived=True, include_pending=True)
-    current = (await usecases.get_memory(call, memory_id, read, touch=False)).memory.version
-    return current if current in versions else max(versions)
+    got = (await usecases.get_memory(call, memory_id, read, touch=False)).memory
+    if got.state == memory_pb2.MEMORY_STATE_DELETED:  # the history read returns it until a purge
+        raise GatewayError(404, f"memory {memory_id} not found", code=grpc.StatusCode.NOT_FOUND)
+    return got.version if got.version in versions else max(versions)
 
 
 def _if_none_match(value: str) -> bool:
@@ -227,7 +230,10 @@ async def get_memory(memory_id: str, call: CallerDep, response: Response, as_of:
                          "Version N of the memory (GET /v1/memories/{id}/versions). Not with known_at "
                          "(400 naming both)."))) -> dict[str, Any]:
     """One memory with its state and validity window; a non-current memory carries the
-    current head's id (``current_id``). Bumps ``last_accessed``. 404 when absent. The
+    current head's id (``current_id``). Bumps ``last_accessed``. 404 when absent; 404 too
+    for a DELETED or REJECTED memory unless ``state_mode=history``, which returns it with
+    that state (``is_current`` false, ``last_accessed`` not bumped) until a purge removes
+    it, as ``version=N`` reads its versions (README "Current truth"). The
     ``ETag`` header is the version, for ``If-Match`` on PATCH, DELETE and supersede.
     ``known_at`` earlier than now: every field as the service believed it then;
     ``version=N``: version N (``GET /v1/memories/{id}/versions``), 404 naming ``version``

@@ -41,6 +41,7 @@ from automem.common.model import CandidateFields, Memory, epoch, first_epoch, no
 from automem.common.paging import decode_offset_token, encode_offset_token
 from automem.common.settings import Settings
 from automem.common.state import (
+    WITHHELD_STATES,
     ReadAt,
     as_current,
     as_known,
@@ -1094,8 +1095,13 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
 
     async def GetMemory(self, request, context):
         """One memory by id through the state pass: a non-current one comes back with its
-        state and window, ``is_current`` false and the current head's id. NOT_FOUND when
-        absent, DELETED or REJECTED (``state_mode=history`` shows REJECTED)."""
+        state and window, ``is_current`` false and the current head's id. NOT_FOUND naming
+        ``id`` when absent (never stored in the scope, or purged), and when DELETED or
+        REJECTED unless ``read.state_mode`` is history: a history read returns a DELETED or
+        REJECTED memory with that state (``is_current`` false), as ``version`` returns its
+        versions, until a purge removes it (DESIGN.md: a tombstone keeps the content for
+        audit until purged). Such a read is no access: ``last_access_time`` is not touched.
+        A history read answered a REJECTED memory but NOT_FOUND for a DELETED one."""
         require_role("reader")
         scope = resolve_scope(request.scope)
         read = read_at(request.read)
@@ -1107,8 +1113,8 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
                 raise NotFound(f"memory {request.id} not found at known_at", field="id")
         else:
             memory = await self.graph.memories.get(request.id, scope)
-        if memory is None or memory.state == memory_pb2.MEMORY_STATE_DELETED or (
-                memory.state == memory_pb2.MEMORY_STATE_REJECTED and not read.history):
+        withheld = memory is not None and memory.state in WITHHELD_STATES
+        if memory is None or (withheld and not read.history):
             raise NotFound(f"memory {request.id} not found", field="id")
         if request.read.HasField("known_at") and not known(memory, read):
             # Not yet recorded at known_at: the service did not know it then.
@@ -1117,7 +1123,7 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         is_current, head = await resolve_one(self.graph, memory, scope, read)
         if is_current and not read.history:
             memory = as_current(memory)  # superseded from a time still to come: in force now
-        if request.touch and not read.past:
+        if request.touch and not read.past and not withheld:
             stamp = now().timestamp()  # millisecond precision, as every time (common/model.py ``to_millis``)
             await self.graph.memories.touch(memory.id, scope, stamp)
             memory.last_access_time.CopyFrom(ts(stamp))

@@ -276,7 +276,10 @@ async def test_delete_by_tag_preview_lists_what_history_listing_shows_and_delete
         assert deleted["deleted_count"] == 4 and deleted["memory_ids"] == preview["memory_ids"]
         assert {m["id"]: m["state"] for m in deleted["memories"]} == states
         for mid in preview["memory_ids"]:
-            assert (await http.get(f"/memory/{mid}", params={"state_mode": "history"})).status_code == 404
+            assert (await http.get(f"/memory/{mid}")).status_code == 404
+            # A history read by id shows the tombstone (content kept until a purge).
+            r = await http.get(f"/memory/{mid}", params={"state_mode": "history"})
+            assert r.status_code == 200 and r.json()["memory"]["state"] == "DELETED", r.text
         assert (await http.get(f"/memory/{ids['other']}")).json()["memory"]["state"] == "ACTIVE"
         history = (await http.get("/memory/by-tag", params={"tags": "agree", "state_mode": "history"})).json()
         assert history["memories"] == []

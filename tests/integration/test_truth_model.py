@@ -458,6 +458,56 @@ async def test_deleted_memory_is_gone_from_every_read(service) -> None:
         assert [e["type"] for e in history] == ["EVENT_TYPE_MEMORY_PURGED"] and "before" not in history[0]
 
 
+async def test_a_history_read_by_id_shows_a_deleted_or_rejected_memory_with_its_state_until_a_purge(
+        service) -> None:
+    """``GET /memory/{id}?state_mode=history`` answered a REJECTED memory but 404 for a
+    DELETED one, whose content a delete keeps for audit until a purge and whose versions
+    ``?version=N`` reads. A history read by id now returns both with their state (not
+    current, no access recorded) over REST and gRPC GetMemory; a default read stays 404,
+    listings withhold them in both modes, and after a purge every read is 404."""
+    import grpc
+
+    from automem.v1 import memory_pb2, recall_service_pb2
+
+    history = recall_service_pb2.ReadOptions(state_mode=recall_service_pb2.STATE_MODE_HISTORY)
+    async with service.http() as http:
+        gone = await _store(http, "The deploy key lives in the team vault", tags=["hist-read"])
+        rejected = await _store(http, "The deploy key lives on a sticky note", tags=["hist-read"],
+                                require_review=True)
+        assert (await http.post(f"/v1/review-items/{rejected}:reject", json={"reason": "no"})).status_code == 200
+        before = (await http.get(f"/memory/{gone}")).json()["memory"]
+        assert (await http.delete(f"/memory/{gone}")).status_code == 200
+        for mid, state, content in ((gone, "DELETED", "team vault"), (rejected, "REJECTED", "sticky note")):
+            assert (await http.get(f"/memory/{mid}")).status_code == 404, mid
+            r = await http.get(f"/memory/{mid}", params={"state_mode": "history"})
+            assert r.status_code == 200, (state, r.text)
+            got = r.json()["memory"]
+            assert got["id"] == mid and got["state"] == state and content in got["content"], got
+            assert got["is_current"] is False, got
+        assert _last_accessed(await http.get(f"/memory/{gone}", params={"state_mode": "history"})) == \
+            before["last_accessed"]
+        r = await http.get(f"/memory/{gone}", params={"version": 1})
+        assert r.status_code == 200 and "team vault" in r.json()["memory"]["content"], r.text
+        assert await _by_tag(http, "hist-read", state_mode="history") == []
+        async with service.client() as client:
+            for mid, state in ((gone, memory_pb2.MEMORY_STATE_DELETED), (rejected, memory_pb2.MEMORY_STATE_REJECTED)):
+                got = await client.recall.GetMemory(recall_service_pb2.GetMemoryRequest(id=mid, read=history))
+                assert got.memory.id == mid and got.memory.state == state and not got.is_current, mid
+                with pytest.raises(grpc.aio.AioRpcError) as caught:
+                    await client.recall.GetMemory(recall_service_pb2.GetMemoryRequest(id=mid))
+                assert caught.value.code() == grpc.StatusCode.NOT_FOUND, mid
+            assert (await http.delete(f"/memory/{gone}", params={"purge": "true"})).status_code == 200
+            assert (await http.get(f"/memory/{gone}", params={"state_mode": "history"})).status_code == 404
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await client.recall.GetMemory(recall_service_pb2.GetMemoryRequest(id=gone, read=history))
+            assert caught.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+def _last_accessed(response) -> str | None:
+    assert response.status_code == 200, response.text
+    return response.json()["memory"]["last_accessed"]
+
+
 async def _gone(service, mid: str) -> bool:
     return await service.ctx.vectors.retrieve([mid]) == []
 

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
+import grpc
 from fastapi import APIRouter, FastAPI, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
@@ -447,11 +448,21 @@ def _history_read(known_at: str = "") -> recall_service_pb2.ReadOptions:
                                  include_pending=True)
 
 
+async def _history_get(call: Caller, memory_id: str, known_at: str = "") -> recall_service_pb2.GetMemoryResponse:
+    """The memory by the history read (:func:`_history_read` at ``known_at``). GatewayError
+    404 for a DELETED one too, which that read returns with its state until a purge: the
+    console shows a deleted memory by its history page alone (as its last event left it)."""
+    got = await usecases.get_memory(call, memory_id, _history_read(known_at))
+    if got.memory.state == memory_pb2.MEMORY_STATE_DELETED:
+        raise GatewayError(404, f"memory {memory_id} not found", code=grpc.StatusCode.NOT_FOUND)
+    return got
+
+
 async def _got(call: Caller, memory_id: str) -> dict[str, Any]:
     """The memory as the history read shows it (every state the key may see), with the head
     of its supersession chain as ``current_id`` when it is superseded: the history read names
     none, so a superseded memory linked only to its direct replacement, itself superseded."""
-    got = presenters.got_memory_json(await usecases.get_memory(call, memory_id, _history_read()))
+    got = presenters.got_memory_json(await _history_get(call, memory_id))
     if got["state"] == "SUPERSEDED" and not got.get("current_id"):
         try:
             head = await usecases.get_memory(call, memory_id, usecases.read_options(), touch=False)
@@ -555,7 +566,7 @@ async def _chain(call: Caller, start: dict[str, Any]) -> list[dict[str, Any]]:
         if not nxt or any(m["id"] == nxt for m in chain):
             break
         try:
-            current = presenters.got_memory_json(await usecases.get_memory(call, nxt, _history_read()))
+            current = presenters.got_memory_json(await _history_get(call, nxt))
         except GatewayError:
             break
         chain.append(current)
@@ -600,8 +611,7 @@ async def history(request: Request, memory_id: str, known_at: str = "", after: s
     believed, believed_error = None, None
     if known_at.strip():
         try:
-            believed = presenters.got_memory_json(
-                await usecases.get_memory(s.call, memory_id, _history_read(known_at.strip())))
+            believed = presenters.got_memory_json(await _history_get(s.call, memory_id, known_at.strip()))
         except GatewayError as exc:
             if exc.status != 404:
                 raise
@@ -626,7 +636,7 @@ async def graph(request: Request, memory_id: str, depth: int = 2) -> Response:
     s = await session(request)
     if not 1 <= depth <= 3:
         raise GatewayError(400, "depth: must be between 1 and 3")
-    answer = await usecases.get_memory(s.call, memory_id, _history_read())
+    answer = await _history_get(s.call, memory_id)
     got = presenters.got_memory_json(answer)
     if answer.memory.state == memory_pb2.MEMORY_STATE_REJECTED:
         # The graph walks never pass through a rejected memory (automem/common/state.py), so
