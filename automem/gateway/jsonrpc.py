@@ -35,6 +35,39 @@ def refusal(body: bytes) -> dict[str, Any] | None:
     return None
 
 
+def invalid_id(body: bytes) -> dict[str, Any] | None:
+    """The JSON-RPC error answering a request whose ``id`` member is neither a string nor an
+    integer (null, an object, an array, a boolean, a fraction), or None (other messages, and
+    text that is not JSON: that is the transport's parse error).
+
+    Such a message has a ``method`` and an ``id`` member, so it is no notification (those
+    have no ``id``), but the MCP SDK reads it as one and answers nothing: the client waited
+    for its own timeout (``POST /mcp`` answered 202). JSON-RPC 2.0 section 5 answers an
+    invalid request with -32600 and ``id: null``; MCP requires a string or integer id, never
+    null. A batch (a JSON array) is left to the transport. Used by ``/mcp``
+    (automem/gateway/mcp_mount.py) and ``automem mcp`` (automem/gateway/mcp_server.py)."""
+    try:
+        message = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(message, dict) or "method" not in message or "id" not in message:
+        return None
+    given = message["id"]
+    if isinstance(given, str) or (isinstance(given, int) and not isinstance(given, bool)):
+        return None
+    return {"jsonrpc": "2.0", "id": None, "error": {
+        "code": -32600, "message": f"id: must be a string or an integer, got {json_kind(given)} (JSON-RPC "
+                                   "Invalid Request; a notification has no id member)"}}
+
+
+def json_kind(value: Any) -> str:
+    """The JSON type of ``value``, as an error names it: ``a string``, ``a number``, ``a list``,
+    ``an object``, ``a boolean`` or ``null``."""
+    kinds = ((bool, "a boolean"), (str, "a string"), ((int, float), "a number"), (list, "a list"),
+             (dict, "an object"), (type(None), "null"))
+    return next((name for kind, name in kinds if isinstance(value, kind)), type(value).__name__)
+
+
 def request_id(body: bytes) -> str | int | None:
     """The ``id`` of a single JSON-RPC request (a string or an integer), or None (a batch,
     a notification, an id of another type, or text the plain reader refuses too)."""

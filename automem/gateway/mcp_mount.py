@@ -176,10 +176,12 @@ async def _buffered(receive: Any) -> tuple[bytes, Any]:
 
 
 def _refused_body(body: bytes) -> JSONResponse | None:
-    """The answer to a JSON-RPC body holding what no store keeps as sent, or None: HTTP 400
-    with the JSON-RPC error of automem/gateway/jsonrpc.py :func:`~automem.gateway.jsonrpc.refusal`.
-    Malformed JSON is left to the SDK (its parse error)."""
-    refused = jsonrpc.refusal(body)
+    """The answer to a JSON-RPC body holding what no store keeps as sent, or to a request
+    whose ``id`` is no string or integer, or None: HTTP 400 with the JSON-RPC error of
+    automem/gateway/jsonrpc.py :func:`~automem.gateway.jsonrpc.refusal` (-32602) or
+    :func:`~automem.gateway.jsonrpc.invalid_id` (-32600, ``id: null``; the SDK answered such
+    a request 202 as a notification). Malformed JSON is left to the SDK (its parse error)."""
+    refused = jsonrpc.refusal(body) or jsonrpc.invalid_id(body)
     return None if refused is None else JSONResponse(refused, status_code=400)
 
 

@@ -260,13 +260,6 @@ _EXPECTED = {"string_type": "a string", "list_type": "a list", "dict_type": "an 
 _UNION_MEMBERS = {"int", "str", "float", "bool", "dict", "list", "none", "bytes"}
 
 
-def _json_kind(value: Any) -> str:
-    """The JSON type of ``value``, as an error names it: ``a string``, ``a number``, ..."""
-    kinds = ((bool, "a boolean"), (str, "a string"), ((int, float), "a number"), (list, "a list"),
-             (dict, "an object"), (type(None), "null"))
-    return next((name for kind, name in kinds if isinstance(value, kind)), type(value).__name__)
-
-
 def _argument_errors(exc: ValidationError) -> str:
     """The arguments ``exc`` refused, one ``<argument>: <problem>`` each (``importance:
     expected a number, got a string``; ``memories[0].content: ...``; an argument of several
@@ -294,7 +287,7 @@ def _argument_errors(exc: ValidationError) -> str:
     for path, found in problems.items():
         expected = [p for p in dict.fromkeys(found) if p in _EXPECTED.values()]
         if expected:
-            lines.append(f"{path}: expected {' or '.join(expected)}, got {_json_kind(got[path])}")
+            lines.append(f"{path}: expected {' or '.join(expected)}, got {jsonrpc.json_kind(got[path])}")
         lines += [f"{path}: {p}" for p in dict.fromkeys(found) if p not in _EXPECTED.values()]
     return "; ".join(lines)
 
@@ -888,8 +881,10 @@ async def _strict_lines(source: AsyncIterable[bytes],
     by the REST gateway's reader first, as ``/mcp`` reads a body
     (automem/gateway/jsonrpc.py :func:`~automem.gateway.jsonrpc.refusal`: -32602 naming
     the argument); a line that is not JSON (or not UTF-8) gets a parse error (-32700, id
-    null), and JSON that is no JSON-RPC message an invalid-request error (-32600, with its
-    id when one can be read). Blank lines are skipped."""
+    null), a request whose ``id`` is no string or integer (null, an object, ...: the SDK read
+    it as a notification and answered nothing) an invalid-request error with ``id`` null
+    (:func:`~automem.gateway.jsonrpc.invalid_id`), and JSON that is no JSON-RPC message an
+    invalid-request error (-32600, with its id when one can be read). Blank lines are skipped."""
     async for raw in source:
         line = raw.strip()
         if not line:
@@ -903,6 +898,9 @@ async def _strict_lines(source: AsyncIterable[bytes],
         except (ValueError, RecursionError) as exc:
             await answer({"jsonrpc": "2.0", "id": None, "error": {
                 "code": PARSE_ERROR, "message": f"Parse error: the line is not JSON text ({exc})"}})
+            continue
+        if (invalid := jsonrpc.invalid_id(line)) is not None:
+            await answer(invalid)
             continue
         try:
             jsonrpc_message_adapter.validate_json(text, by_name=False)
