@@ -222,6 +222,17 @@ def now() -> datetime:
 # --- content ---------------------------------------------------------------------------
 
 
+def check_content_length(content: str, limit: int, field: str = "content") -> None:
+    """Nothing, or InvalidArgument naming ``field`` when ``content`` is longer than ``limit``
+    characters (``Settings.content_max_length``, AutoMem's 2,000 by default): the one length
+    rule of a memory's text, applied by the ingest service (automem/ingest/logic.py
+    ``validate_content``) and by the MCP tools before they send (a text of megabytes was
+    refused by gRPC's message size limit, naming nothing)."""
+    if len(content) > limit:
+        raise InvalidArgument(f"{field}: {len(content)} characters exceeds the limit of {limit} characters",
+                              field=field)
+
+
 def content_hash(content: str) -> str:
     """sha256 hex of the NFC-normalised, whitespace-collapsed, lower-cased content."""
     normal = " ".join(unicodedata.normalize("NFC", content).split()).lower()

@@ -17,7 +17,10 @@ SupersedeMemory RPC, bulk delete the DeleteMemoriesByTag RPC with ``dry_run`` un
 automem/gateway/presenters.py; this module renders them as text. Every result shows each
 memory's ``state`` and validity window (``t_valid``, ``t_invalid``), in every ``format``.
 Failures come back as MCP tool errors whose message names the field (and the gRPC status
-when a service answered).
+when a service answered). A memory's text longer than ``Settings.content_max_length`` is
+refused before it is sent, as the ingest service refuses it (automem/common/model.py
+``check_content_length``): a text of megabytes exceeded gRPC's message size and came back as
+gRPC's text, naming nothing.
 """
 
 # No ``from __future__ import annotations``: the SDK reads the tools' signatures at runtime.
@@ -58,6 +61,7 @@ from automem.common.grpc_tls import channel_credentials, channel_options
 # The relation types a supersede may write: the lifecycle rule the ingest service applies,
 # offered as the tool's choices.
 from automem.common.lifecycle import SUPERSEDING_RELATIONS
+from automem.common.model import check_content_length
 from automem.common.settings import Settings
 from automem.common.text import text_key
 from automem.gateway import jsonrpc, presenters, usecases
@@ -362,6 +366,8 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
                 raise ToolError(f"{given[0]}: a field of one memory; with memories set it on each item. "
                                 "Nothing was stored")
             with _tool_errors():
+                for i, item in enumerate(memories):
+                    check_content_length(item.content, settings.content_max_length, f"memories[{i}].content")
                 response = await usecases.create_memories(caller(ctx), memories)
             stored = [presenters.memory_json(m) for m in response.memories]
             body = {"stored": len(stored), "created": presenters.created_count(response),
@@ -376,6 +382,7 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
         if not supersedes_memory_id and (supersede_relation or supersede_reason):
             raise ToolError("supersedes_memory_id: required with supersede_relation/supersede_reason")
         with _tool_errors({"ids": "supersedes_memory_id"}, {"supersedes_memory_id": supersedes_memory_id}):
+            check_content_length(content, settings.content_max_length)
             request = MemoryRequest(**{k: v for k, v in fields.items() if v is not None})
             if supersedes_memory_id:
                 replaced = await usecases.supersede_memory(caller(ctx), supersedes_memory_id, request,
@@ -615,6 +622,8 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
         # The service names its fields: add_tags go to its tags (when tags are not replaced too).
         renamed = {"id": "memory_id", **({"tags": "add_tags"} if tags is None else {})}
         with _tool_errors(renamed, {"memory_id": memory_id}):
+            if content is not None:
+                check_content_length(content, settings.content_max_length)
             response = await usecases.update_memory(caller(ctx), memory_id, given, add_tags=add_tags or [],
                                                     etag=usecases.body_etag(etag))
         memory = presenters.memory_json(response.memory)

@@ -32,6 +32,7 @@ from automem.common.lifecycle import GONE_STATES
 from automem.common.model import (
     OPEN_END,
     Memory,
+    check_content_length,
     content_hash,
     integral_numbers,
     metadata_dict,
@@ -102,11 +103,7 @@ def validate_content(content: str, settings: Settings, field: str = "content") -
                               field=field)
     if "\x00" in content:
         raise InvalidArgument(f"{field}: must not contain NUL (\\u0000) characters", field=field)
-    if len(content) > settings.content_max_length:
-        raise InvalidArgument(
-            f"{field}: {len(content)} characters exceeds the limit of {settings.content_max_length} characters",
-            field=field,
-        )
+    check_content_length(content, settings.content_max_length, field)
     return content
 
 

@@ -53,6 +53,33 @@ async def call_error(client: Client, tool: str, **arguments) -> str:
     return result.content[0].text
 
 
+async def stdio_answers(secured, lines: list[str], count: int) -> dict:
+    """Write ``lines`` to a fresh ``automem mcp`` (this checkout's code, not the venv's) and
+    read ``count`` answers, by id; a line left unanswered fails here instead of blocking the
+    suite."""
+    import asyncio
+    import json
+
+    root = Path(__file__).resolve().parents[2]
+    process = await asyncio.create_subprocess_exec(
+        str(Path(sys.executable).parent / "automem"), "mcp", "--grpc", secured.grpc, "--api-key", TOKEN,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
+        cwd=str(root), env={**os.environ, "PYTHONPATH": str(root)}, limit=64 * 1024 * 1024)
+    answers: dict = {}
+    try:
+        process.stdin.write("".join(line + "\n" for line in lines).encode())
+        await process.stdin.drain()
+        while len(answers) < count:
+            answer = json.loads(await asyncio.wait_for(process.stdout.readline(), 120))
+            answers[answer["id"]] = answer
+    finally:
+        process.stdin.close()
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+        await process.wait()
+    return answers
+
+
 def assert_window(memory: dict) -> None:
     assert memory["state"] in ("ACTIVE", "SUPERSEDED", "DELETED", "PENDING_REVIEW", "ARCHIVED")
     assert "t_valid" in memory and "t_invalid" in memory
@@ -301,15 +328,9 @@ async def test_stdio_answers_every_line_and_reads_json_as_http_does(secured):
     # were read by the SDK's transport and answered with nothing: the client waited for its
     # own timeout (break-it review). Each gets an answer now, a refusal naming the argument
     # as over HTTP /mcp; the duplicated key was stored as its last value.
-    import asyncio
     import json
 
     tag = f"stdio-strict-{uuid.uuid4().hex[:8]}"
-    root = Path(__file__).resolve().parents[2]
-    process = await asyncio.create_subprocess_exec(
-        str(Path(sys.executable).parent / "automem"), "mcp", "--grpc", secured.grpc, "--api-key", TOKEN,
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
-        cwd=str(root), env={**os.environ, "PYTHONPATH": str(root)})  # this checkout's code, not the venv's
 
     def call_line(request_id: int, tool: str, arguments: str) -> str:
         return (f'{{"jsonrpc": "2.0", "id": {request_id}, "method": "tools/call", '
@@ -326,19 +347,7 @@ async def test_stdio_answers_every_line_and_reads_json_as_http_does(secured):
         '{"id": 9, "hello": 1}',
         json.dumps({"jsonrpc": "2.0", "id": 6, "method": "tools/list"}),
     ]
-    answers: dict = {}
-    try:
-        process.stdin.write("".join(line + "\n" for line in lines).encode())
-        await process.stdin.drain()
-        # A line left unanswered fails here instead of blocking the suite.
-        while len(answers) < 7:
-            answer = json.loads(await asyncio.wait_for(process.stdout.readline(), 60))
-            answers[answer["id"]] = answer
-    finally:
-        process.stdin.close()
-        with contextlib.suppress(ProcessLookupError):
-            process.kill()
-        await process.wait()
+    answers = await stdio_answers(secured, lines, 7)
     assert set(answers) == {1, 3, 7, 8, None, 9, 6}
     assert answers[3]["error"]["code"] == -32602 and answers[3]["error"]["message"].startswith("content:")
     assert "surrogate" in answers[3]["error"]["message"]
@@ -511,3 +520,41 @@ async def test_update_memory_refuses_a_weak_etag_as_if_match_does(secured):
         assert got["memory"]["importance"] == 0.3 and got["memory"]["version"] == version
         # The strong tag passes.
         await call(client, "update_memory", memory_id=stored["memory_id"], importance=0.9, etag=f'"{version}"')
+
+
+async def test_stdio_refuses_megabytes_of_content_naming_the_argument(secured):
+    # A store_memory of 5 MB over stdio came back as gRPC's "received message larger than
+    # max", naming no argument: the text is refused before it is sent now, as the ingest
+    # service refuses an over-long one (content_max_length), and nothing is stored.
+    import json
+
+    from automem.common.settings import Settings
+
+    limit = Settings().content_max_length
+    huge = "x" * (5 * 1024 * 1024)
+    tag = f"stdio-huge-{uuid.uuid4().hex[:8]}"
+    async with http_client(secured.url + "/mcp", Authorization=f"Bearer {TOKEN}") as client:
+        stored, _ = await call(client, "store_memory", content="A memory the huge update probes", tags=[tag])
+
+    def call_line(request_id: int, tool: str, arguments: dict) -> str:
+        return json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+                           "params": {"name": tool, "arguments": arguments}})
+
+    answers = await stdio_answers(secured, [
+        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}),
+        json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        call_line(2, "store_memory", {"content": huge, "tags": [tag]}),
+        call_line(3, "store_memory", {"memories": [{"content": "fits", "tags": [tag]},
+                                                   {"content": huge, "tags": [tag]}]}),
+        call_line(4, "update_memory", {"memory_id": stored["memory_id"], "content": huge}),
+    ], 4)
+    for request_id, named in ((2, "content: "), (3, "memories[1].content: "), (4, "content: ")):
+        result = answers[request_id]["result"]
+        text = result["content"][0]["text"]
+        assert result["isError"] is True, (request_id, text)
+        assert f": {named}" in text and f"limit of {limit} characters" in text, (request_id, text)
+        assert "larger than max" not in text, text
+    async with http_client(secured.url + "/mcp", Authorization=f"Bearer {TOKEN}") as client:
+        listed, _ = await call(client, "recall_memory", tags=[tag], exhaustive=True, format="json")
+    assert [m["content"] for m in listed["results"]] == ["A memory the huge update probes"], listed
