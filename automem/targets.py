@@ -373,7 +373,8 @@ async def _start_gateway(rt: Runtime) -> Stop:
         if server is not None:
             from automem.gateway.routes_stream import close_streams
 
-            close_streams(running["app"])  # open /stream responses would hold the shutdown
+            close_streams(running["app"])  # open /stream and GET /mcp responses would hold the shutdown
+            running["app"].state.mcp_endpoint.end_streams()
             server.should_exit = True
             await asyncio.wait([task], timeout=5)
         if client is not None:

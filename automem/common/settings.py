@@ -522,6 +522,11 @@ class Settings(BaseSettings):
     #: a recall does not wait for it (docs/benchmarks.md, "Recall events"); needs the bus in
     #: the recall process (always so in ``automem up``).
     stream_recall_events: bool = Field(True, validation_alias=_env("AUTOMEM_STREAM_RECALL_EVENTS"))
+    #: ``GET /mcp`` (streamable HTTP's server-to-client event stream,
+    #: automem/gateway/mcp_mount.py): at most this many open at once per gateway process; one
+    #: more is answered 503 with ``Retry-After`` (each holds a task and checks its key every
+    #: second). The tools need no such stream (``POST /mcp`` answers them).
+    mcp_max_streams: int = Field(100, ge=1, validation_alias=_env("AUTOMEM_MCP_MAX_STREAMS"))
 
     # --- telemetry (standard OTEL_* names; the SDK reads the rest, e.g. headers, sampler) -
     #: ``service.name`` of every span (OTEL_RESOURCE_ATTRIBUTES adds more attributes).

@@ -8,7 +8,8 @@ builds the server and starts its session manager in a task of its own, which run
 app's lifespan ends; concurrent first requests wait for the one build. A POST body is read
 by the REST gateway's JSON reader first: what it refuses (a key given twice, a number no
 double holds) is a 400 naming the argument, not a value the SDK silently changed. A ``GET``
-event stream ends once its key no longer passes (``LazyMCPEndpoint._event_stream``).
+event stream ends once its key no longer passes, or when the gateway stops
+(``LazyMCPEndpoint._event_stream``); at most ``Settings.mcp_max_streams`` are open at once.
 """
 
 from __future__ import annotations
@@ -50,8 +51,9 @@ class LazyMCPEndpoint:
         self._endpoint: Any = None
         self._lock = asyncio.Lock()
         self._stop = asyncio.Event()
+        self._ending = asyncio.Event()
         self._runner: asyncio.Task | None = None
-        #: ``GET`` event streams open now (:meth:`_event_stream`).
+        #: ``GET`` event streams open now (:meth:`_event_stream`), at most ``settings.mcp_max_streams``.
         self.open_streams = 0
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
@@ -65,24 +67,59 @@ class LazyMCPEndpoint:
             if refusal := _refused_body(body):
                 await refusal(scope, receive, send)
                 return
+        if scope.get("method") == "GET":
+            if (refused := self._stream_refusal()) is not None:
+                await refused(scope, receive, send)
+                return
+            self.open_streams += 1  # taken before any await: concurrent GETs cannot pass the cap together
+            try:
+                await self._started()
+                await self._event_stream(scope, receive, send)
+            finally:
+                self.open_streams -= 1
+            return
+        await self._started()
+        await self._endpoint(scope, receive, send)
+
+    async def _started(self) -> None:
+        """Build and start the MCP app on the first call; concurrent first calls wait for the one build."""
         if self._endpoint is None:
             async with self._lock:
                 if self._endpoint is None:
                     await self._start()
-        if scope.get("method") == "GET":
-            await self._event_stream(scope, receive, send)
-            return
-        await self._endpoint(scope, receive, send)
+
+    def _stream_refusal(self) -> JSONResponse | None:
+        """The 503 (with ``Retry-After``) answering a ``GET`` event stream while the gateway stops
+        or while ``settings.mcp_max_streams`` are open, or None: open ones were counted but not
+        capped, each holding a task that checks its key every second."""
+        if self._ending.is_set():
+            return error_response(503, "the gateway is stopping; open the GET /mcp event stream again on "
+                                       "another replica or once it is back")
+        limit = self._settings.mcp_max_streams
+        if self.open_streams >= limit:
+            return error_response(503, f"too many open GET /mcp event streams: this gateway process serves at "
+                                       f"most {limit} (AUTOMEM_MCP_MAX_STREAMS); retry later (the tools need no "
+                                       "stream: POST /mcp answers them)")
+        return None
+
+    def end_streams(self) -> None:
+        """End every open ``GET`` event stream (each with an SSE comment saying the gateway is
+        stopping) and refuse new ones with a 503: uvicorn waits for open responses before it
+        stops, and an event stream never ends by itself, so a stop waited out its timeout and
+        left them hanging. Called by the gateway target's stop (automem/targets.py) and by
+        :meth:`close`."""
+        self._ending.set()
 
     async def _event_stream(self, scope: dict, receive: Any, send: Any) -> None:
         """``GET``: streamable HTTP's server-to-client event stream, ended once its credentials
         no longer pass (a key revoked or expired), as ``/stream`` ends: they are checked every
         :data:`STREAM_AUTH_SECONDS` (automem/gateway/deps.py :func:`auth_error`, whose cache
-        keeps a success for 1 s), so the stream ends within about 2 s of the revocation. The
-        SDK is told the client went away (``http.disconnect``), then the response ends with an
-        SSE comment saying why. It stayed open indefinitely before. ``open_streams`` counts
-        the open ones."""
+        keeps a success for 1 s), so the stream ends within about 2 s of the revocation. It
+        ends at once when the gateway stops (:meth:`end_streams`). The SDK is told the client
+        went away (``http.disconnect``), then the response ends with an SSE comment saying
+        why. It stayed open indefinitely before."""
         revoked = asyncio.Event()
+        ended = asyncio.Event()  # revoked, or the gateway stopping
         finished = False
 
         async def watch() -> None:
@@ -90,15 +127,20 @@ class LazyMCPEndpoint:
                 await asyncio.sleep(STREAM_AUTH_SECONDS)
                 if await auth_error(Request(scope)) is not None:
                     revoked.set()
+                    ended.set()
                     return
 
+        async def stopping() -> None:
+            await self._ending.wait()
+            ended.set()
+
         async def watched_receive() -> dict:
-            if revoked.is_set():
+            if ended.is_set():
                 return {"type": "http.disconnect"}
             message = asyncio.ensure_future(receive())
-            ended = asyncio.ensure_future(revoked.wait())
-            await asyncio.wait((message, ended), return_when=asyncio.FIRST_COMPLETED)
-            ended.cancel()
+            over = asyncio.ensure_future(ended.wait())
+            await asyncio.wait((message, over), return_when=asyncio.FIRST_COMPLETED)
+            over.cancel()
             if message.done():
                 return message.result()
             message.cancel()
@@ -110,18 +152,19 @@ class LazyMCPEndpoint:
                 finished = True
             await send(message)
 
-        watcher = asyncio.create_task(watch(), name="mcp-stream-auth")
-        self.open_streams += 1
+        watchers = (asyncio.create_task(watch(), name="mcp-stream-auth"),
+                    asyncio.create_task(stopping(), name="mcp-stream-stop"))
         try:
             await self._endpoint(scope, watched_receive, watched_send)
-            if revoked.is_set() and not finished:
-                await send({"type": "http.response.body", "more_body": False,
-                            "body": b": the key was revoked or is no longer valid; the stream ends\n\n"})
+            if ended.is_set() and not finished:
+                why = (b"the key was revoked or is no longer valid; the stream ends" if revoked.is_set() else
+                       b"the gateway is stopping; the stream ends (open it again once the gateway is back)")
+                await send({"type": "http.response.body", "more_body": False, "body": b": " + why + b"\n\n"})
         finally:
-            self.open_streams -= 1
-            watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watcher
+            for watcher in watchers:
+                watcher.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watcher
 
     async def _start(self) -> None:
         from automem.gateway.mcp_server import http_endpoint
@@ -145,7 +188,9 @@ class LazyMCPEndpoint:
         self._endpoint = endpoint
 
     async def close(self) -> None:
-        """Stop the session manager, if a request started it."""
+        """End the open event streams (:meth:`end_streams`) and stop the session manager, if a
+        request started it."""
+        self.end_streams()
         self._stop.set()
         if self._runner is not None:
             with contextlib.suppress(Exception):

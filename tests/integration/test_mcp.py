@@ -558,3 +558,62 @@ async def test_stdio_refuses_megabytes_of_content_naming_the_argument(secured):
     async with http_client(secured.url + "/mcp", Authorization=f"Bearer {TOKEN}") as client:
         listed, _ = await call(client, "recall_memory", tags=[tag], exhaustive=True, format="json")
     assert [m["content"] for m in listed["results"]] == ["A memory the huge update probes"], listed
+
+
+
+async def test_mcp_event_streams_are_capped(settings):
+    # Open GET /mcp event streams were counted but not capped: one more than
+    # AUTOMEM_MCP_MAX_STREAMS is a 503 with Retry-After now, and a closed one frees its place.
+    import httpx
+
+    running = await start_service(settings.model_copy(update={"mcp_max_streams": 1}))
+    try:
+        async with httpx.AsyncClient(base_url=running.url, timeout=60,
+                                     headers={"Accept": "text/event-stream"}) as http:
+
+            async def opened():
+                response = await http.send(http.build_request("GET", "/mcp"), stream=True)
+                if response.status_code == 200:
+                    return response
+                await response.aclose()
+                return None
+
+            async with contextlib.aclosing(await eventually(opened)):
+                refused = await http.send(http.build_request("GET", "/mcp"), stream=True)
+                async with contextlib.aclosing(refused):
+                    assert refused.status_code == 503, refused.headers
+                    await refused.aread()
+                    assert "AUTOMEM_MCP_MAX_STREAMS" in refused.json()["error"], refused.text
+                    assert int(refused.headers["retry-after"]) > 0
+            # The closed stream's place is free again (once the gateway has seen it go).
+            await (await eventually(opened)).aclose()
+    finally:
+        await running.runner.stop()
+
+
+async def test_mcp_event_streams_end_when_the_gateway_stops(settings):
+    # A stopping gateway waited out its timeout on an open GET /mcp event stream and left it
+    # hanging; the stop ends it now, with a comment saying why.
+    import asyncio
+
+    import httpx
+
+    running = await start_service(settings)
+    stopped = False
+    try:
+        async with (httpx.AsyncClient(base_url=running.url, timeout=60,
+                                      headers={"Accept": "text/event-stream"}) as http,
+                    http.stream("GET", "/mcp") as opened):
+            assert opened.status_code == 200, await opened.aread()
+            stop = asyncio.create_task(running.runner.stop())
+            received = b""
+            # Ends: a stream left open fails here instead of blocking the suite.
+            async with asyncio.timeout(60):
+                async for chunk in opened.aiter_bytes():
+                    received += chunk
+            await stop
+            stopped = True
+        assert b"the gateway is stopping" in received, received
+    finally:
+        if not stopped:
+            await running.runner.stop()
