@@ -102,6 +102,19 @@ def as_current(memory: Memory) -> Memory:
     return out
 
 
+def as_read(snapshot: Memory, in_force: bool, read: ReadAt) -> Memory:
+    """``snapshot`` (a stored version of a memory, or an event's ``after``) with the state a
+    current read at ``read.as_of`` gives the memory (the versions listing and the history
+    must not contradict GetMemory): when the memory is in force at the read (``in_force``:
+    :func:`resolve_one` calls its current node current) and the snapshot is SUPERSEDED with
+    a window that still holds ``read.as_of`` (its replacement's window begins later), the
+    snapshot reads ACTIVE (:func:`as_current`, a copy). Any other snapshot is returned
+    unchanged (the same object); the caller reports the stored state beside it."""
+    if in_force and snapshot.state == memory_pb2.MEMORY_STATE_SUPERSEDED and in_window(snapshot, read):
+        return as_current(snapshot)
+    return snapshot
+
+
 def known(memory: Memory, read: ReadAt) -> bool:
     """True when the service had recorded and not retracted ``memory`` at ``read.known_at``."""
     recorded = first_epoch(memory, "record_time", "create_time", default=0.0)

@@ -544,9 +544,15 @@ def api_key_event_json(event: admin_service_pb2.ApiKeyEvent) -> dict[str, Any]:
             "role": event.role, "scopes": list(event.scopes), "at": iso(event, "event_time")}
 
 
-def event_json(event: Any) -> dict[str, Any]:
-    """A MemoryEvent (proto JSON names, enums by name)."""
-    return json_format.MessageToDict(event, preserving_proto_field_name=True)
+def event_json(event: Any, stored_state: int | None = None) -> dict[str, Any]:
+    """A MemoryEvent (proto JSON names, enums by name). ``stored_state`` (a MemoryState
+    value, from ListMemoryEventsResponse ``after_stored_states``): the state the event's
+    ``after`` stores, given as ``after.stored_state`` (enum name) beside ``after.state``, the
+    state a current read gives the memory now (automem/ingest/review.py ``ListMemoryEvents``)."""
+    body = json_format.MessageToDict(event, preserving_proto_field_name=True)
+    if stored_state is not None and "after" in body:
+        body["after"]["stored_state"] = memory_pb2.MemoryState.Name(stored_state)
+    return body
 
 
 # --- graph and entities (AutoMem's automem/api/graph.py and automem/api/entity.py) -------
@@ -681,9 +687,12 @@ def field_name(name: str) -> str:
 
 def version_json(version: recall_service_pb2.MemoryVersion) -> dict[str, Any]:
     """One version: ``version``, ``recorded_at`` (RFC 3339), ``actor``, ``changed_fields``
-    (AutoMem's names, :func:`field_name`), ``memory`` (:func:`memory_json`)."""
+    (AutoMem's names, :func:`field_name`), ``memory`` (:func:`memory_json`; its ``state`` is
+    the state a current read gives it now) and ``stored_state`` (the state the version
+    stores: SUPERSEDED where a memory still in force until a future replacement reads ACTIVE)."""
     return {"version": version.version, "recorded_at": iso(version, "record_time"), "actor": version.actor,
-            "changed_fields": [field_name(f) for f in version.changed_fields], "memory": memory_json(version.memory)}
+            "changed_fields": [field_name(f) for f in version.changed_fields], "memory": memory_json(version.memory),
+            "stored_state": state_name(version.stored_state or version.memory.state)}
 
 
 #: Diffed enum fields: the proto enum of each, and how memory_json words its values.

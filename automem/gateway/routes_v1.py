@@ -86,9 +86,14 @@ async def lift(tombstone_id: str, call: CallerDep) -> dict[str, Any]:
 async def history(memory_id: str, call: CallerDep, page_size: int = 100, page_token: str = "") -> dict[str, Any]:
     """Every MemoryEvent of the memory, oldest first (actor, time, before/after).
     ``truncated``: the events before the stream's retention (``retained_since``) are
-    gone, so the history does not start with the memory's creation (docs/retention.md)."""
+    gone, so the history does not start with the memory's creation (docs/retention.md).
+    ``after.state`` is the state a plain ``GET /memory/{id}`` gives the memory now, and
+    ``after.stored_state`` the state the event recorded: a memory superseded by a
+    replacement valid from a later time is still the fact in force, so an event's
+    SUPERSEDED ``after`` reads ``MEMORY_STATE_ACTIVE`` with ``stored_state``
+    ``MEMORY_STATE_SUPERSEDED`` until then (automem/common/state.py ``as_read``)."""
     page = await usecases.history(call, memory_id, page_size=page_size, page_token=page_token)
-    events = [presenters.event_json(e) for e in page.events]
+    events = [presenters.event_json(e, page.after_stored_states.get(e.event_id)) for e in page.events]
     return {"status": "success", "memory_id": memory_id, "count": len(events), "events": events,
             "next_page_token": page.next_page_token or None, "truncated": page.truncated,
             "retained_since": iso(page, "retained_since_time")}
@@ -100,7 +105,13 @@ async def versions(memory_id: str, call: CallerDep, page_size: int = Query(0, ge
     """The memory's versions, oldest first, paged (AIP-158: ``page_size`` 1..100, 0 = 20;
     ``page_token`` from ``next_page_token``): each with ``recorded_at``, ``actor``,
     ``changed_fields`` and the memory as it stood (automem/graph/versions.py). 404 when
-    absent; 400 naming ``page_token`` for a token not of this listing."""
+    absent; 400 naming ``page_token`` for a token not of this listing.
+
+    ``memory.state`` is the state a plain ``GET /memory/{id}`` gives the memory now, and
+    ``stored_state`` the state the version stores: a memory superseded by a replacement
+    valid from a later time is still the fact in force, so its SUPERSEDED versions read
+    ``ACTIVE`` with ``stored_state: "SUPERSEDED"`` until then (automem/common/state.py
+    ``as_read``)."""
     page = await usecases.memory_versions(call, memory_id, page_size=page_size, page_token=page_token)
     items = [presenters.version_json(v) for v in page.versions]
     return {"status": "success", "memory_id": memory_id, "count": len(items), "versions": items,

@@ -72,6 +72,7 @@ from automem.common.model import (
 from automem.common.outbox import EventPublisher
 from automem.common.paging import decode_offset_token, encode_offset_token
 from automem.common.settings import Settings
+from automem.common.state import ReadAt, as_read, resolve_one
 from automem.graph import ENRICHMENT_FIELDS, GraphStore
 from automem.ingest.entity_merge import EntityMerges
 from automem.ingest.logic import check_reason, mark_payload_behind
@@ -479,7 +480,13 @@ class ReviewServicer(EntityMerges, PurgeRpcs, review_service_pb2_grpc.ReviewServ
         ``retained_since_time`` when the stream's oldest event was written. NOT_FOUND when the
         memory has no event and no node in the caller's scope; INVALID_ARGUMENT naming
         ``page_token`` for a token of another listing (an empty ``id`` is refused before, by the
-        interceptor: automem/common/grpc_server.py ``_require_id``)."""
+        interceptor: automem/common/grpc_server.py ``_require_id``).
+
+        ``after.state`` of the memory's own events is the state a current read gives it now,
+        so the history agrees with GetMemory: a SUPERSEDED ``after`` of a memory still in
+        force (a supersede whose replacement's window begins later) reads ACTIVE
+        (automem/common/state.py ``as_read``); ``after_stored_states`` maps each such
+        event's id to the state its ``after`` stores."""
         require_role("reader")
         scope = resolve_scope(request.scope)
         size = request.page_size or 100
@@ -500,8 +507,22 @@ class ReviewServicer(EntityMerges, PurgeRpcs, review_service_pb2_grpc.ReviewServ
             # The pending sweep's stand-in for a creation event it did not find: the original
             # may be one the retention removed when the memory is older than the oldest held.
             created = first_epoch(events[0].after, "create_time", default=0.0) >= retention.first_time
+        page = events[offset: offset + size]
+        stored = {}
+        node = await self.graph.memories.get(request.id, scope)
+        read = ReadAt()
+        in_force = node is not None and (await resolve_one(self.graph, node, scope, read))[0]
+        for i, event in enumerate(page):
+            if event.memory_id != request.id or not event.HasField("after"):
+                continue
+            stored[event.event_id] = event.after.state
+            shown = as_read(event.after, in_force, read)
+            if shown is not event.after:
+                page[i] = copied = events_pb2.MemoryEvent()
+                copied.CopyFrom(event)
+                copied.after.CopyFrom(shown)
         response = review_service_pb2.ListMemoryEventsResponse(
-            events=events[offset: offset + size],
+            events=page, after_stored_states=stored,
             next_page_token=encode_offset_token(offset + size, bound) if offset + size < len(events) else "",
             truncated=not created)
         if retention.first_time is not None:

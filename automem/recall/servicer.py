@@ -45,6 +45,7 @@ from automem.common.state import (
     ReadAt,
     as_current,
     as_known,
+    as_read,
     hydrate_at,
     known,
     resolve,
@@ -1166,18 +1167,25 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
     async def ListMemoryVersions(self, request, context):
         """The versions of one memory, oldest first (automem/graph/versions.py), paged as
         AIP-158: ``page_size`` 1..100 (0 = 20), ``page_token`` from ``next_page_token``.
-        INVALID_ARGUMENT naming ``page_size`` or ``page_token``; NOT_FOUND naming ``id``."""
+        Each version's ``memory.state`` is the state a current read gives it now, so the
+        listing agrees with GetMemory: a SUPERSEDED version of a memory still in force (a
+        supersede whose replacement's window begins later) reads ACTIVE
+        (automem/common/state.py ``as_read``); ``stored_state`` is the state the version
+        stores. INVALID_ARGUMENT naming ``page_size`` or ``page_token``; NOT_FOUND naming ``id``."""
         require_role("reader")
         scope = resolve_scope(request.scope)
         size = request.page_size or 20
         if size < 1 or size > 100:
             raise InvalidArgument("page_size: must be between 1 and 100", field="page_size")
         after = decode_offset_token(request.page_token, f"versions:{request.id}")
-        await self._versioned(request.id, scope)
+        current = await self._versioned(request.id, scope)
         rows = await self.graph.versions.page(request.id, scope, after, size + 1)
+        read = ReadAt()
+        in_force, _head = await resolve_one(self.graph, current, scope, read)
         response = recall_service_pb2.ListMemoryVersionsResponse(versions=[
             recall_service_pb2.MemoryVersion(version=r.version, record_time=ts(r.recorded_at), actor=r.actor,
-                                             changed_fields=r.changed_fields, memory=r.memory)
+                                             changed_fields=r.changed_fields,
+                                             memory=as_read(r.memory, in_force, read), stored_state=r.memory.state)
             for r in rows[:size]])
         if len(rows) > size:
             response.next_page_token = encode_offset_token(rows[size - 1].version, f"versions:{request.id}")

@@ -749,18 +749,20 @@ class ListMemoryVersionsRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ..., scope: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class MemoryVersion(_message.Message):
-    __slots__ = ("version", "record_time", "actor", "changed_fields", "memory")
+    __slots__ = ("version", "record_time", "actor", "changed_fields", "memory", "stored_state")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     RECORD_TIME_FIELD_NUMBER: _ClassVar[int]
     ACTOR_FIELD_NUMBER: _ClassVar[int]
     CHANGED_FIELDS_FIELD_NUMBER: _ClassVar[int]
     MEMORY_FIELD_NUMBER: _ClassVar[int]
+    STORED_STATE_FIELD_NUMBER: _ClassVar[int]
     version: int
     record_time: _timestamp_pb2.Timestamp
     actor: str
     changed_fields: _containers.RepeatedScalarFieldContainer[str]
     memory: _memory_pb2.Memory
-    def __init__(self, version: _Optional[int] = ..., record_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., actor: _Optional[str] = ..., changed_fields: _Optional[_Iterable[str]] = ..., memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ...) -> None: ...
+    stored_state: _memory_pb2.MemoryState
+    def __init__(self, version: _Optional[int] = ..., record_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., actor: _Optional[str] = ..., changed_fields: _Optional[_Iterable[str]] = ..., memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ..., stored_state: _Optional[_Union[_memory_pb2.MemoryState, str]] = ...) -> None: ...
 
 class ListMemoryVersionsResponse(_message.Message):
     __slots__ = ("versions", "next_page_token")

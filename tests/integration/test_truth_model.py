@@ -22,7 +22,7 @@ from automem.common.model import Relation, epoch, memory_to_node, now, ts
 from automem.common.payload import build_payload
 from automem.graph import GraphStore
 from automem.ingest.logic import build_memory
-from automem.v1 import events_pb2, ingest_service_pb2, review_service_pb2
+from automem.v1 import events_pb2, ingest_service_pb2, memory_pb2, recall_service_pb2, review_service_pb2
 from tests.conftest import eventually, start_service
 
 
@@ -251,6 +251,42 @@ async def test_a_fact_replaced_from_a_future_date_reads_active_until_then(servic
         hits = (await http.get("/recall", params={"query": "platform team lead", "as_of": later})).json()["results"]
         assert [(h["id"], h["memory"]["state"]) for h in hits] == [(bob, "ACTIVE")], hits
 
+
+
+async def test_versions_and_history_of_a_fact_replaced_from_a_future_date_agree_with_the_read(service) -> None:
+    """The versions listing and the history said SUPERSEDED for a memory the plain read
+    returns ACTIVE (a supersede whose replacement is valid from next year). They now give
+    the state the read gives (ACTIVE), the stored SUPERSEDED in ``stored_state``, over REST
+    and gRPC; at an ``as_of`` past the replacement's start the read says SUPERSEDED again."""
+    async with service.http() as http:
+        lead, bob, _start = await _replaced_next_year(http, "The release manager is Carol", "futurerm")
+        got = (await http.get(f"/memory/{lead}")).json()["memory"]
+        assert got["state"] == "ACTIVE", got
+        listed = (await http.get(f"/v1/memories/{lead}/versions")).json()["versions"]
+        last = listed[-1]
+        assert (last["memory"]["state"], last["stored_state"]) == ("ACTIVE", "SUPERSEDED"), last
+        assert listed[0]["stored_state"] == "ACTIVE", listed[0]
+        events = (await http.get(f"/v1/memories/{lead}/history")).json()["events"]
+        superseded = [e for e in events if e["after"].get("superseded_by") == bob]
+        assert superseded, events
+        for event in superseded:
+            assert (event["after"]["state"], event["after"]["stored_state"]) == (
+                "MEMORY_STATE_ACTIVE", "MEMORY_STATE_SUPERSEDED"), event
+        # The replacement itself is unaffected.
+        listed = (await http.get(f"/v1/memories/{bob}/versions")).json()["versions"]
+        assert [(v["memory"]["state"], v["stored_state"]) for v in listed] == [("ACTIVE", "ACTIVE")], listed
+    client = service.client()
+    try:
+        answer = await client.recall.ListMemoryVersions(recall_service_pb2.ListMemoryVersionsRequest(id=lead))
+        last = answer.versions[-1]
+        assert (last.memory.state, last.stored_state) == (memory_pb2.MEMORY_STATE_ACTIVE,
+                                                          memory_pb2.MEMORY_STATE_SUPERSEDED), last
+        history = await client.review.ListMemoryEvents(review_service_pb2.ListMemoryEventsRequest(id=lead))
+        mine = [e for e in history.events if e.after.superseded_by == bob]
+        assert mine and all(e.after.state == memory_pb2.MEMORY_STATE_ACTIVE for e in mine), history
+        assert all(history.after_stored_states[e.event_id] == memory_pb2.MEMORY_STATE_SUPERSEDED for e in mine)
+    finally:
+        await client.close()
 
 
 async def test_the_fact_in_force_until_a_future_replacement_can_be_corrected_until_then(service) -> None:

@@ -193,16 +193,25 @@ class ListMemoryEventsRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ..., scope: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class ListMemoryEventsResponse(_message.Message):
-    __slots__ = ("events", "next_page_token", "truncated", "retained_since_time")
+    __slots__ = ("events", "next_page_token", "truncated", "retained_since_time", "after_stored_states")
+    class AfterStoredStatesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: _memory_pb2.MemoryState
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[_memory_pb2.MemoryState, str]] = ...) -> None: ...
     EVENTS_FIELD_NUMBER: _ClassVar[int]
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     TRUNCATED_FIELD_NUMBER: _ClassVar[int]
     RETAINED_SINCE_TIME_FIELD_NUMBER: _ClassVar[int]
+    AFTER_STORED_STATES_FIELD_NUMBER: _ClassVar[int]
     events: _containers.RepeatedCompositeFieldContainer[_events_pb2.MemoryEvent]
     next_page_token: str
     truncated: bool
     retained_since_time: _timestamp_pb2.Timestamp
-    def __init__(self, events: _Optional[_Iterable[_Union[_events_pb2.MemoryEvent, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., truncated: _Optional[bool] = ..., retained_since_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    after_stored_states: _containers.ScalarMap[str, _memory_pb2.MemoryState]
+    def __init__(self, events: _Optional[_Iterable[_Union[_events_pb2.MemoryEvent, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., truncated: _Optional[bool] = ..., retained_since_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., after_stored_states: _Optional[_Mapping[str, _memory_pb2.MemoryState]] = ...) -> None: ...
 
 class EntityMerge(_message.Message):
     __slots__ = ("id", "scope", "alias", "canonical", "edges_moved", "actor", "create_time", "reason", "undone", "undone_by", "undo_time", "memory_ids")
