@@ -30,6 +30,7 @@ from urllib.parse import urlsplit
 
 import nats
 from google.protobuf.message import DecodeError
+from nats.js.api import DEFAULT_PREFIX as JS_API_PREFIX
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, DiscardPolicy, PubAck, StreamConfig
 from nats.js.errors import NotFoundError
 from opentelemetry import propagate, trace
@@ -313,8 +314,24 @@ class Bus:
 
     @property
     def connected(self) -> bool:
-        """True when the NATS connection is up."""
+        """True when the NATS connection is up (the client's flag: a server that stopped
+        answering on an open TCP connection still reads connected; :meth:`reachable` asks it)."""
         return bool(self.nc and self.nc.is_connected)
+
+    async def reachable(self, timeout: float) -> bool:
+        """True when the server answers a round trip within ``timeout`` seconds (a request to
+        JetStream's account info, ``$JS.API.INFO``); False when it does not, or the client is
+        not connected. Not nats-py's ``flush`` (PING/PONG): after a flush timed out, the late
+        PONG broke the client's read loop and the connection stayed down after the server
+        came back."""
+        if not self.connected or self.js is None:
+            return False
+        try:
+            async with asyncio.timeout(timeout):
+                await self.nc.request(f"{JS_API_PREFIX}.INFO", b"", timeout=timeout)
+        except Exception:  # noqa: BLE001 - any failure of the round trip is "not reachable"
+            return False
+        return True
 
     async def publish_event(self, event: events_pb2.MemoryEvent, timeout: float | None = None) -> None:
         """Publish ``event`` on its subject with ``Nats-Msg-Id`` = event id, inside a PRODUCER

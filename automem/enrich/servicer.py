@@ -96,8 +96,10 @@ class EnrichServicer(enrich_service_pb2_grpc.EnrichServiceServicer):
         whose events the retention removed before enrichment took them.
 
         The queue depth (NATS), the outbox backlog and ``memories_pending`` (FalkorDB) are read
-        concurrently, each within :data:`STATUS_STORE_SECONDS`. UNAVAILABLE when NATS does not
-        answer (/health then reports NATS down); a FalkorDB that does not answer leaves
+        concurrently, each within :data:`STATUS_STORE_SECONDS`, with a round trip to NATS
+        (PING/PONG, automem/common/bus.py ``reachable``): the queue depth alone did not ask the
+        server when the consumer had no subscription. UNAVAILABLE with a message starting
+        ``nats:`` when NATS does not answer (/health then reports NATS disconnected); a FalkorDB that does not answer leaves
         ``outbox_backlog`` and ``memories_pending`` unset (unknown) and the rest answered — a stalled FalkorDB made this call fail, so
         /health reported NATS down too (break-it review)."""
         c = self.consumer.counters
@@ -105,15 +107,19 @@ class EnrichServicer(enrich_service_pb2_grpc.EnrichServiceServicer):
         every_scope = caller is not None and caller.allows_all()
         provider = self.consumer.provider
         llm = self.consumer.enricher.llm
-        depth, backlog, waiting = await asyncio.gather(
+        reachable, depth, backlog, waiting = await asyncio.gather(
+            self.consumer.bus.reachable(STATUS_STORE_SECONDS),
             asyncio.wait_for(self.consumer.queue_depth(), STATUS_STORE_SECONDS),
             asyncio.wait_for(self.publisher.backlog(), STATUS_STORE_SECONDS) if self.publisher is not None
             else _zero(),
             asyncio.wait_for(self.consumer.graph.memories.count_to_enrich(self.settings.vectors_enabled),
                              STATUS_STORE_SECONDS), return_exceptions=True)
+        if reachable is not True:
+            raise Unavailable(f"nats: the server did not answer a round trip within {STATUS_STORE_SECONDS:g}s",
+                              field="nats")
         if isinstance(depth, BaseException):
-            raise Unavailable(f"NATS did not report the enrichment queue depth within {STATUS_STORE_SECONDS:g}s: "
-                              f"{depth!r}")
+            raise Unavailable(f"nats: the server did not report the enrichment queue depth within "
+                              f"{STATUS_STORE_SECONDS:g}s: {depth!r}", field="nats")
         out = enrich_service_pb2.GetEnrichmentStatusResponse(
             queue_depth=depth, pending=c.pending, processed=c.processed,
             failed=c.failed, dead_lettered=c.dead_lettered,

@@ -27,7 +27,9 @@ async def health(request: Request, client: Annotated[AutomemClient, Depends(grpc
     """AutoMem's health body: status healthy|degraded, falkordb/qdrant connected|disconnected
     (unknown when the recall service, which reads them, does not answer),
     memory_count, vector_count, sync_status, vector_dimensions, enrichment, timestamp,
-    graph; plus nats, ``services`` (each service the API needs: serving or not, as
+    graph; plus nats (connected: the server answered a round trip just now, within a
+    couple of seconds; disconnected: it did not; unknown: the enrichment service, which
+    asks it, did not answer), ``services`` (each service the API needs: serving or not, as
     ``/readyz``; one that is not makes the status degraded) and ``restore_incomplete`` (with ``restore_started_at`` and
     ``restore_warning``): a restore that did not finish left part of a backup in the graph,
     so the status is degraded until a restore with force finishes
@@ -63,7 +65,9 @@ async def health(request: Request, client: Annotated[AutomemClient, Depends(grpc
         body["nats"] = "connected"
     else:
         body["enrichment"] = None
-        body["nats"] = "unknown"
+        # The enrichment service asks NATS for a round trip: "disconnected" when it answered
+        # that NATS did not answer, "unknown" when it did not answer itself.
+        body["nats"] = "disconnected" if found.nats_down else "unknown"
         body["status"] = "degraded"  # enrichment unreachable: stores queue up unenriched
     if body.get("falkordb") == "connected" and body.get("qdrant") == "connected":
         # counts plus the last full drift check (consolidate service) when it answered; not

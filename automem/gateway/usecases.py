@@ -538,6 +538,8 @@ class Health:
     stats: recall_service_pb2.GetStatsResponse | None = None
     stats_error: str | None = None
     enrichment: enrich_service_pb2.GetEnrichmentStatusResponse | None = None
+    #: The enrichment service answered that NATS did not answer it (its error names ``nats``).
+    nats_down: bool = False
     sync: consolidate_service_pb2.GetSyncStatusResponse | None = None
 
 
@@ -562,6 +564,8 @@ async def health(client: AutomemClient, *, with_sync: bool) -> Health:
         out.stats = stats
     if not isinstance(enrichment, GatewayError):
         out.enrichment = enrichment
+    else:
+        out.nats_down = enrichment.code == grpc.StatusCode.UNAVAILABLE and enrichment.message.startswith("nats:")
     # The sync check counts both stores: only asked when both just answered.
     if (with_sync and out.stats is not None and out.stats.graph_connected and out.stats.vectors_enabled
             and out.stats.vectors_connected):

@@ -358,3 +358,27 @@ async def test_nats_outage_logs_one_warning_not_a_traceback_per_reconnect(own_na
     assert [r.levelno for r in unreachable[:2]] == [logging.WARNING, logging.DEBUG]
     assert {r.levelno for r in unreachable[1:]} == {logging.DEBUG}
     assert not [r for r in ours.records if r.exc_info] and not [r for r in theirs.records if r.levelno >= logging.ERROR]
+
+
+async def test_health_reports_a_stopped_nats_server_unreachable(own_nats) -> None:
+    """``/health`` said ``nats: connected`` while the nats-server was stopped (SIGSTOP): it
+    took the enrichment service's answer, not the bus itself. It now asks the bus (a round
+    trip within a short bound) and reports ``disconnected`` (status degraded) within its
+    bound, then ``connected`` again once the server resumes."""
+    pid = own_nats.nats.pid
+    assert pid is not None
+    async with httpx.AsyncClient(base_url=own_nats.service.url, timeout=CLIENT_TIMEOUT) as http:
+        body = (await http.get("/health")).json()
+        assert body["nats"] == "connected", body
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            body = (await http.get("/health")).json()
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        assert (body["nats"], body["status"]) == ("disconnected", "degraded"), body
+
+        async def connected():
+            found = (await http.get("/health")).json()
+            return found if found["nats"] == "connected" else None
+
+        await eventually(connected, timeout=30)
