@@ -22,8 +22,9 @@ from automem.v1 import enrich_service_pb2, enrich_service_pb2_grpc, events_pb2, 
 
 log = logging.getLogger(__name__)
 
-#: ``batch_size`` of a re-embedding job: default and cap (AutoMem's automem/api/admin.py
-#: ``/admin/reembed``: ``min(int(batch_size or 32), 100)``).
+#: ``batch_size`` of a re-embedding job: default and largest (ReembedMemoriesRequest: 1..100,
+#: 0 = 32; AutoMem's REST route automem/api/admin.py ``/admin/reembed`` caps at 100, which the
+#: gateway keeps: automem/gateway/routes_ops.py ``admin_reembed``).
 REEMBED_DEFAULT_BATCH = 32
 REEMBED_MAX_BATCH = 100
 #: Seconds GetEnrichmentStatus waits for each store it reads (NATS for the queue depth,
@@ -183,19 +184,20 @@ class EnrichServicer(enrich_service_pb2_grpc.EnrichServiceServicer):
         even when it is current; caller-supplied embeddings are never replaced). Returns at once with ``total`` and the job id; progress
         is :meth:`GetReembedStatus` of the same scope.
 
-        ``batch_size``: 0 = 32; above 100 it is capped at 100 (as AutoMem); negative is
-        INVALID_ARGUMENT, as is a negative ``limit``. FAILED_PRECONDITION while the scope's
-        previous job is still publishing."""
+        ``batch_size``: 1..100, 0 = 32; negative or above 100 is INVALID_ARGUMENT naming
+        ``batch_size`` (it was capped at 100 quietly), as is a negative ``limit``.
+        FAILED_PRECONDITION while the scope's previous job is still publishing."""
         require_role("admin")
         scope = resolve_scope(request.scope)
-        if request.batch_size < 0:
-            raise InvalidArgument("batch_size: must be 1..100 (0 = 32)", field="batch_size")
+        if not 0 <= request.batch_size <= REEMBED_MAX_BATCH:
+            raise InvalidArgument(f"batch_size: must be 1..{REEMBED_MAX_BATCH} (0 = {REEMBED_DEFAULT_BATCH}), "
+                                  f"got {request.batch_size}", field="batch_size")
         if request.limit < 0:
             raise InvalidArgument("limit: must be 0 (all) or more", field="limit")
         running = self._reembed_tasks.get(scope)
         if running is not None and not running.done():
             raise FailedPrecondition("a re-embedding job of this scope is still queueing; see /enrichment/status")
-        batch = min(request.batch_size or REEMBED_DEFAULT_BATCH, REEMBED_MAX_BATCH)
+        batch = request.batch_size or REEMBED_DEFAULT_BATCH
         model = self.consumer.provider.name if self.consumer.provider else ""
         ids = await self.consumer.graph.memories.reembed_ids(scope, model, request.force, request.limit)
         job = self.reembeds[scope] = ReembedJob(

@@ -21,6 +21,10 @@ from automem.gateway.schemas import ConsolidateBody, JsonBodyRoute, ReembedBody,
 
 router = APIRouter(route_class=JsonBodyRoute)
 
+#: ``POST /admin/reembed``'s largest ``batch_size``: larger ones are capped to it, as
+#: AutoMem's route (automem/api/admin.py); EnrichService.ReembedMemories takes 1..100.
+REEMBED_REST_MAX_BATCH = 100
+
 
 @router.get("/health", tags=["ops"])
 async def health(request: Request, client: Annotated[AutomemClient, Depends(grpc_client)]) -> JSONResponse:
@@ -123,8 +127,12 @@ async def reprocess(body: ReprocessBody, call: CallerDep) -> dict[str, Any]:
 async def admin_reembed(body: ReembedBody, call: CallerDep) -> dict[str, Any]:
     """Re-embed the caller's scope through the enrichment path (admin; AutoMem's route, see
     automem/enrich/servicer.py ``ReembedMemories``). Answers 202 at once with ``total`` and
-    ``job_id``; progress under ``reembed`` in ``GET /enrichment/status``."""
-    response = await usecases.reembed(call, body.batch_size, body.limit or 0, body.force)
+    ``job_id``; progress under ``reembed`` in ``GET /enrichment/status``. ``batch_size``
+    above 100 is capped at 100, as AutoMem's route does (``min(batch_size, 100)``, which its
+    clients send): the answer's ``batch_size`` is the size applied. The gRPC
+    ReembedMemories refuses it instead (docs/automem-compat.md)."""
+    batch_size = min(body.batch_size, REEMBED_REST_MAX_BATCH)
+    response = await usecases.reembed(call, batch_size, body.limit or 0, body.force)
     return {"status": "queued", "job_id": response.job_id, "total": response.total,
             "batch_size": response.batch_size, "force": body.force, "metadata_preserved": True}
 

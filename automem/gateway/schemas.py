@@ -544,7 +544,8 @@ class SyncBody(StrictBody):
 
 class ReembedBody(StrictBody):
     """``POST /admin/reembed`` (AutoMem's automem/api/admin.py): ``batch_size`` memories per
-    step (0 or absent = 32; above 100 capped at 100, as AutoMem), ``limit`` (0 or absent = all),
+    step (0 or absent = 32; above 100 capped at 100 by the route, as AutoMem; the answer says
+    the size applied), ``limit`` (0 or absent = all),
     ``force`` (re-embed memories that already have a vector of the current model). JSON types
     as JSON Schema reads them: ``true`` or ``"5"`` is no integer and ``"yes"`` no boolean (400
     naming the field); ``5.0`` is the integer 5."""

@@ -89,6 +89,19 @@ async def test_admin_reembed_refuses_bad_values_naming_the_field(service, body, 
         assert field in r.text
 
 
+async def test_reembed_over_grpc_refuses_a_batch_size_above_100(service) -> None:
+    """ReembedMemories capped a ``batch_size`` above its documented 1..100 at 100 quietly; it
+    is refused now, naming the field (REST's /admin/reembed keeps AutoMem's cap, and says
+    the size it applied: test_admin_reembed_goes_through_enrichment_and_reports_progress)."""
+    async with service.client() as client:
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await client.enrich.ReembedMemories(enrich_service_pb2.ReembedMemoriesRequest(batch_size=101))
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, err.value
+        assert err.value.details().startswith("batch_size: "), err.value.details()
+        ok = await client.enrich.ReembedMemories(enrich_service_pb2.ReembedMemoriesRequest(batch_size=100))
+        assert ok.batch_size == 100
+
+
 async def test_reembed_over_grpc_refuses_a_negative_batch_size(service) -> None:
     async with service.client() as client:
         with pytest.raises(grpc.aio.AioRpcError) as err:
