@@ -10,6 +10,7 @@ import contextlib
 import contextvars
 import inspect
 import logging
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from typing import Any
@@ -534,7 +535,9 @@ class GrpcServer:
         each call on to ``channel`` (the process serving them; closed by :meth:`stop`): the
         request's bytes, its metadata (the caller's key and scope, checked again there) and
         its remaining deadline go on, and the answer or the status, details and trailing
-        metadata come back as they are. ``automem up`` serves its children's services this
+        metadata come back as they are, but for an UNAVAILABLE of the channel itself (the child
+        does not answer): its details named the child's loopback address, and name the
+        service now (:func:`unavailable_details`). ``automem up`` serves its children's services this
         way on its own port, so a gRPC client given that one address reaches all of them.
         Streaming methods are not passed on. Returns the paths of the methods forwarded."""
         self._forward_channels.append(channel)
@@ -550,7 +553,7 @@ class GrpcServer:
                 call = channel.unary_unary(path, request_serializer=request.SerializeToString,
                                            response_deserializer=response.FromString)
                 handlers[method.name] = grpc.unary_unary_rpc_method_handler(
-                    _forwarder(call), request_deserializer=request.FromString,
+                    _forwarder(call, channel, service.full_name), request_deserializer=request.FromString,
                     response_serializer=response.SerializeToString)
                 paths.append(path)
             self.server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, handlers),))
@@ -608,9 +611,31 @@ class GrpcServer:
             await channel.close()
 
 
-def _forwarder(call: grpc.aio.UnaryUnaryMultiCallable) -> Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]:
-    """The handler of one forwarded method (:meth:`GrpcServer.forward`): the request message
-    on, the answer message back."""
+#: How gRPC core names a peer in its transport errors ("ipv4:127.0.0.1:40123", "unix:/...").
+_PEER_ADDRESS = re.compile(r"\b(?:ipv4|ipv6|unix|unix-abstract|vsock):|\b(?:127\.\d+\.\d+\.\d+|localhost|\[::1?\]):\d+")
+
+
+def unavailable_details(exc: grpc.aio.AioRpcError, channel: grpc.aio.Channel, service: str) -> str:
+    """The details to pass on for a forwarded call's error ``exc``: its own, unless it is an
+    UNAVAILABLE of the channel to the child rather than one the child answered (the channel
+    is not READY, or the details name a peer address as gRPC core's transport errors do):
+    then ``"<service>: unavailable (the process serving it does not answer); retry shortly"``,
+    with no internal address (they carried the child's, e.g. ``ipv4:127.0.0.1:40123``)."""
+    details = exc.details() or ""
+    if exc.code() != grpc.StatusCode.UNAVAILABLE:
+        return details
+    state = channel.get_state(try_to_connect=False)
+    if state == grpc.ChannelConnectivity.READY and not _PEER_ADDRESS.search(details):
+        return details  # the child answered UNAVAILABLE itself (a store of its own is down)
+    log.warning("forwarded call failed: the child serving it does not answer", extra={
+        "service": service, "details": details, "channel_state": state.name})
+    return f"{service}: unavailable (the process serving it does not answer); retry shortly"
+
+
+def _forwarder(call: grpc.aio.UnaryUnaryMultiCallable, channel: grpc.aio.Channel,
+               service: str) -> Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]:
+    """The handler of one forwarded method of ``service`` (:meth:`GrpcServer.forward`): the
+    request message on, the answer message back; errors as :func:`unavailable_details` words them."""
     async def handler(request: Any, context: grpc.aio.ServicerContext) -> Any:
         # Pseudo-headers and the transport's own (user-agent, grpc-*) are the channel's to set.
         metadata = tuple((k, v) for k, v in context.invocation_metadata() or ()
@@ -618,7 +643,8 @@ def _forwarder(call: grpc.aio.UnaryUnaryMultiCallable) -> Callable[[Any, grpc.ai
         try:
             return await call(request, metadata=metadata, timeout=context.time_remaining())
         except grpc.aio.AioRpcError as exc:
-            await context.abort(exc.code(), exc.details() or "", trailing_metadata=exc.trailing_metadata() or ())
+            await context.abort(exc.code(), unavailable_details(exc, channel, service),
+                                trailing_metadata=exc.trailing_metadata() or ())
             raise  # abort raises; not reached
     return handler
 

@@ -691,3 +691,55 @@ def test_the_parent_port_answers_the_childrens_grpc_services(tmp_path: Path) -> 
         asyncio.run(calls())
     finally:
         _stop(proc)
+
+
+def test_a_forwarded_call_to_a_child_that_does_not_answer_names_the_service_not_its_address(tmp_path: Path) -> None:
+    """The parent passed on the channel's UNAVAILABLE of a child that does not answer (killed,
+    not yet restarted) as it was: "failed to connect to all addresses; ... ipv4:127.0.0.1:4xxxx".
+    Callers now read the service that is unavailable and no internal address
+    (automem/common/grpc_server.py ``unavailable_details``)."""
+    import grpc
+
+    from automem.v1 import enrich_service_pb2, enrich_service_pb2_grpc
+
+    data = tmp_path / "data"
+    data.mkdir()
+    port, grpc_port = free_port(), free_port()
+    proc = _start(data, port, {"AUTOMEM_GRPC_PORT": str(grpc_port), "AUTOMEM_API_TOKEN": "forward-token"})
+    try:
+        _wait_healthy(port, proc)
+        children = _wait_children(proc.pid, 4)
+        [enrich_pid] = [pid for pid in children if _target_of(pid) == "enrich"]
+
+        async def calls() -> list[str]:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
+                enrich = enrich_service_pb2_grpc.EnrichServiceStub(channel)
+                request = enrich_service_pb2.GetEnrichmentStatusRequest()
+                deadline = time.monotonic() + 90
+                while True:  # the enrich child serves once its models are loaded
+                    try:
+                        await enrich.GetEnrichmentStatus(request, timeout=10)
+                        break
+                    except grpc.aio.AioRpcError as exc:
+                        assert exc.code() == grpc.StatusCode.UNAVAILABLE and time.monotonic() < deadline, exc
+                        await asyncio.sleep(0.5)
+                os.kill(enrich_pid, signal.SIGKILL)
+                seen: list[str] = []
+                deadline = time.monotonic() + 60
+                while time.monotonic() < deadline:
+                    try:
+                        await enrich.GetEnrichmentStatus(request, timeout=10)
+                    except grpc.aio.AioRpcError as exc:
+                        if exc.code() == grpc.StatusCode.UNAVAILABLE:
+                            seen.append(exc.details() or "")
+                            if seen[-1].startswith("automem.v1.EnrichService: unavailable"):
+                                return seen
+                    await asyncio.sleep(0.1)
+                return seen
+
+        seen = asyncio.run(calls())
+        assert seen, "no UNAVAILABLE while the enrich child was down"
+        assert all("127.0.0.1" not in d and "ipv4:" not in d for d in seen), seen
+        assert seen[-1].startswith("automem.v1.EnrichService: unavailable"), seen
+    finally:
+        _stop(proc)
