@@ -497,9 +497,10 @@ def check_records(records: list[dict[str, Any]], identifier: Callable[[str], str
       missing, not last, or counts other numbers of nodes, edges and events than the file's;
     * a node ``ref`` given twice; an edge naming a ``ref`` no node of the file has;
     * two memories with one ``id`` (a delete of one would remove both); two edges of one
-      type between the same nodes (the service MERGEs them: one per pair and type), but for
-      the superseding types (``INVALIDATED_BY``, ``EVOLVED_INTO``), which supersede and
-      review approval write with CREATE;
+      type between the same nodes (the service MERGEs them: one per pair and type), the
+      superseding types (``INVALIDATED_BY``, ``EVOLVED_INTO``) too: supersede and review
+      approval CREATE theirs to a memory superseded once, so the service never writes one
+      twice, and a restore accepted the second;
     * a label or relation type that is not a safe name (``identifier``, the graph's check);
     * a property value FalkorDB cannot store (a map, an integer beyond 64 bits; a value is
       null, a boolean, a number, a string or a list of those);
@@ -568,10 +569,11 @@ def check_records(records: list[dict[str, Any]], identifier: Callable[[str], str
                     raise ValueError(f"{_where(number, record)} (edge): {end_name} {record[end_name]} is the "
                                      "ref of no node of the file")
             key = (record["source"], record["target"], record["type"])
-            if key in edges and record["type"] not in SUPERSEDING_RELATIONS:
+            if key in edges:
+                why = ("a memory is superseded by another once: the service writes one such edge per pair"
+                       if record["type"] in SUPERSEDING_RELATIONS else "the service keeps one edge per pair and type")
                 raise ValueError(f"{_where(number, record)} (edge): {record['type']} from ref {record['source']} to "
-                                 f"ref {record['target']} was given already ({edges[key]}); the service keeps one "
-                                 "edge per pair and type")
+                                 f"ref {record['target']} was given already ({edges[key]}); {why}")
             edges.setdefault(key, _where(number, record))
 
 

@@ -149,6 +149,30 @@ async def test_a_backup_while_links_are_written_holds_each_edge_once(own_service
         await target.close()
 
 
+@pytest.mark.parametrize("edge_type", ["INVALIDATED_BY", "EVOLVED_INTO"])
+async def test_restore_refuses_a_superseding_edge_given_twice_naming_it(own_service, edge_type) -> None:
+    """Two INVALIDATED_BY (or EVOLVED_INTO) edges between the same memories were restored as
+    two, where the service writes one per pair (a memory is superseded by another once):
+    refused now, as other edges given twice are, naming the edge and the earlier line."""
+    async with own_service.http() as http:
+        old = await _store(http, "The on-call rota changes on Mondays.")
+        new = await _store(http, "The on-call rota changes on Tuesdays.")
+        r = await http.post("/associate", json={"memory1_id": old, "memory2_id": new, "type": edge_type,
+                                                "strength": 0.9})
+        assert r.status_code in (200, 201), r.text
+    records = [json.loads(line) for line in await _backup_records(own_service)]
+    first = next(i for i, r in enumerate(records) if r["kind"] == "edge" and r["type"] == edge_type)
+    records.insert(first + 1, dict(records[first]))
+    records[-1]["edges"] += 1
+    text = [json.dumps(r, sort_keys=True) for r in records]
+    before = await own_service.ctx.graph.dump.count_nodes()
+    with pytest.raises(ValueError) as refused:
+        await backup.restore_records(own_service.ctx.graph, backup.read_lines(text), force=True)
+    assert f"backup line {first + 2} (edge): {edge_type} from ref" in str(refused.value), refused.value
+    assert f"given already (backup line {first + 1})" in str(refused.value), refused.value
+    assert await own_service.ctx.graph.dump.count_nodes() == before  # nothing changed
+
+
 async def _backup_records(own_service) -> list[str]:
     return [line async for line in backup.export_lines(own_service.ctx.graph, own_service.ctx.bus)]
 
