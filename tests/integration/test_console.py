@@ -975,6 +975,61 @@ async def test_the_review_queue_pages_past_its_first_fifty_items(world: World) -
         assert seen == ids, len(seen)
 
 
+async def test_approving_a_replacement_whose_supersede_was_rejected_says_both_are_current(
+        world: World, browsing: Browsing) -> None:
+    """Break-it review: approving a pending replacement after its supersede proposal was
+    rejected leaves both facts current; REST says so (``conflicts``, ``warning``,
+    ``conflicts_with``) but the console redirected with ``done=approved`` alone and listed
+    decided items without ``conflicts_with``. The page the reviewer lands on now names both
+    memories as current with links (content escaped); an approved item lists the memory left
+    current; the redirect carries ids only, and a crafted link naming a memory that is not
+    current shows nothing."""
+    scope = "acme/review-conflict"
+    reviewed = (await world.service.ctx.keystore.create("writer", ["acme/*"], scope, require_review=True))[0]
+    async with world.service.http(Authorization=f"Bearer {world.admin_a}", **{"X-Automem-Scope": scope}) as rest, \
+            world.service.http(Authorization=f"Bearer {reviewed}", **{"X-Automem-Scope": scope}) as other:
+        fact = (await _store(rest, "The on-call rotation changes every <em>Monday</em>"))["memory_id"]
+        r = await other.post(f"/v1/memories/{fact}:supersede", json={"content": "The on-call rotation changes every Friday"})
+        assert r.status_code == 201 and r.json()["state"] == "PENDING_REVIEW", r.text
+        new = r.json()["memory_id"]
+        items = (await rest.get("/v1/review-items")).json()["items"]
+        proposal = next(i["id"] for i in items if i["kind"] == "supersede_proposal" and i["memory_id"] == new)
+        r = await rest.post(f"/v1/review-items/{proposal}:reject", json={"reason": "Monday is still right"})
+        assert r.status_code == 200, r.text
+
+    page = await browsing.page()
+    await _login(page, world.admin_a)
+    await page.get_by_label("scope").fill(scope)
+    await page.get_by_role("button", name="switch").click()
+    await expect(page.get_by_label("scope")).to_have_value(scope)
+    await page.goto("/console/review")
+    item = page.locator(f"[data-item='{new}']")
+    await item.locator("input[name=reason]").fill("the Friday fact is true too")
+    await item.get_by_role("button", name="Approve").click()
+    await expect(page.get_by_test_id("flash")).to_contain_text("approved")
+    conflict = page.get_by_test_id("conflict")
+    await expect(conflict).to_contain_text("Both current now")
+    await expect(conflict).to_contain_text("The on-call rotation changes every <em>Monday</em>")
+    await expect(conflict).to_contain_text("The on-call rotation changes every Friday")
+    await expect(conflict.locator("em")).to_have_count(0)
+    await expect(conflict.locator(f"a[href='/console/memories/{new}']")).to_have_count(1)
+    await expect(conflict.locator(f"a[href='/console/memories/{fact}']")).to_have_count(1)
+    assert "Monday" not in page.url and "Friday" not in page.url, page.url
+    await _shot(page, "review-conflict")
+
+    # The decided item names the memory left current, linked.
+    await page.goto("/console/review?status=approved")
+    decided = page.locator(f"[data-item='{new}']").get_by_test_id("conflicts-with")
+    await expect(decided.locator(f"a[href='/console/memories/{fact}']")).to_have_count(1)
+
+    # A crafted link: ids the service does not read as current name nothing.
+    for query in (f"approved={new}&current=00000000-0000-0000-0000-000000000000",
+                  f"approved={proposal}&current={fact}", f"approved={new}&current=%3Cem%3Ex"):
+        await page.goto(f"/console/review?done=approved&{query}")
+        await expect(page.get_by_test_id("flash")).to_contain_text("approved")
+        await expect(page.get_by_test_id("conflict")).to_have_count(0)
+
+
 async def test_console_answers_guard_the_session_and_the_page(world: World) -> None:
     """Break-it review: an htmx search after the session ended swapped the whole login page
     into the table (it now gets HX-Redirect); a 100,000-character key came back as a 429

@@ -17,6 +17,8 @@ Pages (all ``include_in_schema=False``: they are HTML, not API):
   the vendored cytoscape.js (static/NOTICE.md).
 * ``GET /console/review`` — pending memories and supersede proposals with their evidence;
   approve / reject with a reason and tombstone lifting (admin; the review service decides).
+  An approval that leaves memories current next to the approved one (its supersede proposal
+  was rejected) lands on a page naming them; approved items list them (``conflicts_with``).
 * ``GET /console/ops`` — health, sync status, enrichment lag, consolidation history; admin
   actions (consolidation dry run, sync repair).
 
@@ -96,6 +98,9 @@ MAX_OFFSET = 10_000
 HISTORY_PAGE = 100
 #: Review items (and tombstones) per page of the review queue.
 REVIEW_PAGE = 50
+#: Memories an approval's redirect names at most as left current next to the approved one
+#: (``?current=``; ApproveReviewItemResponse.conflicts: one per rejected supersede proposal).
+MAX_CONFLICTS_SHOWN = 20
 #: Longest key the login form takes: gRPC metadata is capped at 16 KiB, and a longer key
 #: came back as the channel's 429 "metadata size exceeds hard limit" (break-it review).
 MAX_KEY_LENGTH = 1024
@@ -689,7 +694,9 @@ def _short(text: str, size: int = 48) -> str:
 async def review(request: Request, status: str = "pending", after: str = "", tombstones_after: str = "") -> Response:
     """Pending memories and supersede proposals with their evidence; tombstones (admin). Each
     in pages of :data:`REVIEW_PAGE` (``after`` / ``tombstones_after``: the next page's
-    token, with a link to it): the queue stopped at 50 and said "50 pending items"."""
+    token, with a link to it): the queue stopped at 50 and said "50 pending items". After an
+    approval that left conflicts (``?done=approved&approved=<id>&current=<id>...``, ids only)
+    the page says which memories are both current (:func:`_approval_conflict`)."""
     s = await session(request)
     items = await usecases.review_items(s.call, status=status, kind="", page_size=REVIEW_PAGE, page_token=after)
     more_items = urlencode({"status": status, "after": items.next_page_token}) if items.next_page_token else ""
@@ -704,9 +711,12 @@ async def review(request: Request, status: str = "pending", after: str = "", tom
         if exc.status != 403:
             raise
         tombstone_error = exc.message
+    flash = _flash(request)
+    conflict = await _approval_conflict(s.call, request) if flash == "approved" else None
     return render(request, "review.html", s=s, items=[presenters.review_item_json(i) for i in items.items],
-                  status=status, tombstones=tombstones, tombstone_error=tombstone_error, flash=_flash(request),
-                  more_items=more_items, more_tombstones=more_tombstones, paged=bool(after or tombstones_after))
+                  status=status, tombstones=tombstones, tombstone_error=tombstone_error, flash=flash,
+                  conflict=conflict, more_items=more_items, more_tombstones=more_tombstones,
+                  paged=bool(after or tombstones_after))
 
 
 def _flash(request: Request) -> str | None:
@@ -715,15 +725,56 @@ def _flash(request: Request) -> str | None:
     return done if done in ("approved", "rejected", "lifted") else None
 
 
+async def _current_memory(call: Caller, memory_id: str) -> dict[str, Any] | None:
+    """The memory ``memory_id`` (:func:`presenters.memory_json`) when a current read returns
+    it as current; None when it is not current, not found in the scope, or not an id (400)."""
+    try:
+        got = await usecases.get_memory(call, memory_id, usecases.read_options(), touch=False)
+    except GatewayError as exc:
+        if exc.status in (400, 404):
+            return None
+        raise
+    if got.memory.id != memory_id or not got.is_current or got.memory.state != memory_pb2.MEMORY_STATE_ACTIVE:
+        return None
+    return presenters.memory_json(got.memory)
+
+
+async def _approval_conflict(call: Caller, request: Request) -> dict[str, Any] | None:
+    """What the review page says after an approval that left conflicts: ``{"approved": memory,
+    "current": [memory, ...]}`` from the redirect's ids (``approved``, ``current``, at most
+    :data:`MAX_CONFLICTS_SHOWN`), each re-read from the service and kept only while current:
+    no text travels in the URL, and a crafted link can at most name memories the key reads
+    as current (it cannot be checked that a rejected proposal joined them: the service has
+    no read of one review item). None without ids, or when the approved memory or every
+    named one is no longer current."""
+    approved_id = request.query_params.get("approved", "")
+    current_ids = list(dict.fromkeys(request.query_params.getlist("current")))[:MAX_CONFLICTS_SHOWN]
+    if not approved_id or not current_ids:
+        return None
+    approved = await _current_memory(call, approved_id)
+    if approved is None:
+        return None
+    current = [m for i in current_ids if i != approved_id and (m := await _current_memory(call, i)) is not None]
+    return {"approved": approved, "current": current} if current else None
+
+
 @router.post("/review/{item_id}/{decision}")
 @page
 async def decide(request: Request, item_id: str, decision: str, reason: str = Form(""),
                  csrf_token: str = Form("")) -> Response:
-    """Approve or reject a review item (admin; a rejection needs a reason: the service says so)."""
+    """Approve or reject a review item (admin; a rejection needs a reason: the service says so).
+    An approval that left memories current next to the approved one (its supersede proposal
+    was rejected: ApproveReviewItemResponse.conflicts) redirects with their ids, and the
+    review page names them; it redirected with ``done=approved`` alone and the console
+    reviewer never saw the warning."""
     s = await session(request)
     check_csrf(request, csrf_token)
     if decision == "approve":
-        await usecases.approve(s.call, item_id, reason.strip())
+        decided = await usecases.approve(s.call, item_id, reason.strip())
+        if decided.conflicts:
+            query = urlencode({"done": "approved", "approved": decided.memory.id or decided.item.memory_id,
+                               "current": [c.memory_id for c in decided.conflicts][:MAX_CONFLICTS_SHOWN]}, doseq=True)
+            return RedirectResponse(f"/console/review?{query}", status_code=303)
     elif decision == "reject":
         await usecases.reject(s.call, item_id, reason.strip())
     else:
