@@ -286,6 +286,12 @@ async def test_http_end_to_end(secured):
         deleted, _ = await call(client, "delete_memory", memory_id=other["memory_id"])
         assert deleted["state"] == "DELETED"
         assert "NOT_FOUND" in await call_error(client, "recall_memory", memory_id=other["memory_id"])
+        # ... but a history read by id shows it with its state until a purge, as GET
+        # /memory/{id}?state_mode=history does (automem/gateway/routes_memory.py get_memory)
+        kept, text = await call(client, "recall_memory", memory_id=other["memory_id"], state_mode="history",
+                                format="detailed")
+        assert kept["memory"]["state"] == "DELETED" and kept["memory"]["content"] == "A memory to delete by id"
+        assert kept["memory"]["is_current"] is False and "not current" in text and "state: DELETED" in text
 
         # health
         health, text = await call(client, "check_database_health")
