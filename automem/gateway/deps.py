@@ -55,8 +55,8 @@ def refuse_non_utf8_target(request: Request) -> None:
 async def utf8_request_target(request: Request) -> None:
     """The app-wide dependency (app.py) running :func:`refuse_non_utf8_target` on every
     request. A coroutine because FastAPI runs a plain function dependency in its thread pool:
-    a thread hand-over per request, ~5 % of the gateway's CPU per REST recall with 1-2 %
-    spent in the check itself (py-spy, docs/benchmarks.md "The gateway's thread hop")."""
+    a thread hand-over per request (4.6 % of the gateway's samples under sequential recalls;
+    py-spy, docs/benchmarks.md "The gateway's thread hop")."""
     refuse_non_utf8_target(request)
 
 
