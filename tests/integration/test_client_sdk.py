@@ -537,6 +537,96 @@ async def test_a_bad_timeout_or_base_url_is_invalid_argument_naming_it(service) 
             await client.close()
 
 
+class LoopbackServer:
+    """A TCP server on 127.0.0.1 of a test's own; :meth:`_handle` serves each connection.
+    ``prefix`` goes before the address :meth:`start` answers (``http://`` for a REST one)."""
+
+    prefix = ""
+    server: asyncio.AbstractServer | None = None
+
+    async def start(self) -> str:
+        self.server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        return f"{self.prefix}127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+
+    async def stop(self) -> None:
+        if self.server is not None:
+            self.server.close()
+            await self.server.wait_closed()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        raise NotImplementedError
+
+
+class CannedHttpServer(LoopbackServer):
+    """A loopback HTTP/1.1 server answering every request with the next of ``answers``
+    (status, content type, body), the last one again once they run out: a proxy or a
+    captive portal in front of the gateway, whose answers the service never gives. Counts
+    the requests it was sent."""
+
+    prefix = "http://"
+
+    def __init__(self, answers: list[tuple[int, str, bytes]]) -> None:
+        self.answers = answers
+        self.requests = 0
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while head := await reader.readuntil(b"\r\n\r\n"):
+                length = 0
+                for line in head.decode("latin-1").split("\r\n"):
+                    name, _, value = line.partition(":")
+                    if name.strip().lower() == "content-length":
+                        length = int(value)
+                await reader.readexactly(length)
+                status, kind, body = self.answers[min(self.requests, len(self.answers) - 1)]
+                self.requests += 1
+                reason = {200: "OK", 502: "Bad Gateway", 503: "Service Unavailable", 504: "Gateway Timeout"}[status]
+                kind_header = f"Content-Type: {kind}\r\n" if kind else ""
+                writer.write(f"HTTP/1.1 {status} {reason}\r\n{kind_header}Content-Length: {len(body)}\r\n\r\n"
+                             .encode() + body)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+
+@pytest.mark.parametrize("mode", ["async", "sync"])
+async def test_a_proxys_502_is_retried_and_504_is_deadline_exceeded(mode: str) -> None:
+    """Break-it review: a proxy's 502 and 504 were INTERNAL errors whose message was the
+    proxy's HTML page, and a 502 was not retried (only 503 was). A 502 is Unavailable now,
+    retried as a 503 is; a 504 is DeadlineExceeded, not retried (as a deadline passed over
+    gRPC or REST is not); the message is the status and reason, not the page."""
+    ok = (200, "application/json", b'{"status": "healthy", "falkordb": "connected", "qdrant": "connected"}')
+    bad_gateway = (502, "text/html", b"<html><body><h1>502 Bad Gateway</h1>" + b"<p>nginx</p>" * 100 + b"</body></html>")
+    gateway_timeout = (504, "text/html", b"<html><body><h1>504 Gateway Time-out</h1>" + b"<p>x</p>" * 100 + b"</body></html>")
+
+    canned = CannedHttpServer([bad_gateway, ok])
+    url = await canned.start()
+    client = await make_client(SimpleNamespace(grpc=url, url=url, scope="proxy"), "rest", mode, max_attempts=3)
+    try:
+        assert (await client.health()).status == "healthy"
+        assert canned.requests == 2
+    finally:
+        await client.close()
+        await canned.stop()
+
+    for answer, error_class, tries in ((bad_gateway, Unavailable, 3), (gateway_timeout, DeadlineExceeded, 1)):
+        canned = CannedHttpServer([answer])
+        url = await canned.start()
+        client = await make_client(SimpleNamespace(grpc=url, url=url, scope="proxy"), "rest", mode, max_attempts=3)
+        try:
+            with pytest.raises(error_class) as error:
+                await client.recall("proxied")
+            assert canned.requests == tries, answer[0]
+            assert error.value.http_status == answer[0]
+            assert error.value.message.startswith(f"HTTP {answer[0]} ") and "<" not in error.value.message, error.value
+            assert len(error.value.message) < 120, error.value.message
+        finally:
+            await client.close()
+            await canned.stop()
+
+
 async def test_a_version_diff_is_the_same_over_both_transports(service) -> None:
     """Break-it review: over gRPC a diff's enum values came as the proto's names
     (``ENRICHMENT_STATUS_PENDING``), its metadata integers as floats (``1.0``) and its times
@@ -630,7 +720,7 @@ async def test_tls_with_a_certificate_made_at_test_time(tls_service) -> None:
 # --- retries -------------------------------------------------------------------------------
 
 
-class DropFirstResponseProxy:
+class DropFirstResponseProxy(LoopbackServer):
     """A TCP proxy in front of a gRPC server that, on its first connection, forwards the
     request but cuts the connection when the server's answer starts (its first HTTP/2
     HEADERS frame on a stream, RFC 9113 section 4.1): the call was served, the client never
@@ -641,16 +731,6 @@ class DropFirstResponseProxy:
         self.upstream_port = int(port)
         self.dropped = 0
         self.connections = 0
-        self.server: asyncio.AbstractServer | None = None
-
-    async def start(self) -> str:
-        self.server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
-        return f"127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
-
-    async def stop(self) -> None:
-        if self.server is not None:
-            self.server.close()
-            await self.server.wait_closed()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
@@ -689,10 +769,12 @@ class DropFirstResponseProxy:
         await asyncio.gather(pipe(reader, up_writer), answers(), return_exceptions=True)
 
 
-class DropFirstHttpAnswerProxy:
+class DropFirstHttpAnswerProxy(LoopbackServer):
     """A TCP proxy in front of the REST gateway that, on its first connection, forwards the
     request and cuts the connection when the first byte of the answer arrives (HTTP/1.1: the
     request was served, the client sees the connection end). Later connections pass untouched."""
+
+    prefix = "http://"
 
     def __init__(self, upstream_url: str) -> None:
         host_port = upstream_url.split("://", 1)[1]
@@ -700,16 +782,6 @@ class DropFirstHttpAnswerProxy:
         self.upstream_port = int(port)
         self.dropped = 0
         self.connections = 0
-        self.server: asyncio.AbstractServer | None = None
-
-    async def start(self) -> str:
-        self.server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
-        return f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
-
-    async def stop(self) -> None:
-        if self.server is not None:
-            self.server.close()
-            await self.server.wait_closed()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1

@@ -4,8 +4,10 @@ callers that cannot reach gRPC.
 
 Retries: reads and the writes sent with an ``Idempotency-Key`` (store, batch store,
 supersede) are tried again, up to ``max_attempts`` in all with doubling backoff, when the
-connection fails or the gateway answers 503; the key makes a repeated store answer the
-first memory. Updates, deletes and associations are sent once.
+connection fails or the answer is 503 (the gateway) or 502 (a proxy in front of it); the
+key makes a repeated store answer the first memory. Updates, deletes and associations are
+sent once. A deadline passed (DeadlineExceeded, a proxy's 504 too) is not tried again, as
+over gRPC.
 
 Closing: :meth:`RestTransport.close` closes the HTTP connections; a request in flight then
 raises :class:`~automem_client.errors.ClientClosed` (not httpx's ReadError, nor a retry),
@@ -99,6 +101,14 @@ def _params(**given: Any) -> list[tuple[str, str]]:
     return out
 
 
+def _decoded(response: httpx.Response) -> Any:
+    """The answer's JSON, or its text when it is none."""
+    try:
+        return response.json()
+    except ValueError:
+        return response.text
+
+
 class RestTransport:
     """Async calls over the REST gateway (see the module docstring).
 
@@ -180,16 +190,14 @@ class RestTransport:
                     delay = min(delay * 2, 3.0)
                     continue
                 raise errors.Unavailable(f"{method} {path}: {exc.__class__.__name__}: {exc}") from None
-            if response.status_code == 503 and attempt < attempts:
+            if response.status_code in (502, 503) and attempt < attempts:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 3.0)
                 continue
-            try:
-                body = response.json()
-            except ValueError:
-                body = response.text
+            body = _decoded(response)
             if response.status_code >= 400 and response.status_code not in ok:
-                raise errors.from_http(response.status_code, body)
+                raise errors.from_http(response.status_code, body, reason=response.reason_phrase,
+                                       content_type=response.headers.get("content-type", ""))
             return body if isinstance(body, dict) else {"body": body}
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -340,11 +348,8 @@ class RestTransport:
                                         timeout=httpx.Timeout(self.timeout, read=None)) as response:
                 if response.status_code >= 400:
                     await response.aread()
-                    try:
-                        body: Any = response.json()
-                    except ValueError:
-                        body = response.text
-                    raise errors.from_http(response.status_code, body)
+                    raise errors.from_http(response.status_code, _decoded(response), reason=response.reason_phrase,
+                                           content_type=response.headers.get("content-type", ""))
                 event_id, data = "", []
                 async for line in response.aiter_lines():
                     if line == "":

@@ -116,13 +116,16 @@ class ResourceExhausted(AutomemError):
 
 
 class Unavailable(AutomemError):
-    """The service or a store behind it cannot be reached (HTTP 503); retry later."""
+    """The service or a store behind it cannot be reached (HTTP 503, or a proxy's 502); retry
+    later. Also a REST answer that is not the gateway's (an HTML page of a proxy or captive
+    portal, an empty body: the service was not reached); its message names the HTTP status
+    and content type."""
 
     code = grpc.StatusCode.UNAVAILABLE
 
 
 class DeadlineExceeded(AutomemError):
-    """The call's deadline (``timeout``) passed."""
+    """The call's deadline (``timeout``) passed, or a proxy gave up waiting (HTTP 504)."""
 
     code = grpc.StatusCode.DEADLINE_EXCEEDED
 
@@ -154,13 +157,14 @@ _BY_CODE: dict[grpc.StatusCode, type[AutomemError]] = {
 _BY_CODE[grpc.StatusCode.OUT_OF_RANGE] = InvalidArgument
 
 #: HTTP status -> the gRPC status it stands for when the body names none
-#: (automem/common/errors.py HTTP_STATUS read backwards; 412 is a stale If-Match).
+#: (automem/common/errors.py HTTP_STATUS read backwards; 412 is a stale If-Match; 502 and 504
+#: come from a proxy in front of the gateway: its upstream could not be reached / was too slow).
 _HTTP_CODES: dict[int, grpc.StatusCode] = {
     400: grpc.StatusCode.INVALID_ARGUMENT, 401: grpc.StatusCode.UNAUTHENTICATED,
     403: grpc.StatusCode.PERMISSION_DENIED, 404: grpc.StatusCode.NOT_FOUND, 409: grpc.StatusCode.ABORTED,
     412: grpc.StatusCode.ABORTED, 413: grpc.StatusCode.RESOURCE_EXHAUSTED,
     422: grpc.StatusCode.INVALID_ARGUMENT, 429: grpc.StatusCode.RESOURCE_EXHAUSTED,
-    501: grpc.StatusCode.UNIMPLEMENTED, 503: grpc.StatusCode.UNAVAILABLE, 504: grpc.StatusCode.DEADLINE_EXCEEDED}
+    501: grpc.StatusCode.UNIMPLEMENTED, 502: grpc.StatusCode.UNAVAILABLE, 503: grpc.StatusCode.UNAVAILABLE, 504: grpc.StatusCode.DEADLINE_EXCEEDED}
 
 
 def error_for(code: grpc.StatusCode, message: str, *, field: str | None = None,
@@ -197,9 +201,17 @@ def from_rpc_error(exc: grpc.RpcError) -> AutomemError:
     return error_for(code, _as_arguments(details or code.name))
 
 
-def from_http(status: int, body: object) -> AutomemError:
+#: Characters of a plain-text error body kept in the message (an HTML body is left out).
+TEXT_KEPT = 200
+
+
+def from_http(status: int, body: object, *, reason: str = "", content_type: str = "") -> AutomemError:
     """The typed error of a REST answer with status >= 400 and its decoded JSON body (or
-    text). The gateway's body is ``{"message", "code", "grpc_code"?, "fields"?}``."""
+    text). The gateway's body is ``{"message", "code", "grpc_code"?, "fields"?}``. Another
+    body (a proxy's 502 / 504 page) gives a short message, ``"HTTP 502 Bad Gateway
+    (text/html answer, not the gateway's)"``, with at most :data:`TEXT_KEPT` characters of
+    a plain-text body and none of an HTML one; ``reason`` is the HTTP reason phrase and
+    ``content_type`` the answer's Content-Type."""
     message, code = "", None
     field = None
     if isinstance(body, dict):
@@ -210,7 +222,11 @@ def from_http(status: int, body: object) -> AutomemError:
         fields = body.get("fields")
         if isinstance(fields, list) and fields and isinstance(fields[0], str):
             field = field_of(fields[0])
-    elif isinstance(body, str):
-        message = body
+    else:
+        kind = content_type.split(";", 1)[0].strip() or "no content type"
+        message = f"HTTP {status} {reason}".rstrip() + f" ({kind} answer, not the gateway's)"
+        text = " ".join(body.split()) if isinstance(body, str) and "html" not in kind else ""
+        if text:
+            message += ": " + (text if len(text) <= TEXT_KEPT else text[:TEXT_KEPT] + "...")
     code = code or _HTTP_CODES.get(status, grpc.StatusCode.INTERNAL if status >= 500 else grpc.StatusCode.UNKNOWN)
     return error_for(code, message or f"HTTP {status}", field=field, http_status=status)
