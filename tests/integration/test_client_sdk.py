@@ -591,6 +591,41 @@ class CannedHttpServer(LoopbackServer):
             writer.close()
 
 
+PORTAL_PAGE = (b"<!DOCTYPE html><html><head><title>Welcome to the hotel wifi</title></head><body>"
+               + b"<p>Please accept the terms.</p>" * 200 + b"</body></html>")
+
+
+@pytest.mark.parametrize("mode", ["async", "sync"])
+async def test_a_rest_answer_that_is_not_the_gateways_is_unavailable(mode: str) -> None:
+    """Break-it review: an HTML 200 (a captive portal, a proxy's page), an empty 200 or a
+    JSON list made ``store()`` / ``get()`` raise KeyError 'memory', ``recall()`` answer an
+    empty result as if no memory matched and ``health()`` answer "degraded", though the
+    service was never reached. Each is Unavailable naming the status and content type now."""
+    answers = [(200, "text/html; charset=utf-8", PORTAL_PAGE), (200, "", b""),
+               (200, "application/json", b"[1, 2]"), (200, "application/json", b'{"other": 1}')]
+    shown = ["text/html", "empty body", "JSON list", "without memory"]
+    for answer, words in zip(answers, shown, strict=True):
+        canned = CannedHttpServer([answer])
+        url = await canned.start()
+        client = await make_client(SimpleNamespace(grpc=url, url=url, scope="portal"), "rest", mode,
+                                   max_attempts=2)
+        try:
+            calls = [("store", ("The portal ate this",), {}), ("get", (str(uuid.uuid4()),), {}),
+                     ("recall", ("portal",), {}), ("health", (), {})]
+            if answer[2].startswith(b"{"):  # a JSON object: health's and recall's fields are missing too
+                words = "without"
+            for name, args, kwargs in calls:
+                with pytest.raises(Unavailable) as error:
+                    await getattr(client, name)(*args, **kwargs)
+                message = error.value.message
+                assert "HTTP 200" in message and words in message, (name, message)
+                assert "<p>" not in message and len(message) < 300, message
+            assert canned.requests == len(calls)  # a 200 is not retried
+        finally:
+            await client.close()
+            await canned.stop()
+
+
 @pytest.mark.parametrize("mode", ["async", "sync"])
 async def test_a_proxys_502_is_retried_and_504_is_deadline_exceeded(mode: str) -> None:
     """Break-it review: a proxy's 502 and 504 were INTERNAL errors whose message was the

@@ -9,6 +9,11 @@ key makes a repeated store answer the first memory. Updates, deletes and associa
 sent once. A deadline passed (DeadlineExceeded, a proxy's 504 too) is not tried again, as
 over gRPC.
 
+Answers: a success that is not the gateway's JSON object with the fields the call reads (a
+proxy's or captive portal's HTML page, an empty body, a JSON list) is
+:class:`~automem_client.errors.Unavailable` naming the status and content type, never a
+KeyError or an empty result as if the service had answered.
+
 Closing: :meth:`RestTransport.close` closes the HTTP connections; a request in flight then
 raises :class:`~automem_client.errors.ClientClosed` (not httpx's ReadError, nor a retry),
 an open :meth:`RestTransport.events` stream ends, and later calls raise ClientClosed (not
@@ -169,7 +174,11 @@ class RestTransport:
             raise errors.ClientClosed()
 
     async def _request(self, method: str, path: str, *, retry: bool, timeout: float | None = None,
-                       ok: tuple[int, ...] = (), **kwargs: Any) -> dict[str, Any]:
+                       ok: tuple[int, ...] = (), expect: tuple[str, ...] = (), **kwargs: Any) -> dict[str, Any]:
+        """The JSON object the gateway answers (see the module docstring for retries).
+        ``ok``: error statuses whose body is answered too (health's 503); ``expect``: keys
+        the answer must hold. Unavailable for an answer that is no JSON object or lacks one
+        of ``expect``."""
         check.timeout(timeout)
         attempts = self.max_attempts if retry else 1
         delay = 0.2
@@ -198,19 +207,28 @@ class RestTransport:
             if response.status_code >= 400 and response.status_code not in ok:
                 raise errors.from_http(response.status_code, body, reason=response.reason_phrase,
                                        content_type=response.headers.get("content-type", ""))
-            return body if isinstance(body, dict) else {"body": body}
+            missing = [key for key in expect if key not in body] if isinstance(body, dict) else []
+            if not isinstance(body, dict) or missing:
+                kind = response.headers.get("content-type", "").split(";", 1)[0].strip() or "no content type"
+                what = (f"a JSON object without {', '.join(missing)}" if missing else
+                        f"a JSON {type(body).__name__}" if "json" in kind else
+                        "an empty body" if not response.content else kind)
+                raise errors.Unavailable(f"{method} {path}: unexpected answer: HTTP {response.status_code} "
+                                         f"{response.reason_phrase} with {what}, not the gateway's JSON "
+                                         "(a proxy or another server answered?)", http_status=response.status_code)
+            return body
         raise AssertionError("unreachable")  # pragma: no cover
 
     # --- writes --------------------------------------------------------------------
 
     async def store(self, item: MemoryInput, *, idempotency_key: str, timeout: float | None = None) -> Stored:
-        body = await self._request("POST", "/memory", retry=True, timeout=timeout, json=memory_body(item),
+        body = await self._request("POST", "/memory", retry=True, timeout=timeout, json=memory_body(item), expect=("memory",),
                                    headers={"Idempotency-Key": idempotency_key})
         return Stored(Memory.from_json(body["memory"]), bool(body.get("deduplicated")))
 
     async def store_batch(self, items: Sequence[MemoryInput], *, idempotency_key: str,
                           timeout: float | None = None) -> BatchStored:
-        body = await self._request("POST", "/memory/batch", retry=True, timeout=timeout,
+        body = await self._request("POST", "/memory/batch", retry=True, timeout=timeout, expect=("memory_ids",),
                                    json={"memories": [memory_body(i) for i in items]},
                                    headers={"Idempotency-Key": idempotency_key})
         return BatchStored(list(body["memory_ids"]), [bool(d) for d in body.get("deduplicated", [])])
@@ -223,13 +241,15 @@ class RestTransport:
             body["etag"] = etag
         if add_tags:
             body["add_tags"] = list(add_tags)
-        answer = await self._request("PATCH", f"/memory/{_segment(memory_id)}", retry=False, timeout=timeout, json=body)
+        answer = await self._request("PATCH", f"/memory/{_segment(memory_id)}", retry=False, timeout=timeout, json=body,
+                                     expect=("memory",))
         return Memory.from_json(answer["memory"])
 
     async def delete(self, memory_id: str, *, etag: int, purge: bool, reason: str,
                      timeout: float | None = None) -> Memory:
         headers = {"If-Match": f'"{etag}"'} if etag else {}
         answer = await self._request("DELETE", f"/memory/{_segment(memory_id)}", retry=False, timeout=timeout,
+                                     expect=("memory",),
                                      params=_params(purge=purge or None, reason=reason), headers=headers)
         return Memory.from_json(answer["memory"])
 
@@ -243,6 +263,7 @@ class RestTransport:
         if etag:
             headers["If-Match"] = f'"{etag}"'
         answer = await self._request("POST", f"/v1/memories/{_segment(memory_id)}:supersede", retry=True, timeout=timeout,
+                                     expect=("memory", "superseded"),
                                      json=body, headers=headers)
         return Superseded(Memory.from_json(answer["memory"]), Memory.from_json(answer["superseded"]),
                           Relation.from_json(answer["relation"]) if answer.get("relation") else None)
@@ -261,6 +282,7 @@ class RestTransport:
     async def get(self, memory_id: str, *, as_of: TimeLike | None, known_at: TimeLike | None,
                   state_mode: str | None, version: int | None = None, timeout: float | None = None) -> Memory:
         answer = await self._request("GET", f"/memory/{_segment(memory_id)}", retry=True, timeout=timeout,
+                                     expect=("memory",),
                                      params=_params(as_of=_iso(as_of), known_at=_iso(known_at),
                                                     state_mode=state_mode, version=version))
         return Memory.from_json(answer["memory"])
@@ -274,7 +296,7 @@ class RestTransport:
         params = _params(query=query, embedding=",".join(str(v) for v in embedding) if embedding else None,
                          **{k: (_iso(v) if k in ("start", "end", "as_of", "known_at") else v)
                             for k, v in o.items()})
-        answer = await self._request("GET", "/recall", retry=True, timeout=timeout, params=params)
+        answer = await self._request("GET", "/recall", retry=True, timeout=timeout, params=params, expect=("results",))
         window = answer.get("time_window") or {}
         return RecallResult(
             results=[ScoredMemory(Memory.from_json(r["memory"]), float(r.get("score") or 0.0),
@@ -330,7 +352,7 @@ class RestTransport:
         return VersionDiff.from_json(answer)
 
     async def health(self, *, timeout: float | None = None) -> Health:
-        body = await self._request("GET", "/health", retry=True, timeout=timeout, ok=(503,))
+        body = await self._request("GET", "/health", retry=True, timeout=timeout, ok=(503,), expect=("status",))
         return Health(body.get("status", "degraded"), body.get("falkordb") == "connected",
                       body.get("qdrant") == "connected", int(body.get("memory_count") or 0),
                       int(body.get("vector_count") or 0))
