@@ -15,6 +15,7 @@ import datetime as dt
 import os
 import subprocess
 import sys
+import threading
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -660,6 +661,56 @@ async def test_a_proxys_502_is_retried_and_504_is_deadline_exceeded(mode: str) -
         finally:
             await client.close()
             await canned.stop()
+
+
+async def test_bad_keys_scopes_targets_and_attempts_are_invalid_argument(service, variant: tuple[str, str]) -> None:
+    """Break-it review: a non-ASCII or newline key or scope was a bare ExecuteBatchError over
+    gRPC and a UnicodeEncodeError over REST (the newline key retried as an outage);
+    ``max_attempts="a"`` a TypeError and 0 or -3 taken silently; ``Client.grpc("")``
+    accepted. Each is InvalidArgument naming the argument now, when the client is built."""
+    transport, _mode = variant
+    target = service.grpc if transport == "grpc" else service.url
+    make = {("grpc", "async"): AsyncClient.grpc, ("grpc", "sync"): Client.grpc,
+            ("rest", "async"): AsyncClient.rest, ("rest", "sync"): Client.rest}[variant]
+    refused = [({"api_key": "ключ"}, "api_key"), ({"api_key": "x\ny"}, "api_key"), ({"scope": "é"}, "scope"),
+               ({"scope": "a\rb"}, "scope"), ({"max_attempts": "a"}, "max_attempts"),
+               ({"max_attempts": 0}, "max_attempts"), ({"max_attempts": -3}, "max_attempts")]
+    loops = sum(t.name == "automem-client" for t in threading.enumerate())
+    for kwargs, field in refused:
+        with pytest.raises(InvalidArgument) as error:
+            await asyncio.to_thread(make, target, **kwargs)
+        assert error.value.field == field, (kwargs, error.value)
+        assert "ключ" not in error.value.message  # a key is never echoed
+    # A blocking client refused at construction leaves no loop thread behind.
+    assert sum(t.name == "automem-client" for t in threading.enumerate()) == loops
+    if transport == "grpc":
+        with pytest.raises(InvalidArgument) as error:
+            await asyncio.to_thread(make, "")
+        assert error.value.field == "target"
+
+
+async def test_text_that_cannot_be_sent_is_invalid_argument_naming_it(service, variant: tuple[str, str]) -> None:
+    """Break-it review: a lone surrogate in content (or a tag, a metadata value, the query)
+    was a bare UnicodeEncodeError over both transports, a non-ASCII idempotency key one over
+    REST; over REST a 100,000-character id or a 1,000,000-character query was an
+    httpx.InvalidURL (gRPC answered InvalidArgument naming ``query``). Each is
+    InvalidArgument naming the argument now; nothing is stored."""
+    transport, mode = variant
+    client = await make_client(service, transport, mode)
+    try:
+        calls = [("store", ("bad \ud800",), {}, "content"), ("store", ("x",), {"tags": ["ok", "\udfff"]}, "tags[1]"),
+                 ("store", ("x",), {"metadata": {"k": "\ud800"}}, "metadata.k"),
+                 ("store", ("x",), {"idempotency_key": "ключ"}, "idempotency_key"),
+                 ("recall", ("q" * 1_000_000,), {}, "query"), ("recall", ("\ud800",), {}, "query")]
+        if transport == "rest":  # over gRPC an id this long is simply not found
+            calls.append(("get", ("a" * 100_000,), {}, "memory_id"))
+        for name, args, kwargs, field in calls:
+            with pytest.raises(InvalidArgument) as error:
+                await getattr(client, name)(*args, **kwargs)
+            assert error.value.field == field, (name, error.value)
+        assert await service.ctx.graph.memories.count(service.scope) == 0
+    finally:
+        await client.close()
 
 
 async def test_a_version_diff_is_the_same_over_both_transports(service) -> None:

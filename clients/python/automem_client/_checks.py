@@ -21,10 +21,42 @@ def _refuse(field: str, wanted: str, value: Any) -> errors.InvalidArgument:
     return errors.InvalidArgument(f"{field}: must be {wanted}, not {type(value).__name__}", field=field)
 
 
+def _unicode(value: str, field: str) -> None:
+    """``value`` can be sent (UTF-8): a lone surrogate (``"\\ud800"``) was a bare
+    UnicodeEncodeError over both transports (break-it review)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise errors.InvalidArgument(f"{field}: not valid Unicode text (a lone surrogate at character {exc.start})",
+                                     field=field) from None
+
+
 def text(value: Any, field: str) -> None:
-    """``value`` is a str."""
+    """``value`` is a str that UTF-8 can carry (no lone surrogate)."""
     if not isinstance(value, str):
         raise _refuse(field, "a string", value)
+    _unicode(value, field)
+
+
+def header(value: Any, field: str) -> None:
+    """``value`` is a str of printable ASCII (``" "`` to ``"~"``): it travels in a header
+    (the key, the scope, an idempotency key), which gRPC metadata and HTTP carry only so. A
+    non-ASCII key was a bare ExecuteBatchError over gRPC and a UnicodeEncodeError over REST,
+    a newline one retried there as an outage (break-it review). The value is not echoed
+    (it may be a credential)."""
+    if not isinstance(value, str):
+        raise _refuse(field, "a string", value)
+    for i, char in enumerate(value):
+        if not " " <= char <= "~":
+            raise errors.InvalidArgument(f"{field}: must be printable ASCII (it is sent as a header); character "
+                                         f"{i} is {'a control character' if char.isascii() else 'not ASCII'}",
+                                         field=field)
+
+
+def attempts(value: Any, field: str = "max_attempts") -> None:
+    """``value`` is an int of at least 1 (1 = no retry): ``"a"`` was a bare TypeError, 0 and
+    -3 were taken as 1 (break-it review)."""
+    integer(value, field, least=1)
 
 
 def identifier(value: Any, field: str) -> None:
@@ -40,8 +72,7 @@ def texts(value: Any, field: str) -> None:
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence | set | frozenset):
         raise _refuse(field, "a list of strings", value)
     for i, item in enumerate(value):
-        if not isinstance(item, str):
-            raise _refuse(f"{field}[{i}]", "a string", item)
+        text(item, f"{field}[{i}]")
 
 
 def number(value: Any, field: str) -> None:
@@ -93,6 +124,7 @@ def mapping(value: Any, field: str) -> None:
     for key, item in value.items():
         if not isinstance(key, str):
             raise _refuse(f"{field} key", "a string", key)
+        _unicode(key, f"{field} key")
         json_value(item, f"{field}.{key}")
 
 
@@ -101,7 +133,10 @@ def json_value(value: Any, field: str) -> None:
     JSON, or a JSON object; the field of a bad one is named as the service names it
     (``metadata.a.b[0]``). A NaN was InvalidArgument over gRPC and a bare ValueError of the
     JSON encoder over REST; a datetime or bytes a bare TypeError over both."""
-    if value is None or isinstance(value, bool | int | str):
+    if isinstance(value, str):
+        _unicode(value, field)
+        return
+    if value is None or isinstance(value, bool | int):
         return
     if isinstance(value, float):
         if not math.isfinite(value):

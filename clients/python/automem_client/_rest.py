@@ -114,6 +114,24 @@ def _decoded(response: httpx.Response) -> Any:
         return response.text
 
 
+#: The longest URL httpx sends (``httpx._urlparse.MAX_URL_LENGTH``); a longer one was a bare
+#: httpx.InvalidURL.
+MAX_URL_LENGTH = 65536
+
+
+def _check_url_length(path: str, params: Any) -> None:
+    """InvalidArgument naming the argument that makes the URL longer than
+    :data:`MAX_URL_LENGTH`: the longest query parameter, or ``memory_id`` when the path (whose
+    one variable segment is the memory id) is longer than each."""
+    pairs = [(name, quote(str(value), safe="")) for name, value in (params or [])]
+    total = len(path) + sum(len(name) + len(value) + 2 for name, value in pairs)
+    if total <= MAX_URL_LENGTH - 1024:  # room for the base URL
+        return
+    name, size = max([("memory_id", len(path)), *((n, len(v)) for n, v in pairs)], key=lambda p: p[1])
+    raise errors.InvalidArgument(f"{name}: too long to send over REST ({size} characters URL-encoded; the URL "
+                                 f"may hold at most {MAX_URL_LENGTH})", field=name)
+
+
 class RestTransport:
     """Async calls over the REST gateway (see the module docstring).
 
@@ -178,8 +196,10 @@ class RestTransport:
         """The JSON object the gateway answers (see the module docstring for retries).
         ``ok``: error statuses whose body is answered too (health's 503); ``expect``: keys
         the answer must hold. Unavailable for an answer that is no JSON object or lacks one
-        of ``expect``."""
+        of ``expect``; InvalidArgument naming the argument when the URL would be too long to
+        send (a ``memory_id`` in ``path`` or a query parameter)."""
         check.timeout(timeout)
+        _check_url_length(path, kwargs.get("params"))
         attempts = self.max_attempts if retry else 1
         delay = 0.2
         kwargs["timeout"] = httpx.Timeout(self.timeout if timeout is None else timeout)

@@ -66,6 +66,14 @@ def _check_read(as_of: Any, known_at: Any, state_mode: Any) -> None:
         check.text(state_mode, "state_mode")
 
 
+def _check_connection(api_key: Any, scope: Any, timeout: Any, max_attempts: Any) -> None:
+    """The constructors' arguments shared by both transports."""
+    check.header(api_key, "api_key")
+    check.header(scope, "scope")
+    check.timeout(timeout)
+    check.attempts(max_attempts)
+
+
 class AsyncClient:
     """The asyncio client. Build it with :meth:`grpc` or :meth:`rest`; use it as an async
     context manager or call :meth:`close`."""
@@ -83,10 +91,16 @@ class AsyncClient:
         on ("" = the key's default). ``tls``: dial with TLS; ``root_certificates``: PEM bytes,
         or the path of a PEM file, to trust instead of the system roots (implies TLS);
         ``server_name``: the name the certificate must carry when not the host dialled.
-        ``timeout``: default deadline in seconds; ``max_attempts``: tries of a retried call.
+        ``timeout``: default deadline in seconds; ``max_attempts``: tries of a retried call
+        (1 = no retry; gRPC caps it at 5).
+
+        InvalidArgument, before any connection, naming ``target`` (not a string, or empty),
+        ``api_key`` / ``scope`` (not printable ASCII: they are sent as metadata),
+        ``timeout`` (not a number of seconds above 0) or ``max_attempts`` (not an integer of
+        at least 1).
         """
-        check.text(target, "target")
-        check.timeout(timeout)
+        check.identifier(target, "target")
+        _check_connection(api_key, scope, timeout, max_attempts)
         if isinstance(root_certificates, str):
             with open(root_certificates, "rb") as handle:
                 root_certificates = handle.read()
@@ -100,9 +114,10 @@ class AsyncClient:
 
         ``verify``: TLS verification as httpx takes it; ``ca_file``: a PEM bundle to trust.
         The rest as :meth:`grpc`. InvalidArgument naming ``base_url`` for one that is not an
-        http(s) URL with a host, ``timeout`` for one that is not a number of seconds above 0."""
+        http(s) URL with a host, ``timeout`` for one that is not a number of seconds above 0,
+        ``api_key`` / ``scope`` / ``max_attempts`` as :meth:`grpc`."""
         check.base_url(base_url)
-        check.timeout(timeout)
+        _check_connection(api_key, scope, timeout, max_attempts)
         return cls(RestTransport(base_url, api_key=api_key, scope=scope, verify=verify, ca_file=ca_file,
                                  timeout=timeout, max_attempts=max_attempts))
 
@@ -146,12 +161,13 @@ class AsyncClient:
         ``idempotency_key``: the same key answers the first memory (``deduplicated``) instead
         of storing again; default a fresh UUID per call (so the retries of this call are safe).
         Errors: InvalidArgument naming the field (a wrong type too, e.g. one string for
-        ``tags``); AlreadyExists for tombstoned content."""
+        ``tags``; text with a lone surrogate; an ``idempotency_key`` that is not printable
+        ASCII); AlreadyExists for tombstoned content."""
         check.texts(tags, "tags")
         item = MemoryInput(content, list(tags), importance, confidence, type, metadata, timestamp, t_valid,
                            t_invalid, list(embedding) if embedding else None, require_review)
         check.memory_input(item)
-        check.text(idempotency_key or "", "idempotency_key")
+        check.header(idempotency_key or "", "idempotency_key")
         return await self._open.store(item, idempotency_key=idempotency_key or str(uuid.uuid4()),
                                       timeout=timeout)
 
@@ -167,6 +183,7 @@ class AsyncClient:
                 raise errors.InvalidArgument(f"memories[{i}]: must be a MemoryInput or a string, not "
                                              f"{type(item).__name__}", field=f"memories[{i}]")
             check.memory_input(item, f"memories[{i}].")
+        check.header(idempotency_key or "", "idempotency_key")
         return await self._open.store_batch(inputs, idempotency_key=idempotency_key or str(uuid.uuid4()),
                                             timeout=timeout)
 
@@ -234,6 +251,7 @@ class AsyncClient:
         check.text(relation, "relation")
         check.text(reason, "reason")
         check.integer(etag, "etag", least=0, bits=64)
+        check.header(idempotency_key or "", "idempotency_key")
         return await self._open.supersede(memory_id, item, relation=relation, reason=reason, etag=etag,
                                           idempotency_key=idempotency_key or str(uuid.uuid4()), timeout=timeout)
 
@@ -337,6 +355,8 @@ class AsyncClient:
         check.integer(page_size, "page_size")
         check.text(page_token, "page_token")
         check.flag(include_total, "include_total")
+        check.text(tag_mode, "tag_mode")
+        check.text(tag_match, "tag_match")
         _check_read(as_of, known_at, state_mode)
         return await self._open.list_by_tag(tags, page_size=page_size, page_token=page_token, tag_mode=tag_mode,
                                             tag_match=tag_match, as_of=as_of, known_at=known_at,
@@ -556,7 +576,15 @@ class Client:
         async def build() -> AsyncClient:  # channels belong to the loop that made them
             return make()
 
-        self._async = self._loop.run(build())
+        try:
+            self._async = self._loop.run(build())
+        except BaseException:  # refused arguments: no thread is left behind
+
+            async def nothing() -> None:
+                return None
+
+            self._loop.close(nothing)
+            raise
 
     @classmethod
     def grpc(cls, target: str, **kwargs: Any) -> Client:
