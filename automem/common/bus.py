@@ -515,12 +515,15 @@ class Bus:
     async def events_for(self, memory_id: str | None = None, limit: int = 10_000) -> list[events_pb2.MemoryEvent]:
         """Every memory event on the stream (oldest first), optionally of one memory.
 
-        Reads with an ephemeral ordered consumer; used by history and backup.
+        Reads with an ephemeral ordered consumer of the memory subjects; used by history and
+        backup. Ends with the consumer's last pending message (its ``num_pending`` counts the
+        memory subjects' messages only: the activity and dead-letter messages the stream holds
+        after them are never waited for). Waits at most 2 s for a message that does not come.
         """
         out: list[events_pb2.MemoryEvent] = []
         async with self.bounded():
-            info = await self.js.stream_info(self.settings.stream_name)
-        if info.state.messages == 0:
+            info = await self.js.stream_info(self.settings.stream_name, subjects_filter=self.subjects.memory_all)
+        if info.state.messages == 0 or not any((info.state.subjects or {}).values()):
             return out
         sub = await self.js.subscribe(self.subjects.memory_all, ordered_consumer=True,
                                       stream=self.settings.stream_name)
@@ -542,7 +545,7 @@ class Bus:
                     event.memory_id == memory_id or event.relation.source_id == memory_id
                         or event.relation.target_id == memory_id)):
                     out.append(event)
-                if msg.metadata.sequence.stream >= last:
+                if msg.metadata.num_pending == 0 or msg.metadata.sequence.stream >= last:
                     break
         finally:
             await sub.unsubscribe()

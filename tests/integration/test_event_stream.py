@@ -426,3 +426,43 @@ async def test_a_live_stream_tells_of_the_events_the_retention_removed_before_it
             assert before.trimmed.HasField("retained_since_time")
         previous = it.sequence
     assert jumps >= 1  # the reader was behind the retention: what it missed was said
+
+
+async def test_events_for_ends_with_the_last_memory_event_not_the_streams_last_message(settings) -> None:
+    """A memory's history (and a backup) read the memory subjects until the stream's last
+    sequence; after a recall that is an activity message the reader never gets, so every
+    read waited out its 2 s idle timeout. It now ends with its consumer's last pending
+    message: every event comes back and no read ever waits for a message that does not come."""
+    from automem.common.lifecycle import make_activity
+
+    created, updated = events_pb2.EVENT_TYPE_MEMORY_CREATED, events_pb2.EVENT_TYPE_MEMORY_UPDATED
+    bus = Bus(settings)
+    await bus.connect()
+    idle = []  # each wait of a read's subscription that ended without a message
+    subscribe = bus.js.subscribe
+
+    async def counted_subscribe(*args: Any, **kwargs: Any) -> Any:
+        sub = await subscribe(*args, **kwargs)
+        next_msg = sub.next_msg
+
+        async def counted_next_msg(*a: Any, **k: Any) -> Any:
+            try:
+                return await next_msg(*a, **k)
+            except Exception as exc:
+                idle.append(repr(exc))
+                raise
+        sub.next_msg = counted_next_msg
+        return sub
+    bus.js.subscribe = counted_subscribe
+    try:
+        await bus.publish_activity(make_activity("memory.recall", "default", {"query": "x"}))
+        assert await bus.events_for(None) == []  # activity only: nothing to read
+        await bus.publish_events([_event(created, "a"), _event(created, "b"), _event(updated, "a")])
+        await bus.publish_activity(make_activity("memory.recall", "default", {"query": "y"}))
+        await bus.publish_activity(make_activity("consolidation.run", "default", {"task_type": "decay"}))
+        assert [e.event_id for e in await bus.events_for("a")] == [f"a-{created}", f"a-{updated}"]
+        assert [e.event_id for e in await bus.events_for(None)] == [f"a-{created}", f"b-{created}", f"a-{updated}"]
+        assert [e.event_id for e in await bus.events_for("a", limit=1)] == [f"a-{created}"]
+        assert idle == []
+    finally:
+        await bus.close()
