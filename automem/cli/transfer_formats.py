@@ -45,9 +45,11 @@ from google.protobuf import json_format, timestamp_pb2
 from automem.common.errors import InvalidArgument
 from automem.common.jsontext import (
     InexactNumber,
+    NestedTooDeeply,
     RepeatedKeys,
     exact_float,
     json_lines,
+    loads,
     object_pairs,
     refusals,
 )
@@ -168,6 +170,9 @@ def read_records(data: bytes) -> tuple[list[tuple[str, Any]], list[str]]:
             errors.append(f"line {number}: not JSON ({exc.msg}, column {exc.colno})")
             not_json = True
             continue
+        except NestedTooDeeply as exc:
+            errors.append(f"line {number}: {exc}")
+            continue
         except ValueError as exc:  # an integer past sys.get_int_max_str_digits()
             errors.append(f"line {number}: not JSON ({exc})")
             not_json = True
@@ -190,7 +195,8 @@ def _loads(text: str) -> tuple[Any, bool]:
     """``json.loads`` of ``text`` marking every object that gives a key twice and every number
     no double holds as written (automem/common/jsontext.py ``object_pairs``, ``exact_float``;
     :func:`refused_values` names them), and whether there was one (the walk is then worth it).
-    ValueError as ``json.loads``."""
+    ValueError as ``json.loads``; NestedTooDeeply (a ValueError) for arrays and objects nested
+    too deeply to read."""
     marked = False
 
     def pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -205,7 +211,7 @@ def _loads(text: str) -> tuple[Any, bool]:
         marked = marked or isinstance(value, InexactNumber)
         return value
 
-    value = json.loads(text, object_pairs_hook=pairs_hook, parse_float=float_hook)
+    value = loads(text, object_pairs_hook=pairs_hook, parse_float=float_hook)
     return value, marked
 
 

@@ -69,6 +69,7 @@ from typing import TYPE_CHECKING, Any
 import grpc
 from google.protobuf.message import DecodeError
 
+from automem.common import jsontext
 from automem.common.bus import ENRICH_DURABLE
 from automem.common.errors import AutomemError
 from automem.common.lifecycle import SUPERSEDING_RELATIONS
@@ -253,9 +254,11 @@ def read_lines(lines: Iterable[str]) -> list[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
+            record = jsontext.loads(line)
         except json.JSONDecodeError as exc:
             raise ValueError(f"backup line {number}: not JSON ({exc.msg})") from None
+        except jsontext.NestedTooDeeply as exc:
+            raise ValueError(f"backup line {number}: {exc}") from None
         if not isinstance(record, dict):
             raise ValueError(f"backup line {number}: not a JSON object")  # noqa: TRY004 - a bad file is a ValueError to every caller
         if record.get("kind") == "header" and record.get("format") != FORMAT:

@@ -10,18 +10,40 @@ files (automem/cli/transfer_formats.py ``read_records``).
   value, other readers the first or both (RFC 8259 §4 leaves it open), so which one the
   sender meant is unknown. :func:`object_pairs` marks such objects, :func:`repeated_key_paths`
   names their keys by path.
+* Arrays and objects nested thousands deep: ``json.loads`` raises RecursionError, which no
+  reader expected (answered 500, or a traceback). :func:`loads` raises
+  :class:`NestedTooDeeply` (a ValueError) instead.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import sys
 from decimal import Decimal
 from typing import Any
 
 #: The reason given for a key sent twice in one object (every reader above uses it).
 REPEATED_KEY = ("the key is given more than once in one object (JSON readers differ on which value counts); "
                 "send each key once")
+
+
+class NestedTooDeeply(ValueError):
+    """JSON whose arrays and objects are nested deeper than the parser can read. The message:
+    "arrays and objects nested too deeply to read (more than about N levels)"."""
+
+    def __init__(self) -> None:
+        super().__init__("arrays and objects nested too deeply to read "
+                         f"(more than about {sys.getrecursionlimit()} levels)")
+
+
+def loads(text: str | bytes, **hooks: Any) -> Any:
+    """``json.loads(text, **hooks)``, raising :class:`NestedTooDeeply` (a ValueError) where it
+    raises RecursionError; otherwise as ``json.loads`` (JSONDecodeError, ValueError)."""
+    try:
+        return json.loads(text, **hooks)
+    except RecursionError:
+        raise NestedTooDeeply from None
 
 
 def inexact_number(text: str) -> str | None:

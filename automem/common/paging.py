@@ -29,6 +29,6 @@ def decode_offset_token(token: str, bound: str = "") -> int:
         offset = body["o"]
         if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0 or body["b"] != bound:
             raise ValueError("not ours")
-    except (ValueError, TypeError, KeyError, UnicodeDecodeError):
+    except (ValueError, TypeError, KeyError, UnicodeDecodeError, RecursionError):  # a crafted deep JSON: recursion
         raise InvalidArgument("page_token: not a token of this listing", field="page_token") from None
     return offset

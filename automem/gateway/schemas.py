@@ -17,7 +17,6 @@ tests/integration/test_openapi_fuzz.py checks both directions with schemathesis.
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from collections import Counter
@@ -30,7 +29,15 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, field_validator
 
 from automem.common.auth import MAX_SCOPE_LENGTH, SCOPE_PATTERN_RE, SCOPE_RE
-from automem.common.jsontext import REPEATED_KEY, RepeatedKeys, inexact_number, key_path, object_pairs
+from automem.common.jsontext import (
+    REPEATED_KEY,
+    NestedTooDeeply,
+    RepeatedKeys,
+    inexact_number,
+    key_path,
+    loads,
+    object_pairs,
+)
 from automem.common.text import UNPRINTABLE_CLASS
 from automem.gateway.deps import refuse_non_utf8_target
 
@@ -176,13 +183,12 @@ def parse_json_body(raw: bytes | str) -> Any:
         return _Refused(REPEATED_KEY, key=value.repeated[0])
 
     try:
-        value = json.loads(raw, parse_constant=constant, parse_float=decimal, parse_int=integer,
-                           object_pairs_hook=unique_keys)
-    except RecursionError:
+        value = loads(raw, parse_constant=constant, parse_float=decimal, parse_int=integer,
+                      object_pairs_hook=unique_keys)
+    except NestedTooDeeply as exc:
         # FastAPI answered it as "There was an error parsing the body" (app.py: "not UTF-8 text,
         # or not JSON"), which sent the caller looking for the wrong fault.
-        raise HTTPException(400, "body: arrays and objects nested too deeply to read "
-                                 f"(more than about {sys.getrecursionlimit()} levels)") from None
+        raise HTTPException(400, f"body: {exc}") from None
     if refused and (found := _first_refused(value, "")):
         raise HTTPException(400, f"{found[0]}: {found[1]}")
     if _SURROGATE_ESCAPE.search(raw.encode() if isinstance(raw, str) else raw) and (

@@ -159,7 +159,7 @@ def decode_token(token: str) -> Cursor:
             raise TypeError("types")
         if not all(math.isfinite(v) for v in values):
             raise ValueError("not finite")
-    except (ValueError, TypeError, KeyError, AttributeError, UnicodeDecodeError):
+    except (ValueError, TypeError, KeyError, AttributeError, UnicodeDecodeError, RecursionError):  # crafted deep JSON
         raise InvalidArgument("page_token: not a token of this listing", field="page_token") from None
     t, importance, width, as_of, known_at = values
     return Cursor(Key(t, importance, body["id"]), max(width, MIN_WIDTH), as_of, known_at, body["f"],

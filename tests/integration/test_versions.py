@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import time
 import uuid
 from datetime import UTC, datetime
@@ -533,3 +534,37 @@ async def test_a_ranked_recall_at_known_at_finds_a_memory_deleted_since(service)
             assert gone in hits and hits[gone]["memory"]["state"] == "ACTIVE", (params, then)
         listed = (await http.get("/memory/by-tag", params={"tags": tag, "known_at": _iso(believed)})).json()
         assert gone in [m["id"] for m in listed["memories"]]
+
+
+async def test_page_tokens_and_restore_lines_nested_too_deeply_are_bad_input(own_service) -> None:
+    """A page token (base64 JSON) or a backup line nested thousands deep made ``json.loads``
+    raise RecursionError, which the readers did not catch: every listing answered 500, and a
+    restore 500 UNKNOWN. They answer 400 naming ``page_token`` (the console: its page's
+    ``after``), and the restore refuses naming the line, restoring nothing."""
+    import httpx
+
+    from automem.v1 import admin_service_pb2
+    from tests.conftest import console_login
+
+    deep = base64.urlsafe_b64encode(("[" * 3000 + "]" * 3000).encode()).decode()
+    async with own_service.http() as http:
+        r = await http.post("/memory", json={"content": "deep token target", "tags": ["db"]})
+        assert r.status_code == 201, r.text
+        mid = r.json()["memory_id"]
+        for path, params in (("/memory/by-tag", {"tags": "db"}), (f"/v1/memories/{mid}/versions", {}),
+                             (f"/v1/memories/{mid}/history", {}), ("/v1/review-items", {})):
+            r = await http.get(path, params={**params, "page_token": deep})
+            assert r.status_code == 400 and "page_token" in r.text, (path, r.status_code, r.text)
+        lines = [json.dumps({"kind": "header", "format": backup.FORMAT}), '{"memory":' * 2000 + "1" + "}" * 2000]
+        r = await http.post("/v1/backup:restore", params={"force": "true"}, content="\n".join(lines).encode())
+        assert r.status_code == 400 and "backup line 2: arrays and objects nested too deeply" in r.text, r.text
+        assert (await http.get(f"/memory/{mid}")).status_code == 200  # nothing was restored over it
+    async with own_service.client() as anonymous:
+        key = (await anonymous.admin.CreateApiKey(admin_service_pb2.CreateApiKeyRequest(
+            role="admin", scopes=["*"]))).secret
+    async with httpx.AsyncClient(base_url=own_service.url, timeout=30) as console:
+        assert (await console_login(console, key)).status_code == 303
+        for path, param in ((f"/console/memories/{mid}/history", "after"), ("/console/review", "after"),
+                            ("/console/review", "tombstones_after"), ("/console/", "after")):
+            page = await console.get(path, params={param: deep, **({"tags": "db"} if path == "/console/" else {})})
+            assert page.status_code == 400 and f">{param}: not a token of this listing</p>" in page.text, (path, page.status_code, page.text[page.text.find("<h1>"):][:200])

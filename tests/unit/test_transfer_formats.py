@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -408,3 +409,13 @@ def test_json_lines_split_at_newlines_only() -> None:
     assert json_lines(text) == ['{"a": "x\u2028y\u2029z\u0085w\x1cv"}', '{"b": 1}', "", '{"c": 2}']
     assert json_lines("") == [] and json_lines("{}\n") == ["{}"]
     assert len(text.splitlines()) > len(json_lines(text))
+
+
+@pytest.mark.parametrize("fmt", ["native", "mem0", "automem"])
+def test_json_nested_too_deeply_is_one_error_naming_the_line(fmt: str) -> None:
+    """A line nested thousands deep crashed the import with a RecursionError traceback; it is
+    now one error naming the line, as any other bad line (nothing is imported)."""
+    deep = ('{"memory":' * 2000 + "1" + "}" * 2000 + "\n").encode()
+    parsed = formats.parse(fmt, deep)
+    limit = sys.getrecursionlimit()
+    assert parsed.errors == [f"line 1: arrays and objects nested too deeply to read (more than about {limit} levels)"]

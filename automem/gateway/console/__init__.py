@@ -34,6 +34,7 @@ HTTP status of the REST routes (automem/common/errors.py).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hmac
 import json
@@ -251,6 +252,19 @@ def _error(request: Request, status: int, message: str) -> HTMLResponse:
     return render(request, name, status, status=status, message=message)
 
 
+@contextlib.contextmanager
+def _token_named(name: str) -> Any:
+    """Within it, a refused page token (GatewayError 400 naming ``page_token``: the service's
+    name) is named ``name``, the console page's query parameter that carried it (``after``,
+    ``tombstones_after``): the page has no ``page_token``."""
+    try:
+        yield
+    except GatewayError as exc:
+        if exc.status == 400 and exc.message.startswith("page_token"):
+            raise GatewayError(400, name + exc.message.removeprefix("page_token"), code=exc.code) from None
+        raise
+
+
 def is_console(request: Request) -> bool:
     """True for a request to the console (``/console`` and below)."""
     path = request.url.path
@@ -406,7 +420,8 @@ async def memories(request: Request, q: str = "", tags: str = "", type: str = ""
     if tag_list and not (q.strip() or start.strip() or end.strip()):
         token = after
         while True:
-            listed = await usecases.list_by_tag(s.call, tag_list, read=read, limit=TABLE_LIMIT, page_token=token)
+            with _token_named("after"):
+                listed = await usecases.list_by_tag(s.call, tag_list, read=read, limit=TABLE_LIMIT, page_token=token)
             scanned += len(listed.memories)
             rows += [{"memory": j, "score": None} for j in map(presenters.memory_json, listed.memories) if shown(j)]
             token = listed.next_page_token
@@ -603,7 +618,8 @@ async def history(request: Request, memory_id: str, known_at: str = "", after: s
     (the memory of the chain that is current, if any), and with ``known_at`` the memory as the
     service knew it then (404 when it did not)."""
     s = await session(request)
-    events = await usecases.history(s.call, memory_id, page_size=HISTORY_PAGE, page_token=after)
+    with _token_named("after"):
+        events = await usecases.history(s.call, memory_id, page_size=HISTORY_PAGE, page_token=after)
     try:
         got = await _got(s.call, memory_id)
     except GatewayError as exc:
@@ -698,12 +714,14 @@ async def review(request: Request, status: str = "pending", after: str = "", tom
     approval that left conflicts (``?done=approved&approved=<id>&current=<id>...``, ids only)
     the page says which memories are both current (:func:`_approval_conflict`)."""
     s = await session(request)
-    items = await usecases.review_items(s.call, status=status, kind="", page_size=REVIEW_PAGE, page_token=after)
+    with _token_named("after"):
+        items = await usecases.review_items(s.call, status=status, kind="", page_size=REVIEW_PAGE, page_token=after)
     more_items = urlencode({"status": status, "after": items.next_page_token}) if items.next_page_token else ""
     tombstones, tombstone_error, more_tombstones = [], None, ""
     try:
-        found = await usecases.tombstones(s.call, include_lifted=False, page_size=REVIEW_PAGE,
-                                          page_token=tombstones_after)
+        with _token_named("tombstones_after"):
+            found = await usecases.tombstones(s.call, include_lifted=False, page_size=REVIEW_PAGE,
+                                              page_token=tombstones_after)
         tombstones = [presenters.tombstone_json(t) for t in found.tombstones]
         if found.next_page_token:
             more_tombstones = urlencode({"status": status, "tombstones_after": found.next_page_token})
