@@ -463,8 +463,15 @@ def _automem(records: list[tuple[str, Any]], out: Parsed) -> None:
             if not isinstance(value, dict):
                 raise InvalidArgument("record: must be a JSON object", field="record")
             if "labels" in value and "properties" in value:
+                labels = value.get("labels") or []
+                if isinstance(labels, str):  # one label: the exact name, not a substring of it
+                    labels = [labels]
+                if not isinstance(labels, list):
+                    raise InvalidArgument("labels: must be a list of strings", field="labels")
+                if value.get("id") is None:
+                    raise InvalidArgument("id: missing", field="id")
                 ref = str(value.get("id"))
-                if "Memory" not in (value.get("labels") or []):
+                if "Memory" not in labels:
                     other_nodes.add(ref)
                     out.skip("AutoMem nodes other than Memory (entities: enrichment finds them again)")
                     continue
@@ -484,6 +491,9 @@ def _automem(records: list[tuple[str, Any]], out: Parsed) -> None:
         except InvalidArgument as exc:
             out.errors.append(f"{where}: {exc.message}")
     for where, edge in edges:
+        if missing := [end for end in ("source_id", "target_id") if edge[end] is None]:
+            out.errors.extend(f"{where}: relationship.{end}: missing" for end in missing)
+            continue
         source, target, kind = str(edge["source_id"]), str(edge["target_id"]), str(edge["type"]).upper()
         if source in other_nodes or target in other_nodes:
             out.skip("AutoMem relationships to nodes other than Memory")
@@ -493,12 +503,17 @@ def _automem(records: list[tuple[str, Any]], out: Parsed) -> None:
             continue
         props = edge.get("properties") or {}
         try:
+            if not isinstance(props, dict):
+                raise InvalidArgument("properties: must be a JSON object", field="properties")
             strength = _unit(props.get("strength", 0.5), "properties.strength")
+            reason = props.get("reason") or ""
+            if not isinstance(reason, str):  # an object was stored as its Python repr
+                raise InvalidArgument("properties.reason: must be a string", field="properties.reason")
         except InvalidArgument as exc:
             out.errors.append(f"{where}: {exc.message}")
             continue
         out.relations.append(RelationRecord(where, source, target, kind, 0.5 if strength is None else strength,
-                                            str(props.get("reason") or "")))
+                                            reason))
 
 
 def _automem_memory(where: str, ref: str, props: Any, out: Parsed, point_id: str | None = None) -> None:

@@ -419,3 +419,34 @@ def test_json_nested_too_deeply_is_one_error_naming_the_line(fmt: str) -> None:
     parsed = formats.parse(fmt, deep)
     limit = sys.getrecursionlimit()
     assert parsed.errors == [f"line 1: arrays and objects nested too deeply to read (more than about {limit} levels)"]
+
+
+def test_automem_relationship_and_node_fields_of_the_wrong_shape_are_named() -> None:
+    """An AutoMem relationship whose ``properties`` was a list crashed the import
+    (AttributeError); a ``reason`` object was stored as its Python repr; ``labels`` given as
+    one string matched by substring ("NotMemoryButContainsMemory" was a Memory); nodes without
+    an id were "id: 'None' was given already"; a relationship without its ends "cannot be
+    related to itself". Each is now an error naming the field, or an exact label match."""
+
+    def node(ref: int, **props: object) -> dict:
+        return {"id": ref, "labels": ["Memory"], "properties": {"id": f"u{ref}", "content": "x", **props}}
+
+    def edge(properties: object, source: object = 1, target: object = 2) -> dict:
+        return {"source_id": source, "target_id": target, "type": "RELATES_TO", "properties": properties}
+
+    def errors(**doc: object) -> list[str]:
+        return formats.parse("automem", json.dumps(doc).encode()).errors
+
+    assert errors(nodes=[node(1), node(2)], relationships=[edge(["x"])]) == [
+        "line 1: relationships[0]: properties: must be a JSON object"]
+    assert errors(nodes=[node(1), node(2)], relationships=[edge({"reason": {"why": "x"}})]) == [
+        "line 1: relationships[0]: properties.reason: must be a string"]
+    assert errors(nodes=[node(1), node(2)], relationships=[edge({}, None, None)]) == [
+        "line 1: relationships[0]: relationship.source_id: missing",
+        "line 1: relationships[0]: relationship.target_id: missing"]
+    assert errors(nodes=[{"labels": ["Memory"], "properties": {"content": "a"}},
+                         {"labels": ["Memory"], "properties": {"content": "b"}}]) == [
+        "line 1: nodes[0]: id: missing", "line 1: nodes[1]: id: missing"]
+    other = {"id": 2, "labels": "NotMemoryButContainsMemory", "properties": {"content": "not a memory"}}
+    parsed = formats.parse("automem", json.dumps({"nodes": [node(1), other, {**node(3), "labels": "Memory"}]}).encode())
+    assert parsed.errors == [] and [m.ref for m in parsed.memories] == ["1", "3"]
