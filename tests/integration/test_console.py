@@ -319,6 +319,35 @@ async def test_a_reader_sees_read_only_pages_and_a_post_without_the_csrf_token_i
     assert r.status == 403 and "csrf_token" in await r.text()
 
 
+async def test_logout_leaves_no_memory_page_in_the_tabs_session_storage(world: World, browsing: Browsing) -> None:
+    """htmx kept snapshots of the memories page (its table: memory content) in the tab's
+    sessionStorage (``htmx-history-cache``) for its Back button, still there after logout. The
+    console keeps no history cache (Back reloads the page from the gateway) and logout answers
+    ``Clear-Site-Data: "cache", "storage"``."""
+    page = await browsing.page()
+    await _login(page, world.reader_a)
+    await expect(page.locator("#rows")).to_contain_text("CockroachDB")
+    for query in ("billing invoices database", "CockroachDB backups"):
+        await page.fill("input[name=q]", query)
+        await page.click(".filters button[type=submit]")
+        await expect(page).to_have_url(re.compile(r"/console/\?q=" + query.split()[0]))
+        await expect(page.locator("#rows")).to_contain_text("CockroachDB")
+    # No snapshot is kept while logged in either (a tab left open, a logout that never comes).
+    assert await page.evaluate("sessionStorage.getItem('htmx-history-cache')") is None
+    # Back still shows the whole earlier page (reloaded, not a fragment swapped into the body).
+    await page.go_back()
+    await expect(page).to_have_url(re.compile(r"q=billing"))
+    await expect(page.locator(".filters")).to_be_visible()
+    await expect(page.locator("#rows")).to_contain_text("CockroachDB")
+    async with page.expect_response(lambda r: r.url.endswith("/console/logout")) as answered:
+        await page.click("button:has-text('Log out')")
+    logout = await answered.value
+    await expect(page).to_have_url(re.compile(r"/console/login$"))
+    stored = await page.evaluate("JSON.stringify(Object.entries(sessionStorage))")
+    assert "CockroachDB" not in stored and "htmx-history-cache" not in stored, stored[:300]
+    assert logout.status == 303 and (await logout.all_headers()).get("clear-site-data") == '"cache", "storage"'
+
+
 async def test_a_key_of_another_scope_sees_nothing_of_acme(world: World, browsing: Browsing) -> None:
     page = await browsing.page()
     await _login(page, world.writer_b)

@@ -364,10 +364,13 @@ async def switch_scope(request: Request, scope: str = Form(""), csrf_token: str 
 async def logout(request: Request) -> Response:
     """End the session in this gateway process (its cookie, a copy too, is refused here from
     now on; another replica accepts a copy until it expires: session_cookie.py) and drop the
-    session cookies (no CSRF check: a forged logout only logs out)."""
+    session cookies (no CSRF check: a forged logout only logs out); ``Clear-Site-Data`` has
+    the browser drop its cache and storage of this origin."""
     if (opened := _opened(request)) is not None:
         request.app.state.console_ended.end(opened)
-    response = RedirectResponse("/console/login", status_code=303)
+    # The browser drops what it kept of this origin's pages: its HTTP cache and its storage
+    # (sessionStorage held htmx's page snapshots before the console turned that cache off).
+    response = RedirectResponse("/console/login", status_code=303, headers={"Clear-Site-Data": '"cache", "storage"'})
     for name in (SESSION_COOKIE, SCOPE_COOKIE, CSRF_COOKIE):
         # The attributes login set (_set_cookie): a deletion that differs is kept apart by
         # some cookie jars (curl's kept the key and scope cookies after logout).
