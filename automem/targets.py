@@ -46,9 +46,17 @@ async def _start_telemetry(rt: Runtime) -> Stop:
 
 
 async def _start_graph(rt: Runtime) -> Stop:
+    from automem.common.errors import Unavailable, UnreachableError
     from automem.graph import GraphStore
 
-    graph = await GraphStore.open(rt.settings)
+    try:
+        graph = await GraphStore.open(rt.settings)
+    except Unavailable as exc:
+        host, port = rt.settings.falkordb_host or "127.0.0.1", rt.settings.falkordb_port or 6379
+        # The client's own error says why (refused, unknown host); a timeout says its bound.
+        cause = exc.__cause__ if type(exc) is Unavailable and exc.__cause__ is not None else exc
+        raise UnreachableError(f"cannot reach FalkorDB (FALKORDB_HOST={host}, FALKORDB_PORT={port}): "
+                               f"{_reason(cause)}") from exc
     await graph.ensure_schema()
     # Memories stored before versions existed get their first version (automem/graph/versions.py).
     await graph.versions.migrate()
@@ -107,11 +115,42 @@ async def _start_vectors(rt: Runtime) -> Stop | None:
         return None
     try:
         await store.ensure_collection(vector_dimension(rt.settings))
-    except BaseException:
+    except BaseException as exc:
         await store.close()  # e.g. a dimension mismatch: release the shard, change nothing
+        if _qdrant_unreachable(store, exc):
+            from automem.common.errors import UnreachableError
+
+            raise UnreachableError(f"cannot reach Qdrant (QDRANT_URL={_without_userinfo(rt.settings.qdrant_url)}): "
+                                   f"{_reason(exc)}") from exc
         raise
     rt.vectors = BoundedVectorStore(store, rt.settings.store_timeout_seconds)
     return store.close
+
+
+def _qdrant_unreachable(store: Any, exc: BaseException) -> bool:
+    """Whether ``exc`` (from the start of ``store``) says a Qdrant server cannot be reached:
+    no connection (refused, unknown host, timed out), not an answer the server gave."""
+    from automem.vectors.server import ServerVectorStore
+
+    if not isinstance(store, ServerVectorStore):
+        return False
+    import httpx
+    from qdrant_client.http.exceptions import ResponseHandlingException
+
+    return isinstance(exc, (ResponseHandlingException, httpx.TransportError, OSError))
+
+
+def _reason(exc: BaseException) -> str:
+    """The first non-empty text of ``exc`` and its causes (qdrant-client's wrapper says
+    "All connection attempts failed"; httpx's cause may name the address)."""
+    texts = [str(e) for e in (exc, exc.__cause__, exc.__context__) if e is not None and str(e)]
+    return texts[0] if texts else type(exc).__name__
+
+
+def _without_userinfo(url: str) -> str:
+    """``url`` without the ``user:password@`` of its authority, if any."""
+    scheme, sep, rest = url.strip().partition("://")
+    return f"{scheme}{sep}{rest.rpartition('@')[2]}" if sep else url.strip()
 
 
 def _vectors_in_process(settings: Settings) -> bool:

@@ -67,7 +67,7 @@ from automem.cli.output import (
     whole_file,
 )
 from automem.common.embedded import EmbeddedRuntime, EmbeddedServerError
-from automem.common.errors import ListenError
+from automem.common.errors import ListenError, UnreachableError
 from automem.common.jsontext import json_lines
 from automem.common.settings import Settings, get_settings
 from automem.runner import Runner, child_targets, closure, split_shard_warning, targets
@@ -121,8 +121,8 @@ async def _run(settings: Settings, targets: list[str], embedded: bool, ready_fd:
         done, _ = await asyncio.wait([stopped, failed], return_when=asyncio.FIRST_COMPLETED)
         if failed in done and failed.result():
             code = 1
-    except (EmbeddedServerError, ListenError):
-        raise  # main() prints it as one line (the data dir or a port in use), after the clean-up below
+    except (EmbeddedServerError, ListenError, UnreachableError):
+        raise  # main() prints it as one line (the data dir, a port in use, a server not reached), after the clean-up below
     except Exception:
         log.exception("start failed")
         code = 1
@@ -589,6 +589,10 @@ def main(argv: list[str] | None = None) -> int:
         except (socket.gaierror, UnicodeError) as exc:
             print(f"automem: setting AUTOMEM_HOST: cannot resolve {settings.host[:80]!r} ({exc})", file=sys.stderr)
             return 2
+        serving_grpc = args.cmd == "up" or "grpc-server" in closure(_names(args.target))
+        if problem := _server_setting_problem(settings, serving_grpc, data_dir=args.cmd == "up"):
+            print(f"automem: setting {problem}", file=sys.stderr)
+            return 2
         from automem.common.embedded import PARENT_PID_ENV, die_with_parent
 
         if args.cmd == "serve" and os.environ.get(PARENT_PID_ENV, "").isdigit():
@@ -598,7 +602,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.cmd == "up":
                 return run_loop(settings, _run(settings, ["all"], embedded=True))
             return run_loop(settings, _run(settings, _names(args.target), embedded=False, ready_fd=args.ready_fd))
-        except (EmbeddedServerError, ListenError) as exc:  # the data dir or a port in use: one line
+        except (EmbeddedServerError, ListenError, UnreachableError) as exc:  # the data dir, a port, a server: one line
             return fail(args.cmd, exc)
     if args.cmd == "mcp":
         from automem.gateway.mcp_server import run_stdio
@@ -611,6 +615,31 @@ def main(argv: list[str] | None = None) -> int:
 
         return transfer.main(settings, args)
     return _operate(settings, args)
+
+
+def _server_setting_problem(settings: Settings, serving_grpc: bool, data_dir: bool) -> str | None:
+    """What the settings check of a server command finds before anything starts, as
+    ``"VARIABLE: reason"``, or None. ``serving_grpc``: the TLS files (a missing cert failed
+    the start once NATS and FalkorDB were up). ``data_dir`` (``automem up``):
+    ``AUTOMEM_DATA_DIR`` is created (0700) when missing and its lock file opened, as the
+    start does (a path under /proc or a read-only one ended in a traceback)."""
+    if serving_grpc:
+        from automem.common.grpc_tls import TlsSettingsError, channel_credentials, server_credentials
+
+        try:
+            server_credentials(settings)
+            channel_credentials(settings)  # the gateway's and the forwarding channels'
+        except TlsSettingsError as exc:
+            return f"{exc.variable}: {exc.reason}"
+    if data_dir:
+        path = Path(settings.data_dir)
+        try:
+            path.mkdir(mode=0o700, parents=True, exist_ok=True)
+            os.close(os.open(path.resolve() / "automem.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644))
+        except OSError as exc:
+            return (f"AUTOMEM_DATA_DIR: cannot create or write {str(path)!r}: {exc.strerror or exc}"
+                    + (f" ({exc.filename})" if exc.filename and str(exc.filename) != str(path) else ""))
+    return None
 
 
 def run_loop(settings: Settings, main_coro: Coroutine[Any, Any, int]) -> int:

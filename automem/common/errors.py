@@ -23,6 +23,12 @@ class HeldElsewhereError(ListenError):
     line, as a port in use is."""
 
 
+class UnreachableError(Exception):
+    """A server the settings name (FalkorDB, Qdrant) could not be reached while the process
+    started; the message names the server, its variables with their values and the reason.
+    ``automem up`` / ``serve`` print it as one line and exit 1 (automem/cli/main.py)."""
+
+
 class AutomemError(Exception):
     """Base class. ``code`` is the gRPC status code; ``field`` names the bad field, if any."""
 

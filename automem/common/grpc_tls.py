@@ -24,20 +24,25 @@ from automem.common.settings import Settings
 
 class TlsSettingsError(ValueError):
     """A TLS setting is missing or names a file that cannot be read; the message names the
-    variable."""
+    variable (:attr:`variable`; :attr:`reason` is the rest)."""
+
+    def __init__(self, variable: str, reason: str, message: str = "") -> None:
+        super().__init__(message or f"{variable}: {reason}")
+        self.variable, self.reason = variable, reason
 
 
 def _read(variable: str, path: str) -> bytes:
     """The bytes of the PEM file ``path`` named by the setting ``variable``. Raises
     TlsSettingsError naming ``variable`` when it is empty, unreadable or not PEM."""
     if not path:
-        raise TlsSettingsError(f"{variable} is required when AUTOMEM_GRPC_TLS is true")
+        raise TlsSettingsError(variable, "required when AUTOMEM_GRPC_TLS is true",
+                               f"{variable} is required when AUTOMEM_GRPC_TLS is true")
     try:
         data = Path(path).read_bytes()
     except OSError as exc:
-        raise TlsSettingsError(f"{variable}: cannot read {path}: {exc.strerror or exc}") from None
+        raise TlsSettingsError(variable, f"cannot read {path}: {exc.strerror or exc}") from None
     if b"-----BEGIN " not in data:
-        raise TlsSettingsError(f"{variable}: {path} is not a PEM file")
+        raise TlsSettingsError(variable, f"{path} is not a PEM file")
     return data
 
 

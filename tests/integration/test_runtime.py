@@ -471,6 +471,53 @@ def test_a_port_out_of_range_is_refused_as_a_setting(tmp_path: Path, name: str) 
     assert "Traceback" not in done.stderr + done.stdout
 
 
+@pytest.mark.parametrize(("name", "value", "variable", "says"), [
+    ("AUTOMEM_DATA_DIR", "/proc/automem-no-such-dir", "AUTOMEM_DATA_DIR", "No such file or directory"),
+    ("AUTOMEM_DATA_DIR", "/sys/kernel", "AUTOMEM_DATA_DIR", "Permission denied"),
+    ("AUTOMEM_GRPC_TLS", "true", "AUTOMEM_GRPC_TLS_CERT_FILE", "required when AUTOMEM_GRPC_TLS is true"),
+])
+def test_a_data_dir_that_cannot_be_made_or_tls_without_a_cert_is_refused_before_anything_starts(
+        tmp_path: Path, name: str, value: str, variable: str, says: str) -> None:
+    """A data dir under /proc (FileNotFoundError) or /sys (PermissionError on automem.lock)
+    ended ``automem up`` with a traceback naming no variable; AUTOMEM_GRPC_TLS without a
+    certificate with a TlsSettingsError traceback once NATS and FalkorDB were up. The settings
+    check refuses each with one line naming the variable, exit 2, before any server starts."""
+    env = {**os.environ, "AUTOMEM_DATA_DIR": str(tmp_path / "data"), "AUTOMEM_METRICS_PORT": "0",
+           "PORT": str(free_port()), "AUTOMEM_GRPC_PORT": "0", "AUTOMEM_GRPC_TLS_CERT_FILE": "", name: value}
+    done = subprocess.run([AUTOMEM, "up"], env=env, capture_output=True, text=True, timeout=60, check=False)
+    said = done.stderr + done.stdout
+    assert done.returncode == 2, said[-3000:]
+    assert f"automem: setting {variable}: " in done.stderr and says in done.stderr, said[-3000:]
+    assert "Traceback" not in said and "nats-server" not in said and "redis-server" not in said, said[-3000:]
+
+
+@pytest.mark.parametrize("server", ["qdrant", "falkordb-port", "falkordb-host"])
+def test_a_server_that_cannot_be_reached_fails_the_start_in_one_line_naming_its_variable(
+        tmp_path: Path, server: str) -> None:
+    """QDRANT_URL on a port where nothing listens ended ``automem up`` with a 117-line
+    traceback ending in ConnectError, QDRANT_URL never named; FALKORDB_HOST with nothing
+    listening, or a host name that does not resolve, with a traceback naming the address but
+    not the variable. Each is now one line ``automem up: cannot reach X (VARIABLE=value):
+    reason``, exit 1, and nothing it started is left running."""
+    port = free_port()
+    extra, says = {
+        "qdrant": ({"QDRANT_URL": f"http://127.0.0.1:{port}"}, f"cannot reach Qdrant (QDRANT_URL=http://127.0.0.1:{port}): "),
+        "falkordb-port": ({"FALKORDB_HOST": "127.0.0.1", "FALKORDB_PORT": str(port)},
+                          f"cannot reach FalkorDB (FALKORDB_HOST=127.0.0.1, FALKORDB_PORT={port}): "),
+        "falkordb-host": ({"FALKORDB_HOST": "bad host"}, "cannot reach FalkorDB (FALKORDB_HOST=bad host, FALKORDB_PORT="),
+    }[server]
+    data = tmp_path / "data"
+    env = {**os.environ, "AUTOMEM_DATA_DIR": str(data), "AUTOMEM_METRICS_PORT": "0", "PORT": str(free_port()),
+           "AUTOMEM_GRPC_PORT": "0", "AUTOMEM_CHILD_TARGETS": "", **extra}
+    done = subprocess.run([AUTOMEM, "up"], env=env, capture_output=True, text=True, timeout=120, check=False)
+    said = done.stderr + done.stdout
+    assert done.returncode == 1, said[-3000:]
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"automem up: {says}") and len(last) > len(f"automem up: {says}"), said[-3000:]
+    assert "Traceback" not in said, said[-3000:]
+    assert _started_from(data) == []
+
+
 def _stopped_falkordb(tmp_path: Path):
     from automem.common.embedded import EmbeddedFalkorDB
 
