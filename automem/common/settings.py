@@ -8,6 +8,7 @@ need) through their constructors. Variable names follow AutoMem where AutoMem ha
 
 from __future__ import annotations
 
+import ipaddress
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
@@ -58,9 +59,11 @@ class Settings(BaseSettings):
     #: hosts (then set AUTOMEM_API_TOKEN).
     host: str = Field("127.0.0.1", validation_alias=_env("AUTOMEM_HOST", "HOST"))
     #: Addresses of the TLS-terminating proxies whose ``X-Forwarded-Proto`` / ``-For`` the
-    #: gateway believes (uvicorn's forwarded_allow_ips option: comma-separated IPs or networks,
-    #: ``*`` for any; uvicorn's default 127.0.0.1). Behind a proxy on another host the
-    #: console's session cookies get ``Secure`` only when the proxy's address is listed.
+    #: gateway believes (uvicorn's forwarded_allow_ips option: comma-separated IPs or networks
+    #: such as 10.0.0.0/8, ``*`` alone for any, empty for none; uvicorn's default 127.0.0.1).
+    #: Behind a proxy on another host the console's session cookies get ``Secure`` only when
+    #: the proxy's address is listed. Anything else is refused (uvicorn kept it as a name no
+    #: TCP client address ever equals: trusted no one, silently).
     forwarded_allow_ips: str = Field("127.0.0.1", validation_alias=_env("AUTOMEM_FORWARDED_ALLOW_IPS"))
     #: Gateway HTTP port; AutoMem's default is 8001.
     port: int = Field(8001, ge=0, le=65535, validation_alias=_env("PORT", "AUTOMEM_PORT"))
@@ -613,6 +616,21 @@ class Settings(BaseSettings):
         if zero:
             raise ValueError(f"{zero[0]!r}: a period of 0 has no length (it was read as 1); write "
                              "'10/minute' or '10/2 minute'")
+        return value
+
+    @field_validator("forwarded_allow_ips")
+    @classmethod
+    def _forwarded_allow_ips(cls, value: str) -> str:
+        entries = [e.strip() for e in value.split(",") if e.strip()]
+        if "*" in entries and len(entries) > 1:
+            raise ValueError("'*' trusts every address alone; with others uvicorn reads it as a name that matches none")
+        for entry in entries:
+            if entry == "*":
+                continue
+            try:
+                ipaddress.ip_network(entry) if "/" in entry else ipaddress.ip_address(entry)
+            except ValueError as exc:
+                raise ValueError(f"{entry[:80]!r} is not an IP address, a network (10.0.0.0/8) or '*' ({exc})") from None
         return value
 
     @field_validator("data_dir")

@@ -66,6 +66,10 @@ from automem.common.settings import Settings
     ("AUTOMEM_RECALL_ADDR", "http://recall:50051"), ("QDRANT_URL", "http://q:notaport"), ("QDRANT_URL", "http://q:99999"),
     # nats-py read it as a host name and retried it for ever at start.
     ("NATS_URL", "not-a-url"), ("NATS_URL", "nats://127.0.0.1:99999"), ("NATS_URL", "http://nats:4222"),
+    # uvicorn kept what is no address as a name no client address equals: nobody trusted, silently.
+    ("AUTOMEM_FORWARDED_ALLOW_IPS", "garbage"), ("AUTOMEM_FORWARDED_ALLOW_IPS", "10.0.0.1, proxy"),
+    ("AUTOMEM_FORWARDED_ALLOW_IPS", "10.0.0.1/8"), ("AUTOMEM_FORWARDED_ALLOW_IPS", "*, 10.0.0.1"),
+    ("AUTOMEM_FORWARDED_ALLOW_IPS", "300.1.1.1"),
 ])
 def test_an_unusable_setting_is_refused_naming_it(monkeypatch, variable, value) -> None:
     monkeypatch.setenv(variable, value)
@@ -97,6 +101,12 @@ def test_usable_providers_vector_urls_and_grpc_addresses_are_kept(monkeypatch) -
                     "dns:///automem-recall-headless.ns.svc.cluster.local:50051", "unix:/tmp/recall.sock"):
         monkeypatch.setenv("AUTOMEM_RECALL_ADDR", address)
         assert Settings().recall_addr == address
+
+
+def test_forwarded_allow_ips_keeps_the_forms_uvicorn_reads(monkeypatch) -> None:
+    for value in ("127.0.0.1", "*", "", "10.0.0.1, 192.168.0.0/16,::1", "fd00::/8", " 10.1.2.3 "):
+        monkeypatch.setenv("AUTOMEM_FORWARDED_ALLOW_IPS", value)
+        assert Settings().forwarded_allow_ips == value
 
 
 def test_usable_tokens_scopes_and_limits_are_kept(monkeypatch) -> None:
@@ -148,6 +158,7 @@ def test_serve_naming_a_target_twice_is_a_usage_error(target, twice, capsys) -> 
     ("AUTOMEM_MAX_DELIVER", "0", "greater than or equal to 1"),
     ("AUTOMEM_RATE_LIMIT", "10/0 minute", "'10/0 minute': a period of 0 has no length"),
     ("NATS_URL", "not-a-url", "write it as nats://host:4222"),
+    ("AUTOMEM_FORWARDED_ALLOW_IPS", "garbage", "'garbage' is not an IP address, a network (10.0.0.0/8) or '*'"),
 ])
 def test_a_start_with_an_unusable_setting_is_one_line_and_exit_2(tmp_path, variable, value, says) -> None:
     """Each ended ``automem up`` in a "start failed" traceback after the embedded servers had started."""
