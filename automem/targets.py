@@ -69,10 +69,19 @@ async def _start_graph(rt: Runtime) -> Stop:
 
 
 async def _start_bus(rt: Runtime) -> Stop:
-    from automem.common.bus import Bus
+    from automem.common.bus import Bus, without_credentials
+    from automem.common.errors import Unavailable, UnreachableError
+    from automem.common.timeouts import effective_bound
 
     bus = Bus(rt.settings)
-    await bus.connect()
+    try:
+        await bus.connect()
+    except Unavailable as exc:
+        if type(exc) is not Unavailable:  # the stream's creation timed out: NATS was reached
+            raise
+        bound = effective_bound(rt.settings.store_timeout_seconds) or 5.0
+        raise UnreachableError(f"cannot reach NATS (NATS_URL={without_credentials(rt.settings.nats_url)}) within "
+                               f"{bound:g}s: {_reason(exc.__cause__ or exc)}") from exc
     rt.bus = bus
     return bus.close
 

@@ -138,7 +138,7 @@ _CONNECTION_ERRORS = (OSError, TimeoutError, nats.errors.NoServersError, nats.er
                       nats.errors.StaleConnectionError, nats.errors.UnexpectedEOF)
 
 
-def _without_credentials(url: str) -> str:
+def without_credentials(url: str) -> str:
     """``url`` without the user and password it may carry (``nats://u:p@host`` → ``nats://host``)."""
     parts = urlsplit(url)
     return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
@@ -218,8 +218,9 @@ class Bus:
             last = nc.last_error or exc
             with contextlib.suppress(Exception):
                 await nc.close()  # ends its connection attempts
-            raise Unavailable(f"NATS at {_without_credentials(self.settings.nats_url)} cannot be reached within "
-                              f"{bound:g}s (NATS_URL): {last!r}") from None
+            # Chained to nats-py's last error only (its reason for automem up's one line).
+            raise Unavailable(f"NATS at {without_credentials(self.settings.nats_url)} cannot be reached within "
+                              f"{bound:g}s (NATS_URL): {last!r}") from (last if isinstance(last, BaseException) else None)
         self.nc = nc
         self.js = self.nc.jetstream(timeout=effective_bound(self.timeout) or 5.0)
         config = self.stream_config()

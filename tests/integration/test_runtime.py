@@ -491,13 +491,13 @@ def test_a_data_dir_that_cannot_be_made_or_tls_without_a_cert_is_refused_before_
     assert "Traceback" not in said and "nats-server" not in said and "redis-server" not in said, said[-3000:]
 
 
-@pytest.mark.parametrize("server", ["qdrant", "falkordb-port", "falkordb-host"])
+@pytest.mark.parametrize("server", ["qdrant", "falkordb-port", "falkordb-host", "nats"])
 def test_a_server_that_cannot_be_reached_fails_the_start_in_one_line_naming_its_variable(
         tmp_path: Path, server: str) -> None:
     """QDRANT_URL on a port where nothing listens ended ``automem up`` with a 117-line
     traceback ending in ConnectError, QDRANT_URL never named; FALKORDB_HOST with nothing
     listening, or a host name that does not resolve, with a traceback naming the address but
-    not the variable. Each is now one line ``automem up: cannot reach X (VARIABLE=value):
+    not the variable (NATS_URL: a "start failed" traceback). Each is now one line ``automem up: cannot reach X (VARIABLE=value):
     reason``, exit 1, and nothing it started is left running."""
     port = free_port()
     extra, says = {
@@ -505,6 +505,8 @@ def test_a_server_that_cannot_be_reached_fails_the_start_in_one_line_naming_its_
         "falkordb-port": ({"FALKORDB_HOST": "127.0.0.1", "FALKORDB_PORT": str(port)},
                           f"cannot reach FalkorDB (FALKORDB_HOST=127.0.0.1, FALKORDB_PORT={port}): "),
         "falkordb-host": ({"FALKORDB_HOST": "bad host"}, "cannot reach FalkorDB (FALKORDB_HOST=bad host, FALKORDB_PORT="),
+        "nats": ({"NATS_URL": f"nats://u:p@127.0.0.1:{port}", "AUTOMEM_STORE_TIMEOUT_S": "2"},
+                 f"cannot reach NATS (NATS_URL=nats://127.0.0.1:{port}) within 2s: "),
     }[server]
     data = tmp_path / "data"
     env = {**os.environ, "AUTOMEM_DATA_DIR": str(data), "AUTOMEM_METRICS_PORT": "0", "PORT": str(free_port()),
