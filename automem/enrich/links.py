@@ -41,12 +41,14 @@ NEGATIONS = frozenset(("not", "no", "never", "don't", "doesn't", "didn't", "isn'
 _WORD = re.compile(r"[A-Za-z][A-Za-z']*|\d+(?:\.\d+)?")
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 #: Tokens of the identifier check: runs of letters and digits joined by ``. - _ : /`` (so
-#: ``1.4.2``, ``INC-1234``, ``db-01`` and ``4f3a9c`` are one token each), a leading ``#`` kept.
+#: ``INC-1234``, a UUID and ``4f3a9c`` are one token each), a leading ``#`` kept.
 _TOKEN = re.compile(r"#?[A-Za-z0-9]+(?:[._:/-][A-Za-z0-9]+)*")
-#: A quantity written with its unit or as an ordinal (``30s``, ``512MB``, ``2x``, ``4th``): a value.
-_QUANTITY = re.compile(r"\d+(?:\.\d+)?[a-z]{1,3}")
-#: A version of three or more parts, or one with a ``v`` (``1.4.2``, ``v2``, ``v3.1``).
-_VERSION = re.compile(r"v\d+(?:\.\d+)*|\d+(?:\.\d+){2,}")
+#: A hash: hex digits only (parts may be joined, as in a UUID), at least 6 of them, with a
+#: digit and a letter (``4f3a9c``, a commit id); ``a100`` or ``db-01`` are too short to be one.
+_HASH = re.compile(r"(?=[0-9a-f._:/-]*[0-9])(?=[0-9a-f._:/-]*[a-f])[0-9a-f]+(?:[._:/-][0-9a-f]+)*")
+#: A ticket key as trackers write them: an upper-case prefix, a dash, two or more digits
+#: (``INC-1234``, ``CVE-2024-1234``; not ``GPT-4``, ``UTF-8``).
+_TICKET = re.compile(r"[A-Z]{2,}(?:-[0-9]{2,})+")
 #: Words after which a number is a quantity or a date, not a label (``in 2019``, ``is 5000``);
 #: a number of four or more digits after any other word is one (``ticket 1234``).
 _VALUE_LEADS = STOP_WORDS | frozenset(("since", "until", "till", "before", "after", "around", "near", "between",
@@ -68,20 +70,22 @@ class Neighbour:
 
 
 def _identifier_spans(text: str) -> list[tuple[int, int, str]]:
-    """``(start, end, token)`` of the identifiers in ``text`` (tokens case-folded): a token
-    mixing letters and digits that is not a quantity with a unit (``4f3a9c``, ``db-01``,
-    ``INC-1234``, ``Q3``; not ``30s``), a version (``1.4.2``, ``v2``), a ``#`` number
-    (``#1234``), or a number of four or more digits right after a word that labels it
-    (``ticket 1234``, ``build 20240611``; not ``in 2019`` or ``is 5000``)."""
+    """``(start, end, token)`` of the identifiers in ``text`` (tokens case-folded): names
+    that tell two things of one kind apart rather than values of one thing — a hash
+    (``4f3a9c``, a UUID; :data:`_HASH`), a ticket key (``INC-1234``; :data:`_TICKET`), a ``#``
+    number (``#1234``), or a number of four or more digits right after a word that labels it
+    (``ticket 1234``, ``build 20240611``; not ``in 2019`` or ``is 5000``). Versions and other
+    tokens mixing letters and digits (``v18``, ``3.11.4``, ``ubuntu-22.04``, ``A100``,
+    ``9:30am``) are values: a changed one is what a correction looks like."""
     spans = []
     before = ""
     for match in _TOKEN.finditer(text):
-        token = match.group().lower()
+        raw = match.group()
+        token = raw.lower()
         bare = token.lstrip("#")
-        letters = any(c.isalpha() for c in bare)
-        digits = any(c.isdigit() for c in bare)
-        if (token.startswith("#") and digits or _VERSION.fullmatch(bare)
-                or (letters and digits and not _QUANTITY.fullmatch(bare))
+        if ((token.startswith("#") and bare.isdigit()) or (len(re.sub(r"[^0-9a-f]", "", bare)) >= 6
+                                                           and _HASH.fullmatch(bare))
+                or _TICKET.fullmatch(raw)
                 or (bare.isdigit() and len(bare) >= 4 and before.isalpha() and before not in _VALUE_LEADS)):
             spans.append((match.start(), match.end(), token))
         before = bare
@@ -94,34 +98,35 @@ def contradiction_signal(new: str, old: str) -> str | None:
 
     Identifiers first: when each text names an identifier the other does not (``deploy build
     4f3a9c finished`` / ``deploy build 7b21e0 finished``, ``ticket 1234 closed`` / ``ticket
-    5678 closed``, ``release 1.4.2`` / ``release 1.4.3``), they are about different things,
-    not one correcting the other: None, whatever else differs. Identifiers are hex ids and
-    other tokens mixing letters and digits, versions of three parts or with a ``v``, ``#``
-    numbers and numbers of four or more digits labelled by the word before them
-    (:func:`_identifier_spans`). Otherwise, with the identifiers left out:
+    5678 closed``, ``INC-1234`` / ``INC-5678``), they are about different things, not one
+    correcting the other: None, whatever else differs (:func:`_identifier_spans` says what
+    an identifier is). An identifier both name is a shared word (``build 4f3a9c: tests
+    passed`` / ``... failed`` is a correction). Otherwise:
 
     * a negation on one side only (``We do not deploy on Fridays`` / ``We deploy on Fridays``);
-    * different numbers — values (``the API timeout is 30 s`` / ``... 60 s``; a short number
-      after a name, as in ``Postgres 14`` / ``Postgres 16``, counts as a value);
+    * different numbers — values, read with the identifiers' digits left out (``the API
+      timeout is 30 s`` / ``... 60 s``, ``Postgres 14`` / ``Postgres 16``, ``Node v18`` / ``Node
+      v20``);
     * or at most two differing terms on each side around at least three shared ones, the
       shared at least twice as many (``favourite colour is blue`` / ``... green``).
 
-    Limits (no parse, only token shapes): a short label (``ticket 12`` / ``ticket 13``) reads as
-    a value, and a number of four or more digits after a verb or noun outside
-    :data:`_VALUE_LEADS` as a label (``costs 5000``; ``port 8080`` / ``port 9090`` read as two
-    ports, ``the port is 8080`` / ``... 9090`` as a corrected value)."""
+    Limits (no parse, only token shapes): a short label (``ticket 12`` / ``ticket 13``,
+    ``Sprint 14``) and a name that mixes letters and digits (``db-01`` / ``db-02``: two servers,
+    or a corrected host) read as values, so such pairs are proposed and a reviewer tells them
+    apart; a number of four or more digits after a word outside :data:`_VALUE_LEADS` reads as
+    a label (``budget 5000 USD`` / ``8000 USD`` is not proposed; ``the budget is 5000 USD`` is).
+    A wrong proposal costs a reviewer a click; a missed one leaves a stale fact current."""
     ids_new, ids_old = _identifier_spans(new), _identifier_spans(old)
     tokens_new, tokens_old = {t for _, _, t in ids_new}, {t for _, _, t in ids_old}
     if tokens_new - tokens_old and tokens_old - tokens_new:
         return None
-    new, old = _blank(new, ids_new), _blank(old, ids_old)
     words_new = [w.lower() for w in _WORD.findall(new)]
     words_old = [w.lower() for w in _WORD.findall(old)]
     neg_new = sum(w in NEGATIONS or w.endswith("n't") for w in words_new)
     neg_old = sum(w in NEGATIONS or w.endswith("n't") for w in words_old)
     if (neg_new == 0) != (neg_old == 0):
         return "negation: one states what the other denies"
-    nums_new, nums_old = set(_NUMBER.findall(new)), set(_NUMBER.findall(old))
+    nums_new, nums_old = set(_NUMBER.findall(_blank(new, ids_new))), set(_NUMBER.findall(_blank(old, ids_old)))
     if nums_new and nums_old and nums_new != nums_old:
         return f"different value: {', '.join(sorted(nums_old))} -> {', '.join(sorted(nums_new))}"
     terms_new, terms_old = set(analyze(new)), set(analyze(old))
