@@ -84,6 +84,9 @@ REVIEW_KINDS = ("memory", "supersede_proposal")
 REVIEW_STATUSES = ("pending", "approved", "rejected")
 MAX_REVIEW_PAGE = 200
 MAX_EVENT_PAGE = 1000
+#: How much earlier than a memory's ``create_time`` its history read starts on the stream
+#: (seconds): room for the clocks of the ingest process and the NATS server to differ.
+HISTORY_CLOCK_SKEW_SECONDS = 300.0
 #: Events fetched from the stream at once by StreamMemoryEvents, and the seconds one fetch
 #: waits for new ones: between fetches the stream checks that the caller's key was not
 #: revoked (README: a revoked key is refused within 2 s), so 1 s, not the 5 s it was.
@@ -496,10 +499,17 @@ class ReviewServicer(EntityMerges, PurgeRpcs, review_service_pb2_grpc.ReviewServ
         offset = decode_offset_token(request.page_token, bound)
         bus = self.publisher.bus
         retention = await bus.retention()
+        node = await self.graph.memories.get(request.id, scope)
+        # Every event of a memory comes after its node was written (ingest stamps create_time,
+        # then publishes): the read starts there, less HISTORY_CLOCK_SKEW_SECONDS for the
+        # clocks of the writer and the NATS server; a purged memory's read starts at the
+        # stream's first message.
+        since = None if node is None else first_epoch(node, "create_time", "record_time", default=None)
         # Re-queue signals (reprocess, re-embed, sync repair) changed nothing: not history.
-        events = [e for e in await bus.events_for(request.id, limit=10**9)
+        events = [e for e in await bus.events_for(
+                      request.id, limit=10**9, since=None if since is None else since - HISTORY_CLOCK_SKEW_SECONDS)
                   if (e.scope or e.relation.scope) == scope and not is_requeue(e)]
-        if not events and await self.graph.memories.get(request.id, scope) is None:
+        if not events and node is None:
             raise NotFound(f"memory {request.id} has no history in scope {scope!r}", field="id")
         created = bool(events) and events[0].type == events_pb2.EVENT_TYPE_MEMORY_CREATED \
             and events[0].memory_id == request.id
@@ -509,7 +519,6 @@ class ReviewServicer(EntityMerges, PurgeRpcs, review_service_pb2_grpc.ReviewServ
             created = first_epoch(events[0].after, "create_time", default=0.0) >= retention.first_time
         page = events[offset: offset + size]
         stored = {}
-        node = await self.graph.memories.get(request.id, scope)
         read = ReadAt()
         in_force = node is not None and (await resolve_one(self.graph, node, scope, read))[0]
         for i, event in enumerate(page):

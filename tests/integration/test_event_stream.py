@@ -466,3 +466,50 @@ async def test_events_for_ends_with_the_last_memory_event_not_the_streams_last_m
         assert idle == []
     finally:
         await bus.close()
+
+
+async def test_a_memorys_history_starts_at_its_creation_not_the_streams_first_message(settings) -> None:
+    """A memory's history read every memory message the stream held (~1 s per read at
+    10,000 memories, growing with the store): ``events_for(..., since=)`` lets the server
+    start at a time, and the history starts at the memory's ``create_time`` less a margin
+    (automem/ingest/review.py ``HISTORY_CLOCK_SKEW_SECONDS``). Every event of the memory
+    comes back — its own and a relation's that names it as the target — and the messages
+    stored before ``since`` are never delivered."""
+    import time
+
+    created, updated, related = (events_pb2.EVENT_TYPE_MEMORY_CREATED, events_pb2.EVENT_TYPE_MEMORY_UPDATED,
+                                 events_pb2.EVENT_TYPE_RELATION_CREATED)
+    bus = Bus(settings)
+    await bus.connect()
+    delivered: list[str] = []  # the memory ids of every message a read received
+    subscribe = bus.js.subscribe
+
+    async def counted_subscribe(*args: Any, **kwargs: Any) -> Any:
+        sub = await subscribe(*args, **kwargs)
+        next_msg = sub.next_msg
+
+        async def counted_next_msg(*a: Any, **k: Any) -> Any:
+            msg = await next_msg(*a, **k)
+            delivered.append(events_pb2.MemoryEvent.FromString(msg.data).memory_id)
+            return msg
+        sub.next_msg = counted_next_msg
+        return sub
+    bus.js.subscribe = counted_subscribe
+    try:
+        await bus.publish_events([_event(created, f"older-{i}") for i in range(20)])
+        await asyncio.sleep(1.0)
+        since = time.time() - 0.3
+        link = events_pb2.MemoryEvent(event_id="link", type=related, memory_id="other", scope="default")
+        link.relation.source_id, link.relation.target_id = "other", "late"
+        await bus.publish_events([_event(created, "late"), _event(created, "other"), link, _event(updated, "late")])
+        want = [f"late-{created}", "link", f"late-{updated}"]
+
+        delivered.clear()
+        assert [e.event_id for e in await bus.events_for("late", since=since)] == want
+        assert delivered == ["late", "other", "other", "late"]  # none of the 20 older messages
+
+        delivered.clear()
+        assert [e.event_id for e in await bus.events_for("late")] == want  # the whole stream: the same events
+        assert len(delivered) == 24
+    finally:
+        await bus.close()
