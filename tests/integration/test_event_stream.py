@@ -513,3 +513,31 @@ async def test_a_memorys_history_starts_at_its_creation_not_the_streams_first_me
         assert len(delivered) == 24
     finally:
         await bus.close()
+
+
+async def test_the_retention_time_is_read_when_the_first_message_goes_between_the_reads(settings) -> None:
+    """Where the stream begins is two reads (the stream's first sequence, then that message's
+    time); when the retention removed that message between them the time was left out, and a
+    live stream's ``trimmed`` notice came without ``retained_since_time`` (CI, under load).
+    The first message is taken away once here, as the retention does: the time is still read."""
+    from nats.js.errors import NotFoundError
+
+    bus = Bus(settings)
+    await bus.connect()
+    get_msg = bus.js.get_msg
+    removed: list[int] = []
+
+    async def retention_removes_it_once(stream: str, seq: int, *args: Any, **kwargs: Any) -> Any:
+        if not removed:
+            removed.append(seq)
+            await bus.js.delete_msg(stream, seq)
+            raise NotFoundError()
+        return await get_msg(stream, seq, *args, **kwargs)
+    try:
+        await bus.publish_events([_event(events_pb2.EVENT_TYPE_MEMORY_CREATED, f"r-{i}") for i in range(3)])
+        bus.js.get_msg = retention_removes_it_once
+        retention = await bus.retention()
+        assert removed and retention.first_time is not None
+        assert retention.first_seq == removed[0] + 1
+    finally:
+        await bus.close()
