@@ -148,7 +148,9 @@ def encode_token(cursor: Cursor) -> str:
 
 def decode_token(token: str) -> Cursor:
     """The cursor of a ``page_token``. InvalidArgument (field ``page_token``) when it is not
-    one this service issued."""
+    one this service issued: not its JSON, another version, a value of the wrong type, a
+    number that is not finite, or a time (``t``, ``a``, ``k``) outside :data:`FLOOR` ..
+    ``OPEN_END`` + 1 s (automem/common/model.py), the times the graph stores."""
     try:
         raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
         body = json.loads(raw)
@@ -159,6 +161,10 @@ def decode_token(token: str) -> Cursor:
             raise TypeError("types")
         if not all(math.isfinite(v) for v in values):
             raise ValueError("not finite")
+        # A time outside what the graph stores: at t = 1e17, t - width rounds back to t and
+        # the window walk never moved (16 s of FalkorDB reads until the deadline; break-it).
+        if not all(FLOOR <= values[k] <= OPEN_END + 1.0 for k in (0, 3, 4)):
+            raise ValueError("time out of range")
     except (ValueError, TypeError, KeyError, AttributeError, UnicodeDecodeError, RecursionError):  # crafted deep JSON
         raise InvalidArgument("page_token: not a token of this listing", field="page_token") from None
     t, importance, width, as_of, known_at = values
