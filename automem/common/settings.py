@@ -11,7 +11,7 @@ from __future__ import annotations
 import ipaddress
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import (
@@ -31,6 +31,9 @@ from automem.common.auth import MAX_SCOPE_LENGTH, SCOPE_RE
 GRPC_RESOLVER_SCHEMES = ("dns:", "ipv4:", "ipv6:", "unix:", "unix-abstract:", "vsock:", "xds:")
 #: The embedding providers automem/common/embedding.py builds (``AUTOMEM_EMBEDDING_PROVIDER``).
 EMBEDDING_PROVIDERS = ("minilm", "wordllama", "openai")
+
+#: ``AUTOMEM_DATA_DIR`` when unset or empty (relative to the working directory).
+DEFAULT_DATA_DIR = Path("./.automem")
 
 #: Shortest ``AUTOMEM_CONSOLE_SECRET`` accepted (characters; automem/gateway/console/session_cookie.py).
 CONSOLE_SECRET_MIN_LENGTH = 32
@@ -53,8 +56,9 @@ class Settings(BaseSettings):
 
     # --- runtime -------------------------------------------------------------------------
     #: Where ``automem up`` keeps its state: the embedded servers' data (``nats/``, ``falkordb/``),
-    #: the vector shard (``qdrant/``), sockets and logs.
-    data_dir: Path = Field(Path("./.automem"), validation_alias=_env("AUTOMEM_DATA_DIR"))
+    #: the vector shard (``qdrant/``), sockets and logs. Empty (``AUTOMEM_DATA_DIR=`` in an
+    #: ``.env`` file) is the default, not the working directory.
+    data_dir: Path = Field(DEFAULT_DATA_DIR, validation_alias=_env("AUTOMEM_DATA_DIR"))
     #: Address the gateway (HTTP) and the gRPC server listen on; 0.0.0.0 to be reached from other
     #: hosts (then set AUTOMEM_API_TOKEN).
     host: str = Field("127.0.0.1", validation_alias=_env("AUTOMEM_HOST", "HOST"))
@@ -632,6 +636,13 @@ class Settings(BaseSettings):
             except ValueError as exc:
                 raise ValueError(f"{entry[:80]!r} is not an IP address, a network (10.0.0.0/8) or '*' ({exc})") from None
         return value
+
+    @field_validator("data_dir", mode="before")
+    @classmethod
+    def _empty_is_the_default(cls, value: Any) -> Any:
+        # Path("") is ".": an empty AUTOMEM_DATA_DIR wrote nats/, falkordb/ and qdrant/ into
+        # the working directory (break-it round G).
+        return DEFAULT_DATA_DIR if isinstance(value, str) and not value.strip() else value
 
     @field_validator("data_dir")
     @classmethod

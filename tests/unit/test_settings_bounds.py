@@ -169,3 +169,13 @@ def test_a_start_with_an_unusable_setting_is_one_line_and_exit_2(tmp_path, varia
     assert result.stderr.strip().splitlines() == [line for line in result.stderr.strip().splitlines()
                                                   if line.startswith(f"automem: setting {variable}: ")], result.stderr
     assert says in result.stderr and not (tmp_path / "data").exists()
+
+
+@pytest.mark.parametrize("value", ["", "   "])
+def test_an_empty_data_dir_is_the_default_not_the_working_directory(monkeypatch, value) -> None:
+    """``Path("")`` is ``.``: ``AUTOMEM_DATA_DIR=`` (an ``.env`` line left empty) made ``automem
+    up`` write nats/, falkordb/ and qdrant/ into the working directory (break-it round G)."""
+    from automem.common.settings import DEFAULT_DATA_DIR
+
+    monkeypatch.setenv("AUTOMEM_DATA_DIR", value)
+    assert Settings().data_dir == DEFAULT_DATA_DIR == Path(".automem")
