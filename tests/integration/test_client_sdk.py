@@ -210,6 +210,9 @@ async def test_the_whole_surface(service, variant: tuple[str, str]) -> None:
         assert len(page.memories) == 1 and page.next_page_token and page.total == 2
         listed = [m.id async for m in client.iter_by_tag(["db", "cache"], page_size=1)]
         assert sorted(listed) == sorted([memory.id, batch.memory_ids[1]])
+        with pytest.raises(InvalidArgument) as bad_size:  # named as the caller named it, not REST's "limit"
+            await client.list_by_tag(["db"], page_size=0)
+        assert bad_size.value.field == "page_size"
 
         # associate and related
         relation = await client.associate(memory.id, batch.memory_ids[0], type="relates_to", strength=0.6,

@@ -352,7 +352,7 @@ class AsyncClient:
         max 200). Pass ``page.next_page_token`` back for the next page; :meth:`iter_by_tag`
         does it for you."""
         check.texts(tags, "tags")
-        check.integer(page_size, "page_size")
+        check.integer(page_size, "page_size", least=1)
         check.text(page_token, "page_token")
         check.flag(include_total, "include_total")
         check.text(tag_mode, "tag_mode")
