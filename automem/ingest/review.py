@@ -59,7 +59,6 @@ from automem.common.lifecycle import (
     make_event,
 )
 from automem.common.model import (
-    OPEN_END,
     Memory,
     Relation,
     epoch,
@@ -72,7 +71,7 @@ from automem.common.model import (
 from automem.common.outbox import EventPublisher
 from automem.common.paging import decode_offset_token, encode_offset_token
 from automem.common.settings import Settings
-from automem.common.state import ReadAt, as_read, resolve_one
+from automem.common.state import ReadAt, as_read, resolve, resolve_one
 from automem.graph import ENRICHMENT_FIELDS, GraphStore
 from automem.ingest.entity_merge import EntityMerges
 from automem.ingest.logic import check_reason, mark_payload_behind
@@ -311,8 +310,9 @@ class ReviewServicer(EntityMerges, PurgeRpcs, review_service_pb2_grpc.ReviewServ
                                    scope: str) -> list[review_service_pb2.ReviewConflict]:
         """The conflicts approving ``pending`` leaves (ApproveReviewItemResponse.conflicts):
         each memory a REJECTED supersede proposal of ``pending`` was to replace that is still
-        current (ACTIVE, window open) and that no pending proposal of ``pending`` (``proposals``,
-        applied by the approval) replaces. Rejecting the proposal kept the old fact; approving
+        current (the state pass at now, automem/common/state.py ``resolve``), or the head of
+        the chain it was replaced along since, and that no pending proposal of ``pending``
+        (``proposals``, applied by the approval) replaces. Rejecting the proposal kept the old fact; approving
         the replacement then makes a second current fact next to it, which the caller must be
         told of rather than find later."""
         replaced = {p.get("target_id") for p in proposals}
@@ -321,12 +321,17 @@ class ReviewServicer(EntityMerges, PurgeRpcs, review_service_pb2_grpc.ReviewServ
         if not rejected:
             return []
         found = await self.graph.memories.hydrate([p["target_id"] for p in rejected], scope)
-        at = now().timestamp()
+        # The fact in force now for each old one: itself, or the head of the chain it was
+        # replaced along since the rejection (re-check round G: a later supersede of the old
+        # fact left vpn2 and vpn3 both current, and the approval named neither).
+        targets = [found[p["target_id"]] for p in rejected if p["target_id"] in found]
+        current = {t.id: r.memory for t, r in zip(targets, await resolve(self.graph, targets, scope, ReadAt(),
+                                                                         dedupe=False), strict=True)
+                   if r is not None}
         conflicts: dict[str, review_service_pb2.ReviewConflict] = {}
         for proposal in sorted(rejected, key=lambda p: (float(p.get("decision_time") or 0.0), p.get("id") or "")):
-            target = found.get(proposal["target_id"])
-            if (target is None or target.state != memory_pb2.MEMORY_STATE_ACTIVE
-                    or first_epoch(target, "valid_to", default=OPEN_END) <= at):
+            target = current.get(proposal["target_id"])
+            if target is None or target.id == pending.id or target.id in conflicts:
                 continue
             conflicts[target.id] = review_service_pb2.ReviewConflict(
                 memory_id=target.id, proposal_id=proposal.get("id") or "",

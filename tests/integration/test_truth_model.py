@@ -903,14 +903,20 @@ async def test_approving_a_replacement_whose_supersede_was_rejected_names_the_fa
     untrusted, _ = await keys.create("writer", ["*"], "default", require_review=True)
     async with own_service.http(authorization=f"Bearer {admin}") as trusted, \
             own_service.http(authorization=f"Bearer {untrusted}") as other:
+        async def rejected_replacement(old: str, content: str, reason: str) -> tuple[str, str]:
+            """(the pending replacement, its supersede proposal, rejected) of ``old``."""
+            r = await other.post(f"/v1/memories/{old}:supersede", json={"content": content})
+            assert r.status_code == 201 and r.json()["state"] == "PENDING_REVIEW", r.text
+            new = r.json()["memory_id"]
+            items = (await trusted.get("/v1/review-items")).json()["items"]
+            proposal = next(i["id"] for i in items if i["kind"] == "supersede_proposal" and i["memory_id"] == new)
+            r = await trusted.post(f"/v1/review-items/{proposal}:reject", json={"reason": reason})
+            assert r.status_code == 200, r.text
+            return new, proposal
+
         fact = await _store(trusted, "The on-call rotation changes every Monday")
-        r = await other.post(f"/v1/memories/{fact}:supersede", json={"content": "The on-call rotation changes every Friday"})
-        assert r.status_code == 201 and r.json()["state"] == "PENDING_REVIEW", r.text
-        new = r.json()["memory_id"]
-        items = (await trusted.get("/v1/review-items")).json()["items"]
-        proposal = next(i["id"] for i in items if i["kind"] == "supersede_proposal" and i["memory_id"] == new)
-        r = await trusted.post(f"/v1/review-items/{proposal}:reject", json={"reason": "Monday is still right"})
-        assert r.status_code == 200, r.text
+        new, proposal = await rejected_replacement(fact, "The on-call rotation changes every Friday",
+                                                   "Monday is still right")
         r = await trusted.post(f"/v1/review-items/{new}:approve", json={"reason": "the Friday fact is true too"})
         assert r.status_code == 200, r.text
         body = r.json()
@@ -933,6 +939,18 @@ async def test_approving_a_replacement_whose_supersede_was_rejected_names_the_fa
         r = await trusted.post(f"/v1/review-items/{r.json()['memory_id']}:approve")
         assert r.status_code == 200 and r.json()["superseded"]["id"] == fact, r.text
         assert (r.json()["conflicts"], r.json()["warning"], r.json()["item"]["conflicts_with"]) == ([], None, []), r.text
+
+        # the old fact replaced since the rejection: the conflict is the fact in force now,
+        # the head of its chain (re-check round G: vpn2 and vpn3 both current, nothing said)
+        vpn1 = await _store(trusted, "The VPN gateway is vpn1")
+        vpn2, proposal = await rejected_replacement(vpn1, "The VPN gateway is vpn2", "vpn1 stays")
+        r = await trusted.post(f"/v1/memories/{vpn1}:supersede", json={"content": "The VPN gateway is vpn3"})
+        assert r.status_code == 201, r.text
+        vpn3 = r.json()["memory_id"]
+        r = await trusted.post(f"/v1/review-items/{vpn2}:approve")
+        assert r.status_code == 200, r.text
+        assert [(c["memory_id"], c["proposal_id"]) for c in r.json()["conflicts"]] == [(vpn3, proposal)], r.text
+        assert vpn3 in r.json()["warning"] and r.json()["item"]["conflicts_with"] == [vpn3], r.text
 
 
 async def test_the_automem_client_supersede_by_a_reviewed_key_waits_and_approval_checks_the_version(own_service) -> None:
