@@ -21,9 +21,9 @@ def refusal(body: bytes) -> dict[str, Any] | None:
     (automem/gateway/schemas.py :func:`parse_json_body`) refuses them, and a string holding a
     lone surrogate. Its refusal is answered as the SDK answers invalid params: a JSON-RPC
     error (code -32602), the message naming the tool argument (``metadata.x: ...``, the
-    ``params.arguments.`` of ``tools/call`` left out; in a batch,
-    ``[i].params.arguments.metadata.x`` names the request) and the answer carrying the
-    request's ``id`` when one can be read (null otherwise, and for a batch). Used by ``/mcp``
+    ``params.arguments.`` of ``tools/call`` left out) and the answer carrying the request's
+    ``id`` when one can be read (null otherwise). A batch is answered by
+    :func:`invalid_request` first. Used by ``/mcp``
     (automem/gateway/mcp_mount.py) and by ``automem mcp`` (automem/gateway/mcp_server.py ``run_stdio``)."""
     try:
         parse_json_body(body)
@@ -35,29 +35,55 @@ def refusal(body: bytes) -> dict[str, Any] | None:
     return None
 
 
-def invalid_id(body: bytes) -> dict[str, Any] | None:
-    """The JSON-RPC error answering a request whose ``id`` member is neither a string nor an
-    integer (null, an object, an array, a boolean, a fraction), or None (other messages, and
-    text that is not JSON: that is the transport's parse error).
+def invalid_request(body: bytes) -> dict[str, Any] | None:
+    """The JSON-RPC error (code -32600, Invalid Request) answering a message this server does
+    not take, or None (requests and notifications, and text that is not JSON: that is the
+    transport's parse error). The message says what is wrong:
 
-    Such a message has a ``method`` and an ``id`` member, so it is no notification (those
-    have no ``id``), but the MCP SDK reads it as one and answers nothing: the client waited
-    for its own timeout (``POST /mcp`` answered 202). JSON-RPC 2.0 section 5 answers an
-    invalid request with -32600 and ``id: null``; MCP requires a string or integer id, never
-    null. A batch (a JSON array) is left to the transport. Used by ``/mcp``
+    * a batch (a JSON array): MCP 2025-03-26 allowed one and 2025-06-18 removed it; this
+      server implements it for no protocol version (it negotiates 2024-11-05 through
+      2025-11-25), and the MCP SDK answered a -32602 holding pydantic's validation dump;
+    * a response (``result`` or ``error``, no ``method``): this server sends the client no
+      request (no sampling, elicitation, roots or ping), so no response answers one of its
+      requests; the SDK took it in silence (``POST /mcp`` 202, stdio nothing);
+    * JSON that is no object, or an object without ``method``: no JSON-RPC message (the SDK
+      answered -32602 with pydantic's dump over HTTP);
+    * a request whose ``id`` member is neither a string nor an integer (null, an object, an
+      array, a boolean, a fraction): it has a ``method`` and an ``id`` member, so it is no
+      notification (those have no ``id``), but the SDK read it as one and answered nothing.
+
+    The ``id`` is null (JSON-RPC 2.0 section 5: it could not be read as a request's; a
+    response's ``id`` names a request of the server's, not the client's) except for an object
+    without ``method`` whose ``id`` is a string or an integer. Used by ``/mcp``
     (automem/gateway/mcp_mount.py) and ``automem mcp`` (automem/gateway/mcp_server.py)."""
     try:
         message = json.loads(body)
     except (ValueError, RecursionError):
         return None
-    if not isinstance(message, dict) or "method" not in message or "id" not in message:
+    if isinstance(message, list):
+        return _invalid(None, "batch requests are not supported: send each JSON-RPC message on its own; "
+                              "JSON-RPC batching was part of MCP 2025-03-26 only, removed in 2025-06-18")
+    if not isinstance(message, dict):
+        return _invalid(None, f"a JSON-RPC message is a JSON object, got {json_kind(message)}")
+    if "method" not in message:
+        if "result" in message or "error" in message:
+            return _invalid(None, "unexpected JSON-RPC response (result or error, no method): this server "
+                                  "sent no request to answer; send it requests and notifications only")
+        return _invalid(request_id(body), "method: missing; not a JSON-RPC 2.0 request, notification or "
+                                          "response object")
+    if "id" not in message:
         return None
     given = message["id"]
     if isinstance(given, str) or (isinstance(given, int) and not isinstance(given, bool)):
         return None
-    return {"jsonrpc": "2.0", "id": None, "error": {
-        "code": -32600, "message": f"id: must be a string or an integer, got {json_kind(given)} (JSON-RPC "
-                                   "Invalid Request; a notification has no id member)"}}
+    return _invalid(None, f"id: must be a string or an integer, got {json_kind(given)}; a notification has no "
+                          "id member")
+
+
+def _invalid(given_id: str | int | None, message: str) -> dict[str, Any]:
+    """A JSON-RPC Invalid Request error (-32600) whose message is ``message``."""
+    return {"jsonrpc": "2.0", "id": given_id, "error": {"code": -32600, "message": f"{message} (JSON-RPC "
+                                                                                   "Invalid Request)"}}
 
 
 def json_kind(value: Any) -> str:

@@ -887,18 +887,21 @@ async def _strict_lines(source: AsyncIterable[bytes],
     The SDK's transport reads a line with pydantic and, when that fails, answers nothing: a
     string holding a lone surrogate (``"a\\ud800b"``) or malformed JSON left the client waiting
     for its own timeout, and a key given twice was read as its last value. Here a line is read
-    by the REST gateway's reader first, as ``/mcp`` reads a body
-    (automem/gateway/jsonrpc.py :func:`~automem.gateway.jsonrpc.refusal`: -32602 naming
-    the argument); a line that is not JSON (or not UTF-8) gets a parse error (-32700, id
-    null), a request whose ``id`` is no string or integer (null, an object, ...: the SDK read
-    it as a notification and answered nothing) an invalid-request error with ``id`` null
-    (:func:`~automem.gateway.jsonrpc.invalid_id`), and JSON that is no JSON-RPC message an
-    invalid-request error (-32600, with its id when one can be read). Blank lines are skipped."""
+    as ``/mcp`` reads a body: a batch, a response (this server sends the client no request),
+    JSON that is no JSON-RPC message and a request whose ``id`` is no string or integer (the
+    SDK read it as a notification and answered nothing) get an invalid-request error saying
+    which (automem/gateway/jsonrpc.py :func:`~automem.gateway.jsonrpc.invalid_request`:
+    -32600); what the REST gateway's reader refuses an error naming the argument
+    (:func:`~automem.gateway.jsonrpc.refusal`: -32602); a line that is not JSON (or not UTF-8)
+    a parse error (-32700, id null); what the SDK's message model still refuses (``jsonrpc``
+    other than ``"2.0"``, say) -32600 with its id when one can be read. Blank lines are
+    skipped. The tools send the client no request (sampling, elicitation, roots, ping): a
+    tool that does must let the responses to its requests through here."""
     async for raw in source:
         line = raw.strip()
         if not line:
             continue
-        if (refused := jsonrpc.refusal(line)) is not None:
+        if (refused := jsonrpc.invalid_request(line) or jsonrpc.refusal(line)) is not None:
             await answer(refused)
             continue
         try:
@@ -907,9 +910,6 @@ async def _strict_lines(source: AsyncIterable[bytes],
         except (ValueError, RecursionError) as exc:
             await answer({"jsonrpc": "2.0", "id": None, "error": {
                 "code": PARSE_ERROR, "message": f"Parse error: the line is not JSON text ({exc})"}})
-            continue
-        if (invalid := jsonrpc.invalid_id(line)) is not None:
-            await answer(invalid)
             continue
         try:
             jsonrpc_message_adapter.validate_json(text, by_name=False)

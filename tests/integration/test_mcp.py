@@ -9,6 +9,7 @@ import sys
 import uuid
 from pathlib import Path
 
+import httpx
 import pytest_asyncio
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
@@ -57,6 +58,11 @@ async def stdio_answers(secured, lines: list[str], count: int) -> dict:
     """Write ``lines`` to a fresh ``automem mcp`` (this checkout's code, not the venv's) and
     read ``count`` answers, by id; a line left unanswered fails here instead of blocking the
     suite."""
+    return {answer["id"]: answer for answer in await stdio_read(secured, lines, count)}
+
+
+async def stdio_read(secured, lines: list[str], count: int) -> list[dict]:
+    """As :func:`stdio_answers`, the ``count`` answers in the order they came."""
     import asyncio
     import json
 
@@ -65,13 +71,12 @@ async def stdio_answers(secured, lines: list[str], count: int) -> dict:
         str(Path(sys.executable).parent / "automem"), "mcp", "--grpc", secured.grpc, "--api-key", TOKEN,
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
         cwd=str(root), env={**os.environ, "PYTHONPATH": str(root)}, limit=64 * 1024 * 1024)
-    answers: dict = {}
+    answers: list = []
     try:
         process.stdin.write("".join(line + "\n" for line in lines).encode())
         await process.stdin.drain()
         while len(answers) < count:
-            answer = json.loads(await asyncio.wait_for(process.stdout.readline(), 120))
-            answers[answer["id"]] = answer
+            answers.append(json.loads(await asyncio.wait_for(process.stdout.readline(), 120)))
     finally:
         process.stdin.close()
         with contextlib.suppress(ProcessLookupError):
@@ -365,6 +370,47 @@ async def test_stdio_answers_every_line_and_reads_json_as_http_does(secured):
     async with http_client(secured.url + "/mcp", Authorization=f"Bearer {TOKEN}") as client:
         listed, _ = await call(client, "recall_memory", tags=[tag], exhaustive=True)
     assert listed["count"] == 0  # nothing stored from the key given twice
+
+
+async def test_batches_and_responses_are_invalid_requests_saying_which(secured):
+    # A JSON-RPC batch sent to /mcp was answered -32602 holding pydantic's validation dump (over
+    # stdio -32600 saying only "not a JSON-RPC 2.0 request, notification or response"), and a
+    # response object (the server sends no requests) was taken in silence: 202 over HTTP,
+    # nothing over stdio. Each is a short -32600 now, id null, saying what is wrong.
+    import json
+
+    request = {"jsonrpc": "2.0", "id": 5, "method": "tools/list"}
+    wrong = [([request], "batch requests are not supported"), ([], "batch requests are not supported"),
+             ({"jsonrpc": "2.0", "id": 5, "result": {}}, "unexpected JSON-RPC response"),
+             ({"jsonrpc": "2.0", "id": "x", "error": {"code": -1, "message": "no"}}, "unexpected JSON-RPC response")]
+
+    def assert_invalid(answer: dict, says: str) -> None:
+        assert answer["id"] is None and answer["error"]["code"] == -32600, answer
+        message = answer["error"]["message"]
+        assert message.startswith(says) and "Invalid Request" in message, answer
+        assert "validation error" not in message.lower() and len(message) < 300, answer
+
+    headers = {"Authorization": f"Bearer {TOKEN}", "Accept": "application/json, text/event-stream"}
+    async with httpx.AsyncClient(base_url=secured.url, headers=headers, timeout=60) as http:
+        for body, says in wrong:
+            r = await http.post("/mcp", json=body)
+            assert r.status_code == 400, (body, r.status_code, r.text)
+            assert_invalid(r.json(), says)
+            assert "2025-06-18" in r.json()["error"]["message"] or "response" in says
+        r = await http.post("/mcp", json=request)  # the request alone is answered
+        assert r.status_code == 200 and "store_memory" in r.text, r.text
+    answers = await stdio_read(secured, [
+        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}),
+        json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        *(json.dumps(body) for body, _ in wrong),
+        json.dumps(request),
+    ], 2 + len(wrong))
+    by_id = {answer["id"]: answer for answer in answers if answer["id"] is not None}
+    assert set(by_id) == {1, 5} and "store_memory" in {t["name"] for t in by_id[5]["result"]["tools"]}, answers
+    # The refusals come in the order of their lines (the SDK's answers may come between).
+    for answer, (_, says) in zip([a for a in answers if a["id"] is None], wrong, strict=True):
+        assert_invalid(answer, says)
 
 
 async def test_http_legacy_handshake_open_service(service):
