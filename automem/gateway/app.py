@@ -27,6 +27,7 @@ from starlette.routing import Match
 from automem.common.client import AutomemClient
 from automem.common.errors import HTTP_STATUS, AutomemError
 from automem.common.settings import Settings
+from automem.gateway import jsonrpc
 from automem.gateway.deps import auth_error, utf8_request_target
 from automem.gateway.errors import GatewayError, error_response
 from automem.gateway.schemas import body_model_fields, public_route
@@ -63,15 +64,21 @@ class StreamedBodyLimit:
     read; a body sent without Content-Length (chunked) is counted as it arrives, and past
     ``limit`` bytes the rest is not read and the answer is 413, whatever the app made of the
     truncated body. Both 413s go to callers with valid credentials only (401 otherwise), and
-    ``/mcp`` answers 401 over HTTP as REST does. Plain ASGI rather than Starlette's
+    ``/mcp`` answers 401 over HTTP as REST does. A ``POST /mcp`` over the limit is read up to
+    ``limit`` bytes, and when those show a ``store_memory`` or ``update_memory`` text over
+    ``content_max`` characters the 413's body is a JSON-RPC error naming it (``content:
+    ...``, ``memories[1].content: ...``; automem/gateway/jsonrpc.py
+    :func:`~automem.gateway.jsonrpc.oversized_content`), as ``automem mcp`` names it: it
+    named only the byte limit. Plain ASGI rather than Starlette's
     ``BaseHTTPMiddleware``, which costs a task and a stream per request (issue 10).
     ``unlimited``: paths whose body is a file streamed on rather than held (``POST
     /v1/backup:restore``: a backup is megabytes to gigabytes), without the limit."""
 
-    def __init__(self, app: Any, limit: int, unlimited: tuple[str, ...] = ()) -> None:
+    def __init__(self, app: Any, limit: int, unlimited: tuple[str, ...] = (), content_max: int = 0) -> None:
         self.app = app
         self.limit = limit
         self.unlimited = unlimited
+        self.content_max = content_max
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http" or scope.get("path", "") in self.unlimited:
@@ -84,7 +91,7 @@ class StreamedBodyLimit:
         if too_long or mcp:
             denied = await auth_error(Request(scope, receive))
             if denied is None and too_long:
-                denied = error_response(413, f"request body exceeds the limit of {self.limit} bytes")
+                denied = self._too_large(await _first_bytes(receive, self.limit) if mcp else b"")
             if denied is not None:
                 await denied(scope, receive, send)
                 return
@@ -93,6 +100,7 @@ class StreamedBodyLimit:
             return
         seen = 0
         over = False
+        first = bytearray()  # of an /mcp body, up to the limit: what the 413 reads
 
         async def capped() -> Any:
             nonlocal seen, over
@@ -101,6 +109,8 @@ class StreamedBodyLimit:
             message = await receive()
             if message.get("type") == "http.request":
                 seen += len(message.get("body", b""))
+                if mcp:
+                    first.extend(message.get("body", b"")[:self.limit - len(first)])
                 if seen > self.limit:
                     over = True
                     return {"type": "http.request", "body": b"", "more_body": False}
@@ -110,11 +120,33 @@ class StreamedBodyLimit:
             if not over:
                 await send(message)
             elif message["type"] == "http.response.start":
-                response = error_response(413, f"request body exceeds the limit of {self.limit} bytes")
+                response = self._too_large(bytes(first))
                 await send({"type": "http.response.start", "status": 413, "headers": response.raw_headers})
                 await send({"type": "http.response.body", "body": response.body})
 
         await self.app(scope, capped, guarded_send)
+
+    def _too_large(self, first: bytes) -> JSONResponse:
+        """The 413 answering a body over the limit whose first bytes are ``first`` (empty
+        unless it was sent to ``/mcp``): a JSON-RPC error naming the memory text when that is
+        over its limit (the MCP SDK client shows the message of a JSON-RPC error body only),
+        else the error naming the byte limit."""
+        if first and self.content_max and (refused := jsonrpc.oversized_content(first, self.content_max, self.limit)):
+            return JSONResponse(refused, status_code=413)
+        return error_response(413, f"request body exceeds the limit of {self.limit} bytes")
+
+
+async def _first_bytes(receive: Any, limit: int) -> bytes:
+    """Up to ``limit`` bytes from the start of the request body; the rest is left unread."""
+    chunks = bytearray()
+    while len(chunks) < limit:
+        message = await receive()
+        if message.get("type") != "http.request":
+            break
+        chunks.extend(message.get("body", b"")[:limit - len(chunks)])
+        if not message.get("more_body", False):
+            break
+    return bytes(chunks)
 
 
 class NoStore:
@@ -333,7 +365,8 @@ def create_app(settings: Settings, client: AutomemClient) -> FastAPI:
     )
 
     app.add_middleware(HeadAsGet)  # innermost of ours: the others see the HEAD as it came
-    app.add_middleware(StreamedBodyLimit, limit=settings.max_body_bytes, unlimited=("/v1/backup:restore",))
+    app.add_middleware(StreamedBodyLimit, limit=settings.max_body_bytes, unlimited=("/v1/backup:restore",),
+                       content_max=settings.content_max_length)
     # Outside the body limit, so its 401 / 413 answers carry no-store too.
     app.add_middleware(NoStore, cacheable=("/console/static/", f"{apidocs.PREFIX}/"))
     metrics.install(app, settings.access_log)  # outermost of our middlewares: times 413s too

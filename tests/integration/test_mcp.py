@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 import pytest_asyncio
-from mcp import Client, StdioServerParameters
+from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
@@ -611,6 +611,61 @@ async def test_stdio_refuses_megabytes_of_content_naming_the_argument(secured):
         listed, _ = await call(client, "recall_memory", tags=[tag], exhaustive=True, format="json")
     assert [m["content"] for m in listed["results"]] == ["A memory the huge update probes"], listed
 
+
+
+async def test_http_names_megabytes_of_content_in_its_413(secured):
+    # A store_memory of 5 MB over /mcp was answered 413 "request body exceeds the limit of
+    # 4194304 bytes", naming no argument (automem mcp names content): the 413 names the text
+    # over content_max_length now, with or without Content-Length; a body over the limit for
+    # another reason keeps the plain 413, and nothing is stored.
+    import json
+
+    from automem.common.settings import Settings
+
+    settings = Settings()
+    huge = "x" * (5 * 1024 * 1024)
+    tag = f"http-huge-{uuid.uuid4().hex[:8]}"
+
+    def call_body(tool: str, arguments: dict) -> bytes:
+        return json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                           "params": {"name": tool, "arguments": arguments}}).encode()
+
+    async def chunked(body: bytes):
+        for start in range(0, len(body), 64 * 1024):
+            yield body[start:start + 64 * 1024]
+
+    headers = {"Authorization": f"Bearer {TOKEN}", "Accept": "application/json, text/event-stream",
+               "Content-Type": "application/json"}
+    cases = [(call_body("store_memory", {"content": huge, "tags": [tag]}), "content: "),
+             (call_body("store_memory", {"memories": [{"content": "fits", "tags": [tag]},
+                                                      {"content": huge, "tags": [tag]}]}), "memories[1].content: "),
+             (call_body("update_memory", {"memory_id": str(uuid.uuid4()), "content": huge}), "content: ")]
+    async with httpx.AsyncClient(base_url=secured.url, headers=headers, timeout=120) as http:
+        for body, named in cases:
+            for sent in (body, chunked(body)):
+                r = await http.post("/mcp", content=sent)
+                assert r.status_code == 413, (named, r.status_code, r.text[:300])
+                answer = r.json()  # a JSON-RPC error, as /mcp's other refusals (the SDK client shows its message)
+                assert answer["id"] is None and answer["error"]["code"] == -32602, answer
+                error = answer["error"]["message"]
+                assert error.startswith(named), error
+                assert f"limit of {settings.content_max_length} characters" in error, error
+                assert f"{settings.max_body_bytes} bytes" in error, error
+        # Over the byte limit with a text that fits: the plain 413.
+        plain = call_body("store_memory", {"content": "fits", "tags": [tag], "metadata": {"x": huge}})
+        for sent in (plain, chunked(plain)):
+            r = await http.post("/mcp", content=sent)
+            assert r.status_code == 413, r.text[:300]
+            assert r.json()["error"] == f"request body exceeds the limit of {settings.max_body_bytes} bytes", r.text
+    async with http_client(secured.url + "/mcp", Authorization=f"Bearer {TOKEN}") as client:
+        listed, _ = await call(client, "recall_memory", tags=[tag], exhaustive=True, format="json")
+    assert listed["count"] == 0, listed
+    async with http_client(secured.url + "/mcp", Authorization=f"Bearer {TOKEN}") as client:
+        try:
+            await client.call_tool("store_memory", {"content": huge, "tags": [tag]})
+            raise AssertionError("a store of 5 MB was answered")
+        except MCPError as exc:  # the SDK client's error carries the message
+            assert str(exc).startswith("content: "), str(exc)
 
 
 async def test_mcp_event_streams_are_capped(settings):
