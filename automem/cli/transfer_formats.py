@@ -49,7 +49,9 @@ from automem.common.jsontext import (
     RepeatedKeys,
     exact_float,
     json_lines,
+    key_path,
     loads,
+    lone_surrogate,
     object_pairs,
     refusals,
 )
@@ -328,6 +330,46 @@ def _object(raw: Any, label: str) -> dict[str, Any]:
     return raw
 
 
+#: A string that holds a UTF-16 surrogate of its own (``"\\ud800"`` in the file): no UTF-8 form.
+NOT_UNICODE = "text must be valid Unicode: a lone surrogate (e.g. \\ud800) is not allowed"
+
+
+def _shape(raw: Any) -> str:
+    """The JSON name of ``raw``'s kind, for errors: object, list, string, number, boolean, null."""
+    if raw is None:
+        return "null"
+    if isinstance(raw, bool):
+        return "boolean"
+    for kind, name in ((dict, "object"), (list, "list"), (str, "string"), (int | float, "number")):
+        if isinstance(raw, kind):
+            return name
+    return type(raw).__name__
+
+
+def _unicode_only(value: Any, path: str = "") -> None:
+    """InvalidArgument naming the path (``memory``, ``metadata.k``, ``properties.tags[1]``) of
+    the first string or key of ``value`` that holds a lone surrogate (a ``\\ud800`` escape read
+    by ``json.loads``): no store holds it, and the mapping crashed on it (UnicodeEncodeError, a
+    traceback that stopped the import). A key is named escaped (``metadata["\\ud800"]``)."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")  # the usual case: one pass in C
+    except UnicodeEncodeError:
+        pass
+    else:
+        return
+    if isinstance(value, str) and lone_surrogate(value):
+        raise InvalidArgument(f"{path or 'record'}: {NOT_UNICODE}", field=path or "record")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if lone_surrogate(key):
+                where = f"{path}[{json.dumps(key)}]"
+                raise InvalidArgument(f"{where}: key: {NOT_UNICODE}", field=where)
+            _unicode_only(item, key_path(path, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _unicode_only(item, f"{path}[{index}]")
+
+
 def _with_source(metadata: dict[str, Any], source: dict[str, Any]) -> dict[str, Any]:
     """``metadata`` plus ``import_source`` (:data:`IMPORT_KEY`). A record imported before
     (exported from here to AutoMem or mem0, then imported again) already has one: it is kept
@@ -462,6 +504,7 @@ def _automem(records: list[tuple[str, Any]], out: Parsed) -> None:
         try:
             if not isinstance(value, dict):
                 raise InvalidArgument("record: must be a JSON object", field="record")
+            _unicode_only(value)
             if "labels" in value and "properties" in value:
                 labels = value.get("labels") or []
                 if isinstance(labels, str):  # one label: the exact name, not a substring of it
@@ -560,23 +603,42 @@ _MEM0_FIELDS = ("memory", "metadata", "created_at", "categories", "expiration_da
 
 
 def _mem0(records: list[tuple[str, Any]], out: Parsed) -> None:
+    """mem0 items: every record that is not one is an error naming its place and field (a
+    ``relations`` or ``results`` of the wrong shape, an item without its text or with an id
+    that is not a string or an integer, a lone surrogate anywhere), none dropped unseen."""
+    items: list[tuple[str, Any]] = []
     for where, value in records:
-        if isinstance(value, dict) and isinstance(value.get("relations"), list):
+        if isinstance(value, dict) and "relations" in value and "memory" not in value and "id" not in value:
             # Graph memory's entity triples (source, relationship, target): entities, not memories.
-            for _ in value["relations"]:
-                out.skip("mem0 graph relations (entity triples: enrichment finds entities again)")
-    for where, value in _expand(records, ("results", "memories")):
+            relations = value["relations"]
+            if not isinstance(relations, list):
+                out.errors.append(f"{where}: relations: must be a list of mem0 graph relations "
+                                  f"({{source, relationship, target}}), got {_shape(relations)}")
+            else:
+                for index, relation in enumerate(relations):
+                    if isinstance(relation, dict):
+                        out.skip("mem0 graph relations (entity triples: enrichment finds entities again)")
+                    else:
+                        out.errors.append(f"{where}: relations[{index}]: must be a JSON object (a mem0 graph "
+                                          f"relation {{source, relationship, target}}), got {_shape(relation)}")
+            if not any(k in value for k in ("results", "memories")):
+                continue  # a get_all document's relations alone
+        if isinstance(value, dict) and "memory" not in value and "id" not in value:
+            bad = [k for k in ("results", "memories") if k in value and not isinstance(value[k], list)]
+            if bad:  # {"results": "..."}: read as one item, it was "memory: required"
+                out.errors.extend(f"{where}: {k}: must be a list of mem0 items, got {_shape(value[k])}" for k in bad)
+                continue
+        items.append((where, value))
+    for where, value in _expand(items, ("results", "memories")):
         try:
             if not isinstance(value, dict):
-                raise InvalidArgument("record: must be a JSON object", field="record")
-            if "relations" in value and "memory" not in value:
-                continue  # a get_all document's relations alone (counted above)
+                raise InvalidArgument(f"record: must be a JSON object (a mem0 item), got {_shape(value)}",
+                                      field="record")
+            _unicode_only(value)
             content = value.get("memory")
             if not isinstance(content, str):
                 raise InvalidArgument("memory: required text (mem0's memory field)", field="memory")
-            ref = str(value.get("id") or "")
-            if not ref:
-                raise InvalidArgument("id: required (re-imports name records by it)", field="id")
+            ref = _mem0_id(value.get("id"))
             item = ingest_service_pb2.MemoryInput(content=content, tags=_tags(value.get("categories"),
                                                                                "categories"))
             _set_time(item, "event_time", value.get("created_at"), "created_at")
@@ -592,6 +654,18 @@ def _mem0(records: list[tuple[str, Any]], out: Parsed) -> None:
             out.memories.append(MemoryRecord(where, ref, item, "ACTIVE", idempotency_key("mem0", ref, item)))
         except InvalidArgument as exc:
             out.errors.append(f"{where}: {exc.message}")
+
+
+def _mem0_id(raw: Any) -> str:
+    """A mem0 item's ``id`` as text: a string (mem0's are UUIDs) or an integer. InvalidArgument
+    naming ``id`` when it is absent, null or empty, or of another kind (an object or a list was
+    imported under its Python repr, ``True`` as ``'True'``; ``1.0`` and ``1`` named different
+    records)."""
+    if raw is None or raw == "":
+        raise InvalidArgument("id: required (re-imports name records by it)", field="id")
+    if isinstance(raw, bool) or not isinstance(raw, str | int):
+        raise InvalidArgument(f"id: must be a string or an integer, got {_shape(raw)}", field="id")
+    return str(raw)
 
 
 # --- parse and validate ----------------------------------------------------------------

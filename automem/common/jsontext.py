@@ -123,6 +123,17 @@ def refusals(value: Any, path: str = "") -> list[tuple[str, str]]:
     return found
 
 
+def lone_surrogate(text: str) -> bool:
+    """Whether ``text`` holds a UTF-16 surrogate code point (U+D800–U+DFFF) of its own: what
+    ``json.loads`` makes of an unpaired ``\\ud800`` escape, which has no UTF-8 form (no store
+    holds it; encoding it raises UnicodeEncodeError)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
 def json_lines(text: str) -> list[str]:
     """The lines of a JSON Lines file: split at ``\\n`` only (a ``\\r`` before it dropped), as
     the format defines them (https://jsonlines.org: "the line separator is '\\n'").

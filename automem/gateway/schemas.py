@@ -36,6 +36,7 @@ from automem.common.jsontext import (
     inexact_number,
     key_path,
     loads,
+    lone_surrogate,
     object_pairs,
 )
 from automem.common.text import UNPRINTABLE_CLASS
@@ -95,22 +96,14 @@ def _first_refused(value: Any, path: str) -> tuple[str, str] | None:
     return None
 
 
-def _lone_surrogate(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
-
-
 def _first_lone_surrogate(value: Any, path: str) -> str | None:
     """The path of the first string (or object key) of ``value`` holding a lone surrogate."""
     if isinstance(value, str):
-        return (path or "body") if _lone_surrogate(value) else None
+        return (path or "body") if lone_surrogate(value) else None
     if isinstance(value, dict):
         for k, v in value.items():
             sub_path = f"{path}.{k}" if path else str(k)
-            if _lone_surrogate(k):
+            if lone_surrogate(k):
                 return f"{path or 'body'} (a key)"
             if found := _first_lone_surrogate(v, sub_path):
                 return found

@@ -336,6 +336,66 @@ def test_mem0_list_and_lines_read_the_same() -> None:
     assert [r.where for r in as_lines.memories] == ["line 1", "line 2"]
 
 
+def test_mem0_an_id_that_is_not_a_string_or_an_integer_is_refused_naming_id() -> None:
+    """An object or a list as a mem0 ``id`` was imported under its Python repr (``"{'a': 1}"``),
+    ``true`` as ``'True'``, and ``1.0`` and ``1`` named different records; ``0`` was "required"
+    though given. Only a string or an integer is an id."""
+    data = _lines({"id": {"a": 1}, "memory": "x"}, {"id": [1, 2], "memory": "x"}, {"id": True, "memory": "x"},
+                  {"id": 1.5, "memory": "x"}, {"id": "u-1", "memory": "x"}, {"id": 0, "memory": "x"},
+                  {"results": [{"id": {"b": 2}, "memory": "x"}]})
+    parsed = _parse("mem0", data)
+    assert parsed.errors == [
+        "line 1: id: must be a string or an integer, got object",
+        "line 2: id: must be a string or an integer, got list",
+        "line 3: id: must be a string or an integer, got boolean",
+        "line 4: id: must be a string or an integer, got number",
+        "line 7: results[0]: id: must be a string or an integer, got object",
+    ], parsed.errors
+    assert [(m.where, m.ref) for m in parsed.memories] == [("line 5", "u-1"), ("line 6", "0")]
+
+
+def test_mem0_every_malformed_record_is_reported_with_its_place_and_field() -> None:
+    """A lone surrogate (``"\\ud800"``) in a mem0 item stopped the whole import with a
+    UnicodeEncodeError traceback naming no record; an item with ``relations`` and no text was
+    dropped unseen, and so was ``{"relations": "junk"}``; graph relations that are not objects
+    were counted as left out; ``{"results": "junk"}`` was "memory: required". Each is now an
+    error naming its place and field, and the good records around them are still read."""
+    data = (_lines({"id": "ok1", "memory": "fine"}, {"id": "r", "relations": []}, {"relations": "junk"},
+                   {"results": "junk"}, {"results": [], "relations": [{"source": "a"}, 7]})
+            + b'{"id": "s1", "memory": "bad \\ud800 text"}\n'
+            + b'{"id": "s2", "memory": "x", "metadata": {"k": ["ok", "\\udc00"]}}\n'
+            + b'{"id": "s3", "memory": "x", "metadata": {"\\ud83d": 1}}\n'
+            + b'{"id": "s4", "memory": "x", "user_id": "\\ud800"}\n'
+            + b'{"results": [{"id": "s5", "memory": "x", "categories": ["a", "\\ud800"]}]}\n'
+            + _lines({"id": "ok2", "memory": "also fine"}))
+    parsed = _parse("mem0", data)
+    bad = "text must be valid Unicode: a lone surrogate (e.g. \\ud800) is not allowed"
+    assert parsed.errors == [
+        "line 3: relations: must be a list of mem0 graph relations ({source, relationship, target}), got string",
+        "line 4: results: must be a list of mem0 items, got string",
+        ("line 5: relations[1]: must be a JSON object (a mem0 graph relation {source, relationship, target}), "
+         "got number"),
+        "line 2: memory: required text (mem0's memory field)",
+        f"line 6: memory: {bad}",
+        f"line 7: metadata.k[1]: {bad}",
+        f'line 8: metadata["\\ud83d"]: key: {bad}',
+        f"line 9: user_id: {bad}",
+        f"line 10: results[0]: categories[1]: {bad}",
+    ], parsed.errors
+    assert [m.ref for m in parsed.memories] == ["ok1", "ok2"]
+    assert parsed.skipped == {"mem0 graph relations (entity triples: enrichment finds entities again)": 1}
+
+
+def test_automem_lone_surrogates_are_named_not_a_traceback() -> None:
+    """The same lone surrogate in an AutoMem node crashed the import (UnicodeEncodeError)."""
+    data = (b'{"id": 1, "labels": ["Memory"], "properties": {"content": "x\\ud800"}}\n'
+            b'{"id": 2, "labels": ["Memory"], "properties": {"content": "fine"}}\n')
+    parsed = formats.parse("automem", data)
+    assert parsed.errors == [("line 1: properties.content: text must be valid Unicode: a lone surrogate (e.g. "
+                              "\\ud800) is not allowed")]
+    assert [m.ref for m in parsed.memories] == ["2"]
+
+
 def test_mem0_bad_lines() -> None:
     data = _lines({"id": "a", "memory": "ok"}, {"id": "b", "text": "wrong field"}, {"memory": "no id"},
                   {"id": "d", "memory": "x", "created_at": "2025-13-40"}, {"id": "e", "memory": "x", "metadata": [1]},
