@@ -15,7 +15,18 @@ JSON Lines, over gRPC (automem/cli/connect.py), with no downtime.
   renamed into place at the end, so a failed export leaves no partial file.
 
 Progress bars (rich) go to stderr when it is a terminal; ``--json`` prints one JSON object
-(the counts) instead of the text summary. Errors are one line on stderr and exit code 1.
+(the counts) instead of the text summary.
+
+Exit codes, the same in every format (automem/cli/main.py's for every command):
+
+* 0 — done: every memory and relation of the file stored or already present (records left
+  out on purpose do not count), the export written; ``--dry-run``: the file is valid.
+* 1 — failed: the file was refused (each bad record listed; nothing written), the service
+  refused some records (the others stored; each failure listed), or the command could not
+  run (file unreadable, service unreachable, key refused: one line on stderr).
+* 2 — usage: an option value not allowed (``--concurrency 0``, ``--timeout 0``, an unknown
+  ``--format``), as argparse, or a bad ``AUTOMEM_*`` setting.
+* 130 — interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -66,10 +77,6 @@ MAX_LISTED_ERRORS = 50
 _LIVE_STATES = ("ACTIVE", "SUPERSEDED", "ARCHIVED", "PENDING_REVIEW")
 
 
-class CommandError(Exception):
-    """A failure reported as one line."""
-
-
 def add_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
     """Add ``import`` and ``export`` with ``command(name, help=...)`` (main.py's subparser maker)."""
     formats_help = ("native: this service's JSON Lines (round-trips exactly); automem: AutoMem's FalkorDB backup "
@@ -81,7 +88,7 @@ def add_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
     imp.add_argument("file", help="file to read ('-' = stdin); gzip is recognised")
     imp.add_argument("--format", required=True, choices=formats.FORMATS, help=formats_help)
     imp.add_argument("--dry-run", action="store_true", help="validate the file and print the counts; write nothing")
-    imp.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY,
+    imp.add_argument("--concurrency", type=_at_least_one, default=DEFAULT_CONCURRENCY,
                      help=f"memories stored at once (default: {DEFAULT_CONCURRENCY})")
     _common(imp)
     exp = command("export", help="export the scope's memories and relations from a running service as JSON Lines",
@@ -99,6 +106,18 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the result as one JSON object on stdout")
     parser.add_argument("--timeout", type=_seconds, default=60.0,
                         help="deadline of each call to the service, seconds (default: 60)")
+
+
+def _at_least_one(text: str) -> int:
+    """``--concurrency``: a whole number of at least 1. Refused as a usage error (exit 2, as
+    any bad option value); 0 was refused later, as a failure (exit 1)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1 (got {value})")
+    return value
 
 
 def _seconds(text: str) -> float:
@@ -125,8 +144,6 @@ def main(settings: Settings, args: argparse.Namespace) -> int:
         return asyncio.run(_export(settings, args))
     except BrokenPipeError:
         return stdout_closed()  # `automem export | head`: not an error of ours
-    except CommandError as exc:
-        print(f"automem {args.cmd}: {exc}", file=sys.stderr)
     except grpc.aio.AioRpcError as exc:
         print(f"automem {args.cmd}: {_rpc_error(target, exc)}", file=sys.stderr)
     except OSError as exc:
@@ -216,8 +233,6 @@ def _report_errors(args: argparse.Namespace, errors: list[str], scope: str) -> i
 
 
 async def _import(settings: Settings, args: argparse.Namespace) -> int:
-    if args.concurrency < 1:
-        raise CommandError("--concurrency: must be at least 1")
     parsed = formats.parse(args.format, await _read(args.file))
     formats.validate(parsed, settings)
     if parsed.errors:
