@@ -510,3 +510,76 @@ def test_automem_relationship_and_node_fields_of_the_wrong_shape_are_named() -> 
     other = {"id": 2, "labels": "NotMemoryButContainsMemory", "properties": {"content": "not a memory"}}
     parsed = formats.parse("automem", json.dumps({"nodes": [node(1), other, {**node(3), "labels": "Memory"}]}).encode())
     assert parsed.errors == [] and [m.ref for m in parsed.memories] == ["1", "3"]
+
+
+#: One bad input per kind of error the importer gives, and a piece of its message that
+#: docs/import-export.md "Errors" must hold (the doc listed none of the field shapes, the
+#: depth guard or the reading errors).
+_DOCUMENTED_ERRORS = [
+    ("mem0", b"\xff\xfe\x00bad", "file: not UTF-8 text"),
+    ("mem0", b"\x1f\x8b broken", "file: not a readable gzip file"),
+    ("mem0", b"", "file: empty: "),
+    ("mem0", b'{"id": "a", "memory": "x"}\n{bad\n', "not JSON ("),
+    ("mem0", ('{"a":' * 2000 + "1" + "}" * 2000 + "\n").encode(), "arrays and objects nested too deeply to read"),
+    ("mem0", b'{"id": "a", "memory": "x", "memory": "y"}\n', "the key is given more than once in one object"),
+    ("mem0", b'{"id": "a", "memory": "x", "metadata": {"k": 1e-400}}\n', "cannot be held exactly by a 64-bit float"),
+    ("mem0", b'{"id": "a", "memory": "x", "metadata": {' + b", ".join(b'"k%d": 1, "k%d": 2' % (i, i) for i in range(7))
+     + b"}}\n", "more key(s) or number(s) refused in this record"),
+    ("mem0", b'{"id": "a", "memory": "\\ud800"}\n', "text must be valid Unicode: a lone surrogate"),
+    ("mem0", _lines(5), "record: must be a JSON object (a mem0 item)"),
+    ("mem0", _lines({"results": "x"}), "must be a list of mem0 items"),
+    ("mem0", _lines({"relations": "x"}), "must be a list of mem0 graph relations"),
+    ("mem0", _lines({"relations": [1]}), "must be a JSON object (a mem0 graph relation"),
+    ("mem0", _lines({"id": "a"}), "memory: required text (mem0's memory field)"),
+    ("mem0", _lines({"memory": "x"}), "id: required"),
+    ("mem0", _lines({"id": [1], "memory": "x"}), "id: must be a string or an integer, got"),
+    ("mem0", _lines({"id": "a", "memory": "x", "categories": [1]}), "categories: must be a list of strings"),
+    ("mem0", _lines({"id": "a", "memory": "x", "created_at": [1]}), "must be an ISO 8601 time, got"),
+    ("mem0", _lines({"id": "a", "memory": "x", "created_at": "soon"}), "not an ISO 8601 time:"),
+    ("mem0", _lines({"id": "a", "memory": "x", "created_at": 10 ** 20}), "is outside the years 1–9999"),
+    ("mem0", _lines({"id": "a", "memory": "x", "metadata": [1]}), "must be a JSON object, got"),
+    ("mem0", _lines({"id": "a", "memory": "x"}, {"id": "a", "memory": "y"}), "was given already"),
+    ("mem0", _lines({"id": "a", "memory": "x", "created_at": "2099-05-01T00:00:00Z",
+                     "expiration_date": "2099-04-01T00:00:00Z"}), "expiration_date: must be after created_at"),
+    ("automem", _lines(5), "record: must be a JSON object"),
+    ("automem", _lines({"x": 1}), "record: neither an AutoMem node"),
+    ("automem", _lines({"id": 1, "labels": 5, "properties": {}}), "labels: must be a list of strings"),
+    ("automem", _lines({"labels": ["Memory"], "properties": {"content": "x"}}), "id: missing"),
+    ("automem", _lines({"id": 1, "labels": ["Memory"], "properties": []}), "properties: must be a JSON object"),
+    ("automem", _lines({"id": 1, "labels": ["Memory"], "properties": {}}), "properties.content: required text"),
+    ("automem", _lines({"id": 1, "labels": ["Memory"], "properties": {"content": "x", "tags": [1]}}),
+     "properties.tags: must be a list of strings"),
+    ("automem", _lines({"id": 1, "labels": ["Memory"], "properties": {"content": "x", "importance": "hi"}}),
+     "must be a number between 0 and 1"),
+    ("automem", _lines({"id": 1, "labels": ["Memory"], "properties": {"content": "x", "metadata": "{bad"}}),
+     "properties.metadata: not valid JSON"),
+    ("automem", _lines({"id": 1, "labels": ["Memory"], "properties": {"content": "x"}},
+                       {"id": 2, "labels": ["Memory"], "properties": {"content": "y"}},
+                       {"source_id": 1, "target_id": 2, "type": "RELATES_TO", "properties": {"reason": [1]}}),
+     "properties.reason: must be a string"),
+    ("automem", _lines({"source_id": None, "target_id": None, "type": "RELATES_TO"}), "relationship.source_id"),
+    ("automem", _lines({"id": 1, "labels": ["Memory"], "properties": {"content": "x"}},
+                       {"source_id": 1, "target_id": 1, "type": "RELATES_TO"}), "a memory cannot be related to itself"),
+    ("automem", _lines({"source_id": 1, "target_id": 2, "type": "RELATES_TO"}), "in this file"),
+    ("native", _lines({"nope": 1}), "record: must be one of"),
+    ("native", _lines({"end": {"memories": 0, "relations": 0}}, {"memory": {"id": "a"}}),
+     "record: comes after the end record"),
+    ("native", _lines({"header": {"format": "x"}}), "header.format: must be 'automem-jsonl/1'"),
+    ("native", _lines({"header": {"format": formats.NATIVE_FORMAT}}, {"header": {"format": formats.NATIVE_FORMAT}}),
+     "header: a second header line"),
+    ("native", _lines({"memory": {"content": "x"}}), "memory.id: required"),
+    ("native", _lines({"relation": {"source_id": "a", "target_id": "b"}}), "relation.type: required"),
+    ("native", _lines({"header": {"format": formats.NATIVE_FORMAT, "end": True}}),
+     "the file stops before its end record"),
+    ("native", _lines({"end": {"memories": 3, "relations": 0}}), "end.memories"),
+]
+
+
+@pytest.mark.parametrize(("fmt", "data", "message"), _DOCUMENTED_ERRORS, ids=[m for _, _, m in _DOCUMENTED_ERRORS])
+def test_the_errors_the_importer_gives_are_documented(fmt: str, data: bytes, message: str) -> None:
+    """Each error is given as the catalogue says (so the catalogue follows the code) and
+    docs/import-export.md lists it (so the doc follows the code)."""
+    errors = _parse(fmt, data).errors
+    assert any(message in error for error in errors), (message, errors)
+    doc = " ".join((Path(__file__).resolve().parents[2] / "docs" / "import-export.md").read_text().split())
+    assert message in doc, message
