@@ -5,9 +5,9 @@ messages with pydantic, which alters some silently)."""
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
+import jiter
 from fastapi import HTTPException
 
 from automem.gateway.schemas import parse_json_body
@@ -87,97 +87,43 @@ def _invalid(given_id: str | int | None, message: str) -> dict[str, Any]:
                                                                                    "Invalid Request)"}}
 
 
-#: One token of JSON text: a whole string, a string cut off by the end of the text, a
-#: structural character, or a literal (number, true, false, null).
-_TOKEN = re.compile(rb'\s*(?:("[^"\\]*(?:\\.[^"\\]*)*")|(")|([{}\[\],:])|([^\s{}\[\],:"]+))')
 #: The tools whose ``content`` argument is a memory's text (``Settings.content_max_length``).
 _CONTENT_TOOLS = (None, "store_memory", "update_memory")
 
 
-def oversized_content(prefix: bytes, max_chars: int, max_bytes: int,
-                      max_tokens: int = 4096) -> dict[str, Any] | None:
+def oversized_content(prefix: bytes, max_chars: int, max_bytes: int) -> dict[str, Any] | None:
     """The JSON-RPC error (code -32602, ``id`` null) answering a ``tools/call`` body over
     ``max_bytes`` whose memory text is over ``max_chars`` characters, read from the first
     bytes of the body (``prefix``, cut anywhere), or None (another method or tool, a text
-    within the limit, or none within the first ``max_tokens`` tokens).
+    within the limit, or no message to read).
 
     The text is the ``content`` argument of ``store_memory`` or ``update_memory``, or
     ``memories[i].content`` of a batch store; the message names it and counts its characters
     read (``content: at least 4194191 characters exceeds the limit of 2000 characters ...``).
     ``/mcp`` answers a body over ``Settings.max_body_bytes`` with 413 without reading it all
     (automem/gateway/app.py ``StreamedBodyLimit``); this names the argument the caller has to
-    shorten, as ``automem mcp`` (which has no body limit) names it. The ``id`` is null: the
-    request's may come after the text, beyond what was read."""
-    stack: list[list[Any]] = []  # per open container: [is_object, key or index, a key comes next]
-    seen: dict[str, Any] = {}  # method and params.name, when read before the text
-    position = 0
-    for _ in range(max_tokens):
-        token = _TOKEN.match(prefix, position)
-        if token is None:
-            return None
-        position = token.end()
-        whole, cut, punctuation, literal = token.groups()
-        if punctuation is not None:
-            if punctuation in b"{[":
-                stack.append([punctuation == b"{", None if punctuation == b"{" else 0, punctuation == b"{"])
-            elif punctuation in b"}]":
-                if not stack:
-                    return None
-                stack.pop()
-            elif stack and punctuation == b",":
-                if stack[-1][0]:
-                    stack[-1][2] = True
-                else:
-                    stack[-1][1] += 1
-            elif stack:  # ':'
-                stack[-1][2] = False
-            continue
-        if literal is not None:
-            continue
-        if whole is not None and stack and stack[-1][0] and stack[-1][2]:
-            stack[-1][1] = _text(whole)  # an object's key
-            continue
-        path = [frame[1] for frame in stack]
-        value = _text(whole) if whole is not None else _cut_text(prefix[position:])
-        if path in (["method"], ["params", "name"]):
-            seen[path[-1]] = value
-        field = _content_field(path)
-        if (field is not None and value is not None and len(value) > max_chars
-                and seen.get("method") in (None, "tools/call") and seen.get("name") in _CONTENT_TOOLS):
+    shorten, as ``automem mcp`` (which has no body limit) names it. The cut body is read by
+    jiter's partial mode (``trailing-strings``: the string the cut ends inside is kept as far
+    as it was read). The ``id`` is null: the request's may come after the text, beyond what
+    was read."""
+    try:
+        message = jiter.from_json(prefix, partial_mode="trailing-strings")
+    except ValueError:
+        return None
+    params = message.get("params") if isinstance(message, dict) else None
+    if (not isinstance(params, dict) or message.get("method") not in (None, "tools/call")
+            or params.get("name") not in _CONTENT_TOOLS or not isinstance(params.get("arguments"), dict)):
+        return None
+    arguments = params["arguments"]
+    texts = [("content", arguments.get("content"))]
+    if isinstance(arguments.get("memories"), list):
+        texts += [(f"memories[{i}].content", item.get("content"))
+                  for i, item in enumerate(arguments["memories"]) if isinstance(item, dict)]
+    for field, value in texts:
+        if isinstance(value, str) and len(value) > max_chars:
             return {"jsonrpc": "2.0", "id": None, "error": {"code": -32602, "message": (
                 f"{field}: at least {len(value)} characters exceeds the limit of {max_chars} characters (and "
                 f"the request body the limit of {max_bytes} bytes)")}}
-        if cut is not None:
-            return None
-    return None
-
-
-def _content_field(path: list[Any]) -> str | None:
-    """``content`` or ``memories[i].content`` when ``path`` (keys and indexes from the top of a
-    ``tools/call`` message) is that argument, else None."""
-    if path == ["params", "arguments", "content"]:
-        return "content"
-    if len(path) == 5 and path[:3] == ["params", "arguments", "memories"] and isinstance(path[3], int) \
-            and path[4] == "content":
-        return f"memories[{path[3]}].content"
-    return None
-
-
-def _text(token: bytes) -> str | None:
-    """The string a whole JSON string token (quotes included) holds, or None (not JSON)."""
-    try:
-        value = json.loads(token)
-    except (ValueError, RecursionError):
-        return None
-    return value if isinstance(value, str) else None
-
-
-def _cut_text(rest: bytes) -> str | None:
-    """The characters of a JSON string cut off by the end of the text (``rest``: what follows
-    its opening quote), without a trailing escape or UTF-8 sequence the cut split; or None."""
-    for drop in range(8):
-        if (value := _text(b'"' + rest[:len(rest) - drop] + b'"')) is not None:
-            return value
     return None
 
 
