@@ -263,7 +263,8 @@ class GraphStore:
     async def ensure_schema(self) -> None:
         """Create the indexes (idempotent): range on Memory(id, scope, content_hash,
         event_time, embedding_status, tags_lower, entity_tags), full-text on Memory(content),
-        range on Tombstone, IdempotencyKey, Entity(key, scope), MemoryVersion(memory_id, scope) and
+        range on Tombstone, IdempotencyKey, Entity(key, scope), MemoryVersion(memory_id, scope,
+        recorded_at: what changed since a by-tag page's snapshot, automem/recall/bytag.py) and
         ReviewItem(id, memory_id, scope) — without the last, each supersede proposal's MERGE
         scanned every ReviewItem (6.2 ms at 40k items under ``bench/soak.py``, 0.014 ms indexed;
         docs/benchmarks.md). The two tag indexes are on array properties
@@ -283,6 +284,7 @@ class GraphStore:
             "CREATE INDEX FOR (e:Entity) ON (e.scope)",
             "CREATE INDEX FOR (v:MemoryVersion) ON (v.memory_id)",
             "CREATE INDEX FOR (v:MemoryVersion) ON (v.scope)",
+            "CREATE INDEX FOR (v:MemoryVersion) ON (v.recorded_at)",
             "CREATE INDEX FOR (i:ReviewItem) ON (i.id)",
             "CREATE INDEX FOR (i:ReviewItem) ON (i.memory_id)",
             "CREATE INDEX FOR (i:ReviewItem) ON (i.scope)",
