@@ -17,7 +17,7 @@ import math
 import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any
 
 from google.protobuf import json_format, struct_pb2, timestamp_pb2
@@ -134,16 +134,17 @@ def parse_relation_type(raw: str, *, authorable_only: bool = True, field: str = 
 # --- time ------------------------------------------------------------------------------
 
 
-def parse_time(raw: str, *, field: str) -> datetime:
-    """Parse an ISO 8601 time; naive times are UTC; millisecond precision (:func:`to_millis`).
-    Raises InvalidArgument naming ``field``."""
+def parse_time(raw: str, *, field: str, tz: tzinfo = UTC) -> datetime:
+    """Parse an ISO 8601 time as an aware UTC datetime; naive times are in ``tz`` (UTC unless a
+    request names a zone: a recall's ``tz``, automem/gateway/usecases.py ``read_options``);
+    millisecond precision (:func:`to_millis`). Raises InvalidArgument naming ``field``."""
     text = raw.strip()
     try:
         value = datetime.fromisoformat(text.replace("z", "Z"))
     except ValueError:
         raise InvalidArgument(f"{field}: not an ISO 8601 time: {raw!r}", field=field) from None
     if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
+        value = value.replace(tzinfo=tz)
     try:
         value = value.astimezone(UTC)
         value.timestamp()

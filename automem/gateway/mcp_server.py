@@ -429,8 +429,8 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
                                                         "'between 2026-01-01 and 2026-02-01'.")] = None,
         start: Annotated[OptStr, Field(description="ISO 8601 lower bound (a date = from its start).")] = None,
         end: Annotated[OptStr, Field(description="ISO 8601 upper bound (a date = to its end).")] = None,
-        tz: Annotated[OptStr, Field(description="IANA time zone of time_query and date bounds (default "
-                                                "UTC).")] = None,
+        tz: Annotated[OptStr, Field(description="IANA time zone of time_query, date bounds and naive times "
+                                                "(start, end, as_of, known_at; default UTC).")] = None,
         timezone: Annotated[OptStr, Field(description="Alias of tz.")] = None,
         tags: Annotated[OptList, Field(description="Tag filter (ranked) or the tags to list (exhaustive).")] = None,
         tag_mode: Annotated[Literal["any", "all"], Field(description="any (default) or all.")] = "any",
@@ -440,8 +440,8 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
         state_mode: Annotated[Literal["current", "history"] | None, Field(
             description="current (default): current memories only; history: superseded too.")] = None,
         current_only: Annotated[bool | None, Field(description="Legacy form of state_mode.")] = None,
-        as_of: Annotated[OptStr, Field(description="ISO 8601 valid time to read at.")] = None,
-        known_at: Annotated[OptStr, Field(description="ISO 8601 system time to read at.")] = None,
+        as_of: Annotated[OptStr, Field(description="ISO 8601 valid time to read at (naive: in tz).")] = None,
+        known_at: Annotated[OptStr, Field(description="ISO 8601 system time to read at (naive: in tz).")] = None,
         expand_relations: bool = False,
         expand_entities: bool = False,
         expand_respect_tags: Annotated[bool, Field(description="Expansions keep to the tag filter too.")] = False,
@@ -485,7 +485,8 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
         elif page_token and not memory_id:
             raise ToolError("page_token: only with exhaustive (a listing by tag); ranked results page by offset")
         with _tool_errors({"id": "memory_id"} if memory_id else {}, {"memory_id": memory_id}):
-            read = usecases.read_options(as_of, known_at, state_mode, current_only)
+            # Every naive time of the call is read in tz, the zone of its bounds (as /recall does).
+            read = usecases.read_options(as_of, known_at, state_mode, current_only, tz=tz or timezone or "")
             if memory_id:
                 got = await usecases.get_memory(caller(ctx), memory_id, read)
             elif exhaustive:

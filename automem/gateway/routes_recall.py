@@ -12,6 +12,7 @@ from typing import Any
 
 from fastapi import APIRouter, Query, Request
 
+from automem.common.model import iso
 from automem.gateway import presenters, usecases
 from automem.gateway.deps import CallerDep
 from automem.gateway.deps import split_values as _split
@@ -68,7 +69,9 @@ async def recall(
     ranking was read to its end). ``rerank=true`` asks the configured LLM to reorder the best
     memories, ``rerank=false`` keeps it from doing so under ``AUTOMEM_RECALL_LLM_RERANK``
     (automem/recall/llm_rerank.py; ``arms`` / ``degraded`` say whether it did).
-    ``expand_respect_tags`` keeps expansions to the tag filter too. AutoMem's aliases
+    ``expand_respect_tags`` keeps expansions to the tag filter too. Naive times (``start``,
+    ``end``, ``as_of``, ``known_at``) are all read in ``tz`` (UTC without it); ``as_of`` and
+    ``known_at`` are echoed as applied, RFC 3339 with the offset (null when not given). AutoMem's aliases
     ``expand`` / ``expand_associations`` (expand_relations), ``entity_expansion``
     (expand_entities) and ``relation_expansion_limit`` (expansion_limit) are read; the
     parameters of AutoMem features this service does not have
@@ -101,7 +104,8 @@ async def recall(
         vector = [float(v) for v in values]
     expanded_tags = _split(tags)
     context_tags, context_types, priority_ids = _split(context_tags), _split(context_types), _split(priority_ids)
-    read = usecases.read_options(as_of, known_at, state_mode, current_only, include_archived, include_pending)
+    read = usecases.read_options(as_of, known_at, state_mode, current_only, include_archived, include_pending,
+                                 tz=tz or timezone)
     found = await usecases.search(
         call, read=read, query=query, queries=queries, embedding=vector, limit=limit, offset=offset, sort=sort,
         time_query=time_query or time_alias, start=start, end=end, tags=expanded_tags, tag_mode=tag_mode,
@@ -119,7 +123,7 @@ async def recall(
         **presenters.search_paging_json(found),
         "time_window": presenters.time_window_json(found),
         "time_window_warning": found.time_window_warning or None,
-        "as_of": as_of, "known_at": known_at, "arms": list(found.arms),
+        "as_of": iso(read, "as_of"), "known_at": iso(read, "known_at"), "arms": list(found.arms),
         "degraded": list(found.degraded), "recency_bias": recency_bias,
         **presenters.recall_details_json(
             found, state_mode=usecases.state_mode_word(read), queries=[q for q in [query, *queries] if q.strip()],

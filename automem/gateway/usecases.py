@@ -46,18 +46,21 @@ from automem.v1 import (
 
 def read_options(as_of: str | None = None, known_at: str | None = None, state_mode: str | None = None,
                  current_only: bool | None = None, include_archived: bool = False,
-                 include_pending: bool = False) -> recall_service_pb2.ReadOptions:
+                 include_pending: bool = False, tz: str = "") -> recall_service_pb2.ReadOptions:
     """The state-pass options of a read. ``state_mode`` current|history wins over the legacy
-    ``current_only`` (false = history); ``as_of`` / ``known_at`` are ISO 8601.
-    InvalidArgument naming ``state_mode``, ``as_of`` or ``known_at``."""
+    ``current_only`` (false = history); ``as_of`` / ``known_at`` are ISO 8601, a naive time
+    in ``tz`` (an IANA zone: a recall's ``tz``, which reads its naive ``start``/``end`` the
+    same way, automem/common/timewindow.py; "" = UTC). InvalidArgument naming ``state_mode``,
+    ``as_of``, ``known_at`` or ``tz``."""
     mode = state_mode or ("current" if current_only in (None, True) else "history")
     options = recall_service_pb2.ReadOptions(
         state_mode=enum_value(recall_service_pb2.StateMode, mode, "state_mode"),
         include_archived=include_archived, include_pending=include_pending)
+    zone = timewindow.zone(tz)
     if as_of:
-        options.as_of.CopyFrom(ts(parse_time(as_of, field="as_of")))
+        options.as_of.CopyFrom(ts(parse_time(as_of, field="as_of", tz=zone)))
     if known_at:
-        options.known_at.CopyFrom(ts(parse_time(known_at, field="known_at")))
+        options.known_at.CopyFrom(ts(parse_time(known_at, field="known_at", tz=zone)))
     return options
 
 

@@ -5,7 +5,9 @@ item 1)."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import grpc
 import pytest
@@ -153,3 +155,40 @@ async def test_tz_changes_the_window(service) -> None:
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await client.search(time_query="today", tz="Mars/Olympus_Mons")
         assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "tz" in err.value.details()
+
+
+async def test_naive_times_of_one_request_are_read_in_its_tz(service) -> None:
+    """Break-it: ``start`` naive was read in ``tz`` while ``known_at`` and ``as_of`` naive were
+    read as UTC in the same request, and ``known_at`` / ``as_of`` were echoed as the raw text
+    without an offset. Every naive time of a recall with ``tz`` is read in that zone now
+    (REST and MCP), and the times applied are echoed with an explicit offset."""
+    berlin = ZoneInfo("Europe/Berlin")
+    async with service.http() as http:
+        mid = await _store(http, "The billing cycle runs monthly", "2026-03-15T12:00:00Z")
+        before_edit = datetime.now(UTC)
+        await asyncio.sleep(0.05)  # the edit lands in a later millisecond than before_edit
+        r = await http.patch(f"/memory/{mid}", json={"content": "The billing cycle runs weekly"})
+        assert r.status_code == 200, r.text
+        known = before_edit.astimezone(berlin).replace(tzinfo=None).isoformat(timespec="milliseconds")
+        params = {"query": "billing cycle", "tz": "Europe/Berlin", "known_at": known,
+                  "as_of": "2026-03-15T14:00:00", "start": "2026-03-15T12:30:00"}
+        r = await http.get("/recall", params={"limit": 5, **params})
+        assert r.status_code == 200, r.text
+        body = r.json()
+        # 12:30 Berlin is 11:30 UTC: the memory at 12:00 UTC is inside the window.
+        assert body["time_window"]["start"].startswith("2026-03-15T11:30:00")
+        assert [h["memory"]["content"] for h in body["results"]] == ["The billing cycle runs monthly"]
+        assert datetime.fromisoformat(body["known_at"]) == before_edit.replace(
+            microsecond=before_edit.microsecond // 1000 * 1000)
+        assert body["known_at"].endswith("+00:00")
+        assert body["as_of"] == "2026-03-15T13:00:00+00:00"
+        # Without tz a naive time is UTC, as everywhere else.
+        r = await http.get("/recall", params={"query": "billing cycle", "as_of": "2026-03-15T14:00:00"})
+        assert r.status_code == 200 and r.json()["as_of"] == "2026-03-15T14:00:00+00:00"
+    url = service.url + "/mcp"
+    async with Client(streamable_http_client(url, http_client=create_mcp_http_client(
+            headers={"X-Automem-Scope": service.scope}))) as mcp:
+        result = await mcp.call_tool("recall_memory", {"query": "billing cycle", "tz": "Europe/Berlin",
+                                                       "known_at": known, "format": "json"})
+        assert not result.is_error, result.content[0].text
+        assert [h["content"] for h in result.structured_content["results"]] == ["The billing cycle runs monthly"]
