@@ -1211,3 +1211,69 @@ async def test_the_fact_in_force_at_as_of_reads_active_also_as_a_replacement(ser
             assert [(h["id"], h["memory"]["state"]) for h in hits] == [(v2, "ACTIVE")], (params, hits)
         got = (await http.get(f"/memory/{v2}", params={"as_of": then})).json()["memory"]
         assert (got["state"], got["is_current"]) == ("ACTIVE", True), got
+
+
+async def test_a_replacement_starting_before_the_fact_it_replaces_is_refused_on_every_path(service) -> None:
+    """Break-it review: Carol (valid from Dec 1) -> Dave (Dec 5) -> Erin (Dec 6), then Erin
+    superseded by Frank valid from Nov 20 was accepted: reads at Dec 2 and Dec 5 12:00 both
+    answered Frank though Carol's and Dave's windows cover them (the state pass shows the
+    furthest readable link of a chain), and Erin's window was cut to 1 ms. A replacement must
+    start at or after the fact it replaces: every path that supersedes refuses it (400/409
+    naming the field) and nothing changes."""
+    tag = f"lead-{uuid.uuid4().hex[:6]}"
+    async with service.http() as http:
+        carol = await _store(http, "Lead is Carol", tags=[tag], t_valid="2026-12-01T00:00:00Z")
+        chain = [carol]
+        for name, day in (("Dave", "2026-12-05"), ("Erin", "2026-12-06")):
+            r = await http.post(f"/v1/memories/{chain[-1]}:supersede", json={
+                "content": f"Lead is {name}", "tags": [tag], "t_valid": f"{day}T00:00:00Z"})
+            assert r.status_code == 201, r.text
+            chain.append(r.json()["memory_id"])
+        carol, dave, erin = chain
+        expected = {"2026-12-02T00:00:00Z": carol, "2026-12-05T12:00:00Z": dave, "2026-12-07T00:00:00Z": erin}
+
+        async def reads() -> dict[str, list[str]]:
+            return {day: [m["id"] for m in await _by_tag(http, tag, as_of=day)] for day in expected}
+        before = {mid: (await http.get(f"/memory/{mid}", params={"state_mode": "history"})).json()["memory"]
+                  for mid in chain}
+        assert await reads() == {day: [mid] for day, mid in expected.items()}
+        early = "2026-11-20T00:00:00Z"
+        r = await http.post(f"/v1/memories/{erin}:supersede", json={"content": "Lead is Frank", "tags": [tag],
+                                                                     "t_valid": early})
+        assert r.status_code == 400 and r.json()["error"].startswith("t_valid:") and erin in r.text, r.text
+        r = await http.post("/memory", json={"content": "Lead is Frank", "tags": [tag], "t_valid": early,
+                                             "supersedes_memory_id": erin})
+        assert r.status_code == 400 and r.json()["error"].startswith("t_valid:"), r.text
+        # A memory stored alone, then linked (AutoMem's associate, single and batch).
+        frank = await _store(http, "Lead is Frank", tags=[f"{tag}-frank"], t_valid=early)
+        r = await http.post("/associate", json={"memory1_id": erin, "memory2_id": frank, "type": "INVALIDATED_BY"})
+        assert r.status_code == 409 and r.json()["error"].startswith("memory2_id:"), r.text
+        r = await http.post("/associate", json={"associations": [
+            {"memory1_id": erin, "memory2_id": frank, "type": "EVOLVED_INTO"}]})
+        assert r.status_code == 409 and r.json()["failed"][0]["error"].startswith("memory2_id:"), r.text
+        # Over gRPC.
+        import grpc
+        async with service.client() as client:
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await client.ingest.CreateRelation(ingest_service_pb2.CreateRelationRequest(
+                    relation=memory_pb2.Relation(source_id=erin, target_id=frank,
+                                                 type=memory_pb2.RELATION_TYPE_INVALIDATED_BY)),
+                    metadata=client.metadata())
+            assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION and "before memory" in err.value.details()
+        # A supersede proposal (enrichment's, or a reviewed key's) approved.
+        item = str(uuid.uuid4())
+        await service.ctx.graph.review.propose_supersede(item, frank, erin, service.scope, "probe", time.time())
+        r = await http.post(f"/v1/review-items/{item}:approve", json={"reason": "looks right"})
+        assert r.status_code == 409 and "before memory" in r.text, r.text
+        # The replacement's t_valid moved before the start of the fact it replaced.
+        r = await http.patch(f"/memory/{erin}", json={"t_valid": "2026-12-04T00:00:00Z"})
+        assert r.status_code == 400 and r.json()["error"].startswith("t_valid:") and dave in r.text, r.text
+        assert await reads() == {day: [mid] for day, mid in expected.items()}
+        for mid in chain:
+            got = (await http.get(f"/memory/{mid}", params={"state_mode": "history"})).json()["memory"]
+            assert (got["t_valid"], got["t_invalid"], got["version"]) == (
+                before[mid]["t_valid"], before[mid]["t_invalid"], before[mid]["version"]), mid
+        # At or after the replaced fact's start is accepted.
+        r = await http.post(f"/v1/memories/{erin}:supersede", json={"content": "Lead is Grace", "tags": [tag],
+                                                                     "t_valid": "2026-12-06T00:00:00Z"})
+        assert r.status_code == 201, r.text
