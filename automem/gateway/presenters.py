@@ -347,9 +347,17 @@ def by_tag_json(response: recall_service_pb2.ListMemoriesByTagResponse) -> dict[
 
 
 def related_json(response: recall_service_pb2.ListRelatedMemoriesResponse) -> list[dict[str, Any]]:
-    """``/memories/{id}/related`` items: ``{id, memory, relation_type, strength, depth}``."""
-    return [{"id": r.memory.id, "memory": memory_json(r.memory), "relation_type": r.relation_type,
-             "strength": r.strength, "depth": r.depth} for r in response.related]
+    """``/memories/{id}/related`` items: ``{id, memory, relation_type, strength, depth}``, plus
+    ``replaces_id`` (the neighbour the edge reaches) when ``memory`` is the current head shown
+    in that superseded neighbour's place (recall's name for a replacement)."""
+    out = []
+    for r in response.related:
+        item = {"id": r.memory.id, "memory": memory_json(r.memory), "relation_type": r.relation_type,
+                "strength": r.strength, "depth": r.depth}
+        if r.replaces_id:
+            item["replaces_id"] = r.replaces_id
+        out.append(item)
+    return out
 
 
 def analysis_json(response: recall_service_pb2.AnalyzeMemoriesResponse) -> dict[str, Any]:

@@ -176,7 +176,9 @@ async def related(memory_id: str, call: CallerDep, relationship_types: list[str]
                   max_depth: int = Query(1, ge=1, le=3), limit: int = Query(20, ge=1, le=200),
                   as_of: str | None = None,
                   known_at: str | None = None) -> dict[str, Any]:
-    """Graph neighbours up to ``max_depth`` (1..3), current memories only."""
+    """Graph neighbours up to ``max_depth`` (1..3), current memories only: one item per
+    neighbour, with the type and strength of its edge; a superseded neighbour is shown as the
+    current head of its chain, ``replaces_id`` naming it (presenters.py ``related_json``)."""
     found = await usecases.related(call, memory_id, types=_split(relationship_types), max_depth=max_depth,
                                    limit=limit, read=usecases.read_options(as_of, known_at))
     items = presenters.related_json(found)

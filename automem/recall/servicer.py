@@ -1270,7 +1270,12 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
 
     async def ListRelatedMemories(self, request, context):
         """Neighbours along typed edges up to ``max_depth`` (1..3) hops, through the state
-        pass, nearest first (then strongest edge, type, id), paged (``page_size`` 1..200,
+        pass, one entry per neighbour with the type and strength of the edge that reached it:
+        a superseded neighbour is shown as the head of its chain with ``replaces_id`` naming
+        the neighbour (the edge's real end; it reported the head under the neighbour's edge
+        with nothing saying so), and the head is listed again for an edge of its own; a
+        neighbour withheld, or replaced by the memory asked about, is left out. Nearest first
+        (then strongest edge, type, id), paged (``page_size`` 1..200,
         default 20; ``page_token`` /
         ``next_page_token``, AIP-158). NOT_FOUND when the memory is absent in the scope;
         INVALID_ARGUMENT naming max_depth, page_size or page_token."""
@@ -1310,16 +1315,18 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         memories = await hydrate_at(self.graph, [f[0] for f in found], scope, read)
         mems = [memories[f[0]] for f in found if f[0] in memories]
         meta = {f[0]: f for f in found}
-        resolved = await resolve(self.graph, mems, scope, read)
+        # Each neighbour its own entry (dedupe=False): two neighbours replaced by one head, or
+        # a neighbour replaced by another neighbour, were one entry under the first edge's type,
+        # and the other edges vanished (break-it review: a1's INVALIDATED_BY edge to a2 went
+        # missing behind a3's PRECEDED_BY).
+        resolved = await resolve(self.graph, mems, scope, read, dedupe=False)
         out = []
-        emitted: set[str] = {start.id}
         for m, res in zip(mems, resolved, strict=True):
-            if res is None or res.memory.id in emitted:
+            if res is None or res.memory.id == start.id:
                 continue
-            emitted.add(res.memory.id)
             _id, rel, strength, level = meta[m.id]
             out.append(recall_service_pb2.RelatedMemory(memory=res.memory, relation_type=rel, strength=strength,
-                                                        depth=level))
+                                                        depth=level, replaces_id=res.replaces_id))
         following = skip + limit
         return recall_service_pb2.ListRelatedMemoriesResponse(
             related=out[skip:following],

@@ -315,16 +315,18 @@ class ListRelatedMemoriesRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ..., scope: _Optional[str] = ..., relationship_types: _Optional[_Iterable[str]] = ..., max_depth: _Optional[int] = ..., page_size: _Optional[int] = ..., read: _Optional[_Union[ReadOptions, _Mapping]] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class RelatedMemory(_message.Message):
-    __slots__ = ("memory", "relation_type", "strength", "depth")
+    __slots__ = ("memory", "relation_type", "strength", "depth", "replaces_id")
     MEMORY_FIELD_NUMBER: _ClassVar[int]
     RELATION_TYPE_FIELD_NUMBER: _ClassVar[int]
     STRENGTH_FIELD_NUMBER: _ClassVar[int]
     DEPTH_FIELD_NUMBER: _ClassVar[int]
+    REPLACES_ID_FIELD_NUMBER: _ClassVar[int]
     memory: _memory_pb2.Memory
     relation_type: str
     strength: float
     depth: int
-    def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ..., relation_type: _Optional[str] = ..., strength: _Optional[float] = ..., depth: _Optional[int] = ...) -> None: ...
+    replaces_id: str
+    def __init__(self, memory: _Optional[_Union[_memory_pb2.Memory, _Mapping]] = ..., relation_type: _Optional[str] = ..., strength: _Optional[float] = ..., depth: _Optional[int] = ..., replaces_id: _Optional[str] = ...) -> None: ...
 
 class ListRelatedMemoriesResponse(_message.Message):
     __slots__ = ("related", "next_page_token")

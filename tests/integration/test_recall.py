@@ -6,6 +6,7 @@ import uuid
 
 import pytest
 
+from automem.v1 import recall_service_pb2
 from automem.vectors import VectorFilter
 from tests.conftest import ScopedService, eventually, fresh_scope
 
@@ -220,6 +221,39 @@ async def test_related_and_expand_relations_skip_non_current(service) -> None:
         r = await http.get("/recall", params={"query": "service A calls", "limit": 1, "expand_relations": "true"})
         ids = [h["id"] for h in r.json()["results"]]
         assert ids[0] == a and b in ids and c not in ids
+
+
+async def test_related_reports_the_edge_that_exists_and_marks_a_replaced_neighbour(service) -> None:
+    """Break-it review: a1 superseded by a2, a2 by a3. a1's related listing gave a3 under a1's
+    INVALIDATED_BY edge (strength 0.9, depth 1) though that edge reaches a2, with nothing
+    saying a3 stands in for it; and with an edge of its own from a1 to a3, a3 was listed once,
+    under that edge, and a1's INVALIDATED_BY edge vanished. Each neighbour is its own entry
+    with its edge's type and strength; one shown as its chain's head names the neighbour the
+    edge reaches in ``replaces_id``."""
+    async with service.http() as http:
+        a1 = await _store(http, "The ferret queue is RabbitMQ")
+        r = await http.post(f"/v1/memories/{a1}:supersede", json={"content": "The ferret queue is Kafka"})
+        assert r.status_code == 201, r.text
+        a2 = r.json()["memory_id"]
+        r = await http.post(f"/v1/memories/{a2}:supersede", json={"content": "The ferret queue is NATS"})
+        assert r.status_code == 201, r.text
+        a3 = r.json()["memory_id"]
+
+        async def related(types: str) -> list[tuple]:
+            r = await http.get(f"/memories/{a1}/related", params={"relationship_types": types})
+            assert r.status_code == 200, r.text
+            return [(x["id"], x["relation_type"], x["strength"], x["depth"], x.get("replaces_id"))
+                    for x in r.json()["related_memories"]]
+        assert await related("INVALIDATED_BY") == [(a3, "INVALIDATED_BY", 0.9, 1, a2)]
+        r = await http.post("/associate", json={"memory1_id": a1, "memory2_id": a3, "type": "RELATES_TO",
+                                                "strength": 1.0})
+        assert r.status_code == 201, r.text
+        assert await related("INVALIDATED_BY,RELATES_TO") == [(a3, "RELATES_TO", 1.0, 1, None),
+                                                               (a3, "INVALIDATED_BY", 0.9, 1, a2)]
+        async with service.client() as client:
+            answer = await client.recall.ListRelatedMemories(recall_service_pb2.ListRelatedMemoriesRequest(
+                id=a1, relationship_types=["INVALIDATED_BY"]), metadata=client.metadata())
+            assert [(x.memory.id, x.replaces_id) for x in answer.related] == [(a3, a2)]
 
 
 async def test_analyze_reports_the_callers_scope_only(service) -> None:

@@ -733,7 +733,12 @@ async def test_backup_then_restore_into_an_empty_store_reproduces_everything(own
             assert got["prior_t_invalid"].startswith("2030-01-01")
             assert {m["id"] for m in await _by_tag(http, "db")} == {ids["b"], ids["c"]}
             related = (await http.get(f"/memories/{ids['b']}/related")).json()["related_memories"]
-            assert [x["id"] for x in related] == [ids["c"]]  # a's edge, replaced by its head
+            assert {x["id"] for x in related} == {ids["c"]}  # enrichment links c to b too (PRECEDED_BY)
+            related = (await http.get(f"/memories/{ids['b']}/related",
+                                      params={"relationship_types": "RELATES_TO"})).json()["related_memories"]
+            # a's edge, its end shown as the head of its chain, which says whom it replaces.
+            assert [(x["id"], x["relation_type"], x["strength"], x.get("replaces_id")) for x in related] == [
+                (ids["c"], "RELATES_TO", 0.7, ids["a"])], related
             assert (await http.post("/memory", json={"content": "The moon is cheese"})).status_code == 409
             original = [e["event_id"] for e in await _history_of(own_service, ids["a"])]
             assert [e["event_id"] for e in await _history(http, ids["a"])][:len(original)] == original

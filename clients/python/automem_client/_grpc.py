@@ -418,7 +418,7 @@ class GrpcTransport:
             id=memory_id, relationship_types=list(relationship_types), max_depth=max_depth, page_size=limit,
             read=_read(as_of, known_at, None))
         answer = await self._call(self._recall.ListRelatedMemories, request, timeout)
-        return [RelatedMemory(Memory.from_proto(r.memory), r.relation_type, r.strength, r.depth)
+        return [RelatedMemory(Memory.from_proto(r.memory), r.relation_type, r.strength, r.depth, r.replaces_id)
                 for r in answer.related]
 
     async def history(self, memory_id: str, *, page_size: int, page_token: str,

@@ -346,7 +346,7 @@ class RestTransport:
         answer = await self._request("GET", f"/memories/{_segment(memory_id)}/related", retry=True, timeout=timeout,
                                      params=params)
         return [RelatedMemory(Memory.from_json(r["memory"]), r.get("relation_type") or "",
-                              float(r.get("strength") or 0.0), int(r.get("depth") or 0))
+                              float(r.get("strength") or 0.0), int(r.get("depth") or 0), r.get("replaces_id") or "")
                 for r in answer.get("related_memories", [])]
 
     async def history(self, memory_id: str, *, page_size: int, page_token: str,

@@ -267,12 +267,15 @@ class Page:
 
 @dataclass(frozen=True)
 class RelatedMemory:
-    """A graph neighbour: the memory, the edge type that reached it, its strength, hops."""
+    """A graph neighbour: the memory, the edge type that reached it, its strength, hops;
+    ``replaces_id``: the neighbour the edge reaches when ``memory`` is the current memory
+    shown in its place (that neighbour was superseded), else ""."""
 
     memory: Memory
     relation_type: str
     strength: float
     depth: int
+    replaces_id: str = ""
 
 
 @dataclass(frozen=True)
