@@ -130,14 +130,31 @@ _LEADING_FIELD = re.compile(rf"^({_NAME}): ")
 _RENAMED = re.compile(r"\b(" + "|".join(REST_FIELD_NAMES) + r")\b")
 
 
-def rest_message(message: str) -> str:
-    """A service's error ``message`` as a REST caller reads it: when the field it begins with
-    (``"<field>: ..."``, the convention of these errors) has a part :data:`REST_FIELD_NAMES`
-    renames, every such proto name in the message is spelled the REST way (``"valid_to: must
-    be after valid_from"`` -> ``"t_invalid: must be after t_valid"``,
-    ``memories[2].event_time`` -> ``memories[2].timestamp``). Any other message is returned
-    as it is."""
+def rest_field(field: str, names: dict[str, str]) -> str:
+    """``field`` (a proto path, ``"relation.target_id"``, ``"requests[3]"``) as one call's
+    REST route names it: the longest path ``names`` maps that ``field`` is or begins with
+    (followed by ``.`` or ``[``) is replaced by its REST name (``{"relation.target_id":
+    "memory2_id"}``); any other field is returned as it is."""
+    for proto in sorted(names, key=len, reverse=True):
+        if field == proto or field.startswith((proto + ".", proto + "[")):
+            return names[proto] + field[len(proto):]
+    return field
+
+
+def rest_message(message: str, names: dict[str, str] | None = None) -> str:
+    """A service's error ``message`` as a REST caller reads it. ``names`` maps the proto
+    fields of one call that its route takes under other names (``{"page_size": "limit"}``
+    for ``GET /memory/by-tag``): the field the message begins with (``"<field>: ..."``, the
+    convention of these errors) is renamed by :func:`rest_field`. Otherwise, when that field
+    has a part :data:`REST_FIELD_NAMES` renames, every such proto name in the message is
+    spelled the REST way (``"valid_to: must be after valid_from"`` -> ``"t_invalid: must be
+    after t_valid"``, ``memories[2].event_time`` -> ``memories[2].timestamp``). Any other
+    message is returned as it is."""
     match = _LEADING_FIELD.match(message)
-    if match is None or not _RENAMED.search(match.group(1)):
+    if match is None:
+        return message
+    if names and (renamed := rest_field(match.group(1), names)) != match.group(1):
+        return renamed + message[match.end(1):]
+    if not _RENAMED.search(match.group(1)):
         return message
     return _RENAMED.sub(lambda m: REST_FIELD_NAMES[m.group(1)], message)

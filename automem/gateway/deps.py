@@ -161,16 +161,19 @@ class Caller:
     client: AutomemClient
     metadata: list[tuple[str, str]]
 
-    async def __call__(self, method: Any, message: Any, timeout: float | None = None) -> Any:
+    async def __call__(self, method: Any, message: Any, timeout: float | None = None, *,
+                       names: dict[str, str] | None = None) -> Any:
         """``method(message)`` with the caller's metadata and a deadline: ``timeout``, else the
         client's ``call_timeout`` (``Settings.call_deadline_seconds``: derived from the store
         bound, so a stalled store answers 503 in seconds), else :data:`CALL_TIMEOUT`.
-        GatewayError for a failed call (DEADLINE_EXCEEDED and UNAVAILABLE are 503)."""
+        GatewayError for a failed call (DEADLINE_EXCEEDED and UNAVAILABLE are 503), its
+        message naming a proto field of ``names`` by the route's name for it
+        (:meth:`GatewayError.from_rpc`)."""
         timeout = timeout or getattr(self.client, "call_timeout", None) or CALL_TIMEOUT
         try:
             return await method(message, metadata=self.metadata, timeout=timeout)
         except grpc.aio.AioRpcError as exc:
-            raise GatewayError.from_rpc(exc) from None
+            raise GatewayError.from_rpc(exc, names) from None
 
     def stream(self, method: Any, message: Any, timeout: float) -> Any:
         """The response stream of a server-streaming ``method`` (errors arrive on reading)."""

@@ -41,18 +41,19 @@ class GatewayError(Exception):
         return self.code is not None
 
     @classmethod
-    def from_rpc(cls, exc: grpc.aio.AioRpcError) -> GatewayError:
+    def from_rpc(cls, exc: grpc.aio.AioRpcError, names: dict[str, str] | None = None) -> GatewayError:
         """The error of a failed call: HTTP status by automem/common/errors.py's one map
         (500 for unmapped codes; 503 when the service cannot be reached, or cancelled the
         call while shutting down: ``error_response`` adds ``Retry-After``). The message names
         the field as the gateway's callers send it: a proto field REST spells otherwise
         (``valid_to``, ``start_time``...) by its REST name (``t_invalid``, ``start``...;
-        automem/common/errors.py :func:`rest_message`)."""
+        automem/common/errors.py :func:`rest_message`), and a proto field of this call its
+        route takes under another name by that name (``names``: ``{"page_size": "limit"}``)."""
         code = exc.code()
         status = HTTP_STATUS.get(code, 500)
         if code == grpc.StatusCode.UNAVAILABLE and "failed to connect" in (exc.details() or "").lower():
             status = 503
-        return cls(status, rest_message(exc.details() or code.name), code=code)
+        return cls(status, rest_message(exc.details() or code.name, names), code=code)
 
 
 def error_response(status: int, message: str, **extra: Any) -> JSONResponse:

@@ -26,7 +26,7 @@ from google.protobuf import field_mask_pb2
 from automem.common import timewindow
 from automem.common.client import TIME_FIELDS, AutomemClient, set_input_times
 from automem.common.enums import enum_value, enum_word
-from automem.common.errors import HTTP_STATUS, InvalidArgument
+from automem.common.errors import HTTP_STATUS, InvalidArgument, rest_field
 from automem.common.model import parse_relation_type, parse_time, ts
 from automem.gateway.deps import CALL_TIMEOUT, Caller
 from automem.gateway.errors import GatewayError
@@ -287,6 +287,13 @@ async def delete_by_tag(call: Caller, tags: Sequence[str], *, dry_run: bool, mem
         tags=list(tags), dry_run=dry_run, memory_ids=list(memory_ids), reason=reason), CALL_TIMEOUT)
 
 
+#: CreateRelationRequest's proto fields by the names ``/associate`` and ``associate_memories``
+#: take them under (AutoMem's): the service names the former, their callers read the latter.
+ASSOCIATION_NAMES = {"relation.source_id": "memory1_id", "relation.target_id": "memory2_id",
+                     "relation.type": "type", "type_name": "type", "relation.strength": "strength",
+                     "relation.reason": "reason"}
+
+
 @dataclass
 class Association:
     """One association as a caller gives it (AutoMem's ``/associate`` fields)."""
@@ -318,7 +325,7 @@ async def associate(call: Caller, association: Association) -> ingest_service_pb
     """Create one typed edge (IngestService.CreateRelation, which owns the relation types
     and the checks); ``pending_review`` in the answer when the edge supersedes by a memory
     pending review (a proposal waits with it instead)."""
-    return await call(call.client.ingest.CreateRelation, association.request())
+    return await call(call.client.ingest.CreateRelation, association.request(), names=ASSOCIATION_NAMES)
 
 
 _CODES = {code.value[0]: code for code in grpc.StatusCode}
@@ -328,15 +335,18 @@ async def associate_many(call: Caller, associations: Sequence[Association],
                          item_field: Callable[[int, str], str] = lambda i, name: name) -> Associated:
     """Create a batch of edges, each on its own (IngestService.BatchCreateRelations, which
     owns the batch limit). A failed item's message names its field as
-    ``item_field(index, field)`` (REST: the field alone; MCP: ``associations[<i>].<field>``)."""
+    ``item_field(index, field)`` (REST: the field alone; MCP: ``associations[<i>].<field>``),
+    ``field`` by its AutoMem name (:data:`ASSOCIATION_NAMES`); the service's ``requests`` is
+    ``associations``."""
     response = await call(call.client.ingest.BatchCreateRelations, ingest_service_pb2.BatchCreateRelationsRequest(
-        requests=[a.request() for a in associations]))
+        requests=[a.request() for a in associations]), names={"requests": "associations"})
     outcome = Associated(created=list(zip(response.indexes, response.relations, strict=True)))
     for failure in response.failures:
         code = _CODES.get(failure.code, grpc.StatusCode.UNKNOWN)
         message = failure.message
         if failure.field and message.startswith(failure.field + ":"):
-            message = item_field(failure.index, failure.field) + message[len(failure.field):]
+            named = rest_field(failure.field, ASSOCIATION_NAMES)
+            message = item_field(failure.index, named) + message[len(failure.field):]
         outcome.failed.append((failure.index, GatewayError(HTTP_STATUS.get(code, 500), message, code=code)))
     return outcome
 
@@ -422,14 +432,14 @@ async def list_by_tag(call: Caller, tags: Sequence[str], *, read: recall_service
                       limit: int | None = None, offset: int = 0, tag_mode: str = "", tag_match: str = "",
                       page_token: str = "", include_total: bool = False) -> recall_service_pb2.ListMemoriesByTagResponse:
     """A page of the memories under ``tags``, newest first (RecallService.ListMemoriesByTag;
-    ``limit`` None = its default page size)."""
+    ``limit`` None = its default page size; the service's ``page_size`` errors name ``limit``)."""
     message = recall_service_pb2.ListMemoriesByTagRequest(
         tags=list(tags), offset=offset, read=read, page_token=page_token, include_total=include_total,
         tag_mode=enum_value(recall_service_pb2.TagMode, tag_mode, "tag_mode"),
         tag_match=enum_value(recall_service_pb2.TagMatch, tag_match, "tag_match"))
     if limit is not None:
         message.page_size = limit
-    return await call(call.client.recall.ListMemoriesByTag, message)
+    return await call(call.client.recall.ListMemoriesByTag, message, names={"page_size": "limit"})
 
 
 async def startup_recall(call: Caller) -> recall_service_pb2.StartupRecallResponse:

@@ -88,6 +88,9 @@ BY_TAG_DELETABLE_STATES = ("ACTIVE", "SUPERSEDED", "ARCHIVED", "PENDING_REVIEW")
 
 #: Strength of a superseding edge a supersede writes when the request names none.
 SUPERSEDE_STRENGTH = 0.9
+#: The proto paths CreateRelation's errors name for a relation's ends (the gateway answers
+#: them as AutoMem's memory1_id / memory2_id: automem/gateway/usecases.py ASSOCIATION_NAMES).
+SOURCE, TARGET = "relation.source_id", "relation.target_id"
 
 
 def _check_reviewed_write(principal: Any, memory: Memory, what: str) -> None:
@@ -505,13 +508,14 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
     async def CreateRelation(self, request, context):
         """MERGE a typed edge; only AutoMem's 11 authorable types; self-links refused
         (INVALID_ARGUMENT); an end that is missing, of another scope, DELETED or REJECTED
-        (``GONE_STATES``) is NOT_FOUND naming memory1_id / memory2_id, and no edge is
+        (``GONE_STATES``) is NOT_FOUND naming relation.source_id / relation.target_id (the
+        gateway: memory1_id / memory2_id), and no edge is
         written. An INVALIDATED_BY or EVOLVED_INTO edge marks an ACTIVE source SUPERSEDED and
         closes its valid window at the target's start, as :meth:`SupersedeMemory` does
         (automem/common/lifecycle.py ``close_for_supersede``; mcp-automem's four-call supersede).
-        Such an edge needs an ACTIVE target (FAILED_PRECONDITION naming memory2_id), and a
+        Such an edge needs an ACTIVE target (FAILED_PRECONDITION naming relation.target_id), and a
         source SUPERSEDED by another memory than the target is FAILED_PRECONDITION naming
-        memory1_id, as SupersedeMemory refuses it — the same edge as the source's existing
+        relation.source_id, as SupersedeMemory refuses it — the same edge as the source's existing
         supersession is MERGEd (accepted, nothing changes). The edge is written only while
         the source is at the version read (a concurrent change: ABORTED, or the precondition
         it now fails), under the source's lock (module docstring)."""
@@ -519,17 +523,18 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         scope = resolve_scope(request.scope)
         rel = Relation()
         rel.CopyFrom(request.relation)
-        check_reason(rel.reason)
+        check_reason(rel.reason, "relation.reason")
         if not rel.type:
-            rel.type = parse_relation_type(request.type_name or "RELATES_TO")
-        elif relation_type_name(rel.type) not in AUTHORABLE_RELATIONS:
-            raise InvalidArgument("type: system relation types cannot be authored", field="type")
-        if not rel.source_id or not rel.target_id:
-            raise InvalidArgument("memory1_id: both memory ids are required", field="memory1_id")
+            rel.type = parse_relation_type(request.type_name or "RELATES_TO", field="type_name")
+        elif relation_type_name(rel.type, "relation.type") not in AUTHORABLE_RELATIONS:
+            raise InvalidArgument("relation.type: system relation types cannot be authored", field="relation.type")
+        for end, which in ((SOURCE, "starts from"), (TARGET, "points to")):
+            if not getattr(rel, end.removeprefix("relation.")):
+                raise InvalidArgument(f"{end}: required (the memory the relation {which})", field=end)
         if rel.source_id == rel.target_id:
-            raise InvalidArgument("memory2_id: cannot associate a memory with itself", field="memory2_id")
+            raise InvalidArgument(f"{TARGET}: cannot associate a memory with itself", field=TARGET)
         if not 0 <= rel.strength <= 1:  # NaN too: it failed in the graph's query (a 500)
-            raise InvalidArgument("strength: must be a number between 0 and 1", field="strength")
+            raise InvalidArgument("relation.strength: must be a number between 0 and 1", field="relation.strength")
         rel.scope = scope
         # Both memories' locks (sorted: MemoryLocks.hold_all): a superseding edge changes the
         # source's version, and any edge's event names both memories and carries the reason,
@@ -546,9 +551,9 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         source, target = found.get(rel.source_id), found.get(rel.target_id)
         # Another scope's, deleted and rejected memories are all "not found" to the caller.
         if source is None or source.state in GONE_STATES:
-            raise NotFound(f"memory {rel.source_id} not found", field="memory1_id")
+            raise NotFound(f"memory {rel.source_id} not found", field=SOURCE)
         if target is None or target.state in GONE_STATES:
-            raise NotFound(f"memory {rel.target_id} not found", field="memory2_id")
+            raise NotFound(f"memory {rel.target_id} not found", field=TARGET)
         if (relation_type_name(rel.type) in SUPERSEDING_RELATIONS
                 and target.state == memory_pb2.MEMORY_STATE_PENDING_REVIEW
                 and source.state == memory_pb2.MEMORY_STATE_ACTIVE):
@@ -559,21 +564,21 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         if relation_type_name(rel.type) in SUPERSEDING_RELATIONS and target.state != memory_pb2.MEMORY_STATE_ACTIVE:
             # A supersession must point at a current memory; this also refuses cycles.
             raise FailedPrecondition(
-                f"memory2_id: {target.id} is {memory_pb2.MemoryState.Name(target.state).removeprefix('MEMORY_STATE_')}"
-                "; a memory can only be superseded by an ACTIVE one", field="memory2_id")
+                f"{TARGET}: {target.id} is {memory_pb2.MemoryState.Name(target.state).removeprefix('MEMORY_STATE_')}"
+                "; a memory can only be superseded by an ACTIVE one", field=TARGET)
         superseding = relation_type_name(rel.type) in SUPERSEDING_RELATIONS
         if superseding:
-            check_replacement_valid(target, source, "memory2_id")
+            check_replacement_valid(target, source, TARGET)
         if superseding and source.state == memory_pb2.MEMORY_STATE_PENDING_REVIEW:
             # Its review decides whether it becomes current; approving it made a memory ACTIVE
             # whose successor was named already (current and superseded at once).
-            raise FailedPrecondition(f"memory1_id: {source.id} is PENDING_REVIEW; only a reviewed memory can be "
-                                     "superseded (approve or reject it first)", field="memory1_id")
+            raise FailedPrecondition(f"{SOURCE}: {source.id} is PENDING_REVIEW; only a reviewed memory can be "
+                                     "superseded (approve or reject it first)", field=SOURCE)
         if superseding:
             _check_reviewed_write(principal, source, "supersede")
         if not superseding:
             if not await self.graph.relations.create(rel):
-                raise NotFound("memory not found", field="memory1_id")
+                raise NotFound("memory not found", field=SOURCE)
             await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_RELATION_CREATED, before=None,
                                                     after=None, relation=rel))
             return ingest_service_pb2.CreateRelationResponse(relation=rel)
@@ -589,15 +594,15 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         if not await self.graph.relations.create_superseding(rel, props, source.version):
             now_source = await self.graph.memories.get(rel.source_id, scope)
             if now_source is None or now_source.state in GONE_STATES:
-                raise NotFound(f"memory {rel.source_id} not found", field="memory1_id")
+                raise NotFound(f"memory {rel.source_id} not found", field=SOURCE)
             self._check_not_superseded_elsewhere(now_source, rel.target_id)
             now_target = await self.graph.memories.get(rel.target_id, scope)
             if now_target is None or now_target.state in GONE_STATES:
-                raise NotFound(f"memory {rel.target_id} not found", field="memory2_id")
+                raise NotFound(f"memory {rel.target_id} not found", field=TARGET)
             if now_target.state != memory_pb2.MEMORY_STATE_ACTIVE:
-                raise FailedPrecondition(f"memory2_id: {rel.target_id} is no longer ACTIVE; a memory can only be "
-                                         "superseded by an ACTIVE one", field="memory2_id")
-            raise Aborted(f"memory {rel.source_id} changed concurrently, retry", field="memory1_id")
+                raise FailedPrecondition(f"{TARGET}: {rel.target_id} is no longer ACTIVE; a memory can only be "
+                                         "superseded by an ACTIVE one", field=TARGET)
+            raise Aborted(f"memory {rel.source_id} changed concurrently, retry", field=SOURCE)
         await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_RELATION_CREATED, before=None, after=None,
                                                 relation=rel))
         if updated is not None:
@@ -619,26 +624,26 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
 
     @staticmethod
     def _check_not_superseded_elsewhere(source: Memory, target_id: str) -> None:
-        """FAILED_PRECONDITION naming memory1_id when ``source`` is SUPERSEDED by another
+        """FAILED_PRECONDITION naming relation.source_id when ``source`` is SUPERSEDED by another
         memory than ``target_id``: a second superseding edge would silently override the
         acknowledged supersession (the wording of :meth:`_supersede`'s refusal)."""
         if source.state == memory_pb2.MEMORY_STATE_SUPERSEDED and source.superseded_by != target_id:
             raise FailedPrecondition(
-                f"memory1_id: memory {source.id} is already SUPERSEDED by {source.superseded_by or 'another'}; "
-                "supersede the current memory instead", field="memory1_id")
+                f"{SOURCE}: memory {source.id} is already SUPERSEDED by {source.superseded_by or 'another'}; "
+                "supersede the current memory instead", field=SOURCE)
 
     async def BatchCreateRelations(self, request, context):
         """Create each relation as :meth:`CreateRelation` would, one after the other; a
         failure does not stop the others. Answers the created ones with their request
         indexes and each failure's index, status code and message (the REST 207 partial
-        answer). INVALID_ARGUMENT naming ``associations`` over ``batch_max`` (500, AutoMem's
-        batch limit)."""
+        answer; a failure's ``field`` is the proto path in its CreateRelationRequest). INVALID_ARGUMENT
+        naming ``requests`` over ``batch_max`` (500, AutoMem's batch limit)."""
         require_role("writer")
         resolve_scope(request.scope)
         count = len(request.requests)
         if count > self.settings.batch_max:
-            raise InvalidArgument(f"associations: {count} items exceeds the batch limit of {self.settings.batch_max}",
-                                  field="associations")
+            raise InvalidArgument(f"requests: {count} items exceeds the batch limit of {self.settings.batch_max}",
+                                  field="requests")
         response = ingest_service_pb2.BatchCreateRelationsResponse()
         for index, item in enumerate(request.requests):
             if not item.scope:

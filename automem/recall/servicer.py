@@ -252,15 +252,16 @@ def window_timestamp(seconds: float | None) -> timestamp_pb2.Timestamp | None:
     return out
 
 
-def clamp_limit(limit: int, maximum: int) -> int:
+def clamp_limit(limit: int, maximum: int, field: str = "limit") -> int:
     """The number of results a read returns for a requested ``limit``: ``limit``, or
     ``maximum`` when more was asked for (AutoMem clamps rather than refuses:
     ``max(1, min(limit, recall_max_limit))`` in automem/api/recall.py, ``min(limit, 200)``
     in automem/api/memory.py of verygoodplugins/automem). Unlike AutoMem, which turns zero
     and negative values into 1, they are refused: a caller asking for nothing or less has
-    a bug worth hearing about. InvalidArgument naming ``limit`` when ``limit`` < 1."""
+    a bug worth hearing about. InvalidArgument naming ``field`` (the request's field that
+    gave ``limit``) when ``limit`` < 1."""
     if limit < 1:
-        raise InvalidArgument(f"limit: must be at least 1 (at most {maximum} are returned)", field="limit")
+        raise InvalidArgument(f"{field}: must be at least 1 (at most {maximum} are returned)", field=field)
     return min(limit, maximum)
 
 
@@ -1219,14 +1220,14 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         memories from the start. Indexed: a page costs about the same at 100 or 100,000
         memories under the tag (automem/recall/bytag.py). ``total`` only when known exactly
         (the listing fit in this page, or ``include_total``). Errors: INVALID_ARGUMENT naming
-        limit (zero or negative), offset, tag_mode, tag_match or page_token."""
+        page_size (zero or negative), offset, tag_mode, tag_match or page_token."""
         require_role("reader")
         scope = resolve_scope(request.scope)
         read = read_at(request.read)
         if not any(t.strip() for t in request.tags):
             raise InvalidArgument("tags: at least one tag is required", field="tags")
         limit = clamp_limit(request.page_size if request.HasField("page_size") else 20,
-                            self.settings.by_tag_max_limit)
+                            self.settings.by_tag_max_limit, "page_size")
         if request.offset < 0:
             raise InvalidArgument("offset: must not be negative", field="offset")
         filters = Filters.build(scope, list(request.tags),

@@ -72,12 +72,16 @@ async def test_limit_above_the_maximum_is_capped_and_reported_zero_and_negative_
         listed = await client.recall.ListMemoriesByTag(
             recall_service_pb2.ListMemoriesByTagRequest(tags=["capped"], page_size=201))
         assert listed.page_size == 200 and len(listed.memories) == 3
-        for call in (client.recall.SearchMemories(recall_service_pb2.SearchMemoriesRequest(tags=["capped"], limit=0)),
-                     client.recall.ListMemoriesByTag(
-                         recall_service_pb2.ListMemoriesByTagRequest(tags=["capped"], page_size=-1))):
+        for call, field in (
+                (client.recall.SearchMemories(recall_service_pb2.SearchMemoriesRequest(tags=["capped"], limit=0)),
+                 "limit"),
+                (client.recall.ListMemoriesByTag(recall_service_pb2.ListMemoriesByTagRequest(tags=["capped"],
+                                                                                           page_size=-1)),
+                 "page_size")):
             with pytest.raises(grpc.aio.AioRpcError) as refused:
                 await call
-            assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "limit" in refused.value.details()
+            assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert refused.value.details().startswith(field + ":"), refused.value.details()
 
     url = service.url + "/mcp"
     async with Client(streamable_http_client(url, http_client=_mcp_http(service))) as mcp:
@@ -87,6 +91,9 @@ async def test_limit_above_the_maximum_is_capped_and_reported_zero_and_negative_
         assert body["limit"] == 200 and body["count"] == 3
         result = await mcp.call_tool("recall_memory", {"tags": ["capped"], "limit": 0})
         assert result.is_error and "limit" in result.content[0].text
+        result = await mcp.call_tool("recall_memory", {"tags": ["capped"], "exhaustive": True, "limit": 0})
+        text = result.content[0].text
+        assert result.is_error and "limit: must be at least 1" in text and "page_size" not in text, text
 
 
 def _mcp_http(service):

@@ -224,6 +224,9 @@ async def test_the_whole_surface(service, variant: tuple[str, str]) -> None:
         with pytest.raises(InvalidArgument) as bad_type:
             await client.associate(memory.id, batch.memory_ids[0], type="LIKES")
         assert bad_type.value.field == "type"
+        with pytest.raises(InvalidArgument) as self_link:  # the service names relation.target_id
+            await client.associate(memory.id, memory.id)
+        assert self_link.value.field == "memory2_id" and self_link.value.message.startswith("memory2_id: "), self_link
 
         # supersede: the old one is no longer current and names its head
         current = await client.get(memory.id)

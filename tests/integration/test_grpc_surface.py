@@ -176,8 +176,8 @@ async def test_domain_protos_relations_batch_pages_enums_and_times(settings: Set
             assert [r.type for r in batch.relations] == [memory_pb2.RELATION_TYPE_RELATES_TO,
                                                          memory_pb2.RELATION_TYPE_LEADS_TO]
             assert [(f.index, f.code, f.field) for f in batch.failures] == [
-                (1, grpc.StatusCode.INVALID_ARGUMENT.value[0], "type")]
-            assert batch.failures[0].message.startswith("type: unknown relation type 'NOT_A_TYPE'")
+                (1, grpc.StatusCode.INVALID_ARGUMENT.value[0], "type_name")]
+            assert batch.failures[0].message.startswith("type_name: unknown relation type 'NOT_A_TYPE'")
             with pytest.raises(grpc.aio.AioRpcError) as err:
                 await client.ingest.BatchCreateRelations(ingest_service_pb2.BatchCreateRelationsRequest(
                     requests=[link(spokes[0].id)] * 4), metadata=client.metadata())
@@ -205,10 +205,11 @@ async def test_domain_protos_relations_batch_pages_enums_and_times(settings: Set
 
             for request, field in ((recall_service_pb2.ListMemoriesByTagRequest(), "tags"),
                                    (recall_service_pb2.ListMemoriesByTagRequest(tags=["batch"], page_size=0),
-                                    "limit")):
+                                    "page_size")):
                 with pytest.raises(grpc.aio.AioRpcError) as err:
                     await client.recall.ListMemoriesByTag(request, metadata=client.metadata())
-                assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and field in err.value.details()
+                assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+                assert err.value.details().startswith(field + ":"), err.value.details()
             listed = await client.recall.ListMemoriesByTag(recall_service_pb2.ListMemoriesByTagRequest(
                 tags=["batch"]), metadata=client.metadata())
             assert len(listed.memories) == 3  # page_size unset: the default page

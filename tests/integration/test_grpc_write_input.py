@@ -237,19 +237,20 @@ async def test_a_relation_type_number_the_enum_lacks_is_refused_naming_the_field
     ("Enum RelationType has no name defined for value 99") from CreateRelation and
     SupersedeMemory, and a BatchCreateRelations failed as a whole with UNKNOWN after writing
     the items before it, against its contract (each item on its own, failures by index).
-    It is INVALID_ARGUMENT naming ``type`` / ``relation_type`` now, and a batch's bad item
-    fails alone."""
+    It is INVALID_ARGUMENT naming ``relation.type`` / ``relation_type`` now, and a batch's
+    bad item fails alone."""
     async with service.client() as client:
         a, b = [(await client.ingest.CreateMemory(ingest.CreateMemoryRequest(
             memory=ingest.MemoryInput(content=text)))).memory.id for text in ("Relation probe one", "Relation probe two")]
         await _refused(client.ingest.CreateRelation, ingest.CreateRelationRequest(
-            relation=memory_pb2.Relation(source_id=a, target_id=b, strength=0.5, type=99)), "type")
+            relation=memory_pb2.Relation(source_id=a, target_id=b, strength=0.5, type=99)), "relation.type")
         batch = await client.ingest.BatchCreateRelations(ingest.BatchCreateRelationsRequest(requests=[
             ingest.CreateRelationRequest(relation=memory_pb2.Relation(source_id=a, target_id=b, strength=0.5),
                                          type_name="LEADS_TO"),
             ingest.CreateRelationRequest(relation=memory_pb2.Relation(source_id=a, target_id=b, strength=0.5,
                                                                       type=99))]))
-        assert [(f.index, f.field, f.code) for f in batch.failures] == [(1, "type", grpc.StatusCode.INVALID_ARGUMENT.value[0])]
+        assert [(f.index, f.field, f.code) for f in batch.failures] == [
+            (1, "relation.type", grpc.StatusCode.INVALID_ARGUMENT.value[0])]
         assert [r.type for r in batch.relations] == [memory_pb2.RELATION_TYPE_LEADS_TO]
         await _refused(client.ingest.SupersedeMemory, ingest.SupersedeMemoryRequest(
             id=a, replacement=ingest.MemoryInput(content="Relation probe one, corrected"), relation_type=99),
@@ -331,3 +332,69 @@ async def test_rest_errors_name_the_automem_fields_the_caller_sent(service) -> N
                                               "end": "2026-01-01T00:00:00Z"})
         assert r.status_code == 400 and r.json()["error"] == "start: must not be after end", r.text
     assert await _count(service) == 1
+
+
+def _link(source: str, target: str, **fields) -> ingest.CreateRelationRequest:
+    return ingest.CreateRelationRequest(relation=memory_pb2.Relation(source_id=source, target_id=target,
+                                                                     strength=fields.pop("strength", 0.5)), **fields)
+
+
+async def test_relation_and_by_tag_errors_name_the_proto_fields_over_grpc(service) -> None:
+    """Break-it review: gRPC answers named the REST fields: ``ListMemoriesByTag{page_size:
+    0}`` said ``limit: ...``, CreateRelation ``memory1_id: both memory ids are required``
+    (whichever end was missing) and ``memory2_id: cannot associate...``, a 501-item
+    BatchCreateRelations ``associations: ...``, and each RelationFailure.field the same.
+    They name the request's proto paths now (``page_size``, ``relation.source_id`` /
+    ``relation.target_id`` for the end at fault, ``type_name``, ``relation.strength``,
+    ``requests``)."""
+    async with service.client() as client:
+        a, b = [(await client.ingest.CreateMemory(ingest.CreateMemoryRequest(
+            memory=ingest.MemoryInput(content=text)))).memory.id for text in ("Proto names one", "Proto names two")]
+        for size in (0, -3):
+            details = await _refused(client.recall.ListMemoriesByTag, recall_service_pb2.ListMemoriesByTagRequest(
+                tags=["x"], page_size=size), "page_size")
+            assert "limit" not in details.split(":")[0]
+        await _refused(client.ingest.CreateRelation, _link(a, ""), "relation.target_id")
+        await _refused(client.ingest.CreateRelation, _link("", b), "relation.source_id")
+        await _refused(client.ingest.CreateRelation, _link(a, a), "relation.target_id")
+        await _refused(client.ingest.CreateRelation, _link(a, b, type_name="LIKES"), "type_name")
+        await _refused(client.ingest.CreateRelation, _link(a, b, strength=2.0), "relation.strength")
+        await _refused(client.ingest.BatchCreateRelations, ingest.BatchCreateRelationsRequest(
+            requests=[_link(a, b)] * 501), "requests")
+        missing = "00000000-0000-0000-0000-000000000000"
+        batch = await client.ingest.BatchCreateRelations(ingest.BatchCreateRelationsRequest(requests=[
+            _link(a, ""), _link(a, a), _link(a, b, type_name="LIKES"), _link(a, missing), _link(a, b)]))
+        assert [(f.index, f.field) for f in batch.failures] == [
+            (0, "relation.target_id"), (1, "relation.target_id"), (2, "type_name"), (3, "relation.target_id")]
+        assert all(f.message.startswith(f.field + ":") for f in batch.failures[:3]), batch.failures
+        assert list(batch.indexes) == [4]
+
+
+async def test_relation_and_by_tag_errors_name_the_automem_fields_over_rest(service) -> None:
+    """The same refusals over REST keep naming AutoMem's fields (``limit``, ``memory1_id``,
+    ``memory2_id``, ``type``, ``strength``, ``associations``): the gateway renames the
+    service's proto paths for these routes, in a batch item's error too."""
+    async with service.http() as http:
+        ids = []
+        for text in ("Rest names one", "Rest names two"):
+            r = await http.post("/memory", json={"content": text})
+            assert r.status_code == 201, r.text
+            ids.append(r.json()["memory_id"])
+        a, b = ids
+        for limit in (0, -3):
+            r = await http.get("/memory/by-tag", params={"tags": "x", "limit": limit})
+            assert r.status_code == 400 and r.json()["error"].startswith("limit: must be at least 1"), r.text
+        for body, field in (({"memory1_id": a}, "memory2_id"), ({"memory2_id": b}, "memory1_id"),
+                            ({"memory1_id": a, "memory2_id": a}, "memory2_id"),
+                            ({"memory1_id": a, "memory2_id": b, "type": "LIKES"}, "type"),
+                            ({"memory1_id": a, "memory2_id": b, "strength": 2}, "strength")):
+            r = await http.post("/associate", json=body)
+            assert r.status_code == 400 and r.json()["error"].startswith(f"{field}: "), (body, r.text)
+        r = await http.post("/associate", json={"associations": [{"memory1_id": a, "memory2_id": b}] * 501})
+        assert r.status_code == 400 and r.json()["error"].startswith("associations: 501 items"), r.text
+        r = await http.post("/associate", json={"associations": [
+            {"memory1_id": a, "memory2_id": a}, {"memory1_id": a, "memory2_id": b, "type": "LIKES"},
+            {"memory1_id": a, "memory2_id": b}]})
+        assert r.status_code == 207, r.text
+        errors = [f["error"] for f in r.json()["failed"]]
+        assert errors[0].startswith("memory2_id: cannot associate") and errors[1].startswith("type: "), errors

@@ -60,6 +60,11 @@ from automem_client.models import (
     _ts,
 )
 
+#: CreateRelationRequest's proto paths by the arguments of ``associate`` that give them.
+ASSOCIATE_ARGUMENTS = {"relation.source_id": "memory1_id", "relation.target_id": "memory2_id",
+                       "relation.type": "type", "type_name": "type", "relation.strength": "strength",
+                       "relation.reason": "reason"}
+
 #: Methods retried on UNAVAILABLE: every read, and the writes sent with an idempotency key.
 RETRIED_READS = ("automem.v1.RecallService",)
 RETRIED_WRITES = (("automem.v1.IngestService", "CreateMemory"), ("automem.v1.IngestService", "BatchCreateMemories"),
@@ -271,14 +276,17 @@ class GrpcTransport:
         if self.closed:
             raise errors.ClientClosed()
 
-    async def _call(self, method: Any, request: Any, timeout: float | None) -> Any:
+    async def _call(self, method: Any, request: Any, timeout: float | None, *,
+                    names: dict[str, str] | None = None) -> Any:
+        """``method(request)``; an error names the method's arguments (``names``: the request's
+        proto paths the method takes under other names, errors.py ``from_rpc_error``)."""
         self.check_open()
         check.timeout(timeout)
         try:
             return await method(request, metadata=self.metadata,
                                 timeout=self.timeout if timeout is None else timeout)
         except grpc.RpcError as exc:
-            raise (errors.ClientClosed() if self.closed else errors.from_rpc_error(exc)) from None
+            raise (errors.ClientClosed() if self.closed else errors.from_rpc_error(exc, names)) from None
         except asyncio.CancelledError:
             if self.closed and not _cancelling():  # the channel's close cancelled the call
                 raise errors.ClientClosed() from None
@@ -340,7 +348,8 @@ class GrpcTransport:
         relation = memory_pb2.Relation(source_id=memory1_id, target_id=memory2_id, reason=reason,
                                        strength=0.5 if strength is None else strength)
         request = ingest_service_pb2.CreateRelationRequest(relation=relation, type_name=type)
-        return Relation.from_proto((await self._call(self._ingest.CreateRelation, request, timeout)).relation)
+        answer = await self._call(self._ingest.CreateRelation, request, timeout, names=ASSOCIATE_ARGUMENTS)
+        return Relation.from_proto(answer.relation)
 
     # --- reads ---------------------------------------------------------------------
 

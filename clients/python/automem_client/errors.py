@@ -181,24 +181,32 @@ ARGUMENT_NAMES = {"event_time": "timestamp", "valid_from": "t_valid", "valid_to"
 _PROTO_NAME = re.compile(r"\b(" + "|".join(ARGUMENT_NAMES) + r")\b")
 
 
-def _as_arguments(message: str) -> str:
-    """``message`` naming the client's arguments: when its field (:func:`field_of`) holds a
-    proto name of :data:`ARGUMENT_NAMES`, each such name in it is replaced
-    (``"valid_to: must be after valid_from"`` -> ``"t_invalid: must be after t_valid"``), as
-    the REST gateway answers it."""
+def _as_arguments(message: str, names: dict[str, str] | None = None) -> str:
+    """``message`` naming the client's arguments: its field (:func:`field_of`) renamed by
+    ``names`` when it is, or begins with (then ``.`` or ``[``), a proto path of that one call
+    (``{"relation.target_id": "memory2_id"}``); else, when it holds a proto name of
+    :data:`ARGUMENT_NAMES`, each such name in it is replaced (``"valid_to: must be after
+    valid_from"`` -> ``"t_invalid: must be after t_valid"``), as the REST gateway answers it."""
     field = field_of(message)
-    if field is None or not _PROTO_NAME.search(field):
+    if field is None:
+        return message
+    for proto in sorted(names or {}, key=len, reverse=True):
+        if field == proto or field.startswith((proto + ".", proto + "[")):
+            return names[proto] + message[len(proto):]  # type: ignore[index]
+    if not _PROTO_NAME.search(field):
         return message
     return _PROTO_NAME.sub(lambda m: ARGUMENT_NAMES[m.group(1)], message)
 
 
-def from_rpc_error(exc: grpc.RpcError) -> AutomemError:
+def from_rpc_error(exc: grpc.RpcError, names: dict[str, str] | None = None) -> AutomemError:
     """The typed error of a failed gRPC call (``grpc.aio.AioRpcError`` or ``grpc.RpcError``),
-    its message and ``field`` naming the method's argument (``t_invalid``, ``start``) where
-    the service named the proto field (``valid_to``, ``start_time``)."""
+    its message and ``field`` naming the method's argument (``t_invalid``, ``start``;
+    ``memory2_id`` by ``names``, the call's proto paths the method takes under other names)
+    where the service named the proto field (``valid_to``, ``start_time``,
+    ``relation.target_id``)."""
     code = exc.code() if callable(getattr(exc, "code", None)) else grpc.StatusCode.UNKNOWN
     details = exc.details() if callable(getattr(exc, "details", None)) else str(exc)
-    return error_for(code, _as_arguments(details or code.name))
+    return error_for(code, _as_arguments(details or code.name, names))
 
 
 #: Characters of a plain-text error body kept in the message (an HTML body is left out).
