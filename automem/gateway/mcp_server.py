@@ -620,9 +620,8 @@ def build_server(client: AutomemClient, settings: Settings) -> MCPServer:
         given = {k: v for k, v in given.items() if v is not None}
         if not given and not add_tags:
             raise ToolError(f"memory_id: nothing to update; pass at least one of {', '.join(_UPDATABLE)}, add_tags")
-        # The service names its fields: add_tags go to its tags (when tags are not replaced too).
-        renamed = {"id": "memory_id", **({"tags": "add_tags"} if tags is None else {})}
-        with _tool_errors(renamed, {"memory_id": memory_id}):
+        # The service names its fields (add_tags as add_tags): only its id is this tool's memory_id.
+        with _tool_errors({"id": "memory_id"}, {"memory_id": memory_id}):
             if content is not None:
                 check_content_length(content, settings.content_max_length)
             response = await usecases.update_memory(caller(ctx), memory_id, given, add_tags=add_tags or [],

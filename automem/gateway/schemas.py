@@ -646,7 +646,9 @@ def declared_limits(settings: Any) -> tuple[dict[str, dict[str, dict[str, Any]]]
     blank = _blank_chars()
     content = {"type": "string", "minLength": 1, "maxLength": settings.content_max_length,
                "pattern": f"^[^\\u0000]*[^{blank}\\u0000][^\\u0000]*$"}
-    tag = {"type": "string", "maxLength": 256, "pattern": "^[^\\u0000-\\u001f\\u007f,]*$"}
+    # Not blank (validate_tags refuses a tag of nothing but whitespace or invisible characters).
+    tag = {"type": "string", "minLength": 1, "maxLength": 256,
+           "pattern": f"^[^\\u0000-\\u001f\\u007f,]*[^{blank}\\u0000-\\u001f\\u007f,][^\\u0000-\\u001f\\u007f,]*$"}
     tags = {"type": "array", "items": tag, "maxItems": 100}
     when = {"type": "string", "format": "date-time"}  # ISO 8601 (automem/common/model.py parse_time)
     reads = {"state_mode": state_mode, "as_of": when, "known_at": when}

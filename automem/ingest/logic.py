@@ -108,13 +108,17 @@ def validate_content(content: str, settings: Settings, field: str = "content") -
 
 
 def validate_tags(tags: list[str], field: str = "tags") -> list[str]:
-    """Stripped, de-duplicated (first spelling kept) tags; InvalidArgument naming ``field`` for
-    too many or too long tags, commas, and control characters (U+0000–U+001F, U+007F)."""
+    """Stripped, de-duplicated (first spelling kept) tags; InvalidArgument naming
+    ``<field>[<i>]`` for a tag that is empty or blank (:func:`is_blank`: nothing but
+    whitespace and invisible format characters, as content is refused: such a tag looked
+    empty when stored, and was dropped when it was), naming ``field`` for too many or too
+    long tags, commas, and control characters (U+0000–U+001F, U+007F)."""
     out: list[str] = []
-    for tag in tags:
+    for index, tag in enumerate(tags):
+        if is_blank(tag):
+            raise InvalidArgument(f"{field}[{index}]: must not be empty (nothing but whitespace or invisible "
+                                  "characters)", field=f"{field}[{index}]")
         tag = tag.strip()
-        if not tag:
-            continue
         if len(tag) > MAX_TAG_LENGTH:
             raise InvalidArgument(f"{field}: a tag is longer than {MAX_TAG_LENGTH} characters", field=field)
         if has_control(tag):
@@ -541,7 +545,7 @@ def apply_update(
         del memory.tags[:]
         memory.tags.extend(validate_tags(list(item.tags)))
     if add_tags:
-        merged = list(memory.tags) + [t for t in validate_tags(add_tags) if t not in memory.tags]
+        merged = list(memory.tags) + [t for t in validate_tags(add_tags, "add_tags") if t not in memory.tags]
         del memory.tags[:]
         memory.tags.extend(merged)
     if "importance" in paths:

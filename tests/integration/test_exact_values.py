@@ -314,6 +314,53 @@ async def test_content_of_only_invisible_characters_is_400(service, content: str
     assert await service.ctx.graph.memories.count(service.scope) == 1
 
 
+@pytest.mark.parametrize("blank", ["", " ", "\u200b", "\u202e", " \u2060\ufeff\t"])
+async def test_a_tag_of_only_whitespace_or_invisible_characters_is_refused_naming_it(service, blank: str) -> None:
+    """Break-it review: ``tags: ["", " "]`` answered 201 with ``tags: []`` (dropped without a
+    word) and ``["\u200b"]`` / ``["\u202e"]`` were stored as tags that look empty, while
+    content of only invisible characters is refused; gRPC dropped ``tags=[""]`` the same way.
+    Such a tag is refused now, 400 / INVALID_ARGUMENT naming ``tags[i]``, on every write
+    path (store, batch, PATCH tags and add_tags, supersede, gRPC, MCP), nothing written."""
+    async with service.http() as http:
+        r = await http.post("/memory", json={"content": "blank tag probe", "tags": ["ok", blank]})
+        assert r.status_code == 400 and r.json()["error"].startswith("tags[1]: must not be empty"), r.text
+        r = await http.post("/memory/batch", json={"memories": [
+            {"content": "fine", "tags": ["ok"]}, {"content": "blank tag probe", "tags": [blank]}]})
+        assert r.status_code == 400 and r.json()["error"].startswith("memories[1].tags[0]: must not be empty")
+        mid = await _store(http, "the memory whose tags are probed", tags=["kept"])
+        r = await http.patch(f"/memory/{mid}", json={"tags": [blank, "x"]})
+        assert r.status_code == 400 and r.json()["error"].startswith("tags[0]: must not be empty"), r.text
+        r = await http.patch(f"/memory/{mid}", json={"add_tags": ["x", blank]})
+        assert r.status_code == 400 and r.json()["error"].startswith("add_tags[1]: must not be empty"), r.text
+        r = await http.post("/memory", json={"content": "its replacement", "tags": [blank],
+                                             "supersedes_memory_id": mid})
+        assert r.status_code == 400 and r.json()["error"].startswith("tags[0]: must not be empty"), r.text
+        r = await http.post(f"/v1/memories/{mid}:supersede", json={"content": "its replacement", "tags": [blank]})
+        assert r.status_code == 400 and r.json()["error"].startswith("tags[0]: must not be empty"), r.text
+        memory = (await http.get(f"/memory/{mid}")).json()["memory"]
+        assert (memory["tags"], memory["state"]) == (["kept"], "ACTIVE"), memory
+    async with service.client() as client:
+        for call, request, field in (
+                (client.ingest.CreateMemory, ingest_service_pb2.CreateMemoryRequest(
+                    memory=ingest_service_pb2.MemoryInput(content="blank tag probe", tags=[blank])), "tags[0]"),
+                (client.ingest.BatchCreateMemories, ingest_service_pb2.BatchCreateMemoriesRequest(memories=[
+                    ingest_service_pb2.MemoryInput(content="blank tag probe", tags=["a", "b", blank])]),
+                 "memories[0].tags[2]"),
+                (client.ingest.UpdateMemory, ingest_service_pb2.UpdateMemoryRequest(id=mid, add_tags=[blank]),
+                 "add_tags[0]"),
+                (client.ingest.SupersedeMemory, ingest_service_pb2.SupersedeMemoryRequest(
+                    id=mid, replacement=ingest_service_pb2.MemoryInput(content="its replacement", tags=[blank])),
+                 "tags[0]")):  # its other fields are named without "replacement." too
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await call(request)
+            assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, err.value
+            assert f"{field}: must not be empty" in err.value.details(), err.value.details()
+    async with _mcp(service) as mcp:
+        refused = await mcp.call_tool("store_memory", {"content": "blank tag probe", "tags": ["ok", blank]})
+        assert refused.is_error and "tags[1]: must not be empty" in refused.content[0].text, refused
+    assert await service.ctx.graph.memories.count(service.scope) == 1
+
+
 async def test_control_characters_in_metadata_keys_and_tags_are_400(service) -> None:
     async with service.http() as http:
         for key in ("a\x00b", "\x1f", "line\nbreak", "del\x7f"):
