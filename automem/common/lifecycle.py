@@ -6,8 +6,7 @@
 * :data:`SUPERSEDING_RELATIONS` — the relation types that make their source SUPERSEDED
   (the state pass in automem/common/state.py follows exactly these edges).
 * :func:`close_for_supersede` — the superseded copy of a memory (state, window, version);
-  :func:`before_supersede` — the copy as it was before; :func:`check_replacement_valid` —
-  which replacement may supersede a memory (every path that supersedes asks it).
+  :func:`before_supersede` — the copy as it was before.
 * :func:`review_required` — whether a principal's writes land as PENDING_REVIEW.
 * :func:`make_event` — the one constructor of a :class:`MemoryEvent` (fresh id, actor,
   time), used by every publisher of events (ingest, review, enrich, consolidate).
@@ -92,26 +91,13 @@ def close_for_supersede(old: Memory, new_id: str, new_start: float | None, stamp
 
 
 def check_replacement_valid(replacement: Memory, old: Memory, field: str,
-                            error: type[AutomemError] = FailedPrecondition, start_field: str | None = None) -> None:
+                            error: type[AutomemError] = FailedPrecondition) -> None:
     """``error`` naming ``field`` when ``replacement``'s validity window ends at or before
     ``old``'s begins: the supersede closes ``old`` where ``replacement`` starts, before ``old``
     was ever valid, so ``old`` is never valid and the replacement has ended too — a current
     fact vanished with nothing in its place (break-it review: enrichment proposed an expired
     "Python 2.7" for a current "Python 3.13"). A replacement that ended after ``old`` began is
-    history as it was (a fact replaced, then expired: an export's chain, a back-filled one).
-
-    ``error`` naming ``start_field`` (default ``field``) when ``replacement`` begins (its
-    ``valid_from``, epoch seconds) before ``old`` does: a supersede closes ``old`` where its
-    replacement starts, which must not be before ``old`` was valid. The state pass shows the
-    furthest memory of a chain readable at ``as_of`` (automem/common/state.py ``resolve``),
-    so such a replacement became the answer for times the earlier links of the chain still
-    cover and hid them, and cut ``old``'s window to 1 ms (break-it review: Carol -> Dave ->
-    Erin, then Erin superseded by Frank valid from before Carol; every read from Frank's start
-    on answered Frank). Starts within 0.5 ms are equal (stored times are milliseconds).
-    Every path that supersedes calls this before it writes: SupersedeMemory (also the batch
-    and the supersede store), CreateRelation (AutoMem's associate, its batch), the review
-    approval of a supersede proposal, and a replacement's ``t_valid`` moved by an update
-    (automem/ingest/schedules.py ``following_windows``)."""
+    history as it was (a fact replaced, then expired: an export's chain, a back-filled one)."""
     end = first_epoch(replacement, "valid_to", default=OPEN_END)
     begins = first_epoch(old, "valid_from", "create_time", default=0.0)
     if end <= begins:
@@ -120,14 +106,6 @@ def check_replacement_valid(replacement: Memory, old: Memory, field: str,
         raise error(f"{field}: memory {replacement.id or '(the replacement)'} stopped being valid ({ended}) before "
                     f"memory {old.id} became valid ({started}); a fact cannot be replaced by one that ended before "
                     "it began (neither would ever be current)", field=field)
-    starts = first_epoch(replacement, "valid_from", "create_time", default=0.0)
-    if starts < begins - 5e-4:
-        name = start_field or field
-        raise error(f"{name}: memory {replacement.id or '(the replacement)'} is valid from "
-                    f"{datetime.fromtimestamp(starts, UTC).isoformat()}, before memory {old.id} became valid "
-                    f"({datetime.fromtimestamp(begins, UTC).isoformat()}); a replacement takes over where the fact "
-                    "it replaces ends, so it must start at or after that fact's t_valid (to correct a fact that "
-                    "was wrong from the start, update its content, or delete it)", field=name)
 
 
 def superseded_end(old: Memory, end_before: float, new_start: float | None) -> float:

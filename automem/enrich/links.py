@@ -260,14 +260,11 @@ class LinkBuilder:
             # An expired memory replaces nothing: approved, it left no fact current (break-it
             # review; the write paths refuse it, automem/common/lifecycle.py ``check_replacement_valid``).
             return 0
-        starts = first_epoch(memory, "valid_from", "create_time", default=0.0)
         for n in candidates:
             old = found.get(n.id)
             if (old is None or old.state != memory_pb2.MEMORY_STATE_ACTIVE
                     or first_epoch(old, "valid_to", default=OPEN_END) <= at):  # no longer current: nothing to replace
                 continue
-            if first_epoch(old, "valid_from", "create_time", default=0.0) > starts + 5e-4:
-                continue  # it cannot replace a fact valid only after it began (check_replacement_valid)
             theirs = {e.tag for e in old.entities}
             shared = mine & theirs
             if not shared and (mine or theirs or n.score < self.settings.similar_threshold):

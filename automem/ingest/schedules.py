@@ -22,8 +22,7 @@ from __future__ import annotations
 
 import logging
 
-from automem.common.errors import InvalidArgument
-from automem.common.lifecycle import before_supersede, check_replacement_valid, make_event, superseded_end
+from automem.common.lifecycle import before_supersede, make_event, superseded_end
 from automem.common.model import OPEN_END, Memory, first_epoch, iso, now, ts
 from automem.common.outbox import EventPublisher
 from automem.graph import GraphStore
@@ -67,9 +66,7 @@ async def following_windows(graph: GraphStore, current: Memory, updated: Memory)
     (as stored, as it must become). An end that met ``current``'s old start was set for it
     (AutoMem's client PATCHes ``t_invalid``, then links INVALIDATED_BY) and follows it.
     Moving a replacement's ``t_valid`` later left the replaced fact closed at the old start
-    and no fact current in between (break-it review). INVALID_ARGUMENT naming ``valid_from``
-    when ``updated`` would start before a memory it replaces (automem/common/lifecycle.py
-    ``check_replacement_valid``)."""
+    and no fact current in between (break-it review)."""
     start = first_epoch(updated, "valid_from", "create_time", default=0.0)
     old_start = first_epoch(current, "valid_from", "create_time", default=0.0)
     out = []
@@ -77,8 +74,6 @@ async def following_windows(graph: GraphStore, current: Memory, updated: Memory)
             await graph.relations.replaced_by(current.id, current.scope), current.scope)).values():
         if replaced.state != memory_pb2.MEMORY_STATE_SUPERSEDED or replaced.superseded_by != current.id:
             continue
-        # A start moved before the replaced memory's own: refused as a supersede from there is.
-        check_replacement_valid(updated, replaced, "valid_from", InvalidArgument)
         end_before = first_epoch(replaced, "prior_valid_to", default=OPEN_END)
         end = superseded_end(replaced, OPEN_END if abs(end_before - old_start) < 1e-6 else end_before, start)
         if end == first_epoch(replaced, "valid_to", default=OPEN_END):

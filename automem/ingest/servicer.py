@@ -559,7 +559,6 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
                 and source.state == memory_pb2.MEMORY_STATE_ACTIVE):
             # A replacement stored for review, then linked (AutoMem's clients supersede so:
             # ../shared/AUTOMEM_API.md): it waits with that memory, as SupersedeMemory's does.
-            check_replacement_valid(target, source, "memory2_id")  # refused now, not at the approval
             return await self._propose_by_relation(source, target, rel, principal)
         if relation_type_name(rel.type) in SUPERSEDING_RELATIONS and target.state != memory_pb2.MEMORY_STATE_ACTIVE:
             # A supersession must point at a current memory; this also refuses cycles.
@@ -720,7 +719,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         stamp = now()
         new = build_memory(request.replacement, scope=scope, settings=self.settings, created=stamp,
                            source=principal.name, field_prefix="")
-        check_replacement_valid(new, old, "valid_to", InvalidArgument, start_field="valid_from")
+        check_replacement_valid(new, old, "valid_to", InvalidArgument)
         await self._check_tombstone(new)
         if review:
             return await self._propose_supersede(old, new, rel_type, request, fingerprint, principal.name)
