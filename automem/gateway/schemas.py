@@ -977,9 +977,11 @@ def declare_limits(schema: dict[str, Any], settings: Any, anonymous: bool) -> di
     reject = schema.get("paths", {}).get("/v1/review-items/{item_id}:reject", {}).get("post")
     if reject is not None:
         # A rejection needs a reason (automem/ingest/review.py RejectItem); approve shares the model.
+        # Not blank as Python's str.strip reads it: JSON Schema's \S also takes U+001C-U+001F
+        # and U+0085, which strip() removes (a reason "\u001f" was refused: 400).
         reject["requestBody"]["content"]["application/json"]["schema"] = {
             "allOf": [{"$ref": "#/components/schemas/DecisionBody"}], "required": ["reason"],
-            "properties": {"reason": {"type": "string", "pattern": "\\S"}}}
+            "properties": {"reason": {"type": "string", "pattern": "[^\\s\\u001c-\\u001f\\u0085]"}}}
     components["securitySchemes"] = SECURITY_SCHEMES
     schema["security"] = [{"bearer": []}, {"apiKey": []}] + ([{}] if anonymous else [])
     return schema
