@@ -43,6 +43,7 @@ from automem.common.errors import (
 from automem.common.grpc_tls import server_credentials
 from automem.common.logs import access
 from automem.common.metrics import rpc_server_duration
+from automem.common.model import check_id
 from automem.common.settings import Settings
 from automem.common.telemetry import SERVER_ERROR_CODES, grpc_server_interceptor, rpc_attributes
 
@@ -92,11 +93,13 @@ def call_metadata(context: grpc.aio.ServicerContext) -> dict[str, str]:
 def _require_id(request: Any) -> None:
     """INVALID_ARGUMENT naming ``id`` for a request whose ``id`` (the memory, review item,
     tombstone, merge or key it acts on; every request message with an ``id`` field needs one)
-    is empty or blank: it answered NOT_FOUND ("memory  not found") naming no field, and
-    ListMemoryEvents listed every memory's events (break-it review)."""
+    is no id (automem/common/model.py :func:`check_id`): empty or blank, it answered NOT_FOUND
+    ("memory  not found") naming no field, and ListMemoryEvents listed every memory's events
+    (break-it review); over-long or holding a control character, it was NOT_FOUND too, where
+    REST answered 400."""
     field = request.DESCRIPTOR.fields_by_name.get("id")
-    if field is not None and field.type == field.TYPE_STRING and not request.id.strip():
-        raise InvalidArgument("id: required (the id of what the call acts on)", field="id")
+    if field is not None and field.type == field.TYPE_STRING and not field.is_repeated:
+        check_id(request.id, "id")
 
 
 def bearer_from_metadata(metadata: dict[str, str]) -> str:

@@ -72,6 +72,40 @@ SYSTEM_RELATIONS = ("SIMILAR_TO", "PRECEDED_BY", "DISCOVERED")
 #: the memories it names (automem/graph/idempotency.py).
 IDEMPOTENCY_KEY_MAX_LENGTH = 255
 
+#: Longest id a request may name (characters). What a call acts on is named by a UUID (36
+#: characters: memories, review items, tombstones, merges) or 32 hex digits (API keys), so a
+#: longer id names nothing that exists: it is refused as malformed (:func:`check_id`), not
+#: looked up and answered NOT_FOUND.
+ID_MAX_LENGTH = 128
+
+
+def check_id(value: str, field: str) -> None:
+    """Refuse an id no stored id can equal: ``value`` (the id a request names: a memory's,
+    or a review item's, tombstone's, merge's or key's) blank, longer than
+    :data:`ID_MAX_LENGTH` characters, or holding a control character (NUL, newline, tab,
+    DEL: Unicode category Cc). The one check of such ids, made by the gRPC server for every
+    request's ``id`` (automem/common/grpc_server.py), by CreateRelation for its two ends and
+    by the REST gateway for every ``*_id`` path parameter (automem/gateway/schemas.py), so
+    each surface answers INVALID_ARGUMENT / 400 naming the field: an over-long or
+    control-character id was NOT_FOUND over gRPC (its whole text echoed) and REST, while a
+    NUL was 400 over REST and, over gRPC, named ``ids`` or ``mid`` (the graph's parameters).
+
+    Raises:
+        InvalidArgument: naming ``field``; the id itself is not echoed (it may be long).
+    """
+    if not value.strip():
+        raise InvalidArgument(f"{field}: required (the id of what the call acts on)", field=field)
+    if "\x00" in value:
+        raise InvalidArgument(f"{field}: contains a NUL character", field=field)
+    if len(value) > ID_MAX_LENGTH:
+        raise InvalidArgument(f"{field}: too long ({len(value)} characters; an id has at most {ID_MAX_LENGTH})",
+                              field=field)
+    for i, char in enumerate(value):
+        if unicodedata.category(char) == "Cc":
+            raise InvalidArgument(f"{field}: contains a control character (U+{ord(char):04X} at character {i}); "
+                                  "an id has none", field=field)
+
+
 #: Far-future epoch seconds used for an open-ended valid window (9999-12-31T23:59:59Z).
 OPEN_END = 253402300799.0
 

@@ -29,6 +29,7 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, field_validator
 
 from automem.common.auth import MAX_SCOPE_LENGTH, SCOPE_PATTERN_RE, SCOPE_RE
+from automem.common.errors import InvalidArgument
 from automem.common.jsontext import (
     REPEATED_KEY,
     NestedTooDeeply,
@@ -39,6 +40,7 @@ from automem.common.jsontext import (
     lone_surrogate,
     object_pairs,
 )
+from automem.common.model import ID_MAX_LENGTH, check_id
 from automem.common.text import UNPRINTABLE_CLASS
 from automem.gateway.deps import refuse_non_utf8_target
 
@@ -323,6 +325,13 @@ class JsonBodyRoute(APIRoute):
         async def strict(request: Request) -> Response:
             request = _JsonBodyRequest(request.scope, request.receive)
             for name, value in request.path_params.items():
+                if isinstance(value, str) and name.endswith("_id"):
+                    # An id no stored id can equal (blank, over-long, a control character) is
+                    # 400 naming the parameter, as gRPC refuses it naming ``id`` (check_id).
+                    try:
+                        check_id(value, name)
+                    except InvalidArgument as exc:
+                        raise HTTPException(400, exc.message) from None
                 # The graph cannot take a NUL (the OpenAPI schema says so: NO_NUL); its refusal
                 # named no field ("a text value contains a NUL character").
                 if isinstance(value, str) and "\x00" in value:
@@ -720,7 +729,7 @@ def declared_limits(settings: Any) -> tuple[dict[str, dict[str, dict[str, Any]]]
               # "" as absent: the default INVALIDATED_BY (usecases.check_supersede_fields).
               "supersede_relation": _word(["INVALIDATED_BY", "EVOLVED_INTO"]), "embedding": embedding,
               "metadata": metadata, "t_valid": when, "t_invalid": when, "timestamp": when, "scope": scope}
-    memory_id = {"type": "string", "minLength": 1}
+    memory_id = ID_SCHEMA
     #: A field a body may only leave unset: null or "".
     unset = {"anyOf": [{"type": "null"}, {"type": "string", "maxLength": 0}]}
     # PATCH: these take no null (automem/gateway/usecases.py _NOT_NULL; null content is empty
@@ -733,7 +742,7 @@ def declared_limits(settings: Any) -> tuple[dict[str, dict[str, dict[str, Any]]]
         # (usecases.check_supersede_fields).
         "MemoryRequest": {**memory, "": {"anyOf": [
             {"required": ["supersedes_memory_id"],
-             "properties": {"supersedes_memory_id": {"type": "string", "minLength": 1}}},
+             "properties": {"supersedes_memory_id": ID_SCHEMA}},
             {"properties": {"supersede_relation": unset, "supersede_reason": unset}}]}},
         "SupersedeBody": {**memory, "supersedes_memory_id": unset},
         # A batch item supersedes nothing and takes the batch's scope (usecases.create_memories).
@@ -917,6 +926,14 @@ def _no_nul(node: Any) -> None:
         _no_nul(list(sub.values()) if key == "properties" and isinstance(sub, dict) else sub)
 
 
+#: An id (a ``{memory_id}``, ``{item_id}``... in a path; ``memory1_id``, ``supersedes_memory_id``
+#: in a body) as automem/common/model.py ``check_id`` takes it: 1 to ID_MAX_LENGTH characters,
+#: not all blank, none of them a control character (Unicode Cc: U+0000-U+001F, U+007F-U+009F).
+_NO_CC = "\\u0000-\\u001f\\u007f-\\u009f"
+ID_SCHEMA = {"type": "string", "minLength": 1, "maxLength": ID_MAX_LENGTH,
+             "pattern": f"^[^{_NO_CC}]*[^\\s{_NO_CC}][^{_NO_CC}]*$"}
+
+
 #: Query parameters an operation refuses together (400 naming them): JSON Schema cannot state
 #: a rule between two parameters, so the schema says it in the operation's
 #: ``x-exclusive-parameters`` (groups of names of which a request gives at most one) and in
@@ -965,6 +982,8 @@ def declare_limits(schema: dict[str, Any], settings: Any, anonymous: bool) -> di
     for methods in schema.get("paths", {}).values():
         for operation in methods.values():
             for parameter in operation.get("parameters", []):
+                if parameter.get("in") == "path" and parameter["name"].endswith("_id"):
+                    _merge(parameter.setdefault("schema", {}), ID_SCHEMA)  # JsonBodyRoute: check_id
                 _no_nul(parameter.get("schema"))
     components.setdefault("schemas", {}).update(METADATA_SCHEMAS)  # metadata is stored as JSON text
     shared, answers = response_schemas()

@@ -47,6 +47,7 @@ from automem.common.model import (
     IDEMPOTENCY_KEY_MAX_LENGTH,
     Memory,
     Relation,
+    check_id,
     content_hash,
     epoch,
     first_epoch,
@@ -507,9 +508,10 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
 
     async def CreateRelation(self, request, context):
         """MERGE a typed edge; only AutoMem's 11 authorable types; self-links refused
-        (INVALID_ARGUMENT); an end that is missing, of another scope, DELETED or REJECTED
-        (``GONE_STATES``) is NOT_FOUND naming relation.source_id / relation.target_id (the
-        gateway: memory1_id / memory2_id), and no edge is
+        (INVALID_ARGUMENT), as is an end that is no id (blank, over-long, a control character:
+        automem/common/model.py ``check_id``); an end that is missing, of another scope, DELETED
+        or REJECTED (``GONE_STATES``) is NOT_FOUND; both name relation.source_id /
+        relation.target_id (the gateway: memory1_id / memory2_id), and no edge is
         written. An INVALIDATED_BY or EVOLVED_INTO edge marks an ACTIVE source SUPERSEDED and
         closes its valid window at the target's start, as :meth:`SupersedeMemory` does
         (automem/common/lifecycle.py ``close_for_supersede``; mcp-automem's four-call supersede).
@@ -531,6 +533,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         for end, which in ((SOURCE, "starts from"), (TARGET, "points to")):
             if not getattr(rel, end.removeprefix("relation.")):
                 raise InvalidArgument(f"{end}: required (the memory the relation {which})", field=end)
+            check_id(getattr(rel, end.removeprefix("relation.")), end)
         if rel.source_id == rel.target_id:
             raise InvalidArgument(f"{TARGET}: cannot associate a memory with itself", field=TARGET)
         if not 0 <= rel.strength <= 1:  # NaN too: it failed in the graph's query (a 500)

@@ -474,7 +474,7 @@ async def test_huge_ids_and_non_finite_query_embeddings_are_clear_errors(service
     async with service.http() as http:
         a = await _store(http, "anchor")
         r = await http.post("/associate", json={"memory1_id": a, "memory2_id": "x" * 10_000})
-        assert r.status_code == 404
+        assert r.status_code == 400 and r.json()["error"].startswith("memory2_id: too long"), r.text
         r = await http.get("/recall", params={"embedding": ",".join(["nan"] * 384)})
         assert r.status_code == 400 and "embedding" in r.json()["error"]
 
@@ -794,3 +794,74 @@ async def test_a_store_that_supersedes_names_supersedes_memory_id_in_its_errors(
                                              http_client=create_mcp_http_client(headers=headers))) as mcp:
         result = await mcp.call_tool("store_memory", {"content": "It leaves on Fridays.", "supersedes_memory_id": old})
         assert result.is_error and "supersedes_memory_id: " in result.content[0].text, result.content[0].text
+
+
+#: Ids no memory can have (automem/common/model.py ``check_id``): longer than 128
+#: characters, or holding a control character (a NUL, a newline, DEL).
+MALFORMED_IDS = {"over-long": "a" * 300, "NUL": "a\x00b", "newline": "a\nb", "DEL": "a\x7fb"}
+
+
+@pytest.mark.parametrize("kind", sorted(MALFORMED_IDS))
+async def test_a_malformed_memory_id_is_invalid_argument_naming_the_field_on_every_surface(service, kind: str) -> None:
+    """An over-long memory id (or one holding a control character) was NOT_FOUND over gRPC
+    on every call that names a memory (its whole text echoed back), and REST answered 404
+    too, except for a NUL, refused over REST as 400 while gRPC named the graph's parameter
+    (``ids``, ``mid``). Each is INVALID_ARGUMENT naming the proto field (``id``; the two ends
+    of CreateRelation ``memory1_id`` / ``memory2_id``) over gRPC and 400 naming the path
+    parameter (``memory_id``) or body field over REST, and nothing changes. An unknown id of
+    a memory id's shape is still NOT_FOUND / 404."""
+    from urllib.parse import quote
+
+    from automem.v1 import ingest_service_pb2, memory_pb2, recall_service_pb2, review_service_pb2
+
+    bad = MALFORMED_IDS[kind]
+    async with service.client() as client:
+        memory = await client.create_memory("a memory beside malformed ids", tags=["malformed-id"], importance=0.7)
+        rec, ing, rev = client.recall, client.ingest, client.review
+        cases = [
+            ("id", rec.GetMemory, recall_service_pb2.GetMemoryRequest(id=bad)),
+            ("id", rec.ListRelatedMemories, recall_service_pb2.ListRelatedMemoriesRequest(id=bad)),
+            ("id", rec.ListGraphNeighbors, recall_service_pb2.ListGraphNeighborsRequest(id=bad)),
+            ("id", rec.ListMemoryVersions, recall_service_pb2.ListMemoryVersionsRequest(id=bad)),
+            ("id", rec.DiffMemoryVersions,
+             recall_service_pb2.DiffMemoryVersionsRequest(id=bad, from_version=1, to_version=2)),
+            ("id", ing.UpdateMemory, ingest_service_pb2.UpdateMemoryRequest(
+                id=bad, memory=ingest_service_pb2.MemoryInput(importance=0.5),
+                update_mask={"paths": ["importance"]})),
+            ("id", ing.DeleteMemory, ingest_service_pb2.DeleteMemoryRequest(id=bad)),
+            ("id", ing.SupersedeMemory, ingest_service_pb2.SupersedeMemoryRequest(
+                id=bad, replacement=ingest_service_pb2.MemoryInput(content="replacement"))),
+            ("memory2_id", ing.CreateRelation, ingest_service_pb2.CreateRelationRequest(
+                relation=memory_pb2.Relation(source_id=memory.id, target_id=bad))),
+            ("memory1_id", ing.CreateRelation, ingest_service_pb2.CreateRelationRequest(
+                relation=memory_pb2.Relation(source_id=bad, target_id=memory.id))),
+            ("id", rev.ListMemoryEvents, review_service_pb2.ListMemoryEventsRequest(id=bad)),
+            ("id", rev.PurgeMemory, review_service_pb2.PurgeMemoryRequest(id=bad)),
+        ]
+        for field, call, request in cases:
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await call(request)
+            assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, (type(request).__name__, err.value.details())
+            assert err.value.details().startswith(f"{field}: "), (type(request).__name__, err.value.details())
+            assert "a" * 200 not in err.value.details()  # the id is not echoed
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await rec.GetMemory(recall_service_pb2.GetMemoryRequest(id="00000000-0000-4000-8000-000000000000"))
+        assert err.value.code() == grpc.StatusCode.NOT_FOUND
+    segment = quote(bad, safe="")
+    async with service.http() as http:
+        requests = [("GET", f"/memory/{segment}", None), ("PATCH", f"/memory/{segment}", {"importance": 0.5}),
+                    ("DELETE", f"/memory/{segment}", None), ("GET", f"/v1/memories/{segment}/history", None),
+                    ("GET", f"/v1/memories/{segment}/versions", None),
+                    ("GET", f"/v1/memories/{segment}/versions:diff?from=1&to=2", None),
+                    ("GET", f"/memories/{segment}/related", None), ("GET", f"/graph/neighbors/{segment}", None),
+                    ("POST", f"/v1/memories/{segment}:supersede", {"content": "replacement"}),
+                    ("POST", f"/v1/memories/{segment}:purge", {})]
+        for method, path, body in requests:
+            r = await http.request(method, path, json=body)
+            assert r.status_code == 400 and r.json()["error"].startswith("memory_id: "), (method, path, r.text)
+        r = await http.post("/associate", json={"memory1_id": memory.id, "memory2_id": bad})
+        assert r.status_code == 400 and r.json()["error"].startswith("memory2_id: "), r.text
+        assert (await http.get("/memory/00000000-0000-4000-8000-000000000000")).status_code == 404
+        got = (await http.get(f"/memory/{memory.id}")).json()["memory"]
+        assert got["importance"] == 0.7 and got["state"] == "ACTIVE", got
+    assert await service.ctx.graph.memories.count(service.scope) == 1
