@@ -707,14 +707,80 @@ async def test_text_that_cannot_be_sent_is_invalid_argument_naming_it(service, v
         calls = [("store", ("bad \ud800",), {}, "content"), ("store", ("x",), {"tags": ["ok", "\udfff"]}, "tags[1]"),
                  ("store", ("x",), {"metadata": {"k": "\ud800"}}, "metadata.k"),
                  ("store", ("x",), {"idempotency_key": "ключ"}, "idempotency_key"),
-                 ("recall", ("q" * 1_000_000,), {}, "query"), ("recall", ("\ud800",), {}, "query")]
-        if transport == "rest":  # over gRPC an id this long is simply not found
-            calls.append(("get", ("a" * 100_000,), {}, "memory_id"))
+                 ("recall", ("q" * 1_000_000,), {}, "query"), ("recall", ("\ud800",), {}, "query"),
+                 ("get", ("a" * 100_000,), {}, "memory_id")]  # over gRPC too (it was NotFound)
         for name, args, kwargs, field in calls:
             with pytest.raises(InvalidArgument) as error:
                 await getattr(client, name)(*args, **kwargs)
             assert error.value.field == field, (name, error.value)
         assert await service.ctx.graph.memories.count(service.scope) == 0
+    finally:
+        await client.close()
+
+
+async def _refused_alike(client: Any, calls: list[tuple[str, tuple, dict, str, str | None]]) -> None:
+    """Each ``(method, args, kwargs, field, message)`` of ``calls`` raises InvalidArgument
+    naming ``field`` (with exactly ``message`` when one is given)."""
+    for name, args, kwargs, field, message in calls:
+        with pytest.raises(InvalidArgument) as error:
+            await getattr(client, name)(*args, **kwargs)
+        assert error.value.field == field, (name, kwargs, error.value)
+        if message is not None:
+            assert error.value.message == message, (name, kwargs, error.value.message)
+
+
+async def test_a_malformed_memory_id_is_invalid_argument_naming_it_over_both_transports(
+        service, variant: tuple[str, str]) -> None:
+    """Break-it review: an over-long memory id (or one holding a control character) was
+    NotFound over gRPC, and over REST NotFound too unless too long for a URL. Every call
+    taking a memory id refuses one now as InvalidArgument naming the argument, with the
+    same message over both transports (the service's words, automem/common/model.py
+    ``check_id``), before anything is sent; nothing changes."""
+    transport, mode = variant
+    client = await make_client(service, transport, mode)
+    try:
+        memory = await client.store("a memory beside malformed ids", importance=0.7)
+        long_id, control_id = "a" * 300, "a\nb"
+        await _refused_alike(client, [
+            ("get", (long_id,), {}, "memory_id", "memory_id: too long (300 characters; an id has at most 128)"),
+            ("update", (long_id,), {"importance": 0.1}, "memory_id", None),
+            ("delete", (control_id,), {}, "memory_id",
+             "memory_id: contains a control character (U+000A at character 1); an id has none"),
+            ("supersede", ("a\x00b", "new"), {}, "memory_id", "memory_id: contains a NUL character"),
+            ("history", (long_id,), {}, "memory_id", None), ("versions", (control_id,), {}, "memory_id", None),
+            ("diff_versions", (long_id, 1, 2), {}, "memory_id", None),
+            ("related", (control_id,), {}, "memory_id", None),
+            ("associate", (long_id, memory.id), {}, "memory1_id", None),
+            ("associate", (memory.id, control_id), {}, "memory2_id", None)])
+        got = await client.get(memory.id)
+        assert got.importance == 0.7 and got.version == memory.memory.version
+    finally:
+        await client.close()
+
+
+async def test_related_and_associate_options_are_refused_alike_over_both_transports(
+        service, variant: tuple[str, str]) -> None:
+    """Break-it review: the client checked ``related``, ``associate``, ``history`` and
+    ``versions`` less than the other calls: ``associate`` took any string for its ids, so an
+    empty ``memory2_id`` was refused by the service naming ``memory1_id``;
+    ``related(limit=201)`` was refused naming ``page_size`` over gRPC (``limit`` over REST);
+    ``max_depth=4``, ``history(page_size=1001)`` and ``versions(page_size=101)`` were worded
+    differently by each transport. Each is InvalidArgument naming the argument now, with the
+    same message over both, before anything is sent (as ``page_size=0`` of list_by_tag);
+    nothing is created."""
+    transport, mode = variant
+    client = await make_client(service, transport, mode)
+    try:
+        memory = await client.store("a memory the bad calls name")
+        await _refused_alike(client, [
+            ("associate", (memory.id, ""), {}, "memory2_id", "memory2_id: required (not empty)"),
+            ("associate", ("", memory.id), {}, "memory1_id", "memory1_id: required (not empty)"),
+            ("related", (memory.id,), {"limit": 201}, "limit", "limit: must be between 1 and 200"),
+            ("related", (memory.id,), {"max_depth": 4}, "max_depth", "max_depth: must be between 1 and 3"),
+            ("history", (memory.id,), {"page_size": 1001}, "page_size", "page_size: must be between 1 and 1000"),
+            ("versions", (memory.id,), {"page_size": 101}, "page_size", "page_size: must be between 1 and 100")])
+        # No edge was authored (enrichment may link memories by time: PRECEDED_BY).
+        assert [r for r in await client.related(memory.id) if r.relation_type == "RELATES_TO"] == []
     finally:
         await client.close()
 

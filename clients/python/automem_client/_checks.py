@@ -9,6 +9,7 @@ words the same way for both.
 from __future__ import annotations
 
 import math
+import unicodedata
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from numbers import Real
@@ -67,6 +68,29 @@ def identifier(value: Any, field: str) -> None:
         raise errors.InvalidArgument(f"{field}: required (not empty)", field=field)
 
 
+#: The longest memory id the service takes (characters; ids are 36-character UUIDs): the
+#: service's ``ID_MAX_LENGTH`` (automem/common/model.py ``check_id``).
+MEMORY_ID_MAX_LENGTH = 128
+
+
+def memory_id(value: Any, field: str = "memory_id") -> None:
+    """``value`` is a memory id the service could hold, checked as the service checks it
+    (automem/common/model.py ``check_id``): a str that is not blank, of at most
+    :data:`MEMORY_ID_MAX_LENGTH` characters, with no control character (NUL, newline, tab,
+    DEL). The service refuses such an id naming its proto field (``id``) over gRPC and the
+    path parameter over REST; the client names the argument over both. The id is not echoed."""
+    identifier(value, field)
+    if "\x00" in value:
+        raise errors.InvalidArgument(f"{field}: contains a NUL character", field=field)
+    if len(value) > MEMORY_ID_MAX_LENGTH:
+        raise errors.InvalidArgument(f"{field}: too long ({len(value)} characters; an id has at most "
+                                     f"{MEMORY_ID_MAX_LENGTH})", field=field)
+    for i, char in enumerate(value):
+        if unicodedata.category(char) == "Cc":
+            raise errors.InvalidArgument(f"{field}: contains a control character (U+{ord(char):04X} at character "
+                                         f"{i}); an id has none", field=field)
+
+
 def texts(value: Any, field: str) -> None:
     """``value`` is a sequence of str and not one str (whose letters would be the items)."""
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence | set | frozenset):
@@ -85,17 +109,23 @@ def number(value: Any, field: str) -> None:
         raise errors.InvalidArgument(f"{field}: must be a finite number", field=field)
 
 
-def integer(value: Any, field: str, *, least: int | None = None, bits: int = 32) -> None:
-    """``value`` is None or an int (not a bool), at least ``least`` when given, and held by
-    the request's signed ``bits``-bit field (``int32`` limits and sizes, ``int64`` versions,
-    etags and sequences; protos/automem/v1): over gRPC protobuf raised a bare ValueError for
-    one it cannot hold, where REST answered InvalidArgument naming the field."""
+def integer(value: Any, field: str, *, least: int | None = None, most: int | None = None, bits: int = 32) -> None:
+    """``value`` is None or an int (not a bool), at least ``least`` and at most ``most`` when
+    given, and held by the request's signed ``bits``-bit field (``int32`` limits and sizes,
+    ``int64`` versions, etags and sequences; protos/automem/v1): over gRPC protobuf raised a
+    bare ValueError for one it cannot hold, where REST answered InvalidArgument naming the
+    field. ``most``: the service's documented bound, checked here where the service names or
+    words the refusal differently per transport (``related(limit=201)`` was named
+    ``page_size`` over gRPC)."""
     if value is None:
         return
     if isinstance(value, bool) or not isinstance(value, int):
         raise _refuse(field, "an integer", value)
     if least is not None and value < least:
         raise errors.InvalidArgument(f"{field}: must be at least {least}", field=field)
+    if most is not None and value > most:
+        wanted = f"between {least} and {most}" if least is not None else f"at most {most}"
+        raise errors.InvalidArgument(f"{field}: must be {wanted}", field=field)
     low, high = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
     if not low <= value <= high:
         raise errors.InvalidArgument(f"{field}: must be between {low} and {high}", field=field)

@@ -201,7 +201,7 @@ class AsyncClient:
         service. ``etag``: the version the change is based on (``memory.version``; 0 = no
         check): Aborted when the memory changed since. NotFound; InvalidArgument naming the
         field."""
-        check.identifier(memory_id, "memory_id")
+        check.memory_id(memory_id)
         check.integer(etag, "etag", least=0, bits=64)
         check.texts(add_tags, "add_tags")
         for name, value in (("content", content), ("type", type)):
@@ -227,7 +227,7 @@ class AsyncClient:
                      timeout: float | None = None) -> Memory:
         """Tombstone a memory (state DELETED; ``purge`` removes it, admin keys only). Answers
         the memory as deleted. ``etag`` as :meth:`update`; NotFound."""
-        check.identifier(memory_id, "memory_id")
+        check.memory_id(memory_id)
         check.integer(etag, "etag", least=0, bits=64)
         check.flag(purge, "purge")
         check.text(reason, "reason")
@@ -243,7 +243,7 @@ class AsyncClient:
         recall answers the new one. ``relation``: INVALIDATED_BY or EVOLVED_INTO. ``etag``
         as :meth:`update`; the key as :meth:`store`. NotFound; FailedPrecondition when it
         cannot be superseded (e.g. deleted)."""
-        check.identifier(memory_id, "memory_id")
+        check.memory_id(memory_id)
         check.texts(tags, "tags")
         item = MemoryInput(content, list(tags), importance, confidence, type, metadata, timestamp, t_valid,
                            t_invalid)
@@ -259,9 +259,11 @@ class AsyncClient:
                         strength: float | None = None, reason: str = "", timeout: float | None = None) -> Relation:
         """Create the edge ``memory1_id -[type]-> memory2_id`` (AutoMem's 11 authorable types,
         any case; strength 0..1, default 0.5). InvalidArgument naming ``type`` or
-        ``strength``; NotFound for a memory that is not there."""
-        check.text(memory1_id, "memory1_id")
-        check.text(memory2_id, "memory2_id")
+        ``strength``, or ``memory1_id`` / ``memory2_id`` for one that is no memory id (empty,
+        over 128 characters, a control character: refused before sending, as :meth:`get`
+        refuses its ``memory_id``); NotFound for a memory that is not there."""
+        check.memory_id(memory1_id, "memory1_id")
+        check.memory_id(memory2_id, "memory2_id")
         check.text(type, "type")
         check.number(strength, "strength")
         check.text(reason, "reason")
@@ -276,8 +278,11 @@ class AsyncClient:
         """One memory with ``is_current`` and ``current_id`` (the head of its chain when
         superseded). ``as_of``: valid time to read at; ``known_at``: what the service knew
         then; ``state_mode``: current | history; ``version``: that version (1 and up, as
-        :meth:`versions` lists) instead. NotFound (naming ``version`` when it has none)."""
-        check.identifier(memory_id, "memory_id")
+        :meth:`versions` lists) instead. NotFound (naming ``version`` when it has none).
+        InvalidArgument naming ``memory_id``, before sending, for one that is no memory id
+        (empty, over 128 characters, a control character), over both transports, as every
+        call taking a memory id does (gRPC answered NotFound for such an id)."""
+        check.memory_id(memory_id)
         _check_read(as_of, known_at, state_mode)
         check.integer(version, "version", bits=64)
         return await self._open.get(memory_id, as_of=as_of, known_at=known_at, state_mode=state_mode,
@@ -380,12 +385,13 @@ class AsyncClient:
                       limit: int = 20, as_of: TimeLike | None = None, known_at: TimeLike | None = None,
                       timeout: float | None = None) -> list[RelatedMemory]:
         """Graph neighbours up to ``max_depth`` hops (1..3), at most ``limit`` (1..200),
-        current memories only. InvalidArgument naming the option out of range (``limit=0``
-        too, over both transports: gRPC would read it as the default); NotFound."""
-        check.identifier(memory_id, "memory_id")
+        current memories only. InvalidArgument naming the option out of range, refused before
+        sending (``limit=0``: gRPC would read it as the default; ``limit=201``: gRPC named it
+        ``page_size``); NotFound."""
+        check.memory_id(memory_id)
         check.texts(relationship_types, "relationship_types")
-        check.integer(max_depth, "max_depth", least=1)
-        check.integer(limit, "limit", least=1)
+        check.integer(max_depth, "max_depth", least=1, most=3)
+        check.integer(limit, "limit", least=1, most=200)
         _check_read(as_of, known_at, None)
         return await self._open.related(memory_id, relationship_types=list(relationship_types),
                                         max_depth=max_depth, limit=limit, as_of=as_of, known_at=known_at,
@@ -396,8 +402,8 @@ class AsyncClient:
         """One page (at most 1000) of the memory's changes, oldest first; :meth:`iter_history`
         walks them all. NotFound; InvalidArgument naming ``memory_id`` (empty) or ``page_size``
         (outside 1..1000)."""
-        check.identifier(memory_id, "memory_id")
-        check.integer(page_size, "page_size", least=1)
+        check.memory_id(memory_id)
+        check.integer(page_size, "page_size", least=1, most=1000)
         check.text(page_token, "page_token")
         return await self._open.history(memory_id, page_size=page_size, page_token=page_token, timeout=timeout)
 
@@ -417,9 +423,9 @@ class AsyncClient:
                        timeout: float | None = None) -> VersionsPage:
         """One page (1..100) of the memory's versions, oldest first (RecallService
         ListMemoryVersions; GET /v1/memories/{id}/versions); :meth:`iter_versions` walks them
-        all. NotFound; InvalidArgument naming ``page_size`` / ``page_token``."""
-        check.identifier(memory_id, "memory_id")
-        check.integer(page_size, "page_size", least=1)
+        all. NotFound; InvalidArgument naming ``page_size`` (outside 1..100) / ``page_token``."""
+        check.memory_id(memory_id)
+        check.integer(page_size, "page_size", least=1, most=100)
         check.text(page_token, "page_token")
         return await self._open.versions(memory_id, page_size=page_size, page_token=page_token,
                                          timeout=timeout)
@@ -441,7 +447,7 @@ class AsyncClient:
         """The fields that differ between two versions (RecallService DiffMemoryVersions;
         GET /v1/memories/{id}/versions:diff). NotFound naming ``from``/``to`` (REST) or
         ``from_version``/``to_version`` (gRPC) when the memory has no such version."""
-        check.identifier(memory_id, "memory_id")
+        check.memory_id(memory_id)
         check.integer(from_version, "from_version", bits=64)
         check.integer(to_version, "to_version", bits=64)
         return await self._open.diff_versions(memory_id, from_version, to_version, timeout=timeout)
