@@ -807,7 +807,7 @@ async def test_a_malformed_memory_id_is_invalid_argument_naming_the_field_on_eve
     on every call that names a memory (its whole text echoed back), and REST answered 404
     too, except for a NUL, refused over REST as 400 while gRPC named the graph's parameter
     (``ids``, ``mid``). Each is INVALID_ARGUMENT naming the proto field (``id``; the two ends
-    of CreateRelation ``memory1_id`` / ``memory2_id``) over gRPC and 400 naming the path
+    of CreateRelation ``relation.source_id`` / ``relation.target_id``) over gRPC and 400 naming the path
     parameter (``memory_id``) or body field over REST, and nothing changes. An unknown id of
     a memory id's shape is still NOT_FOUND / 404."""
     from urllib.parse import quote
@@ -831,9 +831,9 @@ async def test_a_malformed_memory_id_is_invalid_argument_naming_the_field_on_eve
             ("id", ing.DeleteMemory, ingest_service_pb2.DeleteMemoryRequest(id=bad)),
             ("id", ing.SupersedeMemory, ingest_service_pb2.SupersedeMemoryRequest(
                 id=bad, replacement=ingest_service_pb2.MemoryInput(content="replacement"))),
-            ("memory2_id", ing.CreateRelation, ingest_service_pb2.CreateRelationRequest(
+            ("relation.target_id", ing.CreateRelation, ingest_service_pb2.CreateRelationRequest(
                 relation=memory_pb2.Relation(source_id=memory.id, target_id=bad))),
-            ("memory1_id", ing.CreateRelation, ingest_service_pb2.CreateRelationRequest(
+            ("relation.source_id", ing.CreateRelation, ingest_service_pb2.CreateRelationRequest(
                 relation=memory_pb2.Relation(source_id=bad, target_id=memory.id))),
             ("id", rev.ListMemoryEvents, review_service_pb2.ListMemoryEventsRequest(id=bad)),
             ("id", rev.PurgeMemory, review_service_pb2.PurgeMemoryRequest(id=bad)),
