@@ -134,10 +134,17 @@ def rest_field(field: str, names: dict[str, str]) -> str:
     """``field`` (a proto path, ``"relation.target_id"``, ``"requests[3]"``) as one call's
     REST route names it: the longest path ``names`` maps that ``field`` is or begins with
     (followed by ``.`` or ``[``) is replaced by its REST name (``{"relation.target_id":
-    "memory2_id"}``); any other field is returned as it is."""
+    "memory2_id"}``). A path mapped to ``""`` is a message whose fields the route takes at
+    the top level: it is dropped with the ``.`` after it (``{"replacement": ""}``:
+    ``"replacement.tags[0]"`` -> ``"tags[0]"``; ``"replacement"`` itself stays). Any other
+    field is returned as it is."""
     for proto in sorted(names, key=len, reverse=True):
         if field == proto or field.startswith((proto + ".", proto + "[")):
-            return names[proto] + field[len(proto):]
+            rest = field[len(proto):]
+            if names[proto]:
+                return names[proto] + rest
+            if rest.startswith("."):
+                return rest[1:]
     return field
 
 
@@ -145,16 +152,18 @@ def rest_message(message: str, names: dict[str, str] | None = None) -> str:
     """A service's error ``message`` as a REST caller reads it. ``names`` maps the proto
     fields of one call that its route takes under other names (``{"page_size": "limit"}``
     for ``GET /memory/by-tag``): the field the message begins with (``"<field>: ..."``, the
-    convention of these errors) is renamed by :func:`rest_field`. Otherwise, when that field
+    convention of these errors) is renamed by :func:`rest_field`. Then, when that field
     has a part :data:`REST_FIELD_NAMES` renames, every such proto name in the message is
     spelled the REST way (``"valid_to: must be after valid_from"`` -> ``"t_invalid: must be
-    after t_valid"``, ``memories[2].event_time`` -> ``memories[2].timestamp``). Any other
+    after t_valid"``, ``memories[2].event_time`` -> ``memories[2].timestamp``;
+    ``replacement.valid_to`` with ``{"replacement": ""}`` -> ``t_invalid``). Any other
     message is returned as it is."""
     match = _LEADING_FIELD.match(message)
     if match is None:
         return message
-    if names and (renamed := rest_field(match.group(1), names)) != match.group(1):
-        return renamed + message[match.end(1):]
-    if not _RENAMED.search(match.group(1)):
+    field = match.group(1)
+    if names and (renamed := rest_field(field, names)) != field:
+        message, field = renamed + message[match.end(1):], renamed
+    if not _RENAMED.search(field):
         return message
     return _RENAMED.sub(lambda m: REST_FIELD_NAMES[m.group(1)], message)

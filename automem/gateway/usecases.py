@@ -237,6 +237,11 @@ async def create_memories(call: Caller, bodies: Sequence[MemoryRequest], *, scop
         memories=items, scope=scope, idempotency_key=idempotency_key))
 
 
+#: SupersedeMemoryRequest's ``replacement`` holds the fields a supersede's body (REST, MCP)
+#: sends at its top level: its errors name them without the prefix.
+REPLACEMENT_NAMES = {"replacement": ""}
+
+
 async def supersede_memory(call: Caller, memory_id: str, body: MemoryRequest, *, relation: str | None = None,
                            reason: str = "", scope: str = "", idempotency_key: str = "", etag: int = 0,
                            id_field: str = "id") -> ingest_service_pb2.SupersedeMemoryResponse:
@@ -244,12 +249,13 @@ async def supersede_memory(call: Caller, memory_id: str, body: MemoryRequest, *,
     decides the relation types a supersede may use; INVALIDATED_BY when none is given);
     ``etag`` 0 = no version check. ``id_field``: the caller's name of ``memory_id``
     (``supersedes_memory_id`` in a store's body): an error about the replaced memory names it,
-    not the service's ``id``."""
+    not the service's ``id``; one about the replacement names the body's field (the
+    service's ``replacement.tags[0]`` is ``tags[0]``: :data:`REPLACEMENT_NAMES`)."""
     try:
         return await call(call.client.ingest.SupersedeMemory, ingest_service_pb2.SupersedeMemoryRequest(
             id=memory_id, scope=scope, replacement=memory_input(body),
             relation_type=relation_type(relation, "supersede_relation", "INVALIDATED_BY"), reason=reason,
-            idempotency_key=idempotency_key, etag=etag))
+            idempotency_key=idempotency_key, etag=etag), names=REPLACEMENT_NAMES)
     except GatewayError as exc:
         if id_field == "id":
             raise

@@ -92,6 +92,10 @@ SUPERSEDE_STRENGTH = 0.9
 #: The proto paths CreateRelation's errors name for a relation's ends (the gateway answers
 #: them as AutoMem's memory1_id / memory2_id: automem/gateway/usecases.py ASSOCIATION_NAMES).
 SOURCE, TARGET = "relation.source_id", "relation.target_id"
+#: The prefix of SupersedeMemory's errors about its replacement's fields (the request's proto
+#: path, ``replacement.tags[0]``; the gateway and SDK drop it: their callers send the fields
+#: at the top level).
+REPLACEMENT = "replacement."
 
 
 def _check_reviewed_write(principal: Any, memory: Memory, what: str) -> None:
@@ -666,7 +670,9 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         A replacement that waits for review (the key requires review, or it sets
         ``require_review``) is stored PENDING_REVIEW with a supersede proposal instead, and the
         old memory stays ACTIVE until a reviewer approves (:meth:`_propose_supersede`).
-        NOT_FOUND when the old memory is absent; FAILED_PRECONDITION unless it is ACTIVE."""
+        NOT_FOUND when the old memory is absent; FAILED_PRECONDITION unless it is ACTIVE.
+        An error about the replacement names its proto path (``replacement.content``,
+        ``replacement.tags[0]``, ``replacement.valid_to``: :data:`REPLACEMENT`)."""
         principal = require_role("writer")
         scope = resolve_scope(request.scope)
         check_etag(request.etag)
@@ -674,7 +680,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         if request.HasField("strength") and not 0 <= request.strength <= 1:
             raise InvalidArgument("strength: must be a number between 0 and 1", field="strength")
         fingerprint = request_fingerprint(
-            "supersede", [request.replacement], id=request.id, reason=request.reason,
+            "supersede", [request.replacement], [REPLACEMENT], id=request.id, reason=request.reason,
             relation_type=int(request.relation_type or memory_pb2.RELATION_TYPE_INVALIDATED_BY),
             # Only when given: keys claimed before the field existed keep their fingerprints.
             **({"strength": request.strength} if request.HasField("strength") else {}),
@@ -721,9 +727,9 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
             request.replacement.require_review = True
         stamp = now()
         new = build_memory(request.replacement, scope=scope, settings=self.settings, created=stamp,
-                           source=principal.name, field_prefix="")
-        check_replacement_valid(new, old, "valid_to", InvalidArgument)
-        await self._check_tombstone(new)
+                           source=principal.name, field_prefix=REPLACEMENT)
+        check_replacement_valid(new, old, f"{REPLACEMENT}valid_to", InvalidArgument)
+        await self._check_tombstone(new, f"{REPLACEMENT}content")
         if review:
             return await self._propose_supersede(old, new, rel_type, request, fingerprint, principal.name)
         closed = close_for_supersede(old, new.id, first_epoch(new, "valid_from", "create_time"), stamp,

@@ -350,7 +350,7 @@ async def test_a_tag_of_only_whitespace_or_invisible_characters_is_refused_namin
                  "add_tags[0]"),
                 (client.ingest.SupersedeMemory, ingest_service_pb2.SupersedeMemoryRequest(
                     id=mid, replacement=ingest_service_pb2.MemoryInput(content="its replacement", tags=[blank])),
-                 "tags[0]")):  # its other fields are named without "replacement." too
+                 "replacement.tags[0]")):  # the request's proto path (REST names the body's tags[0])
             with pytest.raises(grpc.aio.AioRpcError) as err:
                 await call(request)
             assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, err.value

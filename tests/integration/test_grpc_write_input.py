@@ -80,7 +80,7 @@ async def test_lone_surrogates_and_deep_nesting_in_metadata_json_are_invalid_arg
             await _refused(client.ingest.BatchCreateMemories, ingest.BatchCreateMemoriesRequest(
                 memories=[ingest.MemoryInput(content="first item is fine"), item]), f"memories[1].{field}")
             await _refused(client.ingest.SupersedeMemory, ingest.SupersedeMemoryRequest(
-                id=target.id, replacement=item), field)
+                id=target.id, replacement=item), f"replacement.{field}")
             await _refused(client.ingest.UpdateMemory, ingest.UpdateMemoryRequest(
                 id=target.id, memory=ingest.MemoryInput(metadata_json=text, metadata_set=True),
                 update_mask=_mask("metadata")), field)
@@ -102,7 +102,7 @@ async def test_t_invalid_at_year_one_is_refused_naming_it(service) -> None:
         await _refused(client.ingest.BatchCreateMemories, ingest.BatchCreateMemoriesRequest(
             memories=[ingest.MemoryInput(content="a good item"), item]), "memories[1].valid_to")
         await _refused(client.ingest.SupersedeMemory, ingest.SupersedeMemoryRequest(id=target.id, replacement=item),
-                       "valid_to")
+                       "replacement.valid_to")
         after = await _stored(client, target.id)
         assert after.state == memory_pb2.MEMORY_STATE_ACTIVE and after.version == target.version
     async with service.http() as http:
@@ -398,3 +398,48 @@ async def test_relation_and_by_tag_errors_name_the_automem_fields_over_rest(serv
         assert r.status_code == 207, r.text
         errors = [f["error"] for f in r.json()["failed"]]
         assert errors[0].startswith("memory2_id: cannot associate") and errors[1].startswith("type: "), errors
+
+
+async def test_supersede_errors_name_the_replacement_fields_as_each_caller_sent_them(service) -> None:
+    """gRPC SupersedeMemory named its replacement's fields without the ``replacement.``
+    prefix (``tags[0]``, ``content``, ``valid_to``), fields SupersedeMemoryRequest does not
+    have: it names ``replacement.tags[0]`` etc. now, while REST's ``:supersede`` and a store
+    with ``supersedes_memory_id`` and the SDK over gRPC keep naming the fields their callers
+    sent at the top level (``tags[0]``, ``t_invalid``)."""
+    from automem_client import AsyncClient
+    from automem_client import errors as client_errors
+
+    async with service.client() as client:
+        target = (await client.ingest.CreateMemory(ingest.CreateMemoryRequest(
+            memory=ingest.MemoryInput(content="The stand-up is at nine")))).memory
+        for item, field in ((ingest.MemoryInput(content="The stand-up is at ten", tags=["ok", " "]),
+                             "replacement.tags[1]"),
+                            (ingest.MemoryInput(content="   "), "replacement.content"),
+                            (ingest.MemoryInput(content="The stand-up is at ten", importance=2.0),
+                             "replacement.importance"),
+                            (ingest.MemoryInput(content="The stand-up is at ten", valid_from=FEB, valid_to=JAN),
+                             "replacement.valid_to")):
+            for key in ("", "sup-names"):  # a keyed request is fingerprinted first: the same name
+                await _refused(client.ingest.SupersedeMemory, ingest.SupersedeMemoryRequest(
+                    id=target.id, replacement=item, idempotency_key=key), field)
+    async with service.http() as http:
+        for path, body in ((f"/v1/memories/{target.id}:supersede", {}), ("/memory", {"supersedes_memory_id": target.id})):
+            r = await http.post(path, json={**body, "content": "The stand-up is at ten", "tags": ["ok", " "]})
+            assert r.status_code == 400 and r.json()["error"].startswith("tags[1]: "), r.text
+            r = await http.post(path, json={**body, "content": "The stand-up is at ten",
+                                            "t_valid": "2026-02-01T00:00:00Z", "t_invalid": "2026-01-01T00:00:00Z"})
+            assert r.status_code == 400 and r.json()["error"] == "t_invalid: must be after t_valid", r.text
+    sdk = AsyncClient.grpc(service.grpc, scope=service.scope, timeout=30)
+    try:
+        with pytest.raises(client_errors.InvalidArgument) as bad:
+            await sdk.supersede(target.id, "The stand-up is at ten", t_valid="2026-02-01T00:00:00Z",
+                                t_invalid="2026-01-01T00:00:00Z")
+        assert (bad.value.field, bad.value.message) == ("t_invalid", "t_invalid: must be after t_valid"), bad.value
+        with pytest.raises(client_errors.InvalidArgument) as bad:
+            await sdk.supersede(target.id, "The stand-up is at ten", tags=["ok", " "])
+        assert bad.value.field == "tags[1]", bad.value
+    finally:
+        await sdk.close()
+    async with service.client() as client:
+        assert (await _stored(client, target.id)).state == memory_pb2.MEMORY_STATE_ACTIVE
+    assert await _count(service) == 1

@@ -339,7 +339,7 @@ class GrpcTransport:
         request = ingest_service_pb2.SupersedeMemoryRequest(
             id=memory_id, replacement=memory_input(item), relation_type=_relation_type(relation, "relation"),
             reason=reason, etag=etag, idempotency_key=idempotency_key)
-        answer = await self._call(self._ingest.SupersedeMemory, request, timeout)
+        answer = await self._call(self._ingest.SupersedeMemory, request, timeout, names={"replacement": ""})
         return Superseded(Memory.from_proto(answer.replacement), Memory.from_proto(answer.superseded),
                           Relation.from_proto(answer.relation))
 

@@ -184,7 +184,8 @@ _PROTO_NAME = re.compile(r"\b(" + "|".join(ARGUMENT_NAMES) + r")\b")
 def _as_arguments(message: str, names: dict[str, str] | None = None) -> str:
     """``message`` naming the client's arguments: its field (:func:`field_of`) renamed by
     ``names`` when it is, or begins with (then ``.`` or ``[``), a proto path of that one call
-    (``{"relation.target_id": "memory2_id"}``); else, when it holds a proto name of
+    (``{"relation.target_id": "memory2_id"}``; a path mapped to ``""`` is dropped with its
+    ``.``: ``{"replacement": ""}`` names ``replacement.valid_to`` ``t_invalid``); else, when it holds a proto name of
     :data:`ARGUMENT_NAMES`, each such name in it is replaced (``"valid_to: must be after
     valid_from"`` -> ``"t_invalid: must be after t_valid"``), as the REST gateway answers it."""
     field = field_of(message)
@@ -192,7 +193,12 @@ def _as_arguments(message: str, names: dict[str, str] | None = None) -> str:
         return message
     for proto in sorted(names or {}, key=len, reverse=True):
         if field == proto or field.startswith((proto + ".", proto + "[")):
-            return names[proto] + message[len(proto):]  # type: ignore[index]
+            rest = message[len(proto):]
+            if names[proto]:  # type: ignore[index]
+                return names[proto] + rest  # type: ignore[index]
+            if rest.startswith("."):  # a message whose fields are the method's arguments
+                message, field = rest[1:], field[len(proto) + 1:]
+            break
     if not _PROTO_NAME.search(field):
         return message
     return _PROTO_NAME.sub(lambda m: ARGUMENT_NAMES[m.group(1)], message)
