@@ -256,7 +256,7 @@ async def _import(settings: Settings, args: argparse.Namespace) -> int:
             task = progress.add_task("memories", total=len(parsed.memories))
             replacements = {r.target for r in parsed.relations if r.via_supersede}
             stored = await _store_memories(client, args, [m for m in parsed.memories if m.ref not in replacements],
-                                           counts, progress, task)
+                                           counts, progress, task, parsed.file_message)
             await _supersede(client, args, parsed, stored, counts, progress, task)
             await _store_relations(client, args, parsed, stored, counts, progress)
     failed = counts["memories"]["failed"] + counts["relations"]["failed"]
@@ -297,10 +297,11 @@ def _failed(counts: dict[str, Any], kinds: tuple[str, ...], where: str, reason: 
 
 
 async def _store_memories(client: Any, args: argparse.Namespace, records: list[formats.MemoryRecord],
-                          counts: dict[str, Any], progress: Progress,
-                          task: Any) -> dict[str, tuple[memory_pb2.Memory, bool]]:
+                          counts: dict[str, Any], progress: Progress, task: Any,
+                          named: Callable[[str], str]) -> dict[str, tuple[memory_pb2.Memory, bool]]:
     """CreateMemory for each of ``records``, ``args.concurrency`` at a time; returns ref →
-    (stored memory, already present). A record the service refuses is a failure; an error
+    (stored memory, already present). A record the service refuses is a failure, its
+    message naming the file's field (``named``: formats.Parsed.file_message); an error
     that is not about one record (unreachable, not allowed) stops the import."""
     stored: dict[str, tuple[memory_pb2.Memory, bool]] = {}
     gate = asyncio.Semaphore(args.concurrency)
@@ -312,7 +313,7 @@ async def _store_memories(client: Any, args: argparse.Namespace, records: list[f
                                                        idempotency_key=record.key),
                 metadata=client.metadata(), timeout=args.timeout))
             if response is None:
-                _failed(counts, ("memories",), record.where, refused)
+                _failed(counts, ("memories",), record.where, named(refused))
             else:
                 stored[record.ref] = (response.memory, response.deduplicated)
                 counts["memories"]["already_present" if response.deduplicated else "created"] += 1
@@ -359,8 +360,8 @@ async def _supersede(client: Any, args: argparse.Namespace, parsed: formats.Pars
                 # (the file had none) gets the default.
                 **({} if relation.implied else {"strength": relation.strength})),
             metadata=client.metadata(), timeout=args.timeout))
-        if response is None:
-            _failed(counts, ("memories", "relations"), target.where, refused)
+        if response is None:  # about the replacement: the file's field (replacement.content -> properties.content)
+            _failed(counts, ("memories", "relations"), target.where, parsed.file_message(refused))
             continue
         # A replay (the key's first supersede) answers as the first call did; the source was
         # then found already present and already superseded by that replacement.

@@ -42,7 +42,7 @@ from typing import Any
 
 from google.protobuf import json_format, timestamp_pb2
 
-from automem.common.errors import InvalidArgument
+from automem.common.errors import InvalidArgument, rest_field
 from automem.common.jsontext import (
     InexactNumber,
     NestedTooDeeply,
@@ -126,12 +126,26 @@ class Parsed:
     #: Ids of the file's memories left out on purpose (a state not imported, a MetaPattern):
     #: a relation that names one is left out with them, not an error.
     left_out: set[str] = field(default_factory=set)
-    #: The file's names of MemoryInput's time fields (:data:`TIME_NAMES`), which
-    #: :func:`validate`'s errors use for the proto names ``build_memory`` gives.
-    time_names: dict[str, str] = field(default_factory=dict)
+    #: The file's names of MemoryInput's fields (:data:`FIELD_NAMES`), which
+    #: :meth:`file_message` gives for the proto names ``build_memory`` and the service give.
+    field_names: dict[str, str] = field(default_factory=dict)
 
     def skip(self, reason: str) -> None:
         self.skipped[reason] = self.skipped.get(reason, 0) + 1
+
+    def file_message(self, message: str) -> str:
+        """A write-path error ``message`` about one memory (:func:`validate`; the service's
+        CreateMemory / SupersedeMemory refusal, whose ``replacement.`` prefix is dropped)
+        naming the file's fields: the leading field by :attr:`field_names` (``importance`` ->
+        ``properties.importance``, ``tags[2]`` -> ``properties.tags[2]``, mem0's ``content``
+        -> ``memory``), and each time field in it (``valid_to: must be after valid_from`` ->
+        ``properties.t_invalid: must be after properties.t_valid``). Other messages as they are."""
+        message = message.removeprefix("replacement.")
+        name, colon, rest = message.partition(": ")
+        if not colon or not _PROTO_PATH.fullmatch(name):
+            return message
+        names = self.field_names
+        return rest_field(name, names) + colon + _TIME_FIELD.sub(lambda m: names.get(m.group(1), m.group(1)), rest)
 
 
 # --- reading ---------------------------------------------------------------------------
@@ -511,9 +525,7 @@ def _automem(records: list[tuple[str, Any]], out: Parsed) -> None:
                     labels = [labels]
                 if not isinstance(labels, list):
                     raise InvalidArgument("labels: must be a list of strings", field="labels")
-                if value.get("id") is None:
-                    raise InvalidArgument("id: missing", field="id")
-                ref = str(value.get("id"))
+                ref = _automem_id(value.get("id"), "id")
                 if "Memory" not in labels:
                     other_nodes.add(ref)
                     out.skip("AutoMem nodes other than Memory (entities: enrichment finds them again)")
@@ -521,8 +533,9 @@ def _automem(records: list[tuple[str, Any]], out: Parsed) -> None:
                 _automem_memory(where, ref, value["properties"], out)
                 memory_refs.add(ref)
             elif "payload" in value and "id" in value:  # a Qdrant backup point
-                _automem_memory(where, str(value["id"]), value["payload"], out, point_id=str(value["id"]))
-                memory_refs.add(str(value["id"]))
+                ref = _automem_id(value["id"], "id")
+                _automem_memory(where, ref, value["payload"], out, point_id=ref)
+                memory_refs.add(ref)
             elif "source_id" in value and "target_id" in value and "type" in value:
                 edges.append((where, value))
             elif "graph_name" in value or "collection_name" in value:
@@ -534,10 +547,16 @@ def _automem(records: list[tuple[str, Any]], out: Parsed) -> None:
         except InvalidArgument as exc:
             out.errors.append(f"{where}: {exc.message}")
     for where, edge in edges:
-        if missing := [end for end in ("source_id", "target_id") if edge[end] is None]:
-            out.errors.extend(f"{where}: relationship.{end}: missing" for end in missing)
+        ends: list[str] = []
+        for end in ("source_id", "target_id"):
+            try:
+                ends.append(_automem_id(edge[end], f"relationship.{end}"))
+            except InvalidArgument as exc:
+                out.errors.append(f"{where}: {exc.message}")
+        if len(ends) < 2:
             continue
-        source, target, kind = str(edge["source_id"]), str(edge["target_id"]), str(edge["type"]).upper()
+        source, target = ends
+        kind = str(edge["type"]).upper()
         if source in other_nodes or target in other_nodes:
             out.skip("AutoMem relationships to nodes other than Memory")
             continue
@@ -573,7 +592,8 @@ def _automem_memory(where: str, ref: str, props: Any, out: Parsed, point_id: str
     if confidence is not None:
         item.confidence = confidence
     source: dict[str, Any] = {"format": "automem"}
-    source_id = props.get("id") if props.get("id") is not None else point_id  # a point's id is the memory's
+    # A point's id is the memory's.
+    source_id = _automem_id(props["id"], "properties.id") if props.get("id") is not None else point_id
     if source_id is not None:
         source["id"] = source_id
     raw_type = props.get("type")
@@ -594,6 +614,19 @@ def _automem_memory(where: str, ref: str, props: Any, out: Parsed, point_id: str
     state = "ARCHIVED" if props.get("archived") is True else "ACTIVE"
     out.memories.append(MemoryRecord(where, ref, item, state,
                                      idempotency_key("automem", str(source_id if source_id is not None else ref), item)))
+
+
+def _automem_id(raw: Any, label: str) -> str:
+    """An AutoMem record's id (a node's or a point's ``id``, ``properties.id``, a
+    relationship's ``source_id`` / ``target_id``) as text: a string or an integer, as
+    :func:`_mem0_id` takes. InvalidArgument naming ``label`` when it is absent or null
+    (``missing``) or of another kind (an object or a list was imported under its Python
+    repr, ``True`` as ``'True'``; ``1.0`` and ``1`` named different nodes)."""
+    if raw is None:
+        raise InvalidArgument(f"{label}: missing", field=label)
+    if isinstance(raw, bool) or not isinstance(raw, str | int):
+        raise InvalidArgument(f"{label}: must be a string or an integer, got {_shape(raw)}", field=label)
+    return str(raw)
 
 
 # --- mem0 ------------------------------------------------------------------------------
@@ -682,12 +715,18 @@ _EMPTY = {
 }
 
 
-#: Per format, its names of MemoryInput's time fields where they are not the proto's (the
-#: native format's are): AutoMem's properties, mem0's record fields.
-TIME_NAMES = {"automem": {"event_time": "properties.timestamp", "valid_from": "properties.t_valid",
-                          "valid_to": "properties.t_invalid"},
-              "mem0": {"event_time": "created_at", "valid_from": "created_at", "valid_to": "expiration_date"}}
+#: Per format, its names of MemoryInput's fields where they are not the proto's (the native
+#: format's are): AutoMem's properties (a Qdrant point's payload is read as them), mem0's
+#: record fields. A path under one (``tags[2]``, ``metadata.a.b``) is renamed with it.
+FIELD_NAMES = {"automem": {**{name: f"properties.{name}" for name in ("content", "tags", "importance", "confidence",
+                                                                      "type", "metadata")},
+                           "event_time": "properties.timestamp", "valid_from": "properties.t_valid",
+                           "valid_to": "properties.t_invalid"},
+               "mem0": {"content": "memory", "tags": "categories", "event_time": "created_at",
+                        "valid_from": "created_at", "valid_to": "expiration_date"}}
 _TIME_FIELD = re.compile(r"\b(event_time|valid_from|valid_to)\b")
+#: A field path at the start of a service message (``tags[2]``, ``metadata.a.b[0]``).
+_PROTO_PATH = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[\d+\])?(?:\.[A-Za-z0-9_]+(?:\[\d+\])?)*")
 
 
 def parse(fmt: str, data: bytes) -> Parsed:
@@ -712,7 +751,7 @@ def parse(fmt: str, data: bytes) -> Parsed:
     * a cycle of supersessions.
 
     ``<label>`` is ``relation`` in the native format, ``relationship`` otherwise."""
-    out = Parsed(time_names=TIME_NAMES.get(fmt, {}))
+    out = Parsed(field_names=FIELD_NAMES.get(fmt, {}))
     records, out.errors = read_records(data)
     if not records and not out.errors:  # a zero-byte file imported nothing and said "ok"
         out.errors.append(_EMPTY[fmt])
@@ -846,8 +885,8 @@ def _plan_supersessions(out: Parsed) -> None:
 def validate(parsed: Parsed, settings: Settings) -> None:
     """Check every memory as the write path will (automem/ingest/logic.py ``build_memory``:
     content, tags, type, importance, confidence, metadata, times and window), adding
-    ``<where>: <field>: <reason>`` to ``parsed.errors`` for each bad one, a time field by the
-    file's name of it (``parsed.time_names``). The service checks again on write;
+    ``<where>: <field>: <reason>`` to ``parsed.errors`` for each bad one, the field by the
+    file's name of it (:meth:`Parsed.file_message`). The service checks again on write;
     ``settings`` (limits such as ``content_max_length``) should be the service's."""
     # Imported here: the classifier and embedding code behind it load on first use, not with `automem`.
     from automem.ingest.logic import build_memory
@@ -857,8 +896,7 @@ def validate(parsed: Parsed, settings: Settings) -> None:
         try:
             build_memory(record.item, scope="import", settings=settings, created=created, source="import")
         except InvalidArgument as exc:
-            message = _TIME_FIELD.sub(lambda m: parsed.time_names.get(m.group(1), m.group(1)), exc.message)
-            parsed.errors.append(f"{record.where}: {message}")
+            parsed.errors.append(f"{record.where}: {parsed.file_message(exc.message)}")
 
 
 def supersession_order(relations: list[RelationRecord]) -> list[RelationRecord]:

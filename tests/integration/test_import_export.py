@@ -255,13 +255,14 @@ async def test_bad_line_imports_nothing_and_is_named(service: ScopedService, tmp
     path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
     done = await _cli("import", str(path), "--format", "mem0", "--grpc", service.grpc, "--scope", service.scope)
     assert done.returncode == 1
-    assert done.stderr.splitlines()[0].startswith("line 3: tags: tags must not contain commas")
+    # The file's field (mem0's categories), not the service's tags.
+    assert done.stderr.splitlines()[0].startswith("line 3: categories: tags must not contain commas")
     assert "nothing was imported" in done.stderr and "Traceback" not in done.stderr
     as_json = await _cli("import", str(path), "--format", "mem0", "--grpc", service.grpc, "--scope", service.scope,
                          "--json")
     result = json.loads(as_json.stdout)
     assert as_json.returncode == 1 and not result["ok"] and result["written"] == 0
-    assert result["errors"][0].startswith("line 3: tags:")
+    assert result["errors"][0].startswith("line 3: categories:")
     assert await _memories(service, service.scope, "badfile") == []
     # Break-it review: reading errors were listed before mapping ones (line 3 before line 2),
     # and the summary counted problems as records ("4 bad records" of a 3-line file).

@@ -354,6 +354,57 @@ def test_mem0_an_id_that_is_not_a_string_or_an_integer_is_refused_naming_id() ->
     assert [(m.where, m.ref) for m in parsed.memories] == [("line 5", "u-1"), ("line 6", "0")]
 
 
+def test_automem_an_id_that_is_not_a_string_or_an_integer_is_refused_naming_it() -> None:
+    """An AutoMem node's, point's or relationship end's ``id`` that was an object or a list
+    was imported under its Python repr (``str(value["id"])``), as mem0's was; it is refused now,
+    naming the field, as the mem0 importer does."""
+    node = {"labels": ["Memory"], "properties": {"content": "x"}}
+    data = _lines({**node, "id": {"a": 1}}, {**node, "id": [1]}, {**node, "id": True}, {**node, "id": 1.5},
+                  {"id": {"p": 1}, "payload": {"content": "a point"}},
+                  {"id": 7, "labels": ["Memory"], "properties": {"content": "y", "id": ["u"]}},
+                  {**node, "id": 1}, {**node, "id": "m-2"},
+                  {"source_id": {"s": 1}, "target_id": [2], "type": "RELATES_TO"},
+                  {"source_id": 1, "target_id": "m-2", "type": "RELATES_TO"})
+    parsed = _parse("automem", data)
+    assert parsed.errors == [
+        "line 1: id: must be a string or an integer, got object",
+        "line 2: id: must be a string or an integer, got list",
+        "line 3: id: must be a string or an integer, got boolean",
+        "line 4: id: must be a string or an integer, got number",
+        "line 5: id: must be a string or an integer, got object",
+        "line 6: properties.id: must be a string or an integer, got list",
+        "line 9: relationship.source_id: must be a string or an integer, got object",
+        "line 9: relationship.target_id: must be a string or an integer, got list",
+    ], parsed.errors
+    assert [(m.where, m.ref) for m in parsed.memories] == [("line 7", "1"), ("line 8", "m-2")]
+    assert [(r.source, r.target) for r in parsed.relations] == [("1", "m-2")]
+
+
+def test_write_path_errors_name_the_files_fields() -> None:
+    """The write path's checks (``validate``: build_memory) named AutoMem's
+    ``properties.importance`` / ``properties.content`` / ``properties.tags[i]`` as the service's
+    ``importance`` / ``content`` / ``tags[i]`` (only the times were renamed), and mem0's
+    ``memory`` as ``content``: each names the file's field now, as does a refusal of the
+    service while storing (its SupersedeMemory's ``replacement.`` prefix dropped)."""
+    def node(ref: int, **props: object) -> dict:
+        return {"id": ref, "labels": ["Memory"], "properties": {"content": f"memory {ref}", **props}}
+
+    over = "x" * (Settings().content_max_length + 1)
+    parsed = _parse("automem", _lines(node(1, importance=1.5), node(2, confidence=-0.1), node(3, content=" "),
+                                      node(4, tags=["ok", " "]), node(5, content=over),
+                                      node(6, metadata={"a": float("nan")}),
+                                      node(7, t_valid="2026-02-01T00:00:00Z", t_invalid="2026-01-01T00:00:00Z")))
+    assert [e.split(": ")[:2] for e in parsed.errors] == [
+        ["line 1", "properties.importance"], ["line 2", "properties.confidence"], ["line 3", "properties.content"],
+        ["line 4", "properties.tags[1]"], ["line 5", "properties.content"], ["line 6", "properties.metadata.a"],
+        ["line 7", "properties.t_invalid"]], parsed.errors
+    assert parsed.errors[-1] == "line 7: properties.t_invalid: must be after properties.t_valid", parsed.errors
+    mem0 = _parse("mem0", _lines({"id": "a", "memory": over}, {"id": "b", "memory": "y", "categories": ["ok", " "]}))
+    assert [e.split(": ")[:2] for e in mem0.errors] == [["line 1", "memory"], ["line 2", "categories[1]"]], mem0.errors
+    assert parsed.file_message("replacement.tags[0]: must not be empty") == "properties.tags[0]: must not be empty"
+    assert parsed.file_message("id: memory m is DELETED") == "id: memory m is DELETED"
+
+
 def test_mem0_every_malformed_record_is_reported_with_its_place_and_field() -> None:
     """A lone surrogate (``"\\ud800"``) in a mem0 item stopped the whole import with a
     UnicodeEncodeError traceback naming no record; an item with ``relations`` and no text was
@@ -545,6 +596,10 @@ _DOCUMENTED_ERRORS = [
     ("automem", _lines({"x": 1}), "record: neither an AutoMem node"),
     ("automem", _lines({"id": 1, "labels": 5, "properties": {}}), "labels: must be a list of strings"),
     ("automem", _lines({"labels": ["Memory"], "properties": {"content": "x"}}), "id: missing"),
+    ("automem", _lines({"id": {"a": 1}, "labels": ["Memory"], "properties": {"content": "x"}}),
+     "must be a string or an integer, got"),
+    ("automem", _lines({"id": 1, "labels": ["Memory"], "properties": {"content": "x", "importance": 2}}),
+     "properties.importance: must be between 0 and 1"),
     ("automem", _lines({"id": 1, "labels": ["Memory"], "properties": []}), "properties: must be a JSON object"),
     ("automem", _lines({"id": 1, "labels": ["Memory"], "properties": {}}), "properties.content: required text"),
     ("automem", _lines({"id": 1, "labels": ["Memory"], "properties": {"content": "x", "tags": [1]}}),
