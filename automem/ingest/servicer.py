@@ -643,10 +643,14 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         failure does not stop the others. Answers the created ones with their request
         indexes and each failure's index, status code and message (the REST 207 partial
         answer; a failure's ``field`` is the proto path in its CreateRelationRequest). INVALID_ARGUMENT
-        naming ``requests`` over ``batch_max`` (500, AutoMem's batch limit)."""
+        naming ``requests`` when it is empty (as :meth:`BatchCreateMemories` refuses an empty
+        batch, and REST's ``/associate`` and MCP's ``associate_memories`` an empty
+        ``associations``) or over ``batch_max`` (500, AutoMem's batch limit)."""
         require_role("writer")
         resolve_scope(request.scope)
         count = len(request.requests)
+        if count == 0:
+            raise InvalidArgument("requests: must hold at least one relation", field="requests")
         if count > self.settings.batch_max:
             raise InvalidArgument(f"requests: {count} items exceeds the batch limit of {self.settings.batch_max}",
                                   field="requests")

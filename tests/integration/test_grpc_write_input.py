@@ -443,3 +443,17 @@ async def test_supersede_errors_name_the_replacement_fields_as_each_caller_sent_
     async with service.client() as client:
         assert (await _stored(client, target.id)).state == memory_pb2.MEMORY_STATE_ACTIVE
     assert await _count(service) == 1
+
+
+async def test_an_empty_relation_batch_is_refused_as_an_empty_memory_batch_is(service) -> None:
+    """BatchCreateRelations with no items answered OK (nothing created), while an empty
+    BatchCreateMemories, REST's ``/associate`` with ``associations: []`` and MCP's
+    ``associate_memories`` refuse it: INVALID_ARGUMENT naming ``requests`` now (REST: 400
+    naming ``associations``, as before)."""
+    async with service.client() as client:
+        details = await _refused(client.ingest.BatchCreateRelations, ingest.BatchCreateRelationsRequest(), "requests")
+        assert "at least one" in details
+        await _refused(client.ingest.BatchCreateMemories, ingest.BatchCreateMemoriesRequest(), "memories")
+    async with service.http() as http:
+        r = await http.post("/associate", json={"associations": []})
+        assert r.status_code == 400 and r.json()["error"].startswith("associations: "), r.text

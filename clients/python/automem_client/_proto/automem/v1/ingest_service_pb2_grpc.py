@@ -129,7 +129,7 @@ class IngestServiceServicer:
     def BatchCreateRelations(self, request, context):
         """Creates up to batch_max (500) edges, each on its own: the ones that fail are reported
         by index with their status, the others are created (AutoMem's 207 partial answer).
-        INVALID_ARGUMENT when the batch is over the limit.
+        INVALID_ARGUMENT when the batch is empty or over the limit.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
