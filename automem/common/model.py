@@ -15,7 +15,7 @@ import hashlib
 import json
 import math
 import unicodedata
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sized
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any
@@ -252,6 +252,22 @@ def to_millis(value: datetime) -> datetime:
 def now() -> datetime:
     """Current UTC time, at millisecond precision (:func:`to_millis`)."""
     return to_millis(datetime.now(UTC))
+
+
+#: Most items a request takes in a list of filter terms or ids: a search's ``tags``,
+#: ``exclude_tags``, ``context_tags``, ``context_types`` and ``priority_ids``, a by-tag
+#: listing's and delete's ``tags`` and a by-tag delete's ``memory_ids``. Each item is a term
+#: every candidate is matched against (or an id looked up); a stored memory has at most 100
+#: tags (automem/ingest/logic.py ``MAX_TAGS``), so 1,000 leaves room for any real filter and
+#: bounds one request's work (they were unbounded: break-it review).
+LIST_ITEMS_MAX = 1000
+
+
+def check_list_length(values: Sized, field: str, most: int = LIST_ITEMS_MAX) -> None:
+    """Nothing, or InvalidArgument naming ``field`` (``"tags: at most 1000 items (got
+    5000)"``) when ``values`` holds more than ``most`` items (:data:`LIST_ITEMS_MAX`)."""
+    if len(values) > most:
+        raise InvalidArgument(f"{field}: at most {most} items (got {len(values)})", field=field)
 
 
 # --- content ---------------------------------------------------------------------------

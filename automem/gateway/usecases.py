@@ -27,7 +27,7 @@ from automem.common import timewindow
 from automem.common.client import TIME_FIELDS, AutomemClient, set_input_times
 from automem.common.enums import enum_value, enum_word
 from automem.common.errors import HTTP_STATUS, InvalidArgument, rest_field
-from automem.common.model import parse_relation_type, parse_time, ts
+from automem.common.model import LIST_ITEMS_MAX, parse_relation_type, parse_time, ts
 from automem.gateway.deps import CALL_TIMEOUT, Caller
 from automem.gateway.errors import GatewayError
 from automem.gateway.schemas import MAX_VERSION, MemoryRequest
@@ -288,9 +288,19 @@ async def delete_by_tag(call: Caller, tags: Sequence[str], *, dry_run: bool, mem
                         reason: str = "") -> ingest_service_pb2.DeleteMemoriesByTagResponse:
     """Tombstone every memory with any of ``tags`` (only those of ``memory_ids`` when given:
     a preview's); ``dry_run`` previews the ids; ``reason`` is recorded on each deletion
-    (IngestService.DeleteMemoriesByTag)."""
-    return await call(call.client.ingest.DeleteMemoriesByTag, ingest_service_pb2.DeleteMemoriesByTagRequest(
-        tags=list(tags), dry_run=dry_run, memory_ids=list(memory_ids), reason=reason), CALL_TIMEOUT)
+    (IngestService.DeleteMemoriesByTag). A preview of more than
+    :data:`~automem.common.model.LIST_ITEMS_MAX` ids (the most one call takes) is deleted in
+    parts of that many, one answer for all."""
+    ids = list(memory_ids)
+    answer = ingest_service_pb2.DeleteMemoriesByTagResponse()
+    for start in range(0, max(len(ids), 1), LIST_ITEMS_MAX):
+        part = await call(call.client.ingest.DeleteMemoriesByTag, ingest_service_pb2.DeleteMemoriesByTagRequest(
+            tags=list(tags), dry_run=dry_run, memory_ids=ids[start:start + LIST_ITEMS_MAX], reason=reason),
+            CALL_TIMEOUT)
+        answer.memory_ids.extend(part.memory_ids)
+        answer.memories.extend(part.memories)
+        answer.deleted_count += part.deleted_count
+    return answer
 
 
 #: CreateRelationRequest's proto fields by the names ``/associate`` and ``associate_memories``

@@ -48,6 +48,7 @@ from automem.common.model import (
     Memory,
     Relation,
     check_id,
+    check_list_length,
     content_hash,
     epoch,
     first_epoch,
@@ -857,9 +858,14 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         in no listing, stay as they are. ``memory_ids`` (a dry run's answer) keeps the delete
         to those of them still under the tags: a memory stored under the tags after the
         preview is left alone. ``reason`` (default "delete by tag") is recorded on each
-        deletion. INVALID_ARGUMENT naming tags (none) or reason (too long)."""
+        deletion. INVALID_ARGUMENT naming tags (none), tags or memory_ids (more than
+        :data:`~automem.common.model.LIST_ITEMS_MAX` items, as a search's lists: a preview
+        listing more ids is confirmed in parts of at most that many, each with the tags) or
+        reason (too long)."""
         principal = require_role("writer")
         scope = resolve_scope(request.scope)
+        check_list_length(request.tags, "tags")
+        check_list_length(request.memory_ids, "memory_ids")
         tags = sorted({text_key(t.strip()) for t in request.tags if t.strip()})
         if not tags:
             raise InvalidArgument("tags: at least one tag is required", field="tags")

@@ -37,7 +37,17 @@ from automem.common.enums import enum_word
 from automem.common.errors import InvalidArgument, NotFound, Unavailable
 from automem.common.lifecycle import SUPERSEDING_RELATIONS, review_required
 from automem.common.llm import llm_configured
-from automem.common.model import CandidateFields, Memory, epoch, first_epoch, now, parse_type, ts, type_name
+from automem.common.model import (
+    CandidateFields,
+    Memory,
+    check_list_length,
+    epoch,
+    first_epoch,
+    now,
+    parse_type,
+    ts,
+    type_name,
+)
 from automem.common.paging import decode_offset_token, encode_offset_token
 from automem.common.settings import Settings
 from automem.common.state import (
@@ -81,11 +91,6 @@ QUERY_MAX_LENGTH = 4000
 #: Most ``queries`` a search takes: each runs every arm of every tier (3,000 took 30 s of
 #: the server's time, break-it review).
 QUERIES_MAX = 32
-#: Most items a search takes in each of ``tags``, ``exclude_tags``, ``context_tags``,
-#: ``context_types`` and ``priority_ids``: each item is a filter term or a boost the ranking
-#: reads for every candidate; a stored memory has at most 100 tags (automem/ingest/logic.py
-#: ``MAX_TAGS``), so 1,000 leaves room for any real filter and bounds one request's work.
-LIST_ITEMS_MAX = 1000
 #: Candidates fetched per arm for the first tier of a ranking: max(limit * CANDIDATE_FACTOR,
 #: CANDIDATE_MIN) (independent of ``offset``, so every page ranks the same pool).
 CANDIDATE_FACTOR = 5
@@ -215,17 +220,15 @@ def check_queries(query: str, queries: list[str], max_length: int) -> None:
 
 
 def check_list_sizes(request: recall_service_pb2.SearchMemoriesRequest) -> None:
-    """Refuse a search with more than :data:`LIST_ITEMS_MAX` items in ``tags``,
-    ``exclude_tags``, ``context_tags``, ``context_types`` or ``priority_ids`` (they were
-    unbounded: break-it review).
+    """Refuse a search with more than :data:`~automem.common.model.LIST_ITEMS_MAX` items in
+    ``tags``, ``exclude_tags``, ``context_tags``, ``context_types`` or ``priority_ids`` (they
+    were unbounded: break-it review).
 
     Raises:
         InvalidArgument: naming the field.
     """
     for name in ("tags", "exclude_tags", "context_tags", "context_types", "priority_ids"):
-        got = len(getattr(request, name))
-        if got > LIST_ITEMS_MAX:
-            raise InvalidArgument(f"{name}: at most {LIST_ITEMS_MAX} items (got {got})", field=name)
+        check_list_length(getattr(request, name), name)
 
 
 def context_type_names(raw: Sequence[str]) -> frozenset[str]:
@@ -391,7 +394,7 @@ class _Tiers:
         ``priority`` component (1.0) and :meth:`priority_first` rank them first; their
         ``match_type`` is ``priority_id``.
         Only in the score order (a time-ordered listing has no boost to give). At most
-        :data:`LIST_ITEMS_MAX` ids (more were refused by :meth:`RecallServicer.SearchMemories`)."""
+        :data:`~automem.common.model.LIST_ITEMS_MAX` ids (more were refused by :meth:`RecallServicer.SearchMemories`)."""
         seen = set(pool)
         return [i for i in dict.fromkeys(self.request.priority_ids) if i and i not in seen]
 
@@ -666,7 +669,7 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         naming sort, tag_mode, tag_match, start_time (after end_time), tz, limit (zero or negative), start_time /
         end_time / as_of / known_at outside the years 1–9999, query or queries beyond their
         bounds (:func:`check_queries`), tags, exclude_tags, context_tags, context_types or
-        priority_ids with more than :data:`LIST_ITEMS_MAX` items, context_types naming an
+        priority_ids with more than :data:`~automem.common.model.LIST_ITEMS_MAX` items, context_types naming an
         unknown type (:func:`context_type_names`); window: common/timewindow.py. The window is echoed in
         ``start_time`` / ``end_time`` at millisecond precision (:func:`window_timestamp`).
 
@@ -1220,10 +1223,12 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         memories from the start. Indexed: a page costs about the same at 100 or 100,000
         memories under the tag (automem/recall/bytag.py). ``total`` only when known exactly
         (the listing fit in this page, or ``include_total``). Errors: INVALID_ARGUMENT naming
-        page_size (zero or negative), offset, tag_mode, tag_match or page_token."""
+        tags (none, or more than :data:`~automem.common.model.LIST_ITEMS_MAX`), page_size
+        (zero or negative), offset, tag_mode, tag_match or page_token."""
         require_role("reader")
         scope = resolve_scope(request.scope)
         read = read_at(request.read)
+        check_list_length(request.tags, "tags")
         if not any(t.strip() for t in request.tags):
             raise InvalidArgument("tags: at least one tag is required", field="tags")
         limit = clamp_limit(request.page_size if request.HasField("page_size") else 20,

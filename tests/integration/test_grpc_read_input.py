@@ -19,7 +19,8 @@ BAD_TIMES = {"seconds": timestamp_pb2.Timestamp(seconds=10**15),
 #: limit when larger; at most 32 queries.
 QUERY_MAX_LENGTH = 4000
 QUERIES_MAX = 32
-#: The documented bound of each filter list of a search (servicer.py LIST_ITEMS_MAX).
+#: The documented bound of each filter list of a search and of a by-tag listing or delete
+#: (automem/common/model.py LIST_ITEMS_MAX).
 LIST_ITEMS_MAX = 1000
 #: 9999-12-31T23:59:59.999999999Z: the last instant a Timestamp holds.
 LAST_INSTANT = timestamp_pb2.Timestamp(seconds=253_402_300_799, nanos=999_999_999)
@@ -202,3 +203,52 @@ async def test_related_memories_page_size_out_of_range_names_page_size(service) 
             details = await _refused(client.recall.ListRelatedMemories,
                                      recall_service_pb2.ListRelatedMemoriesRequest(id=memory.id, page_size=size))
             assert details.startswith("page_size: must be between 1 and 200"), (size, details)
+
+
+async def test_by_tag_lists_are_bounded_as_search_lists_are(service) -> None:
+    """ListMemoriesByTag and DeleteMemoriesByTag took 5,000 tags and 50,000 memory_ids while a
+    search's lists stop at LIST_ITEMS_MAX: one more than that is INVALID_ARGUMENT naming
+    ``tags`` / ``memory_ids`` now (REST: 400 naming ``tags``), nothing deleted; at the bound
+    they are served. MCP's confirmed delete of a preview listing more ids than one call takes
+    deletes them in parts."""
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    from automem.v1 import ingest_service_pb2 as ingest
+
+    tags = [f"tag{i}" for i in range(LIST_ITEMS_MAX + 1)]
+    async with service.client() as client:
+        for start in range(0, LIST_ITEMS_MAX + 1, 500):  # the batch limit is 500
+            await client.ingest.BatchCreateMemories(ingest.BatchCreateMemoriesRequest(memories=[
+                ingest.MemoryInput(content=f"bulk memory number {i}", tags=["bulk"])
+                for i in range(start, min(start + 500, LIST_ITEMS_MAX + 1))]))
+        listed = await client.recall.ListMemoriesByTag(recall_service_pb2.ListMemoriesByTagRequest(
+            tags=["bulk", *tags[:LIST_ITEMS_MAX - 1]]))
+        assert listed.has_more and len(listed.memories) == 20
+        details = await _refused(client.recall.ListMemoriesByTag,
+                                 recall_service_pb2.ListMemoriesByTagRequest(tags=["bulk", *tags[:-1]]))
+        assert details == f"tags: at most {LIST_ITEMS_MAX} items (got {LIST_ITEMS_MAX + 1})", details
+        preview = await client.ingest.DeleteMemoriesByTag(ingest.DeleteMemoriesByTagRequest(
+            tags=["bulk"], dry_run=True))
+        assert len(preview.memory_ids) == LIST_ITEMS_MAX + 1
+        details = await _refused(client.ingest.DeleteMemoriesByTag, ingest.DeleteMemoriesByTagRequest(
+            tags=["bulk", *tags[:-1]]))
+        assert details.startswith(f"tags: at most {LIST_ITEMS_MAX} items"), details
+        details = await _refused(client.ingest.DeleteMemoriesByTag, ingest.DeleteMemoriesByTagRequest(
+            tags=["bulk"], memory_ids=preview.memory_ids))
+        assert details.startswith(f"memory_ids: at most {LIST_ITEMS_MAX} items"), details
+    async with service.http() as http:
+        for method in ("GET", "DELETE"):
+            r = await http.request(method, "/memory/by-tag", params={"tags": ",".join(["bulk", *tags[:-1]])})
+            assert r.status_code == 400 and r.json()["error"].startswith("tags: at most"), (method, r.text)
+    assert await service.ctx.graph.memories.count(service.scope) == LIST_ITEMS_MAX + 1  # nothing deleted
+    async with Client(streamable_http_client(service.url + "/mcp", http_client=create_mcp_http_client(
+            headers={"X-Automem-Scope": service.scope}))) as mcp:
+        shown = await mcp.call_tool("delete_memory", {"tags": ["bulk"]})
+        assert not shown.is_error, shown.content[0].text
+        done = await mcp.call_tool("delete_memory", {"tags": ["bulk"], "confirm": True,
+                                                     "preview_token": shown.structured_content["preview_token"]})
+        assert not done.is_error, done.content[0].text
+        assert done.structured_content["deleted_count"] == LIST_ITEMS_MAX + 1, done.structured_content
+        assert len(set(done.structured_content["memory_ids"])) == LIST_ITEMS_MAX + 1
