@@ -264,6 +264,12 @@ CREDENTIAL_PARAMETERS = frozenset({"api_key", "admin_token"})
 #: other names, since ignoring it answers with what is current now to a caller who asked for
 #: another time or version (break-it review: ``/entity/{slug}?known_at=T``).
 READ_TIME_PARAMETERS = frozenset({"known_at", "as_of", "version", "include_archived", "include_pending"})
+#: Where the memories as they were can be read instead, by the path of an AutoMem route that
+#: takes no ``known_at`` / ``as_of`` (/work/shared/AUTOMEM_API.md): its 400 for one says so.
+READ_TIME_ELSEWHERE = {
+    "/startup-recall": "AutoMem's GET /startup-recall takes no read time; RecallService.StartupRecall "
+                       "over gRPC reads it with read.known_at / read.as_of",
+}
 
 
 #: Query parameters of AutoMem's read routes that belong to AutoMem features this service
@@ -302,7 +308,8 @@ class JsonBodyRoute(APIRoute):
     (FastAPI's documented custom-``Request`` hook), so no route can see a number that JSON
     could not carry exactly; a writing route that takes no body refuses one (400), and a route
     :func:`strict_query` names refuses a query parameter it does not read (400); the others
-    refuse one of :data:`READ_TIME_PARAMETERS` they do not read (400)."""
+    refuse one of :data:`READ_TIME_PARAMETERS` they do not read (400; saying where it is read
+    instead when :data:`READ_TIME_ELSEWHERE` knows)."""
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
@@ -321,6 +328,7 @@ class JsonBodyRoute(APIRoute):
         repeatable = {*_list_names(self.dependant), *ACCEPTED_UNREAD.get(self.path, ())}
         in_body = set(body_model_fields(self))
         scoped = _takes_a_key(self.dependant) and "scope" not in known
+        elsewhere_hint = f" ({READ_TIME_ELSEWHERE[self.path]})" if self.path in READ_TIME_ELSEWHERE else ""
 
         async def strict(request: Request) -> Response:
             request = _JsonBodyRequest(request.scope, request.receive)
@@ -342,8 +350,9 @@ class JsonBodyRoute(APIRoute):
                 raise HTTPException(400, SCOPE_PARAMETER_ERROR)
             if not refuse_unknown:
                 if unread := sorted((set(request.query_params) & READ_TIME_PARAMETERS) - known):
+                    elsewhere = elsewhere_hint if unread[0] in ("known_at", "as_of") else ""
                     raise HTTPException(400, f"{unread[0]}: this route reads the memories as they are now; it "
-                                             f"does not take {unread[0]}")
+                                             f"does not take {unread[0]}{elsewhere}")
                 # A time given twice was read as its last value (break-it review); the strict
                 # routes refuse every repeat below.
                 given = Counter(name for name, _ in request.query_params.multi_items())

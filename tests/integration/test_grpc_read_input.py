@@ -252,3 +252,28 @@ async def test_by_tag_lists_are_bounded_as_search_lists_are(service) -> None:
         assert not done.is_error, done.content[0].text
         assert done.structured_content["deleted_count"] == LIST_ITEMS_MAX + 1, done.structured_content
         assert len(set(done.structured_content["memory_ids"])) == LIST_ITEMS_MAX + 1
+
+
+async def test_startup_recall_at_a_past_time_is_grpcs_and_rest_says_so(service) -> None:
+    """``GET /startup-recall?known_at=...`` is refused (AutoMem's route takes no read time:
+    /work/shared/AUTOMEM_API.md) while gRPC StartupRecall reads ``read.known_at``; the 400
+    named only what the route does not take, not where the caller gets it: it says so now."""
+    async with service.http() as http:
+        r = await http.post("/memory", json={"content": "Always run the tests before a release",
+                                             "tags": ["critical", "lesson"], "importance": 0.9})
+        assert r.status_code == 201, r.text
+        mid = r.json()["memory_id"]
+        async with service.client() as client:
+            before = (await client.recall.GetMemory(recall_service_pb2.GetMemoryRequest(id=mid))).memory.update_time
+        r = await http.patch(f"/memory/{mid}", json={"content": "Always run the whole suite before a release"})
+        assert r.status_code == 200, r.text
+        for name in ("known_at", "as_of"):
+            r = await http.get("/startup-recall", params={name: before.ToJsonString()})
+            assert r.status_code == 400, r.text
+            error = r.json()["error"]
+            assert error.startswith(f"{name}: this route reads the memories as they are now"), error
+            assert "RecallService.StartupRecall" in error and f"read.{name}" in error, error
+    async with service.client() as client:
+        then = await client.recall.StartupRecall(recall_service_pb2.StartupRecallRequest(
+            read=recall_service_pb2.ReadOptions(known_at=before)))
+        assert [m.content for m in then.critical_lessons] == ["Always run the tests before a release"]
