@@ -250,6 +250,25 @@ class Versions(Repository):
             {"t": float(known_at), "scope": scope, "cap": int(cap) + 1})
         return [r[0] for r in rows] if len(rows) <= cap else None
 
+    async def contents_before_edits(self, scope: str, known_at: float, cap: int) -> dict[str, str]:
+        """For up to ``cap`` memories of ``scope`` whose content was edited after ``known_at``
+        (epoch seconds; a version recorded since then lists ``content`` in its
+        ``changed_fields``), the latest edited first: memory id -> the content of its newest
+        version recorded by ``known_at`` (the text believed then). Memories without a version
+        by then (created later) are absent. One round trip: the versions recorded since
+        ``known_at`` on the ``recorded_at`` index (as :meth:`changed_since`: its cost follows
+        the writes since then, not the scope's size), then the ``memory_id`` index. A past
+        ranked recall scores these texts (automem/recall/servicer.py ``_lexical``)."""
+        rows = await self.store.ro_query(
+            f"MATCH (v:{LABEL}) WHERE v.recorded_at > $t WITH v WHERE v.scope = $scope "
+            "AND 'content' IN v.changed_fields "
+            "WITH v.memory_id AS mid, max(v.recorded_at) AS last ORDER BY last DESC, mid LIMIT $cap "
+            f"MATCH (w:{LABEL} {{memory_id: mid}}) WHERE w.scope = $scope AND w.recorded_at <= $t "
+            "WITH mid, last, w ORDER BY w.version DESC WITH mid, last, collect(w.content)[0] AS content "
+            "RETURN mid, content ORDER BY last DESC, mid",
+            {"t": float(known_at), "scope": scope, "cap": int(cap)})
+        return {mid: content or "" for mid, content in rows}
+
     async def rows_at(self, ids: Iterable[str], scope: str, known_at: float) -> list[list[Any]]:
         """For each id with a version recorded by ``known_at`` in ``scope``, the listing fields
         of that newest version: ``[memory_id, event_time, importance, state, tags_lower,

@@ -123,6 +123,12 @@ EXPANSION_PAGES_MAX = 50
 #: Most memories deleted since a past ``known_at`` a recall at it scores by their text
 #: (``_lexical``): the latest deleted first.
 DELETED_SCAN_MAX = 1000
+#: Most memories whose content was edited since a past ``known_at`` a recall at it scores by
+#: the text believed then (``_lexical``; their dense hits are dropped, ``_Tiers._rank``): the
+#: latest edited first. Those edited before them keep today's text in both arms. With 1,000
+#: edited since, this cap cost +2 to +15 ms a recall at 10,000 memories, a cap of 1,000 +35 to
+#: +49 ms (reading the old texts and tokenising them; docs/architecture.md, "Versions and known_at").
+EDITED_SCAN_MAX = 200
 #: Time windows (days back from the newest matching memory) a newest-first listing tries
 #: before sorting the whole scope.
 LIST_WINDOWS_DAYS = (1.0, 16.0, 256.0)
@@ -332,6 +338,9 @@ class _Tiers:
         self._unembedded: set[str] = set()
         #: Lexical feedback terms (term index -> added query weight), set by the first tier.
         self.feedback: dict[int, float] = {}
+        #: At a past ``known_at``: the terms of the text believed then of the memories deleted
+        #: or edited since (:meth:`RecallServicer._believed_then`), read once per request.
+        self._then: asyncio.Future | None = None
 
     async def next(self) -> list[Ranked] | None:
         """The next tier's ranked memories (each not in an earlier tier), or None at the end."""
@@ -434,7 +443,7 @@ class _Tiers:
             # Without a dense arm the keyword arm reads FalkorDB's full-text index; with one,
             # the sparse search, which falls back by itself when the vector store fails.
             lexical = svc._lexical(queries, self.scope, self.filters, self.read, n, arm_scores["keyword"],
-                                   self.feedback, sparse=dense_on)
+                                   self.feedback, sparse=dense_on, then=self.believed_then() if queries else None)
             if dense_on:
                 try:
                     async with asyncio.TaskGroup() as group:
@@ -454,6 +463,17 @@ class _Tiers:
             more = len(listed) >= n
             arms_run.append("tags" if self.filters.tags else "time")
         return arm_scores, arms_run, degraded, listed, more
+
+    def believed_then(self) -> asyncio.Future | None:
+        """At a past ``known_at``, the future of the memories deleted or edited since then,
+        each with the terms of its text believed then (:meth:`RecallServicer._believed_then`:
+        read once per request, started with the first tier's arms and running alongside
+        their searches); None at the default ``known_at`` (now), which reads nothing."""
+        if not self.read.past:
+            return None
+        if self._then is None:
+            self._then = asyncio.ensure_future(self.svc._believed_then(self.scope, self.read))
+        return self._then
 
     def content(self, memory_id: str) -> str:
         """The content of a ranked memory (read with its ranking fields; "" if unknown)."""
@@ -516,7 +536,8 @@ class _Tiers:
             return ranked, False
         self.feedback = {term_index(t): settings.search_feedback_weight * w for t, w in terms.items()}
         keyword: dict[str, float] = {}
-        more = await self.svc._lexical(self.queries, self.scope, self.filters, self.read, n, keyword, self.feedback)
+        more = await self.svc._lexical(self.queries, self.scope, self.filters, self.read, n, keyword, self.feedback,
+                                       then=self.believed_then())
         for mid, score in arm_scores["keyword"].items():
             keyword.setdefault(mid, score)
         scores = {**arm_scores, "keyword": keyword}
@@ -580,13 +601,26 @@ class _Tiers:
         matched the query on its old content only — leaves the pool. The lexical arm scored
         its current text already (:meth:`RecallServicer._lexical`). The status comes with the
         ranking fields (:meth:`_fetch`): no round trip of its own. In tier 0 only the pool's
-        best by their arm scores are read and ranked (:meth:`_prune`)."""
+        best by their arm scores are read and ranked (:meth:`_prune`).
+
+        At a past ``known_at`` the same holds for a memory whose content was edited since then
+        (its point holds today's text, not the text ranked, the one believed then): its dense
+        score is dropped, and the lexical arm scored the text believed then. Kept, it ranked
+        the version believed then by the meaning of today's text (a query naming only the new
+        text's words found it: break-it review); dropped, it costs no read of its own (the
+        lexical arm's set, :meth:`believed_then`), where scoring the old texts by meaning would
+        embed up to :data:`EDITED_SCAN_MAX` of them on every such recall (the query's one
+        embedding took ~6 ms of a recall at 10,000 memories, bench/recall_phases.py). The limit:
+        at that ``known_at`` such a memory matches by the words of its text then, not by their
+        meaning (docs/architecture.md, "Versions and known_at")."""
         kept = self._prune(ids, arm_scores)
         self._pruned = self._pruned or len(kept) < len(ids)
         ids = kept
         await self._fetch(ids)
         vector = arm_scores.get("vector", {})
         stale_vector = {i for i in self._unembedded if i in vector}  # none, normally
+        if self.read.past and vector:  # edited since known_at: the point holds today's text
+            stale_vector.update(i for i in await self.believed_then() if i in vector)
         memories = [self._light[i] for i in ids if i in self._light and self.filters.matches(self._light[i])
                     and (i not in stale_vector or any(i in s for a, s in arm_scores.items() if a != "vector"))]
         neighbours = _time_neighbours(memories, self._preceded_by) if self.queries else {}
@@ -874,7 +908,8 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         return [top[i] for i in order] + tier[len(top):]
 
     async def _lexical(self, queries: list[str], scope: str, filters: Filters, read: ReadAt, n_cand: int,
-                       out: dict[str, float], extra: dict[int, float] | None = None, *, sparse: bool = True) -> bool:
+                       out: dict[str, float], extra: dict[int, float] | None = None, *, sparse: bool = True,
+                       then: asyncio.Future | None = None) -> bool:
         """Lexical arm: BM25 over the memories' sparse vectors (stemmed terms, stop words
         removed; measured far better than FalkorDB's full-text score, docs/benchmarks.md).
         Memories not yet embedded are scored by the share of query terms they contain, times
@@ -900,7 +935,16 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         At a past ``known_at`` the memories deleted since (their vector points went with the
         delete) are scored the same way, on the text believed then (at most
         :data:`DELETED_SCAN_MAX`, the latest deleted first): a ranked recall at that time
-        missed them although a tag listing at it showed them.
+        missed them although a tag listing at it showed them. So are the memories whose
+        content was edited since (at most :data:`EDITED_SCAN_MAX`, the latest edited first):
+        their sparse hits (today's text) are dropped and the text believed then is scored, so
+        a word only today's text holds no longer matches the version ranked then, and a word
+        only the text then held does (break-it review; the dense arm's hits: ``_Tiers._rank``).
+        ``then``: the future of both sets, each memory with the terms of its text believed
+        then (:meth:`_believed_then`, started once per request by the caller, awaited after
+        the sparse search; None at the default ``known_at``, which reads nothing more).
+        Beyond the bounds, the memories deleted or edited longest ago are missed or scored by
+        today's text, as before.
 
         ``extra`` (term index -> weight) joins every query's sparse vector (lexical feedback,
         ``_Tiers._feedback``). With the vector store late or down (``sparse`` False, or its
@@ -910,7 +954,7 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
         returned ``n_cand`` hits (a larger pool could hold more)."""
         backlog: list[tuple[str, str]] | None = None
         waiting: set[str] = set()  # ids of the backlog, when it was read whole
-        deleted: list[tuple[str, str]] | None = None  # (id, text believed at known_at), read once
+        believed: dict[str, set[str]] | None = None  # ``then``'s result
         more = False
         sparse = sparse and self.vectors is not None
         for q in queries:
@@ -928,6 +972,8 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
                     log.warning("sparse arm skipped: %s", exc, extra={"scope": scope})
                     sparse, hits = False, []
                 more = more or len(hits) >= n_cand
+            if then is not None and believed is None:
+                believed = await then
             if self.vectors is not None and not sparse:
                 ft = fulltext_query(q)
                 found = await self.graph.memories.fulltext(ft, scope, n_cand) if ft else []
@@ -950,13 +996,16 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
                 pending = await self.graph.memories.unembedded_among(lookup, scope) if lookup else []
                 stale = {mid for mid, _, embedded in pending if not embedded}
             for mid, score in hits:
-                if mid not in stale:  # else: its sparse vector holds the content before an edit
+                # Else: its sparse vector holds the content before an edit, or (at a past
+                # known_at, ``then``) a text written after that time.
+                if mid not in stale and not (believed and mid in believed):
                     out[mid] = max(score, out.get(mid, 0.0))
             # A memory whose payload lags an edit of its tags, event time or state keeps its
             # hit when the search's filter let it through; when it did not, its vector (which
             # holds its current text) is searched alone, by id, with no payload filter (the
             # graph's fields decide the filters, ``_Tiers._rank``).
-            lagging = [mid for mid, _, embedded in pending if embedded and mid not in out]
+            lagging = [mid for mid, _, embedded in pending
+                       if embedded and mid not in out and not (believed and mid in believed)]
             if lagging and sparse and terms:
                 try:
                     for mid, score in await self.vectors.search_sparse(
@@ -964,23 +1013,35 @@ class RecallServicer(GraphViews, recall_service_pb2_grpc.RecallServiceServicer):
                         out[mid] = max(score, out.get(mid, 0.0))
                 except Unavailable as exc:
                     log.warning("sparse search of lagging payloads skipped: %s", exc, extra={"scope": scope})
-            pending = [(mid, content) for mid, content, embedded in pending if not embedded and mid not in out]
-            if read.past and sparse:
-                if deleted is None:
-                    believed = await self.graph.versions.at(
-                        await self.graph.memories.deleted_since(scope, read.known_at, DELETED_SCAN_MAX),
-                        scope, read.known_at)
-                    deleted = [(mid, m.content) for mid, m in believed.items()]
-                pending += [(mid, content) for mid, content in deleted if mid not in out]
-            if not pending:
+            scored = [(mid, set(analyze(content))) for mid, content, embedded in pending
+                      if not embedded and mid not in out and not (believed and mid in believed)]
+            if believed:  # deleted or edited since known_at: the text believed then
+                scored += [(mid, words) for mid, words in believed.items() if mid not in out]
+            if not scored:
                 continue
             best = max(out.values(), default=1.0)
             wanted = set(terms)
-            for mid, content in pending:
-                share = len(wanted & set(analyze(content))) / max(len(wanted), 1)
+            for mid, words in scored:
+                share = len(wanted & words) / max(len(wanted), 1)
                 if share:
                     out[mid] = max(out.get(mid, 0.0), share * best)
         return more
+
+    async def _believed_then(self, scope: str, read: ReadAt) -> dict[str, set[str]]:
+        """The memories of ``scope`` deleted since ``read.known_at`` (at most
+        :data:`DELETED_SCAN_MAX`, the latest deleted first) or whose content was edited since
+        then (at most :data:`EDITED_SCAN_MAX`, the latest edited first; automem/graph/versions.py
+        ``contents_before_edits``), each with the terms (:func:`analyze`) of its text believed
+        then; one without a version by then (created later) is absent. Two reads at once
+        (three round trips: the deleted ids, then their versions), tokenised once for every
+        query and tier of the request (:meth:`_lexical`)."""
+        async def deleted() -> dict[str, str]:
+            ids = await self.graph.memories.deleted_since(scope, read.known_at, DELETED_SCAN_MAX)
+            return {mid: m.content for mid, m in (await self.graph.versions.at(ids, scope, read.known_at)).items()}
+
+        gone, edited = await asyncio.gather(
+            deleted(), self.graph.versions.contents_before_edits(scope, read.known_at, EDITED_SCAN_MAX))
+        return {mid: set(analyze(text)) for mid, text in {**edited, **gone}.items()}
 
     async def _list_ids(self, filters: Filters, read: ReadAt, limit: int, sort: str) -> list[str]:
         """Ids of the memories matching ``filters`` in list order (newest first by default),

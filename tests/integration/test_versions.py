@@ -536,6 +536,42 @@ async def test_a_ranked_recall_at_known_at_finds_a_memory_deleted_since(service)
         assert gone in [m["id"] for m in listed["memories"]]
 
 
+async def test_a_ranked_recall_at_known_at_scores_the_text_believed_then(service):
+    """Break-it review: a recall at a past ``known_at`` scored a memory edited since by its
+    text of today: after "Confluence" became "Notion", ``query=Notion`` at the earlier time
+    returned the Confluence version with a keyword score (that text never held the word),
+    and ``query=Confluence`` gave it none (only the dense arm, on today's vector, found it).
+    A memory whose content changed after ``known_at`` is scored by the text believed then,
+    and its dense hit (today's vector) is dropped."""
+    async with service.http() as http:
+        mid = (await http.post("/memory", json={"content": "The wiki lives on Confluence"})).json()["memory_id"]
+
+        async def embedded() -> bool:
+            return (await http.get(f"/memory/{mid}")).json()["memory"]["embedding_status"] == "done"
+
+        await eventually(embedded)
+        k0 = await _mark()
+        r = await http.patch(f"/memory/{mid}", json={"content": "The wiki lives on Notion"})
+        assert r.status_code == 200, r.text
+        await eventually(embedded)
+        now = {h["id"]: h for h in (await http.get("/recall", params={"query": "Notion"})).json()["results"]}
+        assert now[mid]["score_components"]["keyword"] > 0, now  # today's text holds the word
+
+        async def at_k0(query: str) -> dict:
+            r = await http.get("/recall", params={"query": query, "known_at": _iso(k0)})
+            assert r.status_code == 200, r.text
+            return {h["id"]: h for h in r.json()["results"]}
+
+        then = await at_k0("Notion")
+        # No match: the text believed at k0 never held the word (and today's vector, which
+        # holds it, is not the text ranked then).
+        assert mid not in then, then[mid]
+        then = await at_k0("Confluence")
+        assert mid in then, then
+        assert then[mid]["memory"]["content"] == "The wiki lives on Confluence"
+        assert then[mid]["score_components"].get("keyword", 0) > 0, then[mid]["score_components"]
+
+
 async def test_page_tokens_and_restore_lines_nested_too_deeply_are_bad_input(own_service) -> None:
     """A page token (base64 JSON) or a backup line nested thousands deep made ``json.loads``
     raise RecursionError, which the readers did not catch: every listing answered 500, and a
