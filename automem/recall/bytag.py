@@ -355,19 +355,14 @@ class TagListing:
         states: node states that can be listed (``automem/recall/servicer.py`` ``_states``).
         scan_max: most index rows one page reads when it does not skip an offset
             (``Settings.by_tag_scan_max``).
-        snapshot: a later page of a listing whose first page read the live graph; ``read``
-            is then past at the first page's ``known_at`` (:func:`list_by_tag`) and the page
-            walks the index with the memories changed since corrected (:meth:`_changed_rows`).
     """
 
-    def __init__(self, graph: GraphStore, filters: Filters, read: ReadAt, states: list[str], scan_max: int,
-                 *, snapshot: bool = False) -> None:
+    def __init__(self, graph: GraphStore, filters: Filters, read: ReadAt, states: list[str], scan_max: int) -> None:
         self.graph = graph
         self.filters = filters
         self.read = read
         self.states = set(states)
         self.scan_max = scan_max
-        self.snapshot = snapshot
 
     async def _current(self, rows: list[Row], seen: set[str] | None = None,
                        after: Key | None = None) -> list[tuple[Memory, Key]]:
@@ -412,18 +407,12 @@ class TagListing:
         ``width``: first window in seconds. The page stops after ``scan_max`` index rows when
         ``skip`` is 0 (returned short, ``has_more`` true, continuing after the last row read).
         """
-        changed: dict[str, Row | None] = {}
-        if self.snapshot:
-            found = await self._changed_rows()
-            if found is None:  # more writes since the first page than a page reads: the versions
-                return await self._past_page(after, width, limit, skip)
-            changed = found
-        elif self.read.past:
+        if self.read.past:
             return await self._past_page(after, width, limit, skip)
         want = skip + limit + 1
         walk = TagWalk(self.graph, self.filters, width, limit + 1, time.time())
         seen: set[str] = set()
-        rows_iter = (_merged(walk.rows(after), changed, after) if self.snapshot else walk.rows(after)).__aiter__()
+        rows_iter = walk.rows(after).__aiter__()
         out: list[tuple[Memory, Key]] = []
         scanned = 0
         last: Key | None = after
@@ -442,8 +431,7 @@ class TagListing:
                         break
                     scanned += 1
                     last = row.key
-                    if row.state in self.states and (not walk.check or row.key.id in changed
-                                                     or self.filters.tags_match(row.tags)):
+                    if row.state in self.states and (not walk.check or self.filters.tags_match(row.tags)):
                         batch.append(row)
                 if batch:
                     out.extend(await self._current(batch, seen, after))
@@ -458,24 +446,6 @@ class TagListing:
             return Page(memories, False, None, walk.hint(), total=len(out) if after is None else None,
                         scanned=scanned)
         return Page(memories, True, last, walk.hint(), scanned=scanned)
-
-    async def _changed_rows(self) -> dict[str, Row | None] | None:
-        """The memories of the scope written since ``read.known_at`` (the first page's
-        snapshot; :meth:`automem.graph.versions.Versions.changed_since`), each as its row
-        believed then: its position, state and tags at ``known_at``, or None when it is not
-        listed in the snapshot (not stored yet, in another state, without the tags). The
-        index walk skips these ids and lists the rows here in their place (:func:`_merged`).
-        None when more than ``scan_max`` memories changed."""
-        ids = await self.graph.versions.changed_since(self.filters.scope, self.read.known_at, self.scan_max)
-        if ids is None:
-            return None
-        out: dict[str, Row | None] = dict.fromkeys(ids)
-        for mid, t, importance, state, tags, entity_tags in await self.graph.versions.rows_at(
-                ids, self.filters.scope, self.read.known_at):
-            keys = list(tags or []) + list(entity_tags or [])
-            if (state or "") in self.states and self.filters.tags_match(keys):
-                out[mid] = Row(Key(float(t), float(importance or 0.0), mid), state, keys)
-        return out
 
     async def _past_rows(self) -> list[Row]:
         """Every memory whose version believed at ``known_at`` carries the tags and is in a
@@ -517,24 +487,6 @@ class TagListing:
         return total
 
 
-async def _merged(rows: AsyncIterator[Row], changed: dict[str, Row | None], after: Key | None) -> AsyncIterator[Row]:
-    """``rows`` (an index walk after ``after``, in listing order) without the ids of
-    ``changed``, and the rows of ``changed`` after ``after`` in their places: the listing as
-    it stood when ``changed`` was read against (:meth:`TagListing._changed_rows`)."""
-    extra = sorted((r for r in changed.values() if r is not None and (after is None or r.key.order() > after.order())),
-                   key=lambda r: r.key.order())
-    i = 0
-    async for row in rows:
-        if row.key.id in changed:
-            continue
-        while i < len(extra) and extra[i].key.order() < row.key.order():
-            yield extra[i]
-            i += 1
-        yield row
-    for row in extra[i:]:
-        yield row
-
-
 def pinned(read: ReadAt, as_of: float, known_at: float, past: bool = False) -> ReadAt:
     """``read`` at a token's pinned times (``past``: the first page read versions)."""
     return ReadAt(as_of=as_of, known_at=known_at, mode=read.mode, include_archived=read.include_archived,
@@ -548,18 +500,12 @@ async def list_by_tag(graph: GraphStore, filters: Filters, read: ReadAt, states:
     """One page of the by-tag listing and its ``next_page_token`` ("" at the end).
 
     With a token the page is read at the first page's ``as_of``/``known_at`` (pinned in the
-    token), as the versions believed at that ``known_at``, so pages are one snapshot: a
-    memory edited, moved, deleted or stored after the first page is listed on later pages as
-    it stood then. After a first page read live, a later page walks the index as a first page
-    does and puts the memories written since in their places then (:meth:`TagListing._changed_rows`:
-    its cost follows the writes since the first page; beyond ``scan_max`` of them the page
-    reads the scope's versions, as a listing at a past ``known_at`` does); an explicit ``as_of``/``known_at`` (epoch seconds)
+    token), so pages are one snapshot; an explicit ``as_of``/``known_at`` (epoch seconds)
     must then equal the pinned one. InvalidArgument names ``page_token`` (not issued here, or
     for other tags, scope or read mode; or other read times) and ``offset`` (with a token).
     """
     print_ = fingerprint(filters, read)
     after: Key | None = None
-    snapshot = False
     width = FIRST_WIDTH
     if page_token:
         if offset:
@@ -572,18 +518,13 @@ async def list_by_tag(graph: GraphStore, filters: Filters, read: ReadAt, states:
                                   (explicit_known_at, cursor.known_at, "known_at")):
             if given is not None and abs(given - kept) > 1e-6:
                 raise InvalidArgument(f"page_token: was issued for another {name}", field="page_token")
-        # Every later page reads the first page's snapshot: the versions believed at its
-        # known_at. A first page at a past known_at read them all (``past``); one read live is
-        # continued on the index, corrected by the memories written since (``snapshot``).
-        snapshot = not cursor.past
-        read = pinned(read, cursor.as_of, cursor.known_at, True)
+        read = pinned(read, cursor.as_of, cursor.known_at, cursor.past)
         after, width = cursor.key, cursor.width
-    listing = TagListing(graph, filters, read, states, scan_max, snapshot=bool(page_token) and snapshot)
+    listing = TagListing(graph, filters, read, states, scan_max)
     page = await listing.page(after, width, limit, skip=offset)
     if include_total and page.total is None:
         page.total = await listing.count()
     token = ""
     if page.has_more and page.next_key is not None:
-        token = encode_token(Cursor(page.next_key, page.width, read.as_of, read.known_at, print_,
-                                    read.past and not snapshot))
+        token = encode_token(Cursor(page.next_key, page.width, read.as_of, read.known_at, print_, read.past))
     return page, token

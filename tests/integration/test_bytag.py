@@ -3,10 +3,9 @@ service (NATS, FalkorDB with its tag indexes, qdrant-edge, the models)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 
 import pytest
-from automem_client import AsyncClient
 
 from automem.graph.memories import ENTITY_TAG_PREFIX
 from automem.recall import bytag
@@ -263,49 +262,3 @@ async def test_a_delete_by_tag_given_the_previews_ids_leaves_a_later_memory_alon
     for mid in ids:
         memory = await service.ctx.graph.memories.get(mid, service.scope)
         assert memory.state == memory_pb2.MEMORY_STATE_DELETED and memory.state_reason == "as previewed"
-
-
-async def _change_between_pages(http, rows: list[dict], tag: str) -> None:
-    """Edits after a first page: row 2 moved to now, row 5 to 2020, row 3's content changed
-    and the tag taken off it, row 1 deleted, a new memory stored under the tag."""
-    now = datetime.now(UTC).isoformat()
-    for mid, body in ((rows[1]["id"], {"timestamp": now}), (rows[4]["id"], {"timestamp": "2020-01-01T00:00:00Z"}),
-                      (rows[2]["id"], {"content": f"row 3 rewritten ({tag})", "tags": ["edited"]})):
-        r = await http.patch(f"/memory/{mid}", json=body)
-        assert r.status_code == 200, r.text
-    assert (await http.delete(f"/memory/{rows[0]['id']}")).status_code == 200
-    await _store(http, f"row 7 ({tag})", tags=[tag])
-
-
-async def test_by_tag_later_pages_read_the_first_pages_snapshot_after_edits_and_deletes(service) -> None:
-    """A first page at the current time pins its snapshot too (break-it: later pages read the
-    live graph, so a memory moved between pages was listed twice or never, and a delete or
-    an edit after page 1 showed on page 2)."""
-    async with service.http() as http:
-        rows = [await _store(http, f"row {i} (pg)", tags=["pg"]) for i in range(1, 7)]
-        first = await _page(http, tags="pg", limit=3)
-        assert [m["content"] for m in first["memories"]] == ["row 6 (pg)", "row 5 (pg)", "row 4 (pg)"]
-        await _change_between_pages(http, rows, "pg")
-        second = await _page(http, tags="pg", limit=3, page_token=first["next_page_token"])
-        assert [m["content"] for m in second["memories"]] == ["row 3 (pg)", "row 2 (pg)", "row 1 (pg)"]
-        assert [m["timestamp"] for m in second["memories"]] == [r["timestamp"] for r in rows[2::-1]]
-        assert second["next_page_token"] is None and second["has_more"] is False
-        # A fresh listing reads the graph as it is now.
-        fresh, _ = await _all_pages(http, tags="pg", limit=3)
-        assert [m["content"] for m in fresh] == ["row 7 (pg)", "row 2 (pg)", "row 6 (pg)", "row 4 (pg)",
-                                                 "row 5 (pg)"]
-
-
-async def test_the_sdks_iter_by_tag_reads_one_snapshot(service) -> None:
-    """``iter_by_tag`` follows the listing's tokens: a change made while it is iterated (after
-    its first page) does not move, repeat or drop memories."""
-    async with service.http() as http:
-        sdk_rows = [await _store(http, f"row {i} (sdk)", tags=["sdk-pg"]) for i in range(1, 7)]
-    async with AsyncClient.grpc(service.grpc, scope=service.scope) as client:
-        walked = []
-        async for memory in client.iter_by_tag(["sdk-pg"], page_size=3):
-            walked.append(memory.content)
-            if len(walked) == 3:  # the first page is read: change the listing before the second
-                async with service.http() as http:
-                    await _change_between_pages(http, sdk_rows, "sdk-pg")
-    assert walked == [f"row {i} (sdk)" for i in range(6, 0, -1)]

@@ -56,16 +56,17 @@ async def test_review_item_statements_use_an_index_not_a_label_scan(settings) ->
         await graph.close()
 
 
-async def test_versions_changed_since_a_time_use_the_recorded_at_index(settings) -> None:
-    """What changed since a by-tag listing's first page (automem/recall/bytag.py, its later
-    pages) is read on the ``MemoryVersion(recorded_at)`` index: the versions recorded since,
-    not every version of the scope."""
+async def test_the_texts_edited_since_a_past_known_at_are_read_on_the_recorded_at_index(settings) -> None:
+    """The memories edited since a past ``known_at`` (a ranked recall at that time scores
+    their text believed then: automem/recall/servicer.py ``_lexical``) are read on the
+    ``MemoryVersion(recorded_at)`` index: the versions recorded since, not every version of
+    the scope."""
     graph = GraphStore(settings)
     try:
         await graph.ensure_schema()
 
         async def work():
-            assert await graph.versions.changed_since("default", 4e9, 10) == []
+            assert await graph.versions.contents_before_edits("default", 4e9, 10) == {}
 
         (statement,) = await _statements(graph, work)
         plan = await _plan(graph, statement)
