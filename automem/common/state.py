@@ -22,6 +22,7 @@ Rules (docs/architecture.md, "Where each rule lives"):
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -37,6 +38,9 @@ if TYPE_CHECKING:
 #: still walking, so short chains cost what they did; at 5 (before) the first memories of a
 #: longer chain named no current memory.
 MAX_HOPS = 64
+
+#: Reads memories by id (``{id: Memory}``; absent = not readable), as :func:`hydrate_at` does.
+Hydrate = Callable[[list[str]], Awaitable[dict[str, Memory]]]
 
 #: States every listing and search withholds in every mode; a get by id in history mode
 #: returns them (automem/recall/servicer.py ``GetMemory``).
@@ -215,7 +219,7 @@ def newest_successors(edges: list[tuple[str, str, str, float, float]], read: Rea
 async def resolve(graph: GraphStore, memories: list[Memory], scope: str, read: ReadAt,
                   seen: set[str] | None = None,
                   outgoing: list[tuple[str, str, str, float, float]] | None = None,
-                  *, dedupe: bool = True) -> list[Resolved | None]:
+                  *, dedupe: bool = True, hydrate: Hydrate | None = None) -> list[Resolved | None]:
     """Apply the state pass to ``memories`` (same order; None = withheld).
 
     Each memory is first seen as known at ``read.known_at`` (:func:`as_known`). A superseded
@@ -231,6 +235,9 @@ async def resolve(graph: GraphStore, memories: list[Memory], scope: str, read: R
     ranking in slices); they are withheld here too, and the ids returned are added to it.
     ``outgoing``: the superseding edges leaving ``memories``, when the caller read them with
     the memories (:meth:`automem.graph.memories.Memories.hydrate_with_successors`); saves a round trip.
+    ``hydrate``: reads the memories along the chains (``{id: Memory}`` for a list of ids)
+    instead of :func:`hydrate_at` (the later by-tag pages read some as their versions,
+    automem/recall/bytag.py).
     """
     results: list[Resolved | None] = [None] * len(memories)
     memories = [as_known(m, read) for m in memories]
@@ -242,8 +249,8 @@ async def resolve(graph: GraphStore, memories: list[Memory], scope: str, read: R
         # console labelled the fact in force superseded and its chain had no head).
         plain = _plain(read)
         maybe = [m for _i, m in shown if m.superseded_by and readable_head(m, plain)]
-        in_force = {m.id for m, res in zip(maybe, await resolve(graph, maybe, scope, plain, dedupe=False),
-                                           strict=True) if res is not None and not res.replaces_id} if maybe else set()
+        walked = await resolve(graph, maybe, scope, plain, dedupe=False, hydrate=hydrate) if maybe else []
+        in_force = {m.id for m, res in zip(maybe, walked, strict=True) if res is not None and not res.replaces_id}
         for i, m in shown:
             results[i] = Resolved(m, is_current=m.id in in_force or current_in_history(m, read))
         return results
@@ -266,7 +273,8 @@ async def resolve(graph: GraphStore, memories: list[Memory], scope: str, read: R
         if not frontier:
             break
         need = [mid for mid in set(frontier.values()) if mid not in cache]
-        cache.update({k: as_known(v, read) for k, v in (await hydrate_at(graph, need, scope, read)).items()})
+        found = await (hydrate(need) if hydrate is not None else hydrate_at(graph, need, scope, read))
+        cache.update({k: as_known(v, read) for k, v in found.items()})
         nxt = await successors(graph, list(set(frontier.values())), scope, read)
         new_frontier = {}
         for i, mid in frontier.items():

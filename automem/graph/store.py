@@ -265,7 +265,7 @@ class GraphStore:
         event_time, embedding_status, tags_lower, entity_tags), full-text on Memory(content),
         range on Tombstone, IdempotencyKey, Entity(key, scope), MemoryVersion(memory_id, scope,
         recorded_at: the memories edited since a past ``known_at``, automem/recall/servicer.py
-        ``_lexical``) and
+        ``_lexical``, and since a by-tag listing's first page, automem/recall/bytag.py) and
         ReviewItem(id, memory_id, scope) — without the last, each supersede proposal's MERGE
         scanned every ReviewItem (6.2 ms at 40k items under ``bench/soak.py``, 0.014 ms indexed;
         docs/benchmarks.md). The two tag indexes are on array properties

@@ -237,14 +237,47 @@ class Versions(Repository):
                                              {"id": memory_id})
         return int(rows[0][0]) if rows else 0
 
+    async def changed_since(self, scope: str, known_at: float, cap: int) -> list[str] | None:
+        """Ids of the memories of ``scope`` with a version recorded after ``known_at`` (epoch
+        seconds): written, created, deleted or moved to another state since then (enrichment's
+        fields move no version and are not counted). None when more than ``cap`` memories
+        changed. Reads the versions recorded since ``known_at`` on the ``recorded_at`` index
+        (automem/graph/store.py ``ensure_schema``), at most ``cap`` + 1 memories: its cost
+        follows the writes since then, not the scope's size. The later by-tag pages use it
+        (automem/recall/bytag.py)."""
+        rows = await self.store.ro_query(
+            f"MATCH (v:{LABEL}) WHERE v.recorded_at > $t WITH v WHERE v.scope = $scope "
+            "RETURN DISTINCT v.memory_id LIMIT $cap",
+            {"t": float(known_at), "scope": scope, "cap": int(cap) + 1})
+        return [r[0] for r in rows] if len(rows) <= cap else None
+
+    async def rows_at(self, ids: Iterable[str], scope: str, known_at: float) -> list[list[Any]]:
+        """For each id with a version recorded by ``known_at`` in ``scope``, the listing fields
+        of that newest version: ``[memory_id, event_time, importance, state, tags_lower,
+        entity_tags]`` (event_time in epoch seconds, else create_time, else 0; the by-tag
+        listing's index row, automem/graph/memories.py ``TagIndex``), where ``entity_tags``
+        are the live memory node's (empty when it is gone): enrichment writes them without a
+        version (automem/graph/entities.py ``write_many``), so a snapshot does not hold them.
+        One round trip on the ``memory_id`` and ``id`` indexes, without the snapshots' content."""
+        ids = list(dict.fromkeys(ids))
+        if not ids:
+            return []
+        return await self.store.ro_query(
+            f"UNWIND $ids AS mid MATCH (v:{LABEL} {{memory_id: mid}}) "
+            "WHERE v.scope = $scope AND v.recorded_at <= $t "
+            "WITH mid, v ORDER BY v.version DESC WITH mid, collect(v)[0] AS w "
+            "OPTIONAL MATCH (m:Memory {id: mid}) WHERE m.scope = $scope "
+            "RETURN mid, coalesce(w.event_time, w.create_time, 0.0), w.importance, w.state, w.tags_lower, "
+            "m.entity_tags", {"ids": ids, "scope": scope, "t": float(known_at)})
+
     async def contents_before_edits(self, scope: str, known_at: float, cap: int) -> dict[str, str]:
         """For up to ``cap`` memories of ``scope`` whose content was edited after ``known_at``
         (epoch seconds; a version recorded since then lists ``content`` in its
         ``changed_fields``), the latest edited first: memory id -> the content of its newest
         version recorded by ``known_at`` (the text believed then). Memories without a version
         by then (created later) are absent. One round trip: the versions recorded since
-        ``known_at`` on the ``recorded_at`` index (its cost follows the writes since then, not
-        the scope's size), then the ``memory_id`` index. A past
+        ``known_at`` on the ``recorded_at`` index (as :meth:`changed_since`: its cost follows
+        the writes since then, not the scope's size), then the ``memory_id`` index. A past
         ranked recall scores these texts (automem/recall/servicer.py ``_lexical``)."""
         rows = await self.store.ro_query(
             f"MATCH (v:{LABEL}) WHERE v.recorded_at > $t WITH v WHERE v.scope = $scope "

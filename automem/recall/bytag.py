@@ -48,14 +48,14 @@ import math
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from automem.common.errors import InvalidArgument
 from automem.common.model import OPEN_END, Memory, first_epoch
 from automem.common.state import ReadAt, hydrate_at, resolve
 from automem.graph import GraphStore
-from automem.graph.memories import filter_where
+from automem.graph.memories import ENRICHMENT_FIELDS, ENTITY_TAG_PREFIX, filter_where
 from automem.recall.filters import Filters
 from automem.v1 import memory_pb2
 
@@ -73,6 +73,12 @@ FLOOR = -62135596800.0
 #: Window growth per probe, at most (and the factor used after an empty window).
 MAX_GROWTH = 8.0
 TOKEN_VERSION = 1
+#: Fields of a memory a later page takes from its live node when it reads the memory's
+#: version (:func:`with_live_fields`): what enrichment writes without a version
+#: (automem/graph/memories.py ``ENRICHMENT_FIELDS``; ``entities``, whose ``entity_tags`` the
+#: node derives, automem/graph/entities.py ``write_many``) and the access bookkeeping no
+#: version records (automem/graph/versions.py ``UNTRACKED``).
+LIVE_FIELDS = tuple(n for n in ENRICHMENT_FIELDS if n != "entity_tags") + ("last_access_time", "relevance_score")
 
 
 @dataclass(frozen=True)
@@ -355,14 +361,40 @@ class TagListing:
         states: node states that can be listed (``automem/recall/servicer.py`` ``_states``).
         scan_max: most index rows one page reads when it does not skip an offset
             (``Settings.by_tag_scan_max``).
+        snapshot: a later page of a listing whose first page read the live graph at
+            ``read.known_at``: the memories written since then are read as their versions
+            believed then, with their enrichment from the live node (:meth:`_changed_rows`,
+            :meth:`_hydrate`); the others, unchanged since, are read live.
     """
 
-    def __init__(self, graph: GraphStore, filters: Filters, read: ReadAt, states: list[str], scan_max: int) -> None:
+    def __init__(self, graph: GraphStore, filters: Filters, read: ReadAt, states: list[str], scan_max: int,
+                 *, snapshot: bool = False) -> None:
         self.graph = graph
         self.filters = filters
         self.read = read
         self.states = set(states)
         self.scan_max = scan_max
+        self.snapshot = snapshot
+        #: With ``snapshot``: the memories written since ``read.known_at`` (:meth:`_changed_rows`).
+        self.changed: dict[str, Row | None] = {}
+
+    async def _hydrate(self, ids: list[str]) -> dict[str, Memory]:
+        """Memories by id as this page reads them (``{id: Memory}``; absent = not readable):
+        :func:`automem.common.state.hydrate_at`, except on a ``snapshot`` page, where the
+        memories of ``changed`` (every one when ``read.past``: more changed than a page reads)
+        are their versions believed at ``read.known_at`` with :data:`LIVE_FIELDS` from the
+        live node (:func:`with_live_fields`), and the others their live nodes. One or two
+        round trips (the second only when a changed memory is among ``ids``)."""
+        if not self.snapshot:
+            return await hydrate_at(self.graph, ids, self.filters.scope, self.read)
+        live = await self.graph.memories.hydrate(ids, self.filters.scope)
+        past = set(ids) if self.read.past else {i for i in ids if i in self.changed}
+        if not past:
+            return live
+        out = {mid: m for mid, m in live.items() if mid not in past}
+        for mid, snapshot in (await self.graph.versions.at(past, self.filters.scope, self.read.known_at)).items():
+            out[mid] = with_live_fields(snapshot, live.get(mid))
+        return out
 
     async def _current(self, rows: list[Row], seen: set[str] | None = None,
                        after: Key | None = None) -> list[tuple[Memory, Key]]:
@@ -376,10 +408,11 @@ class TagListing:
         holding one current fact, 1–2 reads in 40 supersedes). A replacement sorting after
         the row is listed where the walk meets it; one before ``after`` belongs to an
         earlier page."""
-        found = await hydrate_at(self.graph, [r.key.id for r in rows], self.filters.scope, self.read)
+        found = await self._hydrate([r.key.id for r in rows])
         present = [r for r in rows if r.key.id in found]
         memories = [found[r.key.id] for r in present]
-        resolved = await resolve(self.graph, memories, self.filters.scope, self.read, dedupe=False)
+        resolved = await resolve(self.graph, memories, self.filters.scope, self.read, dedupe=False,
+                                 hydrate=self._hydrate if self.snapshot else None)
         out: list[tuple[Memory, Key]] = []
         for row, memory, res in zip(present, memories, resolved, strict=True):
             if res is None:
@@ -407,12 +440,19 @@ class TagListing:
         ``width``: first window in seconds. The page stops after ``scan_max`` index rows when
         ``skip`` is 0 (returned short, ``has_more`` true, continuing after the last row read).
         """
+        if self.snapshot and not self.read.past:
+            found = await self._changed_rows()
+            if found is None and not self._matches_entity_tags():
+                # More writes since the first page than a page reads: the versions of the scope.
+                self.read = replace(self.read, past=True)
+            self.changed = found or {}
         if self.read.past:
             return await self._past_page(after, width, limit, skip)
         want = skip + limit + 1
         walk = TagWalk(self.graph, self.filters, width, limit + 1, time.time())
         seen: set[str] = set()
-        rows_iter = walk.rows(after).__aiter__()
+        rows = _merged(walk.rows(after), self.changed, after) if self.changed else walk.rows(after)
+        rows_iter = rows.__aiter__()
         out: list[tuple[Memory, Key]] = []
         scanned = 0
         last: Key | None = after
@@ -431,7 +471,8 @@ class TagListing:
                         break
                     scanned += 1
                     last = row.key
-                    if row.state in self.states and (not walk.check or self.filters.tags_match(row.tags)):
+                    if row.state in self.states and (not walk.check or row.key.id in self.changed
+                                                     or self.filters.tags_match(row.tags)):
                         batch.append(row)
                 if batch:
                     out.extend(await self._current(batch, seen, after))
@@ -447,6 +488,36 @@ class TagListing:
                         scanned=scanned)
         return Page(memories, True, last, walk.hint(), scanned=scanned)
 
+    async def _changed_rows(self) -> dict[str, Row | None] | None:
+        """The memories of the scope written since ``read.known_at`` (the first page's
+        snapshot; :meth:`automem.graph.versions.Versions.changed_since`), each as its row
+        believed then: its position, state and tags at ``known_at`` with the live node's
+        entity tags (:meth:`automem.graph.versions.Versions.rows_at`), or None when it is not
+        listed in the snapshot (not stored yet, in another state, without the tags). The
+        index walk skips these ids and lists the rows here in their place (:func:`_merged`).
+        None when more than ``scan_max`` memories changed."""
+        ids = await self.graph.versions.changed_since(self.filters.scope, self.read.known_at, self.scan_max)
+        if ids is None:
+            return None
+        out: dict[str, Row | None] = dict.fromkeys(ids)
+        for mid, t, importance, state, tags, entity_tags in await self.graph.versions.rows_at(
+                ids, self.filters.scope, self.read.known_at):
+            keys = list(tags or []) + list(entity_tags or [])
+            if (state or "") in self.states and self.filters.tags_match(keys):
+                out[mid] = Row(Key(float(t), float(importance or 0.0), mid), state, keys)
+        return out
+
+    def _matches_entity_tags(self) -> bool:
+        """True when the tag filter (or its exclusions) can match an entity tag, which the
+        versions do not hold (so a page cannot be read from the versions of the scope alone:
+        :meth:`page` reads it live instead)."""
+        def entity(tag: str) -> bool:
+            if self.filters.tag_match == "exact":
+                return tag.startswith(ENTITY_TAG_PREFIX)
+            return tag.startswith(ENTITY_TAG_PREFIX) or ENTITY_TAG_PREFIX.startswith(tag)
+        return any(entity(t) for t in self.filters.tags) or any(
+            t.startswith(ENTITY_TAG_PREFIX) for t in self.filters.exclude_tags)
+
     async def _past_rows(self) -> list[Row]:
         """Every memory whose version believed at ``known_at`` carries the tags and is in a
         listed state, in listing order (automem/graph/versions.py ``list_ids_at``: the
@@ -454,7 +525,7 @@ class TagListing:
         where, params = filter_where(self.filters, "v")
         ids = await self.graph.versions.list_ids_at(where, params, sorted(self.states), self.read.known_at,
                                                     limit=2**31 - 1)
-        found = await hydrate_at(self.graph, ids, self.filters.scope, self.read)
+        found = await self._hydrate(ids)
         rows = [Row(Key(first_epoch(m, "event_time", default=0.0), m.importance, m.id), memory_pb2.MemoryState.Name(m.state)
                     .removeprefix("MEMORY_STATE_")) for m in (found[i] for i in ids if i in found)]
         return sorted(rows, key=lambda r: r.key.order())
@@ -476,8 +547,10 @@ class TagListing:
         walk = TagWalk(self.graph, self.filters, FIRST_WIDTH, PROBE_CAP // 2, time.time())
         total = 0
         batch: list[Row] = []
-        async for row in walk.rows(None):
-            if row.state in self.states and (not walk.check or self.filters.tags_match(row.tags)):
+        rows = _merged(walk.rows(None), self.changed, None) if self.changed else walk.rows(None)
+        async for row in rows:
+            if row.state in self.states and (not walk.check or row.key.id in self.changed
+                                             or self.filters.tags_match(row.tags)):
                 batch.append(row)
             if len(batch) >= 500:
                 total += len(await self._current(batch))
@@ -485,6 +558,45 @@ class TagListing:
         if batch:
             total += len(await self._current(batch))
         return total
+
+
+def with_live_fields(snapshot: Memory, live: Memory | None) -> Memory:
+    """A copy of ``snapshot`` (a version of a memory) with :data:`LIVE_FIELDS` as ``live``
+    (its current node) holds them; ``snapshot`` itself when ``live`` is None (purged)."""
+    if live is None:
+        return snapshot
+    out = Memory()
+    out.CopyFrom(snapshot)
+    for name in LIVE_FIELDS:
+        kind = Memory.DESCRIPTOR.fields_by_name[name]
+        if kind.is_repeated:
+            out.ClearField(name)
+            getattr(out, name).extend(getattr(live, name))
+        elif kind.message_type is not None:
+            out.ClearField(name)
+            if live.HasField(name):
+                getattr(out, name).CopyFrom(getattr(live, name))
+        else:
+            setattr(out, name, getattr(live, name))
+    return out
+
+
+async def _merged(rows: AsyncIterator[Row], changed: dict[str, Row | None], after: Key | None) -> AsyncIterator[Row]:
+    """``rows`` (an index walk after ``after``, in listing order) without the ids of
+    ``changed``, and the rows of ``changed`` after ``after`` in their places: the listing as
+    it stood when ``changed`` was read against (:meth:`TagListing._changed_rows`)."""
+    extra = sorted((r for r in changed.values() if r is not None and (after is None or r.key.order() > after.order())),
+                   key=lambda r: r.key.order())
+    i = 0
+    async for row in rows:
+        if row.key.id in changed:
+            continue
+        while i < len(extra) and extra[i].key.order() < row.key.order():
+            yield extra[i]
+            i += 1
+        yield row
+    for row in extra[i:]:
+        yield row
 
 
 def pinned(read: ReadAt, as_of: float, known_at: float, past: bool = False) -> ReadAt:
@@ -500,7 +612,15 @@ async def list_by_tag(graph: GraphStore, filters: Filters, read: ReadAt, states:
     """One page of the by-tag listing and its ``next_page_token`` ("" at the end).
 
     With a token the page is read at the first page's ``as_of``/``known_at`` (pinned in the
-    token), so pages are one snapshot; an explicit ``as_of``/``known_at`` (epoch seconds)
+    token), so pages are one snapshot: a memory edited, moved, deleted or stored after the
+    first page is listed on later pages as it stood then (with its enrichment, ``entities``
+    and ``summary``, as it is now: :data:`LIVE_FIELDS`). After a first page read live, a
+    later page walks the index as a first page does, reading the memories unchanged since
+    live, and puts the memories written since in their places then
+    (:meth:`TagListing._changed_rows`: its cost follows the writes since the first page;
+    beyond ``scan_max`` of them the page reads the scope's versions, as a listing at a past
+    ``known_at`` does, or the live graph when the tags can match entity tags, which the
+    versions do not hold); an explicit ``as_of``/``known_at`` (epoch seconds)
     must then equal the pinned one. InvalidArgument names ``page_token`` (not issued here, or
     for other tags, scope or read mode; or other read times) and ``offset`` (with a token).
     """
@@ -520,11 +640,13 @@ async def list_by_tag(graph: GraphStore, filters: Filters, read: ReadAt, states:
                 raise InvalidArgument(f"page_token: was issued for another {name}", field="page_token")
         read = pinned(read, cursor.as_of, cursor.known_at, cursor.past)
         after, width = cursor.key, cursor.width
-    listing = TagListing(graph, filters, read, states, scan_max)
+    snapshot = bool(page_token) and not read.past
+    listing = TagListing(graph, filters, read, states, scan_max, snapshot=snapshot)
     page = await listing.page(after, width, limit, skip=offset)
     if include_total and page.total is None:
         page.total = await listing.count()
     token = ""
     if page.has_more and page.next_key is not None:
-        token = encode_token(Cursor(page.next_key, page.width, read.as_of, read.known_at, print_, read.past))
+        token = encode_token(Cursor(page.next_key, page.width, read.as_of, read.known_at, print_,
+                                    read.past and not snapshot))
     return page, token

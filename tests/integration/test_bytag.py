@@ -3,9 +3,10 @@ service (NATS, FalkorDB with its tag indexes, qdrant-edge, the models)."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 
 import pytest
+from automem_client import AsyncClient
 
 from automem.graph.memories import ENTITY_TAG_PREFIX
 from automem.recall import bytag
@@ -262,3 +263,100 @@ async def test_a_delete_by_tag_given_the_previews_ids_leaves_a_later_memory_alon
     for mid in ids:
         memory = await service.ctx.graph.memories.get(mid, service.scope)
         assert memory.state == memory_pb2.MEMORY_STATE_DELETED and memory.state_reason == "as previewed"
+
+
+async def _change_between_pages(http, rows: list[dict], tag: str) -> None:
+    """Edits after a first page: row 2 moved to now, row 5 to 2020, row 3's content changed
+    and the tag taken off it, row 1 deleted, a new memory stored under the tag."""
+    now = datetime.now(UTC).isoformat()
+    for mid, body in ((rows[1]["id"], {"timestamp": now}), (rows[4]["id"], {"timestamp": "2020-01-01T00:00:00Z"}),
+                      (rows[2]["id"], {"content": f"row 3 rewritten ({tag})", "tags": ["edited"]})):
+        r = await http.patch(f"/memory/{mid}", json=body)
+        assert r.status_code == 200, r.text
+    assert (await http.delete(f"/memory/{rows[0]['id']}")).status_code == 200
+    await _store(http, f"row 7 ({tag})", tags=[tag])
+
+
+async def test_by_tag_later_pages_read_the_first_pages_snapshot_after_edits_and_deletes(service) -> None:
+    """A first page at the current time pins its snapshot too (break-it: later pages read the
+    live graph, so a memory moved between pages was listed twice or never, and a delete or
+    an edit after page 1 showed on page 2)."""
+    async with service.http() as http:
+        rows = [await _store(http, f"row {i} (pg)", tags=["pg"]) for i in range(1, 7)]
+        first = await _page(http, tags="pg", limit=3)
+        assert [m["content"] for m in first["memories"]] == ["row 6 (pg)", "row 5 (pg)", "row 4 (pg)"]
+        await _change_between_pages(http, rows, "pg")
+        second = await _page(http, tags="pg", limit=3, page_token=first["next_page_token"])
+        assert [m["content"] for m in second["memories"]] == ["row 3 (pg)", "row 2 (pg)", "row 1 (pg)"]
+        assert [m["timestamp"] for m in second["memories"]] == [r["timestamp"] for r in rows[2::-1]]
+        assert second["next_page_token"] is None and second["has_more"] is False
+        # A fresh listing reads the graph as it is now.
+        fresh, _ = await _all_pages(http, tags="pg", limit=3)
+        assert [m["content"] for m in fresh] == ["row 7 (pg)", "row 2 (pg)", "row 6 (pg)", "row 4 (pg)",
+                                                 "row 5 (pg)"]
+
+
+async def test_the_sdks_iter_by_tag_reads_one_snapshot(service) -> None:
+    """``iter_by_tag`` follows the listing's tokens: a change made while it is iterated (after
+    its first page) does not move, repeat or drop memories."""
+    async with service.http() as http:
+        sdk_rows = [await _store(http, f"row {i} (sdk)", tags=["sdk-pg"]) for i in range(1, 7)]
+    async with AsyncClient.grpc(service.grpc, scope=service.scope) as client:
+        walked = []
+        async for memory in client.iter_by_tag(["sdk-pg"], page_size=3):
+            walked.append(memory.content)
+            if len(walked) == 3:  # the first page is read: change the listing before the second
+                async with service.http() as http:
+                    await _change_between_pages(http, sdk_rows, "sdk-pg")
+    assert walked == [f"row {i} (sdk)" for i in range(6, 0, -1)]
+
+
+async def test_entity_tag_later_pages_list_every_memory_once_with_its_entities(service) -> None:
+    """Later pages of an ``entity:`` tag listing match on the entity tags enrichment wrote
+    and return the memories with their entities, also for a memory edited between pages
+    (break-it: the pages read the version snapshots, which hold no enrichment, so every page
+    after the first came back empty and plain-tag pages showed ``entities: []``)."""
+    async with service.http() as http:
+        rows = [await _store(http, f"Zebedee Quixley met the team in Oslo on day {i}.", tags=["zq-trip"],
+                             timestamp=f"2026-01-{i:02d}T12:00:00Z") for i in range(1, 9)]
+
+        async def people() -> list[str] | None:
+            found = []
+            for row in rows:
+                memory = (await http.get(f"/memory/{row['id']}")).json()["memory"]
+                tags = [e["tag"] for e in memory["entities"] if e["kind"] == "person"]
+                if not tags:
+                    return None
+                found.append(tags[0])
+            return found
+        (person,) = set(await eventually(people, timeout=90))
+        assert person == "entity:person:zebedee-quixley"
+        newest_first = [r["id"] for r in reversed(rows)]
+
+        def check(listed: list[dict]) -> None:
+            assert [m["id"] for m in listed] == newest_first
+            for m in listed:
+                assert person in [e["tag"] for e in m["entities"]], m
+        for tags in (person, "zq-trip"):
+            listed, pages = await _all_pages(http, tags=tags, limit=3)
+            assert [len(p["memories"]) for p in pages] == [3, 3, 2]
+            check(listed)
+
+        # Edited between pages: day 5 (second page) moved to now, day 2 (third page) rewritten.
+        for tags in (person, "zq-trip"):
+            first = await _page(http, tags=tags, limit=3)
+            r = await http.patch(f"/memory/{rows[4]['id']}", json={"timestamp": datetime.now(UTC).isoformat()})
+            assert r.status_code == 200, r.text
+            r = await http.patch(f"/memory/{rows[1]['id']}",
+                                 json={"content": f"Zebedee Quixley met the team in Bergen ({tags})."})
+            assert r.status_code == 200, r.text
+            second = await _page(http, tags=tags, limit=3, page_token=first["next_page_token"])
+            third = await _page(http, tags=tags, limit=3, page_token=second["next_page_token"])
+            assert third["has_more"] is False
+            check(first["memories"] + second["memories"] + third["memories"])
+            assert third["memories"][0]["content"] == "Zebedee Quixley met the team in Oslo on day 2."
+            for i, row in ((4, rows[4]), (1, rows[1])):  # back as they were for the next round
+                r = await http.patch(f"/memory/{row['id']}", json={
+                    "timestamp": row["timestamp"], "content": f"Zebedee Quixley met the team in Oslo on day {i + 1}."})
+                assert r.status_code == 200, r.text
+            await eventually(people, timeout=90)

@@ -76,3 +76,22 @@ async def test_the_texts_edited_since_a_past_known_at_are_read_on_the_recorded_a
         assert "recorded_at" in str(index)
     finally:
         await graph.close()
+
+
+async def test_versions_changed_since_a_time_use_the_recorded_at_index(settings) -> None:
+    """What changed since a by-tag listing's first page (automem/recall/bytag.py, its later
+    pages) is read on the ``MemoryVersion(recorded_at)`` index: the versions recorded since,
+    not every version of the scope."""
+    graph = GraphStore(settings)
+    try:
+        await graph.ensure_schema()
+
+        async def work():
+            assert await graph.versions.changed_since("default", 4e9, 10) == []
+
+        (statement,) = await _statements(graph, work)
+        plan = await _plan(graph, statement)
+        assert any("Index Scan" in step and ":MemoryVersion" in step for step in plan), plan
+        assert not any("Label Scan" in step for step in plan), plan
+    finally:
+        await graph.close()
