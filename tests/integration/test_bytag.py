@@ -360,3 +360,39 @@ async def test_entity_tag_later_pages_list_every_memory_once_with_its_entities(s
                     "timestamp": row["timestamp"], "content": f"Zebedee Quixley met the team in Oslo on day {i + 1}."})
                 assert r.status_code == 200, r.text
             await eventually(people, timeout=90)
+
+
+async def test_later_pages_past_the_scan_bound_of_writes_keep_entities(settings) -> None:
+    """More memories written since the first page than ``by_tag_scan_max`` (5 here): a
+    later page of a plain tag reads the scope's versions, with the entities from the live
+    nodes, and one of an ``entity:`` tag reads the live graph (the versions hold no entity
+    tags: break-it, those pages came back empty or with ``entities: []``)."""
+    running = await start_service(settings.model_copy(update={"by_tag_scan_max": 5}))
+    try:
+        async with running.http() as http:
+            rows = [await _store(http, f"Zebedee Quixley met the team in Oslo on day {i}.", tags=["zq-bound"],
+                                 timestamp=f"2026-02-{i:02d}T12:00:00Z") for i in range(1, 7)]
+            person = "entity:person:zebedee-quixley"
+
+            async def enriched() -> bool:
+                for row in rows:
+                    memory = (await http.get(f"/memory/{row['id']}")).json()["memory"]
+                    if person not in [e["tag"] for e in memory["entities"]]:
+                        return False
+                return True
+            await eventually(enriched, timeout=90)
+            for tags in (person, "zq-bound"):
+                first = await _page(http, tags=tags, limit=2)
+                for i in range(7):
+                    await _store(http, f"unrelated note {i} ({tags})", tags=["elsewhere"])
+                listed = list(first["memories"])
+                token = first["next_page_token"]
+                while token:
+                    page = await _page(http, tags=tags, limit=2, page_token=token)
+                    listed += page["memories"]
+                    token = page["next_page_token"]
+                assert [m["id"] for m in listed] == [r["id"] for r in reversed(rows)], tags
+                for m in listed:
+                    assert person in [e["tag"] for e in m["entities"]], (tags, m)
+    finally:
+        await running.runner.stop()
