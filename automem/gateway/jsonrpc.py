@@ -51,12 +51,17 @@ def invalid_request(body: bytes) -> dict[str, Any] | None:
       answered -32602 with pydantic's dump over HTTP);
     * a request whose ``id`` member is neither a string nor an integer (null, an object, an
       array, a boolean, a fraction): it has a ``method`` and an ``id`` member, so it is no
-      notification (those have no ``id``), but the SDK read it as one and answered nothing.
+      notification (those have no ``id``), but the SDK read it as one and answered nothing;
+    * a request or notification whose ``jsonrpc`` is missing or not ``"2.0"`` (``jsonrpc: must
+      be "2.0", got "1.0"``), whose ``method`` is no string (``method: must be a string, got a
+      number``) or whose ``params`` is neither an object nor null (MCP takes named parameters
+      only): ``/mcp`` answered these -32602 with pydantic's validation dump and id null.
 
     The ``id`` is null (JSON-RPC 2.0 section 5: it could not be read as a request's; a
     response's ``id`` names a request of the server's, not the client's) except for an object
-    without ``method`` whose ``id`` is a string or an integer. Used by ``/mcp``
-    (automem/gateway/mcp_mount.py) and ``automem mcp`` (automem/gateway/mcp_server.py)."""
+    without ``method``, or with a bad ``jsonrpc``, ``method`` or ``params``, whose ``id`` is a
+    string or an integer. Used by ``/mcp`` (automem/gateway/mcp_mount.py) and ``automem mcp``
+    (automem/gateway/mcp_server.py)."""
     try:
         message = json.loads(body)
     except (ValueError, RecursionError):
@@ -72,13 +77,30 @@ def invalid_request(body: bytes) -> dict[str, Any] | None:
                                   "sent no request to answer; send it requests and notifications only")
         return _invalid(request_id(body), "method: missing; not a JSON-RPC 2.0 request, notification or "
                                           "response object")
-    if "id" not in message:
-        return None
-    given = message["id"]
-    if isinstance(given, str) or (isinstance(given, int) and not isinstance(given, bool)):
-        return None
-    return _invalid(None, f"id: must be a string or an integer, got {json_kind(given)}; a notification has no "
-                          "id member")
+    if "id" in message and not _is_id(message["id"]):
+        return _invalid(None, f"id: must be a string or an integer, got {json_kind(message['id'])}; a "
+                              "notification has no id member")
+    given_id = message.get("id")
+    if message.get("jsonrpc") != "2.0":
+        wrong = f'must be "2.0", got {_shown(message["jsonrpc"])}' if "jsonrpc" in message else 'missing, must be "2.0"'
+        return _invalid(given_id, f"jsonrpc: {wrong}")
+    if not isinstance(message["method"], str):
+        return _invalid(given_id, f"method: must be a string, got {json_kind(message['method'])}")
+    if not isinstance(message.get("params"), dict | None):
+        return _invalid(given_id, f"params: must be an object (MCP takes named parameters only), got "
+                                  f"{json_kind(message['params'])}")
+    return None
+
+
+def _is_id(value: Any) -> bool:
+    """True when ``value`` is a request id MCP takes: a string or an integer (not a boolean)."""
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def _shown(value: Any) -> str:
+    """``value`` as an error shows it: a string in JSON quotes (its first 40 characters), any
+    other value as its JSON type (:func:`json_kind`)."""
+    return json.dumps(value[:40], ensure_ascii=False) if isinstance(value, str) else json_kind(value)
 
 
 def _invalid(given_id: str | int | None, message: str) -> dict[str, Any]:
@@ -143,4 +165,4 @@ def request_id(body: bytes) -> str | int | None:
     except (ValueError, RecursionError):
         return None
     found = request.get("id") if isinstance(request, dict) else None
-    return found if isinstance(found, str) or (isinstance(found, int) and not isinstance(found, bool)) else None
+    return found if _is_id(found) else None

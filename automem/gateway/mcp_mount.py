@@ -222,12 +222,13 @@ async def _buffered(receive: Any) -> tuple[bytes, Any]:
 
 def _refused_body(body: bytes) -> JSONResponse | None:
     """The answer to a JSON-RPC body this server does not take (a batch, a response, no
-    JSON-RPC message, a request whose ``id`` is no string or integer) or holding what no store
-    keeps as sent, or None: HTTP 400 with the JSON-RPC error of automem/gateway/jsonrpc.py
-    :func:`~automem.gateway.jsonrpc.invalid_request` (-32600; the SDK answered a batch -32602
-    with pydantic's dump, and a response or a request with a null id 202) or
-    :func:`~automem.gateway.jsonrpc.refusal` (-32602). Malformed JSON is left to the SDK (its
-    parse error)."""
+    JSON-RPC message, a request whose ``id`` is no string or integer, a ``jsonrpc`` other than
+    ``"2.0"``, a ``method`` that is no string, ``params`` that are no object) or holding what
+    no store keeps as sent, or None: HTTP 400 with the JSON-RPC error of
+    automem/gateway/jsonrpc.py :func:`~automem.gateway.jsonrpc.invalid_request` (-32600; the
+    SDK answered a batch or a bad ``jsonrpc`` / ``method`` -32602 with pydantic's dump, and a
+    response or a request with a null id 202) or :func:`~automem.gateway.jsonrpc.refusal`
+    (-32602). Malformed JSON is left to the SDK (its parse error)."""
     refused = jsonrpc.invalid_request(body) or jsonrpc.refusal(body)
     return None if refused is None else JSONResponse(refused, status_code=400)
 

@@ -891,10 +891,12 @@ async def _strict_lines(source: AsyncIterable[bytes],
     JSON that is no JSON-RPC message and a request whose ``id`` is no string or integer (the
     SDK read it as a notification and answered nothing) get an invalid-request error saying
     which (automem/gateway/jsonrpc.py :func:`~automem.gateway.jsonrpc.invalid_request`:
-    -32600); what the REST gateway's reader refuses an error naming the argument
+    -32600), and so do a ``jsonrpc`` other than ``"2.0"``, a ``method`` that is no string and
+    ``params`` that are no object (naming the member, with the id when one can be read); what
+    the REST gateway's reader refuses an error naming the argument
     (:func:`~automem.gateway.jsonrpc.refusal`: -32602); a line that is not JSON (or not UTF-8)
-    a parse error (-32700, id null); what the SDK's message model still refuses (``jsonrpc``
-    other than ``"2.0"``, say) -32600 with its id when one can be read. Blank lines are
+    a parse error (-32700, id null); what the SDK's message model still refuses -32600 with
+    its id when one can be read. Blank lines are
     skipped. The tools send the client no request (sampling, elicitation, roots, ping): a
     tool that does must let the responses to its requests through here."""
     async for raw in source:
