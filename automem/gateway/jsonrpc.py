@@ -114,7 +114,7 @@ _CONTENT_TOOLS = (None, "store_memory", "update_memory")
 
 
 def oversized_content(prefix: bytes, max_chars: int, max_bytes: int) -> dict[str, Any] | None:
-    """The JSON-RPC error (code -32602, ``id`` null) answering a ``tools/call`` body over
+    """The JSON-RPC error (code -32602) answering a ``tools/call`` body over
     ``max_bytes`` whose memory text is over ``max_chars`` characters, read from the first
     bytes of the body (``prefix``, cut anywhere), or None (another method or tool, a text
     within the limit, or no message to read).
@@ -126,12 +126,18 @@ def oversized_content(prefix: bytes, max_chars: int, max_bytes: int) -> dict[str
     (automem/gateway/app.py ``StreamedBodyLimit``); this names the argument the caller has to
     shorten, as ``automem mcp`` (which has no body limit) names it. The cut body is read by
     jiter's partial mode (``trailing-strings``: the string the cut ends inside is kept as far
-    as it was read). The ``id`` is null: the request's may come after the text, beyond what
-    was read."""
+    as it was read). The answer's ``id`` is the request's when it was read whole and is a
+    string or an integer: another member of the message follows it in ``prefix``, or the
+    message ends there (a number or string the cut ends in may be longer in the body); null
+    otherwise (the ``id`` comes after the text, beyond what was read, or is of another
+    type)."""
     try:
-        message = jiter.from_json(prefix, partial_mode="trailing-strings")
+        message, ended = jiter.from_json(prefix), True
     except ValueError:
-        return None
+        try:
+            message, ended = jiter.from_json(prefix, partial_mode="trailing-strings"), False
+        except ValueError:
+            return None
     params = message.get("params") if isinstance(message, dict) else None
     if (not isinstance(params, dict) or message.get("method") not in (None, "tools/call")
             or params.get("name") not in _CONTENT_TOOLS or not isinstance(params.get("arguments"), dict)):
@@ -143,10 +149,19 @@ def oversized_content(prefix: bytes, max_chars: int, max_bytes: int) -> dict[str
                   for i, item in enumerate(arguments["memories"]) if isinstance(item, dict)]
     for field, value in texts:
         if isinstance(value, str) and len(value) > max_chars:
-            return {"jsonrpc": "2.0", "id": None, "error": {"code": -32602, "message": (
+            return {"jsonrpc": "2.0", "id": _whole_id(message, ended), "error": {"code": -32602, "message": (
                 f"{field}: at least {len(value)} characters exceeds the limit of {max_chars} characters (and "
                 f"the request body the limit of {max_bytes} bytes)")}}
     return None
+
+
+def _whole_id(message: dict[str, Any], ended: bool) -> str | int | None:
+    """The ``id`` of ``message`` (a body read from its start, its members in body order) when
+    it is a string or an integer read whole: the message ``ended`` in what was read, or
+    another member follows the ``id``; else None."""
+    if "id" not in message or not _is_id(message["id"]):
+        return None
+    return message["id"] if ended or list(message)[-1] != "id" else None
 
 
 def json_kind(value: Any) -> str:

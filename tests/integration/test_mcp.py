@@ -646,7 +646,7 @@ async def test_http_names_megabytes_of_content_in_its_413(secured):
                 r = await http.post("/mcp", content=sent)
                 assert r.status_code == 413, (named, r.status_code, r.text[:300])
                 answer = r.json()  # a JSON-RPC error, as /mcp's other refusals (the SDK client shows its message)
-                assert answer["id"] is None and answer["error"]["code"] == -32602, answer
+                assert answer["id"] == 2 and answer["error"]["code"] == -32602, answer  # the id came before the text
                 error = answer["error"]["message"]
                 assert error.startswith(named), error
                 assert f"limit of {settings.content_max_length} characters" in error, error
