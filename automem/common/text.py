@@ -35,6 +35,7 @@ import unicodedata
 import zlib
 from collections.abc import Iterable
 
+import regex
 import snowballstemmer
 
 __all__ = [
@@ -47,6 +48,7 @@ __all__ = [
     "bm25_query_weights",
     "extractive_summary",
     "fulltext_query",
+    "is_blank",
     "porter_stem",
     "term_index",
     "text_key",
@@ -78,6 +80,28 @@ TEXT_KEY_VERSION = 1
 UNPRINTABLE_CLASS = ("\u0000-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e"
                      "\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb")
 UNPRINTABLE_NAME = re.compile(f"[{UNPRINTABLE_CLASS}]")
+
+#: A ``regex`` character class of the characters that show nothing, from the Unicode
+#: Character Database as the ``regex`` package ships it: whitespace as ``str.isspace`` reads
+#: it (general category Zs, bidirectional classes WS, B and S), format characters (category
+#: Cf: U+200B zero width space, U+202E right-to-left override, U+2060 word joiner, U+FEFF,
+#: U+00AD soft hyphen, ...), the Default_Ignorable_Code_Point property (DerivedCoreProperties.txt:
+#: besides most of Cf the Hangul fillers U+115F, U+1160, U+3164 and U+FFA0, the combining
+#: grapheme joiner U+034F, the variation selectors, ...: characters a renderer shows nothing
+#: for), and U+2800 braille pattern blank (a braille cell without dots; not default
+#: ignorable, but shown as a space).
+INVISIBLE_CLASS = (r"[\p{Zs}\p{Bidi_Class=WS}\p{Bidi_Class=B}\p{Bidi_Class=S}\p{Cf}"
+                   r"\p{Default_Ignorable_Code_Point}\u2800]")
+_VISIBLE = regex.compile(r"[^" + INVISIBLE_CLASS[1:])
+
+
+def is_blank(text: str) -> bool:
+    """True when ``text`` shows nothing: it is empty, or holds only characters of
+    :data:`INVISIBLE_CLASS` (whitespace, format characters, default-ignorable code points,
+    U+2800). A visible character anywhere makes it not blank: Korean text keeps its Hangul
+    syllables and jamo, an emoji ZWJ sequence its emoji, right-to-left text its letters
+    around the bidi marks. Pure, never raises."""
+    return _VISIBLE.search(text) is None
 
 
 def text_key(text: str) -> str:

@@ -41,7 +41,7 @@ from automem.common.jsontext import (
     object_pairs,
 )
 from automem.common.model import ID_MAX_LENGTH, check_id
-from automem.common.text import UNPRINTABLE_CLASS
+from automem.common.text import INVISIBLE_CLASS, UNPRINTABLE_CLASS
 from automem.gateway.deps import refuse_non_utf8_target
 
 
@@ -597,13 +597,14 @@ class EntityMergeBody(StrictBody):
 
 
 def _blank_chars() -> str:
-    """A regex character class body of every character :func:`automem.ingest.logic.is_blank`
-    treats as blank (``str.isspace`` or Unicode category Cf), as ranges."""
+    """A regex character class body of every character :func:`automem.common.text.is_blank`
+    treats as blank (:data:`automem.common.text.INVISIBLE_CLASS`), as ranges."""
     import sys
-    import unicodedata
 
-    chars = [c for c in range(sys.maxunicode + 1)
-             if chr(c).isspace() or unicodedata.category(chr(c)) == "Cf"]
+    import regex
+
+    every = "".join(chr(c) for c in range(sys.maxunicode + 1))
+    chars = [ord(ch) for ch in regex.findall(INVISIBLE_CLASS, every)]
     ranges: list[tuple[int, int]] = []
     for c in chars:
         if ranges and ranges[-1][1] == c - 1:

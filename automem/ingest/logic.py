@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import unicodedata
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -45,6 +44,7 @@ from automem.common.model import (
 )
 from automem.common.payload import filtered_fields_changed
 from automem.common.settings import Settings
+from automem.common.text import is_blank
 from automem.v1 import ingest_service_pb2, memory_pb2
 
 #: AutoMem's default importance.
@@ -87,16 +87,10 @@ def _unit_interval(value: float, field: str) -> float:
     return float(value)
 
 
-def is_blank(text: str) -> bool:
-    """True when ``text`` shows nothing: it is empty once whitespace (``str.isspace``) and
-    invisible format characters (Unicode category Cf: U+200B zero width space, U+2060 word
-    joiner, U+FEFF byte order mark, U+00AD soft hyphen, ...) are removed."""
-    return all(ch.isspace() or unicodedata.category(ch) == "Cf" for ch in text)
-
-
 def validate_content(content: str, settings: Settings, field: str = "content") -> str:
-    """The content as given, or InvalidArgument: blank (:func:`is_blank`: nothing but
-    whitespace and invisible format characters), a NUL byte, or longer than
+    """The content as given, or InvalidArgument: blank
+    (automem/common/text.py :func:`~automem.common.text.is_blank`: nothing but whitespace and
+    characters that show nothing), a NUL byte, or longer than
     ``settings.content_max_length`` characters (AutoMem's 2,000 by default)."""
     if is_blank(content):
         raise InvalidArgument(f"{field}: must not be empty (nothing but whitespace or invisible characters)",
@@ -109,10 +103,10 @@ def validate_content(content: str, settings: Settings, field: str = "content") -
 
 def validate_tags(tags: list[str], field: str = "tags") -> list[str]:
     """Stripped, de-duplicated (first spelling kept) tags; InvalidArgument naming
-    ``<field>[<i>]`` for a tag that is empty or blank (:func:`is_blank`: nothing but
-    whitespace and invisible format characters, as content is refused: such a tag looked
-    empty when stored, and was dropped when it was), naming ``field`` for too many or too
-    long tags, commas, and control characters (U+0000–U+001F, U+007F)."""
+    ``<field>[<i>]`` for a tag that is empty or blank (:func:`~automem.common.text.is_blank`:
+    nothing but whitespace and characters that show nothing, as content is refused: such a
+    tag looked empty when stored, and was dropped when it was), naming ``field`` for too many
+    or too long tags, commas, and control characters (U+0000–U+001F, U+007F)."""
     out: list[str] = []
     for index, tag in enumerate(tags):
         if is_blank(tag):

@@ -298,7 +298,8 @@ async def test_negative_zero_in_metadata_reads_back_as_negative_zero_everywhere(
 # --- 4. blank content, control characters in keys ------------------------------------------
 
 
-@pytest.mark.parametrize("content", ["\u200b", "\u2060\ufeff", " \u200b\n\u00ad\t"])
+# "\u3164\u2800" (a Hangul filler and the braille blank) was stored as a memory (re-check round).
+@pytest.mark.parametrize("content", ["\u200b", "\u2060\ufeff", " \u200b\n\u00ad\t", "\u3164\u2800"])
 async def test_content_of_only_invisible_characters_is_400(service, content: str) -> None:
     async with service.http() as http:
         r = await http.post("/memory", json={"content": content})
@@ -314,7 +315,8 @@ async def test_content_of_only_invisible_characters_is_400(service, content: str
     assert await service.ctx.graph.memories.count(service.scope) == 1
 
 
-@pytest.mark.parametrize("blank", ["", " ", "\u200b", "\u202e", " \u2060\ufeff\t"])
+# "\u3164" (Hangul filler) was stored as a tag that looks empty (re-check round).
+@pytest.mark.parametrize("blank", ["", " ", "\u200b", "\u202e", " \u2060\ufeff\t", "\u3164"])
 async def test_a_tag_of_only_whitespace_or_invisible_characters_is_refused_naming_it(service, blank: str) -> None:
     """Break-it review: ``tags: ["", " "]`` answered 201 with ``tags: []`` (dropped without a
     word) and ``["\u200b"]`` / ``["\u202e"]`` were stored as tags that look empty, while
@@ -359,6 +361,18 @@ async def test_a_tag_of_only_whitespace_or_invisible_characters_is_refused_namin
         refused = await mcp.call_tool("store_memory", {"content": "blank tag probe", "tags": ["ok", blank]})
         assert refused.is_error and "tags[1]: must not be empty" in refused.content[0].text, refused
     assert await service.ctx.graph.memories.count(service.scope) == 1
+
+
+async def test_text_that_shows_something_is_stored_as_sent_though_it_holds_invisible_characters(service) -> None:
+    """Korean with a Hangul filler, emoji ZWJ sequences, right-to-left text between bidi marks
+    and braille words are content and tags, read back as sent: only text that shows nothing
+    at all is blank."""
+    texts = ["\u3164안녕하세요 세계", "👩\u200d💻 and 🏳️\u200d🌈", "\u200fשלום עולם\u200f", "⠓⠑⠇⠇⠕\u2800⠺⠕⠗⠇⠙"]
+    async with service.http() as http:
+        for text in texts:
+            mid = await _store(http, text, tags=[text])
+            memory = (await http.get(f"/memory/{mid}")).json()["memory"]
+            assert (memory["content"], memory["tags"]) == (text, [text]), memory
 
 
 async def test_control_characters_in_metadata_keys_and_tags_are_400(service) -> None:

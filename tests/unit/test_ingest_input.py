@@ -63,6 +63,47 @@ def test_metadata_json_refuses_repeated_keys_and_inexact_numbers_by_path(text: s
     assert message.startswith(f"{field}: {words}"), message
 
 
+#: Text that shows nothing although the old check (whitespace or category Cf) let it through:
+#: Hangul fillers (U+3164, U+115F, U+1160, U+FFA0), the combining grapheme joiner U+034F and a
+#: variation selector (Default_Ignorable_Code_Point), and U+2800 braille pattern blank.
+NEWLY_BLANK = ["\u3164", "\u115f", "\u1160", "\uffa0", "\u2800", "\u034f", "\u3164\u2800", " \ufe0f\u3164\t"]
+#: Text that shows something and stays accepted: Korean (syllables, compatibility jamo, an old
+#: syllable spelled with a choseong filler), emoji with ZWJ sequences and variation selectors,
+#: right-to-left text with bidi marks, a braille word.
+VISIBLE = ["안녕하세요 세계", "ㅋㅋㅋ", "\u115f\u1161", "\u3164안녕", "👩\u200d💻 and 🏳️\u200d🌈",
+           "\u200fשלום עולם\u200f", "\u202bمرحبا\u202c", "⠓⠑⠇⠇⠕\u2800⠺⠕⠗⠇⠙", "a\u3164"]
+
+
+@pytest.mark.parametrize("blank", NEWLY_BLANK)
+def test_content_and_tags_of_only_default_ignorable_or_filler_characters_are_refused(blank: str) -> None:
+    """Re-check round: a tag of a Hangul filler or U+2800 was stored, and content ``"\u3164\u2800"``
+    was accepted as a memory, while U+200B, U+00A0 and U+3000 are refused."""
+    message = _refused(logic.validate_content, blank, SETTINGS, field="content")
+    assert "must not be empty" in message
+    message = _refused(logic.validate_tags, ["ok", blank], field="tags[1]")
+    assert "must not be empty" in message
+
+
+@pytest.mark.parametrize("text", VISIBLE)
+def test_text_that_shows_something_is_still_accepted(text: str) -> None:
+    assert logic.validate_content(text, SETTINGS) == text
+    assert logic.validate_tags([text]) == [text.strip()]
+
+
+@pytest.mark.parametrize("blank", NEWLY_BLANK)
+def test_the_openapi_content_and_tag_patterns_refuse_what_the_service_refuses(blank: str) -> None:
+    import regex
+
+    from automem.gateway.schemas import declared_limits
+
+    _, bodies = declared_limits(SETTINGS)
+    content = bodies["MemoryRequest"]["content"]["pattern"]
+    tag = bodies["MemoryRequest"]["tags"]["items"]["pattern"]
+    assert not regex.search(content, blank) and not regex.search(tag, blank), blank
+    for text in VISIBLE:
+        assert regex.search(content, text) and regex.search(tag, text), text
+
+
 def test_negative_zero_in_metadata_is_kept_in_both_forms_and_on_the_node() -> None:
     for item in (ingest.MemoryInput(content="c", metadata_json='{"z": -0.0, "l": [-0.0, 0, 1.5]}'),
                  ingest.MemoryInput(content="c", metadata=struct_of({"z": -0.0, "l": [-0.0, 0, 1.5]}))):
