@@ -1,6 +1,8 @@
 """The event bus: NATS JetStream subjects, publishing and durable pull consumers.
 
-Subjects (one place): ``<prefix>.memory.<event>`` for memory events, ``<prefix>.activity.<kind>``
+Subjects (one place): ``<prefix>.memory.<event>.<bucket>`` for memory events (the bucket, a
+token of the memory id, lets one memory's history be read without the whole stream:
+:meth:`Subjects.for_event`), ``<prefix>.activity.<kind>``
 for activity events (recalls, consolidation runs: ``automem.v1.ActivityEvent``, read only by the
 event stream, :class:`EventTail`), ``<prefix>.dlq.<consumer>`` for poison messages. One durable
 stream (``settings.stream_name``) holds all three; it is the
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import time
 import uuid
@@ -71,6 +74,13 @@ EVENT_SUFFIX: dict[int, str] = {
 }
 
 
+#: Buckets of the memory subjects (:meth:`Subjects.bucket`). Not the memory id itself: NATS
+#: keeps per-subject state in memory, and subjects per memory cost nats-server ~0.5 KB each,
+#: +110 MB at 100,000 memories; 1,024 buckets cost nothing measurable and make a memory's
+#: history read ~1/1,024 of the stream (docs/benchmarks.md, "An old memory's history").
+SUBJECT_BUCKETS = 1024
+
+
 class Subjects:
     """Subject names, derived from ``settings.subject_prefix``."""
 
@@ -80,15 +90,57 @@ class Subjects:
         #: What enrichment consumes (:data:`ENRICH_DURABLE`): every memory event but its own
         #: ``enriched`` audit events, which it skipped after fetching, decoding and acking them
         #: — half of every batch it fetched (docs/benchmarks.md, "The enrich consumer reads
-        #: only what it acts on").
-        self.enrich_inputs = sorted(self.memory(t) for t in EVENT_SUFFIX
-                                    if t != events_pb2.EVENT_TYPE_MEMORY_ENRICHED)
+        #: only what it acts on"). Each type's subject with and without its bucket tokens: a
+        #: stream written before the buckets holds the bare ones.
+        self.enrich_inputs = sorted(f for t in EVENT_SUFFIX if t != events_pb2.EVENT_TYPE_MEMORY_ENRICHED
+                                    for f in (self.memory(t), f"{self.memory(t)}.>"))
         self.dlq_all = f"{prefix}.dlq.>"
         self.activity_all = f"{prefix}.activity.>"
 
     def memory(self, event_type: int) -> str:
-        """Subject of a memory event, e.g. ``automem.v1.memory.created``."""
+        """The subject of an event type without its bucket tokens, e.g.
+        ``automem.v1.memory.created``: the name spans and metrics use (few values), and the
+        subject events had before the buckets."""
         return f"{self.prefix}.memory.{EVENT_SUFFIX[event_type]}"
+
+    @staticmethod
+    def bucket(memory_id: str) -> str:
+        """The bucket token of a memory id: three hex digits, the first 16 bits of its
+        BLAKE2b digest modulo :data:`SUBJECT_BUCKETS` (stable across processes and versions;
+        any id, whatever its characters, gives a valid subject token)."""
+        digest = hashlib.blake2b(memory_id.encode(), digest_size=2).digest()
+        return f"{int.from_bytes(digest, 'big') % SUBJECT_BUCKETS:03x}"
+
+    def for_event(self, event: events_pb2.MemoryEvent) -> str:
+        """The subject ``event`` is published on:
+        ``<prefix>.memory.<event>.<source bucket>.<target bucket>`` for a relation's (its
+        ``memory_id`` is the source's or empty: automem/common/lifecycle.py ``make_event``),
+        ``<prefix>.memory.<event>.<bucket>`` for any other event of a memory, the bare type
+        subject for an event of none."""
+        base = self.memory(event.type)
+        if event.relation.source_id or event.relation.target_id:
+            return f"{base}.{self.bucket(event.relation.source_id)}.{self.bucket(event.relation.target_id)}"
+        if event.memory_id:
+            return f"{base}.{self.bucket(event.memory_id)}"
+        return base
+
+    def template(self, subject: str) -> str:
+        """``subject`` without its bucket tokens (``<prefix>.memory.<event>``); other subjects
+        as they are."""
+        head = f"{self.prefix}.memory."
+        if not subject.startswith(head):
+            return subject
+        return head + subject[len(head):].split(".", 1)[0]
+
+    def history_filters(self, memory_id: str) -> list[list[str]]:
+        """The filters that find every event of ``memory_id``, one list per consumer (a
+        consumer's filters may not overlap, and a relation between two memories of one bucket
+        matches both relation filters): its own events and the relations it is the source of,
+        with the bare type subjects of a stream written before the buckets; then the relations
+        it is the target of. Bucket-mates' events match too: the reader keeps the memory's."""
+        b = self.bucket(memory_id)
+        base = f"{self.prefix}.memory"
+        return [[f"{base}.*", f"{base}.*.{b}", f"{base}.*.{b}.*"], [f"{base}.*.*.{b}"]]
 
     def activity(self, kind: str) -> str:
         """Subject of an activity event, e.g. ``automem.v1.activity.memory_recall`` for the
@@ -357,7 +409,8 @@ class Bus:
             with producer_span(subject, event.event_id):
                 headers: dict[str, str] = {"Nats-Msg-Id": event.event_id}
                 propagate.inject(headers)
-                await self.js.publish(subject, event.SerializeToString(), headers=headers, timeout=timeout)
+                await self.js.publish(self.subjects.for_event(event), event.SerializeToString(), headers=headers,
+                                      timeout=timeout)
         except BaseException as exc:
             record_publish(subject, time.perf_counter() - start, exc)
             raise
@@ -388,7 +441,8 @@ class Bus:
                     headers: dict[str, str] = {"Nats-Msg-Id": event.event_id}
                     propagate.inject(headers)
                     try:
-                        futures[i] = await self.js.publish_async(subject, event.SerializeToString(), headers=headers)
+                        futures[i] = await self.js.publish_async(self.subjects.for_event(event), event.SerializeToString(),
+                                                                 headers=headers)
                     except Exception as exc:  # noqa: BLE001 - reported per event
                         results[i] = exc
         if futures:
@@ -424,8 +478,8 @@ class Bus:
         subject = self.subjects.memory(event.type)
         start = time.perf_counter()
         try:
-            ack = await self.js.publish(subject, event.SerializeToString(), headers={"Nats-Msg-Id": msg_id},
-                                        timeout=timeout)
+            ack = await self.js.publish(self.subjects.for_event(event), event.SerializeToString(),
+                                        headers={"Nats-Msg-Id": msg_id}, timeout=timeout)
         except BaseException as exc:
             record_publish(subject, time.perf_counter() - start, exc)
             raise
@@ -525,57 +579,96 @@ class Bus:
     async def events_for(self, memory_id: str | None = None, limit: int = 10_000,
                          since: float | None = None) -> list[events_pb2.MemoryEvent]:
         """Every memory event on the stream (oldest first), optionally of one memory, and
-        optionally only those the stream stored at or after ``since`` (epoch seconds).
+        optionally only those the stream stored at or after ``since`` (epoch seconds); at most
+        ``limit`` (the oldest). Used by history, review and backup.
 
-        Reads with an ephemeral ordered consumer of the memory subjects; used by history and
-        backup. Ends with the consumer's last pending message (its ``num_pending`` counts the
-        memory subjects' messages only: the activity and dead-letter messages the stream holds
-        after them are never waited for). Waits at most 2 s for a message that does not come.
-
-        With ``memory_id``, a message is decoded only when the id's bytes occur in it (a
-        protobuf string field holds its UTF-8 bytes as they are, so no event of the memory is
-        skipped), and ``since`` lets the server start at that time (JetStream's
-        ``DeliverPolicy.BY_START_TIME``) instead of the stream's first message: a memory's
-        history read cost the whole stream, ~1 s at 10,000 memories (docs/benchmarks.md,
-        "A memory's history without the whole stream").
+        Reads with ephemeral pull consumers (:meth:`_read_events`): of every memory subject, or
+        with ``memory_id`` of the subjects of its bucket (:meth:`Subjects.history_filters`, two
+        consumers read side by side), so a memory's history costs ~1/1,024 of the stream, not
+        all of it (docs/benchmarks.md, "An old memory's history"). A bucket-mate's message is
+        decoded only when the id's bytes occur in it (a protobuf string field holds its UTF-8
+        bytes as they are, so no event of the memory is skipped). ``since`` lets the server
+        start at that time (JetStream's ``DeliverPolicy.BY_START_TIME``) instead of the
+        stream's first message. Raises StoreTimeout (Unavailable) when NATS does not answer.
         """
-        out: list[events_pb2.MemoryEvent] = []
-        async with self.bounded():
-            info = await self.js.stream_info(self.settings.stream_name, subjects_filter=self.subjects.memory_all)
-        if info.state.messages == 0 or not any((info.state.subjects or {}).values()):
-            return out
-        start: dict[str, Any] = {}
-        if since is not None:
-            start["config"] = ConsumerConfig(
-                deliver_policy=DeliverPolicy.BY_START_TIME,
-                opt_start_time=datetime.fromtimestamp(max(since, 0.0), UTC).isoformat().replace("+00:00", "Z"))
+        filters = [[self.subjects.memory_all]] if memory_id is None else self.subjects.history_filters(memory_id)
         wanted = memory_id.encode() if memory_id else None
-        sub = await self.js.subscribe(self.subjects.memory_all, ordered_consumer=True,
-                                      stream=self.settings.stream_name, **start)
+        async with self.bounded():
+            last = (await self.js.stream_info(self.settings.stream_name)).state.last_seq
+        found: dict[int, events_pb2.MemoryEvent] = {}
+        await asyncio.gather(*(self._read_events(subjects, since, last, wanted, memory_id, found, limit)
+                               for subjects in filters))
+        return [found[seq] for seq in sorted(found)][:limit]
+
+    async def _read_events(self, subjects: list[str], since: float | None, last: int, wanted: bytes | None,
+                           memory_id: str | None, found: dict[int, events_pb2.MemoryEvent], limit: int) -> None:
+        """Add to ``found`` (by stream sequence) the events of ``subjects`` (:meth:`events_for`).
+
+        An ephemeral pull consumer without acknowledgements (as :class:`EventTail`'s) is made
+        for the read and deleted after it (or by the server after
+        :data:`TAIL_INACTIVE_SECONDS` when this process died). Its creation reply counts the
+        messages it holds (``num_pending``); the read fetches them in batches of
+        :data:`READ_BATCH` and ends when it has them all, at stream sequence ``last`` (the
+        stream's last when the read began: a reader does not chase events published while it
+        reads) or after ``limit`` events: it never waits for a message that is not there (an
+        ordered push consumer ended only on a message's own pending count, or after 2 s
+        without a message, and a history test once waited that out read after read; the
+        pull consumer has no reset logic of its own to go wrong). Raises StoreTimeout
+        (Unavailable) when NATS does not answer the consumer's creation.
+        """
+        stream = self.settings.stream_name
+        name = f"read-{uuid.uuid4().hex}"
+        config = ConsumerConfig(
+            name=name, ack_policy=AckPolicy.NONE, inactive_threshold=TAIL_INACTIVE_SECONDS, mem_storage=True,
+            deliver_policy=DeliverPolicy.ALL,
+            filter_subject=subjects[0] if len(subjects) == 1 else None,
+            filter_subjects=subjects if len(subjects) > 1 else None,
+        )
+        if since is not None:
+            config.deliver_policy = DeliverPolicy.BY_START_TIME
+            config.opt_start_time = datetime.fromtimestamp(max(since, 0.0), UTC).isoformat().replace("+00:00", "Z")
+        async with self.bounded():
+            info = await self.js.add_consumer(stream, config)
+        sub = None
         try:
-            last = info.state.last_seq
-            while len(out) < limit:
+            pending = int(info.num_pending or 0)
+            if pending == 0:
+                return
+            async with self.bounded():
+                sub = await self.js.pull_subscribe_bind(consumer=name, stream=stream)
+            added = 0
+            while pending > 0 and added < limit:
                 try:
-                    msg = await sub.next_msg(timeout=2.0)
+                    msgs = await sub.fetch(batch=min(pending, READ_BATCH), timeout=2.0)
                 except (TimeoutError, nats.errors.TimeoutError):
+                    log.warning("event read ended before its pending messages", extra={"pending": pending})
                     break
-                event = None
-                if wanted is None or wanted in msg.data:
-                    try:
-                        event = events_pb2.MemoryEvent.FromString(msg.data)
-                    except DecodeError:  # a poison message (parked by enrichment): not an event
-                        log.warning("undecodable message on the event stream skipped",
-                                    extra={"seq": msg.metadata.sequence.stream})
-                # An empty id is no memory's (an event that is not a relation's has empty ends).
-                if event is not None and (memory_id is None or memory_id and (
-                    event.memory_id == memory_id or event.relation.source_id == memory_id
-                        or event.relation.target_id == memory_id)):
-                    out.append(event)
-                if msg.metadata.num_pending == 0 or msg.metadata.sequence.stream >= last:
-                    break
+                for msg in msgs:
+                    pending -= 1
+                    seq = int(msg.metadata.sequence.stream)
+                    event = None
+                    if wanted is None or wanted in msg.data:
+                        try:
+                            event = events_pb2.MemoryEvent.FromString(msg.data)
+                        except DecodeError:  # a poison message (parked by enrichment): not an event
+                            log.warning("undecodable message on the event stream skipped", extra={"seq": seq})
+                    # An empty id is no memory's (an event that is not a relation's has empty ends).
+                    if event is not None and (memory_id is None or memory_id and (
+                        event.memory_id == memory_id or event.relation.source_id == memory_id
+                            or event.relation.target_id == memory_id)):
+                        found[seq] = event
+                        added += 1
+                    if seq >= last or added >= limit:
+                        pending = 0
+                        break
         finally:
-            await sub.unsubscribe()
-        return out
+            try:
+                if sub is not None:
+                    await sub.unsubscribe()
+                async with self.bounded():
+                    await self.js.delete_consumer(stream, name)
+            except Exception as exc:  # noqa: BLE001 - gone already, or NATS down: the server removes it
+                log.debug("event read consumer not removed", extra={"consumer": name, "error": repr(exc)})
 
     async def scrub(self, doomed: Callable[[str, bytes], bool], dry_run: bool = False) -> int:
         """Delete from the stream every message (memory, activity and dead-letter subjects)
@@ -683,3 +776,6 @@ class EventTail:
 
 #: Seconds an event-stream consumer survives without a fetch (its reader died).
 TAIL_INACTIVE_SECONDS = 60.0
+
+#: Messages a history or backup read (:meth:`Bus.events_for`) fetches per request.
+READ_BATCH = 512
