@@ -43,7 +43,7 @@ from automem.common.errors import (
 from automem.common.grpc_tls import server_credentials
 from automem.common.logs import access
 from automem.common.metrics import rpc_server_duration
-from automem.common.model import check_id
+from automem.common.model import check_id, check_ids
 from automem.common.settings import Settings
 from automem.common.telemetry import SERVER_ERROR_CODES, grpc_server_interceptor, rpc_attributes
 
@@ -90,16 +90,28 @@ def call_metadata(context: grpc.aio.ServicerContext) -> dict[str, str]:
     return metadata
 
 
+#: The request fields that list memory ids: SearchMemories' ``priority_ids``,
+#: DeleteMemoriesByTag's ``memory_ids``, ReprocessMemories' ``ids`` (any request's field of
+#: these names that is a repeated string).
+ID_LISTS = ("priority_ids", "memory_ids", "ids")
+
+
 def _require_id(request: Any) -> None:
     """INVALID_ARGUMENT naming ``id`` for a request whose ``id`` (the memory, review item,
     tombstone, merge or key it acts on; every request message with an ``id`` field needs one)
     is no id (automem/common/model.py :func:`check_id`): empty or blank, it answered NOT_FOUND
     ("memory  not found") naming no field, and ListMemoryEvents listed every memory's events
     (break-it review); over-long or holding a control character, it was NOT_FOUND too, where
-    REST answered 400."""
+    REST answered 400. An item of an id list (:data:`ID_LISTS`) over-long or holding a
+    control character is INVALID_ARGUMENT naming ``<list>[<index>]`` (:func:`check_ids`;
+    they were looked up and matched nothing)."""
     field = request.DESCRIPTOR.fields_by_name.get("id")
     if field is not None and field.type == field.TYPE_STRING and not field.is_repeated:
         check_id(request.id, "id")
+    for name in ID_LISTS:
+        field = request.DESCRIPTOR.fields_by_name.get(name)
+        if field is not None and field.type == field.TYPE_STRING and field.is_repeated:
+            check_ids(getattr(request, name), name)
 
 
 def bearer_from_metadata(metadata: dict[str, str]) -> str:

@@ -15,7 +15,7 @@ import hashlib
 import json
 import math
 import unicodedata
-from collections.abc import Callable, Iterable, Sized
+from collections.abc import Callable, Iterable, Sequence, Sized
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any
@@ -104,6 +104,23 @@ def check_id(value: str, field: str) -> None:
         if unicodedata.category(char) == "Cc":
             raise InvalidArgument(f"{field}: contains a control character (U+{ord(char):04X} at character {i}); "
                                   "an id has none", field=field)
+
+
+def check_ids(values: Sequence[str], field: str) -> None:
+    """Refuse a list of ids (a search's ``priority_ids``, a by-tag delete's ``memory_ids``, a
+    reprocess's ``ids``) holding an id :func:`check_id` refuses: longer than
+    :data:`ID_MAX_LENGTH` characters or holding a control character. A blank item names
+    nothing and is skipped, as before (the REST gateway and the MCP tools drop blank pieces
+    of a list; the services match nothing by it). Each item is checked as a single id is, so
+    a list answers as the single-id fields do (they were looked up and matched nothing).
+
+    Raises:
+        InvalidArgument: naming ``<field>[<index>]`` (``memory_ids[3]``), the first item at
+            fault; the id itself is not echoed.
+    """
+    for index, value in enumerate(values):
+        if value.strip():
+            check_id(value, f"{field}[{index}]")
 
 
 #: Far-future epoch seconds used for an open-ended valid window (9999-12-31T23:59:59Z).

@@ -758,6 +758,27 @@ async def test_a_malformed_memory_id_is_invalid_argument_naming_it_over_both_tra
         await client.close()
 
 
+async def test_a_malformed_id_in_priority_ids_is_invalid_argument_naming_its_index_over_both_transports(
+        service, variant: tuple[str, str]) -> None:
+    """``recall(priority_ids=...)`` took any string for an id, while every single memory id
+    argument is checked as the service checks it: an over-long item, or one holding a
+    control character, is InvalidArgument naming ``priority_ids[<index>]`` now, with the
+    service's words, over both transports (blank items are skipped, as the service skips
+    them)."""
+    transport, mode = variant
+    client = await make_client(service, transport, mode)
+    try:
+        memory = await client.store("a memory a priority list names", importance=0.7)
+        await _refused_alike(client, [
+            ("recall", ("priority",), {"priority_ids": [memory.id, "", "a" * 300]}, "priority_ids[2]",
+             "priority_ids[2]: too long (300 characters; an id has at most 128)"),
+            ("recall", ("priority",), {"priority_ids": ["a\nb"]}, "priority_ids[0]",
+             "priority_ids[0]: contains a control character (U+000A at character 1); an id has none")])
+        assert (await client.recall("priority", priority_ids=[memory.id, " "])).results is not None
+    finally:
+        await client.close()
+
+
 async def test_related_and_associate_options_are_refused_alike_over_both_transports(
         service, variant: tuple[str, str]) -> None:
     """Break-it review: the client checked ``related``, ``associate``, ``history`` and

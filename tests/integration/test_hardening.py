@@ -801,6 +801,17 @@ async def test_a_store_that_supersedes_names_supersedes_memory_id_in_its_errors(
 MALFORMED_IDS = {"over-long": "a" * 300, "NUL": "a\x00b", "newline": "a\nb", "DEL": "a\x7fb"}
 
 
+async def _refused_naming(cases: list[tuple[str, Any, Any]]) -> None:
+    """Each ``(field, call, request)`` of ``cases`` is INVALID_ARGUMENT naming ``field``
+    first, without echoing a long id."""
+    for field, call, request in cases:
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await call(request)
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, (type(request).__name__, err.value.details())
+        assert err.value.details().startswith(f"{field}: "), (type(request).__name__, err.value.details())
+        assert "a" * 200 not in err.value.details()  # the id is not echoed
+
+
 @pytest.mark.parametrize("kind", sorted(MALFORMED_IDS))
 async def test_a_malformed_memory_id_is_invalid_argument_naming_the_field_on_every_surface(service, kind: str) -> None:
     """An over-long memory id (or one holding a control character) was NOT_FOUND over gRPC
@@ -838,12 +849,7 @@ async def test_a_malformed_memory_id_is_invalid_argument_naming_the_field_on_eve
             ("id", rev.ListMemoryEvents, review_service_pb2.ListMemoryEventsRequest(id=bad)),
             ("id", rev.PurgeMemory, review_service_pb2.PurgeMemoryRequest(id=bad)),
         ]
-        for field, call, request in cases:
-            with pytest.raises(grpc.aio.AioRpcError) as err:
-                await call(request)
-            assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, (type(request).__name__, err.value.details())
-            assert err.value.details().startswith(f"{field}: "), (type(request).__name__, err.value.details())
-            assert "a" * 200 not in err.value.details()  # the id is not echoed
+        await _refused_naming(cases)
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await rec.GetMemory(recall_service_pb2.GetMemoryRequest(id="00000000-0000-4000-8000-000000000000"))
         assert err.value.code() == grpc.StatusCode.NOT_FOUND
@@ -865,3 +871,43 @@ async def test_a_malformed_memory_id_is_invalid_argument_naming_the_field_on_eve
         got = (await http.get(f"/memory/{memory.id}")).json()["memory"]
         assert got["importance"] == 0.7 and got["state"] == "ACTIVE", got
     assert await service.ctx.graph.memories.count(service.scope) == 1
+
+
+@pytest.mark.parametrize("kind", sorted(MALFORMED_IDS))
+async def test_a_malformed_id_in_an_id_list_is_invalid_argument_naming_its_index_on_every_surface(
+        service, kind: str) -> None:
+    """The id lists were not checked as single ids are (check_id): a search's
+    ``priority_ids``, a by-tag delete's ``memory_ids`` and a reprocess's ``ids`` took an
+    over-long id or one holding a control character, looked it up and matched nothing. Each
+    is INVALID_ARGUMENT naming the list and the index (``priority_ids[2]``) over gRPC, 400
+    the same over REST and a tool error the same over MCP, and nothing is deleted."""
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    from automem.v1 import enrich_service_pb2, ingest_service_pb2, recall_service_pb2
+
+    bad = MALFORMED_IDS[kind]
+    async with service.client() as client:
+        memory = await client.create_memory("a memory beside malformed id lists", tags=["malformed-ids"])
+        ok = memory.id
+        cases = [
+            ("priority_ids[2]", client.recall.SearchMemories,
+             recall_service_pb2.SearchMemoriesRequest(query="malformed", priority_ids=[ok, "", bad])),
+            ("memory_ids[1]", client.ingest.DeleteMemoriesByTag,
+             ingest_service_pb2.DeleteMemoriesByTagRequest(tags=["malformed-ids"], memory_ids=[ok, bad])),
+            ("ids[1]", client.enrich.ReprocessMemories, enrich_service_pb2.ReprocessMemoriesRequest(ids=[ok, bad])),
+        ]
+        await _refused_naming(cases)
+    async with service.http() as http:
+        r = await http.get("/recall", params={"query": "malformed", "priority_ids": [ok, bad]})
+        assert r.status_code == 400 and r.json()["error"].startswith("priority_ids[1]: "), r.text
+        r = await http.post("/enrichment/reprocess", json={"ids": [ok, bad]})
+        assert r.status_code == 400 and r.json()["error"].startswith("ids[1]: "), r.text
+        got = (await http.get(f"/memory/{ok}")).json()["memory"]
+        assert got["state"] == "ACTIVE", got
+    headers = {"X-Automem-Scope": service.scope}
+    async with Client(streamable_http_client(service.url + "/mcp",
+                                             http_client=create_mcp_http_client(headers=headers))) as mcp:
+        result = await mcp.call_tool("recall_memory", {"query": "malformed", "priority_ids": [ok, bad]})
+        assert result.is_error and ": priority_ids[1]: " in result.content[0].text, result.content[0].text

@@ -159,6 +159,26 @@ def _word_read_leniently(case) -> bool:
     return any(v not in words for v in values) and accepted(lambda v: context_type_names(split_values(v)), values)
 
 
+def _malformed_listed_id(case) -> bool:
+    """A case whose ``priority_ids`` (query) or ``ids`` (body) holds, once split at commas and
+    trimmed as the gateway reads it (automem/gateway/deps.py ``split_values``), an id the
+    service refuses (automem/common/model.py ``check_ids``: over-long, a control character):
+    a rule on the pieces of a comma-separated value JSON Schema cannot state."""
+    from automem.common.errors import InvalidArgument
+    from automem.common.model import check_ids
+    from automem.gateway.deps import split_values
+
+    query = case.query if isinstance(case.query, dict) else {}
+    body = case.body if isinstance(case.body, dict) else {}
+    for raw in (query.get("priority_ids"), body.get("ids")):
+        values = [raw] if isinstance(raw, str) else raw if isinstance(raw, list) else []
+        try:
+            check_ids(split_values([str(v) for v in values]), "ids")
+        except InvalidArgument:
+            return True
+    return False
+
+
 def _exclusive_given(operation, case) -> bool:
     """A case giving two query parameters the operation refuses together: the schema names
     them in the operation's ``x-exclusive-parameters`` (automem/gateway/schemas.py
@@ -182,7 +202,8 @@ def _strategy(operation, mode: GenerationMode):
     covers it; found when the ``rerank`` parameter changed the generated cases). Positive
     cases breaking a rule between two fields are left out (:func:`_self_link`,
     :func:`_ends_before_start`, :func:`_default_outside_scopes`, :func:`_exclusive_given`:
-    parameters the schema declares exclusive); a positive scope purge
+    parameters the schema declares exclusive), and so are those listing an id the service
+    refuses in a comma-separated list (:func:`_malformed_listed_id`); a positive scope purge
     confirms the caller's scope (:func:`_confirm_own_scope`); a positive restore sends a
     backup and keeps the store (:func:`_a_backup_kept_out`). Negative cases with a nullable
     query parameter empty are left out (a null is sent as an empty value, which is valid), and
@@ -204,7 +225,8 @@ def _strategy(operation, mode: GenerationMode):
     if mode is GenerationMode.POSITIVE:
         strategy = strategy.filter(lambda case: not _self_link(case) and not _ends_before_start(case)
                                    and not _default_outside_scopes(case) and not _exclusive_given(operation, case)
-                                   and not _dry_run_disagrees(operation, case))
+                                   and not _dry_run_disagrees(operation, case)
+                                   and not _malformed_listed_id(case))
         if operation.label == "POST /v1/scope:purge":
             strategy = strategy.map(_confirm_own_scope)
         if operation.label == "POST /v1/backup:restore":

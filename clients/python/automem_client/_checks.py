@@ -91,6 +91,18 @@ def memory_id(value: Any, field: str = "memory_id") -> None:
                                          f"{i}); an id has none", field=field)
 
 
+def memory_ids(value: Any, field: str) -> None:
+    """``value`` is a list of str (:func:`texts`) each of which, unless blank (a blank item
+    names nothing: the service skips it), is a memory id the service could hold
+    (:func:`memory_id`), as the service checks an id list (automem/common/model.py
+    ``check_ids``): an item at fault is refused naming ``<field>[<index>]``
+    (``priority_ids[3]``), not echoed."""
+    texts(value, field)
+    for i, item in enumerate(value):
+        if item.strip():
+            memory_id(item, f"{field}[{i}]")
+
+
 def texts(value: Any, field: str) -> None:
     """``value`` is a sequence of str and not one str (whose letters would be the items)."""
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence | set | frozenset):

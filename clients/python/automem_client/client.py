@@ -312,9 +312,9 @@ class AsyncClient:
         ``result.degraded`` name ``llm_rerank`` when it did / could not)."""
         check.text(query, "query")
         for name, values in (("queries", queries), ("tags", tags), ("exclude_tags", exclude_tags),
-                             ("context_tags", context_tags), ("context_types", context_types),
-                             ("priority_ids", priority_ids)):
+                             ("context_tags", context_tags), ("context_types", context_types)):
             check.texts(values, name)
+        check.memory_ids(priority_ids, "priority_ids")
         if isinstance(embedding, (str, bytes)) or not isinstance(embedding, Sequence):
             raise errors.InvalidArgument("embedding: must be a list of numbers", field="embedding")
         for i, value in enumerate(embedding):
