@@ -559,9 +559,9 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         source, target = found.get(rel.source_id), found.get(rel.target_id)
         # Another scope's, deleted and rejected memories are all "not found" to the caller.
         if source is None or source.state in GONE_STATES:
-            raise NotFound(f"memory {rel.source_id} not found", field=SOURCE)
+            raise NotFound(f"{SOURCE}: memory {rel.source_id} not found", field=SOURCE)
         if target is None or target.state in GONE_STATES:
-            raise NotFound(f"memory {rel.target_id} not found", field=TARGET)
+            raise NotFound(f"{TARGET}: memory {rel.target_id} not found", field=TARGET)
         if (relation_type_name(rel.type) in SUPERSEDING_RELATIONS
                 and target.state == memory_pb2.MEMORY_STATE_PENDING_REVIEW
                 and source.state == memory_pb2.MEMORY_STATE_ACTIVE):
@@ -585,7 +585,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
             _check_reviewed_write(principal, source, "supersede")
         if not superseding:
             if not await self.graph.relations.create(rel):
-                raise NotFound("memory not found", field=SOURCE)
+                raise NotFound(f"{SOURCE}: memory {rel.source_id} or {rel.target_id} not found", field=SOURCE)
             await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_RELATION_CREATED, before=None,
                                                     after=None, relation=rel))
             return ingest_service_pb2.CreateRelationResponse(relation=rel)
@@ -601,15 +601,15 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         if not await self.graph.relations.create_superseding(rel, props, source.version):
             now_source = await self.graph.memories.get(rel.source_id, scope)
             if now_source is None or now_source.state in GONE_STATES:
-                raise NotFound(f"memory {rel.source_id} not found", field=SOURCE)
+                raise NotFound(f"{SOURCE}: memory {rel.source_id} not found", field=SOURCE)
             self._check_not_superseded_elsewhere(now_source, rel.target_id)
             now_target = await self.graph.memories.get(rel.target_id, scope)
             if now_target is None or now_target.state in GONE_STATES:
-                raise NotFound(f"memory {rel.target_id} not found", field=TARGET)
+                raise NotFound(f"{TARGET}: memory {rel.target_id} not found", field=TARGET)
             if now_target.state != memory_pb2.MEMORY_STATE_ACTIVE:
                 raise FailedPrecondition(f"{TARGET}: {rel.target_id} is no longer ACTIVE; a memory can only be "
                                          "superseded by an ACTIVE one", field=TARGET)
-            raise Aborted(f"memory {rel.source_id} changed concurrently, retry", field=SOURCE)
+            raise Aborted(f"{SOURCE}: memory {rel.source_id} changed concurrently, retry", field=SOURCE)
         await self.publisher.publish(make_event(events_pb2.EVENT_TYPE_RELATION_CREATED, before=None, after=None,
                                                 relation=rel))
         if updated is not None:

@@ -779,6 +779,25 @@ async def test_a_malformed_id_in_priority_ids_is_invalid_argument_naming_its_ind
         await client.close()
 
 
+async def test_an_unknown_relation_end_is_not_found_naming_the_argument_over_both_transports(
+        service, variant: tuple[str, str]) -> None:
+    """``associate`` with an unknown end was NotFound "memory X not found", naming no
+    argument over either transport (field None). It names the end's argument now
+    (``memory2_id: memory X not found``), as the service's other refusals of an end do."""
+    transport, mode = variant
+    client = await make_client(service, transport, mode)
+    missing = "00000000-0000-4000-8000-000000000000"
+    try:
+        memory = await client.store("a memory whose partner does not exist")
+        for args, field in (((memory.id, missing), "memory2_id"), ((missing, memory.id), "memory1_id")):
+            with pytest.raises(NotFound) as error:
+                await client.associate(*args)
+            assert error.value.field == field, error.value
+            assert error.value.message == f"{field}: memory {missing} not found", error.value.message
+    finally:
+        await client.close()
+
+
 async def test_related_and_associate_options_are_refused_alike_over_both_transports(
         service, variant: tuple[str, str]) -> None:
     """Break-it review: the client checked ``related``, ``associate``, ``history`` and

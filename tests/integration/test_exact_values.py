@@ -413,7 +413,7 @@ async def test_associations_with_deleted_rejected_or_other_scope_memories_are_40
         for gone, label in ((deleted, "deleted"), (rejected, "rejected"), (foreign, "other scope")):
             for kind in ("RELATES_TO", "INVALIDATED_BY"):
                 r = await http.post("/associate", json={"memory1_id": live, "memory2_id": gone, "type": kind})
-                assert r.status_code == 404 and r.json()["error"].startswith(f"memory {gone} not found"), (label, r.text)
+                assert r.status_code == 404 and r.json()["error"].startswith(f"memory2_id: memory {gone} not found"), (label, r.text)
                 r = await http.post("/associate", json={"memory1_id": gone, "memory2_id": live, "type": kind})
                 assert r.status_code == 404, (label, kind, r.text)
             r = await http.post("/associate", json={"associations": [
@@ -425,7 +425,7 @@ async def test_associations_with_deleted_rejected_or_other_scope_memories_are_40
                 await client.ingest.CreateRelation(ingest_service_pb2.CreateRelationRequest(
                     relation=memory_pb2.Relation(source_id=live, target_id=deleted, strength=0.5)))
             assert err.value.code() == grpc.StatusCode.NOT_FOUND
-            assert err.value.details().startswith(f"memory {deleted} not found")
+            assert err.value.details().startswith(f"relation.target_id: memory {deleted} not found")
         async with _mcp(service) as client:
             refused = await client.call_tool("associate_memories", {"memory1_id": rejected, "memory2_id": live})
             assert refused.is_error and "not found" in refused.content[0].text

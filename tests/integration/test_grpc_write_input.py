@@ -400,6 +400,52 @@ async def test_relation_and_by_tag_errors_name_the_automem_fields_over_rest(serv
         assert errors[0].startswith("memory2_id: cannot associate") and errors[1].startswith("type: "), errors
 
 
+async def test_a_relation_end_not_found_names_its_field_on_every_surface(service) -> None:
+    """CreateRelation with an unknown end answered NOT_FOUND "memory X not found", naming no
+    field (its RelationFailure.field named it, its message did not, so the gateway could not
+    rename it: REST's /associate said the same), while its other refusals name the end. It
+    begins with the end's proto path now (``relation.target_id: memory X not found``), which
+    REST answers as AutoMem's ``memory2_id`` (404; a batch item's error too) and MCP as the
+    tool's argument, single or batch (``associations[0].memory1_id``)."""
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    missing = "00000000-0000-4000-8000-000000000000"
+    async with service.client() as client:
+        a = (await client.ingest.CreateMemory(ingest.CreateMemoryRequest(
+            memory=ingest.MemoryInput(content="An end that exists")))).memory.id
+        for request, field in ((_link(a, missing), "relation.target_id"), (_link(missing, a), "relation.source_id"),
+                               (_link(missing, a, type_name="INVALIDATED_BY"), "relation.source_id")):
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await client.ingest.CreateRelation(request)
+            assert err.value.code() == grpc.StatusCode.NOT_FOUND, err.value.details()
+            assert err.value.details().startswith(f"{field}: memory "), err.value.details()
+        batch = await client.ingest.BatchCreateRelations(ingest.BatchCreateRelationsRequest(requests=[
+            _link(a, missing), _link(missing, a)]))
+        assert [(f.field, f.message.startswith(f.field + ": memory ")) for f in batch.failures] == [
+            ("relation.target_id", True), ("relation.source_id", True)], batch.failures
+    async with service.http() as http:
+        for body, field in (({"memory1_id": a, "memory2_id": missing}, "memory2_id"),
+                            ({"memory1_id": missing, "memory2_id": a}, "memory1_id")):
+            r = await http.post("/associate", json=body)
+            assert r.status_code == 404 and r.json()["error"] == f"{field}: memory {missing} not found", r.text
+        r = await http.post("/associate", json={"associations": [{"memory1_id": a, "memory2_id": missing},
+                                                                 {"memory1_id": missing, "memory2_id": a}]})
+        assert r.status_code in (207, 404), r.text
+        errors = [f["error"] for f in r.json()["failed"]]
+        assert errors == [f"memory2_id: memory {missing} not found", f"memory1_id: memory {missing} not found"], errors
+    headers = {"X-Automem-Scope": service.scope}
+    async with Client(streamable_http_client(service.url + "/mcp",
+                                             http_client=create_mcp_http_client(headers=headers))) as mcp:
+        result = await mcp.call_tool("associate_memories", {"memory1_id": a, "memory2_id": missing})
+        assert result.is_error and f": memory2_id: memory {missing} not found" in result.content[0].text, result
+        result = await mcp.call_tool("associate_memories", {"associations": [
+            {"memory1_id": missing, "memory2_id": a}]})
+        text = result.content[0].text
+        assert result.is_error and f"[0] associations[0].memory1_id: memory {missing} not found" in text, text
+
+
 async def test_supersede_errors_name_the_replacement_fields_as_each_caller_sent_them(service) -> None:
     """gRPC SupersedeMemory named its replacement's fields without the ``replacement.``
     prefix (``tags[0]``, ``content``, ``valid_to``), fields SupersedeMemoryRequest does not
