@@ -17,6 +17,7 @@ tests/integration/test_openapi_fuzz.py checks both directions with schemathesis.
 
 from __future__ import annotations
 
+import functools
 import re
 import sys
 from collections import Counter
@@ -56,9 +57,6 @@ def _not_a_boolean(value: Any) -> Any:
 #: Largest version number a query or an etag can name (int64, the Memory message's ``version``;
 #: automem/gateway/usecases.py ``parse_etag``).
 MAX_VERSION = 2**63 - 1
-#: A slug or name that is not blank as the service strips it (Python's whitespace includes
-#: U+001C–U+001F and U+0085, which a JSON Schema ``\s`` does not), with no NUL.
-NAMED = {"pattern": "^[^\\u0000]*[^\\s\\u0000\\u001c-\\u001f\\u0085][^\\u0000]*$"}
 
 #: A JSON number (an integer or a float; a numeric string as pydantic reads it), never a
 #: boolean, never NaN or an infinity (``"NaN"`` as a string passed the body's JSON check and
@@ -596,9 +594,10 @@ class EntityMergeBody(StrictBody):
 # on the generated schema: ranges, enums, lengths, required fields and the auth schemes.
 
 
+@functools.cache
 def _blank_chars() -> str:
     """A regex character class body of every character :func:`automem.common.text.is_blank`
-    treats as blank (:data:`automem.common.text.INVISIBLE_CLASS`), as ranges."""
+    treats as blank (:data:`automem.common.text.INVISIBLE_CLASS`), as ranges (computed once)."""
     import sys
 
     import regex
@@ -663,8 +662,11 @@ def declared_limits(settings: Any) -> tuple[dict[str, dict[str, dict[str, Any]]]
     # automem/graph/entities.py entity_category: "" is any kind (read in any case, trimmed).
     category = _word(sorted(ENTITY_KINDS))
     blank = _blank_chars()
-    content = {"type": "string", "minLength": 1, "maxLength": settings.content_max_length,
-               "pattern": f"^[^\\u0000]*[^{blank}\\u0000][^\\u0000]*$"}
+    # A slug or name that is not blank as the service judges it (automem/common/text.py
+    # is_blank: whitespace, U+001C-U+001F and U+0085 included, and invisible characters such
+    # as U+3164 or U+200B), with no NUL.
+    named = {"pattern": f"^[^\\u0000]*[^{blank}\\u0000][^\\u0000]*$"}
+    content = {"type": "string", "minLength": 1, "maxLength": settings.content_max_length, **named}
     # Not blank (validate_tags refuses a tag of nothing but whitespace or invisible characters).
     tag = {"type": "string", "minLength": 1, "maxLength": 256,
            "pattern": f"^[^\\u0000-\\u001f\\u007f,]*[^{blank}\\u0000-\\u001f\\u007f,][^\\u0000-\\u001f\\u007f,]*$"}
@@ -699,8 +701,8 @@ def declared_limits(settings: Any) -> tuple[dict[str, dict[str, dict[str, Any]]]
         "/graph/snapshot": {"since": when, "types": {"items": types}, **reads},
         "/graph/neighbors/{memory_id}": reads,
         "/entities": {"category": category},
-        "/entity/{slug}": {"state_mode": state_mode, "slug": NAMED, "category": category},
-        "/entity/{slug}/merge": {"slug": NAMED},
+        "/entity/{slug}": {"state_mode": state_mode, "slug": named, "category": category},
+        "/entity/{slug}/merge": {"slug": named},
         "/memories/{memory_id}/related": {"max_depth": {"minimum": 1, "maximum": 3},
                                           "limit": {"minimum": 1, "maximum": 200},
                                           "relationship_types": {"items": _enum(AUTHORABLE_RELATIONS + SYSTEM_RELATIONS)},
@@ -784,7 +786,7 @@ def declared_limits(settings: Any) -> tuple[dict[str, dict[str, dict[str, Any]]]
                                              "not": {"anyOf": [{"required": [name]} for name in (
                                                  "memory1_id", "memory2_id", "type", "strength", "reason")]}}]}},
         "ConsolidateBody": {"mode": _enum(["full", "decay", "creative", "cluster", "forget"])},
-        "EntityMergeBody": {"merge_into": NAMED, "category": category, "": {"required": ["merge_into"]}},
+        "EntityMergeBody": {"merge_into": named, "category": category, "": {"required": ["merge_into"]}},
     }
     return parameters, bodies
 
@@ -1006,11 +1008,11 @@ def declare_limits(schema: dict[str, Any], settings: Any, anonymous: bool) -> di
     reject = schema.get("paths", {}).get("/v1/review-items/{item_id}:reject", {}).get("post")
     if reject is not None:
         # A rejection needs a reason (automem/ingest/review.py RejectItem); approve shares the model.
-        # Not blank as Python's str.strip reads it: JSON Schema's \S also takes U+001C-U+001F
-        # and U+0085, which strip() removes (a reason "\u001f" was refused: 400).
+        # Not blank as the service judges it (automem/common/text.py is_blank): JSON Schema's \S
+        # also takes U+001C-U+001F, U+0085 and invisible characters such as U+3164 (refused: 400).
         reject["requestBody"]["content"]["application/json"]["schema"] = {
             "allOf": [{"$ref": "#/components/schemas/DecisionBody"}], "required": ["reason"],
-            "properties": {"reason": {"type": "string", "pattern": "[^\\s\\u001c-\\u001f\\u0085]"}}}
+            "properties": {"reason": {"type": "string", "pattern": f"[^{_blank_chars()}]"}}}
     components["securitySchemes"] = SECURITY_SCHEMES
     schema["security"] = [{"bearer": []}, {"apiKey": []}] + ([{}] if anonymous else [])
     return schema

@@ -23,7 +23,7 @@ from typing import Any
 from automem.common.auth import require_role, resolve_scope
 from automem.common.errors import FailedPrecondition, InvalidArgument, NotFound
 from automem.common.model import now, ts
-from automem.common.text import text_key
+from automem.common.text import is_blank, text_key
 from automem.graph import GraphStore
 from automem.graph.entities import EntityRow, entity_category, split_entity_key
 from automem.ingest.logic import check_reason
@@ -60,7 +60,11 @@ class EntityMerges:
     graph: GraphStore
 
     async def _entity(self, scope: str, ref: str, category: str, name: str) -> EntityRow:
-        if not ref.strip():
+        """The entity row ``ref`` (request field ``name``) names. INVALID_ARGUMENT naming
+        ``name`` when ``ref`` is empty or shows nothing (automem/common/text.py ``is_blank``:
+        whitespace or invisible characters only, e.g. "\u3164", which str.strip kept and the
+        lookup answered NOT_FOUND); NOT_FOUND or FAILED_PRECONDITION (merged already) naming it."""
+        if is_blank(ref):
             raise InvalidArgument(f"{name}: an entity slug is required", field=name)
         row = await self.graph.entities.lookup(scope, ref, category, time.time())
         if row is None:

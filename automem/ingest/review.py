@@ -72,6 +72,7 @@ from automem.common.outbox import EventPublisher
 from automem.common.paging import decode_offset_token, encode_offset_token
 from automem.common.settings import Settings
 from automem.common.state import ReadAt, as_read, resolve, resolve_one
+from automem.common.text import is_blank
 from automem.graph import ENRICHMENT_FIELDS, GraphStore
 from automem.ingest.entity_merge import EntityMerges
 from automem.ingest.logic import check_reason, mark_payload_behind
@@ -394,13 +395,16 @@ class ReviewServicer(EntityMerges, PurgeRpcs, review_service_pb2_grpc.ReviewServ
         return review_service_pb2.ApproveReviewItemResponse(item=_item(item), memory=new, superseded=closed)
 
     async def RejectReviewItem(self, request, context):
-        """Reject a pending item with a reason (admin; INVALID_ARGUMENT without one). A
-        memory goes REJECTED (retract_time now) and its content hash is tombstoned in its
-        scope, in one query; a supersede proposal is just closed."""
+        """Reject a pending item with a reason (admin; INVALID_ARGUMENT naming reason without
+        one: empty, or nothing but whitespace or invisible characters, automem/common/text.py
+        ``is_blank``, as a memory's content is judged). A memory goes REJECTED (retract_time
+        now) and its content hash is tombstoned in its scope, in one query; a supersede
+        proposal is just closed."""
         principal = require_role("admin")
         scope = resolve_scope(request.scope)
-        if not request.reason.strip():
-            raise InvalidArgument("reason: a rejection needs a reason", field="reason")
+        if is_blank(request.reason):  # "\u3164" or "\u200b" passed str.strip's test: a reason showing nothing
+            raise InvalidArgument("reason: a rejection needs a reason (not only whitespace or invisible characters)",
+                                  field="reason")
         check_reason(request.reason)
         async with self.locks.hold_all(await self._item_memory_ids(request.id, scope)):
             return await self._reject(request, scope, principal)

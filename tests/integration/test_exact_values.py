@@ -375,6 +375,44 @@ async def test_text_that_shows_something_is_stored_as_sent_though_it_holds_invis
             assert (memory["content"], memory["tags"]) == (text, [text]), memory
 
 
+# A rejection's reason and a merge's slug of only invisible characters ("\u3164", "\u200b")
+# passed the blank check (str.strip kept them), while content and tags of them are refused.
+@pytest.mark.parametrize("blank", ["\u3164", "\u200b", " \u2060\ufeff", "\u2800"])
+async def test_a_required_reason_or_slug_of_only_invisible_characters_is_refused_naming_it(
+        service, blank: str) -> None:
+    """A review rejection whose ``reason`` shows nothing was accepted (the memory REJECTED and
+    its content tombstoned for a reason no one can read), and an entity merge whose ``slug``
+    shows nothing was looked up (404): both fields are required not blank, and blank is
+    judged as for content and tags now (automem/common/text.py ``is_blank``): 400 /
+    INVALID_ARGUMENT / a tool error naming the field, nothing changed."""
+    from urllib.parse import quote
+
+    from automem.v1 import review_service_pb2
+
+    async with service.http() as http:
+        pending = await _store(http, "a memory waiting for review", require_review=True)
+        r = await http.post(f"/v1/review-items/{pending}:reject", json={"reason": blank})
+        assert r.status_code == 400 and r.json()["error"].startswith("reason: a rejection needs a reason"), r.text
+        r = await http.post(f"/entity/{quote(blank, safe='')}/merge", json={"merge_into": "postgresql"})
+        assert r.status_code == 400 and r.json()["error"].startswith("slug: an entity slug is required"), r.text
+        assert (await http.get(f"/memory/{pending}")).json()["memory"]["state"] == "PENDING_REVIEW"
+    async with service.client() as client:
+        for call, request, field in (
+                (client.review.RejectReviewItem, review_service_pb2.RejectReviewItemRequest(id=pending, reason=blank),
+                 "reason"),
+                (client.review.MergeEntities, review_service_pb2.MergeEntitiesRequest(
+                    slug=blank, merge_into="postgresql"), "slug")):
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await call(request)
+            assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, err.value
+            assert err.value.details().startswith(f"{field}: "), err.value.details()
+    async with _mcp(service) as mcp:
+        refused = await mcp.call_tool("merge_entities", {"slug": blank, "merge_into": "postgresql"})
+        assert refused.is_error and "slug: an entity slug is required" in refused.content[0].text, refused
+    async with service.http() as http:
+        assert (await http.get(f"/memory/{pending}")).json()["memory"]["state"] == "PENDING_REVIEW"
+
+
 async def test_control_characters_in_metadata_keys_and_tags_are_400(service) -> None:
     async with service.http() as http:
         for key in ("a\x00b", "\x1f", "line\nbreak", "del\x7f"):
