@@ -613,8 +613,11 @@ class Bus:
         reads) or after ``limit`` events: it never waits for a message that is not there (an
         ordered push consumer ended only on a message's own pending count, or after 2 s
         without a message, and a history test once waited that out read after read; the
-        pull consumer has no reset logic of its own to go wrong). Raises StoreTimeout
-        (Unavailable) when NATS does not answer the consumer's creation.
+        pull consumer has no reset logic of its own to go wrong). Messages removed while it
+        reads (a purge, the retention) end it at the consumer's own count. Raises StoreTimeout
+        (Unavailable) when NATS does not answer the consumer's creation, or stops delivering
+        for :data:`READ_FETCH_SECONDS` while the consumer still holds messages: a history is
+        never returned cut short as if it were whole.
         """
         stream = self.settings.stream_name
         name = f"read-{uuid.uuid4().hex}"
@@ -639,9 +642,15 @@ class Bus:
             added = 0
             while pending > 0 and added < limit:
                 try:
-                    msgs = await sub.fetch(batch=min(pending, READ_BATCH), timeout=2.0)
+                    msgs = await sub.fetch(batch=min(pending, READ_BATCH), timeout=READ_FETCH_SECONDS)
                 except (TimeoutError, nats.errors.TimeoutError):
-                    log.warning("event read ended before its pending messages", extra={"pending": pending})
+                    # Fewer than counted: removed meanwhile (a purge, the retention) when the
+                    # consumer has nothing left, else NATS stopped delivering — an error, not
+                    # a history silently cut short.
+                    async with self.bounded():
+                        left = (await self.js.consumer_info(stream, name)).num_pending
+                    if left:
+                        raise StoreTimeout("NATS", READ_FETCH_SECONDS) from None
                     break
                 for msg in msgs:
                     pending -= 1
@@ -779,3 +788,5 @@ TAIL_INACTIVE_SECONDS = 60.0
 
 #: Messages a history or backup read (:meth:`Bus.events_for`) fetches per request.
 READ_BATCH = 512
+#: Seconds a history or backup read waits for a fetch that the server should answer at once.
+READ_FETCH_SECONDS = 2.0

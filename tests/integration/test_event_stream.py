@@ -446,6 +446,53 @@ async def test_a_memorys_history_reads_its_bucket_not_the_whole_stream(settings)
         await bus.close()
 
 
+async def test_a_history_read_whose_nats_stops_delivering_is_an_error_not_a_short_history(settings, tmp_path) -> None:
+    """A history read that NATS stops answering half-way (its server stopped with SIGSTOP
+    right after the read's consumer was made) ended after 2 s without a message and returned
+    what it had — here nothing — as if that were the memory's whole history. It is a
+    StoreTimeout (HTTP 503) now. A message removed between the consumer's creation and the
+    read (as a purge does) ends the read without one: the consumer then holds nothing more."""
+    import os
+    import signal
+
+    from automem.common.embedded import EmbeddedNats
+    from automem.common.timeouts import StoreTimeout
+
+    server = EmbeddedNats(tmp_path / "own-nats")
+    await server.start()
+    # The default store bound (a shorter one made the consumer's creation time out on a loaded machine).
+    bus = Bus(settings.model_copy(update={"nats_url": server.url}))
+    await bus.connect()
+    created, updated = events_pb2.EVENT_TYPE_MEMORY_CREATED, events_pb2.EVENT_TYPE_MEMORY_UPDATED
+    stopped = False
+    try:
+        await bus.publish_events([_event(created, "a"), _event(updated, "a"), _event(created, "b")])
+        bind = bus.js.pull_subscribe_bind
+
+        async def bind_then_remove_a_message(*args: Any, **kwargs: Any) -> Any:
+            sub = await bind(*args, **kwargs)
+            info = await bus.js.stream_info(bus.settings.stream_name)
+            await bus.js.delete_msg(bus.settings.stream_name, info.state.first_seq)  # a's creation
+            return sub
+        bus.js.pull_subscribe_bind = bind_then_remove_a_message
+        assert [e.event_id for e in await bus.events_for("a")] == [f"a-{updated}"]
+
+        async def bind_then_stop_nats(*args: Any, **kwargs: Any) -> Any:
+            nonlocal stopped
+            sub = await bind(*args, **kwargs)
+            os.kill(server.pid, signal.SIGSTOP)
+            stopped = True
+            return sub
+        bus.js.pull_subscribe_bind = bind_then_stop_nats
+        with pytest.raises(StoreTimeout):
+            await bus.events_for("a")
+    finally:
+        if stopped:
+            os.kill(server.pid, signal.SIGCONT)
+        await bus.close()
+        await server.stop()
+
+
 async def test_a_live_stream_tells_of_the_events_the_retention_removed_before_it_read_them(settings) -> None:
     """An open stream whose reader falls behind while the retention trims the stream past
     where it is: the tail jumps over the removed messages, and the stream says so with a
