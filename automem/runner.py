@@ -173,7 +173,15 @@ class Runner:
     @staticmethod
     async def _watch_readiness(rt: Runtime) -> None:
         """Mark ``liveness`` SERVING, set each service's status from its stores now and keep
-        doing so every ``health_check_interval_seconds`` (automem/common/readiness.py)."""
+        doing so every ``health_check_interval_seconds`` (automem/common/readiness.py).
+
+        Each store is asked live, within the store bound (``store_timeout_seconds``, 5 s when
+        unbounded), as FalkorDB's PING: NATS a round trip (automem/common/bus.py
+        ``reachable``), the vector store its dimension. A probe (grpc.health.v1 ``Check``, the
+        gateway's ``/readyz``) never waits for these: it reads the status the last round set,
+        so it answers in milliseconds whatever a store does, and probes at any rate cost no
+        round trip; a store that stops answering is reported within one interval plus that
+        bound (5 + 5 s by default)."""
         from automem.common.readiness import LIVENESS_SERVICE, ReadinessMonitor
 
         server = rt.grpc_server
@@ -183,9 +191,12 @@ class Runner:
             checks["graph"] = rt.graph.ping
         if rt.bus is not None:
             bus = rt.bus
+            bus_bound = rt.settings.store_timeout_seconds if rt.settings.store_timeout_seconds > 0 else 5.0
 
             async def bus_up() -> bool:
-                return bus.connected
+                # A round trip, not nats-py's connection flag: that stays up for minutes after
+                # the server stops answering on an open connection (SIGSTOP, a hung node).
+                return await bus.reachable(bus_bound)
             checks["bus"] = bus_up
         if rt.vectors is not None:
             vectors = rt.vectors

@@ -5,10 +5,13 @@ gRPC ``liveness`` service, ``/livez``) stays SERVING / 200; after SIGCONT everyt
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import grpc
 import httpx
@@ -28,14 +31,17 @@ pytestmark = pytest.mark.asyncio(loop_scope="session")
 SERVING, NOT_SERVING = health_pb2.HealthCheckResponse.SERVING, health_pb2.HealthCheckResponse.NOT_SERVING
 
 
-@pytest_asyncio.fixture(loop_scope="session")
-async def on_own_falkordb(settings: Settings, tmp_path: Path):
-    server = EmbeddedFalkorDB(tmp_path / "own-falkordb")
+@contextlib.asynccontextmanager
+async def _on_own_server(server: EmbeddedFalkorDB | EmbeddedNats, settings: Settings,
+                         pointing: Callable[[Any], dict[str, Any]]):
+    """Start ``server`` and a service on it (``settings`` updated with ``pointing(server)``, a
+    1-s store bound and readiness checks every 0.2 s); yields ``(service, stop, resume)``:
+    SIGSTOP / SIGCONT of the server's process. Resumed and stopped at the end."""
     await server.start()
     stopped = False
     try:
         service = await start_service(settings.model_copy(update={
-            "falkordb_host": server.host, "falkordb_port": server.port, "store_timeout_seconds": 1.0,
+            **pointing(server), "store_timeout_seconds": 1.0,
             "health_check_interval_seconds": 0.2}))
         try:
             def stop() -> None:
@@ -58,12 +64,27 @@ async def on_own_falkordb(settings: Settings, tmp_path: Path):
         await server.stop()
 
 
+@pytest_asyncio.fixture(loop_scope="session")
+async def on_own_falkordb(settings: Settings, tmp_path: Path):
+    server = EmbeddedFalkorDB(tmp_path / "own-falkordb")
+    async with _on_own_server(server, settings, lambda s: {"falkordb_host": s.host, "falkordb_port": s.port}) as running:
+        yield running
+
+
 async def _statuses(channel: grpc.aio.Channel) -> dict[str, int]:
     stub = health_pb2_grpc.HealthStub(channel)
     out = {}
     for name in [LIVENESS_SERVICE, "", *NEEDS]:
         out[name] = (await stub.Check(health_pb2.HealthCheckRequest(service=name), timeout=5)).status
     return out
+
+
+def _service_is(channel: grpc.aio.Channel, service: str, status: int):
+    """A check for :func:`eventually`: every status (:func:`_statuses`) once ``service`` is ``status``."""
+    async def check():
+        statuses = await _statuses(channel)
+        return statuses if statuses[service] == status else None
+    return check
 
 
 async def test_readiness_follows_falkordb_and_liveness_does_not(on_own_falkordb) -> None:
@@ -138,10 +159,7 @@ async def test_enrich_is_not_ready_while_it_cannot_fetch_and_its_consumer_comes_
             await bus.stop_consumer(ENRICH_DURABLE)
 
             def enrich_is(status: int):
-                async def check():
-                    statuses = await _statuses(channel)
-                    return statuses if statuses["automem.v1.EnrichService"] == status else None
-                return check
+                return _service_is(channel, "automem.v1.EnrichService", status)
             statuses = await eventually(enrich_is(NOT_SERVING), timeout=30)
             assert statuses["automem.v1.IngestService"] == SERVING, statuses
             with pytest.raises(NotFoundError):
@@ -153,3 +171,24 @@ async def test_enrich_is_not_ready_while_it_cannot_fetch_and_its_consumer_comes_
             assert info.config.filter_subjects == bus.consumer_config(ENRICH_DURABLE).filter_subjects
     finally:
         await service.runner.stop()
+
+
+async def test_a_stalled_nats_makes_the_services_that_need_it_not_ready(settings: Settings, tmp_path: Path) -> None:
+    """The bus check read nats-py's connection flag, which stays up for minutes after the
+    server stops answering on an open connection (SIGSTOP: its pings come every 2 min), so
+    AdminService (FalkorDB and NATS) stayed SERVING. It now asks for a round trip within a
+    bound: NOT_SERVING while the server is stopped, SERVING again after it resumes; services
+    that need FalkorDB only, and liveness, stay SERVING."""
+    nats = EmbeddedNats(tmp_path / "own-nats")
+    async with (_on_own_server(nats, settings, lambda s: {"nats_url": s.url}) as (service, stop, resume),
+                grpc.aio.insecure_channel(service.grpc) as channel):
+        assert set((await _statuses(channel)).values()) == {SERVING}
+        stop()
+        statuses = await eventually(_service_is(channel, "automem.v1.AdminService", NOT_SERVING), timeout=30)
+        assert service.ctx.readiness.stores["bus"] is False, service.ctx.readiness.stores
+        assert statuses[LIVENESS_SERVICE] == SERVING, statuses
+        assert statuses["automem.v1.IngestService"] == SERVING, statuses
+        assert statuses["automem.v1.RecallService"] == SERVING, statuses
+        resume()
+        await eventually(_service_is(channel, "automem.v1.AdminService", SERVING), timeout=30)
+        assert service.ctx.readiness.stores["bus"] is True
