@@ -6,6 +6,7 @@ status. Domain errors (automem/common/errors.py) become status codes here, in on
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 import inspect
@@ -60,6 +61,12 @@ _OPEN_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.", "/automem.v1.R
                   "/automem.v1.EnrichService/GetEnrichmentStatus", "/automem.v1.ConsolidateService/GetSyncStatus")
 
 
+#: Seconds an open method's call waits for its caller's key check (:meth:`AutomemInterceptor.
+#: _enter_open`; remembered answers come at once, automem/common/keys.py): a FalkorDB that does
+#: not answer held GetStats and GetEnrichmentStatus for the whole store bound before they read
+#: anything, past the gateway's health bound (automem/gateway/usecases.py ``HEALTH_TIMEOUT``).
+#: Past it the call answers as to a caller without a key.
+OPEN_PRINCIPAL_SECONDS = 0.2
 #: Call metadata that must come once: the credentials and the scope.
 _SINGLE_METADATA = ("authorization", "x-api-key", "x-admin-token", "x-admin-api-key", "x-automem-scope")
 
@@ -403,16 +410,17 @@ class AutomemInterceptor(grpc.aio.ServerInterceptor):
         """Bind the principal of an open method's call when its credentials are valid (None
         bound otherwise; never refused, no rate limit): the method answers everyone, and
         leaves out what only a key that sees every scope may read (automem/enrich/servicer.py
-        ``GetEnrichmentStatus``)."""
+        ``GetEnrichmentStatus``). A key check that takes longer than
+        :data:`OPEN_PRINCIPAL_SECONDS` (its store does not answer) binds None too."""
         try:
             metadata = call_metadata(context)
         except InvalidArgument:  # an open method answers everyone: credentials it cannot read are none
             metadata = {}
         try:
-            principal = await self.authenticator.authenticate(
+            principal = await asyncio.wait_for(self.authenticator.authenticate(
                 bearer_from_metadata(metadata),
-                metadata.get("x-admin-token", "") or metadata.get("x-admin-api-key", ""))
-        except AutomemError:
+                metadata.get("x-admin-token", "") or metadata.get("x-admin-api-key", "")), OPEN_PRINCIPAL_SECONDS)
+        except (AutomemError, TimeoutError):
             principal = None
         return set_principal(principal), header_scope.set(metadata.get("x-automem-scope", ""))
 

@@ -15,6 +15,7 @@ naming the field for untranslatable input.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
@@ -551,8 +552,15 @@ async def undo_entity_merge(call: Caller, merge_id: str) -> review_service_pb2.U
 
 # --- operations -------------------------------------------------------------------------
 
-#: Seconds each status call of a health check may take.
-HEALTH_TIMEOUT = 5.0
+#: Seconds a health check (/health, MCP's ``check_database_health``) may take, all its calls
+#: made at once under this one bound: under a Kubernetes probe's default ``timeoutSeconds``
+#: (1 s) with room for the HTTP exchange, so a probe gets the answer naming what did not
+#: answer instead of timing out. The services bound their own store reads shorter
+#: (automem/recall/servicer.py ``STATS_STORE_SECONDS``, automem/enrich/servicer.py
+#: ``STATUS_STORE_SECONDS``, 0.4 s, after at most 0.2 s for the caller's key check,
+#: automem/common/grpc_server.py ``OPEN_PRINCIPAL_SECONDS``), so a stalled store is named as
+#: such; a healthy check takes about 10 ms (measured on the test setup).
+HEALTH_TIMEOUT = 0.8
 #: Seconds /readyz waits for each service's grpc.health.v1 answer: under the Helm chart's
 #: readinessProbe timeout (deploy/helm/automem/values.yaml ``probes.readiness.timeoutSeconds``,
 #: 3 s), so a hung service is answered 503 with its name, not a probe timeout (break-it review).
@@ -574,35 +582,40 @@ class Health:
 
 async def health(client: AutomemClient, *, with_sync: bool) -> Health:
     """Store stats, the enrichment status and (``with_sync``, when both stores answer) the
-    last sync check: the three open RPCs, no credentials, :data:`HEALTH_TIMEOUT` each.
-    The stats and the enrichment status are asked concurrently (each service bounds its own
-    store reads well under that deadline: RecallService.GetStats, EnrichService.
-    GetEnrichmentStatus), so a stalled store costs one bound, not one per call."""
+    last sync check: the three open RPCs, no credentials, asked at once within
+    :data:`HEALTH_TIMEOUT` (each service bounds its own store reads well under it:
+    RecallService.GetStats, EnrichService.GetEnrichmentStatus), so a stalled store or service
+    costs one bound, not one per call. The sync check counts both stores: it is dropped
+    (cancelled) as soon as the stats say one of them did not answer."""
     call = Caller(client, [])
     out = Health()
-    stats, enrichment = await asyncio.gather(
-        call(client.recall.GetStats, recall_service_pb2.GetStatsRequest(), HEALTH_TIMEOUT),
-        call(client.enrich.GetEnrichmentStatus, enrich_service_pb2.GetEnrichmentStatusRequest(), HEALTH_TIMEOUT),
-        return_exceptions=True)
-    for answer in (stats, enrichment):
-        if isinstance(answer, BaseException) and not isinstance(answer, GatewayError):
-            raise answer
-    if isinstance(stats, GatewayError):
-        out.stats_error = stats.message
-    else:
-        out.stats = stats
-    if not isinstance(enrichment, GatewayError):
-        out.enrichment = enrichment
-    else:
-        out.nats_down = enrichment.code == grpc.StatusCode.UNAVAILABLE and enrichment.message.startswith("nats:")
-    # The sync check counts both stores: only asked when both just answered.
-    if (with_sync and out.stats is not None and out.stats.graph_connected and out.stats.vectors_enabled
-            and out.stats.vectors_connected):
-        try:
-            out.sync = await call(client.consolidate.GetSyncStatus, consolidate_service_pb2.GetSyncStatusRequest(),
-                                  HEALTH_TIMEOUT)
-        except GatewayError:
-            pass
+    sync = asyncio.ensure_future(call(client.consolidate.GetSyncStatus, consolidate_service_pb2.GetSyncStatusRequest(),
+                                      HEALTH_TIMEOUT)) if with_sync else None
+    try:
+        stats, enrichment = await asyncio.gather(
+            call(client.recall.GetStats, recall_service_pb2.GetStatsRequest(), HEALTH_TIMEOUT),
+            call(client.enrich.GetEnrichmentStatus, enrich_service_pb2.GetEnrichmentStatusRequest(), HEALTH_TIMEOUT),
+            return_exceptions=True)
+        for answer in (stats, enrichment):
+            if isinstance(answer, BaseException) and not isinstance(answer, GatewayError):
+                raise answer
+        if isinstance(stats, GatewayError):
+            out.stats_error = stats.message
+        else:
+            out.stats = stats
+        if not isinstance(enrichment, GatewayError):
+            out.enrichment = enrichment
+        else:
+            out.nats_down = enrichment.code == grpc.StatusCode.UNAVAILABLE and enrichment.message.startswith("nats:")
+        if (sync is not None and out.stats is not None and out.stats.graph_connected and out.stats.vectors_enabled
+                and out.stats.vectors_connected):
+            with contextlib.suppress(GatewayError):
+                out.sync = await sync
+    finally:
+        if sync is not None and not sync.done():
+            sync.cancel()
+        elif sync is not None and not sync.cancelled():
+            sync.exception()  # read, so that a failed check unused is not logged as unretrieved
     return out
 
 
@@ -610,16 +623,17 @@ async def health(client: AutomemClient, *, with_sync: bool) -> Health:
 GATEWAY_NEEDS = {"ingest": "automem.v1.IngestService", "recall": "automem.v1.RecallService"}
 
 
-async def readiness(client: AutomemClient) -> dict[str, bool]:
+async def readiness(client: AutomemClient, timeout: float = READINESS_TIMEOUT) -> dict[str, bool]:
     """Whether each service the gateway needs (:data:`GATEWAY_NEEDS`) reports SERVING on
     grpc.health.v1 — which the service sets from its own stores (automem/common/readiness.py).
-    Unreachable or slower than :data:`READINESS_TIMEOUT` counts as not serving."""
+    Unreachable or slower than ``timeout`` seconds (default :data:`READINESS_TIMEOUT`) counts
+    as not serving."""
     from grpc_health.v1 import health_pb2
 
     async def one(stub: str, service: str) -> bool:
         try:
             answer = await client.health[stub].Check(health_pb2.HealthCheckRequest(service=service),
-                                                     timeout=READINESS_TIMEOUT)
+                                                     timeout=timeout)
         except grpc.aio.AioRpcError:
             return False
         return answer.status == health_pb2.HealthCheckResponse.SERVING

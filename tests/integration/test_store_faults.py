@@ -27,8 +27,9 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from automem.common.embedded import EmbeddedFalkorDB
+from automem.common.embedded import EmbeddedFalkorDB, EmbeddedNats
 from automem.common.errors import Unavailable
+from automem.common.keys import KeyStore
 from automem.common.settings import Settings
 from automem.common.timeouts import StoreTimeout
 from automem.graph import GraphStore
@@ -93,7 +94,7 @@ async def stoppable(settings: Settings, tmp_path: Path):
 @pytest_asyncio.fixture(loop_scope="session", params=[BOUND, None], ids=["short-bound", "default-bound"])
 async def stoppable_either_bound(settings: Settings, tmp_path: Path, request: pytest.FixtureRequest):
     """The service with the store bound :data:`BOUND`, then with the default one
-    (``AUTOMEM_STORE_TIMEOUT_S``, 5 s: as long as the gateway's health deadline,
+    (``AUTOMEM_STORE_TIMEOUT_S``, 5 s: far past the gateway's health bound,
     automem/gateway/usecases.py ``HEALTH_TIMEOUT``)."""
     update = {} if request.param is None else {"store_timeout_seconds": request.param}
     async with _on_own_falkordb(settings, tmp_path, **update) as holder:
@@ -382,3 +383,59 @@ async def test_health_reports_a_stopped_nats_server_unreachable(own_nats) -> Non
             return found if found["nats"] == "connected" else None
 
         await eventually(connected, timeout=30)
+
+
+#: Seconds a Kubernetes probe waits for its answer unless told otherwise (``timeoutSeconds``,
+#: default 1): the HTTP client's timeout below, as the kubelet's.
+PROBE_TIMEOUT = 1.0
+
+
+@pytest.mark.parametrize("stalled", ["falkordb", "nats"])
+async def test_health_answers_a_probe_in_time_naming_the_stalled_process(settings: Settings, tmp_path: Path,
+                                                                         stalled: str) -> None:
+    """With FalkorDB or NATS stopped (SIGSTOP) and the default store bound, /health answered
+    after 2 s (each service's store bound) and, once the key check the services remember for
+    2 s had to ask the stopped FalkorDB again, after 5 s (the gateway's deadline) with every
+    store ``unknown``: a probe with Kubernetes' default timeout got no answer. Every part is
+    now asked at once under one bound of well under a second, so each answer comes in time
+    and names the stopped process alone."""
+    falkordb, nats = EmbeddedFalkorDB(tmp_path / "own-falkordb"), EmbeddedNats(tmp_path / "own-nats")
+    await falkordb.start()
+    await nats.start()
+    pid = {"falkordb": falkordb.pid, "nats": nats.pid}[stalled]
+    service = await start_service(settings.model_copy(update={
+        "falkordb_host": falkordb.host, "falkordb_port": falkordb.port, "nats_url": nats.url}))
+    stopped = False
+    try:
+        async with httpx.AsyncClient(base_url=service.url, timeout=PROBE_TIMEOUT) as http:
+            await eventually(lambda: _healthy(http))
+            os.kill(pid, signal.SIGSTOP)
+            stopped = True
+            bodies = []
+            for _ in range(3):
+                answer = await http.get("/health")
+                bodies.append((answer.status_code, answer.json()))
+                await asyncio.sleep(KeyStore.CACHE_SECONDS)  # the remembered key check runs out
+            os.kill(pid, signal.SIGCONT)
+            stopped = False
+            await eventually(lambda: _healthy(http), timeout=30)
+    finally:
+        if stopped:
+            os.kill(pid, signal.SIGCONT)
+        await service.runner.stop()
+        await nats.stop()
+        await falkordb.stop()
+    expected = {"falkordb": (503, "disconnected", "connected"), "nats": (200, "connected", "disconnected")}[stalled]
+    for status, body in bodies:
+        assert body["status"] == "degraded", body
+        assert (status, body["falkordb"], body["nats"]) == expected, body
+        assert body["qdrant"] == "connected", body
+
+
+async def _healthy(http: httpx.AsyncClient) -> dict | None:
+    """The /health body when it says healthy (a probe's timeout passing counts as not)."""
+    try:
+        body = (await http.get("/health")).json()
+    except httpx.TimeoutException:
+        return None
+    return body if body["status"] == "healthy" else None
