@@ -59,6 +59,7 @@ from automem.cli.output import (
     backup_events,
     backup_out,
     emit,
+    error_line,
     event_line,
     fail,
     progress,
@@ -123,9 +124,10 @@ async def _run(settings: Settings, targets: list[str], embedded: bool, ready_fd:
             code = 1
     except (EmbeddedServerError, ListenError, UnreachableError):
         raise  # main() prints it as one line (the data dir, a port in use, a server not reached), after the clean-up below
-    except Exception:
-        log.exception("start failed")
-        code = 1
+    except Exception as exc:
+        # One line on stderr (main() prints it after the clean-up below); the traceback at DEBUG.
+        log.debug("start failed", exc_info=True)
+        raise _start_failure(exc, up.settings or settings) from exc
     finally:
         log.info("shutting down")
         if embedded and up.settings is not None:
@@ -139,6 +141,36 @@ async def _run(settings: Settings, targets: list[str], embedded: bool, ready_fd:
         if up.runtime is not None:
             await up.runtime.stop()
     return code
+
+
+class StartFailure(Exception):
+    """A start that failed, said in one line (:func:`_start_failure`): ``line`` for stderr and
+    the exit ``code``, 2 when it names a setting (bad configuration), else 1."""
+
+    def __init__(self, line: str, code: int) -> None:
+        super().__init__(line)
+        self.line = line
+        self.code = code
+
+
+def _start_failure(exc: BaseException, settings: Settings) -> StartFailure:
+    """The :class:`StartFailure` for ``exc``, raised while starting under ``settings``: an
+    OSError (itself or one it was raised from) on a path inside ``AUTOMEM_DATA_DIR`` — a store's
+    directory that cannot be made or written there (a file in its place, a read-only or full
+    volume) — names that setting and the path, code 2; anything else is ``start failed: <its
+    text>``, code 1."""
+    data_dir = Path(settings.data_dir).resolve()
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.filename:
+            path = Path(os.fsdecode(seen.filename))
+            if path.resolve().is_relative_to(data_dir):
+                why = ("it exists and is not a directory" if isinstance(seen, FileExistsError | NotADirectoryError)
+                       else seen.strerror or str(seen))
+                return StartFailure(f"setting AUTOMEM_DATA_DIR: cannot create or write {str(path)!r}: {why} "
+                                    f"(AUTOMEM_DATA_DIR is {str(settings.data_dir)!r})", 2)
+        seen = seen.__cause__ or seen.__context__
+    return StartFailure(f"start failed: {error_line(exc)}", 1)
 
 
 class _Started:
@@ -604,6 +636,11 @@ def main(argv: list[str] | None = None) -> int:
             return run_loop(settings, _run(settings, _names(args.target), embedded=False, ready_fd=args.ready_fd))
         except (EmbeddedServerError, ListenError, UnreachableError) as exc:  # the data dir, a port, a server: one line
             return fail(args.cmd, exc)
+        except StartFailure as exc:  # any other start failure: one line, the traceback at DEBUG
+            if exc.code == 2:
+                print(f"automem: {exc.line}", file=sys.stderr)
+                return 2
+            return fail(args.cmd, exc.line)
     if args.cmd == "mcp":
         from automem.gateway.mcp_server import run_stdio
 

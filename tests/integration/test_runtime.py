@@ -491,6 +491,31 @@ def test_a_data_dir_that_cannot_be_made_or_tls_without_a_cert_is_refused_before_
     assert "Traceback" not in said and "nats-server" not in said and "redis-server" not in said, said[-3000:]
 
 
+@pytest.mark.parametrize("part", ["nats", "falkordb", "qdrant"])
+def test_a_data_dir_whose_store_directory_cannot_be_made_fails_the_start_in_one_line(tmp_path: Path,
+                                                                                      part: str) -> None:
+    """A data dir that passes the settings check but in which a store's own directory cannot
+    be made (here a file stands where it goes; a read-only or full volume does the same) ended
+    ``automem up`` with a logged ``start failed`` traceback (FileExistsError from mkdir) and
+    exit 1, printing nothing on stderr. Now one line naming AUTOMEM_DATA_DIR and the path, exit
+    2 (bad configuration); the traceback only at --log-level DEBUG."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / part).write_text("not a directory\n")
+    env = {**os.environ, "AUTOMEM_DATA_DIR": str(data), "AUTOMEM_METRICS_PORT": "0", "PORT": str(free_port()),
+           "AUTOMEM_GRPC_PORT": "0"}
+    done = subprocess.run([AUTOMEM, "up"], env=env, capture_output=True, text=True, timeout=120, check=False)
+    said = done.stderr + done.stdout
+    assert done.returncode == 2, said[-3000:]
+    assert "Traceback" not in said, said[-3000:]
+    errors = [line for line in done.stderr.splitlines() if line.startswith("automem")]
+    assert len(errors) == 1 and errors[0].startswith("automem: setting AUTOMEM_DATA_DIR: "), said[-3000:]
+    assert str(data / part) in errors[0], errors
+    debug = subprocess.run([AUTOMEM, "up", "--log-level", "DEBUG"], env=env, capture_output=True, text=True,
+                           timeout=120, check=False)
+    assert debug.returncode == 2 and "Traceback" in debug.stderr + debug.stdout, debug.stderr[-3000:]
+
+
 @pytest.mark.parametrize("server", ["qdrant", "falkordb-port", "falkordb-host", "nats"])
 def test_a_server_that_cannot_be_reached_fails_the_start_in_one_line_naming_its_variable(
         tmp_path: Path, server: str) -> None:
