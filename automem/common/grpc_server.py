@@ -66,7 +66,7 @@ _OPEN_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.", "/automem.v1.R
 #: not answer held GetStats and GetEnrichmentStatus for the whole store bound before they read
 #: anything, past the gateway's health bound (automem/gateway/usecases.py ``HEALTH_TIMEOUT``).
 #: Past it the call answers as to a caller without a key.
-OPEN_PRINCIPAL_SECONDS = 0.2
+OPEN_PRINCIPAL_SECONDS = 1.0
 #: Call metadata that must come once: the credentials and the scope.
 _SINGLE_METADATA = ("authorization", "x-api-key", "x-admin-token", "x-admin-api-key", "x-automem-scope")
 

@@ -32,17 +32,16 @@ async def health(request: Request, client: Annotated[AutomemClient, Depends(grpc
     (unknown when the recall service, which reads them, does not answer),
     memory_count, vector_count, sync_status, vector_dimensions, enrichment, timestamp,
     graph; plus nats (connected: the server answered a round trip just now, within
-    0.4 s; disconnected: it did not; unknown: the enrichment service, which
+    2 s; disconnected: it did not; unknown: the enrichment service, which
     asks it, did not answer), ``services`` (each service the API needs: serving or not, as
     ``/readyz``; one that is not makes the status degraded) and ``restore_incomplete`` (with ``restore_started_at`` and
     ``restore_warning``): a restore that did not finish left part of a backup in the graph,
     so the status is degraded until a restore with force finishes
     (automem/gateway/presenters.py ``stores_json``). No auth. 503 when the graph is
     unreachable. Every part is asked at once
-    under one bound of under a second (automem/gateway/usecases.py ``HEALTH_TIMEOUT``), so a
-    probe with Kubernetes' default 1-s timeout gets the answer with a stalled store or service
-    named (disconnected, or unknown when the service that reads it did not answer) and the
-    others as they are."""
+    under one bound (automem/gateway/usecases.py ``HEALTH_TIMEOUT``, 3.5 s), so a stalled store
+    or service is named (disconnected, or unknown when the service that reads it did not
+    answer) within it and the others as they are."""
     settings = request.app.state.settings
     body: dict[str, Any] = {"status": "healthy", "timestamp": datetime.now(UTC).isoformat(),
                             "graph": settings.graph_name, "collection": settings.collection_name}

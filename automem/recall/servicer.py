@@ -149,11 +149,12 @@ def _time_neighbours(memories: list[CandidateFields], preceded_by: dict[str, lis
 
 
 #: Seconds GetStats waits for each store's part (:meth:`RecallServicer.GetStats`): the graph's
-#: ping and count, the vector store's count and dimension (milliseconds when healthy). Under
-#: the gateway's health bound (automem/gateway/usecases.py ``HEALTH_TIMEOUT``, 0.8 s) after
-#: the open call's key check (automem/common/grpc_server.py ``OPEN_PRINCIPAL_SECONDS``), so a
-#: stalled store is reported as such instead of making the whole answer late.
-STATS_STORE_SECONDS = 0.4
+#: ping and count, the vector store's count and dimension (milliseconds when healthy, up to a
+#: second on a saturated 2-core machine). Under the gateway's health bound
+#: (automem/gateway/usecases.py ``HEALTH_TIMEOUT``, 3.5 s) after the open call's key check
+#: (automem/common/grpc_server.py ``OPEN_PRINCIPAL_SECONDS``), so a stalled store is reported
+#: as such instead of making the whole answer late.
+STATS_STORE_SECONDS = 2.0
 #: Most memories a startup recall at an earlier ``known_at`` reads per tag group.
 STARTUP_PAST_MAX = 5000
 #: Node states whose vector points a past read searches: a memory's state at an earlier
