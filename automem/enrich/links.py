@@ -9,8 +9,9 @@
   has entities, is at least ``similar_threshold`` similar), is a candidate. The LLM decides
   when configured; otherwise (or when it fails) the local rule (:func:`contradiction_signal`):
   not when both name an identifier the other lacks (two builds, two tickets: different
-  things), else a negation on one side only, or a different value — differing numbers, or a
-  few differing words around a shared statement. A positive verdict creates a review-queue
+  things), else a negation on one side only, or a different value — differing numbers, a
+  few differing words around a shared statement, or one changed slot in the same frame
+  (``We use gpt-4 for ...`` / ``... gpt-4o ...``). A positive verdict creates a review-queue
   item, never a change:
   ``(:ReviewItem {id, kind: "supersede_proposal", memory_id: new, target_id: old, reason,
   create_time, status: "pending", scope})`` — MERGEd, so re-enrichment never duplicates it.
@@ -50,10 +51,30 @@ _HASH = re.compile(r"(?=[0-9a-f._:/-]*[0-9])(?=[0-9a-f._:/-]*[a-f])[0-9a-f]+(?:[
 #: (``INC-1234``, ``CVE-2024-1234``; not ``GPT-4``, ``UTF-8``).
 _TICKET = re.compile(r"[A-Z]{2,}(?:-[0-9]{2,})+")
 #: Words after which a number is a quantity or a date, not a label (``in 2019``, ``is 5000``);
-#: a number of four or more digits after any other word is one (``ticket 1234``).
+#: a number of four or more digits after any other word may be one (``ticket 1234 closed``;
+#: :func:`_identifier_spans` says when).
 _VALUE_LEADS = STOP_WORDS | frozenset(("since", "until", "till", "before", "after", "around", "near", "between",
                                        "through", "during", "per", "via", "within", "than", "approximately",
                                        "roughly", "nearly", "almost", "only", "exactly", "least", "most"))
+#: Units of measure and counted things: a number followed by one is a quantity (``5000 USD``,
+#: ``4096 MB``, ``1500 ms``, ``8192 tokens``), never a label.
+_UNITS = frozenset((
+    "usd", "eur", "gbp", "jpy", "chf", "cad", "aud", "inr", "cny", "dollars", "dollar", "euros", "euro", "pounds", "yen",
+    "b", "kb", "mb", "gb", "tb", "pb", "kib", "mib", "gib", "tib", "bytes", "kilobytes", "megabytes", "gigabytes",
+    "terabytes", "bit", "bits", "kbps", "mbps", "gbps", "ns", "us", "ms", "s", "sec", "secs", "seconds", "min", "mins",
+    "minutes", "h", "hr", "hrs", "hours", "d", "days", "weeks", "months", "years", "hz", "khz", "mhz", "ghz", "rps",
+    "qps", "rpm", "tps", "k", "m", "percent", "pct", "tokens", "requests", "users", "rows", "items", "records",
+    "connections", "threads", "workers", "replicas", "cores", "nodes", "calls", "messages", "events", "points",
+    "px", "dpi", "kg", "km", "cm", "mm"))
+#: Words after a number that qualify a value (``port 9090 since Monday``, ``budget 5000 for Q3``)
+#: rather than say something about a labelled thing (``ticket 1234 closed``).
+_QUALIFIERS = frozenset(("for", "from", "since", "until", "till", "per", "during", "after", "before", "via", "within",
+                         "than", "each", "every"))
+#: Words (and ``:``/``=`` between tokens) after which what follows is the one value of what
+#: precedes: ``Alice is vegan``, ``Service mesh: Istio``.
+_COPULAS = frozenset(("is", "are", "was", "were", "be", "equals", "becomes"))
+#: The most tokens a changed value may span on each side (``VS Code`` -> ``Neovim``).
+_SLOT_MAX = 2
 #: Extra hits a batched neighbour search asks for, to drop points written later in the batch.
 _SPARE = 16
 #: Payload keys neighbours need (MetaPattern check, contradiction candidates).
@@ -69,27 +90,52 @@ class Neighbour:
     payload: dict
 
 
-def _identifier_spans(text: str) -> list[tuple[int, int, str]]:
-    """``(start, end, token)`` of the identifiers in ``text`` (tokens case-folded): names
-    that tell two things of one kind apart rather than values of one thing — a hash
-    (``4f3a9c``, a UUID; :data:`_HASH`), a ticket key (``INC-1234``; :data:`_TICKET`), a ``#``
-    number (``#1234``), or a number of four or more digits right after a word that labels it
-    (``ticket 1234``, ``build 20240611``; not ``in 2019`` or ``is 5000``). Versions and other
-    tokens mixing letters and digits (``v18``, ``3.11.4``, ``ubuntu-22.04``, ``A100``,
-    ``9:30am``) are values: a changed one is what a correction looks like."""
+def _identifier_spans(text: str, matches: list[re.Match[str]] | None = None) -> list[tuple[int, int, str]]:
+    """``(start, end, token)`` of the identifiers in ``text`` (tokens case-folded; ``matches``:
+    its :data:`_TOKEN` matches, when the caller has them): names that tell two things of one
+    kind apart rather than values of one thing — a hash (``4f3a9c``, a UUID; :data:`_HASH`), a
+    ticket key (``INC-1234``; :data:`_TICKET`), a ``#`` number (``#1234``), or a number of four
+    or more digits that labels what the statement is about: right after a word outside
+    :data:`_VALUE_LEADS` and followed, in its clause, by what is said of it (``ticket 1234
+    closed``, ``build 20240611 failed``). Such a number is a value instead when it ends its
+    clause (``staging port 8080``: the value stated), is followed by a unit (:data:`_UNITS`:
+    ``budget 5000 USD``) or a qualifier (:data:`_QUALIFIERS`: ``port 9090 since Monday``),
+    follows a currency sign (``$5000``) or is a year (1900-2099: ``launch year 2027``).
+    Versions and other tokens mixing letters and digits (``v18``, ``3.11.4``, ``ubuntu-22.04``,
+    ``A100``, ``9:30am``) are values: a changed one is what a correction looks like."""
+    if matches is None:
+        matches = list(_TOKEN.finditer(text))
     spans = []
     before = ""
-    for match in _TOKEN.finditer(text):
+    for i, match in enumerate(matches):
         raw = match.group()
         token = raw.lower()
         bare = token.lstrip("#")
         if ((token.startswith("#") and bare.isdigit()) or (len(re.sub(r"[^0-9a-f]", "", bare)) >= 6
                                                            and _HASH.fullmatch(bare))
                 or _TICKET.fullmatch(raw)
-                or (bare.isdigit() and len(bare) >= 4 and before.isalpha() and before not in _VALUE_LEADS)):
+                or (bare.isdigit() and len(bare) >= 4 and before.isalpha() and before not in _VALUE_LEADS
+                    and _labels(text, matches, i))):
             spans.append((match.start(), match.end(), token))
         before = bare
     return spans
+
+
+def _labels(text: str, matches: list[re.Match[str]], i: int) -> bool:
+    """Whether the number ``matches[i]`` (four or more digits after a word that may label it)
+    is followed, in its clause, by something said of it — not a unit or a qualifier — and is
+    neither a year nor after a currency sign (see :func:`_identifier_spans`)."""
+    match = matches[i]
+    number = match.group()
+    if (len(number) == 4 and "1900" <= number <= "2099") or text[match.start() - 1:match.start()] in ("$", "€", "£"):
+        return False
+    if i + 1 == len(matches):
+        return False
+    following = matches[i + 1]
+    if any(c in ".,;!?)" for c in text[match.end():following.start()]):
+        return False
+    word = following.group().lower()
+    return word not in _UNITS and word not in _QUALIFIERS
 
 
 def contradiction_signal(new: str, old: str) -> str | None:
@@ -107,16 +153,34 @@ def contradiction_signal(new: str, old: str) -> str | None:
     * different numbers — values, read with the identifiers' digits left out (``the API
       timeout is 30 s`` / ``... 60 s``, ``Postgres 14`` / ``Postgres 16``, ``Node v18`` / ``Node
       v20``);
-    * or at most two differing terms on each side around at least three shared ones, the
-      shared at least twice as many (``favourite colour is blue`` / ``... green``).
+    * at most two differing terms on each side around at least three shared ones, the
+      shared at least twice as many (``favourite colour is blue`` / ``... green``);
+    * or one slot with two values in the same frame: the two token sequences (:data:`_TOKEN`)
+      differ in one run of at most :data:`_SLOT_MAX` tokens on each side, after a prefix with a
+      word that is not a stop word (a changed value, not a changed subject), the frame (prefix
+      and suffix) at least three tokens or the slot right after a copula (:data:`_COPULAS`),
+      ``:`` or ``=`` (``We use gpt-4 for classification`` / ``... gpt-4o ...``, ``Alice is
+      vegan`` / ``... vegetarian``, ``Service mesh: Istio`` / ``... Linkerd``). Not when the two
+      slots spell the same (``9:30am`` / ``9:30 am``) or are both units (``30 s`` / ``30
+      seconds``).
 
-    Limits (no parse, only token shapes): a short label (``ticket 12`` / ``ticket 13``,
-    ``Sprint 14``) and a name that mixes letters and digits (``db-01`` / ``db-02``: two servers,
-    or a corrected host) read as values, so such pairs are proposed and a reviewer tells them
-    apart; a number of four or more digits after a word outside :data:`_VALUE_LEADS` reads as
-    a label (``budget 5000 USD`` / ``8000 USD`` is not proposed; ``the budget is 5000 USD`` is).
-    A wrong proposal costs a reviewer a click; a missed one leaves a stale fact current."""
-    ids_new, ids_old = _identifier_spans(new), _identifier_spans(old)
+    Measured on the hand-labelled pairs of ``bench/data/contradiction_pairs.json``
+    (``bench/contradiction_rule.py``, docs/benchmarks.md). Limits (no parse, only token
+    shapes): a short label (``ticket 12`` / ``ticket 13``, ``Sprint 14``), a label ending its
+    statement (``Fixed bug 4521`` / ``Fixed bug 4522``), a year used as a label and a name that
+    mixes letters and digits (``db-01`` / ``db-02``: two servers, or a corrected host) read as
+    values, so such pairs are proposed and a reviewer tells them apart; a number of four or
+    more digits after a word outside :data:`_VALUE_LEADS` followed by a verb or preposition
+    not in :data:`_QUALIFIERS` reads as a label (``heap 4096 on the indexer`` / ``heap 8192 on
+    the indexer`` is not proposed). A slot of a multi-valued relation reads as one value:
+    ``We use gpt-4o for classification`` / ``... for summarization``, ``Alice visited Lisbon
+    in 2019`` / ``... Porto ...`` are proposed (``Alice likes tea`` / ``... biscuits``, a two-token frame with
+    no copula, is not). Not seen: reordered words (``tabs over spaces`` / ``spaces over
+    tabs``) and a change told in another frame (``Standup is on Mondays`` / ``Standup moved to
+    Tuesdays``). A wrong proposal costs a reviewer a click; a missed one leaves a stale fact
+    current."""
+    matches_new, matches_old = list(_TOKEN.finditer(new)), list(_TOKEN.finditer(old))
+    ids_new, ids_old = _identifier_spans(new, matches_new), _identifier_spans(old, matches_old)
     tokens_new, tokens_old = {t for _, _, t in ids_new}, {t for _, _, t in ids_old}
     if tokens_new - tokens_old and tokens_old - tokens_new:
         return None
@@ -135,7 +199,32 @@ def contradiction_signal(new: str, old: str) -> str | None:
     if len(shared) >= 3 and only_new and only_old and len(only_new) <= 2 and len(only_old) <= 2 and (
             len(shared) >= 2 * max(len(only_new), len(only_old))):
         return f"different value: {', '.join(sorted(only_old))} -> {', '.join(sorted(only_new))}"
-    return None
+    return _slot_change(new, matches_new, old, matches_old)
+
+
+def _slot_change(new: str, matches_new: list[re.Match[str]], old: str, matches_old: list[re.Match[str]]) -> str | None:
+    """The "one slot, two values" case of :func:`contradiction_signal` (its ``_TOKEN``
+    matches of each text given): a reason, or None."""
+    toks_new = [m.group().lower() for m in matches_new]
+    toks_old = [m.group().lower() for m in matches_old]
+    shortest = min(len(toks_new), len(toks_old))
+    prefix = 0
+    while prefix < shortest and toks_new[prefix] == toks_old[prefix]:
+        prefix += 1
+    suffix = 0
+    while suffix < shortest - prefix and toks_new[-1 - suffix] == toks_old[-1 - suffix]:
+        suffix += 1
+    slot_new, slot_old = toks_new[prefix:len(toks_new) - suffix], toks_old[prefix:len(toks_old) - suffix]
+    if not (0 < len(slot_new) <= _SLOT_MAX and 0 < len(slot_old) <= _SLOT_MAX) or "".join(slot_new) == "".join(slot_old):
+        return None
+    if all(t in STOP_WORDS for t in toks_new[:prefix]):
+        return None  # a changed subject (or nothing before the slot): another thing, not another value
+    if all(t in _UNITS for t in slot_new + slot_old):
+        return None  # ``30 s`` / ``30 seconds``: one value spelled twice
+    between = new[matches_new[prefix - 1].end():matches_new[prefix].start()]
+    if prefix + suffix < 3 and toks_new[prefix - 1] not in _COPULAS and ":" not in between and "=" not in between:
+        return None
+    return f"different value: {' '.join(slot_old)} -> {' '.join(slot_new)}"
 
 
 def _blank(text: str, spans: list[tuple[int, int, str]]) -> str:

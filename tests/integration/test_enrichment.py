@@ -161,6 +161,26 @@ async def test_memories_told_apart_by_identifiers_are_not_proposed_as_contradict
         assert items == []
 
 
+async def test_a_port_and_a_model_name_changed_in_the_same_statement_are_proposed(service) -> None:
+    # Missed before: a four-digit number after a noun read as a label (``port 8080`` like
+    # ``ticket 1234``), and ``gpt-4`` -> ``gpt-4o`` changed no number and too few terms.
+    graph = service.ctx.graph
+    pairs = [("Staging server port 8080.", "Staging server port 9090."),
+             ("We use gpt-4 for classification.", "We use gpt-4o for classification.")]
+    async with service.http() as http:
+        expected = set()
+        for old_text, new_text in pairs:
+            old = await _store(http, old_text, timestamp="2024-01-01T00:00:00Z")
+            await eventually(lambda old=old: _enriched(http, old))
+            new = await _store(http, new_text, timestamp="2024-06-01T00:00:00Z")
+            await eventually(lambda new=new: _enriched(http, new))
+            expected.add((new, old))
+        items = await graph.ro_query(
+            "MATCH (r:ReviewItem {kind: 'supersede_proposal'}) WHERE r.scope = $scope RETURN r.memory_id, r.target_id",
+            {"scope": service.scope})
+        assert {(m, t) for m, t in items} == expected, items
+
+
 async def test_long_content_gets_an_extractive_summary_without_llm(service) -> None:
     content = ("The migration plan moves every service to Kubernetes. " * 3 + "Budget approved by finance. "
                + "Rollout starts in spring with the billing service first. " * 6)

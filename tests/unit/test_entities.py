@@ -148,6 +148,48 @@ def test_extractive_summary_fits_and_keeps_order() -> None:
 def test_contradiction_rule(new: str, old: str, expect: bool) -> None:
     assert (contradiction_signal(new, old) is not None) is expect
 
+@pytest.mark.parametrize(("new", "old", "expect"), [
+    # a number of four or more digits after a noun is a value when it ends its clause, is
+    # followed by a unit or a qualifier, follows a currency sign or is a year ...
+    ("Staging server port 9090.", "Staging server port 8080.", True),
+    ("Staging server port 9090 since Monday.", "Staging server port 8080.", True),
+    ("Marketing budget 8000 USD per quarter.", "Marketing budget 5000 USD per quarter.", True),
+    ("budget 8000 USD", "budget 5000 USD", True),
+    ("Indexer heap size 8192 MB.", "Indexer heap size 4096 MB.", True),
+    ("Context window 16384 tokens.", "Context window 8192 tokens.", True),
+    ("Team plan price $1500 a year.", "Team plan price $1200 a year.", True),
+    ("Target launch year 2027 for the mobile app.", "Target launch year 2026 for the mobile app.", True),
+    # ... and a label when followed by what is said of the thing it names
+    ("ticket 5678 closed", "ticket 1234 closed", False),
+    ("Ticket 5678 is blocked by the outage.", "Ticket 1234 is blocked by the outage.", False),
+    ("Build 20240612 failed on staging.", "Build 20240611 failed on staging.", False),
+    ("Merged PR 4522 into main.", "Merged PR 4521 into main.", False),
+    ("Order 88217 shipped to Berlin.", "Order 88213 shipped to Berlin.", False),
+    # one slot with two values in the same frame
+    ("We use gpt-4o for classification.", "We use gpt-4 for classification.", True),
+    ("We use Memcached for session caching.", "We use Redis for session caching.", True),
+    ("The frontend is built with Svelte.", "The frontend is built with React.", True),
+    ("Deploys happen on Thursdays.", "Deploys happen on Tuesdays.", True),
+    ("The CI pipeline runs on GitLab CI.", "The CI pipeline runs on GitHub Actions.", True),
+    ("Preferred editor: Neovim.", "Preferred editor: VS Code.", True),
+    ("Alice is vegetarian.", "Alice is vegan.", True),
+    # not: a two-token frame without a copula, an addition, a changed subject, one value
+    # spelled twice, two identified things
+    ("Alice likes biscuits.", "Alice likes tea.", False),
+    ("Alice also likes biscuits.", "Alice likes tea.", False),
+    ("We use Redis and Memcached for caching.", "We use Redis for caching.", False),
+    ("Bob's birthday is March 3.", "Alice's birthday is March 3.", False),
+    ("The API timeout is 30 seconds.", "The API timeout is 30 s.", False),
+    ("Standup is at 9:30 am.", "Standup is at 9:30am.", False),
+    ("deploy build 7b21e0 finished", "deploy build 4f3a9c finished", False),
+    ("INC-5678 resolved by restarting the cache.", "INC-1234 resolved by restarting the cache.", False),
+])
+def test_contradiction_rule_values_and_slots(new: str, old: str, expect: bool) -> None:
+    """The misses of the number-as-label rule (ports, sizes, prices, years after a noun) and of
+    one changed value token (a model name) in the same frame, and the pairs kept apart."""
+    assert (contradiction_signal(new, old) is not None) is expect
+
+
 
 def test_relevance_formula() -> None:
     assert relevance(0.0, 0.0) == 1.0
