@@ -852,6 +852,49 @@ async def test_a_version_diff_is_the_same_over_both_transports(service) -> None:
                for c in rest_diff.changes if c.field.endswith("_status"))
 
 
+async def test_recall_time_arguments_mean_the_same_over_both_transports(service) -> None:
+    """Break-it review: the gRPC transport read naive ISO text (``2026-03-01T10:00:00``) as
+    UTC whatever the recall's ``tz``, and a date-only ``end`` (``2026-03-01``) as midnight UTC
+    at the start of that day, while REST's ``/recall`` (AutoMem's meaning) reads naive text in
+    ``tz`` and a date-only ``end`` as the end of that day in ``tz``. The same arguments
+    returned other memories. The gRPC transport now converts with REST's meaning."""
+    tag = f"tz-{uuid.uuid4().hex[:8]}"
+    events = {"d": "2026-02-28T23:30:00Z",  # 00:30 on March 1 in Berlin (UTC+1)
+              "a": "2026-03-01T09:30:00Z",  # 10:30 in Berlin
+              "b": "2026-03-01T22:30:00Z",  # 23:30 in Berlin
+              "c": "2026-03-01T23:30:00Z"}  # 00:30 on March 2 in Berlin
+    clients = [await make_client(service, transport, "async") for transport in ("grpc", "rest")]
+    try:
+        ids = {name: (await clients[0].store(f"Time probe {name}: the deploy window moved", tags=[tag],
+                                             timestamp=when)).id for name, when in events.items()}
+        names = {memory_id: name for name, memory_id in ids.items()}
+        cases = {  # arguments -> the memories AutoMem's /recall returns, oldest first
+            "dates in Berlin": ({"start": "2026-03-01", "end": "2026-03-01", "tz": "Europe/Berlin"}, "dab"),
+            "dates in UTC": ({"start": "2026-03-01", "end": "2026-03-01"}, "abc"),
+            "naive text in Berlin": ({"start": "2026-03-01T10:00:00", "end": "2026-03-01T23:45:00",
+                                      "tz": "Europe/Berlin"}, "ab"),
+            "naive text in UTC": ({"start": "2026-03-01T10:00:00", "end": "2026-03-01T23:45:00"}, "bc"),
+            "offset text": ({"start": "2026-03-01T10:00:00+01:00", "end": "2026-03-02T00:00:00+01:00",
+                             "tz": "America/New_York"}, "ab"),
+            "naive datetime": ({"start": dt.datetime(2026, 3, 1, 10), "end": "2026-03-01",
+                                "tz": "Europe/Berlin"}, "b"),
+        }
+        got = {}
+        for case, (arguments, _) in cases.items():
+            for transport, client in zip(("grpc", "rest"), clients, strict=True):
+                try:
+                    found = await client.recall(tags=[tag], sort="time_asc", limit=10, **arguments)
+                except InvalidArgument as exc:  # the old gRPC end of a date-only day came before its start
+                    got[case, transport] = f"refused: {exc}"
+                else:
+                    got[case, transport] = "".join(names[h.memory.id] for h in found.results)
+    finally:
+        for c in clients:
+            await c.close()
+    assert got == {(case, transport): expected for case, (_, expected) in cases.items()
+                   for transport in ("grpc", "rest")}
+
+
 async def test_a_thousand_memory_listing_iterates_page_by_page(service) -> None:
     tag = f"bulk-{uuid.uuid4().hex[:8]}"
     async with AsyncClient.grpc(service.grpc, scope=service.scope) as client:

@@ -151,7 +151,8 @@ def flag(value: Any, field: str) -> None:
 
 def time(value: Any, field: str) -> None:
     """``value`` is None, a datetime (naive = UTC) or ISO 8601 text (a ``date`` or an epoch
-    number is not one: which instant of the day, which unit?)."""
+    number is not one: which instant of the day, which unit?). What the text means (naive
+    text and dates in the call's zone) is automem_client/_times.py's."""
     if value is not None and not isinstance(value, datetime | str):
         raise _refuse(field, "a datetime or ISO 8601 text", value)
 

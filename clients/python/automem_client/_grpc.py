@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, tzinfo
 from typing import Any, NamedTuple
 
 import grpc
@@ -37,6 +37,7 @@ from automem_client._proto.automem.v1 import (
     recall_service_pb2_grpc,
     review_service_pb2_grpc,
 )
+from automem_client._times import instant, zone
 from automem_client.models import (
     EVENT_NAMES,
     BatchStored,
@@ -84,22 +85,13 @@ def service_config(max_attempts: int = 4, initial_backoff: float = 0.2, max_back
     return json.dumps({"methodConfig": [{"name": names, "retryPolicy": policy}]})
 
 
-def _timestamp(value: TimeLike, name: str) -> timestamp_pb2.Timestamp:
-    """A Timestamp of a datetime (naive = UTC) or ISO 8601 text; InvalidArgument naming
-    ``name`` for text that is not one."""
-    if isinstance(value, str):
-        try:
-            value = datetime.fromisoformat(value.strip())
-        except ValueError:
-            raise errors.InvalidArgument(f"{name}: not an ISO 8601 time: {value!r}", field=name) from None
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
+def _timestamp(value: TimeLike, name: str, *, tz: tzinfo = UTC, bound: bool = False,
+               upper: bool = False) -> timestamp_pb2.Timestamp:
+    """The Timestamp of the instant ``value`` means over REST (:func:`._times.instant`: naive
+    text and dates in ``tz``, a recall's ``end`` date its last instant); InvalidArgument
+    naming ``name`` for text that is not ISO 8601 or a time outside the years 1-9999."""
     stamp = timestamp_pb2.Timestamp()
-    try:  # 0001-01-01T00:00+05:00 is before the year 1 in UTC: an OverflowError escaped
-        stamp.FromDatetime(value.astimezone(UTC))
-    except (OverflowError, ValueError):
-        raise errors.InvalidArgument(f"{name}: outside the years 1-9999 in UTC: {value.isoformat()}",
-                                     field=name) from None
+    stamp.FromDatetime(instant(value, name, tz=tz, bound=bound, upper=upper))
     return stamp
 
 
@@ -148,12 +140,15 @@ def memory_input(item: MemoryInput, prefix: str = "") -> ingest_service_pb2.Memo
 
 
 def _read(as_of: TimeLike | None, known_at: TimeLike | None, state_mode: str | None,
-          include_archived: bool = False, include_pending: bool = False) -> recall_service_pb2.ReadOptions:
+          include_archived: bool = False, include_pending: bool = False,
+          tz: tzinfo = UTC) -> recall_service_pb2.ReadOptions:
+    """The state-pass options of a read; naive ``as_of`` / ``known_at`` text in ``tz`` (a
+    recall's zone, UTC elsewhere), as the gateway's ``read_options`` reads them."""
     read = recall_service_pb2.ReadOptions(include_archived=include_archived, include_pending=include_pending)
     if as_of:
-        read.as_of.CopyFrom(_timestamp(as_of, "as_of"))
+        read.as_of.CopyFrom(_timestamp(as_of, "as_of", tz=tz))
     if known_at:
-        read.known_at.CopyFrom(_timestamp(known_at, "known_at"))
+        read.known_at.CopyFrom(_timestamp(known_at, "known_at", tz=tz))
     if state_mode:
         read.state_mode = _enum(recall_service_pb2.StateMode, "STATE_MODE_", state_mode, "state_mode")
     return read
@@ -367,6 +362,9 @@ class GrpcTransport:
 
     async def recall(self, query: str, options: dict[str, Any], *, timeout: float | None = None) -> RecallResult:
         o = dict(options)
+        # the zone of naive start / end / as_of / known_at text and of dates, as REST's /recall
+        # reads them (the gateway refuses an unknown zone with this message before anything)
+        tz = zone(o["tz"])
         request = recall_service_pb2.SearchMemoriesRequest(
             query=query, queries=list(o.pop("queries") or []), embedding=list(o.pop("embedding") or []),
             offset=o.pop("offset"), time_query=o.pop("time_query"), tz=o.pop("tz"), tags=list(o.pop("tags") or []),
@@ -378,7 +376,7 @@ class GrpcTransport:
             context_types=list(o.pop("context_types") or []), priority_ids=list(o.pop("priority_ids") or []),
             state_debug=o.pop("state_debug"),
             read=_read(o.pop("as_of"), o.pop("known_at"), o.pop("state_mode"), o.pop("include_archived"),
-                       o.pop("include_pending")))
+                       o.pop("include_pending"), tz=tz))
         limit, rerank = o.pop("limit"), o.pop("rerank")
         if limit is not None:
             request.limit = limit
@@ -393,8 +391,8 @@ class GrpcTransport:
                 setattr(request, name, _enum(enum, prefix, word, name))
         for name, target in (("start", "start_time"), ("end", "end_time")):
             value = o.pop(name)
-            if value:
-                getattr(request, target).CopyFrom(_timestamp(value, name))
+            if value and (not isinstance(value, str) or value.strip()):  # blank text: no bound, as REST
+                getattr(request, target).CopyFrom(_timestamp(value, name, tz=tz, bound=True, upper=name == "end"))
         assert not o, f"unhandled recall options {sorted(o)}"
         answer = await self._call(self._recall.SearchMemories, request, timeout)
         return RecallResult(

@@ -7,6 +7,13 @@ is the call's deadline in seconds (default: the client's). Writes that create (`
 ``store_batch``, ``supersede``) carry an idempotency key — the caller's, or a fresh UUID —
 so the transports retry them on UNAVAILABLE without storing twice.
 
+Times: a ``datetime`` (naive = UTC) or ISO 8601 text, meaning the same over both
+transports, as AutoMem's REST API reads them (one conversion, automem_client/_times.py):
+text with ``Z`` or an offset is that instant; naive text (``2026-03-01T10:00:00``) is in
+the call's zone, a recall's ``tz`` (UTC for the other methods); a date (``2026-03-01``) is
+midnight in that zone, except a recall's ``end``, where it is the whole day (up to the next
+midnight in ``tz``, exclusive). Millisecond precision.
+
 Closing: after ``close()`` (or the end of the ``with`` block) every method raises
 :class:`~automem_client.errors.ClientClosed`, over both transports, blocking and asyncio; a
 call in flight at that moment raises it too, and an ``events()`` iteration open at that
@@ -157,7 +164,8 @@ class AsyncClient:
         """Store one memory. ``importance``/``confidence`` 0..1 (unset: the service's
         defaults); ``type`` one of Decision, Pattern, Preference, Style, Habit, Insight,
         Context (any case; unset = classified); ``metadata`` a JSON object; times as
-        datetime or ISO 8601 (naive = UTC); ``embedding`` stored as given.
+        datetime or ISO 8601 text, a naive one (or a date: its midnight) in UTC (module
+        docstring); ``embedding`` stored as given.
         ``idempotency_key``: the same key answers the first memory (``deduplicated``) instead
         of storing again; default a fresh UUID per call (so the retries of this call are safe).
         Errors: InvalidArgument naming the field (a wrong type too, e.g. one string for
@@ -277,7 +285,8 @@ class AsyncClient:
                   timeout: float | None = None) -> Memory:
         """One memory with ``is_current`` and ``current_id`` (the head of its chain when
         superseded). ``as_of``: valid time to read at; ``known_at``: what the service knew
-        then; ``state_mode``: current | history; ``version``: that version (1 and up, as
+        then (both a datetime or ISO 8601 text, naive or a date = UTC; module docstring);
+        ``state_mode``: current | history; ``version``: that version (1 and up, as
         :meth:`versions` lists) instead. NotFound (naming ``version`` when it has none).
         InvalidArgument naming ``memory_id``, before sending, for one that is no memory id
         (empty, over 128 characters, a control character), over both transports, as every
@@ -303,8 +312,15 @@ class AsyncClient:
         SearchMemoriesRequest documents each filter). ``limit`` default 5, above the
         service maximum clamped (the applied one is ``result.limit``); ``offset`` pages the
         same ranking. ``sort``: score | time_desc | time_asc | updated_desc | updated_asc;
-        ``time_query``: "yesterday", "last 7 days", ... in zone ``tz``; ``start``/``end``:
-        event-time bounds; ``tag_mode``: any | all; ``tag_match``: prefix | exact;
+        ``time_query``: "yesterday", "last 7 days", ... in zone ``tz`` (an IANA name, "" =
+        UTC; InvalidArgument naming ``tz`` for an unknown one); ``start``/``end``: inclusive
+        event-time bounds, a datetime (naive = UTC) or ISO 8601 text: with ``Z`` or an offset
+        that instant, naive text in ``tz``, a date the whole day in ``tz`` (``start`` its
+        first instant, ``end`` its last, so ``start=end="2026-03-01"`` is that day);
+        ``as_of``/``known_at``: naive text in ``tz`` too, a date its midnight there. These
+        meanings are AutoMem's ``/recall``'s and the same over gRPC and REST (InvalidArgument
+        naming ``start``, ``end``, ``as_of`` or ``known_at`` for text that is not ISO 8601);
+        ``tag_mode``: any | all; ``tag_match``: prefix | exact;
         ``recency_bias``: auto | on | off. Enum words are checked by the service over REST
         and by the client over gRPC (InvalidArgument naming the option either way).
         ``rerank``: True asks the service's configured LLM to reorder the best memories, False

@@ -16,7 +16,8 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from automem_client._proto.automem.v1 import events_pb2, memory_pb2
 
-#: A time given to the client: an aware or naive (= UTC) datetime, or ISO 8601 text.
+#: A time given to the client: an aware or naive (= UTC) datetime, or ISO 8601 text (naive
+#: text and dates in the call's zone: automem_client/_times.py).
 TimeLike = datetime | str
 
 
