@@ -59,12 +59,15 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import heapq
+import itertools
 import json
 import math
+import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
+from typing import IO, TYPE_CHECKING, Any
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -91,6 +94,13 @@ RESTORE_MARK = "RestoreInProgress"
 #: FalkorDB's integers are signed 64-bit.
 _INT64 = 2**63
 PAGE = 500
+#: Edges an export sorts in memory at most: more are sorted in runs of this many, each
+#: written to a temporary file, and the runs merged (:class:`_EdgeSort`).
+EDGE_RUN = 2000
+#: Runs merged into one when that many of one size are waiting (a merge of runs holds one
+#: line of each), so the open runs stay at ``EDGE_RUNS_MERGED`` per size: logarithmic in the
+#: edges, and so is the rewriting.
+EDGE_RUNS_MERGED = 16
 _KIND = {"Memory": "memory", "Tombstone": "tombstone", "ReviewItem": "review_item"}
 #: Memory states without a vector point (automem/enrich/consumer.py deletes their points).
 _GONE_STATES = ("DELETED", "REJECTED")
@@ -99,9 +109,12 @@ _GONE_STATES = ("DELETED", "REJECTED")
 async def export_records(graph: GraphStore, bus: Any = None,
                          known_at: float | None = None) -> AsyncIterator[dict[str, Any]]:
     """Every node, edge and (when ``bus`` is given) stream event, as backup records (see the
-    module docstring for the shapes). Nodes (and the edges leaving them) are read in
-    windows of about ``PAGE`` nodes (:func:`_windows`); the edges are held in memory until
-    the nodes are written, then sorted as a restore creates them.
+    module docstring for the shapes). Nodes are read in windows of about ``PAGE`` nodes
+    (:func:`_windows`), the edges leaving a window's nodes right after it in keyset pages of
+    ``PAGE`` edges (automem/graph/dump.py ``edges_page``); the edges are written after the
+    nodes, sorted as a restore creates them, through :class:`_EdgeSort`: at most
+    ``EDGE_RUN`` of them in memory, so an export's memory does not grow with the graph's
+    edges (docs/benchmarks.md, "Export edges in bounded memory").
     ``known_at`` (epoch seconds) earlier than now: the past export (module docstring); None
     or not earlier than now: the full export."""
     now = time.time()
@@ -130,36 +143,40 @@ async def export_records(graph: GraphStore, bus: Any = None,
     # during an export) and are left out, so the file agrees with itself. Memory sorts before
     # MemoryVersion (label lists in Cypher's order), so every memory is read before versions.
     versions: dict[str, int] = {}
-    edges: list[tuple[Any, ...]] = []
-    async for labels, rows, edge_rows in _windows(graph):
-        believed = await _believed(graph, rows, known_at) if past else {}
-        for internal, _, props in rows:
-            kind = next((_KIND[label] for label in labels if label in _KIND), "node")
-            if past:
-                props = _at(kind, labels, props, believed, known_at)
-                if props is None:
+    edges = _EdgeSort()
+    try:
+        async for labels, low, high, rows in _windows(graph):
+            believed = await _believed(graph, rows, known_at) if past else {}
+            for internal, _, props in rows:
+                kind = next((_KIND[label] for label in labels if label in _KIND), "node")
+                if past:
+                    props = _at(kind, labels, props, believed, known_at)
+                    if props is None:
+                        continue
+                if kind == "memory" and isinstance(props.get("id"), str):
+                    versions[props["id"]] = int(props.get("version") or 0)
+                elif VERSION_LABEL in labels and not _version_held(props, versions):
                     continue
-            if kind == "memory" and isinstance(props.get("id"), str):
-                versions[props["id"]] = int(props.get("version") or 0)
-            elif VERSION_LABEL in labels and not _version_held(props, versions):
-                continue
-            refs[int(internal)] = len(refs)
-            yield {"kind": kind, "ref": refs[int(internal)], "labels": labels, "properties": dict(props)}
-        # The edges leaving this window's nodes, read with them: each edge once (its source's).
-        edges.extend((rel_type, labels, list(target_labels), int(rid), int(source), int(target), props)
-                     for source, target, rel_type, props, rid, target_labels in edge_rows if int(source) in refs)
-    # In the order a restore creates them (runs of one type between the same labels), then by
-    # edge id: the restored graph's edge ids follow the file, so its export orders them alike.
-    edges.sort(key=lambda edge: edge[:4])
-    edges_written = 0
-    for rel_type, _, _, _, source, target, props in edges:
-        if target not in refs:
-            continue  # a node created after its window was read (a write during the export)
-        if past and float(props.get("create_time") or 0.0) > known_at:
-            continue  # an edge the service did not know at known_at
-        edges_written += 1
-        yield {"kind": "edge", "source": refs[source], "target": refs[target], "type": rel_type,
-               "properties": dict(props)}
+                refs[int(internal)] = len(refs)
+                yield {"kind": kind, "ref": refs[int(internal)], "labels": labels, "properties": dict(props)}
+            # The edges leaving this window's nodes, read after them: each edge once (its source's).
+            async for edge_rows in _edge_pages(graph, labels, low, high):
+                await edges.extend([rel_type, labels, list(target_labels), int(rid), int(source), int(target), props]
+                                   for source, target, rel_type, props, rid, target_labels in edge_rows
+                                   if int(source) in refs)
+        # In the order a restore creates them (runs of one type between the same labels), then by
+        # edge id: the restored graph's edge ids follow the file, so its export orders them alike.
+        edges_written = 0
+        async for rel_type, _, _, _, source, target, props in edges.ordered():
+            if target not in refs:
+                continue  # a node created after its window was read (a write during the export)
+            if past and float(props.get("create_time") or 0.0) > known_at:
+                continue  # an edge the service did not know at known_at
+            edges_written += 1
+            yield {"kind": "edge", "source": refs[source], "target": refs[target], "type": rel_type,
+                   "properties": dict(props)}
+    finally:
+        edges.close()
     written = {"nodes": len(refs), "edges": 0, "events": 0}
     if bus is not None:
         for event in await bus.events_for(None, limit=10**9):
@@ -173,14 +190,15 @@ async def export_records(graph: GraphStore, bus: Any = None,
     yield {"kind": "end", **written}
 
 
-async def _windows(graph: GraphStore) -> AsyncIterator[tuple[list[str], list[list[Any]], list[list[Any]]]]:
-    """``(labels, node rows, edge rows)`` of every node and of the edges leaving it
-    (automem/graph/dump.py ``nodes_window`` / ``edges_window``), one label list after the
-    other (in Cypher's order of lists), each by internal id in windows of ids of about
-    ``PAGE`` nodes. Windows of ids, not SKIP/LIMIT pages: a node created or deleted during
-    the export does not shift later windows, so no node that existed when the export began
-    is read twice or missed. A window's span follows the nodes' density (halved after a
-    window of more than ``PAGE`` nodes, doubled after one of fewer than half)."""
+async def _windows(graph: GraphStore) -> AsyncIterator[tuple[list[str], int, int, list[list[Any]]]]:
+    """``(labels, low, high, node rows)`` of every node (automem/graph/dump.py
+    ``nodes_window``: the nodes whose labels are ``labels`` and internal id in ``[low,
+    high)``), one label list after the other (in Cypher's order of lists), each by internal id
+    in windows of ids of about ``PAGE`` nodes; windows without nodes are not yielded. Windows
+    of ids, not SKIP/LIMIT pages: a node created or deleted during the export does not shift
+    later windows, so no node that existed when the export began is read twice or missed. A
+    window's span follows the nodes' density (halved after a window of more than ``PAGE``
+    nodes, doubled after one of fewer than half)."""
     for labels in await graph.dump.label_sets():
         count, highest = await graph.dump.id_span(labels)
         if not count:
@@ -189,13 +207,104 @@ async def _windows(graph: GraphStore) -> AsyncIterator[tuple[list[str], list[lis
         low = 0
         while low <= highest:
             rows = await graph.dump.nodes_window(labels, low, low + span)
-            edge_rows = await graph.dump.edges_window(labels, low, low + span) if rows else []
-            yield labels, rows, edge_rows
+            if rows:
+                yield labels, low, low + span, rows
             low += span
             if len(rows) > PAGE:
                 span = max(PAGE, span // 2)
             elif len(rows) < PAGE // 2:
                 span *= 2
+
+
+async def _edge_pages(graph: GraphStore, labels: list[str], low: int, high: int) -> AsyncIterator[list[list[Any]]]:
+    """The edges leaving the nodes of the window ``(labels, low, high)`` (:func:`_windows`),
+    in keyset pages of up to ``PAGE`` rows (automem/graph/dump.py ``edges_page``)."""
+    after: tuple[int, int] | None = None
+    while True:
+        rows = await graph.dump.edges_page(labels, low, high, after, PAGE)
+        if rows:
+            yield rows
+        if len(rows) < PAGE:
+            return
+        after = (int(rows[-1][0]), int(rows[-1][4]))
+
+
+class _EdgeSort:
+    """The export's edges (lists ``[type, source labels, target labels, edge id, source id,
+    target id, properties]``), given in any order and read back by their first four items
+    (:meth:`ordered`) in bounded memory: an external merge sort. Up to ``EDGE_RUN`` edges are
+    kept in memory; beyond, each ``EDGE_RUN`` are sorted into a run written to an anonymous
+    temporary file as JSON lines (properties are JSON, as the export writes them), and
+    ``EDGE_RUNS_MERGED`` runs of one size are merged into one of the next (``heapq.merge``,
+    one line of each in memory). Files are written and read in a worker thread, a page at a
+    time, off the event loop; :meth:`close` removes them."""
+
+    def __init__(self) -> None:
+        self.buffer: list[list[Any]] = []
+        #: Runs waiting by size: ``levels[k]`` holds runs of about ``EDGE_RUN * EDGE_RUNS_MERGED**k`` edges.
+        self.levels: list[list[IO[str]]] = []
+
+    async def extend(self, edges: Iterable[list[Any]]) -> None:
+        """Add ``edges``; a full buffer is written as a run."""
+        self.buffer.extend(edges)
+        if len(self.buffer) >= EDGE_RUN:
+            buffer, self.buffer = self.buffer, []
+            await asyncio.to_thread(self._spill, buffer)
+
+    def _spill(self, buffer: list[list[Any]]) -> None:
+        buffer.sort(key=_edge_key)
+        run, level = self._write(buffer), 0
+        while True:
+            if len(self.levels) == level:
+                self.levels.append([])
+            self.levels[level].append(run)
+            if len(self.levels[level]) < EDGE_RUNS_MERGED:
+                return
+            merged, self.levels[level] = self.levels[level], []
+            try:
+                run = self._write(heapq.merge(*(self._read(f) for f in merged), key=_edge_key))
+            finally:
+                for f in merged:
+                    f.close()
+            level += 1
+
+    @staticmethod
+    def _write(edges: Iterable[list[Any]]) -> IO[str]:
+        out = tempfile.TemporaryFile("w+", encoding="utf-8")  # noqa: SIM115 - closed by close()
+        for edge in edges:
+            out.write(json.dumps(edge) + "\n")
+        out.flush()
+        return out
+
+    @staticmethod
+    def _read(run: IO[str]) -> Iterator[list[Any]]:
+        run.seek(0)
+        for line in run:
+            yield json.loads(line)
+
+    async def ordered(self) -> AsyncIterator[list[Any]]:
+        """Every edge added, by ``(type, source labels, target labels, edge id)``."""
+        self.buffer.sort(key=_edge_key)
+        runs = [run for level in self.levels for run in level]
+        if not runs:
+            for edge in self.buffer:
+                yield edge
+            return
+        merged = heapq.merge(self.buffer, *(self._read(run) for run in runs), key=_edge_key)
+        while page := await asyncio.to_thread(lambda: list(itertools.islice(merged, PAGE))):
+            for edge in page:
+                yield edge
+
+    def close(self) -> None:
+        """Remove the runs' files."""
+        for level in self.levels:
+            for run in level:
+                run.close()
+        self.levels, self.buffer = [], []
+
+
+def _edge_key(edge: list[Any]) -> tuple[Any, ...]:
+    return edge[0], edge[1], edge[2], edge[3]
 
 
 def _version_held(props: Mapping[str, Any], versions: Mapping[str, int]) -> bool:

@@ -67,14 +67,23 @@ class Dump(Repository):
             "RETURN id(n), labels(n), properties(n) ORDER BY id(n)",
             {"low": low, "high": high, "labels": list(labels)})
 
-    async def edges_window(self, labels: Sequence[str], low: int, high: int) -> list[list[Any]]:
-        """Rows ``[source id, target id, type, properties, edge id, target labels]`` of the
-        edges leaving the nodes :meth:`nodes_window` reads for the same arguments: every edge
-        has one source, so reading the edges by their source's window reads each once."""
+    async def edges_page(self, labels: Sequence[str], low: int, high: int, after: tuple[int, int] | None = None,
+                         limit: int = 500) -> list[list[Any]]:
+        """Up to ``limit`` rows ``[source id, target id, type, properties, edge id, target
+        labels]`` of the edges leaving the nodes :meth:`nodes_window` reads for the same
+        ``labels``/``low``/``high``, ordered by (source id, edge id) and, given ``after`` (the
+        last row's ``(source id, edge id)``), after it: keyset pages, so a hub's edges or a
+        dense window never come in one answer and a page never repeats a row. Every edge has
+        one source, so reading the edges by their source's window reads each once. Each page
+        scans the window's sources only (a label-and-id scan from the key's source on);
+        FalkorDB has no seek by edge id (``id(r)`` filters scan every edge of the graph)."""
+        source, edge = after if after is not None else (low, -1)
         return await self.store.ro_query(
-            f"MATCH (a{_labels(labels)})-[r]->(b) WHERE id(a) >= $low AND id(a) < $high AND labels(a) = $labels "
-            "RETURN id(a), id(b), type(r), properties(r), id(r), labels(b)",
-            {"low": low, "high": high, "labels": list(labels)})
+            f"MATCH (a{_labels(labels)})-[r]->(b) WHERE id(a) >= $from AND id(a) < $high AND labels(a) = $labels "
+            "AND (id(a) > $source OR id(r) > $edge) "
+            "RETURN id(a), id(b), type(r), properties(r), id(r), labels(b) ORDER BY id(a), id(r) LIMIT $limit",
+            {"from": max(low, source), "high": high, "labels": list(labels), "source": source, "edge": edge,
+             "limit": limit})
 
     async def count_nodes(self) -> int:
         """Number of nodes. FalkorDB raises an "empty key" error for a graph never written."""
