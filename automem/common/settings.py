@@ -425,9 +425,9 @@ class Settings(BaseSettings):
                                         validation_alias=_env("AUTOMEM_SEARCH_RANK_CANDIDATES"))
 
     # --- enrichment / consolidation ------------------------------------------------------
-    #: A store repeating every field a memory of the same writer and scope stored this many
-    #: seconds earlier got (README, "repeats") answers with that memory (``deduplicated``)
-    #: instead of making a new one; 0 = only within one batch.
+    #: A store without an Idempotency-Key repeating every field a memory of the same writer
+    #: and scope stored this many seconds earlier got (README, "repeats") answers with that
+    #: memory (``deduplicated``) instead of making a new one; 0 = only within one batch.
     dedup_window_seconds: float = Field(300.0, ge=0, validation_alias=_env("AUTOMEM_DEDUP_WINDOW_SECONDS"))
     #: Off: every store makes a new memory (no repeat check, no lock per content).
     dedup_enabled: bool = Field(True, validation_alias=_env("AUTOMEM_DEDUP_ENABLED"))

@@ -53,17 +53,6 @@ class IdempotencyKeys(Repository):
         )
         return list(rows[0][0]) if rows else None
 
-    async def remember(self, scope: str, key: str, ids: Sequence[str], create_time: float | None,
-                       fingerprint: str = "") -> None:
-        """Claim ``key`` in ``scope`` for ``ids`` with the request's ``fingerprint``
-        (automem/ingest/logic.py ``request_fingerprint``; "" = none) unless it is claimed
-        already (first claim wins; ``create_time`` in epoch seconds)."""
-        await self.store.query(
-            "MERGE (k:IdempotencyKey {key: $key}) "
-            "ON CREATE SET k.memory_ids = $ids, k.create_time = $t, k.request = $fingerprint",
-            {"key": node_key(scope, key), "ids": list(ids), "t": create_time, "fingerprint": fingerprint or None},
-        )
-
     async def create_claimed(self, scope: str, key: str, memories: Sequence[Memory],
                              ids: Sequence[str] | None = None, fingerprint: str = "") -> bool:
         """Create ``memories`` and claim ``key`` for ``ids`` (default: their ids; a batch

@@ -168,13 +168,6 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
                                   f"(got {len(key)})", field="idempotency_key")
         return await self.graph.idempotency.claim(scope, key)
 
-    async def _remember_key(self, scope: str, key: str, ids: list[str], fingerprint: str) -> None:
-        """Claim ``key`` for ``ids`` (memories stored before, e.g. the one a create repeats) with
-        the request's ``fingerprint``, in one write (automem/graph/idempotency.py)."""
-        if key:
-            await self.graph.idempotency.remember(scope, key, ids, epoch(Memory(create_time=ts(now())), "create_time"),
-                                                  fingerprint)
-
     @staticmethod
     def _check_same_request(key: str, claim: Claim, fingerprint: str, same_content: bool, first: str) -> None:
         """INVALID_ARGUMENT naming ``idempotency_key`` unless this request is the one ``claim``
@@ -200,15 +193,19 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         create. False (nothing written) when the key was already claimed."""
         return await self.graph.idempotency.create_claimed(scope, key, memories, fingerprint=fingerprint)
 
-    async def _repeats_of(self, memories: list[Memory], items: list[Any], source: str) -> list[Memory | None]:
+    async def _repeats_of(self, memories: list[Memory], items: list[Any], source: str,
+                          key: str) -> list[Memory | None]:
         """For each new memory (built from ``items[i]``), the memory it repeats, or None.
 
-        The dedupe rule, the same for single, batch and MCP stores: a store repeats a memory
-        of its scope with its content hash, ACTIVE or PENDING_REVIEW, created within
-        ``dedup_window_seconds`` — or an earlier item of the same batch — only when every
-        property the input decides is equal (automem/ingest/logic.py ``repeats``). All None
-        when ``dedup_enabled`` is off. One graph round trip for the batch."""
-        if not self.settings.dedup_enabled:
+        The dedupe rule, the same for single, batch and MCP stores: a store without an
+        idempotency ``key`` repeats a memory of its scope with its content hash, ACTIVE or
+        PENDING_REVIEW, created within ``dedup_window_seconds`` — or an earlier item of the
+        same batch — only when every property the input decides is equal
+        (automem/ingest/logic.py ``repeats``). All None for a keyed store (the key is what
+        names a retry — README "Retries are safe" — so two keys are two memories, as an
+        import's records that hold the same fields are: docs/import-export.md) and when
+        ``dedup_enabled`` is off. One graph round trip for the batch."""
+        if key or not self.settings.dedup_enabled:
             return [None] * len(memories)
         earlier = await self.graph.memories.recent_with_hash(memories, self.settings.dedup_window_seconds,
                                                              TIMELESS_INPUT_PROPERTIES)
@@ -221,16 +218,17 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
                 earlier.append(memory)
         return out
 
-    def _checking_repeats(self, memories: list[Memory]) -> contextlib.AbstractAsyncContextManager[Any]:
+    def _checking_repeats(self, memories: list[Memory], key: str) -> contextlib.AbstractAsyncContextManager[Any]:
         """Hold, for the body of an ``async with``, the locks of the (scope, content hash) of
         every memory about to be stored: the repeat check (:meth:`_repeats_of`) and the
         create are two graph round trips, and two identical stores running between them both
         created (8 concurrent identical POSTs made 2 memories; break-it review). Taken in
         sorted order (MemoryLocks.hold_all), so batches with overlapping contents cannot
-        deadlock. No locks when ``dedup_enabled`` is off. Like the memory locks, they order
+        deadlock. No locks for a keyed store (no repeat check: :meth:`_repeats_of`; its key's
+        claim orders it) nor when ``dedup_enabled`` is off. Like the memory locks, they order
         ONE ingest process: replicas behind a load balancer can still each create a repeat
         (an ``Idempotency-Key`` is the guarantee there, automem/graph/idempotency.py)."""
-        if not self.settings.dedup_enabled:
+        if key or not self.settings.dedup_enabled:
             return contextlib.nullcontext()
         return self.repeat_locks.hold_all(f"{m.scope}\n{m.content_hash}" for m in memories)
 
@@ -246,8 +244,9 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         """Validate and store one memory; publish MEMORY_CREATED.
 
         Raises INVALID_ARGUMENT naming the field, ALREADY_EXISTS for tombstoned content.
-        Idempotency key / dedup return the existing memory with ``deduplicated`` — unless
-        ``require_unused_key``: then a used key is FAILED_PRECONDITION naming ``idempotency_key``.
+        A used idempotency key, or without a key the dedupe rule (:meth:`_repeats_of`), return
+        the existing memory with ``deduplicated`` — unless ``require_unused_key``: then a used
+        key is FAILED_PRECONDITION naming ``idempotency_key``.
         A key answers only the request it was first used for (:meth:`_check_same_request`):
         reused with any stored field different, or first used by a batch or a supersede, it is
         INVALID_ARGUMENT naming ``idempotency_key``.
@@ -272,10 +271,9 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         memory = build_memory(request.memory, scope=scope, settings=self.settings, created=now(),
                               source=principal.name)
         await self._check_tombstone(memory)
-        async with self._checking_repeats([memory]):
-            [duplicate] = await self._repeats_of([memory], [request.memory], principal.name)
+        async with self._checking_repeats([memory], key):
+            [duplicate] = await self._repeats_of([memory], [request.memory], principal.name, key)
             if duplicate is not None:
-                await self._remember_key(scope, key, [duplicate.id], fingerprint)
                 return ingest_service_pb2.CreateMemoryResponse(memory=duplicate, deduplicated=True)
             if key:
                 if not await self._create_claimed(scope, key, [memory], fingerprint):
@@ -306,8 +304,9 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
     async def BatchCreateMemories(self, request, context):
         """Store up to ``batch_max`` (500) memories in one atomic query; all or nothing. One
         tombstone check for the batch, and the MEMORY_CREATED events published pipelined (one
-        round trip; any that fail go to the outbox). An item that repeats a memory (the dedupe
-        rule of :meth:`_repeats_of`) is answered with that memory, ``deduplicated[i]`` set.
+        round trip; any that fail go to the outbox). Without an idempotency key, an item that
+        repeats a memory (the dedupe rule of :meth:`_repeats_of`) is answered with that memory,
+        ``deduplicated[i]`` set.
 
         Raises INVALID_ARGUMENT naming ``memories[i].<field>`` of the first bad item.
         """
@@ -338,8 +337,8 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
             for i, item in enumerate(request.memories)
         ]
         await self._check_tombstones(memories, [f"memories[{i}].content" for i in range(len(memories))])
-        async with self._checking_repeats(memories):
-            repeated = await self._repeats_of(memories, list(request.memories), principal.name)
+        async with self._checking_repeats(memories, key):
+            repeated = await self._repeats_of(memories, list(request.memories), principal.name, key)
             answer = [earlier or memory for memory, earlier in zip(memories, repeated, strict=True)]
             new = [(memory, item) for memory, item, earlier
                    in zip(memories, request.memories, repeated, strict=True) if earlier is None]

@@ -300,6 +300,29 @@ async def test_a_claim_is_never_stored_without_its_request_fingerprint(service, 
         assert refused.value.details().startswith(f"idempotency_key: '{key}' was used for a different request")
 
 
+async def test_a_store_with_a_key_is_never_a_repeat_of_another_memory(service) -> None:
+    """The five-minute dedupe is for stores without a key (README "Retries are safe"): a
+    keyed store, single or batch, that holds every field of a recent memory is a memory of
+    its own (an import's two records with equal fields came back as one, the second
+    ``deduplicated`` under its own key); its key still answers its retry. Without a key the
+    same store is still a repeat."""
+    body = {"content": "Standup is at 9:30", "tags": ["team"], "timestamp": "2026-11-01T09:00:00Z", "type": "Habit"}
+    async with service.http() as http:
+        first = (await http.post("/memory", json=body)).json()
+        keyed = [(await http.post("/memory", json=body, headers={"Idempotency-Key": f"twin-{i}"})).json()
+                 for i in range(2)]
+        assert [k["deduplicated"] for k in keyed] == [False, False]
+        assert len({first["memory_id"], *(k["memory_id"] for k in keyed)}) == 3
+        retried = (await http.post("/memory", json=body, headers={"Idempotency-Key": "twin-1"})).json()
+        assert retried["deduplicated"] is True and retried["memory_id"] == keyed[1]["memory_id"]
+        batch = (await http.post("/memory/batch", json={"memories": [body, body]},
+                                 headers={"Idempotency-Key": "twin-batch"})).json()
+        assert batch["deduplicated"] == [False, False] and len(set(batch["memory_ids"]) | {first["memory_id"]}) == 3
+        plain = (await http.post("/memory", json=body)).json()
+        assert plain["deduplicated"] is True and plain["memory_id"] == first["memory_id"]
+    assert await service.ctx.graph.memories.count(service.scope) == 5
+
+
 async def test_concurrent_identical_stores_without_a_key_create_one_memory(service) -> None:
     """Eight identical ``POST /memory`` at once, no Idempotency-Key, created two memories in 2
     of 5 trials (break-it review): the repeat check and the create were separate graph round

@@ -170,6 +170,60 @@ async def test_native_export_import_round_trips_and_reimport_stores_nothing(serv
     assert len(json_lines(third.read_text())) == len(json_lines(second.read_text()))
 
 
+async def test_memories_holding_the_same_fields_come_back_as_many_with_their_relations(service: ScopedService,
+                                                                                      tmp_path: Path) -> None:
+    """Two memories with every field equal (B stored with other content, then edited to A's)
+    and a third related to both: the import stored B as a repeat of A (the service's
+    five-minute dedupe answered its keyed store with A, ``already_present: 1`` into an empty
+    scope), B → A failed as a self-association and C's two edges fell onto A. Each record's
+    key (its source id) now makes it a memory of its own; a second import stores nothing."""
+    twin = {"content": "Standup is at 9:30", "tags": ["team"], "timestamp": "2026-11-01T09:00:00Z", "type": "Habit"}
+    async with service.http() as http:
+        a = (await http.post("/memory", json=twin)).json()["memory_id"]
+        b = (await http.post("/memory", json={**twin, "content": "Standup is at 10:00"})).json()["memory_id"]
+        assert (await http.patch(f"/memory/{b}", json={"content": twin["content"]})).status_code == 200
+        c = (await http.post("/memory", json={"content": "The team is Alice and Bob"})).json()["memory_id"]
+        for source, target, kind, strength in ((b, a, "REINFORCES", 0.5), (c, b, "RELATES_TO", 0.3),
+                                               (c, a, "RELATES_TO", 0.8)):
+            r = await http.post("/associate", json={"memory1_id": source, "memory2_id": target, "type": kind,
+                                                    "strength": strength})
+            assert r.status_code in (200, 201), r.text
+    first = tmp_path / "twin.jsonl"
+    await _json_cli("export", "--grpc", service.grpc, "--scope", service.scope, "--out", str(first))
+    await _settled(service, service.scope, first)
+    await _json_cli("export", "--grpc", service.grpc, "--scope", service.scope, "--out", str(first))
+    before = _view(first)
+    assert len(before[0]) == 3 and len(before[1]) == 3
+
+    target = fresh_scope()
+    imported = await _cli("import", str(first), "--format", "native", "--grpc", service.grpc, "--scope", target,
+                          "--json")
+    summary = json.loads(imported.stdout)
+    assert summary["memories"] == {"created": 3, "already_present": 0, "failed": 0, "total": 3}, summary
+    assert summary["relations"] == {"created": 3, "already_present": 0, "failed": 0, "total": 3}, summary
+    assert imported.returncode == 0, imported.stderr
+
+    second = tmp_path / "second.jsonl"
+    await _json_cli("export", "--grpc", service.grpc, "--scope", target, "--out", str(second))
+    await _settled(service, target, second)
+    await _json_cli("export", "--grpc", service.grpc, "--scope", target, "--out", str(second))
+    assert _view(second) == before
+    # the relations land on the right ends: B → A between two memories, C → each of them
+    records = [json.loads(line) for line in json_lines(second.read_text())]
+    content = {r["memory"]["id"]: r["memory"]["content"] for r in records if "memory" in r}
+    edges = {(r["relation"]["type"], r["relation"]["strength"]): (r["relation"]["source_id"], r["relation"]["target_id"])
+             for r in records if "relation" in r and r["relation"]["type"] in ("RELATION_TYPE_REINFORCES",
+                                                                                "RELATION_TYPE_RELATES_TO")}
+    twin_b, twin_a = edges[("RELATION_TYPE_REINFORCES", 0.5)]
+    assert twin_a != twin_b and content[twin_a] == content[twin_b] == twin["content"]
+    assert edges[("RELATION_TYPE_RELATES_TO", 0.3)][1] == twin_b and edges[("RELATION_TYPE_RELATES_TO", 0.8)][1] == twin_a
+
+    again = await _json_cli("import", str(first), "--format", "native", "--grpc", service.grpc, "--scope", target)
+    assert again["memories"] == {"created": 0, "already_present": 3, "failed": 0, "total": 3}
+    assert again["relations"] == {"created": 0, "already_present": 3, "failed": 0, "total": 3}
+    assert await service.ctx.graph.memories.count(target) == 3
+
+
 async def _memories(service: ScopedService, scope: str, tag: str) -> list[memory_pb2.Memory]:
     async with service.client(scope=scope) as client:
         page = await client.recall.ListMemoriesByTag(recall_service_pb2.ListMemoriesByTagRequest(
