@@ -179,7 +179,7 @@ async def export_records(graph: GraphStore, bus: Any = None,
         edges.close()
     written = {"nodes": len(refs), "edges": 0, "events": 0}
     if bus is not None:
-        for event in await bus.events_for(None, limit=10**9):
+        async for event in bus.stream_events():
             if past and event.event_time.seconds + event.event_time.nanos / 1e9 > known_at:
                 continue
             if not _event_held(event, versions):

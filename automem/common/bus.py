@@ -24,7 +24,7 @@ import hashlib
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -580,7 +580,8 @@ class Bus:
                          since: float | None = None) -> list[events_pb2.MemoryEvent]:
         """Every memory event on the stream (oldest first), optionally of one memory, and
         optionally only those the stream stored at or after ``since`` (epoch seconds); at most
-        ``limit`` (the oldest). Used by history, review and backup.
+        ``limit`` (the oldest). Used by history and review; a backup reads the whole stream
+        with :meth:`stream_events` instead, which holds one batch at a time.
 
         Reads with ephemeral pull consumers (:meth:`_read_events`): of every memory subject, or
         with ``memory_id`` of the subjects of its bucket (:meth:`Subjects.history_filters`, two
@@ -592,17 +593,34 @@ class Bus:
         stream's first message. Raises StoreTimeout (Unavailable) when NATS does not answer.
         """
         filters = [[self.subjects.memory_all]] if memory_id is None else self.subjects.history_filters(memory_id)
-        wanted = memory_id.encode() if memory_id else None
-        async with self.bounded():
-            last = (await self.js.stream_info(self.settings.stream_name)).state.last_seq
+        last = await self._last_seq()
         found: dict[int, events_pb2.MemoryEvent] = {}
-        await asyncio.gather(*(self._read_events(subjects, since, last, wanted, memory_id, found, limit)
-                               for subjects in filters))
+
+        async def collect(subjects: list[str]) -> None:
+            async for seq, event in self._read_events(subjects, since, last, memory_id, limit):
+                found[seq] = event
+
+        await asyncio.gather(*(collect(subjects) for subjects in filters))
         return [found[seq] for seq in sorted(found)][:limit]
 
-    async def _read_events(self, subjects: list[str], since: float | None, last: int, wanted: bytes | None,
-                           memory_id: str | None, found: dict[int, events_pb2.MemoryEvent], limit: int) -> None:
-        """Add to ``found`` (by stream sequence) the events of ``subjects`` (:meth:`events_for`).
+    async def stream_events(self) -> AsyncIterator[events_pb2.MemoryEvent]:
+        """Every memory event the stream holds when the read begins, oldest first, as it is
+        read: one fetched batch (:data:`READ_BATCH` messages) in memory at a time, whatever
+        the stream's size (a backup's events; a list of them all grew with the stream,
+        ~1–2 KB an event). Raises as :meth:`events_for`."""
+        last = await self._last_seq()
+        async for _, event in self._read_events([self.subjects.memory_all], None, last, None, 10**12):
+            yield event
+
+    async def _last_seq(self) -> int:
+        """The stream's last sequence now (0 when it is empty)."""
+        async with self.bounded():
+            return (await self.js.stream_info(self.settings.stream_name)).state.last_seq
+
+    async def _read_events(self, subjects: list[str], since: float | None, last: int, memory_id: str | None,
+                           limit: int) -> AsyncIterator[tuple[int, events_pb2.MemoryEvent]]:
+        """(stream sequence, event) of ``subjects``' events (:meth:`events_for`), oldest first;
+        with ``memory_id`` only that memory's (its own and relations at either end).
 
         An ephemeral pull consumer without acknowledgements (as :class:`EventTail`'s) is made
         for the read and deleted after it (or by the server after
@@ -619,6 +637,7 @@ class Bus:
         for :data:`READ_FETCH_SECONDS` while the consumer still holds messages: a history is
         never returned cut short as if it were whole.
         """
+        wanted = memory_id.encode() if memory_id else None
         stream = self.settings.stream_name
         name = f"read-{uuid.uuid4().hex}"
         config = ConsumerConfig(
@@ -665,8 +684,8 @@ class Bus:
                     if event is not None and (memory_id is None or memory_id and (
                         event.memory_id == memory_id or event.relation.source_id == memory_id
                             or event.relation.target_id == memory_id)):
-                        found[seq] = event
                         added += 1
+                        yield seq, event
                     if seq >= last or added >= limit:
                         pending = 0
                         break

@@ -493,6 +493,32 @@ async def test_a_history_read_whose_nats_stops_delivering_is_an_error_not_a_shor
         await server.stop()
 
 
+async def test_a_backups_event_read_holds_one_batch_not_the_stream(settings) -> None:
+    """A backup read every event of the stream into one list before writing the first
+    (105 MiB resident for 20,000 events, bench/backup_events_memory.py). ``stream_events``
+    yields each batch as it is fetched: when the first event comes, its consumer still holds
+    the rest of the stream; all come in order, once; the consumer is gone after the read."""
+    from automem.common.bus import READ_BATCH
+
+    created = events_pb2.EVENT_TYPE_MEMORY_CREATED
+    count = 3 * READ_BATCH + 7
+    bus = Bus(settings)
+    await bus.connect()
+    try:
+        for start in range(0, count, 500):
+            await bus.publish_events([_event(created, f"m{i}") for i in range(start, min(count, start + 500))])
+        stream = bus.settings.stream_name
+        read = bus.stream_events()
+        first = await anext(read)
+        consumers = [c for c in await bus.js.consumers_info(stream) if c.name.startswith("read-")]
+        assert len(consumers) == 1 and consumers[0].num_pending >= count - READ_BATCH
+        rest = [e async for e in read]
+        assert [e.memory_id for e in [first, *rest]] == [f"m{i}" for i in range(count)]
+        assert not [c for c in await bus.js.consumers_info(stream) if c.name.startswith("read-")]
+    finally:
+        await bus.close()
+
+
 async def test_a_live_stream_tells_of_the_events_the_retention_removed_before_it_read_them(settings) -> None:
     """An open stream whose reader falls behind while the retention trims the stream past
     where it is: the tail jumps over the removed messages, and the stream says so with a
