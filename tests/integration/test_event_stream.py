@@ -482,6 +482,9 @@ async def test_a_history_read_whose_nats_stops_delivering_is_an_error_not_a_shor
             sub = await bind(*args, **kwargs)
             os.kill(server.pid, signal.SIGSTOP)
             stopped = True
+            # SIGSTOP returns before every thread of the server has stopped: on a loaded
+            # machine one still answered the read's first fetch.
+            await eventually(lambda: _every_thread_stopped(server.pid), timeout=5.0)
             return sub
         bus.js.pull_subscribe_bind = bind_then_stop_nats
         with pytest.raises(StoreTimeout):
@@ -491,6 +494,20 @@ async def test_a_history_read_whose_nats_stops_delivering_is_an_error_not_a_shor
             os.kill(server.pid, signal.SIGCONT)
         await bus.close()
         await server.stop()
+
+
+async def _every_thread_stopped(pid: int) -> bool:
+    """True when every thread of process ``pid`` is stopped (state ``T`` in /proc)."""
+    from pathlib import Path
+
+    for stat in Path(f"/proc/{pid}/task").glob("*/stat"):
+        try:
+            state = stat.read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state not in ("T", "t"):
+            return False
+    return True
 
 
 async def test_a_backups_event_read_holds_one_batch_not_the_stream(settings) -> None:
