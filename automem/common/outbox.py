@@ -5,6 +5,11 @@ the outbox, a Redis list in the same FalkorDB server (so it shares the graph's a
 file). :meth:`EventPublisher.drain_forever` republishes outbox entries in order when NATS is
 back (and creates the stream again when NATS came back without it: a lost store); the event id is the ``Nats-Msg-Id``, so a republish after an unclear failure is
 de-duplicated by the server.
+
+Writes that must not lose their events even to a crash between the graph write and the
+publish (consolidation's: automem/consolidate/tasks.py) record them in the graph write itself
+(automem/graph/outbox.py ``:OutboxBatch``) and hand the batch to :meth:`EventPublisher.commit`;
+a batch left by a process that died is moved to the outbox by the next drain of any process.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from nats.js.errors import NoStreamResponseError
 from opentelemetry.trace import Span
 
 from automem.common.bus import Bus
+from automem.common.timeouts import job_bound
 from automem.v1 import events_pb2
 
 if TYPE_CHECKING:
@@ -39,14 +45,28 @@ return 1
 """
 
 
-#: Redis script: pop the head of list KEYS[1] only while it is ARGV[1] (the entry just
-#: published). Every process that publishes (ingest, enrich, consolidate, and their replicas)
-#: drains the one outbox: a plain LPOP after another drainer's removed the next entry, which
-#: nobody had published (break-it review: 9 of 100 acknowledged events lost).
-_POP_IF_HEAD = """
-if redis.call('LINDEX', KEYS[1], 0) == ARGV[1] then redis.call('LPOP', KEYS[1]) return 1 end
-return 0
+#: Redis script: for each ARGV in order, pop the head of list KEYS[1] when it is that entry
+#: (the entries just published, in order); returns how many were popped. Every process that
+#: publishes (ingest, enrich, consolidate, and their replicas) drains the one outbox: a plain
+#: LPOP after another drainer's removed the next entry, which nobody had published (break-it
+#: review: 9 of 100 acknowledged events lost). This never pops an entry this drainer did not
+#: publish.
+_POP_PUBLISHED = """
+local n = 0
+for i = 1, #ARGV do
+  if redis.call('LINDEX', KEYS[1], 0) == ARGV[i] then redis.call('LPOP', KEYS[1]) n = n + 1 end
+end
+return n
 """
+
+#: Outbox entries published per pipelined round of :meth:`EventPublisher.drain_once`.
+DRAIN_BATCH = 256
+
+
+def entry(event: events_pb2.MemoryEvent) -> str:
+    """The outbox entry of ``event``: its serialized bytes in base64 (what the outbox list and
+    an ``:OutboxBatch`` hold)."""
+    return base64.b64encode(event.SerializeToString()).decode()
 
 
 class EventPublisher:
@@ -64,6 +84,41 @@ class EventPublisher:
         #: Events the bus refused for good (too large); kept for an operator, never retried.
         self.dead_key = f"automem:outbox-dead:{graph.name}"
         self._wake = asyncio.Event()
+        #: One drain at a time in this process (the drain task and :meth:`commit`).
+        self._draining = asyncio.Lock()
+
+    async def commit(self, batch: object) -> int:
+        """Publish the events a graph write recorded with itself (``batch``: an
+        automem/graph/outbox.py ``Batch``): move them to the outbox list (atomically with the
+        batch node's removal) and drain it now — unless the outbox held a backlog already
+        (NATS refused or did not answer earlier events): then the drain task publishes them
+        in order when NATS is back, and the caller does not wait the store bound once more
+        per batch, as :meth:`publish`. Returns how many entries were moved (0 when the batch
+        is empty or another process's drain moved it)."""
+        entries = getattr(batch, "entries", [])
+        if not entries:
+            return 0
+        ahead = await self.backlog()
+        moved = await self.graph.outbox.move(batch, self.key)
+        if ahead == 0 and self.bus.connected:
+            # The request bound, also inside a job (a consolidation run's is minutes): a
+            # stalled NATS holds the writer that long once, its events then wait in the outbox.
+            with job_bound(self.bus.timeout):
+                await self.drain_once()
+        else:
+            self._wake.set()
+        return len(entries) if moved else 0
+
+    async def recover(self) -> int:
+        """Move the ``:OutboxBatch`` nodes left by writers that died between their graph write
+        and :meth:`commit` to the outbox list, oldest first. Returns how many entries."""
+        moved = 0
+        for batch in await self.graph.outbox.pending():
+            if await self.graph.outbox.move(batch, self.key):
+                moved += len(batch.entries)
+        if moved:
+            log.warning("events of an interrupted write moved to the outbox", extra={"events": moved})
+        return moved
 
     async def publish(self, event: events_pb2.MemoryEvent) -> bool:
         """Publish now; on failure append to the outbox. Returns True when published.
@@ -146,43 +201,82 @@ class EventPublisher:
 
     async def drain_once(self) -> int:
         """Publish outbox entries in order until empty or a publish fails; returns how many
-        this call removed. Each entry leaves the list only while it is still the head
-        (:data:`_POP_IF_HEAD`, one atomic script), so drainers in several processes at once
-        may publish an entry twice — the server drops the second by its ``Nats-Msg-Id`` —
-        but never drop one unpublished. Nothing is tried while the bus is not connected."""
+        this call removed. Up to :data:`DRAIN_BATCH` head entries are published pipelined
+        (one round trip; an entry that can never be published, :meth:`_set_aside`) and the
+        acknowledged prefix leaves the list by :data:`_POP_PUBLISHED` (an entry goes only
+        while it is the head), so drainers in
+        several processes at once may publish an entry twice — the server drops the second
+        by its ``Nats-Msg-Id`` — but never drop one unpublished. Nothing is tried while the
+        bus is not connected."""
+        async with self._draining:
+            return await self._drain()
+
+    async def _drain(self) -> int:
         sent = 0
         while self.bus.connected:
             async with self.graph.bounded():
-                raw = await self.graph.redis.lindex(self.key, 0)
-            if raw is None:
+                raws = await self.graph.redis.lrange(self.key, 0, DRAIN_BATCH - 1)
+            if not raws:
                 return sent
-            try:
-                event = events_pb2.MemoryEvent.FromString(base64.b64decode(raw))
-                await self.bus.publish_event(event)
-            except (MaxPayloadError, DecodeError, binascii.Error, KeyError) as exc:
-                # Can never be published (too large for the bus, undecodable, no subject): set
-                # it aside so it does not stall every later event.
-                async with self.graph.bounded():
-                    await self.graph.redis.rpush(self.dead_key, raw)
-                log.error("unpublishable event moved to the dead outbox",
-                          extra={"key": self.dead_key, "error": repr(exc)})
-                # Its copy is in the dead list; popped only while still the head, as below (a
-                # second drainer may have set it aside too: the dead list then holds it twice).
-            except NoStreamResponseError:
-                # NATS answers but holds no stream (it lost its store): make it again; the
-                # next round publishes.
-                await self.bus.ensure_stream()
-                return sent
-            except Exception:  # noqa: BLE001 - retry later
+            events, good = [], []
+            bad: BaseException | None = None
+            for raw in raws:
+                try:
+                    event = events_pb2.MemoryEvent.FromString(base64.b64decode(raw))
+                    self.bus.subjects.for_event(event)  # KeyError: no subject
+                    self.bus.subjects.memory(event.type)
+                except (DecodeError, binascii.Error, KeyError) as exc:
+                    bad = exc
+                    break
+                events.append(event)
+                good.append(raw)
+            published: list[bytes] = []
+            failed = False
+            if events:
+                try:
+                    results = await self.bus.publish_events(events)
+                except NoStreamResponseError:
+                    await self.bus.ensure_stream()
+                    return sent
+                except Exception:  # noqa: BLE001 - retry later
+                    return sent
+                for raw, event, error in zip(good, events, results, strict=True):
+                    if error is None:
+                        published.append(raw)
+                        continue
+                    if isinstance(error, NoStreamResponseError):
+                        await self.bus.ensure_stream()
+                    elif isinstance(error, (MaxPayloadError, KeyError)):
+                        published.append(await self._set_aside(raw, error))
+                        continue
+                    failed = True
+                    break
+            else:  # the head cannot be decoded or has no subject
+                published.append(await self._set_aside(raws[0], bad or DecodeError("undecodable outbox entry")))
+            if not published:
                 return sent
             async with self.graph.bounded():
-                sent += int(await self.graph.redis.eval(_POP_IF_HEAD, 1, self.key, raw))
+                sent += int(await self.graph.redis.eval(_POP_PUBLISHED, 1, self.key, *published))
+            if failed:  # the rest waits for the next round
+                return sent
         return sent
 
+    async def _set_aside(self, raw: bytes, exc: BaseException) -> bytes:
+        """Copy an entry that can never be published (too large for the bus, undecodable, no
+        subject) to the dead outbox, so it does not stall every later event; returns it, for
+        the caller to pop while it is still the head (a second drainer may have set it aside
+        too: the dead list then holds it twice)."""
+        async with self.graph.bounded():
+            await self.graph.redis.rpush(self.dead_key, raw)
+        log.error("unpublishable event moved to the dead outbox", extra={"key": self.dead_key, "error": repr(exc)})
+        return raw
+
     async def drain_forever(self, interval: float = 1.0) -> None:
-        """Background task: drain the outbox every ``interval`` seconds or when woken."""
+        """Background task: drain the outbox every ``interval`` seconds or when woken, after
+        moving the batches of interrupted writes to it (:meth:`recover`; at start too)."""
         while True:
             try:
+                await self.recover()
                 sent = await self.drain_once()
                 if sent:
                     log.info("outbox drained", extra={"events": sent})

@@ -68,6 +68,10 @@ def status_offset(page_token: str) -> int:
     return int(page_token)
 
 
+#: ``error`` of a run recorded at its start: it stays so when the process stopped during it.
+UNFINISHED = "not finished: still running, or the process stopped during the run"
+
+
 @dataclass
 class RunHistory:
     """Persisted run history lives in the graph (``:ConsolidationRun`` nodes)."""
@@ -84,7 +88,7 @@ class ConsolidateServicer(consolidate_service_pb2_grpc.ConsolidateServiceService
         self.graph = graph
         self.vectors = vectors
         self.publisher = publisher
-        self.tasks = Tasks(settings, graph, vectors, publisher.publish)
+        self.tasks = Tasks(settings, graph, vectors, publisher)
         #: Set by the module: the running scheduler (next run times for the status).
         self.scheduler = None
         #: The last full sync check: (time, status).
@@ -116,6 +120,10 @@ class ConsolidateServicer(consolidate_service_pb2_grpc.ConsolidateServiceService
         steps = {"full": ["decay", "creative", "cluster"] + (["forget"] if self.settings.forget_enabled else []),
                  "sync": []}.get(mode, [mode])
         decayed: dict[str, float] = {}  # a dry run's decay, for its forget (Tasks.forget)
+        # Recorded first as not finished: a process killed during the run leaves it so in the
+        # history (it was missing from /consolidate/status); the end replaces it.
+        start = run.start_time.seconds + run.start_time.nanos / 1e9
+        await self.graph.runs.record(run.run_id, mode, dry_run, start, start, [], scope or "*", trigger, UNFINISHED)
         try:
             for step in steps:
                 if step == "decay" and dry_run:

@@ -23,6 +23,11 @@ and the enrichment consumer (the only writer of points) brings the vectors in st
 * Each edge creative or cluster creates gets a RELATION_CREATED event, as ``POST /associate``'s
   (history, ``GET /stream``); an edge another run created first is neither counted nor
   announced again.
+* Every write records its events in the same graph query (automem/graph/outbox.py, one
+  ``:OutboxBatch`` per write, not per edge), published right after
+  (:meth:`EventPublisher.commit`): a process killed between a write and its publish left
+  changes with no event for good (break-it review: 1975 PART_OF edges, 588 events); now any
+  process's outbox drain publishes them.
 * **forget** — off by default (``AUTOMEM_FORGET_ENABLED``). Archive before delete: ACTIVE
   memories under ``forget_archive_threshold`` relevance become ARCHIVED; memories that a
   *previous* forget run archived at least ``forget_archive_grace_days``
@@ -47,9 +52,11 @@ import numpy as np
 
 from automem.common.lifecycle import make_event
 from automem.common.model import Memory, Relation, content_hash, first_epoch, set_metadata, ts
+from automem.common.outbox import EventPublisher, entry
 from automem.common.settings import Settings
 from automem.common.text import extractive_summary
 from automem.graph import GraphStore
+from automem.graph.outbox import Batch
 from automem.graph.versions import acting_as
 from automem.v1 import events_pb2, memory_pb2
 from automem.vectors import VectorFilter, VectorStore
@@ -60,6 +67,8 @@ HALF_LIFE_DAYS = 30.0
 CREATIVE_SAMPLE = 200
 CLUSTER_MAX = 2000
 FORGOTTEN = "forgotten"
+#: Memories forget writes (with their events) per graph query.
+FORGET_BATCH = 500
 #: Who consolidation's writes are by: its events' ``actor``, its MetaPatterns' ``source`` and
 #: the versions its writes record (automem/graph/versions.py :func:`acting_as`).
 ACTOR = "system:consolidate"
@@ -87,29 +96,31 @@ def current_relevance(memory: Memory, now: float) -> float:
 
 @dataclass
 class Tasks:
-    """The tasks over the stores; ``publish`` sends a MemoryEvent (the outbox publisher)."""
+    """The tasks over the stores; ``publisher`` publishes the events each write recorded
+    (:meth:`EventPublisher.commit`)."""
 
     settings: Settings
     graph: GraphStore
     vectors: VectorStore | None
-    publish: object
+    publisher: EventPublisher
     #: Creative runs of this process take turns from the link check to the write: FalkorDB
     #: runs two MERGEs at once without either seeing the other's edge, so two runs at once
     #: wrote (and counted) the same DISCOVERED edge twice. Replicas' scheduled runs are one
     #: at a time by the scheduler's lease (automem/consolidate/scheduler.py).
     linking: asyncio.Lock = field(default_factory=asyncio.Lock, init=False, repr=False)
 
-    async def _event(self, kind: int, before: Memory | None, after: Memory, content_changed: bool = False) -> None:
-        await self.publish(make_event(kind, before=before, after=after, content_changed=content_changed,
-                                      actor=ACTOR))
+    @staticmethod
+    def _event(kind: int, before: Memory | None, after: Memory, content_changed: bool = False) -> str:
+        """The outbox entry of a memory's event by consolidation."""
+        return entry(make_event(kind, before=before, after=after, content_changed=content_changed, actor=ACTOR))
 
-    async def _relation_events(self, created: list[Relation]) -> None:
-        """One RELATION_CREATED event per edge the run created (as ``POST /associate``'s,
-        automem/ingest/servicer.py ``_create_relation``): the memory's history and
-        ``GET /stream`` (``memory.associate``) show consolidation's edges too."""
-        for rel in created:
-            await self.publish(make_event(events_pb2.EVENT_TYPE_RELATION_CREATED, before=None, after=None,
-                                          relation=rel, actor=ACTOR))
+    @staticmethod
+    def _relation_event(rel: Relation) -> str:
+        """The outbox entry of the RELATION_CREATED event of an edge the run created (as
+        ``POST /associate``'s, automem/ingest/servicer.py ``_create_relation``): the memory's
+        history and ``GET /stream`` (``memory.associate``) show consolidation's edges too."""
+        return entry(make_event(events_pb2.EVENT_TYPE_RELATION_CREATED, before=None, after=None,
+                                relation=rel, actor=ACTOR))
 
     # --- decay ---------------------------------------------------------------------------
 
@@ -176,10 +187,11 @@ class Tasks:
         if dry_run or not fresh:
             return {"discovered": len(fresh)}
         # Only the edges this write created count (another replica's run may have written some).
+        batch = Batch()
         created = await self.graph.relations.create_discovered(
             [{"a": k[0], "b": k[1], "s": s, "scope": sc, "reason": f"creative association: similarity {s:.2f}"}
-             for s, k, sc in fresh], time.time())
-        await self._relation_events(created)
+             for s, k, sc in fresh], time.time(), self._relation_event, batch)
+        await self.publisher.commit(batch)
         return {"discovered": len(created)}
 
     # --- cluster ---------------------------------------------------------------------------
@@ -235,7 +247,7 @@ class Tasks:
         if dry_run or not replaced:
             return len(replaced)
         current = await self.graph.memories.hydrate(list(replaced), scope)
-        archived = 0
+        items = []
         for pid, reason in replaced.items():
             before = current.get(pid)
             if (before is None or before.version != existing[pid][0]
@@ -247,12 +259,12 @@ class Tasks:
             updated.state_reason = f"consolidate: {reason}"
             updated.version = before.version + 1
             updated.update_time.CopyFrom(ts(time.time()))
-            with acting_as(ACTOR):  # the version names the actor its event names
-                written = await self.graph.memories.replace(updated, before.version)
-            if written:
-                await self._event(events_pb2.EVENT_TYPE_MEMORY_ARCHIVED, before, updated)
-                archived += 1
-        return archived
+            items.append((updated, before.version, self._event(events_pb2.EVENT_TYPE_MEMORY_ARCHIVED, before, updated)))
+        batch = Batch()
+        with acting_as(ACTOR):  # the versions name the actor their events name
+            written = await self.graph.memories.replace_many(items, batch)
+        await self.publisher.commit(batch)
+        return len(written)
 
     async def _summarise(self, scope: str, member_ids: list[str], dry_run: bool) -> str | None:
         """Create the MetaPattern of one cluster. Its id ("" on a dry run), or None when the
@@ -278,12 +290,16 @@ class Tasks:
         set_metadata(meta, {"cluster_key": key, "member_ids": list(member_ids)})
         for name in ("create_time", "update_time", "record_time", "event_time", "valid_from"):
             getattr(meta, name).CopyFrom(ts(now))
+        batch = Batch()
         with acting_as(ACTOR):  # its first version names the actor its MEMORY_CREATED event names
-            if not await self.graph.memories.create_meta_pattern(meta, key):
-                return None  # another run summarised this cluster meanwhile
-        created = await self.graph.relations.link_members(meta.id, member_ids, now)
-        await self._event(events_pb2.EVENT_TYPE_MEMORY_CREATED, None, meta, content_changed=True)
-        await self._relation_events(created)
+            created = await self.graph.memories.create_meta_pattern(
+                meta, key, self._event(events_pb2.EVENT_TYPE_MEMORY_CREATED, None, meta, content_changed=True), batch)
+        await self.publisher.commit(batch)
+        if not created:
+            return None  # another run summarised this cluster meanwhile
+        batch = Batch()
+        await self.graph.relations.link_members(meta.id, member_ids, scope, now, self._relation_event, batch)
+        await self.publisher.commit(batch)
         return meta.id
 
     # --- forget ----------------------------------------------------------------------------
@@ -312,6 +328,7 @@ class Tasks:
         for key, rows, state, kind in (
                 ("deleted", to_delete, memory_pb2.MEMORY_STATE_DELETED, events_pb2.EVENT_TYPE_MEMORY_DELETED),
                 ("archived", to_archive, memory_pb2.MEMORY_STATE_ARCHIVED, events_pb2.EVENT_TYPE_MEMORY_ARCHIVED)):
+            items = []
             for current in rows:
                 updated = Memory()
                 updated.CopyFrom(current)
@@ -321,13 +338,15 @@ class Tasks:
                 updated.update_time.CopyFrom(ts(time.time()))
                 if state == memory_pb2.MEMORY_STATE_DELETED:
                     updated.retract_time.CopyFrom(ts(time.time()))
-                # The version names the actor the event names: the API key that asked for the
-                # run (or "system" for a scheduled one) was recorded while the event said ACTOR.
+                items.append((updated, current.version, self._event(kind, current, updated)))
+            # The versions name the actor the events name: the API key that asked for the run
+            # (or "system" for a scheduled one) was recorded while the events said ACTOR.
+            for start in range(0, len(items), FORGET_BATCH):
+                batch = Batch()
                 with acting_as(ACTOR):
-                    written = await self.graph.memories.replace(updated, current.version)
-                if written:
-                    await self._event(kind, current, updated)
-                    done[key] += 1
+                    written = await self.graph.memories.replace_many(items[start:start + FORGET_BATCH], batch)
+                await self.publisher.commit(batch)
+                done[key] += len(written)
         return done
 
 

@@ -28,7 +28,8 @@ from automem.common.model import (
     relation_type_name,
     ts,
 )
-from automem.graph import versions
+from automem.graph import outbox, versions
+from automem.graph.outbox import Batch
 from automem.graph.relations import relation_label, relation_labels
 from automem.graph.repository import Repository
 
@@ -763,16 +764,42 @@ class Memories(Repository):
         rows = await self.store.ro_query("MATCH (m:Memory) WHERE m.state = 'ACTIVE' RETURN DISTINCT m.scope")
         return [r[0] for r in rows]
 
-    async def create_meta_pattern(self, meta: Memory, cluster_key: str) -> bool:
+    async def create_meta_pattern(self, meta: Memory, cluster_key: str, entry: str, batch: Batch) -> bool:
         """Create the MetaPattern ``meta`` (with its first version) unless an ACTIVE one of
         its scope carries ``cluster_key`` already, in ONE query: two cluster runs at once
-        each checked, found none and created one (break-it review). False when it existed."""
-        rows = await self.store.query(
+        each checked, found none and created one (break-it review). False when it existed.
+        ``entry`` (the outbox entry of its MEMORY_CREATED event) is kept in ``batch`` by the
+        same query when it created the pattern (automem/graph/outbox.py)."""
+        rows = outbox.split(await self.store.query(
             "OPTIONAL MATCH (p:Memory) WHERE p.scope = $scope AND p.type = 'MetaPattern' AND p.state = 'ACTIVE' "
             "AND p.metadata CONTAINS $key WITH count(p) AS n, $row AS row WHERE n = 0 "
-            "CREATE (m:Memory) SET m = row " + versions.record_row("row") + "RETURN m.id",
-            versions.params({"scope": meta.scope, "key": cluster_key, "row": memory_to_node(meta)}))
+            "CREATE (m:Memory) SET m = row " + versions.record_row("row")
+            + outbox.tail("m.id", "$entry", "m"),
+            batch.params(versions.params({"scope": meta.scope, "key": cluster_key, "row": memory_to_node(meta),
+                                          "entry": entry}))), batch)
         return bool(rows)
+
+    async def replace_many(self, items: Sequence[tuple[Memory, int, str]], batch: Batch) -> set[str]:
+        """:meth:`replace` (enrichment fields left alone) of many memories in ONE query:
+        ``items`` of ``(memory, expected version, outbox entry of its event)``; each is
+        written while its node (of its scope) still has the expected version, with its
+        version recorded, and the entries of the written ones are kept in ``batch`` by the
+        same query (automem/graph/outbox.py). Returns the ids written."""
+        rows = []
+        for memory, expected, entry in items:
+            props = memory_to_node(memory)
+            for name in ENRICHMENT_FIELDS:
+                props.pop(name, None)
+            rows.append({"id": memory.id, "scope": memory.scope, "expected": expected, "props": props, "ev": entry})
+        if not rows:
+            return set()
+        written = outbox.split(await self.store.query(
+            "UNWIND $rows AS row MATCH (m:Memory {id: row.id}) WHERE m.scope = row.scope "
+            "AND m.version = row.expected "
+            + versions.before("m", ["row"]) + "SET m += row.props " + versions.record("m", ["row"])
+            + outbox.tail("m.id", "row.ev", "m, row"),
+            batch.params(versions.params({"rows": rows}))), batch)
+        return {r[0] for r in written}
 
     async def meta_pattern_exists(self, scope: str, cluster_key: str) -> bool:
         """True when an ACTIVE MetaPattern of ``scope`` carries ``cluster_key`` in its

@@ -6,12 +6,13 @@ types of automem/common/model.py first (:func:`relation_label`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from automem.common.lifecycle import GONE_STATE_NAMES, SUPERSEDING_RELATIONS
 from automem.common.model import AUTHORABLE_RELATIONS, SYSTEM_RELATIONS, Relation, relation_type_name, ts
-from automem.graph import versions
+from automem.graph import outbox, versions
+from automem.graph.outbox import Batch
 from automem.graph.repository import Repository
 from automem.v1.memory_pb2 import RELATION_TYPE_DISCOVERED, RELATION_TYPE_PART_OF
 
@@ -215,35 +216,50 @@ class Relations(Repository):
 
     # --- system edges ----------------------------------------------------------------------
 
-    async def create_discovered(self, rows: Sequence[dict[str, Any]], now: float) -> list[Relation]:
+    async def create_discovered(self, rows: Sequence[dict[str, Any]], now: float,
+                                announce: Callable[[Relation], str], batch: Batch) -> list[Relation]:
         """DISCOVERED edges (consolidation's creative associations) in one query: ``rows``
         of ``{"a", "b", "s" (strength), "scope", "reason"}``, each written only when both
         ends are in ``scope`` and not gone (DELETED or REJECTED, as :meth:`create`: a memory
         deleted while the run read its vectors got an edge); a new edge gets
-        ``create_time = now``. Returns the edges this call created (:func:`_created_here`),
-        for their RELATION_CREATED events; an edge that existed (another run's) only gets
-        its strength and reason set again."""
-        rows = await self.store.query(
+        ``create_time = now``. Returns the edges this call created (:func:`_created_here`);
+        an edge that existed (another run's) only gets its strength and reason set again.
+        ``announce(edge)`` is the outbox entry of an edge's RELATION_CREATED event: the
+        entries of the created edges are kept in ``batch`` by the same query
+        (automem/graph/outbox.py), ``batch.entries`` receives them."""
+        rels = [_created_here(RELATION_TYPE_DISCOVERED, r["a"], r["b"], r["s"], r["scope"], r["reason"], now)
+                for r in rows]
+        rows = outbox.split(await self.store.query(
             "UNWIND $rows AS row MATCH (a:Memory {id: row.a}), (b:Memory {id: row.b}) "
             "WHERE a.scope = row.scope AND b.scope = row.scope AND NOT a.state IN $gone AND NOT b.state IN $gone "
             "MERGE (a)-[r:DISCOVERED]->(b) ON CREATE SET r.create_time = $now "
             "SET r.strength = row.s, r.scope = row.scope, r.reason = row.reason "
-            "WITH a, b, r, row WHERE r.create_time = $now RETURN a.id, b.id, row.s, row.scope, row.reason",
-            {"now": now, "rows": list(rows), "gone": list(GONE_STATE_NAMES)})
-        return [_created_here(RELATION_TYPE_DISCOVERED, a, b, s, sc, why, now) for a, b, s, sc, why in rows]
+            "WITH a, b, r, row WHERE r.create_time = $now "
+            + outbox.tail("row.i", "row.ev", "row"),
+            batch.params({"now": now, "gone": list(GONE_STATE_NAMES),
+                          "rows": [{**r, "i": i, "ev": announce(rel)}
+                                   for i, (r, rel) in enumerate(zip(rows, rels, strict=True))]})), batch)
+        return [rels[int(i)] for (i,) in rows]
 
-    async def link_members(self, pattern_id: str, member_ids: Sequence[str], now: float) -> list[Relation]:
-        """PART_OF edges from each member of the pattern's scope that is not gone (DELETED
-        or REJECTED) to the MetaPattern ``pattern_id`` (new ones get ``create_time = now``,
-        strength 1.0). Returns the edges this call created (:func:`_created_here`)."""
-        rows = await self.store.query(
-            "MATCH (p:Memory {id: $pid}) UNWIND $ids AS mid MATCH (m:Memory {id: mid}) "
+    async def link_members(self, pattern_id: str, member_ids: Sequence[str], scope: str, now: float,
+                           announce: Callable[[Relation], str], batch: Batch) -> list[Relation]:
+        """PART_OF edges from each member of the pattern's scope ``scope`` that is not gone
+        (DELETED or REJECTED) to the MetaPattern ``pattern_id`` (new ones get
+        ``create_time = now``, strength 1.0). Returns the edges this call created
+        (:func:`_created_here`); their events' outbox entries (``announce(edge)``) are kept in
+        ``batch`` by the same query (automem/graph/outbox.py), ``batch.entries`` receives them."""
+        rels = [_created_here(RELATION_TYPE_PART_OF, mid, pattern_id, 1.0, scope, MEMBER_REASON, now)
+                for mid in member_ids]
+        rows = outbox.split(await self.store.query(
+            "MATCH (p:Memory {id: $pid}) UNWIND $rows AS row MATCH (m:Memory {id: row.id}) "
             "WHERE m.scope = p.scope AND NOT m.state IN $gone "
             "MERGE (m)-[r:PART_OF]->(p) ON CREATE SET r.create_time = $now, r.strength = 1.0, r.scope = p.scope, "
-            "r.reason = $why WITH m, p, r WHERE r.create_time = $now RETURN m.id, p.id, p.scope",
-            {"pid": pattern_id, "ids": list(member_ids), "now": now, "gone": list(GONE_STATE_NAMES),
-             "why": MEMBER_REASON})
-        return [_created_here(RELATION_TYPE_PART_OF, m, p, 1.0, sc, MEMBER_REASON, now) for m, p, sc in rows]
+            "r.reason = $why WITH m, p, r, row WHERE r.create_time = $now "
+            + outbox.tail("row.i", "row.ev", "row"),
+            batch.params({"pid": pattern_id, "now": now, "gone": list(GONE_STATE_NAMES), "why": MEMBER_REASON,
+                          "rows": [{"id": rel.source_id, "i": i, "ev": announce(rel)} for i, rel in enumerate(rels)]})),
+            batch)
+        return [rels[int(i)] for (i,) in rows]
 
     async def replace_similar(self, items: Sequence[dict[str, Any]], now: float) -> set[str]:
         """Replace the SIMILAR_TO edges of many memories in ONE query: ``items`` of ``{"id",

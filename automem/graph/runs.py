@@ -13,11 +13,12 @@ class ConsolidationRuns(Repository):
 
     async def record(self, run_id: str, mode: str, dry_run: bool, start_time: float, end_time: float,
                      counts: list[str], scope: str, trigger: str, error: str) -> None:
-        """Store one finished run: times in epoch seconds, ``counts`` as ``name=value``
-        strings, ``scope`` ``*`` for every scope."""
+        """Store one run: times in epoch seconds, ``counts`` as ``name=value`` strings,
+        ``scope`` ``*`` for every scope. A second call with the same ``run_id`` replaces the
+        first (a run is recorded when it starts, as not finished, and again when it ends)."""
         await self.store.query(
-            "CREATE (r:ConsolidationRun {run_id: $id, mode: $mode, dry_run: $dry, start_time: $s, end_time: $e, "
-            "counts: $counts, scope: $scope, trigger: $trigger, error: $error})",
+            "MERGE (r:ConsolidationRun {run_id: $id}) SET r.mode = $mode, r.dry_run = $dry, r.start_time = $s, "
+            "r.end_time = $e, r.counts = $counts, r.scope = $scope, r.trigger = $trigger, r.error = $error",
             {"scope": scope, "id": run_id, "mode": mode, "dry": dry_run, "s": start_time, "e": end_time,
              "counts": counts, "trigger": trigger, "error": error})
 

@@ -29,6 +29,7 @@ from automem.graph.entities import Entities
 from automem.graph.idempotency import IdempotencyKeys
 from automem.graph.keys import ApiKeys
 from automem.graph.memories import Memories
+from automem.graph.outbox import OutboxBatches
 from automem.graph.purges import Purges
 from automem.graph.relations import Relations
 from automem.graph.review import Review
@@ -68,7 +69,8 @@ class GraphStore:
     schema) and one repository per node kind, which hold the Cypher statements:
     ``memories`` (:class:`automem.graph.memories.Memories`), ``relations``, ``entities``,
     ``review``, ``tombstones``, ``keys`` (API keys), ``idempotency``, ``runs`` (consolidation runs),
-    ``dump`` (whole-graph export and restore) and ``purges`` (admin purges and their records).
+    ``dump`` (whole-graph export and restore), ``purges`` (admin purges and their records) and
+    ``outbox`` (events written with their change, automem/graph/outbox.py).
 
     Args:
         settings: uses ``falkordb_host``, ``falkordb_port``, ``falkordb_password``, ``graph_name``.
@@ -96,6 +98,7 @@ class GraphStore:
         self.dump = Dump(self)
         self.versions = Versions(self)
         self.purges = Purges(self)
+        self.outbox = OutboxBatches(self)
 
     @classmethod
     async def open(cls, settings: Settings) -> GraphStore:

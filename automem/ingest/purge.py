@@ -283,6 +283,9 @@ class Purger:
                     if settle:
                         await self.locks.settle(ids)
                 elif step == "outbox":
+                    # Events still in a write's graph batch (its process died before it moved
+                    # them, automem/graph/outbox.py) join the outbox first, to be scrubbed too.
+                    await self.publisher.recover()
                     props["count_outbox_events"] = int(props.get("count_outbox_events") or 0) + \
                         await self.publisher.scrub(selection.strip)
                 elif not bus.connected:  # fail fast: under a job bound a call would wait minutes

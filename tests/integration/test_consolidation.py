@@ -364,9 +364,13 @@ async def test_cluster_runs_at_once_write_one_pattern_links_need_live_ends_and_a
 
         gone = await _store(http, "A note about the floor three espresso machine, deleted soon.")
         assert (await http.delete(f"/memory/{gone}")).status_code == 200
-    await graph.relations.create_discovered(
-        [{"a": gone, "b": ids[0], "s": 0.9, "scope": "default", "reason": "test"}], time.time())
-    await graph.relations.link_members(metas[0][0], [gone], time.time())
+    from automem.graph.outbox import Batch
+
+    batch = Batch()
+    assert not await graph.relations.create_discovered(
+        [{"a": gone, "b": ids[0], "s": 0.9, "scope": "default", "reason": "test"}], time.time(), str, batch)
+    assert not await graph.relations.link_members(metas[0][0], [gone], "default", time.time(), str, batch)
+    assert not batch.entries and not await graph.outbox.pending()
     assert not await graph.ro_query("MATCH (m:Memory {id: $id})-[r:DISCOVERED|PART_OF]-() RETURN type(r)",
                                     {"id": gone})
 
@@ -563,3 +567,50 @@ async def test_snapshot_totals_count_what_the_snapshot_may_show(tuned) -> None:
             stats = body["stats"]
             assert stats["sampled"] is False and stats["total_nodes"] == stats["returned_nodes"] == 4, (params, stats)
             assert stats["total_edges"] == stats["returned_edges"], (params, stats)
+
+
+async def test_a_run_is_in_the_history_from_its_start(tuned) -> None:
+    """A run was recorded only when it ended, so a process killed during it left no trace in
+    ``/consolidate/status`` (break-it review). It is recorded as not finished when it starts
+    and replaced by its outcome at the end. Held here inside its step (another creative
+    run's turn: ``Tasks.linking``) as a killed process would leave it."""
+    import asyncio
+
+    servicer = tuned.ctx.consolidate_scheduler.servicer
+    async with tuned.http() as http:
+        await _stored_enriched(http, CLUSTERED)
+
+        async def status() -> list[dict]:
+            r = await http.get("/consolidate/status")
+            return [h for h in r.json()["history"] if h["mode"] == "creative" and h["trigger"] == "held"]
+
+        async with servicer.tasks.linking:
+            run = asyncio.ensure_future(servicer.run_task("creative", None, False, "held"))
+            held = await eventually(status)
+            assert len(held) == 1 and held[0]["error"].startswith("not finished"), held
+            assert not run.done()
+        done = await run
+        after = await status()
+        assert [(h["run_id"], h["error"]) for h in after] == [(done.run_id, None)], after
+
+
+async def test_the_events_a_write_kept_are_published_when_its_process_died_before_it_could(tuned) -> None:
+    """A consolidation write keeps its events in its own graph query (automem/graph/outbox.py);
+    here nobody commits the batch, as when the process was killed right after the write: the
+    drain of a running process moves it to the outbox and publishes it, once."""
+    from automem.consolidate.tasks import Tasks
+    from automem.graph.outbox import Batch
+    from automem.v1 import events_pb2
+
+    graph, bus = tuned.ctx.graph, tuned.ctx.bus
+    async with tuned.http() as http:
+        ids = await _stored_enriched(http, CLUSTERED[:3])
+    batch = Batch()
+    created = await graph.relations.link_members(ids[0], ids[1:], "default", time.time(), Tasks._relation_event, batch)
+    assert len(created) == 2 and len(batch.entries) == 2
+
+    async def published() -> list[tuple[str, str]]:
+        edges = sorted((e.relation.source_id, e.relation.target_id) for e in await bus.events_for(None)
+                       if e.type == events_pb2.EVENT_TYPE_RELATION_CREATED and e.relation.target_id == ids[0])
+        return edges if len(edges) >= 2 and not await graph.outbox.pending() else []
+    assert await eventually(published) == sorted((mid, ids[0]) for mid in ids[1:])
