@@ -281,7 +281,7 @@ class GrpcTransport:
             return await method(request, metadata=self.metadata,
                                 timeout=self.timeout if timeout is None else timeout)
         except grpc.RpcError as exc:
-            raise (errors.ClientClosed() if self.closed else errors.from_rpc_error(exc, names)) from None
+            raise (errors.ClientClosed() if self.closed else errors.from_rpc_error(exc, names, request)) from None
         except asyncio.CancelledError:
             if self.closed and not _cancelling():  # the channel's close cancelled the call
                 raise errors.ClientClosed() from None
@@ -460,15 +460,15 @@ class GrpcTransport:
         """The scope's events; ends (no error) when :meth:`close` closes the channel under
         it; ClientClosed when called after close()."""
         self.check_open()
-        call = self._review.StreamMemoryEvents(
-            event_stream_pb2.StreamMemoryEventsRequest(after_sequence=after_sequence), metadata=self.metadata)
+        request = event_stream_pb2.StreamMemoryEventsRequest(after_sequence=after_sequence)
+        call = self._review.StreamMemoryEvents(request, metadata=self.metadata)
         try:
             async for item in call:
                 yield _stream_event(item)
         except grpc.RpcError as exc:
             if self.closed:
                 return
-            raise errors.from_rpc_error(exc) from None
+            raise errors.from_rpc_error(exc, request=request) from None
         except asyncio.CancelledError:
             if self.closed and not _cancelling():  # the channel's close cancelled the stream
                 return

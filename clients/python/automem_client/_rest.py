@@ -225,8 +225,10 @@ class RestTransport:
                 continue
             body = _decoded(response)
             if response.status_code >= 400 and response.status_code not in ok:
+                sent = response.request.headers.get("content-length", "")
                 raise errors.from_http(response.status_code, body, reason=response.reason_phrase,
-                                       content_type=response.headers.get("content-type", ""))
+                                       content_type=response.headers.get("content-type", ""),
+                                       sent=int(sent) if sent.isdigit() else None)
             missing = [key for key in expect if key not in body] if isinstance(body, dict) else []
             if not isinstance(body, dict) or missing:
                 kind = response.headers.get("content-type", "").split(";", 1)[0].strip() or "no content type"

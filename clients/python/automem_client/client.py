@@ -170,7 +170,8 @@ class AsyncClient:
         of storing again; default a fresh UUID per call (so the retries of this call are safe).
         Errors: InvalidArgument naming the field (a wrong type too, e.g. one string for
         ``tags``; text with a lone surrogate; an ``idempotency_key`` that is not printable
-        ASCII); AlreadyExists for tombstoned content."""
+        ASCII); AlreadyExists for tombstoned content; ResourceExhausted (field None) for a
+        request over the service's size limit (4 MiB by default, over both transports)."""
         check.texts(tags, "tags")
         item = MemoryInput(content, list(tags), importance, confidence, type, metadata, timestamp, t_valid,
                            t_invalid, list(embedding) if embedding else None, require_review)
@@ -182,7 +183,9 @@ class AsyncClient:
     async def store_batch(self, items: Sequence[MemoryInput | str], *, idempotency_key: str | None = None,
                           timeout: float | None = None) -> BatchStored:
         """Store up to 500 memories, all or nothing (a text is ``MemoryInput(text)``).
-        InvalidArgument names the item, e.g. ``memories[3].content``."""
+        InvalidArgument names the item, e.g. ``memories[3].content``. ResourceExhausted (field
+        None) when the batch is over the service's size limit (4 MiB by default), with the
+        same words over both transports: send smaller batches."""
         if isinstance(items, (str, bytes)) or not isinstance(items, Sequence):
             raise errors.InvalidArgument("memories: must be a list of MemoryInput or strings", field="memories")
         inputs = [MemoryInput(i) if isinstance(i, str) else i for i in items]

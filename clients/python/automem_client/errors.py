@@ -15,8 +15,11 @@ importance=None)`` over gRPC), with the message the REST gateway would answer.
 from __future__ import annotations
 
 import re
+from functools import cache
+from typing import Any
 
 import grpc
+from google.protobuf.descriptor import Descriptor
 
 #: ``<field>: `` at the start of a message: a name, dotted paths and [index] parts.
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*(?:\[\d+\])?(?:\.[A-Za-z_][A-Za-z0-9_]*(?:\[\d+\])?)*"
@@ -35,6 +38,10 @@ def field_of(message: str) -> str | None:
     return match.group(1) if match else None
 
 
+#: AutomemError's ``field`` when none is given: read from the message (:func:`field_of`).
+FROM_MESSAGE: Any = object()
+
+
 class AutomemError(Exception):
     """Any error answered by the service or met on the way.
 
@@ -48,13 +55,13 @@ class AutomemError(Exception):
 
     code: grpc.StatusCode = grpc.StatusCode.UNKNOWN
 
-    def __init__(self, message: str, *, code: grpc.StatusCode | None = None, field: str | None = None,
+    def __init__(self, message: str, *, code: grpc.StatusCode | None = None, field: str | None = FROM_MESSAGE,
                  http_status: int | None = None) -> None:
         super().__init__(message)
         self.message = message
         if code is not None:
             self.code = code
-        self.field = field if field is not None else field_of(message)
+        self.field = field_of(message) if field is FROM_MESSAGE else field
         self.http_status = http_status
 
     def __str__(self) -> str:
@@ -167,9 +174,10 @@ _HTTP_CODES: dict[int, grpc.StatusCode] = {
     501: grpc.StatusCode.UNIMPLEMENTED, 502: grpc.StatusCode.UNAVAILABLE, 503: grpc.StatusCode.UNAVAILABLE, 504: grpc.StatusCode.DEADLINE_EXCEEDED}
 
 
-def error_for(code: grpc.StatusCode, message: str, *, field: str | None = None,
+def error_for(code: grpc.StatusCode, message: str, *, field: str | None = FROM_MESSAGE,
               http_status: int | None = None) -> AutomemError:
-    """The typed error of a status code (AutomemError itself for a code without a class)."""
+    """The typed error of a status code (AutomemError itself for a code without a class);
+    ``field`` None names none, left out it is read from the message (:func:`field_of`)."""
     cls = _BY_CODE.get(code, AutomemError)
     return cls(message, code=code, field=field, http_status=http_status)
 
@@ -204,30 +212,102 @@ def _as_arguments(message: str, names: dict[str, str] | None = None) -> str:
     return _PROTO_NAME.sub(lambda m: ARGUMENT_NAMES[m.group(1)], message)
 
 
-def from_rpc_error(exc: grpc.RpcError, names: dict[str, str] | None = None) -> AutomemError:
+#: gRPC's refusal of a message over its size limit (``"SERVER: Received message larger than
+#: max (6146728 vs. 4194304)"``: the service refused the request; ``CLIENT:``, this side
+#: refused the answer). Not a field: "SERVER" was read as one (break-it review).
+_TOO_LARGE = re.compile(r"^(?:(SERVER|CLIENT): )?Received message larger than max \((\d+) vs\. (\d+)\)")
+#: Fields of no request message that the service names: the scope header, a request that
+#: did not parse (automem/common/grpc_server.py).
+_ANY_REQUEST_NAMES = frozenset({"scope", "request"})
+
+
+def _mib(size: int) -> str:
+    """``size`` bytes in MiB, ``"4 MiB"`` / ``"4.5 MiB"``."""
+    return f"{size / 1048576:g} MiB" if size % 1048576 == 0 else f"{size / 1048576:.1f} MiB"
+
+
+def too_large(limit: int | None, size: int | None = None, *, answer: bool = False) -> str:
+    """The message of a request (or, ``answer``, an answer) over the size limit of ``limit``
+    bytes (None: not known), ``size`` bytes when known; the same words over gRPC and REST,
+    naming no field: the whole call is too large, no one field of it."""
+    what = "the answer" if answer else "the request"
+    sent = f" ({size} bytes)" if size is not None else ""
+    over = f"the limit of {limit} bytes ({_mib(limit)})" if limit is not None else "the size limit"
+    advice = ("ask for fewer memories per call (a smaller page or limit)" if answer else
+              "send fewer or smaller memories per call (smaller batches)")
+    return f"{what}{sent} is larger than {over} of the service: {advice}"
+
+
+@cache
+def _names_in(descriptor: Descriptor) -> frozenset[str]:
+    """Every field name of ``descriptor``'s message and of the messages in it (``metadata``
+    for a ``metadata_json`` field: the service names the JSON by its key path)."""
+    names: set[str] = set()
+    todo, seen = [descriptor], set()
+    while todo:
+        current = todo.pop()
+        if current.full_name in seen:
+            continue
+        seen.add(current.full_name)
+        for field in current.fields:
+            names.add(field.name)
+            names.add(field.name.removesuffix("_json"))
+            if field.message_type is not None:
+                todo.append(field.message_type)
+    return frozenset(names)
+
+
+def request_field(message: str, request: Any = None) -> str | None:
+    """The field ``message`` names (:func:`field_of`) when the ``request`` message could hold
+    it (its first part is a field of the request or of a message in it, or the scope),
+    else None: gRPC's own messages begin with words that are no field (``"SERVER: ..."``).
+    Without a request, :func:`field_of`."""
+    field = field_of(message)
+    if field is None or request is None or not hasattr(request, "DESCRIPTOR"):
+        return field
+    first = re.split(r"[.\[]", field, maxsplit=1)[0]
+    return field if first in _ANY_REQUEST_NAMES or first in _names_in(request.DESCRIPTOR) else None
+
+
+def from_rpc_error(exc: grpc.RpcError, names: dict[str, str] | None = None, request: Any = None) -> AutomemError:
     """The typed error of a failed gRPC call (``grpc.aio.AioRpcError`` or ``grpc.RpcError``),
     its message and ``field`` naming the method's argument (``t_invalid``, ``start``;
     ``memory2_id`` by ``names``, the call's proto paths the method takes under other names)
     where the service named the proto field (``valid_to``, ``start_time``,
-    ``relation.target_id``)."""
+    ``relation.target_id``). ``request``: the message sent; a leading word that is no field
+    of it is no field (:func:`request_field`). A request over the service's message size
+    limit is ResourceExhausted saying so (:func:`too_large`), field None, as over REST."""
     code = exc.code() if callable(getattr(exc, "code", None)) else grpc.StatusCode.UNKNOWN
-    details = exc.details() if callable(getattr(exc, "details", None)) else str(exc)
-    return error_for(code, _as_arguments(details or code.name, names))
+    details = (exc.details() if callable(getattr(exc, "details", None)) else str(exc)) or code.name
+    if (size := _TOO_LARGE.match(details)) is not None:
+        answer = size.group(1) == "CLIENT"
+        return error_for(code, too_large(int(size.group(3)), int(size.group(2)), answer=answer), field=None)
+    field = request_field(details, request)
+    if field is None:
+        return error_for(code, details, field=None)
+    return error_for(code, _as_arguments(details, names))
 
 
 #: Characters of a plain-text error body kept in the message (an HTML body is left out).
 TEXT_KEPT = 200
 
 
-def from_http(status: int, body: object, *, reason: str = "", content_type: str = "") -> AutomemError:
+#: The gateway's 413 (automem/gateway/app.py ``StreamedBodyLimit``): the body over its limit.
+_BODY_LIMIT = re.compile(r"exceeds the limit of (\d+) bytes")
+
+
+def from_http(status: int, body: object, *, reason: str = "", content_type: str = "",
+              sent: int | None = None) -> AutomemError:
     """The typed error of a REST answer with status >= 400 and its decoded JSON body (or
     text). The gateway's body is ``{"message", "code", "grpc_code"?, "fields"?}``. Another
     body (a proxy's 502 / 504 page) gives a short message, ``"HTTP 502 Bad Gateway
     (text/html answer, not the gateway's)"``, with at most :data:`TEXT_KEPT` characters of
     a plain-text body and none of an HTML one; ``reason`` is the HTTP reason phrase and
-    ``content_type`` the answer's Content-Type."""
+    ``content_type`` the answer's Content-Type. A 413 (the body over the gateway's limit) is
+    ResourceExhausted in the words the gRPC transport uses (:func:`too_large`; ``sent``: the
+    body's size in bytes), field None."""
     message, code = "", None
-    field = None
+    field: str | None = FROM_MESSAGE
     if isinstance(body, dict):
         message = str(body.get("message") or body.get("error") or body.get("detail") or "")
         name = body.get("grpc_code")
@@ -235,7 +315,10 @@ def from_http(status: int, body: object, *, reason: str = "", content_type: str 
             code = grpc.StatusCode[name]
         fields = body.get("fields")
         if isinstance(fields, list) and fields and isinstance(fields[0], str):
-            field = field_of(fields[0])
+            field = field_of(fields[0]) or FROM_MESSAGE
+        if status == 413 and code is None:
+            limit = _BODY_LIMIT.search(message)
+            message, field = too_large(int(limit.group(1)) if limit else None, sent), None
     else:
         kind = content_type.split(";", 1)[0].strip() or "no content type"
         message = f"HTTP {status} {reason}".rstrip() + f" ({kind} answer, not the gateway's)"

@@ -1,0 +1,44 @@
+"""The client (clients/python, ``automem_client``) answering alike over gRPC and REST where a
+break-it round found them apart: a request over the size limit, a too-long idempotency key,
+a supersede's relation; and the REST event stream on a stalled gateway.
+
+Against the real service (and, for the stalled stream, a loopback server that answers the
+SSE headers and then nothing: no store, no bus is stood in for).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from automem_client import AsyncClient, MemoryInput, ResourceExhausted
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+TRANSPORTS = ("grpc", "rest")
+
+
+def _client(service: Any, transport: str, **kwargs: Any) -> AsyncClient:
+    kwargs.setdefault("scope", service.scope)
+    return AsyncClient.grpc(service.grpc, **kwargs) if transport == "grpc" else AsyncClient.rest(service.url, **kwargs)
+
+
+async def test_a_batch_over_the_size_limit_names_the_limit_and_no_field_over_both_transports(service) -> None:
+    """Break-it review: 100 memories of 60 KiB metadata each (6 MB) raised ResourceExhausted
+    with ``field='SERVER'`` over gRPC ("SERVER: Received message larger than max (6146728 vs.
+    4194304)": gRPC's words, whose first word was read as a field) and a 413 naming the
+    body limit over REST. Both name no field now and say the same: the 4 MiB limit and to
+    send smaller batches."""
+    items = [MemoryInput(f"m{i}", metadata={"blob": "x" * 61440}) for i in range(100)]
+    messages = {}
+    for transport in TRANSPORTS:
+        async with _client(service, transport) as client:
+            with pytest.raises(ResourceExhausted) as error:
+                await client.store_batch(items)
+        assert error.value.field is None, (transport, error.value)
+        message = error.value.message
+        assert "4194304 bytes (4 MiB)" in message and "smaller batches" in message, (transport, message)
+        assert "SERVER" not in message, message
+        messages[transport] = message.split(" is larger than ", 1)[1]
+    assert messages["grpc"] == messages["rest"], messages
+    assert await service.ctx.graph.memories.count(service.scope) == 0
