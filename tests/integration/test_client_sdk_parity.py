@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from automem_client import AsyncClient, MemoryInput, ResourceExhausted
+from automem_client import AsyncClient, InvalidArgument, MemoryInput, ResourceExhausted
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -42,3 +42,32 @@ async def test_a_batch_over_the_size_limit_names_the_limit_and_no_field_over_bot
         messages[transport] = message.split(" is larger than ", 1)[1]
     assert messages["grpc"] == messages["rest"], messages
     assert await service.ctx.graph.memories.count(service.scope) == 0
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_a_too_long_idempotency_key_is_refused_naming_it_over_both_transports(service, transport: str) -> None:
+    """Break-it review: ``store("x", idempotency_key="k" * 5000)`` was refused naming the
+    header over REST (``idempotency-key: ...``, field None) and ``idempotency_key`` over
+    gRPC. The client refuses a key over 255 characters before sending now, in the service's
+    words, for every keyed write; a key of 255 is taken."""
+    message = "idempotency_key: at most 255 characters (got 5000)"
+    async with _client(service, transport) as client:
+        memory = await client.store("the memory a too-long key would replace", idempotency_key="k" * 255)
+        for name, args in (("store", ("x",)), ("store_batch", (["x", "y"],)), ("supersede", (memory.id, "y"))):
+            with pytest.raises(InvalidArgument) as error:
+                await getattr(client, name)(*args, idempotency_key="k" * 5000)
+            assert (error.value.field, error.value.message) == ("idempotency_key", message), (name, error.value)
+        assert await service.ctx.graph.memories.count(service.scope) == 1
+
+
+async def test_a_rest_refusal_of_the_idempotency_key_header_names_the_argument(service) -> None:
+    """The gateway names the header (``idempotency-key: String should have at most 255
+    characters``); the client reads it as the argument ``idempotency_key``, as over gRPC.
+    The gateway's answer is read here as the client reads any answer."""
+    from automem_client.errors import from_http
+
+    async with service.http() as http:
+        r = await http.post("/memory", json={"content": "x"}, headers={"Idempotency-Key": "k" * 5000})
+    assert r.status_code == 400, r.text
+    error = from_http(r.status_code, r.json())
+    assert error.field == "idempotency_key" and error.message.startswith("idempotency_key: "), error

@@ -54,6 +54,24 @@ def header(value: Any, field: str) -> None:
                                          field=field)
 
 
+#: The longest idempotency key the service takes (characters): its ``IDEMPOTENCY_KEY_MAX_LENGTH``
+#: (automem/common/model.py).
+IDEMPOTENCY_KEY_MAX_LENGTH = 255
+
+
+def idempotency_key(value: Any, field: str = "idempotency_key") -> None:
+    """``value`` is None or a header value (:func:`header`) of at most
+    :data:`IDEMPOTENCY_KEY_MAX_LENGTH` characters, with the service's words: over REST a
+    longer one was refused naming the header (``idempotency-key``, field None), over gRPC
+    naming ``idempotency_key`` (break-it review)."""
+    if value is None:
+        return
+    header(value, field)
+    if len(value) > IDEMPOTENCY_KEY_MAX_LENGTH:
+        raise errors.InvalidArgument(f"{field}: at most {IDEMPOTENCY_KEY_MAX_LENGTH} characters (got {len(value)})",
+                                     field=field)
+
+
 def attempts(value: Any, field: str = "max_attempts") -> None:
     """``value`` is an int of at least 1 (1 = no retry): ``"a"`` was a bare TypeError, 0 and
     -3 were taken as 1 (break-it review)."""

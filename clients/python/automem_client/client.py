@@ -170,22 +170,24 @@ class AsyncClient:
         of storing again; default a fresh UUID per call (so the retries of this call are safe).
         Errors: InvalidArgument naming the field (a wrong type too, e.g. one string for
         ``tags``; text with a lone surrogate; an ``idempotency_key`` that is not printable
-        ASCII); AlreadyExists for tombstoned content; ResourceExhausted (field None) for a
-        request over the service's size limit (4 MiB by default, over both transports)."""
+        ASCII or longer than 255 characters, refused before sending); AlreadyExists for
+        tombstoned content; ResourceExhausted (field None) for a request over the service's
+        size limit (4 MiB by default, over both transports)."""
         check.texts(tags, "tags")
         item = MemoryInput(content, list(tags), importance, confidence, type, metadata, timestamp, t_valid,
                            t_invalid, list(embedding) if embedding else None, require_review)
         check.memory_input(item)
-        check.header(idempotency_key or "", "idempotency_key")
+        check.idempotency_key(idempotency_key)
         return await self._open.store(item, idempotency_key=idempotency_key or str(uuid.uuid4()),
                                       timeout=timeout)
 
     async def store_batch(self, items: Sequence[MemoryInput | str], *, idempotency_key: str | None = None,
                           timeout: float | None = None) -> BatchStored:
         """Store up to 500 memories, all or nothing (a text is ``MemoryInput(text)``).
-        InvalidArgument names the item, e.g. ``memories[3].content``. ResourceExhausted (field
-        None) when the batch is over the service's size limit (4 MiB by default), with the
-        same words over both transports: send smaller batches."""
+        InvalidArgument names the item, e.g. ``memories[3].content``; the key as
+        :meth:`store`. ResourceExhausted (field None) when the batch is over the service's
+        size limit (4 MiB by default), with the same words over both transports: send
+        smaller batches."""
         if isinstance(items, (str, bytes)) or not isinstance(items, Sequence):
             raise errors.InvalidArgument("memories: must be a list of MemoryInput or strings", field="memories")
         inputs = [MemoryInput(i) if isinstance(i, str) else i for i in items]
@@ -194,7 +196,7 @@ class AsyncClient:
                 raise errors.InvalidArgument(f"memories[{i}]: must be a MemoryInput or a string, not "
                                              f"{type(item).__name__}", field=f"memories[{i}]")
             check.memory_input(item, f"memories[{i}].")
-        check.header(idempotency_key or "", "idempotency_key")
+        check.idempotency_key(idempotency_key)
         return await self._open.store_batch(inputs, idempotency_key=idempotency_key or str(uuid.uuid4()),
                                             timeout=timeout)
 
@@ -262,7 +264,7 @@ class AsyncClient:
         check.text(relation, "relation")
         check.text(reason, "reason")
         check.integer(etag, "etag", least=0, bits=64)
-        check.header(idempotency_key or "", "idempotency_key")
+        check.idempotency_key(idempotency_key)
         return await self._open.supersede(memory_id, item, relation=relation, reason=reason, etag=etag,
                                           idempotency_key=idempotency_key or str(uuid.uuid4()), timeout=timeout)
 

@@ -294,6 +294,15 @@ TEXT_KEPT = 200
 
 #: The gateway's 413 (automem/gateway/app.py ``StreamedBodyLimit``): the body over its limit.
 _BODY_LIMIT = re.compile(r"exceeds the limit of (\d+) bytes")
+#: Request headers the gateway names by their HTTP name in a 400 (``"idempotency-key: String
+#: should have at most 255 characters"``), and the argument each one carries.
+HEADER_ARGUMENTS = {"idempotency-key": "idempotency_key"}
+
+
+def _header_as_argument(message: str) -> str:
+    """``message`` naming the argument instead of the header it names first (:data:`HEADER_ARGUMENTS`)."""
+    head, sep, rest = message.partition(": ")
+    return f"{HEADER_ARGUMENTS[head.lower()]}: {rest}" if sep and head.lower() in HEADER_ARGUMENTS else message
 
 
 def from_http(status: int, body: object, *, reason: str = "", content_type: str = "",
@@ -305,17 +314,18 @@ def from_http(status: int, body: object, *, reason: str = "", content_type: str 
     a plain-text body and none of an HTML one; ``reason`` is the HTTP reason phrase and
     ``content_type`` the answer's Content-Type. A 413 (the body over the gateway's limit) is
     ResourceExhausted in the words the gRPC transport uses (:func:`too_large`; ``sent``: the
-    body's size in bytes), field None."""
+    body's size in bytes), field None. A header the gateway names by its HTTP name is named
+    as the argument that carries it (``idempotency-key`` -> ``idempotency_key``)."""
     message, code = "", None
     field: str | None = FROM_MESSAGE
     if isinstance(body, dict):
-        message = str(body.get("message") or body.get("error") or body.get("detail") or "")
+        message = _header_as_argument(str(body.get("message") or body.get("error") or body.get("detail") or ""))
         name = body.get("grpc_code")
         if isinstance(name, str) and name in grpc.StatusCode.__members__:
             code = grpc.StatusCode[name]
         fields = body.get("fields")
         if isinstance(fields, list) and fields and isinstance(fields[0], str):
-            field = field_of(fields[0]) or FROM_MESSAGE
+            field = field_of(_header_as_argument(fields[0])) or FROM_MESSAGE
         if status == 413 and code is None:
             limit = _BODY_LIMIT.search(message)
             message, field = too_large(int(limit.group(1)) if limit else None, sent), None
