@@ -28,6 +28,7 @@ from automem.common import timewindow
 from automem.common.client import TIME_FIELDS, AutomemClient, set_input_times
 from automem.common.enums import enum_value, enum_word
 from automem.common.errors import HTTP_STATUS, InvalidArgument, rest_field
+from automem.common.lifecycle import SUPERSEDING_RELATIONS
 from automem.common.model import LIST_ITEMS_MAX, parse_relation_type, parse_time, ts
 from automem.gateway.deps import CALL_TIMEOUT, Caller
 from automem.gateway.errors import GatewayError
@@ -177,6 +178,17 @@ def relation_type(name: str | None, field: str = "type", default: str = "RELATES
     return parse_relation_type(name or default, authorable_only=False, field=field)
 
 
+def supersede_relation_type(name: str | None, field: str = "supersede_relation") -> int:
+    """The RelationType a supersede writes (any case, with or without ``RELATION_TYPE_``;
+    INVALIDATED_BY when empty): InvalidArgument naming ``field`` and listing the two a
+    supersede may use (:data:`~automem.common.lifecycle.SUPERSEDING_RELATIONS`) for any
+    other word, a relation type or not (``REPLACES`` was refused listing all 14 types)."""
+    word = (name or "").strip().upper().removeprefix("RELATION_TYPE_") or "INVALIDATED_BY"
+    if word not in SUPERSEDING_RELATIONS:
+        raise InvalidArgument(f"{field}: must be {' or '.join(SUPERSEDING_RELATIONS)} (got {name!r})", field=field)
+    return parse_relation_type(word, authorable_only=False, field=field)
+
+
 # --- writes -----------------------------------------------------------------------------
 
 
@@ -201,10 +213,8 @@ def check_supersede_fields(body: MemoryRequest, prefix: str = "", *, batch: bool
             if getattr(body, name):
                 raise InvalidArgument(f"{prefix}{name}: a batch does not supersede; store the replacement alone "
                                       "(POST /memory with supersedes_memory_id)", field=f"{prefix}{name}")
-    word = body.supersede_relation
-    if word and word.strip().upper() not in ("INVALIDATED_BY", "EVOLVED_INTO"):
-        raise InvalidArgument(f"{prefix}supersede_relation: must be INVALIDATED_BY or EVOLVED_INTO",
-                              field=f"{prefix}supersede_relation")
+    if body.supersede_relation:
+        supersede_relation_type(body.supersede_relation, f"{prefix}supersede_relation")
     if not batch and not body.supersedes_memory_id:
         for name in _SUPERSEDE_FIELDS[1:]:
             if getattr(body, name):
@@ -255,7 +265,7 @@ async def supersede_memory(call: Caller, memory_id: str, body: MemoryRequest, *,
     try:
         return await call(call.client.ingest.SupersedeMemory, ingest_service_pb2.SupersedeMemoryRequest(
             id=memory_id, scope=scope, replacement=memory_input(body),
-            relation_type=relation_type(relation, "supersede_relation", "INVALIDATED_BY"), reason=reason,
+            relation_type=supersede_relation_type(relation), reason=reason,
             idempotency_key=idempotency_key, etag=etag), names=REPLACEMENT_NAMES)
     except GatewayError as exc:
         if id_field == "id":

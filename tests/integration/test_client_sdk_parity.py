@@ -71,3 +71,44 @@ async def test_a_rest_refusal_of_the_idempotency_key_header_names_the_argument(s
     assert r.status_code == 400, r.text
     error = from_http(r.status_code, r.json())
     assert error.field == "idempotency_key" and error.message.startswith("idempotency_key: "), error
+
+
+@pytest.mark.parametrize("relation", ["REPLACES", "", "RELATES_TO"])
+async def test_a_supersede_relation_that_is_not_allowed_is_refused_alike_over_both_transports(
+        service, relation: str) -> None:
+    """Break-it review: ``supersede(relation="REPLACES")`` was refused naming ``relation``
+    over gRPC and ``supersede_relation`` over REST, both listing all 14 relation types, and
+    ``relation=""`` refused over gRPC but taken as INVALIDATED_BY over REST. The client
+    refuses each before sending now, naming ``relation`` and the two a supersede may use,
+    with the same message over both; nothing is superseded."""
+    messages = set()
+    for transport in TRANSPORTS:
+        async with _client(service, transport) as client:
+            memory = await client.store(f"the memory a bad relation would replace over {transport}")
+            with pytest.raises(InvalidArgument) as error:
+                await client.supersede(memory.id, "the replacement", relation=relation)
+            assert error.value.field == "relation", (transport, error.value)
+            assert (await client.get(memory.id)).state.upper() == "ACTIVE"
+            messages.add(error.value.message)
+    assert messages == {f"relation: must be INVALIDATED_BY or EVOLVED_INTO (got {relation!r})"}, messages
+    async with _client(service, "rest") as client:  # any case, and the proto's prefix, are taken
+        memory = await client.store("the memory evolved into another")
+        replaced = await client.supersede(memory.id, "the evolved memory", relation="relation_type_evolved_into")
+        assert replaced.relation is not None and replaced.relation.type.upper().endswith("EVOLVED_INTO")
+
+
+async def test_the_services_supersede_refusal_lists_only_the_relations_a_supersede_may_use(service) -> None:
+    """``POST /v1/memories/{id}:supersede`` with ``supersede_relation: "REPLACES"`` was
+    refused listing every relation type (RELATES_TO, LEADS_TO, ...), though a supersede
+    takes two: it lists INVALIDATED_BY and EVOLVED_INTO now (as ``POST /memory`` does)."""
+    async with service.http() as http:
+        r = await http.post("/memory", json={"content": "the memory a REPLACES supersede targets"})
+        assert r.status_code == 201, r.text
+        memory_id = r.json()["memory_id"]
+        for path, body in ((f"/v1/memories/{memory_id}:supersede", {"content": "new", "supersede_relation": "REPLACES"}),
+                           ("/memory", {"content": "new", "supersedes_memory_id": memory_id,
+                                        "supersede_relation": "REPLACES"})):
+            r = await http.post(path, json=body)
+            assert r.status_code == 400, r.text
+            assert r.json()["message"] == "supersede_relation: must be INVALIDATED_BY or EVOLVED_INTO (got 'REPLACES')", (
+                path, r.text)

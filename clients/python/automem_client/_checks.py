@@ -72,6 +72,25 @@ def idempotency_key(value: Any, field: str = "idempotency_key") -> None:
                                      field=field)
 
 
+#: The relation types a supersede may write, old -> new (the service's
+#: ``SUPERSEDING_RELATIONS``, automem/common/lifecycle.py).
+SUPERSEDE_RELATIONS = ("INVALIDATED_BY", "EVOLVED_INTO")
+
+
+def supersede_relation(value: Any, field: str = "relation") -> str:
+    """The relation type ``value`` names (any case, with or without ``RELATION_TYPE_``):
+    one of :data:`SUPERSEDE_RELATIONS`, else InvalidArgument naming ``field`` and listing
+    them. ``""`` too: it was refused over gRPC and taken as INVALIDATED_BY over REST, and
+    ``"REPLACES"`` named ``relation`` over gRPC, ``supersede_relation`` over REST, both
+    listing every relation type (break-it review)."""
+    text(value, field)
+    word = value.strip().upper().removeprefix("RELATION_TYPE_")
+    if word not in SUPERSEDE_RELATIONS:
+        raise errors.InvalidArgument(f"{field}: must be {' or '.join(SUPERSEDE_RELATIONS)} (got {value!r})",
+                                     field=field)
+    return word
+
+
 def attempts(value: Any, field: str = "max_attempts") -> None:
     """``value`` is an int of at least 1 (1 = no retry): ``"a"`` was a bare TypeError, 0 and
     -3 were taken as 1 (break-it review)."""

@@ -253,7 +253,8 @@ class AsyncClient:
                         t_valid: TimeLike | None = None, t_invalid: TimeLike | None = None,
                         idempotency_key: str | None = None, timeout: float | None = None) -> Superseded:
         """Replace a memory by a new one atomically: the old one becomes SUPERSEDED and
-        recall answers the new one. ``relation``: INVALIDATED_BY or EVOLVED_INTO. ``etag``
+        recall answers the new one. ``relation``: INVALIDATED_BY or EVOLVED_INTO (any case;
+        anything else, ``""`` too, is InvalidArgument naming ``relation`` before sending). ``etag``
         as :meth:`update`; the key as :meth:`store`. NotFound; FailedPrecondition when it
         cannot be superseded (e.g. deleted)."""
         check.memory_id(memory_id)
@@ -261,7 +262,7 @@ class AsyncClient:
         item = MemoryInput(content, list(tags), importance, confidence, type, metadata, timestamp, t_valid,
                            t_invalid)
         check.memory_input(item)
-        check.text(relation, "relation")
+        relation = check.supersede_relation(relation)
         check.text(reason, "reason")
         check.integer(etag, "etag", least=0, bits=64)
         check.idempotency_key(idempotency_key)
