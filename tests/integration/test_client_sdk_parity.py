@@ -8,10 +8,14 @@ SSE headers and then nothing: no store, no bus is stood in for).
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
+import httpx
 import pytest
-from automem_client import AsyncClient, InvalidArgument, MemoryInput, ResourceExhausted
+from automem_client import AsyncClient, InvalidArgument, MemoryInput, ResourceExhausted, Unavailable
+
+from tests.conftest import start_service
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -112,3 +116,124 @@ async def test_the_services_supersede_refusal_lists_only_the_relations_a_superse
             assert r.status_code == 400, r.text
             assert r.json()["message"] == "supersede_relation: must be INVALIDATED_BY or EVOLVED_INTO (got 'REPLACES')", (
                 path, r.text)
+
+
+# --- the REST event stream on a stalled gateway -----------------------------------------------
+
+
+class SilentStream:
+    """A loopback HTTP server answering every request with the headers of an event stream
+    and then nothing (a gateway stopped after it answered). Counts the requests."""
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self.server: asyncio.AbstractServer | None = None
+        self.writers: list[asyncio.StreamWriter] = []
+
+    async def start(self) -> str:
+        self.server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        return f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+
+    async def stop(self) -> None:
+        for writer in self.writers:
+            writer.close()
+        if self.server is not None:
+            self.server.close()
+            await self.server.wait_closed()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.writers.append(writer)
+        try:
+            await reader.readuntil(b"\r\n\r\n")
+            self.requests += 1
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+                         b"Transfer-Encoding: chunked\r\n\r\n")
+            await writer.drain()
+            await reader.read()  # until the client goes away; nothing more is sent
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+
+
+async def _first_event(client: AsyncClient) -> Any:
+    async for event in client.events():
+        return event
+    return None
+
+
+async def test_a_rest_event_stream_on_a_stalled_gateway_is_unavailable_after_its_idle_timeout() -> None:
+    """Break-it review: the REST ``events()`` read with no read timeout, so a gateway that
+    stalled after answering (SIGSTOP; here a server that sends the stream's headers and then
+    nothing) held the iteration for ever. With nothing — no event, no keepalive — for the
+    client's ``stream_idle_timeout`` it raises Unavailable now. (The test gives up after 30 s:
+    the old client never returned.)"""
+    server = SilentStream()
+    url = await server.start()
+    client = AsyncClient.rest(url, scope="stalled", stream_idle_timeout=0.5, max_attempts=1)
+    try:
+        with pytest.raises(Unavailable) as error:
+            await asyncio.wait_for(_first_event(client), 30)
+        assert "nothing came for 0.5 s" in error.value.message and "keepalive" in error.value.message, error.value
+        assert server.requests == 1
+    finally:
+        await client.close()
+        await server.stop()
+
+
+async def test_the_default_stream_idle_timeout_is_longer_than_the_gateways_keepalive() -> None:
+    """The client's default wait for the next line outlasts the gateway's keepalive interval
+    (its default, AUTOMEM_STREAM_KEEPALIVE_SECONDS), so an idle but live stream is never
+    given up."""
+    from automem_client._rest import STREAM_IDLE_TIMEOUT
+
+    from automem.common.settings import Settings
+
+    keepalive = Settings.model_fields["stream_keepalive_seconds"].default
+    assert STREAM_IDLE_TIMEOUT > keepalive, (STREAM_IDLE_TIMEOUT, keepalive)
+    assert AsyncClient.rest("http://127.0.0.1:1").transport.stream_idle_timeout == STREAM_IDLE_TIMEOUT
+    with pytest.raises(InvalidArgument) as error:
+        AsyncClient.rest("http://127.0.0.1:1", stream_idle_timeout=0)
+    assert error.value.field == "stream_idle_timeout"
+
+
+async def test_an_idle_rest_event_stream_is_kept_open_by_the_gateways_keepalive(settings) -> None:
+    """With the gateway's keepalive (AUTOMEM_STREAM_KEEPALIVE_SECONDS, 0.2 s here) shorter
+    than the client's idle timeout (1 s), a stream on which no event comes for 3 s stays
+    open, and the next event arrives on it."""
+    service = await start_service(settings.model_copy(update={"stream_keepalive_seconds": 0.2}))
+    try:
+        await _idle_then_event(service)
+    finally:
+        await service.runner.stop()
+
+
+async def _idle_then_event(service: Any) -> None:
+    token = service.settings.api_token
+    headers = {"api_key": token} if token else {}
+    client = AsyncClient.rest(service.url, scope="keepalive/t", stream_idle_timeout=1.0, **headers)
+    writer = AsyncClient.rest(service.url, scope="keepalive/t", **headers)
+    got: asyncio.Queue = asyncio.Queue()
+
+    async def read() -> None:
+        try:
+            async for event in client.events():
+                await got.put(event)
+        except Exception as exc:  # noqa: BLE001 - the test reads it
+            await got.put(exc)
+
+    reader = asyncio.create_task(read())
+    try:
+        async with httpx.AsyncClient(base_url=service.url, timeout=10) as http:  # the stream's subscriber is up
+            for _ in range(100):
+                if (await http.get("/stream/status")).json().get("subscribers", 0) >= 1:
+                    break
+                await asyncio.sleep(0.1)
+        await asyncio.sleep(3)  # idle: only keepalives come
+        assert got.empty(), got.get_nowait()
+        stored = await writer.store("an event after a quiet stream")
+        event = await asyncio.wait_for(got.get(), 30)
+        assert not isinstance(event, Exception), event
+        assert event.memory_id == stored.id, event
+    finally:
+        reader.cancel()
+        await client.close()
+        await writer.close()

@@ -132,6 +132,13 @@ def _check_url_length(path: str, params: Any) -> None:
                                  f"may hold at most {MAX_URL_LENGTH})", field=name)
 
 
+#: Seconds :meth:`RestTransport.events` waits for the next line of the stream (an event or
+#: the gateway's keepalive comment, sent every 30 s: ``AUTOMEM_STREAM_KEEPALIVE_SECONDS``)
+#: before it gives the stream up as stalled (Unavailable). A gateway whose keepalive is
+#: longer needs a longer one (``Client.rest(stream_idle_timeout=...)``).
+STREAM_IDLE_TIMEOUT = 45.0
+
+
 class RestTransport:
     """Async calls over the REST gateway (see the module docstring).
 
@@ -142,10 +149,13 @@ class RestTransport:
             ``ca_file``: a PEM bundle to trust instead.
         timeout: default deadline of a call in seconds (None = none).
         max_attempts: tries per retried call (1 = no retry).
+        stream_idle_timeout: seconds :meth:`events` waits for the next event or keepalive
+            (:data:`STREAM_IDLE_TIMEOUT`; None = for ever).
     """
 
     def __init__(self, base_url: str, *, api_key: str = "", scope: str = "", verify: Any = True,
-                 ca_file: str | None = None, timeout: float | None = 30.0, max_attempts: int = 4) -> None:
+                 ca_file: str | None = None, timeout: float | None = 30.0, max_attempts: int = 4,
+                 stream_idle_timeout: float | None = STREAM_IDLE_TIMEOUT) -> None:
         headers = {"Accept": "application/json"}
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
@@ -161,6 +171,7 @@ class RestTransport:
         self._http_loop: asyncio.AbstractEventLoop | None = None
         self.timeout = timeout
         self.max_attempts = max(1, max_attempts)
+        self.stream_idle_timeout = stream_idle_timeout
         self.closed = False
 
     @property
@@ -382,14 +393,17 @@ class RestTransport:
     async def events(self, *, after_sequence: int) -> AsyncIterator[StreamEvent]:
         """The scope's events (``GET /stream``, SSE); ends (no error) when :meth:`close`
         closes the connection under it; ClientClosed when called after close();
-        Unavailable / DeadlineExceeded when the connection fails or cannot be made."""
+        Unavailable / DeadlineExceeded when the connection fails or cannot be made;
+        Unavailable when nothing (no event, no keepalive comment) came for
+        ``stream_idle_timeout`` seconds: the gateway or the connection stalled (it hung for
+        ever: break-it review)."""
         self.check_open()
         headers = {"Accept": "text/event-stream"}
         if after_sequence:
             headers["Last-Event-ID"] = str(after_sequence)
         try:
             async with self.http.stream("GET", "/stream", headers=headers,
-                                        timeout=httpx.Timeout(self.timeout, read=None)) as response:
+                                        timeout=httpx.Timeout(self.timeout, read=self.stream_idle_timeout)) as response:
                 if response.status_code >= 400:
                     await response.aread()
                     raise errors.from_http(response.status_code, _decoded(response), reason=response.reason_phrase,
@@ -412,6 +426,11 @@ class RestTransport:
         except (httpx.HTTPError, httpx.StreamError, RuntimeError) as exc:
             if self.closed:  # close() cut the stream: it ends
                 return
+            if isinstance(exc, httpx.ReadTimeout):
+                raise errors.Unavailable(
+                    f"GET /stream: nothing came for {self.stream_idle_timeout:g} s, not even the gateway's keepalive "
+                    "(sent every 30 s by default): the service or the connection stalled; iterate events() again "
+                    "with after_sequence=<the last event's sequence> to resume") from None
             if isinstance(exc, httpx.TimeoutException):
                 raise errors.DeadlineExceeded(f"GET /stream: {exc.__class__.__name__}") from None
             if isinstance(exc, httpx.TransportError):

@@ -35,7 +35,7 @@ from typing import Any, Concatenate, ParamSpec, Self, TypeVar
 from automem_client import _checks as check
 from automem_client import errors
 from automem_client._grpc import GrpcTransport
-from automem_client._rest import RestTransport
+from automem_client._rest import STREAM_IDLE_TIMEOUT, RestTransport
 from automem_client.models import (
     BatchStored,
     Health,
@@ -116,17 +116,23 @@ class AsyncClient:
 
     @classmethod
     def rest(cls, base_url: str, *, api_key: str = "", scope: str = "", verify: Any = True,
-             ca_file: str | None = None, timeout: float | None = 30.0, max_attempts: int = 4) -> Self:
+             ca_file: str | None = None, timeout: float | None = 30.0, max_attempts: int = 4,
+             stream_idle_timeout: float | None = STREAM_IDLE_TIMEOUT) -> Self:
         """A client of the REST gateway at ``base_url`` (``http://host:8001``).
 
         ``verify``: TLS verification as httpx takes it; ``ca_file``: a PEM bundle to trust.
+        ``stream_idle_timeout``: seconds :meth:`events` waits for the next event or the
+        gateway's keepalive comment (sent every 30 s, ``AUTOMEM_STREAM_KEEPALIVE_SECONDS``)
+        before it raises Unavailable (a stalled gateway or connection); default 45, None =
+        wait for ever; keep it above the gateway's keepalive interval.
         The rest as :meth:`grpc`. InvalidArgument naming ``base_url`` for one that is not an
-        http(s) URL with a host, ``timeout`` for one that is not a number of seconds above 0,
-        ``api_key`` / ``scope`` / ``max_attempts`` as :meth:`grpc`."""
+        http(s) URL with a host, ``timeout`` / ``stream_idle_timeout`` for one that is not a
+        number of seconds above 0, ``api_key`` / ``scope`` / ``max_attempts`` as :meth:`grpc`."""
         check.base_url(base_url)
         _check_connection(api_key, scope, timeout, max_attempts)
+        check.timeout(stream_idle_timeout, "stream_idle_timeout")
         return cls(RestTransport(base_url, api_key=api_key, scope=scope, verify=verify, ca_file=ca_file,
-                                 timeout=timeout, max_attempts=max_attempts))
+                                 timeout=timeout, max_attempts=max_attempts, stream_idle_timeout=stream_idle_timeout))
 
     async def __aenter__(self) -> Self:
         return self
@@ -484,7 +490,8 @@ class AsyncClient:
         :meth:`close` ends an open iteration (the next ``__anext__`` raises
         StopAsyncIteration, so ``async for`` just stops, over both transports); called on a
         closed client it raises ClientClosed. A connection that fails under it is
-        Unavailable; InvalidArgument naming ``after_sequence`` for a negative one or one
+        Unavailable; over REST a stream on which nothing (no event, no keepalive) came for
+        the client's ``stream_idle_timeout`` (45 s) is Unavailable too; InvalidArgument naming ``after_sequence`` for a negative one or one
         past the newest event."""
         check.integer(after_sequence, "after_sequence", least=0, bits=64)
         async for event in self._open.events(after_sequence=after_sequence):
