@@ -24,6 +24,7 @@ from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 import pytest_asyncio
@@ -841,6 +842,41 @@ async def test_a_memory_of_one_long_unbroken_string_does_not_widen_the_page(worl
         assert await page.evaluate(_no_horizontal_overflow()), (
             path, await page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]"))
     await _shot(page, "long-string")
+
+
+def _text_lines() -> str:
+    """JS: the number of lines the text of element ``e`` takes (distinct tops of its text's
+    line boxes)."""
+    return """e => { const range = document.createRange(); range.selectNodeContents(e);
+        return new Set([...range.getClientRects()].map(r => Math.round(r.top))).size; }"""
+
+
+async def test_a_long_unbroken_tag_does_not_squeeze_the_type_and_state_columns(world: World, browsing: Browsing) -> None:
+    """Break-it review: one long tag without a space (a 90-character URL) squeezed the
+    memories table's short columns until "Decision" wrapped as "Decisio n" and the state
+    badge as "activ e": every cell could break anywhere, so the table's automatic layout
+    shrank them below their words. The type and the badge keep one line now; the tag still
+    wraps inside its own cell and the page does not widen."""
+    tag = "https://docs.example.com/" + "a" * 65
+    assert len(tag) == 90
+    async with world.service.http(Authorization=f"Bearer {world.admin_a}") as http:
+        await _store(http, "The deploy checklist lives in the ops wiki, linked from the runbook index page",
+                     tags=[tag], type="Decision")
+    page = await browsing.page()
+    await _login(page, world.admin_a)
+    await page.goto(f"/console/?tags={quote(tag, safe='')}&state=all")
+    table = page.get_by_test_id("memories")
+    await expect(table.locator("tbody tr")).to_have_count(1)
+    row = table.locator("tbody tr").first
+    for cell, text in ((row.locator("span.type"), "Decision"), (row.locator("span.badge"), "active")):
+        await expect(cell).to_have_text(text)
+        assert await cell.evaluate(_text_lines()) == 1, (text, await cell.evaluate(
+            "e => [e.getBoundingClientRect().width, e.scrollWidth, e.getBoundingClientRect().height]"))
+        assert await cell.evaluate("e => e.getBoundingClientRect().width + 0.5 >= e.scrollWidth"), text
+    assert await row.locator("span.tag").evaluate(_text_lines()) > 1  # the URL wraps in its own cell
+    assert await page.evaluate(_no_horizontal_overflow()), await page.evaluate(
+        "[document.documentElement.scrollWidth, window.innerWidth]")
+    await _shot(page, "long-tag")
 
 
 async def test_history_shows_a_tags_change_as_comma_separated_text_not_a_python_list(
