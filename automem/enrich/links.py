@@ -190,8 +190,11 @@ def contradiction_signal(new: str, old: str) -> str | None:
     neg_old = sum(w in NEGATIONS or w.endswith("n't") for w in words_old)
     if (neg_new == 0) != (neg_old == 0):
         return "negation: one states what the other denies"
-    nums_new, nums_old = set(_NUMBER.findall(_blank(new, ids_new))), set(_NUMBER.findall(_blank(old, ids_old)))
+    bare_new, bare_old = _blank(new, ids_new), _blank(old, ids_old)
+    nums_new, nums_old = set(_NUMBER.findall(bare_new)), set(_NUMBER.findall(bare_old))
     if nums_new and nums_old and nums_new != nums_old:
+        if _other_subjects(bare_new, bare_old):
+            return None
         return f"different value: {', '.join(sorted(nums_old))} -> {', '.join(sorted(nums_new))}"
     terms_new, terms_old = set(analyze(new)), set(analyze(old))
     shared = terms_new & terms_old
@@ -225,6 +228,29 @@ def _slot_change(new: str, matches_new: list[re.Match[str]], old: str, matches_o
     if prefix + suffix < 3 and toks_new[prefix - 1] not in _COPULAS and ":" not in between and "=" not in between:
         return None
     return f"different value: {' '.join(slot_old)} -> {' '.join(slot_new)}"
+
+
+def _other_subjects(new: str, old: str) -> bool:
+    """True when the words before each text's first number name different things: each has a
+    word there the other lacks (``The staging Redis runs on port 6379`` / ``The production
+    Redis runs on port 6380``, ``Postgres primary`` / ``Postgres replica``): two values of two
+    things, both current, not a corrected value. A word added on one side only (``The API
+    timeout is now 60 s``) does not count; the words are the tokens before the first one
+    holding a digit (``all-MiniLM-L6-v2`` is one value), stop words left out. Limit: a changed
+    verb reads as another thing too (``We run Postgres 14`` / ``We upgraded to Postgres 16`` is
+    not proposed by this rule)."""
+    def lead(text: str) -> set[str]:
+        words = set()
+        for match in _TOKEN.finditer(text):
+            word = match.group().lower()
+            if any(c.isdigit() for c in word):
+                break
+            if word not in STOP_WORDS:
+                words.add(word)
+        return words
+
+    lead_new, lead_old = lead(new), lead(old)
+    return bool(lead_new - lead_old) and bool(lead_old - lead_new)
 
 
 def _blank(text: str, spans: list[tuple[int, int, str]]) -> str:

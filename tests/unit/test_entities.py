@@ -183,6 +183,13 @@ def test_contradiction_rule(new: str, old: str, expect: bool) -> None:
     ("Standup is at 9:30 am.", "Standup is at 9:30am.", False),
     ("deploy build 7b21e0 finished", "deploy build 4f3a9c finished", False),
     ("INC-5678 resolved by restarting the cache.", "INC-1234 resolved by restarting the cache.", False),
+    # two things named before the number, each with its value, both current (break-it round M)
+    ("The production Redis runs on port 6380.", "The staging Redis runs on port 6379.", False),
+    ("The Postgres replica listens on port 5433.", "The Postgres primary listens on port 5432.", False),
+    ("The billing service listens on port 9090.", "The auth service listens on port 8443.", False),
+    # a word added on one side before the number is not another thing
+    ("The API timeout is now 60 seconds.", "The API timeout is 30 seconds.", True),
+    ("The staging Redis now runs on port 6380.", "The staging Redis runs on port 6379.", True),
 ])
 def test_contradiction_rule_values_and_slots(new: str, old: str, expect: bool) -> None:
     """The misses of the number-as-label rule (ports, sizes, prices, years after a noun) and of
