@@ -635,7 +635,8 @@ class Bus:
         reads (a purge, the retention) end it at the consumer's own count. Raises StoreTimeout
         (Unavailable) when NATS does not answer the consumer's creation, or stops delivering
         for :data:`READ_FETCH_SECONDS` while the consumer still holds messages: a history is
-        never returned cut short as if it were whole.
+        never returned cut short as if it were whole. A read cancelled at any point (a
+        caller's deadline) removes its consumer too.
         """
         wanted = memory_id.encode() if memory_id else None
         stream = self.settings.stream_name
@@ -649,10 +650,16 @@ class Bus:
         if since is not None:
             config.deliver_policy = DeliverPolicy.BY_START_TIME
             config.opt_start_time = datetime.fromtimestamp(max(since, 0.0), UTC).isoformat().replace("+00:00", "Z")
-        async with self.bounded():
-            info = await self.js.add_consumer(stream, config)
         sub = None
+        made = False
         try:
+            try:
+                async with self.bounded():
+                    info = await self.js.add_consumer(stream, config)
+                made = True
+            except asyncio.CancelledError:
+                made = True  # the server may have made it, its reply lost with the cancelled call
+                raise
             pending = int(info.num_pending or 0)
             if pending == 0:
                 return
@@ -690,13 +697,21 @@ class Bus:
                         pending = 0
                         break
         finally:
-            try:
-                if sub is not None:
-                    await sub.unsubscribe()
-                async with self.bounded():
-                    await self.js.delete_consumer(stream, name)
-            except Exception as exc:  # noqa: BLE001 - gone already, or NATS down: the server removes it
-                log.debug("event read consumer not removed", extra={"consumer": name, "error": repr(exc)})
+            if made:
+                # Shielded: a read cut off by its caller's deadline still removes its consumer
+                # (they stayed for TAIL_INACTIVE_SECONDS, one per cancelled read; break-it round M).
+                await asyncio.shield(self._remove_read(name, sub))
+
+    async def _remove_read(self, name: str, sub: Any) -> None:
+        """Unsubscribe ``sub`` (when bound) and delete the read consumer ``name``; best effort:
+        the server removes it after :data:`TAIL_INACTIVE_SECONDS` anyway."""
+        try:
+            if sub is not None:
+                await sub.unsubscribe()
+            async with self.bounded():
+                await self.js.delete_consumer(self.settings.stream_name, name)
+        except Exception as exc:  # noqa: BLE001 - gone already, or NATS down: the server removes it
+            log.debug("event read consumer not removed", extra={"consumer": name, "error": repr(exc)})
 
     async def scrub(self, doomed: Callable[[str, bytes], bool], dry_run: bool = False) -> int:
         """Delete from the stream every message (memory, activity and dead-letter subjects)

@@ -536,6 +536,53 @@ async def test_a_backups_event_read_holds_one_batch_not_the_stream(settings) -> 
         await bus.close()
 
 
+async def test_a_cancelled_history_read_leaves_no_consumer(settings) -> None:
+    """History reads cut off by a gRPC deadline left their consumers on the stream for 60 s
+    (break-it round M: 56 after two rounds of 60 reads): a read cancelled when its consumer
+    was made but its reply not yet read, or while it reads, now removes its consumer."""
+    created, updated = events_pb2.EVENT_TYPE_MEMORY_CREATED, events_pb2.EVENT_TYPE_MEMORY_UPDATED
+    bus = Bus(settings)
+    await bus.connect()
+    stream = bus.settings.stream_name
+
+    async def reads() -> list[str]:
+        return [c.name for c in await bus.js.consumers_info(stream) if c.name.startswith("read-")]
+    try:
+        await bus.publish_events([_event(created, "a"), _event(updated, "a")])
+        add = bus.js.add_consumer
+
+        async def made_then_cancelled(*args: Any, **kwargs: Any) -> Any:
+            await add(*args, **kwargs)
+            raise asyncio.CancelledError  # as a deadline arriving while the reply was on its way
+        bus.js.add_consumer = made_then_cancelled
+        with pytest.raises(asyncio.CancelledError):
+            await bus.events_for("a")
+        bus.js.add_consumer = add
+        assert await reads() == []
+
+        bind = bus.js.pull_subscribe_bind
+        cancelled = asyncio.Event()
+
+        async def bind_then_wait(*args: Any, **kwargs: Any) -> Any:
+            sub = await bind(*args, **kwargs)
+            cancelled.set()
+            await asyncio.sleep(30)  # the caller's deadline comes first
+            return sub
+        bus.js.pull_subscribe_bind = bind_then_wait
+        read = asyncio.ensure_future(bus.events_for("a"))
+        await cancelled.wait()
+        read.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await read
+        assert await eventually(lambda: _no_reads(reads)) is True
+    finally:
+        await bus.close()
+
+
+async def _no_reads(reads) -> bool:
+    return await reads() == []
+
+
 async def test_a_live_stream_tells_of_the_events_the_retention_removed_before_it_read_them(settings) -> None:
     """An open stream whose reader falls behind while the retention trims the stream past
     where it is: the tail jumps over the removed messages, and the stream says so with a
