@@ -5,8 +5,11 @@
   Recomputed on every content change (the memory's old outgoing SIMILAR_TO edges go first),
   written only while the node still holds the enriched content.
 * Contradiction proposals: a neighbour at or above ``contradiction_threshold`` (0.8) that is current
-  (ACTIVE), not newer than the new memory, and shares an entity with it (or, when neither
-  has entities, is at least ``similar_threshold`` similar), is a candidate. The LLM decides
+  (ACTIVE), not newer than the new memory, and shares an entity with it (or, sharing none,
+  is at least ``similar_threshold`` similar and its and the new memory's entities are only
+  the changed value itself or recognised on one side only — :func:`_changed_values_only`:
+  ``manager is Dana`` / ``... Eli``; a changed subject, ``The Berlin team ...`` / ``The Paris
+  team ...``, stays apart), is a candidate. The LLM decides
   when configured; otherwise (or when it fails) the local rule (:func:`contradiction_signal`):
   not when both name an identifier the other lacks (two builds, two tickets: different
   things), else a negation on one side only, or a different value — differing numbers, a
@@ -210,13 +213,7 @@ def _slot_change(new: str, matches_new: list[re.Match[str]], old: str, matches_o
     matches of each text given): a reason, or None."""
     toks_new = [m.group().lower() for m in matches_new]
     toks_old = [m.group().lower() for m in matches_old]
-    shortest = min(len(toks_new), len(toks_old))
-    prefix = 0
-    while prefix < shortest and toks_new[prefix] == toks_old[prefix]:
-        prefix += 1
-    suffix = 0
-    while suffix < shortest - prefix and toks_new[-1 - suffix] == toks_old[-1 - suffix]:
-        suffix += 1
+    prefix, suffix = _common_ends(toks_new, toks_old)
     slot_new, slot_old = toks_new[prefix:len(toks_new) - suffix], toks_old[prefix:len(toks_old) - suffix]
     if not (0 < len(slot_new) <= _SLOT_MAX and 0 < len(slot_old) <= _SLOT_MAX) or "".join(slot_new) == "".join(slot_old):
         return None
@@ -228,6 +225,19 @@ def _slot_change(new: str, matches_new: list[re.Match[str]], old: str, matches_o
     if prefix + suffix < 3 and toks_new[prefix - 1] not in _COPULAS and ":" not in between and "=" not in between:
         return None
     return f"different value: {' '.join(slot_old)} -> {' '.join(slot_new)}"
+
+
+def _common_ends(toks_new: list[str], toks_old: list[str]) -> tuple[int, int]:
+    """``(prefix, suffix)``: how many leading and (not overlapping them) trailing tokens the
+    two sequences share."""
+    shortest = min(len(toks_new), len(toks_old))
+    prefix = 0
+    while prefix < shortest and toks_new[prefix] == toks_old[prefix]:
+        prefix += 1
+    suffix = 0
+    while suffix < shortest - prefix and toks_new[-1 - suffix] == toks_old[-1 - suffix]:
+        suffix += 1
+    return prefix, suffix
 
 
 def _other_subjects(new: str, old: str) -> bool:
@@ -251,6 +261,50 @@ def _other_subjects(new: str, old: str) -> bool:
 
     lead_new, lead_old = lead(new), lead(old)
     return bool(lead_new - lead_old) and bool(lead_old - lead_new)
+
+
+def _changed_values_only(new: str, names_new: list[str], old: str, names_old: list[str]) -> bool:
+    """Whether two texts sharing no entity may still be about one thing: each of their
+    entities (normalised ``names_new`` of ``new``, ``names_old`` of ``old``; none at all
+    counts too) is either
+
+    * recognised on one side only: its name's tokens (:data:`_TOKEN`, case-folded) occur in
+      the other text as well (``... at 02:00 UTC`` / ``... at 03:30 UTC`` with ``utc`` found
+      in one of them only), or
+    * the changed value: its name lies in its text's differing run (the tokens between the
+      longest common prefix and suffix of the two token sequences), and that run is a value,
+      not (part of) a subject — either the prefix holds a word that is not a stop word and the
+      run ends the text or is followed by a stop word or a qualifier (:data:`_QUALIFIERS`:
+      ``The user's manager is Dana`` / ``... Eli``, ``We use Postgres for billing`` / ``...
+      MySQL ...``), or the run starts the text (stop words aside) and is followed by a
+      copula (:data:`_COPULAS`: ``Python is the user's favourite language`` / ``Rust ...``).
+
+    Two texts about different things stay apart: a changed subject (``The Berlin team
+    standup is on Mondays`` / ``The Paris team ...``, ``Our office in Berlin closes at 18:00``
+    / ``... in Munich ...``) or entities changed all over (``Alice owns the billing service`` /
+    ``Bob owns the search service``). Limit: a value followed by other words (``moved to
+    Postgres last week``) reads as part of a subject, so such a pair is not a candidate."""
+    toks_new = [m.group().lower() for m in _TOKEN.finditer(new)]
+    toks_old = [m.group().lower() for m in _TOKEN.finditer(old)]
+    prefix, suffix = _common_ends(toks_new, toks_old)
+    after = toks_new[len(toks_new) - suffix] if suffix else ""
+    if any(t not in STOP_WORDS for t in toks_new[:prefix]):
+        value_slot = not after or after in STOP_WORDS or after in _QUALIFIERS
+    else:
+        value_slot = after in _COPULAS
+    run_new, run_old = toks_new[prefix:len(toks_new) - suffix], toks_old[prefix:len(toks_old) - suffix]
+
+    def explained(name: str, own_run: list[str], other: list[str]) -> bool:
+        words = [m.group().lower() for m in _TOKEN.finditer(name)]
+        return bool(words) and (_contains(other, words) or (value_slot and _contains(own_run, words)))
+
+    return (all(explained(name, run_new, toks_old) for name in names_new)
+            and all(explained(name, run_old, toks_new) for name in names_old))
+
+
+def _contains(tokens: list[str], words: list[str]) -> bool:
+    """Whether ``words`` occur in ``tokens`` as a contiguous run."""
+    return any(tokens[i:i + len(words)] == words for i in range(len(tokens) - len(words) + 1))
 
 
 def _blank(text: str, spans: list[tuple[int, int, str]]) -> str:
@@ -368,7 +422,7 @@ class LinkBuilder:
     async def _propose(self, memory: Memory, candidates: list[Neighbour], found: dict[str, Memory]) -> int:
         """Propose ``memory`` superseding those of ``candidates`` (read from the graph into
         ``found``) that are active and contradicted; returns the proposals made."""
-        mine = {e.tag for e in memory.entities}
+        mine = {e.tag: e.name for e in memory.entities}
         made = 0
         at = time.time()
         if first_epoch(memory, "valid_to", default=OPEN_END) <= at:
@@ -380,9 +434,11 @@ class LinkBuilder:
             if (old is None or old.state != memory_pb2.MEMORY_STATE_ACTIVE
                     or first_epoch(old, "valid_to", default=OPEN_END) <= at):  # no longer current: nothing to replace
                 continue
-            theirs = {e.tag for e in old.entities}
-            shared = mine & theirs
-            if not shared and (mine or theirs or n.score < self.settings.similar_threshold):
+            theirs = {e.tag: e.name for e in old.entities}
+            shared = mine.keys() & theirs.keys()
+            if not shared and (n.score < self.settings.similar_threshold or not _changed_values_only(
+                    memory.content, [name for tag, name in mine.items() if tag not in theirs],
+                    old.content, [name for tag, name in theirs.items() if tag not in mine])):
                 continue
             reason = None
             if self.llm is not None:

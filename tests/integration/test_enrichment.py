@@ -181,6 +181,46 @@ async def test_a_port_and_a_model_name_changed_in_the_same_statement_are_propose
         assert {(m, t) for m, t in items} == expected, items
 
 
+async def test_a_changed_value_that_is_an_entity_is_proposed_and_a_changed_subject_is_not(settings) -> None:
+    # Break-it round M: a pair sharing no entity was never a candidate when either side had
+    # one, so a changed tool or person (never shared; extraction differs: [person:dana] vs
+    # [org:eli], [org:utc] vs []) left the stale fact current. MiniLM puts the short
+    # Python/Rust and Dana/Eli pairs at ~0.64, under the default thresholds: this service
+    # lowers them so that the entity gate, not the embedder, decides.
+    proposed = [("The user's favourite language is Python", "The user's favourite language is Rust"),
+                ("The user's manager is Dana", "The user's manager is Eli"),
+                ("The nightly backup job runs at 02:00 UTC", "The nightly backup job runs at 03:30 UTC")]
+    # Two teams' standups: the local rule reads berlin -> paris as a changed value; the
+    # changed entity is the subject (no word but "the" before it), so the pair stays apart.
+    apart = [("The Berlin team standup is on Monday morning at the office",
+              "The Paris team standup is on Monday morning at the office")]
+    running = await start_service(settings.model_copy(update={"similar_threshold": 0.6,
+                                                              "contradiction_threshold": 0.6}))
+    try:
+        service = ScopedService(running, fresh_scope())
+        async with service.http() as http:
+            expected = set()
+            for old_text, new_text in proposed + apart:
+                old = await _store(http, old_text, timestamp="2024-01-01T00:00:00Z")
+                before = await eventually(lambda old=old: _enriched(http, old))
+                new = await _store(http, new_text, timestamp="2024-06-01T00:00:00Z")
+                after = await eventually(lambda new=new: _enriched(http, new))
+                assert before["entities"] and not {e["tag"] for e in before["entities"]} & {
+                    e["tag"] for e in after["entities"]}, old_text  # entities, none shared: the gate decides
+                similar = await running.ctx.graph.ro_query(
+                    "MATCH (:Memory {id: $new})-[r:SIMILAR_TO]->(:Memory {id: $old}) RETURN r.strength",
+                    {"new": new, "old": old})
+                assert similar and similar[0][0] >= 0.6, (old_text, similar)  # a candidate by similarity
+                if (old_text, new_text) in proposed:
+                    expected.add((new, old))
+            items = await running.ctx.graph.ro_query(
+                "MATCH (r:ReviewItem {kind: 'supersede_proposal'}) WHERE r.scope = $scope "
+                "RETURN r.memory_id, r.target_id", {"scope": service.scope})
+            assert {(m, t) for m, t in items} == expected, items
+    finally:
+        await running.runner.stop()
+
+
 async def test_long_content_gets_an_extractive_summary_without_llm(service) -> None:
     content = ("The migration plan moves every service to Kubernetes. " * 3 + "Budget approved by finance. "
                + "Rollout starts in spring with the billing service first. " * 6)

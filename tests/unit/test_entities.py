@@ -11,7 +11,7 @@ from automem.common.text import extractive_summary
 from automem.consolidate.scheduler import intervals
 from automem.consolidate.tasks import relevance
 from automem.enrich.entities import EntityExtractor, entity_tag, normalise, slug
-from automem.enrich.links import contradiction_signal
+from automem.enrich.links import _changed_values_only, contradiction_signal
 from automem.enrich.llm import Classification, Contradiction, MalformedReply, parse_reply
 
 
@@ -195,6 +195,28 @@ def test_contradiction_rule_values_and_slots(new: str, old: str, expect: bool) -
     """The misses of the number-as-label rule (ports, sizes, prices, years after a noun) and of
     one changed value token (a model name) in the same frame, and the pairs kept apart."""
     assert (contradiction_signal(new, old) is not None) is expect
+
+
+@pytest.mark.parametrize(("new", "names_new", "old", "names_old", "expect"), [
+    # the changed value is the entity, on one side or both (kinds may differ)
+    ("The user's favourite language is Rust", [], "The user's favourite language is Python", ["python"], True),
+    ("The user's manager is Eli", ["eli"], "The user's manager is Dana", ["dana"], True),
+    ("Rust is the user's favourite language", [], "Python is the user's favourite language", ["python"], True),
+    ("The user's manager is Eli Jones", ["eli jones"], "The user's manager is Dana", ["dana"], True),
+    # recognised on one side only, its text on both
+    ("The nightly backup job runs at 03:30 UTC", [], "The nightly backup job runs at 02:00 UTC", ["utc"], True),
+    # a changed subject, or entities changed all over: different things
+    ("The Paris team standup is on Monday", ["paris"], "The Berlin team standup is on Monday", ["berlin"], False),
+    ("Bob owns the search service", ["bob"], "Alice owns the billing service", ["alice"], False),
+    ("The production Postgres runs on port 6380", ["postgres"], "The staging Redis runs on port 6379", ["redis"],
+     False),
+    ("We use MySQL for billing", ["mysql"], "We use Postgres for billing", ["postgres"], True),
+    ("Our office in Munich closes at 18:00", ["munich"], "Our office in Berlin closes at 18:00", ["berlin"], False),
+    ("Berlin team standup is at 10", ["berlin"], "Standup is at 10", [], False),
+])
+def test_unshared_entities_that_are_the_changed_value(new: str, names_new: list[str], old: str,
+                                                      names_old: list[str], expect: bool) -> None:
+    assert _changed_values_only(new, names_new, old, names_old) is expect
 
 
 
