@@ -246,18 +246,19 @@ def _other_subjects(new: str, old: str) -> bool:
     Redis runs on port 6380``, ``Postgres primary`` / ``Postgres replica``): two values of two
     things, both current, not a corrected value. A word added on one side only (``The API
     timeout is now 60 s``) does not count; the words are the tokens before the first one
-    holding a digit (``all-MiniLM-L6-v2`` is one value), stop words left out. Limit: a changed
+    holding a digit (``all-MiniLM-L6-v2`` is one value) but the last, which names the value
+    (``uses Postgres 14`` / ``uses MySQL 8`` is a correction), stop words left out. Limit: a changed
     verb reads as another thing too (``We run Postgres 14`` / ``We upgraded to Postgres 16`` is
     not proposed by this rule)."""
     def lead(text: str) -> set[str]:
-        words = set()
+        words: list[str] = []
         for match in _TOKEN.finditer(text):
             word = match.group().lower()
             if any(c.isdigit() for c in word):
                 break
-            if word not in STOP_WORDS:
-                words.add(word)
-        return words
+            words.append(word)
+        # The word right before the number names the value (``Postgres 14`` / ``MySQL 8``).
+        return {w for w in words[:-1] if w not in STOP_WORDS}
 
     lead_new, lead_old = lead(new), lead(old)
     return bool(lead_new - lead_old) and bool(lead_old - lead_new)

@@ -190,6 +190,9 @@ def test_contradiction_rule(new: str, old: str, expect: bool) -> None:
     # a word added on one side before the number is not another thing
     ("The API timeout is now 60 seconds.", "The API timeout is 30 seconds.", True),
     ("The staging Redis now runs on port 6380.", "The staging Redis runs on port 6379.", True),
+    # the word right before the number names the value, not another thing
+    ("The billing service uses MySQL 8 as its database.", "The billing service uses Postgres 14 as its database.",
+     True),
 ])
 def test_contradiction_rule_values_and_slots(new: str, old: str, expect: bool) -> None:
     """The misses of the number-as-label rule (ports, sizes, prices, years after a noun) and of
