@@ -122,9 +122,12 @@ class ConsolidateServicer(consolidate_service_pb2_grpc.ConsolidateServiceService
         decayed: dict[str, float] = {}  # a dry run's decay, for its forget (Tasks.forget)
         # Recorded first as not finished: a process killed during the run leaves it so in the
         # history (it was missing from /consolidate/status); the end replaces it.
+        # Inside the try: a run cancelled while this record is written is still recorded as
+        # cancelled by the end's record (the start's could land and be the last word).
         start = run.start_time.seconds + run.start_time.nanos / 1e9
-        await self.graph.runs.record(run.run_id, mode, dry_run, start, start, [], scope or "*", trigger, UNFINISHED)
         try:
+            await self.graph.runs.record(run.run_id, mode, dry_run, start, start, [], scope or "*", trigger,
+                                         UNFINISHED)
             for step in steps:
                 if step == "decay" and dry_run:
                     run.counts.update(await self.tasks.decay(scope, dry_run, decayed))
