@@ -1,8 +1,6 @@
 """The event bus: NATS JetStream subjects, publishing and durable pull consumers.
 
-Subjects (one place): ``<prefix>.memory.<event>.<bucket>`` for memory events (the bucket, a
-token of the memory id, lets one memory's history be read without the whole stream:
-:meth:`Subjects.for_event`), ``<prefix>.activity.<kind>``
+Subjects (one place): ``<prefix>.memory.<event>`` for memory events, ``<prefix>.activity.<kind>``
 for activity events (recalls, consolidation runs: ``automem.v1.ActivityEvent``, read only by the
 event stream, :class:`EventTail`), ``<prefix>.dlq.<consumer>`` for poison messages. One durable
 stream (``settings.stream_name``) holds all three; it is the
@@ -20,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 import time
 import uuid
@@ -74,13 +71,6 @@ EVENT_SUFFIX: dict[int, str] = {
 }
 
 
-#: Buckets of the memory subjects (:meth:`Subjects.bucket`). Not the memory id itself: NATS
-#: keeps per-subject state in memory, and subjects per memory cost nats-server ~0.5 KB each,
-#: +110 MB at 100,000 memories; 1,024 buckets cost nothing measurable and make a memory's
-#: history read ~1/1,024 of the stream (docs/benchmarks.md, "An old memory's history").
-SUBJECT_BUCKETS = 1024
-
-
 class Subjects:
     """Subject names, derived from ``settings.subject_prefix``."""
 
@@ -90,57 +80,15 @@ class Subjects:
         #: What enrichment consumes (:data:`ENRICH_DURABLE`): every memory event but its own
         #: ``enriched`` audit events, which it skipped after fetching, decoding and acking them
         #: — half of every batch it fetched (docs/benchmarks.md, "The enrich consumer reads
-        #: only what it acts on"). Each type's subject with and without its bucket tokens: a
-        #: stream written before the buckets holds the bare ones.
-        self.enrich_inputs = sorted(f for t in EVENT_SUFFIX if t != events_pb2.EVENT_TYPE_MEMORY_ENRICHED
-                                    for f in (self.memory(t), f"{self.memory(t)}.>"))
+        #: only what it acts on").
+        self.enrich_inputs = sorted(self.memory(t) for t in EVENT_SUFFIX
+                                    if t != events_pb2.EVENT_TYPE_MEMORY_ENRICHED)
         self.dlq_all = f"{prefix}.dlq.>"
         self.activity_all = f"{prefix}.activity.>"
 
     def memory(self, event_type: int) -> str:
-        """The subject of an event type without its bucket tokens, e.g.
-        ``automem.v1.memory.created``: the name spans and metrics use (few values), and the
-        subject events had before the buckets."""
+        """Subject of a memory event, e.g. ``automem.v1.memory.created``."""
         return f"{self.prefix}.memory.{EVENT_SUFFIX[event_type]}"
-
-    @staticmethod
-    def bucket(memory_id: str) -> str:
-        """The bucket token of a memory id: three hex digits, the first 16 bits of its
-        BLAKE2b digest modulo :data:`SUBJECT_BUCKETS` (stable across processes and versions;
-        any id, whatever its characters, gives a valid subject token)."""
-        digest = hashlib.blake2b(memory_id.encode(), digest_size=2).digest()
-        return f"{int.from_bytes(digest, 'big') % SUBJECT_BUCKETS:03x}"
-
-    def for_event(self, event: events_pb2.MemoryEvent) -> str:
-        """The subject ``event`` is published on:
-        ``<prefix>.memory.<event>.<source bucket>.<target bucket>`` for a relation's (its
-        ``memory_id`` is the source's or empty: automem/common/lifecycle.py ``make_event``),
-        ``<prefix>.memory.<event>.<bucket>`` for any other event of a memory, the bare type
-        subject for an event of none."""
-        base = self.memory(event.type)
-        if event.relation.source_id or event.relation.target_id:
-            return f"{base}.{self.bucket(event.relation.source_id)}.{self.bucket(event.relation.target_id)}"
-        if event.memory_id:
-            return f"{base}.{self.bucket(event.memory_id)}"
-        return base
-
-    def template(self, subject: str) -> str:
-        """``subject`` without its bucket tokens (``<prefix>.memory.<event>``); other subjects
-        as they are."""
-        head = f"{self.prefix}.memory."
-        if not subject.startswith(head):
-            return subject
-        return head + subject[len(head):].split(".", 1)[0]
-
-    def history_filters(self, memory_id: str) -> list[list[str]]:
-        """The filters that find every event of ``memory_id``, one list per consumer (a
-        consumer's filters may not overlap, and a relation between two memories of one bucket
-        matches both relation filters): its own events and the relations it is the source of,
-        with the bare type subjects of a stream written before the buckets; then the relations
-        it is the target of. Bucket-mates' events match too: the reader keeps the memory's."""
-        b = self.bucket(memory_id)
-        base = f"{self.prefix}.memory"
-        return [[f"{base}.*", f"{base}.*.{b}", f"{base}.*.{b}.*"], [f"{base}.*.*.{b}"]]
 
     def activity(self, kind: str) -> str:
         """Subject of an activity event, e.g. ``automem.v1.activity.memory_recall`` for the
@@ -409,8 +357,7 @@ class Bus:
             with producer_span(subject, event.event_id):
                 headers: dict[str, str] = {"Nats-Msg-Id": event.event_id}
                 propagate.inject(headers)
-                await self.js.publish(self.subjects.for_event(event), event.SerializeToString(), headers=headers,
-                                      timeout=timeout)
+                await self.js.publish(subject, event.SerializeToString(), headers=headers, timeout=timeout)
         except BaseException as exc:
             record_publish(subject, time.perf_counter() - start, exc)
             raise
@@ -441,8 +388,7 @@ class Bus:
                     headers: dict[str, str] = {"Nats-Msg-Id": event.event_id}
                     propagate.inject(headers)
                     try:
-                        futures[i] = await self.js.publish_async(self.subjects.for_event(event), event.SerializeToString(),
-                                                                 headers=headers)
+                        futures[i] = await self.js.publish_async(subject, event.SerializeToString(), headers=headers)
                     except Exception as exc:  # noqa: BLE001 - reported per event
                         results[i] = exc
         if futures:
@@ -478,8 +424,8 @@ class Bus:
         subject = self.subjects.memory(event.type)
         start = time.perf_counter()
         try:
-            ack = await self.js.publish(self.subjects.for_event(event), event.SerializeToString(),
-                                        headers={"Nats-Msg-Id": msg_id}, timeout=timeout)
+            ack = await self.js.publish(subject, event.SerializeToString(), headers={"Nats-Msg-Id": msg_id},
+                                        timeout=timeout)
         except BaseException as exc:
             record_publish(subject, time.perf_counter() - start, exc)
             raise
@@ -583,25 +529,20 @@ class Bus:
         ``limit`` (the oldest). Used by history and review; a backup reads the whole stream
         with :meth:`stream_events` instead, which holds one batch at a time.
 
-        Reads with ephemeral pull consumers (:meth:`_read_events`): of every memory subject, or
-        with ``memory_id`` of the subjects of its bucket (:meth:`Subjects.history_filters`, two
-        consumers read side by side), so a memory's history costs ~1/1,024 of the stream, not
-        all of it (docs/benchmarks.md, "An old memory's history"). A bucket-mate's message is
-        decoded only when the id's bytes occur in it (a protobuf string field holds its UTF-8
-        bytes as they are, so no event of the memory is skipped). ``since`` lets the server
-        start at that time (JetStream's ``DeliverPolicy.BY_START_TIME``) instead of the
-        stream's first message. Raises StoreTimeout (Unavailable) when NATS does not answer.
+        Reads with an ephemeral pull consumer of the memory subjects (:meth:`_read_events`).
+        With ``memory_id``, a message is decoded only when the id's bytes occur in it (a
+        protobuf string field holds its UTF-8 bytes as they are, so no event of the memory is
+        skipped), and ``since`` lets the server start at that time (JetStream's
+        ``DeliverPolicy.BY_START_TIME``) instead of the stream's first message: a memory's
+        history read cost the whole stream, ~1 s at 10,000 memories (docs/benchmarks.md,
+        "A memory's history without the whole stream"); an old memory's still costs the
+        stream since its creation ("An old memory's history", where subjects per bucket of
+        ids were tried and withdrawn). Raises StoreTimeout (Unavailable) when NATS does not
+        answer.
         """
-        filters = [[self.subjects.memory_all]] if memory_id is None else self.subjects.history_filters(memory_id)
         last = await self._last_seq()
-        found: dict[int, events_pb2.MemoryEvent] = {}
-
-        async def collect(subjects: list[str]) -> None:
-            async for seq, event in self._read_events(subjects, since, last, memory_id, limit):
-                found[seq] = event
-
-        await asyncio.gather(*(collect(subjects) for subjects in filters))
-        return [found[seq] for seq in sorted(found)][:limit]
+        return [event async for _, event in
+                self._read_events([self.subjects.memory_all], since, last, memory_id, limit)][:limit]
 
     async def stream_events(self) -> AsyncIterator[events_pb2.MemoryEvent]:
         """Every memory event the stream holds when the read begins, oldest first, as it is

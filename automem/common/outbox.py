@@ -223,8 +223,7 @@ class EventPublisher:
             for raw in raws:
                 try:
                     event = events_pb2.MemoryEvent.FromString(base64.b64decode(raw))
-                    self.bus.subjects.for_event(event)  # KeyError: no subject
-                    self.bus.subjects.memory(event.type)
+                    self.bus.subjects.memory(event.type)  # KeyError: no subject
                 except (DecodeError, binascii.Error, KeyError) as exc:
                     bad = exc
                     break

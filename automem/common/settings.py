@@ -186,7 +186,7 @@ class Settings(BaseSettings):
     nats_token: str = Field("", max_length=512, validation_alias=_env("NATS_TOKEN", "AUTOMEM_NATS_TOKEN"))
     #: The JetStream stream holding the memory events (history, enrichment's feed).
     stream_name: str = Field("AUTOMEM_EVENTS", validation_alias=_env("AUTOMEM_STREAM_NAME"))
-    #: Prefix of the event subjects (``<prefix>.memory.<type>.<bucket>``): two deployments on one NATS need
+    #: Prefix of the event subjects (``<prefix>.memory.<type>``): two deployments on one NATS need
     #: different ones.
     subject_prefix: str = Field("automem.v1", validation_alias=_env("AUTOMEM_SUBJECT_PREFIX"))
     #: Deliveries of a message (the first included; at least 1) before it is parked on the

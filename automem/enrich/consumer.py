@@ -310,9 +310,8 @@ class EnrichConsumer:
         ``messaging.client.consumed.messages``, ``automem.enrichment.redeliveries`` and
         ``messaging.process.duration`` (automem/common/metrics.py).
         """
-        template = self.bus.subjects.template  # span names without the subjects' bucket tokens
-        span = start_batch_span([(template(m.subject), m.headers, (m.headers or {}).get("Nats-Msg-Id", ""))
-                                 for m in msgs], self.bus.subjects.memory_all, DURABLE)
+        span = start_batch_span([(m.subject, m.headers, (m.headers or {}).get("Nats-Msg-Id", "")) for m in msgs],
+                                self.bus.subjects.memory_all, DURABLE)
         attributes = self.metric_attributes
         metrics.consumed_messages.add(len(msgs), attributes)
         redelivered = sum(1 for m in msgs if int(getattr(getattr(m, "metadata", None), "num_delivered", 1) or 1) > 1)

@@ -22,7 +22,7 @@ import pytest
 from httpx_sse import aconnect_sse
 
 from automem.common.bus import Bus
-from automem.v1 import event_stream_pb2, events_pb2, memory_pb2
+from automem.v1 import event_stream_pb2, events_pb2
 from tests.conftest import ScopedService, eventually, fresh_scope, start_service
 
 #: Every target but enrich (no enrichment events).
@@ -401,49 +401,6 @@ def _record_deliveries(bus: Bus, record: Callable[[Any], None]) -> None:
         sub.fetch = recording_fetch
         return sub
     bus.js.pull_subscribe_bind = recording_bind
-
-
-async def test_a_memorys_history_reads_its_bucket_not_the_whole_stream(settings) -> None:
-    """A memory's history read every memory message on the stream (~1 s at 10,000 memories
-    for one stored in the first build). Events now carry a bucket of their memory's id in
-    the subject, and the read takes the memory's bucket only: every event of the memory
-    comes back in stream order — its own, relations either end, one between two memories of
-    its bucket once, and those a version before the buckets wrote on the bare type subjects —
-    while the other memories' events are never delivered to the reader."""
-    from automem.common.bus import Subjects
-
-    created, updated = events_pb2.EVENT_TYPE_MEMORY_CREATED, events_pb2.EVENT_TYPE_MEMORY_UPDATED
-    related = events_pb2.EVENT_TYPE_RELATION_CREATED
-    bucket = Subjects.bucket
-    mate = next(f"m{n}" for n in range(100_000) if bucket(f"m{n}") == bucket("a") and f"m{n}" != "a")
-    others = [f"o{n}" for n in range(400) if bucket(f"o{n}") != bucket("a")][:300]
-
-    def relation(source: str, target: str) -> events_pb2.MemoryEvent:
-        return events_pb2.MemoryEvent(event_id=f"r-{source}-{target}", type=related, scope="default",
-                                      relation=memory_pb2.Relation(source_id=source, target_id=target))
-
-    bus = Bus(settings)
-    await bus.connect()
-    delivered: list[int] = []  # the stream sequence of every message a read received
-    try:
-        legacy = _event(created, "a")  # as a version before the buckets published it
-        await bus.js.publish(bus.subjects.memory(created), legacy.SerializeToString(),
-                             headers={"Nats-Msg-Id": legacy.event_id})
-        await bus.publish_events([_event(created, o) for o in others])
-        await bus.publish_events([_event(updated, "a"), _event(created, mate), relation(others[0], "a"),
-                                  relation("a", others[1]), relation("a", mate), relation(others[2], others[3])])
-        await bus.publish_events([_event(updated, o) for o in others])
-        assert bus.subjects.for_event(_event(updated, "a")) == f"{bus.subjects.memory(updated)}.{bucket('a')}"
-
-        _record_deliveries(bus, lambda msg: delivered.append(msg.metadata.sequence.stream))
-        history = await bus.events_for("a")
-        assert [e.event_id for e in history] == [f"a-{created}", f"a-{updated}", f"r-{others[0]}-a",
-                                                 "r-a-" + others[1], f"r-a-{mate}"]
-        assert len(delivered) == 7  # a's own five, the mate's creation, the relation seen by both reads
-        assert [e.event_id for e in await bus.events_for(mate)] == [f"{mate}-{created}", f"r-a-{mate}"]
-        assert len(await bus.events_for(None)) == 1 + 2 * len(others) + 6
-    finally:
-        await bus.close()
 
 
 async def test_a_history_read_whose_nats_stops_delivering_is_an_error_not_a_short_history(settings, tmp_path) -> None:
